@@ -1,0 +1,44 @@
+# `make test` and `make demo` work on a fresh clone: each creates .venv when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# The local CPU wheel; a bare `torch` requirement would pull several GB of CUDA packages.
+TORCH := torch==2.13.0
+HIGHWAY := highway-env==1.12.1
+
+.PHONY: setup test demo bench bench-train lint format clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q -e ".[train,sb3,dev]"
+	# highway-env without its pygame-ce requirement (see pyproject.toml); its other needs are in dev.
+	$(BIN)/python -m pip install -q --no-deps $(HIGHWAY)
+	touch $(STAMP)
+
+test: $(STAMP)
+	SDL_VIDEODRIVER=dummy SDL_AUDIODRIVER=dummy $(BIN)/python -m pytest -q -p no:cacheprovider
+
+demo: $(STAMP)
+	$(BIN)/python -m goalenvs.demo
+
+bench: $(STAMP)
+	SDL_VIDEODRIVER=dummy SDL_AUDIODRIVER=dummy ./benchmarks/run_all.sh $(BIN)/python
+
+bench-train: $(STAMP)
+	$(BIN)/python benchmarks/train.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

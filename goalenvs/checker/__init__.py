@@ -1,0 +1,1 @@
+"""`goalenvs check`: the goal-env conformance checker."""

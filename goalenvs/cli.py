@@ -1,0 +1,60 @@
+"""The ``goalenvs`` command: ``list``, ``check``, ``train``, ``play``.
+
+Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and
+``run(args) -> int`` and is imported only when its subcommand runs (so ``goalenvs list``
+never imports torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "list": ("goalenvs.cli", "print the registered environment ids"),
+    "check": ("goalenvs.checker.cli", "check a goal env against the goal-env contract"),
+    "train": ("goalenvs.her.cli", "train DDPG+HER or DQN+HER on a goal env"),
+    "play": ("goalenvs.play", "drive an env with the keyboard, or watch a saved policy"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``goalenvs list`` (none)."""
+
+
+def run(args: argparse.Namespace) -> int:
+    """``goalenvs list``: one line per registered id."""
+    from goalenvs.registration import ENTRIES
+
+    width = max(len(entry.id) for entry in ENTRIES)
+    for entry in ENTRIES:
+        steps = "n_bits" if entry.max_episode_steps is None else str(entry.max_episode_steps)
+        print(f"{entry.id:<{width}}  {steps:>6} steps  {entry.summary}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, every subcommand's arguments included."""
+    parser = argparse.ArgumentParser(
+        prog="goalenvs", description="Goal-conditioned envs, a goal-env checker, and HER."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(sub_parser)
+        sub_parser.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``goalenvs`` console script."""
+    args = build_parser().parse_args(argv)
+    return int(args._module.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,518 @@
+"""The goal-env contract and the helpers every goalenvs environment shares.
+
+A goal env is a :class:`gymnasium.Env` whose observation space is
+``Dict(observation=..., achieved_goal=..., desired_goal=...)`` and which computes its
+reward, termination and truncation from goals alone, for one goal pair or any batch of
+them, so that Hindsight Experience Replay can relabel stored transitions::
+
+    compute_reward(achieved_goal, desired_goal, info)      -> float32, shape batch_shape
+    compute_terminated(achieved_goal, desired_goal, info)  -> bool, shape batch_shape
+    compute_truncated(achieved_goal, desired_goal, info)   -> bool, shape batch_shape
+
+where ``batch_shape`` is the goals' leading shape (``()`` for one pair). ``info`` is None,
+one dict (whose values may be batched arrays), or a list / object array of dicts, one per
+element (stable-baselines3 passes ``[{}] * B``).
+
+:class:`GoalVectorEnv` is the base of the native vector twins: it owns seeding (one
+generator per sub-env, seeded like gymnasium's ``SyncVectorEnv`` so that sub-env ``i`` of a
+vector env seeded ``s`` follows the single env seeded ``s + i``), the time limit and the
+three gymnasium autoreset modes, so each env only writes its batched dynamics.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
+
+InfoLike = Mapping[str, Any] | Sequence[Mapping[str, Any]] | np.ndarray | None
+
+
+class GoalEnv(gym.Env):
+    """A gymnasium env with a goal Dict observation and batched goal functions.
+
+    Subclasses set ``observation_space`` to a :class:`gymnasium.spaces.Dict` with the keys
+    ``observation``, ``achieved_goal`` and ``desired_goal`` and implement
+    :meth:`compute_reward` and :meth:`compute_terminated`. Every step's reward and
+    termination must equal these functions applied to the step's goals and info: that is
+    what lets HER recompute them for substituted goals.
+    """
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Reward for reaching ``achieved_goal`` when ``desired_goal`` was asked, batched.
+
+        Returns a float32 array of shape ``achieved_goal.shape[:-1]``.
+        """
+        raise NotImplementedError
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Whether the episode ends for these goals, batched (bool array)."""
+        raise NotImplementedError
+
+    def compute_truncated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Goal-dependent truncation, batched. goalenvs envs never truncate on goals.
+
+        The time limit is not goal-dependent and is applied by gymnasium's ``TimeLimit``
+        (single envs) or the vector env's step counter.
+        """
+        shape, _, _ = goal_arrays(achieved_goal, desired_goal)
+        return np.zeros(shape, dtype=bool)
+
+
+# --------------------------------------------------------------------------- goal batches
+
+
+def goal_arrays(
+    achieved_goal: Any, desired_goal: Any, goal_size: int | None = None
+) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """Validates a goal pair or batch and returns ``(batch_shape, achieved, desired)``.
+
+    Both arrays keep their float dtype (integers become float32). Leading dimensions
+    broadcast against each other; the last dimension is the goal and must match
+    ``goal_size`` when given.
+    """
+    achieved = np.asarray(achieved_goal)
+    desired = np.asarray(desired_goal)
+    for name, arr in (("achieved_goal", achieved), ("desired_goal", desired)):
+        if arr.ndim == 0:
+            raise ValueError(f"{name} must have at least one dimension (the goal), got a scalar")
+        if arr.dtype.kind not in "fiub":
+            raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+        if goal_size is not None and arr.shape[-1] != goal_size:
+            raise ValueError(
+                f"{name} has shape {arr.shape}: its last dimension must be the goal size "
+                f"{goal_size}"
+            )
+    if achieved.shape[-1] != desired.shape[-1]:
+        raise ValueError(
+            f"achieved_goal shape {achieved.shape} and desired_goal shape {desired.shape} "
+            "differ in the goal dimension"
+        )
+    try:
+        batch_shape = np.broadcast_shapes(achieved.shape[:-1], desired.shape[:-1])
+    except ValueError:
+        raise ValueError(
+            f"achieved_goal shape {achieved.shape} and desired_goal shape {desired.shape} "
+            "have leading (batch) dimensions that do not broadcast"
+        ) from None
+    if achieved.dtype.kind != "f":
+        achieved = achieved.astype(np.float32)
+    if desired.dtype.kind != "f":
+        desired = desired.astype(np.float32)
+    return batch_shape, achieved, desired
+
+
+def info_values(
+    info: InfoLike,
+    key: str,
+    batch_shape: tuple[int, ...],
+    default: Any,
+    dtype: Any,
+) -> np.ndarray:
+    """Extracts ``info[key]`` for every element of a goal batch as an array of ``batch_shape``.
+
+    ``info`` may be None (every element gets ``default``), one dict (its value, scalar or
+    batched, is broadcast to ``batch_shape``), or a list, tuple or object array of dicts,
+    one per element (missing keys get ``default``). This is the one place where the
+    shapes stable-baselines3, gymnasium vector envs and HER buffers pass are reconciled.
+    """
+    if info is None:
+        return np.full(batch_shape, default, dtype=dtype)
+    if isinstance(info, Mapping):
+        value = info.get(key, default)
+        try:
+            return np.broadcast_to(np.asarray(value, dtype=dtype), batch_shape).copy()
+        except ValueError:
+            raise ValueError(
+                f"info[{key!r}] has shape {np.shape(value)}, which does not broadcast to "
+                f"the goal batch shape {batch_shape}"
+            ) from None
+    if isinstance(info, np.ndarray) and info.dtype != object:
+        raise TypeError(f"info must be None, a dict or dicts, got an array of dtype {info.dtype}")
+    if isinstance(info, (list, tuple, np.ndarray)):
+        items = np.asarray(info, dtype=object)
+        n = int(np.prod(batch_shape)) if batch_shape else 1
+        if items.size != n:
+            raise ValueError(
+                f"info holds {items.size} dicts but the goal batch has shape {batch_shape} "
+                f"({n} elements)"
+            )
+        flat = [
+            (d.get(key, default) if isinstance(d, Mapping) else _not_a_dict(d))
+            for d in items.reshape(-1)
+        ]
+        return np.asarray(flat, dtype=dtype).reshape(batch_shape)
+    raise TypeError(
+        f"info must be None, a dict, or a list / object array of dicts, got {type(info).__name__}"
+    )
+
+
+def _not_a_dict(item: Any) -> Any:
+    raise TypeError(f"every element of info must be a dict, got {type(item).__name__}")
+
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def check_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
+    """Returns ``value`` when it is one of ``choices``, else raises a ValueError naming both."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not valid; expected one of {list(choices)}")
+    return value
+
+
+def check_positive(name: str, value: Any, *, integer: bool = False, minimum: float = 0.0) -> Any:
+    """Checks that a constructor constant is a finite number above ``minimum``."""
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        kind = "an integer" if integer else "a number"
+        raise TypeError(f"{name} must be {kind}, got {value!r} ({type(value).__name__})")
+    if not np.isfinite(value) or value <= minimum:
+        raise ValueError(f"{name} must be > {minimum}, got {value!r}")
+    return value
+
+
+def check_action(action: Any, space: spaces.Space, name: str = "action") -> np.ndarray:
+    """Validates one action for ``space`` and returns it as an array.
+
+    Box actions: the shape must match and the values must be finite (NaN or inf is an
+    error); finite values outside the bounds are clipped to them, as noisy policies
+    routinely overshoot. Discrete actions: an integer in ``[start, start + n)``, else an
+    error. MultiBinary: a 0/1 array of the space's shape.
+    """
+    if isinstance(space, spaces.Box):
+        arr = np.asarray(action)
+        if arr.dtype.kind not in "fiu":
+            raise TypeError(
+                f"{name} must be a real-valued array for {space}, got dtype {arr.dtype}: {action!r}"
+            )
+        if arr.shape != space.shape:
+            raise ValueError(
+                f"{name} has shape {arr.shape}, expected {space.shape} for {space}: {action!r}"
+            )
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} must be finite, got {arr!r} for {space}")
+        return np.clip(arr, space.low, space.high).astype(space.dtype, copy=False)
+    if isinstance(space, spaces.Discrete):
+        arr = np.asarray(action)
+        if arr.shape not in ((), (1,)) or arr.dtype.kind not in "iu":
+            raise TypeError(
+                f"{name} must be an integer for {space}, got {action!r} "
+                f"(shape {arr.shape}, dtype {arr.dtype})"
+            )
+        value = int(arr.reshape(()))
+        if not space.start <= value < space.start + space.n:
+            raise ValueError(
+                f"{name}={value} is outside {space}: expected an integer in "
+                f"[{space.start}, {space.start + space.n})"
+            )
+        return np.asarray(value, dtype=np.int64)
+    if isinstance(space, spaces.MultiBinary):
+        arr = np.asarray(action)
+        if arr.shape != space.shape or not np.isin(arr, (0, 1)).all():
+            raise ValueError(f"{name} must be a 0/1 array of shape {space.shape}, got {action!r}")
+        return arr.astype(np.int8)
+    raise TypeError(f"check_action does not support {space}")
+
+
+def check_actions(actions: Any, single_space: spaces.Space, num_envs: int) -> np.ndarray:
+    """Validates a batch of ``num_envs`` actions with the rules of :func:`check_action`."""
+    arr = np.asarray(actions)
+    if isinstance(single_space, spaces.Box):
+        expected = (num_envs, *single_space.shape)
+        if arr.dtype.kind not in "fiu":
+            raise TypeError(f"actions must be a real-valued array, got dtype {arr.dtype}")
+        if arr.shape != expected:
+            raise ValueError(
+                f"actions has shape {arr.shape}, expected {expected} "
+                f"(num_envs, *{single_space.shape})"
+            )
+        if not np.all(np.isfinite(arr)):
+            bad = np.flatnonzero(~np.isfinite(arr).reshape(num_envs, -1).all(axis=1))
+            raise ValueError(
+                f"actions must be finite; sub-envs {bad[:8].tolist()} got {arr[bad[0]]!r}"
+            )
+        return np.clip(arr, single_space.low, single_space.high).astype(
+            single_space.dtype, copy=False
+        )
+    if isinstance(single_space, spaces.Discrete):
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"actions must be integers for {single_space}, got dtype {arr.dtype}")
+        if arr.shape != (num_envs,):
+            raise ValueError(f"actions has shape {arr.shape}, expected ({num_envs},)")
+        lo, hi = single_space.start, single_space.start + single_space.n
+        bad = np.flatnonzero((arr < lo) | (arr >= hi))
+        if bad.size:
+            raise ValueError(
+                f"actions[{bad[0]}]={arr[bad[0]]} is outside {single_space}: expected integers "
+                f"in [{lo}, {hi})"
+            )
+        return arr.astype(np.int64, copy=False)
+    raise TypeError(f"check_actions does not support {single_space}")
+
+
+def check_goal_option(goal: Any, space: spaces.Box, batch: int | None = None) -> np.ndarray:
+    """Validates a goal passed as ``reset(options={"goal": ...})``.
+
+    For a vector env (``batch`` given) the goal may be one goal, used for every reset
+    sub-env, or one per sub-env.
+    """
+    arr = np.asarray(goal, dtype=np.float64)
+    shapes = [space.shape] if batch is None else [space.shape, (batch, *space.shape)]
+    if arr.shape not in shapes:
+        raise ValueError(
+            f"options['goal'] has shape {arr.shape}, expected one of {shapes} for {space}"
+        )
+    if not np.all(np.isfinite(arr)) or np.any(arr < space.low) or np.any(arr > space.high):
+        raise ValueError(
+            f"options['goal']={arr.tolist()} is outside the goal space [{space.low.tolist()}, "
+            f"{space.high.tolist()}]"
+        )
+    return arr.astype(space.dtype)
+
+
+def goal_dict_space(observation: spaces.Space, goal: spaces.Space) -> spaces.Dict:
+    """The goal observation space ``Dict(observation, achieved_goal, desired_goal)``.
+
+    The two goal entries are identical, independent copies of ``goal``.
+    """
+    return spaces.Dict(
+        {
+            "observation": observation,
+            "achieved_goal": goal,
+            "desired_goal": copy.deepcopy(goal),
+        }
+    )
+
+
+# --------------------------------------------------------------------------- vector envs
+
+
+class GoalVectorEnv(VectorEnv):
+    """Base class of the native vector twins: N goal envs stepped in one numpy call.
+
+    Subclasses implement the batched dynamics:
+
+    - ``_reset_envs(index, options)``: draw a new episode for the sub-envs in ``index``
+      (an int array), each with its own generator ``self.np_randoms[i]``, exactly as the
+      single env draws it;
+    - ``_step_envs(actions)``: advance every sub-env by one step (validated actions);
+    - ``_observation()``: the batched observation dict (fresh arrays);
+    - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included;
+    - ``compute_reward`` / ``compute_terminated`` (usually the env's kernel functions);
+
+    and this class supplies ``reset``, ``step``, seeding, the time limit
+    (``max_episode_steps``) and the autoreset modes ``next_step`` (gymnasium's default:
+    the step after an episode ends resets that sub-env and returns reward 0),
+    ``same_step`` (the finished sub-env resets inside the step; its last observation is in
+    ``info["final_obs"]``) and ``disabled`` (the caller resets with
+    ``reset(options={"reset_mask": mask})``).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "autoreset_mode": None}
+
+    def __init__(
+        self,
+        num_envs: int,
+        single_observation_space: spaces.Dict,
+        single_action_space: spaces.Space,
+        max_episode_steps: int | None,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+    ) -> None:
+        check_positive("num_envs", num_envs, integer=True)
+        if max_episode_steps is not None:
+            check_positive("max_episode_steps", max_episode_steps, integer=True)
+        try:
+            mode = AutoresetMode(autoreset_mode)
+        except ValueError:
+            raise ValueError(
+                f"autoreset_mode={autoreset_mode!r} is not valid; expected one of "
+                f"{[m.value for m in AutoresetMode]}"
+            ) from None
+        self.num_envs = int(num_envs)
+        self.max_episode_steps = max_episode_steps
+        self.autoreset_mode = mode
+        self.metadata = {**type(self).metadata, "autoreset_mode": mode}
+        if render_mode is not None:
+            check_choice("render_mode", render_mode, self.metadata["render_modes"])
+        self.render_mode = render_mode
+        self.single_observation_space = single_observation_space
+        self.single_action_space = single_action_space
+        self.observation_space = batch_space(single_observation_space, self.num_envs)
+        self.action_space = batch_space(single_action_space, self.num_envs)
+        self.np_randoms = [seeding.np_random(None)[0] for _ in range(self.num_envs)]
+        self.elapsed_steps = np.zeros(self.num_envs, dtype=np.int64)
+        self._needs_reset = np.zeros(self.num_envs, dtype=bool)
+        self._has_reset = False
+
+    # ---- subclass hooks
+    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
+        raise NotImplementedError
+
+    def _step_envs(self, actions: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def _step_info(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Batched reward, as the single env's :meth:`GoalEnv.compute_reward`."""
+        raise NotImplementedError
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Batched termination, as the single env's :meth:`GoalEnv.compute_terminated`."""
+        raise NotImplementedError
+
+    def compute_truncated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Goal-dependent truncation: never (the time limit is counted in ``step``)."""
+        shape, _, _ = goal_arrays(achieved_goal, desired_goal)
+        return np.zeros(shape, dtype=bool)
+
+    # ---- gymnasium API
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Resets every sub-env, or those in ``options["reset_mask"]``.
+
+        ``seed`` is an int (sub-env ``i`` gets ``seed + i``, as gymnasium's vector envs) or
+        one seed per sub-env. ``options["goal"]`` pins the goal (one for all, or one each).
+        """
+        if seed is not None:
+            seeds = (
+                [seed + i for i in range(self.num_envs)]
+                if isinstance(seed, (int, np.integer))
+                else list(seed)
+            )
+            if len(seeds) != self.num_envs:
+                raise ValueError(
+                    f"seed holds {len(seeds)} seeds, expected num_envs={self.num_envs}"
+                )
+            for i, s in enumerate(seeds):
+                if s is not None:
+                    self.np_randoms[i] = seeding.np_random(int(s))[0]
+            self._np_random, self._np_random_seed = self.np_randoms[0], seeds[0]
+        mask = None if options is None else options.get("reset_mask")
+        if mask is None:
+            index = np.arange(self.num_envs)
+        else:
+            mask = np.asarray(mask)
+            if mask.dtype != bool or mask.shape != (self.num_envs,):
+                raise ValueError(
+                    f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), "
+                    f"got dtype {mask.dtype} shape {mask.shape}"
+                )
+            if not self._has_reset and not mask.all():
+                raise RuntimeError("the first reset must reset every sub-env (no reset_mask)")
+            index = np.flatnonzero(mask)
+        self._reset_envs(index, options)
+        self.elapsed_steps[index] = 0
+        self._needs_reset[index] = False
+        self._has_reset = True
+        return self._observation(), self._with_masks(self._step_info())
+
+    def step(
+        self, actions: Any
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Steps every sub-env with one batched kernel call.
+
+        Actions are validated with :func:`check_actions` (finite values outside the
+        bounds are clipped; NaN, inf or a wrong shape raise).
+        """
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        actions = check_actions(actions, self.single_action_space, self.num_envs)
+        if self.autoreset_mode == AutoresetMode.DISABLED and self._needs_reset.any():
+            raise RuntimeError(
+                f"sub-envs {np.flatnonzero(self._needs_reset)[:8].tolist()} ended their episode: "
+                "with autoreset_mode='disabled', reset them with "
+                "reset(options={'reset_mask': mask}) before stepping"
+            )
+        self._step_envs(actions)
+        self.elapsed_steps += 1
+        obs = self._observation()
+        info = self._step_info()
+        reward = np.asarray(
+            self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info), np.float32
+        )
+        terminated = np.asarray(
+            self.compute_terminated(obs["achieved_goal"], obs["desired_goal"], info), bool
+        )
+        truncated = np.asarray(
+            self.compute_truncated(obs["achieved_goal"], obs["desired_goal"], info), bool
+        )
+        if self.max_episode_steps is not None:
+            truncated |= self.elapsed_steps >= self.max_episode_steps
+
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP and self._needs_reset.any():
+            # These sub-envs ended last step: this step resets them instead (gymnasium's
+            # next-step convention: reward 0, not terminated, not truncated).
+            index = np.flatnonzero(self._needs_reset)
+            self._reset_envs(index, None)
+            self.elapsed_steps[index] = 0
+            fresh_obs, fresh_info = self._observation(), self._step_info()
+            for key in obs:
+                obs[key][index] = fresh_obs[key][index]
+            for key in info:
+                info[key][index] = fresh_info[key][index]
+            reward[index] = 0.0
+            terminated[index] = False
+            truncated[index] = False
+
+        done = terminated | truncated
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and done.any():
+            index = np.flatnonzero(done)
+            final_obs = np.empty(self.num_envs, dtype=object)
+            final_info = np.empty(self.num_envs, dtype=object)
+            for i in index:
+                final_obs[i] = {k: v[i].copy() for k, v in obs.items()}
+                final_info[i] = {k: v[i].copy() for k, v in info.items()}
+            self._reset_envs(index, None)
+            self.elapsed_steps[index] = 0
+            fresh_obs, fresh_info = self._observation(), self._step_info()
+            for key in obs:
+                obs[key][index] = fresh_obs[key][index]
+            for key in info:
+                info[key][index] = fresh_info[key][index]
+            info = self._with_masks(info)
+            info["final_obs"], info["_final_obs"] = final_obs, done.copy()
+            info["final_info"], info["_final_info"] = final_info, done.copy()
+            return obs, reward, terminated, truncated, info
+
+        self._needs_reset = done
+        return obs, reward, terminated, truncated, self._with_masks(info)
+
+    def _with_masks(self, info: dict[str, np.ndarray]) -> dict[str, Any]:
+        # gymnasium's vector info convention: "_key" says which sub-envs carry "key".
+        out: dict[str, Any] = dict(info)
+        for key in info:
+            out["_" + key] = np.ones(self.num_envs, dtype=bool)
+        return out

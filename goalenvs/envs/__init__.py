@@ -1,0 +1,1 @@
+"""The goalenvs environments: one module per env (kernel, single env, native vector twin)."""

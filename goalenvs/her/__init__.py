@@ -1,0 +1,1 @@
+"""Hindsight Experience Replay: replay buffer, agents, trainer."""

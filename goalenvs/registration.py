@@ -1,0 +1,104 @@
+"""The registered environment ids, each with its single entry point and native vector twin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """One registered id: where its single env and vector twin live, and its defaults."""
+
+    id: str
+    module: str
+    single: str
+    vector: str
+    max_episode_steps: int | None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+
+ENTRIES: tuple[EnvEntry, ...] = (
+    EnvEntry(
+        "goalenvs/BitFlipping-v0",
+        "goalenvs.envs.bit_flipping",
+        "BitFlippingEnv",
+        "BitFlippingVectorEnv",
+        None,  # n_bits steps, whatever n_bits is: the env counts its own steps
+        {},
+        "flip bits until they match a random goal pattern (HER paper); Discrete(n_bits)",
+    ),
+    EnvEntry(
+        "goalenvs/BitFlippingContinuous-v0",
+        "goalenvs.envs.bit_flipping",
+        "BitFlippingEnv",
+        "BitFlippingVectorEnv",
+        None,
+        {"continuous": True},
+        "bit flipping with Box(-1, 1, (n_bits,)) actions; every bit whose action > 0 flips",
+    ),
+    EnvEntry(
+        "goalenvs/PointReach-v0",
+        "goalenvs.envs.point_reach",
+        "PointReachEnv",
+        "PointReachVectorEnv",
+        50,
+        {},
+        "2D point mass reaches a random goal in [-1, 1]^2; sparse -1/0 reward",
+    ),
+    EnvEntry(
+        "goalenvs/PointReachDense-v0",
+        "goalenvs.envs.point_reach",
+        "PointReachEnv",
+        "PointReachVectorEnv",
+        50,
+        {"reward_type": "dense"},
+        "2D point reach paying minus the distance to the goal",
+    ),
+    EnvEntry(
+        "goalenvs/Parking-v0",
+        "goalenvs.envs.parking",
+        "ParkingEnv",
+        "ParkingVectorEnv",
+        100,
+        {},
+        "kinematic car parks into a random spot of an empty walled lot; sparse reward",
+    ),
+    EnvEntry(
+        "goalenvs/ParkingCrowded-v0",
+        "goalenvs.envs.parking",
+        "ParkingEnv",
+        "ParkingVectorEnv",
+        100,
+        {"n_parked": 20},
+        "parking between parked cars; collisions end the episode with a penalty",
+    ),
+    EnvEntry(
+        "goalenvs/ParkingDense-v0",
+        "goalenvs.envs.parking",
+        "ParkingEnv",
+        "ParkingVectorEnv",
+        100,
+        {"reward_type": "dense"},
+        "parking in the empty lot, paying minus the weighted goal distance",
+    ),
+)
+
+ENV_IDS: tuple[str, ...] = tuple(entry.id for entry in ENTRIES)
+
+
+def register_envs() -> None:
+    """Registers every goalenvs id with gymnasium (idempotent)."""
+    for entry in ENTRIES:
+        if entry.id in gym.registry:
+            continue
+        gym.register(
+            id=entry.id,
+            entry_point=f"{entry.module}:{entry.single}",
+            vector_entry_point=f"{entry.module}:{entry.vector}",
+            max_episode_steps=entry.max_episode_steps,
+            kwargs=dict(entry.kwargs),
+        )

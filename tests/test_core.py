@@ -1,0 +1,77 @@
+"""The goal-env helpers shared by every env: goal batches, info normalisation, checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from goalenvs.core import check_action, check_actions, check_goal_option, goal_arrays, info_values
+
+
+def test_goal_arrays_broadcasts_leading_dimensions():
+    shape, a, d = goal_arrays(np.zeros((4, 1, 3)), np.ones((5, 3)), goal_size=3)
+    assert shape == (4, 5)
+    assert a.shape == (4, 1, 3) and d.shape == (5, 3)
+
+
+def test_goal_arrays_rejects_wrong_goal_size():
+    with pytest.raises(ValueError, match="goal size 2"):
+        goal_arrays(np.zeros((4, 3)), np.zeros((4, 3)), goal_size=2)
+
+
+@pytest.mark.parametrize(
+    "info, expected",
+    [
+        (None, [False, False, False]),
+        ({"crashed": True}, [True, True, True]),
+        ({"crashed": np.array([True, False, True])}, [True, False, True]),
+        ([{"crashed": True}, {}, {"crashed": False}], [True, False, False]),
+        (np.array([{}, {"crashed": 1}, {}], dtype=object), [False, True, False]),
+        ([{}] * 3, [False, False, False]),
+    ],
+)
+def test_info_values_accepts_every_info_form(info, expected):
+    values = info_values(info, "crashed", (3,), False, bool)
+    assert values.dtype == bool
+    np.testing.assert_array_equal(values, expected)
+
+
+def test_info_values_rejects_wrong_count():
+    with pytest.raises(ValueError, match="holds 2 dicts"):
+        info_values([{}, {}], "crashed", (3,), False, bool)
+
+
+def test_check_action_clips_finite_and_rejects_nan_and_shape():
+    box = spaces.Box(-1, 1, (2,), np.float32)
+    np.testing.assert_array_equal(check_action([2.0, -0.5], box), [1.0, -0.5])
+    with pytest.raises(ValueError, match="finite"):
+        check_action([np.nan, 0.0], box)
+    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+        check_action([0.0, 0.0, 0.0], box)
+    with pytest.raises(TypeError, match="dtype"):
+        check_action(np.array(["a", "b"]), box)
+
+
+def test_check_action_discrete_bounds_and_type():
+    d = spaces.Discrete(4)
+    assert check_action(np.int64(3), d) == 3
+    with pytest.raises(ValueError, match=r"\[0, 4\)"):
+        check_action(4, d)
+    with pytest.raises(TypeError, match="integer"):
+        check_action(1.5, d)
+
+
+def test_check_actions_names_bad_sub_env():
+    box = spaces.Box(-1, 1, (2,), np.float32)
+    actions = np.zeros((4, 2))
+    actions[2, 1] = np.inf
+    with pytest.raises(ValueError, match=r"sub-envs \[2\]"):
+        check_actions(actions, box, 4)
+
+
+def test_check_goal_option_rejects_goal_outside_space():
+    box = spaces.Box(-1, 1, (2,), np.float32)
+    with pytest.raises(ValueError, match="outside the goal space"):
+        check_goal_option([0.0, 1.5], box)
+    np.testing.assert_array_equal(check_goal_option([0.5, 0.5], box), [0.5, 0.5])
