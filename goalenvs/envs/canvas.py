@@ -2,16 +2,22 @@
 
 Every goalenvs env draws on a :class:`Canvas`: an offscreen surface with a world-to-pixel
 transform (world ``y`` points up, pixel ``y`` down). ``rgb_array`` reads the surface into
-an ``(H, W, 3)`` uint8 array; ``show`` blits it to a window that pumps events every frame
-(so the window never reads as "not responding") and ticks at the env's ``render_fps``.
-It works headless: with ``SDL_VIDEODRIVER=dummy`` the human window is a dummy one.
+an ``(H, W, 3)`` uint8 array; ``show`` blits it to a :class:`Window` that drains the event
+queue every frame (so the window never reads as "not responding"), keeps the events for
+whoever wants them (keyboard play), and ticks at the env's ``render_fps``. It works
+headless: with ``SDL_VIDEODRIVER=dummy`` the human window is a dummy one.
 
-pygame is imported on first use, so the envs run and train without it.
+pygame is imported on first use, so the envs run and train without it, and only the
+pygame modules a call needs are initialised (drawing offscreen needs none of them; the
+window needs the display, text the font module).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sys
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,12 +25,18 @@ import numpy as np
 
 Color = tuple[int, int, int]
 
+# Events kept for the caller between two Window.events() calls; older ones are dropped,
+# so a window nobody reads events from never grows a backlog.
+MAX_PENDING_EVENTS = 512
+
 
 def import_pygame() -> Any:
     """Imports pygame or raises ``DependencyNotInstalled`` saying how to install it."""
+    # pygame prints a banner on import unless told not to; it would mix into our output.
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     try:
         import pygame
-    except ImportError as exc:  # pragma: no cover - depends on the installation
+    except ImportError as exc:
         from gymnasium.error import DependencyNotInstalled
 
         raise DependencyNotInstalled(
@@ -33,13 +45,118 @@ def import_pygame() -> Any:
     return pygame
 
 
+class Window:
+    """The one on-screen window: shows surfaces or RGB frames and collects input events.
+
+    pygame has a single display, so the most recent window to show something owns it;
+    closing a window that no longer owns the display leaves the display alone.
+
+    Args:
+        size: (width, height) in pixels.
+        title: the window caption.
+    """
+
+    _owner: Window | None = None
+
+    def __init__(self, size: tuple[int, int], title: str = "goalenvs") -> None:
+        self.pygame = import_pygame()
+        self.width, self.height = int(size[0]), int(size[1])
+        self.title = title
+        self.closed = False
+        self._display: Any = None
+        self._clock: Any = None
+        self._events: deque[Any] = deque(maxlen=MAX_PENDING_EVENTS)
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the window is currently on screen."""
+        return self._display is not None and Window._owner is self
+
+    def open(self) -> None:
+        """Opens the window (idempotent); events can be posted once it is open."""
+        if self.is_open:
+            return
+        pg = self.pygame
+        if not pg.display.get_init():
+            pg.display.init()
+        pg.display.set_caption(self.title)
+        self._display = pg.display.set_mode((self.width, self.height))
+        self._clock = pg.time.Clock()
+        self.closed = False
+        Window._owner = self
+
+    def show(self, image: Any, fps: int | None = None) -> bool:
+        """Shows a pygame Surface or an ``(H, W, 3)`` uint8 frame, opening the window first.
+
+        Drains the event queue (kept for :meth:`events`), and ticks at ``fps`` frames per
+        second when given. Returns False, and shows nothing, once the user has closed the
+        window; :meth:`close` followed by another ``show`` opens a fresh one.
+        """
+        if self.closed:
+            return False
+        self.open()
+        self._pump()
+        if self.closed:
+            return False
+        if isinstance(image, np.ndarray):
+            image = self.frame_surface(image)
+        self._display.blit(image, (0, 0))
+        self.pygame.display.flip()
+        if fps:
+            self._clock.tick(int(fps))
+        return True
+
+    def frame_surface(self, frame: np.ndarray) -> Any:
+        """An ``(H, W, 3)`` uint8 frame as a pygame Surface."""
+        frame = np.ascontiguousarray(frame, dtype=np.uint8)
+        if frame.ndim != 3 or frame.shape[2] != 3:
+            raise ValueError(f"frame must have shape (H, W, 3), got {frame.shape}")
+        return self.pygame.image.frombuffer(frame.tobytes(), frame.shape[1::-1], "RGB")
+
+    def events(self) -> list[Any]:
+        """The events since the last call (those drained by :meth:`show` included)."""
+        if self.is_open:
+            self._pump()
+        out = list(self._events)
+        self._events.clear()
+        return out
+
+    def tick(self, fps: int | None) -> None:
+        """Waits so that successive calls run at ``fps`` per second (no-op when closed)."""
+        if fps and self._clock is not None:
+            self._clock.tick(int(fps))
+
+    def _pump(self) -> None:
+        pg = self.pygame
+        for event in pg.event.get():
+            if event.type == pg.QUIT:
+                self.closed = True
+            self._events.append(event)
+        if self.closed:
+            self._release()
+
+    def _release(self) -> None:
+        if Window._owner is self:
+            self.pygame.display.quit()
+            Window._owner = None
+        self._display = None
+        self._clock = None
+
+    def close(self) -> None:
+        """Closes the window, if open; a later :meth:`show` opens it again."""
+        self._release()
+        self._events.clear()
+        self.closed = False
+
+
 class Canvas:
     """An offscreen pygame surface with a world-to-pixel transform.
 
     Args:
         size: (width, height) in pixels.
         world_bounds: (x_min, x_max, y_min, y_max) in world units mapped onto the surface;
-            the scale is the same on both axes (the smaller of the two fits).
+            the scale is the same on both axes (the smaller of the two fits) and the world
+            is centred on the surface.
         background: fill colour of :meth:`clear`.
         title: the human window's caption.
     """
@@ -52,14 +169,14 @@ class Canvas:
         title: str = "goalenvs",
     ) -> None:
         self.pygame = import_pygame()
-        if not self.pygame.get_init():
-            self.pygame.init()
         self.width, self.height = int(size[0]), int(size[1])
+        if self.width <= 0 or self.height <= 0:
+            raise ValueError(f"size={size} must be two positive pixel counts (width, height)")
         x_min, x_max, y_min, y_max = (float(v) for v in world_bounds)
-        if x_max <= x_min or y_max <= y_min:
+        if not x_max > x_min or not y_max > y_min:
             raise ValueError(f"world_bounds={world_bounds} must have x_max > x_min, y_max > y_min")
+        self.world_bounds = (x_min, x_max, y_min, y_max)
         self.pixels_per_unit = min(self.width / (x_max - x_min), self.height / (y_max - y_min))
-        # Centre the world on the surface when the aspect ratios differ.
         self._origin = np.array(
             [
                 self.width / 2 - self.pixels_per_unit * (x_min + x_max) / 2,
@@ -69,10 +186,14 @@ class Canvas:
         self.background = background
         self.title = title
         self.surface = self.pygame.Surface((self.width, self.height))
-        self._window: Any = None
-        self._clock: Any = None
+        self.window = Window((self.width, self.height), title)
         self._fonts: dict[int, Any] = {}
-        self.window_closed = False
+        self._rgb_byte_index = _rgb_byte_index(self.surface)
+
+    @property
+    def window_closed(self) -> bool:
+        """Whether the user closed the human window (``show`` then displays nothing)."""
+        return self.window.closed
 
     # ---- transform
     def to_pixels(self, xy: Any) -> np.ndarray:
@@ -90,6 +211,17 @@ class Canvas:
         """One world point to an integer pixel ``(column, row)``."""
         px = self.to_pixels(xy)
         return int(round(px[0])), int(round(px[1]))
+
+    def to_world(self, pixel: Any) -> np.ndarray:
+        """Pixel coordinates ``(..., 2)`` (column, row) back to world coordinates."""
+        px = np.asarray(pixel, dtype=np.float64)
+        return np.stack(
+            [
+                (px[..., 0] - self._origin[0]) / self.pixels_per_unit,
+                (self._origin[1] - px[..., 1]) / self.pixels_per_unit,
+            ],
+            axis=-1,
+        )
 
     def length(self, world_length: float) -> int:
         """A world length in whole pixels (at least 1)."""
@@ -112,9 +244,40 @@ class Canvas:
         """A straight line, ``width`` in pixels."""
         self.pygame.draw.line(self.surface, color, self.to_pixel(start), self.to_pixel(end), width)
 
+    def lines(self, points: Any, color: Color, width: int = 1, closed: bool = False) -> None:
+        """A polyline through ``points`` (world, shape ``(N, 2)``), ``width`` in pixels."""
+        px = np.round(self.to_pixels(points)).astype(int).tolist()
+        if len(px) >= 2:
+            self.pygame.draw.lines(self.surface, color, closed, px, width)
+
+    def trail(
+        self,
+        points: Any,
+        color: Color,
+        width: int = 2,
+        fade_to: Color | None = None,
+    ) -> None:
+        """A fading path through ``points`` (oldest first, world ``(N, 2)``).
+
+        The newest segment has ``color``; older ones blend towards ``fade_to`` (default:
+        the background), so the path reads as a motion trail.
+        """
+        px = np.round(self.to_pixels(points)).astype(int)
+        n = len(px)
+        if n < 2:
+            return
+        end = np.asarray(color, dtype=np.float64)
+        start = np.asarray(self.background if fade_to is None else fade_to, dtype=np.float64)
+        for i in range(1, n):
+            t = i / (n - 1)
+            segment_color = tuple(int(round(c)) for c in start + t * (end - start))
+            self.pygame.draw.line(
+                self.surface, segment_color, px[i - 1].tolist(), px[i].tolist(), width
+            )
+
     def polygon(self, points: Any, color: Color, width: int = 0) -> None:
         """A filled polygon (or its outline when ``width`` > 0)."""
-        px = [tuple(p) for p in np.round(self.to_pixels(points)).astype(int)]
+        px = np.round(self.to_pixels(points)).astype(int).tolist()
         self.pygame.draw.polygon(self.surface, color, px, width)
 
     def box(
@@ -161,50 +324,94 @@ class Canvas:
             self.surface, color, [tuple(p1.round()), tuple(left.round()), tuple(right.round())]
         )
 
-    def text(
-        self, text: str, pixel: tuple[int, int], color: Color = (20, 20, 20), size: int = 16
-    ) -> None:
-        """Text with its top-left corner at a pixel position (heads-up display)."""
+    # ---- text (pixel coordinates)
+    def font(self, size: int) -> Any:
+        """The default pygame font at ``size`` pixels (cached)."""
         font = self._fonts.get(size)
         if font is None:
             if not self.pygame.font.get_init():
                 self.pygame.font.init()
             font = self._fonts[size] = self.pygame.font.Font(None, size)
-        self.surface.blit(font.render(text, True, color), pixel)
+        return font
+
+    def text(
+        self,
+        text: str,
+        pixel: tuple[int, int],
+        color: Color = (20, 20, 20),
+        size: int = 16,
+        background: Color | None = None,
+        padding: int = 2,
+    ) -> tuple[int, int, int, int]:
+        """Text with its top-left corner at a pixel position (heads-up display).
+
+        With ``background`` the text sits on a filled box ``padding`` pixels larger.
+        Returns the drawn rectangle ``(left, top, width, height)`` in pixels.
+        """
+        rendered = self.font(size).render(text, True, color)
+        left, top = int(pixel[0]), int(pixel[1])
+        w, h = rendered.get_size()
+        if background is not None:
+            box = (left - padding, top - padding, w + 2 * padding, h + 2 * padding)
+            self.pygame.draw.rect(self.surface, background, box)
+            self.surface.blit(rendered, (left, top))
+            return box
+        self.surface.blit(rendered, (left, top))
+        return (left, top, w, h)
+
+    def hud(
+        self,
+        lines: Sequence[str],
+        pixel: tuple[int, int] = (6, 6),
+        color: Color = (20, 20, 20),
+        size: int = 18,
+        background: Color | None = (245, 245, 245),
+    ) -> None:
+        """A heads-up block of text lines (e.g. step, reward, success) from ``pixel`` down."""
+        left, top = pixel
+        for line in lines:
+            _, _, _, height = self.text(line, (left, top), color, size, background)
+            top += height
 
     # ---- output
     def rgb_array(self) -> np.ndarray:
-        """The surface as a fresh ``(height, width, 3)`` uint8 array."""
-        return np.ascontiguousarray(
-            np.transpose(self.pygame.surfarray.array3d(self.surface), (1, 0, 2))
-        )
+        """The surface as a fresh, writable ``(height, width, 3)`` uint8 array."""
+        if self._rgb_byte_index is None:
+            raw = self.pygame.image.tobytes(self.surface, "RGB")
+            return np.frombuffer(raw, dtype=np.uint8).reshape(self.height, self.width, 3).copy()
+        # A 32-bit surface viewed as bytes, rows in memory order: copying one colour plane
+        # at a time is several times faster than surfarray.array3d and its transpose.
+        words = self.pygame.surfarray.pixels2d(self.surface).T
+        channels = words.view(np.uint8).reshape(self.height, self.width, 4)
+        frame = np.empty((self.height, self.width, 3), dtype=np.uint8)
+        for plane, byte in enumerate(self._rgb_byte_index):
+            frame[..., plane] = channels[..., byte]
+        return frame
 
     def show(self, fps: int | None) -> None:
         """Shows the surface in the human window, opening it on first use.
 
-        Pumps the event queue every frame (keeping events for the caller, e.g. keyboard
-        play) and ticks the clock at ``fps`` frames per second.
+        The window drains the event queue every frame (keeping events for the caller,
+        e.g. keyboard play, in ``canvas.window.events()``) and ticks the clock at ``fps``
+        frames per second. Once the user closes the window this shows nothing until
+        :meth:`close`.
         """
-        pg = self.pygame
-        if self._window is None:
-            pg.display.init()
-            pg.display.set_caption(self.title)
-            self._window = pg.display.set_mode((self.width, self.height))
-            self._clock = pg.time.Clock()
-        pg.event.pump()
-        if pg.event.peek(pg.QUIT):
-            self.window_closed = True
-        self._window.blit(self.surface, (0, 0))
-        pg.display.flip()
-        if fps:
-            self._clock.tick(int(fps))
+        self.window.show(self.surface, fps)
 
     def close(self) -> None:
         """Closes the human window, if one is open."""
-        if self._window is not None:
-            self.pygame.display.quit()
-            self._window = None
-            self._clock = None
+        self.window.close()
+
+
+def _rgb_byte_index(surface: Any) -> list[int] | None:
+    """Byte offsets of red, green, blue within a 32-bit pixel, or None for other formats."""
+    if surface.get_bitsize() != 32:
+        return None
+    shifts = surface.get_shifts()[:3]
+    if any(s % 8 for s in shifts):
+        return None
+    index = [s // 8 for s in shifts]
+    return index if sys.byteorder == "little" else [3 - i for i in index]
 
 
 def box_corners(center: Sequence[float], length: float, width: float, angle: float) -> np.ndarray:
