@@ -1,0 +1,517 @@
+"""``goalenvs play``: keyboard control, watching a policy, recording, and bad input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from goalenvs import play
+from goalenvs.cli import main as cli_main
+from goalenvs.core import GoalEnv, goal_dict_space
+from goalenvs.envs.canvas import Canvas, Window
+from goalenvs.play import (
+    EpisodeStats,
+    KeyboardController,
+    PlayError,
+    Recorder,
+    drive,
+    normalize_keys_to_action,
+    watch,
+)
+
+pygame = pytest.importorskip("pygame")
+Image = pytest.importorskip("PIL.Image")
+
+DOT_ID = "playtest/Dot-v0"
+BITS_ID = "playtest/Bits-v0"
+NO_RGB_ID = "playtest/NoRgb-v0"
+
+
+class DotEnv(GoalEnv):
+    """A point that moves 0.1 per step in the direction of its action; goal radius 0.05."""
+
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 30}
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        box = spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.observation_space = goal_dict_space(box, box)
+        self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.render_mode = render_mode
+        self.canvas: Canvas | None = None
+        self.position = np.zeros(2)
+        self.goal = np.zeros(2)
+        self.steps = 0
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        p = self.position.astype(np.float32)
+        return {
+            "observation": p.copy(),
+            "achieved_goal": p.copy(),
+            "desired_goal": self.goal.copy(),
+        }
+
+    def compute_reward(self, achieved_goal, desired_goal, info):
+        d = np.linalg.norm(np.asarray(achieved_goal) - desired_goal, axis=-1)
+        return -(d > 0.05).astype(np.float32)
+
+    def compute_terminated(self, achieved_goal, desired_goal, info):
+        return np.linalg.norm(np.asarray(achieved_goal) - desired_goal, axis=-1) <= 0.05
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position = np.zeros(2)
+        goal = (options or {}).get("goal", self.np_random.uniform(-0.8, 0.8, 2))
+        self.goal = np.asarray(goal, np.float32)
+        self.steps = 0
+        return self._obs(), {"is_success": False}
+
+    def step(self, action):
+        self.position = np.clip(self.position + 0.1 * np.asarray(action), -1, 1)
+        self.steps += 1
+        obs = self._obs()
+        reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], None))
+        done = bool(self.compute_terminated(obs["achieved_goal"], obs["desired_goal"], None))
+        if self.render_mode == "human":
+            self.render()
+        return obs, reward, done, False, {"is_success": done}
+
+    def render(self):
+        if self.canvas is None:
+            self.canvas = Canvas((100, 100), (-1, 1, -1, 1))
+        self.canvas.clear()
+        self.canvas.circle(self.goal, 0.05, (0, 200, 0))
+        self.canvas.circle(self.position, 0.05, (200, 0, 0))
+        self.canvas.text(f"step {self.steps}", (2, 2), size=14)
+        if self.render_mode == "human":
+            self.canvas.show(self.metadata["render_fps"])
+            return None
+        return self.canvas.rgb_array()
+
+    def close(self):
+        if self.canvas is not None:
+            self.canvas.close()
+
+    def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
+        f = np.float32
+        return {
+            (pygame.K_LEFT,): np.array([-1, 0], f),
+            (pygame.K_RIGHT,): np.array([1, 0], f),
+            (pygame.K_UP,): np.array([0, 1], f),
+            (pygame.K_DOWN,): np.array([0, -1], f),
+        }
+
+
+class BitsEnv(GoalEnv):
+    """Four bits drawn as 25-pixel cells in a row; Discrete(4) flips one."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        bits = spaces.Box(0.0, 1.0, (4,), np.float32)
+        self.observation_space = goal_dict_space(bits, bits)
+        self.action_space = spaces.Discrete(4)
+        self.render_mode = render_mode
+        self.canvas: Canvas | None = None
+        self.bits = np.zeros(4, np.float32)
+        self.goal = np.ones(4, np.float32)
+
+    def _obs(self):
+        return {
+            "observation": self.bits.copy(),
+            "achieved_goal": self.bits.copy(),
+            "desired_goal": self.goal.copy(),
+        }
+
+    def compute_reward(self, achieved_goal, desired_goal, info):
+        return -np.any(achieved_goal != desired_goal, axis=-1).astype(np.float32)
+
+    def compute_terminated(self, achieved_goal, desired_goal, info):
+        return np.all(achieved_goal == desired_goal, axis=-1)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.bits = np.zeros(4, np.float32)
+        return self._obs(), {"is_success": False}
+
+    def step(self, action):
+        self.bits[int(action)] = 1.0 - self.bits[int(action)]
+        obs = self._obs()
+        done = bool(np.all(self.bits == self.goal))
+        return obs, -float(not done), done, False, {"is_success": done}
+
+    def render(self):
+        if self.canvas is None:
+            self.canvas = Canvas((100, 25), (0, 4, 0, 1))
+        self.canvas.clear()
+        for i, bit in enumerate(self.bits):
+            self.canvas.rect(i, 0, i + 1, 1, (0, 0, 0) if bit else (255, 255, 255))
+        return self.canvas.rgb_array()
+
+    def bit_at_pixel(self, column: int, row: int) -> int | None:
+        return column // 25 if 0 <= column < 100 and 0 <= row < 25 else None
+
+    def get_keys_to_action(self) -> dict[str, int]:
+        return {str(i + 1): i for i in range(4)}
+
+
+class NoRgbEnv(DotEnv):
+    metadata = {"render_modes": ["human"], "render_fps": 30}
+
+
+for env_id, entry_point, steps in (
+    (DOT_ID, DotEnv, 20),
+    (BITS_ID, BitsEnv, 8),
+    (NO_RGB_ID, NoRgbEnv, 20),
+):
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=entry_point, max_episode_steps=steps)
+
+
+def key(kind: int, code: int) -> Any:
+    return pygame.event.Event(kind, key=code)
+
+
+def post(*events: Any) -> None:
+    for event in events:
+        pygame.event.post(event)
+
+
+@pytest.fixture
+def window():
+    win = Window((100, 100), "test")
+    win.open()
+    pygame.event.clear()
+    yield win
+    win.close()
+
+
+# --------------------------------------------------------------------------- key mapping
+
+
+def test_keys_to_action_accepts_gymnasium_play_formats():
+    mapping = normalize_keys_to_action({"a": 0, (pygame.K_UP, "w"): 1, "sd": 2, pygame.K_x: 3})
+    assert mapping == {
+        (ord("a"),): 0,
+        tuple(sorted((pygame.K_UP, ord("w")))): 1,
+        (ord("d"), ord("s")): 2,
+        (pygame.K_x,): 3,
+    }
+    with pytest.raises(TypeError, match="one-character strings"):
+        normalize_keys_to_action({("up",): 0})
+    with pytest.raises(TypeError, match="non-empty dict"):
+        normalize_keys_to_action({})
+
+
+def test_held_keys_set_the_continuous_action_and_combine():
+    env = DotEnv()
+    controller = KeyboardController(env.action_space, env.get_keys_to_action())
+    assert not controller.turn_based
+    (action,) = controller.process([]).actions
+    np.testing.assert_array_equal(action, [0.0, 0.0])
+    assert action.dtype == np.float32
+    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_UP)]).actions
+    np.testing.assert_array_equal(action, [0.0, 1.0])
+    (action,) = controller.process([]).actions  # still held
+    np.testing.assert_array_equal(action, [0.0, 1.0])
+    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_LEFT)]).actions
+    np.testing.assert_array_equal(action, [-1.0, 1.0])  # no combo entry: summed
+    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_RIGHT)]).actions
+    np.testing.assert_array_equal(action, [0.0, 1.0])  # left and right cancel
+    controller.process([key(pygame.KEYUP, k) for k in (pygame.K_UP, pygame.K_LEFT)])
+    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_a)]).actions  # unmapped
+    np.testing.assert_array_equal(action, [1.0, 0.0])
+
+
+def test_reset_and_quit_keys():
+    env = DotEnv()
+    controller = KeyboardController(env.action_space, env.get_keys_to_action())
+    command = controller.process([key(pygame.KEYDOWN, pygame.K_r)])
+    assert command.reset and not command.quit
+    assert command.actions[0] == play.RESET and len(command.actions) == 2
+    assert controller.process([key(pygame.KEYDOWN, pygame.K_ESCAPE)]).quit
+    quit_command = controller.process([pygame.event.Event(pygame.QUIT)])
+    assert quit_command.quit and quit_command.actions == []
+
+
+def test_reset_key_r_yields_to_an_env_that_maps_r():
+    controller = KeyboardController(spaces.Discrete(2), {"q": 0, "r": 1})
+    command = controller.process([key(pygame.KEYDOWN, pygame.K_r)])
+    assert command.actions == [1] and not command.reset
+    assert controller.process([key(pygame.KEYDOWN, pygame.K_BACKSPACE)]).reset
+    assert "Backspace: reset" in controller.controls()
+
+
+def test_turn_based_keys_and_clicks_send_one_action_each():
+    env = BitsEnv()
+    controller = KeyboardController(
+        env.action_space, env.get_keys_to_action(), bit_at_pixel=env.bit_at_pixel
+    )
+    assert controller.turn_based
+    assert controller.process([]).actions == []
+    events = [
+        key(pygame.KEYDOWN, pygame.K_3),
+        key(pygame.KEYUP, pygame.K_3),
+        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(80, 10)),
+        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(80, 60)),  # off the bits
+        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=3, pos=(10, 10)),  # right button
+    ]
+    assert controller.process(events).actions == [2, 3]
+    assert controller.process([]).actions == []  # a held key does not repeat
+
+
+def test_clicking_a_bit_of_a_box_action_space_sends_high_there_low_elsewhere():
+    controller = KeyboardController(
+        spaces.Box(-1, 1, (4,), np.float32), {"1": np.ones(4, np.float32)}, lambda c, r: 2
+    )
+    assert controller.turn_based
+    event = pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(0, 0))
+    (action,) = controller.process([event]).actions
+    np.testing.assert_array_equal(action, [-1, -1, 1, -1])
+    assert action.dtype == np.float32
+
+
+# --------------------------------------------------------------------------- scripted play
+
+
+def test_posted_arrow_key_moves_the_point_in_the_pressed_direction(window):
+    env = gym.make(DOT_ID, render_mode="rgb_array")
+    post(key(pygame.KEYDOWN, pygame.K_RIGHT))
+    drive(env, window=window, frames=5, fps=1000, seed=0, verbose=False)
+    np.testing.assert_allclose(env.unwrapped.position, [0.5, 0.0])
+    post(key(pygame.KEYUP, pygame.K_RIGHT), key(pygame.KEYDOWN, pygame.K_DOWN))
+    drive(env, window=window, frames=3, fps=1000, seed=0, verbose=False)
+    np.testing.assert_allclose(env.unwrapped.position, [0.0, -0.3])
+    env.close()
+
+
+def test_posted_number_key_and_click_flip_the_chosen_bits(window):
+    env = gym.make(BITS_ID, render_mode="rgb_array")
+    post(
+        key(pygame.KEYDOWN, pygame.K_2),
+        key(pygame.KEYUP, pygame.K_2),
+        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(90, 5)),
+    )
+    drive(env, window=window, frames=3, fps=1000, seed=0, verbose=False)
+    np.testing.assert_array_equal(env.unwrapped.bits, [0, 1, 0, 1])
+    shown = np.transpose(pygame.surfarray.array3d(pygame.display.get_surface()), (1, 0, 2))
+    assert tuple(shown[10, 30]) == (0, 0, 0) and tuple(shown[10, 5]) == (255, 255, 255)
+    env.close()
+
+
+def test_drive_counts_finished_episodes_and_resets(window):
+    env = gym.make(BITS_ID, render_mode="rgb_array")
+    post(*[key(pygame.KEYDOWN, k) for k in (pygame.K_1, pygame.K_2, pygame.K_3, pygame.K_4)])
+    post(key(pygame.KEYDOWN, pygame.K_1), key(pygame.KEYDOWN, pygame.K_r))
+    stats = drive(env, window=window, frames=3, fps=1000, seed=0, verbose=False)
+    assert stats.lengths == [4] and stats.successes == [True] and stats.returns == [-3.0]
+    np.testing.assert_array_equal(env.unwrapped.bits, [0, 0, 0, 0])  # R reset the next one
+    env.close()
+
+
+def test_escape_ends_drive_and_its_own_window_closes():
+    env = gym.make(DOT_ID, render_mode="rgb_array")
+    win = Window((100, 100))
+    win.open()
+    post(key(pygame.KEYDOWN, pygame.K_UP))
+    drive(env, window=win, frames=2, fps=1000, verbose=False)
+    post(key(pygame.KEYDOWN, pygame.K_ESCAPE))
+    drive(env, window=win, frames=50, fps=1000, verbose=False)
+    np.testing.assert_allclose(env.unwrapped.position, [0.0, 0.0])  # reset, then quit
+    win.close()
+    env.close()
+
+
+# --------------------------------------------------------------------------- watch
+
+
+def toward_goal(obs: dict[str, np.ndarray]) -> np.ndarray:
+    delta = obs["desired_goal"] - obs["achieved_goal"]
+    return np.clip(delta / 0.1, -1, 1).astype(np.float32)
+
+
+def test_watch_reports_success_return_and_lengths(capsys):
+    env = gym.make(DOT_ID, render_mode="rgb_array")
+    env.unwrapped.reset(options={"goal": [0.3, 0.0]})
+    real_reset = env.unwrapped.reset
+    env.unwrapped.reset = lambda seed=None, options=None: real_reset(
+        seed=seed, options={"goal": [0.3, 0.0]}
+    )
+    stats = watch(env, toward_goal, episodes=2, show=False)
+    # 0.0 -> 0.1 -> 0.2 -> 0.3: three steps, rewards -1, -1, 0.
+    assert stats.lengths == [3, 3]
+    assert stats.returns == [-2.0, -2.0]
+    assert stats.success_rate == 1.0 and stats.mean_return == -2.0
+    stats = watch(env, lambda obs: np.zeros(2, np.float32), episodes=3, show=False)
+    assert stats.lengths == [20, 20, 20]  # the registered time limit
+    assert stats.success_rate == 0.0 and stats.mean_return == -20.0
+    out = capsys.readouterr().out
+    assert "episode 3: return -20.00, length 20, success False" in out
+    assert "success rate 0.0% (0/3), mean return -20.00 +/- 0.00" in out
+    assert "success rate 100.0% (2/2)" in out
+
+
+def test_watch_shows_frames_in_a_window_and_stops_on_escape(window):
+    env = gym.make(DOT_ID, render_mode="rgb_array")
+    post(key(pygame.KEYDOWN, pygame.K_ESCAPE))
+    stats = watch(env, lambda obs: np.zeros(2, np.float32), episodes=5, window=window, fps=1000)
+    assert stats.episodes == 0  # stopped inside the first episode
+    assert window.is_open  # a window passed in stays open
+    env.close()
+
+
+def test_watch_rejects_bad_episodes():
+    with pytest.raises(ValueError, match="episodes must be a positive integer, got 0"):
+        watch(gym.make(DOT_ID), toward_goal, episodes=0)
+
+
+def test_episode_stats_of_no_episode_are_nan():
+    stats = EpisodeStats()
+    assert np.isnan(stats.success_rate) and np.isnan(stats.mean_return)
+    assert stats.summary() == "no episode finished"
+
+
+# --------------------------------------------------------------------------- recording
+
+
+def gif_frames(path) -> list[np.ndarray]:
+    with Image.open(path) as gif:
+        frames = []
+        for index in range(gif.n_frames):
+            gif.seek(index)
+            frames.append(np.asarray(gif.convert("RGB")))
+        return frames
+
+
+def test_watch_records_one_gif_frame_per_reset_and_step(tmp_path):
+    env = gym.make(DOT_ID, render_mode="rgb_array")
+    out = tmp_path / "dot.gif"
+    stats = watch(env, lambda obs: np.array([0, 1], np.float32), 2, record=out, show=False)
+    assert stats.lengths == [20, 20]
+    frames = gif_frames(out)
+    assert len(frames) == 2 * (20 + 1)
+    assert frames[0].shape == (100, 100, 3)
+    # The point (red) climbs 5 pixels per step from the centre.
+    red = [np.argwhere((f == (200, 0, 0)).all(-1))[:, 0].mean() for f in frames[:3]]
+    np.testing.assert_allclose(np.diff(red), [-5, -5], atol=0.5)
+
+
+def test_cli_keyboard_play_records_a_gif(tmp_path, capsys):
+    out = tmp_path / "drive.gif"
+    pygame.display.init()
+    pygame.display.set_mode((10, 10))
+    post(key(pygame.KEYDOWN, pygame.K_UP))
+    argv = ["play", DOT_ID, "--record", str(out), "--episodes", "1", "--fps", "1000"]
+    rc = cli_main(argv)
+    assert rc == 0
+    captured = capsys.readouterr().out
+    assert "keys: left, right, up, down (hold to act); R or Backspace: reset; Esc: quit" in captured
+    assert f"recorded 21 frames to {out}" in captured
+    assert len(gif_frames(out)) == 21
+    assert not pygame.display.get_init()
+
+
+def test_recorder_rejects_bad_paths_before_playing(tmp_path):
+    with pytest.raises(PlayError, match=r"expected a file ending in \.gif or \.mp4"):
+        Recorder(tmp_path / "out.avi", 30)
+    with pytest.raises(PlayError, match="cannot be written"):
+        Recorder(tmp_path / "missing" / "out.gif", 30)
+    (tmp_path / "taken.gif").mkdir()
+    with pytest.raises(PlayError, match="is a directory"):
+        Recorder(tmp_path / "taken.gif", 30)
+    Recorder(tmp_path / "fine.gif", 30)
+    # The writability probe leaves nothing behind.
+    assert [p.name for p in tmp_path.iterdir()] == ["taken.gif"]
+
+
+def test_mp4_needs_an_encoder_or_records(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("imageio_ffmpeg") is None:
+        with pytest.raises(PlayError, match="pip install imageio imageio-ffmpeg"):
+            Recorder(tmp_path / "out.mp4", 30)
+    else:
+        recorder = Recorder(tmp_path / "out.mp4", 30)
+        for i in range(3):
+            recorder.add(np.full((16, 16, 3), 80 * i, np.uint8))
+        assert recorder.close() == 3 and (tmp_path / "out.mp4").stat().st_size > 0
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str]:
+    rc = cli_main(["play", *argv])
+    captured = capsys.readouterr()
+    return rc, captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["goalenvs/NoSuchEnv-v0"], "unknown env id 'goalenvs/NoSuchEnv-v0'"),
+        ([NO_RGB_ID], f"{NO_RGB_ID} has no 'rgb_array' render mode (it offers ['human'])"),
+        ([DOT_ID, "--record", "/nonexistent-dir/out.gif"], "cannot be written"),
+        ([DOT_ID, "--record", "out.webm"], "expected a file ending in .gif or .mp4"),
+        ([DOT_ID, "--env-kwargs", "{bad"], "--env-kwargs '{bad' is not valid JSON"),
+        ([DOT_ID, "--env-kwargs", "[1]"], "must be a JSON object"),
+        ([DOT_ID, "--env-kwargs", '{"size": 3}'], 'rejected --env-kwargs {"size": 3}'),
+        ([DOT_ID, "--headless"], "--headless needs --policy PATH"),
+        ([DOT_ID, "--fps", "0"], "--fps must be a positive integer, got 0"),
+        (["--policy", "/nonexistent/policy.pt"], "--policy '/nonexistent/policy.pt': no such file"),
+        ([], "give an ENV_ID to drive, or --policy PATH to watch"),
+    ],
+)
+def test_bad_input_prints_one_error_line_and_exits_2(capsys, argv, message):
+    rc, err = run_cli(capsys, *argv)
+    assert rc == 2
+    assert err.count("\n") == 1 and err.startswith("goalenvs play: error: ")
+    assert message in err
+    assert "Traceback" not in err
+
+
+class FakePolicy:
+    """A loaded policy as goalenvs.her.load_policy returns it: predict, env_id, env_kwargs."""
+
+    def __init__(self, env_id: str, obs_size: int, action_size: int) -> None:
+        self.env_id = env_id
+        self.env_kwargs: dict[str, Any] = {}
+        self.obs_size = obs_size
+        self.action_size = action_size
+
+    def predict(self, obs, deterministic=True):
+        flat = np.concatenate([obs[k] for k in ("observation", "desired_goal")])
+        if flat.shape != (self.obs_size,):
+            raise ValueError(f"expected an input of size {self.obs_size}, got {flat.shape}")
+        return np.full(self.action_size, 0.5, np.float32), None
+
+
+def test_policy_of_other_spaces_is_refused_with_one_line(capsys, monkeypatch, tmp_path):
+    checkpoint = tmp_path / "policy.pt"
+    checkpoint.write_bytes(b"")
+    monkeypatch.setattr(play, "_load_policy", lambda path: FakePolicy("goalenvs/Other-v0", 7, 2))
+    rc, err = run_cli(capsys, DOT_ID, "--policy", str(checkpoint), "--headless")
+    assert rc == 2 and err.count("\n") == 1
+    assert "does not match playtest/Dot-v0 (trained on goalenvs/Other-v0)" in err
+    assert "expected an input of size 7" in err
+    monkeypatch.setattr(play, "_load_policy", lambda path: FakePolicy(DOT_ID, 4, 3))
+    rc, err = run_cli(capsys, DOT_ID, "--policy", str(checkpoint), "--headless")
+    assert rc == 2 and "returned an action of shape (3,)" in err
+
+
+def test_cli_watches_a_policy_named_by_its_checkpoint(capsys, monkeypatch, tmp_path):
+    checkpoint = tmp_path / "policy.pt"
+    checkpoint.write_bytes(b"")
+    monkeypatch.setattr(play, "_load_policy", lambda path: FakePolicy(DOT_ID, 4, 2))
+    out = tmp_path / "watch.gif"
+    argv = ["play", str(checkpoint), "--headless", "--episodes", "2", "--record", str(out)]
+    assert cli_main([*argv, "--seed", "0"]) == 0
+    printed = capsys.readouterr().out
+    # (0.5, 0.5) moves 0.05 per step along the diagonal: these goals are never reached.
+    assert "episode 2: return -20.00, length 20, success False" in printed
+    assert "success rate 0.0% (0/2)" in printed
+    assert "recorded 42 frames" in printed
+    assert len(gif_frames(out)) == 42
