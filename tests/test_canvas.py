@@ -153,6 +153,16 @@ def test_text_and_hud_draw_on_their_background_box():
     assert red_rows.min() == 2 and red_rows.max() > 25  # two stacked lines
 
 
+def test_snapshot_restores_the_static_scenery():
+    canvas = make_canvas(size=(50, 50))
+    canvas.rect(-1, -1, 0, 0, BLUE)
+    scenery = canvas.snapshot()
+    canvas.circle((0.5, 0.5), 0.3, RED)
+    canvas.restore(scenery)
+    frame = canvas.rgb_array()
+    assert tuple(frame[12, 37]) == WHITE and tuple(frame[37, 12]) == BLUE
+
+
 def test_human_window_opens_shows_the_surface_and_closes():
     canvas = make_canvas(size=(80, 60))
     canvas.clear(RED)

@@ -373,6 +373,14 @@ class Canvas:
             _, _, _, height = self.text(line, (left, top), color, size, background)
             top += height
 
+    def snapshot(self) -> Any:
+        """A copy of the surface, for :meth:`restore` (static scenery drawn once)."""
+        return self.surface.copy()
+
+    def restore(self, snapshot: Any) -> None:
+        """Replaces the surface's content with a :meth:`snapshot` (one blit)."""
+        self.surface.blit(snapshot, (0, 0))
+
     # ---- output
     def rgb_array(self) -> np.ndarray:
         """The surface as a fresh, writable ``(height, width, 3)`` uint8 array."""
