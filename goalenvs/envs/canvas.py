@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -185,10 +184,12 @@ class Canvas:
         )
         self.background = background
         self.title = title
-        self.surface = self.pygame.Surface((self.width, self.height))
+        # The surface draws straight into this (H, W, 3) array, so a frame is one memcpy;
+        # reading a 32-bit surface back into RGB costs more than drawing a whole frame.
+        self._pixels = np.zeros((self.height, self.width, 3), dtype=np.uint8)
+        self.surface = self.pygame.image.frombuffer(self._pixels, (self.width, self.height), "RGB")
         self.window = Window((self.width, self.height), title)
         self._fonts: dict[int, Any] = {}
-        self._rgb_byte_index = _rgb_byte_index(self.surface)
 
     @property
     def window_closed(self) -> bool:
@@ -384,17 +385,7 @@ class Canvas:
     # ---- output
     def rgb_array(self) -> np.ndarray:
         """The surface as a fresh, writable ``(height, width, 3)`` uint8 array."""
-        if self._rgb_byte_index is None:
-            raw = self.pygame.image.tobytes(self.surface, "RGB")
-            return np.frombuffer(raw, dtype=np.uint8).reshape(self.height, self.width, 3).copy()
-        # A 32-bit surface viewed as bytes, rows in memory order: copying one colour plane
-        # at a time is several times faster than surfarray.array3d and its transpose.
-        words = self.pygame.surfarray.pixels2d(self.surface).T
-        channels = words.view(np.uint8).reshape(self.height, self.width, 4)
-        frame = np.empty((self.height, self.width, 3), dtype=np.uint8)
-        for plane, byte in enumerate(self._rgb_byte_index):
-            frame[..., plane] = channels[..., byte]
-        return frame
+        return self._pixels.copy()
 
     def show(self, fps: int | None) -> None:
         """Shows the surface in the human window, opening it on first use.
@@ -409,17 +400,6 @@ class Canvas:
     def close(self) -> None:
         """Closes the human window, if one is open."""
         self.window.close()
-
-
-def _rgb_byte_index(surface: Any) -> list[int] | None:
-    """Byte offsets of red, green, blue within a 32-bit pixel, or None for other formats."""
-    if surface.get_bitsize() != 32:
-        return None
-    shifts = surface.get_shifts()[:3]
-    if any(s % 8 for s in shifts):
-        return None
-    index = [s // 8 for s in shifts]
-    return index if sys.byteorder == "little" else [3 - i for i in index]
 
 
 def box_corners(center: Sequence[float], length: float, width: float, angle: float) -> np.ndarray:
