@@ -90,8 +90,9 @@ class EpisodeStats:
         """Success rate, mean return and episode lengths in one line."""
         if not self.returns:
             return "no episode finished"
+        episodes = f"{self.episodes} episode{'s' if self.episodes > 1 else ''}"
         return (
-            f"{self.episodes} episodes: success rate {100 * self.success_rate:.1f}% "
+            f"{episodes}: success rate {100 * self.success_rate:.1f}% "
             f"({sum(self.successes)}/{self.episodes}), "
             f"mean return {self.mean_return:.2f} +/- {float(np.std(self.returns)):.2f}, "
             f"episode length {float(np.mean(self.lengths)):.1f} "
@@ -761,6 +762,10 @@ def _load_policy(path: str) -> Any:
             f"watching a policy needs the trainer (goalenvs.her.load_policy and torch): {exc}; "
             'install it with pip install "goalenvs[train]"'
         ) from None
+    import torch
+
+    # One observation at a time through a small network: extra threads only add overhead.
+    torch.set_num_threads(1)
     try:
         return load_policy(path)
     except CheckpointError as exc:
