@@ -193,6 +193,27 @@ def test_window_keeps_events_for_the_caller_and_stops_after_quit():
     assert not window.closed  # a fresh show would open it again
 
 
+def test_window_reopens_after_someone_else_quit_the_display():
+    window = Window((30, 20))
+    assert window.show(np.zeros((20, 30, 3), np.uint8))
+    pygame.display.quit()
+    assert not window.is_open
+    assert window.show(np.full((20, 30, 3), 7, np.uint8))
+    assert pygame.display.get_surface().get_size() == (30, 20)
+    window.close()
+
+
+def test_two_windows_share_the_one_display():
+    first, second = Window((30, 20)), Window((40, 20))
+    first.show(np.zeros((20, 30, 3), np.uint8))
+    second.show(np.zeros((20, 40, 3), np.uint8))
+    assert second.is_open and not first.is_open
+    first.close()  # no longer the owner: the display stays
+    assert pygame.display.get_init() and second.is_open
+    second.close()
+    assert not pygame.display.get_init()
+
+
 def test_window_event_backlog_is_bounded():
     window = Window((20, 20))
     window.open()

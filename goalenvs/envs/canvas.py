@@ -69,7 +69,10 @@ class Window:
     @property
     def is_open(self) -> bool:
         """Whether the window is currently on screen."""
-        return self._display is not None and Window._owner is self
+        # Someone else may have quit the display (gymnasium's play does, so does close()).
+        return (
+            self._display is not None and Window._owner is self and self.pygame.display.get_init()
+        )
 
     def open(self) -> None:
         """Opens the window (idempotent); events can be posted once it is open."""
