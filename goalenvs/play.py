@@ -44,6 +44,9 @@ from goalenvs.envs.canvas import Window, import_pygame
 
 RECORD_FORMATS = (".gif", ".mp4")
 DEFAULT_WATCH_EPISODES = 10
+# Turn-based envs only change on input, so their window polls at least this often
+# (BitFlipping's render_fps of 4 would make a key press wait up to 250 ms).
+TURN_BASED_POLL_FPS = 30
 
 
 class PlayError(Exception):
@@ -304,6 +307,9 @@ class KeyboardController:
                         command.actions.append(self.mapping[(event.key,)])
             elif event.type == pg.KEYUP:
                 self.held.discard(event.key)
+            elif event.type == pg.WINDOWFOCUSLOST:
+                # The key releases go to another window: do not keep driving.
+                self.held.clear()
             elif (
                 event.type == pg.MOUSEBUTTONDOWN
                 and event.button == 1
@@ -450,7 +456,8 @@ def drive(
 
     Each frame reads the window's events (events posted with ``pygame.event.post`` count),
     steps the env with the controller's actions, records every new frame, and shows the
-    latest one at ``fps`` (default: the env's ``render_fps``). A window made here is
+    latest one at ``fps`` (default: the env's ``render_fps``, at least
+    ``TURN_BASED_POLL_FPS`` for turn-based envs). A window made here is
     closed on return; a ``window`` passed in stays open. Returns the finished episodes'
     statistics.
     """
@@ -460,7 +467,11 @@ def drive(
             f"(got {env.render_mode!r})"
         )
     controller = keyboard_controller(env) if controller is None else controller
-    screen = _Screen(env, _render_fps(env, fps), window, True, recorder)
+    if fps is None:
+        fps = _render_fps(env, None)
+        if controller.turn_based:
+            fps = max(fps, TURN_BASED_POLL_FPS)
+    screen = _Screen(env, fps, window, True, recorder)
     stats = EpisodeStats()
     try:
         env.reset(seed=seed)
@@ -670,7 +681,7 @@ def _run(args: argparse.Namespace) -> int:
                 episodes=args.episodes,
                 seed=args.seed,
                 recorder=recorder,
-                fps=fps,
+                fps=args.fps,
             )
         else:
             policy_fn = policy_function(policy, env, policy_path)

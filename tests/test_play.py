@@ -226,6 +226,14 @@ def test_held_keys_set_the_continuous_action_and_combine():
     np.testing.assert_array_equal(action, [1.0, 0.0])
 
 
+def test_losing_focus_releases_the_held_keys():
+    env = DotEnv()
+    controller = KeyboardController(env.action_space, env.get_keys_to_action())
+    controller.process([key(pygame.KEYDOWN, pygame.K_UP)])
+    (action,) = controller.process([pygame.event.Event(pygame.WINDOWFOCUSLOST)]).actions
+    np.testing.assert_array_equal(action, [0.0, 0.0])
+
+
 def test_reset_and_quit_keys():
     env = DotEnv()
     controller = KeyboardController(env.action_space, env.get_keys_to_action())
