@@ -371,6 +371,31 @@ def test_watch_shows_frames_in_a_window_and_stops_on_escape(window):
     env.close()
 
 
+def test_watch_leaves_a_human_mode_env_to_draw_its_own_window():
+    env = gym.make(DOT_ID, render_mode="human")
+    stats = watch(env, toward_goal, episodes=1, seed=0, fps=1000, verbose=False)
+    assert stats.episodes == 1
+    assert env.unwrapped.canvas.window.is_open  # the env's own window, not one of ours
+    env.close()
+    assert not pygame.display.get_init()
+
+
+def test_watch_refuses_to_record_an_env_without_frames(tmp_path):
+    with pytest.raises(
+        PlayError, match="recording needs the env made with render_mode='rgb_array'"
+    ):
+        watch(gym.make(DOT_ID), toward_goal, record=tmp_path / "x.gif")
+
+
+def test_recorder_rejects_frames_that_are_not_rgb_uint8(tmp_path):
+    recorder = Recorder(tmp_path / "x.gif", 10)
+    with pytest.raises(ValueError, match=r"\(H, W, 3\) uint8 arrays, got shape \(4, 4\) uint8"):
+        recorder.add(np.zeros((4, 4), np.uint8))
+    with pytest.raises(ValueError, match="float64"):
+        recorder.add(np.zeros((4, 4, 3)))
+    assert recorder.close() == 0 and not (tmp_path / "x.gif").exists()
+
+
 def test_watch_rejects_bad_episodes():
     with pytest.raises(ValueError, match="episodes must be a positive integer, got 0"):
         watch(gym.make(DOT_ID), toward_goal, episodes=0)
