@@ -1,0 +1,1434 @@
+"""Every check of ``goalenvs check``, in the order they run and are reported.
+
+Each check is a function ``(ctx, out)`` registered with a stable id, a severity and a
+title; ``docs/checks.md`` explains each id. Most checks read one shared random-action
+rollout (:func:`rollout`), recorded once with copies of everything the env returned.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from goalenvs.checker.runner import (
+    Context,
+    EnvCallError,
+    EnvHungError,
+    EnvTimeoutError,
+    Outcome,
+    SkipCheckError,
+    register,
+)
+
+GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
+BATCH_SIZES = (1, 2, 7, 32)
+LEADING_SHAPE = (3, 4)
+ATOL = 1e-5
+RTOL = 1e-5
+
+# --------------------------------------------------------------------------- formatting
+
+
+def fmt(value: Any) -> str:
+    """A short, readable rendering of an array, scalar or dict for evidence messages."""
+    if isinstance(value, Mapping):
+        text = "{" + ", ".join(f"{k!r}: {fmt(v)}" for k, v in value.items()) + "}"
+        return text if len(text) <= 160 else text[:157] + "...}"
+    if isinstance(value, (np.ndarray, list, tuple)) or np.isscalar(value):
+        try:
+            arr = np.asarray(value)
+            if arr.dtype.kind in "fiub":
+                return np.array2string(
+                    arr, precision=4, separator=", ", threshold=12, max_line_width=10_000
+                )
+        except (ValueError, TypeError):
+            pass
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _close(a: Any, b: Any) -> bool:
+    return bool(np.allclose(a, b, atol=ATOL, rtol=RTOL, equal_nan=True))
+
+
+def _is_real_scalar(value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return True
+    return isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "fiu"
+
+
+def _is_bool_like(value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    if isinstance(value, np.ndarray) and value.shape == ():
+        return value.dtype == bool or (value.dtype.kind in "iuf" and float(value) in (0.0, 1.0))
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return float(value) in (0.0, 1.0)
+    return False
+
+
+def _copy_obs(obs: Any) -> Any:
+    if isinstance(obs, Mapping):
+        return {k: np.array(v, copy=True) for k, v in obs.items()}
+    return np.array(obs, copy=True)
+
+
+def _copy_info(info: Any) -> Any:
+    try:
+        return copy.deepcopy(info)
+    except Exception:  # an info holding an uncopyable object: a shallow copy is the best we can do
+        return dict(info) if isinstance(info, Mapping) else info
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Exact structural equality of observations and info values."""
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or a.keys() != b.keys():
+            return False
+        return all(_same(a[k], b[k]) for k in a)
+    try:
+        arr_a, arr_b = np.asarray(a), np.asarray(b)
+        if arr_a.dtype == object or arr_b.dtype == object:
+            return bool(a == b)
+        return arr_a.shape == arr_b.shape and bool(np.array_equal(arr_a, arr_b, equal_nan=True))
+    except Exception:  # values numpy cannot compare: fall back to ==
+        return bool(a == b)
+
+
+# --------------------------------------------------------------------------- rollout
+
+
+@dataclass
+class StepRecord:
+    """One step of the rollout, with copies of everything the env returned."""
+
+    episode: int
+    t: int  # step index within the whole rollout
+    action: Any
+    obs: Any
+    obs_ref: Any  # the objects the env returned, kept to detect later in-place changes
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict
+
+
+@dataclass
+class Episode:
+    reset_obs: Any
+    reset_obs_ref: Any
+    reset_info: dict
+    steps: list[StepRecord] = field(default_factory=list)
+
+
+@dataclass
+class Rollout:
+    """The shared random-action rollout; ``stopped`` says why it ended early, if it did."""
+
+    episodes: list[Episode] = field(default_factory=list)
+    actions: list[Any] = field(default_factory=list)
+    reset_problems: list[tuple[str, str]] = field(default_factory=list)
+    step_problems: list[tuple[str, str]] = field(default_factory=list)
+    stopped: str | None = None
+
+    @property
+    def steps(self) -> list[StepRecord]:
+        return [s for e in self.episodes for s in e.steps]
+
+
+def _parse_reset(ret: Any, where: str, problems: list) -> tuple[Any, dict] | None:
+    if not isinstance(ret, tuple) or len(ret) != 2:
+        n = len(ret) if isinstance(ret, tuple) else "not a tuple"
+        problems.append(
+            (where, f"reset returned {type(ret).__name__} ({n}), expected the tuple (obs, info)")
+        )
+        return None
+    obs, info = ret
+    if not isinstance(info, dict):
+        problems.append((where, f"reset's info is a {type(info).__name__}, expected a dict"))
+        info = {}
+    return obs, info
+
+
+def _parse_step(ret: Any, where: str, problems: list) -> tuple | None:
+    if not isinstance(ret, tuple) or len(ret) != 5:
+        n = f"length {len(ret)}" if isinstance(ret, tuple) else "not a tuple"
+        problems.append(
+            (
+                where,
+                f"step returned {type(ret).__name__} ({n}), expected "
+                "(obs, reward, terminated, truncated, info)",
+            )
+        )
+        return None
+    obs, reward, terminated, truncated, info = ret
+    if not _is_real_scalar(reward):
+        problems.append(
+            (
+                where,
+                f"reward is {fmt(reward)} of type {type(reward).__name__}, expected a real "
+                "scalar (float)",
+            )
+        )
+    for name, value in (("terminated", terminated), ("truncated", truncated)):
+        if not isinstance(value, (bool, np.bool_)):
+            problems.append(
+                (where, f"{name} is {fmt(value)} of type {type(value).__name__}, expected a bool")
+            )
+    if not isinstance(info, dict):
+        problems.append((where, f"info is a {type(info).__name__}, expected a dict"))
+        info = {}
+    try:
+        reward_value = float(np.asarray(reward, dtype=np.float64).reshape(-1)[0])
+    except (TypeError, ValueError, IndexError):
+        reward_value = float("nan")
+    return (
+        obs,
+        reward_value,
+        bool(np.asarray(terminated).reshape(-1)[0]),
+        bool(np.asarray(truncated).reshape(-1)[0]),
+        info,
+    )
+
+
+def rollout(ctx: Context) -> Rollout:
+    """The shared rollout: ``ctx.steps`` random actions from ``reset(seed=ctx.seed)``."""
+    return ctx.cached("rollout", _record_rollout)
+
+
+def _record_rollout(ctx: Context) -> Rollout:
+    env, ro = ctx.env, Rollout()
+    try:
+        ctx.call("action_space.seed", env.action_space.seed, ctx.seed)
+        ro.actions = [env.action_space.sample() for _ in range(ctx.steps)]
+        ret = ctx.call(f"reset(seed={ctx.seed})", env.reset, seed=ctx.seed)
+    except EnvCallError as error:
+        ro.reset_problems.append(("reset", str(error)))
+        ro.stopped = str(error)
+        return ro
+    except (EnvTimeoutError, EnvHungError) as error:
+        ro.stopped = str(error)
+        return ro
+    parsed = _parse_reset(ret, "reset", ro.reset_problems)
+    if parsed is None:
+        ro.stopped = "reset did not return (obs, info)"
+        return ro
+    ro.episodes.append(Episode(_copy_obs(parsed[0]), parsed[0], _copy_info(parsed[1])))
+    for t, action in enumerate(ro.actions):
+        where = f"step {t}"
+        try:
+            ret = ctx.call(f"step {t}: step({fmt(action)})", env.step, action)
+        except EnvCallError as error:
+            ro.step_problems.append((where, str(error)))
+            ro.stopped = str(error)
+            return ro
+        except (EnvTimeoutError, EnvHungError) as error:
+            ro.stopped = str(error)
+            return ro
+        parsed_step = _parse_step(ret, where, ro.step_problems)
+        if parsed_step is None:
+            ro.stopped = "step did not return five values"
+            return ro
+        obs, reward, terminated, truncated, info = parsed_step
+        ro.episodes[-1].steps.append(
+            StepRecord(
+                len(ro.episodes) - 1,
+                t,
+                action,
+                _copy_obs(obs),
+                obs,
+                reward,
+                terminated,
+                truncated,
+                _copy_info(info),
+            )
+        )
+        if (terminated or truncated) and t + 1 < len(ro.actions):
+            try:
+                ret = ctx.call(f"reset after step {t}", env.reset)
+            except EnvCallError as error:
+                ro.reset_problems.append((f"reset after step {t}", str(error)))
+                ro.stopped = str(error)
+                return ro
+            except (EnvTimeoutError, EnvHungError) as error:
+                ro.stopped = str(error)
+                return ro
+            parsed = _parse_reset(ret, f"reset after step {t}", ro.reset_problems)
+            if parsed is None:
+                ro.stopped = "reset did not return (obs, info)"
+                return ro
+            ro.episodes.append(Episode(_copy_obs(parsed[0]), parsed[0], _copy_info(parsed[1])))
+    return ro
+
+
+def goal_space(ctx: Context) -> spaces.Dict:
+    """The observation space when it is a goal Dict, else the check is skipped."""
+    space = ctx.env.observation_space
+    if not isinstance(space, spaces.Dict) or any(k not in space.spaces for k in GOAL_KEYS):
+        raise SkipCheckError("the observation space is not a goal Dict (see space.dict)")
+    return space
+
+
+def goal_steps(ctx: Context) -> list[StepRecord]:
+    """Rollout steps whose observation is a dict holding both goals."""
+    goal_space(ctx)
+    ro = rollout(ctx)
+    steps = [
+        s
+        for s in ro.steps
+        if isinstance(s.obs, Mapping) and "achieved_goal" in s.obs and "desired_goal" in s.obs
+    ]
+    if not steps:
+        raise SkipCheckError(
+            f"the rollout produced no goal observations ({ro.stopped or 'no steps'})"
+        )
+    return steps
+
+
+def method(ctx: Context, name: str) -> Callable:
+    """The env's goal method, or the check is skipped (``reward.present`` reports it)."""
+    fn = ctx.goal_method(name)
+    if fn is None:
+        if name == "compute_reward":
+            raise SkipCheckError("the env has no compute_reward (see reward.present)")
+        raise SkipCheckError(f"the env does not define {name} (optional)")
+    return fn
+
+
+# --------------------------------------------------------------------------- spaces
+
+
+@register("space.dict", "error", "observation space is a Dict with the three goal keys")
+def check_space_dict(ctx: Context, out: Outcome) -> None:
+    space = ctx.env.observation_space
+    if not isinstance(space, spaces.Dict):
+        out.fail(
+            f"observation_space is {space!r}, expected Dict(observation=..., achieved_goal=..., "
+            "desired_goal=...)"
+        )
+        return
+    missing = [k for k in GOAL_KEYS if k not in space.spaces]
+    if missing:
+        out.fail(f"observation_space lacks {missing}; it has keys {list(space.spaces)}")
+
+
+@register("space.goal_match", "error", "achieved_goal and desired_goal spaces are identical")
+def check_goal_match(ctx: Context, out: Outcome) -> None:
+    space = goal_space(ctx)
+    ag, dg = space["achieved_goal"], space["desired_goal"]
+    if type(ag) is not type(dg):
+        out.fail(f"achieved_goal space is {ag!r} but desired_goal space is {dg!r}")
+        return
+    if ag.shape != dg.shape or ag.dtype != dg.dtype:
+        out.fail(
+            f"achieved_goal space has shape {ag.shape} dtype {ag.dtype}, desired_goal space "
+            f"has shape {dg.shape} dtype {dg.dtype}: a relabeled desired goal would not fit"
+        )
+    if isinstance(ag, spaces.Box) and len(ag.shape) != 1:
+        out.fail(f"goal spaces have shape {ag.shape}: goals must be 1-D vectors")
+
+
+@register("space.goal_bounds", "warning", "achieved_goal and desired_goal spaces share bounds")
+def check_goal_bounds(ctx: Context, out: Outcome) -> None:
+    space = goal_space(ctx)
+    ag, dg = space["achieved_goal"], space["desired_goal"]
+    if not (isinstance(ag, spaces.Box) and isinstance(dg, spaces.Box)) or ag.shape != dg.shape:
+        raise SkipCheckError("applies to two Box goal spaces of one shape")
+    if not (np.array_equal(ag.low, dg.low) and np.array_equal(ag.high, dg.high)):
+        out.fail(
+            f"achieved_goal bounds [{fmt(ag.low)}, {fmt(ag.high)}] differ from desired_goal "
+            f"bounds [{fmt(dg.low)}, {fmt(dg.high)}]: relabeled goals fall outside the desired "
+            "goal space"
+        )
+
+
+# --------------------------------------------------------------------------- API
+
+
+@register("api.reset", "error", "reset(seed=, options=) returns (obs, info)")
+def check_reset(ctx: Context, out: Outcome) -> None:
+    try:
+        params = inspect.signature(ctx.env.unwrapped.reset).parameters
+    except (TypeError, ValueError):
+        params = {}
+    has_var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    for name in ("seed", "options"):
+        if params and name not in params and not has_var_kw:
+            out.fail(f"reset has no '{name}' keyword argument: signature {list(params)}")
+    for where, message in rollout(ctx).reset_problems:
+        out.fail(message, where)
+
+
+@register("api.step", "error", "step returns (obs, float reward, bool, bool, dict) without raising")
+def check_step(ctx: Context, out: Outcome) -> None:
+    ro = rollout(ctx)
+    if not ro.episodes:
+        raise SkipCheckError(f"no successful reset ({ro.stopped})")
+    for where, message in ro.step_problems:
+        out.fail(message, where)
+
+
+def _observations(ro: Rollout) -> list[tuple[str, Any, Any]]:
+    """(where, copy, returned object) of every observation of the rollout."""
+    items = []
+    for i, episode in enumerate(ro.episodes):
+        items.append((f"reset of episode {i}", episode.reset_obs, episode.reset_obs_ref))
+        items.extend((f"step {s.t}", s.obs, s.obs_ref) for s in episode.steps)
+    return items
+
+
+@register("api.obs_in_space", "error", "every observation (goals included) lies in its space")
+def check_obs_in_space(ctx: Context, out: Outcome) -> None:
+    space = goal_space(ctx)
+    reported: set[str] = set()
+    for where, obs, _ in _observations(rollout(ctx)):
+        if not isinstance(obs, Mapping):
+            out.fail(f"observation is a {type(obs).__name__}, expected a dict", where)
+            continue
+        missing = [k for k in space.spaces if k not in obs]
+        if missing:
+            out.fail(f"observation lacks keys {missing}", where)
+        for key, sub in space.spaces.items():
+            if key not in obs or key in reported:
+                continue
+            value = np.asarray(obs[key])
+            try:
+                inside = value.shape == sub.shape and sub.contains(value.astype(sub.dtype))
+            except (TypeError, ValueError):
+                inside = False
+            if not inside:
+                reported.add(key)
+                bounds = (
+                    f" bounds [{fmt(sub.low)}, {fmt(sub.high)}]"
+                    if isinstance(sub, spaces.Box)
+                    else ""
+                )
+                out.fail(
+                    f"obs[{key!r}] = {fmt(value)} (shape {value.shape}) is outside {sub}{bounds}",
+                    where,
+                )
+
+
+@register("api.obs_dtype", "error", "every observation array has its space's dtype")
+def check_obs_dtype(ctx: Context, out: Outcome) -> None:
+    space = goal_space(ctx)
+    reported: set[str] = set()
+    for where, obs, _ in _observations(rollout(ctx)):
+        if not isinstance(obs, Mapping):
+            continue
+        for key, sub in space.spaces.items():
+            if key in obs and key not in reported and sub.dtype is not None:
+                dtype = np.asarray(obs[key]).dtype
+                if dtype != sub.dtype:
+                    reported.add(key)
+                    out.fail(
+                        f"obs[{key!r}] has dtype {dtype} but its space has dtype {sub.dtype} "
+                        "(buffers and networks cast, or reject it)",
+                        where,
+                    )
+
+
+@register(
+    "api.obs_fresh",
+    "error",
+    "returned observations are fresh arrays, not views of env state changed by later steps",
+)
+def check_obs_fresh(ctx: Context, out: Outcome) -> None:
+    goal_space(ctx)
+    ro = rollout(ctx)
+    reported: set[str] = set()
+    for where, obs, ref in _observations(ro):
+        if not isinstance(ref, Mapping):
+            continue
+        for key, value in ref.items():
+            if key in reported or key not in obs:
+                continue
+            now = np.asarray(value)
+            if not _same(now, obs[key]):
+                reported.add(key)
+                out.fail(
+                    f"obs[{key!r}] returned as {fmt(obs[key])} later read {fmt(now)}: the env "
+                    "returned a view of its state and changed it in place (a buffer storing "
+                    "the reference stores the wrong value); return a copy",
+                    where,
+                )
+
+
+# --------------------------------------------------------------------------- compute_reward
+
+
+@register("reward.present", "error", "compute_reward is defined and reachable through wrappers")
+def check_reward_present(ctx: Context, out: Outcome) -> None:
+    if ctx.goal_method("compute_reward") is None:
+        where = type(ctx.env.unwrapped).__name__
+        out.fail(f"{where} has no callable compute_reward(achieved_goal, desired_goal, info)")
+
+
+@register("reward.signature", "error", "compute_reward takes (achieved_goal, desired_goal, info)")
+def check_reward_signature(ctx: Context, out: Outcome) -> None:
+    fn = method(ctx, "compute_reward")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        raise SkipCheckError("compute_reward's signature cannot be inspected") from None
+    try:
+        sig.bind(np.zeros(1), np.zeros(1), {})
+    except TypeError:
+        out.fail(
+            f"compute_reward{sig} cannot be called as compute_reward(achieved_goal, "
+            "desired_goal, info), the call every HER buffer makes"
+        )
+
+
+@dataclass
+class Pair:
+    """One goal pair of a test batch, with its origin (for evidence)."""
+
+    achieved: np.ndarray
+    desired: np.ndarray
+    info: dict
+    origin: str
+
+
+def _pairs(ctx: Context, n: int) -> list[Pair]:
+    """``n`` heterogeneous goal pairs: rollout pairs, goal-space draws and goal == goal."""
+    space = goal_space(ctx)
+    steps = goal_steps(ctx)
+    goal_sp = space["desired_goal"]
+    goal_sp.seed(int(ctx.rng.integers(2**31)))
+    pairs = []
+    for i in range(n):
+        step = steps[int(ctx.rng.integers(len(steps)))]
+        other = steps[int(ctx.rng.integers(len(steps)))]
+        kind = i % 4
+        if kind == 0:
+            pairs.append(
+                Pair(
+                    step.obs["achieved_goal"], step.obs["desired_goal"], step.info, f"step {step.t}"
+                )
+            )
+        elif kind == 1:
+            pairs.append(
+                Pair(
+                    np.asarray(goal_sp.sample()),
+                    np.asarray(goal_sp.sample()),
+                    step.info,
+                    "goal-space draws",
+                )
+            )
+        elif kind == 2:
+            pairs.append(
+                Pair(
+                    step.obs["achieved_goal"],
+                    step.obs["achieved_goal"],
+                    step.info,
+                    f"achieved goal of step {step.t} as both goals",
+                )
+            )
+        else:
+            pairs.append(
+                Pair(
+                    other.obs["achieved_goal"],
+                    step.obs["desired_goal"],
+                    step.info,
+                    f"achieved goal of step {other.t}, desired goal of step {step.t}",
+                )
+            )
+    return pairs
+
+
+def _stack(pairs: list[Pair], shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    ag = np.stack([np.asarray(p.achieved) for p in pairs])
+    dg = np.stack([np.asarray(p.desired) for p in pairs])
+    return ag.reshape(*shape, *ag.shape[1:]), dg.reshape(*shape, *dg.shape[1:])
+
+
+def _info_array(pairs: list[Pair], shape: tuple[int, ...]) -> np.ndarray:
+    infos = np.empty(len(pairs), dtype=object)
+    for i, p in enumerate(pairs):
+        infos[i] = p.info
+    return infos.reshape(shape)
+
+
+@dataclass
+class BatchEval:
+    """A batched call of a goal method next to the per-element calls it must equal."""
+
+    shape: tuple[int, ...]
+    pairs: list[Pair]
+    singles: list[Any]
+    result: Any = None
+    error: EnvCallError | None = None
+    info_form: str = ""
+
+
+def _info_independent(ctx: Context, name: str) -> bool:
+    """Whether ``name`` gives the same results with info=None as with the step infos."""
+
+    def build(ctx: Context) -> bool:
+        fn = method(ctx, name)
+        for p in _pairs(ctx, 8):
+            with_info = ctx.call(f"{name}(one pair, step info)", fn, p.achieved, p.desired, p.info)
+            try:
+                without = ctx.call(f"{name}(one pair, None)", fn, p.achieved, p.desired, None)
+            except EnvCallError:
+                return False
+            if not _same_value(with_info, without):
+                return False
+        return True
+
+    return ctx.cached(f"info_independent:{name}", build)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    try:
+        return np.shape(a) == np.shape(b) and _close(np.asarray(a, float), np.asarray(b, float))
+    except (TypeError, ValueError):
+        return False
+
+
+def evaluate_batches(ctx: Context, name: str) -> list[BatchEval]:
+    """Batched calls of goal method ``name`` over several batch shapes, with singles."""
+
+    def build(ctx: Context) -> list[BatchEval]:
+        fn = method(ctx, name)
+        independent = _info_independent(ctx, name)
+        evals = []
+        for shape in [(n,) for n in BATCH_SIZES] + [LEADING_SHAPE]:
+            n = int(np.prod(shape))
+            pairs = _pairs(ctx, n)
+            singles = [
+                ctx.call(f"{name}(one pair)", fn, p.achieved, p.desired, p.info) for p in pairs
+            ]
+            ag, dg = _stack(pairs, shape)
+            ev = BatchEval(shape, pairs, singles)
+            forms: list[tuple[str, Any]] = (
+                [("None", None)]
+                if independent
+                else [
+                    ("an object array of the step infos", _info_array(pairs, shape)),
+                    ("a list of the step infos", [p.info for p in pairs]),
+                ]
+            )
+            for form, info in forms:
+                try:
+                    ev.result = ctx.call(f"{name}(batch {shape})", fn, ag, dg, info)
+                    ev.error, ev.info_form = None, form
+                    break
+                except EnvCallError as error:
+                    ev.error, ev.info_form = error, form
+            evals.append(ev)
+        return evals
+
+    return ctx.cached(f"batches:{name}", build)
+
+
+def _pair_text(p: Pair) -> str:
+    return f"achieved_goal={fmt(p.achieved)}, desired_goal={fmt(p.desired)} ({p.origin})"
+
+
+def _compare_batches(
+    ctx: Context, out: Outcome, name: str, shapes: list[tuple[int, ...]], kind: str
+) -> None:
+    noun = {"reward": "reward", "bool": name.removeprefix("compute_")}[kind]
+    for ev in evaluate_batches(ctx, name):
+        if ev.shape not in shapes:
+            continue
+        where = f"batch of shape {ev.shape}"
+        if ev.error is not None:
+            out.fail(f"{ev.error} (info as {ev.info_form})", where)
+            continue
+        result = np.asarray(ev.result)
+        n = len(ev.pairs)
+        over = "leading dimensions" if len(ev.shape) > 1 else "a batch"
+        if result.size != n:
+            out.fail(
+                f"{name} returned {result.size} value(s) (shape {result.shape}) for {n} goal "
+                f"pairs: it is not vectorized over {over}"
+                f" (first values {fmt(result.reshape(-1)[:4])})",
+                where,
+            )
+            continue
+        flat = result.reshape(-1)
+        for i, (p, single) in enumerate(zip(ev.pairs, ev.singles, strict=True)):
+            single_value = np.asarray(single).reshape(-1)
+            if single_value.size != 1:
+                out.fail(f"{name} of one pair returned shape {np.shape(single)}", where)
+                break
+            if kind == "reward":
+                agree = _close(flat[i], single_value[0])
+            else:
+                agree = bool(flat[i]) == bool(single_value[0])
+            if not agree:
+                index = np.unravel_index(i, ev.shape)
+                out.fail(
+                    f"batch {noun}[{', '.join(map(str, index))}] = {fmt(flat[i])}, single {noun} = "
+                    f"{fmt(single_value[0])} for {_pair_text(p)}",
+                    where,
+                )
+                break
+
+
+@register("reward.batch", "error", "batched compute_reward equals per-element calls")
+def check_reward_batch(ctx: Context, out: Outcome) -> None:
+    _compare_batches(ctx, out, "compute_reward", [(n,) for n in BATCH_SIZES], "reward")
+
+
+@register("reward.leading_dims", "error", "compute_reward handles extra leading dimensions")
+def check_reward_leading(ctx: Context, out: Outcome) -> None:
+    _compare_batches(ctx, out, "compute_reward", [LEADING_SHAPE], "reward")
+
+
+def _working_batches(ctx: Context, name: str) -> list[BatchEval]:
+    evals = [ev for ev in evaluate_batches(ctx, name) if ev.error is None]
+    if not evals:
+        raise SkipCheckError(f"no batched {name} call succeeded (see the batch check)")
+    return evals
+
+
+@register("reward.type", "error", "compute_reward returns a numpy array for a batch")
+def check_reward_type(ctx: Context, out: Outcome) -> None:
+    for ev in _working_batches(ctx, "compute_reward"):
+        r = ev.result
+        if not isinstance(r, np.ndarray) or r.dtype.kind not in "fiu":
+            kind = type(r).__name__ + (f" of dtype {r.dtype}" if isinstance(r, np.ndarray) else "")
+            out.fail(
+                f"compute_reward returned a {kind} ({fmt(r)}), expected a real numpy array: "
+                "buffers index and cast the result",
+                f"batch of shape {ev.shape}",
+            )
+            return
+
+
+@register("reward.shape", "error", "compute_reward's result has the goals' leading shape")
+def check_reward_shape(ctx: Context, out: Outcome) -> None:
+    for ev in _working_batches(ctx, "compute_reward"):
+        shape = np.shape(ev.result)
+        if shape != ev.shape:
+            out.fail(
+                f"compute_reward returned shape {shape} for goals of shape "
+                f"{(*ev.shape, '...')}: expected {ev.shape} (a (B, 1) reward broadcasts "
+                "against (B,) targets into a (B, B) loss)",
+                f"batch of shape {ev.shape}",
+            )
+    steps = goal_steps(ctx)
+    fn = method(ctx, "compute_reward")
+    s = steps[0]
+    one = ctx.call(
+        "compute_reward(one pair)", fn, s.obs["achieved_goal"], s.obs["desired_goal"], s.info
+    )
+    if np.shape(one) != ():
+        out.fail(
+            f"compute_reward of one pair returned shape {np.shape(one)}, expected ()", f"step {s.t}"
+        )
+
+
+@register("reward.dtype", "warning", "compute_reward returns float32 (the goal-env convention)")
+def check_reward_dtype(ctx: Context, out: Outcome) -> None:
+    for ev in _working_batches(ctx, "compute_reward"):
+        dtype = np.asarray(ev.result).dtype
+        if dtype != np.float32:
+            out.fail(
+                f"compute_reward returned dtype {dtype}; buffers store float32 rewards, so "
+                "every sample pays a cast (and float64 rewards upcast float32 losses)",
+                f"batch of shape {ev.shape}",
+            )
+            return
+
+
+@register("reward.finite", "error", "compute_reward is finite for goals from the goal space")
+def check_reward_finite(ctx: Context, out: Outcome) -> None:
+    for ev in evaluate_batches(ctx, "compute_reward"):
+        for p, single in zip(ev.pairs, ev.singles, strict=True):
+            value = np.asarray(single, dtype=float)
+            if not np.all(np.isfinite(value)):
+                out.fail(f"compute_reward = {fmt(value)} for {_pair_text(p)}")
+                return
+
+
+@register(
+    "reward.info_forms",
+    "error",
+    "compute_reward accepts info as None, [{}] * B, a list and an object array of dicts",
+)
+def check_reward_info_forms(ctx: Context, out: Outcome) -> None:
+    fn = method(ctx, "compute_reward")
+    pairs = _pairs(ctx, 16)
+    singles = [
+        ctx.call("compute_reward(one pair)", fn, p.achieved, p.desired, p.info) for p in pairs
+    ]
+    ag, dg = _stack(pairs, (16,))
+    forms = [
+        ("a list of the step info dicts (SB3 copy_info_dict=True)", [p.info for p in pairs], True),
+        ("an object array of the step info dicts", _info_array(pairs, (16,)), True),
+        ("[{}] * B (SB3 HerReplayBuffer's default)", [{}] * 16, False),
+        ("None", None, False),
+    ]
+    working = []
+    for form, info, exact in forms:
+        try:
+            result = ctx.call("compute_reward(batch)", fn, ag, dg, info)
+        except EnvCallError as error:
+            out.fail(f"with info as {form}: {error.error.__class__.__name__}: {error.error}")
+            continue
+        working.append(form)
+        if not exact:
+            continue  # results without the infos may differ; reward.info_keys reports that
+        flat = np.asarray(result).reshape(-1)
+        if flat.size != len(pairs):
+            continue  # reward.batch reports the shape
+        for i, (p, single) in enumerate(zip(pairs, singles, strict=True)):
+            if not _close(flat[i], np.asarray(single, float).reshape(-1)[0]):
+                out.fail(
+                    f"with info as {form}: batch reward[{i}] = {fmt(flat[i])}, single reward = "
+                    f"{fmt(single)} with info {fmt(p.info)} for {_pair_text(p)}"
+                )
+                break
+    if out.failed and working:
+        out.fail(f"works with info as: {'; '.join(working)}")
+
+
+@register(
+    "reward.info_keys",
+    "info",
+    "which info keys compute_reward reads (the HER buffer must then store them)",
+)
+def check_reward_info_keys(ctx: Context, out: Outcome) -> None:
+    fn = method(ctx, "compute_reward")
+    pairs = [p for p in _pairs(ctx, 32) if p.info]
+    keys = sorted({k for p in pairs for k in p.info})
+    needed = []
+    example = None
+    for key in keys:
+        for p in pairs:
+            if key not in p.info:
+                continue
+            full = ctx.call("compute_reward(one pair)", fn, p.achieved, p.desired, p.info)
+            stripped_info = {k: v for k, v in p.info.items() if k != key}
+            try:
+                stripped = ctx.call(
+                    "compute_reward(one pair)", fn, p.achieved, p.desired, stripped_info
+                )
+            except EnvCallError as error:
+                stripped = f"{type(error.error).__name__}: {error.error}"
+            if not _same_value(full, stripped):
+                needed.append(key)
+                example = example or (key, full, stripped, p)
+                break
+    if needed:
+        key, full, stripped, p = example
+        out.fail(
+            f"compute_reward reads info keys {needed}: without info[{key!r}] it gives "
+            f"{fmt(stripped)} instead of {fmt(full)} for {_pair_text(p)}. HER needs these "
+            f"stored: stable-baselines3 HerReplayBuffer(copy_info_dict=True); goalenvs "
+            f"HerReplayBuffer(info_keys={tuple(needed)!r})"
+        )
+
+
+@register("reward.step_match", "error", "every step's reward equals compute_reward of its goals")
+def check_reward_step_match(ctx: Context, out: Outcome) -> None:
+    _step_match(ctx, out, "compute_reward", "reward")
+
+
+def _step_match(ctx: Context, out: Outcome, name: str, attr: str) -> None:
+    fn = method(ctx, name)
+    mismatches = 0
+    first = None
+    for s in goal_steps(ctx):
+        value = ctx.call(
+            f"step {s.t}: {name}(step goals, step info)",
+            fn,
+            s.obs["achieved_goal"],
+            s.obs["desired_goal"],
+            s.info,
+        )
+        got = getattr(s, attr)
+        arr = np.asarray(value).reshape(-1)
+        if arr.size != 1:
+            out.fail(f"{name} of one pair returned shape {np.shape(value)}", f"step {s.t}")
+            return
+        if attr == "reward":
+            agree = _close(got, float(arr[0]))
+        elif attr == "terminated":
+            agree = got == bool(arr[0])
+        else:  # goal-dependent truncation must end the episode; a time limit may add more
+            agree = got or not bool(arr[0])
+        if not agree:
+            mismatches += 1
+            first = first or (s, got, arr[0])
+    if first:
+        s, got, computed = first
+        out.fail(
+            f"step returned {attr} = {fmt(got)} but {name}(achieved_goal="
+            f"{fmt(s.obs['achieved_goal'])}, desired_goal={fmt(s.obs['desired_goal'])}, "
+            f"info={fmt(s.info)}) = {fmt(computed)}"
+            f" ({mismatches} of {len(goal_steps(ctx))} steps disagree)",
+            f"step {s.t}",
+        )
+
+
+@register("reward.deterministic", "error", "compute_reward is a pure function of its inputs")
+def check_reward_deterministic(ctx: Context, out: Outcome) -> None:
+    fn = method(ctx, "compute_reward")
+    pairs = _pairs(ctx, 8)
+
+    def values() -> list:
+        return [
+            ctx.call("compute_reward(one pair)", fn, p.achieved, p.desired, p.info) for p in pairs
+        ]
+
+    first, second = values(), values()
+    ctx.call("reset(seed)", ctx.env.reset, seed=ctx.seed + 1)
+    ctx.call("step", ctx.env.step, ctx.env.action_space.sample())
+    third = values()
+    for i, p in enumerate(pairs):
+        for label, other in (("called again", second[i]), ("after a reset and a step", third[i])):
+            if not _same_value(first[i], other):
+                out.fail(
+                    f"compute_reward = {fmt(first[i])}, then {fmt(other)} when {label}, for "
+                    f"{_pair_text(p)}: it is random or reads env state, so relabeled rewards "
+                    "are not the rewards of the relabeled goals"
+                )
+                return
+
+
+@register("reward.no_mutation", "error", "compute_reward leaves its inputs unchanged")
+def check_reward_no_mutation(ctx: Context, out: Outcome) -> None:
+    fn = method(ctx, "compute_reward")
+    pairs = _pairs(ctx, 8)
+    ag, dg = _stack(pairs, (8,))
+    infos = [_copy_info(p.info) for p in pairs]
+    independent = _info_independent(ctx, "compute_reward")
+    calls = [("one pair", pairs[0].achieved.copy(), pairs[0].desired.copy(), infos[0])]
+    calls.append(("batch of 8", ag.copy(), dg.copy(), None if independent else infos))
+    for label, a, d, info in calls:
+        before = (a.copy(), d.copy(), _copy_info(info))
+        ctx.call(f"compute_reward({label})", fn, a, d, info)
+        for name, now, then in (("achieved_goal", a, before[0]), ("desired_goal", d, before[1])):
+            if not _same(now, then):
+                out.fail(
+                    f"compute_reward changed its {name} argument from {fmt(then)} to "
+                    f"{fmt(now)}: buffers pass views of stored goals",
+                    label,
+                )
+        if not _same(info, before[2]):
+            out.fail(
+                f"compute_reward changed its info argument from {fmt(before[2])} to {fmt(info)}",
+                label,
+            )
+
+
+def _success_reward_pairs(ctx: Context) -> tuple[list[tuple[Any, str, dict]], list[StepRecord]]:
+    space = goal_space(ctx)
+    steps = goal_steps(ctx)
+    sp = space["desired_goal"]
+    sp.seed(ctx.seed + 7)
+    goals: list[tuple[Any, str, dict]] = []
+    for _ in range(4):
+        goals.append((np.asarray(sp.sample()), "drawn from the goal space", steps[0].info))
+    picks = ctx.rng.choice(len(steps), size=min(6, len(steps)), replace=False)
+    for j in picks:
+        s = steps[int(j)]
+        goals.append((s.obs["achieved_goal"], f"achieved goal of step {s.t}", s.info))
+    # The current episode's desired goal: an env reading its own goal instead of the
+    # argument pays the success reward for this goal only.
+    last = steps[-1]
+    goals.append((last.obs["desired_goal"], f"desired goal of step {last.t}", last.info))
+    return goals, steps
+
+
+@register(
+    "reward.success_at_goal",
+    "error",
+    "compute_reward(g, g) pays the best reward, the same for every goal g",
+)
+def check_reward_success(ctx: Context, out: Outcome) -> None:
+    fn = method(ctx, "compute_reward")
+    goals, steps = _success_reward_pairs(ctx)
+    at_goal = []
+    for g, origin, info in goals:
+        value = ctx.call("compute_reward(g, g)", fn, g, g, info)
+        at_goal.append((float(np.asarray(value, float).reshape(-1)[0]), g, origin))
+    best_step = max(steps, key=lambda s: s.reward)
+    low = min(at_goal, key=lambda x: x[0])
+    high = max(at_goal, key=lambda x: x[0])
+    if low[0] < best_step.reward - ATOL - RTOL * abs(best_step.reward):
+        out.fail(
+            f"compute_reward(g, g) = {fmt(low[0])} for g={fmt(low[1])} ({low[2]}), less than the "
+            f"reward {fmt(best_step.reward)} paid at step {best_step.t} for achieved_goal="
+            f"{fmt(best_step.obs['achieved_goal'])}, desired_goal="
+            f"{fmt(best_step.obs['desired_goal'])}: reaching the goal must pay the best reward"
+        )
+    if not _close(low[0], high[0]):
+        out.fail(
+            f"compute_reward(g, g) = {fmt(low[0])} for g={fmt(low[1])} ({low[2]}) but "
+            f"{fmt(high[0])} for g={fmt(high[1])} ({high[2]}): the success reward depends on "
+            "which goal, so compute_reward likely reads a goal other than its argument"
+        )
+
+
+@register("reward.goal_dependent", "error", "compute_reward depends on the goals")
+def check_reward_goal_dependent(ctx: Context, out: Outcome) -> None:
+    values = []
+    for ev in evaluate_batches(ctx, "compute_reward"):
+        values.extend(float(np.asarray(v, float).reshape(-1)[0]) for v in ev.singles)
+    if values and np.ptp(values) == 0:
+        out.fail(
+            f"compute_reward = {fmt(values[0])} for all {len(values)} goal pairs tried, goal == "
+            "goal included: relabeling cannot teach anything"
+        )
+
+
+# --------------------------------------------------------------------------- terminated / truncated
+
+
+@register("terminated.batch", "error", "batched compute_terminated equals per-element calls")
+def check_terminated_batch(ctx: Context, out: Outcome) -> None:
+    _bool_batch(ctx, out, "compute_terminated")
+
+
+@register("terminated.step_match", "error", "every step's terminated equals compute_terminated")
+def check_terminated_step(ctx: Context, out: Outcome) -> None:
+    _step_match(ctx, out, "compute_terminated", "terminated")
+
+
+@register("truncated.batch", "error", "batched compute_truncated equals per-element calls")
+def check_truncated_batch(ctx: Context, out: Outcome) -> None:
+    _bool_batch(ctx, out, "compute_truncated")
+
+
+@register("truncated.step_match", "error", "a step truncates whenever compute_truncated says so")
+def check_truncated_step(ctx: Context, out: Outcome) -> None:
+    _step_match(ctx, out, "compute_truncated", "truncated")
+
+
+def _bool_batch(ctx: Context, out: Outcome, name: str) -> None:
+    shapes = [(n,) for n in BATCH_SIZES] + [LEADING_SHAPE]
+    _compare_batches(ctx, out, name, shapes, "bool")
+    for ev in evaluate_batches(ctx, name):
+        if ev.error is not None:
+            continue
+        r = ev.result
+        shape = np.shape(r)
+        if shape != ev.shape:
+            out.fail(
+                f"{name} returned shape {shape}, expected {ev.shape}", f"batch of shape {ev.shape}"
+            )
+        elif not isinstance(r, np.ndarray) or not (
+            r.dtype == bool or (r.dtype.kind in "iu" and np.isin(r, (0, 1)).all())
+        ):
+            out.fail(
+                f"{name} returned {type(r).__name__} {fmt(r)}, expected a bool array",
+                f"batch of shape {ev.shape}",
+            )
+
+
+# --------------------------------------------------------------------------- is_success
+
+_SUCCESS_LIKE = re.compile(r"succe|reached|solved|goal_achieved", re.IGNORECASE)
+
+
+def _infos(ctx: Context) -> list[tuple[str, dict, StepRecord | None]]:
+    ro = rollout(ctx)
+    items: list[tuple[str, dict, StepRecord | None]] = []
+    for i, e in enumerate(ro.episodes):
+        items.append((f"reset of episode {i}", e.reset_info, None))
+        items.extend((f"step {s.t}", s.info, s) for s in e.steps)
+    if not items:
+        raise SkipCheckError(f"no reset succeeded ({ro.stopped})")
+    return items
+
+
+@register("success.present", "warning", "info['is_success'] is set on reset and every step")
+def check_success_present(ctx: Context, out: Outcome) -> None:
+    for where, info, _ in _infos(ctx):
+        if "is_success" not in info:
+            others = [k for k in info if _SUCCESS_LIKE.search(str(k))]
+            hint = (
+                f"; the env reports {others} instead: rename it 'is_success', the key HER "
+                "evaluation and SB3 read"
+                if others
+                else ""
+            )
+            out.fail(f"info has no 'is_success' (keys {sorted(map(str, info))}){hint}", where)
+            return
+
+
+@register("success.bool", "warning", "info['is_success'] is a bool")
+def check_success_bool(ctx: Context, out: Outcome) -> None:
+    for where, info, _ in _infos(ctx):
+        if "is_success" in info and not _is_bool_like(info["is_success"]):
+            value = info["is_success"]
+            out.fail(
+                f"info['is_success'] = {fmt(value)} of type {type(value).__name__}, "
+                "expected a bool",
+                where,
+            )
+            return
+
+
+@register(
+    "success.consistent",
+    "warning",
+    "is_success agrees with the reward and with termination",
+)
+def check_success_consistent(ctx: Context, out: Outcome) -> None:
+    steps = [s for _, _, s in _infos(ctx) if s is not None and "is_success" in s.info]
+    try:
+        flagged = [(s, bool(np.asarray(s.info["is_success"]).reshape(-1)[0])) for s in steps]
+    except (TypeError, ValueError, IndexError):
+        raise SkipCheckError("is_success is not bool-like (see success.bool)") from None
+    wins = [s for s, ok in flagged if ok]
+    losses = [s for s, ok in flagged if not ok]
+    if not wins or not losses:
+        raise SkipCheckError(
+            f"the rollout has {len(wins)} successful and {len(losses)} unsuccessful steps; "
+            "both are needed to compare (raise --steps)"
+        )
+    worst_win = min(wins, key=lambda s: s.reward)
+    best_loss = max(losses, key=lambda s: s.reward)
+    if worst_win.reward < best_loss.reward - ATOL:
+        out.fail(
+            f"step {worst_win.t} has is_success=True with reward {fmt(worst_win.reward)} but "
+            f"step {best_loss.t} has is_success=False with the higher reward "
+            f"{fmt(best_loss.reward)}: success and reward disagree"
+        )
+    ended = [s for s in wins if s.terminated]
+    if ended and len(ended) < len(wins):
+        going = next(s for s in wins if not s.terminated)
+        out.fail(
+            f"success terminated the episode at step {ended[0].t} but not at step {going.t} "
+            "(is_success=True, terminated=False)"
+        )
+
+
+# --------------------------------------------------------------------------- episodes and seeding
+
+
+@register("goal.fixed", "warning", "the desired goal stays fixed within an episode")
+def check_goal_fixed(ctx: Context, out: Outcome) -> None:
+    goal_space(ctx)
+    for i, e in enumerate(rollout(ctx).episodes):
+        if not isinstance(e.reset_obs, Mapping) or "desired_goal" not in e.reset_obs:
+            continue
+        first = e.reset_obs["desired_goal"]
+        for s in e.steps:
+            if isinstance(s.obs, Mapping) and not _same(s.obs.get("desired_goal"), first):
+                out.fail(
+                    f"desired_goal was {fmt(first)} at the reset of episode {i} and "
+                    f"{fmt(s.obs.get('desired_goal'))} at step {s.t}: HER assumes one goal per "
+                    "episode",
+                    f"step {s.t}",
+                )
+                return
+
+
+def _reset_obs(ctx: Context, seed: int, label: str) -> Any:
+    ret = ctx.call(f"reset(seed={seed})", ctx.env.reset, seed=seed)
+    if not isinstance(ret, tuple) or len(ret) != 2:
+        raise SkipCheckError(f"reset does not return (obs, info) (see api.reset) [{label}]")
+    return _copy_obs(ret[0]), _copy_info(ret[1])
+
+
+@register("seed.reset", "error", "reset(seed=s) reproduces the first observation")
+def check_seed_reset(ctx: Context, out: Outcome) -> None:
+    seed = ctx.seed + 1000
+    obs1, _ = _reset_obs(ctx, seed, "first")
+    action = ctx.env.action_space.sample()
+    for _ in range(3):
+        ctx.call("step", ctx.env.step, action)
+    obs2, _ = _reset_obs(ctx, seed, "second")
+    if not _same(obs1, obs2):
+        keys = (
+            [k for k in obs1 if not _same(obs1[k], obs2.get(k))] if isinstance(obs1, dict) else []
+        )
+        key = keys[0] if keys else None
+        a, b = (obs1[key], obs2[key]) if key else (obs1, obs2)
+        out.fail(
+            f"reset(seed={seed}) returned {('obs[' + repr(key) + '] = ') if key else ''}{fmt(a)}"
+            f", then {fmt(b)}: draw every random number from self.np_random (seeded by "
+            "super().reset(seed=seed))"
+        )
+
+
+@register("seed.rollout", "error", "the same seed and actions reproduce the rollout")
+def check_seed_rollout(ctx: Context, out: Outcome) -> None:
+    ro = rollout(ctx)
+    steps = ro.steps
+    if not steps:
+        raise SkipCheckError(f"the rollout has no steps ({ro.stopped})")
+    replay = steps[: min(len(steps), 100)]
+    ret = ctx.call(f"reset(seed={ctx.seed})", ctx.env.reset, seed=ctx.seed)
+    if not isinstance(ret, tuple) or len(ret) != 2:
+        raise SkipCheckError("reset does not return (obs, info) (see api.reset)")
+    if not _same(_copy_obs(ret[0]), ro.episodes[0].reset_obs):
+        out.fail(
+            f"reset(seed={ctx.seed}) returned {fmt(ret[0])}, the first time "
+            f"{fmt(ro.episodes[0].reset_obs)}",
+            "reset",
+        )
+        return
+    for s in replay:
+        ret = ctx.call(f"step {s.t}", ctx.env.step, s.action)
+        if not isinstance(ret, tuple) or len(ret) != 5:
+            raise SkipCheckError("step does not return five values (see api.step)")
+        obs, reward, terminated, truncated, _ = ret
+        fields = [
+            ("obs", _copy_obs(obs), s.obs),
+            ("reward", reward, s.reward),
+            ("terminated", terminated, s.terminated),
+            ("truncated", truncated, s.truncated),
+        ]
+        for name, now, then in fields:
+            equal = _same_value(now, then) if name == "reward" else _same(now, then)
+            if not equal:
+                out.fail(
+                    f"replaying the same seed and actions gives {name} = {fmt(now)}, the first "
+                    f"rollout had {fmt(then)} (action {fmt(s.action)})",
+                    f"step {s.t}",
+                )
+                return
+        if (bool(terminated) or bool(truncated)) and s is not replay[-1]:
+            ctx.call(f"reset after step {s.t}", ctx.env.reset)
+
+
+@register("seed.goal_varies", "warning", "different seeds give different desired goals")
+def check_seed_goal_varies(ctx: Context, out: Outcome) -> None:
+    goal_space(ctx)
+    goals = []
+    for k in range(5):
+        obs, _ = _reset_obs(ctx, ctx.seed + 2000 + k, "goal")
+        if isinstance(obs, Mapping) and "desired_goal" in obs:
+            goals.append(obs["desired_goal"])
+    if len(goals) == 5 and all(_same(g, goals[0]) for g in goals):
+        out.fail(
+            f"five seeds all gave desired_goal = {fmt(goals[0])}: the goal is not drawn from "
+            "self.np_random, or is fixed (HER needs a goal distribution)"
+        )
+
+
+# --------------------------------------------------------------------------- rendering
+
+_RENDER_FORMS = {
+    "rgb_array": "a uint8 array of shape (H, W, 3)",
+    "rgb_array_list": "a list of uint8 arrays of shape (H, W, 3)",
+    "depth_array": "a 2-D array",
+    "ansi": "a str",
+}
+
+
+def _render_problem(mode: str, frame: Any) -> str | None:
+    def rgb(x: Any) -> bool:
+        return (
+            isinstance(x, np.ndarray)
+            and x.dtype == np.uint8
+            and x.ndim == 3
+            and x.shape[-1] == 3
+            and x.size > 0
+        )
+
+    ok = {
+        "rgb_array": lambda: rgb(frame),
+        "rgb_array_list": lambda: (
+            isinstance(frame, list) and len(frame) > 0 and all(rgb(x) for x in frame)
+        ),
+        "depth_array": lambda: isinstance(frame, np.ndarray) and frame.ndim == 2,
+        "ansi": lambda: isinstance(frame, str),
+    }[mode]()
+    if ok:
+        return None
+    desc = (
+        f"{type(frame).__name__} dtype {frame.dtype} shape {frame.shape}"
+        if isinstance(frame, np.ndarray)
+        else type(frame).__name__
+    )
+    return f"render_mode={mode!r} rendered {desc}, expected {_RENDER_FORMS[mode]}"
+
+
+@register("render.modes", "error", "each declared render mode returns what gymnasium specifies")
+def check_render_modes(ctx: Context, out: Outcome) -> None:
+    modes = list(ctx.env.metadata.get("render_modes", []) or [])
+    checkable = [m for m in modes if m in _RENDER_FORMS]
+    if not checkable:
+        raise SkipCheckError(f"declares no render mode that can be checked headless ({modes})")
+    own = getattr(ctx.env, "render_mode", None)
+    notes = []
+    for mode in checkable:
+        if mode == own:
+            env, built = ctx.env, False
+        elif ctx.factory is not None:
+            try:
+                env = ctx.call(f"make(render_mode={mode!r})", ctx.factory, render_mode=mode)
+            except EnvCallError as error:
+                out.fail(f"building the env with render_mode={mode!r} failed: {error.error}")
+                continue
+            built = True
+        else:
+            notes.append(mode)
+            continue
+        try:
+            ctx.call("reset", env.reset, seed=ctx.seed)
+            if mode == "rgb_array_list":
+                ctx.call("step", env.step, env.action_space.sample())
+            frame = ctx.call(f"render() with render_mode={mode!r}", env.render)
+        finally:
+            if built:
+                ctx.call("close", env.close)
+        problem = _render_problem(mode, frame)
+        if problem:
+            out.fail(problem)
+    fps = ctx.env.metadata.get("render_fps")
+    bad_fps = isinstance(fps, bool) or not isinstance(fps, (int, np.integer)) or fps <= 0
+    if ("rgb_array" in modes or "human" in modes) and bad_fps:
+        out.fail(
+            f"metadata['render_fps'] = {fps!r}, expected a positive int "
+            "(video recorders and play loops read it)"
+        )
+    if notes and not out.failed and len(notes) == len(checkable):
+        raise SkipCheckError(f"modes {notes} need a way to build the env (a spec, not an object)")
+
+
+# --------------------------------------------------------------------------- compatibility
+
+
+def _transitions(ctx: Context) -> list[tuple[Any, StepRecord]]:
+    """(previous obs, step) for every rollout step, the last step marked as an episode end."""
+    goal_space(ctx)
+    out = []
+    for e in rollout(ctx).episodes:
+        prev = e.reset_obs
+        for s in e.steps:
+            out.append((prev, s))
+            prev = s.obs
+    if len(out) < 2:
+        raise SkipCheckError("the rollout has fewer than two steps")
+    return out
+
+
+def _batched(obs: Mapping) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v)[None] for k, v in obs.items()}
+
+
+@register("compat.goalenvs_her", "error", "goalenvs' HerReplayBuffer fills and samples")
+def check_compat_goalenvs(ctx: Context, out: Outcome) -> None:
+    try:
+        from goalenvs.her.buffer import HerReplayBuffer
+    except ImportError as error:
+        raise SkipCheckError(f"goalenvs.her.buffer is not importable ({error})") from None
+    transitions = _transitions(ctx)
+    space = goal_space(ctx)
+
+    def fill_and_sample() -> Any:
+        buffer = HerReplayBuffer(
+            len(transitions) + 8,
+            space,
+            ctx.env.action_space,
+            compute_reward=ctx.env,
+            seed=ctx.seed,
+        )
+        for i, (prev, s) in enumerate(transitions):
+            last = i == len(transitions) - 1
+            buffer.add(
+                _batched(prev),
+                _batched(s.obs),
+                np.asarray(s.action)[None],
+                np.asarray([s.reward], np.float32),
+                np.asarray([s.terminated]),
+                np.asarray([s.truncated or last]),
+                [s.info],
+            )
+        return buffer.sample(32)
+
+    batch = ctx.call_with_limit(
+        ctx.timeout * 10, "goalenvs HerReplayBuffer fill and sample", fill_and_sample
+    )
+    rewards = np.asarray(batch.rewards)
+    if rewards.shape != (32,) or not np.all(np.isfinite(rewards)):
+        out.fail(f"sampled rewards have shape {rewards.shape}, values {fmt(rewards)}")
+
+
+@register("compat.sb3_her", "warning", "stable-baselines3's HerReplayBuffer fills and samples")
+def check_compat_sb3(ctx: Context, out: Outcome) -> None:
+    try:
+        from stable_baselines3 import HerReplayBuffer
+        from stable_baselines3.common.vec_env import DummyVecEnv
+    except ImportError:
+        raise SkipCheckError("stable-baselines3 is not installed") from None
+    transitions = _transitions(ctx)
+    space = goal_space(ctx)
+
+    def fill_and_sample() -> Any:
+        vec_env = DummyVecEnv([lambda: ctx.env])
+        buffer = HerReplayBuffer(
+            len(transitions) + 8, space, ctx.env.action_space, env=vec_env, device="cpu"
+        )
+        for i, (prev, s) in enumerate(transitions):
+            last = i == len(transitions) - 1
+            done = s.terminated or s.truncated or last
+            info = dict(s.info)
+            info["TimeLimit.truncated"] = (s.truncated or last) and not s.terminated
+            buffer.add(
+                _batched(prev),
+                _batched(s.obs),
+                np.asarray(s.action)[None],
+                np.asarray([s.reward], np.float32),
+                np.asarray([done]),
+                [info],
+            )
+        return buffer.sample(32)
+
+    batch = ctx.call_with_limit(
+        ctx.timeout * 10, "SB3 HerReplayBuffer fill and sample", fill_and_sample
+    )
+    rewards = batch.rewards.numpy().reshape(-1)
+    if rewards.shape != (32,) or not np.all(np.isfinite(rewards)):
+        out.fail(f"sampled rewards have shape {rewards.shape}, values {fmt(rewards)}")
+
+
+# --------------------------------------------------------------------------- gymnasium
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@register("gym.check_env", "error", "gymnasium's check_env passes")
+def check_gym_env(ctx: Context, out: Outcome) -> None:
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    def run() -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # gymnasium recommends checking the unwrapped env; our checks cover the
+            # wrapped one. Render is checked by render.modes without opening windows.
+            check_env(ctx.env.unwrapped, skip_render_check=True, skip_close_check=True)
+        return [_ANSI.sub("", str(w.message)) for w in caught]
+
+    for message in ctx.call_with_limit(ctx.timeout * 10, "gymnasium check_env", run):
+        ctx.gym_warnings.append(("gymnasium check_env", message))
+
+
+@register("gym.warnings", "warning", "gymnasium raises no warning about the env")
+def check_gym_warnings(ctx: Context, out: Outcome) -> None:
+    seen = set()
+    for source, message in ctx.gym_warnings:
+        text = _ANSI.sub("", message).strip()
+        if text not in seen:
+            seen.add(text)
+            out.fail(text, source)
+
+
+@register("api.timeout", "error", "every env call returns within the timeout")
+def check_timeout(ctx: Context, out: Outcome) -> None:
+    for message in ctx.timeouts:
+        out.fail(message + ": the env was abandoned and the checks that need it were skipped")
