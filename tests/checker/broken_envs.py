@@ -137,6 +137,8 @@ DEFECTS: dict[str, tuple[str, str, str, str]] = {
 }
 
 SUCCESS_RADIUS = 0.2
+# The seeding defects draw from this generator, which reset(seed=...) never reseeds.
+_UNSEEDED = np.random.default_rng()
 MAX_STEPS = 30
 
 
@@ -214,7 +216,7 @@ class ToyReach(GoalEnv):
         reward = np.where(reached, 0.0, -1.0) if d != "reward_inverted" else -reached.astype(float)
         reward = np.asarray(reward, np.float32)
         if d == "reward_noise":
-            reward = reward + np.random.default_rng().normal(0, 0.01, shape).astype(np.float32)
+            reward = reward + _UNSEEDED.normal(0, 0.01, shape).astype(np.float32)
         if d == "info_as_dict":
             reward = reward + np.float32(info.get("penalty", 0.0))
         elif d == "info_none_fails":
@@ -286,7 +288,7 @@ class ToyReach(GoalEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
         super().reset(seed=seed)
         if self.defect == "global_rng":
-            self.goal = np.random.uniform(-0.5, 0.5, 2).astype(np.float32)
+            self.goal = _UNSEEDED.uniform(-0.5, 0.5, 2).astype(np.float32)
         elif self.defect == "fixed_goal":
             self.goal = np.array([0.3, -0.3], np.float32)
         elif self.defect == "goal_out_of_space":
@@ -309,7 +311,7 @@ class ToyReach(GoalEnv):
             time.sleep(3600)
         move = 0.1 * action
         if self.defect == "noisy_dynamics":
-            move = move + np.random.normal(0, 0.01, 2).astype(np.float32)
+            move = move + _UNSEEDED.normal(0, 0.01, 2).astype(np.float32)
         # In place on purpose: "aliased_obs" hands this very array out.
         self.pos += move
         np.clip(self.pos, -1.0, 1.0, out=self.pos)
