@@ -44,14 +44,24 @@ def fmt(value: Any) -> str:
     if isinstance(value, (np.ndarray, list, tuple)) or np.isscalar(value):
         try:
             arr = np.asarray(value)
-            if arr.dtype.kind in "fiub":
+            if arr.dtype.kind == "f":
                 return np.array2string(
-                    arr, precision=4, separator=", ", threshold=12, max_line_width=10_000
+                    arr,
+                    separator=", ",
+                    threshold=12,
+                    max_line_width=10_000,
+                    formatter={"float_kind": _short_float},
                 )
+            if arr.dtype.kind in "iub":
+                return np.array2string(arr, separator=", ", threshold=12, max_line_width=10_000)
         except (ValueError, TypeError):
             pass
     text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _short_float(x: float) -> str:
+    return repr(round(float(x), 4)) if np.isfinite(x) else repr(float(x))
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -589,6 +599,17 @@ def _info_independent(ctx: Context, name: str) -> bool:
     return ctx.cached(f"info_independent:{name}", build)
 
 
+def _perturbed(value: Any) -> Any:
+    """A different value of the same kind (bool flipped, number + 1), or None."""
+    if isinstance(value, (bool, np.bool_)):
+        return not value
+    arr = np.asarray(value) if isinstance(value, (int, float, np.number, np.ndarray)) else None
+    if arr is None or arr.dtype.kind not in "fiub":
+        return None
+    changed = ~arr if arr.dtype == bool else (arr + 1).astype(arr.dtype)
+    return changed if isinstance(value, np.ndarray) else changed[()]
+
+
 def _same_value(a: Any, b: Any) -> bool:
     try:
         return np.shape(a) == np.shape(b) and _close(np.asarray(a, float), np.asarray(b, float))
@@ -640,6 +661,7 @@ def _compare_batches(
     ctx: Context, out: Outcome, name: str, shapes: list[tuple[int, ...]], kind: str
 ) -> None:
     noun = {"reward": "reward", "bool": name.removeprefix("compute_")}[kind]
+    unvectorized: list[tuple[int, ...]] = []  # reported once, with the first batch
     for ev in evaluate_batches(ctx, name):
         if ev.shape not in shapes:
             continue
@@ -651,6 +673,10 @@ def _compare_batches(
         n = len(ev.pairs)
         over = "leading dimensions" if len(ev.shape) > 1 else "a batch"
         if result.size != n:
+            if unvectorized:
+                unvectorized.append(ev.shape)
+                continue
+            unvectorized.append(ev.shape)
             out.fail(
                 f"{name} returned {result.size} value(s) (shape {result.shape}) for {n} goal "
                 f"pairs: it is not vectorized over {over}"
@@ -807,29 +833,42 @@ def check_reward_info_keys(ctx: Context, out: Outcome) -> None:
     pairs = [p for p in _pairs(ctx, 32) if p.info]
     keys = sorted({k for p in pairs for k in p.info})
     needed = []
-    example = None
+    example: tuple | None = None
     for key in keys:
         for p in pairs:
             if key not in p.info:
                 continue
             full = ctx.call("compute_reward(one pair)", fn, p.achieved, p.desired, p.info)
-            stripped_info = {k: v for k, v in p.info.items() if k != key}
-            try:
-                stripped = ctx.call(
-                    "compute_reward(one pair)", fn, p.achieved, p.desired, stripped_info
+            # Dropping the key can give the same reward when its value equals the default
+            # (no collision this step), so a changed value is tried too.
+            variants = [{k: v for k, v in p.info.items() if k != key}]
+            changed = _perturbed(p.info[key])
+            if changed is not None:
+                variants.append({**p.info, key: changed})
+            for variant in variants:
+                try:
+                    other = ctx.call("compute_reward(one pair)", fn, p.achieved, p.desired, variant)
+                except EnvCallError as error:
+                    other = f"{type(error.error).__name__}: {error.error}"
+                if not _same_value(full, other):
+                    break
+            else:
+                continue
+            needed.append(key)
+            if example is None:
+                change = (
+                    f"with info[{key!r}] = {fmt(variant[key])}"
+                    if key in variant
+                    else f"without info[{key!r}]"
                 )
-            except EnvCallError as error:
-                stripped = f"{type(error.error).__name__}: {error.error}"
-            if not _same_value(full, stripped):
-                needed.append(key)
-                example = example or (key, full, stripped, p)
-                break
+                example = (change, full, other, p)
+            break
     if needed:
-        key, full, stripped, p = example
+        change, full, other, p = example
         out.fail(
-            f"compute_reward reads info keys {needed}: without info[{key!r}] it gives "
-            f"{fmt(stripped)} instead of {fmt(full)} for {_pair_text(p)}. HER needs these "
-            f"stored: stable-baselines3 HerReplayBuffer(copy_info_dict=True); goalenvs "
+            f"compute_reward reads info keys {needed}: {change} it gives {fmt(other)} instead "
+            f"of {fmt(full)} for {_pair_text(p)}. HER needs these stored: stable-baselines3 "
+            "HerReplayBuffer(copy_info_dict=True); goalenvs "
             f"HerReplayBuffer(info_keys={tuple(needed)!r})"
         )
 
@@ -1015,8 +1054,8 @@ def _bool_batch(ctx: Context, out: Outcome, name: str) -> None:
     shapes = [(n,) for n in BATCH_SIZES] + [LEADING_SHAPE]
     _compare_batches(ctx, out, name, shapes, "bool")
     for ev in evaluate_batches(ctx, name):
-        if ev.error is not None:
-            continue
+        if ev.error is not None or np.size(ev.result) != len(ev.pairs):
+            continue  # reported above
         r = ev.result
         shape = np.shape(r)
         if shape != ev.shape:
@@ -1087,6 +1126,8 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
         flagged = [(s, bool(np.asarray(s.info["is_success"]).reshape(-1)[0])) for s in steps]
     except (TypeError, ValueError, IndexError):
         raise SkipCheckError("is_success is not bool-like (see success.bool)") from None
+    if not steps:
+        raise SkipCheckError("no step reports info['is_success'] (see success.present)")
     wins = [s for s, ok in flagged if ok]
     losses = [s for s, ok in flagged if not ok]
     if not wins or not losses:

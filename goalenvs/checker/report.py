@@ -140,37 +140,42 @@ class Report:
         )
 
     def render(self, console: Any = None, verbose: bool = False) -> None:
-        """Prints the report as a rich table (failed checks first; passed ones when verbose)."""
+        """Prints the report: a table of the checks that did not pass (all when
+        ``verbose``), then every finding in full, then the summary line."""
         from rich.console import Console
         from rich.table import Table
         from rich.text import Text
 
         console = console or Console()
-        table = Table(title=f"goalenvs check: {self.env_name}", show_lines=True, expand=True)
-        table.add_column("", width=4, no_wrap=True)
-        table.add_column("check", no_wrap=True)
-        table.add_column("severity", no_wrap=True)
-        table.add_column("finding")
-        order = {"failed": 0, "skipped": 1, "passed": 2}
         styles = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-        for r in sorted(self.results, key=lambda r: order[r.status]):
-            if r.status == "passed" and not verbose:
-                continue
+        order = {"failed": 0, "skipped": 1, "passed": 2}
+        shown = [r for r in self.results if verbose or r.status != "passed"]
+        shown.sort(key=lambda r: (order[r.status], SEVERITIES.index(r.severity)))
+        table = Table(title=f"goalenvs check: {self.env_name}")
+        for name in ("", "check", "severity", "title"):
+            table.add_column(name, no_wrap=name != "title")
+        for r in shown:
             if r.status == "failed":
-                mark = Text("FAIL" if r.severity != "info" else "NOTE", style=styles[r.severity])
-                lines = [(f"[{f.where}] " if f.where else "") + f.message for f in r.findings]
-                more = len(lines) - _SHOWN_FINDINGS
-                body = "\n".join(lines[:_SHOWN_FINDINGS])
-                if more > 0:
-                    body += f"\n... and {more} more"
-                body = f"{r.title}\n{body}"
+                mark = Text("NOTE" if r.severity == "info" else "FAIL", style=styles[r.severity])
+                title = Text(f"{r.title} ({len(r.findings)} finding(s))")
             elif r.status == "skipped":
-                mark, body = Text("skip", style="dim"), f"{r.title}\n{r.note or ''}"
+                mark, title = Text("skip", style="dim"), Text(f"{r.title}\n{r.note}", style="dim")
             else:
-                mark, body = Text("ok", style="green"), r.title
-            table.add_row(mark, r.id, Text(r.severity, style=styles[r.severity]), body)
-        console.print(table)
-        console.print(self.summary())
+                mark, title = Text("ok", style="green"), Text(r.title)
+            table.add_row(mark, r.id, Text(r.severity, style=styles[r.severity]), title)
+        if shown:
+            console.print(table)
+        for r in shown:
+            if r.status != "failed":
+                continue
+            console.print(Text(f"{r.id} ({r.severity}): {r.title}", style=styles[r.severity]))
+            for i, f in enumerate(r.findings):
+                if i == _SHOWN_FINDINGS and not verbose:
+                    console.print(Text(f"  ... {len(r.findings) - i} more (--verbose or --json)"))
+                    break
+                place = f"[{f.where}] " if f.where else ""
+                console.print(Text(f"  - {place}{f.message}"))
+        console.print(Text(self.summary(), style="bold"))
 
     def __str__(self) -> str:
         from rich.console import Console

@@ -374,3 +374,9 @@ def make_twin(defect: str | None = None, **kwargs: Any) -> gym.Env:
     if defect == "wrapper_rescales":
         return RescaleGoals(ToyReach(**kwargs), scale=1.0)
     return ToyReach(**kwargs)
+
+
+TOY_ID = "checker_test/ToyReach-v0"
+if TOY_ID not in gym.registry:
+    # The registered twin: gym.make adds TimeLimit, OrderEnforcing and PassiveEnvChecker.
+    gym.register(TOY_ID, entry_point=ToyReach, max_episode_steps=MAX_STEPS)
