@@ -175,7 +175,7 @@ class Report:
                     break
                 place = f"[{f.where}] " if f.where else ""
                 console.print(Text(f"  - {place}{f.message}"))
-        console.print(Text(self.summary(), style="bold"))
+        console.print(Text(self.summary(), style="bold"), soft_wrap=True)
 
     def __str__(self) -> str:
         from rich.console import Console
