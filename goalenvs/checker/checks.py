@@ -823,12 +823,12 @@ def check_reward_info_forms(ctx: Context, out: Outcome) -> None:
         out.fail(f"works with info as: {'; '.join(working)}")
 
 
-@register(
-    "reward.info_keys",
-    "info",
-    "which info keys compute_reward reads (the HER buffer must then store them)",
-)
-def check_reward_info_keys(ctx: Context, out: Outcome) -> None:
+def needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:
+    """The info keys compute_reward reads, and one example (change, with, without, pair)."""
+    return ctx.cached("needed_info_keys", _find_needed_info_keys)
+
+
+def _find_needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:
     fn = method(ctx, "compute_reward")
     pairs = [p for p in _pairs(ctx, 32) if p.info]
     keys = sorted({k for p in pairs for k in p.info})
@@ -863,6 +863,16 @@ def check_reward_info_keys(ctx: Context, out: Outcome) -> None:
                 )
                 example = (change, full, other, p)
             break
+    return needed, example
+
+
+@register(
+    "reward.info_keys",
+    "info",
+    "which info keys compute_reward reads (the HER buffer must then store them)",
+)
+def check_reward_info_keys(ctx: Context, out: Outcome) -> None:
+    needed, example = needed_info_keys(ctx)
     if needed:
         change, full, other, p = example
         out.fail(
@@ -1173,6 +1183,51 @@ def check_goal_fixed(ctx: Context, out: Outcome) -> None:
                 return
 
 
+@register(
+    "goal.achieved_current",
+    "warning",
+    "achieved_goal is the state after the step, not the one before it",
+)
+def check_achieved_current(ctx: Context, out: Outcome) -> None:
+    space = goal_space(ctx)
+    if not isinstance(space["observation"], (spaces.Box, spaces.MultiBinary)):
+        raise SkipCheckError("needs a Box or MultiBinary 'observation' to compare with")
+    prev, cur, achieved, where = [], [], [], []
+    for e in rollout(ctx).episodes:
+        before = e.reset_obs
+        for s in e.steps:
+            try:
+                prev.append(np.asarray(before["observation"], float).reshape(-1))
+                cur.append(np.asarray(s.obs["observation"], float).reshape(-1))
+                achieved.append(np.asarray(s.obs["achieved_goal"], float).reshape(-1))
+            except (KeyError, TypeError, ValueError):
+                raise SkipCheckError("observations are not numeric goal dicts") from None
+            where.append(s.t)
+            before = s.obs
+    if len(cur) < 10:
+        raise SkipCheckError(f"needs 10 steps, the rollout has {len(cur)}")
+    O_prev, O_cur, A = np.stack(prev), np.stack(cur), np.stack(achieved)
+    tol = 1e-6
+    for k in range(A.shape[1]):
+        for j in range(O_cur.shape[1]):
+            moved = np.abs(O_prev[:, j] - O_cur[:, j]) > tol  # only steps that tell apart
+            if moved.sum() < 10:
+                continue
+            now = np.mean(np.abs(A[moved, k] - O_cur[moved, j]) <= tol)
+            lagged = np.mean(np.abs(A[moved, k] - O_prev[moved, j]) <= tol)
+            if lagged >= 0.9 and now <= 0.1:
+                i = int(np.flatnonzero(moved)[0])
+                out.fail(
+                    f"achieved_goal[{k}] equals observation[{j}] of the step before at "
+                    f"{lagged:.0%} of {int(moved.sum())} steps and of its own step at {now:.0%}"
+                    f": at step {where[i]} achieved_goal[{k}] = {fmt(A[i, k])}, observation[{j}]"
+                    f" = {fmt(O_cur[i, j])} (previous {fmt(O_prev[i, j])}). The goal is read "
+                    "before the state is updated, so every relabeled reward is one step late",
+                    f"step {where[i]}",
+                )
+                break
+
+
 def _reset_obs(ctx: Context, seed: int, label: str) -> Any:
     ret = ctx.call(f"reset(seed={seed})", ctx.env.reset, seed=seed)
     if not isinstance(ret, tuple) or len(ret) != 2:
@@ -1367,6 +1422,7 @@ def check_compat_goalenvs(ctx: Context, out: Outcome) -> None:
         raise SkipCheckError(f"goalenvs.her.buffer is not importable ({error})") from None
     transitions = _transitions(ctx)
     space = goal_space(ctx)
+    info_keys = tuple(needed_info_keys(ctx)[0])
 
     def fill_and_sample() -> Any:
         buffer = HerReplayBuffer(
@@ -1374,6 +1430,7 @@ def check_compat_goalenvs(ctx: Context, out: Outcome) -> None:
             space,
             ctx.env.action_space,
             compute_reward=ctx.env,
+            info_keys=info_keys,
             seed=ctx.seed,
         )
         for i, (prev, s) in enumerate(transitions):
@@ -1406,11 +1463,17 @@ def check_compat_sb3(ctx: Context, out: Outcome) -> None:
         raise SkipCheckError("stable-baselines3 is not installed") from None
     transitions = _transitions(ctx)
     space = goal_space(ctx)
+    copy_info_dict = bool(needed_info_keys(ctx)[0])
 
     def fill_and_sample() -> Any:
         vec_env = DummyVecEnv([lambda: ctx.env])
         buffer = HerReplayBuffer(
-            len(transitions) + 8, space, ctx.env.action_space, env=vec_env, device="cpu"
+            len(transitions) + 8,
+            space,
+            ctx.env.action_space,
+            env=vec_env,
+            device="cpu",
+            copy_info_dict=copy_info_dict,
         )
         for i, (prev, s) in enumerate(transitions):
             last = i == len(transitions) - 1

@@ -130,6 +130,12 @@ DEFECTS: dict[str, tuple[str, str, str, str]] = {
     "success_float": ("success.bool", "warning", "is_success", "is_success is a distance"),
     "success_inverted": ("success.consistent", "warning", "is_success", "is_success negated"),
     "goal_moves": ("goal.fixed", "warning", "episodes", "desired goal drifts every step"),
+    "achieved_goal_lags": (
+        "goal.achieved_current",
+        "warning",
+        "episodes",
+        "achieved_goal read before the move",
+    ),
     "global_rng": ("seed.reset", "error", "seeding", "goal drawn from np.random"),
     "noisy_dynamics": ("seed.rollout", "error", "seeding", "np.random noise in step"),
     "fixed_goal": ("seed.goal_varies", "warning", "seeding", "the goal never changes"),
@@ -180,6 +186,7 @@ class ToyReach(GoalEnv):
             )
         self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
         self.pos = np.zeros(2, np.float32)
+        self.prev_pos = np.zeros(2, np.float32)
         self.goal = np.zeros(2, np.float32)
         self.t = 0
         if defect == "no_compute_reward":
@@ -258,6 +265,8 @@ class ToyReach(GoalEnv):
     # ---- gymnasium API
     def _obs(self) -> Any:
         pos = self.pos if self.defect == "aliased_obs" else self.pos.copy()
+        if self.defect == "achieved_goal_lags":
+            pos = self.prev_pos.copy()
         obs = {
             "observation": self.pos.copy(),
             "achieved_goal": pos,
@@ -296,6 +305,7 @@ class ToyReach(GoalEnv):
         else:
             self.goal = self.np_random.uniform(-0.5, 0.5, 2).astype(np.float32)
         self.pos[:] = 0.0
+        self.prev_pos[:] = 0.0
         self.t = 0
         obs = self._obs()
         if self.defect == "old_reset_api":
@@ -312,6 +322,7 @@ class ToyReach(GoalEnv):
         move = 0.1 * action
         if self.defect == "noisy_dynamics":
             move = move + _UNSEEDED.normal(0, 0.01, 2).astype(np.float32)
+        self.prev_pos[:] = self.pos
         # In place on purpose: "aliased_obs" hands this very array out.
         self.pos += move
         np.clip(self.pos, -1.0, 1.0, out=self.pos)
@@ -319,7 +330,8 @@ class ToyReach(GoalEnv):
             self.goal = np.clip(self.goal + 0.01, -1.0, 1.0).astype(np.float32)
         obs = self._obs()
         info = self._info()
-        ag, dg = self.pos.copy(), self.goal.copy()
+        ag = (self.prev_pos if self.defect == "achieved_goal_lags" else self.pos).copy()
+        dg = self.goal.copy()
         if self.defect == "info_key_missing":
             reward = -float(np.linalg.norm(ag - dg) > SUCCESS_RADIUS)
         else:

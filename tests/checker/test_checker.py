@@ -33,7 +33,7 @@ def run_check(env: gym.Env, factory=None, **kwargs):
     return check_goal_env(env, factory=factory, **kwargs)
 
 
-def assert_clean(report, allow_skipped=("compat.goalenvs_her",)):
+def assert_clean(report, allow_skipped=()):
     """No error and no warning; only the listed checks may be skipped."""
     assert report.errors == [], str(report)
     assert report.warnings == [], str(report)
