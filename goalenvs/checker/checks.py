@@ -1050,6 +1050,28 @@ def check_terminated_step(ctx: Context, out: Outcome) -> None:
     _step_match(ctx, out, "compute_terminated", "terminated")
 
 
+@register(
+    "terminated.present",
+    "warning",
+    "an env that ends episodes on success defines compute_terminated",
+)
+def check_terminated_present(ctx: Context, out: Outcome) -> None:
+    if ctx.goal_method("compute_terminated") is not None:
+        return
+    for s in goal_steps(ctx):
+        success = s.info.get("is_success") if isinstance(s.info, Mapping) else None
+        if s.terminated and _is_bool_like(success) and bool(success):
+            out.fail(
+                "the episode terminated with is_success=True but the env defines no "
+                "compute_terminated: termination depends on the goal, and a HER buffer keeps "
+                "the flag computed for the original goal, so a relabeled transition that "
+                "reached the original goal stays terminal for a goal it did not reach. "
+                "Define compute_terminated(achieved_goal, desired_goal, info)",
+                f"step {s.t}",
+            )
+            return
+
+
 @register("truncated.batch", "error", "batched compute_truncated equals per-element calls")
 def check_truncated_batch(ctx: Context, out: Outcome) -> None:
     _bool_batch(ctx, out, "compute_truncated")
@@ -1140,18 +1162,38 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
         raise SkipCheckError("no step reports info['is_success'] (see success.present)")
     wins = [s for s, ok in flagged if ok]
     losses = [s for s, ok in flagged if not ok]
-    if not wins or not losses:
+    compared = False
+    fn = ctx.goal_method("compute_reward")
+    if losses and fn is not None and isinstance(losses[0].obs, Mapping):
+        # Without any success in the rollout this still compares: an unsuccessful step
+        # must not be paid what compute_reward pays at the goal.
+        compared = True
+        for s in losses[:50]:
+            ag = s.obs["achieved_goal"]
+            at_goal = ctx.call("compute_reward(g, g)", fn, ag, ag, s.info)
+            at_goal = float(np.asarray(at_goal, float).reshape(-1)[0])
+            if s.reward >= at_goal - ATOL:
+                out.fail(
+                    f"is_success=False but the reward {fmt(s.reward)} is what compute_reward "
+                    f"pays at the goal (compute_reward(g, g) = {fmt(at_goal)}) for "
+                    f"achieved_goal={fmt(ag)}, desired_goal={fmt(s.obs['desired_goal'])}",
+                    f"step {s.t}",
+                )
+                break
+    if wins and losses:
+        compared = True
+        worst_win = min(wins, key=lambda s: s.reward)
+        best_loss = max(losses, key=lambda s: s.reward)
+        if worst_win.reward < best_loss.reward - ATOL:
+            out.fail(
+                f"step {worst_win.t} has is_success=True with reward {fmt(worst_win.reward)} "
+                f"but step {best_loss.t} has is_success=False with the higher reward "
+                f"{fmt(best_loss.reward)}: success and reward disagree"
+            )
+    if not compared:
         raise SkipCheckError(
-            f"the rollout has {len(wins)} successful and {len(losses)} unsuccessful steps; "
-            "both are needed to compare (raise --steps)"
-        )
-    worst_win = min(wins, key=lambda s: s.reward)
-    best_loss = max(losses, key=lambda s: s.reward)
-    if worst_win.reward < best_loss.reward - ATOL:
-        out.fail(
-            f"step {worst_win.t} has is_success=True with reward {fmt(worst_win.reward)} but "
-            f"step {best_loss.t} has is_success=False with the higher reward "
-            f"{fmt(best_loss.reward)}: success and reward disagree"
+            f"the rollout has {len(wins)} successful and {len(losses)} unsuccessful steps "
+            "and no compute_reward to compare with"
         )
     ended = [s for s in wins if s.terminated]
     if ended and len(ended) < len(wins):

@@ -120,6 +120,12 @@ DEFECTS: dict[str, tuple[str, str, str, str]] = {
         "termination",
         "compute_terminated returns one bool",
     ),
+    "no_compute_terminated": (
+        "terminated.present",
+        "warning",
+        "termination",
+        "ends on success, no compute_terminated",
+    ),
     "truncated_ignored": (
         "truncated.step_match",
         "error",
@@ -191,6 +197,8 @@ class ToyReach(GoalEnv):
         self.t = 0
         if defect == "no_compute_reward":
             self.compute_reward = None  # not callable: the attribute exists but is no method
+        if defect == "no_compute_terminated":
+            self.compute_terminated = None
         if defect == "two_arg_reward":
             self.compute_reward = self._two_arg_reward
 
