@@ -159,7 +159,7 @@ class ToyReach(GoalEnv):
 
     Reward -1 until within ``SUCCESS_RADIUS`` of the goal, 0 there; the episode
     terminates on success and truncates after ``MAX_STEPS`` steps. With ``penalty=True``
-    leaving the [-0.8, 0.8] box costs 0.5, passed through ``info["penalty"]`` (a correct
+    leaving the [-0.3, 0.3] box costs 0.5, passed through ``info["penalty"]`` (a correct
     info-dependent reward).
     """
 
@@ -299,7 +299,7 @@ class ToyReach(GoalEnv):
         elif self.defect == "success_inverted":
             info["is_success"] = not success
         if self.penalty and self.defect != "info_key_missing":
-            info["penalty"] = np.float32(-0.5 if np.abs(self.pos).max() > 0.8 else 0.0)
+            info["penalty"] = np.float32(-0.5 if np.abs(self.pos).max() > 0.3 else 0.0)
         return info
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
