@@ -135,5 +135,43 @@ def main() -> None:
     )
 
 
+def goalenvs_check_cpu() -> None:
+    """CPU seconds of a default `goalenvs check` of every goalenvs env (target: < 5 s).
+
+    Each runs in a fresh process, so the figure includes the lazy stable-baselines3
+    import of compat.sb3_her, as a user's first run does.
+    """
+    import importlib
+    import json
+    import subprocess
+
+    from goalenvs.registration import ENTRIES
+
+    print()
+    print("| goalenvs env | errors | warnings | CPU s (footer) | target |")
+    print("|---|---|---|---|---|")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SDL_AUDIODRIVER": "dummy"}
+    for entry in ENTRIES:
+        try:
+            importlib.import_module(entry.module)
+        except ImportError:
+            print(f"| {entry.id} | - | - | not in this checkout | < 5 |")
+            continue
+        proc = subprocess.run(
+            [sys.executable, "-m", "goalenvs", "check", entry.id, "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=300,
+        )
+        data = json.loads(proc.stdout)
+        print(
+            f"| {entry.id} | {data['errors']} | {data['warnings']} | "
+            f"{data['cpu_seconds']:.2f} | < 5 |"
+        )
+
+
 if __name__ == "__main__":
     main()
+    goalenvs_check_cpu()
