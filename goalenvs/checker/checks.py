@@ -61,7 +61,10 @@ def fmt(value: Any) -> str:
 
 
 def _short_float(x: float) -> str:
-    return repr(round(float(x), 4)) if np.isfinite(x) else repr(float(x))
+    x = float(x)
+    if not np.isfinite(x) or x == 0 or 1e-4 <= abs(x) < 1e6:
+        return repr(round(x, 4))
+    return f"{x:.4g}"
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -626,8 +629,16 @@ def _perturbed(value: Any) -> Any:
     arr = np.asarray(value) if isinstance(value, (int, float, np.number, np.ndarray)) else None
     if arr is None or arr.dtype.kind not in "fiub":
         return None
-    changed = ~arr if arr.dtype == bool else (arr + 1).astype(arr.dtype)
-    return changed if isinstance(value, np.ndarray) else changed[()]
+    if arr.dtype == bool:
+        changed = ~arr
+    else:
+        changed = (arr + 1).astype(arr.dtype)
+        # + 1 is lost on large floats (1e30 + 1 == 1e30); the negation is not.
+        changed = np.where(changed == arr, -arr - 1, changed).astype(arr.dtype)
+    if isinstance(value, np.ndarray):
+        return changed
+    scalar = changed[()]
+    return type(value)(scalar) if type(value) in (int, float) else scalar
 
 
 def _same_value(a: Any, b: Any) -> bool:

@@ -10,6 +10,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import goalenvs
 from goalenvs.checker import (
@@ -20,6 +22,7 @@ from goalenvs.checker import (
     check_goal_env,
     load,
 )
+from goalenvs.checker.checks import _perturbed, fmt
 from goalenvs.checker.report import CheckResult
 from goalenvs.checker.runner import Check, Context, _run_one
 from goalenvs.registration import ENTRIES
@@ -237,6 +240,26 @@ def test_every_check_has_a_docs_entry():
     headings = [line for line in docs.splitlines() if line.startswith("### ")]
     for check_id in CHECKS:
         assert any(f"`{check_id}`" in h for h in headings), check_id
+
+
+@given(
+    st.one_of(
+        st.booleans(),
+        st.integers(-(2**31), 2**31 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.floats(allow_nan=False, allow_infinity=False, width=32).map(np.float32),
+    )
+)
+def test_perturbed_info_value_differs_and_keeps_its_type(value):
+    changed = _perturbed(value)
+    assert type(changed) is type(value) or isinstance(value, (bool, np.bool_))
+    assert changed != value
+
+
+@given(st.lists(st.floats(allow_nan=True), min_size=0, max_size=40))
+def test_fmt_renders_any_float_array_briefly(values):
+    text = fmt(np.asarray(values))
+    assert text.startswith("[") and len(text) < 200
 
 
 # --------------------------------------------------------------------------- loader
