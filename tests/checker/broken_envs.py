@@ -159,19 +159,24 @@ class ToyReach(GoalEnv):
 
     Reward -1 until within ``SUCCESS_RADIUS`` of the goal, 0 there; the episode
     terminates on success and truncates after ``MAX_STEPS`` steps. With ``penalty=True``
-    leaving the [-0.3, 0.3] box costs 0.5, passed through ``info["penalty"]`` (a correct
-    info-dependent reward).
+    leaving the box ``[-penalty_box, penalty_box]^2`` costs 0.5, passed through
+    ``info["penalty"]`` (a correct info-dependent reward).
     """
 
     metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 10}
 
     def __init__(
-        self, defect: str | None = None, penalty: bool = False, render_mode: str | None = None
+        self,
+        defect: str | None = None,
+        penalty: bool = False,
+        render_mode: str | None = None,
+        penalty_box: float = 0.3,
     ) -> None:
         if defect is not None and defect not in DEFECTS:
             raise ValueError(f"defect={defect!r} is not valid; expected one of {list(DEFECTS)}")
         self.defect = defect
         self.penalty = penalty or defect == "info_key_missing"
+        self.penalty_box = penalty_box
         self.render_mode = render_mode
         goal = spaces.Box(-1.0, 1.0, (2,), np.float32)
         achieved = goal
@@ -299,7 +304,7 @@ class ToyReach(GoalEnv):
         elif self.defect == "success_inverted":
             info["is_success"] = not success
         if self.penalty and self.defect != "info_key_missing":
-            info["penalty"] = np.float32(-0.5 if np.abs(self.pos).max() > 0.3 else 0.0)
+            info["penalty"] = np.float32(-0.5 if np.abs(self.pos).max() > self.penalty_box else 0.0)
         return info
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:

@@ -107,6 +107,16 @@ def test_info_dependent_reward_is_a_note_naming_the_her_settings():
     assert "info_keys=('penalty',)" in note.message
 
 
+def test_info_key_set_on_few_steps_does_not_fool_the_batch_checks():
+    # info["penalty"] is nonzero on 3 of the 100 steps: a batch compared without the
+    # step infos would disagree with the singles on exactly those.
+    make_env = functools.partial(ToyReach, penalty=True, penalty_box=0.4)
+    env = make_env()
+    report = run_check(env, make_env)
+    assert_clean(report)
+    assert report.result("reward.info_keys").status == "failed"  # the note, not an error
+
+
 # --------------------------------------------------------------------------- evidence
 
 
