@@ -103,18 +103,30 @@ def _copy_info(info: Any) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Exact structural equality of observations and info values."""
+    """Exact structural equality of observations and info values (dicts, lists, arrays)."""
     if isinstance(a, Mapping) or isinstance(b, Mapping):
         if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or a.keys() != b.keys():
             return False
         return all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     try:
         arr_a, arr_b = np.asarray(a), np.asarray(b)
-        if arr_a.dtype == object or arr_b.dtype == object:
-            return bool(a == b)
-        return arr_a.shape == arr_b.shape and bool(np.array_equal(arr_a, arr_b, equal_nan=True))
-    except Exception:  # values numpy cannot compare: fall back to ==
+    except Exception:  # not array-like at all: identity or == below
+        arr_a = arr_b = None
+    if arr_a is not None and arr_a.dtype != object and arr_b.dtype != object:
+        numeric = arr_a.dtype.kind in "fc" and arr_b.dtype.kind in "fc"
+        return arr_a.shape == arr_b.shape and bool(np.array_equal(arr_a, arr_b, equal_nan=numeric))
+    if arr_a is not None and arr_a.ndim > 0 and arr_a.shape == arr_b.shape:
+        return all(_same(x, y) for x, y in zip(arr_a.ravel(), arr_b.ravel(), strict=True))
+    if type(a) is type(b) and type(a).__eq__ is object.__eq__:
+        # An object without its own == (compared with a deep copy of itself) cannot be
+        # told apart; calling it different would be a false finding.
+        return True
+    try:
         return bool(a == b)
+    except Exception:  # an == that returns no single truth value
+        return a is b
 
 
 # --------------------------------------------------------------------------- rollout

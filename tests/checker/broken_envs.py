@@ -343,6 +343,9 @@ class ToyReach(GoalEnv):
             self.goal = np.clip(self.goal + 0.01, -1.0, 1.0).astype(np.float32)
         obs = self._obs()
         info = self._info()
+        if self.defect != "success_key":
+            # an array in the info, as highway-env's: dict comparisons must cope with it
+            info["action"] = action.copy()
         ag = (self.prev_pos if self.defect == "achieved_goal_lags" else self.pos).copy()
         dg = self.goal.copy()
         if self.defect == "info_key_missing":
