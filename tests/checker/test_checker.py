@@ -335,7 +335,7 @@ def test_goalenvs_env_passes_with_no_error_and_no_warning(env_id):
 def test_highway_parking_pays_its_collision_penalty_outside_compute_reward():
     pytest.importorskip("highway_env")
     env, factory, _ = load("highway_env:parking-v0")
-    report = check_goal_env(env, factory=factory, steps=200, checks=["reward.step_match"])
+    report = check_goal_env(env, factory=factory, steps=60, checks=["reward.step_match"])
     (finding,) = report.result("reward.step_match").findings
     assert "'crashed': True" in finding.message
     step_reward = float(finding.message.split("step returned reward = ")[1].split(" ")[0])
