@@ -265,7 +265,8 @@ def check_goal_env(
         timeout: seconds one env call may take before it is a finding and the env is
             abandoned.
         factory: builds a fresh env with extra keyword arguments (``render_mode=...``);
-            without it only the env's own render mode is checked.
+            by default ``gym.make(env.spec, ...)`` when the env has a spec, else only the
+            env's own render mode is checked.
         checks: ids of the checks to run (default: all).
         env_name: the name shown in the report.
     """
@@ -281,6 +282,12 @@ def check_goal_env(
     unknown = [c for c in selected if c not in CHECKS]
     if unknown:
         raise ValueError(f"checks={unknown} are not check ids; expected ids from {list(CHECKS)}")
+
+    spec = getattr(env, "spec", None)
+    if factory is None and spec is not None:
+        # A registered env can be rebuilt, with another render mode, from its spec.
+        def factory(**kwargs: Any) -> gym.Env:
+            return gym.make(spec, **kwargs)
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
     ctx = Context(env, factory, int(steps), int(seed), float(timeout))
