@@ -37,7 +37,7 @@ RTOL = 1e-5
 
 
 def fmt(value: Any) -> str:
-    """A short, readable rendering of an array, scalar or dict for evidence messages."""
+    """A short, readable one-line rendering of an array, scalar or dict for evidence."""
     if isinstance(value, Mapping):
         text = "{" + ", ".join(f"{k!r}: {fmt(v)}" for k, v in value.items()) + "}"
         return text if len(text) <= 160 else text[:157] + "...}"
@@ -45,15 +45,17 @@ def fmt(value: Any) -> str:
         try:
             arr = np.asarray(value)
             if arr.dtype.kind == "f":
-                return np.array2string(
+                text = np.array2string(
                     arr,
                     separator=", ",
                     threshold=12,
                     max_line_width=10_000,
                     formatter={"float_kind": _short_float},
                 )
+                return text.replace("\n", "")
             if arr.dtype.kind in "iub":
-                return np.array2string(arr, separator=", ", threshold=12, max_line_width=10_000)
+                text = np.array2string(arr, separator=", ", threshold=12, max_line_width=10_000)
+                return text.replace("\n", "")
         except (ValueError, TypeError):
             pass
     text = repr(value)
@@ -317,6 +319,23 @@ def goal_steps(ctx: Context) -> list[StepRecord]:
             f"the rollout produced no goal observations ({ro.stopped or 'no steps'})"
         )
     return steps
+
+
+def call_goal(
+    ctx: Context, description: str, fn: Callable, achieved: Any, desired: Any, info: Any
+) -> Any:
+    """Calls a goal method on copies of its arguments.
+
+    A method that writes into its inputs must not corrupt the recorded rollout and make
+    every later check report it; reward.no_mutation is the one that does.
+    """
+    return ctx.call(
+        description,
+        fn,
+        np.array(achieved, copy=True),
+        np.array(desired, copy=True),
+        _copy_info(info),
+    )
 
 
 def method(ctx: Context, name: str) -> Callable:
@@ -652,7 +671,8 @@ def evaluate_batches(ctx: Context, name: str) -> list[BatchEval]:
             n = int(np.prod(shape))
             pairs = _pairs(ctx, n)
             singles = [
-                ctx.call(f"{name}(one pair)", fn, p.achieved, p.desired, p.info) for p in pairs
+                call_goal(ctx, f"{name}(one pair)", fn, p.achieved, p.desired, p.info)
+                for p in pairs
             ]
             ag, dg = _stack(pairs, shape)
             ev = BatchEval(shape, pairs, singles)
@@ -667,14 +687,14 @@ def evaluate_batches(ctx: Context, name: str) -> list[BatchEval]:
             ]
             for form, info in forms:
                 try:
-                    ev.result = ctx.call(f"{name}(batch {shape})", fn, ag, dg, info)
+                    ev.result = call_goal(ctx, f"{name}(batch {shape})", fn, ag, dg, info)
                 except EnvCallError as error:
                     ev.error, ev.info_form = error, form
                     continue
                 ev.error, ev.info_form = None, form
                 if info is None:
                     ev.singles = [
-                        ctx.call(f"{name}(one pair, None)", fn, p.achieved, p.desired, None)
+                        call_goal(ctx, f"{name}(one pair, None)", fn, p.achieved, p.desired, None)
                         for p in pairs
                     ]
                 break
@@ -781,8 +801,8 @@ def check_reward_shape(ctx: Context, out: Outcome) -> None:
     steps = goal_steps(ctx)
     fn = method(ctx, "compute_reward")
     s = steps[0]
-    one = ctx.call(
-        "compute_reward(one pair)", fn, s.obs["achieved_goal"], s.obs["desired_goal"], s.info
+    one = call_goal(
+        ctx, "compute_reward(one pair)", fn, s.obs["achieved_goal"], s.obs["desired_goal"], s.info
     )
     if np.shape(one) != ():
         out.fail(
@@ -822,7 +842,7 @@ def check_reward_info_forms(ctx: Context, out: Outcome) -> None:
     fn = method(ctx, "compute_reward")
     pairs = _pairs(ctx, 16)
     singles = [
-        ctx.call("compute_reward(one pair)", fn, p.achieved, p.desired, p.info) for p in pairs
+        call_goal(ctx, "compute_reward(one pair)", fn, p.achieved, p.desired, p.info) for p in pairs
     ]
     ag, dg = _stack(pairs, (16,))
     forms = [
@@ -834,7 +854,7 @@ def check_reward_info_forms(ctx: Context, out: Outcome) -> None:
     working = []
     for form, info, exact in forms:
         try:
-            result = ctx.call("compute_reward(batch)", fn, ag, dg, info)
+            result = call_goal(ctx, "compute_reward(batch)", fn, ag, dg, info)
         except EnvCallError as error:
             out.fail(f"with info as {form}: {error.error.__class__.__name__}: {error.error}")
             continue
@@ -870,7 +890,7 @@ def _find_needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:
         for p in pairs:
             if key not in p.info:
                 continue
-            full = ctx.call("compute_reward(one pair)", fn, p.achieved, p.desired, p.info)
+            full = call_goal(ctx, "compute_reward(one pair)", fn, p.achieved, p.desired, p.info)
             # Dropping the key can give the same reward when its value equals the default
             # (no collision this step), so a changed value is tried too.
             variants = [{k: v for k, v in p.info.items() if k != key}]
@@ -879,7 +899,9 @@ def _find_needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:
                 variants.append({**p.info, key: changed})
             for variant in variants:
                 try:
-                    other = ctx.call("compute_reward(one pair)", fn, p.achieved, p.desired, variant)
+                    other = call_goal(
+                        ctx, "compute_reward(one pair)", fn, p.achieved, p.desired, variant
+                    )
                 except EnvCallError as error:
                     other = f"{type(error.error).__name__}: {error.error}"
                 if not _same_value(full, other):
@@ -925,7 +947,8 @@ def _step_match(ctx: Context, out: Outcome, name: str, attr: str) -> None:
     mismatches = 0
     first = None
     for s in goal_steps(ctx):
-        value = ctx.call(
+        value = call_goal(
+            ctx,
             f"step {s.t}: {name}(step goals, step info)",
             fn,
             s.obs["achieved_goal"],
@@ -964,7 +987,8 @@ def check_reward_deterministic(ctx: Context, out: Outcome) -> None:
 
     def values() -> list:
         return [
-            ctx.call("compute_reward(one pair)", fn, p.achieved, p.desired, p.info) for p in pairs
+            call_goal(ctx, "compute_reward(one pair)", fn, p.achieved, p.desired, p.info)
+            for p in pairs
         ]
 
     first, second = values(), values()
@@ -1044,7 +1068,7 @@ def check_reward_success(ctx: Context, out: Outcome) -> None:
     # penalty) are the same for all goals and for the step they are compared with.
     at_goal = []
     for g, origin in _success_reward_goals(ctx):
-        value = ctx.call("compute_reward(g, g)", fn, g, g, best_step.info)
+        value = call_goal(ctx, "compute_reward(g, g)", fn, g, g, best_step.info)
         at_goal.append((float(np.asarray(value, float).reshape(-1)[0]), g, origin))
     low = min(at_goal, key=lambda x: x[0])
     high = max(at_goal, key=lambda x: x[0])
@@ -1209,7 +1233,7 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
         compared = True
         for s in losses[:50]:
             ag = s.obs["achieved_goal"]
-            at_goal = ctx.call("compute_reward(g, g)", fn, ag, ag, s.info)
+            at_goal = call_goal(ctx, "compute_reward(g, g)", fn, ag, ag, s.info)
             at_goal = float(np.asarray(at_goal, float).reshape(-1)[0])
             if s.reward >= at_goal - ATOL:
                 out.fail(
