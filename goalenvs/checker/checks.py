@@ -345,7 +345,22 @@ def method(ctx: Context, name: str) -> Callable:
         if name == "compute_reward":
             raise SkipCheckError("the env has no compute_reward (see reward.present)")
         raise SkipCheckError(f"the env does not define {name} (optional)")
+    if name == "compute_reward" and not _takes_goal_args(fn):
+        # Every call would raise the same TypeError: reported once, by reward.signature.
+        raise SkipCheckError(
+            "compute_reward cannot take its three arguments (see reward.signature)"
+        )
     return fn
+
+
+def _takes_goal_args(fn: Callable) -> bool:
+    try:
+        inspect.signature(fn).bind(np.zeros(1), np.zeros(1), {})
+    except TypeError:
+        return False
+    except ValueError:  # no signature to inspect (a builtin): assume it does
+        return True
+    return True
 
 
 # --------------------------------------------------------------------------- spaces
@@ -530,7 +545,9 @@ def check_reward_present(ctx: Context, out: Outcome) -> None:
 
 @register("reward.signature", "error", "compute_reward takes (achieved_goal, desired_goal, info)")
 def check_reward_signature(ctx: Context, out: Outcome) -> None:
-    fn = method(ctx, "compute_reward")
+    fn = ctx.goal_method("compute_reward")
+    if fn is None:
+        raise SkipCheckError("the env has no compute_reward (see reward.present)")
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -891,6 +908,9 @@ def _find_needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:
             if key not in p.info:
                 continue
             full = call_goal(ctx, "compute_reward(one pair)", fn, p.achieved, p.desired, p.info)
+            again = call_goal(ctx, "compute_reward(one pair)", fn, p.achieved, p.desired, p.info)
+            if not _same_value(full, again):
+                return [], None  # a random reward changes with anything (reward.deterministic)
             # Dropping the key can give the same reward when its value equals the default
             # (no collision this step), so a changed value is tried too.
             variants = [{k: v for k, v in p.info.items() if k != key}]
@@ -1233,8 +1253,12 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
         compared = True
         for s in losses[:50]:
             ag = s.obs["achieved_goal"]
-            at_goal = call_goal(ctx, "compute_reward(g, g)", fn, ag, ag, s.info)
-            at_goal = float(np.asarray(at_goal, float).reshape(-1)[0])
+            try:
+                at_goal = call_goal(ctx, "compute_reward(g, g)", fn, ag, ag, s.info)
+                at_goal = float(np.asarray(at_goal, float).reshape(-1)[0])
+            except (EnvCallError, TypeError, ValueError):
+                compared = False  # a broken compute_reward is the reward checks' finding
+                break
             if s.reward >= at_goal - ATOL:
                 out.fail(
                     f"is_success=False but the reward {fmt(s.reward)} is what compute_reward "

@@ -152,6 +152,17 @@ def test_unvectorized_reward_is_reported_once_with_all_batch_sizes_hidden():
     assert "returned 1 value(s) (shape ()) for 2 goal pairs" in findings[0].message
 
 
+def test_mutating_reward_is_reported_once_without_corrupting_other_checks():
+    report = run_check(make("reward_mutates"))
+    assert report.failed_ids() == {"reward.no_mutation"}
+
+
+def test_random_reward_is_not_reported_as_reading_info():
+    report = run_check(make("reward_noise"))
+    assert report.result("reward.info_keys").status == "passed"
+    assert "reward.deterministic" in report.failed_ids("error")
+
+
 def test_success_key_warning_names_the_key_the_env_uses():
     report = run_check(make("success_key"))
     assert "['success']" in _messages(report, "success.present")
@@ -198,9 +209,15 @@ def test_exception_inside_a_check_is_a_finding_not_a_crash():
 
 
 def test_env_exception_in_compute_reward_is_a_finding():
-    report = run_check(make("two_arg_reward"))
+    report = run_check(make("info_key_missing"))
     text = _messages(report, "reward.step_match")
-    assert "raised TypeError" in text
+    assert "compute_reward(step goals, step info) raised KeyError: 'penalty'" in text
+
+
+def test_uncallable_signature_is_reported_once_not_by_every_reward_check():
+    report = run_check(make("two_arg_reward"))
+    assert "reward.signature" in report.failed_ids("error")
+    assert "see reward.signature" in (report.result("reward.batch").note or "")
 
 
 def test_seeding_checked_when_spec_is_none():
