@@ -853,7 +853,7 @@ def check_reward_finite(ctx: Context, out: Outcome) -> None:
 @register(
     "reward.info_forms",
     "error",
-    "compute_reward accepts info as None, [{}] * B, a list and an object array of dicts",
+    "compute_reward accepts every info form HER buffers pass (lists, arrays, dicts, defaults)",
 )
 def check_reward_info_forms(ctx: Context, out: Outcome) -> None:
     fn = method(ctx, "compute_reward")
@@ -862,18 +862,22 @@ def check_reward_info_forms(ctx: Context, out: Outcome) -> None:
         call_goal(ctx, "compute_reward(one pair)", fn, p.achieved, p.desired, p.info) for p in pairs
     ]
     ag, dg = _stack(pairs, (16,))
+    # (form, info, whether the result must equal the singles, i.e. the infos are all there)
     forms = [
-        ("a list of the step info dicts (SB3 copy_info_dict=True)", [p.info for p in pairs], True),
+        ("a list of the step info dicts (SB3, copy_info_dict=True)", [p.info for p in pairs], True),
         ("an object array of the step info dicts", _info_array(pairs, (16,)), True),
-        ("[{}] * B (SB3 HerReplayBuffer's default)", [{}] * 16, False),
+        ("a dict of per-key arrays (goalenvs, info_keys=...)", _stacked_infos(pairs), True),
+        ("[{}] * B (SB3's default)", [{}] * 16, False),
+        ("{} (goalenvs' default, no info_keys)", {}, False),
         ("None", None, False),
     ]
-    working = []
+    working, failing, problems = [], [], []
     for form, info, exact in forms:
         try:
             result = call_goal(ctx, "compute_reward(batch)", fn, ag, dg, info)
         except EnvCallError as error:
-            out.fail(f"with info as {form}: {error.error.__class__.__name__}: {error.error}")
+            failing.append(form)
+            problems.append(f"with info as {form}: {type(error.error).__name__}: {error.error}")
             continue
         working.append(form)
         if not exact:
@@ -883,13 +887,40 @@ def check_reward_info_forms(ctx: Context, out: Outcome) -> None:
             continue  # reward.batch reports the shape
         for i, (p, single) in enumerate(zip(pairs, singles, strict=True)):
             if not _close(flat[i], np.asarray(single, float).reshape(-1)[0]):
-                out.fail(
+                problems.append(
                     f"with info as {form}: batch reward[{i}] = {fmt(flat[i])}, single reward = "
                     f"{fmt(single)} with info {fmt(p.info)} for {_pair_text(p)}"
                 )
                 break
-    if out.failed and working:
-        out.fail(f"works with info as: {'; '.join(working)}")
+    if problems and working:
+        # The summary first: which forms work, and the buffer setting that follows.
+        needs = ""
+        if all(f in failing for f, _, exact in forms if not exact):
+            keys = tuple(_needed_keys_or_none(ctx))
+            needs = (
+                ". It needs the step infos: stable-baselines3 HerReplayBuffer(copy_info_dict="
+                f"True), goalenvs HerReplayBuffer(info_keys={keys!r})"
+            )
+        out.fail(f"works with info as: {'; '.join(working)}{needs}")
+    for problem in problems:
+        out.fail(problem)
+
+
+def _stacked_infos(pairs: list[Pair]) -> dict[str, np.ndarray]:
+    """The step infos as one dict of per-key arrays, as goalenvs' buffer stores them.
+
+    Only keys every info holds, with numeric or bool values of one shape, can be stacked.
+    """
+    keys = set.intersection(*(set(p.info) for p in pairs)) if pairs else set()
+    stacked = {}
+    for key in sorted(keys, key=str):
+        try:
+            values = np.stack([np.asarray(p.info[key]) for p in pairs])
+        except (ValueError, TypeError):
+            continue
+        if values.dtype.kind in "fiub":
+            stacked[key] = values
+    return stacked
 
 
 def needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:

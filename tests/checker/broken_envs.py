@@ -70,6 +70,12 @@ DEFECTS: dict[str, tuple[str, str, str, str]] = {
         "info.get(...) on a list of infos",
     ),
     "info_none_fails": ("reward.info_forms", "error", "reward", "iterates info, fails on None"),
+    "info_required": (
+        "reward.info_forms",
+        "error",
+        "reward",
+        "info['penalty'] required: SB3's [{}] * B crashes",
+    ),
     "info_key_missing": (
         "reward.step_match",
         "error",
@@ -175,7 +181,7 @@ class ToyReach(GoalEnv):
         if defect is not None and defect not in DEFECTS:
             raise ValueError(f"defect={defect!r} is not valid; expected one of {list(DEFECTS)}")
         self.defect = defect
-        self.penalty = penalty or defect == "info_key_missing"
+        self.penalty = penalty or defect in ("info_key_missing", "info_required")
         self.penalty_box = penalty_box
         self.render_mode = render_mode
         goal = spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -256,6 +262,11 @@ class ToyReach(GoalEnv):
 
     def _penalty(self, info: Any, shape: tuple[int, ...]) -> np.ndarray:
         d = self.defect
+        if d == "info_required":  # every form works, as long as each info has the key
+            if isinstance(info, dict):
+                return np.broadcast_to(np.asarray(info["penalty"], np.float32), shape)
+            items = np.asarray(info, dtype=object).reshape(-1)
+            return np.asarray([i["penalty"] for i in items], np.float32).reshape(shape)
         if d == "info_key_missing":
             items = [info] if isinstance(info, dict) else list(info)
             return np.asarray([i["penalty"] for i in items], np.float32).reshape(shape)

@@ -175,6 +175,14 @@ def test_info_forms_failure_says_which_forms_work():
     assert "works with info as: a list of the step info dicts" in text
 
 
+def test_info_forms_failure_names_the_her_setting_it_needs():
+    report = run_check(make("info_required"))
+    text = _messages(report, "reward.info_forms")
+    assert "with info as [{}] * B (SB3's default): KeyError: 'penalty'" in text
+    assert "HerReplayBuffer(copy_info_dict=True)" in text
+    assert "HerReplayBuffer(info_keys=('penalty',))" in text
+
+
 def test_aliasing_evidence_shows_returned_and_later_values():
     report = run_check(make("aliased_obs"))
     text = _messages(report, "api.obs_fresh")
