@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
+from collections.abc import Callable
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"goalenvs check: --timeout must be > 0, got {args.timeout}", file=sys.stderr)
         return 2
     try:
-        env, factory, name = load(args.spec, kwargs)
+        env, factory, name = _load_with_timeout(load, args.spec, kwargs, args.timeout)
     except LoadError as error:
         print(f"goalenvs check: cannot load {args.spec}: {error}", file=sys.stderr)
         return 2
@@ -80,3 +83,26 @@ def run(args: argparse.Namespace) -> int:
     if report.errors:
         return 1
     return 1 if args.strict and report.warnings else 0
+
+
+def _load_with_timeout(load: Callable, spec: str, kwargs: dict, timeout: float) -> Any:
+    """``load(spec, kwargs)`` on a daemon thread: a constructor that hangs is a load error."""
+    from goalenvs.checker import LoadError
+
+    box: list = []
+
+    def target() -> None:
+        try:
+            box.append((True, load(spec, kwargs)))
+        except BaseException as error:  # handed to the caller
+            box.append((False, error))
+
+    thread = threading.Thread(target=target, name="goalenvs-check-load", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not box:
+        raise LoadError(f"building the env did not return within --timeout {timeout:g} s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value

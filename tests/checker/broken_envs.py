@@ -419,3 +419,9 @@ TOY_ID = "checker_test/ToyReach-v0"
 if TOY_ID not in gym.registry:
     # The registered twin: gym.make adds TimeLimit, OrderEnforcing and PassiveEnvChecker.
     gym.register(TOY_ID, entry_point=ToyReach, max_episode_steps=MAX_STEPS)
+
+
+def make_hanging() -> gym.Env:
+    """A factory that never returns (the CLI must give up on it)."""
+    time.sleep(3600)
+    return ToyReach()

@@ -58,6 +58,10 @@ def test_timeout_flag_reports_a_hanging_env(capsys):
         ([TOY, "--kwargs", "[1]"], "--kwargs must be a JSON object"),
         ([TOY, "--kwargs", '{"defect": "nope"}'], "defect='nope' is not valid"),
         ([TOY, "--timeout", "0"], "--timeout must be > 0"),
+        (
+            ["tests.checker.broken_envs:make_hanging", "--timeout", "0.3"],
+            "building the env did not return within --timeout 0.3 s",
+        ),
     ],
 )
 def test_unloadable_env_exits_2_with_the_message(capsys, args, message):
