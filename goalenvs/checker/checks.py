@@ -2,366 +2,57 @@
 
 Each check is a function ``(ctx, out)`` registered with a stable id, a severity and a
 title; ``docs/checks.md`` explains each id. Most checks read one shared random-action
-rollout (:func:`rollout`), recorded once with copies of everything the env returned.
+rollout (:func:`goalenvs.checker.probe.rollout`), recorded once with copies of
+everything the env returned.
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.checker.probe import (
+    ATOL,
+    BATCH_SIZES,
+    GOAL_KEYS,
+    LEADING_SHAPE,
+    RTOL,
+    BatchEval,
+    Pair,
+    Rollout,
+    StepRecord,
+    call_goal,
+    copy_info,
+    copy_obs,
+    evaluate_batches,
+    fmt,
+    goal_pairs,
+    goal_sampler,
+    goal_space,
+    goal_steps,
+    info_array,
+    is_bool_like,
+    method,
+    pair_text,
+    perturbed,
+    rollout,
+    same,
+    same_value,
+    stack_pairs,
+    values_close,
+)
 from goalenvs.checker.runner import (
     Context,
     EnvCallError,
-    EnvHungError,
-    EnvTimeoutError,
     Outcome,
     SkipCheckError,
     register,
 )
-
-GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
-BATCH_SIZES = (1, 2, 7, 32)
-LEADING_SHAPE = (3, 4)
-ATOL = 1e-5
-RTOL = 1e-5
-
-# --------------------------------------------------------------------------- formatting
-
-
-def fmt(value: Any) -> str:
-    """A short, readable one-line rendering of an array, scalar or dict for evidence."""
-    if isinstance(value, Mapping):
-        text = "{" + ", ".join(f"{k!r}: {fmt(v)}" for k, v in value.items()) + "}"
-        return text if len(text) <= 160 else text[:157] + "...}"
-    if isinstance(value, (np.ndarray, list, tuple)) or np.isscalar(value):
-        try:
-            arr = np.asarray(value)
-            if arr.dtype.kind == "f":
-                text = np.array2string(
-                    arr,
-                    separator=", ",
-                    threshold=12,
-                    max_line_width=10_000,
-                    formatter={"float_kind": _short_float},
-                )
-                return text.replace("\n", "")
-            if arr.dtype.kind in "iub":
-                text = np.array2string(arr, separator=", ", threshold=12, max_line_width=10_000)
-                return text.replace("\n", "")
-        except (ValueError, TypeError):
-            pass
-    text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _short_float(x: float) -> str:
-    x = float(x)
-    if not np.isfinite(x) or x == 0 or 1e-4 <= abs(x) < 1e6:
-        return repr(round(x, 4))
-    return f"{x:.4g}"
-
-
-def _close(a: Any, b: Any) -> bool:
-    return bool(np.allclose(a, b, atol=ATOL, rtol=RTOL, equal_nan=True))
-
-
-def _is_real_scalar(value: Any) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return False
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return True
-    return isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "fiu"
-
-
-def _is_bool_like(value: Any) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return True
-    if isinstance(value, np.ndarray) and value.shape == ():
-        return value.dtype == bool or (value.dtype.kind in "iuf" and float(value) in (0.0, 1.0))
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return float(value) in (0.0, 1.0)
-    return False
-
-
-def _copy_obs(obs: Any) -> Any:
-    if isinstance(obs, Mapping):
-        return {k: np.array(v, copy=True) for k, v in obs.items()}
-    return np.array(obs, copy=True)
-
-
-def _copy_info(info: Any) -> Any:
-    try:
-        return copy.deepcopy(info)
-    except Exception:  # an info holding an uncopyable object: a shallow copy is the best we can do
-        return dict(info) if isinstance(info, Mapping) else info
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Exact structural equality of observations and info values (dicts, lists, arrays)."""
-    if isinstance(a, Mapping) or isinstance(b, Mapping):
-        if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or a.keys() != b.keys():
-            return False
-        return all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    try:
-        arr_a, arr_b = np.asarray(a), np.asarray(b)
-    except Exception:  # not array-like at all: identity or == below
-        arr_a = arr_b = None
-    if arr_a is not None and arr_a.dtype != object and arr_b.dtype != object:
-        numeric = arr_a.dtype.kind in "fc" and arr_b.dtype.kind in "fc"
-        return arr_a.shape == arr_b.shape and bool(np.array_equal(arr_a, arr_b, equal_nan=numeric))
-    if arr_a is not None and arr_a.ndim > 0 and arr_a.shape == arr_b.shape:
-        return all(_same(x, y) for x, y in zip(arr_a.ravel(), arr_b.ravel(), strict=True))
-    if type(a) is type(b) and type(a).__eq__ is object.__eq__:
-        # An object without its own == (compared with a deep copy of itself) cannot be
-        # told apart; calling it different would be a false finding.
-        return True
-    try:
-        return bool(a == b)
-    except Exception:  # an == that returns no single truth value
-        return a is b
-
-
-# --------------------------------------------------------------------------- rollout
-
-
-@dataclass
-class StepRecord:
-    """One step of the rollout, with copies of everything the env returned."""
-
-    episode: int
-    t: int  # step index within the whole rollout
-    action: Any
-    obs: Any
-    obs_ref: Any  # the objects the env returned, kept to detect later in-place changes
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict
-
-
-@dataclass
-class Episode:
-    reset_obs: Any
-    reset_obs_ref: Any
-    reset_info: dict
-    steps: list[StepRecord] = field(default_factory=list)
-
-
-@dataclass
-class Rollout:
-    """The shared random-action rollout; ``stopped`` says why it ended early, if it did."""
-
-    episodes: list[Episode] = field(default_factory=list)
-    actions: list[Any] = field(default_factory=list)
-    reset_problems: list[tuple[str, str]] = field(default_factory=list)
-    step_problems: list[tuple[str, str]] = field(default_factory=list)
-    stopped: str | None = None
-
-    @property
-    def steps(self) -> list[StepRecord]:
-        return [s for e in self.episodes for s in e.steps]
-
-
-def _parse_reset(ret: Any, where: str, problems: list) -> tuple[Any, dict] | None:
-    if not isinstance(ret, tuple) or len(ret) != 2:
-        n = len(ret) if isinstance(ret, tuple) else "not a tuple"
-        problems.append(
-            (where, f"reset returned {type(ret).__name__} ({n}), expected the tuple (obs, info)")
-        )
-        return None
-    obs, info = ret
-    if not isinstance(info, dict):
-        problems.append((where, f"reset's info is a {type(info).__name__}, expected a dict"))
-        info = {}
-    return obs, info
-
-
-def _parse_step(ret: Any, where: str, problems: list) -> tuple | None:
-    if not isinstance(ret, tuple) or len(ret) != 5:
-        n = f"length {len(ret)}" if isinstance(ret, tuple) else "not a tuple"
-        problems.append(
-            (
-                where,
-                f"step returned {type(ret).__name__} ({n}), expected "
-                "(obs, reward, terminated, truncated, info)",
-            )
-        )
-        return None
-    obs, reward, terminated, truncated, info = ret
-    if not _is_real_scalar(reward):
-        problems.append(
-            (
-                where,
-                f"reward is {fmt(reward)} of type {type(reward).__name__}, expected a real "
-                "scalar (float)",
-            )
-        )
-    for name, value in (("terminated", terminated), ("truncated", truncated)):
-        if not isinstance(value, (bool, np.bool_)):
-            problems.append(
-                (where, f"{name} is {fmt(value)} of type {type(value).__name__}, expected a bool")
-            )
-    if not isinstance(info, dict):
-        problems.append((where, f"info is a {type(info).__name__}, expected a dict"))
-        info = {}
-    try:
-        reward_value = float(np.asarray(reward, dtype=np.float64).reshape(-1)[0])
-    except (TypeError, ValueError, IndexError):
-        reward_value = float("nan")
-    return (
-        obs,
-        reward_value,
-        bool(np.asarray(terminated).reshape(-1)[0]),
-        bool(np.asarray(truncated).reshape(-1)[0]),
-        info,
-    )
-
-
-def rollout(ctx: Context) -> Rollout:
-    """The shared rollout: ``ctx.steps`` random actions from ``reset(seed=ctx.seed)``."""
-    return ctx.cached("rollout", _record_rollout)
-
-
-def _record_rollout(ctx: Context) -> Rollout:
-    env, ro = ctx.env, Rollout()
-    try:
-        ctx.call("action_space.seed", env.action_space.seed, ctx.seed)
-        ro.actions = [env.action_space.sample() for _ in range(ctx.steps)]
-        ret = ctx.call(f"reset(seed={ctx.seed})", env.reset, seed=ctx.seed)
-    except EnvCallError as error:
-        ro.reset_problems.append(("reset", str(error)))
-        ro.stopped = str(error)
-        return ro
-    except (EnvTimeoutError, EnvHungError) as error:
-        ro.stopped = str(error)
-        return ro
-    parsed = _parse_reset(ret, "reset", ro.reset_problems)
-    if parsed is None:
-        ro.stopped = "reset did not return (obs, info)"
-        return ro
-    ro.episodes.append(Episode(_copy_obs(parsed[0]), parsed[0], _copy_info(parsed[1])))
-    for t, action in enumerate(ro.actions):
-        where = f"step {t}"
-        try:
-            ret = ctx.call(f"step {t}: step({fmt(action)})", env.step, action)
-        except EnvCallError as error:
-            ro.step_problems.append((where, str(error)))
-            ro.stopped = str(error)
-            return ro
-        except (EnvTimeoutError, EnvHungError) as error:
-            ro.stopped = str(error)
-            return ro
-        parsed_step = _parse_step(ret, where, ro.step_problems)
-        if parsed_step is None:
-            ro.stopped = "step did not return five values"
-            return ro
-        obs, reward, terminated, truncated, info = parsed_step
-        ro.episodes[-1].steps.append(
-            StepRecord(
-                len(ro.episodes) - 1,
-                t,
-                action,
-                _copy_obs(obs),
-                obs,
-                reward,
-                terminated,
-                truncated,
-                _copy_info(info),
-            )
-        )
-        if (terminated or truncated) and t + 1 < len(ro.actions):
-            try:
-                ret = ctx.call(f"reset after step {t}", env.reset)
-            except EnvCallError as error:
-                ro.reset_problems.append((f"reset after step {t}", str(error)))
-                ro.stopped = str(error)
-                return ro
-            except (EnvTimeoutError, EnvHungError) as error:
-                ro.stopped = str(error)
-                return ro
-            parsed = _parse_reset(ret, f"reset after step {t}", ro.reset_problems)
-            if parsed is None:
-                ro.stopped = "reset did not return (obs, info)"
-                return ro
-            ro.episodes.append(Episode(_copy_obs(parsed[0]), parsed[0], _copy_info(parsed[1])))
-    return ro
-
-
-def goal_space(ctx: Context) -> spaces.Dict:
-    """The observation space when it is a goal Dict, else the check is skipped."""
-    space = ctx.env.observation_space
-    if not isinstance(space, spaces.Dict) or any(k not in space.spaces for k in GOAL_KEYS):
-        raise SkipCheckError("the observation space is not a goal Dict (see space.dict)")
-    return space
-
-
-def goal_steps(ctx: Context) -> list[StepRecord]:
-    """Rollout steps whose observation is a dict holding both goals."""
-    goal_space(ctx)
-    ro = rollout(ctx)
-    steps = [
-        s
-        for s in ro.steps
-        if isinstance(s.obs, Mapping) and "achieved_goal" in s.obs and "desired_goal" in s.obs
-    ]
-    if not steps:
-        raise SkipCheckError(
-            f"the rollout produced no goal observations ({ro.stopped or 'no steps'})"
-        )
-    return steps
-
-
-def call_goal(
-    ctx: Context, description: str, fn: Callable, achieved: Any, desired: Any, info: Any
-) -> Any:
-    """Calls a goal method on copies of its arguments.
-
-    A method that writes into its inputs must not corrupt the recorded rollout and make
-    every later check report it; reward.no_mutation is the one that does.
-    """
-    return ctx.call(
-        description,
-        fn,
-        np.array(achieved, copy=True),
-        np.array(desired, copy=True),
-        _copy_info(info),
-    )
-
-
-def method(ctx: Context, name: str) -> Callable:
-    """The env's goal method, or the check is skipped (``reward.present`` reports it)."""
-    fn = ctx.goal_method(name)
-    if fn is None:
-        if name == "compute_reward":
-            raise SkipCheckError("the env has no compute_reward (see reward.present)")
-        raise SkipCheckError(f"the env does not define {name} (optional)")
-    if name == "compute_reward" and not _takes_goal_args(fn):
-        # Every call would raise the same TypeError: reported once, by reward.signature.
-        raise SkipCheckError(
-            "compute_reward cannot take its three arguments (see reward.signature)"
-        )
-    return fn
-
-
-def _takes_goal_args(fn: Callable) -> bool:
-    try:
-        inspect.signature(fn).bind(np.zeros(1), np.zeros(1), {})
-    except TypeError:
-        return False
-    except ValueError:  # no signature to inspect (a builtin): assume it does
-        return True
-    return True
-
 
 # --------------------------------------------------------------------------- spaces
 
@@ -523,7 +214,7 @@ def check_obs_fresh(ctx: Context, out: Outcome) -> None:
             if key in reported or key not in obs:
                 continue
             now = np.asarray(value)
-            if not _same(now, obs[key]):
+            if not same(now, obs[key]):
                 reported.add(key)
                 out.fail(
                     f"obs[{key!r}] returned as {fmt(obs[key])} later read {fmt(now)}: the env "
@@ -561,170 +252,6 @@ def check_reward_signature(ctx: Context, out: Outcome) -> None:
         )
 
 
-@dataclass
-class Pair:
-    """One goal pair of a test batch, with its origin (for evidence)."""
-
-    achieved: np.ndarray
-    desired: np.ndarray
-    info: dict
-    origin: str
-
-
-def goal_sampler(ctx: Context) -> spaces.Space:
-    """A seeded copy of the desired-goal space (the env's own space RNG is left alone)."""
-
-    def build(ctx: Context) -> spaces.Space:
-        sampler = copy.deepcopy(goal_space(ctx)["desired_goal"])
-        sampler.seed(ctx.seed)
-        return sampler
-
-    return ctx.cached("goal_sampler", build)
-
-
-def _pairs(ctx: Context, n: int) -> list[Pair]:
-    """``n`` heterogeneous goal pairs: rollout pairs, goal-space draws and goal == goal."""
-    steps = goal_steps(ctx)
-    goal_sp = goal_sampler(ctx)
-    pairs = []
-    for i in range(n):
-        step = steps[int(ctx.rng.integers(len(steps)))]
-        other = steps[int(ctx.rng.integers(len(steps)))]
-        kind = i % 4
-        if kind == 0:
-            pairs.append(
-                Pair(
-                    step.obs["achieved_goal"], step.obs["desired_goal"], step.info, f"step {step.t}"
-                )
-            )
-        elif kind == 1:
-            pairs.append(
-                Pair(
-                    np.asarray(goal_sp.sample()),
-                    np.asarray(goal_sp.sample()),
-                    step.info,
-                    "goal-space draws",
-                )
-            )
-        elif kind == 2:
-            pairs.append(
-                Pair(
-                    step.obs["achieved_goal"],
-                    step.obs["achieved_goal"],
-                    step.info,
-                    f"achieved goal of step {step.t} as both goals",
-                )
-            )
-        else:
-            pairs.append(
-                Pair(
-                    other.obs["achieved_goal"],
-                    step.obs["desired_goal"],
-                    step.info,
-                    f"achieved goal of step {other.t}, desired goal of step {step.t}",
-                )
-            )
-    return pairs
-
-
-def _stack(pairs: list[Pair], shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    ag = np.stack([np.asarray(p.achieved) for p in pairs])
-    dg = np.stack([np.asarray(p.desired) for p in pairs])
-    return ag.reshape(*shape, *ag.shape[1:]), dg.reshape(*shape, *dg.shape[1:])
-
-
-def _info_array(pairs: list[Pair], shape: tuple[int, ...]) -> np.ndarray:
-    infos = np.empty(len(pairs), dtype=object)
-    for i, p in enumerate(pairs):
-        infos[i] = p.info
-    return infos.reshape(shape)
-
-
-@dataclass
-class BatchEval:
-    """A batched call of a goal method next to the per-element calls it must equal."""
-
-    shape: tuple[int, ...]
-    pairs: list[Pair]
-    singles: list[Any]
-    result: Any = None
-    error: EnvCallError | None = None
-    info_form: str = ""
-
-
-def _perturbed(value: Any) -> Any:
-    """A different value of the same kind (bool flipped, number + 1), or None."""
-    if isinstance(value, (bool, np.bool_)):
-        return not value
-    arr = np.asarray(value) if isinstance(value, (int, float, np.number, np.ndarray)) else None
-    if arr is None or arr.dtype.kind not in "fiub":
-        return None
-    if arr.dtype == bool:
-        changed = ~arr
-    else:
-        changed = (arr + 1).astype(arr.dtype)
-        # + 1 is lost on large floats (1e30 + 1 == 1e30); the negation is not.
-        changed = np.where(changed == arr, -arr - 1, changed).astype(arr.dtype)
-    if isinstance(value, np.ndarray):
-        return changed
-    scalar = changed[()]
-    return type(value)(scalar) if type(value) in (int, float) else scalar
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    try:
-        return np.shape(a) == np.shape(b) and _close(np.asarray(a, float), np.asarray(b, float))
-    except (TypeError, ValueError):
-        return False
-
-
-def evaluate_batches(ctx: Context, name: str) -> list[BatchEval]:
-    """Batched calls of goal method ``name`` over several batch shapes, with singles."""
-
-    def build(ctx: Context) -> list[BatchEval]:
-        fn = method(ctx, name)
-        evals = []
-        for shape in [(n,) for n in BATCH_SIZES] + [LEADING_SHAPE]:
-            n = int(np.prod(shape))
-            pairs = _pairs(ctx, n)
-            singles = [
-                call_goal(ctx, f"{name}(one pair)", fn, p.achieved, p.desired, p.info)
-                for p in pairs
-            ]
-            ag, dg = _stack(pairs, shape)
-            ev = BatchEval(shape, pairs, singles)
-            # The step infos go with the batch, as with the singles: whether a method reads
-            # info cannot be told from a sample (a rare "crashed" key). None is the last
-            # resort, compared with singles that get None too; reward.info_forms reports
-            # the forms that fail.
-            forms: list[tuple[str, Any]] = [
-                ("an object array of the step infos", _info_array(pairs, shape)),
-                ("a list of the step infos", [p.info for p in pairs]),
-                ("None", None),
-            ]
-            for form, info in forms:
-                try:
-                    ev.result = call_goal(ctx, f"{name}(batch {shape})", fn, ag, dg, info)
-                except EnvCallError as error:
-                    ev.error, ev.info_form = error, form
-                    continue
-                ev.error, ev.info_form = None, form
-                if info is None:
-                    ev.singles = [
-                        call_goal(ctx, f"{name}(one pair, None)", fn, p.achieved, p.desired, None)
-                        for p in pairs
-                    ]
-                break
-            evals.append(ev)
-        return evals
-
-    return ctx.cached(f"batches:{name}", build)
-
-
-def _pair_text(p: Pair) -> str:
-    return f"achieved_goal={fmt(p.achieved)}, desired_goal={fmt(p.desired)} ({p.origin})"
-
-
 def _compare_batches(
     ctx: Context, out: Outcome, name: str, shapes: list[tuple[int, ...]], kind: str
 ) -> None:
@@ -758,14 +285,14 @@ def _compare_batches(
                 out.fail(f"{name} of one pair returned shape {np.shape(single)}", where)
                 break
             if kind == "reward":
-                agree = _close(flat[i], single_value[0])
+                agree = values_close(flat[i], single_value[0])
             else:
                 agree = bool(flat[i]) == bool(single_value[0])
             if not agree:
                 index = np.unravel_index(i, ev.shape)
                 out.fail(
                     f"batch {noun}[{', '.join(map(str, index))}] = {fmt(flat[i])}, single {noun} = "
-                    f"{fmt(single_value[0])} for {_pair_text(p)}",
+                    f"{fmt(single_value[0])} for {pair_text(p)}",
                     where,
                 )
                 break
@@ -846,7 +373,7 @@ def check_reward_finite(ctx: Context, out: Outcome) -> None:
         for p, single in zip(ev.pairs, ev.singles, strict=True):
             value = np.asarray(single, dtype=float)
             if not np.all(np.isfinite(value)):
-                out.fail(f"compute_reward = {fmt(value)} for {_pair_text(p)}")
+                out.fail(f"compute_reward = {fmt(value)} for {pair_text(p)}")
                 return
 
 
@@ -857,15 +384,15 @@ def check_reward_finite(ctx: Context, out: Outcome) -> None:
 )
 def check_reward_info_forms(ctx: Context, out: Outcome) -> None:
     fn = method(ctx, "compute_reward")
-    pairs = _pairs(ctx, 16)
+    pairs = goal_pairs(ctx, 16)
     singles = [
         call_goal(ctx, "compute_reward(one pair)", fn, p.achieved, p.desired, p.info) for p in pairs
     ]
-    ag, dg = _stack(pairs, (16,))
+    ag, dg = stack_pairs(pairs, (16,))
     # (form, info, whether the result must equal the singles, i.e. the infos are all there)
     forms = [
         ("a list of the step info dicts (SB3, copy_info_dict=True)", [p.info for p in pairs], True),
-        ("an object array of the step info dicts", _info_array(pairs, (16,)), True),
+        ("an object array of the step info dicts", info_array(pairs, (16,)), True),
         ("a dict of per-key arrays (goalenvs, info_keys=...)", _stacked_infos(pairs), True),
         ("[{}] * B (SB3's default)", [{}] * 16, False),
         ("{} (goalenvs' default, no info_keys)", {}, False),
@@ -886,10 +413,10 @@ def check_reward_info_forms(ctx: Context, out: Outcome) -> None:
         if flat.size != len(pairs):
             continue  # reward.batch reports the shape
         for i, (p, single) in enumerate(zip(pairs, singles, strict=True)):
-            if not _close(flat[i], np.asarray(single, float).reshape(-1)[0]):
+            if not values_close(flat[i], np.asarray(single, float).reshape(-1)[0]):
                 problems.append(
                     f"with info as {form}: batch reward[{i}] = {fmt(flat[i])}, single reward = "
-                    f"{fmt(single)} with info {fmt(p.info)} for {_pair_text(p)}"
+                    f"{fmt(single)} with info {fmt(p.info)} for {pair_text(p)}"
                 )
                 break
     if problems and working:
@@ -930,7 +457,7 @@ def needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:
 
 def _find_needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:
     fn = method(ctx, "compute_reward")
-    pairs = [p for p in _pairs(ctx, 32) if p.info]
+    pairs = [p for p in goal_pairs(ctx, 32) if p.info]
     keys = sorted({k for p in pairs for k in p.info})
     needed = []
     example: tuple | None = None
@@ -940,12 +467,12 @@ def _find_needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:
                 continue
             full = call_goal(ctx, "compute_reward(one pair)", fn, p.achieved, p.desired, p.info)
             again = call_goal(ctx, "compute_reward(one pair)", fn, p.achieved, p.desired, p.info)
-            if not _same_value(full, again):
+            if not same_value(full, again):
                 return [], None  # a random reward changes with anything (reward.deterministic)
             # Dropping the key can give the same reward when its value equals the default
             # (no collision this step), so a changed value is tried too.
             variants = [{k: v for k, v in p.info.items() if k != key}]
-            changed = _perturbed(p.info[key])
+            changed = perturbed(p.info[key])
             if changed is not None:
                 variants.append({**p.info, key: changed})
             for variant in variants:
@@ -955,7 +482,7 @@ def _find_needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:
                     )
                 except EnvCallError as error:
                     other = f"{type(error.error).__name__}: {error.error}"
-                if not _same_value(full, other):
+                if not same_value(full, other):
                     break
             else:
                 continue
@@ -982,7 +509,7 @@ def check_reward_info_keys(ctx: Context, out: Outcome) -> None:
         change, full, other, p = example
         out.fail(
             f"compute_reward reads info keys {needed}: {change} it gives {fmt(other)} instead "
-            f"of {fmt(full)} for {_pair_text(p)}. HER needs these stored: stable-baselines3 "
+            f"of {fmt(full)} for {pair_text(p)}. HER needs these stored: stable-baselines3 "
             "HerReplayBuffer(copy_info_dict=True); goalenvs "
             f"HerReplayBuffer(info_keys={tuple(needed)!r})"
         )
@@ -1012,7 +539,7 @@ def _step_match(ctx: Context, out: Outcome, name: str, attr: str) -> None:
             out.fail(f"{name} of one pair returned shape {np.shape(value)}", f"step {s.t}")
             return
         if attr == "reward":
-            agree = _close(got, float(arr[0]))
+            agree = values_close(got, float(arr[0]))
         elif attr == "terminated":
             agree = got == bool(arr[0])
         else:  # goal-dependent truncation must end the episode; a time limit may add more
@@ -1034,7 +561,7 @@ def _step_match(ctx: Context, out: Outcome, name: str, attr: str) -> None:
 @register("reward.deterministic", "error", "compute_reward is a pure function of its inputs")
 def check_reward_deterministic(ctx: Context, out: Outcome) -> None:
     fn = method(ctx, "compute_reward")
-    pairs = _pairs(ctx, 8)
+    pairs = goal_pairs(ctx, 8)
 
     def values() -> list:
         return [
@@ -1052,10 +579,10 @@ def check_reward_deterministic(ctx: Context, out: Outcome) -> None:
         pass  # a broken reset or step is api.reset's and api.step's finding
     for i, p in enumerate(pairs):
         for label, other in ((label, results[i]) for label, results in later):
-            if not _same_value(first[i], other):
+            if not same_value(first[i], other):
                 out.fail(
                     f"compute_reward = {fmt(first[i])}, then {fmt(other)} when {label}, for "
-                    f"{_pair_text(p)}: it is random or reads env state, so relabeled rewards "
+                    f"{pair_text(p)}: it is random or reads env state, so relabeled rewards "
                     "are not the rewards of the relabeled goals"
                 )
                 return
@@ -1064,28 +591,28 @@ def check_reward_deterministic(ctx: Context, out: Outcome) -> None:
 @register("reward.no_mutation", "error", "compute_reward leaves its inputs unchanged")
 def check_reward_no_mutation(ctx: Context, out: Outcome) -> None:
     fn = method(ctx, "compute_reward")
-    pairs = _pairs(ctx, 8)
-    ag, dg = _stack(pairs, (8,))
-    infos = [_copy_info(p.info) for p in pairs]
+    pairs = goal_pairs(ctx, 8)
+    ag, dg = stack_pairs(pairs, (8,))
+    infos = [copy_info(p.info) for p in pairs]
     calls = [
         ("one pair", pairs[0].achieved.copy(), pairs[0].desired.copy(), infos[0]),
         ("batch of 8", ag.copy(), dg.copy(), infos),
         ("batch of 8, info None", ag.copy(), dg.copy(), None),
     ]
     for label, a, d, info in calls:
-        before = (a.copy(), d.copy(), _copy_info(info))
+        before = (a.copy(), d.copy(), copy_info(info))
         try:
             ctx.call(f"compute_reward({label})", fn, a, d, info)
         except EnvCallError:
             continue  # an info form it cannot take is reward.info_forms' finding
         for name, now, then in (("achieved_goal", a, before[0]), ("desired_goal", d, before[1])):
-            if not _same(now, then):
+            if not same(now, then):
                 out.fail(
                     f"compute_reward changed its {name} argument from {fmt(then)} to "
                     f"{fmt(now)}: buffers pass views of stored goals",
                     label,
                 )
-        if not _same(info, before[2]):
+        if not same(info, before[2]):
             out.fail(
                 f"compute_reward changed its info argument from {fmt(before[2])} to {fmt(info)}",
                 label,
@@ -1131,7 +658,7 @@ def check_reward_success(ctx: Context, out: Outcome) -> None:
             f"{fmt(best_step.obs['desired_goal'])} (same info): reaching the goal must pay the "
             "best reward"
         )
-    if not _close(low[0], high[0]):
+    if not values_close(low[0], high[0]):
         out.fail(
             f"compute_reward(g, g) = {fmt(low[0])} for g={fmt(low[1])} ({low[2]}) but "
             f"{fmt(high[0])} for g={fmt(high[1])} ({high[2]}): the success reward depends on "
@@ -1174,7 +701,7 @@ def check_terminated_present(ctx: Context, out: Outcome) -> None:
         return
     for s in goal_steps(ctx):
         success = s.info.get("is_success") if isinstance(s.info, Mapping) else None
-        if s.terminated and _is_bool_like(success) and bool(success):
+        if s.terminated and is_bool_like(success) and bool(success):
             out.fail(
                 "the episode terminated with is_success=True but the env defines no "
                 "compute_terminated: termination depends on the goal, and a HER buffer keeps "
@@ -1251,7 +778,7 @@ def check_success_present(ctx: Context, out: Outcome) -> None:
 @register("success.bool", "warning", "info['is_success'] is a bool")
 def check_success_bool(ctx: Context, out: Outcome) -> None:
     for where, info, _ in _infos(ctx):
-        if "is_success" in info and not _is_bool_like(info["is_success"]):
+        if "is_success" in info and not is_bool_like(info["is_success"]):
             value = info["is_success"]
             out.fail(
                 f"info['is_success'] = {fmt(value)} of type {type(value).__name__}, "
@@ -1333,7 +860,7 @@ def check_goal_fixed(ctx: Context, out: Outcome) -> None:
             continue
         first = e.reset_obs["desired_goal"]
         for s in e.steps:
-            if isinstance(s.obs, Mapping) and not _same(s.obs.get("desired_goal"), first):
+            if isinstance(s.obs, Mapping) and not same(s.obs.get("desired_goal"), first):
                 out.fail(
                     f"desired_goal was {fmt(first)} at the reset of episode {i} and "
                     f"{fmt(s.obs.get('desired_goal'))} at step {s.t}: HER assumes one goal per "
@@ -1393,7 +920,7 @@ def _reset_obs(ctx: Context, seed: int, label: str) -> Any:
     ret = ctx.call(f"reset(seed={seed})", ctx.env.reset, seed=seed)
     if not isinstance(ret, tuple) or len(ret) != 2:
         raise SkipCheckError(f"reset does not return (obs, info) (see api.reset) [{label}]")
-    return _copy_obs(ret[0]), _copy_info(ret[1])
+    return copy_obs(ret[0]), copy_info(ret[1])
 
 
 @register("seed.reset", "error", "reset(seed=s) reproduces the first observation")
@@ -1407,10 +934,8 @@ def check_seed_reset(ctx: Context, out: Outcome) -> None:
     except EnvCallError:
         pass  # api.step reports a step that raises; the second reset still follows the first
     obs2, _ = _reset_obs(ctx, seed, "second")
-    if not _same(obs1, obs2):
-        keys = (
-            [k for k in obs1 if not _same(obs1[k], obs2.get(k))] if isinstance(obs1, dict) else []
-        )
+    if not same(obs1, obs2):
+        keys = [k for k in obs1 if not same(obs1[k], obs2.get(k))] if isinstance(obs1, dict) else []
         key = keys[0] if keys else None
         a, b = (obs1[key], obs2[key]) if key else (obs1, obs2)
         out.fail(
@@ -1430,7 +955,7 @@ def check_seed_rollout(ctx: Context, out: Outcome) -> None:
     ret = ctx.call(f"reset(seed={ctx.seed})", ctx.env.reset, seed=ctx.seed)
     if not isinstance(ret, tuple) or len(ret) != 2:
         raise SkipCheckError("reset does not return (obs, info) (see api.reset)")
-    if not _same(_copy_obs(ret[0]), ro.episodes[0].reset_obs):
+    if not same(copy_obs(ret[0]), ro.episodes[0].reset_obs):
         out.fail(
             f"reset(seed={ctx.seed}) returned {fmt(ret[0])}, the first time "
             f"{fmt(ro.episodes[0].reset_obs)}",
@@ -1443,13 +968,13 @@ def check_seed_rollout(ctx: Context, out: Outcome) -> None:
             raise SkipCheckError("step does not return five values (see api.step)")
         obs, reward, terminated, truncated, _ = ret
         fields = [
-            ("obs", _copy_obs(obs), s.obs),
+            ("obs", copy_obs(obs), s.obs),
             ("reward", reward, s.reward),
             ("terminated", terminated, s.terminated),
             ("truncated", truncated, s.truncated),
         ]
         for name, now, then in fields:
-            equal = _same_value(now, then) if name == "reward" else _same(now, then)
+            equal = same_value(now, then) if name == "reward" else same(now, then)
             if not equal:
                 out.fail(
                     f"replaying the same seed and actions gives {name} = {fmt(now)}, the first "
@@ -1469,7 +994,7 @@ def check_seed_goal_varies(ctx: Context, out: Outcome) -> None:
         obs, _ = _reset_obs(ctx, ctx.seed + 2000 + k, "goal")
         if isinstance(obs, Mapping) and "desired_goal" in obs:
             goals.append(obs["desired_goal"])
-    if len(goals) == 5 and all(_same(g, goals[0]) for g in goals):
+    if len(goals) == 5 and all(same(g, goals[0]) for g in goals):
         out.fail(
             f"five seeds all gave desired_goal = {fmt(goals[0])}: the goal is not drawn from "
             "self.np_random, or is fixed (HER needs a goal distribution)"

@@ -22,7 +22,7 @@ from goalenvs.checker import (
     check_goal_env,
     load,
 )
-from goalenvs.checker.checks import _perturbed, fmt
+from goalenvs.checker.probe import fmt, perturbed
 from goalenvs.checker.report import CheckResult
 from goalenvs.checker.runner import Check, Context, _run_one
 from goalenvs.registration import ENTRIES
@@ -288,7 +288,7 @@ def test_every_check_has_a_docs_entry():
     )
 )
 def test_perturbed_info_value_differs_and_keeps_its_type(value):
-    changed = _perturbed(value)
+    changed = perturbed(value)
     assert type(changed) is type(value) or isinstance(value, (bool, np.bool_))
     assert changed != value
 
