@@ -31,8 +31,8 @@ from goalenvs.envs.random_streams import TakeUniforms, UniformStreams, generator
 
 def draw_episodes(
     take: TakeUniforms, batch: int, n_bits: int, fixed_goal: bool, goal: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Draws ``batch`` episodes: ``(start, goal)`` float32 bit arrays of shape (batch, n_bits).
+) -> np.ndarray:
+    """Draws ``batch`` episodes as one float32 array (batch, 2, n_bits): start, then goal.
 
     ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows``: each
     episode reads only its own stream, so how episodes are batched never changes them.
@@ -42,23 +42,21 @@ def draw_episodes(
     given, else the goal.
     """
     rows = np.arange(batch)
-    if goal is None and not fixed_goal:
-        u = take(rows, 2 * n_bits)
-        start = (u[:, :n_bits] < 0.5).astype(np.float32)
-        target = (u[:, n_bits:] < 0.5).astype(np.float32)
+    random_goal = goal is None and not fixed_goal
+    if random_goal:
+        episodes = (take(rows, 2 * n_bits) < 0.5).astype(np.float32).reshape(batch, 2, n_bits)
     else:
-        target = np.ones((batch, n_bits), np.float32) if goal is None else goal
-        target = np.array(np.broadcast_to(target, (batch, n_bits)), dtype=np.float32)
-        start = (take(rows, n_bits) < 0.5).astype(np.float32)
-    redraw = rows[bits_match(start, target)]
-    while redraw.size:
-        fresh = (take(redraw, n_bits) < 0.5).astype(np.float32)
-        if goal is None and not fixed_goal:
-            target[redraw] = fresh
-        else:
-            start[redraw] = fresh
-        redraw = redraw[bits_match(start[redraw], target[redraw])]
-    return start, target
+        episodes = np.empty((batch, 2, n_bits), np.float32)
+        episodes[:, 0] = take(rows, n_bits) < 0.5
+        episodes[:, 1] = 1.0 if goal is None else goal
+    # Drawn again: the goal when it is random, else the start.
+    again = 1 if random_goal else 0
+    same = bits_match(episodes[:, 0], episodes[:, 1])
+    while same.any():
+        redraw = rows[same]
+        episodes[redraw, again] = take(redraw, n_bits) < 0.5
+        same[redraw] = bits_match(episodes[redraw, 0], episodes[redraw, 1])
+    return episodes
 
 
 def flip_bits(state: np.ndarray, action: np.ndarray, continuous: bool) -> None:
@@ -272,8 +270,10 @@ class BitFlippingEnv(GoalEnv):
             if self.continuous
             else spaces.Discrete(self.n_bits)
         )
-        self._state = np.zeros((1, self.n_bits), np.float32)
-        self._goal = np.zeros((1, self.n_bits), np.float32)
+        # One array for start and goal, as draw_episodes returns them; _state and _goal
+        # are views of it.
+        self._bits = np.zeros((1, 2, self.n_bits), np.float32)
+        self._state, self._goal = self._bits[:, 0], self._bits[:, 1]
         self._elapsed = 0
         self._last_reward: float | None = None
         self._has_reset = False
@@ -306,7 +306,7 @@ class BitFlippingEnv(GoalEnv):
             goal = _check_bit_goal(
                 check_goal_option(options["goal"], self.observation_space["desired_goal"])
             )
-        self._state, self._goal = draw_episodes(
+        self._bits[:] = draw_episodes(
             generator_taker(self.np_random), 1, self.n_bits, self.fixed_goal, goal
         )
         self._elapsed = 0
@@ -456,8 +456,8 @@ class BitFlippingVectorEnv(GoalVectorEnv):
             autoreset_mode,
             render_mode,
         )
-        self._state = np.zeros((self.num_envs, self.n_bits), np.float32)
-        self._goal = np.zeros((self.num_envs, self.n_bits), np.float32)
+        self._bits = np.zeros((self.num_envs, 2, self.n_bits), np.float32)
+        self._state, self._goal = self._bits[:, 0], self._bits[:, 1]
         self._success = np.zeros(self.num_envs, bool)
         self._streams = UniformStreams(self.num_envs)
         self._layout = _Layout(self.n_bits)
@@ -500,16 +500,12 @@ class BitFlippingVectorEnv(GoalVectorEnv):
             if goal.ndim == 2:
                 goal = goal[index]
         take = self._streams.taker(self.np_randoms, index)
-        start, target = draw_episodes(take, len(index), self.n_bits, self.fixed_goal, goal)
-        self._state[index] = start
-        self._goal[index] = target
-        self._success[index] = False
-        if 0 in index:
+        self._bits[index] = draw_episodes(take, len(index), self.n_bits, self.fixed_goal, goal)
+        if self.render_mode is not None and 0 in index:
             self._last_reward = None
 
     def _step_envs(self, actions: np.ndarray) -> None:
         flip_bits(self._state, actions, self.continuous)
-        self._success = bits_match(self._state, self._goal)
 
     def _observation(self) -> dict[str, np.ndarray]:
         return {
@@ -519,6 +515,9 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         }
 
     def _step_info(self) -> dict[str, np.ndarray]:
+        # Called after this step's resets (GoalVectorEnv.step), so it sees the state
+        # that the observation shows.
+        self._success = bits_match(self._state, self._goal)
         return {"is_success": self._success.copy()}
 
     def _goal_outcomes(

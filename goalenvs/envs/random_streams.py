@@ -66,17 +66,18 @@ class UniformStreams:
         if count > width:
             self._grow(max(count, min(64 * count, _BUFFER_BUDGET // self.size)))
             width = self._buffer.shape[1]
-        short = index[width - self._cursor[index] < count]
-        for i in short.tolist():
-            left = width - int(self._cursor[i])
-            row = self._buffer[i]
-            row[:left] = row[width - left :]
-            row[left:] = self._owners[i].random(width - left)
-            self._cursor[i] = 0
-        start = index * width + self._cursor[index]
-        out = self._buffer.reshape(-1).take(start[:, None] + np.arange(count))
-        self._cursor[index] += count
-        return out
+        cursor = self._cursor.take(index)
+        if (cursor > width - count).any():
+            for i in index[cursor > width - count].tolist():
+                left = width - int(self._cursor[i])
+                row = self._buffer[i]
+                row[:left] = row[width - left :]
+                row[left:] = self._owners[i].random(width - left)
+                self._cursor[i] = 0
+            cursor = self._cursor.take(index)
+        start = index * width + cursor
+        self._cursor[index] = cursor + count
+        return self._buffer.reshape(-1).take(start[:, None] + np.arange(count))
 
     def _grow(self, width: int) -> None:
         old = self._buffer.shape[1]
