@@ -226,6 +226,10 @@ class BitFlippingEnv(GoalEnv):
     - Truncation: after ``max_episode_steps`` steps (default ``n_bits``, the paper's
       horizon). The env counts its own steps: the ids are registered without a
       ``TimeLimit`` so that ``gym.make(id, n_bits=50)`` gives 50-step episodes.
+      ``gym.make(id, max_episode_steps=k)`` is gymnasium's own argument: it adds a
+      ``TimeLimit(k)``, which can shorten episodes but not lengthen them past
+      ``n_bits``; for longer ones construct ``BitFlippingEnv(max_episode_steps=k)`` or
+      pass it to ``gym.make_vec``.
 
     ## Arguments
 
