@@ -33,8 +33,8 @@ import goalenvs  # noqa: F401  (registers the ids)
 
 SYNC_ENVS = 256
 NATIVE_ENVS = (256, 4096)
-ROUNDS = 3
-MIN_SECONDS = 0.25  # per measurement
+ROUNDS = 8
+MIN_SECONDS = 0.1  # per measurement
 
 
 @dataclass

@@ -42,7 +42,7 @@ def test_max_episode_steps_argument_overrides_n_bits():
     # and gym.make_vec passes it through.
     env = BitFlippingEnv(n_bits=4, max_episode_steps=7)
     env.reset(seed=0, options={"goal": [1.0, 1.0, 1.0, 1.0]})
-    env._bits[0, 0] = [0.0, 0.0, 0.0, 0.0]  # flipping bit 0 alone never succeeds
+    env._state[0] = [0.0, 0.0, 0.0, 0.0]  # flipping bit 0 alone never succeeds
     assert _episode_length(env, 0) == (7, False, True)
     envs = gym.make_vec("goalenvs/BitFlipping-v0", num_envs=2, n_bits=4, max_episode_steps=7)
     assert envs.max_episode_steps == 7
@@ -75,7 +75,8 @@ def test_draw_episodes_is_the_same_batched_or_one_at_a_time():
     batched = draw_episodes(streams.taker(rngs, np.arange(6)), 6, 3, False)
     for i in range(6):
         alone = draw_episodes(generator_taker(np.random.default_rng(i)), 1, 3, False)
-        np.testing.assert_array_equal(batched[i], alone[0])
+        np.testing.assert_array_equal(batched[0][i], alone[0][0])
+        np.testing.assert_array_equal(batched[1][i], alone[1][0])
 
 
 def test_discrete_action_flips_exactly_that_bit_and_success_pays_zero():

@@ -31,8 +31,8 @@ from goalenvs.envs.random_streams import TakeUniforms, UniformStreams, generator
 
 def draw_episodes(
     take: TakeUniforms, batch: int, n_bits: int, fixed_goal: bool, goal: np.ndarray | None = None
-) -> np.ndarray:
-    """Draws ``batch`` episodes as one float32 array (batch, 2, n_bits): start, then goal.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draws ``batch`` episodes: ``(start, goal)`` float32 bit arrays of shape (batch, n_bits).
 
     ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows``: each
     episode reads only its own stream, so how episodes are batched never changes them.
@@ -44,23 +44,24 @@ def draw_episodes(
     rows = np.arange(batch)
     random_goal = goal is None and not fixed_goal
     if random_goal:
-        episodes = (take(rows, 2 * n_bits) < 0.5).astype(np.float32).reshape(batch, 2, n_bits)
+        bits = take(rows, 2 * n_bits) < 0.5
+        start = bits[:, :n_bits].astype(np.float32)
+        target = bits[:, n_bits:].astype(np.float32)
     else:
-        episodes = np.empty((batch, 2, n_bits), np.float32)
-        episodes[:, 0] = take(rows, n_bits) < 0.5
-        episodes[:, 1] = 1.0 if goal is None else goal
-    # Drawn again: the goal when it is random, else the start.
-    again = 1 if random_goal else 0
-    same = bits_match(episodes[:, 0], episodes[:, 1])
-    while same.any():
-        redraw = rows[same]
-        episodes[redraw, again] = take(redraw, n_bits) < 0.5
-        same[redraw] = bits_match(episodes[redraw, 0], episodes[redraw, 1])
-    return episodes
+        start = (take(rows, n_bits) < 0.5).astype(np.float32)
+        target = np.empty_like(start)
+        target[:] = 1.0 if goal is None else goal
+    redrawn = target if random_goal else start
+    same = bits_match(start, target)
+    while np.count_nonzero(same):
+        rows_again = rows[same]
+        redrawn[rows_again] = take(rows_again, n_bits) < 0.5
+        same[rows_again] = bits_match(start[rows_again], target[rows_again])
+    return start, target
 
 
 def flip_bits(state: np.ndarray, action: np.ndarray, continuous: bool) -> None:
-    """Flips bits in place. ``state`` is (batch, n_bits).
+    """Flips bits in place. ``state`` is a C-contiguous (batch, n_bits) array.
 
     Discrete: ``action`` (batch,) holds the index of the bit to flip. Continuous:
     ``action`` (batch, n_bits) flips every bit whose value is > 0.
@@ -72,18 +73,26 @@ def flip_bits(state: np.ndarray, action: np.ndarray, continuous: bool) -> None:
         bit = int(action[0])
         state[0, bit] = 1.0 - state[0, bit]
     else:
-        rows = np.arange(state.shape[0])
-        state[rows, action] = 1.0 - state[rows, action]
+        # Indexing the flat view is about twice as fast as a (rows, columns) fancy index.
+        flat = state.reshape(-1)
+        index = np.arange(0, state.size, state.shape[1]) + action
+        flat[index] = 1.0 - flat[index]
 
 
 def bits_match(achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
-    """Success: every bit equal. Bool array of the goals' leading shape."""
-    return (achieved_goal == desired_goal).all(axis=-1)
+    """Success: every bit exactly equal. Bool array of the goals' leading shape."""
+    mismatch = np.not_equal(achieved_goal, desired_goal)
+    n_bits = mismatch.shape[-1]
+    if mismatch.size <= 32 * n_bits:
+        return ~mismatch.any(axis=-1)
+    # Over many rows, counting mismatches with a dot product beats any(axis=-1), which
+    # numpy reduces row by row; float32 counts are exact up to 2**24 bits.
+    return (mismatch.astype(np.float32) @ np.ones(n_bits, np.float32)) == 0
 
 
 def sparse_reward(success: np.ndarray) -> np.ndarray:
     """0 on success, -1 otherwise (float32)."""
-    return np.asarray(success).astype(np.float32) - np.float32(1.0)
+    return np.subtract(success, np.float32(1.0), dtype=np.float32)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -274,10 +283,8 @@ class BitFlippingEnv(GoalEnv):
             if self.continuous
             else spaces.Discrete(self.n_bits)
         )
-        # One array for start and goal, as draw_episodes returns them; _state and _goal
-        # are views of it.
-        self._bits = np.zeros((1, 2, self.n_bits), np.float32)
-        self._state, self._goal = self._bits[:, 0], self._bits[:, 1]
+        self._state = np.zeros((1, self.n_bits), np.float32)
+        self._goal = np.zeros((1, self.n_bits), np.float32)
         self._elapsed = 0
         self._last_reward: float | None = None
         self._has_reset = False
@@ -310,7 +317,7 @@ class BitFlippingEnv(GoalEnv):
             goal = _check_bit_goal(
                 check_goal_option(options["goal"], self.observation_space["desired_goal"])
             )
-        self._bits[:] = draw_episodes(
+        self._state, self._goal = draw_episodes(
             generator_taker(self.np_random), 1, self.n_bits, self.fixed_goal, goal
         )
         self._elapsed = 0
@@ -460,8 +467,8 @@ class BitFlippingVectorEnv(GoalVectorEnv):
             autoreset_mode,
             render_mode,
         )
-        self._bits = np.zeros((self.num_envs, 2, self.n_bits), np.float32)
-        self._state, self._goal = self._bits[:, 0], self._bits[:, 1]
+        self._state = np.zeros((self.num_envs, self.n_bits), np.float32)
+        self._goal = np.zeros((self.num_envs, self.n_bits), np.float32)
         self._success = np.zeros(self.num_envs, bool)
         self._streams = UniformStreams(self.num_envs)
         self._layout = _Layout(self.n_bits)
@@ -504,7 +511,9 @@ class BitFlippingVectorEnv(GoalVectorEnv):
             if goal.ndim == 2:
                 goal = goal[index]
         take = self._streams.taker(self.np_randoms, index)
-        self._bits[index] = draw_episodes(take, len(index), self.n_bits, self.fixed_goal, goal)
+        start, target = draw_episodes(take, len(index), self.n_bits, self.fixed_goal, goal)
+        self._state[index] = start
+        self._goal[index] = target
         if self.render_mode is not None and 0 in index:
             self._last_reward = None
 

@@ -54,10 +54,10 @@ def draw_episodes(
         target = np.array(np.broadcast_to(goal, (batch, 2)), dtype=np.float32)
         position = _uniform_points(take(rows, 2), bound)
     else:
-        u = take(rows, 4)
-        position = _uniform_points(u[:, :2], bound)
-        target = _uniform_points(u[:, 2:], bound)
-    redraw = rows[goal_distance(position, target) < distance_threshold]
+        points = _uniform_points(take(rows, 4), bound)
+        position, target = points[:, :2].copy(), points[:, 2:].copy()
+    too_close = goal_distance(position, target) < distance_threshold
+    redraw = rows[too_close] if np.count_nonzero(too_close) else rows[:0]
     while redraw.size:
         fresh = _uniform_points(take(redraw, 2), bound)
         if pinned:
@@ -69,7 +69,7 @@ def draw_episodes(
 
 
 def _uniform_points(u: np.ndarray, bound: float) -> np.ndarray:
-    return (bound * (2.0 * u - 1.0)).astype(np.float32)
+    return (u * (2.0 * bound) - bound).astype(np.float32)
 
 
 def integrate(
@@ -89,21 +89,35 @@ def integrate(
     the wall and loses the velocity component into it (it can still slide along it).
     """
     velocity += action * np.float32(action_scale * dt)
-    speed = np.sqrt(np.square(velocity).sum(axis=-1, keepdims=True))
     # Capping the norm rescales the vector; clipping the components afterwards only
-    # absorbs float32 rounding so the observation stays inside its Box.
-    velocity *= np.float32(max_speed) / np.maximum(speed, np.float32(max_speed))
-    np.clip(velocity, -max_speed, max_speed, out=velocity)
+    # absorbs float32 rounding so the observation stays inside its Box. Each column is
+    # scaled on its own: numpy loops row by row over a (batch, 1) * (batch, 2) broadcast.
+    scale = np.float32(max_speed) / np.maximum(_norm(velocity), np.float32(max_speed))
+    velocity[:, 0] *= scale
+    velocity[:, 1] *= scale
+    _clip(velocity, max_speed)
     position += velocity * np.float32(dt)
-    at_wall = np.abs(position) > bound
-    np.clip(position, -bound, bound, out=position)
-    velocity[at_wall] = 0.0
+    inside = np.abs(position) <= bound
+    _clip(position, bound)
+    velocity *= inside  # zero where the point hit a wall
+
+
+def _clip(x: np.ndarray, limit: float) -> None:
+    # Two ufuncs in place: np.clip's Python wrapper costs more than the work on small arrays.
+    np.maximum(x, -limit, out=x)
+    np.minimum(x, limit, out=x)
+
+
+def _norm(xy: np.ndarray) -> np.ndarray:
+    # Written out rather than a reduction or hypot: elementwise IEEE operations give the
+    # same bits for any batch size, which the single env == vector env guarantee needs.
+    x, y = xy[..., 0], xy[..., 1]
+    return np.sqrt(x * x + y * y)
 
 
 def goal_distance(achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
     """Euclidean distance between goal positions, over the goals' leading shape."""
-    diff = achieved_goal - desired_goal
-    return np.sqrt(np.square(diff).sum(axis=-1))
+    return _norm(achieved_goal - desired_goal)
 
 
 def reach_reward(distance: np.ndarray, distance_threshold: float, reward_type: str) -> np.ndarray:
@@ -297,6 +311,8 @@ class PointReachEnv(GoalEnv):
             check_choice("render_mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode
         self.observation_space, self.action_space = self.constants.spaces()
+        # Separate contiguous arrays: numpy runs in-place ufuncs on column slices of a
+        # shared (n, 4) array several times slower.
         self._position = np.zeros((1, 2), np.float32)
         self._velocity = np.zeros((1, 2), np.float32)
         self._goal = np.zeros((1, 2), np.float32)
@@ -530,8 +546,7 @@ class PointReachVectorEnv(GoalVectorEnv):
         self._position[index] = position
         self._velocity[index] = velocity
         self._goal[index] = target
-        self._distance[index] = goal_distance(position, target)
-        if 0 in index and self.render_mode is not None:
+        if self.render_mode is not None and 0 in index:
             self._trail.clear()
             self._trail.append(self._position[0].copy())
             self._last_reward = None
@@ -541,7 +556,6 @@ class PointReachVectorEnv(GoalVectorEnv):
         integrate(
             self._position, self._velocity, actions, c.action_scale, c.dt, c.max_speed, c.bound
         )
-        self._distance = goal_distance(self._position, self._goal)
         if self.render_mode is not None:
             self._trail.append(self._position[0].copy())
 
@@ -553,6 +567,9 @@ class PointReachVectorEnv(GoalVectorEnv):
         }
 
     def _step_info(self) -> dict[str, np.ndarray]:
+        # Called after this step's resets (GoalVectorEnv.step), so it measures the state
+        # that the observation shows.
+        self._distance = goal_distance(self._position, self._goal)
         return {"is_success": self._distance < self.distance_threshold}
 
     def _goal_outcomes(
