@@ -42,7 +42,7 @@ class UniformStreams:
         # kept at the end of row i; flat positions spare a row offset on every take.
         self._pos = np.zeros(self.size, dtype=np.int64)
         self._end = np.zeros(self.size, dtype=np.int64)
-        self._offsets: dict[int, np.ndarray] = {}
+        self._windows: dict[int, np.ndarray] = {}
         self._owners: list[np.random.Generator | None] = [None] * self.size
         self._check_owners = True
 
@@ -75,10 +75,13 @@ class UniformStreams:
             pos = self._pos[index]
             after = pos + count
         self._pos[index] = after
-        offsets = self._offsets.get(count)
-        if offsets is None:
-            offsets = self._offsets[count] = np.arange(count)
-        return self._buffer.reshape(-1).take(pos[:, None] + offsets)
+        # Row p of the window view is flat[p:p + count]: one row gather reads every
+        # stream's numbers (an index grid pos[:, None] + arange would cost more).
+        windows = self._windows.get(count)
+        if windows is None:
+            flat = self._buffer.reshape(-1)
+            windows = self._windows[count] = np.lib.stride_tricks.sliding_window_view(flat, count)
+        return windows[pos]
 
     def _refill(self, i: int) -> None:
         width = self._buffer.shape[1]
@@ -94,6 +97,7 @@ class UniformStreams:
         buffer = np.empty((self.size, width))
         buffer[:, width - old :] = self._buffer
         self._buffer = buffer
+        self._windows.clear()
         self._end = (np.arange(self.size) + 1) * width
         self._pos = self._end - unread
 
