@@ -34,27 +34,27 @@ def draw_episodes(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Draws ``batch`` episodes: ``(start, goal)`` float32 bit arrays of shape (batch, n_bits).
 
-    ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows``: each
+    ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows`` (None:
+    all of them): each
     episode reads only its own stream, so how episodes are batched never changes them.
     The goal is ``goal`` when given (one or one per episode), else all ones when
     ``fixed_goal``, else uniform; the start is uniform. A start equal to its goal (an
     episode solved before it begins) is redrawn: the start when the goal is fixed or
     given, else the goal.
     """
-    rows = np.arange(batch)
     random_goal = goal is None and not fixed_goal
     if random_goal:
-        bits = take(rows, 2 * n_bits) < 0.5
+        bits = take(None, 2 * n_bits) < 0.5
         start = bits[:, :n_bits].astype(np.float32)
         target = bits[:, n_bits:].astype(np.float32)
     else:
-        start = (take(rows, n_bits) < 0.5).astype(np.float32)
+        start = (take(None, n_bits) < 0.5).astype(np.float32)
         target = np.empty_like(start)
         target[:] = 1.0 if goal is None else goal
     redrawn = target if random_goal else start
     same = bits_match(start, target)
     while np.count_nonzero(same):
-        rows_again = rows[same]
+        rows_again = same.nonzero()[0]
         redrawn[rows_again] = take(rows_again, n_bits) < 0.5
         same[rows_again] = bits_match(start[rows_again], target[rows_again])
     return start, target

@@ -42,22 +42,22 @@ def draw_episodes(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Draws ``batch`` episodes: ``(position, velocity, goal)``, float32, each (batch, 2).
 
-    ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows`` (each
+    ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows`` (None:
+    all of them; each
     episode reads only its own stream). Position and goal are uniform in
     ``[-bound, bound]^2`` (the goal may be given instead, one or one per episode) and the
     velocity is zero. A start already within ``distance_threshold`` of its goal is
     redrawn: the goal when it was drawn, the position when it was given.
     """
-    rows = np.arange(batch)
     pinned = goal is not None
     if pinned:
         target = np.array(np.broadcast_to(goal, (batch, 2)), dtype=np.float32)
-        position = _uniform_points(take(rows, 2), bound)
+        position = _uniform_points(take(None, 2), bound)
     else:
-        points = _uniform_points(take(rows, 4), bound)
+        points = _uniform_points(take(None, 4), bound)
         position, target = points[:, :2].copy(), points[:, 2:].copy()
     too_close = goal_distance(position, target) < distance_threshold
-    redraw = rows[too_close] if np.count_nonzero(too_close) else rows[:0]
+    redraw = too_close.nonzero()[0]
     while redraw.size:
         fresh = _uniform_points(take(redraw, 2), bound)
         if pinned:

@@ -20,8 +20,9 @@ import numpy as np
 # Ahead-of-time numbers held for all streams together (float64): 8 MiB.
 _BUFFER_BUDGET = 1 << 20
 
-# ``take(rows, count)``: ``count`` uniforms for each of ``rows`` (indices into a batch).
-TakeUniforms = Callable[[np.ndarray, int], np.ndarray]
+# ``take(rows, count)``: ``count`` uniforms for each of ``rows`` (indices into a batch;
+# None: every member of the batch, in order).
+TakeUniforms = Callable[[np.ndarray | None, int], np.ndarray]
 
 
 class UniformStreams:
@@ -104,9 +105,9 @@ class UniformStreams:
     def taker(self, rngs: Sequence[np.random.Generator], index: np.ndarray) -> TakeUniforms:
         """A ``take(rows, count)`` function over the streams ``index[rows]``."""
         index = np.asarray(index, dtype=np.int64)
-        return lambda rows, count: self.take(rngs, index[rows], count)
+        return lambda rows, count: self.take(rngs, index if rows is None else index[rows], count)
 
 
 def generator_taker(rng: np.random.Generator) -> TakeUniforms:
     """``take(rows, count)`` for a single env: one stream, read straight from ``rng``."""
-    return lambda rows, count: rng.random((len(rows), count))
+    return lambda rows, count: rng.random((1 if rows is None else len(rows), count))
