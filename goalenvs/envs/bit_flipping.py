@@ -364,7 +364,7 @@ class BitFlippingEnv(GoalEnv):
         if self._canvas is None:
             self._canvas = _make_canvas(self._layout)
         state, goal = self._state[0], self._goal[0]
-        success = bool(np.array_equal(state, goal)) and self._has_reset
+        success = bool(bits_match(state, goal)) and self._has_reset
         _draw_bits(
             self._canvas, self._layout, state, goal, _hud(self._elapsed, self._last_reward, success)
         )
@@ -394,8 +394,9 @@ class BitFlippingEnv(GoalEnv):
     def get_keys_to_action(self) -> dict[tuple[int, ...], Any]:
         """Keys for ``gymnasium.utils.play.play``: 1..9, 0 flip bits 0..9, then a, b, c, ...
 
-        Continuous actions are float32 vectors (+1 on the bit, -1 elsewhere); their
-        no-op is ``np.zeros(n_bits, np.float32)``. Discrete actions have no no-op.
+        Bits past the 36th have no key (click them: :meth:`bit_at_pixel`). Continuous
+        actions are float32 vectors (+1 on the bit, -1 elsewhere); their no-op is
+        ``np.zeros(n_bits, np.float32)``. Discrete actions have no no-op.
         """
         keys = "1234567890abcdefghijklmnopqrstuvwxyz"
         mapping: dict[tuple[int, ...], Any] = {}
