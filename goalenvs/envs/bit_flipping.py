@@ -35,8 +35,8 @@ def draw_episodes(
     """Draws ``batch`` episodes: ``(start, goal)`` float32 bit arrays of shape (batch, n_bits).
 
     ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows`` (None:
-    all of them): each
-    episode reads only its own stream, so how episodes are batched never changes them.
+    all of them). Each episode reads only its own stream, so how episodes are batched
+    never changes them.
     The goal is ``goal`` when given (one or one per episode), else all ones when
     ``fixed_goal``, else uniform; the start is uniform. A start equal to its goal (an
     episode solved before it begins) is redrawn: the start when the goal is fixed or

@@ -43,8 +43,7 @@ def draw_episodes(
     """Draws ``batch`` episodes: ``(position, velocity, goal)``, float32, each (batch, 2).
 
     ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows`` (None:
-    all of them; each
-    episode reads only its own stream). Position and goal are uniform in
+    all of them); each episode reads only its own stream. Position and goal are uniform in
     ``[-bound, bound]^2`` (the goal may be given instead, one or one per episode) and the
     velocity is zero. A start already within ``distance_threshold`` of its goal is
     redrawn: the goal when it was drawn, the position when it was given.
