@@ -474,7 +474,8 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         self._streams = UniformStreams(self.num_envs)
         self._layout = _Layout(self.n_bits)
         self._canvas: Canvas | None = None
-        self._last_reward: float | None = None
+        # This step's rewards (the array step returns), for the heads-up text.
+        self._rewards: np.ndarray | None = None
 
     def compute_reward(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
@@ -516,7 +517,7 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         self._state[index] = start
         self._goal[index] = target
         if self.render_mode is not None and 0 in index:
-            self._last_reward = None
+            self._rewards = None
 
     def _step_envs(self, actions: np.ndarray) -> None:
         flip_bits(self._state, actions, self.continuous)
@@ -539,19 +540,8 @@ class BitFlippingVectorEnv(GoalVectorEnv):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # The kernel's success of this step is what compute_reward / compute_terminated
         # recompute from obs; reusing it skips their validation and a second comparison.
-        return (
-            sparse_reward(self._success),
-            self._success.copy(),
-            np.zeros(self.num_envs, bool),
-        )
-
-    def step(
-        self, actions: Any
-    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Steps every sub-env (see :meth:`GoalVectorEnv.step`)."""
-        out = super().step(actions)
-        self._last_reward = float(out[1][0])
-        return out
+        self._rewards = sparse_reward(self._success)
+        return self._rewards, self._success.copy(), np.zeros(self.num_envs, bool)
 
     def render(self) -> np.ndarray | None:
         """Sub-env 0's frame (``rgb_array``), as :meth:`BitFlippingEnv.render` draws it."""
@@ -560,7 +550,11 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         if self._canvas is None:
             self._canvas = _make_canvas(self._layout)
         state, goal = self._state[0], self._goal[0]
-        hud = _hud(int(self.elapsed_steps[0]), self._last_reward, bool(self._success[0]))
+        hud = _hud(
+            int(self.elapsed_steps[0]),
+            None if self._rewards is None else float(self._rewards[0]),
+            bool(self._success[0]),
+        )
         _draw_bits(self._canvas, self._layout, state, goal, hud)
         return self._canvas.rgb_array()
 

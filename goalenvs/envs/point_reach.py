@@ -499,7 +499,8 @@ class PointReachVectorEnv(GoalVectorEnv):
         self._streams = UniformStreams(self.num_envs)
         self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
         self._canvas: Canvas | None = None
-        self._last_reward: float | None = None
+        # This step's rewards (the array step returns), for the heads-up text.
+        self._rewards: np.ndarray | None = None
 
     def compute_reward(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
@@ -548,7 +549,7 @@ class PointReachVectorEnv(GoalVectorEnv):
         if self.render_mode is not None and 0 in index:
             self._trail.clear()
             self._trail.append(self._position[0].copy())
-            self._last_reward = None
+            self._rewards = None
 
     def _step_envs(self, actions: np.ndarray) -> None:
         c = self.constants
@@ -577,19 +578,8 @@ class PointReachVectorEnv(GoalVectorEnv):
         # The kernel's distances of this step are what compute_reward / compute_terminated
         # recompute from obs; reusing them skips their validation and a second distance.
         c = self.constants
-        return (
-            reach_reward(self._distance, c.distance_threshold, c.reward_type),
-            info["is_success"].copy(),
-            np.zeros(self.num_envs, bool),
-        )
-
-    def step(
-        self, actions: Any
-    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Steps every sub-env (see :meth:`GoalVectorEnv.step`)."""
-        out = super().step(actions)
-        self._last_reward = float(out[1][0])
-        return out
+        self._rewards = reach_reward(self._distance, c.distance_threshold, c.reward_type)
+        return self._rewards, info["is_success"].copy(), np.zeros(self.num_envs, bool)
 
     def render(self) -> np.ndarray | None:
         """Sub-env 0's frame (``rgb_array``), as :meth:`PointReachEnv.render` draws it."""
@@ -606,7 +596,11 @@ class PointReachVectorEnv(GoalVectorEnv):
             self._velocity[0],
             self._goal[0],
             self._trail,
-            _hud(int(self.elapsed_steps[0]), self._last_reward, success),
+            _hud(
+                int(self.elapsed_steps[0]),
+                None if self._rewards is None else float(self._rewards[0]),
+                success,
+            ),
         )
         return self._canvas.rgb_array()
 
