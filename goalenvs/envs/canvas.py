@@ -172,6 +172,14 @@ class Canvas:
             font = self._fonts[size] = self.pygame.font.Font(None, size)
         self.surface.blit(font.render(text, True, color), pixel)
 
+    def snapshot(self) -> Any:
+        """A copy of the surface, for :meth:`restore` (static scenery drawn once)."""
+        return self.surface.copy()
+
+    def restore(self, snapshot: Any) -> None:
+        """Replaces the surface's content with a :meth:`snapshot` (one blit)."""
+        self.surface.blit(snapshot, (0, 0))
+
     # ---- output
     def rgb_array(self) -> np.ndarray:
         """The surface as a fresh ``(height, width, 3)`` uint8 array."""
