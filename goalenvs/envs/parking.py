@@ -59,6 +59,10 @@ SPOT_HEADING_SIN = np.repeat([-1.0, 1.0], SPOTS_PER_ROW)
 POSITION_SCALE = 50.0  # m per observation unit: the lot spans about [-0.7, 0.7] x [-0.42, 0.42]
 VELOCITY_SCALE = 10.0  # m/s per observation unit: the default speed limit maps to 1
 GOAL_SIZE = 6
+# The goal of every spot: its centre, at rest, heading into it (cos 0, sin +-1).
+SPOT_GOALS = np.zeros((N_SPOTS, GOAL_SIZE), dtype=np.float32)
+SPOT_GOALS[:, :2] = SPOT_CENTERS / POSITION_SCALE
+SPOT_GOALS[:, 5] = SPOT_HEADING_SIN
 START_HALF_X = 4.0  # m: the car starts within +-4 m of the lot centre along the lane
 START_HALF_Y = 1.0  # m: and within +-1 m across it
 
@@ -95,8 +99,8 @@ def _half_turn(angle: Any) -> tuple[Any, Any, Any]:
     vector env must produce identical trajectories.
     """
     a2 = angle * angle
-    cos = 1.0 - a2 / 2.0 * (1.0 - a2 / 12.0 * (1.0 - a2 / 30.0 * (1.0 - a2 / 56.0)))
-    sinc = 1.0 - a2 / 6.0 * (1.0 - a2 / 20.0 * (1.0 - a2 / 42.0 * (1.0 - a2 / 72.0)))
+    cos = 1.0 + a2 * (-1 / 2 + a2 * (1 / 24 + a2 * (-1 / 720 + a2 * (1 / 40320))))
+    sinc = 1.0 + a2 * (-1 / 6 + a2 * (1 / 120 + a2 * (-1 / 5040 + a2 * (1 / 362880))))
     return cos, angle * sinc, sinc
 
 
@@ -225,31 +229,32 @@ def draw_episode(
     The single env and every sub-env of the vector env draw with this function from their
     own generator, which is what makes them follow identical trajectories.
     """
-    u = rng.random(4)
-    heading = 2.0 * np.pi * u[0]
-    x = float(START_HALF_X * (2.0 * u[1] - 1.0))
-    y = float(START_HALF_Y * (2.0 * u[2] - 1.0))
-    goal_spot = min(int(u[3] * N_SPOTS), N_SPOTS - 1)
-    parked = np.zeros(N_SPOTS, dtype=bool)
+    u0, u1, u2, u3 = rng.random(4).tolist()
+    heading = 2.0 * math.pi * u0
+    goal_spot = min(int(u3 * N_SPOTS), N_SPOTS - 1)
     if n_parked:
+        parked = np.zeros(N_SPOTS, dtype=bool)
         others = rng.permutation(N_SPOTS - 1)[:n_parked]
         parked[others + (others >= goal_spot)] = True
-    return x, y, float(np.cos(heading)), float(np.sin(heading)), goal_spot, parked
+    else:
+        parked = _EMPTY_LOT
+    return (
+        START_HALF_X * (2.0 * u1 - 1.0),
+        START_HALF_Y * (2.0 * u2 - 1.0),
+        math.cos(heading),
+        math.sin(heading),
+        goal_spot,
+        parked,
+    )
+
+
+_EMPTY_LOT = np.zeros(N_SPOTS, dtype=bool)
+_EMPTY_LOT.flags.writeable = False
 
 
 def spot_goal(spot: int) -> np.ndarray:
     """The scaled goal of a spot: its centre, at rest, heading into it."""
-    return np.array(
-        [
-            SPOT_CENTERS[spot, 0] / POSITION_SCALE,
-            SPOT_CENTERS[spot, 1] / POSITION_SCALE,
-            0.0,
-            0.0,
-            0.0,
-            SPOT_HEADING_SIN[spot],
-        ],
-        dtype=np.float32,
-    )
+    return SPOT_GOALS[spot].copy()
 
 
 def spot_at(x: float, y: float) -> int:
@@ -957,19 +962,26 @@ class ParkingVectorEnv(GoalVectorEnv):
                 )
             if options.get("car") is not None:
                 cars = _car_option(options["car"], self.num_envs)
-        for i in index.tolist():
-            x, y, c, s, goal_spot, parked = draw_episode(self.np_randoms[i], self.params.n_parked)
-            goal = spot_goal(goal_spot)
-            v = 0.0
+        if index.size == 0:
+            return
+        draws = [draw_episode(self.np_randoms[i], self.params.n_parked) for i in index.tolist()]
+        x, y, c, s, spots, parked = (list(column) for column in zip(*draws, strict=True))
+        goal = SPOT_GOALS[spots]
+        v = np.zeros(len(draws))
+        for j, i in enumerate(index.tolist()):
             if goals is not None:
-                goal = goals if goals.ndim == 1 else goals[i]
-                parked = _free_goal_spot(parked, goal_spot, goal)
+                goal[j] = goals if goals.ndim == 1 else goals[i]
+                parked[j] = _free_goal_spot(parked[j], spots[j], goal[j])
             if cars is not None:
-                x, y, heading, v = (float(a) for a in (cars if cars.ndim == 1 else cars[i]))
-                c, s = float(np.cos(heading)), float(np.sin(heading))
-            self._x[i], self._y[i], self._c[i], self._s[i], self._v[i] = x, y, c, s, v
-            self._goal[i] = goal
-            self._parked[i] = parked
+                x[j], y[j], heading, v[j] = (
+                    float(a) for a in (cars if cars.ndim == 1 else cars[i])
+                )
+                c[j], s[j] = float(np.cos(heading)), float(np.sin(heading))
+        self._x[index], self._y[index], self._c[index], self._s[index] = x, y, c, s
+        self._v[index] = v
+        self._goal[index] = goal
+        if self.params.n_parked:
+            self._parked[index] = parked
         self._goal64[index] = self._goal[index]
         self._update(index)
 
