@@ -394,6 +394,22 @@ class GoalVectorEnv(VectorEnv):
         shape, _, _ = goal_arrays(achieved_goal, desired_goal)
         return np.zeros(shape, dtype=bool)
 
+    def _step_outcome(
+        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Fresh (reward float32, terminated, goal-truncated) arrays of the step just taken.
+
+        The default applies the ``compute_*`` functions to the step's goals and info. A
+        kernel that computed the same values while stepping may return those instead, to
+        skip the second pass; they must equal the ``compute_*`` results (test it).
+        """
+        achieved, desired = obs["achieved_goal"], obs["desired_goal"]
+        return (
+            np.asarray(self.compute_reward(achieved, desired, info), np.float32),
+            np.asarray(self.compute_terminated(achieved, desired, info), bool),
+            np.asarray(self.compute_truncated(achieved, desired, info), bool),
+        )
+
     # ---- gymnasium API
     def reset(
         self,
@@ -460,15 +476,7 @@ class GoalVectorEnv(VectorEnv):
         self.elapsed_steps += 1
         obs = self._observation()
         info = self._step_info()
-        reward = np.asarray(
-            self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info), np.float32
-        )
-        terminated = np.asarray(
-            self.compute_terminated(obs["achieved_goal"], obs["desired_goal"], info), bool
-        )
-        truncated = np.asarray(
-            self.compute_truncated(obs["achieved_goal"], obs["desired_goal"], info), bool
-        )
+        reward, terminated, truncated = self._step_outcome(obs, info)
         if self.max_episode_steps is not None:
             truncated |= self.elapsed_steps >= self.max_episode_steps
 
