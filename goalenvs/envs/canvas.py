@@ -12,6 +12,7 @@ pygame is imported on first use, so the envs run and train without it.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,7 +69,12 @@ class Canvas:
         )
         self.background = background
         self.title = title
-        self.surface = self.pygame.Surface((self.width, self.height))
+        # 24-bit with the red byte first in memory: rgb_array then reads rows as they
+        # are (a memcpy) instead of converting every pixel, about 40x faster.
+        masks = (0xFF, 0xFF00, 0xFF0000, 0)
+        if sys.byteorder == "big":
+            masks = (0xFF0000, 0xFF00, 0xFF, 0)
+        self.surface = self.pygame.Surface((self.width, self.height), 0, 24, masks)
         self._window: Any = None
         self._clock: Any = None
         self._fonts: dict[int, Any] = {}
@@ -183,10 +189,10 @@ class Canvas:
     # ---- output
     def rgb_array(self) -> np.ndarray:
         """The surface as a fresh ``(height, width, 3)`` uint8 array."""
-        # tobytes already yields row-major RGB: about 5x faster than surfarray.array3d
-        # followed by the transpose copy it needs.
-        raw = self.pygame.image.tobytes(self.surface, "RGB")
-        return np.frombuffer(raw, dtype=np.uint8).reshape(self.height, self.width, 3).copy()
+        rows = np.frombuffer(self.surface.get_buffer(), dtype=np.uint8).reshape(
+            self.height, self.surface.get_pitch()
+        )
+        return rows[:, : 3 * self.width].reshape(self.height, self.width, 3).copy()
 
     def show(self, fps: int | None) -> None:
         """Shows the surface in the human window, opening it on first use.
