@@ -650,37 +650,47 @@ class ParkingEnv(GoalEnv):
 
     ## Success
 
-    The weighted distance ``d = sqrt(sum_i w_i |achieved_i - desired_i|)`` with weights
+    ``info["is_success"]`` is True when the weighted distance
+    ``d = sqrt(sum_i w_i |achieved_i - desired_i|)``, with weights
     ``w = (1, 0.3, 0, 0, 0.02, 0.02)`` (highway-env's weighted p-norm with p = 0.5; speed
-    does not count) is at most ``success_threshold`` = 0.12, i.e.
-    ``|dx| / 50 + 0.3 |dy| / 50 + 0.02 (|dcos| + |dsin|) <= 0.0144``. Each error alone may
-    reach: 0.72 m across the spot (x), 2.4 m along it (y), or 34 degrees of heading. A car
-    0.2 m off sideways and 0.5 m deep may still be 18 degrees off; 0.3 m and 1.0 m, 6
-    degrees. The errors share one budget, so a car counted as parked is inside its
-    spot (the spot leaves 1 m either side and 1.5 m front and back). Why these numbers: the
-    weights and threshold are highway-env's, whose HER agents learn the task; the 50 m
-    scale (theirs is 100 m) halves its position tolerance, which let a car 4.8 m out of
-    its spot count as parked, while keeping the heading's share meaningful.
+    does not count), is at most ``success_threshold`` = 0.12, that is
+    ``|dx| / 50 + 0.3 |dy| / 50 + 0.02 (|dcos| + |dsin|) <= 0.0144``. In metres and
+    degrees, each error alone may reach 0.72 m sideways (x; the spot leaves 1 m either
+    side), 2.4 m in depth (y; the spot leaves 1.5 m) or 33.6 degrees of heading. The
+    errors share that one budget: 0.2 m sideways and 0.5 m deep leave 18.5 degrees,
+    0.3 m and 1.0 m leave 6.5 degrees.
+
+    Why these numbers: HER has to learn this within minutes. The weights and the
+    threshold are highway-env's, whose HER agents learn its parking task; the 50 m
+    position scale (highway-env uses 100 m) keeps observations of order one and halves
+    highway-env's position tolerance, under which a car 4.8 m deep out of its spot (or
+    1.44 m sideways, over the spot's line) counted as parked, while leaving heading
+    errors a real share of the budget. Tighter thresholds make the sparse reward rarer
+    without making the parking meaningfully better.
 
     ## Rewards
 
     ``reward_type="sparse"`` (default): 0 on success, else -1. ``"dense"``: ``-d``. A
     crash subtracts ``collision_penalty`` = 50. The penalty is part of
     :meth:`compute_reward`, read from ``info["crashed"]``, so HER relabeling keeps it:
-    every step's reward equals ``compute_reward(achieved_goal, desired_goal, info)``. 50 is
-    chosen so that crashing is never a shortcut: a sparse episode at discount 0.98 never
-    returns less than -50, a crash returns at most -50 from that step. Where ``info`` holds
-    no ``"crashed"`` (stable-baselines3's HER buffer passes ``[{}] * B`` unless
-    ``copy_info_dict=True``), ``crashed`` defaults to False and relabeled crash steps
-    lose their penalty: pass ``copy_info_dict=True`` to keep it.
+    every step's reward equals ``compute_reward(achieved_goal, desired_goal, info)``, crash
+    steps included. 50 makes crashing never a shortcut out of a hard episode: at any
+    discount up to 0.98 a sparse episode returns at least -50, while a crash pays -51
+    at once. Where ``info`` holds no ``"crashed"`` key, it defaults to False: the
+    stable-baselines3 HER buffer passes ``[{}] * B`` unless ``copy_info_dict=True``, so
+    with it the relabeled crash steps lose their penalty (and are not terminal for
+    :meth:`compute_terminated`); pass ``copy_info_dict=True`` to keep them.
 
     ## Starting State
 
     At rest within +-4 m of the lot centre along the lane and +-1 m across it, with a
     uniformly random heading; the goal spot is uniform over the 28 spots and the parked
-    cars fill ``n_parked`` of the other 27, uniformly. The farthest goal is about 31 m
-    away, a few seconds of driving. ``reset(options={"car": (x, y, heading_rad, speed)})``
-    pins the start.
+    cars fill ``n_parked`` of the other 27, uniformly. Every goal lies 13 m to 34 m from
+    the start, a few seconds of driving within the 20 s episode, so random exploration
+    reaches spots and HER's relabeled goals resemble the real ones.
+    ``reset(options={"car": (x, y, heading_rad, speed)})`` pins the start (metres,
+    radians, m/s) and ``reset(options={"goal": g})`` the goal; a pinned goal's spot is
+    kept free of parked cars.
 
     ## Episode End
 
@@ -697,17 +707,26 @@ class ParkingEnv(GoalEnv):
 
     ## Arguments
 
-    ``gym.make("goalenvs/Parking-v0", render_mode=None, reward_type="sparse",
-    n_parked=0, length=5.0, width=2.0, max_acceleration=5.0, max_steering_deg=45.0,
-    max_speed=10.0, step_time=0.2, substeps=3, success_threshold=0.12,
-    collision_penalty=50.0, reward_weights=(1, 0.3, 0, 0, 0.02, 0.02))``. Render modes
-    ``"human"`` and ``"rgb_array"`` (576 x 352 pixels, 8 px/m); headless with
-    ``SDL_VIDEODRIVER=dummy``. :meth:`get_keys_to_action` maps the arrow keys for
-    :func:`gymnasium.utils.play.play`.
+    ``gym.make("goalenvs/Parking-v0", **kwargs)`` accepts:
+
+    * ``render_mode``: None, ``"human"`` or ``"rgb_array"`` (576 x 352 pixels, 8 px/m;
+      works headless with ``SDL_VIDEODRIVER=dummy``).
+    * ``reward_type``: ``"sparse"`` (default) or ``"dense"``.
+    * ``n_parked``: parked cars, 0 to 27 (default 0; ParkingCrowded-v0 uses 20).
+    * ``length``, ``width``: the car, 5.0 m and 2.0 m (parked cars are the same size).
+    * ``max_acceleration``: 5.0 m/s^2 at full throttle.
+    * ``max_steering_deg``: 45.0 degrees at full lock.
+    * ``max_speed``: 10.0 m/s, forwards and in reverse.
+    * ``step_time``: 0.2 s per policy step; ``substeps``: 3.
+    * ``success_threshold``: 0.12 (see Success); ``reward_weights``: the six weights.
+    * ``collision_penalty``: 50.0.
+
+    :meth:`get_keys_to_action` maps the arrow keys (up/down throttle, left/right
+    steering) for :func:`gymnasium.utils.play.play`.
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version (goalenvs 0.1.0).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["human", "rgb_array"], "render_fps": 5}
