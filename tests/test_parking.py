@@ -331,6 +331,8 @@ def test_bad_input_fails_with_clear_messages():
         env.reset(options={"goal": np.array([2.0, 0, 0, 0, 1, 0])})
     with pytest.raises(ValueError, match="outside the walls"):
         env.reset(options={"car": (40.0, 0.0, 0.0, 0.0)})
+    with pytest.raises(ValueError, match=r"beyond max_speed=10\.0"):
+        env.reset(options={"car": (0.0, 0.0, 0.0, 12.0)})
     with pytest.raises(ValueError, match="substeps=1 is too few"):
         ParkingEnv(max_speed=40.0, substeps=1)
     with pytest.raises(ValueError, match="max_speed must be > 0"):

@@ -47,7 +47,8 @@ WALL_Y = 21.0
 WALL_THICKNESS = 1.0  # m, drawn only: the walls are the half-planes beyond the faces
 SPOT_X = (np.arange(SPOTS_PER_ROW) - (SPOTS_PER_ROW - 1) / 2) * SPOT_WIDTH
 SPOT_CENTER_Y = LANE_HALF_WIDTH + SPOT_DEPTH / 2
-# Every spot: centre x, centre y, and the unit heading that faces into it (away from the lane).
+# Every spot's centre (x, y), and the sine of the heading that faces into it (away from
+# the lane: down for the lower row, up for the upper; the cosine is 0).
 SPOT_CENTERS = np.stack(
     [
         np.concatenate([SPOT_X, SPOT_X]),
@@ -309,8 +310,8 @@ def evaluate_car(
 ) -> tuple[np.ndarray, float, bool]:
     """One car, in Python floats: (float32 achieved goal, weighted goal distance, crashed).
 
-    The single env evaluates every step with it and the vector env every reset sub-env;
-    the vector env's batched step computes the same quantities with the same kernel.
+    The single env evaluates every reset and step with it; the vector env computes the
+    same quantities from the same kernel functions on arrays.
     """
     x, y, c, s, v = state
     achieved = np.array(
@@ -459,7 +460,7 @@ class _ParkingParams:
         return info_values(info, "crashed", shape, False, bool)
 
 
-def _car_option(value: Any, batch: int | None = None) -> np.ndarray:
+def _car_option(value: Any, max_speed: float, batch: int | None = None) -> np.ndarray:
     """Validates ``options["car"]``: (x, y, heading, speed) in metres, radians, m/s."""
     arr = np.asarray(value, dtype=np.float64)
     shapes = [(4,)] if batch is None else [(4,), (batch, 4)]
@@ -472,6 +473,10 @@ def _car_option(value: Any, batch: int | None = None) -> np.ndarray:
         raise ValueError(
             f"options['car']={arr.tolist()} puts the car's centre outside the walls "
             f"(|x| < {WALL_X}, |y| < {WALL_Y})"
+        )
+    if np.any(np.abs(arr[..., 3]) > max_speed):
+        raise ValueError(
+            f"options['car']={arr.tolist()} has a speed beyond max_speed={max_speed} m/s"
         )
     return arr
 
@@ -825,7 +830,9 @@ class ParkingEnv(GoalEnv):
                 goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
                 parked = _free_goal_spot(parked, goal_spot, goal)
             if options.get("car") is not None:
-                x, y, heading, v = (float(a) for a in _car_option(options["car"]))
+                x, y, heading, v = (
+                    float(a) for a in _car_option(options["car"], self.params.max_speed)
+                )
                 c, s = float(np.cos(heading)), float(np.sin(heading))
         self._state = (x, y, c, s, v)
         self._goal = goal
@@ -1035,7 +1042,7 @@ class ParkingVectorEnv(GoalVectorEnv):
                     options["goal"], self.single_observation_space["desired_goal"], self.num_envs
                 )
             if options.get("car") is not None:
-                cars = _car_option(options["car"], self.num_envs)
+                cars = _car_option(options["car"], self.params.max_speed, self.num_envs)
         if index.size == 0:
             return
         p = self.params
