@@ -322,6 +322,25 @@ def goal_dict_space(observation: spaces.Space, goal: spaces.Space) -> spaces.Dic
 # --------------------------------------------------------------------------- vector envs
 
 
+_AUTORESET_NAMES = {
+    **{mode.value: mode for mode in AutoresetMode},
+    **{mode.name.lower(): mode for mode in AutoresetMode},
+}
+
+
+def parse_autoreset_mode(value: str | AutoresetMode) -> AutoresetMode:
+    """An :class:`AutoresetMode` from itself, its value (``"NextStep"``) or its snake-case
+    name (``"next_step"``, ``"same_step"``, ``"disabled"``), as the docstrings spell them."""
+    if isinstance(value, AutoresetMode):
+        return value
+    mode = _AUTORESET_NAMES.get(value) if isinstance(value, str) else None
+    if mode is None:
+        raise ValueError(
+            f"autoreset_mode={value!r} is not valid; expected one of {sorted(_AUTORESET_NAMES)}"
+        )
+    return mode
+
+
 class GoalVectorEnv(VectorEnv):
     """Base class of the native vector twins: N goal envs stepped in one numpy call.
 
@@ -357,13 +376,7 @@ class GoalVectorEnv(VectorEnv):
         check_positive("num_envs", num_envs, integer=True)
         if max_episode_steps is not None:
             check_positive("max_episode_steps", max_episode_steps, integer=True)
-        try:
-            mode = AutoresetMode(autoreset_mode)
-        except ValueError:
-            raise ValueError(
-                f"autoreset_mode={autoreset_mode!r} is not valid; expected one of "
-                f"{[m.value for m in AutoresetMode]}"
-            ) from None
+        mode = parse_autoreset_mode(autoreset_mode)
         self.num_envs = int(num_envs)
         self.max_episode_steps = max_episode_steps
         self.autoreset_mode = mode
