@@ -166,6 +166,7 @@ def tagged_buffer(buffer_size: int, n_envs: int, **kwargs: object) -> HerReplayB
     steps=st.integers(1, 160),
     lengths=st.lists(st.integers(1, 10), min_size=4, max_size=40),
     seed=st.integers(0, 2**16),
+    same_lengths=st.booleans(),
 )
 def test_relabeled_goals_respect_strategy_episode_and_ring(
     n_envs: int,
@@ -175,6 +176,7 @@ def test_relabeled_goals_respect_strategy_episode_and_ring(
     steps: int,
     lengths: list[int],
     seed: int,
+    same_lengths: bool,
 ) -> None:
     buffer = tagged_buffer(
         rows_per_env * n_envs,
@@ -183,9 +185,11 @@ def test_relabeled_goals_respect_strategy_episode_and_ring(
         goal_selection_strategy=strategy,
         seed=seed,
     )
-    # Each env cycles through the drawn lengths from its own offset: interleaved episodes
-    # of different lengths that end at different steps, wrapping the ring many times.
-    per_env = [(lengths[e:] + lengths[:e]) * 200 for e in range(n_envs)]
+    # Each env cycles through the drawn lengths, from its own offset (interleaved episodes
+    # that end at different steps) or in lockstep (the add() path for streams in step).
+    per_env = [
+        (lengths if same_lengths else lengths[e:] + lengths[:e]) * 200 for e in range(n_envs)
+    ]
     writer = TaggedWriter(buffer, per_env)
     for _ in range(steps):
         writer.add_step()
@@ -199,6 +203,19 @@ def test_relabeled_goals_respect_strategy_episode_and_ring(
     relabeled = check_batch(batch, writer, strategy)
     if n_sampled_goal == 0:
         assert not relabeled.any()
+
+
+def test_streams_in_step_with_some_envs_starting_an_episode() -> None:
+    # Both envs reach row 3 after one episode each, env 1 at the start of its next one:
+    # the streams are in step while only some envs write a first observation.
+    buffer = tagged_buffer(40, 2, seed=5)
+    writer = TaggedWriter(buffer, [[1, 3] * 10, [2, 4] * 10])
+    for _ in range(2):
+        writer.add_step()
+    assert buffer._synced == (3, 2) and buffer._n_starting == 1
+    for _ in range(30):
+        writer.add_step()
+    check_batch(buffer.sample(500), writer, GoalSelectionStrategy.FUTURE)
 
 
 @pytest.mark.parametrize("n_sampled_goal", [1, 4])
@@ -288,7 +305,7 @@ def test_truncate_last_trajectory_makes_episodes_in_progress_sampleable() -> Non
     assert last.any()
     # A truncation bootstraps: dones stay 0 with handle_timeout_termination=True.
     assert not batch.dones.any()
-    assert buffer._truncated[buffer._base + (buffer._head - 2) % buffer.rows_per_env].all()
+    assert buffer._truncated[((buffer._head - 2) % buffer.rows_per_env) * 2 + [0, 1]].all()
     buffer.truncate_last_trajectory()  # nothing in progress: a no-op
     assert buffer.n_transitions == 12
 

@@ -200,7 +200,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         truncated = done & timeout
         if self._infer_info_keys:
             self._adopt_info_keys(infos[0])
-        action = np.asarray(action).reshape((self.n_envs, *self.core._action_shape))
+        action = np.asarray(action).reshape((self.n_envs, *self.core.action_shape))
         self.core.add(obs, next_obs, action, reward, done & ~truncated, truncated, infos)
 
     def _adopt_info_keys(self, info: dict[str, Any]) -> None:
@@ -246,7 +246,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
 
     def truncate_last_trajectory(self) -> None:
         """Ends the episodes in progress (stable-baselines3 calls it after loading)."""
-        if (self.core._head > self.core._ep_start).any():
+        if self.core.episodes_in_progress:
             warnings.warn(
                 "The last trajectory in the replay buffer will be truncated.\n"
                 "If you are in the same episode as when the replay buffer was saved,\n"
