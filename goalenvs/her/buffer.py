@@ -252,17 +252,24 @@ class HerReplayBuffer:
         self._t_hi = np.zeros(n, dtype=np.int64)
         self._sync_state()
         self._out_cache: dict[int, dict[str, Any]] = {}
+        self._no_flags = bytes(n)  # tobytes() of an all-False flag vector: a cheap any()
 
     def _sync_state(self) -> None:
-        """Recomputes the cached summaries of the per-stream counters."""
+        """Recomputes the cached summaries of the per-stream counters (arrays current)."""
         head, t_count = self._head, self._t_count
         # While every stream is at the same row and transition (episodes that end together),
-        # add() writes one contiguous row slice per array instead of scattering.
+        # add() writes one contiguous row slice per array instead of scattering, and the
+        # two counters live in this pair of ints; the arrays are brought up to date by
+        # _materialize() before anything reads them.
         synced = bool((head == head[0]).all() and (t_count == t_count[0]).all())
         self._synced: tuple[int, int] | None = (int(head[0]), int(t_count[0])) if synced else None
         self._starting = head == self._ep_start
         self._n_starting = int(self._starting.sum())
         self._retire_at = int(self._valid_lo.min())
+
+    def _materialize(self) -> None:
+        if self._synced is not None:
+            self._head[:], self._t_count[:] = self._synced
 
     # ------------------------------------------------------------------ properties
     @property
@@ -325,7 +332,7 @@ class HerReplayBuffer:
             # Writing next_obs at row head + 1 overwrites row head + 1 - R of every stream:
             # first retire, whole, the oldest episode that row belongs to.
             if head + 1 - R >= self._retire_at:
-                self._retire_overwritten(self._head + 1 - R)
+                self._retire_overwritten(head + 1 - R)
             row, next_row = head % R, (head + 1) % R
             # Row r of every stream is the slice [r * n, (r + 1) * n) of each flat array.
             here, there = slice(row * n, row * n + n), slice(next_row * n, next_row * n + n)
@@ -336,9 +343,6 @@ class HerReplayBuffer:
                 rows = row * n + np.flatnonzero(self._starting)
                 for key, store in self._obs.items():
                     store[rows] = obs[key][self._starting]
-            for key, store in self._obs.items():
-                store[there] = next_obs[key]
-            self._trans_row[(t_count % R) * n : (t_count % R) * n + n] = row
             self._synced = (head + 1, t_count + 1)
         else:
             self._retire_overwritten(self._head + 1 - R)
@@ -349,33 +353,48 @@ class HerReplayBuffer:
                 starting = np.flatnonzero(self._starting)
                 for key, store in self._obs.items():
                     store[here[starting]] = obs[key][starting]
-            for key, store in self._obs.items():
-                store[there] = next_obs[key]
-            self._trans_row[(self._t_count % R) * n + self._env] = row
+            self._head += 1
+            self._t_count += 1
+        for key, store in self._obs.items():
+            store[there] = next_obs[key]
         self._actions[here] = action
         self._rewards[here] = reward
-        self._terminated[here] = terminated
-        self._truncated[here] = truncated
         for key, value in info_values.items():
             self._infos[key][here] = value
-        self._to_start[here] = self._head - self._ep_start
-        self._head += 1
-        self._t_count += 1
-
-        done = terminated | truncated
-        if done.any():
-            self._close_episodes(np.flatnonzero(done))
+        # Only an episode's last transition can be terminated or truncated: the flags, the
+        # row offsets and the transition index are written once per episode, at its end.
+        if terminated.tobytes() != self._no_flags or truncated.tobytes() != self._no_flags:
+            done = terminated | truncated
+            envs = np.flatnonzero(done)
+            self._close_episodes(envs, terminated[envs], truncated[envs])
         elif self._n_starting:
             self._starting[:] = False
             self._n_starting = 0
 
-    def _close_episodes(self, envs: np.ndarray) -> None:
+    def _close_episodes(
+        self, envs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
+    ) -> None:
         # The final observation already sits at row head (written as the last next_obs);
         # the next episode starts after it.
         R, n = self.rows_per_env, self.n_envs
+        self._materialize()
         start = self._ep_start[envs]
         length = self._head[envs] - start
         self._ep_len[(start % R) * n + envs] = length
+        # Per-row values of all closing episodes at once, flattened episode after episode:
+        # with lengths (2, 3) the offsets are 0 1 | 0 1 2.
+        offset = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
+        env = np.repeat(envs, length)
+        rows = (np.repeat(start, length) + offset) % R
+        flat = rows * n + env
+        self._to_start[flat] = offset
+        first_transition = self._t_count[envs] - length
+        self._trans_row[((np.repeat(first_transition, length) + offset) % R) * n + env] = rows
+        self._terminated[flat] = False
+        self._truncated[flat] = False
+        last = ((self._head[envs] - 1) % R) * n + envs
+        self._terminated[last] = terminated
+        self._truncated[last] = truncated
         self._t_hi[envs] = self._t_count[envs]
         self._head[envs] += 1
         self._ep_start[envs] = self._head[envs]
@@ -412,29 +431,36 @@ class HerReplayBuffer:
         envs = np.flatnonzero(~self._starting)
         if envs.size == 0:
             return
-        R, n = self.rows_per_env, self.n_envs
-        self._truncated[((self._head[envs] - 1) % R) * n + envs] = True
-        self._close_episodes(envs)
+        self._close_episodes(envs, np.zeros(envs.size, bool), np.ones(envs.size, bool))
 
-    def _check_obs(self, name: str, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if not isinstance(obs, dict) and not isinstance(obs, Mapping):
+    def _check_obs(self, name: str, obs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+        # The hot path of add(): one shape comparison per key; anything else falls through
+        # to the careful checks below, which coerce or explain.
+        try:
+            if len(obs) == len(self._obs_shapes):
+                for key, expected in self._obs_shapes.items():
+                    if obs[key].shape != expected:
+                        break
+                else:
+                    return obs
+        except (TypeError, KeyError, AttributeError):
+            pass
+        if not isinstance(obs, Mapping):
             raise TypeError(f"{name} must be a dict of arrays, got {type(obs).__name__}")
-        if len(obs) != len(self._obs) or any(key not in obs for key in self._obs):
+        if obs.keys() != self._obs_shapes.keys():
             raise ValueError(
                 f"{name} has keys {sorted(obs.keys())}, expected {sorted(self._obs.keys())}"
             )
-        out = {}
+        checked = {}
         for key, expected in self._obs_shapes.items():
-            value = obs[key]
-            if type(value) is not np.ndarray:
-                value = np.asarray(value)
+            value = np.asarray(obs[key])
             if value.shape != expected:
                 raise ValueError(
                     f"{name}[{key!r}] has shape {value.shape}, expected {expected} "
                     f"(n_envs, *shape of {self.observation_space[key]})"
                 )
-            out[key] = value
-        return out
+            checked[key] = value
+        return checked
 
     def _check_action(self, action: Any) -> np.ndarray:
         action = np.asarray(action)
@@ -669,6 +695,7 @@ class HerReplayBuffer:
             np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
 
     def _state_arrays(self) -> dict[str, np.ndarray]:
+        self._materialize()
         return {
             "actions": self._actions,
             "rewards": self._rewards,
@@ -759,6 +786,8 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
 
 
 def _vector(name: str, value: Any, n: int) -> np.ndarray:
+    if type(value) is np.ndarray and value.shape == (n,):
+        return value
     array = np.asarray(value)
     if array.shape != (n,):
         if array.size == n:
