@@ -91,6 +91,7 @@ def episode_steps(n_envs: int, rng: np.random.Generator) -> list[tuple]:
                     -np.ones(n_envs, np.float32),
                     np.full(n_envs, last),
                     [{"TimeLimit.truncated": True} if last else {} for _ in range(n_envs)],
+                    np.zeros(n_envs, bool),  # terminated (goalenvs keeps it apart)
                 )
             )
     return steps
@@ -120,7 +121,7 @@ def worker(kind: str, n_envs: int) -> dict:
     if kind == "sb3":
         from stable_baselines3 import HerReplayBuffer
 
-        np.random.seed(0)
+        np.random.seed(0)  # noqa: NPY002 (stable-baselines3 samples from the global generator)
         buffer = HerReplayBuffer(
             TRANSITIONS,
             venv.observation_space,
@@ -131,7 +132,7 @@ def worker(kind: str, n_envs: int) -> dict:
         )
 
         def add(step: tuple) -> None:
-            obs, next_obs, action, reward, done, infos = step
+            obs, next_obs, action, reward, done, infos, _ = step
             buffer.add(obs, next_obs, action, reward, done, infos)
 
         def sample(batch: int) -> object:
@@ -147,8 +148,8 @@ def worker(kind: str, n_envs: int) -> dict:
         )
 
         def add(step: tuple) -> None:
-            obs, next_obs, action, reward, done, infos = step
-            buffer.add(obs, next_obs, action, reward, done & False, done, None)
+            obs, next_obs, action, reward, truncated, _, terminated = step
+            buffer.add(obs, next_obs, action, reward, terminated, truncated, None)
 
         def sample(batch: int) -> object:
             return buffer.sample(batch, device="cpu")

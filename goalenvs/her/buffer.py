@@ -61,7 +61,8 @@ class GoalSelectionStrategy(str, enum.Enum):
       ``t..T-1`` (inclusive of ``t`` itself, as stable-baselines3);
     - ``final``: the episode's last achieved goal (``j = T-1``);
     - ``episode``: ``j`` drawn uniformly in ``0..T-1``;
-    - ``random``: the next achieved goal of any transition in the buffer.
+    - ``random``: the next achieved goal of any transition in the buffer (drawn
+      uniformly over the complete episodes of every env).
     """
 
     FUTURE = "future"
@@ -89,8 +90,12 @@ class HerBatch(NamedTuple):
     """A sampled batch; arrays (or tensors) have leading dimension ``batch_size``.
 
     ``observations["desired_goal"]`` and ``next_observations["desired_goal"]`` hold the
-    (possibly relabeled) goal, ``rewards`` are the rewards for that goal, and ``dones`` is
-    1.0 where the target must not bootstrap.
+    (possibly relabeled) goal, ``rewards`` (float32) are the rewards for that goal, and
+    ``dones`` (float32) is 1.0 where the target must not bootstrap. Discrete actions come
+    as int64 of shape ``(batch_size,)``.
+
+    Unless sampled with ``copy=True``, the arrays belong to the buffer and the next
+    ``sample`` of the same batch size overwrites them (see :meth:`HerReplayBuffer.sample`).
     """
 
     observations: dict[str, Any]
@@ -108,12 +113,11 @@ def resolve_goal_function(source: Any, name: str) -> GoalFunction:
     ``SyncVectorEnv`` or stable-baselines3 ``DummyVecEnv`` lends its first sub-env's); any
     other object with stable-baselines3's ``env_method`` is asked through it.
     """
-    argument = name
     if isinstance(source, gym.Env):
         try:
             return source.get_wrapper_attr(name)
         except AttributeError:
-            raise TypeError(f"{argument}: the env {source} has no method {name}") from None
+            raise TypeError(f"{name}: the env {source} has no method {name}") from None
     inner = getattr(source, "unwrapped", None)
     if inner is not None and callable(getattr(inner, name, None)):
         return getattr(inner, name)
@@ -124,7 +128,7 @@ def resolve_goal_function(source: Any, name: str) -> GoalFunction:
             try:
                 return first.get_wrapper_attr(name)
             except AttributeError:
-                raise TypeError(f"{argument}: the sub-env {first} has no method {name}") from None
+                raise TypeError(f"{name}: the sub-env {first} has no method {name}") from None
     if callable(getattr(source, "env_method", None)):
 
         def remote(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> Any:
@@ -134,7 +138,7 @@ def resolve_goal_function(source: Any, name: str) -> GoalFunction:
     if callable(source) and not isinstance(source, gym.vector.VectorEnv):
         return source
     raise TypeError(
-        f"{argument} must be a goal env (single or vector, wrappers allowed) or a callable "
+        f"{name} must be a goal env (single or vector, wrappers allowed) or a callable "
         f"(achieved_goal, desired_goal, info) -> array; got {source!r}"
     )
 
@@ -559,7 +563,14 @@ class HerReplayBuffer:
         # "future" draws a goal row in 7 + 1 .. 6 + T, i.e. (8..9) % 8 = 0..1: the next
         # achieved goals of transitions 1..2 (t..T-1); "final" takes (6 + 3) % 8 = 1;
         # "episode" a row in 6 + 1 .. 6 + 3.
-        offset = self._to_start[row * n + env]
+        if n == 1:
+            index = row
+            next_index = row + 1
+            next_index[next_index == R] = 0
+        else:
+            index = row * n + env
+            next_index = ((row + 1) % R) * n + env
+        offset = self._to_start[index]
         start = row - offset
         length = self._ep_len[(start % R) * n + env]
         relabel = rng.random(B) < self.her_ratio
@@ -577,8 +588,6 @@ class HerReplayBuffer:
             # floor(r * span) can round up to span for r just below 1: clamp it.
             pick = np.minimum((rng.random(B) * span).astype(np.int64), np.subtract(span, 1))
             goal_index = ((first + pick) % R) * n + env
-        index = row * n + env
-        next_index = ((row + 1) % R) * n + env
 
         out = self._outputs(B, copy)
         obs, next_obs = out["observations"], out["next_observations"]

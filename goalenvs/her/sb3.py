@@ -60,7 +60,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
     allocated.
 
     Args:
-        buffer_size: transitions kept (as stable-baselines3, over all envs).
+        buffer_size: rows kept over all envs: transitions plus one row per stored episode
+            for its final observation (50-step episodes: 50/51 of it are transitions).
         observation_space: the goal Dict observation space.
         action_space: the action space.
         env: the training VecEnv (stable-baselines3 passes it); its first sub-env's
