@@ -14,10 +14,9 @@ from goalenvs.core import GoalEnv
 pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")
 
-from stable_baselines3 import DDPG, DQN  # noqa: E402
+from stable_baselines3 import DQN, SAC  # noqa: E402
 from stable_baselines3 import HerReplayBuffer as SB3HerReplayBuffer  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
-from stable_baselines3.common.noise import NormalActionNoise  # noqa: E402
 from stable_baselines3.common.vec_env import VecNormalize  # noqa: E402
 
 from goalenvs.her.sb3 import HerReplayBuffer  # noqa: E402
@@ -28,7 +27,8 @@ torch.set_num_threads(1)
 class PointGoalEnv(GoalEnv):
     """A 2D point that moves by 0.1 * action toward a goal in [-1, 1]^2.
 
-    Stands in for goalenvs' PointReach in these tests; reward -1 until within 0.1, then 0.
+    Small and fast for the adapter's plumbing tests (the learning test uses PointReach);
+    reward -1 until within 0.1, then 0.
     ``crash_penalty`` adds an info-borne penalty (left half-plane), to exercise info_keys.
     """
 
@@ -181,7 +181,7 @@ def test_adapter_under_sb3_dqn_and_pickled_buffer_round_trip(tmp_path: Path) -> 
 
 
 def success_rate(model, episodes: int = 50) -> float:
-    env = gym.wrappers.TimeLimit(PointGoalEnv(), 50)
+    env = gym.make("goalenvs/PointReach-v0")
     successes = 0
     for episode in range(episodes):
         obs, _ = env.reset(seed=10_000 + episode)
@@ -198,19 +198,23 @@ def success_rate(model, episodes: int = 50) -> float:
 @pytest.mark.parametrize(
     "buffer_class", [HerReplayBuffer, SB3HerReplayBuffer], ids=["goalenvs", "sb3"]
 )
-def test_ddpg_learns_point_reach_with_the_adapter_as_with_sb3s_buffer(buffer_class: type) -> None:
-    venv = make_env(1, seed=1)
-    model = DDPG(
+def test_sac_learns_point_reach_with_the_adapter_as_with_sb3s_buffer(buffer_class: type) -> None:
+    # The same budget for both buffers: 5000 steps, one gradient step each (both reach
+    # 0.94 on this seed; about 40 s each on an idle core).
+    import goalenvs  # noqa: F401  (registers goalenvs/PointReach-v0)
+
+    venv = make_vec_env("goalenvs/PointReach-v0", n_envs=1, seed=1)
+    model = SAC(
         "MultiInputPolicy",
         venv,
         replay_buffer_class=buffer_class,
         replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
-        learning_starts=200,
+        learning_starts=300,
         batch_size=128,
         gamma=0.95,
-        action_noise=NormalActionNoise(np.zeros(2), 0.2 * np.ones(2)),
+        learning_rate=1e-3,
         policy_kwargs={"net_arch": [64, 64]},
         seed=1,
     )
-    model.learn(3000)
+    model.learn(5000)
     assert success_rate(model) >= 0.9
