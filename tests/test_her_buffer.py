@@ -542,3 +542,64 @@ def test_bad_arguments_fail_with_clear_messages() -> None:
         buffer.sample(0)
     with pytest.raises(TypeError, match="batch_size must be an int"):
         buffer.sample(2.5)
+
+
+def test_fed_by_a_native_vector_env_with_terminations_and_saved_with_its_infos(
+    tmp_path: Path,
+) -> None:
+    from gymnasium.vector import AutoresetMode
+
+    import goalenvs  # noqa: F401  (registers the ids)
+
+    envs = gym.make_vec(
+        "goalenvs/BitFlipping-v0",
+        num_envs=3,
+        vectorization_mode="vector_entry_point",
+        autoreset_mode=AutoresetMode.SAME_STEP,
+        n_bits=3,
+    )
+    buffer = HerReplayBuffer(
+        300,
+        envs.single_observation_space,
+        envs.single_action_space,
+        envs,  # the native vector env lends its compute_reward
+        n_envs=3,
+        info_keys=("is_success",),
+        compute_terminated=envs,
+        seed=4,
+    )
+    rng = np.random.default_rng(0)
+    obs, _ = envs.reset(seed=0)
+    ends = {"terminated": 0, "truncated": 0}
+    for _ in range(150):
+        action = rng.integers(0, 3, 3)
+        obs_next, reward, terminated, truncated, info = envs.step(action)
+        next_obs = {k: v.copy() for k, v in obs_next.items()}
+        success = info["is_success"].copy()
+        for i in np.flatnonzero(terminated | truncated):  # same-step autoreset
+            for key in next_obs:
+                next_obs[key][i] = info["final_obs"][i][key]
+            success[i] = info["final_info"][i]["is_success"]
+        infos = {"is_success": success}
+        buffer.add(obs, next_obs, action, reward, terminated, truncated, infos)
+        ends["terminated"] += int(terminated.sum())
+        ends["truncated"] += int(truncated.sum())
+        obs = obs_next
+    assert ends["terminated"] > 0 and ends["truncated"] > 0  # both kinds of episode end
+    batch = buffer.sample(1000, copy=True)
+    achieved, goal = batch.next_observations["achieved_goal"], batch.observations["desired_goal"]
+    np.testing.assert_array_equal(
+        batch.rewards, envs.unwrapped.compute_reward(achieved, goal, None)
+    )
+    # Terminated (success) recomputed for relabeled goals, stored for the others: either
+    # way a sample is done exactly when its next achieved goal is its goal.
+    np.testing.assert_array_equal(batch.dones, np.all(achieved == goal, axis=1))
+    assert 0 < batch.dones.mean() < 1
+    path = tmp_path / "bits.npz"
+    buffer.save(path)
+    loaded = HerReplayBuffer.load(path, envs, compute_terminated=envs)
+    assert loaded.info_keys == ("is_success",) and loaded._infos["is_success"].dtype == bool
+    a, b = buffer.sample(300, copy=True), loaded.sample(300, copy=True)
+    np.testing.assert_array_equal(a.observations["desired_goal"], b.observations["desired_goal"])
+    np.testing.assert_array_equal(a.rewards, b.rewards)
+    np.testing.assert_array_equal(a.dones, b.dones)
