@@ -7,7 +7,7 @@ measured as the growth of the process's RSS (VmRSS) from before construction to 
 the fill: everything the buffer keeps alive, Python objects included.
 
 Printed per buffer: add time per env step (one add() call of n_envs transitions),
-sample time at batch 256 and 2048 (best of 5 runs of many calls; both as torch CPU
+sample time at batch 256 and 2048 (best of 7 runs of many calls; both as torch CPU
 tensors, which is what stable-baselines3 returns), and RSS growth. The "floor" is a plain
 numpy gather of the same bytes: uniform random rows, then one fancy-index per stored
 array (obs/next obs rows, action, reward, done), with no relabeling and no bookkeeping.
@@ -97,7 +97,7 @@ def episode_steps(n_envs: int, rng: np.random.Generator) -> list[tuple]:
     return steps
 
 
-def best_time(function, calls: int, repeats: int = 5) -> float:
+def best_time(function, calls: int, repeats: int = 7) -> float:
     """Seconds per call: the best of ``repeats`` runs of ``calls`` calls."""
     best = float("inf")
     for _ in range(repeats):
@@ -161,7 +161,7 @@ def worker(kind: str, n_envs: int) -> dict:
     memory = rss_bytes() - baseline
     result = {"add": add_time, "rss": memory}
     for batch in BATCHES:
-        result[f"sample{batch}"] = best_time(lambda b=batch: sample(b), 20_000 // batch + 20)
+        result[f"sample{batch}"] = best_time(lambda b=batch: sample(b), 40_000 // batch + 40)
     if kind == "goalenvs":
         result["stored"] = buffer.n_transitions
         arrays = [*buffer._obs.values(), buffer._actions, buffer._rewards, buffer._terminated]
@@ -175,7 +175,7 @@ def worker(kind: str, n_envs: int) -> dict:
             return [torch.from_numpy(array) for array in out]
 
         for batch in BATCHES:
-            result[f"floor{batch}"] = best_time(lambda b=batch: floor(b), 20_000 // batch + 20)
+            result[f"floor{batch}"] = best_time(lambda b=batch: floor(b), 40_000 // batch + 40)
     else:
         result["stored"] = int((buffer.ep_length > 0).sum())
     return result
