@@ -11,7 +11,7 @@ import pytest
 import goalenvs
 from goalenvs.cli import main as cli_main
 from goalenvs.envs.canvas import Window
-from goalenvs.play import drive
+from goalenvs.play import drive, keyboard_controller
 
 pygame = pytest.importorskip("pygame")
 Image = pytest.importorskip("PIL.Image")
@@ -76,6 +76,25 @@ def test_number_key_and_click_flip_the_chosen_bits(window, env_id):
     env.close()
 
 
+def test_up_arrow_drives_the_parking_car_forward(window):
+    env = LastObs(gym.make("goalenvs/Parking-v0", render_mode="rgb_array"))
+    pygame.event.post(key(pygame.KEYDOWN, pygame.K_UP))
+    drive(env, window=window, frames=4, fps=1000, seed=0, verbose=False)
+    start, last = env.start["achieved_goal"], env.last["achieved_goal"]
+    heading = start[4:6]  # (cos, sin) of the heading
+    assert np.dot(last[:2] - start[:2], heading) > 0
+    env.close()
+
+
+def test_parking_arrows_map_to_throttle_and_steering():
+    controller = keyboard_controller(gym.make("goalenvs/Parking-v0", render_mode="rgb_array"))
+    assert not controller.turn_based
+    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_UP)]).actions
+    assert action.dtype == np.float32 and action[0] > 0 and action[1] == 0
+    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_LEFT)]).actions
+    assert action[0] > 0 and action[1] != 0
+
+
 def test_cli_drive_records_a_frame_per_reset_and_step(tmp_path, capsys):
     out = tmp_path / "reach.gif"
     pygame.display.init()
@@ -92,7 +111,7 @@ def test_cli_drive_records_a_frame_per_reset_and_step(tmp_path, capsys):
         assert gif.size == (400, 440)
 
 
-@pytest.mark.parametrize("env_id", [i for i in goalenvs.ENV_IDS if "Parking" not in i])
+@pytest.mark.parametrize("env_id", goalenvs.ENV_IDS)
 def test_human_mode_opens_and_closes_a_window(env_id):
     env = gym.make(env_id, render_mode="human")
     env.reset(seed=0)
