@@ -664,7 +664,8 @@ def _run(args: argparse.Namespace) -> int:
             env_id = getattr(policy, "env_id", None)
             if not env_id:
                 raise PlayError(f"{policy_path} does not name its env; pass ENV_ID")
-        if args.env_kwargs is None:
+        # The checkpoint's env arguments belong to its env; another id gets only its own.
+        if args.env_kwargs is None and env_id == getattr(policy, "env_id", None):
             env_kwargs = dict(getattr(policy, "env_kwargs", None) or {})
     if env_id is None:
         raise PlayError("give an ENV_ID to drive, or --policy PATH to watch")
@@ -784,7 +785,8 @@ def _load_policy(path: str) -> Any:
     try:
         return load_policy(path)
     except CheckpointError as exc:
-        raise PlayError(f"--policy {path!r}: {exc}") from None
+        where = "--policy" if path in str(exc) else f"--policy {path!r}"
+        raise PlayError(f"{where}: {exc}") from None
 
 
 def policy_function(policy: Any, env: Any, path: str = "the policy") -> Callable[[Any], Any]:
@@ -796,15 +798,21 @@ def policy_function(policy: Any, env: Any, path: str = "the policy") -> Callable
     """
     env_name = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
     trained_on = getattr(policy, "env_id", None) or "another env"
+    if getattr(policy, "env_kwargs", None):
+        trained_on += f" (env kwargs {json.dumps(policy.env_kwargs)})"
     for attribute, env_space in (
         ("observation_space", env.observation_space),
         ("action_space", env.action_space),
     ):
         policy_space = getattr(policy, attribute, None)
-        if policy_space is not None and not _same_space(policy_space, env_space):
+        if policy_space is None:
+            continue
+        difference = _space_difference(policy_space, env_space, attribute)
+        if difference is not None:
+            name, in_policy, in_env = difference
             raise PlayError(
-                f"policy {path} does not match {env_name}: it was trained on {trained_on} "
-                f"with {attribute} {policy_space}, the env has {env_space}"
+                f"policy {path} does not match {env_name}: it was trained on {trained_on}, "
+                f"whose {name} is {in_policy}; this env's is {in_env}"
             )
 
     def policy_fn(obs: Any) -> Any:
@@ -838,13 +846,19 @@ def _as_space_action(action: Any, space: spaces.Space) -> Any:
     return action
 
 
-def _same_space(a: Any, b: Any) -> bool:
+def _space_difference(a: Any, b: Any, name: str) -> tuple[str, Any, Any] | None:
+    """The first place where two spaces differ in kind or shape: (where, a's, b's)."""
     if isinstance(a, spaces.Dict) and isinstance(b, spaces.Dict):
-        return a.keys() == b.keys() and all(_same_space(a[k], b[k]) for k in a)
-    if isinstance(a, spaces.Space) and isinstance(b, spaces.Space):
-        return (
-            type(a) is type(b)
-            and a.shape == b.shape
-            and (not isinstance(a, spaces.Discrete) or a.n == b.n)
-        )
-    return a == b
+        if a.keys() != b.keys():
+            return f"{name} keys", sorted(a.keys()), sorted(b.keys())
+        for key in a:
+            found = _space_difference(a[key], b[key], f"{name}[{key!r}]")
+            if found is not None:
+                return found
+        return None
+    same = (
+        type(a) is type(b)
+        and a.shape == b.shape
+        and (not isinstance(a, spaces.Discrete) or a.n == b.n)
+    )
+    return None if same else (name, a, b)

@@ -535,6 +535,19 @@ def test_policy_of_other_spaces_is_refused_with_one_line(capsys, monkeypatch, tm
     assert rc == 2 and "returned an action of shape (3,)" in err
 
 
+def test_policy_spaces_are_compared_key_by_key(capsys, monkeypatch, tmp_path):
+    checkpoint = tmp_path / "policy.pt"
+    checkpoint.write_bytes(b"")
+    policy = FakePolicy("goalenvs/Other-v0", 4, 2)
+    box = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    policy.observation_space = goal_dict_space(spaces.Box(-1.0, 1.0, (5,), np.float32), box)
+    monkeypatch.setattr(play, "_load_policy", lambda path: policy)
+    rc, err = run_cli(capsys, DOT_ID, "--policy", str(checkpoint), "--headless")
+    assert rc == 2 and err.count("\n") == 1
+    assert "whose observation_space['observation'] is Box(-1.0, 1.0, (5,), float32); " in err
+    assert "this env's is Box(-1.0, 1.0, (2,), float32)" in err
+
+
 def test_cli_watches_a_policy_named_by_its_checkpoint(capsys, monkeypatch, tmp_path):
     checkpoint = tmp_path / "policy.pt"
     checkpoint.write_bytes(b"")
