@@ -481,8 +481,10 @@ def drive(
         env.reset(seed=seed)
         frame = _frame(env)
         screen.record(frame)
+        # The first frame is on screen before any input is read or any step taken.
+        running = screen.display(frame)
         episode_return, length, frame_count = 0.0, 0, 0
-        while frames is None or frame_count < frames:
+        while running and (frames is None or frame_count < frames):
             command = controller.process(screen.events())
             if command.quit:
                 break
@@ -512,8 +514,7 @@ def drive(
                     screen.record(frame)
             if episodes is not None and stats.episodes >= episodes:
                 break
-            if not screen.display(frame):
-                break
+            running = screen.display(frame)
             frame_count += 1
     finally:
         screen.close()
