@@ -430,6 +430,16 @@ class _Screen:
     def events(self) -> list[Any]:
         return [] if self.window is None else self.window.events()
 
+    def quit_asked(self) -> bool:
+        """Whether the viewer pressed Esc or closed the window since the last call."""
+        if self.window is None:
+            return False
+        pg = self.window.pygame
+        return any(
+            e.type == pg.QUIT or (e.type == pg.KEYDOWN and e.key == pg.K_ESCAPE)
+            for e in self.events()
+        )
+
     def display(self, frame: np.ndarray | None) -> bool:
         """Shows ``frame`` and ticks; False once the window was closed."""
         if frame is None or not self.show:
@@ -555,7 +565,6 @@ def watch(
             f"recording needs the env made with render_mode='rgb_array', got {env.render_mode!r}"
         )
     screen = _Screen(env, fps, window, show, recorder)
-    pygame = import_pygame() if show and env.render_mode == "rgb_array" else None
     stats = EpisodeStats()
     try:
         for episode in range(int(episodes)):
@@ -571,7 +580,7 @@ def watch(
                 done = bool(terminated or truncated)
                 frame = _frame(env)
                 screen.record(frame)
-                running = screen.display(frame) and not _quit_asked(screen.events(), pygame)
+                running = screen.display(frame) and not screen.quit_asked()
             if not done:
                 break
             line = stats.add(episode_return, length, _success(info))
@@ -584,13 +593,6 @@ def watch(
     if verbose:
         print(stats.summary())
     return stats
-
-
-def _quit_asked(events: list[Any], pygame: Any) -> bool:
-    return any(
-        e.type == pygame.QUIT or (e.type == pygame.KEYDOWN and e.key == pygame.K_ESCAPE)
-        for e in events
-    )
 
 
 def _title(env: Any) -> str:
