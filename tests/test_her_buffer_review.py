@@ -248,10 +248,11 @@ def assert_same_batch(a: HerBatch, b: HerBatch) -> None:
 
 
 def make_buffer(
-    rows: int, n_envs: int, recorder: RecordingReward, **kwargs: Any
+    rows: int, n_envs: int, recorder: RecordingReward, spare: int = 0, **kwargs: Any
 ) -> HerReplayBuffer:
+    """``rows`` per env; ``spare`` (< n_envs) extra buffer_size rows that no env can use."""
     return HerReplayBuffer(
-        rows * n_envs,
+        rows * n_envs + spare,
         SPACE,
         ACTIONS,
         recorder.reward,
@@ -278,6 +279,7 @@ plan_entry = st.tuples(st.integers(1, 5), st.sampled_from(["terminated", "trunca
     # 0: truncate_last_trajectory, 1: save and load, 2-3: sample, otherwise 1-3 add()s
     ops=st.lists(st.integers(0, 15), min_size=1, max_size=90),
     seed=st.integers(0, 2**20),
+    spare=st.integers(0, 2),
 )
 def test_every_sample_matches_the_reference_model(
     n_envs: int,
@@ -291,6 +293,7 @@ def test_every_sample_matches_the_reference_model(
     dict_infos: bool,
     ops: list[int],
     seed: int,
+    spare: int,
 ) -> None:
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
@@ -305,10 +308,12 @@ def test_every_sample_matches_the_reference_model(
         "handle_timeout_termination": handle_timeout,
         "compute_terminated": RecordingReward.reached if recompute_terminated else None,
         "seed": seed,
+        "spare": min(spare, n_envs - 1),
     }
     buffer = make_buffer(rows, n_envs, recorder, **options)
     # The twin sees the same calls but is never saved and loaded, and samples as torch.
     twin = make_buffer(rows, n_envs, twin_recorder, **options)
+    assert buffer.rows_per_env == rows
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "buffer.npz"
         for op in [*ops, 2]:
@@ -550,3 +555,45 @@ def test_an_info_value_is_not_silently_cast_to_the_dtype_of_the_first_add() -> N
     batch = buffer.sample(64)
     step = batch.observations["observation"][:, 2]
     np.testing.assert_array_equal(seen[0]["distance"], np.where(step == 1, 0.75, 0.0))
+
+
+def test_the_spaces_dtypes_are_kept_exactly() -> None:
+    space = spaces.Dict(
+        observation=spaces.Box(-BIG, BIG, (2,), np.float64),
+        achieved_goal=spaces.MultiBinary(4),
+        desired_goal=spaces.MultiBinary(4),
+    )
+
+    def mismatches(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
+        return -(achieved_goal != desired_goal).sum(-1).astype(np.float32)
+
+    buffer = HerReplayBuffer(
+        30, space, spaces.Discrete(5), mismatches, n_sampled_goal=1_000_000, seed=0
+    )
+    bits = np.eye(4, dtype=np.int8)  # step i achieves bit i - 1; the goal is never achieved
+    for i in range(3):
+        obs = {
+            "observation": np.array([[1 + 1e-12 * i, i]]),  # not representable in float32
+            "achieved_goal": np.zeros((1, 4), np.int8) if i == 0 else bits[i - 1 : i],
+            "desired_goal": np.ones((1, 4), np.int8),
+        }
+        nxt = {
+            "observation": np.array([[1 + 1e-12 * (i + 1), i + 1]]),
+            "achieved_goal": bits[i : i + 1],
+            "desired_goal": np.ones((1, 4), np.int8),
+        }
+        buffer.add(obs, nxt, np.array([[i + 1]]), np.zeros(1), [False], [i == 2])
+    batch = buffer.sample(500)
+    obs, nxt = batch.observations, batch.next_observations
+    assert obs["observation"].dtype == np.float64 and obs["desired_goal"].dtype == np.int8
+    step = obs["observation"][:, 1].astype(int)
+    np.testing.assert_array_equal(obs["observation"][:, 0], 1 + 1e-12 * step)
+    np.testing.assert_array_equal(nxt["observation"][:, 0], 1 + 1e-12 * (step + 1))
+    np.testing.assert_array_equal(batch.actions, step + 1)
+    assert batch.actions.dtype == np.int64
+    # future goals: one-hot bits j in step..2, i.e. one of the next achieved goals
+    goal_bit = obs["desired_goal"].argmax(1)
+    assert (obs["desired_goal"].sum(1) == 1).all() and (goal_bit >= step).all()
+    np.testing.assert_array_equal(
+        batch.rewards, mismatches(nxt["achieved_goal"], obs["desired_goal"], None)
+    )
