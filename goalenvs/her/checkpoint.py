@@ -54,9 +54,10 @@ def space_from_dict(data: dict[str, Any]) -> spaces.Space:
     kind = data.get("type")
     if kind == "Box":
         shape = tuple(data["shape"])
-        low = np.asarray(data["low"], dtype=np.float64).reshape(shape)
-        high = np.asarray(data["high"], dtype=np.float64).reshape(shape)
-        return spaces.Box(low, high, shape, dtype=np.dtype(data.get("dtype", "float32")))
+        dtype = np.dtype(data.get("dtype", "float32"))
+        low = np.asarray(data["low"], dtype=dtype).reshape(shape)
+        high = np.asarray(data["high"], dtype=dtype).reshape(shape)
+        return spaces.Box(low, high, shape, dtype=dtype)
     if kind == "Discrete":
         return spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
     if kind == "MultiBinary":
@@ -76,6 +77,7 @@ def save_checkpoint(
     stored) or to state dicts. ``metadata`` must hold plain values only.
     """
     path = Path(path)
+    _check_plain(metadata, "metadata")
     payload: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -97,8 +99,33 @@ def save_checkpoint(
     return path
 
 
+def _check_plain(value: Any, where: str) -> None:
+    """Rejects anything ``torch.load(weights_only=True)`` would refuse to read back."""
+    if value is None or type(value) in (bool, int, float, str):
+        return
+    if type(value) in (list, tuple):
+        for i, item in enumerate(value):
+            _check_plain(item, f"{where}[{i}]")
+        return
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise TypeError(f"{where} has a non-string key {key!r}")
+            _check_plain(item, f"{where}[{key!r}]")
+        return
+    raise TypeError(
+        f"{where} is a {type(value).__name__}; checkpoint metadata holds only None, bool, int, "
+        "float, str, lists and dicts"
+    )
+
+
 def _state(obj: Any) -> Any:
     return obj.state_dict() if hasattr(obj, "state_dict") else obj
+
+
+def _unpickler_reason(exc: Exception) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if "Unsupported" in line]
+    return lines[0] if lines else str(exc).splitlines()[0]
 
 
 def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
@@ -112,7 +139,7 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise CheckpointError(
             f"refusing to load {str(path)!r}: it holds pickled Python objects, which could run "
             "code when loaded; goalenvs checkpoints hold only tensors and plain metadata "
-            f"({str(exc).splitlines()[0]})"
+            f"({_unpickler_reason(exc)})"
         ) from None
     except Exception as exc:
         raise CheckpointError(

@@ -56,18 +56,17 @@ class DDPG(Agent):
             next_values = self.critic_target(next_inputs, self.actor_target(next_inputs))
             target = self.targets(batch.rewards, batch.dones, next_values)
         critic_loss = (self.critic(inputs, actions) - target).square().mean()
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        distributed.average_gradients(self.critic.parameters())
-        self.critic_optimizer.step()
-
         pi = self.actor(inputs)
         q_pi = self.critic(inputs, pi)
         actor_loss = -q_pi.mean() + self.config.action_l2 * pi.square().mean()
+        # As baselines, both gradients are taken at the same (pre-step) parameters; the
+        # actor's loss differentiates through the critic but only the actor's are kept.
+        self.critic_optimizer.zero_grad(set_to_none=True)
         self.actor_optimizer.zero_grad(set_to_none=True)
-        # Only the actor's gradients are wanted; the critic's would be discarded anyway.
+        critic_loss.backward(inputs=list(self.critic.parameters()))
         actor_loss.backward(inputs=list(self.actor.parameters()))
-        distributed.average_gradients(self.actor.parameters())
+        distributed.average_gradients([*self.critic.parameters(), *self.actor.parameters()])
+        self.critic_optimizer.step()
         self.actor_optimizer.step()
         return {
             "critic_loss": critic_loss.detach(),

@@ -40,7 +40,7 @@ class Normalizer(nn.Module):
 
     def recompute(self) -> None:
         """Folds the pending sums (summed over workers) into the statistics."""
-        pending = distributed.all_reduce_sum(torch.from_numpy(self._pending))
+        pending = distributed.all_reduce_sum(torch.from_numpy(self._pending.copy()))
         self._pending[:] = 0.0
         pending = pending.to(self.sum.device)
         self.sum += pending[: self.size]

@@ -322,7 +322,7 @@ class Trainer:
             "best_success_rate": self.best_success,
             "best_return": self.best_return,
             "goalenvs_version": goalenvs.__version__,
-            "torch_version": torch.__version__,
+            "torch_version": str(torch.__version__),
         }
 
     def save(self, name: str, success: float, training: bool) -> Path:
