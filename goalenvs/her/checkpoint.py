@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,12 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+    if not zipfile.is_zipfile(path):
+        # torch.save writes a zip archive; anything else is cut short or another format.
+        raise CheckpointError(
+            f"{str(path)!r} is not a readable checkpoint (truncated, corrupt, or not a torch "
+            "file): it is not a torch zip archive"
+        )
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
