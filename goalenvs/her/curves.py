@@ -32,7 +32,7 @@ def plot_curves(rows: Sequence[dict[str, Any]], path: str | os.PathLike, title: 
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.88, wspace=0.25)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
     fig.savefig(tmp)
     os.replace(tmp, path)

@@ -39,6 +39,7 @@ from goalenvs.her.config import TrainConfig
 from goalenvs.her.policy import GOAL_KEYS, make_agent
 
 LOSS_NAMES = {"ddpg": ("critic_loss", "actor_loss", "q_mean"), "dqn": ("q_loss", "q_mean")}
+LABELS = {"critic_loss": "critic", "actor_loss": "actor", "q_loss": "loss", "q_mean": "Q"}
 
 
 class TrainingError(RuntimeError):
@@ -200,6 +201,7 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self._stop = False
         self.writer = None
+        self._plotter: threading.Thread | None = None
 
     def _new_buffer(self, seed: int):
         from goalenvs.her.buffer import HerReplayBuffer
@@ -420,7 +422,20 @@ class Trainer:
                     self.writer.add_scalar(key, value, row["env_steps"])
             self.writer.flush()
         rows = _read_progress(self.run_dir / "progress.csv")
-        plot_curves(rows, self.run_dir / "curves.png", f"{self.config.env_id} {self.config.algo}")
+        # Drawing takes a few hundred ms: it runs beside the next epoch's training.
+        self.wait_for_plot()
+        self._plotter = threading.Thread(
+            target=plot_curves,
+            args=(rows, self.run_dir / "curves.png", f"{self.config.env_id} {self.config.algo}"),
+            daemon=True,
+        )
+        self._plotter.start()
+
+    def wait_for_plot(self) -> None:
+        """Waits for the curves being drawn, if any."""
+        if self._plotter is not None:
+            self._plotter.join()
+            self._plotter = None
 
     # ---- main loop
 
@@ -508,6 +523,7 @@ class Trainer:
 
     def close(self) -> None:
         """Closes envs, the TensorBoard writer and a process group this run created."""
+        self.wait_for_plot()
         self.envs.close()
         self.eval_envs.close()
         self.env.close()
@@ -548,7 +564,9 @@ class _Display:
     def cycle(self, trainer: Trainer, cycle: int, stats: dict[str, list], elapsed: float) -> None:
         """Refreshes the status line after a cycle."""
         losses = "  ".join(
-            f"{name} {stats[name][-1]:.3g}" for name in LOSS_NAMES[self.config.algo] if stats[name]
+            f"{LABELS[name]} {stats[name][-1]:.3g}"
+            for name in LOSS_NAMES[self.config.algo]
+            if stats[name]
         )
         status = (
             f"cycle {cycle + 1}/{self.config.n_cycles}  steps {trainer.env_steps}  "
@@ -559,11 +577,14 @@ class _Display:
 
     def epoch(self, row: dict[str, Any], best: float) -> None:
         """Prints the epoch's summary line."""
-        losses = "  ".join(f"{name} {row[name]:.3g}" for name in LOSS_NAMES[self.config.algo])
+        losses = "  ".join(
+            f"{LABELS[name]} {row[name]:.3g}" for name in LOSS_NAMES[self.config.algo]
+        )
         self.progress.console.print(
-            f"epoch {row['epoch']:>4}  steps {row['env_steps']:>8}  "
+            f"epoch {row['epoch']:>3}  steps {row['env_steps']:>7}  "
             f"success {row['eval_success']:.2f} (best {best:.2f})  "
-            f"return {row['eval_return']:.1f}  {losses}  {row['steps_per_s']:.0f} steps/s"
+            f"return {row['eval_return']:.1f}  {losses}  {row['steps_per_s']:.0f} steps/s",
+            soft_wrap=True,
         )
         self.progress.update(self.task, completed=row["epoch"])
         self.progress.refresh()
