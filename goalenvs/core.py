@@ -394,6 +394,22 @@ class GoalVectorEnv(VectorEnv):
         shape, _, _ = goal_arrays(achieved_goal, desired_goal)
         return np.zeros(shape, dtype=bool)
 
+    def _goal_outcomes(
+        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This step's ``(reward, terminated, truncated)``: fresh, writable arrays.
+
+        The default calls the public ``compute_*`` methods. A subclass may return its
+        kernel's results directly to skip their input validation, provided they equal
+        what ``compute_*`` returns for ``obs`` and ``info`` (tests hold them to it).
+        """
+        achieved, desired = obs["achieved_goal"], obs["desired_goal"]
+        return (
+            np.array(self.compute_reward(achieved, desired, info), np.float32),
+            np.array(self.compute_terminated(achieved, desired, info), bool),
+            np.array(self.compute_truncated(achieved, desired, info), bool),
+        )
+
     # ---- gymnasium API
     def reset(
         self,
@@ -458,34 +474,23 @@ class GoalVectorEnv(VectorEnv):
             )
         self._step_envs(actions)
         self.elapsed_steps += 1
-        obs = self._observation()
-        info = self._step_info()
-        reward = np.asarray(
-            self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info), np.float32
-        )
-        terminated = np.asarray(
-            self.compute_terminated(obs["achieved_goal"], obs["desired_goal"], info), bool
-        )
-        truncated = np.asarray(
-            self.compute_truncated(obs["achieved_goal"], obs["desired_goal"], info), bool
-        )
-        if self.max_episode_steps is not None:
-            truncated |= self.elapsed_steps >= self.max_episode_steps
-
+        restarted = None
         if self.autoreset_mode == AutoresetMode.NEXT_STEP and self._needs_reset.any():
             # These sub-envs ended last step: this step resets them instead (gymnasium's
-            # next-step convention: reward 0, not terminated, not truncated).
-            index = np.flatnonzero(self._needs_reset)
-            self._reset_envs(index, None)
-            self.elapsed_steps[index] = 0
-            fresh_obs, fresh_info = self._observation(), self._step_info()
-            for key in obs:
-                obs[key][index] = fresh_obs[key][index]
-            for key in info:
-                info[key][index] = fresh_info[key][index]
-            reward[index] = 0.0
-            terminated[index] = False
-            truncated[index] = False
+            # next-step convention: reward 0, not terminated, not truncated). Resetting
+            # before the observation is built spares a second batched observation.
+            restarted = np.flatnonzero(self._needs_reset)
+            self._reset_envs(restarted, None)
+            self.elapsed_steps[restarted] = 0
+        obs = self._observation()
+        info = self._step_info()
+        reward, terminated, truncated = self._goal_outcomes(obs, info)
+        if self.max_episode_steps is not None:
+            truncated |= self.elapsed_steps >= self.max_episode_steps
+        if restarted is not None:
+            reward[restarted] = 0.0
+            terminated[restarted] = False
+            truncated[restarted] = False
 
         done = terminated | truncated
         if self.autoreset_mode == AutoresetMode.SAME_STEP and done.any():

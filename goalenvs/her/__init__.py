@@ -1,9 +1,15 @@
-"""Hindsight Experience Replay: replay buffer, agents, trainer."""
+"""Hindsight Experience Replay: replay buffer, agents, trainer.
+
+Importing this package stays light (numpy and gymnasium): torch is imported only where a
+tensor is made, and stable-baselines3 only by :mod:`goalenvs.her.sb3`.
+"""
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from goalenvs.her.buffer import GoalSelectionStrategy, HerBatch, HerReplayBuffer
 
 # The trainer's public names load on first use, so importing goalenvs.her stays free of torch.
 _LAZY = {
@@ -24,4 +30,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'goalenvs.her' has no attribute {name!r}")
 
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "CheckpointError",
+    "DDPGConfig",
+    "DQNConfig",
+    "GoalSelectionStrategy",
+    "HerBatch",
+    "HerReplayBuffer",
+    "Policy",
+    "TrainResult",
+    "TrainingError",
+    "load_policy",
+    "train",
+]

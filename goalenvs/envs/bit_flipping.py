@@ -1,0 +1,556 @@
+"""Bit flipping (Andrychowicz et al. 2017, "Hindsight Experience Replay", section 3.1).
+
+Three parts, in this order: the batched numpy kernel, :class:`BitFlippingEnv` (one env),
+:class:`BitFlippingVectorEnv` (N envs in one numpy call, the ids' ``vector_entry_point``).
+Both faces draw their episodes with :func:`draw_episodes` and step with :func:`flip_bits`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from goalenvs.core import (
+    GoalEnv,
+    GoalVectorEnv,
+    InfoLike,
+    check_action,
+    check_goal_option,
+    check_positive,
+    goal_arrays,
+    goal_dict_space,
+)
+from goalenvs.envs.canvas import Canvas, import_pygame
+from goalenvs.envs.random_streams import TakeUniforms, UniformStreams, generator_taker
+
+# --------------------------------------------------------------------------- kernel
+
+
+def draw_episodes(
+    take: TakeUniforms, batch: int, n_bits: int, fixed_goal: bool, goal: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draws ``batch`` episodes: ``(start, goal)`` float32 bit arrays of shape (batch, n_bits).
+
+    ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows``: each
+    episode reads only its own stream, so how episodes are batched never changes them.
+    The goal is ``goal`` when given (one or one per episode), else all ones when
+    ``fixed_goal``, else uniform; the start is uniform. A start equal to its goal (an
+    episode solved before it begins) is redrawn: the start when the goal is fixed or
+    given, else the goal.
+    """
+    rows = np.arange(batch)
+    if goal is None and not fixed_goal:
+        u = take(rows, 2 * n_bits)
+        start = (u[:, :n_bits] < 0.5).astype(np.float32)
+        target = (u[:, n_bits:] < 0.5).astype(np.float32)
+    else:
+        target = np.ones((batch, n_bits), np.float32) if goal is None else goal
+        target = np.array(np.broadcast_to(target, (batch, n_bits)), dtype=np.float32)
+        start = (take(rows, n_bits) < 0.5).astype(np.float32)
+    redraw = rows[bits_match(start, target)]
+    while redraw.size:
+        fresh = (take(redraw, n_bits) < 0.5).astype(np.float32)
+        if goal is None and not fixed_goal:
+            target[redraw] = fresh
+        else:
+            start[redraw] = fresh
+        redraw = redraw[bits_match(start[redraw], target[redraw])]
+    return start, target
+
+
+def flip_bits(state: np.ndarray, action: np.ndarray, continuous: bool) -> None:
+    """Flips bits in place. ``state`` is (batch, n_bits).
+
+    Discrete: ``action`` (batch,) holds the index of the bit to flip. Continuous:
+    ``action`` (batch, n_bits) flips every bit whose value is > 0.
+    """
+    if continuous:
+        np.subtract(1.0, state, out=state, where=action > 0)
+    elif state.shape[0] == 1:
+        # One env: scalar indexing costs a fraction of a fancy index.
+        bit = int(action[0])
+        state[0, bit] = 1.0 - state[0, bit]
+    else:
+        rows = np.arange(state.shape[0])
+        state[rows, action] = 1.0 - state[rows, action]
+
+
+def bits_match(achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
+    """Success: every bit equal. Bool array of the goals' leading shape."""
+    return (achieved_goal == desired_goal).all(axis=-1)
+
+
+def sparse_reward(success: np.ndarray) -> np.ndarray:
+    """0 on success, -1 otherwise (float32)."""
+    return np.asarray(success).astype(np.float32) - np.float32(1.0)
+
+
+# --------------------------------------------------------------------------- rendering
+
+_STATE_ON, _STATE_OFF = (40, 90, 200), (220, 226, 240)
+_GOAL_ON, _GOAL_OFF = (30, 150, 70), (220, 240, 226)
+_MISMATCH = (220, 40, 40)
+_TEXT = (30, 30, 30)
+
+
+class _Layout:
+    """Pixel geometry of the two rows of cells: the state over the goal."""
+
+    hud = 26  # heads-up text above the cells
+    label = 48  # row names left of the cells
+    margin = 8
+    gap = 10
+
+    def __init__(self, n_bits: int) -> None:
+        self.n_bits = n_bits
+        self.cell = int(np.clip(640 // n_bits, 8, 48))
+        self.width = max(self.label + n_bits * self.cell + self.margin, 300)
+        self.height = self.hud + 2 * self.cell + self.gap + self.margin
+        self.left = self.label
+        self.tops = (self.hud, self.hud + self.cell + self.gap)
+
+    def cell_rect(self, bit: int, row: int) -> tuple[int, int, int, int]:
+        return (self.left + bit * self.cell, self.tops[row], self.cell, self.cell)
+
+    def bit_at(self, column: int, row: int) -> int | None:
+        bit = (column - self.left) // self.cell
+        if not 0 <= bit < self.n_bits or column < self.left:
+            return None
+        if any(top <= row < top + self.cell for top in self.tops):
+            return int(bit)
+        return None
+
+
+def _draw_bits(
+    canvas: Canvas,
+    layout: _Layout,
+    state: np.ndarray,
+    goal: np.ndarray,
+    hud: str,
+) -> None:
+    pg = canvas.pygame
+    canvas.clear()
+    canvas.text(hud, (layout.margin, 6), _TEXT, 20)
+    for row, (name, bits, on, off) in enumerate(
+        (("state", state, _STATE_ON, _STATE_OFF), ("goal", goal, _GOAL_ON, _GOAL_OFF))
+    ):
+        canvas.text(name, (4, layout.tops[row] + layout.cell // 2 - 6), _TEXT, 18)
+        for bit in range(layout.n_bits):
+            rect = layout.cell_rect(bit, row)
+            pg.draw.rect(canvas.surface, on if bits[bit] > 0.5 else off, rect)
+            pg.draw.rect(canvas.surface, (255, 255, 255), rect, 1)
+            if row == 0 and state[bit] != goal[bit]:
+                border = max(2, layout.cell // 10)
+                pg.draw.rect(canvas.surface, _MISMATCH, rect, border)
+
+
+def _hud(step: int, reward: float | None, success: bool) -> str:
+    shown = "-" if reward is None else f"{reward:g}"
+    return f"step {step}   reward {shown}   success {'yes' if success else 'no'}"
+
+
+# --------------------------------------------------------------------------- single env
+
+
+def _check_n_bits(n_bits: Any) -> int:
+    check_positive("n_bits", n_bits, integer=True)
+    return int(n_bits)
+
+
+def _check_bit_goal(goal: np.ndarray) -> np.ndarray:
+    if not np.isin(goal, (0.0, 1.0)).all():
+        raise ValueError(f"options['goal']={goal.tolist()} must hold only bits (0 or 1)")
+    return goal
+
+
+class BitFlippingEnv(GoalEnv):
+    """Flip bits until the state matches the goal pattern: the HER paper's bit flipping.
+
+    ## Description
+
+    A state of ``n_bits`` bits and a goal pattern of ``n_bits`` bits. Each step flips
+    bits; the episode succeeds when the state equals the goal. With a random goal the
+    reward is almost never seen without Hindsight Experience Replay once ``n_bits``
+    exceeds about 15 (Andrychowicz et al. 2017), which makes this the smallest test of a
+    HER implementation. ``goalenvs/BitFlipping-v0`` has discrete actions,
+    ``goalenvs/BitFlippingContinuous-v0`` continuous ones.
+
+    ## Action Space
+
+    - discrete (default): ``Discrete(n_bits)``, the index of the one bit to flip;
+    - ``continuous=True``: ``Box(-1, 1, (n_bits,), float32)``, every bit whose action is
+      > 0 flips (so one step may flip several bits, or none).
+
+    Finite continuous actions outside [-1, 1] are clipped (which does not change which
+    bits flip); NaN or inf, a wrong shape or dtype, and a discrete action outside
+    ``[0, n_bits)`` raise an error naming the action and the space.
+
+    ## Observation Space
+
+    ``Dict(observation, achieved_goal, desired_goal)``, each ``Box(0, 1, (n_bits,),
+    float32)`` holding 0.0 or 1.0:
+
+    | Key           | Index | Meaning       | Min | Max |
+    |---------------|-------|---------------|-----|-----|
+    | observation   | i     | state bit i   | 0   | 1   |
+    | achieved_goal | i     | state bit i   | 0   | 1   |
+    | desired_goal  | i     | goal bit i    | 0   | 1   |
+
+    Float32 boxes rather than ``MultiBinary``: networks, HER buffers and normalizers
+    consume them as they are, and a goal that HER substitutes is the same dtype as the
+    one it replaces.
+
+    ## Goal
+
+    The desired goal is a bit pattern drawn uniformly at random, different from the start
+    (the paper's setting), or all ones with ``fixed_goal=True`` (stable-baselines3's
+    ``BitFlippingEnv``), or the pattern passed as ``reset(options={"goal": bits})``.
+
+    ## Success
+
+    ``info["is_success"]`` is True when every bit of ``achieved_goal`` equals
+    ``desired_goal``.
+
+    ## Rewards
+
+    Sparse: 0 on success, -1 otherwise, from :meth:`compute_reward`.
+
+    ## Starting State
+
+    Uniformly random bits, redrawn while they equal the goal.
+
+    ## Episode End
+
+    - Termination: success.
+    - Truncation: after ``max_episode_steps`` steps (default ``n_bits``, the paper's
+      horizon). The env counts its own steps: the ids are registered without a
+      ``TimeLimit`` so that ``gym.make(id, n_bits=50)`` gives 50-step episodes.
+
+    ## Arguments
+
+    - ``n_bits`` (int, 10): number of bits, >= 1.
+    - ``continuous`` (bool, False): Box actions instead of Discrete.
+    - ``fixed_goal`` (bool, False): always the all-ones goal.
+    - ``max_episode_steps`` (int | None, None): episode length; None means ``n_bits``.
+    - ``render_mode`` (None, "human", "rgb_array"): two rows of cells, the state over the
+      goal, mismatched state bits outlined in red, and the step, reward and success.
+
+    ## Version History
+
+    - v0: initial version.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["human", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        n_bits: int = 10,
+        continuous: bool = False,
+        fixed_goal: bool = False,
+        max_episode_steps: int | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        self.n_bits = _check_n_bits(n_bits)
+        self.continuous = bool(continuous)
+        self.fixed_goal = bool(fixed_goal)
+        if max_episode_steps is not None:
+            check_positive("max_episode_steps", max_episode_steps, integer=True)
+        self.max_episode_steps = self.n_bits if max_episode_steps is None else max_episode_steps
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode={render_mode!r} is not valid; expected one of "
+                f"{self.metadata['render_modes']} or None"
+            )
+        self.render_mode = render_mode
+        bits = spaces.Box(0.0, 1.0, (self.n_bits,), np.float32)
+        self.observation_space = goal_dict_space(bits, bits)
+        self.action_space: spaces.Space = (
+            spaces.Box(-1.0, 1.0, (self.n_bits,), np.float32)
+            if self.continuous
+            else spaces.Discrete(self.n_bits)
+        )
+        self._state = np.zeros((1, self.n_bits), np.float32)
+        self._goal = np.zeros((1, self.n_bits), np.float32)
+        self._elapsed = 0
+        self._last_reward: float | None = None
+        self._has_reset = False
+        self._layout = _Layout(self.n_bits)
+        self._canvas: Canvas | None = None
+
+    # ---- goal functions
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """0 where every bit matches, else -1 (float32, the goals' leading shape)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.n_bits)
+        return sparse_reward(bits_match(achieved, desired))
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True where every bit matches (bool, the goals' leading shape)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.n_bits)
+        return bits_match(achieved, desired)
+
+    # ---- gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Draws a new start and goal; ``options={"goal": bits}`` pins the goal."""
+        super().reset(seed=seed)
+        goal = None
+        if options is not None and options.get("goal") is not None:
+            goal = _check_bit_goal(
+                check_goal_option(options["goal"], self.observation_space["desired_goal"])
+            )
+        self._state, self._goal = draw_episodes(
+            generator_taker(self.np_random), 1, self.n_bits, self.fixed_goal, goal
+        )
+        self._elapsed = 0
+        self._last_reward = None
+        self._has_reset = True
+        if self.render_mode == "human":
+            self.render()
+        return self._obs(), {"is_success": False}
+
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """Flips the chosen bit(s); see the class docstring for rewards and episode ends."""
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        action = check_action(action, self.action_space)
+        flip_bits(self._state, action[None], self.continuous)
+        self._elapsed += 1
+        matched = bits_match(self._state, self._goal)
+        success = bool(matched[0])
+        reward = float(sparse_reward(matched)[0])
+        self._last_reward = reward
+        if self.render_mode == "human":
+            self.render()
+        return (
+            self._obs(),
+            reward,
+            success,
+            self._elapsed >= self.max_episode_steps,
+            {"is_success": success},
+        )
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        state = self._state[0]
+        return {
+            "observation": state.copy(),
+            "achieved_goal": state.copy(),
+            "desired_goal": self._goal[0].copy(),
+        }
+
+    # ---- rendering and play
+    def render(self) -> np.ndarray | None:
+        """Draws the state over the goal; returns the frame in ``rgb_array`` mode."""
+        if self.render_mode is None:
+            return None
+        if self._canvas is None:
+            self._canvas = _make_canvas(self._layout)
+        state, goal = self._state[0], self._goal[0]
+        success = bool(np.array_equal(state, goal)) and self._has_reset
+        _draw_bits(
+            self._canvas, self._layout, state, goal, _hud(self._elapsed, self._last_reward, success)
+        )
+        if self.render_mode == "human":
+            self._canvas.show(self.metadata["render_fps"])
+            return None
+        return self._canvas.rgb_array()
+
+    def close(self) -> None:
+        """Closes the human window, if one is open."""
+        if self._canvas is not None:
+            self._canvas.close()
+            self._canvas = None
+
+    def bit_at_pixel(self, column: int, row: int) -> int | None:
+        """The bit whose cell (state or goal row) holds the frame pixel, or None.
+
+        Lets keyboard-and-mouse play flip a bit by clicking it.
+        """
+        return self._layout.bit_at(int(column), int(row))
+
+    def cell_pixel(self, bit: int, goal: bool = False) -> tuple[int, int]:
+        """The frame pixel ``(column, row)`` at the centre of a bit's cell."""
+        left, top, size, _ = self._layout.cell_rect(bit, 1 if goal else 0)
+        return left + size // 2, top + size // 2
+
+    def get_keys_to_action(self) -> dict[tuple[int, ...], Any]:
+        """Keys for ``gymnasium.utils.play.play``: 1..9, 0 flip bits 0..9, then a, b, c, ...
+
+        Continuous actions are float32 vectors (+1 on the bit, -1 elsewhere); their
+        no-op is ``np.zeros(n_bits, np.float32)``. Discrete actions have no no-op.
+        """
+        keys = "1234567890abcdefghijklmnopqrstuvwxyz"
+        mapping: dict[tuple[int, ...], Any] = {}
+        for bit, key in zip(range(self.n_bits), keys, strict=False):
+            if self.continuous:
+                action = np.full(self.n_bits, -1.0, np.float32)
+                action[bit] = 1.0
+                mapping[(ord(key),)] = action
+            else:
+                mapping[(ord(key),)] = bit
+        return mapping
+
+
+def _make_canvas(layout: _Layout) -> Canvas:
+    import_pygame()
+    # World units are pixels (y up), so the layout's pixel rectangles draw as they are.
+    return Canvas(
+        (layout.width, layout.height),
+        (0, layout.width, 0, layout.height),
+        background=(250, 250, 250),
+        title="goalenvs BitFlipping",
+    )
+
+
+# --------------------------------------------------------------------------- vector env
+
+
+class BitFlippingVectorEnv(GoalVectorEnv):
+    """``num_envs`` bit flipping envs stepped in one numpy call.
+
+    Sub-env ``i`` follows :class:`BitFlippingEnv` exactly (same kernel, same draws): a
+    vector env reset with ``seed=s`` and given actions reproduces the single envs reset
+    with ``s + i`` and given the same actions. Same arguments as :class:`BitFlippingEnv`,
+    plus ``num_envs`` and gymnasium's ``autoreset_mode`` (``next_step`` by default,
+    ``same_step`` or ``disabled``); ``max_episode_steps`` None means ``n_bits``.
+    ``render_mode="rgb_array"`` draws sub-env 0.
+    """
+
+    metadata: dict[str, Any] = {
+        "render_modes": ["rgb_array"],
+        "render_fps": BitFlippingEnv.metadata["render_fps"],
+        "autoreset_mode": None,
+    }
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        n_bits: int = 10,
+        continuous: bool = False,
+        fixed_goal: bool = False,
+        max_episode_steps: int | None = None,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+    ) -> None:
+        self.n_bits = _check_n_bits(n_bits)
+        self.continuous = bool(continuous)
+        self.fixed_goal = bool(fixed_goal)
+        bits = spaces.Box(0.0, 1.0, (self.n_bits,), np.float32)
+        action_space: spaces.Space = (
+            spaces.Box(-1.0, 1.0, (self.n_bits,), np.float32)
+            if self.continuous
+            else spaces.Discrete(self.n_bits)
+        )
+        super().__init__(
+            num_envs,
+            goal_dict_space(bits, bits),
+            action_space,
+            self.n_bits if max_episode_steps is None else max_episode_steps,
+            autoreset_mode,
+            render_mode,
+        )
+        self._state = np.zeros((self.num_envs, self.n_bits), np.float32)
+        self._goal = np.zeros((self.num_envs, self.n_bits), np.float32)
+        self._success = np.zeros(self.num_envs, bool)
+        self._streams = UniformStreams(self.num_envs)
+        self._layout = _Layout(self.n_bits)
+        self._canvas: Canvas | None = None
+        self._last_reward: float | None = None
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """0 where every bit matches, else -1 (float32, the goals' leading shape)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.n_bits)
+        return sparse_reward(bits_match(achieved, desired))
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True where every bit matches (bool, the goals' leading shape)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.n_bits)
+        return bits_match(achieved, desired)
+
+    def reset(
+        self,
+        *,
+        seed: int | list[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Resets every sub-env (or ``options["reset_mask"]``); see :meth:`GoalVectorEnv.reset`.
+
+        ``options["goal"]`` pins the goal: one bit pattern for all, or one per sub-env.
+        """
+        if seed is not None:
+            self._streams.generators_changed()
+        return super().reset(seed=seed, options=options)
+
+    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
+        goal = None
+        if options is not None and options.get("goal") is not None:
+            space = self.single_observation_space["desired_goal"]
+            goal = _check_bit_goal(check_goal_option(options["goal"], space, self.num_envs))
+            if goal.ndim == 2:
+                goal = goal[index]
+        take = self._streams.taker(self.np_randoms, index)
+        start, target = draw_episodes(take, len(index), self.n_bits, self.fixed_goal, goal)
+        self._state[index] = start
+        self._goal[index] = target
+        self._success[index] = False
+        if 0 in index:
+            self._last_reward = None
+
+    def _step_envs(self, actions: np.ndarray) -> None:
+        flip_bits(self._state, actions, self.continuous)
+        self._success = bits_match(self._state, self._goal)
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        return {
+            "observation": self._state.copy(),
+            "achieved_goal": self._state.copy(),
+            "desired_goal": self._goal.copy(),
+        }
+
+    def _step_info(self) -> dict[str, np.ndarray]:
+        return {"is_success": self._success.copy()}
+
+    def _goal_outcomes(
+        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # The kernel's success of this step is what compute_reward / compute_terminated
+        # recompute from obs; reusing it skips their validation and a second comparison.
+        return (
+            sparse_reward(self._success),
+            self._success.copy(),
+            np.zeros(self.num_envs, bool),
+        )
+
+    def step(
+        self, actions: Any
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Steps every sub-env (see :meth:`GoalVectorEnv.step`)."""
+        out = super().step(actions)
+        self._last_reward = float(out[1][0])
+        return out
+
+    def render(self) -> np.ndarray | None:
+        """Sub-env 0's frame (``rgb_array``), as :meth:`BitFlippingEnv.render` draws it."""
+        if self.render_mode is None:
+            return None
+        if self._canvas is None:
+            self._canvas = _make_canvas(self._layout)
+        state, goal = self._state[0], self._goal[0]
+        hud = _hud(int(self.elapsed_steps[0]), self._last_reward, bool(self._success[0]))
+        _draw_bits(self._canvas, self._layout, state, goal, hud)
+        return self._canvas.rgb_array()
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Releases the drawing surface."""
+        self._canvas = None

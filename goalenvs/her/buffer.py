@@ -1,0 +1,790 @@
+"""The reference Hindsight Experience Replay buffer.
+
+Storage
+-------
+Each parallel env writes its own *stream*: a ring of ``rows_per_env = buffer_size // n_envs``
+rows. A row holds one observation (every key of the observation Dict, in the space's
+dtype) and the transition taken from it (action, reward, terminated, truncated and the
+declared info values). An episode of ``T`` transitions occupies ``T + 1`` consecutive rows:
+row ``t`` holds ``obs_t`` and transition ``t``, and the next observation of transition ``t``
+is simply row ``t + 1``, so ``next_obs`` is never stored twice. The extra last row holds the
+episode's final observation and no transition.
+
+Every stream is addressed with *unwrapped* row counters that only grow (the physical row
+is ``counter % rows_per_env``). Per stream the buffer keeps ``valid_lo`` (first row of the
+oldest intact episode), ``valid_hi`` (one past the last row of the newest complete episode)
+and the episode in progress. Rows in ``[valid_lo, valid_hi)`` are whole episodes; when a
+write would overwrite a row at or after ``valid_lo``, the whole oldest episode leaves that
+range first, so a half-overwritten episode is never sampled.
+
+Two small int32 columns make relabeling pure index arithmetic: ``to_start[row]`` is the
+row's offset in its episode, and ``ep_len[start_row]`` (written at the episode's first
+row when the episode ends) its number of transitions ``T``.
+
+Sampling
+--------
+A transition is drawn uniformly among all complete, intact episodes of every stream
+(final-observation rows are redrawn), relabeled with probability ``k / (k + 1)`` with
+``k = n_sampled_goal``, and the rewards of the whole batch come from one
+``compute_reward(next_achieved_goal, desired_goal, info)`` call.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
+
+FILE_FORMAT = "goalenvs.her.HerReplayBuffer"
+FILE_VERSION = 1
+
+GoalFunction = Callable[[np.ndarray, np.ndarray, Any], Any]
+
+
+class GoalSelectionStrategy(str, enum.Enum):
+    """Where a relabeled goal comes from, for a transition ``t`` of an episode of ``T`` steps.
+
+    - ``future``: the next achieved goal of a transition ``j`` drawn uniformly in
+      ``t..T-1`` (inclusive of ``t`` itself, as stable-baselines3);
+    - ``final``: the episode's last achieved goal (``j = T-1``);
+    - ``episode``: ``j`` drawn uniformly in ``0..T-1``;
+    - ``random``: the next achieved goal of any transition in the buffer.
+    """
+
+    FUTURE = "future"
+    FINAL = "final"
+    EPISODE = "episode"
+    RANDOM = "random"
+
+    @classmethod
+    def parse(cls, value: str | GoalSelectionStrategy) -> GoalSelectionStrategy:
+        """The strategy named by ``value`` (a member or its name, any case)."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls(value.lower())
+            except ValueError:
+                pass
+        raise ValueError(
+            f"goal_selection_strategy={value!r} is not valid; expected one of "
+            f"{[member.value for member in cls]}"
+        )
+
+
+class HerBatch(NamedTuple):
+    """A sampled batch; arrays (or tensors) have leading dimension ``batch_size``.
+
+    ``observations["desired_goal"]`` and ``next_observations["desired_goal"]`` hold the
+    (possibly relabeled) goal, ``rewards`` are the rewards for that goal, and ``dones`` is
+    1.0 where the target must not bootstrap.
+    """
+
+    observations: dict[str, Any]
+    actions: Any
+    rewards: Any
+    next_observations: dict[str, Any]
+    dones: Any
+
+
+def resolve_goal_function(source: Any, name: str) -> GoalFunction:
+    """Finds the batched goal function ``name`` on an env, a vector env, or a callable.
+
+    Single gymnasium envs are read through their wrappers (``get_wrapper_attr``); vector
+    envs through ``unwrapped`` (a native vector twin has the method itself; a
+    ``SyncVectorEnv`` or stable-baselines3 ``DummyVecEnv`` lends its first sub-env's); any
+    other object with stable-baselines3's ``env_method`` is asked through it.
+    """
+    argument = name
+    if isinstance(source, gym.Env):
+        try:
+            return source.get_wrapper_attr(name)
+        except AttributeError:
+            raise TypeError(f"{argument}: the env {source} has no method {name}") from None
+    inner = getattr(source, "unwrapped", None)
+    if inner is not None and callable(getattr(inner, name, None)):
+        return getattr(inner, name)
+    sub_envs = getattr(inner, "envs", None)
+    if isinstance(sub_envs, Sequence) and sub_envs:
+        first = sub_envs[0]
+        if isinstance(first, gym.Env):
+            try:
+                return first.get_wrapper_attr(name)
+            except AttributeError:
+                raise TypeError(f"{argument}: the sub-env {first} has no method {name}") from None
+    if callable(getattr(source, "env_method", None)):
+
+        def remote(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> Any:
+            return source.env_method(name, achieved_goal, desired_goal, info, indices=[0])[0]
+
+        return remote
+    if callable(source) and not isinstance(source, gym.vector.VectorEnv):
+        return source
+    raise TypeError(
+        f"{argument} must be a goal env (single or vector, wrappers allowed) or a callable "
+        f"(achieved_goal, desired_goal, info) -> array; got {source!r}"
+    )
+
+
+class HerReplayBuffer:
+    """Hindsight Experience Replay buffer with relabeling at sample time.
+
+    Args:
+        buffer_size: rows of storage over all envs (each env gets ``buffer_size // n_envs``).
+            A row holds one transition; each stored episode also uses one row for its final
+            observation, so episodes of ``T`` steps fill ``T / (T + 1)`` of it with
+            transitions.
+        observation_space: the single-env goal Dict space (``observation``,
+            ``achieved_goal``, ``desired_goal``; other keys are stored alike).
+        action_space: the single-env action space (Box, Discrete or MultiBinary).
+        compute_reward: a goal env (single or vector, possibly wrapped) or a callable
+            ``(achieved_goal, desired_goal, info) -> rewards`` over a batch.
+        n_envs: parallel envs writing into the buffer, one transition each per ``add``.
+        n_sampled_goal: ``k``: a sampled transition is relabeled with probability
+            ``k / (k + 1)``; 0 disables relabeling.
+        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"`` or ``"random"``
+            (see :class:`GoalSelectionStrategy`).
+        handle_timeout_termination: when True, a truncated (time-limit) transition still
+            bootstraps (``dones`` = terminated); when False, ``dones`` = terminated or
+            truncated.
+        info_keys: keys of the step info that ``compute_reward`` needs; their values are
+            stored as arrays and passed back as a dict of batched arrays.
+        compute_terminated: None keeps the stored ``terminated`` for relabeled goals (as
+            stable-baselines3); a goal env or callable recomputes it for relabeled goals.
+        seed: seed of the numpy Generator that draws every sample.
+    """
+
+    def __init__(
+        self,
+        buffer_size: int,
+        observation_space: spaces.Dict,
+        action_space: spaces.Space,
+        compute_reward: Any,
+        n_envs: int = 1,
+        n_sampled_goal: int = 4,
+        goal_selection_strategy: str | GoalSelectionStrategy = "future",
+        handle_timeout_termination: bool = True,
+        info_keys: Sequence[str] = (),
+        compute_terminated: Any = None,
+        seed: int | None = None,
+    ) -> None:
+        _check_int("n_envs", n_envs, minimum=1)
+        _check_int("buffer_size", buffer_size, minimum=1)
+        _check_int("n_sampled_goal", n_sampled_goal, minimum=0)
+        rows = int(buffer_size) // int(n_envs)
+        if rows < 2:
+            raise ValueError(
+                f"buffer_size={buffer_size} gives {rows} rows per env for n_envs={n_envs}; "
+                "an episode needs at least 2 rows (one transition and its final observation)"
+            )
+        if rows >= 2**31:
+            raise ValueError(f"buffer_size={buffer_size}: at most 2**31 - 1 rows per env")
+        _check_observation_space(observation_space)
+        _check_action_space(action_space)
+        if isinstance(info_keys, str) or not all(isinstance(k, str) for k in info_keys):
+            raise TypeError(f"info_keys must be a sequence of strings, got {info_keys!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise TypeError(f"seed must be an int or None, got {seed!r}")
+
+        self.buffer_size = int(buffer_size)
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.n_envs = int(n_envs)
+        self.rows_per_env = rows
+        self.n_sampled_goal = int(n_sampled_goal)
+        self.goal_selection_strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
+        self.handle_timeout_termination = bool(handle_timeout_termination)
+        self.info_keys = tuple(info_keys)
+        self.her_ratio = 1.0 - 1.0 / (self.n_sampled_goal + 1)
+        self.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
+        self.compute_terminated = (
+            None
+            if compute_terminated is None
+            else resolve_goal_function(compute_terminated, "compute_terminated")
+        )
+        self._rng = np.random.default_rng(seed)
+
+        total = rows * self.n_envs
+        self._obs = {
+            key: np.zeros((total, *space.shape), dtype=space.dtype)
+            for key, space in observation_space.spaces.items()
+        }
+        if isinstance(action_space, spaces.Discrete):
+            self._action_shape: tuple[int, ...] = ()
+            action_dtype = np.dtype(np.int64)
+        else:
+            self._action_shape = tuple(action_space.shape)
+            action_dtype = np.dtype(action_space.dtype)
+        self._actions = np.zeros((total, *self._action_shape), dtype=action_dtype)
+        self._rewards = np.zeros(total, dtype=np.float32)
+        self._terminated = np.zeros(total, dtype=bool)
+        self._truncated = np.zeros(total, dtype=bool)
+        # Allocated at the first add(), when the values show their dtype and shape.
+        self._infos: dict[str, np.ndarray] = {}
+        self._to_start = np.zeros(total, dtype=np.int32)
+        self._ep_len = np.zeros(total, dtype=np.int32)
+
+        # Unwrapped row counters, one per stream (see the module docstring).
+        self._base = np.arange(self.n_envs, dtype=np.int64) * rows
+        self._head = np.zeros(self.n_envs, dtype=np.int64)  # row of the next obs to add
+        self._ep_start = np.zeros(self.n_envs, dtype=np.int64)  # episode in progress
+        self._valid_lo = np.zeros(self.n_envs, dtype=np.int64)
+        self._valid_hi = np.zeros(self.n_envs, dtype=np.int64)
+        self._n_valid = np.zeros(self.n_envs, dtype=np.int64)  # transitions in the valid range
+        self._out_cache: dict[int, dict[str, Any]] = {}
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_transitions(self) -> int:
+        """Transitions that can be sampled: those of complete, intact episodes."""
+        return int(self._n_valid.sum())
+
+    def __len__(self) -> int:
+        return self.n_transitions
+
+    def __repr__(self) -> str:
+        return (
+            f"HerReplayBuffer(buffer_size={self.buffer_size}, n_envs={self.n_envs}, "
+            f"n_sampled_goal={self.n_sampled_goal}, "
+            f"goal_selection_strategy={self.goal_selection_strategy.value!r}, "
+            f"n_transitions={self.n_transitions})"
+        )
+
+    # ------------------------------------------------------------------ writing
+    def add(
+        self,
+        obs: Mapping[str, np.ndarray],
+        next_obs: Mapping[str, np.ndarray],
+        action: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        infos: Mapping[str, np.ndarray] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Stores one transition per env; every array has leading dimension ``n_envs``.
+
+        ``next_obs`` is the true next observation (the final one on an episode's last
+        step, not the reset observation of the next episode). An env's episode ends when
+        ``terminated | truncated``; its next ``add`` starts a new episode. Within an
+        episode ``obs`` is the previous ``next_obs`` and is not stored again.
+        ``infos`` is a dict of per-env arrays (gymnasium vector envs) or a sequence of
+        per-env dicts (stable-baselines3); only ``info_keys`` are read.
+        """
+        n = self.n_envs
+        obs = self._check_obs("obs", obs)
+        next_obs = self._check_obs("next_obs", next_obs)
+        action = np.asarray(action)
+        if action.shape != (n, *self._action_shape):
+            # Discrete actions also come as (n_envs, 1), as stable-baselines3 stores them.
+            if self._action_shape or action.shape != (n, 1):
+                raise ValueError(
+                    f"action has shape {action.shape}, expected {(n, *self._action_shape)} "
+                    f"(n_envs, *action shape) for {self.action_space}"
+                )
+            action = action.reshape(n)
+        reward = _vector("reward", reward, n)
+        terminated = _vector("terminated", terminated, n).astype(bool, copy=False)
+        truncated = _vector("truncated", truncated, n).astype(bool, copy=False)
+        info_values = self._info_values(infos) if self.info_keys else {}
+
+        R = self.rows_per_env
+        head = self._head
+        # Writing next_obs at row head + 1 overwrites row head + 1 - R of the same stream:
+        # first retire, whole, the oldest episode that row belongs to.
+        self._retire_overwritten(head + 1 - R)
+
+        rows = self._base + head % R
+        next_rows = self._base + (head + 1) % R
+        starting = head == self._ep_start
+        if starting.all():
+            for key, store in self._obs.items():
+                store[rows] = obs[key]
+        elif starting.any():
+            for key, store in self._obs.items():
+                store[rows[starting]] = obs[key][starting]
+        for key, store in self._obs.items():
+            store[next_rows] = next_obs[key]
+        self._actions[rows] = action
+        self._rewards[rows] = reward
+        self._terminated[rows] = terminated
+        self._truncated[rows] = truncated
+        for key, value in info_values.items():
+            self._infos[key][rows] = value
+        self._to_start[rows] = head - self._ep_start
+        head += 1
+
+        done = terminated | truncated
+        if done.any():
+            self._close_episodes(np.flatnonzero(done))
+
+    def _close_episodes(self, envs: np.ndarray) -> None:
+        # The final observation already sits at row head (written as the last next_obs).
+        R = self.rows_per_env
+        base, head, start = self._base[envs], self._head[envs], self._ep_start[envs]
+        length = head - start
+        self._ep_len[base + start % R] = length
+        self._to_start[base + head % R] = length  # marks the final row: offset == length
+        self._n_valid[envs] += length
+        head = head + 1
+        self._head[envs] = head
+        self._ep_start[envs] = head
+        self._valid_hi[envs] = head
+
+    def _retire_overwritten(self, victim: np.ndarray) -> None:
+        R = self.rows_per_env
+        while True:
+            hit = victim >= self._valid_lo
+            if not hit.any():
+                return
+            envs = np.flatnonzero(hit)
+            lo = self._valid_lo[envs]
+            empty = lo >= self._valid_hi[envs]
+            if empty.any():
+                env = int(envs[np.flatnonzero(empty)[0]])
+                raise ValueError(
+                    f"the episode of env {env} has reached {R - 1} transitions without ending: "
+                    f"it no longer fits in its {R} rows (buffer_size={self.buffer_size} // "
+                    f"n_envs={self.n_envs}); use a larger buffer_size"
+                )
+            length = self._ep_len[self._base[envs] + lo % R].astype(np.int64)
+            self._valid_lo[envs] = lo + length + 1
+            self._n_valid[envs] -= length
+
+    def truncate_last_trajectory(self) -> None:
+        """Ends every episode in progress at its last stored transition, as a truncation.
+
+        Use it when collection stops mid-episode for good (for example before saving a
+        buffer that will not be resumed): the cut episodes become sampleable and bootstrap
+        from their last observation (when ``handle_timeout_termination``).
+        """
+        R = self.rows_per_env
+        envs = np.flatnonzero(self._head > self._ep_start)
+        if envs.size == 0:
+            return
+        self._truncated[self._base[envs] + (self._head[envs] - 1) % R] = True
+        self._close_episodes(envs)
+
+    def _check_obs(self, name: str, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if not isinstance(obs, Mapping):
+            raise TypeError(f"{name} must be a dict of arrays, got {type(obs).__name__}")
+        if obs.keys() != self._obs.keys():
+            raise ValueError(
+                f"{name} has keys {sorted(obs.keys())}, expected {sorted(self._obs.keys())}"
+            )
+        out = {}
+        for key, store in self._obs.items():
+            value = np.asarray(obs[key])
+            if value.shape != (self.n_envs, *store.shape[1:]):
+                raise ValueError(
+                    f"{name}[{key!r}] has shape {value.shape}, expected "
+                    f"{(self.n_envs, *store.shape[1:])} (n_envs, *{self.observation_space[key]})"
+                )
+            if value.dtype.kind not in "biuf":
+                raise TypeError(f"{name}[{key!r}] must be numeric, got dtype {value.dtype}")
+            out[key] = value
+        return out
+
+    def _info_values(self, infos: Any) -> dict[str, np.ndarray]:
+        n = self.n_envs
+        values = {}
+        for key in self.info_keys:
+            if isinstance(infos, Mapping):
+                if key not in infos:
+                    raise KeyError(f"infos has no {key!r} (declared in info_keys)")
+                value = np.asarray(infos[key])
+            elif isinstance(infos, (Sequence, np.ndarray)) and len(infos) == n:
+                try:
+                    value = np.asarray([info[key] for info in infos])
+                except KeyError:
+                    raise KeyError(f"an info dict has no {key!r} (declared in info_keys)") from None
+            else:
+                raise TypeError(
+                    f"infos must be a dict of per-env arrays or a sequence of {n} dicts "
+                    f"holding {list(self.info_keys)}, got {type(infos).__name__}"
+                )
+            if value.ndim == 0 or value.shape[0] != n or value.dtype == object:
+                raise ValueError(
+                    f"infos[{key!r}] has shape {value.shape} (dtype {value.dtype}), expected a "
+                    f"numeric array with leading dimension n_envs={n}"
+                )
+            store = self._infos.get(key)
+            if store is None:
+                store = np.zeros((self.rows_per_env * n, *value.shape[1:]), dtype=value.dtype)
+                self._infos[key] = store
+            elif value.shape[1:] != store.shape[1:]:
+                raise ValueError(
+                    f"infos[{key!r}] has shape {value.shape}, expected {(n, *store.shape[1:])}"
+                )
+            values[key] = value
+        return values
+
+    # ------------------------------------------------------------------ sampling
+    def _draw_transitions(
+        self, count: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Draws ``count`` transitions uniformly from the complete, intact episodes.
+
+        Returns ``(base, row, offset, length)``: the stream's first physical row, the
+        transition's unwrapped row, its offset in its episode and the episode's length.
+        """
+        if self.n_transitions == 0:
+            raise RuntimeError(
+                "cannot sample before an episode has ended: the buffer holds no complete "
+                "episode yet (start learning after at least one full episode)"
+            )
+        R = self.rows_per_env
+        rng = self._rng
+        lo = self._valid_lo
+        width = self._valid_hi - lo
+        cum = np.cumsum(width)
+        base = np.empty(count, dtype=np.int64)
+        row = np.empty(count, dtype=np.int64)
+        offset = np.empty(count, dtype=np.int64)
+        length = np.empty(count, dtype=np.int64)
+        todo = np.arange(count)
+        # Rows are drawn uniformly over the valid rows of all streams; the episodes' final
+        # rows, which hold no transition, are redrawn, so transitions come out uniform.
+        while todo.size:
+            x = rng.integers(0, cum[-1], size=todo.size)
+            if self.n_envs == 1:
+                b = np.zeros(todo.size, dtype=np.int64)
+                u = x + lo[0]
+            else:
+                env = np.searchsorted(cum, x, side="right")
+                b = self._base[env]
+                u = x - (cum[env] - width[env]) + lo[env]
+            a = self._to_start[b + u % R].astype(np.int64)
+            t = self._ep_len[b + (u - a) % R].astype(np.int64)
+            base[todo], row[todo], offset[todo], length[todo] = b, u, a, t
+            todo = todo[a == t]
+        return base, row, offset, length
+
+    def sample(self, batch_size: int, device: Any = None, *, copy: bool = False) -> HerBatch:
+        """Samples ``batch_size`` transitions, relabeling each with probability k/(k+1).
+
+        Returns numpy arrays when ``device`` is None, else torch tensors on ``device``
+        (on the CPU without a copy: ``torch.from_numpy`` of the same arrays).
+
+        The arrays are preallocated per batch size and **reused by the next call with the
+        same batch_size**: consume a batch before sampling the next one, or pass
+        ``copy=True`` for arrays the caller owns.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+            raise TypeError(f"batch_size must be an int, got {batch_size!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        B = int(batch_size)
+        R = self.rows_per_env
+        rng = self._rng
+        base, u, a, t = self._draw_transitions(B)
+        # Worked example, one stream of R = 8 rows: an episode of T = 3 transitions written
+        # at unwrapped rows 6..9 (physical 6, 7, 0, 1; row 9 holds the final observation).
+        # The transition at u = 7 has offset a = 1, so it starts at 6 and ends at 6 + T = 9.
+        # Its next observation is row u + 1 = 8 (physical 0). "future" draws a goal row in
+        # u + 1 .. start + T = 8..9, i.e. next achieved goals of transitions 1..2 (t..T-1);
+        # "final" takes row 9; "episode" a row in start + 1 .. start + T = 7..9.
+        row = base + u % R
+        next_row = base + (u + 1) % R
+        relabel = rng.random(B) < self.her_ratio
+        strategy = self.goal_selection_strategy
+        if strategy is GoalSelectionStrategy.RANDOM:
+            gb, gu, _, _ = self._draw_transitions(B)
+            goal_row = gb + (gu + 1) % R
+        else:
+            if strategy is GoalSelectionStrategy.FUTURE:
+                first, span = u + 1, t - a
+            elif strategy is GoalSelectionStrategy.FINAL:
+                first, span = u - a + t, np.ones_like(t)
+            else:
+                first, span = u - a + 1, t
+            # floor(r * span) can round up to span for r just below 1: clamp it.
+            pick = np.minimum((rng.random(B) * span).astype(np.int64), span - 1)
+            goal_row = base + (first + pick) % R
+
+        out = self._outputs(B, copy)
+        obs, next_obs = out["observations"], out["next_observations"]
+        for key, store in self._obs.items():
+            np.take(store, row, axis=0, out=obs[key], mode="wrap")
+            np.take(store, next_row, axis=0, out=next_obs[key], mode="wrap")
+        goals = self._obs["achieved_goal"][goal_row]
+        mask = relabel.reshape((B,) + (1,) * (goals.ndim - 1))
+        np.copyto(obs["desired_goal"], goals, where=mask)
+        np.copyto(next_obs["desired_goal"], goals, where=mask)
+        np.take(self._actions, row, axis=0, out=out["actions"], mode="wrap")
+
+        info = {key: store[row] for key, store in self._infos.items()}
+        new_reward = np.asarray(
+            self.compute_reward(next_obs["achieved_goal"], obs["desired_goal"], info)
+        )
+        if new_reward.shape != (B,):
+            raise ValueError(
+                f"compute_reward returned shape {new_reward.shape} for a batch of {B} goals; "
+                f"expected ({B},)"
+            )
+        rewards = out["rewards"]
+        np.take(self._rewards, row, out=rewards, mode="wrap")
+        np.copyto(rewards, new_reward, where=relabel, casting="unsafe")
+
+        terminated = self._terminated[row]
+        if self.compute_terminated is not None:
+            new_terminated = np.asarray(
+                self.compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
+                dtype=bool,
+            ).reshape(B)
+            terminated = np.where(relabel, new_terminated, terminated)
+        if not self.handle_timeout_termination:
+            terminated |= self._truncated[row]
+        np.copyto(out["dones"], terminated)
+        return self._deliver(out, device)
+
+    def _outputs(self, B: int, fresh: bool) -> dict[str, Any]:
+        cached = None if fresh else self._out_cache.get(B)
+        if cached is not None:
+            return cached
+        out = {
+            "observations": {k: np.empty((B, *v.shape[1:]), v.dtype) for k, v in self._obs.items()},
+            "next_observations": {
+                k: np.empty((B, *v.shape[1:]), v.dtype) for k, v in self._obs.items()
+            },
+            "actions": np.empty((B, *self._action_shape), self._actions.dtype),
+            "rewards": np.empty(B, np.float32),
+            "dones": np.empty(B, np.float32),
+        }
+        if not fresh:
+            self._out_cache[B] = out
+        return out
+
+    @staticmethod
+    def _deliver(out: dict[str, Any], device: Any) -> HerBatch:
+        if device is None:
+            return HerBatch(
+                out["observations"],
+                out["actions"],
+                out["rewards"],
+                out["next_observations"],
+                out["dones"],
+            )
+        import torch
+
+        device = torch.device(device)
+
+        def tensor(array: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(array).to(device)
+
+        return HerBatch(
+            {k: tensor(v) for k, v in out["observations"].items()},
+            tensor(out["actions"]),
+            tensor(out["rewards"]),
+            {k: tensor(v) for k, v in out["next_observations"].items()},
+            tensor(out["dones"]),
+        )
+
+    # ------------------------------------------------------------------ save / load
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the whole buffer to ``path`` as an uncompressed ``.npz`` (no pickle).
+
+        The file holds the storage, the episode bookkeeping (an episode in progress
+        resumes after :meth:`load`), the configuration and the sampling generator's state.
+        The reward function is not saved: pass it again to :meth:`load`.
+        """
+        meta = {
+            "format": FILE_FORMAT,
+            "version": FILE_VERSION,
+            "buffer_size": self.buffer_size,
+            "n_envs": self.n_envs,
+            "n_sampled_goal": self.n_sampled_goal,
+            "goal_selection_strategy": self.goal_selection_strategy.value,
+            "handle_timeout_termination": self.handle_timeout_termination,
+            "info_keys": list(self.info_keys),
+            "observation_space": _space_to_json(self.observation_space),
+            "action_space": _space_to_json(self.action_space),
+            "rng_state": self._rng.bit_generator.state,
+        }
+        arrays = {f"obs__{k}": v for k, v in self._obs.items()}
+        arrays.update({f"info__{k}": v for k, v in self._infos.items()})
+        arrays.update(self._state_arrays())
+        with open(path, "wb") as file:
+            np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
+
+    def _state_arrays(self) -> dict[str, np.ndarray]:
+        return {
+            "actions": self._actions,
+            "rewards": self._rewards,
+            "terminated": self._terminated,
+            "truncated": self._truncated,
+            "to_start": self._to_start,
+            "ep_len": self._ep_len,
+            "head": self._head,
+            "ep_start": self._ep_start,
+            "valid_lo": self._valid_lo,
+            "valid_hi": self._valid_hi,
+            "n_valid": self._n_valid,
+        }
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike,
+        compute_reward: Any,
+        compute_terminated: Any = None,
+    ) -> HerReplayBuffer:
+        """Reads a buffer written by :meth:`save`; sampling continues where it left off."""
+        with np.load(path, allow_pickle=False) as data:
+            files = set(data.files)
+            if "meta" not in files:
+                raise ValueError(
+                    f"{os.fspath(path)} is not a goalenvs HER buffer file: it has no 'meta' "
+                    f"entry (found {sorted(files)[:8]})"
+                )
+            try:
+                meta = json.loads(str(data["meta"]))
+            except (ValueError, TypeError):
+                raise ValueError(f"{os.fspath(path)}: unreadable 'meta' entry") from None
+            if not isinstance(meta, dict) or meta.get("format") != FILE_FORMAT:
+                raise ValueError(
+                    f"{os.fspath(path)} is not a goalenvs HER buffer file: format "
+                    f"{meta.get('format') if isinstance(meta, dict) else meta!r}, "
+                    f"expected {FILE_FORMAT!r}"
+                )
+            if meta.get("version") != FILE_VERSION:
+                raise ValueError(
+                    f"{os.fspath(path)} has HER buffer layout version {meta.get('version')}, "
+                    f"this goalenvs reads version {FILE_VERSION}"
+                )
+            buffer = cls(
+                meta["buffer_size"],
+                _space_from_json(meta["observation_space"]),
+                _space_from_json(meta["action_space"]),
+                compute_reward,
+                n_envs=meta["n_envs"],
+                n_sampled_goal=meta["n_sampled_goal"],
+                goal_selection_strategy=meta["goal_selection_strategy"],
+                handle_timeout_termination=meta["handle_timeout_termination"],
+                info_keys=meta["info_keys"],
+                compute_terminated=compute_terminated,
+            )
+            expected = {f"obs__{k}": v for k, v in buffer._obs.items()}
+            expected.update(buffer._state_arrays())
+            for name, target in expected.items():
+                _restore(path, data, name, target)
+            for key in buffer.info_keys:
+                name = f"info__{key}"
+                if name in files:
+                    stored = data[name]
+                    if stored.shape[:1] != (buffer.rows_per_env * buffer.n_envs,):
+                        raise ValueError(
+                            f"{os.fspath(path)}: {name} has shape {stored.shape}, expected "
+                            f"{buffer.rows_per_env * buffer.n_envs} rows"
+                        )
+                    buffer._infos[key] = stored.copy()
+            state = meta["rng_state"]
+            buffer._rng = np.random.Generator(getattr(np.random, state["bit_generator"])())
+            buffer._rng.bit_generator.state = state
+        return buffer
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _vector(name: str, value: Any, n: int) -> np.ndarray:
+    array = np.asarray(value)
+    if array.shape != (n,):
+        if array.size == n:
+            return array.reshape(n)
+        raise ValueError(f"{name} has shape {array.shape}, expected ({n},) (one per env)")
+    return array
+
+
+def _check_observation_space(space: Any) -> None:
+    if not isinstance(space, spaces.Dict):
+        raise TypeError(
+            "observation_space must be a gymnasium.spaces.Dict with keys observation, "
+            f"achieved_goal, desired_goal; got {space!r}"
+        )
+    for key in ("achieved_goal", "desired_goal"):
+        if key not in space.spaces:
+            raise ValueError(f"observation_space has keys {list(space.spaces)}: '{key}' is missing")
+    for key, sub in space.spaces.items():
+        if not isinstance(sub, (spaces.Box, spaces.MultiBinary, spaces.Discrete)):
+            raise TypeError(
+                f"observation_space[{key!r}] is {sub}: expected Box, MultiBinary or Discrete"
+            )
+    if space["achieved_goal"].shape != space["desired_goal"].shape:
+        raise ValueError(
+            f"observation_space: achieved_goal {space['achieved_goal']} and desired_goal "
+            f"{space['desired_goal']} must have the same shape"
+        )
+
+
+def _check_action_space(space: Any) -> None:
+    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiBinary)):
+        raise TypeError(f"action_space must be Box, Discrete or MultiBinary, got {space!r}")
+
+
+def _space_to_json(space: spaces.Space) -> dict[str, Any]:
+    if isinstance(space, spaces.Dict):
+        return {"type": "Dict", "spaces": {k: _space_to_json(v) for k, v in space.spaces.items()}}
+    if isinstance(space, spaces.Box):
+        return {
+            "type": "Box",
+            "low": space.low.tolist(),
+            "high": space.high.tolist(),
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+        }
+    if isinstance(space, spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    raise TypeError(f"cannot save a buffer over the space {space}")
+
+
+def _space_from_json(spec: Mapping[str, Any]) -> spaces.Space:
+    kind = spec.get("type")
+    if kind == "Dict":
+        return spaces.Dict({k: _space_from_json(v) for k, v in spec["spaces"].items()})
+    if kind == "Box":
+        dtype = np.dtype(spec["dtype"])
+        return spaces.Box(
+            np.asarray(spec["low"], dtype),
+            np.asarray(spec["high"], dtype),
+            tuple(spec["shape"]),
+            dtype,
+        )
+    if kind == "Discrete":
+        return spaces.Discrete(spec["n"], start=spec["start"])
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(spec["n"])
+    raise ValueError(f"unknown space type {kind!r} in a HER buffer file")
+
+
+def _restore(path: Any, data: Any, name: str, target: np.ndarray) -> None:
+    if name not in data.files:
+        raise ValueError(
+            f"{os.fspath(path)}: HER buffer file has no {name!r} entry (another layout?)"
+        )
+    stored = data[name]
+    if stored.shape != target.shape or stored.dtype != target.dtype:
+        raise ValueError(
+            f"{os.fspath(path)}: {name} has shape {stored.shape} dtype {stored.dtype}, "
+            f"expected shape {target.shape} dtype {target.dtype}"
+        )
+    target[...] = stored
