@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, CheckpointError, RuntimeError) as exc:
         print(f"goalenvs train: error: {exc}", file=sys.stderr)
         return 2
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, worker 0 reports
+        return 0
     state = "interrupted; saved" if result.interrupted else "finished"
     print(
         f"training {state}: {result.epochs} epochs, {result.env_steps} env steps, "
