@@ -46,10 +46,13 @@ def init_from_env(device: torch.device) -> bool:
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     """The sum of ``tensor`` over workers (``tensor`` itself when alone)."""
-    if is_active():
-        tensor = tensor.clone()
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return tensor
+    if not is_active():
+        return tensor
+    # nccl reduces CUDA tensors only; gloo takes them where they are.
+    device = torch.device("cuda") if dist.get_backend() == "nccl" else tensor.device
+    total = tensor.to(device, copy=True)
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return total.to(tensor.device)
 
 
 def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:

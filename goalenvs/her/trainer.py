@@ -165,6 +165,7 @@ class Trainer:
         self.main = self.rank == 0
         if self.device.type == "cuda" and self.world > 1:
             self.device = torch.device("cuda", self.rank % torch.cuda.device_count())
+            torch.cuda.set_device(self.device)
 
         self.env = check_goal_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
         self.observation_space = self.env.observation_space
@@ -270,9 +271,13 @@ class Trainer:
         for name, total in totals.items():
             value = float(total) / cfg.n_batches
             if not math.isfinite(value):
+                kept = (
+                    f"the last good checkpoint is kept in {self.run_dir / 'policy_latest.pt'}"
+                    if self.epoch
+                    else "no epoch had finished, so there is no checkpoint"
+                )
                 raise TrainingError(
-                    f"{name} became {value} in epoch {self.epoch + 1}: training stopped; the "
-                    f"last good checkpoint is kept in {self.run_dir / 'policy_latest.pt'}"
+                    f"{name} became {value} in epoch {self.epoch + 1}: training stopped; {kept}"
                 )
             stats[name].append(value)
 
