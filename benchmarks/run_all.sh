@@ -3,7 +3,7 @@
 set -euo pipefail
 py=${1:-python}
 cd "$(dirname "$0")"
-for script in envs.py render.py her_buffer.py checker.py; do
+for script in envs.py parking_vs_highway.py render.py her_buffer.py checker.py; do
   if [ -f "$script" ]; then
     echo "== benchmarks/$script"
     "$py" "$script"

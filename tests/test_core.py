@@ -75,3 +75,25 @@ def test_check_goal_option_rejects_goal_outside_space():
     with pytest.raises(ValueError, match="outside the goal space"):
         check_goal_option([0.0, 1.5], box)
     np.testing.assert_array_equal(check_goal_option([0.5, 0.5], box), [0.5, 0.5])
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("next_step", "NextStep"),
+        ("NextStep", "NextStep"),
+        ("same_step", "SameStep"),
+        ("disabled", "Disabled"),
+    ],
+)
+def test_autoreset_mode_accepts_enum_values_and_snake_case(name, expected):
+    from goalenvs.core import parse_autoreset_mode
+
+    assert parse_autoreset_mode(name).value == expected
+
+
+def test_unknown_autoreset_mode_lists_valid_names():
+    from goalenvs.core import parse_autoreset_mode
+
+    with pytest.raises(ValueError, match=r"autoreset_mode='sometimes'.*next_step"):
+        parse_autoreset_mode("sometimes")

@@ -1,1 +1,29 @@
-"""`goalenvs check`: the goal-env conformance checker."""
+"""`goalenvs check`: the goal-env conformance checker.
+
+>>> from goalenvs.checker import check_goal_env
+>>> report = check_goal_env(gym.make("goalenvs/PointReach-v0"))
+>>> report.ok, report.errors, report.warnings
+>>> print(report)            # a table; report.to_json() for machines
+
+In a test suite, ``assert_goal_env(env)`` raises an AssertionError listing every error.
+Every check is documented in docs/checks.md by its id.
+"""
+
+from __future__ import annotations
+
+from goalenvs.checker import checks as _checks  # noqa: F401  (registers the checks)
+from goalenvs.checker.loader import LoadError, load
+from goalenvs.checker.report import CheckResult, Finding, Report
+from goalenvs.checker.runner import CHECKS, GoalEnvCheckError, assert_goal_env, check_goal_env
+
+__all__ = [
+    "CHECKS",
+    "CheckResult",
+    "Finding",
+    "GoalEnvCheckError",
+    "LoadError",
+    "Report",
+    "assert_goal_env",
+    "check_goal_env",
+    "load",
+]

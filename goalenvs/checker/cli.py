@@ -1,15 +1,108 @@
-"""Placeholder until this subcommand lands; its owner replaces this module."""
+"""``goalenvs check SPEC``: check a goal env and print the report.
+
+Exit status: 0 when no error was found (warnings allowed unless ``--strict``), 1 when a
+check found an error, 2 when the env could not be loaded or built.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """No arguments yet."""
+    """Arguments of ``goalenvs check``."""
+    parser.add_argument(
+        "spec",
+        metavar="SPEC",
+        help="a registered id (goalenvs/PointReach-v0), module:EnvId (highway_env:parking-v0), "
+        "package.module:ClassOrFactory or path/to/file.py:ClassOrFactory",
+    )
+    parser.add_argument(
+        "--kwargs", default="{}", metavar="JSON", help="keyword arguments for the env, as JSON"
+    )
+    parser.add_argument("--steps", type=int, default=200, help="steps of the main rollout")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every rollout and draw")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds one env call may take before it is reported and the env abandoned",
+    )
+    parser.add_argument("--verbose", action="store_true", help="list passed checks too")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Not available yet."""
-    print("this subcommand is not available yet")
-    return 2
+    """Loads the env, runs every check, prints the report; returns the exit status."""
+    from goalenvs.checker import LoadError, check_goal_env, load
+
+    try:
+        kwargs = json.loads(args.kwargs)
+    except json.JSONDecodeError as error:
+        print(
+            f"goalenvs check: --kwargs is not valid JSON ({error}): {args.kwargs!r}",
+            file=sys.stderr,
+        )
+        return 2
+    if not isinstance(kwargs, dict):
+        print(
+            f"goalenvs check: --kwargs must be a JSON object, got {args.kwargs!r}", file=sys.stderr
+        )
+        return 2
+    for name, value, minimum in (("--steps", args.steps, 1), ("--seed", args.seed, 0)):
+        if value < minimum:
+            print(f"goalenvs check: {name} must be >= {minimum}, got {value}", file=sys.stderr)
+            return 2
+    if not args.timeout > 0:
+        print(f"goalenvs check: --timeout must be > 0, got {args.timeout}", file=sys.stderr)
+        return 2
+    try:
+        env, factory, name = _load_with_timeout(load, args.spec, kwargs, args.timeout)
+    except LoadError as error:
+        print(f"goalenvs check: cannot load {args.spec}: {error}", file=sys.stderr)
+        return 2
+    report = check_goal_env(
+        env,
+        steps=args.steps,
+        seed=args.seed,
+        timeout=args.timeout,
+        factory=factory,
+        env_name=name,
+    )
+    if args.json:
+        print(report.to_json())
+    else:
+        report.render(verbose=args.verbose)
+    if report.errors:
+        return 1
+    return 1 if args.strict and report.warnings else 0
+
+
+def _load_with_timeout(load: Callable, spec: str, kwargs: dict, timeout: float) -> Any:
+    """``load(spec, kwargs)`` on a daemon thread: a constructor that hangs is a load error."""
+    from goalenvs.checker import LoadError
+
+    box: list = []
+
+    def target() -> None:
+        try:
+            box.append((True, load(spec, kwargs)))
+        except BaseException as error:  # handed to the caller
+            box.append((False, error))
+
+    thread = threading.Thread(target=target, name="goalenvs-check-load", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not box:
+        raise LoadError(f"building the env did not return within --timeout {timeout:g} s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value

@@ -12,6 +12,7 @@ pygame is imported on first use, so the envs run and train without it.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,7 +69,12 @@ class Canvas:
         )
         self.background = background
         self.title = title
-        self.surface = self.pygame.Surface((self.width, self.height))
+        # 24-bit with the red byte first in memory: rgb_array then reads rows as they
+        # are (a memcpy) instead of converting every pixel, about 40x faster.
+        masks = (0xFF, 0xFF00, 0xFF0000, 0)
+        if sys.byteorder == "big":
+            masks = (0xFF0000, 0xFF00, 0xFF, 0)
+        self.surface = self.pygame.Surface((self.width, self.height), 0, 24, masks)
         self._window: Any = None
         self._clock: Any = None
         self._fonts: dict[int, Any] = {}
@@ -172,12 +178,21 @@ class Canvas:
             font = self._fonts[size] = self.pygame.font.Font(None, size)
         self.surface.blit(font.render(text, True, color), pixel)
 
+    def snapshot(self) -> Any:
+        """A copy of the surface, for :meth:`restore` (static scenery drawn once)."""
+        return self.surface.copy()
+
+    def restore(self, snapshot: Any) -> None:
+        """Replaces the surface's content with a :meth:`snapshot` (one blit)."""
+        self.surface.blit(snapshot, (0, 0))
+
     # ---- output
     def rgb_array(self) -> np.ndarray:
         """The surface as a fresh ``(height, width, 3)`` uint8 array."""
-        return np.ascontiguousarray(
-            np.transpose(self.pygame.surfarray.array3d(self.surface), (1, 0, 2))
+        rows = np.frombuffer(self.surface.get_buffer(), dtype=np.uint8).reshape(
+            self.height, self.surface.get_pitch()
         )
+        return rows[:, : 3 * self.width].reshape(self.height, self.width, 3).copy()
 
     def show(self, fps: int | None) -> None:
         """Shows the surface in the human window, opening it on first use.

@@ -42,22 +42,21 @@ def draw_episodes(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Draws ``batch`` episodes: ``(position, velocity, goal)``, float32, each (batch, 2).
 
-    ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows`` (each
-    episode reads only its own stream). Position and goal are uniform in
+    ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows`` (None:
+    all of them); each episode reads only its own stream. Position and goal are uniform in
     ``[-bound, bound]^2`` (the goal may be given instead, one or one per episode) and the
     velocity is zero. A start already within ``distance_threshold`` of its goal is
     redrawn: the goal when it was drawn, the position when it was given.
     """
-    rows = np.arange(batch)
     pinned = goal is not None
     if pinned:
         target = np.array(np.broadcast_to(goal, (batch, 2)), dtype=np.float32)
-        position = _uniform_points(take(rows, 2), bound)
+        position = _uniform_points(take(None, 2), bound)
     else:
-        u = take(rows, 4)
-        position = _uniform_points(u[:, :2], bound)
-        target = _uniform_points(u[:, 2:], bound)
-    redraw = rows[goal_distance(position, target) < distance_threshold]
+        points = _uniform_points(take(None, 4), bound)
+        position, target = points[:, :2].copy(), points[:, 2:].copy()
+    too_close = goal_distance(position, target) < distance_threshold
+    redraw = too_close.nonzero()[0]
     while redraw.size:
         fresh = _uniform_points(take(redraw, 2), bound)
         if pinned:
@@ -69,7 +68,7 @@ def draw_episodes(
 
 
 def _uniform_points(u: np.ndarray, bound: float) -> np.ndarray:
-    return (bound * (2.0 * u - 1.0)).astype(np.float32)
+    return (u * (2.0 * bound) - bound).astype(np.float32)
 
 
 def integrate(
@@ -89,21 +88,35 @@ def integrate(
     the wall and loses the velocity component into it (it can still slide along it).
     """
     velocity += action * np.float32(action_scale * dt)
-    speed = np.sqrt(np.square(velocity).sum(axis=-1, keepdims=True))
     # Capping the norm rescales the vector; clipping the components afterwards only
-    # absorbs float32 rounding so the observation stays inside its Box.
-    velocity *= np.float32(max_speed) / np.maximum(speed, np.float32(max_speed))
-    np.clip(velocity, -max_speed, max_speed, out=velocity)
+    # absorbs float32 rounding so the observation stays inside its Box. Each column is
+    # scaled on its own: numpy loops row by row over a (batch, 1) * (batch, 2) broadcast.
+    scale = np.float32(max_speed) / np.maximum(_norm(velocity), np.float32(max_speed))
+    velocity[:, 0] *= scale
+    velocity[:, 1] *= scale
+    _clip(velocity, max_speed)
     position += velocity * np.float32(dt)
-    at_wall = np.abs(position) > bound
-    np.clip(position, -bound, bound, out=position)
-    velocity[at_wall] = 0.0
+    inside = np.abs(position) <= bound
+    _clip(position, bound)
+    velocity *= inside  # zero where the point hit a wall
+
+
+def _clip(x: np.ndarray, limit: float) -> None:
+    # Two ufuncs in place: np.clip's Python wrapper costs more than the work on small arrays.
+    np.maximum(x, -limit, out=x)
+    np.minimum(x, limit, out=x)
+
+
+def _norm(xy: np.ndarray) -> np.ndarray:
+    # Written out rather than a reduction or hypot: elementwise IEEE operations give the
+    # same bits for any batch size, which the single env == vector env guarantee needs.
+    x, y = xy[..., 0], xy[..., 1]
+    return np.sqrt(x * x + y * y)
 
 
 def goal_distance(achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
     """Euclidean distance between goal positions, over the goals' leading shape."""
-    diff = achieved_goal - desired_goal
-    return np.sqrt(np.square(diff).sum(axis=-1))
+    return _norm(achieved_goal - desired_goal)
 
 
 def reach_reward(distance: np.ndarray, distance_threshold: float, reward_type: str) -> np.ndarray:
@@ -297,6 +310,8 @@ class PointReachEnv(GoalEnv):
             check_choice("render_mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode
         self.observation_space, self.action_space = self.constants.spaces()
+        # Separate contiguous arrays: numpy runs in-place ufuncs on column slices of a
+        # shared (n, 4) array several times slower.
         self._position = np.zeros((1, 2), np.float32)
         self._velocity = np.zeros((1, 2), np.float32)
         self._goal = np.zeros((1, 2), np.float32)
@@ -484,7 +499,8 @@ class PointReachVectorEnv(GoalVectorEnv):
         self._streams = UniformStreams(self.num_envs)
         self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
         self._canvas: Canvas | None = None
-        self._last_reward: float | None = None
+        # This step's rewards (the array step returns), for the heads-up text.
+        self._rewards: np.ndarray | None = None
 
     def compute_reward(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
@@ -530,18 +546,16 @@ class PointReachVectorEnv(GoalVectorEnv):
         self._position[index] = position
         self._velocity[index] = velocity
         self._goal[index] = target
-        self._distance[index] = goal_distance(position, target)
-        if 0 in index and self.render_mode is not None:
+        if self.render_mode is not None and 0 in index:
             self._trail.clear()
             self._trail.append(self._position[0].copy())
-            self._last_reward = None
+            self._rewards = None
 
     def _step_envs(self, actions: np.ndarray) -> None:
         c = self.constants
         integrate(
             self._position, self._velocity, actions, c.action_scale, c.dt, c.max_speed, c.bound
         )
-        self._distance = goal_distance(self._position, self._goal)
         if self.render_mode is not None:
             self._trail.append(self._position[0].copy())
 
@@ -553,6 +567,9 @@ class PointReachVectorEnv(GoalVectorEnv):
         }
 
     def _step_info(self) -> dict[str, np.ndarray]:
+        # Called after this step's resets (GoalVectorEnv.step), so it measures the state
+        # that the observation shows.
+        self._distance = goal_distance(self._position, self._goal)
         return {"is_success": self._distance < self.distance_threshold}
 
     def _goal_outcomes(
@@ -561,19 +578,8 @@ class PointReachVectorEnv(GoalVectorEnv):
         # The kernel's distances of this step are what compute_reward / compute_terminated
         # recompute from obs; reusing them skips their validation and a second distance.
         c = self.constants
-        return (
-            reach_reward(self._distance, c.distance_threshold, c.reward_type),
-            info["is_success"].copy(),
-            np.zeros(self.num_envs, bool),
-        )
-
-    def step(
-        self, actions: Any
-    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Steps every sub-env (see :meth:`GoalVectorEnv.step`)."""
-        out = super().step(actions)
-        self._last_reward = float(out[1][0])
-        return out
+        self._rewards = reach_reward(self._distance, c.distance_threshold, c.reward_type)
+        return self._rewards, info["is_success"].copy(), np.zeros(self.num_envs, bool)
 
     def render(self) -> np.ndarray | None:
         """Sub-env 0's frame (``rgb_array``), as :meth:`PointReachEnv.render` draws it."""
@@ -590,7 +596,11 @@ class PointReachVectorEnv(GoalVectorEnv):
             self._velocity[0],
             self._goal[0],
             self._trail,
-            _hud(int(self.elapsed_steps[0]), self._last_reward, success),
+            _hud(
+                int(self.elapsed_steps[0]),
+                None if self._rewards is None else float(self._rewards[0]),
+                success,
+            ),
         )
         return self._canvas.rgb_array()
 

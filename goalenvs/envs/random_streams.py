@@ -20,8 +20,9 @@ import numpy as np
 # Ahead-of-time numbers held for all streams together (float64): 8 MiB.
 _BUFFER_BUDGET = 1 << 20
 
-# ``take(rows, count)``: ``count`` uniforms for each of ``rows`` (indices into a batch).
-TakeUniforms = Callable[[np.ndarray, int], np.ndarray]
+# ``take(rows, count)``: ``count`` uniforms for each of ``rows`` (indices into a batch;
+# None: every member of the batch, in order).
+TakeUniforms = Callable[[np.ndarray | None, int], np.ndarray]
 
 
 class UniformStreams:
@@ -38,8 +39,11 @@ class UniformStreams:
     def __init__(self, size: int) -> None:
         self.size = int(size)
         self._buffer = np.empty((self.size, 0))
-        # Unread numbers of stream i are buffer[i, cursor[i]:] (kept right-aligned).
-        self._cursor = np.zeros(self.size, dtype=np.int64)
+        # The unread numbers of stream i are flat[pos[i]:end[i]] of the flattened buffer,
+        # kept at the end of row i; flat positions spare a row offset on every take.
+        self._pos = np.zeros(self.size, dtype=np.int64)
+        self._end = np.zeros(self.size, dtype=np.int64)
+        self._windows: dict[int, np.ndarray] = {}
         self._owners: list[np.random.Generator | None] = [None] * self.size
         self._check_owners = True
 
@@ -55,42 +59,55 @@ class UniformStreams:
         self, rngs: Sequence[np.random.Generator], index: np.ndarray, count: int
     ) -> np.ndarray:
         """The next ``count`` numbers of each stream in ``index`` (unique), shape (len, count)."""
-        index = np.asarray(index, dtype=np.int64)
         if self._check_owners:
             for i, rng in enumerate(rngs):
                 if rng is not self._owners[i]:
                     self._owners[i] = rng
-                    self._cursor[i] = self._buffer.shape[1]
+                    self._pos[i] = self._end[i]
             self._check_owners = False
-        width = self._buffer.shape[1]
-        if count > width:
+        if count > self._buffer.shape[1]:
             self._grow(max(count, min(64 * count, _BUFFER_BUDGET // self.size)))
-            width = self._buffer.shape[1]
-        short = index[width - self._cursor[index] < count]
-        for i in short.tolist():
-            left = width - int(self._cursor[i])
-            row = self._buffer[i]
-            row[:left] = row[width - left :]
-            row[left:] = self._owners[i].random(width - left)
-            self._cursor[i] = 0
-        start = index * width + self._cursor[index]
-        out = self._buffer.reshape(-1).take(start[:, None] + np.arange(count))
-        self._cursor[index] += count
-        return out
+        pos = self._pos[index]
+        after = pos + count
+        short = after > self._end[index]
+        if np.count_nonzero(short):
+            for i in index[short].tolist():
+                self._refill(i)
+            pos = self._pos[index]
+            after = pos + count
+        self._pos[index] = after
+        # Row p of the window view is flat[p:p + count]: one row gather reads every
+        # stream's numbers (an index grid pos[:, None] + arange would cost more).
+        windows = self._windows.get(count)
+        if windows is None:
+            flat = self._buffer.reshape(-1)
+            windows = self._windows[count] = np.lib.stride_tricks.sliding_window_view(flat, count)
+        return windows[pos]
+
+    def _refill(self, i: int) -> None:
+        width = self._buffer.shape[1]
+        left = int(self._end[i] - self._pos[i])
+        row = self._buffer[i]
+        row[:left] = row[width - left :]
+        row[left:] = self._owners[i].random(width - left)
+        self._pos[i] = self._end[i] - width
 
     def _grow(self, width: int) -> None:
         old = self._buffer.shape[1]
+        unread = self._end - self._pos
         buffer = np.empty((self.size, width))
         buffer[:, width - old :] = self._buffer
         self._buffer = buffer
-        self._cursor += width - old
+        self._windows.clear()
+        self._end = (np.arange(self.size) + 1) * width
+        self._pos = self._end - unread
 
     def taker(self, rngs: Sequence[np.random.Generator], index: np.ndarray) -> TakeUniforms:
         """A ``take(rows, count)`` function over the streams ``index[rows]``."""
         index = np.asarray(index, dtype=np.int64)
-        return lambda rows, count: self.take(rngs, index[rows], count)
+        return lambda rows, count: self.take(rngs, index if rows is None else index[rows], count)
 
 
 def generator_taker(rng: np.random.Generator) -> TakeUniforms:
     """``take(rows, count)`` for a single env: one stream, read straight from ``rng``."""
-    return lambda rows, count: rng.random((len(rows), count))
+    return lambda rows, count: rng.random((1 if rows is None else len(rows), count))

@@ -2,31 +2,36 @@
 
 Storage
 -------
-Each parallel env writes its own *stream*: a ring of ``rows_per_env = buffer_size // n_envs``
-rows. A row holds one observation (every key of the observation Dict, in the space's
-dtype) and the transition taken from it (action, reward, terminated, truncated and the
-declared info values). An episode of ``T`` transitions occupies ``T + 1`` consecutive rows:
-row ``t`` holds ``obs_t`` and transition ``t``, and the next observation of transition ``t``
-is simply row ``t + 1``, so ``next_obs`` is never stored twice. The extra last row holds the
-episode's final observation and no transition.
+Each parallel env writes its own *stream* of ``rows_per_env = buffer_size // n_envs``
+rows, used as a ring. A row holds one observation (every key of the observation Dict, in
+the space's dtype) and the transition taken from it (action, reward, terminated,
+truncated and the declared info values). An episode of ``T`` transitions occupies
+``T + 1`` consecutive rows: row ``t`` holds ``obs_t`` and transition ``t``, and the next
+observation of transition ``t`` is simply row ``t + 1``, so ``next_obs`` is never stored
+twice. The extra last row holds the episode's final observation and no transition.
 
-Every stream is addressed with *unwrapped* row counters that only grow (the physical row
-is ``counter % rows_per_env``). Per stream the buffer keeps ``valid_lo`` (first row of the
-oldest intact episode), ``valid_hi`` (one past the last row of the newest complete episode)
-and the episode in progress. Rows in ``[valid_lo, valid_hi)`` are whole episodes; when a
-write would overwrite a row at or after ``valid_lo``, the whole oldest episode leaves that
-range first, so a half-overwritten episode is never sampled.
+The streams are interleaved: row ``r`` of env ``e`` is element ``r * n_envs + e`` of every
+flat array, so that envs which write the same row (all of them, while their episodes end
+together, as under a time limit) store a step with one contiguous slice per array.
 
-Two small int32 columns make relabeling pure index arithmetic: ``to_start[row]`` is the
-row's offset in its episode, and ``ep_len[start_row]`` (written at the episode's first
-row when the episode ends) its number of transitions ``T``.
+Every stream counts rows and transitions with *unwrapped* counters that only grow (the
+physical row is ``counter % rows_per_env``): the row of the next observation, the start
+of the episode in progress, ``valid_lo`` (first row of the oldest intact episode), and the
+range of valid transitions ``[t_lo, t_hi)``. When a write would overwrite a row at or
+after ``valid_lo``, the whole oldest episode leaves the valid range first, so a
+half-overwritten episode is never sampled.
+
+Three int32 columns make sampling and relabeling pure index arithmetic:
+``trans_row[k]`` is the physical row of the stream's transition ``k`` (a ring too),
+``to_start[row]`` the row's offset in its episode, and ``ep_len[start_row]`` (written at
+the episode's first row when the episode ends) its number of transitions ``T``.
 
 Sampling
 --------
-A transition is drawn uniformly among all complete, intact episodes of every stream
-(final-observation rows are redrawn), relabeled with probability ``k / (k + 1)`` with
-``k = n_sampled_goal``, and the rewards of the whole batch come from one
-``compute_reward(next_achieved_goal, desired_goal, info)`` call.
+A transition is drawn uniformly among all complete, intact episodes of every stream,
+relabeled with probability ``k / (k + 1)`` (``k = n_sampled_goal``), and the rewards of
+the whole batch come from one ``compute_reward(next_achieved_goal, desired_goal, info)``
+call.
 """
 
 from __future__ import annotations
@@ -35,19 +40,16 @@ import enum
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-if TYPE_CHECKING:
-    import torch
-
 __all__ = ["GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
 
 FILE_FORMAT = "goalenvs.her.HerReplayBuffer"
-FILE_VERSION = 1
+FILE_VERSION = 2
 
 GoalFunction = Callable[[np.ndarray, np.ndarray, Any], Any]
 
@@ -59,7 +61,8 @@ class GoalSelectionStrategy(str, enum.Enum):
       ``t..T-1`` (inclusive of ``t`` itself, as stable-baselines3);
     - ``final``: the episode's last achieved goal (``j = T-1``);
     - ``episode``: ``j`` drawn uniformly in ``0..T-1``;
-    - ``random``: the next achieved goal of any transition in the buffer.
+    - ``random``: the next achieved goal of any transition in the buffer (drawn
+      uniformly over the complete episodes of every env).
     """
 
     FUTURE = "future"
@@ -87,8 +90,12 @@ class HerBatch(NamedTuple):
     """A sampled batch; arrays (or tensors) have leading dimension ``batch_size``.
 
     ``observations["desired_goal"]`` and ``next_observations["desired_goal"]`` hold the
-    (possibly relabeled) goal, ``rewards`` are the rewards for that goal, and ``dones`` is
-    1.0 where the target must not bootstrap.
+    (possibly relabeled) goal, ``rewards`` (float32) are the rewards for that goal, and
+    ``dones`` (float32) is 1.0 where the target must not bootstrap. Discrete actions come
+    as int64 of shape ``(batch_size,)``.
+
+    Unless sampled with ``copy=True``, the arrays belong to the buffer and the next
+    ``sample`` of the same batch size overwrites them (see :meth:`HerReplayBuffer.sample`).
     """
 
     observations: dict[str, Any]
@@ -106,12 +113,11 @@ def resolve_goal_function(source: Any, name: str) -> GoalFunction:
     ``SyncVectorEnv`` or stable-baselines3 ``DummyVecEnv`` lends its first sub-env's); any
     other object with stable-baselines3's ``env_method`` is asked through it.
     """
-    argument = name
     if isinstance(source, gym.Env):
         try:
             return source.get_wrapper_attr(name)
         except AttributeError:
-            raise TypeError(f"{argument}: the env {source} has no method {name}") from None
+            raise TypeError(f"{name}: the env {source} has no method {name}") from None
     inner = getattr(source, "unwrapped", None)
     if inner is not None and callable(getattr(inner, name, None)):
         return getattr(inner, name)
@@ -122,7 +128,7 @@ def resolve_goal_function(source: Any, name: str) -> GoalFunction:
             try:
                 return first.get_wrapper_attr(name)
             except AttributeError:
-                raise TypeError(f"{argument}: the sub-env {first} has no method {name}") from None
+                raise TypeError(f"{name}: the sub-env {first} has no method {name}") from None
     if callable(getattr(source, "env_method", None)):
 
         def remote(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> Any:
@@ -132,7 +138,7 @@ def resolve_goal_function(source: Any, name: str) -> GoalFunction:
     if callable(source) and not isinstance(source, gym.vector.VectorEnv):
         return source
     raise TypeError(
-        f"{argument} must be a goal env (single or vector, wrappers allowed) or a callable "
+        f"{name} must be a goal env (single or vector, wrappers allowed) or a callable "
         f"(achieved_goal, desired_goal, info) -> array; got {source!r}"
     )
 
@@ -215,18 +221,22 @@ class HerReplayBuffer:
         )
         self._rng = np.random.default_rng(seed)
 
-        total = rows * self.n_envs
+        n = self.n_envs
+        total = rows * n
         self._obs = {
             key: np.zeros((total, *space.shape), dtype=space.dtype)
             for key, space in observation_space.spaces.items()
         }
+        self._obs_shapes = {
+            key: (n, *space.shape) for key, space in observation_space.spaces.items()
+        }
         if isinstance(action_space, spaces.Discrete):
-            self._action_shape: tuple[int, ...] = ()
+            self.action_shape: tuple[int, ...] = ()
             action_dtype = np.dtype(np.int64)
         else:
-            self._action_shape = tuple(action_space.shape)
+            self.action_shape = tuple(action_space.shape)
             action_dtype = np.dtype(action_space.dtype)
-        self._actions = np.zeros((total, *self._action_shape), dtype=action_dtype)
+        self._actions = np.zeros((total, *self.action_shape), dtype=action_dtype)
         self._rewards = np.zeros(total, dtype=np.float32)
         self._terminated = np.zeros(total, dtype=bool)
         self._truncated = np.zeros(total, dtype=bool)
@@ -234,21 +244,47 @@ class HerReplayBuffer:
         self._infos: dict[str, np.ndarray] = {}
         self._to_start = np.zeros(total, dtype=np.int32)
         self._ep_len = np.zeros(total, dtype=np.int32)
+        self._trans_row = np.zeros(total, dtype=np.int32)
 
-        # Unwrapped row counters, one per stream (see the module docstring).
-        self._base = np.arange(self.n_envs, dtype=np.int64) * rows
-        self._head = np.zeros(self.n_envs, dtype=np.int64)  # row of the next obs to add
-        self._ep_start = np.zeros(self.n_envs, dtype=np.int64)  # episode in progress
-        self._valid_lo = np.zeros(self.n_envs, dtype=np.int64)
-        self._valid_hi = np.zeros(self.n_envs, dtype=np.int64)
-        self._n_valid = np.zeros(self.n_envs, dtype=np.int64)  # transitions in the valid range
+        # Unwrapped counters, one per stream (see the module docstring).
+        self._env = np.arange(n, dtype=np.int64)
+        self._head = np.zeros(n, dtype=np.int64)  # row of the next observation to add
+        self._ep_start = np.zeros(n, dtype=np.int64)  # first row of the episode in progress
+        self._valid_lo = np.zeros(n, dtype=np.int64)  # first row of the oldest intact episode
+        self._t_count = np.zeros(n, dtype=np.int64)  # transitions ever added
+        self._t_lo = np.zeros(n, dtype=np.int64)  # valid transitions: [t_lo, t_hi)
+        self._t_hi = np.zeros(n, dtype=np.int64)
+        self._sync_state()
         self._out_cache: dict[int, dict[str, Any]] = {}
+        self._no_flags = bytes(n)  # tobytes() of an all-False flag vector: a cheap any()
+
+    def _sync_state(self) -> None:
+        """Recomputes the cached summaries of the per-stream counters (arrays current)."""
+        head, t_count = self._head, self._t_count
+        # While every stream is at the same row and transition (episodes that end together),
+        # add() writes one contiguous row slice per array instead of scattering, and the
+        # two counters live in this pair of ints; the arrays are brought up to date by
+        # _materialize() before anything reads them.
+        synced = bool((head == head[0]).all() and (t_count == t_count[0]).all())
+        self._synced: tuple[int, int] | None = (int(head[0]), int(t_count[0])) if synced else None
+        self._starting = head == self._ep_start
+        self._n_starting = int(self._starting.sum())
+        self._retire_at = int(self._valid_lo.min())
+
+    def _materialize(self) -> None:
+        if self._synced is not None:
+            self._head[:], self._t_count[:] = self._synced
 
     # ------------------------------------------------------------------ properties
     @property
     def n_transitions(self) -> int:
         """Transitions that can be sampled: those of complete, intact episodes."""
-        return int(self._n_valid.sum())
+        return int((self._t_hi - self._t_lo).sum())
+
+    @property
+    def episodes_in_progress(self) -> int:
+        """Envs whose current episode has stored transitions but has not ended."""
+        return self.n_envs - self._n_starting
 
     def __len__(self) -> int:
         return self.n_transitions
@@ -284,82 +320,110 @@ class HerReplayBuffer:
         n = self.n_envs
         obs = self._check_obs("obs", obs)
         next_obs = self._check_obs("next_obs", next_obs)
-        action = np.asarray(action)
-        if action.shape != (n, *self._action_shape):
-            # Discrete actions also come as (n_envs, 1), as stable-baselines3 stores them.
-            if self._action_shape or action.shape != (n, 1):
-                raise ValueError(
-                    f"action has shape {action.shape}, expected {(n, *self._action_shape)} "
-                    f"(n_envs, *action shape) for {self.action_space}"
-                )
-            action = action.reshape(n)
+        action = self._check_action(action)
         reward = _vector("reward", reward, n)
-        terminated = _vector("terminated", terminated, n).astype(bool, copy=False)
-        truncated = _vector("truncated", truncated, n).astype(bool, copy=False)
+        terminated = _vector("terminated", terminated, n)
+        truncated = _vector("truncated", truncated, n)
+        if terminated.dtype != bool:
+            terminated = terminated.astype(bool)
+        if truncated.dtype != bool:
+            truncated = truncated.astype(bool)
         info_values = self._info_values(infos) if self.info_keys else {}
 
         R = self.rows_per_env
-        head = self._head
-        # Writing next_obs at row head + 1 overwrites row head + 1 - R of the same stream:
-        # first retire, whole, the oldest episode that row belongs to.
-        self._retire_overwritten(head + 1 - R)
-
-        rows = self._base + head % R
-        next_rows = self._base + (head + 1) % R
-        starting = head == self._ep_start
-        if starting.all():
-            for key, store in self._obs.items():
-                store[rows] = obs[key]
-        elif starting.any():
-            for key, store in self._obs.items():
-                store[rows[starting]] = obs[key][starting]
+        if self._synced is not None:
+            head, t_count = self._synced
+            # Writing next_obs at row head + 1 overwrites row head + 1 - R of every stream:
+            # first retire, whole, the oldest episode that row belongs to.
+            if head + 1 - R >= self._retire_at:
+                self._retire_overwritten(head + 1 - R)
+            row, next_row = head % R, (head + 1) % R
+            # Row r of every stream is the slice [r * n, (r + 1) * n) of each flat array.
+            here, there = slice(row * n, row * n + n), slice(next_row * n, next_row * n + n)
+            if self._n_starting == n:
+                for key, store in self._obs.items():
+                    store[here] = obs[key]
+            elif self._n_starting:
+                rows = row * n + np.flatnonzero(self._starting)
+                for key, store in self._obs.items():
+                    store[rows] = obs[key][self._starting]
+            self._synced = (head + 1, t_count + 1)
+        else:
+            self._retire_overwritten(self._head + 1 - R)
+            row = self._head % R
+            here = row * n + self._env
+            there = ((self._head + 1) % R) * n + self._env
+            if self._n_starting:
+                starting = np.flatnonzero(self._starting)
+                for key, store in self._obs.items():
+                    store[here[starting]] = obs[key][starting]
+            self._head += 1
+            self._t_count += 1
         for key, store in self._obs.items():
-            store[next_rows] = next_obs[key]
-        self._actions[rows] = action
-        self._rewards[rows] = reward
-        self._terminated[rows] = terminated
-        self._truncated[rows] = truncated
+            store[there] = next_obs[key]
+        self._actions[here] = action
+        self._rewards[here] = reward
         for key, value in info_values.items():
-            self._infos[key][rows] = value
-        self._to_start[rows] = head - self._ep_start
-        head += 1
+            self._infos[key][here] = value
+        # Only an episode's last transition can be terminated or truncated: the flags, the
+        # row offsets and the transition index are written once per episode, at its end.
+        if terminated.tobytes() != self._no_flags or truncated.tobytes() != self._no_flags:
+            done = terminated | truncated
+            envs = np.flatnonzero(done)
+            self._close_episodes(envs, terminated[envs], truncated[envs])
+        elif self._n_starting:
+            self._starting[:] = False
+            self._n_starting = 0
 
-        done = terminated | truncated
-        if done.any():
-            self._close_episodes(np.flatnonzero(done))
-
-    def _close_episodes(self, envs: np.ndarray) -> None:
-        # The final observation already sits at row head (written as the last next_obs).
-        R = self.rows_per_env
-        base, head, start = self._base[envs], self._head[envs], self._ep_start[envs]
-        length = head - start
-        self._ep_len[base + start % R] = length
-        self._to_start[base + head % R] = length  # marks the final row: offset == length
-        self._n_valid[envs] += length
-        head = head + 1
-        self._head[envs] = head
-        self._ep_start[envs] = head
-        self._valid_hi[envs] = head
+    def _close_episodes(
+        self, envs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
+    ) -> None:
+        # The final observation already sits at row head (written as the last next_obs);
+        # the next episode starts after it.
+        R, n = self.rows_per_env, self.n_envs
+        self._materialize()
+        start = self._ep_start[envs]
+        length = self._head[envs] - start
+        self._ep_len[(start % R) * n + envs] = length
+        # Per-row values of all closing episodes at once, flattened episode after episode:
+        # with lengths (2, 3) the offsets are 0 1 | 0 1 2.
+        offset = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
+        env = np.repeat(envs, length)
+        rows = (np.repeat(start, length) + offset) % R
+        flat = rows * n + env
+        self._to_start[flat] = offset
+        first_transition = self._t_count[envs] - length
+        self._trans_row[((np.repeat(first_transition, length) + offset) % R) * n + env] = rows
+        self._terminated[flat] = False
+        self._truncated[flat] = False
+        last = ((self._head[envs] - 1) % R) * n + envs
+        self._terminated[last] = terminated
+        self._truncated[last] = truncated
+        self._t_hi[envs] = self._t_count[envs]
+        self._head[envs] += 1
+        self._ep_start[envs] = self._head[envs]
+        self._sync_state()
 
     def _retire_overwritten(self, victim: np.ndarray) -> None:
-        R = self.rows_per_env
+        R, n = self.rows_per_env, self.n_envs
         while True:
             hit = victim >= self._valid_lo
             if not hit.any():
+                self._retire_at = int(self._valid_lo.min())
                 return
             envs = np.flatnonzero(hit)
             lo = self._valid_lo[envs]
-            empty = lo >= self._valid_hi[envs]
-            if empty.any():
-                env = int(envs[np.flatnonzero(empty)[0]])
+            in_progress = lo >= self._ep_start[envs]
+            if in_progress.any():
+                env = int(envs[np.flatnonzero(in_progress)[0]])
                 raise ValueError(
                     f"the episode of env {env} has reached {R - 1} transitions without ending: "
                     f"it no longer fits in its {R} rows (buffer_size={self.buffer_size} // "
-                    f"n_envs={self.n_envs}); use a larger buffer_size"
+                    f"n_envs={n}); use a larger buffer_size"
                 )
-            length = self._ep_len[self._base[envs] + lo % R].astype(np.int64)
+            length = self._ep_len[(lo % R) * n + envs].astype(np.int64)
             self._valid_lo[envs] = lo + length + 1
-            self._n_valid[envs] -= length
+            self._t_lo[envs] += length
 
     def truncate_last_trajectory(self) -> None:
         """Ends every episode in progress at its last stored transition, as a truncation.
@@ -368,32 +432,52 @@ class HerReplayBuffer:
         buffer that will not be resumed): the cut episodes become sampleable and bootstrap
         from their last observation (when ``handle_timeout_termination``).
         """
-        R = self.rows_per_env
-        envs = np.flatnonzero(self._head > self._ep_start)
+        envs = np.flatnonzero(~self._starting)
         if envs.size == 0:
             return
-        self._truncated[self._base[envs] + (self._head[envs] - 1) % R] = True
-        self._close_episodes(envs)
+        self._close_episodes(envs, np.zeros(envs.size, bool), np.ones(envs.size, bool))
 
-    def _check_obs(self, name: str, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _check_obs(self, name: str, obs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+        # The hot path of add(): one shape comparison per key; anything else falls through
+        # to the careful checks below, which coerce or explain.
+        try:
+            if len(obs) == len(self._obs_shapes):
+                for key, expected in self._obs_shapes.items():
+                    if obs[key].shape != expected:
+                        break
+                else:
+                    return obs
+        except (TypeError, KeyError, AttributeError):
+            pass
         if not isinstance(obs, Mapping):
             raise TypeError(f"{name} must be a dict of arrays, got {type(obs).__name__}")
-        if obs.keys() != self._obs.keys():
+        if obs.keys() != self._obs_shapes.keys():
             raise ValueError(
                 f"{name} has keys {sorted(obs.keys())}, expected {sorted(self._obs.keys())}"
             )
-        out = {}
-        for key, store in self._obs.items():
+        checked = {}
+        for key, expected in self._obs_shapes.items():
             value = np.asarray(obs[key])
-            if value.shape != (self.n_envs, *store.shape[1:]):
+            if value.shape != expected:
                 raise ValueError(
-                    f"{name}[{key!r}] has shape {value.shape}, expected "
-                    f"{(self.n_envs, *store.shape[1:])} (n_envs, *{self.observation_space[key]})"
+                    f"{name}[{key!r}] has shape {value.shape}, expected {expected} "
+                    f"(n_envs, *shape of {self.observation_space[key]})"
                 )
-            if value.dtype.kind not in "biuf":
-                raise TypeError(f"{name}[{key!r}] must be numeric, got dtype {value.dtype}")
-            out[key] = value
-        return out
+            checked[key] = value
+        return checked
+
+    def _check_action(self, action: Any) -> np.ndarray:
+        action = np.asarray(action)
+        expected = (self.n_envs, *self.action_shape)
+        if action.shape != expected:
+            # Discrete actions may come as (n_envs, 1), as stable-baselines3 stores them.
+            if self.action_shape or action.shape != (self.n_envs, 1):
+                raise ValueError(
+                    f"action has shape {action.shape}, expected {expected} "
+                    f"(n_envs, *action shape) for {self.action_space}"
+                )
+            action = action.reshape(self.n_envs)
+        return action
 
     def _info_values(self, infos: Any) -> dict[str, np.ndarray]:
         n = self.n_envs
@@ -430,45 +514,29 @@ class HerReplayBuffer:
         return values
 
     # ------------------------------------------------------------------ sampling
-    def _draw_transitions(
-        self, count: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _draw_transitions(self, count: int) -> tuple[Any, np.ndarray]:
         """Draws ``count`` transitions uniformly from the complete, intact episodes.
 
-        Returns ``(base, row, offset, length)``: the stream's first physical row, the
-        transition's unwrapped row, its offset in its episode and the episode's length.
+        Returns ``(env, row)``: each transition's env (an int when there is one env) and
+        physical row.
         """
-        if self.n_transitions == 0:
+        width = self._t_hi - self._t_lo
+        total = int(width.sum())
+        if total == 0:
             raise RuntimeError(
                 "cannot sample before an episode has ended: the buffer holds no complete "
                 "episode yet (start learning after at least one full episode)"
             )
-        R = self.rows_per_env
-        rng = self._rng
-        lo = self._valid_lo
-        width = self._valid_hi - lo
+        R, n = self.rows_per_env, self.n_envs
+        x = self._rng.integers(0, total, size=count)
+        if n == 1:
+            return 0, self._trans_row[(x + self._t_lo[0]) % R].astype(np.int64)
+        # x indexes the concatenation of the streams' valid transitions: find the stream,
+        # then the transition counter within it.
         cum = np.cumsum(width)
-        base = np.empty(count, dtype=np.int64)
-        row = np.empty(count, dtype=np.int64)
-        offset = np.empty(count, dtype=np.int64)
-        length = np.empty(count, dtype=np.int64)
-        todo = np.arange(count)
-        # Rows are drawn uniformly over the valid rows of all streams; the episodes' final
-        # rows, which hold no transition, are redrawn, so transitions come out uniform.
-        while todo.size:
-            x = rng.integers(0, cum[-1], size=todo.size)
-            if self.n_envs == 1:
-                b = np.zeros(todo.size, dtype=np.int64)
-                u = x + lo[0]
-            else:
-                env = np.searchsorted(cum, x, side="right")
-                b = self._base[env]
-                u = x - (cum[env] - width[env]) + lo[env]
-            a = self._to_start[b + u % R].astype(np.int64)
-            t = self._ep_len[b + (u - a) % R].astype(np.int64)
-            base[todo], row[todo], offset[todo], length[todo] = b, u, a, t
-            todo = todo[a == t]
-        return base, row, offset, length
+        env = np.searchsorted(cum, x, side="right")
+        k = x + (self._t_lo - (cum - width))[env]
+        return env, self._trans_row[(k % R) * n + env].astype(np.int64)
 
     def sample(self, batch_size: int, device: Any = None, *, copy: bool = False) -> HerBatch:
         """Samples ``batch_size`` transitions, relabeling each with probability k/(k+1).
@@ -485,45 +553,54 @@ class HerReplayBuffer:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         B = int(batch_size)
-        R = self.rows_per_env
+        R, n = self.rows_per_env, self.n_envs
         rng = self._rng
-        base, u, a, t = self._draw_transitions(B)
-        # Worked example, one stream of R = 8 rows: an episode of T = 3 transitions written
-        # at unwrapped rows 6..9 (physical 6, 7, 0, 1; row 9 holds the final observation).
-        # The transition at u = 7 has offset a = 1, so it starts at 6 and ends at 6 + T = 9.
-        # Its next observation is row u + 1 = 8 (physical 0). "future" draws a goal row in
-        # u + 1 .. start + T = 8..9, i.e. next achieved goals of transitions 1..2 (t..T-1);
-        # "final" takes row 9; "episode" a row in start + 1 .. start + T = 7..9.
-        row = base + u % R
-        next_row = base + (u + 1) % R
+        env, row = self._draw_transitions(B)
+        # Worked example, one env, R = 8 rows: an episode of T = 3 transitions written at
+        # unwrapped rows 6..9, physical rows 6, 7, 0, 1 (row 1 holds the final observation).
+        # The transition at row 7 has offset a = 1 (to_start), so its episode starts at
+        # row 7 - 1 = 6, where ep_len says T = 3. Its next observation is row (7 + 1) % 8 = 0.
+        # "future" draws a goal row in 7 + 1 .. 6 + T, i.e. (8..9) % 8 = 0..1: the next
+        # achieved goals of transitions 1..2 (t..T-1); "final" takes (6 + 3) % 8 = 1;
+        # "episode" a row in 6 + 1 .. 6 + 3.
+        if n == 1:
+            index = row
+            next_index = row + 1
+            next_index[next_index == R] = 0
+        else:
+            index = row * n + env
+            next_index = ((row + 1) % R) * n + env
+        offset = self._to_start[index]
+        start = row - offset
+        length = self._ep_len[(start % R) * n + env]
         relabel = rng.random(B) < self.her_ratio
         strategy = self.goal_selection_strategy
         if strategy is GoalSelectionStrategy.RANDOM:
-            gb, gu, _, _ = self._draw_transitions(B)
-            goal_row = gb + (gu + 1) % R
+            goal_env, goal_row = self._draw_transitions(B)
+            goal_index = ((goal_row + 1) % R) * n + goal_env
         else:
             if strategy is GoalSelectionStrategy.FUTURE:
-                first, span = u + 1, t - a
+                first, span = row + 1, length - offset
             elif strategy is GoalSelectionStrategy.FINAL:
-                first, span = u - a + t, np.ones_like(t)
+                first, span = start + length, 1
             else:
-                first, span = u - a + 1, t
+                first, span = start + 1, length
             # floor(r * span) can round up to span for r just below 1: clamp it.
-            pick = np.minimum((rng.random(B) * span).astype(np.int64), span - 1)
-            goal_row = base + (first + pick) % R
+            pick = np.minimum((rng.random(B) * span).astype(np.int64), np.subtract(span, 1))
+            goal_index = ((first + pick) % R) * n + env
 
         out = self._outputs(B, copy)
         obs, next_obs = out["observations"], out["next_observations"]
         for key, store in self._obs.items():
-            np.take(store, row, axis=0, out=obs[key], mode="wrap")
-            np.take(store, next_row, axis=0, out=next_obs[key], mode="wrap")
-        goals = self._obs["achieved_goal"][goal_row]
+            np.take(store, index, axis=0, out=obs[key], mode="wrap")
+            np.take(store, next_index, axis=0, out=next_obs[key], mode="wrap")
+        goals = self._obs["achieved_goal"][goal_index]
         mask = relabel.reshape((B,) + (1,) * (goals.ndim - 1))
         np.copyto(obs["desired_goal"], goals, where=mask)
         np.copyto(next_obs["desired_goal"], goals, where=mask)
-        np.take(self._actions, row, axis=0, out=out["actions"], mode="wrap")
+        np.take(self._actions, index, axis=0, out=out["actions"], mode="wrap")
 
-        info = {key: store[row] for key, store in self._infos.items()}
+        info = {key: store[index] for key, store in self._infos.items()}
         new_reward = np.asarray(
             self.compute_reward(next_obs["achieved_goal"], obs["desired_goal"], info)
         )
@@ -533,10 +610,10 @@ class HerReplayBuffer:
                 f"expected ({B},)"
             )
         rewards = out["rewards"]
-        np.take(self._rewards, row, out=rewards, mode="wrap")
+        np.take(self._rewards, index, out=rewards, mode="wrap")
         np.copyto(rewards, new_reward, where=relabel, casting="unsafe")
 
-        terminated = self._terminated[row]
+        terminated = self._terminated[index]
         if self.compute_terminated is not None:
             new_terminated = np.asarray(
                 self.compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
@@ -544,7 +621,7 @@ class HerReplayBuffer:
             ).reshape(B)
             terminated = np.where(relabel, new_terminated, terminated)
         if not self.handle_timeout_termination:
-            terminated |= self._truncated[row]
+            terminated |= self._truncated[index]
         np.copyto(out["dones"], terminated)
         return self._deliver(out, device)
 
@@ -552,14 +629,15 @@ class HerReplayBuffer:
         cached = None if fresh else self._out_cache.get(B)
         if cached is not None:
             return cached
-        out = {
+        out: dict[str, Any] = {
             "observations": {k: np.empty((B, *v.shape[1:]), v.dtype) for k, v in self._obs.items()},
             "next_observations": {
                 k: np.empty((B, *v.shape[1:]), v.dtype) for k, v in self._obs.items()
             },
-            "actions": np.empty((B, *self._action_shape), self._actions.dtype),
+            "actions": np.empty((B, *self.action_shape), self._actions.dtype),
             "rewards": np.empty(B, np.float32),
             "dones": np.empty(B, np.float32),
+            "tensors": None,  # torch views of the arrays above, made on first use
         }
         if not fresh:
             self._out_cache[B] = out
@@ -577,17 +655,25 @@ class HerReplayBuffer:
             )
         import torch
 
+        views = out["tensors"]
+        if views is None:
+            views = HerBatch(
+                {k: torch.from_numpy(v) for k, v in out["observations"].items()},
+                torch.from_numpy(out["actions"]),
+                torch.from_numpy(out["rewards"]),
+                {k: torch.from_numpy(v) for k, v in out["next_observations"].items()},
+                torch.from_numpy(out["dones"]),
+            )
+            out["tensors"] = views
         device = torch.device(device)
-
-        def tensor(array: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(array).to(device)
-
+        if device.type == "cpu":
+            return views
         return HerBatch(
-            {k: tensor(v) for k, v in out["observations"].items()},
-            tensor(out["actions"]),
-            tensor(out["rewards"]),
-            {k: tensor(v) for k, v in out["next_observations"].items()},
-            tensor(out["dones"]),
+            {k: v.to(device) for k, v in views.observations.items()},
+            views.actions.to(device),
+            views.rewards.to(device),
+            {k: v.to(device) for k, v in views.next_observations.items()},
+            views.dones.to(device),
         )
 
     # ------------------------------------------------------------------ save / load
@@ -618,6 +704,7 @@ class HerReplayBuffer:
             np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
 
     def _state_arrays(self) -> dict[str, np.ndarray]:
+        self._materialize()
         return {
             "actions": self._actions,
             "rewards": self._rewards,
@@ -625,11 +712,13 @@ class HerReplayBuffer:
             "truncated": self._truncated,
             "to_start": self._to_start,
             "ep_len": self._ep_len,
+            "trans_row": self._trans_row,
             "head": self._head,
             "ep_start": self._ep_start,
             "valid_lo": self._valid_lo,
-            "valid_hi": self._valid_hi,
-            "n_valid": self._n_valid,
+            "t_count": self._t_count,
+            "t_lo": self._t_lo,
+            "t_hi": self._t_hi,
         }
 
     @classmethod
@@ -688,6 +777,7 @@ class HerReplayBuffer:
                             f"{buffer.rows_per_env * buffer.n_envs} rows"
                         )
                     buffer._infos[key] = stored.copy()
+            buffer._sync_state()
             state = meta["rng_state"]
             buffer._rng = np.random.Generator(getattr(np.random, state["bit_generator"])())
             buffer._rng.bit_generator.state = state
@@ -705,6 +795,8 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
 
 
 def _vector(name: str, value: Any, n: int) -> np.ndarray:
+    if type(value) is np.ndarray and value.shape == (n,):
+        return value
     array = np.asarray(value)
     if array.shape != (n,):
         if array.size == n:

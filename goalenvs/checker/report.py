@@ -1,0 +1,185 @@
+"""The checker's result: one entry per check run, its findings, and the renderings."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SEVERITIES = ("error", "warning", "info")
+
+# Findings shown per check in the table; JSON keeps every one.
+_SHOWN_FINDINGS = 3
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One piece of evidence that a check failed.
+
+    ``where`` locates it (``"reset"``, ``"step 17"``, ``"batch of 16, element 3"``) and
+    ``message`` carries the inputs and the two values that disagree.
+    """
+
+    check_id: str
+    severity: str
+    title: str
+    message: str
+    where: str | None = None
+
+    def __str__(self) -> str:
+        place = f" [{self.where}]" if self.where else ""
+        return f"{self.severity.upper()} {self.check_id}{place}: {self.message}"
+
+
+@dataclass
+class CheckResult:
+    """What happened to one check: ``passed``, ``failed`` or ``skipped`` (with a note)."""
+
+    id: str
+    severity: str
+    title: str
+    status: str = "passed"
+    findings: list[Finding] = field(default_factory=list)
+    note: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class Report:
+    """The outcome of :func:`goalenvs.checker.check_goal_env`.
+
+    ``ok`` is true when no check of severity ``error`` failed. ``errors`` and
+    ``warnings`` list the findings of failed checks of that severity; ``infos`` the
+    notes of ``info`` checks (a setting the env needs, not a defect).
+    """
+
+    env_name: str
+    results: list[CheckResult]
+    cpu_seconds: float
+    wall_seconds: float
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def _findings(self, severity: str) -> list[Finding]:
+        return [f for r in self.results if r.severity == severity for f in r.findings]
+
+    @property
+    def errors(self) -> list[Finding]:
+        """Findings of failed error-severity checks."""
+        return self._findings("error")
+
+    @property
+    def warnings(self) -> list[Finding]:
+        """Findings of failed warning-severity checks."""
+        return self._findings("warning")
+
+    @property
+    def infos(self) -> list[Finding]:
+        """Notes of info-severity checks (settings a HER setup needs for this env)."""
+        return self._findings("info")
+
+    @property
+    def ok(self) -> bool:
+        """True when no error-severity check failed."""
+        return not self.errors
+
+    def failed_ids(self, severity: str | None = None) -> set[str]:
+        """Ids of the checks that failed, optionally only those of one severity."""
+        return {
+            r.id
+            for r in self.results
+            if r.status == "failed" and (severity is None or r.severity == severity)
+        }
+
+    def result(self, check_id: str) -> CheckResult:
+        """The result of one check, by id."""
+        for r in self.results:
+            if r.id == check_id:
+                return r
+        raise KeyError(f"check_id={check_id!r} was not run; ran {[r.id for r in self.results]}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: summary counts and every check with its findings."""
+        return {
+            "env": self.env_name,
+            "ok": self.ok,
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "infos": len(self.infos),
+            "cpu_seconds": round(self.cpu_seconds, 3),
+            "wall_seconds": round(self.wall_seconds, 3),
+            "settings": self.settings,
+            "checks": [
+                {
+                    "id": r.id,
+                    "severity": r.severity,
+                    "title": r.title,
+                    "status": r.status,
+                    "note": r.note,
+                    "seconds": round(r.seconds, 4),
+                    "findings": [{"message": f.message, "where": f.where} for f in r.findings],
+                }
+                for r in self.results
+            ],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The report as a JSON string (see :meth:`to_dict`)."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def summary(self) -> str:
+        """The footer line: counts, CPU and wall time."""
+        counts = {s: 0 for s in ("passed", "failed", "skipped")}
+        for r in self.results:
+            counts[r.status] += 1
+        return (
+            f"{self.env_name}: {len(self.results)} checks, {counts['passed']} passed, "
+            f"{len(self.errors)} error(s), {len(self.warnings)} warning(s), "
+            f"{len(self.infos)} note(s), {counts['skipped']} skipped; "
+            f"CPU {self.cpu_seconds:.2f} s, wall {self.wall_seconds:.2f} s"
+        )
+
+    def render(self, console: Any = None, verbose: bool = False) -> None:
+        """Prints the report: a table of the checks that did not pass (all when
+        ``verbose``), then every finding in full, then the summary line."""
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        console = console or Console()
+        styles = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+        order = {"failed": 0, "skipped": 1, "passed": 2}
+        shown = [r for r in self.results if verbose or r.status != "passed"]
+        shown.sort(key=lambda r: (order[r.status], SEVERITIES.index(r.severity)))
+        table = Table(title=f"goalenvs check: {self.env_name}")
+        for name in ("", "check", "severity", "title"):
+            table.add_column(name, no_wrap=name != "title")
+        for r in shown:
+            if r.status == "failed":
+                mark = Text("NOTE" if r.severity == "info" else "FAIL", style=styles[r.severity])
+                title = Text(f"{r.title} ({len(r.findings)} finding(s))")
+            elif r.status == "skipped":
+                mark, title = Text("skip", style="dim"), Text(f"{r.title}\n{r.note}", style="dim")
+            else:
+                mark, title = Text("ok", style="green"), Text(r.title)
+            table.add_row(mark, r.id, Text(r.severity, style=styles[r.severity]), title)
+        if shown:
+            console.print(table)
+        for r in shown:
+            if r.status != "failed":
+                continue
+            console.print(Text(f"{r.id} ({r.severity}): {r.title}", style=styles[r.severity]))
+            for i, f in enumerate(r.findings):
+                if i == _SHOWN_FINDINGS and not verbose:
+                    console.print(Text(f"  ... {len(r.findings) - i} more (--verbose or --json)"))
+                    break
+                place = f"[{f.where}] " if f.where else ""
+                console.print(Text(f"  - {place}{f.message}"))
+        console.print(Text(self.summary(), style="bold"), soft_wrap=True)
+
+    def __str__(self) -> str:
+        from rich.console import Console
+
+        buffer = io.StringIO()
+        self.render(Console(file=buffer, width=140, color_system=None))
+        return buffer.getvalue()

@@ -1,0 +1,261 @@
+"""goalenvs' HER buffer as a stable-baselines3 ``replay_buffer_class``.
+
+::
+
+    from stable_baselines3 import SAC
+    from goalenvs.her.sb3 import HerReplayBuffer
+
+    model = SAC(
+        "MultiInputPolicy",
+        env,
+        replay_buffer_class=HerReplayBuffer,
+        replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"),
+    )
+
+It keeps stable-baselines3's argument names and hooks (``add`` with the list of infos,
+``sample(batch_size, env=VecNormalize)``, ``set_env``, ``truncate_last_trajectory``) and
+stores everything in :class:`goalenvs.her.buffer.HerReplayBuffer`: a fraction of the memory,
+no scan of the whole buffer per sample, and one ``compute_reward`` call per batch.
+
+Differences from stable-baselines3's buffer:
+
+- ``compute_reward`` receives ``info`` as one dict of batched arrays (the values of
+  ``info_keys``), not a list of dicts. With ``copy_info_dict=True`` and no ``info_keys``,
+  the numeric info keys seen at the first ``add`` are stored (stable-baselines3's own
+  bookkeeping keys excepted). Goal envs that follow the goalenvs contract accept both.
+- The ``"random"`` strategy is available too.
+- ``optimize_memory_usage`` is not supported (neither is it by stable-baselines3's HER);
+  the memory saving is built in.
+
+This is the only goalenvs module that imports stable-baselines3 (the ``sb3`` extra).
+"""
+
+from __future__ import annotations
+
+import enum
+import warnings
+from typing import Any
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.buffers import BaseBuffer
+from stable_baselines3.common.type_aliases import DictReplayBufferSamples
+from stable_baselines3.common.vec_env import VecNormalize
+from stable_baselines3.her.her_replay_buffer import HerReplayBuffer as _SB3HerReplayBuffer
+
+from goalenvs.her import buffer as core
+
+__all__ = ["HerReplayBuffer"]
+
+# Keys stable-baselines3 and gymnasium add to infos; never goal information.
+_BOOKKEEPING_KEYS = ("terminal_observation", "TimeLimit.truncated", "episode", "final_obs")
+
+
+class HerReplayBuffer(_SB3HerReplayBuffer):
+    """stable-baselines3 HER replay buffer backed by :class:`goalenvs.her.HerReplayBuffer`.
+
+    It subclasses stable-baselines3's ``HerReplayBuffer`` only so that off-policy
+    algorithms recognise it and pass it the env; none of the parent's storage is
+    allocated.
+
+    Args:
+        buffer_size: rows kept over all envs: transitions plus one row per stored episode
+            for its final observation (50-step episodes: 50/51 of it are transitions).
+        observation_space: the goal Dict observation space.
+        action_space: the action space.
+        env: the training VecEnv (stable-baselines3 passes it); its first sub-env's
+            ``compute_reward`` rewards relabeled goals.
+        device: torch device of the sampled tensors.
+        n_envs: parallel envs.
+        optimize_memory_usage: must be False.
+        handle_timeout_termination: a time-limit truncation bootstraps when True.
+        n_sampled_goal: virtual transitions per real one: relabel probability k/(k+1).
+        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"``, ``"random"``, or
+            a stable-baselines3 ``GoalSelectionStrategy``.
+        copy_info_dict: store the info values ``compute_reward`` needs (see the module
+            docstring).
+        info_keys: the info keys to store (implies ``copy_info_dict``).
+        recompute_terminated: recompute ``terminated`` for relabeled goals with the env's
+            ``compute_terminated`` (stable-baselines3 keeps the original, its issue #627).
+        seed: seed of the sampling generator; None draws one from numpy's global
+            generator, which stable-baselines3 seeds from the algorithm's ``seed``.
+    """
+
+    def __init__(
+        self,
+        buffer_size: int,
+        observation_space: spaces.Dict,
+        action_space: spaces.Space,
+        env: Any,
+        device: th.device | str = "auto",
+        n_envs: int = 1,
+        optimize_memory_usage: bool = False,
+        handle_timeout_termination: bool = True,
+        n_sampled_goal: int = 4,
+        goal_selection_strategy: Any = "future",
+        copy_info_dict: bool = False,
+        info_keys: tuple[str, ...] = (),
+        recompute_terminated: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        # Not the parent's __init__: it would allocate the storage this class replaces.
+        BaseBuffer.__init__(self, buffer_size, observation_space, action_space, device, n_envs)
+        if optimize_memory_usage:
+            raise ValueError(
+                "optimize_memory_usage=True is not supported by the HER buffer (the next "
+                "observation is already stored once); pass False"
+            )
+        if isinstance(goal_selection_strategy, enum.Enum) and not isinstance(
+            goal_selection_strategy, str
+        ):
+            # stable-baselines3's GoalSelectionStrategy is an IntEnum: map it by name.
+            goal_selection_strategy = goal_selection_strategy.name.lower()
+        self.handle_timeout_termination = handle_timeout_termination
+        self.n_sampled_goal = n_sampled_goal
+        self.goal_selection_strategy = core.GoalSelectionStrategy.parse(goal_selection_strategy)
+        self.copy_info_dict = bool(copy_info_dict or info_keys)
+        self.recompute_terminated = bool(recompute_terminated)
+        self._infer_info_keys = self.copy_info_dict and not info_keys
+        # The global generator on purpose: stable-baselines3 seeds it from its own seed.
+        self._seed = int(np.random.randint(2**31 - 1)) if seed is None else seed  # noqa: NPY002
+        self.env = None
+        self._core: core.HerReplayBuffer | None = None
+        # Validates the arguments now; rebuilt at the first add when info keys are inferred.
+        self._core = self._make_core(tuple(info_keys), None)
+        if env is not None:
+            self.set_env(env)
+
+    def _make_core(self, info_keys: tuple[str, ...], env: Any) -> core.HerReplayBuffer:
+        buffer = core.HerReplayBuffer(
+            self.buffer_size,
+            self.observation_space,
+            self.action_space,
+            compute_reward=_missing_env if env is None else env,
+            n_envs=self.n_envs,
+            n_sampled_goal=self.n_sampled_goal,
+            goal_selection_strategy=self.goal_selection_strategy,
+            handle_timeout_termination=self.handle_timeout_termination,
+            info_keys=info_keys,
+            compute_terminated=env if (self.recompute_terminated and env is not None) else None,
+            seed=self._seed,
+        )
+        return buffer
+
+    @property
+    def core(self) -> core.HerReplayBuffer:
+        """The goalenvs buffer that holds the data."""
+        assert self._core is not None
+        return self._core
+
+    def set_env(self, env: Any) -> None:
+        """Sets the env whose ``compute_reward`` rewards relabeled goals (after unpickling)."""
+        if self.env is not None:
+            raise ValueError("Trying to set env of already initialized environment.")
+        self.env = env
+        self.core.compute_reward = core.resolve_goal_function(env, "compute_reward")
+        if self.recompute_terminated:
+            self.core.compute_terminated = core.resolve_goal_function(env, "compute_terminated")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["env"]
+        if self._core is not None:
+            detached = object.__new__(core.HerReplayBuffer)
+            detached.__dict__.update(self._core.__dict__)
+            detached.compute_reward = _missing_env
+            detached.compute_terminated = None
+            detached._out_cache = {}
+            state["_core"] = detached
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.env = None
+
+    def size(self) -> int:
+        """Transitions that can be sampled."""
+        return self.core.n_transitions
+
+    def reset(self) -> None:
+        """Empties the buffer."""
+        env, self.env = self.env, None
+        self._core = self._make_core(self.core.info_keys, None)
+        if env is not None:
+            self.set_env(env)
+
+    def add(  # type: ignore[override]
+        self,
+        obs: dict[str, np.ndarray],
+        next_obs: dict[str, np.ndarray],
+        action: np.ndarray,
+        reward: np.ndarray,
+        done: np.ndarray,
+        infos: list[dict[str, Any]],
+    ) -> None:
+        """Stores one step of every env, as stable-baselines3 calls it."""
+        done = np.asarray(done, dtype=bool).reshape(self.n_envs)
+        timeout = np.fromiter(
+            (info.get("TimeLimit.truncated", False) for info in infos), bool, self.n_envs
+        )
+        truncated = done & timeout
+        if self._infer_info_keys:
+            self._adopt_info_keys(infos[0])
+        action = np.asarray(action).reshape((self.n_envs, *self.core.action_shape))
+        self.core.add(obs, next_obs, action, reward, done & ~truncated, truncated, infos)
+
+    def _adopt_info_keys(self, info: dict[str, Any]) -> None:
+        # copy_info_dict without info_keys: store the numeric values of the first info.
+        self._infer_info_keys = False
+        keys = tuple(
+            key
+            for key, value in info.items()
+            if key not in _BOOKKEEPING_KEYS
+            and not key.startswith("_")
+            and np.asarray(value).dtype.kind in "biuf"
+        )
+        env, self.env = self.env, None
+        self._core = self._make_core(keys, None)
+        if env is not None:
+            self.set_env(env)
+
+    def sample(  # type: ignore[override]
+        self, batch_size: int, env: VecNormalize | None = None
+    ) -> DictReplayBufferSamples:
+        """Samples a relabeled batch as torch tensors on ``self.device``."""
+        if self.env is None:
+            raise RuntimeError(
+                "the HER buffer has no env to compute rewards: call set_env(env) after loading"
+            )
+        batch = self.core.sample(batch_size)
+        observations, next_observations = batch.observations, batch.next_observations
+        rewards = batch.rewards.reshape(-1, 1)
+        if env is not None:
+            observations = env.normalize_obs(observations)
+            next_observations = env.normalize_obs(next_observations)
+            rewards = env.normalize_reward(rewards).astype(np.float32, copy=False)
+        return DictReplayBufferSamples(
+            observations={k: self._tensor(v) for k, v in observations.items()},
+            actions=self._tensor(batch.actions.reshape(batch_size, self.action_dim)),
+            next_observations={k: self._tensor(v) for k, v in next_observations.items()},
+            dones=self._tensor(batch.dones.reshape(-1, 1)),
+            rewards=self._tensor(rewards),
+        )
+
+    def _tensor(self, array: np.ndarray) -> th.Tensor:
+        return th.from_numpy(array).to(self.device)
+
+    def truncate_last_trajectory(self) -> None:
+        """Ends the episodes in progress (stable-baselines3 calls it after loading)."""
+        if self.core.episodes_in_progress:
+            warnings.warn(
+                "The last trajectory in the replay buffer will be truncated.\n"
+                "If you are in the same episode as when the replay buffer was saved,\n"
+                "you should use `truncate_last_trajectory=False` to avoid that issue.",
+                stacklevel=2,
+            )
+        self.core.truncate_last_trajectory()
+
+
+def _missing_env(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
+    raise RuntimeError("the HER buffer has no env to compute rewards: call set_env(env)")

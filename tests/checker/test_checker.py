@@ -1,0 +1,390 @@
+"""The checker against a library of broken goal envs, their correct twins, and real envs."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import goalenvs
+from goalenvs.checker import (
+    CHECKS,
+    GoalEnvCheckError,
+    LoadError,
+    assert_goal_env,
+    check_goal_env,
+    load,
+)
+from goalenvs.checker.probe import fmt, perturbed
+from goalenvs.checker.report import CheckResult
+from goalenvs.checker.runner import Check, Context, _run_one
+from goalenvs.registration import ENTRIES
+from tests.checker.broken_envs import DEFECTS, TOY_ID, ToyReach, make, make_twin
+
+STEPS = 100  # enough for the toy env to both reach and miss its goal
+
+
+def run_check(env: gym.Env, factory=None, **kwargs):
+    kwargs.setdefault("steps", STEPS)
+    kwargs.setdefault("timeout", 5.0)
+    return check_goal_env(env, factory=factory, **kwargs)
+
+
+def assert_clean(report, allow_skipped=()):
+    """No error and no warning; only the listed checks may be skipped."""
+    assert report.errors == [], str(report)
+    assert report.warnings == [], str(report)
+    skipped = {r.id for r in report.results if r.status == "skipped"}
+    assert skipped <= set(allow_skipped), str(report)
+
+
+# --------------------------------------------------------------------------- broken envs
+
+
+def test_library_has_at_least_twenty_distinct_defects_across_categories():
+    assert len(DEFECTS) >= 20
+    assert len({check_id for check_id, *_ in DEFECTS.values()}) >= 20
+    categories = {category for _, _, category, _ in DEFECTS.values()}
+    assert categories >= {
+        "spaces",
+        "api",
+        "reward",
+        "relabeling",
+        "termination",
+        "is_success",
+        "episodes",
+        "seeding",
+        "render",
+        "wrappers",
+    }
+    for check_id, severity, _, _ in DEFECTS.values():
+        assert CHECKS[check_id].severity == severity
+
+
+@pytest.mark.parametrize("defect", list(DEFECTS))
+def test_defect_is_caught_with_its_check_id_and_severity(defect):
+    check_id, severity, _, _ = DEFECTS[defect]
+    timeout = 0.5 if defect == "hang_step" else 5.0
+    report = run_check(make(defect), functools.partial(make, defect), timeout=timeout)
+    result = report.result(check_id)
+    assert result.status == "failed", str(report)
+    assert result.severity == severity
+    assert result.findings and all(f.message for f in result.findings)
+    assert report.ok is (severity != "error")
+
+
+def test_correct_twin_of_every_defect_passes_clean():
+    twins = {}
+    for defect in DEFECTS:
+        env = make_twin(defect)
+        key = (type(env).__name__, getattr(env, "scale", None))
+        twins.setdefault(key, defect)
+    assert len(twins) == 2  # ToyReach itself, and the identity-wrapped one
+    for defect in twins.values():
+        assert_clean(run_check(make_twin(defect), functools.partial(make_twin, defect)))
+
+
+def test_registered_twin_passes_clean_through_gym_make_wrappers():
+    env = gym.make(TOY_ID)
+    assert env.unwrapped is not env
+    report = run_check(env)  # no factory: render modes are rebuilt from env.spec
+    assert_clean(report)
+    assert report.result("render.modes").status == "passed"
+
+
+def test_info_dependent_reward_is_a_note_naming_the_her_settings():
+    report = run_check(ToyReach(penalty=True), functools.partial(ToyReach, penalty=True))
+    assert_clean(report)
+    (note,) = report.infos
+    assert note.check_id == "reward.info_keys"
+    assert "['penalty']" in note.message
+    assert "copy_info_dict=True" in note.message
+    assert "info_keys=('penalty',)" in note.message
+
+
+def test_info_key_set_on_few_steps_does_not_fool_the_batch_checks():
+    # info["penalty"] is nonzero on 3 of the 100 steps: a batch compared without the
+    # step infos would disagree with the singles on exactly those.
+    make_env = functools.partial(ToyReach, penalty=True, penalty_box=0.4)
+    env = make_env()
+    report = run_check(env, make_env)
+    assert_clean(report)
+    assert report.result("reward.info_keys").status == "failed"  # the note, not an error
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+def _messages(report, check_id):
+    return " | ".join(f"[{f.where}] {f.message}" for f in report.result(check_id).findings)
+
+
+def test_step_match_evidence_names_step_goals_and_both_rewards():
+    report = run_check(make("step_extra_penalty"))
+    (finding,) = report.result("reward.step_match").findings
+    assert finding.where.startswith("step ")
+    assert "step returned reward = " in finding.message
+    assert "compute_reward(achieved_goal=[" in finding.message
+    assert "desired_goal=[" in finding.message
+    step_reward = float(finding.message.split("step returned reward = ")[1].split(" ")[0])
+    computed = float(finding.message.split(") = ")[-1].split(" ")[0])
+    assert step_reward < computed  # the action penalty lowers the step's reward
+
+
+def test_batch_evidence_names_the_element_and_both_values():
+    report = run_check(make("reward_noise"))
+    text = _messages(report, "reward.batch")
+    assert "batch reward[" in text and "single reward = " in text
+    assert "achieved_goal=[" in text
+
+
+def test_unvectorized_reward_is_reported_once_with_all_batch_sizes_hidden():
+    report = run_check(make("not_vectorized"))
+    findings = report.result("reward.batch").findings
+    assert len(findings) == 1
+    assert "returned 1 value(s) (shape ()) for 2 goal pairs" in findings[0].message
+
+
+def test_mutating_reward_is_reported_once_without_corrupting_other_checks():
+    report = run_check(make("reward_mutates"))
+    assert report.failed_ids() == {"reward.no_mutation"}
+
+
+def test_random_reward_is_not_reported_as_reading_info():
+    report = run_check(make("reward_noise"))
+    assert report.result("reward.info_keys").status == "passed"
+    assert "reward.deterministic" in report.failed_ids("error")
+
+
+def test_success_key_warning_names_the_key_the_env_uses():
+    report = run_check(make("success_key"))
+    assert "['success']" in _messages(report, "success.present")
+
+
+def test_info_forms_failure_says_which_forms_work():
+    report = run_check(make("info_none_fails"))
+    text = _messages(report, "reward.info_forms")
+    assert "with info as None" in text
+    assert "works with info as: a list of the step info dicts" in text
+
+
+def test_info_forms_failure_names_the_her_setting_it_needs():
+    report = run_check(make("info_required"))
+    text = _messages(report, "reward.info_forms")
+    assert "with info as [{}] * B (SB3's default): KeyError: 'penalty'" in text
+    assert "HerReplayBuffer(copy_info_dict=True)" in text
+    assert "HerReplayBuffer(info_keys=('penalty',))" in text
+
+
+def test_aliasing_evidence_shows_returned_and_later_values():
+    report = run_check(make("aliased_obs"))
+    text = _messages(report, "api.obs_fresh")
+    assert "obs['achieved_goal'] returned as [" in text and "later read [" in text
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+def test_hanging_step_is_a_finding_and_the_run_still_reports():
+    report = run_check(make("hang_step"), timeout=0.3)
+    (finding,) = report.result("api.timeout").findings
+    assert "step 3" in finding.message and "0.3 s" in finding.message
+    skipped = [r for r in report.results if r.status == "skipped"]
+    assert any("hung" in (r.note or "") for r in skipped)
+    # Checks that need no env call still ran.
+    assert report.result("space.dict").status == "passed"
+
+
+def test_exception_inside_a_check_is_a_finding_not_a_crash():
+    def broken(ctx, out):
+        raise ZeroDivisionError("boom")
+
+    ctx = Context(ToyReach(), None, steps=5, seed=0, timeout=1.0)
+    try:
+        result = _run_one(ctx, Check("test.broken", "error", "raises", broken))
+    finally:
+        ctx.close()
+    assert isinstance(result, CheckResult)
+    assert result.status == "failed"
+    assert "ZeroDivisionError: boom" in result.findings[0].message
+
+
+def test_env_exception_in_compute_reward_is_a_finding():
+    report = run_check(make("info_key_missing"))
+    text = _messages(report, "reward.step_match")
+    assert "compute_reward(step goals, step info) raised KeyError: 'penalty'" in text
+
+
+def test_uncallable_signature_is_reported_once_not_by_every_reward_check():
+    report = run_check(make("two_arg_reward"))
+    assert "reward.signature" in report.failed_ids("error")
+    assert "see reward.signature" in (report.result("reward.batch").note or "")
+
+
+def test_seeding_checked_when_spec_is_none():
+    env = make("global_rng")
+    assert env.spec is None
+    report = run_check(env)
+    assert "reset(seed=1000) returned obs['desired_goal']" in _messages(report, "seed.reset")
+
+
+def test_bad_arguments_name_the_argument():
+    with pytest.raises(ValueError, match="steps must be a positive integer, got 0"):
+        check_goal_env(ToyReach(), steps=0)
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        check_goal_env(ToyReach(), timeout=-1)
+    with pytest.raises(ValueError, match=r"checks=\['nope'\] are not check ids"):
+        check_goal_env(ToyReach(), checks=["nope"])
+
+
+# --------------------------------------------------------------------------- report, API
+
+
+def test_json_lists_every_check_with_status_and_findings():
+    report = run_check(make("reward_float64"), checks=None)
+    data = json.loads(report.to_json())
+    assert [c["id"] for c in data["checks"]] == list(CHECKS)
+    assert data["ok"] is True and data["warnings"] == 1
+    dtype = next(c for c in data["checks"] if c["id"] == "reward.dtype")
+    assert dtype["status"] == "failed" and "float64" in dtype["findings"][0]["message"]
+    assert data["cpu_seconds"] > 0
+
+
+def test_table_rendering_shows_failures_evidence_and_footer():
+    text = str(run_check(make("reward_constant")))
+    assert "reward.goal_dependent" in text
+    assert "compute_reward = -1.0 for all" in text
+    assert "CPU" in text and "error(s)" in text
+
+
+def test_assert_goal_env_raises_listing_errors_and_passes_twin():
+    with pytest.raises(GoalEnvCheckError, match=r"reward\.goal_dependent"):
+        assert_goal_env(make("reward_constant"), steps=STEPS)
+    with pytest.raises(AssertionError, match=r"goal\.fixed"):
+        assert_goal_env(make("goal_moves"), steps=STEPS, strict=True)
+    assert assert_goal_env(make("goal_moves"), steps=STEPS).ok
+
+
+def test_every_check_has_a_docs_entry():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "checks.md").read_text()
+    headings = [line for line in docs.splitlines() if line.startswith("### ")]
+    for check_id in CHECKS:
+        assert any(f"`{check_id}`" in h for h in headings), check_id
+
+
+@given(
+    st.one_of(
+        st.booleans(),
+        st.integers(-(2**31), 2**31 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.floats(allow_nan=False, allow_infinity=False, width=32).map(np.float32),
+    )
+)
+def test_perturbed_info_value_differs_and_keeps_its_type(value):
+    changed = perturbed(value)
+    assert type(changed) is type(value) or isinstance(value, (bool, np.bool_))
+    assert changed != value
+
+
+@given(st.lists(st.floats(allow_nan=True), min_size=0, max_size=40))
+def test_fmt_renders_any_float_array_briefly(values):
+    text = fmt(np.asarray(values))
+    assert text.startswith("[") and len(text) < 200
+
+
+# --------------------------------------------------------------------------- loader
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        TOY_ID,
+        f"tests.checker.broken_envs:{TOY_ID}",
+        "tests.checker.broken_envs:ToyReach",
+        "tests/checker/broken_envs.py:make",
+    ],
+)
+def test_loader_accepts_every_spec_form(spec):
+    importlib.import_module("tests.checker.broken_envs")
+    env, factory, _ = load(spec, {"penalty": True})
+    # a file path imports its own copy of the module: compare by name
+    assert type(env.unwrapped).__name__ == "ToyReach" and env.unwrapped.penalty
+    other = factory(render_mode="ansi")
+    assert other.unwrapped.penalty and other.unwrapped.render_mode == "ansi"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("no_such_module_xyz:Env", "cannot import module 'no_such_module_xyz'"),
+        ("tests/checker/missing.py:Env", "no such file"),
+        ("tests.checker.broken_envs:DEFECTS", "is a dict, not a class or function"),
+        ("checker_test/Nope-v0", "building checker_test/Nope-v0 failed"),
+    ],
+)
+def test_loader_errors_name_the_problem(spec, message):
+    importlib.import_module("tests.checker.broken_envs")
+    with pytest.raises(LoadError, match=message):
+        load(spec)
+
+
+# --------------------------------------------------------------------------- goalenvs envs
+
+
+def _env_importable(env_id: str) -> bool:
+    entry = next(e for e in ENTRIES if e.id == env_id)
+    try:
+        importlib.import_module(entry.module)
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("env_id", goalenvs.ENV_IDS)
+def test_goalenvs_env_passes_with_no_error_and_no_warning(env_id):
+    if not _env_importable(env_id):
+        pytest.skip(f"{env_id}'s module is not in this branch yet")
+    report = check_goal_env(gym.make(env_id), factory=functools.partial(gym.make, env_id))
+    assert report.errors == [] and report.warnings == [], str(report)
+
+
+# --------------------------------------------------------------------------- third-party envs
+
+
+@pytest.mark.slow
+def test_highway_parking_pays_its_collision_penalty_outside_compute_reward():
+    pytest.importorskip("highway_env")
+    env, factory, _ = load("highway_env:parking-v0")
+    report = check_goal_env(env, factory=factory, steps=60, checks=["reward.step_match"])
+    (finding,) = report.result("reward.step_match").findings
+    assert "'crashed': True" in finding.message
+    step_reward = float(finding.message.split("step returned reward = ")[1].split(" ")[0])
+    computed = float(finding.message.split(") = ")[-1].split(" ")[0])
+    # highway_env/envs/parking_env.py: reward += config["collision_reward"] * crashed
+    assert step_reward - computed == pytest.approx(-5.0, abs=1e-4)
+
+
+@pytest.mark.slow
+def test_point_maze_terminated_is_not_vectorized_and_success_key_differs():
+    robotics = pytest.importorskip("gymnasium_robotics")
+    gym.register_envs(robotics)
+    env = gym.make("PointMaze_UMaze-v3", continuing_task=False)
+    report = check_goal_env(
+        env, steps=50, checks=["terminated.batch", "success.present", "reward.batch"]
+    )
+    assert report.result("reward.batch").status == "passed"
+    assert "not vectorized" in _messages(report, "terminated.batch")
+    assert "['success']" in _messages(report, "success.present")
+    terminated = env.get_wrapper_attr("compute_terminated")
+    ag = np.zeros((2, 2))
+    dg = np.array([[0.0, 0.0], [5.0, 5.0]])
+    # the defect itself: one pair at its goal, one far away, and one bool for both
+    assert terminated(ag[0], dg[0], None) is True
+    assert terminated(ag, dg, None) is False

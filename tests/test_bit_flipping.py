@@ -1,0 +1,212 @@
+"""BitFlipping: the HER paper's task, its episode length, goals, actions and drawing."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import goalenvs  # noqa: F401  (registers the ids)
+from goalenvs.envs.bit_flipping import BitFlippingEnv, BitFlippingVectorEnv, draw_episodes
+from goalenvs.envs.random_streams import UniformStreams, generator_taker
+
+
+def _episode_length(env: gym.Env, action) -> tuple[int, bool, bool]:
+    steps = 0
+    while True:
+        steps += 1
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            return steps, terminated, truncated
+
+
+@pytest.mark.parametrize("n_bits", [1, 3, 10, 50])
+def test_episode_lasts_n_bits_steps_whatever_n_bits_is(n_bits):
+    env = gym.make("goalenvs/BitFlipping-v0", n_bits=n_bits)
+    obs, _ = env.reset(seed=0)
+    assert obs["observation"].shape == (n_bits,)
+    # Flipping bit 0 twice restores it: with a goal differing elsewhere, no success.
+    goal = obs["achieved_goal"].copy()
+    goal[-1] = 1.0 - goal[-1]
+    if n_bits > 1:
+        env.reset(seed=0, options={"goal": goal})
+        steps, terminated, truncated = _episode_length(env, 0)
+        assert (steps, terminated, truncated) == (n_bits, False, True)
+
+    envs = gym.make_vec("goalenvs/BitFlipping-v0", num_envs=2, n_bits=n_bits)
+    assert envs.max_episode_steps == n_bits
+
+
+def test_max_episode_steps_argument_overrides_n_bits():
+    # gym.make consumes max_episode_steps itself (a TimeLimit); the env takes it directly
+    # and gym.make_vec passes it through.
+    env = BitFlippingEnv(n_bits=4, max_episode_steps=7)
+    env.reset(seed=0, options={"goal": [1.0, 1.0, 1.0, 1.0]})
+    env._state[0] = [0.0, 0.0, 0.0, 0.0]  # flipping bit 0 alone never succeeds
+    assert _episode_length(env, 0) == (7, False, True)
+    envs = gym.make_vec("goalenvs/BitFlipping-v0", num_envs=2, n_bits=4, max_episode_steps=7)
+    assert envs.max_episode_steps == 7
+
+
+def test_random_goal_differs_from_start_and_fixed_goal_is_all_ones():
+    env = BitFlippingEnv(n_bits=2)
+    goals = set()
+    for seed in range(200):
+        obs, _ = env.reset(seed=seed)
+        assert not np.array_equal(obs["achieved_goal"], obs["desired_goal"])
+        goals.add(tuple(obs["desired_goal"]))
+    assert len(goals) == 4  # every pattern is a goal for some start
+
+    env = BitFlippingEnv(n_bits=1)
+    for seed in range(20):
+        obs, _ = env.reset(seed=seed)
+        assert obs["achieved_goal"][0] == 1.0 - obs["desired_goal"][0]
+
+    env = BitFlippingEnv(n_bits=5, fixed_goal=True)
+    for seed in range(50):
+        obs, _ = env.reset(seed=seed)
+        np.testing.assert_array_equal(obs["desired_goal"], np.ones(5))
+        assert obs["achieved_goal"].sum() < 5
+
+
+def test_draw_episodes_is_the_same_batched_or_one_at_a_time():
+    rngs = [np.random.default_rng(s) for s in range(6)]
+    streams = UniformStreams(6)
+    batched = draw_episodes(streams.taker(rngs, np.arange(6)), 6, 3, False)
+    for i in range(6):
+        alone = draw_episodes(generator_taker(np.random.default_rng(i)), 1, 3, False)
+        np.testing.assert_array_equal(batched[0][i], alone[0][0])
+        np.testing.assert_array_equal(batched[1][i], alone[1][0])
+
+
+def test_discrete_action_flips_exactly_that_bit_and_success_pays_zero():
+    env = BitFlippingEnv(n_bits=4)
+    obs, _ = env.reset(seed=0, options={"goal": [1.0, 0.0, 1.0, 0.0]})
+    state = obs["observation"].copy()
+    wrong = int(np.flatnonzero(state != obs["desired_goal"])[0])
+    obs, reward, terminated, _, info = env.step(wrong)
+    state[wrong] = 1.0 - state[wrong]
+    np.testing.assert_array_equal(obs["observation"], state)
+    while not terminated:
+        wrong = int(np.flatnonzero(obs["achieved_goal"] != obs["desired_goal"])[0])
+        obs, reward, terminated, _, info = env.step(np.int64(wrong))
+        assert reward == (0.0 if terminated else -1.0)
+    assert info["is_success"] is True and reward == 0.0
+    np.testing.assert_array_equal(obs["achieved_goal"], [1.0, 0.0, 1.0, 0.0])
+
+
+def test_continuous_action_flips_every_positive_bit_and_clips_finite_overshoot():
+    env = BitFlippingEnv(n_bits=4, continuous=True)
+    obs, _ = env.reset(seed=0)
+    state = obs["observation"]
+    action = np.array([0.5, -0.5, 7.0, 0.0], np.float32)  # 7.0 clips to 1.0: still a flip
+    obs, *_ = env.step(action)
+    np.testing.assert_array_equal(
+        obs["observation"], [1 - state[0], state[1], 1 - state[2], state[3]]
+    )
+    obs2, *_ = env.step(np.full(4, -3.0, np.float32))
+    np.testing.assert_array_equal(obs2["observation"], obs["observation"])
+
+
+def test_vector_continuous_flips_match_per_env():
+    envs = BitFlippingVectorEnv(num_envs=3, n_bits=4, continuous=True)
+    obs, _ = envs.reset(seed=0)
+    actions = np.array([[1, -1, -1, -1], [-1, 1, 1, -1], [-1, -1, -1, -1]], np.float32)
+    obs2, *_ = envs.step(actions)
+    expected = np.where(actions > 0, 1.0 - obs["observation"], obs["observation"])
+    np.testing.assert_array_equal(obs2["observation"], expected)
+
+
+def test_compute_reward_matches_sb3_semantics_on_a_batch():
+    env = BitFlippingEnv(n_bits=3)
+    achieved = np.array([[0, 1, 1], [1, 1, 1], [0, 0, 0]], np.float32)
+    desired = np.array([[0, 1, 1], [1, 0, 1], [0, 0, 0]], np.float32)
+    np.testing.assert_array_equal(env.compute_reward(achieved, desired, [{}] * 3), [0, -1, 0])
+    np.testing.assert_array_equal(env.compute_terminated(achieved, desired, None), [1, 0, 1])
+    # integer goals (MultiBinary-style input) are accepted
+    assert env.compute_reward(np.array([1, 0, 1]), np.array([1, 0, 1]), {}) == 0.0
+
+
+@pytest.mark.parametrize("n_bits", [0, -3])
+def test_n_bits_below_one_is_rejected(n_bits):
+    with pytest.raises(ValueError, match=f"n_bits must be > 0(.0)?, got {n_bits}"):
+        BitFlippingEnv(n_bits=n_bits)
+    with pytest.raises(ValueError, match="n_bits"):
+        gym.make_vec("goalenvs/BitFlipping-v0", num_envs=2, n_bits=n_bits)
+
+
+def test_non_integer_n_bits_and_bad_render_mode_are_rejected():
+    with pytest.raises(TypeError, match="n_bits must be an integer"):
+        BitFlippingEnv(n_bits=2.5)
+    with pytest.raises(ValueError, match="render_mode='video'"):
+        BitFlippingEnv(render_mode="video")
+
+
+def test_reset_goal_must_be_bits():
+    env = BitFlippingEnv(n_bits=3)
+    with pytest.raises(ValueError, match=r"only bits \(0 or 1\)"):
+        env.reset(options={"goal": [0.5, 1.0, 0.0]})
+
+
+def test_vector_reset_mask_redraws_only_masked_envs():
+    envs = BitFlippingVectorEnv(num_envs=4, n_bits=8)
+    obs, _ = envs.reset(seed=0)
+    mask = np.array([False, True, False, True])
+    obs2, info = envs.reset(options={"reset_mask": mask})
+    for key in obs:
+        np.testing.assert_array_equal(obs2[key][~mask], obs[key][~mask])
+    assert not np.array_equal(obs2["desired_goal"][mask], obs["desired_goal"][mask])
+    assert info["is_success"].dtype == bool and not info["is_success"].any()
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def test_frame_shows_state_over_goal_with_mismatches_outlined():
+    env = BitFlippingEnv(n_bits=6, render_mode="rgb_array")
+    goal = np.array([1, 1, 0, 0, 1, 0], np.float32)
+    obs, _ = env.reset(seed=0, options={"goal": goal})
+    frame = env.render()
+    state = obs["observation"]
+    colours = {}
+    for bit in range(6):
+        column, row = env.cell_pixel(bit)
+        colours[("state", state[bit])] = tuple(frame[row, column])
+        column, row = env.cell_pixel(bit, goal=True)
+        colours[("goal", goal[bit])] = tuple(frame[row, column])
+    assert len(set(colours.values())) == len(colours)  # on/off, state/goal all distinct
+    for bit in range(6):
+        column, row = env.cell_pixel(bit)
+        assert tuple(frame[row, column]) == colours[("state", state[bit])]
+        column, row = env.cell_pixel(bit, goal=True)
+        assert tuple(frame[row, column]) == colours[("goal", goal[bit])]
+        # The cell's edge (just inside its left border) is red exactly where bits differ.
+        left = env.cell_pixel(bit)[0] - env._layout.cell // 2 + 1
+        red = tuple(frame[env.cell_pixel(bit)[1], left]) == (220, 40, 40)
+        assert red == (state[bit] != goal[bit])
+
+
+def test_bit_at_pixel_inverts_cell_pixel_and_is_none_elsewhere():
+    env = BitFlippingEnv(n_bits=12, render_mode="rgb_array")
+    env.reset(seed=0)
+    frame = env.render()
+    for bit in range(12):
+        assert env.bit_at_pixel(*env.cell_pixel(bit)) == bit
+        assert env.bit_at_pixel(*env.cell_pixel(bit, goal=True)) == bit
+    assert env.bit_at_pixel(0, 0) is None  # heads-up text
+    assert env.bit_at_pixel(frame.shape[1] - 1, frame.shape[0] - 1) is None
+
+
+def test_keys_flip_bits_one_to_nine_zero_then_letters():
+    import pygame
+
+    env = BitFlippingEnv(n_bits=12)
+    keys = env.get_keys_to_action()
+    assert keys[(pygame.K_1,)] == 0 and keys[(pygame.K_9,)] == 8
+    assert keys[(pygame.K_0,)] == 9 and keys[(pygame.K_a,)] == 10 and keys[(pygame.K_b,)] == 11
+    assert len(keys) == 12
+
+    env = BitFlippingEnv(n_bits=3, continuous=True)
+    action = env.get_keys_to_action()[(pygame.K_2,)]
+    assert action.dtype == np.float32
+    np.testing.assert_array_equal(action > 0, [False, True, False])

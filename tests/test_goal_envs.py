@@ -1,0 +1,403 @@
+"""The goal-env contract, held for every BitFlipping and PointReach id and its vector twin."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from gymnasium.vector import AutoresetMode
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import goalenvs  # noqa: F401  (registers the ids)
+
+IDS = [
+    "goalenvs/BitFlipping-v0",
+    "goalenvs/BitFlippingContinuous-v0",
+    "goalenvs/PointReach-v0",
+    "goalenvs/PointReachDense-v0",
+]
+
+
+def _is_bits(space: gym.spaces.Box) -> bool:
+    return bool(space.low.min() == 0.0 and space.high.max() == 1.0)
+
+
+def _random_goals(space: gym.spaces.Box, shape: tuple[int, ...], rng: np.random.Generator):
+    if _is_bits(space):
+        return (rng.random((*shape, *space.shape)) < 0.5).astype(np.float32)
+    return rng.uniform(space.low, space.high, (*shape, *space.shape)).astype(np.float32)
+
+
+def _goals_near(achieved: np.ndarray, space: gym.spaces.Box, rng: np.random.Generator):
+    """Desired goals of which a good share is reached from ``achieved``, the rest not."""
+    if _is_bits(space):
+        desired = achieved.copy()
+        change = rng.random(achieved.shape[:-1]) < 0.5
+        desired[change] = _random_goals(space, achieved.shape[:-1], rng)[change]
+        return desired
+    # A jitter of 0.05 lands about 40% of goals within the 0.05 success radius.
+    noise = rng.normal(0.0, 0.05, achieved.shape).astype(np.float32)
+    return np.clip(achieved + noise, space.low, space.high)
+
+
+# --------------------------------------------------------------------------- checkers
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_gymnasium_check_env_passes_through_make_and_unwrapped(env_id):
+    for render_mode in (None, "rgb_array"):
+        env = gym.make(env_id, render_mode=render_mode)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_env(env)
+            check_env(env.unwrapped)
+        # gymnasium always says a wrapped env differs from its unwrapped one; nothing else.
+        messages = [
+            str(w.message) for w in caught if "different from the unwrapped" not in str(w.message)
+        ]
+        assert messages == []
+        env.close()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_sb3_check_env_passes_on_unwrapped(env_id):
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = gym.make(env_id).unwrapped
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sb3_check_env(env, warn=True)
+    assert [str(w.message) for w in caught] == []
+
+
+# --------------------------------------------------------------------------- batched goals
+
+
+@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("vector", [False, True])
+@settings(max_examples=25, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple),
+    seed=st.integers(0, 2**31 - 1),
+    info_form=st.sampled_from(["none", "dict", "list"]),
+)
+def test_compute_functions_batch_equals_per_element(env_id, vector, shape, seed, info_form):
+    env = gym.make_vec(env_id, num_envs=2) if vector else gym.make(env_id)
+
+    def attr(env, name):
+        return getattr(env, name) if vector else env.get_wrapper_attr(name)
+
+    space = attr(env, "single_observation_space" if vector else "observation_space")
+    space = space["desired_goal"]
+    rng = np.random.default_rng(seed)
+    achieved = _random_goals(space, shape, rng)
+    desired = _goals_near(achieved, space, rng)
+    n = int(np.prod(shape)) if shape else 1
+    info = {"none": None, "dict": {}, "list": [{} for _ in range(n)]}[info_form]
+    if info_form == "list" and not shape:
+        info = {}
+    for name, dtype in (
+        ("compute_reward", np.float32),
+        ("compute_terminated", np.bool_),
+        ("compute_truncated", np.bool_),
+    ):
+        compute = attr(env, name)
+        batch = np.asarray(compute(achieved, desired, info))
+        assert batch.shape == shape and batch.dtype == dtype
+        flat_a = achieved.reshape(-1, achieved.shape[-1])
+        flat_d = desired.reshape(-1, desired.shape[-1])
+        each = [np.asarray(compute(a, d, {})) for a, d in zip(flat_a, flat_d, strict=True)]
+        assert all(e.shape == () for e in each)
+        np.testing.assert_array_equal(batch.reshape(-1), np.array(each, dtype=dtype))
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_step_reward_and_terminated_equal_compute_functions_on_long_rollouts(env_id):
+    # A wide success radius lets a random walk reach PointReach goals now and then.
+    env = gym.make(env_id, **({} if "BitFlipping" in env_id else {"distance_threshold": 0.4}))
+    compute_reward = env.get_wrapper_attr("compute_reward")
+    compute_terminated = env.get_wrapper_attr("compute_terminated")
+    env.action_space.seed(0)
+    obs, info = env.reset(seed=0)
+    rewards, successes = set(), 0
+    for _ in range(2000):
+        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        assert reward == compute_reward(obs["achieved_goal"], obs["desired_goal"], info)
+        assert terminated == compute_terminated(obs["achieved_goal"], obs["desired_goal"], info)
+        assert terminated == info["is_success"]
+        rewards.add(reward)
+        successes += info["is_success"]
+        if terminated or truncated:
+            obs, info = env.reset()
+    assert len(rewards) > 1
+    assert successes > 0
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_vector_step_reward_equals_compute_reward(env_id):
+    envs = gym.make_vec(env_id, num_envs=64)
+    envs.action_space.seed(0)
+    obs, info = envs.reset(seed=0)
+    ended = np.zeros(64, bool)
+    for _ in range(200):
+        obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
+        expected = envs.compute_reward(obs["achieved_goal"], obs["desired_goal"], info)
+        expected[ended] = 0.0  # next-step autoreset: the reset step pays 0
+        np.testing.assert_array_equal(reward, expected)
+        stepped_terminated = envs.compute_terminated(
+            obs["achieved_goal"], obs["desired_goal"], info
+        )
+        np.testing.assert_array_equal(terminated, stepped_terminated & ~ended)
+        np.testing.assert_array_equal(info["is_success"], stepped_terminated)
+        ended = terminated | truncated
+
+
+# --------------------------------------------------------------------------- single == vector
+
+
+def _run_singles_and_vector(env_id, seed, steps, autoreset_mode=AutoresetMode.NEXT_STEP, **kwargs):
+    n = 4
+    envs = gym.make_vec(env_id, num_envs=n, autoreset_mode=autoreset_mode, **kwargs)
+    singles = [gym.make(env_id, **kwargs) for _ in range(n)]
+    action_space = singles[0].action_space
+    action_space.seed(seed)
+    vector_obs, _ = envs.reset(seed=seed)
+    single_obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(singles)]
+    for key in vector_obs:
+        np.testing.assert_array_equal(vector_obs[key], np.stack([o[key] for o in single_obs]))
+    ended = [False] * n
+    episodes_ended = 0
+    for _ in range(steps):
+        actions = [action_space.sample() for _ in range(n)]
+        vector_obs, reward, terminated, truncated, info = envs.step(np.stack(actions))
+        for i, env in enumerate(singles):
+            if ended[i] and autoreset_mode == AutoresetMode.NEXT_STEP:
+                obs, r, te, tr = env.reset()[0], 0.0, False, False
+            else:
+                obs, r, te, tr, _ = env.step(actions[i])
+            ended[i] = te or tr
+            episodes_ended += ended[i]
+            if ended[i] and autoreset_mode == AutoresetMode.SAME_STEP:
+                final_obs = info["final_obs"][i]
+                for key in obs:
+                    np.testing.assert_array_equal(final_obs[key], obs[key])
+                obs = env.reset()[0]
+            for key in obs:
+                np.testing.assert_array_equal(vector_obs[key][i], obs[key])
+            assert (reward[i], terminated[i], truncated[i]) == (r, te, tr)
+    return episodes_ended
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_vector_twin_follows_single_envs_across_autoresets(env_id):
+    episodes_ended = _run_singles_and_vector(env_id, seed=3, steps=150)
+    assert episodes_ended >= 8  # several autoresets were crossed
+
+
+@pytest.mark.parametrize("env_id", ["goalenvs/BitFlipping-v0", "goalenvs/PointReach-v0"])
+def test_vector_twin_follows_single_envs_in_same_step_mode(env_id):
+    assert (
+        _run_singles_and_vector(env_id, seed=11, steps=120, autoreset_mode=AutoresetMode.SAME_STEP)
+        >= 8
+    )
+
+
+def test_vector_twin_follows_single_envs_with_other_constants():
+    _run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 60, n_bits=3, fixed_goal=True)
+    _run_singles_and_vector("goalenvs/PointReach-v0", 5, 60, distance_threshold=0.3, dt=0.1)
+
+
+# --------------------------------------------------------------------------- reset, seeding
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_seeded_reset_reproduces_start_and_goal_and_seeds_differ(env_id):
+    env = gym.make(env_id)
+    first, _ = env.reset(seed=42)
+    env.step(env.action_space.sample())
+    again, _ = env.reset(seed=42)
+    for key in first:
+        np.testing.assert_array_equal(first[key], again[key])
+    others = [env.reset(seed=s)[0] for s in range(43, 48)]
+    assert all(
+        not np.array_equal(o["observation"], first["observation"])
+        or not np.array_equal(o["desired_goal"], first["desired_goal"])
+        for o in others
+    )
+    goals = {tuple(env.reset(seed=s)[0]["desired_goal"]) for s in range(20)}
+    assert len(goals) > 10
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_reset_info_and_step_info_carry_a_bool_is_success(env_id):
+    env = gym.make(env_id)
+    _, info = env.reset(seed=0)
+    assert type(info["is_success"]) is bool and info["is_success"] is False
+    for _ in range(5):
+        *_, info = env.step(env.action_space.sample())
+        assert type(info["is_success"]) is bool
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_returned_arrays_are_fresh_copies(env_id):
+    env = gym.make(env_id)
+    obs, _ = env.reset(seed=0)
+    keep = {k: v.copy() for k, v in obs.items()}
+    for v in obs.values():
+        v[...] = 0.75  # a caller scribbling on its observation must not reach the env
+    obs2, *_ = env.step(env.action_space.sample())
+    assert not any(np.shares_memory(obs2[a], obs2[b]) for a in obs2 for b in obs2 if a < b)
+    np.testing.assert_array_equal(obs2["desired_goal"], keep["desired_goal"])
+    obs3, *_ = env.step(env.action_space.sample())
+    assert not any(np.shares_memory(obs2[k], obs3[k]) for k in obs2)
+
+    envs = gym.make_vec(env_id, num_envs=3)
+    vobs, _ = envs.reset(seed=0)
+    vobs2, *_ = envs.step(envs.action_space.sample())
+    assert not any(np.shares_memory(vobs[k], vobs2[k]) for k in vobs)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_reset_goal_option_pins_the_goal_and_rejects_goals_outside_the_space(env_id):
+    env = gym.make(env_id)
+    goal = np.zeros(env.observation_space["desired_goal"].shape, np.float32)
+    goal[0] = 1.0
+    obs, _ = env.reset(seed=0, options={"goal": goal})
+    np.testing.assert_array_equal(obs["desired_goal"], goal)
+    assert not np.array_equal(obs["achieved_goal"], goal)
+    outside = goal.copy()
+    outside[0] = 2.0
+    with pytest.raises(ValueError, match="outside the goal space"):
+        env.reset(options={"goal": outside})
+    with pytest.raises(ValueError, match="shape"):
+        env.reset(options={"goal": np.zeros(7)})
+
+    envs = gym.make_vec(env_id, num_envs=3)
+    per_env = np.stack([goal, np.roll(goal, 1), goal])
+    vobs, _ = envs.reset(seed=0, options={"goal": per_env})
+    np.testing.assert_array_equal(vobs["desired_goal"], per_env)
+    with pytest.raises(ValueError, match="outside the goal space"):
+        envs.reset(options={"goal": outside})
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_metadata_render_fps_is_an_int_and_vector_declares_autoreset(env_id):
+    env = gym.make(env_id)
+    assert type(env.metadata["render_fps"]) is int
+    envs = gym.make_vec(env_id, num_envs=2)
+    assert isinstance(envs.metadata["autoreset_mode"], gym.vector.AutoresetMode)
+    assert type(envs.metadata["render_fps"]) is int
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_bad_actions_fail_with_clear_errors(env_id):
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=0)
+    space = env.action_space
+    if isinstance(space, gym.spaces.Discrete):
+        with pytest.raises(ValueError, match=r"outside Discrete\(10\)"):
+            env.step(10)
+        with pytest.raises(ValueError, match="outside"):
+            env.step(-1)
+        with pytest.raises(TypeError, match="integer"):
+            env.step(1.5)
+        with pytest.raises(TypeError, match="integer"):
+            env.step(np.array([1, 2]))
+    else:
+        with pytest.raises(ValueError, match="finite"):
+            env.step(np.full(space.shape, np.nan, np.float32))
+        with pytest.raises(ValueError, match="finite"):
+            env.step(np.full(space.shape, np.inf, np.float32))
+        with pytest.raises(ValueError, match="shape"):
+            env.step(np.zeros(space.shape[0] + 1, np.float32))
+        with pytest.raises(TypeError, match="dtype"):
+            env.step(np.array(["a"] * space.shape[0]))
+
+    envs = gym.make_vec(env_id, num_envs=3)
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match="shape"):
+        envs.step(np.stack([space.sample()] * 2))
+    if isinstance(space, gym.spaces.Box):
+        bad = np.zeros((3, *space.shape), np.float32)
+        bad[1, 0] = np.nan
+        with pytest.raises(ValueError, match=r"sub-envs \[1\]"):
+            envs.step(bad)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_step_before_reset_is_an_error(env_id):
+    env = gym.make(env_id).unwrapped
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(env.action_space.sample())
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_rgb_array_frames_are_uint8_not_blank_and_change_with_steps(env_id):
+    env = gym.make(env_id, render_mode="rgb_array")
+    env.reset(seed=1)
+    frame = env.render()
+    assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
+    assert len(np.unique(frame.reshape(-1, 3), axis=0)) > 5
+    env.action_space.seed(1)
+    for _ in range(3):
+        env.step(env.action_space.sample())
+        next_frame = env.render()
+        assert next_frame.shape == frame.shape
+        assert not np.array_equal(next_frame, frame)
+        frame = next_frame
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_vector_twin_renders_its_first_env_like_the_single_env(env_id):
+    envs = gym.make_vec(env_id, num_envs=3, render_mode="rgb_array")
+    single = gym.make(env_id, render_mode="rgb_array")
+    envs.reset(seed=7)
+    single.reset(seed=7)
+    single.action_space.seed(0)
+    for _ in range(3):
+        action = single.action_space.sample()
+        envs.step(np.stack([action] * 3))
+        single.step(action)
+    np.testing.assert_array_equal(envs.render(), single.render())
+    envs.close()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_human_mode_opens_and_close_releases_the_window(env_id):
+    import pygame
+
+    env = gym.make(env_id, render_mode="human")
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    assert pygame.display.get_init() and pygame.display.get_surface() is not None
+    assert env.render() is None
+    env.close()
+    assert not pygame.display.get_init()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_keys_to_action_works_with_gymnasium_play(env_id):
+    from gymnasium.utils.play import PlayableGame
+
+    env = gym.make(env_id, render_mode="rgb_array")
+    mapping = env.get_wrapper_attr("get_keys_to_action")()
+    assert mapping
+    env.reset(seed=0)
+    for keys, action in mapping.items():
+        assert isinstance(keys, tuple) and all(isinstance(k, int) for k in keys)
+        assert env.action_space.contains(action)
+    game = PlayableGame(env)  # reads get_keys_to_action as gymnasium.utils.play.play does
+    assert game.relevant_keys == {k for keys in mapping for k in keys}
+    env.close()

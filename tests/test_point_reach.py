@@ -1,0 +1,162 @@
+"""PointReach: dynamics, walls, rewards, constants and drawing."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import goalenvs  # noqa: F401  (registers the ids)
+from goalenvs.envs.point_reach import PointReachEnv, PointReachVectorEnv
+
+
+def _env_at(position, goal, **kwargs) -> PointReachEnv:
+    """An env reset with ``goal``, its point moved to ``position`` at rest."""
+    env = PointReachEnv(**kwargs)
+    env.reset(seed=0, options={"goal": goal})
+    env._position[0] = position
+    env._velocity[0] = 0.0
+    return env
+
+
+def test_one_step_from_rest_follows_semi_implicit_euler():
+    env = _env_at([0.0, 0.0], [0.9, 0.9])
+    obs, *_ = env.step(np.array([1.0, -0.5], np.float32))
+    # v = a * action_scale * dt = (0.5, -0.25); p = v * dt
+    np.testing.assert_allclose(obs["observation"], [0.025, -0.0125, 0.5, -0.25], rtol=1e-6)
+    np.testing.assert_array_equal(obs["achieved_goal"], obs["observation"][:2])
+
+
+def test_speed_is_capped_at_max_speed():
+    env = _env_at([-0.9, -0.9], [0.9, 0.9], max_speed=0.7)
+    for _ in range(8):
+        obs, *_ = env.step(np.array([1.0, 1.0], np.float32))
+        assert np.hypot(*obs["observation"][2:]) <= 0.7 + 1e-6
+    np.testing.assert_allclose(np.hypot(*obs["observation"][2:]), 0.7, rtol=1e-5)
+
+
+def test_wall_stops_the_point_and_kills_the_velocity_into_it():
+    env = _env_at([0.99, 0.0], [-0.5, 0.5])
+    env._velocity[0] = [1.0, 0.0]
+    obs, *_ = env.step(np.array([1.0, 1.0], np.float32))
+    x, y, vx, vy = obs["observation"]
+    assert x == 1.0 and vx == 0.0
+    assert vy > 0 and y > 0  # it slides along the wall
+    obs, *_ = env.step(np.array([-1.0, 0.0], np.float32))
+    assert obs["observation"][0] < 1.0  # and leaves it when pushed away
+
+
+def test_sparse_and_dense_rewards_and_success_radius():
+    sparse = PointReachEnv()
+    dense = PointReachEnv(reward_type="dense")
+    achieved = np.array([[0.0, 0.0], [0.0, 0.0], [0.3, 0.4]], np.float32)
+    desired = np.array([[0.0, 0.04], [0.0, 0.06], [0.0, 0.0]], np.float32)
+    np.testing.assert_array_equal(sparse.compute_reward(achieved, desired, None), [0, -1, -1])
+    np.testing.assert_allclose(dense.compute_reward(achieved, desired, None), [-0.04, -0.06, -0.5])
+    np.testing.assert_array_equal(dense.compute_terminated(achieved, desired, {}), [1, 0, 0])
+
+
+def test_reaching_the_goal_terminates_with_success():
+    env = _env_at([0.0, 0.0], [0.2, 0.0])
+    for _ in range(30):
+        obs, reward, terminated, _, info = env.step(np.array([1.0, 0.0], np.float32))
+        distance = np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"])
+        assert terminated == (distance < 0.05) == info["is_success"]
+        assert reward == (0.0 if terminated else -1.0)
+        if terminated:
+            break
+    assert terminated
+
+
+def test_registered_ids_truncate_after_fifty_steps():
+    env = gym.make("goalenvs/PointReach-v0")
+    env.reset(seed=0, options={"goal": [0.9, 0.9]})
+    env.unwrapped._position[0] = [-0.9, -0.9]
+    for step in range(1, 51):
+        *_, terminated, truncated, _ = env.step(np.zeros(2, np.float32))
+        assert not terminated and truncated == (step == 50)
+    assert gym.make_vec("goalenvs/PointReach-v0", num_envs=2).max_episode_steps == 50
+
+
+def test_every_constant_is_an_argument_of_both_faces():
+    kwargs = dict(action_scale=4.0, dt=0.1, max_speed=2.0, distance_threshold=0.2, bound=3.0)
+    env = PointReachEnv(**kwargs)
+    envs = PointReachVectorEnv(num_envs=2, **kwargs)
+    for space in (env.observation_space, envs.single_observation_space):
+        np.testing.assert_array_equal(space["observation"].high, [3.0, 3.0, 2.0, 2.0])
+        np.testing.assert_array_equal(space["desired_goal"].high, [3.0, 3.0])
+    env.reset(seed=0, options={"goal": [2.5, 2.5]})
+    env._position[0] = 0.0
+    obs, *_ = env.step(np.array([1.0, 0.0], np.float32))
+    np.testing.assert_allclose(obs["observation"], [0.04, 0.0, 0.4, 0.0], rtol=1e-6)
+    goals = [env.reset(seed=s)[0]["desired_goal"] for s in range(200)]
+    assert np.abs(goals).max() > 2.0  # goals fill the larger arena
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"reward_type": "shaped"}, ValueError, r"reward_type='shaped' is not valid"),
+        ({"dt": 0.0}, ValueError, "dt must be > 0"),
+        ({"max_speed": -1.0}, ValueError, "max_speed must be > 0"),
+        ({"distance_threshold": float("nan")}, ValueError, "distance_threshold"),
+        ({"action_scale": "10"}, TypeError, "action_scale must be a number"),
+        ({"render_mode": "video"}, ValueError, "render_mode='video'"),
+    ],
+)
+def test_bad_constructor_arguments_are_rejected(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        PointReachEnv(**kwargs)
+    with pytest.raises(error, match=match):
+        PointReachVectorEnv(num_envs=2, **kwargs)
+
+
+def test_unknown_reward_type_through_make():
+    with pytest.raises(ValueError, match=r"expected one of \['sparse', 'dense'\]"):
+        gym.make("goalenvs/PointReach-v0", reward_type="exp")
+
+
+def test_start_is_never_already_at_the_goal():
+    env = PointReachEnv(distance_threshold=0.5)
+    for seed in range(100):
+        obs, info = env.reset(seed=seed)
+        assert np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"]) >= 0.5
+        assert not info["is_success"]
+    obs, _ = env.reset(seed=0, options={"goal": [0.0, 0.0]})
+    assert np.linalg.norm(obs["achieved_goal"]) >= 0.5
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def test_frame_shows_goal_and_point_at_their_pixels_and_a_trail():
+    env = PointReachEnv(render_mode="rgb_array")
+    env.reset(seed=0, options={"goal": [0.5, -0.5]})
+    env._position[0] = [-0.5, 0.3]
+    for _ in range(6):
+        env.step(np.array([1.0, 0.0], np.float32))
+    frame = env.render()
+    position = env._position[0]
+    column, row = env.world_to_pixel(env._goal[0])
+    assert tuple(frame[row, column]) == (120, 210, 140)  # goal disc
+    column, row = env.world_to_pixel(position)
+    assert tuple(frame[row, column]) == (40, 90, 200)  # the point
+    # the velocity arrow points right, ahead of the point
+    ahead = env.world_to_pixel(position + np.array([0.12, 0.0]))
+    assert tuple(frame[ahead[1], ahead[0]]) == (230, 120, 20)
+    # the trail: a dot where the point was three steps ago, paler than the point
+    column, row = env.world_to_pixel(env._trail[-4])
+    trail = frame[row, column].astype(int)
+    assert tuple(trail) not in {(40, 90, 200), (246, 246, 240)}
+    assert trail[2] > trail[0]  # bluish
+
+
+def test_arrow_keys_accelerate():
+    import pygame
+
+    keys = PointReachEnv().get_keys_to_action()
+    np.testing.assert_array_equal(keys[(pygame.K_UP,)], [0.0, 1.0])
+    np.testing.assert_array_equal(keys[(pygame.K_LEFT,)], [-1.0, 0.0])
+    both = tuple(sorted((pygame.K_DOWN, pygame.K_RIGHT)))
+    np.testing.assert_array_equal(keys[both], [1.0, -1.0])
+    assert all(a.dtype == np.float32 for a in keys.values())

@@ -1,0 +1,79 @@
+"""stable-baselines3 with its own HerReplayBuffer learns on our envs (slow: ~1 minute each)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import goalenvs  # noqa: F401  (registers the ids)
+
+pytest.importorskip("stable_baselines3")
+
+
+def _success_rate(model, env_id: str, episodes: int, **kwargs) -> float:
+    env = gym.make(env_id, **kwargs)
+    successes = 0
+    for episode in range(episodes):
+        obs, info = env.reset(seed=10_000 + episode)
+        while True:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        successes += info["is_success"]
+    return successes / episodes
+
+
+@pytest.mark.slow
+def test_sb3_dqn_with_her_solves_ten_random_bits():
+    import torch
+    from stable_baselines3 import DQN, HerReplayBuffer
+
+    torch.set_num_threads(1)
+    env = gym.make("goalenvs/BitFlipping-v0", n_bits=10)
+    model = DQN(
+        "MultiInputPolicy",
+        env,
+        replay_buffer_class=HerReplayBuffer,
+        replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
+        learning_rate=1e-3,
+        buffer_size=100_000,
+        batch_size=128,
+        gamma=0.9,
+        learning_starts=500,
+        target_update_interval=250,
+        exploration_fraction=0.3,
+        exploration_final_eps=0.05,
+        policy_kwargs={"net_arch": [128, 128]},
+        seed=0,
+    )
+    model.learn(5_000)
+    assert _success_rate(model, "goalenvs/BitFlipping-v0", 200, n_bits=10) >= 0.9
+
+
+@pytest.mark.slow
+def test_sb3_ddpg_with_her_reaches_points():
+    import torch
+    from stable_baselines3 import DDPG, HerReplayBuffer
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    torch.set_num_threads(1)
+    env = gym.make("goalenvs/PointReach-v0")
+    model = DDPG(
+        "MultiInputPolicy",
+        env,
+        replay_buffer_class=HerReplayBuffer,
+        replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
+        learning_rate=1e-3,
+        buffer_size=100_000,
+        batch_size=128,
+        gamma=0.95,
+        tau=0.05,
+        learning_starts=500,
+        action_noise=NormalActionNoise(np.zeros(2), np.full(2, 0.2)),
+        policy_kwargs={"net_arch": [128, 128]},
+        seed=0,
+    )
+    model.learn(4_000)
+    assert _success_rate(model, "goalenvs/PointReach-v0", 100) >= 0.9
