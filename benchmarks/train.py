@@ -17,7 +17,7 @@ Tasks:
   parking            DDPG+HER on Parking-v0, 15 minutes budget
 
 Results are appended to benchmarks/results/train.jsonl; tables print as markdown and
-curves go to docs/img/.
+curves go to docs/images/.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from goalenvs.her.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "train.jsonl"
-IMG = ROOT / "docs" / "img"
+IMG = ROOT / "docs" / "images"
 EVAL_EPISODES = 20
 
 

@@ -44,7 +44,7 @@ class TrainConfig:
     norm_clip: float = 5.0  # normalized inputs are clipped to +-norm_clip
     norm_eps: float = 0.01  # smallest standard deviation the normalizer divides by
     clip_obs: float = 200.0  # raw observations and goals are clipped to +-clip_obs first
-    info_keys: tuple[str, ...] = ()  # info entries compute_reward reads (stored for HER)
+    info_keys: tuple[str, ...] | None = None  # info kept for compute_reward; None: every scalar
     n_eval_episodes: int = 10  # deterministic evaluation episodes per epoch, separate envs
     stop_success: float | None = None  # stop early once eval success reaches this
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda"
@@ -59,7 +59,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         self.env_kwargs = dict(self.env_kwargs)
         self.hidden_sizes = tuple(int(h) for h in self.hidden_sizes)
-        self.info_keys = tuple(self.info_keys)
+        if self.info_keys is not None:
+            self.info_keys = tuple(self.info_keys)
         for name in ("epochs", "n_cycles", "n_batches", "batch_size", "num_envs", "buffer_size"):
             check_positive(name, getattr(self, name), integer=True)
         check_positive("n_eval_episodes", self.n_eval_episodes, integer=True)
@@ -89,7 +90,7 @@ class TrainConfig:
         """Plain JSON-ready values, with the algorithm name under ``"algo"``."""
         data = dataclasses.asdict(self)
         data["hidden_sizes"] = list(self.hidden_sizes)
-        data["info_keys"] = list(self.info_keys)
+        data["info_keys"] = None if self.info_keys is None else list(self.info_keys)
         return {"algo": self.algo, **data}
 
 
@@ -154,6 +155,6 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
         )
     if "hidden_sizes" in data:
         data["hidden_sizes"] = tuple(data["hidden_sizes"])
-    if "info_keys" in data:
+    if data.get("info_keys") is not None:
         data["info_keys"] = tuple(data["info_keys"])
     return cls(**data)

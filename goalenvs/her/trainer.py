@@ -131,6 +131,23 @@ def goal_function(vector_env: Any, env: gym.Env, name: str) -> Callable:
     return fn if callable(fn) else env.get_wrapper_attr(name)
 
 
+def scalar_info_keys(env: gym.Env) -> tuple[str, ...]:
+    """The numeric or boolean scalar entries of the env's info, ``is_success`` aside.
+
+    Storing them all lets HER recompute rewards that read the info (a collision
+    penalty, say) without the user naming them; they cost a few bytes per transition.
+    """
+    _, info = env.reset(seed=0)
+    return tuple(
+        key
+        for key, value in info.items()
+        if key != "is_success"
+        and not key.startswith("_")
+        and np.ndim(value) == 0
+        and np.asarray(value).dtype.kind in "biuf"
+    )
+
+
 def _final(info: dict[str, Any], key: str, i: int) -> Any:
     """Entry ``key`` of sub-env ``i``'s final info (same-step autoreset)."""
     final = info["final_info"]
@@ -194,6 +211,7 @@ class Trainer:
         distributed.broadcast_module(self.agent)
         self.compute_reward = goal_function(self.envs, self.env, "compute_reward")
         self.compute_terminated = goal_function(self.envs, self.env, "compute_terminated")
+        self.info_keys = cfg.info_keys if cfg.info_keys is not None else scalar_info_keys(self.env)
         self.buffer = self._new_buffer(seed)
 
         self.run_dir = Path(cfg.resume or cfg.out or self._default_run_dir())
@@ -216,7 +234,7 @@ class Trainer:
             n_envs=cfg.num_envs,
             n_sampled_goal=cfg.n_sampled_goal,
             goal_selection_strategy=cfg.goal_selection_strategy,
-            info_keys=cfg.info_keys,
+            info_keys=self.info_keys,
             compute_terminated=self.compute_terminated,
             seed=seed,
         )
@@ -237,7 +255,7 @@ class Trainer:
             next_obs, rewards, terminated, truncated, info = envs.step(actions)
             done = terminated | truncated
             real_next = next_obs
-            infos = {k: np.asarray(info[k]) for k in cfg.info_keys}
+            infos = {k: np.asarray(info[k]) for k in self.info_keys}
             if done.any():
                 real_next = {k: v.copy() for k, v in next_obs.items()}
                 infos = {k: v.copy() for k, v in infos.items()}

@@ -78,3 +78,17 @@ def test_normalizer_matches_numpy_statistics_and_clips():
     norm.update(data[:1])
     norm.recompute()
     assert float(norm.count[0]) == 1001
+
+
+def test_info_entries_the_reward_reads_are_stored_for_her(tmp_path):
+    from goalenvs.her.trainer import Trainer
+
+    def trainer(env_id, **kwargs):
+        return Trainer(DDPGConfig(env_id=env_id, out=str(tmp_path), verbose=False, **kwargs))
+
+    parking = trainer("goalenvs/Parking-v0")  # its collision penalty reads info["crashed"]
+    assert parking.info_keys == ("crashed",) and parking.buffer.info_keys == ("crashed",)
+    parking.close()
+    reach = trainer("goalenvs/PointReach-v0", info_keys=())
+    assert reach.info_keys == ()
+    reach.close()
