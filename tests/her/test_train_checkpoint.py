@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -54,6 +55,10 @@ def test_round_trip_gives_identical_actions(tmp_path, config_cls, env_id):
     np.testing.assert_allclose(single, expected[3], rtol=1e-5, atol=1e-7)
     assert single.shape == policy.action_space.shape
     assert policy.env_id == env_id and policy.env_kwargs == {"n_bits": 4}
+    # `goalenvs play` compares these with the env it is asked to drive.
+    env = gym.make(env_id, n_bits=4)
+    assert policy.observation_space == env.observation_space
+    assert policy.action_space == env.action_space
     assert policy.algo == config_cls.algo
     # The normalizer statistics travel with the policy: they are not the initial ones.
     assert float(policy.agent.normalizer.obs.count) > 0
