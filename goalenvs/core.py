@@ -392,6 +392,8 @@ class GoalVectorEnv(VectorEnv):
         self.elapsed_steps = np.zeros(self.num_envs, dtype=np.int64)
         self._needs_reset = np.zeros(self.num_envs, dtype=bool)
         self._has_reset = False
+        # Copied for every "_key" info mask: a copy costs a fraction of np.ones' wrapper.
+        self._all_envs = np.ones(self.num_envs, dtype=bool)
 
     # ---- subclass hooks
     def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
@@ -552,5 +554,5 @@ class GoalVectorEnv(VectorEnv):
         # gymnasium's vector info convention: "_key" says which sub-envs carry "key".
         out: dict[str, Any] = dict(info)
         for key in info:
-            out["_" + key] = np.ones(self.num_envs, dtype=bool)
+            out["_" + key] = self._all_envs.copy()
         return out

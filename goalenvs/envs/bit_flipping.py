@@ -2,7 +2,9 @@
 
 Three parts, in this order: the batched numpy kernel, :class:`BitFlippingEnv` (one env),
 :class:`BitFlippingVectorEnv` (N envs in one numpy call, the ids' ``vector_entry_point``).
-Both faces draw their episodes with :func:`draw_episodes` and step with :func:`flip_bits`.
+Both faces step with :func:`flip_bits`. The single env draws its episodes with
+:func:`draw_episodes`; the vector env reads the same numbers as bit chunks read ahead in
+blocks (:class:`BitChunks`), which draw identical episodes at a fraction of the cost.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from goalenvs.core import (
     goal_dict_space,
 )
 from goalenvs.envs.canvas import Canvas, import_pygame
-from goalenvs.envs.random_streams import TakeUniforms, UniformStreams, generator_taker
+from goalenvs.envs.random_streams import TakeUniforms, generator_taker
 
 # --------------------------------------------------------------------------- kernel
 
@@ -93,6 +95,116 @@ def bits_match(achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarra
 def sparse_reward(success: np.ndarray) -> np.ndarray:
     """0 on success, -1 otherwise (float32)."""
     return np.subtract(success, np.float32(1.0), dtype=np.float32)
+
+
+# --------------------------------------------------------------------------- bit chunks
+
+# Chunks read ahead for all sub-envs together (float32 cells): 8 MiB.
+_CHUNK_BUDGET = 1 << 21
+
+
+class BitChunks:
+    """Each sub-env's uniform stream, read ahead as ``n_bits``-bit chunks.
+
+    Every draw of :func:`draw_episodes` reads ``n_bits`` uniforms at a time and keeps
+    ``u < 0.5``: a start, a goal and each redraw is one chunk, in stream order. This
+    converts each stream into chunks a block at a time and flags, per chunk, whether it
+    equals the next one (a random goal equal to its start: redraw) and whether it is all
+    ones (a start equal to the fixed goal: redraw). An episode is then one gather of two
+    neighbouring chunks plus one flag lookup, and drawing episodes from the chunks in
+    order gives exactly what :func:`draw_episodes` gives from the stream.
+
+    Args:
+        size: the number of sub-envs.
+        n_bits: the chunk length.
+
+    Row ``i``'s region is ``chunks3[i]`` (``capacity`` chunks); its unread chunks are
+    ``next[i]:end[i]`` of the flat array, always ending at the region's end.
+    """
+
+    def __init__(self, size: int, n_bits: int) -> None:
+        self.size, self.n_bits = int(size), int(n_bits)
+        self.capacity = max(8, min(128, _CHUNK_BUDGET // (self.size * self.n_bits)))
+        # A refill tops up the rows with fewer than ``low`` chunks: their unread chunks
+        # move to just before the region's middle and new ones fill the second half.
+        self.low = self.capacity // 2
+        # One spare chunk: the pair window of the last chunk stays inside the array.
+        self.chunks = np.zeros((self.size * self.capacity + 1, self.n_bits), np.float32)
+        self.chunks3 = self.chunks[:-1].reshape(self.size, self.capacity, self.n_bits)
+        # Row p is chunks p and p + 1 side by side: a start and its goal in one gather.
+        self.pairs = np.lib.stride_tricks.sliding_window_view(
+            self.chunks.reshape(-1), 2 * self.n_bits
+        )[:: self.n_bits]
+        self.same_as_next = np.zeros(self.size * self.capacity, bool)
+        self.all_ones = np.zeros(self.size * self.capacity, bool)
+        self.end = (np.arange(self.size, dtype=np.int64) + 1) * self.capacity
+        self.next = self.end.copy()
+        self._owners: list[np.random.Generator | None] = [None] * self.size
+        # Chunks as the integers their bits spell, exact in float32 up to 24 bits.
+        self._codes = np.zeros((self.size, self.capacity))
+        dtype = np.float32 if self.n_bits <= 24 else np.float64
+        self._weights = (2.0 ** np.arange(self.n_bits)).astype(dtype)
+
+    def forget_replaced(self, rngs: list[np.random.Generator]) -> None:
+        """Drops the chunks of every row whose generator was replaced (a seeded reset)."""
+        for i, rng in enumerate(rngs):
+            if rng is not self._owners[i]:
+                self._owners[i] = rng
+                self.next[i] = self.end[i]
+
+    def min_left(self) -> int:
+        """The fewest unread chunks of any row."""
+        return int((self.end - self.next).min())
+
+    def refill_low(self, rngs: list[np.random.Generator]) -> None:
+        """Tops up every row holding fewer than ``low`` chunks."""
+        rows = np.flatnonzero(self.end - self.next < self.low)
+        if len(rows):
+            self.refill(rngs, rows)
+
+    def refill(self, rngs: list[np.random.Generator], rows: np.ndarray) -> None:
+        """Keeps the unread chunks of ``rows`` (fewer than ``low`` each) and reads
+        ``capacity - low`` new ones from their generators."""
+        cap, low, n = self.capacity, self.low, self.n_bits
+        # Whole-row block copies: a gather of single chunks costs several times more.
+        self.chunks3[rows, :low] = self.chunks3[rows, cap - low :]
+        self._codes[rows, :low] = self._codes[rows, cap - low :]
+        # Each generator fills its row directly: ``rng.random(out=)`` hands out the same
+        # numbers as successive ``rng.random(k)`` calls, and one call per row per refill
+        # is already amortized over ``capacity - low`` chunks.
+        uniforms = np.empty((len(rows), (cap - low) * n))
+        for row, i in zip(uniforms, rows.tolist(), strict=True):
+            rngs[i].random(out=row)
+        bits = (uniforms < 0.5).astype(np.float32).reshape(len(rows), cap - low, n)
+        self.chunks3[rows, low:] = bits
+        self.next[rows] += low - cap
+        if n <= 53:
+            self._codes[rows, low:] = bits @ self._weights
+            codes = self._codes[rows]
+            same = codes[:, :-1] == codes[:, 1:]
+            ones = codes == self._weights.sum()
+        else:
+            region = self.chunks3[rows]
+            same = bits_match(region[:, :-1], region[:, 1:])
+            ones = region.min(axis=-1) == 1.0
+        self.same_as_next.reshape(self.size, cap)[rows, :-1] = same
+        self.all_ones.reshape(self.size, cap)[rows] = ones
+
+    def read_until_differs(
+        self,
+        rngs: list[np.random.Generator],
+        row: int,
+        other: np.ndarray,
+    ) -> np.ndarray:
+        """The next chunk of ``row`` that differs from ``other``, reading past equal ones:
+        a redraw of :func:`draw_episodes`."""
+        while True:
+            if self.next[row] == self.end[row]:
+                self.refill(rngs, np.array([row]))
+            chunk = self.chunks[self.next[row]]
+            self.next[row] += 1
+            if not np.array_equal(chunk, other):
+                return chunk
 
 
 # --------------------------------------------------------------------------- rendering
@@ -471,7 +583,11 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         self._state = np.zeros((self.num_envs, self.n_bits), np.float32)
         self._goal = np.zeros((self.num_envs, self.n_bits), np.float32)
         self._success = np.zeros(self.num_envs, bool)
-        self._streams = UniformStreams(self.num_envs)
+        self._chunks = BitChunks(self.num_envs, self.n_bits)
+        # Resets that the chunks held are sure to cover; 0: check them first.
+        self._safe_resets = 0
+        # A seeded reset may have replaced generators: their read-ahead chunks are stale.
+        self._seeded = True
         self._layout = _Layout(self.n_bits)
         self._canvas: Canvas | None = None
         # This step's rewards (the array step returns), for the heads-up text.
@@ -502,22 +618,57 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         ``options["goal"]`` pins the goal: one bit pattern for all, or one per sub-env.
         """
         if seed is not None:
-            self._streams.generators_changed()
+            self._seeded = True
         return super().reset(seed=seed, options=options)
 
     def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goal = None
+        chunks = self._chunks
+        if self._seeded:
+            chunks.forget_replaced(self.np_randoms)
+            self._seeded = False
+            self._safe_resets = 0
         if options is not None and options.get("goal") is not None:
             space = self.single_observation_space["desired_goal"]
             goal = _check_bit_goal(check_goal_option(options["goal"], space, self.num_envs))
-            if goal.ndim == 2:
-                goal = goal[index]
-        take = self._streams.taker(self.np_randoms, index)
-        start, target = draw_episodes(take, len(index), self.n_bits, self.fixed_goal, goal)
-        self._state[index] = start
-        self._goal[index] = target
+            goal = np.broadcast_to(goal, (self.num_envs, self.n_bits))
+            for i in index.tolist():
+                self._goal[i] = goal[i]
+                self._state[i] = chunks.read_until_differs(self.np_randoms, i, goal[i])
+            # Redraws read past the chunks that the countdown below allows for.
+            self._safe_resets = 0
+        else:
+            self._draw_from_chunks(index)
         if self.render_mode is not None and 0 in index:
             self._rewards = None
+
+    def _draw_from_chunks(self, index: np.ndarray) -> None:
+        chunks, n = self._chunks, self.n_bits
+        per_episode = 1 if self.fixed_goal else 2
+        # Every row may give one episode per call: a row holds enough chunks for as many
+        # calls as the fewest chunks of any row allows, so the check runs once per many
+        # calls rather than gathering every row's count on each.
+        if self._safe_resets <= 0:
+            chunks.refill_low(self.np_randoms)
+            self._safe_resets = chunks.min_left() // per_episode
+        self._safe_resets -= 1
+        at = chunks.next[index]
+        if self.fixed_goal:
+            self._state[index] = chunks.chunks[at]
+            self._goal[index] = 1.0
+            redraw = chunks.all_ones[at]
+        else:
+            pair = chunks.pairs[at]
+            self._state[index] = pair[:, :n]
+            self._goal[index] = pair[:, n:]
+            redraw = chunks.same_as_next[at]
+        chunks.next[index] = at + per_episode
+        if np.count_nonzero(redraw):
+            for i in index[redraw].tolist():
+                if self.fixed_goal:
+                    self._state[i] = chunks.read_until_differs(self.np_randoms, i, self._goal[i])
+                else:
+                    self._goal[i] = chunks.read_until_differs(self.np_randoms, i, self._state[i])
+            self._safe_resets = 0
 
     def _step_envs(self, actions: np.ndarray) -> None:
         flip_bits(self._state, actions, self.continuous)
