@@ -99,6 +99,16 @@ def sparse_reward(success: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------- bit chunks
 
+
+def bit_items(bits: np.ndarray) -> np.ndarray:
+    """A view of a C-contiguous (..., n_bits) array with each row as one opaque item.
+
+    numpy copies a gathered or scattered item with one memcpy, where indexing the rows of
+    a 2-D array walks each row as a sub-array: several times faster for short rows.
+    """
+    row = np.dtype((np.void, bits.shape[-1] * bits.itemsize))
+    return bits.view(row)[..., 0]
+
 # Chunks read ahead for all sub-envs together (float32 cells): 8 MiB.
 _CHUNK_BUDGET = 1 << 21
 
@@ -110,7 +120,7 @@ class BitChunks:
     ``u < 0.5``: a start, a goal and each redraw is one chunk, in stream order. This
     converts each stream into chunks a block at a time and flags, per chunk, whether it
     equals the next one (a random goal equal to its start: redraw) and whether it is all
-    ones (a start equal to the fixed goal: redraw). An episode is then one gather of two
+    ones (a start equal to the fixed goal: redraw). An episode is then a gather of two
     neighbouring chunks plus one flag lookup, and drawing episodes from the chunks in
     order gives exactly what :func:`draw_episodes` gives from the stream.
 
@@ -118,8 +128,9 @@ class BitChunks:
         size: the number of sub-envs.
         n_bits: the chunk length.
 
-    Row ``i``'s region is ``chunks3[i]`` (``capacity`` chunks); its unread chunks are
-    ``next[i]:end[i]`` of the flat array, always ending at the region's end.
+    Row ``i``'s region is ``items3[i]`` (``capacity`` chunks); its unread chunks are
+    ``items[next[i]:end[i]]``, always ending at the region's end. ``items`` views each
+    chunk as one opaque item (:func:`bit_items`).
     """
 
     def __init__(self, size: int, n_bits: int) -> None:
@@ -128,13 +139,9 @@ class BitChunks:
         # A refill tops up the rows with fewer than ``low`` chunks: their unread chunks
         # move to just before the region's middle and new ones fill the second half.
         self.low = self.capacity // 2
-        # One spare chunk: the pair window of the last chunk stays inside the array.
-        self.chunks = np.zeros((self.size * self.capacity + 1, self.n_bits), np.float32)
-        self.chunks3 = self.chunks[:-1].reshape(self.size, self.capacity, self.n_bits)
-        # Row p is chunks p and p + 1 side by side: a start and its goal in one gather.
-        self.pairs = np.lib.stride_tricks.sliding_window_view(
-            self.chunks.reshape(-1), 2 * self.n_bits
-        )[:: self.n_bits]
+        self.chunks = np.zeros((self.size * self.capacity, self.n_bits), np.float32)
+        self.items = bit_items(self.chunks)
+        self.items3 = self.items.reshape(self.size, self.capacity)
         self.same_as_next = np.zeros(self.size * self.capacity, bool)
         self.all_ones = np.zeros(self.size * self.capacity, bool)
         self.end = (np.arange(self.size, dtype=np.int64) + 1) * self.capacity
@@ -166,8 +173,7 @@ class BitChunks:
         """Keeps the unread chunks of ``rows`` (fewer than ``low`` each) and reads
         ``capacity - low`` new ones from their generators."""
         cap, low, n = self.capacity, self.low, self.n_bits
-        # Whole-row block copies: a gather of single chunks costs several times more.
-        self.chunks3[rows, :low] = self.chunks3[rows, cap - low :]
+        self.items3[rows, :low] = self.items3[rows, cap - low :]
         self._codes[rows, :low] = self._codes[rows, cap - low :]
         # Each generator fills its row directly: ``rng.random(out=)`` hands out the same
         # numbers as successive ``rng.random(k)`` calls, and one call per row per refill
@@ -176,7 +182,7 @@ class BitChunks:
         for row, i in zip(uniforms, rows.tolist(), strict=True):
             rngs[i].random(out=row)
         bits = (uniforms < 0.5).astype(np.float32).reshape(len(rows), cap - low, n)
-        self.chunks3[rows, low:] = bits
+        self.items3[rows, low:] = bit_items(bits)
         self.next[rows] += low - cap
         if n <= 53:
             self._codes[rows, low:] = bits @ self._weights
@@ -184,7 +190,7 @@ class BitChunks:
             same = codes[:, :-1] == codes[:, 1:]
             ones = codes == self._weights.sum()
         else:
-            region = self.chunks3[rows]
+            region = self.chunks.reshape(self.size, cap, n)[rows]
             same = bits_match(region[:, :-1], region[:, 1:])
             ones = region.min(axis=-1) == 1.0
         self.same_as_next.reshape(self.size, cap)[rows, :-1] = same
@@ -584,6 +590,9 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         self._goal = np.zeros((self.num_envs, self.n_bits), np.float32)
         self._success = np.zeros(self.num_envs, bool)
         self._chunks = BitChunks(self.num_envs, self.n_bits)
+        self._state_items = bit_items(self._state)
+        self._goal_items = bit_items(self._goal)
+        self._ones_item = bit_items(np.ones(self.n_bits, np.float32))[()]
         # Resets that the chunks held are sure to cover; 0: check them first.
         self._safe_resets = 0
         # A seeded reset may have replaced generators: their read-ahead chunks are stale.
@@ -642,7 +651,7 @@ class BitFlippingVectorEnv(GoalVectorEnv):
             self._rewards = None
 
     def _draw_from_chunks(self, index: np.ndarray) -> None:
-        chunks, n = self._chunks, self.n_bits
+        chunks = self._chunks
         per_episode = 1 if self.fixed_goal else 2
         # Every row may give one episode per call: a row holds enough chunks for as many
         # calls as the fewest chunks of any row allows, so the check runs once per many
@@ -653,13 +662,12 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         self._safe_resets -= 1
         at = chunks.next[index]
         if self.fixed_goal:
-            self._state[index] = chunks.chunks[at]
-            self._goal[index] = 1.0
+            self._state_items[index] = chunks.items[at]
+            self._goal_items[index] = self._ones_item
             redraw = chunks.all_ones[at]
         else:
-            pair = chunks.pairs[at]
-            self._state[index] = pair[:, :n]
-            self._goal[index] = pair[:, n:]
+            self._state_items[index] = chunks.items[at]
+            self._goal_items[index] = chunks.items[at + 1]
             redraw = chunks.same_as_next[at]
         chunks.next[index] = at + per_episode
         if np.count_nonzero(redraw):
