@@ -109,6 +109,7 @@ def bit_items(bits: np.ndarray) -> np.ndarray:
     row = np.dtype((np.void, bits.shape[-1] * bits.itemsize))
     return bits.view(row)[..., 0]
 
+
 # Chunks read ahead for all sub-envs together (float32 cells): 8 MiB.
 _CHUNK_BUDGET = 1 << 21
 
@@ -118,23 +119,26 @@ class BitChunks:
 
     Every draw of :func:`draw_episodes` reads ``n_bits`` uniforms at a time and keeps
     ``u < 0.5``: a start, a goal and each redraw is one chunk, in stream order. This
-    converts each stream into chunks a block at a time and flags, per chunk, whether it
-    equals the next one (a random goal equal to its start: redraw) and whether it is all
-    ones (a start equal to the fixed goal: redraw). An episode is then a gather of two
-    neighbouring chunks plus one flag lookup, and drawing episodes from the chunks in
+    converts each stream into chunks a block at a time and counts, per chunk, the bits in
+    which it differs from the next one (a random goal from its start; 0: redraw) and from
+    all ones (a start from the fixed goal). An episode is then a gather of two
+    neighbouring chunks plus one count lookup, and drawing episodes from the chunks in
     order gives exactly what :func:`draw_episodes` gives from the stream.
 
     Args:
         size: the number of sub-envs.
         n_bits: the chunk length.
+        pairs: count differences from the next chunk (random goals), else from all
+            ones (the fixed goal).
 
     Row ``i``'s region is ``items3[i]`` (``capacity`` chunks); its unread chunks are
     ``items[next[i]:end[i]]``, always ending at the region's end. ``items`` views each
     chunk as one opaque item (:func:`bit_items`).
     """
 
-    def __init__(self, size: int, n_bits: int) -> None:
+    def __init__(self, size: int, n_bits: int, pairs: bool) -> None:
         self.size, self.n_bits = int(size), int(n_bits)
+        self.pairs = pairs
         self.capacity = max(8, min(128, _CHUNK_BUDGET // (self.size * self.n_bits)))
         # A refill tops up the rows with fewer than ``low`` chunks: their unread chunks
         # move to just before the region's middle and new ones fill the second half.
@@ -142,15 +146,15 @@ class BitChunks:
         self.chunks = np.zeros((self.size * self.capacity, self.n_bits), np.float32)
         self.items = bit_items(self.chunks)
         self.items3 = self.items.reshape(self.size, self.capacity)
-        self.same_as_next = np.zeros(self.size * self.capacity, bool)
-        self.all_ones = np.zeros(self.size * self.capacity, bool)
+        # Bits in which chunk p differs from chunk p + 1 (a random goal from its start:
+        # 0 means redraw), kept when ``pairs``, else from all ones (a start from the
+        # fixed goal).
+        self.differ_next = np.zeros(self.size * self.capacity, np.int64)
+        self.differ_ones = np.zeros(self.size * self.capacity, np.int64)
         self.end = (np.arange(self.size, dtype=np.int64) + 1) * self.capacity
         self.next = self.end.copy()
         self._owners: list[np.random.Generator | None] = [None] * self.size
-        # Chunks as the integers their bits spell, exact in float32 up to 24 bits.
-        self._codes = np.zeros((self.size, self.capacity))
-        dtype = np.float32 if self.n_bits <= 24 else np.float64
-        self._weights = (2.0 ** np.arange(self.n_bits)).astype(dtype)
+        self._ones = np.ones(self.n_bits, np.float32)
 
     def forget_replaced(self, rngs: list[np.random.Generator]) -> None:
         """Drops the chunks of every row whose generator was replaced (a seeded reset)."""
@@ -174,7 +178,6 @@ class BitChunks:
         ``capacity - low`` new ones from their generators."""
         cap, low, n = self.capacity, self.low, self.n_bits
         self.items3[rows, :low] = self.items3[rows, cap - low :]
-        self._codes[rows, :low] = self._codes[rows, cap - low :]
         # Each generator fills its row directly: ``rng.random(out=)`` hands out the same
         # numbers as successive ``rng.random(k)`` calls, and one call per row per refill
         # is already amortized over ``capacity - low`` chunks.
@@ -184,17 +187,23 @@ class BitChunks:
         bits = (uniforms < 0.5).astype(np.float32).reshape(len(rows), cap - low, n)
         self.items3[rows, low:] = bit_items(bits)
         self.next[rows] += low - cap
-        if n <= 53:
-            self._codes[rows, low:] = bits @ self._weights
-            codes = self._codes[rows]
-            same = codes[:, :-1] == codes[:, 1:]
-            ones = codes == self._weights.sum()
+        # Counts only for the new chunks (the kept ones moved with theirs), as products
+        # of 2-D arrays with a ones vector: numpy sums a short last axis row by row.
+        if self.pairs:
+            last_kept = self.chunks.reshape(self.size, cap, n)[rows, low - 1]
+            seq = np.concatenate([last_kept[:, None], bits], axis=1)
+            differ = np.not_equal(seq[:, :-1], seq[:, 1:]).astype(np.float32)
+            counts = self.differ_next.reshape(self.size, cap)
+            counts[rows, : low - 1] = counts[rows, cap - low : cap - 1]
+            counts[rows, low - 1 : cap - 1] = (differ.reshape(-1, n) @ self._ones).reshape(
+                len(rows), cap - low
+            )
         else:
-            region = self.chunks.reshape(self.size, cap, n)[rows]
-            same = bits_match(region[:, :-1], region[:, 1:])
-            ones = region.min(axis=-1) == 1.0
-        self.same_as_next.reshape(self.size, cap)[rows, :-1] = same
-        self.all_ones.reshape(self.size, cap)[rows] = ones
+            counts = self.differ_ones.reshape(self.size, cap)
+            counts[rows, :low] = counts[rows, cap - low :]
+            counts[rows, low:] = n - (bits.reshape(-1, n) @ self._ones).reshape(
+                len(rows), cap - low
+            )
 
     def read_until_differs(
         self,
@@ -589,7 +598,10 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         self._state = np.zeros((self.num_envs, self.n_bits), np.float32)
         self._goal = np.zeros((self.num_envs, self.n_bits), np.float32)
         self._success = np.zeros(self.num_envs, bool)
-        self._chunks = BitChunks(self.num_envs, self.n_bits)
+        # Bits in which each sub-env's state differs from its goal: success is 0.
+        self._mismatches = np.zeros(self.num_envs, np.int64)
+        self._row_starts = np.arange(0, self.num_envs * self.n_bits, self.n_bits)
+        self._chunks = BitChunks(self.num_envs, self.n_bits, pairs=not self.fixed_goal)
         self._state_items = bit_items(self._state)
         self._goal_items = bit_items(self._goal)
         self._ones_item = bit_items(np.ones(self.n_bits, np.float32))[()]
@@ -643,6 +655,7 @@ class BitFlippingVectorEnv(GoalVectorEnv):
             for i in index.tolist():
                 self._goal[i] = goal[i]
                 self._state[i] = chunks.read_until_differs(self.np_randoms, i, goal[i])
+                self._mismatches[i] = np.count_nonzero(self._state[i] != goal[i])
             # Redraws read past the chunks that the countdown below allows for.
             self._safe_resets = 0
         else:
@@ -661,25 +674,42 @@ class BitFlippingVectorEnv(GoalVectorEnv):
             self._safe_resets = chunks.min_left() // per_episode
         self._safe_resets -= 1
         at = chunks.next[index]
+        self._state_items[index] = chunks.items[at]
         if self.fixed_goal:
-            self._state_items[index] = chunks.items[at]
             self._goal_items[index] = self._ones_item
-            redraw = chunks.all_ones[at]
+            differ = chunks.differ_ones[at]
         else:
-            self._state_items[index] = chunks.items[at]
             self._goal_items[index] = chunks.items[at + 1]
-            redraw = chunks.same_as_next[at]
+            differ = chunks.differ_next[at]
+        self._mismatches[index] = differ
         chunks.next[index] = at + per_episode
+        redraw = differ == 0
         if np.count_nonzero(redraw):
             for i in index[redraw].tolist():
                 if self.fixed_goal:
                     self._state[i] = chunks.read_until_differs(self.np_randoms, i, self._goal[i])
                 else:
                     self._goal[i] = chunks.read_until_differs(self.np_randoms, i, self._state[i])
+                self._mismatches[i] = np.count_nonzero(self._state[i] != self._goal[i])
             self._safe_resets = 0
 
     def _step_envs(self, actions: np.ndarray) -> None:
-        flip_bits(self._state, actions, self.continuous)
+        if self.continuous:
+            flip_bits(self._state, actions, True)
+            self._mismatches[:] = np.count_nonzero(self._state != self._goal, axis=1)
+            return
+        # One bit per sub-env: its flip changes the count of mismatched bits by one, up
+        # where it matched the goal, down where it did not. Keeping the count spares
+        # comparing every bit of every sub-env on each step.
+        flat = self._state.reshape(-1)
+        index = self._row_starts + actions
+        bits = flat[index]
+        matched = bits == self._goal.reshape(-1)[index]
+        flat[index] = 1.0 - bits
+        mismatches = self._mismatches
+        mismatches -= 1
+        mismatches += matched
+        mismatches += matched
 
     def _observation(self) -> dict[str, np.ndarray]:
         return {
@@ -691,7 +721,7 @@ class BitFlippingVectorEnv(GoalVectorEnv):
     def _step_info(self) -> dict[str, np.ndarray]:
         # Called after this step's resets (GoalVectorEnv.step), so it sees the state
         # that the observation shows.
-        self._success = bits_match(self._state, self._goal)
+        self._success = self._mismatches == 0
         return {"is_success": self._success.copy()}
 
     def _goal_outcomes(
