@@ -601,6 +601,8 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         # Bits in which each sub-env's state differs from its goal: success is 0.
         self._mismatches = np.zeros(self.num_envs, np.int64)
         self._row_starts = np.arange(0, self.num_envs * self.n_bits, self.n_bits)
+        self._state_flat = self._state.reshape(-1)
+        self._goal_flat = self._goal.reshape(-1)
         self._chunks = BitChunks(self.num_envs, self.n_bits, pairs=not self.fixed_goal)
         self._state_items = bit_items(self._state)
         self._goal_items = bit_items(self._goal)
@@ -683,9 +685,8 @@ class BitFlippingVectorEnv(GoalVectorEnv):
             differ = chunks.differ_next[at]
         self._mismatches[index] = differ
         chunks.next[index] = at + per_episode
-        redraw = differ == 0
-        if np.count_nonzero(redraw):
-            for i in index[redraw].tolist():
+        if np.count_nonzero(differ) < len(index):
+            for i in index[differ == 0].tolist():
                 if self.fixed_goal:
                     self._state[i] = chunks.read_until_differs(self.np_randoms, i, self._goal[i])
                 else:
@@ -701,10 +702,10 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         # One bit per sub-env: its flip changes the count of mismatched bits by one, up
         # where it matched the goal, down where it did not. Keeping the count spares
         # comparing every bit of every sub-env on each step.
-        flat = self._state.reshape(-1)
+        flat = self._state_flat
         index = self._row_starts + actions
         bits = flat[index]
-        matched = bits == self._goal.reshape(-1)[index]
+        matched = bits == self._goal_flat[index]
         flat[index] = 1.0 - bits
         mismatches = self._mismatches
         mismatches -= 1
