@@ -434,12 +434,14 @@ class GoalVectorEnv(VectorEnv):
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """This step's ``(reward, terminated, truncated)``: fresh, writable arrays.
 
         The default calls the public ``compute_*`` methods. A subclass may return its
         kernel's results directly to skip their input validation, provided they equal
         what ``compute_*`` returns for ``obs`` and ``info`` (tests hold them to it).
+        ``truncated`` may be None where the env never truncates on goals: the step then
+        builds it from the time limit alone.
         """
         achieved, desired = obs["achieved_goal"], obs["desired_goal"]
         return (
@@ -525,12 +527,21 @@ class GoalVectorEnv(VectorEnv):
         obs = self._observation()
         info = self._step_info()
         reward, terminated, truncated = self._goal_outcomes(obs, info)
-        if self.max_episode_steps is not None:
-            truncated |= self.elapsed_steps >= self.max_episode_steps
+        if truncated is None:
+            # Time limit alone: restarted sub-envs count 0 steps, below any limit (>= 1).
+            truncated = (
+                np.zeros(self.num_envs, dtype=bool)
+                if self.max_episode_steps is None
+                else self.elapsed_steps >= self.max_episode_steps
+            )
+        else:
+            if self.max_episode_steps is not None:
+                truncated |= self.elapsed_steps >= self.max_episode_steps
+            if restarted is not None:
+                truncated[restarted] = False
         if restarted is not None:
             reward[restarted] = 0.0
             terminated[restarted] = False
-            truncated[restarted] = False
 
         done = terminated | truncated
         if self.autoreset_mode == AutoresetMode.SAME_STEP and done.any():

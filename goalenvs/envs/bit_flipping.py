@@ -727,11 +727,11 @@ class BitFlippingVectorEnv(GoalVectorEnv):
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, None]:
         # The kernel's success of this step is what compute_reward / compute_terminated
         # recompute from obs; reusing it skips their validation and a second comparison.
         self._rewards = sparse_reward(self._success)
-        return self._rewards, self._success.copy(), np.zeros(self.num_envs, bool)
+        return self._rewards, self._success.copy(), None
 
     def render(self) -> np.ndarray | None:
         """Sub-env 0's frame (``rgb_array``), as :meth:`BitFlippingEnv.render` draws it."""
