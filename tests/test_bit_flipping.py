@@ -159,6 +159,40 @@ def test_vector_reset_mask_redraws_only_masked_envs():
     assert info["is_success"].dtype == bool and not info["is_success"].any()
 
 
+def test_vector_explicit_resets_follow_single_envs_after_read_ahead():
+    # The vector env reads each generator ahead in blocks; explicit resets (a pinned
+    # goal, a partial reseed, a masked reset) must still draw what the single envs draw.
+    n, n_bits = 3, 4
+    envs = BitFlippingVectorEnv(num_envs=n, n_bits=n_bits, autoreset_mode="disabled")
+    singles = [BitFlippingEnv(n_bits=n_bits) for _ in range(n)]
+    goal = np.array([1.0, 0.0, 1.0, 0.0], np.float32)
+    rng = np.random.default_rng(0)
+
+    def check(vector_obs, single_obs):
+        for key in vector_obs:
+            np.testing.assert_array_equal(vector_obs[key], np.stack([o[key] for o in single_obs]))
+
+    check(envs.reset(seed=9)[0], [env.reset(seed=9 + i)[0] for i, env in enumerate(singles)])
+    for _ in range(3):
+        actions = rng.integers(0, n_bits, n)
+        vector_obs, *_ = envs.step(actions)
+        check(vector_obs, [env.step(int(a))[0] for env, a in zip(singles, actions, strict=True)])
+        check(
+            envs.reset(options={"goal": goal})[0],
+            [env.reset(options={"goal": goal})[0] for env in singles],
+        )
+        check(
+            envs.reset(seed=[None, 4, None])[0],
+            [env.reset(seed=4 if i == 1 else None)[0] for i, env in enumerate(singles)],
+        )
+        mask = np.array([True, False, True])
+        vector_obs, _ = envs.reset(options={"reset_mask": mask})
+        for i in np.flatnonzero(mask):
+            single = singles[i].reset()[0]
+            for key in single:
+                np.testing.assert_array_equal(vector_obs[key][i], single[key])
+
+
 # --------------------------------------------------------------------------- rendering
 
 

@@ -119,17 +119,21 @@ class BitChunks:
 
     Every draw of :func:`draw_episodes` reads ``n_bits`` uniforms at a time and keeps
     ``u < 0.5``: a start, a goal and each redraw is one chunk, in stream order. This
-    converts each stream into chunks a block at a time and counts, per chunk, the bits in
-    which it differs from the next one (a random goal from its start; 0: redraw) and from
-    all ones (a start from the fixed goal). An episode is then a gather of two
-    neighbouring chunks plus one count lookup, and drawing episodes from the chunks in
+    converts each stream into chunks a block at a time and keeps, per chunk, its
+    difference (:meth:`difference`) from the next one (a random goal from its start; 0:
+    redraw) or from all ones (a start from the fixed goal). An episode is then a gather
+    of two neighbouring chunks plus one difference lookup, and drawing episodes from the chunks in
     order gives exactly what :func:`draw_episodes` gives from the stream.
 
     Args:
         size: the number of sub-envs.
         n_bits: the chunk length.
-        pairs: count differences from the next chunk (random goals), else from all
-            ones (the fixed goal).
+        pairs: differences from the next chunk (random goals), else from all ones (the
+            fixed goal).
+
+    A difference is the XOR of the two chunks' codes (the integers their bits spell)
+    while ``n_bits <= 53`` (``codes``: exact through float64), else the number of
+    differing bits; either is 0 exactly when the chunks are equal.
 
     Row ``i``'s region is ``items3[i]`` (``capacity`` chunks); its unread chunks are
     ``items[next[i]:end[i]]``, always ending at the region's end. ``items`` views each
@@ -146,15 +150,17 @@ class BitChunks:
         self.chunks = np.zeros((self.size * self.capacity, self.n_bits), np.float32)
         self.items = bit_items(self.chunks)
         self.items3 = self.items.reshape(self.size, self.capacity)
-        # Bits in which chunk p differs from chunk p + 1 (a random goal from its start:
-        # 0 means redraw), kept when ``pairs``, else from all ones (a start from the
-        # fixed goal).
-        self.differ_next = np.zeros(self.size * self.capacity, np.int64)
-        self.differ_ones = np.zeros(self.size * self.capacity, np.int64)
+        # Chunk p's difference from chunk p + 1 when ``pairs``, else from all ones.
+        self.differs = np.zeros(self.size * self.capacity, np.int64)
         self.end = (np.arange(self.size, dtype=np.int64) + 1) * self.capacity
         self.next = self.end.copy()
         self._owners: list[np.random.Generator | None] = [None] * self.size
-        self._ones = np.ones(self.n_bits, np.float32)
+        self.codes = self.n_bits <= 53
+        self.weights = 2.0 ** np.arange(self.n_bits) if self.codes else np.ones(self.n_bits)
+
+    def difference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The difference of bit arrays ``a`` and ``b`` (last axis), as kept per chunk."""
+        return (np.not_equal(a, b) @ self.weights).astype(np.int64)
 
     def forget_replaced(self, rngs: list[np.random.Generator]) -> None:
         """Drops the chunks of every row whose generator was replaced (a seeded reset)."""
@@ -187,23 +193,18 @@ class BitChunks:
         bits = (uniforms < 0.5).astype(np.float32).reshape(len(rows), cap - low, n)
         self.items3[rows, low:] = bit_items(bits)
         self.next[rows] += low - cap
-        # Counts only for the new chunks (the kept ones moved with theirs), as products
-        # of 2-D arrays with a ones vector: numpy sums a short last axis row by row.
+        # Differences only for the new chunks (the kept ones moved with theirs), as
+        # products of 2-D arrays: numpy reduces a short last axis row by row.
+        differs = self.differs.reshape(self.size, cap)
+        differs[rows, : low - 1] = differs[rows, cap - low : cap - 1]
         if self.pairs:
             last_kept = self.chunks.reshape(self.size, cap, n)[rows, low - 1]
             seq = np.concatenate([last_kept[:, None], bits], axis=1)
-            differ = np.not_equal(seq[:, :-1], seq[:, 1:]).astype(np.float32)
-            counts = self.differ_next.reshape(self.size, cap)
-            counts[rows, : low - 1] = counts[rows, cap - low : cap - 1]
-            counts[rows, low - 1 : cap - 1] = (differ.reshape(-1, n) @ self._ones).reshape(
-                len(rows), cap - low
-            )
+            new = self.difference(seq[:, :-1], seq[:, 1:])
+            differs[rows, low - 1 : cap - 1] = new
         else:
-            counts = self.differ_ones.reshape(self.size, cap)
-            counts[rows, :low] = counts[rows, cap - low :]
-            counts[rows, low:] = n - (bits.reshape(-1, n) @ self._ones).reshape(
-                len(rows), cap - low
-            )
+            differs[rows, low - 1] = differs[rows, cap - 1]
+            differs[rows, low:] = self.difference(bits, 1.0)
 
     def read_until_differs(
         self,
@@ -598,8 +599,14 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         self._state = np.zeros((self.num_envs, self.n_bits), np.float32)
         self._goal = np.zeros((self.num_envs, self.n_bits), np.float32)
         self._success = np.zeros(self.num_envs, bool)
-        # Bits in which each sub-env's state differs from its goal: success is 0.
-        self._mismatches = np.zeros(self.num_envs, np.int64)
+        # Each sub-env's state's difference from its goal (BitChunks.difference): a
+        # discrete flip updates it in place, so success needs no comparison of all bits.
+        self._differs = np.zeros(self.num_envs, np.int64)
+        self._flip_codes = 1 << np.arange(min(self.n_bits, 53), dtype=np.int64)
+        # Row b flips bit b of a float32 0.0 / 1.0 by XOR of its bit pattern.
+        one_bits = np.float32(1.0).view(np.uint32)
+        self._flip_items = bit_items(np.eye(self.n_bits, dtype=np.uint32) * one_bits)
+        self._state_bits = self._state.view(np.uint32)
         self._row_starts = np.arange(0, self.num_envs * self.n_bits, self.n_bits)
         self._state_flat = self._state.reshape(-1)
         self._goal_flat = self._goal.reshape(-1)
@@ -657,7 +664,7 @@ class BitFlippingVectorEnv(GoalVectorEnv):
             for i in index.tolist():
                 self._goal[i] = goal[i]
                 self._state[i] = chunks.read_until_differs(self.np_randoms, i, goal[i])
-                self._mismatches[i] = np.count_nonzero(self._state[i] != goal[i])
+                self._differs[i] = chunks.difference(self._state[i], goal[i])
             # Redraws read past the chunks that the countdown below allows for.
             self._safe_resets = 0
         else:
@@ -679,11 +686,11 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         self._state_items[index] = chunks.items[at]
         if self.fixed_goal:
             self._goal_items[index] = self._ones_item
-            differ = chunks.differ_ones[at]
+            differ = chunks.differs[at]
         else:
             self._goal_items[index] = chunks.items[at + 1]
-            differ = chunks.differ_next[at]
-        self._mismatches[index] = differ
+            differ = chunks.differs[at]
+        self._differs[index] = differ
         chunks.next[index] = at + per_episode
         if np.count_nonzero(differ) < len(index):
             for i in index[differ == 0].tolist():
@@ -691,26 +698,30 @@ class BitFlippingVectorEnv(GoalVectorEnv):
                     self._state[i] = chunks.read_until_differs(self.np_randoms, i, self._goal[i])
                 else:
                     self._goal[i] = chunks.read_until_differs(self.np_randoms, i, self._state[i])
-                self._mismatches[i] = np.count_nonzero(self._state[i] != self._goal[i])
+                self._differs[i] = chunks.difference(self._state[i], self._goal[i])
             self._safe_resets = 0
 
     def _step_envs(self, actions: np.ndarray) -> None:
         if self.continuous:
             flip_bits(self._state, actions, True)
-            self._mismatches[:] = np.count_nonzero(self._state != self._goal, axis=1)
+            # Several bits may flip: _step_info recounts, after this step's resets.
             return
-        # One bit per sub-env: its flip changes the count of mismatched bits by one, up
-        # where it matched the goal, down where it did not. Keeping the count spares
-        # comparing every bit of every sub-env on each step.
+        if self._chunks.codes:
+            # One bit per sub-env: XOR flips it in the float32 state and in the code.
+            flips = self._flip_items[actions].view(np.uint32).reshape(self._state.shape)
+            np.bitwise_xor(self._state_bits, flips, out=self._state_bits)
+            self._differs ^= self._flip_codes[actions]
+            return
+        # Counts: the flip moves the count up where the bit matched the goal, else down.
         flat = self._state_flat
         index = self._row_starts + actions
         bits = flat[index]
         matched = bits == self._goal_flat[index]
         flat[index] = 1.0 - bits
-        mismatches = self._mismatches
-        mismatches -= 1
-        mismatches += matched
-        mismatches += matched
+        differs = self._differs
+        differs -= 1
+        differs += matched
+        differs += matched
 
     def _observation(self) -> dict[str, np.ndarray]:
         return {
@@ -722,7 +733,9 @@ class BitFlippingVectorEnv(GoalVectorEnv):
     def _step_info(self) -> dict[str, np.ndarray]:
         # Called after this step's resets (GoalVectorEnv.step), so it sees the state
         # that the observation shows.
-        self._success = self._mismatches == 0
+        if self.continuous:
+            self._differs = self._chunks.difference(self._state, self._goal)
+        self._success = self._differs == 0
         return {"is_success": self._success.copy()}
 
     def _goal_outcomes(
