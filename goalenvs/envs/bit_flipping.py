@@ -157,6 +157,8 @@ class BitChunks:
         self._owners: list[np.random.Generator | None] = [None] * self.size
         self.codes = self.n_bits <= 53
         self.weights = 2.0 ** np.arange(self.n_bits) if self.codes else np.ones(self.n_bits)
+        # Each chunk's code, moved with it, when differences are code XORs.
+        self._codes = np.zeros(self.size * self.capacity if self.codes else 0, np.int64)
 
     def difference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The difference of bit arrays ``a`` and ``b`` (last axis), as kept per chunk."""
@@ -193,18 +195,23 @@ class BitChunks:
         bits = (uniforms < 0.5).astype(np.float32).reshape(len(rows), cap - low, n)
         self.items3[rows, low:] = bit_items(bits)
         self.next[rows] += low - cap
-        # Differences only for the new chunks (the kept ones moved with theirs), as
-        # products of 2-D arrays: numpy reduces a short last axis row by row.
+        # Differences only for the new chunks (the kept ones moved with theirs).
         differs = self.differs.reshape(self.size, cap)
         differs[rows, : low - 1] = differs[rows, cap - low : cap - 1]
-        if self.pairs:
-            last_kept = self.chunks.reshape(self.size, cap, n)[rows, low - 1]
-            seq = np.concatenate([last_kept[:, None], bits], axis=1)
-            new = self.difference(seq[:, :-1], seq[:, 1:])
-            differs[rows, low - 1 : cap - 1] = new
-        else:
+        if not self.pairs:
             differs[rows, low - 1] = differs[rows, cap - 1]
             differs[rows, low:] = self.difference(bits, 1.0)
+        elif self.codes:
+            # XOR of neighbouring codes: one product for the new chunks' codes.
+            codes = self._codes.reshape(self.size, cap)
+            codes[rows, :low] = codes[rows, cap - low :]
+            codes[rows, low:] = (bits.reshape(-1, n) @ self.weights).reshape(len(rows), -1)
+            run = codes[rows, low - 1 :]
+            differs[rows, low - 1 : cap - 1] = run[:, :-1] ^ run[:, 1:]
+        else:
+            last_kept = self.chunks.reshape(self.size, cap, n)[rows, low - 1]
+            run = np.concatenate([last_kept[:, None], bits], axis=1)
+            differs[rows, low - 1 : cap - 1] = self.difference(run[:, :-1], run[:, 1:])
 
     def read_until_differs(
         self,
