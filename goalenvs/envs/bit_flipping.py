@@ -9,6 +9,7 @@ blocks (:class:`BitChunks`), which draw identical episodes at a fraction of the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,38 +27,69 @@ from goalenvs.core import (
     goal_dict_space,
 )
 from goalenvs.envs.canvas import Canvas, import_pygame
-from goalenvs.envs.random_streams import TakeUniforms, generator_taker
+
+# ``take(rows, count)``: ``count`` random 64-bit words for each of ``rows`` (indices into
+# a batch; None: every member of the batch, in order), consecutive outputs of each
+# episode's own bit generator.
+TakeWords = Callable[[np.ndarray | None, int], np.ndarray]
 
 # --------------------------------------------------------------------------- kernel
 
 
+def words_per_chunk(n_bits: int) -> int:
+    """Random 64-bit words per ``n_bits``-bit pattern (a chunk)."""
+    return -(-n_bits // 64)
+
+
+def chunk_bits(words: np.ndarray, n_bits: int) -> np.ndarray:
+    """The chunks spelled by random words: float32 bits of shape (..., k, n_bits) from
+    words (..., k * words_per_chunk(n_bits)); bit b of a chunk is bit b % 64 of its
+    (b // 64)-th word."""
+    per = words_per_chunk(n_bits)
+    # Little-endian bytes, each unpacked low bit first: bit b of a word is byte b // 8's
+    # bit b % 8, in one table-driven pass instead of a shift per bit.
+    octets = np.ascontiguousarray(words, dtype="<u8").view(np.uint8)
+    bits = np.unpackbits(octets, axis=-1, bitorder="little")
+    bits = bits.reshape(*words.shape[:-1], -1, per * 64)[..., :n_bits]
+    return bits.astype(np.float32)
+
+
+def generator_words(rng: np.random.Generator) -> TakeWords:
+    """``take(rows, count)`` for a single env: words read straight from ``rng``."""
+    return lambda rows, count: rng.bit_generator.random_raw(
+        (1 if rows is None else len(rows), count)
+    )
+
+
 def draw_episodes(
-    take: TakeUniforms, batch: int, n_bits: int, fixed_goal: bool, goal: np.ndarray | None = None
+    take: TakeWords, batch: int, n_bits: int, fixed_goal: bool, goal: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Draws ``batch`` episodes: ``(start, goal)`` float32 bit arrays of shape (batch, n_bits).
 
-    ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows`` (None:
-    all of them). Each episode reads only its own stream, so how episodes are batched
-    never changes them.
+    ``take(rows, count)`` returns ``count`` random words for each episode in ``rows``
+    (None: all of them); every bit pattern is one chunk of words (:func:`chunk_bits`).
+    Each episode reads only its own generator, so how episodes are batched never
+    changes them.
     The goal is ``goal`` when given (one or one per episode), else all ones when
     ``fixed_goal``, else uniform; the start is uniform. A start equal to its goal (an
     episode solved before it begins) is redrawn: the start when the goal is fixed or
     given, else the goal.
     """
     random_goal = goal is None and not fixed_goal
+    per = words_per_chunk(n_bits)
     if random_goal:
-        bits = take(None, 2 * n_bits) < 0.5
-        start = bits[:, :n_bits].astype(np.float32)
-        target = bits[:, n_bits:].astype(np.float32)
+        chunks = chunk_bits(take(None, 2 * per), n_bits)
+        start = np.ascontiguousarray(chunks[:, 0])
+        target = np.ascontiguousarray(chunks[:, 1])
     else:
-        start = (take(None, n_bits) < 0.5).astype(np.float32)
+        start = chunk_bits(take(None, per), n_bits)[:, 0]
         target = np.empty_like(start)
         target[:] = 1.0 if goal is None else goal
     redrawn = target if random_goal else start
     same = bits_match(start, target)
     while np.count_nonzero(same):
         rows_again = same.nonzero()[0]
-        redrawn[rows_again] = take(rows_again, n_bits) < 0.5
+        redrawn[rows_again] = chunk_bits(take(rows_again, per), n_bits)[:, 0]
         same[rows_again] = bits_match(start[rows_again], target[rows_again])
     return start, target
 
@@ -115,15 +147,16 @@ _CHUNK_BUDGET = 1 << 21
 
 
 class BitChunks:
-    """Each sub-env's uniform stream, read ahead as ``n_bits``-bit chunks.
+    """Each sub-env's random words, read ahead as ``n_bits``-bit chunks.
 
-    Every draw of :func:`draw_episodes` reads ``n_bits`` uniforms at a time and keeps
-    ``u < 0.5``: a start, a goal and each redraw is one chunk, in stream order. This
-    converts each stream into chunks a block at a time and keeps, per chunk, its
-    difference (:meth:`difference`) from the next one (a random goal from its start; 0:
-    redraw) or from all ones (a start from the fixed goal). An episode is then a gather
-    of two neighbouring chunks plus one difference lookup, and drawing episodes from the chunks in
-    order gives exactly what :func:`draw_episodes` gives from the stream.
+    Every draw of :func:`draw_episodes` reads one chunk of words at a time
+    (:func:`chunk_bits`): a start, a goal and each redraw is one chunk, in generator
+    order. This converts each generator's words into chunks a block at a time and
+    keeps, per chunk, its difference (:meth:`difference`) from the next one (a random
+    goal from its start; 0: redraw) or from all ones (a start from the fixed goal). An
+    episode is then a gather of two neighbouring chunks plus one difference lookup, and
+    drawing episodes from the chunks in order gives exactly what :func:`draw_episodes`
+    gives from the generator.
 
     Args:
         size: the number of sub-envs.
@@ -143,7 +176,7 @@ class BitChunks:
     def __init__(self, size: int, n_bits: int, pairs: bool) -> None:
         self.size, self.n_bits = int(size), int(n_bits)
         self.pairs = pairs
-        self.capacity = max(8, min(128, _CHUNK_BUDGET // (self.size * self.n_bits)))
+        self.capacity = max(8, min(512, _CHUNK_BUDGET // (self.size * self.n_bits)))
         # A refill tops up the rows with fewer than ``low`` chunks: their unread chunks
         # move to just before the region's middle and new ones fill the second half.
         self.low = self.capacity // 2
@@ -156,6 +189,7 @@ class BitChunks:
         self.next = self.end.copy()
         self._owners: list[np.random.Generator | None] = [None] * self.size
         self.codes = self.n_bits <= 53
+        self.words = words_per_chunk(self.n_bits)
         self.weights = 2.0 ** np.arange(self.n_bits) if self.codes else np.ones(self.n_bits)
         # Each chunk's code, moved with it, when differences are code XORs.
         self._codes = np.zeros(self.size * self.capacity if self.codes else 0, np.int64)
@@ -186,13 +220,12 @@ class BitChunks:
         ``capacity - low`` new ones from their generators."""
         cap, low, n = self.capacity, self.low, self.n_bits
         self.items3[rows, :low] = self.items3[rows, cap - low :]
-        # Each generator fills its row directly: ``rng.random(out=)`` hands out the same
-        # numbers as successive ``rng.random(k)`` calls, and one call per row per refill
-        # is already amortized over ``capacity - low`` chunks.
-        uniforms = np.empty((len(rows), (cap - low) * n))
-        for row, i in zip(uniforms, rows.tolist(), strict=True):
-            rngs[i].random(out=row)
-        bits = (uniforms < 0.5).astype(np.float32).reshape(len(rows), cap - low, n)
+        # One call per row per refill, amortized over ``capacity - low`` chunks: raw
+        # words come out of a bit generator in the same order however they are batched.
+        words = np.empty((len(rows), (cap - low) * self.words), np.uint64)
+        for row, i in zip(words, rows.tolist(), strict=True):
+            row[:] = rngs[i].bit_generator.random_raw(len(row))
+        bits = chunk_bits(words, n)
         self.items3[rows, low:] = bit_items(bits)
         self.next[rows] += low - cap
         # Differences only for the new chunks (the kept ones moved with theirs).
@@ -205,7 +238,8 @@ class BitChunks:
             # XOR of neighbouring codes: one product for the new chunks' codes.
             codes = self._codes.reshape(self.size, cap)
             codes[rows, :low] = codes[rows, cap - low :]
-            codes[rows, low:] = (bits.reshape(-1, n) @ self.weights).reshape(len(rows), -1)
+            # A chunk of at most 53 bits is one word's low bits: its code is the word masked.
+            codes[rows, low:] = (words & np.uint64((1 << n) - 1)).view(np.int64)
             run = codes[rows, low - 1 :]
             differs[rows, low - 1 : cap - 1] = run[:, :-1] ^ run[:, 1:]
         else:
@@ -453,7 +487,7 @@ class BitFlippingEnv(GoalEnv):
                 check_goal_option(options["goal"], self.observation_space["desired_goal"])
             )
         self._state, self._goal = draw_episodes(
-            generator_taker(self.np_random), 1, self.n_bits, self.fixed_goal, goal
+            generator_words(self.np_random), 1, self.n_bits, self.fixed_goal, goal
         )
         self._elapsed = 0
         self._last_reward = None
