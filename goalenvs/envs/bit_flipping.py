@@ -3,8 +3,9 @@
 Three parts, in this order: the batched numpy kernel, :class:`BitFlippingEnv` (one env),
 :class:`BitFlippingVectorEnv` (N envs in one numpy call, the ids' ``vector_entry_point``).
 Both faces step with :func:`flip_bits`. The single env draws its episodes with
-:func:`draw_episodes`; the vector env reads the same numbers as bit chunks read ahead in
-blocks (:class:`BitChunks`), which draw identical episodes at a fraction of the cost.
+:func:`draw_episodes`; the vector env reads the same random words as bit chunks read
+ahead in blocks (:class:`BitChunks`), which draw identical episodes at a fraction of the
+cost.
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ class BitChunks:
             differs[rows, low - 1] = differs[rows, cap - 1]
             differs[rows, low:] = self.difference(bits, 1.0)
         elif self.codes:
-            # XOR of neighbouring codes: one product for the new chunks' codes.
+            # XOR of neighbouring codes instead of comparing every bit of every pair.
             codes = self._codes.reshape(self.size, cap)
             codes[rows, :low] = codes[rows, cap - low :]
             # A chunk of at most 53 bits is one word's low bits: its code is the word masked.
