@@ -6,7 +6,10 @@ buffer is built and filled in its own subprocess, so that its resident memory ca
 measured as the growth of the process's RSS (VmRSS) from before construction to after
 the fill: everything the buffer keeps alive, Python objects included.
 
-Printed per buffer: add time per env step (one add() call of n_envs transitions),
+Printed per buffer: add time per env step (one add() call of n_envs transitions, as the
+process's CPU time over the whole fill: on a machine shared with other jobs, wall time
+counts the time the process waits for a core, which differs between the two buffers'
+runs; the fill is single-threaded, so on an idle machine the two agree),
 sample time at batch 256 and 2048 (best of 7 runs of many calls; both as torch CPU
 tensors, which is what stable-baselines3 returns), and RSS growth. The "floor" is a plain
 numpy gather of the same bytes: uniform random rows, then one fancy-index per stored
@@ -148,16 +151,18 @@ def worker(kind: str, n_envs: int) -> dict:
         )
 
         def add(step: tuple) -> None:
-            obs, next_obs, action, reward, truncated, _, terminated = step
-            buffer.add(obs, next_obs, action, reward, terminated, truncated, None)
+            # The same per-env info dicts as stable-baselines3 gets (a real caller passes
+            # its infos; without info_keys the buffer reads none of them).
+            obs, next_obs, action, reward, truncated, infos, terminated = step
+            buffer.add(obs, next_obs, action, reward, terminated, truncated, infos)
 
         def sample(batch: int) -> object:
             return buffer.sample(batch, device="cpu")
 
-    start = time.perf_counter()
+    start = time.process_time()
     for i in range(n_steps):
         add(steps[i % len(steps)])
-    add_time = (time.perf_counter() - start) / n_steps
+    add_time = (time.process_time() - start) / n_steps
     memory = rss_bytes() - baseline
     result = {"add": add_time, "rss": memory}
     for batch in BATCHES:
