@@ -256,15 +256,8 @@ class HerReplayBuffer:
         self._t_count = np.zeros(n, dtype=np.int64)  # transitions ever added
         self._t_lo = np.zeros(n, dtype=np.int64)  # valid transitions: [t_lo, t_hi)
         self._t_hi = np.zeros(n, dtype=np.int64)
-        # Row views (rows_per_env, n_envs, ...) of the flat arrays: while the streams are in
-        # step, add() writes a row of every stream with one integer-indexed assignment per
-        # array, cheaper than building and applying a slice.
-        self._obs_rows = tuple(
-            (key, store.reshape(rows, n, *store.shape[1:])) for key, store in self._obs.items()
-        )
+        self._make_row_writers()
         self._obs_checks = tuple(self._obs_shapes.items())
-        self._action_rows = self._actions.reshape(rows, n, *self.action_shape)
-        self._reward_rows = self._rewards.reshape(rows, n)
         self._action_full_shape = (n, *self.action_shape)
         self._vector_shape = (n,)
         # Episode offsets 0 0 .. 1 1 .. (each repeated n_envs times), grown on demand: the
@@ -274,6 +267,40 @@ class HerReplayBuffer:
         self._out_cache: dict[int, dict[str, Any]] = {}
         self._no_flags = bytes(n)  # tobytes() of an all-False flag vector: a cheap any()
         self._all_flags = bytes([1]) * n  # and of an all-True one
+
+    # Views of the storage that add() writes through; rebuilt after unpickling, where
+    # pickled views would come back as copies detached from the storage.
+    _ROW_WRITERS = ("_obs_rows", "_action_rows", "_reward_rows")
+
+    def _make_row_writers(self) -> None:
+        """Per stored array: (rows_per_env, n_envs, ...) view, bytes view, row bytes, dtype.
+
+        While the streams are in step, a row of every stream is one contiguous run of bytes
+        of each flat array. numpy's indexed assignment costs several times the copy of
+        such a row (about 100 bytes); when the value already has the storage's dtype,
+        ``value.tobytes()`` (a C-order copy whatever its strides) written into a
+        memoryview slice stores the same bytes faster. Other dtypes go through numpy,
+        which casts.
+        """
+        rows, n = self.rows_per_env, self.n_envs
+
+        def writer(store: np.ndarray) -> tuple[np.ndarray, memoryview, int, np.dtype]:
+            view = store.reshape(rows, n, *store.shape[1:])
+            return view, memoryview(store.reshape(-1)).cast("B"), view[0].nbytes, store.dtype
+
+        self._obs_rows = tuple((key, *writer(store)) for key, store in self._obs.items())
+        self._action_rows = writer(self._actions)
+        self._reward_rows = writer(self._rewards)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in self._ROW_WRITERS:
+            del state[name]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._make_row_writers()
 
     def _sync_state(self) -> None:
         """Recomputes the cached summaries of the per-stream counters (arrays current)."""
@@ -376,13 +403,25 @@ class HerReplayBuffer:
             if head + 1 - R >= self._retire_at:
                 self._retire_overwritten(head + 1 - R)
             row, next_row = head % R, (head + 1) % R
-            for key, rows in self._obs_rows:
-                rows[next_row] = next_obs[key]
-            self._action_rows[row] = action
-            self._reward_rows[row] = reward
+            for key, rows, data, size, dtype in self._obs_rows:
+                value = next_obs[key]
+                if value.dtype is dtype:
+                    data[next_row * size : next_row * size + size] = value.tobytes()
+                else:
+                    rows[next_row] = value
+            rows, data, size, dtype = self._action_rows
+            if action.dtype is dtype:
+                data[row * size : row * size + size] = action.tobytes()
+            else:
+                rows[row] = action
+            rows, data, size, dtype = self._reward_rows
+            if reward.dtype is dtype:
+                data[row * size : row * size + size] = reward.tobytes()
+            else:
+                rows[row] = reward
             if self._n_starting:
                 if self._n_starting == n:
-                    for key, rows in self._obs_rows:
+                    for key, rows, *_ in self._obs_rows:
                         rows[row] = obs[key]
                 else:
                     flat = row * n + np.flatnonzero(self._starting)
