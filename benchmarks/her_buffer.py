@@ -6,14 +6,14 @@ buffer is built and filled in its own subprocess, so that its resident memory ca
 measured as the growth of the process's RSS (VmRSS) from before construction to after
 the fill: everything the buffer keeps alive, Python objects included.
 
-Printed per buffer: add time per env step (one add() call of n_envs transitions, as the
-process's CPU time over the whole fill: on a machine shared with other jobs, wall time
-counts the time the process waits for a core, which differs between the two buffers'
-runs; the fill is single-threaded, so on an idle machine the two agree),
-sample time at batch 256 and 2048 (best of 7 runs of many calls; both as torch CPU
-tensors, which is what stable-baselines3 returns), and RSS growth. The "floor" is a plain
-numpy gather of the same bytes: uniform random rows, then one fancy-index per stored
-array (obs/next obs rows, action, reward, done), with no relabeling and no bookkeeping.
+Printed per buffer: add time per env step (one add() call of n_envs transitions), sample
+time at batch 256 and 2048 (best of 7 runs of many calls; both as torch CPU tensors, which
+is what stable-baselines3 returns), and RSS growth. Times are the process's CPU time: on a
+machine shared with other jobs, wall time also counts the time a process waits for a
+core, which differs between the two buffers' runs; everything timed is single-threaded,
+so on an idle machine the two agree. The "floor" is a plain numpy gather of the same
+bytes: uniform random rows, then one fancy-index per stored array (obs/next obs rows,
+action, reward, done), with no relabeling and no bookkeeping.
 
 Run: python benchmarks/her_buffer.py   (about 2-3 minutes; the numbers are noisy on a
 shared machine: compare the ratios, measured in the same run).
@@ -101,13 +101,13 @@ def episode_steps(n_envs: int, rng: np.random.Generator) -> list[tuple]:
 
 
 def best_time(function, calls: int, repeats: int = 7) -> float:
-    """Seconds per call: the best of ``repeats`` runs of ``calls`` calls."""
+    """CPU seconds per call: the best of ``repeats`` runs of ``calls`` calls."""
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(calls):
             function()
-        best = min(best, (time.perf_counter() - start) / calls)
+        best = min(best, (time.process_time() - start) / calls)
     return best
 
 
