@@ -286,6 +286,29 @@ def test_values_of_other_dtypes_layouts_and_types_are_stored_as_given() -> None:
     assert buffer._actions[0, 0] == 0.5
 
 
+def test_done_flags_of_any_dtype_end_exactly_the_flagged_episodes() -> None:
+    # add() first compares the flags' bytes with all-zero bytes; other dtypes are cast.
+    buffer = tagged_buffer(40, 2)
+    obs = {key: np.zeros((2, 3), np.float32) for key in TAG_SPACE.spaces}
+    action, reward = np.zeros((2, 3), np.float32), np.zeros(2, np.float32)
+    flags = [
+        (np.zeros(2, np.uint8), np.zeros(2, np.float64)),  # nothing ends
+        (np.zeros(2, np.int8), np.array([0.0, 0.5])),  # env 1 truncated
+        (np.array([1, 0], np.uint8), np.zeros(2, np.int64)),  # env 0 terminated
+        (np.array([0, 3], np.int8), np.array([True, False])),  # env 1 terminated, env 0 truncated
+    ]
+    for terminated, truncated in flags:
+        buffer.add(obs, obs, action, reward, terminated, truncated)
+    assert buffer.n_transitions == (3 + 1) + (2 + 2)  # env 0's episodes, env 1's
+    assert buffer.episodes_in_progress == 0
+    buffer._materialize()
+    assert buffer._head.tolist() == [6, 6]
+    # Env e's row r is element r * 2 + e. Env 0: transitions at rows 0-2 (terminated at 2)
+    # and 4 (truncated); env 1: rows 0-1 (truncated at 1) and 3-4 (terminated at 4).
+    np.testing.assert_array_equal(buffer._terminated[:10], [0, 0, 0, 0, 1, 0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(buffer._truncated[:10], [0, 0, 0, 1, 0, 0, 0, 0, 1, 0])
+
+
 @pytest.mark.parametrize("n_sampled_goal", [1, 4])
 def test_relabel_fraction_is_k_over_k_plus_one(n_sampled_goal: int) -> None:
     buffer = tagged_buffer(400, 2, n_sampled_goal=n_sampled_goal, seed=3)

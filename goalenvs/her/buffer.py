@@ -51,8 +51,6 @@ __all__ = ["GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
 FILE_FORMAT = "goalenvs.her.HerReplayBuffer"
 FILE_VERSION = 2
 
-_BOOL = np.dtype(bool)
-
 GoalFunction = Callable[[np.ndarray, np.ndarray, Any], Any]
 
 
@@ -387,11 +385,6 @@ class HerReplayBuffer:
             terminated = _vector("terminated", terminated, n)
         if type(truncated) is not np.ndarray or truncated.shape != shape:
             truncated = _vector("truncated", truncated, n)
-        # np.dtype(bool) is a singleton: an identity test spares the dtype comparison.
-        if terminated.dtype is not _BOOL and terminated.dtype != bool:
-            terminated = terminated.astype(bool)
-        if truncated.dtype is not _BOOL and truncated.dtype != bool:
-            truncated = truncated.astype(bool)
         info_values = self._info_values(infos) if self.info_keys else None
 
         R = self.rows_per_env
@@ -406,17 +399,20 @@ class HerReplayBuffer:
             for key, rows, data, size, dtype in self._obs_rows:
                 value = next_obs[key]
                 if value.dtype is dtype:
-                    data[next_row * size : next_row * size + size] = value.tobytes()
+                    at = next_row * size
+                    data[at : at + size] = value.tobytes()
                 else:
                     rows[next_row] = value
             rows, data, size, dtype = self._action_rows
             if action.dtype is dtype:
-                data[row * size : row * size + size] = action.tobytes()
+                at = row * size
+                data[at : at + size] = action.tobytes()
             else:
                 rows[row] = action
             rows, data, size, dtype = self._reward_rows
             if reward.dtype is dtype:
-                data[row * size : row * size + size] = reward.tobytes()
+                at = row * size
+                data[at : at + size] = reward.tobytes()
             else:
                 rows[row] = reward
             if self._n_starting:
@@ -452,9 +448,20 @@ class HerReplayBuffer:
                     self._infos[key][here] = value
         # Only an episode's last transition can be terminated or truncated: the flags, the
         # row offsets and the transition index are written once per episode, at its end.
+        # Zero bytes of the flags' length: all False, whatever their one-byte dtype. Anything
+        # else (a flag set, or a wider dtype) is sorted out below.
         no_flags = self._no_flags
         if terminated.tobytes() != no_flags or truncated.tobytes() != no_flags:
+            if terminated.dtype != bool:
+                terminated = terminated.astype(bool)
+            if truncated.dtype != bool:
+                truncated = truncated.astype(bool)
             done = terminated | truncated
+            if not done.any():
+                if self._n_starting:
+                    self._starting[:] = False
+                    self._n_starting = 0
+                return
             if (
                 synced is not None
                 and self._aligned
