@@ -51,6 +51,8 @@ __all__ = ["GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
 FILE_FORMAT = "goalenvs.her.HerReplayBuffer"
 FILE_VERSION = 2
 
+_BOOL = np.dtype(bool)
+
 GoalFunction = Callable[[np.ndarray, np.ndarray, Any], Any]
 
 
@@ -378,13 +380,29 @@ class HerReplayBuffer:
             next_obs = self._check_obs("next_obs", next_obs)
         if type(action) is not np.ndarray or action.shape != self._action_full_shape:
             action = self._check_action(action)
-        shape = self._vector_shape
-        if type(reward) is not np.ndarray or reward.shape != shape:
+        if type(reward) is not np.ndarray or reward.shape != self._vector_shape:
             reward = _vector("reward", reward, n)
-        if type(terminated) is not np.ndarray or terminated.shape != shape:
+        # Mid-episode the flags are all False: n zero bytes of a bool array says so, and
+        # that it holds n values, in one comparison. Anything else (a flag set, another
+        # dtype or type, a wrong size) takes the careful way.
+        no_flags = self._no_flags
+        ending = not (
+            type(terminated) is np.ndarray
+            and type(truncated) is np.ndarray
+            and terminated.dtype is _BOOL
+            and truncated.dtype is _BOOL
+            and terminated.tobytes() == no_flags
+            and truncated.tobytes() == no_flags
+        )
+        if ending:
             terminated = _vector("terminated", terminated, n)
-        if type(truncated) is not np.ndarray or truncated.shape != shape:
             truncated = _vector("truncated", truncated, n)
+            if terminated.dtype != bool:
+                terminated = terminated.astype(bool)
+            if truncated.dtype != bool:
+                truncated = truncated.astype(bool)
+            done = terminated | truncated
+            ending = bool(done.any())
         info_values = self._info_values(infos) if self.info_keys else None
 
         R = self.rows_per_env
@@ -448,20 +466,7 @@ class HerReplayBuffer:
                     self._infos[key][here] = value
         # Only an episode's last transition can be terminated or truncated: the flags, the
         # row offsets and the transition index are written once per episode, at its end.
-        # Zero bytes of the flags' length: all False, whatever their one-byte dtype. Anything
-        # else (a flag set, or a wider dtype) is sorted out below.
-        no_flags = self._no_flags
-        if terminated.tobytes() != no_flags or truncated.tobytes() != no_flags:
-            if terminated.dtype != bool:
-                terminated = terminated.astype(bool)
-            if truncated.dtype != bool:
-                truncated = truncated.astype(bool)
-            done = terminated | truncated
-            if not done.any():
-                if self._n_starting:
-                    self._starting[:] = False
-                    self._n_starting = 0
-                return
+        if ending:
             if (
                 synced is not None
                 and self._aligned
