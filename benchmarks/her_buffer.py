@@ -166,6 +166,13 @@ def build(kind: str, n_envs: int) -> tuple:
 
 def memory_worker(kind: str, n_envs: int) -> dict:
     """RSS growth over construction + fill of one buffer, alone in this process."""
+    # Import both libraries (and torch, which they use) before the baseline: the growth
+    # then counts the buffer, not the code.
+    import stable_baselines3  # noqa: F401
+    import torch  # noqa: F401
+
+    import goalenvs.her  # noqa: F401
+
     steps = episode_steps(n_envs, np.random.default_rng(0))
     baseline = rss_bytes()
     add, _, buffer = build(kind, n_envs)
