@@ -651,6 +651,11 @@ class HerReplayBuffer:
                 raise ValueError(
                     f"infos[{key!r}] has shape {value.shape}, expected {(n, *store.shape[1:])}"
                 )
+            elif not np.can_cast(value.dtype, store.dtype, "safe"):
+                # The store took the dtype of the first value seen (an int 0, say); a later
+                # value it cannot hold widens it rather than being cast down silently.
+                store = store.astype(np.result_type(store.dtype, value.dtype))
+                self._infos[key] = store
             values[key] = value
         return values
 
