@@ -15,8 +15,8 @@ each figure is the best of several interleaved rounds: on a shared machine the w
 clock also counts the time other processes hold the CPU, which swings a ratio by 2x
 from one run to the next. BLAS is held to one thread so CPU time is the work done.
 
-Adding an env is one line in ``CASES``; ``goalenvs/Parking-v0`` joins when its module
-imports.
+Adding an env is one line in ``CASES``. Parking's own targets, against highway-env, are
+checked by ``parking_vs_highway.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +52,9 @@ class EnvCase:
     kwargs: dict[str, Any] = field(default_factory=dict)
     peer_name: str | None = None
     peer: Callable[[], gym.Env] | None = None
+    # Issue 2's native / sync target; Parking's targets (against highway-env) are
+    # checked by parking_vs_highway.py, so its ratio here is printed without a verdict.
+    sync_target: float | None = 100.0
 
 
 def _sb3_bit_flipping() -> gym.Env:
@@ -64,13 +66,8 @@ def _sb3_bit_flipping() -> gym.Env:
 CASES = [
     EnvCase("goalenvs/BitFlipping-v0", {}, "SB3 BitFlippingEnv", _sb3_bit_flipping),
     EnvCase("goalenvs/PointReach-v0"),
+    EnvCase("goalenvs/Parking-v0", sync_target=None),
 ]
-try:
-    importlib.import_module("goalenvs.envs.parking")
-except ImportError:
-    pass
-else:
-    CASES.append(EnvCase("goalenvs/Parking-v0"))
 
 
 def _actions(space: spaces.Space, batch: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -147,11 +144,11 @@ def main() -> None:
         for env_id, mode, n, rate in rows:
             print(f"{env_id:<28} {mode:<20} {n:>6} {rate:>14,.0f}")
         ratio = rates[("native", SYNC_ENVS)] / rates[("sync", SYNC_ENVS)]
-        verdict = "ok" if ratio >= 100 else "BELOW TARGET"
-        summary.append(
-            f"{case.id}: native / sync at {SYNC_ENVS} envs = {ratio:,.0f}x "
-            f"(target >= 100x: {verdict})"
-        )
+        line = f"{case.id}: native / sync at {SYNC_ENVS} envs = {ratio:,.0f}x"
+        if case.sync_target is not None:
+            verdict = "ok" if ratio >= case.sync_target else "BELOW TARGET"
+            line += f" (target >= {case.sync_target:.0f}x: {verdict})"
+        summary.append(line)
         if case.peer is not None:
             peer_ratio = rates[("single", 1)] / rates[(case.peer_name or "peer", 1)]
             verdict = "ok" if peer_ratio >= 1 else "BELOW TARGET"

@@ -1,18 +1,27 @@
 """HER replay buffer: goalenvs beside stable-baselines3, same data, same run.
 
 Fetch-like sizes (observation 25, goal 3, action 4, episodes of 50 steps, truncated by
-the time limit), a buffer of 1e6 transitions filled completely, for 1 and 8 envs. Each
-buffer is built and filled in its own subprocess, so that its resident memory can be
-measured as the growth of the process's RSS (VmRSS) from before construction to after
-the fill: everything the buffer keeps alive, Python objects included.
+the time limit), a buffer of 1e6 transitions filled completely, for 1 and 8 envs, with
+the same steps for both buffers.
 
-Printed per buffer: add time per env step (one add() call of n_envs transitions),
-sample time at batch 256 and 2048 (best of 7 runs of many calls; both as torch CPU
-tensors, which is what stable-baselines3 returns), and RSS growth. The "floor" is a plain
-numpy gather of the same bytes: uniform random rows, then one fancy-index per stored
-array (obs/next obs rows, action, reward, done), with no relabeling and no bookkeeping.
+Times: both buffers live in one subprocess and take turns, filling in chunks of CHUNK
+steps, then sampling in alternate rounds, so that the load of a shared machine falls on
+both alike (run one after the other, the same code measured 1.6x to 2.9x apart). They
+are the process's CPU time, which leaves out the time spent waiting for a core;
+everything timed is single-threaded, so on an idle machine CPU and wall time agree.
+Printed per buffer: add time per env step (one add() call of n_envs transitions, over
+the whole fill) and sample time at batch 256 and 2048 (best of 7 runs of many calls;
+both as torch CPU tensors, which is what stable-baselines3 returns). The "floor" is a
+plain numpy gather of the same bytes: uniform random rows, then one fancy-index per
+stored array (obs/next obs rows, action, reward, done), with no relabeling and no
+bookkeeping.
 
-Run: python benchmarks/her_buffer.py   (about 2-3 minutes; the numbers are noisy on a
+Memory: each buffer is built and filled again alone in its own subprocess, and its
+resident memory measured as the growth of the process's RSS (VmRSS) from before
+construction to after the fill: everything the buffer keeps alive, Python objects
+included.
+
+Run: python benchmarks/her_buffer.py   (about 3-4 minutes; the numbers are noisy on a
 shared machine: compare the ratios, measured in the same run).
 """
 
@@ -30,6 +39,7 @@ import numpy as np
 OBS, GOAL, ACTION, EPISODE = 25, 3, 4, 50
 TRANSITIONS = 1_000_000
 BATCHES = (256, 2048)
+CHUNK = 5_000  # fill steps per turn when both buffers are timed in alternation
 
 
 def rss_bytes() -> int:
@@ -98,26 +108,21 @@ def episode_steps(n_envs: int, rng: np.random.Generator) -> list[tuple]:
 
 
 def best_time(function, calls: int, repeats: int = 7) -> float:
-    """Seconds per call: the best of ``repeats`` runs of ``calls`` calls."""
+    """CPU seconds per call: the best of ``repeats`` runs of ``calls`` calls."""
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(calls):
             function()
-        best = min(best, (time.perf_counter() - start) / calls)
+        best = min(best, (time.process_time() - start) / calls)
     return best
 
 
-def worker(kind: str, n_envs: int) -> dict:
-    import torch
-
-    torch.set_num_threads(1)
+def build(kind: str, n_envs: int) -> tuple:
+    """A fresh buffer of ``kind`` as (add, sample, buffer): the calls a real caller makes."""
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     venv = DummyVecEnv([fetch_like_env()] * n_envs)
-    steps = episode_steps(n_envs, np.random.default_rng(0))
-    n_steps = TRANSITIONS // n_envs
-    baseline = rss_bytes()
     if kind == "sb3":
         from stable_baselines3 import HerReplayBuffer
 
@@ -148,42 +153,85 @@ def worker(kind: str, n_envs: int) -> dict:
         )
 
         def add(step: tuple) -> None:
-            obs, next_obs, action, reward, truncated, _, terminated = step
-            buffer.add(obs, next_obs, action, reward, terminated, truncated, None)
+            # The same per-env info dicts as stable-baselines3 gets (a real caller passes
+            # its infos; without info_keys the buffer reads none of them).
+            obs, next_obs, action, reward, truncated, infos, terminated = step
+            buffer.add(obs, next_obs, action, reward, terminated, truncated, infos)
 
         def sample(batch: int) -> object:
             return buffer.sample(batch, device="cpu")
 
-    start = time.perf_counter()
-    for i in range(n_steps):
+    return add, sample, buffer
+
+
+def memory_worker(kind: str, n_envs: int) -> dict:
+    """RSS growth over construction + fill of one buffer, alone in this process."""
+    # Import both libraries (and torch, which they use) before the baseline: the growth
+    # then counts the buffer, not the code.
+    import stable_baselines3  # noqa: F401
+    import torch  # noqa: F401
+
+    import goalenvs.her  # noqa: F401
+
+    steps = episode_steps(n_envs, np.random.default_rng(0))
+    baseline = rss_bytes()
+    add, _, buffer = build(kind, n_envs)
+    for i in range(TRANSITIONS // n_envs):
         add(steps[i % len(steps)])
-    add_time = (time.perf_counter() - start) / n_steps
-    memory = rss_bytes() - baseline
-    result = {"add": add_time, "rss": memory}
+    stored = buffer.n_transitions if kind == "goalenvs" else int((buffer.ep_length > 0).sum())
+    return {"rss": rss_bytes() - baseline, "stored": stored}
+
+
+def timing_worker(n_envs: int) -> dict:
+    """Add and sample times of both buffers, filled and sampled in alternation.
+
+    Both live in this process and take turns (fill chunks of CHUNK steps, then sampling
+    rounds), so that the load of a shared machine falls on both alike.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    steps = episode_steps(n_envs, np.random.default_rng(0))
+    kinds = ("sb3", "goalenvs")
+    built = {kind: build(kind, n_envs) for kind in kinds}
+    add_time = dict.fromkeys(kinds, 0.0)
+    n_steps = TRANSITIONS // n_envs
+    for first in range(0, n_steps, CHUNK):
+        chunk = [steps[i % len(steps)] for i in range(first, min(first + CHUNK, n_steps))]
+        for kind in kinds:
+            add = built[kind][0]
+            start = time.process_time()
+            for step in chunk:
+                add(step)
+            add_time[kind] += time.process_time() - start
+    result = {kind: {"add": add_time[kind] / n_steps} for kind in kinds}
+
+    buffer = built["goalenvs"][2]
+    arrays = [*buffer._obs.values(), buffer._actions, buffer._rewards, buffer._terminated]
+    rng = np.random.default_rng(1)
+    total = len(buffer._rewards)
+
+    def floor(batch: int) -> list:
+        rows = rng.integers(0, total - 1, batch)
+        out = [array[rows] for array in arrays]
+        out += [array[rows + 1] for array in buffer._obs.values()]
+        return [torch.from_numpy(array) for array in out]
+
+    samplers = {"sb3": built["sb3"][1], "goalenvs": built["goalenvs"][1], "floor": floor}
     for batch in BATCHES:
-        result[f"sample{batch}"] = best_time(lambda b=batch: sample(b), 40_000 // batch + 40)
-    if kind == "goalenvs":
-        result["stored"] = buffer.n_transitions
-        arrays = [*buffer._obs.values(), buffer._actions, buffer._rewards, buffer._terminated]
-        rng = np.random.default_rng(1)
-        total = len(buffer._rewards)
-
-        def floor(batch: int) -> list:
-            rows = rng.integers(0, total - 1, batch)
-            out = [array[rows] for array in arrays]
-            out += [array[rows + 1] for array in buffer._obs.values()]
-            return [torch.from_numpy(array) for array in out]
-
-        for batch in BATCHES:
-            result[f"floor{batch}"] = best_time(lambda b=batch: floor(b), 40_000 // batch + 40)
-    else:
-        result["stored"] = int((buffer.ep_length > 0).sum())
+        calls = 40_000 // batch + 40
+        best = dict.fromkeys(samplers, float("inf"))
+        for _ in range(7):
+            for name, function in samplers.items():
+                best[name] = min(best[name], best_time(lambda f=function, b=batch: f(b), calls, 1))
+        for name, seconds in best.items():
+            result.setdefault(name, {})[f"sample{batch}"] = seconds
     return result
 
 
-def run(kind: str, n_envs: int) -> dict:
+def run(*args: str) -> dict:
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", kind, str(n_envs)],
+        [sys.executable, __file__, "--worker", *args],
         check=True,
         capture_output=True,
         text=True,
@@ -204,8 +252,10 @@ def main() -> None:
     )
     ratios = []
     for n_envs in (1, 8):
-        sb3 = run("sb3", n_envs)
-        ours = run("goalenvs", n_envs)
+        times = run("timing", str(n_envs))
+        sb3 = {**times["sb3"], **run("memory", "sb3", str(n_envs))}
+        ours = {**times["goalenvs"], **run("memory", "goalenvs", str(n_envs))}
+        ours.update({f"floor{batch}": times["floor"][f"sample{batch}"] for batch in BATCHES})
         print(header)
         for name, r in (("sb3", sb3), ("goalenvs", ours)):
             print(
@@ -241,7 +291,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
-        print(json.dumps(worker(sys.argv[2], int(sys.argv[3]))))
+    if len(sys.argv) == 4 and sys.argv[1:3] == ["--worker", "timing"]:
+        print(json.dumps(timing_worker(int(sys.argv[3]))))
+    elif len(sys.argv) == 5 and sys.argv[1:3] == ["--worker", "memory"]:
+        print(json.dumps(memory_worker(sys.argv[3], int(sys.argv[4]))))
     else:
         main()

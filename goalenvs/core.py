@@ -274,8 +274,13 @@ def check_actions(actions: Any, single_space: spaces.Space, num_envs: int) -> np
         if arr.shape != (num_envs,):
             raise ValueError(f"actions has shape {arr.shape}, expected ({num_envs},)")
         lo, hi = single_space.start, single_space.start + single_space.n
-        # Two reductions first: the per-element scan only runs to name a bad sub-env.
-        if arr.size and (arr.min() < lo or arr.max() >= hi):
+        # Reductions first: the per-element scan only runs to name a bad sub-env. For
+        # int64 actions from 0 one comparison does: a negative one reads as a huge uint64.
+        if arr.dtype == np.int64 and lo == 0:
+            bad_any = np.count_nonzero(arr.view(np.uint64) >= hi) > 0
+        else:
+            bad_any = bool(arr.size) and (arr.min() < lo or arr.max() >= hi)
+        if bad_any:
             bad = np.flatnonzero((arr < lo) | (arr >= hi))
             raise ValueError(
                 f"actions[{bad[0]}]={arr[bad[0]]} is outside {single_space}: expected integers "
@@ -392,6 +397,8 @@ class GoalVectorEnv(VectorEnv):
         self.elapsed_steps = np.zeros(self.num_envs, dtype=np.int64)
         self._needs_reset = np.zeros(self.num_envs, dtype=bool)
         self._has_reset = False
+        # Copied for every "_key" info mask: a copy costs a fraction of np.ones' wrapper.
+        self._all_envs = np.ones(self.num_envs, dtype=bool)
 
     # ---- subclass hooks
     def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
@@ -427,12 +434,14 @@ class GoalVectorEnv(VectorEnv):
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """This step's ``(reward, terminated, truncated)``: fresh, writable arrays.
 
         The default calls the public ``compute_*`` methods. A subclass may return its
         kernel's results directly to skip their input validation, provided they equal
         what ``compute_*`` returns for ``obs`` and ``info`` (tests hold them to it).
+        ``truncated`` may be None where the env never truncates on goals: the step then
+        builds it from the time limit alone.
         """
         achieved, desired = obs["achieved_goal"], obs["desired_goal"]
         return (
@@ -518,12 +527,21 @@ class GoalVectorEnv(VectorEnv):
         obs = self._observation()
         info = self._step_info()
         reward, terminated, truncated = self._goal_outcomes(obs, info)
-        if self.max_episode_steps is not None:
-            truncated |= self.elapsed_steps >= self.max_episode_steps
+        if truncated is None:
+            # Time limit alone: restarted sub-envs count 0 steps, below any limit (>= 1).
+            truncated = (
+                np.zeros(self.num_envs, dtype=bool)
+                if self.max_episode_steps is None
+                else self.elapsed_steps >= self.max_episode_steps
+            )
+        else:
+            if self.max_episode_steps is not None:
+                truncated |= self.elapsed_steps >= self.max_episode_steps
+            if restarted is not None:
+                truncated[restarted] = False
         if restarted is not None:
             reward[restarted] = 0.0
             terminated[restarted] = False
-            truncated[restarted] = False
 
         done = terminated | truncated
         if self.autoreset_mode == AutoresetMode.SAME_STEP and done.any():
@@ -552,5 +570,5 @@ class GoalVectorEnv(VectorEnv):
         # gymnasium's vector info convention: "_key" says which sub-envs carry "key".
         out: dict[str, Any] = dict(info)
         for key in info:
-            out["_" + key] = np.ones(self.num_envs, dtype=bool)
+            out["_" + key] = self._all_envs.copy()
         return out

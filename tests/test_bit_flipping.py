@@ -7,8 +7,13 @@ import numpy as np
 import pytest
 
 import goalenvs  # noqa: F401  (registers the ids)
-from goalenvs.envs.bit_flipping import BitFlippingEnv, BitFlippingVectorEnv, draw_episodes
-from goalenvs.envs.random_streams import UniformStreams, generator_taker
+from goalenvs.envs.bit_flipping import (
+    BitFlippingEnv,
+    BitFlippingVectorEnv,
+    chunk_bits,
+    draw_episodes,
+    generator_words,
+)
 
 
 def _episode_length(env: gym.Env, action) -> tuple[int, bool, bool]:
@@ -71,12 +76,25 @@ def test_random_goal_differs_from_start_and_fixed_goal_is_all_ones():
 
 def test_draw_episodes_is_the_same_batched_or_one_at_a_time():
     rngs = [np.random.default_rng(s) for s in range(6)]
-    streams = UniformStreams(6)
-    batched = draw_episodes(streams.taker(rngs, np.arange(6)), 6, 3, False)
+
+    def take(rows, count):
+        rows = range(6) if rows is None else rows
+        return np.stack([rngs[i].bit_generator.random_raw(count) for i in rows])
+
+    # Three bits: an eighth of the goals equal their start, so some rows redraw.
+    batched = draw_episodes(take, 6, 3, False)
     for i in range(6):
-        alone = draw_episodes(generator_taker(np.random.default_rng(i)), 1, 3, False)
+        alone = draw_episodes(generator_words(np.random.default_rng(i)), 1, 3, False)
         np.testing.assert_array_equal(batched[0][i], alone[0][0])
         np.testing.assert_array_equal(batched[1][i], alone[1][0])
+
+
+def test_chunk_bits_reads_low_bits_first_across_words():
+    words = np.array([[0b1011, 1 << 63, 1]], np.uint64)
+    np.testing.assert_array_equal(chunk_bits(words[:, :1], 4), [[[1, 1, 0, 1]]])
+    wide = chunk_bits(words[:, 1:], 65)
+    assert wide.shape == (1, 1, 65) and wide.dtype == np.float32
+    np.testing.assert_array_equal(np.flatnonzero(wide[0, 0]), [63, 64])
 
 
 def test_discrete_action_flips_exactly_that_bit_and_success_pays_zero():
@@ -157,6 +175,40 @@ def test_vector_reset_mask_redraws_only_masked_envs():
         np.testing.assert_array_equal(obs2[key][~mask], obs[key][~mask])
     assert not np.array_equal(obs2["desired_goal"][mask], obs["desired_goal"][mask])
     assert info["is_success"].dtype == bool and not info["is_success"].any()
+
+
+def test_vector_explicit_resets_follow_single_envs_after_read_ahead():
+    # The vector env reads each generator ahead in blocks; explicit resets (a pinned
+    # goal, a partial reseed, a masked reset) must still draw what the single envs draw.
+    n, n_bits = 3, 4
+    envs = BitFlippingVectorEnv(num_envs=n, n_bits=n_bits, autoreset_mode="disabled")
+    singles = [BitFlippingEnv(n_bits=n_bits) for _ in range(n)]
+    goal = np.array([1.0, 0.0, 1.0, 0.0], np.float32)
+    rng = np.random.default_rng(0)
+
+    def check(vector_obs, single_obs):
+        for key in vector_obs:
+            np.testing.assert_array_equal(vector_obs[key], np.stack([o[key] for o in single_obs]))
+
+    check(envs.reset(seed=9)[0], [env.reset(seed=9 + i)[0] for i, env in enumerate(singles)])
+    for _ in range(3):
+        actions = rng.integers(0, n_bits, n)
+        vector_obs, *_ = envs.step(actions)
+        check(vector_obs, [env.step(int(a))[0] for env, a in zip(singles, actions, strict=True)])
+        check(
+            envs.reset(options={"goal": goal})[0],
+            [env.reset(options={"goal": goal})[0] for env in singles],
+        )
+        check(
+            envs.reset(seed=[None, 4, None])[0],
+            [env.reset(seed=4 if i == 1 else None)[0] for i, env in enumerate(singles)],
+        )
+        mask = np.array([True, False, True])
+        vector_obs, _ = envs.reset(options={"reset_mask": mask})
+        for i in np.flatnonzero(mask):
+            single = singles[i].reset()[0]
+            for key in single:
+                np.testing.assert_array_equal(vector_obs[key][i], single[key])
 
 
 # --------------------------------------------------------------------------- rendering

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 from pathlib import Path
 
 import gymnasium as gym
@@ -216,6 +217,96 @@ def test_streams_in_step_with_some_envs_starting_an_episode() -> None:
     for _ in range(30):
         writer.add_step()
     check_batch(buffer.sample(500), writer, GoalSelectionStrategy.FUTURE)
+
+
+@pytest.mark.parametrize("n_envs", [1, 3])
+def test_episodes_ended_in_step_store_what_the_general_path_stores(n_envs: int) -> None:
+    # add() closes episodes that every env ends together with slices (_close_all); a twin
+    # buffer denied that path (it falls back to _close_episodes) must hold the same state
+    # after every step, through ring wraps and an episode that straddles the ring's end.
+    fast, general = tagged_buffer(23 * n_envs, n_envs), tagged_buffer(23 * n_envs, n_envs)
+    general._close_all = lambda terminated, truncated: False
+    lengths = [[4, 6, 5, 3, 7] * 12] * n_envs
+    writers = TaggedWriter(fast, lengths), TaggedWriter(general, lengths)
+    for _ in range(150):
+        for writer in writers:
+            writer.add_step()
+        for name, array in fast._state_arrays().items():
+            np.testing.assert_array_equal(array, general._state_arrays()[name], err_msg=name)
+        for key, array in fast._obs.items():
+            np.testing.assert_array_equal(array, general._obs[key], err_msg=key)
+        assert fast._synced == general._synced
+        assert fast._n_starting == general._n_starting
+        assert fast._retire_at == general._retire_at
+    check_batch(fast.sample(400), writers[0], GoalSelectionStrategy.FUTURE)
+
+
+def test_an_unpickled_buffer_keeps_writing_into_its_storage() -> None:
+    # add() writes through views of the storage; pickle would bring them back as detached
+    # copies, so they are rebuilt on unpickling (stable-baselines3 pickles its buffers).
+    buffer = tagged_buffer(60, 2, seed=2)
+    writer = TaggedWriter(buffer, [[5, 3] * 20, [5, 3] * 20])
+    for _ in range(20):
+        writer.add_step()
+    writer.buffer = pickle.loads(pickle.dumps(buffer))
+    for _ in range(40):  # wraps the 30-row streams: every row is rewritten
+        writer.add_step()
+    check_batch(writer.buffer.sample(500), writer, GoalSelectionStrategy.FUTURE)
+
+
+def test_values_of_other_dtypes_layouts_and_types_are_stored_as_given() -> None:
+    # Values in the storage's dtype are copied as bytes; others are cast by numpy. Both,
+    # and strided views and lists, must store the same numbers.
+    buffer = tagged_buffer(40, 2)
+    wide = np.arange(24, dtype=np.float32).reshape(2, 12)
+    obs = {
+        "observation": wide[:, ::4],  # strided float32 view
+        "achieved_goal": np.array([[1, 2, 3], [4, 5, 6]], np.float64),
+        "desired_goal": [[7, 8, 9], [10, 11, 12]],
+    }
+    next_obs = {
+        "observation": np.asfortranarray(wide[:, :3] + 100),
+        "achieved_goal": np.array([[1, 2, 3], [4, 5, 6]], np.int64) + 10,
+        "desired_goal": np.array([[7, 8, 9], [10, 11, 12]], ">f4"),  # big-endian
+    }
+    action = np.array([[0.5, 1.5, 2.5], [3.5, 4.5, 5.5]])  # float64
+    buffer.add(obs, next_obs, action, [1, 2], np.zeros(2), np.array([False, True]))
+    for key, value in obs.items():
+        np.testing.assert_array_equal(buffer._obs[key][:2], np.asarray(value, np.float32))
+    for key, value in next_obs.items():
+        np.testing.assert_array_equal(buffer._obs[key][2:4], np.asarray(value, np.float32))
+    np.testing.assert_array_equal(buffer._actions[:2], action.astype(np.float32))
+    np.testing.assert_array_equal(buffer._rewards[:2], [1.0, 2.0])
+    # The buffer copied the values: changing the caller's arrays changes nothing stored.
+    wide[:] = -1
+    next_obs["observation"][:] = -1
+    action[:] = -1
+    np.testing.assert_array_equal(buffer._obs["observation"][:2], [[0, 4, 8], [12, 16, 20]])
+    np.testing.assert_array_equal(buffer._obs["observation"][2:4, 0], [100, 112])
+    assert buffer._actions[0, 0] == 0.5
+
+
+def test_done_flags_of_any_dtype_end_exactly_the_flagged_episodes() -> None:
+    # add() first compares the flags' bytes with all-zero bytes; other dtypes are cast.
+    buffer = tagged_buffer(40, 2)
+    obs = {key: np.zeros((2, 3), np.float32) for key in TAG_SPACE.spaces}
+    action, reward = np.zeros((2, 3), np.float32), np.zeros(2, np.float32)
+    flags = [
+        (np.zeros(2, np.uint8), np.zeros(2, np.float64)),  # nothing ends
+        (np.zeros(2, np.int8), np.array([0.0, 0.5])),  # env 1 truncated
+        (np.array([1, 0], np.uint8), np.zeros(2, np.int64)),  # env 0 terminated
+        (np.array([0, 3], np.int8), np.array([True, False])),  # env 1 terminated, env 0 truncated
+    ]
+    for terminated, truncated in flags:
+        buffer.add(obs, obs, action, reward, terminated, truncated)
+    assert buffer.n_transitions == (3 + 1) + (2 + 2)  # env 0's episodes, env 1's
+    assert buffer.episodes_in_progress == 0
+    buffer._materialize()
+    assert buffer._head.tolist() == [6, 6]
+    # Env e's row r is element r * 2 + e. Env 0: transitions at rows 0-2 (terminated at 2)
+    # and 4 (truncated); env 1: rows 0-1 (truncated at 1) and 3-4 (terminated at 4).
+    np.testing.assert_array_equal(buffer._terminated[:10], [0, 0, 0, 0, 1, 0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(buffer._truncated[:10], [0, 0, 0, 1, 0, 0, 0, 0, 1, 0])
 
 
 @pytest.mark.parametrize("n_sampled_goal", [1, 4])

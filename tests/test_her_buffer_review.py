@@ -528,11 +528,6 @@ def test_save_and_load_after_the_ring_wrapped_resume_mid_episode_like_a_twin(
         twin_recorder.calls.clear()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an info key's store takes the dtype of its first add(); a later float "
-    "value is cast into it silently (buffer.py _info_values / add: 0.75 is stored as 0)",
-)
 def test_an_info_value_is_not_silently_cast_to_the_dtype_of_the_first_add() -> None:
     seen: list[dict[str, np.ndarray]] = []
 

@@ -2,11 +2,15 @@
 
 Three parts, in this order: the batched numpy kernel, :class:`BitFlippingEnv` (one env),
 :class:`BitFlippingVectorEnv` (N envs in one numpy call, the ids' ``vector_entry_point``).
-Both faces draw their episodes with :func:`draw_episodes` and step with :func:`flip_bits`.
+Both faces step with :func:`flip_bits`. The single env draws its episodes with
+:func:`draw_episodes`; the vector env reads the same random words as bit chunks read
+ahead in blocks (:class:`BitChunks`), which draw identical episodes at a fraction of the
+cost.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,38 +28,69 @@ from goalenvs.core import (
     goal_dict_space,
 )
 from goalenvs.envs.canvas import Canvas, import_pygame
-from goalenvs.envs.random_streams import TakeUniforms, UniformStreams, generator_taker
+
+# ``take(rows, count)``: ``count`` random 64-bit words for each of ``rows`` (indices into
+# a batch; None: every member of the batch, in order), consecutive outputs of each
+# episode's own bit generator.
+TakeWords = Callable[[np.ndarray | None, int], np.ndarray]
 
 # --------------------------------------------------------------------------- kernel
 
 
+def words_per_chunk(n_bits: int) -> int:
+    """Random 64-bit words per ``n_bits``-bit pattern (a chunk)."""
+    return -(-n_bits // 64)
+
+
+def chunk_bits(words: np.ndarray, n_bits: int) -> np.ndarray:
+    """The chunks spelled by random words: float32 bits of shape (..., k, n_bits) from
+    words (..., k * words_per_chunk(n_bits)); bit b of a chunk is bit b % 64 of its
+    (b // 64)-th word."""
+    per = words_per_chunk(n_bits)
+    # Little-endian bytes, each unpacked low bit first: bit b of a word is byte b // 8's
+    # bit b % 8, in one table-driven pass instead of a shift per bit.
+    octets = np.ascontiguousarray(words, dtype="<u8").view(np.uint8)
+    bits = np.unpackbits(octets, axis=-1, bitorder="little")
+    bits = bits.reshape(*words.shape[:-1], -1, per * 64)[..., :n_bits]
+    return bits.astype(np.float32)
+
+
+def generator_words(rng: np.random.Generator) -> TakeWords:
+    """``take(rows, count)`` for a single env: words read straight from ``rng``."""
+    return lambda rows, count: rng.bit_generator.random_raw(
+        (1 if rows is None else len(rows), count)
+    )
+
+
 def draw_episodes(
-    take: TakeUniforms, batch: int, n_bits: int, fixed_goal: bool, goal: np.ndarray | None = None
+    take: TakeWords, batch: int, n_bits: int, fixed_goal: bool, goal: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Draws ``batch`` episodes: ``(start, goal)`` float32 bit arrays of shape (batch, n_bits).
 
-    ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows`` (None:
-    all of them). Each episode reads only its own stream, so how episodes are batched
-    never changes them.
+    ``take(rows, count)`` returns ``count`` random words for each episode in ``rows``
+    (None: all of them); every bit pattern is one chunk of words (:func:`chunk_bits`).
+    Each episode reads only its own generator, so how episodes are batched never
+    changes them.
     The goal is ``goal`` when given (one or one per episode), else all ones when
     ``fixed_goal``, else uniform; the start is uniform. A start equal to its goal (an
     episode solved before it begins) is redrawn: the start when the goal is fixed or
     given, else the goal.
     """
     random_goal = goal is None and not fixed_goal
+    per = words_per_chunk(n_bits)
     if random_goal:
-        bits = take(None, 2 * n_bits) < 0.5
-        start = bits[:, :n_bits].astype(np.float32)
-        target = bits[:, n_bits:].astype(np.float32)
+        chunks = chunk_bits(take(None, 2 * per), n_bits)
+        start = np.ascontiguousarray(chunks[:, 0])
+        target = np.ascontiguousarray(chunks[:, 1])
     else:
-        start = (take(None, n_bits) < 0.5).astype(np.float32)
+        start = chunk_bits(take(None, per), n_bits)[:, 0]
         target = np.empty_like(start)
         target[:] = 1.0 if goal is None else goal
     redrawn = target if random_goal else start
     same = bits_match(start, target)
     while np.count_nonzero(same):
         rows_again = same.nonzero()[0]
-        redrawn[rows_again] = take(rows_again, n_bits) < 0.5
+        redrawn[rows_again] = chunk_bits(take(rows_again, per), n_bits)[:, 0]
         same[rows_again] = bits_match(start[rows_again], target[rows_again])
     return start, target
 
@@ -93,6 +128,141 @@ def bits_match(achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarra
 def sparse_reward(success: np.ndarray) -> np.ndarray:
     """0 on success, -1 otherwise (float32)."""
     return np.subtract(success, np.float32(1.0), dtype=np.float32)
+
+
+# --------------------------------------------------------------------------- bit chunks
+
+
+def bit_items(bits: np.ndarray) -> np.ndarray:
+    """A view of a C-contiguous (..., n_bits) array with each row as one opaque item.
+
+    numpy copies a gathered or scattered item with one memcpy, where indexing the rows of
+    a 2-D array walks each row as a sub-array: several times faster for short rows.
+    """
+    row = np.dtype((np.void, bits.shape[-1] * bits.itemsize))
+    return bits.view(row)[..., 0]
+
+
+# Chunks read ahead for all sub-envs together (float32 cells): 8 MiB.
+_CHUNK_BUDGET = 1 << 21
+
+
+class BitChunks:
+    """Each sub-env's random words, read ahead as ``n_bits``-bit chunks.
+
+    Every draw of :func:`draw_episodes` reads one chunk of words at a time
+    (:func:`chunk_bits`): a start, a goal and each redraw is one chunk, in generator
+    order. This converts each generator's words into chunks a block at a time and
+    keeps, per chunk, its difference (:meth:`difference`) from the next one (a random
+    goal from its start; 0: redraw) or from all ones (a start from the fixed goal). An
+    episode is then a gather of two neighbouring chunks plus one difference lookup, and
+    drawing episodes from the chunks in order gives exactly what :func:`draw_episodes`
+    gives from the generator.
+
+    Args:
+        size: the number of sub-envs.
+        n_bits: the chunk length.
+        pairs: differences from the next chunk (random goals), else from all ones (the
+            fixed goal).
+
+    A difference is the XOR of the two chunks' codes (the integers their bits spell)
+    while ``n_bits <= 53`` (``codes``: exact through float64), else the number of
+    differing bits; either is 0 exactly when the chunks are equal.
+
+    Row ``i``'s region is ``items3[i]`` (``capacity`` chunks); its unread chunks are
+    ``items[next[i]:end[i]]``, always ending at the region's end. ``items`` views each
+    chunk as one opaque item (:func:`bit_items`).
+    """
+
+    def __init__(self, size: int, n_bits: int, pairs: bool) -> None:
+        self.size, self.n_bits = int(size), int(n_bits)
+        self.pairs = pairs
+        self.capacity = max(8, min(512, _CHUNK_BUDGET // (self.size * self.n_bits)))
+        # A refill tops up the rows with fewer than ``low`` chunks: their unread chunks
+        # move to just before the region's middle and new ones fill the second half.
+        self.low = self.capacity // 2
+        self.chunks = np.zeros((self.size * self.capacity, self.n_bits), np.float32)
+        self.items = bit_items(self.chunks)
+        self.items3 = self.items.reshape(self.size, self.capacity)
+        # Chunk p's difference from chunk p + 1 when ``pairs``, else from all ones.
+        self.differs = np.zeros(self.size * self.capacity, np.int64)
+        self.end = (np.arange(self.size, dtype=np.int64) + 1) * self.capacity
+        self.next = self.end.copy()
+        self._owners: list[np.random.Generator | None] = [None] * self.size
+        self.codes = self.n_bits <= 53
+        self.words = words_per_chunk(self.n_bits)
+        self.weights = 2.0 ** np.arange(self.n_bits) if self.codes else np.ones(self.n_bits)
+        # Each chunk's code, moved with it, when differences are code XORs.
+        self._codes = np.zeros(self.size * self.capacity if self.codes else 0, np.int64)
+
+    def difference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The difference of bit arrays ``a`` and ``b`` (last axis), as kept per chunk."""
+        return (np.not_equal(a, b) @ self.weights).astype(np.int64)
+
+    def forget_replaced(self, rngs: list[np.random.Generator]) -> None:
+        """Drops the chunks of every row whose generator was replaced (a seeded reset)."""
+        for i, rng in enumerate(rngs):
+            if rng is not self._owners[i]:
+                self._owners[i] = rng
+                self.next[i] = self.end[i]
+
+    def min_left(self) -> int:
+        """The fewest unread chunks of any row."""
+        return int((self.end - self.next).min())
+
+    def refill_low(self, rngs: list[np.random.Generator]) -> None:
+        """Tops up every row holding fewer than ``low`` chunks."""
+        rows = np.flatnonzero(self.end - self.next < self.low)
+        if len(rows):
+            self.refill(rngs, rows)
+
+    def refill(self, rngs: list[np.random.Generator], rows: np.ndarray) -> None:
+        """Keeps the unread chunks of ``rows`` (fewer than ``low`` each) and reads
+        ``capacity - low`` new ones from their generators."""
+        cap, low, n = self.capacity, self.low, self.n_bits
+        self.items3[rows, :low] = self.items3[rows, cap - low :]
+        # One call per row per refill, amortized over ``capacity - low`` chunks: raw
+        # words come out of a bit generator in the same order however they are batched.
+        words = np.empty((len(rows), (cap - low) * self.words), np.uint64)
+        for row, i in zip(words, rows.tolist(), strict=True):
+            row[:] = rngs[i].bit_generator.random_raw(len(row))
+        bits = chunk_bits(words, n)
+        self.items3[rows, low:] = bit_items(bits)
+        self.next[rows] += low - cap
+        # Differences only for the new chunks (the kept ones moved with theirs).
+        differs = self.differs.reshape(self.size, cap)
+        differs[rows, : low - 1] = differs[rows, cap - low : cap - 1]
+        if not self.pairs:
+            differs[rows, low - 1] = differs[rows, cap - 1]
+            differs[rows, low:] = self.difference(bits, 1.0)
+        elif self.codes:
+            # XOR of neighbouring codes instead of comparing every bit of every pair.
+            codes = self._codes.reshape(self.size, cap)
+            codes[rows, :low] = codes[rows, cap - low :]
+            # A chunk of at most 53 bits is one word's low bits: its code is the word masked.
+            codes[rows, low:] = (words & np.uint64((1 << n) - 1)).view(np.int64)
+            run = codes[rows, low - 1 :]
+            differs[rows, low - 1 : cap - 1] = run[:, :-1] ^ run[:, 1:]
+        else:
+            last_kept = self.chunks.reshape(self.size, cap, n)[rows, low - 1]
+            run = np.concatenate([last_kept[:, None], bits], axis=1)
+            differs[rows, low - 1 : cap - 1] = self.difference(run[:, :-1], run[:, 1:])
+
+    def read_until_differs(
+        self,
+        rngs: list[np.random.Generator],
+        row: int,
+        other: np.ndarray,
+    ) -> np.ndarray:
+        """The next chunk of ``row`` that differs from ``other``, reading past equal ones:
+        a redraw of :func:`draw_episodes`."""
+        while True:
+            if self.next[row] == self.end[row]:
+                self.refill(rngs, np.array([row]))
+            chunk = self.chunks[self.next[row]]
+            self.next[row] += 1
+            if not np.array_equal(chunk, other):
+                return chunk
 
 
 # --------------------------------------------------------------------------- rendering
@@ -318,7 +488,7 @@ class BitFlippingEnv(GoalEnv):
                 check_goal_option(options["goal"], self.observation_space["desired_goal"])
             )
         self._state, self._goal = draw_episodes(
-            generator_taker(self.np_random), 1, self.n_bits, self.fixed_goal, goal
+            generator_words(self.np_random), 1, self.n_bits, self.fixed_goal, goal
         )
         self._elapsed = 0
         self._last_reward = None
@@ -471,7 +641,25 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         self._state = np.zeros((self.num_envs, self.n_bits), np.float32)
         self._goal = np.zeros((self.num_envs, self.n_bits), np.float32)
         self._success = np.zeros(self.num_envs, bool)
-        self._streams = UniformStreams(self.num_envs)
+        # Each sub-env's state's difference from its goal (BitChunks.difference): a
+        # discrete flip updates it in place, so success needs no comparison of all bits.
+        self._differs = np.zeros(self.num_envs, np.int64)
+        self._flip_codes = 1 << np.arange(min(self.n_bits, 53), dtype=np.int64)
+        # Row b flips bit b of a float32 0.0 / 1.0 by XOR of its bit pattern.
+        one_bits = np.float32(1.0).view(np.uint32)
+        self._flip_items = bit_items(np.eye(self.n_bits, dtype=np.uint32) * one_bits)
+        self._state_bits = self._state.view(np.uint32)
+        self._row_starts = np.arange(0, self.num_envs * self.n_bits, self.n_bits)
+        self._state_flat = self._state.reshape(-1)
+        self._goal_flat = self._goal.reshape(-1)
+        self._chunks = BitChunks(self.num_envs, self.n_bits, pairs=not self.fixed_goal)
+        self._state_items = bit_items(self._state)
+        self._goal_items = bit_items(self._goal)
+        self._ones_item = bit_items(np.ones(self.n_bits, np.float32))[()]
+        # Resets that the chunks held are sure to cover; 0: check them first.
+        self._safe_resets = 0
+        # A seeded reset may have replaced generators: their read-ahead chunks are stale.
+        self._seeded = True
         self._layout = _Layout(self.n_bits)
         self._canvas: Canvas | None = None
         # This step's rewards (the array step returns), for the heads-up text.
@@ -502,25 +690,80 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         ``options["goal"]`` pins the goal: one bit pattern for all, or one per sub-env.
         """
         if seed is not None:
-            self._streams.generators_changed()
+            self._seeded = True
         return super().reset(seed=seed, options=options)
 
     def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goal = None
+        chunks = self._chunks
+        if self._seeded:
+            chunks.forget_replaced(self.np_randoms)
+            self._seeded = False
+            self._safe_resets = 0
         if options is not None and options.get("goal") is not None:
             space = self.single_observation_space["desired_goal"]
             goal = _check_bit_goal(check_goal_option(options["goal"], space, self.num_envs))
-            if goal.ndim == 2:
-                goal = goal[index]
-        take = self._streams.taker(self.np_randoms, index)
-        start, target = draw_episodes(take, len(index), self.n_bits, self.fixed_goal, goal)
-        self._state[index] = start
-        self._goal[index] = target
+            goal = np.broadcast_to(goal, (self.num_envs, self.n_bits))
+            for i in index.tolist():
+                self._goal[i] = goal[i]
+                self._state[i] = chunks.read_until_differs(self.np_randoms, i, goal[i])
+                self._differs[i] = chunks.difference(self._state[i], goal[i])
+            # Redraws read past the chunks that the countdown below allows for.
+            self._safe_resets = 0
+        else:
+            self._draw_from_chunks(index)
         if self.render_mode is not None and 0 in index:
             self._rewards = None
 
+    def _draw_from_chunks(self, index: np.ndarray) -> None:
+        chunks = self._chunks
+        per_episode = 1 if self.fixed_goal else 2
+        # Every row may give one episode per call: a row holds enough chunks for as many
+        # calls as the fewest chunks of any row allows, so the check runs once per many
+        # calls rather than gathering every row's count on each.
+        if self._safe_resets <= 0:
+            chunks.refill_low(self.np_randoms)
+            self._safe_resets = chunks.min_left() // per_episode
+        self._safe_resets -= 1
+        at = chunks.next[index]
+        self._state_items[index] = chunks.items[at]
+        if self.fixed_goal:
+            self._goal_items[index] = self._ones_item
+            differ = chunks.differs[at]
+        else:
+            self._goal_items[index] = chunks.items[at + 1]
+            differ = chunks.differs[at]
+        self._differs[index] = differ
+        chunks.next[index] = at + per_episode
+        if np.count_nonzero(differ) < len(index):
+            for i in index[differ == 0].tolist():
+                if self.fixed_goal:
+                    self._state[i] = chunks.read_until_differs(self.np_randoms, i, self._goal[i])
+                else:
+                    self._goal[i] = chunks.read_until_differs(self.np_randoms, i, self._state[i])
+                self._differs[i] = chunks.difference(self._state[i], self._goal[i])
+            self._safe_resets = 0
+
     def _step_envs(self, actions: np.ndarray) -> None:
-        flip_bits(self._state, actions, self.continuous)
+        if self.continuous:
+            flip_bits(self._state, actions, True)
+            # Several bits may flip: _step_info recounts, after this step's resets.
+            return
+        if self._chunks.codes:
+            # One bit per sub-env: XOR flips it in the float32 state and in the code.
+            flips = self._flip_items[actions].view(np.uint32).reshape(self._state.shape)
+            np.bitwise_xor(self._state_bits, flips, out=self._state_bits)
+            self._differs ^= self._flip_codes[actions]
+            return
+        # Counts: the flip moves the count up where the bit matched the goal, else down.
+        flat = self._state_flat
+        index = self._row_starts + actions
+        bits = flat[index]
+        matched = bits == self._goal_flat[index]
+        flat[index] = 1.0 - bits
+        differs = self._differs
+        differs -= 1
+        differs += matched
+        differs += matched
 
     def _observation(self) -> dict[str, np.ndarray]:
         return {
@@ -532,16 +775,18 @@ class BitFlippingVectorEnv(GoalVectorEnv):
     def _step_info(self) -> dict[str, np.ndarray]:
         # Called after this step's resets (GoalVectorEnv.step), so it sees the state
         # that the observation shows.
-        self._success = bits_match(self._state, self._goal)
+        if self.continuous:
+            self._differs = self._chunks.difference(self._state, self._goal)
+        self._success = self._differs == 0
         return {"is_success": self._success.copy()}
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, None]:
         # The kernel's success of this step is what compute_reward / compute_terminated
         # recompute from obs; reusing it skips their validation and a second comparison.
         self._rewards = sparse_reward(self._success)
-        return self._rewards, self._success.copy(), np.zeros(self.num_envs, bool)
+        return self._rewards, self._success.copy(), None
 
     def render(self) -> np.ndarray | None:
         """Sub-env 0's frame (``rgb_array``), as :meth:`BitFlippingEnv.render` draws it."""

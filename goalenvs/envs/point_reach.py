@@ -574,12 +574,12 @@ class PointReachVectorEnv(GoalVectorEnv):
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, None]:
         # The kernel's distances of this step are what compute_reward / compute_terminated
         # recompute from obs; reusing them skips their validation and a second distance.
         c = self.constants
         self._rewards = reach_reward(self._distance, c.distance_threshold, c.reward_type)
-        return self._rewards, info["is_success"].copy(), np.zeros(self.num_envs, bool)
+        return self._rewards, info["is_success"].copy(), None
 
     def render(self) -> np.ndarray | None:
         """Sub-env 0's frame (``rgb_array``), as :meth:`PointReachEnv.render` draws it."""

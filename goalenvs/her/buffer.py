@@ -51,6 +51,8 @@ __all__ = ["GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
 FILE_FORMAT = "goalenvs.her.HerReplayBuffer"
 FILE_VERSION = 2
 
+_BOOL = np.dtype(bool)
+
 GoalFunction = Callable[[np.ndarray, np.ndarray, Any], Any]
 
 
@@ -254,9 +256,51 @@ class HerReplayBuffer:
         self._t_count = np.zeros(n, dtype=np.int64)  # transitions ever added
         self._t_lo = np.zeros(n, dtype=np.int64)  # valid transitions: [t_lo, t_hi)
         self._t_hi = np.zeros(n, dtype=np.int64)
+        self._make_row_writers()
+        self._obs_checks = tuple(self._obs_shapes.items())
+        self._action_full_shape = (n, *self.action_shape)
+        self._vector_shape = (n,)
+        # Episode offsets 0 0 .. 1 1 .. (each repeated n_envs times), grown on demand: the
+        # to_start and trans_row values of episodes that all envs end together.
+        self._offsets = np.zeros(0, dtype=np.int32)
         self._sync_state()
         self._out_cache: dict[int, dict[str, Any]] = {}
         self._no_flags = bytes(n)  # tobytes() of an all-False flag vector: a cheap any()
+        self._all_flags = bytes([1]) * n  # and of an all-True one
+
+    # Views of the storage that add() writes through; rebuilt after unpickling, where
+    # pickled views would come back as copies detached from the storage.
+    _ROW_WRITERS = ("_obs_rows", "_action_rows", "_reward_rows")
+
+    def _make_row_writers(self) -> None:
+        """Per stored array: (rows_per_env, n_envs, ...) view, bytes view, row bytes, dtype.
+
+        While the streams are in step, a row of every stream is one contiguous run of bytes
+        of each flat array. numpy's indexed assignment costs several times the copy of
+        such a row (about 100 bytes); when the value already has the storage's dtype,
+        ``value.tobytes()`` (a C-order copy whatever its strides) written into a
+        memoryview slice stores the same bytes faster. Other dtypes go through numpy,
+        which casts.
+        """
+        rows, n = self.rows_per_env, self.n_envs
+
+        def writer(store: np.ndarray) -> tuple[np.ndarray, memoryview, int, np.dtype]:
+            view = store.reshape(rows, n, *store.shape[1:])
+            return view, memoryview(store.reshape(-1)).cast("B"), view[0].nbytes, store.dtype
+
+        self._obs_rows = tuple((key, *writer(store)) for key, store in self._obs.items())
+        self._action_rows = writer(self._actions)
+        self._reward_rows = writer(self._rewards)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in self._ROW_WRITERS:
+            del state[name]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._make_row_writers()
 
     def _sync_state(self) -> None:
         """Recomputes the cached summaries of the per-stream counters (arrays current)."""
@@ -270,6 +314,10 @@ class HerReplayBuffer:
         self._starting = head == self._ep_start
         self._n_starting = int(self._starting.sum())
         self._retire_at = int(self._valid_lo.min())
+        # Whether every stream's episode in progress started at the same row: with _synced,
+        # the condition for closing all episodes at once with slices (_close_all).
+        ep_start = self._ep_start
+        self._aligned = bool((ep_start == ep_start[0]).all())
 
     def _materialize(self) -> None:
         if self._synced is not None:
@@ -318,36 +366,86 @@ class HerReplayBuffer:
         per-env dicts (stable-baselines3); only ``info_keys`` are read.
         """
         n = self.n_envs
-        obs = self._check_obs("obs", obs)
-        next_obs = self._check_obs("next_obs", next_obs)
-        action = self._check_action(action)
-        reward = _vector("reward", reward, n)
-        terminated = _vector("terminated", terminated, n)
-        truncated = _vector("truncated", truncated, n)
-        if terminated.dtype != bool:
-            terminated = terminated.astype(bool)
-        if truncated.dtype != bool:
-            truncated = truncated.astype(bool)
-        info_values = self._info_values(infos) if self.info_keys else {}
+        # Validation: shape comparisons on the hot path; anything unusual goes to the
+        # careful checks, which coerce or explain.
+        obs_checks = self._obs_checks
+        try:
+            if len(obs) != len(obs_checks) or len(next_obs) != len(obs_checks):
+                raise KeyError
+            for key, expected in obs_checks:
+                if obs[key].shape != expected or next_obs[key].shape != expected:
+                    raise KeyError
+        except (TypeError, KeyError, AttributeError):
+            obs = self._check_obs("obs", obs)
+            next_obs = self._check_obs("next_obs", next_obs)
+        if type(action) is not np.ndarray or action.shape != self._action_full_shape:
+            action = self._check_action(action)
+        if type(reward) is not np.ndarray or reward.shape != self._vector_shape:
+            reward = _vector("reward", reward, n)
+        # Mid-episode the flags are all False: n zero bytes of a bool array says so, and
+        # that it holds n values, in one comparison. Anything else (a flag set, another
+        # dtype or type, a wrong size) takes the careful way.
+        no_flags = self._no_flags
+        ending = not (
+            type(terminated) is np.ndarray
+            and type(truncated) is np.ndarray
+            and terminated.dtype is _BOOL
+            and truncated.dtype is _BOOL
+            and terminated.tobytes() == no_flags
+            and truncated.tobytes() == no_flags
+        )
+        if ending:
+            terminated = _vector("terminated", terminated, n)
+            truncated = _vector("truncated", truncated, n)
+            if terminated.dtype != bool:
+                terminated = terminated.astype(bool)
+            if truncated.dtype != bool:
+                truncated = truncated.astype(bool)
+            done = terminated | truncated
+            ending = bool(done.any())
+        info_values = self._info_values(infos) if self.info_keys else None
 
         R = self.rows_per_env
-        if self._synced is not None:
-            head, t_count = self._synced
+        synced = self._synced
+        if synced is not None:
+            head, t_count = synced
             # Writing next_obs at row head + 1 overwrites row head + 1 - R of every stream:
             # first retire, whole, the oldest episode that row belongs to.
             if head + 1 - R >= self._retire_at:
                 self._retire_overwritten(head + 1 - R)
             row, next_row = head % R, (head + 1) % R
-            # Row r of every stream is the slice [r * n, (r + 1) * n) of each flat array.
-            here, there = slice(row * n, row * n + n), slice(next_row * n, next_row * n + n)
-            if self._n_starting == n:
-                for key, store in self._obs.items():
-                    store[here] = obs[key]
-            elif self._n_starting:
-                rows = row * n + np.flatnonzero(self._starting)
-                for key, store in self._obs.items():
-                    store[rows] = obs[key][self._starting]
+            for key, rows, data, size, dtype in self._obs_rows:
+                value = next_obs[key]
+                if value.dtype is dtype:
+                    at = next_row * size
+                    data[at : at + size] = value.tobytes()
+                else:
+                    rows[next_row] = value
+            rows, data, size, dtype = self._action_rows
+            if action.dtype is dtype:
+                at = row * size
+                data[at : at + size] = action.tobytes()
+            else:
+                rows[row] = action
+            rows, data, size, dtype = self._reward_rows
+            if reward.dtype is dtype:
+                at = row * size
+                data[at : at + size] = reward.tobytes()
+            else:
+                rows[row] = reward
+            if self._n_starting:
+                if self._n_starting == n:
+                    for key, rows, *_ in self._obs_rows:
+                        rows[row] = obs[key]
+                else:
+                    flat = row * n + np.flatnonzero(self._starting)
+                    for key, store in self._obs.items():
+                        store[flat] = obs[key][self._starting]
             self._synced = (head + 1, t_count + 1)
+            if info_values:
+                here = slice(row * n, row * n + n)
+                for key, value in info_values.items():
+                    self._infos[key][here] = value
         else:
             self._retire_overwritten(self._head + 1 - R)
             row = self._head % R
@@ -359,21 +457,64 @@ class HerReplayBuffer:
                     store[here[starting]] = obs[key][starting]
             self._head += 1
             self._t_count += 1
-        for key, store in self._obs.items():
-            store[there] = next_obs[key]
-        self._actions[here] = action
-        self._rewards[here] = reward
-        for key, value in info_values.items():
-            self._infos[key][here] = value
+            for key, store in self._obs.items():
+                store[there] = next_obs[key]
+            self._actions[here] = action
+            self._rewards[here] = reward
+            if info_values:
+                for key, value in info_values.items():
+                    self._infos[key][here] = value
         # Only an episode's last transition can be terminated or truncated: the flags, the
         # row offsets and the transition index are written once per episode, at its end.
-        if terminated.tobytes() != self._no_flags or truncated.tobytes() != self._no_flags:
-            done = terminated | truncated
+        if ending:
+            if (
+                synced is not None
+                and self._aligned
+                and done.tobytes() == self._all_flags
+                and self._close_all(terminated, truncated)
+            ):
+                return
             envs = np.flatnonzero(done)
             self._close_episodes(envs, terminated[envs], truncated[envs])
         elif self._n_starting:
             self._starting[:] = False
             self._n_starting = 0
+
+    def _close_all(self, terminated: np.ndarray, truncated: np.ndarray) -> bool:
+        """Ends every env's episode, all in step and started at the same row, with slices.
+
+        The common case of a time limit over envs reset together. Returns False, having
+        changed nothing, when the episode's rows or transitions wrap around the ring: the
+        general _close_episodes handles those.
+        """
+        R, n = self.rows_per_env, self.n_envs
+        head, t_count = self._synced
+        start = int(self._ep_start[0])
+        length = head - start
+        first_row, first_transition = start % R, (t_count - length) % R
+        if first_row + length > R or first_transition + length > R:
+            return False
+        count = length * n
+        if self._offsets.size < count:
+            self._offsets = np.repeat(np.arange(max(length, 64), dtype=np.int32), n)
+        offsets = self._offsets[:count]
+        lo = first_row * n
+        self._to_start[lo : lo + count] = offsets
+        k = first_transition * n
+        np.add(offsets, first_row, out=self._trans_row[k : k + count])
+        self._ep_len[lo : lo + n] = length
+        self._terminated[lo : lo + count] = False
+        self._truncated[lo : lo + count] = False
+        last = lo + count - n
+        self._terminated[last : last + n] = terminated
+        self._truncated[last : last + n] = truncated
+        self._t_hi[:] = t_count
+        # The final observation sits at row head; the next episodes start after it.
+        self._ep_start[:] = head + 1
+        self._synced = (head + 1, t_count)
+        self._starting[:] = True
+        self._n_starting = n
+        return True
 
     def _close_episodes(
         self, envs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
@@ -510,6 +651,11 @@ class HerReplayBuffer:
                 raise ValueError(
                     f"infos[{key!r}] has shape {value.shape}, expected {(n, *store.shape[1:])}"
                 )
+            elif not np.can_cast(value.dtype, store.dtype, "safe"):
+                # The store took the dtype of the first value seen (an int 0, say); a later
+                # value it cannot hold widens it rather than being cast down silently.
+                store = store.astype(np.result_type(store.dtype, value.dtype))
+                self._infos[key] = store
             values[key] = value
         return values
 

@@ -1,15 +1,160 @@
-"""Placeholder until this subcommand lands; its owner replaces this module."""
+"""``goalenvs train``: DDPG+HER or DQN+HER on a goal env, into a run folder.
+
+Examples::
+
+    goalenvs train goalenvs/PointReach-v0 --epochs 5
+    goalenvs train goalenvs/BitFlipping-v0 --env-kwargs '{"n_bits": 30}' --epochs 30
+    goalenvs train --resume runs/goalenvs_PointReach-v0-ddpg-s0-20260101-120000 --epochs 10
+    torchrun --nproc-per-node 2 -m goalenvs train goalenvs/PointReach-v0   # 2 workers
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from goalenvs.her.config import STRATEGIES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """No arguments yet."""
+    """Arguments of ``goalenvs train``."""
+    parser.add_argument("env_id", nargs="?", metavar="ENV_ID", help="goal env id to train on")
+    parser.add_argument(
+        "--algo", choices=("ddpg", "dqn"), help="default: ddpg for Box actions, dqn for Discrete"
+    )
+    parser.add_argument("--epochs", type=int, help="training epochs (total, when resuming)")
+    parser.add_argument("--cycles", type=int, help="cycles per epoch (default 50)")
+    parser.add_argument("--batches", type=int, help="gradient steps per cycle (default 40)")
+    parser.add_argument("--batch-size", type=int, help="transitions per gradient step")
+    parser.add_argument("--num-envs", type=int, help="parallel envs per worker")
+    parser.add_argument("--seed", type=int, help="random seed (default 0)")
+    parser.add_argument("--n-sampled-goal", type=int, help="HER's k: relabeled goals per real one")
+    parser.add_argument("--strategy", choices=STRATEGIES, help="HER goal selection strategy")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default: auto")
+    parser.add_argument("--out", help="run folder (default runs/<env>-<algo>-s<seed>-<time>)")
+    parser.add_argument("--resume", metavar="DIR", help="continue the run in this folder")
+    parser.add_argument("--save-every", type=int, help="keep policy_epoch_K.pt every K epochs")
+    parser.add_argument(
+        "--save-buffer", action="store_true", help="save the replay buffer too (for --resume)"
+    )
+    parser.add_argument(
+        "--stop-success", type=float, help="stop once the eval success rate reaches this"
+    )
+    parser.add_argument(
+        "--env-kwargs", default=None, metavar="JSON", help="env arguments, e.g. '{\"n_bits\": 50}'"
+    )
+    parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+OVERRIDES = {
+    "epochs": "epochs",
+    "cycles": "n_cycles",
+    "batches": "n_batches",
+    "batch_size": "batch_size",
+    "num_envs": "num_envs",
+    "seed": "seed",
+    "n_sampled_goal": "n_sampled_goal",
+    "strategy": "goal_selection_strategy",
+    "device": "device",
+    "out": "out",
+    "save_every": "save_every",
+    "stop_success": "stop_success",
+}
+
+
+class UsageError(ValueError):
+    """A command-line argument is wrong."""
+
+
+def parse_env_kwargs(text: str | None) -> dict[str, Any]:
+    """The ``--env-kwargs`` JSON object."""
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--env-kwargs {text!r} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise UsageError(
+            f"--env-kwargs must be a JSON object like '{{\"n_bits\": 50}}', got {text!r}"
+        )
+    return value
+
+
+def build_config(args: argparse.Namespace):
+    """The training config the command line describes."""
+    from goalenvs.her.config import CONFIGS, config_from_dict
+    from goalenvs.her.trainer import algo_for, check_goal_env
+
+    given = {
+        field: getattr(args, name)
+        for name, field in OVERRIDES.items()
+        if getattr(args, name) is not None
+    }
+    if args.save_buffer:
+        given["save_buffer"] = True
+    if args.tensorboard:
+        given["tensorboard"] = True
+    if args.quiet:
+        given["verbose"] = False
+    if args.resume:
+        config_path = Path(args.resume) / "config.json"
+        if not config_path.is_file():
+            raise UsageError(f"--resume {args.resume!r}: no config.json there (not a run folder)")
+        data = json.loads(config_path.read_text())
+        if args.env_id is not None and args.env_id != data.get("env_id"):
+            raise UsageError(
+                f"ENV_ID {args.env_id!r} differs from the resumed run's {data.get('env_id')!r}"
+            )
+        if args.algo is not None and args.algo != data.get("algo"):
+            raise UsageError(
+                f"--algo {args.algo} differs from the resumed run's {data.get('algo')}"
+            )
+        if args.env_kwargs is not None:
+            raise UsageError("--env-kwargs cannot change when resuming a run")
+        given.pop("out", None)
+        data.update(given, resume=str(args.resume), out=None)
+        return config_from_dict(data)
+    if args.env_id is None:
+        raise UsageError("ENV_ID is required (or --resume DIR)")
+    env_kwargs = parse_env_kwargs(args.env_kwargs)
+    env = check_goal_env(args.env_id, env_kwargs, args.algo)
+    algo = args.algo or algo_for(env.action_space)
+    env.close()
+    return CONFIGS[algo](env_id=args.env_id, env_kwargs=env_kwargs, **given)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Not available yet."""
-    print("this subcommand is not available yet")
-    return 2
+    """``goalenvs train``: 0 when training finished, 1 when it failed, 2 on bad input."""
+    from goalenvs.her.checkpoint import CheckpointError
+    from goalenvs.her.trainer import TrainingError, train
+
+    try:
+        config = build_config(args)
+        result = train(config)
+    except TrainingError as exc:
+        print(f"goalenvs train: {exc}", file=sys.stderr)
+        return 1
+    except (ValueError, TypeError, CheckpointError, RuntimeError) as exc:
+        print(f"goalenvs train: error: {exc}", file=sys.stderr)
+        return 2
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, worker 0 reports
+        return 0
+    state = "interrupted; saved" if result.interrupted else "finished"
+    print(
+        f"training {state}: {result.epochs} epochs, {result.env_steps} env steps, "
+        f"{result.wall_time:.1f} s"
+    )
+    print(f"run folder:    {result.run_dir}")
+    print(f"best success:  {result.best_success_rate:.2f}")
+    print(f"best policy:   {result.best_policy}")
+    print(f"curves:        {result.run_dir / 'curves.png'}")
+    print(f"watch it:      goalenvs play {config.env_id} --policy {result.best_policy}")
+    if result.interrupted:
+        print(f"continue with: goalenvs train --resume {result.run_dir}")
+    return 0

@@ -1,0 +1,409 @@
+"""Learning results of the goalenvs HER trainers, side by side with stable-baselines3.
+
+Every run evaluates the same way: a batch of deterministic episodes on separately seeded
+native vector envs, success = ``info["is_success"]`` at episode end. Wall-clock times
+count training only: stable-baselines3's evaluation time is subtracted, ours (a few
+milliseconds an epoch) is left in, so the comparison leans towards the peer.
+
+    python benchmarks/train.py                      # the full protocol (hours on 2 cores)
+    python benchmarks/train.py --tasks point_reach --seeds 3
+    python benchmarks/train.py --tasks bit_flipping_50 --seeds 1 --budget 600
+
+Tasks:
+  point_reach        DDPG+HER on PointReach-v0 vs SB3 DDPG+HER: success, time to 0.95
+  strategies         the four goal strategies on PointReach-v0 (and Parking-v0 if present)
+  bit_flipping_50    DQN+HER on BitFlipping-v0, n_bits=50, random goals (vs SB3 DQN+HER)
+  bit_continuous_15  DDPG+HER on BitFlippingContinuous-v0, n_bits=15
+  parking            DDPG+HER on Parking-v0, 15 minutes budget
+
+Results are appended to benchmarks/results/train.jsonl; tables print as markdown and
+curves go to docs/images/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+# The first Adam imports torch._dynamo (seconds): do it before any clock starts.
+import torch._dynamo
+
+import goalenvs
+from goalenvs.demo import point_reach_config
+from goalenvs.her.config import DDPGConfig, DQNConfig
+from goalenvs.her.trainer import train
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "train.jsonl"
+IMG = ROOT / "docs" / "images"
+EVAL_EPISODES = 20
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def evaluate(predict, env_id: str, env_kwargs: dict, n: int, seed: int) -> tuple[float, float]:
+    """Success rate and mean return of ``n`` deterministic episodes run side by side."""
+    envs = gym.make_vec(env_id, num_envs=n, **env_kwargs)
+    obs, _ = envs.reset(seed=seed)
+    done = np.zeros(n, bool)
+    success, returns = np.zeros(n), np.zeros(n)
+    while not done.all():
+        obs, reward, terminated, truncated, info = envs.step(predict(obs))
+        active = ~done
+        returns[active] += reward[active]
+        ended = active & (terminated | truncated)
+        success[ended] = info["is_success"][ended]
+        done |= ended
+    envs.close()
+    return float(success.mean()), float(returns.mean())
+
+
+# --------------------------------------------------------------------------- runners
+
+
+def run_goalenvs(config, budget: float, target: float) -> dict[str, Any]:
+    """Trains with goalenvs until ``budget`` seconds or eval success 1.0; one curve."""
+    curve: list[tuple[float, int, float]] = []
+    start = time.perf_counter()
+
+    def callback(row: dict) -> None:
+        curve.append((time.perf_counter() - start, int(row["env_steps"]), row["eval_success"]))
+        if curve[-1][0] > budget:
+            raise _BudgetSpentError
+
+    out = tempfile.mkdtemp(prefix="goalenvs-bench-")
+    config.out, config.verbose, config.n_eval_episodes = out + "/run", False, EVAL_EPISODES
+    try:
+        train(config, callback=callback)
+    except _BudgetSpentError:
+        pass
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return summarize(curve, target)
+
+
+class _BudgetSpentError(Exception):
+    pass
+
+
+def run_sb3(
+    algo: str, env_id: str, env_kwargs: dict, seed: int, budget: float, target: float,
+    eval_every: int, max_steps: int,
+) -> dict[str, Any]:  # fmt: skip
+    """SB3 DDPG/DQN with its HerReplayBuffer, as its HER docs show; eval every few steps."""
+    from stable_baselines3 import DDPG, DQN, HerReplayBuffer
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    env = gym.make(env_id, **env_kwargs)
+    her = {"n_sampled_goal": 4, "goal_selection_strategy": "future"}
+    curve: list[tuple[float, int, float]] = []
+    clock = {"start": time.perf_counter(), "eval": 0.0}
+    if algo == "ddpg":
+        noise = NormalActionNoise(
+            np.zeros(env.action_space.shape), 0.1 * np.ones(env.action_space.shape)
+        )
+        model = DDPG(
+            "MultiInputPolicy", env, replay_buffer_class=HerReplayBuffer,
+            replay_buffer_kwargs=her, action_noise=noise, seed=seed, verbose=0,
+        )  # fmt: skip
+    else:
+        model = DQN(
+            "MultiInputPolicy", env, replay_buffer_class=HerReplayBuffer,
+            replay_buffer_kwargs=her, learning_starts=1000, seed=seed, verbose=0,
+        )  # fmt: skip
+
+    class Evaluate(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps % eval_every:
+                return True
+            t = time.perf_counter()
+            success, _ = evaluate(
+                lambda o: model.predict(o, deterministic=True)[0],
+                env_id, env_kwargs, EVAL_EPISODES, 10_000 + seed,
+            )  # fmt: skip
+            clock["eval"] += time.perf_counter() - t
+            elapsed = time.perf_counter() - clock["start"] - clock["eval"]
+            curve.append((elapsed, self.num_timesteps, success))
+            return elapsed < budget and success < 1.0
+
+    model.learn(total_timesteps=max_steps, callback=Evaluate())
+    env.close()
+    return summarize(curve, target)
+
+
+def summarize(curve: list[tuple[float, int, float]], target: float) -> dict[str, Any]:
+    """Best success, and the time and steps of the first evaluation at ``target``."""
+    hit = next((c for c in curve if c[2] >= target), None)
+    return {
+        "curve": curve,
+        "best_success": max((c[2] for c in curve), default=0.0),
+        "final_success": curve[-1][2] if curve else 0.0,
+        "time_to_target": hit[0] if hit else None,
+        "steps_to_target": hit[1] if hit else None,
+        "wall_time": curve[-1][0] if curve else 0.0,
+        "env_steps": curve[-1][1] if curve else 0,
+    }
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def task_point_reach(seeds: list[int], budget: float, peer: bool) -> list[dict]:
+    rows = []
+    for seed in seeds:
+        result = run_goalenvs(point_reach_config(seed=seed, stop_success=1.0), budget, 0.95)
+        rows.append(
+            {"task": "point_reach", "who": "goalenvs DDPG+HER (tuned)", "seed": seed, **result}
+        )
+        print_row(rows[-1])
+        if seed == seeds[0]:  # one seed: at baselines' schedule a run takes minutes
+            config = DDPGConfig(env_id="goalenvs/PointReach-v0", seed=seed, stop_success=1.0)
+            result = run_goalenvs(config, budget, 0.95)
+            who = "goalenvs DDPG+HER (baselines schedule)"
+            rows.append({"task": "point_reach", "who": who, "seed": seed, **result})
+            print_row(rows[-1])
+        if peer:
+            result = run_sb3(
+                "ddpg", "goalenvs/PointReach-v0", {}, seed, budget, 0.95, eval_every=500,
+                max_steps=20_000,
+            )  # fmt: skip
+            rows.append({"task": "point_reach", "who": "SB3 DDPG+HER", "seed": seed, **result})
+            print_row(rows[-1])
+    return rows
+
+
+def task_strategies(seeds: list[int], budget: float, peer: bool) -> list[dict]:
+    rows = []
+    envs = ["goalenvs/PointReach-v0"]
+    if "goalenvs/Parking-v0" in gym.registry and _importable("goalenvs.envs.parking"):
+        envs.append("goalenvs/Parking-v0")
+    for env_id in envs:
+        for strategy in ("future", "final", "episode", "random"):
+            for seed in seeds:
+                if env_id.endswith("PointReach-v0"):
+                    config = point_reach_config(
+                        seed=seed, goal_selection_strategy=strategy, stop_success=1.0
+                    )
+                else:
+                    config = parking_config(seed=seed, goal_selection_strategy=strategy)
+                result = run_goalenvs(config, budget, 0.95)
+                rows.append(
+                    {"task": f"strategies {env_id}", "who": strategy, "seed": seed, **result}
+                )
+                print_row(rows[-1])
+    return rows
+
+
+def task_bit_flipping_50(seeds: list[int], budget: float, peer: bool) -> list[dict]:
+    rows = []
+    kwargs = {"n_bits": 50}
+    for seed in seeds:
+        config = DQNConfig(
+            env_id="goalenvs/BitFlipping-v0",
+            env_kwargs=kwargs,
+            seed=seed,
+            epochs=1000,
+            stop_success=1.0,
+        )
+        result = run_goalenvs(config, budget, 0.9)
+        rows.append({"task": "bit_flipping_50", "who": "goalenvs DQN+HER", "seed": seed, **result})
+        print_row(rows[-1])
+        if peer:
+            result = run_sb3(
+                "dqn", "goalenvs/BitFlipping-v0", kwargs, seed, budget, 0.9, 5000, 120_000
+            )
+            rows.append({"task": "bit_flipping_50", "who": "SB3 DQN+HER", "seed": seed, **result})
+            print_row(rows[-1])
+    return rows
+
+
+def task_bit_continuous_15(seeds: list[int], budget: float, peer: bool) -> list[dict]:
+    rows = []
+    for seed in seeds:
+        config = DDPGConfig(
+            env_id="goalenvs/BitFlippingContinuous-v0", env_kwargs={"n_bits": 15}, seed=seed,
+            epochs=1000, num_envs=8, rollout_steps=5, n_cycles=20, n_batches=5, polyak=0.8,
+            stop_success=1.0,
+        )  # fmt: skip
+        result = run_goalenvs(config, budget, 0.9)
+        rows.append(
+            {"task": "bit_continuous_15", "who": "goalenvs DDPG+HER", "seed": seed, **result}
+        )
+        print_row(rows[-1])
+    return rows
+
+
+def parking_config(**overrides: Any) -> DDPGConfig:
+    settings = {
+        "env_id": "goalenvs/Parking-v0", "epochs": 1000, "num_envs": 8, "rollout_steps": 5,
+        "n_cycles": 50, "n_batches": 5, "polyak": 0.8, "stop_success": 1.0,
+    }  # fmt: skip
+    settings.update(overrides)
+    return DDPGConfig(**settings)
+
+
+def task_parking(seeds: list[int], budget: float, peer: bool) -> list[dict]:
+    if not _importable("goalenvs.envs.parking"):
+        print("parking: goalenvs/Parking-v0 is not available in this checkout; skipped")
+        return []
+    rows = []
+    for seed in seeds:
+        result = run_goalenvs(parking_config(seed=seed), budget, 0.9)
+        rows.append({"task": "parking", "who": "goalenvs DDPG+HER", "seed": seed, **result})
+        print_row(rows[-1])
+    return rows
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+TASKS = {
+    "point_reach": (task_point_reach, 300.0),
+    "strategies": (task_strategies, 120.0),
+    "bit_flipping_50": (task_bit_flipping_50, 1800.0),
+    "bit_continuous_15": (task_bit_continuous_15, 900.0),
+    "parking": (task_parking, 900.0),
+}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def print_row(row: dict) -> None:
+    t = row["time_to_target"]
+    reached = "-" if t is None else f"{t:.1f} s / {row['steps_to_target']} steps"
+    print(
+        f"  {row['task']:<18} {row['who']:<40} seed {row['seed']}: best {row['best_success']:.2f}"
+        f"  to target {reached}"
+        f"  ({row['wall_time']:.0f} s, {row['env_steps']} steps)",
+        flush=True,
+    )
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown table: mean and spread over seeds, per task and trainer."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["task"], row["who"]), []).append(row)
+    lines = [
+        "| task | trainer | seeds | best success (mean ± std) | reached target | "
+        "time to target, s (mean ± std) | steps to target |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (task, who), runs in groups.items():
+        best = np.array([r["best_success"] for r in runs])
+        times = np.array([r["time_to_target"] for r in runs if r["time_to_target"] is not None])
+        steps = [r["steps_to_target"] for r in runs if r["steps_to_target"] is not None]
+        hit = f"{len(times)}/{len(runs)}"
+        time_text = f"{times.mean():.1f} ± {times.std():.1f}" if len(times) else "-"
+        step_text = f"{np.mean(steps):.0f}" if steps else "-"
+        lines.append(
+            f"| {task} | {who} | {len(runs)} | {best.mean():.2f} ± {best.std():.2f} | {hit} | "
+            f"{time_text} | {step_text} |"
+        )
+    return "\n".join(lines)
+
+
+def ratio_table(rows: list[dict]) -> str:
+    """Time to 0.95 on PointReach: goalenvs over SB3, per seed where both got there."""
+    by_seed: dict[int, dict[str, float]] = {}
+    for row in rows:
+        if row["task"] == "point_reach" and row["time_to_target"] is not None:
+            by_seed.setdefault(row["seed"], {})[row["who"]] = row["time_to_target"]
+    lines = ["| seed | goalenvs tuned, s | SB3, s | ratio (target <= 0.33) |", "|---|---|---|---|"]
+    for seed, times in sorted(by_seed.items()):
+        ours, peer = times.get("goalenvs DDPG+HER (tuned)"), times.get("SB3 DDPG+HER")
+        if ours is not None and peer is not None:
+            lines.append(f"| {seed} | {ours:.1f} | {peer:.1f} | {ours / peer:.2f} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], task: str, path: Path) -> None:
+    """Eval success against wall-clock seconds, one line per run."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.4), dpi=90)
+    FigureCanvasAgg(fig)
+    ax_time, ax_steps = fig.subplots(1, 2)
+    colors: dict[str, str] = {}
+    for row in rows:
+        if row["task"] != task or not row["curve"]:
+            continue
+        color = colors.setdefault(row["who"], f"C{len(colors)}")
+        t, steps, success = zip(*row["curve"], strict=True)
+        label = (
+            row["who"]
+            if sum(r["who"] == row["who"] for r in rows[: rows.index(row) + 1]) == 1
+            else None
+        )
+        ax_time.plot(t, success, color=color, alpha=0.8, label=label)
+        ax_steps.plot(steps, success, color=color, alpha=0.8)
+    ax_time.set(
+        xlabel="wall-clock seconds (training)", ylabel="eval success rate", ylim=(-0.03, 1.03)
+    )
+    ax_steps.set(xlabel="env steps", ylim=(-0.03, 1.03))
+    ax_time.legend(loc="lower right", fontsize=8)
+    for ax in (ax_time, ax_steps):
+        ax.grid(alpha=0.3)
+    fig.suptitle(task)
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.88, wspace=0.2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per task (0, 1, ...)")
+    parser.add_argument("--budget", type=float, help="seconds per run (default: per task)")
+    parser.add_argument("--no-peer", action="store_true", help="skip stable-baselines3")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads for both trainers")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    print(f"goalenvs {goalenvs.__version__}, torch {torch.__version__}, {os.cpu_count()} CPUs, "
+          f"{args.threads} torch thread(s)")  # fmt: skip
+    rows: list[dict] = []
+    for name in args.tasks:
+        fn, default_budget = TASKS[name]
+        print(f"== {name}", flush=True)
+        task_rows = fn(list(range(args.seeds)), args.budget or default_budget, not args.no_peer)
+        rows += task_rows
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        with open(RESULTS, "a") as f:
+            for row in task_rows:
+                f.write(json.dumps({**row, "date": time.strftime("%Y-%m-%d %H:%M")}) + "\n")
+        for task in sorted({r["task"] for r in task_rows}):
+            slug = "".join(c if c.isalnum() else "_" for c in task.replace("goalenvs/", ""))
+            plot(task_rows, task, IMG / f"train_{slug}.png")
+    print()
+    print(table(rows))
+    if any(r["task"] == "point_reach" for r in rows):
+        print()
+        print(ratio_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Hyperparameters of the HER trainers: one dataclass per algorithm, every field explained.
+
+The defaults are OpenAI baselines' HER defaults (Plappert et al. 2018) for DDPG+HER and
+the HER paper's bit-flipping setup (Andrychowicz et al. 2017) for DQN+HER. A training
+epoch is ``n_cycles`` cycles; a cycle collects ``rollout_steps`` steps on each of the
+``num_envs`` vector sub-envs, then runs ``n_batches`` gradient steps of ``batch_size``
+and moves the target networks towards the online ones (``polyak``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from goalenvs.core import check_choice, check_positive
+
+STRATEGIES = ("future", "final", "episode", "random")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class TrainConfig:
+    """Settings every HER trainer shares (use :class:`DDPGConfig` or :class:`DQNConfig`)."""
+
+    algo: ClassVar[str] = ""
+
+    env_id: str = "goalenvs/PointReach-v0"  # gymnasium id of a goal env (Dict observation)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)  # passed to gym.make / make_vec
+    seed: int = 0  # seeds torch, the buffer, the training envs and (offset) the eval envs
+    epochs: int = 50  # training epochs; evaluation, logging and checkpoints once per epoch
+    n_cycles: int = 50  # cycles per epoch: collect, then n_batches updates, then targets
+    rollout_steps: int | None = None  # vector steps collected per cycle; None: one episode
+    n_batches: int = 40  # gradient steps per cycle
+    batch_size: int = 256  # transitions per gradient step
+    num_envs: int = 2  # parallel sub-envs of the native vector env (baselines: 2 per worker)
+    buffer_size: int = 1_000_000  # transitions kept by the replay buffer
+    n_sampled_goal: int = 4  # HER's k: relabeled goals per real one (k=4 relabels 80%)
+    goal_selection_strategy: str = "future"  # where relabeled goals come from
+    gamma: float | None = None  # discount; None: 1 - 1/T with T the episode length
+    polyak: float = 0.95  # target <- polyak * target + (1 - polyak) * online, once a cycle
+    clip_return: bool = True  # clip targets to [-1/(1-gamma), 0], valid for rewards in [-1, 0]
+    hidden_sizes: tuple[int, ...] = (256, 256, 256)  # hidden layers of every network
+    norm_clip: float = 5.0  # normalized inputs are clipped to +-norm_clip
+    norm_eps: float = 0.01  # smallest standard deviation the normalizer divides by
+    clip_obs: float = 200.0  # raw observations and goals are clipped to +-clip_obs first
+    info_keys: tuple[str, ...] | None = None  # info kept for compute_reward; None: every scalar
+    n_eval_episodes: int = 10  # deterministic evaluation episodes per epoch, separate envs
+    stop_success: float | None = None  # stop early once eval success reaches this
+    device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda"
+    torch_threads: int = 1  # torch intra-op threads; small nets gain nothing from more
+    out: str | None = None  # run folder; None: runs/<env>-<algo>-<seed>-<time>
+    save_every: int = 0  # also keep policy_epoch_K.pt every K epochs; 0: never
+    save_buffer: bool = False  # save the replay buffer with policy_latest.pt (for --resume)
+    resume: str | None = None  # run folder to continue (its policy_latest.pt)
+    tensorboard: bool = False  # also log scalars with torch.utils.tensorboard
+    verbose: bool = True  # show the progress display
+
+    def __post_init__(self) -> None:
+        self.env_kwargs = dict(self.env_kwargs)
+        self.hidden_sizes = tuple(int(h) for h in self.hidden_sizes)
+        if self.info_keys is not None:
+            self.info_keys = tuple(self.info_keys)
+        for name in ("epochs", "n_cycles", "n_batches", "batch_size", "num_envs", "buffer_size"):
+            check_positive(name, getattr(self, name), integer=True)
+        check_positive("n_eval_episodes", self.n_eval_episodes, integer=True)
+        check_positive("torch_threads", self.torch_threads, integer=True)
+        if self.rollout_steps is not None:
+            check_positive("rollout_steps", self.rollout_steps, integer=True)
+        if isinstance(self.n_sampled_goal, bool) or not isinstance(self.n_sampled_goal, int):
+            raise TypeError(f"n_sampled_goal must be an integer, got {self.n_sampled_goal!r}")
+        if self.n_sampled_goal < 0:
+            raise ValueError(f"n_sampled_goal must be >= 0, got {self.n_sampled_goal}")
+        check_choice("goal_selection_strategy", self.goal_selection_strategy, STRATEGIES)
+        check_choice("device", self.device, DEVICES)
+        if self.gamma is not None and not 0.0 < self.gamma < 1.0:
+            raise ValueError(f"gamma must be in (0, 1) or None, got {self.gamma!r}")
+        if not 0.0 <= self.polyak <= 1.0:
+            raise ValueError(f"polyak must be in [0, 1], got {self.polyak!r}")
+        if not self.hidden_sizes or min(self.hidden_sizes) < 1:
+            raise ValueError(f"hidden_sizes must be positive layer widths, got {self.hidden_sizes}")
+        for name in ("norm_clip", "norm_eps", "clip_obs"):
+            check_positive(name, getattr(self, name))
+        if self.save_every < 0:
+            raise ValueError(f"save_every must be >= 0, got {self.save_every}")
+        if self.stop_success is not None and not 0.0 < self.stop_success <= 1.0:
+            raise ValueError(f"stop_success must be in (0, 1] or None, got {self.stop_success}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready values, with the algorithm name under ``"algo"``."""
+        data = dataclasses.asdict(self)
+        data["hidden_sizes"] = list(self.hidden_sizes)
+        data["info_keys"] = None if self.info_keys is None else list(self.info_keys)
+        return {"algo": self.algo, **data}
+
+
+@dataclass
+class DDPGConfig(TrainConfig):
+    """DDPG+HER for continuous (Box) actions, with OpenAI baselines' defaults."""
+
+    algo: ClassVar[str] = "ddpg"
+
+    actor_lr: float = 1e-3  # Adam step size of the policy (baselines' pi_lr)
+    critic_lr: float = 1e-3  # Adam step size of the Q-function (baselines' Q_lr)
+    action_l2: float = 1.0  # weight of the squared (scaled) action penalty in the actor loss
+    random_eps: float = 0.3  # probability of a uniformly random action while collecting
+    noise_eps: float = 0.2  # std of the Gaussian action noise, as a fraction of the range
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("actor_lr", self.actor_lr)
+        check_positive("critic_lr", self.critic_lr)
+        if self.action_l2 < 0:
+            raise ValueError(f"action_l2 must be >= 0, got {self.action_l2}")
+        if not 0.0 <= self.random_eps <= 1.0:
+            raise ValueError(f"random_eps must be in [0, 1], got {self.random_eps}")
+        if self.noise_eps < 0:
+            raise ValueError(f"noise_eps must be >= 0, got {self.noise_eps}")
+
+
+@dataclass
+class DQNConfig(TrainConfig):
+    """Double DQN+HER for Discrete actions, as the HER paper's bit-flipping experiment."""
+
+    algo: ClassVar[str] = "dqn"
+
+    hidden_sizes: tuple[int, ...] = (256,)  # the HER paper: one hidden layer of 256 units
+    batch_size: int = 128  # transitions per gradient step (the HER paper's bit flipping)
+    num_envs: int = 16  # the HER paper collects 16 episodes per cycle
+    learning_rate: float = 1e-3  # Adam step size of the Q-network
+    random_eps: float = 0.2  # epsilon of the epsilon-greedy exploration
+    huber_delta: float = 1.0  # the Huber loss is quadratic below this TD error, linear above
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("learning_rate", self.learning_rate)
+        check_positive("huber_delta", self.huber_delta)
+        if not 0.0 <= self.random_eps <= 1.0:
+            raise ValueError(f"random_eps must be in [0, 1], got {self.random_eps}")
+
+
+CONFIGS: dict[str, type[TrainConfig]] = {"ddpg": DDPGConfig, "dqn": DQNConfig}
+
+
+def config_from_dict(data: dict[str, Any]) -> TrainConfig:
+    """Rebuilds a config written by :meth:`TrainConfig.to_dict` (e.g. a run's config.json)."""
+    data = dict(data)
+    algo = check_choice("algo", data.pop("algo", None), CONFIGS)
+    cls = CONFIGS[algo]
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(
+            f"unknown {cls.__name__} fields {unknown}; expected some of {sorted(names)}"
+        )
+    if "hidden_sizes" in data:
+        data["hidden_sizes"] = tuple(data["hidden_sizes"])
+    if data.get("info_keys") is not None:
+        data["info_keys"] = tuple(data["info_keys"])
+    return cls(**data)

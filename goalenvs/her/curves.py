@@ -1,0 +1,39 @@
+"""The run's learning-curve PNG: success rate and return against env steps."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def plot_curves(rows: Sequence[dict[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
+    """Draws eval (and training) success rate and eval return against env steps.
+
+    Uses matplotlib's Agg canvas directly (no pyplot, no display needed) and replaces the
+    file atomically, so a viewer never sees half an image.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    steps = [r["env_steps"] for r in rows]
+    fig = Figure(figsize=(9, 3.4), dpi=80)
+    FigureCanvasAgg(fig)
+    ax_success, ax_return = fig.subplots(1, 2)
+    ax_success.plot(steps, [r["eval_success"] for r in rows], marker=".", label="eval")
+    ax_success.plot(steps, [r["train_success"] for r in rows], alpha=0.6, label="training")
+    ax_success.set(xlabel="env steps", ylabel="success rate", ylim=(-0.03, 1.03))
+    ax_success.legend(loc="lower right")
+    ax_return.plot(steps, [r["eval_return"] for r in rows], marker=".", color="C2")
+    ax_return.set(xlabel="env steps", ylabel="eval return")
+    for ax in (ax_success, ax_return):
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.88, wspace=0.25)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
+    fig.savefig(tmp)
+    os.replace(tmp, path)
+    return path

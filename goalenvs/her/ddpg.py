@@ -1,0 +1,109 @@
+"""DDPG+HER (Plappert et al. 2018; OpenAI baselines' ``her/ddpg.py``).
+
+Critic:  minimize (Q(s, g, a) - y)^2,  y = clip(r + gamma * Q'(s', g, pi'(s', g)), -1/(1-gamma), 0)
+Actor:   minimize -Q(s, g, pi(s, g)) + action_l2 * mean(pi(s, g)^2)
+Targets: theta' <- polyak * theta' + (1 - polyak) * theta, once per cycle.
+Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from goalenvs.her import distributed
+from goalenvs.her.agents import Agent, flat_size
+from goalenvs.her.config import DDPGConfig
+from goalenvs.her.networks import Actor, Critic
+
+
+class DDPG(Agent):
+    """DDPG+HER agent for a Box action space."""
+
+    def __init__(
+        self,
+        observation_space: spaces.Dict,
+        action_space: spaces.Box,
+        config: DDPGConfig,
+        gamma: float,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(observation_space, action_space, config, gamma, seed)
+        self.action_size = flat_size(action_space)
+        low = np.asarray(action_space.low, dtype=np.float32).reshape(-1)
+        high = np.asarray(action_space.high, dtype=np.float32).reshape(-1)
+        self.register_buffer("action_scale", torch.from_numpy((high - low) / 2.0))
+        self.register_buffer("action_bias", torch.from_numpy((high + low) / 2.0))
+        size, hidden = self.normalizer.input_size, config.hidden_sizes
+        self.actor = Actor(size, hidden, self.action_size)
+        self.critic = Critic(size, hidden, self.action_size)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
+
+    def update(self, batch: Any) -> dict[str, torch.Tensor]:
+        """One critic step and one actor step on a HER batch."""
+        inputs = self.inputs(batch.observations)
+        next_inputs = self.inputs(batch.next_observations)
+        actions = (batch.actions.reshape(len(inputs), -1) - self.action_bias) / self.action_scale
+        with torch.no_grad():
+            next_values = self.critic_target(next_inputs, self.actor_target(next_inputs))
+            target = self.targets(batch.rewards, batch.dones, next_values)
+        critic_loss = (self.critic(inputs, actions) - target).square().mean()
+        pi = self.actor(inputs)
+        q_pi = self.critic(inputs, pi)
+        actor_loss = -q_pi.mean() + self.config.action_l2 * pi.square().mean()
+        # As baselines, both gradients are taken at the same (pre-step) parameters; the
+        # actor's loss differentiates through the critic but only the actor's are kept.
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward(inputs=list(self.critic.parameters()))
+        actor_loss.backward(inputs=list(self.actor.parameters()))
+        distributed.average_gradients([*self.critic.parameters(), *self.actor.parameters()])
+        self.critic_optimizer.step()
+        self.actor_optimizer.step()
+        return {
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": actor_loss.detach(),
+            "q_mean": q_pi.detach().mean(),
+        }
+
+    def update_targets(self) -> None:
+        """Polyak-averages both target networks."""
+        self.soft_update(self.actor_target, self.actor)
+        self.soft_update(self.critic_target, self.critic)
+
+    @torch.no_grad()
+    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray:
+        """Deterministic ``pi(s, g)``; exploring adds Gaussian noise and random actions."""
+        actions = self.actor(self.inputs(observations)).cpu().numpy()
+        if explore:
+            cfg = self.config
+            actions = actions + cfg.noise_eps * self.rng.standard_normal(actions.shape)
+            actions = np.clip(actions, -1.0, 1.0)
+            random = self.rng.uniform(-1.0, 1.0, actions.shape)
+            pick = self.rng.random(len(actions)) < cfg.random_eps
+            actions[pick] = random[pick]
+        scale, bias = self.action_scale.cpu().numpy(), self.action_bias.cpu().numpy()
+        actions = actions * scale + bias
+        return actions.astype(self.action_space.dtype).reshape(-1, *self.action_space.shape)
+
+    def policy_modules(self) -> dict[str, nn.Module]:
+        """Normalizer and actor."""
+        return {"normalizer": self.normalizer, "actor": self.actor}
+
+    def training_modules(self) -> dict[str, Any]:
+        """Critic, targets and both optimizers."""
+        return {
+            "critic": self.critic,
+            "actor_target": self.actor_target,
+            "critic_target": self.critic_target,
+            "actor_optimizer": self.actor_optimizer,
+            "critic_optimizer": self.critic_optimizer,
+        }

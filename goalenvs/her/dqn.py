@@ -1,0 +1,81 @@
+"""Double DQN+HER for discrete actions (the HER paper's bit-flipping agent).
+
+Loss:    huber(Q(s, g, a) - y)
+         y = clip(r + gamma * Q'(s', g, argmax_a Q(s', g, a)), -1/(1-gamma), 0)
+Targets: theta' <- polyak * theta' + (1 - polyak) * theta, once per cycle.
+Acting:  epsilon-greedy while collecting, greedy otherwise.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.nn import functional
+
+from goalenvs.her import distributed
+from goalenvs.her.agents import Agent
+from goalenvs.her.config import DQNConfig
+from goalenvs.her.networks import mlp
+
+
+class DQN(Agent):
+    """Double DQN+HER agent for a Discrete action space."""
+
+    def __init__(
+        self,
+        observation_space: spaces.Dict,
+        action_space: spaces.Discrete,
+        config: DQNConfig,
+        gamma: float,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(observation_space, action_space, config, gamma, seed)
+        self.n_actions = int(action_space.n)
+        self.q = mlp(self.normalizer.input_size, config.hidden_sizes, self.n_actions)
+        self.q_target = copy.deepcopy(self.q).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=config.learning_rate)
+
+    def update(self, batch: Any) -> dict[str, torch.Tensor]:
+        """One Huber-loss step on a HER batch, with the double-DQN target."""
+        inputs = self.inputs(batch.observations)
+        next_inputs = self.inputs(batch.next_observations)
+        actions = batch.actions.reshape(-1, 1).long() - int(self.action_space.start)
+        with torch.no_grad():
+            # Double DQN: the online net picks the next action, the target net values it.
+            next_actions = self.q(next_inputs).argmax(dim=1, keepdim=True)
+            next_values = self.q_target(next_inputs).gather(1, next_actions).squeeze(1)
+            target = self.targets(batch.rewards, batch.dones, next_values)
+        q = self.q(inputs).gather(1, actions).squeeze(1)
+        loss = functional.huber_loss(q, target, delta=self.config.huber_delta)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        distributed.average_gradients(self.q.parameters())
+        self.optimizer.step()
+        return {"q_loss": loss.detach(), "q_mean": q.detach().mean()}
+
+    def update_targets(self) -> None:
+        """Polyak-averages the target network."""
+        self.soft_update(self.q_target, self.q)
+
+    @torch.no_grad()
+    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray:
+        """Greedy actions; exploring replaces each with a random one with prob. random_eps."""
+        actions = self.q(self.inputs(observations)).argmax(dim=1).cpu().numpy()
+        if explore:
+            random = self.rng.integers(0, self.n_actions, len(actions))
+            pick = self.rng.random(len(actions)) < self.config.random_eps
+            actions = np.where(pick, random, actions)
+        return (actions + int(self.action_space.start)).astype(np.int64)
+
+    def policy_modules(self) -> dict[str, nn.Module]:
+        """Normalizer and Q-network."""
+        return {"normalizer": self.normalizer, "q": self.q}
+
+    def training_modules(self) -> dict[str, Any]:
+        """Target network and optimizer."""
+        return {"q_target": self.q_target, "optimizer": self.optimizer}

@@ -1,0 +1,43 @@
+"""The networks of the HER agents: plain ReLU multilayer perceptrons."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+def mlp(input_size: int, hidden_sizes: Sequence[int], output_size: int) -> nn.Sequential:
+    """``Linear -> ReLU`` for every hidden layer, then a linear output layer."""
+    layers: list[nn.Module] = []
+    size = input_size
+    for hidden in hidden_sizes:
+        layers += [nn.Linear(size, hidden), nn.ReLU()]
+        size = hidden
+    layers.append(nn.Linear(size, output_size))
+    return nn.Sequential(*layers)
+
+
+class Actor(nn.Module):
+    """Deterministic policy ``pi(s, g)`` with outputs in [-1, 1] (tanh), one per action dim."""
+
+    def __init__(self, input_size: int, hidden_sizes: Sequence[int], action_size: int) -> None:
+        super().__init__()
+        self.net = mlp(input_size, hidden_sizes, action_size)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Actions in [-1, 1] for normalized inputs ``(B, input_size)``."""
+        return torch.tanh(self.net(inputs))
+
+
+class Critic(nn.Module):
+    """Action-value ``Q(s, g, a)`` of an action scaled to [-1, 1]."""
+
+    def __init__(self, input_size: int, hidden_sizes: Sequence[int], action_size: int) -> None:
+        super().__init__()
+        self.net = mlp(input_size + action_size, hidden_sizes, 1)
+
+    def forward(self, inputs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` values for inputs ``(B, input_size)`` and actions ``(B, action_size)``."""
+        return self.net(torch.cat([inputs, actions], dim=-1)).squeeze(-1)

@@ -1,0 +1,103 @@
+"""Running mean/std normalization of observations and goals, as in OpenAI baselines' HER.
+
+Statistics accumulate as float64 sums (sum, sum of squares, count). With several workers
+each one adds its new sums into ``pending`` and :meth:`Normalizer.recompute` all-reduces
+the pending sums before folding them in, so every worker normalizes identically.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from goalenvs.her import distributed
+
+
+class Normalizer(nn.Module):
+    """Normalizes vectors of ``size`` to ``clip((x - mean) / std, -clip, clip)``.
+
+    ``std = sqrt(max(eps**2, E[x**2] - E[x]**2))``: the floor keeps constant inputs (a goal
+    coordinate that never changes) from blowing up.
+    """
+
+    def __init__(self, size: int, eps: float = 0.01, clip: float = 5.0) -> None:
+        super().__init__()
+        self.size, self.eps, self.clip = int(size), float(eps), float(clip)
+        self.register_buffer("sum", torch.zeros(self.size, dtype=torch.float64))
+        self.register_buffer("sumsq", torch.zeros(self.size, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros(1, dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(self.size))
+        self.register_buffer("std", torch.ones(self.size))
+        self._pending = np.zeros(2 * self.size + 1)
+
+    def update(self, x: np.ndarray) -> None:
+        """Adds a batch ``(..., size)`` to the pending sums (applied by :meth:`recompute`)."""
+        x = np.asarray(x, dtype=np.float64).reshape(-1, self.size)
+        self._pending[: self.size] += x.sum(axis=0)
+        self._pending[self.size : 2 * self.size] += np.square(x).sum(axis=0)
+        self._pending[-1] += x.shape[0]
+
+    def recompute(self) -> None:
+        """Folds the pending sums (summed over workers) into the statistics."""
+        pending = distributed.all_reduce_sum(torch.from_numpy(self._pending.copy()))
+        self._pending[:] = 0.0
+        pending = pending.to(self.sum.device)
+        self.sum += pending[: self.size]
+        self.sumsq += pending[self.size : 2 * self.size]
+        self.count += pending[-1]
+        count = self.count.clamp(min=1.0)
+        mean = self.sum / count
+        var = (self.sumsq / count - mean.square()).clamp(min=self.eps**2)
+        self.mean.copy_(mean.float())
+        self.std.copy_(var.sqrt().float())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The normalized, clipped ``x``."""
+        return ((x - self.mean) / self.std).clamp(-self.clip, self.clip)
+
+
+class GoalNormalizer(nn.Module):
+    """Turns a goal observation dict into one normalized network input.
+
+    The input is ``[observation, achieved_goal, desired_goal]``, the two goals sharing one
+    normalizer (they live in the same space). Raw values are clipped to ``+-clip_obs``.
+    """
+
+    def __init__(
+        self,
+        obs_size: int,
+        goal_size: int,
+        eps: float = 0.01,
+        clip: float = 5.0,
+        clip_obs: float = 200.0,
+    ) -> None:
+        super().__init__()
+        self.clip_obs = float(clip_obs)
+        self.obs = Normalizer(obs_size, eps, clip)
+        self.goal = Normalizer(goal_size, eps, clip)
+        self.input_size = obs_size + 2 * goal_size
+
+    def update(self, observations: dict[str, np.ndarray]) -> None:
+        """Adds collected observations and goals (arrays ``(..., size)``) to the statistics."""
+        clip = self.clip_obs
+        self.obs.update(np.clip(observations["observation"], -clip, clip))
+        self.goal.update(np.clip(observations["achieved_goal"], -clip, clip))
+        self.goal.update(np.clip(observations["desired_goal"], -clip, clip))
+
+    def recompute(self) -> None:
+        """Applies the pending statistics of both normalizers."""
+        self.obs.recompute()
+        self.goal.recompute()
+
+    def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``(B, input_size)`` normalized inputs from a dict of ``(B, size)`` tensors."""
+        clip = self.clip_obs
+        return torch.cat(
+            [
+                self.obs(observations["observation"].flatten(1).clamp(-clip, clip)),
+                self.goal(observations["achieved_goal"].flatten(1).clamp(-clip, clip)),
+                self.goal(observations["desired_goal"].flatten(1).clamp(-clip, clip)),
+            ],
+            dim=-1,
+        )

@@ -1,0 +1,103 @@
+"""Saved policies: ``load_policy(path).predict(obs)`` on any env with the checkpoint's spaces."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from goalenvs.her.agents import Agent
+from goalenvs.her.checkpoint import CheckpointError, read_checkpoint, space_from_dict
+from goalenvs.her.config import TrainConfig, config_from_dict
+
+GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
+
+
+def make_agent(
+    config: TrainConfig,
+    observation_space: spaces.Dict,
+    action_space: spaces.Space,
+    gamma: float,
+    seed: int | None = None,
+) -> Agent:
+    """The agent ``config`` names (DDPG for Box actions, DQN for Discrete)."""
+    from goalenvs.her.ddpg import DDPG
+    from goalenvs.her.dqn import DQN
+
+    if config.algo == "ddpg":
+        return DDPG(observation_space, action_space, config, gamma, seed)
+    return DQN(observation_space, action_space, config, gamma, seed)
+
+
+class Policy:
+    """A trained policy restored from a checkpoint.
+
+    Attributes: ``env_id`` and ``env_kwargs`` (what it was trained on), ``algo``,
+    ``observation_space`` and ``action_space`` (single-env spaces), ``metadata`` (all of
+    the checkpoint's plain metadata: epoch, env steps, success rate, config).
+    """
+
+    def __init__(self, agent: Agent, metadata: dict[str, Any]) -> None:
+        self.agent = agent.eval()
+        self.metadata = metadata
+        self.env_id: str = metadata["env_id"]
+        self.env_kwargs: dict[str, Any] = dict(metadata.get("env_kwargs", {}))
+        self.algo: str = metadata["algo"]
+        self.observation_space: spaces.Dict = spaces.Dict(
+            {k: space_from_dict(v) for k, v in metadata["observation_space"].items()}
+        )
+        self.action_space: spaces.Space = agent.action_space
+
+    def predict(self, observation: dict[str, Any], deterministic: bool = True) -> np.ndarray:
+        """The action for one observation dict, or actions for a batch of them.
+
+        A batch (every entry with one more leading dimension than the space, as a vector
+        env returns) gives an array of actions, one per row; a single observation gives
+        one action. ``deterministic=False`` adds the exploration used in training.
+        """
+        if not isinstance(observation, dict) or any(k not in observation for k in GOAL_KEYS):
+            got = sorted(observation) if isinstance(observation, dict) else type(observation)
+            raise ValueError(f"observation must be a dict with keys {list(GOAL_KEYS)}, got {got}")
+        arrays = {k: np.asarray(observation[k], dtype=np.float32) for k in GOAL_KEYS}
+        shapes = {k: self.observation_space[k].shape for k in GOAL_KEYS}
+        single = all(arrays[k].shape == shapes[k] for k in GOAL_KEYS)
+        if single:
+            arrays = {k: v[None] for k, v in arrays.items()}
+        elif (
+            not all(arrays[k].shape[1:] == shapes[k] for k in GOAL_KEYS)
+            or len({arrays[k].shape[0] for k in GOAL_KEYS}) != 1
+        ):
+            got = {k: arrays[k].shape for k in GOAL_KEYS}
+            raise ValueError(
+                f"observation shapes {got} match neither one observation {shapes} nor a batch "
+                f"of them (policy trained on {self.env_id})"
+            )
+        actions = self.agent.act(arrays, explore=not deterministic)
+        return actions[0] if single else actions
+
+
+def load_policy(path: str | os.PathLike, device: str | torch.device = "cpu") -> Policy:
+    """Restores the policy saved in a checkpoint (``policy_best.pt``, ``policy_latest.pt``...).
+
+    Raises :class:`~goalenvs.her.checkpoint.CheckpointError` for a corrupt, foreign or
+    unsafe (pickled object) file.
+    """
+    data = read_checkpoint(path, map_location=device)
+    meta = data["metadata"]
+    try:
+        config = config_from_dict(meta["config"])
+        observation_space = spaces.Dict(
+            {k: space_from_dict(v) for k, v in meta["observation_space"].items()}
+        )
+        action_space = space_from_dict(meta["action_space"])
+        agent = make_agent(config, observation_space, action_space, float(meta["gamma"]))
+        for name, module in agent.policy_modules().items():
+            module.load_state_dict(data["policy"][name])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(
+            f"{str(path)!r} has inconsistent contents: {type(exc).__name__}: {exc}"
+        ) from None
+    return Policy(agent.to(device), meta)

@@ -1,0 +1,156 @@
+"""Checkpoints: round trip, atomic files, and clear errors for anything that is not one."""
+
+from __future__ import annotations
+
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from goalenvs.her.checkpoint import CheckpointError, read_checkpoint
+from goalenvs.her.config import DDPGConfig, DQNConfig
+from goalenvs.her.policy import load_policy
+from goalenvs.her.trainer import Trainer
+
+torch.set_num_threads(1)
+
+TINY = {"epochs": 1, "n_cycles": 2, "n_batches": 2, "batch_size": 16, "n_eval_episodes": 2}
+
+
+def tiny_run(tmp_path, config_cls, env_id, **kwargs):
+    config = config_cls(
+        env_id=env_id,
+        env_kwargs={"n_bits": 4},
+        hidden_sizes=(16, 16),
+        num_envs=2,
+        out=str(tmp_path / "run"),
+        verbose=False,
+        **{**TINY, **kwargs},
+    )
+    trainer = Trainer(config)
+    return trainer, trainer.run()
+
+
+def observations(n_bits: int, n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 2, (n, n_bits)).astype(np.float32)
+    goal = rng.integers(0, 2, (n, n_bits)).astype(np.float32)
+    return {"observation": bits, "achieved_goal": bits.copy(), "desired_goal": goal}
+
+
+@pytest.mark.parametrize(
+    ("config_cls", "env_id"),
+    [(DDPGConfig, "goalenvs/BitFlippingContinuous-v0"), (DQNConfig, "goalenvs/BitFlipping-v0")],
+)
+def test_round_trip_gives_identical_actions(tmp_path, config_cls, env_id):
+    trainer, result = tiny_run(tmp_path, config_cls, env_id)
+    obs = observations(4, 32)
+    policy = load_policy(result.latest_policy)
+    expected = trainer.agent.act(obs, explore=False)
+    np.testing.assert_array_equal(policy.predict(obs), expected)
+    single = policy.predict({k: v[3] for k, v in obs.items()})
+    # One row alone may round differently from the same row in a batch (BLAS blocking).
+    np.testing.assert_allclose(single, expected[3], rtol=1e-5, atol=1e-7)
+    assert single.shape == policy.action_space.shape
+    assert policy.env_id == env_id and policy.env_kwargs == {"n_bits": 4}
+    # `goalenvs play` compares these with the env it is asked to drive.
+    env = gym.make(env_id, n_bits=4)
+    assert policy.observation_space == env.observation_space
+    assert policy.action_space == env.action_space
+    assert policy.algo == config_cls.algo
+    # The normalizer statistics travel with the policy: they are not the initial ones.
+    assert float(policy.agent.normalizer.obs.count) > 0
+    torch.testing.assert_close(policy.agent.normalizer.obs.mean, trainer.agent.normalizer.obs.mean)
+
+
+def test_checkpoint_is_tensors_and_plain_metadata(tmp_path):
+    _, result = tiny_run(tmp_path, DDPGConfig, "goalenvs/BitFlippingContinuous-v0", save_every=1)
+    run = result.run_dir
+    names = sorted(p.name for p in run.iterdir())
+    assert names == [
+        "config.json",
+        "curves.png",
+        "policy_best.pt",
+        "policy_epoch_1.pt",
+        "policy_latest.pt",
+        "progress.csv",
+    ]  # fmt: skip  (no temporary file left behind)
+    data = torch.load(run / "policy_latest.pt", weights_only=True)
+    meta = data["metadata"]
+    assert meta["env_id"] == "goalenvs/BitFlippingContinuous-v0"
+    assert meta["env_kwargs"] == {"n_bits": 4} and meta["algo"] == "ddpg"
+    assert meta["hidden_sizes"] == [16, 16] and meta["epoch"] == 1
+    assert meta["env_steps"] == 2 * 2 * 4  # cycles x envs x episode length
+    assert set(data["policy"]) == {"normalizer", "actor"}
+    assert {"obs.mean", "obs.std", "goal.mean", "goal.std"} <= set(data["policy"]["normalizer"])
+    assert {"critic", "critic_target", "actor_optimizer"} <= set(data["training"])
+    assert "training" not in torch.load(run / "policy_best.pt", weights_only=True)
+
+
+def test_truncated_file_raises_clear_error(tmp_path):
+    _, result = tiny_run(tmp_path, DQNConfig, "goalenvs/BitFlipping-v0")
+    raw = result.best_policy.read_bytes()
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_policy(cut)
+    text = tmp_path / "notes.pt"
+    text.write_text("hello")
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_policy(text)
+
+
+def test_foreign_torch_file_raises_clear_error(tmp_path):
+    path = tmp_path / "model.pt"
+    torch.save({"state_dict": {"weight": torch.zeros(3)}}, path)
+    with pytest.raises(CheckpointError, match="not a goalenvs checkpoint"):
+        load_policy(path)
+    torch.save(torch.zeros(3), path)
+    with pytest.raises(CheckpointError, match="not a goalenvs checkpoint"):
+        load_policy(path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_policy(tmp_path / "missing.pt")
+
+
+class Payload:
+    """An object whose unpickling would create a file (what a malicious checkpoint does)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_checkpoint_holding_a_pickled_object_is_refused(tmp_path):
+    _, result = tiny_run(tmp_path, DQNConfig, "goalenvs/BitFlipping-v0")
+    data = torch.load(result.best_policy, weights_only=True)
+    marker = tmp_path / "code_ran"
+    data["metadata"]["extra"] = Payload(str(marker))
+    evil = tmp_path / "evil.pt"
+    torch.save(data, evil)
+    with pytest.raises(CheckpointError, match="pickled Python objects"):
+        load_policy(evil)
+    assert not marker.exists()
+
+
+def test_checkpoint_from_a_newer_format_is_refused(tmp_path):
+    _, result = tiny_run(tmp_path, DQNConfig, "goalenvs/BitFlipping-v0")
+    data = torch.load(result.best_policy, weights_only=True)
+    data["version"] = 99
+    path = tmp_path / "future.pt"
+    torch.save(data, path)
+    with pytest.raises(CheckpointError, match="version 99"):
+        read_checkpoint(path)
+
+
+def test_policy_names_the_expected_shapes_on_a_wrong_observation(tmp_path):
+    _, result = tiny_run(tmp_path, DQNConfig, "goalenvs/BitFlipping-v0")
+    policy = load_policy(result.best_policy)
+    with pytest.raises(ValueError, match=r"match neither one observation"):
+        policy.predict(observations(5, 3))
+    with pytest.raises(ValueError, match="must be a dict with keys"):
+        policy.predict(np.zeros(4))
+    assert not any(name.endswith(".tmp") for name in os.listdir(result.run_dir))

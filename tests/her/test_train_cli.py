@@ -1,0 +1,81 @@
+"""``goalenvs train`` end to end and its errors on bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pytest
+import torch
+
+from goalenvs.cli import main
+
+torch.set_num_threads(1)
+
+TINY = ["--epochs", "1", "--cycles", "2", "--batches", "2", "--batch-size", "16", "--quiet"]
+
+
+def test_train_writes_the_run_folder_and_says_how_to_play(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "goalenvs/BitFlipping-v0", "--env-kwargs", '{"n_bits": 4}', "--num-envs", "2"]
+    code = main([*argv, *TINY, "--out", str(out), "--save-every", "1", "--seed", "3"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert {p.name for p in out.iterdir()} == {
+        "config.json", "progress.csv", "curves.png", "policy_best.pt", "policy_latest.pt",
+        "policy_epoch_1.pt",
+    }  # fmt: skip
+    config = json.loads((out / "config.json").read_text())
+    assert config["algo"] == "dqn"  # picked from the Discrete action space
+    assert config["env_kwargs"] == {"n_bits": 4} and config["seed"] == 3
+    assert f"goalenvs play goalenvs/BitFlipping-v0 --policy {out / 'policy_best.pt'}" in printed
+
+    code = main(["train", "--resume", str(out), "--epochs", "2", "--quiet"])
+    assert code == 0
+    rows = (out / "progress.csv").read_text().strip().splitlines()
+    assert len(rows) == 3  # header + two epochs
+
+
+def test_algo_is_ddpg_for_box_actions(tmp_path):
+    out = tmp_path / "run"
+    argv = ["train", "goalenvs/BitFlippingContinuous-v0", "--env-kwargs", '{"n_bits": 3}']
+    assert main([*argv, *TINY, "--out", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["algo"] == "ddpg"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["CartPole-v1"], "not a goal env.*goalenvs check CartPole-v1"),
+        (["goalenvs/BitFlippingContinuous-v0", "--algo", "dqn"], "needs a Discrete action space"),
+        (["goalenvs/BitFlipping-v0", "--algo", "ddpg"], "needs a Box action space"),
+        (["goalenvs/BitFlipping-v0", "--env-kwargs", "{n_bits: 4}"], "not valid JSON"),
+        (["goalenvs/BitFlipping-v0", "--env-kwargs", "[4]"], "must be a JSON object"),
+        (["goalenvs/NoSuchEnv-v0"], "could not be made"),
+        (["--resume", "/nonexistent/run"], "no config.json there"),
+        ([], "ENV_ID is required"),
+        (["goalenvs/BitFlipping-v0", "--epochs", "0"], "epochs must be > 0"),
+    ],
+)
+def test_bad_input_exits_2_with_a_clear_message(argv, message, capsys):
+    assert main(["train", *argv, "--quiet"]) == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_tensorboard_without_tensorboard_installed_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
+    argv = ["train", "goalenvs/BitFlipping-v0", "--tensorboard", "--out", str(tmp_path / "r")]
+    assert main([*argv, *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "tensorboard" in err and "pip install tensorboard" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_corrupt_checkpoint_on_resume_is_reported(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "goalenvs/BitFlipping-v0", "--env-kwargs", '{"n_bits": 3}']
+    assert main([*argv, *TINY, "--out", str(out)]) == 0
+    (out / "policy_latest.pt").write_bytes(b"garbage")
+    assert main(["train", "--resume", str(out), "--epochs", "2", "--quiet"]) == 2
+    assert "not a readable checkpoint" in capsys.readouterr().err

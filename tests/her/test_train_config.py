@@ -1,0 +1,94 @@
+"""Config dataclasses and the normalizer."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from goalenvs.her.config import DDPGConfig, DQNConfig, config_from_dict
+from goalenvs.her.normalizer import Normalizer
+
+
+@pytest.mark.parametrize("cls", [DDPGConfig, DQNConfig])
+def test_every_config_field_is_documented_on_its_line(cls):
+    sources = "".join(inspect.getsource(c) for c in cls.__mro__ if dataclasses.is_dataclass(c))
+    for f in dataclasses.fields(cls):
+        lines = [line for line in sources.splitlines() if line.strip().startswith(f"{f.name}:")]
+        assert lines and all("  # " in line for line in lines), f.name
+
+
+@pytest.mark.parametrize("cls", [DDPGConfig, DQNConfig])
+def test_config_round_trips_through_json(cls):
+    config = cls(env_kwargs={"n_bits": 5}, hidden_sizes=(8, 4), info_keys=("crashed",), seed=7)
+    again = config_from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again == config and type(again) is cls
+
+
+def test_baselines_defaults():
+    ddpg = DDPGConfig()
+    assert ddpg.hidden_sizes == (256, 256, 256) and ddpg.batch_size == 256
+    assert (ddpg.actor_lr, ddpg.critic_lr, ddpg.polyak, ddpg.action_l2) == (1e-3, 1e-3, 0.95, 1.0)
+    assert (ddpg.random_eps, ddpg.noise_eps, ddpg.n_sampled_goal) == (0.3, 0.2, 4)
+    assert (ddpg.norm_clip, ddpg.clip_return, ddpg.n_cycles, ddpg.n_batches) == (5.0, True, 50, 40)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"goal_selection_strategy": "past"}, "goal_selection_strategy='past' is not valid"),
+        ({"device": "tpu"}, "device='tpu' is not valid"),
+        ({"polyak": 1.5}, "polyak must be in"),
+        ({"gamma": 1.0}, "gamma must be in"),
+        ({"n_sampled_goal": -1}, "n_sampled_goal must be >= 0"),
+        ({"batch_size": 0}, "batch_size must be > 0"),
+        ({"random_eps": 2.0}, "random_eps must be in"),
+        ({"hidden_sizes": ()}, "hidden_sizes must be"),
+    ],
+)
+def test_bad_config_values_name_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DDPGConfig(**kwargs)
+
+
+def test_config_from_dict_rejects_unknown_fields():
+    with pytest.raises(ValueError, match=r"unknown DQNConfig fields \['actor_lr'\]"):
+        config_from_dict({"algo": "dqn", "actor_lr": 0.1})
+    with pytest.raises(ValueError, match="algo=None is not valid"):
+        config_from_dict({})
+
+
+def test_normalizer_matches_numpy_statistics_and_clips():
+    rng = np.random.default_rng(0)
+    data = rng.normal([3.0, -1.0, 0.0], [2.0, 0.5, 0.0], size=(1000, 3))
+    norm = Normalizer(3, eps=0.01, clip=5.0)
+    norm.update(data[:400])
+    norm.update(data[400:])
+    norm.recompute()
+    np.testing.assert_allclose(norm.mean.numpy(), data.mean(0), rtol=1e-5, atol=1e-6)
+    expected_std = np.maximum(data.std(0), 0.01)  # a constant column gets the floor
+    np.testing.assert_allclose(norm.std.numpy(), expected_std, rtol=1e-4)
+    x = torch.tensor([[3.0 + 2.0 * 100, -1.0, 0.02]])
+    out = norm(x).numpy()[0]
+    assert out[0] == 5.0 and abs(out[1]) < 0.1 and out[2] == pytest.approx(2.0, rel=1e-3)
+    norm.update(data[:1])
+    norm.recompute()
+    assert float(norm.count[0]) == 1001
+
+
+def test_info_entries_the_reward_reads_are_stored_for_her(tmp_path):
+    from goalenvs.her.trainer import Trainer
+
+    def trainer(env_id, **kwargs):
+        return Trainer(DDPGConfig(env_id=env_id, out=str(tmp_path), verbose=False, **kwargs))
+
+    parking = trainer("goalenvs/Parking-v0")  # its collision penalty reads info["crashed"]
+    assert parking.info_keys == ("crashed",) and parking.buffer.info_keys == ("crashed",)
+    parking.close()
+    reach = trainer("goalenvs/PointReach-v0", info_keys=())
+    assert reach.info_keys == ()
+    reach.close()

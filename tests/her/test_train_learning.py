@@ -1,0 +1,41 @@
+"""Seeded learning checks kept in CI: the trainers solve the small tasks within a budget."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from goalenvs.demo import point_reach_config
+from goalenvs.her.config import DQNConfig
+from goalenvs.her.policy import load_policy
+from goalenvs.her.trainer import train
+
+torch.set_num_threads(1)
+
+
+@pytest.mark.slow
+def test_ddpg_her_reaches_90_percent_on_point_reach(tmp_path):
+    config = point_reach_config(
+        seed=1, epochs=12, stop_success=0.9, out=str(tmp_path / "run"), verbose=False
+    )
+    result = train(config)
+    assert result.best_success_rate >= 0.9, [r["eval_success"] for r in result.history]
+    assert result.env_steps <= 12 * 800
+    assert load_policy(result.best_policy).metadata["success_rate"] == result.best_success_rate
+
+
+@pytest.mark.slow
+def test_dqn_her_reaches_90_percent_on_8_bit_flipping(tmp_path):
+    config = DQNConfig(
+        env_id="goalenvs/BitFlipping-v0",
+        env_kwargs={"n_bits": 8},
+        seed=1,
+        epochs=8,
+        n_cycles=10,
+        stop_success=0.9,
+        n_eval_episodes=20,
+        out=str(tmp_path / "run"),
+        verbose=False,
+    )
+    result = train(config)
+    assert result.best_success_rate >= 0.9, [r["eval_success"] for r in result.history]

@@ -1,0 +1,113 @@
+"""Ctrl-C, resuming a run, and stopping on a NaN loss."""
+
+from __future__ import annotations
+
+import csv
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+from goalenvs.her.config import DQNConfig
+from goalenvs.her.dqn import DQN
+from goalenvs.her.trainer import Trainer, TrainingError, train
+
+torch.set_num_threads(1)
+
+
+def config(tmp_path, **kwargs) -> DQNConfig:
+    base = {
+        "env_id": "goalenvs/BitFlipping-v0",
+        "env_kwargs": {"n_bits": 4},
+        "hidden_sizes": (32,),
+        "num_envs": 4,
+        "n_cycles": 3,
+        "n_batches": 4,
+        "batch_size": 32,
+        "n_eval_episodes": 8,
+        "out": str(tmp_path / "run"),
+        "verbose": False,
+    }
+    return DQNConfig(**{**base, **kwargs})
+
+
+def progress(run_dir) -> list[dict[str, float]]:
+    with open(run_dir / "progress.csv", newline="") as f:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def interrupt_at_epoch(epoch: int):
+    def callback(row):
+        if row["epoch"] == epoch:
+            signal.raise_signal(signal.SIGINT)  # what Ctrl-C delivers
+
+    return callback
+
+
+def test_ctrl_c_saves_latest_and_resume_continues_step_count_and_best(tmp_path):
+    first = train(config(tmp_path, epochs=5, save_buffer=True), callback=interrupt_at_epoch(2))
+    assert first.interrupted and first.epochs == 2
+    steps_per_epoch = 3 * 4 * 4  # cycles x envs x n_bits steps
+    assert first.env_steps == 2 * steps_per_epoch
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    assert (first.run_dir / "buffer.npz").exists()
+
+    second = train(config(tmp_path, epochs=5, save_buffer=True, resume=str(first.run_dir)))
+    assert not second.interrupted and second.epochs == 5
+    assert second.env_steps == 5 * steps_per_epoch
+    rows = progress(second.run_dir)
+    assert [r["epoch"] for r in rows] == [1, 2, 3, 4, 5]
+    assert [r["env_steps"] for r in rows] == [steps_per_epoch * e for e in range(1, 6)]
+    assert rows[2]["wall_time"] > rows[1]["wall_time"]  # time adds up across sessions
+    best = max(r["eval_success"] for r in rows)
+    assert second.best_success_rate == best
+    meta = torch.load(second.best_policy, weights_only=True)["metadata"]
+    assert meta["success_rate"] == best and meta["best_success_rate"] == best
+
+
+def test_resume_restores_networks_optimizer_and_buffer(tmp_path):
+    first = train(config(tmp_path, epochs=1, save_buffer=True))
+    trainer = Trainer(config(tmp_path, epochs=2, save_buffer=True, resume=str(first.run_dir)))
+    trainer.start_run_dir()
+    saved = torch.load(first.latest_policy, weights_only=True)
+    for name, tensor in saved["policy"]["q"].items():
+        torch.testing.assert_close(trainer.agent.q.state_dict()[name], tensor)
+    assert trainer.agent.optimizer.state_dict()["state"][0]["step"] == 3 * 4
+    assert trainer.buffer.n_transitions == 3 * 4 * 4
+    assert trainer.epoch == 1 and trainer.env_steps == first.env_steps
+    trainer.close()
+
+
+def test_resume_refuses_a_run_of_another_env(tmp_path):
+    first = train(config(tmp_path, epochs=1))
+    other = config(tmp_path, epochs=2, env_kwargs={"n_bits": 5}, resume=str(first.run_dir))
+    with pytest.raises(ValueError, match="does not fit this config's networks"):
+        train(other)
+
+
+def test_out_folder_with_a_run_is_not_overwritten(tmp_path):
+    train(config(tmp_path, epochs=1))
+    with pytest.raises(ValueError, match="already holds a run"):
+        train(config(tmp_path, epochs=1))
+
+
+def test_nan_loss_stops_with_epoch_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
+    calls = {"n": 0}
+    update = DQN.update
+
+    def poisoned(self, batch):
+        losses = update(self, batch)
+        calls["n"] += 1
+        if calls["n"] > 3 * 4:  # every update of epoch 2 onwards
+            losses["q_loss"] = torch.tensor(float("nan"))
+        return losses
+
+    monkeypatch.setattr(DQN, "update", poisoned)
+    with pytest.raises(TrainingError, match=r"q_loss became nan in epoch 2") as info:
+        train(config(tmp_path, epochs=3))
+    run = tmp_path / "run"
+    assert "policy_latest.pt" in str(info.value)
+    assert torch.load(run / "policy_latest.pt", weights_only=True)["metadata"]["epoch"] == 1
+    assert len(progress(run)) == 1
+    assert np.isfinite(progress(run)[0]["q_loss"])
