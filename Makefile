@@ -21,6 +21,8 @@ $(STAMP): pyproject.toml Makefile
 
 test: $(STAMP)
 	SDL_VIDEODRIVER=dummy SDL_AUDIODRIVER=dummy $(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 demo: $(STAMP)
 	$(BIN)/python -m goalenvs.demo
