@@ -422,7 +422,8 @@ def gif_frames(path) -> list[np.ndarray]:
 def test_watch_records_one_gif_frame_per_reset_and_step(tmp_path):
     env = gym.make(DOT_ID, render_mode="rgb_array")
     out = tmp_path / "dot.gif"
-    stats = watch(env, lambda obs: np.array([0, 1], np.float32), 2, record=out, show=False)
+    # Seeded: an unseeded goal lands on the dot's straight path (x ~ 0) about 6% of the time.
+    stats = watch(env, lambda obs: np.array([0, 1], np.float32), 2, record=out, show=False, seed=0)
     assert stats.lengths == [20, 20]
     frames = gif_frames(out)
     assert len(frames) == 2 * (20 + 1)
