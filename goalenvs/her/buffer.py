@@ -367,17 +367,26 @@ class HerReplayBuffer:
         """
         n = self.n_envs
         # Validation: shape comparisons on the hot path; anything unusual goes to the
-        # careful checks, which coerce or explain.
+        # careful checks, which coerce or explain. ``obs`` is read only where an episode
+        # starts (mid-episode it is the stored previous next_obs), so only then is it checked.
         obs_checks = self._obs_checks
         try:
-            if len(obs) != len(obs_checks) or len(next_obs) != len(obs_checks):
+            if len(next_obs) != len(obs_checks):
                 raise KeyError
             for key, expected in obs_checks:
-                if obs[key].shape != expected or next_obs[key].shape != expected:
+                if next_obs[key].shape != expected:
                     raise KeyError
         except (TypeError, KeyError, AttributeError):
-            obs = self._check_obs("obs", obs)
             next_obs = self._check_obs("next_obs", next_obs)
+        if self._n_starting:
+            try:
+                if len(obs) != len(obs_checks):
+                    raise KeyError
+                for key, expected in obs_checks:
+                    if obs[key].shape != expected:
+                        raise KeyError
+            except (TypeError, KeyError, AttributeError):
+                obs = self._check_obs("obs", obs)
         if type(action) is not np.ndarray or action.shape != self._action_full_shape:
             action = self._check_action(action)
         if type(reward) is not np.ndarray or reward.shape != self._vector_shape:
