@@ -361,7 +361,7 @@ class HerReplayBuffer:
         ``next_obs`` is the true next observation (the final one on an episode's last
         step, not the reset observation of the next episode). An env's episode ends when
         ``terminated | truncated``; its next ``add`` starts a new episode. Within an
-        episode ``obs`` is the previous ``next_obs`` and is not stored again.
+        episode ``obs`` is the previous ``next_obs``: it is neither stored nor checked again.
         ``infos`` is a dict of per-env arrays (gymnasium vector envs) or a sequence of
         per-env dicts (stable-baselines3); only ``info_keys`` are read.
         """
