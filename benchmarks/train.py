@@ -40,7 +40,7 @@ import torch
 import torch._dynamo
 
 import goalenvs
-from goalenvs.demo import point_reach_config
+from goalenvs.demo import parking_config, point_reach_config
 from goalenvs.her.config import DDPGConfig, DQNConfig
 from goalenvs.her.trainer import train
 
@@ -244,15 +244,6 @@ def task_bit_continuous_15(seeds: list[int], budget: float, peer: bool) -> list[
         )
         print_row(rows[-1])
     return rows
-
-
-def parking_config(**overrides: Any) -> DDPGConfig:
-    settings = {
-        "env_id": "goalenvs/Parking-v0", "epochs": 1000, "num_envs": 8, "rollout_steps": 5,
-        "n_cycles": 50, "n_batches": 5, "polyak": 0.8, "stop_success": 1.0,
-    }  # fmt: skip
-    settings.update(overrides)
-    return DDPGConfig(**settings)
 
 
 def task_parking(seeds: list[int], budget: float, peer: bool) -> list[dict]:

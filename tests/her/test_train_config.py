@@ -92,3 +92,23 @@ def test_info_entries_the_reward_reads_are_stored_for_her(tmp_path):
     reach = trainer("goalenvs/PointReach-v0", info_keys=())
     assert reach.info_keys == ()
     reach.close()
+
+
+def test_parking_config_keeps_the_crash_penalty_and_caps_its_target(tmp_path):
+    from goalenvs.demo import parking_config
+    from goalenvs.her.trainer import Trainer
+
+    config = parking_config(seed=3, epochs=1, out=str(tmp_path / "run"), verbose=False)
+    assert (config.env_id, config.seed, config.epochs) == ("goalenvs/Parking-v0", 3, 1)
+    trainer = Trainer(config)
+    try:
+        # Relabeled rewards need info["crashed"]; at gamma 0.95 a crash's target (-51, a
+        # terminal step) is clipped to -20, the lowest value any state can have.
+        assert "crashed" in trainer.info_keys
+        assert trainer.gamma == 0.95
+        targets = trainer.agent.targets(
+            torch.tensor([-51.0, -1.0]), torch.tensor([1.0, 0.0]), torch.tensor([0.0, -30.0])
+        )
+        assert targets.tolist() == pytest.approx([-20.0, -20.0])
+    finally:
+        trainer.close()
