@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.cli import parse_json_object
 from goalenvs.envs.canvas import Window, import_pygame
 
 RECORD_FORMATS = (".gif", ".mp4")
@@ -722,15 +723,10 @@ def _looks_like_checkpoint(text: str) -> bool:
 
 
 def _parse_env_kwargs(text: str | None) -> dict[str, Any]:
-    if text is None:
-        return {}
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlayError(f"--env-kwargs {text!r} is not valid JSON: {exc.msg}") from None
-    if not isinstance(value, dict):
-        raise PlayError(f"--env-kwargs {text!r} must be a JSON object, e.g. '{{\"n_bits\": 8}}'")
-    return value
+        return parse_json_object("--env-kwargs", text)
+    except ValueError as exc:
+        raise PlayError(str(exc)) from None
 
 
 def make_env(env_id: str, env_kwargs: Mapping[str, Any], render_mode: str | None) -> Any:

@@ -7,11 +7,12 @@ check found an error, 2 when the env could not be loaded or built.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from goalenvs.cli import parse_json_object
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,17 +45,9 @@ def run(args: argparse.Namespace) -> int:
     from goalenvs.checker import LoadError, check_goal_env, load
 
     try:
-        kwargs = json.loads(args.kwargs)
-    except json.JSONDecodeError as error:
-        print(
-            f"goalenvs check: --kwargs is not valid JSON ({error}): {args.kwargs!r}",
-            file=sys.stderr,
-        )
-        return 2
-    if not isinstance(kwargs, dict):
-        print(
-            f"goalenvs check: --kwargs must be a JSON object, got {args.kwargs!r}", file=sys.stderr
-        )
+        kwargs = parse_json_object("--kwargs", args.kwargs)
+    except ValueError as error:
+        print(f"goalenvs check: {error}", file=sys.stderr)
         return 2
     for name, value, minimum in (("--steps", args.steps, 1), ("--seed", args.seed, 0)):
         if value < minimum:

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from goalenvs.cli import parse_json_object
 from goalenvs.her.config import STRATEGIES
 
 
@@ -73,17 +74,10 @@ class UsageError(ValueError):
 
 def parse_env_kwargs(text: str | None) -> dict[str, Any]:
     """The ``--env-kwargs`` JSON object."""
-    if text is None:
-        return {}
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--env-kwargs {text!r} is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise UsageError(
-            f"--env-kwargs must be a JSON object like '{{\"n_bits\": 50}}', got {text!r}"
-        )
-    return value
+        return parse_json_object("--env-kwargs", text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def build_config(args: argparse.Namespace):
