@@ -343,7 +343,27 @@ def _check_bit_goal(goal: np.ndarray) -> np.ndarray:
     return goal
 
 
-class BitFlippingEnv(GoalEnv):
+class _BitFlippingGoals:
+    """The goal functions of both faces, defined once (they read ``self.n_bits``)."""
+
+    n_bits: int
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """0 where every bit matches, else -1 (float32, the goals' leading shape)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.n_bits)
+        return sparse_reward(bits_match(achieved, desired))
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True where every bit matches (bool, the goals' leading shape)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.n_bits)
+        return bits_match(achieved, desired)
+
+
+class BitFlippingEnv(_BitFlippingGoals, GoalEnv):
     """Flip bits until the state matches the goal pattern: the HER paper's bit flipping.
 
     ## Description
@@ -460,21 +480,6 @@ class BitFlippingEnv(GoalEnv):
         self._has_reset = False
         self._layout = _Layout(self.n_bits)
         self._canvas: Canvas | None = None
-
-    # ---- goal functions
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """0 where every bit matches, else -1 (float32, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.n_bits)
-        return sparse_reward(bits_match(achieved, desired))
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True where every bit matches (bool, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.n_bits)
-        return bits_match(achieved, desired)
 
     # ---- gymnasium API
     def reset(
@@ -594,7 +599,7 @@ def _make_canvas(layout: _Layout) -> Canvas:
 # --------------------------------------------------------------------------- vector env
 
 
-class BitFlippingVectorEnv(GoalVectorEnv):
+class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
     """``num_envs`` bit flipping envs stepped in one numpy call.
 
     Sub-env ``i`` follows :class:`BitFlippingEnv` exactly (same kernel, same draws): a
@@ -664,20 +669,6 @@ class BitFlippingVectorEnv(GoalVectorEnv):
         self._canvas: Canvas | None = None
         # This step's rewards (the array step returns), for the heads-up text.
         self._rewards: np.ndarray | None = None
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """0 where every bit matches, else -1 (float32, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.n_bits)
-        return sparse_reward(bits_match(achieved, desired))
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True where every bit matches (bool, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.n_bits)
-        return bits_match(achieved, desired)
 
     def reset(
         self,

@@ -209,7 +209,29 @@ class _Constants:
         return goal_dict_space(observation, goal), spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
-class PointReachEnv(GoalEnv):
+class _PointReachGoals:
+    """The goal functions of both faces, defined once (they read the reward constants)."""
+
+    distance_threshold: float
+    reward_type: str
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
+        distance = goal_distance(achieved, desired)
+        return reach_reward(distance, self.distance_threshold, self.reward_type)
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
+        return goal_distance(achieved, desired) < self.distance_threshold
+
+
+class PointReachEnv(_PointReachGoals, GoalEnv):
     """A point mass in a square arena accelerates to a goal position.
 
     ## Description
@@ -322,22 +344,6 @@ class PointReachEnv(GoalEnv):
         self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
         self._canvas: Canvas | None = None
 
-    # ---- goal functions
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
-        distance = goal_distance(achieved, desired)
-        return reach_reward(distance, self.distance_threshold, self.reward_type)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired) < self.distance_threshold
-
     # ---- gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -448,7 +454,7 @@ def _arrow_keys() -> dict[tuple[int, ...], np.ndarray]:
 # --------------------------------------------------------------------------- vector env
 
 
-class PointReachVectorEnv(GoalVectorEnv):
+class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
     """``num_envs`` point-reach envs stepped in one numpy call.
 
     Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws): a
@@ -501,21 +507,6 @@ class PointReachVectorEnv(GoalVectorEnv):
         self._canvas: Canvas | None = None
         # This step's rewards (the array step returns), for the heads-up text.
         self._rewards: np.ndarray | None = None
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
-        distance = goal_distance(achieved, desired)
-        return reach_reward(distance, self.distance_threshold, self.reward_type)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired) < self.distance_threshold
 
     def reset(
         self,
