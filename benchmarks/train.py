@@ -298,7 +298,7 @@ def table(rows: list[dict]) -> str:
         groups.setdefault((row["task"], row["who"]), []).append(row)
     lines = [
         "| task | trainer | seeds | best success (mean ± std) | reached target | "
-        "time to target, s (mean ± std) | steps to target |",
+        "time to target, s (mean ± std) | steps to target (mean ± std) |",
         "|---|---|---|---|---|---|---|",
     ]
     for (task, who), runs in groups.items():
@@ -307,7 +307,7 @@ def table(rows: list[dict]) -> str:
         steps = [r["steps_to_target"] for r in runs if r["steps_to_target"] is not None]
         hit = f"{len(times)}/{len(runs)}"
         time_text = f"{times.mean():.1f} ± {times.std():.1f}" if len(times) else "-"
-        step_text = f"{np.mean(steps):.0f}" if steps else "-"
+        step_text = f"{np.mean(steps):.0f} ± {np.std(steps):.0f}" if steps else "-"
         lines.append(
             f"| {task} | {who} | {len(runs)} | {best.mean():.2f} ± {best.std():.2f} | {hit} | "
             f"{time_text} | {step_text} |"
