@@ -8,6 +8,8 @@ milliseconds an epoch) is left in, so the comparison leans towards the peer.
     python benchmarks/train.py                      # the full protocol (hours on 2 cores)
     python benchmarks/train.py --tasks point_reach --seeds 3
     python benchmarks/train.py --tasks bit_flipping_50 --seeds 1 --budget 600
+    python benchmarks/train.py --tasks bit_flipping_50 --first-seed 1 --seeds 2 --no-peer
+    python benchmarks/train.py --tasks bit_flipping_50 --from-log   # table + plot, all seeds
 
 Tasks:
   point_reach        DDPG+HER on PointReach-v0 vs SB3 DDPG+HER: success, time to 0.95
@@ -296,7 +298,7 @@ def table(rows: list[dict]) -> str:
         groups.setdefault((row["task"], row["who"]), []).append(row)
     lines = [
         "| task | trainer | seeds | best success (mean ± std) | reached target | "
-        "time to target, s (mean ± std) | steps to target |",
+        "time to target, s (mean ± std) | steps to target (mean ± std) |",
         "|---|---|---|---|---|---|---|",
     ]
     for (task, who), runs in groups.items():
@@ -305,7 +307,7 @@ def table(rows: list[dict]) -> str:
         steps = [r["steps_to_target"] for r in runs if r["steps_to_target"] is not None]
         hit = f"{len(times)}/{len(runs)}"
         time_text = f"{times.mean():.1f} ± {times.std():.1f}" if len(times) else "-"
-        step_text = f"{np.mean(steps):.0f}" if steps else "-"
+        step_text = f"{np.mean(steps):.0f} ± {np.std(steps):.0f}" if steps else "-"
         lines.append(
             f"| {task} | {who} | {len(runs)} | {best.mean():.2f} ± {best.std():.2f} | {hit} | "
             f"{time_text} | {step_text} |"
@@ -361,16 +363,50 @@ def plot(rows: list[dict], task: str, path: Path) -> None:
     fig.savefig(path)
 
 
+def plot_path(task: str) -> Path:
+    slug = "".join(c if c.isalnum() else "_" for c in task.replace("goalenvs/", ""))
+    return IMG / f"train_{slug}.png"
+
+
+def report_from_log(tasks: list[str]) -> int:
+    """Table and plots from ``RESULTS``: per task, trainer and seed, the latest row wins."""
+    latest: dict[tuple[str, str, int], dict] = {}
+    with open(RESULTS) as f:
+        for line in f:
+            row = json.loads(line)
+            if row["task"] in tasks:
+                latest[(row["task"], row["who"], row["seed"])] = row
+    if not latest:
+        print(f"no rows for tasks {tasks} in {RESULTS}", file=sys.stderr)
+        return 1
+    rows = [latest[key] for key in sorted(latest)]
+    for task in sorted({r["task"] for r in rows}):
+        plot(rows, task, plot_path(task))
+    print(table(rows))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
     parser.add_argument("--seeds", type=int, default=3, help="seeds per task (0, 1, ...)")
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="first seed, to add seeds to earlier runs"
+    )
     parser.add_argument("--budget", type=float, help="seconds per run (default: per task)")
     parser.add_argument("--no-peer", action="store_true", help="skip stable-baselines3")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both trainers")
+    parser.add_argument(
+        "--from-log",
+        action="store_true",
+        help="train nothing: redraw the tables and plots of --tasks from the latest logged run "
+        "of each trainer and seed, so seeds run in separate invocations share one figure",
+    )
     args = parser.parse_args(argv)
+    if args.from_log:
+        return report_from_log(args.tasks)
     torch.set_num_threads(args.threads)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     print(f"goalenvs {goalenvs.__version__}, torch {torch.__version__}, {os.cpu_count()} CPUs, "
@@ -379,15 +415,18 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.tasks:
         fn, default_budget = TASKS[name]
         print(f"== {name}", flush=True)
-        task_rows = fn(list(range(args.seeds)), args.budget or default_budget, not args.no_peer)
+        task_rows = fn(
+            list(range(args.first_seed, args.first_seed + args.seeds)),
+            args.budget or default_budget,
+            not args.no_peer,
+        )
         rows += task_rows
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         with open(RESULTS, "a") as f:
             for row in task_rows:
                 f.write(json.dumps({**row, "date": time.strftime("%Y-%m-%d %H:%M")}) + "\n")
         for task in sorted({r["task"] for r in task_rows}):
-            slug = "".join(c if c.isalnum() else "_" for c in task.replace("goalenvs/", ""))
-            plot(task_rows, task, IMG / f"train_{slug}.png")
+            plot(task_rows, task, plot_path(task))
     print()
     print(table(rows))
     if any(r["task"] == "point_reach" for r in rows):
