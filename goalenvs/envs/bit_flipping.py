@@ -27,7 +27,7 @@ from goalenvs.core import (
     goal_arrays,
     goal_dict_space,
 )
-from goalenvs.envs.canvas import Canvas, import_pygame
+from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
 
 # ``take(rows, count)``: ``count`` random 64-bit words for each of ``rows`` (indices into
 # a batch; None: every member of the batch, in order), consecutive outputs of each
@@ -324,11 +324,6 @@ def _draw_bits(
                 pg.draw.rect(canvas.surface, _MISMATCH, rect, border)
 
 
-def _hud(step: int, reward: float | None, success: bool) -> str:
-    shown = "-" if reward is None else f"{reward:g}"
-    return f"step {step}   reward {shown}   success {'yes' if success else 'no'}"
-
-
 # --------------------------------------------------------------------------- single env
 
 
@@ -541,7 +536,11 @@ class BitFlippingEnv(_BitFlippingGoals, GoalEnv):
         state, goal = self._state[0], self._goal[0]
         success = bool(bits_match(state, goal)) and self._has_reset
         _draw_bits(
-            self._canvas, self._layout, state, goal, _hud(self._elapsed, self._last_reward, success)
+            self._canvas,
+            self._layout,
+            state,
+            goal,
+            hud_line(self._elapsed, self._last_reward, success),
         )
         if self.render_mode == "human":
             self._canvas.show(self.metadata["render_fps"])
@@ -786,7 +785,7 @@ class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
         if self._canvas is None:
             self._canvas = _make_canvas(self._layout)
         state, goal = self._state[0], self._goal[0]
-        hud = _hud(
+        hud = hud_line(
             int(self.elapsed_steps[0]),
             None if self._rewards is None else float(self._rewards[0]),
             bool(self._success[0]),

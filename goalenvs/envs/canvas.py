@@ -419,3 +419,9 @@ def box_corners(center: Sequence[float], length: float, width: float, angle: flo
             [cx - fx + lx, cy - fy + ly],
         ]
     )
+
+
+def hud_line(step: int, reward: float | None, success: bool) -> str:
+    """The heads-up text every env shows: step, last reward (``-`` before one), success."""
+    shown = "-" if reward is None else f"{reward:.3g}"
+    return f"step {step}   reward {shown}   success {'yes' if success else 'no'}"

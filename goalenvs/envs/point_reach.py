@@ -25,7 +25,7 @@ from goalenvs.core import (
     goal_arrays,
     goal_dict_space,
 )
-from goalenvs.envs.canvas import Canvas, import_pygame
+from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
 from goalenvs.envs.random_streams import TakeUniforms, UniformStreams, generator_taker
 
 REWARD_TYPES = ("sparse", "dense")
@@ -171,11 +171,6 @@ def _draw_reach(
     canvas.arrow(position, position + 0.25 * velocity, _ARROW, 3)
     canvas.circle(position, 0.035 * bound, _AGENT)
     canvas.text(hud, (8, 8), _TEXT, 20)
-
-
-def _hud(step: int, reward: float | None, success: bool) -> str:
-    shown = "-" if reward is None else f"{reward:.3g}"
-    return f"step {step}   reward {shown}   success {'yes' if success else 'no'}"
 
 
 # --------------------------------------------------------------------------- single env
@@ -410,7 +405,7 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
             self._velocity[0],
             self._goal[0],
             self._trail,
-            _hud(self._elapsed, self._last_reward, self._success),
+            hud_line(self._elapsed, self._last_reward, self._success),
         )
         if self.render_mode == "human":
             self._canvas.show(self.metadata["render_fps"])
@@ -587,7 +582,7 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
             self._velocity[0],
             self._goal[0],
             self._trail,
-            _hud(
+            hud_line(
                 int(self.elapsed_steps[0]),
                 None if self._rewards is None else float(self._rewards[0]),
                 success,
