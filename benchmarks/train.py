@@ -9,11 +9,14 @@ milliseconds an epoch) is left in, so the comparison leans towards the peer.
     python benchmarks/train.py --tasks point_reach --seeds 3
     python benchmarks/train.py --tasks bit_flipping_50 --seeds 1 --budget 600
     python benchmarks/train.py --tasks bit_flipping_50 --first-seed 1 --seeds 2 --no-peer
+    python benchmarks/train.py --tasks bit_flipping_50 --peer-only --peer-steps 1000000 \
+        --budget 960                                # SB3 DQN+HER alone, a longer run
     python benchmarks/train.py --tasks bit_flipping_50 --from-log   # table + plot, all seeds
 
 Tasks:
   point_reach        DDPG+HER on PointReach-v0 vs SB3 DDPG+HER: success, time to 0.95
-  strategies         the four goal strategies on PointReach-v0 (and Parking-v0 if present)
+  strategies         the four goal strategies on PointReach-v0
+  strategies_parking the four goal strategies on Parking-v0 (to 0.9, 300k env steps a run)
   bit_flipping_50    DQN+HER on BitFlipping-v0, n_bits=50, random goals (vs SB3 DQN+HER)
   bit_continuous_15  DDPG+HER on BitFlippingContinuous-v0, n_bits=15
   parking            DDPG+HER on Parking-v0, 15 minutes budget
@@ -75,14 +78,17 @@ def evaluate(predict, env_id: str, env_kwargs: dict, n: int, seed: int) -> tuple
 # --------------------------------------------------------------------------- runners
 
 
-def run_goalenvs(config, budget: float, target: float) -> dict[str, Any]:
-    """Trains with goalenvs until ``budget`` seconds or eval success 1.0; one curve."""
+def run_goalenvs(
+    config, budget: float, target: float, max_steps: int | None = None
+) -> dict[str, Any]:
+    """Trains with goalenvs until ``budget`` seconds, ``max_steps`` env steps or the config's
+    ``stop_success``; one curve."""
     curve: list[tuple[float, int, float]] = []
     start = time.perf_counter()
 
     def callback(row: dict) -> None:
         curve.append((time.perf_counter() - start, int(row["env_steps"]), row["eval_success"]))
-        if curve[-1][0] > budget:
+        if curve[-1][0] > budget or (max_steps is not None and curve[-1][1] >= max_steps):
             raise _BudgetSpentError
 
     out = tempfile.mkdtemp(prefix="goalenvs-bench-")
@@ -163,77 +169,99 @@ def summarize(curve: list[tuple[float, int, float]], target: float) -> dict[str,
 # --------------------------------------------------------------------------- tasks
 
 
-def task_point_reach(seeds: list[int], budget: float, peer: bool) -> list[dict]:
+def task_point_reach(seeds: list[int], budget: float, peer: str) -> list[dict]:
     rows = []
     for seed in seeds:
-        result = run_goalenvs(point_reach_config(seed=seed, stop_success=1.0), budget, 0.95)
-        rows.append(
-            {"task": "point_reach", "who": "goalenvs DDPG+HER (tuned)", "seed": seed, **result}
-        )
-        print_row(rows[-1])
-        if seed == seeds[0]:  # one seed: at baselines' schedule a run takes minutes
+        if peer != "only":
+            result = run_goalenvs(point_reach_config(seed=seed, stop_success=1.0), budget, 0.95)
+            who = "goalenvs DDPG+HER (tuned)"
+            rows.append({"task": "point_reach", "who": who, "seed": seed, **result})
+            record(rows[-1])
+        # One seed: at baselines' schedule a run takes minutes.
+        if seed == seeds[0] and peer != "only":
             config = DDPGConfig(env_id="goalenvs/PointReach-v0", seed=seed, stop_success=1.0)
             result = run_goalenvs(config, budget, 0.95)
             who = "goalenvs DDPG+HER (baselines schedule)"
             rows.append({"task": "point_reach", "who": who, "seed": seed, **result})
-            print_row(rows[-1])
-        if peer:
+            record(rows[-1])
+        if peer != "without":
             result = run_sb3(
                 "ddpg", "goalenvs/PointReach-v0", {}, seed, budget, 0.95, eval_every=500,
-                max_steps=20_000,
+                max_steps=PEER_STEPS.get("point_reach", 20_000),
             )  # fmt: skip
             rows.append({"task": "point_reach", "who": "SB3 DDPG+HER", "seed": seed, **result})
-            print_row(rows[-1])
+            record(rows[-1])
     return rows
 
 
-def task_strategies(seeds: list[int], budget: float, peer: bool) -> list[dict]:
-    rows = []
-    envs = ["goalenvs/PointReach-v0"]
-    if "goalenvs/Parking-v0" in gym.registry and _importable("goalenvs.envs.parking"):
-        envs.append("goalenvs/Parking-v0")
-    for env_id in envs:
-        for strategy in ("future", "final", "episode", "random"):
-            for seed in seeds:
-                if env_id.endswith("PointReach-v0"):
-                    config = point_reach_config(
-                        seed=seed, goal_selection_strategy=strategy, stop_success=1.0
-                    )
-                else:
-                    config = parking_config(seed=seed, goal_selection_strategy=strategy)
-                result = run_goalenvs(config, budget, 0.95)
-                rows.append(
-                    {"task": f"strategies {env_id}", "who": strategy, "seed": seed, **result}
-                )
-                print_row(rows[-1])
+STRATEGIES = ("future", "final", "episode", "random")
+
+
+def task_strategies(seeds: list[int], budget: float, peer: str) -> list[dict]:
+    rows: list[dict] = []
+    if peer == "only":
+        return rows
+    for strategy in STRATEGIES:
+        for seed in seeds:
+            config = point_reach_config(
+                seed=seed, goal_selection_strategy=strategy, stop_success=1.0
+            )
+            result = run_goalenvs(config, budget, 0.95)
+            task = "strategies goalenvs/PointReach-v0"
+            rows.append({"task": task, "who": strategy, "seed": seed, **result})
+            record(rows[-1])
     return rows
 
 
-def task_bit_flipping_50(seeds: list[int], budget: float, peer: bool) -> list[dict]:
+def task_strategies_parking(seeds: list[int], budget: float, peer: str) -> list[dict]:
+    """Each strategy with ``parking_config()`` until 0.9 or 300k env steps: steps to 0.9
+    are the measure, so runs side by side on a shared machine stay comparable."""
+    if not _importable("goalenvs.envs.parking"):
+        print("parking: goalenvs/Parking-v0 is not available in this checkout; skipped")
+        return []
+    rows: list[dict] = []
+    if peer == "only":
+        return rows
+    for strategy in STRATEGIES:
+        for seed in seeds:
+            config = parking_config(seed=seed, goal_selection_strategy=strategy, stop_success=0.9)
+            result = run_goalenvs(config, budget, 0.9, max_steps=300_000)
+            task = "strategies goalenvs/Parking-v0"
+            rows.append({"task": task, "who": strategy, "seed": seed, **result})
+            record(rows[-1])
+    return rows
+
+
+def task_bit_flipping_50(seeds: list[int], budget: float, peer: str) -> list[dict]:
     rows = []
     kwargs = {"n_bits": 50}
     for seed in seeds:
-        config = DQNConfig(
-            env_id="goalenvs/BitFlipping-v0",
-            env_kwargs=kwargs,
-            seed=seed,
-            epochs=1000,
-            stop_success=1.0,
-        )
-        result = run_goalenvs(config, budget, 0.9)
-        rows.append({"task": "bit_flipping_50", "who": "goalenvs DQN+HER", "seed": seed, **result})
-        print_row(rows[-1])
-        if peer:
+        if peer != "only":
+            config = DQNConfig(
+                env_id="goalenvs/BitFlipping-v0",
+                env_kwargs=kwargs,
+                seed=seed,
+                epochs=1000,
+                stop_success=1.0,
+            )
+            result = run_goalenvs(config, budget, 0.9)
+            who = "goalenvs DQN+HER"
+            rows.append({"task": "bit_flipping_50", "who": who, "seed": seed, **result})
+            record(rows[-1])
+        if peer != "without":
+            max_steps = PEER_STEPS.get("bit_flipping_50", 120_000)
             result = run_sb3(
-                "dqn", "goalenvs/BitFlipping-v0", kwargs, seed, budget, 0.9, 5000, 120_000
+                "dqn", "goalenvs/BitFlipping-v0", kwargs, seed, budget, 0.9, 5000, max_steps
             )
             rows.append({"task": "bit_flipping_50", "who": "SB3 DQN+HER", "seed": seed, **result})
-            print_row(rows[-1])
+            record(rows[-1])
     return rows
 
 
-def task_bit_continuous_15(seeds: list[int], budget: float, peer: bool) -> list[dict]:
-    rows = []
+def task_bit_continuous_15(seeds: list[int], budget: float, peer: str) -> list[dict]:
+    rows: list[dict] = []
+    if peer == "only":
+        return rows
     for seed in seeds:
         config = DDPGConfig(
             env_id="goalenvs/BitFlippingContinuous-v0", env_kwargs={"n_bits": 15}, seed=seed,
@@ -244,19 +272,21 @@ def task_bit_continuous_15(seeds: list[int], budget: float, peer: bool) -> list[
         rows.append(
             {"task": "bit_continuous_15", "who": "goalenvs DDPG+HER", "seed": seed, **result}
         )
-        print_row(rows[-1])
+        record(rows[-1])
     return rows
 
 
-def task_parking(seeds: list[int], budget: float, peer: bool) -> list[dict]:
+def task_parking(seeds: list[int], budget: float, peer: str) -> list[dict]:
     if not _importable("goalenvs.envs.parking"):
         print("parking: goalenvs/Parking-v0 is not available in this checkout; skipped")
         return []
-    rows = []
+    rows: list[dict] = []
+    if peer == "only":
+        return rows
     for seed in seeds:
         result = run_goalenvs(parking_config(seed=seed), budget, 0.9)
         rows.append({"task": "parking", "who": "goalenvs DDPG+HER", "seed": seed, **result})
-        print_row(rows[-1])
+        record(rows[-1])
     return rows
 
 
@@ -268,9 +298,13 @@ def _importable(module: str) -> bool:
     return True
 
 
+# Env steps a stable-baselines3 run may take, per task; --peer-steps overrides.
+PEER_STEPS: dict[str, int] = {}
+
 TASKS = {
     "point_reach": (task_point_reach, 300.0),
     "strategies": (task_strategies, 120.0),
+    "strategies_parking": (task_strategies_parking, 900.0),
     "bit_flipping_50": (task_bit_flipping_50, 1800.0),
     "bit_continuous_15": (task_bit_continuous_15, 900.0),
     "parking": (task_parking, 900.0),
@@ -280,7 +314,11 @@ TASKS = {
 # --------------------------------------------------------------------------- report
 
 
-def print_row(row: dict) -> None:
+def record(row: dict) -> None:
+    """Prints one run and appends it to ``RESULTS`` at once (a killed run loses nothing)."""
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS, "a") as f:
+        f.write(json.dumps({**row, "date": time.strftime("%Y-%m-%d %H:%M")}) + "\n")
     t = row["time_to_target"]
     reached = "-" if t is None else f"{t:.1f} s / {row['steps_to_target']} steps"
     print(
@@ -396,7 +434,15 @@ def main(argv: list[str] | None = None) -> int:
         "--first-seed", type=int, default=0, help="first seed, to add seeds to earlier runs"
     )
     parser.add_argument("--budget", type=float, help="seconds per run (default: per task)")
-    parser.add_argument("--no-peer", action="store_true", help="skip stable-baselines3")
+    peers = parser.add_mutually_exclusive_group()
+    peers.add_argument("--no-peer", action="store_true", help="skip stable-baselines3")
+    peers.add_argument("--peer-only", action="store_true", help="run stable-baselines3 only")
+    parser.add_argument(
+        "--peer-steps",
+        type=int,
+        help="env steps per stable-baselines3 run (default: 20,000 PointReach, 120,000 "
+        "BitFlipping-50)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both trainers")
     parser.add_argument(
         "--from-log",
@@ -407,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.from_log:
         return report_from_log(args.tasks)
+    if args.peer_steps is not None:
+        PEER_STEPS.update(point_reach=args.peer_steps, bit_flipping_50=args.peer_steps)
     torch.set_num_threads(args.threads)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     print(f"goalenvs {goalenvs.__version__}, torch {torch.__version__}, {os.cpu_count()} CPUs, "
@@ -418,13 +466,9 @@ def main(argv: list[str] | None = None) -> int:
         task_rows = fn(
             list(range(args.first_seed, args.first_seed + args.seeds)),
             args.budget or default_budget,
-            not args.no_peer,
+            "without" if args.no_peer else "only" if args.peer_only else "with",
         )
         rows += task_rows
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        with open(RESULTS, "a") as f:
-            for row in task_rows:
-                f.write(json.dumps({**row, "date": time.strftime("%Y-%m-%d %H:%M")}) + "\n")
         for task in sorted({r["task"] for r in task_rows}):
             plot(task_rows, task, plot_path(task))
     print()
