@@ -207,14 +207,18 @@ def timing_worker(n_envs: int) -> dict:
     result = {kind: {"add": add_time[kind] / n_steps} for kind in kinds}
 
     buffer = built["goalenvs"][2]
-    arrays = [*buffer._obs.values(), buffer._actions, buffer._rewards, buffer._terminated]
+    # The floor gathers from plain contiguous arrays of the same contents, one per field,
+    # whatever layout the buffer keeps them in.
+    observations = [np.ascontiguousarray(array) for array in buffer._obs.values()]
+    arrays = [*observations, *map(np.ascontiguousarray, (buffer._actions, buffer._rewards))]
+    arrays.append(buffer._terminated)
     rng = np.random.default_rng(1)
     total = len(buffer._rewards)
 
     def floor(batch: int) -> list:
         rows = rng.integers(0, total - 1, batch)
         out = [array[rows] for array in arrays]
-        out += [array[rows + 1] for array in buffer._obs.values()]
+        out += [array[rows + 1] for array in observations]
         return [torch.from_numpy(array) for array in out]
 
     samplers = {"sb3": built["sb3"][1], "goalenvs": built["goalenvs"][1], "floor": floor}

@@ -286,6 +286,44 @@ def test_values_of_other_dtypes_layouts_and_types_are_stored_as_given() -> None:
     assert buffer._actions[0, 0] == 0.5
 
 
+def test_one_env_mid_episode_steps_store_values_of_any_dtype_layout_and_type() -> None:
+    # With one env a mid-episode step is stored as one run of bytes (action, reward, next
+    # observation): values of another dtype, byte order or memory layout are converted
+    # first, lists take the careful way; all must store the same numbers.
+    buffer = tagged_buffer(40, 1)
+    assert buffer._step is not None  # the single-write step applies to this layout
+    first = {key: np.zeros((1, 3), np.float32) for key in TAG_SPACE.spaces}
+    wide = np.arange(12, dtype=np.float32).reshape(1, 12)
+    steps = [
+        ({"observation": wide[:, ::4], "achieved_goal": np.array([[1, 2, 3]], np.float64),
+          "desired_goal": np.array([[7, 8, 9]], ">f4")},
+         np.array([[0.5, 1.5, 2.5]]), np.array([1.0])),
+        ({"observation": np.asfortranarray(wide[:, :3] + 100),
+          "achieved_goal": np.array([[4, 5, 6]], np.int64), "desired_goal": [[1, 1, 1]]},
+         [[3.5, 4.5, 5.5]], [2]),
+        ({"observation": np.full((1, 3), 9, np.float32),
+          "achieved_goal": np.full((1, 3), 8, np.float32),
+          "desired_goal": np.full((1, 3), 7, np.float32)},
+         np.full((1, 3), 6, np.float32), np.array([5], np.float32)),
+    ]  # fmt: skip
+    obs = first
+    for next_obs, action, reward in steps:
+        buffer.add(obs, next_obs, action, reward, np.zeros(1, bool), np.zeros(1, bool))
+        obs = next_obs
+    for row, (next_obs, action, reward) in enumerate(steps):
+        for key, value in next_obs.items():
+            np.testing.assert_array_equal(buffer._obs[key][row + 1], np.asarray(value)[0])
+        np.testing.assert_array_equal(buffer._actions[row], np.asarray(action, np.float32)[0])
+        assert buffer._rewards[row] == np.asarray(reward)[0]
+    # A bad next_obs mid-episode is an error naming it, and stores nothing.
+    before = buffer._records.copy()
+    bad = {**steps[-1][0], "achieved_goal": np.zeros((1, 4), np.float32)}
+    with pytest.raises(ValueError, match=r"next_obs\['achieved_goal'\] has shape \(1, 4\)"):
+        buffer.add(obs, bad, steps[-1][1], steps[-1][2], np.zeros(1, bool), np.zeros(1, bool))
+    np.testing.assert_array_equal(buffer._records, before)
+    assert buffer._synced == (3, 3)
+
+
 def test_done_flags_of_any_dtype_end_exactly_the_flagged_episodes() -> None:
     # add() first compares the flags' bytes with all-zero bytes; other dtypes are cast.
     buffer = tagged_buffer(40, 2)

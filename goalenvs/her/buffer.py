@@ -12,7 +12,12 @@ twice. The extra last row holds the episode's final observation and no transitio
 
 The streams are interleaved: row ``r`` of env ``e`` is element ``r * n_envs + e`` of every
 flat array, so that envs which write the same row (all of them, while their episodes end
-together, as under a time limit) store a step with one contiguous slice per array.
+together, as under a time limit) store a step with one slice per array. The observation
+keys, the action and the reward of a row live together in one record of a structured
+array (``_records``; the per-field arrays are views of it): sampling gathers whole records
+in one pass, and with one env a mid-episode step (action and reward of record ``r``,
+observation of record ``r + 1``) is one contiguous run of bytes, written at once. The
+bookkeeping columns and the info values stay separate arrays.
 
 Every stream counts rows and transitions with *unwrapped* counters that only grow (the
 physical row is ``counter % rows_per_env``): the row of the next observation, the start
@@ -225,10 +230,6 @@ class HerReplayBuffer:
 
         n = self.n_envs
         total = rows * n
-        self._obs = {
-            key: np.zeros((total, *space.shape), dtype=space.dtype)
-            for key, space in observation_space.spaces.items()
-        }
         self._obs_shapes = {
             key: (n, *space.shape) for key, space in observation_space.spaces.items()
         }
@@ -238,8 +239,14 @@ class HerReplayBuffer:
         else:
             self.action_shape = tuple(action_space.shape)
             action_dtype = np.dtype(action_space.dtype)
-        self._actions = np.zeros((total, *self.action_shape), dtype=action_dtype)
-        self._rewards = np.zeros(total, dtype=np.float32)
+        # One record per (row, env) holds the observation keys, the action and the reward,
+        # in that order (see _make_views).
+        fields = [
+            (f"obs/{key}", space.dtype, space.shape)
+            for key, space in observation_space.spaces.items()
+        ]
+        fields += [("action", action_dtype, self.action_shape), ("reward", np.float32, ())]
+        self._records = np.zeros(total, np.dtype(fields, align=True))
         self._terminated = np.zeros(total, dtype=bool)
         self._truncated = np.zeros(total, dtype=bool)
         # Allocated at the first add(), when the values show their dtype and shape.
@@ -256,8 +263,8 @@ class HerReplayBuffer:
         self._t_count = np.zeros(n, dtype=np.int64)  # transitions ever added
         self._t_lo = np.zeros(n, dtype=np.int64)  # valid transitions: [t_lo, t_hi)
         self._t_hi = np.zeros(n, dtype=np.int64)
-        self._make_row_writers()
         self._obs_checks = tuple(self._obs_shapes.items())
+        self._make_views()
         self._action_full_shape = (n, *self.action_shape)
         self._vector_shape = (n,)
         # Episode offsets 0 0 .. 1 1 .. (each repeated n_envs times), grown on demand: the
@@ -268,39 +275,61 @@ class HerReplayBuffer:
         self._no_flags = bytes(n)  # tobytes() of an all-False flag vector: a cheap any()
         self._all_flags = bytes([1]) * n  # and of an all-True one
 
-    # Views of the storage that add() writes through; rebuilt after unpickling, where
-    # pickled views would come back as copies detached from the storage.
-    _ROW_WRITERS = ("_obs_rows", "_action_rows", "_reward_rows")
+    # Views of the records; rebuilt after unpickling, where pickled views would come back as
+    # copies detached from the storage.
+    _VIEWS = ("_obs", "_actions", "_rewards", "_obs_rows", "_action_rows", "_reward_rows", "_step")
 
-    def _make_row_writers(self) -> None:
-        """Per stored array: (rows_per_env, n_envs, ...) view, bytes view, row bytes, dtype.
+    def _make_views(self) -> None:
+        """Per-field views of the record array, and the single-write step of one env.
 
-        While the streams are in step, a row of every stream is one contiguous run of bytes
-        of each flat array. numpy's indexed assignment costs several times the copy of
-        such a row (about 100 bytes); when the value already has the storage's dtype,
-        ``value.tobytes()`` (a C-order copy whatever its strides) written into a
-        memoryview slice stores the same bytes faster. Other dtypes go through numpy,
-        which casts.
+        ``_obs[key]``, ``_actions`` and ``_rewards`` are (rows * n_envs, ...) views indexed
+        by flat row ``row * n_envs + env``; the ``*_rows`` views split that axis into
+        (rows, n_envs). With one env and records without padding, the bytes a mid-episode
+        step writes (action and reward of record ``row``, observation keys of record
+        ``row + 1``) are one contiguous run: ``_step`` = (bytes view, record size, action
+        offset, action dtype, reward dtype, (key, expected shape, dtype) per observation
+        key) lets add() store them with one bytes join and one slice assignment, where a
+        numpy indexed assignment per field costs several times as much. None otherwise.
         """
         rows, n = self.rows_per_env, self.n_envs
+        records = self._records
+        self._obs = {key: records[f"obs/{key}"] for key in self._obs_shapes}
+        self._actions = records["action"]
+        self._rewards = records["reward"]
 
-        def writer(store: np.ndarray) -> tuple[np.ndarray, memoryview, int, np.dtype]:
-            view = store.reshape(rows, n, *store.shape[1:])
-            return view, memoryview(store.reshape(-1)).cast("B"), view[0].nbytes, store.dtype
+        def by_row(store: np.ndarray) -> np.ndarray:
+            return store.reshape(rows, n, *store.shape[1:])
 
-        self._obs_rows = tuple((key, *writer(store)) for key, store in self._obs.items())
-        self._action_rows = writer(self._actions)
-        self._reward_rows = writer(self._rewards)
+        self._obs_rows = tuple((key, by_row(store)) for key, store in self._obs.items())
+        self._action_rows = by_row(self._actions)
+        self._reward_rows = by_row(self._rewards)
+        layout = records.dtype
+        end = 0
+        for name in layout.names:
+            field, offset = layout.fields[name][:2]
+            if offset != end:
+                break
+            end = offset + field.itemsize
+        self._step = None
+        if n == 1 and end == layout.itemsize:
+            self._step = (
+                memoryview(records.view(np.uint8)),
+                layout.itemsize,
+                layout.fields["action"][1],
+                self._actions.dtype,
+                self._rewards.dtype,
+                tuple((key, shape, self._obs[key].dtype) for key, shape in self._obs_checks),
+            )
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in self._ROW_WRITERS:
+        for name in self._VIEWS:
             del state[name]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._make_row_writers()
+        self._make_views()
 
     def _sync_state(self) -> None:
         """Recomputes the cached summaries of the per-stream counters (arrays current)."""
@@ -366,19 +395,25 @@ class HerReplayBuffer:
         per-env dicts (stable-baselines3); only ``info_keys`` are read.
         """
         n = self.n_envs
-        # Validation: shape comparisons on the hot path; anything unusual goes to the
-        # careful checks, which coerce or explain. ``obs`` is read only where an episode
-        # starts (mid-episode it is the stored previous next_obs), so only then is it checked.
-        obs_checks = self._obs_checks
-        try:
-            if len(next_obs) != len(obs_checks):
-                raise KeyError
-            for key, expected in obs_checks:
-                if next_obs[key].shape != expected:
-                    raise KeyError
-        except (TypeError, KeyError, AttributeError):
-            next_obs = self._check_obs("next_obs", next_obs)
+        R = self.rows_per_env
+        synced = self._synced
+        # The common step with one env: mid-episode, no old episode to retire, not at the
+        # end of the ring. Then next_obs is checked and stored with the action and reward
+        # in one write (below; see _make_views); a key that is not as expected sends the
+        # step the careful way.
+        quick = (
+            self._step is not None
+            and synced is not None
+            and not self._n_starting
+            and synced[0] + 1 - R < self._retire_at
+            and (synced[0] + 1) % R != 0
+        )
+        if not quick:
+            next_obs = self._check_next_obs(next_obs)
+        # ``obs`` is read only where an episode starts (mid-episode it is the stored
+        # previous next_obs), so only then is it checked.
         if self._n_starting:
+            obs_checks = self._obs_checks
             try:
                 if len(obs) != len(obs_checks):
                     raise KeyError
@@ -414,37 +449,49 @@ class HerReplayBuffer:
             ending = bool(done.any())
         info_values = self._info_values(infos) if self.info_keys else None
 
-        R = self.rows_per_env
-        synced = self._synced
         if synced is not None:
             head, t_count = synced
-            # Writing next_obs at row head + 1 overwrites row head + 1 - R of every stream:
-            # first retire, whole, the oldest episode that row belongs to.
-            if head + 1 - R >= self._retire_at:
-                self._retire_overwritten(head + 1 - R)
             row, next_row = head % R, (head + 1) % R
-            for key, rows, data, size, dtype in self._obs_rows:
-                value = next_obs[key]
-                if value.dtype is dtype:
-                    at = next_row * size
-                    data[at : at + size] = value.tobytes()
+            if quick:
+                data, size, at, action_dtype, reward_dtype, obs_checks = self._step
+                try:
+                    parts = [
+                        action.tobytes()
+                        if action.dtype is action_dtype
+                        else action.astype(action_dtype).tobytes(),
+                        reward.tobytes()
+                        if reward.dtype is reward_dtype
+                        else reward.astype(reward_dtype).tobytes(),
+                    ]
+                    if len(next_obs) != len(obs_checks):
+                        raise KeyError
+                    for key, expected, dtype in obs_checks:
+                        value = next_obs[key]
+                        if value.shape != expected:
+                            raise KeyError
+                        parts.append(
+                            value.tobytes()
+                            if value.dtype is dtype
+                            else value.astype(dtype).tobytes()
+                        )
+                except (TypeError, KeyError, AttributeError):
+                    quick = False
+                    next_obs = self._check_next_obs(next_obs)
                 else:
-                    rows[next_row] = value
-            rows, data, size, dtype = self._action_rows
-            if action.dtype is dtype:
-                at = row * size
-                data[at : at + size] = action.tobytes()
-            else:
-                rows[row] = action
-            rows, data, size, dtype = self._reward_rows
-            if reward.dtype is dtype:
-                at = row * size
-                data[at : at + size] = reward.tobytes()
-            else:
-                rows[row] = reward
+                    at += row * size
+                    data[at : at + size] = b"".join(parts)
+            elif head + 1 - R >= self._retire_at:
+                # Writing next_obs at row head + 1 overwrites row head + 1 - R of every
+                # stream: first retire, whole, the oldest episode that row belongs to.
+                self._retire_overwritten(head + 1 - R)
+            if not quick:
+                for key, rows in self._obs_rows:
+                    rows[next_row] = next_obs[key]
+                self._action_rows[row] = action
+                self._reward_rows[row] = reward
             if self._n_starting:
                 if self._n_starting == n:
-                    for key, rows, *_ in self._obs_rows:
+                    for key, rows in self._obs_rows:
                         rows[row] = obs[key]
                 else:
                     flat = row * n + np.flatnonzero(self._starting)
@@ -586,6 +633,20 @@ class HerReplayBuffer:
         if envs.size == 0:
             return
         self._close_episodes(envs, np.zeros(envs.size, bool), np.ones(envs.size, bool))
+
+    def _check_next_obs(self, next_obs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+        # One shape comparison per key; anything unusual goes to the careful checks, which
+        # coerce or explain.
+        obs_checks = self._obs_checks
+        try:
+            if len(next_obs) != len(obs_checks):
+                raise KeyError
+            for key, expected in obs_checks:
+                if next_obs[key].shape != expected:
+                    raise KeyError
+        except (TypeError, KeyError, AttributeError):
+            return self._check_obs("next_obs", next_obs)
+        return next_obs
 
     def _check_obs(self, name: str, obs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
         # The hot path of add(): one shape comparison per key; anything else falls through
@@ -746,14 +807,18 @@ class HerReplayBuffer:
 
         out = self._outputs(B, copy)
         obs, next_obs = out["observations"], out["next_observations"]
-        for key, store in self._obs.items():
-            np.take(store, index, axis=0, out=obs[key], mode="wrap")
-            np.take(store, next_index, axis=0, out=next_obs[key], mode="wrap")
+        # Whole records in two gathers (the record array is contiguous, the per-field views
+        # of it are not, and np.take copies a non-contiguous source whole), then each field
+        # into its own contiguous output array.
+        here, there, fields = out["records"]
+        np.take(self._records, index, out=here, mode="wrap")
+        np.take(self._records, next_index, out=there, mode="wrap")
+        for target, source in fields:
+            np.copyto(target, source)
         goals = self._obs["achieved_goal"][goal_index]
         mask = relabel.reshape((B,) + (1,) * (goals.ndim - 1))
         np.copyto(obs["desired_goal"], goals, where=mask)
         np.copyto(next_obs["desired_goal"], goals, where=mask)
-        np.take(self._actions, index, axis=0, out=out["actions"], mode="wrap")
 
         info = {key: store[index] for key, store in self._infos.items()}
         new_reward = np.asarray(
@@ -765,7 +830,6 @@ class HerReplayBuffer:
                 f"expected ({B},)"
             )
         rewards = out["rewards"]
-        np.take(self._rewards, index, out=rewards, mode="wrap")
         np.copyto(rewards, new_reward, where=relabel, casting="unsafe")
 
         terminated = self._terminated[index]
@@ -794,6 +858,13 @@ class HerReplayBuffer:
             "dones": np.empty(B, np.float32),
             "tensors": None,  # torch views of the arrays above, made on first use
         }
+        # The gathered records of the transitions and of their next rows, and the
+        # (output, field of a gathered record) pairs that sample() copies.
+        here, there = np.empty(B, self._records.dtype), np.empty(B, self._records.dtype)
+        fields = [(out["observations"][k], here[f"obs/{k}"]) for k in self._obs]
+        fields += [(out["next_observations"][k], there[f"obs/{k}"]) for k in self._obs]
+        fields += [(out["actions"], here["action"]), (out["rewards"], here["reward"])]
+        out["records"] = (here, there, fields)
         if not fresh:
             self._out_cache[B] = out
         return out
