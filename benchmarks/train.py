@@ -216,11 +216,8 @@ def task_strategies(seeds: list[int], budget: float, peer: str) -> list[dict]:
 def task_strategies_parking(seeds: list[int], budget: float, peer: str) -> list[dict]:
     """Each strategy with ``parking_config()`` until 0.9 or 300k env steps: steps to 0.9
     are the measure, so runs side by side on a shared machine stay comparable."""
-    if not _importable("goalenvs.envs.parking"):
-        print("parking: goalenvs/Parking-v0 is not available in this checkout; skipped")
-        return []
     rows: list[dict] = []
-    if peer == "only":
+    if peer == "only" or not _parking_available():
         return rows
     for strategy in STRATEGIES:
         for seed in seeds:
@@ -277,11 +274,8 @@ def task_bit_continuous_15(seeds: list[int], budget: float, peer: str) -> list[d
 
 
 def task_parking(seeds: list[int], budget: float, peer: str) -> list[dict]:
-    if not _importable("goalenvs.envs.parking"):
-        print("parking: goalenvs/Parking-v0 is not available in this checkout; skipped")
-        return []
     rows: list[dict] = []
-    if peer == "only":
+    if peer == "only" or not _parking_available():
         return rows
     for seed in seeds:
         result = run_goalenvs(parking_config(seed=seed), budget, 0.9)
@@ -290,10 +284,11 @@ def task_parking(seeds: list[int], budget: float, peer: str) -> list[dict]:
     return rows
 
 
-def _importable(module: str) -> bool:
+def _parking_available() -> bool:
     try:
-        __import__(module)
+        import goalenvs.envs.parking  # noqa: F401
     except ImportError:
+        print("parking: goalenvs/Parking-v0 is not available in this checkout; skipped")
         return False
     return True
 

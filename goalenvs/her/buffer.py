@@ -409,19 +409,11 @@ class HerReplayBuffer:
             and (synced[0] + 1) % R != 0
         )
         if not quick:
-            next_obs = self._check_next_obs(next_obs)
+            next_obs = self._check_obs("next_obs", next_obs)
         # ``obs`` is read only where an episode starts (mid-episode it is the stored
         # previous next_obs), so only then is it checked.
         if self._n_starting:
-            obs_checks = self._obs_checks
-            try:
-                if len(obs) != len(obs_checks):
-                    raise KeyError
-                for key, expected in obs_checks:
-                    if obs[key].shape != expected:
-                        raise KeyError
-            except (TypeError, KeyError, AttributeError):
-                obs = self._check_obs("obs", obs)
+            obs = self._check_obs("obs", obs)
         if type(action) is not np.ndarray or action.shape != self._action_full_shape:
             action = self._check_action(action)
         if type(reward) is not np.ndarray or reward.shape != self._vector_shape:
@@ -476,7 +468,7 @@ class HerReplayBuffer:
                         )
                 except (TypeError, KeyError, AttributeError):
                     quick = False
-                    next_obs = self._check_next_obs(next_obs)
+                    next_obs = self._check_obs("next_obs", next_obs)
                 else:
                     at += row * size
                     data[at : at + size] = b"".join(parts)
@@ -633,20 +625,6 @@ class HerReplayBuffer:
         if envs.size == 0:
             return
         self._close_episodes(envs, np.zeros(envs.size, bool), np.ones(envs.size, bool))
-
-    def _check_next_obs(self, next_obs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
-        # One shape comparison per key; anything unusual goes to the careful checks, which
-        # coerce or explain.
-        obs_checks = self._obs_checks
-        try:
-            if len(next_obs) != len(obs_checks):
-                raise KeyError
-            for key, expected in obs_checks:
-                if next_obs[key].shape != expected:
-                    raise KeyError
-        except (TypeError, KeyError, AttributeError):
-            return self._check_obs("next_obs", next_obs)
-        return next_obs
 
     def _check_obs(self, name: str, obs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
         # The hot path of add(): one shape comparison per key; anything else falls through
