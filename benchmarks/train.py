@@ -18,8 +18,9 @@ Tasks:
   strategies         the four goal strategies on PointReach-v0
   strategies_parking the four goal strategies on Parking-v0 (to 0.9, 300k env steps a run)
   bit_flipping_50    DQN+HER on BitFlipping-v0, n_bits=50, random goals (vs SB3 DQN+HER)
-  bit_continuous_15  DDPG+HER on BitFlippingContinuous-v0, n_bits=15
-  parking            DDPG+HER on Parking-v0, 15 minutes budget
+  bit_continuous_15  DDPG+HER on BitFlippingContinuous-v0, n_bits=15 (vs SB3 DDPG+HER)
+  parking            DDPG+HER on Parking-v0, 15 minutes budget (vs SB3 SAC+HER as
+                     highway-env's parking example sets it up)
 
 Results are appended to benchmarks/results/train.jsonl; tables print as markdown and
 curves go to docs/images/.
@@ -110,8 +111,9 @@ def run_sb3(
     algo: str, env_id: str, env_kwargs: dict, seed: int, budget: float, target: float,
     eval_every: int, max_steps: int,
 ) -> dict[str, Any]:  # fmt: skip
-    """SB3 DDPG/DQN with its HerReplayBuffer, as its HER docs show; eval every few steps."""
-    from stable_baselines3 import DDPG, DQN, HerReplayBuffer
+    """SB3 DDPG/DQN/SAC with its HerReplayBuffer, as its HER docs show (SAC: as
+    highway-env's parking example sets it up); eval every few steps."""
+    from stable_baselines3 import DDPG, DQN, SAC, HerReplayBuffer
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.noise import NormalActionNoise
 
@@ -126,6 +128,14 @@ def run_sb3(
         model = DDPG(
             "MultiInputPolicy", env, replay_buffer_class=HerReplayBuffer,
             replay_buffer_kwargs=her, action_noise=noise, seed=seed, verbose=0,
+        )  # fmt: skip
+    elif algo == "sac":
+        # highway-env's scripts/parking_her example: buffer 1e6, Adam 1e-3, gamma 0.95,
+        # batch 256, three hidden layers of 256.
+        model = SAC(
+            "MultiInputPolicy", env, replay_buffer_class=HerReplayBuffer,
+            replay_buffer_kwargs=her, buffer_size=1_000_000, learning_rate=1e-3, gamma=0.95,
+            batch_size=256, policy_kwargs={"net_arch": [256, 256, 256]}, seed=seed, verbose=0,
         )  # fmt: skip
     else:
         model = DQN(
@@ -257,30 +267,46 @@ def task_bit_flipping_50(seeds: list[int], budget: float, peer: str) -> list[dic
 
 def task_bit_continuous_15(seeds: list[int], budget: float, peer: str) -> list[dict]:
     rows: list[dict] = []
-    if peer == "only":
-        return rows
+    kwargs = {"n_bits": 15}
     for seed in seeds:
-        config = DDPGConfig(
-            env_id="goalenvs/BitFlippingContinuous-v0", env_kwargs={"n_bits": 15}, seed=seed,
-            epochs=1000, num_envs=8, rollout_steps=5, n_cycles=20, n_batches=5, polyak=0.8,
-            stop_success=1.0,
-        )  # fmt: skip
-        result = run_goalenvs(config, budget, 0.9)
-        rows.append(
-            {"task": "bit_continuous_15", "who": "goalenvs DDPG+HER", "seed": seed, **result}
-        )
-        record(rows[-1])
+        if peer != "only":
+            config = DDPGConfig(
+                env_id="goalenvs/BitFlippingContinuous-v0", env_kwargs=kwargs, seed=seed,
+                epochs=1000, num_envs=8, rollout_steps=5, n_cycles=20, n_batches=5,
+                polyak=0.8, stop_success=1.0,
+            )  # fmt: skip
+            result = run_goalenvs(config, budget, 0.9)
+            who = "goalenvs DDPG+HER"
+            rows.append({"task": "bit_continuous_15", "who": who, "seed": seed, **result})
+            record(rows[-1])
+        if peer != "without":
+            result = run_sb3(
+                "ddpg", "goalenvs/BitFlippingContinuous-v0", kwargs, seed, budget, 0.9,
+                eval_every=1000, max_steps=PEER_STEPS.get("bit_continuous_15", 200_000),
+            )  # fmt: skip
+            who = "SB3 DDPG+HER"
+            rows.append({"task": "bit_continuous_15", "who": who, "seed": seed, **result})
+            record(rows[-1])
     return rows
 
 
 def task_parking(seeds: list[int], budget: float, peer: str) -> list[dict]:
     rows: list[dict] = []
-    if peer == "only" or not _parking_available():
+    if not _parking_available():
         return rows
     for seed in seeds:
-        result = run_goalenvs(parking_config(seed=seed), budget, 0.9)
-        rows.append({"task": "parking", "who": "goalenvs DDPG+HER", "seed": seed, **result})
-        record(rows[-1])
+        if peer != "only":
+            result = run_goalenvs(parking_config(seed=seed), budget, 0.9)
+            rows.append({"task": "parking", "who": "goalenvs DDPG+HER", "seed": seed, **result})
+            record(rows[-1])
+        if peer != "without":
+            result = run_sb3(
+                "sac", "goalenvs/Parking-v0", {}, seed, budget, 0.9, eval_every=2000,
+                max_steps=PEER_STEPS.get("parking", 200_000),
+            )  # fmt: skip
+            who = "SB3 SAC+HER (highway-env's example)"
+            rows.append({"task": "parking", "who": who, "seed": seed, **result})
+            record(rows[-1])
     return rows
 
 
@@ -436,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         "--peer-steps",
         type=int,
         help="env steps per stable-baselines3 run (default: 20,000 PointReach, 120,000 "
-        "BitFlipping-50)",
+        "BitFlipping-50, 200,000 BitFlippingContinuous-15 and Parking; the budget applies too)",
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both trainers")
     parser.add_argument(
@@ -449,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_log:
         return report_from_log(args.tasks)
     if args.peer_steps is not None:
-        PEER_STEPS.update(point_reach=args.peer_steps, bit_flipping_50=args.peer_steps)
+        PEER_STEPS.update(dict.fromkeys(TASKS, args.peer_steps))
     torch.set_num_threads(args.threads)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     print(f"goalenvs {goalenvs.__version__}, torch {torch.__version__}, {os.cpu_count()} CPUs, "
