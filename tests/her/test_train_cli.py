@@ -63,6 +63,16 @@ def test_bad_input_exits_2_with_a_clear_message(argv, message, capsys):
     assert re.search(message, capsys.readouterr().err)
 
 
+def test_cuda_on_a_machine_without_one_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    # Forced off, so that the test means the same on a machine with a GPU.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "r"
+    argv = ["train", "goalenvs/PointReach-v0", "--device", "cuda", "--out", str(out)]
+    assert main([*argv, *TINY]) == 2
+    assert "device='cuda' was asked but torch sees no CUDA device" in capsys.readouterr().err
+    assert not (out / "policy_latest.pt").exists()
+
+
 def test_tensorboard_without_tensorboard_installed_says_so(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
     argv = ["train", "goalenvs/BitFlipping-v0", "--tensorboard", "--out", str(tmp_path / "r")]
