@@ -392,27 +392,29 @@ def plot(rows: list[dict], task: str, path: Path) -> None:
     """Eval success against wall-clock seconds, one line per run."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     fig = Figure(figsize=(9, 3.4), dpi=90)
     FigureCanvasAgg(fig)
     ax_time, ax_steps = fig.subplots(1, 2)
     colors: dict[str, str] = {}
+    labeled: set[str] = set()
     for row in rows:
         if row["task"] != task or not row["curve"]:
             continue
         color = colors.setdefault(row["who"], f"C{len(colors)}")
         t, steps, success = zip(*row["curve"], strict=True)
-        label = (
-            row["who"]
-            if sum(r["who"] == row["who"] for r in rows[: rows.index(row) + 1]) == 1
-            else None
-        )
+        label = None if row["who"] in labeled else row["who"]
+        labeled.add(row["who"])
         ax_time.plot(t, success, color=color, alpha=0.8, label=label)
         ax_steps.plot(steps, success, color=color, alpha=0.8)
     ax_time.set(
         xlabel="wall-clock seconds (training)", ylabel="eval success rate", ylim=(-0.03, 1.03)
     )
     ax_steps.set(xlabel="env steps", ylim=(-0.03, 1.03))
+    ax_steps.xaxis.set_major_formatter(
+        FuncFormatter(lambda x, _: f"{x / 1e6:g}M" if x >= 1e6 else f"{x / 1e3:g}k")
+    )
     ax_time.legend(loc="lower right", fontsize=8)
     for ax in (ax_time, ax_steps):
         ax.grid(alpha=0.3)
@@ -427,13 +429,20 @@ def plot_path(task: str) -> Path:
     return IMG / f"train_{slug}.png"
 
 
+def _task_name(logged: str) -> str:
+    """The --tasks name of a logged row's task ("strategies goalenvs/Parking-v0", ...)."""
+    if logged.startswith("strategies "):
+        return "strategies_parking" if "Parking" in logged else "strategies"
+    return logged
+
+
 def report_from_log(tasks: list[str]) -> int:
     """Table and plots from ``RESULTS``: per task, trainer and seed, the latest row wins."""
     latest: dict[tuple[str, str, int], dict] = {}
     with open(RESULTS) as f:
         for line in f:
             row = json.loads(line)
-            if row["task"] in tasks:
+            if _task_name(row["task"]) in tasks:
                 latest[(row["task"], row["who"], row["seed"])] = row
     if not latest:
         print(f"no rows for tasks {tasks} in {RESULTS}", file=sys.stderr)
