@@ -13,8 +13,8 @@ Printed per buffer: add time per env step (one add() call of n_envs transitions,
 the whole fill) and sample time at batch 256 and 2048 (best of 7 runs of many calls;
 both as torch CPU tensors, which is what stable-baselines3 returns). The "floor" is a
 plain numpy gather of the same bytes: uniform random rows, then one fancy-index per
-stored array (obs/next obs rows, action, reward, done), with no relabeling and no
-bookkeeping.
+field (obs/next obs rows, action, reward, done) of contiguous copies of the stored
+fields, with no relabeling and no bookkeeping.
 
 Memory: each buffer is built and filled again alone in its own subprocess, and its
 resident memory measured as the growth of the process's RSS (VmRSS) from before
