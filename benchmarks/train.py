@@ -185,22 +185,19 @@ def task_point_reach(seeds: list[int], budget: float, peer: str) -> list[dict]:
         if peer != "only":
             result = run_goalenvs(point_reach_config(seed=seed, stop_success=1.0), budget, 0.95)
             who = "goalenvs DDPG+HER (tuned)"
-            rows.append({"task": "point_reach", "who": who, "seed": seed, **result})
-            record(rows[-1])
+            rows.append(record("point_reach", who, seed, result))
         # One seed: at baselines' schedule a run takes minutes.
         if seed == seeds[0] and peer != "only":
             config = DDPGConfig(env_id="goalenvs/PointReach-v0", seed=seed, stop_success=1.0)
             result = run_goalenvs(config, budget, 0.95)
             who = "goalenvs DDPG+HER (baselines schedule)"
-            rows.append({"task": "point_reach", "who": who, "seed": seed, **result})
-            record(rows[-1])
+            rows.append(record("point_reach", who, seed, result))
         if peer != "without":
             result = run_sb3(
                 "ddpg", "goalenvs/PointReach-v0", {}, seed, budget, 0.95, eval_every=500,
                 max_steps=PEER_STEPS.get("point_reach", 20_000),
             )  # fmt: skip
-            rows.append({"task": "point_reach", "who": "SB3 DDPG+HER", "seed": seed, **result})
-            record(rows[-1])
+            rows.append(record("point_reach", "SB3 DDPG+HER", seed, result))
     return rows
 
 
@@ -218,8 +215,7 @@ def task_strategies(seeds: list[int], budget: float, peer: str) -> list[dict]:
             )
             result = run_goalenvs(config, budget, 0.95)
             task = "strategies goalenvs/PointReach-v0"
-            rows.append({"task": task, "who": strategy, "seed": seed, **result})
-            record(rows[-1])
+            rows.append(record(task, strategy, seed, result))
     return rows
 
 
@@ -234,8 +230,7 @@ def task_strategies_parking(seeds: list[int], budget: float, peer: str) -> list[
             config = parking_config(seed=seed, goal_selection_strategy=strategy, stop_success=0.9)
             result = run_goalenvs(config, budget, 0.9, max_steps=300_000)
             task = "strategies goalenvs/Parking-v0"
-            rows.append({"task": task, "who": strategy, "seed": seed, **result})
-            record(rows[-1])
+            rows.append(record(task, strategy, seed, result))
     return rows
 
 
@@ -253,15 +248,13 @@ def task_bit_flipping_50(seeds: list[int], budget: float, peer: str) -> list[dic
             )
             result = run_goalenvs(config, budget, 0.9)
             who = "goalenvs DQN+HER"
-            rows.append({"task": "bit_flipping_50", "who": who, "seed": seed, **result})
-            record(rows[-1])
+            rows.append(record("bit_flipping_50", who, seed, result))
         if peer != "without":
             max_steps = PEER_STEPS.get("bit_flipping_50", 120_000)
             result = run_sb3(
                 "dqn", "goalenvs/BitFlipping-v0", kwargs, seed, budget, 0.9, 5000, max_steps
             )
-            rows.append({"task": "bit_flipping_50", "who": "SB3 DQN+HER", "seed": seed, **result})
-            record(rows[-1])
+            rows.append(record("bit_flipping_50", "SB3 DQN+HER", seed, result))
     return rows
 
 
@@ -277,16 +270,14 @@ def task_bit_continuous_15(seeds: list[int], budget: float, peer: str) -> list[d
             )  # fmt: skip
             result = run_goalenvs(config, budget, 0.9)
             who = "goalenvs DDPG+HER"
-            rows.append({"task": "bit_continuous_15", "who": who, "seed": seed, **result})
-            record(rows[-1])
+            rows.append(record("bit_continuous_15", who, seed, result))
         if peer != "without":
             result = run_sb3(
                 "ddpg", "goalenvs/BitFlippingContinuous-v0", kwargs, seed, budget, 0.9,
                 eval_every=1000, max_steps=PEER_STEPS.get("bit_continuous_15", 200_000),
             )  # fmt: skip
             who = "SB3 DDPG+HER"
-            rows.append({"task": "bit_continuous_15", "who": who, "seed": seed, **result})
-            record(rows[-1])
+            rows.append(record("bit_continuous_15", who, seed, result))
     return rows
 
 
@@ -297,16 +288,14 @@ def task_parking(seeds: list[int], budget: float, peer: str) -> list[dict]:
     for seed in seeds:
         if peer != "only":
             result = run_goalenvs(parking_config(seed=seed), budget, 0.9)
-            rows.append({"task": "parking", "who": "goalenvs DDPG+HER", "seed": seed, **result})
-            record(rows[-1])
+            rows.append(record("parking", "goalenvs DDPG+HER", seed, result))
         if peer != "without":
             result = run_sb3(
                 "sac", "goalenvs/Parking-v0", {}, seed, budget, 0.9, eval_every=2000,
                 max_steps=PEER_STEPS.get("parking", 200_000),
             )  # fmt: skip
             who = "SB3 SAC+HER (highway-env's example)"
-            rows.append({"task": "parking", "who": who, "seed": seed, **result})
-            record(rows[-1])
+            rows.append(record("parking", who, seed, result))
     return rows
 
 
@@ -335,8 +324,10 @@ TASKS = {
 # --------------------------------------------------------------------------- report
 
 
-def record(row: dict) -> None:
-    """Prints one run and appends it to ``RESULTS`` at once (a killed run loses nothing)."""
+def record(task: str, who: str, seed: int, result: dict[str, Any]) -> dict[str, Any]:
+    """One run's row: printed and appended to ``RESULTS`` at once (a killed run loses
+    nothing), and returned."""
+    row = {"task": task, "who": who, "seed": seed, **result}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with open(RESULTS, "a") as f:
         f.write(json.dumps({**row, "date": time.strftime("%Y-%m-%d %H:%M")}) + "\n")
@@ -348,6 +339,7 @@ def record(row: dict) -> None:
         f"  ({row['wall_time']:.0f} s, {row['env_steps']} steps)",
         flush=True,
     )
+    return row
 
 
 def table(rows: list[dict]) -> str:
