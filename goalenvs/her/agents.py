@@ -7,7 +7,7 @@ a run needs (critics, target networks, optimizers).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -24,7 +24,14 @@ def flat_size(space: spaces.Space) -> int:
 
 
 class Agent(nn.Module):
-    """Base of the HER agents: the normalizer, the discount and target clipping."""
+    """Base of the HER agents: the normalizer, the discount and target clipping.
+
+    A subclass declares ``loss_names``, the keys of the dict its :meth:`update` returns
+    (the trainer logs them in that order), and is registered in
+    :data:`goalenvs.her.algos.ALGOS`.
+    """
+
+    loss_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -99,7 +106,3 @@ class Agent(nn.Module):
     def training_modules(self) -> dict[str, Any]:
         """Everything else resuming training needs (modules and optimizers)."""
         raise NotImplementedError
-
-    def gradient_parameters(self) -> list[nn.Parameter]:
-        """Parameters trained by gradient descent (to check they match across workers)."""
-        return [p for p in self.parameters() if p.requires_grad]

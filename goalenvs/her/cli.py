@@ -1,4 +1,4 @@
-"""``goalenvs train``: DDPG+HER or DQN+HER on a goal env, into a run folder.
+"""``goalenvs train``: a registered HER algorithm (DDPG, DQN, ...) on a goal env, into a run folder.
 
 Examples::
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from goalenvs.cli import parse_json_object
+from goalenvs.her.algos import ALGOS
 from goalenvs.her.config import STRATEGIES
 
 
@@ -25,7 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``goalenvs train``."""
     parser.add_argument("env_id", nargs="?", metavar="ENV_ID", help="goal env id to train on")
     parser.add_argument(
-        "--algo", choices=("ddpg", "dqn"), help="default: ddpg for Box actions, dqn for Discrete"
+        "--algo",
+        choices=list(ALGOS),
+        help="a registered algorithm; default: the first that fits the action space ("
+        + ", ".join(f"{a.name}: {a.action_space}" for a in ALGOS.values())
+        + ")",
     )
     parser.add_argument("--epochs", type=int, help="training epochs (total, when resuming)")
     parser.add_argument("--cycles", type=int, help="cycles per epoch (default 50)")
@@ -82,8 +87,9 @@ def parse_env_kwargs(text: str | None) -> dict[str, Any]:
 
 def build_config(args: argparse.Namespace):
     """The training config the command line describes."""
-    from goalenvs.her.config import CONFIGS, config_from_dict
-    from goalenvs.her.trainer import algo_for, check_goal_env
+    from goalenvs.her.algos import algo_for, get_algo
+    from goalenvs.her.config import config_from_dict
+    from goalenvs.her.trainer import validate_training_env
 
     given = {
         field: getattr(args, name)
@@ -117,10 +123,10 @@ def build_config(args: argparse.Namespace):
     if args.env_id is None:
         raise UsageError("ENV_ID is required (or --resume DIR)")
     env_kwargs = parse_env_kwargs(args.env_kwargs)
-    env = check_goal_env(args.env_id, env_kwargs, args.algo)
+    env = validate_training_env(args.env_id, env_kwargs, args.algo)
     algo = args.algo or algo_for(env.action_space)
     env.close()
-    return CONFIGS[algo](env_id=args.env_id, env_kwargs=env_kwargs, **given)
+    return get_algo(algo).config_class()(env_id=args.env_id, env_kwargs=env_kwargs, **given)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from goalenvs.core import check_choice, check_positive
+from goalenvs.her.buffer import GoalSelectionStrategy
 
-STRATEGIES = ("future", "final", "episode", "random")
+# The buffer's enum is the one list of strategies; configs and the CLI read it.
+STRATEGIES = tuple(strategy.value for strategy in GoalSelectionStrategy)
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -139,14 +141,15 @@ class DQNConfig(TrainConfig):
             raise ValueError(f"random_eps must be in [0, 1], got {self.random_eps}")
 
 
-CONFIGS: dict[str, type[TrainConfig]] = {"ddpg": DDPGConfig, "dqn": DQNConfig}
-
-
 def config_from_dict(data: dict[str, Any]) -> TrainConfig:
-    """Rebuilds a config written by :meth:`TrainConfig.to_dict` (e.g. a run's config.json)."""
+    """Rebuilds a config written by :meth:`TrainConfig.to_dict` (e.g. a run's config.json).
+
+    ``data["algo"]`` names a registered algorithm (:data:`goalenvs.her.algos.ALGOS`).
+    """
+    from goalenvs.her.algos import get_algo
+
     data = dict(data)
-    algo = check_choice("algo", data.pop("algo", None), CONFIGS)
-    cls = CONFIGS[algo]
+    cls = get_algo(data.pop("algo", None)).config_class()
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:

@@ -9,7 +9,7 @@ Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -24,6 +24,8 @@ from goalenvs.her.networks import Actor, Critic
 
 class DDPG(Agent):
     """DDPG+HER agent for a Box action space."""
+
+    loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "q_mean")
 
     def __init__(
         self,

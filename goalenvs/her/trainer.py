@@ -33,13 +33,19 @@ import torch
 from gymnasium import spaces
 
 import goalenvs  # importing registers the goalenvs ids
+from goalenvs.core import GOAL_KEYS
 from goalenvs.her import distributed
+from goalenvs.her.algos import algo_for, check_action_space, get_algo, make_agent
 from goalenvs.her.checkpoint import read_checkpoint, save_checkpoint, space_to_dict
 from goalenvs.her.config import TrainConfig
-from goalenvs.her.policy import GOAL_KEYS, make_agent
 
-LOSS_NAMES = {"ddpg": ("critic_loss", "actor_loss", "q_mean"), "dqn": ("q_loss", "q_mean")}
+# Short names of the losses on the progress display (others are shown as they are).
 LABELS = {"critic_loss": "critic", "actor_loss": "actor", "q_loss": "loss", "q_mean": "Q"}
+
+
+def loss_names(algo: str) -> tuple[str, ...]:
+    """The losses algorithm ``algo`` logs (its agent's ``loss_names``)."""
+    return get_algo(algo).loss_names
 
 
 class TrainingError(RuntimeError):
@@ -73,8 +79,15 @@ class TrainResult:
 # --------------------------------------------------------------------------- envs
 
 
-def check_goal_env(env_id: str, env_kwargs: dict[str, Any], algo: str | None) -> gym.Env:
-    """Makes one env and checks it is a goal env the algorithm can drive."""
+def validate_training_env(env_id: str, env_kwargs: dict[str, Any], algo: str | None) -> gym.Env:
+    """Makes one env and checks the trainer can drive it: a goal Dict observation and an
+    action space the algorithm (a registered name, or None for any) fits.
+
+    This is the trainer's quick gate, not the goal-env contract: ``goalenvs check``
+    (:func:`goalenvs.checker.check_goal_env`) checks that.
+    """
+    if algo is not None:
+        get_algo(algo)
     try:
         env = gym.make(env_id, **env_kwargs)
     except gym.error.Error as exc:
@@ -87,26 +100,12 @@ def check_goal_env(env_id: str, env_kwargs: dict[str, Any], algo: str | None) ->
             f"Dict(observation=..., achieved_goal=..., desired_goal=...). Run "
             f"`goalenvs check {env_id}` to see what the goal-env contract asks for."
         )
-    action_space = env.action_space
-    wanted = {"ddpg": spaces.Box, "dqn": spaces.Discrete}
-    if algo is not None and not isinstance(action_space, wanted[algo]):
+    try:
+        check_action_space(algo or algo_for(env.action_space), env.action_space, env_id)
+    except ValueError:
         env.close()
-        other = "dqn" if algo == "ddpg" else "ddpg"
-        fits = "" if isinstance(action_space, wanted[other]) else " (neither algorithm fits)"
-        raise ValueError(
-            f"algo={algo!r} needs a {wanted[algo].__name__} action space but {env_id} has "
-            f"{action_space}; use algo={other!r}{fits}"
-        )
+        raise
     return env
-
-
-def algo_for(action_space: spaces.Space) -> str:
-    """``"ddpg"`` for Box actions, ``"dqn"`` for Discrete."""
-    if isinstance(action_space, spaces.Box):
-        return "ddpg"
-    if isinstance(action_space, spaces.Discrete):
-        return "dqn"
-    raise ValueError(f"no HER algorithm for the action space {action_space} (Box or Discrete)")
 
 
 def make_vector_env(
@@ -184,7 +183,7 @@ class Trainer:
             self.device = torch.device("cuda", self.rank % torch.cuda.device_count())
             torch.cuda.set_device(self.device)
 
-        self.env = check_goal_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
+        self.env = validate_training_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         self.envs = make_vector_env(
@@ -427,7 +426,7 @@ class Trainer:
         """The progress.csv header."""
         return [
             "epoch", "env_steps", "updates", "wall_time", "steps_per_s", "train_success",
-            "eval_success", "eval_return", "eval_length", *LOSS_NAMES[self.config.algo],
+            "eval_success", "eval_return", "eval_length", *loss_names(self.config.algo),
         ]  # fmt: skip
 
     def log(self, row: dict[str, Any]) -> None:
@@ -473,7 +472,7 @@ class Trainer:
         try:
             while self.epoch < cfg.epochs and not self._stop:
                 start, steps_before = time.perf_counter(), self.env_steps
-                stats: dict[str, list] = {name: [] for name in ("success", *LOSS_NAMES[cfg.algo])}
+                stats: dict[str, list] = {name: [] for name in ("success", *loss_names(cfg.algo))}
                 for cycle in range(cfg.n_cycles):
                     obs = self.collect(obs, stats)
                     self.optimize(stats)
@@ -498,7 +497,7 @@ class Trainer:
                     "eval_success": success,
                     "eval_return": ret,
                     "eval_length": length,
-                    **{name: _mean(stats[name]) for name in LOSS_NAMES[cfg.algo]},
+                    **{name: _mean(stats[name]) for name in loss_names(cfg.algo)},
                 }
                 if self.main and (success, ret) > (self.best_success, self.best_return):
                     self.best_success, self.best_return = success, ret
@@ -587,8 +586,8 @@ class _Display:
     def cycle(self, trainer: Trainer, cycle: int, stats: dict[str, list], elapsed: float) -> None:
         """Refreshes the status line after a cycle."""
         losses = "  ".join(
-            f"{LABELS[name]} {stats[name][-1]:.3g}"
-            for name in LOSS_NAMES[self.config.algo]
+            f"{LABELS.get(name, name)} {stats[name][-1]:.3g}"
+            for name in loss_names(self.config.algo)
             if stats[name]
         )
         status = (
@@ -601,7 +600,7 @@ class _Display:
     def epoch(self, row: dict[str, Any], best: float) -> None:
         """Prints the epoch's summary line."""
         losses = "  ".join(
-            f"{LABELS[name]} {row[name]:.3g}" for name in LOSS_NAMES[self.config.algo]
+            f"{LABELS.get(name, name)} {row[name]:.3g}" for name in loss_names(self.config.algo)
         )
         self.progress.console.print(
             f"epoch {row['epoch']:>3}  steps {row['env_steps']:>7}  "
@@ -618,7 +617,7 @@ class _Display:
 
 
 def train(config: TrainConfig, callback: Callable[[dict], Any] | None = None) -> TrainResult:
-    """Trains DDPG+HER or DQN+HER as ``config`` says and returns the result.
+    """Trains the registered algorithm ``config.algo`` as ``config`` says; returns the result.
 
     ``callback(row)``, when given, is called with each epoch's progress row.
     """

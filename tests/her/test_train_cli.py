@@ -89,3 +89,12 @@ def test_corrupt_checkpoint_on_resume_is_reported(tmp_path, capsys):
     (out / "policy_latest.pt").write_bytes(b"garbage")
     assert main(["train", "--resume", str(out), "--epochs", "2", "--quiet"]) == 2
     assert "not a readable checkpoint" in capsys.readouterr().err
+
+
+def test_an_unknown_algo_lists_the_registered_ones(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "goalenvs/PointReach-v0", "--algo", "sac"])
+    assert exit_info.value.code == 2
+    assert re.search(
+        r"invalid choice: 'sac' \(choose from '?ddpg'?, '?dqn'?\)", capsys.readouterr().err
+    )

@@ -58,7 +58,7 @@ def test_bad_config_values_name_the_field(kwargs, message):
 def test_config_from_dict_rejects_unknown_fields():
     with pytest.raises(ValueError, match=r"unknown DQNConfig fields \['actor_lr'\]"):
         config_from_dict({"algo": "dqn", "actor_lr": 0.1})
-    with pytest.raises(ValueError, match="algo=None is not valid"):
+    with pytest.raises(ValueError, match="algo=None is not a registered algorithm"):
         config_from_dict({})
 
 
@@ -112,3 +112,77 @@ def test_parking_config_keeps_the_crash_penalty_and_caps_its_target(tmp_path):
         assert targets.tolist() == pytest.approx([-20.0, -20.0])
     finally:
         trainer.close()
+
+
+# --------------------------------------------------------------------------- algorithm registry
+
+
+def test_every_registered_algo_names_its_config_agent_and_losses():
+    from goalenvs.her.agents import Agent
+    from goalenvs.her.algos import ALGOS
+
+    assert list(ALGOS) == ["ddpg", "dqn"]  # more are one entry each
+    for name, algo in ALGOS.items():
+        assert algo.name == name and algo.config_class().algo == name
+        assert issubclass(algo.agent_class(), Agent)
+        assert algo.loss_names and all(isinstance(n, str) for n in algo.loss_names)
+    assert ALGOS["ddpg"].loss_names == ("critic_loss", "actor_loss", "q_mean")
+    assert ALGOS["dqn"].loss_names == ("q_loss", "q_mean")
+
+
+@pytest.mark.parametrize("algo", ["sac", None, "DDPG"])
+def test_an_unknown_algo_is_an_error_listing_the_registered_ones(algo):
+    with pytest.raises(
+        ValueError, match=r"algo=.* is not a registered algorithm; .*\['ddpg', 'dqn'\]"
+    ):
+        config_from_dict({"algo": algo})
+
+
+def test_algo_for_picks_by_action_space_and_names_what_is_missing():
+    from gymnasium import spaces
+
+    from goalenvs.her.algos import algo_for, make_agent
+
+    assert algo_for(spaces.Box(-1, 1, (2,))) == "ddpg"
+    assert algo_for(spaces.Discrete(3)) == "dqn"
+    with pytest.raises(ValueError, match=r"no registered HER algorithm .*\['box', 'discrete'\]"):
+        algo_for(spaces.MultiBinary(3))
+    obs = spaces.Dict(
+        {k: spaces.Box(-1, 1, (2,)) for k in ("observation", "achieved_goal", "desired_goal")}
+    )
+    agent = make_agent(DQNConfig(hidden_sizes=(4,)), obs, spaces.Discrete(3), 0.9)
+    assert type(agent).__name__ == "DQN"
+
+
+def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
+    """A new entry trains, logs its own losses, and its checkpoint loads, with no other edit."""
+    from typing import ClassVar
+
+    from goalenvs.her.algos import ALGOS, Algo
+    from goalenvs.her.ddpg import DDPG
+    from goalenvs.her.policy import load_policy
+    from goalenvs.her.trainer import train
+
+    @dataclasses.dataclass
+    class LoudConfig(DDPGConfig):
+        algo: ClassVar[str] = "loud"
+
+    class Loud(DDPG):
+        loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "q_mean", "noise")
+
+        def update(self, batch):
+            return {**super().update(batch), "noise": torch.tensor(7.0)}
+
+    monkeypatch.setitem(ALGOS, "loud", Algo("loud", LoudConfig, Loud, "box"))
+    config = LoudConfig(
+        env_id="goalenvs/PointReach-v0", epochs=1, n_cycles=2, n_batches=2, batch_size=8,
+        hidden_sizes=(8,), n_eval_episodes=2, out=str(tmp_path / "r"),
+        verbose=False,
+    )  # fmt: skip
+    result = train(config)
+    header, row = (tmp_path / "r" / "progress.csv").read_text().splitlines()
+    assert header.endswith("eval_length,critic_loss,actor_loss,q_mean,noise")
+    assert float(row.split(",")[-1]) == 7.0 and result.history[0]["noise"] == 7.0
+    policy = load_policy(result.latest_policy)
+    assert policy.algo == "loud" and isinstance(policy.agent, Loud)
+    assert config_from_dict(config.to_dict()) == config
