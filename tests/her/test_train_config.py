@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from goalenvs.core import GOAL_KEYS
 from goalenvs.her.config import DDPGConfig, DQNConfig, config_from_dict
 from goalenvs.her.normalizer import Normalizer
 
@@ -147,9 +148,7 @@ def test_algo_for_picks_by_action_space_and_names_what_is_missing():
     assert algo_for(spaces.Discrete(3)) == "dqn"
     with pytest.raises(ValueError, match=r"no registered HER algorithm .*\['box', 'discrete'\]"):
         algo_for(spaces.MultiBinary(3))
-    obs = spaces.Dict(
-        {k: spaces.Box(-1, 1, (2,)) for k in ("observation", "achieved_goal", "desired_goal")}
-    )
+    obs = spaces.Dict({k: spaces.Box(-1, 1, (2,)) for k in GOAL_KEYS})
     agent = make_agent(DQNConfig(hidden_sizes=(4,)), obs, spaces.Discrete(3), 0.9)
     assert type(agent).__name__ == "DQN"
 
