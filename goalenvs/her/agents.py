@@ -46,9 +46,12 @@ class Agent(nn.Module):
         self.config = config
         self.action_space = action_space
         self.gamma = float(gamma)
-        # Rewards in [-1, 0] bound every return to [-1/(1-gamma), 0] (baselines' clip_return).
+        # Rewards in [-1, 0] bound every return to [-1/(1-gamma), 0] (baselines' clip_return);
+        # the trainer sets the range its env's rewards allow with set_return_range.
         self.clip_low = -1.0 / (1.0 - self.gamma) if config.clip_return else -float("inf")
         self.clip_high = 0.0 if config.clip_return else float("inf")
+        if config.clip_return and config.clip_range is not None:
+            self.clip_low, self.clip_high = config.clip_range
         self.normalizer = GoalNormalizer(
             flat_size(observation_space["observation"]),
             flat_size(observation_space["desired_goal"]),
@@ -57,6 +60,10 @@ class Agent(nn.Module):
             clip_obs=config.clip_obs,
         )
         self.rng = np.random.default_rng(seed)
+
+    def set_return_range(self, low: float, high: float) -> None:
+        """Bellman targets are clipped to ``[low, high]`` from now on (infinite: no clip)."""
+        self.clip_low, self.clip_high = float(low), float(high)
 
     @property
     def device(self) -> torch.device:

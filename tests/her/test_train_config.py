@@ -185,3 +185,83 @@ def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
     policy = load_policy(result.latest_policy)
     assert policy.algo == "loud" and isinstance(policy.agent, Loud)
     assert config_from_dict(config.to_dict()) == config
+
+
+# --------------------------------------------------------------------------- presets
+
+
+@pytest.mark.parametrize(
+    ("env_id", "preset"),
+    [
+        ("goalenvs/PointReach-v0", "point_reach"),
+        ("goalenvs/PointReachDense-v0", "point_reach"),
+        ("goalenvs/Parking-v0", "parking"),
+        ("gymnasium_robotics:FetchReach-v4", "fetch_reach"),
+        ("FetchReach-v4", "fetch_reach"),
+        ("goalenvs/BitFlipping-v0", "baselines"),
+        ("goalenvs/ParkingDense-v0", "baselines"),
+    ],
+)
+def test_the_preset_is_chosen_by_env_id(env_id, preset):
+    from goalenvs.her.presets import preset_for
+
+    assert preset_for(env_id) == preset
+
+
+def test_baselines_preset_is_the_dataclass_defaults_and_the_demo_reads_presets():
+    from goalenvs.demo import parking_config, point_reach_config
+    from goalenvs.her.presets import preset_names, resolve_config
+
+    assert {"baselines", "point_reach", "parking", "fetch_reach"} <= set(preset_names())
+    assert resolve_config("goalenvs/PointReach-v0", "baselines", "ddpg") == DDPGConfig()
+    assert resolve_config("goalenvs/BitFlipping-v0", "baselines", "dqn") == DQNConfig(
+        env_id="goalenvs/BitFlipping-v0"
+    )
+    tuned = point_reach_config(seed=4)
+    assert (tuned.n_cycles, tuned.num_envs, tuned.rollout_steps, tuned.polyak) == (20, 8, 5, 0.8)
+    assert tuned.seed == 4 and tuned.env_id == "goalenvs/PointReach-v0"
+    parking = parking_config(env_id="goalenvs/ParkingCrowded-v0")
+    assert parking.hidden_sizes == (128, 128, 128) and parking.clip_range == (-20.0, 0.0)
+    assert parking.env_id == "goalenvs/ParkingCrowded-v0" and parking.batch_size == 1024
+
+
+def test_preset_errors_name_the_presets_and_the_fields(tmp_path):
+    from goalenvs.her.presets import load_preset, resolve_config
+
+    with pytest.raises(
+        ValueError, match=r"preset='fast' is not a preset; expected one of \[.*'baselines'"
+    ):
+        load_preset("fast")
+    bad = tmp_path / "mine.toml"
+    bad.write_text('algo = "ddpg"\n[config]\nepochs = 3\nlearning_rate = 0.1\n')
+    with pytest.raises(
+        ValueError,
+        match=r"sets \['learning_rate'\], not fields of DDPGConfig.*valid fields: \[.*'actor_lr'",
+    ):
+        resolve_config("goalenvs/PointReach-v0", str(bad))
+    bad.write_text("[config]\nepochs = 3\n")
+    config = resolve_config("goalenvs/PointReach-v0", str(bad), "ddpg", seed=2)
+    assert (config.epochs, config.seed) == (3, 2)
+    with pytest.raises(ValueError, match="no such file"):
+        load_preset(str(tmp_path / "missing.toml"))
+
+
+def test_cli_uses_the_env_preset_flags_override_and_show_config_prints_it(capsys):
+    from goalenvs.cli import main
+
+    assert main(["train", "--show-config", "goalenvs/PointReach-v0", "--seed", "5"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["n_cycles"], shown["rollout_steps"], shown["seed"]) == (20, 5, 5)
+    argv = ["train", "--show-config", "goalenvs/PointReach-v0", "--preset", "baselines"]
+    assert main([*argv, "--cycles", "7"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["n_cycles"], shown["rollout_steps"], shown["num_envs"]) == (7, None, 2)
+    assert main(["train", "goalenvs/PointReach-v0", "--preset", "nope", "--quiet"]) == 2
+    assert "preset='nope' is not a preset; expected one of" in capsys.readouterr().err
+
+
+def test_presets_ship_as_package_data():
+    from pathlib import Path
+
+    text = Path("pyproject.toml").read_text()
+    assert '"goalenvs.her.presets" = ["*.toml"]' in text
