@@ -284,6 +284,7 @@ class Trainer:
         self.env = validate_training_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
+        self.action_dtype = self.action_space.dtype
         self.envs = make_vector_env(
             cfg.env_id, cfg.env_kwargs, cfg.num_envs, gym.vector.AutoresetMode.SAME_STEP
         )
@@ -388,7 +389,8 @@ class Trainer:
         cfg, envs = self.config, self.envs
         seen = []
         for _ in range(self.rollout_steps):
-            actions = self.agent.act(obs, explore=True)
+            # The env and the buffer get the action space's dtype (float64 Boxes are common).
+            actions = self.agent.act(obs, explore=True).astype(self.action_dtype, copy=False)
             next_obs, rewards, terminated, truncated, info = envs.step(actions)
             done = terminated | truncated
             real_next = next_obs
@@ -449,7 +451,8 @@ class Trainer:
         success, returns, lengths = np.zeros(n), np.zeros(n), np.zeros(n)
         limit = self.horizon or 100_000
         for _ in range(limit):
-            obs, rewards, terminated, truncated, info = envs.step(self.agent.act(obs, False))
+            actions = self.agent.act(obs, False).astype(self.action_dtype, copy=False)
+            obs, rewards, terminated, truncated, info = envs.step(actions)
             active = ~done
             returns[active] += rewards[active]
             lengths[active] += 1
