@@ -280,6 +280,12 @@ class Trainer:
         if self.device.type == "cuda" and self.world > 1:
             self.device = torch.device("cuda", self.rank % torch.cuda.device_count())
             torch.cuda.set_device(self.device)
+        self.notes: list[str] = []
+        if self.world > 1:
+            self.note(
+                f"{self.world} workers, torch.distributed backend "
+                f"{torch.distributed.get_backend()} on {self.device.type}"
+            )
 
         self.env = validate_training_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
         self.observation_space = self.env.observation_space
@@ -307,7 +313,6 @@ class Trainer:
         self.agent = make_agent(cfg, self.observation_space, self.action_space, self.gamma, seed)
         self.agent.to(self.device)
         distributed.broadcast_module(self.agent)
-        self.notes: list[str] = []
         self.compute_reward = goal_function(self.envs, self.env, "compute_reward")
         if self.compute_reward is None:
             raise ValueError(
@@ -416,7 +421,11 @@ class Trainer:
     def optimize(self, stats: dict[str, list]) -> None:
         """``n_batches`` gradient steps, then the target networks move once."""
         cfg = self.config
-        if self.buffer.n_transitions == 0:
+        # Every worker must make the same collective calls (the gradient all-reduce of
+        # each update): they agree in one all-reduce that all of them can sample, and
+        # otherwise all skip this cycle's updates together.
+        ready = torch.tensor([float(self.buffer.n_transitions > 0)], dtype=torch.float64)
+        if float(distributed.all_reduce_sum(ready)[0]) < self.world:
             return
         totals: dict[str, torch.Tensor] = {}
         for _ in range(cfg.n_batches):
