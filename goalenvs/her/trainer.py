@@ -598,7 +598,12 @@ class Trainer:
         self.wait_for_plot()
         self._plotter = threading.Thread(
             target=plot_curves,
-            args=(rows, self.run_dir / "curves.png", f"{self.config.env_id} {self.config.algo}"),
+            args=(
+                rows,
+                self.run_dir / "curves.png",
+                f"{self.config.env_id} {self.config.algo}",
+                loss_names(self.config.algo),
+            ),
             daemon=True,
         )
         self._plotter.start()
