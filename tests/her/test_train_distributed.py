@@ -51,7 +51,10 @@ def worker(rank: int, port: int, tmp: str) -> None:
 @pytest.mark.slow
 def test_two_gloo_workers_keep_identical_parameters_and_statistics(tmp_path):
     mp.spawn(worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
-    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
+    ranks = [
+        torch.load(tmp_path / f"rank{r}.pt", map_location="cpu", weights_only=True)
+        for r in range(2)
+    ]
     # Start: rank 0's initial parameters were broadcast.
     for name, tensor in ranks[0]["initial"].items():
         torch.testing.assert_close(ranks[1]["initial"][name], tensor, rtol=0, atol=0)
@@ -118,7 +121,10 @@ def test_workers_agree_to_skip_updates_until_all_have_an_episode(tmp_path):
             for process in context.processes:
                 process.kill()
             pytest.fail("the workers did not finish within 120 s (deadlock)")
-    ranks = [torch.load(tmp_path / f"uneven{r}.pt", weights_only=True) for r in range(2)]
+    ranks = [
+        torch.load(tmp_path / f"uneven{r}.pt", map_location="cpu", weights_only=True)
+        for r in range(2)
+    ]
     # The seeds give the workers different episodes: at some cycle one had a complete
     # episode and the other none (what deadlocked before), and both updated equally.
     assert any(a != b for a, b in zip(ranks[0]["ready"], ranks[1]["ready"], strict=True))
