@@ -341,3 +341,20 @@ def test_highway_parking_without_compute_terminated_trains(tmp_path):
     result = trainer.run()
     assert result.history[0]["env_steps"] == 3 * 2 * 20
     assert np.isfinite(result.history[0]["critic_loss"])
+
+
+@pytest.mark.parametrize(
+    ("env_id", "low"),
+    [("goalenvs/PointReach-v0", -50.0), ("goalenvs/PointReachDense-v0", -np.inf)],
+)
+def test_a_dense_goalenvs_task_is_not_clipped_to_the_sparse_range(tmp_path, env_id, low):
+    from goalenvs.her.trainer import Trainer
+
+    trainer = Trainer(tiny(env_id, tmp_path))  # gamma 1 - 1/50
+    try:
+        assert trainer.agent.clip_low == pytest.approx(low) and trainer.agent.clip_high in (
+            0,
+            np.inf,
+        )
+    finally:
+        trainer.close()
