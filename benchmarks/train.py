@@ -47,7 +47,7 @@ import torch._dynamo
 
 import goalenvs
 from goalenvs.demo import parking_config, point_reach_config
-from goalenvs.her.config import DDPGConfig, DQNConfig
+from goalenvs.her.config import STRATEGIES, DDPGConfig, DQNConfig
 from goalenvs.her.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,9 +199,6 @@ def task_point_reach(seeds: list[int], budget: float, peer: str) -> list[dict]:
             )  # fmt: skip
             rows.append(record("point_reach", "SB3 DDPG+HER", seed, result))
     return rows
-
-
-STRATEGIES = ("future", "final", "episode", "random")
 
 
 def task_strategies(seeds: list[int], budget: float, peer: str) -> list[dict]:

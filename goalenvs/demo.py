@@ -17,72 +17,22 @@ from goalenvs.her.config import DDPGConfig
 
 
 def point_reach_config(**overrides: Any) -> DDPGConfig:
-    """DDPG+HER settings tuned for wall-clock speed on PointReach.
-
-    The algorithm is baselines' (same losses, normalizer, clipping, exploration, 3x256
-    networks); the schedule differs: short cycles over 8 envs (40 steps, 5 updates) and a
-    faster target network (polyak 0.8 every 5 updates), because on one CPU the gradient
-    steps, not the env steps, are what costs time.
-    """
-    settings: dict[str, Any] = {
-        "env_id": "goalenvs/PointReach-v0",
-        "epochs": 30,
-        "n_cycles": 20,
-        "num_envs": 8,
-        "rollout_steps": 5,
-        "n_batches": 5,
-        "polyak": 0.8,
-        "n_eval_episodes": 20,
-        "stop_success": 1.0,
-    }
-    settings.update(overrides)
-    return DDPGConfig(**settings)
+    """The ``point_reach`` preset (goalenvs/her/presets/point_reach.toml) for PointReach,
+    with ``overrides`` (any config field, ``env_id`` included) applied on top."""
+    return _preset_config("point_reach", "goalenvs/PointReach-v0", overrides)
 
 
 def parking_config(**overrides: Any) -> DDPGConfig:
-    """DDPG+HER settings that park the car of ``goalenvs/Parking-v0`` within minutes on a CPU.
+    """The ``parking`` preset (goalenvs/her/presets/parking.toml) for Parking, with
+    ``overrides`` (any config field, ``env_id`` included) applied on top."""
+    return _preset_config("parking", "goalenvs/Parking-v0", overrides)
 
-    PointReach's schedule (8 envs, cycles of 5 steps and 5 updates, polyak 0.8) with five
-    changes, measured on 2 shared CPU cores (docs/baselines.md, "Parking-v0"):
 
-    - ``gamma`` 0.95 (highway-env's choice for its parking task) instead of 1 - 1/100:
-      reaching a spot takes a few seconds of driving (tens of steps), so a 20-step horizon
-      carries the reward back far enough and the critic settles faster. The clipped
-      targets then stop at -20, which also caps a crash (-51) there: the worst value any
-      state has, so crashing is never preferred to driving on.
-    - 3x128 networks: a gradient step costs about a third of 3x256's on one core, and the
-      task's 12 inputs do not need the width; the steps, not the env, bound the clock.
-    - ``action_l2`` 0.1: parking needs full steering (the tightest turn just fits the
-      lane) and firm braking; baselines' 1.0 is sized for returns near -50 and held the
-      actions too close to zero here.
-    - exploration ``random_eps`` 0.2 and ``noise_eps`` 0.1: baselines' 0.3 and 0.2 kept
-      knocking the car out of the spot it had reached, and success is measured at the
-      episode's end (the car must stay parked).
-    - ``batch_size`` 1024: baselines averages the gradients of 19 MPI workers of 256
-      each; one worker of 256 left the policy oscillating after it first parked (later
-      evaluations averaged 0.71-0.77). With 1024 the first 0.9 came after fewer env
-      steps (108k-126k against 168k-198k), in 177-229 s against 146-203 s, and the
-      later evaluations averaged 0.81-0.90.
-    """
-    settings: dict[str, Any] = {
-        "env_id": "goalenvs/Parking-v0",
-        "epochs": 150,
-        "n_cycles": 150,
-        "num_envs": 8,
-        "rollout_steps": 5,
-        "n_batches": 5,
-        "batch_size": 1024,
-        "polyak": 0.8,
-        "gamma": 0.95,
-        "hidden_sizes": (128, 128, 128),
-        "action_l2": 0.1,
-        "random_eps": 0.2,
-        "noise_eps": 0.1,
-        "n_eval_episodes": 20,
-        "stop_success": 1.0,
-    }
-    settings.update(overrides)
-    return DDPGConfig(**settings)
+def _preset_config(preset: str, env_id: str, overrides: dict[str, Any]) -> DDPGConfig:
+    from goalenvs.her.presets import resolve_config
+
+    overrides = dict(overrides)
+    return resolve_config(overrides.pop("env_id", env_id), preset, **overrides)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,13 +7,14 @@ a run needs (critics, target networks, optimizers).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
 
+from goalenvs.core import GOAL_KEYS
 from goalenvs.her.config import TrainConfig
 from goalenvs.her.normalizer import GoalNormalizer
 
@@ -24,7 +25,14 @@ def flat_size(space: spaces.Space) -> int:
 
 
 class Agent(nn.Module):
-    """Base of the HER agents: the normalizer, the discount and target clipping."""
+    """Base of the HER agents: the normalizer, the discount and target clipping.
+
+    A subclass declares ``loss_names``, the keys of the dict its :meth:`update` returns
+    (the trainer logs them in that order), and is registered in
+    :data:`goalenvs.her.algos.ALGOS`.
+    """
+
+    loss_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -38,9 +46,12 @@ class Agent(nn.Module):
         self.config = config
         self.action_space = action_space
         self.gamma = float(gamma)
-        # Rewards in [-1, 0] bound every return to [-1/(1-gamma), 0] (baselines' clip_return).
+        # Rewards in [-1, 0] bound every return to [-1/(1-gamma), 0] (baselines' clip_return);
+        # the trainer sets the range its env's rewards allow with set_return_range.
         self.clip_low = -1.0 / (1.0 - self.gamma) if config.clip_return else -float("inf")
         self.clip_high = 0.0 if config.clip_return else float("inf")
+        if config.clip_return and config.clip_range is not None:
+            self.clip_low, self.clip_high = config.clip_range
         self.normalizer = GoalNormalizer(
             flat_size(observation_space["observation"]),
             flat_size(observation_space["desired_goal"]),
@@ -49,6 +60,10 @@ class Agent(nn.Module):
             clip_obs=config.clip_obs,
         )
         self.rng = np.random.default_rng(seed)
+
+    def set_return_range(self, low: float, high: float) -> None:
+        """Bellman targets are clipped to ``[low, high]`` from now on (infinite: no clip)."""
+        self.clip_low, self.clip_high = float(low), float(high)
 
     @property
     def device(self) -> torch.device:
@@ -63,7 +78,7 @@ class Agent(nn.Module):
             )
             if not isinstance(observations[key], torch.Tensor)
             else observations[key].to(self.device, torch.float32)
-            for key in ("observation", "achieved_goal", "desired_goal")
+            for key in GOAL_KEYS
         }
         return self.normalizer(tensors)
 
@@ -99,7 +114,3 @@ class Agent(nn.Module):
     def training_modules(self) -> dict[str, Any]:
         """Everything else resuming training needs (modules and optimizers)."""
         raise NotImplementedError
-
-    def gradient_parameters(self) -> list[nn.Parameter]:
-        """Parameters trained by gradient descent (to check they match across workers)."""
-        return [p for p in self.parameters() if p.requires_grad]

@@ -1,8 +1,10 @@
-"""``goalenvs train``: DDPG+HER or DQN+HER on a goal env, into a run folder.
+"""``goalenvs train``: a registered HER algorithm (DDPG, DQN, ...) on a goal env, into a run folder.
 
 Examples::
 
-    goalenvs train goalenvs/PointReach-v0 --epochs 5
+    goalenvs train goalenvs/PointReach-v0              # its preset: point_reach.toml
+    goalenvs train --show-config gymnasium_robotics:FetchReach-v4
+    goalenvs train goalenvs/PointReach-v0 --preset baselines --epochs 5
     goalenvs train goalenvs/BitFlipping-v0 --env-kwargs '{"n_bits": 30}' --epochs 30
     goalenvs train --resume runs/goalenvs_PointReach-v0-ddpg-s0-20260101-120000 --epochs 10
     torchrun --nproc-per-node 2 -m goalenvs train goalenvs/PointReach-v0   # 2 workers
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from goalenvs.cli import parse_json_object
+from goalenvs.her.algos import ALGOS
 from goalenvs.her.config import STRATEGIES
 
 
@@ -25,7 +28,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``goalenvs train``."""
     parser.add_argument("env_id", nargs="?", metavar="ENV_ID", help="goal env id to train on")
     parser.add_argument(
-        "--algo", choices=("ddpg", "dqn"), help="default: ddpg for Box actions, dqn for Discrete"
+        "--algo",
+        choices=list(ALGOS),
+        help="a registered algorithm; default: the first that fits the action space ("
+        + ", ".join(f"{a.name}: {a.action_space}" for a in ALGOS.values())
+        + ")",
+    )
+    parser.add_argument(
+        "--preset",
+        metavar="NAME|PATH",
+        help="hyperparameter preset: a shipped name (baselines = Plappert et al.'s schedule) "
+        "or a .toml file; default: the preset made for ENV_ID; flags override it",
+    )
+    parser.add_argument(
+        "--show-config", action="store_true", help="print the resolved config and exit"
     )
     parser.add_argument("--epochs", type=int, help="training epochs (total, when resuming)")
     parser.add_argument("--cycles", type=int, help="cycles per epoch (default 50)")
@@ -82,8 +98,10 @@ def parse_env_kwargs(text: str | None) -> dict[str, Any]:
 
 def build_config(args: argparse.Namespace):
     """The training config the command line describes."""
-    from goalenvs.her.config import CONFIGS, config_from_dict
-    from goalenvs.her.trainer import algo_for, check_goal_env
+    from goalenvs.her.algos import algo_for
+    from goalenvs.her.config import config_from_dict
+    from goalenvs.her.presets import load_preset, preset_for, resolve_config
+    from goalenvs.her.trainer import validate_training_env
 
     given = {
         field: getattr(args, name)
@@ -111,16 +129,19 @@ def build_config(args: argparse.Namespace):
             )
         if args.env_kwargs is not None:
             raise UsageError("--env-kwargs cannot change when resuming a run")
+        if args.preset is not None:
+            raise UsageError("--preset cannot change when resuming a run (its config.json is kept)")
         given.pop("out", None)
         data.update(given, resume=str(args.resume), out=None)
         return config_from_dict(data)
     if args.env_id is None:
         raise UsageError("ENV_ID is required (or --resume DIR)")
     env_kwargs = parse_env_kwargs(args.env_kwargs)
-    env = check_goal_env(args.env_id, env_kwargs, args.algo)
-    algo = args.algo or algo_for(env.action_space)
+    preset = load_preset(args.preset if args.preset is not None else preset_for(args.env_id))
+    env = validate_training_env(args.env_id, env_kwargs, args.algo or preset.algo)
+    algo = args.algo or preset.algo or algo_for(env.action_space)
     env.close()
-    return CONFIGS[algo](env_id=args.env_id, env_kwargs=env_kwargs, **given)
+    return resolve_config(args.env_id, preset.path, algo, env_kwargs=env_kwargs, **given)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,6 +151,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = build_config(args)
+        if args.show_config:
+            print(json.dumps(config.to_dict(), indent=2))
+            return 0
         result = train(config)
     except TrainingError as exc:
         print(f"goalenvs train: {exc}", file=sys.stderr)

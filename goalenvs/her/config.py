@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from goalenvs.core import check_choice, check_positive
+from goalenvs.her.buffer import GoalSelectionStrategy
 
-STRATEGIES = ("future", "final", "episode", "random")
+# The buffer's enum is the one list of strategies; configs and the CLI read it.
+STRATEGIES = tuple(strategy.value for strategy in GoalSelectionStrategy)
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -39,7 +41,8 @@ class TrainConfig:
     goal_selection_strategy: str = "future"  # where relabeled goals come from
     gamma: float | None = None  # discount; None: 1 - 1/T with T the episode length
     polyak: float = 0.95  # target <- polyak * target + (1 - polyak) * online, once a cycle
-    clip_return: bool = True  # clip targets to [-1/(1-gamma), 0], valid for rewards in [-1, 0]
+    clip_return: bool = True  # clip targets to the return range the env's rewards allow
+    clip_range: tuple[float, float] | None = None  # that range given; None: from the rewards
     hidden_sizes: tuple[int, ...] = (256, 256, 256)  # hidden layers of every network
     norm_clip: float = 5.0  # normalized inputs are clipped to +-norm_clip
     norm_eps: float = 0.01  # smallest standard deviation the normalizer divides by
@@ -61,6 +64,12 @@ class TrainConfig:
         self.hidden_sizes = tuple(int(h) for h in self.hidden_sizes)
         if self.info_keys is not None:
             self.info_keys = tuple(self.info_keys)
+        if self.clip_range is not None:
+            self.clip_range = tuple(float(x) for x in self.clip_range)
+            if len(self.clip_range) != 2 or not self.clip_range[0] < self.clip_range[1]:
+                raise ValueError(
+                    f"clip_range must be (low, high) with low < high, got {self.clip_range}"
+                )
         for name in ("epochs", "n_cycles", "n_batches", "batch_size", "num_envs", "buffer_size"):
             check_positive(name, getattr(self, name), integer=True)
         check_positive("n_eval_episodes", self.n_eval_episodes, integer=True)
@@ -91,6 +100,7 @@ class TrainConfig:
         data = dataclasses.asdict(self)
         data["hidden_sizes"] = list(self.hidden_sizes)
         data["info_keys"] = None if self.info_keys is None else list(self.info_keys)
+        data["clip_range"] = None if self.clip_range is None else list(self.clip_range)
         return {"algo": self.algo, **data}
 
 
@@ -139,14 +149,15 @@ class DQNConfig(TrainConfig):
             raise ValueError(f"random_eps must be in [0, 1], got {self.random_eps}")
 
 
-CONFIGS: dict[str, type[TrainConfig]] = {"ddpg": DDPGConfig, "dqn": DQNConfig}
-
-
 def config_from_dict(data: dict[str, Any]) -> TrainConfig:
-    """Rebuilds a config written by :meth:`TrainConfig.to_dict` (e.g. a run's config.json)."""
+    """Rebuilds a config written by :meth:`TrainConfig.to_dict` (e.g. a run's config.json).
+
+    ``data["algo"]`` names a registered algorithm (:data:`goalenvs.her.algos.ALGOS`).
+    """
+    from goalenvs.her.algos import get_algo
+
     data = dict(data)
-    algo = check_choice("algo", data.pop("algo", None), CONFIGS)
-    cls = CONFIGS[algo]
+    cls = get_algo(data.pop("algo", None)).config_class()
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
@@ -155,6 +166,7 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
         )
     if "hidden_sizes" in data:
         data["hidden_sizes"] = tuple(data["hidden_sizes"])
-    if data.get("info_keys") is not None:
-        data["info_keys"] = tuple(data["info_keys"])
+    for key in ("info_keys", "clip_range"):
+        if data.get(key) is not None:
+            data[key] = tuple(data[key])
     return cls(**data)

@@ -1,4 +1,4 @@
-"""The run's learning-curve PNG: success rate and return against env steps."""
+"""The run's learning curves (PNG): success rate, return and losses against env steps."""
 
 from __future__ import annotations
 
@@ -8,8 +8,16 @@ from pathlib import Path
 from typing import Any
 
 
-def plot_curves(rows: Sequence[dict[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
-    """Draws eval (and training) success rate and eval return against env steps.
+def plot_curves(
+    rows: Sequence[dict[str, Any]],
+    path: str | os.PathLike,
+    title: str = "",
+    losses: Sequence[str] = (),
+) -> Path:
+    """Draws eval (and training) success rate, eval return and ``losses`` against env steps.
+
+    ``losses`` are progress columns (the algorithm's ``loss_names`` from
+    :data:`goalenvs.her.algos.ALGOS`), drawn in a third panel when given.
 
     Uses matplotlib's Agg canvas directly (no pyplot, no display needed) and replaces the
     file atomically, so a viewer never sees half an image.
@@ -19,16 +27,23 @@ def plot_curves(rows: Sequence[dict[str, Any]], path: str | os.PathLike, title: 
 
     path = Path(path)
     steps = [r["env_steps"] for r in rows]
-    fig = Figure(figsize=(9, 3.4), dpi=80)
+    losses = [name for name in losses if rows and name in rows[0]]
+    fig = Figure(figsize=(13.5 if losses else 9, 3.4), dpi=80)
     FigureCanvasAgg(fig)
-    ax_success, ax_return = fig.subplots(1, 2)
+    axes = fig.subplots(1, 3 if losses else 2)
+    ax_success, ax_return = axes[0], axes[1]
     ax_success.plot(steps, [r["eval_success"] for r in rows], marker=".", label="eval")
     ax_success.plot(steps, [r["train_success"] for r in rows], alpha=0.6, label="training")
     ax_success.set(xlabel="env steps", ylabel="success rate", ylim=(-0.03, 1.03))
     ax_success.legend(loc="lower right")
     ax_return.plot(steps, [r["eval_return"] for r in rows], marker=".", color="C2")
     ax_return.set(xlabel="env steps", ylabel="eval return")
-    for ax in (ax_success, ax_return):
+    if losses:
+        for name in losses:
+            axes[2].plot(steps, [r[name] for r in rows], label=name)
+        axes[2].set(xlabel="env steps", ylabel="loss / value")
+        axes[2].legend(loc="best", fontsize="small")
+    for ax in axes:
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title)

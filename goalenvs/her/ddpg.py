@@ -9,7 +9,7 @@ Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -24,6 +24,8 @@ from goalenvs.her.networks import Actor, Critic
 
 class DDPG(Agent):
     """DDPG+HER agent for a Box action space."""
+
+    loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "q_mean")
 
     def __init__(
         self,
@@ -51,7 +53,9 @@ class DDPG(Agent):
         """One critic step and one actor step on a HER batch."""
         inputs = self.inputs(batch.observations)
         next_inputs = self.inputs(batch.next_observations)
-        actions = (batch.actions.reshape(len(inputs), -1) - self.action_bias) / self.action_scale
+        # Stored actions keep the env's dtype (float64 Boxes too); the networks are float32.
+        actions = batch.actions.reshape(len(inputs), -1).to(torch.float32)
+        actions = (actions - self.action_bias) / self.action_scale
         with torch.no_grad():
             next_values = self.critic_target(next_inputs, self.actor_target(next_inputs))
             target = self.targets(batch.rewards, batch.dones, next_values)

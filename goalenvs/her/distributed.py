@@ -33,23 +33,40 @@ def world_size() -> int:
 def init_from_env(device: torch.device) -> bool:
     """Joins the process group torchrun describes (``WORLD_SIZE`` > 1) if not joined yet.
 
-    The backend is gloo on CPU and nccl on CUDA. Returns True when this call created the
-    group (the caller then destroys it at the end).
+    The backend follows the device (:func:`backend_for`). Returns True when this call
+    created the group (the caller then destroys it at the end).
     """
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or not dist.is_available():
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1 or not dist.is_available():
         return False
     if dist.is_initialized():
         return False
-    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    gpus = torch.cuda.device_count() if device.type == "cuda" else 0
+    dist.init_process_group(backend=backend_for(device, world, gpus))
     return True
+
+
+def backend_for(device: torch.device, world: int, gpus: int) -> str:
+    """``nccl`` when every worker of ``world`` has its own CUDA device, else ``gloo``.
+
+    NCCL refuses two ranks on one GPU ("Duplicate GPU detected"), so more workers than
+    GPUs share them through gloo, which reduces CUDA tensors too.
+    """
+    if device.type == "cuda" and gpus >= world:
+        return "nccl"
+    return "gloo"
 
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     """The sum of ``tensor`` over workers (``tensor`` itself when alone)."""
     if not is_active():
         return tensor
-    # nccl reduces CUDA tensors only; gloo takes them where they are.
-    device = torch.device("cuda") if dist.get_backend() == "nccl" else tensor.device
+    # nccl reduces CUDA tensors only (on this worker's device); gloo takes them where they are.
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend() == "nccl"
+        else tensor.device
+    )
     total = tensor.to(device, copy=True)
     dist.all_reduce(total, op=dist.ReduceOp.SUM)
     return total.to(tensor.device)

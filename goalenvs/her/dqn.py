@@ -9,7 +9,7 @@ Acting:  epsilon-greedy while collecting, greedy otherwise.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -25,6 +25,8 @@ from goalenvs.her.networks import mlp
 
 class DQN(Agent):
     """Double DQN+HER agent for a Discrete action space."""
+
+    loss_names: ClassVar[tuple[str, ...]] = ("q_loss", "q_mean")
 
     def __init__(
         self,

@@ -9,27 +9,11 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from goalenvs.core import GOAL_KEYS
 from goalenvs.her.agents import Agent
+from goalenvs.her.algos import make_agent
 from goalenvs.her.checkpoint import CheckpointError, read_checkpoint, space_from_dict
-from goalenvs.her.config import TrainConfig, config_from_dict
-
-GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
-
-
-def make_agent(
-    config: TrainConfig,
-    observation_space: spaces.Dict,
-    action_space: spaces.Space,
-    gamma: float,
-    seed: int | None = None,
-) -> Agent:
-    """The agent ``config`` names (DDPG for Box actions, DQN for Discrete)."""
-    from goalenvs.her.ddpg import DDPG
-    from goalenvs.her.dqn import DQN
-
-    if config.algo == "ddpg":
-        return DDPG(observation_space, action_space, config, gamma, seed)
-    return DQN(observation_space, action_space, config, gamma, seed)
+from goalenvs.her.config import config_from_dict
 
 
 class Policy:

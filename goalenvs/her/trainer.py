@@ -17,9 +17,11 @@ Ctrl-C finishes the current cycle, saves ``policy_latest.pt`` and returns.
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import math
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -33,13 +35,19 @@ import torch
 from gymnasium import spaces
 
 import goalenvs  # importing registers the goalenvs ids
+from goalenvs.core import GOAL_KEYS
 from goalenvs.her import distributed
+from goalenvs.her.algos import algo_for, check_action_space, get_algo, make_agent
 from goalenvs.her.checkpoint import read_checkpoint, save_checkpoint, space_to_dict
 from goalenvs.her.config import TrainConfig
-from goalenvs.her.policy import GOAL_KEYS, make_agent
 
-LOSS_NAMES = {"ddpg": ("critic_loss", "actor_loss", "q_mean"), "dqn": ("q_loss", "q_mean")}
+# Short names of the losses on the progress display (others are shown as they are).
 LABELS = {"critic_loss": "critic", "actor_loss": "actor", "q_loss": "loss", "q_mean": "Q"}
+
+
+def loss_names(algo: str) -> tuple[str, ...]:
+    """The losses algorithm ``algo`` logs (its agent's ``loss_names``)."""
+    return get_algo(algo).loss_names
 
 
 class TrainingError(RuntimeError):
@@ -73,8 +81,49 @@ class TrainResult:
 # --------------------------------------------------------------------------- envs
 
 
-def check_goal_env(env_id: str, env_kwargs: dict[str, Any], algo: str | None) -> gym.Env:
-    """Makes one env and checks it is a goal env the algorithm can drive."""
+# Packages behind third-party env ids, and the goalenvs extra that installs each.
+EXTRAS = {"gymnasium_robotics": "robotics"}
+
+
+def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """The registered spec of ``env_id``, gymnasium's ``module:EnvId`` form included.
+
+    The module of ``module:EnvId`` is imported first (that registers its ids), so that
+    a missing package is one clear line naming it (and the goalenvs extra providing it).
+    """
+    module, sep, name = env_id.rpartition(":")
+    if sep:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or module.split(".")[0] != exc.name.split(".")[0]:
+                raise  # the package is there; something it imports is broken
+            package = module.split(".")[0]
+            extra = EXTRAS.get(package)
+            how = (
+                f"pip install 'goalenvs[{extra}]'"
+                if extra
+                else f"install the package that provides it ({package})"
+            )
+            raise ValueError(
+                f"env_id={env_id!r} needs the package {package!r}, which is not installed: {how}"
+            ) from None
+    try:
+        return gym.spec(name)
+    except gym.error.Error as exc:
+        raise ValueError(f"env_id={env_id!r} could not be made: {exc}") from None
+
+
+def validate_training_env(env_id: str, env_kwargs: dict[str, Any], algo: str | None) -> gym.Env:
+    """Makes one env and checks the trainer can drive it: a goal Dict observation and an
+    action space the algorithm (a registered name, or None for any) fits.
+
+    This is the trainer's quick gate, not the goal-env contract: ``goalenvs check``
+    (:func:`goalenvs.checker.check_goal_env`) checks that.
+    """
+    if algo is not None:
+        get_algo(algo)
+    env_spec(env_id)
     try:
         env = gym.make(env_id, **env_kwargs)
     except gym.error.Error as exc:
@@ -87,26 +136,12 @@ def check_goal_env(env_id: str, env_kwargs: dict[str, Any], algo: str | None) ->
             f"Dict(observation=..., achieved_goal=..., desired_goal=...). Run "
             f"`goalenvs check {env_id}` to see what the goal-env contract asks for."
         )
-    action_space = env.action_space
-    wanted = {"ddpg": spaces.Box, "dqn": spaces.Discrete}
-    if algo is not None and not isinstance(action_space, wanted[algo]):
+    try:
+        check_action_space(algo or algo_for(env.action_space), env.action_space, env_id)
+    except ValueError:
         env.close()
-        other = "dqn" if algo == "ddpg" else "ddpg"
-        fits = "" if isinstance(action_space, wanted[other]) else " (neither algorithm fits)"
-        raise ValueError(
-            f"algo={algo!r} needs a {wanted[algo].__name__} action space but {env_id} has "
-            f"{action_space}; use algo={other!r}{fits}"
-        )
+        raise
     return env
-
-
-def algo_for(action_space: spaces.Space) -> str:
-    """``"ddpg"`` for Box actions, ``"dqn"`` for Discrete."""
-    if isinstance(action_space, spaces.Box):
-        return "ddpg"
-    if isinstance(action_space, spaces.Discrete):
-        return "dqn"
-    raise ValueError(f"no HER algorithm for the action space {action_space} (Box or Discrete)")
 
 
 def make_vector_env(
@@ -114,7 +149,7 @@ def make_vector_env(
 ) -> gym.vector.VectorEnv:
     """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``."""
     mode = gym.vector.AutoresetMode(mode)
-    if gym.spec(env_id).vector_entry_point is not None:
+    if env_spec(env_id).vector_entry_point is not None:
         return gym.make_vec(env_id, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)
     return gym.make_vec(
         env_id,
@@ -125,10 +160,28 @@ def make_vector_env(
     )
 
 
-def goal_function(vector_env: Any, env: gym.Env, name: str) -> Callable:
-    """The batched ``compute_reward`` / ``compute_terminated`` of the env."""
+def goal_function(vector_env: Any, env: gym.Env, name: str) -> Callable | None:
+    """The batched ``compute_reward`` / ``compute_terminated`` of the env (None if absent).
+
+    Its result is broadcast to the batch: Fetch's ``compute_terminated`` returns one
+    scalar ``False`` for a whole batch of goals.
+    """
     fn = getattr(vector_env.unwrapped, name, None)
-    return fn if callable(fn) else env.get_wrapper_attr(name)
+    if not callable(fn):
+        try:
+            fn = env.get_wrapper_attr(name)
+        except AttributeError:
+            return None
+    if not callable(fn):
+        return None
+    goal_ndim = len(env.observation_space["achieved_goal"].shape)
+
+    def batched(achieved_goal: Any, desired_goal: Any, info: Any) -> np.ndarray:
+        result = np.asarray(fn(achieved_goal, desired_goal, info))
+        batch_shape = np.shape(achieved_goal)[: np.ndim(achieved_goal) - goal_ndim]
+        return np.broadcast_to(result, batch_shape) if result.shape != batch_shape else result
+
+    return batched
 
 
 def scalar_info_keys(env: gym.Env) -> tuple[str, ...]:
@@ -146,6 +199,50 @@ def scalar_info_keys(env: gym.Env) -> tuple[str, ...]:
         and np.ndim(value) == 0
         and np.asarray(value).dtype.kind in "biuf"
     )
+
+
+def probe_rewards(
+    env: gym.Env, compute_reward: Callable, info_keys: tuple[str, ...], seed: int, steps: int = 200
+) -> tuple[float, float]:
+    """The lowest and highest reward ``compute_reward`` paid on a random-action probe.
+
+    Goals reached in ``steps`` random steps are paired with other episodes' desired goals
+    and with themselves (success), under the info seen and with every boolean info entry
+    set both ways (a crash flag, say), so penalties the info carries are found too.
+    """
+    env.action_space.seed(seed)
+    obs, info = env.reset(seed=seed)
+    achieved, desired, infos = [], [], {k: [] for k in info_keys}
+    for _ in range(steps):
+        obs, _, terminated, truncated, info = env.step(env.action_space.sample())
+        achieved.append(obs["achieved_goal"])
+        desired.append(obs["desired_goal"])
+        for key in info_keys:
+            infos[key].append(info[key])
+        if terminated or truncated:
+            obs, _ = env.reset()
+    achieved_goals, desired_goals = np.asarray(achieved), np.asarray(desired)
+    info_batch = {k: np.asarray(v) for k, v in infos.items()}
+    variants = [info_batch]
+    for key, values in info_batch.items():
+        if values.dtype == bool:
+            for flag in (False, True):
+                variants.append({**info_batch, key: np.full_like(values, flag)})
+    shuffled = np.random.default_rng(seed).permutation(len(desired_goals))
+    rewards = [
+        np.asarray(compute_reward(achieved_goals, goals, variant), dtype=np.float64)
+        for variant in variants
+        for goals in (desired_goals, desired_goals[shuffled], achieved_goals)
+    ]
+    return float(min(r.min() for r in rewards)), float(max(r.max() for r in rewards))
+
+
+def return_range(reward_low: float, reward_high: float, gamma: float) -> tuple[float, float]:
+    """Bounds of any discounted return of rewards in ``[reward_low, reward_high]``.
+
+    An episode may end at any step, so 0 (no more reward) is inside the range too.
+    """
+    return min(reward_low, 0.0) / (1.0 - gamma), max(reward_high, 0.0) / (1.0 - gamma)
 
 
 def _final(info: dict[str, Any], key: str, i: int) -> Any:
@@ -183,10 +280,17 @@ class Trainer:
         if self.device.type == "cuda" and self.world > 1:
             self.device = torch.device("cuda", self.rank % torch.cuda.device_count())
             torch.cuda.set_device(self.device)
+        self.notes: list[str] = []
+        if self.world > 1:
+            self.note(
+                f"{self.world} workers, torch.distributed backend "
+                f"{torch.distributed.get_backend()} on {self.device.type}"
+            )
 
-        self.env = check_goal_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
+        self.env = validate_training_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
+        self.action_dtype = self.action_space.dtype
         self.envs = make_vector_env(
             cfg.env_id, cfg.env_kwargs, cfg.num_envs, gym.vector.AutoresetMode.SAME_STEP
         )
@@ -210,9 +314,21 @@ class Trainer:
         self.agent.to(self.device)
         distributed.broadcast_module(self.agent)
         self.compute_reward = goal_function(self.envs, self.env, "compute_reward")
+        if self.compute_reward is None:
+            raise ValueError(
+                f"{cfg.env_id} has no compute_reward(achieved_goal, desired_goal, info): HER "
+                f"cannot relabel its transitions. Run `goalenvs check {cfg.env_id}`."
+            )
         self.compute_terminated = goal_function(self.envs, self.env, "compute_terminated")
+        if self.compute_terminated is None:
+            self.note(
+                f"{cfg.env_id} has no compute_terminated: relabeled transitions keep the "
+                "terminated flag their real goal gave (a relabeled goal reached early does "
+                "not end its episode), as stable-baselines3's HER does"
+            )
         self.info_keys = cfg.info_keys if cfg.info_keys is not None else scalar_info_keys(self.env)
         self.buffer = self._new_buffer(seed)
+        self.agent.set_return_range(*self._target_clip())
 
         self.run_dir = Path(cfg.resume or cfg.out or self._default_run_dir())
         self.epoch, self.env_steps, self.updates, self.wall_time = 0, 0, 0, 0.0
@@ -221,6 +337,33 @@ class Trainer:
         self._stop = False
         self.writer = None
         self._plotter: threading.Thread | None = None
+
+    def _target_clip(self) -> tuple[float, float]:
+        """The range Bellman targets are clipped to (``clip_return``), with why."""
+        cfg = self.config
+        if not cfg.clip_return:
+            return -math.inf, math.inf
+        if cfg.clip_range is not None:
+            return cfg.clip_range
+        declared = getattr(self.env.unwrapped, "reward_range", None)
+        if declared is not None and np.all(np.isfinite(declared)):
+            low, high = (float(x) for x in declared)
+            return return_range(low, high, self.gamma)
+        low, high = probe_rewards(self.env, self.compute_reward, self.info_keys, cfg.seed)
+        if low >= -1.0 and high <= 0.0:
+            return return_range(-1.0, 0.0, self.gamma)
+        self.note(
+            f"clip_return is off: {cfg.env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
+            "random probe, outside baselines' [-1, 0], and declares no finite reward_range; "
+            "set clip_range to clip the targets"
+        )
+        return -math.inf, math.inf
+
+    def note(self, message: str) -> None:
+        """Records a fact about this run's setup, printed once (main worker, verbose)."""
+        self.notes.append(message)
+        if self.main and self.config.verbose:
+            print(f"note: {message}", file=sys.stderr)
 
     def _new_buffer(self, seed: int):
         from goalenvs.her.buffer import HerReplayBuffer
@@ -251,7 +394,8 @@ class Trainer:
         cfg, envs = self.config, self.envs
         seen = []
         for _ in range(self.rollout_steps):
-            actions = self.agent.act(obs, explore=True)
+            # The env and the buffer get the action space's dtype (float64 Boxes are common).
+            actions = self.agent.act(obs, explore=True).astype(self.action_dtype, copy=False)
             next_obs, rewards, terminated, truncated, info = envs.step(actions)
             done = terminated | truncated
             real_next = next_obs
@@ -277,7 +421,11 @@ class Trainer:
     def optimize(self, stats: dict[str, list]) -> None:
         """``n_batches`` gradient steps, then the target networks move once."""
         cfg = self.config
-        if self.buffer.n_transitions == 0:
+        # Every worker must make the same collective calls (the gradient all-reduce of
+        # each update): they agree in one all-reduce that all of them can sample, and
+        # otherwise all skip this cycle's updates together.
+        ready = torch.tensor([float(self.buffer.n_transitions > 0)], dtype=torch.float64)
+        if float(distributed.all_reduce_sum(ready)[0]) < self.world:
             return
         totals: dict[str, torch.Tensor] = {}
         for _ in range(cfg.n_batches):
@@ -312,7 +460,8 @@ class Trainer:
         success, returns, lengths = np.zeros(n), np.zeros(n), np.zeros(n)
         limit = self.horizon or 100_000
         for _ in range(limit):
-            obs, rewards, terminated, truncated, info = envs.step(self.agent.act(obs, False))
+            actions = self.agent.act(obs, False).astype(self.action_dtype, copy=False)
+            obs, rewards, terminated, truncated, info = envs.step(actions)
             active = ~done
             returns[active] += rewards[active]
             lengths[active] += 1
@@ -427,7 +576,7 @@ class Trainer:
         """The progress.csv header."""
         return [
             "epoch", "env_steps", "updates", "wall_time", "steps_per_s", "train_success",
-            "eval_success", "eval_return", "eval_length", *LOSS_NAMES[self.config.algo],
+            "eval_success", "eval_return", "eval_length", *loss_names(self.config.algo),
         ]  # fmt: skip
 
     def log(self, row: dict[str, Any]) -> None:
@@ -449,7 +598,12 @@ class Trainer:
         self.wait_for_plot()
         self._plotter = threading.Thread(
             target=plot_curves,
-            args=(rows, self.run_dir / "curves.png", f"{self.config.env_id} {self.config.algo}"),
+            args=(
+                rows,
+                self.run_dir / "curves.png",
+                f"{self.config.env_id} {self.config.algo}",
+                loss_names(self.config.algo),
+            ),
             daemon=True,
         )
         self._plotter.start()
@@ -473,7 +627,7 @@ class Trainer:
         try:
             while self.epoch < cfg.epochs and not self._stop:
                 start, steps_before = time.perf_counter(), self.env_steps
-                stats: dict[str, list] = {name: [] for name in ("success", *LOSS_NAMES[cfg.algo])}
+                stats: dict[str, list] = {name: [] for name in ("success", *loss_names(cfg.algo))}
                 for cycle in range(cfg.n_cycles):
                     obs = self.collect(obs, stats)
                     self.optimize(stats)
@@ -498,7 +652,7 @@ class Trainer:
                     "eval_success": success,
                     "eval_return": ret,
                     "eval_length": length,
-                    **{name: _mean(stats[name]) for name in LOSS_NAMES[cfg.algo]},
+                    **{name: _mean(stats[name]) for name in loss_names(cfg.algo)},
                 }
                 if self.main and (success, ret) > (self.best_success, self.best_return):
                     self.best_success, self.best_return = success, ret
@@ -587,8 +741,8 @@ class _Display:
     def cycle(self, trainer: Trainer, cycle: int, stats: dict[str, list], elapsed: float) -> None:
         """Refreshes the status line after a cycle."""
         losses = "  ".join(
-            f"{LABELS[name]} {stats[name][-1]:.3g}"
-            for name in LOSS_NAMES[self.config.algo]
+            f"{LABELS.get(name, name)} {stats[name][-1]:.3g}"
+            for name in loss_names(self.config.algo)
             if stats[name]
         )
         status = (
@@ -601,7 +755,7 @@ class _Display:
     def epoch(self, row: dict[str, Any], best: float) -> None:
         """Prints the epoch's summary line."""
         losses = "  ".join(
-            f"{LABELS[name]} {row[name]:.3g}" for name in LOSS_NAMES[self.config.algo]
+            f"{LABELS.get(name, name)} {row[name]:.3g}" for name in loss_names(self.config.algo)
         )
         self.progress.console.print(
             f"epoch {row['epoch']:>3}  steps {row['env_steps']:>7}  "
@@ -618,7 +772,7 @@ class _Display:
 
 
 def train(config: TrainConfig, callback: Callable[[dict], Any] | None = None) -> TrainResult:
-    """Trains DDPG+HER or DQN+HER as ``config`` says and returns the result.
+    """Trains the registered algorithm ``config.algo`` as ``config`` says; returns the result.
 
     ``callback(row)``, when given, is called with each epoch's progress row.
     """

@@ -30,6 +30,9 @@ def test_train_writes_the_run_folder_and_says_how_to_play(tmp_path, capsys):
     assert config["algo"] == "dqn"  # picked from the Discrete action space
     assert config["env_kwargs"] == {"n_bits": 4} and config["seed"] == 3
     assert f"goalenvs play goalenvs/BitFlipping-v0 --policy {out / 'policy_best.pt'}" in printed
+    # curves.png has a third panel for the algorithm's losses: 13.5 in x 80 dpi wide.
+    png = (out / "curves.png").read_bytes()
+    assert int.from_bytes(png[16:20], "big") == 1080
 
     code = main(["train", "--resume", str(out), "--epochs", "2", "--quiet"])
     assert code == 0
@@ -89,3 +92,12 @@ def test_corrupt_checkpoint_on_resume_is_reported(tmp_path, capsys):
     (out / "policy_latest.pt").write_bytes(b"garbage")
     assert main(["train", "--resume", str(out), "--epochs", "2", "--quiet"]) == 2
     assert "not a readable checkpoint" in capsys.readouterr().err
+
+
+def test_an_unknown_algo_lists_the_registered_ones(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "goalenvs/PointReach-v0", "--algo", "sac"])
+    assert exit_info.value.code == 2
+    assert re.search(
+        r"invalid choice: 'sac' \(choose from '?ddpg'?, '?dqn'?\)", capsys.readouterr().err
+    )

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from goalenvs.core import GOAL_KEYS
 from goalenvs.her.config import DDPGConfig, DQNConfig, config_from_dict
 from goalenvs.her.normalizer import Normalizer
 
@@ -58,7 +59,7 @@ def test_bad_config_values_name_the_field(kwargs, message):
 def test_config_from_dict_rejects_unknown_fields():
     with pytest.raises(ValueError, match=r"unknown DQNConfig fields \['actor_lr'\]"):
         config_from_dict({"algo": "dqn", "actor_lr": 0.1})
-    with pytest.raises(ValueError, match="algo=None is not valid"):
+    with pytest.raises(ValueError, match="algo=None is not a registered algorithm"):
         config_from_dict({})
 
 
@@ -112,3 +113,155 @@ def test_parking_config_keeps_the_crash_penalty_and_caps_its_target(tmp_path):
         assert targets.tolist() == pytest.approx([-20.0, -20.0])
     finally:
         trainer.close()
+
+
+# --------------------------------------------------------------------------- algorithm registry
+
+
+def test_every_registered_algo_names_its_config_agent_and_losses():
+    from goalenvs.her.agents import Agent
+    from goalenvs.her.algos import ALGOS
+
+    assert list(ALGOS) == ["ddpg", "dqn"]  # more are one entry each
+    for name, algo in ALGOS.items():
+        assert algo.name == name and algo.config_class().algo == name
+        assert issubclass(algo.agent_class(), Agent)
+        assert algo.loss_names and all(isinstance(n, str) for n in algo.loss_names)
+    assert ALGOS["ddpg"].loss_names == ("critic_loss", "actor_loss", "q_mean")
+    assert ALGOS["dqn"].loss_names == ("q_loss", "q_mean")
+
+
+@pytest.mark.parametrize("algo", ["sac", None, "DDPG"])
+def test_an_unknown_algo_is_an_error_listing_the_registered_ones(algo):
+    with pytest.raises(
+        ValueError, match=r"algo=.* is not a registered algorithm; .*\['ddpg', 'dqn'\]"
+    ):
+        config_from_dict({"algo": algo})
+
+
+def test_algo_for_picks_by_action_space_and_names_what_is_missing():
+    from gymnasium import spaces
+
+    from goalenvs.her.algos import algo_for, make_agent
+
+    assert algo_for(spaces.Box(-1, 1, (2,))) == "ddpg"
+    assert algo_for(spaces.Discrete(3)) == "dqn"
+    with pytest.raises(ValueError, match=r"no registered HER algorithm .*\['box', 'discrete'\]"):
+        algo_for(spaces.MultiBinary(3))
+    obs = spaces.Dict({k: spaces.Box(-1, 1, (2,)) for k in GOAL_KEYS})
+    agent = make_agent(DQNConfig(hidden_sizes=(4,)), obs, spaces.Discrete(3), 0.9)
+    assert type(agent).__name__ == "DQN"
+
+
+def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
+    """A new entry trains, logs its own losses, and its checkpoint loads, with no other edit."""
+    from typing import ClassVar
+
+    from goalenvs.her.algos import ALGOS, Algo
+    from goalenvs.her.ddpg import DDPG
+    from goalenvs.her.policy import load_policy
+    from goalenvs.her.trainer import train
+
+    @dataclasses.dataclass
+    class LoudConfig(DDPGConfig):
+        algo: ClassVar[str] = "loud"
+
+    class Loud(DDPG):
+        loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "q_mean", "noise")
+
+        def update(self, batch):
+            return {**super().update(batch), "noise": torch.tensor(7.0)}
+
+    monkeypatch.setitem(ALGOS, "loud", Algo("loud", LoudConfig, Loud, "box"))
+    config = LoudConfig(
+        env_id="goalenvs/PointReach-v0", epochs=1, n_cycles=2, n_batches=2, batch_size=8,
+        hidden_sizes=(8,), n_eval_episodes=2, out=str(tmp_path / "r"),
+        verbose=False,
+    )  # fmt: skip
+    result = train(config)
+    header, row = (tmp_path / "r" / "progress.csv").read_text().splitlines()
+    assert header.endswith("eval_length,critic_loss,actor_loss,q_mean,noise")
+    assert float(row.split(",")[-1]) == 7.0 and result.history[0]["noise"] == 7.0
+    policy = load_policy(result.latest_policy)
+    assert policy.algo == "loud" and isinstance(policy.agent, Loud)
+    assert config_from_dict(config.to_dict()) == config
+
+
+# --------------------------------------------------------------------------- presets
+
+
+@pytest.mark.parametrize(
+    ("env_id", "preset"),
+    [
+        ("goalenvs/PointReach-v0", "point_reach"),
+        ("goalenvs/PointReachDense-v0", "point_reach"),
+        ("goalenvs/Parking-v0", "parking"),
+        ("gymnasium_robotics:FetchReach-v4", "fetch_reach"),
+        ("FetchReach-v4", "fetch_reach"),
+        ("goalenvs/BitFlipping-v0", "baselines"),
+        ("goalenvs/ParkingDense-v0", "baselines"),
+    ],
+)
+def test_the_preset_is_chosen_by_env_id(env_id, preset):
+    from goalenvs.her.presets import preset_for
+
+    assert preset_for(env_id) == preset
+
+
+def test_baselines_preset_is_the_dataclass_defaults_and_the_demo_reads_presets():
+    from goalenvs.demo import parking_config, point_reach_config
+    from goalenvs.her.presets import preset_names, resolve_config
+
+    assert {"baselines", "point_reach", "parking", "fetch_reach"} <= set(preset_names())
+    assert resolve_config("goalenvs/PointReach-v0", "baselines", "ddpg") == DDPGConfig()
+    assert resolve_config("goalenvs/BitFlipping-v0", "baselines", "dqn") == DQNConfig(
+        env_id="goalenvs/BitFlipping-v0"
+    )
+    tuned = point_reach_config(seed=4)
+    assert (tuned.n_cycles, tuned.num_envs, tuned.rollout_steps, tuned.polyak) == (20, 8, 5, 0.8)
+    assert tuned.seed == 4 and tuned.env_id == "goalenvs/PointReach-v0"
+    parking = parking_config(env_id="goalenvs/ParkingCrowded-v0")
+    assert parking.hidden_sizes == (128, 128, 128) and parking.clip_range == (-20.0, 0.0)
+    assert parking.env_id == "goalenvs/ParkingCrowded-v0" and parking.batch_size == 1024
+
+
+def test_preset_errors_name_the_presets_and_the_fields(tmp_path):
+    from goalenvs.her.presets import load_preset, resolve_config
+
+    with pytest.raises(
+        ValueError, match=r"preset='fast' is not a preset; expected one of \[.*'baselines'"
+    ):
+        load_preset("fast")
+    bad = tmp_path / "mine.toml"
+    bad.write_text('algo = "ddpg"\n[config]\nepochs = 3\nlearning_rate = 0.1\n')
+    with pytest.raises(
+        ValueError,
+        match=r"sets \['learning_rate'\], not fields of DDPGConfig.*valid fields: \[.*'actor_lr'",
+    ):
+        resolve_config("goalenvs/PointReach-v0", str(bad))
+    bad.write_text("[config]\nepochs = 3\n")
+    config = resolve_config("goalenvs/PointReach-v0", str(bad), "ddpg", seed=2)
+    assert (config.epochs, config.seed) == (3, 2)
+    with pytest.raises(ValueError, match="no such file"):
+        load_preset(str(tmp_path / "missing.toml"))
+
+
+def test_cli_uses_the_env_preset_flags_override_and_show_config_prints_it(capsys):
+    from goalenvs.cli import main
+
+    assert main(["train", "--show-config", "goalenvs/PointReach-v0", "--seed", "5"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["n_cycles"], shown["rollout_steps"], shown["seed"]) == (20, 5, 5)
+    argv = ["train", "--show-config", "goalenvs/PointReach-v0", "--preset", "baselines"]
+    assert main([*argv, "--cycles", "7"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["n_cycles"], shown["rollout_steps"], shown["num_envs"]) == (7, None, 2)
+    assert main(["train", "goalenvs/PointReach-v0", "--preset", "nope", "--quiet"]) == 2
+    assert "preset='nope' is not a preset; expected one of" in capsys.readouterr().err
+
+
+def test_presets_ship_as_package_data():
+    from pathlib import Path
+
+    text = Path("pyproject.toml").read_text()
+    assert '"goalenvs.her.presets" = ["*.toml"]' in text

@@ -15,6 +15,10 @@ torch.set_num_threads(1)
 
 @pytest.mark.slow
 def test_ddpg_her_reaches_90_percent_on_point_reach(tmp_path):
+    # Margin, measured over seeds 0-4 (point_reach preset, 12 epochs of 800 env steps, no
+    # early stop, 2 shared cores): first eval >= 0.9 at epoch 6 / 7 / 5 / 5 / 6, best 1.0
+    # on every seed (by epoch 9 at the latest). The budget leaves 5 epochs to the slowest
+    # seed (1, the one tested here).
     config = point_reach_config(
         seed=1, epochs=12, stop_success=0.9, out=str(tmp_path / "run"), verbose=False
     )
@@ -26,6 +30,9 @@ def test_ddpg_her_reaches_90_percent_on_point_reach(tmp_path):
 
 @pytest.mark.slow
 def test_dqn_her_reaches_90_percent_on_8_bit_flipping(tmp_path):
+    # Margin, measured over seeds 0-4 (this config without the early stop, 8 epochs of
+    # 1,280 env steps): first eval >= 0.9 at epoch 2 / 2 / 1 / 1 / 1, best 1.0 on every
+    # seed. The budget leaves 6 epochs to the slowest seeds (0 and 1, 1 tested here).
     config = DQNConfig(
         env_id="goalenvs/BitFlipping-v0",
         env_kwargs={"n_bits": 8},

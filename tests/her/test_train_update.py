@@ -162,3 +162,199 @@ def test_dqn_greedy_and_epsilon_greedy_actions():
     assert np.all(greedy == numpy_mlp(agent.q, np.zeros((1, 3))).argmax() + 2)
     random = agent.act(obs, explore=True)
     assert set(np.unique(random)) == {2, 3, 4, 5}
+
+
+# --------------------------------------------------------------------------- envs the trainer meets
+
+
+class Reach1D:
+    """A 1-D goal env with only compute_reward (no compute_terminated), as most in the wild.
+
+    ``action_dtype`` sets the Box's dtype (its ``step`` rejects any other), ``reward`` is
+    "sparse" (-1/0), "dense" (-3 x distance, below -1) or "declared" (dense, with a
+    declared ``reward_range``).
+    """
+
+    def __new__(cls, action_dtype="float32", reward="sparse"):
+        import gymnasium as gym
+
+        class _Reach1D(gym.Env):
+            metadata = {"render_modes": []}
+
+            def __init__(self):
+                box = spaces.Box(-1.0, 1.0, (1,), np.float64)
+                self.observation_space = spaces.Dict(
+                    observation=box, achieved_goal=box, desired_goal=box
+                )
+                self.action_space = spaces.Box(-1.0, 1.0, (1,), np.dtype(action_dtype))
+                if reward == "declared":
+                    self.reward_range = (-6.0, 0.0)
+
+            def _obs(self):
+                return {
+                    "observation": self.pos.copy(),
+                    "achieved_goal": self.pos.copy(),
+                    "desired_goal": self.goal.copy(),
+                }
+
+            def reset(self, *, seed=None, options=None):
+                super().reset(seed=seed)
+                self.pos = self.np_random.uniform(-1, 1, 1)
+                self.goal = self.np_random.uniform(-1, 1, 1)
+                return self._obs(), {"is_success": False}
+
+            def compute_reward(self, achieved_goal, desired_goal, info):
+                distance = np.abs(np.asarray(achieved_goal) - desired_goal)[..., 0]
+                if reward == "sparse":
+                    return -(distance > 0.1).astype(np.float64)
+                return -3.0 * distance
+
+            def step(self, action):
+                if action.dtype != self.action_space.dtype:
+                    raise TypeError(
+                        f"action dtype {action.dtype}, expected {self.action_space.dtype}"
+                    )
+                self.pos = np.clip(self.pos + 0.2 * action, -1.0, 1.0)
+                success = bool(abs(self.pos - self.goal)[0] <= 0.1)
+                r = float(self.compute_reward(self.pos, self.goal, {}))
+                return self._obs(), r, False, False, {"is_success": success}
+
+        return _Reach1D()
+
+
+@pytest.fixture
+def reach1d():
+    import gymnasium as gym
+
+    gym.register("test_trainer/Reach1D-v0", entry_point=Reach1D, max_episode_steps=10)
+    yield "test_trainer/Reach1D-v0"
+    gym.registry.pop("test_trainer/Reach1D-v0")
+
+
+def tiny(env_id, tmp_path, **kwargs):
+    settings = dict(
+        env_id=env_id, epochs=1, n_cycles=2, n_batches=2, batch_size=8, hidden_sizes=(8,),
+        n_eval_episodes=2, out=str(tmp_path / "run"), verbose=False,
+    )  # fmt: skip
+    return DDPGConfig(**{**settings, **kwargs})
+
+
+def test_float64_box_actions_reach_the_env_and_the_update_as_they_should(reach1d, tmp_path):
+    from goalenvs.her.trainer import train
+
+    config = tiny(reach1d, tmp_path, env_kwargs={"action_dtype": "float64"})
+    result = train(config)  # the env raises on a float32 action; the critic on float64
+    row = result.history[0]
+    assert row["env_steps"] == 2 * 2 * 10
+    assert all(np.isfinite(row[k]) for k in ("critic_loss", "actor_loss", "q_mean"))
+
+
+def test_an_env_without_compute_terminated_trains_with_the_stored_flag_and_says_so(
+    reach1d, tmp_path, capsys
+):
+    from goalenvs.her.trainer import Trainer
+
+    trainer = Trainer(tiny(reach1d, tmp_path, verbose=True))
+    assert trainer.buffer.compute_terminated is None
+    assert any("has no compute_terminated" in note for note in trainer.notes)
+    assert capsys.readouterr().err.count("has no compute_terminated") == 1
+    result = trainer.run()
+    assert result.history[0]["env_steps"] == 40 and np.isfinite(result.history[0]["critic_loss"])
+
+
+@pytest.mark.parametrize(
+    ("reward", "expected"),
+    [
+        ("sparse", (-10.0, 0.0)),  # baselines' clip: [-1/(1-gamma), 0] with gamma 0.9
+        ("declared", (-60.0, 0.0)),  # reward_range (-6, 0) / (1 - gamma)
+        ("dense", (-np.inf, np.inf)),  # -3 x distance lies outside [-1, 0]: no clip, logged
+    ],
+)
+def test_clip_return_follows_the_env_rewards(reach1d, tmp_path, reward, expected):
+    from goalenvs.her.trainer import Trainer
+
+    trainer = Trainer(tiny(reach1d, tmp_path, env_kwargs={"reward": reward}))
+    try:
+        assert (trainer.agent.clip_low, trainer.agent.clip_high) == pytest.approx(expected)
+        off = [note for note in trainer.notes if "clip_return is off" in note]
+        assert len(off) == (reward == "dense")
+        # A dense target of -25 stays as it is (it was cut to -10 before).
+        target = trainer.agent.targets(
+            torch.tensor([-5.0]), torch.tensor([0.0]), torch.tensor([-22.0])
+        )
+        assert float(target[0]) == pytest.approx(max(-5.0 + 0.9 * -22.0, expected[0]))
+    finally:
+        trainer.close()
+
+
+def test_parkings_crash_penalty_is_not_cut_without_an_explicit_clip_range(tmp_path):
+    from goalenvs.her.trainer import Trainer
+
+    trainer = Trainer(tiny("goalenvs/Parking-v0", tmp_path, gamma=0.95))
+    try:
+        # The probe sets info["crashed"] both ways and finds the -51 crash reward.
+        assert trainer.agent.clip_low == -np.inf
+        assert any("clip_return is off" in note and "-51" in note for note in trainer.notes)
+        target = trainer.agent.targets(
+            torch.tensor([-51.0]), torch.tensor([1.0]), torch.tensor([0.0])
+        )
+        assert float(target[0]) == -51.0
+    finally:
+        trainer.close()
+
+
+def test_module_env_ids_resolve_and_a_missing_package_names_the_extra(monkeypatch):
+    import importlib
+
+    from goalenvs.her import trainer as trainer_module
+
+    with pytest.raises(ValueError, match=r"needs the package 'nopkg_xyz', which is not installed"):
+        trainer_module.validate_training_env("nopkg_xyz:Foo-v0", {}, None)
+
+    def missing(name, *args):
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    with pytest.raises(ValueError, match=r"pip install 'goalenvs\[robotics\]'"):
+        trainer_module.env_spec("gymnasium_robotics:FetchReach-v4")
+
+
+def test_fetch_reach_in_module_form_trains(tmp_path):
+    pytest.importorskip("gymnasium_robotics", reason="gymnasium-robotics is not installed")
+    from goalenvs.her.trainer import train
+
+    # Fetch's compute_terminated returns one scalar False for a batch: broadcast.
+    result = train(tiny("gymnasium_robotics:FetchReach-v4", tmp_path, rollout_steps=50))
+    row = result.history[0]
+    assert row["env_steps"] == 2 * 2 * 50 and np.isfinite(row["critic_loss"])
+
+
+@pytest.mark.slow
+def test_highway_parking_without_compute_terminated_trains(tmp_path):
+    pytest.importorskip("highway_env", reason="highway-env is not installed")
+    from goalenvs.her.trainer import Trainer
+
+    config = tiny("highway_env:parking-v0", tmp_path, rollout_steps=20, gamma=0.95, n_cycles=3)
+    trainer = Trainer(config)
+    assert trainer.buffer.compute_terminated is None
+    assert any("has no compute_terminated" in note for note in trainer.notes)
+    result = trainer.run()
+    assert result.history[0]["env_steps"] == 3 * 2 * 20
+    assert np.isfinite(result.history[0]["critic_loss"])
+
+
+@pytest.mark.parametrize(
+    ("env_id", "low"),
+    [("goalenvs/PointReach-v0", -50.0), ("goalenvs/PointReachDense-v0", -np.inf)],
+)
+def test_a_dense_goalenvs_task_is_not_clipped_to_the_sparse_range(tmp_path, env_id, low):
+    from goalenvs.her.trainer import Trainer
+
+    trainer = Trainer(tiny(env_id, tmp_path))  # gamma 1 - 1/50
+    try:
+        assert trainer.agent.clip_low == pytest.approx(low) and trainer.agent.clip_high in (
+            0,
+            np.inf,
+        )
+    finally:
+        trainer.close()

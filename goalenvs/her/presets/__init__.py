@@ -1,0 +1,138 @@
+"""Presets: hyperparameters that work, one TOML file per env family, chosen by env id.
+
+``goalenvs train ENV_ID`` starts from the preset whose ``envs`` patterns match ENV_ID
+(``baselines``, the config dataclasses' defaults, when none does); ``--preset NAME|PATH``
+picks another; command-line flags override the preset. A preset file holds::
+
+    description = "one line"
+    envs = ["goalenvs/PointReach-v*"]  # fnmatch patterns of the ids it is the default for
+    algo = "ddpg"                      # optional: the algorithm its fields are for
+    [config]                           # fields of that algorithm's config dataclass
+    epochs = 30
+
+A ``module:EnvId`` id matches on ``EnvId``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from goalenvs.her.algos import get_algo
+from goalenvs.her.config import TrainConfig
+
+PRESET_DIR = Path(__file__).resolve().parent
+DEFAULT_PRESET = "baselines"
+# Fields a config takes as tuples; TOML has arrays.
+_TUPLE_FIELDS = ("hidden_sizes", "info_keys", "clip_range")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One preset file, parsed."""
+
+    name: str  # the file's stem
+    path: Path  # where it was read
+    description: str = ""  # one line
+    envs: tuple[str, ...] = ()  # fnmatch patterns of the env ids it is the default for
+    algo: str | None = None  # the algorithm its config fields are for (None: any)
+    config: dict[str, Any] = field(default_factory=dict)  # config fields it sets
+
+
+def preset_names() -> list[str]:
+    """The names of the presets shipped in the package."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def load_preset(name_or_path: str | os.PathLike) -> Preset:
+    """The preset named ``name_or_path`` (a shipped one) or read from that TOML file.
+
+    An unknown name is a ValueError listing the shipped presets.
+    """
+    text = str(name_or_path)
+    if text in preset_names():
+        path = PRESET_DIR / f"{text}.toml"
+    elif text.endswith(".toml") or os.sep in text or "/" in text:
+        path = Path(text)
+        if not path.is_file():
+            raise ValueError(f"preset={text!r}: no such file")
+    else:
+        raise ValueError(
+            f"preset={text!r} is not a preset; expected one of {preset_names()} or a .toml path"
+        )
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"preset {str(path)!r} is not valid TOML: {exc}") from None
+    known = {"description", "envs", "algo", "config"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"preset {str(path)!r}: unknown keys {unknown}; expected {sorted(known)}")
+    algo = data.get("algo")
+    if algo is not None:
+        get_algo(algo, argument=f"preset {path.stem!r}: algo")
+    config = data.get("config", {})
+    if not isinstance(config, dict):
+        raise ValueError(f"preset {str(path)!r}: [config] must be a table")
+    return Preset(
+        name=path.stem,
+        path=path,
+        description=str(data.get("description", "")),
+        envs=tuple(data.get("envs", ())),
+        algo=algo,
+        config=dict(config),
+    )
+
+
+def _bare_id(env_id: str) -> str:
+    return env_id.rpartition(":")[2]
+
+
+def preset_for(env_id: str) -> str:
+    """The name of the shipped preset whose ``envs`` match ``env_id`` (``baselines`` if none)."""
+    for name in preset_names():
+        preset = load_preset(name)
+        if any(fnmatch.fnmatchcase(_bare_id(env_id), pattern) for pattern in preset.envs):
+            return name
+    return DEFAULT_PRESET
+
+
+def resolve_config(
+    env_id: str,
+    preset: str | os.PathLike | None = None,
+    algo: str | None = None,
+    **overrides: Any,
+) -> TrainConfig:
+    """The config for ``env_id``: ``preset`` (default: :func:`preset_for`), then ``overrides``.
+
+    ``algo`` defaults to the preset's; one of them must name it. A preset field that is
+    not a field of the algorithm's config is a ValueError naming it and the valid fields.
+    """
+    chosen = load_preset(preset if preset is not None else preset_for(env_id))
+    algo = algo or chosen.algo
+    if algo is None:
+        raise ValueError(
+            f"preset {chosen.name!r} names no algo: pass algo (e.g. {DEFAULT_PRESET!r} fits any)"
+        )
+    cls = get_algo(algo).config_class()
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(chosen.config) - names)
+    if unknown:
+        raise ValueError(
+            f"preset {chosen.name!r} sets {unknown}, not fields of {cls.__name__} (algo "
+            f"{algo!r}); valid fields: {sorted(names)}"
+        )
+    settings = {**chosen.config, "env_id": env_id, **overrides}
+    for key in _TUPLE_FIELDS:
+        if isinstance(settings.get(key), list):
+            settings[key] = tuple(settings[key])
+    return cls(**settings)
