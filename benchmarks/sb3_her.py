@@ -192,7 +192,9 @@ def arrays_table(transitions: int = 100_000, n_envs: int = 1, episode: int = 50)
     )
     action_space = gym.spaces.Box(-1, 1, (4,), np.float32)
 
-    class Env:
+    class Env(gym.Env):
+        observation_space = obs_space
+
         def compute_reward(self, achieved_goal, desired_goal, info):
             return -(np.linalg.norm(achieved_goal - desired_goal, axis=-1) > 0.05).astype(
                 np.float32

@@ -122,13 +122,16 @@ def test_adapter_batches_have_sb3_shapes_and_relabeled_rewards(discrete: bool) -
     for key in a.observations:
         assert a.observations[key].shape == b.observations[key].shape
         assert a.observations[key].dtype == b.observations[key].dtype
+        assert a.observations[key].device == b.observations[key].device  # both "auto"
     for name in ("actions", "rewards", "dones"):
         assert getattr(a, name).shape == getattr(b, name).shape, name
         assert getattr(a, name).dtype == getattr(b, name).dtype, name
     expected = venv.envs[0].unwrapped.compute_reward(
-        a.next_observations["achieved_goal"].numpy(), a.observations["desired_goal"].numpy(), {}
+        a.next_observations["achieved_goal"].cpu().numpy(),
+        a.observations["desired_goal"].cpu().numpy(),
+        {},
     )
-    np.testing.assert_array_equal(a.rewards.numpy()[:, 0], expected)
+    np.testing.assert_array_equal(a.rewards.cpu().numpy()[:, 0], expected)
     assert not a.dones.any()  # time-limit truncations bootstrap
 
 
@@ -149,11 +152,14 @@ def test_adapter_sb3_strategy_enum_info_keys_and_vecnormalize() -> None:
     collect(venv.venv, [buffer], 250)
     assert buffer.core.info_keys == ("is_success", "crashed")  # inferred numeric keys
     raw = buffer.sample(400)
-    next_achieved = raw.next_observations["achieved_goal"].numpy()
-    far = np.linalg.norm(next_achieved - raw.observations["desired_goal"].numpy(), axis=1) >= 0.1
+    next_achieved = raw.next_observations["achieved_goal"].cpu().numpy()
+    far = (
+        np.linalg.norm(next_achieved - raw.observations["desired_goal"].cpu().numpy(), axis=1)
+        >= 0.1
+    )
     crashed = next_achieved[:, 0] < 0  # the stored info of the step
     assert crashed.any() and not crashed.all()
-    np.testing.assert_array_equal(raw.rewards.numpy()[:, 0], -1.0 * far - 5.0 * crashed)
+    np.testing.assert_array_equal(raw.rewards.cpu().numpy()[:, 0], -1.0 * far - 5.0 * crashed)
     venv.obs_rms["observation"].mean[:] = 0.5
     normalized = buffer.sample(200, env=venv)
     assert normalized.observations["observation"].abs().max() <= venv.clip_obs

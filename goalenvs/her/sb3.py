@@ -379,8 +379,9 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         return {
             "held": held,
             "closed": closed,
-            "flat": flat[held],
-            "next_flat": (((row + 1) % R) * n + env)[held],
+            # Positions not held point at row 0 and are zeroed after the gather.
+            "flat": np.where(held, flat, 0).ravel(),
+            "next_flat": np.where(held, ((row + 1) % R) * n + env, 0).ravel(),
             "ep_start": np.where(held, (t - offset) % R, 0),
             "ep_length": np.where(closed, c._ep_len[first_flat], 0),
         }
@@ -389,19 +390,24 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         c = self.core
         R, n = self.buffer_size, self.n_envs
         held, flat = index["held"], index["flat"]
+        empty = None if held.all() else ~held
 
-        def gather(store: np.ndarray, where: np.ndarray, dtype: Any = None) -> np.ndarray:
-            out = np.zeros((R, n, *store.shape[1:]), dtype or store.dtype)
-            out[held] = store[where]
+        def finish(out: np.ndarray) -> np.ndarray:
+            if empty is not None:
+                out[empty] = 0
             out.flags.writeable = False
             return out
+
+        def gather(store: np.ndarray, where: np.ndarray, dtype: Any = None) -> np.ndarray:
+            out = store[where].reshape(R, n, *store.shape[1:])
+            return finish(out if dtype is None else out.astype(dtype, copy=False))
 
         if name in ("observations", "next_observations"):
             where = flat if name == "observations" else index["next_flat"]
             return {key: gather(store, where) for key, store in c._obs.items()}
         if name == "actions":
             # SB3 stores float64 actions as float32, other dtypes as they are.
-            dtype = np.float32 if c._actions.dtype == np.float64 else c._actions.dtype
+            dtype = np.float32 if c._actions.dtype == np.float64 else None
             return gather(c._actions.reshape(R * n, self.action_dim), flat, dtype)
         if name == "rewards":
             return gather(c._rewards, flat)
@@ -414,7 +420,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
                 flags = np.zeros_like(c._truncated)
             # Only an episode's end carries a flag; rows of the episode in progress may still
             # hold those of the episode they overwrote.
-            out = np.where(index["closed"], gather(flags, flat), False).astype(np.float32)
+            out = np.where(index["closed"], flags[flat].reshape(R, n), False).astype(np.float32)
             out.flags.writeable = False
             return out
         out = index[name].astype(np.int64)
