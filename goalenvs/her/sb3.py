@@ -23,6 +23,15 @@ Differences from stable-baselines3's buffer:
   ``info_keys``), not a list of dicts. With ``copy_info_dict=True`` and no ``info_keys``,
   the numeric info keys seen at the first ``add`` are stored (stable-baselines3's own
   bookkeeping keys excepted). Goal envs that follow the goalenvs contract accept both.
+- SB3's public arrays (``observations[key]``, ``next_observations[key]``, ``actions``,
+  ``rewards``, ``dones``, ``timeouts``, ``ep_start``, ``ep_length``, ``_current_ep_start``,
+  and ``pos`` / ``full``) read as in SB3's layout, ``(buffer_size, n_envs, ...)``, but they
+  are read-only copies assembled from the goalenvs storage at the first read after a
+  change and cached until the next ``add``: O(buffer_size) time and memory once, free
+  after (benchmarks/sb3_her.py prints the cost). Writes through them raise; change the
+  data with ``add``, ``truncate_last_trajectory`` or ``reset``. Positions whose transition
+  our ring has already retired read zeros (it keeps one extra row per episode, so it
+  wraps a little sooner than SB3's).
 - The ``"random"`` strategy is available too.
 - ``optimize_memory_usage`` is not supported (neither is it by stable-baselines3's HER);
   the memory saving is built in.
@@ -62,12 +71,16 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
 
     Args:
         buffer_size: rows kept over all envs: transitions plus one row per stored episode
-            for its final observation (50-step episodes: 50/51 of it are transitions).
+            for its final observation (50-step episodes: 50/51 of it are transitions). The
+            ``buffer_size`` attribute is SB3's: ``buffer_size // n_envs``, the positions
+            per env of the public arrays.
         observation_space: the goal Dict observation space.
         action_space: the action space.
         env: the training VecEnv (stable-baselines3 passes it); its first sub-env's
             ``compute_reward`` rewards relabeled goals.
-        device: torch device of the sampled tensors.
+        device: torch device of the sampled tensors; ``"auto"`` is SB3's choice (CUDA where
+            there is a GPU). On the CPU each sample gets fresh arrays: a batch an
+            algorithm keeps is never overwritten by the next ``sample``.
         n_envs: parallel envs.
         optimize_memory_usage: must be False.
         handle_timeout_termination: a time-limit truncation bootstraps when True.
@@ -184,6 +197,11 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        if "_total_size" not in state:
+            # Pickled before buffer_size took SB3's per-env meaning.
+            state["_total_size"] = state["buffer_size"]
+            state["buffer_size"] = state["_core"].rows_per_env
+        state.setdefault("_public_cache", None)
         self.__dict__.update(state)
         self.env = None
 
