@@ -35,6 +35,7 @@ def test_sb3_dqn_with_her_solves_ten_random_bits():
     model = DQN(
         "MultiInputPolicy",
         env,
+        device="cpu",
         replay_buffer_class=HerReplayBuffer,
         replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
         learning_rate=1e-3,
@@ -49,7 +50,10 @@ def test_sb3_dqn_with_her_solves_ten_random_bits():
         seed=0,
     )
     model.learn(5_000)
-    assert _success_rate(model, "goalenvs/BitFlipping-v0", 200, n_bits=10) >= 0.9
+    # Success over 200 episodes, seeds 0-4 (benchmarks/sb3_her.py learning): SB3's buffer
+    # 0.995 1.0 1.0 1.0 1.0, goalenvs' adapter 0.99 1.0 1.0 1.0 1.0. The line keeps a
+    # margin of 0.14 below the lowest.
+    assert _success_rate(model, "goalenvs/BitFlipping-v0", 200, n_bits=10) >= 0.85
 
 
 @pytest.mark.slow
@@ -63,6 +67,7 @@ def test_sb3_ddpg_with_her_reaches_points():
     model = DDPG(
         "MultiInputPolicy",
         env,
+        device="cpu",
         replay_buffer_class=HerReplayBuffer,
         replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
         learning_rate=1e-3,
@@ -76,4 +81,7 @@ def test_sb3_ddpg_with_her_reaches_points():
         seed=0,
     )
     model.learn(4_000)
-    assert _success_rate(model, "goalenvs/PointReach-v0", 100) >= 0.9
+    # Success over 100 episodes, seeds 0-4 (benchmarks/sb3_her.py learning): SB3's buffer
+    # 1.0 0.97 0.95 1.0 1.0, goalenvs' adapter 0.99 1.0 1.0 1.0 0.99. The line keeps a
+    # margin of 0.15 below the lowest.
+    assert _success_rate(model, "goalenvs/PointReach-v0", 100) >= 0.8

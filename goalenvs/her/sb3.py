@@ -23,6 +23,15 @@ Differences from stable-baselines3's buffer:
   ``info_keys``), not a list of dicts. With ``copy_info_dict=True`` and no ``info_keys``,
   the numeric info keys seen at the first ``add`` are stored (stable-baselines3's own
   bookkeeping keys excepted). Goal envs that follow the goalenvs contract accept both.
+- SB3's public arrays (``observations[key]``, ``next_observations[key]``, ``actions``,
+  ``rewards``, ``dones``, ``timeouts``, ``ep_start``, ``ep_length``, ``_current_ep_start``,
+  and ``pos`` / ``full``) read as in SB3's layout, ``(buffer_size, n_envs, ...)``, but they
+  are read-only copies assembled from the goalenvs storage at the first read after a
+  change and cached until the next ``add``: O(buffer_size) time and memory once, free
+  after (benchmarks/sb3_her.py prints the cost). Writes through them raise; change the
+  data with ``add``, ``truncate_last_trajectory`` or ``reset``. Positions whose transition
+  our ring has already retired read zeros (it keeps one extra row per episode, so it
+  wraps a little sooner than SB3's).
 - The ``"random"`` strategy is available too.
 - ``optimize_memory_usage`` is not supported (neither is it by stable-baselines3's HER);
   the memory saving is built in.
@@ -39,8 +48,9 @@ from typing import Any
 import numpy as np
 import torch as th
 from gymnasium import spaces
-from stable_baselines3.common.buffers import BaseBuffer
+from stable_baselines3.common.preprocessing import get_action_dim, get_obs_shape
 from stable_baselines3.common.type_aliases import DictReplayBufferSamples
+from stable_baselines3.common.utils import get_device
 from stable_baselines3.common.vec_env import VecNormalize
 from stable_baselines3.her.her_replay_buffer import HerReplayBuffer as _SB3HerReplayBuffer
 
@@ -61,12 +71,16 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
 
     Args:
         buffer_size: rows kept over all envs: transitions plus one row per stored episode
-            for its final observation (50-step episodes: 50/51 of it are transitions).
+            for its final observation (50-step episodes: 50/51 of it are transitions). The
+            ``buffer_size`` attribute is SB3's: ``buffer_size // n_envs``, the positions
+            per env of the public arrays.
         observation_space: the goal Dict observation space.
         action_space: the action space.
         env: the training VecEnv (stable-baselines3 passes it); its first sub-env's
             ``compute_reward`` rewards relabeled goals.
-        device: torch device of the sampled tensors.
+        device: torch device of the sampled tensors; ``"auto"`` is SB3's choice (CUDA where
+            there is a GPU). On the CPU each sample gets fresh arrays: a batch an
+            algorithm keeps is never overwritten by the next ``sample``.
         n_envs: parallel envs.
         optimize_memory_usage: must be False.
         handle_timeout_termination: a time-limit truncation bootstraps when True.
@@ -99,8 +113,15 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         recompute_terminated: bool = False,
         seed: int | None = None,
     ) -> None:
-        # Not the parent's __init__: it would allocate the storage this class replaces.
-        BaseBuffer.__init__(self, buffer_size, observation_space, action_space, device, n_envs)
+        # Not the parents' __init__: it would allocate the storage this class replaces, and
+        # pos / full are read from the goalenvs buffer here. These are the attributes
+        # stable-baselines3's BaseBuffer sets, with its meaning of buffer_size (per env).
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.device = get_device(device)
+        self.n_envs = n_envs
+        self._total_size = buffer_size
+        self._public_cache: dict[str, Any] | None = None
         if optimize_memory_usage:
             raise ValueError(
                 "optimize_memory_usage=True is not supported by the HER buffer (the next "
@@ -123,12 +144,17 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         self._core: core.HerReplayBuffer | None = None
         # Validates the arguments now; rebuilt at the first add when info keys are inferred.
         self._core = self._make_core(tuple(info_keys), None)
+        # stable-baselines3's meaning: transitions kept per env, the first dimension of the
+        # public arrays (here the rows per env, shared with the episodes' final observations).
+        self.buffer_size = self.core.rows_per_env
+        self.obs_shape = get_obs_shape(observation_space)
+        self.action_dim = get_action_dim(action_space)
         if env is not None:
             self.set_env(env)
 
     def _make_core(self, info_keys: tuple[str, ...], env: Any) -> core.HerReplayBuffer:
         buffer = core.HerReplayBuffer(
-            self.buffer_size,
+            self._total_size,
             self.observation_space,
             self.action_space,
             compute_reward=_missing_env if env is None else env,
@@ -160,6 +186,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         del state["env"]
+        state["_public_cache"] = None  # copies of the storage: rebuilt on demand
         if self._core is not None:
             detached = object.__new__(core.HerReplayBuffer)
             detached.__dict__.update(self._core.__dict__)
@@ -170,6 +197,11 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        if "_total_size" not in state:
+            # Pickled before buffer_size took SB3's per-env meaning.
+            state["_total_size"] = state["buffer_size"]
+            state["buffer_size"] = state["_core"].rows_per_env
+        state.setdefault("_public_cache", None)
         self.__dict__.update(state)
         self.env = None
 
@@ -227,7 +259,12 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             raise RuntimeError(
                 "the HER buffer has no env to compute rewards: call set_env(env) after loading"
             )
-        batch = self.core.sample(batch_size)
+        # The goalenvs buffer reuses its output arrays from one sample to the next; a tensor
+        # made by torch.from_numpy on the CPU would share them, and a batch an algorithm
+        # keeps would change under it at the next sample(). stable-baselines3's buffer hands
+        # out fresh tensors: so does this one (on the CPU fresh arrays, elsewhere the copy
+        # to the device).
+        batch = self.core.sample(batch_size, copy=self.device.type == "cpu")
         observations, next_observations = batch.observations, batch.next_observations
         rewards = batch.rewards.reshape(-1, 1)
         if env is not None:
@@ -244,6 +281,169 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
 
     def _tensor(self, array: np.ndarray) -> th.Tensor:
         return th.from_numpy(array).to(self.device)
+
+    # ------------------------------------------------------------------ SB3's public arrays
+    # stable-baselines3's buffer keeps transition t of env e at position t % buffer_size of
+    # (buffer_size, n_envs, ...) arrays, observation and next observation apart. The
+    # goalenvs buffer keeps one row per observation, an episode's final one included, so
+    # its rows drift from the transitions' positions by one per stored episode: no view of
+    # it has SB3's layout. The arrays below are assembled from it at the first read after
+    # a change and cached until the next add / truncate_last_trajectory / reset.
+
+    @property
+    def pos(self) -> int:
+        """Position the next transition goes to: transitions added so far % buffer_size."""
+        return self._transitions_added() % self.buffer_size
+
+    @property
+    def full(self) -> bool:
+        """Whether buffer_size transitions per env have been added (the ring wrapped)."""
+        return self._transitions_added() >= self.buffer_size
+
+    @property
+    def _current_ep_start(self) -> np.ndarray:
+        """Position of each env's episode in progress (== pos when none is), SB3's name."""
+        return self.core._t_hi % self.buffer_size
+
+    @property
+    def observations(self) -> dict[str, np.ndarray]:
+        """``observations[key][pos, env]``: SB3's layout, ``(buffer_size, n_envs, *shape)``.
+
+        Like every public array here: a read-only copy assembled from the goalenvs storage
+        at the first read after a change, in O(buffer_size * n_envs) time and memory (see
+        benchmarks/sb3_her.py: a 100k-transition Fetch-sized buffer takes a few sample()
+        calls' time), then cached until the next add. Writes through it are not supported
+        (numpy raises "read-only"): change the data with add(),
+        truncate_last_trajectory() or reset(). Positions whose transition the goalenvs
+        buffer no longer holds (its ring keeps one final observation per episode, so it
+        wraps sooner than SB3's) read as zeros, as never-written positions do.
+        """
+        return self._public("observations")
+
+    @property
+    def next_observations(self) -> dict[str, np.ndarray]:
+        """``next_observations[key][pos, env]``, as :attr:`observations` (a cached copy)."""
+        return self._public("next_observations")
+
+    @property
+    def actions(self) -> np.ndarray:
+        """``(buffer_size, n_envs, action_dim)``, as :attr:`observations` (a cached copy)."""
+        return self._public("actions")
+
+    @property
+    def rewards(self) -> np.ndarray:
+        """Stored rewards ``(buffer_size, n_envs)`` float32 (a cached copy)."""
+        return self._public("rewards")
+
+    @property
+    def dones(self) -> np.ndarray:
+        """``terminated or truncated`` ``(buffer_size, n_envs)`` float32 (a cached copy)."""
+        return self._public("dones")
+
+    @property
+    def timeouts(self) -> np.ndarray:
+        """Time-limit truncations (zeros without ``handle_timeout_termination``, as SB3)."""
+        return self._public("timeouts")
+
+    @property
+    def ep_start(self) -> np.ndarray:
+        """Position of the first transition of each transition's episode (int64)."""
+        return self._public("ep_start")
+
+    @property
+    def ep_length(self) -> np.ndarray:
+        """Length of each transition's episode; 0 while it is in progress (int64)."""
+        return self._public("ep_length")
+
+    def _transitions_added(self) -> int:
+        core_buffer = self.core
+        # Every add() adds one transition per env: the per-env counters are equal. While the
+        # streams run in step, the goalenvs buffer keeps the current count in _synced.
+        synced = core_buffer._synced
+        return int(synced[1]) if synced is not None else int(core_buffer._t_count[0])
+
+    def _public(self, name: str) -> Any:
+        c = self.core
+        added = self._transitions_added()
+        key = (c, added, c._t_lo.tobytes(), c._t_hi.tobytes())
+        cache = self._public_cache
+        if cache is None or cache["key"] != key:
+            cache = self._public_cache = {"key": key, "index": self._public_index(added)}
+        if name not in cache:
+            cache[name] = self._assemble(name, cache["index"])
+        return cache[name]
+
+    def _public_index(self, added: int) -> dict[str, np.ndarray]:
+        """Where each SB3 position's transition lies in the goalenvs storage.
+
+        Example: buffer_size R = 4, 6 transitions added (pos = 2): positions 0 and 1 hold
+        transitions 4 and 5, positions 2 and 3 transitions 2 and 3; t = 5 - ((5 - p) % 4).
+        """
+        c = self.core
+        R, n = self.buffer_size, self.n_envs
+        position = np.arange(R)[:, None]
+        t = added - 1 - ((added - 1 - position) % R)  # (R, 1); negative: never written
+        held = (t >= 0) & (t >= c._t_lo)  # (R, n): not yet retired by the goalenvs ring
+        closed = held & (t < c._t_hi)  # in a complete episode
+        # Complete episodes recorded each transition's row at their end (_trans_row, at
+        # position t % R); the episode in progress runs from row _ep_start on.
+        row = np.where(
+            closed, c._trans_row.reshape(R, n), (c._ep_start + (t - c._t_hi)) % R
+        ).astype(np.int64)
+        env = np.arange(n)
+        flat = row * n + env
+        offset = np.where(closed, c._to_start[flat], t - c._t_hi)  # transitions since start
+        first_flat = ((row - offset) % R) * n + env
+        return {
+            "held": held,
+            "closed": closed,
+            # Positions not held point at row 0 and are zeroed after the gather.
+            "flat": np.where(held, flat, 0).ravel(),
+            "next_flat": np.where(held, ((row + 1) % R) * n + env, 0).ravel(),
+            "ep_start": np.where(held, (t - offset) % R, 0),
+            "ep_length": np.where(closed, c._ep_len[first_flat], 0),
+        }
+
+    def _assemble(self, name: str, index: dict[str, np.ndarray]) -> Any:
+        c = self.core
+        R, n = self.buffer_size, self.n_envs
+        held, flat = index["held"], index["flat"]
+        empty = None if held.all() else ~held
+
+        def finish(out: np.ndarray) -> np.ndarray:
+            if empty is not None:
+                out[empty] = 0
+            out.flags.writeable = False
+            return out
+
+        def gather(store: np.ndarray, where: np.ndarray, dtype: Any = None) -> np.ndarray:
+            out = store[where].reshape(R, n, *store.shape[1:])
+            return finish(out if dtype is None else out.astype(dtype, copy=False))
+
+        if name in ("observations", "next_observations"):
+            where = flat if name == "observations" else index["next_flat"]
+            return {key: gather(store, where) for key, store in c._obs.items()}
+        if name == "actions":
+            # SB3 stores float64 actions as float32, other dtypes as they are.
+            dtype = np.float32 if c._actions.dtype == np.float64 else None
+            return gather(c._actions.reshape(R * n, self.action_dim), flat, dtype)
+        if name == "rewards":
+            return gather(c._rewards, flat)
+        if name in ("dones", "timeouts"):
+            if name == "dones":
+                flags = c._terminated | c._truncated
+            elif self.handle_timeout_termination:
+                flags = c._truncated
+            else:
+                flags = np.zeros_like(c._truncated)
+            # Only an episode's end carries a flag; rows of the episode in progress may still
+            # hold those of the episode they overwrote.
+            out = np.where(index["closed"], flags[flat].reshape(R, n), False).astype(np.float32)
+            out.flags.writeable = False
+            return out
+        out = index[name].astype(np.int64)
+        out.flags.writeable = False
+        return out
 
     def truncate_last_trajectory(self) -> None:
         """Ends the episodes in progress (stable-baselines3 calls it after loading)."""
