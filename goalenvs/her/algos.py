@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from gymnasium import spaces
 
-from goalenvs.her.config import DDPGConfig, DQNConfig, TrainConfig
+from goalenvs.her.config import DDPGConfig, DQNConfig, SACConfig, TD3Config, TrainConfig
 
 if TYPE_CHECKING:
     from goalenvs.her.agents import Agent
@@ -96,6 +96,20 @@ ALGOS: dict[str, Algo] = {
         agent="goalenvs.her.dqn:DQN",
         action_space="discrete",
         summary="double DQN+HER for Discrete actions, the HER paper's bit flipping",
+    ),
+    "sac": Algo(
+        name="sac",
+        config=SACConfig,
+        agent="goalenvs.her.sac:SAC",
+        action_space="box",
+        summary="SAC+HER: twin critics, squashed-Gaussian policy, learned temperature",
+    ),
+    "td3": Algo(
+        name="td3",
+        config=TD3Config,
+        agent="goalenvs.her.td3:TD3",
+        action_space="box",
+        summary="TD3+HER: twin critics, delayed actor, target policy smoothing",
     ),
 }
 

@@ -10,6 +10,7 @@ and moves the target networks towards the online ones (``polyak``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -170,3 +171,44 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
         if data.get(key) is not None:
             data[key] = tuple(data[key])
     return cls(**data)
+
+
+@dataclass
+class TD3Config(DDPGConfig):
+    """TD3+HER: DDPG+HER's settings plus twin critics, a delayed actor and target smoothing."""
+
+    algo: ClassVar[str] = "td3"
+
+    policy_delay: int = 2  # the actor (and its loss) steps once per policy_delay critic steps
+    target_noise: float = 0.2  # std of the noise on the target action (in [-1, 1] units)
+    target_noise_clip: float = 0.5  # that noise is clipped to +-target_noise_clip
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("policy_delay", self.policy_delay, integer=True)
+        if self.target_noise < 0:
+            raise ValueError(f"target_noise must be >= 0, got {self.target_noise}")
+        if self.target_noise_clip < 0:
+            raise ValueError(f"target_noise_clip must be >= 0, got {self.target_noise_clip}")
+
+
+@dataclass
+class SACConfig(TrainConfig):
+    """SAC+HER: a squashed-Gaussian policy, twin critics and a learned temperature."""
+
+    algo: ClassVar[str] = "sac"
+
+    actor_lr: float = 1e-3  # Adam step size of the policy
+    critic_lr: float = 1e-3  # Adam step size of both Q-functions
+    alpha_lr: float = 1e-3  # Adam step size of log(alpha), the temperature
+    initial_alpha: float = 0.1  # starting temperature; 1.0 (SB3's) drowns a -1/step reward
+    target_entropy: float | None = None  # the entropy alpha steers towards; None: -|A|
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("actor_lr", "critic_lr", "alpha_lr", "initial_alpha"):
+            check_positive(name, getattr(self, name))
+        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
+            raise ValueError(
+                f"target_entropy must be a finite number or None, got {self.target_entropy!r}"
+            )

@@ -22,6 +22,14 @@ from goalenvs.her.config import DDPGConfig
 from goalenvs.her.networks import Actor, Critic
 
 
+def weighted_mean(values: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """``mean(weights * values)``: prioritized replay's importance-weighted loss; the plain
+    mean when ``weights`` is None."""
+    if weights is None:
+        return values.mean()
+    return (weights.to(values.dtype) * values).mean()
+
+
 class DDPG(Agent):
     """DDPG+HER agent for a Box action space."""
 
@@ -53,13 +61,12 @@ class DDPG(Agent):
         """One critic step and one actor step on a HER batch."""
         inputs = self.inputs(batch.observations)
         next_inputs = self.inputs(batch.next_observations)
-        # Stored actions keep the env's dtype (float64 Boxes too); the networks are float32.
-        actions = batch.actions.reshape(len(inputs), -1).to(torch.float32)
-        actions = (actions - self.action_bias) / self.action_scale
+        actions = self.scaled_actions(batch.actions, len(inputs))
         with torch.no_grad():
             next_values = self.critic_target(next_inputs, self.actor_target(next_inputs))
             target = self.targets(batch.rewards, batch.dones, next_values)
-        critic_loss = (self.critic(inputs, actions) - target).square().mean()
+        td_errors = self.critic(inputs, actions) - target
+        critic_loss = weighted_mean(td_errors.square(), getattr(batch, "weights", None))
         pi = self.actor(inputs)
         q_pi = self.critic(inputs, pi)
         actor_loss = -q_pi.mean() + self.config.action_l2 * pi.square().mean()
@@ -76,7 +83,14 @@ class DDPG(Agent):
             "critic_loss": critic_loss.detach(),
             "actor_loss": actor_loss.detach(),
             "q_mean": q_pi.detach().mean(),
+            "td_errors": td_errors.detach(),
         }
+
+    def scaled_actions(self, actions: torch.Tensor, batch_size: int) -> torch.Tensor:
+        """Stored env actions ``(B, ...)`` as float32 ``(B, A)`` in the networks' [-1, 1]."""
+        # Stored actions keep the env's dtype (float64 Boxes too); the networks are float32.
+        actions = actions.reshape(batch_size, -1).to(self.action_scale.device, torch.float32)
+        return (actions - self.action_bias) / self.action_scale
 
     def update_targets(self) -> None:
         """Polyak-averages both target networks."""

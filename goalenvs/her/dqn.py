@@ -20,6 +20,7 @@ from torch.nn import functional
 from goalenvs.her import distributed
 from goalenvs.her.agents import Agent
 from goalenvs.her.config import DQNConfig
+from goalenvs.her.ddpg import weighted_mean
 from goalenvs.her.networks import mlp
 
 
@@ -53,12 +54,17 @@ class DQN(Agent):
             next_values = self.q_target(next_inputs).gather(1, next_actions).squeeze(1)
             target = self.targets(batch.rewards, batch.dones, next_values)
         q = self.q(inputs).gather(1, actions).squeeze(1)
-        loss = functional.huber_loss(q, target, delta=self.config.huber_delta)
+        losses = functional.huber_loss(q, target, delta=self.config.huber_delta, reduction="none")
+        loss = weighted_mean(losses, getattr(batch, "weights", None))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         distributed.average_gradients(self.q.parameters())
         self.optimizer.step()
-        return {"q_loss": loss.detach(), "q_mean": q.detach().mean()}
+        return {
+            "q_loss": loss.detach(),
+            "q_mean": q.detach().mean(),
+            "td_errors": (q - target).detach(),
+        }
 
     def update_targets(self) -> None:
         """Polyak-averages the target network."""

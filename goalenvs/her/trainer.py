@@ -430,7 +430,12 @@ class Trainer:
         totals: dict[str, torch.Tensor] = {}
         for _ in range(cfg.n_batches):
             batch = self.buffer.sample(cfg.batch_size, device=self.device)
-            for name, value in self.agent.update(batch).items():
+            losses = self.agent.update(batch)
+            # Per-sample TD errors are no loss to log: they set new replay priorities.
+            td_errors = losses.pop("td_errors", None)
+            if td_errors is not None and getattr(self.buffer, "prioritized", False):
+                self.buffer.update_priorities(batch.indices, td_errors.cpu().numpy())
+            for name, value in losses.items():
                 totals[name] = totals[name] + value if name in totals else value
         self.agent.update_targets()
         self.updates += cfg.n_batches

@@ -96,8 +96,9 @@ def test_corrupt_checkpoint_on_resume_is_reported(tmp_path, capsys):
 
 def test_an_unknown_algo_lists_the_registered_ones(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["train", "goalenvs/PointReach-v0", "--algo", "sac"])
+        main(["train", "goalenvs/PointReach-v0", "--algo", "ppo"])
     assert exit_info.value.code == 2
     assert re.search(
-        r"invalid choice: 'sac' \(choose from '?ddpg'?, '?dqn'?\)", capsys.readouterr().err
+        r"invalid choice: 'ppo' \(choose from '?ddpg'?, '?dqn'?, '?sac'?, '?td3'?\)",
+        capsys.readouterr().err,
     )

@@ -122,7 +122,7 @@ def test_every_registered_algo_names_its_config_agent_and_losses():
     from goalenvs.her.agents import Agent
     from goalenvs.her.algos import ALGOS
 
-    assert list(ALGOS) == ["ddpg", "dqn"]  # more are one entry each
+    assert list(ALGOS) == ["ddpg", "dqn", "sac", "td3"]  # more are one entry each
     for name, algo in ALGOS.items():
         assert algo.name == name and algo.config_class().algo == name
         assert issubclass(algo.agent_class(), Agent)
@@ -131,10 +131,11 @@ def test_every_registered_algo_names_its_config_agent_and_losses():
     assert ALGOS["dqn"].loss_names == ("q_loss", "q_mean")
 
 
-@pytest.mark.parametrize("algo", ["sac", None, "DDPG"])
+@pytest.mark.parametrize("algo", ["ppo", None, "DDPG"])
 def test_an_unknown_algo_is_an_error_listing_the_registered_ones(algo):
     with pytest.raises(
-        ValueError, match=r"algo=.* is not a registered algorithm; .*\['ddpg', 'dqn'\]"
+        ValueError,
+        match=r"algo=.* is not a registered algorithm; .*\['ddpg', 'dqn', 'sac', 'td3'\]",
     ):
         config_from_dict({"algo": algo})
 

@@ -1,0 +1,180 @@
+"""SAC+HER (Haarnoja et al. 2018, with the learned temperature of the 2018 follow-up).
+
+Policy:       a = tanh(u),  u ~ N(mu(s, g), sigma(s, g)),  log pi(a) = log N(u) - sum log(1 - a^2)
+Critics:      minimize (Qi(s, g, a) - y)^2 for i = 1, 2
+              y = clip(r + gamma * (min(Q1', Q2')(s', g, a') - alpha * log pi(a' | s', g)), range)
+Actor:        minimize alpha * log pi(a | s, g) - min(Q1, Q2)(s, g, a),  a ~ pi(. | s, g)
+Temperature:  minimize -log(alpha) * (log pi(a | s, g) + target_entropy)   (target: -|A|)
+Targets move once per cycle (``update_targets``), as DDPG+HER's.
+Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.nn import functional
+
+from goalenvs.her import distributed
+from goalenvs.her.agents import Agent, flat_size
+from goalenvs.her.config import SACConfig
+from goalenvs.her.ddpg import weighted_mean
+from goalenvs.her.networks import Critic, mlp
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # keeps sigma in a range where log-probs stay finite
+
+
+class GaussianActor(nn.Module):
+    """The squashed-Gaussian policy: a mean and a log-std per action dim."""
+
+    def __init__(self, input_size: int, hidden_sizes: tuple[int, ...], action_size: int) -> None:
+        super().__init__()
+        self.net = mlp(input_size, hidden_sizes, 2 * action_size)
+
+    def forward(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, log_std)`` of the pre-squash Gaussian, each ``(B, A)``."""
+        mean, log_std = self.net(inputs).chunk(2, dim=-1)
+        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    def sample(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterized action in [-1, 1] and its log-probability ``(B,)``."""
+        mean, log_std = self(inputs)
+        u = mean + log_std.exp() * torch.randn_like(mean)
+        log_prob = (-0.5 * ((u - mean) / log_std.exp()).square() - log_std).sum(-1)
+        log_prob = log_prob - 0.5 * math.log(2 * math.pi) * u.shape[-1]
+        # log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u)), stable for large |u|.
+        log_prob = log_prob - (2 * (math.log(2.0) - u - functional.softplus(-2 * u))).sum(-1)
+        return torch.tanh(u), log_prob
+
+
+class Temperature(nn.Module):
+    """SAC's learned temperature, kept as log(alpha) so it stays positive."""
+
+    def __init__(self, initial_alpha: float) -> None:
+        super().__init__()
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha)))
+
+    def forward(self) -> torch.Tensor:
+        """alpha."""
+        return self.log_alpha.exp()
+
+
+class SAC(Agent):
+    """SAC+HER agent for a Box action space."""
+
+    loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "alpha", "q_mean")
+
+    def __init__(
+        self,
+        observation_space: spaces.Dict,
+        action_space: spaces.Box,
+        config: SACConfig,
+        gamma: float,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(observation_space, action_space, config, gamma, seed)
+        self.action_size = flat_size(action_space)
+        low = np.asarray(action_space.low, dtype=np.float32).reshape(-1)
+        high = np.asarray(action_space.high, dtype=np.float32).reshape(-1)
+        self.register_buffer("action_scale", torch.from_numpy((high - low) / 2.0))
+        self.register_buffer("action_bias", torch.from_numpy((high + low) / 2.0))
+        size, hidden = self.normalizer.input_size, config.hidden_sizes
+        self.actor = GaussianActor(size, hidden, self.action_size)
+        self.critic1 = Critic(size, hidden, self.action_size)
+        self.critic2 = Critic(size, hidden, self.action_size)
+        self.critic1_target = copy.deepcopy(self.critic1).requires_grad_(False)
+        self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
+        self.temperature = Temperature(config.initial_alpha)
+        self.target_entropy = (
+            -float(self.action_size) if config.target_entropy is None else config.target_entropy
+        )
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
+        self.critic_optimizer = torch.optim.Adam(
+            [*self.critic1.parameters(), *self.critic2.parameters()], lr=config.critic_lr
+        )
+        self.alpha_optimizer = torch.optim.Adam(self.temperature.parameters(), lr=config.alpha_lr)
+
+    def update(self, batch: Any) -> dict[str, torch.Tensor]:
+        """One step of both critics, the actor and the temperature on a HER batch."""
+        inputs = self.inputs(batch.observations)
+        next_inputs = self.inputs(batch.next_observations)
+        actions = batch.actions.reshape(len(inputs), -1).to(self.device, torch.float32)
+        actions = (actions - self.action_bias) / self.action_scale
+        alpha = self.temperature().detach()
+        with torch.no_grad():
+            next_actions, next_log_prob = self.actor.sample(next_inputs)
+            next_values = torch.minimum(
+                self.critic1_target(next_inputs, next_actions),
+                self.critic2_target(next_inputs, next_actions),
+            )
+            target = self.targets(batch.rewards, batch.dones, next_values - alpha * next_log_prob)
+        q1, q2 = self.critic1(inputs, actions), self.critic2(inputs, actions)
+        weights = getattr(batch, "weights", None)
+        critic_loss = weighted_mean((q1 - target).square(), weights) + weighted_mean(
+            (q2 - target).square(), weights
+        )
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        distributed.average_gradients([*self.critic1.parameters(), *self.critic2.parameters()])
+        self.critic_optimizer.step()
+
+        pi, log_prob = self.actor.sample(inputs)
+        q_pi = torch.minimum(self.critic1(inputs, pi), self.critic2(inputs, pi))
+        actor_loss = (alpha * log_prob - q_pi).mean()
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        actor_loss.backward(inputs=list(self.actor.parameters()))
+        distributed.average_gradients(self.actor.parameters())
+        self.actor_optimizer.step()
+
+        alpha_loss = -(self.temperature.log_alpha * (log_prob.detach() + self.target_entropy))
+        self.alpha_optimizer.zero_grad(set_to_none=True)
+        alpha_loss.mean().backward()
+        distributed.average_gradients(self.temperature.parameters())
+        self.alpha_optimizer.step()
+        return {
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": actor_loss.detach(),
+            "alpha": alpha,
+            "q_mean": q_pi.detach().mean(),
+            "td_errors": (torch.minimum(q1, q2) - target).detach(),
+        }
+
+    def update_targets(self) -> None:
+        """Polyak-averages both critics' targets."""
+        self.soft_update(self.critic1_target, self.critic1)
+        self.soft_update(self.critic2_target, self.critic2)
+
+    @torch.no_grad()
+    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray:
+        """``tanh(mean)``; exploring samples from the policy instead."""
+        inputs = self.inputs(observations)
+        if explore:
+            actions, _ = self.actor.sample(inputs)
+        else:
+            actions = torch.tanh(self.actor(inputs)[0])
+        actions = actions * self.action_scale + self.action_bias
+        shape = (-1, *self.action_space.shape)
+        return actions.cpu().numpy().astype(self.action_space.dtype).reshape(shape)
+
+    def policy_modules(self) -> dict[str, nn.Module]:
+        """Normalizer and actor."""
+        return {"normalizer": self.normalizer, "actor": self.actor}
+
+    def training_modules(self) -> dict[str, Any]:
+        """Critics, their targets, the temperature and the optimizers."""
+        return {
+            "critic1": self.critic1,
+            "critic2": self.critic2,
+            "critic1_target": self.critic1_target,
+            "critic2_target": self.critic2_target,
+            "temperature": self.temperature,
+            "actor_optimizer": self.actor_optimizer,
+            "critic_optimizer": self.critic_optimizer,
+            "alpha_optimizer": self.alpha_optimizer,
+        }

@@ -1,0 +1,116 @@
+"""TD3+HER (Fujimoto et al. 2018) on DDPG+HER's normalizer, exploration and action scaling.
+
+Three changes to DDPG, each against overestimation:
+Twin critics:      y = clip(r + gamma * min(Q1', Q2')(s', g, a'), return range)
+Target smoothing:  a' = clip(pi'(s', g) + clip(eps, -c, c), -1, 1),  eps ~ N(0, target_noise)
+Delayed actor:     the actor steps once per ``policy_delay`` critic steps.
+Critics:  minimize (Q1(s, g, a) - y)^2 + (Q2(s, g, a) - y)^2
+Actor:    minimize -Q1(s, g, pi(s, g)) + action_l2 * mean(pi(s, g)^2)
+Targets move once per cycle (``update_targets``), as DDPG+HER's.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar
+
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from goalenvs.her import distributed
+from goalenvs.her.config import TD3Config
+from goalenvs.her.ddpg import DDPG, weighted_mean
+from goalenvs.her.networks import Critic
+
+
+class TD3(DDPG):
+    """TD3+HER agent for a Box action space."""
+
+    loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "q_mean")
+
+    def __init__(
+        self,
+        observation_space: spaces.Dict,
+        action_space: spaces.Box,
+        config: TD3Config,
+        gamma: float,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(observation_space, action_space, config, gamma, seed)
+        self.critic2 = Critic(self.normalizer.input_size, config.hidden_sizes, self.action_size)
+        self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
+        self.critic_optimizer = torch.optim.Adam(
+            [*self.critic.parameters(), *self.critic2.parameters()], lr=config.critic_lr
+        )
+        # Counts critic steps to delay the actor; saved so a resumed run keeps the rhythm.
+        self.critic_steps = StepCounter()
+        self.last_actor_loss = torch.zeros(())
+        self.last_q_pi = torch.zeros(())
+
+    def update(self, batch: Any) -> dict[str, torch.Tensor]:
+        """One step of both critics; one actor step every ``policy_delay`` calls."""
+        cfg = self.config
+        inputs = self.inputs(batch.observations)
+        next_inputs = self.inputs(batch.next_observations)
+        actions = self.scaled_actions(batch.actions, len(inputs))
+        with torch.no_grad():
+            next_pi = self.actor_target(next_inputs)
+            noise = (torch.randn_like(next_pi) * cfg.target_noise).clamp(
+                -cfg.target_noise_clip, cfg.target_noise_clip
+            )
+            next_actions = (next_pi + noise).clamp(-1.0, 1.0)
+            next_values = torch.minimum(
+                self.critic_target(next_inputs, next_actions),
+                self.critic2_target(next_inputs, next_actions),
+            )
+            target = self.targets(batch.rewards, batch.dones, next_values)
+        q1, q2 = self.critic(inputs, actions), self.critic2(inputs, actions)
+        weights = getattr(batch, "weights", None)
+        critic_loss = weighted_mean((q1 - target).square(), weights) + weighted_mean(
+            (q2 - target).square(), weights
+        )
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        distributed.average_gradients([*self.critic.parameters(), *self.critic2.parameters()])
+        self.critic_optimizer.step()
+
+        self.critic_steps.count += 1
+        # Every worker counts the same steps, so all take the actor's all-reduce together.
+        if int(self.critic_steps.count) % cfg.policy_delay == 0:
+            pi = self.actor(inputs)
+            q_pi = self.critic(inputs, pi)
+            actor_loss = -q_pi.mean() + cfg.action_l2 * pi.square().mean()
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            actor_loss.backward(inputs=list(self.actor.parameters()))
+            distributed.average_gradients(self.actor.parameters())
+            self.actor_optimizer.step()
+            self.last_actor_loss, self.last_q_pi = actor_loss.detach(), q_pi.detach().mean()
+        return {
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": self.last_actor_loss,
+            "q_mean": self.last_q_pi,
+            "td_errors": (torch.minimum(q1, q2) - target).detach(),
+        }
+
+    def update_targets(self) -> None:
+        """Polyak-averages the actor's and both critics' targets."""
+        super().update_targets()
+        self.soft_update(self.critic2_target, self.critic2)
+
+    def training_modules(self) -> dict[str, Any]:
+        """DDPG's, plus the second critic and its target."""
+        return {
+            **super().training_modules(),
+            "critic2": self.critic2,
+            "critic2_target": self.critic2_target,
+            "critic_steps": self.critic_steps,
+        }
+
+
+class StepCounter(nn.Module):
+    """An integer counter that travels with the module's state dict (checkpoints, devices)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.int64))
