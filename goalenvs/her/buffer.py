@@ -41,9 +41,13 @@ call.
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
 import os
+import tempfile
+import zipfile
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -239,6 +243,10 @@ class HerReplayBuffer:
         else:
             self.action_shape = tuple(action_space.shape)
             action_dtype = np.dtype(action_space.dtype)
+            # Actors emit float32 whatever the Box says: float64 actions are stored (and
+            # sampled) as float32, as stable-baselines3 does.
+            if action_dtype == np.float64:
+                action_dtype = np.dtype(np.float32)
         # One record per (row, env) holds the observation keys, the action and the reward,
         # in that order (see _make_views).
         fields = [
@@ -799,23 +807,21 @@ class HerReplayBuffer:
         np.copyto(next_obs["desired_goal"], goals, where=mask)
 
         info = {key: store[index] for key, store in self._infos.items()}
-        new_reward = np.asarray(
-            self.compute_reward(next_obs["achieved_goal"], obs["desired_goal"], info)
+        new_reward = _batch_of(
+            "compute_reward",
+            self.compute_reward(next_obs["achieved_goal"], obs["desired_goal"], info),
+            B,
         )
-        if new_reward.shape != (B,):
-            raise ValueError(
-                f"compute_reward returned shape {new_reward.shape} for a batch of {B} goals; "
-                f"expected ({B},)"
-            )
         rewards = out["rewards"]
         np.copyto(rewards, new_reward, where=relabel, casting="unsafe")
 
         terminated = self._terminated[index]
         if self.compute_terminated is not None:
-            new_terminated = np.asarray(
+            new_terminated = _batch_of(
+                "compute_terminated",
                 self.compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
-                dtype=bool,
-            ).reshape(B)
+                B,
+            ).astype(bool)
             terminated = np.where(relabel, new_terminated, terminated)
         if not self.handle_timeout_termination:
             terminated |= self._truncated[index]
@@ -884,10 +890,15 @@ class HerReplayBuffer:
     def save(self, path: str | os.PathLike) -> None:
         """Writes the whole buffer to ``path`` as an uncompressed ``.npz`` (no pickle).
 
-        The file holds the storage, the episode bookkeeping (an episode in progress
-        resumes after :meth:`load`), the configuration and the sampling generator's state.
-        The reward function is not saved: pass it again to :meth:`load`.
+        The file holds the storage, the episode bookkeeping, the configuration and the
+        sampling generator's state. Episodes in progress are written as truncated at their
+        last stored transition (as :meth:`truncate_last_trajectory` would make them); the
+        live buffer is left as it was, so collection goes on across a save. The file is
+        written whole to a temporary file beside ``path`` and then renamed over it: a
+        crash never leaves a half-written ``path``. The reward function is not saved: pass
+        it again to :meth:`load`.
         """
+        snapshot = self._closed_copy()
         meta = {
             "format": FILE_FORMAT,
             "version": FILE_VERSION,
@@ -901,11 +912,43 @@ class HerReplayBuffer:
             "action_space": _space_to_json(self.action_space),
             "rng_state": self._rng.bit_generator.state,
         }
-        arrays = {f"obs__{k}": v for k, v in self._obs.items()}
-        arrays.update({f"info__{k}": v for k, v in self._infos.items()})
-        arrays.update(self._state_arrays())
-        with open(path, "wb") as file:
-            np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
+        arrays = {f"obs__{k}": v for k, v in snapshot._obs.items()}
+        arrays.update({f"info__{k}": v for k, v in snapshot._infos.items()})
+        arrays.update(snapshot._state_arrays())
+        _write_atomically(
+            path, lambda file: np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
+        )
+
+    # The arrays that closing an episode writes: a saved snapshot gets its own copies.
+    _BOOKKEEPING = (
+        "_terminated",
+        "_truncated",
+        "_to_start",
+        "_ep_len",
+        "_trans_row",
+        "_head",
+        "_ep_start",
+        "_valid_lo",
+        "_t_count",
+        "_t_lo",
+        "_t_hi",
+    )
+
+    def _closed_copy(self) -> HerReplayBuffer:
+        """This buffer with its episodes in progress truncated, sharing the records.
+
+        Closing an episode writes only bookkeeping (flags, offsets, counters), never the
+        records or infos, so the copy shares those and copies the rest.
+        """
+        envs = np.flatnonzero(~self._starting)
+        if envs.size == 0:
+            return self
+        self._materialize()
+        snapshot = copy.copy(self)
+        for name in self._BOOKKEEPING:
+            setattr(snapshot, name, getattr(self, name).copy())
+        snapshot._close_episodes(envs, np.zeros(envs.size, bool), np.ones(envs.size, bool))
+        return snapshot
 
     def _state_arrays(self) -> dict[str, np.ndarray]:
         self._materialize()
@@ -932,63 +975,123 @@ class HerReplayBuffer:
         compute_reward: Any,
         compute_terminated: Any = None,
     ) -> HerReplayBuffer:
-        """Reads a buffer written by :meth:`save`; sampling continues where it left off."""
-        with np.load(path, allow_pickle=False) as data:
-            files = set(data.files)
-            if "meta" not in files:
-                raise ValueError(
-                    f"{os.fspath(path)} is not a goalenvs HER buffer file: it has no 'meta' "
-                    f"entry (found {sorted(files)[:8]})"
-                )
-            try:
-                meta = json.loads(str(data["meta"]))
-            except (ValueError, TypeError):
-                raise ValueError(f"{os.fspath(path)}: unreadable 'meta' entry") from None
-            if not isinstance(meta, dict) or meta.get("format") != FILE_FORMAT:
-                raise ValueError(
-                    f"{os.fspath(path)} is not a goalenvs HER buffer file: format "
-                    f"{meta.get('format') if isinstance(meta, dict) else meta!r}, "
-                    f"expected {FILE_FORMAT!r}"
-                )
-            if meta.get("version") != FILE_VERSION:
-                raise ValueError(
-                    f"{os.fspath(path)} has HER buffer layout version {meta.get('version')}, "
-                    f"this goalenvs reads version {FILE_VERSION}"
-                )
-            buffer = cls(
-                meta["buffer_size"],
-                _space_from_json(meta["observation_space"]),
-                _space_from_json(meta["action_space"]),
-                compute_reward,
-                n_envs=meta["n_envs"],
-                n_sampled_goal=meta["n_sampled_goal"],
-                goal_selection_strategy=meta["goal_selection_strategy"],
-                handle_timeout_termination=meta["handle_timeout_termination"],
-                info_keys=meta["info_keys"],
-                compute_terminated=compute_terminated,
+        """Reads a buffer written by :meth:`save`; sampling continues where it left off.
+
+        A file that is truncated, corrupt or not written by :meth:`save` raises a
+        ValueError naming the file.
+        """
+        try:
+            data = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+            raise _unreadable(path, error) from None
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError(
+                f"{os.fspath(path)} is not a goalenvs HER buffer file: it holds one array, "
+                "not the .npz archive HerReplayBuffer.save writes"
             )
-            expected = {f"obs__{k}": v for k, v in buffer._obs.items()}
-            expected.update(buffer._state_arrays())
-            for name, target in expected.items():
-                _restore(path, data, name, target)
-            for key in buffer.info_keys:
-                name = f"info__{key}"
-                if name in files:
-                    stored = data[name]
-                    if stored.shape[:1] != (buffer.rows_per_env * buffer.n_envs,):
-                        raise ValueError(
-                            f"{os.fspath(path)}: {name} has shape {stored.shape}, expected "
-                            f"{buffer.rows_per_env * buffer.n_envs} rows"
-                        )
-                    buffer._infos[key] = stored.copy()
-            buffer._sync_state()
-            state = meta["rng_state"]
-            buffer._rng = np.random.Generator(getattr(np.random, state["bit_generator"])())
-            buffer._rng.bit_generator.state = state
+        try:
+            return cls._from_archive(path, data, compute_reward, compute_terminated)
+        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+            raise _unreadable(path, error) from None
+        finally:
+            data.close()
+
+    @classmethod
+    def _from_archive(
+        cls, path: Any, data: Any, compute_reward: Any, compute_terminated: Any
+    ) -> HerReplayBuffer:
+        files = set(data.files)
+        if "meta" not in files:
+            raise ValueError(
+                f"{os.fspath(path)} is not a goalenvs HER buffer file: it has no 'meta' "
+                f"entry (found {sorted(files)[:8]})"
+            )
+        try:
+            meta = json.loads(str(data["meta"]))
+        except (ValueError, TypeError):
+            raise ValueError(f"{os.fspath(path)}: unreadable 'meta' entry") from None
+        if not isinstance(meta, dict) or meta.get("format") != FILE_FORMAT:
+            raise ValueError(
+                f"{os.fspath(path)} is not a goalenvs HER buffer file: format "
+                f"{meta.get('format') if isinstance(meta, dict) else meta!r}, "
+                f"expected {FILE_FORMAT!r}"
+            )
+        if meta.get("version") != FILE_VERSION:
+            raise ValueError(
+                f"{os.fspath(path)} has HER buffer layout version {meta.get('version')}, "
+                f"this goalenvs reads version {FILE_VERSION}"
+            )
+        buffer = cls(
+            meta["buffer_size"],
+            _space_from_json(meta["observation_space"]),
+            _space_from_json(meta["action_space"]),
+            compute_reward,
+            n_envs=meta["n_envs"],
+            n_sampled_goal=meta["n_sampled_goal"],
+            goal_selection_strategy=meta["goal_selection_strategy"],
+            handle_timeout_termination=meta["handle_timeout_termination"],
+            info_keys=meta["info_keys"],
+            compute_terminated=compute_terminated,
+        )
+        expected = {f"obs__{k}": v for k, v in buffer._obs.items()}
+        expected.update(buffer._state_arrays())
+        for name, target in expected.items():
+            _restore(path, data, name, target)
+        for key in buffer.info_keys:
+            name = f"info__{key}"
+            if name in files:
+                stored = data[name]
+                if stored.shape[:1] != (buffer.rows_per_env * buffer.n_envs,):
+                    raise ValueError(
+                        f"{os.fspath(path)}: {name} has shape {stored.shape}, expected "
+                        f"{buffer.rows_per_env * buffer.n_envs} rows"
+                    )
+                buffer._infos[key] = stored.copy()
+        buffer._sync_state()
+        state = meta["rng_state"]
+        buffer._rng = np.random.Generator(getattr(np.random, state["bit_generator"])())
+        buffer._rng.bit_generator.state = state
         return buffer
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _write_atomically(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
+    """Runs ``write(file)`` on a temporary file beside ``path``, then renames it over ``path``."""
+    target = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(target))
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+    try:  # make the rename itself durable where the platform allows it
+        directory = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(directory)
+    except OSError:
+        pass
+    finally:
+        os.close(directory)
+
+
+def _unreadable(path: Any, error: BaseException) -> ValueError:
+    return ValueError(
+        f"{os.fspath(path)} cannot be read as a HER buffer file ({type(error).__name__}: "
+        f"{error}): it is truncated, corrupt or not written by HerReplayBuffer.save; "
+        "save the buffer again (or start with an empty one)"
+    )
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
@@ -996,6 +1099,20 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
         raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _batch_of(name: str, value: Any, batch_size: int) -> np.ndarray:
+    """``value`` as a ``(batch_size,)`` array; a scalar (Fetch's ``compute_terminated``
+    returns a constant ``False``) stands for the whole batch."""
+    array = np.asarray(value)
+    if array.shape == (batch_size,):
+        return array
+    if array.size == 1 and array.ndim <= 1:
+        return np.broadcast_to(array.reshape(()), (batch_size,))
+    raise ValueError(
+        f"{name} returned shape {array.shape} for a batch of {batch_size} goals; "
+        f"expected ({batch_size},) or a scalar"
+    )
 
 
 def _vector(name: str, value: Any, n: int) -> np.ndarray:
