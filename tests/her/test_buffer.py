@@ -1,5 +1,7 @@
 """goalenvs.her.HerReplayBuffer: relabeling, episode bookkeeping, save/load, bad input.
 
+The property tests against a slow reference model of the ring are test_buffer_model.py.
+
 Most tests fill the buffer with *tagged* transitions: every observation row of env ``e``,
 episode ``m`` (counted per env), step ``i`` carries ``(e, m, i)`` in its observation and
 achieved goal, and the episode's own desired goal is ``(-1, e, m)``. A sampled batch then

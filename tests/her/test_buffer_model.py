@@ -1,4 +1,6 @@
-"""An independent reading of HerReplayBuffer's index arithmetic, checked against a slow model.
+"""goalenvs.her.buffer against a slow reference model (the behaviour tests are test_buffer.py).
+
+An independent reading of HerReplayBuffer's index arithmetic, checked against a slow model.
 
 The model keeps every episode every env ever wrote (a list of episodes per env, each with
 its start row, length and how it ended) and decides which ones a ring of
