@@ -55,6 +55,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.her.sumtree import SumTree
+
 __all__ = ["GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
 
 FILE_FORMAT = "goalenvs.her.HerReplayBuffer"
@@ -103,7 +105,9 @@ class HerBatch(NamedTuple):
     ``observations["desired_goal"]`` and ``next_observations["desired_goal"]`` hold the
     (possibly relabeled) goal, ``rewards`` (float32) are the rewards for that goal, and
     ``dones`` (float32) is 1.0 where the target must not bootstrap. Discrete actions come
-    as int64 of shape ``(batch_size,)``.
+    as int64 of shape ``(batch_size,)``. ``weights`` and ``indices`` serve prioritized
+    replay (ones and the sampled indices for a uniform buffer, so agents can always use
+    them).
 
     Unless sampled with ``copy=True``, the arrays belong to the buffer and the next
     ``sample`` of the same batch size overwrites them (see :meth:`HerReplayBuffer.sample`).
@@ -114,6 +118,11 @@ class HerBatch(NamedTuple):
     rewards: Any
     next_observations: dict[str, Any]
     dones: Any
+    #: Importance-sampling weights (float32), normalized by the batch's largest weight;
+    #: all ones unless the buffer is ``prioritized``. Multiply the per-sample losses by them.
+    weights: Any = None
+    #: The transitions' storage indices (int64): pass them back to ``update_priorities``.
+    indices: Any = None
 
 
 def resolve_goal_function(source: Any, name: str) -> GoalFunction:
@@ -180,6 +189,16 @@ class HerReplayBuffer:
         compute_terminated: None keeps the stored ``terminated`` for relabeled goals (as
             stable-baselines3); a goal env or callable recomputes it for relabeled goals.
         seed: seed of the numpy Generator that draws every sample.
+        prioritized: proportional prioritized replay (Schaul et al. 2016) over the stored
+            transitions instead of uniform draws: transition ``i`` is drawn with probability
+            ``p_i ** alpha / sum_j p_j ** alpha``; relabeling still happens at sample time.
+            New transitions get the largest priority seen so far; the learner reports TD
+            errors through :meth:`update_priorities`.
+        alpha: how much the priorities count, in [0, 1] (0: uniform).
+        beta: importance-sampling correction, in [0, 1] (1: full); ``weights`` are
+            ``(N * P(i)) ** -beta`` over their batch maximum. May be changed between
+            samples (annealed towards 1).
+        priority_eps: added to ``|td_error|`` so that no transition stops being drawn.
     """
 
     def __init__(
@@ -195,8 +214,20 @@ class HerReplayBuffer:
         info_keys: Sequence[str] = (),
         compute_terminated: Any = None,
         seed: int | None = None,
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        priority_eps: float = 1e-6,
     ) -> None:
         _check_int("n_envs", n_envs, minimum=1)
+        if not isinstance(prioritized, (bool, np.bool_)):
+            raise TypeError(f"prioritized must be a bool, got {prioritized!r}")
+        _check_fraction("alpha", alpha)
+        _check_fraction("beta", beta)
+        if isinstance(priority_eps, bool) or not isinstance(priority_eps, (int, float)):
+            raise TypeError(f"priority_eps must be a float, got {priority_eps!r}")
+        if not (0 < priority_eps < np.inf):
+            raise ValueError(f"priority_eps must be a positive finite float, got {priority_eps}")
         _check_int("buffer_size", buffer_size, minimum=1)
         _check_int("n_sampled_goal", n_sampled_goal, minimum=0)
         rows = int(buffer_size) // int(n_envs)
@@ -231,6 +262,14 @@ class HerReplayBuffer:
             else resolve_goal_function(compute_terminated, "compute_terminated")
         )
         self._rng = np.random.default_rng(seed)
+        self.prioritized = bool(prioritized)
+        self.alpha = float(alpha)
+        self._beta = float(beta)
+        self.priority_eps = float(priority_eps)
+        self._max_priority = 1.0
+        # Leaf row * n_envs + env holds p ** alpha of that row's transition while it can be
+        # sampled (its episode is complete and intact), 0 otherwise.
+        self._tree = SumTree(rows * int(n_envs)) if self.prioritized else None
 
         n = self.n_envs
         total = rows * n
@@ -361,6 +400,16 @@ class HerReplayBuffer:
             self._head[:], self._t_count[:] = self._synced
 
     # ------------------------------------------------------------------ properties
+    @property
+    def beta(self) -> float:
+        """The importance-sampling exponent of prioritized replay, in [0, 1]."""
+        return self._beta
+
+    @beta.setter
+    def beta(self, value: float) -> None:
+        _check_fraction("beta", value)
+        self._beta = float(value)
+
     @property
     def n_transitions(self) -> int:
         """Transitions that can be sampled: those of complete, intact episodes."""
@@ -559,6 +608,8 @@ class HerReplayBuffer:
         k = first_transition * n
         np.add(offsets, first_row, out=self._trans_row[k : k + count])
         self._ep_len[lo : lo + n] = length
+        if self._tree is not None:
+            self._tree.update(np.arange(lo, lo + count), self._max_priority**self.alpha)
         self._terminated[lo : lo + count] = False
         self._truncated[lo : lo + count] = False
         last = lo + count - n
@@ -589,6 +640,8 @@ class HerReplayBuffer:
         rows = (np.repeat(start, length) + offset) % R
         flat = rows * n + env
         self._to_start[flat] = offset
+        if self._tree is not None:
+            self._tree.update(flat, self._max_priority**self.alpha)
         first_transition = self._t_count[envs] - length
         self._trans_row[((np.repeat(first_transition, length) + offset) % R) * n + env] = rows
         self._terminated[flat] = False
@@ -619,6 +672,12 @@ class HerReplayBuffer:
                     f"n_envs={n}); use a larger buffer_size"
                 )
             length = self._ep_len[(lo % R) * n + envs].astype(np.int64)
+            if self._tree is not None:
+                offset = np.arange(int(length.sum())) - np.repeat(
+                    np.cumsum(length) - length, length
+                )
+                rows = (np.repeat(lo, length) + offset) % R
+                self._tree.update(rows * n + np.repeat(envs, length), 0.0)
             self._valid_lo[envs] = lo + length + 1
             self._t_lo[envs] += length
 
@@ -740,6 +799,69 @@ class HerReplayBuffer:
         k = x + (self._t_lo - (cum - width))[env]
         return env, self._trans_row[(k % R) * n + env].astype(np.int64)
 
+    def _draw_prioritized(self, count: int) -> tuple[Any, np.ndarray, np.ndarray]:
+        """Draws ``count`` transitions in proportion to their priority ** alpha.
+
+        Returns ``(env, row, weights)`` as :meth:`_draw_transitions`, with the
+        importance-sampling weights ``(N * P(i)) ** -beta`` over their largest.
+        """
+        tree = self._tree
+        total = tree.total
+        if not total > 0:
+            raise RuntimeError(
+                "cannot sample before an episode has ended: the buffer holds no complete "
+                "episode yet (start learning after at least one full episode)"
+            )
+        flat = tree.find(self._rng.random(count) * total)
+        probability = tree.nodes[tree.size + flat] / total
+        weights = (self.n_transitions * probability) ** -self._beta
+        weights /= weights.max()
+        n = self.n_envs
+        if n == 1:
+            return 0, flat, weights
+        return flat % n, flat // n, weights
+
+    def update_priorities(self, indices: Any, td_errors: Any) -> None:
+        """Sets the priorities of sampled transitions to ``|td_error| + priority_eps``.
+
+        ``indices`` are a batch's ``indices`` (numpy or torch), ``td_errors`` one value per
+        index (the critic's TD errors, any sign; shape ``(B,)`` or ``(B, 1)``). Call it
+        before more ``add()`` calls reuse the rows: an index whose row no longer holds a
+        transition of a complete episode is skipped. New transitions start at the largest
+        priority seen so far.
+        """
+        if self._tree is None:
+            raise RuntimeError(
+                "update_priorities needs a prioritized buffer: "
+                "HerReplayBuffer(..., prioritized=True)"
+            )
+        indices = _to_numpy(indices)
+        td_errors = _to_numpy(td_errors)
+        if indices.ndim != 1 or td_errors.ndim != 1 or indices.shape != td_errors.shape:
+            raise ValueError(
+                f"update_priorities: indices has shape {indices.shape} and td_errors shape "
+                f"{td_errors.shape}; expected two 1-d arrays of the same length"
+            )
+        if indices.size == 0:
+            return
+        if not np.issubdtype(indices.dtype, np.integer):
+            raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
+        capacity = self._tree.capacity
+        if indices.min() < 0 or indices.max() >= capacity:
+            raise ValueError(
+                f"update_priorities: indices must be in [0, {capacity}) (a batch's indices), "
+                f"got values {indices.min()}..{indices.max()}"
+            )
+        priority = np.abs(td_errors.astype(np.float64)) + self.priority_eps
+        if not np.isfinite(priority).all():
+            bad = int(np.flatnonzero(~np.isfinite(priority))[0])
+            raise ValueError(
+                f"update_priorities: td_errors[{bad}] = {td_errors[bad]}; expected finite values"
+            )
+        live = self._tree.nodes[self._tree.size + indices] > 0
+        self._tree.update(indices[live], priority[live] ** self.alpha)
+        self._max_priority = max(self._max_priority, float(priority.max()))
+
     def sample(self, batch_size: int, device: Any = None, *, copy: bool = False) -> HerBatch:
         """Samples ``batch_size`` transitions, relabeling each with probability k/(k+1).
 
@@ -757,7 +879,11 @@ class HerReplayBuffer:
         B = int(batch_size)
         R, n = self.rows_per_env, self.n_envs
         rng = self._rng
-        env, row = self._draw_transitions(B)
+        if self._tree is None:
+            env, row = self._draw_transitions(B)
+            weights = None
+        else:
+            env, row, weights = self._draw_prioritized(B)
         # Worked example, one env, R = 8 rows: an episode of T = 3 transitions written at
         # unwrapped rows 6..9, physical rows 6, 7, 0, 1 (row 1 holds the final observation).
         # The transition at row 7 has offset a = 1 (to_start), so its episode starts at
@@ -793,6 +919,9 @@ class HerReplayBuffer:
 
         out = self._outputs(B, copy)
         obs, next_obs = out["observations"], out["next_observations"]
+        np.copyto(out["indices"], index)
+        if weights is not None:
+            np.copyto(out["weights"], weights)
         # Whole records in two gathers (the record array is contiguous, the per-field views
         # of it are not, and np.take copies a non-contiguous source whole), then each field
         # into its own contiguous output array.
@@ -840,6 +969,8 @@ class HerReplayBuffer:
             "actions": np.empty((B, *self.action_shape), self._actions.dtype),
             "rewards": np.empty(B, np.float32),
             "dones": np.empty(B, np.float32),
+            "weights": np.ones(B, np.float32),  # stays all ones for a uniform buffer
+            "indices": np.empty(B, np.int64),
             "tensors": None,  # torch views of the arrays above, made on first use
         }
         # The gathered records of the transitions and of their next rows, and the
@@ -862,6 +993,8 @@ class HerReplayBuffer:
                 out["rewards"],
                 out["next_observations"],
                 out["dones"],
+                out["weights"],
+                out["indices"],
             )
         import torch
 
@@ -873,6 +1006,8 @@ class HerReplayBuffer:
                 torch.from_numpy(out["rewards"]),
                 {k: torch.from_numpy(v) for k, v in out["next_observations"].items()},
                 torch.from_numpy(out["dones"]),
+                torch.from_numpy(out["weights"]),
+                torch.from_numpy(out["indices"]),
             )
             out["tensors"] = views
         device = torch.device(device)
@@ -884,6 +1019,8 @@ class HerReplayBuffer:
             views.rewards.to(device),
             {k: v.to(device) for k, v in views.next_observations.items()},
             views.dones.to(device),
+            views.weights.to(device),
+            views.indices.to(device),
         )
 
     # ------------------------------------------------------------------ save / load
@@ -911,8 +1048,15 @@ class HerReplayBuffer:
             "observation_space": _space_to_json(self.observation_space),
             "action_space": _space_to_json(self.action_space),
             "rng_state": self._rng.bit_generator.state,
+            "prioritized": self.prioritized,
+            "alpha": self.alpha,
+            "beta": self._beta,
+            "priority_eps": self.priority_eps,
+            "max_priority": self._max_priority,
         }
         arrays = {f"obs__{k}": v for k, v in snapshot._obs.items()}
+        if snapshot._tree is not None:
+            arrays["priorities"] = snapshot._tree.leaves
         arrays.update({f"info__{k}": v for k, v in snapshot._infos.items()})
         arrays.update(snapshot._state_arrays())
         _write_atomically(
@@ -947,6 +1091,7 @@ class HerReplayBuffer:
         snapshot = copy.copy(self)
         for name in self._BOOKKEEPING:
             setattr(snapshot, name, getattr(self, name).copy())
+        snapshot._tree = copy.deepcopy(self._tree)
         snapshot._close_episodes(envs, np.zeros(envs.size, bool), np.ones(envs.size, bool))
         return snapshot
 
@@ -1034,6 +1179,10 @@ class HerReplayBuffer:
             handle_timeout_termination=meta["handle_timeout_termination"],
             info_keys=meta["info_keys"],
             compute_terminated=compute_terminated,
+            prioritized=meta.get("prioritized", False),
+            alpha=meta.get("alpha", 0.6),
+            beta=meta.get("beta", 0.4),
+            priority_eps=meta.get("priority_eps", 1e-6),
         )
         expected = {f"obs__{k}": v for k, v in buffer._obs.items()}
         expected.update(buffer._state_arrays())
@@ -1049,6 +1198,13 @@ class HerReplayBuffer:
                         f"{buffer.rows_per_env * buffer.n_envs} rows"
                     )
                 buffer._infos[key] = stored.copy()
+        if buffer._tree is not None:
+            leaves = np.zeros(buffer._tree.capacity)
+            _restore(path, data, "priorities", leaves)
+            if not (np.isfinite(leaves).all() and (leaves >= 0).all()):
+                raise ValueError(f"{os.fspath(path)}: priorities hold negative or NaN values")
+            buffer._tree.set_all(leaves)
+            buffer._max_priority = float(meta["max_priority"])
         buffer._sync_state()
         state = meta["rng_state"]
         buffer._rng = np.random.Generator(getattr(np.random, state["bit_generator"])())
@@ -1092,6 +1248,24 @@ def _unreadable(path: Any, error: BaseException) -> ValueError:
         f"{error}): it is truncated, corrupt or not written by HerReplayBuffer.save; "
         "save the buffer again (or start with an empty one)"
     )
+
+
+def _check_fraction(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a float in [0, 1], got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    """``value`` as a numpy array (a torch tensor detached and brought to the CPU first);
+    a column ``(B, 1)`` becomes ``(B,)``."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        value = value.detach().cpu().numpy()
+    array = np.asarray(value)
+    if array.ndim == 2 and array.shape[1] == 1:
+        return array.reshape(-1)
+    return array
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
