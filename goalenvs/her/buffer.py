@@ -1221,7 +1221,10 @@ def _write_atomically(path: str | os.PathLike, write: Callable[[Any], None]) -> 
     """Runs ``write(file)`` on a temporary file beside ``path``, then renames it over ``path``."""
     target = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(target))
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
+    # Named like the checkpoint's temporary files (.NAME.<random>.tmp) so that a run's
+    # start-up can find and remove those of a write that was killed.
+    name = os.path.basename(target)
+    handle, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(handle, "wb") as file:
             write(file)
