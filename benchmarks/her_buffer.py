@@ -21,7 +21,15 @@ resident memory measured as the growth of the process's RSS (VmRSS) from before
 construction to after the fill: everything the buffer keeps alive, Python objects
 included.
 
-Run: python benchmarks/her_buffer.py   (about 3-4 minutes; the numbers are noisy on a
+Prioritized replay: a uniform and a prioritized goalenvs buffer (alpha 0.6, beta 0.4),
+one env, 1e6 transitions, filled and sampled in alternation as above; "sample+update" also
+feeds the batch's TD errors back (update_priorities). Beside them, when the package
+``cpprb`` imports (add its site-packages to PYTHONPATH; it is not a dependency), cpprb's
+HindsightReplayBuffer(prioritized=True) filled with 1e6 entries of the same sizes: cpprb
+relabels when an episode ends and stores ``1 + additional_goals`` copies of each
+transition, so its sampling is a plain prioritized draw with no relabeling, in C++.
+
+Run: python benchmarks/her_buffer.py   (about 5-6 minutes; the numbers are noisy on a
 shared machine: compare the ratios, measured in the same run).
 """
 
@@ -233,13 +241,110 @@ def timing_worker(n_envs: int) -> dict:
     return result
 
 
+def prioritized_worker() -> dict:
+    """Sample times of a uniform and a prioritized goalenvs buffer, and of cpprb's PER HER."""
+    import torch
+
+    from goalenvs.her import HerReplayBuffer
+
+    torch.set_num_threads(1)
+    env = fetch_like_env()()
+    rows = TRANSITIONS * (EPISODE + 1) // EPISODE
+    buffers = {
+        name: HerReplayBuffer(
+            rows, env.observation_space, env.action_space, env, seed=0, prioritized=prioritized
+        )
+        for name, prioritized in (("uniform", False), ("prioritized", True))
+    }
+    steps = episode_steps(1, np.random.default_rng(0))
+    add_time = dict.fromkeys(buffers, 0.0)
+    for first in range(0, TRANSITIONS, CHUNK):
+        chunk = [steps[i % len(steps)] for i in range(first, first + CHUNK)]
+        for name, buffer in buffers.items():
+            start = time.process_time()
+            for obs, next_obs, action, reward, truncated, _, terminated in chunk:
+                buffer.add(obs, next_obs, action, reward, terminated, truncated)
+            add_time[name] += time.process_time() - start
+    result = {name: {"add": add_time[name] / TRANSITIONS} for name in buffers}
+    rng = np.random.default_rng(2)
+    uniform, prioritized = buffers["uniform"], buffers["prioritized"]
+
+    def sample_update(batch: int) -> None:
+        drawn = prioritized.sample(batch, device="cpu")
+        prioritized.update_priorities(drawn.indices, rng.standard_normal(batch))
+
+    samplers = {
+        "uniform": lambda b: uniform.sample(b, device="cpu"),
+        "prioritized": lambda b: prioritized.sample(b, device="cpu"),
+        "prioritized+update": sample_update,
+    }
+    try:
+        import cpprb
+    except ImportError:
+        result["cpprb"] = None
+    else:
+        her = cpprb_buffer(cpprb)
+        samplers["cpprb"] = lambda b: her.sample(b, beta=0.4)
+        samplers["cpprb+update"] = lambda b: her.update_priorities(
+            her.sample(b, beta=0.4)["indexes"], np.abs(rng.standard_normal(b)) + 1e-6
+        )
+        result["cpprb_stored"] = int(her.get_stored_size())
+    for batch in BATCHES:
+        calls = 40_000 // batch + 40
+        best = dict.fromkeys(samplers, float("inf"))
+        for _ in range(7):
+            for name, function in samplers.items():
+                best[name] = min(best[name], best_time(lambda f=function, b=batch: f(b), calls, 1))
+        for name, seconds in best.items():
+            result.setdefault(name, {})[f"sample{batch}"] = seconds
+    return result
+
+
+def cpprb_buffer(cpprb: object) -> object:
+    """cpprb's HindsightReplayBuffer(prioritized=True) holding 1e6 entries of Fetch's sizes.
+
+    The goal is the first GOAL numbers of the state (cpprb derives goals from next states).
+    """
+
+    def goal_of(state: np.ndarray) -> np.ndarray:
+        return state[..., :GOAL]
+
+    def reward(next_state: np.ndarray, action: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        return -(np.linalg.norm(goal_of(next_state) - goal, axis=-1) > 0.05).astype(np.float32)
+
+    her = cpprb.HindsightReplayBuffer(
+        TRANSITIONS,
+        {"obs": {"shape": OBS}, "act": {"shape": ACTION}, "next_obs": {"shape": OBS}},
+        max_episode_len=EPISODE,
+        reward_func=reward,
+        goal_func=goal_of,
+        goal_shape=(GOAL,),
+        strategy="future",
+        additional_goals=4,
+        prioritized=True,
+    )
+    rng = np.random.default_rng(0)
+    while her.get_stored_size() < TRANSITIONS:
+        states = rng.standard_normal((EPISODE + 1, OBS)).astype(np.float32)
+        actions = rng.uniform(-1, 1, (EPISODE, ACTION)).astype(np.float32)
+        for t in range(EPISODE):
+            her.add(obs=states[t], act=actions[t], next_obs=states[t + 1])
+        her.on_episode_end(goal_of(rng.standard_normal(OBS).astype(np.float32)))
+    return her
+
+
 def run(*args: str) -> dict:
     out = subprocess.run(
         [sys.executable, __file__, "--worker", *args],
         check=True,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+            ),
+        },
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -293,10 +398,35 @@ def main() -> None:
         )
     print("targets: add >= 3x, sample >= 3x, memory <= 0.5x, sample <= 2x floor")
 
+    times = run("prioritized")
+    print()
+    print("Prioritized replay, 1 env, 1e6 transitions (alpha 0.6, beta 0.4); x uniform = time")
+    print("over the uniform goalenvs buffer's in the same run")
+    print(f"{'buffer':<20} {'add us/step':>12} {'sample256 us':>13} {'sample2048 us':>14} "
+          f"{'s256 x uniform':>15} {'s2048 x uniform':>16}")  # fmt: skip
+    uniform = times["uniform"]
+    if times.get("cpprb") is None:
+        print("(cpprb not importable: its rows are left out)")
+    for name in ("uniform", "prioritized", "prioritized+update", "cpprb", "cpprb+update"):
+        r = times.get(name)
+        if not r:
+            continue
+        add = f"{r['add'] * 1e6:>12.1f}" if "add" in r else f"{'':>12}"
+        print(
+            f"{name:<20} {add} {r['sample256'] * 1e6:>13.1f} {r['sample2048'] * 1e6:>14.1f} "
+            f"{r['sample256'] / uniform['sample256']:>15.2f} "
+            f"{r['sample2048'] / uniform['sample2048']:>16.2f}"
+        )
+    if times.get("cpprb_stored"):
+        print(f"cpprb stored entries: {times['cpprb_stored']} (relabeled copies included)")
+    print("target: prioritized sample <= 3x uniform")
+
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1:3] == ["--worker", "timing"]:
         print(json.dumps(timing_worker(int(sys.argv[3]))))
+    elif sys.argv[1:] == ["--worker", "prioritized"]:
+        print(json.dumps(prioritized_worker()))
     elif len(sys.argv) == 5 and sys.argv[1:3] == ["--worker", "memory"]:
         print(json.dumps(memory_worker(sys.argv[3], int(sys.argv[4]))))
     else:

@@ -1,5 +1,7 @@
 """goalenvs.her.HerReplayBuffer: relabeling, episode bookkeeping, save/load, bad input.
 
+The property tests against a slow reference model of the ring are test_buffer_model.py.
+
 Most tests fill the buffer with *tagged* transitions: every observation row of env ``e``,
 episode ``m`` (counted per env), step ``i`` carries ``(e, m, i)`` in its observation and
 achieved goal, and the episode's own desired goal is ``(-1, e, m)``. A sampled batch then
@@ -558,7 +560,7 @@ def test_compute_reward_from_env_vector_env_or_callable(source: object) -> None:
     check_batch(buffer.sample(300), writer, GoalSelectionStrategy.FUTURE)
 
 
-def test_save_load_round_trip_gives_identical_samples_and_resumes_mid_episode(
+def test_save_load_round_trip_gives_the_truncated_twin_and_keeps_collecting(
     tmp_path: Path,
 ) -> None:
     buffer = tagged_buffer(60, 2, info_keys=(), seed=11, goal_selection_strategy="episode")
@@ -568,24 +570,33 @@ def test_save_load_round_trip_gives_identical_samples_and_resumes_mid_episode(
     path = tmp_path / "buffer.npz"
     buffer.save(path)
     loaded = HerReplayBuffer.load(path, tag_reward)
-    assert loaded.n_transitions == buffer.n_transitions
+    twin = copy.deepcopy(buffer)  # what the file holds: the open episodes truncated
+    twin.truncate_last_trajectory()
+    assert loaded.n_transitions == twin.n_transitions
     assert loaded.goal_selection_strategy is GoalSelectionStrategy.EPISODE
     for _ in range(3):
-        a, b = buffer.sample(256, copy=True), loaded.sample(256, copy=True)
+        a, b = twin.sample(256, copy=True), loaded.sample(256, copy=True)
         for key in TAG_SPACE.spaces:
             np.testing.assert_array_equal(a.observations[key], b.observations[key])
             np.testing.assert_array_equal(a.next_observations[key], b.next_observations[key])
         np.testing.assert_array_equal(a.rewards, b.rewards)
         np.testing.assert_array_equal(a.actions, b.actions)
-    # Resume both in the middle of their episodes: they stay identical.
+    # Both go on with new episodes (the cut ones ended at their last stored step) alike.
     second = TaggedWriter(loaded, writer.lengths)
     for name in ("episode", "step", "rows_written", "episode_rows"):
         setattr(second, name, copy.deepcopy(getattr(writer, name)))
+    for e in range(2):
+        start, _ = second.episode_rows[e][second.episode[e]]
+        second.episode_rows[e][second.episode[e]] = (start, second.step[e])
+        second.episode[e] += 1
+        second.step[e] = 0
+    third = copy.deepcopy(second)
+    third.buffer = twin
     for _ in range(20):
-        writer.add_step()
         second.add_step()
+        third.add_step()
     np.testing.assert_array_equal(
-        buffer.sample(256).observations["desired_goal"],
+        twin.sample(256).observations["desired_goal"],
         loaded.sample(256).observations["desired_goal"],
     )
     check_batch(loaded.sample(256), second, GoalSelectionStrategy.EPISODE)
@@ -728,7 +739,133 @@ def test_fed_by_a_native_vector_env_with_terminations_and_saved_with_its_infos(
     buffer.save(path)
     loaded = HerReplayBuffer.load(path, envs, compute_terminated=envs)
     assert loaded.info_keys == ("is_success",) and loaded._infos["is_success"].dtype == bool
-    a, b = buffer.sample(300, copy=True), loaded.sample(300, copy=True)
+    twin = copy.deepcopy(buffer)  # the file holds the open episodes truncated
+    twin.truncate_last_trajectory()
+    a, b = twin.sample(300, copy=True), loaded.sample(300, copy=True)
     np.testing.assert_array_equal(a.observations["desired_goal"], b.observations["desired_goal"])
     np.testing.assert_array_equal(a.rewards, b.rewards)
     np.testing.assert_array_equal(a.dones, b.dones)
+
+
+@pytest.mark.parametrize("constant", [False, np.False_, np.array(False), np.array([True])])
+def test_a_constant_scalar_from_compute_terminated_stands_for_the_whole_batch(
+    constant: object,
+) -> None:
+    # Fetch's compute_terminated returns a plain False whatever the batch.
+    buffer = tagged_buffer(60, 2, seed=3, compute_terminated=lambda a, d, i: constant)
+    writer = TaggedWriter(buffer, [[5] * 20, [4] * 20])
+    for _ in range(25):
+        writer.add_step()
+    batch = buffer.sample(300)
+    relabeled = check_batch(batch, writer, GoalSelectionStrategy.FUTURE)
+    np.testing.assert_array_equal(batch.dones[relabeled], float(np.asarray(constant).item()))
+
+
+def test_a_constant_scalar_reward_is_broadcast_and_a_wrong_shape_is_an_error() -> None:
+    buffer = tagged_buffer(40, 1, seed=0, n_sampled_goal=4)
+    buffer.compute_reward = lambda a, d, i: -1.0
+    writer = TaggedWriter(buffer, [[5] * 20])
+    for _ in range(12):
+        writer.add_step()
+    batch = buffer.sample(200)
+    relabeled = batch.observations["desired_goal"][:, 0] >= 0
+    assert relabeled.sum() > 100
+    np.testing.assert_array_equal(batch.rewards[relabeled], -1.0)
+    buffer.compute_reward = lambda a, d, i: np.zeros((200, 2))
+    with pytest.raises(ValueError, match=r"compute_reward returned shape \(200, 2\)"):
+        buffer.sample(200)
+
+
+@pytest.mark.parametrize("given_dtype", [np.float32, np.float64])
+def test_float64_box_actions_are_stored_and_sampled_as_float32(given_dtype: type) -> None:
+    actions = spaces.Box(-1.0, 1.0, (3,), np.float64)
+    for n_envs in (1, 2):
+        buffer = HerReplayBuffer(40, TAG_SPACE, actions, tag_reward, n_envs=n_envs, seed=0)
+        writer = TaggedWriter(buffer, [[4] * 20] * n_envs)
+        add = buffer.add
+
+        def cast_add(obs, next_obs, action, *rest, add=add):
+            add(obs, next_obs, np.asarray(action, given_dtype), *rest)
+
+        buffer.add = cast_add
+        for _ in range(10):
+            writer.add_step()
+        batch = buffer.sample(100)
+        assert batch.actions.dtype == np.float32
+        np.testing.assert_array_equal(batch.actions, batch.observations["observation"])
+
+
+def test_save_leaves_the_live_buffer_as_it_was_and_writes_open_episodes_truncated(
+    tmp_path: Path,
+) -> None:
+    buffer = tagged_buffer(60, 2, seed=4, handle_timeout_termination=False)
+    writer = TaggedWriter(buffer, [[4, 7, 3] * 20, [5, 2] * 30])
+    for _ in range(45):  # wraps the 30-row streams; both envs stop mid-episode
+        writer.add_step()
+    assert buffer.episodes_in_progress == 2
+    before = pickle.dumps(buffer)
+    expected = copy.deepcopy(buffer)
+    expected.truncate_last_trajectory()
+    buffer.save(tmp_path / "buffer.npz")
+    assert pickle.dumps(buffer) == before  # nothing of the live buffer changed
+    assert [p.name for p in tmp_path.iterdir()] == ["buffer.npz"]  # no temporary file left
+    loaded = HerReplayBuffer.load(tmp_path / "buffer.npz", tag_reward)
+    assert loaded.episodes_in_progress == 0
+    assert loaded.n_transitions == expected.n_transitions > buffer.n_transitions
+    for name in HerReplayBuffer._BOOKKEEPING:
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(expected, name), name)
+    a, b = loaded.sample(256, copy=True), expected.sample(256, copy=True)
+    for key in TAG_SPACE.spaces:
+        np.testing.assert_array_equal(a.observations[key], b.observations[key])
+    np.testing.assert_array_equal(a.dones, b.dones)
+    # The live buffer goes on with its episodes whole: no sample comes from a cut episode.
+    for _ in range(20):
+        writer.add_step()
+    check_batch(buffer.sample(512), writer, GoalSelectionStrategy.FUTURE)
+
+
+def test_a_failed_save_leaves_the_previous_file_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    buffer = tagged_buffer(20, 1, seed=0)
+    writer = TaggedWriter(buffer, [[3] * 20])
+    for _ in range(6):
+        writer.add_step()
+    path = tmp_path / "buffer.npz"
+    buffer.save(path)
+    saved = path.read_bytes()
+    writer.add_step()
+
+    def broken_savez(file: object, **arrays: object) -> None:
+        file.write(b"PK\x03\x04 half a file")  # type: ignore[attr-defined]
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "savez", broken_savez)
+    with pytest.raises(OSError, match="disk full"):
+        buffer.save(path)
+    assert path.read_bytes() == saved
+    assert [p.name for p in tmp_path.iterdir()] == ["buffer.npz"]
+
+
+def test_load_of_a_truncated_corrupt_or_foreign_file_names_the_file(tmp_path: Path) -> None:
+    buffer = tagged_buffer(20, 1, seed=0)
+    writer = TaggedWriter(buffer, [[3] * 20])
+    for _ in range(6):
+        writer.add_step()
+    path = tmp_path / "buffer.npz"
+    buffer.save(path)
+    whole = path.read_bytes()
+    cases = {
+        "truncated.npz": whole[: len(whole) // 2],
+        "empty.npz": b"",
+        "garbage.npz": bytes(range(256)) * 8,
+        "flipped.npz": whole[:200] + bytes(b ^ 0xFF for b in whole[200:400]) + whole[400:],
+    }
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError, match=name) as caught:
+            HerReplayBuffer.load(tmp_path / name, tag_reward)
+        assert "HER buffer file" in str(caught.value)
+    np.save(tmp_path / "one_array.npy", np.zeros(3))
+    with pytest.raises(ValueError, match=r"one_array\.npy is not a goalenvs HER buffer file"):
+        HerReplayBuffer.load(tmp_path / "one_array.npy", tag_reward)

@@ -1,4 +1,6 @@
-"""An independent reading of HerReplayBuffer's index arithmetic, checked against a slow model.
+"""goalenvs.her.buffer against a slow reference model (the behaviour tests are test_buffer.py).
+
+An independent reading of HerReplayBuffer's index arithmetic, checked against a slow model.
 
 The model keeps every episode every env ever wrote (a list of episodes per env, each with
 its start row, length and how it ended) and decides which ones a ring of
@@ -13,6 +15,7 @@ same values as a twin that never went through either.
 
 from __future__ import annotations
 
+import copy
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -322,6 +325,10 @@ def test_every_sample_matches_the_reference_model(
                 buffer.truncate_last_trajectory()
                 twin.truncate_last_trajectory()
             elif op == 1:
+                # The file holds the open episodes truncated: the loaded buffer goes on
+                # as the twin does after truncate_last_trajectory().
+                model.truncate_last_trajectory()
+                twin.truncate_last_trajectory()
                 buffer.save(path)
                 buffer = HerReplayBuffer.load(
                     path, recorder.reward, compute_terminated=options["compute_terminated"]
@@ -499,7 +506,7 @@ def test_sample_arrays_are_reused_per_batch_size_and_torch_views_share_them() ->
     )
 
 
-def test_save_and_load_after_the_ring_wrapped_resume_mid_episode_like_a_twin(
+def test_save_after_the_ring_wrapped_writes_the_truncated_twin_and_the_live_one_goes_on(
     tmp_path: Path,
 ) -> None:
     recorder, twin_recorder = RecordingReward(), RecordingReward()
@@ -515,14 +522,19 @@ def test_save_and_load_after_the_ring_wrapped_resume_mid_episode_like_a_twin(
     for _ in range(40):  # every stream has wrapped several times; all stop mid-episode
         add_step([buffer, twin], model, dict_infos=False)
     assert all(eps[-1].complete is False for eps in model.episodes)
+    truncated = copy.deepcopy(buffer)
+    truncated.truncate_last_trajectory()
     buffer.save(tmp_path / "ring.npz")
     loaded = HerReplayBuffer.load(tmp_path / "ring.npz", recorder.reward)
-    assert loaded.episodes_in_progress == 3
-    for _ in range(4):  # the loaded buffer keeps retiring whole episodes as the twin does
+    assert loaded.episodes_in_progress == 0 and buffer.episodes_in_progress == 3
+    assert loaded.n_transitions == truncated.n_transitions
+    assert_same_batch(loaded.sample(256), truncated.sample(256))
+    recorder.calls.clear()
+    for _ in range(4):  # the saved buffer keeps retiring whole episodes as the twin does
         for _ in range(9):
-            add_step([loaded, twin], model, dict_infos=True)
-        assert loaded.n_transitions == sum(ep.length for ep in model.live().values())
-        batch = loaded.sample(256)
+            add_step([buffer, twin], model, dict_infos=True)
+        assert buffer.n_transitions == sum(ep.length for ep in model.live().values())
+        batch = buffer.sample(256)
         check_batch(batch, model, EPISODE, recorder, False, False)
         assert_same_batch(batch, twin.sample(256))
         twin_recorder.calls.clear()
