@@ -460,3 +460,13 @@ def test_device_is_explicit_and_auto_follows_sb3() -> None:
     args = (1000, venv.observation_space, venv.action_space, venv)
     assert HerReplayBuffer(*args, device="cpu").device == torch.device("cpu")
     assert HerReplayBuffer(*args).device == get_device("auto")  # CUDA where there is one
+
+
+def test_prioritized_under_sb3_is_a_clear_error():
+    env = gym.make("goalenvs/PointReach-v0")
+    with pytest.raises(
+        ValueError, match="prioritized=True is not supported under stable-baselines3"
+    ):
+        HerReplayBuffer(
+            100, env.observation_space, env.action_space, env, device="cpu", prioritized=True
+        )

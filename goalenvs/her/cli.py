@@ -56,6 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", metavar="DIR", help="continue the run in this folder")
     parser.add_argument("--save-every", type=int, help="keep policy_epoch_K.pt every K epochs")
     parser.add_argument(
+        "--prioritized",
+        action="store_true",
+        help="prioritized replay by TD error (importance weights in the critic loss)",
+    )
+    parser.add_argument(
         "--save-buffer", action="store_true", help="save the replay buffer too (for --resume)"
     )
     parser.add_argument(
@@ -110,6 +115,8 @@ def build_config(args: argparse.Namespace):
     }
     if args.save_buffer:
         given["save_buffer"] = True
+    if args.prioritized:
+        given["prioritized"] = True
     if args.tensorboard:
         given["tensorboard"] = True
     if args.quiet:

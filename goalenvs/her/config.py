@@ -55,6 +55,9 @@ class TrainConfig:
     torch_threads: int = 1  # torch intra-op threads; small nets gain nothing from more
     out: str | None = None  # run folder; None: runs/<env>-<algo>-<seed>-<time>
     save_every: int = 0  # also keep policy_epoch_K.pt every K epochs; 0: never
+    prioritized: bool = False  # prioritized replay (Schaul et al. 2016) by TD error
+    priority_alpha: float = 0.6  # how much priorities skew sampling (0: uniform)
+    priority_beta: float = 0.4  # importance-weight correction (1: full)
     save_buffer: bool = False  # save the replay buffer with policy_latest.pt (for --resume)
     resume: str | None = None  # run folder to continue (its policy_latest.pt)
     tensorboard: bool = False  # also log scalars with torch.utils.tensorboard
@@ -65,6 +68,10 @@ class TrainConfig:
         self.hidden_sizes = tuple(int(h) for h in self.hidden_sizes)
         if self.info_keys is not None:
             self.info_keys = tuple(self.info_keys)
+        for name in ("priority_alpha", "priority_beta"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
         if self.clip_range is not None:
             self.clip_range = tuple(float(x) for x in self.clip_range)
             if len(self.clip_range) != 2 or not self.clip_range[0] < self.clip_range[1]:

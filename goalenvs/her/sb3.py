@@ -112,7 +112,16 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         info_keys: tuple[str, ...] = (),
         recompute_terminated: bool = False,
         seed: int | None = None,
+        prioritized: bool = False,
     ) -> None:
+        if prioritized:
+            # SB3's algorithms neither weight their losses nor report TD errors back, so a
+            # prioritized buffer under them would only bias the samples.
+            raise ValueError(
+                "prioritized=True is not supported under stable-baselines3 (its algorithms "
+                "take no importance weights and report no TD errors); use goalenvs' own "
+                "trainers (`goalenvs train ENV --prioritized`) or pass prioritized=False"
+            )
         # Not the parents' __init__: it would allocate the storage this class replaces, and
         # pos / full are read from the goalenvs buffer here. These are the attributes
         # stable-baselines3's BaseBuffer sets, with its meaning of buffer_size (per env).

@@ -380,6 +380,9 @@ class Trainer:
             info_keys=self.info_keys,
             compute_terminated=self.compute_terminated,
             seed=seed,
+            prioritized=cfg.prioritized,
+            alpha=cfg.priority_alpha,
+            beta=cfg.priority_beta,
         )
 
     def _default_run_dir(self) -> str:

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from goalenvs.core import GOAL_KEYS
-from goalenvs.her.config import DDPGConfig, DQNConfig, config_from_dict
+from goalenvs.her.config import DDPGConfig, DQNConfig, SACConfig, TD3Config, config_from_dict
 from goalenvs.her.normalizer import Normalizer
 
 
-@pytest.mark.parametrize("cls", [DDPGConfig, DQNConfig])
+@pytest.mark.parametrize("cls", [DDPGConfig, DQNConfig, SACConfig, TD3Config])
 def test_every_config_field_is_documented_on_its_line(cls):
     sources = "".join(inspect.getsource(c) for c in cls.__mro__ if dataclasses.is_dataclass(c))
     for f in dataclasses.fields(cls):
@@ -23,7 +23,7 @@ def test_every_config_field_is_documented_on_its_line(cls):
         assert lines and all("  # " in line for line in lines), f.name
 
 
-@pytest.mark.parametrize("cls", [DDPGConfig, DQNConfig])
+@pytest.mark.parametrize("cls", [DDPGConfig, DQNConfig, SACConfig, TD3Config])
 def test_config_round_trips_through_json(cls):
     config = cls(env_kwargs={"n_bits": 5}, hidden_sizes=(8, 4), info_keys=("crashed",), seed=7)
     again = config_from_dict(json.loads(json.dumps(config.to_dict())))
