@@ -11,6 +11,7 @@ import logging
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -343,3 +344,67 @@ def test_sigkill_at_random_moments_every_resume_succeeds(tmp_path):
     assert [int(r["updates"]) for r in rows] == [4 * e for e in epochs]
     walls = [float(r["wall_time"]) for r in rows]
     assert walls == sorted(walls)
+
+
+# ------------------------------------------------------------------ several workers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sigterm_worker(rank: int, port: int, tmp: str, epochs: int, resume: bool) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2"
+    )
+    torch.set_num_threads(1)
+    run = os.path.join(tmp, "run")
+    config = DDPGConfig(
+        env_id="goalenvs/BitFlippingContinuous-v0",
+        env_kwargs={"n_bits": 4},
+        hidden_sizes=(16,),
+        epochs=epochs,
+        n_cycles=3,
+        n_batches=2,
+        batch_size=16,
+        n_eval_episodes=2,
+        buffer_size=2000,
+        save_buffer=True,
+        out=None if resume else run,
+        resume=run if resume else None,
+        verbose=False,
+    )
+    # Only worker 1 gets SIGTERM (after epoch 1): both must leave the loop together.
+    callback = stop_at_epoch(1, signal.SIGTERM) if rank == 1 and not resume else None
+    result = train(config, callback=callback)
+    torch.save(
+        {"interrupted": result.interrupted, "epochs": result.epochs},
+        os.path.join(tmp, f"result{rank}.pt"),
+    )
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_of_two_workers_stops_both_and_each_resumes_its_own_state(tmp_path):
+    import torch.multiprocessing as mp
+
+    mp.spawn(sigterm_worker, args=(free_port(), str(tmp_path), 4, False), nprocs=2, join=True)
+    results = [torch.load(tmp_path / f"result{r}.pt", weights_only=True) for r in range(2)]
+    assert results == [{"interrupted": True, "epochs": 1}] * 2
+    run = tmp_path / "run"
+    assert epochs_in_csv(run) == [1]
+    manifest = json.loads((run / "checkpoints/epoch_000001/manifest.json").read_text())
+    assert manifest["world_size"] == 2
+    assert {"state_rank0.pt", "state_rank1.pt", "buffer_rank0.npz", "buffer_rank1.npz"} <= set(
+        manifest["files"]
+    )
+    states = [
+        torch.load(run / f"checkpoints/epoch_000001/state_rank{r}.pt", weights_only=True)
+        for r in range(2)
+    ]
+    assert states[0]["agent"] != states[1]["agent"]  # each worker explores with its own noise
+    mp.spawn(sigterm_worker, args=(free_port(), str(tmp_path), 2, True), nprocs=2, join=True)
+    results = [torch.load(tmp_path / f"result{r}.pt", weights_only=True) for r in range(2)]
+    assert results == [{"interrupted": False, "epochs": 2}] * 2
+    assert epochs_in_csv(run) == [1, 2] and debris(run) == []
