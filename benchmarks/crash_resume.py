@@ -173,7 +173,7 @@ def kills(n: int, folder: Path, seed: int, window: float) -> None:
     ok += final.returncode == 0
     rows = epochs_in(run)
     epochs = [int(r["epoch"]) for r in rows]
-    temp = [str(p.relative_to(run)) for p in run.rglob("*.tmp")]
+    temp = [str(p.relative_to(run)) for p in run.rglob(".*.tmp*")]
     open_units = [p.name for p in (run / "checkpoints").glob("epoch_*")
                   if not (p / "manifest.json").exists()]  # fmt: skip
     steps_ok = [int(r["env_steps"]) for r in rows] == [200 * e for e in epochs]

@@ -228,9 +228,13 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> P
 
 
 def atomic_write_file(path: str | os.PathLike, save: Callable[[Path], Any]) -> Path:
-    """As :func:`atomic_write` for a writer that takes a path (``save(temporary_path)``)."""
+    """As :func:`atomic_write` for a writer that takes a path (``save(temporary_path)``).
+
+    The temporary name keeps the suffix of ``path`` (``np.savez`` would append ``.npz``).
+    """
     path = Path(path)
     tmp = temporary_name(path)
+    tmp = tmp.with_name(tmp.name + path.suffix)
     try:
         save(tmp)
         with open(tmp, "rb+") as f:
@@ -365,7 +369,7 @@ def remove_debris(run_dir: str | os.PathLike) -> list[Path]:
     for folder in folders:
         if folder.is_dir():
             for p in folder.iterdir():
-                if p.is_file() and p.name.startswith(".") and p.name.endswith(_TMP_SUFFIX):
+                if p.is_file() and p.name.startswith(".") and _TMP_SUFFIX in p.name:
                     p.unlink()
                     removed.append(p)
     for epoch in unit_epochs(run_dir):

@@ -560,7 +560,8 @@ class Trainer:
             best = run_dir / "policy_best.pt"
             if self.best_epoch == epoch and _checkpoint_epoch(best) != epoch:
                 self.save("policy_best.pt", self.success, training=False)
-        self.progress_rows = self._read_progress_rows(run_dir, epoch)
+        if self.main:
+            self.progress_rows = self._read_progress_rows(run_dir, epoch)
 
     def _read_unit(self, unit: Path) -> tuple[dict, dict | None, Any]:
         """Reads every part of a unit this worker needs, applying nothing yet."""
@@ -663,7 +664,8 @@ class Trainer:
                 buffer_path, self.compute_reward, self.compute_terminated
             )
             self.buffer.truncate_last_trajectory()
-        self.progress_rows = self._read_progress_rows(run_dir, self.epoch)
+        if self.main:
+            self.progress_rows = self._read_progress_rows(run_dir, self.epoch)
 
     def _read_progress_rows(self, run_dir: Path, epoch: int) -> list[list[str]]:
         """progress.csv's rows of epochs 1..``epoch`` (later ones are dropped)."""

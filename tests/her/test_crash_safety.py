@@ -72,7 +72,7 @@ def units(run: Path) -> list[str]:
 
 def debris(run: Path) -> list[str]:
     """Temporary files and uncommitted unit folders anywhere in the run folder."""
-    found = [str(p) for p in run.rglob("*.tmp")]
+    found = [str(p) for p in run.rglob(".*.tmp*")]
     for unit in (run / "checkpoints").glob("epoch_*"):
         if not (unit / "manifest.json").is_file():
             found.append(str(unit))
@@ -102,7 +102,7 @@ def test_rows_past_the_last_committed_epoch_are_dropped_on_resume(tmp_path, capl
     # A kill after epoch 3's row but before its manifest: the unit is not committed.
     (run / "checkpoints/epoch_000003/manifest.json").unlink()
     (run / ".policy_latest.pt.999.tmp").write_bytes(b"cut")  # a write cut by the kill
-    (run / "checkpoints/epoch_000002/.buffer_rank0.npz.999.tmp").write_bytes(b"PK")
+    (run / "checkpoints/epoch_000002/.buffer_rank0.npz.999.tmp.npz").write_bytes(b"PK")
     trainer = Trainer(resumed(config, 4))
     with caplog.at_level(logging.INFO, logger="goalenvs.her.trainer"):
         trainer.start_run_dir()
