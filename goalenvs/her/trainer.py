@@ -496,10 +496,11 @@ class Trainer:
                     f"resume={str(self.run_dir)!r} to continue it, or choose another folder"
                 )
         if self.main:
+            self.write_progress()
+            # Written last: its new time says the folder is restored (tests wait for it).
             atomic_write_text(
                 self.run_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n"
             )
-            self.write_progress()
             if cfg.tensorboard:
                 from torch.utils.tensorboard import SummaryWriter
 
