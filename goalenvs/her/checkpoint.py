@@ -252,25 +252,14 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
-def atomic_link(source: str | os.PathLike, path: str | os.PathLike) -> Path:
-    """Makes ``path`` a hard link of ``source`` (a copy where links are not supported),
-    replacing ``path`` atomically. Files of a unit are never modified once written, so a
-    link shares them safely."""
-    source, path = Path(source), Path(path)
-    tmp = temporary_name(path)
-    try:
-        try:
-            os.link(source, tmp)
-        except OSError:
-            shutil.copyfile(source, tmp)
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    fsync_dir(path.parent)
-    return path
+def atomic_copy(source: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Copies ``source`` to ``path`` atomically (policy_latest.pt from the committed unit).
+
+    A copy, not a hard link: a user who overwrites policy_latest.pt in place must not
+    damage the unit that --resume reads. A policy file is a few MB.
+    """
+    source = Path(source)
+    return atomic_write(path, lambda f: f.write(source.read_bytes()))
 
 
 def unit_dir(run_dir: str | os.PathLike, epoch: int) -> Path:

@@ -57,7 +57,7 @@ from goalenvs.her import distributed
 from goalenvs.her.checkpoint import (
     STATE_FORMAT,
     CheckpointError,
-    atomic_link,
+    atomic_copy,
     atomic_write,
     atomic_write_file,
     atomic_write_text,
@@ -462,7 +462,7 @@ class Trainer:
                 "save_buffer": bool(cfg.save_buffer),
             },
         )
-        atomic_link(unit / "policy.pt", self.run_dir / "policy_latest.pt")
+        atomic_copy(unit / "policy.pt", self.run_dir / "policy_latest.pt")
         if best:
             self.save("policy_best.pt", success, training=False)
         if cfg.save_every and self.epoch % cfg.save_every == 0:
@@ -557,7 +557,7 @@ class Trainer:
         if self.main:
             for newer in epochs[: epochs.index(epoch)]:
                 shutil.rmtree(unit_dir(run_dir, newer), ignore_errors=True)
-            atomic_link(unit_dir(run_dir, epoch) / "policy.pt", run_dir / "policy_latest.pt")
+            atomic_copy(unit_dir(run_dir, epoch) / "policy.pt", run_dir / "policy_latest.pt")
             best = run_dir / "policy_best.pt"
             if self.best_epoch == epoch and _checkpoint_epoch(best) != epoch:
                 self.save("policy_best.pt", self.success, training=False)

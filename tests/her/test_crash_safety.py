@@ -149,6 +149,17 @@ def test_a_damaged_newest_unit_falls_back_to_the_one_before(tmp_path, caplog, vi
     assert result.epochs == 4 and epochs_in_csv(run) == [1, 2, 3, 4]
 
 
+def test_overwriting_policy_latest_in_place_does_not_touch_what_resume_reads(tmp_path):
+    config = dqn(tmp_path, epochs=1)
+    train(config)
+    run = Path(config.out)
+    with open(run / "policy_latest.pt", "r+b") as f:  # in place, as torch.save(x, path) does
+        f.write(b"garbage")
+    result = train(resumed(config, 2))
+    assert result.epochs == 2 and epochs_in_csv(run) == [1, 2]
+    assert torch.load(run / "policy_latest.pt", weights_only=True)["metadata"]["epoch"] == 2
+
+
 def test_no_readable_unit_is_a_clear_error_naming_the_file_and_the_way_out(tmp_path):
     config = dqn(tmp_path, epochs=2)
     train(config)

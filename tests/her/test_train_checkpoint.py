@@ -84,7 +84,7 @@ def test_checkpoint_is_tensors_and_plain_metadata(tmp_path):
         "policy.pt",
         "state_rank0.pt",
     ]
-    # policy_latest.pt is the committed unit's policy (a hard link, or a copy).
+    # policy_latest.pt is a copy of the committed unit's policy.
     assert (run / "policy_latest.pt").read_bytes() == (unit / "policy.pt").read_bytes()
     state = torch.load(unit / "state_rank0.pt", weights_only=True)
     assert state["epoch"] == 1 and state["rank"] == 0 and set(state["agent"]) == {"rng"}
