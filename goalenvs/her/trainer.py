@@ -95,7 +95,7 @@ class TrainResult:
     epochs: int  # epochs completed (resumed ones included)
     env_steps: int  # env steps collected (over all workers, resumed ones included)
     wall_time: float  # seconds of training (resumed runs add up)
-    interrupted: bool  # True when Ctrl-C stopped the run
+    interrupted: bool  # True when Ctrl-C or SIGTERM stopped the run
     history: list[dict[str, Any]] = field(default_factory=list)  # progress rows of this call
 
     @property
