@@ -15,11 +15,14 @@ temporary name and renamed over the target, so a crash never leaves half a check
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import shutil
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -87,17 +90,7 @@ def save_checkpoint(
     }
     if training is not None:
         payload["training"] = {name: _state(obj) for name, obj in training.items()}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    return atomic_write(path, lambda f: torch.save(payload, f))
 
 
 def _check_plain(value: Any, where: str) -> None:
@@ -168,3 +161,277 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         if not isinstance(data.get(key), dict):
             raise CheckpointError(f"{str(path)!r} lacks its {key!r} section")
     return data
+
+
+# --------------------------------------------------------------------------- crash safety
+#
+# A run folder's resumable state is a sequence of *units*, one per finished epoch::
+#
+#     checkpoints/epoch_000012/policy.pt          policy + training state (metadata epoch 12)
+#     checkpoints/epoch_000012/state_rank0.pt     random generator states of worker 0
+#     checkpoints/epoch_000012/buffer_rank0.npz   worker 0's replay buffer (save_buffer)
+#     checkpoints/epoch_000012/manifest.json      written last: the unit is committed
+#
+# Every file is written atomically (temporary name in the same folder, flush, fsync,
+# rename, fsync of the folder). A reader trusts only a unit whose manifest exists, names
+# the same epoch as its folder and lists files of the sizes found; it falls back to the
+# previous unit when the newest is damaged (as Orbax and torch.distributed.checkpoint
+# commit a step with its metadata written last).
+
+UNIT_FORMAT = "goalenvs-run-checkpoint"
+UNIT_VERSION = 1
+STATE_FORMAT = "goalenvs-random-state"
+MANIFEST = "manifest.json"
+CHECKPOINTS = "checkpoints"
+_UNIT_PREFIX = "epoch_"
+_TMP_SUFFIX = ".tmp"
+
+
+def temporary_name(path: Path) -> Path:
+    """The temporary file an atomic write of ``path`` goes through (same folder)."""
+    return path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    """Makes a rename inside ``folder`` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # Windows: folders cannot be opened; NTFS journals the rename
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> Path:
+    """Calls ``write(file)`` on a temporary file, fsyncs it and renames it to ``path``.
+
+    A kill at any moment leaves either the old ``path`` or the new one, never a mix; the
+    temporary file of a killed write is removed by :func:`remove_debris` at the next start.
+    """
+    path = Path(path)
+    tmp = temporary_name(path)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_file(path: str | os.PathLike, save: Callable[[Path], Any]) -> Path:
+    """As :func:`atomic_write` for a writer that takes a path (``save(temporary_path)``).
+
+    The temporary name keeps the suffix of ``path`` (``np.savez`` would append ``.npz``).
+    """
+    path = Path(path)
+    tmp = temporary_name(path)
+    tmp = tmp.with_name(tmp.name + path.suffix)
+    try:
+        save(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Writes ``text`` (UTF-8) to ``path`` atomically."""
+    return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def atomic_copy(source: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Copies ``source`` to ``path`` atomically (policy_latest.pt from the committed unit).
+
+    A copy, not a hard link: a user who overwrites policy_latest.pt in place must not
+    damage the unit that --resume reads. A policy file is a few MB.
+    """
+    source = Path(source)
+    return atomic_write(path, lambda f: f.write(source.read_bytes()))
+
+
+def unit_dir(run_dir: str | os.PathLike, epoch: int) -> Path:
+    """The folder of epoch ``epoch``'s unit."""
+    return Path(run_dir) / CHECKPOINTS / f"{_UNIT_PREFIX}{epoch:06d}"
+
+
+def unit_epochs(run_dir: str | os.PathLike) -> list[int]:
+    """Epochs that have a unit folder (committed or not), newest first."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    epochs = []
+    for child in root.iterdir():
+        name = child.name
+        if child.is_dir() and name.startswith(_UNIT_PREFIX) and name[len(_UNIT_PREFIX) :].isdigit():
+            epochs.append(int(name[len(_UNIT_PREFIX) :]))
+    return sorted(epochs, reverse=True)
+
+
+def commit_unit(unit: Path, epoch: int, extra: dict[str, Any]) -> Path:
+    """Writes the manifest of ``unit``: the last write of an epoch, which commits it.
+
+    The manifest lists every file of the folder with its size; ``extra`` holds plain
+    values (world size, best epoch, ...).
+    """
+    files = {
+        p.name: {"size": p.stat().st_size}
+        for p in sorted(unit.iterdir())
+        if p.is_file() and p.name != MANIFEST and not p.name.startswith(".")
+    }
+    manifest = {
+        "format": UNIT_FORMAT,
+        "version": UNIT_VERSION,
+        "epoch": int(epoch),
+        "files": files,
+        **extra,
+    }
+    return atomic_write_text(unit / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+
+
+def read_manifest(unit: Path) -> dict[str, Any]:
+    """The manifest of a committed unit, checked against its folder.
+
+    Raises :class:`CheckpointError` naming the file when the unit is not committed or
+    does not match it (another epoch, a file missing or of another size).
+    """
+    path = unit / MANIFEST
+    if not path.is_file():
+        raise CheckpointError(f"{str(unit)!r} is not committed: it has no {MANIFEST}")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{str(path)!r} is not readable JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != UNIT_FORMAT:
+        raise CheckpointError(f"{str(path)!r} is not a goalenvs checkpoint manifest")
+    if manifest.get("version") != UNIT_VERSION:
+        raise CheckpointError(
+            f"{str(path)!r} has manifest version {manifest.get('version')!r}; this goalenvs "
+            f"reads version {UNIT_VERSION}"
+        )
+    epoch = int(unit.name[len(_UNIT_PREFIX) :])
+    if manifest.get("epoch") != epoch:
+        raise CheckpointError(
+            f"{str(path)!r} names epoch {manifest.get('epoch')!r} but sits in the folder of "
+            f"epoch {epoch}"
+        )
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise CheckpointError(f"{str(path)!r} lists no files")
+    for name, entry in files.items():
+        file = unit / name
+        if not file.is_file():
+            raise CheckpointError(f"{str(file)!r} is missing (listed in {MANIFEST})")
+        size = file.stat().st_size
+        if size != entry.get("size"):
+            raise CheckpointError(
+                f"{str(file)!r} has {size} bytes, its manifest says {entry.get('size')} "
+                "(truncated or overwritten)"
+            )
+    return manifest
+
+
+def remove_debris(run_dir: str | os.PathLike) -> list[Path]:
+    """Removes what killed writes left in a run folder; returns what it removed.
+
+    That is: temporary files of atomic writes (``.NAME.PID.tmp``), unit folders without
+    a manifest (an epoch whose save was cut), and files inside a committed unit that its
+    manifest does not list. Call it only while no worker writes into the folder.
+    """
+    run_dir = Path(run_dir)
+    removed: list[Path] = []
+    if not run_dir.is_dir():
+        return removed
+    folders = [run_dir, run_dir / CHECKPOINTS]
+    for folder in folders:
+        if folder.is_dir():
+            for p in folder.iterdir():
+                if p.is_file() and p.name.startswith(".") and _TMP_SUFFIX in p.name:
+                    p.unlink()
+                    removed.append(p)
+    for epoch in unit_epochs(run_dir):
+        unit = unit_dir(run_dir, epoch)
+        manifest_path = unit / MANIFEST
+        if not manifest_path.is_file():
+            shutil.rmtree(unit)
+            removed.append(unit)
+            continue
+        try:
+            listed = set(json.loads(manifest_path.read_text(encoding="utf-8"))["files"])
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            continue  # a damaged manifest: the resume reports it and falls back
+        for p in unit.iterdir():
+            if p.name != MANIFEST and p.name not in listed:
+                if p.is_dir():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+                removed.append(p)
+    return removed
+
+
+# --------------------------------------------------------------------------- random state
+
+
+def find_generators(obj: Any) -> dict[str, np.random.Generator]:
+    """The numpy generators ``obj`` holds, by attribute path, each object once.
+
+    Duck-typed so that it follows any env or agent: attributes that are a
+    ``np.random.Generator`` or a list / tuple of them (a native vector env's per-sub-env
+    generators), and for a vector env with sub-envs (gymnasium's ``SyncVectorEnv``) each
+    sub-env's ``np_random``.
+    """
+    found: dict[str, np.random.Generator] = {}
+    seen: set[int] = set()
+
+    def add(name: str, value: Any) -> None:
+        if isinstance(value, np.random.Generator) and id(value) not in seen:
+            seen.add(id(value))
+            found[name] = value
+
+    for name, value in sorted(vars(obj).items()):
+        if isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                add(f"{name}[{i}]", item)
+        else:
+            add(name, value)
+    for i, env in enumerate(getattr(obj, "envs", None) or []):
+        inner = getattr(env, "unwrapped", env)
+        generator = getattr(inner, "_np_random", None)
+        add(f"envs[{i}].np_random", generator)
+    return found
+
+
+def generator_states(obj: Any) -> dict[str, Any]:
+    """``{path: bit_generator.state}`` of :func:`find_generators` (plain values)."""
+    return {name: g.bit_generator.state for name, g in find_generators(obj).items()}
+
+
+def restore_generators(obj: Any, states: dict[str, Any]) -> list[str]:
+    """Sets the generators of ``obj`` back to ``states`` (in place: aliases follow).
+
+    Returns the paths that did not match (saved but absent, or present but not saved):
+    an empty list when every generator was restored.
+    """
+    current = find_generators(obj)
+    mismatched = sorted(set(current) ^ set(states))
+    for name, generator in current.items():
+        if name in states:
+            state = states[name]
+            if state.get("bit_generator") != type(generator.bit_generator).__name__:
+                mismatched.append(name)
+                continue
+            generator.bit_generator.state = state
+    return mismatched

@@ -7,19 +7,39 @@ buffer and the agent, trains, and writes the run folder::
     progress.csv       one row per epoch
     curves.png         success rate and return against env steps, redrawn every epoch
     policy_best.pt     the policy with the best eval success so far
-    policy_latest.pt   policy plus training state, every epoch (what --resume reads)
+    policy_latest.pt   policy plus training state of the last finished epoch
     policy_epoch_K.pt  every ``save_every`` epochs
-    buffer.npz         the replay buffer, with ``save_buffer``
+    checkpoints/epoch_N/   what --resume reads: one unit per finished epoch (the last two
+                       are kept): policy.pt, state_rankR.pt (random generator states of
+                       worker R), buffer_rankR.npz (with ``save_buffer``), manifest.json
 
-Ctrl-C finishes the current cycle, saves ``policy_latest.pt`` and returns.
+Every file is written atomically and an epoch's unit is committed by its manifest,
+written last (after the epoch's progress.csv row), so a kill at any moment leaves a
+folder that ``--resume`` continues from the last committed epoch: rows of later epochs
+are dropped from progress.csv (and purged from TensorBoard), temporary files of cut
+writes are removed, and a damaged newest unit falls back to the one before (logged).
+
+Resuming restores the networks, optimizers, normalizer, replay buffer (``save_buffer``)
+and every random generator (exploration noise, buffer sampling, torch, the training
+envs' per-sub-env generators), per worker. The envs restart their episodes on resume:
+an episode in progress at the save is cut there (stored as truncated). Where no episode
+is in progress at an epoch's end (``rollout_steps`` = the episode length and no early
+termination, as Fetch), a resumed run draws exactly what the uninterrupted run draws.
+
+Ctrl-C or SIGTERM (what SLURM, Kubernetes and torchrun send before a kill) stops the
+run after the current cycle (all workers agree on it); the folder keeps the last
+finished epoch, and the cycles of the unfinished one are dropped.
 """
 
 from __future__ import annotations
 
 import csv
 import importlib
+import io
 import json
+import logging
 import math
+import shutil
 import signal
 import sys
 import threading
@@ -38,9 +58,28 @@ import goalenvs  # importing registers the goalenvs ids
 from goalenvs.core import GOAL_KEYS
 from goalenvs.her import distributed
 from goalenvs.her.algos import algo_for, check_action_space, get_algo, make_agent
-from goalenvs.her.checkpoint import read_checkpoint, save_checkpoint, space_to_dict
+from goalenvs.her.checkpoint import (
+    STATE_FORMAT,
+    CheckpointError,
+    atomic_copy,
+    atomic_write,
+    atomic_write_file,
+    atomic_write_text,
+    commit_unit,
+    generator_states,
+    read_checkpoint,
+    read_manifest,
+    remove_debris,
+    restore_generators,
+    save_checkpoint,
+    space_to_dict,
+    unit_dir,
+    unit_epochs,
+)
 from goalenvs.her.config import TrainConfig
 
+KEEP_UNITS = 2  # committed epochs kept in checkpoints/: the newest and one to fall back on
+logger = logging.getLogger(__name__)
 # Short names of the losses on the progress display (others are shown as they are).
 LABELS = {"critic_loss": "critic", "actor_loss": "actor", "q_loss": "loss", "q_mean": "Q"}
 
@@ -64,7 +103,7 @@ class TrainResult:
     epochs: int  # epochs completed (resumed ones included)
     env_steps: int  # env steps collected (over all workers, resumed ones included)
     wall_time: float  # seconds of training (resumed runs add up)
-    interrupted: bool  # True when Ctrl-C stopped the run
+    interrupted: bool  # True when Ctrl-C or SIGTERM stopped the run
     history: list[dict[str, Any]] = field(default_factory=list)  # progress rows of this call
 
     @property
@@ -507,8 +546,9 @@ class Trainer:
             "torch_version": str(torch.__version__),
         }
 
-    def save(self, name: str, success: float, training: bool) -> Path:
-        """Writes one checkpoint of the run (main worker only)."""
+    def save(self, name: str | Path, success: float, training: bool) -> Path:
+        """Writes one checkpoint of the run (main worker only); ``name`` is relative to the
+        run folder."""
         return save_checkpoint(
             self.run_dir / name,
             self.metadata(success),
@@ -516,50 +556,242 @@ class Trainer:
             self.agent.training_modules() if training else None,
         )
 
-    def save_latest(self, success: float) -> None:
-        """``policy_latest.pt`` with the training state (and the buffer when asked)."""
+    def random_state(self) -> dict[str, Any]:
+        """This worker's random generator states (plain values and tensors)."""
+        envs = self.envs
+        snapshot = getattr(envs, "snapshot", None)
+        return {
+            "format": STATE_FORMAT,
+            "version": 1,
+            "epoch": self.epoch,
+            "rank": self.rank,
+            "world_size": self.world,
+            "torch": torch.get_rng_state(),
+            "cuda": list(torch.cuda.get_rng_state_all()) if torch.cuda.is_available() else [],
+            "agent": generator_states(self.agent),
+            "buffer": generator_states(self.buffer),
+            # Before the epoch's last step (see _GeneratorSnapshot): a sub-env that reset
+            # in that step draws the same episode again when the resume resets it.
+            "envs": snapshot() if snapshot is not None else generator_states(envs.unwrapped),
+        }
+
+    def save_epoch(self, row: dict[str, Any], success: float) -> None:
+        """Commits the finished epoch as one unit, then updates the files derived from it.
+
+        Order: every worker writes its part of ``checkpoints/epoch_N`` (policy and training
+        state from worker 0, random state and buffer from each), progress.csv gets the
+        row, and worker 0 writes the manifest, which commits the epoch. Only then are
+        policy_latest.pt, policy_best.pt and policy_epoch_K.pt updated and older units
+        removed. A kill before the manifest leaves epoch N-1 as the last committed one.
+        """
+        cfg = self.config
+        unit = unit_dir(self.run_dir, self.epoch)
+        best = (success, row["eval_return"]) > (self.best_success, self.best_return)
+        if best:
+            self.best_success, self.best_return = success, row["eval_return"]
+            self.best_epoch = self.epoch
+        self.progress_rows.append([_csv_value(row[c]) for c in self.columns()])
+        if self.main:
+            if unit.exists():  # left by a run that was resumed from an earlier epoch
+                shutil.rmtree(unit)
+            unit.mkdir(parents=True)
+        self._barrier()
+        if self.main:
+            self.save(unit.relative_to(self.run_dir) / "policy.pt", success, training=True)
+        state = self.random_state()
+        atomic_write(unit / f"state_rank{self.rank}.pt", lambda f: torch.save(state, f))
+        if cfg.save_buffer:
+            # The live buffer is saved as it is (episodes in progress included): the
+            # resume closes them, since the envs restart there (issue 13.10).
+            buffer_path = unit / f"buffer_rank{self.rank}.npz"
+            atomic_write_file(buffer_path, self.buffer.save)
+        self._barrier()
         if not self.main:
             return
-        self.save("policy_latest.pt", success, training=True)
-        if self.config.save_buffer:
-            self.buffer.truncate_last_trajectory()
-            self.buffer.save(self.run_dir / "buffer.npz")
+        self.write_progress()
+        commit_unit(
+            unit,
+            self.epoch,
+            {
+                "world_size": self.world,
+                "env_steps": self.env_steps,
+                "best_epoch": self.best_epoch,
+                "save_buffer": bool(cfg.save_buffer),
+            },
+        )
+        atomic_copy(unit / "policy.pt", self.run_dir / "policy_latest.pt")
+        if best:
+            self.save("policy_best.pt", success, training=False)
+        if cfg.save_every and self.epoch % cfg.save_every == 0:
+            self.save(f"policy_epoch_{self.epoch}.pt", success, training=False)
+        for epoch in unit_epochs(self.run_dir)[KEEP_UNITS:]:
+            shutil.rmtree(unit_dir(self.run_dir, epoch), ignore_errors=True)
+
+    def write_progress(self) -> None:
+        """Rewrites progress.csv atomically with the header and every epoch's row so far."""
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(self.columns())
+        writer.writerows(self.progress_rows)
+        atomic_write_text(self.run_dir / "progress.csv", text.getvalue())
 
     def start_run_dir(self) -> None:
         """Creates the run folder (or reopens it to resume) and restores a resumed state."""
         cfg = self.config
+        self.progress_rows: list[list[str]] = []
+        self.best_epoch = 0
+        self._resumed_envs: dict[str, Any] | None = None
+        if not isinstance(self.envs, _GeneratorSnapshot):
+            self.envs = _GeneratorSnapshot(self.envs)
         if cfg.resume:
             self.restore(Path(cfg.resume))
         elif self.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            if (self.run_dir / "policy_latest.pt").exists():
+            if (self.run_dir / "policy_latest.pt").exists() or unit_epochs(self.run_dir):
                 raise ValueError(
                     f"out={str(self.run_dir)!r} already holds a run; pass "
                     f"resume={str(self.run_dir)!r} to continue it, or choose another folder"
                 )
         if self.main:
-            (self.run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
-            if not cfg.resume or not (self.run_dir / "progress.csv").exists():
-                with open(self.run_dir / "progress.csv", "w", newline="") as f:
-                    csv.writer(f).writerow(self.columns())
+            self.write_progress()
+            # Written last: its new time says the folder is restored (tests wait for it).
+            atomic_write_text(
+                self.run_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n"
+            )
             if cfg.tensorboard:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+                # Events past the resumed epoch (written before a kill) are hidden.
+                purge = self.env_steps + 1 if cfg.resume else None
+                self.writer = SummaryWriter(str(self.run_dir / "tensorboard"), purge_step=purge)
 
     def restore(self, run_dir: Path) -> None:
-        """Loads the training state of ``run_dir/policy_latest.pt`` (and its buffer)."""
+        """Loads the last committed epoch of ``run_dir`` (falling back to the one before
+        when it is damaged) and cuts progress.csv to it."""
+        if not (run_dir / "config.json").is_file():
+            raise ValueError(f"resume={str(run_dir)!r} is not a run folder (no config.json)")
+        if self.main:
+            for path in remove_debris(run_dir):
+                logger.info("removed %s, left by a write that was cut", path)
+        self._barrier()
+        epochs = unit_epochs(run_dir)
+        if not epochs:
+            if (run_dir / "policy_latest.pt").exists():
+                self._restore_legacy(run_dir)
+                return
+            logger.warning(
+                "resume=%r holds no finished epoch yet: training starts from the beginning",
+                str(run_dir),
+            )
+            return
+        failures = []
+        for epoch in epochs:
+            try:
+                loaded = self._read_unit(unit_dir(run_dir, epoch))
+                error = None
+            except CheckpointError as exc:
+                loaded, error = None, str(exc)
+            ok = float(error is None)
+            agreed = float(distributed.all_reduce_sum(torch.tensor([ok]))[0]) == self.world
+            if agreed:
+                break
+            failures.append(f"epoch {epoch}: {error or 'damaged on another worker'}")
+            logger.warning(
+                "the checkpoint of epoch %d cannot be resumed (%s)%s",
+                epoch,
+                error or "damaged on another worker",
+                "; trying the epoch before" if epoch != epochs[-1] else "",
+            )
+        else:
+            raise CheckpointError(
+                f"resume={str(run_dir)!r}: no checkpoint in it can be read ("
+                + "; ".join(failures)
+                + "). Restore the files from a backup, or start a new run with out=<folder>"
+            )
+        self._apply_unit(run_dir, epoch, *loaded)
+        if epoch != epochs[0]:
+            logger.warning("resuming from epoch %d, the last readable checkpoint", epoch)
+        if self.main:
+            for newer in epochs[: epochs.index(epoch)]:
+                shutil.rmtree(unit_dir(run_dir, newer), ignore_errors=True)
+            atomic_copy(unit_dir(run_dir, epoch) / "policy.pt", run_dir / "policy_latest.pt")
+            best = run_dir / "policy_best.pt"
+            if self.best_epoch == epoch and _checkpoint_epoch(best) != epoch:
+                self.save("policy_best.pt", self.success, training=False)
+        if self.main:
+            self.progress_rows = self._read_progress_rows(run_dir, epoch)
+
+    def _read_unit(self, unit: Path) -> tuple[dict, dict | None, Any]:
+        """Reads every part of a unit this worker needs, applying nothing yet."""
         from goalenvs.her.buffer import HerReplayBuffer
 
-        data = read_checkpoint(run_dir / "policy_latest.pt", map_location=self.device)
+        manifest = read_manifest(unit)
+        epoch = manifest["epoch"]
+        data = read_checkpoint(unit / "policy.pt", map_location=self.device)
+        if data["metadata"].get("epoch") != epoch or "training" not in data:
+            raise CheckpointError(
+                f"{str(unit / 'policy.pt')!r} holds epoch {data['metadata'].get('epoch')!r} "
+                f"{'with' if 'training' in data else 'without'} training state; its unit is "
+                f"epoch {epoch}"
+            )
+        data["manifest"] = manifest
+        if manifest.get("world_size") != self.world:
+            return data, None, None
+        path = unit / f"state_rank{self.rank}.pt"
+        state = read_checkpoint_like(path, STATE_FORMAT)
+        if state.get("epoch") != epoch or state.get("rank") != self.rank:
+            raise CheckpointError(
+                f"{str(path)!r} holds epoch {state.get('epoch')!r} of rank {state.get('rank')!r}, "
+                f"expected epoch {epoch} of rank {self.rank}"
+            )
+        buffer = None
+        path = unit / f"buffer_rank{self.rank}.npz"
+        if self.config.save_buffer and path.name in manifest["files"]:
+            try:
+                buffer = HerReplayBuffer.load(path, self.compute_reward, self.compute_terminated)
+            except Exception as exc:  # numpy / zipfile raise many kinds on a damaged file
+                raise CheckpointError(
+                    f"{str(path)!r} is not a readable replay buffer ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0] if str(exc) else ''})"
+                ) from None
+        return data, state, buffer
+
+    def _apply_unit(
+        self, run_dir: Path, epoch: int, data: dict, state: dict | None, buffer: Any
+    ) -> None:
+        meta = data["metadata"]
+        self._load_training_state(run_dir, data)
+        self.success = float(meta["success_rate"])
+        self.best_epoch = int(data["manifest"].get("best_epoch", epoch))
+        if state is None:
+            logger.warning(
+                "epoch %d was saved by %s workers, this run has %d: the networks resume, the "
+                "random generators and replay buffers start anew",
+                epoch,
+                data["manifest"].get("world_size"),
+                self.world,
+            )
+            return
+        if buffer is not None:
+            buffer.truncate_last_trajectory()  # the envs restart: open episodes end here
+            self.buffer = buffer
+        torch.set_rng_state(state["torch"].cpu())
+        cuda = state["cuda"]
+        if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
+        for name, obj in (("agent", self.agent), ("buffer", self.buffer)):
+            missed = restore_generators(obj, state[name])
+            if missed:
+                logger.warning("%s generators %s were not restored", name, missed)
+        self._resumed_envs = state["envs"]
+
+    def _load_training_state(self, run_dir: Path, data: dict) -> None:
         meta = data["metadata"]
         if meta["env_id"] != self.config.env_id or meta["algo"] != self.config.algo:
             raise ValueError(
                 f"resume={str(run_dir)!r} holds a {meta['algo']} run on {meta['env_id']}, not "
                 f"{self.config.algo} on {self.config.env_id}"
             )
-        if "training" not in data:
-            raise ValueError(f"{run_dir / 'policy_latest.pt'} holds no training state to resume")
         try:
             for name, module in self.agent.policy_modules().items():
                 module.load_state_dict(data["policy"][name])
@@ -574,11 +806,52 @@ class Trainer:
         self.updates, self.wall_time = int(meta["updates"]), float(meta["wall_time"])
         self.best_success = float(meta["best_success_rate"])
         self.best_return = float(meta.get("best_return", -math.inf))
+
+    def _restore_legacy(self, run_dir: Path) -> None:
+        """A folder of goalenvs <= 0.x: policy_latest.pt (and buffer.npz), no units."""
+        from goalenvs.her.buffer import HerReplayBuffer
+
+        data = read_checkpoint(run_dir / "policy_latest.pt", map_location=self.device)
+        if "training" not in data:
+            raise ValueError(f"{run_dir / 'policy_latest.pt'} holds no training state to resume")
+        self._load_training_state(run_dir, data)
+        self.success = float(data["metadata"]["success_rate"])
         buffer_path = run_dir / "buffer.npz"
         if self.config.save_buffer and buffer_path.exists() and self.world == 1:
             self.buffer = HerReplayBuffer.load(
                 buffer_path, self.compute_reward, self.compute_terminated
             )
+            self.buffer.truncate_last_trajectory()
+        if self.main:
+            self.progress_rows = self._read_progress_rows(run_dir, self.epoch)
+
+    def _read_progress_rows(self, run_dir: Path, epoch: int) -> list[list[str]]:
+        """progress.csv's rows of epochs 1..``epoch`` (later ones are dropped)."""
+        path = run_dir / "progress.csv"
+        try:
+            with open(path, newline="") as f:
+                rows = list(csv.reader(f))
+        except OSError as exc:
+            raise CheckpointError(f"{str(path)!r} cannot be read ({exc})") from None
+        header, body = (rows[0], rows[1:]) if rows else ([], [])
+        if header != self.columns():
+            raise CheckpointError(
+                f"{str(path)!r} does not start with the header {','.join(self.columns())}"
+            )
+        kept = [row for row in body if row and row[0].isdigit() and int(row[0]) <= epoch]
+        if [int(row[0]) for row in kept] != list(range(1, epoch + 1)):
+            raise CheckpointError(
+                f"{str(path)!r} lacks rows of epochs 1..{epoch} (it holds epochs "
+                f"{[row[0] for row in kept][:20]}): restore it from a backup to resume"
+            )
+        if len(body) > len(kept):
+            logger.info("progress.csv: dropped %d rows past epoch %d", len(body) - len(kept), epoch)
+        return kept
+
+    def _barrier(self) -> None:
+        """Waits for every worker (a no-op alone)."""
+        if self.world > 1:
+            distributed.all_reduce_sum(torch.zeros(1))
 
     def columns(self) -> list[str]:
         """The progress.csv header."""
@@ -588,14 +861,15 @@ class Trainer:
         ]  # fmt: skip
 
     def log(self, row: dict[str, Any]) -> None:
-        """Appends the epoch's row to progress.csv, TensorBoard, and redraws the curves."""
+        """Sends the committed epoch's row to TensorBoard and redraws the curves.
+
+        progress.csv already holds the row: :meth:`save_epoch` writes it with the epoch.
+        """
         from goalenvs.her.curves import plot_curves
 
         self.history.append(row)
         if not self.main:
             return
-        with open(self.run_dir / "progress.csv", "a", newline="") as f:
-            csv.writer(f).writerow([row[c] for c in self.columns()])
         if self.writer is not None:
             for key, value in row.items():
                 if key not in ("epoch", "env_steps"):
@@ -625,26 +899,34 @@ class Trainer:
     # ---- main loop
 
     def run(self) -> TrainResult:
-        """Trains until ``config.epochs`` epochs are done (or Ctrl-C, or ``stop_success``)."""
+        """Trains until ``config.epochs`` epochs are done (or Ctrl-C / SIGTERM, or
+        ``stop_success``)."""
         cfg = self.config
         self.start_run_dir()
         obs, _ = self.envs.reset(seed=cfg.seed + self.rank * cfg.num_envs)
-        success = 0.0
-        previous = self._catch_sigint()
+        if self._resumed_envs is not None:
+            missed = restore_generators(self.envs.unwrapped, self._resumed_envs)
+            if missed:
+                logger.warning("env generators %s were not restored (another env version?)", missed)
+            obs, _ = self.envs.reset()
+        success = getattr(self, "success", 0.0)
+        previous = self._catch_signals()
         display = _Display(cfg, self.epoch) if cfg.verbose and self.main else None
+        steps_per_epoch = cfg.n_cycles * self.rollout_steps
+        stopped = False
         try:
-            while self.epoch < cfg.epochs and not self._stop:
+            while self.epoch < cfg.epochs and not (stopped := self._agreed_stop()):
                 start, steps_before = time.perf_counter(), self.env_steps
                 stats: dict[str, list] = {name: [] for name in ("success", *loss_names(cfg.algo))}
+                self.envs.arm(steps_per_epoch)
                 for cycle in range(cfg.n_cycles):
                     obs = self.collect(obs, stats)
                     self.optimize(stats)
                     if display is not None:
                         display.cycle(self, cycle, stats, time.perf_counter() - start)
-                    if self._stop:
+                    if stopped := self._agreed_stop():
                         break
-                if self._stop:
-                    self.wall_time += time.perf_counter() - start
+                if stopped:
                     break
                 success, ret, length = self.evaluate()
                 self.epoch += 1
@@ -662,12 +944,7 @@ class Trainer:
                     "eval_length": length,
                     **{name: _mean(stats[name]) for name in loss_names(cfg.algo)},
                 }
-                if self.main and (success, ret) > (self.best_success, self.best_return):
-                    self.best_success, self.best_return = success, ret
-                    self.save("policy_best.pt", success, training=False)
-                if self.main and cfg.save_every and self.epoch % cfg.save_every == 0:
-                    self.save(f"policy_epoch_{self.epoch}.pt", success, training=False)
-                self.save_latest(success)
+                self.save_epoch(row, success)
                 self.log(row)
                 if display is not None:
                     display.epoch(row, self.best_success)
@@ -675,13 +952,11 @@ class Trainer:
                     self.callback(row)
                 if cfg.stop_success is not None and success >= cfg.stop_success:
                     break
-            if self._stop:
-                self.save_latest(success)
         finally:
             if display is not None:
                 display.close()
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             self.close()
         return TrainResult(
             run_dir=self.run_dir,
@@ -690,21 +965,33 @@ class Trainer:
             epochs=self.epoch,
             env_steps=self.env_steps,
             wall_time=self.wall_time,
-            interrupted=self._stop,
+            interrupted=stopped,
             history=self.history,
         )
 
-    def _catch_sigint(self) -> Any:
-        """The first Ctrl-C asks the loop to stop after the current cycle; a second one
-        interrupts at once."""
+    def _agreed_stop(self) -> bool:
+        """True once any worker was asked to stop; every worker calls it at the same points
+        (one tiny all-reduce), so all leave the loop together."""
+        if self.world == 1:
+            return self._stop
+        asked = torch.tensor([float(self._stop)])
+        return bool(float(distributed.all_reduce_sum(asked)[0]) > 0)
+
+    def _catch_signals(self) -> dict[int, Any]:
+        """The first Ctrl-C (SIGINT) or SIGTERM asks the loop to stop after the current
+        cycle; a second one interrupts at once. Returns the handlers it replaced."""
         if threading.current_thread() is not threading.main_thread():
-            return None
+            return {}
 
         def handler(signum: int, frame: Any) -> None:
             self._stop = True
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            again = signal.default_int_handler if signum == signal.SIGINT else previous[signum]
+            signal.signal(signum, again)
 
-        return signal.signal(signal.SIGINT, handler)
+        previous: dict[int, Any] = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, handler)
+        return previous
 
     def close(self) -> None:
         """Closes envs, the TensorBoard writer and a process group this run created."""
@@ -720,6 +1007,66 @@ class Trainer:
 
 def _mean(values: list[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
+
+
+def _csv_value(value: Any) -> str:
+    return str(value)
+
+
+def _checkpoint_epoch(path: Path) -> int | None:
+    """The epoch a checkpoint file names (None when it is missing or unreadable)."""
+    try:
+        return int(read_checkpoint(path)["metadata"]["epoch"])
+    except (OSError, CheckpointError, KeyError, TypeError, ValueError):
+        return None
+
+
+def read_checkpoint_like(path: Path, format_name: str) -> dict:
+    """Loads a small torch file of ours (tensors and plain values) with the checks and
+    errors of :func:`read_checkpoint`."""
+    if not path.is_file():
+        raise CheckpointError(f"{str(path)!r} is missing")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise CheckpointError(
+            f"{str(path)!r} is not readable (truncated, corrupt, or not a torch file): "
+            f"{type(exc).__name__}"
+        ) from None
+    if not isinstance(data, dict) or data.get("format") != format_name:
+        raise CheckpointError(f"{str(path)!r} is not a {format_name} file")
+    return data
+
+
+class _GeneratorSnapshot(gym.vector.VectorWrapper):
+    """Keeps the envs' generator states from just before the last step of an epoch.
+
+    A sub-env whose episode ends in that step (same-step autoreset) draws its next
+    episode inside it; saving the states from before the step lets the resume's reset
+    draw that same episode again. Sub-envs that did not reset drew nothing in the step,
+    so their state is the current one either way. Costs one comparison per step.
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv) -> None:
+        super().__init__(env)
+        self._steps, self._target, self._states = 0, -1, None
+
+    def arm(self, steps: int) -> None:
+        """Takes the snapshot before the ``steps``-th step from now."""
+        self._steps, self._target, self._states = 0, steps, None
+
+    def step(self, actions: Any) -> Any:
+        """Steps the envs (after taking the snapshot when this is the armed step)."""
+        self._steps += 1
+        if self._steps == self._target:
+            self._states = generator_states(self.env.unwrapped)
+        return self.env.step(actions)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The states before the last step when it was the armed one, else the current."""
+        if self._states is not None and self._steps == self._target:
+            return self._states
+        return generator_states(self.env.unwrapped)
 
 
 def _read_progress(path: Path) -> list[dict[str, float]]:

@@ -70,6 +70,7 @@ def test_checkpoint_is_tensors_and_plain_metadata(tmp_path):
     run = result.run_dir
     names = sorted(p.name for p in run.iterdir())
     assert names == [
+        "checkpoints",
         "config.json",
         "curves.png",
         "policy_best.pt",
@@ -77,6 +78,16 @@ def test_checkpoint_is_tensors_and_plain_metadata(tmp_path):
         "policy_latest.pt",
         "progress.csv",
     ]  # fmt: skip  (no temporary file left behind)
+    unit = run / "checkpoints" / "epoch_000001"
+    assert sorted(p.name for p in unit.iterdir()) == [
+        "manifest.json",
+        "policy.pt",
+        "state_rank0.pt",
+    ]
+    # policy_latest.pt is a copy of the committed unit's policy.
+    assert (run / "policy_latest.pt").read_bytes() == (unit / "policy.pt").read_bytes()
+    state = torch.load(unit / "state_rank0.pt", weights_only=True)
+    assert state["epoch"] == 1 and state["rank"] == 0 and set(state["agent"]) == {"rng"}
     data = torch.load(run / "policy_latest.pt", weights_only=True)
     meta = data["metadata"]
     assert meta["env_id"] == "goalenvs/BitFlippingContinuous-v0"

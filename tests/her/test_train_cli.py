@@ -24,7 +24,7 @@ def test_train_writes_the_run_folder_and_says_how_to_play(tmp_path, capsys):
     assert code == 0
     assert {p.name for p in out.iterdir()} == {
         "config.json", "progress.csv", "curves.png", "policy_best.pt", "policy_latest.pt",
-        "policy_epoch_1.pt",
+        "policy_epoch_1.pt", "checkpoints",
     }  # fmt: skip
     config = json.loads((out / "config.json").read_text())
     assert config["algo"] == "dqn"  # picked from the Discrete action space
@@ -89,7 +89,8 @@ def test_corrupt_checkpoint_on_resume_is_reported(tmp_path, capsys):
     out = tmp_path / "run"
     argv = ["train", "goalenvs/BitFlipping-v0", "--env-kwargs", '{"n_bits": 3}']
     assert main([*argv, *TINY, "--out", str(out)]) == 0
-    (out / "policy_latest.pt").write_bytes(b"garbage")
+    unit = out / "checkpoints" / "epoch_000001" / "policy.pt"  # what --resume reads
+    unit.write_bytes(b"g" * unit.stat().st_size)
     assert main(["train", "--resume", str(out), "--epochs", "2", "--quiet"]) == 2
     assert "not a readable checkpoint" in capsys.readouterr().err
 
