@@ -139,6 +139,24 @@ ENTRIES: tuple[EnvEntry, ...] = (
         {"maze_map": "large", "reward_type": "dense"},
         "large maze paying minus the BFS shortest-path distance",
     ),
+    EnvEntry(
+        "goalenvs/Push-v0",
+        "goalenvs.envs.push",
+        "PushEnv",
+        "PushVectorEnv",
+        100,
+        {},
+        "a disc pusher shoves a block onto a target spot (2D Fetch Push); sparse reward",
+    ),
+    EnvEntry(
+        "goalenvs/PushDense-v0",
+        "goalenvs.envs.push",
+        "PushEnv",
+        "PushVectorEnv",
+        100,
+        {"reward_type": "dense"},
+        "push paying minus the block's distance to the target",
+    ),
 )
 
 ENV_IDS: tuple[str, ...] = tuple(entry.id for entry in ENTRIES)
