@@ -49,14 +49,15 @@ class PushParams:
     block_radius: float = 0.08
     distance_threshold: float = 0.05
     bound: float = 1.0
-    block_range: float = 0.5
-    goal_range: float = 0.7
+    block_range: float = 0.3
+    goal_range: float = 0.4
+    pusher_range: float = 0.5
 
     def __post_init__(self) -> None:
         check_choice("reward_type", self.reward_type, REWARD_TYPES)
         for name in (
             "action_scale", "dt", "max_speed", "friction", "pusher_radius", "block_radius",
-            "distance_threshold", "bound", "block_range", "goal_range",
+            "distance_threshold", "bound", "block_range", "goal_range", "pusher_range",
         ):  # fmt: skip
             check_positive(name, getattr(self, name))
         # A pusher that moved further than the two radii in one step could pass through
@@ -65,6 +66,11 @@ class PushParams:
             raise ValueError(
                 f"max_speed * dt = {self.max_speed * self.dt} must be < pusher_radius + "
                 f"block_radius = {self.pusher_radius + self.block_radius} (no tunnelling)"
+            )
+        if self.pusher_range > self.bound:
+            raise ValueError(
+                f"pusher_range={self.pusher_range} must be <= bound={self.bound}: the pusher "
+                "starts on the table"
             )
         for name in ("block_range", "goal_range"):
             if getattr(self, name) > self.bound - self.block_radius:
@@ -182,8 +188,9 @@ def draw_episode(
 
     The block is uniform in ``[-block_range, block_range]^2`` and the goal in
     ``[-goal_range, goal_range]^2`` (or pinned), redrawn until it lies beyond
-    ``distance_threshold`` of the block; the pusher is uniform on the table, redrawn
-    until it clears the block by ``block_radius``.
+    ``distance_threshold`` of the block; the pusher is uniform in
+    ``[-pusher_range, pusher_range]^2``, redrawn until it clears the block by
+    ``block_radius``.
     """
     p = params
     block = rng.uniform(-p.block_range, p.block_range, 2).astype(np.float32)
@@ -195,7 +202,7 @@ def draw_episode(
             block = rng.uniform(-p.block_range, p.block_range, 2).astype(np.float32)
     clearance = p.pusher_radius + 2 * p.block_radius
     while True:
-        pusher = rng.uniform(-p.bound, p.bound, 2).astype(np.float32)
+        pusher = rng.uniform(-p.pusher_range, p.pusher_range, 2).astype(np.float32)
         if goal_distance(pusher, block, np) >= clearance:
             return pusher, block, target
 
@@ -273,7 +280,7 @@ class PushEnv(_PushGoals, GoalEnv):
 
     ## Goal
 
-    A spot uniform in ``[-goal_range, goal_range]^2`` (0.7), beyond
+    A spot uniform in ``[-goal_range, goal_range]^2`` (0.4), beyond
     ``distance_threshold`` of the block, or the one passed as
     ``reset(options={"goal": (x, y)})``, which must lie on the table within ``lim``
     (a ValueError says so otherwise).
@@ -300,13 +307,15 @@ class PushEnv(_PushGoals, GoalEnv):
 
     ## Starting State
 
-    Both at rest: the block uniform in ``[-block_range, block_range]^2`` (0.5), the
-    pusher uniform on the table at least ``block_radius`` clear of the block.
+    Both at rest: the block uniform in ``[-block_range, block_range]^2`` (0.3), the
+    pusher uniform in ``[-pusher_range, pusher_range]^2`` (0.5) at least ``block_radius``
+    clear of the block. The ranges follow Fetch Push's proportions (object and target
+    within a few seconds of motion), which a DDPG+HER agent learns on one CPU.
 
     ## Episode End
 
     - Termination: success.
-    - Truncation: after 100 steps, by the registered ``TimeLimit``.
+    - Truncation: after 50 steps, by the registered ``TimeLimit``.
 
     ## Arguments
 
@@ -316,7 +325,8 @@ class PushEnv(_PushGoals, GoalEnv):
     - ``pusher_radius`` (0.05), ``block_radius`` (0.08).
     - ``distance_threshold`` (0.05): success radius.
     - ``bound`` (1.0): the table spans ``[-bound, bound]^2``.
-    - ``block_range`` (0.5), ``goal_range`` (0.7): where blocks and targets are drawn.
+    - ``block_range`` (0.3), ``goal_range`` (0.4), ``pusher_range`` (0.5): where blocks,
+      targets and the pusher are drawn.
     - ``render_mode`` (None, "human", "rgb_array"): table, target spot, block, pusher, and
       the step, reward and success.
 
@@ -338,13 +348,14 @@ class PushEnv(_PushGoals, GoalEnv):
         block_radius: float = 0.08,
         distance_threshold: float = 0.05,
         bound: float = 1.0,
-        block_range: float = 0.5,
-        goal_range: float = 0.7,
+        block_range: float = 0.3,
+        goal_range: float = 0.4,
+        pusher_range: float = 0.5,
         render_mode: str | None = None,
     ) -> None:
         self.params = PushParams(
             reward_type, action_scale, dt, max_speed, friction, pusher_radius, block_radius,
-            distance_threshold, bound, block_range, goal_range,
+            distance_threshold, bound, block_range, goal_range, pusher_range,
         )  # fmt: skip
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
@@ -449,7 +460,7 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
     generator): a vector env reset with ``seed=s`` and given actions reproduces the
     single envs reset with ``s + i`` and given the same actions. Same arguments as
     :class:`PushEnv`, plus ``num_envs``, ``max_episode_steps`` (``gym.make_vec`` passes
-    the registered 100) and gymnasium's ``autoreset_mode``. ``render_mode="rgb_array"``
+    the registered 50) and gymnasium's ``autoreset_mode``. ``render_mode="rgb_array"``
     draws sub-env 0.
     """
 
@@ -471,15 +482,16 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
         block_radius: float = 0.08,
         distance_threshold: float = 0.05,
         bound: float = 1.0,
-        block_range: float = 0.5,
-        goal_range: float = 0.7,
-        max_episode_steps: int | None = 100,
+        block_range: float = 0.3,
+        goal_range: float = 0.4,
+        pusher_range: float = 0.5,
+        max_episode_steps: int | None = 50,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
     ) -> None:
         self.params = PushParams(
             reward_type, action_scale, dt, max_speed, friction, pusher_radius, block_radius,
-            distance_threshold, bound, block_range, goal_range,
+            distance_threshold, bound, block_range, goal_range, pusher_range,
         )  # fmt: skip
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
