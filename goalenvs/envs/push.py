@@ -44,7 +44,7 @@ class PushParams:
     action_scale: float = 10.0
     dt: float = 0.05
     max_speed: float = 1.0
-    friction: float = 4.0
+    friction: float = 10.0
     pusher_radius: float = 0.05
     block_radius: float = 0.08
     distance_threshold: float = 0.05
@@ -299,7 +299,7 @@ class PushEnv(_PushGoals, GoalEnv):
 
     Each step of ``dt`` (0.05 s): the pusher moves as PointReach's point (speed cap 1,
     inelastic table edges). The block slides with its velocity, which Coulomb friction
-    slows by ``friction * dt`` per step (a shove at full speed slides about 0.1). Where the
+    slows by ``friction * dt`` per step (a block shoved at full speed slides on 0.075). Where the
     discs overlap, the block is set out to touch the pusher along the line of centres
     and takes the pusher's speed along that line if it was slower. The table's edge
     stops the block; a pusher pressing it there is held back. ``max_speed * dt`` must be
@@ -321,7 +321,8 @@ class PushEnv(_PushGoals, GoalEnv):
 
     - ``reward_type`` ("sparse" or "dense", "sparse")
     - ``action_scale`` (10.0), ``dt`` (0.05), ``max_speed`` (1.0): the pusher's controls.
-    - ``friction`` (4.0): the block's deceleration while sliding, per second.
+    - ``friction`` (10.0): the block's deceleration while sliding, per second (a block
+      that slides on after the pusher stops is hard to place within the success radius).
     - ``pusher_radius`` (0.05), ``block_radius`` (0.08).
     - ``distance_threshold`` (0.05): success radius.
     - ``bound`` (1.0): the table spans ``[-bound, bound]^2``.
@@ -343,7 +344,7 @@ class PushEnv(_PushGoals, GoalEnv):
         action_scale: float = 10.0,
         dt: float = 0.05,
         max_speed: float = 1.0,
-        friction: float = 4.0,
+        friction: float = 10.0,
         pusher_radius: float = 0.05,
         block_radius: float = 0.08,
         distance_threshold: float = 0.05,
@@ -477,7 +478,7 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
         action_scale: float = 10.0,
         dt: float = 0.05,
         max_speed: float = 1.0,
-        friction: float = 4.0,
+        friction: float = 10.0,
         pusher_radius: float = 0.05,
         block_radius: float = 0.08,
         distance_threshold: float = 0.05,
