@@ -334,3 +334,19 @@ def test_bad_goal_and_action_fail_clearly():
         PointMazeEnv(max_speed=20.0)
     with pytest.raises(ValueError, match="reward_type='shaped'"):
         PointMazeEnv(reward_type="shaped")
+
+
+def test_kernel_runs_on_torch_and_agrees_with_numpy():
+    torch = pytest.importorskip("torch")
+    p = PointMazeParams("large")
+    rng = np.random.default_rng(2)
+    position = (p.free_cells[rng.integers(len(p.free_cells), size=128)] + 0.5).astype(np.float32)
+    velocity = rng.uniform(-3, 3, (128, 2)).astype(np.float32)
+    action = rng.uniform(-1, 1, (128, 2)).astype(np.float32)
+    arrays = (position, velocity, action, p.walls_up)
+    expected = maze_step(*arrays, p.action_scale, p.dt, p.max_speed, np)
+    tensors = [torch.from_numpy(a) for a in arrays]
+    got = maze_step(*tensors, p.action_scale, p.dt, p.max_speed, torch)
+    for a, b in zip(expected, got, strict=True):
+        assert b.dtype == torch.float32
+        np.testing.assert_allclose(b.numpy(), a, atol=1e-6)  # float rounding apart

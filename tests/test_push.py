@@ -265,3 +265,14 @@ def test_bad_input_fails_clearly():
         PushEnv(goal_range=0.95)
     with pytest.raises(ValueError, match="friction must be > 0"):
         PushEnv(friction=-1.0)
+
+
+def test_kernel_runs_on_torch_and_agrees_with_numpy():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    arrays = [rng.uniform(-0.3, 0.3, (128, 2)).astype(np.float32) for _ in range(5)]
+    expected = push_step(*arrays, PushParams(), np)
+    got = push_step(*(torch.from_numpy(a) for a in arrays), PushParams(), torch)
+    for a, b in zip(expected, got, strict=True):
+        assert b.dtype == torch.float32
+        np.testing.assert_allclose(b.numpy(), a, atol=1e-6)  # float rounding apart

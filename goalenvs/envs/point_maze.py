@@ -319,12 +319,12 @@ def _move_axis(
     speed along this axis. The other coordinate stays put, so both cells checked lie on
     the path and nothing is skipped.
     """
-    target = moving + speed * np.float32(dt)
+    target = moving + speed * dt
     cell = xp.floor(moving)
     other_index = _index(xp.floor(other), xp) + 1
     target_index = _index(xp.floor(target), xp) + 1
     hit = walls_up[other_index, target_index] if along_x else walls_up[target_index, other_index]
-    face = xp.where(speed > 0, cell + np.float32(1 - _SKIN), cell + np.float32(_SKIN))
+    face = xp.where(speed > 0, cell + (1 - _SKIN), cell + _SKIN)
     return xp.where(hit, face, target), xp.where(hit, 0.0 * speed, speed)
 
 
@@ -344,10 +344,10 @@ def maze_step(
     ``max_speed``, ``p += v * dt``), with the move split into x then y so that each axis
     stops at the wall it would enter (:func:`_move_axis`).
     """
-    v = velocity + action * np.float32(action_scale * dt)
+    v = velocity + action * (action_scale * dt)
     vx, vy = v[:, 0], v[:, 1]
     speed = xp.sqrt(vx * vx + vy * vy)
-    scale = np.float32(max_speed) / xp.maximum(speed, np.float32(max_speed))
+    scale = max_speed / xp.clip(speed, max_speed, None)
     # Clipping after the rescale only absorbs float32 rounding (the Box bound).
     vx = xp.clip(vx * scale, -max_speed, max_speed)
     vy = xp.clip(vy * scale, -max_speed, max_speed)

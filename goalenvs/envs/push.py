@@ -144,32 +144,29 @@ def push_step(
        pusher, an inelastic push). The block stops at the table's edge; whatever
        overlap is left there pushes the pusher back instead.
     """
-    f32 = np.float32
     # 1. pusher: PointReach's semi-implicit Euler with inelastic table edges.
-    v = pusher_velocity + action * f32(p.action_scale * p.dt)
+    v = pusher_velocity + action * (p.action_scale * p.dt)
     speed = xp.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1])[:, None]
-    v = xp.clip(
-        v * (f32(p.max_speed) / xp.maximum(speed, f32(p.max_speed))), -p.max_speed, p.max_speed
-    )
-    moved = pusher + v * f32(p.dt)
+    v = xp.clip(v * (p.max_speed / xp.clip(speed, p.max_speed, None)), -p.max_speed, p.max_speed)
+    moved = pusher + v * p.dt
     pusher = xp.clip(moved, -p.bound, p.bound)
     v = xp.where(moved == pusher, v, 0.0 * v)
     # 2. block: slide, then friction.
     bv = block_velocity
-    block = block + bv * f32(p.dt)
+    block = block + bv * p.dt
     bspeed = xp.sqrt(bv[:, 0] * bv[:, 0] + bv[:, 1] * bv[:, 1])[:, None]
-    slowed = xp.maximum(bspeed - f32(p.friction * p.dt), 0.0 * bspeed)
-    bv = bv * (slowed / xp.maximum(bspeed, f32(1e-12)))
+    slowed = xp.clip(bspeed - p.friction * p.dt, 0.0, None)
+    bv = bv * (slowed / xp.clip(bspeed, 1e-12, None))
     # 3. contact along the unit normal n from the pusher's centre to the block's.
-    reach = f32(p.pusher_radius + p.block_radius)
+    reach = p.pusher_radius + p.block_radius
     d = block - pusher
     dist = xp.sqrt(d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1])[:, None]
     touching = dist < reach
-    n = xp.where(dist > 0, d / xp.maximum(dist, f32(1e-12)), 0.0 * d + f32(1.0))
+    n = xp.where(dist > 0, d / xp.clip(dist, 1e-12, None), 0.0 * d + 1.0)
     pushed = pusher + n * reach
     approach = v[:, :1] * n[:, :1] + v[:, 1:] * n[:, 1:]  # pusher speed along n
     along = bv[:, :1] * n[:, :1] + bv[:, 1:] * n[:, 1:]  # block speed along n
-    kicked = bv + n * xp.maximum(approach - along, 0.0 * along)
+    kicked = bv + n * xp.clip(approach - along, 0.0, None)
     block = xp.where(touching, pushed, block)
     bv = xp.where(touching, kicked, bv)
     # The table's edge stops the block (inelastic) and, if pushed into it, the pusher.
