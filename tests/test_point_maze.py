@@ -334,6 +334,10 @@ def test_bad_goal_and_action_fail_clearly():
         PointMazeEnv(max_speed=20.0)
     with pytest.raises(ValueError, match="reward_type='shaped'"):
         PointMazeEnv(reward_type="shaped")
+    with pytest.raises(ValueError, match=r"position_noise=-0.1 must be a number >= 0"):
+        PointMazeEnv(position_noise=-0.1)
+    with pytest.raises(ValueError, match=r"position_noise=0.5 must be < 0.5"):
+        PointMazeEnv(position_noise=0.5)
 
 
 def test_kernel_runs_on_torch_and_agrees_with_numpy():

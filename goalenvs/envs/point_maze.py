@@ -179,7 +179,9 @@ class PointMazeParams:
         check_choice("reward_type", self.reward_type, REWARD_TYPES)
         for name in ("action_scale", "dt", "max_speed", "distance_threshold"):
             check_positive(name, getattr(self, name))
-        check_positive("position_noise", self.position_noise, minimum=-1e-12)
+        noise = self.position_noise
+        if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not noise >= 0:
+            raise ValueError(f"position_noise={noise!r} must be a number >= 0 (and < 0.5)")
         if self.max_speed * self.dt >= 1.0 - 2 * _SKIN:
             raise ValueError(
                 f"max_speed * dt = {self.max_speed * self.dt} must be < 1 cell per step "
