@@ -79,8 +79,8 @@ def test_random_actions_rarely_move_the_block():
             if terminated or truncated:
                 break
         moved += bool(np.linalg.norm(obs["achieved_goal"] - start) > 0.05)
-    # Measured: 2 of 20. The HER problem: most random episodes leave the block in place.
-    assert moved <= 6
+    # Measured: 0 of 20. The HER problem: most random episodes leave the block in place.
+    assert moved <= 4
 
 
 def test_pusher_shoves_the_block_and_friction_stops_it():

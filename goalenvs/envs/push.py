@@ -49,9 +49,9 @@ class PushParams:
     block_radius: float = 0.08
     distance_threshold: float = 0.05
     bound: float = 1.0
-    block_range: float = 0.3
-    goal_range: float = 0.4
-    pusher_range: float = 0.5
+    block_range: float = 0.2
+    goal_range: float = 0.3
+    pusher_range: float = 0.3
 
     def __post_init__(self) -> None:
         check_choice("reward_type", self.reward_type, REWARD_TYPES)
@@ -277,7 +277,7 @@ class PushEnv(_PushGoals, GoalEnv):
 
     ## Goal
 
-    A spot uniform in ``[-goal_range, goal_range]^2`` (0.4), beyond
+    A spot uniform in ``[-goal_range, goal_range]^2`` (0.3), beyond
     ``distance_threshold`` of the block, or the one passed as
     ``reset(options={"goal": (x, y)})``, which must lie on the table within ``lim``
     (a ValueError says so otherwise).
@@ -304,10 +304,11 @@ class PushEnv(_PushGoals, GoalEnv):
 
     ## Starting State
 
-    Both at rest: the block uniform in ``[-block_range, block_range]^2`` (0.3), the
-    pusher uniform in ``[-pusher_range, pusher_range]^2`` (0.5) at least ``block_radius``
-    clear of the block. The ranges follow Fetch Push's proportions (object and target
-    within a few seconds of motion), which a DDPG+HER agent learns on one CPU.
+    Both at rest: the block uniform in ``[-block_range, block_range]^2`` (0.2), the
+    pusher uniform in ``[-pusher_range, pusher_range]^2`` (0.3) at least ``block_radius``
+    clear of the block. The ranges follow Fetch Push's proportions (object and target a
+    few pusher lengths apart), which DDPG+HER learns within 15 minutes on a CPU
+    (docs/baselines.md); the table around them leaves room to overshoot.
 
     ## Episode End
 
@@ -323,7 +324,7 @@ class PushEnv(_PushGoals, GoalEnv):
     - ``pusher_radius`` (0.05), ``block_radius`` (0.08).
     - ``distance_threshold`` (0.05): success radius.
     - ``bound`` (1.0): the table spans ``[-bound, bound]^2``.
-    - ``block_range`` (0.3), ``goal_range`` (0.4), ``pusher_range`` (0.5): where blocks,
+    - ``block_range`` (0.2), ``goal_range`` (0.3), ``pusher_range`` (0.3): where blocks,
       targets and the pusher are drawn.
     - ``render_mode`` (None, "human", "rgb_array"): table, target spot, block, pusher, and
       the step, reward and success.
@@ -346,9 +347,9 @@ class PushEnv(_PushGoals, GoalEnv):
         block_radius: float = 0.08,
         distance_threshold: float = 0.05,
         bound: float = 1.0,
-        block_range: float = 0.3,
-        goal_range: float = 0.4,
-        pusher_range: float = 0.5,
+        block_range: float = 0.2,
+        goal_range: float = 0.3,
+        pusher_range: float = 0.3,
         render_mode: str | None = None,
     ) -> None:
         self.params = PushParams(
@@ -480,9 +481,9 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
         block_radius: float = 0.08,
         distance_threshold: float = 0.05,
         bound: float = 1.0,
-        block_range: float = 0.3,
-        goal_range: float = 0.4,
-        pusher_range: float = 0.5,
+        block_range: float = 0.2,
+        goal_range: float = 0.3,
+        pusher_range: float = 0.3,
         max_episode_steps: int | None = 50,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
