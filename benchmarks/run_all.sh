@@ -8,7 +8,7 @@ if [[ "$py" == */* ]]; then
   py="$(cd "$(dirname "$py")" && pwd)/$(basename "$py")"
 fi
 cd "$(dirname "$0")"
-for script in envs.py parking_vs_highway.py render.py her_buffer.py checker.py; do
+for script in envs.py new_envs.py parking_vs_highway.py render.py her_buffer.py checker.py; do
   echo "== benchmarks/$script"
   "$py" "$script"
 done

@@ -1,0 +1,783 @@
+"""PointMaze: a point mass with PointReach's dynamics finds its way to a goal in a maze.
+
+The maze is a grid of square cells of side 1, walls or free, given as ``maze_map`` (rows of
+``"#"`` / ``"."`` strings, or 0 / 1 rows with 1 a wall); the registered layouts are D4RL's
+umaze, medium and large. Collisions are exact: the point moves one axis at a time and each
+move, shorter than a cell, stops on the face of the wall cell it would enter, so it can
+never tunnel through a wall or cut a corner.
+
+In this order: :class:`PointMazeParams` (the checked constants), the goal functions of both
+faces (:class:`_PointMazeGoals`), the kernel (pure functions of arrays and their array
+module ``xp`` over a leading batch dimension), :class:`PointMazeEnv` (one env) and
+:class:`PointMazeVectorEnv` (N envs in one call, the ids' ``vector_entry_point``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from goalenvs.core import (
+    GoalEnv,
+    GoalVectorEnv,
+    InfoLike,
+    check_action,
+    check_choice,
+    check_goal_option,
+    check_positive,
+    goal_arrays,
+    goal_dict_space,
+)
+from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
+
+REWARD_TYPES = ("sparse", "dense")
+
+# D4RL's layouts (1 = wall), as gymnasium-robotics' PointMaze ships them.
+U_MAZE = ("#####", "#...#", "###.#", "#...#", "#####")
+MEDIUM_MAZE = (
+    "########",
+    "#..##..#",
+    "#..#...#",
+    "##...###",
+    "#..#...#",
+    "#.#..#.#",
+    "#...#..#",
+    "########",
+)
+LARGE_MAZE = (
+    "############",
+    "#....#.....#",
+    "#.##.#.#.#.#",
+    "#......#...#",
+    "#.####.###.#",
+    "#..#.#.....#",
+    "##.#.#.#.###",
+    "#..#...#...#",
+    "############",
+)
+MAZES = {"umaze": U_MAZE, "medium": MEDIUM_MAZE, "large": LARGE_MAZE}
+_WALL_CHARS, _FREE_CHARS = "#1", ".0 "
+
+# A stopped point rests this far inside its cell, so that its cell is never ambiguous.
+_SKIN = 1e-3
+
+
+def parse_maze_map(maze_map: Any) -> np.ndarray:
+    """The maze as a bool array ``(rows, cols)``, True for walls, row 0 at the top.
+
+    ``maze_map`` is a sequence of rows, each a string of ``"#"`` / ``"1"`` (wall) and
+    ``"."`` / ``"0"`` / ``" "`` (free), or a sequence of 0 / 1 (1 a wall); or the name
+    of a registered layout (``"umaze"``, ``"medium"``, ``"large"``).
+    """
+    if isinstance(maze_map, str):
+        if maze_map not in MAZES:
+            raise ValueError(
+                f"maze_map={maze_map!r} is not a layout name; expected one of {list(MAZES)} "
+                "or a list of rows"
+            )
+        maze_map = MAZES[maze_map]
+    if isinstance(maze_map, np.ndarray):
+        maze_map = maze_map.tolist()
+    if not isinstance(maze_map, (list, tuple)) or not maze_map:
+        raise ValueError(
+            f"maze_map={maze_map!r} must be a non-empty list of rows (strings of '#'/'.' or "
+            "lists of 0/1)"
+        )
+    rows = []
+    for r, row in enumerate(maze_map):
+        if isinstance(row, str):
+            bad = sorted(set(row) - set(_WALL_CHARS + _FREE_CHARS))
+            if bad:
+                raise ValueError(
+                    f"maze_map row {r} {row!r} holds unknown cell characters {bad}; expected "
+                    f"'#' or '1' (wall) and '.', '0' or ' ' (free)"
+                )
+            rows.append([c in _WALL_CHARS for c in row])
+        elif isinstance(row, (list, tuple, np.ndarray)):
+            values = list(row)
+            bad = [v for v in values if isinstance(v, bool) or v not in (0, 1)]
+            if bad:
+                raise ValueError(
+                    f"maze_map row {r} {values!r} holds unknown cells {bad[:4]}; expected 0 "
+                    "(free) or 1 (wall)"
+                )
+            rows.append([v == 1 for v in values])
+        else:
+            raise ValueError(
+                f"maze_map row {r} {row!r} must be a string or a list of 0/1, "
+                f"got {type(row).__name__}"
+            )
+    widths = {len(row) for row in rows}
+    if len(widths) != 1 or 0 in widths:
+        raise ValueError(
+            f"maze_map rows have lengths {[len(row) for row in rows]}; expected rows of one "
+            "non-zero length (a rectangular grid)"
+        )
+    walls = np.array(rows, dtype=bool)
+    if walls.all():
+        raise ValueError(f"maze_map={list(maze_map)!r} has no free cell; expected at least one")
+    return walls
+
+
+def _shortest_paths(free_up: np.ndarray) -> np.ndarray:
+    """All-pairs shortest path lengths, in cells, between the cells of a y-up grid.
+
+    Breadth-first search over 4-connected free cells; ``table[a, b]`` for flat cell
+    indices ``a``, ``b`` (``iy * cols + ix``). Walls and unreachable pairs get
+    ``rows * cols``, longer than any path.
+    """
+    h, w = free_up.shape
+    n = h * w
+    table = np.full((n, n), n, dtype=np.float32)
+    for start in np.flatnonzero(free_up.reshape(-1)):
+        table[start, start] = 0
+        frontier, steps = [start], 0
+        while frontier:
+            steps += 1
+            nxt = []
+            for cell in frontier:
+                iy, ix = divmod(int(cell), w)
+                for dy, dx in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                    y, x = iy + dy, ix + dx
+                    if 0 <= y < h and 0 <= x < w and free_up[y, x]:
+                        other = y * w + x
+                        if table[start, other] == n:
+                            table[start, other] = steps
+                            nxt.append(other)
+            frontier = nxt
+    return table
+
+
+@dataclass(frozen=True)
+class PointMazeParams:
+    """The checked constants of a PointMaze, shared by the single env and its twin.
+
+    World coordinates: x from 0 (left edge of the map) to ``cols``, y from 0 (bottom
+    edge) to ``rows``; cell ``(row r, col c)`` of the map covers
+    ``[c, c + 1] x [rows - 1 - r, rows - r]``.
+    """
+
+    maze_map: Any = "umaze"
+    reward_type: str = "sparse"
+    action_scale: float = 30.0
+    dt: float = 0.05
+    max_speed: float = 3.0
+    distance_threshold: float = 0.3
+    position_noise: float = 0.25
+    walls: np.ndarray = field(init=False, repr=False, compare=False)
+    walls_up: np.ndarray = field(init=False, repr=False, compare=False)
+    free_cells: np.ndarray = field(init=False, repr=False, compare=False)
+    path_lengths: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        walls = parse_maze_map(self.maze_map)
+        check_choice("reward_type", self.reward_type, REWARD_TYPES)
+        for name in ("action_scale", "dt", "max_speed", "distance_threshold"):
+            check_positive(name, getattr(self, name))
+        noise = self.position_noise
+        if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not noise >= 0:
+            raise ValueError(f"position_noise={noise!r} must be a number >= 0 (and < 0.5)")
+        if self.max_speed * self.dt >= 1.0 - 2 * _SKIN:
+            raise ValueError(
+                f"max_speed * dt = {self.max_speed * self.dt} must be < 1 cell per step "
+                "(collisions check one cell ahead)"
+            )
+        if self.position_noise >= 0.5 - _SKIN:
+            raise ValueError(
+                f"position_noise={self.position_noise} must be < 0.5: starts and goals stay "
+                "inside their cell"
+            )
+        # The kernel's grid: y-up (row 0 at the bottom) with a border of walls, so that a
+        # point at the map's edge looks up a wall rather than an index out of range.
+        padded = np.pad(walls, 1, constant_values=True)
+        walls_up = np.ascontiguousarray(padded[::-1])
+        rows = walls.shape[0]
+        free_rc = np.argwhere(~walls)  # (row, col) in reading order
+        # Free cells as (x, y) of their lower-left corner, in reading order of the map.
+        free = np.stack([free_rc[:, 1], rows - 1 - free_rc[:, 0]], axis=1).astype(np.float32)
+        object.__setattr__(self, "walls", walls)
+        object.__setattr__(self, "walls_up", walls_up)
+        object.__setattr__(self, "free_cells", free)
+        object.__setattr__(self, "path_lengths", _shortest_paths(~walls_up))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, cols) of the map."""
+        return int(self.walls.shape[0]), int(self.walls.shape[1])
+
+    def spaces(self) -> tuple[spaces.Dict, spaces.Box]:
+        """The single env's (observation space, action space)."""
+        rows, cols = self.shape
+        v = self.max_speed
+        low = np.array([0, 0, -v, -v], np.float32)
+        high = np.array([cols, rows, v, v], np.float32)
+        goal = spaces.Box(np.zeros(2, np.float32), np.array([cols, rows], np.float32))
+        observation = spaces.Box(low, high, dtype=np.float32)
+        action = spaces.Box(-1.0, 1.0, (2,), np.float32)
+        return goal_dict_space(observation, goal), action
+
+    def check_goal(self, goal: Any, space: spaces.Box, batch: int | None = None) -> np.ndarray:
+        """A pinned ``options["goal"]``, checked to lie in the maze and in a free cell."""
+        arr = check_goal_option(goal, space, batch)
+        inside_wall = self.walls_up[_cell_y(arr[..., 1]), _cell_x(arr[..., 0])]
+        if np.any(inside_wall):
+            raise ValueError(
+                f"options['goal']={arr.tolist()} lies inside a wall; expected a point in a free "
+                f"cell of the maze (free cells' lower-left corners: {self.free_cells.tolist()})"
+            )
+        return arr
+
+
+def _cell_x(x: np.ndarray) -> np.ndarray:
+    return np.clip(np.floor(x).astype(np.int64) + 1, 0, None)
+
+
+def _cell_y(y: np.ndarray) -> np.ndarray:
+    return np.clip(np.floor(y).astype(np.int64) + 1, 0, None)
+
+
+# --------------------------------------------------------------------------- goal functions
+
+
+class _PointMazeGoals:
+    """The goal functions of both faces, defined once (they read ``self.params``)."""
+
+    params: PointMazeParams
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse 0 / -1, or dense minus the maze distance (float32, the leading shape).
+
+        The dense distance is the shortest path in cells (BFS) between the two goals'
+        cells, or the straight distance when they share a cell: a wall between them
+        makes it longer, never shorter.
+        """
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
+        p = self.params
+        if p.reward_type == "dense":
+            return -maze_distance(achieved, desired, p.walls_up, p.path_lengths, np)
+        return sparse_reward(achieved, desired, p.distance_threshold, np)
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
+        return goal_distance(achieved, desired, np) < self.params.distance_threshold
+
+
+# --------------------------------------------------------------------------- kernel
+
+
+def _index(x: Any, xp: Any) -> Any:
+    """Integer cell indices from whole-number floats (the one backend-specific line)."""
+    return x.astype(np.int64) if xp is np else x.long()
+
+
+def goal_distance(achieved: Any, desired: Any, xp: Any) -> Any:
+    """Euclidean distance over the goals' leading shape.
+
+    Written out rather than a reduction: elementwise IEEE operations give the same bits
+    for any batch size, which the single env == vector env guarantee needs.
+    """
+    d = achieved - desired
+    return xp.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
+
+
+def sparse_reward(achieved: Any, desired: Any, distance_threshold: float, xp: Any) -> Any:
+    """0 within ``distance_threshold`` of the goal, else -1 (float32)."""
+    reached = goal_distance(achieved, desired, xp) < distance_threshold
+    return xp.where(reached, 0.0, -1.0).astype(np.float32) if xp is np else reached.float() - 1
+
+
+def maze_distance(achieved: Any, desired: Any, walls_up: Any, path_lengths: Any, xp: Any) -> Any:
+    """Shortest-path distance in cells between goal cells; straight distance in one cell."""
+    cols = walls_up.shape[1]
+    top_y, top_x = walls_up.shape[0] - 1, cols - 1
+
+    def flat_cell(g: Any) -> Any:
+        ix = xp.clip(_index(xp.floor(g[..., 0]), xp) + 1, 0, top_x)
+        iy = xp.clip(_index(xp.floor(g[..., 1]), xp) + 1, 0, top_y)
+        return iy * cols + ix
+
+    a, d = xp.broadcast_arrays(flat_cell(achieved), flat_cell(desired))
+    straight = goal_distance(achieved, desired, xp)
+    return xp.where(a == d, straight, path_lengths[a, d]).astype(np.float32)
+
+
+def _move_axis(
+    moving: Any, other: Any, speed: Any, dt: float, walls_up: Any, along_x: bool, xp: Any
+) -> tuple[Any, Any]:
+    """Moves one coordinate by ``speed * dt`` (< 1 cell) and stops it at a wall's face.
+
+    The destination lies in the current cell or a neighbour along this axis; when the
+    neighbour is a wall the point stops ``_SKIN`` short of the shared face and loses its
+    speed along this axis. The other coordinate stays put, so both cells checked lie on
+    the path and nothing is skipped.
+    """
+    target = moving + speed * dt
+    cell = xp.floor(moving)
+    other_index = _index(xp.floor(other), xp) + 1
+    target_index = _index(xp.floor(target), xp) + 1
+    hit = walls_up[other_index, target_index] if along_x else walls_up[target_index, other_index]
+    face = xp.where(speed > 0, cell + (1 - _SKIN), cell + _SKIN)
+    return xp.where(hit, face, target), xp.where(hit, 0.0 * speed, speed)
+
+
+def maze_step(
+    position: Any,
+    velocity: Any,
+    action: Any,
+    walls_up: Any,
+    action_scale: float,
+    dt: float,
+    max_speed: float,
+    xp: Any,
+) -> tuple[Any, Any]:
+    """One step of ``(batch, 2)`` positions and velocities: new arrays.
+
+    PointReach's semi-implicit Euler (``v += a * action_scale * dt``, the speed capped at
+    ``max_speed``, ``p += v * dt``), with the move split into x then y so that each axis
+    stops at the wall it would enter (:func:`_move_axis`).
+    """
+    v = velocity + action * (action_scale * dt)
+    vx, vy = v[:, 0], v[:, 1]
+    speed = xp.sqrt(vx * vx + vy * vy)
+    scale = max_speed / xp.clip(speed, max_speed, None)
+    # Clipping after the rescale only absorbs float32 rounding (the Box bound).
+    vx = xp.clip(vx * scale, -max_speed, max_speed)
+    vy = xp.clip(vy * scale, -max_speed, max_speed)
+    x, vx = _move_axis(position[:, 0], position[:, 1], vx, dt, walls_up, True, xp)
+    y, vy = _move_axis(position[:, 1], x, vy, dt, walls_up, False, xp)
+    return xp.stack([x, y], axis=1), xp.stack([vx, vy], axis=1)
+
+
+def draw_episode(
+    rng: np.random.Generator, params: PointMazeParams, goal: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """One episode's ``(start, goal)``, float32 (2,), from one sub-env's generator.
+
+    The goal cell is uniform over the free cells (or the pinned goal's), the start cell
+    uniform over the other free cells (the goal's own when it is the only one); each
+    point sits at its cell's centre plus a uniform offset of at most ``position_noise``.
+    Always four draws: two integers and one (2, 2) uniform block.
+    """
+    free = params.free_cells
+    n = len(free)
+    if goal is None:
+        goal_cell = int(rng.integers(n))
+    else:
+        corner = np.floor(goal).astype(np.float32)
+        goal_cell = int(np.flatnonzero((free == corner).all(axis=1))[0])
+    start_cell = int(rng.integers(max(n - 1, 1)))
+    if n > 1 and start_cell >= goal_cell:
+        start_cell += 1  # skip the goal's cell
+    noise = rng.uniform(-params.position_noise, params.position_noise, (2, 2))
+    start = (free[start_cell] + 0.5 + noise[0]).astype(np.float32)
+    drawn_goal = (free[goal_cell] + 0.5 + noise[1]).astype(np.float32)
+    return start, drawn_goal if goal is None else np.asarray(goal, np.float32)
+
+
+# --------------------------------------------------------------------------- rendering
+
+_FLOOR, _WALL_COLOR = (246, 246, 240), (70, 70, 80)
+_GOAL, _GOAL_RING = (120, 210, 140), (30, 130, 60)
+_AGENT, _ARROW, _TRAIL = (40, 90, 200), (230, 120, 20), (120, 150, 220)
+_TEXT = (30, 30, 30)
+_FRAME = (400, 440)
+_TRAIL_LENGTH = 40
+
+
+def _make_canvas(params: PointMazeParams) -> Canvas:
+    import_pygame()
+    rows, cols = params.shape
+    margin = 0.05 * max(rows, cols)
+    return Canvas(
+        _FRAME,
+        (-margin, cols + margin, -margin, rows + 5 * margin),
+        background=(255, 255, 255),
+        title="goalenvs PointMaze",
+    )
+
+
+def _draw_maze(
+    canvas: Canvas,
+    params: PointMazeParams,
+    position: np.ndarray,
+    velocity: np.ndarray,
+    goal: np.ndarray,
+    trail: deque[np.ndarray],
+    hud: str,
+) -> None:
+    pg = canvas.pygame
+    canvas.clear()
+    rows, cols = params.shape
+    canvas.rect(0, 0, cols, rows, _FLOOR)
+    for r, c in np.argwhere(params.walls):
+        y = rows - 1 - r
+        canvas.rect(c, y, c + 1, y + 1, _WALL_COLOR)
+    for age, point in enumerate(reversed(trail)):
+        fade = (age + 1) / (len(trail) + 1)
+        color = tuple(int(c + (a - c) * fade) for c, a in zip(_TRAIL, _FLOOR, strict=True))
+        pg.draw.circle(canvas.surface, color, canvas.to_pixel(point), 2)
+    canvas.circle(goal, params.distance_threshold, _GOAL)
+    canvas.circle(goal, params.distance_threshold, _GOAL_RING, 2)
+    canvas.arrow(position, position + 0.1 * velocity, _ARROW, 3)
+    canvas.circle(position, 0.12, _AGENT)
+    canvas.text(hud, (8, 8), _TEXT, 20)
+
+
+def arrow_keys() -> dict[tuple[int, ...], np.ndarray]:
+    """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``."""
+    pg = import_pygame()
+    directions = {pg.K_LEFT: (-1.0, 0.0), pg.K_RIGHT: (1.0, 0.0), pg.K_UP: (0.0, 1.0)}
+    directions[pg.K_DOWN] = (0.0, -1.0)
+    mapping: dict[tuple[int, ...], np.ndarray] = {
+        (key,): np.array(direction, np.float32) for key, direction in directions.items()
+    }
+    for vertical in (pg.K_UP, pg.K_DOWN):
+        for horizontal in (pg.K_LEFT, pg.K_RIGHT):
+            combined = np.add(directions[vertical], directions[horizontal]).astype(np.float32)
+            mapping[tuple(sorted((vertical, horizontal)))] = combined
+    return mapping
+
+
+# --------------------------------------------------------------------------- single env
+
+
+class PointMazeEnv(_PointMazeGoals, GoalEnv):
+    """A point mass finds its way through a maze to a goal.
+
+    ## Description
+
+    A point of unit mass moves inside a grid maze of unit cells; the action accelerates
+    it and its speed is capped (PointReach's dynamics). It must come within
+    ``distance_threshold`` of a goal drawn in another cell, usually out of sight behind
+    walls: a straight dash at the goal runs into a wall, so the agent must learn the
+    corridors. Walls are exact: the point can slide along them but never pass through
+    one or cut a corner, at any speed.
+
+    ## Action Space
+
+    ``Box(-1, 1, (2,), float32)``: the acceleration along x and y, in units of
+    ``action_scale``. Finite actions outside [-1, 1] are clipped to it; NaN or inf, or a
+    wrong shape or dtype, raise an error naming the action and the space.
+
+    ## Observation Space
+
+    ``Dict(observation, achieved_goal, desired_goal)``, float32 Boxes (the map has
+    ``rows`` x ``cols`` cells; x grows rightwards from the map's left edge, y upwards
+    from its bottom edge):
+
+    | Key           | Index | Meaning     | Min        | Max       |
+    |---------------|-------|-------------|------------|-----------|
+    | observation   | 0     | x           | 0          | cols      |
+    | observation   | 1     | y           | 0          | rows      |
+    | observation   | 2     | vx          | -max_speed | max_speed |
+    | observation   | 3     | vy          | -max_speed | max_speed |
+    | achieved_goal | 0, 1  | x, y        | 0          | cols, rows|
+    | desired_goal  | 0, 1  | goal x, y   | 0          | cols, rows|
+
+    ## Goal
+
+    The centre of a uniformly drawn free cell plus a uniform offset of at most
+    ``position_noise`` per axis, or the point passed as ``reset(options={"goal": (x, y)})``,
+    which must lie in a free cell (a ValueError says so otherwise).
+
+    ## Success
+
+    ``info["is_success"]`` is True when the distance from ``achieved_goal`` to
+    ``desired_goal`` is below ``distance_threshold`` (0.3 cells).
+
+    ## Rewards
+
+    From :meth:`compute_reward`: sparse (``goalenvs/PointMaze-v0`` and the Medium / Large
+    ids) 0 on success, else -1; dense (the ``Dense`` ids) minus the maze distance: the
+    BFS shortest path in cells between the cells of the two goals, or the straight
+    distance when they share a cell. It is never the distance through a wall.
+
+    ## Dynamics
+
+    Each step of ``dt`` (0.05) seconds: ``v += action * action_scale * dt``, ``v`` is
+    rescaled to norm ``max_speed`` (3 cells/s) if faster, then the point moves along x,
+    then along y. A move that would enter a wall cell stops 0.001 short of the wall's face
+    and zeroes that velocity component. ``max_speed * dt`` must be below one cell.
+
+    ## Starting State
+
+    At rest at the centre of a free cell other than the goal's, plus a uniform offset of
+    at most ``position_noise`` per axis.
+
+    ## Episode End
+
+    - Termination: success.
+    - Truncation: by the registered ``TimeLimit``: 100 steps (umaze), 200 (medium),
+      300 (large).
+
+    ## Arguments
+
+    - ``maze_map`` (layout name "umaze" / "medium" / "large", or rows: strings of "#"
+      and ".", or lists of 0/1 with 1 a wall; "umaze")
+    - ``reward_type`` ("sparse" or "dense", "sparse")
+    - ``action_scale`` (float, 30.0): acceleration of a unit action, cells/s^2.
+    - ``dt`` (float, 0.05): seconds per step.
+    - ``max_speed`` (float, 3.0): speed cap, cells/s.
+    - ``distance_threshold`` (float, 0.3): success radius, cells.
+    - ``position_noise`` (float, 0.25): offset of starts and goals from cell centres.
+    - ``render_mode`` (None, "human", "rgb_array"): walls, goal with its success radius,
+      the point with its velocity arrow and trail, and the step, reward and success.
+
+    ## Version History
+
+    - v0: initial version.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
+
+    def __init__(
+        self,
+        maze_map: Any = "umaze",
+        reward_type: str = "sparse",
+        action_scale: float = 30.0,
+        dt: float = 0.05,
+        max_speed: float = 3.0,
+        distance_threshold: float = 0.3,
+        position_noise: float = 0.25,
+        render_mode: str | None = None,
+    ) -> None:
+        self.params = PointMazeParams(
+            maze_map, reward_type, action_scale, dt, max_speed, distance_threshold, position_noise
+        )
+        self.reward_type = reward_type
+        self.distance_threshold = float(distance_threshold)
+        if render_mode is not None:
+            check_choice("render_mode", render_mode, self.metadata["render_modes"])
+        self.render_mode = render_mode
+        self.observation_space, self.action_space = self.params.spaces()
+        self._position = np.zeros((1, 2), np.float32)
+        self._velocity = np.zeros((1, 2), np.float32)
+        self._goal = np.zeros((1, 2), np.float32)
+        self._elapsed = 0
+        self._success = False
+        self._last_reward: float | None = None
+        self._has_reset = False
+        self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
+        self._canvas: Canvas | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Draws a new start and goal; ``options={"goal": (x, y)}`` pins the goal."""
+        super().reset(seed=seed)
+        goal = None
+        if options is not None and options.get("goal") is not None:
+            goal = self.params.check_goal(options["goal"], self.observation_space["desired_goal"])
+        start, target = draw_episode(self.np_random, self.params, goal)
+        self._position, self._goal = start[None], target[None]
+        self._velocity = np.zeros((1, 2), np.float32)
+        self._elapsed = 0
+        self._success = bool(goal_distance(start, target, np) < self.distance_threshold)
+        self._last_reward = None
+        self._has_reset = True
+        self._trail.clear()
+        if self.render_mode is not None:
+            self._trail.append(start.copy())
+        if self.render_mode == "human":
+            self.render()
+        return self._obs(), {"is_success": self._success}
+
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """Accelerates the point; see the class docstring for rewards and episode ends."""
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        action = check_action(action, self.action_space)
+        p = self.params
+        self._position, self._velocity = maze_step(
+            self._position, self._velocity, action[None], p.walls_up, p.action_scale, p.dt,
+            p.max_speed, np,
+        )  # fmt: skip
+        self._elapsed += 1
+        obs = self._obs()
+        reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], None))
+        self._success = bool(
+            goal_distance(self._position, self._goal, np)[0] < p.distance_threshold
+        )
+        self._last_reward = reward
+        if self.render_mode is not None:
+            self._trail.append(self._position[0].copy())
+        if self.render_mode == "human":
+            self.render()
+        return obs, reward, self._success, False, {"is_success": self._success}
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {
+            "observation": np.concatenate((self._position[0], self._velocity[0])),
+            "achieved_goal": self._position[0].copy(),
+            "desired_goal": self._goal[0].copy(),
+        }
+
+    def render(self) -> np.ndarray | None:
+        """Draws the maze; returns the frame in ``rgb_array`` mode."""
+        if self.render_mode is None:
+            return None
+        if self._canvas is None:
+            self._canvas = _make_canvas(self.params)
+        _draw_maze(
+            self._canvas,
+            self.params,
+            self._position[0],
+            self._velocity[0],
+            self._goal[0],
+            self._trail,
+            hud_line(self._elapsed, self._last_reward, self._success),
+        )
+        if self.render_mode == "human":
+            self._canvas.show(self.metadata["render_fps"])
+            return None
+        return self._canvas.rgb_array()
+
+    def close(self) -> None:
+        """Closes the human window, if one is open."""
+        if self._canvas is not None:
+            self._canvas.close()
+            self._canvas = None
+
+    def world_to_pixel(self, xy: Any) -> tuple[int, int]:
+        """The frame pixel ``(column, row)`` that shows the world point ``xy``."""
+        if self._canvas is None:
+            self._canvas = _make_canvas(self.params)
+        return self._canvas.to_pixel(xy)
+
+    def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
+        """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``."""
+        return arrow_keys()
+
+
+# --------------------------------------------------------------------------- vector env
+
+
+class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
+    """``num_envs`` point mazes stepped in one numpy call.
+
+    Sub-env ``i`` follows :class:`PointMazeEnv` exactly (same kernel, same draws from its
+    own generator): a vector env reset with ``seed=s`` and given actions reproduces the
+    single envs reset with ``s + i`` and given the same actions. Same arguments as
+    :class:`PointMazeEnv`, plus ``num_envs``, ``max_episode_steps`` (``gym.make_vec``
+    passes the registered one) and gymnasium's ``autoreset_mode``.
+    ``render_mode="rgb_array"`` draws sub-env 0.
+    """
+
+    metadata: dict[str, Any] = {
+        "render_modes": ["rgb_array"],
+        "render_fps": PointMazeEnv.metadata["render_fps"],
+        "autoreset_mode": None,
+    }
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        maze_map: Any = "umaze",
+        reward_type: str = "sparse",
+        action_scale: float = 30.0,
+        dt: float = 0.05,
+        max_speed: float = 3.0,
+        distance_threshold: float = 0.3,
+        position_noise: float = 0.25,
+        max_episode_steps: int | None = 100,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+    ) -> None:
+        self.params = PointMazeParams(
+            maze_map, reward_type, action_scale, dt, max_speed, distance_threshold, position_noise
+        )
+        self.reward_type = reward_type
+        self.distance_threshold = float(distance_threshold)
+        observation_space, action_space = self.params.spaces()
+        super().__init__(
+            num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
+            render_mode,
+        )  # fmt: skip
+        self._position = np.zeros((self.num_envs, 2), np.float32)
+        self._velocity = np.zeros((self.num_envs, 2), np.float32)
+        self._goal = np.zeros((self.num_envs, 2), np.float32)
+        self._success = np.zeros(self.num_envs, bool)
+        self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
+        self._canvas: Canvas | None = None
+        self._rewards: np.ndarray | None = None
+
+    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
+        goal = None
+        if options is not None and options.get("goal") is not None:
+            space = self.single_observation_space["desired_goal"]
+            goal = self.params.check_goal(options["goal"], space, self.num_envs)
+        for i in index:
+            pinned = None if goal is None else (goal[i] if goal.ndim == 2 else goal)
+            start, target = draw_episode(self.np_randoms[i], self.params, pinned)
+            self._position[i] = start
+            self._goal[i] = target
+        self._velocity[index] = 0.0
+        if self.render_mode is not None and 0 in index:
+            self._trail.clear()
+            self._trail.append(self._position[0].copy())
+            self._rewards = None
+
+    def _step_envs(self, actions: np.ndarray) -> None:
+        p = self.params
+        self._position, self._velocity = maze_step(
+            self._position, self._velocity, actions, p.walls_up, p.action_scale, p.dt,
+            p.max_speed, np,
+        )  # fmt: skip
+        if self.render_mode is not None:
+            self._trail.append(self._position[0].copy())
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        return {
+            "observation": np.concatenate((self._position, self._velocity), axis=1),
+            "achieved_goal": self._position.copy(),
+            "desired_goal": self._goal.copy(),
+        }
+
+    def _step_info(self) -> dict[str, np.ndarray]:
+        distance = goal_distance(self._position, self._goal, np)
+        self._success = distance < self.params.distance_threshold
+        return {"is_success": self._success.copy()}
+
+    def _goal_outcomes(
+        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, None]:
+        # The sparse reward is the success already measured; the dense one needs the BFS.
+        p = self.params
+        if p.reward_type == "dense":
+            reward = -maze_distance(self._position, self._goal, p.walls_up, p.path_lengths, np)
+        else:
+            reward = self._success.astype(np.float32) - np.float32(1.0)
+        self._rewards = reward
+        return reward.copy(), info["is_success"].copy(), None
+
+    def render(self) -> np.ndarray | None:
+        """Sub-env 0's frame (``rgb_array``), as :meth:`PointMazeEnv.render` draws it."""
+        if self.render_mode is None:
+            return None
+        if self._canvas is None:
+            self._canvas = _make_canvas(self.params)
+        reward = None if self._rewards is None else float(self._rewards[0])
+        _draw_maze(
+            self._canvas,
+            self.params,
+            self._position[0],
+            self._velocity[0],
+            self._goal[0],
+            self._trail,
+            hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0])),
+        )
+        return self._canvas.rgb_array()
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Releases the drawing surface."""
+        self._canvas = None

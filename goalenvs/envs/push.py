@@ -1,0 +1,566 @@
+"""Push: a disc pusher shoves a disc block onto a target spot of a walled table.
+
+The 2D cousin of Fetch Push, the task that made HER famous: the goal is the block's
+position, not the agent's, so most random episodes never move it and a sparse reward
+says nothing until hindsight relabels the block's own path as goals.
+
+In this order: :class:`PushParams` (the checked constants), the goal functions of both
+faces (:class:`_PushGoals`), the kernel (pure functions of arrays and their array module
+``xp`` over a leading batch dimension), :class:`PushEnv` (one env) and
+:class:`PushVectorEnv` (N envs in one call, the ids' ``vector_entry_point``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from goalenvs.core import (
+    GoalEnv,
+    GoalVectorEnv,
+    InfoLike,
+    check_action,
+    check_choice,
+    check_goal_option,
+    check_positive,
+    goal_arrays,
+    goal_dict_space,
+)
+from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
+from goalenvs.envs.point_maze import arrow_keys, goal_distance
+
+REWARD_TYPES = ("sparse", "dense")
+
+
+@dataclass(frozen=True)
+class PushParams:
+    """The checked constants of Push, shared by the single env and its twin."""
+
+    reward_type: str = "sparse"
+    action_scale: float = 10.0
+    dt: float = 0.05
+    max_speed: float = 1.0
+    friction: float = 10.0
+    pusher_radius: float = 0.05
+    block_radius: float = 0.08
+    distance_threshold: float = 0.05
+    bound: float = 1.0
+    block_range: float = 0.2
+    goal_range: float = 0.3
+    pusher_range: float = 0.3
+
+    def __post_init__(self) -> None:
+        check_choice("reward_type", self.reward_type, REWARD_TYPES)
+        for name in (
+            "action_scale", "dt", "max_speed", "friction", "pusher_radius", "block_radius",
+            "distance_threshold", "bound", "block_range", "goal_range", "pusher_range",
+        ):  # fmt: skip
+            check_positive(name, getattr(self, name))
+        # A pusher that moved further than the two radii in one step could pass through
+        # the block without touching it.
+        if self.max_speed * self.dt >= self.pusher_radius + self.block_radius:
+            raise ValueError(
+                f"max_speed * dt = {self.max_speed * self.dt} must be < pusher_radius + "
+                f"block_radius = {self.pusher_radius + self.block_radius} (no tunnelling)"
+            )
+        if self.pusher_range > self.bound:
+            raise ValueError(
+                f"pusher_range={self.pusher_range} must be <= bound={self.bound}: the pusher "
+                "starts on the table"
+            )
+        for name in ("block_range", "goal_range"):
+            if getattr(self, name) > self.bound - self.block_radius:
+                raise ValueError(
+                    f"{name}={getattr(self, name)} must be <= bound - block_radius = "
+                    f"{self.bound - self.block_radius}: the block must fit on the table"
+                )
+
+    @property
+    def block_limit(self) -> float:
+        """How far from the centre the block's centre may go (it touches the table's edge)."""
+        return self.bound - self.block_radius
+
+    def spaces(self) -> tuple[spaces.Dict, spaces.Box]:
+        """The single env's (observation space, action space)."""
+        b, v, lim = self.bound, self.max_speed, self.block_limit
+        # Speeds: the block can be shoved at most at the pusher's speed and only slows.
+        low = np.array([-b, -b, -v, -v, -lim, -lim, -v, -v, -2 * b, -2 * b], np.float32)
+        observation = spaces.Box(low, -low, dtype=np.float32)
+        goal = spaces.Box(-lim, lim, (2,), np.float32)
+        action = spaces.Box(-1.0, 1.0, (2,), np.float32)
+        return goal_dict_space(observation, goal), action
+
+
+# --------------------------------------------------------------------------- goal functions
+
+
+class _PushGoals:
+    """The goal functions of both faces, defined once (they read ``self.params``)."""
+
+    params: PushParams
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse 0 / -1, or dense minus the block's distance to the target (float32)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
+        distance = goal_distance(achieved, desired, np)
+        return push_reward(distance, self.params, np)
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True when the block is within ``distance_threshold`` of the target (bool)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
+        return goal_distance(achieved, desired, np) < self.params.distance_threshold
+
+
+# --------------------------------------------------------------------------- kernel
+
+
+def push_reward(distance: Any, params: PushParams, xp: Any) -> Any:
+    """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance."""
+    if params.reward_type == "dense":
+        reward = -distance
+    else:
+        reward = xp.where(distance < params.distance_threshold, 0.0, -1.0)
+    return reward.astype(np.float32) if xp is np else reward.float()
+
+
+def push_step(
+    pusher: Any, pusher_velocity: Any, block: Any, block_velocity: Any, action: Any,
+    p: PushParams, xp: Any,
+) -> tuple[Any, Any, Any, Any]:  # fmt: skip
+    """One step of ``(batch, 2)`` pusher and block positions and velocities: new arrays.
+
+    1. The pusher accelerates, its speed capped, and moves; the table's edge stops it.
+    2. The block slides on, and Coulomb friction takes ``friction * dt`` off its speed.
+    3. Contact: where the discs overlap, the block is pushed out along the line of
+       centres and takes the pusher's speed along that line if it was slower (a heavy
+       pusher, an inelastic push). The block stops at the table's edge; whatever
+       overlap is left there pushes the pusher back instead.
+    """
+    # 1. pusher: PointReach's semi-implicit Euler with inelastic table edges.
+    v = pusher_velocity + action * (p.action_scale * p.dt)
+    speed = xp.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1])[:, None]
+    v = xp.clip(v * (p.max_speed / xp.clip(speed, p.max_speed, None)), -p.max_speed, p.max_speed)
+    moved = pusher + v * p.dt
+    pusher = xp.clip(moved, -p.bound, p.bound)
+    v = xp.where(moved == pusher, v, 0.0 * v)
+    # 2. block: slide, then friction.
+    bv = block_velocity
+    block = block + bv * p.dt
+    bspeed = xp.sqrt(bv[:, 0] * bv[:, 0] + bv[:, 1] * bv[:, 1])[:, None]
+    slowed = xp.clip(bspeed - p.friction * p.dt, 0.0, None)
+    bv = bv * (slowed / xp.clip(bspeed, 1e-12, None))
+    # 3. contact along the unit normal n from the pusher's centre to the block's.
+    reach = p.pusher_radius + p.block_radius
+    d = block - pusher
+    dist = xp.sqrt(d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1])[:, None]
+    touching = dist < reach
+    n = xp.where(dist > 0, d / xp.clip(dist, 1e-12, None), 0.0 * d + 1.0)
+    pushed = pusher + n * reach
+    approach = v[:, :1] * n[:, :1] + v[:, 1:] * n[:, 1:]  # pusher speed along n
+    along = bv[:, :1] * n[:, :1] + bv[:, 1:] * n[:, 1:]  # block speed along n
+    kicked = bv + n * xp.clip(approach - along, 0.0, None)
+    block = xp.where(touching, pushed, block)
+    bv = xp.where(touching, kicked, bv)
+    # The table's edge stops the block (inelastic) and, if pushed into it, the pusher.
+    lim = p.block_limit
+    held = xp.clip(block, -lim, lim)
+    bv = xp.where(held == block, bv, 0.0 * bv)
+    pusher = xp.clip(pusher + xp.where(touching, held - block, 0.0 * block), -p.bound, p.bound)
+    bv = xp.clip(bv, -p.max_speed, p.max_speed)
+    return pusher, v, held, bv
+
+
+def draw_episode(
+    rng: np.random.Generator, params: PushParams, goal: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One episode's ``(pusher, block, goal)``, float32 (2,), from one sub-env's generator.
+
+    The block is uniform in ``[-block_range, block_range]^2`` and the goal in
+    ``[-goal_range, goal_range]^2`` (or pinned), redrawn until it lies beyond
+    ``distance_threshold`` of the block; the pusher is uniform in
+    ``[-pusher_range, pusher_range]^2``, redrawn until it clears the block by
+    ``block_radius``.
+    """
+    p = params
+    block = rng.uniform(-p.block_range, p.block_range, 2).astype(np.float32)
+    target = None if goal is None else np.asarray(goal, np.float32)
+    while target is None or goal_distance(block, target, np) < p.distance_threshold:
+        if goal is None:
+            target = rng.uniform(-p.goal_range, p.goal_range, 2).astype(np.float32)
+        else:
+            block = rng.uniform(-p.block_range, p.block_range, 2).astype(np.float32)
+    clearance = p.pusher_radius + 2 * p.block_radius
+    while True:
+        pusher = rng.uniform(-p.pusher_range, p.pusher_range, 2).astype(np.float32)
+        if goal_distance(pusher, block, np) >= clearance:
+            return pusher, block, target
+
+
+def observation(pusher: Any, pusher_velocity: Any, block: Any, block_velocity: Any, xp: Any) -> Any:
+    """The (batch, 10) observation: pusher, its velocity, block, its velocity, block - pusher."""
+    return xp.concatenate((pusher, pusher_velocity, block, block_velocity, block - pusher), axis=1)
+
+
+# --------------------------------------------------------------------------- rendering
+
+_TABLE, _EDGE = (232, 222, 200), (90, 70, 50)
+_GOAL, _GOAL_RING = (120, 210, 140), (30, 130, 60)
+_BLOCK, _AGENT, _TEXT = (200, 60, 50), (40, 90, 200), (30, 30, 30)
+_FRAME = (400, 440)
+
+
+def _make_canvas(bound: float) -> Canvas:
+    import_pygame()
+    margin = 0.1 * bound
+    return Canvas(
+        _FRAME,
+        (-bound - margin, bound + margin, -bound - margin, bound + 3.2 * margin),
+        background=(255, 255, 255),
+        title="goalenvs Push",
+    )
+
+
+def _draw_push(
+    canvas: Canvas, p: PushParams, pusher: np.ndarray, block: np.ndarray, goal: np.ndarray, hud: str
+) -> None:
+    canvas.clear()
+    canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _TABLE)
+    canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _EDGE, 2)
+    canvas.circle(goal, max(p.distance_threshold, p.block_radius), _GOAL)
+    canvas.circle(goal, max(p.distance_threshold, p.block_radius), _GOAL_RING, 2)
+    canvas.circle(block, p.block_radius, _BLOCK)
+    canvas.circle(pusher, p.pusher_radius, _AGENT)
+    canvas.text(hud, (8, 8), _TEXT, 20)
+
+
+# --------------------------------------------------------------------------- single env
+
+
+class PushEnv(_PushGoals, GoalEnv):
+    """A disc pusher shoves a disc block onto a target spot.
+
+    ## Description
+
+    On a walled square table ``[-bound, bound]^2`` a pusher disc (PointReach's controls)
+    must shove a block disc until the block's centre lies within ``distance_threshold``
+    of a target spot. The reward is about the block, which the pusher only moves by
+    touching it: a random policy almost never succeeds, which is what HER is for.
+
+    ## Action Space
+
+    ``Box(-1, 1, (2,), float32)``: the pusher's acceleration along x and y, in units of
+    ``action_scale`` (10). Finite actions outside [-1, 1] are clipped to it; NaN or inf,
+    or a wrong shape or dtype, raise an error naming the action and the space.
+
+    ## Observation Space
+
+    ``Dict(observation, achieved_goal, desired_goal)``, float32 Boxes (``lim`` =
+    ``bound - block_radius``, ``v`` = ``max_speed``):
+
+    | Key           | Index | Meaning              | Min     | Max    |
+    |---------------|-------|----------------------|---------|--------|
+    | observation   | 0, 1  | pusher x, y          | -bound  | bound  |
+    | observation   | 2, 3  | pusher vx, vy        | -v      | v      |
+    | observation   | 4, 5  | block x, y           | -lim    | lim    |
+    | observation   | 6, 7  | block vx, vy         | -v      | v      |
+    | observation   | 8, 9  | block - pusher       | -2bound | 2bound |
+    | achieved_goal | 0, 1  | block x, y           | -lim    | lim    |
+    | desired_goal  | 0, 1  | target x, y          | -lim    | lim    |
+
+    ## Goal
+
+    A spot uniform in ``[-goal_range, goal_range]^2`` (0.3), beyond
+    ``distance_threshold`` of the block, or the one passed as
+    ``reset(options={"goal": (x, y)})``, which must lie on the table within ``lim``
+    (a ValueError says so otherwise).
+
+    ## Success
+
+    ``info["is_success"]`` is True when the block's centre is within
+    ``distance_threshold`` (0.05) of the target.
+
+    ## Rewards
+
+    From :meth:`compute_reward`: sparse (``goalenvs/Push-v0``) 0 on success, else -1;
+    dense (``goalenvs/PushDense-v0``) minus the block's distance to the target.
+
+    ## Dynamics
+
+    Each step of ``dt`` (0.05 s): the pusher moves as PointReach's point (speed cap 1,
+    inelastic table edges). The block slides with its velocity, which Coulomb friction
+    slows by ``friction * dt`` per step (a block shoved at full speed slides on 0.075). Where the
+    discs overlap, the block is set out to touch the pusher along the line of centres
+    and takes the pusher's speed along that line if it was slower. The table's edge
+    stops the block; a pusher pressing it there is held back. ``max_speed * dt`` must be
+    below the sum of the radii, so the pusher never passes through the block.
+
+    ## Starting State
+
+    Both at rest: the block uniform in ``[-block_range, block_range]^2`` (0.2), the
+    pusher uniform in ``[-pusher_range, pusher_range]^2`` (0.3) at least ``block_radius``
+    clear of the block. The ranges follow Fetch Push's proportions (object and target a
+    few pusher lengths apart), which DDPG+HER learns within 15 minutes on a CPU
+    (docs/baselines.md); the table around them leaves room to overshoot.
+
+    ## Episode End
+
+    - Termination: success.
+    - Truncation: after 50 steps, by the registered ``TimeLimit``.
+
+    ## Arguments
+
+    - ``reward_type`` ("sparse" or "dense", "sparse")
+    - ``action_scale`` (10.0), ``dt`` (0.05), ``max_speed`` (1.0): the pusher's controls.
+    - ``friction`` (10.0): the block's deceleration while sliding, per second (a block
+      that slides on after the pusher stops is hard to place within the success radius).
+    - ``pusher_radius`` (0.05), ``block_radius`` (0.08).
+    - ``distance_threshold`` (0.05): success radius.
+    - ``bound`` (1.0): the table spans ``[-bound, bound]^2``.
+    - ``block_range`` (0.2), ``goal_range`` (0.3), ``pusher_range`` (0.3): where blocks,
+      targets and the pusher are drawn.
+    - ``render_mode`` (None, "human", "rgb_array"): table, target spot, block, pusher, and
+      the step, reward and success.
+
+    ## Version History
+
+    - v0: initial version.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
+
+    def __init__(
+        self,
+        reward_type: str = "sparse",
+        action_scale: float = 10.0,
+        dt: float = 0.05,
+        max_speed: float = 1.0,
+        friction: float = 10.0,
+        pusher_radius: float = 0.05,
+        block_radius: float = 0.08,
+        distance_threshold: float = 0.05,
+        bound: float = 1.0,
+        block_range: float = 0.2,
+        goal_range: float = 0.3,
+        pusher_range: float = 0.3,
+        render_mode: str | None = None,
+    ) -> None:
+        self.params = PushParams(
+            reward_type, action_scale, dt, max_speed, friction, pusher_radius, block_radius,
+            distance_threshold, bound, block_range, goal_range, pusher_range,
+        )  # fmt: skip
+        self.reward_type = reward_type
+        self.distance_threshold = float(distance_threshold)
+        if render_mode is not None:
+            check_choice("render_mode", render_mode, self.metadata["render_modes"])
+        self.render_mode = render_mode
+        self.observation_space, self.action_space = self.params.spaces()
+        zeros = np.zeros((1, 2), np.float32)
+        self._pusher, self._pusher_velocity = zeros, zeros
+        self._block, self._block_velocity, self._goal = zeros, zeros, zeros
+        self._elapsed = 0
+        self._success = False
+        self._last_reward: float | None = None
+        self._has_reset = False
+        self._canvas: Canvas | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Draws a new pusher, block and target; ``options={"goal": (x, y)}`` pins it."""
+        super().reset(seed=seed)
+        goal = None
+        if options is not None and options.get("goal") is not None:
+            goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
+        pusher, block, target = draw_episode(self.np_random, self.params, goal)
+        self._pusher, self._block, self._goal = pusher[None], block[None], target[None]
+        self._pusher_velocity = np.zeros((1, 2), np.float32)
+        self._block_velocity = np.zeros((1, 2), np.float32)
+        self._elapsed = 0
+        self._success = False
+        self._last_reward = None
+        self._has_reset = True
+        if self.render_mode == "human":
+            self.render()
+        return self._obs(), {"is_success": False}
+
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """Moves the pusher (and the block it touches); see the class docstring."""
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        action = check_action(action, self.action_space)
+        self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
+            self._pusher, self._pusher_velocity, self._block, self._block_velocity,
+            action[None], self.params, np,
+        )  # fmt: skip
+        self._elapsed += 1
+        distance = goal_distance(self._block, self._goal, np)
+        self._success = bool(distance[0] < self.params.distance_threshold)
+        reward = float(push_reward(distance, self.params, np)[0])
+        self._last_reward = reward
+        if self.render_mode == "human":
+            self.render()
+        return self._obs(), reward, self._success, False, {"is_success": self._success}
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        obs = observation(
+            self._pusher, self._pusher_velocity, self._block, self._block_velocity, np
+        )
+        return {
+            "observation": obs[0],
+            "achieved_goal": self._block[0].copy(),
+            "desired_goal": self._goal[0].copy(),
+        }
+
+    def render(self) -> np.ndarray | None:
+        """Draws the table; returns the frame in ``rgb_array`` mode."""
+        if self.render_mode is None:
+            return None
+        if self._canvas is None:
+            self._canvas = _make_canvas(self.params.bound)
+        hud = hud_line(self._elapsed, self._last_reward, self._success)
+        _draw_push(self._canvas, self.params, self._pusher[0], self._block[0], self._goal[0], hud)
+        if self.render_mode == "human":
+            self._canvas.show(self.metadata["render_fps"])
+            return None
+        return self._canvas.rgb_array()
+
+    def close(self) -> None:
+        """Closes the human window, if one is open."""
+        if self._canvas is not None:
+            self._canvas.close()
+            self._canvas = None
+
+    def world_to_pixel(self, xy: Any) -> tuple[int, int]:
+        """The frame pixel ``(column, row)`` that shows the world point ``xy``."""
+        if self._canvas is None:
+            self._canvas = _make_canvas(self.params.bound)
+        return self._canvas.to_pixel(xy)
+
+    def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
+        """Arrow keys accelerate the pusher (two at once diagonally), for keyboard play."""
+        return arrow_keys()
+
+
+# --------------------------------------------------------------------------- vector env
+
+
+class PushVectorEnv(_PushGoals, GoalVectorEnv):
+    """``num_envs`` Push envs stepped in one numpy call.
+
+    Sub-env ``i`` follows :class:`PushEnv` exactly (same kernel, same draws from its own
+    generator): a vector env reset with ``seed=s`` and given actions reproduces the
+    single envs reset with ``s + i`` and given the same actions. Same arguments as
+    :class:`PushEnv`, plus ``num_envs``, ``max_episode_steps`` (``gym.make_vec`` passes
+    the registered 50) and gymnasium's ``autoreset_mode``. ``render_mode="rgb_array"``
+    draws sub-env 0.
+    """
+
+    metadata: dict[str, Any] = {
+        "render_modes": ["rgb_array"],
+        "render_fps": PushEnv.metadata["render_fps"],
+        "autoreset_mode": None,
+    }
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        reward_type: str = "sparse",
+        action_scale: float = 10.0,
+        dt: float = 0.05,
+        max_speed: float = 1.0,
+        friction: float = 10.0,
+        pusher_radius: float = 0.05,
+        block_radius: float = 0.08,
+        distance_threshold: float = 0.05,
+        bound: float = 1.0,
+        block_range: float = 0.2,
+        goal_range: float = 0.3,
+        pusher_range: float = 0.3,
+        max_episode_steps: int | None = 50,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+    ) -> None:
+        self.params = PushParams(
+            reward_type, action_scale, dt, max_speed, friction, pusher_radius, block_radius,
+            distance_threshold, bound, block_range, goal_range, pusher_range,
+        )  # fmt: skip
+        self.reward_type = reward_type
+        self.distance_threshold = float(distance_threshold)
+        observation_space, action_space = self.params.spaces()
+        super().__init__(
+            num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
+            render_mode,
+        )  # fmt: skip
+        n = self.num_envs
+        self._pusher = np.zeros((n, 2), np.float32)
+        self._pusher_velocity = np.zeros((n, 2), np.float32)
+        self._block = np.zeros((n, 2), np.float32)
+        self._block_velocity = np.zeros((n, 2), np.float32)
+        self._goal = np.zeros((n, 2), np.float32)
+        self._distance = np.ones(n, np.float32)
+        self._canvas: Canvas | None = None
+        self._rewards: np.ndarray | None = None
+
+    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
+        goal = None
+        if options is not None and options.get("goal") is not None:
+            space = self.single_observation_space["desired_goal"]
+            goal = check_goal_option(options["goal"], space, self.num_envs)
+        for i in index:
+            pinned = None if goal is None else (goal[i] if goal.ndim == 2 else goal)
+            pusher, block, target = draw_episode(self.np_randoms[i], self.params, pinned)
+            self._pusher[i], self._block[i], self._goal[i] = pusher, block, target
+        self._pusher_velocity[index] = 0.0
+        self._block_velocity[index] = 0.0
+        if 0 in index:
+            self._rewards = None
+
+    def _step_envs(self, actions: np.ndarray) -> None:
+        self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
+            self._pusher, self._pusher_velocity, self._block, self._block_velocity, actions,
+            self.params, np,
+        )  # fmt: skip
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        return {
+            "observation": observation(
+                self._pusher, self._pusher_velocity, self._block, self._block_velocity, np
+            ),
+            "achieved_goal": self._block.copy(),
+            "desired_goal": self._goal.copy(),
+        }
+
+    def _step_info(self) -> dict[str, np.ndarray]:
+        self._distance = goal_distance(self._block, self._goal, np)
+        return {"is_success": self._distance < self.params.distance_threshold}
+
+    def _goal_outcomes(
+        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, None]:
+        # This step's distances are what compute_reward recomputes from obs.
+        self._rewards = push_reward(self._distance, self.params, np)
+        return self._rewards.copy(), info["is_success"].copy(), None
+
+    def render(self) -> np.ndarray | None:
+        """Sub-env 0's frame (``rgb_array``), as :meth:`PushEnv.render` draws it."""
+        if self.render_mode is None:
+            return None
+        if self._canvas is None:
+            self._canvas = _make_canvas(self.params.bound)
+        reward = None if self._rewards is None else float(self._rewards[0])
+        success = bool(self._distance[0] < self.params.distance_threshold)
+        hud = hud_line(int(self.elapsed_steps[0]), reward, success)
+        _draw_push(self._canvas, self.params, self._pusher[0], self._block[0], self._goal[0], hud)
+        return self._canvas.rgb_array()
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Releases the drawing surface."""
+        self._canvas = None

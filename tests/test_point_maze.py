@@ -1,0 +1,356 @@
+"""PointMaze: layouts, exact walls, BFS dense reward, single env == twin, rendering, bad input."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pygame
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import goalenvs  # noqa: F401  (registers the ids)
+from goalenvs.checker import check_goal_env
+from goalenvs.envs.point_maze import (
+    PointMazeEnv,
+    PointMazeParams,
+    PointMazeVectorEnv,
+    maze_step,
+    parse_maze_map,
+)
+
+IDS = [
+    "goalenvs/PointMaze-v0",
+    "goalenvs/PointMazeMedium-v0",
+    "goalenvs/PointMazeLarge-v0",
+    "goalenvs/PointMazeDense-v0",
+    "goalenvs/PointMazeMediumDense-v0",
+    "goalenvs/PointMazeLargeDense-v0",
+]
+
+
+def _free(params: PointMazeParams, xy: np.ndarray) -> np.ndarray:
+    """Whether each world point lies in a free cell of the map."""
+    rows, cols = params.shape
+    ix, iy = np.floor(xy[..., 0]).astype(int), np.floor(xy[..., 1]).astype(int)
+    inside = (ix >= 0) & (ix < cols) & (iy >= 0) & (iy < rows)
+    r = np.clip(rows - 1 - iy, 0, rows - 1)
+    c = np.clip(ix, 0, cols - 1)
+    return inside & ~params.walls[r, c]
+
+
+def test_registered_layouts_are_d4rls():
+    shapes = {"umaze": (5, 5, 7), "medium": (8, 8, 26), "large": (9, 12, 46)}
+    for name, (rows, cols, free) in shapes.items():
+        walls = parse_maze_map(name)
+        assert walls.shape == (rows, cols)
+        assert int((~walls).sum()) == free
+        assert walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()
+
+
+def test_layouts_equal_gymnasium_robotics_maps():
+    maps = pytest.importorskip("gymnasium_robotics.envs.maze.maps")
+    for name, theirs in (("umaze", maps.U_MAZE), ("medium", maps.MEDIUM_MAZE)):
+        np.testing.assert_array_equal(parse_maze_map(name), np.array(theirs) == 1)
+    np.testing.assert_array_equal(parse_maze_map("large"), np.array(maps.LARGE_MAZE) == 1)
+
+
+def test_maze_map_accepts_strings_and_zero_one_rows():
+    strings = PointMazeEnv(maze_map=["###", "#.#", "#.#", "###"])
+    numbers = PointMazeEnv(maze_map=[[1, 1, 1], [1, 0, 1], [1, 0, 1], [1, 1, 1]])
+    np.testing.assert_array_equal(strings.params.walls, numbers.params.walls)
+    assert strings.observation_space["achieved_goal"].high.tolist() == [3.0, 4.0]
+    obs, _ = strings.reset(seed=3)
+    # Two free cells, one column: start and goal in different ones, each in a free cell.
+    cells = np.floor([obs["achieved_goal"], obs["desired_goal"]])
+    assert cells[:, 0].tolist() == [1.0, 1.0] and sorted(cells[:, 1].tolist()) == [1.0, 2.0]
+
+
+# --------------------------------------------------------------------------- walls
+
+
+def test_full_speed_into_a_wall_stops_on_its_face():
+    env = PointMazeEnv(maze_map=["#####", "#...#", "#####"])
+    env.reset(seed=0, options={"goal": (1.5, 1.5)})
+    env.unwrapped._position = np.array([[3.5, 1.5]], np.float32)
+    for _ in range(20):
+        obs, *_ = env.step(np.array([1.0, 0.0], np.float32))
+    # The wall cell starts at x = 4: the point rests 0.001 short of it, stopped in x.
+    assert obs["observation"][0] == pytest.approx(4.0 - 1e-3, abs=1e-6)
+    assert obs["observation"][2] == 0.0
+
+
+def test_diagonal_into_a_corner_never_cuts_it():
+    # Free cells (1, 1) and (2, 2) touch only at a corner; (2, 1) and (1, 2) are walls,
+    # so a diagonal dash from (1, 1) must stop in its own cell's corner.
+    env = PointMazeEnv(maze_map=["####", "##.#", "#.##", "####"])
+    env.reset(seed=0)
+    env.unwrapped._position = np.array([[1.5, 1.5]], np.float32)
+    env.unwrapped._velocity = np.zeros((1, 2), np.float32)
+    for _ in range(30):
+        obs, *_ = env.step(np.array([1.0, 1.0], np.float32))
+    x, y = obs["observation"][:2]
+    assert x == pytest.approx(2.0 - 1e-3, abs=1e-6)
+    assert y == pytest.approx(2.0 - 1e-3, abs=1e-6)
+
+
+@st.composite
+def _maze_and_actions(draw):
+    rows = draw(st.integers(2, 6))
+    cols = draw(st.integers(2, 6))
+    cells = draw(st.lists(st.booleans(), min_size=rows * cols, max_size=rows * cols))
+    walls = np.array(cells).reshape(rows, cols)
+    walls[draw(st.integers(0, rows - 1)), draw(st.integers(0, cols - 1))] = False
+    corners = st.sampled_from([(1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0), (1.0, 0.0)])
+    actions = draw(st.lists(corners, min_size=5, max_size=40))
+    seed = draw(st.integers(0, 2**16))
+    return walls, np.array(actions, np.float32), seed
+
+
+@settings(max_examples=60, deadline=None)
+@given(_maze_and_actions())
+def test_no_tunnelling_at_full_speed(case):
+    """Every step ends in a free cell, moves at most one cell per axis, and its L-shaped
+    path (x first, then y) only visits free cells: no wall is ever crossed."""
+    walls, actions, seed = case
+    # Maximal speed per step: 0.95 of a cell.
+    env = PointMazeEnv(maze_map=walls.astype(int).tolist(), max_speed=19.0, action_scale=400.0)
+    obs, _ = env.reset(seed=seed)
+    p = env.params
+    position = obs["achieved_goal"]
+    for action in actions:
+        obs, *_ = env.step(action)
+        new = obs["achieved_goal"]
+        corner = np.array([new[0], position[1]], np.float32)
+        assert _free(p, new) and _free(p, corner), (position, new)
+        assert np.all(np.abs(np.floor(new) - np.floor(position)) <= 1)
+        position = new
+
+
+def test_kernel_is_batch_independent():
+    p = PointMazeParams("medium")
+    rng = np.random.default_rng(0)
+    position = p.free_cells[rng.integers(len(p.free_cells), size=64)] + 0.5
+    velocity = rng.uniform(-3, 3, (64, 2)).astype(np.float32)
+    action = rng.uniform(-1, 1, (64, 2)).astype(np.float32)
+    args = (p.walls_up, p.action_scale, p.dt, p.max_speed, np)
+    batch = maze_step(position, velocity, action, *args)
+    for i in range(64):
+        one = maze_step(position[i : i + 1], velocity[i : i + 1], action[i : i + 1], *args)
+        np.testing.assert_array_equal(one[0][0], batch[0][i])
+        np.testing.assert_array_equal(one[1][0], batch[1][i])
+
+
+# --------------------------------------------------------------------------- goals
+
+
+def test_dense_reward_is_the_bfs_path_not_the_straight_line():
+    env = gym.make("goalenvs/PointMazeDense-v0")
+    reward = env.unwrapped.compute_reward
+    # U-maze: (1, 1) to (1, 3) is 2 apart in a straight line, 6 cells round the U.
+    assert reward(np.array([1.5, 1.5]), np.array([1.5, 3.5]), None) == pytest.approx(-6.0)
+    # Same cell: the straight distance.
+    assert reward(np.array([1.2, 1.5]), np.array([1.5, 1.9]), None) == pytest.approx(-0.5)
+    # Neighbouring cells: one step.
+    assert reward(np.array([1.5, 1.5]), np.array([2.5, 1.5]), None) == pytest.approx(-1.0)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_compute_functions_are_batched(env_id):
+    env = gym.make(env_id)
+    space = env.observation_space["achieved_goal"]
+    rng = np.random.default_rng(1)
+    achieved = rng.uniform(space.low, space.high, (3, 5, 2)).astype(np.float32)
+    desired = np.where(rng.random((3, 5, 1)) < 0.4, achieved + 0.1, achieved + 1.3)
+    desired = desired.astype(np.float32)
+    for info in (None, {}, [{}] * 15):
+        infos = info if not isinstance(info, list) else np.array(info, dtype=object).reshape(3, 5)
+        reward = env.unwrapped.compute_reward(achieved, desired, infos)
+        terminated = env.unwrapped.compute_terminated(achieved, desired, infos)
+        truncated = env.unwrapped.compute_truncated(achieved, desired, infos)
+        assert reward.shape == terminated.shape == truncated.shape == (3, 5)
+        assert reward.dtype == np.float32 and terminated.dtype == bool
+        assert not truncated.any()
+        for i in range(3):
+            for j in range(5):
+                one = env.unwrapped.compute_reward(achieved[i, j], desired[i, j], None)
+                assert reward[i, j] == one
+                done = env.unwrapped.compute_terminated(achieved[i, j], desired[i, j], None)
+                assert terminated[i, j] == done
+    assert terminated.any() and not terminated.all()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_checker_finds_nothing(env_id):
+    report = check_goal_env(gym.make(env_id))
+    assert report.errors == [] and report.warnings == []
+
+
+def test_step_reward_and_success_match_compute_functions():
+    env = gym.make("goalenvs/PointMazeDense-v0")
+    obs, info = env.reset(seed=4)
+    assert info["is_success"] is False
+    env.action_space.seed(4)
+    for _ in range(100):
+        obs, reward, terminated, _, info = env.step(env.action_space.sample())
+        a, d = obs["achieved_goal"], obs["desired_goal"]
+        assert reward == env.unwrapped.compute_reward(a, d, info)
+        assert terminated == env.unwrapped.compute_terminated(a, d, info)
+        assert info["is_success"] == (np.linalg.norm(a - d) < 0.3)
+        if terminated:
+            break
+
+
+def test_pinned_goal_is_kept_and_the_start_is_elsewhere():
+    env = gym.make("goalenvs/PointMaze-v0")
+    for seed in range(20):
+        obs, _ = env.reset(seed=seed, options={"goal": (1.4, 3.6)})
+        assert obs["desired_goal"].tolist() == pytest.approx([1.4, 3.6])
+        assert np.floor(obs["achieved_goal"]).tolist() != [1.0, 3.0]
+    vec = gym.make_vec("goalenvs/PointMaze-v0", num_envs=2)
+    obs, _ = vec.reset(seed=0, options={"goal": [(1.5, 1.5), (3.5, 2.5)]})
+    np.testing.assert_allclose(obs["desired_goal"], [(1.5, 1.5), (3.5, 2.5)])
+
+
+def test_goals_and_starts_cover_the_free_cells():
+    env = PointMazeEnv("umaze")
+    seen_goals, seen_starts = set(), set()
+    for seed in range(200):
+        obs, _ = env.reset(seed=seed)
+        seen_goals.add(tuple(np.floor(obs["desired_goal"]).tolist()))
+        seen_starts.add(tuple(np.floor(obs["achieved_goal"]).tolist()))
+    free = {tuple(c) for c in env.params.free_cells.tolist()}
+    assert seen_goals == free and seen_starts == free
+
+
+# --------------------------------------------------------------------------- twin
+
+
+@pytest.mark.parametrize("env_id", ["goalenvs/PointMaze-v0", "goalenvs/PointMazeMediumDense-v0"])
+def test_twin_follows_the_single_envs(env_id):
+    n, steps, seed = 4, 260, 11
+    vec = gym.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point")
+    assert isinstance(vec.unwrapped, PointMazeVectorEnv)
+    singles = [gym.make(env_id) for _ in range(n)]
+    rng = np.random.default_rng(0)
+    # Strong actions held for a few steps: the points reach walls, corners and goals.
+    actions = np.repeat(rng.uniform(-1, 1, (steps // 5 + 1, n, 2)), 5, axis=0)[:steps]
+    actions = actions.astype(np.float32)
+    vobs, vinfo = vec.reset(seed=seed)
+    sobs = [env.reset(seed=seed + i)[0] for i, env in enumerate(singles)]
+    done = [False] * n
+    ended = 0
+    for t in range(steps):
+        for i in range(n):
+            for key in vobs:
+                np.testing.assert_array_equal(vobs[key][i], sobs[i][key])
+        vobs, vrew, vterm, vtrunc, vinfo = vec.step(actions[t])
+        for i, env in enumerate(singles):
+            if done[i]:
+                sobs[i], _ = env.reset()
+                reward, terminated, truncated = 0.0, False, False
+            else:
+                sobs[i], reward, terminated, truncated, info = env.step(actions[t, i])
+                assert info["is_success"] == vinfo["is_success"][i]
+            done[i] = terminated or truncated
+            ended += done[i]
+            assert (vrew[i], vterm[i], vtrunc[i]) == (reward, terminated, truncated)
+    assert ended >= n  # every sub-env finished at least one episode
+
+
+# --------------------------------------------------------------------------- play, render
+
+
+def test_rgb_array_shows_walls_goal_and_point_where_they_are():
+    env = gym.make("goalenvs/PointMaze-v0", render_mode="rgb_array")
+    env.reset(seed=0, options={"goal": (1.5, 3.5)})
+    env.unwrapped._position = np.array([[3.5, 1.5]], np.float32)
+    frame = env.render()
+    assert frame.shape == (440, 400, 3) and frame.dtype == np.uint8
+    px = env.unwrapped.world_to_pixel
+
+    def color(xy):
+        c, r = px(xy)
+        return frame[r, c].tolist()
+
+    assert color((0.5, 0.5)) == [70, 70, 80]  # bottom-left corner cell: wall
+    assert color((1.5, 2.5)) == [70, 70, 80]  # the U's middle bar
+    assert color((2.5, 1.5)) == [246, 246, 240]  # open floor
+    assert color((1.5, 3.5)) == [120, 210, 140]  # goal
+    assert color((3.5, 1.5)) == [40, 90, 200]  # the point
+    vec = gym.make_vec("goalenvs/PointMaze-v0", num_envs=2, render_mode="rgb_array")
+    vec.reset(seed=0)
+    assert vec.render().shape == (440, 400, 3)
+
+
+def test_arrow_keys_accelerate_the_point():
+    env = gym.make("goalenvs/PointMaze-v0")
+    env.reset(seed=0, options={"goal": (1.5, 3.5)})
+    env.unwrapped._position = np.array([[2.5, 1.5]], np.float32)
+    keys = env.unwrapped.get_keys_to_action()
+    obs, *_ = env.step(keys[(pygame.K_RIGHT,)])
+    assert obs["observation"][2] > 0 and obs["observation"][3] == 0
+    obs, *_ = env.step(keys[tuple(sorted((pygame.K_UP, pygame.K_LEFT)))])
+    assert obs["observation"][3] > 0
+    assert len(keys) == 8
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("maze_map", "words"),
+    [
+        (["###", "###"], ["no free cell", "expected at least one"]),
+        (["#.#", "#..#"], ["lengths [3, 4]", "rectangular"]),
+        (["#x#", "#.#"], ["['x']", "expected '#'"]),
+        ([[1, 2], [0, 1]], ["[2]", "0 (free) or 1 (wall)"]),
+        ("spiral", ["'spiral'", "umaze"]),
+        ([], ["non-empty list of rows"]),
+    ],
+)
+def test_bad_maze_map_names_value_and_what_is_allowed(maze_map, words):
+    with pytest.raises(ValueError, match="maze_map") as error:
+        PointMazeEnv(maze_map=maze_map)
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_bad_goal_and_action_fail_clearly():
+    env = gym.make("goalenvs/PointMaze-v0")
+    with pytest.raises(ValueError, match=r"options\['goal'\]=\[0.5, 0.5\] lies inside a wall"):
+        env.reset(options={"goal": (0.5, 0.5)})
+    with pytest.raises(ValueError, match=r"options\['goal'\].*outside the goal space"):
+        env.reset(options={"goal": (9.0, 1.0)})
+    vec = gym.make_vec("goalenvs/PointMaze-v0", num_envs=2)
+    with pytest.raises(ValueError, match="inside a wall"):
+        vec.reset(options={"goal": [(1.5, 1.5), (2.5, 2.5)]})
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="finite"):
+        env.step(np.array([np.nan, 0.0], np.float32))
+    with pytest.raises(ValueError, match="shape"):
+        env.step(np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match=r"max_speed \* dt = 1.0 must be < 1 cell"):
+        PointMazeEnv(max_speed=20.0)
+    with pytest.raises(ValueError, match="reward_type='shaped'"):
+        PointMazeEnv(reward_type="shaped")
+    with pytest.raises(ValueError, match=r"position_noise=-0.1 must be a number >= 0"):
+        PointMazeEnv(position_noise=-0.1)
+    with pytest.raises(ValueError, match=r"position_noise=0.5 must be < 0.5"):
+        PointMazeEnv(position_noise=0.5)
+
+
+def test_kernel_runs_on_torch_and_agrees_with_numpy():
+    torch = pytest.importorskip("torch")
+    p = PointMazeParams("large")
+    rng = np.random.default_rng(2)
+    position = (p.free_cells[rng.integers(len(p.free_cells), size=128)] + 0.5).astype(np.float32)
+    velocity = rng.uniform(-3, 3, (128, 2)).astype(np.float32)
+    action = rng.uniform(-1, 1, (128, 2)).astype(np.float32)
+    arrays = (position, velocity, action, p.walls_up)
+    expected = maze_step(*arrays, p.action_scale, p.dt, p.max_speed, np)
+    tensors = [torch.from_numpy(a) for a in arrays]
+    got = maze_step(*tensors, p.action_scale, p.dt, p.max_speed, torch)
+    for a, b in zip(expected, got, strict=True):
+        assert b.dtype == torch.float32
+        np.testing.assert_allclose(b.numpy(), a, atol=1e-6)  # float rounding apart

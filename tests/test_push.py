@@ -1,0 +1,278 @@
+"""Push: contact and friction, a scripted pusher succeeds, single env == twin, render, bad input."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pygame
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import goalenvs  # noqa: F401  (registers the ids)
+from goalenvs.checker import check_goal_env
+from goalenvs.envs.push import PushEnv, PushParams, PushVectorEnv, push_step
+
+IDS = ["goalenvs/Push-v0", "goalenvs/PushDense-v0"]
+
+
+def _place(env: gym.Env, pusher, block, goal=(0.6, 0.6)) -> None:
+    u = env.unwrapped
+    u._pusher = np.array([pusher], np.float32)
+    u._block = np.array([block], np.float32)
+    u._goal = np.array([goal], np.float32)
+    u._pusher_velocity = np.zeros((1, 2), np.float32)
+    u._block_velocity = np.zeros((1, 2), np.float32)
+
+
+def _scripted(obs: dict[str, np.ndarray], p: PushParams) -> np.ndarray:
+    """Get behind the block on the goal's line (around it if needed), then push along it."""
+    o = obs["observation"]
+    pusher, velocity, block = o[:2], o[2:4], o[4:6]
+    to_goal = obs["desired_goal"] - block
+    dist = np.linalg.norm(to_goal)
+    u = to_goal / max(dist, 1e-9)
+    rel = pusher - block
+    behind = block - u * (p.pusher_radius + p.block_radius + 0.02)
+    lateral = np.linalg.norm(rel - np.dot(rel, -u) * -u)
+    if np.dot(rel, -u) < 0.05 or lateral > 0.05:
+        target = behind
+        if np.dot(rel, u) > -0.02 and np.linalg.norm(rel) < 0.25:
+            perp = np.array([-u[1], u[0]])
+            side = np.sign(np.dot(rel, perp)) or 1.0
+            target = block + perp * side * 0.2 - u * 0.1
+    else:
+        target = block + u * min(dist, 0.3)
+    wanted = (target - pusher) * 6
+    wanted /= max(1.0, np.linalg.norm(wanted))
+    return np.clip((wanted - velocity) * 4, -1, 1).astype(np.float32)
+
+
+def test_a_scripted_pusher_brings_the_block_to_the_goal():
+    # Measured: 20 of 20 seeds succeed within the 50 steps.
+    env = gym.make("goalenvs/Push-v0")
+    successes = 0
+    for seed in range(20):
+        obs, _ = env.reset(seed=seed)
+        start = obs["achieved_goal"].copy()
+        for _ in range(100):
+            obs, reward, terminated, truncated, info = env.step(
+                _scripted(obs, env.unwrapped.params)
+            )
+            if terminated or truncated:
+                break
+        successes += bool(info["is_success"])
+        if info["is_success"]:
+            assert reward == 0.0 and np.linalg.norm(obs["achieved_goal"] - start) > 0.0
+    assert successes >= 17
+
+
+def test_random_actions_rarely_move_the_block():
+    env = gym.make("goalenvs/Push-v0")
+    env.action_space.seed(0)
+    moved = 0
+    for seed in range(20):
+        obs, _ = env.reset(seed=seed)
+        start = obs["achieved_goal"].copy()
+        for _ in range(100):
+            obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                break
+        moved += bool(np.linalg.norm(obs["achieved_goal"] - start) > 0.05)
+    # Measured: 0 of 20. The HER problem: most random episodes leave the block in place.
+    assert moved <= 4
+
+
+def test_pusher_shoves_the_block_and_friction_stops_it():
+    env = gym.make("goalenvs/Push-v0", friction=4.0)
+    env.reset(seed=0)
+    _place(env, pusher=(-0.2, 0.0), block=(0.0, 0.0))
+    right = np.array([1.0, 0.0], np.float32)
+    for _ in range(8):
+        obs, *_ = env.step(right)
+    o = obs["observation"]
+    assert o[4] > 0.05 and o[5] == pytest.approx(0.0, abs=1e-6)  # pushed straight right
+    assert o[4] - o[0] == pytest.approx(0.13, abs=1e-5)  # touching, not overlapping
+    assert o[6] == pytest.approx(o[2], abs=1e-5)  # the block moves at the pusher's speed
+    # The pusher stops; the block slides on, slowed by friction * dt = 0.2 each step.
+    speeds = []
+    for _ in range(8):
+        obs, *_ = env.step(-right)
+        speeds.append(float(obs["observation"][6]))
+    steps = np.diff(speeds[:4])
+    np.testing.assert_allclose(steps[steps < 0], -0.2, atol=1e-5)
+    assert speeds[-1] == 0.0
+
+
+def test_the_table_edge_stops_block_and_pusher():
+    env = gym.make("goalenvs/Push-v0")
+    env.reset(seed=0)
+    _place(env, pusher=(0.6, 0.0), block=(0.75, 0.0))
+    for _ in range(20):
+        obs, *_ = env.step(np.array([1.0, 0.0], np.float32))
+    o = obs["observation"]
+    assert o[4] == pytest.approx(0.92) and o[6] == 0.0
+    assert o[0] == pytest.approx(0.92 - 0.13, abs=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**16), st.lists(st.sampled_from([-1.0, 0.0, 1.0]), min_size=60, max_size=60))
+def test_discs_never_interpenetrate_and_stay_on_the_table(seed, moves):
+    env = PushEnv()
+    obs, _ = env.reset(seed=seed)
+    p = env.params
+    actions = np.array(moves, np.float32).reshape(30, 2)
+    for action in np.repeat(actions, 3, axis=0):
+        obs, *_ = env.step(action)
+        o = obs["observation"]
+        assert np.all(np.abs(o[:2]) <= p.bound) and np.all(np.abs(o[4:6]) <= p.block_limit)
+        gap = np.linalg.norm(o[4:6] - o[:2]) - (p.pusher_radius + p.block_radius)
+        at_edge = np.any(np.abs(o[4:6]) >= p.block_limit - 1e-6)
+        assert gap >= -1e-5 or at_edge
+
+
+def test_kernel_is_batch_independent():
+    p = PushParams()
+    rng = np.random.default_rng(0)
+    n = 64
+    pusher = rng.uniform(-0.5, 0.5, (n, 2)).astype(np.float32)
+    block = (pusher + rng.uniform(-0.15, 0.15, (n, 2))).astype(np.float32)
+    pv = rng.uniform(-1, 1, (n, 2)).astype(np.float32)
+    bv = rng.uniform(-0.5, 0.5, (n, 2)).astype(np.float32)
+    action = rng.uniform(-1, 1, (n, 2)).astype(np.float32)
+    batch = push_step(pusher, pv, block, bv, action, p, np)
+    for i in range(n):
+        s = slice(i, i + 1)
+        one = push_step(pusher[s], pv[s], block[s], bv[s], action[s], p, np)
+        for a, b in zip(one, batch, strict=True):
+            np.testing.assert_array_equal(a[0], b[i])
+
+
+# --------------------------------------------------------------------------- goals
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_compute_functions_are_batched(env_id):
+    env = gym.make(env_id)
+    rng = np.random.default_rng(1)
+    achieved = rng.uniform(-0.9, 0.9, (4, 6, 2)).astype(np.float32)
+    desired = (achieved + rng.normal(0, 0.05, (4, 6, 2))).astype(np.float32)
+    for info in (None, {}, np.array([{}] * 24, dtype=object).reshape(4, 6)):
+        reward = env.unwrapped.compute_reward(achieved, desired, info)
+        terminated = env.unwrapped.compute_terminated(achieved, desired, info)
+        truncated = env.unwrapped.compute_truncated(achieved, desired, info)
+        assert reward.shape == terminated.shape == truncated.shape == (4, 6)
+        assert reward.dtype == np.float32 and not truncated.any()
+        distance = np.linalg.norm(achieved - desired, axis=-1)
+        np.testing.assert_array_equal(terminated, distance < 0.05)
+        expected = -distance if "Dense" in env_id else np.where(distance < 0.05, 0.0, -1.0)
+        np.testing.assert_allclose(reward, expected, rtol=1e-6)
+    assert terminated.any() and not terminated.all()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_checker_finds_nothing(env_id):
+    report = check_goal_env(gym.make(env_id))
+    assert report.errors == [] and report.warnings == []
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_twin_follows_the_single_envs(env_id):
+    n, steps, seed = 4, 230, 5
+    vec = gym.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point")
+    assert isinstance(vec.unwrapped, PushVectorEnv)
+    singles = [gym.make(env_id) for _ in range(n)]
+    vobs, _ = vec.reset(seed=seed)
+    sobs = [env.reset(seed=seed + i)[0] for i, env in enumerate(singles)]
+    done = [False] * n
+    ended = moved = 0
+    for _ in range(steps):
+        for i in range(n):
+            for key in vobs:
+                np.testing.assert_array_equal(vobs[key][i], sobs[i][key])
+        # The scripted pusher touches the block and finishes episodes early.
+        actions = np.stack([_scripted(o, singles[0].unwrapped.params) for o in sobs])
+        moved += int(np.count_nonzero(vobs["observation"][:, 6:8]))
+        vobs, vrew, vterm, vtrunc, vinfo = vec.step(actions)
+        for i, env in enumerate(singles):
+            if done[i]:
+                sobs[i], _ = env.reset()
+                reward, terminated, truncated = 0.0, False, False
+            else:
+                sobs[i], reward, terminated, truncated, info = env.step(actions[i])
+                assert info["is_success"] == vinfo["is_success"][i]
+            done[i] = terminated or truncated
+            ended += done[i]
+            assert (vrew[i], vterm[i], vtrunc[i]) == (reward, terminated, truncated)
+    assert ended >= 2 * n and moved > 0
+
+
+def test_pinned_goal_is_kept():
+    env = gym.make("goalenvs/Push-v0")
+    obs, info = env.reset(seed=0, options={"goal": (0.3, -0.4)})
+    assert obs["desired_goal"].tolist() == pytest.approx([0.3, -0.4]) and not info["is_success"]
+    vec = gym.make_vec("goalenvs/Push-v0", num_envs=3)
+    obs, _ = vec.reset(seed=0, options={"goal": (0.1, 0.2)})
+    np.testing.assert_allclose(obs["desired_goal"], [(0.1, 0.2)] * 3)
+
+
+# --------------------------------------------------------------------------- play, render
+
+
+def test_rgb_array_shows_goal_block_and_pusher_where_they_are():
+    env = gym.make("goalenvs/Push-v0", render_mode="rgb_array")
+    env.reset(seed=0)
+    _place(env, pusher=(-0.5, -0.5), block=(0.2, 0.1), goal=(0.6, -0.6))
+    frame = env.render()
+    assert frame.shape == (440, 400, 3)
+    px = env.unwrapped.world_to_pixel
+
+    def color(xy):
+        c, r = px(xy)
+        return frame[r, c].tolist()
+
+    assert color((0.6, -0.6)) == [120, 210, 140]  # target spot
+    assert color((0.2, 0.1)) == [200, 60, 50]  # block
+    assert color((-0.5, -0.5)) == [40, 90, 200]  # pusher
+    assert color((0.0, 0.7)) == [232, 222, 200]  # bare table
+    vec = gym.make_vec("goalenvs/Push-v0", num_envs=2, render_mode="rgb_array")
+    vec.reset(seed=0)
+    assert vec.render().shape == (440, 400, 3)
+
+
+def test_arrow_keys_move_the_pusher():
+    env = gym.make("goalenvs/Push-v0")
+    env.reset(seed=0)
+    _place(env, pusher=(-0.5, -0.5), block=(0.5, 0.5))
+    keys = env.unwrapped.get_keys_to_action()
+    obs, *_ = env.step(keys[(pygame.K_UP,)])
+    assert obs["observation"][3] > 0 and obs["observation"][2] == 0
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_bad_input_fails_clearly():
+    env = gym.make("goalenvs/Push-v0")
+    with pytest.raises(ValueError, match=r"options\['goal'\]=\[1.5, 0.0\] is outside"):
+        env.reset(options={"goal": (1.5, 0.0)})
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="finite"):
+        env.step(np.array([0.0, np.inf], np.float32))
+    with pytest.raises(ValueError, match="tunnelling"):
+        PushEnv(max_speed=4.0)
+    with pytest.raises(ValueError, match=r"goal_range=0.95 must be <= bound - block_radius"):
+        PushEnv(goal_range=0.95)
+    with pytest.raises(ValueError, match="friction must be > 0"):
+        PushEnv(friction=-1.0)
+
+
+def test_kernel_runs_on_torch_and_agrees_with_numpy():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    arrays = [rng.uniform(-0.3, 0.3, (128, 2)).astype(np.float32) for _ in range(5)]
+    expected = push_step(*arrays, PushParams(), np)
+    got = push_step(*(torch.from_numpy(a) for a in arrays), PushParams(), torch)
+    for a, b in zip(expected, got, strict=True):
+        assert b.dtype == torch.float32
+        np.testing.assert_allclose(b.numpy(), a, atol=1e-6)  # float rounding apart
