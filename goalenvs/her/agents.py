@@ -14,6 +14,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from goalenvs.core import GOAL_KEYS
 from goalenvs.her.config import TrainConfig
 from goalenvs.her.normalizer import GoalNormalizer
 
@@ -63,7 +64,7 @@ class Agent(nn.Module):
             )
             if not isinstance(observations[key], torch.Tensor)
             else observations[key].to(self.device, torch.float32)
-            for key in ("observation", "achieved_goal", "desired_goal")
+            for key in GOAL_KEYS
         }
         return self.normalizer(tensors)
 

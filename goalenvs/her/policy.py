@@ -9,11 +9,10 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from goalenvs.core import GOAL_KEYS
 from goalenvs.her.agents import Agent
 from goalenvs.her.checkpoint import CheckpointError, read_checkpoint, space_from_dict
 from goalenvs.her.config import TrainConfig, config_from_dict
-
-GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 
 
 def make_agent(
