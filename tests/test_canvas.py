@@ -37,7 +37,7 @@ def test_transform_with_offset_bounds_and_round_trip():
     assert canvas.to_pixel((0.0, 15.0)) == (0, 0)
     assert canvas.to_pixel((10.0, 5.0)) == (300, 300)
     world = np.array([[1.25, 7.5], [9.0, 14.0]])
-    np.testing.assert_allclose(canvas.to_world(canvas.to_pixels(world)), world)
+    np.testing.assert_allclose(canvas.to_pixels(world), [[37.5, 225.0], [270.0, 30.0]])
 
 
 @pytest.mark.parametrize(
@@ -127,18 +127,7 @@ def test_line_polyline_and_arrow_draw_between_their_ends():
     assert (canvas.rgb_array() == 255).all()
 
 
-def test_trail_fades_from_background_to_colour():
-    canvas = make_canvas(size=(200, 200))
-    points = np.stack([np.linspace(-0.9, 0.9, 10), np.zeros(10)], axis=1)
-    canvas.trail(points, (0, 0, 0), width=3)
-    frame = canvas.rgb_array().astype(int)
-    oldest = frame[100, canvas.to_pixel(points[0])[0] + 3]
-    newest = frame[100, canvas.to_pixel(points[-1])[0] - 3]
-    assert oldest.sum() > newest.sum() + 300
-    assert tuple(newest) != (255, 255, 255)
-
-
-def test_text_and_hud_draw_on_their_background_box():
+def test_text_draws_on_its_background_box():
     canvas = make_canvas(size=(200, 200))
     left, top, width, height = canvas.text("step 3", (20, 30), (0, 0, 0), 18, background=BLUE)
     assert (left, top) == (18, 28) and width > 20 and height > 10
@@ -146,11 +135,6 @@ def test_text_and_hud_draw_on_their_background_box():
     box = frame[top : top + height, left : left + width]
     assert tuple(box[0, 0]) == BLUE
     assert ((box == 0).all(axis=-1)).any()  # some glyph pixels are black
-    canvas.clear()
-    canvas.hud(["step 1", "reward -1.0"], pixel=(4, 4), background=RED)
-    hud = canvas.rgb_array()
-    red_rows = np.nonzero((hud == np.array(RED, np.uint8)).all(axis=-1).any(axis=1))[0]
-    assert red_rows.min() == 2 and red_rows.max() > 25  # two stacked lines
 
 
 def test_snapshot_restores_the_static_scenery():

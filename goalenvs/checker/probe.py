@@ -23,8 +23,8 @@ from goalenvs.checker.runner import (
     EnvTimeoutError,
     SkipCheckError,
 )
+from goalenvs.core import GOAL_KEYS
 
-GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 BATCH_SIZES = (1, 2, 7, 32)
 LEADING_SHAPE = (3, 4)
 ATOL = 1e-5

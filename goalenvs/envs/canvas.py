@@ -194,11 +194,6 @@ class Canvas:
         self.window = Window((self.width, self.height), title)
         self._fonts: dict[int, Any] = {}
 
-    @property
-    def window_closed(self) -> bool:
-        """Whether the user closed the human window (``show`` then displays nothing)."""
-        return self.window.closed
-
     # ---- transform
     def to_pixels(self, xy: Any) -> np.ndarray:
         """World coordinates ``(..., 2)`` to pixel coordinates (floats, y down)."""
@@ -215,17 +210,6 @@ class Canvas:
         """One world point to an integer pixel ``(column, row)``."""
         px = self.to_pixels(xy)
         return int(round(px[0])), int(round(px[1]))
-
-    def to_world(self, pixel: Any) -> np.ndarray:
-        """Pixel coordinates ``(..., 2)`` (column, row) back to world coordinates."""
-        px = np.asarray(pixel, dtype=np.float64)
-        return np.stack(
-            [
-                (px[..., 0] - self._origin[0]) / self.pixels_per_unit,
-                (self._origin[1] - px[..., 1]) / self.pixels_per_unit,
-            ],
-            axis=-1,
-        )
 
     def length(self, world_length: float) -> int:
         """A world length in whole pixels (at least 1)."""
@@ -253,31 +237,6 @@ class Canvas:
         px = np.round(self.to_pixels(points)).astype(int).tolist()
         if len(px) >= 2:
             self.pygame.draw.lines(self.surface, color, closed, px, width)
-
-    def trail(
-        self,
-        points: Any,
-        color: Color,
-        width: int = 2,
-        fade_to: Color | None = None,
-    ) -> None:
-        """A fading path through ``points`` (oldest first, world ``(N, 2)``).
-
-        The newest segment has ``color``; older ones blend towards ``fade_to`` (default:
-        the background), so the path reads as a motion trail.
-        """
-        px = np.round(self.to_pixels(points)).astype(int)
-        n = len(px)
-        if n < 2:
-            return
-        end = np.asarray(color, dtype=np.float64)
-        start = np.asarray(self.background if fade_to is None else fade_to, dtype=np.float64)
-        for i in range(1, n):
-            t = i / (n - 1)
-            segment_color = tuple(int(round(c)) for c in start + t * (end - start))
-            self.pygame.draw.line(
-                self.surface, segment_color, px[i - 1].tolist(), px[i].tolist(), width
-            )
 
     def polygon(self, points: Any, color: Color, width: int = 0) -> None:
         """A filled polygon (or its outline when ``width`` > 0)."""
@@ -362,20 +321,6 @@ class Canvas:
             return box
         self.surface.blit(rendered, (left, top))
         return (left, top, w, h)
-
-    def hud(
-        self,
-        lines: Sequence[str],
-        pixel: tuple[int, int] = (6, 6),
-        color: Color = (20, 20, 20),
-        size: int = 18,
-        background: Color | None = (245, 245, 245),
-    ) -> None:
-        """A heads-up block of text lines (e.g. step, reward, success) from ``pixel`` down."""
-        left, top = pixel
-        for line in lines:
-            _, _, _, height = self.text(line, (left, top), color, size, background)
-            top += height
 
     def snapshot(self) -> Any:
         """A copy of the surface, for :meth:`restore` (static scenery drawn once)."""
