@@ -125,7 +125,7 @@ def test_info_key_set_on_few_steps_does_not_fool_the_batch_checks():
     assert report.result("reward.info_keys").status == "failed"  # the note, not an error
 
 
-# --------------------------------------------------------------------------- no noise on correct envs
+# ------------------------------------------------------------------ no noise on correct envs
 
 
 class _ScalarFalseTruncated(ToyReach):
