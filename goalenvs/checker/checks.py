@@ -734,8 +734,9 @@ def check_terminated_present(ctx: Context, out: Outcome) -> None:
         out.fail(
             "the env defines no compute_terminated: HER works (goalenvs' and SB3's buffers "
             "keep the stored terminated flag), but terminations of relabeled goals are not "
-            "recomputed; fine while success never ends an episode. Define "
-            "compute_terminated(achieved_goal, desired_goal, info) to make it explicit"
+            "recomputed (no step of the rollout terminated with is_success=True; if success "
+            "ends episodes, a relabeled transition stays terminal for a goal it did not "
+            "reach). Define compute_terminated(achieved_goal, desired_goal, info)"
         )
 
 
@@ -1144,6 +1145,11 @@ def check_render_modes(ctx: Context, out: Outcome) -> None:
     own = getattr(ctx.env, "render_mode", None)
     notes, no_gl = [], []
     for mode in checkable:
+        if no_gl and mode != "ansi":
+            # Another GL mode after a failed context creation can abort the process
+            # (mujoco: recursive static initialization in libc++): not tried.
+            no_gl.append((mode, no_gl[0][1]))
+            continue
         if mode == own:
             env, built = ctx.env, False
         elif ctx.factory is not None:
@@ -1195,9 +1201,10 @@ def check_render_modes(ctx: Context, out: Outcome) -> None:
     if out.failed:
         return
     if no_gl:
-        mode, error = no_gl[0]
+        error = no_gl[0][1]
+        modes_gl = [m for m, _ in no_gl]
         raise SkipCheckError(
-            f"render_mode={mode!r} needs an OpenGL context this process does not have "
+            f"render modes {modes_gl} need an OpenGL context this process does not have "
             f"({type(error.error).__name__}: {str(error.error).splitlines()[0][:90]}...): a setup "
             "fact, not an env defect; on a headless machine set MUJOCO_GL=egl (GPU) or "
             "MUJOCO_GL=osmesa (CPU, with libosmesa) and PYOPENGL_PLATFORM to match"

@@ -510,3 +510,63 @@ def test_point_maze_terminated_is_not_vectorized_and_success_key_differs():
     # the defect itself: one pair at its goal, one far away, and one bool for both
     assert terminated(ag[0], dg[0], None) is True
     assert terminated(ag, dg, None) is False
+
+
+def _check_third_party(spec: str, **kwargs):
+    env, factory, _ = load(spec)
+    try:
+        return check_goal_env(env, factory=factory, **kwargs)
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", ["FetchReach-v4", "FetchPush-v4"])
+def test_fetch_passes_with_no_error_and_no_warning(env_id):
+    # mujoco 3.3.7 (the robotics extra's pin), headless: the env every HER library trains on
+    pytest.importorskip("mujoco")
+    pytest.importorskip("gymnasium_robotics")
+    report = _check_third_party(f"gymnasium_robotics:{env_id}")
+    assert report.errors == [] and report.warnings == [], str(report)
+    # Fetch's compute_terminated / compute_truncated return the scalar False for a batch
+    env, _, _ = load(f"gymnasium_robotics:{env_id}")
+    goals = np.zeros((4, 3))
+    assert env.get_wrapper_attr("compute_terminated")(goals, goals + 1.0, None) is False
+    env.close()
+    for check_id in ("terminated.batch", "truncated.batch", "success.consistent"):
+        assert report.result(check_id).status == "passed", check_id
+    # its unbounded observation Box: two notes, no warning
+    assert [f.check_id for f in report.infos] == ["gym.notes", "gym.notes"]
+    render = report.result("render.modes")
+    # without an OpenGL context (no MUJOCO_GL) it is a setup fact, skipped with the fix
+    assert render.status == "passed" or (
+        render.status == "skipped" and "MUJOCO_GL=egl" in render.note
+    ), str(report)
+
+
+@pytest.mark.slow
+def test_highway_parking_verdict_one_error_and_the_missing_compute_terminated():
+    pytest.importorskip("highway_env")
+    report = _check_third_party("highway_env:parking-v0")
+    # the crash penalty paid outside compute_reward, nothing else
+    assert report.failed_ids("error") == {"reward.step_match"}, str(report)
+    assert report.failed_ids("warning") == {"reward.dtype", "terminated.present"}, str(report)
+    assert "terminations of relabeled goals are not recomputed" in _messages(
+        report, "terminated.present"
+    )
+    assert report.result("gym.notes").status == "failed"  # unbounded obs: notes only
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", ["PandaReach-v3", "PandaPush-v3"])
+def test_panda_gym_verdict_seed_nondeterminism_and_no_compute_terminated(env_id):
+    pytest.importorskip("panda_gym", reason="panda-gym is not installed (pip install panda-gym)")
+    report = _check_third_party(f"panda_gym:{env_id}")
+    # reset(seed=123) then reset() differs: gymnasium's own check_env says so as well
+    assert report.failed_ids("error") == {"seed.rollout", "gym.check_env"}, str(report)
+    assert "non-deterministic" in _messages(report, "gym.check_env")
+    # terminates on success without compute_terminated (panda-gym 3.0.7)
+    assert report.failed_ids("warning") == {"terminated.present"}, str(report)
+    assert "terminated with is_success=True" in _messages(report, "terminated.present")
+    # metadata render_fps = 25.0: a float is fine
+    assert report.result("render.modes").status != "failed", str(report)

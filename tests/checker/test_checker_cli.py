@@ -37,6 +37,16 @@ def test_warning_exits_0_unless_strict(capsys):
     assert "goal.fixed" in capsys.readouterr().out
 
 
+def test_notes_never_fail_a_run_even_with_strict(capsys):
+    # unbounded observation Box: gymnasium's two remarks become notes
+    assert check(TOY, "--kwargs", '{"infinite_obs": true}', "--strict") == 0
+    out = capsys.readouterr().out
+    assert "0 error(s), 0 warning(s), 2 note(s)" in out and "NOTE" in out and "gym.notes" in out
+    assert check(TOY, "--kwargs", '{"infinite_obs": true}', "--strict", "--json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["errors"], data["warnings"], data["infos"], data["ok"]) == (0, 0, 2, True)
+
+
 def test_json_parses_and_lists_every_check(capsys):
     assert check(TOY, "--kwargs", '{"defect": "reward_float64"}', "--json") == 0
     data = json.loads(capsys.readouterr().out)
