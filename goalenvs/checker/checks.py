@@ -1136,6 +1136,20 @@ def _no_gl(error: BaseException) -> bool:
     return bool(_NO_GL.search(f"{type(error).__name__}: {error}"))
 
 
+# Renderer family -> the error its context creation raised in this process. mujoco fails
+# its context once and then blocks forever (holding the GIL) or aborts on the next
+# attempt in the same process, so a family that failed is not tried again.
+_GL_FAILED: dict[str, EnvCallError] = {}
+
+
+def _renderer_family(env: Any) -> str:
+    unwrapped = getattr(env, "unwrapped", env)
+    if hasattr(unwrapped, "mujoco_renderer"):  # gymnasium's and gymnasium-robotics' envs
+        return "mujoco"
+    cls = type(unwrapped)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 @register("render.modes", "error", "each declared render mode returns what gymnasium specifies")
 def check_render_modes(ctx: Context, out: Outcome) -> None:
     modes = list(ctx.env.metadata.get("render_modes", []) or [])
@@ -1144,11 +1158,13 @@ def check_render_modes(ctx: Context, out: Outcome) -> None:
         raise SkipCheckError(f"declares no render mode that can be checked headless ({modes})")
     own = getattr(ctx.env, "render_mode", None)
     notes, no_gl = [], []
+    family = _renderer_family(ctx.env)
+    earlier = _GL_FAILED.get(family)
     for mode in checkable:
-        if no_gl and mode != "ansi":
-            # Another GL mode after a failed context creation can abort the process
-            # (mujoco: recursive static initialization in libc++): not tried.
-            no_gl.append((mode, no_gl[0][1]))
+        if (no_gl or earlier) and mode != "ansi":
+            # Another GL mode after a failed context creation can abort the process or
+            # block it (mujoco: recursive static initialization in libc++): not tried.
+            no_gl.append((mode, no_gl[0][1] if no_gl else earlier))
             continue
         if mode == own:
             env, built = ctx.env, False
@@ -1158,6 +1174,7 @@ def check_render_modes(ctx: Context, out: Outcome) -> None:
             except EnvCallError as error:
                 if _no_gl(error.error):
                     no_gl.append((mode, error))
+                    _GL_FAILED[family] = error
                 else:
                     out.fail(f"building the env with render_mode={mode!r} failed: {error.error}")
                 continue
@@ -1174,6 +1191,7 @@ def check_render_modes(ctx: Context, out: Outcome) -> None:
             if not _no_gl(error.error):
                 raise
             no_gl.append((mode, error))
+            _GL_FAILED[family] = error
             continue
         finally:
             if built:
@@ -1203,8 +1221,9 @@ def check_render_modes(ctx: Context, out: Outcome) -> None:
     if no_gl:
         error = no_gl[0][1]
         modes_gl = [m for m, _ in no_gl]
+        again = " (failed earlier in this process; not retried)" if earlier else ""
         raise SkipCheckError(
-            f"render modes {modes_gl} need an OpenGL context this process does not have "
+            f"render modes {modes_gl} need an OpenGL context this process does not have{again} "
             f"({type(error.error).__name__}: {str(error.error).splitlines()[0][:90]}...): a setup "
             "fact, not an env defect; on a headless machine set MUJOCO_GL=egl (GPU) or "
             "MUJOCO_GL=osmesa (CPU, with libosmesa) and PYOPENGL_PLATFORM to match"

@@ -146,8 +146,11 @@ class _NeverTerminates(gym.Wrapper):
 class _NoGL(ToyReach):
     """rgb_array rendering fails as mujoco's does on a machine without an OpenGL context."""
 
+    attempts = 0
+
     def render(self):
         if self.render_mode == "rgb_array":
+            type(self).attempts += 1
             raise RuntimeError(
                 "an OpenGL platform library has not been loaded into this process, this most "
                 "likely means that a valid OpenGL context has not been created before "
@@ -226,6 +229,11 @@ def test_render_without_an_opengl_context_is_skipped_with_the_fix():
     assert result.status == "skipped", str(report)
     assert "MUJOCO_GL=egl" in result.note and "osmesa" in result.note
     assert report.errors == [] and report.warnings == []
+    # mujoco blocks (holding the GIL) on a second context in the same process: not retried
+    tried = _NoGL.attempts
+    again = run_check(_NoGL(), _NoGL, checks=["render.modes"]).result("render.modes")
+    assert again.status == "skipped" and "not retried" in again.note
+    assert _NoGL.attempts == tried
     other = run_check(_RenderRaises(), _RenderRaises, checks=["render.modes"])
     assert "IndexError: frame buffer index 17" in _messages(other, "render.modes")
 
