@@ -571,7 +571,11 @@ def test_panda_gym_verdict_seed_nondeterminism_and_no_compute_terminated(env_id)
     pytest.importorskip("panda_gym", reason="panda-gym is not installed (pip install panda-gym)")
     report = _check_third_party(f"panda_gym:{env_id}")
     # reset(seed=123) then reset() differs: gymnasium's own check_env says so as well
-    assert report.failed_ids("error") == {"seed.rollout", "gym.check_env"}, str(report)
+    errors = report.failed_ids("error")
+    assert errors >= {"seed.rollout", "gym.check_env"}, str(report)
+    # PandaPush's object velocity now and then leaves its declared Box(-10, 10) (-10.08 at
+    # step 166 when checked second in a process: pybullet's state is per process). Real.
+    assert errors - {"seed.rollout", "gym.check_env"} <= {"api.obs_in_space"}, str(report)
     assert "non-deterministic" in _messages(report, "gym.check_env")
     # terminates on success without compute_terminated (panda-gym 3.0.7)
     assert report.failed_ids("warning") == {"terminated.present"}, str(report)
