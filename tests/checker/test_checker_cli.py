@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -81,12 +82,17 @@ def test_unloadable_env_exits_2_with_the_message(capsys, args, message):
 
 
 def test_console_command_exits_2_without_a_traceback():
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    # Prepend this checkout to PYTHONPATH (replacing it would lose packages found
+    # through it) and run from the checkout, wherever the suite itself was started.
+    root = str(Path(__file__).resolve().parents[2])
+    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     proc = subprocess.run(
         [sys.executable, "-m", "goalenvs", "check", "tests/checker/missing.py:Env"],
         capture_output=True,
         text=True,
         env=env,
+        cwd=root,
         timeout=120,
     )
     assert proc.returncode == 2
