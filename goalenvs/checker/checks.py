@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -267,6 +267,22 @@ def _compare_batches(
         result = np.asarray(ev.result)
         n = len(ev.pairs)
         over = "leading dimensions" if len(ev.shape) > 1 else "a batch"
+        if kind == "bool" and result.ndim == 0:
+            # One bool for the whole batch (Fetch's constant False) broadcasts: fine when
+            # every per-element call agrees with it.
+            constant = bool(result)
+            singles = [bool(np.asarray(x).reshape(-1)[0]) for x in ev.singles]
+            if all(x == constant for x in singles) or unvectorized_reported:
+                continue
+            unvectorized_reported = True
+            i = next(i for i, x in enumerate(singles) if x != constant)
+            out.fail(
+                f"{name} returned one value ({constant}) for {n} goal pairs, but the call for "
+                f"element {i} alone returns {singles[i]} for {pair_text(ev.pairs[i])}: it is "
+                f"not vectorized over {over}",
+                where,
+            )
+            continue
         if result.size != n:
             if unvectorized_reported:
                 continue  # the same defect again, in a bigger batch
@@ -694,23 +710,34 @@ def check_terminated_step(ctx: Context, out: Outcome) -> None:
 @register(
     "terminated.present",
     "warning",
-    "an env that ends episodes on success defines compute_terminated",
+    "compute_terminated is defined, so relabeled goals get their own terminations",
 )
 def check_terminated_present(ctx: Context, out: Outcome) -> None:
     if ctx.goal_method("compute_terminated") is not None:
         return
+    ended = None
     for s in goal_steps(ctx):
         success = s.info.get("is_success") if isinstance(s.info, Mapping) else None
         if s.terminated and is_bool_like(success) and bool(success):
-            out.fail(
-                "the episode terminated with is_success=True but the env defines no "
-                "compute_terminated: termination depends on the goal, and a HER buffer keeps "
-                "the flag computed for the original goal, so a relabeled transition that "
-                "reached the original goal stays terminal for a goal it did not reach. "
-                "Define compute_terminated(achieved_goal, desired_goal, info)",
-                f"step {s.t}",
-            )
-            return
+            ended = s
+            break
+    if ended is not None:
+        out.fail(
+            "the episode terminated with is_success=True but the env defines no "
+            "compute_terminated: termination depends on the goal, and a HER buffer keeps "
+            "the flag computed for the original goal, so a relabeled transition that "
+            "reached the original goal stays terminal for a goal it did not reach. "
+            "Define compute_terminated(achieved_goal, desired_goal, info)",
+            f"step {ended.t}",
+        )
+    else:
+        out.fail(
+            "the env defines no compute_terminated: HER works (goalenvs' and SB3's buffers "
+            "keep the stored terminated flag), but terminations of relabeled goals are not "
+            "recomputed (no step of the rollout terminated with is_success=True; if success "
+            "ends episodes, a relabeled transition stays terminal for a goal it did not "
+            "reach). Define compute_terminated(achieved_goal, desired_goal, info)"
+        )
 
 
 @register("truncated.batch", "error", "batched compute_truncated equals per-element calls")
@@ -727,8 +754,8 @@ def _bool_batch(ctx: Context, out: Outcome, name: str) -> None:
     shapes = [(n,) for n in BATCH_SIZES] + [LEADING_SHAPE]
     _compare_batches(ctx, out, name, shapes, "bool")
     for ev in evaluate_batches(ctx, name):
-        if ev.error is not None or np.size(ev.result) != len(ev.pairs):
-            continue  # reported above
+        if ev.error is not None or np.ndim(ev.result) == 0 or np.size(ev.result) != len(ev.pairs):
+            continue  # reported above (a scalar is judged there)
         r = ev.result
         shape = np.shape(r)
         if shape != ev.shape:
@@ -760,10 +787,12 @@ def _infos(ctx: Context) -> list[tuple[str, dict, StepRecord | None]]:
     return items
 
 
-@register("success.present", "warning", "info['is_success'] is set on reset and every step")
+@register("success.present", "warning", "info['is_success'] is set on every step")
 def check_success_present(ctx: Context, out: Outcome) -> None:
-    for where, info, _ in _infos(ctx):
-        if "is_success" not in info:
+    # Only steps: HER buffers and evaluation read the step infos, and the reference envs
+    # (gymnasium-robotics' Fetch) return an empty info from reset.
+    for where, info, s in _infos(ctx):
+        if s is not None and "is_success" not in info:
             others = [k for k in info if _SUCCESS_LIKE.search(str(k))]
             hint = (
                 f"; the env reports {others} instead: rename it 'is_success', the key HER "
@@ -788,43 +817,88 @@ def check_success_bool(ctx: Context, out: Outcome) -> None:
             return
 
 
-@register(
-    "success.consistent",
-    "warning",
-    "is_success agrees with the reward and with termination",
-)
-def check_success_consistent(ctx: Context, out: Outcome) -> None:
+def _success_steps(ctx: Context) -> list[tuple[StepRecord, bool]]:
     steps = [s for _, _, s in _infos(ctx) if s is not None and "is_success" in s.info]
+    if not all(is_bool_like(s.info["is_success"]) for s in steps):
+        raise SkipCheckError("is_success is not bool-like (see success.bool)")
     try:
         flagged = [(s, bool(np.asarray(s.info["is_success"]).reshape(-1)[0])) for s in steps]
     except (TypeError, ValueError, IndexError):
         raise SkipCheckError("is_success is not bool-like (see success.bool)") from None
-    if not steps:
+    if not flagged:
         raise SkipCheckError("no step reports info['is_success'] (see success.present)")
+    return flagged
+
+
+def _reward_at_goal(ctx: Context, fn: Callable, s: StepRecord) -> float:
+    ag = s.obs["achieved_goal"]
+    value = call_goal(ctx, "compute_reward(g, g)", fn, ag, ag, s.info)
+    return float(np.asarray(value, float).reshape(-1)[0])
+
+
+def _reward_far_from_goal(ctx: Context, fn: Callable, s: StepRecord) -> float:
+    """The median reward of this step's achieved goal against goals drawn from the goal
+    space: what a step that missed its goal is typically paid (same info)."""
+    sp = goal_sampler(ctx)
+    ag = s.obs["achieved_goal"]
+    values = []
+    for _ in range(5):
+        value = call_goal(ctx, "compute_reward(g, random goal)", fn, ag, sp.sample(), s.info)
+        values.append(float(np.asarray(value, float).reshape(-1)[0]))
+    return float(np.median(values))
+
+
+@register(
+    "success.consistent",
+    "error",
+    "is_success agrees with the reward compute_reward pays",
+)
+def check_success_consistent(ctx: Context, out: Outcome) -> None:
+    flagged = _success_steps(ctx)
     wins = [s for s, ok in flagged if ok]
     losses = [s for s, ok in flagged if not ok]
     compared = False
     fn = ctx.goal_method("compute_reward")
-    if losses and fn is not None and isinstance(losses[0].obs, Mapping):
-        # Without any success in the rollout this still compares: an unsuccessful step
-        # must not be paid what compute_reward pays at the goal.
-        compared = True
-        for s in losses[:50]:
-            ag = s.obs["achieved_goal"]
-            try:
-                at_goal = call_goal(ctx, "compute_reward(g, g)", fn, ag, ag, s.info)
-                at_goal = float(np.asarray(at_goal, float).reshape(-1)[0])
-            except (EnvCallError, TypeError, ValueError):
-                compared = False  # a broken compute_reward is the reward checks' finding
-                break
-            if s.reward >= at_goal - ATOL:
-                out.fail(
-                    f"is_success=False but the reward {fmt(s.reward)} is what compute_reward "
-                    f"pays at the goal (compute_reward(g, g) = {fmt(at_goal)}) for "
-                    f"achieved_goal={fmt(ag)}, desired_goal={fmt(s.obs['desired_goal'])}",
-                    f"step {s.t}",
-                )
-                break
+    goals_ok = isinstance(flagged[0][0].obs, Mapping)
+    try:
+        if losses and fn is not None and goals_ok:
+            # Even without a success in the rollout: an unsuccessful step must not be
+            # paid what compute_reward pays at the goal.
+            compared = True
+            for s in losses[:50]:
+                at_goal = _reward_at_goal(ctx, fn, s)
+                if s.reward >= at_goal - ATOL:
+                    out.fail(
+                        f"is_success=False but the reward {fmt(s.reward)} is what "
+                        f"compute_reward pays at the goal (compute_reward(g, g) = "
+                        f"{fmt(at_goal)}) for achieved_goal={fmt(s.obs['achieved_goal'])}, "
+                        f"desired_goal={fmt(s.obs['desired_goal'])}",
+                        f"step {s.t}",
+                    )
+                    break
+        if wins and fn is not None and goals_ok:
+            # A successful step is paid more than a miss: less than the success reward
+            # and no more than a goal drawn at random pays is a failure's reward.
+            compared = True
+            for s in wins[:20]:
+                at_goal = _reward_at_goal(ctx, fn, s)
+                far = _reward_far_from_goal(ctx, fn, s)
+                if at_goal > far + ATOL and s.reward < at_goal - ATOL and s.reward <= far + ATOL:
+                    every = " (every step of the rollout says so)" if not losses else ""
+                    out.fail(
+                        f"is_success=True{every} but the reward {fmt(s.reward)} is what "
+                        f"compute_reward pays away from the goal (median {fmt(far)} for goals "
+                        f"drawn from the goal space; {fmt(at_goal)} at the goal) for "
+                        f"achieved_goal={fmt(s.obs['achieved_goal'])}, "
+                        f"desired_goal={fmt(s.obs['desired_goal'])}: evaluation and "
+                        "--stop-success read is_success",
+                        f"step {s.t}",
+                    )
+                    break
+    except (EnvCallError, TypeError, ValueError, KeyError):
+        # a broken compute_reward is the reward checks' finding
+        if not out.failed:
+            compared = False
     if wins and losses:
         compared = True
         worst_win = min(wins, key=lambda s: s.reward)
@@ -838,8 +912,17 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
     if not compared:
         raise SkipCheckError(
             f"the rollout has {len(wins)} successful and {len(losses)} unsuccessful steps "
-            "and no compute_reward to compare with"
+            "and no working compute_reward to compare with"
         )
+
+
+@register(
+    "success.terminates",
+    "warning",
+    "success ends the episode always or never",
+)
+def check_success_terminates(ctx: Context, out: Outcome) -> None:
+    wins = [s for s, ok in _success_steps(ctx) if ok]
     ended = [s for s in wins if s.terminated]
     if ended and len(ended) < len(wins):
         going = next(s for s in wins if not s.terminated)
@@ -1039,6 +1122,34 @@ def _render_problem(mode: str, frame: Any) -> str | None:
     return f"render_mode={mode!r} rendered {desc}, expected {_RENDER_FORMS[mode]}"
 
 
+# What renderers say when the process has no OpenGL context (a headless machine):
+# mujoco's FatalError, GLFW and EGL / OSMesa failures, pyglet / pybullet display errors.
+_NO_GL = re.compile(
+    r"OpenGL platform library has not been loaded|mjr_makeContext|GLFW|\bEGL\b|eglInitialize"
+    r"|OSMesa|gladLoadGL|No OpenGL context|could not (open|connect to) display|"
+    r"cannot connect to X server",
+    re.IGNORECASE,
+)
+
+
+def _no_gl(error: BaseException) -> bool:
+    return bool(_NO_GL.search(f"{type(error).__name__}: {error}"))
+
+
+# Renderer family -> the error its context creation raised in this process. mujoco fails
+# its context once and then blocks forever (holding the GIL) or aborts on the next
+# attempt in the same process, so a family that failed is not tried again.
+_GL_FAILED: dict[str, EnvCallError] = {}
+
+
+def _renderer_family(env: Any) -> str:
+    unwrapped = getattr(env, "unwrapped", env)
+    if hasattr(unwrapped, "mujoco_renderer"):  # gymnasium's and gymnasium-robotics' envs
+        return "mujoco"
+    cls = type(unwrapped)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 @register("render.modes", "error", "each declared render mode returns what gymnasium specifies")
 def check_render_modes(ctx: Context, out: Outcome) -> None:
     modes = list(ctx.env.metadata.get("render_modes", []) or [])
@@ -1046,15 +1157,26 @@ def check_render_modes(ctx: Context, out: Outcome) -> None:
     if not checkable:
         raise SkipCheckError(f"declares no render mode that can be checked headless ({modes})")
     own = getattr(ctx.env, "render_mode", None)
-    notes = []
+    notes, no_gl = [], []
+    family = _renderer_family(ctx.env)
+    earlier = _GL_FAILED.get(family)
     for mode in checkable:
+        if (no_gl or earlier) and mode != "ansi":
+            # Another GL mode after a failed context creation can abort the process or
+            # block it (mujoco: recursive static initialization in libc++): not tried.
+            no_gl.append((mode, no_gl[0][1] if no_gl else earlier))
+            continue
         if mode == own:
             env, built = ctx.env, False
         elif ctx.factory is not None:
             try:
                 env = ctx.call(f"make(render_mode={mode!r})", ctx.factory, render_mode=mode)
             except EnvCallError as error:
-                out.fail(f"building the env with render_mode={mode!r} failed: {error.error}")
+                if _no_gl(error.error):
+                    no_gl.append((mode, error))
+                    _GL_FAILED[family] = error
+                else:
+                    out.fail(f"building the env with render_mode={mode!r} failed: {error.error}")
                 continue
             built = True
         else:
@@ -1065,20 +1187,48 @@ def check_render_modes(ctx: Context, out: Outcome) -> None:
             if mode == "rgb_array_list":
                 ctx.call("step", env.step, env.action_space.sample())
             frame = ctx.call(f"render() with render_mode={mode!r}", env.render)
+        except EnvCallError as error:
+            if not _no_gl(error.error):
+                raise
+            no_gl.append((mode, error))
+            _GL_FAILED[family] = error
+            continue
         finally:
             if built:
-                ctx.call("close", env.close)
+                try:
+                    ctx.call("close", env.close)
+                except EnvCallError as error:
+                    if not _no_gl(error.error):
+                        raise
         problem = _render_problem(mode, frame)
         if problem:
             out.fail(problem)
     fps = ctx.env.metadata.get("render_fps")
-    bad_fps = isinstance(fps, bool) or not isinstance(fps, (int, np.integer)) or fps <= 0
+    # gymnasium accepts an int or a float (panda-gym declares 25.0); video recorders too.
+    bad_fps = (
+        isinstance(fps, bool)
+        or not isinstance(fps, (int, float, np.integer, np.floating))
+        or not np.isfinite(fps)
+        or fps <= 0
+    )
     if ("rgb_array" in modes or "human" in modes) and bad_fps:
         out.fail(
-            f"metadata['render_fps'] = {fps!r}, expected a positive int "
+            f"metadata['render_fps'] = {fps!r}, expected a positive number "
             "(video recorders and play loops read it)"
         )
-    if notes and not out.failed and len(notes) == len(checkable):
+    if out.failed:
+        return
+    if no_gl:
+        error = no_gl[0][1]
+        modes_gl = [m for m, _ in no_gl]
+        again = " (failed earlier in this process; not retried)" if earlier else ""
+        raise SkipCheckError(
+            f"render modes {modes_gl} need an OpenGL context this process does not have{again} "
+            f"({type(error.error).__name__}: {str(error.error).splitlines()[0][:90]}...): a setup "
+            "fact, not an env defect; on a headless machine set MUJOCO_GL=egl (GPU) or "
+            "MUJOCO_GL=osmesa (CPU, with libosmesa) and PYOPENGL_PLATFORM to match"
+        )
+    if notes and len(notes) == len(checkable):
         raise SkipCheckError(f"modes {notes} need a way to build the env (a spec, not an object)")
 
 
@@ -1218,14 +1368,38 @@ def check_gym_env(ctx: Context, out: Outcome) -> None:
         ctx.gym_warnings.append(("gymnasium check_env", message))
 
 
-@register("gym.warnings", "warning", "gymnasium raises no warning about the env")
-def check_gym_warnings(ctx: Context, out: Outcome) -> None:
-    seen = set()
+# gymnasium warnings that describe a normal goal env rather than a defect: every Fetch and
+# panda-gym env declares its observation Box unbounded (positions and velocities have no
+# natural bound). Reported as notes, not warnings.
+_BENIGN_GYM = re.compile(
+    r"Box observation space (minimum|maximum) value is (-)?infinity", re.IGNORECASE
+)
+
+
+def _gym_messages(ctx: Context, benign: bool) -> list[tuple[str, str]]:
+    seen, kept = set(), []
     for source, message in ctx.gym_warnings:
         text = _ANSI.sub("", message).strip()
-        if text not in seen:
+        if text not in seen and bool(_BENIGN_GYM.search(text)) == benign:
             seen.add(text)
-            out.fail(text, source)
+            kept.append((source, text))
+    return kept
+
+
+@register("gym.warnings", "warning", "gymnasium raises no warning about the env")
+def check_gym_warnings(ctx: Context, out: Outcome) -> None:
+    for source, text in _gym_messages(ctx, benign=False):
+        out.fail(text, source)
+
+
+@register("gym.notes", "info", "gymnasium's remarks that are normal for goal envs")
+def check_gym_notes(ctx: Context, out: Outcome) -> None:
+    for source, text in _gym_messages(ctx, benign=True):
+        out.fail(
+            f"{text} (normal for goal envs: Fetch and panda-gym observations are unbounded; "
+            "normalize observations with running statistics, as HER trainers do)",
+            source,
+        )
 
 
 @register("api.timeout", "error", "every env call returns within the timeout")

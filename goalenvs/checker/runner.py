@@ -24,6 +24,9 @@ import numpy as np
 
 from goalenvs.checker.report import SEVERITIES, CheckResult, Finding, Report
 
+# Checks that read what the others left behind (warnings, timeouts): run last.
+_LAST = ("gym.warnings", "gym.notes", "api.timeout")
+
 # At most this many findings are kept per check; the rest are counted.
 MAX_FINDINGS = 20
 
@@ -296,7 +299,7 @@ def check_goal_env(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for check_id in selected:
-                if check_id in ("api.timeout", "gym.warnings"):
+                if check_id in _LAST:
                     continue  # these read what the others left behind; run last
                 results.append(_run_one(ctx, CHECKS[check_id]))
         for record in caught:
@@ -304,7 +307,7 @@ def check_goal_env(
             # are about the env; library deprecation chatter is not.
             if "gymnasium" in str(record.filename) and issubclass(record.category, UserWarning):
                 ctx.gym_warnings.append(("while the checker ran the env", str(record.message)))
-        for check_id in ("gym.warnings", "api.timeout"):
+        for check_id in _LAST:
             if check_id in selected:
                 results.append(_run_one(ctx, CHECKS[check_id]))
     finally:

@@ -140,7 +140,13 @@ DEFECTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "success_key": ("success.present", "warning", "is_success", "info['success'] instead"),
     "success_float": ("success.bool", "warning", "is_success", "is_success is a distance"),
-    "success_inverted": ("success.consistent", "warning", "is_success", "is_success negated"),
+    "success_inverted": ("success.consistent", "error", "is_success", "is_success negated"),
+    "success_always": (
+        "success.consistent",
+        "error",
+        "is_success",
+        "is_success True on every step, reward -1 away from the goal",
+    ),
     "goal_moves": ("goal.fixed", "warning", "episodes", "desired goal drifts every step"),
     "achieved_goal_lags": (
         "goal.achieved_current",
@@ -177,6 +183,8 @@ class ToyReach(GoalEnv):
         penalty: bool = False,
         render_mode: str | None = None,
         penalty_box: float = 0.3,
+        infinite_obs: bool = False,
+        terminate_every: int | None = None,
     ) -> None:
         if defect is not None and defect not in DEFECTS:
             raise ValueError(f"defect={defect!r} is not valid; expected one of {list(DEFECTS)}")
@@ -201,11 +209,18 @@ class ToyReach(GoalEnv):
             self.observation_space = spaces.Dict(
                 {"observation": goal, "achieved_goal": achieved, "desired_goal": desired}
             )
+        if infinite_obs:  # as every Fetch and panda-gym env: correct, gymnasium remarks on it
+            unbounded = spaces.Box(-np.inf, np.inf, (2,), np.float32)
+            self.observation_space = spaces.Dict(
+                {"observation": unbounded, "achieved_goal": achieved, "desired_goal": desired}
+            )
+        self.terminate_every = terminate_every
         self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
         self.pos = np.zeros(2, np.float32)
         self.prev_pos = np.zeros(2, np.float32)
         self.goal = np.zeros(2, np.float32)
         self.t = 0
+        self.successes = 0
         if defect == "no_compute_reward":
             self.compute_reward = None  # not callable: the attribute exists but is no method
         if defect == "no_compute_terminated":
@@ -314,6 +329,8 @@ class ToyReach(GoalEnv):
             info["is_success"] = dist
         elif self.defect == "success_inverted":
             info["is_success"] = not success
+        elif self.defect == "success_always":
+            info["is_success"] = True
         if self.penalty and self.defect != "info_key_missing":
             info["penalty"] = np.float32(-0.5 if np.abs(self.pos).max() > self.penalty_box else 0.0)
         return info
@@ -368,6 +385,9 @@ class ToyReach(GoalEnv):
         if self.defect == "step_extra_penalty":
             reward -= 0.01 * float(np.sum(action**2))
         terminated = bool(np.linalg.norm(ag - dg) <= SUCCESS_RADIUS)
+        if self.terminate_every is not None and terminated:
+            self.successes += 1
+            terminated = self.successes % self.terminate_every == 1
         truncated = self.t >= MAX_STEPS
         if self.defect == "step_four_values":
             return obs, reward, terminated or truncated, info

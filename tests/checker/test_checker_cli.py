@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +36,16 @@ def test_warning_exits_0_unless_strict(capsys):
     assert check(TOY, "--kwargs", '{"defect": "goal_moves"}') == 0
     assert check(TOY, "--kwargs", '{"defect": "goal_moves"}', "--strict") == 1
     assert "goal.fixed" in capsys.readouterr().out
+
+
+def test_notes_never_fail_a_run_even_with_strict(capsys):
+    # unbounded observation Box: gymnasium's two remarks become notes
+    assert check(TOY, "--kwargs", '{"infinite_obs": true}', "--strict") == 0
+    out = capsys.readouterr().out
+    assert "0 error(s), 0 warning(s), 2 note(s)" in out and "NOTE" in out and "gym.notes" in out
+    assert check(TOY, "--kwargs", '{"infinite_obs": true}', "--strict", "--json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["errors"], data["warnings"], data["infos"], data["ok"]) == (0, 0, 2, True)
 
 
 def test_json_parses_and_lists_every_check(capsys):
@@ -71,12 +82,17 @@ def test_unloadable_env_exits_2_with_the_message(capsys, args, message):
 
 
 def test_console_command_exits_2_without_a_traceback():
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    # Prepend this checkout to PYTHONPATH (replacing it would lose packages found
+    # through it) and run from the checkout, wherever the suite itself was started.
+    root = str(Path(__file__).resolve().parents[2])
+    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     proc = subprocess.run(
         [sys.executable, "-m", "goalenvs", "check", "tests/checker/missing.py:Env"],
         capture_output=True,
         text=True,
         env=env,
+        cwd=root,
         timeout=120,
     )
     assert proc.returncode == 2
