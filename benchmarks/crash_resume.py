@@ -10,8 +10,9 @@ written uncompressed; ``np.savez_compressed`` is measured beside it to show why.
 Part 2, kills (21.8, the figure): SIGKILL `python -m goalenvs train goalenvs/PointReach-v0
 --preset baselines --cycles 2 --batches 2 --save-buffer` at a random moment of its
 training loop, `--resume` the folder, 30 times; then a last resume runs to its end.
-Prints how many resumes succeeded, whether progress.csv holds epochs 1..N once each, the temporary files left,
-and whether the numbers continue (env steps and updates per epoch, wall time adding up).
+Prints how many resumes succeeded, whether progress.csv holds epochs 1..N once each,
+the temporary files left, and whether the numbers continue (env steps and updates per
+epoch, wall time adding up).
 
     python benchmarks/crash_resume.py            # both parts (about 4 minutes on 2 cores)
     python benchmarks/crash_resume.py --kills 10 --skip-cost
