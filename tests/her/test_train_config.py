@@ -201,12 +201,18 @@ def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
         ("FetchReach-v4", "fetch_reach"),
         ("goalenvs/BitFlipping-v0", "baselines"),
         ("goalenvs/ParkingDense-v0", "baselines"),
+        ("goalenvs/PointMaze-v0", "point_maze"),
+        ("goalenvs/PointMazeLargeDense-v0", "point_maze"),
+        ("goalenvs/Push-v0", "push"),
+        ("goalenvs/PushDense-v0", "push"),
     ],
 )
 def test_the_preset_is_chosen_by_env_id(env_id, preset):
-    from goalenvs.her.presets import preset_for
+    from goalenvs.her.presets import preset_for, resolve_config
 
     assert preset_for(env_id) == preset
+    # Every shipped preset builds a valid config for the ids it claims.
+    assert resolve_config(env_id).env_id == env_id
 
 
 def test_baselines_preset_is_the_dataclass_defaults_and_the_demo_reads_presets():
