@@ -114,3 +114,35 @@ class Agent(nn.Module):
     def training_modules(self) -> dict[str, Any]:
         """Everything else resuming training needs (modules and optimizers)."""
         raise NotImplementedError
+
+
+class BoxAgent(Agent):
+    """An agent for Box actions: its networks act in [-1, 1], mapped affinely onto the
+    env's bounds (``action_scale``, ``action_bias``)."""
+
+    def __init__(
+        self,
+        observation_space: spaces.Dict,
+        action_space: spaces.Box,
+        config: TrainConfig,
+        gamma: float,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(observation_space, action_space, config, gamma, seed)
+        self.action_size = flat_size(action_space)
+        low = np.asarray(action_space.low, dtype=np.float32).reshape(-1)
+        high = np.asarray(action_space.high, dtype=np.float32).reshape(-1)
+        self.register_buffer("action_scale", torch.from_numpy((high - low) / 2.0))
+        self.register_buffer("action_bias", torch.from_numpy((high + low) / 2.0))
+
+    def scaled_actions(self, actions: torch.Tensor, batch_size: int) -> torch.Tensor:
+        """Stored env actions ``(B, ...)`` as float32 ``(B, A)`` in the networks' [-1, 1]."""
+        # Stored actions keep the env's dtype (float64 Boxes too); the networks are float32.
+        actions = actions.reshape(batch_size, -1).to(self.action_scale.device, torch.float32)
+        return (actions - self.action_bias) / self.action_scale
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Network actions ``(B, A)`` in [-1, 1] as env actions of the space's dtype and shape."""
+        scale, bias = self.action_scale.cpu().numpy(), self.action_bias.cpu().numpy()
+        actions = actions * scale + bias
+        return actions.astype(self.action_space.dtype).reshape(-1, *self.action_space.shape)

@@ -17,7 +17,7 @@ from gymnasium import spaces
 from torch import nn
 
 from goalenvs.her import distributed
-from goalenvs.her.agents import Agent, flat_size
+from goalenvs.her.agents import BoxAgent
 from goalenvs.her.config import DDPGConfig
 from goalenvs.her.networks import Actor, Critic
 
@@ -30,7 +30,7 @@ def weighted_mean(values: torch.Tensor, weights: torch.Tensor | None) -> torch.T
     return (weights.to(values.dtype) * values).mean()
 
 
-class DDPG(Agent):
+class DDPG(BoxAgent):
     """DDPG+HER agent for a Box action space."""
 
     loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "q_mean")
@@ -44,11 +44,6 @@ class DDPG(Agent):
         seed: int | None = None,
     ) -> None:
         super().__init__(observation_space, action_space, config, gamma, seed)
-        self.action_size = flat_size(action_space)
-        low = np.asarray(action_space.low, dtype=np.float32).reshape(-1)
-        high = np.asarray(action_space.high, dtype=np.float32).reshape(-1)
-        self.register_buffer("action_scale", torch.from_numpy((high - low) / 2.0))
-        self.register_buffer("action_bias", torch.from_numpy((high + low) / 2.0))
         size, hidden = self.normalizer.input_size, config.hidden_sizes
         self.actor = Actor(size, hidden, self.action_size)
         self.critic = Critic(size, hidden, self.action_size)
@@ -86,12 +81,6 @@ class DDPG(Agent):
             "td_errors": td_errors.detach(),
         }
 
-    def scaled_actions(self, actions: torch.Tensor, batch_size: int) -> torch.Tensor:
-        """Stored env actions ``(B, ...)`` as float32 ``(B, A)`` in the networks' [-1, 1]."""
-        # Stored actions keep the env's dtype (float64 Boxes too); the networks are float32.
-        actions = actions.reshape(batch_size, -1).to(self.action_scale.device, torch.float32)
-        return (actions - self.action_bias) / self.action_scale
-
     def update_targets(self) -> None:
         """Polyak-averages both target networks."""
         self.soft_update(self.actor_target, self.actor)
@@ -108,9 +97,7 @@ class DDPG(Agent):
             random = self.rng.uniform(-1.0, 1.0, actions.shape)
             pick = self.rng.random(len(actions)) < cfg.random_eps
             actions[pick] = random[pick]
-        scale, bias = self.action_scale.cpu().numpy(), self.action_bias.cpu().numpy()
-        actions = actions * scale + bias
-        return actions.astype(self.action_space.dtype).reshape(-1, *self.action_space.shape)
+        return self.env_actions(actions)
 
     def policy_modules(self) -> dict[str, nn.Module]:
         """Normalizer and actor."""

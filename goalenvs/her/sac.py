@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn import functional
 
 from goalenvs.her import distributed
-from goalenvs.her.agents import Agent, flat_size
+from goalenvs.her.agents import BoxAgent
 from goalenvs.her.config import SACConfig
 from goalenvs.her.ddpg import weighted_mean
 from goalenvs.her.networks import Critic, mlp
@@ -65,7 +65,7 @@ class Temperature(nn.Module):
         return self.log_alpha.exp()
 
 
-class SAC(Agent):
+class SAC(BoxAgent):
     """SAC+HER agent for a Box action space."""
 
     loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "alpha", "q_mean")
@@ -79,11 +79,6 @@ class SAC(Agent):
         seed: int | None = None,
     ) -> None:
         super().__init__(observation_space, action_space, config, gamma, seed)
-        self.action_size = flat_size(action_space)
-        low = np.asarray(action_space.low, dtype=np.float32).reshape(-1)
-        high = np.asarray(action_space.high, dtype=np.float32).reshape(-1)
-        self.register_buffer("action_scale", torch.from_numpy((high - low) / 2.0))
-        self.register_buffer("action_bias", torch.from_numpy((high + low) / 2.0))
         size, hidden = self.normalizer.input_size, config.hidden_sizes
         self.actor = GaussianActor(size, hidden, self.action_size)
         self.critic1 = Critic(size, hidden, self.action_size)
@@ -104,8 +99,7 @@ class SAC(Agent):
         """One step of both critics, the actor and the temperature on a HER batch."""
         inputs = self.inputs(batch.observations)
         next_inputs = self.inputs(batch.next_observations)
-        actions = batch.actions.reshape(len(inputs), -1).to(self.device, torch.float32)
-        actions = (actions - self.action_bias) / self.action_scale
+        actions = self.scaled_actions(batch.actions, len(inputs))
         alpha = self.temperature().detach()
         with torch.no_grad():
             next_actions, next_log_prob = self.actor.sample(next_inputs)
@@ -158,9 +152,7 @@ class SAC(Agent):
             actions, _ = self.actor.sample(inputs)
         else:
             actions = torch.tanh(self.actor(inputs)[0])
-        actions = actions * self.action_scale + self.action_bias
-        shape = (-1, *self.action_space.shape)
-        return actions.cpu().numpy().astype(self.action_space.dtype).reshape(shape)
+        return self.env_actions(actions.cpu().numpy())
 
     def policy_modules(self) -> dict[str, nn.Module]:
         """Normalizer and actor."""
