@@ -273,3 +273,16 @@ def test_presets_ship_as_package_data():
 
     text = Path("pyproject.toml").read_text()
     assert '"goalenvs.her.presets" = ["*.toml"]' in text
+
+
+def test_another_algo_keeps_the_env_presets_schedule_without_its_algo_knobs():
+    from goalenvs.her.presets import resolve_config
+
+    sac = resolve_config("goalenvs/Parking-v0", algo="sac")
+    # The parking schedule carries over (gamma, batch size, nets, return range) ...
+    assert (sac.gamma, sac.batch_size, sac.hidden_sizes) == (0.95, 1024, (128, 128, 128))
+    assert sac.clip_range == (-20.0, 0.0)
+    # ... DDPG's exploration and action penalty, which SAC has not, do not.
+    assert not hasattr(sac, "action_l2") and not hasattr(sac, "noise_eps")
+    td3 = resolve_config("goalenvs/Parking-v0", algo="td3")  # TD3 has DDPG's knobs: kept
+    assert (td3.action_l2, td3.noise_eps, td3.random_eps) == (0.1, 0.1, 0.2)

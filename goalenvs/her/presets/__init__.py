@@ -114,8 +114,10 @@ def resolve_config(
 ) -> TrainConfig:
     """The config for ``env_id``: ``preset`` (default: :func:`preset_for`), then ``overrides``.
 
-    ``algo`` defaults to the preset's; one of them must name it. A preset field that is
-    not a field of the algorithm's config is a ValueError naming it and the valid fields.
+    ``algo`` defaults to the preset's; one of them must name it. With another algorithm
+    than the preset's, the preset algorithm's own fields that ``algo`` lacks are left out
+    (the schedule carries over). Any other preset field that is not a field of the
+    algorithm's config is a ValueError naming it and the valid fields.
     """
     chosen = load_preset(preset if preset is not None else preset_for(env_id))
     algo = algo or chosen.algo
@@ -125,13 +127,19 @@ def resolve_config(
         )
     cls = get_algo(algo).config_class()
     names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(chosen.config) - names)
+    settings = dict(chosen.config)
+    if chosen.algo is not None and algo != chosen.algo:
+        # Another algorithm on this env's preset: its schedule carries over, the preset
+        # algorithm's own knobs (DDPG's action_l2 under SAC, say) do not.
+        own = {f.name for f in dataclasses.fields(get_algo(chosen.algo).config_class())}
+        settings = {k: v for k, v in settings.items() if k in names or k not in own}
+    unknown = sorted(set(settings) - names)
     if unknown:
         raise ValueError(
             f"preset {chosen.name!r} sets {unknown}, not fields of {cls.__name__} (algo "
             f"{algo!r}); valid fields: {sorted(names)}"
         )
-    settings = {**chosen.config, "env_id": env_id, **overrides}
+    settings = {**settings, "env_id": env_id, **overrides}
     for key in _TUPLE_FIELDS:
         if isinstance(settings.get(key), list):
             settings[key] = tuple(settings[key])
