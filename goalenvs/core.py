@@ -22,6 +22,7 @@ three gymnasium autoreset modes, so each env only writes its batched dynamics.
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -115,6 +116,69 @@ def goal_arrays(
     if desired.dtype.kind != "f":
         desired = desired.astype(np.float32)
     return batch_shape, achieved, desired
+
+
+def is_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor (without importing torch when it is not loaded)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def goal_batch(
+    achieved_goal: Any, desired_goal: Any, goal_size: int | None = None
+) -> tuple[tuple[int, ...], Any, Any, Any]:
+    """:func:`goal_arrays` for numpy or torch: ``(batch_shape, achieved, desired, xp)``.
+
+    When either goal is a torch tensor, both come back as float tensors on that tensor's
+    device and ``xp`` is ``torch``, so a goal function computes on the caller's device and
+    returns tensors there; otherwise this is :func:`goal_arrays` with ``xp = numpy``.
+    """
+    if not (is_tensor(achieved_goal) or is_tensor(desired_goal)):
+        return (*goal_arrays(achieved_goal, desired_goal, goal_size), np)
+    import torch
+
+    like = achieved_goal if is_tensor(achieved_goal) else desired_goal
+    pair = []
+    for name, value in (("achieved_goal", achieved_goal), ("desired_goal", desired_goal)):
+        arr = torch.as_tensor(value, device=like.device)
+        if arr.ndim == 0:
+            raise ValueError(f"{name} must have at least one dimension (the goal), got a scalar")
+        if arr.is_complex():
+            raise TypeError(f"{name} must be a real-valued tensor, got dtype {arr.dtype}")
+        if goal_size is not None and arr.shape[-1] != goal_size:
+            raise ValueError(
+                f"{name} has shape {tuple(arr.shape)}: its last dimension must be the goal "
+                f"size {goal_size}"
+            )
+        pair.append(arr if arr.is_floating_point() else arr.float())
+    achieved, desired = pair
+    if achieved.shape[-1] != desired.shape[-1]:
+        raise ValueError(
+            f"achieved_goal shape {tuple(achieved.shape)} and desired_goal shape "
+            f"{tuple(desired.shape)} differ in the goal dimension"
+        )
+    try:
+        batch_shape = tuple(torch.broadcast_shapes(achieved.shape[:-1], desired.shape[:-1]))
+    except RuntimeError:
+        raise ValueError(
+            f"achieved_goal shape {tuple(achieved.shape)} and desired_goal shape "
+            f"{tuple(desired.shape)} have leading (batch) dimensions that do not broadcast"
+        ) from None
+    return batch_shape, achieved, desired, torch
+
+
+def constant_like(value: np.ndarray, like: Any, cache: dict[Any, Any]) -> Any:
+    """The numpy constant ``value`` as an array beside ``like``: itself for numpy, else a
+    tensor on ``like``'s device, copied there once and kept in ``cache`` (keyed by device).
+    """
+    if not is_tensor(like):
+        return value
+    tensor = cache.get(like.device)
+    if tensor is None:
+        import torch
+
+        tensor = cache[like.device] = torch.as_tensor(value, device=like.device)
+    return tensor
 
 
 def info_values(
@@ -290,6 +354,59 @@ def check_actions(actions: Any, single_space: spaces.Space, num_envs: int) -> np
     raise TypeError(f"check_actions does not support {single_space}")
 
 
+def check_tensor_actions(
+    actions: Any, single_space: spaces.Space, num_envs: int, device: Any, bounds: Any = None
+) -> Any:
+    """:func:`check_actions` for a twin on a torch device: the same rules and messages.
+
+    ``actions`` is a tensor on ``device`` or an array-like (copied there); ``bounds`` is
+    the Box's ``(low, high)`` as tensors on ``device``. Returns a tensor on ``device``.
+    One host synchronisation per call: the finiteness / range test.
+    """
+    import torch
+
+    if isinstance(actions, torch.Tensor):
+        if actions.device != device:
+            raise ValueError(
+                f"actions is a tensor on {actions.device}, expected one on this env's device "
+                f"{device} (or an array-like)"
+            )
+        arr = actions
+    else:
+        arr = torch.as_tensor(np.asarray(actions), device=device)
+    if isinstance(single_space, spaces.Box):
+        expected = (num_envs, *single_space.shape)
+        if arr.is_complex() or arr.dtype == torch.bool:
+            raise TypeError(f"actions must be a real-valued array, got dtype {arr.dtype}")
+        if tuple(arr.shape) != expected:
+            raise ValueError(
+                f"actions has shape {tuple(arr.shape)}, expected {expected} "
+                f"(num_envs, *{single_space.shape})"
+            )
+        arr = arr.to(torch.float32)
+        finite = torch.isfinite(arr)
+        if not bool(finite.all()):
+            bad = (~finite.reshape(num_envs, -1).all(dim=1)).nonzero()[:8, 0].tolist()
+            raise ValueError(f"actions must be finite; sub-envs {bad} got {arr[bad[0]]!r}")
+        low, high = bounds
+        return torch.minimum(torch.maximum(arr, low), high)
+    if isinstance(single_space, spaces.Discrete):
+        if arr.is_floating_point() or arr.is_complex() or arr.dtype == torch.bool:
+            raise TypeError(f"actions must be integers for {single_space}, got dtype {arr.dtype}")
+        if tuple(arr.shape) != (num_envs,):
+            raise ValueError(f"actions has shape {tuple(arr.shape)}, expected ({num_envs},)")
+        lo, hi = single_space.start, single_space.start + single_space.n
+        outside = (arr < lo) | (arr >= hi)
+        if bool(outside.any()):
+            first = int(outside.nonzero()[0, 0])
+            raise ValueError(
+                f"actions[{first}]={int(arr[first])} is outside {single_space}: expected "
+                f"integers in [{lo}, {hi})"
+            )
+        return arr.to(torch.int64)
+    raise TypeError(f"check_tensor_actions does not support {single_space}")
+
+
 def check_goal_option(goal: Any, space: spaces.Box, batch: int | None = None) -> np.ndarray:
     """Validates a goal passed as ``reset(options={"goal": ...})``.
 
@@ -347,13 +464,14 @@ def parse_autoreset_mode(value: str | AutoresetMode) -> AutoresetMode:
 
 
 class GoalVectorEnv(VectorEnv):
-    """Base class of the native vector twins: N goal envs stepped in one numpy call.
+    """Base class of the native vector twins: N goal envs stepped in one batched call.
 
     Subclasses implement the batched dynamics:
 
     - ``_reset_envs(index, options)``: draw a new episode for the sub-envs in ``index``
       (an int array), each with its own generator ``self.np_randoms[i]``, exactly as the
-      single env draws it;
+      single env draws it (on a torch device: ``index`` is a tensor there and the draws
+      come, batched, from ``self.torch_generator``);
     - ``_step_envs(actions)``: advance every sub-env by one step (validated actions);
     - ``_observation()``: the batched observation dict (fresh arrays);
     - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included;
@@ -365,6 +483,18 @@ class GoalVectorEnv(VectorEnv):
     ``same_step`` (the finished sub-env resets inside the step; its last observation is in
     ``info["final_obs"]``) and ``disabled`` (the caller resets with
     ``reset(options={"reset_mask": mask})``).
+
+    ``device``: None (the default) keeps state and results in numpy arrays. A torch
+    device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``) keeps the state as
+    tensors there and returns observations, rewards, terminated, truncated and the info
+    arrays as tensors on it; actions may be tensors on that device or array-likes. The
+    subclass writes its state with the array module ``self.xp`` and the helpers
+    :meth:`zeros`, :meth:`constant`, :meth:`fresh` and :meth:`float32`, so one code path
+    serves both. Seeding differs by backend: the numpy twin keeps one generator per
+    sub-env (sub-env ``i`` seeded ``s + i`` follows the single env seeded ``s + i``); a
+    device twin draws every sub-env's numbers from one ``torch.Generator`` on its
+    device, seeded by ``reset(seed=s)``: the same seed on the same device type gives the
+    same episodes, but not the numpy twin's (nor another device type's) numbers.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "autoreset_mode": None}
@@ -377,6 +507,7 @@ class GoalVectorEnv(VectorEnv):
         max_episode_steps: int | None,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
+        device: Any = None,
     ) -> None:
         check_positive("num_envs", num_envs, integer=True)
         if max_episode_steps is not None:
@@ -393,24 +524,72 @@ class GoalVectorEnv(VectorEnv):
         self.single_action_space = single_action_space
         self.observation_space = batch_space(single_observation_space, self.num_envs)
         self.action_space = batch_space(single_action_space, self.num_envs)
-        self.np_randoms = [seeding.np_random(None)[0] for _ in range(self.num_envs)]
-        self.elapsed_steps = np.zeros(self.num_envs, dtype=np.int64)
-        self._needs_reset = np.zeros(self.num_envs, dtype=bool)
+        self.device = None if device is None else resolve_device(device)
+        if self.device is None:
+            self.xp: Any = np
+            self.np_randoms = [seeding.np_random(None)[0] for _ in range(self.num_envs)]
+        else:
+            import torch
+
+            self.xp = torch
+            # One generator for all sub-envs: a million numpy generators would not fit.
+            self.np_randoms = []
+            self.torch_generator = torch.Generator(self.device)
+            self.torch_generator.manual_seed(int(seeding.np_random(None)[0].integers(2**63)))
+            if isinstance(single_action_space, spaces.Box):
+                self._action_bounds = (
+                    self.constant(single_action_space.low),
+                    self.constant(single_action_space.high),
+                )
+        self.elapsed_steps = self.zeros(self.num_envs, np.int64)
+        self._needs_reset = self.zeros(self.num_envs, bool)
         self._has_reset = False
         # Copied for every "_key" info mask: a copy costs a fraction of np.ones' wrapper.
-        self._all_envs = np.ones(self.num_envs, dtype=bool)
+        self._all_envs = self.fresh(self.zeros(self.num_envs, bool) == 0)
+
+    # ---- array helpers: numpy, or torch on self.device
+    def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
+        """Zeros of a numpy ``dtype`` (float32, int64, bool) on this env's backend."""
+        if self.device is None:
+            return np.zeros(shape, dtype)
+        return self.xp.zeros(shape, dtype=_torch_dtype(dtype), device=self.device)
+
+    def constant(self, value: Any) -> Any:
+        """A numpy constant (a wall map, bounds) as an array of this env's backend."""
+        if self.device is None:
+            return np.asarray(value)
+        return self.xp.as_tensor(np.asarray(value), device=self.device)
+
+    def fresh(self, value: Any) -> Any:
+        """A copy that shares no memory with env state (``copy`` / ``clone``)."""
+        return value.copy() if self.device is None else value.clone()
+
+    def float32(self, value: Any) -> Any:
+        """``value`` (bool, int or float) as float32 on this env's backend."""
+        return value.astype(np.float32) if self.device is None else value.float()
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A numpy copy of an array of this env's backend (for drawing and printing)."""
+        return np.array(value) if self.device is None else value.detach().cpu().numpy().copy()
+
+    def _any(self, mask: Any) -> bool:
+        # count_nonzero: a fraction of the cost of any() on the small arrays of every step.
+        return bool(np.count_nonzero(mask)) if self.device is None else bool(mask.any())
+
+    def _where_true(self, mask: Any) -> Any:
+        return mask.nonzero()[0] if self.device is None else mask.nonzero(as_tuple=True)[0]
 
     # ---- subclass hooks
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
+    def _reset_envs(self, index: Any, options: dict[str, Any] | None) -> None:
         raise NotImplementedError
 
-    def _step_envs(self, actions: np.ndarray) -> None:
+    def _step_envs(self, actions: Any) -> None:
         raise NotImplementedError
 
-    def _observation(self) -> dict[str, np.ndarray]:
+    def _observation(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _step_info(self) -> dict[str, np.ndarray]:
+    def _step_info(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def compute_reward(
@@ -428,13 +607,18 @@ class GoalVectorEnv(VectorEnv):
     def compute_truncated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
     ) -> np.ndarray:
-        """Goal-dependent truncation: never (the time limit is counted in ``step``)."""
-        shape, _, _ = goal_arrays(achieved_goal, desired_goal)
-        return np.zeros(shape, dtype=bool)
+        """Goal-dependent truncation: never (the time limit is counted in ``step``).
+
+        Tensors in, a bool tensor on their device out; numpy in, numpy out.
+        """
+        shape, achieved, _, xp = goal_batch(achieved_goal, desired_goal)
+        if xp is np:
+            return np.zeros(shape, dtype=bool)
+        return xp.zeros(shape, dtype=xp.bool, device=achieved.device)
 
     def _goal_outcomes(
-        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        self, obs: dict[str, Any], info: dict[str, Any]
+    ) -> tuple[Any, Any, Any | None]:
         """This step's ``(reward, terminated, truncated)``: fresh, writable arrays.
 
         The default calls the public ``compute_*`` methods. A subclass may return its
@@ -444,10 +628,20 @@ class GoalVectorEnv(VectorEnv):
         builds it from the time limit alone.
         """
         achieved, desired = obs["achieved_goal"], obs["desired_goal"]
+        reward = self.compute_reward(achieved, desired, info)
+        terminated = self.compute_terminated(achieved, desired, info)
+        truncated = self.compute_truncated(achieved, desired, info)
+        if self.device is None:
+            return (
+                np.array(reward, np.float32),
+                np.array(terminated, bool),
+                np.array(truncated, bool),
+            )
+        torch = self.xp
         return (
-            np.array(self.compute_reward(achieved, desired, info), np.float32),
-            np.array(self.compute_terminated(achieved, desired, info), bool),
-            np.array(self.compute_truncated(achieved, desired, info), bool),
+            torch.as_tensor(reward, device=self.device).float().clone(),
+            torch.as_tensor(terminated, device=self.device).bool().clone(),
+            torch.as_tensor(truncated, device=self.device).bool().clone(),
         )
 
     # ---- gymnasium API
@@ -456,72 +650,107 @@ class GoalVectorEnv(VectorEnv):
         *,
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Resets every sub-env, or those in ``options["reset_mask"]``.
 
         ``seed`` is an int (sub-env ``i`` gets ``seed + i``, as gymnasium's vector envs) or
-        one seed per sub-env. ``options["goal"]`` pins the goal (one for all, or one each).
+        one seed per sub-env; on a torch device, an int that seeds the device's generator.
+        ``options["goal"]`` pins the goal (one for all, or one each).
         """
         if seed is not None:
-            seeds = (
-                [seed + i for i in range(self.num_envs)]
-                if isinstance(seed, (int, np.integer))
-                else list(seed)
-            )
-            if len(seeds) != self.num_envs:
-                raise ValueError(
-                    f"seed holds {len(seeds)} seeds, expected num_envs={self.num_envs}"
-                )
-            for i, s in enumerate(seeds):
-                if s is not None:
-                    self.np_randoms[i] = seeding.np_random(int(s))[0]
-            self._np_random, self._np_random_seed = self.np_randoms[0], seeds[0]
+            self._seed(seed)
         mask = None if options is None else options.get("reset_mask")
         if mask is None:
-            index = np.arange(self.num_envs)
+            index = (
+                np.arange(self.num_envs)
+                if self.device is None
+                else self.xp.arange(self.num_envs, device=self.device)
+            )
         else:
-            mask = np.asarray(mask)
-            if mask.dtype != bool or mask.shape != (self.num_envs,):
-                raise ValueError(
-                    f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), "
-                    f"got dtype {mask.dtype} shape {mask.shape}"
-                )
-            if not self._has_reset and not mask.all():
+            mask = self._check_reset_mask(mask)
+            if not self._has_reset and not bool(mask.all()):
                 raise RuntimeError("the first reset must reset every sub-env (no reset_mask)")
-            index = np.flatnonzero(mask)
+            index = self._where_true(mask)
         self._reset_envs(index, options)
         self.elapsed_steps[index] = 0
         self._needs_reset[index] = False
         self._has_reset = True
         return self._observation(), self._with_masks(self._step_info())
 
-    def step(
-        self, actions: Any
-    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def _seed(self, seed: int | Sequence[int | None]) -> None:
+        if self.device is not None:
+            if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+                raise ValueError(
+                    f"seed={seed!r}: on device {self.device} the sub-envs share one "
+                    "torch.Generator, so seed must be an int (or None)"
+                )
+            self.torch_generator.manual_seed(int(seed))
+            self._np_random, self._np_random_seed = seeding.np_random(int(seed))
+            return
+        seeds = (
+            [seed + i for i in range(self.num_envs)]
+            if isinstance(seed, (int, np.integer))
+            else list(seed)
+        )
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"seed holds {len(seeds)} seeds, expected num_envs={self.num_envs}")
+        for i, s in enumerate(seeds):
+            if s is not None:
+                self.np_randoms[i] = seeding.np_random(int(s))[0]
+        self._np_random, self._np_random_seed = self.np_randoms[0], seeds[0]
+
+    def _check_reset_mask(self, mask: Any) -> Any:
+        if self.device is None:
+            mask = np.asarray(mask)
+            dtype, shape = mask.dtype, mask.shape
+            ok = dtype.kind == "b"
+        else:
+            torch = self.xp
+            if not isinstance(mask, torch.Tensor):
+                mask = torch.as_tensor(np.asarray(mask))
+            dtype, shape = mask.dtype, tuple(mask.shape)
+            ok = dtype == torch.bool
+            mask = mask.to(self.device)
+        if not ok or shape != (self.num_envs,):
+            raise ValueError(
+                f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), "
+                f"got dtype {dtype} shape {shape}"
+            )
+        return mask
+
+    def step(self, actions: Any) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
         """Steps every sub-env with one batched kernel call.
 
         Actions are validated with :func:`check_actions` (finite values outside the
-        bounds are clipped; NaN, inf or a wrong shape raise).
+        bounds are clipped; NaN, inf or a wrong shape raise), on a torch device with
+        :func:`check_tensor_actions` (the same rules).
         """
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
-        actions = check_actions(actions, self.single_action_space, self.num_envs)
-        if self.autoreset_mode == AutoresetMode.DISABLED and self._needs_reset.any():
+        if self.device is None:
+            actions = check_actions(actions, self.single_action_space, self.num_envs)
+        else:
+            actions = check_tensor_actions(
+                actions,
+                self.single_action_space,
+                self.num_envs,
+                self.device,
+                getattr(self, "_action_bounds", None),
+            )
+        if self.autoreset_mode == AutoresetMode.DISABLED and self._any(self._needs_reset):
             raise RuntimeError(
-                f"sub-envs {np.flatnonzero(self._needs_reset)[:8].tolist()} ended their episode: "
-                "with autoreset_mode='disabled', reset them with "
+                f"sub-envs {self._where_true(self._needs_reset)[:8].tolist()} ended their "
+                "episode: with autoreset_mode='disabled', reset them with "
                 "reset(options={'reset_mask': mask}) before stepping"
             )
         self._step_envs(actions)
         self.elapsed_steps += 1
         restarted = None
-        # count_nonzero and nonzero: a fraction of the cost of any() and flatnonzero()
-        # on the small arrays of every step.
-        if self.autoreset_mode == AutoresetMode.NEXT_STEP and np.count_nonzero(self._needs_reset):
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP and self._any(self._needs_reset):
             # These sub-envs ended last step: this step resets them instead (gymnasium's
             # next-step convention: reward 0, not terminated, not truncated). Resetting
             # before the observation is built spares a second batched observation.
-            restarted = self._needs_reset.nonzero()[0]
+            restarted = self._where_true(self._needs_reset)
             self._reset_envs(restarted, None)
             self.elapsed_steps[restarted] = 0
         obs = self._observation()
@@ -530,7 +759,7 @@ class GoalVectorEnv(VectorEnv):
         if truncated is None:
             # Time limit alone: restarted sub-envs count 0 steps, below any limit (>= 1).
             truncated = (
-                np.zeros(self.num_envs, dtype=bool)
+                self.zeros(self.num_envs, bool)
                 if self.max_episode_steps is None
                 else self.elapsed_steps >= self.max_episode_steps
             )
@@ -544,13 +773,13 @@ class GoalVectorEnv(VectorEnv):
             terminated[restarted] = False
 
         done = terminated | truncated
-        if self.autoreset_mode == AutoresetMode.SAME_STEP and done.any():
-            index = np.flatnonzero(done)
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and self._any(done):
+            index = self._where_true(done)
             final_obs = np.empty(self.num_envs, dtype=object)
             final_info = np.empty(self.num_envs, dtype=object)
-            for i in index:
-                final_obs[i] = {k: v[i].copy() for k, v in obs.items()}
-                final_info[i] = {k: v[i].copy() for k, v in info.items()}
+            for i in index.tolist():
+                final_obs[i] = {k: self.fresh(v[i]) for k, v in obs.items()}
+                final_info[i] = {k: self.fresh(v[i]) for k, v in info.items()}
             self._reset_envs(index, None)
             self.elapsed_steps[index] = 0
             fresh_obs, fresh_info = self._observation(), self._step_info()
@@ -559,16 +788,53 @@ class GoalVectorEnv(VectorEnv):
             for key in info:
                 info[key][index] = fresh_info[key][index]
             info = self._with_masks(info)
-            info["final_obs"], info["_final_obs"] = final_obs, done.copy()
-            info["final_info"], info["_final_info"] = final_info, done.copy()
+            info["final_obs"], info["_final_obs"] = final_obs, self.fresh(done)
+            info["final_info"], info["_final_info"] = final_info, self.fresh(done)
             return obs, reward, terminated, truncated, info
 
         self._needs_reset = done
         return obs, reward, terminated, truncated, self._with_masks(info)
 
-    def _with_masks(self, info: dict[str, np.ndarray]) -> dict[str, Any]:
+    def _with_masks(self, info: dict[str, Any]) -> dict[str, Any]:
         # gymnasium's vector info convention: "_key" says which sub-envs carry "key".
         out: dict[str, Any] = dict(info)
         for key in info:
-            out["_" + key] = self._all_envs.copy()
+            out["_" + key] = self.fresh(self._all_envs)
         return out
+
+
+def resolve_device(device: Any) -> Any:
+    """``device`` (a string or ``torch.device``) as a ``torch.device`` that torch can use.
+
+    Raises ImportError when torch is missing and ValueError for a name torch does not
+    know or a CUDA device this machine does not have.
+    """
+    try:
+        import torch
+    except ImportError:
+        raise ImportError(
+            f"device={device!r} runs the env on torch, which is not installed: "
+            "pip install 'goalenvs[train]' (or omit device for the numpy twin)"
+        ) from None
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device={device!r} is not a torch device; expected e.g. 'cpu', 'cuda', 'cuda:0' "
+            "or None (numpy)"
+        ) from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r}: torch.cuda.is_available() is False on this machine")
+    return resolved
+
+
+def _torch_dtype(dtype: Any) -> Any:
+    import torch
+
+    return {
+        np.dtype(np.float32): torch.float32,
+        np.dtype(np.float64): torch.float64,
+        np.dtype(np.int64): torch.int64,
+        np.dtype(np.int8): torch.int8,
+        np.dtype(bool): torch.bool,
+    }[np.dtype(dtype)]

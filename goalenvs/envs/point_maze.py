@@ -30,7 +30,8 @@ from goalenvs.core import (
     check_choice,
     check_goal_option,
     check_positive,
-    goal_arrays,
+    constant_like,
+    goal_batch,
     goal_dict_space,
 )
 from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
@@ -245,7 +246,10 @@ def _cell_y(y: np.ndarray) -> np.ndarray:
 
 
 class _PointMazeGoals:
-    """The goal functions of both faces, defined once (they read ``self.params``)."""
+    """The goal functions of both faces, defined once (they read ``self.params``).
+
+    Numpy goals give numpy results; torch tensors give tensors on their device.
+    """
 
     params: PointMazeParams
 
@@ -258,18 +262,22 @@ class _PointMazeGoals:
         cells, or the straight distance when they share a cell: a wall between them
         makes it longer, never shorter.
         """
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
         p = self.params
         if p.reward_type == "dense":
-            return -maze_distance(achieved, desired, p.walls_up, p.path_lengths, np)
-        return sparse_reward(achieved, desired, p.distance_threshold, np)
+            # The maze's tables, copied once to each device that asks.
+            cache = self.__dict__.setdefault("_tables_on", ({}, {}))
+            walls_up = constant_like(p.walls_up, achieved, cache[0])
+            path_lengths = constant_like(p.path_lengths, achieved, cache[1])
+            return -maze_distance(achieved, desired, walls_up, path_lengths, xp)
+        return sparse_reward(achieved, desired, p.distance_threshold, xp)
 
     def compute_terminated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
     ) -> np.ndarray:
         """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired, np) < self.params.distance_threshold
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
+        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
 
 
 # --------------------------------------------------------------------------- kernel
@@ -306,9 +314,13 @@ def maze_distance(achieved: Any, desired: Any, walls_up: Any, path_lengths: Any,
         iy = xp.clip(_index(xp.floor(g[..., 1]), xp) + 1, 0, top_y)
         return iy * cols + ix
 
-    a, d = xp.broadcast_arrays(flat_cell(achieved), flat_cell(desired))
+    if xp is np:
+        a, d = np.broadcast_arrays(flat_cell(achieved), flat_cell(desired))
+    else:
+        a, d = xp.broadcast_tensors(flat_cell(achieved), flat_cell(desired))
     straight = goal_distance(achieved, desired, xp)
-    return xp.where(a == d, straight, path_lengths[a, d]).astype(np.float32)
+    distance = xp.where(a == d, straight, path_lengths[a, d])
+    return distance.astype(np.float32) if xp is np else distance.float()
 
 
 def _move_axis(
@@ -382,6 +394,37 @@ def draw_episode(
     start = (free[start_cell] + 0.5 + noise[0]).astype(np.float32)
     drawn_goal = (free[goal_cell] + 0.5 + noise[1]).astype(np.float32)
     return start, drawn_goal if goal is None else np.asarray(goal, np.float32)
+
+
+def draw_episodes(
+    generator: Any, free_cells: Any, position_noise: float, count: int, goal: Any
+) -> tuple[Any, Any]:
+    """:func:`draw_episode` for ``count`` sub-envs at once, from one ``torch.Generator``.
+
+    The same distribution as the single env's draw, in one batch on the generator's
+    device (``free_cells`` is the params' table as a tensor there; ``goal`` None, or
+    ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there). Returns float32
+    ``(count, 2)`` starts and goals.
+    """
+    import torch
+
+    device = free_cells.device
+    n = len(free_cells)
+    if goal is None:
+        goal_cell = torch.randint(n, (count,), generator=generator, device=device)
+    else:
+        # The pinned goal's free cell: the row of free_cells equal to its floor.
+        corner = torch.floor(goal).reshape(-1, 1, 2)
+        match = (free_cells[None] == corner).all(dim=2)
+        goal_cell = match.int().argmax(dim=1).expand(count)
+    start_cell = torch.randint(max(n - 1, 1), (count,), generator=generator, device=device)
+    if n > 1:
+        start_cell = start_cell + (start_cell >= goal_cell).long()  # skip the goal's cell
+    noise = (2 * torch.rand((count, 2, 2), generator=generator, device=device) - 1) * position_noise
+    start = free_cells[start_cell] + 0.5 + noise[:, 0]
+    if goal is not None:
+        return start, goal.float().expand(count, 2).clone()
+    return start, free_cells[goal_cell] + 0.5 + noise[:, 1]
 
 
 # --------------------------------------------------------------------------- rendering
@@ -663,13 +706,14 @@ class PointMazeEnv(_PointMazeGoals, GoalEnv):
 
 
 class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
-    """``num_envs`` point mazes stepped in one numpy call.
+    """``num_envs`` point mazes stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointMazeEnv` exactly (same kernel, same draws from its
     own generator): a vector env reset with ``seed=s`` and given actions reproduces the
     single envs reset with ``s + i`` and given the same actions. Same arguments as
     :class:`PointMazeEnv`, plus ``num_envs``, ``max_episode_steps`` (``gym.make_vec``
-    passes the registered one) and gymnasium's ``autoreset_mode``.
+    passes the registered one), gymnasium's ``autoreset_mode`` and ``device`` (None:
+    numpy; a torch device: tensors there, seeded per device, see :class:`GoalVectorEnv`).
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
@@ -692,6 +736,7 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
         max_episode_steps: int | None = 100,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
+        device: Any = None,
     ) -> None:
         self.params = PointMazeParams(
             maze_map, reward_type, action_scale, dt, max_speed, distance_threshold, position_noise
@@ -701,12 +746,15 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
         observation_space, action_space = self.params.spaces()
         super().__init__(
             num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
-            render_mode,
+            render_mode, device,
         )  # fmt: skip
-        self._position = np.zeros((self.num_envs, 2), np.float32)
-        self._velocity = np.zeros((self.num_envs, 2), np.float32)
-        self._goal = np.zeros((self.num_envs, 2), np.float32)
-        self._success = np.zeros(self.num_envs, bool)
+        self._position = self.zeros((self.num_envs, 2), np.float32)
+        self._velocity = self.zeros((self.num_envs, 2), np.float32)
+        self._goal = self.zeros((self.num_envs, 2), np.float32)
+        self._success = self.zeros(self.num_envs, bool)
+        self._walls_up = self.constant(self.params.walls_up)
+        self._path_lengths = self.constant(self.params.path_lengths)
+        self._free_cells = self.constant(self.params.free_cells)
         self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
         self._canvas: Canvas | None = None
         self._rewards: np.ndarray | None = None
@@ -716,49 +764,60 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
         if options is not None and options.get("goal") is not None:
             space = self.single_observation_space["desired_goal"]
             goal = self.params.check_goal(options["goal"], space, self.num_envs)
-        for i in index:
-            pinned = None if goal is None else (goal[i] if goal.ndim == 2 else goal)
-            start, target = draw_episode(self.np_randoms[i], self.params, pinned)
-            self._position[i] = start
-            self._goal[i] = target
+        if self.device is not None:
+            if goal is not None:
+                goal = self.constant(goal)
+                goal = goal[index] if goal.ndim == 2 else goal
+            start, target = draw_episodes(
+                self.torch_generator, self._free_cells, self.params.position_noise,
+                len(index), goal,
+            )  # fmt: skip
+            self._position[index], self._goal[index] = start, target
+        else:
+            for i in index:
+                pinned = None if goal is None else (goal[i] if goal.ndim == 2 else goal)
+                start, target = draw_episode(self.np_randoms[i], self.params, pinned)
+                self._position[i] = start
+                self._goal[i] = target
         self._velocity[index] = 0.0
         if self.render_mode is not None and 0 in index:
             self._trail.clear()
-            self._trail.append(self._position[0].copy())
+            self._trail.append(self.to_numpy(self._position[0]))
             self._rewards = None
 
     def _step_envs(self, actions: np.ndarray) -> None:
         p = self.params
         self._position, self._velocity = maze_step(
-            self._position, self._velocity, actions, p.walls_up, p.action_scale, p.dt,
-            p.max_speed, np,
+            self._position, self._velocity, actions, self._walls_up, p.action_scale, p.dt,
+            p.max_speed, self.xp,
         )  # fmt: skip
         if self.render_mode is not None:
-            self._trail.append(self._position[0].copy())
+            self._trail.append(self.to_numpy(self._position[0]))
 
-    def _observation(self) -> dict[str, np.ndarray]:
+    def _observation(self) -> dict[str, Any]:
         return {
-            "observation": np.concatenate((self._position, self._velocity), axis=1),
-            "achieved_goal": self._position.copy(),
-            "desired_goal": self._goal.copy(),
+            "observation": self.xp.concatenate((self._position, self._velocity), axis=1),
+            "achieved_goal": self.fresh(self._position),
+            "desired_goal": self.fresh(self._goal),
         }
 
-    def _step_info(self) -> dict[str, np.ndarray]:
-        distance = goal_distance(self._position, self._goal, np)
+    def _step_info(self) -> dict[str, Any]:
+        distance = goal_distance(self._position, self._goal, self.xp)
         self._success = distance < self.params.distance_threshold
-        return {"is_success": self._success.copy()}
+        return {"is_success": self.fresh(self._success)}
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
         # The sparse reward is the success already measured; the dense one needs the BFS.
-        p = self.params
-        if p.reward_type == "dense":
-            reward = -maze_distance(self._position, self._goal, p.walls_up, p.path_lengths, np)
+        if self.params.reward_type == "dense":
+            reward = -maze_distance(
+                self._position, self._goal, self._walls_up, self._path_lengths, self.xp
+            )
         else:
-            reward = self._success.astype(np.float32) - np.float32(1.0)
+            reward = self.float32(self._success) - 1
         self._rewards = reward
-        return reward.copy(), info["is_success"].copy(), None
+        return self.fresh(reward), self.fresh(info["is_success"]), None
 
     def render(self) -> np.ndarray | None:
         """Sub-env 0's frame (``rgb_array``), as :meth:`PointMazeEnv.render` draws it."""
@@ -770,9 +829,9 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
         _draw_maze(
             self._canvas,
             self.params,
-            self._position[0],
-            self._velocity[0],
-            self._goal[0],
+            self.to_numpy(self._position[0]),
+            self.to_numpy(self._velocity[0]),
+            self.to_numpy(self._goal[0]),
             self._trail,
             hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0])),
         )
