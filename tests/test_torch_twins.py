@@ -1,0 +1,281 @@
+"""The native twins on torch (issue 20): the same env as the numpy twin, on any device.
+
+Every test runs on the CPU build of torch; its CUDA variant skips where no GPU is present.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import goalenvs  # noqa: F401  (registers the ids)
+from goalenvs.checker import check_goal_env
+from goalenvs.torch_envs import sub_env_view
+
+torch = pytest.importorskip("torch")
+
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(
+            not torch.cuda.is_available(), reason="no CUDA device on this machine"
+        ),
+    ),
+]
+
+# Each twin's state, as attributes: what "the same state" copies across backends.
+STATE = {
+    "goalenvs/PointMaze-v0": ("_position", "_velocity", "_goal"),
+    "goalenvs/PointMazeDense-v0": ("_position", "_velocity", "_goal"),
+    "goalenvs/Push-v0": ("_pusher", "_pusher_velocity", "_block", "_block_velocity", "_goal"),
+    "goalenvs/PushDense-v0": ("_pusher", "_pusher_velocity", "_block", "_block_velocity", "_goal"),
+}
+IDS = list(STATE)
+# Where each env's success lies: setting the goal there makes the next step succeed.
+ACHIEVED = {"PointMaze": "_position", "Push": "_block"}
+
+
+def _achieved_attr(env_id: str) -> str:
+    return ACHIEVED["Push" if "Push" in env_id else "PointMaze"]
+
+
+def _copy_state(env_id: str, src, dst, index) -> None:
+    """Copies sub-envs ``index`` of the numpy twin ``src`` into the torch twin ``dst``."""
+    rows = torch.as_tensor(index, dtype=torch.int64, device=dst.device)
+    for name in STATE[env_id]:
+        value = torch.as_tensor(getattr(src, name)[index], device=dst.device)
+        getattr(dst, name)[rows] = value
+    dst.elapsed_steps[rows] = torch.as_tensor(src.elapsed_steps[index], device=dst.device)
+
+
+def _numpy(value):
+    return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("env_id", IDS)
+def test_device_twin_returns_tensors_on_its_device(env_id, device):
+    env = gym.make_vec(env_id, num_envs=3, device=device)
+    obs, info = env.reset(seed=0)
+    assert set(obs) == {"observation", "achieved_goal", "desired_goal"}
+    obs, reward, terminated, truncated, info = env.step(np.zeros((3, 2), np.float32))
+    expected = {
+        "reward": (reward, torch.float32),
+        "terminated": (terminated, torch.bool),
+        "truncated": (truncated, torch.bool),
+        "is_success": (info["is_success"], torch.bool),
+        "_is_success": (info["_is_success"], torch.bool),
+    }
+    for key, space in env.single_observation_space.spaces.items():
+        expected[key] = (obs[key], torch.float32)
+        assert tuple(obs[key].shape) == (3, *space.shape)
+    for name, (value, dtype) in expected.items():
+        assert isinstance(value, torch.Tensor), name
+        assert value.device.type == device and value.dtype == dtype, name
+    assert tuple(reward.shape) == (3,)
+    # Fresh tensors: writing into what step returned leaves the twin's state alone.
+    before = _numpy(env.unwrapped._goal).copy()
+    obs["desired_goal"] += 1.0
+    np.testing.assert_array_equal(_numpy(env.unwrapped._goal), before)
+
+
+def test_without_device_the_twin_stays_numpy():
+    env = gym.make_vec("goalenvs/PointMaze-v0", num_envs=2)
+    obs, _ = env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(np.zeros((2, 2), np.float32))
+    assert env.unwrapped.device is None
+    for value in (obs["observation"], reward, terminated, info["is_success"]):
+        assert isinstance(value, np.ndarray)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("autoreset_mode", ["next_step", "same_step"])
+@pytest.mark.parametrize("env_id", IDS)
+def test_same_state_and_actions_give_the_same_trajectory(env_id, autoreset_mode, device):
+    n, steps = 16, 40
+    kwargs = {"num_envs": n, "autoreset_mode": autoreset_mode, "max_episode_steps": 12}
+    ref = gym.make_vec(env_id, **kwargs).unwrapped
+    twin = gym.make_vec(env_id, device=device, **kwargs).unwrapped
+    ref.reset(seed=3)
+    twin.reset(seed=3)
+    # A quarter of the sub-envs start on their goal: terminations as well as truncations.
+    achieved = _achieved_attr(env_id)
+    ref._goal[: n // 4] = getattr(ref, achieved)[: n // 4]
+    _copy_state(env_id, ref, twin, np.arange(n))
+    rng = np.random.default_rng(0)
+    ended_total = 0
+    for _ in range(steps):
+        # Actions up to 1.5: the out-of-bounds ones are clipped alike.
+        actions = rng.uniform(-1.5, 1.5, (n, 2)).astype(np.float32)
+        was_done = ref._needs_reset.copy()
+        r_obs, r_rew, r_term, r_trunc, r_info = ref.step(actions)
+        t_obs, t_rew, t_term, t_trunc, t_info = twin.step(torch.as_tensor(actions, device=device))
+        np.testing.assert_array_equal(_numpy(t_term), r_term)
+        np.testing.assert_array_equal(_numpy(t_trunc), r_trunc)
+        np.testing.assert_allclose(_numpy(t_rew), r_rew, atol=1e-5)
+        np.testing.assert_array_equal(_numpy(twin.elapsed_steps), ref.elapsed_steps)
+        done = r_term | r_trunc
+        # Sub-envs that (re)started an episode this step drew it from different
+        # generators: compare the others, then copy the new episodes across.
+        fresh = was_done if autoreset_mode == "next_step" else done
+        same = ~fresh
+        for key in r_obs:
+            np.testing.assert_allclose(_numpy(t_obs[key])[same], r_obs[key][same], atol=1e-5)
+        np.testing.assert_array_equal(
+            _numpy(t_info["is_success"])[same], r_info["is_success"][same]
+        )
+        if autoreset_mode == "next_step":
+            assert not _numpy(t_rew)[was_done].any()  # the reset step pays 0
+        elif not done.any():
+            assert "final_obs" not in t_info and "final_obs" not in r_info
+        else:
+            np.testing.assert_array_equal(_numpy(t_info["_final_obs"]), done)
+            for i in np.flatnonzero(done):
+                for key, value in r_info["final_obs"][i].items():
+                    got = _numpy(t_info["final_obs"][i][key])
+                    np.testing.assert_allclose(got, value, atol=1e-5)
+                assert bool(t_info["final_info"][i]["is_success"]) == bool(
+                    r_info["final_info"][i]["is_success"]
+                )
+        ended_total += int(done.sum())
+        _copy_state(env_id, ref, twin, np.flatnonzero(fresh))
+    assert r_term.dtype == bool and ended_total >= n  # episodes did end along the way
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("env_id", IDS)
+def test_compute_functions_agree_with_numpy_on_the_same_goals(env_id, device):
+    env = gym.make_vec(env_id, num_envs=2, device=device).unwrapped
+    ref = gym.make_vec(env_id, num_envs=2).unwrapped
+    space = env.single_observation_space["desired_goal"]
+    rng = np.random.default_rng(1)
+    low, high = space.low, space.high
+    achieved = rng.uniform(low, high, (4, 5, 2)).astype(np.float32)
+    desired = rng.uniform(low, high, (4, 5, 2)).astype(np.float32)
+    desired[0] = achieved[0] + 0.01  # some successes
+    cases = [(achieved, desired), (achieved, desired[0, 0]), (achieved[1], desired[2])]
+    for a, d in cases:
+        ta, td = torch.as_tensor(a, device=device), torch.as_tensor(d, device=device)
+        for name, dtype in (
+            ("compute_reward", torch.float32),
+            ("compute_terminated", torch.bool),
+            ("compute_truncated", torch.bool),
+        ):
+            got = getattr(env, name)(ta, td, None)
+            want = getattr(ref, name)(a, d, None)
+            assert isinstance(got, torch.Tensor) and got.dtype == dtype, name
+            assert got.device.type == device and tuple(got.shape) == want.shape, name
+            np.testing.assert_allclose(_numpy(got), want, atol=1e-6, err_msg=name)
+            # numpy goals into the device twin: numpy out, the same values.
+            np.testing.assert_allclose(getattr(env, name)(a, d, None), want, atol=1e-6)
+    assert (ref.compute_terminated(achieved, desired, None)[0]).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("env_id", ["goalenvs/PointMaze-v0", "goalenvs/Push-v0"])
+def test_same_seed_same_device_type_gives_the_same_episodes(env_id, device):
+    def rollout(seed):
+        env = gym.make_vec(env_id, num_envs=64, device=device, max_episode_steps=5)
+        obs, _ = env.reset(seed=seed)
+        goals = [_numpy(obs["desired_goal"])]
+        for _ in range(12):  # two autoresets of every sub-env
+            obs, *_ = env.step(np.ones((64, 2), np.float32) * 0.5)
+            goals.append(_numpy(obs["desired_goal"]))
+        return np.stack(goals)
+
+    a, b, c = rollout(7), rollout(7), rollout(8)
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+    assert len(np.unique(a[0], axis=0)) > 32  # sub-envs draw different goals
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_draws_follow_the_single_envs_distribution(device):
+    # Push's batched rejection draw: every episode legal, ranges as the single env's.
+    env = gym.make_vec("goalenvs/Push-v0", num_envs=4096, device=device).unwrapped
+    env.reset(seed=0)
+    p = env.params
+    pusher, block, goal = (_numpy(getattr(env, k)) for k in ("_pusher", "_block", "_goal"))
+    assert np.abs(block).max() <= p.block_range and np.abs(goal).max() <= p.goal_range
+    assert np.abs(pusher).max() <= p.pusher_range
+    assert np.linalg.norm(block - goal, axis=1).min() >= p.distance_threshold - 1e-6
+    clearance = p.pusher_radius + 2 * p.block_radius
+    assert np.linalg.norm(pusher - block, axis=1).min() >= clearance - 1e-6
+    # Uniform block: mean near 0, spread near range / sqrt(3) (4096 draws: +-0.01).
+    assert np.abs(block.mean(axis=0)).max() < 0.01
+    np.testing.assert_allclose(block.std(axis=0), p.block_range / np.sqrt(3), atol=0.01)
+    maze = gym.make_vec("goalenvs/PointMaze-v0", num_envs=4096, device=device).unwrapped
+    maze.reset(seed=0)
+    start_cells = np.floor(_numpy(maze._position)).astype(int)
+    goal_cells = np.floor(_numpy(maze._goal)).astype(int)
+    walls = maze.params.walls_up  # y-up with a border: cell (x, y) is walls[y + 1, x + 1]
+    for cells in (start_cells, goal_cells):
+        assert not walls[cells[:, 1] + 1, cells[:, 0] + 1].any()
+    assert not (start_cells == goal_cells).all(axis=1).any()  # never starts in the goal's cell
+    # Each of the 7 free cells of the U-maze is a goal for about 1/7 of the sub-envs.
+    counts = np.unique(goal_cells, axis=0, return_counts=True)[1]
+    assert len(counts) == 7 and counts.min() > 4096 / 7 * 0.8
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bad_actions_get_the_numpy_twins_errors(device):
+    env = gym.make_vec("goalenvs/Push-v0", num_envs=4, device=device)
+    env.reset(seed=0)
+    bad = torch.zeros((4, 2), device=device)
+    bad[2, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"actions must be finite; sub-envs \[2\]"):
+        env.step(bad)
+    with pytest.raises(ValueError, match=r"actions has shape \(4, 3\), expected \(4, 2\)"):
+        env.step(np.zeros((4, 3), np.float32))
+    with pytest.raises(TypeError, match="real-valued"):
+        env.step(torch.zeros((4, 2), dtype=torch.bool, device=device))
+    # Finite actions beyond the bounds are clipped, as on numpy.
+    twin = gym.make_vec("goalenvs/Push-v0", num_envs=4, device=device)
+    twin.reset(seed=0)
+    a = env.step(torch.full((4, 2), 7.0, device=device))[0]["observation"]
+    b = twin.step(np.ones((4, 2), np.float32))[0]["observation"]
+    np.testing.assert_array_equal(_numpy(a), _numpy(b))
+
+
+def test_device_argument_errors_name_the_value():
+    with pytest.raises(ValueError, match="device='tpu0' is not a torch device"):
+        gym.make_vec("goalenvs/PointMaze-v0", num_envs=2, device="tpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"device='cuda'.*is_available\(\) is False"):
+            gym.make_vec("goalenvs/PointMaze-v0", num_envs=2, device="cuda")
+    env = gym.make_vec("goalenvs/PointMaze-v0", num_envs=2, device="cpu")
+    with pytest.raises(ValueError, match=r"seed=\[1, 2\].*must be an int"):
+        env.reset(seed=[1, 2])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reset_mask_and_pinned_goal_on_the_device(device):
+    env = gym.make_vec(
+        "goalenvs/PointMaze-v0", num_envs=4, device=device, autoreset_mode="disabled"
+    ).unwrapped
+    obs, _ = env.reset(seed=0, options={"goal": [3.5, 1.5]})
+    np.testing.assert_array_equal(_numpy(obs["desired_goal"]), [[3.5, 1.5]] * 4)
+    assert (_numpy(obs["achieved_goal"]) // 1 != [3, 1]).any(axis=1).all()
+    before = _numpy(obs["desired_goal"])
+    mask = torch.tensor([True, False, False, True], device=device)
+    obs, _ = env.reset(options={"reset_mask": mask})
+    after = _numpy(obs["desired_goal"])
+    np.testing.assert_array_equal(after[1:3], before[1:3])
+    assert (after[[0, 3]] != before[[0, 3]]).any()
+    with pytest.raises(ValueError, match=r"reset_mask.*bool array of shape \(4,\)"):
+        env.reset(options={"reset_mask": torch.ones(3, dtype=torch.bool)})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("env_id", ["goalenvs/PointMazeDense-v0", "goalenvs/Push-v0"])
+def test_goal_env_checker_passes_the_device_twin(env_id, device):
+    report = check_goal_env(
+        sub_env_view(env_id, device=device),
+        factory=lambda **kw: sub_env_view(env_id, device=device, **kw),
+        steps=100,
+    )
+    assert report.ok, str(report)
+    assert report.errors == [] and report.warnings == []
+    assert sum(r.status == "passed" for r in report.results) >= 40
