@@ -383,13 +383,14 @@ def check_tensor_actions(
                 f"actions has shape {tuple(arr.shape)}, expected {expected} "
                 f"(num_envs, *{single_space.shape})"
             )
-        arr = arr.to(torch.float32)
-        finite = torch.isfinite(arr)
-        if not bool(finite.all()):
-            bad = (~finite.reshape(num_envs, -1).all(dim=1)).nonzero()[:8, 0].tolist()
+        if arr.dtype != torch.float32:
+            arr = arr.to(torch.float32)
+        if not bool(torch.isfinite(arr).all()):
+            finite = torch.isfinite(arr).reshape(num_envs, -1).all(dim=1)
+            bad = (~finite).nonzero()[:8, 0].tolist()
             raise ValueError(f"actions must be finite; sub-envs {bad} got {arr[bad[0]]!r}")
         low, high = bounds
-        return torch.minimum(torch.maximum(arr, low), high)
+        return torch.clamp(arr, low, high)
     if isinstance(single_space, spaces.Discrete):
         if arr.is_floating_point() or arr.is_complex() or arr.dtype == torch.bool:
             raise TypeError(f"actions must be integers for {single_space}, got dtype {arr.dtype}")
@@ -470,8 +471,9 @@ class GoalVectorEnv(VectorEnv):
 
     - ``_reset_envs(index, options)``: draw a new episode for the sub-envs in ``index``
       (an int array), each with its own generator ``self.np_randoms[i]``, exactly as the
-      single env draws it (on a torch device: ``index`` is a tensor there and the draws
-      come, batched, from ``self.torch_generator``);
+      single env draws it (on a torch device: ``index`` is a tensor there, and the
+      subclass's ``_draw_episodes(count, goal)`` draws them in one batch from
+      ``self.torch_generator``);
     - ``_step_envs(actions)``: advance every sub-env by one step (validated actions);
     - ``_observation()``: the batched observation dict (fresh arrays);
     - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included;
@@ -590,6 +592,11 @@ class GoalVectorEnv(VectorEnv):
         raise NotImplementedError
 
     def _step_info(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _draw_episodes(self, count: int, goal: Any) -> tuple[Any, ...]:
+        """On a device: ``count`` new episodes' state tensors, drawn in one batch from
+        ``self.torch_generator`` (``goal``: None, or pinned goals as a tensor)."""
         raise NotImplementedError
 
     def compute_reward(

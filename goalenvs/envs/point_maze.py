@@ -768,10 +768,7 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
             if goal is not None:
                 goal = self.constant(goal)
                 goal = goal[index] if goal.ndim == 2 else goal
-            start, target = draw_episodes(
-                self.torch_generator, self._free_cells, self.params.position_noise,
-                len(index), goal,
-            )  # fmt: skip
+            start, target = self._draw_episodes(len(index), goal)
             self._position[index], self._goal[index] = start, target
         else:
             for i in index:
@@ -784,6 +781,10 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
             self._trail.clear()
             self._trail.append(self.to_numpy(self._position[0]))
             self._rewards = None
+
+    def _draw_episodes(self, count: int, goal: Any) -> tuple[Any, Any]:
+        noise = self.params.position_noise
+        return draw_episodes(self.torch_generator, self._free_cells, noise, count, goal)
 
     def _step_envs(self, actions: np.ndarray) -> None:
         p = self.params

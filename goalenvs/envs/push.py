@@ -214,57 +214,60 @@ def draw_episodes(
 
     The same distribution, in one batch on the generator's device (``goal``: None, or
     ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there). Each rejection step draws
-    ``tries`` candidates per sub-env and keeps the first that passes; the few sub-envs
-    whose candidates all fail (the pusher's 38% rejection: 0.04% of them at 8 tries)
-    draw again. Returns float32 ``(count, 2)`` pushers, blocks and goals.
+    ``tries`` candidates per sub-env and keeps the first that passes (rejection sampling,
+    batched); the few sub-envs whose candidates all fail (the pusher's 38% rejection:
+    0.04% of them at 8 tries) draw that step again. Returns float32 ``(count, 2)``
+    pushers, blocks and goals.
     """
     import torch
 
     p = params
     device = generator.device
 
-    def uniform(n: int, half_width: float) -> Any:
-        return (2 * torch.rand((n, tries, 2), generator=generator, device=device) - 1) * half_width
+    def candidates(n: int, half_width: float) -> Any:
+        return (torch.rand((n, tries, 2), generator=generator, device=device) - 0.5) * (
+            2 * half_width
+        )
 
-    def first_passing(candidates: Any, ok: Any) -> tuple[Any, Any]:
+    def first_passing(points: Any, centre: Any, min_distance: float) -> tuple[Any, Any]:
+        # The first of each row's candidates at least min_distance from its centre.
+        ok = goal_distance(points, centre[:, None], torch) >= min_distance
         pick = ok.int().argmax(dim=1)  # the first True, or 0 where none is
-        rows = torch.arange(len(candidates), device=device)
-        return candidates[rows, pick], ok.any(dim=1)
+        rows = torch.arange(len(points), device=device)
+        return points[rows, pick], ok[rows, pick]
 
-    def redraw(draw: Any, n: int) -> Any:
-        # Draw until every one of n sub-envs has passed (a loop over rare leftovers only).
-        out, done = draw(torch.arange(n, device=device))
-        while not bool(done.all()):
-            left = (~done).nonzero(as_tuple=True)[0]
-            out[left], done[left] = draw(left)
-        return out
+    def settle(draw: Any, out: Any, passed: Any) -> None:
+        # Draws again, in place, for the rows none of whose candidates passed (rare).
+        while not bool(passed.all()):
+            left = (~passed).nonzero(as_tuple=True)[0]
+            out[left], passed[left] = draw(left)
 
-    pinned = None if goal is None else goal.float().expand(count, 2)
+    if goal is None:
+        block = candidates(count, p.block_range)[:, 0]
 
-    def block_and_goal(rows: Any) -> tuple[Any, Any]:
-        n = len(rows)
-        if pinned is None:
-            block = uniform(n, p.block_range)[:, 0]
-            targets = uniform(n, p.goal_range)
-            ok = goal_distance(block[:, None], targets, torch) >= p.distance_threshold
-            target, passed = first_passing(targets, ok)
-        else:
-            target = pinned[rows]
-            blocks = uniform(n, p.block_range)
-            ok = goal_distance(blocks, target[:, None], torch) >= p.distance_threshold
-            block, passed = first_passing(blocks, ok)
-        return torch.cat((block, target), dim=1), passed
+        def draw_target(rows: Any) -> tuple[Any, Any]:
+            points = candidates(len(rows), p.goal_range)
+            return first_passing(points, block[rows], p.distance_threshold)
 
-    pair = redraw(block_and_goal, count)
-    block, target = pair[:, :2], pair[:, 2:]
+        target, passed = draw_target(torch.arange(count, device=device))
+        settle(draw_target, target, passed)
+    else:
+        target = goal.float().expand(count, 2).clone()
+
+        def draw_block(rows: Any) -> tuple[Any, Any]:
+            points = candidates(len(rows), p.block_range)
+            return first_passing(points, target[rows], p.distance_threshold)
+
+        block, passed = draw_block(torch.arange(count, device=device))
+        settle(draw_block, block, passed)
     clearance = p.pusher_radius + 2 * p.block_radius
 
-    def pusher_for(rows: Any) -> tuple[Any, Any]:
-        pushers = uniform(len(rows), p.pusher_range)
-        ok = goal_distance(pushers, block[rows][:, None], torch) >= clearance
-        return first_passing(pushers, ok)
+    def draw_pusher(rows: Any) -> tuple[Any, Any]:
+        return first_passing(candidates(len(rows), p.pusher_range), block[rows], clearance)
 
-    return redraw(pusher_for, count), block, target
+    pusher, passed = draw_pusher(torch.arange(count, device=device))
+    settle(draw_pusher, pusher, passed)
+    return pusher, block, target
 
 
 def observation(pusher: Any, pusher_velocity: Any, block: Any, block_velocity: Any, xp: Any) -> Any:
@@ -583,9 +586,7 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
             if goal is not None:
                 goal = self.constant(goal)
                 goal = goal[index] if goal.ndim == 2 else goal
-            pusher, block, target = draw_episodes(
-                self.torch_generator, self.params, len(index), goal
-            )
+            pusher, block, target = self._draw_episodes(len(index), goal)
             self._pusher[index], self._block[index], self._goal[index] = pusher, block, target
         else:
             for i in index:
@@ -596,6 +597,9 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
         self._block_velocity[index] = 0.0
         if 0 in index:
             self._rewards = None
+
+    def _draw_episodes(self, count: int, goal: Any) -> tuple[Any, Any, Any]:
+        return draw_episodes(self.torch_generator, self.params, count, goal)
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(

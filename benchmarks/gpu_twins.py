@@ -1,0 +1,160 @@
+"""Steps per second of the native twins: numpy, torch on the CPU, torch on CUDA (issue 20.5).
+
+One run measures, for each env and each number of sub-envs, the numpy twin
+(``gym.make_vec(id, num_envs=N)``), the torch twin on the CPU (``device="cpu"``) and,
+where a GPU is present, the torch twin on CUDA, eager and with its ``step`` wrapped by
+``torch.compile``; and prints every figure as env steps per second and as a ratio to
+the numpy twin at the same size (``*``: to the numpy twin's best size, for sizes beyond
+the numpy ones). Columns without a GPU read "no CUDA device". Actions are drawn ahead
+(a bank of 8 batches on each backend), so the figures time the step alone: the action
+check, the kernel, the autoresets and the outcome arrays. All twins of one size are
+built and warmed up first, then timed in ``--repeats`` alternating rounds of
+``--seconds`` each, in this one process; each keeps its best round, so load from other
+processes hits all columns alike.
+
+    python benchmarks/gpu_twins.py                         # PointMaze and Push, 256..65k
+    python benchmarks/gpu_twins.py --sizes 256 65536 --seconds 0.5
+    python benchmarks/gpu_twins.py --cuda-max 16777216     # on a GPU machine: up to 16M
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import goalenvs  # noqa: F401  (registers the ids)
+
+ENVS = ("goalenvs/PointMaze-v0", "goalenvs/Push-v0")
+SIZES = (256, 4096, 65536, 1 << 20, 1 << 24)
+NO_CUDA = "no CUDA device"
+
+
+class Twin:
+    """One twin ready to step: built, reset, warmed up, its actions drawn ahead."""
+
+    def __init__(self, env_id: str, num_envs: int, device: str | None, compiled: bool) -> None:
+        self.num_envs = num_envs
+        self.env = gym.make_vec(env_id, num_envs=num_envs, device=device)
+        self.env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        bank = [rng.uniform(-1, 1, (num_envs, 2)).astype(np.float32) for _ in range(8)]
+        self.actions: list[Any] = (
+            bank if device is None else [torch.as_tensor(a, device=device) for a in bank]
+        )
+        self.step: Callable[[Any], Any] = (
+            torch.compile(self.env.step) if compiled else self.env.step
+        )
+        cuda = device is not None and device.startswith("cuda")
+        self.sync: Callable[[], None] | None = torch.cuda.synchronize if cuda else None
+        self.rate(0.0)  # warm-up: compile, allocate
+
+    def rate(self, seconds: float) -> float:
+        """Env steps per second (sub-env steps, summed) over at least ``seconds``."""
+        count, start = 0, time.perf_counter()
+        while True:
+            self.step(self.actions[count % 8])
+            count += 1
+            if count % 4 == 0:
+                if self.sync is not None:
+                    self.sync()
+                elapsed = time.perf_counter() - start
+                if elapsed >= seconds:
+                    return count * self.num_envs / elapsed
+
+
+def measure_size(
+    env_id: str, n: int, backends: list[tuple[str | None, bool]], seconds: float, repeats: int
+) -> list[float | str]:
+    """Each backend's best rate over ``repeats`` rounds that alternate the backends, so a
+    burst of load from other processes costs every backend a round, not one its figure."""
+    twins: list[Twin | str] = []
+    for device, compiled in backends:
+        try:
+            twins.append(Twin(env_id, n, device, compiled))
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            twins.append("out of memory")
+    best: list[float | str] = [t if isinstance(t, str) else 0.0 for t in twins]
+    for _ in range(repeats):
+        for i, twin in enumerate(twins):
+            if isinstance(twin, Twin):
+                best[i] = max(best[i], twin.rate(seconds))
+    for twin in twins:
+        if isinstance(twin, Twin):
+            twin.env.close()
+    return best
+
+
+def cell(rate: float | str, reference: float | None, best: bool = False) -> str:
+    """``rate`` as steps/s and its ratio to ``reference`` (``*`` when it is the best size's)."""
+    if isinstance(rate, str):
+        return rate
+    text = f"{rate:.3g}"
+    if reference:
+        text += f" ({rate / reference:.2f}x{'*' if best else ''})"
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--envs", nargs="+", default=list(ENVS))
+    parser.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
+    parser.add_argument("--seconds", type=float, default=0.5, help="one timed round")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds; the best counts")
+    parser.add_argument("--numpy-max", type=int, default=65536, help="largest numpy size")
+    parser.add_argument("--cpu-max", type=int, default=65536, help="largest torch-CPU size")
+    parser.add_argument("--cuda-max", type=int, default=1 << 24, help="largest CUDA size")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    args = parser.parse_args()
+
+    cuda = torch.cuda.is_available()
+    device_name = torch.cuda.get_device_name() if cuda else NO_CUDA
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, GPU: {device_name}")
+    header = ("env", "envs", "numpy", "torch cpu", "cuda eager", "cuda compiled")
+    widths = (24, 9, 10, 18, 18, 18)
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    for env_id in args.envs:
+        best: float | None = None
+        for n in args.sizes:
+            row: list[float | str] = []
+            wanted: list[tuple[str | None, bool]] = []
+            for device, compiled, limit in (
+                (None, False, args.numpy_max),
+                ("cpu", False, args.cpu_max),
+                ("cuda", False, args.cuda_max),
+                ("cuda", True, args.cuda_max),
+            ):
+                if device == "cuda" and not cuda:
+                    row.append(NO_CUDA)
+                elif compiled and args.no_compile:
+                    row.append("skipped")
+                elif n > limit:
+                    row.append("-")
+                else:
+                    row.append("")
+                    wanted.append((device, compiled))
+            rates = iter(measure_size(env_id, n, wanted, args.seconds, args.repeats))
+            row = [next(rates) if r == "" else r for r in row]
+            numpy_rate = row[0] if isinstance(row[0], float) else None
+            if numpy_rate is not None:
+                best = max(best or 0.0, numpy_rate)
+            reference, starred = (numpy_rate, False) if numpy_rate else (best, True)
+            cells = [
+                env_id.removeprefix("goalenvs/"),
+                str(n),
+                cell(row[0], None),
+                *(cell(r, reference, starred) for r in row[1:]),
+            ]
+            if all(isinstance(r, str) for r in row):
+                continue  # a size no backend ran here
+            print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
