@@ -361,7 +361,8 @@ def maze_step(
     v = velocity + action * (action_scale * dt)
     vx, vy = v[:, 0], v[:, 1]
     speed = xp.sqrt(vx * vx + vy * vy)
-    scale = max_speed / xp.clip(speed, max_speed, None)
+    # divide, not /: torch's scalar / tensor multiplies by a reciprocal, numpy divides.
+    scale = xp.divide(max_speed, xp.clip(speed, max_speed, None))
     # Clipping after the rescale only absorbs float32 rounding (the Box bound).
     vx = xp.clip(vx * scale, -max_speed, max_speed)
     vy = xp.clip(vy * scale, -max_speed, max_speed)

@@ -150,7 +150,9 @@ def push_step(
     # 1. pusher: PointReach's semi-implicit Euler with inelastic table edges.
     v = pusher_velocity + action * (p.action_scale * p.dt)
     speed = xp.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1])[:, None]
-    v = xp.clip(v * (p.max_speed / xp.clip(speed, p.max_speed, None)), -p.max_speed, p.max_speed)
+    # divide, not /: torch's scalar / tensor multiplies by a reciprocal, numpy divides.
+    scale = xp.divide(p.max_speed, xp.clip(speed, p.max_speed, None))
+    v = xp.clip(v * scale, -p.max_speed, p.max_speed)
     moved = pusher + v * p.dt
     pusher = xp.clip(moved, -p.bound, p.bound)
     v = xp.where(moved == pusher, v, 0.0 * v)
