@@ -5,12 +5,16 @@ Every test runs on the CPU build of torch; its CUDA variant skips where no GPU i
 
 from __future__ import annotations
 
+import json
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import goalenvs  # noqa: F401  (registers the ids)
 from goalenvs.checker import check_goal_env
+from goalenvs.cli import main
 from goalenvs.torch_envs import sub_env_view
 
 torch = pytest.importorskip("torch")
@@ -269,7 +273,7 @@ def test_reset_mask_and_pinned_goal_on_the_device(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("env_id", ["goalenvs/PointMazeDense-v0", "goalenvs/Push-v0"])
+@pytest.mark.parametrize("env_id", ["goalenvs/PointMazeDense-v0"])
 def test_goal_env_checker_passes_the_device_twin(env_id, device):
     report = check_goal_env(
         sub_env_view(env_id, device=device),
@@ -279,3 +283,12 @@ def test_goal_env_checker_passes_the_device_twin(env_id, device):
     assert report.ok, str(report)
     assert report.errors == [] and report.warnings == []
     assert sum(r.status == "passed" for r in report.results) >= 40
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_goalenvs_check_passes_the_device_twin(device, capsys):
+    kwargs = json.dumps({"env_id": "goalenvs/Push-v0", "device": device})
+    spec = "goalenvs.torch_envs:sub_env_view"
+    assert main(["check", spec, "--kwargs", kwargs, "--steps", "100", "--strict"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"(\d+) checks, \1 passed, 0 error\(s\), 0 warning\(s\)", out), out
