@@ -292,3 +292,22 @@ def test_goalenvs_check_passes_the_device_twin(device, capsys):
     assert main(["check", spec, "--kwargs", kwargs, "--steps", "100", "--strict"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"(\d+) checks, \1 passed, 0 error\(s\), 0 warning\(s\)", out), out
+
+
+def test_tensor_action_check_clips_per_dimension_and_checks_discrete_ranges():
+    from gymnasium import spaces
+
+    from goalenvs.core import check_tensor_actions
+
+    box = spaces.Box(np.array([-1.0, -2.0], np.float32), np.array([1.0, 2.0], np.float32))
+    bounds = (torch.as_tensor(box.low), torch.as_tensor(box.high))
+    got = check_tensor_actions([[5.0, 5.0], [-0.5, -3.0]], box, 2, torch.device("cpu"), bounds)
+    assert got.dtype == torch.float32
+    np.testing.assert_array_equal(got.numpy(), [[1.0, 2.0], [-0.5, -2.0]])
+    discrete = spaces.Discrete(4)
+    got = check_tensor_actions(np.array([0, 3, 1]), discrete, 3, torch.device("cpu"))
+    assert got.dtype == torch.int64 and got.tolist() == [0, 3, 1]
+    with pytest.raises(ValueError, match=r"actions\[1\]=4 is outside Discrete\(4\)"):
+        check_tensor_actions(torch.tensor([0, 4, -1]), discrete, 3, torch.device("cpu"))
+    with pytest.raises(TypeError, match="must be integers"):
+        check_tensor_actions(torch.zeros(3), discrete, 3, torch.device("cpu"))
