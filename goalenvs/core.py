@@ -22,7 +22,6 @@ three gymnasium autoreset modes, so each env only writes its batched dynamics.
 from __future__ import annotations
 
 import copy
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +31,14 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
+
+from goalenvs.devices import (
+    check_tensor_actions,
+    is_tensor,
+    resolve_device,
+    torch_dtype,
+    torch_goal_arrays,
+)
 
 GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 
@@ -116,69 +123,6 @@ def goal_arrays(
     if desired.dtype.kind != "f":
         desired = desired.astype(np.float32)
     return batch_shape, achieved, desired
-
-
-def is_tensor(value: Any) -> bool:
-    """Whether ``value`` is a torch tensor (without importing torch when it is not loaded)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(value, torch.Tensor)
-
-
-def goal_batch(
-    achieved_goal: Any, desired_goal: Any, goal_size: int | None = None
-) -> tuple[tuple[int, ...], Any, Any, Any]:
-    """:func:`goal_arrays` for numpy or torch: ``(batch_shape, achieved, desired, xp)``.
-
-    When either goal is a torch tensor, both come back as float tensors on that tensor's
-    device and ``xp`` is ``torch``, so a goal function computes on the caller's device and
-    returns tensors there; otherwise this is :func:`goal_arrays` with ``xp = numpy``.
-    """
-    if not (is_tensor(achieved_goal) or is_tensor(desired_goal)):
-        return (*goal_arrays(achieved_goal, desired_goal, goal_size), np)
-    import torch
-
-    like = achieved_goal if is_tensor(achieved_goal) else desired_goal
-    pair = []
-    for name, value in (("achieved_goal", achieved_goal), ("desired_goal", desired_goal)):
-        arr = torch.as_tensor(value, device=like.device)
-        if arr.ndim == 0:
-            raise ValueError(f"{name} must have at least one dimension (the goal), got a scalar")
-        if arr.is_complex():
-            raise TypeError(f"{name} must be a real-valued tensor, got dtype {arr.dtype}")
-        if goal_size is not None and arr.shape[-1] != goal_size:
-            raise ValueError(
-                f"{name} has shape {tuple(arr.shape)}: its last dimension must be the goal "
-                f"size {goal_size}"
-            )
-        pair.append(arr if arr.is_floating_point() else arr.float())
-    achieved, desired = pair
-    if achieved.shape[-1] != desired.shape[-1]:
-        raise ValueError(
-            f"achieved_goal shape {tuple(achieved.shape)} and desired_goal shape "
-            f"{tuple(desired.shape)} differ in the goal dimension"
-        )
-    try:
-        batch_shape = tuple(torch.broadcast_shapes(achieved.shape[:-1], desired.shape[:-1]))
-    except RuntimeError:
-        raise ValueError(
-            f"achieved_goal shape {tuple(achieved.shape)} and desired_goal shape "
-            f"{tuple(desired.shape)} have leading (batch) dimensions that do not broadcast"
-        ) from None
-    return batch_shape, achieved, desired, torch
-
-
-def constant_like(value: np.ndarray, like: Any, cache: dict[Any, Any]) -> Any:
-    """The numpy constant ``value`` as an array beside ``like``: itself for numpy, else a
-    tensor on ``like``'s device, copied there once and kept in ``cache`` (keyed by device).
-    """
-    if not is_tensor(like):
-        return value
-    tensor = cache.get(like.device)
-    if tensor is None:
-        import torch
-
-        tensor = cache[like.device] = torch.as_tensor(value, device=like.device)
-    return tensor
 
 
 def info_values(
@@ -354,61 +298,6 @@ def check_actions(actions: Any, single_space: spaces.Space, num_envs: int) -> np
     raise TypeError(f"check_actions does not support {single_space}")
 
 
-def check_tensor_actions(
-    actions: Any, single_space: spaces.Space, num_envs: int, device: Any, bounds: Any = None
-) -> Any:
-    """:func:`check_actions` for a twin on a torch device: the same rules and messages.
-
-    ``actions`` is a tensor on ``device`` or an array-like (copied there); ``bounds`` is
-    the Box's ``(low, high)`` as tensors on ``device`` or as two floats (the same bound
-    for every dimension). Returns a tensor on ``device``.
-    One host synchronisation per call: the finiteness / range test.
-    """
-    import torch
-
-    if isinstance(actions, torch.Tensor):
-        if actions.device != device:
-            raise ValueError(
-                f"actions is a tensor on {actions.device}, expected one on this env's device "
-                f"{device} (or an array-like)"
-            )
-        arr = actions
-    else:
-        arr = torch.as_tensor(np.asarray(actions), device=device)
-    if isinstance(single_space, spaces.Box):
-        expected = (num_envs, *single_space.shape)
-        if arr.is_complex() or arr.dtype == torch.bool:
-            raise TypeError(f"actions must be a real-valued array, got dtype {arr.dtype}")
-        if tuple(arr.shape) != expected:
-            raise ValueError(
-                f"actions has shape {tuple(arr.shape)}, expected {expected} "
-                f"(num_envs, *{single_space.shape})"
-            )
-        if arr.dtype != torch.float32:
-            arr = arr.to(torch.float32)
-        if not bool(torch.isfinite(arr).all()):
-            finite = torch.isfinite(arr).reshape(num_envs, -1).all(dim=1)
-            bad = (~finite).nonzero()[:8, 0].tolist()
-            raise ValueError(f"actions must be finite; sub-envs {bad} got {arr[bad[0]]!r}")
-        low, high = bounds
-        return torch.clamp(arr, low, high)
-    if isinstance(single_space, spaces.Discrete):
-        if arr.is_floating_point() or arr.is_complex() or arr.dtype == torch.bool:
-            raise TypeError(f"actions must be integers for {single_space}, got dtype {arr.dtype}")
-        if tuple(arr.shape) != (num_envs,):
-            raise ValueError(f"actions has shape {tuple(arr.shape)}, expected ({num_envs},)")
-        lo, hi = single_space.start, single_space.start + single_space.n
-        outside = (arr < lo) | (arr >= hi)
-        if bool(outside.any()):
-            first = int(outside.nonzero()[0, 0])
-            raise ValueError(
-                f"actions[{first}]={int(arr[first])} is outside {single_space}: expected "
-                f"integers in [{lo}, {hi})"
-            )
-        return arr.to(torch.int64)
-    raise TypeError(f"check_tensor_actions does not support {single_space}")
-
-
 def check_goal_option(goal: Any, space: spaces.Box, batch: int | None = None) -> np.ndarray:
     """Validates a goal passed as ``reset(options={"goal": ...})``.
 
@@ -560,7 +449,7 @@ class GoalVectorEnv(VectorEnv):
         """Zeros of a numpy ``dtype`` (float32, int64, bool) on this env's backend."""
         if self.device is None:
             return np.zeros(shape, dtype)
-        return self.xp.zeros(shape, dtype=_torch_dtype(dtype), device=self.device)
+        return self.xp.zeros(shape, dtype=torch_dtype(dtype), device=self.device)
 
     def constant(self, value: Any) -> Any:
         """A numpy constant (a wall map, bounds) as an array of this env's backend."""
@@ -816,38 +705,15 @@ class GoalVectorEnv(VectorEnv):
         return out
 
 
-def resolve_device(device: Any) -> Any:
-    """``device`` (a string or ``torch.device``) as a ``torch.device`` that torch can use.
+def goal_batch(
+    achieved_goal: Any, desired_goal: Any, goal_size: int | None = None
+) -> tuple[tuple[int, ...], Any, Any, Any]:
+    """:func:`goal_arrays` for numpy or torch: ``(batch_shape, achieved, desired, xp)``.
 
-    Raises ImportError when torch is missing and ValueError for a name torch does not
-    know or a CUDA device this machine does not have.
+    When either goal is a torch tensor, both come back as float tensors on that tensor's
+    device and ``xp`` is ``torch``, so a goal function computes on the caller's device and
+    returns tensors there; otherwise this is :func:`goal_arrays` with ``xp = numpy``.
     """
-    try:
-        import torch
-    except ImportError:
-        raise ImportError(
-            f"device={device!r} runs the env on torch, which is not installed: "
-            "pip install 'goalenvs[train]' (or omit device for the numpy twin)"
-        ) from None
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(
-            f"device={device!r} is not a torch device; expected e.g. 'cpu', 'cuda', 'cuda:0' "
-            "or None (numpy)"
-        ) from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r}: torch.cuda.is_available() is False on this machine")
-    return resolved
-
-
-def _torch_dtype(dtype: Any) -> Any:
-    import torch
-
-    return {
-        np.dtype(np.float32): torch.float32,
-        np.dtype(np.float64): torch.float64,
-        np.dtype(np.int64): torch.int64,
-        np.dtype(np.int8): torch.int8,
-        np.dtype(bool): torch.bool,
-    }[np.dtype(dtype)]
+    if not (is_tensor(achieved_goal) or is_tensor(desired_goal)):
+        return (*goal_arrays(achieved_goal, desired_goal, goal_size), np)
+    return torch_goal_arrays(achieved_goal, desired_goal, goal_size)

@@ -30,10 +30,10 @@ from goalenvs.core import (
     check_choice,
     check_goal_option,
     check_positive,
-    constant_like,
     goal_batch,
     goal_dict_space,
 )
+from goalenvs.devices import constant_like
 from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
 
 REWARD_TYPES = ("sparse", "dense")
