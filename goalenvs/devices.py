@@ -148,8 +148,14 @@ def resolve_device(device: Any) -> Any:
             f"device={device!r} is not a torch device; expected e.g. 'cpu', 'cuda', 'cuda:0' "
             "or None (numpy)"
         ) from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r}: torch.cuda.is_available() is False on this machine")
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device={device!r}: torch.cuda.is_available() is False on this machine"
+            )
+        if resolved.index is None:
+            # Tensors made on "cuda" report "cuda:0": name the index so devices compare equal.
+            resolved = torch.device("cuda", torch.cuda.current_device())
     return resolved
 
 
