@@ -192,6 +192,11 @@ def test_same_seed_same_device_type_gives_the_same_episodes(env_id, device):
     a, b, c = rollout(7), rollout(7), rollout(8)
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
+    unseeded = [
+        _numpy(gym.make_vec(env_id, num_envs=64, device=device).reset()[0]["desired_goal"])
+        for _ in range(2)
+    ]
+    assert not np.allclose(*unseeded)  # without a seed, each twin draws its own episodes
     assert len(np.unique(a[0], axis=0)) > 32  # sub-envs draw different goals
 
 
@@ -270,6 +275,16 @@ def test_reset_mask_and_pinned_goal_on_the_device(device):
     assert (after[[0, 3]] != before[[0, 3]]).any()
     with pytest.raises(ValueError, match=r"reset_mask.*bool array of shape \(4,\)"):
         env.reset(options={"reset_mask": torch.ones(3, dtype=torch.bool)})
+    # One goal per sub-env; a masked reset pins the goals of the sub-envs it resets.
+    goals = np.array([[1.5, 3.5], [3.5, 3.5], [2.5, 1.5], [1.2, 1.7]], np.float32)
+    obs, _ = env.reset(options={"goal": goals})
+    np.testing.assert_array_equal(_numpy(obs["desired_goal"]), goals)
+    starts = _numpy(obs["achieved_goal"]) // 1
+    assert (starts != goals // 1).any(axis=1).all()  # never in the goal's cell
+    obs, _ = env.reset(options={"goal": goals[::-1].copy(), "reset_mask": mask})
+    np.testing.assert_array_equal(_numpy(obs["desired_goal"]), goals[[3, 1, 2, 0]])
+    with pytest.raises(ValueError, match="lies inside a wall"):
+        env.reset(options={"goal": [0.5, 0.5]})
 
 
 @pytest.mark.parametrize("device", DEVICES)
