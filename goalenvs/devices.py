@@ -170,3 +170,31 @@ def torch_dtype(dtype: Any) -> Any:
         np.dtype(np.int8): torch.int8,
         np.dtype(bool): torch.bool,
     }[np.dtype(dtype)]
+
+
+def info_tensor(info: Any, key: str, like: Any, batch_shape: tuple[int, ...], default: Any) -> Any:
+    """:func:`goalenvs.core.info_values` for a goal batch of tensors: ``info[key]`` per
+    element as a tensor of ``batch_shape`` on ``like``'s device, with ``like``'s dtype
+    family chosen by ``default`` (bool for a bool default, else float32).
+
+    A dict of tensors (what a device twin's step returns) is read on the device, without a
+    host round trip; a dict of numpy values or a list of dicts goes through
+    :func:`goalenvs.core.info_values` and is copied to the device once.
+    """
+    import torch
+
+    from goalenvs.core import info_values
+
+    dtype = torch.bool if isinstance(default, bool) else torch.float32
+    if isinstance(info, dict) and is_tensor(info.get(key)):
+        value = info[key].to(device=like.device, dtype=dtype)
+        try:
+            return value.broadcast_to(batch_shape).clone()
+        except RuntimeError:
+            raise ValueError(
+                f"info[{key!r}] has shape {tuple(value.shape)}, which does not broadcast to "
+                f"the goal batch shape {batch_shape}"
+            ) from None
+    np_dtype = bool if dtype == torch.bool else np.float32
+    values = info_values(info, key, batch_shape, default, np_dtype)
+    return torch.as_tensor(values, device=like.device)

@@ -326,3 +326,19 @@ def test_tensor_action_check_clips_per_dimension_and_checks_discrete_ranges():
         check_tensor_actions(torch.tensor([0, 4, -1]), discrete, 3, torch.device("cpu"))
     with pytest.raises(TypeError, match="must be integers"):
         check_tensor_actions(torch.zeros(3), discrete, 3, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_info_tensor_reads_step_infos_and_lists_of_dicts_alike(device):
+    from goalenvs.devices import info_tensor
+
+    like = torch.zeros(3, 2, device=device)
+    step_info = {"crashed": torch.tensor([True, False, True], device=device)}
+    listed = [{"crashed": True}, {}, {"crashed": True}]
+    for info in (step_info, listed, {"crashed": np.array([True, False, True])}):
+        got = info_tensor(info, "crashed", like, (3,), False)
+        assert got.dtype == torch.bool and got.device.type == device
+        assert got.tolist() == [True, False, True]
+    assert info_tensor(None, "crashed", like, (2, 3), False).shape == (2, 3)
+    with pytest.raises(ValueError, match=r"info\['crashed'\] has shape \(3,\)"):
+        info_tensor(step_info, "crashed", like, (4,), False)
