@@ -42,15 +42,18 @@ ACHIEVED = {"PointMaze": "_position", "Push": "_block"}
 
 
 def _achieved_attr(env_id: str) -> str:
-    return ACHIEVED["Push" if "Push" in env_id else "PointMaze"]
+    return next(attr for family, attr in ACHIEVED.items() if family in env_id)
 
 
 def _copy_state(env_id: str, src, dst, index) -> None:
     """Copies sub-envs ``index`` of the numpy twin ``src`` into the torch twin ``dst``."""
     rows = torch.as_tensor(index, dtype=torch.int64, device=dst.device)
     for name in STATE[env_id]:
-        value = torch.as_tensor(getattr(src, name)[index], device=dst.device)
-        getattr(dst, name)[rows] = value
+        source, target = getattr(src, name), getattr(dst, name)
+        if not isinstance(source, tuple):  # a tuple of state arrays, or one array
+            source, target = (source,), (target,)
+        for a, b in zip(source, target, strict=True):
+            b[rows] = torch.as_tensor(a[index], device=dst.device)
     dst.elapsed_steps[rows] = torch.as_tensor(src.elapsed_steps[index], device=dst.device)
 
 
@@ -156,25 +159,37 @@ def test_compute_functions_agree_with_numpy_on_the_same_goals(env_id, device):
     space = env.single_observation_space["desired_goal"]
     rng = np.random.default_rng(1)
     low, high = space.low, space.high
-    achieved = rng.uniform(low, high, (4, 5, 2)).astype(np.float32)
-    desired = rng.uniform(low, high, (4, 5, 2)).astype(np.float32)
-    desired[0] = achieved[0] + 0.01  # some successes
-    cases = [(achieved, desired), (achieved, desired[0, 0]), (achieved[1], desired[2])]
-    for a, d in cases:
+    achieved = rng.uniform(low, high, (4, 5, *space.shape)).astype(np.float32)
+    desired = rng.uniform(low, high, (4, 5, *space.shape)).astype(np.float32)
+    desired[0] = achieved[0] + 0.001  # some successes
+    # A step's info as each backend returns it (envs whose goal functions ignore info too).
+    crashed = np.arange(20).reshape(4, 5) % 3 == 0
+    cases = [
+        (achieved, desired, None, None),
+        (achieved, desired[0, 0], {"crashed": crashed}, {"crashed": torch.as_tensor(crashed)}),
+        (achieved[1], desired[2], [{"crashed": bool(c)} for c in crashed[0]], None),
+    ]
+    for a, d, info, torch_info in cases:
         ta, td = torch.as_tensor(a, device=device), torch.as_tensor(d, device=device)
+        if torch_info is not None:
+            torch_info = {k: v.to(device) for k, v in torch_info.items()}
         for name, dtype in (
             ("compute_reward", torch.float32),
             ("compute_terminated", torch.bool),
             ("compute_truncated", torch.bool),
         ):
-            got = getattr(env, name)(ta, td, None)
-            want = getattr(ref, name)(a, d, None)
-            assert isinstance(got, torch.Tensor) and got.dtype == dtype, name
-            assert got.device.type == device and tuple(got.shape) == want.shape, name
-            np.testing.assert_allclose(_numpy(got), want, atol=1e-6, err_msg=name)
+            want = getattr(ref, name)(a, d, info)
+            for got in (
+                getattr(env, name)(ta, td, info),
+                getattr(env, name)(ta, td, info if torch_info is None else torch_info),
+            ):
+                assert isinstance(got, torch.Tensor) and got.dtype == dtype, name
+                assert got.device.type == device and tuple(got.shape) == want.shape, name
+                np.testing.assert_allclose(_numpy(got), want, atol=1e-6, err_msg=name)
             # numpy goals into the device twin: numpy out, the same values.
-            np.testing.assert_allclose(getattr(env, name)(a, d, None), want, atol=1e-6)
-    assert (ref.compute_terminated(achieved, desired, None)[0]).all()
+            np.testing.assert_allclose(getattr(env, name)(a, d, info), want, atol=1e-6)
+    rewards = ref.compute_reward(achieved, desired, None)
+    assert len(np.unique(rewards)) > 1 and rewards[0].min() > rewards.min()  # successes
 
 
 @pytest.mark.parametrize("device", DEVICES)
