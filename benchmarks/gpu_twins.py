@@ -35,6 +35,15 @@ SIZES = (256, 4096, 65536, 1 << 20, 1 << 24)
 NO_CUDA = "no CUDA device"
 
 
+def random_actions(space: gym.Space, num_envs: int, seed: int) -> np.ndarray:
+    """One batch of uniform random actions for ``num_envs`` sub-envs of ``space``."""
+    rng = np.random.default_rng(seed)
+    if isinstance(space, gym.spaces.Discrete):
+        return rng.integers(space.start, space.start + space.n, num_envs)
+    low, high = space.low, space.high
+    return rng.uniform(low, high, (num_envs, *space.shape)).astype(space.dtype)
+
+
 class Twin:
     """One twin ready to step: built, reset, warmed up, its actions drawn ahead."""
 
@@ -42,8 +51,7 @@ class Twin:
         self.num_envs = num_envs
         self.env = gym.make_vec(env_id, num_envs=num_envs, device=device)
         self.env.reset(seed=0)
-        rng = np.random.default_rng(0)
-        bank = [rng.uniform(-1, 1, (num_envs, 2)).astype(np.float32) for _ in range(8)]
+        bank = [random_actions(self.env.single_action_space, num_envs, k) for k in range(8)]
         self.actions: list[Any] = (
             bank if device is None else [torch.as_tensor(a, device=device) for a in bank]
         )
