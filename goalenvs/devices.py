@@ -198,3 +198,34 @@ def info_tensor(info: Any, key: str, like: Any, batch_shape: tuple[int, ...], de
     np_dtype = bool if dtype == torch.bool else np.float32
     values = info_values(info, key, batch_shape, default, np_dtype)
     return torch.as_tensor(values, device=like.device)
+
+
+def clear_points(
+    generator: Any, centres: Any, half_width: float, min_distance: float, tries: int = 8
+) -> Any:
+    """For each row of ``centres`` ``(n, 2)``, a point uniform in ``[-half_width,
+    half_width]^2`` at least ``min_distance`` from it: rejection sampling, batched.
+
+    Each row draws ``tries`` candidates and keeps the first accepted one (the first
+    accepted of a sequence of draws, as a ``while`` loop over one row would keep); the
+    rows whose candidates all fail draw again, so only rare leftovers loop. The draws
+    come from ``generator``, on ``centres``' device. Returns a float32 ``(n, 2)`` tensor.
+    """
+    import torch
+
+    device = centres.device
+
+    def draw(rows: Any) -> tuple[Any, Any]:
+        shape = (len(rows), tries, 2)
+        points = (torch.rand(shape, generator=generator, device=device) - 0.5) * (2 * half_width)
+        d = points - centres[rows][:, None]
+        accepted = torch.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) >= min_distance
+        pick = accepted.int().argmax(dim=1)  # the first accepted, or 0 where none is
+        index = torch.arange(len(rows), device=device)
+        return points[index, pick], accepted[index, pick]
+
+    out, accepted = draw(torch.arange(len(centres), device=device))
+    while not bool(accepted.all()):
+        left = (~accepted).nonzero(as_tuple=True)[0]
+        out[left], accepted[left] = draw(left)
+    return out

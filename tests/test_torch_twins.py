@@ -357,3 +357,23 @@ def test_info_tensor_reads_step_infos_and_lists_of_dicts_alike(device):
     assert info_tensor(None, "crashed", like, (2, 3), False).shape == (2, 3)
     with pytest.raises(ValueError, match=r"info\['crashed'\] has shape \(3,\)"):
         info_tensor(step_info, "crashed", like, (4,), False)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clear_points_rejects_until_every_row_is_clear(device):
+    from goalenvs.devices import clear_points
+
+    generator = torch.Generator(device)
+    generator.manual_seed(0)
+    centres = torch.zeros((20000, 2), device=device)
+    centres[::2] = 0.5
+    # One candidate a round and about half of them rejected: the leftover loop runs.
+    points = _numpy(clear_points(generator, centres, 1.0, 0.9, tries=1))
+    distance = np.linalg.norm(points - _numpy(centres), axis=1)
+    assert distance.min() >= 0.9 and np.abs(points).max() <= 1.0
+    # Uniform over the square minus the disc: the centred rows' mean is near 0 (+-0.02),
+    # and the corners beyond the disc fill alike.
+    assert np.abs(points[1::2].mean(axis=0)).max() < 0.02
+    corners = np.sign(points[1::2]).astype(int)
+    counts = np.unique(corners, axis=0, return_counts=True)[1]
+    assert len(counts) == 4 and counts.min() > 0.9 * counts.max()

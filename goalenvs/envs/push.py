@@ -30,6 +30,7 @@ from goalenvs.core import (
     goal_batch,
     goal_dict_space,
 )
+from goalenvs.devices import clear_points
 from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
 from goalenvs.envs.point_maze import arrow_keys, goal_distance
 
@@ -210,66 +211,27 @@ def draw_episode(
 
 
 def draw_episodes(
-    generator: Any, params: PushParams, count: int, goal: Any, tries: int = 8
+    generator: Any, params: PushParams, count: int, goal: Any
 ) -> tuple[Any, Any, Any]:
     """:func:`draw_episode` for ``count`` sub-envs at once, from one ``torch.Generator``.
 
     The same distribution, in one batch on the generator's device (``goal``: None, or
-    ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there). Each rejection step draws
-    ``tries`` candidates per sub-env and keeps the first that passes (rejection sampling,
-    batched); the few sub-envs whose candidates all fail (the pusher's 38% rejection:
-    0.04% of them at 8 tries) draw that step again. Returns float32 ``(count, 2)``
+    ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there), each rejection loop run
+    batched by :func:`goalenvs.devices.clear_points`. Returns float32 ``(count, 2)``
     pushers, blocks and goals.
     """
     import torch
 
     p = params
-    device = generator.device
-
-    def candidates(n: int, half_width: float) -> Any:
-        return (torch.rand((n, tries, 2), generator=generator, device=device) - 0.5) * (
-            2 * half_width
-        )
-
-    def first_passing(points: Any, centre: Any, min_distance: float) -> tuple[Any, Any]:
-        # The first of each row's candidates at least min_distance from its centre.
-        ok = goal_distance(points, centre[:, None], torch) >= min_distance
-        pick = ok.int().argmax(dim=1)  # the first True, or 0 where none is
-        rows = torch.arange(len(points), device=device)
-        return points[rows, pick], ok[rows, pick]
-
-    def settle(draw: Any, out: Any, passed: Any) -> None:
-        # Draws again, in place, for the rows none of whose candidates passed (rare).
-        while not bool(passed.all()):
-            left = (~passed).nonzero(as_tuple=True)[0]
-            out[left], passed[left] = draw(left)
-
     if goal is None:
-        block = candidates(count, p.block_range)[:, 0]
-
-        def draw_target(rows: Any) -> tuple[Any, Any]:
-            points = candidates(len(rows), p.goal_range)
-            return first_passing(points, block[rows], p.distance_threshold)
-
-        target, passed = draw_target(torch.arange(count, device=device))
-        settle(draw_target, target, passed)
+        block = torch.rand((count, 2), generator=generator, device=generator.device)
+        block = (block - 0.5) * (2 * p.block_range)
+        target = clear_points(generator, block, p.goal_range, p.distance_threshold)
     else:
         target = goal.float().expand(count, 2).clone()
-
-        def draw_block(rows: Any) -> tuple[Any, Any]:
-            points = candidates(len(rows), p.block_range)
-            return first_passing(points, target[rows], p.distance_threshold)
-
-        block, passed = draw_block(torch.arange(count, device=device))
-        settle(draw_block, block, passed)
+        block = clear_points(generator, target, p.block_range, p.distance_threshold)
     clearance = p.pusher_radius + 2 * p.block_radius
-
-    def draw_pusher(rows: Any) -> tuple[Any, Any]:
-        return first_passing(candidates(len(rows), p.pusher_range), block[rows], clearance)
-
-    pusher, passed = draw_pusher(torch.arange(count, device=device))
-    settle(draw_pusher, pusher, passed)
-    return pusher, block, target
+    return clear_points(generator, block, p.pusher_range, clearance), block, target
 
 
 def observation(pusher: Any, pusher_velocity: Any, block: Any, block_velocity: Any, xp: Any) -> Any:
