@@ -418,12 +418,10 @@ class GoalVectorEnv(VectorEnv):
         self.action_space = batch_space(single_action_space, self.num_envs)
         self.device = None if device is None else resolve_device(device)
         if self.device is None:
-            self.xp: Any = np
             self.np_randoms = [seeding.np_random(None)[0] for _ in range(self.num_envs)]
         else:
             import torch
 
-            self.xp = torch
             # One generator for all sub-envs: a million numpy generators would not fit.
             self.np_randoms = []
             self.torch_generator = torch.Generator(self.device)
@@ -445,6 +443,19 @@ class GoalVectorEnv(VectorEnv):
         self._all_envs = self.fresh(self.zeros(self.num_envs, bool) == 0)
 
     # ---- array helpers: numpy, or torch on self.device
+    @property
+    def xp(self) -> Any:
+        """The array module of the state: numpy, or torch on a device.
+
+        A property, not an attribute: a module in the instance's dict would stop the
+        twin from being copied or pickled (a HER buffer keeps its goal functions so).
+        """
+        if self.device is None:
+            return np
+        import torch
+
+        return torch
+
     def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
         """Zeros of a numpy ``dtype`` (float32, int64, bool) on this env's backend."""
         if self.device is None:

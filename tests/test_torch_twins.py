@@ -6,6 +6,7 @@ Every test runs on the CPU build of torch; its CUDA variant skips where no GPU i
 from __future__ import annotations
 
 import json
+import pickle
 import re
 
 import gymnasium as gym
@@ -377,3 +378,15 @@ def test_clear_points_rejects_until_every_row_is_clear(device):
     corners = np.sign(points[1::2]).astype(int)
     counts = np.unique(corners, axis=0, return_counts=True)[1]
     assert len(counts) == 4 and counts.min() > 0.9 * counts.max()
+
+
+def test_device_twin_pickles_and_the_copy_draws_the_same_episodes():
+    # A HER buffer deep-copies / pickles its goal-function source: the twin must survive.
+    env = gym.make_vec("goalenvs/Push-v0", num_envs=8, device="cpu", max_episode_steps=3)
+    env.reset(seed=0)
+    copied = pickle.loads(pickle.dumps(env))
+    zeros = np.zeros((8, 2), np.float32)
+    for _ in range(7):  # two autoresets: the generator's state was copied too
+        goals = env.step(zeros)[0]["desired_goal"]
+        copied_goals = copied.step(zeros)[0]["desired_goal"]
+    assert torch.equal(goals, copied_goals)
