@@ -245,6 +245,24 @@ def test_seeded_reset_reproduces_start_and_goal_and_seeds_differ(env_id):
 
 
 @pytest.mark.parametrize("env_id", IDS)
+def test_vector_reseed_after_steps_reproduces_the_first_reset_and_its_episodes(env_id):
+    # Sub-envs draw from their own generators only when they reset: after a reseed the
+    # vector env starts over exactly, whatever it drew in between (two autoresets here).
+    envs = gym.make_vec(env_id, num_envs=8, max_episode_steps=12)
+    envs.action_space.seed(0)
+    actions = [envs.action_space.sample() for _ in range(30)]
+    runs = []
+    for _ in range(2):
+        observations = [envs.reset(seed=5)[0]]
+        observations += [envs.step(a)[0] for a in actions]
+        runs.append(observations)
+    for first, again in zip(*runs, strict=True):
+        for key in first:
+            np.testing.assert_array_equal(first[key], again[key])
+    assert not np.array_equal(runs[0][0]["desired_goal"], envs.reset(seed=6)[0]["desired_goal"])
+
+
+@pytest.mark.parametrize("env_id", IDS)
 def test_reset_info_and_step_info_carry_a_bool_is_success(env_id):
     env = gym.make(env_id)
     _, info = env.reset(seed=0)
