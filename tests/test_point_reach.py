@@ -62,6 +62,9 @@ def test_sparse_and_dense_rewards_and_success_radius():
     np.testing.assert_array_equal(sparse.compute_reward(achieved, desired, None), [0, -1, -1])
     np.testing.assert_allclose(dense.compute_reward(achieved, desired, None), [-0.04, -0.06, -0.5])
     np.testing.assert_array_equal(dense.compute_terminated(achieved, desired, {}), [1, 0, 0])
+    for env in (sparse, dense):  # float32 whatever the goals' float type
+        assert env.compute_reward(achieved.astype(np.float64), desired, None).dtype == np.float32
+        assert env.compute_reward(achieved[0], desired[0], None).dtype == np.float32
 
 
 def test_reaching_the_goal_terminates_with_success():

@@ -82,9 +82,8 @@ class _PointReachGoals:
         """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
         _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
         p = self.params
-        return reach_reward(
-            goal_distance(achieved, desired, np), p.distance_threshold, p.reward_type, np
-        )
+        distance = goal_distance(achieved, desired, np)  # float64 for float64 goals
+        return reach_reward(distance, p.distance_threshold, p.reward_type, np).astype(np.float32)
 
     def compute_terminated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
