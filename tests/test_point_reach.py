@@ -11,7 +11,7 @@ from goalenvs.envs.point_reach import (
     PointReachEnv,
     PointReachParams,
     PointReachVectorEnv,
-    draw_episode,
+    draw_episodes,
     goal_distance,
     reach_reward,
     reach_step,
@@ -169,20 +169,27 @@ def test_kernel_gives_the_same_numbers_on_torch_as_on_numpy():
     assert set(np.unique(reach_reward(distance, 0.3, "sparse", np))) == {-1.0, 0.0}
 
 
-def test_draw_episode_reads_only_its_generator_four_uniforms_then_two_per_redraw():
+def test_draw_episodes_read_four_uniforms_then_two_per_redraw_batched_or_alone():
     params = PointReachParams(distance_threshold=0.8)  # many starts fall inside the goal's radius
+    batched = draw_episodes([np.random.default_rng(s) for s in range(40)], params)
     redraws = 0
     for seed in range(40):
-        start, goal = draw_episode(np.random.default_rng(seed), params)
-        u = np.random.default_rng(seed).random(4)
-        points = (u * 2.0 - 1.0).astype(np.float32)
-        np.testing.assert_array_equal(start, points[:2])
+        alone = draw_episodes([np.random.default_rng(seed)], params)
+        np.testing.assert_array_equal(
+            np.stack([batched[0][seed], batched[1][seed]]), np.stack(alone)[:, 0]
+        )
+        points = (np.random.default_rng(seed).random(4) * 2.0 - 1.0).astype(np.float32)
+        np.testing.assert_array_equal(alone[0][0], points[:2])
         if np.hypot(*(points[:2] - points[2:])) >= 0.8:
-            np.testing.assert_array_equal(goal, points[2:])
+            np.testing.assert_array_equal(alone[1][0], points[2:])
         else:
             redraws += 1
-        assert np.hypot(*(start - goal)) >= 0.8
+    assert (np.hypot(*(batched[0] - batched[1]).T) >= 0.8).all()
     assert redraws >= 5
+    # A pinned goal keeps its value; the starts are redrawn instead.
+    start, goal = draw_episodes([np.random.default_rng(s) for s in range(40)], params, [0.5, 0.5])
+    np.testing.assert_array_equal(goal, np.full((40, 2), 0.5, np.float32))
+    assert (np.hypot(*(start - goal).T) >= 0.8).all()
 
 
 # --------------------------------------------------------------------------- rendering

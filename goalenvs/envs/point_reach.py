@@ -4,13 +4,14 @@ In this order: :class:`PointReachParams` (the checked constants), the goal funct
 faces (:class:`_PointReachGoals`), the kernel (pure functions of arrays and their array
 module ``xp`` over a leading batch dimension, so numpy and torch run the same lines),
 :class:`PointReachEnv` (one env) and :class:`PointReachVectorEnv` (N envs in one call, the
-ids' ``vector_entry_point``). Both faces draw an episode with :func:`draw_episode` from one
-generator and step with :func:`reach_step`.
+ids' ``vector_entry_point``). Both faces draw episodes with :func:`draw_episodes` from one
+generator per (sub-)env and step with :func:`reach_step`.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,29 +143,34 @@ def reach_step(
     return xp.clip(moved, -p.bound, p.bound), xp.where(inside, v, 0.0)
 
 
-def draw_episode(
-    rng: np.random.Generator, params: PointReachParams, goal: np.ndarray | None = None
+def draw_episodes(
+    rngs: Sequence[np.random.Generator], params: PointReachParams, goal: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One episode's ``(start, goal)``, float32 (2,), from one sub-env's generator.
+    """One episode per generator: ``(start, goal)``, float32 ``(len(rngs), 2)``.
 
-    Start and goal are uniform in ``[-bound, bound]^2`` (four uniforms; the goal may be
-    pinned instead, then two). A start already within ``distance_threshold`` of its goal
-    is redrawn, two uniforms at a time: the goal when it was drawn, the start when pinned.
+    Start and goal are uniform in ``[-bound, bound]^2``: four uniforms from the episode's
+    generator, or two for the start when the goal is given (one, or one per generator).
+    A start within ``distance_threshold`` of its goal is redrawn, two uniforms at a time
+    from that episode's generator: the goal when it was drawn, the start when given.
+    Each episode reads only its own generator, so batching never changes it.
     """
     b = params.bound
 
-    def points(count: int) -> np.ndarray:
-        return (rng.random(count) * (2.0 * b) - b).astype(np.float32)
+    def points(generators: Sequence[np.random.Generator], count: int) -> np.ndarray:
+        uniforms = np.array([rng.random(count) for rng in generators])
+        return (uniforms * (2.0 * b) - b).astype(np.float32)
 
     if goal is None:
-        start, target = np.split(points(4), 2)
+        drawn = points(rngs, 4)
+        start, target = drawn[:, :2].copy(), drawn[:, 2:].copy()
     else:
-        start, target = points(2), np.asarray(goal, np.float32)
-    while goal_distance(start, target, np) < params.distance_threshold:
-        if goal is None:
-            target = points(2)
-        else:
-            start = points(2)
+        start = points(rngs, 2)
+        target = np.array(np.broadcast_to(goal, start.shape), np.float32)
+    redrawn = target if goal is None else start
+    near = np.flatnonzero(goal_distance(start, target, np) < params.distance_threshold)
+    while near.size:
+        redrawn[near] = points([rngs[i] for i in near], 2)
+        near = near[goal_distance(start[near], target[near], np) < params.distance_threshold]
     return start, target
 
 
@@ -352,16 +358,15 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
         goal = None
         if options is not None and options.get("goal") is not None:
             goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
-        start, target = draw_episode(self.np_random, self.params, goal)
-        self._position, self._goal = start[None], target[None]
+        self._position, self._goal = draw_episodes([self.np_random], self.params, goal)
         self._velocity = np.zeros((1, 2), np.float32)
         self._elapsed = 0
-        self._success = False  # draw_episode keeps the start out of the goal's radius
+        self._success = False  # draw_episodes keeps the start out of the goal's radius
         self._last_reward = None
         self._has_reset = True
         self._trail.clear()
         if self.render_mode is not None:
-            self._trail.append(start.copy())
+            self._trail.append(self._position[0].copy())
         if self.render_mode == "human":
             self.render()
         return self._obs(), {"is_success": False}
@@ -490,9 +495,9 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         if options is not None and options.get("goal") is not None:
             space = self.single_observation_space["desired_goal"]
             goal = check_goal_option(options["goal"], space, self.num_envs)
-        for i in index.tolist():
-            pinned = None if goal is None else (goal[i] if goal.ndim == 2 else goal)
-            self._position[i], self._goal[i] = draw_episode(self.np_randoms[i], self.params, pinned)
+            goal = goal[index] if goal.ndim == 2 else goal
+        rngs = [self.np_randoms[i] for i in index.tolist()]
+        self._position[index], self._goal[index] = draw_episodes(rngs, self.params, goal)
         self._velocity[index] = 0.0
         if self.render_mode is not None and 0 in index:
             self._trail.clear()
