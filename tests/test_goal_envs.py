@@ -262,6 +262,23 @@ def test_vector_reseed_after_steps_reproduces_the_first_reset_and_its_episodes(e
 
 
 @pytest.mark.parametrize("env_id", IDS)
+def test_masked_reset_draws_only_from_the_reset_sub_envs_generators(env_id):
+    envs = gym.make_vec(env_id, num_envs=4, autoreset_mode="disabled").unwrapped
+    envs.reset(seed=2)
+    before = [rng.bit_generator.state for rng in envs.np_randoms]
+    mask = np.array([False, True, False, True])
+    obs, _ = envs.reset(options={"reset_mask": mask})
+    after = [rng.bit_generator.state for rng in envs.np_randoms]
+    assert [b != a for b, a in zip(before, after, strict=True)] == mask.tolist()
+    # ... and sub-env 1 drew what a single env seeded 3 draws for its second episode.
+    single = gym.make(env_id)
+    single.reset(seed=3)
+    expected, _ = single.reset()
+    for key in expected:
+        np.testing.assert_array_equal(obs[key][1], expected[key])
+
+
+@pytest.mark.parametrize("env_id", IDS)
 def test_reset_info_and_step_info_carry_a_bool_is_success(env_id):
     env = gym.make(env_id)
     _, info = env.reset(seed=0)
