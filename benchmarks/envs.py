@@ -8,8 +8,14 @@ step) for:
   ``gym.make_vec(id, vectorization_mode="sync")`` builds);
 - ``native``: the id's native vector twin at 256 and 4096 envs;
 
-and the ratios measured in this run: native / sync at 256 envs (target >= 100x) and, for
-BitFlipping, our single env / stable-baselines3's ``BitFlippingEnv`` (target >= 1x).
+and the ratios measured in this run: native / sync at 256 envs (every twin >= 50x, issue
+12; PointReach >= 100x, issue 13) and, for BitFlipping, our single env /
+stable-baselines3's ``BitFlippingEnv`` (target >= 1x).
+
+Then, per env, where one native step of 256 envs spends its time (the twin's hooks timed
+one by one inside ``GoalVectorEnv.step``; the rest is that method's own bookkeeping: time
+limit, autoreset, info masks) and where one SyncVectorEnv step spends it (the 256 bare
+single-env steps, the rest being gymnasium's wrappers and SyncVectorEnv's batching).
 Actions are drawn before timing. Time is the process's CPU time, not wall time, and
 each figure is the best of several interleaved rounds: on a shared machine the wall
 clock also counts the time other processes hold the CPU, which swings a ratio by 2x
@@ -52,9 +58,10 @@ class EnvCase:
     kwargs: dict[str, Any] = field(default_factory=dict)
     peer_name: str | None = None
     peer: Callable[[], gym.Env] | None = None
-    # Issue 2's native / sync target; Parking's targets (against highway-env) are
-    # checked by parking_vs_highway.py, so its ratio here is printed without a verdict.
-    sync_target: float | None = 100.0
+    # Native / sync at 256 envs: every twin >= 50x (issue 12), PointReach >= 100x (issue
+    # 13). Parking's targets (against highway-env) are checked by parking_vs_highway.py,
+    # so its ratio here is printed without a verdict.
+    sync_target: float | None = 50.0
 
 
 def _sb3_bit_flipping() -> gym.Env:
@@ -65,7 +72,9 @@ def _sb3_bit_flipping() -> gym.Env:
 
 CASES = [
     EnvCase("goalenvs/BitFlipping-v0", {}, "SB3 BitFlippingEnv", _sb3_bit_flipping),
-    EnvCase("goalenvs/PointReach-v0"),
+    EnvCase("goalenvs/PointReach-v0", sync_target=100.0),
+    EnvCase("goalenvs/PointMaze-v0"),
+    EnvCase("goalenvs/Push-v0"),
     EnvCase("goalenvs/Parking-v0", sync_target=None),
 ]
 
@@ -132,6 +141,102 @@ def measure(case: EnvCase) -> list[tuple[str, str, int, float]]:
     return [(case.id, mode, n, rate) for (mode, n), rate in best.items()]
 
 
+NATIVE_PARTS = ("check_actions", "_step_envs", "_reset_envs", "_observation", "_step_info")
+
+
+def native_breakdown(case: EnvCase, steps: int = 400) -> dict[str, float]:
+    """CPU microseconds per native step of ``SYNC_ENVS`` envs, split by the twin's hooks.
+
+    Each hook (and the action check) is wrapped in a timer on the instance; what remains
+    of the whole step is ``GoalVectorEnv.step``'s own work (``_goal_outcomes``, the time
+    limit, autoresets, info masks). The timers add a few tenths of a microsecond each.
+    """
+    import goalenvs.core as core
+
+    envs = gym.make_vec(case.id, SYNC_ENVS, vectorization_mode="vector_entry_point", **case.kwargs)
+    twin = envs.unwrapped if hasattr(envs, "unwrapped") else envs
+    spent = dict.fromkeys(NATIVE_PARTS, 0.0)
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.process_time() - start
+
+        return wrapper
+
+    for name in NATIVE_PARTS[1:]:
+        setattr(twin, name, timed(name, getattr(twin, name)))
+    original_check = core.check_actions
+    core.check_actions = timed("check_actions", original_check)
+    try:
+        actions = _actions(twin.single_action_space, (16, SYNC_ENVS), np.random.default_rng(1))
+        twin.reset(seed=0)
+        spent.update(dict.fromkeys(spent, 0.0))
+        start = time.process_time()
+        for k in range(steps):
+            twin.step(actions[k % len(actions)])
+        total = time.process_time() - start
+    finally:
+        core.check_actions = original_check
+    parts = {name: 1e6 * t / steps for name, t in spent.items()}
+    parts["GoalVectorEnv.step's own work"] = 1e6 * total / steps - sum(parts.values())
+    parts["total"] = 1e6 * total / steps
+    return parts
+
+
+def sync_breakdown(case: EnvCase, steps: int = 20) -> dict[str, float]:
+    """CPU microseconds per SyncVectorEnv step of ``SYNC_ENVS`` envs: the bare single envs'
+    steps (``env.unwrapped.step``, timed inside) and the rest (gymnasium's wrappers, the
+    sub-envs' resets and SyncVectorEnv's batching)."""
+    sync = gym.make_vec(case.id, SYNC_ENVS, vectorization_mode="sync", **case.kwargs)
+    spent = [0.0]
+    for env in sync.envs:
+        bare = env.unwrapped
+        step = bare.step
+
+        def timed(action: Any, step: Callable[[Any], Any] = step) -> Any:
+            start = time.process_time()
+            try:
+                return step(action)
+            finally:
+                spent[0] += time.process_time() - start
+
+        bare.step = timed
+    actions = _actions(sync.single_action_space, (8, SYNC_ENVS), np.random.default_rng(1))
+    sync.reset(seed=0)
+    start = time.process_time()
+    for k in range(steps):
+        sync.step(actions[k % len(actions)])
+    total = time.process_time() - start
+    bare_us = 1e6 * spent[0] / steps
+    return {
+        f"{SYNC_ENVS} bare env.step calls": bare_us,
+        "wrappers, resets and batching": 1e6 * total / steps - bare_us,
+        "total": 1e6 * total / steps,
+    }
+
+
+def print_breakdowns() -> None:
+    """Where one step of 256 envs spends its CPU time, native twin and SyncVectorEnv."""
+    print()
+    rounds = f"best of {ROUNDS} rounds; each timer adds ~1 us"
+    print(f"CPU microseconds per step of {SYNC_ENVS} envs ({rounds})")
+    for case in CASES:
+        # The round least slowed by other processes, as for the rates above.
+        native = min((native_breakdown(case) for _ in range(ROUNDS)), key=lambda d: d["total"])
+        sync = min((sync_breakdown(case) for _ in range(ROUNDS)), key=lambda d: d["total"])
+        print(f"{case.id}")
+        for name, us in native.items():
+            share = "" if name == "total" else f" {100 * us / native['total']:5.1f}%"
+            print(f"  native {name:<36} {us:>10,.1f}{share}")
+        for name, us in sync.items():
+            share = "" if name == "total" else f" {100 * us / sync['total']:5.1f}%"
+            print(f"  sync   {name:<36} {us:>10,.1f}{share}")
+
+
 def main() -> None:
     """Prints the table and the ratios against the targets."""
     header = f"{'env':<28} {'mode':<20} {'envs':>6} {'steps/s':>14}"
@@ -158,6 +263,7 @@ def main() -> None:
             )
     print()
     print("\n".join(summary))
+    print_breakdowns()
 
 
 if __name__ == "__main__":

@@ -282,13 +282,8 @@ def check_actions(actions: Any, single_space: spaces.Space, num_envs: int) -> np
         if arr.shape != (num_envs,):
             raise ValueError(f"actions has shape {arr.shape}, expected ({num_envs},)")
         lo, hi = single_space.start, single_space.start + single_space.n
-        # Reductions first: the per-element scan only runs to name a bad sub-env. For
-        # int64 actions from 0 one comparison does: a negative one reads as a huge uint64.
-        if arr.dtype == np.int64 and lo == 0:
-            bad_any = np.count_nonzero(arr.view(np.uint64) >= hi) > 0
-        else:
-            bad_any = bool(arr.size) and (arr.min() < lo or arr.max() >= hi)
-        if bad_any:
+        # Two reductions first: the per-element scan only runs to name a bad sub-env.
+        if arr.size and (arr.min() < lo or arr.max() >= hi):
             bad = np.flatnonzero((arr < lo) | (arr >= hi))
             raise ValueError(
                 f"actions[{bad[0]}]={arr[bad[0]]} is outside {single_space}: expected integers "

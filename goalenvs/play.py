@@ -10,7 +10,8 @@ Command line::
 Keyboard: the env's ``get_keys_to_action()`` (gymnasium.utils.play's format) maps keys to
 actions. Envs with continuous actions step every frame with the action of the keys held
 (no key: the zero action); envs with discrete actions, and envs that offer
-``bit_at_pixel(column, row)``, step once per key press or mouse click. R (or Backspace)
+``action_at_pixel(column, row)`` (the action a click there sends, or None), step once per
+key press or mouse click. R (or Backspace)
 resets, Esc or closing the window quits.
 
 Python::
@@ -227,28 +228,27 @@ class KeyboardController:
         action_space: the env's action space.
         keys_to_action: ``{key combination: action}``; a combination is a tuple of pygame
             key codes or one-character strings, or a string of characters.
-        bit_at_pixel: optional ``(column, row) -> int | None``: a left click on a bit
-            sends the action that flips it (Discrete: the index; Box: high at the index,
-            low elsewhere; MultiBinary: one-hot).
+        action_at_pixel: optional ``(column, row) -> action | None``: a left click on
+            the frame sends the action it returns (None: the click does nothing).
         turn_based: step once per key press / click (True) or every frame with the held
             keys' action (False). Default: turn-based for non-Box action spaces and for
-            envs with ``bit_at_pixel``.
+            envs with ``action_at_pixel``.
     """
 
     def __init__(
         self,
         action_space: spaces.Space,
         keys_to_action: Mapping[Any, Any],
-        bit_at_pixel: Callable[[int, int], int | None] | None = None,
+        action_at_pixel: Callable[[int, int], Any] | None = None,
         turn_based: bool | None = None,
     ) -> None:
         self.pygame = import_pygame()
         pg = self.pygame
         self.action_space = action_space
         self.mapping = normalize_keys_to_action(keys_to_action)
-        self.bit_at_pixel = bit_at_pixel
+        self.action_at_pixel = action_at_pixel
         if turn_based is None:
-            turn_based = not isinstance(action_space, spaces.Box) or bit_at_pixel is not None
+            turn_based = not isinstance(action_space, spaces.Box) or action_at_pixel is not None
         self.turn_based = turn_based
         self.relevant_keys = {key for combo in self.mapping for key in combo}
         self.reset_keys = {pg.K_BACKSPACE} | ({pg.K_r} - self.relevant_keys)
@@ -274,20 +274,6 @@ class KeyboardController:
                 total = np.clip(total, self.action_space.low, self.action_space.high)
                 return total.astype(self.action_space.dtype)
         return self.noop
-
-    def bit_action(self, bit: int) -> Any:
-        """The action that flips ``bit`` (see ``bit_at_pixel`` above)."""
-        space = self.action_space
-        if isinstance(space, spaces.Discrete):
-            return int(space.start) + int(bit)
-        if isinstance(space, spaces.Box):
-            one_hot = np.arange(int(np.prod(space.shape))).reshape(space.shape) == bit
-            return np.where(one_hot, space.high, space.low).astype(space.dtype)
-        if isinstance(space, spaces.MultiBinary):
-            return (np.arange(int(np.prod(space.shape))).reshape(space.shape) == bit).astype(
-                np.int8
-            )
-        raise TypeError(f"clicking a bit needs a Discrete, Box or MultiBinary space, got {space}")
 
     def process(self, events: Iterable[Any]) -> Command:
         """One frame's events -> a :class:`Command`.
@@ -319,11 +305,11 @@ class KeyboardController:
                 event.type == pg.MOUSEBUTTONDOWN
                 and event.button == 1
                 and self.turn_based
-                and self.bit_at_pixel is not None
+                and self.action_at_pixel is not None
             ):
-                bit = self.bit_at_pixel(*event.pos)
-                if bit is not None:
-                    command.actions.append(self.bit_action(bit))
+                action = self.action_at_pixel(*event.pos)
+                if action is not None:
+                    command.actions.append(action)
         if not self.turn_based and not command.quit:
             resets = [RESET] if command.reset else []
             command.actions = [*resets, self.held_action()]
@@ -338,7 +324,7 @@ class KeyboardController:
                 names.append(pg.key.name(combo[0]))
         keys = ", ".join(dict.fromkeys(names))
         how = "press to act" if self.turn_based else "hold to act"
-        click = "; click a bit to flip it" if self.bit_at_pixel is not None else ""
+        click = "; click to act" if self.action_at_pixel is not None else ""
         reset = "R or Backspace" if pg.K_r in self.reset_keys else "Backspace"
         return f"keys: {keys} ({how}){click}; {reset}: reset; Esc: quit"
 
@@ -369,7 +355,7 @@ def normalize_keys_to_action(keys_to_action: Mapping[Any, Any]) -> dict[tuple[in
 
 
 def keyboard_controller(env: Any) -> KeyboardController:
-    """The controller for ``env`` from its ``get_keys_to_action()`` and ``bit_at_pixel``."""
+    """The controller for ``env`` from its ``get_keys_to_action()`` and ``action_at_pixel``."""
     unwrapped = env.unwrapped
     get_keys = getattr(unwrapped, "get_keys_to_action", None)
     if get_keys is None:
@@ -379,7 +365,7 @@ def keyboard_controller(env: Any) -> KeyboardController:
             "watch a policy instead with --policy PATH"
         )
     return KeyboardController(
-        env.action_space, get_keys(), bit_at_pixel=getattr(unwrapped, "bit_at_pixel", None)
+        env.action_space, get_keys(), action_at_pixel=getattr(unwrapped, "action_at_pixel", None)
     )
 
 

@@ -9,10 +9,13 @@ import pytest
 import goalenvs  # noqa: F401  (registers the ids)
 from goalenvs.envs.bit_flipping import (
     BitFlippingEnv,
+    BitFlippingParams,
     BitFlippingVectorEnv,
-    chunk_bits,
+    bits_match,
     draw_episodes,
-    generator_words,
+    flip_bits,
+    random_patterns,
+    sparse_reward,
 )
 
 
@@ -74,27 +77,66 @@ def test_random_goal_differs_from_start_and_fixed_goal_is_all_ones():
         assert obs["achieved_goal"].sum() < 5
 
 
-def test_draw_episodes_is_the_same_batched_or_one_at_a_time():
-    rngs = [np.random.default_rng(s) for s in range(6)]
-
-    def take(rows, count):
-        rows = range(6) if rows is None else rows
-        return np.stack([rngs[i].bit_generator.random_raw(count) for i in rows])
-
-    # Three bits: an eighth of the goals equal their start, so some rows redraw.
-    batched = draw_episodes(take, 6, 3, False)
-    for i in range(6):
-        alone = draw_episodes(generator_words(np.random.default_rng(i)), 1, 3, False)
+@pytest.mark.parametrize("fixed_goal", [False, True])
+def test_draw_episodes_is_the_same_batched_or_one_at_a_time(fixed_goal):
+    # Three bits: an eighth of the starts equal their goal, so some episodes redraw.
+    params = BitFlippingParams(n_bits=3, fixed_goal=fixed_goal)
+    batched = draw_episodes([np.random.default_rng(s) for s in range(40)], params, None)
+    for i in range(40):
+        alone = draw_episodes([np.random.default_rng(i)], params, None)
         np.testing.assert_array_equal(batched[0][i], alone[0][0])
         np.testing.assert_array_equal(batched[1][i], alone[1][0])
+    assert not bits_match(*batched, np).any()
+    # The draws come straight from each generator: what a redraw-free episode reads.
+    first = random_patterns([np.random.default_rng(0)], 3, 2)[0]
+    if not fixed_goal and not np.array_equal(first[0], first[1]):
+        np.testing.assert_array_equal(np.stack([batched[0][0], batched[1][0]]), first)
 
 
-def test_chunk_bits_reads_low_bits_first_across_words():
-    words = np.array([[0b1011, 1 << 63, 1]], np.uint64)
-    np.testing.assert_array_equal(chunk_bits(words[:, :1], 4), [[[1, 1, 0, 1]]])
-    wide = chunk_bits(words[:, 1:], 65)
+class _Words:
+    """A stand-in generator whose raw 64-bit words are given."""
+
+    def __init__(self, words: list[int]) -> None:
+        self.bit_generator = self
+        self.words = np.array(words, np.uint64)
+
+    def random_raw(self, size: int) -> np.ndarray:
+        out, self.words = self.words[:size], self.words[size:]
+        return out
+
+
+def test_random_patterns_read_low_bits_first_across_words():
+    np.testing.assert_array_equal(random_patterns([_Words([0b1011])], 4, 1), [[[1, 1, 0, 1]]])
+    wide = random_patterns([_Words([1 << 63, 1])], 65, 1)
     assert wide.shape == (1, 1, 65) and wide.dtype == np.float32
     np.testing.assert_array_equal(np.flatnonzero(wide[0, 0]), [63, 64])
+
+
+def test_kernel_gives_the_same_numbers_on_torch_as_on_numpy():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    state = (rng.random((64, 7)) < 0.5).astype(np.float32)
+    goal = state.copy()
+    goal[::3, 2] = 1.0 - goal[::3, 2]
+    discrete = rng.integers(0, 7, 64)
+    continuous = rng.uniform(-1, 1, (64, 7)).astype(np.float32)
+    for action, is_continuous in ((discrete, False), (continuous, True)):
+        want = flip_bits(state, action, is_continuous, np)
+        have = flip_bits(torch.from_numpy(state), torch.from_numpy(action), is_continuous, torch)
+        assert have.dtype == torch.float32
+        np.testing.assert_array_equal(have.cpu().numpy(), want)
+    np.testing.assert_array_equal(
+        flip_bits(state, discrete, False, np).sum(axis=1) - state.sum(axis=1),
+        1.0 - 2.0 * state[np.arange(64), discrete],
+    )  # exactly the chosen bit flipped
+    match = bits_match(state, goal, np)
+    torch_match = bits_match(torch.from_numpy(state), torch.from_numpy(goal), torch)
+    np.testing.assert_array_equal(torch_match.cpu().numpy(), match)
+    assert match.sum() == 64 - 22
+    reward = sparse_reward(torch_match, torch)
+    assert reward.dtype == torch.float32 and sparse_reward(match, np).dtype == np.float32
+    np.testing.assert_array_equal(reward.cpu().numpy(), sparse_reward(match, np))
+    np.testing.assert_array_equal(np.unique(sparse_reward(match, np)), [-1.0, 0.0])
 
 
 def test_discrete_action_flips_exactly_that_bit_and_success_pays_zero():
@@ -177,9 +219,9 @@ def test_vector_reset_mask_redraws_only_masked_envs():
     assert info["is_success"].dtype == bool and not info["is_success"].any()
 
 
-def test_vector_explicit_resets_follow_single_envs_after_read_ahead():
-    # The vector env reads each generator ahead in blocks; explicit resets (a pinned
-    # goal, a partial reseed, a masked reset) must still draw what the single envs draw.
+def test_vector_explicit_resets_follow_single_envs():
+    # Explicit resets (a pinned goal, a partial reseed, a masked reset) draw from each
+    # sub-env's own generator exactly what the single envs draw.
     n, n_bits = 3, 4
     envs = BitFlippingVectorEnv(num_envs=n, n_bits=n_bits, autoreset_mode="disabled")
     singles = [BitFlippingEnv(n_bits=n_bits) for _ in range(n)]
@@ -245,8 +287,20 @@ def test_bit_at_pixel_inverts_cell_pixel_and_is_none_elsewhere():
     for bit in range(12):
         assert env.bit_at_pixel(*env.cell_pixel(bit)) == bit
         assert env.bit_at_pixel(*env.cell_pixel(bit, goal=True)) == bit
+        assert env.action_at_pixel(*env.cell_pixel(bit)) == bit
     assert env.bit_at_pixel(0, 0) is None  # heads-up text
     assert env.bit_at_pixel(frame.shape[1] - 1, frame.shape[0] - 1) is None
+    assert env.action_at_pixel(0, 0) is None
+
+
+def test_clicking_a_continuous_bit_flips_it_alone():
+    env = BitFlippingEnv(n_bits=4, continuous=True, render_mode="rgb_array")
+    obs, _ = env.reset(seed=0)
+    action = env.action_at_pixel(*env.cell_pixel(2, goal=True))
+    assert action.dtype == np.float32
+    np.testing.assert_array_equal(action, [-1, -1, 1, -1])
+    after, *_ = env.step(action)
+    np.testing.assert_array_equal(np.flatnonzero(after["observation"] != obs["observation"]), [2])
 
 
 def test_keys_flip_bits_one_to_nine_zero_then_letters():

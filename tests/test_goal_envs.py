@@ -217,8 +217,7 @@ def test_vector_twin_follows_single_envs_with_other_constants():
     _run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 60, n_bits=3, fixed_goal=True)
     # Two bits: a quarter of the random goals equal their start and are redrawn.
     _run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 60, n_bits=2)
-    # Past 53 bits the vector env counts mismatched bits instead of XOR-ing codes, and
-    # past 64 a pattern spans two random words.
+    # Past 64 bits a pattern spans two random words.
     _run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 30, n_bits=70, max_episode_steps=4)
     _run_singles_and_vector("goalenvs/PointReach-v0", 5, 60, distance_threshold=0.3, dt=0.1)
 
@@ -242,6 +241,41 @@ def test_seeded_reset_reproduces_start_and_goal_and_seeds_differ(env_id):
     )
     goals = {tuple(env.reset(seed=s)[0]["desired_goal"]) for s in range(20)}
     assert len(goals) > 10
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_vector_reseed_after_steps_reproduces_the_first_reset_and_its_episodes(env_id):
+    # Sub-envs draw from their own generators only when they reset: after a reseed the
+    # vector env starts over exactly, whatever it drew in between (two autoresets here).
+    envs = gym.make_vec(env_id, num_envs=8, max_episode_steps=12)
+    envs.action_space.seed(0)
+    actions = [envs.action_space.sample() for _ in range(30)]
+    runs = []
+    for _ in range(2):
+        observations = [envs.reset(seed=5)[0]]
+        observations += [envs.step(a)[0] for a in actions]
+        runs.append(observations)
+    for first, again in zip(*runs, strict=True):
+        for key in first:
+            np.testing.assert_array_equal(first[key], again[key])
+    assert not np.array_equal(runs[0][0]["desired_goal"], envs.reset(seed=6)[0]["desired_goal"])
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_masked_reset_draws_only_from_the_reset_sub_envs_generators(env_id):
+    envs = gym.make_vec(env_id, num_envs=4, autoreset_mode="disabled").unwrapped
+    envs.reset(seed=2)
+    before = [rng.bit_generator.state for rng in envs.np_randoms]
+    mask = np.array([False, True, False, True])
+    obs, _ = envs.reset(options={"reset_mask": mask})
+    after = [rng.bit_generator.state for rng in envs.np_randoms]
+    assert [b != a for b, a in zip(before, after, strict=True)] == mask.tolist()
+    # ... and sub-env 1 drew what a single env seeded 3 draws for its second episode.
+    single = gym.make(env_id)
+    single.reset(seed=3)
+    expected, _ = single.reset()
+    for key in expected:
+        np.testing.assert_array_equal(obs[key][1], expected[key])
 
 
 @pytest.mark.parametrize("env_id", IDS)

@@ -19,6 +19,7 @@ from goalenvs.play import (
     PlayError,
     Recorder,
     drive,
+    keyboard_controller,
     normalize_keys_to_action,
     watch,
 )
@@ -151,7 +152,7 @@ class BitsEnv(GoalEnv):
             self.canvas.rect(i, 0, i + 1, 1, (0, 0, 0) if bit else (255, 255, 255))
         return self.canvas.rgb_array()
 
-    def bit_at_pixel(self, column: int, row: int) -> int | None:
+    def action_at_pixel(self, column: int, row: int) -> int | None:
         return column // 25 if 0 <= column < 100 and 0 <= row < 25 else None
 
     def get_keys_to_action(self) -> dict[str, int]:
@@ -256,7 +257,7 @@ def test_reset_key_r_yields_to_an_env_that_maps_r():
 def test_turn_based_keys_and_clicks_send_one_action_each():
     env = BitsEnv()
     controller = KeyboardController(
-        env.action_space, env.get_keys_to_action(), bit_at_pixel=env.bit_at_pixel
+        env.action_space, env.get_keys_to_action(), action_at_pixel=env.action_at_pixel
     )
     assert controller.turn_based
     assert controller.process([]).actions == []
@@ -271,15 +272,22 @@ def test_turn_based_keys_and_clicks_send_one_action_each():
     assert controller.process([]).actions == []  # a held key does not repeat
 
 
-def test_clicking_a_bit_of_a_box_action_space_sends_high_there_low_elsewhere():
-    controller = KeyboardController(
-        spaces.Box(-1, 1, (4,), np.float32), {"1": np.ones(4, np.float32)}, lambda c, r: 2
+def test_click_sends_the_envs_action_at_that_pixel_and_makes_box_envs_turn_based():
+    env = gym.make("goalenvs/BitFlippingContinuous-v0", n_bits=4, render_mode="rgb_array")
+    controller = keyboard_controller(env)
+    assert controller.turn_based and "click" in controller.controls()
+    on_bit = pygame.event.Event(
+        pygame.MOUSEBUTTONDOWN, button=1, pos=env.unwrapped.cell_pixel(2, goal=True)
     )
-    assert controller.turn_based
-    event = pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(0, 0))
-    (action,) = controller.process([event]).actions
+    off_bits = pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(0, 0))
+    (action,) = controller.process([on_bit, off_bits]).actions
     np.testing.assert_array_equal(action, [-1, -1, 1, -1])
     assert action.dtype == np.float32
+    # An env without the hook: clicks do nothing and Box actions follow held keys.
+    plain = KeyboardController(spaces.Box(-1, 1, (4,), np.float32), {"1": np.ones(4, np.float32)})
+    assert not plain.turn_based and "click" not in plain.controls()
+    (held,) = plain.process([on_bit]).actions
+    np.testing.assert_array_equal(held, np.zeros(4))
 
 
 # --------------------------------------------------------------------------- scripted play

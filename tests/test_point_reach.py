@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 import goalenvs  # noqa: F401  (registers the ids)
-from goalenvs.envs.point_reach import PointReachEnv, PointReachVectorEnv
+from goalenvs.envs.point_reach import (
+    PointReachEnv,
+    PointReachParams,
+    PointReachVectorEnv,
+    draw_episodes,
+    goal_distance,
+    reach_reward,
+    reach_step,
+)
 
 
 def _env_at(position, goal, **kwargs) -> PointReachEnv:
@@ -54,6 +62,9 @@ def test_sparse_and_dense_rewards_and_success_radius():
     np.testing.assert_array_equal(sparse.compute_reward(achieved, desired, None), [0, -1, -1])
     np.testing.assert_allclose(dense.compute_reward(achieved, desired, None), [-0.04, -0.06, -0.5])
     np.testing.assert_array_equal(dense.compute_terminated(achieved, desired, {}), [1, 0, 0])
+    for env in (sparse, dense):  # float32 whatever the goals' float type
+        assert env.compute_reward(achieved.astype(np.float64), desired, None).dtype == np.float32
+        assert env.compute_reward(achieved[0], desired[0], None).dtype == np.float32
 
 
 def test_reaching_the_goal_terminates_with_success():
@@ -101,6 +112,7 @@ def test_every_constant_is_an_argument_of_both_faces():
         ({"max_speed": -1.0}, ValueError, "max_speed must be > 0"),
         ({"distance_threshold": float("nan")}, ValueError, "distance_threshold"),
         ({"action_scale": "10"}, TypeError, "action_scale must be a number"),
+        ({"distance_threshold": 1.5}, ValueError, r"distance_threshold=1.5 must be < bound"),
         ({"render_mode": "video"}, ValueError, "render_mode='video'"),
     ],
 )
@@ -124,6 +136,60 @@ def test_start_is_never_already_at_the_goal():
         assert not info["is_success"]
     obs, _ = env.reset(seed=0, options={"goal": [0.0, 0.0]})
     assert np.linalg.norm(obs["achieved_goal"]) >= 0.5
+
+
+def test_kernel_gives_the_same_numbers_on_torch_as_on_numpy():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    n = 512
+    # Points near and past the walls, speeds near the cap, actions past the bounds.
+    position = rng.uniform(-1.05, 1.05, (n, 2)).astype(np.float32)
+    velocity = rng.uniform(-1.0, 1.0, (n, 2)).astype(np.float32)
+    action = rng.uniform(-1.5, 1.5, (n, 2)).astype(np.float32)
+    goal = rng.uniform(-1.0, 1.0, (n, 2)).astype(np.float32)
+    params = PointReachParams(max_speed=0.8, bound=1.0)
+    expected = reach_step(position, velocity, action, params, np)
+    got = reach_step(*(torch.from_numpy(a) for a in (position, velocity, action)), params, torch)
+    # torch's CPU float32 sqrt (and scalar / tensor) may round one ulp away from
+    # numpy's correctly rounded ones: equal up to float32 rounding, not to the bit.
+    for want, have in zip(expected, got, strict=True):
+        assert have.dtype == torch.float32
+        np.testing.assert_allclose(have.cpu().numpy(), want, rtol=3e-7, atol=1e-7)
+    assert (np.abs(expected[0]) == 1.0).any() and (expected[1] == 0.0).any()  # walls hit
+    np.testing.assert_array_equal(got[1].cpu().numpy() == 0.0, expected[1] == 0.0)
+    distance = goal_distance(expected[0], goal, np)
+    torch_distance = goal_distance(torch.from_numpy(expected[0]), torch.from_numpy(goal), torch)
+    np.testing.assert_allclose(torch_distance.cpu().numpy(), distance, rtol=3e-7)
+    for reward_type in ("sparse", "dense"):
+        # Distances equal to the bit, so that the threshold splits both alike.
+        want = reach_reward(distance, 0.3, reward_type, np)
+        have = reach_reward(torch.from_numpy(distance), 0.3, reward_type, torch)
+        assert want.dtype == np.float32 and have.dtype == torch.float32
+        np.testing.assert_array_equal(have.cpu().numpy(), want)
+    assert set(np.unique(reach_reward(distance, 0.3, "sparse", np))) == {-1.0, 0.0}
+
+
+def test_draw_episodes_read_four_uniforms_then_two_per_redraw_batched_or_alone():
+    params = PointReachParams(distance_threshold=0.8)  # many starts fall inside the goal's radius
+    batched = draw_episodes([np.random.default_rng(s) for s in range(40)], params)
+    redraws = 0
+    for seed in range(40):
+        alone = draw_episodes([np.random.default_rng(seed)], params)
+        np.testing.assert_array_equal(
+            np.stack([batched[0][seed], batched[1][seed]]), np.stack(alone)[:, 0]
+        )
+        points = (np.random.default_rng(seed).random(4) * 2.0 - 1.0).astype(np.float32)
+        np.testing.assert_array_equal(alone[0][0], points[:2])
+        if np.hypot(*(points[:2] - points[2:])) >= 0.8:
+            np.testing.assert_array_equal(alone[1][0], points[2:])
+        else:
+            redraws += 1
+    assert (np.hypot(*(batched[0] - batched[1]).T) >= 0.8).all()
+    assert redraws >= 5
+    # A pinned goal keeps its value; the starts are redrawn instead.
+    start, goal = draw_episodes([np.random.default_rng(s) for s in range(40)], params, [0.5, 0.5])
+    np.testing.assert_array_equal(goal, np.full((40, 2), 0.5, np.float32))
+    assert (np.hypot(*(start - goal).T) >= 0.8).all()
 
 
 # --------------------------------------------------------------------------- rendering

@@ -232,12 +232,6 @@ class Canvas:
         """A straight line, ``width`` in pixels."""
         self.pygame.draw.line(self.surface, color, self.to_pixel(start), self.to_pixel(end), width)
 
-    def lines(self, points: Any, color: Color, width: int = 1, closed: bool = False) -> None:
-        """A polyline through ``points`` (world, shape ``(N, 2)``), ``width`` in pixels."""
-        px = np.round(self.to_pixels(points)).astype(int).tolist()
-        if len(px) >= 2:
-            self.pygame.draw.lines(self.surface, color, closed, px, width)
-
     def polygon(self, points: Any, color: Color, width: int = 0) -> None:
         """A filled polygon (or its outline when ``width`` > 0)."""
         px = np.round(self.to_pixels(points)).astype(int).tolist()

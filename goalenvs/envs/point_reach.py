@@ -1,13 +1,18 @@
 """PointReach: a 2D point mass accelerates to a goal position.
 
-Three parts, in this order: the batched numpy kernel, :class:`PointReachEnv` (one env),
-:class:`PointReachVectorEnv` (N envs in one numpy call, the ids' ``vector_entry_point``).
-Both faces draw their episodes with :func:`draw_episodes` and step with :func:`integrate`.
+In this order: :class:`PointReachParams` (the checked constants), the goal functions of both
+faces (:class:`_PointReachGoals`), the kernel (pure functions of arrays and their array
+module ``xp`` over a leading batch dimension, so numpy and torch run the same lines),
+:class:`PointReachEnv` (one env) and :class:`PointReachVectorEnv` (N envs in one call, the
+ids' ``vector_entry_point``). Both faces draw episodes with :func:`draw_episodes` from one
+generator per (sub-)env and step with :func:`reach_step`.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,104 +31,147 @@ from goalenvs.core import (
     goal_dict_space,
 )
 from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
-from goalenvs.envs.random_streams import TakeUniforms, UniformStreams, generator_taker
 
 REWARD_TYPES = ("sparse", "dense")
+
+
+@dataclass(frozen=True)
+class PointReachParams:
+    """The checked constants of a PointReach, shared by the single env and its twin."""
+
+    reward_type: str = "sparse"
+    action_scale: float = 10.0
+    dt: float = 0.05
+    max_speed: float = 1.0
+    distance_threshold: float = 0.05
+    bound: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_choice("reward_type", self.reward_type, REWARD_TYPES)
+        for name in ("action_scale", "dt", "max_speed", "distance_threshold", "bound"):
+            object.__setattr__(self, name, float(check_positive(name, getattr(self, name))))
+        if self.distance_threshold >= self.bound * np.sqrt(2.0):
+            # The farthest point from the arena's centre is sqrt(2) * bound away: a start
+            # there could never be redrawn out of the goal's radius.
+            raise ValueError(
+                f"distance_threshold={self.distance_threshold} must be < bound * sqrt(2) = "
+                f"{self.bound * np.sqrt(2.0):.4g}: starts are drawn at least that far from "
+                "the goal"
+            )
+
+    def spaces(self) -> tuple[spaces.Dict, spaces.Box]:
+        """The single env's (observation space, action space)."""
+        b, v = self.bound, self.max_speed
+        observation = spaces.Box(
+            np.array([-b, -b, -v, -v], np.float32), np.array([b, b, v, v], np.float32)
+        )
+        goal = spaces.Box(-b, b, (2,), np.float32)
+        return goal_dict_space(observation, goal), spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+
+# --------------------------------------------------------------------------- goal functions
+
+
+class _PointReachGoals:
+    """The goal functions of both faces, defined once (they read ``self.params``)."""
+
+    params: PointReachParams
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
+        p = self.params
+        distance = goal_distance(achieved, desired, np)  # float64 for float64 goals
+        return reach_reward(distance, p.distance_threshold, p.reward_type, np).astype(np.float32)
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
+        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
+        return goal_distance(achieved, desired, np) < self.params.distance_threshold
+
 
 # --------------------------------------------------------------------------- kernel
 
 
-def draw_episodes(
-    take: TakeUniforms,
-    batch: int,
-    bound: float,
-    distance_threshold: float,
-    goal: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Draws ``batch`` episodes: ``(position, velocity, goal)``, float32, each (batch, 2).
+def goal_distance(achieved: Any, desired: Any, xp: Any) -> Any:
+    """Euclidean distance between goal positions, over the goals' leading shape.
 
-    ``take(rows, count)`` returns ``count`` uniforms for each episode in ``rows`` (None:
-    all of them); each episode reads only its own stream. Position and goal are uniform in
-    ``[-bound, bound]^2`` (the goal may be given instead, one or one per episode) and the
-    velocity is zero. A start already within ``distance_threshold`` of its goal is
-    redrawn: the goal when it was drawn, the position when it was given.
+    Written out rather than a reduction or hypot: elementwise IEEE operations give the
+    same bits for any batch size, which the single env == vector env guarantee needs.
     """
-    pinned = goal is not None
-    if pinned:
-        target = np.array(np.broadcast_to(goal, (batch, 2)), dtype=np.float32)
-        position = _uniform_points(take(None, 2), bound)
-    else:
-        points = _uniform_points(take(None, 4), bound)
-        position, target = points[:, :2].copy(), points[:, 2:].copy()
-    too_close = goal_distance(position, target) < distance_threshold
-    redraw = too_close.nonzero()[0]
-    while redraw.size:
-        fresh = _uniform_points(take(redraw, 2), bound)
-        if pinned:
-            position[redraw] = fresh
-        else:
-            target[redraw] = fresh
-        redraw = redraw[goal_distance(position[redraw], target[redraw]) < distance_threshold]
-    return position, np.zeros((batch, 2), np.float32), target
+    d = achieved - desired
+    return xp.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
 
 
-def _uniform_points(u: np.ndarray, bound: float) -> np.ndarray:
-    return (u * (2.0 * bound) - bound).astype(np.float32)
+def reach_reward(distance: Any, distance_threshold: float, reward_type: str, xp: Any) -> Any:
+    """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance.
+
+    Same float dtype as ``distance`` (float32 in both faces).
+    """
+    if reward_type == "dense":
+        return -distance
+    zero = xp.zeros_like(distance)
+    return xp.where(distance < distance_threshold, zero, zero - 1.0)
 
 
-def integrate(
-    position: np.ndarray,
-    velocity: np.ndarray,
-    action: np.ndarray,
-    action_scale: float,
-    dt: float,
-    max_speed: float,
-    bound: float,
-) -> None:
-    """Advances (batch, 2) float32 positions and velocities by one step, in place.
+def reach_step(
+    position: Any,
+    velocity: Any,
+    action: Any,
+    params: PointReachParams,
+    xp: Any,
+) -> tuple[Any, Any]:
+    """One step of ``(batch, 2)`` float32 positions and velocities: new arrays.
 
     Semi-implicit Euler: the acceleration ``action * action_scale`` changes the velocity,
     whose norm is then capped at ``max_speed``, and the new velocity moves the point. The
     arena's walls are inelastic: a point that would leave ``[-bound, bound]^2`` stops at
     the wall and loses the velocity component into it (it can still slide along it).
     """
-    velocity += action * np.float32(action_scale * dt)
-    # Capping the norm rescales the vector; clipping the components afterwards only
-    # absorbs float32 rounding so the observation stays inside its Box. Each column is
-    # scaled on its own: numpy loops row by row over a (batch, 1) * (batch, 2) broadcast.
-    scale = np.float32(max_speed) / np.maximum(_norm(velocity), np.float32(max_speed))
-    velocity[:, 0] *= scale
-    velocity[:, 1] *= scale
-    _clip(velocity, max_speed)
-    position += velocity * np.float32(dt)
-    inside = np.abs(position) <= bound
-    _clip(position, bound)
-    velocity *= inside  # zero where the point hit a wall
+    p = params
+    v = velocity + action * (p.action_scale * p.dt)
+    vx, vy = v[:, 0], v[:, 1]
+    scale = p.max_speed / xp.clip(xp.sqrt(vx * vx + vy * vy), p.max_speed, None)
+    # Clipping after the rescale only absorbs float32 rounding (the Box bound).
+    v = xp.clip(xp.stack([vx * scale, vy * scale], axis=1), -p.max_speed, p.max_speed)
+    moved = position + v * p.dt
+    inside = xp.abs(moved) <= p.bound
+    return xp.clip(moved, -p.bound, p.bound), xp.where(inside, v, 0.0)
 
 
-def _clip(x: np.ndarray, limit: float) -> None:
-    # Two ufuncs in place: np.clip's Python wrapper costs more than the work on small arrays.
-    np.maximum(x, -limit, out=x)
-    np.minimum(x, limit, out=x)
+def draw_episodes(
+    rngs: Sequence[np.random.Generator], params: PointReachParams, goal: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """One episode per generator: ``(start, goal)``, float32 ``(len(rngs), 2)``.
 
+    Start and goal are uniform in ``[-bound, bound]^2``: four uniforms from the episode's
+    generator, or two for the start when the goal is given (one, or one per generator).
+    A start within ``distance_threshold`` of its goal is redrawn, two uniforms at a time
+    from that episode's generator: the goal when it was drawn, the start when given.
+    Each episode reads only its own generator, so batching never changes it.
+    """
+    b = params.bound
 
-def _norm(xy: np.ndarray) -> np.ndarray:
-    # Written out rather than a reduction or hypot: elementwise IEEE operations give the
-    # same bits for any batch size, which the single env == vector env guarantee needs.
-    x, y = xy[..., 0], xy[..., 1]
-    return np.sqrt(x * x + y * y)
+    def points(generators: Sequence[np.random.Generator], count: int) -> np.ndarray:
+        uniforms = np.array([rng.random(count) for rng in generators])
+        return (uniforms * (2.0 * b) - b).astype(np.float32)
 
-
-def goal_distance(achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
-    """Euclidean distance between goal positions, over the goals' leading shape."""
-    return _norm(achieved_goal - desired_goal)
-
-
-def reach_reward(distance: np.ndarray, distance_threshold: float, reward_type: str) -> np.ndarray:
-    """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance. float32."""
-    if reward_type == "dense":
-        return (-distance).astype(np.float32)
-    return (distance < distance_threshold).astype(np.float32) - np.float32(1.0)
+    if goal is None:
+        drawn = points(rngs, 4)
+        start, target = drawn[:, :2].copy(), drawn[:, 2:].copy()
+    else:
+        start = points(rngs, 2)
+        target = np.array(np.broadcast_to(goal, start.shape), np.float32)
+    redrawn = target if goal is None else start
+    near = np.flatnonzero(goal_distance(start, target, np) < params.distance_threshold)
+    while near.size:
+        redrawn[near] = points([rngs[i] for i in near], 2)
+        near = near[goal_distance(start[near], target[near], np) < params.distance_threshold]
+    return start, target
 
 
 # --------------------------------------------------------------------------- rendering
@@ -150,8 +198,7 @@ def _make_canvas(bound: float) -> Canvas:
 
 def _draw_reach(
     canvas: Canvas,
-    bound: float,
-    distance_threshold: float,
+    params: PointReachParams,
     position: np.ndarray,
     velocity: np.ndarray,
     goal: np.ndarray,
@@ -159,6 +206,7 @@ def _draw_reach(
     hud: str,
 ) -> None:
     pg = canvas.pygame
+    bound = params.bound
     canvas.clear()
     canvas.rect(-bound, -bound, bound, bound, _ARENA)
     canvas.rect(-bound, -bound, bound, bound, _WALL, 2)
@@ -166,64 +214,29 @@ def _draw_reach(
         fade = (age + 1) / (len(trail) + 1)
         color = tuple(int(c + (a - c) * fade) for c, a in zip(_TRAIL, _ARENA, strict=True))
         pg.draw.circle(canvas.surface, color, canvas.to_pixel(point), 2)
-    canvas.circle(goal, distance_threshold, _GOAL)
-    canvas.circle(goal, distance_threshold, _GOAL_RING, 2)
+    canvas.circle(goal, params.distance_threshold, _GOAL)
+    canvas.circle(goal, params.distance_threshold, _GOAL_RING, 2)
     canvas.arrow(position, position + 0.25 * velocity, _ARROW, 3)
     canvas.circle(position, 0.035 * bound, _AGENT)
     canvas.text(hud, (8, 8), _TEXT, 20)
 
 
+def arrow_keys() -> dict[tuple[int, ...], np.ndarray]:
+    """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``."""
+    pg = import_pygame()
+    directions = {pg.K_LEFT: (-1.0, 0.0), pg.K_RIGHT: (1.0, 0.0), pg.K_UP: (0.0, 1.0)}
+    directions[pg.K_DOWN] = (0.0, -1.0)
+    mapping: dict[tuple[int, ...], np.ndarray] = {
+        (key,): np.array(direction, np.float32) for key, direction in directions.items()
+    }
+    for vertical in (pg.K_UP, pg.K_DOWN):
+        for horizontal in (pg.K_LEFT, pg.K_RIGHT):
+            combined = np.add(directions[vertical], directions[horizontal]).astype(np.float32)
+            mapping[tuple(sorted((vertical, horizontal)))] = combined
+    return mapping
+
+
 # --------------------------------------------------------------------------- single env
-
-
-class _Constants:
-    """The checked constructor constants shared by the single env and the vector twin."""
-
-    def __init__(
-        self,
-        reward_type: str,
-        action_scale: float,
-        dt: float,
-        max_speed: float,
-        distance_threshold: float,
-        bound: float,
-    ) -> None:
-        self.reward_type = check_choice("reward_type", reward_type, REWARD_TYPES)
-        self.action_scale = float(check_positive("action_scale", action_scale))
-        self.dt = float(check_positive("dt", dt))
-        self.max_speed = float(check_positive("max_speed", max_speed))
-        self.distance_threshold = float(check_positive("distance_threshold", distance_threshold))
-        self.bound = float(check_positive("bound", bound))
-
-    def spaces(self) -> tuple[spaces.Dict, spaces.Box]:
-        b, v = self.bound, self.max_speed
-        observation = spaces.Box(
-            np.array([-b, -b, -v, -v], np.float32), np.array([b, b, v, v], np.float32)
-        )
-        goal = spaces.Box(-b, b, (2,), np.float32)
-        return goal_dict_space(observation, goal), spaces.Box(-1.0, 1.0, (2,), np.float32)
-
-
-class _PointReachGoals:
-    """The goal functions of both faces, defined once (they read the reward constants)."""
-
-    distance_threshold: float
-    reward_type: str
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
-        distance = goal_distance(achieved, desired)
-        return reach_reward(distance, self.distance_threshold, self.reward_type)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired) < self.distance_threshold
 
 
 class PointReachEnv(_PointReachGoals, GoalEnv):
@@ -318,17 +331,15 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
         bound: float = 1.0,
         render_mode: str | None = None,
     ) -> None:
-        self.constants = _Constants(
+        self.params = PointReachParams(
             reward_type, action_scale, dt, max_speed, distance_threshold, bound
         )
-        self.reward_type = self.constants.reward_type
-        self.distance_threshold = self.constants.distance_threshold
+        self.reward_type = self.params.reward_type
+        self.distance_threshold = self.params.distance_threshold
         if render_mode is not None:
             check_choice("render_mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode
-        self.observation_space, self.action_space = self.constants.spaces()
-        # Separate contiguous arrays: numpy runs in-place ufuncs on column slices of a
-        # shared (n, 4) array several times slower.
+        self.observation_space, self.action_space = self.params.spaces()
         self._position = np.zeros((1, 2), np.float32)
         self._velocity = np.zeros((1, 2), np.float32)
         self._goal = np.zeros((1, 2), np.float32)
@@ -339,7 +350,6 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
         self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
         self._canvas: Canvas | None = None
 
-    # ---- gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -348,12 +358,10 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
         goal = None
         if options is not None and options.get("goal") is not None:
             goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
-        c = self.constants
-        self._position, self._velocity, self._goal = draw_episodes(
-            generator_taker(self.np_random), 1, c.bound, c.distance_threshold, goal
-        )
+        self._position, self._goal = draw_episodes([self.np_random], self.params, goal)
+        self._velocity = np.zeros((1, 2), np.float32)
         self._elapsed = 0
-        self._success = False
+        self._success = False  # draw_episodes keeps the start out of the goal's radius
         self._last_reward = None
         self._has_reset = True
         self._trail.clear()
@@ -368,14 +376,14 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
         action = check_action(action, self.action_space)
-        c = self.constants
-        integrate(
-            self._position, self._velocity, action[None], c.action_scale, c.dt, c.max_speed, c.bound
+        p = self.params
+        self._position, self._velocity = reach_step(
+            self._position, self._velocity, action[None], p, np
         )
         self._elapsed += 1
-        distance = goal_distance(self._position, self._goal)
-        self._success = bool(distance[0] < c.distance_threshold)
-        reward = float(reach_reward(distance, c.distance_threshold, c.reward_type)[0])
+        distance = goal_distance(self._position, self._goal, np)
+        self._success = bool(distance[0] < p.distance_threshold)
+        reward = float(reach_reward(distance, p.distance_threshold, p.reward_type, np)[0])
         self._last_reward = reward
         if self.render_mode is not None:
             self._trail.append(self._position[0].copy())
@@ -390,17 +398,15 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
             "desired_goal": self._goal[0].copy(),
         }
 
-    # ---- rendering and play
     def render(self) -> np.ndarray | None:
         """Draws the arena; returns the frame in ``rgb_array`` mode."""
         if self.render_mode is None:
             return None
         if self._canvas is None:
-            self._canvas = _make_canvas(self.constants.bound)
+            self._canvas = _make_canvas(self.params.bound)
         _draw_reach(
             self._canvas,
-            self.constants.bound,
-            self.distance_threshold,
+            self.params,
             self._position[0],
             self._velocity[0],
             self._goal[0],
@@ -421,7 +427,7 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
     def world_to_pixel(self, xy: Any) -> tuple[int, int]:
         """The frame pixel ``(column, row)`` that shows the world point ``xy``."""
         if self._canvas is None:
-            self._canvas = _make_canvas(self.constants.bound)
+            self._canvas = _make_canvas(self.params.bound)
         return self._canvas.to_pixel(xy)
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
@@ -429,21 +435,7 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
 
         Actions are float32; the no-op is ``np.zeros(2, np.float32)``.
         """
-        return _arrow_keys()
-
-
-def _arrow_keys() -> dict[tuple[int, ...], np.ndarray]:
-    pg = import_pygame()
-    directions = {pg.K_LEFT: (-1.0, 0.0), pg.K_RIGHT: (1.0, 0.0), pg.K_UP: (0.0, 1.0)}
-    directions[pg.K_DOWN] = (0.0, -1.0)
-    mapping: dict[tuple[int, ...], np.ndarray] = {}
-    for key, direction in directions.items():
-        mapping[(key,)] = np.array(direction, np.float32)
-    for vertical in (pg.K_UP, pg.K_DOWN):
-        for horizontal in (pg.K_LEFT, pg.K_RIGHT):
-            combined = np.add(directions[vertical], directions[horizontal]).astype(np.float32)
-            mapping[tuple(sorted((vertical, horizontal)))] = combined
-    return mapping
+        return arrow_keys()
 
 
 # --------------------------------------------------------------------------- vector env
@@ -452,12 +444,12 @@ def _arrow_keys() -> dict[tuple[int, ...], np.ndarray]:
 class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
     """``num_envs`` point-reach envs stepped in one numpy call.
 
-    Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws): a
-    vector env reset with ``seed=s`` and given actions reproduces the single envs reset
-    with ``s + i`` and given the same actions. Same arguments as :class:`PointReachEnv`,
-    plus ``num_envs``, ``max_episode_steps`` (``gym.make_vec`` passes the registered 50)
-    and gymnasium's ``autoreset_mode`` (``next_step`` by default, ``same_step`` or
-    ``disabled``). ``render_mode="rgb_array"`` draws sub-env 0.
+    Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws from its
+    own generator): a vector env reset with ``seed=s`` and given actions reproduces the
+    single envs reset with ``s + i`` and given the same actions. Same arguments as
+    :class:`PointReachEnv`, plus ``num_envs``, ``max_episode_steps`` (``gym.make_vec``
+    passes the registered 50) and gymnasium's ``autoreset_mode`` (``next_step`` by
+    default, ``same_step`` or ``disabled``). ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
     metadata: dict[str, Any] = {
@@ -479,68 +471,42 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
     ) -> None:
-        self.constants = _Constants(
+        self.params = PointReachParams(
             reward_type, action_scale, dt, max_speed, distance_threshold, bound
         )
-        self.reward_type = self.constants.reward_type
-        self.distance_threshold = self.constants.distance_threshold
-        observation_space, action_space = self.constants.spaces()
+        self.reward_type = self.params.reward_type
+        self.distance_threshold = self.params.distance_threshold
+        observation_space, action_space = self.params.spaces()
         super().__init__(
-            num_envs,
-            observation_space,
-            action_space,
-            max_episode_steps,
-            autoreset_mode,
+            num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
             render_mode,
-        )
+        )  # fmt: skip
         self._position = np.zeros((self.num_envs, 2), np.float32)
         self._velocity = np.zeros((self.num_envs, 2), np.float32)
         self._goal = np.zeros((self.num_envs, 2), np.float32)
         self._distance = np.ones(self.num_envs, np.float32)
-        self._streams = UniformStreams(self.num_envs)
         self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
         self._canvas: Canvas | None = None
         # This step's rewards (the array step returns), for the heads-up text.
         self._rewards: np.ndarray | None = None
-
-    def reset(
-        self,
-        *,
-        seed: int | list[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Resets every sub-env (or ``options["reset_mask"]``); see :meth:`GoalVectorEnv.reset`.
-
-        ``options["goal"]`` pins the goal: one (x, y) for all, or one per sub-env.
-        """
-        if seed is not None:
-            self._streams.generators_changed()
-        return super().reset(seed=seed, options=options)
 
     def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
         goal = None
         if options is not None and options.get("goal") is not None:
             space = self.single_observation_space["desired_goal"]
             goal = check_goal_option(options["goal"], space, self.num_envs)
-            if goal.ndim == 2:
-                goal = goal[index]
-        c = self.constants
-        take = self._streams.taker(self.np_randoms, index)
-        position, velocity, target = draw_episodes(
-            take, len(index), c.bound, c.distance_threshold, goal
-        )
-        self._position[index] = position
-        self._velocity[index] = velocity
-        self._goal[index] = target
+            goal = goal[index] if goal.ndim == 2 else goal
+        rngs = [self.np_randoms[i] for i in index.tolist()]
+        self._position[index], self._goal[index] = draw_episodes(rngs, self.params, goal)
+        self._velocity[index] = 0.0
         if self.render_mode is not None and 0 in index:
             self._trail.clear()
             self._trail.append(self._position[0].copy())
             self._rewards = None
 
     def _step_envs(self, actions: np.ndarray) -> None:
-        c = self.constants
-        integrate(
-            self._position, self._velocity, actions, c.action_scale, c.dt, c.max_speed, c.bound
+        self._position, self._velocity = reach_step(
+            self._position, self._velocity, actions, self.params, np
         )
         if self.render_mode is not None:
             self._trail.append(self._position[0].copy())
@@ -555,16 +521,16 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
     def _step_info(self) -> dict[str, np.ndarray]:
         # Called after this step's resets (GoalVectorEnv.step), so it measures the state
         # that the observation shows.
-        self._distance = goal_distance(self._position, self._goal)
-        return {"is_success": self._distance < self.distance_threshold}
+        self._distance = goal_distance(self._position, self._goal, np)
+        return {"is_success": self._distance < self.params.distance_threshold}
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
-        # The kernel's distances of this step are what compute_reward / compute_terminated
-        # recompute from obs; reusing them skips their validation and a second distance.
-        c = self.constants
-        self._rewards = reach_reward(self._distance, c.distance_threshold, c.reward_type)
+        # This step's distances are what compute_reward / compute_terminated recompute
+        # from obs; reusing them skips their validation and a second distance.
+        p = self.params
+        self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, np)
         return self._rewards, info["is_success"].copy(), None
 
     def render(self) -> np.ndarray | None:
@@ -572,21 +538,17 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         if self.render_mode is None:
             return None
         if self._canvas is None:
-            self._canvas = _make_canvas(self.constants.bound)
-        success = bool(self._distance[0] < self.distance_threshold)
+            self._canvas = _make_canvas(self.params.bound)
+        reward = None if self._rewards is None else float(self._rewards[0])
+        success = bool(self._distance[0] < self.params.distance_threshold)
         _draw_reach(
             self._canvas,
-            self.constants.bound,
-            self.distance_threshold,
+            self.params,
             self._position[0],
             self._velocity[0],
             self._goal[0],
             self._trail,
-            hud_line(
-                int(self.elapsed_steps[0]),
-                None if self._rewards is None else float(self._rewards[0]),
-                success,
-            ),
+            hud_line(int(self.elapsed_steps[0]), reward, success),
         )
         return self._canvas.rgb_array()
 

@@ -5,7 +5,6 @@ moments (issue 21, issue 13 items 9 and 10)."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import logging
 import os
@@ -35,7 +34,6 @@ torch.set_num_threads(1)
 SYNC_ID = "test_crash/PointReachSync-v0"
 if SYNC_ID not in gym.registry:
     gym.register(SYNC_ID, entry_point=PointReachEnv, max_episode_steps=10)
-STREAMS = importlib.util.find_spec("goalenvs.envs.random_streams") is not None
 
 
 def dqn(tmp_path, **kwargs) -> DQNConfig:
@@ -242,20 +240,7 @@ def progress_numbers(run: Path) -> list[dict[str, str]]:
         ]
 
 
-@pytest.mark.parametrize(
-    "env_id",
-    [
-        SYNC_ID,
-        pytest.param(
-            "goalenvs/PointReach-v0",
-            marks=pytest.mark.xfail(
-                STREAMS,
-                reason="random_streams.py draws numbers ahead of use (issue 12.1 removes it)",
-                strict=True,
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("env_id", [SYNC_ID, "goalenvs/PointReach-v0"])
 def test_resume_continues_the_run_with_the_same_numbers(tmp_path, env_id):
     def config(name: str, epochs: int, **kwargs) -> DDPGConfig:
         return DDPGConfig(
