@@ -32,6 +32,8 @@ DEVICES = [
 
 # Each twin's state, as attributes: what "the same state" copies across backends.
 STATE = {
+    "goalenvs/PointReach-v0": ("_position", "_velocity", "_goal"),
+    "goalenvs/PointReachDense-v0": ("_position", "_velocity", "_goal"),
     "goalenvs/PointMaze-v0": ("_position", "_velocity", "_goal"),
     "goalenvs/PointMazeDense-v0": ("_position", "_velocity", "_goal"),
     "goalenvs/Push-v0": ("_pusher", "_pusher_velocity", "_block", "_block_velocity", "_goal"),
@@ -39,7 +41,7 @@ STATE = {
 }
 IDS = list(STATE)
 # Where each env's success lies: setting the goal there makes the next step succeed.
-ACHIEVED = {"PointMaze": "_position", "Push": "_block"}
+ACHIEVED = {"PointReach": "_position", "PointMaze": "_position", "Push": "_block"}
 
 
 def _achieved_attr(env_id: str) -> str:

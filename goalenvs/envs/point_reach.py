@@ -27,9 +27,10 @@ from goalenvs.core import (
     check_choice,
     check_goal_option,
     check_positive,
-    goal_arrays,
+    goal_batch,
     goal_dict_space,
 )
+from goalenvs.devices import clear_points
 from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
 
 REWARD_TYPES = ("sparse", "dense")
@@ -81,17 +82,18 @@ class _PointReachGoals:
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
     ) -> np.ndarray:
         """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
         p = self.params
-        distance = goal_distance(achieved, desired, np)  # float64 for float64 goals
-        return reach_reward(distance, p.distance_threshold, p.reward_type, np).astype(np.float32)
+        distance = goal_distance(achieved, desired, xp)  # float64 for float64 goals
+        reward = reach_reward(distance, p.distance_threshold, p.reward_type, xp)
+        return reward.astype(np.float32) if xp is np else reward.float()
 
     def compute_terminated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
     ) -> np.ndarray:
         """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired, np) < self.params.distance_threshold
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
+        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
 
 
 # --------------------------------------------------------------------------- kernel
@@ -135,7 +137,8 @@ def reach_step(
     p = params
     v = velocity + action * (p.action_scale * p.dt)
     vx, vy = v[:, 0], v[:, 1]
-    scale = p.max_speed / xp.clip(xp.sqrt(vx * vx + vy * vy), p.max_speed, None)
+    # divide, not /: torch's scalar / tensor multiplies by a reciprocal, numpy divides.
+    scale = xp.divide(p.max_speed, xp.clip(xp.sqrt(vx * vx + vy * vy), p.max_speed, None))
     # Clipping after the rescale only absorbs float32 rounding (the Box bound).
     v = xp.clip(xp.stack([vx * scale, vy * scale], axis=1), -p.max_speed, p.max_speed)
     moved = position + v * p.dt
@@ -172,6 +175,28 @@ def draw_episodes(
         redrawn[near] = points([rngs[i] for i in near], 2)
         near = near[goal_distance(start[near], target[near], np) < params.distance_threshold]
     return start, target
+
+
+def draw_episodes_on_device(
+    generator: Any, params: PointReachParams, count: int, goal: Any
+) -> tuple[Any, Any]:
+    """:func:`draw_episodes` for ``count`` sub-envs of a device twin, from one
+    ``torch.Generator``.
+
+    The same distribution, in one batch on the generator's device (``goal``: None, or
+    ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there), the redraw loop run
+    batched by :func:`goalenvs.devices.clear_points`. Returns float32 ``(count, 2)``
+    starts and goals.
+    """
+    import torch
+
+    b, threshold = params.bound, params.distance_threshold
+    if goal is None:
+        start = torch.rand((count, 2), generator=generator, device=generator.device)
+        start = (start - 0.5) * (2 * b)
+        return start, clear_points(generator, start, b, threshold)
+    target = goal.float().expand(count, 2).clone()
+    return clear_points(generator, target, b, threshold), target
 
 
 # --------------------------------------------------------------------------- rendering
@@ -442,14 +467,16 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
 
 
 class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
-    """``num_envs`` point-reach envs stepped in one numpy call.
+    """``num_envs`` point-reach envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws from its
     own generator): a vector env reset with ``seed=s`` and given actions reproduces the
     single envs reset with ``s + i`` and given the same actions. Same arguments as
     :class:`PointReachEnv`, plus ``num_envs``, ``max_episode_steps`` (``gym.make_vec``
-    passes the registered 50) and gymnasium's ``autoreset_mode`` (``next_step`` by
-    default, ``same_step`` or ``disabled``). ``render_mode="rgb_array"`` draws sub-env 0.
+    passes the registered 50), gymnasium's ``autoreset_mode`` (``next_step`` by
+    default, ``same_step`` or ``disabled``) and ``device`` (None: numpy; a torch device:
+    tensors there, seeded per device, see :class:`GoalVectorEnv`).
+    ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
     metadata: dict[str, Any] = {
@@ -470,6 +497,7 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         max_episode_steps: int | None = 50,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
+        device: Any = None,
     ) -> None:
         self.params = PointReachParams(
             reward_type, action_scale, dt, max_speed, distance_threshold, bound
@@ -479,12 +507,12 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         observation_space, action_space = self.params.spaces()
         super().__init__(
             num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
-            render_mode,
+            render_mode, device,
         )  # fmt: skip
-        self._position = np.zeros((self.num_envs, 2), np.float32)
-        self._velocity = np.zeros((self.num_envs, 2), np.float32)
-        self._goal = np.zeros((self.num_envs, 2), np.float32)
-        self._distance = np.ones(self.num_envs, np.float32)
+        self._position = self.zeros((self.num_envs, 2), np.float32)
+        self._velocity = self.zeros((self.num_envs, 2), np.float32)
+        self._goal = self.zeros((self.num_envs, 2), np.float32)
+        self._distance = self.zeros(self.num_envs, np.float32) + 1
         self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
         self._canvas: Canvas | None = None
         # This step's rewards (the array step returns), for the heads-up text.
@@ -495,33 +523,39 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         if options is not None and options.get("goal") is not None:
             space = self.single_observation_space["desired_goal"]
             goal = check_goal_option(options["goal"], space, self.num_envs)
-            goal = goal[index] if goal.ndim == 2 else goal
-        rngs = [self.np_randoms[i] for i in index.tolist()]
-        self._position[index], self._goal[index] = draw_episodes(rngs, self.params, goal)
+            goal = goal[self.to_numpy(index)] if goal.ndim == 2 else goal
+        if self.device is not None:
+            goal = None if goal is None else self.constant(goal)
+            self._position[index], self._goal[index] = draw_episodes_on_device(
+                self.torch_generator, self.params, len(index), goal
+            )
+        else:
+            rngs = [self.np_randoms[i] for i in index.tolist()]
+            self._position[index], self._goal[index] = draw_episodes(rngs, self.params, goal)
         self._velocity[index] = 0.0
         if self.render_mode is not None and 0 in index:
             self._trail.clear()
-            self._trail.append(self._position[0].copy())
+            self._trail.append(self.to_numpy(self._position[0]))
             self._rewards = None
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self._position, self._velocity = reach_step(
-            self._position, self._velocity, actions, self.params, np
+            self._position, self._velocity, actions, self.params, self.xp
         )
         if self.render_mode is not None:
-            self._trail.append(self._position[0].copy())
+            self._trail.append(self.to_numpy(self._position[0]))
 
     def _observation(self) -> dict[str, np.ndarray]:
         return {
-            "observation": np.concatenate((self._position, self._velocity), axis=1),
-            "achieved_goal": self._position.copy(),
-            "desired_goal": self._goal.copy(),
+            "observation": self.xp.concatenate((self._position, self._velocity), axis=1),
+            "achieved_goal": self.fresh(self._position),
+            "desired_goal": self.fresh(self._goal),
         }
 
     def _step_info(self) -> dict[str, np.ndarray]:
         # Called after this step's resets (GoalVectorEnv.step), so it measures the state
         # that the observation shows.
-        self._distance = goal_distance(self._position, self._goal, np)
+        self._distance = goal_distance(self._position, self._goal, self.xp)
         return {"is_success": self._distance < self.params.distance_threshold}
 
     def _goal_outcomes(
@@ -530,8 +564,8 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         # This step's distances are what compute_reward / compute_terminated recompute
         # from obs; reusing them skips their validation and a second distance.
         p = self.params
-        self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, np)
-        return self._rewards, info["is_success"].copy(), None
+        self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
+        return self._rewards, self.fresh(info["is_success"]), None
 
     def render(self) -> np.ndarray | None:
         """Sub-env 0's frame (``rgb_array``), as :meth:`PointReachEnv.render` draws it."""
@@ -544,9 +578,9 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         _draw_reach(
             self._canvas,
             self.params,
-            self._position[0],
-            self._velocity[0],
-            self._goal[0],
+            self.to_numpy(self._position[0]),
+            self.to_numpy(self._velocity[0]),
+            self.to_numpy(self._goal[0]),
             self._trail,
             hud_line(int(self.elapsed_steps[0]), reward, success),
         )
