@@ -30,7 +30,12 @@ import torch
 
 import goalenvs  # noqa: F401  (registers the ids)
 
-ENVS = ("goalenvs/PointReach-v0", "goalenvs/PointMaze-v0", "goalenvs/Push-v0")
+ENVS = (
+    "goalenvs/BitFlipping-v0",
+    "goalenvs/PointReach-v0",
+    "goalenvs/PointMaze-v0",
+    "goalenvs/Push-v0",
+)
 SIZES = (256, 4096, 65536, 1 << 20, 1 << 24)
 NO_CUDA = "no CUDA device"
 

@@ -32,6 +32,8 @@ DEVICES = [
 
 # Each twin's state, as attributes: what "the same state" copies across backends.
 STATE = {
+    "goalenvs/BitFlipping-v0": ("_state", "_goal"),
+    "goalenvs/BitFlippingContinuous-v0": ("_state", "_goal"),
     "goalenvs/PointReach-v0": ("_position", "_velocity", "_goal"),
     "goalenvs/PointReachDense-v0": ("_position", "_velocity", "_goal"),
     "goalenvs/PointMaze-v0": ("_position", "_velocity", "_goal"),
@@ -41,7 +43,12 @@ STATE = {
 }
 IDS = list(STATE)
 # Where each env's success lies: setting the goal there makes the next step succeed.
-ACHIEVED = {"PointReach": "_position", "PointMaze": "_position", "Push": "_block"}
+ACHIEVED = {
+    "BitFlipping": "_state",
+    "PointReach": "_position",
+    "PointMaze": "_position",
+    "Push": "_block",
+}
 
 
 def _achieved_attr(env_id: str) -> str:
@@ -60,6 +67,13 @@ def _copy_state(env_id: str, src, dst, index) -> None:
     dst.elapsed_steps[rows] = torch.as_tensor(src.elapsed_steps[index], device=dst.device)
 
 
+def _actions(space, n, rng):
+    """``n`` random actions of ``space``; Box actions reach 1.5x the bounds (clipped)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return rng.integers(space.start, space.start + space.n, n)
+    return rng.uniform(1.5 * space.low, 1.5 * space.high, (n, *space.shape)).astype(np.float32)
+
+
 def _numpy(value):
     return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
@@ -70,7 +84,8 @@ def test_device_twin_returns_tensors_on_its_device(env_id, device):
     env = gym.make_vec(env_id, num_envs=3, device=device)
     obs, info = env.reset(seed=0)
     assert set(obs) == {"observation", "achieved_goal", "desired_goal"}
-    obs, reward, terminated, truncated, info = env.step(np.zeros((3, 2), np.float32))
+    actions = _actions(env.single_action_space, 3, np.random.default_rng(0))
+    obs, reward, terminated, truncated, info = env.step(actions)
     expected = {
         "reward": (reward, torch.float32),
         "terminated": (terminated, torch.bool),
@@ -117,8 +132,8 @@ def test_same_state_and_actions_give_the_same_trajectory(env_id, autoreset_mode,
     rng = np.random.default_rng(0)
     ended_total = 0
     for _ in range(steps):
-        # Actions up to 1.5: the out-of-bounds ones are clipped alike.
-        actions = rng.uniform(-1.5, 1.5, (n, 2)).astype(np.float32)
+        # Box actions up to 1.5x the bounds: the out-of-bounds ones are clipped alike.
+        actions = _actions(ref.single_action_space, n, rng)
         was_done = ref._needs_reset.copy()
         r_obs, r_rew, r_term, r_trunc, r_info = ref.step(actions)
         t_obs, t_rew, t_term, t_trunc, t_info = twin.step(torch.as_tensor(actions, device=device))
@@ -164,7 +179,7 @@ def test_compute_functions_agree_with_numpy_on_the_same_goals(env_id, device):
     low, high = space.low, space.high
     achieved = rng.uniform(low, high, (4, 5, *space.shape)).astype(np.float32)
     desired = rng.uniform(low, high, (4, 5, *space.shape)).astype(np.float32)
-    desired[0] = achieved[0] + 0.001  # some successes
+    desired[0] = achieved[0]  # some successes
     # A step's info as each backend returns it (envs whose goal functions ignore info too).
     crashed = np.arange(20).reshape(4, 5) % 3 == 0
     cases = [

@@ -26,7 +26,7 @@ from goalenvs.core import (
     check_choice,
     check_goal_option,
     check_positive,
-    goal_arrays,
+    goal_batch,
     goal_dict_space,
 )
 from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
@@ -83,15 +83,15 @@ class _BitFlippingGoals:
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
     ) -> np.ndarray:
         """0 where every bit matches, else -1 (float32, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.params.n_bits)
-        return sparse_reward(bits_match(achieved, desired, np), np)
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, self.params.n_bits)
+        return sparse_reward(bits_match(achieved, desired, xp), xp)
 
     def compute_terminated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
     ) -> np.ndarray:
         """True where every bit matches (bool, the goals' leading shape)."""
-        _, achieved, desired = goal_arrays(achieved_goal, desired_goal, self.params.n_bits)
-        return bits_match(achieved, desired, np)
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, self.params.n_bits)
+        return bits_match(achieved, desired, xp)
 
 
 # --------------------------------------------------------------------------- kernel
@@ -163,6 +163,39 @@ def draw_episodes(
     while same.size:
         redrawn[same] = random_patterns([rngs[i] for i in same], n_bits, 1)[:, 0]
         same = same[bits_match(start[same], target[same], np)]
+    return start, target
+
+
+def draw_episodes_on_device(
+    generator: Any, params: BitFlippingParams, count: int, goal: Any
+) -> tuple[Any, Any]:
+    """:func:`draw_episodes` for ``count`` sub-envs of a device twin, from one
+    ``torch.Generator``: the same distribution (uniform random bits; the same goal
+    rules and redraws), in one batch on the generator's device. ``goal`` is None or
+    ``(n_bits,)`` / ``(count, n_bits)`` pinned goals as a tensor there. Returns float32
+    ``(count, n_bits)`` starts and goals.
+    """
+    import torch
+
+    n_bits, device = params.n_bits, generator.device
+
+    def patterns(n: int) -> Any:
+        shape = (n, n_bits)
+        return torch.randint(0, 2, shape, generator=generator, device=device).float()
+
+    random_goal = goal is None and not params.fixed_goal
+    start = patterns(count)
+    if random_goal:
+        target = patterns(count)
+    else:
+        fixed = torch.ones(n_bits, device=device) if goal is None else goal.float()
+        target = fixed.expand(count, n_bits).clone()
+    redrawn = target if random_goal else start
+    same = bits_match(start, target, torch)
+    while bool(same.any()):  # an episode solved before it begins: 2 ** -n_bits of them
+        rows = same.nonzero(as_tuple=True)[0]
+        redrawn[rows] = patterns(len(rows))
+        same = bits_match(start, target, torch)
     return start, target
 
 
@@ -452,14 +485,15 @@ def _make_canvas(layout: _Layout) -> Canvas:
 
 
 class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
-    """``num_envs`` bit flipping envs stepped in one numpy call.
+    """``num_envs`` bit flipping envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`BitFlippingEnv` exactly (same kernel, same draws from its
     own generator): a vector env reset with ``seed=s`` and given actions reproduces the
     single envs reset with ``s + i`` and given the same actions. Same arguments as
     :class:`BitFlippingEnv`, plus ``num_envs`` and gymnasium's ``autoreset_mode``
     (``next_step`` by default, ``same_step`` or ``disabled``); ``max_episode_steps`` None
-    means ``n_bits``. ``render_mode="rgb_array"`` draws sub-env 0.
+    means ``n_bits``; ``device`` None is numpy, a torch device keeps tensors there (seeded
+    per device, see :class:`GoalVectorEnv`). ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
     metadata: dict[str, Any] = {
@@ -477,6 +511,7 @@ class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
         max_episode_steps: int | None = None,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
+        device: Any = None,
     ) -> None:
         self.params = BitFlippingParams(n_bits, continuous, fixed_goal)
         self.n_bits = self.params.n_bits
@@ -490,10 +525,11 @@ class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
             self.n_bits if max_episode_steps is None else max_episode_steps,
             autoreset_mode,
             render_mode,
+            device,
         )
-        self._state = np.zeros((self.num_envs, self.n_bits), np.float32)
-        self._goal = np.zeros((self.num_envs, self.n_bits), np.float32)
-        self._success = np.zeros(self.num_envs, bool)
+        self._state = self.zeros((self.num_envs, self.n_bits), np.float32)
+        self._goal = self.zeros((self.num_envs, self.n_bits), np.float32)
+        self._success = self.zeros(self.num_envs, bool)
         self._layout = _Layout(self.n_bits)
         self._canvas: Canvas | None = None
         # This step's rewards (the array step returns), for the heads-up text.
@@ -504,35 +540,41 @@ class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
         if options is not None and options.get("goal") is not None:
             space = self.single_observation_space["desired_goal"]
             goal = self.params.check_goal(options["goal"], space, self.num_envs)
-            goal = goal[index] if goal.ndim == 2 else goal
-        rngs = [self.np_randoms[i] for i in index.tolist()]
-        self._state[index], self._goal[index] = draw_episodes(rngs, self.params, goal)
+            goal = goal[self.to_numpy(index)] if goal.ndim == 2 else goal
+        if self.device is not None:
+            goal = None if goal is None else self.constant(goal)
+            self._state[index], self._goal[index] = draw_episodes_on_device(
+                self.torch_generator, self.params, len(index), goal
+            )
+        else:
+            rngs = [self.np_randoms[i] for i in index.tolist()]
+            self._state[index], self._goal[index] = draw_episodes(rngs, self.params, goal)
         if self.render_mode is not None and 0 in index:
             self._rewards = None
 
     def _step_envs(self, actions: np.ndarray) -> None:
-        self._state = flip_bits(self._state, actions, self.continuous, np)
+        self._state = flip_bits(self._state, actions, self.continuous, self.xp)
 
     def _observation(self) -> dict[str, np.ndarray]:
         return {
-            "observation": self._state.copy(),
-            "achieved_goal": self._state.copy(),
-            "desired_goal": self._goal.copy(),
+            "observation": self.fresh(self._state),
+            "achieved_goal": self.fresh(self._state),
+            "desired_goal": self.fresh(self._goal),
         }
 
     def _step_info(self) -> dict[str, np.ndarray]:
         # Called after this step's resets (GoalVectorEnv.step), so it sees the state
         # that the observation shows.
-        self._success = bits_match(self._state, self._goal, np)
-        return {"is_success": self._success.copy()}
+        self._success = bits_match(self._state, self._goal, self.xp)
+        return {"is_success": self.fresh(self._success)}
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
         # This step's success is what compute_reward / compute_terminated recompute from
         # obs; reusing it skips their validation and a second comparison.
-        self._rewards = sparse_reward(self._success, np)
-        return self._rewards, self._success.copy(), None
+        self._rewards = sparse_reward(self._success, self.xp)
+        return self._rewards, self.fresh(self._success), None
 
     def render(self) -> np.ndarray | None:
         """Sub-env 0's frame (``rgb_array``), as :meth:`BitFlippingEnv.render` draws it."""
@@ -545,7 +587,8 @@ class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
             None if self._rewards is None else float(self._rewards[0]),
             bool(self._success[0]),
         )
-        _draw_bits(self._canvas, self._layout, self._state[0], self._goal[0], hud)
+        state, goal = self.to_numpy(self._state[0]), self.to_numpy(self._goal[0])
+        _draw_bits(self._canvas, self._layout, state, goal, hud)
         return self._canvas.rgb_array()
 
     def close_extras(self, **kwargs: Any) -> None:
