@@ -358,9 +358,10 @@ class HerReplayBuffer:
         self._reward_rows = by_row(self._rewards)
         # With one env and records without padding, the bytes of a step (action and reward
         # of record ``row``, then the observation keys of record ``row + 1``) are one
-        # contiguous run: ``_packed`` = (bytes view, record size, action offset, dtypes in
-        # the run's order) lets add() store them with one bytes join and one write, where a
-        # numpy assignment per field costs about twice as much. None otherwise.
+        # contiguous run: ``_packed`` = (bytes view, record size, action offset, action
+        # dtype, reward dtype, (key, shape, dtype) per observation key) lets add() store
+        # them with one bytes join and one write (_step_bytes), where a numpy assignment
+        # per field costs about twice as much. None otherwise.
         layout = records.dtype
         offsets = [layout.fields[name][1] for name in layout.names]
         sizes = [layout.fields[name][0].itemsize for name in layout.names]
@@ -373,7 +374,9 @@ class HerReplayBuffer:
                 layout.fields["action"][1],
                 self._actions.dtype,
                 self._rewards.dtype,
-                tuple((key, store.dtype) for key, store in self._obs.items()),
+                tuple(
+                    (key, self._obs_shapes[key], store.dtype) for key, store in self._obs.items()
+                ),
             )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -461,7 +464,6 @@ class HerReplayBuffer:
         per-env dicts (stable-baselines3); only ``info_keys`` are read.
         """
         n, R = self.n_envs, self.rows_per_env
-        next_obs = self._check_obs("next_obs", next_obs)
         # ``obs`` is read only where an episode starts (mid-episode it is the stored
         # previous next_obs), so only then is it checked.
         if self._n_starting:
@@ -470,6 +472,9 @@ class HerReplayBuffer:
             action = self._check_action(action)
         if type(reward) is not np.ndarray or reward.shape != self._vector_shape:
             reward = _vector("reward", reward, n)
+        parts = self._step_bytes(action, reward, next_obs) if self._packed else None
+        if parts is None:
+            next_obs = self._check_obs("next_obs", next_obs)
         # Mid-episode the flags are all False: n zero bytes of a bool array says so, and
         # that it holds n values, in one comparison. Anything else (a flag set, another
         # dtype or type, a wrong size) is read the careful way.
@@ -517,27 +522,10 @@ class HerReplayBuffer:
                     rows[first] = np.asarray(obs[key])[envs]
             self._starting[:] = False
             self._n_starting = 0
-        if skip is not None and self._packed is not None and there:
-            # One env, and the step's bytes (action and reward of record ``here``, the
-            # observation keys of record ``there``) are one contiguous run: one write.
-            data, size, at, action_dtype, reward_dtype, obs_dtypes = self._packed
-            parts = [
-                action.tobytes()
-                if action.dtype is action_dtype
-                else action.astype(action_dtype).tobytes(),
-                reward.tobytes()
-                if reward.dtype is reward_dtype
-                else reward.astype(reward_dtype).tobytes(),
-            ]
-            for key, dtype in obs_dtypes:
-                value = next_obs[key]
-                parts.append(
-                    value.tobytes()
-                    if type(value) is np.ndarray and value.dtype is dtype
-                    else np.asarray(value, dtype).tobytes()
-                )
-            at += here * size
-            data[at : at + size] = b"".join(parts)
+        if parts is not None and skip is not None and there:
+            # The step's bytes are one contiguous run of the records (see _make_views).
+            at = self._packed[1] * here + self._packed[2]
+            self._packed[0][at : at + self._packed[1]] = b"".join(parts)
         else:
             for key, rows in self._obs_rows:
                 rows[there] = next_obs[key]
@@ -554,6 +542,33 @@ class HerReplayBuffer:
             else:
                 envs = np.flatnonzero(done)
                 self._close_episodes(envs, terminated[envs], truncated[envs])
+
+    def _step_bytes(self, action: np.ndarray, reward: np.ndarray, next_obs: Any) -> Any:
+        """The bytes of a one-env step as they lie in the records (action, reward, then the
+        next observation's keys), or None when a key of ``next_obs`` is missing or not an
+        array of the expected shape (add() then checks it the careful way)."""
+        _, _, _, action_dtype, reward_dtype, obs_layout = self._packed
+        parts = [
+            action.tobytes()
+            if action.dtype is action_dtype
+            else action.astype(action_dtype).tobytes(),
+            reward.tobytes()
+            if reward.dtype is reward_dtype
+            else reward.astype(reward_dtype).tobytes(),
+        ]
+        try:
+            if len(next_obs) != len(obs_layout):
+                return None
+            for key, shape, dtype in obs_layout:
+                value = next_obs[key]
+                if type(value) is not np.ndarray or value.shape != shape:
+                    return None
+                parts.append(
+                    value.tobytes() if value.dtype is dtype else value.astype(dtype).tobytes()
+                )
+        except (TypeError, KeyError):
+            return None
+        return parts
 
     def _close_episodes(self, envs: Any, terminated: Any, truncated: Any) -> None:
         """Ends the episodes in progress of ``envs`` (an index array, or ``slice(None)``
