@@ -609,9 +609,7 @@ class HerReplayBuffer:
             start = self._ep_start[envs]
             head = t + self._skip[envs]
             length = head - start
-            # Per-row values of all closing episodes at once, flattened episode after
-            # episode: with lengths (2, 3) the offsets are 0 1 | 0 1 2.
-            offset = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
+            offset = _offsets_within(length)
             rows = (np.repeat(start, length) + offset) % R
             flat = rows * n + np.repeat(env, length)
             trans = ((np.repeat(t - length, length) + offset) % R) * n + np.repeat(env, length)
@@ -637,31 +635,29 @@ class HerReplayBuffer:
     def _retire_overwritten(self, victim: np.ndarray) -> None:
         """Retires, whole, each env's oldest episodes that hold its row ``victim[env]``."""
         R, n = self.rows_per_env, self.n_envs
+        valid_lo = self._valid_lo
         while True:
-            hit = victim >= self._valid_lo
+            hit = victim >= valid_lo
             if hit.tobytes() == self._no_flags:
-                self._summarize()
-                return
+                break
             envs = slice(None) if hit.tobytes() == self._all_flags else np.flatnonzero(hit)
-            lo = self._valid_lo[envs]
-            in_progress = lo >= self._ep_start[envs]
-            if in_progress.tobytes() != bytes(in_progress.size):
-                env = int(self._env[envs][np.flatnonzero(in_progress)[0]])
+            lo = valid_lo[envs]
+            if (lo >= self._ep_start[envs]).any():
+                env = int(np.flatnonzero(hit & (valid_lo >= self._ep_start))[0])
                 raise ValueError(
                     f"the episode of env {env} has reached {R - 1} transitions without ending: "
                     f"it no longer fits in its {R} rows (buffer_size={self.buffer_size} // "
                     f"n_envs={n}); use a larger buffer_size"
                 )
             env = self._env[envs]
-            length = self._ep_len[(lo % R) * n + env].astype(np.int64)
+            length = self._ep_len[(lo % R) * n + env]
             if self._tree is not None:
-                offset = np.arange(int(length.sum())) - np.repeat(
-                    np.cumsum(length) - length, length
-                )
+                offset = _offsets_within(length)
                 rows = (np.repeat(lo, length) + offset) % R
                 self._tree.update(rows * n + np.repeat(env, length), 0.0)
             self._t_lo[envs] += length
-            self._valid_lo[envs] = lo + length + 1
+            valid_lo[envs] = lo + length + 1
+        self._summarize()
 
     def truncate_last_trajectory(self) -> None:
         """Ends every episode in progress at its last stored transition, as a truncation.
@@ -1242,6 +1238,12 @@ def _unreadable(path: Any, error: BaseException) -> ValueError:
         f"{error}): it is truncated, corrupt or not written by HerReplayBuffer.save; "
         "save the buffer again (or start with an empty one)"
     )
+
+
+def _offsets_within(length: np.ndarray) -> np.ndarray:
+    """Each row's offset in its episode, for episodes of ``length`` rows laid end to end:
+    lengths (2, 3) give 0 1 | 0 1 2."""
+    return np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
 
 
 def _all_equal(values: np.ndarray) -> bool:
