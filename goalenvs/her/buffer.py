@@ -479,14 +479,15 @@ class HerReplayBuffer:
         # that it holds n values, in one comparison. Anything else (a flag set, another
         # dtype or type, a wrong size) is read the careful way.
         no_flags = self._no_flags
-        ending = not (
-            type(terminated) is np.ndarray
-            and type(truncated) is np.ndarray
-            and terminated.dtype is _BOOL
-            and truncated.dtype is _BOOL
-            and terminated.tobytes() == no_flags
-            and truncated.tobytes() == no_flags
-        )
+        try:
+            ending = not (
+                terminated.dtype is _BOOL
+                and truncated.dtype is _BOOL
+                and terminated.tobytes() == no_flags
+                and truncated.tobytes() == no_flags
+            )
+        except AttributeError:  # not arrays
+            ending = True
         if ending:
             terminated = _vector("terminated", terminated, n).astype(bool, copy=False)
             truncated = _vector("truncated", truncated, n).astype(bool, copy=False)
