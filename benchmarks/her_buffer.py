@@ -14,12 +14,12 @@ the whole first fill (fresh memory: the first touch of each page, mapped and zer
 the kernel, costs every buffer alike and is slow on some virtual machines) and over a
 second fill that wraps the ring (memory already touched, the oldest episodes retired as
 it goes: a long run's steady state), and sample time at batch 256 and 2048 (best of 7
-runs of many calls; both as torch CPU tensors, which is what stable-baselines3 returns). The sample "floor"
-is a plain numpy gather of the same bytes: uniform random rows, then one fancy-index per
-field (obs/next obs rows, action, reward, done) of contiguous copies of the stored
-fields, with no relabeling and no bookkeeping. The add "floor" is the bare numpy row
-writes of the same steps (one assignment per stored field) into fresh storage of the
-goalenvs layout, timed in the same alternation: what is left of add() without its
+runs of many calls; both as torch CPU tensors, which is what stable-baselines3 returns).
+The sample "floor" is a plain numpy gather of the same bytes: uniform random rows, then
+one fancy-index per field (obs/next obs rows, action, reward, done) of contiguous copies
+of the stored fields, with no relabeling and no bookkeeping. The add "floor" is the bare
+numpy row writes of the same steps (one assignment per stored field) into fresh storage
+of the goalenvs layout, timed in the same alternation: what is left of add() without its
 checks and bookkeeping.
 
 Memory: each buffer is built and filled again alone in its own subprocess, and its
