@@ -302,41 +302,47 @@ class HerReplayBuffer:
         self._ep_len = np.zeros(total, dtype=np.int32)
         self._trans_row = np.zeros(total, dtype=np.int32)
 
-        # Unwrapped counters, one per stream (see the module docstring).
+        # Counters (see the module docstring). Every add() stores one transition per env,
+        # so one int counts them for all envs (``_t``); an env's head row is that count plus
+        # the rows its closed episodes' final observations took, one each (``_skip``).
         self._env = np.arange(n, dtype=np.int64)
-        self._head = np.zeros(n, dtype=np.int64)  # row of the next observation to add
+        self._t = 0  # transitions each env has added
+        self._skip = np.zeros(n, dtype=np.int64)  # episodes each env has closed
         self._ep_start = np.zeros(n, dtype=np.int64)  # first row of the episode in progress
         self._valid_lo = np.zeros(n, dtype=np.int64)  # first row of the oldest intact episode
-        self._t_count = np.zeros(n, dtype=np.int64)  # transitions ever added
         self._t_lo = np.zeros(n, dtype=np.int64)  # valid transitions: [t_lo, t_hi)
         self._t_hi = np.zeros(n, dtype=np.int64)
-        self._obs_checks = tuple(self._obs_shapes.items())
+        self._starting = np.ones(n, dtype=bool)  # the env's next add() starts an episode
+        self._n_starting = n
         self._make_views()
         self._action_full_shape = (n, *self.action_shape)
         self._vector_shape = (n,)
         # Episode offsets 0 0 .. 1 1 .. (each repeated n_envs times), grown on demand: the
-        # to_start and trans_row values of episodes that all envs end together.
+        # to_start values of episodes that every env ends together.
         self._offsets = np.zeros(0, dtype=np.int32)
-        self._sync_state()
-        self._out_cache: dict[int, dict[str, Any]] = {}
         self._no_flags = bytes(n)  # tobytes() of an all-False flag vector: a cheap any()
         self._all_flags = bytes([1]) * n  # and of an all-True one
+        self._summarize()
+        self._out_cache: dict[int, dict[str, Any]] = {}
 
     # Views of the records; rebuilt after unpickling, where pickled views would come back as
     # copies detached from the storage.
-    _VIEWS = ("_obs", "_actions", "_rewards", "_obs_rows", "_action_rows", "_reward_rows", "_step")
+    _VIEWS = (
+        "_obs",
+        "_actions",
+        "_rewards",
+        "_obs_rows",
+        "_action_rows",
+        "_reward_rows",
+        "_packed",
+    )
 
     def _make_views(self) -> None:
-        """Per-field views of the record array, and the single-write step of one env.
+        """Per-field views of the record array, and the bytes view of a one-env step.
 
         ``_obs[key]``, ``_actions`` and ``_rewards`` are (rows * n_envs, ...) views indexed
         by flat row ``row * n_envs + env``; the ``*_rows`` views split that axis into
-        (rows, n_envs). With one env and records without padding, the bytes a mid-episode
-        step writes (action and reward of record ``row``, observation keys of record
-        ``row + 1``) are one contiguous run: ``_step`` = (bytes view, record size, action
-        offset, action dtype, reward dtype, (key, expected shape, dtype) per observation
-        key) lets add() store them with one bytes join and one slice assignment, where a
-        numpy indexed assignment per field costs several times as much. None otherwise.
+        (rows, n_envs).
         """
         rows, n = self.rows_per_env, self.n_envs
         records = self._records
@@ -350,22 +356,27 @@ class HerReplayBuffer:
         self._obs_rows = tuple((key, by_row(store)) for key, store in self._obs.items())
         self._action_rows = by_row(self._actions)
         self._reward_rows = by_row(self._rewards)
+        # With one env and records without padding, the bytes of a step (action and reward
+        # of record ``row``, then the observation keys of record ``row + 1``) are one
+        # contiguous run: ``_packed`` = (bytes view, record size, action offset, action
+        # dtype, reward dtype, (key, shape, dtype) per observation key) lets add() store
+        # them with one bytes join and one write (_step_bytes), where a numpy assignment
+        # per field costs about twice as much. None otherwise.
         layout = records.dtype
-        end = 0
-        for name in layout.names:
-            field, offset = layout.fields[name][:2]
-            if offset != end:
-                break
-            end = offset + field.itemsize
-        self._step = None
-        if n == 1 and end == layout.itemsize:
-            self._step = (
+        offsets = [layout.fields[name][1] for name in layout.names]
+        sizes = [layout.fields[name][0].itemsize for name in layout.names]
+        packed = offsets == list(np.cumsum([0, *sizes[:-1]])) and sum(sizes) == layout.itemsize
+        self._packed = None
+        if n == 1 and packed:
+            self._packed = (
                 memoryview(records.view(np.uint8)),
                 layout.itemsize,
                 layout.fields["action"][1],
                 self._actions.dtype,
                 self._rewards.dtype,
-                tuple((key, shape, self._obs[key].dtype) for key, shape in self._obs_checks),
+                tuple(
+                    (key, self._obs_shapes[key], store.dtype) for key, store in self._obs.items()
+                ),
             )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -378,26 +389,27 @@ class HerReplayBuffer:
         self.__dict__.update(state)
         self._make_views()
 
-    def _sync_state(self) -> None:
-        """Recomputes the cached summaries of the per-stream counters (arrays current)."""
-        head, t_count = self._head, self._t_count
-        # While every stream is at the same row and transition (episodes that end together),
-        # add() writes one contiguous row slice per array instead of scattering, and the
-        # two counters live in this pair of ints; the arrays are brought up to date by
-        # _materialize() before anything reads them.
-        synced = bool((head == head[0]).all() and (t_count == t_count[0]).all())
-        self._synced: tuple[int, int] | None = (int(head[0]), int(t_count[0])) if synced else None
-        self._starting = head == self._ep_start
-        self._n_starting = int(self._starting.sum())
-        self._retire_at = int(self._valid_lo.min())
-        # Whether every stream's episode in progress started at the same row: with _synced,
-        # the condition for closing all episodes at once with slices (_close_all).
-        ep_start = self._ep_start
-        self._aligned = bool((ep_start == ep_start[0]).all())
+    def _summarize(self) -> None:
+        """Rewrites the two summaries of ``_skip`` and ``_valid_lo`` that add() tests.
 
-    def _materialize(self) -> None:
-        if self._synced is not None:
-            self._head[:], self._t_count[:] = self._synced
+        Called wherever those arrays change (closing, retiring, loading), so the summaries
+        are never stale: ``_in_step`` is the common ``_skip`` while every env writes the
+        same row (episodes that end together), else None; add() must retire an old episode
+        once ``_t + 1 - rows_per_env`` reaches ``_retire_t``.
+        """
+        skip = self._skip
+        self._in_step = int(skip[0]) if _all_equal(skip) else None
+        self._retire_t = int(np.subtract(self._valid_lo, skip).min())
+
+    @property
+    def _head(self) -> np.ndarray:
+        """Row of each env's next observation (unwrapped)."""
+        return self._t + self._skip
+
+    @property
+    def _t_count(self) -> np.ndarray:
+        """Transitions each env has added (the same for every env)."""
+        return np.full(self.n_envs, self._t, dtype=np.int64)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -451,22 +463,7 @@ class HerReplayBuffer:
         ``infos`` is a dict of per-env arrays (gymnasium vector envs) or a sequence of
         per-env dicts (stable-baselines3); only ``info_keys`` are read.
         """
-        n = self.n_envs
-        R = self.rows_per_env
-        synced = self._synced
-        # The common step with one env: mid-episode, no old episode to retire, not at the
-        # end of the ring. Then next_obs is checked and stored with the action and reward
-        # in one write (below; see _make_views); a key that is not as expected sends the
-        # step the careful way.
-        quick = (
-            self._step is not None
-            and synced is not None
-            and not self._n_starting
-            and synced[0] + 1 - R < self._retire_at
-            and (synced[0] + 1) % R != 0
-        )
-        if not quick:
-            next_obs = self._check_obs("next_obs", next_obs)
+        n, R = self.n_envs, self.rows_per_env
         # ``obs`` is read only where an episode starts (mid-episode it is the stored
         # previous next_obs), so only then is it checked.
         if self._n_starting:
@@ -475,213 +472,193 @@ class HerReplayBuffer:
             action = self._check_action(action)
         if type(reward) is not np.ndarray or reward.shape != self._vector_shape:
             reward = _vector("reward", reward, n)
+        parts = self._step_bytes(action, reward, next_obs) if self._packed else None
+        if parts is None:
+            next_obs = self._check_obs("next_obs", next_obs)
         # Mid-episode the flags are all False: n zero bytes of a bool array says so, and
         # that it holds n values, in one comparison. Anything else (a flag set, another
-        # dtype or type, a wrong size) takes the careful way.
+        # dtype or type, a wrong size) is read the careful way.
         no_flags = self._no_flags
-        ending = not (
-            type(terminated) is np.ndarray
-            and type(truncated) is np.ndarray
-            and terminated.dtype is _BOOL
-            and truncated.dtype is _BOOL
-            and terminated.tobytes() == no_flags
-            and truncated.tobytes() == no_flags
-        )
+        try:
+            ending = not (
+                terminated.dtype is _BOOL
+                and truncated.dtype is _BOOL
+                and terminated.tobytes() == no_flags
+                and truncated.tobytes() == no_flags
+            )
+        except AttributeError:  # not arrays
+            ending = True
         if ending:
-            terminated = _vector("terminated", terminated, n)
-            truncated = _vector("truncated", truncated, n)
-            if terminated.dtype != bool:
-                terminated = terminated.astype(bool)
-            if truncated.dtype != bool:
-                truncated = truncated.astype(bool)
+            terminated = _vector("terminated", terminated, n).astype(bool, copy=False)
+            truncated = _vector("truncated", truncated, n).astype(bool, copy=False)
             done = terminated | truncated
-            ending = bool(done.any())
+            ending = done.tobytes() != no_flags
         info_values = self._info_values(infos) if self.info_keys else None
 
-        if synced is not None:
-            head, t_count = synced
-            row, next_row = head % R, (head + 1) % R
-            if quick:
-                data, size, at, action_dtype, reward_dtype, obs_checks = self._step
-                try:
-                    parts = [
-                        action.tobytes()
-                        if action.dtype is action_dtype
-                        else action.astype(action_dtype).tobytes(),
-                        reward.tobytes()
-                        if reward.dtype is reward_dtype
-                        else reward.astype(reward_dtype).tobytes(),
-                    ]
-                    if len(next_obs) != len(obs_checks):
-                        raise KeyError
-                    for key, expected, dtype in obs_checks:
-                        value = next_obs[key]
-                        if value.shape != expected:
-                            raise KeyError
-                        parts.append(
-                            value.tobytes()
-                            if value.dtype is dtype
-                            else value.astype(dtype).tobytes()
-                        )
-                except (TypeError, KeyError, AttributeError):
-                    quick = False
-                    next_obs = self._check_obs("next_obs", next_obs)
-                else:
-                    at += row * size
-                    data[at : at + size] = b"".join(parts)
-            elif head + 1 - R >= self._retire_at:
-                # Writing next_obs at row head + 1 overwrites row head + 1 - R of every
-                # stream: first retire, whole, the oldest episode that row belongs to.
-                self._retire_overwritten(head + 1 - R)
-            if not quick:
-                for key, rows in self._obs_rows:
-                    rows[next_row] = next_obs[key]
-                self._action_rows[row] = action
-                self._reward_rows[row] = reward
-            if self._n_starting:
-                if self._n_starting == n:
-                    for key, rows in self._obs_rows:
-                        rows[row] = obs[key]
-                else:
-                    flat = row * n + np.flatnonzero(self._starting)
-                    for key, store in self._obs.items():
-                        store[flat] = obs[key][self._starting]
-            self._synced = (head + 1, t_count + 1)
-            if info_values:
-                here = slice(row * n, row * n + n)
-                for key, value in info_values.items():
-                    self._infos[key][here] = value
+        t = self._t
+        if t + 1 - R >= self._retire_t:
+            # Writing next_obs at row head + 1 overwrites row head + 1 - R of its stream:
+            # first retire, whole, the oldest episode that row belongs to.
+            self._retire_overwritten(t + 1 - R + self._skip)
+        # Each env writes its observation (at an episode's start) and transition at row
+        # head and its next observation at row head + 1, of the (rows, n_envs) views: while
+        # every env writes the same row (episodes that end together) the row is an int,
+        # else the index is a pair of arrays (rows, envs).
+        skip = self._in_step
+        if skip is not None:
+            here = (t + skip) % R
+            there = here + 1 if here + 1 < R else 0
         else:
-            self._retire_overwritten(self._head + 1 - R)
-            row = self._head % R
-            here = row * n + self._env
-            there = ((self._head + 1) % R) * n + self._env
-            if self._n_starting:
-                starting = np.flatnonzero(self._starting)
-                for key, store in self._obs.items():
-                    store[here[starting]] = obs[key][starting]
-            self._head += 1
-            self._t_count += 1
-            for key, store in self._obs.items():
-                store[there] = next_obs[key]
-            self._actions[here] = action
-            self._rewards[here] = reward
-            if info_values:
-                for key, value in info_values.items():
-                    self._infos[key][here] = value
-        # Only an episode's last transition can be terminated or truncated: the flags, the
-        # row offsets and the transition index are written once per episode, at its end.
-        if ending:
-            if (
-                synced is not None
-                and self._aligned
-                and done.tobytes() == self._all_flags
-                and self._close_all(terminated, truncated)
-            ):
-                return
-            envs = np.flatnonzero(done)
-            self._close_episodes(envs, terminated[envs], truncated[envs])
-        elif self._n_starting:
+            head = t + self._skip
+            here = (head % R, self._env)
+            there = ((head + 1) % R, self._env)
+        if self._n_starting:
+            if self._n_starting == n:
+                for key, rows in self._obs_rows:
+                    rows[here] = obs[key]
+            else:
+                envs = np.flatnonzero(self._starting)
+                first = (here if skip is not None else here[0][envs], envs)
+                for key, rows in self._obs_rows:
+                    rows[first] = np.asarray(obs[key])[envs]
             self._starting[:] = False
             self._n_starting = 0
+        if parts is not None and skip is not None and there:
+            # The step's bytes are one contiguous run of the records (see _make_views).
+            at = self._packed[1] * here + self._packed[2]
+            self._packed[0][at : at + self._packed[1]] = b"".join(parts)
+        else:
+            for key, rows in self._obs_rows:
+                rows[there] = next_obs[key]
+            self._action_rows[here] = action
+            self._reward_rows[here] = reward
+        if info_values:
+            for key, value in info_values.items():
+                store = self._infos[key]
+                store.reshape(R, n, *store.shape[1:])[here] = value
+        self._t = t + 1
+        if ending:
+            if done.tobytes() == self._all_flags:
+                self._close_episodes(slice(None), terminated, truncated)
+            else:
+                envs = np.flatnonzero(done)
+                self._close_episodes(envs, terminated[envs], truncated[envs])
 
-    def _close_all(self, terminated: np.ndarray, truncated: np.ndarray) -> bool:
-        """Ends every env's episode, all in step and started at the same row, with slices.
+    def _step_bytes(self, action: np.ndarray, reward: np.ndarray, next_obs: Any) -> Any:
+        """The bytes of a one-env step as they lie in the records (action, reward, then the
+        next observation's keys), or None when a key of ``next_obs`` is missing or not an
+        array of the expected shape (add() then checks it the careful way)."""
+        _, _, _, action_dtype, reward_dtype, obs_layout = self._packed
+        parts = [
+            action.tobytes()
+            if action.dtype is action_dtype
+            else action.astype(action_dtype).tobytes(),
+            reward.tobytes()
+            if reward.dtype is reward_dtype
+            else reward.astype(reward_dtype).tobytes(),
+        ]
+        try:
+            if len(next_obs) != len(obs_layout):
+                return None
+            for key, shape, dtype in obs_layout:
+                value = next_obs[key]
+                if type(value) is not np.ndarray or value.shape != shape:
+                    return None
+                parts.append(
+                    value.tobytes() if value.dtype is dtype else value.astype(dtype).tobytes()
+                )
+        except (TypeError, KeyError):
+            return None
+        return parts
 
-        The common case of a time limit over envs reset together. Returns False, having
-        changed nothing, when the episode's rows or transitions wrap around the ring: the
-        general _close_episodes handles those. Kept because it pays: closing every episode
-        through _close_episodes made add() 1.39x (1 env) and 1.40x (8 envs) slower on
-        benchmarks/her_buffer.py's Fetch-like fill (measured side by side, 200k steps).
+    def _close_episodes(self, envs: Any, terminated: Any, truncated: Any) -> None:
+        """Ends the episodes in progress of ``envs`` (an index array, or ``slice(None)``
+        for every env) with the given flags, one per env of ``envs``.
+
+        The final observation already sits at row head (written as the last next_obs); the
+        next episode starts after it. Only an episode's last transition can be terminated
+        or truncated: the flags, the row offsets and the transitions' rows are written once
+        per episode, here. The writes go through index arrays, which are slices (and the
+        per-env values scalars) when every env ends an episode of the same rows: the
+        common case of a time limit over envs reset together.
         """
         R, n = self.rows_per_env, self.n_envs
-        head, t_count = self._synced
-        start = int(self._ep_start[0])
-        length = head - start
-        first_row, first_transition = start % R, (t_count - length) % R
-        if first_row + length > R or first_transition + length > R:
-            return False
-        count = length * n
-        if self._offsets.size < count:
-            self._offsets = np.repeat(np.arange(max(length, 64), dtype=np.int32), n)
-        offsets = self._offsets[:count]
-        lo = first_row * n
-        self._to_start[lo : lo + count] = offsets
-        k = first_transition * n
-        np.add(offsets, first_row, out=self._trans_row[k : k + count])
-        self._ep_len[lo : lo + n] = length
-        if self._tree is not None:
-            self._tree.update(np.arange(lo, lo + count), self._max_priority**self.alpha)
-        self._terminated[lo : lo + count] = False
-        self._truncated[lo : lo + count] = False
-        last = lo + count - n
-        self._terminated[last : last + n] = terminated
-        self._truncated[last : last + n] = truncated
-        self._t_hi[:] = t_count
-        # The final observation sits at row head; the next episodes start after it.
-        self._ep_start[:] = head + 1
-        self._synced = (head + 1, t_count)
-        self._starting[:] = True
-        self._n_starting = n
-        return True
-
-    def _close_episodes(
-        self, envs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
-    ) -> None:
-        # The final observation already sits at row head (written as the last next_obs);
-        # the next episode starts after it.
-        R, n = self.rows_per_env, self.n_envs
-        self._materialize()
+        t = self._t
         start = self._ep_start[envs]
-        length = self._head[envs] - start
-        self._ep_len[(start % R) * n + envs] = length
-        # Per-row values of all closing episodes at once, flattened episode after episode:
-        # with lengths (2, 3) the offsets are 0 1 | 0 1 2.
-        offset = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
-        env = np.repeat(envs, length)
-        rows = (np.repeat(start, length) + offset) % R
-        flat = rows * n + env
+        # Slices when every env ends an episode of the same rows and transitions, neither
+        # wrapping around the ring.
+        aligned = isinstance(envs, slice) and self._in_step is not None and _all_equal(start)
+        if aligned:
+            start = int(start[0])
+            head = t + self._in_step
+            length = head - start
+            first_row, first_k = start % R, (t - length) % R
+            aligned = first_row + length <= R and first_k + length <= R
+        if aligned:
+            count = length * n
+            if self._offsets.size < count:
+                self._offsets = np.repeat(np.arange(max(length, 64), dtype=np.int32), n)
+            offset = self._offsets[:count]
+            rows = offset + first_row
+            lo = first_row * n
+            flat = slice(lo, lo + count)
+            trans = slice(first_k * n, first_k * n + count)
+            last = slice(lo + count - n, lo + count)
+            first = slice(lo, lo + n)
+        else:
+            env = self._env[envs]
+            start = self._ep_start[envs]
+            head = t + self._skip[envs]
+            length = head - start
+            offset = _offsets_within(length)
+            rows = (np.repeat(start, length) + offset) % R
+            flat = rows * n + np.repeat(env, length)
+            trans = ((np.repeat(t - length, length) + offset) % R) * n + np.repeat(env, length)
+            last = ((head - 1) % R) * n + env
+            first = (start % R) * n + env
         self._to_start[flat] = offset
-        if self._tree is not None:
-            self._tree.update(flat, self._max_priority**self.alpha)
-        first_transition = self._t_count[envs] - length
-        self._trans_row[((np.repeat(first_transition, length) + offset) % R) * n + env] = rows
+        self._trans_row[trans] = rows
         self._terminated[flat] = False
         self._truncated[flat] = False
-        last = ((self._head[envs] - 1) % R) * n + envs
         self._terminated[last] = terminated
         self._truncated[last] = truncated
-        self._t_hi[envs] = self._t_count[envs]
-        self._head[envs] += 1
-        self._ep_start[envs] = self._head[envs]
-        self._sync_state()
+        self._ep_len[first] = length
+        if self._tree is not None:
+            leaves = np.arange(flat.start, flat.stop) if isinstance(flat, slice) else flat
+            self._tree.update(leaves, self._max_priority**self.alpha)
+        self._t_hi[envs] = t
+        self._skip[envs] += 1
+        self._ep_start[envs] = head + 1
+        self._starting[envs] = True
+        self._n_starting += n if isinstance(envs, slice) else envs.size
+        self._summarize()
 
     def _retire_overwritten(self, victim: np.ndarray) -> None:
+        """Retires, whole, each env's oldest episodes that hold its row ``victim[env]``."""
         R, n = self.rows_per_env, self.n_envs
+        valid_lo = self._valid_lo
         while True:
-            hit = victim >= self._valid_lo
-            if not hit.any():
-                self._retire_at = int(self._valid_lo.min())
-                return
-            envs = np.flatnonzero(hit)
-            lo = self._valid_lo[envs]
-            in_progress = lo >= self._ep_start[envs]
-            if in_progress.any():
-                env = int(envs[np.flatnonzero(in_progress)[0]])
+            hit = victim >= valid_lo
+            if hit.tobytes() == self._no_flags:
+                break
+            envs = slice(None) if hit.tobytes() == self._all_flags else np.flatnonzero(hit)
+            lo = valid_lo[envs]
+            if (lo >= self._ep_start[envs]).any():
+                env = int(np.flatnonzero(hit & (valid_lo >= self._ep_start))[0])
                 raise ValueError(
                     f"the episode of env {env} has reached {R - 1} transitions without ending: "
                     f"it no longer fits in its {R} rows (buffer_size={self.buffer_size} // "
                     f"n_envs={n}); use a larger buffer_size"
                 )
-            length = self._ep_len[(lo % R) * n + envs].astype(np.int64)
+            env = self._env[envs]
+            length = self._ep_len[(lo % R) * n + env]
             if self._tree is not None:
-                offset = np.arange(int(length.sum())) - np.repeat(
-                    np.cumsum(length) - length, length
-                )
+                offset = _offsets_within(length)
                 rows = (np.repeat(lo, length) + offset) % R
-                self._tree.update(rows * n + np.repeat(envs, length), 0.0)
-            self._valid_lo[envs] = lo + length + 1
+                self._tree.update(rows * n + np.repeat(env, length), 0.0)
             self._t_lo[envs] += length
+            valid_lo[envs] = lo + length + 1
+        self._summarize()
 
     def truncate_last_trajectory(self) -> None:
         """Ends every episode in progress at its last stored transition, as a truncation.
@@ -1072,12 +1049,12 @@ class HerReplayBuffer:
         "_to_start",
         "_ep_len",
         "_trans_row",
-        "_head",
+        "_skip",
         "_ep_start",
         "_valid_lo",
-        "_t_count",
         "_t_lo",
         "_t_hi",
+        "_starting",
     )
 
     def _closed_copy(self) -> HerReplayBuffer:
@@ -1086,19 +1063,17 @@ class HerReplayBuffer:
         Closing an episode writes only bookkeeping (flags, offsets, counters), never the
         records or infos, so the copy shares those and copies the rest.
         """
-        envs = np.flatnonzero(~self._starting)
-        if envs.size == 0:
+        if self._n_starting == self.n_envs:
             return self
-        self._materialize()
         snapshot = copy.copy(self)
         for name in self._BOOKKEEPING:
             setattr(snapshot, name, getattr(self, name).copy())
         snapshot._tree = copy.deepcopy(self._tree)
-        snapshot._close_episodes(envs, np.zeros(envs.size, bool), np.ones(envs.size, bool))
+        snapshot.truncate_last_trajectory()
         return snapshot
 
     def _state_arrays(self) -> dict[str, np.ndarray]:
-        self._materialize()
+        """The arrays a saved file holds besides the observations, priorities and infos."""
         return {
             "actions": self._actions,
             "rewards": self._rewards,
@@ -1187,9 +1162,20 @@ class HerReplayBuffer:
             priority_eps=meta.get("priority_eps", 1e-6),
         )
         expected = {f"obs__{k}": v for k, v in buffer._obs.items()}
-        expected.update(buffer._state_arrays())
+        state = buffer._state_arrays()  # head and t_count are fresh arrays, read below
+        expected.update(state)
         for name, target in expected.items():
             _restore(path, data, name, target)
+        t_count = state["t_count"]
+        if (t_count != t_count[0]).any() or (state["head"] < t_count).any():
+            raise ValueError(
+                f"{os.fspath(path)}: t_count {t_count[:8]} and head {state['head'][:8]} are "
+                "not those of a buffer that adds one transition per env at a time"
+            )
+        buffer._t = int(t_count[0])
+        buffer._skip[:] = state["head"] - buffer._t
+        np.equal(state["head"], buffer._ep_start, out=buffer._starting)
+        buffer._n_starting = int(buffer._starting.sum())
         for key in buffer.info_keys:
             name = f"info__{key}"
             if name in files:
@@ -1207,7 +1193,7 @@ class HerReplayBuffer:
                 raise ValueError(f"{os.fspath(path)}: priorities hold negative or NaN values")
             buffer._tree.set_all(leaves)
             buffer._max_priority = float(meta["max_priority"])
-        buffer._sync_state()
+        buffer._summarize()
         state = meta["rng_state"]
         buffer._rng = np.random.Generator(getattr(np.random, state["bit_generator"])())
         buffer._rng.bit_generator.state = state
@@ -1253,6 +1239,19 @@ def _unreadable(path: Any, error: BaseException) -> ValueError:
         f"{error}): it is truncated, corrupt or not written by HerReplayBuffer.save; "
         "save the buffer again (or start with an empty one)"
     )
+
+
+def _offsets_within(length: np.ndarray) -> np.ndarray:
+    """Each row's offset in its episode, for episodes of ``length`` rows laid end to end:
+    lengths (2, 3) give 0 1 | 0 1 2."""
+    return np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
+
+
+def _all_equal(values: np.ndarray) -> bool:
+    """Whether every element of the 1-d contiguous array ``values`` equals the first
+    (compared as bytes: several times cheaper than numpy on a few elements)."""
+    raw = values.tobytes()
+    return raw == raw[: values.itemsize] * values.size
 
 
 def _check_fraction(name: str, value: Any) -> None:

@@ -365,11 +365,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         return self._public("ep_length")
 
     def _transitions_added(self) -> int:
-        core_buffer = self.core
-        # Every add() adds one transition per env: the per-env counters are equal. While the
-        # streams run in step, the goalenvs buffer keeps the current count in _synced.
-        synced = core_buffer._synced
-        return int(synced[1]) if synced is not None else int(core_buffer._t_count[0])
+        # Every add() adds one transition per env: the goalenvs buffer counts them in _t.
+        return self.core._t
 
     def _public(self, name: str) -> Any:
         c = self.core

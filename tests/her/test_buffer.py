@@ -15,6 +15,7 @@ import copy
 import json
 import pickle
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -215,7 +216,8 @@ def test_streams_in_step_with_some_envs_starting_an_episode() -> None:
     writer = TaggedWriter(buffer, [[1, 3] * 10, [2, 4] * 10])
     for _ in range(2):
         writer.add_step()
-    assert buffer._synced == (3, 2) and buffer._n_starting == 1
+    assert buffer._in_step == 1 and buffer._head.tolist() == [3, 3]
+    assert buffer._n_starting == 1
     for _ in range(30):
         writer.add_step()
     check_batch(buffer.sample(500), writer, GoalSelectionStrategy.FUTURE)
@@ -223,11 +225,23 @@ def test_streams_in_step_with_some_envs_starting_an_episode() -> None:
 
 @pytest.mark.parametrize("n_envs", [1, 3])
 def test_episodes_ended_in_step_store_what_the_general_path_stores(n_envs: int) -> None:
-    # add() closes episodes that every env ends together with slices (_close_all); a twin
-    # buffer denied that path (it falls back to _close_episodes) must hold the same state
-    # after every step, through ring wraps and an episode that straddles the ring's end.
+    # While every env writes the same row, add() and _close_episodes index the storage
+    # with slices; a twin buffer denied them (its summary never says "in step", and it
+    # closes episodes through an index array of the envs) must hold the same state after
+    # every step, through ring wraps and an episode that straddles the ring's end.
     fast, general = tagged_buffer(23 * n_envs, n_envs), tagged_buffer(23 * n_envs, n_envs)
-    general._close_all = lambda terminated, truncated: False
+
+    def summarize_out_of_step() -> None:
+        HerReplayBuffer._summarize(general)
+        general._in_step = None
+
+    def close_with_an_index_array(envs: Any, terminated: Any, truncated: Any) -> None:
+        envs = np.arange(n_envs)[envs]
+        HerReplayBuffer._close_episodes(general, envs, terminated, truncated)
+
+    general._summarize = summarize_out_of_step
+    general._close_episodes = close_with_an_index_array
+    general._summarize()
     lengths = [[4, 6, 5, 3, 7] * 12] * n_envs
     writers = TaggedWriter(fast, lengths), TaggedWriter(general, lengths)
     for _ in range(150):
@@ -237,9 +251,11 @@ def test_episodes_ended_in_step_store_what_the_general_path_stores(n_envs: int) 
             np.testing.assert_array_equal(array, general._state_arrays()[name], err_msg=name)
         for key, array in fast._obs.items():
             np.testing.assert_array_equal(array, general._obs[key], err_msg=key)
-        assert fast._synced == general._synced
+        np.testing.assert_array_equal(fast._head, general._head)
+        np.testing.assert_array_equal(fast._starting, general._starting)
         assert fast._n_starting == general._n_starting
-        assert fast._retire_at == general._retire_at
+        assert fast._retire_t == general._retire_t
+        assert fast._in_step is not None and general._in_step is None
     check_batch(fast.sample(400), writers[0], GoalSelectionStrategy.FUTURE)
 
 
@@ -293,7 +309,6 @@ def test_one_env_mid_episode_steps_store_values_of_any_dtype_layout_and_type() -
     # observation): values of another dtype, byte order or memory layout are converted
     # first, lists take the careful way; all must store the same numbers.
     buffer = tagged_buffer(40, 1)
-    assert buffer._step is not None  # the single-write step applies to this layout
     first = {key: np.zeros((1, 3), np.float32) for key in TAG_SPACE.spaces}
     wide = np.arange(12, dtype=np.float32).reshape(1, 12)
     steps = [
@@ -323,7 +338,7 @@ def test_one_env_mid_episode_steps_store_values_of_any_dtype_layout_and_type() -
     with pytest.raises(ValueError, match=r"next_obs\['achieved_goal'\] has shape \(1, 4\)"):
         buffer.add(obs, bad, steps[-1][1], steps[-1][2], np.zeros(1, bool), np.zeros(1, bool))
     np.testing.assert_array_equal(buffer._records, before)
-    assert buffer._synced == (3, 3)
+    assert buffer._t == 3 and buffer._head.tolist() == [3]
 
 
 def test_done_flags_of_any_dtype_end_exactly_the_flagged_episodes() -> None:
@@ -341,7 +356,6 @@ def test_done_flags_of_any_dtype_end_exactly_the_flagged_episodes() -> None:
         buffer.add(obs, obs, action, reward, terminated, truncated)
     assert buffer.n_transitions == (3 + 1) + (2 + 2)  # env 0's episodes, env 1's
     assert buffer.episodes_in_progress == 0
-    buffer._materialize()
     assert buffer._head.tolist() == [6, 6]
     # Env e's row r is element r * 2 + e. Env 0: transitions at rows 0-2 (terminated at 2)
     # and 4 (truncated); env 1: rows 0-1 (truncated at 1) and 3-4 (terminated at 4).
