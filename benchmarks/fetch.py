@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's goalenvs, also for the launched trainers
 RESULTS = ROOT / "benchmarks" / "results" / "fetch"
 IMG = ROOT / "docs" / "images"
 TASKS = {"push": "FetchPush-v4", "pick_and_place": "FetchPickAndPlace-v4"}
@@ -52,7 +53,7 @@ def train(task: str, seed: int, budget: float, extra: list[str]) -> Path:
     out = Path(tempfile.mkdtemp(prefix=f"fetch_{task}_s{seed}_"))
     command = [sys.executable, "-m", "goalenvs", "train", env_id, "--seed", str(seed)]
     command += ["--quiet", "--out", str(out / "run"), *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     env.pop("MUJOCO_GL", None)
     print(" ".join(command[1:]), flush=True)
     proc = subprocess.Popen(command, cwd=ROOT, env=env)
