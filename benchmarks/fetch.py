@@ -1,0 +1,162 @@
+"""FetchPush-v4 and FetchPickAndPlace-v4 with DDPG+HER and the ``fetch_push`` preset.
+
+Runs ``goalenvs train`` (the CLI a user runs, nothing else) for a wall-clock budget per
+seed, keeps each run's ``progress.csv`` under ``benchmarks/results/fetch/`` and draws eval
+success against env steps and against seconds of training into ``docs/images/``.
+
+    python benchmarks/fetch.py train --task push --seeds 0 1 2 --budget 3600
+    python benchmarks/fetch.py train --task pick_and_place --seeds 0 --budget 3300
+    python benchmarks/fetch.py plot                  # tables and PNGs from the kept logs
+    python benchmarks/fetch.py plot --runs push_s0=/path/to/run/progress.csv
+
+Seconds are the trainer's own ``wall_time`` (training and the per-epoch evaluation; the
+~20-30 s of imports and env construction before the first cycle are not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's goalenvs, also for the launched trainers
+RESULTS = ROOT / "benchmarks" / "results" / "fetch"
+IMG = ROOT / "docs" / "images"
+TASKS = {"push": "FetchPush-v4", "pick_and_place": "FetchPickAndPlace-v4"}
+TARGETS = (0.5, 0.9)
+
+
+def read_progress(path: str | os.PathLike) -> list[dict[str, float]]:
+    """The rows of a run's progress.csv as floats (one per epoch)."""
+    with open(path, newline="") as f:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def first_reaching(rows: list[dict[str, float]], target: float) -> dict[str, float] | None:
+    """The first epoch row whose eval success is at least ``target`` (None if none is)."""
+    return next((r for r in rows if r["eval_success"] >= target), None)
+
+
+def train(task: str, seed: int, budget: float, extra: list[str]) -> Path:
+    """Trains one seed for ``budget`` seconds (then SIGINT: the trainer stops after the
+    cycle, keeping every committed epoch) and copies its progress.csv to RESULTS."""
+    env_id = f"gymnasium_robotics:{TASKS[task]}"
+    out = Path(tempfile.mkdtemp(prefix=f"fetch_{task}_s{seed}_"))
+    command = [sys.executable, "-m", "goalenvs", "train", env_id, "--seed", str(seed)]
+    command += ["--quiet", "--out", str(out / "run"), *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("MUJOCO_GL", None)
+    print(" ".join(command[1:]), flush=True)
+    proc = subprocess.Popen(command, cwd=ROOT, env=env)
+    try:
+        proc.wait(timeout=budget)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=300)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    target = RESULTS / f"{task}_s{seed}.csv"
+    shutil.copyfile(out / "run" / "progress.csv", target)
+    return target
+
+
+def table(runs: dict[str, list[dict[str, float]]]) -> str:
+    """Markdown: per run the env steps and seconds to each target, best and final success."""
+    head = ["run", "epochs", "env steps", "seconds"]
+    for t in TARGETS:
+        head += [f"env steps to {t}", f"seconds to {t}"]
+    head += ["best eval success", "final eval success"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, rows in runs.items():
+        last = rows[-1]
+        cells = [name, f"{last['epoch']:.0f}", f"{last['env_steps']:,.0f}"]
+        cells.append(f"{last['wall_time']:.0f}")
+        for t in TARGETS:
+            hit = first_reaching(rows, t)
+            cells += ["-", "-"] if hit is None else [
+                f"{hit['env_steps']:,.0f}", f"{hit['wall_time']:.0f}"
+            ]  # fmt: skip
+        best = max(r["eval_success"] for r in rows)
+        cells += [f"{best:.2f}", f"{last['eval_success']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(task: str, runs: dict[str, list[dict[str, float]]], path: Path) -> Path:
+    """Eval success vs env steps and vs seconds, one line per run, a small PNG."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.2), dpi=72)
+    FigureCanvasAgg(fig)
+    ax_steps, ax_time = fig.subplots(1, 2, sharey=True)
+    for name, rows in runs.items():
+        success = [r["eval_success"] for r in rows]
+        ax_steps.plot([r["env_steps"] for r in rows], success, label=name)
+        ax_time.plot([r["wall_time"] / 60 for r in rows], success, label=name)
+    ax_steps.set(xlabel="env steps", ylabel="eval success (20 episodes)", ylim=(-0.03, 1.03))
+    ax_time.set(xlabel="minutes of training (2 shared cores)")
+    for ax in (ax_steps, ax_time):
+        for t in TARGETS:
+            ax.axhline(t, color="grey", lw=0.6, ls=":")
+        ax.grid(alpha=0.3)
+    ax_time.legend(loc="upper left", fontsize="small")
+    fig.suptitle(f"{TASKS[task]}: DDPG+HER, fetch_push preset, one process")
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.87, wspace=0.08)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    return path
+
+
+def kept_runs(extra: list[str]) -> dict[str, dict[str, list[dict[str, float]]]]:
+    """The kept logs by task (``<task>_s<seed>.csv``), plus ``name=path`` pairs given."""
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {task: {} for task in TASKS}
+    paths = {p.stem: p for p in sorted(RESULTS.glob("*_s*.csv"))}
+    for item in extra:
+        name, _, path = item.partition("=")
+        paths[name] = Path(path)
+    for name, path in paths.items():
+        match = re.fullmatch(r"(\w+?)_(s\d+)", name)
+        if match is None or match.group(1) not in TASKS:
+            raise SystemExit(f"--runs: {name!r} must be <task>_s<seed>, task one of {list(TASKS)}")
+        runs[match.group(1)][match.group(2)] = read_progress(path)
+    return runs
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: ``train`` runs seeds, ``plot`` prints tables and draws the PNGs."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("train", help="train seeds for a budget, keep their progress.csv")
+    run.add_argument("--task", choices=list(TASKS), default="push")
+    run.add_argument("--seeds", type=int, nargs="+", default=[0])
+    run.add_argument("--budget", type=float, default=3600.0, help="seconds per seed")
+    run.add_argument("extra", nargs="*", help="more goalenvs train flags (after --)")
+    draw = sub.add_parser("plot", help="tables and PNGs from the kept logs")
+    draw.add_argument("--runs", nargs="*", default=[], help="name=progress.csv pairs")
+    args = parser.parse_args(argv)
+    if args.command == "train":
+        if args.budget <= 0:
+            raise SystemExit(f"--budget must be > 0 seconds, got {args.budget}")
+        for seed in args.seeds:
+            start = time.perf_counter()
+            path = train(args.task, seed, args.budget, args.extra)
+            print(f"seed {seed}: {time.perf_counter() - start:.0f} s, log {path}", flush=True)
+        return
+    for task, runs in kept_runs(args.runs).items():
+        if not runs:
+            continue
+        print(f"\n{TASKS[task]}\n\n{table(runs)}")
+        print(plot(task, dict(sorted(runs.items())), IMG / f"fetch_{task}.png"))
+
+
+if __name__ == "__main__":
+    main()
