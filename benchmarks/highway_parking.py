@@ -102,6 +102,8 @@ def run_ours(env_id: str, seed: int, budget: float) -> list[tuple[float, int, fl
         return success, float("nan"), float("nan")
 
     def callback(row: dict) -> None:
+        # Called once an epoch (4,000 env steps): the run stops at the first epoch's end
+        # past the budget, so it may overshoot by up to an epoch.
         elapsed = time.perf_counter() - clock["start"] - clock["eval"]
         curve.append((elapsed, int(row["env_steps"]), float(row["eval_success"]), clock["crash"]))
         print(f"  {env_id} seed {seed}: {curve[-1]}", flush=True)
@@ -141,15 +143,19 @@ def run_sb3(seed: int, budget: float) -> list[tuple[float, int, float, float]]:
 
     class Evaluate(BaseCallback):
         def _on_step(self) -> bool:
-            if self.num_timesteps % SB3_EVAL_EVERY:
+            # The budget is checked every step, with a last evaluation where it runs out:
+            # at 4,000 steps between evaluations SB3 would otherwise overshoot it by
+            # up to twice (it trains at about 4 env steps/s here under load).
+            elapsed = time.perf_counter() - clock["start"] - clock["eval"]
+            spent = elapsed >= budget
+            if self.num_timesteps % SB3_EVAL_EVERY and not spent:
                 return True
             begin = time.perf_counter()
             success, crash = evaluate(lambda obs: model.predict(obs, deterministic=True)[0])
             clock["eval"] += time.perf_counter() - begin
-            elapsed = time.perf_counter() - clock["start"] - clock["eval"]
             curve.append((elapsed, self.num_timesteps, success, crash))
             print(f"  sb3 seed {seed}: {curve[-1]}", flush=True)
-            return elapsed < budget
+            return not spent
 
     model.learn(total_timesteps=10_000_000, callback=Evaluate())
     env.close()
