@@ -118,8 +118,9 @@ def plot(rows: list[dict], path: Path) -> None:
         color = f"C{ENVS.index(row['env'])}"
         label = None if row["env"] in labeled else row["env"]
         labeled.add(row["env"])
-        ax_time.plot(t, success, color=color, alpha=0.8, label=label)
-        ax_steps.plot(steps, success, color=color, alpha=0.8)
+        # Markers: a PandaReach run is a single evaluation (it stops at 1.0).
+        ax_time.plot(t, success, "o-", ms=3, color=color, alpha=0.8, label=label)
+        ax_steps.plot(steps, success, "o-", ms=3, color=color, alpha=0.8)
     ax_time.set(xlabel="wall-clock seconds", ylabel="eval success", ylim=(-0.03, 1.03))
     ax_steps.set(xlabel="env steps", ylim=(-0.03, 1.03))
     ax_time.legend(loc="center right", fontsize=8)
