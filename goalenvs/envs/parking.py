@@ -256,37 +256,41 @@ def advance(state: tuple[Any, ...], action: Any, params: ParkingParams, xp: Any)
     """Integrates the kinematic bicycle model over one policy step of ``(batch, 2)`` actions.
 
     With the slip angle ``beta = arctan(tan(steering) / 2)`` fixed by the steering, the
-    heading turns at ``speed * sin(beta) / half_length`` and the centre moves along
-    ``heading + beta``, so it follows a circle of radius ``half_length / sin(beta)``. Each
-    substep moves it along that arc exactly (the chord of the swept angle, which points
-    along the arc's middle), with the speed changing linearly; only the speed limit is
-    applied per substep. The heading is renormalised once per step.
+    heading turns by ``sin(beta) / half_length`` per metre driven and the centre moves
+    along ``heading + beta``: it follows a circle of radius ``half_length / sin(beta)``.
+    The step's ``substeps`` arcs are driven exactly, all at once: the speed changes
+    linearly within each (the speed limit applies at each substep's end), and each arc
+    moves the centre along its chord, which points along the arc's middle. The heading
+    is renormalised once per step. The faces pass float64 arrays.
     """
     x, y, c, s, v = state
     p = params
-    acceleration = action[:, 0] * p.max_acceleration
-    tan_beta = 0.5 * xp.tan(action[:, 1] * p.max_steering)
-    cb = 1.0 / xp.sqrt(1.0 + tan_beta * tan_beta)
-    sb = tan_beta * cb
     h = p.substep_time
-    half_turn_per_metre = sb * (0.5 / p.half_length)
-    for _ in range(p.substeps):
-        v_end = xp.clip(v + acceleration * h, -p.max_speed, p.max_speed)
-        distance = (v + v_end) * (0.5 * h)
-        half = distance * half_turn_per_metre
-        ch, sh = xp.cos(half), xp.sin(half)
-        # The chord is distance * sin(half) / half: 0 / 0 where the car drives straight.
-        straight = half == 0
-        chord = xp.where(straight, distance, distance * sh / xp.where(straight, 1.0, half))
-        cm = c * ch - s * sh
-        sm = s * ch + c * sh
-        x = x + chord * (cm * cb - sm * sb)
-        y = y + chord * (sm * cb + cm * sb)
-        c = cm * ch - sm * sh
-        s = sm * ch + cm * sh
-        v = v_end
-    norm = xp.sqrt(c * c + s * s)
-    return x, y, c / norm, s / norm, v
+    acceleration = action[:, 0] * p.max_acceleration
+    beta = xp.arctan(0.5 * xp.tan(action[:, 1] * p.max_steering))
+    turn_per_metre = xp.sin(beta) / p.half_length
+    # Speeds at the substeps' ends, (substeps + 1, batch): |v| <= max_speed and a constant
+    # acceleration make one clip of the ramp equal to clipping after every substep.
+    ramp = xp.stack([v + acceleration * (k * h) for k in range(p.substeps + 1)], 0)
+    speed = xp.clip(ramp, -p.max_speed, p.max_speed)
+    distance = (speed[:-1] + speed[1:]) * (0.5 * h)  # (substeps, batch), metres
+    turn = distance * turn_per_metre
+    half = 0.5 * turn
+    turned = xp.cumsum(turn, 0)
+    # Each chord's direction, relative to the step's first heading.
+    angle = turned - half + beta
+    # The chord's length is distance * sin(half) / half: 0 / 0 where the car drives straight.
+    straight = half == 0
+    chord = distance * xp.where(straight, 1.0, xp.sin(half) / xp.where(straight, 1.0, half))
+    along = (chord * xp.cos(angle)).sum(0)
+    across = (chord * xp.sin(angle)).sum(0)
+    ct, st = xp.cos(turned[-1]), xp.sin(turned[-1])
+    c_end = c * ct - s * st
+    s_end = s * ct + c * st
+    norm = xp.sqrt(c_end * c_end + s_end * s_end)
+    x_end = x + c * along - s * across
+    y_end = y + s * along + c * across
+    return x_end, y_end, c_end / norm, s_end / norm, speed[-1]
 
 
 def achieved_goals(state: tuple[Any, ...], xp: Any) -> Any:
@@ -304,10 +308,11 @@ def weighted_distance(difference: Any, weights: tuple[float, ...], xp: Any) -> A
     reward equals ``compute_reward`` to the bit); terms of weight 0 add exactly 0 and are
     skipped.
     """
+    size = abs(difference)
     total = 0.0
     for i, weight in enumerate(weights):
         if weight:
-            total = total + weight * abs(difference[..., i])
+            total = total + weight * size[..., i]
     return xp.sqrt(total)
 
 
@@ -741,8 +746,8 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
             check_choice("render_mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode
         self.observation_space, self.action_space = self.params.spaces()
-        # The kernel's batch of one: state rows (x, y, cos, sin, speed) of one column.
-        self._state = np.array([[0.0], [0.0], [1.0], [0.0], [0.0]])
+        # The kernel's batch of one: (x, y, cos, sin, speed), arrays of shape (1,).
+        self._state = tuple(np.array([value]) for value in (0.0, 0.0, 1.0, 0.0, 0.0))
         self._goal = np.zeros(GOAL_SIZE, dtype=np.float32)
         self._parked = np.zeros(N_SPOTS, dtype=bool)
         self._crashed = False
@@ -763,7 +768,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
             if options.get("car") is not None:
                 car = _car_option(options["car"], self.params.max_speed)
         state, goal, parked = start_episode(self.np_random, self.params, goal, car)
-        self._state = np.array(state)[:, None]
+        self._state = tuple(np.array([value]) for value in state)
         self._goal, self._parked = goal, parked
         self._steps = 0
         self._last_reward = None
@@ -775,9 +780,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Advances one policy step (``step_time`` seconds)."""
         action = check_action(action, self.action_space)
-        self._state = np.stack(
-            advance(tuple(self._state), action[None].astype(np.float64), self.params, np)
-        )
+        self._state = advance(self._state, action[None].astype(np.float64), self.params, np)
         self._steps += 1
         obs, self._last_reward = self._evaluate()
         if self.render_mode == "human":
@@ -788,7 +791,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
     def _evaluate(self) -> tuple[dict[str, np.ndarray], float]:
         """The observation and reward of the current state; sets success and crash."""
         achieved, reward, success, crashed = evaluate(
-            tuple(self._state), self._goal[None], self._parked[None], SPOT_CENTERS, self.params, np
+            self._state, self._goal[None], self._parked[None], SPOT_CENTERS, self.params, np
         )
         self._success, self._crashed = bool(success[0]), bool(crashed[0])
         obs = {
@@ -805,7 +808,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
         if self._painter is None:
             self._painter = _LotPainter(self.params, self.metadata["render_fps"])
         hud = hud_line(self._steps, self._last_reward, self._success)
-        car = tuple(float(a) for a in self._state[:4, 0])
+        car = tuple(float(a[0]) for a in self._state[:4])
         self._painter.frame(car, self._goal, self._parked, self._crashed, self._success, hud)
         return self._painter.render(self.render_mode)
 
@@ -869,8 +872,8 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
             render_mode,
         )  # fmt: skip
         n = self.num_envs
-        self._state = np.zeros((5, n))
-        self._state[2] = 1.0
+        # (x, y, cos, sin, speed), arrays of shape (num_envs,).
+        self._state = tuple(np.full(n, value) for value in (0.0, 0.0, 1.0, 0.0, 0.0))
         self._goal = np.zeros((n, GOAL_SIZE), dtype=np.float32)
         self._parked = np.zeros((n, N_SPOTS), dtype=bool)
         self._achieved = np.zeros((n, GOAL_SIZE), dtype=np.float32)
@@ -893,20 +896,19 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
             state, self._goal[i], self._parked[i] = start_episode(
                 self.np_randoms[i], self.params, goal, car
             )
-            self._state[:, i] = state
+            for column, value in zip(self._state, state, strict=True):
+                column[i] = value
         self._evaluate(index)
 
     def _step_envs(self, actions: np.ndarray) -> None:
-        self._state = np.stack(
-            advance(tuple(self._state), actions.astype(np.float64), self.params, np)
-        )
+        self._state = advance(self._state, actions.astype(np.float64), self.params, np)
         self._evaluate(slice(None))
 
     def _evaluate(self, index: np.ndarray | slice) -> None:
         """Achieved goals, rewards, successes and crashes of the sub-envs in ``index``."""
         achieved, reward, success, crashed = evaluate(
-            tuple(self._state[:, index]), self._goal[index], self._parked[index], SPOT_CENTERS,
-            self.params, np,
+            tuple(a[index] for a in self._state), self._goal[index], self._parked[index],
+            SPOT_CENTERS, self.params, np,
         )  # fmt: skip
         self._achieved[index], self._reward[index] = achieved, reward
         self._success[index], self._crashed[index] = success, crashed
@@ -937,7 +939,7 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         steps = int(self.elapsed_steps[0])
         reward = float(self._reward[0]) if steps else None
         success, crashed = bool(self._success[0]), bool(self._crashed[0])
-        car = tuple(float(a) for a in self._state[:4, 0])
+        car = tuple(float(a[0]) for a in self._state[:4])
         hud = hud_line(steps, reward, success)
         self._painter.frame(car, self._goal[0], self._parked[0], crashed, success, hud)
         return self._painter.render(self.render_mode)
