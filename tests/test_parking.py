@@ -304,6 +304,26 @@ def test_vector_env_follows_the_single_envs_exactly(n_parked, reward_type):
     assert ends >= n  # every sub-env ended at least one episode (crash or time limit)
 
 
+def test_a_partial_reset_draws_only_from_the_reset_sub_envs_generators():
+    vec = ParkingVectorEnv(num_envs=3, n_parked=5, autoreset_mode="disabled")
+    singles = [ParkingEnv(n_parked=5) for _ in range(3)]
+    vec_obs, _ = vec.reset(seed=7)
+    single_obs = [env.reset(seed=7 + i)[0] for i, env in enumerate(singles)]
+    actions = np.array([[0.5, 0.2], [-0.3, 1.0], [1.0, -0.4]], dtype=np.float32)
+    for mask in ([False, True, False], [True, False, True], [False, True, False]):
+        vec_obs = vec.step(actions)[0]
+        single_obs = [env.step(a)[0] for env, a in zip(singles, actions, strict=True)]
+        vec_obs, info = vec.reset(options={"reset_mask": np.array(mask)})
+        for i in np.flatnonzero(mask):
+            single_obs[i], single_info = singles[i].reset()
+            assert info["is_success"][i] == single_info["is_success"]
+        for i, obs in enumerate(single_obs):
+            for key in obs:
+                np.testing.assert_array_equal(vec_obs[key][i], obs[key])
+    # Every sub-env reset at least once after the seeded reset, from its own stream.
+    assert len({tuple(vec_obs["desired_goal"][i]) for i in range(3)}) >= 2
+
+
 @pytest.mark.filterwarnings("ignore:.*different from the unwrapped version")
 def test_gymnasium_and_sb3_check_env():
     from gymnasium.utils.env_checker import check_env
