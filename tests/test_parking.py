@@ -21,7 +21,10 @@ from goalenvs.envs.parking import (
     VELOCITY_SCALE,
     WALL_X,
     ParkingEnv,
+    ParkingParams,
     ParkingVectorEnv,
+    advance,
+    evaluate,
 )
 
 COAST = np.zeros(2, dtype=np.float32)
@@ -35,7 +38,7 @@ def drive(env: ParkingEnv, action, steps: int):
 
 def pose(env: ParkingEnv) -> tuple[float, float, float, float, float]:
     """The exact float64 state (x, y, cos h, sin h, speed)."""
-    return env._state
+    return tuple(float(value[0]) for value in env._state)
 
 
 # --------------------------------------------------------------------------- physics
@@ -269,13 +272,14 @@ def test_compute_functions_batch_equals_per_element(goals, crashed_seed, dense):
     np.testing.assert_array_equal(env.compute_terminated(goals, desired, list_info), crashed)
 
 
-@pytest.mark.parametrize("n_parked", [0, 20])
-def test_vector_env_follows_the_single_envs_exactly(n_parked):
+@pytest.mark.parametrize(
+    ("n_parked", "reward_type"), [(0, "sparse"), (20, "sparse"), (20, "dense")]
+)
+def test_vector_env_follows_the_single_envs_exactly(n_parked, reward_type):
     n, seed = 6, 100
-    vec = ParkingVectorEnv(num_envs=n, n_parked=n_parked, max_episode_steps=40)
-    singles = [
-        gym.make("goalenvs/Parking-v0", n_parked=n_parked, max_episode_steps=40) for _ in range(n)
-    ]
+    kwargs = {"n_parked": n_parked, "reward_type": reward_type, "max_episode_steps": 40}
+    vec = ParkingVectorEnv(num_envs=n, **kwargs)
+    singles = [gym.make("goalenvs/Parking-v0", **kwargs) for _ in range(n)]
     vec_obs, _ = vec.reset(seed=seed)
     single_obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(singles)]
     done = [False] * n
@@ -298,6 +302,26 @@ def test_vector_env_follows_the_single_envs_exactly(n_parked):
             done[i] = term or trunc
             ends += done[i]
     assert ends >= n  # every sub-env ended at least one episode (crash or time limit)
+
+
+def test_a_partial_reset_draws_only_from_the_reset_sub_envs_generators():
+    vec = ParkingVectorEnv(num_envs=3, n_parked=5, autoreset_mode="disabled")
+    singles = [ParkingEnv(n_parked=5) for _ in range(3)]
+    vec_obs, _ = vec.reset(seed=7)
+    single_obs = [env.reset(seed=7 + i)[0] for i, env in enumerate(singles)]
+    actions = np.array([[0.5, 0.2], [-0.3, 1.0], [1.0, -0.4]], dtype=np.float32)
+    for mask in ([False, True, False], [True, False, True], [False, True, False]):
+        vec_obs = vec.step(actions)[0]
+        single_obs = [env.step(a)[0] for env, a in zip(singles, actions, strict=True)]
+        vec_obs, info = vec.reset(options={"reset_mask": np.array(mask)})
+        for i in np.flatnonzero(mask):
+            single_obs[i], single_info = singles[i].reset()
+            assert info["is_success"][i] == single_info["is_success"]
+        for i, obs in enumerate(single_obs):
+            for key in obs:
+                np.testing.assert_array_equal(vec_obs[key][i], obs[key])
+    # Every sub-env reset at least once after the seeded reset, from its own stream.
+    assert len({tuple(vec_obs["desired_goal"][i]) for i in range(3)}) >= 2
 
 
 @pytest.mark.filterwarnings("ignore:.*different from the unwrapped version")
@@ -403,3 +427,52 @@ def test_keys_to_action_maps_arrows_to_float32_throttle_and_steering():
     np.testing.assert_array_equal(keys[tuple(sorted((pygame.K_UP, pygame.K_LEFT)))], [1.0, 1.0])
     np.testing.assert_array_equal(keys[(pygame.K_RIGHT,)], [0.0, -1.0])
     assert all(a.dtype == np.float32 for a in keys.values()) and len(keys) == 8
+
+
+# --------------------------------------------------------------------------- kernel
+
+
+def test_kernel_gives_the_same_numbers_on_torch_tensors_as_on_numpy():
+    torch = pytest.importorskip("torch")
+    params = ParkingParams(n_parked=20, reward_type="dense")
+    rng = np.random.default_rng(0)
+    n = 512
+    heading = rng.uniform(-np.pi, np.pi, n)
+    state = (
+        rng.uniform(-33, 33, n),
+        rng.uniform(-19, 19, n),
+        np.cos(heading),
+        np.sin(heading),
+        rng.uniform(-10, 10, n),
+    )
+    actions = rng.uniform(-1, 1, (n, 2))
+    actions[:8, 1] = 0.0  # straight driving takes the chord's 0 / 0 branch
+    goals = SPOT_GOALS[rng.integers(0, N_SPOTS, n)]
+    parked = rng.random((n, N_SPOTS)) < 0.7
+
+    def run(xp, convert):
+        moved = advance(tuple(convert(a) for a in state), convert(actions), params, xp)
+        outcome = evaluate(
+            moved, convert(goals), convert(parked), convert(SPOT_CENTERS), params, xp
+        )
+        return [np.asarray(a) for a in moved], [np.asarray(a) for a in outcome]
+
+    np_state, np_outcome = run(np, np.asarray)
+    torch_state, torch_outcome = run(torch, torch.from_numpy)
+    for ours, theirs in zip(np_state, torch_state, strict=True):
+        np.testing.assert_allclose(theirs, ours, rtol=0, atol=1e-12)
+    achieved, reward, success, crashed = np_outcome
+    np.testing.assert_allclose(torch_outcome[0], achieved, rtol=0, atol=1e-6)
+    assert torch_outcome[0].dtype == achieved.dtype == np.float32
+    np.testing.assert_allclose(torch_outcome[1], reward, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(torch_outcome[3], crashed)
+    # Success is a threshold on the distance: no car of this draw sits on the boundary.
+    np.testing.assert_array_equal(torch_outcome[2], success)
+    # The draw exercises both outcomes of the crash test, walls and parked cars.
+    assert 0 < crashed.sum() < n
+    np.testing.assert_array_equal(
+        reward,
+        ParkingEnv(reward_type="dense").compute_reward(
+            achieved, goals.astype(np.float32), {"crashed": crashed}
+        ),
+    )

@@ -1,23 +1,21 @@
 """Parking: a kinematic car parks into a goal spot of a walled lot, optionally between parked cars.
 
-The file holds, in order:
-
-1. the kernel: the lot layout, the bicycle-model integrator, the collision tests and the
-   goal reward, written once with plain arithmetic so that the same functions run on
-   Python floats (the single env, where numpy's per-call cost would dominate) and on numpy
-   arrays over a leading batch dimension (the vector env), with bit-identical results;
-2. :class:`ParkingEnv`, one env built on the kernel;
-3. :class:`ParkingVectorEnv`, N envs stepped in one numpy call on the same kernel.
+In this order: the lot layout, :class:`ParkingParams` (the checked constants), the goal
+functions of both faces (:class:`_ParkingGoals`), the kernel (pure functions of arrays and
+their array module ``xp`` over a leading batch dimension: numpy here, torch tensors for a
+GPU twin), the drawing, :class:`ParkingEnv` (one env, a batch of one for the kernel) and
+:class:`ParkingVectorEnv` (N envs in one call, the ids' ``vector_entry_point``).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
 
 from goalenvs.core import (
     GoalEnv,
@@ -31,6 +29,7 @@ from goalenvs.core import (
     goal_dict_space,
     info_values,
 )
+from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
 
 # --------------------------------------------------------------------------- lot layout
 # Two rows of spots face each other across a lane; walls enclose the lot (highway-env's
@@ -68,299 +67,36 @@ SPOT_GOALS[:, 5] = SPOT_HEADING_SIN
 START_HALF_X = 4.0  # m: the car starts within +-4 m of the lot centre along the lane
 START_HALF_Y = 1.0  # m: and within +-1 m across it
 
-# Substep rotations use a Taylor polynomial (see _half_turn); this bound on the half-angle
-# keeps its error below 3e-13. The default constants turn at most 0.06 rad per half substep.
+# The most a substep may turn the car by half (radians): each substep drives one arc,
+# and short arcs keep the per-substep speed limit close to a continuous one. The default
+# constants turn at most 0.06 rad per half substep.
 MAX_HALF_TURN = 0.1
+REWARD_TYPES = ("sparse", "dense")
 
 
-class _Floats:
-    """The kernel's few non-operator functions for Python floats (the single env)."""
+@dataclass(frozen=True)
+class ParkingParams:
+    """The checked constants of a Parking env, shared by the single env and its twin.
 
-    sqrt = staticmethod(math.sqrt)
-
-    @staticmethod
-    def clip(value: float, low: float, high: float) -> float:
-        return min(max(value, low), high)
-
-    @staticmethod
-    def arcs(speeds: list[float], half_h: float, turn: float) -> list[tuple[float, ...]]:
-        return [_arc(v0, v1, half_h, turn) for v0, v1 in itertools.pairwise(speeds)]
-
-
-class _Arrays:
-    """The same functions for numpy arrays (the vector env); IEEE results match _Floats."""
-
-    sqrt = staticmethod(np.sqrt)
-
-    @staticmethod
-    def clip(value: np.ndarray, low: float, high: float) -> np.ndarray:
-        return np.minimum(np.maximum(value, low), high)
-
-    @staticmethod
-    def arcs(speeds: list[np.ndarray], half_h: float, turn: np.ndarray) -> list[tuple]:
-        # Every substep's arc in one pass over a (substeps, batch) stack: the same
-        # element-wise operations as _Floats.arcs, a third of the numpy calls.
-        stacked = np.stack(speeds)
-        return list(zip(*_arc(stacked[:-1], stacked[1:], half_h, turn), strict=True))
-
-
-def _half_turn(angle: Any) -> tuple[Any, Any, Any]:
-    """cos, sin and sin(a)/a of a small angle ``a`` by Taylor polynomials (|a| <= 0.1).
-
-    Plain arithmetic rather than ``math.sin`` / ``np.sin`` because those two may differ
-    in the last bit (numpy vectorizes with its own routines), and the single env and the
-    vector env must produce identical trajectories.
+    Lengths in metres, times in seconds, speeds in m/s (see :class:`ParkingEnv`).
     """
-    a2 = angle * angle
-    cos = 1.0 + a2 * (-1 / 2 + a2 * (1 / 24 + a2 * (-1 / 720)))
-    sinc = 1.0 + a2 * (-1 / 6 + a2 * (1 / 120 + a2 * (-1 / 5040)))
-    return cos, angle * sinc, sinc
 
+    reward_type: str = "sparse"
+    n_parked: int = 0
+    length: float = 5.0
+    width: float = 2.0
+    max_acceleration: float = 5.0
+    max_steering_deg: float = 45.0
+    max_speed: float = 10.0
+    step_time: float = 0.2
+    substeps: int = 3
+    success_threshold: float = 0.12
+    collision_penalty: float = 50.0
+    reward_weights: Any = (1.0, 0.3, 0.0, 0.0, 0.02, 0.02)
 
-def _arc(v0: Any, v1: Any, half_h: float, turn: Any) -> tuple[Any, Any, Any, Any]:
-    """One substep's arc: (distance, cos, sin of half the turn, chord per distance).
-
-    ``v0``, ``v1``: speeds at the substep's ends (linear in between); ``half_h``: half
-    the substep's duration; ``turn``: half the heading change per metre driven.
-    """
-    distance = (v0 + v1) * half_h
-    ch, sh, sinc = _half_turn(distance * turn)
-    return distance, ch, sh, sinc
-
-
-def slip_terms(tan_steering: Any, xp: Any) -> tuple[Any, Any]:
-    """cos and sin of the slip angle beta = arctan(tan(steering) / 2), without trigonometry."""
-    t = 0.5 * tan_steering
-    q = 1.0 / xp.sqrt(1.0 + t * t)
-    return q, t * q
-
-
-def advance(
-    state: tuple[Any, Any, Any, Any, Any],
-    acceleration: Any,
-    tan_steering: Any,
-    dt: float,
-    substeps: int,
-    half_length: float,
-    max_speed: float,
-    xp: Any,
-) -> tuple[Any, Any, Any, Any, Any]:
-    """Integrates the kinematic bicycle model over one policy step.
-
-    ``state`` is ``(x, y, cos heading, sin heading, speed)``, floats or arrays. With the
-    slip angle beta fixed by the steering, the heading turns at
-    ``speed * sin(beta) / half_length`` and the centre moves along ``heading + beta``, so it
-    follows a circle of radius ``half_length / sin(beta)``. Each substep moves it along that
-    arc exactly (the chord of the swept angle), with the speed changing linearly; only the
-    speed limit is applied per substep. The heading is renormalised once per step.
-    """
-    x, y, c, s, v = state
-    cb, sb = slip_terms(tan_steering, xp)
-    h = dt / substeps
-    speed_change = acceleration * h
-    speeds = [v]
-    for _ in range(substeps):
-        speeds.append(xp.clip(speeds[-1] + speed_change, -max_speed, max_speed))
-    # Half the angle turned per metre driven: the chord of an arc points along its middle.
-    half_turn_per_metre = sb * (0.5 / half_length)
-    for distance, ch, sh, sinc in xp.arcs(speeds, 0.5 * h, half_turn_per_metre):
-        cm = c * ch - s * sh
-        sm = s * ch + c * sh
-        chord = distance * sinc
-        x = x + chord * (cm * cb - sm * sb)
-        y = y + chord * (sm * cb + cm * sb)
-        c = cm * ch - sm * sh
-        s = sm * ch + cm * sh
-    norm = xp.sqrt(c * c + s * s)
-    return x, y, c / norm, s / norm, speeds[-1]
-
-
-def extents(c: Any, s: Any, half_length: float, half_width: float) -> tuple[Any, Any]:
-    """Half-extents along x and y of the axis-aligned box around a rotated car."""
-    ac, as_ = abs(c), abs(s)
-    return half_length * ac + half_width * as_, half_length * as_ + half_width * ac
-
-
-def hits_wall(x: Any, y: Any, extent_x: Any, extent_y: Any) -> Any:
-    """Whether the car crosses a wall face (exact for a rectangle against a half-plane)."""
-    return (abs(x) + extent_x > WALL_X) | (abs(y) + extent_y > WALL_Y)
-
-
-def overlaps_parked(
-    x: Any,
-    y: Any,
-    c: Any,
-    s: Any,
-    extent_x: Any,
-    extent_y: Any,
-    parked_x: Any,
-    parked_y: Any,
-    half_length: float,
-    half_width: float,
-) -> Any:
-    """Separating-axis test of the car against parked cars (axis-aligned, nose into the spot).
-
-    The two boxes overlap when no axis among x, y and the car's own two axes separates
-    them; touching is not an overlap. Broadcasts over any shapes of car and parked arrays.
-    """
-    dx = x - parked_x
-    dy = y - parked_y
-    ac, as_ = abs(c), abs(s)
-    # Parked cars are axis-aligned: half_width along x, half_length along y.
-    return (
-        (abs(dx) < extent_x + half_width)
-        & (abs(dy) < extent_y + half_length)
-        & (abs(dx * c + dy * s) < half_length + half_width * ac + half_length * as_)
-        & (abs(dy * c - dx * s) < half_width + half_width * as_ + half_length * ac)
-    )
-
-
-def near_rows(y: Any, extent_y: Any) -> tuple[Any, Any]:
-    """Whether the car reaches into the lower / upper row of spots (a parked car needs it)."""
-    return y - extent_y < -LANE_HALF_WIDTH, y + extent_y > LANE_HALF_WIDTH
-
-
-def weighted_distance(differences: Any, weights: tuple[float, ...], xp: Any) -> Any:
-    """``sqrt(sum_i w_i |d_i|)``: highway-env's weighted p-norm with p = 0.5.
-
-    Summed term by term, left to right, so floats and arrays round identically; terms
-    with weight 0 are skipped (they add exactly 0 for finite goals).
-    """
-    total = 0.0
-    for weight, difference in zip(weights, differences, strict=True):
-        if weight:
-            total = total + weight * abs(difference)
-    return xp.sqrt(total)
-
-
-def goal_reward(
-    distance: Any, crashed: Any, threshold: float, penalty: float, dense: bool
-) -> tuple[Any, Any]:
-    """``(reward, success)`` for weighted goal distances; a crash subtracts ``penalty``."""
-    success = distance <= threshold
-    base = -distance if dense else success * 1.0 - 1.0
-    return base - penalty * crashed, success
-
-
-def draw_episode(
-    rng: np.random.Generator, n_parked: int
-) -> tuple[float, float, float, float, int, np.ndarray]:
-    """One episode's random start: ``(x, y, cos h, sin h, goal_spot, parked_spots)``.
-
-    The single env and every sub-env of the vector env draw with this function from their
-    own generator, which is what makes them follow identical trajectories.
-    """
-    u0, u1, u2, u3 = rng.random(4).tolist()
-    heading = 2.0 * math.pi * u0
-    goal_spot = min(int(u3 * N_SPOTS), N_SPOTS - 1)
-    if n_parked:
-        parked = np.zeros(N_SPOTS, dtype=bool)
-        others = rng.permutation(N_SPOTS - 1)[:n_parked]
-        parked[others + (others >= goal_spot)] = True
-    else:
-        parked = _EMPTY_LOT
-    return (
-        START_HALF_X * (2.0 * u1 - 1.0),
-        START_HALF_Y * (2.0 * u2 - 1.0),
-        math.cos(heading),
-        math.sin(heading),
-        goal_spot,
-        parked,
-    )
-
-
-_EMPTY_LOT = np.zeros(N_SPOTS, dtype=bool)
-_EMPTY_LOT.flags.writeable = False
-
-
-def spot_goal(spot: int) -> np.ndarray:
-    """The scaled goal of a spot: its centre, at rest, heading into it."""
-    return SPOT_GOALS[spot].copy()
-
-
-def spot_at(x: float, y: float) -> int:
-    """The spot containing the point (x, y) in metres, or -1."""
-    row_y = abs(y) - LANE_HALF_WIDTH
-    column = math.floor((x - SPOT_X[0]) / SPOT_WIDTH + 0.5)
-    if 0.0 <= row_y <= SPOT_DEPTH and 0 <= column < SPOTS_PER_ROW:
-        return column + (SPOTS_PER_ROW if y > 0 else 0)
-    return -1
-
-
-def parked_rows(parked: np.ndarray) -> tuple[list[tuple[float, float]], ...]:
-    """Centres of the parked cars of the lower and of the upper row."""
-    spots = np.flatnonzero(parked).tolist()
-    return tuple(
-        [
-            (float(SPOT_CENTERS[i, 0]), float(SPOT_CENTERS[i, 1]))
-            for i in spots
-            if upper == (i >= SPOTS_PER_ROW)
-        ]
-        for upper in (False, True)
-    )
-
-
-def evaluate_car(
-    state: tuple[float, float, float, float, float],
-    goal: list[float],
-    rows: tuple[list[tuple[float, float]], ...],
-    weights: tuple[float, ...],
-    half_length: float,
-    half_width: float,
-) -> tuple[np.ndarray, float, bool]:
-    """One car, in Python floats: (float32 achieved goal, weighted goal distance, crashed).
-
-    The single env evaluates every reset and step with it; the vector env computes the
-    same quantities from the same kernel functions on arrays.
-    """
-    x, y, c, s, v = state
-    achieved = np.array(
-        [
-            x / POSITION_SCALE,
-            y / POSITION_SCALE,
-            v * c / VELOCITY_SCALE,
-            v * s / VELOCITY_SCALE,
-            c,
-            s,
-        ],
-        dtype=np.float32,
-    )
-    a = achieved.tolist()
-    distance = weighted_distance([a[i] - goal[i] for i in range(GOAL_SIZE)], weights, _Floats)
-    ex, ey = extents(c, s, half_length, half_width)
-    crashed = hits_wall(x, y, ex, ey)
-    if not crashed:
-        for near, row in zip(near_rows(y, ey), rows, strict=True):
-            if near and any(
-                overlaps_parked(x, y, c, s, ex, ey, px, py, half_length, half_width)
-                for px, py in row
-            ):
-                crashed = True
-    return achieved, distance, crashed
-
-
-# --------------------------------------------------------------------------- shared setup
-
-
-class _ParkingParams:
-    """Validated constructor constants shared by the single and the vector env."""
-
-    def __init__(
-        self,
-        reward_type: str,
-        n_parked: int,
-        length: float,
-        width: float,
-        max_acceleration: float,
-        max_steering_deg: float,
-        max_speed: float,
-        step_time: float,
-        substeps: int,
-        success_threshold: float,
-        collision_penalty: float,
-        reward_weights: Any,
-    ) -> None:
-        check_choice("reward_type", reward_type, ("sparse", "dense"))
+    def __post_init__(self) -> None:
+        check_choice("reward_type", self.reward_type, REWARD_TYPES)
+        n_parked = self.n_parked
         if isinstance(n_parked, bool) or not isinstance(n_parked, (int, np.integer)):
             raise TypeError(f"n_parked must be an integer, got {n_parked!r}")
         if not 0 <= n_parked <= N_SPOTS - 1:
@@ -368,31 +104,27 @@ class _ParkingParams:
                 f"n_parked={n_parked} is not valid: the lot has {N_SPOTS} spots and one is the "
                 f"goal, so expected 0 <= n_parked <= {N_SPOTS - 1}"
             )
-        for name, value in (
-            ("length", length),
-            ("width", width),
-            ("max_acceleration", max_acceleration),
-            ("max_speed", max_speed),
-            ("step_time", step_time),
-            ("success_threshold", success_threshold),
-        ):
-            check_positive(name, value)
-        check_positive("substeps", substeps, integer=True)
-        check_positive("max_steering_deg", max_steering_deg)
-        if max_steering_deg >= 90:
-            raise ValueError(f"max_steering_deg must be < 90, got {max_steering_deg!r}")
-        if width >= SPOT_WIDTH or length >= SPOT_DEPTH or width > length:
+        for name in (
+            "length", "width", "max_acceleration", "max_speed", "step_time",
+            "success_threshold", "max_steering_deg",
+        ):  # fmt: skip
+            check_positive(name, getattr(self, name))
+        check_positive("substeps", self.substeps, integer=True)
+        if self.max_steering_deg >= 90:
+            raise ValueError(f"max_steering_deg must be < 90, got {self.max_steering_deg!r}")
+        if self.width >= SPOT_WIDTH or self.length >= SPOT_DEPTH or self.width > self.length:
             raise ValueError(
-                f"a car of length={length} and width={width} must fit a spot "
+                f"a car of length={self.length} and width={self.width} must fit a spot "
                 f"({SPOT_WIDTH} m x {SPOT_DEPTH} m) with width <= length"
             )
-        if isinstance(collision_penalty, bool) or not isinstance(
-            collision_penalty, (int, float, np.integer, np.floating)
+        penalty = self.collision_penalty
+        if isinstance(penalty, bool) or not isinstance(
+            penalty, (int, float, np.integer, np.floating)
         ):
-            raise TypeError(f"collision_penalty must be a number, got {collision_penalty!r}")
-        if not np.isfinite(collision_penalty) or collision_penalty < 0:
-            raise ValueError(f"collision_penalty must be >= 0, got {collision_penalty!r}")
-        weights = np.asarray(reward_weights, dtype=np.float64)
+            raise TypeError(f"collision_penalty must be a number, got {penalty!r}")
+        if not np.isfinite(penalty) or penalty < 0:
+            raise ValueError(f"collision_penalty must be >= 0, got {penalty!r}")
+        weights = np.asarray(self.reward_weights, dtype=np.float64)
         if (
             weights.shape != (GOAL_SIZE,)
             or not np.all(np.isfinite(weights))
@@ -400,35 +132,53 @@ class _ParkingParams:
             or not weights.any()
         ):
             raise ValueError(
-                f"reward_weights={reward_weights!r} must be {GOAL_SIZE} finite values >= 0, "
-                "not all 0"
+                f"reward_weights={self.reward_weights!r} must be {GOAL_SIZE} finite values "
+                ">= 0, not all 0"
             )
-        self.reward_type = reward_type
-        self.dense = reward_type == "dense"
-        self.n_parked = int(n_parked)
-        self.length, self.width = float(length), float(width)
-        self.half_length, self.half_width = 0.5 * self.length, 0.5 * self.width
-        self.max_acceleration = float(max_acceleration)
-        self.max_steering = math.radians(max_steering_deg)
-        self.max_speed = float(max_speed)
-        self.step_time = float(step_time)
-        self.substeps = int(substeps)
-        self.success_threshold = float(success_threshold)
-        self.collision_penalty = float(collision_penalty)
-        self.reward_weights = tuple(float(w) for w in weights)
+        for name in (
+            "length", "width", "max_acceleration", "max_steering_deg", "max_speed",
+            "step_time", "success_threshold", "collision_penalty",
+        ):  # fmt: skip
+            object.__setattr__(self, name, float(getattr(self, name)))
+        object.__setattr__(self, "n_parked", int(n_parked))
+        object.__setattr__(self, "substeps", int(self.substeps))
+        object.__setattr__(self, "reward_weights", tuple(float(w) for w in weights))
         max_sin_beta = math.sin(math.atan(0.5 * math.tan(self.max_steering)))
-        half_turn = (
-            self.max_speed * max_sin_beta / self.half_length * self.step_time / self.substeps / 2
-        )
+        half_turn = self.max_speed * max_sin_beta / self.half_length * self.substep_time / 2
         if half_turn > MAX_HALF_TURN:
             raise ValueError(
-                f"substeps={substeps} is too few: at max_speed={max_speed} the car turns "
-                f"{2 * half_turn:.3f} rad per substep, more than {2 * MAX_HALF_TURN}; "
+                f"substeps={self.substeps} is too few: at max_speed={self.max_speed} the car "
+                f"turns {2 * half_turn:.3f} rad per substep, more than {2 * MAX_HALF_TURN}; "
                 "raise substeps"
             )
 
+    @property
+    def dense(self) -> bool:
+        """Whether the reward is dense (minus the weighted distance)."""
+        return self.reward_type == "dense"
+
+    @property
+    def half_length(self) -> float:
+        """Half the car's length, m."""
+        return 0.5 * self.length
+
+    @property
+    def half_width(self) -> float:
+        """Half the car's width, m."""
+        return 0.5 * self.width
+
+    @property
+    def max_steering(self) -> float:
+        """The front-wheel angle at full lock, radians."""
+        return math.radians(self.max_steering_deg)
+
+    @property
+    def substep_time(self) -> float:
+        """Seconds per integration substep."""
+        return self.step_time / self.substeps
+
     def spaces(self) -> tuple[spaces.Dict, spaces.Box]:
-        """The goal Dict observation space and the action space."""
+        """The single env's (observation space, action space)."""
         # The car's centre stays inside the walls until the step it crashes, when it can
         # overshoot by less than a car length.
         px = (WALL_X + self.length) / POSITION_SCALE
@@ -438,26 +188,6 @@ class _ParkingParams:
         box = spaces.Box(-high, high, dtype=np.float32)
         action = spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
         return goal_dict_space(box, spaces.Box(-high, high, dtype=np.float32)), action
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        shape, achieved, desired = goal_arrays(achieved_goal, desired_goal, GOAL_SIZE)
-        crashed = info_values(info, "crashed", shape, False, bool)
-        diff = achieved.astype(np.float64) - desired.astype(np.float64)
-        distance = weighted_distance(
-            [diff[..., i] for i in range(GOAL_SIZE)], self.reward_weights, _Arrays
-        )
-        reward, _ = goal_reward(
-            distance, crashed, self.success_threshold, self.collision_penalty, self.dense
-        )
-        return np.asarray(reward, dtype=np.float32).reshape(shape)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        shape, _, _ = goal_arrays(achieved_goal, desired_goal, GOAL_SIZE)
-        return info_values(info, "crashed", shape, False, bool)
 
 
 def _car_option(value: Any, max_speed: float, batch: int | None = None) -> np.ndarray:
@@ -479,6 +209,244 @@ def _car_option(value: Any, max_speed: float, batch: int | None = None) -> np.nd
             f"options['car']={arr.tolist()} has a speed beyond max_speed={max_speed} m/s"
         )
     return arr
+
+
+# --------------------------------------------------------------------------- goal functions
+
+
+class _ParkingGoals:
+    """The goal functions of both faces, defined once (they read ``self.params``)."""
+
+    params: ParkingParams
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse -1/0 (or dense minus distance) minus the penalty where ``info["crashed"]``.
+
+        float32, the goals' leading shape; a missing ``"crashed"`` key means False.
+        """
+        shape, achieved, desired = goal_arrays(achieved_goal, desired_goal, GOAL_SIZE)
+        crashed = info_values(info, "crashed", shape, False, bool)
+        p = self.params
+        difference = achieved.astype(np.float64) - desired.astype(np.float64)
+        distance = weighted_distance(difference, p.reward_weights, np)
+        reward, _ = goal_reward(distance, crashed, p)
+        return np.asarray(reward, dtype=np.float32).reshape(shape)
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True exactly where ``info["crashed"]`` (missing means False); success does not end."""
+        shape, _, _ = goal_arrays(achieved_goal, desired_goal, GOAL_SIZE)
+        return info_values(info, "crashed", shape, False, bool)
+
+
+# --------------------------------------------------------------------------- kernel
+# State: the tuple (x, y, cos heading, sin heading, speed) of float64 arrays of shape
+# (batch,), in metres and m/s. Every function returns new arrays.
+
+
+def _cast(array: Any, dtype: str, xp: Any) -> Any:
+    """``array`` as ``xp``'s dtype named ``dtype`` (the one backend-specific line)."""
+    return array.astype(getattr(xp, dtype)) if xp is np else array.to(getattr(xp, dtype))
+
+
+def advance(state: tuple[Any, ...], action: Any, params: ParkingParams, xp: Any) -> tuple[Any, ...]:
+    """Integrates the kinematic bicycle model over one policy step of ``(batch, 2)`` actions.
+
+    With the slip angle ``beta = arctan(tan(steering) / 2)`` fixed by the steering, the
+    heading turns by ``sin(beta) / half_length`` per metre driven and the centre moves
+    along ``heading + beta``: it follows a circle of radius ``half_length / sin(beta)``.
+    The step's ``substeps`` arcs are driven exactly, all at once: the speed changes
+    linearly within each (the speed limit applies at each substep's end), and each arc
+    moves the centre along its chord, which points along the arc's middle. The heading
+    is renormalised once per step. The faces pass float64 arrays.
+    """
+    x, y, c, s, v = state
+    p = params
+    h = p.substep_time
+    acceleration = action[:, 0] * p.max_acceleration
+    beta = xp.arctan(0.5 * xp.tan(action[:, 1] * p.max_steering))
+    turn_per_metre = xp.sin(beta) / p.half_length
+    # Speeds at the substeps' ends, (substeps + 1, batch): |v| <= max_speed and a constant
+    # acceleration make one clip of the ramp equal to clipping after every substep.
+    ramp = xp.stack([v + acceleration * (k * h) for k in range(p.substeps + 1)], 0)
+    speed = xp.clip(ramp, -p.max_speed, p.max_speed)
+    distance = (speed[:-1] + speed[1:]) * (0.5 * h)  # (substeps, batch), metres
+    turn = distance * turn_per_metre
+    half = 0.5 * turn
+    turned = xp.cumsum(turn, 0)
+    # Each chord's direction, relative to the step's first heading.
+    angle = turned - half + beta
+    # The chord's length is distance * sin(half) / half: 0 / 0 where the car drives straight.
+    straight = half == 0
+    chord = distance * xp.where(straight, 1.0, xp.sin(half) / xp.where(straight, 1.0, half))
+    along = (chord * xp.cos(angle)).sum(0)
+    across = (chord * xp.sin(angle)).sum(0)
+    ct, st = xp.cos(turned[-1]), xp.sin(turned[-1])
+    c_end = c * ct - s * st
+    s_end = s * ct + c * st
+    norm = xp.sqrt(c_end * c_end + s_end * s_end)
+    x_end = x + c * along - s * across
+    y_end = y + s * along + c * across
+    return x_end, y_end, c_end / norm, s_end / norm, speed[-1]
+
+
+def achieved_goals(state: tuple[Any, ...], xp: Any) -> Any:
+    """The scaled ``(batch, 6)`` float32 achieved goals (the observation too)."""
+    x, y, c, s, v = state
+    columns = (x / POSITION_SCALE, y / POSITION_SCALE, v * c / VELOCITY_SCALE,
+               v * s / VELOCITY_SCALE, c, s)  # fmt: skip
+    return _cast(xp.stack(columns, axis=1), "float32", xp)
+
+
+def weighted_distance(difference: Any, weights: tuple[float, ...], xp: Any) -> Any:
+    """``sqrt(sum_i w_i |d_i|)`` over the last axis: highway-env's weighted p-norm, p = 0.5.
+
+    Summed term by term, left to right, so that any batch shape rounds alike (the step's
+    reward equals ``compute_reward`` to the bit); terms of weight 0 add exactly 0 and are
+    skipped.
+    """
+    size = abs(difference)
+    total = 0.0
+    for i, weight in enumerate(weights):
+        if weight:
+            total = total + weight * size[..., i]
+    return xp.sqrt(total)
+
+
+def goal_reward(distance: Any, crashed: Any, params: ParkingParams) -> tuple[Any, Any]:
+    """``(reward, success)`` for weighted goal distances; a crash subtracts the penalty."""
+    success = distance <= params.success_threshold
+    base = -distance if params.dense else success * 1.0 - 1.0
+    return base - params.collision_penalty * crashed, success
+
+
+def extents(c: Any, s: Any, half_length: float, half_width: float) -> tuple[Any, Any]:
+    """Half-extents along x and y of the axis-aligned box around a rotated car."""
+    ac, as_ = abs(c), abs(s)
+    return half_length * ac + half_width * as_, half_length * as_ + half_width * ac
+
+
+def hits_wall(x: Any, y: Any, extent_x: Any, extent_y: Any) -> Any:
+    """Whether the car crosses a wall face (exact for a rectangle against a half-plane)."""
+    return (abs(x) + extent_x > WALL_X) | (abs(y) + extent_y > WALL_Y)
+
+
+def overlaps_parked(
+    car: tuple[Any, ...], parked_x: Any, parked_y: Any, params: ParkingParams
+) -> Any:
+    """Separating-axis test of cars ``(x, y, c, s, extent_x, extent_y)`` against parked cars.
+
+    Parked cars are axis-aligned, nose into their spot: half_width along x, half_length
+    along y. Two boxes overlap when no axis among x, y and the car's own two axes
+    separates them; touching is not an overlap. Broadcasts over the car and parked arrays.
+    """
+    x, y, c, s, extent_x, extent_y = car
+    hl, hw = params.half_length, params.half_width
+    dx = x - parked_x
+    dy = y - parked_y
+    ac, as_ = abs(c), abs(s)
+    return (
+        (abs(dx) < extent_x + hw)
+        & (abs(dy) < extent_y + hl)
+        & (abs(dx * c + dy * s) < hl + hw * ac + hl * as_)
+        & (abs(dy * c - dx * s) < hw + hw * as_ + hl * ac)
+    )
+
+
+def crashes(state: tuple[Any, ...], parked: Any, spot_centers: Any, params: ParkingParams) -> Any:
+    """Whether each car overlaps a wall or a parked car: bool ``(batch,)``.
+
+    ``parked`` is ``(batch, N_SPOTS)`` bool, ``spot_centers`` ``(N_SPOTS, 2)`` in the
+    state's array module; every car is tested against every occupied spot.
+    """
+    x, y, c, s, _ = state
+    ex, ey = extents(c, s, params.half_length, params.half_width)
+    crashed = hits_wall(x, y, ex, ey)
+    if params.n_parked:
+        car = tuple(a[:, None] for a in (x, y, c, s, ex, ey))
+        overlap = overlaps_parked(car, spot_centers[:, 0], spot_centers[:, 1], params)
+        crashed = crashed | (overlap & parked).any(axis=1)
+    return crashed
+
+
+def evaluate(
+    state: tuple[Any, ...],
+    desired_goal: Any,
+    parked: Any,
+    spot_centers: Any,
+    params: ParkingParams,
+    xp: Any,
+) -> tuple[Any, Any, Any, Any]:
+    """``(achieved goals, rewards, successes, crashes)`` of a batch of cars.
+
+    The reward is :meth:`ParkingEnv.compute_reward` of the float32 goals, to the bit.
+    """
+    achieved = achieved_goals(state, xp)
+    difference = _cast(achieved, "float64", xp) - _cast(desired_goal, "float64", xp)
+    distance = weighted_distance(difference, params.reward_weights, xp)
+    crashed = crashes(state, parked, spot_centers, params)
+    reward, success = goal_reward(distance, crashed, params)
+    return achieved, _cast(reward, "float32", xp), success, crashed
+
+
+def draw_episode(
+    rng: np.random.Generator, n_parked: int
+) -> tuple[float, float, float, float, int, np.ndarray]:
+    """One episode's random start: ``(x, y, cos h, sin h, goal_spot, parked_spots)``.
+
+    The single env and every sub-env of the vector env draw with this function from their
+    own generator, which is what makes them follow identical trajectories.
+    """
+    u0, u1, u2, u3 = rng.random(4).tolist()
+    heading = 2.0 * math.pi * u0
+    goal_spot = min(int(u3 * N_SPOTS), N_SPOTS - 1)
+    parked = np.zeros(N_SPOTS, dtype=bool)
+    if n_parked:
+        others = rng.permutation(N_SPOTS - 1)[:n_parked]
+        parked[others + (others >= goal_spot)] = True
+    x, y = START_HALF_X * (2.0 * u1 - 1.0), START_HALF_Y * (2.0 * u2 - 1.0)
+    return x, y, math.cos(heading), math.sin(heading), goal_spot, parked
+
+
+def spot_goal(spot: int) -> np.ndarray:
+    """The scaled goal of a spot: its centre, at rest, heading into it."""
+    return SPOT_GOALS[spot].copy()
+
+
+def spot_at(x: float, y: float) -> int:
+    """The spot containing the point (x, y) in metres, or -1."""
+    row_y = abs(y) - LANE_HALF_WIDTH
+    column = math.floor((x - SPOT_X[0]) / SPOT_WIDTH + 0.5)
+    if 0.0 <= row_y <= SPOT_DEPTH and 0 <= column < SPOTS_PER_ROW:
+        return column + (SPOTS_PER_ROW if y > 0 else 0)
+    return -1
+
+
+def start_episode(
+    rng: np.random.Generator,
+    params: ParkingParams,
+    goal: np.ndarray | None,
+    car: np.ndarray | None,
+) -> tuple[tuple[float, ...], np.ndarray, np.ndarray]:
+    """One episode's ``(state, desired goal, parked)``, with an optional pinned goal and car.
+
+    A pinned goal inside an occupied spot swaps that spot with the drawn (free) one.
+    """
+    x, y, c, s, goal_spot, parked = draw_episode(rng, params.n_parked)
+    v = 0.0
+    if goal is None:
+        goal = spot_goal(goal_spot)
+    else:
+        spot = spot_at(float(goal[0]) * POSITION_SCALE, float(goal[1]) * POSITION_SCALE)
+        if spot >= 0 and parked[spot]:
+            parked[spot], parked[goal_spot] = False, True
+    if car is not None:
+        x, y, heading, v = (float(a) for a in car)
+        c, s = float(np.cos(heading)), float(np.sin(heading))
+    return (x, y, c, s, v), np.array(goal, dtype=np.float32), parked
 
 
 # --------------------------------------------------------------------------- rendering
@@ -511,9 +479,7 @@ class _LotPainter:
     drawn once per episode into a snapshot that each frame starts from.
     """
 
-    def __init__(self, params: _ParkingParams, render_fps: int) -> None:
-        from goalenvs.envs.canvas import Canvas
-
+    def __init__(self, params: ParkingParams, render_fps: int) -> None:
         size = (
             int((_WORLD_BOUNDS[1] - _WORLD_BOUNDS[0]) * _PIXELS_PER_METRE),
             int((_WORLD_BOUNDS[3] - _WORLD_BOUNDS[2]) * _PIXELS_PER_METRE),
@@ -605,8 +571,6 @@ class _LotPainter:
 
 def keys_to_action() -> dict[tuple[int, ...], np.ndarray]:
     """Arrow keys for :func:`gymnasium.utils.play.play`: up/down throttle, left/right steer."""
-    from goalenvs.envs.canvas import import_pygame
-
     pg = import_pygame()
     throttle = {pg.K_UP: 1.0, pg.K_DOWN: -1.0}
     steering = {pg.K_LEFT: 1.0, pg.K_RIGHT: -1.0}
@@ -624,7 +588,7 @@ def keys_to_action() -> dict[tuple[int, ...], np.ndarray]:
 # --------------------------------------------------------------------------- single env
 
 
-class ParkingEnv(GoalEnv):
+class ParkingEnv(_ParkingGoals, GoalEnv):
     """Park a car in a goal spot of a walled lot, without hitting walls or parked cars.
 
     ## Description
@@ -760,7 +724,6 @@ class ParkingEnv(GoalEnv):
 
     def __init__(
         self,
-        render_mode: str | None = None,
         reward_type: str = "sparse",
         n_parked: int = 0,
         length: float = 5.0,
@@ -773,151 +736,80 @@ class ParkingEnv(GoalEnv):
         success_threshold: float = 0.12,
         collision_penalty: float = 50.0,
         reward_weights: Any = (1.0, 0.3, 0.0, 0.0, 0.02, 0.02),
+        render_mode: str | None = None,
     ) -> None:
-        self.params = _ParkingParams(
-            reward_type,
-            n_parked,
-            length,
-            width,
-            max_acceleration,
-            max_steering_deg,
-            max_speed,
-            step_time,
-            substeps,
-            success_threshold,
-            collision_penalty,
-            reward_weights,
-        )
+        self.params = ParkingParams(
+            reward_type, n_parked, length, width, max_acceleration, max_steering_deg,
+            max_speed, step_time, substeps, success_threshold, collision_penalty, reward_weights,
+        )  # fmt: skip
         if render_mode is not None:
             check_choice("render_mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode
         self.observation_space, self.action_space = self.params.spaces()
-        self._state = (0.0, 0.0, 1.0, 0.0, 0.0)
+        # The kernel's batch of one: (x, y, cos, sin, speed), arrays of shape (1,).
+        self._state = tuple(np.array([value]) for value in (0.0, 0.0, 1.0, 0.0, 0.0))
         self._goal = np.zeros(GOAL_SIZE, dtype=np.float32)
-        self._goal_list = self._goal.tolist()
         self._parked = np.zeros(N_SPOTS, dtype=bool)
-        self._parked_rows = parked_rows(self._parked)
         self._crashed = False
         self._success = False
         self._steps = 0
-        self._last_reward = 0.0
+        self._last_reward: float | None = None
         self._painter: _LotPainter | None = None
 
-    # ---- goal functions
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse -1/0 (or dense minus distance) minus the penalty where ``info["crashed"]``."""
-        return self.params.compute_reward(achieved_goal, desired_goal, info)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True exactly where ``info["crashed"]`` (missing means False); success does not end."""
-        return self.params.compute_terminated(achieved_goal, desired_goal, info)
-
-    # ---- gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Starts an episode; ``options`` may pin ``"goal"`` (scaled) and ``"car"``."""
         super().reset(seed=seed)
-        x, y, c, s, goal_spot, parked = draw_episode(self.np_random, self.params.n_parked)
-        goal = spot_goal(goal_spot)
-        v = 0.0
+        goal = car = None
         if options:
             if options.get("goal") is not None:
                 goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
-                parked = _free_goal_spot(parked, goal_spot, goal)
             if options.get("car") is not None:
-                x, y, heading, v = (
-                    float(a) for a in _car_option(options["car"], self.params.max_speed)
-                )
-                c, s = float(np.cos(heading)), float(np.sin(heading))
-        self._state = (x, y, c, s, v)
-        self._goal = goal
-        self._goal_list = goal.tolist()
-        self._parked = parked
-        self._parked_rows = parked_rows(parked)
+                car = _car_option(options["car"], self.params.max_speed)
+        state, goal, parked = start_episode(self.np_random, self.params, goal, car)
+        self._state = tuple(np.array([value]) for value in state)
+        self._goal, self._parked = goal, parked
         self._steps = 0
-        self._last_reward = 0.0
-        obs, distance, self._crashed = self._evaluate()
-        self._success = distance <= self.params.success_threshold
+        self._last_reward = None
+        obs, _ = self._evaluate()
         if self.render_mode == "human":
             self.render()
-        return obs, {"is_success": bool(self._success), "crashed": bool(self._crashed)}
+        return obs, {"is_success": self._success, "crashed": self._crashed}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Advances one policy step (``step_time`` seconds)."""
-        # Fast path for the common case (a float32 array in range); anything else goes
-        # through check_action, which converts, clips or raises with a clear message.
-        if type(action) is np.ndarray and action.dtype == np.float32 and action.shape == (2,):
-            throttle, steering = action.tolist()
-            if not (-1.0 <= throttle <= 1.0 and -1.0 <= steering <= 1.0):
-                throttle, steering = check_action(action, self.action_space).tolist()
-        else:
-            throttle, steering = check_action(action, self.action_space).tolist()
-        p = self.params
-        tan_steering = float(np.tan(np.float64(steering * p.max_steering)))
-        self._state = advance(
-            self._state,
-            throttle * p.max_acceleration,
-            tan_steering,
-            p.step_time,
-            p.substeps,
-            p.half_length,
-            p.max_speed,
-            _Floats,
-        )
+        action = check_action(action, self.action_space)
+        self._state = advance(self._state, action[None].astype(np.float64), self.params, np)
         self._steps += 1
-        obs, distance, crashed = self._evaluate()
-        reward, success = goal_reward(
-            distance, crashed, p.success_threshold, p.collision_penalty, p.dense
-        )
-        self._crashed, self._success = crashed, success
-        self._last_reward = float(np.float32(reward))
+        obs, self._last_reward = self._evaluate()
         if self.render_mode == "human":
             self.render()
-        return (
-            obs,
-            self._last_reward,
-            crashed,
-            False,
-            {"is_success": success, "crashed": crashed},
-        )
+        info = {"is_success": self._success, "crashed": self._crashed}
+        return obs, self._last_reward, self._crashed, False, info
 
-    def _evaluate(self) -> tuple[dict[str, np.ndarray], float, bool]:
-        p = self.params
-        achieved, distance, crashed = evaluate_car(
-            self._state,
-            self._goal_list,
-            self._parked_rows,
-            p.reward_weights,
-            p.half_length,
-            p.half_width,
+    def _evaluate(self) -> tuple[dict[str, np.ndarray], float]:
+        """The observation and reward of the current state; sets success and crash."""
+        achieved, reward, success, crashed = evaluate(
+            self._state, self._goal[None], self._parked[None], SPOT_CENTERS, self.params, np
         )
+        self._success, self._crashed = bool(success[0]), bool(crashed[0])
         obs = {
-            "observation": achieved,
-            "achieved_goal": achieved.copy(),
+            "observation": achieved[0],
+            "achieved_goal": achieved[0].copy(),
             "desired_goal": self._goal.copy(),
         }
-        return obs, distance, crashed
+        return obs, float(reward[0])
 
-    # ---- rendering
     def render(self) -> np.ndarray | None:
         """Draws the lot; ``rgb_array`` returns an ``(352, 576, 3)`` uint8 frame."""
         if self.render_mode is None:
             return None
         if self._painter is None:
             self._painter = _LotPainter(self.params, self.metadata["render_fps"])
-        x, y, c, s, _ = self._state
-        hud = (
-            f"step {self._steps}  reward {self._last_reward:.2f}  "
-            f"success {'yes' if self._success else 'no'}"
-        )
-        self._painter.frame(
-            (x, y, c, s), self._goal, self._parked, self._crashed, self._success, hud
-        )
+        hud = hud_line(self._steps, self._last_reward, self._success)
+        car = tuple(float(a[0]) for a in self._state[:4])
+        self._painter.frame(car, self._goal, self._parked, self._crashed, self._success, hud)
         return self._painter.render(self.render_mode)
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
@@ -931,40 +823,29 @@ class ParkingEnv(GoalEnv):
             self._painter = None
 
 
-def _free_goal_spot(parked: np.ndarray, drawn_spot: int, goal: np.ndarray) -> np.ndarray:
-    """A pinned goal inside an occupied spot swaps that spot with the drawn (free) one."""
-    spot = spot_at(float(goal[0]) * POSITION_SCALE, float(goal[1]) * POSITION_SCALE)
-    if spot >= 0 and parked[spot]:
-        parked = parked.copy()
-        parked[spot] = False
-        parked[drawn_spot] = True
-    return parked
-
-
 # --------------------------------------------------------------------------- vector env
 
 
-class ParkingVectorEnv(GoalVectorEnv):
+class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
     """``num_envs`` parking lots stepped in one numpy call on the :class:`ParkingEnv` kernel.
 
     Sub-env ``i`` of a vector env reset with seed ``s`` follows the single env seeded
-    ``s + i`` exactly, for the same actions. Arguments as :class:`ParkingEnv`, plus
-    ``num_envs``, ``max_episode_steps`` (100) and ``autoreset_mode`` (see
-    :class:`~goalenvs.core.GoalVectorEnv`). ``render`` draws the first sub-env.
+    ``s + i`` exactly, for the same actions (same kernel, same draws from its own
+    generator). Same arguments as :class:`ParkingEnv`, plus ``num_envs``,
+    ``max_episode_steps`` (100; ``gym.make_vec`` passes the registered one) and
+    gymnasium's ``autoreset_mode``. ``options={"car": ...}`` and ``{"goal": ...}`` take
+    one value for all sub-envs or one row each. ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
     metadata: dict[str, Any] = {
         "render_modes": ["rgb_array"],
-        "render_fps": 5,
+        "render_fps": ParkingEnv.metadata["render_fps"],
         "autoreset_mode": None,
     }
 
     def __init__(
         self,
         num_envs: int = 1,
-        max_episode_steps: int | None = 100,
-        autoreset_mode: Any = "NextStep",
-        render_mode: str | None = None,
         reward_type: str = "sparse",
         n_parked: int = 0,
         length: float = 5.0,
@@ -977,182 +858,60 @@ class ParkingVectorEnv(GoalVectorEnv):
         success_threshold: float = 0.12,
         collision_penalty: float = 50.0,
         reward_weights: Any = (1.0, 0.3, 0.0, 0.0, 0.02, 0.02),
+        max_episode_steps: int | None = 100,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
     ) -> None:
-        self.params = _ParkingParams(
-            reward_type,
-            n_parked,
-            length,
-            width,
-            max_acceleration,
-            max_steering_deg,
-            max_speed,
-            step_time,
-            substeps,
-            success_threshold,
-            collision_penalty,
-            reward_weights,
-        )
+        self.params = ParkingParams(
+            reward_type, n_parked, length, width, max_acceleration, max_steering_deg,
+            max_speed, step_time, substeps, success_threshold, collision_penalty, reward_weights,
+        )  # fmt: skip
         observation_space, action_space = self.params.spaces()
         super().__init__(
-            num_envs,
-            observation_space,
-            action_space,
-            max_episode_steps,
-            autoreset_mode,
+            num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
             render_mode,
-        )
-        # Spot columns a car can reach: its x-extent spans at most
-        # 2 * (half-diagonal + half_width) metres; plus one for the early start.
-        p = self.params
-        reach = 2.0 * (math.hypot(p.half_length, p.half_width) + p.half_width)
-        self._columns = int(reach // SPOT_WIDTH) + 3
+        )  # fmt: skip
         n = self.num_envs
-        self._x = np.zeros(n)
-        self._y = np.zeros(n)
-        self._c = np.ones(n)
-        self._s = np.zeros(n)
-        self._v = np.zeros(n)
+        # (x, y, cos, sin, speed), arrays of shape (num_envs,).
+        self._state = tuple(np.full(n, value) for value in (0.0, 0.0, 1.0, 0.0, 0.0))
         self._goal = np.zeros((n, GOAL_SIZE), dtype=np.float32)
-        self._goal64 = np.zeros((n, GOAL_SIZE))
         self._parked = np.zeros((n, N_SPOTS), dtype=bool)
-        self._crashed = np.zeros(n, dtype=bool)
-        self._success = np.zeros(n, dtype=bool)
-        self._reward = np.zeros(n, dtype=np.float32)
         self._achieved = np.zeros((n, GOAL_SIZE), dtype=np.float32)
-        self._last_reward = 0.0
+        self._reward = np.zeros(n, dtype=np.float32)
+        self._success = np.zeros(n, dtype=bool)
+        self._crashed = np.zeros(n, dtype=bool)
         self._painter: _LotPainter | None = None
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """As :meth:`ParkingEnv.compute_reward`."""
-        return self.params.compute_reward(achieved_goal, desired_goal, info)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """As :meth:`ParkingEnv.compute_terminated`."""
-        return self.params.compute_terminated(achieved_goal, desired_goal, info)
 
     def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
         goals = cars = None
         if options:
             if options.get("goal") is not None:
-                goals = check_goal_option(
-                    options["goal"], self.single_observation_space["desired_goal"], self.num_envs
-                )
+                space = self.single_observation_space["desired_goal"]
+                goals = check_goal_option(options["goal"], space, self.num_envs)
             if options.get("car") is not None:
                 cars = _car_option(options["car"], self.params.max_speed, self.num_envs)
-        if index.size == 0:
-            return
-        p = self.params
-        draws = [draw_episode(self.np_randoms[i], p.n_parked) for i in index.tolist()]
-        x, y, c, s, spots, parked = (list(column) for column in zip(*draws, strict=True))
-        goal = SPOT_GOALS[spots]
-        v = np.zeros(len(draws))
-        for j, i in enumerate(index.tolist()):
-            if goals is not None:
-                goal[j] = goals if goals.ndim == 1 else goals[i]
-                parked[j] = _free_goal_spot(parked[j], spots[j], goal[j])
-            if cars is not None:
-                x[j], y[j], heading, v[j] = (
-                    float(a) for a in (cars if cars.ndim == 1 else cars[i])
-                )
-                c[j], s[j] = float(np.cos(heading)), float(np.sin(heading))
-        self._x[index], self._y[index], self._c[index], self._s[index] = x, y, c, s
-        self._v[index] = v
-        self._goal[index] = goal
-        if p.n_parked:
-            self._parked[index] = parked
-        self._goal64[index] = goal
+        for i in index.tolist():
+            goal = None if goals is None else (goals if goals.ndim == 1 else goals[i])
+            car = None if cars is None else (cars if cars.ndim == 1 else cars[i])
+            state, self._goal[i], self._parked[i] = start_episode(
+                self.np_randoms[i], self.params, goal, car
+            )
+            for column, value in zip(self._state, state, strict=True):
+                column[i] = value
         self._evaluate(index)
 
     def _step_envs(self, actions: np.ndarray) -> None:
-        p = self.params
-        actions = actions.astype(np.float64)
-        self._x, self._y, self._c, self._s, self._v = advance(
-            (self._x, self._y, self._c, self._s, self._v),
-            actions[:, 0] * p.max_acceleration,
-            np.tan(actions[:, 1] * p.max_steering),
-            p.step_time,
-            p.substeps,
-            p.half_length,
-            p.max_speed,
-            _Arrays,
-        )
-        self._evaluate()
+        self._state = advance(self._state, actions.astype(np.float64), self.params, np)
+        self._evaluate(slice(None))
 
-    def _evaluate(self, index: np.ndarray | None = None) -> None:
-        """Achieved goals, rewards, success and crashes, batched: every sub-env or ``index``."""
-        sel = slice(None) if index is None else index
-        x, y, c, s, v = self._x[sel], self._y[sel], self._c[sel], self._s[sel], self._v[sel]
-        p = self.params
-        achieved = np.empty((len(x), GOAL_SIZE), dtype=np.float32)
-        achieved[:, 0] = x / POSITION_SCALE
-        achieved[:, 1] = y / POSITION_SCALE
-        achieved[:, 2] = v * c / VELOCITY_SCALE
-        achieved[:, 3] = v * s / VELOCITY_SCALE
-        achieved[:, 4] = c
-        achieved[:, 5] = s
-        diff = achieved.astype(np.float64) - self._goal64[sel]
-        distance = weighted_distance(
-            [diff[:, i] for i in range(GOAL_SIZE)], p.reward_weights, _Arrays
-        )
-        ex, ey = extents(c, s, p.half_length, p.half_width)
-        crashed = hits_wall(x, y, ex, ey)
-        if p.n_parked:
-            crashed |= self._hits_parked(self._parked[sel], x, y, c, s, ex, ey)
-        reward, success = goal_reward(
-            distance, crashed, p.success_threshold, p.collision_penalty, p.dense
-        )
-        self._achieved[sel] = achieved
-        self._reward[sel] = reward
-        self._success[sel] = success
-        self._crashed[sel] = crashed
-
-    def _hits_parked(
-        self,
-        parked: np.ndarray,
-        x: np.ndarray,
-        y: np.ndarray,
-        c: np.ndarray,
-        s: np.ndarray,
-        ex: np.ndarray,
-        ey: np.ndarray,
-    ) -> np.ndarray:
-        """Which cars overlap a parked car: the SAT test against candidate spots only.
-
-        Overlapping a parked car needs overlapping x-extents, which rules out every spot
-        but the few columns under the car in the one row it reaches; skipping the others
-        leaves the result unchanged and saves most of the work.
-        """
-        p = self.params
-        hit = np.zeros(len(x), dtype=bool)
-        low, high = near_rows(y, ey)
-        near = np.flatnonzero(low | high)
-        if near.size == 0:
-            return hit
-        xn, yn, cn, sn, exn, eyn = x[near], y[near], c[near], s[near], ex[near], ey[near]
-        # One column early: floor() of a rounded value must never skip the first column.
-        left = (xn - exn - p.half_width - SPOT_X[0]) / SPOT_WIDTH
-        columns = np.floor(left).astype(np.int64)[:, None] - 1 + np.arange(self._columns)
-        valid = (columns >= 0) & (columns < SPOTS_PER_ROW)
-        spots = np.clip(columns, 0, SPOTS_PER_ROW - 1) + SPOTS_PER_ROW * high[near, None]
-        occupied = np.take_along_axis(parked[near], spots, axis=1) & valid
-        overlap = overlaps_parked(
-            xn[:, None],
-            yn[:, None],
-            cn[:, None],
-            sn[:, None],
-            exn[:, None],
-            eyn[:, None],
-            SPOT_CENTERS[spots, 0],
-            SPOT_CENTERS[spots, 1],
-            p.half_length,
-            p.half_width,
-        )
-        hit[near] = (overlap & occupied).any(axis=1)
-        return hit
+    def _evaluate(self, index: np.ndarray | slice) -> None:
+        """Achieved goals, rewards, successes and crashes of the sub-envs in ``index``."""
+        achieved, reward, success, crashed = evaluate(
+            tuple(a[index] for a in self._state), self._goal[index], self._parked[index],
+            SPOT_CENTERS, self.params, np,
+        )  # fmt: skip
+        self._achieved[index], self._reward[index] = achieved, reward
+        self._success[index], self._crashed[index] = success, crashed
 
     def _observation(self) -> dict[str, np.ndarray]:
         return {
@@ -1166,37 +925,23 @@ class ParkingVectorEnv(GoalVectorEnv):
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        # The kernel computed the reward from these very goals and crashes while stepping
-        # (the same function compute_reward applies); tests hold the two equal.
-        return self._reward.copy(), self._crashed.copy(), np.zeros(self.num_envs, dtype=bool)
-
-    def step(
-        self, actions: Any
-    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Steps every sub-env (see :meth:`GoalVectorEnv.step`)."""
-        result = super().step(actions)
-        self._last_reward = float(result[1][0])
-        return result
+    ) -> tuple[np.ndarray, np.ndarray, None]:
+        # The kernel's reward is compute_reward of these very goals and crashes (tests
+        # hold the two equal); a crash terminates.
+        return self._reward.copy(), self._crashed.copy(), None
 
     def render(self) -> np.ndarray | None:
-        """The first sub-env's frame (``rgb_array``), as :meth:`ParkingEnv.render`."""
+        """Sub-env 0's frame (``rgb_array``), as :meth:`ParkingEnv.render` draws it."""
         if self.render_mode is None:
             return None
         if self._painter is None:
             self._painter = _LotPainter(self.params, self.metadata["render_fps"])
-        hud = (
-            f"env 0/{self.num_envs}  step {int(self.elapsed_steps[0])}  "
-            f"reward {self._last_reward:.2f}  success {'yes' if self._success[0] else 'no'}"
-        )
-        self._painter.frame(
-            (float(self._x[0]), float(self._y[0]), float(self._c[0]), float(self._s[0])),
-            self._goal[0],
-            self._parked[0],
-            bool(self._crashed[0]),
-            bool(self._success[0]),
-            hud,
-        )
+        steps = int(self.elapsed_steps[0])
+        reward = float(self._reward[0]) if steps else None
+        success, crashed = bool(self._success[0]), bool(self._crashed[0])
+        car = tuple(float(a[0]) for a in self._state[:4])
+        hud = hud_line(steps, reward, success)
+        self._painter.frame(car, self._goal[0], self._parked[0], crashed, success, hud)
         return self._painter.render(self.render_mode)
 
     def close_extras(self, **kwargs: Any) -> None:
