@@ -12,7 +12,7 @@ built and warmed up first, then timed in ``--repeats`` alternating rounds of
 ``--seconds`` each, in this one process; each keeps its best round, so load from other
 processes hits all columns alike.
 
-    python benchmarks/gpu_twins.py                         # PointMaze and Push, 256..65k
+    python benchmarks/gpu_twins.py                         # every twin, 256..65k
     python benchmarks/gpu_twins.py --sizes 256 65536 --seconds 0.5
     python benchmarks/gpu_twins.py --cuda-max 16777216     # on a GPU machine: up to 16M
 """
@@ -35,6 +35,8 @@ ENVS = (
     "goalenvs/PointReach-v0",
     "goalenvs/PointMaze-v0",
     "goalenvs/Push-v0",
+    "goalenvs/Parking-v0",
+    "goalenvs/ParkingCrowded-v0",
 )
 SIZES = (256, 4096, 65536, 1 << 20, 1 << 24)
 NO_CUDA = "no CUDA device"

@@ -26,8 +26,9 @@ class SubEnvView(gym.Env):
     """The single sub-env of ``vector_env`` (``num_envs=1``) as a numpy gymnasium env.
 
     Actions go in as numpy arrays (made a batch of one; the twin validates them);
-    observations, reward, terminated, truncated and ``info["is_success"]`` come out as
-    numpy values and Python scalars. The goal functions take numpy goals, compute them
+    observations, reward, terminated, truncated and the info values (``is_success``, and
+    any other per-env key such as Parking's ``crashed``) come out as numpy values and
+    Python scalars. The goal functions take numpy goals, compute them
     on the twin's device and return numpy arrays. The vector env should run with
     ``autoreset_mode="disabled"``: a single env is reset by its caller.
     """
@@ -52,7 +53,7 @@ class SubEnvView(gym.Env):
         """Resets the sub-env (``seed`` seeds the twin's device generator)."""
         super().reset(seed=seed)
         obs, info = self.vector_env.reset(seed=seed, options=options)
-        return self._obs(obs), {"is_success": bool(info["is_success"][0])}
+        return self._obs(obs), self._info(info)
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """One step of the sub-env with ``action`` (the single action space's shape)."""
@@ -62,7 +63,7 @@ class SubEnvView(gym.Env):
             float(reward[0]),
             bool(terminated[0]),
             bool(truncated[0]),
-            {"is_success": bool(info["is_success"][0])},
+            self._info(info),
         )
 
     def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: InfoLike) -> np.ndarray:
@@ -91,6 +92,15 @@ class SubEnvView(gym.Env):
 
     def _obs(self, obs: dict[str, Any]) -> dict[str, np.ndarray]:
         return {key: self.vector_env.to_numpy(value[0]) for key, value in obs.items()}
+
+    def _info(self, info: dict[str, Any]) -> dict[str, Any]:
+        # The sub-env's entry of every per-env info array (``is_success``, Parking's
+        # ``crashed``, ...) as a Python scalar; gymnasium's ``_key`` masks are dropped.
+        return {
+            key: self.vector_env.to_numpy(value[0]).item()
+            for key, value in info.items()
+            if not key.startswith("_") and key not in ("final_obs", "final_info")
+        }
 
     def _on_device(self, name: str, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
         twin = self.vector_env

@@ -40,6 +40,10 @@ STATE = {
     "goalenvs/PointMazeDense-v0": ("_position", "_velocity", "_goal"),
     "goalenvs/Push-v0": ("_pusher", "_pusher_velocity", "_block", "_block_velocity", "_goal"),
     "goalenvs/PushDense-v0": ("_pusher", "_pusher_velocity", "_block", "_block_velocity", "_goal"),
+    # Parking's state tuple (x, y, cos, sin, speed) and its cached evaluation.
+    "goalenvs/Parking-v0": ("_state", "_goal", "_parked", "_achieved", "_crashed"),
+    "goalenvs/ParkingCrowded-v0": ("_state", "_goal", "_parked", "_achieved", "_crashed"),
+    "goalenvs/ParkingDense-v0": ("_state", "_goal", "_parked", "_achieved", "_crashed"),
 }
 IDS = list(STATE)
 # Where each env's success lies: setting the goal there makes the next step succeed.
@@ -48,6 +52,7 @@ ACHIEVED = {
     "PointReach": "_position",
     "PointMaze": "_position",
     "Push": "_block",
+    "Parking": "_achieved",
 }
 
 
@@ -321,7 +326,7 @@ def test_reset_mask_and_pinned_goal_on_the_device(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("env_id", ["goalenvs/PointMazeDense-v0"])
+@pytest.mark.parametrize("env_id", ["goalenvs/PointMazeDense-v0", "goalenvs/ParkingCrowded-v0"])
 def test_goal_env_checker_passes_the_device_twin(env_id, device):
     report = check_goal_env(
         sub_env_view(env_id, device=device),
@@ -407,3 +412,64 @@ def test_device_twin_pickles_and_the_copy_draws_the_same_episodes():
         goals = env.step(zeros)[0]["desired_goal"]
         copied_goals = copied.step(zeros)[0]["desired_goal"]
     assert torch.equal(goals, copied_goals)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_parking_crashes_match_numpy_from_the_same_state(device):
+    # Full throttle out of the lane into the crowded rows and the walls: the crashes, their
+    # penalised rewards and terminations agree, and compute_reward of the step's own info
+    # reproduces every step's reward on both backends.
+    n = 32
+    kwargs = {"num_envs": n, "max_episode_steps": 50}
+    ref = gym.make_vec("goalenvs/ParkingCrowded-v0", **kwargs).unwrapped
+    twin = gym.make_vec("goalenvs/ParkingCrowded-v0", device=device, **kwargs).unwrapped
+    headings = np.linspace(0.0, 2.0 * np.pi, n, endpoint=False)
+    cars = np.stack([np.zeros(n), np.zeros(n), headings, np.full(n, 8.0)], axis=1)
+    ref.reset(seed=5, options={"car": cars})
+    twin.reset(seed=5)
+    _copy_state("goalenvs/ParkingCrowded-v0", ref, twin, np.arange(n))
+    actions = np.tile(np.array([[1.0, 0.2]], np.float32), (n, 1))
+    crashed = np.zeros(n, bool)
+    for _ in range(8):
+        live = ~crashed
+        r_obs, r_rew, r_term, _, r_info = ref.step(actions)
+        t_obs, t_rew, t_term, _, t_info = twin.step(actions)
+        np.testing.assert_array_equal(_numpy(t_info["crashed"])[live], r_info["crashed"][live])
+        np.testing.assert_array_equal(_numpy(t_term)[live], r_term[live])
+        np.testing.assert_allclose(_numpy(t_rew)[live], r_rew[live], atol=1e-5)
+        for env, obs, rew, info in ((ref, r_obs, r_rew, r_info), (twin, t_obs, t_rew, t_info)):
+            again = env.compute_reward(obs["achieved_goal"], obs["desired_goal"], info)
+            np.testing.assert_array_equal(_numpy(again)[live], _numpy(rew)[live])
+        # A crashed sub-env autoresets on its next step from its own backend's draws:
+        # only the sub-envs that have not crashed yet are compared.
+        crashed |= r_info["crashed"]
+    assert 4 <= crashed.sum() < n  # some crash, into parked cars or walls, some not yet
+    assert (r_rew[r_info["crashed"]] <= -50.0).all() and r_info["crashed"].any()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_parking_device_draws_park_cars_as_the_single_env_does(device):
+    env = gym.make_vec("goalenvs/ParkingCrowded-v0", num_envs=4096, device=device).unwrapped
+    env.reset(seed=0)
+    from goalenvs.envs.parking import SPOT_GOALS, START_HALF_X, START_HALF_Y
+
+    parked, goal = _numpy(env._parked), _numpy(env._goal)
+    x, y, c, s, v = (_numpy(a) for a in env._state)
+    assert (parked.sum(axis=1) == env.params.n_parked).all()
+    spot = (np.abs(goal[:, None] - SPOT_GOALS[None]).max(axis=2) == 0).argmax(axis=1)
+    np.testing.assert_array_equal(goal, SPOT_GOALS[spot])  # every goal is a spot's goal
+    assert not parked[np.arange(4096), spot].any()  # and that spot is free
+    # Goal spots and parked spots uniform: each spot about 1/28 and 20/27 of the time.
+    counts = np.bincount(spot, minlength=28)
+    assert counts.min() > 4096 / 28 * 0.7 and counts.max() < 4096 / 28 * 1.3
+    others = parked.sum(axis=0) / (4096 - counts)
+    np.testing.assert_allclose(others, 20 / 27, atol=0.05)
+    assert np.abs(x).max() <= START_HALF_X and np.abs(y).max() <= START_HALF_Y
+    assert (v == 0).all() and np.allclose(c * c + s * s, 1.0)
+    assert np.abs(np.arctan2(s, c).mean()) < 0.15  # uniform heading: mean near 0
+    # A pinned goal in a parked spot frees that spot and parks the drawn one instead.
+    target = SPOT_GOALS[3]
+    env.reset(options={"goal": target})
+    parked = _numpy(env._parked)
+    assert not parked[:, 3].any() and (parked.sum(axis=1) == env.params.n_parked).all()
+    np.testing.assert_array_equal(_numpy(env._goal), np.tile(target, (4096, 1)))

@@ -2,8 +2,8 @@
 
 In this order: the lot layout, :class:`ParkingParams` (the checked constants), the goal
 functions of both faces (:class:`_ParkingGoals`), the kernel (pure functions of arrays and
-their array module ``xp`` over a leading batch dimension: numpy here, torch tensors for a
-GPU twin), the drawing, :class:`ParkingEnv` (one env, a batch of one for the kernel) and
+their array module ``xp`` over a leading batch dimension: numpy, or torch tensors for the
+device twin), the drawing, :class:`ParkingEnv` (one env, a batch of one for the kernel) and
 :class:`ParkingVectorEnv` (N envs in one call, the ids' ``vector_entry_point``).
 """
 
@@ -25,10 +25,11 @@ from goalenvs.core import (
     check_choice,
     check_goal_option,
     check_positive,
-    goal_arrays,
+    goal_batch,
     goal_dict_space,
     info_values,
 )
+from goalenvs.devices import info_tensor
 from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
 
 # --------------------------------------------------------------------------- lot layout
@@ -226,20 +227,25 @@ class _ParkingGoals:
 
         float32, the goals' leading shape; a missing ``"crashed"`` key means False.
         """
-        shape, achieved, desired = goal_arrays(achieved_goal, desired_goal, GOAL_SIZE)
-        crashed = info_values(info, "crashed", shape, False, bool)
+        shape, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
         p = self.params
-        difference = achieved.astype(np.float64) - desired.astype(np.float64)
-        distance = weighted_distance(difference, p.reward_weights, np)
-        reward, _ = goal_reward(distance, crashed, p)
-        return np.asarray(reward, dtype=np.float32).reshape(shape)
+        difference = _cast(achieved, "float64", xp) - _cast(desired, "float64", xp)
+        distance = weighted_distance(difference, p.reward_weights, xp)
+        if xp is np:
+            crashed = info_values(info, "crashed", shape, False, bool)
+            reward, _ = goal_reward(distance, crashed, p)
+            return np.asarray(reward, dtype=np.float32).reshape(shape)
+        reward, _ = goal_reward(distance, info_tensor(info, "crashed", achieved, shape, False), p)
+        return _cast(reward, "float32", xp).reshape(shape)
 
     def compute_terminated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
     ) -> np.ndarray:
         """True exactly where ``info["crashed"]`` (missing means False); success does not end."""
-        shape, _, _ = goal_arrays(achieved_goal, desired_goal, GOAL_SIZE)
-        return info_values(info, "crashed", shape, False, bool)
+        shape, achieved, _, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
+        if xp is np:
+            return info_values(info, "crashed", shape, False, bool)
+        return info_tensor(info, "crashed", achieved, shape, False)
 
 
 # --------------------------------------------------------------------------- kernel
@@ -447,6 +453,50 @@ def start_episode(
         x, y, heading, v = (float(a) for a in car)
         c, s = float(np.cos(heading)), float(np.sin(heading))
     return (x, y, c, s, v), np.array(goal, dtype=np.float32), parked
+
+
+def draw_episodes_on_device(
+    generator: Any, params: ParkingParams, count: int, goal: Any, car: Any, spot_goals: Any
+) -> tuple[tuple[Any, ...], Any, Any]:
+    """:func:`start_episode` for ``count`` sub-envs at once, from one ``torch.Generator``.
+
+    The same distribution, in one batch on the generator's device: ``goal`` (``(6,)`` or
+    ``(count, 6)``) and ``car`` (``(4,)`` or ``(count, 4)``) pinned as tensors there, or
+    None; ``spot_goals`` is :data:`SPOT_GOALS` there. The parked spots are the first
+    ``n_parked`` of a uniform random order of the other spots (a batched permutation).
+    """
+    import torch
+
+    device = generator.device
+    u = torch.rand((count, 4), generator=generator, device=device, dtype=torch.float64)
+    heading = 2.0 * math.pi * u[:, 0]
+    goal_spot = (u[:, 3] * N_SPOTS).long().clamp(max=N_SPOTS - 1)
+    rows = torch.arange(count, device=device)
+    parked = torch.zeros((count, N_SPOTS), dtype=torch.bool, device=device)
+    if params.n_parked:
+        order = torch.rand((count, N_SPOTS - 1), generator=generator, device=device)
+        others = order.argsort(dim=1)[:, : params.n_parked]
+        parked[rows[:, None], others + (others >= goal_spot[:, None]).long()] = True
+    x = START_HALF_X * (2.0 * u[:, 1] - 1.0)
+    y = START_HALF_Y * (2.0 * u[:, 2] - 1.0)
+    v = torch.zeros(count, dtype=torch.float64, device=device)
+    if goal is None:
+        desired = spot_goals[goal_spot]
+    else:
+        desired = goal.float().expand(count, GOAL_SIZE).clone()
+        # A pinned goal inside an occupied spot swaps that spot with the drawn (free) one.
+        gx, gy = desired[:, 0].double() * POSITION_SCALE, desired[:, 1].double() * POSITION_SCALE
+        row_y = gy.abs() - LANE_HALF_WIDTH
+        column = torch.floor((gx - float(SPOT_X[0])) / SPOT_WIDTH + 0.5).long()
+        inside = (row_y >= 0) & (row_y <= SPOT_DEPTH) & (column >= 0) & (column < SPOTS_PER_ROW)
+        spot = (column + SPOTS_PER_ROW * (gy > 0).long()).clamp(0, N_SPOTS - 1)
+        swap = inside & parked[rows, spot]
+        parked[rows, spot] = parked[rows, spot] & ~swap
+        parked[rows, goal_spot] = parked[rows, goal_spot] | swap
+    if car is not None:
+        car = car.double().expand(count, 4)
+        x, y, heading, v = car[:, 0], car[:, 1], car[:, 2], car[:, 3]
+    return (x, y, torch.cos(heading), torch.sin(heading), v), desired, parked
 
 
 # --------------------------------------------------------------------------- rendering
@@ -827,14 +877,18 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
 
 
 class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
-    """``num_envs`` parking lots stepped in one numpy call on the :class:`ParkingEnv` kernel.
+    """``num_envs`` parking lots stepped in one numpy call on the :class:`ParkingEnv` kernel,
+    or one torch call on ``device``.
 
-    Sub-env ``i`` of a vector env reset with seed ``s`` follows the single env seeded
-    ``s + i`` exactly, for the same actions (same kernel, same draws from its own
+    Sub-env ``i`` of a numpy vector env reset with seed ``s`` follows the single env
+    seeded ``s + i`` exactly, for the same actions (same kernel, same draws from its own
     generator). Same arguments as :class:`ParkingEnv`, plus ``num_envs``,
-    ``max_episode_steps`` (100; ``gym.make_vec`` passes the registered one) and
-    gymnasium's ``autoreset_mode``. ``options={"car": ...}`` and ``{"goal": ...}`` take
-    one value for all sub-envs or one row each. ``render_mode="rgb_array"`` draws sub-env 0.
+    ``max_episode_steps`` (100; ``gym.make_vec`` passes the registered one),
+    gymnasium's ``autoreset_mode`` and ``device`` (None: numpy; a torch device: tensors
+    there, episodes drawn in one batch from the device's seeded generator by
+    :func:`draw_episodes_on_device`, see :class:`GoalVectorEnv`).
+    ``options={"car": ...}`` and ``{"goal": ...}`` take one value for all sub-envs or
+    one row each. ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
     metadata: dict[str, Any] = {
@@ -861,6 +915,7 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         max_episode_steps: int | None = 100,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
+        device: Any = None,
     ) -> None:
         self.params = ParkingParams(
             reward_type, n_parked, length, width, max_acceleration, max_steering_deg,
@@ -869,17 +924,21 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         observation_space, action_space = self.params.spaces()
         super().__init__(
             num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
-            render_mode,
+            render_mode, device,
         )  # fmt: skip
         n = self.num_envs
         # (x, y, cos, sin, speed), arrays of shape (num_envs,).
-        self._state = tuple(np.full(n, value) for value in (0.0, 0.0, 1.0, 0.0, 0.0))
-        self._goal = np.zeros((n, GOAL_SIZE), dtype=np.float32)
-        self._parked = np.zeros((n, N_SPOTS), dtype=bool)
-        self._achieved = np.zeros((n, GOAL_SIZE), dtype=np.float32)
-        self._reward = np.zeros(n, dtype=np.float32)
-        self._success = np.zeros(n, dtype=bool)
-        self._crashed = np.zeros(n, dtype=bool)
+        self._state = tuple(
+            self.zeros(n, np.float64) + value for value in (0.0, 0.0, 1.0, 0.0, 0.0)
+        )
+        self._goal = self.zeros((n, GOAL_SIZE), np.float32)
+        self._parked = self.zeros((n, N_SPOTS), bool)
+        self._achieved = self.zeros((n, GOAL_SIZE), np.float32)
+        self._reward = self.zeros(n, np.float32)
+        self._success = self.zeros(n, bool)
+        self._crashed = self.zeros(n, bool)
+        self._spot_centers = self.constant(SPOT_CENTERS)
+        self._spot_goals = self.constant(SPOT_GOALS)
         self._painter: _LotPainter | None = None
 
     def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
@@ -890,45 +949,57 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
                 goals = check_goal_option(options["goal"], space, self.num_envs)
             if options.get("car") is not None:
                 cars = _car_option(options["car"], self.params.max_speed, self.num_envs)
-        for i in index.tolist():
-            goal = None if goals is None else (goals if goals.ndim == 1 else goals[i])
-            car = None if cars is None else (cars if cars.ndim == 1 else cars[i])
-            state, self._goal[i], self._parked[i] = start_episode(
-                self.np_randoms[i], self.params, goal, car
+        if self.device is not None:
+            # One value for all, or the rows of the sub-envs reset, as tensors there.
+            goals, cars = (
+                None if a is None else self.constant(a if a.ndim == 1 else a[self.to_numpy(index)])
+                for a in (goals, cars)
+            )
+            state, self._goal[index], self._parked[index] = draw_episodes_on_device(
+                self.torch_generator, self.params, len(index), goals, cars, self._spot_goals
             )
             for column, value in zip(self._state, state, strict=True):
-                column[i] = value
+                column[index] = value
+        else:
+            for i in index.tolist():
+                goal = None if goals is None else (goals if goals.ndim == 1 else goals[i])
+                car = None if cars is None else (cars if cars.ndim == 1 else cars[i])
+                state, self._goal[i], self._parked[i] = start_episode(
+                    self.np_randoms[i], self.params, goal, car
+                )
+                for column, value in zip(self._state, state, strict=True):
+                    column[i] = value
         self._evaluate(index)
 
     def _step_envs(self, actions: np.ndarray) -> None:
-        self._state = advance(self._state, actions.astype(np.float64), self.params, np)
+        self._state = advance(self._state, _cast(actions, "float64", self.xp), self.params, self.xp)
         self._evaluate(slice(None))
 
     def _evaluate(self, index: np.ndarray | slice) -> None:
         """Achieved goals, rewards, successes and crashes of the sub-envs in ``index``."""
         achieved, reward, success, crashed = evaluate(
             tuple(a[index] for a in self._state), self._goal[index], self._parked[index],
-            SPOT_CENTERS, self.params, np,
+            self._spot_centers, self.params, self.xp,
         )  # fmt: skip
         self._achieved[index], self._reward[index] = achieved, reward
         self._success[index], self._crashed[index] = success, crashed
 
     def _observation(self) -> dict[str, np.ndarray]:
         return {
-            "observation": self._achieved.copy(),
-            "achieved_goal": self._achieved.copy(),
-            "desired_goal": self._goal.copy(),
+            "observation": self.fresh(self._achieved),
+            "achieved_goal": self.fresh(self._achieved),
+            "desired_goal": self.fresh(self._goal),
         }
 
     def _step_info(self) -> dict[str, np.ndarray]:
-        return {"is_success": self._success.copy(), "crashed": self._crashed.copy()}
+        return {"is_success": self.fresh(self._success), "crashed": self.fresh(self._crashed)}
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
         # The kernel's reward is compute_reward of these very goals and crashes (tests
         # hold the two equal); a crash terminates.
-        return self._reward.copy(), self._crashed.copy(), None
+        return self.fresh(self._reward), self.fresh(self._crashed), None
 
     def render(self) -> np.ndarray | None:
         """Sub-env 0's frame (``rgb_array``), as :meth:`ParkingEnv.render` draws it."""
@@ -941,7 +1012,8 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         success, crashed = bool(self._success[0]), bool(self._crashed[0])
         car = tuple(float(a[0]) for a in self._state[:4])
         hud = hud_line(steps, reward, success)
-        self._painter.frame(car, self._goal[0], self._parked[0], crashed, success, hud)
+        goal, parked = self.to_numpy(self._goal[0]), self.to_numpy(self._parked[0])
+        self._painter.frame(car, goal, parked, crashed, success, hud)
         return self._painter.render(self.render_mode)
 
     def close_extras(self, **kwargs: Any) -> None:
