@@ -364,3 +364,21 @@ def hud_line(step: int, reward: float | None, success: bool) -> str:
     """The heads-up text every env shows: step, last reward (``-`` before one), success."""
     shown = "-" if reward is None else f"{reward:.3g}"
     return f"step {step}   reward {shown}   success {'yes' if success else 'no'}"
+
+
+def arrow_keys() -> dict[tuple[int, ...], np.ndarray]:
+    """Arrow keys push along their axis (two at once go diagonally), for ``gymnasium.utils.play``.
+
+    The key map of every env driven by a 2D force (PointReach, PointMaze, Push).
+    """
+    pg = import_pygame()
+    directions = {pg.K_LEFT: (-1.0, 0.0), pg.K_RIGHT: (1.0, 0.0), pg.K_UP: (0.0, 1.0)}
+    directions[pg.K_DOWN] = (0.0, -1.0)
+    mapping: dict[tuple[int, ...], np.ndarray] = {
+        (key,): np.array(direction, np.float32) for key, direction in directions.items()
+    }
+    for vertical in (pg.K_UP, pg.K_DOWN):
+        for horizontal in (pg.K_LEFT, pg.K_RIGHT):
+            combined = np.add(directions[vertical], directions[horizontal]).astype(np.float32)
+            mapping[tuple(sorted((vertical, horizontal)))] = combined
+    return mapping

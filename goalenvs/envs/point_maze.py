@@ -34,7 +34,7 @@ from goalenvs.core import (
     goal_dict_space,
 )
 from goalenvs.devices import constant_like
-from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
+from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -475,21 +475,6 @@ def _draw_maze(
     canvas.arrow(position, position + 0.1 * velocity, _ARROW, 3)
     canvas.circle(position, 0.12, _AGENT)
     canvas.text(hud, (8, 8), _TEXT, 20)
-
-
-def arrow_keys() -> dict[tuple[int, ...], np.ndarray]:
-    """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``."""
-    pg = import_pygame()
-    directions = {pg.K_LEFT: (-1.0, 0.0), pg.K_RIGHT: (1.0, 0.0), pg.K_UP: (0.0, 1.0)}
-    directions[pg.K_DOWN] = (0.0, -1.0)
-    mapping: dict[tuple[int, ...], np.ndarray] = {
-        (key,): np.array(direction, np.float32) for key, direction in directions.items()
-    }
-    for vertical in (pg.K_UP, pg.K_DOWN):
-        for horizontal in (pg.K_LEFT, pg.K_RIGHT):
-            combined = np.add(directions[vertical], directions[horizontal]).astype(np.float32)
-            mapping[tuple(sorted((vertical, horizontal)))] = combined
-    return mapping
 
 
 # --------------------------------------------------------------------------- single env

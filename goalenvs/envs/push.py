@@ -31,8 +31,8 @@ from goalenvs.core import (
     goal_dict_space,
 )
 from goalenvs.devices import clear_points
-from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
-from goalenvs.envs.point_maze import arrow_keys, goal_distance
+from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.point_maze import goal_distance
 
 REWARD_TYPES = ("sparse", "dense")
 
