@@ -46,8 +46,10 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gymnasium as gym  # noqa: E402
+from curves import curve_cells, load_cell, load_runs, plot_runs  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "highway_parking.jsonl"
 IMAGE = ROOT / "docs" / "images" / "highway_parking.png"
@@ -194,11 +196,6 @@ def side_by_side(seeds: list[int], budget: float, who: list[str]) -> None:
             proc.wait()
 
 
-def first_at(curve: list, target: float) -> tuple[float, int] | None:
-    """(seconds, env steps) of the first evaluation at ``target`` or above."""
-    return next(((t, s) for t, s, success, _ in curve if success >= target), None)
-
-
 def table(rows: list[dict]) -> str:
     """One line per run: steps and seconds to 0.5 / 0.9, best, final success and crash rate."""
     names = {
@@ -212,49 +209,21 @@ def table(rows: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(rows, key=lambda r: (WHO.index(r["who"]), r["seed"], r["date"])):
-        curve = row["curve"]
-        if not curve:
-            continue
-        cells = []
-        for target in (0.5, 0.9):
-            hit = first_at(curve, target)
-            cells.append("-" if hit is None else f"{hit[1]:,} / {hit[0]:.0f}")
-        last = curve[-1]
-        lines.append(
-            f"| {names[row['who']]} | {row['seed']} | {row['budget']:.0f} | {last[1]:,} | "
-            f"{cells[0]} | {cells[1]} | {max(c[2] for c in curve):.2f} | {last[2]:.2f} | "
-            f"{last[3]:.2f} | {row['load'][0]:.1f}-{row['load'][1]:.1f} |"
-        )
+        if row["curve"]:
+            crash = f"{row['curve'][-1][3]:.2f}"
+            cells = [names[row["who"]], str(row["seed"]), *curve_cells(row), crash, load_cell(row)]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def plot(rows: list[dict], path: Path) -> None:
     """Eval success against training seconds and env steps, one line per run."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9, 3.4), dpi=80)
-    FigureCanvasAgg(fig)
-    ax_time, ax_steps = fig.subplots(1, 2)
-    labeled: set[str] = set()
-    for row in rows:
-        if not row["curve"]:
-            continue
-        t, steps, success, _ = zip(*row["curve"], strict=True)
-        color = f"C{WHO.index(row['who'])}"
-        label = None if row["who"] in labeled else row["who"]
-        labeled.add(row["who"])
-        ax_time.plot(t, success, color=color, alpha=0.8, label=label)
-        ax_steps.plot(steps, success, color=color, alpha=0.8)
-    ax_time.set(xlabel="training seconds", ylabel="eval success", ylim=(-0.03, 1.03))
-    ax_steps.set(xlabel="env steps", ylim=(-0.03, 1.03))
-    ax_time.legend(loc="upper left", fontsize=8)
-    for ax in (ax_time, ax_steps):
-        ax.grid(alpha=0.3)
-    fig.suptitle("highway-env parking-v0")
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.88, wspace=0.2)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    plot_runs(
+        rows,
+        path,
+        group=lambda row: (WHO.index(row["who"]), row["who"]),
+        title="highway-env parking-v0",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,10 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         run(args.who, args.seed, args.budget)
     elif args.command == "side-by-side":
         side_by_side(args.seeds, args.budget, args.who)
-    if not RESULTS.exists():
+    rows = load_runs(RESULTS)
+    if rows is None:
         print(f"no runs logged in {RESULTS}")
         return 1
-    rows = [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
     print(table(rows))
     if args.command == "table" and args.plot:
         plot(rows, IMAGE)

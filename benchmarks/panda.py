@@ -27,6 +27,9 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from curves import curve_cells, load_cell, load_runs, plot_runs  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "panda.jsonl"
 IMAGE = ROOT / "docs" / "images" / "panda.png"
@@ -86,50 +89,24 @@ def table(rows: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(rows, key=lambda r: (ENVS.index(r["env"]), r["seed"], r["date"])):
-        curve = row["curve"]
-        if not curve:
-            continue
-        cells = []
-        for target in (0.5, 0.9):
-            hit = next(((t, s) for t, s, success in curve if success >= target), None)
-            cells.append("-" if hit is None else f"{hit[1]:,} / {hit[0]:.0f}")
-        last = curve[-1]
-        lines.append(
-            f"| {row['env']} | {row['seed']} | {row['budget']:.0f} | {last[1]:,} | {cells[0]} | "
-            f"{cells[1]} | {max(c[2] for c in curve):.2f} | {last[2]:.2f} | "
-            f"{row['load'][0]:.1f}-{row['load'][1]:.1f} |"
-        )
+        if row["curve"]:
+            cells = [row["env"], str(row["seed"]), *curve_cells(row), load_cell(row)]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def plot(rows: list[dict], path: Path) -> None:
     """Eval success against seconds and env steps, one line per run."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9, 3.4), dpi=80)
-    FigureCanvasAgg(fig)
-    ax_time, ax_steps = fig.subplots(1, 2)
-    labeled: set[str] = set()
-    for row in rows:
-        if not row["curve"]:
-            continue
-        t, steps, success = zip(*row["curve"], strict=True)
-        color = f"C{ENVS.index(row['env'])}"
-        label = None if row["env"] in labeled else row["env"]
-        labeled.add(row["env"])
-        # Markers: a PandaReach run is a single evaluation (it stops at 1.0).
-        ax_time.plot(t, success, "o-", ms=3, color=color, alpha=0.8, label=label)
-        ax_steps.plot(steps, success, "o-", ms=3, color=color, alpha=0.8)
-    ax_time.set(xlabel="wall-clock seconds", ylabel="eval success", ylim=(-0.03, 1.03))
-    ax_steps.set(xlabel="env steps", ylim=(-0.03, 1.03))
-    ax_time.legend(loc="center right", fontsize=8)
-    for ax in (ax_time, ax_steps):
-        ax.grid(alpha=0.3)
-    fig.suptitle("panda-gym, goalenvs DDPG+HER (panda preset)")
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.88, wspace=0.2)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    # Markers: a PandaReach run is a single evaluation (it stops at 1.0).
+    plot_runs(
+        rows,
+        path,
+        group=lambda row: (ENVS.index(row["env"]), row["env"]),
+        title="panda-gym, goalenvs DDPG+HER (panda preset)",
+        time_label="wall-clock seconds",
+        style="o-",
+        legend_loc="center right",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,10 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args.env, args.seed, args.budget)
-    if not RESULTS.exists():
+    rows = load_runs(RESULTS)
+    if rows is None:
         print(f"no runs logged in {RESULTS}")
         return 1
-    rows = [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
     print(table(rows))
     if args.command == "table" and args.plot:
         plot(rows, IMAGE)
