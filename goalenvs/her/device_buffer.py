@@ -356,7 +356,7 @@ class DeviceHerReplayBuffer:
             # Example, R = 4: episodes [0, 3) and [3, 5) stored, t = 4 overwrites row 0,
             # so t_lo 0 -> 3 and transitions 1, 2 are never sampled again.
             hit = (s["t_lo"] == t - R) & (s["t_lo"] < s["t_hi"])
-            end = s["episode_end"][s["row_episode"][row] % R, self._env]
+            end = s["episode_end"].gather(0, (s["row_episode"][row] % R)[None])[0]
             s["t_lo"] = torch.where(hit, end, s["t_lo"])
         for key, store in self._obs.items():
             store[row] = obs[key]
@@ -379,8 +379,9 @@ class DeviceHerReplayBuffer:
         import torch
 
         s, t, R = self._state, self._t, self.rows_per_env
-        slot = s["episode_count"] % R
-        s["episode_end"][slot, self._env] = torch.where(done, t, s["episode_end"][slot, self._env])
+        slot = (s["episode_count"] % R)[None]
+        ended = torch.where(done, t, s["episode_end"].gather(0, slot)[0])
+        s["episode_end"].scatter_(0, slot, ended[None])
         s["t_hi"] = torch.where(done, t, s["t_hi"])
         s["newest_start"] = torch.where(done, s["episode_start"], s["newest_start"])
         s["episode_start"] = torch.where(done, t, s["episode_start"])
@@ -607,8 +608,11 @@ class DeviceHerReplayBuffer:
             env, t = self._draw_uniform(B)
             weights = torch.ones(B, dtype=torch.float32, device=self.device)
         row = t % R
-        start = s["row_start"][row, env]
-        end = s["episode_end"][s["row_episode"][row, env] % R, env]
+        # Every (rows, n_envs, ...) store is read through its flat view at row * n + env:
+        # index_select on one index runs several times faster than indexing by two.
+        index = row * n + env
+        start = _take(s["row_start"], index)
+        end = _take(s["episode_end"], (_take(s["row_episode"], index) % R) * n + env)
 
         def uniform() -> Any:
             return torch.rand(B, generator=generator, device=self.device)
@@ -630,24 +634,24 @@ class DeviceHerReplayBuffer:
             # floor(u * span) can round up to span for u just below 1: clamp it.
             pick = torch.minimum((uniform() * span).long(), span - 1)
             goal_env, goal_t = env, first + pick
-        goal = self._next_obs["achieved_goal"][goal_t % R, goal_env]
+        goal = _take(self._next_obs["achieved_goal"], (goal_t % R) * n + goal_env)
 
-        obs = {key: store[row, env] for key, store in self._obs.items()}
-        next_obs = {key: store[row, env] for key, store in self._next_obs.items()}
+        obs = {key: _take(store, index) for key, store in self._obs.items()}
+        next_obs = {key: _take(store, index) for key, store in self._next_obs.items()}
         mask = relabel.reshape((B,) + (1,) * (goal.ndim - 1))
         for side in (obs, next_obs):
             side["desired_goal"] = torch.where(
                 mask, goal.to(side["desired_goal"].dtype), side["desired_goal"]
             )
-        info = {key: store[row, env] for key, store in self._infos.items()}
+        info = {key: _take(store, index) for key, store in self._infos.items()}
         new_reward = self._batch_of(
             "compute_reward",
             self.compute_reward(next_obs["achieved_goal"], obs["desired_goal"], info),
             B,
             torch.float32,
         )
-        rewards = torch.where(relabel, new_reward, s["rewards"][row, env])
-        terminated = s["terminated"][row, env]
+        rewards = torch.where(relabel, new_reward, _take(s["rewards"], index))
+        terminated = _take(s["terminated"], index)
         if self.compute_terminated is not None:
             new_terminated = self._batch_of(
                 "compute_terminated",
@@ -657,15 +661,15 @@ class DeviceHerReplayBuffer:
             )
             terminated = torch.where(relabel, new_terminated, terminated)
         if not self.handle_timeout_termination:
-            terminated = terminated | s["truncated"][row, env]
+            terminated = terminated | _take(s["truncated"], index)
         batch = HerBatch(
             obs,
-            s["actions"][row, env],
+            _take(s["actions"], index),
             rewards,
             next_obs,
             terminated.float(),
             weights,
-            row * n + env,
+            index,
         )
         if target is None or target == self.device:
             return batch
@@ -877,6 +881,11 @@ class DeviceHerReplayBuffer:
         ):
             buffer._generator.set_state(state)
         return buffer
+
+
+def _take(store: Any, index: Any) -> Any:
+    """Elements ``index`` (flat: ``row * n_envs + env``) of a ``(rows, n_envs, ...)`` store."""
+    return store.reshape(-1, *store.shape[2:]).index_select(0, index)
 
 
 def _info_dtype(value: Any) -> Any:
