@@ -575,3 +575,58 @@ def test_a_device_twin_fills_the_buffer_and_rewards_match_its_compute_reward(
     assert batch.actions.dtype == torch.float32 and batch.indices.dtype == torch.int64
     moved = buffer.sample(8, device="cpu")
     assert moved.rewards.device.type == "cpu"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_prioritized_draws_only_intact_episodes_through_ring_wraps(backend: str) -> None:
+    buffer = make_buffer(backend, 3 * 23, 3, prioritized=True, seed=8)
+    writer = Writer(buffer, [[4, 6, 5, 3, 7, 1] * 30, [2, 9, 3] * 50, [5] * 100])
+    for steps in (9, 31, 40):
+        for _ in range(steps):
+            writer.add_step()
+        batch = buffer.sample(400)
+        buffer.update_priorities(batch.indices, to_numpy(batch.rewards) % 7)
+        tags = to_numpy(batch.observations["observation"]).astype(int)
+        intact = writer.intact_episodes()
+        for e, m, i in tags:
+            assert (e, m) in intact and 0 <= i < intact[(e, m)]
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_the_host_reads_the_device_about_once_per_ring_cycle(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 4 envs, 50 rows, episodes of 10: after the first read, the next ones come when the
+    # newest ended episode could have been overwritten (every ~40 adds), never per batch.
+    buffer = make_buffer(backend, 4 * 50, 4, seed=0)
+    reads = []
+    original = DeviceHerReplayBuffer._read_horizons
+
+    def counted(self: DeviceHerReplayBuffer) -> None:
+        reads.append(self._t)
+        original(self)
+
+    monkeypatch.setattr(DeviceHerReplayBuffer, "_read_horizons", counted)
+    writer = Writer(buffer, [[10] * 100] * 4)
+    for _ in range(10):
+        writer.add_step()
+    for _ in range(190):
+        writer.add_step()
+        buffer.sample(64)
+    # Measured: reads after adds 11, 51, 91, 131, 171 (each vouches for 40 more adds).
+    assert len(reads) <= 6, reads  # over 190 samples and 200 adds
+    if backend == "cuda":
+        # Between two reads, add and sample never wait for the device (the inputs are made
+        # on the device beforehand: copying numpy arrays there waits).
+        obs = {k: torch.ones(4, 3, device=backend) for k in TAG_SPACE.spaces}
+        action, reward = obs["observation"], torch.zeros(4, device=backend)
+        flags = [torch.zeros(4, dtype=torch.bool, device=backend), torch.ones_like(reward) > 0]
+        buffer._read_horizons()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for step in range(20):
+                buffer.add(obs, obs, action, reward, flags[0], flags[step % 10 == 9])
+                buffer.sample(64)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
