@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import goalenvs  # noqa: F401  (registers the env ids)
 from goalenvs.her import GoalSelectionStrategy, HerBatch, HerReplayBuffer
@@ -221,6 +223,48 @@ def test_relabeled_goals_respect_strategy_episode_and_ring(
         assert buffer.n_transitions == sum(intact.values())
         relabeled = check_batch(buffer.sample(600), writer, strategy)
         assert 0.65 < relabeled.mean() < 0.95  # k = 4: 0.8
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n_envs=st.integers(1, 4),
+    rows_per_env=st.integers(10, 40),
+    strategy=st.sampled_from(STRATEGIES),
+    steps=st.integers(1, 120),
+    lengths=st.lists(st.integers(1, 9), min_size=4, max_size=30),
+    seed=st.integers(0, 2**16),
+    prioritized=st.booleans(),
+)
+def test_device_buffer_samples_only_intact_episodes_for_any_lengths(
+    n_envs: int,
+    rows_per_env: int,
+    strategy: GoalSelectionStrategy,
+    steps: int,
+    lengths: list[int],
+    seed: int,
+    prioritized: bool,
+) -> None:
+    buffer = make_buffer(
+        "cpu",
+        rows_per_env * n_envs,
+        n_envs,
+        goal_selection_strategy=strategy,
+        seed=seed,
+        prioritized=prioritized,
+    )
+    writer = Writer(buffer, [(lengths[e:] + lengths[:e]) * 100 for e in range(n_envs)])
+    for _ in range(steps):
+        writer.add_step()
+    intact = writer.intact_episodes()
+    assert buffer.n_transitions == sum(intact.values())
+    if not intact:
+        with pytest.raises(RuntimeError, match="before an episode has ended"):
+            buffer.sample(8)
+        return
+    batch = buffer.sample(256)
+    if prioritized:
+        batch = batch._replace(weights=torch.ones(256))  # the weights are not all ones
+    check_batch(batch, writer, strategy)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
