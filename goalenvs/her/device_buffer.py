@@ -374,8 +374,8 @@ class DeviceHerReplayBuffer:
         if t >= R:
             # This add overwrites transition t - R of every env: an env whose oldest intact
             # episode starts there retires that episode whole (t_lo moves to its end).
-            # Example, R = 4: episodes [0, 3) and [3, 5) stored, t = 4 overwrites row 0,
-            # so t_lo 0 -> 3 and transitions 1, 2 are never sampled again.
+            # Example, R = 4, episodes [0, 3) and [3, 4) stored: add t = 4 overwrites
+            # transition 0 (row 0), so t_lo goes 0 -> 3 and transitions 1, 2 leave with it.
             # (t_lo == t - R with no ended episode left, t_lo == t_hi, would mean an episode
             # in progress since t - R: add() has refused it above as too long.)
             hit = s["t_lo"] == t - R
@@ -610,7 +610,9 @@ class DeviceHerReplayBuffer:
         """Samples ``batch_size`` transitions, relabeling each with probability k/(k+1).
 
         Returns a :class:`HerBatch` of fresh tensors on this buffer's device, or moved to
-        ``device`` when it names another one.
+        ``device`` when it names another one. The float32 fields (observations, actions,
+        rewards) are slices of one gathered tensor, so not contiguous: ``reshape``, not
+        ``view``, if a caller reshapes them.
         """
         import torch
 
