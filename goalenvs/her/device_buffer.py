@@ -424,6 +424,16 @@ class DeviceHerReplayBuffer:
         s["truncated"][last] = s["truncated"][last] | open_
         self._end_episodes(open_)
 
+    def can_sample(self) -> bool:
+        """Whether the buffer holds a complete, intact episode (``sample`` works).
+
+        Unlike ``n_transitions > 0`` it reads the device only when the last reading no
+        longer vouches for it (about once per ring cycle): cheap to ask every step.
+        """
+        if self._t > self._nonempty_until:
+            self._read_horizons()
+        return self._t <= self._nonempty_until
+
     def _read_horizons(self) -> None:
         """The one host read of add() and sample() (see the module docstring).
 
@@ -621,13 +631,11 @@ class DeviceHerReplayBuffer:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         target = None if device is None else resolve_device(device)
-        if self._t > self._nonempty_until:
-            self._read_horizons()
-            if self._t > self._nonempty_until:
-                raise RuntimeError(
-                    "cannot sample before an episode has ended: the buffer holds no complete "
-                    "episode yet (start learning after at least one full episode)"
-                )
+        if not self.can_sample():
+            raise RuntimeError(
+                "cannot sample before an episode has ended: the buffer holds no complete "
+                "episode yet (start learning after at least one full episode)"
+            )
         B, R, n = int(batch_size), self.rows_per_env, self.n_envs
         s, generator = self._state, self._generator
         if self.prioritized:

@@ -300,6 +300,10 @@ def test_a_ring_left_without_a_whole_episode_cannot_be_sampled(backend: str) -> 
     assert buffer.n_transitions == 0
     with pytest.raises(RuntimeError, match="before an episode has ended"):
         buffer.sample(4)
+    if backend != "numpy":
+        assert not buffer.can_sample()
+        writer.add_step()  # episode 1 ends
+        assert buffer.can_sample()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -652,13 +656,16 @@ def test_the_host_reads_the_device_about_once_per_ring_cycle(
 
     monkeypatch.setattr(DeviceHerReplayBuffer, "_read_horizons", counted)
     writer = Writer(buffer, [[10] * 100] * 4)
-    for _ in range(10):
+    for _ in range(9):
         writer.add_step()
+    assert not buffer.can_sample()
+    writer.add_step()
     for _ in range(190):
         writer.add_step()
+        assert buffer.can_sample()
         buffer.sample(64)
-    # Measured: reads after adds 11, 51, 91, 131, 171 (each vouches for 40 more adds).
-    assert len(reads) <= 6, reads  # over 190 samples and 200 adds
+    # Measured: reads after adds 9, 11, 51, 91, 131, 171 (each vouches for 40 more adds).
+    assert len(reads) <= 7, reads  # over 190 samples and 200 adds
     if backend == "cuda":
         # Between two reads, add and sample never wait for the device (the inputs are made
         # on the device beforehand: copying numpy arrays there waits).
