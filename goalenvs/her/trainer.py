@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import inspect
 import io
 import json
 import logging
@@ -55,7 +56,7 @@ import torch
 from gymnasium import spaces
 
 import goalenvs  # importing registers the goalenvs ids
-from goalenvs.core import GOAL_KEYS
+from goalenvs.core import GOAL_KEYS, GoalVectorEnv
 from goalenvs.her import distributed
 from goalenvs.her.algos import algo_for, check_action_space, get_algo, make_agent
 from goalenvs.her.checkpoint import (
@@ -183,11 +184,40 @@ def validate_training_env(env_id: str, env_kwargs: dict[str, Any], algo: str | N
     return env
 
 
+def device_twin_problem(env_id: str) -> str | None:
+    """Why ``env_id`` cannot run as a torch twin on a device, or None when it can.
+
+    It can when its vector entry point is a goalenvs twin (:class:`GoalVectorEnv`) that
+    takes a ``device`` argument.
+    """
+    entry = env_spec(env_id).vector_entry_point
+    if entry is None:
+        return "it has no native vector twin (gymnasium's SyncVectorEnv steps it on numpy)"
+    cls = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+    if not (isinstance(cls, type) and issubclass(cls, GoalVectorEnv)):
+        return f"its vector env {entry} is not a goalenvs twin (GoalVectorEnv)"
+    if "device" not in inspect.signature(cls).parameters:
+        return f"its vector env {entry} takes no device argument"
+    return None
+
+
 def make_vector_env(
-    env_id: str, env_kwargs: dict[str, Any], num_envs: int, mode: gym.vector.AutoresetMode
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    num_envs: int,
+    mode: gym.vector.AutoresetMode,
+    device: torch.device | None = None,
 ) -> gym.vector.VectorEnv:
-    """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``."""
+    """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``;
+    with ``device``, the torch twin on it (see :func:`device_twin_problem`)."""
     mode = gym.vector.AutoresetMode(mode)
+    if device is not None:
+        problem = device_twin_problem(env_id)
+        if problem is not None:
+            raise ValueError(f"{env_id} cannot run on device {device}: {problem}")
+        return gym.make_vec(
+            env_id, num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
+        )
     if env_spec(env_id).vector_entry_point is not None:
         return gym.make_vec(env_id, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)
     return gym.make_vec(
@@ -215,8 +245,13 @@ def goal_function(vector_env: Any, env: gym.Env, name: str) -> Callable | None:
         return None
     goal_ndim = len(env.observation_space["achieved_goal"].shape)
 
-    def batched(achieved_goal: Any, desired_goal: Any, info: Any) -> np.ndarray:
-        result = np.asarray(fn(achieved_goal, desired_goal, info))
+    def batched(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+        result = fn(achieved_goal, desired_goal, info)
+        if isinstance(achieved_goal, torch.Tensor):  # a device twin's: tensors stay there
+            batch_shape = achieved_goal.shape[: achieved_goal.ndim - goal_ndim]
+            result = torch.as_tensor(result, device=achieved_goal.device)
+            return result if result.shape == batch_shape else result.broadcast_to(batch_shape)
+        result = np.asarray(result)
         batch_shape = np.shape(achieved_goal)[: np.ndim(achieved_goal) - goal_ndim]
         return np.broadcast_to(result, batch_shape) if result.shape != batch_shape else result
 
@@ -330,11 +365,26 @@ class Trainer:
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         self.action_dtype = self.action_space.dtype
+        self.on_device = self._resolve_env_device()
+        env_device = self.device if self.on_device else None
+        # On a device the loop resets finished sub-envs itself (autoreset disabled): the
+        # step's observation is then the final one of every sub-env, one batched tensor,
+        # where same-step autoreset hands them out one sub-env at a time.
         self.envs = make_vector_env(
-            cfg.env_id, cfg.env_kwargs, cfg.num_envs, gym.vector.AutoresetMode.SAME_STEP
+            cfg.env_id,
+            cfg.env_kwargs,
+            cfg.num_envs,
+            gym.vector.AutoresetMode.DISABLED
+            if self.on_device
+            else gym.vector.AutoresetMode.SAME_STEP,
+            env_device,
         )
         self.eval_envs = make_vector_env(
-            cfg.env_id, cfg.env_kwargs, cfg.n_eval_episodes, gym.vector.AutoresetMode.NEXT_STEP
+            cfg.env_id,
+            cfg.env_kwargs,
+            cfg.n_eval_episodes,
+            gym.vector.AutoresetMode.NEXT_STEP,
+            env_device,
         )
         horizon = getattr(self.envs.unwrapped, "max_episode_steps", None) or (
             self.env.spec.max_episode_steps if self.env.spec is not None else None
@@ -377,6 +427,29 @@ class Trainer:
         self.writer = None
         self._plotter: threading.Thread | None = None
 
+    def _resolve_env_device(self) -> bool:
+        """Whether the training envs run as torch twins on ``self.device``
+        (``config.env_device``); a clear error when that was asked and cannot be."""
+        cfg = self.config
+        if cfg.env_device == "numpy":
+            return False
+        problem = device_twin_problem(cfg.env_id)
+        if cfg.env_device == "auto":
+            if self.device.type != "cuda":
+                return False
+            if problem is not None:
+                self.note(
+                    f"env_device='auto' runs numpy envs: {cfg.env_id} cannot run on "
+                    f"{self.device}, as {problem}"
+                )
+                return False
+        elif problem is not None:
+            raise ValueError(
+                f"env_device='device': {cfg.env_id} cannot run on device {self.device}: "
+                f"{problem}. Use env_device='numpy' (or 'auto')"
+            )
+        return True
+
     def _target_clip(self) -> tuple[float, float]:
         """The range Bellman targets are clipped to (``clip_return``), with why."""
         cfg = self.config
@@ -408,6 +481,25 @@ class Trainer:
         from goalenvs.her.buffer import HerReplayBuffer
 
         cfg = self.config
+        if self.on_device:
+            return _HostBufferBridge(
+                HerReplayBuffer(
+                    cfg.buffer_size // self.world,
+                    self.observation_space,
+                    self.action_space,
+                    self.compute_reward,
+                    n_envs=cfg.num_envs,
+                    n_sampled_goal=cfg.n_sampled_goal,
+                    goal_selection_strategy=cfg.goal_selection_strategy,
+                    info_keys=self.info_keys,
+                    compute_terminated=self.compute_terminated,
+                    seed=seed,
+                    prioritized=cfg.prioritized,
+                    alpha=cfg.priority_alpha,
+                    beta=cfg.priority_beta,
+                ),
+                self.device,
+            )
         return HerReplayBuffer(
             cfg.buffer_size // self.world,
             self.observation_space,
@@ -433,6 +525,8 @@ class Trainer:
 
     def collect(self, obs: dict[str, np.ndarray], stats: dict[str, list]) -> dict:
         """Steps the training envs ``rollout_steps`` times, storing every transition."""
+        if self.on_device:
+            return self._collect_on_device(obs, stats)
         cfg, envs = self.config, self.envs
         seen = []
         for _ in range(self.rollout_steps):
@@ -458,6 +552,38 @@ class Trainer:
         self.agent.normalizer.update({k: np.concatenate([o[k] for o in seen]) for k in GOAL_KEYS})
         self.agent.normalizer.recompute()
         self.env_steps += self.rollout_steps * cfg.num_envs * self.world
+        return obs
+
+    def _collect_on_device(
+        self, obs: dict[str, torch.Tensor], stats: dict[str, list]
+    ) -> dict[str, torch.Tensor]:
+        """:meth:`collect` on the torch twins: actions, transitions and normalizer sums stay
+        on the device. Per step the host learns one bool (did an episode end?); the
+        episodes' successes come to it once per cycle."""
+        envs, keys = self.envs, self.info_keys
+        seen, successes = [], []
+        for _ in range(self.rollout_steps):
+            actions = self.agent.act(obs, explore=True)
+            next_obs, rewards, terminated, truncated, info = envs.step(actions)
+            # Autoreset is off: next_obs is every sub-env's true next (or final) observation.
+            self.buffer.add(
+                obs, next_obs, actions, rewards, terminated, truncated, {k: info[k] for k in keys}
+            )
+            seen.append(obs)
+            done = terminated | truncated
+            if bool(done.any()):
+                successes.append(info["is_success"][done])
+                fresh, _ = envs.reset(options={"reset_mask": done})
+                next_obs = {
+                    k: torch.where(done.reshape(-1, *(1,) * (v.ndim - 1)), fresh[k], v)
+                    for k, v in next_obs.items()
+                }
+            obs = next_obs
+        self.agent.normalizer.update({k: torch.cat([o[k] for o in seen]) for k in GOAL_KEYS})
+        self.agent.normalizer.recompute()
+        if successes:
+            stats["success"].extend(torch.cat(successes).float().cpu().tolist())
+        self.env_steps += self.rollout_steps * self.config.num_envs * self.world
         return obs
 
     def optimize(self, stats: dict[str, list]) -> None:
@@ -503,6 +629,8 @@ class Trainer:
             np.random.SeedSequence([self.config.seed, self.rank, self.epoch]).generate_state(1)[0]
         )
         obs, _ = envs.reset(seed=seed)
+        if self.on_device:
+            return self._evaluate_on_device(obs)
         done = np.zeros(n, bool)
         success, returns, lengths = np.zeros(n), np.zeros(n), np.zeros(n)
         limit = self.horizon or 100_000
@@ -518,6 +646,27 @@ class Trainer:
             if done.all():
                 break
         totals = torch.tensor([success.sum(), returns.sum(), lengths.sum()], dtype=torch.float64)
+        totals = distributed.all_reduce_sum(totals) / (n * self.world)
+        return float(totals[0]), float(totals[1]), float(totals[2])
+
+    def _evaluate_on_device(self, obs: dict[str, torch.Tensor]) -> tuple[float, float, float]:
+        """:meth:`evaluate` on the torch twins: the sums stay on the device until the end."""
+        envs, n = self.eval_envs, self.config.n_eval_episodes
+        done = torch.zeros(n, dtype=torch.bool, device=self.device)
+        success = torch.zeros(n, dtype=torch.float64, device=self.device)
+        returns, lengths = torch.zeros_like(success), torch.zeros_like(success)
+        for _ in range(self.horizon or 100_000):
+            actions = self.agent.act(obs, False)
+            obs, rewards, terminated, truncated, info = envs.step(actions)
+            active = ~done
+            returns += torch.where(active, rewards.double(), 0.0)
+            lengths += active.double()
+            ended = active & (terminated | truncated)
+            success = torch.where(ended, info["is_success"].double(), success)
+            done |= ended
+            if bool(done.all()):
+                break
+        totals = torch.stack([success.sum(), returns.sum(), lengths.sum()]).cpu()
         totals = distributed.all_reduce_sum(totals) / (n * self.world)
         return float(totals[0]), float(totals[1]), float(totals[2])
 
@@ -1003,6 +1152,38 @@ class Trainer:
             self.writer.close()
         if self.owns_group:
             torch.distributed.destroy_process_group()
+
+
+class _HostBufferBridge:
+    """The numpy :class:`HerReplayBuffer` behind the device buffer's API: tensors in
+    (copied to the host per ``add``), tensors on ``device`` out of ``sample``."""
+
+    def __init__(self, buffer: Any, device: torch.device) -> None:
+        self.buffer, self.device = buffer, device
+        self._rng = buffer._rng  # found by generator_states(), saved with the run
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["buffer"], name)
+
+    def add(self, obs, next_obs, action, reward, terminated, truncated, infos=None) -> None:
+        """Stores one transition per env (tensors or arrays)."""
+
+        def host(value: Any) -> Any:
+            return value.cpu().numpy() if isinstance(value, torch.Tensor) else value
+
+        self.buffer.add(
+            {k: host(v) for k, v in obs.items()},
+            {k: host(v) for k, v in next_obs.items()},
+            host(action),
+            host(reward),
+            host(terminated),
+            host(truncated),
+            None if infos is None else {k: host(v) for k, v in infos.items()},
+        )
+
+    def sample(self, batch_size: int, device: Any = None) -> Any:
+        """A HER batch of tensors on the device."""
+        return self.buffer.sample(batch_size, device=device or self.device)
 
 
 def _mean(values: list[float]) -> float:
