@@ -401,6 +401,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.agent = make_agent(cfg, self.observation_space, self.action_space, self.gamma, seed)
         self.agent.to(self.device)
+        if self.on_device:
+            self.agent.noise_generator()  # made now, so that a resume finds it to restore
         distributed.broadcast_module(self.agent)
         self.compute_reward = goal_function(self.envs, self.env, "compute_reward")
         if self.compute_reward is None:
@@ -718,10 +720,15 @@ class Trainer:
             "torch": torch.get_rng_state(),
             "cuda": list(torch.cuda.get_rng_state_all()) if torch.cuda.is_available() else [],
             "agent": generator_states(self.agent),
+            # The torch generators of the device path (exploration, buffer sampling).
+            "torch_generators": {
+                "agent": torch_generator_states(self.agent),
+                "buffer": torch_generator_states(self.buffer),
+            },
             "buffer": generator_states(self.buffer),
             # Before the epoch's last step (see _GeneratorSnapshot): a sub-env that reset
             # in that step draws the same episode again when the resume resets it.
-            "envs": snapshot() if snapshot is not None else generator_states(envs.unwrapped),
+            "envs": snapshot() if snapshot is not None else env_generator_states(envs.unwrapped),
         }
 
     def save_epoch(self, row: dict[str, Any], success: float) -> None:
@@ -923,12 +930,15 @@ class Trainer:
             return
         if buffer is not None:
             buffer.truncate_last_trajectory()  # the envs restart: open episodes end here
-            self.buffer = buffer
+            self.buffer = _HostBufferBridge(buffer, self.device) if self.on_device else buffer
         torch.set_rng_state(state["torch"].cpu())
         cuda = state["cuda"]
         if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
         for name, obj in (("agent", self.agent), ("buffer", self.buffer)):
+            missed = restore_torch_generators(obj, state.get("torch_generators", {}).get(name, {}))
+            if missed:
+                logger.warning("%s torch generators %s were not restored", name, missed)
             missed = restore_generators(obj, state[name])
             if missed:
                 logger.warning("%s generators %s were not restored", name, missed)
@@ -967,10 +977,9 @@ class Trainer:
         self.success = float(data["metadata"]["success_rate"])
         buffer_path = run_dir / "buffer.npz"
         if self.config.save_buffer and buffer_path.exists() and self.world == 1:
-            self.buffer = HerReplayBuffer.load(
-                buffer_path, self.compute_reward, self.compute_terminated
-            )
-            self.buffer.truncate_last_trajectory()
+            buffer = HerReplayBuffer.load(buffer_path, self.compute_reward, self.compute_terminated)
+            buffer.truncate_last_trajectory()
+            self.buffer = _HostBufferBridge(buffer, self.device) if self.on_device else buffer
         if self.main:
             self.progress_rows = self._read_progress_rows(run_dir, self.epoch)
 
@@ -1054,7 +1063,10 @@ class Trainer:
         self.start_run_dir()
         obs, _ = self.envs.reset(seed=cfg.seed + self.rank * cfg.num_envs)
         if self._resumed_envs is not None:
-            missed = restore_generators(self.envs.unwrapped, self._resumed_envs)
+            states = dict(self._resumed_envs)
+            torch_states = states.pop(TORCH_GENERATORS, {})
+            missed = restore_generators(self.envs.unwrapped, states)
+            missed += restore_torch_generators(self.envs.unwrapped, torch_states)
             if missed:
                 logger.warning("env generators %s were not restored (another env version?)", missed)
             obs, _ = self.envs.reset()
@@ -1186,6 +1198,37 @@ class _HostBufferBridge:
         return self.buffer.sample(batch_size, device=device or self.device)
 
 
+TORCH_GENERATORS = "torch_generators"  # key of a device twin's generator in the env states
+
+
+def torch_generator_states(obj: Any) -> dict[str, torch.Tensor]:
+    """``{attribute: state}`` of the ``torch.Generator`` attributes of ``obj`` (those of
+    the device path: a device twin's, the device buffer's, the agent's exploration)."""
+    return {
+        name: value.get_state()
+        for name, value in sorted(vars(obj).items())
+        if isinstance(value, torch.Generator)
+    }
+
+
+def restore_torch_generators(obj: Any, states: dict[str, torch.Tensor]) -> list[str]:
+    """Sets the torch generators of ``obj`` back to ``states``; returns the names that did
+    not match (saved but absent, or present but not saved)."""
+    current = {k: v for k, v in vars(obj).items() if isinstance(v, torch.Generator)}
+    for name in current.keys() & states.keys():
+        current[name].set_state(states[name])
+    return sorted(current.keys() ^ states.keys())
+
+
+def env_generator_states(env: Any) -> dict[str, Any]:
+    """:func:`generator_states` of a vector env, with a device twin's torch generator."""
+    states = generator_states(env)
+    torch_states = torch_generator_states(env)
+    if torch_states:
+        states[TORCH_GENERATORS] = torch_states
+    return states
+
+
 def _mean(values: list[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
 
@@ -1240,14 +1283,14 @@ class _GeneratorSnapshot(gym.vector.VectorWrapper):
         """Steps the envs (after taking the snapshot when this is the armed step)."""
         self._steps += 1
         if self._steps == self._target:
-            self._states = generator_states(self.env.unwrapped)
+            self._states = env_generator_states(self.env.unwrapped)
         return self.env.step(actions)
 
     def snapshot(self) -> dict[str, Any]:
         """The states before the last step when it was the armed one, else the current."""
         if self._states is not None and self._steps == self._target:
             return self._states
-        return generator_states(self.env.unwrapped)
+        return env_generator_states(self.env.unwrapped)
 
 
 def _read_progress(path: Path) -> list[dict[str, float]]:
