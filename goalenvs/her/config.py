@@ -53,11 +53,10 @@ class TrainConfig:
     n_eval_episodes: int = 10  # deterministic evaluation episodes per epoch, separate envs
     stop_success: float | None = None  # stop early once eval success reaches this
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda"
-    # Where the training envs run: "numpy" (the numpy twins; batches go to `device` per
-    # update), "device" (the torch twins on `device`: env, replay buffer and networks stay
-    # there, no host copy per step; goalenvs twins only), "auto" ("device" when `device`
-    # is cuda and the env is a goalenvs twin, else "numpy").
-    env_device: str = "auto"
+    # "numpy": the numpy twins, batches copied to `device` per update; "device": the torch
+    # twins on `device`, with the replay buffer there too (no host copy per step; goalenvs
+    # twins only); "auto": "device" when `device` is cuda and the env has a torch twin.
+    env_device: str = "auto"  # where the training envs run: "auto", "numpy" or "device"
     torch_threads: int = 1  # torch intra-op threads; small nets gain nothing from more
     out: str | None = None  # run folder; None: runs/<env>-<algo>-<seed>-<time>
     save_every: int = 0  # also keep policy_epoch_K.pt every K epochs; 0: never

@@ -6,6 +6,8 @@ which is the same code as on CUDA; the CUDA variant skips without a GPU.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -214,6 +216,28 @@ def test_the_cli_flag_sets_env_device(capsys):
     assert '"env_device": "device"' in capsys.readouterr().out
     with pytest.raises(SystemExit):
         cli_main(["train", "goalenvs/PointReach-v0", "--env-device", "gpu"])
+
+
+def test_the_preset_device_section_serves_cuda_runs_only(capsys, tmp_path):
+    from goalenvs.her.presets import resolve_config
+
+    plain = resolve_config("goalenvs/PointReach-v0")
+    assert (plain.num_envs, plain.batch_size) == (8, 256)  # no flags: the CPU schedule
+    for kwargs in ({"device": "cpu"}, {"device": "cpu", "env_device": "device"}):
+        assert resolve_config("goalenvs/PointReach-v0", **kwargs) == replace(plain, **kwargs)
+    cuda = resolve_config("goalenvs/PointReach-v0", device="cuda")
+    assert (cuda.num_envs, cuda.batch_size, cuda.n_eval_episodes) == (2048, 2048, 1000)
+    assert cuda.polyak == plain.polyak  # [config] fields the section leaves alone stay
+    assert resolve_config("goalenvs/PointReach-v0", device="cuda", num_envs=64).num_envs == 64
+    host = resolve_config("goalenvs/PointReach-v0", device="cuda", env_device="numpy")
+    assert host.num_envs == 8
+    argv = ["train", "goalenvs/PointReach-v0", "--device", "cuda", "--show-config"]
+    assert cli_main(argv) == 0
+    assert '"num_envs": 2048' in capsys.readouterr().out
+    bad = tmp_path / "bad.toml"
+    bad.write_text('algo = "ddpg"\ndevice = 3\n')
+    with pytest.raises(ValueError, match=r"\[device\] must be a table"):
+        resolve_config("goalenvs/PointReach-v0", str(bad), device="cuda")
 
 
 def test_normalizer_sums_tensors_as_it_sums_arrays():
