@@ -604,7 +604,10 @@ class Trainer:
             # Per-sample TD errors are no loss to log: they set new replay priorities.
             td_errors = losses.pop("td_errors", None)
             if td_errors is not None and getattr(self.buffer, "prioritized", False):
-                self.buffer.update_priorities(batch.indices, td_errors.cpu().numpy())
+                # The device buffer takes them where they are: no host copy per batch.
+                self.buffer.update_priorities(
+                    batch.indices, td_errors if self.on_device else td_errors.cpu().numpy()
+                )
             for name, value in losses.items():
                 totals[name] = totals[name] + value if name in totals else value
         self.agent.update_targets()
@@ -1196,6 +1199,12 @@ class _HostBufferBridge:
     def sample(self, batch_size: int, device: Any = None) -> Any:
         """A HER batch of tensors on the device."""
         return self.buffer.sample(batch_size, device=device or self.device)
+
+    def update_priorities(self, indices: Any, td_errors: Any) -> None:
+        """New priorities from TD errors (tensors or arrays)."""
+        self.buffer.update_priorities(
+            indices.cpu().numpy(), td_errors.detach().cpu().numpy().reshape(-1)
+        )
 
 
 TORCH_GENERATORS = "torch_generators"  # key of a device twin's generator in the env states
