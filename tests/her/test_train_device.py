@@ -166,6 +166,21 @@ def test_dqn_trains_on_the_device_with_integer_tensor_actions(tmp_path):
     assert result.env_steps == 2 * 4 * 4  # cycles x one 4-step episode x envs
 
 
+@pytest.mark.parametrize(
+    "env_id", ["goalenvs/ParkingCrowded-v0", "goalenvs/PointMaze-v0", "goalenvs/Push-v0"]
+)
+def test_every_env_family_trains_on_the_device(env_id, tmp_path):
+    config = tiny(tmp_path, env_id=env_id, epochs=1, rollout_steps=10, save_buffer=False)
+    trainer = Trainer(config)
+    calls = record_adds(trainer)
+    result = trainer.run()
+    assert result.env_steps == 2 * 10 * 4 and len(calls) == 2 * 10
+    infos = calls[-1][6]
+    assert set(infos) == set(trainer.info_keys)  # the info compute_reward reads, as tensors
+    assert all(isinstance(v, torch.Tensor) and v.shape[0] == 4 for v in infos.values())
+    assert 0.0 <= result.final_success_rate <= 1.0
+
+
 def test_the_device_loop_learns_point_reach_on_the_cpu(tmp_path):
     # Margin, measured over seeds 0-4 (this config without the early stop, 10 epochs of
     # 800 env steps, 2 shared cores, ~0.8 s an epoch): eval success at epoch 5/6/7 is
