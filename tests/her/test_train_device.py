@@ -241,14 +241,14 @@ def test_the_preset_device_section_serves_cuda_runs_only(capsys, tmp_path):
     for kwargs in ({"device": "cpu"}, {"device": "cpu", "env_device": "device"}):
         assert resolve_config("goalenvs/PointReach-v0", **kwargs) == replace(plain, **kwargs)
     cuda = resolve_config("goalenvs/PointReach-v0", device="cuda")
-    assert (cuda.num_envs, cuda.batch_size, cuda.n_eval_episodes) == (2048, 2048, 1000)
+    assert (cuda.num_envs, cuda.batch_size, cuda.n_eval_episodes) == (4096, 4096, 1000)
     assert cuda.polyak == plain.polyak  # [config] fields the section leaves alone stay
     assert resolve_config("goalenvs/PointReach-v0", device="cuda", num_envs=64).num_envs == 64
     host = resolve_config("goalenvs/PointReach-v0", device="cuda", env_device="numpy")
     assert host.num_envs == 8
     argv = ["train", "goalenvs/PointReach-v0", "--device", "cuda", "--show-config"]
     assert cli_main(argv) == 0
-    assert '"num_envs": 2048' in capsys.readouterr().out
+    assert '"num_envs": 4096' in capsys.readouterr().out
     bad = tmp_path / "bad.toml"
     bad.write_text('algo = "ddpg"\ndevice = 3\n')
     with pytest.raises(ValueError, match=r"\[device\] must be a table"):
