@@ -26,6 +26,15 @@ an episode in progress at the save is cut there (stored as truncated). Where no 
 is in progress at an epoch's end (``rollout_steps`` = the episode length and no early
 termination, as Fetch), a resumed run draws exactly what the uninterrupted run draws.
 
+On the device path (``env_device``: "device", or "auto" with ``device`` cuda) the
+training and eval envs are the torch twins on the training device, the replay buffer
+keeps its tensors there, and collecting, exploring, normalizing and evaluating are tensor
+operations on it: per step the host learns one bool (did an episode end?), the
+successes and eval sums come to it once per cycle or epoch. The training twin runs with
+autoreset disabled and the loop resets the finished sub-envs itself, so the final
+observations stay one batched tensor. Its torch generators (twin, buffer, exploration)
+are saved and restored with the others.
+
 Ctrl-C or SIGTERM (what SLURM, Kubernetes and torchrun send before a kill) stops the
 run after the current cycle (all workers agree on it); the folder keeps the last
 finished epoch, and the cycles of the unfinished one are dropped.
