@@ -1,0 +1,887 @@
+"""The HER buffer on a torch device: storage, relabeling and rewards beside the networks.
+
+:class:`DeviceHerReplayBuffer` has the constructor, ``add``, ``sample``, ``save`` /
+``load`` and ``update_priorities`` of :class:`goalenvs.her.HerReplayBuffer` and its
+sampling semantics, but keeps every value in torch tensors on one device (a CUDA GPU, or
+the CPU) and runs ``add`` and ``sample`` as tensor operations only: a device twin
+(``gym.make_vec(id, num_envs=N, device="cuda")``) feeds it tensors, and the batches go
+to the networks without a copy through the host.
+
+Storage
+-------
+A time-major ring of ``rows = buffer_size // n_envs`` rows: every stored value is a
+tensor of shape ``(rows, n_envs, ...)``. A vector env steps all its envs together, so
+each ``add`` writes the same row, ``t % rows``, for every env, where ``t`` counts the
+``add`` calls (unwrapped: it only grows). A row holds one transition per env, with both of
+its observations: unlike HerReplayBuffer there is no extra row for an episode's final
+observation, at the price of storing each observation twice (the rows of an env would no
+longer line up across envs otherwise). Beside the transition, a row stores two ints:
+``row_start``, the counter ``t`` of its episode's first transition, and ``row_episode``,
+the number of its episode among its env's episodes. ``episode_end[m % rows, env]`` holds
+one past the counter of the last transition of the env's episode ``m``, written when the
+episode ends (an episode spans at least one row, so the ``rows`` newest episode numbers of
+an env never collide modulo ``rows``).
+
+An env's episodes follow each other without gaps, so its sampleable transitions are one
+range of counters ``[t_lo, t_hi)``: ``t_hi`` is the end of its newest complete episode and
+``t_lo`` the start of its oldest intact one. When an ``add`` is about to overwrite the
+first row of that oldest episode, ``t_lo`` jumps to its end, the next episode's start: the
+whole episode leaves at once, so a partly overwritten episode is never sampled, and
+neither is an episode in progress (its transitions are at or after ``t_hi``).
+
+Sampling
+--------
+As HerReplayBuffer: a transition is drawn uniformly among those ranges (a cumulative sum
+over the envs and a ``searchsorted``), or in proportion to ``priority ** alpha`` with
+``prioritized=True`` (a cumulative sum over every row: ``O(rows * n_envs)`` per batch,
+cheap on a GPU); it is relabeled with probability ``k / (k + 1)``; the relabeled goal is
+the next achieved goal of a transition ``j`` of the same episode (``future``: ``j``
+uniform in ``t .. T-1``, inclusive of ``t``; ``final``: ``T-1``; ``episode``: uniform in
+``0 .. T-1``) or of any sampleable transition (``random``); and the rewards of the whole
+batch come from one ``compute_reward(next_achieved_goal, desired_goal, infos)`` call on
+tensors (the goalenvs twins' ``compute_reward`` takes tensors and returns tensors).
+
+Host synchronisation
+--------------------
+``add`` and ``sample`` never copy a value to the host, with one exception: two facts the
+host must know to raise the numpy buffer's errors (an episode that outgrows the ring in
+``add``; sampling from a buffer without a complete episode) are read from the device in
+one small transfer, and only when the last reading no longer vouches for them. Each
+reading tells how many more ``add`` calls are safe (no episode in progress can reach
+``rows + 1`` transitions before then, and the newest complete episode stays intact until
+then), so with episodes much shorter than the ring it happens about once per
+``rows - episode length`` adds, never per batch. ``n_transitions`` (and ``len``) read the
+device each call: use them for logs, not in the inner loop.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import zipfile
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from goalenvs.devices import resolve_device
+from goalenvs.her.buffer import (
+    GoalSelectionStrategy,
+    HerBatch,
+    _check_action_space,
+    _check_fraction,
+    _check_int,
+    _check_observation_space,
+    _space_from_json,
+    _space_to_json,
+    _write_atomically,
+    resolve_goal_function,
+)
+
+__all__ = ["DeviceHerReplayBuffer"]
+
+FILE_FORMAT = "goalenvs.her.DeviceHerReplayBuffer"
+FILE_VERSION = 1
+
+# The tensors a saved file holds besides the observations and infos, and the bookkeeping
+# that truncating the episodes in progress rewrites (a save works on copies of those).
+_STATE = (
+    "actions",
+    "rewards",
+    "terminated",
+    "truncated",
+    "row_start",
+    "row_episode",
+    "episode_end",
+    "priorities",
+    "episode_start",
+    "episode_count",
+    "t_lo",
+    "t_hi",
+    "newest_start",
+)
+_BOOKKEEPING = (
+    "truncated",
+    "episode_end",
+    "episode_start",
+    "episode_count",
+    "t_hi",
+    "newest_start",
+)
+
+
+def _torch_dtype(dtype: Any) -> Any:
+    """The torch dtype of numpy ``dtype``."""
+    import torch
+
+    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
+
+
+class DeviceHerReplayBuffer:
+    """Hindsight Experience Replay buffer whose storage and sampling live on a torch device.
+
+    The arguments are those of :class:`goalenvs.her.HerReplayBuffer` (read its docs) plus
+    ``device``; the differences:
+
+    - ``buffer_size // n_envs`` rows per env, each holding one transition with both of its
+      observations: an episode of ``T`` transitions takes ``T`` rows (numpy: ``T + 1``),
+      and may be up to ``rows`` transitions long.
+    - ``seed`` seeds a ``torch.Generator`` on ``device``: samples are reproducible on one
+      device, not equal to the numpy buffer's draws.
+    - ``compute_reward`` (and ``compute_terminated``) receive tensors on ``device`` and
+      should return tensors there (a numpy result is copied to the device: a host round
+      trip per batch).
+
+    Args:
+        buffer_size: rows of storage over all envs (each env gets ``buffer_size // n_envs``).
+        observation_space: the single-env goal Dict space.
+        action_space: the single-env action space (Box, Discrete or MultiBinary).
+        compute_reward: a goal env (single or vector, possibly wrapped) or a callable
+            ``(achieved_goal, desired_goal, info) -> rewards`` over a batch of tensors.
+        device: where the storage lives and ``sample`` works (``"cpu"``, ``"cuda"``,
+            ``"cuda:1"`` or a ``torch.device``).
+        n_envs: parallel envs writing into the buffer, one transition each per ``add``.
+        n_sampled_goal: ``k``: a sampled transition is relabeled with probability
+            ``k / (k + 1)``; 0 disables relabeling.
+        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"`` or ``"random"``.
+        handle_timeout_termination: when True, a truncated (time-limit) transition still
+            bootstraps (``dones`` = terminated); when False, ``dones`` = terminated or
+            truncated.
+        info_keys: keys of the step info that ``compute_reward`` needs; their values are
+            stored and passed back as a dict of batched tensors.
+        compute_terminated: None keeps the stored ``terminated`` for relabeled goals; a
+            goal env or callable recomputes it for relabeled goals.
+        seed: seed of the device generator that draws every sample.
+        prioritized: proportional prioritized replay over the sampleable transitions.
+        alpha: how much the priorities count, in [0, 1] (0: uniform).
+        beta: importance-sampling correction, in [0, 1]; may be changed between samples.
+        priority_eps: added to ``|td_error|`` so that no transition stops being drawn.
+    """
+
+    def __init__(
+        self,
+        buffer_size: int,
+        observation_space: spaces.Dict,
+        action_space: spaces.Space,
+        compute_reward: Any,
+        n_envs: int = 1,
+        n_sampled_goal: int = 4,
+        goal_selection_strategy: str | GoalSelectionStrategy = "future",
+        handle_timeout_termination: bool = True,
+        info_keys: Sequence[str] = (),
+        compute_terminated: Any = None,
+        seed: int | None = None,
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        priority_eps: float = 1e-6,
+        *,
+        device: Any,
+    ) -> None:
+        import torch
+
+        self.device = resolve_device(device)
+        _check_int("n_envs", n_envs, minimum=1)
+        _check_int("buffer_size", buffer_size, minimum=1)
+        _check_int("n_sampled_goal", n_sampled_goal, minimum=0)
+        if not isinstance(prioritized, (bool, np.bool_)):
+            raise TypeError(f"prioritized must be a bool, got {prioritized!r}")
+        _check_fraction("alpha", alpha)
+        _check_fraction("beta", beta)
+        if isinstance(priority_eps, bool) or not isinstance(priority_eps, (int, float)):
+            raise TypeError(f"priority_eps must be a float, got {priority_eps!r}")
+        if not (0 < priority_eps < np.inf):
+            raise ValueError(f"priority_eps must be a positive finite float, got {priority_eps}")
+        rows = int(buffer_size) // int(n_envs)
+        if rows < 2:
+            raise ValueError(
+                f"buffer_size={buffer_size} gives {rows} rows per env for n_envs={n_envs}; "
+                "expected at least 2"
+            )
+        _check_observation_space(observation_space)
+        _check_action_space(action_space)
+        if isinstance(info_keys, str) or not all(isinstance(k, str) for k in info_keys):
+            raise TypeError(f"info_keys must be a sequence of strings, got {info_keys!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise TypeError(f"seed must be an int or None, got {seed!r}")
+
+        self.buffer_size = int(buffer_size)
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.n_envs = n = int(n_envs)
+        self.rows_per_env = rows
+        self.n_sampled_goal = int(n_sampled_goal)
+        self.goal_selection_strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
+        self.handle_timeout_termination = bool(handle_timeout_termination)
+        self.info_keys = tuple(info_keys)
+        self.her_ratio = 1.0 - 1.0 / (self.n_sampled_goal + 1)
+        self.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
+        self.compute_terminated = (
+            None
+            if compute_terminated is None
+            else resolve_goal_function(compute_terminated, "compute_terminated")
+        )
+        self.prioritized = bool(prioritized)
+        self.alpha = float(alpha)
+        self._beta = float(beta)
+        self.priority_eps = float(priority_eps)
+        self._generator = torch.Generator(device=self.device)
+        if seed is None:
+            self._generator.seed()
+        else:
+            self._generator.manual_seed(int(seed))
+
+        if isinstance(action_space, spaces.Discrete):
+            self.action_shape: tuple[int, ...] = ()
+            action_dtype = torch.int64
+        else:
+            self.action_shape = tuple(action_space.shape)
+            action_dtype = _torch_dtype(action_space.dtype)
+            if action_dtype == torch.float64:  # actors emit float32, as HerReplayBuffer
+                action_dtype = torch.float32
+
+        def zeros(*shape: int, dtype: Any) -> Any:
+            return torch.zeros((rows, n, *shape), dtype=dtype, device=self.device)
+
+        self._obs = {
+            key: zeros(*space.shape, dtype=_torch_dtype(space.dtype))
+            for key, space in observation_space.spaces.items()
+        }
+        self._next_obs = {key: torch.zeros_like(value) for key, value in self._obs.items()}
+        self._infos: dict[str, Any] = {}  # allocated at the first add, in the values' dtype
+        state = self._state = {
+            "actions": zeros(*self.action_shape, dtype=action_dtype),
+            "rewards": zeros(dtype=torch.float32),
+            "terminated": zeros(dtype=torch.bool),
+            "truncated": zeros(dtype=torch.bool),
+            "row_start": zeros(dtype=torch.int64),
+            "row_episode": zeros(dtype=torch.int64),
+            "episode_end": zeros(dtype=torch.int64),
+            # p ** alpha of each row's transition (used only where it can be sampled).
+            "priorities": zeros(dtype=torch.float32) if self.prioritized else None,
+        }
+        per_env = {"dtype": torch.int64, "device": self.device}
+        state["episode_start"] = torch.zeros(n, **per_env)  # t of the episode in progress
+        state["episode_count"] = torch.zeros(n, **per_env)  # episodes ended so far
+        state["t_lo"] = torch.zeros(n, **per_env)  # sampleable transitions: [t_lo, t_hi)
+        state["t_hi"] = torch.zeros(n, **per_env)
+        state["newest_start"] = torch.full((n,), -1, **per_env)  # newest ended episode's t
+        self._max_priority = torch.ones((), dtype=torch.float32, device=self.device)
+        self._env = torch.arange(n, device=self.device)
+        self._t = 0  # add() calls so far (unwrapped row counter)
+        self._no_overflow_before = rows  # see _read_horizons
+        self._nonempty_until = -1
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def beta(self) -> float:
+        """The importance-sampling exponent of prioritized replay, in [0, 1]."""
+        return self._beta
+
+    @beta.setter
+    def beta(self, value: float) -> None:
+        _check_fraction("beta", value)
+        self._beta = float(value)
+
+    @property
+    def n_transitions(self) -> int:
+        """Transitions that can be sampled (reads the device: one synchronisation)."""
+        return int((self._state["t_hi"] - self._state["t_lo"]).sum())
+
+    @property
+    def episodes_in_progress(self) -> int:
+        """Envs whose episode in progress has stored transitions (reads the device)."""
+        return int((self._state["episode_start"] < self._t).sum())
+
+    def __len__(self) -> int:
+        return self.n_transitions
+
+    def __repr__(self) -> str:
+        return (
+            f"DeviceHerReplayBuffer(buffer_size={self.buffer_size}, n_envs={self.n_envs}, "
+            f"device='{self.device}', n_sampled_goal={self.n_sampled_goal}, "
+            f"goal_selection_strategy={self.goal_selection_strategy.value!r})"
+        )
+
+    # ------------------------------------------------------------------ writing
+    def add(
+        self,
+        obs: Mapping[str, Any],
+        next_obs: Mapping[str, Any],
+        action: Any,
+        reward: Any,
+        terminated: Any,
+        truncated: Any,
+        infos: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Stores one transition per env; every value has leading dimension ``n_envs``.
+
+        The same arguments, in the same order, as :meth:`HerReplayBuffer.add`: tensors on
+        this buffer's device (array-likes are copied there; a tensor on another device is
+        an error). ``next_obs`` is the true next observation (the final one on an
+        episode's last step). An env's episode ends when ``terminated | truncated``.
+        ``infos`` is a dict of per-env values (a device twin's info) or a sequence of
+        per-env dicts; only ``info_keys`` are read.
+        """
+        import torch
+
+        n, R = self.n_envs, self.rows_per_env
+        obs = self._check_obs("obs", obs)
+        next_obs = self._check_obs("next_obs", next_obs)
+        action = self._check_action(action)
+        reward = self._vector("reward", reward, torch.float32)
+        terminated = self._vector("terminated", terminated, torch.bool)
+        truncated = self._vector("truncated", truncated, torch.bool)
+        info_values = self._info_values(infos) if self.info_keys else {}
+
+        t = self._t
+        if t >= self._no_overflow_before:
+            self._read_horizons()
+            if t >= self._no_overflow_before:
+                start = self._state["episode_start"]
+                env = int(torch.argmin(start))
+                raise ValueError(
+                    f"the episode of env {env} has reached {t - int(start[env])} transitions "
+                    f"without ending: one more does not fit in its {R} rows "
+                    f"(buffer_size={self.buffer_size} // n_envs={n}); use a larger buffer_size"
+                )
+        s = self._state
+        row = t % R
+        if t >= R:
+            # This add overwrites transition t - R of every env: an env whose oldest intact
+            # episode starts there retires that episode whole (t_lo moves to its end).
+            # Example, R = 4: episodes [0, 3) and [3, 5) stored, t = 4 overwrites row 0,
+            # so t_lo 0 -> 3 and transitions 1, 2 are never sampled again.
+            hit = (s["t_lo"] == t - R) & (s["t_lo"] < s["t_hi"])
+            end = s["episode_end"][s["row_episode"][row] % R, self._env]
+            s["t_lo"] = torch.where(hit, end, s["t_lo"])
+        for key, store in self._obs.items():
+            store[row] = obs[key]
+            self._next_obs[key][row] = next_obs[key]
+        s["actions"][row] = action
+        s["rewards"][row] = reward
+        s["terminated"][row] = terminated
+        s["truncated"][row] = truncated
+        s["row_start"][row] = s["episode_start"]
+        s["row_episode"][row] = s["episode_count"]
+        if s["priorities"] is not None:
+            s["priorities"][row] = self._max_priority**self.alpha
+        for key, value in info_values.items():
+            self._infos[key][row] = value
+        self._t = t + 1
+        self._end_episodes(terminated | truncated)
+
+    def _end_episodes(self, done: Any) -> None:
+        """Ends the episodes in progress of the envs where ``done`` after ``self._t`` adds."""
+        import torch
+
+        s, t, R = self._state, self._t, self.rows_per_env
+        slot = s["episode_count"] % R
+        s["episode_end"][slot, self._env] = torch.where(done, t, s["episode_end"][slot, self._env])
+        s["t_hi"] = torch.where(done, t, s["t_hi"])
+        s["newest_start"] = torch.where(done, s["episode_start"], s["newest_start"])
+        s["episode_start"] = torch.where(done, t, s["episode_start"])
+        s["episode_count"] = s["episode_count"] + done
+
+    def truncate_last_trajectory(self) -> None:
+        """Ends every episode in progress at its last stored transition, as a truncation
+        (see :meth:`HerReplayBuffer.truncate_last_trajectory`)."""
+        if self._t == 0:
+            return
+        s = self._state
+        open_ = s["episode_start"] < self._t
+        last = (self._t - 1) % self.rows_per_env
+        s["truncated"][last] = s["truncated"][last] | open_
+        self._end_episodes(open_)
+
+    def _read_horizons(self) -> None:
+        """The one host read of add() and sample() (see the module docstring).
+
+        After it, no episode in progress can outgrow the ring before ``add`` number
+        ``_no_overflow_before`` (an episode that starts at ``s`` has ``rows`` transitions
+        after add ``s + rows - 1``), and the newest ended episode (of any env) is intact
+        while at most ``_nonempty_until`` adds have been made (its first row ``s`` is
+        overwritten by add ``s + rows``); -1 when no episode has ended yet.
+        """
+        import torch
+
+        s, R = self._state, self.rows_per_env
+        ended = s["t_lo"] < s["t_hi"]
+        newest = torch.where(ended, s["newest_start"], -1).max()
+        oldest_open, newest = torch.stack([s["episode_start"].min(), newest]).tolist()
+        self._no_overflow_before = oldest_open + R
+        self._nonempty_until = newest + R if newest >= 0 else -1
+
+    # ------------------------------------------------------------------ input checks
+    def _tensor(self, name: str, value: Any, dtype: Any) -> Any:
+        """``value`` as a tensor of ``dtype`` on this buffer's device."""
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            if value.device != self.device:
+                raise ValueError(
+                    f"{name} is a tensor on {value.device}, expected one on this buffer's "
+                    f"device {self.device} (or an array-like)"
+                )
+            return value if value.dtype == dtype else value.to(dtype)
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"{name} must be a tensor or an array-like, got {value!r}") from error
+        if array.dtype == object:
+            raise TypeError(f"{name} must hold numbers, got {value!r}")
+        return torch.as_tensor(array, device=self.device).to(dtype)
+
+    def _check_obs(self, name: str, obs: Any) -> dict[str, Any]:
+        if not isinstance(obs, Mapping):
+            raise TypeError(f"{name} must be a dict of tensors, got {type(obs).__name__}")
+        if obs.keys() != self._obs.keys():
+            raise ValueError(
+                f"{name} has keys {sorted(obs.keys())}, expected {sorted(self._obs.keys())}"
+            )
+        checked = {}
+        for key, store in self._obs.items():
+            value = self._tensor(f"{name}[{key!r}]", obs[key], store.dtype)
+            expected = (self.n_envs, *store.shape[2:])
+            if tuple(value.shape) != expected:
+                raise ValueError(
+                    f"{name}[{key!r}] has shape {tuple(value.shape)}, expected {expected} "
+                    f"(n_envs, *shape of {self.observation_space[key]})"
+                )
+            checked[key] = value
+        return checked
+
+    def _check_action(self, action: Any) -> Any:
+        store = self._state["actions"]
+        action = self._tensor("action", action, store.dtype)
+        expected = (self.n_envs, *self.action_shape)
+        if tuple(action.shape) != expected:
+            # Discrete actions may come as (n_envs, 1), as stable-baselines3 stores them.
+            if self.action_shape or tuple(action.shape) != (self.n_envs, 1):
+                raise ValueError(
+                    f"action has shape {tuple(action.shape)}, expected {expected} "
+                    f"(n_envs, *action shape) for {self.action_space}"
+                )
+            action = action.reshape(self.n_envs)
+        return action
+
+    def _vector(self, name: str, value: Any, dtype: Any) -> Any:
+        value = self._tensor(name, value, dtype)
+        if tuple(value.shape) != (self.n_envs,):
+            if value.numel() != self.n_envs:
+                raise ValueError(
+                    f"{name} has shape {tuple(value.shape)}, expected ({self.n_envs},) "
+                    "(one per env)"
+                )
+            value = value.reshape(self.n_envs)
+        return value
+
+    def _info_values(self, infos: Any) -> dict[str, Any]:
+        import torch
+
+        n = self.n_envs
+        values = {}
+        for key in self.info_keys:
+            if isinstance(infos, Mapping):
+                if key not in infos:
+                    raise KeyError(f"infos has no {key!r} (declared in info_keys)")
+                value = infos[key]
+            elif isinstance(infos, (Sequence, np.ndarray)) and len(infos) == n:
+                try:
+                    value = np.asarray([info[key] for info in infos])
+                except KeyError:
+                    raise KeyError(f"an info dict has no {key!r} (declared in info_keys)") from None
+            else:
+                raise TypeError(
+                    f"infos must be a dict of per-env values or a sequence of {n} dicts "
+                    f"holding {list(self.info_keys)}, got {type(infos).__name__}"
+                )
+            if not isinstance(value, torch.Tensor):
+                array = np.asarray(value)
+                if array.dtype == object:
+                    raise ValueError(f"infos[{key!r}] must hold numbers, got {value!r}")
+                value = array
+            value = self._tensor(f"infos[{key!r}]", value, _info_dtype(value))
+            if value.ndim == 0 or value.shape[0] != n:
+                raise ValueError(
+                    f"infos[{key!r}] has shape {tuple(value.shape)}, expected leading "
+                    f"dimension n_envs={n}"
+                )
+            store = self._infos.get(key)
+            if store is None:
+                store = torch.zeros(
+                    (self.rows_per_env, *value.shape), dtype=value.dtype, device=self.device
+                )
+                self._infos[key] = store
+            elif value.shape[1:] != store.shape[2:]:
+                raise ValueError(
+                    f"infos[{key!r}] has shape {tuple(value.shape)}, expected "
+                    f"{(n, *store.shape[2:])}"
+                )
+            elif torch.promote_types(store.dtype, value.dtype) != store.dtype:
+                # The store took the dtype of the first value seen; a later value it cannot
+                # hold widens it rather than being cast down.
+                store = store.to(torch.promote_types(store.dtype, value.dtype))
+                self._infos[key] = store
+            values[key] = value
+        return values
+
+    # ------------------------------------------------------------------ sampling
+    def _draw_uniform(self, count: int) -> tuple[Any, Any]:
+        """``count`` transitions drawn uniformly from every env's range ``[t_lo, t_hi)``:
+        returns their ``(env, t)`` (t the unwrapped counter)."""
+        import torch
+
+        s = self._state
+        width = s["t_hi"] - s["t_lo"]
+        cum = torch.cumsum(width, 0)
+        total = cum[-1]
+        # x indexes the concatenation of the envs' ranges: widths (2, 0, 3) give
+        # cum (2, 2, 5); x = 3 lies in env 2 (the first cum > 3), at t_lo[2] + 3 - 2.
+        u = torch.rand(count, generator=self._generator, device=self.device, dtype=torch.float64)
+        x = torch.minimum((u * total).long(), total - 1)
+        env = torch.searchsorted(cum, x, right=True)
+        t = s["t_lo"][env] + x - (cum - width)[env]
+        return env, t
+
+    def _draw_prioritized(self, count: int) -> tuple[Any, Any, Any]:
+        """``count`` transitions drawn in proportion to ``priority ** alpha`` among the
+        sampleable ones: returns ``(env, t, weights)``."""
+        import torch
+
+        s, R, n = self._state, self.rows_per_env, self.n_envs
+        mass = s["priorities"] * self._sampleable_rows()
+        cum = torch.cumsum(mass.reshape(-1).double(), 0)
+        total = cum[-1]
+        u = torch.rand(count, generator=self._generator, device=self.device, dtype=torch.float64)
+        flat = torch.searchsorted(cum, u * total, right=True).clamp_(max=R * n - 1)
+        row, env = flat // n, flat % n
+        probability = mass.reshape(-1)[flat].double() / total
+        n_valid = (s["t_hi"] - s["t_lo"]).sum()
+        weights = (n_valid * probability) ** -self._beta
+        weights = (weights / weights.max()).float()
+        return env, self._counter_of(row), weights
+
+    def _counter_of(self, row: Any) -> Any:
+        """The unwrapped counter ``t`` of the transition stored at ``row``: the one of
+        ``t - R .. t - 1`` (the ring's content after ``t`` adds) that is ``row`` mod R."""
+        R = self.rows_per_env
+        return row + ((self._t - 1 - row) // R) * R
+
+    def _sampleable_rows(self) -> Any:
+        """A (rows, n_envs) mask of the rows whose transition can be sampled."""
+        import torch
+
+        s = self._state
+        counter = self._counter_of(torch.arange(self.rows_per_env, device=self.device))[:, None]
+        return (counter >= s["t_lo"]) & (counter < s["t_hi"])
+
+    def sample(self, batch_size: int, device: Any = None) -> HerBatch:
+        """Samples ``batch_size`` transitions, relabeling each with probability k/(k+1).
+
+        Returns a :class:`HerBatch` of fresh tensors on this buffer's device, or moved to
+        ``device`` when it names another one.
+        """
+        import torch
+
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+            raise TypeError(f"batch_size must be an int, got {batch_size!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        target = None if device is None else resolve_device(device)
+        if self._t > self._nonempty_until:
+            self._read_horizons()
+            if self._t > self._nonempty_until:
+                raise RuntimeError(
+                    "cannot sample before an episode has ended: the buffer holds no complete "
+                    "episode yet (start learning after at least one full episode)"
+                )
+        B, R, n = int(batch_size), self.rows_per_env, self.n_envs
+        s, generator = self._state, self._generator
+        if self.prioritized:
+            env, t, weights = self._draw_prioritized(B)
+        else:
+            env, t = self._draw_uniform(B)
+            weights = torch.ones(B, dtype=torch.float32, device=self.device)
+        row = t % R
+        start = s["row_start"][row, env]
+        end = s["episode_end"][s["row_episode"][row, env] % R, env]
+
+        def uniform() -> Any:
+            return torch.rand(B, generator=generator, device=self.device)
+
+        relabel = uniform() < self.her_ratio
+        strategy = self.goal_selection_strategy
+        if strategy is GoalSelectionStrategy.RANDOM:
+            goal_env, goal_t = self._draw_uniform(B)
+        else:
+            # Transition t of an episode [start, end): "future" picks j in t .. end - 1
+            # (span end - t, t itself included), "final" end - 1, "episode" start .. end - 1.
+            # The goal is transition j's next achieved goal.
+            if strategy is GoalSelectionStrategy.FUTURE:
+                first, span = t, end - t
+            elif strategy is GoalSelectionStrategy.FINAL:
+                first, span = end - 1, torch.ones_like(t)
+            else:
+                first, span = start, end - start
+            # floor(u * span) can round up to span for u just below 1: clamp it.
+            pick = torch.minimum((uniform() * span).long(), span - 1)
+            goal_env, goal_t = env, first + pick
+        goal = self._next_obs["achieved_goal"][goal_t % R, goal_env]
+
+        obs = {key: store[row, env] for key, store in self._obs.items()}
+        next_obs = {key: store[row, env] for key, store in self._next_obs.items()}
+        mask = relabel.reshape((B,) + (1,) * (goal.ndim - 1))
+        for side in (obs, next_obs):
+            side["desired_goal"] = torch.where(
+                mask, goal.to(side["desired_goal"].dtype), side["desired_goal"]
+            )
+        info = {key: store[row, env] for key, store in self._infos.items()}
+        new_reward = self._batch_of(
+            "compute_reward",
+            self.compute_reward(next_obs["achieved_goal"], obs["desired_goal"], info),
+            B,
+            torch.float32,
+        )
+        rewards = torch.where(relabel, new_reward, s["rewards"][row, env])
+        terminated = s["terminated"][row, env]
+        if self.compute_terminated is not None:
+            new_terminated = self._batch_of(
+                "compute_terminated",
+                self.compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
+                B,
+                torch.bool,
+            )
+            terminated = torch.where(relabel, new_terminated, terminated)
+        if not self.handle_timeout_termination:
+            terminated = terminated | s["truncated"][row, env]
+        batch = HerBatch(
+            obs,
+            s["actions"][row, env],
+            rewards,
+            next_obs,
+            terminated.float(),
+            weights,
+            row * n + env,
+        )
+        if target is None or target == self.device:
+            return batch
+        return HerBatch(
+            {k: v.to(target) for k, v in batch.observations.items()},
+            batch.actions.to(target),
+            batch.rewards.to(target),
+            {k: v.to(target) for k, v in batch.next_observations.items()},
+            batch.dones.to(target),
+            batch.weights.to(target),
+            batch.indices.to(target),
+        )
+
+    def _batch_of(self, name: str, value: Any, batch_size: int, dtype: Any) -> Any:
+        """``value`` as a ``(batch_size,)`` tensor of ``dtype`` on the device; a scalar
+        (Fetch's ``compute_terminated`` returns a constant ``False``) stands for the batch."""
+        import torch
+
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(np.asarray(value), device=self.device)
+        value = value.to(device=self.device, dtype=dtype)
+        if tuple(value.shape) == (batch_size,):
+            return value
+        if value.numel() == 1 and value.ndim <= 1:
+            return value.reshape(()).expand(batch_size)
+        raise ValueError(
+            f"{name} returned shape {tuple(value.shape)} for a batch of {batch_size} goals; "
+            f"expected ({batch_size},) or a scalar"
+        )
+
+    def update_priorities(self, indices: Any, td_errors: Any) -> None:
+        """Sets the priorities of sampled transitions to ``|td_error| + priority_eps``.
+
+        ``indices`` are a batch's ``indices``, ``td_errors`` one value per index (tensors
+        on any device or array-likes; shape ``(B,)`` or ``(B, 1)``). An index whose row no
+        longer holds a sampleable transition is skipped. Runs on the device without a host
+        read: the checks of the values (range, finiteness) are those of the shapes only.
+        """
+        import torch
+
+        if not self.prioritized:
+            raise RuntimeError(
+                "update_priorities needs a prioritized buffer: "
+                "DeviceHerReplayBuffer(..., prioritized=True)"
+            )
+
+        def flat(name: str, value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                value = value.detach().to(self.device)
+            else:
+                value = torch.as_tensor(np.asarray(value), device=self.device)
+            if value.ndim == 2 and value.shape[1] == 1:
+                value = value.reshape(-1)
+            return value
+
+        indices, td_errors = flat("indices", indices), flat("td_errors", td_errors)
+        if indices.ndim != 1 or td_errors.ndim != 1 or indices.shape != td_errors.shape:
+            raise ValueError(
+                f"update_priorities: indices has shape {tuple(indices.shape)} and td_errors "
+                f"shape {tuple(td_errors.shape)}; expected two 1-d arrays of the same length"
+            )
+        if indices.is_floating_point() or indices.dtype == torch.bool:
+            raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
+        if indices.numel() == 0:
+            return
+        priorities = self._state["priorities"].reshape(-1)
+        indices = indices.long().clamp(0, priorities.numel() - 1)
+        priority = td_errors.detach().float().abs() + self.priority_eps
+        live = self._sampleable_rows().reshape(-1)[indices]
+        priorities[indices] = torch.where(live, priority**self.alpha, priorities[indices])
+        self._max_priority = torch.maximum(self._max_priority, priority.max())
+
+    # ------------------------------------------------------------------ save / load
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the whole buffer to ``path`` (a ``torch.save`` archive of CPU tensors and
+        plain metadata, readable with ``weights_only=True``).
+
+        As :meth:`HerReplayBuffer.save`: episodes in progress are written as truncated at
+        their last stored transition while the live buffer goes on as it was, and the
+        file is written whole beside ``path`` and renamed over it. The reward function is
+        not saved: pass it again to :meth:`load`.
+        """
+        import torch
+
+        live = self._state
+        self._state = {k: v.clone() if k in _BOOKKEEPING else v for k, v in live.items()}
+        try:
+            self.truncate_last_trajectory()
+            tensors = {k: v.cpu() for k, v in self._state.items() if v is not None}
+        finally:
+            self._state = live
+        tensors.update({f"obs__{k}": v.cpu() for k, v in self._obs.items()})
+        tensors.update({f"next_obs__{k}": v.cpu() for k, v in self._next_obs.items()})
+        tensors.update({f"info__{k}": v.cpu() for k, v in self._infos.items()})
+        tensors["generator"] = self._generator.get_state()
+        tensors["max_priority"] = self._max_priority.cpu()
+        meta = {
+            "format": FILE_FORMAT,
+            "version": FILE_VERSION,
+            "buffer_size": self.buffer_size,
+            "n_envs": self.n_envs,
+            "n_sampled_goal": self.n_sampled_goal,
+            "goal_selection_strategy": self.goal_selection_strategy.value,
+            "handle_timeout_termination": self.handle_timeout_termination,
+            "info_keys": list(self.info_keys),
+            "observation_space": _space_to_json(self.observation_space),
+            "action_space": _space_to_json(self.action_space),
+            "prioritized": self.prioritized,
+            "alpha": self.alpha,
+            "beta": self._beta,
+            "priority_eps": self.priority_eps,
+            "t": self._t,
+            "device": str(self.device),
+        }
+        data = {"meta": json.dumps(meta), "tensors": tensors}
+        _write_atomically(path, lambda file: torch.save(data, file))
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike,
+        compute_reward: Any,
+        compute_terminated: Any = None,
+        device: Any = None,
+    ) -> DeviceHerReplayBuffer:
+        """Reads a buffer written by :meth:`save` onto ``device`` (None: the device it was
+        saved from); sampling continues where it left off.
+
+        A file that is truncated, corrupt or not written by :meth:`save` raises a
+        ValueError naming the file.
+        """
+        import torch
+
+        name = os.fspath(path)
+        try:
+            data = torch.load(path, map_location="cpu", weights_only=True)
+        except FileNotFoundError:
+            raise
+        except (
+            OSError,
+            RuntimeError,
+            EOFError,
+            ValueError,
+            pickle.UnpicklingError,
+            zipfile.BadZipFile,
+            io.UnsupportedOperation,
+        ) as error:
+            raise ValueError(
+                f"{name} cannot be read as a device HER buffer file ({type(error).__name__}: "
+                f"{str(error)[:200]}): it is truncated, corrupt or not written by "
+                "DeviceHerReplayBuffer.save"
+            ) from None
+        try:
+            meta = json.loads(data["meta"])
+            tensors = data["tensors"]
+            if meta["format"] != FILE_FORMAT:
+                raise ValueError(f"format {meta['format']!r}")
+        except (TypeError, KeyError, ValueError) as error:
+            raise ValueError(
+                f"{name} is not a goalenvs device HER buffer file ({error}); expected a file "
+                f"of format {FILE_FORMAT!r}"
+            ) from None
+        if meta.get("version") != FILE_VERSION:
+            raise ValueError(
+                f"{name} has device HER buffer layout version {meta.get('version')}, this "
+                f"goalenvs reads version {FILE_VERSION}"
+            )
+        buffer = cls(
+            meta["buffer_size"],
+            _space_from_json(meta["observation_space"]),
+            _space_from_json(meta["action_space"]),
+            compute_reward,
+            n_envs=meta["n_envs"],
+            n_sampled_goal=meta["n_sampled_goal"],
+            goal_selection_strategy=meta["goal_selection_strategy"],
+            handle_timeout_termination=meta["handle_timeout_termination"],
+            info_keys=meta["info_keys"],
+            compute_terminated=compute_terminated,
+            prioritized=meta["prioritized"],
+            alpha=meta["alpha"],
+            beta=meta["beta"],
+            priority_eps=meta["priority_eps"],
+            device=meta["device"] if device is None else device,
+        )
+        targets = {k: v for k, v in buffer._state.items() if v is not None}
+        targets.update({f"obs__{k}": v for k, v in buffer._obs.items()})
+        targets.update({f"next_obs__{k}": v for k, v in buffer._next_obs.items()})
+        targets["max_priority"] = buffer._max_priority
+        for key, target in targets.items():
+            stored = tensors.get(key)
+            if not isinstance(stored, torch.Tensor):
+                raise ValueError(f"{name}: device HER buffer file has no {key!r} tensor")
+            if stored.shape != target.shape or stored.dtype != target.dtype:
+                raise ValueError(
+                    f"{name}: {key} has shape {tuple(stored.shape)} dtype {stored.dtype}, "
+                    f"expected shape {tuple(target.shape)} dtype {target.dtype}"
+                )
+            target.copy_(stored)
+        for key in buffer.info_keys:
+            stored = tensors.get(f"info__{key}")
+            if stored is not None:
+                buffer._infos[key] = stored.to(buffer.device)
+        buffer._t = int(meta["t"])
+        buffer._no_overflow_before = buffer._nonempty_until = -1  # read them again
+        # A generator state belongs to its device type: on another one, draws start afresh.
+        state = tensors.get("generator")
+        if isinstance(state, torch.Tensor) and torch.device(meta["device"]).type == (
+            buffer.device.type
+        ):
+            buffer._generator.set_state(state)
+        return buffer
+
+
+def _info_dtype(value: Any) -> Any:
+    """The storage dtype of an info value: its own, float64 numpy values as float32."""
+    import torch
+
+    dtype = value.dtype if isinstance(value, torch.Tensor) else _torch_dtype(value.dtype)
+    return torch.float32 if dtype == torch.float64 else dtype
