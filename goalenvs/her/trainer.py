@@ -490,32 +490,11 @@ class Trainer:
 
     def _new_buffer(self, seed: int):
         from goalenvs.her.buffer import HerReplayBuffer
+        from goalenvs.her.device_buffer import DeviceHerReplayBuffer
 
         cfg = self.config
-        if self.on_device:
-            return _HostBufferBridge(
-                HerReplayBuffer(
-                    cfg.buffer_size // self.world,
-                    self.observation_space,
-                    self.action_space,
-                    self.compute_reward,
-                    n_envs=cfg.num_envs,
-                    n_sampled_goal=cfg.n_sampled_goal,
-                    goal_selection_strategy=cfg.goal_selection_strategy,
-                    info_keys=self.info_keys,
-                    compute_terminated=self.compute_terminated,
-                    seed=seed,
-                    prioritized=cfg.prioritized,
-                    alpha=cfg.priority_alpha,
-                    beta=cfg.priority_beta,
-                ),
-                self.device,
-            )
-        return HerReplayBuffer(
-            cfg.buffer_size // self.world,
-            self.observation_space,
-            self.action_space,
-            self.compute_reward,
+        args = (cfg.buffer_size // self.world, self.observation_space, self.action_space)
+        kwargs = dict(
             n_envs=cfg.num_envs,
             n_sampled_goal=cfg.n_sampled_goal,
             goal_selection_strategy=cfg.goal_selection_strategy,
@@ -526,6 +505,24 @@ class Trainer:
             alpha=cfg.priority_alpha,
             beta=cfg.priority_beta,
         )
+        if self.on_device:
+            return DeviceHerReplayBuffer(*args, self.compute_reward, device=self.device, **kwargs)
+        return HerReplayBuffer(*args, self.compute_reward, **kwargs)
+
+    def _buffer_file(self) -> str:
+        """The name of this worker's saved replay buffer in an epoch's unit."""
+        return f"buffer_rank{self.rank}.{'pt' if self.on_device else 'npz'}"
+
+    def _load_buffer(self, path: Path) -> Any:
+        """A saved replay buffer of this run's kind (numpy, or on the device)."""
+        from goalenvs.her.buffer import HerReplayBuffer
+        from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+
+        if self.on_device:
+            return DeviceHerReplayBuffer.load(
+                path, self.compute_reward, self.compute_terminated, device=self.device
+            )
+        return HerReplayBuffer.load(path, self.compute_reward, self.compute_terminated)
 
     def _default_run_dir(self) -> str:
         name = self.config.env_id.replace("/", "_").replace(":", "_")
@@ -771,8 +768,7 @@ class Trainer:
         if cfg.save_buffer:
             # The live buffer is saved as it is (episodes in progress included): the
             # resume closes them, since the envs restart there (issue 13.10).
-            buffer_path = unit / f"buffer_rank{self.rank}.npz"
-            atomic_write_file(buffer_path, self.buffer.save)
+            atomic_write_file(unit / self._buffer_file(), self.buffer.save)
         self._barrier()
         if not self.main:
             return
@@ -891,7 +887,6 @@ class Trainer:
 
     def _read_unit(self, unit: Path) -> tuple[dict, dict | None, Any]:
         """Reads every part of a unit this worker needs, applying nothing yet."""
-        from goalenvs.her.buffer import HerReplayBuffer
 
         manifest = read_manifest(unit)
         epoch = manifest["epoch"]
@@ -913,10 +908,10 @@ class Trainer:
                 f"expected epoch {epoch} of rank {self.rank}"
             )
         buffer = None
-        path = unit / f"buffer_rank{self.rank}.npz"
+        path = unit / self._buffer_file()
         if self.config.save_buffer and path.name in manifest["files"]:
             try:
-                buffer = HerReplayBuffer.load(path, self.compute_reward, self.compute_terminated)
+                buffer = self._load_buffer(path)
             except Exception as exc:  # numpy / zipfile raise many kinds on a damaged file
                 raise CheckpointError(
                     f"{str(path)!r} is not a readable replay buffer ({type(exc).__name__}: "
@@ -942,7 +937,7 @@ class Trainer:
             return
         if buffer is not None:
             buffer.truncate_last_trajectory()  # the envs restart: open episodes end here
-            self.buffer = _HostBufferBridge(buffer, self.device) if self.on_device else buffer
+            self.buffer = buffer
         torch.set_rng_state(state["torch"].cpu())
         cuda = state["cuda"]
         if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
@@ -989,9 +984,15 @@ class Trainer:
         self.success = float(data["metadata"]["success_rate"])
         buffer_path = run_dir / "buffer.npz"
         if self.config.save_buffer and buffer_path.exists() and self.world == 1:
-            buffer = HerReplayBuffer.load(buffer_path, self.compute_reward, self.compute_terminated)
-            buffer.truncate_last_trajectory()
-            self.buffer = _HostBufferBridge(buffer, self.device) if self.on_device else buffer
+            if self.on_device:
+                raise ValueError(
+                    f"resume={str(run_dir)!r} holds a numpy replay buffer (buffer.npz) of "
+                    "goalenvs <= 0.x: resume it with env_device='numpy'"
+                )
+            self.buffer = HerReplayBuffer.load(
+                buffer_path, self.compute_reward, self.compute_terminated
+            )
+            self.buffer.truncate_last_trajectory()
         if self.main:
             self.progress_rows = self._read_progress_rows(run_dir, self.epoch)
 
@@ -1176,44 +1177,6 @@ class Trainer:
             self.writer.close()
         if self.owns_group:
             torch.distributed.destroy_process_group()
-
-
-class _HostBufferBridge:
-    """The numpy :class:`HerReplayBuffer` behind the device buffer's API: tensors in
-    (copied to the host per ``add``), tensors on ``device`` out of ``sample``."""
-
-    def __init__(self, buffer: Any, device: torch.device) -> None:
-        self.buffer, self.device = buffer, device
-        self._rng = buffer._rng  # found by generator_states(), saved with the run
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["buffer"], name)
-
-    def add(self, obs, next_obs, action, reward, terminated, truncated, infos=None) -> None:
-        """Stores one transition per env (tensors or arrays)."""
-
-        def host(value: Any) -> Any:
-            return value.cpu().numpy() if isinstance(value, torch.Tensor) else value
-
-        self.buffer.add(
-            {k: host(v) for k, v in obs.items()},
-            {k: host(v) for k, v in next_obs.items()},
-            host(action),
-            host(reward),
-            host(terminated),
-            host(truncated),
-            None if infos is None else {k: host(v) for k, v in infos.items()},
-        )
-
-    def sample(self, batch_size: int, device: Any = None) -> Any:
-        """A HER batch of tensors on the device."""
-        return self.buffer.sample(batch_size, device=device or self.device)
-
-    def update_priorities(self, indices: Any, td_errors: Any) -> None:
-        """New priorities from TD errors (tensors or arrays)."""
-        self.buffer.update_priorities(
-            indices.cpu().numpy(), td_errors.detach().cpu().numpy().reshape(-1)
-        )
 
 
 TORCH_GENERATORS = "torch_generators"  # key of a device twin's generator in the env states
