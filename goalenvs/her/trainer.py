@@ -917,6 +917,14 @@ class Trainer:
                     f"{str(path)!r} is not a readable replay buffer ({type(exc).__name__}: "
                     f"{str(exc).splitlines()[0] if str(exc) else ''})"
                 ) from None
+        elif (
+            self.config.save_buffer
+            and path.with_suffix(".npz" if self.on_device else ".pt").name in manifest["files"]
+        ):
+            logger.warning(
+                "%s holds a replay buffer of the other env_device: this run starts an empty one",
+                unit,
+            )
         return data, state, buffer
 
     def _apply_unit(

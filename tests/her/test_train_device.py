@@ -151,6 +151,16 @@ def test_resume_on_the_device_restores_networks_buffer_and_generators(device_run
     assert [row["epoch"] for row in finished.history] == [3]
 
 
+def test_a_numpy_run_resumes_on_the_device_with_a_fresh_buffer(tmp_path, caplog):
+    first = train(tiny(tmp_path, epochs=1, env_device="numpy"))
+    resumed = Trainer(tiny(tmp_path, epochs=2, resume=str(first.run_dir), out=None))
+    with caplog.at_level("WARNING", logger="goalenvs.her.trainer"):
+        resumed.start_run_dir()
+    assert "holds a replay buffer of the other env_device" in caplog.text
+    assert resumed.on_device and resumed.buffer.n_transitions == 0 and resumed.epoch == 1
+    assert resumed.run().env_steps == STEPS
+
+
 def test_dqn_trains_on_the_device_with_integer_tensor_actions(tmp_path):
     config = DQNConfig(
         env_id="goalenvs/BitFlipping-v0", env_kwargs={"n_bits": 4}, hidden_sizes=(16,),
