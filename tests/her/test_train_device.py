@@ -253,7 +253,7 @@ def test_the_preset_device_section_serves_cuda_runs_only(capsys, tmp_path):
         assert resolve_config("goalenvs/PointReach-v0", **kwargs) == replace(plain, **kwargs)
     cuda = resolve_config("goalenvs/PointReach-v0", device="cuda")
     assert (cuda.num_envs, cuda.batch_size, cuda.n_eval_episodes) == (4096, 4096, 1000)
-    assert cuda.polyak == plain.polyak  # [config] fields the section leaves alone stay
+    assert (cuda.polyak, cuda.epochs) == (0.6, plain.epochs)  # the rest stays [config]
     assert resolve_config("goalenvs/PointReach-v0", device="cuda", num_envs=64).num_envs == 64
     host = resolve_config("goalenvs/PointReach-v0", device="cuda", env_device="numpy")
     assert host.num_envs == 8
