@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import goalenvs  # noqa: F401  (registers the env ids)
 from goalenvs.her import GoalSelectionStrategy, HerBatch, HerReplayBuffer
@@ -223,6 +225,48 @@ def test_relabeled_goals_respect_strategy_episode_and_ring(
         assert 0.65 < relabeled.mean() < 0.95  # k = 4: 0.8
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    n_envs=st.integers(1, 4),
+    rows_per_env=st.integers(10, 40),
+    strategy=st.sampled_from(STRATEGIES),
+    steps=st.integers(1, 120),
+    lengths=st.lists(st.integers(1, 9), min_size=4, max_size=30),
+    seed=st.integers(0, 2**16),
+    prioritized=st.booleans(),
+)
+def test_device_buffer_samples_only_intact_episodes_for_any_lengths(
+    n_envs: int,
+    rows_per_env: int,
+    strategy: GoalSelectionStrategy,
+    steps: int,
+    lengths: list[int],
+    seed: int,
+    prioritized: bool,
+) -> None:
+    buffer = make_buffer(
+        "cpu",
+        rows_per_env * n_envs,
+        n_envs,
+        goal_selection_strategy=strategy,
+        seed=seed,
+        prioritized=prioritized,
+    )
+    writer = Writer(buffer, [(lengths[e:] + lengths[:e]) * 100 for e in range(n_envs)])
+    for _ in range(steps):
+        writer.add_step()
+    intact = writer.intact_episodes()
+    assert buffer.n_transitions == sum(intact.values())
+    if not intact:
+        with pytest.raises(RuntimeError, match="before an episode has ended"):
+            buffer.sample(8)
+        return
+    batch = buffer.sample(256)
+    if prioritized:
+        batch = batch._replace(weights=torch.ones(256))  # the weights are not all ones
+    check_batch(batch, writer, strategy)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_no_sample_from_an_episode_in_progress_or_a_partly_overwritten_one(backend: str) -> None:
     # One env, 12 rows: episodes 0 and 1 of 4 steps, then 5 steps of episode 2 in
@@ -256,6 +300,10 @@ def test_a_ring_left_without_a_whole_episode_cannot_be_sampled(backend: str) -> 
     assert buffer.n_transitions == 0
     with pytest.raises(RuntimeError, match="before an episode has ended"):
         buffer.sample(4)
+    if backend != "numpy":
+        assert not buffer.can_sample()
+        writer.add_step()  # episode 1 ends
+        assert buffer.can_sample()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -536,13 +584,13 @@ def test_bad_arguments_fail_with_clear_messages() -> None:
         buffer.update_priorities(torch.zeros(2, dtype=torch.int64), torch.zeros(2))
 
 
+@pytest.mark.parametrize("env_id", ["goalenvs/PointReach-v0", "goalenvs/BitFlipping-v0"])
 @pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=CUDA)])
 def test_a_device_twin_fills_the_buffer_and_rewards_match_its_compute_reward(
-    backend: str,
+    backend: str, env_id: str, tmp_path: Path
 ) -> None:
-    env = gym.make_vec(
-        "goalenvs/PointReach-v0", num_envs=16, device=backend, autoreset_mode="same_step"
-    )
+    env = gym.make_vec(env_id, num_envs=16, device=backend, autoreset_mode="same_step")
+    discrete = isinstance(env.single_action_space, spaces.Discrete)
     buffer = DeviceHerReplayBuffer(
         16 * 200,
         env.single_observation_space,
@@ -555,7 +603,10 @@ def test_a_device_twin_fills_the_buffer_and_rewards_match_its_compute_reward(
     obs, _ = env.reset(seed=0)
     generator = torch.Generator(device=backend).manual_seed(0)
     for _ in range(120):
-        action = torch.rand((16, 2), generator=generator, device=backend) * 2 - 1
+        if discrete:  # an int64 store beside the float32 records
+            action = torch.randint(0, 10, (16,), generator=generator, device=backend)
+        else:
+            action = torch.rand((16, 2), generator=generator, device=backend) * 2 - 1
         next_obs, reward, terminated, truncated, info = env.step(action)
         real_next = {k: v.clone() for k, v in next_obs.items()}
         if "final_obs" in info:  # the ended episodes' last observations, as the trainer does
@@ -572,6 +623,89 @@ def test_a_device_twin_fills_the_buffer_and_rewards_match_its_compute_reward(
         batch.next_observations["achieved_goal"], batch.observations["desired_goal"], {}
     )
     torch.testing.assert_close(batch.rewards, expected)
-    assert batch.actions.dtype == torch.float32 and batch.indices.dtype == torch.int64
+    assert batch.actions.dtype == (torch.int64 if discrete else torch.float32)
+    assert batch.indices.dtype == torch.int64
     moved = buffer.sample(8, device="cpu")
     assert moved.rewards.device.type == "cpu"
+    buffer.save(tmp_path / "buffer.pt")
+    loaded = DeviceHerReplayBuffer.load(tmp_path / "buffer.pt", env)
+    # The stored rows come back as they were (the episode bookkeeping is the truncated
+    # twin's: test_save_load_round_trip_keeps_the_stored_transitions).
+    for name in ("records", "row_meta", "terminated", "t_lo"):
+        torch.testing.assert_close(loaded._state[name], buffer._state[name], msg=name)
+    torch.testing.assert_close(
+        loaded._separate[0][2] if discrete else loaded._actions,
+        buffer._separate[0][2] if discrete else buffer._actions,
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_prioritized_draws_only_intact_episodes_through_ring_wraps(backend: str) -> None:
+    buffer = make_buffer(backend, 3 * 23, 3, prioritized=True, seed=8)
+    writer = Writer(buffer, [[4, 6, 5, 3, 7, 1] * 30, [2, 9, 3] * 50, [5] * 100])
+    for steps in (9, 31, 40):
+        for _ in range(steps):
+            writer.add_step()
+        batch = buffer.sample(400)
+        buffer.update_priorities(batch.indices, to_numpy(batch.rewards) % 7)
+        tags = to_numpy(batch.observations["observation"]).astype(int)
+        intact = writer.intact_episodes()
+        for e, m, i in tags:
+            assert (e, m) in intact and 0 <= i < intact[(e, m)]
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_the_host_reads_the_device_about_once_per_ring_cycle(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 4 envs, 50 rows, episodes of 10: after the first read, the next ones come when the
+    # newest ended episode could have been overwritten (every ~40 adds), never per batch.
+    buffer = make_buffer(backend, 4 * 50, 4, seed=0)
+    reads = []
+    original = DeviceHerReplayBuffer._read_horizons
+
+    def counted(self: DeviceHerReplayBuffer) -> None:
+        reads.append(self._t)
+        original(self)
+
+    monkeypatch.setattr(DeviceHerReplayBuffer, "_read_horizons", counted)
+    writer = Writer(buffer, [[10] * 100] * 4)
+    for _ in range(9):
+        writer.add_step()
+    assert not buffer.can_sample()
+    writer.add_step()
+    for _ in range(190):
+        writer.add_step()
+        assert buffer.can_sample()
+        buffer.sample(64)
+    # Measured: reads after adds 9, 11, 51, 91, 131, 171 (each vouches for 40 more adds).
+    assert len(reads) <= 7, reads  # over 190 samples and 200 adds
+    if backend == "cuda":
+        # Between two reads, add and sample never wait for the device (the inputs are made
+        # on the device beforehand: copying numpy arrays there waits).
+        obs = {k: torch.ones(4, 3, device=backend) for k in TAG_SPACE.spaces}
+        action, reward = obs["observation"], torch.zeros(4, device=backend)
+        flags = [torch.zeros(4, dtype=torch.bool, device=backend), torch.ones_like(reward) > 0]
+        buffer._read_horizons()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for step in range(20):
+                buffer.add(obs, obs, action, reward, flags[0], flags[step % 10 == 9])
+                buffer.sample(64)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_prioritized_draws_every_transition_of_a_full_ring(backend: str) -> None:
+    # Two episodes of 4 fill the ring exactly (numpy: 10 rows, device: 8): the oldest row,
+    # the next one add() overwrites, still holds a sampleable transition.
+    buffer = make_buffer(backend, 10 if backend == "numpy" else 8, 1, prioritized=True, seed=2)
+    writer = Writer(buffer, [[4] * 4])
+    for _ in range(8):
+        writer.add_step()
+    assert buffer.n_transitions == 8
+    tags = to_numpy(buffer.sample(2000).observations["observation"]).astype(int)
+    drawn = {(m, i) for _, m, i in tags}
+    assert drawn == {(m, i) for m in (0, 1) for i in range(4)}
