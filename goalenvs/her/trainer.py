@@ -600,7 +600,9 @@ class Trainer:
         # Every worker must make the same collective calls (the gradient all-reduce of
         # each update): they agree in one all-reduce that all of them can sample, and
         # otherwise all skip this cycle's updates together.
-        ready = torch.tensor([float(self.buffer.n_transitions > 0)], dtype=torch.float64)
+        # (The device buffer answers without reading the device most cycles.)
+        can_sample = self.buffer.can_sample() if self.on_device else self.buffer.n_transitions > 0
+        ready = torch.tensor([float(can_sample)], dtype=torch.float64)
         if float(distributed.all_reduce_sum(ready)[0]) < self.world:
             return
         totals: dict[str, torch.Tensor] = {}
