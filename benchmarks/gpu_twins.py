@@ -12,14 +12,29 @@ built and warmed up first, then timed in ``--repeats`` alternating rounds of
 ``--seconds`` each, in this one process; each keeps its best round, so load from other
 processes hits all columns alike.
 
-    python benchmarks/gpu_twins.py                         # every twin, 256..65k
+The training table (issue 20.5) trains DDPG+HER on PointReach with the ``point_reach``
+preset until the eval success reaches ``--target`` (0.95) or ``--train-epochs`` pass,
+on each device: the numpy envs (``env_device="numpy"``: numpy twin and buffer, batches
+copied to the device per update) against the on-device loop (``env_device="device"``:
+torch twin, device buffer and networks on one device, no host copy per step). On CUDA
+the on-device loop takes the preset's ``[device]`` section (2,048 envs), as ``--device
+cuda`` does; on the CPU both run the ``[config]`` schedule (8 envs). Seeds alternate
+between the two columns, so load from other processes hits both alike. It prints each
+seed's time to the target (training wall time, evaluation included, at the first epoch
+that reaches it) and env steps per second over the run, with the medians and the ratio
+of the on-device loop to the numpy envs on the same device.
+
+    python benchmarks/gpu_twins.py                         # every twin, 256..65k; training
     python benchmarks/gpu_twins.py --sizes 256 65536 --seconds 0.5
     python benchmarks/gpu_twins.py --cuda-max 16777216     # on a GPU machine: up to 16M
+    python benchmarks/gpu_twins.py --tables train --seeds 0 1 2   # the training table only
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -116,6 +131,84 @@ def cell(rate: float | str, reference: float | None, best: bool = False) -> str:
     return text
 
 
+def train_run(device: str, env_device: str, seed: int, target: float, epochs: int) -> dict:
+    """One training run of the ``point_reach`` preset; its time to ``target`` (None if not
+    reached) and env steps per second over the run."""
+    from goalenvs.her.presets import resolve_config
+    from goalenvs.her.trainer import train
+
+    with tempfile.TemporaryDirectory() as folder:
+        config = resolve_config(
+            "goalenvs/PointReach-v0",
+            device=device,
+            env_device=env_device,
+            seed=seed,
+            epochs=epochs,
+            stop_success=target,
+            out=f"{folder}/run",
+            verbose=False,
+        )
+        result = train(config)
+    reached = [row["wall_time"] for row in result.history if row["eval_success"] >= target]
+    return {
+        "time": reached[0] if reached else None,
+        "rate": result.env_steps / result.wall_time,
+        "epochs": result.epochs,
+        "envs": config.num_envs,
+    }
+
+
+def training_table(seeds: list[int], target: float, epochs: int) -> None:
+    """Prints the training table: numpy envs against the on-device loop, per device."""
+    cuda = torch.cuda.is_available()
+    print(f"\nDDPG+HER on PointReach-v0 (point_reach preset) to eval success {target}:")
+    header = ("device", "envs", "seconds to target (per seed)", "median s", "env steps/s")
+    widths = (22, 6, 44, 9, 12)
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    for device in ("cpu", "cuda"):
+        if device == "cuda" and not cuda:
+            for loop in ("numpy envs", "device loop"):
+                cells = (f"{device}, {loop}", "-", NO_CUDA, "-", "-")
+                print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)))
+            continue
+        runs: dict[str, list[dict]] = {"numpy": [], "device": []}
+        for seed in seeds:  # alternating, so that load hits both columns alike
+            for env_device in runs:
+                runs[env_device].append(train_run(device, env_device, seed, target, epochs))
+        medians = {}
+        for env_device, results in runs.items():
+            times = [r["time"] for r in results]
+            # A seed that never reached the target counts as its whole run, marked ">".
+            spent = [t if t is not None else float("inf") for t in times]
+            medians[env_device] = (
+                statistics.median(spent),
+                statistics.median(r["rate"] for r in results),
+            )
+            per_seed = " ".join(
+                f"{t:.1f}" if t is not None else f">{r['epochs']}ep"
+                for t, r in zip(times, results, strict=True)
+            )
+            label = "numpy envs" if env_device == "numpy" else "device loop"
+            cells = (
+                f"{device}, {label}",
+                str(results[0]["envs"]),
+                per_seed,
+                f"{medians[env_device][0]:.1f}",
+                f"{medians[env_device][1]:.3g}",
+            )
+            print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)), flush=True)
+        (t_numpy, r_numpy), (t_device, r_device) = medians["numpy"], medians["device"]
+        times = (
+            f"{t_device / t_numpy:.2f}x"
+            if max(t_numpy, t_device) < float("inf")
+            else "(a median seed missed the target)"
+        )
+        print(
+            f"{device}: the device loop takes {times} the numpy envs' median time to {target} "
+            f"and steps {r_device / r_numpy:.2f}x as many env steps/s"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--envs", nargs="+", default=list(ENVS))
@@ -126,11 +219,25 @@ def main() -> None:
     parser.add_argument("--cpu-max", type=int, default=65536, help="largest torch-CPU size")
     parser.add_argument("--cuda-max", type=int, default=1 << 24, help="largest CUDA size")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument(
+        "--tables", nargs="+", choices=("steps", "train"), default=["steps", "train"]
+    )
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="training")
+    parser.add_argument("--target", type=float, default=0.95, help="eval success to reach")
+    parser.add_argument("--train-epochs", type=int, default=30, help="most epochs a run takes")
     args = parser.parse_args()
 
     cuda = torch.cuda.is_available()
     device_name = torch.cuda.get_device_name() if cuda else NO_CUDA
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, GPU: {device_name}")
+    if "steps" in args.tables:
+        steps_table(args, cuda)
+    if "train" in args.tables:
+        training_table(args.seeds, args.target, args.train_epochs)
+
+
+def steps_table(args: argparse.Namespace, cuda: bool) -> None:
+    """Prints the steps/s table: every twin, size and backend."""
     header = ("env", "envs", "numpy", "torch cpu", "cuda eager", "cuda compiled")
     widths = (24, 9, 10, 18, 18, 18)
     print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))

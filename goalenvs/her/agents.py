@@ -60,6 +60,9 @@ class Agent(nn.Module):
             clip_obs=config.clip_obs,
         )
         self.rng = np.random.default_rng(seed)
+        # Exploration of tensor observations draws on their device (see noise_generator).
+        self._noise_seed = int(np.random.SeedSequence(seed).generate_state(1)[0])
+        self._noise_generator: torch.Generator | None = None
 
     def set_return_range(self, low: float, high: float) -> None:
         """Bellman targets are clipped to ``[low, high]`` from now on (infinite: no clip)."""
@@ -69,6 +72,16 @@ class Agent(nn.Module):
     def device(self) -> torch.device:
         """Where the agent's tensors live."""
         return self.normalizer.obs.mean.device
+
+    def noise_generator(self) -> torch.Generator:
+        """The torch generator that explores on the agent's device (tensor observations),
+        seeded from the agent's seed; numpy observations explore with ``self.rng``."""
+        generator = self._noise_generator
+        if generator is None or generator.device != self.device:
+            generator = torch.Generator(self.device)
+            generator.manual_seed(self._noise_seed)
+            self._noise_generator = generator
+        return generator
 
     def inputs(self, observations: dict[str, Any]) -> torch.Tensor:
         """Normalized network inputs from a batched observation dict (arrays or tensors)."""
@@ -95,8 +108,12 @@ class Agent(nn.Module):
         for t, o in zip(target.parameters(), online.parameters(), strict=True):
             t.lerp_(o, 1.0 - self.config.polyak)
 
-    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray:
-        """Actions for a batch of observations; ``explore`` adds the training exploration."""
+    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
+        """Actions for a batch of observations; ``explore`` adds the training exploration.
+
+        Arrays in, an array out; tensors in (a device twin's), a tensor on the agent's
+        device out, drawn there with no host copy.
+        """
         raise NotImplementedError
 
     def update(self, batch: Any) -> dict[str, torch.Tensor]:
@@ -141,8 +158,12 @@ class BoxAgent(Agent):
         actions = actions.reshape(batch_size, -1).to(self.action_scale.device, torch.float32)
         return (actions - self.action_bias) / self.action_scale
 
-    def env_actions(self, actions: np.ndarray) -> np.ndarray:
-        """Network actions ``(B, A)`` in [-1, 1] as env actions of the space's dtype and shape."""
+    def env_actions(self, actions: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+        """Network actions ``(B, A)`` in [-1, 1] as env actions of the space's shape: an
+        array of the space's dtype, or for a tensor a float32 tensor on its device."""
+        if isinstance(actions, torch.Tensor):
+            actions = actions * self.action_scale + self.action_bias
+            return actions.reshape(-1, *self.action_space.shape)
         scale, bias = self.action_scale.cpu().numpy(), self.action_bias.cpu().numpy()
         actions = actions * scale + bias
         return actions.astype(self.action_space.dtype).reshape(-1, *self.action_space.shape)

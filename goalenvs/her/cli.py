@@ -3,6 +3,7 @@
 Examples::
 
     goalenvs train goalenvs/PointReach-v0              # its preset: point_reach.toml
+    goalenvs train goalenvs/PointReach-v0 --preset point_reach_device --device cuda
     goalenvs train --show-config gymnasium_robotics:FetchReach-v4
     goalenvs train goalenvs/PointReach-v0 --preset baselines --epochs 5
     goalenvs train goalenvs/BitFlipping-v0 --env-kwargs '{"n_bits": 30}' --epochs 30
@@ -21,7 +22,7 @@ from typing import Any
 
 from goalenvs.cli import parse_json_object
 from goalenvs.her.algos import ALGOS
-from goalenvs.her.config import STRATEGIES
+from goalenvs.her.config import DEVICES, ENV_DEVICES, STRATEGIES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="random seed (default 0)")
     parser.add_argument("--n-sampled-goal", type=int, help="HER's k: relabeled goals per real one")
     parser.add_argument("--strategy", choices=STRATEGIES, help="HER goal selection strategy")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default: auto")
+    parser.add_argument("--device", choices=DEVICES, help="default: auto")
+    parser.add_argument(
+        "--env-device",
+        choices=ENV_DEVICES,
+        help="where the training envs run: numpy twins, or torch twins on --device with the "
+        "replay buffer there too (device); default auto: device when --device is cuda",
+    )
     parser.add_argument("--out", help="run folder (default runs/<env>-<algo>-s<seed>-<time>)")
     parser.add_argument("--resume", metavar="DIR", help="continue the run in this folder")
     parser.add_argument("--save-every", type=int, help="keep policy_epoch_K.pt every K epochs")
@@ -83,6 +90,7 @@ OVERRIDES = {
     "n_sampled_goal": "n_sampled_goal",
     "strategy": "goal_selection_strategy",
     "device": "device",
+    "env_device": "env_device",
     "out": "out",
     "save_every": "save_every",
     "stop_success": "stop_success",

@@ -20,6 +20,7 @@ from goalenvs.her.buffer import GoalSelectionStrategy
 # The buffer's enum is the one list of strategies; configs and the CLI read it.
 STRATEGIES = tuple(strategy.value for strategy in GoalSelectionStrategy)
 DEVICES = ("auto", "cpu", "cuda")
+ENV_DEVICES = ("auto", "numpy", "device")
 
 
 @dataclass
@@ -52,6 +53,10 @@ class TrainConfig:
     n_eval_episodes: int = 10  # deterministic evaluation episodes per epoch, separate envs
     stop_success: float | None = None  # stop early once eval success reaches this
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda"
+    # "numpy": the numpy twins, batches copied to `device` per update; "device": the torch
+    # twins on `device`, with the replay buffer there too (no host copy per step; goalenvs
+    # twins only); "auto": "device" when `device` is cuda and the env has a torch twin.
+    env_device: str = "auto"  # where the training envs run: "auto", "numpy" or "device"
     torch_threads: int = 1  # torch intra-op threads; small nets gain nothing from more
     out: str | None = None  # run folder; None: runs/<env>-<algo>-<seed>-<time>
     save_every: int = 0  # also keep policy_epoch_K.pt every K epochs; 0: never
@@ -90,6 +95,7 @@ class TrainConfig:
             raise ValueError(f"n_sampled_goal must be >= 0, got {self.n_sampled_goal}")
         check_choice("goal_selection_strategy", self.goal_selection_strategy, STRATEGIES)
         check_choice("device", self.device, DEVICES)
+        check_choice("env_device", self.env_device, ENV_DEVICES)
         if self.gamma is not None and not 0.0 < self.gamma < 1.0:
             raise ValueError(f"gamma must be in (0, 1) or None, got {self.gamma!r}")
         if not 0.0 <= self.polyak <= 1.0:

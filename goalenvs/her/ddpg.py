@@ -87,9 +87,17 @@ class DDPG(BoxAgent):
         self.soft_update(self.critic_target, self.critic)
 
     @torch.no_grad()
-    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray:
-        """Deterministic ``pi(s, g)``; exploring adds Gaussian noise and random actions."""
-        actions = self.actor(self.inputs(observations)).cpu().numpy()
+    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
+        """Deterministic ``pi(s, g)``; exploring adds Gaussian noise and random actions.
+
+        Tensor observations give a tensor of actions, explored on their device.
+        """
+        actions = self.actor(self.inputs(observations))
+        if isinstance(observations["observation"], torch.Tensor):
+            if explore:
+                actions = self._explore_tensor(actions)
+            return self.env_actions(actions)
+        actions = actions.cpu().numpy()
         if explore:
             cfg = self.config
             actions = actions + cfg.noise_eps * self.rng.standard_normal(actions.shape)
@@ -98,6 +106,17 @@ class DDPG(BoxAgent):
             pick = self.rng.random(len(actions)) < cfg.random_eps
             actions[pick] = random[pick]
         return self.env_actions(actions)
+
+    def _explore_tensor(self, actions: torch.Tensor) -> torch.Tensor:
+        """``act``'s exploration on the device: the same noise and random actions, drawn
+        from :meth:`noise_generator`."""
+        cfg, generator = self.config, self.noise_generator()
+        shape, device = actions.shape, actions.device
+        noise = torch.randn(shape, generator=generator, device=device)
+        actions = (actions + cfg.noise_eps * noise).clamp(-1.0, 1.0)
+        random = torch.rand(shape, generator=generator, device=device) * 2.0 - 1.0
+        pick = torch.rand(shape[0], generator=generator, device=device) < cfg.random_eps
+        return torch.where(pick[:, None], random, actions)
 
     def policy_modules(self) -> dict[str, nn.Module]:
         """Normalizer and actor."""

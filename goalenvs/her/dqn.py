@@ -71,9 +71,21 @@ class DQN(Agent):
         self.soft_update(self.q_target, self.q)
 
     @torch.no_grad()
-    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray:
-        """Greedy actions; exploring replaces each with a random one with prob. random_eps."""
-        actions = self.q(self.inputs(observations)).argmax(dim=1).cpu().numpy()
+    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
+        """Greedy actions; exploring replaces each with a random one with prob. random_eps.
+        Tensor observations give a tensor of actions on their device."""
+        actions = self.q(self.inputs(observations)).argmax(dim=1)
+        if isinstance(observations["observation"], torch.Tensor):
+            # Tensor observations: explored on their device, a tensor of actions out.
+            if explore:
+                generator, n = self.noise_generator(), len(actions)
+                random = torch.randint(
+                    0, self.n_actions, (n,), generator=generator, device=actions.device
+                )
+                pick = torch.rand(n, generator=generator, device=actions.device)
+                actions = torch.where(pick < self.config.random_eps, random, actions)
+            return actions + int(self.action_space.start)
+        actions = actions.cpu().numpy()
         if explore:
             random = self.rng.integers(0, self.n_actions, len(actions))
             pick = self.rng.random(len(actions)) < self.config.random_eps

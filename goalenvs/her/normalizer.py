@@ -29,19 +29,29 @@ class Normalizer(nn.Module):
         self.register_buffer("count", torch.zeros(1, dtype=torch.float64))
         self.register_buffer("mean", torch.zeros(self.size))
         self.register_buffer("std", torch.ones(self.size))
-        self._pending = np.zeros(2 * self.size + 1)
+        # Not saved: recompute() empties it. It lives beside the statistics, so tensors
+        # collected on a device are summed there, with no host copy.
+        self.register_buffer(
+            "_pending", torch.zeros(2 * self.size + 1, dtype=torch.float64), persistent=False
+        )
 
-    def update(self, x: np.ndarray) -> None:
-        """Adds a batch ``(..., size)`` to the pending sums (applied by :meth:`recompute`)."""
-        x = np.asarray(x, dtype=np.float64).reshape(-1, self.size)
-        self._pending[: self.size] += x.sum(axis=0)
-        self._pending[self.size : 2 * self.size] += np.square(x).sum(axis=0)
-        self._pending[-1] += x.shape[0]
+    def update(self, x: np.ndarray | torch.Tensor) -> None:
+        """Adds a batch ``(..., size)`` (an array, or a tensor summed on its device) to the
+        pending sums (applied by :meth:`recompute`)."""
+        size = self.size
+        if isinstance(x, torch.Tensor):
+            x = x.detach().to(self._pending.device, torch.float64).reshape(-1, size)
+            sums = torch.cat([x.sum(dim=0), x.square().sum(dim=0), x.new_full((1,), len(x))])
+        else:
+            x = np.asarray(x, dtype=np.float64).reshape(-1, size)
+            sums = np.concatenate([x.sum(axis=0), np.square(x).sum(axis=0), [x.shape[0]]])
+            sums = torch.from_numpy(sums).to(self._pending.device)
+        self._pending += sums
 
     def recompute(self) -> None:
         """Folds the pending sums (summed over workers) into the statistics."""
-        pending = distributed.all_reduce_sum(torch.from_numpy(self._pending.copy()))
-        self._pending[:] = 0.0
+        pending = distributed.all_reduce_sum(self._pending.clone())
+        self._pending.zero_()
         pending = pending.to(self.sum.device)
         self.sum += pending[: self.size]
         self.sumsq += pending[self.size : 2 * self.size]
@@ -78,12 +88,20 @@ class GoalNormalizer(nn.Module):
         self.goal = Normalizer(goal_size, eps, clip)
         self.input_size = obs_size + 2 * goal_size
 
-    def update(self, observations: dict[str, np.ndarray]) -> None:
-        """Adds collected observations and goals (arrays ``(..., size)``) to the statistics."""
+    def update(self, observations: dict[str, np.ndarray | torch.Tensor]) -> None:
+        """Adds collected observations and goals (arrays or tensors ``(..., size)``) to the
+        statistics."""
         clip = self.clip_obs
-        self.obs.update(np.clip(observations["observation"], -clip, clip))
-        self.goal.update(np.clip(observations["achieved_goal"], -clip, clip))
-        self.goal.update(np.clip(observations["desired_goal"], -clip, clip))
+        for key, normalizer in (
+            ("observation", self.obs),
+            ("achieved_goal", self.goal),
+            ("desired_goal", self.goal),
+        ):
+            value = observations[key]
+            if isinstance(value, torch.Tensor):
+                normalizer.update(value.clamp(-clip, clip))
+            else:
+                normalizer.update(np.clip(value, -clip, clip))
 
     def recompute(self) -> None:
         """Applies the pending statistics of both normalizers."""

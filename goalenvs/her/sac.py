@@ -145,13 +145,16 @@ class SAC(BoxAgent):
         self.soft_update(self.critic2_target, self.critic2)
 
     @torch.no_grad()
-    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray:
-        """``tanh(mean)``; exploring samples from the policy instead."""
+    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
+        """``tanh(mean)``; exploring samples from the policy instead. Tensor observations
+        give a tensor of actions on their device."""
         inputs = self.inputs(observations)
         if explore:
             actions, _ = self.actor.sample(inputs)
         else:
             actions = torch.tanh(self.actor(inputs)[0])
+        if isinstance(observations["observation"], torch.Tensor):
+            return self.env_actions(actions)
         return self.env_actions(actions.cpu().numpy())
 
     def policy_modules(self) -> dict[str, nn.Module]:

@@ -26,6 +26,15 @@ an episode in progress at the save is cut there (stored as truncated). Where no 
 is in progress at an epoch's end (``rollout_steps`` = the episode length and no early
 termination, as Fetch), a resumed run draws exactly what the uninterrupted run draws.
 
+On the device path (``env_device``: "device", or "auto" with ``device`` cuda) the
+training and eval envs are the torch twins on the training device, the replay buffer
+keeps its tensors there, and collecting, exploring, normalizing and evaluating are tensor
+operations on it: per step the host learns one bool (did an episode end?), the
+successes and eval sums come to it once per cycle or epoch. The training twin runs with
+autoreset disabled and the loop resets the finished sub-envs itself, so the final
+observations stay one batched tensor. Its torch generators (twin, buffer, exploration)
+are saved and restored with the others.
+
 Ctrl-C or SIGTERM (what SLURM, Kubernetes and torchrun send before a kill) stops the
 run after the current cycle (all workers agree on it); the folder keeps the last
 finished epoch, and the cycles of the unfinished one are dropped.
@@ -35,6 +44,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import inspect
 import io
 import json
 import logging
@@ -55,7 +65,7 @@ import torch
 from gymnasium import spaces
 
 import goalenvs  # importing registers the goalenvs ids
-from goalenvs.core import GOAL_KEYS
+from goalenvs.core import GOAL_KEYS, GoalVectorEnv
 from goalenvs.her import distributed
 from goalenvs.her.algos import algo_for, check_action_space, get_algo, make_agent
 from goalenvs.her.checkpoint import (
@@ -183,11 +193,40 @@ def validate_training_env(env_id: str, env_kwargs: dict[str, Any], algo: str | N
     return env
 
 
+def device_twin_problem(env_id: str) -> str | None:
+    """Why ``env_id`` cannot run as a torch twin on a device, or None when it can.
+
+    It can when its vector entry point is a goalenvs twin (:class:`GoalVectorEnv`) that
+    takes a ``device`` argument.
+    """
+    entry = env_spec(env_id).vector_entry_point
+    if entry is None:
+        return "it has no native vector twin (gymnasium's SyncVectorEnv steps it on numpy)"
+    cls = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+    if not (isinstance(cls, type) and issubclass(cls, GoalVectorEnv)):
+        return f"its vector env {entry} is not a goalenvs twin (GoalVectorEnv)"
+    if "device" not in inspect.signature(cls).parameters:
+        return f"its vector env {entry} takes no device argument"
+    return None
+
+
 def make_vector_env(
-    env_id: str, env_kwargs: dict[str, Any], num_envs: int, mode: gym.vector.AutoresetMode
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    num_envs: int,
+    mode: gym.vector.AutoresetMode,
+    device: torch.device | None = None,
 ) -> gym.vector.VectorEnv:
-    """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``."""
+    """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``;
+    with ``device``, the torch twin on it (see :func:`device_twin_problem`)."""
     mode = gym.vector.AutoresetMode(mode)
+    if device is not None:
+        problem = device_twin_problem(env_id)
+        if problem is not None:
+            raise ValueError(f"{env_id} cannot run on device {device}: {problem}")
+        return gym.make_vec(
+            env_id, num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
+        )
     if env_spec(env_id).vector_entry_point is not None:
         return gym.make_vec(env_id, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)
     return gym.make_vec(
@@ -215,8 +254,13 @@ def goal_function(vector_env: Any, env: gym.Env, name: str) -> Callable | None:
         return None
     goal_ndim = len(env.observation_space["achieved_goal"].shape)
 
-    def batched(achieved_goal: Any, desired_goal: Any, info: Any) -> np.ndarray:
-        result = np.asarray(fn(achieved_goal, desired_goal, info))
+    def batched(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+        result = fn(achieved_goal, desired_goal, info)
+        if isinstance(achieved_goal, torch.Tensor):  # a device twin's: tensors stay there
+            batch_shape = achieved_goal.shape[: achieved_goal.ndim - goal_ndim]
+            result = torch.as_tensor(result, device=achieved_goal.device)
+            return result if result.shape == batch_shape else result.broadcast_to(batch_shape)
+        result = np.asarray(result)
         batch_shape = np.shape(achieved_goal)[: np.ndim(achieved_goal) - goal_ndim]
         return np.broadcast_to(result, batch_shape) if result.shape != batch_shape else result
 
@@ -330,11 +374,26 @@ class Trainer:
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         self.action_dtype = self.action_space.dtype
+        self.on_device = self._resolve_env_device()
+        env_device = self.device if self.on_device else None
+        # On a device the loop resets finished sub-envs itself (autoreset disabled): the
+        # step's observation is then the final one of every sub-env, one batched tensor,
+        # where same-step autoreset hands them out one sub-env at a time.
         self.envs = make_vector_env(
-            cfg.env_id, cfg.env_kwargs, cfg.num_envs, gym.vector.AutoresetMode.SAME_STEP
+            cfg.env_id,
+            cfg.env_kwargs,
+            cfg.num_envs,
+            gym.vector.AutoresetMode.DISABLED
+            if self.on_device
+            else gym.vector.AutoresetMode.SAME_STEP,
+            env_device,
         )
         self.eval_envs = make_vector_env(
-            cfg.env_id, cfg.env_kwargs, cfg.n_eval_episodes, gym.vector.AutoresetMode.NEXT_STEP
+            cfg.env_id,
+            cfg.env_kwargs,
+            cfg.n_eval_episodes,
+            gym.vector.AutoresetMode.NEXT_STEP,
+            env_device,
         )
         horizon = getattr(self.envs.unwrapped, "max_episode_steps", None) or (
             self.env.spec.max_episode_steps if self.env.spec is not None else None
@@ -351,6 +410,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.agent = make_agent(cfg, self.observation_space, self.action_space, self.gamma, seed)
         self.agent.to(self.device)
+        if self.on_device:
+            self.agent.noise_generator()  # made now, so that a resume finds it to restore
         distributed.broadcast_module(self.agent)
         self.compute_reward = goal_function(self.envs, self.env, "compute_reward")
         if self.compute_reward is None:
@@ -376,6 +437,29 @@ class Trainer:
         self._stop = False
         self.writer = None
         self._plotter: threading.Thread | None = None
+
+    def _resolve_env_device(self) -> bool:
+        """Whether the training envs run as torch twins on ``self.device``
+        (``config.env_device``); a clear error when that was asked and cannot be."""
+        cfg = self.config
+        if cfg.env_device == "numpy":
+            return False
+        problem = device_twin_problem(cfg.env_id)
+        if cfg.env_device == "auto":
+            if self.device.type != "cuda":
+                return False
+            if problem is not None:
+                self.note(
+                    f"env_device='auto' runs numpy envs: {cfg.env_id} cannot run on "
+                    f"{self.device}, as {problem}"
+                )
+                return False
+        elif problem is not None:
+            raise ValueError(
+                f"env_device='device': {cfg.env_id} cannot run on device {self.device}: "
+                f"{problem}. Use env_device='numpy' (or 'auto')"
+            )
+        return True
 
     def _target_clip(self) -> tuple[float, float]:
         """The range Bellman targets are clipped to (``clip_return``), with why."""
@@ -406,13 +490,11 @@ class Trainer:
 
     def _new_buffer(self, seed: int):
         from goalenvs.her.buffer import HerReplayBuffer
+        from goalenvs.her.device_buffer import DeviceHerReplayBuffer
 
         cfg = self.config
-        return HerReplayBuffer(
-            cfg.buffer_size // self.world,
-            self.observation_space,
-            self.action_space,
-            self.compute_reward,
+        args = (cfg.buffer_size // self.world, self.observation_space, self.action_space)
+        kwargs = dict(
             n_envs=cfg.num_envs,
             n_sampled_goal=cfg.n_sampled_goal,
             goal_selection_strategy=cfg.goal_selection_strategy,
@@ -423,6 +505,24 @@ class Trainer:
             alpha=cfg.priority_alpha,
             beta=cfg.priority_beta,
         )
+        if self.on_device:
+            return DeviceHerReplayBuffer(*args, self.compute_reward, device=self.device, **kwargs)
+        return HerReplayBuffer(*args, self.compute_reward, **kwargs)
+
+    def _buffer_file(self) -> str:
+        """The name of this worker's saved replay buffer in an epoch's unit."""
+        return f"buffer_rank{self.rank}.{'pt' if self.on_device else 'npz'}"
+
+    def _load_buffer(self, path: Path) -> Any:
+        """A saved replay buffer of this run's kind (numpy, or on the device)."""
+        from goalenvs.her.buffer import HerReplayBuffer
+        from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+
+        if self.on_device:
+            return DeviceHerReplayBuffer.load(
+                path, self.compute_reward, self.compute_terminated, device=self.device
+            )
+        return HerReplayBuffer.load(path, self.compute_reward, self.compute_terminated)
 
     def _default_run_dir(self) -> str:
         name = self.config.env_id.replace("/", "_").replace(":", "_")
@@ -433,6 +533,8 @@ class Trainer:
 
     def collect(self, obs: dict[str, np.ndarray], stats: dict[str, list]) -> dict:
         """Steps the training envs ``rollout_steps`` times, storing every transition."""
+        if self.on_device:
+            return self._collect_on_device(obs, stats)
         cfg, envs = self.config, self.envs
         seen = []
         for _ in range(self.rollout_steps):
@@ -460,13 +562,47 @@ class Trainer:
         self.env_steps += self.rollout_steps * cfg.num_envs * self.world
         return obs
 
+    def _collect_on_device(
+        self, obs: dict[str, torch.Tensor], stats: dict[str, list]
+    ) -> dict[str, torch.Tensor]:
+        """:meth:`collect` on the torch twins: actions, transitions and normalizer sums stay
+        on the device. Per step the host learns one bool (did an episode end?); the
+        episodes' successes come to it once per cycle."""
+        envs, keys = self.envs, self.info_keys
+        seen, successes = [], []
+        for _ in range(self.rollout_steps):
+            actions = self.agent.act(obs, explore=True)
+            next_obs, rewards, terminated, truncated, info = envs.step(actions)
+            # Autoreset is off: next_obs is every sub-env's true next (or final) observation.
+            self.buffer.add(
+                obs, next_obs, actions, rewards, terminated, truncated, {k: info[k] for k in keys}
+            )
+            seen.append(obs)
+            done = terminated | truncated
+            if bool(done.any()):
+                successes.append(info["is_success"][done])
+                fresh, _ = envs.reset(options={"reset_mask": done})
+                next_obs = {
+                    k: torch.where(done.reshape(-1, *(1,) * (v.ndim - 1)), fresh[k], v)
+                    for k, v in next_obs.items()
+                }
+            obs = next_obs
+        self.agent.normalizer.update({k: torch.cat([o[k] for o in seen]) for k in GOAL_KEYS})
+        self.agent.normalizer.recompute()
+        if successes:
+            stats["success"].extend(torch.cat(successes).float().cpu().tolist())
+        self.env_steps += self.rollout_steps * self.config.num_envs * self.world
+        return obs
+
     def optimize(self, stats: dict[str, list]) -> None:
         """``n_batches`` gradient steps, then the target networks move once."""
         cfg = self.config
         # Every worker must make the same collective calls (the gradient all-reduce of
         # each update): they agree in one all-reduce that all of them can sample, and
         # otherwise all skip this cycle's updates together.
-        ready = torch.tensor([float(self.buffer.n_transitions > 0)], dtype=torch.float64)
+        # (The device buffer answers without reading the device most cycles.)
+        can_sample = self.buffer.can_sample() if self.on_device else self.buffer.n_transitions > 0
+        ready = torch.tensor([float(can_sample)], dtype=torch.float64)
         if float(distributed.all_reduce_sum(ready)[0]) < self.world:
             return
         totals: dict[str, torch.Tensor] = {}
@@ -476,7 +612,10 @@ class Trainer:
             # Per-sample TD errors are no loss to log: they set new replay priorities.
             td_errors = losses.pop("td_errors", None)
             if td_errors is not None and getattr(self.buffer, "prioritized", False):
-                self.buffer.update_priorities(batch.indices, td_errors.cpu().numpy())
+                # The device buffer takes them where they are: no host copy per batch.
+                self.buffer.update_priorities(
+                    batch.indices, td_errors if self.on_device else td_errors.cpu().numpy()
+                )
             for name, value in losses.items():
                 totals[name] = totals[name] + value if name in totals else value
         self.agent.update_targets()
@@ -503,6 +642,8 @@ class Trainer:
             np.random.SeedSequence([self.config.seed, self.rank, self.epoch]).generate_state(1)[0]
         )
         obs, _ = envs.reset(seed=seed)
+        if self.on_device:
+            return self._evaluate_on_device(obs)
         done = np.zeros(n, bool)
         success, returns, lengths = np.zeros(n), np.zeros(n), np.zeros(n)
         limit = self.horizon or 100_000
@@ -518,6 +659,27 @@ class Trainer:
             if done.all():
                 break
         totals = torch.tensor([success.sum(), returns.sum(), lengths.sum()], dtype=torch.float64)
+        totals = distributed.all_reduce_sum(totals) / (n * self.world)
+        return float(totals[0]), float(totals[1]), float(totals[2])
+
+    def _evaluate_on_device(self, obs: dict[str, torch.Tensor]) -> tuple[float, float, float]:
+        """:meth:`evaluate` on the torch twins: the sums stay on the device until the end."""
+        envs, n = self.eval_envs, self.config.n_eval_episodes
+        done = torch.zeros(n, dtype=torch.bool, device=self.device)
+        success = torch.zeros(n, dtype=torch.float64, device=self.device)
+        returns, lengths = torch.zeros_like(success), torch.zeros_like(success)
+        for _ in range(self.horizon or 100_000):
+            actions = self.agent.act(obs, False)
+            obs, rewards, terminated, truncated, info = envs.step(actions)
+            active = ~done
+            returns += torch.where(active, rewards.double(), 0.0)
+            lengths += active.double()
+            ended = active & (terminated | truncated)
+            success = torch.where(ended, info["is_success"].double(), success)
+            done |= ended
+            if bool(done.all()):
+                break
+        totals = torch.stack([success.sum(), returns.sum(), lengths.sum()]).cpu()
         totals = distributed.all_reduce_sum(totals) / (n * self.world)
         return float(totals[0]), float(totals[1]), float(totals[2])
 
@@ -569,10 +731,15 @@ class Trainer:
             "torch": torch.get_rng_state(),
             "cuda": list(torch.cuda.get_rng_state_all()) if torch.cuda.is_available() else [],
             "agent": generator_states(self.agent),
+            # The torch generators of the device path (exploration, buffer sampling).
+            "torch_generators": {
+                "agent": torch_generator_states(self.agent),
+                "buffer": torch_generator_states(self.buffer),
+            },
             "buffer": generator_states(self.buffer),
             # Before the epoch's last step (see _GeneratorSnapshot): a sub-env that reset
             # in that step draws the same episode again when the resume resets it.
-            "envs": snapshot() if snapshot is not None else generator_states(envs.unwrapped),
+            "envs": snapshot() if snapshot is not None else env_generator_states(envs.unwrapped),
         }
 
     def save_epoch(self, row: dict[str, Any], success: float) -> None:
@@ -603,8 +770,7 @@ class Trainer:
         if cfg.save_buffer:
             # The live buffer is saved as it is (episodes in progress included): the
             # resume closes them, since the envs restart there (issue 13.10).
-            buffer_path = unit / f"buffer_rank{self.rank}.npz"
-            atomic_write_file(buffer_path, self.buffer.save)
+            atomic_write_file(unit / self._buffer_file(), self.buffer.save)
         self._barrier()
         if not self.main:
             return
@@ -723,7 +889,6 @@ class Trainer:
 
     def _read_unit(self, unit: Path) -> tuple[dict, dict | None, Any]:
         """Reads every part of a unit this worker needs, applying nothing yet."""
-        from goalenvs.her.buffer import HerReplayBuffer
 
         manifest = read_manifest(unit)
         epoch = manifest["epoch"]
@@ -745,15 +910,23 @@ class Trainer:
                 f"expected epoch {epoch} of rank {self.rank}"
             )
         buffer = None
-        path = unit / f"buffer_rank{self.rank}.npz"
+        path = unit / self._buffer_file()
         if self.config.save_buffer and path.name in manifest["files"]:
             try:
-                buffer = HerReplayBuffer.load(path, self.compute_reward, self.compute_terminated)
+                buffer = self._load_buffer(path)
             except Exception as exc:  # numpy / zipfile raise many kinds on a damaged file
                 raise CheckpointError(
                     f"{str(path)!r} is not a readable replay buffer ({type(exc).__name__}: "
                     f"{str(exc).splitlines()[0] if str(exc) else ''})"
                 ) from None
+        elif (
+            self.config.save_buffer
+            and path.with_suffix(".npz" if self.on_device else ".pt").name in manifest["files"]
+        ):
+            logger.warning(
+                "%s holds a replay buffer of the other env_device: this run starts an empty one",
+                unit,
+            )
         return data, state, buffer
 
     def _apply_unit(
@@ -780,6 +953,9 @@ class Trainer:
         if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
         for name, obj in (("agent", self.agent), ("buffer", self.buffer)):
+            missed = restore_torch_generators(obj, state.get("torch_generators", {}).get(name, {}))
+            if missed:
+                logger.warning("%s torch generators %s were not restored", name, missed)
             missed = restore_generators(obj, state[name])
             if missed:
                 logger.warning("%s generators %s were not restored", name, missed)
@@ -818,6 +994,11 @@ class Trainer:
         self.success = float(data["metadata"]["success_rate"])
         buffer_path = run_dir / "buffer.npz"
         if self.config.save_buffer and buffer_path.exists() and self.world == 1:
+            if self.on_device:
+                raise ValueError(
+                    f"resume={str(run_dir)!r} holds a numpy replay buffer (buffer.npz) of "
+                    "goalenvs <= 0.x: resume it with env_device='numpy'"
+                )
             self.buffer = HerReplayBuffer.load(
                 buffer_path, self.compute_reward, self.compute_terminated
             )
@@ -905,7 +1086,10 @@ class Trainer:
         self.start_run_dir()
         obs, _ = self.envs.reset(seed=cfg.seed + self.rank * cfg.num_envs)
         if self._resumed_envs is not None:
-            missed = restore_generators(self.envs.unwrapped, self._resumed_envs)
+            states = dict(self._resumed_envs)
+            torch_states = states.pop(TORCH_GENERATORS, {})
+            missed = restore_generators(self.envs.unwrapped, states)
+            missed += restore_torch_generators(self.envs.unwrapped, torch_states)
             if missed:
                 logger.warning("env generators %s were not restored (another env version?)", missed)
             obs, _ = self.envs.reset()
@@ -1005,6 +1189,37 @@ class Trainer:
             torch.distributed.destroy_process_group()
 
 
+TORCH_GENERATORS = "torch_generators"  # key of a device twin's generator in the env states
+
+
+def torch_generator_states(obj: Any) -> dict[str, torch.Tensor]:
+    """``{attribute: state}`` of the ``torch.Generator`` attributes of ``obj`` (those of
+    the device path: a device twin's, the device buffer's, the agent's exploration)."""
+    return {
+        name: value.get_state()
+        for name, value in sorted(vars(obj).items())
+        if isinstance(value, torch.Generator)
+    }
+
+
+def restore_torch_generators(obj: Any, states: dict[str, torch.Tensor]) -> list[str]:
+    """Sets the torch generators of ``obj`` back to ``states``; returns the names that did
+    not match (saved but absent, or present but not saved)."""
+    current = {k: v for k, v in vars(obj).items() if isinstance(v, torch.Generator)}
+    for name in current.keys() & states.keys():
+        current[name].set_state(states[name])
+    return sorted(current.keys() ^ states.keys())
+
+
+def env_generator_states(env: Any) -> dict[str, Any]:
+    """:func:`generator_states` of a vector env, with a device twin's torch generator."""
+    states = generator_states(env)
+    torch_states = torch_generator_states(env)
+    if torch_states:
+        states[TORCH_GENERATORS] = torch_states
+    return states
+
+
 def _mean(values: list[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
 
@@ -1059,14 +1274,14 @@ class _GeneratorSnapshot(gym.vector.VectorWrapper):
         """Steps the envs (after taking the snapshot when this is the armed step)."""
         self._steps += 1
         if self._steps == self._target:
-            self._states = generator_states(self.env.unwrapped)
+            self._states = env_generator_states(self.env.unwrapped)
         return self.env.step(actions)
 
     def snapshot(self) -> dict[str, Any]:
         """The states before the last step when it was the armed one, else the current."""
         if self._states is not None and self._steps == self._target:
             return self._states
-        return generator_states(self.env.unwrapped)
+        return env_generator_states(self.env.unwrapped)
 
 
 def _read_progress(path: Path) -> list[dict[str, float]]:

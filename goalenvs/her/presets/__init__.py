@@ -9,8 +9,14 @@ picks another; command-line flags override the preset. A preset file holds::
     algo = "ddpg"                      # optional: the algorithm its fields are for
     [config]                           # fields of that algorithm's config dataclass
     epochs = 30
+    [device]                           # optional: fields set on top of [config] when the
+    num_envs = 2048                    # run asks for device "cuda" and its envs run there
 
-A ``module:EnvId`` id matches on ``EnvId``.
+A ``module:EnvId`` id matches on ``EnvId``. The ``[device]`` section serves the on-device
+loop (env, buffer and networks on the GPU, see ``TrainConfig.env_device``), where
+thousands of envs cost little: ``goalenvs train ID --device cuda`` takes it, unless
+``--env-device numpy`` keeps the envs on the host. ``device="auto"`` never takes it, so
+a command without ``--device`` trains the same schedule on every machine.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ class Preset:
     envs: tuple[str, ...] = ()  # fnmatch patterns of the env ids it is the default for
     algo: str | None = None  # the algorithm its config fields are for (None: any)
     config: dict[str, Any] = field(default_factory=dict)  # config fields it sets
+    device: dict[str, Any] = field(default_factory=dict)  # on top of them on a GPU's device loop
 
 
 def preset_names() -> list[str]:
@@ -73,16 +80,17 @@ def load_preset(name_or_path: str | os.PathLike) -> Preset:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"preset {str(path)!r} is not valid TOML: {exc}") from None
-    known = {"description", "envs", "algo", "config"}
+    known = {"description", "envs", "algo", "config", "device"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"preset {str(path)!r}: unknown keys {unknown}; expected {sorted(known)}")
     algo = data.get("algo")
     if algo is not None:
         get_algo(algo, argument=f"preset {path.stem!r}: algo")
-    config = data.get("config", {})
-    if not isinstance(config, dict):
-        raise ValueError(f"preset {str(path)!r}: [config] must be a table")
+    config, device = data.get("config", {}), data.get("device", {})
+    for name, table in (("config", config), ("device", device)):
+        if not isinstance(table, dict):
+            raise ValueError(f"preset {str(path)!r}: [{name}] must be a table")
     return Preset(
         name=path.stem,
         path=path,
@@ -90,6 +98,7 @@ def load_preset(name_or_path: str | os.PathLike) -> Preset:
         envs=tuple(data.get("envs", ())),
         algo=algo,
         config=dict(config),
+        device=dict(device),
     )
 
 
@@ -106,6 +115,22 @@ def preset_for(env_id: str) -> str:
     return DEFAULT_PRESET
 
 
+def takes_device_section(env_id: str, overrides: dict[str, Any], settings: dict[str, Any]) -> bool:
+    """Whether a preset's ``[device]`` section applies: the run asks for device "cuda" (an
+    override, or the preset's own setting) and its envs run there (``env_device``
+    "device", or "auto" with an env that has a torch twin)."""
+    from goalenvs.her.trainer import device_twin_problem
+
+    def value(name: str) -> Any:
+        default = TrainConfig.__dataclass_fields__[name].default
+        return overrides.get(name, settings.get(name, default))
+
+    if value("device") != "cuda":
+        return False
+    env_device = value("env_device")
+    return env_device == "device" or (env_device == "auto" and device_twin_problem(env_id) is None)
+
+
 def resolve_config(
     env_id: str,
     preset: str | os.PathLike | None = None,
@@ -114,12 +139,15 @@ def resolve_config(
 ) -> TrainConfig:
     """The config for ``env_id``: ``preset`` (default: :func:`preset_for`), then ``overrides``.
 
-    ``algo`` defaults to the preset's; one of them must name it. With another algorithm
+    ``algo`` defaults to the preset's; one of them must name it. The preset's ``[device]``
+    fields join its ``[config]`` ones when :func:`takes_device_section`. With another algorithm
     than the preset's, the preset algorithm's own fields that ``algo`` lacks are left out
     (the schedule carries over). Any other preset field that is not a field of the
     algorithm's config is a ValueError naming it and the valid fields.
     """
     chosen = load_preset(preset if preset is not None else preset_for(env_id))
+    if chosen.device and takes_device_section(env_id, overrides, chosen.config):
+        chosen = dataclasses.replace(chosen, config={**chosen.config, **chosen.device})
     algo = algo or chosen.algo
     if algo is None:
         raise ValueError(
