@@ -249,62 +249,71 @@ class _ParkingGoals:
 
 
 # --------------------------------------------------------------------------- kernel
-# State: the tuple (x, y, cos heading, sin heading, speed) of float64 arrays of shape
-# (batch,), in metres and m/s. Every function returns new arrays.
+# State: the tuple (x, y, cos heading, sin heading, speed) of float64 arrays of the batch
+# shape, in metres and m/s. Every function returns new arrays. The batch shape may be
+# empty: the single env passes numpy float64 scalars, which cost a tenth of a call on
+# 1-element arrays and round alike (the same ufunc loops, IEEE arithmetic).
 
 
 def _cast(array: Any, dtype: str, xp: Any) -> Any:
-    """``array`` as ``xp``'s dtype named ``dtype`` (the one backend-specific line)."""
+    """``array`` as ``xp``'s dtype named ``dtype`` (backend-specific)."""
     return array.astype(getattr(xp, dtype)) if xp is np else array.to(getattr(xp, dtype))
 
 
+def _clip(array: Any, low: float, high: float, xp: Any) -> Any:
+    """``xp.clip`` (backend-specific: numpy's Python wrapper costs 3 us on a scalar)."""
+    return np.minimum(np.maximum(array, low), high) if xp is np else xp.clip(array, low, high)
+
+
 def advance(state: tuple[Any, ...], action: Any, params: ParkingParams, xp: Any) -> tuple[Any, ...]:
-    """Integrates the kinematic bicycle model over one policy step of ``(batch, 2)`` actions.
+    """Integrates the kinematic bicycle model over one policy step of ``(*batch, 2)`` actions.
 
     With the slip angle ``beta = arctan(tan(steering) / 2)`` fixed by the steering, the
     heading turns by ``sin(beta) / half_length`` per metre driven and the centre moves
     along ``heading + beta``: it follows a circle of radius ``half_length / sin(beta)``.
-    The step's ``substeps`` arcs are driven exactly, all at once: the speed changes
-    linearly within each (the speed limit applies at each substep's end), and each arc
-    moves the centre along its chord, which points along the arc's middle. The heading
-    is renormalised once per step. The faces pass float64 arrays.
+    Each of the step's ``substeps`` arcs is driven exactly: the speed changes linearly
+    within it (the speed limit applies at its end), and it moves the centre along its
+    chord, which points along the arc's middle. The heading is renormalised once per
+    step. The faces pass float64 arrays.
     """
     x, y, c, s, v = state
     p = params
     h = p.substep_time
-    acceleration = action[:, 0] * p.max_acceleration
-    beta = xp.arctan(0.5 * xp.tan(action[:, 1] * p.max_steering))
+    acceleration = action[..., 0] * p.max_acceleration
+    beta = xp.arctan(0.5 * xp.tan(action[..., 1] * p.max_steering))
     turn_per_metre = xp.sin(beta) / p.half_length
-    # Speeds at the substeps' ends, (substeps + 1, batch): |v| <= max_speed and a constant
-    # acceleration make one clip of the ramp equal to clipping after every substep.
-    ramp = xp.stack([v + acceleration * (k * h) for k in range(p.substeps + 1)], 0)
-    speed = xp.clip(ramp, -p.max_speed, p.max_speed)
-    distance = (speed[:-1] + speed[1:]) * (0.5 * h)  # (substeps, batch), metres
-    turn = distance * turn_per_metre
-    half = 0.5 * turn
-    turned = xp.cumsum(turn, 0)
-    # Each chord's direction, relative to the step's first heading.
-    angle = turned - half + beta
-    # The chord's length is distance * sin(half) / half: 0 / 0 where the car drives straight.
-    straight = half == 0
-    chord = distance * xp.where(straight, 1.0, xp.sin(half) / xp.where(straight, 1.0, half))
-    along = (chord * xp.cos(angle)).sum(0)
-    across = (chord * xp.sin(angle)).sum(0)
-    ct, st = xp.cos(turned[-1]), xp.sin(turned[-1])
+    speed, turned, along, across = v, 0.0, 0.0, 0.0  # along and across the first heading
+    for k in range(1, p.substeps + 1):
+        # |v| <= max_speed and a constant acceleration: clipping v + a t at each substep's
+        # end equals clipping after every substep.
+        end = _clip(v + acceleration * (k * h), -p.max_speed, p.max_speed, xp)
+        distance = (speed + end) * (0.5 * h)
+        turn = distance * turn_per_metre
+        half = 0.5 * turn
+        turned = turned + turn
+        # The chord is distance * sin(half) / half, 0 / 0 where the car drives straight:
+        # adding `straight` (0 or 1) makes that sin(0) / 1 + 1 and leaves the rest exact.
+        straight = half == 0
+        chord = distance * (xp.sin(half) / (half + straight) + straight)
+        angle = turned - half + beta  # the chord's direction, from the first heading
+        along = along + chord * xp.cos(angle)
+        across = across + chord * xp.sin(angle)
+        speed = end
+    ct, st = xp.cos(turned), xp.sin(turned)
     c_end = c * ct - s * st
     s_end = s * ct + c * st
     norm = xp.sqrt(c_end * c_end + s_end * s_end)
     x_end = x + c * along - s * across
     y_end = y + s * along + c * across
-    return x_end, y_end, c_end / norm, s_end / norm, speed[-1]
+    return x_end, y_end, c_end / norm, s_end / norm, speed
 
 
 def achieved_goals(state: tuple[Any, ...], xp: Any) -> Any:
-    """The scaled ``(batch, 6)`` float32 achieved goals (the observation too)."""
+    """The scaled ``(*batch, 6)`` float32 achieved goals (the observation too)."""
     x, y, c, s, v = state
     columns = (x / POSITION_SCALE, y / POSITION_SCALE, v * c / VELOCITY_SCALE,
                v * s / VELOCITY_SCALE, c, s)  # fmt: skip
-    return _cast(xp.stack(columns, axis=1), "float32", xp)
+    return _cast(xp.stack(columns, axis=-1), "float32", xp)
 
 
 def weighted_distance(difference: Any, weights: tuple[float, ...], xp: Any) -> Any:
@@ -363,18 +372,18 @@ def overlaps_parked(
 
 
 def crashes(state: tuple[Any, ...], parked: Any, spot_centers: Any, params: ParkingParams) -> Any:
-    """Whether each car overlaps a wall or a parked car: bool ``(batch,)``.
+    """Whether each car overlaps a wall or a parked car: bool of the batch shape.
 
-    ``parked`` is ``(batch, N_SPOTS)`` bool, ``spot_centers`` ``(N_SPOTS, 2)`` in the
+    ``parked`` is ``(*batch, N_SPOTS)`` bool, ``spot_centers`` ``(N_SPOTS, 2)`` in the
     state's array module; every car is tested against every occupied spot.
     """
     x, y, c, s, _ = state
     ex, ey = extents(c, s, params.half_length, params.half_width)
     crashed = hits_wall(x, y, ex, ey)
     if params.n_parked:
-        car = tuple(a[:, None] for a in (x, y, c, s, ex, ey))
+        car = tuple(a[..., None] for a in (x, y, c, s, ex, ey))
         overlap = overlaps_parked(car, spot_centers[:, 0], spot_centers[:, 1], params)
-        crashed = crashed | (overlap & parked).any(axis=1)
+        crashed = crashed | (overlap & parked).any(axis=-1)
     return crashed
 
 
@@ -796,8 +805,8 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
             check_choice("render_mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode
         self.observation_space, self.action_space = self.params.spaces()
-        # The kernel's batch of one: (x, y, cos, sin, speed), arrays of shape (1,).
-        self._state = tuple(np.array([value]) for value in (0.0, 0.0, 1.0, 0.0, 0.0))
+        # The kernel's batch of shape (): (x, y, cos, sin, speed) as float64 scalars.
+        self._state = tuple(np.float64(value) for value in (0.0, 0.0, 1.0, 0.0, 0.0))
         self._goal = np.zeros(GOAL_SIZE, dtype=np.float32)
         self._parked = np.zeros(N_SPOTS, dtype=bool)
         self._crashed = False
@@ -818,7 +827,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
             if options.get("car") is not None:
                 car = _car_option(options["car"], self.params.max_speed)
         state, goal, parked = start_episode(self.np_random, self.params, goal, car)
-        self._state = tuple(np.array([value]) for value in state)
+        self._state = tuple(np.float64(value) for value in state)
         self._goal, self._parked = goal, parked
         self._steps = 0
         self._last_reward = None
@@ -830,7 +839,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Advances one policy step (``step_time`` seconds)."""
         action = check_action(action, self.action_space)
-        self._state = advance(self._state, action[None].astype(np.float64), self.params, np)
+        self._state = advance(self._state, action.astype(np.float64), self.params, np)
         self._steps += 1
         obs, self._last_reward = self._evaluate()
         if self.render_mode == "human":
@@ -841,15 +850,15 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
     def _evaluate(self) -> tuple[dict[str, np.ndarray], float]:
         """The observation and reward of the current state; sets success and crash."""
         achieved, reward, success, crashed = evaluate(
-            self._state, self._goal[None], self._parked[None], SPOT_CENTERS, self.params, np
+            self._state, self._goal, self._parked, SPOT_CENTERS, self.params, np
         )
-        self._success, self._crashed = bool(success[0]), bool(crashed[0])
+        self._success, self._crashed = bool(success), bool(crashed)
         obs = {
-            "observation": achieved[0],
-            "achieved_goal": achieved[0].copy(),
+            "observation": achieved,
+            "achieved_goal": achieved.copy(),
             "desired_goal": self._goal.copy(),
         }
-        return obs, float(reward[0])
+        return obs, float(reward)
 
     def render(self) -> np.ndarray | None:
         """Draws the lot; ``rgb_array`` returns an ``(352, 576, 3)`` uint8 frame."""
@@ -858,7 +867,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
         if self._painter is None:
             self._painter = _LotPainter(self.params, self.metadata["render_fps"])
         hud = hud_line(self._steps, self._last_reward, self._success)
-        car = tuple(float(a[0]) for a in self._state[:4])
+        car = tuple(float(a) for a in self._state[:4])
         self._painter.frame(car, self._goal, self._parked, self._crashed, self._success, hud)
         return self._painter.render(self.render_mode)
 
