@@ -413,11 +413,6 @@ def draw_episode(
     return x, y, math.cos(heading), math.sin(heading), goal_spot, parked
 
 
-def spot_goal(spot: int) -> np.ndarray:
-    """The scaled goal of a spot: its centre, at rest, heading into it."""
-    return SPOT_GOALS[spot].copy()
-
-
 def spot_at(x: float, y: float) -> int:
     """The spot containing the point (x, y) in metres, or -1."""
     row_y = abs(y) - LANE_HALF_WIDTH
@@ -440,7 +435,7 @@ def start_episode(
     x, y, c, s, goal_spot, parked = draw_episode(rng, params.n_parked)
     v = 0.0
     if goal is None:
-        goal = spot_goal(goal_spot)
+        goal = SPOT_GOALS[goal_spot]
     else:
         spot = spot_at(float(goal[0]) * POSITION_SCALE, float(goal[1]) * POSITION_SCALE)
         if spot >= 0 and parked[spot]:
@@ -551,14 +546,8 @@ class _LotPainter:
         gc, gs = float(desired_goal[4]), float(desired_goal[5])
         goal_spot = spot_at(gx, gy)
         if goal_spot >= 0:
-            sx, sy = SPOT_CENTERS[goal_spot]
-            cv.rect(
-                sx - SPOT_WIDTH / 2,
-                sy - SPOT_DEPTH / 2,
-                sx + SPOT_WIDTH / 2,
-                sy + SPOT_DEPTH / 2,
-                _COLORS["goal"],
-            )
+            (sx, sy), w, d = SPOT_CENTERS[goal_spot], SPOT_WIDTH / 2, SPOT_DEPTH / 2
+            cv.rect(sx - w, sy - d, sx + w, sy + d, _COLORS["goal"])
         edges = np.concatenate([SPOT_X - SPOT_WIDTH / 2, [SPOT_X[-1] + SPOT_WIDTH / 2]])
         for sign in (-1.0, 1.0):
             inner, outer = sign * LANE_HALF_WIDTH, sign * (LANE_HALF_WIDTH + SPOT_DEPTH)
@@ -576,23 +565,25 @@ class _LotPainter:
         cv.arrow((gx, gy), tip, _COLORS["line"], 2)
         self._background = cv.snapshot()
 
-    def frame(
+    def draw(
         self,
-        car: tuple[float, float, float, float],
+        mode: str,
+        car: tuple[float, ...],
         desired_goal: np.ndarray,
         parked: np.ndarray,
         crashed: bool,
         success: bool,
-        hud: str,
-    ) -> None:
-        """Draws the frame on the canvas surface."""
+        steps: int,
+        reward: float | None,
+    ) -> np.ndarray | None:
+        """Draws a frame: shown in the window (``human``) or returned (``rgb_array``)."""
         key = (desired_goal.tobytes(), parked.tobytes())
         if key != self._background_key:
             self._draw_background(desired_goal, parked)
             self._background_key = key
         cv, p = self.canvas, self.params
         cv.restore(self._background)
-        x, y, c, s = car
+        x, y, c, s = car[:4]
         angle = math.atan2(s, c)
         color = (
             _COLORS["crash"] if crashed else _COLORS["car_success"] if success else _COLORS["car"]
@@ -600,12 +591,11 @@ class _LotPainter:
         corners = cv.box((x, y), p.length, p.width, angle, color)
         # Heading mark: a bar across the front of the car.
         cv.line(corners[0], corners[1], _COLORS["mark"], 3)
+        hud = hud_line(steps, reward, success)
         if crashed:
             cv.circle((x, y), 0.75 * p.length, _COLORS["crash"], width=3)
             hud = "CRASH  " + hud
         cv.text(hud, (8, 6), _COLORS["crash"] if crashed else _COLORS["hud"], size=20)
-
-    def render(self, mode: str) -> np.ndarray | None:
         if mode == "rgb_array":
             return self.canvas.rgb_array()
         self.canvas.show(self.render_fps)
@@ -851,12 +841,10 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
         """Draws the lot; ``rgb_array`` returns an ``(352, 576, 3)`` uint8 frame."""
         if self.render_mode is None:
             return None
-        if self._painter is None:
-            self._painter = _LotPainter(self.params, self.metadata["render_fps"])
-        hud = hud_line(self._steps, self._last_reward, self._success)
-        car = tuple(float(a) for a in self._state[:4])
-        self._painter.frame(car, self._goal, self._parked, self._crashed, self._success, hud)
-        return self._painter.render(self.render_mode)
+        self._painter = self._painter or _LotPainter(self.params, self.metadata["render_fps"])
+        car, goal, parked = tuple(map(float, self._state)), self._goal, self._parked
+        outcome = (self._crashed, self._success, self._steps, self._last_reward)
+        return self._painter.draw(self.render_mode, car, goal, parked, *outcome)
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys: up/down throttle, left/right steering (float32 actions)."""
@@ -1001,16 +989,13 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         """Sub-env 0's frame (``rgb_array``), as :meth:`ParkingEnv.render` draws it."""
         if self.render_mode is None:
             return None
-        if self._painter is None:
-            self._painter = _LotPainter(self.params, self.metadata["render_fps"])
+        self._painter = self._painter or _LotPainter(self.params, self.metadata["render_fps"])
         steps = int(self.elapsed_steps[0])
-        reward = float(self._reward[0]) if steps else None
-        success, crashed = bool(self._success[0]), bool(self._crashed[0])
-        car = tuple(float(a[0]) for a in self._state[:4])
-        hud = hud_line(steps, reward, success)
+        car = tuple(float(a[0]) for a in self._state)
         goal, parked = self.to_numpy(self._goal[0]), self.to_numpy(self._parked[0])
-        self._painter.frame(car, goal, parked, crashed, success, hud)
-        return self._painter.render(self.render_mode)
+        reward = float(self._reward[0]) if steps else None
+        outcome = (bool(self._crashed[0]), bool(self._success[0]), steps, reward)
+        return self._painter.draw(self.render_mode, car, goal, parked, *outcome)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases the renderer."""
