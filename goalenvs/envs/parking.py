@@ -97,18 +97,15 @@ class ParkingParams:
 
     def __post_init__(self) -> None:
         check_choice("reward_type", self.reward_type, REWARD_TYPES)
-        n_parked = self.n_parked
-        if isinstance(n_parked, bool) or not isinstance(n_parked, (int, np.integer)):
-            raise TypeError(f"n_parked must be an integer, got {n_parked!r}")
-        if not 0 <= n_parked <= N_SPOTS - 1:
+        n_parked = check_positive("n_parked", self.n_parked, integer=True, minimum=-1)
+        if n_parked > N_SPOTS - 1:
             raise ValueError(
                 f"n_parked={n_parked} is not valid: the lot has {N_SPOTS} spots and one is the "
                 f"goal, so expected 0 <= n_parked <= {N_SPOTS - 1}"
             )
-        for name in (
-            "length", "width", "max_acceleration", "max_speed", "step_time",
-            "success_threshold", "max_steering_deg",
-        ):  # fmt: skip
+        floats = ("length", "width", "max_acceleration", "max_steering_deg", "max_speed",
+                  "step_time", "success_threshold")  # fmt: skip
+        for name in floats:
             check_positive(name, getattr(self, name))
         check_positive("substeps", self.substeps, integer=True)
         if self.max_steering_deg >= 90:
@@ -136,10 +133,7 @@ class ParkingParams:
                 f"reward_weights={self.reward_weights!r} must be {GOAL_SIZE} finite values "
                 ">= 0, not all 0"
             )
-        for name in (
-            "length", "width", "max_acceleration", "max_steering_deg", "max_speed",
-            "step_time", "success_threshold", "collision_penalty",
-        ):  # fmt: skip
+        for name in (*floats, "collision_penalty"):
             object.__setattr__(self, name, float(getattr(self, name)))
         object.__setattr__(self, "n_parked", int(n_parked))
         object.__setattr__(self, "substeps", int(self.substeps))
