@@ -385,23 +385,18 @@ def _success(info: Mapping[str, Any]) -> bool:
     return bool(info.get("is_success", False))
 
 
+@dataclass
 class _Screen:
     """Where a loop's frames go: an optional window (made on first use) and a recorder."""
 
-    def __init__(
-        self,
-        env: Any,
-        fps: int,
-        window: Window | None,
-        show: bool,
-        recorder: Recorder | None,
-    ) -> None:
-        self.env = env
-        self.fps = fps
-        self.window = window
-        self.owns_window = window is None
-        self.show = show
-        self.recorder = recorder
+    env: Any
+    fps: int
+    window: Window | None
+    show: bool
+    recorder: Recorder | None
+
+    def __post_init__(self) -> None:
+        self.owns_window = self.window is None
 
     def capture(self) -> np.ndarray | None:
         """The env's frame now (None without rgb_array), recorded if recording."""
