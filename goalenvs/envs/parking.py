@@ -225,11 +225,9 @@ class _ParkingGoals:
         p = self.params
         difference = _cast(achieved, "float64", xp) - _cast(desired, "float64", xp)
         distance = weighted_distance(difference, p.reward_weights, xp)
+        reward, _ = goal_reward(distance, _crashed(info, shape, achieved, xp), p)
         if xp is np:
-            crashed = info_values(info, "crashed", shape, False, bool)
-            reward, _ = goal_reward(distance, crashed, p)
             return np.asarray(reward, dtype=np.float32).reshape(shape)
-        reward, _ = goal_reward(distance, info_tensor(info, "crashed", achieved, shape, False), p)
         return _cast(reward, "float32", xp).reshape(shape)
 
     def compute_terminated(
@@ -237,9 +235,14 @@ class _ParkingGoals:
     ) -> np.ndarray:
         """True exactly where ``info["crashed"]`` (missing means False); success does not end."""
         shape, achieved, _, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
-        if xp is np:
-            return info_values(info, "crashed", shape, False, bool)
-        return info_tensor(info, "crashed", achieved, shape, False)
+        return _crashed(info, shape, achieved, xp)
+
+
+def _crashed(info: InfoLike, shape: tuple[int, ...], like: Any, xp: Any) -> Any:
+    """``info["crashed"]`` (missing: False) over the goal batch, in ``like``'s array module."""
+    if xp is np:
+        return info_values(info, "crashed", shape, False, bool)
+    return info_tensor(info, "crashed", like, shape, False)
 
 
 # --------------------------------------------------------------------------- kernel
