@@ -942,30 +942,29 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
             for column, value in zip(self._state, state, strict=True):
                 column[index] = value
         else:
-            for i in index.tolist():
-                goal = None if goals is None else (goals if goals.ndim == 1 else goals[i])
-                car = None if cars is None else (cars if cars.ndim == 1 else cars[i])
-                state, self._goal[i], self._parked[i] = start_episode(
-                    self.np_randoms[i], self.params, goal, car
+            drawn = [
+                start_episode(
+                    self.np_randoms[i], self.params,
+                    None if goals is None else (goals if goals.ndim == 1 else goals[i]),
+                    None if cars is None else (cars if cars.ndim == 1 else cars[i]),
                 )
-                for column, value in zip(self._state, state, strict=True):
-                    column[i] = value
-        self._evaluate(index)
+                for i in index.tolist()
+            ]  # fmt: skip
+            if drawn:  # a reset_mask may name no sub-env
+                state, goal, parked = (np.array(a) for a in zip(*drawn, strict=True))
+                self._goal[index], self._parked[index] = goal, parked
+                for column, values in zip(self._state, state.T, strict=True):
+                    column[index] = values
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self._state = advance(self._state, _cast(actions, "float64", self.xp), self.params, self.xp)
-        self._evaluate(slice(None))
-
-    def _evaluate(self, index: np.ndarray | slice) -> None:
-        """Achieved goals, rewards, successes and crashes of the sub-envs in ``index``."""
-        achieved, reward, success, crashed = evaluate(
-            tuple(a[index] for a in self._state), self._goal[index], self._parked[index],
-            self._spot_centers, self.params, self.xp,
-        )  # fmt: skip
-        self._achieved[index], self._reward[index] = achieved, reward
-        self._success[index], self._crashed[index] = success, crashed
 
     def _observation(self) -> dict[str, np.ndarray]:
+        # GoalVectorEnv asks for it once after each step or reset, when the sub-envs that
+        # reset have been drawn: one evaluation of the whole batch serves both.
+        self._achieved, self._reward, self._success, self._crashed = evaluate(
+            self._state, self._goal, self._parked, self._spot_centers, self.params, self.xp
+        )
         return {
             "observation": self.fresh(self._achieved),
             "achieved_goal": self.fresh(self._achieved),
