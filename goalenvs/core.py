@@ -318,13 +318,8 @@ def goal_dict_space(observation: spaces.Space, goal: spaces.Space) -> spaces.Dic
 
     The two goal entries are identical, independent copies of ``goal``.
     """
-    return spaces.Dict(
-        {
-            "observation": observation,
-            "achieved_goal": goal,
-            "desired_goal": copy.deepcopy(goal),
-        }
-    )
+    goals = {"achieved_goal": goal, "desired_goal": copy.deepcopy(goal)}
+    return spaces.Dict({"observation": observation, **goals})
 
 
 # --------------------------------------------------------------------------- vector envs

@@ -373,46 +373,37 @@ def keyboard_controller(env: Any) -> KeyboardController:
 
 
 def _render_fps(env: Any, fps: int | None) -> int:
-    if fps is not None:
-        return int(fps)
-    value = env.metadata.get("render_fps") or 30
-    return int(value)
+    return int(fps if fps is not None else env.metadata.get("render_fps") or 30)
 
 
 def _frame(env: Any) -> np.ndarray | None:
-    if env.render_mode != "rgb_array":
-        return None
-    frame = env.render()
-    if frame is None:
-        return None
-    return np.asarray(frame)
+    frame = env.render() if env.render_mode == "rgb_array" else None
+    return None if frame is None else np.asarray(frame)
 
 
 def _success(info: Mapping[str, Any]) -> bool:
     return bool(info.get("is_success", False))
 
 
+@dataclass
 class _Screen:
     """Where a loop's frames go: an optional window (made on first use) and a recorder."""
 
-    def __init__(
-        self,
-        env: Any,
-        fps: int,
-        window: Window | None,
-        show: bool,
-        recorder: Recorder | None,
-    ) -> None:
-        self.env = env
-        self.fps = fps
-        self.window = window
-        self.owns_window = window is None
-        self.show = show
-        self.recorder = recorder
+    env: Any
+    fps: int
+    window: Window | None
+    show: bool
+    recorder: Recorder | None
 
-    def record(self, frame: np.ndarray | None) -> None:
+    def __post_init__(self) -> None:
+        self.owns_window = self.window is None
+
+    def capture(self) -> np.ndarray | None:
+        """The env's frame now (None without rgb_array), recorded if recording."""
+        frame = _frame(self.env)
         if frame is not None and self.recorder is not None:
             self.recorder.add(frame)
+        return frame
 
     def events(self) -> list[Any]:
         return [] if self.window is None else self.window.events()
@@ -476,8 +467,7 @@ def drive(
     stats = EpisodeStats()
     try:
         env.reset(seed=seed)
-        frame = _frame(env)
-        screen.record(frame)
+        frame = screen.capture()
         # The first frame is on screen before any input is read or any step taken.
         running = screen.display(frame)
         episode_return, length, frame_count = 0.0, 0, 0
@@ -486,29 +476,23 @@ def drive(
             if command.quit:
                 break
             for action in command.actions:
-                if _is_reset(action):
-                    if verbose and length:
-                        print(f"reset by the player after {length} steps")
-                    env.reset()
-                    episode_return, length = 0.0, 0
-                    frame = _frame(env)
-                    screen.record(frame)
-                    continue
-                _, reward, terminated, truncated, info = env.step(action)
-                episode_return += float(reward)
-                length += 1
-                frame = _frame(env)
-                screen.record(frame)
-                if terminated or truncated:
+                if not _is_reset(action):
+                    _, reward, terminated, truncated, info = env.step(action)
+                    episode_return += float(reward)
+                    length += 1
+                    frame = screen.capture()
+                    if not (terminated or truncated):
+                        continue
                     line = stats.add(episode_return, length, _success(info))
                     if verbose:
                         print(line)
                     if episodes is not None and stats.episodes >= episodes:
                         break
-                    env.reset()
-                    episode_return, length = 0.0, 0
-                    frame = _frame(env)
-                    screen.record(frame)
+                elif verbose and length:
+                    print(f"reset by the player after {length} steps")
+                env.reset()
+                episode_return, length = 0.0, 0
+                frame = screen.capture()
             if episodes is not None and stats.episodes >= episodes:
                 break
             running = screen.display(frame)
@@ -557,16 +541,14 @@ def watch(
         for episode in range(int(episodes)):
             obs, info = env.reset(seed=seed if episode == 0 else None)
             episode_return, length, done = 0.0, 0, False
-            frame = _frame(env)
-            screen.record(frame)
+            frame = screen.capture()
             running = screen.display(frame)
             while running and not done:
                 obs, reward, terminated, truncated, info = env.step(policy_fn(obs))
                 episode_return += float(reward)
                 length += 1
                 done = bool(terminated or truncated)
-                frame = _frame(env)
-                screen.record(frame)
+                frame = screen.capture()
                 running = screen.display(frame) and not screen.quit_asked()
             if not done:
                 break

@@ -38,7 +38,7 @@ def drive(env: ParkingEnv, action, steps: int):
 
 def pose(env: ParkingEnv) -> tuple[float, float, float, float, float]:
     """The exact float64 state (x, y, cos h, sin h, speed)."""
-    return tuple(float(value[0]) for value in env._state)
+    return tuple(float(value) for value in env._state)
 
 
 # --------------------------------------------------------------------------- physics

@@ -97,18 +97,15 @@ class ParkingParams:
 
     def __post_init__(self) -> None:
         check_choice("reward_type", self.reward_type, REWARD_TYPES)
-        n_parked = self.n_parked
-        if isinstance(n_parked, bool) or not isinstance(n_parked, (int, np.integer)):
-            raise TypeError(f"n_parked must be an integer, got {n_parked!r}")
-        if not 0 <= n_parked <= N_SPOTS - 1:
+        n_parked = check_positive("n_parked", self.n_parked, integer=True, minimum=-1)
+        if n_parked > N_SPOTS - 1:
             raise ValueError(
                 f"n_parked={n_parked} is not valid: the lot has {N_SPOTS} spots and one is the "
                 f"goal, so expected 0 <= n_parked <= {N_SPOTS - 1}"
             )
-        for name in (
-            "length", "width", "max_acceleration", "max_speed", "step_time",
-            "success_threshold", "max_steering_deg",
-        ):  # fmt: skip
+        floats = ("length", "width", "max_acceleration", "max_steering_deg", "max_speed",
+                  "step_time", "success_threshold")  # fmt: skip
+        for name in floats:
             check_positive(name, getattr(self, name))
         check_positive("substeps", self.substeps, integer=True)
         if self.max_steering_deg >= 90:
@@ -136,10 +133,7 @@ class ParkingParams:
                 f"reward_weights={self.reward_weights!r} must be {GOAL_SIZE} finite values "
                 ">= 0, not all 0"
             )
-        for name in (
-            "length", "width", "max_acceleration", "max_steering_deg", "max_speed",
-            "step_time", "success_threshold", "collision_penalty",
-        ):  # fmt: skip
+        for name in (*floats, "collision_penalty"):
             object.__setattr__(self, name, float(getattr(self, name)))
         object.__setattr__(self, "n_parked", int(n_parked))
         object.__setattr__(self, "substeps", int(self.substeps))
@@ -231,11 +225,9 @@ class _ParkingGoals:
         p = self.params
         difference = _cast(achieved, "float64", xp) - _cast(desired, "float64", xp)
         distance = weighted_distance(difference, p.reward_weights, xp)
+        reward, _ = goal_reward(distance, _crashed(info, shape, achieved, xp), p)
         if xp is np:
-            crashed = info_values(info, "crashed", shape, False, bool)
-            reward, _ = goal_reward(distance, crashed, p)
             return np.asarray(reward, dtype=np.float32).reshape(shape)
-        reward, _ = goal_reward(distance, info_tensor(info, "crashed", achieved, shape, False), p)
         return _cast(reward, "float32", xp).reshape(shape)
 
     def compute_terminated(
@@ -243,68 +235,84 @@ class _ParkingGoals:
     ) -> np.ndarray:
         """True exactly where ``info["crashed"]`` (missing means False); success does not end."""
         shape, achieved, _, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
-        if xp is np:
-            return info_values(info, "crashed", shape, False, bool)
-        return info_tensor(info, "crashed", achieved, shape, False)
+        return _crashed(info, shape, achieved, xp)
+
+
+def _crashed(info: InfoLike, shape: tuple[int, ...], like: Any, xp: Any) -> Any:
+    """``info["crashed"]`` (missing: False) over the goal batch, in ``like``'s array module."""
+    if xp is np:
+        return info_values(info, "crashed", shape, False, bool)
+    return info_tensor(info, "crashed", like, shape, False)
 
 
 # --------------------------------------------------------------------------- kernel
-# State: the tuple (x, y, cos heading, sin heading, speed) of float64 arrays of shape
-# (batch,), in metres and m/s. Every function returns new arrays.
+# State: the tuple (x, y, cos heading, sin heading, speed) of float64 arrays of the batch
+# shape, in metres and m/s. Every function returns new arrays. The batch shape may be
+# empty: the single env passes numpy float64 scalars, which cost a tenth of a call on
+# 1-element arrays and round alike (the same ufunc loops, IEEE arithmetic).
 
 
 def _cast(array: Any, dtype: str, xp: Any) -> Any:
-    """``array`` as ``xp``'s dtype named ``dtype`` (the one backend-specific line)."""
+    """``array`` as ``xp``'s dtype named ``dtype`` (backend-specific)."""
     return array.astype(getattr(xp, dtype)) if xp is np else array.to(getattr(xp, dtype))
 
 
+def _clip(array: Any, low: float, high: float, xp: Any) -> Any:
+    """``xp.clip``; on the single env's numpy scalars the builtins, a tenth of the cost."""
+    if isinstance(array, np.generic):
+        return min(max(array, low), high)
+    return xp.clip(array, low, high)
+
+
 def advance(state: tuple[Any, ...], action: Any, params: ParkingParams, xp: Any) -> tuple[Any, ...]:
-    """Integrates the kinematic bicycle model over one policy step of ``(batch, 2)`` actions.
+    """Integrates the kinematic bicycle model over one policy step of ``(*batch, 2)`` actions.
 
     With the slip angle ``beta = arctan(tan(steering) / 2)`` fixed by the steering, the
     heading turns by ``sin(beta) / half_length`` per metre driven and the centre moves
     along ``heading + beta``: it follows a circle of radius ``half_length / sin(beta)``.
-    The step's ``substeps`` arcs are driven exactly, all at once: the speed changes
-    linearly within each (the speed limit applies at each substep's end), and each arc
-    moves the centre along its chord, which points along the arc's middle. The heading
-    is renormalised once per step. The faces pass float64 arrays.
+    Each of the step's ``substeps`` arcs is driven exactly: the speed changes linearly
+    within it (the speed limit applies at its end), and it moves the centre along its
+    chord, which points along the arc's middle. The heading is renormalised once per
+    step. The faces pass float64 arrays.
     """
     x, y, c, s, v = state
     p = params
     h = p.substep_time
-    acceleration = action[:, 0] * p.max_acceleration
-    beta = xp.arctan(0.5 * xp.tan(action[:, 1] * p.max_steering))
+    acceleration = action[..., 0] * p.max_acceleration
+    beta = xp.arctan(0.5 * xp.tan(action[..., 1] * p.max_steering))
     turn_per_metre = xp.sin(beta) / p.half_length
-    # Speeds at the substeps' ends, (substeps + 1, batch): |v| <= max_speed and a constant
-    # acceleration make one clip of the ramp equal to clipping after every substep.
-    ramp = xp.stack([v + acceleration * (k * h) for k in range(p.substeps + 1)], 0)
-    speed = xp.clip(ramp, -p.max_speed, p.max_speed)
-    distance = (speed[:-1] + speed[1:]) * (0.5 * h)  # (substeps, batch), metres
-    turn = distance * turn_per_metre
-    half = 0.5 * turn
-    turned = xp.cumsum(turn, 0)
-    # Each chord's direction, relative to the step's first heading.
-    angle = turned - half + beta
-    # The chord's length is distance * sin(half) / half: 0 / 0 where the car drives straight.
-    straight = half == 0
-    chord = distance * xp.where(straight, 1.0, xp.sin(half) / xp.where(straight, 1.0, half))
-    along = (chord * xp.cos(angle)).sum(0)
-    across = (chord * xp.sin(angle)).sum(0)
-    ct, st = xp.cos(turned[-1]), xp.sin(turned[-1])
+    speed, turned, along, across = v, 0.0, 0.0, 0.0  # along and across the first heading
+    for k in range(1, p.substeps + 1):
+        # |v| <= max_speed and a constant acceleration: clipping v + a t at each substep's
+        # end equals clipping after every substep.
+        end = _clip(v + acceleration * (k * h), -p.max_speed, p.max_speed, xp)
+        distance = (speed + end) * (0.5 * h)
+        turn = distance * turn_per_metre
+        half = 0.5 * turn
+        turned = turned + turn
+        # The chord is distance * sin(half) / half, 0 / 0 where the car drives straight:
+        # adding `straight` (0 or 1) makes that sin(0) / 1 + 1 and leaves the rest exact.
+        straight = half == 0
+        chord = distance * (xp.sin(half) / (half + straight) + straight)
+        angle = turned - half + beta  # the chord's direction, from the first heading
+        along = along + chord * xp.cos(angle)
+        across = across + chord * xp.sin(angle)
+        speed = end
+    ct, st = xp.cos(turned), xp.sin(turned)
     c_end = c * ct - s * st
     s_end = s * ct + c * st
     norm = xp.sqrt(c_end * c_end + s_end * s_end)
     x_end = x + c * along - s * across
     y_end = y + s * along + c * across
-    return x_end, y_end, c_end / norm, s_end / norm, speed[-1]
+    return x_end, y_end, c_end / norm, s_end / norm, speed
 
 
 def achieved_goals(state: tuple[Any, ...], xp: Any) -> Any:
-    """The scaled ``(batch, 6)`` float32 achieved goals (the observation too)."""
+    """The scaled ``(*batch, 6)`` float32 achieved goals (the observation too)."""
     x, y, c, s, v = state
     columns = (x / POSITION_SCALE, y / POSITION_SCALE, v * c / VELOCITY_SCALE,
                v * s / VELOCITY_SCALE, c, s)  # fmt: skip
-    return _cast(xp.stack(columns, axis=1), "float32", xp)
+    return _cast(xp.stack(columns, axis=-1), "float32", xp)
 
 
 def weighted_distance(difference: Any, weights: tuple[float, ...], xp: Any) -> Any:
@@ -329,53 +337,38 @@ def goal_reward(distance: Any, crashed: Any, params: ParkingParams) -> tuple[Any
     return base - params.collision_penalty * crashed, success
 
 
-def extents(c: Any, s: Any, half_length: float, half_width: float) -> tuple[Any, Any]:
-    """Half-extents along x and y of the axis-aligned box around a rotated car."""
-    ac, as_ = abs(c), abs(s)
-    return half_length * ac + half_width * as_, half_length * as_ + half_width * ac
-
-
-def hits_wall(x: Any, y: Any, extent_x: Any, extent_y: Any) -> Any:
-    """Whether the car crosses a wall face (exact for a rectangle against a half-plane)."""
-    return (abs(x) + extent_x > WALL_X) | (abs(y) + extent_y > WALL_Y)
-
-
-def overlaps_parked(
-    car: tuple[Any, ...], parked_x: Any, parked_y: Any, params: ParkingParams
+def crashes(
+    state: tuple[Any, ...], parked: Any, spot_centers: Any, params: ParkingParams, xp: Any
 ) -> Any:
-    """Separating-axis test of cars ``(x, y, c, s, extent_x, extent_y)`` against parked cars.
+    """Whether each car overlaps a wall or a parked car: bool of the batch shape.
 
-    Parked cars are axis-aligned, nose into their spot: half_width along x, half_length
-    along y. Two boxes overlap when no axis among x, y and the car's own two axes
-    separates them; touching is not an overlap. Broadcasts over the car and parked arrays.
+    Walls: the box around the rotated car against the wall faces (exact for a rectangle
+    against a half-plane). Parked cars are axis-aligned, nose into their spot
+    (half_width along x, half_length along y), ``spot_centers`` ``(N_SPOTS, 2)`` and
+    ``parked`` ``(*batch, N_SPOTS)`` bool in the state's array module. Two boxes overlap
+    when no axis among x, y and the car's own two axes separates them; touching is not
+    an overlap. A car reaches only the parked cars of its own row (the rows' centres are
+    28 m apart, a car's reach in y under 8.5 m), so it is tested against those 14 spots.
     """
-    x, y, c, s, extent_x, extent_y = car
+    x, y, c, s, _ = state
     hl, hw = params.half_length, params.half_width
-    dx = x - parked_x
-    dy = y - parked_y
     ac, as_ = abs(c), abs(s)
-    return (
+    extent_x, extent_y = hl * ac + hw * as_, hl * as_ + hw * ac
+    crashed = (abs(x) + extent_x > WALL_X) | (abs(y) + extent_y > WALL_Y)
+    if not params.n_parked:
+        return crashed
+    # Spots along a first axis, the batch after it: numpy's loops then run along the batch.
+    upper = y > 0
+    parked = xp.moveaxis(parked, -1, 0)
+    row = xp.where(upper, parked[SPOTS_PER_ROW:], parked[:SPOTS_PER_ROW])
+    dy = y - xp.where(upper, SPOT_CENTER_Y, -SPOT_CENTER_Y)
+    dx = x - spot_centers[:SPOTS_PER_ROW, 0].reshape((SPOTS_PER_ROW,) + (1,) * dy.ndim)
+    overlap = (
         (abs(dx) < extent_x + hw)
-        & (abs(dy) < extent_y + hl)
         & (abs(dx * c + dy * s) < hl + hw * ac + hl * as_)
         & (abs(dy * c - dx * s) < hw + hw * as_ + hl * ac)
     )
-
-
-def crashes(state: tuple[Any, ...], parked: Any, spot_centers: Any, params: ParkingParams) -> Any:
-    """Whether each car overlaps a wall or a parked car: bool ``(batch,)``.
-
-    ``parked`` is ``(batch, N_SPOTS)`` bool, ``spot_centers`` ``(N_SPOTS, 2)`` in the
-    state's array module; every car is tested against every occupied spot.
-    """
-    x, y, c, s, _ = state
-    ex, ey = extents(c, s, params.half_length, params.half_width)
-    crashed = hits_wall(x, y, ex, ey)
-    if params.n_parked:
-        car = tuple(a[:, None] for a in (x, y, c, s, ex, ey))
-        overlap = overlaps_parked(car, spot_centers[:, 0], spot_centers[:, 1], params)
-        crashed = crashed | (overlap & parked).any(axis=1)
-    return crashed
+    return crashed | ((abs(dy) < extent_y + hl) & (overlap & row).any(axis=0))
 
 
 def evaluate(
@@ -393,7 +386,7 @@ def evaluate(
     achieved = achieved_goals(state, xp)
     difference = _cast(achieved, "float64", xp) - _cast(desired_goal, "float64", xp)
     distance = weighted_distance(difference, params.reward_weights, xp)
-    crashed = crashes(state, parked, spot_centers, params)
+    crashed = crashes(state, parked, spot_centers, params, xp)
     reward, success = goal_reward(distance, crashed, params)
     return achieved, _cast(reward, "float32", xp), success, crashed
 
@@ -415,11 +408,6 @@ def draw_episode(
         parked[others + (others >= goal_spot)] = True
     x, y = START_HALF_X * (2.0 * u1 - 1.0), START_HALF_Y * (2.0 * u2 - 1.0)
     return x, y, math.cos(heading), math.sin(heading), goal_spot, parked
-
-
-def spot_goal(spot: int) -> np.ndarray:
-    """The scaled goal of a spot: its centre, at rest, heading into it."""
-    return SPOT_GOALS[spot].copy()
 
 
 def spot_at(x: float, y: float) -> int:
@@ -444,7 +432,7 @@ def start_episode(
     x, y, c, s, goal_spot, parked = draw_episode(rng, params.n_parked)
     v = 0.0
     if goal is None:
-        goal = spot_goal(goal_spot)
+        goal = SPOT_GOALS[goal_spot]
     else:
         spot = spot_at(float(goal[0]) * POSITION_SCALE, float(goal[1]) * POSITION_SCALE)
         if spot >= 0 and parked[spot]:
@@ -555,14 +543,8 @@ class _LotPainter:
         gc, gs = float(desired_goal[4]), float(desired_goal[5])
         goal_spot = spot_at(gx, gy)
         if goal_spot >= 0:
-            sx, sy = SPOT_CENTERS[goal_spot]
-            cv.rect(
-                sx - SPOT_WIDTH / 2,
-                sy - SPOT_DEPTH / 2,
-                sx + SPOT_WIDTH / 2,
-                sy + SPOT_DEPTH / 2,
-                _COLORS["goal"],
-            )
+            (sx, sy), w, d = SPOT_CENTERS[goal_spot], SPOT_WIDTH / 2, SPOT_DEPTH / 2
+            cv.rect(sx - w, sy - d, sx + w, sy + d, _COLORS["goal"])
         edges = np.concatenate([SPOT_X - SPOT_WIDTH / 2, [SPOT_X[-1] + SPOT_WIDTH / 2]])
         for sign in (-1.0, 1.0):
             inner, outer = sign * LANE_HALF_WIDTH, sign * (LANE_HALF_WIDTH + SPOT_DEPTH)
@@ -580,23 +562,25 @@ class _LotPainter:
         cv.arrow((gx, gy), tip, _COLORS["line"], 2)
         self._background = cv.snapshot()
 
-    def frame(
+    def draw(
         self,
-        car: tuple[float, float, float, float],
+        mode: str,
+        car: tuple[float, ...],
         desired_goal: np.ndarray,
         parked: np.ndarray,
         crashed: bool,
         success: bool,
-        hud: str,
-    ) -> None:
-        """Draws the frame on the canvas surface."""
+        steps: int,
+        reward: float | None,
+    ) -> np.ndarray | None:
+        """Draws a frame: shown in the window (``human``) or returned (``rgb_array``)."""
         key = (desired_goal.tobytes(), parked.tobytes())
         if key != self._background_key:
             self._draw_background(desired_goal, parked)
             self._background_key = key
         cv, p = self.canvas, self.params
         cv.restore(self._background)
-        x, y, c, s = car
+        x, y, c, s = car[:4]
         angle = math.atan2(s, c)
         color = (
             _COLORS["crash"] if crashed else _COLORS["car_success"] if success else _COLORS["car"]
@@ -604,12 +588,11 @@ class _LotPainter:
         corners = cv.box((x, y), p.length, p.width, angle, color)
         # Heading mark: a bar across the front of the car.
         cv.line(corners[0], corners[1], _COLORS["mark"], 3)
+        hud = hud_line(steps, reward, success)
         if crashed:
             cv.circle((x, y), 0.75 * p.length, _COLORS["crash"], width=3)
             hud = "CRASH  " + hud
         cv.text(hud, (8, 6), _COLORS["crash"] if crashed else _COLORS["hud"], size=20)
-
-    def render(self, mode: str) -> np.ndarray | None:
         if mode == "rgb_array":
             return self.canvas.rgb_array()
         self.canvas.show(self.render_fps)
@@ -796,8 +779,8 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
             check_choice("render_mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode
         self.observation_space, self.action_space = self.params.spaces()
-        # The kernel's batch of one: (x, y, cos, sin, speed), arrays of shape (1,).
-        self._state = tuple(np.array([value]) for value in (0.0, 0.0, 1.0, 0.0, 0.0))
+        # The kernel's batch of shape (): (x, y, cos, sin, speed) as float64 scalars.
+        self._state = tuple(np.float64(value) for value in (0.0, 0.0, 1.0, 0.0, 0.0))
         self._goal = np.zeros(GOAL_SIZE, dtype=np.float32)
         self._parked = np.zeros(N_SPOTS, dtype=bool)
         self._crashed = False
@@ -818,7 +801,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
             if options.get("car") is not None:
                 car = _car_option(options["car"], self.params.max_speed)
         state, goal, parked = start_episode(self.np_random, self.params, goal, car)
-        self._state = tuple(np.array([value]) for value in state)
+        self._state = tuple(np.float64(value) for value in state)
         self._goal, self._parked = goal, parked
         self._steps = 0
         self._last_reward = None
@@ -830,7 +813,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Advances one policy step (``step_time`` seconds)."""
         action = check_action(action, self.action_space)
-        self._state = advance(self._state, action[None].astype(np.float64), self.params, np)
+        self._state = advance(self._state, action.astype(np.float64), self.params, np)
         self._steps += 1
         obs, self._last_reward = self._evaluate()
         if self.render_mode == "human":
@@ -841,26 +824,24 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
     def _evaluate(self) -> tuple[dict[str, np.ndarray], float]:
         """The observation and reward of the current state; sets success and crash."""
         achieved, reward, success, crashed = evaluate(
-            self._state, self._goal[None], self._parked[None], SPOT_CENTERS, self.params, np
+            self._state, self._goal, self._parked, SPOT_CENTERS, self.params, np
         )
-        self._success, self._crashed = bool(success[0]), bool(crashed[0])
+        self._success, self._crashed = bool(success), bool(crashed)
         obs = {
-            "observation": achieved[0],
-            "achieved_goal": achieved[0].copy(),
+            "observation": achieved,
+            "achieved_goal": achieved.copy(),
             "desired_goal": self._goal.copy(),
         }
-        return obs, float(reward[0])
+        return obs, float(reward)
 
     def render(self) -> np.ndarray | None:
         """Draws the lot; ``rgb_array`` returns an ``(352, 576, 3)`` uint8 frame."""
         if self.render_mode is None:
             return None
-        if self._painter is None:
-            self._painter = _LotPainter(self.params, self.metadata["render_fps"])
-        hud = hud_line(self._steps, self._last_reward, self._success)
-        car = tuple(float(a[0]) for a in self._state[:4])
-        self._painter.frame(car, self._goal, self._parked, self._crashed, self._success, hud)
-        return self._painter.render(self.render_mode)
+        self._painter = self._painter or _LotPainter(self.params, self.metadata["render_fps"])
+        car, goal, parked = tuple(map(float, self._state)), self._goal, self._parked
+        outcome = (self._crashed, self._success, self._steps, self._last_reward)
+        return self._painter.draw(self.render_mode, car, goal, parked, *outcome)
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys: up/down throttle, left/right steering (float32 actions)."""
@@ -961,30 +942,29 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
             for column, value in zip(self._state, state, strict=True):
                 column[index] = value
         else:
-            for i in index.tolist():
-                goal = None if goals is None else (goals if goals.ndim == 1 else goals[i])
-                car = None if cars is None else (cars if cars.ndim == 1 else cars[i])
-                state, self._goal[i], self._parked[i] = start_episode(
-                    self.np_randoms[i], self.params, goal, car
+            drawn = [
+                start_episode(
+                    self.np_randoms[i], self.params,
+                    None if goals is None else (goals if goals.ndim == 1 else goals[i]),
+                    None if cars is None else (cars if cars.ndim == 1 else cars[i]),
                 )
-                for column, value in zip(self._state, state, strict=True):
-                    column[i] = value
-        self._evaluate(index)
+                for i in index.tolist()
+            ]  # fmt: skip
+            if drawn:  # a reset_mask may name no sub-env
+                state, goal, parked = (np.array(a) for a in zip(*drawn, strict=True))
+                self._goal[index], self._parked[index] = goal, parked
+                for column, values in zip(self._state, state.T, strict=True):
+                    column[index] = values
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self._state = advance(self._state, _cast(actions, "float64", self.xp), self.params, self.xp)
-        self._evaluate(slice(None))
-
-    def _evaluate(self, index: np.ndarray | slice) -> None:
-        """Achieved goals, rewards, successes and crashes of the sub-envs in ``index``."""
-        achieved, reward, success, crashed = evaluate(
-            tuple(a[index] for a in self._state), self._goal[index], self._parked[index],
-            self._spot_centers, self.params, self.xp,
-        )  # fmt: skip
-        self._achieved[index], self._reward[index] = achieved, reward
-        self._success[index], self._crashed[index] = success, crashed
 
     def _observation(self) -> dict[str, np.ndarray]:
+        # GoalVectorEnv asks for it once after each step or reset, when the sub-envs that
+        # reset have been drawn: one evaluation of the whole batch serves both.
+        self._achieved, self._reward, self._success, self._crashed = evaluate(
+            self._state, self._goal, self._parked, self._spot_centers, self.params, self.xp
+        )
         return {
             "observation": self.fresh(self._achieved),
             "achieved_goal": self.fresh(self._achieved),
@@ -1005,16 +985,13 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         """Sub-env 0's frame (``rgb_array``), as :meth:`ParkingEnv.render` draws it."""
         if self.render_mode is None:
             return None
-        if self._painter is None:
-            self._painter = _LotPainter(self.params, self.metadata["render_fps"])
+        self._painter = self._painter or _LotPainter(self.params, self.metadata["render_fps"])
         steps = int(self.elapsed_steps[0])
-        reward = float(self._reward[0]) if steps else None
-        success, crashed = bool(self._success[0]), bool(self._crashed[0])
-        car = tuple(float(a[0]) for a in self._state[:4])
-        hud = hud_line(steps, reward, success)
+        car = tuple(float(a[0]) for a in self._state)
         goal, parked = self.to_numpy(self._goal[0]), self.to_numpy(self._parked[0])
-        self._painter.frame(car, goal, parked, crashed, success, hud)
-        return self._painter.render(self.render_mode)
+        reward = float(self._reward[0]) if steps else None
+        outcome = (bool(self._crashed[0]), bool(self._success[0]), steps, reward)
+        return self._painter.draw(self.render_mode, car, goal, parked, *outcome)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases the renderer."""

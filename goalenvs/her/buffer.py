@@ -1043,19 +1043,8 @@ class HerReplayBuffer:
         )
 
     # The arrays that closing an episode writes: a saved snapshot gets its own copies.
-    _BOOKKEEPING = (
-        "_terminated",
-        "_truncated",
-        "_to_start",
-        "_ep_len",
-        "_trans_row",
-        "_skip",
-        "_ep_start",
-        "_valid_lo",
-        "_t_lo",
-        "_t_hi",
-        "_starting",
-    )
+    _BOOKKEEPING = ("_terminated", "_truncated", "_to_start", "_ep_len", "_trans_row", "_skip",
+                    "_ep_start", "_valid_lo", "_t_lo", "_t_hi", "_starting")  # fmt: skip
 
     def _closed_copy(self) -> HerReplayBuffer:
         """This buffer with its episodes in progress truncated, sharing the records.
@@ -1073,22 +1062,11 @@ class HerReplayBuffer:
         return snapshot
 
     def _state_arrays(self) -> dict[str, np.ndarray]:
-        """The arrays a saved file holds besides the observations, priorities and infos."""
-        return {
-            "actions": self._actions,
-            "rewards": self._rewards,
-            "terminated": self._terminated,
-            "truncated": self._truncated,
-            "to_start": self._to_start,
-            "ep_len": self._ep_len,
-            "trans_row": self._trans_row,
-            "head": self._head,
-            "ep_start": self._ep_start,
-            "valid_lo": self._valid_lo,
-            "t_count": self._t_count,
-            "t_lo": self._t_lo,
-            "t_hi": self._t_hi,
-        }
+        """The arrays a saved file holds besides the observations, priorities and infos
+        (each attribute ``_name``; ``_head`` and ``_t_count`` are computed, fresh arrays)."""
+        names = ("actions", "rewards", "terminated", "truncated", "to_start", "ep_len", "trans_row",
+                 "head", "ep_start", "valid_lo", "t_count", "t_lo", "t_hi")  # fmt: skip
+        return {name: getattr(self, "_" + name) for name in names}
 
     @classmethod
     def load(
