@@ -219,53 +219,25 @@ class HerReplayBuffer:
         beta: float = 0.4,
         priority_eps: float = 1e-6,
     ) -> None:
-        _check_int("n_envs", n_envs, minimum=1)
-        if not isinstance(prioritized, (bool, np.bool_)):
-            raise TypeError(f"prioritized must be a bool, got {prioritized!r}")
-        _check_fraction("alpha", alpha)
-        _check_fraction("beta", beta)
-        if isinstance(priority_eps, bool) or not isinstance(priority_eps, (int, float)):
-            raise TypeError(f"priority_eps must be a float, got {priority_eps!r}")
-        if not (0 < priority_eps < np.inf):
-            raise ValueError(f"priority_eps must be a positive finite float, got {priority_eps}")
-        _check_int("buffer_size", buffer_size, minimum=1)
-        _check_int("n_sampled_goal", n_sampled_goal, minimum=0)
-        rows = int(buffer_size) // int(n_envs)
-        if rows < 2:
-            raise ValueError(
-                f"buffer_size={buffer_size} gives {rows} rows per env for n_envs={n_envs}; "
-                "an episode needs at least 2 rows (one transition and its final observation)"
-            )
-        if rows >= 2**31:
-            raise ValueError(f"buffer_size={buffer_size}: at most 2**31 - 1 rows per env")
-        _check_observation_space(observation_space)
-        _check_action_space(action_space)
-        if isinstance(info_keys, str) or not all(isinstance(k, str) for k in info_keys):
-            raise TypeError(f"info_keys must be a sequence of strings, got {info_keys!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-            raise TypeError(f"seed must be an int or None, got {seed!r}")
-
-        self.buffer_size = int(buffer_size)
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self.n_envs = int(n_envs)
-        self.rows_per_env = rows
-        self.n_sampled_goal = int(n_sampled_goal)
-        self.goal_selection_strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
-        self.handle_timeout_termination = bool(handle_timeout_termination)
-        self.info_keys = tuple(info_keys)
-        self.her_ratio = 1.0 - 1.0 / (self.n_sampled_goal + 1)
-        self.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
-        self.compute_terminated = (
-            None
-            if compute_terminated is None
-            else resolve_goal_function(compute_terminated, "compute_terminated")
+        rows = _apply_settings(
+            self,
+            buffer_size,
+            observation_space,
+            action_space,
+            compute_reward,
+            n_envs,
+            n_sampled_goal,
+            goal_selection_strategy,
+            handle_timeout_termination,
+            info_keys,
+            compute_terminated,
+            seed,
+            prioritized,
+            alpha,
+            beta,
+            priority_eps,
         )
         self._rng = np.random.default_rng(seed)
-        self.prioritized = bool(prioritized)
-        self.alpha = float(alpha)
-        self._beta = float(beta)
-        self.priority_eps = float(priority_eps)
         self._max_priority = 1.0
         # Leaf row * n_envs + env holds p ** alpha of that row's transition while it can be
         # sampled (its episode is complete and intact), 0 otherwise.
@@ -1179,6 +1151,76 @@ class HerReplayBuffer:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _apply_settings(
+    buffer: Any,
+    buffer_size: int,
+    observation_space: spaces.Dict,
+    action_space: spaces.Space,
+    compute_reward: Any,
+    n_envs: int,
+    n_sampled_goal: int,
+    goal_selection_strategy: str | GoalSelectionStrategy,
+    handle_timeout_termination: bool,
+    info_keys: Sequence[str],
+    compute_terminated: Any,
+    seed: int | None,
+    prioritized: bool,
+    alpha: float,
+    beta: float,
+    priority_eps: float,
+) -> int:
+    """Checks the constructor arguments both HER buffers share (:class:`HerReplayBuffer`
+    and :class:`goalenvs.her.device_buffer.DeviceHerReplayBuffer`), sets them on
+    ``buffer`` and returns the rows per env."""
+    _check_int("n_envs", n_envs, minimum=1)
+    if not isinstance(prioritized, (bool, np.bool_)):
+        raise TypeError(f"prioritized must be a bool, got {prioritized!r}")
+    _check_fraction("alpha", alpha)
+    _check_fraction("beta", beta)
+    if isinstance(priority_eps, bool) or not isinstance(priority_eps, (int, float)):
+        raise TypeError(f"priority_eps must be a float, got {priority_eps!r}")
+    if not (0 < priority_eps < np.inf):
+        raise ValueError(f"priority_eps must be a positive finite float, got {priority_eps}")
+    _check_int("buffer_size", buffer_size, minimum=1)
+    _check_int("n_sampled_goal", n_sampled_goal, minimum=0)
+    rows = int(buffer_size) // int(n_envs)
+    if rows < 2:
+        raise ValueError(
+            f"buffer_size={buffer_size} gives {rows} rows per env for n_envs={n_envs}; "
+            "expected at least 2"
+        )
+    if rows >= 2**31:
+        raise ValueError(f"buffer_size={buffer_size}: at most 2**31 - 1 rows per env")
+    _check_observation_space(observation_space)
+    _check_action_space(action_space)
+    if isinstance(info_keys, str) or not all(isinstance(k, str) for k in info_keys):
+        raise TypeError(f"info_keys must be a sequence of strings, got {info_keys!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"seed must be an int or None, got {seed!r}")
+
+    buffer.buffer_size = int(buffer_size)
+    buffer.observation_space = observation_space
+    buffer.action_space = action_space
+    buffer.n_envs = int(n_envs)
+    buffer.rows_per_env = rows
+    buffer.n_sampled_goal = int(n_sampled_goal)
+    buffer.goal_selection_strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
+    buffer.handle_timeout_termination = bool(handle_timeout_termination)
+    buffer.info_keys = tuple(info_keys)
+    buffer.her_ratio = 1.0 - 1.0 / (buffer.n_sampled_goal + 1)
+    buffer.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
+    buffer.compute_terminated = (
+        None
+        if compute_terminated is None
+        else resolve_goal_function(compute_terminated, "compute_terminated")
+    )
+    buffer.prioritized = bool(prioritized)
+    buffer.alpha = float(alpha)
+    buffer._beta = float(beta)
+    buffer.priority_eps = float(priority_eps)
+    return rows
 
 
 def _write_atomically(path: str | os.PathLike, write: Callable[[Any], None]) -> None:

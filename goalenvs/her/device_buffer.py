@@ -73,14 +73,11 @@ from goalenvs.devices import resolve_device
 from goalenvs.her.buffer import (
     GoalSelectionStrategy,
     HerBatch,
-    _check_action_space,
+    _apply_settings,
     _check_fraction,
-    _check_int,
-    _check_observation_space,
     _space_from_json,
     _space_to_json,
     _write_atomically,
-    resolve_goal_function,
 )
 
 __all__ = ["DeviceHerReplayBuffer"]
@@ -171,50 +168,25 @@ class DeviceHerReplayBuffer:
         import torch
 
         self.device = resolve_device(device)
-        _check_int("n_envs", n_envs, minimum=1)
-        _check_int("buffer_size", buffer_size, minimum=1)
-        _check_int("n_sampled_goal", n_sampled_goal, minimum=0)
-        if not isinstance(prioritized, (bool, np.bool_)):
-            raise TypeError(f"prioritized must be a bool, got {prioritized!r}")
-        _check_fraction("alpha", alpha)
-        _check_fraction("beta", beta)
-        if isinstance(priority_eps, bool) or not isinstance(priority_eps, (int, float)):
-            raise TypeError(f"priority_eps must be a float, got {priority_eps!r}")
-        if not (0 < priority_eps < np.inf):
-            raise ValueError(f"priority_eps must be a positive finite float, got {priority_eps}")
-        rows = int(buffer_size) // int(n_envs)
-        if rows < 2:
-            raise ValueError(
-                f"buffer_size={buffer_size} gives {rows} rows per env for n_envs={n_envs}; "
-                "expected at least 2"
-            )
-        _check_observation_space(observation_space)
-        _check_action_space(action_space)
-        if isinstance(info_keys, str) or not all(isinstance(k, str) for k in info_keys):
-            raise TypeError(f"info_keys must be a sequence of strings, got {info_keys!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-            raise TypeError(f"seed must be an int or None, got {seed!r}")
-
-        self.buffer_size = int(buffer_size)
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self.n_envs = n = int(n_envs)
-        self.rows_per_env = rows
-        self.n_sampled_goal = int(n_sampled_goal)
-        self.goal_selection_strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
-        self.handle_timeout_termination = bool(handle_timeout_termination)
-        self.info_keys = tuple(info_keys)
-        self.her_ratio = 1.0 - 1.0 / (self.n_sampled_goal + 1)
-        self.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
-        self.compute_terminated = (
-            None
-            if compute_terminated is None
-            else resolve_goal_function(compute_terminated, "compute_terminated")
+        rows = _apply_settings(
+            self,
+            buffer_size,
+            observation_space,
+            action_space,
+            compute_reward,
+            n_envs,
+            n_sampled_goal,
+            goal_selection_strategy,
+            handle_timeout_termination,
+            info_keys,
+            compute_terminated,
+            seed,
+            prioritized,
+            alpha,
+            beta,
+            priority_eps,
         )
-        self.prioritized = bool(prioritized)
-        self.alpha = float(alpha)
-        self._beta = float(beta)
-        self.priority_eps = float(priority_eps)
+        n = self.n_envs
         self._generator = torch.Generator(device=self.device)
         if seed is None:
             self._generator.seed()
