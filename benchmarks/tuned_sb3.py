@@ -150,8 +150,12 @@ def zoo_model_kwargs(entry: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return kwargs, bool(entry.get("normalize", False))
 
 
-def build_tqc(task: Task, seed: int) -> tuple[Any, Any]:
-    """The zoo's TQC+HER model for ``task`` on one CPU thread, and its training VecEnv."""
+def build_tqc(task: Task, seed: int, **overrides: Any) -> tuple[Any, Any]:
+    """The zoo's TQC+HER model for ``task`` on the CPU, and its training VecEnv.
+
+    ``overrides`` replace TQC arguments of the zoo's entry (the tests shrink
+    ``buffer_size``: a million-transition buffer takes seconds to allocate).
+    """
     import gymnasium as gym
     from sb3_contrib import TQC
     from stable_baselines3.common.monitor import Monitor
@@ -161,6 +165,7 @@ def build_tqc(task: Task, seed: int) -> tuple[Any, Any]:
 
     entry = ZOO[task.zoo_entry]
     kwargs, normalize = zoo_model_kwargs(entry)
+    kwargs.update(overrides)
     venv = DummyVecEnv([lambda: Monitor(gym.make(task.env_id))])
     if normalize:
         venv = VecNormalize(venv, gamma=entry["gamma"])
