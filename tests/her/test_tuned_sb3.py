@@ -107,11 +107,14 @@ def test_summary_from_fixed_csv_logs(tmp_path: Path) -> None:
         {
             ("ours", 0): [(10.0, 800, 0.5), (20.0, 1600, 0.95), (30.0, 2400, 0.9)],
             ("ours", 1): [(12.0, 800, 0.96), (24.0, 1600, 1.0)],
-            ("ours", 2): [(11.0, 800, 0.1), (22.0, 1600, 0.2)],
+            # past the budget of 100 s (and its 1 s of slack): left out
+            ("ours", 2): [(11.0, 800, 0.1), (22.0, 1600, 0.2), (120.0, 3200, 1.0)],
             ("sb3", 0): [(50.0, 1000, 0.0), (100.5, 1900, 0.3)],
         },
     )
     rows = tuned_sb3.logged_runs(tmp_path)
+    late = {(r["who"], r["seed"]): r["past_budget"] for r in rows}
+    assert late[("ours", 2)] == [(120.0, 3200, 1.0)] and late[("sb3", 0)] == []
     ours = tuned_sb3.summary([r for r in rows if r["who"] == "ours"], 0.95)
     assert ours["seeds"] == 3 and ours["reached"] == 2
     # best 0.95, 1.0, 0.2: mean 0.7166..., std (ddof 0) 0.3659...
@@ -137,6 +140,7 @@ def test_summary_from_fixed_csv_logs(tmp_path: Path) -> None:
         "| goalenvs DDPG+HER (default preset) | 0 | 100 | 2,400 | 800 / 10 | 1,600 / 20 | "
         "1,600 / 20 | 0.95 | 0.90 | 1.0-2.0 |"
     )
+    assert text[-1] == "Evaluations past the budget, not counted: ours seed 2: 1.00 at 120 s."
 
 
 def test_logged_runs_keep_the_last_run_of_a_seed(tmp_path: Path) -> None:
