@@ -430,7 +430,7 @@ def plot(rows: list[dict[str, Any]], task_name: str) -> Path:
         group=lambda row: (WHO.index(row["who"]), NAMES[row["who"]]),
         title=f"{TASKS[task_name].title}: goalenvs preset vs zoo-tuned TQC+HER, same budget",
         style="-o",
-        legend_loc="lower right",
+        legend_loc="center right",
     )
     return path
 
