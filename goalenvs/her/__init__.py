@@ -21,6 +21,7 @@ _LAZY = {
     "load_policy": "goalenvs.her.policy",
     "Policy": "goalenvs.her.policy",
     "CheckpointError": "goalenvs.her.checkpoint",
+    "DeviceHerReplayBuffer": "goalenvs.her.device_buffer",
 }
 
 
@@ -34,6 +35,7 @@ __all__ = [
     "CheckpointError",
     "DDPGConfig",
     "DQNConfig",
+    "DeviceHerReplayBuffer",
     "GoalSelectionStrategy",
     "HerBatch",
     "HerReplayBuffer",

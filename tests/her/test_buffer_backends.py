@@ -709,3 +709,19 @@ def test_prioritized_draws_every_transition_of_a_full_ring(backend: str) -> None
     tags = to_numpy(buffer.sample(2000).observations["observation"]).astype(int)
     drawn = {(m, i) for _, m, i in tags}
     assert drawn == {(m, i) for m in (0, 1) for i in range(4)}
+
+
+def test_device_buffer_is_exported_without_loading_torch_at_import():
+    """`goalenvs.her.DeviceHerReplayBuffer` is the device buffer, and importing goalenvs.her
+    (the numpy buffer's users) still does not import torch."""
+    import subprocess
+    import sys
+
+    import goalenvs.her
+    from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+
+    assert goalenvs.her.DeviceHerReplayBuffer is DeviceHerReplayBuffer
+    assert "DeviceHerReplayBuffer" in goalenvs.her.__all__
+    code = "import sys, goalenvs.her; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
