@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -29,9 +31,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's goalenvs, also for the launched trainers
-RESULTS = ROOT / "benchmarks" / "results" / "fetch"
+RESULTS = ROOT / "benchmarks" / "results" / "manipulation"
 IMG = ROOT / "docs" / "images"
-TASKS = {"push": "FetchPush-v4", "pick_and_place": "FetchPickAndPlace-v4"}
+TASKS = {
+    "push": "gymnasium_robotics:FetchPush-v4",
+    "pick_and_place": "gymnasium_robotics:FetchPickAndPlace-v4",
+    "slide": "gymnasium_robotics:FetchSlide-v4",
+    "panda_push": "panda_gym:PandaPush-v3",
+    "panda_pick_and_place": "panda_gym:PandaPickAndPlace-v3",
+    "parking": "highway_env:parking-v0",
+}
 TARGETS = (0.5, 0.9)
 
 
@@ -49,7 +58,8 @@ def first_reaching(rows: list[dict[str, float]], target: float) -> dict[str, flo
 def train(task: str, seed: int, budget: float, extra: list[str]) -> Path:
     """Trains one seed for ``budget`` seconds (then SIGINT: the trainer stops after the
     cycle, keeping every committed epoch) and copies its progress.csv to RESULTS."""
-    env_id = f"gymnasium_robotics:{TASKS[task]}"
+    env_id = TASKS[task]
+    load_before = os.getloadavg()
     out = Path(tempfile.mkdtemp(prefix=f"fetch_{task}_s{seed}_"))
     command = [sys.executable, "-m", "goalenvs", "train", env_id, "--seed", str(seed)]
     command += ["--quiet", "--out", str(out / "run"), *extra]
@@ -65,7 +75,32 @@ def train(task: str, seed: int, budget: float, extra: list[str]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     target = RESULTS / f"{task}_s{seed}.csv"
     shutil.copyfile(out / "run" / "progress.csv", target)
+    meta = {
+        "task": task,
+        "env_id": env_id,
+        "seed": seed,
+        "command": " ".join(["goalenvs", *command[3:]]),
+        "config": json.loads((out / "run" / "config.json").read_text()),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor()}",
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "versions": _versions(),
+    }
+    (RESULTS / f"{task}_s{seed}.json").write_text(json.dumps(meta, indent=1) + "\n")
     return target
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("goalenvs", "torch", "gymnasium", "gymnasium-robotics", "mujoco", "panda-gym"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return found
 
 
 def table(runs: dict[str, list[dict[str, float]]]) -> str:
