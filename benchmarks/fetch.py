@@ -16,6 +16,7 @@ Seconds are the trainer's own ``wall_time`` (training and the per-epoch evaluati
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -96,10 +97,8 @@ def _versions() -> dict[str, str]:
 
     found = {}
     for name in ("goalenvs", "torch", "gymnasium", "gymnasium-robotics", "mujoco", "panda-gym"):
-        try:
+        with contextlib.suppress(PackageNotFoundError):
             found[name] = version(name)
-        except PackageNotFoundError:
-            pass
     return found
 
 
