@@ -88,8 +88,93 @@ def train(task: str, seed: int, budget: float, extra: list[str]) -> Path:
         "python": platform.python_version(),
         "versions": _versions(),
     }
+    rows = read_progress(target)
+    meta["env_steps_per_s"] = round(rows[-1]["env_steps"] / rows[-1]["wall_time"], 1)
+    meta["floor"] = measure_floor(meta["config"])
+    meta["ratio_to_floor"] = round(
+        meta["env_steps_per_s"] / meta["floor"]["floor_env_steps_per_s"], 3
+    )
     (RESULTS / f"{task}_s{seed}.json").write_text(json.dumps(meta, indent=1) + "\n")
     return target
+
+
+def measure_floor(config: dict, cycles: int = 3) -> dict[str, float]:
+    """The floor of one training cycle of ``config`` (a run's config.json) on this machine:
+    bare env steps (gymnasium's SyncVectorEnv, random actions, no acting or storing) plus
+    bare gradient steps of the same sizes (plain torch MLPs, DDPG's losses and target
+    networks, random batches: no sampling, no normalizer). Returns seconds per cycle of each
+    and the env steps per second of a cycle made of nothing else."""
+    import importlib
+
+    import gymnasium as gym
+    import torch
+
+    module, _, bare_id = config["env_id"].rpartition(":")
+    if module:
+        importlib.import_module(module)
+    num_envs, steps = config["num_envs"], config["rollout_steps"]
+    envs = gym.make_vec(bare_id, num_envs=num_envs, vectorization_mode="sync")
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    start = time.perf_counter()
+    for _ in range(cycles * steps):
+        envs.step(envs.action_space.sample())
+    env_seconds = (time.perf_counter() - start) / cycles
+    spaces = envs.single_observation_space
+    obs_dim = spaces["observation"].shape[0] + spaces["desired_goal"].shape[0]
+    act_dim = envs.single_action_space.shape[0]
+    envs.close()
+
+    torch.set_num_threads(config["torch_threads"])
+    hidden = config["hidden_sizes"]
+
+    def mlp(n_in: int, n_out: int) -> torch.nn.Sequential:
+        layers: list[torch.nn.Module] = []
+        for width in hidden:
+            layers += [torch.nn.Linear(n_in, width), torch.nn.ReLU()]
+            n_in = width
+        return torch.nn.Sequential(*layers, torch.nn.Linear(n_in, n_out))
+
+    actor, critic = mlp(obs_dim, act_dim), mlp(obs_dim + act_dim, 1)
+    actor_target, critic_target = mlp(obs_dim, act_dim), mlp(obs_dim + act_dim, 1)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-3)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    batch = config["batch_size"]
+    gen = torch.Generator().manual_seed(0)
+
+    def update() -> None:
+        obs, next_obs = torch.randn(batch, obs_dim, generator=gen), torch.randn(batch, obs_dim)
+        act, rew = torch.rand(batch, act_dim) * 2 - 1, -torch.rand(batch, 1)
+        with torch.no_grad():
+            next_act = torch.tanh(actor_target(next_obs))
+            target = rew + 0.98 * critic_target(torch.cat([next_obs, next_act], 1))
+        critic_loss = (critic(torch.cat([obs, act], 1)) - target).pow(2).mean()
+        critic_opt.zero_grad()
+        critic_loss.backward()
+        critic_opt.step()
+        pi = torch.tanh(actor(obs))
+        actor_loss = -critic(torch.cat([obs, pi], 1)).mean() + pi.pow(2).mean()
+        actor_opt.zero_grad()
+        actor_loss.backward()
+        actor_opt.step()
+
+    for _ in range(3):
+        update()
+    start = time.perf_counter()
+    for _ in range(cycles * config["n_batches"]):
+        update()
+    update_seconds = (time.perf_counter() - start) / cycles
+    with torch.no_grad():  # the target move, once a cycle
+        for net, target in ((actor, actor_target), (critic, critic_target)):
+            for p, q in zip(net.parameters(), target.parameters(), strict=True):
+                q.mul_(0.95).add_(p, alpha=0.05)
+    per_cycle = num_envs * steps
+    return {
+        "env_seconds_per_cycle": round(env_seconds, 4),
+        "update_seconds_per_cycle": round(update_seconds, 4),
+        "floor_env_steps_per_s": round(per_cycle / (env_seconds + update_seconds), 1),
+        "cycles_timed": float(cycles),
+    }
 
 
 def _versions() -> dict[str, str]:
@@ -102,12 +187,13 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def table(runs: dict[str, list[dict[str, float]]]) -> str:
-    """Markdown: per run the env steps and seconds to each target, best and final success."""
+def table(task: str, runs: dict[str, list[dict[str, float]]]) -> str:
+    """Markdown: per run the env steps and seconds to each target, best and final success,
+    env steps/s, its ratio to the floor and the load (from the run's JSON, when kept)."""
     head = ["run", "epochs", "env steps", "seconds"]
     for t in TARGETS:
         head += [f"env steps to {t}", f"seconds to {t}"]
-    head += ["best eval success", "final eval success"]
+    head += ["best eval success", "final eval success", "env steps/s", "x floor", "load"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, rows in runs.items():
         last = rows[-1]
@@ -120,6 +206,15 @@ def table(runs: dict[str, list[dict[str, float]]]) -> str:
             ]  # fmt: skip
         best = max(r["eval_success"] for r in rows)
         cells += [f"{best:.2f}", f"{last['eval_success']:.2f}"]
+        meta_path = RESULTS / f"{task}_{name}.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        floor = meta.get("ratio_to_floor")
+        load = meta.get("load_before", [None])[0], meta.get("load_after", [None])[0]
+        cells += [
+            f"{meta['env_steps_per_s']:.0f}" if "env_steps_per_s" in meta else "-",
+            "-" if floor is None else f"{floor:.2f}",
+            "-" if None in load else f"{load[0]:.1f}-{load[1]:.1f}",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -136,14 +231,14 @@ def plot(task: str, runs: dict[str, list[dict[str, float]]], path: Path) -> Path
         success = [r["eval_success"] for r in rows]
         ax_steps.plot([r["env_steps"] for r in rows], success, label=name)
         ax_time.plot([r["wall_time"] / 60 for r in rows], success, label=name)
-    ax_steps.set(xlabel="env steps", ylabel="eval success (20 episodes)", ylim=(-0.03, 1.03))
+    ax_steps.set(xlabel="env steps", ylabel="eval success", ylim=(-0.03, 1.03))
     ax_time.set(xlabel="minutes of training (2 shared cores)")
     for ax in (ax_steps, ax_time):
         for t in TARGETS:
             ax.axhline(t, color="grey", lw=0.6, ls=":")
         ax.grid(alpha=0.3)
     ax_time.legend(loc="upper left", fontsize="small")
-    fig.suptitle(f"{TASKS[task]}: DDPG+HER, fetch_push preset, one process")
+    fig.suptitle(f"{TASKS[task]}: DDPG+HER, its preset, one process")
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.87, wspace=0.08)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -174,6 +269,8 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--seeds", type=int, nargs="+", default=[0])
     run.add_argument("--budget", type=float, default=3600.0, help="seconds per seed")
     run.add_argument("extra", nargs="*", help="more goalenvs train flags (after --)")
+    floor = sub.add_parser("floor", help="measure the floor of kept runs again, into their JSON")
+    floor.add_argument("names", nargs="+", help="kept runs, e.g. push_s0")
     draw = sub.add_parser("plot", help="tables and PNGs from the kept logs")
     draw.add_argument("--runs", nargs="*", default=[], help="name=progress.csv pairs")
     args = parser.parse_args(argv)
@@ -185,10 +282,23 @@ def main(argv: list[str] | None = None) -> None:
             path = train(args.task, seed, args.budget, args.extra)
             print(f"seed {seed}: {time.perf_counter() - start:.0f} s, log {path}", flush=True)
         return
+    if args.command == "floor":
+        for name in args.names:
+            path = RESULTS / f"{name}.json"
+            if not path.is_file():
+                raise SystemExit(f"floor: no kept run {name!r} ({path} is missing)")
+            meta = json.loads(path.read_text())
+            meta["floor"] = measure_floor(meta["config"])
+            meta["ratio_to_floor"] = round(
+                meta["env_steps_per_s"] / meta["floor"]["floor_env_steps_per_s"], 3
+            )
+            path.write_text(json.dumps(meta, indent=1) + "\n")
+            print(name, meta["floor"], "ratio", meta["ratio_to_floor"])
+        return
     for task, runs in kept_runs(args.runs).items():
         if not runs:
             continue
-        print(f"\n{TASKS[task]}\n\n{table(runs)}")
+        print(f"\n{TASKS[task]}\n\n{table(task, runs)}")
         print(plot(task, dict(sorted(runs.items())), IMG / f"fetch_{task}.png"))
 
 
