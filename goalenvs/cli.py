@@ -18,7 +18,7 @@ from typing import Any
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "list": ("goalenvs.cli", "print the registered environment ids"),
     "check": ("goalenvs.checker.cli", "check a goal env against the goal-env contract"),
-    "train": ("goalenvs.her.cli", "train DDPG+HER or DQN+HER on a goal env"),
+    "train": ("goalenvs.train.cli", "train DDPG+HER or DQN+HER on a goal env"),
     "play": ("goalenvs.play", "drive an env with the keyboard, or watch a saved policy"),
 }
 

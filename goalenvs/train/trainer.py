@@ -65,10 +65,11 @@ import torch
 from gymnasium import spaces
 
 import goalenvs  # importing registers the goalenvs ids
+from goalenvs.agents import distributed
+from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.registry import algo_for, check_action_space, get_algo, make_agent
 from goalenvs.core import GOAL_KEYS, GoalVectorEnv
-from goalenvs.her import distributed
-from goalenvs.her.algos import algo_for, check_action_space, get_algo, make_agent
-from goalenvs.her.checkpoint import (
+from goalenvs.train.checkpoint import (
     STATE_FORMAT,
     CheckpointError,
     atomic_copy,
@@ -86,10 +87,10 @@ from goalenvs.her.checkpoint import (
     unit_dir,
     unit_epochs,
 )
-from goalenvs.her.config import TrainConfig
 
 KEEP_UNITS = 2  # committed epochs kept in checkpoints/: the newest and one to fall back on
-logger = logging.getLogger(__name__)
+# The logger keeps the name it had before the move: users filter their logging by it.
+logger = logging.getLogger("goalenvs.her.trainer")
 # Short names of the losses on the progress display (others are shown as they are).
 LABELS = {"critic_loss": "critic", "actor_loss": "actor", "q_loss": "loss", "q_mean": "Q"}
 
@@ -1046,7 +1047,7 @@ class Trainer:
 
         progress.csv already holds the row: :meth:`save_epoch` writes it with the epoch.
         """
-        from goalenvs.her.curves import plot_curves
+        from goalenvs.train.curves import plot_curves
 
         self.history.append(row)
         if not self.main:
