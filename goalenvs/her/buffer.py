@@ -407,6 +407,10 @@ class HerReplayBuffer:
     def __len__(self) -> int:
         return self.n_transitions
 
+    def can_sample(self) -> bool:
+        """Whether the buffer holds a complete, intact episode (``sample`` works)."""
+        return self.n_transitions > 0
+
     def __repr__(self) -> str:
         return (
             f"HerReplayBuffer(buffer_size={self.buffer_size}, n_envs={self.n_envs}, "
