@@ -720,8 +720,9 @@ class DeviceHerReplayBuffer:
 
         ``indices`` are a batch's ``indices``, ``td_errors`` one value per index (tensors
         on any device or array-likes; shape ``(B,)`` or ``(B, 1)``). An index whose row no
-        longer holds a sampleable transition is skipped. Runs on the device without a host
-        read: the checks of the values (range, finiteness) are those of the shapes only.
+        longer holds a sampleable transition is skipped. The checks are the numpy
+        buffer's: an index out of range or a TD error that is not finite is an error, never
+        clamped (one host read of one flag pair per call).
         """
         import torch
 
@@ -746,13 +747,30 @@ class DeviceHerReplayBuffer:
                 f"update_priorities: indices has shape {tuple(indices.shape)} and td_errors "
                 f"shape {tuple(td_errors.shape)}; expected two 1-d arrays of the same length"
             )
-        if indices.is_floating_point() or indices.dtype == torch.bool:
-            raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
         if indices.numel() == 0:
             return
+        if indices.is_floating_point() or indices.dtype == torch.bool:
+            raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
         priorities = self._state["priorities"].reshape(-1)
-        indices = indices.long().clamp(0, priorities.numel() - 1)
-        priority = td_errors.detach().float().abs() + self.priority_eps
+        capacity = priorities.numel()
+        indices = indices.long()
+        priority = td_errors.detach().double().abs() + self.priority_eps
+        out_of_range = (indices < 0) | (indices >= capacity)
+        not_finite = ~torch.isfinite(priority)
+        bad_index, bad_value = torch.stack([out_of_range.any(), not_finite.any()]).tolist()
+        if bad_index:
+            low, high = torch.stack([indices.min(), indices.max()]).tolist()
+            raise ValueError(
+                f"update_priorities: indices must be in [0, {capacity}) (a batch's indices), "
+                f"got values {low}..{high}"
+            )
+        if bad_value:
+            bad = int(torch.nonzero(not_finite)[0, 0])
+            raise ValueError(
+                f"update_priorities: td_errors[{bad}] = {float(td_errors[bad])}; "
+                "expected finite values"
+            )
+        priority = priority.float()
         live = self._sampleable_rows().reshape(-1)[indices]
         priorities[indices] = torch.where(live, priority**self.alpha, priorities[indices])
         self._max_priority = torch.maximum(self._max_priority, priority.max())
