@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.cli import parse_json_object
+from goalenvs.core import parse_json_object
 from goalenvs.envs.canvas import Window, import_pygame
 
 RECORD_FORMATS = (".gif", ".mp4")

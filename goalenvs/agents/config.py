@@ -80,11 +80,10 @@ class TrainConfig:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value!r}")
         if self.clip_range is not None:
-            self.clip_range = tuple(float(x) for x in self.clip_range)
-            if len(self.clip_range) != 2 or not self.clip_range[0] < self.clip_range[1]:
-                raise ValueError(
-                    f"clip_range must be (low, high) with low < high, got {self.clip_range}"
-                )
+            clip = tuple(float(x) for x in self.clip_range)
+            if len(clip) != 2 or not clip[0] < clip[1]:
+                raise ValueError(f"clip_range must be (low, high) with low < high, got {clip}")
+            self.clip_range = (clip[0], clip[1])
         for name in ("epochs", "n_cycles", "n_batches", "batch_size", "num_envs", "buffer_size"):
             check_positive(name, getattr(self, name), integer=True)
         check_positive("n_eval_episodes", self.n_eval_episodes, integer=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 from goalenvs.agents.config import DEVICES, ENV_DEVICES, STRATEGIES
 from goalenvs.agents.registry import ALGOS
-from goalenvs.cli import parse_json_object
+from goalenvs.core import parse_json_object
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

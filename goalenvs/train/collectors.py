@@ -47,8 +47,9 @@ class Collector:
     def prepare(self, agent: Any) -> None:
         """Readies ``agent`` for this backend (nothing by default)."""
 
-    def new_buffer(self, args: tuple, compute_reward: Any, kwargs: dict[str, Any]) -> Any:
-        """An empty replay buffer of this backend."""
+    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
+        """An empty replay buffer of this backend holding ``size`` transitions; ``kwargs``
+        are the buffer's (spaces, HER and priority settings)."""
         raise NotImplementedError
 
     def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> Any:
@@ -95,11 +96,11 @@ class NumpyCollector(Collector):
         """None: the envs run on numpy."""
         return None
 
-    def new_buffer(self, args: tuple, compute_reward: Any, kwargs: dict[str, Any]) -> Any:
-        """An empty replay buffer of this backend."""
+    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
+        """An empty numpy replay buffer."""
         from goalenvs.her.buffer import HerReplayBuffer
 
-        return HerReplayBuffer(*args, compute_reward, **kwargs)
+        return HerReplayBuffer(size, compute_reward=compute_reward, **kwargs)
 
     def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> Any:
         """A replay buffer this backend saved."""
@@ -134,7 +135,7 @@ class NumpyCollector(Collector):
             if done.any():
                 real_next = {k: v.copy() for k, v in next_obs.items()}
                 infos = {k: v.copy() for k, v in infos.items()}
-                for i in np.flatnonzero(done):
+                for i in np.flatnonzero(done).tolist():
                     final_obs = _final_obs(info, i)
                     for key in real_next:
                         real_next[key][i] = final_obs[key]
@@ -188,11 +189,13 @@ class DeviceCollector(Collector):
         """Makes the agent's exploration generator now, so that a resume finds it."""
         agent.noise_generator()
 
-    def new_buffer(self, args: tuple, compute_reward: Any, kwargs: dict[str, Any]) -> Any:
+    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
         """An empty replay buffer on the device."""
         from goalenvs.her.device_buffer import DeviceHerReplayBuffer
 
-        return DeviceHerReplayBuffer(*args, compute_reward, device=self.device, **kwargs)
+        return DeviceHerReplayBuffer(
+            size, compute_reward=compute_reward, device=self.device, **kwargs
+        )
 
     def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> Any:
         """A replay buffer saved on a device, loaded onto this one."""

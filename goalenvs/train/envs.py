@@ -139,7 +139,8 @@ def goal_function(vector_env: Any, env: gym.Env, name: str) -> Callable | None:
             return None
     if not callable(fn):
         return None
-    goal_ndim = len(env.observation_space["achieved_goal"].shape)
+    observation_space: Any = env.observation_space
+    goal_ndim = len(observation_space["achieved_goal"].shape)
 
     def batched(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
         result = fn(achieved_goal, desired_goal, info)
@@ -182,7 +183,8 @@ def probe_rewards(
     """
     env.action_space.seed(seed)
     obs, info = env.reset(seed=seed)
-    achieved, desired, infos = [], [], {k: [] for k in info_keys}
+    achieved, desired = [], []
+    infos: dict[str, list[Any]] = {k: [] for k in info_keys}
     for _ in range(steps):
         obs, _, terminated, truncated, info = env.step(env.action_space.sample())
         achieved.append(obs["achieved_goal"])

@@ -53,12 +53,12 @@ class Policy:
             not all(arrays[k].shape[1:] == shapes[k] for k in GOAL_KEYS)
             or len({arrays[k].shape[0] for k in GOAL_KEYS}) != 1
         ):
-            got = {k: arrays[k].shape for k in GOAL_KEYS}
+            seen = {k: arrays[k].shape for k in GOAL_KEYS}
             raise ValueError(
-                f"observation shapes {got} match neither one observation {shapes} nor a batch "
+                f"observation shapes {seen} match neither one observation {shapes} nor a batch "
                 f"of them (policy trained on {self.env_id})"
             )
-        actions = self.agent.act(arrays, explore=not deterministic)
+        actions: Any = self.agent.act(arrays, explore=not deterministic)
         return actions[0] if single else actions
 
 

@@ -18,6 +18,7 @@ import logging
 import math
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import torch
 
 import goalenvs
 from goalenvs.agents import distributed
+from goalenvs.agents.config import TrainConfig
 from goalenvs.core import GOAL_KEYS
 from goalenvs.train.checkpoint import (
     STATE_FORMAT,
@@ -45,6 +47,7 @@ from goalenvs.train.checkpoint import (
     unit_dir,
     unit_epochs,
 )
+from goalenvs.train.collectors import Collector
 from goalenvs.train.display import loss_names
 
 KEEP_UNITS = 2  # committed epochs kept in checkpoints/: the newest and one to fall back on
@@ -55,6 +58,36 @@ logger = logging.getLogger("goalenvs.her.trainer")
 class RunFolder:
     """The run-folder half of :class:`~goalenvs.train.trainer.Trainer` (see the module
     docstring)."""
+
+    # The trainer's state this half reads and writes (all set in Trainer.__init__).
+    config: TrainConfig
+    agent: Any
+    buffer: Any
+    envs: Any
+    collector: Collector
+    compute_reward: Callable
+    compute_terminated: Callable | None
+    observation_space: Any
+    action_space: Any
+    gamma: float
+    device: torch.device
+    rank: int
+    world: int
+    main: bool
+    run_dir: Path
+    epoch: int
+    env_steps: int
+    updates: int
+    wall_time: float
+    best_success: float
+    best_return: float
+    best_epoch: int
+    resumed_success: float
+    progress_rows: list[list[str]]
+    history: list[dict[str, Any]]
+    writer: Any
+    _plotter: threading.Thread | None
+    _resumed_envs: dict[str, Any] | None
 
     def metadata(self, success: float) -> dict[str, Any]:
         """Plain metadata stored in every checkpoint."""
@@ -242,6 +275,7 @@ class RunFolder:
                 + "; ".join(failures)
                 + "). Restore the files from a backup, or start a new run with out=<folder>"
             )
+        assert loaded is not None  # the loop ends early only on a unit every worker read
         self._apply_unit(run_dir, epoch, *loaded)
         if epoch != epochs[0]:
             logger.warning("resuming from epoch %d, the last readable checkpoint", epoch)
@@ -500,7 +534,8 @@ class _GeneratorSnapshot(gym.vector.VectorWrapper):
 
     def __init__(self, env: gym.vector.VectorEnv) -> None:
         super().__init__(env)
-        self._steps, self._target, self._states = 0, -1, None
+        self._steps, self._target = 0, -1
+        self._states: dict[str, Any] | None = None
 
     def arm(self, steps: int) -> None:
         """Takes the snapshot before the ``steps``-th step from now."""

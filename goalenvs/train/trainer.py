@@ -153,7 +153,7 @@ class Trainer(RunFolder):
             )
 
         self.env = validate_training_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
-        self.observation_space = self.env.observation_space
+        self.observation_space: Any = self.env.observation_space  # a goal Dict (checked)
         self.action_space = self.env.action_space
         self.action_dtype = self.action_space.dtype
         self.on_device = self._resolve_env_device()
@@ -172,22 +172,25 @@ class Trainer(RunFolder):
             raise ValueError(
                 f"{cfg.env_id} declares no episode length: set rollout_steps and gamma"
             )
-        self.horizon = horizon
-        self.rollout_steps = cfg.rollout_steps or int(horizon)
-        self.gamma = cfg.gamma if cfg.gamma is not None else 1.0 - 1.0 / horizon
+        # (horizon is None only when both settings are given: the checks above)
+        self.horizon: int | None = horizon
+        self.rollout_steps: int = cfg.rollout_steps or int(horizon or 0)
+        self.gamma: float = cfg.gamma if cfg.gamma is not None else 1.0 - 1.0 / (horizon or 1)
 
         seed = cfg.seed + self.rank
         torch.manual_seed(cfg.seed)
-        self.agent = make_agent(cfg, self.observation_space, self.action_space, self.gamma, seed)
+        observation_space: Any = self.observation_space
+        self.agent = make_agent(cfg, observation_space, self.action_space, self.gamma, seed)
         self.agent.to(self.device)
         self.collector.prepare(self.agent)
         distributed.broadcast_module(self.agent)
-        self.compute_reward = goal_function(self.envs, self.env, "compute_reward")
-        if self.compute_reward is None:
+        compute_reward = goal_function(self.envs, self.env, "compute_reward")
+        if compute_reward is None:
             raise ValueError(
                 f"{cfg.env_id} has no compute_reward(achieved_goal, desired_goal, info): HER "
                 f"cannot relabel its transitions. Run `goalenvs check {cfg.env_id}`."
             )
+        self.compute_reward: Callable = compute_reward
         self.compute_terminated = goal_function(self.envs, self.env, "compute_terminated")
         if self.compute_terminated is None:
             self.note(
@@ -265,8 +268,11 @@ class Trainer(RunFolder):
     def _new_buffer(self, seed: int) -> Any:
         """An empty replay buffer of the collector's backend, this worker's share."""
         cfg = self.config
-        args = (cfg.buffer_size // self.world, self.observation_space, self.action_space)
-        kwargs = dict(
+        return self.collector.new_buffer(
+            cfg.buffer_size // self.world,
+            self.compute_reward,
+            observation_space=self.observation_space,
+            action_space=self.action_space,
             n_envs=cfg.num_envs,
             n_sampled_goal=cfg.n_sampled_goal,
             goal_selection_strategy=cfg.goal_selection_strategy,
@@ -277,7 +283,6 @@ class Trainer(RunFolder):
             alpha=cfg.priority_alpha,
             beta=cfg.priority_beta,
         )
-        return self.collector.new_buffer(args, self.compute_reward, kwargs)
 
     def _default_run_dir(self) -> str:
         name = self.config.env_id.replace("/", "_").replace(":", "_")
@@ -317,17 +322,17 @@ class Trainer(RunFolder):
         self.agent.update_targets()
         self.updates += cfg.n_batches
         for name, total in totals.items():
-            value = float(total) / cfg.n_batches
-            if not math.isfinite(value):
+            mean = float(total) / cfg.n_batches
+            if not math.isfinite(mean):
                 kept = (
                     f"the last good checkpoint is kept in {self.run_dir / 'policy_latest.pt'}"
                     if self.epoch
                     else "no epoch had finished, so there is no checkpoint"
                 )
                 raise TrainingError(
-                    f"{name} became {value} in epoch {self.epoch + 1}: training stopped; {kept}"
+                    f"{name} became {mean} in epoch {self.epoch + 1}: training stopped; {kept}"
                 )
-            stats[name].append(value)
+            stats[name].append(mean)
 
     # ---- evaluation
 
