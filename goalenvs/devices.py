@@ -163,16 +163,10 @@ def resolve_device(device: Any) -> Any:
 
 
 def torch_dtype(dtype: Any) -> Any:
-    """The torch dtype of a numpy ``dtype`` (float32, float64, int64, int8, bool)."""
+    """The torch dtype of a numpy ``dtype`` (any dtype torch has, as torch maps it)."""
     import torch
 
-    return {
-        np.dtype(np.float32): torch.float32,
-        np.dtype(np.float64): torch.float64,
-        np.dtype(np.int64): torch.int64,
-        np.dtype(np.int8): torch.int8,
-        np.dtype(bool): torch.bool,
-    }[np.dtype(dtype)]
+    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
 
 
 def info_tensor(info: Any, key: str, like: Any, batch_shape: tuple[int, ...], default: Any) -> Any:

@@ -69,7 +69,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.devices import resolve_device
+from goalenvs.atomic import atomic_write
+from goalenvs.devices import resolve_device, torch_dtype
 from goalenvs.her.buffer import (
     GoalSelectionStrategy,
     HerBatch,
@@ -77,7 +78,6 @@ from goalenvs.her.buffer import (
     _check_fraction,
     _space_from_json,
     _space_to_json,
-    _write_atomically,
 )
 
 __all__ = ["DeviceHerReplayBuffer"]
@@ -95,13 +95,6 @@ _BOOKKEEPING = (
     "t_hi",
     "newest_start",
 )
-
-
-def _torch_dtype(dtype: Any) -> Any:
-    """The torch dtype of numpy ``dtype``."""
-    import torch
-
-    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
 
 
 class DeviceHerReplayBuffer:
@@ -198,7 +191,7 @@ class DeviceHerReplayBuffer:
             action_dtype = torch.int64
         else:
             self.action_shape = tuple(action_space.shape)
-            action_dtype = _torch_dtype(action_space.dtype)
+            action_dtype = torch_dtype(action_space.dtype)
             if action_dtype == torch.float64:  # actors emit float32, as HerReplayBuffer
                 action_dtype = torch.float32
 
@@ -218,7 +211,7 @@ class DeviceHerReplayBuffer:
         fields = [("obs", key, space.shape, space.dtype) for key, space in obs_spaces.items()]
         fields += [("next_obs", key, space.shape, space.dtype) for key, space in obs_spaces.items()]
         fields = [
-            (side, key, tuple(shape), _torch_dtype(dtype)) for side, key, shape, dtype in fields
+            (side, key, tuple(shape), torch_dtype(dtype)) for side, key, shape, dtype in fields
         ]
         fields += [
             ("action", "", self.action_shape, action_dtype),
@@ -817,7 +810,7 @@ class DeviceHerReplayBuffer:
             "device": str(self.device),
         }
         data = {"meta": json.dumps(meta), "tensors": tensors}
-        _write_atomically(path, lambda file: torch.save(data, file))
+        atomic_write(path, lambda file: torch.save(data, file))
 
     @classmethod
     def load(
@@ -923,5 +916,5 @@ def _info_dtype(value: Any) -> Any:
     """The storage dtype of an info value: its own, float64 numpy values as float32."""
     import torch
 
-    dtype = value.dtype if isinstance(value, torch.Tensor) else _torch_dtype(value.dtype)
+    dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype(value.dtype)
     return torch.float32 if dtype == torch.float64 else dtype
