@@ -172,8 +172,7 @@ class Trainer(RunFolder):
             raise ValueError(
                 f"{cfg.env_id} declares no episode length: set rollout_steps and gamma"
             )
-        # (horizon is None only when both settings are given: the checks above)
-        self.horizon: int | None = horizon
+        self.horizon: int | None = horizon  # None only when both settings are given
         self.rollout_steps: int = cfg.rollout_steps or int(horizon or 0)
         self.gamma: float = cfg.gamma if cfg.gamma is not None else 1.0 - 1.0 / (horizon or 1)
 
