@@ -9,34 +9,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+
+# Re-exported: the subcommands parsed their --kwargs flags with it from here.
+from goalenvs.core import parse_json_object  # noqa: F401
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "list": ("goalenvs.cli", "print the registered environment ids"),
     "check": ("goalenvs.checker.cli", "check a goal env against the goal-env contract"),
-    "train": ("goalenvs.her.cli", "train DDPG+HER or DQN+HER on a goal env"),
+    "train": ("goalenvs.train.cli", "train DDPG+HER or DQN+HER on a goal env"),
     "play": ("goalenvs.play", "drive an env with the keyboard, or watch a saved policy"),
 }
-
-
-def parse_json_object(flag: str, text: str | None) -> dict[str, Any]:
-    """The JSON object given to a ``--kwargs``-style flag (``{}`` when it is absent).
-
-    Raises ValueError naming the flag and the text when it is not JSON or not an object.
-    """
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{flag} {text!r} is not valid JSON: {exc.msg}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{flag} must be a JSON object like '{{\"n_bits\": 50}}', got {text!r}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

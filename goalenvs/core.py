@@ -22,7 +22,8 @@ three gymnasium autoreset modes, so each env only writes its batched dynamics.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+import json
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -32,8 +33,12 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from goalenvs.devices import (
+# info_values and InfoLike live with the numpy|torch helpers (devices reads them too);
+# they are part of this module's API.
+from goalenvs.devices import (  # noqa: F401
+    InfoLike,
     check_tensor_actions,
+    info_values,
     is_tensor,
     resolve_device,
     torch_dtype,
@@ -41,8 +46,6 @@ from goalenvs.devices import (
 )
 
 GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
-
-InfoLike = Mapping[str, Any] | Sequence[Mapping[str, Any]] | np.ndarray | None
 
 
 class GoalEnv(gym.Env):
@@ -125,56 +128,23 @@ def goal_arrays(
     return batch_shape, achieved, desired
 
 
-def info_values(
-    info: InfoLike,
-    key: str,
-    batch_shape: tuple[int, ...],
-    default: Any,
-    dtype: Any,
-) -> np.ndarray:
-    """Extracts ``info[key]`` for every element of a goal batch as an array of ``batch_shape``.
-
-    ``info`` may be None (every element gets ``default``), one dict (its value, scalar or
-    batched, is broadcast to ``batch_shape``), or a list, tuple or object array of dicts,
-    one per element (missing keys get ``default``). This is the one place where the
-    shapes stable-baselines3, gymnasium vector envs and HER buffers pass are reconciled.
-    """
-    if info is None:
-        return np.full(batch_shape, default, dtype=dtype)
-    if isinstance(info, Mapping):
-        value = info.get(key, default)
-        try:
-            return np.broadcast_to(np.asarray(value, dtype=dtype), batch_shape).copy()
-        except ValueError:
-            raise ValueError(
-                f"info[{key!r}] has shape {np.shape(value)}, which does not broadcast to "
-                f"the goal batch shape {batch_shape}"
-            ) from None
-    if isinstance(info, np.ndarray) and info.dtype != object:
-        raise TypeError(f"info must be None, a dict or dicts, got an array of dtype {info.dtype}")
-    if isinstance(info, (list, tuple, np.ndarray)):
-        items = np.asarray(info, dtype=object)
-        n = int(np.prod(batch_shape)) if batch_shape else 1
-        if items.size != n:
-            raise ValueError(
-                f"info holds {items.size} dicts but the goal batch has shape {batch_shape} "
-                f"({n} elements)"
-            )
-        flat = [
-            (d.get(key, default) if isinstance(d, Mapping) else _not_a_dict(d))
-            for d in items.reshape(-1)
-        ]
-        return np.asarray(flat, dtype=dtype).reshape(batch_shape)
-    raise TypeError(
-        f"info must be None, a dict, or a list / object array of dicts, got {type(info).__name__}"
-    )
-
-
-def _not_a_dict(item: Any) -> Any:
-    raise TypeError(f"every element of info must be a dict, got {type(item).__name__}")
-
-
 # --------------------------------------------------------------------------- argument checks
+
+
+def parse_json_object(flag: str, text: str | None) -> dict[str, Any]:
+    """The JSON object given to a ``--kwargs``-style flag (``{}`` when it is absent).
+
+    Raises ValueError naming the flag and the text when it is not JSON or not an object.
+    """
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{flag} {text!r} is not valid JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{flag} must be a JSON object like '{{\"n_bits\": 50}}', got {text!r}")
+    return value
 
 
 def check_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:

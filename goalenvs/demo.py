@@ -13,23 +13,23 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from goalenvs.her.config import DDPGConfig
+from goalenvs.agents.ddpg import DDPGConfig
 
 
 def point_reach_config(**overrides: Any) -> DDPGConfig:
-    """The ``point_reach`` preset (goalenvs/her/presets/point_reach.toml) for PointReach,
+    """The ``point_reach`` preset (goalenvs/train/presets/point_reach.toml) for PointReach,
     with ``overrides`` (any config field, ``env_id`` included) applied on top."""
     return _preset_config("point_reach", "goalenvs/PointReach-v0", overrides)
 
 
 def parking_config(**overrides: Any) -> DDPGConfig:
-    """The ``parking`` preset (goalenvs/her/presets/parking.toml) for Parking, with
+    """The ``parking`` preset (goalenvs/train/presets/parking.toml) for Parking, with
     ``overrides`` (any config field, ``env_id`` included) applied on top."""
     return _preset_config("parking", "goalenvs/Parking-v0", overrides)
 
 
 def _preset_config(preset: str, env_id: str, overrides: dict[str, Any]) -> DDPGConfig:
-    from goalenvs.her.presets import resolve_config
+    from goalenvs.train.presets import resolve_config
 
     overrides = dict(overrides)
     return resolve_config(overrides.pop("env_id", env_id), preset, **overrides)
@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     args = parser.parse_args(argv)
 
-    from goalenvs.her.trainer import train
+    from goalenvs.train.trainer import train
 
     config = point_reach_config(seed=args.seed, out=args.out)
     print(f"training DDPG+HER on {config.env_id} until full evaluation success ...")

@@ -8,10 +8,13 @@ these helpers through :class:`goalenvs.core.GoalVectorEnv` (its ``device`` argum
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+
+InfoLike = Mapping[str, Any] | Sequence[Mapping[str, Any]] | np.ndarray | None
 
 
 def is_tensor(value: Any) -> bool:
@@ -160,30 +163,22 @@ def resolve_device(device: Any) -> Any:
 
 
 def torch_dtype(dtype: Any) -> Any:
-    """The torch dtype of a numpy ``dtype`` (float32, float64, int64, int8, bool)."""
+    """The torch dtype of a numpy ``dtype`` (any dtype torch has, as torch maps it)."""
     import torch
 
-    return {
-        np.dtype(np.float32): torch.float32,
-        np.dtype(np.float64): torch.float64,
-        np.dtype(np.int64): torch.int64,
-        np.dtype(np.int8): torch.int8,
-        np.dtype(bool): torch.bool,
-    }[np.dtype(dtype)]
+    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
 
 
 def info_tensor(info: Any, key: str, like: Any, batch_shape: tuple[int, ...], default: Any) -> Any:
-    """:func:`goalenvs.core.info_values` for a goal batch of tensors: ``info[key]`` per
+    """:func:`info_values` for a goal batch of tensors: ``info[key]`` per
     element as a tensor of ``batch_shape`` on ``like``'s device, with ``like``'s dtype
     family chosen by ``default`` (bool for a bool default, else float32).
 
     A dict of tensors (what a device twin's step returns) is read on the device, without a
     host round trip; a dict of numpy values or a list of dicts goes through
-    :func:`goalenvs.core.info_values` and is copied to the device once.
+    :func:`info_values` and is copied to the device once.
     """
     import torch
-
-    from goalenvs.core import info_values
 
     dtype = torch.bool if isinstance(default, bool) else torch.float32
     if isinstance(info, dict) and is_tensor(info.get(key)):
@@ -229,3 +224,52 @@ def clear_points(
         left = (~accepted).nonzero(as_tuple=True)[0]
         out[left], accepted[left] = draw(left)
     return out
+
+
+def info_values(
+    info: InfoLike,
+    key: str,
+    batch_shape: tuple[int, ...],
+    default: Any,
+    dtype: Any,
+) -> np.ndarray:
+    """Extracts ``info[key]`` for every element of a goal batch as an array of ``batch_shape``.
+
+    ``info`` may be None (every element gets ``default``), one dict (its value, scalar or
+    batched, is broadcast to ``batch_shape``), or a list, tuple or object array of dicts,
+    one per element (missing keys get ``default``). This is the one place where the
+    shapes stable-baselines3, gymnasium vector envs and HER buffers pass are reconciled.
+    """
+    if info is None:
+        return np.full(batch_shape, default, dtype=dtype)
+    if isinstance(info, Mapping):
+        value = info.get(key, default)
+        try:
+            return np.broadcast_to(np.asarray(value, dtype=dtype), batch_shape).copy()
+        except ValueError:
+            raise ValueError(
+                f"info[{key!r}] has shape {np.shape(value)}, which does not broadcast to "
+                f"the goal batch shape {batch_shape}"
+            ) from None
+    if isinstance(info, np.ndarray) and info.dtype != object:
+        raise TypeError(f"info must be None, a dict or dicts, got an array of dtype {info.dtype}")
+    if isinstance(info, (list, tuple, np.ndarray)):
+        items = np.asarray(info, dtype=object)
+        n = int(np.prod(batch_shape)) if batch_shape else 1
+        if items.size != n:
+            raise ValueError(
+                f"info holds {items.size} dicts but the goal batch has shape {batch_shape} "
+                f"({n} elements)"
+            )
+        flat = [
+            (d.get(key, default) if isinstance(d, Mapping) else _not_a_dict(d))
+            for d in items.reshape(-1)
+        ]
+        return np.asarray(flat, dtype=dtype).reshape(batch_shape)
+    raise TypeError(
+        f"info must be None, a dict, or a list / object array of dicts, got {type(info).__name__}"
+    )
+
+
+def _not_a_dict(item: Any) -> Any:
+    raise TypeError(f"every element of info must be a dict, got {type(item).__name__}")

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.cli import parse_json_object
+from goalenvs.core import parse_json_object
 from goalenvs.envs.canvas import Window, import_pygame
 
 RECORD_FORMATS = (".gif", ".mp4")
@@ -738,8 +738,8 @@ def _load_policy(path: str) -> Any:
     if not os.path.isfile(path):
         raise PlayError(f"--policy {path!r}: no such file")
     try:
-        from goalenvs.her import load_policy
-        from goalenvs.her.checkpoint import CheckpointError
+        from goalenvs.train.checkpoint import CheckpointError
+        from goalenvs.train.policy import load_policy
     except ImportError as exc:
         raise PlayError(
             f"watching a policy needs the trainer (goalenvs.her.load_policy and torch): {exc}; "

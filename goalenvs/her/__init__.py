@@ -1,4 +1,9 @@
-"""Hindsight Experience Replay: replay buffer, agents, trainer.
+"""Hindsight Experience Replay: the replay buffers (numpy, on-device, the SB3 adapter).
+
+The agents live in :mod:`goalenvs.agents` and the training loop in :mod:`goalenvs.train`;
+their old paths (``goalenvs.her.trainer``, ``goalenvs.her.ddpg``, ...) keep working as
+aliases of the new modules (:data:`MOVED`), and this package still exports the trainer's
+public names.
 
 Importing this package stays light (numpy and gymnasium): torch is imported only where a
 tensor is made, and stable-baselines3 only by :mod:`goalenvs.her.sb3`.
@@ -7,20 +12,73 @@ tensor is made, and stable-baselines3 only by :mod:`goalenvs.her.sb3`.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+from types import ModuleType
 from typing import Any
 
 from goalenvs.her.buffer import GoalSelectionStrategy, HerBatch, HerReplayBuffer
 
+# Old module path -> where it lives now. The old path is an alias (the same module object,
+# so monkeypatching either patches both), not a file: with no file left at the old path,
+# git sees each move as a rename and carries edits made to the old file over to the new.
+MOVED = {
+    "goalenvs.her.agents": "goalenvs.agents.base",
+    "goalenvs.her.algos": "goalenvs.agents.registry",
+    "goalenvs.her.config": "goalenvs.agents",  # the algorithm configs are one per file now,
+    "goalenvs.her.ddpg": "goalenvs.agents.ddpg",
+    "goalenvs.her.distributed": "goalenvs.agents.distributed",
+    "goalenvs.her.dqn": "goalenvs.agents.dqn",
+    "goalenvs.her.networks": "goalenvs.agents.networks",
+    "goalenvs.her.normalizer": "goalenvs.agents.normalizer",
+    "goalenvs.her.sac": "goalenvs.agents.sac",
+    "goalenvs.her.td3": "goalenvs.agents.td3",
+    "goalenvs.her.checkpoint": "goalenvs.train.checkpoint",
+    "goalenvs.her.cli": "goalenvs.train.cli",
+    "goalenvs.her.curves": "goalenvs.train.curves",
+    "goalenvs.her.policy": "goalenvs.train.policy",
+    "goalenvs.her.presets": "goalenvs.train.presets",
+    "goalenvs.her.trainer": "goalenvs.train.trainer",
+}
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Loads an old path as the module at its new path (the same object in sys.modules)."""
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return None  # a throwaway module; exec_module replaces it in sys.modules
+
+    def exec_module(self, module: ModuleType) -> None:
+        # The import system returns whatever sys.modules holds under the name after
+        # exec_module, so the old name resolves to the new module itself.
+        sys.modules[module.__name__] = importlib.import_module(MOVED[module.__name__])
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder):
+    """Finds the old paths of :data:`MOVED` (and nothing else)."""
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader())
+
+
+if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _AliasFinder())
+
 # The trainer's public names load on first use, so importing goalenvs.her stays free of torch.
 _LAZY = {
-    "train": "goalenvs.her.trainer",
-    "TrainResult": "goalenvs.her.trainer",
-    "TrainingError": "goalenvs.her.trainer",
-    "DDPGConfig": "goalenvs.her.config",
-    "DQNConfig": "goalenvs.her.config",
-    "load_policy": "goalenvs.her.policy",
-    "Policy": "goalenvs.her.policy",
-    "CheckpointError": "goalenvs.her.checkpoint",
+    "train": "goalenvs.train.trainer",
+    "TrainResult": "goalenvs.train.trainer",
+    "TrainingError": "goalenvs.train.trainer",
+    "DDPGConfig": "goalenvs.agents.ddpg",
+    "DQNConfig": "goalenvs.agents.dqn",
+    "load_policy": "goalenvs.train.policy",
+    "Policy": "goalenvs.train.policy",
+    "CheckpointError": "goalenvs.train.checkpoint",
     "DeviceHerReplayBuffer": "goalenvs.her.device_buffer",
 }
 

@@ -45,7 +45,6 @@ import copy
 import enum
 import json
 import os
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +54,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.atomic import atomic_write
 from goalenvs.her.sumtree import SumTree
 
 __all__ = ["GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
@@ -406,6 +406,10 @@ class HerReplayBuffer:
 
     def __len__(self) -> int:
         return self.n_transitions
+
+    def can_sample(self) -> bool:
+        """Whether the buffer holds a complete, intact episode (``sample`` works)."""
+        return self.n_transitions > 0
 
     def __repr__(self) -> str:
         return (
@@ -1010,9 +1014,7 @@ class HerReplayBuffer:
             arrays["priorities"] = snapshot._tree.leaves
         arrays.update({f"info__{k}": v for k, v in snapshot._infos.items()})
         arrays.update(snapshot._state_arrays())
-        _write_atomically(
-            path, lambda file: np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
-        )
+        atomic_write(path, lambda file: np.savez(file, meta=np.array(json.dumps(meta)), **arrays))
 
     # The arrays that closing an episode writes: a saved snapshot gets its own copies.
     _BOOKKEEPING = ("_terminated", "_truncated", "_to_start", "_ep_len", "_trans_row", "_skip",
@@ -1221,36 +1223,6 @@ def _apply_settings(
     buffer._beta = float(beta)
     buffer.priority_eps = float(priority_eps)
     return rows
-
-
-def _write_atomically(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
-    """Runs ``write(file)`` on a temporary file beside ``path``, then renames it over ``path``."""
-    target = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(target))
-    # Named like the checkpoint's temporary files (.NAME.<random>.tmp) so that a run's
-    # start-up can find and remove those of a write that was killed.
-    name = os.path.basename(target)
-    handle, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-    try:  # make the rename itself durable where the platform allows it
-        directory = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(directory)
-    except OSError:
-        pass
-    finally:
-        os.close(directory)
 
 
 def _unreadable(path: Any, error: BaseException) -> ValueError:

@@ -69,7 +69,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.devices import resolve_device
+from goalenvs.atomic import atomic_write
+from goalenvs.devices import resolve_device, torch_dtype
 from goalenvs.her.buffer import (
     GoalSelectionStrategy,
     HerBatch,
@@ -77,7 +78,6 @@ from goalenvs.her.buffer import (
     _check_fraction,
     _space_from_json,
     _space_to_json,
-    _write_atomically,
 )
 
 __all__ = ["DeviceHerReplayBuffer"]
@@ -95,13 +95,6 @@ _BOOKKEEPING = (
     "t_hi",
     "newest_start",
 )
-
-
-def _torch_dtype(dtype: Any) -> Any:
-    """The torch dtype of numpy ``dtype``."""
-    import torch
-
-    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
 
 
 class DeviceHerReplayBuffer:
@@ -198,7 +191,7 @@ class DeviceHerReplayBuffer:
             action_dtype = torch.int64
         else:
             self.action_shape = tuple(action_space.shape)
-            action_dtype = _torch_dtype(action_space.dtype)
+            action_dtype = torch_dtype(action_space.dtype)
             if action_dtype == torch.float64:  # actors emit float32, as HerReplayBuffer
                 action_dtype = torch.float32
 
@@ -218,7 +211,7 @@ class DeviceHerReplayBuffer:
         fields = [("obs", key, space.shape, space.dtype) for key, space in obs_spaces.items()]
         fields += [("next_obs", key, space.shape, space.dtype) for key, space in obs_spaces.items()]
         fields = [
-            (side, key, tuple(shape), _torch_dtype(dtype)) for side, key, shape, dtype in fields
+            (side, key, tuple(shape), torch_dtype(dtype)) for side, key, shape, dtype in fields
         ]
         fields += [
             ("action", "", self.action_shape, action_dtype),
@@ -720,8 +713,9 @@ class DeviceHerReplayBuffer:
 
         ``indices`` are a batch's ``indices``, ``td_errors`` one value per index (tensors
         on any device or array-likes; shape ``(B,)`` or ``(B, 1)``). An index whose row no
-        longer holds a sampleable transition is skipped. Runs on the device without a host
-        read: the checks of the values (range, finiteness) are those of the shapes only.
+        longer holds a sampleable transition is skipped. The checks are the numpy
+        buffer's: an index out of range or a TD error that is not finite is an error, never
+        clamped (one host read of one flag pair per call).
         """
         import torch
 
@@ -746,13 +740,30 @@ class DeviceHerReplayBuffer:
                 f"update_priorities: indices has shape {tuple(indices.shape)} and td_errors "
                 f"shape {tuple(td_errors.shape)}; expected two 1-d arrays of the same length"
             )
-        if indices.is_floating_point() or indices.dtype == torch.bool:
-            raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
         if indices.numel() == 0:
             return
+        if indices.is_floating_point() or indices.dtype == torch.bool:
+            raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
         priorities = self._state["priorities"].reshape(-1)
-        indices = indices.long().clamp(0, priorities.numel() - 1)
-        priority = td_errors.detach().float().abs() + self.priority_eps
+        capacity = priorities.numel()
+        indices = indices.long()
+        priority = td_errors.detach().double().abs() + self.priority_eps
+        out_of_range = (indices < 0) | (indices >= capacity)
+        not_finite = ~torch.isfinite(priority)
+        bad_index, bad_value = torch.stack([out_of_range.any(), not_finite.any()]).tolist()
+        if bad_index:
+            low, high = torch.stack([indices.min(), indices.max()]).tolist()
+            raise ValueError(
+                f"update_priorities: indices must be in [0, {capacity}) (a batch's indices), "
+                f"got values {low}..{high}"
+            )
+        if bad_value:
+            bad = int(torch.nonzero(not_finite)[0, 0])
+            raise ValueError(
+                f"update_priorities: td_errors[{bad}] = {float(td_errors[bad])}; "
+                "expected finite values"
+            )
+        priority = priority.float()
         live = self._sampleable_rows().reshape(-1)[indices]
         priorities[indices] = torch.where(live, priority**self.alpha, priorities[indices])
         self._max_priority = torch.maximum(self._max_priority, priority.max())
@@ -799,7 +810,7 @@ class DeviceHerReplayBuffer:
             "device": str(self.device),
         }
         data = {"meta": json.dumps(meta), "tensors": tensors}
-        _write_atomically(path, lambda file: torch.save(data, file))
+        atomic_write(path, lambda file: torch.save(data, file))
 
     @classmethod
     def load(
@@ -905,5 +916,5 @@ def _info_dtype(value: Any) -> Any:
     """The storage dtype of an info value: its own, float64 numpy values as float32."""
     import torch
 
-    dtype = value.dtype if isinstance(value, torch.Tensor) else _torch_dtype(value.dtype)
+    dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype(value.dtype)
     return torch.float32 if dtype == torch.float64 else dtype

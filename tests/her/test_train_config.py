@@ -275,7 +275,7 @@ def test_presets_ship_as_package_data():
     from pathlib import Path
 
     text = Path("pyproject.toml").read_text()
-    assert '"goalenvs.her.presets" = ["*.toml"]' in text
+    assert '"goalenvs.train.presets" = ["*.toml"]' in text
 
 
 def test_another_algo_keeps_the_env_presets_schedule_without_its_algo_knobs():

@@ -9,6 +9,7 @@ Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,18 +17,36 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from goalenvs.her import distributed
-from goalenvs.her.agents import BoxAgent
-from goalenvs.her.config import DDPGConfig
-from goalenvs.her.networks import Actor, Critic
+from goalenvs.agents import distributed
+from goalenvs.agents.base import BoxAgent
+from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.losses import weighted_mean
+from goalenvs.agents.networks import Actor, Critic
+from goalenvs.core import check_positive
 
 
-def weighted_mean(values: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    """``mean(weights * values)``: prioritized replay's importance-weighted loss; the plain
-    mean when ``weights`` is None."""
-    if weights is None:
-        return values.mean()
-    return (weights.to(values.dtype) * values).mean()
+@dataclass
+class DDPGConfig(TrainConfig):
+    """DDPG+HER for continuous (Box) actions, with OpenAI baselines' defaults."""
+
+    algo: ClassVar[str] = "ddpg"
+
+    actor_lr: float = 1e-3  # Adam step size of the policy (baselines' pi_lr)
+    critic_lr: float = 1e-3  # Adam step size of the Q-function (baselines' Q_lr)
+    action_l2: float = 1.0  # weight of the squared (scaled) action penalty in the actor loss
+    random_eps: float = 0.3  # probability of a uniformly random action while collecting
+    noise_eps: float = 0.2  # std of the Gaussian action noise, as a fraction of the range
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("actor_lr", self.actor_lr)
+        check_positive("critic_lr", self.critic_lr)
+        if self.action_l2 < 0:
+            raise ValueError(f"action_l2 must be >= 0, got {self.action_l2}")
+        if not 0.0 <= self.random_eps <= 1.0:
+            raise ValueError(f"random_eps must be in [0, 1], got {self.random_eps}")
+        if self.noise_eps < 0:
+            raise ValueError(f"noise_eps must be >= 0, got {self.noise_eps}")
 
 
 class DDPG(BoxAgent):

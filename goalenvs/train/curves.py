@@ -17,7 +17,7 @@ def plot_curves(
     """Draws eval (and training) success rate, eval return and ``losses`` against env steps.
 
     ``losses`` are progress columns (the algorithm's ``loss_names`` from
-    :data:`goalenvs.her.algos.ALGOS`), drawn in a third panel when given.
+    :data:`goalenvs.agents.registry.ALGOS`), drawn in a third panel when given.
 
     Uses matplotlib's Agg canvas directly (no pyplot, no display needed) and replaces the
     file atomically, so a viewer never sees half an image.

@@ -12,16 +12,37 @@ Targets move once per cycle (``update_targets``), as DDPG+HER's.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from gymnasium import spaces
 from torch import nn
 
-from goalenvs.her import distributed
-from goalenvs.her.config import TD3Config
-from goalenvs.her.ddpg import DDPG, weighted_mean
-from goalenvs.her.networks import Critic
+from goalenvs.agents import distributed
+from goalenvs.agents.ddpg import DDPG, DDPGConfig
+from goalenvs.agents.losses import weighted_mean
+from goalenvs.agents.networks import Critic
+from goalenvs.core import check_positive
+
+
+@dataclass
+class TD3Config(DDPGConfig):
+    """TD3+HER: DDPG+HER's settings plus twin critics, a delayed actor and target smoothing."""
+
+    algo: ClassVar[str] = "td3"
+
+    policy_delay: int = 2  # the actor (and its loss) steps once per policy_delay critic steps
+    target_noise: float = 0.2  # std of the noise on the target action (in [-1, 1] units)
+    target_noise_clip: float = 0.5  # that noise is clipped to +-target_noise_clip
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("policy_delay", self.policy_delay, integer=True)
+        if self.target_noise < 0:
+            raise ValueError(f"target_noise must be >= 0, got {self.target_noise}")
+        if self.target_noise_clip < 0:
+            raise ValueError(f"target_noise_clip must be >= 0, got {self.target_noise_clip}")
 
 
 class TD3(DDPG):

@@ -9,11 +9,10 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from goalenvs.agents.base import Agent
+from goalenvs.agents.registry import config_from_dict, make_agent
 from goalenvs.core import GOAL_KEYS
-from goalenvs.her.agents import Agent
-from goalenvs.her.algos import make_agent
-from goalenvs.her.checkpoint import CheckpointError, read_checkpoint, space_from_dict
-from goalenvs.her.config import config_from_dict
+from goalenvs.train.checkpoint import CheckpointError, read_checkpoint, space_from_dict
 
 
 class Policy:
@@ -54,19 +53,19 @@ class Policy:
             not all(arrays[k].shape[1:] == shapes[k] for k in GOAL_KEYS)
             or len({arrays[k].shape[0] for k in GOAL_KEYS}) != 1
         ):
-            got = {k: arrays[k].shape for k in GOAL_KEYS}
+            seen = {k: arrays[k].shape for k in GOAL_KEYS}
             raise ValueError(
-                f"observation shapes {got} match neither one observation {shapes} nor a batch "
+                f"observation shapes {seen} match neither one observation {shapes} nor a batch "
                 f"of them (policy trained on {self.env_id})"
             )
-        actions = self.agent.act(arrays, explore=not deterministic)
+        actions: Any = self.agent.act(arrays, explore=not deterministic)
         return actions[0] if single else actions
 
 
 def load_policy(path: str | os.PathLike, device: str | torch.device = "cpu") -> Policy:
     """Restores the policy saved in a checkpoint (``policy_best.pt``, ``policy_latest.pt``...).
 
-    Raises :class:`~goalenvs.her.checkpoint.CheckpointError` for a corrupt, foreign or
+    Raises :class:`~goalenvs.train.checkpoint.CheckpointError` for a corrupt, foreign or
     unsafe (pickled object) file.
     """
     data = read_checkpoint(path, map_location=device)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,13 +22,36 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from goalenvs.her import distributed
-from goalenvs.her.agents import BoxAgent
-from goalenvs.her.config import SACConfig
-from goalenvs.her.ddpg import weighted_mean
-from goalenvs.her.networks import Critic, mlp
+from goalenvs.agents import distributed
+from goalenvs.agents.base import BoxAgent
+from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.losses import weighted_mean
+from goalenvs.agents.networks import Critic, mlp
+from goalenvs.core import check_positive
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # keeps sigma in a range where log-probs stay finite
+
+
+@dataclass
+class SACConfig(TrainConfig):
+    """SAC+HER: a squashed-Gaussian policy, twin critics and a learned temperature."""
+
+    algo: ClassVar[str] = "sac"
+
+    actor_lr: float = 1e-3  # Adam step size of the policy
+    critic_lr: float = 1e-3  # Adam step size of both Q-functions
+    alpha_lr: float = 1e-3  # Adam step size of log(alpha), the temperature
+    initial_alpha: float = 0.1  # starting temperature; 1.0 (SB3's) drowns a -1/step reward
+    target_entropy: float | None = None  # the entropy alpha steers towards; None: -|A|
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("actor_lr", "critic_lr", "alpha_lr", "initial_alpha"):
+            check_positive(name, getattr(self, name))
+        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
+            raise ValueError(
+                f"target_entropy must be a finite number or None, got {self.target_entropy!r}"
+            )
 
 
 class GaussianActor(nn.Module):

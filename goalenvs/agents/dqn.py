@@ -9,6 +9,7 @@ Acting:  epsilon-greedy while collecting, greedy otherwise.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -17,11 +18,33 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from goalenvs.her import distributed
-from goalenvs.her.agents import Agent
-from goalenvs.her.config import DQNConfig
-from goalenvs.her.ddpg import weighted_mean
-from goalenvs.her.networks import mlp
+from goalenvs.agents import distributed
+from goalenvs.agents.base import Agent
+from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.losses import weighted_mean
+from goalenvs.agents.networks import mlp
+from goalenvs.core import check_positive
+
+
+@dataclass
+class DQNConfig(TrainConfig):
+    """Double DQN+HER for Discrete actions, as the HER paper's bit-flipping experiment."""
+
+    algo: ClassVar[str] = "dqn"
+
+    hidden_sizes: tuple[int, ...] = (256,)  # the HER paper: one hidden layer of 256 units
+    batch_size: int = 128  # transitions per gradient step (the HER paper's bit flipping)
+    num_envs: int = 16  # the HER paper collects 16 episodes per cycle
+    learning_rate: float = 1e-3  # Adam step size of the Q-network
+    random_eps: float = 0.2  # epsilon of the epsilon-greedy exploration
+    huber_delta: float = 1.0  # the Huber loss is quadratic below this TD error, linear above
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("learning_rate", self.learning_rate)
+        check_positive("huber_delta", self.huber_delta)
+        if not 0.0 <= self.random_eps <= 1.0:
+            raise ValueError(f"random_eps must be in [0, 1], got {self.random_eps}")
 
 
 class DQN(Agent):

@@ -14,9 +14,9 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.normalizer import GoalNormalizer
 from goalenvs.core import GOAL_KEYS
-from goalenvs.her.config import TrainConfig
-from goalenvs.her.normalizer import GoalNormalizer
 
 
 def flat_size(space: spaces.Space) -> int:
@@ -29,7 +29,7 @@ class Agent(nn.Module):
 
     A subclass declares ``loss_names``, the keys of the dict its :meth:`update` returns
     (the trainer logs them in that order), and is registered in
-    :data:`goalenvs.her.algos.ALGOS`.
+    :data:`goalenvs.agents.registry.ALGOS`.
     """
 
     loss_names: ClassVar[tuple[str, ...]] = ()

@@ -4,8 +4,8 @@ Registering an algorithm is one entry of :data:`ALGOS`::
 
     ALGOS["sac"] = Algo(
         name="sac",
-        config="goalenvs.her.sac:SACConfig",  # a class, or "module:Name" imported on use
-        agent="goalenvs.her.sac:SAC",  # the Agent subclass, imported on use (torch stays lazy)
+        config="goalenvs.agents.sac:SACConfig",  # a class, or "module:Name" imported on use
+        agent="goalenvs.agents.sac:SAC",  # the Agent subclass, imported on use (torch stays lazy)
         action_space="box",  # "box" or "discrete"
         summary="SAC+HER for continuous actions",
     )
@@ -13,8 +13,8 @@ Registering an algorithm is one entry of :data:`ALGOS`::
 The agent class declares the losses its ``update`` returns in
 ``loss_names: ClassVar[tuple[str, ...]]``; the trainer logs them (progress.csv columns, the
 progress display, the curves), in that order. The CLI's ``--algo`` choices, the trainer's
-env check, :func:`algo_for`, the checkpoint loader (:func:`goalenvs.her.load_policy`) and
-:func:`goalenvs.her.config.config_from_dict` all read this table. An unknown name is an
+env check, :func:`algo_for`, the checkpoint loader (:func:`goalenvs.train.policy.load_policy`) and
+:func:`goalenvs.agents.config.config_from_dict` all read this table. An unknown name is an
 error listing the registered ones.
 
 Importing this module stays light (no torch): agent classes load on first use.
@@ -22,16 +22,17 @@ Importing this module stays light (no torch): agent classes load on first use.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gymnasium import spaces
 
-from goalenvs.her.config import DDPGConfig, DQNConfig, SACConfig, TD3Config, TrainConfig
+from goalenvs.agents.config import TrainConfig
 
 if TYPE_CHECKING:
-    from goalenvs.her.agents import Agent
+    from goalenvs.agents.base import Agent
 
 ACTION_SPACE_KINDS = {"box": spaces.Box, "discrete": spaces.Discrete}
 
@@ -85,29 +86,29 @@ class Algo:
 ALGOS: dict[str, Algo] = {
     "ddpg": Algo(
         name="ddpg",
-        config=DDPGConfig,
-        agent="goalenvs.her.ddpg:DDPG",
+        config="goalenvs.agents.ddpg:DDPGConfig",
+        agent="goalenvs.agents.ddpg:DDPG",
         action_space="box",
         summary="DDPG+HER for continuous (Box) actions, OpenAI baselines' defaults",
     ),
     "dqn": Algo(
         name="dqn",
-        config=DQNConfig,
-        agent="goalenvs.her.dqn:DQN",
+        config="goalenvs.agents.dqn:DQNConfig",
+        agent="goalenvs.agents.dqn:DQN",
         action_space="discrete",
         summary="double DQN+HER for Discrete actions, the HER paper's bit flipping",
     ),
     "sac": Algo(
         name="sac",
-        config=SACConfig,
-        agent="goalenvs.her.sac:SAC",
+        config="goalenvs.agents.sac:SACConfig",
+        agent="goalenvs.agents.sac:SAC",
         action_space="box",
         summary="SAC+HER: twin critics, squashed-Gaussian policy, learned temperature",
     ),
     "td3": Algo(
         name="td3",
-        config=TD3Config,
-        agent="goalenvs.her.td3:TD3",
+        config="goalenvs.agents.td3:TD3Config",
+        agent="goalenvs.agents.td3:TD3",
         action_space="box",
         summary="TD3+HER: twin critics, delayed actor, target policy smoothing",
     ),
@@ -159,3 +160,24 @@ def make_agent(
     """The agent of the algorithm ``config`` belongs to (``config.algo``)."""
     algo = get_algo(config.algo)
     return algo.agent_class()(observation_space, action_space, config, gamma, seed)
+
+
+def config_from_dict(data: dict[str, Any]) -> TrainConfig:
+    """Rebuilds a config written by :meth:`TrainConfig.to_dict` (e.g. a run's config.json).
+
+    ``data["algo"]`` names a registered algorithm (:data:`goalenvs.agents.registry.ALGOS`).
+    """
+    data = dict(data)
+    cls = get_algo(data.pop("algo", None)).config_class()
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(
+            f"unknown {cls.__name__} fields {unknown}; expected some of {sorted(names)}"
+        )
+    if "hidden_sizes" in data:
+        data["hidden_sizes"] = tuple(data["hidden_sizes"])
+    for key in ("info_keys", "clip_range"):
+        if data.get(key) is not None:
+            data[key] = tuple(data[key])
+    return cls(**data)

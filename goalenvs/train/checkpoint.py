@@ -22,11 +22,14 @@ import shutil
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
+
+# The one atomic write of the package (the replay buffers use it too), named here as before.
+from goalenvs.atomic import _TMP_SUFFIX, atomic_write, fsync_dir, temporary_name
 
 FORMAT = "goalenvs-her-checkpoint"
 VERSION = 1
@@ -184,47 +187,6 @@ STATE_FORMAT = "goalenvs-random-state"
 MANIFEST = "manifest.json"
 CHECKPOINTS = "checkpoints"
 _UNIT_PREFIX = "epoch_"
-_TMP_SUFFIX = ".tmp"
-
-
-def temporary_name(path: Path) -> Path:
-    """The temporary file an atomic write of ``path`` goes through (same folder)."""
-    return path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
-
-
-def fsync_dir(folder: str | os.PathLike) -> None:
-    """Makes a rename inside ``folder`` durable (a no-op where folders cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # Windows: folders cannot be opened; NTFS journals the rename
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> Path:
-    """Calls ``write(file)`` on a temporary file, fsyncs it and renames it to ``path``.
-
-    A kill at any moment leaves either the old ``path`` or the new one, never a mix; the
-    temporary file of a killed write is removed by :func:`remove_debris` at the next start.
-    """
-    path = Path(path)
-    tmp = temporary_name(path)
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    fsync_dir(path.parent)
-    return path
 
 
 def atomic_write_file(path: str | os.PathLike, save: Callable[[Path], Any]) -> Path:

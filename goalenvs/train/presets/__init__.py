@@ -33,8 +33,8 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from goalenvs.her.algos import get_algo
-from goalenvs.her.config import TrainConfig
+from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.registry import get_algo
 
 PRESET_DIR = Path(__file__).resolve().parent
 DEFAULT_PRESET = "baselines"
@@ -119,7 +119,7 @@ def takes_device_section(env_id: str, overrides: dict[str, Any], settings: dict[
     """Whether a preset's ``[device]`` section applies: the run asks for device "cuda" (an
     override, or the preset's own setting) and its envs run there (``env_device``
     "device", or "auto" with an env that has a torch twin)."""
-    from goalenvs.her.trainer import device_twin_problem
+    from goalenvs.train.trainer import device_twin_problem
 
     def value(name: str) -> Any:
         default = TrainConfig.__dataclass_fields__[name].default

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from goalenvs.her import distributed
+from goalenvs.agents import distributed
 
 
 class Normalizer(nn.Module):

@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from goalenvs.cli import parse_json_object
-from goalenvs.her.algos import ALGOS
-from goalenvs.her.config import DEVICES, ENV_DEVICES, STRATEGIES
+from goalenvs.agents.config import DEVICES, ENV_DEVICES, STRATEGIES
+from goalenvs.agents.registry import ALGOS
+from goalenvs.core import parse_json_object
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,10 +111,9 @@ def parse_env_kwargs(text: str | None) -> dict[str, Any]:
 
 def build_config(args: argparse.Namespace):
     """The training config the command line describes."""
-    from goalenvs.her.algos import algo_for
-    from goalenvs.her.config import config_from_dict
-    from goalenvs.her.presets import load_preset, preset_for, resolve_config
-    from goalenvs.her.trainer import validate_training_env
+    from goalenvs.agents.registry import algo_for, config_from_dict
+    from goalenvs.train.presets import load_preset, preset_for, resolve_config
+    from goalenvs.train.trainer import validate_training_env
 
     given = {
         field: getattr(args, name)
@@ -161,8 +160,8 @@ def build_config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """``goalenvs train``: 0 when training finished, 1 when it failed, 2 on bad input."""
-    from goalenvs.her.checkpoint import CheckpointError
-    from goalenvs.her.trainer import TrainingError, train
+    from goalenvs.train.checkpoint import CheckpointError
+    from goalenvs.train.trainer import TrainingError, train
 
     try:
         config = build_config(args)

@@ -1,4 +1,6 @@
-"""Hyperparameters of the HER trainers: one dataclass per algorithm, every field explained.
+"""Hyperparameters every HER algorithm shares (:class:`TrainConfig`), every field explained.
+
+Each algorithm's own settings subclass it in that algorithm's file (``agents/ddpg.py``...).
 
 The defaults are OpenAI baselines' HER defaults (Plappert et al. 2018) for DDPG+HER and
 the HER paper's bit-flipping setup (Andrychowicz et al. 2017) for DQN+HER. A training
@@ -10,7 +12,6 @@ and moves the target networks towards the online ones (``polyak``).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -25,7 +26,8 @@ ENV_DEVICES = ("auto", "numpy", "device")
 
 @dataclass
 class TrainConfig:
-    """Settings every HER trainer shares (use :class:`DDPGConfig` or :class:`DQNConfig`)."""
+    """Settings every HER algorithm shares; each algorithm's file subclasses it with its own
+    (:class:`goalenvs.agents.ddpg.DDPGConfig`, :class:`goalenvs.agents.dqn.DQNConfig`, ...)."""
 
     algo: ClassVar[str] = ""
 
@@ -78,11 +80,10 @@ class TrainConfig:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value!r}")
         if self.clip_range is not None:
-            self.clip_range = tuple(float(x) for x in self.clip_range)
-            if len(self.clip_range) != 2 or not self.clip_range[0] < self.clip_range[1]:
-                raise ValueError(
-                    f"clip_range must be (low, high) with low < high, got {self.clip_range}"
-                )
+            clip = tuple(float(x) for x in self.clip_range)
+            if len(clip) != 2 or not clip[0] < clip[1]:
+                raise ValueError(f"clip_range must be (low, high) with low < high, got {clip}")
+            self.clip_range = (clip[0], clip[1])
         for name in ("epochs", "n_cycles", "n_batches", "batch_size", "num_envs", "buffer_size"):
             check_positive(name, getattr(self, name), integer=True)
         check_positive("n_eval_episodes", self.n_eval_episodes, integer=True)
@@ -116,112 +117,3 @@ class TrainConfig:
         data["info_keys"] = None if self.info_keys is None else list(self.info_keys)
         data["clip_range"] = None if self.clip_range is None else list(self.clip_range)
         return {"algo": self.algo, **data}
-
-
-@dataclass
-class DDPGConfig(TrainConfig):
-    """DDPG+HER for continuous (Box) actions, with OpenAI baselines' defaults."""
-
-    algo: ClassVar[str] = "ddpg"
-
-    actor_lr: float = 1e-3  # Adam step size of the policy (baselines' pi_lr)
-    critic_lr: float = 1e-3  # Adam step size of the Q-function (baselines' Q_lr)
-    action_l2: float = 1.0  # weight of the squared (scaled) action penalty in the actor loss
-    random_eps: float = 0.3  # probability of a uniformly random action while collecting
-    noise_eps: float = 0.2  # std of the Gaussian action noise, as a fraction of the range
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("actor_lr", self.actor_lr)
-        check_positive("critic_lr", self.critic_lr)
-        if self.action_l2 < 0:
-            raise ValueError(f"action_l2 must be >= 0, got {self.action_l2}")
-        if not 0.0 <= self.random_eps <= 1.0:
-            raise ValueError(f"random_eps must be in [0, 1], got {self.random_eps}")
-        if self.noise_eps < 0:
-            raise ValueError(f"noise_eps must be >= 0, got {self.noise_eps}")
-
-
-@dataclass
-class DQNConfig(TrainConfig):
-    """Double DQN+HER for Discrete actions, as the HER paper's bit-flipping experiment."""
-
-    algo: ClassVar[str] = "dqn"
-
-    hidden_sizes: tuple[int, ...] = (256,)  # the HER paper: one hidden layer of 256 units
-    batch_size: int = 128  # transitions per gradient step (the HER paper's bit flipping)
-    num_envs: int = 16  # the HER paper collects 16 episodes per cycle
-    learning_rate: float = 1e-3  # Adam step size of the Q-network
-    random_eps: float = 0.2  # epsilon of the epsilon-greedy exploration
-    huber_delta: float = 1.0  # the Huber loss is quadratic below this TD error, linear above
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("learning_rate", self.learning_rate)
-        check_positive("huber_delta", self.huber_delta)
-        if not 0.0 <= self.random_eps <= 1.0:
-            raise ValueError(f"random_eps must be in [0, 1], got {self.random_eps}")
-
-
-def config_from_dict(data: dict[str, Any]) -> TrainConfig:
-    """Rebuilds a config written by :meth:`TrainConfig.to_dict` (e.g. a run's config.json).
-
-    ``data["algo"]`` names a registered algorithm (:data:`goalenvs.her.algos.ALGOS`).
-    """
-    from goalenvs.her.algos import get_algo
-
-    data = dict(data)
-    cls = get_algo(data.pop("algo", None)).config_class()
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ValueError(
-            f"unknown {cls.__name__} fields {unknown}; expected some of {sorted(names)}"
-        )
-    if "hidden_sizes" in data:
-        data["hidden_sizes"] = tuple(data["hidden_sizes"])
-    for key in ("info_keys", "clip_range"):
-        if data.get(key) is not None:
-            data[key] = tuple(data[key])
-    return cls(**data)
-
-
-@dataclass
-class TD3Config(DDPGConfig):
-    """TD3+HER: DDPG+HER's settings plus twin critics, a delayed actor and target smoothing."""
-
-    algo: ClassVar[str] = "td3"
-
-    policy_delay: int = 2  # the actor (and its loss) steps once per policy_delay critic steps
-    target_noise: float = 0.2  # std of the noise on the target action (in [-1, 1] units)
-    target_noise_clip: float = 0.5  # that noise is clipped to +-target_noise_clip
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("policy_delay", self.policy_delay, integer=True)
-        if self.target_noise < 0:
-            raise ValueError(f"target_noise must be >= 0, got {self.target_noise}")
-        if self.target_noise_clip < 0:
-            raise ValueError(f"target_noise_clip must be >= 0, got {self.target_noise_clip}")
-
-
-@dataclass
-class SACConfig(TrainConfig):
-    """SAC+HER: a squashed-Gaussian policy, twin critics and a learned temperature."""
-
-    algo: ClassVar[str] = "sac"
-
-    actor_lr: float = 1e-3  # Adam step size of the policy
-    critic_lr: float = 1e-3  # Adam step size of both Q-functions
-    alpha_lr: float = 1e-3  # Adam step size of log(alpha), the temperature
-    initial_alpha: float = 0.1  # starting temperature; 1.0 (SB3's) drowns a -1/step reward
-    target_entropy: float | None = None  # the entropy alpha steers towards; None: -|A|
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("actor_lr", "critic_lr", "alpha_lr", "initial_alpha"):
-            check_positive(name, getattr(self, name))
-        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
-            raise ValueError(
-                f"target_entropy must be a finite number or None, got {self.target_entropy!r}"
-            )

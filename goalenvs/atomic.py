@@ -1,0 +1,57 @@
+"""One atomic write: a file is written beside its destination, flushed, fsynced and
+renamed over it, so a kill at any moment leaves the old file or the new one, never a mix.
+
+The replay buffers' ``save`` and the training checkpoints both write through
+:func:`atomic_write`; its temporary files (``.NAME.PID.tmp``) are what
+:func:`goalenvs.train.checkpoint.remove_debris` clears after a killed write. Imports
+nothing else from goalenvs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+_TMP_SUFFIX = ".tmp"
+
+
+def temporary_name(path: Path) -> Path:
+    """The temporary file an atomic write of ``path`` goes through (same folder)."""
+    return path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    """Makes a rename inside ``folder`` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # Windows: folders cannot be opened; NTFS journals the rename
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> Path:
+    """Calls ``write(file)`` on a temporary file, fsyncs it and renames it to ``path``.
+
+    A kill at any moment leaves either the old ``path`` or the new one, never a mix; the
+    temporary file of a killed write is removed by :func:`remove_debris` at the next start.
+    """
+    path = Path(path)
+    tmp = temporary_name(path)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    fsync_dir(path.parent)
+    return path

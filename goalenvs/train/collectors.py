@@ -1,0 +1,295 @@
+"""Collection and evaluation, one class per place the envs run.
+
+:class:`NumpyCollector` drives numpy vector envs (a goalenvs twin, or gymnasium's
+SyncVectorEnv around any goal env) with same-step autoreset, and fills the numpy
+:class:`~goalenvs.her.buffer.HerReplayBuffer`. :class:`DeviceCollector` drives the torch
+twins on the training device with autoreset disabled, and fills the
+:class:`~goalenvs.her.device_buffer.DeviceHerReplayBuffer` there: per step the host learns
+one bool (did an episode end?), the successes and eval sums come to it once per cycle or
+epoch. The trainer picks one in its constructor (:func:`make_collector`) and never asks
+again where the envs run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from goalenvs.core import GOAL_KEYS
+from goalenvs.train.envs import make_vector_env
+
+
+class Collector:
+    """Where the envs run: building them, collecting, evaluating, and the replay buffer
+    that lives beside them. Subclasses set the class attributes and the methods."""
+
+    train_autoreset: ClassVar[gym.vector.AutoresetMode]  # the training envs' autoreset mode
+    buffer_suffix: ClassVar[str]  # the file type of a saved replay buffer
+    other_suffix: ClassVar[str]  # the other backend's (a resume warns about it)
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any], device: torch.device) -> None:
+        self.env_id = env_id
+        self.env_kwargs = env_kwargs
+        self.device = device  # where the agent trains
+
+    def env_device(self) -> torch.device | None:
+        """The device the envs run on; None for numpy."""
+        raise NotImplementedError
+
+    def make_envs(self, num_envs: int, mode: gym.vector.AutoresetMode) -> gym.vector.VectorEnv:
+        """``num_envs`` vector envs of the run's env in autoreset ``mode``."""
+        return make_vector_env(self.env_id, self.env_kwargs, num_envs, mode, self.env_device())
+
+    def prepare(self, agent: Any) -> None:
+        """Readies ``agent`` for this backend (nothing by default)."""
+
+    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
+        """An empty replay buffer of this backend holding ``size`` transitions; ``kwargs``
+        are the buffer's (spaces, HER and priority settings)."""
+        raise NotImplementedError
+
+    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> Any:
+        """A replay buffer this backend saved."""
+        raise NotImplementedError
+
+    def td_errors(self, td_errors: torch.Tensor) -> Any:
+        """TD errors in the form this backend's buffer takes as priorities."""
+        raise NotImplementedError
+
+    def collect(
+        self,
+        agent: Any,
+        buffer: Any,
+        envs: gym.vector.VectorEnv,
+        obs: dict[str, Any],
+        steps: int,
+        info_keys: tuple[str, ...],
+        stats: dict[str, list],
+    ) -> dict[str, Any]:
+        """Steps ``envs`` ``steps`` times with exploring actions, stores every transition
+        in ``buffer`` and the finished episodes' successes in ``stats``, updates the
+        normalizer; returns the last observation."""
+        raise NotImplementedError
+
+    def evaluate(
+        self, agent: Any, envs: gym.vector.VectorEnv, obs: dict[str, Any], limit: int
+    ) -> torch.Tensor:
+        """Sums of success, return and length over one deterministic episode per sub-env
+        (at most ``limit`` steps), as a float64 CPU tensor of 3."""
+        raise NotImplementedError
+
+
+class NumpyCollector(Collector):
+    """Numpy vector envs with same-step autoreset; the numpy replay buffer."""
+
+    # The step that ends an episode already returns the next episode's first observation;
+    # the final one is read from the info.
+    train_autoreset: ClassVar[gym.vector.AutoresetMode] = gym.vector.AutoresetMode.SAME_STEP
+    buffer_suffix: ClassVar[str] = "npz"
+    other_suffix: ClassVar[str] = "pt"
+
+    def env_device(self) -> torch.device | None:
+        """None: the envs run on numpy."""
+        return None
+
+    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
+        """An empty numpy replay buffer."""
+        from goalenvs.her.buffer import HerReplayBuffer
+
+        return HerReplayBuffer(size, compute_reward=compute_reward, **kwargs)
+
+    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> Any:
+        """A replay buffer this backend saved."""
+        from goalenvs.her.buffer import HerReplayBuffer
+
+        return HerReplayBuffer.load(path, compute_reward, compute_terminated)
+
+    def td_errors(self, td_errors: torch.Tensor) -> Any:
+        """TD errors in the form this backend's buffer takes as priorities."""
+        return td_errors.cpu().numpy()
+
+    def collect(
+        self,
+        agent: Any,
+        buffer: Any,
+        envs: gym.vector.VectorEnv,
+        obs: dict[str, Any],
+        steps: int,
+        info_keys: tuple[str, ...],
+        stats: dict[str, list],
+    ) -> dict[str, Any]:
+        """See :meth:`Collector.collect`; final observations come from the info."""
+        action_dtype = envs.single_action_space.dtype
+        seen = []
+        for _ in range(steps):
+            # The env and the buffer get the action space's dtype (float64 Boxes are common).
+            actions = agent.act(obs, explore=True).astype(action_dtype, copy=False)
+            next_obs, rewards, terminated, truncated, info = envs.step(actions)
+            done = terminated | truncated
+            real_next = next_obs
+            infos = {k: np.asarray(info[k]) for k in info_keys}
+            if done.any():
+                real_next = {k: v.copy() for k, v in next_obs.items()}
+                infos = {k: v.copy() for k, v in infos.items()}
+                for i in np.flatnonzero(done).tolist():
+                    final_obs = _final_obs(info, i)
+                    for key in real_next:
+                        real_next[key][i] = final_obs[key]
+                    for key in infos:
+                        infos[key][i] = _final(info, key, i)
+                    stats["success"].append(float(_final(info, "is_success", i)))
+            buffer.add(obs, real_next, actions, rewards, terminated, truncated, infos)
+            seen.append(obs)
+            obs = next_obs
+        agent.normalizer.update({k: np.concatenate([o[k] for o in seen]) for k in GOAL_KEYS})
+        agent.normalizer.recompute()
+        return obs
+
+    def evaluate(
+        self, agent: Any, envs: gym.vector.VectorEnv, obs: dict[str, Any], limit: int
+    ) -> torch.Tensor:
+        """See :meth:`Collector.evaluate`."""
+        n, action_dtype = envs.num_envs, envs.single_action_space.dtype
+        done = np.zeros(n, bool)
+        success, returns, lengths = np.zeros(n), np.zeros(n), np.zeros(n)
+        for _ in range(limit):
+            actions = agent.act(obs, False).astype(action_dtype, copy=False)
+            obs, rewards, terminated, truncated, info = envs.step(actions)
+            active = ~done
+            returns[active] += rewards[active]
+            lengths[active] += 1
+            ended = active & (terminated | truncated)
+            success[ended] = np.asarray(info["is_success"])[ended]
+            done |= ended
+            if done.all():
+                break
+        return torch.tensor([success.sum(), returns.sum(), lengths.sum()], dtype=torch.float64)
+
+
+class DeviceCollector(Collector):
+    """The torch twins on the training device with autoreset disabled; the replay buffer
+    on that device too."""
+
+    # The loop resets finished sub-envs itself: the step's observation is then the final
+    # one of every sub-env, one batched tensor, where same-step autoreset hands them out
+    # one sub-env at a time.
+    train_autoreset: ClassVar[gym.vector.AutoresetMode] = gym.vector.AutoresetMode.DISABLED
+    buffer_suffix: ClassVar[str] = "pt"
+    other_suffix: ClassVar[str] = "npz"
+
+    def env_device(self) -> torch.device | None:
+        """The training device."""
+        return self.device
+
+    def prepare(self, agent: Any) -> None:
+        """Makes the agent's exploration generator now, so that a resume finds it."""
+        agent.noise_generator()
+
+    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
+        """An empty replay buffer on the device."""
+        from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+
+        return DeviceHerReplayBuffer(
+            size, compute_reward=compute_reward, device=self.device, **kwargs
+        )
+
+    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> Any:
+        """A replay buffer saved on a device, loaded onto this one."""
+        from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+
+        return DeviceHerReplayBuffer.load(
+            path, compute_reward, compute_terminated, device=self.device
+        )
+
+    def td_errors(self, td_errors: torch.Tensor) -> Any:
+        """The TD errors where they are: no host copy per batch."""
+        return td_errors
+
+    def collect(
+        self,
+        agent: Any,
+        buffer: Any,
+        envs: gym.vector.VectorEnv,
+        obs: dict[str, Any],
+        steps: int,
+        info_keys: tuple[str, ...],
+        stats: dict[str, list],
+    ) -> dict[str, Any]:
+        """:meth:`Collector.collect` on the torch twins: actions, transitions and
+        normalizer sums stay on the device. Per step the host learns one bool (did an
+        episode end?); the episodes' successes come to it once per call."""
+        seen, successes = [], []
+        for _ in range(steps):
+            actions = agent.act(obs, explore=True)
+            next_obs, rewards, terminated, truncated, info = envs.step(actions)
+            # Autoreset is off: next_obs is every sub-env's true next (or final) observation.
+            buffer.add(
+                obs,
+                next_obs,
+                actions,
+                rewards,
+                terminated,
+                truncated,
+                {k: info[k] for k in info_keys},
+            )
+            seen.append(obs)
+            done = terminated | truncated
+            if bool(done.any()):
+                successes.append(info["is_success"][done])
+                fresh, _ = envs.reset(options={"reset_mask": done})
+                next_obs = {
+                    k: torch.where(done.reshape(-1, *(1,) * (v.ndim - 1)), fresh[k], v)
+                    for k, v in next_obs.items()
+                }
+            obs = next_obs
+        agent.normalizer.update({k: torch.cat([o[k] for o in seen]) for k in GOAL_KEYS})
+        agent.normalizer.recompute()
+        if successes:
+            stats["success"].extend(torch.cat(successes).float().cpu().tolist())
+        return obs
+
+    def evaluate(
+        self, agent: Any, envs: gym.vector.VectorEnv, obs: dict[str, Any], limit: int
+    ) -> torch.Tensor:
+        """:meth:`Collector.evaluate` on the torch twins: the sums stay on the device
+        until the end."""
+        n = envs.num_envs
+        done = torch.zeros(n, dtype=torch.bool, device=self.device)
+        success = torch.zeros(n, dtype=torch.float64, device=self.device)
+        returns, lengths = torch.zeros_like(success), torch.zeros_like(success)
+        for _ in range(limit):
+            actions = agent.act(obs, False)
+            obs, rewards, terminated, truncated, info = envs.step(actions)
+            active = ~done
+            returns += torch.where(active, rewards.double(), 0.0)
+            lengths += active.double()
+            ended = active & (terminated | truncated)
+            success = torch.where(ended, info["is_success"].double(), success)
+            done |= ended
+            if bool(done.all()):
+                break
+        return torch.stack([success.sum(), returns.sum(), lengths.sum()]).cpu()
+
+
+def make_collector(
+    on_device: bool, env_id: str, env_kwargs: dict[str, Any], device: torch.device
+) -> Collector:
+    """The collector of the run: on ``device`` (torch twins) or on numpy."""
+    cls = DeviceCollector if on_device else NumpyCollector
+    return cls(env_id, env_kwargs, device)
+
+
+def _final(info: dict[str, Any], key: str, i: int) -> Any:
+    """Entry ``key`` of sub-env ``i``'s final info (same-step autoreset)."""
+    final = info["final_info"]
+    if isinstance(final, dict):  # SyncVectorEnv: a dict of per-env arrays
+        return final[key][i]
+    return final[i][key]
+
+
+def _final_obs(info: dict[str, Any], i: int) -> dict[str, np.ndarray]:
+    return info["final_obs"][i]

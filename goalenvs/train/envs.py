@@ -1,0 +1,217 @@
+"""The training envs: resolving an env id, checking the trainer can drive it, building its
+vector envs (numpy twins, torch twins on a device, or gymnasium's SyncVectorEnv), and
+reading its goal functions and reward range."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from goalenvs.agents.registry import algo_for, check_action_space, get_algo
+from goalenvs.core import GOAL_KEYS, GoalVectorEnv
+
+# Packages behind third-party env ids, and the goalenvs extra that installs each.
+EXTRAS = {"gymnasium_robotics": "robotics"}
+
+
+def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """The registered spec of ``env_id``, gymnasium's ``module:EnvId`` form included.
+
+    The module of ``module:EnvId`` is imported first (that registers its ids), so that
+    a missing package is one clear line naming it (and the goalenvs extra providing it).
+    """
+    module, sep, name = env_id.rpartition(":")
+    if sep:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or module.split(".")[0] != exc.name.split(".")[0]:
+                raise  # the package is there; something it imports is broken
+            package = module.split(".")[0]
+            extra = EXTRAS.get(package)
+            how = (
+                f"pip install 'goalenvs[{extra}]'"
+                if extra
+                else f"install the package that provides it ({package})"
+            )
+            raise ValueError(
+                f"env_id={env_id!r} needs the package {package!r}, which is not installed: {how}"
+            ) from None
+    try:
+        return gym.spec(name)
+    except gym.error.Error as exc:
+        raise ValueError(f"env_id={env_id!r} could not be made: {exc}") from None
+
+
+def validate_training_env(env_id: str, env_kwargs: dict[str, Any], algo: str | None) -> gym.Env:
+    """Makes one env and checks the trainer can drive it: a goal Dict observation and an
+    action space the algorithm (a registered name, or None for any) fits.
+
+    This is the trainer's quick gate, not the goal-env contract: ``goalenvs check``
+    (:func:`goalenvs.checker.check_goal_env`) checks that.
+    """
+    if algo is not None:
+        get_algo(algo)
+    env_spec(env_id)
+    try:
+        env = gym.make(env_id, **env_kwargs)
+    except gym.error.Error as exc:
+        raise ValueError(f"env_id={env_id!r} could not be made: {exc}") from None
+    space = env.observation_space
+    if not isinstance(space, spaces.Dict) or any(k not in space.spaces for k in GOAL_KEYS):
+        env.close()
+        raise ValueError(
+            f"{env_id} is not a goal env: its observation space is {space}, expected "
+            f"Dict(observation=..., achieved_goal=..., desired_goal=...). Run "
+            f"`goalenvs check {env_id}` to see what the goal-env contract asks for."
+        )
+    try:
+        check_action_space(algo or algo_for(env.action_space), env.action_space, env_id)
+    except ValueError:
+        env.close()
+        raise
+    return env
+
+
+def device_twin_problem(env_id: str) -> str | None:
+    """Why ``env_id`` cannot run as a torch twin on a device, or None when it can.
+
+    It can when its vector entry point is a goalenvs twin (:class:`GoalVectorEnv`) that
+    takes a ``device`` argument.
+    """
+    entry = env_spec(env_id).vector_entry_point
+    if entry is None:
+        return "it has no native vector twin (gymnasium's SyncVectorEnv steps it on numpy)"
+    cls = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+    if not (isinstance(cls, type) and issubclass(cls, GoalVectorEnv)):
+        return f"its vector env {entry} is not a goalenvs twin (GoalVectorEnv)"
+    if "device" not in inspect.signature(cls).parameters:
+        return f"its vector env {entry} takes no device argument"
+    return None
+
+
+def make_vector_env(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    num_envs: int,
+    mode: gym.vector.AutoresetMode,
+    device: torch.device | None = None,
+) -> gym.vector.VectorEnv:
+    """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``;
+    with ``device``, the torch twin on it (see :func:`device_twin_problem`)."""
+    mode = gym.vector.AutoresetMode(mode)
+    if device is not None:
+        problem = device_twin_problem(env_id)
+        if problem is not None:
+            raise ValueError(f"{env_id} cannot run on device {device}: {problem}")
+        return gym.make_vec(
+            env_id, num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
+        )
+    if env_spec(env_id).vector_entry_point is not None:
+        return gym.make_vec(env_id, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)
+    return gym.make_vec(
+        env_id,
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": mode},
+        **env_kwargs,
+    )
+
+
+def goal_function(vector_env: Any, env: gym.Env, name: str) -> Callable | None:
+    """The batched ``compute_reward`` / ``compute_terminated`` of the env (None if absent).
+
+    Its result is broadcast to the batch: Fetch's ``compute_terminated`` returns one
+    scalar ``False`` for a whole batch of goals.
+    """
+    fn = getattr(vector_env.unwrapped, name, None)
+    if not callable(fn):
+        try:
+            fn = env.get_wrapper_attr(name)
+        except AttributeError:
+            return None
+    if not callable(fn):
+        return None
+    observation_space: Any = env.observation_space
+    goal_ndim = len(observation_space["achieved_goal"].shape)
+
+    def batched(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+        result = fn(achieved_goal, desired_goal, info)
+        if isinstance(achieved_goal, torch.Tensor):  # a device twin's: tensors stay there
+            batch_shape = achieved_goal.shape[: achieved_goal.ndim - goal_ndim]
+            result = torch.as_tensor(result, device=achieved_goal.device)
+            return result if result.shape == batch_shape else result.broadcast_to(batch_shape)
+        result = np.asarray(result)
+        batch_shape = np.shape(achieved_goal)[: np.ndim(achieved_goal) - goal_ndim]
+        return np.broadcast_to(result, batch_shape) if result.shape != batch_shape else result
+
+    return batched
+
+
+def scalar_info_keys(env: gym.Env) -> tuple[str, ...]:
+    """The numeric or boolean scalar entries of the env's info, ``is_success`` aside.
+
+    Storing them all lets HER recompute rewards that read the info (a collision
+    penalty, say) without the user naming them; they cost a few bytes per transition.
+    """
+    _, info = env.reset(seed=0)
+    return tuple(
+        key
+        for key, value in info.items()
+        if key != "is_success"
+        and not key.startswith("_")
+        and np.ndim(value) == 0
+        and np.asarray(value).dtype.kind in "biuf"
+    )
+
+
+def probe_rewards(
+    env: gym.Env, compute_reward: Callable, info_keys: tuple[str, ...], seed: int, steps: int = 200
+) -> tuple[float, float]:
+    """The lowest and highest reward ``compute_reward`` paid on a random-action probe.
+
+    Goals reached in ``steps`` random steps are paired with other episodes' desired goals
+    and with themselves (success), under the info seen and with every boolean info entry
+    set both ways (a crash flag, say), so penalties the info carries are found too.
+    """
+    env.action_space.seed(seed)
+    obs, info = env.reset(seed=seed)
+    achieved, desired = [], []
+    infos: dict[str, list[Any]] = {k: [] for k in info_keys}
+    for _ in range(steps):
+        obs, _, terminated, truncated, info = env.step(env.action_space.sample())
+        achieved.append(obs["achieved_goal"])
+        desired.append(obs["desired_goal"])
+        for key in info_keys:
+            infos[key].append(info[key])
+        if terminated or truncated:
+            obs, _ = env.reset()
+    achieved_goals, desired_goals = np.asarray(achieved), np.asarray(desired)
+    info_batch = {k: np.asarray(v) for k, v in infos.items()}
+    variants = [info_batch]
+    for key, values in info_batch.items():
+        if values.dtype == bool:
+            for flag in (False, True):
+                variants.append({**info_batch, key: np.full_like(values, flag)})
+    shuffled = np.random.default_rng(seed).permutation(len(desired_goals))
+    rewards = [
+        np.asarray(compute_reward(achieved_goals, goals, variant), dtype=np.float64)
+        for variant in variants
+        for goals in (desired_goals, desired_goals[shuffled], achieved_goals)
+    ]
+    return float(min(r.min() for r in rewards)), float(max(r.max() for r in rewards))
+
+
+def return_range(reward_low: float, reward_high: float, gamma: float) -> tuple[float, float]:
+    """Bounds of any discounted return of rewards in ``[reward_low, reward_high]``.
+
+    An episode may end at any step, so 0 (no more reward) is inside the range too.
+    """
+    return min(reward_low, 0.0) / (1.0 - gamma), max(reward_high, 0.0) / (1.0 - gamma)

@@ -1,0 +1,143 @@
+"""The package layout: every public import path that worked before the move still works and
+names the same object as its new home, and the package keeps its layers."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from goalenvs.her import MOVED
+
+# Old path -> (new path, the public names importable from the old path before the move).
+OLD_NAMES = {
+    "goalenvs.her.trainer": (
+        "goalenvs.train.trainer",
+        [
+            "Trainer",
+            "TrainResult",
+            "TrainingError",
+            "train",
+            "validate_training_env",
+            "device_twin_problem",
+            "make_vector_env",
+            "env_spec",
+            "return_range",
+            "distributed",
+        ],
+    ),
+    "goalenvs.her.cli": ("goalenvs.train.cli", ["add_arguments", "run", "build_config"]),
+    "goalenvs.her.presets": (
+        "goalenvs.train.presets",
+        ["load_preset", "preset_for", "preset_names", "resolve_config", "PRESET_DIR"],
+    ),
+    "goalenvs.her.checkpoint": (
+        "goalenvs.train.checkpoint",
+        [
+            "CheckpointError",
+            "read_checkpoint",
+            "save_checkpoint",
+            "atomic_write",
+            "atomic_write_file",
+            "commit_unit",
+            "space_from_dict",
+        ],
+    ),
+    "goalenvs.her.policy": ("goalenvs.train.policy", ["Policy", "load_policy", "make_agent"]),
+    "goalenvs.her.curves": ("goalenvs.train.curves", ["plot_curves"]),
+    "goalenvs.her.config": (
+        "goalenvs.agents",
+        [
+            "TrainConfig",
+            "DDPGConfig",
+            "DQNConfig",
+            "SACConfig",
+            "TD3Config",
+            "config_from_dict",
+            "STRATEGIES",
+            "DEVICES",
+            "ENV_DEVICES",
+        ],
+    ),
+    "goalenvs.her.algos": (
+        "goalenvs.agents.registry",
+        ["ALGOS", "Algo", "get_algo", "algo_for", "check_action_space", "make_agent"],
+    ),
+    "goalenvs.her.agents": ("goalenvs.agents.base", ["Agent", "BoxAgent", "flat_size"]),
+    "goalenvs.her.ddpg": ("goalenvs.agents.ddpg", ["DDPG", "weighted_mean"]),
+    "goalenvs.her.dqn": ("goalenvs.agents.dqn", ["DQN"]),
+    "goalenvs.her.sac": ("goalenvs.agents.sac", ["SAC"]),
+    "goalenvs.her.td3": ("goalenvs.agents.td3", ["TD3"]),
+    "goalenvs.her.networks": ("goalenvs.agents.networks", ["Actor", "Critic", "mlp"]),
+    "goalenvs.her.normalizer": ("goalenvs.agents.normalizer", ["Normalizer", "GoalNormalizer"]),
+    "goalenvs.her.distributed": (
+        "goalenvs.agents.distributed",
+        ["backend_for", "init_from_env", "average_gradients", "all_reduce_sum", "rank"],
+    ),
+}
+
+# Names the algorithm files now define, reachable from the old config and algos modules.
+NEW_HOMES = {
+    ("goalenvs.her.config", "DDPGConfig"): "goalenvs.agents.ddpg",
+    ("goalenvs.her.config", "DQNConfig"): "goalenvs.agents.dqn",
+    ("goalenvs.her.config", "SACConfig"): "goalenvs.agents.sac",
+    ("goalenvs.her.config", "TD3Config"): "goalenvs.agents.td3",
+    ("goalenvs.her.config", "TrainConfig"): "goalenvs.agents.config",
+    ("goalenvs.her.config", "config_from_dict"): "goalenvs.agents.registry",
+    ("goalenvs.her.ddpg", "weighted_mean"): "goalenvs.agents.losses",
+}
+
+
+def test_every_moved_module_is_listed_here():
+    assert set(MOVED) == set(OLD_NAMES)
+
+
+@pytest.mark.parametrize("old", sorted(OLD_NAMES))
+def test_old_import_path_names_the_same_objects_as_the_new_one(old):
+    new, names = OLD_NAMES[old]
+    old_module = importlib.import_module(old)
+    new_module = importlib.import_module(new)
+    assert old_module is new_module
+    for name in names:
+        value = getattr(old_module, name)
+        home = NEW_HOMES.get((old, name), new)
+        assert value is getattr(importlib.import_module(home), name), (old, name)
+        namespace: dict = {}
+        exec(f"from {old} import {name} as value", namespace)
+        assert namespace["value"] is value
+
+
+def test_from_her_import_a_moved_module_gives_the_new_module():
+    from goalenvs.her import trainer as old_trainer
+    from goalenvs.train import trainer as new_trainer
+
+    assert old_trainer is new_trainer
+
+
+def test_the_package_exports_keep_their_names():
+    import goalenvs.her
+    from goalenvs.train.checkpoint import CheckpointError
+    from goalenvs.train.policy import Policy, load_policy
+    from goalenvs.train.trainer import TrainingError, TrainResult, train
+
+    exported = {
+        "train": train,
+        "TrainResult": TrainResult,
+        "TrainingError": TrainingError,
+        "load_policy": load_policy,
+        "Policy": Policy,
+        "CheckpointError": CheckpointError,
+    }
+    for name, value in exported.items():
+        assert getattr(goalenvs.her, name) is value
+
+
+def test_importing_the_agents_registry_loads_no_torch():
+    code = (
+        "import sys, goalenvs.agents.registry, goalenvs.her.algos, goalenvs.train; "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
