@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.checker.runner import (
+from goalenvs.checker.context import (
     Context,
     EnvCallError,
     EnvHungError,
