@@ -148,5 +148,10 @@ class Context:
                 raise
         return self._cache[key]
 
+    def peek(self, key: str) -> Any:
+        """The cached value of ``key`` if it was computed, else None (never builds it)."""
+        return self._cache.get(key)
+
     def close(self) -> None:
+        """Stops the worker thread."""
         self._worker.close()

@@ -144,6 +144,7 @@ class StepRecord:
     terminated: bool
     truncated: bool
     info: dict
+    info_ref: Any = None  # the info object step returned (info.fresh compares identities)
 
 
 @dataclass
@@ -274,6 +275,7 @@ def _record_rollout(ctx: Context) -> Rollout:
                 terminated,
                 truncated,
                 copy_info(info),
+                info,
             )
         )
         if (terminated or truncated) and t + 1 < len(ro.actions):

@@ -59,6 +59,8 @@ class Report:
     cpu_seconds: float
     wall_seconds: float
     settings: dict[str, Any] = field(default_factory=dict)
+    # what the goal-seeking probe did (GoalProbe.summary()), when a check ran it
+    probe: dict[str, Any] | None = None
 
     def _findings(self, severity: str) -> list[Finding]:
         return [f for r in self.results if r.severity == severity for f in r.findings]

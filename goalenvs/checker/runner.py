@@ -141,12 +141,14 @@ def check_goal_env(
     order = {c: i for i, c in enumerate(CHECKS)}
     results.sort(key=lambda r: order[r.id])
     name = env_name or _env_name(env)
+    probe = ctx.peek("goal_probe")
     return Report(
         name,
         results,
         cpu_seconds=time.process_time() - cpu0,
         wall_seconds=time.perf_counter() - wall0,
         settings={"steps": int(steps), "seed": int(seed), "timeout": float(timeout)},
+        probe=probe.summary() if probe is not None else None,
     )
 
 

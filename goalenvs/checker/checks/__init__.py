@@ -13,6 +13,7 @@ from goalenvs.checker.checks.api import *  # noqa: F403
 from goalenvs.checker.checks.compat import *  # noqa: F403
 from goalenvs.checker.checks.episodes import *  # noqa: F403
 from goalenvs.checker.checks.gymnasium_checks import *  # noqa: F403
+from goalenvs.checker.checks.near_goal import *  # noqa: F403
 from goalenvs.checker.checks.render import *  # noqa: F403
 from goalenvs.checker.checks.reward import *  # noqa: F403
 from goalenvs.checker.checks.spaces import *  # noqa: F403
@@ -31,6 +32,7 @@ FAMILIES = (
     "termination",
     "success",
     "episodes",
+    "near_goal",
     "render",
     "compat",
     "gymnasium_checks",
