@@ -10,8 +10,11 @@ bind their context to the thread that created it.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import queue
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -32,12 +35,41 @@ class EnvHungError(Exception):
 
 
 class EnvCallError(Exception):
-    """An env call raised; ``call`` describes the call and ``error`` is the exception."""
+    """An env call raised; ``call`` describes the call and ``error`` is the exception.
+
+    ``origin`` is where in the env's code it was raised (file, line, function) and
+    ``cause`` the exception with its origin: the same for every check it reaches, so the
+    report prints it once.
+    """
 
     def __init__(self, call: str, error: BaseException) -> None:
         self.call = call
         self.error = error
-        super().__init__(f"{call} raised {type(error).__name__}: {error}")
+        self.origin = error_origin(error)
+        self.cause = f"{type(error).__name__}: {error}" + (
+            f" (at {self.origin})" if self.origin else ""
+        )
+        super().__init__(f"{call} raised {self.cause}")
+
+
+_CHECKER_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def error_origin(error: BaseException) -> str | None:
+    """``file:line, in function`` of the innermost frame of ``error`` outside the checker."""
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if not os.path.abspath(f.filename).startswith(_CHECKER_DIR)
+    ]
+    if not frames:
+        return None
+    frame = frames[-1]
+    path = frame.filename
+    with contextlib.suppress(ValueError):  # another drive on Windows
+        relative = os.path.relpath(path)
+        path = relative if not relative.startswith("..") else path
+    return f"{path}:{frame.lineno}, in {frame.name}"
 
 
 class _Worker:

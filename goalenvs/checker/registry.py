@@ -53,11 +53,12 @@ class Outcome:
         self._result = result
         self._dropped = 0
 
-    def fail(self, message: str, where: str | None = None) -> None:
-        """Records one finding with its evidence."""
+    def fail(self, message: str, where: str | None = None, cause: str | None = None) -> None:
+        """Records one finding with its evidence; ``cause`` names an exception of the
+        env's that other checks may share (the report groups them)."""
         r = self._result
         if len(r.findings) < MAX_FINDINGS:
-            r.findings.append(Finding(r.id, r.severity, r.title, message, where))
+            r.findings.append(Finding(r.id, r.severity, r.title, message, where, cause))
         else:
             self._dropped += 1
 
@@ -67,6 +68,7 @@ class Outcome:
         return bool(self._result.findings)
 
     def finish(self) -> None:
+        """Adds the count of findings beyond :data:`MAX_FINDINGS`."""
         if self._dropped:
             r = self._result
             r.findings.append(

@@ -61,7 +61,7 @@ def _run_one(ctx: Context, check: Check) -> CheckResult:
         result.status = "skipped"
         result.note = f"{reason} (reported under api.timeout)"
     except EnvCallError as error:
-        out.fail(str(error))
+        out.fail(str(error), cause=error.cause)
     except Exception as error:
         # The env returned something this check could not read: that is a finding too.
         frame = traceback.extract_tb(error.__traceback__)[-1]

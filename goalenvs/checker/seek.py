@@ -50,7 +50,7 @@ from goalenvs.checker.probe import (
     same,
 )
 
-SEEK_SECONDS = 1.0  # wall-clock budget of the whole probe
+SEEK_SECONDS = 1.5  # wall-clock budget of the probe's steps (building its env not counted)
 SEEK_EPISODES = 3
 SEEK_STEPS = 40  # steps per episode at most
 RANDOM_CANDIDATES = 2
@@ -230,7 +230,10 @@ def _seek(ctx: Context) -> GoalProbe:
             "no factory to build a separate env to copy (the env under check is not copied)"
         )
     try:
-        _drive(ctx, probe, env, start)
+        _drive(ctx, probe, env)
+    except EnvCallError as error:
+        # the env's own exception is api.step's (or api.reset's) finding, not the probe's
+        probe.stopped = f"stopped: {error} (see api.step)"
     except (EnvTimeoutError, EnvHungError) as error:
         probe.stopped = str(error)
     finally:
@@ -250,7 +253,7 @@ def _reset(ctx: Context, env: gym.Env, seed: int | None) -> Any:
     return parsed[0]
 
 
-def _drive(ctx: Context, probe: GoalProbe, env: gym.Env | None, start: float) -> None:
+def _drive(ctx: Context, probe: GoalProbe, env: gym.Env | None) -> None:
     action_space = ctx.env.action_space
     sampler = copy.deepcopy(action_space)
     sampler.seed(ctx.seed + 1)
@@ -267,6 +270,7 @@ def _drive(ctx: Context, probe: GoalProbe, env: gym.Env | None, start: float) ->
         env = ctx.env
         obs = _reset(ctx, env, seed)
     probe.start_distance = goal_distance(obs)
+    start = time.perf_counter()
     for _ in range(SEEK_EPISODES):
         probe.episodes += 1
         for _ in range(SEEK_STEPS):

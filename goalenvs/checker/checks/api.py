@@ -32,7 +32,8 @@ def check_reset(ctx: Context, out: Outcome) -> None:
     for name in ("seed", "options"):
         if params and name not in params and not has_var_kw:
             out.fail(f"reset has no '{name}' keyword argument: signature {list(params)}")
-    _report_problems(out, rollout(ctx).reset_problems, "resets")
+    ro = rollout(ctx)
+    _report_problems(out, ro.reset_problems, "resets", ro.causes)
 
 
 @register("api.step", "error", "step returns (obs, float reward, bool, bool, dict) without raising")
@@ -40,10 +41,12 @@ def check_step(ctx: Context, out: Outcome) -> None:
     ro = rollout(ctx)
     if not ro.episodes:
         raise SkipCheckError(f"no successful reset ({ro.stopped})")
-    _report_problems(out, ro.step_problems, "steps")
+    _report_problems(out, ro.step_problems, "steps", ro.causes)
 
 
-def _report_problems(out: Outcome, problems: list[tuple[str, str]], unit: str) -> None:
+def _report_problems(
+    out: Outcome, problems: list[tuple[str, str]], unit: str, causes: dict[str, str]
+) -> None:
     """One finding per kind of problem (its first words), with how often it recurred."""
     first: dict[str, tuple[str, str]] = {}
     counts: dict[str, int] = {}
@@ -53,7 +56,8 @@ def _report_problems(out: Outcome, problems: list[tuple[str, str]], unit: str) -
         counts[kind] = counts.get(kind, 0) + 1
     for kind, (where, message) in first.items():
         again = counts[kind] - 1
-        out.fail(message + (f" (and {again} more {unit} like it)" if again else ""), where)
+        more = f" (and {again} more {unit} like it)" if again else ""
+        out.fail(message + more, where, cause=causes.get(where))
 
 
 def _observations(ro: Rollout) -> list[tuple[str, Any, Any]]:

@@ -1,0 +1,166 @@
+"""The goal-seeking probe, and reports a user can act on (fix lines, causes, origins)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from goalenvs.checker import CHECKS, check_goal_env, seek
+from goalenvs.checker.fixes import FIXES
+from tests.checker.broken_envs import SUCCESS_RADIUS, ToyReach, make
+from tests.checker.fix_lines import docs_fix_lines
+
+STEPS = 100
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Server:
+    """A handle to state held elsewhere (a physics server): copies share it."""
+
+    def __init__(self) -> None:
+        self.pos = np.zeros(2, np.float32)
+
+    def __deepcopy__(self, memo: dict) -> _Server:
+        return self
+
+
+class SharedStateReach(ToyReach):
+    """ToyReach whose position lives in a server that deep copies share."""
+
+    def __init__(self, **kwargs) -> None:
+        self.server = _Server()
+        super().__init__(**kwargs)
+
+    @property
+    def pos(self) -> np.ndarray:
+        return self.server.pos
+
+    @pos.setter
+    def pos(self, value: np.ndarray) -> None:
+        self.server.pos = value
+
+
+class SlowReach(ToyReach):
+    def step(self, action):
+        time.sleep(0.01)
+        return super().step(action)
+
+
+class RaisingReward(ToyReach):
+    def compute_reward(self, achieved_goal, desired_goal, info):
+        raise ValueError("the reward table is empty")
+
+
+# --------------------------------------------------------------------------- the probe
+
+
+def test_probe_copies_a_separate_env_and_reaches_the_goal():
+    report = check_goal_env(make(), steps=STEPS, factory=functools.partial(make, None))
+    probe = report.probe
+    assert probe["method"] == "candidate actions on copies of the env"
+    assert probe["not_copied"] is None
+    assert probe["closest_distance"] <= SUCCESS_RADIUS
+    assert probe["successes"] > 0 and probe["terminations"] == probe["successes"]
+    assert probe["stopped_early"] is None
+    # its samples are compared at the goal: the near-goal checks ran and passed
+    assert report.result("success.near_goal").status == "passed", str(report)
+    assert report.result("terminated.at_goal").status == "passed", str(report)
+
+
+def test_probe_without_a_factory_steps_the_env_with_the_model_and_says_why():
+    report = check_goal_env(make(), steps=STEPS)
+    probe = report.probe
+    assert probe["method"] == "a linear model of the rollout, on the env itself"
+    assert "no factory" in probe["not_copied"]
+    assert probe["closest_distance"] <= SUCCESS_RADIUS  # the point moves linearly: it gets there
+
+
+def test_probe_does_not_trust_copies_that_share_state():
+    factory = SharedStateReach
+    report = check_goal_env(factory(), steps=STEPS, factory=factory)
+    probe = report.probe
+    assert "stepped differently" in probe["not_copied"], probe
+    assert probe["method"] == "a linear model of the rollout, on the env itself"
+    assert probe["steps"] > 0
+    assert "not copied: two copies given the same action stepped differently" in str(report)
+
+
+def test_probe_on_a_slow_env_stops_at_its_budget_and_the_report_says_so(monkeypatch):
+    monkeypatch.setattr(seek, "SEEK_SECONDS", 0.2)
+    start = time.perf_counter()
+    report = check_goal_env(SlowReach(), steps=20, factory=SlowReach, checks=["success.near_goal"])
+    assert time.perf_counter() - start < 5.0
+    stopped = report.probe["stopped_early"]
+    assert stopped is not None and "0.2 s budget" in stopped
+    assert report.probe["steps"] < seek.SEEK_EPISODES * seek.SEEK_STEPS
+    assert "0.2 s budget" in str(report)
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def test_every_finding_prints_its_fix_line_and_docs_anchor():
+    report = check_goal_env(make("reward_inverted"), steps=STEPS)
+    text = str(report)
+    for r in report.results:
+        if r.status == "failed":
+            assert f"docs: docs/checks.md#{r.id}" in text
+            assert f"fix: {FIXES[r.id]}"[:60] in text.replace("\n", " ")
+    data = json.loads(report.to_json())
+    entry = next(c for c in data["checks"] if c["id"] == "reward.success_at_goal")
+    assert entry["fix"] == FIXES["reward.success_at_goal"]
+    assert entry["docs"] == "docs/checks.md#reward.success_at_goal"
+
+
+def test_every_check_has_a_fix_line_and_an_anchor_in_the_docs():
+    text = (ROOT / "docs" / "checks.md").read_text()
+    anchors = set(re.findall(r'<a id="([^"]+)"></a>', text))
+    assert set(CHECKS) <= anchors
+    assert set(CHECKS) == set(FIXES)
+
+
+def test_fix_lines_are_the_docs_fix_paragraphs():
+    # fixes.py is generated from docs/checks.md: `python tests/checker/fix_lines.py`
+    assert docs_fix_lines() == FIXES
+
+
+def test_one_exception_in_many_checks_is_printed_once_with_the_checks_it_reached():
+    report = check_goal_env(RaisingReward(), steps=STEPS)
+    (cause,) = report.causes()
+    assert cause.cause.startswith("ValueError: the reward table is empty (at ")
+    assert {"reward.batch", "reward.leading_dims", "reward.step_match"} <= set(cause.checks)
+    text = str(report)
+    assert text.count("the reward table is empty") == 2 + len(  # the cause, its first finding
+        [c for c in cause.checks if c in report.failed_ids()]
+    )  # and one "from the cause above" line per check
+    assert f"reached {len(cause.checks)} checks: " in text
+    data = json.loads(report.to_json())
+    assert data["causes"][0]["checks"] == cause.checks
+
+
+def test_an_exception_from_the_env_shows_its_file_line_and_function():
+    report = check_goal_env(make("step_raises"), steps=STEPS)
+    (finding,) = report.result("api.step").findings
+    source, first = inspect.getsourcelines(ToyReach.step)
+    line = first + next(i for i, s in enumerate(source) if "raise RuntimeError" in s)
+    assert f"broken_envs.py:{line}, in step" in finding.message
+    assert finding.cause.endswith(f"broken_envs.py:{line}, in step)")
+
+
+def test_a_skipped_check_reads_skipped_never_error():
+    report = check_goal_env(make("box_obs"), steps=20)
+    skipped = [r for r in report.results if r.status == "skipped"]
+    assert skipped
+    for line in str(report).splitlines():
+        if line.startswith("│ skip"):
+            assert "│ skipped" in line and "│ error" not in line, line
+    data = json.loads(report.to_json())
+    assert {c["status"] for c in data["checks"] if c["id"] in {r.id for r in skipped}} == {
+        "skipped"
+    }
