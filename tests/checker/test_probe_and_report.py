@@ -164,3 +164,75 @@ def test_a_skipped_check_reads_skipped_never_error():
     assert {c["status"] for c in data["checks"] if c["id"] in {r.id for r in skipped}} == {
         "skipped"
     }
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def _checker_imports() -> dict[str, set[str]]:
+    """Module -> the goalenvs.checker modules it imports (at any depth of its code)."""
+    import ast
+
+    package = ROOT / "goalenvs" / "checker"
+    graph: dict[str, set[str]] = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            found |= {t for t in targets if t.startswith("goalenvs.checker")}
+        graph[name] = found
+    return {m: {t for t in targets if t in graph and t != m} for m, targets in graph.items()}
+
+
+def test_checker_modules_import_no_circle_and_the_registry_imports_no_check():
+    graph = _checker_imports()
+    checks = {m for m in graph if m.startswith("goalenvs.checker.checks")}
+    for low in ("registry", "context", "probe", "seek", "report", "fixes"):
+        assert not graph[f"goalenvs.checker.{low}"] & (checks | {"goalenvs.checker.runner"}), low
+    # no cycle among the modules (the package __init__ only re-exports)
+    inner = {m: t - {"goalenvs.checker"} for m, t in graph.items() if m != "goalenvs.checker"}
+    state: dict[str, int] = {}
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert state.get(module) != 1, " -> ".join((*path, module))
+        if state.get(module) == 2:
+            return
+        state[module] = 1
+        for target in inner.get(module, ()):
+            visit(target, (*path, module))
+        state[module] = 2
+
+    for module in inner:
+        visit(module, ())
+
+
+def test_old_import_paths_keep_working():
+    from goalenvs.checker import checks
+    from goalenvs.checker.probe import fmt, perturbed, rollout  # noqa: F401
+    from goalenvs.checker.runner import (
+        CHECKS as RUNNER_CHECKS,
+    )
+    from goalenvs.checker.runner import (
+        Check,
+        Context,
+        EnvCallError,
+        Outcome,
+        SkipCheckError,
+        _run_one,
+        register,
+    )
+
+    assert RUNNER_CHECKS is CHECKS is checks.CHECKS
+    assert checks.check_space_dict is CHECKS["space.dict"].func
+    assert checks.needed_info_keys.__module__ == "goalenvs.checker.checks.reward"
+    assert list(CHECKS)[:3] == ["space.dict", "space.goal_match", "space.goal_bounds"]
+    assert list(CHECKS)[-3:] == ["gym.warnings", "gym.notes", "api.timeout"]
+    assert all(callable(x) for x in (Check, Context, EnvCallError, Outcome, _run_one, register))
+    assert issubclass(SkipCheckError, Exception)
