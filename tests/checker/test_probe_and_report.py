@@ -92,14 +92,14 @@ def test_probe_does_not_trust_copies_that_share_state():
 
 
 def test_probe_on_a_slow_env_stops_at_its_budget_and_the_report_says_so(monkeypatch):
-    monkeypatch.setattr(seek, "SEEK_SECONDS", 0.2)
+    monkeypatch.setattr(seek, "SEEK_WALL_SECONDS", 0.2)
     start = time.perf_counter()
     report = check_goal_env(SlowReach(), steps=20, factory=SlowReach, checks=["success.near_goal"])
     assert time.perf_counter() - start < 5.0
     stopped = report.probe["stopped_early"]
-    assert stopped is not None and "0.2 s budget" in stopped
+    assert stopped is not None and "0.2 s wall budget" in stopped
     assert report.probe["steps"] < seek.SEEK_EPISODES * seek.SEEK_STEPS
-    assert "0.2 s budget" in str(report)
+    assert "0.2 s wall budget" in str(report)
 
 
 # --------------------------------------------------------------------------- reports
@@ -236,3 +236,17 @@ def test_old_import_paths_keep_working():
     assert list(CHECKS)[-3:] == ["gym.warnings", "gym.notes", "api.timeout"]
     assert all(callable(x) for x in (Check, Context, EnvCallError, Outcome, _run_one, register))
     assert issubclass(SkipCheckError, Exception)
+
+
+def test_probe_out_of_cpu_budget_leaves_the_near_goal_checks_skipped(monkeypatch):
+    monkeypatch.setattr(seek, "SEEK_SECONDS", 0.0)
+    report = check_goal_env(
+        make("success_radius_differs"),
+        steps=20,
+        factory=functools.partial(make, "success_radius_differs"),
+        checks=["success.near_goal", "terminated.at_goal"],
+    )
+    assert report.probe["stopped_early"].startswith("stopped at its 0 s CPU budget after 0 steps")
+    for check_id in ("success.near_goal", "terminated.at_goal"):
+        result = report.result(check_id)
+        assert result.status == "skipped" and "took no step" in result.note, str(report)
