@@ -61,7 +61,7 @@ RANDOM_CANDIDATES = 2
 # Fractions of the way to the goal the model aims at: near 1 they sample the last few
 # percent of the distance, where success and reward thresholds sit.
 MODEL_SCALES = (1.0, 0.98, 0.95, 0.9, 0.8, 0.65, 0.5, 0.25)
-MAX_DISCRETE = 8
+MAX_DISCRETE = 32
 
 
 @dataclass

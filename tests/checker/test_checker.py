@@ -527,6 +527,19 @@ def test_point_maze_terminated_is_not_vectorized_and_success_key_differs():
     assert terminated(ag, dg, None) is False
 
 
+@pytest.mark.slow
+def test_point_maze_verdict_one_error_two_warnings_and_the_new_checks_clean():
+    robotics = pytest.importorskip("gymnasium_robotics")
+    gym.register_envs(robotics)
+    make_maze = functools.partial(gym.make, "PointMaze_UMaze-v3", continuing_task=False)
+    report = check_goal_env(make_maze(), factory=make_maze)
+    assert report.failed_ids("error") == {"terminated.batch"}, str(report)
+    assert report.failed_ids("warning") == {"reward.dtype", "success.present"}, str(report)
+    # its deep copies fail (a missing attribute): the probe says so and steps the env
+    assert "copying or stepping a copy raised" in report.probe["not_copied"]
+    assert report.probe["steps"] > 0
+
+
 def _check_third_party(spec: str, **kwargs):
     env, factory, _ = load(spec)
     try:
@@ -550,6 +563,8 @@ def test_fetch_passes_with_no_error_and_no_warning(env_id):
     env.close()
     for check_id in ("terminated.batch", "truncated.batch", "success.consistent"):
         assert report.result(check_id).status == "passed", check_id
+    # the goal probe stepped it (on copies where mujoco's state copies) and found nothing
+    assert report.probe is not None and report.probe["steps"] > 0, report.probe
     # its unbounded observation Box: two notes, no warning
     assert [f.check_id for f in report.infos] == ["gym.notes", "gym.notes"]
     render = report.result("render.modes")
