@@ -165,10 +165,10 @@ class _Model:
         return action.reshape(self.space.shape).astype(self.space.dtype)
 
 
-def _candidates(ctx: Context, model: _Model | None, sampler: spaces.Space, obs: Any) -> list:
-    space = sampler
-    if isinstance(space, spaces.Discrete) and space.n <= MAX_DISCRETE:
-        return [space.start + i for i in range(space.n)]
+def _candidates(model: _Model | None, sampler: spaces.Space, obs: Any) -> list:
+    """The actions to try from ``obs``; ``sampler`` is a seeded copy of the action space."""
+    if isinstance(sampler, spaces.Discrete) and sampler.n <= MAX_DISCRETE:
+        return [sampler.start + i for i in range(sampler.n)]
     found = []
     if model is not None:
         for scale in MODEL_SCALES:
@@ -273,7 +273,7 @@ def _drive(ctx: Context, probe: GoalProbe, env: gym.Env | None) -> None:
     seed = ctx.seed + 1
     if env is not None:
         obs = _reset(ctx, env, seed)
-        first = _candidates(ctx, model, sampler, obs)[0]
+        first = _candidates(model, sampler, obs)[0]
         probe.not_copied = _copies_step_alike(ctx, env, first)
         probe.copied = probe.not_copied is None
         if probe.copied:
@@ -324,7 +324,7 @@ def _advance(
             raise SkipCheckError("the goal probe's step did not return a goal observation")
         return env, ret[0], sample.terminated or sample.truncated
     best = None
-    actions = _candidates(ctx, model, sampler, obs)
+    actions = _candidates(model, sampler, obs)
     stepped = ctx.call_with_limit(
         ctx.timeout * len(actions), "goal probe: deepcopy(env).step", _copy_steps, env, actions
     )
