@@ -196,7 +196,7 @@ def _copies_step_alike(ctx: Context, env: gym.Env, action: Any) -> str | None:
         _, first = ctx.call("goal probe: deepcopy(env).step", _copy_step, env, action)
         _, second = ctx.call("goal probe: deepcopy(env).step", _copy_step, env, action)
     except EnvCallError as error:
-        return f"copying or stepping a copy raised {type(error.error).__name__}: {error.error}"
+        return f"copying or stepping a copy raised {error.cause}"
     if not (isinstance(first, tuple) and isinstance(second, tuple) and len(first) == 5):
         return "step of a copy did not return five values"
     if not (same(first[0], second[0]) and same(first[1], second[1])):
