@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from goalenvs.checker import CHECKS, check_goal_env, seek
 from goalenvs.checker.fixes import FIXES
@@ -250,3 +251,26 @@ def test_probe_out_of_cpu_budget_leaves_the_near_goal_checks_skipped(monkeypatch
     for check_id in ("success.near_goal", "terminated.at_goal"):
         result = report.result(check_id)
         assert result.status == "skipped" and "took no step" in result.note, str(report)
+
+
+@pytest.mark.parametrize(
+    ("defect", "near_goal_check", "rollout_check"),
+    [
+        ("success_radius_differs", "success.near_goal", "success.consistent"),
+        ("terminates_differently", "terminated.at_goal", "terminated.step_match"),
+    ],
+)
+def test_probe_finds_near_goal_defects_a_random_rollout_never_reaches(
+    defect, near_goal_check, rollout_check
+):
+    # two random steps of at most 0.14 cannot come within 0.2 of a goal 0.45 away: only
+    # the goal-seeking probe gets there
+    report = check_goal_env(
+        make(defect),
+        steps=2,
+        factory=functools.partial(make, defect),
+        checks=[near_goal_check, rollout_check],
+    )
+    assert report.result(rollout_check).status == "passed", str(report)
+    assert report.result(near_goal_check).status == "failed", str(report)
+    assert report.probe["closest_distance"] < SUCCESS_RADIUS
