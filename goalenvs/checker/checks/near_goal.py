@@ -34,6 +34,7 @@ _SPARSE_VALUES = 4
 # Episodes this long without a truncation, and no time limit declared: they never end.
 _ENDLESS_STEPS = 100
 _EXTRA_RESETS = 3
+_MIN_AWAY_STEPS = 5
 
 
 def _flat(value: Any) -> np.ndarray:
@@ -42,8 +43,18 @@ def _flat(value: Any) -> np.ndarray:
 
 @register("obs.goal_visible", "error", "the desired goal is not copied into obs['observation']")
 def check_goal_visible(ctx: Context, out: Outcome) -> None:
-    steps = goal_steps(ctx)
     try:
+        # At the goal, an observation that holds the achieved goal holds the desired one
+        # too: only steps away from it tell a copied goal apart.
+        steps = [
+            s
+            for s in goal_steps(ctx)
+            if not np.allclose(_flat(s.obs["achieved_goal"]), _flat(s.obs["desired_goal"]))
+        ]
+        if len(steps) < _MIN_AWAY_STEPS:
+            raise SkipCheckError(
+                f"{len(steps)} rollout steps away from the goal; {_MIN_AWAY_STEPS} needed"
+            )
         observations = np.stack([_flat(s.obs["observation"]) for s in steps])
         goals = np.stack([_flat(s.obs["desired_goal"]) for s in steps])
     except (KeyError, TypeError, ValueError) as error:
@@ -54,8 +65,9 @@ def check_goal_visible(ctx: Context, out: Outcome) -> None:
     for j in range(m - k + 1):
         if np.allclose(observations[:, j : j + k], goals, atol=1e-6, rtol=0.0):
             out.fail(
-                f"obs['observation'][{j}:{j + k}] equals desired_goal on all {len(steps)} steps "
-                f"(step {steps[0].t}: {fmt(goals[0])}): the policy reads the real goal there, "
+                f"obs['observation'][{j}:{j + k}] equals desired_goal on all {len(steps)} rollout "
+                f"steps away from the goal (step {steps[0].t}: {fmt(goals[0])}): the policy "
+                "reads the real goal there, "
                 "so a relabeled desired_goal teaches it nothing"
             )
             return
