@@ -318,7 +318,7 @@ class ToyReach(GoalEnv):
 
     def compute_terminated(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
         shape, ag, dg = goal_arrays(achieved_goal, desired_goal)
-        if self.defect == "terminated_mismatch":
+        if self.defect in ("terminated_mismatch", "never_ends"):
             return np.zeros(shape, bool)
         if self.defect == "terminated_not_vectorized":
             return bool(np.linalg.norm(ag - dg) <= SUCCESS_RADIUS)
@@ -428,6 +428,8 @@ class ToyReach(GoalEnv):
         if self.defect == "step_extra_penalty":
             reward -= 0.01 * float(np.sum(action**2))
         terminated = bool(np.linalg.norm(ag - dg) <= SUCCESS_RADIUS)
+        if self.defect == "never_ends":
+            terminated = False  # neither success nor a time limit ends an episode
         if self.terminate_every is not None and terminated:
             self.successes += 1
             terminated = self.successes % self.terminate_every == 1

@@ -72,7 +72,9 @@ def test_library_has_at_least_twenty_distinct_defects_across_categories():
 def test_defect_is_caught_with_its_check_id_and_severity(defect):
     check_id, severity, _, _ = DEFECTS[defect]
     timeout = 0.5 if defect == "hang_step" else 5.0
-    report = run_check(make(defect), functools.partial(make, defect), timeout=timeout)
+    # an episode counts as endless after 200 steps: the rollout must be that long
+    steps = 200 if defect == "never_ends" else STEPS
+    report = run_check(make(defect), functools.partial(make, defect), timeout=timeout, steps=steps)
     result = report.result(check_id)
     assert result.status == "failed", str(report)
     assert result.severity == severity

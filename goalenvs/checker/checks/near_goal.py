@@ -31,8 +31,9 @@ from goalenvs.checker.seek import GoalProbe, goal_distance, goal_probe
 # A reward with at most this many distinct values (relative to the at-goal reward) over
 # the probe's samples is sparse: it draws a line that is_success must draw too.
 _SPARSE_VALUES = 4
-# Episodes this long without a truncation, and no time limit declared: they never end.
-_ENDLESS_STEPS = 100
+# Episodes this long without a truncation, and no time limit declared: they never end
+# (a correct env's own limit may be longer than a short rollout: only this many count).
+_ENDLESS_STEPS = 200
 _EXTRA_RESETS = 3
 _MIN_AWAY_STEPS = 5
 
@@ -175,7 +176,7 @@ def check_episode_ends(ctx: Context, out: Outcome) -> None:
     if any(s.truncated for s in ro.steps):
         return
     longest = max((len(e.steps) for e in ro.episodes), default=0)
-    if longest >= min(_ENDLESS_STEPS, ctx.steps // 2):
+    if longest >= _ENDLESS_STEPS:
         ended = sum(1 for s in ro.steps if s.terminated)
         out.fail(
             f"an episode ran {longest} steps without truncation ({ended} terminated in the "
