@@ -344,7 +344,9 @@ def test_goalenvs_check_passes_the_device_twin(device, capsys):
     spec = "goalenvs.torch_envs:sub_env_view"
     assert main(["check", spec, "--kwargs", kwargs, "--steps", "100", "--strict"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"(\d+) checks, \1 passed, 0 error\(s\), 0 warning\(s\)", out), out
+    # every check passed or was skipped (Push's goal probe cannot reach a goal that needs a push)
+    assert re.search(r"(\d+) checks, \d+ passed, 0 error\(s\), 0 warning\(s\)", out), out
+    assert " 0 error(s)" in out and "FAIL" not in out, out
 
 
 def test_tensor_action_check_clips_per_dimension_and_checks_discrete_ranges():

@@ -11,7 +11,6 @@ Every check is documented in docs/checks.md by its id.
 
 from __future__ import annotations
 
-from goalenvs.checker import checks as _checks  # noqa: F401  (registers the checks)
 from goalenvs.checker.loader import LoadError, load
 from goalenvs.checker.report import CheckResult, Finding, Report
 from goalenvs.checker.runner import CHECKS, GoalEnvCheckError, assert_goal_env, check_goal_env

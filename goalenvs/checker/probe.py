@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.checker.runner import (
+from goalenvs.checker.context import (
     Context,
     EnvCallError,
     EnvHungError,
@@ -144,6 +144,7 @@ class StepRecord:
     terminated: bool
     truncated: bool
     info: dict
+    info_ref: Any = None  # the info object step returned (info.fresh compares identities)
 
 
 @dataclass
@@ -162,6 +163,7 @@ class Rollout:
     actions: list[Any] = field(default_factory=list)
     reset_problems: list[tuple[str, str]] = field(default_factory=list)
     step_problems: list[tuple[str, str]] = field(default_factory=list)
+    causes: dict[str, str] = field(default_factory=dict)  # where -> the env's exception
     stopped: str | None = None
 
     @property
@@ -237,6 +239,7 @@ def _record_rollout(ctx: Context) -> Rollout:
         ret = ctx.call(f"reset(seed={ctx.seed})", env.reset, seed=ctx.seed)
     except EnvCallError as error:
         ro.reset_problems.append(("reset", str(error)))
+        ro.causes["reset"] = error.cause
         ro.stopped = str(error)
         return ro
     except (EnvTimeoutError, EnvHungError) as error:
@@ -253,6 +256,7 @@ def _record_rollout(ctx: Context) -> Rollout:
             ret = ctx.call(f"step {t}: step({fmt(action)})", env.step, action)
         except EnvCallError as error:
             ro.step_problems.append((where, str(error)))
+            ro.causes[where] = error.cause
             ro.stopped = str(error)
             return ro
         except (EnvTimeoutError, EnvHungError) as error:
@@ -274,6 +278,7 @@ def _record_rollout(ctx: Context) -> Rollout:
                 terminated,
                 truncated,
                 copy_info(info),
+                info,
             )
         )
         if (terminated or truncated) and t + 1 < len(ro.actions):
@@ -281,6 +286,7 @@ def _record_rollout(ctx: Context) -> Rollout:
                 ret = ctx.call(f"reset after step {t}", env.reset)
             except EnvCallError as error:
                 ro.reset_problems.append((f"reset after step {t}", str(error)))
+                ro.causes[f"reset after step {t}"] = error.cause
                 ro.stopped = str(error)
                 return ro
             except (EnvTimeoutError, EnvHungError) as error:

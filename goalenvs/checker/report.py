@@ -7,10 +7,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from goalenvs.checker.fixes import DOCS_URL, FIXES
+
 SEVERITIES = ("error", "warning", "info")
 
 # Findings shown per check in the table; JSON keeps every one.
 _SHOWN_FINDINGS = 3
+_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 @dataclass(frozen=True)
@@ -18,7 +21,8 @@ class Finding:
     """One piece of evidence that a check failed.
 
     ``where`` locates it (``"reset"``, ``"step 17"``, ``"batch of 16, element 3"``) and
-    ``message`` carries the inputs and the two values that disagree.
+    ``message`` carries the inputs and the two values that disagree. ``cause`` names the
+    env's exception behind it (with its file and line) when other checks may share it.
     """
 
     check_id: str
@@ -26,6 +30,7 @@ class Finding:
     title: str
     message: str
     where: str | None = None
+    cause: str | None = None
 
     def __str__(self) -> str:
         place = f" [{self.where}]" if self.where else ""
@@ -44,6 +49,25 @@ class CheckResult:
     note: str | None = None
     seconds: float = 0.0
 
+    @property
+    def fix(self) -> str | None:
+        """The line that fixes what this check finds (docs/checks.md's *Fix.*)."""
+        return FIXES.get(self.id)
+
+    @property
+    def docs(self) -> str:
+        """Where this check is explained: ``docs/checks.md#<id>``."""
+        return f"{DOCS_URL}#{self.id}"
+
+
+@dataclass
+class Cause:
+    """One exception of the env's that several checks' findings come from."""
+
+    cause: str
+    checks: list[str]
+    first: Finding
+
 
 @dataclass
 class Report:
@@ -59,6 +83,8 @@ class Report:
     cpu_seconds: float
     wall_seconds: float
     settings: dict[str, Any] = field(default_factory=dict)
+    # what the goal-seeking probe did (GoalProbe.summary()), when a check ran it
+    probe: dict[str, Any] | None = None
 
     def _findings(self, severity: str) -> list[Finding]:
         return [f for r in self.results if r.severity == severity for f in r.findings]
@@ -98,8 +124,21 @@ class Report:
                 return r
         raise KeyError(f"check_id={check_id!r} was not run; ran {[r.id for r in self.results]}")
 
+    def causes(self) -> list[Cause]:
+        """The env exceptions that reached two checks or more, each with those checks."""
+        found: dict[str, Cause] = {}
+        for r in self.results:
+            for f in r.findings:
+                if f.cause is None:
+                    continue
+                entry = found.setdefault(f.cause, Cause(f.cause, [], f))
+                if r.id not in entry.checks:
+                    entry.checks.append(r.id)
+        return [c for c in found.values() if len(c.checks) > 1]
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: summary counts and every check with its findings."""
+        """A JSON-ready dict: summary counts, every check with its findings, its fix and
+        docs anchor, the causes that several checks share, and what the goal probe did."""
         return {
             "env": self.env_name,
             "ok": self.ok,
@@ -109,6 +148,11 @@ class Report:
             "cpu_seconds": round(self.cpu_seconds, 3),
             "wall_seconds": round(self.wall_seconds, 3),
             "settings": self.settings,
+            "probe": self.probe,
+            "causes": [
+                {"cause": c.cause, "checks": c.checks, "first": c.first.message}
+                for c in self.causes()
+            ],
             "checks": [
                 {
                     "id": r.id,
@@ -117,7 +161,12 @@ class Report:
                     "status": r.status,
                     "note": r.note,
                     "seconds": round(r.seconds, 4),
-                    "findings": [{"message": f.message, "where": f.where} for f in r.findings],
+                    "fix": r.fix,
+                    "docs": r.docs,
+                    "findings": [
+                        {"message": f.message, "where": f.where, "cause": f.cause}
+                        for f in r.findings
+                    ],
                 }
                 for r in self.results
             ],
@@ -139,43 +188,87 @@ class Report:
             f"CPU {self.cpu_seconds:.2f} s, wall {self.wall_seconds:.2f} s"
         )
 
+    def probe_line(self) -> str | None:
+        """One line on what the goal-seeking probe did, or None when no check ran it."""
+        p = self.probe
+        if not p:
+            return None
+        closest = "never near" if p["closest_distance"] is None else f"{p['closest_distance']:.4g}"
+        start = "?" if p["start_distance"] is None else f"{p['start_distance']:.4g}"
+        how = p["method"] + (f" (not copied: {p['not_copied']})" if p["not_copied"] else "")
+        line = (
+            f"goal probe: {p['steps']} steps in {p['episodes']} episode(s) by {how}; "
+            f"goal distance {start} at reset, closest {closest}; "
+            f"{p['successes']} success(es), {p['terminations']} termination(s)"
+        )
+        return line + (f"; {p['stopped_early']}" if p["stopped_early"] else "")
+
     def render(self, console: Any = None, verbose: bool = False) -> None:
         """Prints the report: a table of the checks that did not pass (all when
-        ``verbose``), then every finding in full, then the summary line."""
+        ``verbose``), the causes several checks share (once each), every finding with
+        its fix line and docs anchor, what the goal probe did, then the summary line."""
         from rich.console import Console
-        from rich.table import Table
         from rich.text import Text
 
         console = console or Console()
-        styles = {"error": "bold red", "warning": "yellow", "info": "cyan"}
         order = {"failed": 0, "skipped": 1, "passed": 2}
         shown = [r for r in self.results if verbose or r.status != "passed"]
         shown.sort(key=lambda r: (order[r.status], SEVERITIES.index(r.severity)))
+        if shown:
+            console.print(self._table(shown))
+        causes = self.causes()
+        for c in causes:
+            console.print(Text(f"cause: {c.cause}", style="bold red"), soft_wrap=True)
+            console.print(Text(f"  reached {len(c.checks)} checks: {', '.join(c.checks)}"))
+            place = f"[{c.first.where}] " if c.first.where else ""
+            console.print(Text(f"  first: {place}{c.first.message}"), soft_wrap=True)
+        grouped = {c.cause for c in causes}
+        for r in shown:
+            if r.status == "failed":
+                self._render_findings(console, r, grouped, verbose)
+        line = self.probe_line()
+        if line:
+            console.print(Text(line, style="dim"), soft_wrap=True)
+        console.print(Text(self.summary(), style="bold"), soft_wrap=True)
+
+    def _table(self, shown: list[CheckResult]) -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
         table = Table(title=f"goalenvs check: {self.env_name}")
         for name in ("", "check", "severity", "title"):
             table.add_column(name, no_wrap=name != "title")
         for r in shown:
+            severity = Text(r.severity, style=_STYLES[r.severity])
             if r.status == "failed":
-                mark = Text("NOTE" if r.severity == "info" else "FAIL", style=styles[r.severity])
+                mark = Text("NOTE" if r.severity == "info" else "FAIL", style=_STYLES[r.severity])
                 title = Text(f"{r.title} ({len(r.findings)} finding(s))")
             elif r.status == "skipped":
                 mark, title = Text("skip", style="dim"), Text(f"{r.title}\n{r.note}", style="dim")
+                severity = Text("skipped", style="dim")
             else:
                 mark, title = Text("ok", style="green"), Text(r.title)
-            table.add_row(mark, r.id, Text(r.severity, style=styles[r.severity]), title)
-        if shown:
-            console.print(table)
-        for r in shown:
-            if r.status != "failed":
-                continue
-            console.print(Text(f"{r.id} ({r.severity}): {r.title}", style=styles[r.severity]))
-            for i, f in enumerate(r.findings):
-                if i == _SHOWN_FINDINGS and not verbose:
-                    console.print(Text(f"  ... {len(r.findings) - i} more (--verbose or --json)"))
-                    break
-                place = f"[{f.where}] " if f.where else ""
-                console.print(Text(f"  - {place}{f.message}"))
-        console.print(Text(self.summary(), style="bold"), soft_wrap=True)
+            table.add_row(mark, r.id, severity, title)
+        return table
+
+    @staticmethod
+    def _render_findings(console: Any, r: CheckResult, grouped: set[str], verbose: bool) -> None:
+        from rich.text import Text
+
+        console.print(Text(f"{r.id} ({r.severity}): {r.title}", style=_STYLES[r.severity]))
+        own = [f for f in r.findings if f.cause not in grouped]
+        for i, f in enumerate(own):
+            if i == _SHOWN_FINDINGS and not verbose:
+                console.print(Text(f"  ... {len(own) - i} more (--verbose or --json)"))
+                break
+            place = f"[{f.where}] " if f.where else ""
+            console.print(Text(f"  - {place}{f.message}"), soft_wrap=True)
+        shared = sorted({f.cause for f in r.findings if f.cause in grouped})
+        for cause in shared:
+            console.print(Text(f"  - from the cause above: {cause}"), soft_wrap=True)
+        if r.fix:
+            console.print(Text(f"  fix: {r.fix}", style="green"), soft_wrap=True)
+        console.print(Text(f"  docs: {r.docs}", style="dim"))
 
     def __str__(self) -> str:
         from rich.console import Console

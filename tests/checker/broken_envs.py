@@ -158,6 +158,33 @@ DEFECTS: dict[str, tuple[str, str, str, str]] = {
     "noisy_dynamics": ("seed.rollout", "error", "seeding", "np.random noise in step"),
     "fixed_goal": ("seed.goal_varies", "warning", "seeding", "the goal never changes"),
     "render_float": ("render.modes", "error", "render", "rgb_array frame is float32 in [0, 1]"),
+    "goal_in_obs": (
+        "obs.goal_visible",
+        "error",
+        "observation",
+        "desired goal copied into obs['observation']",
+    ),
+    "success_radius_differs": (
+        "success.near_goal",
+        "error",
+        "near the goal",
+        "is_success within 0.05, reward within 0.2",
+    ),
+    "terminates_differently": (
+        "terminated.at_goal",
+        "error",
+        "near the goal",
+        "step terminates within 0.2, compute_terminated within 0.05",
+    ),
+    "never_ends": ("episode.ends", "warning", "episodes", "no truncation, no time limit"),
+    "starts_solved": ("episode.start_solved", "warning", "episodes", "the goal is the start"),
+    "achieved_frozen": (
+        "goal.achieved_moves",
+        "warning",
+        "episodes",
+        "achieved_goal stays at the start while the point moves",
+    ),
+    "info_reused": ("api.info_fresh", "warning", "api", "one info dict, mutated every step"),
 }
 
 SUCCESS_RADIUS = 0.2
@@ -194,6 +221,7 @@ class ToyReach(GoalEnv):
         self.render_mode = render_mode
         goal = spaces.Box(-1.0, 1.0, (2,), np.float32)
         achieved = goal
+        observation = spaces.Box(-1.0, 1.0, (4 if defect == "goal_in_obs" else 2,), np.float32)
         if defect == "goal_bounds_differ":
             achieved = spaces.Box(-2.0, 2.0, (2,), np.float32)
         desired = (
@@ -207,7 +235,7 @@ class ToyReach(GoalEnv):
             )
         else:
             self.observation_space = spaces.Dict(
-                {"observation": goal, "achieved_goal": achieved, "desired_goal": desired}
+                {"observation": observation, "achieved_goal": achieved, "desired_goal": desired}
             )
         if infinite_obs:  # as every Fetch and panda-gym env: correct, gymnasium remarks on it
             unbounded = spaces.Box(-np.inf, np.inf, (2,), np.float32)
@@ -221,6 +249,7 @@ class ToyReach(GoalEnv):
         self.goal = np.zeros(2, np.float32)
         self.t = 0
         self.successes = 0
+        self._shared_info: dict[str, Any] = {}
         if defect == "no_compute_reward":
             self.compute_reward = None  # not callable: the attribute exists but is no method
         if defect == "no_compute_terminated":
@@ -289,11 +318,12 @@ class ToyReach(GoalEnv):
 
     def compute_terminated(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
         shape, ag, dg = goal_arrays(achieved_goal, desired_goal)
-        if self.defect == "terminated_mismatch":
+        if self.defect in ("terminated_mismatch", "never_ends"):
             return np.zeros(shape, bool)
         if self.defect == "terminated_not_vectorized":
             return bool(np.linalg.norm(ag - dg) <= SUCCESS_RADIUS)
-        return np.linalg.norm(ag - dg, axis=-1) <= SUCCESS_RADIUS
+        radius = SUCCESS_RADIUS / 4 if self.defect == "terminates_differently" else SUCCESS_RADIUS
+        return np.linalg.norm(ag - dg, axis=-1) <= radius
 
     def compute_truncated(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
         shape, ag, _ = goal_arrays(achieved_goal, desired_goal)
@@ -306,8 +336,13 @@ class ToyReach(GoalEnv):
         pos = self.pos if self.defect == "aliased_obs" else self.pos.copy()
         if self.defect == "achieved_goal_lags":
             pos = self.prev_pos.copy()
+        if self.defect == "achieved_frozen":
+            pos = np.zeros(2, np.float32)
+        observation = self.pos.copy()
+        if self.defect == "goal_in_obs":
+            observation = np.concatenate([self.pos, self.goal]).astype(np.float32)
         obs = {
-            "observation": self.pos.copy(),
+            "observation": observation,
             "achieved_goal": pos,
             "desired_goal": self.goal.copy(),
         }
@@ -322,7 +357,13 @@ class ToyReach(GoalEnv):
     def _info(self) -> dict[str, Any]:
         dist = float(np.linalg.norm(self.pos - self.goal))
         success = dist <= SUCCESS_RADIUS
+        if self.defect == "success_radius_differs":
+            success = dist <= SUCCESS_RADIUS / 4
         info: dict[str, Any] = {"is_success": success}
+        if self.defect == "info_reused":
+            self._shared_info.clear()
+            self._shared_info.update(info)
+            info = self._shared_info
         if self.defect == "success_key":
             info = {"success": success}
         elif self.defect == "success_float":
@@ -339,6 +380,8 @@ class ToyReach(GoalEnv):
         super().reset(seed=seed)
         if self.defect == "global_rng":
             self.goal = _UNSEEDED.uniform(-0.5, 0.5, 2).astype(np.float32)
+        elif self.defect == "starts_solved":
+            self.goal = np.zeros(2, np.float32)  # where the point starts
         elif self.defect == "fixed_goal":
             self.goal = np.array([0.3, -0.3], np.float32)
         elif self.defect == "goal_out_of_space":
@@ -385,10 +428,12 @@ class ToyReach(GoalEnv):
         if self.defect == "step_extra_penalty":
             reward -= 0.01 * float(np.sum(action**2))
         terminated = bool(np.linalg.norm(ag - dg) <= SUCCESS_RADIUS)
+        if self.defect == "never_ends":
+            terminated = False  # neither success nor a time limit ends an episode
         if self.terminate_every is not None and terminated:
             self.successes += 1
             terminated = self.successes % self.terminate_every == 1
-        truncated = self.t >= MAX_STEPS
+        truncated = self.t >= MAX_STEPS and self.defect != "never_ends"
         if self.defect == "step_four_values":
             return obs, reward, terminated or truncated, info
         return obs, reward, terminated, truncated, info

@@ -72,7 +72,9 @@ def test_library_has_at_least_twenty_distinct_defects_across_categories():
 def test_defect_is_caught_with_its_check_id_and_severity(defect):
     check_id, severity, _, _ = DEFECTS[defect]
     timeout = 0.5 if defect == "hang_step" else 5.0
-    report = run_check(make(defect), functools.partial(make, defect), timeout=timeout)
+    # an episode counts as endless after 200 steps: the rollout must be that long
+    steps = 200 if defect == "never_ends" else STEPS
+    report = run_check(make(defect), functools.partial(make, defect), timeout=timeout, steps=steps)
     result = report.result(check_id)
     assert result.status == "failed", str(report)
     assert result.severity == severity
@@ -82,7 +84,14 @@ def test_defect_is_caught_with_its_check_id_and_severity(defect):
     else:
         # A lagging achieved_goal also makes is_success (read from the state after the
         # step) disagree with the reward (paid for the lagging goal): a true second error.
-        consequences = {"achieved_goal_lags": {"success.consistent"}}.get(defect, set())
+        # A frozen achieved_goal makes the reward step pays (for the real state) differ
+        # from compute_reward of the goals it reports. Gymnasium's check_env sees the
+        # reused info dict change under it.
+        consequences = {
+            "achieved_goal_lags": {"success.consistent"},
+            "achieved_frozen": {"reward.step_match", "terminated.step_match", "terminated.at_goal"},
+            "info_reused": {"gym.check_env"},
+        }.get(defect, set())
         assert report.failed_ids("error") <= consequences, str(report)
 
 
@@ -520,6 +529,19 @@ def test_point_maze_terminated_is_not_vectorized_and_success_key_differs():
     assert terminated(ag, dg, None) is False
 
 
+@pytest.mark.slow
+def test_point_maze_verdict_one_error_two_warnings_and_the_new_checks_clean():
+    robotics = pytest.importorskip("gymnasium_robotics")
+    gym.register_envs(robotics)
+    make_maze = functools.partial(gym.make, "PointMaze_UMaze-v3", continuing_task=False)
+    report = check_goal_env(make_maze(), factory=make_maze)
+    assert report.failed_ids("error") == {"terminated.batch"}, str(report)
+    assert report.failed_ids("warning") == {"reward.dtype", "success.present"}, str(report)
+    # its deep copies fail (a missing attribute): the probe says so and steps the env
+    assert "copying or stepping a copy raised" in report.probe["not_copied"]
+    assert report.probe["steps"] > 0
+
+
 def _check_third_party(spec: str, **kwargs):
     env, factory, _ = load(spec)
     try:
@@ -543,6 +565,8 @@ def test_fetch_passes_with_no_error_and_no_warning(env_id):
     env.close()
     for check_id in ("terminated.batch", "truncated.batch", "success.consistent"):
         assert report.result(check_id).status == "passed", check_id
+    # the goal probe stepped it (on copies where mujoco's state copies) and found nothing
+    assert report.probe is not None and report.probe["steps"] > 0, report.probe
     # its unbounded observation Box: two notes, no warning
     assert [f.check_id for f in report.infos] == ["gym.notes", "gym.notes"]
     render = report.result("render.modes")

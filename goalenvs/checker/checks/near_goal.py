@@ -1,0 +1,302 @@
+"""Checks of what the policy can see, of steps at and near the goal, and of whole episodes.
+
+The near-goal checks read the goal-seeking probe (:mod:`goalenvs.checker.seek`), since a
+random rollout rarely gets there; the episode checks read the shared rollout.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from goalenvs.checker.context import Context, EnvCallError, SkipCheckError
+from goalenvs.checker.probe import (
+    ATOL,
+    StepRecord,
+    call_goal,
+    fmt,
+    goal_space,
+    goal_steps,
+    is_bool_like,
+    method,
+    rollout,
+)
+from goalenvs.checker.registry import Outcome, register
+from goalenvs.checker.seek import GoalProbe, goal_distance, goal_probe
+
+# A reward with at most this many distinct values (relative to the at-goal reward) over
+# the probe's samples is sparse: it draws a line that is_success must draw too.
+_SPARSE_VALUES = 4
+# Episodes this long without a truncation, and no time limit declared: they never end
+# (a correct env's own limit may be longer than a short rollout: only this many count).
+_ENDLESS_STEPS = 200
+_EXTRA_RESETS = 3
+_MIN_AWAY_STEPS = 5
+
+
+def _flat(value: Any) -> np.ndarray:
+    return np.asarray(value, np.float64).reshape(-1)
+
+
+@register("obs.goal_visible", "error", "the desired goal is not copied into obs['observation']")
+def check_goal_visible(ctx: Context, out: Outcome) -> None:
+    try:
+        # At the goal, an observation that holds the achieved goal holds the desired one
+        # too: only steps away from it tell a copied goal apart.
+        steps = [
+            s
+            for s in goal_steps(ctx)
+            if not np.allclose(_flat(s.obs["achieved_goal"]), _flat(s.obs["desired_goal"]))
+        ]
+        if len(steps) < _MIN_AWAY_STEPS:
+            raise SkipCheckError(
+                f"{len(steps)} rollout steps away from the goal; {_MIN_AWAY_STEPS} needed"
+            )
+        observations = np.stack([_flat(s.obs["observation"]) for s in steps])
+        goals = np.stack([_flat(s.obs["desired_goal"]) for s in steps])
+    except (KeyError, TypeError, ValueError) as error:
+        raise SkipCheckError(f"observation or desired_goal is not a flat array ({error})") from None
+    k, m = goals.shape[1], observations.shape[1]
+    if np.allclose(goals, goals[0]):
+        raise SkipCheckError("the desired goal never changed in the rollout (see seed.goal_varies)")
+    for j in range(m - k + 1):
+        if np.allclose(observations[:, j : j + k], goals, atol=1e-6, rtol=0.0):
+            out.fail(
+                f"obs['observation'][{j}:{j + k}] equals desired_goal on all {len(steps)} rollout "
+                f"steps away from the goal (step {steps[0].t}: {fmt(goals[0])}): the policy "
+                "reads the real goal there, "
+                "so a relabeled desired_goal teaches it nothing"
+            )
+            return
+
+
+def _success(s: StepRecord) -> bool | None:
+    value = s.info.get("is_success") if isinstance(s.info, Mapping) else None
+    if value is None or not is_bool_like(value):
+        return None
+    return bool(np.asarray(value).reshape(-1)[0])
+
+
+def _near_goal_samples(ctx: Context) -> tuple[GoalProbe, list[StepRecord]]:
+    probe = goal_probe(ctx)
+    samples = [s for s in probe.samples if isinstance(s.obs, Mapping) and "achieved_goal" in s.obs]
+    if not samples:
+        raise SkipCheckError(f"the goal-seeking probe took no step ({probe.stopped or 'no env'})")
+    return probe, samples
+
+
+def _where(s: StepRecord) -> str:
+    return f"goal-probe step {s.t}, goal distance {goal_distance(s.obs):.4g}"
+
+
+@register("success.near_goal", "error", "near the goal, is_success and a sparse reward agree")
+def check_success_near_goal(ctx: Context, out: Outcome) -> None:
+    fn = method(ctx, "compute_reward")
+    probe, samples = _near_goal_samples(ctx)
+    flagged = [(s, _success(s)) for s in samples]
+    flagged = [(s, ok) for s, ok in flagged if ok is not None]
+    if not flagged:
+        raise SkipCheckError("no probe step reports a bool info['is_success'] (see success.bool)")
+    rows = []
+    try:
+        for s, ok in flagged[:200]:
+            ag = s.obs["achieved_goal"]
+            at_goal = float(_flat(call_goal(ctx, "compute_reward(g, g)", fn, ag, ag, s.info))[0])
+            rows.append((s, ok, s.reward - at_goal))
+    except (EnvCallError, TypeError, ValueError, IndexError):
+        raise SkipCheckError(
+            "compute_reward(g, g) cannot be read (see the reward checks)"
+        ) from None
+    gaps = {round(gap, 6) for _, _, gap in rows}
+    if len(gaps) > _SPARSE_VALUES:
+        raise SkipCheckError("the reward is dense: it draws no line for is_success to match")
+    reached = [(s, ok, abs(gap) <= ATOL) for s, ok, gap in rows]
+    if not any(ok or paid for _, ok, paid in reached):
+        raise SkipCheckError(
+            f"the goal-seeking probe did not reach the goal (closest distance {probe.closest:.4g})"
+        )
+    for s, ok, paid in reached:
+        if ok != paid:
+            says = "pays" if paid else "does not pay"
+            out.fail(
+                f"is_success={ok} but the reward {fmt(s.reward)} {says} what compute_reward pays "
+                f"at the goal, for achieved_goal={fmt(s.obs['achieved_goal'])}, "
+                f"desired_goal={fmt(s.obs['desired_goal'])}: success and reward draw the line "
+                "at different distances",
+                _where(s),
+            )
+            return
+
+
+@register(
+    "terminated.at_goal", "error", "at and near the goal, terminated equals compute_terminated"
+)
+def check_terminated_at_goal(ctx: Context, out: Outcome) -> None:
+    fn = method(ctx, "compute_terminated")
+    _, samples = _near_goal_samples(ctx)
+    for s in samples[:300]:
+        ag, dg = s.obs["achieved_goal"], s.obs["desired_goal"]
+        value = call_goal(ctx, "compute_terminated(one pair)", fn, ag, dg, s.info)
+        try:
+            computed = bool(np.asarray(value).reshape(-1)[0])
+        except (TypeError, ValueError, IndexError):
+            raise SkipCheckError(
+                "compute_terminated returns no bool (see terminated.batch)"
+            ) from None
+        if computed != s.terminated:
+            out.fail(
+                f"step returned terminated={s.terminated} but compute_terminated(achieved_goal="
+                f"{fmt(ag)}, desired_goal={fmt(dg)}) = {computed} (is_success={_success(s)}): "
+                "relabeled goals get the wrong terminations",
+                _where(s),
+            )
+            return
+
+
+def _time_limit(env: gym.Env) -> int | None:
+    spec = getattr(env, "spec", None)
+    if spec is not None and getattr(spec, "max_episode_steps", None):
+        return int(spec.max_episode_steps)
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return int(env._max_episode_steps)
+        env = env.env
+    return None
+
+
+@register("episode.ends", "warning", "episodes end: a truncation or max_episode_steps")
+def check_episode_ends(ctx: Context, out: Outcome) -> None:
+    if _time_limit(ctx.env) is not None:
+        return
+    ro = rollout(ctx)
+    if any(s.truncated for s in ro.steps):
+        return
+    longest = max((len(e.steps) for e in ro.episodes), default=0)
+    if longest >= _ENDLESS_STEPS:
+        ended = sum(1 for s in ro.steps if s.terminated)
+        out.fail(
+            f"an episode ran {longest} steps without truncation ({ended} terminated in the "
+            "whole rollout) and the env declares no max_episode_steps: a HER buffer relabels "
+            "only finished episodes"
+        )
+
+
+def _solved_at_reset(ctx: Context, fn: Any, obs: Any, info: Any) -> bool:
+    if isinstance(info, Mapping) and is_bool_like(info.get("is_success", None)):
+        return bool(np.asarray(info["is_success"]).reshape(-1)[0])
+    ag, dg = obs["achieved_goal"], obs["desired_goal"]
+    paid = float(_flat(call_goal(ctx, "compute_reward(reset goals)", fn, ag, dg, info))[0])
+    at_goal = float(_flat(call_goal(ctx, "compute_reward(g, g)", fn, ag, ag, info))[0])
+    return abs(paid - at_goal) <= ATOL
+
+
+@register("episode.start_solved", "warning", "resets do not start with the goal already reached")
+def check_start_solved(ctx: Context, out: Outcome) -> None:
+    goal_space(ctx)
+    fn = method(ctx, "compute_reward")
+    resets = [
+        (f"reset of episode {i}", e.reset_obs, e.reset_info)
+        for i, e in enumerate(rollout(ctx).episodes)
+    ]
+    for i in range(_EXTRA_RESETS):
+        seed = ctx.seed + 1000 + i
+        ret = ctx.call(f"reset(seed={seed})", ctx.env.reset, seed=seed)
+        if isinstance(ret, tuple) and len(ret) == 2:
+            resets.append((f"reset(seed={seed})", ret[0], ret[1]))
+    resets = [r for r in resets if isinstance(r[1], Mapping) and "achieved_goal" in r[1]]
+    if len(resets) < 2:
+        raise SkipCheckError("fewer than two resets returned goal observations")
+    try:
+        solved = [r for r in resets if _solved_at_reset(ctx, fn, r[1], r[2])]
+    except (TypeError, ValueError, IndexError):
+        raise SkipCheckError("compute_reward cannot be read (see the reward checks)") from None
+    if len(solved) == len(resets):
+        where, obs, _ = solved[0]
+        out.fail(
+            f"all {len(resets)} resets start with the goal reached ({where}: achieved_goal="
+            f"{fmt(obs['achieved_goal'])}, desired_goal={fmt(obs['desired_goal'])}): every "
+            "episode is a success before the first action, and there is nothing to learn"
+        )
+
+
+@register("goal.achieved_moves", "warning", "achieved_goal moves with the state it mirrors")
+def check_achieved_moves(ctx: Context, out: Outcome) -> None:
+    goal_space(ctx)
+    episodes = [
+        e
+        for e in rollout(ctx).episodes
+        if isinstance(e.reset_obs, Mapping)
+        and "observation" in e.reset_obs
+        and all(isinstance(s.obs, Mapping) for s in e.steps)
+    ]
+    if not episodes:
+        raise SkipCheckError("the rollout has no goal observations")
+    try:
+        if any(
+            not np.allclose(_flat(s.obs["achieved_goal"]), _flat(e.reset_obs["achieved_goal"]))
+            for e in episodes
+            for s in e.steps
+        ):
+            return  # achieved_goal moves
+        offsets = _mirroring_offsets(episodes)
+    except (KeyError, TypeError, ValueError):
+        raise SkipCheckError("observation or achieved_goal is not a flat array") from None
+    for j in offsets:
+        for e in episodes:
+            k = _flat(e.reset_obs["achieved_goal"]).shape[0]
+            start = _flat(e.reset_obs["observation"])[j : j + k]
+            moved = next(
+                (
+                    s
+                    for s in e.steps
+                    if not np.allclose(_flat(s.obs["observation"])[j : j + k], start)
+                ),
+                None,
+            )
+            if moved is not None:
+                out.fail(
+                    f"obs['observation'][{j}:{j + k}] equals achieved_goal at every reset and "
+                    f"moved to {fmt(_flat(moved.obs['observation'])[j : j + k])} by step "
+                    f"{moved.t}, but achieved_goal stayed {fmt(moved.obs['achieved_goal'])} "
+                    "through the whole rollout: every relabeled goal is the start",
+                    f"step {moved.t}",
+                )
+                return
+
+
+def _mirroring_offsets(episodes: list) -> list[int]:
+    """Offsets j where obs['observation'][j:j+k] equals achieved_goal at every reset."""
+    first = episodes[0].reset_obs
+    k = _flat(first["achieved_goal"]).shape[0]
+    m = _flat(first["observation"]).shape[0]
+    return [
+        j
+        for j in range(m - k + 1)
+        if all(
+            np.allclose(
+                _flat(e.reset_obs["observation"])[j : j + k], _flat(e.reset_obs["achieved_goal"])
+            )
+            for e in episodes
+        )
+    ]
+
+
+@register("api.info_fresh", "warning", "every step returns a new info dict")
+def check_info_fresh(ctx: Context, out: Outcome) -> None:
+    steps = [s for s in rollout(ctx).steps if s.info_ref is not None]
+    if len(steps) < 2:
+        raise SkipCheckError("the rollout has fewer than two steps")
+    for prev, s in itertools.pairwise(steps):
+        if s.info_ref is prev.info_ref:
+            out.fail(
+                f"step {prev.t} and step {s.t} returned the same info dict object (its values "
+                "changed in place): a wrapper or buffer that keeps an info, as "
+                "RecordEpisodeStatistics, SB3's Monitor and HER's copy_info_dict do, sees "
+                "every earlier info turn into the latest",
+                f"step {s.t}",
+            )
+            return

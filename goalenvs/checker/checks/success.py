@@ -1,0 +1,180 @@
+"""Checks of ``info["is_success"]``: present, a bool, and agreeing with the reward."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from goalenvs.checker.context import Context, EnvCallError, SkipCheckError
+from goalenvs.checker.probe import (
+    ATOL,
+    StepRecord,
+    call_goal,
+    fmt,
+    goal_sampler,
+    is_bool_like,
+    rollout,
+)
+from goalenvs.checker.registry import Outcome, register
+
+# --------------------------------------------------------------------------- is_success
+
+_SUCCESS_LIKE = re.compile(r"succe|reached|solved|goal_achieved", re.IGNORECASE)
+
+
+def _infos(ctx: Context) -> list[tuple[str, dict, StepRecord | None]]:
+    ro = rollout(ctx)
+    items: list[tuple[str, dict, StepRecord | None]] = []
+    for i, e in enumerate(ro.episodes):
+        items.append((f"reset of episode {i}", e.reset_info, None))
+        items.extend((f"step {s.t}", s.info, s) for s in e.steps)
+    if not items:
+        raise SkipCheckError(f"no reset succeeded ({ro.stopped})")
+    return items
+
+
+@register("success.present", "warning", "info['is_success'] is set on every step")
+def check_success_present(ctx: Context, out: Outcome) -> None:
+    # Only steps: HER buffers and evaluation read the step infos, and the reference envs
+    # (gymnasium-robotics' Fetch) return an empty info from reset.
+    for where, info, s in _infos(ctx):
+        if s is not None and "is_success" not in info:
+            others = [k for k in info if _SUCCESS_LIKE.search(str(k))]
+            hint = (
+                f"; the env reports {others} instead: rename it 'is_success', the key HER "
+                "evaluation and SB3 read"
+                if others
+                else ""
+            )
+            out.fail(f"info has no 'is_success' (keys {sorted(map(str, info))}){hint}", where)
+            return
+
+
+@register("success.bool", "warning", "info['is_success'] is a bool")
+def check_success_bool(ctx: Context, out: Outcome) -> None:
+    for where, info, _ in _infos(ctx):
+        if "is_success" in info and not is_bool_like(info["is_success"]):
+            value = info["is_success"]
+            out.fail(
+                f"info['is_success'] = {fmt(value)} of type {type(value).__name__}, "
+                "expected a bool",
+                where,
+            )
+            return
+
+
+def _success_steps(ctx: Context) -> list[tuple[StepRecord, bool]]:
+    steps = [s for _, _, s in _infos(ctx) if s is not None and "is_success" in s.info]
+    if not all(is_bool_like(s.info["is_success"]) for s in steps):
+        raise SkipCheckError("is_success is not bool-like (see success.bool)")
+    try:
+        flagged = [(s, bool(np.asarray(s.info["is_success"]).reshape(-1)[0])) for s in steps]
+    except (TypeError, ValueError, IndexError):
+        raise SkipCheckError("is_success is not bool-like (see success.bool)") from None
+    if not flagged:
+        raise SkipCheckError("no step reports info['is_success'] (see success.present)")
+    return flagged
+
+
+def _reward_at_goal(ctx: Context, fn: Callable, s: StepRecord) -> float:
+    ag = s.obs["achieved_goal"]
+    value = call_goal(ctx, "compute_reward(g, g)", fn, ag, ag, s.info)
+    return float(np.asarray(value, float).reshape(-1)[0])
+
+
+def _reward_far_from_goal(ctx: Context, fn: Callable, s: StepRecord) -> float:
+    """The median reward of this step's achieved goal against goals drawn from the goal
+    space: what a step that missed its goal is typically paid (same info)."""
+    sp = goal_sampler(ctx)
+    ag = s.obs["achieved_goal"]
+    values = []
+    for _ in range(5):
+        value = call_goal(ctx, "compute_reward(g, random goal)", fn, ag, sp.sample(), s.info)
+        values.append(float(np.asarray(value, float).reshape(-1)[0]))
+    return float(np.median(values))
+
+
+@register(
+    "success.consistent",
+    "error",
+    "is_success agrees with the reward compute_reward pays",
+)
+def check_success_consistent(ctx: Context, out: Outcome) -> None:
+    flagged = _success_steps(ctx)
+    wins = [s for s, ok in flagged if ok]
+    losses = [s for s, ok in flagged if not ok]
+    compared = False
+    fn = ctx.goal_method("compute_reward")
+    goals_ok = isinstance(flagged[0][0].obs, Mapping)
+    try:
+        if losses and fn is not None and goals_ok:
+            # Even without a success in the rollout: an unsuccessful step must not be
+            # paid what compute_reward pays at the goal.
+            compared = True
+            for s in losses[:50]:
+                at_goal = _reward_at_goal(ctx, fn, s)
+                if s.reward >= at_goal - ATOL:
+                    out.fail(
+                        f"is_success=False but the reward {fmt(s.reward)} is what "
+                        f"compute_reward pays at the goal (compute_reward(g, g) = "
+                        f"{fmt(at_goal)}) for achieved_goal={fmt(s.obs['achieved_goal'])}, "
+                        f"desired_goal={fmt(s.obs['desired_goal'])}",
+                        f"step {s.t}",
+                    )
+                    break
+        if wins and fn is not None and goals_ok:
+            # A successful step is paid more than a miss: less than the success reward
+            # and no more than a goal drawn at random pays is a failure's reward.
+            compared = True
+            for s in wins[:20]:
+                at_goal = _reward_at_goal(ctx, fn, s)
+                far = _reward_far_from_goal(ctx, fn, s)
+                if at_goal > far + ATOL and s.reward < at_goal - ATOL and s.reward <= far + ATOL:
+                    every = " (every step of the rollout says so)" if not losses else ""
+                    out.fail(
+                        f"is_success=True{every} but the reward {fmt(s.reward)} is what "
+                        f"compute_reward pays away from the goal (median {fmt(far)} for goals "
+                        f"drawn from the goal space; {fmt(at_goal)} at the goal) for "
+                        f"achieved_goal={fmt(s.obs['achieved_goal'])}, "
+                        f"desired_goal={fmt(s.obs['desired_goal'])}: evaluation and "
+                        "--stop-success read is_success",
+                        f"step {s.t}",
+                    )
+                    break
+    except (EnvCallError, TypeError, ValueError, KeyError):
+        # a broken compute_reward is the reward checks' finding
+        if not out.failed:
+            compared = False
+    if wins and losses:
+        compared = True
+        worst_win = min(wins, key=lambda s: s.reward)
+        best_loss = max(losses, key=lambda s: s.reward)
+        if worst_win.reward < best_loss.reward - ATOL:
+            out.fail(
+                f"step {worst_win.t} has is_success=True with reward {fmt(worst_win.reward)} "
+                f"but step {best_loss.t} has is_success=False with the higher reward "
+                f"{fmt(best_loss.reward)}: success and reward disagree"
+            )
+    if not compared:
+        raise SkipCheckError(
+            f"the rollout has {len(wins)} successful and {len(losses)} unsuccessful steps "
+            "and no working compute_reward to compare with"
+        )
+
+
+@register(
+    "success.terminates",
+    "warning",
+    "success ends the episode always or never",
+)
+def check_success_terminates(ctx: Context, out: Outcome) -> None:
+    wins = [s for s, ok in _success_steps(ctx) if ok]
+    ended = [s for s in wins if s.terminated]
+    if ended and len(ended) < len(wins):
+        going = next(s for s in wins if not s.terminated)
+        out.fail(
+            f"success terminated the episode at step {ended[0].t} but not at step {going.t} "
+            "(is_success=True, terminated=False)"
+        )

@@ -1,0 +1,189 @@
+"""The context every check runs in: the env, guarded env calls and a cache.
+
+Every call into the env (reset, step, compute_reward, render, a buffer fill) runs on one
+persistent worker thread and is waited for with a timeout. A call that does not return
+in time is recorded, the env is abandoned (the hung thread is a daemon and is left
+behind), and the remaining checks that need the env are skipped, so a run always ends
+with its report. One thread serves every call because some renderers (OpenGL, SDL)
+bind their context to the thread that created it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+class SkipCheckError(Exception):
+    """Raised by a check that does not apply to this env; the message says why."""
+
+
+class EnvTimeoutError(Exception):
+    """An env call did not return within the timeout."""
+
+
+class EnvHungError(Exception):
+    """An earlier env call hung; the env can no longer be called."""
+
+
+class EnvCallError(Exception):
+    """An env call raised; ``call`` describes the call and ``error`` is the exception.
+
+    ``origin`` is where in the env's code it was raised (file, line, function) and
+    ``cause`` the exception with its origin: the same for every check it reaches, so the
+    report prints it once.
+    """
+
+    def __init__(self, call: str, error: BaseException) -> None:
+        self.call = call
+        self.error = error
+        self.origin = error_origin(error)
+        self.cause = f"{type(error).__name__}: {error}" + (
+            f" (at {self.origin})" if self.origin else ""
+        )
+        super().__init__(f"{call} raised {self.cause}")
+
+
+_CHECKER_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def error_origin(error: BaseException) -> str | None:
+    """``file:line, in function`` of the innermost frame of ``error`` outside the checker."""
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if not os.path.abspath(f.filename).startswith(_CHECKER_DIR)
+    ]
+    if not frames:
+        return None
+    frame = frames[-1]
+    path = frame.filename
+    with contextlib.suppress(ValueError):  # another drive on Windows
+        relative = os.path.relpath(path)
+        path = relative if not relative.startswith("..") else path
+    return f"{path}:{frame.lineno}, in {frame.name}"
+
+
+class _Worker:
+    """One daemon thread that runs env calls; a caller waits at most ``timeout`` seconds."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="goalenvs-check-env", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, args, kwargs, box, done = job
+            try:
+                box.append((True, fn(*args, **kwargs)))
+            except BaseException as error:  # the env's exception is data for the caller
+                box.append((False, error))
+            done.set()
+
+    def run(self, fn: Callable, args: tuple, kwargs: dict, timeout: float) -> Any:
+        box: list = []
+        done = threading.Event()
+        self._jobs.put((fn, args, kwargs, box, done))
+        if not done.wait(timeout):
+            raise EnvTimeoutError(f"did not return within {timeout:g} s")
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        self._jobs.put(None)
+
+
+class Context:
+    """What every check sees: the env, the settings, guarded env calls and a cache.
+
+    ``factory(**kwargs)`` builds a fresh env of the same spec (used for render modes);
+    it is None when only an env object was given.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        factory: Callable[..., gym.Env] | None,
+        steps: int,
+        seed: int,
+        timeout: float,
+    ) -> None:
+        self.env = env
+        self.factory = factory
+        self.steps = steps
+        self.seed = seed
+        self.timeout = timeout
+        self.rng = np.random.default_rng(seed)
+        self.timeouts: list[str] = []
+        self.hung: str | None = None
+        # (source, message) of the warnings gymnasium emitted about this env
+        self.gym_warnings: list[tuple[str, str]] = []
+        self._worker = _Worker()
+        self._cache: dict[str, Any] = {}
+        self._cache_errors: dict[str, BaseException] = {}
+
+    def call(self, description: str, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        """Runs ``fn`` on the worker thread with the timeout.
+
+        Raises :class:`EnvCallError` when it raises, :class:`EnvTimeoutError` when it hangs
+        (recorded for the ``api.timeout`` check), :class:`EnvHungError` once anything hung.
+        """
+        return self.call_with_limit(self.timeout, description, fn, *args, **kwargs)
+
+    def call_with_limit(
+        self, limit: float, description: str, fn: Callable, *args: Any, **kwargs: Any
+    ) -> Any:
+        """:meth:`call` with its own time limit (for calls that run many env steps)."""
+        if self.hung is not None:
+            raise EnvHungError(f"the env hung earlier in {self.hung}; not called again")
+        try:
+            return self._worker.run(fn, args, kwargs, limit)
+        except EnvTimeoutError as error:
+            self.hung = description
+            self.timeouts.append(f"{description} {error}")
+            raise EnvTimeoutError(f"{description} {error}") from None
+        except Exception as error:
+            raise EnvCallError(description, error) from error
+
+    def goal_method(self, name: str) -> Callable | None:
+        """The env's goal method ``name`` found through its wrappers, or None."""
+        getter = getattr(self.env, "get_wrapper_attr", None)
+        try:
+            method = getter(name) if getter is not None else getattr(self.env, name)
+        except AttributeError:
+            return None
+        return method if callable(method) else None
+
+    def cached(self, key: str, build: Callable[[Context], Any]) -> Any:
+        """``build(self)`` computed once; its exception, if any, is re-raised each time."""
+        if key in self._cache_errors:
+            raise self._cache_errors[key]
+        if key not in self._cache:
+            try:
+                self._cache[key] = build(self)
+            except BaseException as error:
+                self._cache_errors[key] = error
+                raise
+        return self._cache[key]
+
+    def peek(self, key: str) -> Any:
+        """The cached value of ``key`` if it was computed, else None (never builds it)."""
+        return self._cache.get(key)
+
+    def close(self) -> None:
+        """Stops the worker thread."""
+        self._worker.close()

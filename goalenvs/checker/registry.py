@@ -1,0 +1,76 @@
+"""The check registry: every check's id, severity, title and function.
+
+The check modules (``goalenvs.checker.checks.*``) register into :data:`CHECKS` when they
+are imported; this module imports none of them, so any module may import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from goalenvs.checker.report import SEVERITIES, CheckResult, Finding
+
+if TYPE_CHECKING:
+    from goalenvs.checker.context import Context
+
+# At most this many findings are kept per check; the rest are counted.
+MAX_FINDINGS = 20
+
+
+@dataclass(frozen=True)
+class Check:
+    """A registered check: stable id, severity, one-line title and the function."""
+
+    id: str
+    severity: str
+    title: str
+    func: Callable[[Context, Outcome], None]
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def register(check_id: str, severity: str, title: str) -> Callable:
+    """Decorator that registers ``func(ctx, out)`` as check ``check_id``."""
+    if severity not in SEVERITIES:
+        raise ValueError(f"severity={severity!r} is not valid; expected one of {SEVERITIES}")
+
+    def decorate(func: Callable[[Context, Outcome], None]) -> Callable:
+        if check_id in CHECKS:
+            raise ValueError(f"check id {check_id!r} is registered twice")
+        CHECKS[check_id] = Check(check_id, severity, title, func)
+        return func
+
+    return decorate
+
+
+class Outcome:
+    """What a running check writes to: its findings."""
+
+    def __init__(self, result: CheckResult) -> None:
+        self._result = result
+        self._dropped = 0
+
+    def fail(self, message: str, where: str | None = None, cause: str | None = None) -> None:
+        """Records one finding with its evidence; ``cause`` names an exception of the
+        env's that other checks may share (the report groups them)."""
+        r = self._result
+        if len(r.findings) < MAX_FINDINGS:
+            r.findings.append(Finding(r.id, r.severity, r.title, message, where, cause))
+        else:
+            self._dropped += 1
+
+    @property
+    def failed(self) -> bool:
+        """Whether this check has recorded a finding."""
+        return bool(self._result.findings)
+
+    def finish(self) -> None:
+        """Adds the count of findings beyond :data:`MAX_FINDINGS`."""
+        if self._dropped:
+            r = self._result
+            r.findings.append(
+                Finding(r.id, r.severity, r.title, f"... and {self._dropped} more like these")
+            )
