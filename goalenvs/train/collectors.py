@@ -21,6 +21,7 @@ import torch
 
 from goalenvs.core import GOAL_KEYS
 from goalenvs.train.envs import make_vector_env
+from goalenvs.train.timing import PhaseClock
 
 
 class Collector:
@@ -35,6 +36,7 @@ class Collector:
         self.env_id = env_id
         self.env_kwargs = env_kwargs
         self.device = device  # where the agent trains
+        self.clock = PhaseClock()  # collection charges its env, act and store phases here
 
     def env_device(self) -> torch.device | None:
         """The device the envs run on; None for numpy."""
@@ -123,30 +125,26 @@ class NumpyCollector(Collector):
         stats: dict[str, list],
     ) -> dict[str, Any]:
         """See :meth:`Collector.collect`; final observations come from the info."""
-        action_dtype = envs.single_action_space.dtype
+        action_dtype, clock = envs.single_action_space.dtype, self.clock
         seen = []
         for _ in range(steps):
-            # The env and the buffer get the action space's dtype (float64 Boxes are common).
-            actions = agent.act(obs, explore=True).astype(action_dtype, copy=False)
-            next_obs, rewards, terminated, truncated, info = envs.step(actions)
-            done = terminated | truncated
-            real_next = next_obs
-            infos = {k: np.asarray(info[k]) for k in info_keys}
-            if done.any():
-                real_next = {k: v.copy() for k, v in next_obs.items()}
-                infos = {k: v.copy() for k, v in infos.items()}
-                for i in np.flatnonzero(done).tolist():
-                    final_obs = _final_obs(info, i)
-                    for key in real_next:
-                        real_next[key][i] = final_obs[key]
-                    for key in infos:
-                        infos[key][i] = _final(info, key, i)
+            with clock("act"):
+                # The env and the buffer get the action space's dtype (float64 Boxes are common).
+                actions = agent.act(obs, explore=True).astype(action_dtype, copy=False)
+            with clock("env"):
+                next_obs, rewards, terminated, truncated, info = envs.step(actions)
+            with clock("store"):
+                real_next, infos = _with_final_obs(
+                    next_obs, info, terminated | truncated, info_keys
+                )
+                for i in np.flatnonzero(terminated | truncated).tolist():
                     stats["success"].append(float(_final(info, "is_success", i)))
-            buffer.add(obs, real_next, actions, rewards, terminated, truncated, infos)
+                buffer.add(obs, real_next, actions, rewards, terminated, truncated, infos)
             seen.append(obs)
             obs = next_obs
-        agent.normalizer.update({k: np.concatenate([o[k] for o in seen]) for k in GOAL_KEYS})
-        agent.normalizer.recompute()
+        with clock("store"):
+            agent.normalizer.update({k: np.concatenate([o[k] for o in seen]) for k in GOAL_KEYS})
+            agent.normalizer.recompute()
         return obs
 
     def evaluate(
@@ -222,32 +220,37 @@ class DeviceCollector(Collector):
         """:meth:`Collector.collect` on the torch twins: actions, transitions and
         normalizer sums stay on the device. Per step the host learns one bool (did an
         episode end?); the episodes' successes come to it once per call."""
-        seen, successes = [], []
+        seen, successes, clock = [], [], self.clock
         for _ in range(steps):
-            actions = agent.act(obs, explore=True)
-            next_obs, rewards, terminated, truncated, info = envs.step(actions)
+            with clock("act"):
+                actions = agent.act(obs, explore=True)
+            with clock("env"):
+                next_obs, rewards, terminated, truncated, info = envs.step(actions)
             # Autoreset is off: next_obs is every sub-env's true next (or final) observation.
-            buffer.add(
-                obs,
-                next_obs,
-                actions,
-                rewards,
-                terminated,
-                truncated,
-                {k: info[k] for k in info_keys},
-            )
+            with clock("store"):
+                buffer.add(
+                    obs,
+                    next_obs,
+                    actions,
+                    rewards,
+                    terminated,
+                    truncated,
+                    {k: info[k] for k in info_keys},
+                )
             seen.append(obs)
             done = terminated | truncated
             if bool(done.any()):
                 successes.append(info["is_success"][done])
-                fresh, _ = envs.reset(options={"reset_mask": done})
+                with clock("env"):
+                    fresh, _ = envs.reset(options={"reset_mask": done})
                 next_obs = {
                     k: torch.where(done.reshape(-1, *(1,) * (v.ndim - 1)), fresh[k], v)
                     for k, v in next_obs.items()
                 }
             obs = next_obs
-        agent.normalizer.update({k: torch.cat([o[k] for o in seen]) for k in GOAL_KEYS})
-        agent.normalizer.recompute()
+        with clock("store"):
+            agent.normalizer.update({k: torch.cat([o[k] for o in seen]) for k in GOAL_KEYS})
+            agent.normalizer.recompute()
         if successes:
             stats["success"].extend(torch.cat(successes).float().cpu().tolist())
         return obs
@@ -281,6 +284,26 @@ def make_collector(
     """The collector of the run: on ``device`` (torch twins) or on numpy."""
     cls = DeviceCollector if on_device else NumpyCollector
     return cls(env_id, env_kwargs, device)
+
+
+def _with_final_obs(
+    next_obs: dict[str, np.ndarray], info: dict[str, Any], done: np.ndarray, keys: tuple[str, ...]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The true next observations and info values of a step: with gymnasium's same-step
+    autoreset, a finished sub-env's ``next_obs`` is already the next episode's first, and
+    its last observation and info sit in ``info["final_obs"]`` / ``info["final_info"]``."""
+    infos = {k: np.asarray(info[k]) for k in keys}
+    if not done.any():
+        return next_obs, infos
+    real_next = {k: v.copy() for k, v in next_obs.items()}
+    infos = {k: v.copy() for k, v in infos.items()}
+    for i in np.flatnonzero(done).tolist():
+        final_obs = _final_obs(info, i)
+        for key in real_next:
+            real_next[key][i] = final_obs[key]
+        for key in infos:
+            infos[key][i] = _final(info, key, i)
+    return real_next, infos
 
 
 def _final(info: dict[str, Any], key: str, i: int) -> Any:

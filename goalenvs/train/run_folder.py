@@ -49,6 +49,7 @@ from goalenvs.train.checkpoint import (
 )
 from goalenvs.train.collectors import Collector
 from goalenvs.train.display import loss_names
+from goalenvs.train.timing import TIME_COLUMNS
 
 KEEP_UNITS = 2  # committed epochs kept in checkpoints/: the newest and one to fall back on
 # The trainer's logger, under the name it had before the move: users filter logs by it.
@@ -405,7 +406,10 @@ class RunFolder:
         except OSError as exc:
             raise CheckpointError(f"{str(path)!r} cannot be read ({exc})") from None
         header, body = (rows[0], rows[1:]) if rows else ([], [])
-        if header != self.columns():
+        if header == self.columns()[: -len(TIME_COLUMNS)]:
+            # Written before progress.csv had the time columns: those epochs' are empty.
+            body = [row + [""] * len(TIME_COLUMNS) if row else row for row in body]
+        elif header != self.columns():
             raise CheckpointError(
                 f"{str(path)!r} does not start with the header {','.join(self.columns())}"
             )
@@ -424,6 +428,7 @@ class RunFolder:
         return [
             "epoch", "env_steps", "updates", "wall_time", "steps_per_s", "train_success",
             "eval_success", "eval_return", "eval_length", *loss_names(self.config.algo),
+            *TIME_COLUMNS,
         ]  # fmt: skip
 
     def log(self, row: dict[str, Any]) -> None:
@@ -557,4 +562,8 @@ class _GeneratorSnapshot(gym.vector.VectorWrapper):
 
 def _read_progress(path: Path) -> list[dict[str, float]]:
     with open(path, newline="") as f:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        # An empty cell (a time column of an epoch logged before it existed) reads as NaN.
+        return [
+            {k: float(v) if v != "" else math.nan for k, v in row.items()}
+            for row in csv.DictReader(f)
+        ]

@@ -309,16 +309,22 @@ class Trainer(RunFolder):
         if float(distributed.all_reduce_sum(ready)[0]) < self.world:
             return
         totals: dict[str, torch.Tensor] = {}
+        clock = self.collector.clock
         for _ in range(cfg.n_batches):
-            batch = self.buffer.sample(cfg.batch_size, device=self.device)
-            losses = self.agent.update(batch)
+            with clock("sample"):
+                batch = self.buffer.sample(cfg.batch_size, device=self.device)
+            with clock("update"):
+                losses = self.agent.update(batch)
             # Per-sample TD errors are no loss to log: they set new replay priorities.
             td_errors = losses.pop("td_errors", None)
             if td_errors is not None and getattr(self.buffer, "prioritized", False):
-                self.buffer.update_priorities(batch.indices, self.collector.td_errors(td_errors))
+                with clock("sample"):
+                    priorities = self.collector.td_errors(td_errors)
+                    self.buffer.update_priorities(batch.indices, priorities)
             for name, value in losses.items():
                 totals[name] = totals[name] + value if name in totals else value
-        self.agent.update_targets()
+        with clock("update"):
+            self.agent.update_targets()
         self.updates += cfg.n_batches
         for name, total in totals.items():
             mean = float(total) / cfg.n_batches
@@ -341,8 +347,10 @@ class Trainer(RunFolder):
         seed = int(
             np.random.SeedSequence([self.config.seed, self.rank, self.epoch]).generate_state(1)[0]
         )
-        obs, _ = self.eval_envs.reset(seed=seed)
-        totals = self.collector.evaluate(self.agent, self.eval_envs, obs, self.horizon or 100_000)
+        with self.collector.clock("eval"):
+            obs, _ = self.eval_envs.reset(seed=seed)
+            limit = self.horizon or 100_000
+            totals = self.collector.evaluate(self.agent, self.eval_envs, obs, limit)
         totals = distributed.all_reduce_sum(totals) / (n * self.world)
         return float(totals[0]), float(totals[1]), float(totals[2])
 
@@ -372,6 +380,7 @@ class Trainer(RunFolder):
                 start, steps_before = time.perf_counter(), self.env_steps
                 stats: dict[str, list] = {name: [] for name in ("success", *loss_names(cfg.algo))}
                 self.envs.arm(steps_per_epoch)
+                self.collector.clock.reset()
                 for cycle in range(cfg.n_cycles):
                     obs = self.collect(obs, stats)
                     self.optimize(stats)
@@ -396,6 +405,7 @@ class Trainer(RunFolder):
                     "eval_return": ret,
                     "eval_length": length,
                     **{name: _mean(stats[name]) for name in loss_names(cfg.algo)},
+                    **self.collector.clock.columns(),
                 }
                 self.save_epoch(row, success)
                 self.log(row)

@@ -235,7 +235,11 @@ def _open_steps(buffer) -> int:
 def progress_numbers(run: Path) -> list[dict[str, str]]:
     with open(run / "progress.csv", newline="") as f:
         return [
-            {k: v for k, v in row.items() if k not in ("wall_time", "steps_per_s")}
+            {
+                k: v
+                for k, v in row.items()
+                if k not in ("wall_time", "steps_per_s") and not k.startswith("time_")
+            }
             for row in csv.DictReader(f)
         ]
 

@@ -1,0 +1,83 @@
+"""Where a cycle's time goes: the phase clock and its progress.csv columns."""
+
+from __future__ import annotations
+
+import csv
+import time
+from pathlib import Path
+
+import pytest
+
+from goalenvs.her.config import DDPGConfig, config_from_dict
+from goalenvs.her.trainer import train
+from goalenvs.train.timing import PHASES, TIME_COLUMNS, PhaseClock
+
+
+def test_the_clock_charges_each_block_to_its_phase():
+    clock = PhaseClock()
+    with clock("update"):
+        time.sleep(0.02)
+    with clock("env"):
+        pass
+    assert clock.seconds["update"] >= 0.02
+    assert clock.seconds["env"] < clock.seconds["update"]
+    assert clock.seconds["eval"] == 0.0
+    assert clock.columns()["time_update"] == round(clock.seconds["update"], 4)
+    assert clock.shares().split("  ")[4].startswith("update 10")  # ~100% of the time
+    clock.reset()
+    assert set(clock.seconds.values()) == {0.0} and clock.shares() == ""
+
+
+def test_an_unknown_phase_is_an_error_naming_it():
+    clock = PhaseClock()
+    with pytest.raises(ValueError, match=r"phase='optimizer' is not a phase"), clock("optimizer"):
+        pass
+
+
+def tiny(tmp_path: Path, **kwargs) -> DDPGConfig:
+    settings = {
+        "env_id": "goalenvs/PointReach-v0",
+        "epochs": 2,
+        "n_cycles": 4,
+        "rollout_steps": 25,  # 50-step episodes: updates start in the third cycle
+        "n_batches": 4,
+        "batch_size": 256,
+        "hidden_sizes": (16, 16),
+        "n_eval_episodes": 3,
+        "buffer_size": 5000,
+        "out": str(tmp_path / "run"),
+        "verbose": False,
+    }
+    return DDPGConfig(**{**settings, **kwargs})
+
+
+def rows(run: Path) -> list[dict[str, str]]:
+    with open(run / "progress.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_every_epoch_row_says_where_its_time_went(tmp_path):
+    result = train(tiny(tmp_path))
+    logged = rows(result.run_dir)
+    assert len(logged) == 2
+    for row in logged:
+        seconds = {phase: float(row[f"time_{phase}"]) for phase in PHASES}
+        # Every phase of the loop ran, so every one took some time.
+        assert all(s > 0 for s in seconds.values()), seconds
+        # The phases are parts of the epoch: together at most its wall time.
+        epoch_time = 2 * 25 * 4 / float(row["steps_per_s"])  # 2 envs x 25 steps x 4 cycles
+        assert sum(seconds.values()) <= epoch_time * 1.01 + 0.01
+
+
+def test_a_progress_csv_from_before_the_time_columns_still_resumes(tmp_path):
+    config = tiny(tmp_path, epochs=1, save_buffer=True)
+    run = train(config).run_dir
+    path = run / "progress.csv"
+    old = [row[: -len(TIME_COLUMNS)] for row in csv.reader(path.open())]
+    with path.open("w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(old)
+    resumed = config_from_dict({**config.to_dict(), "epochs": 2, "out": None, "resume": str(run)})
+    train(resumed)
+    logged = rows(run)
+    assert [row["epoch"] for row in logged] == ["1", "2"]
+    assert logged[0]["time_update"] == "" and float(logged[1]["time_update"]) > 0
