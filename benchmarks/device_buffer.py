@@ -17,12 +17,18 @@ round by round, and each figure is the best of its rounds, so that the load of a
 machine falls on both alike; CUDA times are wall times with a synchronize per round.
 
 Run: python benchmarks/device_buffer.py [--quick]  (about 1-2 minutes on 2 busy cores)
+
+Every run appends its times (seconds per call) and ratios, with the machine, load,
+versions and command, as one JSON line to benchmarks/results/device_buffer.jsonl
+(benchmarks/report.py builds docs/benchmarks.md's table from it).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +37,9 @@ from gymnasium import spaces
 
 from goalenvs.her import HerReplayBuffer
 from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from evidence import append_jsonl, run_info
 
 OBS, GOAL, ACTION, EPISODE = 25, 3, 4, 50
 BUFFER_SIZE = 2**18
@@ -171,6 +180,7 @@ def measure(n_envs: int, devices: list[str], quick: bool) -> dict[str, dict[str,
 
 
 def main() -> None:
+    """Measures each n_envs, prints the table and saves the raw results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and calls")
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 256, 4096])
@@ -187,8 +197,10 @@ def main() -> None:
     print(f"buffer >= {BUFFER_SIZE} transitions, obs {OBS}, goal {GOAL}, episodes {EPISODE}")
     print("ratio = numpy time / device-buffer time (> 1: the device buffer is faster)")
     print(header)
+    record = run_info(buffer_size=BUFFER_SIZE, quick=args.quick, devices=devices, per_n_envs={})
     for n_envs in args.envs:
         best = measure(n_envs, devices, args.quick)
+        record["per_n_envs"][str(n_envs)] = best
         for op in best["numpy"]:
             line = f"{n_envs:>6} {op:<12} {best['numpy'][op] * 1e6:>10.1f}"
             for device in devices:
@@ -196,6 +208,8 @@ def main() -> None:
                     f" {best[device][op] * 1e6:>10.1f} {best['numpy'][op] / best[device][op]:>7.2f}"
                 )
             print(line, flush=True)
+    record["load_after"] = run_info()["load"]
+    print("saved to", append_jsonl("device_buffer.jsonl", record))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,11 @@ transition, so its sampling is a plain prioritized draw with no relabeling, in C
 
 Run: python benchmarks/her_buffer.py   (about 6-8 minutes; the numbers are noisy on a
 shared machine: compare the ratios, measured in the same run).
+     python benchmarks/her_buffer.py --transitions 100000   (a smaller buffer, ~1 minute)
+
+Every run appends its raw times, memory and ratios, with the machine, load, versions and
+command, as one JSON line to benchmarks/results/her_buffer.jsonl (benchmarks/report.py
+builds docs/benchmarks.md's table from it).
 """
 
 from __future__ import annotations
@@ -51,7 +56,8 @@ from pathlib import Path
 import numpy as np
 
 OBS, GOAL, ACTION, EPISODE = 25, 3, 4, 50
-TRANSITIONS = 1_000_000
+# The buffer size; --transitions sets it for the run (the workers read it from the env).
+TRANSITIONS = int(os.environ.get("GOALENVS_BENCH_TRANSITIONS", 1_000_000))
 BATCHES = (256, 2048)
 CHUNK = 5_000  # fill steps per turn when both buffers are timed in alternation
 
@@ -399,7 +405,15 @@ def run(*args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(transitions: int = TRANSITIONS) -> None:
+    """Runs every measure in subprocesses, prints the tables and saves the raw results."""
+    global TRANSITIONS
+    TRANSITIONS = transitions
+    os.environ["GOALENVS_BENCH_TRANSITIONS"] = str(transitions)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from evidence import append_jsonl, run_info
+
+    record = run_info(transitions=transitions, episode_steps=EPISODE, per_n_envs={})
     print(
         f"HER buffer, Fetch-like sizes: obs {OBS}, goal {GOAL}, action {ACTION}, episodes of "
         f"{EPISODE} steps, {TRANSITIONS:.0e} transitions; sample times as torch CPU tensors; "
@@ -415,6 +429,7 @@ def main() -> None:
         sb3 = {**times["sb3"], **run("memory", "sb3", str(n_envs))}
         ours = {**times["goalenvs"], **run("memory", "goalenvs", str(n_envs))}
         floor = times["floor"]
+        record["per_n_envs"][str(n_envs)] = {"sb3": sb3, "goalenvs": ours, "floor": floor}
         print(header)
         for name, r in (("sb3", sb3), ("goalenvs", ours)):
             print(
@@ -462,7 +477,10 @@ def main() -> None:
 
     times = run("prioritized")
     print()
-    print("Prioritized replay, 1 env, 1e6 transitions (alpha 0.6, beta 0.4); x uniform = time")
+    print(
+        f"Prioritized replay, 1 env, {TRANSITIONS:.0e} transitions (alpha 0.6, beta 0.4); "
+        "x uniform = time"
+    )
     print("over the uniform goalenvs buffer's in the same run")
     print(f"{'buffer':<20} {'add us/step':>12} {'sample256 us':>13} {'sample2048 us':>14} "
           f"{'s256 x uniform':>15} {'s2048 x uniform':>16}")  # fmt: skip
@@ -482,6 +500,9 @@ def main() -> None:
     if times.get("cpprb_stored"):
         print(f"cpprb stored entries: {times['cpprb_stored']} (relabeled copies included)")
     print("target: prioritized sample <= 3x uniform")
+    record["prioritized"] = times
+    record["load_after"] = run_info()["load"]
+    print("saved to", append_jsonl("her_buffer.jsonl", record))
 
 
 if __name__ == "__main__":
@@ -491,5 +512,7 @@ if __name__ == "__main__":
         print(json.dumps(prioritized_worker()))
     elif len(sys.argv) == 5 and sys.argv[1:3] == ["--worker", "memory"]:
         print(json.dumps(memory_worker(sys.argv[3], int(sys.argv[4]))))
+    elif sys.argv[1:2] == ["--transitions"] and len(sys.argv) == 3:
+        main(int(sys.argv[2]))
     else:
         main()

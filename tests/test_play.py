@@ -328,6 +328,16 @@ def test_drive_counts_finished_episodes_and_resets(window):
     env.close()
 
 
+class FrameCounter:
+    """A recorder that only counts the frames it is handed."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def add(self, frame: np.ndarray) -> None:
+        self.frames += 1
+
+
 def test_escape_ends_drive_and_its_own_window_closes():
     env = gym.make(DOT_ID, render_mode="rgb_array")
     win = Window((100, 100))
@@ -335,8 +345,18 @@ def test_escape_ends_drive_and_its_own_window_closes():
     post(key(pygame.KEYDOWN, pygame.K_UP))
     drive(env, window=win, frames=2, fps=1000, verbose=False)
     post(key(pygame.KEYDOWN, pygame.K_ESCAPE))
-    drive(env, window=win, frames=50, fps=1000, verbose=False)
+    counter = FrameCounter()
+    drive(env, window=win, frames=50, fps=1000, recorder=counter, verbose=False)
     np.testing.assert_allclose(env.unwrapped.position, [0.0, 0.0])  # reset, then quit
+    assert counter.frames == 1  # the reset's frame only: Esc stopped it before a step
+    assert win.is_open  # a window passed in stays open
+    # With no window given, drive makes its own and closes it when Esc ends the loop.
+    post(key(pygame.KEYDOWN, pygame.K_DOWN), key(pygame.KEYDOWN, pygame.K_ESCAPE))
+    counter = FrameCounter()
+    drive(env, frames=50, fps=1000, recorder=counter, verbose=False)
+    assert counter.frames == 1
+    assert Window._owner is None and not pygame.display.get_init()
+    assert not win.is_open  # the one display went with it
     win.close()
     env.close()
 
@@ -516,58 +536,72 @@ def test_bad_input_prints_one_error_line_and_exits_2(capsys, argv, message):
     assert "Traceback" not in err
 
 
-class FakePolicy:
-    """A loaded policy as goalenvs.her.load_policy returns it: predict, env_id, env_kwargs."""
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> dict[str, str]:
+    """Real policies from one-epoch training runs (a second each): DDPG on the Dot env and
+    on PointReach, DQN on BitFlipping with 2 bits (Dot's observation sizes, discrete
+    actions)."""
+    pytest.importorskip("torch")
+    from goalenvs.her.config import DDPGConfig, DQNConfig
+    from goalenvs.her.trainer import Trainer
 
-    def __init__(self, env_id: str, obs_size: int, action_size: int) -> None:
-        self.env_id = env_id
-        self.env_kwargs: dict[str, Any] = {}
-        self.obs_size = obs_size
-        self.action_size = action_size
+    def tiny(config_class: Any, env_id: str, **kwargs: Any) -> str:
+        config = config_class(
+            env_id=env_id, hidden_sizes=(16, 16), num_envs=2, epochs=1, n_cycles=2,
+            n_batches=2, batch_size=16, n_eval_episodes=2, verbose=False,
+            out=str(tmp_path_factory.mktemp("run")), **kwargs,
+        )  # fmt: skip
+        return str(Trainer(config).run().latest_policy)
 
-    def predict(self, obs, deterministic=True):
-        flat = np.concatenate([obs[k] for k in ("observation", "desired_goal")])
-        if flat.shape != (self.obs_size,):
-            raise ValueError(f"expected an input of size {self.obs_size}, got {flat.shape}")
-        return np.full(self.action_size, 0.5, np.float32), None
+    return {
+        "dot": tiny(DDPGConfig, DOT_ID),
+        "point_reach": tiny(DDPGConfig, "goalenvs/PointReach-v0"),
+        "bits": tiny(DQNConfig, "goalenvs/BitFlipping-v0", env_kwargs={"n_bits": 2}),
+    }
 
 
-def test_policy_of_other_spaces_is_refused_with_one_line(capsys, monkeypatch, tmp_path):
-    checkpoint = tmp_path / "policy.pt"
-    checkpoint.write_bytes(b"")
-    monkeypatch.setattr(play, "_load_policy", lambda path: FakePolicy("goalenvs/Other-v0", 7, 2))
-    rc, err = run_cli(capsys, DOT_ID, "--policy", str(checkpoint), "--headless")
+def test_policy_of_other_spaces_is_refused_with_one_line(capsys, checkpoints):
+    rc, err = run_cli(capsys, DOT_ID, "--policy", checkpoints["bits"], "--headless")
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "does not match playtest/Dot-v0: it was trained on goalenvs/BitFlipping-v0" in err
+    assert "whose action_space is Discrete(2); this env's is Box(-1.0, 1.0, (2,), float32)" in err
+
+
+def test_policy_spaces_are_compared_key_by_key(capsys, checkpoints):
+    rc, err = run_cli(capsys, DOT_ID, "--policy", checkpoints["point_reach"], "--headless")
     assert rc == 2 and err.count("\n") == 1
-    assert "does not match playtest/Dot-v0 (trained on goalenvs/Other-v0)" in err
-    assert "expected an input of size 7" in err
-    monkeypatch.setattr(play, "_load_policy", lambda path: FakePolicy(DOT_ID, 4, 3))
-    rc, err = run_cli(capsys, DOT_ID, "--policy", str(checkpoint), "--headless")
-    assert rc == 2 and "returned an action of shape (3,)" in err
-
-
-def test_policy_spaces_are_compared_key_by_key(capsys, monkeypatch, tmp_path):
-    checkpoint = tmp_path / "policy.pt"
-    checkpoint.write_bytes(b"")
-    policy = FakePolicy("goalenvs/Other-v0", 4, 2)
-    box = spaces.Box(-1.0, 1.0, (2,), np.float32)
-    policy.observation_space = goal_dict_space(spaces.Box(-1.0, 1.0, (5,), np.float32), box)
-    monkeypatch.setattr(play, "_load_policy", lambda path: policy)
-    rc, err = run_cli(capsys, DOT_ID, "--policy", str(checkpoint), "--headless")
-    assert rc == 2 and err.count("\n") == 1
-    assert "whose observation_space['observation'] is Box(-1.0, 1.0, (5,), float32); " in err
+    assert "trained on goalenvs/PointReach-v0, " in err
+    assert "whose observation_space['observation'] is Box(-1.0, 1.0, (4,), float32); " in err
     assert "this env's is Box(-1.0, 1.0, (2,), float32)" in err
 
 
-def test_cli_watches_a_policy_named_by_its_checkpoint(capsys, monkeypatch, tmp_path):
-    checkpoint = tmp_path / "policy.pt"
-    checkpoint.write_bytes(b"")
-    monkeypatch.setattr(play, "_load_policy", lambda path: FakePolicy(DOT_ID, 4, 2))
+def test_cli_watches_a_policy_named_by_its_checkpoint(capsys, checkpoints, tmp_path):
     out = tmp_path / "watch.gif"
-    argv = ["play", str(checkpoint), "--headless", "--episodes", "2", "--record", str(out)]
+    argv = ["play", checkpoints["dot"], "--headless", "--episodes", "2", "--record", str(out)]
     assert cli_main([*argv, "--seed", "0"]) == 0
     printed = capsys.readouterr().out
-    # (0.5, 0.5) moves 0.05 per step along the diagonal: these goals are never reached.
-    assert "episode 2: return -20.00, length 20, success False" in printed
-    assert "success rate 0.0% (0/2)" in printed
-    assert "recorded 42 frames" in printed
-    assert len(gif_frames(out)) == 42
+    lengths = [
+        int(line.split("length ")[1].split(",")[0])
+        for line in printed.splitlines()
+        if line.startswith("episode ")
+    ]
+    # The checkpoint names playtest/Dot-v0: its 20-step time limit bounds every episode.
+    assert len(lengths) == 2 and all(1 <= n <= 20 for n in lengths)
+    assert "2 episodes: success rate" in printed
+    assert f"recorded {sum(lengths) + 2} frames" in printed
+    assert len(gif_frames(out)) == sum(lengths) + 2
+
+
+def test_a_policy_without_spaces_is_probed_with_one_prediction(capsys, monkeypatch, checkpoints):
+    # A policy object that carries no spaces (as other libraries' may not): the real
+    # PointReach policy with its spaces taken away, so one predict() on a reset
+    # observation is what refuses it.
+    from goalenvs.her import load_policy
+
+    policy = load_policy(checkpoints["point_reach"])
+    monkeypatch.setattr(policy, "observation_space", None, raising=False)
+    monkeypatch.setattr(policy, "action_space", None, raising=False)
+    monkeypatch.setattr(play, "_load_policy", lambda path: policy)
+    rc, err = run_cli(capsys, DOT_ID, "--policy", checkpoints["point_reach"], "--headless")
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "does not match playtest/Dot-v0 (trained on goalenvs/PointReach-v0): " in err

@@ -2,8 +2,11 @@
 
 The file is not copied into this repository: it is run where it is found, in a child
 pytest whose plugin (tests/sb3_swap_plugin.py) rebinds the file's ``HerReplayBuffer`` to
-``goalenvs.her.sb3.HerReplayBuffer``. ``test_performance_her`` is left out: a coin toss
-for SB3's own buffer too (benchmarks/sb3_her.py compares both buffers over seeds).
+``goalenvs.her.sb3.HerReplayBuffer``. Every test of the file must pass but one:
+``test_performance_her`` (DQN+HER on 10 bits, ``seed=0``, asks success > 0.9) is left
+out because at that one seed it is a coin toss for both buffers: over seeds 0-9 it passes
+5 of 10 with ours and 6 of 10 with SB3's own (benchmarks/results/sb3_her.log); at seed 0
+ours gives 0.44 (benchmarks/results/sb3_test_her.log, where the whole file was run).
 
 Where to find it: ``$GOALENVS_SB3_TEST_HER`` (a path to test_her.py from the SB3 release
 that is installed), else ``tests/test_her.py`` beside an SB3 source checkout installed in
@@ -61,6 +64,7 @@ def test_sb3s_own_her_tests_pass_with_our_buffer(tmp_path: Path) -> None:
             "-q",
             "-p",
             "no:cacheprovider",
+            "-rs",
             "-p",
             "sb3_swap_plugin",
             "-c",
@@ -79,7 +83,12 @@ def test_sb3s_own_her_tests_pass_with_our_buffer(tmp_path: Path) -> None:
     output = result.stdout + result.stderr
     swapped = f"HerReplayBuffer swapped for goalenvs.her.sb3.HerReplayBuffer in: {test_file.stem}"
     assert swapped in output, output[-4000:]
-    counts = dict((word, int(n)) for n, word in re.findall(r"(\d+) (passed|failed|error)", output))
-    assert result.returncode == 0 and counts.get("failed", 0) == 0, output[-4000:]
-    # 2.9.x: 37 pass, 3 gSDE cases skip (only SAC has gSDE), test_performance_her deselected.
-    assert counts.get("passed", 0) >= 30, output[-4000:]
+    summary = [line for line in output.splitlines() if re.search(r"\d+ passed", line)]
+    assert summary, output[-4000:]
+    counts = {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", summary[-1])}
+    assert result.returncode == 0, output[-4000:]
+    # Nothing failed or errored, and the only skips are SB3's own (gSDE is SAC's only).
+    assert set(counts) <= {"passed", "skipped", "deselected", "warnings"}, summary[-1]
+    skips = [line for line in output.splitlines() if line.startswith("SKIPPED")]
+    assert all("Only SAC has gSDE support" in line for line in skips), skips
+    assert counts.get("deselected", 0) == 1 and counts["passed"] > 0, summary[-1]

@@ -271,11 +271,39 @@ def test_cli_uses_the_env_preset_flags_override_and_show_config_prints_it(capsys
     assert "preset='nope' is not a preset; expected one of" in capsys.readouterr().err
 
 
-def test_presets_ship_as_package_data():
+@pytest.mark.slow
+def test_presets_ship_as_package_data(tmp_path):
+    # Builds the wheel from a copy of the sources (the build writes build/ beside them)
+    # and looks for every preset file of the presets package inside it.
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+    from importlib.resources import files
     from pathlib import Path
 
-    text = Path("pyproject.toml").read_text()
-    assert '"goalenvs.train.presets" = ["*.toml"]' in text
+    import goalenvs
+    from goalenvs.train import presets
+
+    root = Path(goalenvs.__file__).resolve().parent.parent
+    source = tmp_path / "src"
+    source.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(root / "goalenvs", source / "goalenvs", ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, source / name)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    built = subprocess.run(
+        [*command, "-q", "-w", str(tmp_path / "dist"), str(source)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (tmp_path / "dist").glob("goalenvs-*.whl")
+    package = presets.__name__.replace(".", "/")
+    expected = {f"{package}/{p.name}" for p in files(presets).iterdir() if p.name.endswith(".toml")}
+    assert {"point_reach", "parking", "fetch_push"} <= {Path(p).stem for p in expected}
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    assert expected <= shipped, sorted(expected - shipped)
 
 
 def test_another_algo_keeps_the_env_presets_schedule_without_its_algo_knobs():

@@ -188,7 +188,35 @@ def test_every_env_family_trains_on_the_device(env_id, tmp_path):
     infos = calls[-1][6]
     assert set(infos) == set(trainer.info_keys)  # the info compute_reward reads, as tensors
     assert all(isinstance(v, torch.Tensor) and v.shape[0] == 4 for v in infos.values())
-    assert 0.0 <= result.final_success_rate <= 1.0
+    # The device evaluation's bookkeeping against a plain recount of the same episodes:
+    # success at each episode's end, return and length summed until it ends.
+    success, episode_return, length = trainer.evaluate()
+    assert recount_evaluation(trainer) == pytest.approx((success, episode_return, length))
+    assert result.history[-1]["eval_success"] == pytest.approx(result.final_success_rate)
+    assert 0 < length <= trainer.horizon
+
+
+def recount_evaluation(trainer: Trainer) -> tuple[float, float, float]:
+    """Mean success, return and length of one episode per eval env, counted step by step
+    (the seed is the one ``Trainer.evaluate`` uses for this epoch)."""
+    n = trainer.config.n_eval_episodes
+    seed = np.random.SeedSequence([trainer.config.seed, trainer.rank, trainer.epoch])
+    obs, _ = trainer.eval_envs.reset(seed=int(seed.generate_state(1)[0]))
+    success, returns, lengths, done = [0.0] * n, [0.0] * n, [0] * n, [False] * n
+    for _ in range(trainer.horizon):
+        obs, rewards, terminated, truncated, info = trainer.eval_envs.step(
+            trainer.agent.act(obs, False)
+        )
+        for i in range(n):
+            if done[i]:
+                continue
+            returns[i] += float(rewards[i])
+            lengths[i] += 1
+            if bool(terminated[i]) or bool(truncated[i]):
+                success[i], done[i] = float(info["is_success"][i]), True
+        if all(done):
+            break
+    return sum(success) / n, sum(returns) / n, sum(lengths) / n
 
 
 def test_the_device_loop_learns_point_reach_on_the_cpu(tmp_path):

@@ -344,17 +344,16 @@ def test_highway_parking_without_compute_terminated_trains(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("env_id", "low"),
-    [("goalenvs/PointReach-v0", -50.0), ("goalenvs/PointReachDense-v0", -np.inf)],
+    ("env_id", "low", "high"),
+    [("goalenvs/PointReach-v0", -50.0, 0.0), ("goalenvs/PointReachDense-v0", -np.inf, np.inf)],
 )
-def test_a_dense_goalenvs_task_is_not_clipped_to_the_sparse_range(tmp_path, env_id, low):
+def test_a_dense_goalenvs_task_is_not_clipped_to_the_sparse_range(tmp_path, env_id, low, high):
     from goalenvs.her.trainer import Trainer
 
     trainer = Trainer(tiny(env_id, tmp_path))  # gamma 1 - 1/50
     try:
-        assert trainer.agent.clip_low == pytest.approx(low) and trainer.agent.clip_high in (
-            0,
-            np.inf,
-        )
+        # Sparse -1/0 rewards: targets in [-1/(1-gamma), 0]; dense ones are not clipped.
+        assert trainer.agent.clip_low == pytest.approx(low)
+        assert trainer.agent.clip_high == high
     finally:
         trainer.close()

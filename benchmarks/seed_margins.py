@@ -1,0 +1,112 @@
+"""Per-seed margins behind the seeded learning tests.
+
+The learning tests of tests/her/ (``test_ddpg_her_reaches_90_percent_on_point_reach``,
+``test_agent_learns_point_reach_and_its_policy_loads``) train one seed with the
+``point_reach`` preset for a few epochs; the margin they leave is the first epoch at
+which each of seeds 0-4 reaches the threshold. This script trains that config per seed
+(no early stop), one torch thread, and appends one JSON line per run to
+``benchmarks/results/seed_margins.jsonl`` (per-epoch eval success, first epoch >= the
+threshold, machine, load, versions).
+
+    python benchmarks/seed_margins.py --algos ddpg sac td3 --seeds 0 1 2 3 4 --epochs 12
+    python benchmarks/seed_margins.py table
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from evidence import append_jsonl, read_jsonl, run_info  # noqa: E402
+
+RESULTS_FILE = "seed_margins.jsonl"
+THRESHOLD = 0.9
+
+
+def run(algo: str, seed: int, epochs: int) -> dict:
+    """Trains the ``point_reach`` preset with ``algo`` for ``epochs`` epochs (no early stop)
+    and returns its record: per-epoch eval success and the first epoch >= THRESHOLD."""
+    import torch
+
+    from goalenvs.her.presets import resolve_config
+    from goalenvs.her.trainer import train
+
+    torch.set_num_threads(1)
+    info = run_info()  # load at the start
+    with tempfile.TemporaryDirectory() as tmp:
+        config = resolve_config(
+            "goalenvs/PointReach-v0",
+            algo=algo,
+            seed=seed,
+            epochs=epochs,
+            stop_success=None,
+            device="cpu",
+            verbose=False,
+            out=str(Path(tmp) / "run"),
+        )
+        result = train(config)
+    curve = [round(float(r["eval_success"]), 4) for r in result.history]
+    first = next((i + 1 for i, s in enumerate(curve) if s >= THRESHOLD), None)
+    return {
+        "preset": "point_reach",
+        "env_id": "goalenvs/PointReach-v0",
+        "algo": algo,
+        "seed": seed,
+        "epochs": epochs,
+        "env_steps_per_epoch": result.env_steps // max(result.epochs, 1),
+        "threshold": THRESHOLD,
+        "first_epoch_at_threshold": first,
+        "best_success": max(curve) if curve else None,
+        "eval_success": curve,
+        "wall_time": round(result.wall_time, 1),
+        **info,
+        "load_after": run_info()["load"],
+    }
+
+
+def table(records: list[dict]) -> str:
+    """Markdown: per algorithm, the first epoch >= THRESHOLD for each seed (latest record)."""
+    latest: dict[tuple[str, int], dict] = {}
+    for r in records:
+        latest[(r["algo"], r["seed"])] = r
+    algos = sorted({a for a, _ in latest})
+    seeds = sorted({s for _, s in latest})
+    lines = [
+        "| algo | " + " | ".join(f"seed {s}" for s in seeds) + " | best (min over seeds) |",
+        "|---" * (len(seeds) + 2) + "|",
+    ]
+    for algo in algos:
+        rows = [latest.get((algo, s)) for s in seeds]
+        cells = [str(r["first_epoch_at_threshold"] or "-") if r else "" for r in rows]
+        best = min(r["best_success"] for r in rows if r)
+        lines.append(f"| {algo} | " + " | ".join(cells) + f" | {best:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: train (default) or print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", nargs="?", default="run", choices=["run", "table"])
+    parser.add_argument("--algos", nargs="+", default=["ddpg", "sac", "td3"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--epochs", type=int, default=12)
+    args = parser.parse_args(argv)
+    if args.action == "run":
+        for algo in args.algos:
+            for seed in args.seeds:
+                record = run(algo, seed, args.epochs)
+                append_jsonl(RESULTS_FILE, record)
+                print(algo, seed, record["first_epoch_at_threshold"], record["eval_success"])
+    print(table(read_jsonl(RESULTS_FILE)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
