@@ -20,11 +20,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "spec",
         metavar="SPEC",
-        help="a registered id (goalenvs/PointReach-v0), module:EnvId (highway_env:parking-v0), "
-        "package.module:ClassOrFactory or path/to/file.py:ClassOrFactory",
+        help="the goal env: a registered id (goalenvs/PointReach-v0), module:EnvId "
+        "(highway_env:parking-v0), module:ClassOrFactory or path/to/file.py:ClassOrFactory",
     )
     parser.add_argument(
-        "--kwargs", default="{}", metavar="JSON", help="keyword arguments for the env, as JSON"
+        "--env-kwargs",
+        "--kwargs",  # the name before train and play shared --env-kwargs, kept
+        dest="kwargs",
+        default="{}",
+        metavar="JSON",
+        help="env constructor arguments as a JSON object, e.g. '{\"size\": 5}'",
     )
     parser.add_argument("--steps", type=int, default=200, help="steps of the main rollout")
     parser.add_argument("--seed", type=int, default=0, help="seed of every rollout and draw")

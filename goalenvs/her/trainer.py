@@ -43,7 +43,6 @@ finished epoch, and the cycles of the unfinished one are dropped.
 from __future__ import annotations
 
 import csv
-import importlib
 import inspect
 import io
 import json
@@ -65,6 +64,7 @@ import torch
 from gymnasium import spaces
 
 import goalenvs  # importing registers the goalenvs ids
+from goalenvs import envspec
 from goalenvs.core import GOAL_KEYS, GoalVectorEnv
 from goalenvs.her import distributed
 from goalenvs.her.algos import algo_for, check_action_space, get_algo, make_agent
@@ -130,37 +130,13 @@ class TrainResult:
 # --------------------------------------------------------------------------- envs
 
 
-# Packages behind third-party env ids, and the goalenvs extra that installs each.
-EXTRAS = {"gymnasium_robotics": "robotics"}
-
-
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """The registered spec of ``env_id``, gymnasium's ``module:EnvId`` form included.
+    """The gymnasium spec of ``env_id``, in any form :func:`goalenvs.envspec.resolve` takes
+    (``module:EnvId``, ``module:Class``, ``path/to/file.py:Class`` included).
 
-    The module of ``module:EnvId`` is imported first (that registers its ids), so that
-    a missing package is one clear line naming it (and the goalenvs extra providing it).
+    A missing package is one clear line naming it (and the goalenvs extra providing it).
     """
-    module, sep, name = env_id.rpartition(":")
-    if sep:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or module.split(".")[0] != exc.name.split(".")[0]:
-                raise  # the package is there; something it imports is broken
-            package = module.split(".")[0]
-            extra = EXTRAS.get(package)
-            how = (
-                f"pip install 'goalenvs[{extra}]'"
-                if extra
-                else f"install the package that provides it ({package})"
-            )
-            raise ValueError(
-                f"env_id={env_id!r} needs the package {package!r}, which is not installed: {how}"
-            ) from None
-    try:
-        return gym.spec(name)
-    except gym.error.Error as exc:
-        raise ValueError(f"env_id={env_id!r} could not be made: {exc}") from None
+    return envspec.env_spec(env_id)
 
 
 def validate_training_env(env_id: str, env_kwargs: dict[str, Any], algo: str | None) -> gym.Env:
@@ -172,9 +148,9 @@ def validate_training_env(env_id: str, env_kwargs: dict[str, Any], algo: str | N
     """
     if algo is not None:
         get_algo(algo)
-    env_spec(env_id)
+    spec = env_spec(env_id)
     try:
-        env = gym.make(env_id, **env_kwargs)
+        env = gym.make(spec, **env_kwargs)
     except gym.error.Error as exc:
         raise ValueError(f"env_id={env_id!r} could not be made: {exc}") from None
     space = env.observation_space
@@ -225,12 +201,13 @@ def make_vector_env(
         if problem is not None:
             raise ValueError(f"{env_id} cannot run on device {device}: {problem}")
         return gym.make_vec(
-            env_id, num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
+            env_spec(env_id), num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
         )
-    if env_spec(env_id).vector_entry_point is not None:
-        return gym.make_vec(env_id, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)
+    spec = env_spec(env_id)
+    if spec.vector_entry_point is not None:
+        return gym.make_vec(spec, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)
     return gym.make_vec(
-        env_id,
+        spec,
         num_envs=num_envs,
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": mode},
@@ -1290,12 +1267,18 @@ def _read_progress(path: Path) -> list[dict[str, float]]:
 
 
 class _Display:
-    """The rich progress display: a bar over epochs, one summary line per epoch."""
+    """The progress display: on a terminal, a rich bar over epochs with a live status line
+    and one summary line per epoch; with output redirected (a log file, a pipe), only the
+    summary lines, plain, one per epoch (a live line would leave cut copies in the file)."""
 
     def __init__(self, config: TrainConfig, first_epoch: int) -> None:
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         self.config = config
+        self.progress: Progress | None = None
+        if not Console().is_terminal:
+            return
         self.progress = Progress(
             TextColumn("[bold]epoch"),
             MofNCompleteColumn(),
@@ -1309,7 +1292,9 @@ class _Display:
         self.progress.start()
 
     def cycle(self, trainer: Trainer, cycle: int, stats: dict[str, list], elapsed: float) -> None:
-        """Refreshes the status line after a cycle."""
+        """Refreshes the status line after a cycle (on a terminal only)."""
+        if self.progress is None:
+            return
         losses = "  ".join(
             f"{LABELS.get(name, name)} {stats[name][-1]:.3g}"
             for name in loss_names(self.config.algo)
@@ -1327,18 +1312,22 @@ class _Display:
         losses = "  ".join(
             f"{LABELS.get(name, name)} {row[name]:.3g}" for name in loss_names(self.config.algo)
         )
-        self.progress.console.print(
-            f"epoch {row['epoch']:>3}  steps {row['env_steps']:>7}  "
+        line = (
+            f"epoch {row['epoch']:>3}/{self.config.epochs}  steps {row['env_steps']:>7}  "
             f"success {row['eval_success']:.2f} (best {best:.2f})  "
-            f"return {row['eval_return']:.1f}  {losses}  {row['steps_per_s']:.0f} steps/s",
-            soft_wrap=True,
+            f"return {row['eval_return']:.1f}  {losses}  {row['steps_per_s']:.0f} steps/s"
         )
+        if self.progress is None:
+            print(line, flush=True)
+            return
+        self.progress.console.print(line, soft_wrap=True, markup=False, highlight=False)
         self.progress.update(self.task, completed=row["epoch"])
         self.progress.refresh()
 
     def close(self) -> None:
         """Stops the live display."""
-        self.progress.stop()
+        if self.progress is not None:
+            self.progress.stop()
 
 
 def train(config: TrainConfig, callback: Callable[[dict], Any] | None = None) -> TrainResult:
