@@ -11,8 +11,12 @@ import argparse
 import difflib
 import importlib
 import json
+import os
+import shlex
+import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 # name -> (module, one-line help); a module's SUMMARY, when it has one, replaces the help
@@ -39,6 +43,18 @@ def parse_json_object(flag: str, text: str | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{flag} must be a JSON object like '{{\"n_bits\": 50}}', got {text!r}")
     return value
+
+
+def command_name() -> str:
+    """How to type the ``goalenvs`` command here, for the next commands the CLI prints:
+    ``goalenvs`` when that is the console script beside this Python (or none is
+    installed), else the script's path (``.venv/bin/goalenvs`` after ``make demo``)."""
+    script = Path(sys.executable).with_name("goalenvs")
+    found = shutil.which("goalenvs")
+    if not script.is_file() or (found is not None and Path(found).samefile(script)):
+        return "goalenvs"
+    relative = os.path.relpath(script)
+    return shlex.quote(relative if not relative.startswith("..") else str(script))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

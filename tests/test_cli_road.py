@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from goalenvs.cli import main
+from goalenvs.cli import command_name, main
 from goalenvs.her.algos import ALGOS
 from goalenvs.her.presets import load_preset, preset_for, resolve_config
 
@@ -52,6 +52,8 @@ def run_command(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env = {
         **os.environ,
+        # The console script's folder on PATH, as in an activated venv or after pip install.
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         "PYTHONPATH": os.pathsep.join(paths),
         "SDL_VIDEODRIVER": "dummy",
         "SDL_AUDIODRIVER": "dummy",
@@ -61,7 +63,7 @@ def run_command(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def printed_command(output: str, label: str) -> list[str]:
     """The command after ``label`` in the CLI's output, split as a shell would."""
-    match = re.search(rf"^{re.escape(label)}\s+(goalenvs .+)$", output, re.MULTILINE)
+    match = re.search(rf"^{re.escape(label)}\s+(.+)$", output, re.MULTILINE)
     assert match, f"no {label!r} line in:\n{output}"
     return shlex.split(match.group(1))
 
@@ -90,9 +92,7 @@ def test_train_in_a_users_folder_prints_a_play_command_that_runs(user_folder, sp
     play = printed_command(trained.stdout, "watch it:")
     assert play[:2] == ["goalenvs", "play"] and play[2] == spec
     assert play[4] == str(Path("my run") / "policy_best.pt")  # quoted: it has a space
-    watched = run_command(
-        [*goalenvs, *play[1:], "--headless", "--episodes", "2", "--seed", "0"], user_folder
-    )
+    watched = run_command([*play, "--headless", "--episodes", "2", "--seed", "0"], user_folder)
     assert watched.returncode == 0, watched.stderr
     assert re.search(r"^2 episodes: success rate \d+\.\d% \(\d/2\)", watched.stdout, re.M), (
         watched.stdout
@@ -122,7 +122,7 @@ def test_an_interrupted_run_prints_a_resume_command_that_runs(tmp_path, monkeypa
     argv = ["train", "goalenvs/BitFlipping-v0", "--env-kwargs", '{"n_bits": 3}', *TINY]
     assert main([*argv, "--out", str(out), "--quiet"]) == 0
     resume = printed_command(capsys.readouterr().out, "continue with:")
-    assert resume == ["goalenvs", "train", "--resume", str(out)]
+    assert resume == [*shlex.split(command_name()), "train", "--resume", str(out)]
     monkeypatch.setattr(trainer, "train", real_train)
     assert main([*resume[1:], "--epochs", "2", "--quiet"]) == 0
     assert len((out / "progress.csv").read_text().strip().splitlines()) == 3  # header + 2
@@ -248,3 +248,13 @@ def test_the_display_keeps_its_live_bar_on_a_terminal(monkeypatch):
         assert display.progress is not None
     finally:
         display.close()
+
+
+def test_the_printed_command_name_is_the_script_when_it_is_not_on_path(monkeypatch):
+    script = Path(sys.executable).with_name("goalenvs")
+    if not script.is_file():
+        pytest.skip(f"no goalenvs console script beside {sys.executable}")
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert command_name() == "goalenvs"
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert Path(command_name()).resolve() == script.resolve()

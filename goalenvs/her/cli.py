@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from goalenvs.cli import parse_json_object
+from goalenvs.cli import command_name, parse_json_object
 from goalenvs.her.algos import ALGOS
 from goalenvs.her.config import DEVICES, ENV_DEVICES, STRATEGIES
 
@@ -248,7 +248,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"curves:        {result.run_dir / 'curves.png'}")
     # Each next command runs as printed (tests/test_next_commands.py runs them).
     env, policy = shlex.quote(config.env_id), shlex.quote(str(result.best_policy))
-    print(f"watch it:      goalenvs play {env} --policy {policy}")
+    goalenvs = command_name()
+    print(f"watch it:      {goalenvs} play {env} --policy {policy}")
     if result.interrupted:
-        print(f"continue with: goalenvs train --resume {shlex.quote(str(result.run_dir))}")
+        print(f"continue with: {goalenvs} train --resume {shlex.quote(str(result.run_dir))}")
     return 0
