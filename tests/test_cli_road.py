@@ -210,6 +210,11 @@ def test_check_takes_env_kwargs_and_its_old_name(capsys):
         (["check", "PointMaze-v0"], "did you mean goalenvs/PointMaze-v0?"),
         (["train", "examples/minimal_env.py"], "e.g. examples/minimal_env.py:LineEnv"),
         (["check", "examples/minimal_env.py"], "e.g. examples/minimal_env.py:LineEnv"),
+        (
+            ["train", "examples/minimal_env.py:LineEnv", "--quiet"],
+            "declares no episode length: give it one with --env-kwargs "
+            "'{\"max_episode_steps\": 50}'",
+        ),
     ],
 )
 def test_a_mistaken_env_is_one_line_without_a_traceback(argv, message, capsys):
