@@ -165,6 +165,13 @@ def test_show_config_prints_the_presets_values_name_and_run_length(env_id, capsy
     )
 
 
+def test_the_training_docs_quote_what_show_config_prints(capsys):
+    assert main(["train", "goalenvs/Parking-v0", "--show-config"]) == 0
+    printed = capsys.readouterr().err.split()
+    docs = (ROOT / "docs" / "training.md").read_text().split()
+    assert " ".join(printed) in " ".join(docs)
+
+
 def test_parking_preset_states_its_length():
     preset = load_preset("parking")
     assert (preset.config["epochs"], preset.config["n_cycles"]) == (150, 150)
