@@ -246,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"best success:  {result.best_success_rate:.2f}")
     print(f"best policy:   {result.best_policy}")
     print(f"curves:        {result.run_dir / 'curves.png'}")
-    # Each next command runs as printed (tests/test_next_commands.py runs them).
+    # Each next command runs as printed (tests/test_cli_road.py runs them).
     env, policy = shlex.quote(config.env_id), shlex.quote(str(result.best_policy))
     goalenvs = command_name()
     print(f"watch it:      {goalenvs} play {env} --policy {policy}")

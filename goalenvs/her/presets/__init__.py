@@ -122,7 +122,8 @@ def run_length(
 ) -> str:
     """One line: how long a run of ``config`` is (epochs x cycles x steps x envs, env steps
     an epoch and in all) and, when ``preset`` records a measured speed and the run trains
-    on the CPU, about how many minutes that is on the machine it was measured on.
+    on the CPU in one process, about how many minutes that is on the machine it was
+    measured on.
 
     ``horizon`` is the env's episode length (a cycle's steps when ``rollout_steps`` is
     None); ``workers`` multiplies the env steps (torchrun).
@@ -140,7 +141,7 @@ def run_length(
         f"{config.num_envs} envs = {per_epoch:,} env steps an epoch, {total:,} in all"
     )
     measured = preset.measured if preset is not None else {}
-    if measured and config.device != "cuda":
+    if measured and config.device != "cuda" and workers == 1:
         seconds = total / measured["env_steps_per_s"]
         duration = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} minutes"
         line += (
