@@ -93,8 +93,8 @@ def resolve(text: str) -> ResolvedEnv:
         return ResolvedEnv(text, right, _registered(right, text))
     if not callable(target):
         raise EnvSpecError(
-            f"env {text!r}: {right} is a {type(target).__name__}, not an env class or a "
-            "function that returns an env"
+            f"env {text!r}: {right} is a {type(target).__name__}, not a class or function "
+            "that returns an env"
         )
     display = f"{Path(left).name if from_file else left}:{right}"
     return ResolvedEnv(text, f"{left}:{right}", EnvSpec(id=display, entry_point=target), target)

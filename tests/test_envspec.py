@@ -93,7 +93,7 @@ def test_a_file_spec_builds_with_gym_make_and_make_vec(user_folder):
         ("gymnasium_robotics_nope.x:Y", "needs the package 'gymnasium_robotics_nope'"),
         ("goalenvs.no_such_module:Env", "there is no module 'goalenvs.no_such_module'"),
         ("goalenvs.envspec:NoSuchName", "goalenvs.envspec defines no 'NoSuchName'"),
-        ("goalenvs.envspec:FORMS", "FORMS is a str, not an env class or a function"),
+        ("goalenvs.envspec:FORMS", "FORMS is a str, not a class or function that returns an env"),
         ("missing_dir/env.py:Env", "no such file: missing_dir/env.py"),
         ("", "must be a non-empty string"),
         ("goalenvs/PointReach-v0:", "empty side of ':'"),

@@ -35,6 +35,9 @@ def resolve(spec: str) -> tuple[Callable[..., gym.Env], str]:
     The SPEC is resolved by :func:`goalenvs.envspec.resolve`, as ``train`` and ``play``
     resolve theirs; a class or factory is called directly, an id goes through ``gym.make``.
     """
+    if isinstance(spec, str) and spec.strip() and ":" not in spec and not spec.endswith(".py"):
+        # A registered id is looked up when the env is built (a build error names it).
+        return (lambda **kw: gym.make(envspec.env_spec(spec), **kw)), spec
     try:
         resolved = envspec.resolve(spec)
     except envspec.EnvSpecError as error:
