@@ -8,18 +8,20 @@ never imports torch).
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
 
 # Re-exported: the subcommands parsed their --kwargs flags with it from here.
-from goalenvs.core import parse_json_object  # noqa: F401
+from goalenvs.core import command_name, parse_json_object  # noqa: F401
 
-# name -> (module, one-line help)
+# name -> (module, one-line help); a module's SUMMARY, when it has one, replaces the help
+# (train's names the registered algorithms).
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "list": ("goalenvs.cli", "print the registered environment ids"),
     "check": ("goalenvs.checker.cli", "check a goal env against the goal-env contract"),
-    "train": ("goalenvs.train.cli", "train DDPG+HER or DQN+HER on a goal env"),
+    "train": ("goalenvs.train.cli", "train a registered HER algorithm on a goal env"),
     "play": ("goalenvs.play", "drive an env with the keyboard, or watch a saved policy"),
 }
 
@@ -47,15 +49,35 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)
+        help_text = getattr(module, "SUMMARY", help_text)
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(sub_parser)
-        sub_parser.set_defaults(_module=module)
+        sub_parser.set_defaults(_module=module, _parser=sub_parser)
     return parser
+
+
+def unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """The error for arguments ``parser`` does not know, with the flag meant where one is
+    close (``--kwargs`` -> ``--env-kwargs``)."""
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    known = [option for option in parser._option_string_actions if option.startswith("--")]
+    for word in extra:
+        flag = word.split("=", 1)[0]
+        if flag.startswith("--"):
+            close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+            if close:
+                message += f"; did you mean {close[0]}?"
+                break
+    return message
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``goalenvs`` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # Reported by the subcommand's parser: "goalenvs train: error: ...", its usage.
+        args._parser.error(unrecognized(args._parser, extra))
     return int(args._module.run(args) or 0)
 
 

@@ -23,7 +23,12 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import shlex
+import shutil
+import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -688,3 +693,15 @@ def goal_batch(
     if not (is_tensor(achieved_goal) or is_tensor(desired_goal)):
         return (*goal_arrays(achieved_goal, desired_goal, goal_size), np)
     return torch_goal_arrays(achieved_goal, desired_goal, goal_size)
+
+
+def command_name() -> str:
+    """How to type the ``goalenvs`` command here, for the next commands the CLI prints:
+    ``goalenvs`` when that is the console script beside this Python (or none is
+    installed), else the script's path (``.venv/bin/goalenvs`` after ``make demo``)."""
+    script = Path(sys.executable).with_name("goalenvs")
+    found = shutil.which("goalenvs")
+    if not script.is_file() or (found is not None and Path(found).samefile(script)):
+        return "goalenvs"
+    relative = os.path.relpath(script)
+    return shlex.quote(relative if not relative.startswith("..") else str(script))

@@ -8,6 +8,7 @@ policy and the learning curves went, and the command that watches the policy pla
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -42,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     args = parser.parse_args(argv)
 
+    from goalenvs.core import command_name
     from goalenvs.train.trainer import train
 
     config = point_reach_config(seed=args.seed, out=args.out)
@@ -55,7 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"trained for:    {result.env_steps} env steps, {elapsed:.1f} s")
     print(f"policy:         {result.best_policy}")
     print(f"curves:         {result.run_dir / 'curves.png'}")
-    print(f"watch it play:  goalenvs play {config.env_id} --policy {result.best_policy}")
+    policy = shlex.quote(str(result.best_policy))
+    print(f"watch it play:  {command_name()} play {config.env_id} --policy {policy}")
     return 0 if result.best_success_rate >= 1.0 else 1
 
 

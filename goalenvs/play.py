@@ -577,7 +577,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "env_id",
         nargs="?",
         metavar="ENV_ID",
-        help="a registered env id, e.g. goalenvs/PointReach-v0 (optional with --policy: "
+        help="the env: a registered id (goalenvs/PointReach-v0), module:EnvId, "
+        "module:ClassOrFactory or path/to/file.py:ClassOrFactory (optional with --policy: "
         "the checkpoint names its env; a checkpoint path here is taken as --policy)",
     )
     parser.add_argument("--policy", metavar="PATH", help="watch this saved policy (a .pt file)")
@@ -698,20 +699,17 @@ def _parse_env_kwargs(text: str | None) -> dict[str, Any]:
 
 
 def make_env(env_id: str, env_kwargs: Mapping[str, Any], render_mode: str | None) -> Any:
-    """``gym.make`` with play's checks: a known id, the needed render mode, valid kwargs."""
+    """``gym.make`` with play's checks: a known env (any :mod:`goalenvs.envspec` form), the
+    needed render mode, valid kwargs."""
     import gymnasium as gym
     from gymnasium.envs.registration import load_env_creator
 
-    import goalenvs
+    from goalenvs import envspec
 
     try:
-        spec = gym.spec(env_id)
-    except gym.error.Error as exc:
-        ids = ", ".join(goalenvs.ENV_IDS)
-        raise PlayError(
-            f"unknown env id {env_id!r} ({exc}); goalenvs ids: {ids}, or any id registered "
-            "with gymnasium"
-        ) from None
+        spec = envspec.env_spec(env_id)
+    except envspec.EnvSpecError as exc:
+        raise PlayError(str(exc)) from None
     creator = spec.entry_point
     if isinstance(creator, str):
         try:
@@ -726,7 +724,7 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any], render_mode: str | None
             "(--headless without --record needs none)"
         )
     try:
-        return gym.make(env_id, render_mode=render_mode, **env_kwargs)
+        return gym.make(spec, render_mode=render_mode, **env_kwargs)
     except (TypeError, ValueError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise PlayError(

@@ -1,10 +1,11 @@
-"""Regenerates the README's BitFlipping and PointReach pictures.
+"""Regenerates the README's BitFlipping, PointReach, PointMaze and Push pictures.
 
     SDL_VIDEODRIVER=dummy python docs/images/make_images.py
 
 Each env is seeded and driven by a small scripted controller: BitFlipping halfway to its
 goal (the remaining mismatches marked), PointReach reaching three goals (a GIF with the
-velocity arrow and the fading trail). ``parking.png`` (a ParkingCrowded-v0 frame) was
+velocity arrow and the fading trail), PointMaze (U-maze) and Push a few steps after a
+seeded reset. ``parking.png`` (a ParkingCrowded-v0 frame) was
 committed with the Parking env and is not rewritten here.
 """
 
@@ -33,6 +34,16 @@ def reach_controller(obs: dict[str, np.ndarray]) -> np.ndarray:
     )
 
 
+def push_controller(obs: dict[str, np.ndarray]) -> np.ndarray:
+    """The pusher heads for the block (observation: pusher, its velocity, block, ...)."""
+    pusher, velocity, block = (
+        obs["observation"][:2],
+        obs["observation"][2:4],
+        obs["observation"][4:6],
+    )
+    return np.clip(4.0 * (block - pusher) - 1.5 * velocity, -1, 1).astype(np.float32)
+
+
 def save_png(frame: np.ndarray, name: str) -> None:
     Image.fromarray(frame).save(HERE / name, optimize=True)
 
@@ -55,6 +66,17 @@ def main() -> None:
         fps=20,
         verbose=False,
     )
+
+    for env_id, controller, name in (
+        ("goalenvs/PointMaze-v0", reach_controller, "point_maze.png"),
+        ("goalenvs/Push-v0", push_controller, "push.png"),
+    ):
+        env = gym.make(env_id, render_mode="rgb_array")
+        obs, _ = env.reset(seed=1)
+        for _ in range(8):
+            obs, *_ = env.step(controller(obs))
+        save_png(env.render(), name)
+        env.close()
 
     for path in sorted(HERE.glob("*.*")):
         if path.suffix in (".png", ".gif"):

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from goalenvs.cli import parse_json_object
+from goalenvs.core import parse_json_object
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,11 +20,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "spec",
         metavar="SPEC",
-        help="a registered id (goalenvs/PointReach-v0), module:EnvId (highway_env:parking-v0), "
-        "package.module:ClassOrFactory or path/to/file.py:ClassOrFactory",
+        help="the goal env: a registered id (goalenvs/PointReach-v0), module:EnvId "
+        "(highway_env:parking-v0), module:ClassOrFactory or path/to/file.py:ClassOrFactory",
     )
     parser.add_argument(
-        "--kwargs", default="{}", metavar="JSON", help="keyword arguments for the env, as JSON"
+        "--env-kwargs",
+        "--kwargs",  # the name before train and play shared --env-kwargs, kept
+        dest="kwargs",
+        default="{}",
+        metavar="JSON",
+        help="env constructor arguments as a JSON object, e.g. '{\"size\": 5}'",
     )
     parser.add_argument("--steps", type=int, default=200, help="steps of the main rollout")
     parser.add_argument("--seed", type=int, default=0, help="seed of every rollout and draw")
@@ -45,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from goalenvs.checker import LoadError, check_goal_env, load
 
     try:
-        kwargs = parse_json_object("--kwargs", args.kwargs)
+        kwargs = parse_json_object("--env-kwargs", args.kwargs)
     except ValueError as error:
         print(f"goalenvs check: {error}", file=sys.stderr)
         return 2

@@ -7,18 +7,18 @@ SPEC forms:
   registers the id, then ``gym.make``);
 - ``package.module:ClassOrFactory``: an env class or a function returning an env;
 - ``path/to/file.py:ClassOrFactory``: the same, from a file.
+
+The forms are :mod:`goalenvs.envspec`'s, shared by every command.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+
+from goalenvs import envspec
 
 
 class LoadError(Exception):
@@ -29,47 +29,22 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _import_file(path: Path) -> Any:
-    if not path.is_file():
-        raise LoadError(f"no such file: {path}")
-    name = f"_goalenvs_check_{path.stem}_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise LoadError(f"cannot import {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as error:
-        raise LoadError(f"importing {path} failed: {_describe(error)}") from error
-    return module
-
-
 def resolve(spec: str) -> tuple[Callable[..., gym.Env], str]:
-    """Returns ``(factory, name)`` for a SPEC; ``factory(**kwargs)`` builds the env."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise LoadError(f"SPEC must be a non-empty string, got {spec!r}")
-    import goalenvs  # noqa: F401  (registers the goalenvs ids)
+    """Returns ``(factory, name)`` for a SPEC; ``factory(**kwargs)`` builds the env.
 
-    if ":" not in spec:
-        return (lambda **kw: gym.make(spec, **kw)), spec
-    left, _, right = spec.rpartition(":")
-    if left.endswith(".py") or "/" in left or "\\" in left:
-        module = _import_file(Path(left))
-    else:
-        try:
-            module = importlib.import_module(left)
-        except Exception as error:
-            raise LoadError(f"cannot import module {left!r}: {_describe(error)}") from error
-    target = getattr(module, right, None) if right.isidentifier() else None
-    if target is None:
-        if left.endswith(".py"):
-            raise LoadError(f"{left} defines no {right!r}")
-        # gymnasium's own "module:EnvId": importing the module registered the id.
-        return (lambda **kw: gym.make(right, **kw)), right
-    if not callable(target):
-        raise LoadError(f"{spec}: {right} is a {type(target).__name__}, not a class or function")
-    return target, f"{left}:{right}"
+    The SPEC is resolved by :func:`goalenvs.envspec.resolve`, as ``train`` and ``play``
+    resolve theirs; a class or factory is called directly, an id goes through ``gym.make``.
+    """
+    if isinstance(spec, str) and spec.strip() and ":" not in spec and not spec.endswith(".py"):
+        # A registered id is looked up when the env is built (a build error names it).
+        return (lambda **kw: gym.make(envspec.env_spec(spec), **kw)), spec
+    try:
+        resolved = envspec.resolve(spec)
+    except envspec.EnvSpecError as error:
+        raise LoadError(str(error)) from None
+    if resolved.factory is not None:
+        return resolved.factory, resolved.name
+    return (lambda **kw: gym.make(resolved.spec, **kw)), resolved.name
 
 
 def load(spec: str, kwargs: dict[str, Any] | None = None) -> tuple[gym.Env, Callable, str]:

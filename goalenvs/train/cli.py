@@ -16,18 +16,36 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 from goalenvs.agents.config import DEVICES, ENV_DEVICES, STRATEGIES
 from goalenvs.agents.registry import ALGOS
-from goalenvs.core import parse_json_object
+from goalenvs.core import command_name, parse_json_object
+
+
+def _algo_names() -> str:
+    """``DDPG+HER, DQN+HER, SAC+HER or TD3+HER``: every registered algorithm."""
+    names = [f"{name.upper()}+HER" for name in ALGOS]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+# The one-line help of ``goalenvs train`` in ``goalenvs --help``, from the registry.
+SUMMARY = f"train {_algo_names()} on a goal env"
+PRESET_DEFAULT = "default: the preset's"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``goalenvs train``."""
-    parser.add_argument("env_id", nargs="?", metavar="ENV_ID", help="goal env id to train on")
+    parser.add_argument(
+        "env_id",
+        nargs="?",
+        metavar="ENV_ID",
+        help="the goal env: a registered id (goalenvs/PointReach-v0), module:EnvId, "
+        "module:ClassOrFactory or path/to/file.py:ClassOrFactory",
+    )
     parser.add_argument(
         "--algo",
         choices=list(ALGOS),
@@ -42,17 +60,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "or a .toml file; default: the preset made for ENV_ID; flags override it",
     )
     parser.add_argument(
-        "--show-config", action="store_true", help="print the resolved config and exit"
+        "--show-config",
+        action="store_true",
+        help="print the resolved config as JSON (and, on stderr, the preset and the run's "
+        "length) and exit",
     )
-    parser.add_argument("--epochs", type=int, help="training epochs (total, when resuming)")
-    parser.add_argument("--cycles", type=int, help="cycles per epoch (default 50)")
-    parser.add_argument("--batches", type=int, help="gradient steps per cycle (default 40)")
-    parser.add_argument("--batch-size", type=int, help="transitions per gradient step")
-    parser.add_argument("--num-envs", type=int, help="parallel envs per worker")
-    parser.add_argument("--seed", type=int, help="random seed (default 0)")
-    parser.add_argument("--n-sampled-goal", type=int, help="HER's k: relabeled goals per real one")
-    parser.add_argument("--strategy", choices=STRATEGIES, help="HER goal selection strategy")
-    parser.add_argument("--device", choices=DEVICES, help="default: auto")
+    parser.add_argument(
+        "--epochs", type=int, help=f"training epochs (total, when resuming); {PRESET_DEFAULT}"
+    )
+    parser.add_argument("--cycles", type=int, help=f"cycles per epoch; {PRESET_DEFAULT}")
+    parser.add_argument("--batches", type=int, help=f"gradient steps per cycle; {PRESET_DEFAULT}")
+    parser.add_argument(
+        "--batch-size", type=int, help=f"transitions per gradient step; {PRESET_DEFAULT}"
+    )
+    parser.add_argument("--num-envs", type=int, help=f"parallel envs per worker; {PRESET_DEFAULT}")
+    parser.add_argument("--seed", type=int, help="random seed; default: the preset's, else 0")
+    parser.add_argument(
+        "--n-sampled-goal",
+        type=int,
+        help=f"HER's k: relabeled goals per real one; {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
+        "--strategy", choices=STRATEGIES, help=f"HER goal selection strategy; {PRESET_DEFAULT}"
+    )
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        help="where the networks (and with --env-device device, the envs and the replay "
+        "buffer) live; auto: cuda when torch sees one, else cpu; default: the preset's, "
+        "else auto",
+    )
     parser.add_argument(
         "--env-device",
         choices=ENV_DEVICES,
@@ -74,7 +111,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--stop-success", type=float, help="stop once the eval success rate reaches this"
     )
     parser.add_argument(
-        "--env-kwargs", default=None, metavar="JSON", help="env arguments, e.g. '{\"n_bits\": 50}'"
+        "--env-kwargs",
+        default=None,
+        metavar="JSON",
+        help="env constructor arguments as a JSON object, e.g. '{\"n_bits\": 50}'",
     )
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
@@ -111,9 +151,15 @@ def parse_env_kwargs(text: str | None) -> dict[str, Any]:
 
 def build_config(args: argparse.Namespace):
     """The training config the command line describes."""
+    return plan(args)[0]
+
+
+def plan(args: argparse.Namespace) -> tuple[Any, Any, int | None]:
+    """``(config, preset, horizon)``: the training config the command line describes, the
+    preset it started from (None when resuming) and the env's episode length (or None)."""
     from goalenvs.agents.registry import algo_for, config_from_dict
+    from goalenvs.train.envs import env_spec, validate_training_env
     from goalenvs.train.presets import load_preset, preset_for, resolve_config
-    from goalenvs.train.trainer import validate_training_env
 
     given = {
         field: getattr(args, name)
@@ -147,27 +193,40 @@ def build_config(args: argparse.Namespace):
             raise UsageError("--preset cannot change when resuming a run (its config.json is kept)")
         given.pop("out", None)
         data.update(given, resume=str(args.resume), out=None)
-        return config_from_dict(data)
+        config = config_from_dict(data)
+        return config, None, env_spec(config.env_id).max_episode_steps
     if args.env_id is None:
         raise UsageError("ENV_ID is required (or --resume DIR)")
     env_kwargs = parse_env_kwargs(args.env_kwargs)
     preset = load_preset(args.preset if args.preset is not None else preset_for(args.env_id))
     env = validate_training_env(args.env_id, env_kwargs, args.algo or preset.algo)
     algo = args.algo or preset.algo or algo_for(env.action_space)
+    horizon = getattr(env.unwrapped, "max_episode_steps", None) or (
+        env.spec.max_episode_steps if env.spec is not None else None
+    )
     env.close()
-    return resolve_config(args.env_id, preset.path, algo, env_kwargs=env_kwargs, **given)
+    config = resolve_config(args.env_id, preset.path, algo, env_kwargs=env_kwargs, **given)
+    return config, preset, horizon
 
 
 def run(args: argparse.Namespace) -> int:
     """``goalenvs train``: 0 when training finished, 1 when it failed, 2 on bad input."""
     from goalenvs.train.checkpoint import CheckpointError
+    from goalenvs.train.presets import run_length
     from goalenvs.train.trainer import TrainingError, train
 
+    main_worker = int(os.environ.get("RANK", "0")) == 0  # under torchrun, worker 0 reports
     try:
-        config = build_config(args)
+        config, preset, horizon = plan(args)
+        workers = int(os.environ.get("WORLD_SIZE", "1"))
+        length = run_length(config, horizon, preset, workers)
+        source = f"preset {preset.name}" if preset is not None else f"resumed run {args.resume}"
         if args.show_config:
             print(json.dumps(config.to_dict(), indent=2))
+            print(f"{source}: {length}", file=sys.stderr)
             return 0
+        if main_worker:
+            print(f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}")
         result = train(config)
     except TrainingError as exc:
         print(f"goalenvs train: {exc}", file=sys.stderr)
@@ -175,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, CheckpointError, RuntimeError) as exc:
         print(f"goalenvs train: error: {exc}", file=sys.stderr)
         return 2
-    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, worker 0 reports
+    if not main_worker:
         return 0
     state = "interrupted; saved" if result.interrupted else "finished"
     print(
@@ -186,7 +245,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"best success:  {result.best_success_rate:.2f}")
     print(f"best policy:   {result.best_policy}")
     print(f"curves:        {result.run_dir / 'curves.png'}")
-    print(f"watch it:      goalenvs play {config.env_id} --policy {result.best_policy}")
+    # Each next command runs as printed (tests/test_cli_road.py runs them).
+    env, policy = shlex.quote(config.env_id), shlex.quote(str(result.best_policy))
+    goalenvs = command_name()
+    print(f"watch it:      {goalenvs} play {env} --policy {policy}")
     if result.interrupted:
-        print(f"continue with: goalenvs train --resume {result.run_dir}")
+        print(f"continue with: {goalenvs} train --resume {shlex.quote(str(result.run_dir))}")
     return 0

@@ -8,6 +8,7 @@ import numpy as np
 
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.registry import get_algo
+from goalenvs.train.timing import TIME_COLUMNS
 
 if TYPE_CHECKING:
     from goalenvs.train.trainer import Trainer
@@ -25,13 +26,29 @@ def _mean(values: list[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
+def _time_shares(row: dict[str, Any]) -> str:
+    """``  time: env 28%  act 4% ...``: where the epoch's time went (empty without the
+    phase columns)."""
+    seconds = {k[5:]: row[k] for k in TIME_COLUMNS if isinstance(row.get(k), int | float)}
+    total = sum(seconds.values())
+    if total <= 0:
+        return ""
+    return "  time: " + "  ".join(f"{p} {100 * s / total:.0f}%" for p, s in seconds.items())
+
+
 class _Display:
-    """The rich progress display: a bar over epochs, one summary line per epoch."""
+    """The progress display: on a terminal, a rich bar over epochs with a live status line
+    and one summary line per epoch; with output redirected (a log file, a pipe), only the
+    summary lines, plain, one per epoch (a live line would leave cut copies in the file)."""
 
     def __init__(self, config: TrainConfig, first_epoch: int) -> None:
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         self.config = config
+        self.progress: Progress | None = None
+        if not Console().is_terminal:
+            return
         self.progress = Progress(
             TextColumn("[bold]epoch"),
             MofNCompleteColumn(),
@@ -45,7 +62,9 @@ class _Display:
         self.progress.start()
 
     def cycle(self, trainer: Trainer, cycle: int, stats: dict[str, list], elapsed: float) -> None:
-        """Refreshes the status line after a cycle."""
+        """Refreshes the status line after a cycle (on a terminal only)."""
+        if self.progress is None:
+            return
         losses = "  ".join(
             f"{LABELS.get(name, name)} {stats[name][-1]:.3g}"
             for name in loss_names(self.config.algo)
@@ -63,15 +82,20 @@ class _Display:
         losses = "  ".join(
             f"{LABELS.get(name, name)} {row[name]:.3g}" for name in loss_names(self.config.algo)
         )
-        self.progress.console.print(
-            f"epoch {row['epoch']:>3}  steps {row['env_steps']:>7}  "
+        line = (
+            f"epoch {row['epoch']:>3}/{self.config.epochs}  steps {row['env_steps']:>7}  "
             f"success {row['eval_success']:.2f} (best {best:.2f})  "
-            f"return {row['eval_return']:.1f}  {losses}  {row['steps_per_s']:.0f} steps/s",
-            soft_wrap=True,
+            f"return {row['eval_return']:.1f}  {losses}  {row['steps_per_s']:.0f} steps/s"
+            f"{_time_shares(row)}"
         )
+        if self.progress is None:
+            print(line, flush=True)
+            return
+        self.progress.console.print(line, soft_wrap=True, markup=False, highlight=False)
         self.progress.update(self.task, completed=row["epoch"])
         self.progress.refresh()
 
     def close(self) -> None:
         """Stops the live display."""
-        self.progress.stop()
+        if self.progress is not None:
+            self.progress.stop()

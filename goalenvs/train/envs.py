@@ -4,7 +4,6 @@ reading its goal functions and reward range."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -14,40 +13,19 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from goalenvs import envspec
 from goalenvs.agents.registry import algo_for, check_action_space, get_algo
 from goalenvs.core import GOAL_KEYS, GoalVectorEnv
-
-# Packages behind third-party env ids, and the goalenvs extra that installs each.
-EXTRAS = {"gymnasium_robotics": "robotics"}
+from goalenvs.envspec import EXTRAS  # noqa: F401  (goalenvs.her.trainer.EXTRAS)
 
 
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """The registered spec of ``env_id``, gymnasium's ``module:EnvId`` form included.
+    """The gymnasium spec of ``env_id``, in any form :func:`goalenvs.envspec.resolve` takes
+    (``module:EnvId``, ``module:Class``, ``path/to/file.py:Class`` included).
 
-    The module of ``module:EnvId`` is imported first (that registers its ids), so that
-    a missing package is one clear line naming it (and the goalenvs extra providing it).
+    A missing package is one clear line naming it (and the goalenvs extra providing it).
     """
-    module, sep, name = env_id.rpartition(":")
-    if sep:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or module.split(".")[0] != exc.name.split(".")[0]:
-                raise  # the package is there; something it imports is broken
-            package = module.split(".")[0]
-            extra = EXTRAS.get(package)
-            how = (
-                f"pip install 'goalenvs[{extra}]'"
-                if extra
-                else f"install the package that provides it ({package})"
-            )
-            raise ValueError(
-                f"env_id={env_id!r} needs the package {package!r}, which is not installed: {how}"
-            ) from None
-    try:
-        return gym.spec(name)
-    except gym.error.Error as exc:
-        raise ValueError(f"env_id={env_id!r} could not be made: {exc}") from None
+    return envspec.env_spec(env_id)
 
 
 def validate_training_env(env_id: str, env_kwargs: dict[str, Any], algo: str | None) -> gym.Env:
@@ -59,9 +37,9 @@ def validate_training_env(env_id: str, env_kwargs: dict[str, Any], algo: str | N
     """
     if algo is not None:
         get_algo(algo)
-    env_spec(env_id)
+    spec = env_spec(env_id)
     try:
-        env = gym.make(env_id, **env_kwargs)
+        env = gym.make(spec, **env_kwargs)
     except gym.error.Error as exc:
         raise ValueError(f"env_id={env_id!r} could not be made: {exc}") from None
     space = env.observation_space
@@ -112,12 +90,13 @@ def make_vector_env(
         if problem is not None:
             raise ValueError(f"{env_id} cannot run on device {device}: {problem}")
         return gym.make_vec(
-            env_id, num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
+            env_spec(env_id), num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
         )
-    if env_spec(env_id).vector_entry_point is not None:
-        return gym.make_vec(env_id, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)
+    spec = env_spec(env_id)
+    if spec.vector_entry_point is not None:
+        return gym.make_vec(spec, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)
     return gym.make_vec(
-        env_id,
+        spec,
         num_envs=num_envs,
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": mode},

@@ -170,7 +170,9 @@ class Trainer(RunFolder):
         )
         if horizon is None and (cfg.rollout_steps is None or cfg.gamma is None):
             raise ValueError(
-                f"{cfg.env_id} declares no episode length: set rollout_steps and gamma"
+                f"{cfg.env_id} declares no episode length: give it one with --env-kwargs "
+                "'{\"max_episode_steps\": 50}' (gymnasium's time limit), or set rollout_steps "
+                "and gamma in a --preset file"
             )
         self.horizon: int | None = horizon  # None only when both settings are given
         self.rollout_steps: int = cfg.rollout_steps or int(horizon or 0)

@@ -55,7 +55,7 @@ def test_algo_is_ddpg_for_box_actions(tmp_path):
         (["goalenvs/BitFlipping-v0", "--algo", "ddpg"], "needs a Box action space"),
         (["goalenvs/BitFlipping-v0", "--env-kwargs", "{n_bits: 4}"], "not valid JSON"),
         (["goalenvs/BitFlipping-v0", "--env-kwargs", "[4]"], "must be a JSON object"),
-        (["goalenvs/NoSuchEnv-v0"], "could not be made"),
+        (["goalenvs/NoSuchEnv-v0"], "unknown env id 'goalenvs/NoSuchEnv-v0'"),
         (["--resume", "/nonexistent/run"], "no config.json there"),
         ([], "ENV_ID is required"),
         (["goalenvs/BitFlipping-v0", "--epochs", "0"], "epochs must be > 0"),

@@ -11,6 +11,9 @@ picks another; command-line flags override the preset. A preset file holds::
     epochs = 30
     [device]                           # optional: fields set on top of [config] when the
     num_envs = 2048                    # run asks for device "cuda" and its envs run there
+    [measured]                         # optional: the speed measured with [config]
+    env_steps_per_s = 580              # (a CPU run), and the machine and load it was on
+    machine = "2 CPU cores, the run alone on them"
 
 A ``module:EnvId`` id matches on ``EnvId``. The ``[device]`` section serves the on-device
 loop (env, buffer and networks on the GPU, see ``TrainConfig.env_device``), where
@@ -53,6 +56,7 @@ class Preset:
     algo: str | None = None  # the algorithm its config fields are for (None: any)
     config: dict[str, Any] = field(default_factory=dict)  # config fields it sets
     device: dict[str, Any] = field(default_factory=dict)  # on top of them on a GPU's device loop
+    measured: dict[str, Any] = field(default_factory=dict)  # env_steps_per_s, machine
 
 
 def preset_names() -> list[str]:
@@ -80,7 +84,7 @@ def load_preset(name_or_path: str | os.PathLike) -> Preset:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"preset {str(path)!r} is not valid TOML: {exc}") from None
-    known = {"description", "envs", "algo", "config", "device"}
+    known = {"description", "envs", "algo", "config", "device", "measured"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"preset {str(path)!r}: unknown keys {unknown}; expected {sorted(known)}")
@@ -88,9 +92,19 @@ def load_preset(name_or_path: str | os.PathLike) -> Preset:
     if algo is not None:
         get_algo(algo, argument=f"preset {path.stem!r}: algo")
     config, device = data.get("config", {}), data.get("device", {})
-    for name, table in (("config", config), ("device", device)):
+    measured = data.get("measured", {})
+    for name, table in (("config", config), ("device", device), ("measured", measured)):
         if not isinstance(table, dict):
             raise ValueError(f"preset {str(path)!r}: [{name}] must be a table")
+    if measured and (
+        set(measured) != {"env_steps_per_s", "machine"}
+        or not isinstance(measured["env_steps_per_s"], (int, float))
+        or not measured["env_steps_per_s"] > 0
+    ):
+        raise ValueError(
+            f"preset {str(path)!r}: [measured] must hold env_steps_per_s (a number > 0) and "
+            f"machine (where and under what load), got {measured}"
+        )
     return Preset(
         name=path.stem,
         path=path,
@@ -99,7 +113,44 @@ def load_preset(name_or_path: str | os.PathLike) -> Preset:
         algo=algo,
         config=dict(config),
         device=dict(device),
+        measured=dict(measured),
     )
+
+
+def run_length(
+    config: TrainConfig, horizon: int | None, preset: Preset | None = None, workers: int = 1
+) -> str:
+    """One line: how long a run of ``config`` is (epochs x cycles x steps x envs, env steps
+    an epoch and in all) and, when ``preset`` records a measured speed and the run trains
+    on the CPU in one process, about how many minutes that is on the machine it was
+    measured on.
+
+    ``horizon`` is the env's episode length (a cycle's steps when ``rollout_steps`` is
+    None); ``workers`` multiplies the env steps (torchrun).
+    """
+    steps = config.rollout_steps or horizon
+    if steps is None:
+        return (
+            f"{config.epochs} epochs x {config.n_cycles} cycles of one episode on "
+            f"{config.num_envs} envs"
+        )
+    per_epoch = config.n_cycles * steps * config.num_envs * workers
+    total = config.epochs * per_epoch
+    line = (
+        f"{config.epochs} epochs x {config.n_cycles} cycles x {steps} steps x "
+        f"{config.num_envs} envs = {per_epoch:,} env steps an epoch, {total:,} in all"
+    )
+    measured = preset.measured if preset is not None else {}
+    if measured and config.device != "cuda" and workers == 1:
+        seconds = total / measured["env_steps_per_s"]
+        duration = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} minutes"
+        line += (
+            f"; about {duration} at the {measured['env_steps_per_s']:g} env steps/s "
+            f"measured on {measured['machine']}"
+        )
+    if config.stop_success is not None:
+        line += f" (it stops early at eval success {config.stop_success:g})"
+    return line
 
 
 def _bare_id(env_id: str) -> str:

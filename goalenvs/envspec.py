@@ -1,0 +1,249 @@
+"""One way to name an env in every command: ``check``, ``train`` and ``play`` resolve it here.
+
+An env spec is one of:
+
+- a registered id: ``goalenvs/PointReach-v0`` (gymnasium's ``gym.make``);
+- gymnasium's ``module:EnvId``: ``highway_env:parking-v0`` (importing the module
+  registers the id);
+- ``package.module:ClassOrFactory``: an env class, or a function that returns an env;
+- ``path/to/file.py:ClassOrFactory`` (or ``file.py:EnvId`` for a file that registers ids).
+
+Modules are imported with the current folder importable, as ``python -m`` does, so a
+user's ``my_env.py`` beside them works with the ``goalenvs`` console script too. A spec
+resolves to a gymnasium :class:`~gymnasium.envs.registration.EnvSpec`, which
+``gym.make(spec, **kwargs)`` and ``gym.make_vec(spec, ...)`` accept, so every command
+builds the env the same way. Mistakes are :class:`EnvSpecError`, one line that names what
+was given and what to type instead.
+
+This module sits at the bottom of the package: it imports gymnasium and the standard
+library only (and ``goalenvs`` itself, lazily, to register the goalenvs ids).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
+
+# Import names whose pip name differs, and the goalenvs extra that installs one.
+EXTRAS = {"gymnasium_robotics": "robotics"}
+PIP_NAMES = {"highway_env": "highway-env", "panda_gym": "panda-gym"}
+FORMS = (
+    "a registered id (goalenvs/PointReach-v0), module:EnvId (highway_env:parking-v0), "
+    "module:ClassOrFactory or path/to/file.py:ClassOrFactory"
+)
+
+
+class EnvSpecError(ValueError):
+    """An env spec that names no env; the message is one line saying what to type instead."""
+
+
+@dataclass(frozen=True)
+class ResolvedEnv:
+    """What an env spec names.
+
+    ``spec`` builds it (``gym.make(spec, **kwargs)``, ``gym.make_vec(spec, ...)``);
+    ``factory`` is the class or function of a ``module:Class`` / ``file.py:factory`` spec
+    (None for a registered id), for callers that build it without gymnasium's wrappers.
+    """
+
+    text: str  # the spec as given
+    name: str  # a short name: the id, or module:Name
+    spec: EnvSpec
+    factory: Callable[..., Any] | None = None
+
+
+def resolve(text: str) -> ResolvedEnv:
+    """Resolves an env spec in any of the module docstring's forms.
+
+    Raises :class:`EnvSpecError` when it names no env (an unknown id, a missing module or
+    package, a file without ``:Name``, a name the module does not define).
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise EnvSpecError(f"the env must be a non-empty string, got {text!r}; give {FORMS}")
+    import goalenvs  # noqa: F401  (importing registers the goalenvs ids)
+
+    left, sep, right = text.rpartition(":")
+    if not sep:
+        if text.endswith(".py"):
+            raise EnvSpecError(_file_without_name(text))
+        return ResolvedEnv(text, text, _registered(text, text))
+    if not left or not right:
+        raise EnvSpecError(f"env {text!r} has an empty side of ':'; give {FORMS}")
+    from_file = left.endswith(".py") or "/" in left or "\\" in left
+    module = _import_file(text, Path(left)) if from_file else _import_module(text, left)
+    target = getattr(module, right, None) if right.isidentifier() else None
+    if target is None:
+        if right.isidentifier() and not _looks_like_id(right) and right not in gym.envs.registry:
+            defines = _env_names(module)
+            hint = f"; it defines {', '.join(defines)}" if defines else ""
+            raise EnvSpecError(f"env {text!r}: {left} defines no {right!r}{hint}")
+        # gymnasium's own "module:EnvId": importing the module registered the id.
+        return ResolvedEnv(text, right, _registered(right, text))
+    if not callable(target):
+        raise EnvSpecError(
+            f"env {text!r}: {right} is a {type(target).__name__}, not a class or function "
+            "that returns an env"
+        )
+    display = f"{Path(left).name if from_file else left}:{right}"
+    return ResolvedEnv(text, f"{left}:{right}", EnvSpec(id=display, entry_point=target), target)
+
+
+def env_spec(text: str) -> EnvSpec:
+    """The gymnasium :class:`EnvSpec` of an env spec (see :func:`resolve`)."""
+    return resolve(text).spec
+
+
+def make(text: str, **kwargs: Any) -> gym.Env:
+    """``gym.make`` of an env spec in any form, with gymnasium's wrappers."""
+    return gym.make(env_spec(text), **kwargs)
+
+
+def suggestion(env_id: str) -> str | None:
+    """The registered id a user probably meant by ``env_id`` (``goalenvs/`` in front)."""
+    registry = gym.envs.registry
+    if "/" not in env_id and f"goalenvs/{env_id}" in registry:
+        return f"goalenvs/{env_id}"
+    return None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _looks_like_id(name: str) -> bool:
+    """``Reach-v0`` is an id, ``Reach2D`` a Python name (ids carry a version)."""
+    return "-v" in name
+
+
+def _registered(env_id: str, text: str) -> EnvSpec:
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error as exc:
+        message = str(exc).splitlines()[0].strip() if str(exc) else type(exc).__name__
+        better = suggestion(env_id)
+        if better is not None:
+            raise EnvSpecError(
+                f"unknown env id {text!r}; did you mean {better}? (goalenvs' ids "
+                "carry the goalenvs/ namespace)"
+            ) from None
+        hint = (
+            "`goalenvs list` prints goalenvs' ids; a third-party id needs its module "
+            "first (module:EnvId, e.g. gymnasium_robotics:FetchReach-v4)"
+            if env_id == text
+            else "the module registered no such id"
+        )
+        raise EnvSpecError(f"unknown env id {text!r}: {message} {hint}") from None
+
+
+def _file_without_name(text: str) -> str:
+    path = Path(text)
+    if not path.is_file():
+        return f"env {text!r}: no such file: {path}; give path/to/file.py:ClassOrFactory"
+    names: list[str] = []
+    with contextlib.suppress(EnvSpecError):
+        names = _env_names(_import_file(text, path))
+    example = names[0] if names else "ClassOrFactory"
+    found = f" ({path.name} defines {', '.join(names)})" if names else ""
+    return (
+        f"env {text!r} names a file but not the env in it: add ':' and the env class or "
+        f"factory, e.g. {text}:{example}{found}"
+    )
+
+
+def _env_names(module: ModuleType) -> list[str]:
+    """The env classes a module defines (not the ones it imports)."""
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if inspect.isclass(value)
+        and issubclass(value, gym.Env)
+        and value.__module__ == module.__name__
+    )
+
+
+def _import_file(text: str, path: Path) -> ModuleType:
+    if not path.is_file():
+        raise EnvSpecError(f"env {text!r}: no such file: {path}")
+    resolved = path.resolve()
+    name = f"_goalenvs_user_{path.stem}_{abs(hash(str(resolved)))}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise EnvSpecError(f"env {text!r}: {path} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise EnvSpecError(f"env {text!r}: importing {path} failed: {_describe(exc)}") from exc
+    return module
+
+
+def _import_module(text: str, module_name: str) -> ModuleType:
+    _make_cwd_importable(module_name)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        package = module_name.split(".")[0]
+        if exc.name is None or not f"{module_name}.".startswith(f"{exc.name}."):
+            raise EnvSpecError(
+                f"env {text!r}: importing {module_name} failed: {_describe(exc)}"
+            ) from exc
+        if exc.name != package:
+            raise EnvSpecError(
+                f"env {text!r}: there is no module {exc.name!r}; check the spelling of "
+                f"{module_name!r}"
+            ) from None
+        extra = EXTRAS.get(package)
+        how = (
+            f"pip install 'goalenvs[{extra}]'"
+            if extra
+            else f"pip install {PIP_NAMES[package]}"
+            if package in PIP_NAMES
+            else f"install the package that provides it ({package}), or run from the "
+            f"folder that holds {package}.py"
+        )
+        raise EnvSpecError(
+            f"env {text!r}: cannot import module {module_name!r}: it needs the package "
+            f"{package!r}, which is not installed: {how}"
+        ) from None
+    except Exception as exc:
+        raise EnvSpecError(
+            f"env {text!r}: importing {module_name} failed: {_describe(exc)}"
+        ) from exc
+
+
+def _make_cwd_importable(module_name: str) -> None:
+    """Puts the current folder first on ``sys.path`` (as ``python -m`` does) when it holds
+    the module's top-level package and is not importable yet."""
+    cwd = os.getcwd()
+    if "" in sys.path or any(_same_dir(entry, cwd) for entry in sys.path):
+        return
+    top = module_name.split(".")[0]
+    if Path(cwd, f"{top}.py").is_file() or Path(cwd, top).is_dir():
+        sys.path.insert(0, cwd)
+        importlib.invalidate_caches()
+
+
+def _same_dir(entry: str, cwd: str) -> bool:
+    try:
+        return os.path.samefile(entry or ".", cwd)
+    except OSError:
+        return False
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,272 @@
+"""The road a user walks through the ``goalenvs`` command: the next commands it prints run
+as printed, its help says what the registry and the presets say, its errors name the
+subcommand, and a log written to a file holds one plain line per epoch."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from goalenvs.cli import command_name, main
+from goalenvs.her.algos import ALGOS
+from goalenvs.her.presets import load_preset, preset_for, resolve_config
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--epochs", "1", "--cycles", "2", "--batches", "1", "--batch-size", "16"]
+USER_MODULE = textwrap.dedent(
+    """
+    import gymnasium as gym
+    from gymnasium.wrappers import TimeLimit
+
+    from line_env import LineEnv
+
+
+    def make_line(**kwargs):
+        return TimeLimit(LineEnv(**kwargs), max_episode_steps=10)
+
+
+    gym.register("Line1D-v0", entry_point=LineEnv, max_episode_steps=10)
+    """
+)
+
+
+def console_script() -> list[str]:
+    """The ``goalenvs`` command as a user types it: the console script, whose import path
+    does not hold the current folder (``python -m`` would add it)."""
+    script = Path(sys.executable).with_name("goalenvs")
+    if not script.is_file():
+        pytest.skip(f"no goalenvs console script beside {sys.executable} (pip install -e .)")
+    return [str(script)]
+
+
+def run_command(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {
+        **os.environ,
+        # The console script's folder on PATH, as in an activated venv or after pip install.
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        "PYTHONPATH": os.pathsep.join(paths),
+        "SDL_VIDEODRIVER": "dummy",
+        "SDL_AUDIODRIVER": "dummy",
+    }
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def printed_command(output: str, label: str) -> list[str]:
+    """The command after ``label`` in the CLI's output, split as a shell would."""
+    match = re.search(rf"^{re.escape(label)}\s+(.+)$", output, re.MULTILINE)
+    assert match, f"no {label!r} line in:\n{output}"
+    return shlex.split(match.group(1))
+
+
+@pytest.fixture
+def user_folder(tmp_path):
+    """A user's folder: their env module (a copy of examples/minimal_env.py) and a module
+    registering an id and offering a factory."""
+    shutil.copy(ROOT / "examples" / "minimal_env.py", tmp_path / "line_env.py")
+    (tmp_path / "myreg.py").write_text(USER_MODULE)
+    return tmp_path
+
+
+@pytest.mark.parametrize("spec", ["myreg:Line1D-v0", "myreg.py:make_line"])
+def test_train_in_a_users_folder_prints_a_play_command_that_runs(user_folder, spec):
+    goalenvs = console_script()
+    trained = run_command([*goalenvs, "train", spec, *TINY, "--out", "my run"], user_folder)
+    assert trained.returncode == 0, trained.stderr
+    assert "Traceback" not in trained.stderr
+    # The plan comes first, then one plain line per epoch (output is not a terminal).
+    lines = trained.stdout.splitlines()
+    assert lines[0].startswith(f"goalenvs train: ddpg on {spec}, preset baselines: 1 epochs x 2")
+    assert [line.split()[:2] for line in lines if line.startswith("epoch")] == [["epoch", "1/1"]]
+    assert "cycle 1/2" not in trained.stdout and "cycle 2/2" not in trained.stdout
+
+    play = printed_command(trained.stdout, "watch it:")
+    assert play[:2] == ["goalenvs", "play"] and play[2] == spec
+    assert play[4] == str(Path("my run") / "policy_best.pt")  # quoted: it has a space
+    watched = run_command([*play, "--headless", "--episodes", "2", "--seed", "0"], user_folder)
+    assert watched.returncode == 0, watched.stderr
+    assert re.search(r"^2 episodes: success rate \d+\.\d% \(\d/2\)", watched.stdout, re.M), (
+        watched.stdout
+    )
+
+
+def test_check_resolves_a_module_beside_the_user(user_folder):
+    checked = run_command(
+        [*console_script(), "check", "line_env:LineEnv", "--steps", "50"], user_folder
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert "line_env:LineEnv: " in checked.stdout and "0 error(s), 0 warning(s)" in checked.stdout
+
+
+def test_an_interrupted_run_prints_a_resume_command_that_runs(tmp_path, monkeypatch, capsys):
+    from goalenvs.her import trainer
+
+    real_train = trainer.train
+
+    def interrupted(config):
+        result = real_train(config)
+        result.interrupted = True
+        return result
+
+    monkeypatch.setattr(trainer, "train", interrupted)
+    out = tmp_path / "a run"
+    argv = ["train", "goalenvs/BitFlipping-v0", "--env-kwargs", '{"n_bits": 3}', *TINY]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    resume = printed_command(capsys.readouterr().out, "continue with:")
+    assert resume == [*shlex.split(command_name()), "train", "--resume", str(out)]
+    monkeypatch.setattr(trainer, "train", real_train)
+    assert main([*resume[1:], "--epochs", "2", "--quiet"]) == 0
+    assert len((out / "progress.csv").read_text().strip().splitlines()) == 3  # header + 2
+
+
+def test_help_names_every_registered_algorithm_and_no_made_up_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    train_help = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for name in ALGOS:
+        assert f"{name.upper()}+HER" in top and f"{name.upper()}+HER" in train_help
+    assert "default 50" not in train_help and "default 40" not in train_help
+    for flag in ("--cycles CYCLES cycles per epoch;", "--batches BATCHES gradient steps"):
+        start = train_help.index(flag)
+        assert "default: the preset's" in train_help[start : start + 80]
+    device = train_help[train_help.rindex("--device {auto,cpu,cuda}") :]
+    assert "auto: cuda when torch sees one, else cpu" in device.split("--env-device {")[0]
+
+
+@pytest.mark.parametrize("env_id", ["goalenvs/Parking-v0", "goalenvs/PointReach-v0"])
+def test_show_config_prints_the_presets_values_name_and_run_length(env_id, capsys):
+    assert main(["train", env_id, "--show-config"]) == 0
+    captured = capsys.readouterr()
+    preset = load_preset(preset_for(env_id))
+    expected = resolve_config(env_id).to_dict()
+    assert json.loads(captured.out) == expected
+    config = preset.config
+    per_epoch = config["n_cycles"] * config["rollout_steps"] * config["num_envs"]
+    total = config["epochs"] * per_epoch
+    minutes = total / preset.measured["env_steps_per_s"] / 60
+    assert captured.err.strip() == (
+        f"preset {preset.name}: {config['epochs']} epochs x {config['n_cycles']} cycles x "
+        f"{config['rollout_steps']} steps x {config['num_envs']} envs = {per_epoch:,} env "
+        f"steps an epoch, {total:,} in all; about {minutes:.0f} minutes at the "
+        f"{preset.measured['env_steps_per_s']} env steps/s measured on "
+        f"{preset.measured['machine']} (it stops early at eval success 1)"
+    )
+
+
+def test_the_training_docs_quote_what_show_config_prints(capsys):
+    assert main(["train", "goalenvs/Parking-v0", "--show-config"]) == 0
+    printed = capsys.readouterr().err.split()
+    docs = (ROOT / "docs" / "training.md").read_text().split()
+    assert " ".join(printed) in " ".join(docs)
+
+
+def test_parking_preset_states_its_length():
+    preset = load_preset("parking")
+    assert (preset.config["epochs"], preset.config["n_cycles"]) == (150, 150)
+    assert preset.measured == {
+        "env_steps_per_s": 580,
+        "machine": "2 CPU cores, the run alone on them",
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["train", "goalenvs/PointReach-v0", "--kwargs", "{}"],
+            "goalenvs train: error: unrecognized arguments: --kwargs {}; did you mean "
+            "--env-kwargs?",
+        ),
+        (["play", "--bogus"], "goalenvs play: error: unrecognized arguments: --bogus"),
+        (["check", "x:Y", "--stepz", "3"], "goalenvs check: error: unrecognized arguments: "),
+    ],
+)
+def test_an_unknown_flag_is_reported_by_its_subcommand(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(message)
+
+
+def test_check_takes_env_kwargs_and_its_old_name(capsys):
+    from goalenvs.cli import build_parser
+
+    parser = build_parser()
+    for flag in ("--env-kwargs", "--kwargs"):
+        args = parser.parse_args(["check", "goalenvs/BitFlipping-v0", flag, '{"n_bits": 3}'])
+        assert args.kwargs == '{"n_bits": 3}'
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "PointMaze-v0"], "did you mean goalenvs/PointMaze-v0?"),
+        (["play", "PointMaze-v0"], "did you mean goalenvs/PointMaze-v0?"),
+        (["check", "PointMaze-v0"], "did you mean goalenvs/PointMaze-v0?"),
+        (["train", "examples/minimal_env.py"], "e.g. examples/minimal_env.py:LineEnv"),
+        (["check", "examples/minimal_env.py"], "e.g. examples/minimal_env.py:LineEnv"),
+        (
+            ["train", "examples/minimal_env.py:LineEnv", "--quiet"],
+            "declares no episode length: give it one with --env-kwargs "
+            "'{\"max_episode_steps\": 50}'",
+        ),
+    ],
+)
+def test_a_mistaken_env_is_one_line_without_a_traceback(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_display_writes_one_plain_line_per_epoch_to_a_file(capsys):
+    from goalenvs.her.config import DDPGConfig
+    from goalenvs.her.trainer import _Display
+
+    display = _Display(DDPGConfig(env_id="goalenvs/PointReach-v0", epochs=3), 0)
+    assert display.progress is None  # capsys' stdout is not a terminal
+    display.cycle(None, 0, {"success": [1.0]}, 0.1)
+    row = {
+        "epoch": 1, "env_steps": 800, "eval_success": 0.5, "eval_return": -20.0,
+        "steps_per_s": 400.0, "critic_loss": 0.25, "actor_loss": 1.5, "q_mean": -3.0,
+    }  # fmt: skip
+    display.epoch(row, 0.5)
+    display.close()
+    out = capsys.readouterr().out
+    assert out.startswith("epoch   1/3  steps     800  success 0.50 (best 0.50)  return -20.0")
+    assert out.count("\n") == 1 and out.rstrip().endswith("400 steps/s")
+
+
+def test_the_display_keeps_its_live_bar_on_a_terminal(monkeypatch):
+    import rich.console
+
+    from goalenvs.her.config import DDPGConfig
+    from goalenvs.her.trainer import _Display
+
+    monkeypatch.setattr(rich.console.Console, "is_terminal", property(lambda self: True))
+    display = _Display(DDPGConfig(env_id="goalenvs/PointReach-v0", epochs=3), 0)
+    try:
+        assert display.progress is not None
+    finally:
+        display.close()
+
+
+def test_the_printed_command_name_is_the_script_when_it_is_not_on_path(monkeypatch):
+    script = Path(sys.executable).with_name("goalenvs")
+    if not script.is_file():
+        pytest.skip(f"no goalenvs console script beside {sys.executable}")
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert command_name() == "goalenvs"
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert Path(command_name()).resolve() == script.resolve()

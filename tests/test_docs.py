@@ -1,0 +1,174 @@
+"""The README and docs/*.md: every Python block runs as written, and they speak of the
+project alone (no words about how it was built).
+
+Each file's ```python blocks run in order in one namespace (a block may use what an
+earlier one made), in a temporary folder. A block whose first line is ``# needs: a, b``
+needs those importable modules (``cuda``: a CUDA device) and is skipped with that reason,
+never silently; the blocks after a skipped one still run. A block that is deliberately
+not runnable takes another info string (```text).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+NEEDS = re.compile(r"\A# needs: *(.+)\n")
+
+# Words about how the project was made, not about the project.
+BUILD_HISTORY = re.compile(
+    r"\bsessions?\b|\bissues? ?#?\d+|\blent to\b|\bhelpers?\b|\bwaves?\b|\bthis work\b"
+    r"|\bengineers?\b|\bthe lead\b|\bowed\b|\bthe CEO\b",
+    re.IGNORECASE,
+)
+
+# docs/baselines.md is rewritten on another branch; until that lands here it still holds
+# build-history words (its "issue 19" marks the old text), and this file waits for it.
+PENDING = {"docs/baselines.md": "issue 19"}
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _pending(path: Path) -> pytest.MarkDecorator | None:
+    marker = PENDING.get(_name(path))
+    if marker is not None and marker in path.read_text():
+        return pytest.mark.xfail(
+            reason=f"{_name(path)} still holds its old text (it says {marker!r}); it is "
+            "cleaned on the branch that owns it",
+            strict=False,
+        )
+    return None
+
+
+def _params() -> list:
+    params = []
+    for path in DOCS:
+        mark = _pending(path)
+        params.append(pytest.param(path, id=_name(path), marks=[mark] if mark else []))
+    return params
+
+
+def python_blocks(text: str) -> list[str]:
+    """The ```python blocks of a markdown text, in order."""
+    return [body for info, body in FENCE.findall(text) if info.strip() == "python"]
+
+
+def _missing(needs: str) -> list[str]:
+    missing = []
+    for name in (n.strip() for n in needs.split(",")):
+        if name == "cuda":
+            torch_spec = importlib.util.find_spec("torch")
+            if torch_spec is None or not __import__("torch").cuda.is_available():
+                missing.append("a CUDA device")
+        elif importlib.util.find_spec(name) is None:
+            missing.append(name)
+    return missing
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Small nets gain nothing from more threads; on a shared machine they only contend."""
+    if importlib.util.find_spec("torch") is None:
+        yield
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_the_block_parser_sees_every_fence_kind():
+    text = "a\n```python\nx = 1\n```\n```text\nnot python\n```\n```python\ny = x\n```\n"
+    assert python_blocks(text) == ["x = 1\n", "y = x\n"]
+
+
+@pytest.mark.parametrize("path", _params())
+def test_every_python_block_runs_as_written(path, tmp_path, monkeypatch, one_torch_thread):
+    blocks = python_blocks(path.read_text())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    namespace: dict = {"__name__": f"docs_{path.stem}"}
+    skipped = []
+    for number, block in enumerate(blocks, 1):
+        needs = NEEDS.match(block)
+        missing = _missing(needs.group(1)) if needs else []
+        if missing:
+            skipped.append(f"block {number} needs {', '.join(missing)}")
+            continue
+        code = compile(block, f"{_name(path)} python block {number}", "exec")
+        exec(code, namespace)
+    if skipped:
+        pytest.skip(
+            f"{_name(path)}: ran {len(blocks) - len(skipped)} blocks; " + "; ".join(skipped)
+        )
+
+
+@pytest.mark.parametrize("path", _params())
+def test_docs_speak_of_the_project_alone(path):
+    found = [
+        f"line {text[: m.start()].count(chr(10)) + 1}: {m.group(0)!r}"
+        for text in [path.read_text()]
+        for m in BUILD_HISTORY.finditer(text)
+    ]
+    assert not found, f"{_name(path)} speaks of how it was built: {found}"
+
+
+def test_the_readme_keeps_its_setup_facts():
+    text = " ".join(Path(ROOT / "README.md").read_text().split())
+    for fact in (
+        "`make demo` — creates `.venv` if missing, installs, trains DDPG+HER on "
+        "`goalenvs/PointReach-v0` to full success, and prints where the policy and the "
+        "learning-curve picture went.",
+        "`make test` — creates `.venv` if missing, installs, runs the whole test suite.",
+        "The Makefile installs torch==2.13.0 first",
+        "mujoco==3.3.7 for its Fetch envs (mujoco 4.0 breaks them)",
+        "pip install 'goalenvs[train]'",
+    ):
+        assert fact in text
+    makefile = (ROOT / "Makefile").read_text()
+    assert "TORCH := torch==2.13.0" in makefile
+    assert "mujoco==3.3.7" in (ROOT / "pyproject.toml").read_text()
+
+
+def test_the_readme_names_every_env_by_its_full_id_with_a_picture():
+    import goalenvs
+
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("## Environments") : text.index("PointMaze takes any layout")]
+    for env_id in goalenvs.ENV_IDS:
+        assert f"`{env_id}`" in table, env_id
+    pictures = re.findall(r'<img src="(docs/images/[^"]+)"', table)
+    assert len(pictures) == 5 and all((ROOT / p).is_file() for p in pictures)
+
+
+def test_the_readme_starts_where_a_user_starts():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    first_screen = "\n".join(lines[:45])
+    for step in (
+        "make demo",
+        "pip install 'goalenvs[train]'",
+        "goalenvs train ",
+        "goalenvs play ",
+        "goalenvs check ",
+        "replay_buffer_class=HerReplayBuffer",
+    ):
+        assert step in first_screen, step
+    assert "|---|" not in first_screen  # no tables before the first commands
+
+
+def test_the_docs_link_only_to_files_that_exist_or_come_with_the_evidence():
+    expected_elsewhere = {"docs/benchmarks.md"}  # written from benchmarks/results/
+    for path in DOCS:
+        for target in re.findall(r"\]\(([^)#]+\.md)\)", path.read_text()):
+            linked = (path.parent / target).resolve().relative_to(ROOT).as_posix()
+            assert (ROOT / linked).is_file() or linked in expected_elsewhere, (path, target)
