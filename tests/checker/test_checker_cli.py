@@ -65,8 +65,8 @@ def test_timeout_flag_reports_a_hanging_env(capsys):
     ("args", "message"),
     [
         (["no_such_module_xyz:Env"], "cannot import module 'no_such_module_xyz'"),
-        ([TOY, "--kwargs", "{not json"], "--kwargs '{not json' is not valid JSON"),
-        ([TOY, "--kwargs", "[1]"], "--kwargs must be a JSON object"),
+        ([TOY, "--kwargs", "{not json"], "--env-kwargs '{not json' is not valid JSON"),
+        ([TOY, "--kwargs", "[1]"], "--env-kwargs must be a JSON object"),
         ([TOY, "--kwargs", '{"defect": "nope"}'], "defect='nope' is not valid"),
         ([TOY, "--timeout", "0"], "--timeout must be > 0"),
         (
