@@ -404,6 +404,19 @@ def seed_margins() -> str:
     )
 
 
+def manipulation() -> str:
+    """benchmarks/fetch.py's table per task, from manipulation/TASK_sSEED.csv and .json."""
+    import fetch
+
+    parts = []
+    for task, runs in fetch.kept_runs([]).items():
+        if runs:
+            parts.append(
+                f"`{fetch.TASKS[task]}`\n\n{fetch.table(task, dict(sorted(runs.items())))}"
+            )
+    return "\n\n".join(parts)
+
+
 # --------------------------------------------------------------------------- the blocks
 
 BUILDERS: dict[str, Callable[[], str]] = {
@@ -417,6 +430,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "fetch_push": fetch_runs("push", [0, 1, 2, 3, 4]),
     "fetch_pick_and_place": fetch_runs("pick_and_place", [0]),
     "fetch_workers": workers,
+    "manipulation": manipulation,
     "point_maze_umaze": new_envs("point_maze_umaze", [0, 1, 2]),
     "point_maze_umaze_30": new_env_line("point_maze_umaze_s0_30epochs", 0.9),
     "point_maze_medium": new_env_line("point_maze_medium_s0", 0.95),

@@ -28,31 +28,15 @@ BUILD_HISTORY = re.compile(
     re.IGNORECASE,
 )
 
-# docs/baselines.md is rewritten on another branch; until that lands here it still holds
-# build-history words (its "issue 19" marks the old text), and this file waits for it.
-PENDING = {"docs/baselines.md": "issue 19"}
-
 
 def _name(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
-def _pending(path: Path) -> pytest.MarkDecorator | None:
-    marker = PENDING.get(_name(path))
-    if marker is not None and marker in path.read_text():
-        return pytest.mark.xfail(
-            reason=f"{_name(path)} still holds its old text (it says {marker!r}); it is "
-            "cleaned on the branch that owns it",
-            strict=False,
-        )
-    return None
-
-
 def _params() -> list:
     params = []
     for path in DOCS:
-        mark = _pending(path)
-        params.append(pytest.param(path, id=_name(path), marks=[mark] if mark else []))
+        params.append(pytest.param(path, id=_name(path)))
     return params
 
 
