@@ -9,7 +9,7 @@ end, crash rate = episodes that ended with ``info["crashed"]``.
 
 Trainers (``--who``):
   ours        ``goalenvs train highway_env:parking-v0`` with its default preset
-              (goalenvs/her/presets/highway.toml).
+              (goalenvs/train/presets/highway.toml).
   ours-crash  the same on ``goalenvs.crash_penalty:parking-crash-v0``: parking-v0 with the
               collision penalty moved into compute_reward, so HER's relabeled rewards
               keep it (the trainer stores ``info["crashed"]`` with every transition).

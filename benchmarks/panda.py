@@ -1,5 +1,5 @@
 """panda-gym's PandaReach-v3 and PandaPush-v3 trained by ``goalenvs train`` with its
-default preset for them (goalenvs/her/presets/panda.toml), for a wall-clock budget.
+default preset for them (goalenvs/train/presets/panda.toml), for a wall-clock budget.
 
 Each epoch (2,000 env steps) ends with the trainer's own evaluation: 20 deterministic
 episodes on separately seeded envs, success = ``info["is_success"]`` at the episode's

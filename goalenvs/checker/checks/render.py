@@ -70,7 +70,10 @@ _GL_FAILED: dict[str, EnvCallError] = {}
 
 def _renderer_family(env: Any) -> str:
     unwrapped = getattr(env, "unwrapped", env)
-    if hasattr(unwrapped, "mujoco_renderer"):  # gymnasium's and gymnasium-robotics' envs
+    # gymnasium's and gymnasium-robotics' envs, or one holding such an env (PointMaze's
+    # point_env): one OpenGL context family, whichever env failed it first.
+    parts = [unwrapped, *getattr(unwrapped, "__dict__", {}).values()]
+    if any(hasattr(part, "mujoco_renderer") for part in parts):
         return "mujoco"
     cls = type(unwrapped)
     return f"{cls.__module__}.{cls.__qualname__}"
