@@ -179,6 +179,12 @@ def _import_file(text: str, path: Path) -> ModuleType:
     name = f"_goalenvs_user_{path.stem}_{abs(hash(str(resolved)))}"
     if name in sys.modules:
         return sys.modules[name]
+    # As `python path/to/file.py` does: the file's folder is importable, so that the
+    # file can import the modules beside it.
+    folder = str(resolved.parent)
+    if not any(_same_dir(entry, folder) for entry in sys.path):
+        sys.path.insert(0, folder)
+        importlib.invalidate_caches()
     spec = importlib.util.spec_from_file_location(name, resolved)
     if spec is None or spec.loader is None:
         raise EnvSpecError(f"env {text!r}: {path} cannot be imported as a Python module")

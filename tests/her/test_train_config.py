@@ -181,8 +181,9 @@ def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
     )  # fmt: skip
     result = train(config)
     header, row = (tmp_path / "r" / "progress.csv").read_text().splitlines()
-    assert header.endswith("eval_length,critic_loss,actor_loss,q_mean,noise")
-    assert float(row.split(",")[-1]) == 7.0 and result.history[0]["noise"] == 7.0
+    assert "eval_length,critic_loss,actor_loss,q_mean,noise,time_env" in header
+    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    assert float(logged["noise"]) == 7.0 and result.history[0]["noise"] == 7.0
     policy = load_policy(result.latest_policy)
     assert policy.algo == "loud" and isinstance(policy.agent, Loud)
     assert config_from_dict(config.to_dict()) == config
