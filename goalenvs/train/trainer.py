@@ -42,6 +42,7 @@ finished epoch, and the cycles of the unfinished one are dropped.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import sys
@@ -467,6 +468,10 @@ class Trainer(RunFolder):
         if self.writer is not None:
             self.writer.close()
         if self.owns_group:
+            # Both workers leave together: one tearing its group down while the other is
+            # still in its last collective aborts that one in gloo's threads.
+            with contextlib.suppress(RuntimeError):
+                torch.distributed.barrier()
             torch.distributed.destroy_process_group()
 
 
