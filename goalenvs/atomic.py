@@ -36,18 +36,12 @@ def fsync_dir(folder: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> Path:
-    """Calls ``write(file)`` on a temporary file, fsyncs it and renames it to ``path``.
-
-    A kill at any moment leaves either the old ``path`` or the new one, never a mix; the
-    temporary file of a killed write is removed by :func:`remove_debris` at the next start.
-    """
-    path = Path(path)
-    tmp = temporary_name(path)
+def _commit(path: Path, tmp: Path, produce: Callable[[Path], Any]) -> Path:
+    """``produce(tmp)`` writes the temporary file; it is fsynced and renamed to ``path``,
+    and removed if anything failed before the rename."""
     try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
+        produce(tmp)
+        with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
@@ -55,3 +49,28 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> P
             tmp.unlink()
     fsync_dir(path.parent)
     return path
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> Path:
+    """Calls ``write(file)`` on a temporary file, fsyncs it and renames it to ``path``.
+
+    A kill at any moment leaves either the old ``path`` or the new one, never a mix; the
+    temporary file of a killed write is removed by :func:`remove_debris` at the next start.
+    """
+
+    def produce(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            write(f)
+
+    path = Path(path)
+    return _commit(path, temporary_name(path), produce)
+
+
+def atomic_write_file(path: str | os.PathLike, save: Callable[[Path], Any]) -> Path:
+    """As :func:`atomic_write` for a writer that takes a path (``save(temporary_path)``).
+
+    The temporary name keeps the suffix of ``path`` (``np.savez`` would append ``.npz``).
+    """
+    path = Path(path)
+    tmp = temporary_name(path)
+    return _commit(path, tmp.with_name(tmp.name + path.suffix), save)

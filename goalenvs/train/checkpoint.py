@@ -20,7 +20,6 @@ import os
 import pickle
 import shutil
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,8 @@ import torch
 from gymnasium import spaces
 
 # The one atomic write of the package (the replay buffers use it too), named here as before.
-from goalenvs.atomic import _TMP_SUFFIX, atomic_write, fsync_dir, temporary_name
+from goalenvs.atomic import _TMP_SUFFIX, atomic_write
+from goalenvs.atomic import atomic_write_file as atomic_write_file
 
 FORMAT = "goalenvs-her-checkpoint"
 VERSION = 1
@@ -187,26 +187,6 @@ STATE_FORMAT = "goalenvs-random-state"
 MANIFEST = "manifest.json"
 CHECKPOINTS = "checkpoints"
 _UNIT_PREFIX = "epoch_"
-
-
-def atomic_write_file(path: str | os.PathLike, save: Callable[[Path], Any]) -> Path:
-    """As :func:`atomic_write` for a writer that takes a path (``save(temporary_path)``).
-
-    The temporary name keeps the suffix of ``path`` (``np.savez`` would append ``.npz``).
-    """
-    path = Path(path)
-    tmp = temporary_name(path)
-    tmp = tmp.with_name(tmp.name + path.suffix)
-    try:
-        save(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    fsync_dir(path.parent)
-    return path
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
