@@ -55,6 +55,15 @@ class EnvCallError(Exception):
 _CHECKER_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+def uses_mujoco(env: Any) -> bool:
+    """Whether ``env`` is, or holds as an attribute (PointMaze's ``point_env``), one of
+    gymnasium's MuJoCo envs (they keep a ``mujoco_renderer``): one OpenGL context family,
+    and envs a deep copy cannot copy."""
+    unwrapped = getattr(env, "unwrapped", env)
+    parts = [unwrapped, *getattr(unwrapped, "__dict__", {}).values()]
+    return any(hasattr(part, "mujoco_renderer") for part in parts)
+
+
 def error_origin(error: BaseException) -> str | None:
     """``file:line, in function`` of the innermost frame of ``error`` outside the checker."""
     frames = [

@@ -39,6 +39,7 @@ from goalenvs.checker.context import (
     EnvHungError,
     EnvTimeoutError,
     SkipCheckError,
+    uses_mujoco,
 )
 from goalenvs.checker.probe import (
     StepRecord,
@@ -190,17 +191,9 @@ def _copy_steps(env: gym.Env, actions: list) -> list[tuple[gym.Env, Any]]:
     return [_copy_step(env, action) for action in actions]
 
 
-def _holds_mujoco(env: gym.Env) -> bool:
-    """Whether the env is, or holds as an attribute (PointMaze's ``point_env``), one of
-    gymnasium's MuJoCo envs (they keep a ``mujoco_renderer``)."""
-    unwrapped = env.unwrapped
-    parts = [unwrapped, *getattr(unwrapped, "__dict__", {}).values()]
-    return any(hasattr(part, "mujoco_renderer") for part in parts)
-
-
 def _copies_step_alike(ctx: Context, env: gym.Env, action: Any) -> str | None:
     """None when two copies of ``env`` step alike, else why the env cannot be copied."""
-    if _holds_mujoco(env):
+    if uses_mujoco(env):
         # A deep copy of gymnasium's MuJoCo envs raises part way, and what it leaves behind
         # can hang the next OpenGL context the process opens (a later render): not tried.
         return "a MuJoCo env: its renderer holds an OpenGL context that deepcopy cannot copy"

@@ -9,6 +9,7 @@ import re
 import time
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -274,3 +275,21 @@ def test_probe_finds_near_goal_defects_a_random_rollout_never_reaches(
     assert report.result(rollout_check).status == "passed", str(report)
     assert report.result(near_goal_check).status == "failed", str(report)
     assert report.probe["closest_distance"] < SUCCESS_RADIUS
+
+
+def test_an_env_holding_a_mujoco_env_counts_as_mujoco():
+    # PointMaze keeps its MuJoCo env as an attribute (point_env): the render check's memory
+    # of a failed OpenGL context and the probe's copy rule must see it as MuJoCo too.
+    from goalenvs.checker.context import uses_mujoco
+
+    class Inner:
+        mujoco_renderer = object()
+
+    class Maze:
+        def __init__(self) -> None:
+            self.point_env = Inner()
+
+    assert uses_mujoco(Inner()) and uses_mujoco(Maze())
+    import goalenvs  # noqa: F401  (registers the id)
+
+    assert not uses_mujoco(gym.make("goalenvs/PointReach-v0"))

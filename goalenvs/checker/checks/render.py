@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from goalenvs.checker.context import Context, EnvCallError, SkipCheckError
+from goalenvs.checker.context import Context, EnvCallError, SkipCheckError, uses_mujoco
 from goalenvs.checker.registry import Outcome, register
 
 # --------------------------------------------------------------------------- rendering
@@ -69,13 +69,9 @@ _GL_FAILED: dict[str, EnvCallError] = {}
 
 
 def _renderer_family(env: Any) -> str:
-    unwrapped = getattr(env, "unwrapped", env)
-    # gymnasium's and gymnasium-robotics' envs, or one holding such an env (PointMaze's
-    # point_env): one OpenGL context family, whichever env failed it first.
-    parts = [unwrapped, *getattr(unwrapped, "__dict__", {}).values()]
-    if any(hasattr(part, "mujoco_renderer") for part in parts):
+    if uses_mujoco(env):  # one OpenGL context family, whichever env failed it first
         return "mujoco"
-    cls = type(unwrapped)
+    cls = type(getattr(env, "unwrapped", env))
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
