@@ -11,30 +11,43 @@ so a phase that launches work may be charged to the next one that waits for it).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 PHASES = ("env", "act", "store", "sample", "update", "eval")
 # progress.csv columns: seconds per epoch of each phase (appended after the older ones).
 TIME_COLUMNS = tuple(f"time_{phase}" for phase in PHASES)
 
 
+class _Phase:
+    """The ``with`` block of one phase: adds its seconds to the clock's sum."""
+
+    __slots__ = ("clock", "name", "start")
+
+    def __init__(self, clock: PhaseClock, name: str) -> None:
+        self.clock, self.name, self.start = clock, name, 0.0
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.clock.seconds[self.name] += time.perf_counter() - self.start
+
+
 class PhaseClock:
-    """Adds up wall-clock seconds per phase; ``with clock("env"): ...`` times one."""
+    """Adds up wall-clock seconds per phase; ``with clock("env"): ...`` times one.
+
+    Each phase is one reusable context object (about 0.4 us a block here, a third of
+    ``contextlib.contextmanager``'s): the env phase wraps every vector step."""
 
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(PHASES, 0.0)
+        self._phases = {name: _Phase(self, name) for name in PHASES}
 
-    @contextmanager
-    def __call__(self, phase: str) -> Iterator[None]:
-        """Charges the time spent inside the ``with`` block to ``phase``."""
-        if phase not in self.seconds:
-            raise ValueError(f"phase={phase!r} is not a phase; expected one of {PHASES}")
-        start = time.perf_counter()
+    def __call__(self, phase: str) -> _Phase:
+        """The context that charges the time spent inside its ``with`` block to ``phase``."""
         try:
-            yield
-        finally:
-            self.seconds[phase] += time.perf_counter() - start
+            return self._phases[phase]
+        except KeyError:
+            raise ValueError(f"phase={phase!r} is not a phase; expected one of {PHASES}") from None
 
     def columns(self) -> dict[str, float]:
         """The progress.csv values: seconds per phase, rounded to 0.1 ms."""
