@@ -1,0 +1,219 @@
+"""The same benchmarks on two versions of goalenvs, in one run: did a change move a figure?
+
+A change that should not alter speed (a reorganisation of the package, a new error check)
+is measured here against the commit it started from. Both versions run on the same
+machine, at the same load, in alternating rounds, each in a fresh process that imports
+the version under test (``PYTHONPATH``), so the load of a shared machine falls on both
+alike. The benchmark code is this checkout's for both sides and uses only public names,
+so the two sides run the very same measurement.
+
+    python benchmarks/before_after.py --before 3a037c0            # against the working tree
+    python benchmarks/before_after.py --before v0.1 --after HEAD --rounds 3
+    python benchmarks/before_after.py --before 3a037c0 --parts envs buffer
+
+Parts (every figure is per round; the table gives the best round of each side):
+
+- ``envs``: ``benchmarks/envs.py``'s measurement of every env case: one env, gymnasium's
+  SyncVectorEnv at 256 envs and the native twin at 256 and 4096 envs, in steps per CPU
+  second (best of that script's interleaved rounds);
+- ``buffer``: our HerReplayBuffer on ``benchmarks/her_buffer.py``'s Fetch-like episodes
+  (16 envs): CPU microseconds per ``add`` of one vector step over a fill of
+  ``BUFFER_TRANSITIONS``, and per ``sample`` of 256 and 2048;
+- ``point_reach``: DDPG+HER on PointReach-v0 with the demo's settings, seeds 0-2: the
+  env steps and the wall seconds to the first evaluation at 0.95 (what
+  ``benchmarks/train.py --tasks point_reach`` measures). The env steps are the same on
+  both sides when the numerics did not move; the seconds carry the machine's noise.
+
+A version is a git revision (checked out with ``git archive`` into a temporary folder)
+or ``.``, the working tree as it is. Results are appended to
+``benchmarks/results/before_after.jsonl`` with the machine, the load and the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+PARTS = ("envs", "buffer", "point_reach")
+BUFFER_TRANSITIONS = 1_000_000
+BUFFER_ENVS = 16
+POINT_REACH_SEEDS = (0, 1, 2)
+POINT_REACH_BUDGET = 180.0  # seconds a seed; the demo reaches 0.95 in well under a minute
+
+
+# --------------------------------------------------------------------------- workers
+# Each runs in a fresh process whose goalenvs is the version under test, and prints one
+# JSON object: {metric name: value}.
+
+
+def envs_worker() -> dict[str, float]:
+    """Steps per CPU second of every env case and mode (``benchmarks/envs.py``)."""
+    import envs
+
+    result = {}
+    for case in envs.CASES:
+        for env_id, mode, n, rate in envs.measure(case):
+            result[f"{env_id.split('/')[-1]} {mode} {n} (steps/s)"] = rate
+    return result
+
+
+def buffer_worker() -> dict[str, float]:
+    """CPU microseconds per add and per sample of our buffer on Fetch-like episodes."""
+    os.environ["GOALENVS_BENCH_TRANSITIONS"] = str(BUFFER_TRANSITIONS)
+    import her_buffer
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    steps = her_buffer.episode_steps(BUFFER_ENVS, np.random.default_rng(0))
+    add, sample, _ = her_buffer.build("goalenvs", BUFFER_ENVS)
+    n_steps = BUFFER_TRANSITIONS // BUFFER_ENVS
+    start = time.process_time()
+    for i in range(n_steps):
+        add(steps[i % len(steps)])
+    result = {"buffer add, 16 envs (us/step)": (time.process_time() - start) / n_steps * 1e6}
+    for batch in (256, 2048):
+        seconds = her_buffer.best_time(lambda b=batch: sample(b), 40_000 // batch + 40)
+        result[f"buffer sample {batch} (us)"] = seconds * 1e6
+    return result
+
+
+def point_reach_worker() -> dict[str, float]:
+    """Env steps and wall seconds of the demo's DDPG+HER to 0.95 on PointReach-v0."""
+    import train as bench_train
+
+    from goalenvs.demo import point_reach_config
+
+    result = {}
+    for seed in POINT_REACH_SEEDS:
+        config = point_reach_config(seed=seed, stop_success=1.0)
+        summary = bench_train.run_goalenvs(config, POINT_REACH_BUDGET, 0.95)
+        result[f"PointReach seed {seed} env steps to 0.95"] = summary["steps_to_target"]
+        result[f"PointReach seed {seed} seconds to 0.95"] = summary["time_to_target"]
+    return result
+
+
+WORKERS = {"envs": envs_worker, "buffer": buffer_worker, "point_reach": point_reach_worker}
+# Whether a larger figure is better (rates) or worse (times, steps).
+HIGHER_IS_BETTER = {"envs": True, "buffer": False, "point_reach": False}
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def checkout(version: str, into: Path) -> Path:
+    """The folder whose ``goalenvs`` package is ``version``: the working tree for ``.``."""
+    if version == ".":
+        return ROOT
+    folder = into / version.replace("/", "_")
+    folder.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", version, "goalenvs"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def run_part(part: str, package_root: Path) -> dict[str, float]:
+    """One worker in a fresh process importing goalenvs from ``package_root``."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(package_root), str(BENCH)]))
+    env.setdefault("SDL_VIDEODRIVER", "dummy")
+    done = subprocess.run(
+        [sys.executable, __file__, "--worker", part],
+        env=env,
+        cwd=package_root,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{part} on {package_root} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def best_of(rounds: list[dict[str, float]], higher_is_better: bool) -> dict[str, float]:
+    """Per metric, the best value over the rounds (None values, a target never reached, skipped)."""
+    pick = max if higher_is_better else min
+    best: dict[str, float] = {}
+    for values in rounds:
+        for name, value in values.items():
+            if value is None:
+                continue
+            best[name] = value if name not in best else pick(best[name], value)
+    return best
+
+
+def table(before: dict[str, float], after: dict[str, float]) -> str:
+    """A markdown table: metric, before, after, after / before."""
+    lines = ["| metric | before | after | after / before |", "|---|---:|---:|---:|"]
+    for name in before.keys() | after.keys():
+        b, a = before.get(name), after.get(name)
+        ratio = f"{a / b:.3f}" if a is not None and b else "-"
+        lines.append(f"| {name} | {_fmt(b)} | {_fmt(a)} | {ratio} |")
+    head, rows = lines[:2], sorted(lines[2:])
+    return "\n".join(head + rows)
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "not reached"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the chosen parts on both versions in alternating rounds and prints the table."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--before", help="git revision of the first side (required)")
+    parser.add_argument("--after", default=".", help="git revision, or . for the working tree")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds per side (default 2)")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--worker", choices=PARTS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(WORKERS[args.worker]()))
+        return 0
+    if not args.before:
+        parser.error("--before: a git revision is required (e.g. --before HEAD~3)")
+    sys.path.insert(0, str(BENCH))
+    from evidence import append_jsonl, run_info
+
+    into = Path(tempfile.mkdtemp(prefix="goalenvs-before-after-"))
+    try:
+        roots = {side: checkout(getattr(args, side), into) for side in ("before", "after")}
+        record: dict[str, Any] = run_info(
+            before=args.before, after=args.after, rounds=args.rounds, parts={}
+        )
+        for part in args.parts:
+            rounds: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+            for round_ in range(args.rounds):
+                # Alternate which side goes first, so that a drift of the load in time
+                # does not always favour the same side.
+                order = ("before", "after") if round_ % 2 == 0 else ("after", "before")
+                for side in order:
+                    rounds[side].append(run_part(part, roots[side]))
+                    print(f"{part}: {side} round {round_ + 1} done", file=sys.stderr)
+            best = {side: best_of(r, HIGHER_IS_BETTER[part]) for side, r in rounds.items()}
+            record["parts"][part] = {"rounds": rounds, "best": best}
+            print(f"\n### {part} ({'higher' if HIGHER_IS_BETTER[part] else 'lower'} is better)")
+            print(table(best["before"], best["after"]))
+        print("\nsaved to", append_jsonl("before_after.jsonl", record))
+    finally:
+        shutil.rmtree(into, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
