@@ -42,27 +42,21 @@ call.
 from __future__ import annotations
 
 import copy
-import json
 import os
-import zipfile
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.atomic import atomic_write
+from goalenvs.her import buffer_file
+from goalenvs.her.buffer_file import load_buffer, save_buffer
+from goalenvs.her.buffer_sampling import HerSampling
 from goalenvs.her.common import (
-    NO_EPISODE_YET,
     HerBatch,
     ReplayBufferBase,
-    batch_shape_error,
-    batch_to,
-    to_numpy,
-    version_error,
 )
-from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
+from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy
 from goalenvs.her.settings import GoalFunction as GoalFunction
 from goalenvs.her.settings import resolve_goal_function as resolve_goal_function
 from goalenvs.her.sumtree import SumTree
@@ -71,13 +65,13 @@ from goalenvs.her.sumtree import SumTree
 # goalenvs.her.settings and goalenvs.her.common; they stay importable from here.
 __all__ = ["GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
 
-FILE_FORMAT = "goalenvs.her.HerReplayBuffer"
-FILE_VERSION = 2
+# The file layout lives with the save and load code; the names stay importable here.
+FILE_FORMAT, FILE_VERSION = buffer_file.FILE_FORMAT, buffer_file.FILE_VERSION
 
 _BOOL = np.dtype(bool)
 
 
-class HerReplayBuffer(ReplayBufferBase):
+class HerReplayBuffer(HerSampling, ReplayBufferBase):
     """Hindsight Experience Replay buffer with relabeling at sample time.
 
     Args:
@@ -304,11 +298,6 @@ class HerReplayBuffer(ReplayBufferBase):
 
     # ------------------------------------------------------------------ properties
     @property
-    def n_transitions(self) -> int:
-        """Transitions that can be sampled: those of complete, intact episodes."""
-        return int((self._t_hi - self._t_lo).sum())
-
-    @property
     def episodes_in_progress(self) -> int:
         """Envs whose current episode has stored transitions but has not ended."""
         return self.n_envs - self._n_starting
@@ -345,7 +334,7 @@ class HerReplayBuffer(ReplayBufferBase):
         ``infos`` is a dict of per-env arrays (gymnasium vector envs) or a sequence of
         per-env dicts (stable-baselines3); only ``info_keys`` are read.
         """
-        n, R = self.n_envs, self.rows_per_env
+        R = self.rows_per_env
         # ``obs`` is read only where an episode starts (mid-episode it is the stored
         # previous next_obs), so only then is it checked.
         if self._n_starting:
@@ -371,10 +360,7 @@ class HerReplayBuffer(ReplayBufferBase):
         except AttributeError:  # not arrays
             ending = True
         if ending:
-            terminated = self._per_env("terminated", terminated, None).astype(bool, copy=False)
-            truncated = self._per_env("truncated", truncated, None).astype(bool, copy=False)
-            done = terminated | truncated
-            ending = done.tobytes() != no_flags
+            terminated, truncated, done, ending = self._read_flags(terminated, truncated)
         info_values = self._info_values(infos) if self.info_keys else None
 
         t = self._t
@@ -382,10 +368,9 @@ class HerReplayBuffer(ReplayBufferBase):
             # Writing next_obs at row head + 1 overwrites row head + 1 - R of its stream:
             # first retire, whole, the oldest episode that row belongs to.
             self._retire_overwritten(t + 1 - R + self._skip)
-        # Each env writes its observation (at an episode's start) and transition at row
-        # head and its next observation at row head + 1, of the (rows, n_envs) views: while
-        # every env writes the same row (episodes that end together) the row is an int,
-        # else the index is a pair of arrays (rows, envs).
+        # Each env writes its observation (at an episode's start) and transition at row head,
+        # its next observation at row head + 1 of the (rows, n_envs) views: an int row while
+        # every env writes the same one (episodes that end together), else (rows, envs).
         skip = self._in_step
         if skip is not None:
             here = (t + skip) % R
@@ -395,16 +380,7 @@ class HerReplayBuffer(ReplayBufferBase):
             here = (head % R, self._env)
             there = ((head + 1) % R, self._env)
         if self._n_starting:
-            if self._n_starting == n:
-                for key, rows in self._obs_rows:
-                    rows[here] = obs[key]
-            else:
-                envs = np.flatnonzero(self._starting)
-                first = (here if skip is not None else here[0][envs], envs)
-                for key, rows in self._obs_rows:
-                    rows[first] = np.asarray(obs[key])[envs]
-            self._starting[:] = False
-            self._n_starting = 0
+            self._write_first_obs(obs, here)
         if parts is not None and skip is not None and there:
             # The step's bytes are one contiguous run of the records (see _make_views).
             at = self._packed[1] * here + self._packed[2]
@@ -415,16 +391,47 @@ class HerReplayBuffer(ReplayBufferBase):
             self._action_rows[here] = action
             self._reward_rows[here] = reward
         if info_values:
-            for key, value in info_values.items():
-                store = self._infos[key]
-                store.reshape(R, n, *store.shape[1:])[here] = value
+            self._write_infos(info_values, here)
         self._t = t + 1
         if ending:
-            if done.tobytes() == self._all_flags:
-                self._close_episodes(slice(None), terminated, truncated)
-            else:
-                envs = np.flatnonzero(done)
-                self._close_episodes(envs, terminated[envs], truncated[envs])
+            self._close_done(done, terminated, truncated)
+
+    def _write_infos(self, values: dict[str, np.ndarray], here: Any) -> None:
+        """Writes a step's info values at row ``here`` (as add() indexes it)."""
+        R, n = self.rows_per_env, self.n_envs
+        for key, value in values.items():
+            store = self._infos[key]
+            store.reshape(R, n, *store.shape[1:])[here] = value
+
+    def _close_done(self, done: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """Ends the episodes of the envs where ``done`` (flags one per env)."""
+        if done.tobytes() == self._all_flags:
+            self._close_episodes(slice(None), terminated, truncated)
+        else:
+            envs = np.flatnonzero(done)
+            self._close_episodes(envs, terminated[envs], truncated[envs])
+
+    def _read_flags(self, terminated: Any, truncated: Any) -> tuple[Any, Any, Any, bool]:
+        """The flags of a step read the careful way (add()'s fast test did not vouch for
+        them): ``(terminated, truncated, done, whether any episode ends)``."""
+        terminated = self._per_env("terminated", terminated, None).astype(bool, copy=False)
+        truncated = self._per_env("truncated", truncated, None).astype(bool, copy=False)
+        done = terminated | truncated
+        return terminated, truncated, done, done.tobytes() != self._no_flags
+
+    def _write_first_obs(self, obs: Mapping[str, np.ndarray], here: Any) -> None:
+        """Writes the first observation of each env that starts an episode at row ``here``
+        (an int while every env writes the same row, else a pair ``(rows, envs)``)."""
+        if self._n_starting == self.n_envs:
+            for key, rows in self._obs_rows:
+                rows[here] = obs[key]
+        else:
+            envs = np.flatnonzero(self._starting)
+            first = (here if isinstance(here, int) else here[0][envs], envs)
+            for key, rows in self._obs_rows:
+                rows[first] = np.asarray(obs[key])[envs]
+        self._starting[:] = False
+        self._n_starting = 0
 
     def _step_bytes(self, action: np.ndarray, reward: np.ndarray, next_obs: Any) -> Any:
         """The bytes of a one-env step as they lie in the records (action, reward, then the
@@ -598,220 +605,6 @@ class HerReplayBuffer(ReplayBufferBase):
             values[key] = value
         return values
 
-    # ------------------------------------------------------------------ sampling
-    def _draw_transitions(self, count: int) -> tuple[Any, np.ndarray]:
-        """Draws ``count`` transitions uniformly from the complete, intact episodes.
-
-        Returns ``(env, row)``: each transition's env (an int when there is one env) and
-        physical row.
-        """
-        width = self._t_hi - self._t_lo
-        total = int(width.sum())
-        if total == 0:
-            raise RuntimeError(NO_EPISODE_YET)
-        R, n = self.rows_per_env, self.n_envs
-        x = self._rng.integers(0, total, size=count)
-        if n == 1:
-            return 0, self._trans_row[(x + self._t_lo[0]) % R].astype(np.int64)
-        # x indexes the concatenation of the streams' valid transitions: find the stream,
-        # then the transition counter within it.
-        cum = np.cumsum(width)
-        env = np.searchsorted(cum, x, side="right")
-        k = x + (self._t_lo - (cum - width))[env]
-        return env, self._trans_row[(k % R) * n + env].astype(np.int64)
-
-    def _draw_prioritized(self, count: int) -> tuple[Any, np.ndarray, np.ndarray]:
-        """Draws ``count`` transitions in proportion to their priority ** alpha.
-
-        Returns ``(env, row, weights)`` as :meth:`_draw_transitions`, with the
-        importance-sampling weights ``(N * P(i)) ** -beta`` over their largest.
-        """
-        tree = self._tree
-        total = tree.total
-        if not total > 0:
-            raise RuntimeError(NO_EPISODE_YET)
-        flat = tree.find(self._rng.random(count) * total)
-        probability = tree.nodes[tree.size + flat] / total
-        weights = (self.n_transitions * probability) ** -self._beta
-        weights /= weights.max()
-        n = self.n_envs
-        if n == 1:
-            return 0, flat, weights
-        return flat % n, flat // n, weights
-
-    # The array operations of ReplayBufferBase.update_priorities.
-    def _priority_input(self, value: Any) -> np.ndarray:
-        return to_numpy(value)
-
-    def _priority_indices_are_integers(self, indices: np.ndarray) -> bool:
-        return bool(np.issubdtype(indices.dtype, np.integer))
-
-    def _priority_capacity(self) -> int:
-        assert self._tree is not None
-        return self._tree.capacity
-
-    def _priority_of(self, indices: np.ndarray, td_errors: np.ndarray, capacity: int) -> tuple:
-        bad_index = indices.min() < 0 or indices.max() >= capacity
-        if bad_index:
-            return indices, None, True, False
-        priority = np.abs(td_errors.astype(np.float64)) + self.priority_eps
-        return indices, priority, False, not np.isfinite(priority).all()
-
-    def _priority_set(self, indices: np.ndarray, priority: np.ndarray) -> None:
-        assert self._tree is not None
-        live = self._tree.nodes[self._tree.size + indices] > 0
-        self._tree.update(indices[live], priority[live] ** self.alpha)
-        self._max_priority = max(self._max_priority, float(priority.max()))
-
-    def sample(self, batch_size: int, device: Any = None, *, copy: bool = False) -> HerBatch:
-        """Samples ``batch_size`` transitions, relabeling each with probability k/(k+1).
-
-        Returns numpy arrays when ``device`` is None, else torch tensors on ``device``
-        (on the CPU without a copy: ``torch.from_numpy`` of the same arrays).
-
-        The arrays are preallocated per batch size and **reused by the next call with the
-        same batch_size**: consume a batch before sampling the next one, or pass
-        ``copy=True`` for arrays the caller owns.
-        """
-        B = check_batch_size(batch_size)
-        R, n = self.rows_per_env, self.n_envs
-        rng = self._rng
-        if self._tree is None:
-            env, row = self._draw_transitions(B)
-            weights = None
-        else:
-            env, row, weights = self._draw_prioritized(B)
-        # Worked example, one env, R = 8 rows: an episode of T = 3 transitions written at
-        # unwrapped rows 6..9, physical rows 6, 7, 0, 1 (row 1 holds the final observation).
-        # The transition at row 7 has offset a = 1 (to_start), so its episode starts at
-        # row 7 - 1 = 6, where ep_len says T = 3. Its next observation is row (7 + 1) % 8 = 0.
-        # "future" draws a goal row in 7 + 1 .. 6 + T, i.e. (8..9) % 8 = 0..1: the next
-        # achieved goals of transitions 1..2 (t..T-1); "final" takes (6 + 3) % 8 = 1;
-        # "episode" a row in 6 + 1 .. 6 + 3.
-        if n == 1:
-            index = row
-            next_index = row + 1
-            next_index[next_index == R] = 0
-        else:
-            index = row * n + env
-            next_index = ((row + 1) % R) * n + env
-        offset = self._to_start[index]
-        start = row - offset
-        length = self._ep_len[(start % R) * n + env]
-        relabel = rng.random(B) < self.her_ratio
-        strategy = self.goal_selection_strategy
-        if strategy is GoalSelectionStrategy.RANDOM:
-            goal_env, goal_row = self._draw_transitions(B)
-            goal_index = ((goal_row + 1) % R) * n + goal_env
-        else:
-            if strategy is GoalSelectionStrategy.FUTURE:
-                first, span = row + 1, length - offset
-            elif strategy is GoalSelectionStrategy.FINAL:
-                first, span = start + length, 1
-            else:
-                first, span = start + 1, length
-            # floor(r * span) can round up to span for r just below 1: clamp it.
-            pick = np.minimum((rng.random(B) * span).astype(np.int64), np.subtract(span, 1))
-            goal_index = ((first + pick) % R) * n + env
-
-        out = self._outputs(B, copy)
-        obs, next_obs = out["observations"], out["next_observations"]
-        np.copyto(out["indices"], index)
-        if weights is not None:
-            np.copyto(out["weights"], weights)
-        # Whole records in two gathers (the record array is contiguous, the per-field views
-        # of it are not, and np.take copies a non-contiguous source whole), then each field
-        # into its own contiguous output array.
-        here, there, fields = out["records"]
-        np.take(self._records, index, out=here, mode="wrap")
-        np.take(self._records, next_index, out=there, mode="wrap")
-        for target, source in fields:
-            np.copyto(target, source)
-        goals = self._obs["achieved_goal"][goal_index]
-        mask = relabel.reshape((B,) + (1,) * (goals.ndim - 1))
-        np.copyto(obs["desired_goal"], goals, where=mask)
-        np.copyto(next_obs["desired_goal"], goals, where=mask)
-
-        info = {key: store[index] for key, store in self._infos.items()}
-        new_reward = _batch_of(
-            "compute_reward",
-            self.compute_reward(next_obs["achieved_goal"], obs["desired_goal"], info),
-            B,
-        )
-        rewards = out["rewards"]
-        np.copyto(rewards, new_reward, where=relabel, casting="unsafe")
-
-        terminated = self._terminated[index]
-        if self.compute_terminated is not None:
-            new_terminated = _batch_of(
-                "compute_terminated",
-                self.compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
-                B,
-            ).astype(bool)
-            terminated = np.where(relabel, new_terminated, terminated)
-        if not self.handle_timeout_termination:
-            terminated |= self._truncated[index]
-        np.copyto(out["dones"], terminated)
-        return self._deliver(out, device)
-
-    def _outputs(self, B: int, fresh: bool) -> dict[str, Any]:
-        cached = None if fresh else self._out_cache.get(B)
-        if cached is not None:
-            return cached
-        out: dict[str, Any] = {
-            "observations": {k: np.empty((B, *v.shape[1:]), v.dtype) for k, v in self._obs.items()},
-            "next_observations": {
-                k: np.empty((B, *v.shape[1:]), v.dtype) for k, v in self._obs.items()
-            },
-            "actions": np.empty((B, *self.action_shape), self._actions.dtype),
-            "rewards": np.empty(B, np.float32),
-            "dones": np.empty(B, np.float32),
-            "weights": np.ones(B, np.float32),  # stays all ones for a uniform buffer
-            "indices": np.empty(B, np.int64),
-            "tensors": None,  # torch views of the arrays above, made on first use
-        }
-        # The gathered records of the transitions and of their next rows, and the
-        # (output, field of a gathered record) pairs that sample() copies.
-        here, there = np.empty(B, self._records.dtype), np.empty(B, self._records.dtype)
-        fields = [(out["observations"][k], here[f"obs/{k}"]) for k in self._obs]
-        fields += [(out["next_observations"][k], there[f"obs/{k}"]) for k in self._obs]
-        fields += [(out["actions"], here["action"]), (out["rewards"], here["reward"])]
-        out["records"] = (here, there, fields)
-        if not fresh:
-            self._out_cache[B] = out
-        return out
-
-    @staticmethod
-    def _deliver(out: dict[str, Any], device: Any) -> HerBatch:
-        if device is None:
-            return HerBatch(
-                out["observations"],
-                out["actions"],
-                out["rewards"],
-                out["next_observations"],
-                out["dones"],
-                out["weights"],
-                out["indices"],
-            )
-        import torch
-
-        views = out["tensors"]
-        if views is None:
-            views = HerBatch(
-                {k: torch.from_numpy(v) for k, v in out["observations"].items()},
-                torch.from_numpy(out["actions"]),
-                torch.from_numpy(out["rewards"]),
-                {k: torch.from_numpy(v) for k, v in out["next_observations"].items()},
-                torch.from_numpy(out["dones"]),
-                torch.from_numpy(out["weights"]),
-                torch.from_numpy(out["indices"]),
-            )
-            out["tensors"] = views
-        device = torch.device(device)
-        if device.type == "cpu":
-            return views
-        return batch_to(views, device)
-
     # ------------------------------------------------------------------ save / load
     def save(self, path: str | os.PathLike) -> None:
         """Writes the whole buffer to ``path`` as an uncompressed ``.npz`` (no pickle).
@@ -824,20 +617,7 @@ class HerReplayBuffer(ReplayBufferBase):
         crash never leaves a half-written ``path``. The reward function is not saved: pass
         it again to :meth:`load`.
         """
-        snapshot = self._closed_copy()
-        meta = {
-            "format": FILE_FORMAT,
-            "version": FILE_VERSION,
-            **BufferSettings.to_meta(self),
-            "rng_state": self._rng.bit_generator.state,
-            "max_priority": self._max_priority,
-        }
-        arrays = {f"obs__{k}": v for k, v in snapshot._obs.items()}
-        if snapshot._tree is not None:
-            arrays["priorities"] = snapshot._tree.leaves
-        arrays.update({f"info__{k}": v for k, v in snapshot._infos.items()})
-        arrays.update(snapshot._state_arrays())
-        atomic_write(path, lambda file: np.savez(file, meta=np.array(json.dumps(meta)), **arrays))
+        save_buffer(self, path)
 
     # The arrays that closing an episode writes: a saved snapshot gets its own copies.
     _BOOKKEEPING = ("_terminated", "_truncated", "_to_start", "_ep_len", "_trans_row", "_skip",
@@ -877,99 +657,10 @@ class HerReplayBuffer(ReplayBufferBase):
         A file that is truncated, corrupt or not written by :meth:`save` raises a
         ValueError naming the file.
         """
-        try:
-            data = np.load(path, allow_pickle=False)
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-            raise _unreadable(path, error) from None
-        if not isinstance(data, np.lib.npyio.NpzFile):
-            raise ValueError(
-                f"{os.fspath(path)} is not a goalenvs HER buffer file: it holds one array, "
-                "not the .npz archive HerReplayBuffer.save writes"
-            )
-        try:
-            return cls._from_archive(path, data, compute_reward, compute_terminated)
-        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
-            raise _unreadable(path, error) from None
-        finally:
-            data.close()
-
-    @classmethod
-    def _from_archive(
-        cls, path: Any, data: Any, compute_reward: Any, compute_terminated: Any
-    ) -> HerReplayBuffer:
-        files = set(data.files)
-        if "meta" not in files:
-            raise ValueError(
-                f"{os.fspath(path)} is not a goalenvs HER buffer file: it has no 'meta' "
-                f"entry (found {sorted(files)[:8]})"
-            )
-        try:
-            meta = json.loads(str(data["meta"]))
-        except (ValueError, TypeError):
-            raise ValueError(f"{os.fspath(path)}: unreadable 'meta' entry") from None
-        if not isinstance(meta, dict) or meta.get("format") != FILE_FORMAT:
-            raise ValueError(
-                f"{os.fspath(path)} is not a goalenvs HER buffer file: format "
-                f"{meta.get('format') if isinstance(meta, dict) else meta!r}, "
-                f"expected {FILE_FORMAT!r}"
-            )
-        if meta.get("version") != FILE_VERSION:
-            raise version_error(os.fspath(path), "HER buffer", meta.get("version"), FILE_VERSION)
-        buffer = cls(
-            compute_reward=compute_reward,
-            compute_terminated=compute_terminated,
-            **BufferSettings.arguments_from_meta(meta),
-        )
-        expected = {f"obs__{k}": v for k, v in buffer._obs.items()}
-        state = buffer._state_arrays()  # head and t_count are fresh arrays, read below
-        expected.update(state)
-        for name, target in expected.items():
-            _restore(path, data, name, target)
-        t_count = state["t_count"]
-        if (t_count != t_count[0]).any() or (state["head"] < t_count).any():
-            raise ValueError(
-                f"{os.fspath(path)}: t_count {t_count[:8]} and head {state['head'][:8]} are "
-                "not those of a buffer that adds one transition per env at a time"
-            )
-        buffer._t = int(t_count[0])
-        buffer._skip[:] = state["head"] - buffer._t
-        np.equal(state["head"], buffer._ep_start, out=buffer._starting)
-        buffer._n_starting = int(buffer._starting.sum())
-        for key in buffer.info_keys:
-            name = f"info__{key}"
-            if name in files:
-                stored = data[name]
-                if stored.shape[:1] != (buffer.rows_per_env * buffer.n_envs,):
-                    raise ValueError(
-                        f"{os.fspath(path)}: {name} has shape {stored.shape}, expected "
-                        f"{buffer.rows_per_env * buffer.n_envs} rows"
-                    )
-                buffer._infos[key] = stored.copy()
-        if buffer._tree is not None:
-            leaves = np.zeros(buffer._tree.capacity)
-            _restore(path, data, "priorities", leaves)
-            if not (np.isfinite(leaves).all() and (leaves >= 0).all()):
-                raise ValueError(f"{os.fspath(path)}: priorities hold negative or NaN values")
-            buffer._tree.set_all(leaves)
-            buffer._max_priority = float(meta["max_priority"])
-        buffer._summarize()
-        state = meta["rng_state"]
-        buffer._rng = np.random.Generator(getattr(np.random, state["bit_generator"])())
-        buffer._rng.bit_generator.state = state
-        return buffer
+        return load_buffer(cls, path, compute_reward, compute_terminated)
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def _unreadable(path: Any, error: BaseException) -> ValueError:
-    return ValueError(
-        f"{os.fspath(path)} cannot be read as a HER buffer file ({type(error).__name__}: "
-        f"{error}): it is truncated, corrupt or not written by HerReplayBuffer.save; "
-        "save the buffer again (or start with an empty one)"
-    )
 
 
 def _offsets_within(length: np.ndarray) -> np.ndarray:
@@ -983,28 +674,3 @@ def _all_equal(values: np.ndarray) -> bool:
     (compared as bytes: several times cheaper than numpy on a few elements)."""
     raw = values.tobytes()
     return raw == raw[: values.itemsize] * values.size
-
-
-def _batch_of(name: str, value: Any, batch_size: int) -> np.ndarray:
-    """``value`` as a ``(batch_size,)`` array; a scalar (Fetch's ``compute_terminated``
-    returns a constant ``False``) stands for the whole batch."""
-    array = np.asarray(value)
-    if array.shape == (batch_size,):
-        return array
-    if array.size == 1 and array.ndim <= 1:
-        return np.broadcast_to(array.reshape(()), (batch_size,))
-    raise batch_shape_error(name, array.shape, batch_size)
-
-
-def _restore(path: Any, data: Any, name: str, target: np.ndarray) -> None:
-    if name not in data.files:
-        raise ValueError(
-            f"{os.fspath(path)}: HER buffer file has no {name!r} entry (another layout?)"
-        )
-    stored = data[name]
-    if stored.shape != target.shape or stored.dtype != target.dtype:
-        raise ValueError(
-            f"{os.fspath(path)}: {name} has shape {stored.shape} dtype {stored.dtype}, "
-            f"expected shape {target.shape} dtype {target.dtype}"
-        )
-    target[...] = stored
