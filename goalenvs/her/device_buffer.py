@@ -58,44 +58,29 @@ device each call: use them for logs, not in the inner loop.
 
 from __future__ import annotations
 
-import io
-import json
 import os
-import pickle
-import zipfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.atomic import atomic_write
 from goalenvs.devices import resolve_device, torch_dtype
+from goalenvs.her import device_file
 from goalenvs.her.common import (
     NO_EPISODE_YET,
     HerBatch,
     ReplayBufferBase,
     batch_shape_error,
     batch_to,
-    version_error,
 )
+from goalenvs.her.device_file import load_device_buffer, save_device_buffer
 from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
 
 __all__ = ["DeviceHerReplayBuffer"]
 
-FILE_FORMAT = "goalenvs.her.DeviceHerReplayBuffer"
-FILE_VERSION = 1
-
-# The bookkeeping that truncating the episodes in progress rewrites (a save works on
-# copies of these).
-_BOOKKEEPING = (
-    "truncated",
-    "episode_end",
-    "episode_start",
-    "episode_count",
-    "t_hi",
-    "newest_start",
-)
+# The file layout lives with the save and load code; the names stay importable here.
+FILE_FORMAT, FILE_VERSION = device_file.FILE_FORMAT, device_file.FILE_VERSION
 
 
 class DeviceHerReplayBuffer(ReplayBufferBase):
@@ -537,8 +522,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         target = None if device is None else resolve_device(device)
         if not self.can_sample():
             raise RuntimeError(NO_EPISODE_YET)
-        R, n = self.rows_per_env, self.n_envs
-        s, generator = self._state, self._generator
+        R, n, s = self.rows_per_env, self.n_envs, self._state
         if self.prioritized:
             env, t, weights = self._draw_prioritized(B)
         else:
@@ -548,38 +532,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         # Every (rows, n_envs, ...) store is read through its flat view at row * n + env:
         # index_select on one index runs several times faster than indexing by two.
         index = row * n + env
-        start, episode = _take(s["row_meta"], index).unbind(1)
-        end = _take(s["episode_end"], (episode % R) * n + env)
-
-        def uniform() -> Any:
-            return torch.rand(B, generator=generator, device=self.device)
-
-        relabel = uniform() < self.her_ratio
-        strategy = self.goal_selection_strategy
-        if strategy is GoalSelectionStrategy.RANDOM:
-            goal_env, goal_t = self._draw_uniform(B)
-        else:
-            # Transition t of an episode [start, end): "future" picks j in t .. end - 1
-            # (span end - t, t itself included), "final" end - 1, "episode" start .. end - 1.
-            # The goal is transition j's next achieved goal.
-            if strategy is GoalSelectionStrategy.FUTURE:
-                first, span = t, end - t
-            elif strategy is GoalSelectionStrategy.FINAL:
-                first, span = end - 1, torch.ones_like(t)
-            else:
-                first, span = start, end - start
-            # floor(u * span) can round up to span for u just below 1: clamp it.
-            pick = torch.minimum((uniform() * span).long(), span - 1)
-            goal_env, goal_t = env, first + pick
-        goal = _take(self._next_obs["achieved_goal"], (goal_t % R) * n + goal_env)
-
-        records = _take(s["records"], index)
-        values = {
-            (side, key): records[:, lo:hi].reshape(B, *shape)
-            for side, key, lo, hi, shape in self._layout
-        }
-        for side, key, store in self._separate:
-            values[side, key] = _take(store, index)
+        relabel, goal = self._draw_goals(B, env, t, index)
+        values = self._gather(B, index)
         obs = {key: values["obs", key] for key in self._obs}
         next_obs = {key: values["next_obs", key] for key in self._obs}
         mask = relabel.reshape((B,) + (1,) * (goal.ndim - 1))
@@ -618,6 +572,52 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         if target is None or target == self.device:
             return batch
         return batch_to(batch, target)
+
+    def _draw_goals(self, B: int, env: Any, t: Any, index: Any) -> tuple[Any, Any]:
+        """Which of the ``B`` transitions (counter ``t`` of ``env``, flat ``index``) are
+        relabeled, and each one's new goal (an achieved goal of the same episode, or of any
+        sampleable transition for ``random``)."""
+        import torch
+
+        R, n, s, generator = self.rows_per_env, self.n_envs, self._state, self._generator
+        start, episode = _take(s["row_meta"], index).unbind(1)
+        end = _take(s["episode_end"], (episode % R) * n + env)
+
+        def uniform() -> Any:
+            return torch.rand(B, generator=generator, device=self.device)
+
+        relabel = uniform() < self.her_ratio
+        strategy = self.goal_selection_strategy
+        if strategy is GoalSelectionStrategy.RANDOM:
+            goal_env, goal_t = self._draw_uniform(B)
+        else:
+            # Transition t of an episode [start, end): "future" picks j in t .. end - 1
+            # (span end - t, t itself included), "final" end - 1, "episode" start .. end - 1.
+            # The goal is transition j's next achieved goal.
+            if strategy is GoalSelectionStrategy.FUTURE:
+                first, span = t, end - t
+            elif strategy is GoalSelectionStrategy.FINAL:
+                first, span = end - 1, torch.ones_like(t)
+            else:
+                first, span = start, end - start
+            # floor(u * span) can round up to span for u just below 1: clamp it.
+            pick = torch.minimum((uniform() * span).long(), span - 1)
+            goal_env, goal_t = env, first + pick
+        goal = _take(self._next_obs["achieved_goal"], (goal_t % R) * n + goal_env)
+
+        return relabel, goal
+
+    def _gather(self, B: int, index: Any) -> dict[tuple[str, str], Any]:
+        """Every stored field of the transitions at flat ``index``, by (side, key): slices of
+        one gathered records tensor, and one gather per separate store."""
+        records = _take(self._state["records"], index)
+        values = {
+            (side, key): records[:, lo:hi].reshape(B, *shape)
+            for side, key, lo, hi, shape in self._layout
+        }
+        for side, key, store in self._separate:
+            values[side, key] = _take(store, index)
+        return values
 
     def _batch_of(self, name: str, value: Any, batch_size: int, dtype: Any) -> Any:
         """``value`` as a ``(batch_size,)`` tensor of ``dtype`` on the device; a scalar
@@ -683,28 +683,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         file is written whole beside ``path`` and renamed over it. The reward function is
         not saved: pass it again to :meth:`load`.
         """
-        import torch
-
-        live = self._state
-        self._state = {k: v.clone() if k in _BOOKKEEPING else v for k, v in live.items()}
-        try:
-            self.truncate_last_trajectory()
-            tensors = {k: v.cpu() for k, v in self._state.items() if v is not None}
-        finally:
-            self._state = live
-        tensors.update({f"info__{k}": v.cpu() for k, v in self._infos.items()})
-        tensors.update({f"{side}__{key}": v.cpu() for side, key, v in self._separate})
-        tensors["generator"] = self._generator.get_state()
-        tensors["max_priority"] = self._max_priority.cpu()
-        meta = {
-            "format": FILE_FORMAT,
-            "version": FILE_VERSION,
-            **BufferSettings.to_meta(self),
-            "t": self._t,
-            "device": str(self.device),
-        }
-        data = {"meta": json.dumps(meta), "tensors": tensors}
-        atomic_write(path, lambda file: torch.save(data, file))
+        save_device_buffer(self, path)
 
     @classmethod
     def load(
@@ -720,71 +699,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         A file that is truncated, corrupt or not written by :meth:`save` raises a
         ValueError naming the file.
         """
-        import torch
-
-        name = os.fspath(path)
-        try:
-            data = torch.load(path, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise
-        except (
-            OSError,
-            RuntimeError,
-            EOFError,
-            ValueError,
-            pickle.UnpicklingError,
-            zipfile.BadZipFile,
-            io.UnsupportedOperation,
-        ) as error:
-            raise ValueError(
-                f"{name} cannot be read as a device HER buffer file ({type(error).__name__}: "
-                f"{str(error)[:200]}): it is truncated, corrupt or not written by "
-                "DeviceHerReplayBuffer.save"
-            ) from None
-        try:
-            meta = json.loads(data["meta"])
-            tensors = data["tensors"]
-            if meta["format"] != FILE_FORMAT:
-                raise ValueError(f"format {meta['format']!r}")
-        except (TypeError, KeyError, ValueError) as error:
-            raise ValueError(
-                f"{name} is not a goalenvs device HER buffer file ({error}); expected a file "
-                f"of format {FILE_FORMAT!r}"
-            ) from None
-        if meta.get("version") != FILE_VERSION:
-            raise version_error(name, "device HER buffer", meta.get("version"), FILE_VERSION)
-        buffer = cls(
-            compute_reward=compute_reward,
-            compute_terminated=compute_terminated,
-            device=meta["device"] if device is None else device,
-            **BufferSettings.arguments_from_meta(meta),
-        )
-        targets = {k: v for k, v in buffer._state.items() if v is not None}
-        targets.update({f"{side}__{key}": v for side, key, v in buffer._separate})
-        targets["max_priority"] = buffer._max_priority
-        for key, target in targets.items():
-            stored = tensors.get(key)
-            if not isinstance(stored, torch.Tensor):
-                raise ValueError(f"{name}: device HER buffer file has no {key!r} tensor")
-            if stored.shape != target.shape or stored.dtype != target.dtype:
-                raise ValueError(
-                    f"{name}: {key} has shape {tuple(stored.shape)} dtype {stored.dtype}, "
-                    f"expected shape {tuple(target.shape)} dtype {target.dtype}"
-                )
-            target.copy_(stored)
-        for key in buffer.info_keys:
-            stored = tensors.get(f"info__{key}")
-            if stored is not None:
-                buffer._infos[key] = stored.to(buffer.device)
-        buffer._t = int(meta["t"])
-        buffer._no_overflow_before = buffer._nonempty_until = -1  # read them again
-        # A generator state belongs to its device type: on another one, draws start afresh.
-        state = tensors.get("generator")
-        if isinstance(state, torch.Tensor) and torch.device(meta["device"]).type == (
-            buffer.device.type
-        ):
-            buffer._generator.set_state(state)
-        return buffer
+        return load_device_buffer(cls, path, compute_reward, compute_terminated, device)
 
 
 def _take(store: Any, index: Any) -> Any:
