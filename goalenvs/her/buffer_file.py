@@ -38,7 +38,7 @@ def save_buffer(buffer: HerReplayBuffer, path: str | os.PathLike) -> None:
         "rng_state": buffer._rng.bit_generator.state,
         "max_priority": buffer._max_priority,
     }
-    arrays = {f"obs__{k}": v for k, v in snapshot._obs.items()}
+    arrays: dict[str, Any] = {f"obs__{k}": v for k, v in snapshot._obs.items()}
     if snapshot._tree is not None:
         arrays["priorities"] = snapshot._tree.leaves
     arrays.update({f"info__{k}": v for k, v in snapshot._infos.items()})

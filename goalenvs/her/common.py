@@ -15,8 +15,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+from gymnasium import spaces
 
-from goalenvs.her.settings import BufferSettings, _check_fraction
+from goalenvs.her.settings import (
+    BufferSettings,
+    GoalFunction,
+    GoalSelectionStrategy,
+    _check_fraction,
+)
 
 __all__ = ["HerBatch", "ReplayBufferBase"]
 
@@ -106,19 +112,33 @@ class ReplayBufferBase:
     #: What ``obs`` holds, in its messages.
     _OBS_VALUES = "arrays"
 
+    # The settings, set by BufferSettings.apply (read the buffers' docs for each).
+    buffer_size: int
+    observation_space: spaces.Dict
+    action_space: spaces.Space
+    n_envs: int
+    rows_per_env: int
+    n_sampled_goal: int
+    goal_selection_strategy: GoalSelectionStrategy
+    handle_timeout_termination: bool
+    info_keys: tuple[str, ...]
+    her_ratio: float
+    compute_reward: GoalFunction
+    compute_terminated: GoalFunction | None
+    prioritized: bool
+    alpha: float
+    priority_eps: float
+    _beta: float
+    # Set by each buffer's storage.
     _obs_shapes: dict[str, tuple[int, ...]]
     _obs: dict[str, Any]
     _actions: Any
     action_shape: tuple[int, ...]
-    n_envs: int
-    info_keys: tuple[str, ...]
-    prioritized: bool
-    priority_eps: float
-    observation_space: Any
-    action_space: Any
-    _beta: float
 
-    def _configure(self, settings: BufferSettings, compute_reward: Any, compute_terminated: Any):
+    def _configure(
+        self, settings: BufferSettings, compute_reward: Any, compute_terminated: Any
+    ) -> None:
+        """Sets the checked ``settings`` and the goal functions on this buffer."""
         settings.apply(self, compute_reward, compute_terminated)
 
     # ------------------------------------------------------------------ properties

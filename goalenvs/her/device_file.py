@@ -155,4 +155,3 @@ def _restore(
         buffer.device.type
     ):
         buffer._generator.set_state(state)
-    return buffer

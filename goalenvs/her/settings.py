@@ -100,8 +100,8 @@ class BufferSettings:
     :class:`goalenvs.her.HerReplayBuffer` for each one's meaning).
 
     ``__post_init__`` checks every field, in the order of the buffers' signature, and
-    normalizes them (ints, a parsed strategy, a tuple of info keys), so a buffer built from
-    one never checks them again.
+    normalizes them (ints, floats, a :class:`GoalSelectionStrategy`, a tuple of info keys),
+    so a buffer built from one never checks them again.
     """
 
     buffer_size: int
@@ -109,9 +109,9 @@ class BufferSettings:
     action_space: spaces.Space
     n_envs: int = 1
     n_sampled_goal: int = 4
-    goal_selection_strategy: GoalSelectionStrategy = GoalSelectionStrategy.FUTURE
+    goal_selection_strategy: str | GoalSelectionStrategy = GoalSelectionStrategy.FUTURE
     handle_timeout_termination: bool = True
-    info_keys: tuple[str, ...] = ()
+    info_keys: Sequence[str] = ()
     seed: int | None = None
     prioritized: bool = False
     alpha: float = 0.6
