@@ -36,7 +36,10 @@ Sampling
 A transition is drawn uniformly among all complete, intact episodes of every stream,
 relabeled with probability ``k / (k + 1)`` (``k = n_sampled_goal``), and the rewards of
 the whole batch come from one ``compute_reward(next_achieved_goal, desired_goal, info)``
-call.
+call. The sampling half of the class lives in :mod:`goalenvs.her.buffer_sampling`, the
+saved file in :mod:`goalenvs.her.buffer_file`, and what both HER buffers share (settings,
+input checks, prioritized replay's rules) in :mod:`goalenvs.her.settings` and
+:mod:`goalenvs.her.common`.
 """
 
 from __future__ import annotations
@@ -52,10 +55,7 @@ from gymnasium import spaces
 from goalenvs.her import buffer_file
 from goalenvs.her.buffer_file import load_buffer, save_buffer
 from goalenvs.her.buffer_sampling import HerSampling
-from goalenvs.her.common import (
-    HerBatch,
-    ReplayBufferBase,
-)
+from goalenvs.her.common import HerBatch, ReplayBufferBase
 from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy
 from goalenvs.her.settings import GoalFunction as GoalFunction
 from goalenvs.her.settings import resolve_goal_function as resolve_goal_function

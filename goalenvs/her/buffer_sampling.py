@@ -1,5 +1,6 @@
 """Sampling from a :class:`~goalenvs.her.buffer.HerReplayBuffer`: the draws, the relabeling
-index arithmetic, the batch's reused output arrays and prioritized replay's sum tree.
+index arithmetic, the batch's reused output arrays and prioritized replay's draws and
+priority updates.
 
 :class:`HerSampling` is the buffer's sampling half (the buffer inherits it): it reads the
 storage and bookkeeping that :mod:`goalenvs.her.buffer` writes (``_records``, ``_obs``,
