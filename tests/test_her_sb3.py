@@ -338,6 +338,13 @@ def test_public_arrays_are_cached_read_only_copies_until_the_next_add() -> None:
         dones[0, 0] = 1.0
     with pytest.raises(ValueError, match="read-only"):
         observations["observation"][0, 0, 0] = 1.0
+    public = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts",
+              "ep_start", "ep_length")  # fmt: skip
+    for name in public:
+        with pytest.raises(AttributeError, match=f"{name} of the HER buffer is a read-only"):
+            setattr(buffer, name, None)
+        assert getattr(HerReplayBuffer, name).__doc__  # documented, as a property is
+    assert buffer.observations is observations  # a refused assignment changes nothing
     assert buffer.pos == 60 and not buffer.full
     collect(venv, [buffer], 1, seed=1)
     assert buffer.pos == 61

@@ -141,3 +141,23 @@ def test_importing_the_agents_registry_loads_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# Names that moved out of goalenvs.her.buffer into the modules both buffers share; the old
+# path re-exports them.
+MOVED_NAMES = {
+    ("goalenvs.her.buffer", "GoalSelectionStrategy"): "goalenvs.her.settings",
+    ("goalenvs.her.buffer", "resolve_goal_function"): "goalenvs.her.settings",
+    ("goalenvs.her.buffer", "GoalFunction"): "goalenvs.her.settings",
+    ("goalenvs.her.buffer", "HerBatch"): "goalenvs.her.common",
+    ("goalenvs.her", "GoalSelectionStrategy"): "goalenvs.her.settings",
+    ("goalenvs.her", "HerBatch"): "goalenvs.her.common",
+}
+
+
+@pytest.mark.parametrize(("old", "name"), sorted(MOVED_NAMES))
+def test_a_moved_name_is_the_same_object_at_its_old_path(old, name):
+    home = importlib.import_module(MOVED_NAMES[old, name])
+    namespace: dict = {}
+    exec(f"from {old} import {name} as value", namespace)
+    assert namespace["value"] is getattr(home, name)

@@ -36,134 +36,42 @@ Sampling
 A transition is drawn uniformly among all complete, intact episodes of every stream,
 relabeled with probability ``k / (k + 1)`` (``k = n_sampled_goal``), and the rewards of
 the whole batch come from one ``compute_reward(next_achieved_goal, desired_goal, info)``
-call.
+call. The sampling half of the class lives in :mod:`goalenvs.her.buffer_sampling`, the
+saved file in :mod:`goalenvs.her.buffer_file`, and what both HER buffers share (settings,
+input checks, prioritized replay's rules) in :mod:`goalenvs.her.settings` and
+:mod:`goalenvs.her.common`.
 """
 
 from __future__ import annotations
 
 import copy
-import enum
-import json
 import os
-import zipfile
-import zlib
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.atomic import atomic_write
+from goalenvs.her import buffer_file
+from goalenvs.her.buffer_file import load_buffer, save_buffer
+from goalenvs.her.buffer_sampling import HerSampling
+from goalenvs.her.common import HerBatch, ReplayBufferBase
+from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy
+from goalenvs.her.settings import GoalFunction as GoalFunction
+from goalenvs.her.settings import resolve_goal_function as resolve_goal_function
 from goalenvs.her.sumtree import SumTree
 
+# GoalSelectionStrategy, HerBatch, GoalFunction and resolve_goal_function live in
+# goalenvs.her.settings and goalenvs.her.common; they stay importable from here.
 __all__ = ["GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
 
-FILE_FORMAT = "goalenvs.her.HerReplayBuffer"
-FILE_VERSION = 2
+# The file layout lives with the save and load code; the names stay importable here.
+FILE_FORMAT, FILE_VERSION = buffer_file.FILE_FORMAT, buffer_file.FILE_VERSION
 
 _BOOL = np.dtype(bool)
 
-GoalFunction = Callable[[np.ndarray, np.ndarray, Any], Any]
 
-
-class GoalSelectionStrategy(str, enum.Enum):
-    """Where a relabeled goal comes from, for a transition ``t`` of an episode of ``T`` steps.
-
-    - ``future``: the next achieved goal of a transition ``j`` drawn uniformly in
-      ``t..T-1`` (inclusive of ``t`` itself, as stable-baselines3);
-    - ``final``: the episode's last achieved goal (``j = T-1``);
-    - ``episode``: ``j`` drawn uniformly in ``0..T-1``;
-    - ``random``: the next achieved goal of any transition in the buffer (drawn
-      uniformly over the complete episodes of every env).
-    """
-
-    FUTURE = "future"
-    FINAL = "final"
-    EPISODE = "episode"
-    RANDOM = "random"
-
-    @classmethod
-    def parse(cls, value: str | GoalSelectionStrategy) -> GoalSelectionStrategy:
-        """The strategy named by ``value`` (a member or its name, any case)."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str):
-            try:
-                return cls(value.lower())
-            except ValueError:
-                pass
-        raise ValueError(
-            f"goal_selection_strategy={value!r} is not valid; expected one of "
-            f"{[member.value for member in cls]}"
-        )
-
-
-class HerBatch(NamedTuple):
-    """A sampled batch; arrays (or tensors) have leading dimension ``batch_size``.
-
-    ``observations["desired_goal"]`` and ``next_observations["desired_goal"]`` hold the
-    (possibly relabeled) goal, ``rewards`` (float32) are the rewards for that goal, and
-    ``dones`` (float32) is 1.0 where the target must not bootstrap. Discrete actions come
-    as int64 of shape ``(batch_size,)``. ``weights`` and ``indices`` serve prioritized
-    replay (ones and the sampled indices for a uniform buffer, so agents can always use
-    them).
-
-    Unless sampled with ``copy=True``, the arrays belong to the buffer and the next
-    ``sample`` of the same batch size overwrites them (see :meth:`HerReplayBuffer.sample`).
-    """
-
-    observations: dict[str, Any]
-    actions: Any
-    rewards: Any
-    next_observations: dict[str, Any]
-    dones: Any
-    #: Importance-sampling weights (float32), normalized by the batch's largest weight;
-    #: all ones unless the buffer is ``prioritized``. Multiply the per-sample losses by them.
-    weights: Any = None
-    #: The transitions' storage indices (int64): pass them back to ``update_priorities``.
-    indices: Any = None
-
-
-def resolve_goal_function(source: Any, name: str) -> GoalFunction:
-    """Finds the batched goal function ``name`` on an env, a vector env, or a callable.
-
-    Single gymnasium envs are read through their wrappers (``get_wrapper_attr``); vector
-    envs through ``unwrapped`` (a native vector twin has the method itself; a
-    ``SyncVectorEnv`` or stable-baselines3 ``DummyVecEnv`` lends its first sub-env's); any
-    other object with stable-baselines3's ``env_method`` is asked through it.
-    """
-    if isinstance(source, gym.Env):
-        try:
-            return source.get_wrapper_attr(name)
-        except AttributeError:
-            raise TypeError(f"{name}: the env {source} has no method {name}") from None
-    inner = getattr(source, "unwrapped", None)
-    if inner is not None and callable(getattr(inner, name, None)):
-        return getattr(inner, name)
-    sub_envs = getattr(inner, "envs", None)
-    if isinstance(sub_envs, Sequence) and sub_envs:
-        first = sub_envs[0]
-        if isinstance(first, gym.Env):
-            try:
-                return first.get_wrapper_attr(name)
-            except AttributeError:
-                raise TypeError(f"{name}: the sub-env {first} has no method {name}") from None
-    if callable(getattr(source, "env_method", None)):
-
-        def remote(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> Any:
-            return source.env_method(name, achieved_goal, desired_goal, info, indices=[0])[0]
-
-        return remote
-    if callable(source) and not isinstance(source, gym.vector.VectorEnv):
-        return source
-    raise TypeError(
-        f"{name} must be a goal env (single or vector, wrappers allowed) or a callable "
-        f"(achieved_goal, desired_goal, info) -> array; got {source!r}"
-    )
-
-
-class HerReplayBuffer:
+class HerReplayBuffer(HerSampling, ReplayBufferBase):
     """Hindsight Experience Replay buffer with relabeling at sample time.
 
     Args:
@@ -201,6 +109,8 @@ class HerReplayBuffer:
         priority_eps: added to ``|td_error|`` so that no transition stops being drawn.
     """
 
+    _NAME = "HerReplayBuffer"
+
     def __init__(
         self,
         buffer_size: int,
@@ -219,32 +129,58 @@ class HerReplayBuffer:
         beta: float = 0.4,
         priority_eps: float = 1e-6,
     ) -> None:
-        rows = _apply_settings(
-            self,
+        settings = BufferSettings(
             buffer_size,
             observation_space,
             action_space,
-            compute_reward,
             n_envs,
             n_sampled_goal,
             goal_selection_strategy,
             handle_timeout_termination,
             info_keys,
-            compute_terminated,
             seed,
             prioritized,
             alpha,
             beta,
             priority_eps,
         )
+        self._configure(settings, compute_reward, compute_terminated)
         self._rng = np.random.default_rng(seed)
         self._max_priority = 1.0
+        n, rows = self.n_envs, self.rows_per_env
         # Leaf row * n_envs + env holds p ** alpha of that row's transition while it can be
         # sampled (its episode is complete and intact), 0 otherwise.
-        self._tree = SumTree(rows * int(n_envs)) if self.prioritized else None
+        self._tree = SumTree(rows * n) if self.prioritized else None
+        self._allocate(observation_space, action_space)
 
+        # Counters (see the module docstring). Every add() stores one transition per env,
+        # so one int counts them for all envs (``_t``); an env's head row is that count plus
+        # the rows its closed episodes' final observations took, one each (``_skip``).
+        self._env = np.arange(n, dtype=np.int64)
+        self._t = 0  # transitions each env has added
+        self._skip = np.zeros(n, dtype=np.int64)  # episodes each env has closed
+        self._ep_start = np.zeros(n, dtype=np.int64)  # first row of the episode in progress
+        self._valid_lo = np.zeros(n, dtype=np.int64)  # first row of the oldest intact episode
+        self._t_lo = np.zeros(n, dtype=np.int64)  # valid transitions: [t_lo, t_hi)
+        self._t_hi = np.zeros(n, dtype=np.int64)
+        self._starting = np.ones(n, dtype=bool)  # the env's next add() starts an episode
+        self._n_starting = n
+        self._make_views()
+        self._action_full_shape = (n, *self.action_shape)
+        self._vector_shape = (n,)
+        # Episode offsets 0 0 .. 1 1 .. (each repeated n_envs times), grown on demand: the
+        # to_start values of episodes that every env ends together.
+        self._offsets = np.zeros(0, dtype=np.int32)
+        self._no_flags = bytes(n)  # tobytes() of an all-False flag vector: a cheap any()
+        self._all_flags = bytes([1]) * n  # and of an all-True one
+        self._summarize()
+        self._out_cache: dict[int, dict[str, Any]] = {}
+
+    def _allocate(self, observation_space: spaces.Dict, action_space: spaces.Space) -> None:
+        """The storage: the records, the flags, the info stores (empty until the first
+        add) and the three int32 columns of the index arithmetic."""
         n = self.n_envs
-        total = rows * n
+        total = self.rows_per_env * n
         self._obs_shapes = {
             key: (n, *space.shape) for key, space in observation_space.spaces.items()
         }
@@ -273,29 +209,6 @@ class HerReplayBuffer:
         self._to_start = np.zeros(total, dtype=np.int32)
         self._ep_len = np.zeros(total, dtype=np.int32)
         self._trans_row = np.zeros(total, dtype=np.int32)
-
-        # Counters (see the module docstring). Every add() stores one transition per env,
-        # so one int counts them for all envs (``_t``); an env's head row is that count plus
-        # the rows its closed episodes' final observations took, one each (``_skip``).
-        self._env = np.arange(n, dtype=np.int64)
-        self._t = 0  # transitions each env has added
-        self._skip = np.zeros(n, dtype=np.int64)  # episodes each env has closed
-        self._ep_start = np.zeros(n, dtype=np.int64)  # first row of the episode in progress
-        self._valid_lo = np.zeros(n, dtype=np.int64)  # first row of the oldest intact episode
-        self._t_lo = np.zeros(n, dtype=np.int64)  # valid transitions: [t_lo, t_hi)
-        self._t_hi = np.zeros(n, dtype=np.int64)
-        self._starting = np.ones(n, dtype=bool)  # the env's next add() starts an episode
-        self._n_starting = n
-        self._make_views()
-        self._action_full_shape = (n, *self.action_shape)
-        self._vector_shape = (n,)
-        # Episode offsets 0 0 .. 1 1 .. (each repeated n_envs times), grown on demand: the
-        # to_start values of episodes that every env ends together.
-        self._offsets = np.zeros(0, dtype=np.int32)
-        self._no_flags = bytes(n)  # tobytes() of an all-False flag vector: a cheap any()
-        self._all_flags = bytes([1]) * n  # and of an all-True one
-        self._summarize()
-        self._out_cache: dict[int, dict[str, Any]] = {}
 
     # Views of the records; rebuilt after unpickling, where pickled views would come back as
     # copies detached from the storage.
@@ -385,27 +298,9 @@ class HerReplayBuffer:
 
     # ------------------------------------------------------------------ properties
     @property
-    def beta(self) -> float:
-        """The importance-sampling exponent of prioritized replay, in [0, 1]."""
-        return self._beta
-
-    @beta.setter
-    def beta(self, value: float) -> None:
-        _check_fraction("beta", value)
-        self._beta = float(value)
-
-    @property
-    def n_transitions(self) -> int:
-        """Transitions that can be sampled: those of complete, intact episodes."""
-        return int((self._t_hi - self._t_lo).sum())
-
-    @property
     def episodes_in_progress(self) -> int:
         """Envs whose current episode has stored transitions but has not ended."""
         return self.n_envs - self._n_starting
-
-    def __len__(self) -> int:
-        return self.n_transitions
 
     def can_sample(self) -> bool:
         """Whether the buffer holds a complete, intact episode (``sample`` works)."""
@@ -439,7 +334,7 @@ class HerReplayBuffer:
         ``infos`` is a dict of per-env arrays (gymnasium vector envs) or a sequence of
         per-env dicts (stable-baselines3); only ``info_keys`` are read.
         """
-        n, R = self.n_envs, self.rows_per_env
+        R = self.rows_per_env
         # ``obs`` is read only where an episode starts (mid-episode it is the stored
         # previous next_obs), so only then is it checked.
         if self._n_starting:
@@ -447,7 +342,7 @@ class HerReplayBuffer:
         if type(action) is not np.ndarray or action.shape != self._action_full_shape:
             action = self._check_action(action)
         if type(reward) is not np.ndarray or reward.shape != self._vector_shape:
-            reward = _vector("reward", reward, n)
+            reward = self._per_env("reward", reward, None)
         parts = self._step_bytes(action, reward, next_obs) if self._packed else None
         if parts is None:
             next_obs = self._check_obs("next_obs", next_obs)
@@ -465,10 +360,7 @@ class HerReplayBuffer:
         except AttributeError:  # not arrays
             ending = True
         if ending:
-            terminated = _vector("terminated", terminated, n).astype(bool, copy=False)
-            truncated = _vector("truncated", truncated, n).astype(bool, copy=False)
-            done = terminated | truncated
-            ending = done.tobytes() != no_flags
+            terminated, truncated, done, ending = self._read_flags(terminated, truncated)
         info_values = self._info_values(infos) if self.info_keys else None
 
         t = self._t
@@ -476,10 +368,9 @@ class HerReplayBuffer:
             # Writing next_obs at row head + 1 overwrites row head + 1 - R of its stream:
             # first retire, whole, the oldest episode that row belongs to.
             self._retire_overwritten(t + 1 - R + self._skip)
-        # Each env writes its observation (at an episode's start) and transition at row
-        # head and its next observation at row head + 1, of the (rows, n_envs) views: while
-        # every env writes the same row (episodes that end together) the row is an int,
-        # else the index is a pair of arrays (rows, envs).
+        # Each env writes its observation (at an episode's start) and transition at row head,
+        # its next observation at row head + 1 of the (rows, n_envs) views: an int row while
+        # every env writes the same one (episodes that end together), else (rows, envs).
         skip = self._in_step
         if skip is not None:
             here = (t + skip) % R
@@ -489,16 +380,7 @@ class HerReplayBuffer:
             here = (head % R, self._env)
             there = ((head + 1) % R, self._env)
         if self._n_starting:
-            if self._n_starting == n:
-                for key, rows in self._obs_rows:
-                    rows[here] = obs[key]
-            else:
-                envs = np.flatnonzero(self._starting)
-                first = (here if skip is not None else here[0][envs], envs)
-                for key, rows in self._obs_rows:
-                    rows[first] = np.asarray(obs[key])[envs]
-            self._starting[:] = False
-            self._n_starting = 0
+            self._write_first_obs(obs, here)
         if parts is not None and skip is not None and there:
             # The step's bytes are one contiguous run of the records (see _make_views).
             at = self._packed[1] * here + self._packed[2]
@@ -509,16 +391,47 @@ class HerReplayBuffer:
             self._action_rows[here] = action
             self._reward_rows[here] = reward
         if info_values:
-            for key, value in info_values.items():
-                store = self._infos[key]
-                store.reshape(R, n, *store.shape[1:])[here] = value
+            self._write_infos(info_values, here)
         self._t = t + 1
         if ending:
-            if done.tobytes() == self._all_flags:
-                self._close_episodes(slice(None), terminated, truncated)
-            else:
-                envs = np.flatnonzero(done)
-                self._close_episodes(envs, terminated[envs], truncated[envs])
+            self._close_done(done, terminated, truncated)
+
+    def _write_infos(self, values: dict[str, np.ndarray], here: Any) -> None:
+        """Writes a step's info values at row ``here`` (as add() indexes it)."""
+        R, n = self.rows_per_env, self.n_envs
+        for key, value in values.items():
+            store = self._infos[key]
+            store.reshape(R, n, *store.shape[1:])[here] = value
+
+    def _close_done(self, done: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """Ends the episodes of the envs where ``done`` (flags one per env)."""
+        if done.tobytes() == self._all_flags:
+            self._close_episodes(slice(None), terminated, truncated)
+        else:
+            envs = np.flatnonzero(done)
+            self._close_episodes(envs, terminated[envs], truncated[envs])
+
+    def _read_flags(self, terminated: Any, truncated: Any) -> tuple[Any, Any, Any, bool]:
+        """The flags of a step read the careful way (add()'s fast test did not vouch for
+        them): ``(terminated, truncated, done, whether any episode ends)``."""
+        terminated = self._per_env("terminated", terminated, None).astype(bool, copy=False)
+        truncated = self._per_env("truncated", truncated, None).astype(bool, copy=False)
+        done = terminated | truncated
+        return terminated, truncated, done, done.tobytes() != self._no_flags
+
+    def _write_first_obs(self, obs: Mapping[str, np.ndarray], here: Any) -> None:
+        """Writes the first observation of each env that starts an episode at row ``here``
+        (an int while every env writes the same row, else a pair ``(rows, envs)``)."""
+        if self._n_starting == self.n_envs:
+            for key, rows in self._obs_rows:
+                rows[here] = obs[key]
+        else:
+            envs = np.flatnonzero(self._starting)
+            first = (here if isinstance(here, int) else here[0][envs], envs)
+            for key, rows in self._obs_rows:
+                rows[first] = np.asarray(obs[key])[envs]
+        self._starting[:] = False
+        self._n_starting = 0
 
     def _step_bytes(self, action: np.ndarray, reward: np.ndarray, next_obs: Any) -> Any:
         """The bytes of a one-env step as they lie in the records (action, reward, then the
@@ -660,54 +573,17 @@ class HerReplayBuffer:
                     return obs
         except (TypeError, KeyError, AttributeError):
             pass
-        if not isinstance(obs, Mapping):
-            raise TypeError(f"{name} must be a dict of arrays, got {type(obs).__name__}")
-        if obs.keys() != self._obs_shapes.keys():
-            raise ValueError(
-                f"{name} has keys {sorted(obs.keys())}, expected {sorted(self._obs.keys())}"
-            )
-        checked = {}
-        for key, expected in self._obs_shapes.items():
-            value = np.asarray(obs[key])
-            if value.shape != expected:
-                raise ValueError(
-                    f"{name}[{key!r}] has shape {value.shape}, expected {expected} "
-                    f"(n_envs, *shape of {self.observation_space[key]})"
-                )
-            checked[key] = value
-        return checked
+        return self._check_obs_fully(name, obs)
 
-    def _check_action(self, action: Any) -> np.ndarray:
-        action = np.asarray(action)
-        expected = (self.n_envs, *self.action_shape)
-        if action.shape != expected:
-            # Discrete actions may come as (n_envs, 1), as stable-baselines3 stores them.
-            if self.action_shape or action.shape != (self.n_envs, 1):
-                raise ValueError(
-                    f"action has shape {action.shape}, expected {expected} "
-                    f"(n_envs, *action shape) for {self.action_space}"
-                )
-            action = action.reshape(self.n_envs)
-        return action
+    def _convert(self, name: str, value: Any, dtype: Any) -> np.ndarray:
+        # Stored as given: the store's assignment casts, as numpy does.
+        return np.asarray(value)
 
     def _info_values(self, infos: Any) -> dict[str, np.ndarray]:
         n = self.n_envs
         values = {}
         for key in self.info_keys:
-            if isinstance(infos, Mapping):
-                if key not in infos:
-                    raise KeyError(f"infos has no {key!r} (declared in info_keys)")
-                value = np.asarray(infos[key])
-            elif isinstance(infos, (Sequence, np.ndarray)) and len(infos) == n:
-                try:
-                    value = np.asarray([info[key] for info in infos])
-                except KeyError:
-                    raise KeyError(f"an info dict has no {key!r} (declared in info_keys)") from None
-            else:
-                raise TypeError(
-                    f"infos must be a dict of per-env arrays or a sequence of {n} dicts "
-                    f"holding {list(self.info_keys)}, got {type(infos).__name__}"
-                )
+            value = np.asarray(self._info_value(infos, key))
             if value.ndim == 0 or value.shape[0] != n or value.dtype == object:
                 raise ValueError(
                     f"infos[{key!r}] has shape {value.shape} (dtype {value.dtype}), expected a "
@@ -729,255 +605,6 @@ class HerReplayBuffer:
             values[key] = value
         return values
 
-    # ------------------------------------------------------------------ sampling
-    def _draw_transitions(self, count: int) -> tuple[Any, np.ndarray]:
-        """Draws ``count`` transitions uniformly from the complete, intact episodes.
-
-        Returns ``(env, row)``: each transition's env (an int when there is one env) and
-        physical row.
-        """
-        width = self._t_hi - self._t_lo
-        total = int(width.sum())
-        if total == 0:
-            raise RuntimeError(
-                "cannot sample before an episode has ended: the buffer holds no complete "
-                "episode yet (start learning after at least one full episode)"
-            )
-        R, n = self.rows_per_env, self.n_envs
-        x = self._rng.integers(0, total, size=count)
-        if n == 1:
-            return 0, self._trans_row[(x + self._t_lo[0]) % R].astype(np.int64)
-        # x indexes the concatenation of the streams' valid transitions: find the stream,
-        # then the transition counter within it.
-        cum = np.cumsum(width)
-        env = np.searchsorted(cum, x, side="right")
-        k = x + (self._t_lo - (cum - width))[env]
-        return env, self._trans_row[(k % R) * n + env].astype(np.int64)
-
-    def _draw_prioritized(self, count: int) -> tuple[Any, np.ndarray, np.ndarray]:
-        """Draws ``count`` transitions in proportion to their priority ** alpha.
-
-        Returns ``(env, row, weights)`` as :meth:`_draw_transitions`, with the
-        importance-sampling weights ``(N * P(i)) ** -beta`` over their largest.
-        """
-        tree = self._tree
-        total = tree.total
-        if not total > 0:
-            raise RuntimeError(
-                "cannot sample before an episode has ended: the buffer holds no complete "
-                "episode yet (start learning after at least one full episode)"
-            )
-        flat = tree.find(self._rng.random(count) * total)
-        probability = tree.nodes[tree.size + flat] / total
-        weights = (self.n_transitions * probability) ** -self._beta
-        weights /= weights.max()
-        n = self.n_envs
-        if n == 1:
-            return 0, flat, weights
-        return flat % n, flat // n, weights
-
-    def update_priorities(self, indices: Any, td_errors: Any) -> None:
-        """Sets the priorities of sampled transitions to ``|td_error| + priority_eps``.
-
-        ``indices`` are a batch's ``indices`` (numpy or torch), ``td_errors`` one value per
-        index (the critic's TD errors, any sign; shape ``(B,)`` or ``(B, 1)``). Call it
-        before more ``add()`` calls reuse the rows: an index whose row no longer holds a
-        transition of a complete episode is skipped. New transitions start at the largest
-        priority seen so far.
-        """
-        if self._tree is None:
-            raise RuntimeError(
-                "update_priorities needs a prioritized buffer: "
-                "HerReplayBuffer(..., prioritized=True)"
-            )
-        indices = _to_numpy(indices)
-        td_errors = _to_numpy(td_errors)
-        if indices.ndim != 1 or td_errors.ndim != 1 or indices.shape != td_errors.shape:
-            raise ValueError(
-                f"update_priorities: indices has shape {indices.shape} and td_errors shape "
-                f"{td_errors.shape}; expected two 1-d arrays of the same length"
-            )
-        if indices.size == 0:
-            return
-        if not np.issubdtype(indices.dtype, np.integer):
-            raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
-        capacity = self._tree.capacity
-        if indices.min() < 0 or indices.max() >= capacity:
-            raise ValueError(
-                f"update_priorities: indices must be in [0, {capacity}) (a batch's indices), "
-                f"got values {indices.min()}..{indices.max()}"
-            )
-        priority = np.abs(td_errors.astype(np.float64)) + self.priority_eps
-        if not np.isfinite(priority).all():
-            bad = int(np.flatnonzero(~np.isfinite(priority))[0])
-            raise ValueError(
-                f"update_priorities: td_errors[{bad}] = {td_errors[bad]}; expected finite values"
-            )
-        live = self._tree.nodes[self._tree.size + indices] > 0
-        self._tree.update(indices[live], priority[live] ** self.alpha)
-        self._max_priority = max(self._max_priority, float(priority.max()))
-
-    def sample(self, batch_size: int, device: Any = None, *, copy: bool = False) -> HerBatch:
-        """Samples ``batch_size`` transitions, relabeling each with probability k/(k+1).
-
-        Returns numpy arrays when ``device`` is None, else torch tensors on ``device``
-        (on the CPU without a copy: ``torch.from_numpy`` of the same arrays).
-
-        The arrays are preallocated per batch size and **reused by the next call with the
-        same batch_size**: consume a batch before sampling the next one, or pass
-        ``copy=True`` for arrays the caller owns.
-        """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-            raise TypeError(f"batch_size must be an int, got {batch_size!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        B = int(batch_size)
-        R, n = self.rows_per_env, self.n_envs
-        rng = self._rng
-        if self._tree is None:
-            env, row = self._draw_transitions(B)
-            weights = None
-        else:
-            env, row, weights = self._draw_prioritized(B)
-        # Worked example, one env, R = 8 rows: an episode of T = 3 transitions written at
-        # unwrapped rows 6..9, physical rows 6, 7, 0, 1 (row 1 holds the final observation).
-        # The transition at row 7 has offset a = 1 (to_start), so its episode starts at
-        # row 7 - 1 = 6, where ep_len says T = 3. Its next observation is row (7 + 1) % 8 = 0.
-        # "future" draws a goal row in 7 + 1 .. 6 + T, i.e. (8..9) % 8 = 0..1: the next
-        # achieved goals of transitions 1..2 (t..T-1); "final" takes (6 + 3) % 8 = 1;
-        # "episode" a row in 6 + 1 .. 6 + 3.
-        if n == 1:
-            index = row
-            next_index = row + 1
-            next_index[next_index == R] = 0
-        else:
-            index = row * n + env
-            next_index = ((row + 1) % R) * n + env
-        offset = self._to_start[index]
-        start = row - offset
-        length = self._ep_len[(start % R) * n + env]
-        relabel = rng.random(B) < self.her_ratio
-        strategy = self.goal_selection_strategy
-        if strategy is GoalSelectionStrategy.RANDOM:
-            goal_env, goal_row = self._draw_transitions(B)
-            goal_index = ((goal_row + 1) % R) * n + goal_env
-        else:
-            if strategy is GoalSelectionStrategy.FUTURE:
-                first, span = row + 1, length - offset
-            elif strategy is GoalSelectionStrategy.FINAL:
-                first, span = start + length, 1
-            else:
-                first, span = start + 1, length
-            # floor(r * span) can round up to span for r just below 1: clamp it.
-            pick = np.minimum((rng.random(B) * span).astype(np.int64), np.subtract(span, 1))
-            goal_index = ((first + pick) % R) * n + env
-
-        out = self._outputs(B, copy)
-        obs, next_obs = out["observations"], out["next_observations"]
-        np.copyto(out["indices"], index)
-        if weights is not None:
-            np.copyto(out["weights"], weights)
-        # Whole records in two gathers (the record array is contiguous, the per-field views
-        # of it are not, and np.take copies a non-contiguous source whole), then each field
-        # into its own contiguous output array.
-        here, there, fields = out["records"]
-        np.take(self._records, index, out=here, mode="wrap")
-        np.take(self._records, next_index, out=there, mode="wrap")
-        for target, source in fields:
-            np.copyto(target, source)
-        goals = self._obs["achieved_goal"][goal_index]
-        mask = relabel.reshape((B,) + (1,) * (goals.ndim - 1))
-        np.copyto(obs["desired_goal"], goals, where=mask)
-        np.copyto(next_obs["desired_goal"], goals, where=mask)
-
-        info = {key: store[index] for key, store in self._infos.items()}
-        new_reward = _batch_of(
-            "compute_reward",
-            self.compute_reward(next_obs["achieved_goal"], obs["desired_goal"], info),
-            B,
-        )
-        rewards = out["rewards"]
-        np.copyto(rewards, new_reward, where=relabel, casting="unsafe")
-
-        terminated = self._terminated[index]
-        if self.compute_terminated is not None:
-            new_terminated = _batch_of(
-                "compute_terminated",
-                self.compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
-                B,
-            ).astype(bool)
-            terminated = np.where(relabel, new_terminated, terminated)
-        if not self.handle_timeout_termination:
-            terminated |= self._truncated[index]
-        np.copyto(out["dones"], terminated)
-        return self._deliver(out, device)
-
-    def _outputs(self, B: int, fresh: bool) -> dict[str, Any]:
-        cached = None if fresh else self._out_cache.get(B)
-        if cached is not None:
-            return cached
-        out: dict[str, Any] = {
-            "observations": {k: np.empty((B, *v.shape[1:]), v.dtype) for k, v in self._obs.items()},
-            "next_observations": {
-                k: np.empty((B, *v.shape[1:]), v.dtype) for k, v in self._obs.items()
-            },
-            "actions": np.empty((B, *self.action_shape), self._actions.dtype),
-            "rewards": np.empty(B, np.float32),
-            "dones": np.empty(B, np.float32),
-            "weights": np.ones(B, np.float32),  # stays all ones for a uniform buffer
-            "indices": np.empty(B, np.int64),
-            "tensors": None,  # torch views of the arrays above, made on first use
-        }
-        # The gathered records of the transitions and of their next rows, and the
-        # (output, field of a gathered record) pairs that sample() copies.
-        here, there = np.empty(B, self._records.dtype), np.empty(B, self._records.dtype)
-        fields = [(out["observations"][k], here[f"obs/{k}"]) for k in self._obs]
-        fields += [(out["next_observations"][k], there[f"obs/{k}"]) for k in self._obs]
-        fields += [(out["actions"], here["action"]), (out["rewards"], here["reward"])]
-        out["records"] = (here, there, fields)
-        if not fresh:
-            self._out_cache[B] = out
-        return out
-
-    @staticmethod
-    def _deliver(out: dict[str, Any], device: Any) -> HerBatch:
-        if device is None:
-            return HerBatch(
-                out["observations"],
-                out["actions"],
-                out["rewards"],
-                out["next_observations"],
-                out["dones"],
-                out["weights"],
-                out["indices"],
-            )
-        import torch
-
-        views = out["tensors"]
-        if views is None:
-            views = HerBatch(
-                {k: torch.from_numpy(v) for k, v in out["observations"].items()},
-                torch.from_numpy(out["actions"]),
-                torch.from_numpy(out["rewards"]),
-                {k: torch.from_numpy(v) for k, v in out["next_observations"].items()},
-                torch.from_numpy(out["dones"]),
-                torch.from_numpy(out["weights"]),
-                torch.from_numpy(out["indices"]),
-            )
-            out["tensors"] = views
-        device = torch.device(device)
-        if device.type == "cpu":
-            return views
-        return HerBatch(
-            {k: v.to(device) for k, v in views.observations.items()},
-            views.actions.to(device),
-            views.rewards.to(device),
-            {k: v.to(device) for k, v in views.next_observations.items()},
-            views.dones.to(device),
-            views.weights.to(device),
-            views.indices.to(device),
-        )
-
     # ------------------------------------------------------------------ save / load
     def save(self, path: str | os.PathLike) -> None:
         """Writes the whole buffer to ``path`` as an uncompressed ``.npz`` (no pickle).
@@ -990,31 +617,7 @@ class HerReplayBuffer:
         crash never leaves a half-written ``path``. The reward function is not saved: pass
         it again to :meth:`load`.
         """
-        snapshot = self._closed_copy()
-        meta = {
-            "format": FILE_FORMAT,
-            "version": FILE_VERSION,
-            "buffer_size": self.buffer_size,
-            "n_envs": self.n_envs,
-            "n_sampled_goal": self.n_sampled_goal,
-            "goal_selection_strategy": self.goal_selection_strategy.value,
-            "handle_timeout_termination": self.handle_timeout_termination,
-            "info_keys": list(self.info_keys),
-            "observation_space": _space_to_json(self.observation_space),
-            "action_space": _space_to_json(self.action_space),
-            "rng_state": self._rng.bit_generator.state,
-            "prioritized": self.prioritized,
-            "alpha": self.alpha,
-            "beta": self._beta,
-            "priority_eps": self.priority_eps,
-            "max_priority": self._max_priority,
-        }
-        arrays = {f"obs__{k}": v for k, v in snapshot._obs.items()}
-        if snapshot._tree is not None:
-            arrays["priorities"] = snapshot._tree.leaves
-        arrays.update({f"info__{k}": v for k, v in snapshot._infos.items()})
-        arrays.update(snapshot._state_arrays())
-        atomic_write(path, lambda file: np.savez(file, meta=np.array(json.dumps(meta)), **arrays))
+        save_buffer(self, path)
 
     # The arrays that closing an episode writes: a saved snapshot gets its own copies.
     _BOOKKEEPING = ("_terminated", "_truncated", "_to_start", "_ep_len", "_trans_row", "_skip",
@@ -1054,183 +657,10 @@ class HerReplayBuffer:
         A file that is truncated, corrupt or not written by :meth:`save` raises a
         ValueError naming the file.
         """
-        try:
-            data = np.load(path, allow_pickle=False)
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-            raise _unreadable(path, error) from None
-        if not isinstance(data, np.lib.npyio.NpzFile):
-            raise ValueError(
-                f"{os.fspath(path)} is not a goalenvs HER buffer file: it holds one array, "
-                "not the .npz archive HerReplayBuffer.save writes"
-            )
-        try:
-            return cls._from_archive(path, data, compute_reward, compute_terminated)
-        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
-            raise _unreadable(path, error) from None
-        finally:
-            data.close()
-
-    @classmethod
-    def _from_archive(
-        cls, path: Any, data: Any, compute_reward: Any, compute_terminated: Any
-    ) -> HerReplayBuffer:
-        files = set(data.files)
-        if "meta" not in files:
-            raise ValueError(
-                f"{os.fspath(path)} is not a goalenvs HER buffer file: it has no 'meta' "
-                f"entry (found {sorted(files)[:8]})"
-            )
-        try:
-            meta = json.loads(str(data["meta"]))
-        except (ValueError, TypeError):
-            raise ValueError(f"{os.fspath(path)}: unreadable 'meta' entry") from None
-        if not isinstance(meta, dict) or meta.get("format") != FILE_FORMAT:
-            raise ValueError(
-                f"{os.fspath(path)} is not a goalenvs HER buffer file: format "
-                f"{meta.get('format') if isinstance(meta, dict) else meta!r}, "
-                f"expected {FILE_FORMAT!r}"
-            )
-        if meta.get("version") != FILE_VERSION:
-            raise ValueError(
-                f"{os.fspath(path)} has HER buffer layout version {meta.get('version')}, "
-                f"this goalenvs reads version {FILE_VERSION}"
-            )
-        buffer = cls(
-            meta["buffer_size"],
-            _space_from_json(meta["observation_space"]),
-            _space_from_json(meta["action_space"]),
-            compute_reward,
-            n_envs=meta["n_envs"],
-            n_sampled_goal=meta["n_sampled_goal"],
-            goal_selection_strategy=meta["goal_selection_strategy"],
-            handle_timeout_termination=meta["handle_timeout_termination"],
-            info_keys=meta["info_keys"],
-            compute_terminated=compute_terminated,
-            prioritized=meta.get("prioritized", False),
-            alpha=meta.get("alpha", 0.6),
-            beta=meta.get("beta", 0.4),
-            priority_eps=meta.get("priority_eps", 1e-6),
-        )
-        expected = {f"obs__{k}": v for k, v in buffer._obs.items()}
-        state = buffer._state_arrays()  # head and t_count are fresh arrays, read below
-        expected.update(state)
-        for name, target in expected.items():
-            _restore(path, data, name, target)
-        t_count = state["t_count"]
-        if (t_count != t_count[0]).any() or (state["head"] < t_count).any():
-            raise ValueError(
-                f"{os.fspath(path)}: t_count {t_count[:8]} and head {state['head'][:8]} are "
-                "not those of a buffer that adds one transition per env at a time"
-            )
-        buffer._t = int(t_count[0])
-        buffer._skip[:] = state["head"] - buffer._t
-        np.equal(state["head"], buffer._ep_start, out=buffer._starting)
-        buffer._n_starting = int(buffer._starting.sum())
-        for key in buffer.info_keys:
-            name = f"info__{key}"
-            if name in files:
-                stored = data[name]
-                if stored.shape[:1] != (buffer.rows_per_env * buffer.n_envs,):
-                    raise ValueError(
-                        f"{os.fspath(path)}: {name} has shape {stored.shape}, expected "
-                        f"{buffer.rows_per_env * buffer.n_envs} rows"
-                    )
-                buffer._infos[key] = stored.copy()
-        if buffer._tree is not None:
-            leaves = np.zeros(buffer._tree.capacity)
-            _restore(path, data, "priorities", leaves)
-            if not (np.isfinite(leaves).all() and (leaves >= 0).all()):
-                raise ValueError(f"{os.fspath(path)}: priorities hold negative or NaN values")
-            buffer._tree.set_all(leaves)
-            buffer._max_priority = float(meta["max_priority"])
-        buffer._summarize()
-        state = meta["rng_state"]
-        buffer._rng = np.random.Generator(getattr(np.random, state["bit_generator"])())
-        buffer._rng.bit_generator.state = state
-        return buffer
+        return load_buffer(cls, path, compute_reward, compute_terminated)
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def _apply_settings(
-    buffer: Any,
-    buffer_size: int,
-    observation_space: spaces.Dict,
-    action_space: spaces.Space,
-    compute_reward: Any,
-    n_envs: int,
-    n_sampled_goal: int,
-    goal_selection_strategy: str | GoalSelectionStrategy,
-    handle_timeout_termination: bool,
-    info_keys: Sequence[str],
-    compute_terminated: Any,
-    seed: int | None,
-    prioritized: bool,
-    alpha: float,
-    beta: float,
-    priority_eps: float,
-) -> int:
-    """Checks the constructor arguments both HER buffers share (:class:`HerReplayBuffer`
-    and :class:`goalenvs.her.device_buffer.DeviceHerReplayBuffer`), sets them on
-    ``buffer`` and returns the rows per env."""
-    _check_int("n_envs", n_envs, minimum=1)
-    if not isinstance(prioritized, (bool, np.bool_)):
-        raise TypeError(f"prioritized must be a bool, got {prioritized!r}")
-    _check_fraction("alpha", alpha)
-    _check_fraction("beta", beta)
-    if isinstance(priority_eps, bool) or not isinstance(priority_eps, (int, float)):
-        raise TypeError(f"priority_eps must be a float, got {priority_eps!r}")
-    if not (0 < priority_eps < np.inf):
-        raise ValueError(f"priority_eps must be a positive finite float, got {priority_eps}")
-    _check_int("buffer_size", buffer_size, minimum=1)
-    _check_int("n_sampled_goal", n_sampled_goal, minimum=0)
-    rows = int(buffer_size) // int(n_envs)
-    if rows < 2:
-        raise ValueError(
-            f"buffer_size={buffer_size} gives {rows} rows per env for n_envs={n_envs}; "
-            "expected at least 2"
-        )
-    if rows >= 2**31:
-        raise ValueError(f"buffer_size={buffer_size}: at most 2**31 - 1 rows per env")
-    _check_observation_space(observation_space)
-    _check_action_space(action_space)
-    if isinstance(info_keys, str) or not all(isinstance(k, str) for k in info_keys):
-        raise TypeError(f"info_keys must be a sequence of strings, got {info_keys!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-        raise TypeError(f"seed must be an int or None, got {seed!r}")
-
-    buffer.buffer_size = int(buffer_size)
-    buffer.observation_space = observation_space
-    buffer.action_space = action_space
-    buffer.n_envs = int(n_envs)
-    buffer.rows_per_env = rows
-    buffer.n_sampled_goal = int(n_sampled_goal)
-    buffer.goal_selection_strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
-    buffer.handle_timeout_termination = bool(handle_timeout_termination)
-    buffer.info_keys = tuple(info_keys)
-    buffer.her_ratio = 1.0 - 1.0 / (buffer.n_sampled_goal + 1)
-    buffer.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
-    buffer.compute_terminated = (
-        None
-        if compute_terminated is None
-        else resolve_goal_function(compute_terminated, "compute_terminated")
-    )
-    buffer.prioritized = bool(prioritized)
-    buffer.alpha = float(alpha)
-    buffer._beta = float(beta)
-    buffer.priority_eps = float(priority_eps)
-    return rows
-
-
-def _unreadable(path: Any, error: BaseException) -> ValueError:
-    return ValueError(
-        f"{os.fspath(path)} cannot be read as a HER buffer file ({type(error).__name__}: "
-        f"{error}): it is truncated, corrupt or not written by HerReplayBuffer.save; "
-        "save the buffer again (or start with an empty one)"
-    )
 
 
 def _offsets_within(length: np.ndarray) -> np.ndarray:
@@ -1244,130 +674,3 @@ def _all_equal(values: np.ndarray) -> bool:
     (compared as bytes: several times cheaper than numpy on a few elements)."""
     raw = values.tobytes()
     return raw == raw[: values.itemsize] * values.size
-
-
-def _check_fraction(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a float in [0, 1], got {value!r}")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value}")
-
-
-def _to_numpy(value: Any) -> np.ndarray:
-    """``value`` as a numpy array (a torch tensor detached and brought to the CPU first);
-    a column ``(B, 1)`` becomes ``(B,)``."""
-    if hasattr(value, "detach") and hasattr(value, "cpu"):
-        value = value.detach().cpu().numpy()
-    array = np.asarray(value)
-    if array.ndim == 2 and array.shape[1] == 1:
-        return array.reshape(-1)
-    return array
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
-def _batch_of(name: str, value: Any, batch_size: int) -> np.ndarray:
-    """``value`` as a ``(batch_size,)`` array; a scalar (Fetch's ``compute_terminated``
-    returns a constant ``False``) stands for the whole batch."""
-    array = np.asarray(value)
-    if array.shape == (batch_size,):
-        return array
-    if array.size == 1 and array.ndim <= 1:
-        return np.broadcast_to(array.reshape(()), (batch_size,))
-    raise ValueError(
-        f"{name} returned shape {array.shape} for a batch of {batch_size} goals; "
-        f"expected ({batch_size},) or a scalar"
-    )
-
-
-def _vector(name: str, value: Any, n: int) -> np.ndarray:
-    if type(value) is np.ndarray and value.shape == (n,):
-        return value
-    array = np.asarray(value)
-    if array.shape != (n,):
-        if array.size == n:
-            return array.reshape(n)
-        raise ValueError(f"{name} has shape {array.shape}, expected ({n},) (one per env)")
-    return array
-
-
-def _check_observation_space(space: Any) -> None:
-    if not isinstance(space, spaces.Dict):
-        raise TypeError(
-            "observation_space must be a gymnasium.spaces.Dict with keys observation, "
-            f"achieved_goal, desired_goal; got {space!r}"
-        )
-    for key in ("achieved_goal", "desired_goal"):
-        if key not in space.spaces:
-            raise ValueError(f"observation_space has keys {list(space.spaces)}: '{key}' is missing")
-    for key, sub in space.spaces.items():
-        if not isinstance(sub, (spaces.Box, spaces.MultiBinary, spaces.Discrete)):
-            raise TypeError(
-                f"observation_space[{key!r}] is {sub}: expected Box, MultiBinary or Discrete"
-            )
-    if space["achieved_goal"].shape != space["desired_goal"].shape:
-        raise ValueError(
-            f"observation_space: achieved_goal {space['achieved_goal']} and desired_goal "
-            f"{space['desired_goal']} must have the same shape"
-        )
-
-
-def _check_action_space(space: Any) -> None:
-    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiBinary)):
-        raise TypeError(f"action_space must be Box, Discrete or MultiBinary, got {space!r}")
-
-
-def _space_to_json(space: spaces.Space) -> dict[str, Any]:
-    if isinstance(space, spaces.Dict):
-        return {"type": "Dict", "spaces": {k: _space_to_json(v) for k, v in space.spaces.items()}}
-    if isinstance(space, spaces.Box):
-        return {
-            "type": "Box",
-            "low": space.low.tolist(),
-            "high": space.high.tolist(),
-            "shape": list(space.shape),
-            "dtype": str(space.dtype),
-        }
-    if isinstance(space, spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
-    if isinstance(space, spaces.MultiBinary):
-        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
-    raise TypeError(f"cannot save a buffer over the space {space}")
-
-
-def _space_from_json(spec: Mapping[str, Any]) -> spaces.Space:
-    kind = spec.get("type")
-    if kind == "Dict":
-        return spaces.Dict({k: _space_from_json(v) for k, v in spec["spaces"].items()})
-    if kind == "Box":
-        dtype = np.dtype(spec["dtype"])
-        return spaces.Box(
-            np.asarray(spec["low"], dtype),
-            np.asarray(spec["high"], dtype),
-            tuple(spec["shape"]),
-            dtype,
-        )
-    if kind == "Discrete":
-        return spaces.Discrete(spec["n"], start=spec["start"])
-    if kind == "MultiBinary":
-        return spaces.MultiBinary(spec["n"])
-    raise ValueError(f"unknown space type {kind!r} in a HER buffer file")
-
-
-def _restore(path: Any, data: Any, name: str, target: np.ndarray) -> None:
-    if name not in data.files:
-        raise ValueError(
-            f"{os.fspath(path)}: HER buffer file has no {name!r} entry (another layout?)"
-        )
-    stored = data[name]
-    if stored.shape != target.shape or stored.dtype != target.dtype:
-        raise ValueError(
-            f"{os.fspath(path)}: {name} has shape {stored.shape} dtype {stored.dtype}, "
-            f"expected shape {target.shape} dtype {target.dtype}"
-        )
-    target[...] = stored

@@ -58,46 +58,32 @@ device each call: use them for logs, not in the inner loop.
 
 from __future__ import annotations
 
-import io
-import json
 import os
-import pickle
-import zipfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.atomic import atomic_write
 from goalenvs.devices import resolve_device, torch_dtype
-from goalenvs.her.buffer import (
-    GoalSelectionStrategy,
+from goalenvs.her import device_file
+from goalenvs.her.common import (
+    NO_EPISODE_YET,
     HerBatch,
-    _apply_settings,
-    _check_fraction,
-    _space_from_json,
-    _space_to_json,
+    ReplayBufferBase,
+    batch_shape_error,
+    batch_to,
 )
+from goalenvs.her.device_file import load_device_buffer, save_device_buffer
+from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
 
 __all__ = ["DeviceHerReplayBuffer"]
 
-FILE_FORMAT = "goalenvs.her.DeviceHerReplayBuffer"
-FILE_VERSION = 1
-
-# The bookkeeping that truncating the episodes in progress rewrites (a save works on
-# copies of these).
-_BOOKKEEPING = (
-    "truncated",
-    "episode_end",
-    "episode_start",
-    "episode_count",
-    "t_hi",
-    "newest_start",
-)
+# The file layout lives with the save and load code; the names stay importable here.
+FILE_FORMAT, FILE_VERSION = device_file.FILE_FORMAT, device_file.FILE_VERSION
 
 
-class DeviceHerReplayBuffer:
+class DeviceHerReplayBuffer(ReplayBufferBase):
     """Hindsight Experience Replay buffer whose storage and sampling live on a torch device.
 
     The arguments are those of :class:`goalenvs.her.HerReplayBuffer` (read its docs) plus
@@ -138,6 +124,10 @@ class DeviceHerReplayBuffer:
         priority_eps: added to ``|td_error|`` so that no transition stops being drawn.
     """
 
+    _NAME = "DeviceHerReplayBuffer"
+    _INFO_VALUES = "values"
+    _OBS_VALUES = "tensors"
+
     def __init__(
         self,
         buffer_size: int,
@@ -161,31 +151,48 @@ class DeviceHerReplayBuffer:
         import torch
 
         self.device = resolve_device(device)
-        rows = _apply_settings(
-            self,
+        settings = BufferSettings(
             buffer_size,
             observation_space,
             action_space,
-            compute_reward,
             n_envs,
             n_sampled_goal,
             goal_selection_strategy,
             handle_timeout_termination,
             info_keys,
-            compute_terminated,
             seed,
             prioritized,
             alpha,
             beta,
             priority_eps,
         )
-        n = self.n_envs
+        self._configure(settings, compute_reward, compute_terminated)
+        n, rows = self.n_envs, self.rows_per_env
         self._generator = torch.Generator(device=self.device)
         if seed is None:
             self._generator.seed()
         else:
             self._generator.manual_seed(int(seed))
+        self._allocate(observation_space, action_space)
+        state = self._state
+        per_env = {"dtype": torch.int64, "device": self.device}
+        state["episode_start"] = torch.zeros(n, **per_env)  # t of the episode in progress
+        state["episode_count"] = torch.zeros(n, **per_env)  # episodes ended so far
+        state["t_lo"] = torch.zeros(n, **per_env)  # sampleable transitions: [t_lo, t_hi)
+        state["t_hi"] = torch.zeros(n, **per_env)
+        state["newest_start"] = torch.full((n,), -1, **per_env)  # newest ended episode's t
+        self._max_priority = torch.ones((), dtype=torch.float32, device=self.device)
+        self._env = torch.arange(n, device=self.device)
+        self._t = 0  # add() calls so far (unwrapped row counter)
+        self._no_overflow_before = rows  # see _read_horizons
+        self._nonempty_until = -1
 
+    def _allocate(self, observation_space: spaces.Dict, action_space: spaces.Space) -> None:
+        """The per-row storage, ``_state``: the records and the stores of the other fields,
+        the flags, the rows' episode bookkeeping and the priorities."""
+        import torch
+
+        n, rows = self.n_envs, self.rows_per_env
         if isinstance(action_space, spaces.Discrete):
             self.action_shape: tuple[int, ...] = ()
             action_dtype = torch.int64
@@ -198,6 +205,7 @@ class DeviceHerReplayBuffer:
         # Sorted: a space read back from a saved file lists its keys sorted, and the records
         # layout follows this order.
         obs_spaces = {key: observation_space[key] for key in sorted(observation_space.spaces)}
+        self._obs_shapes = {key: (n, *space.shape) for key, space in obs_spaces.items()}
 
         def zeros(*shape: int, dtype: Any) -> Any:
             return torch.zeros((rows, n, *shape), dtype=dtype, device=self.device)
@@ -249,29 +257,8 @@ class DeviceHerReplayBuffer:
                 "priorities": zeros(dtype=torch.float32) if self.prioritized else None,
             }
         )
-        per_env = {"dtype": torch.int64, "device": self.device}
-        state["episode_start"] = torch.zeros(n, **per_env)  # t of the episode in progress
-        state["episode_count"] = torch.zeros(n, **per_env)  # episodes ended so far
-        state["t_lo"] = torch.zeros(n, **per_env)  # sampleable transitions: [t_lo, t_hi)
-        state["t_hi"] = torch.zeros(n, **per_env)
-        state["newest_start"] = torch.full((n,), -1, **per_env)  # newest ended episode's t
-        self._max_priority = torch.ones((), dtype=torch.float32, device=self.device)
-        self._env = torch.arange(n, device=self.device)
-        self._t = 0  # add() calls so far (unwrapped row counter)
-        self._no_overflow_before = rows  # see _read_horizons
-        self._nonempty_until = -1
 
     # ------------------------------------------------------------------ properties
-    @property
-    def beta(self) -> float:
-        """The importance-sampling exponent of prioritized replay, in [0, 1]."""
-        return self._beta
-
-    @beta.setter
-    def beta(self, value: float) -> None:
-        _check_fraction("beta", value)
-        self._beta = float(value)
-
     @property
     def n_transitions(self) -> int:
         """Transitions that can be sampled (reads the device: one synchronisation)."""
@@ -281,9 +268,6 @@ class DeviceHerReplayBuffer:
     def episodes_in_progress(self) -> int:
         """Envs whose episode in progress has stored transitions (reads the device)."""
         return int((self._state["episode_start"] < self._t).sum())
-
-    def __len__(self) -> int:
-        return self.n_transitions
 
     def __repr__(self) -> str:
         return (
@@ -315,12 +299,12 @@ class DeviceHerReplayBuffer:
         import torch
 
         n, R = self.n_envs, self.rows_per_env
-        obs = self._check_obs("obs", obs)
-        next_obs = self._check_obs("next_obs", next_obs)
+        obs = self._check_obs_fully("obs", obs)
+        next_obs = self._check_obs_fully("next_obs", next_obs)
         action = self._check_action(action)
-        reward = self._vector("reward", reward, torch.float32)
-        terminated = self._vector("terminated", terminated, torch.bool)
-        truncated = self._vector("truncated", truncated, torch.bool)
+        reward = self._per_env("reward", reward, torch.float32)
+        terminated = self._per_env("terminated", terminated, torch.bool)
+        truncated = self._per_env("truncated", truncated, torch.bool)
         info_values = self._info_values(infos) if self.info_keys else {}
 
         t = self._t
@@ -418,7 +402,7 @@ class DeviceHerReplayBuffer:
         self._nonempty_until = newest + R if newest >= 0 else -1
 
     # ------------------------------------------------------------------ input checks
-    def _tensor(self, name: str, value: Any, dtype: Any) -> Any:
+    def _convert(self, name: str, value: Any, dtype: Any) -> Any:
         """``value`` as a tensor of ``dtype`` on this buffer's device."""
         import torch
 
@@ -437,76 +421,19 @@ class DeviceHerReplayBuffer:
             raise TypeError(f"{name} must hold numbers, got {value!r}")
         return torch.as_tensor(array, device=self.device).to(dtype)
 
-    def _check_obs(self, name: str, obs: Any) -> dict[str, Any]:
-        if not isinstance(obs, Mapping):
-            raise TypeError(f"{name} must be a dict of tensors, got {type(obs).__name__}")
-        if obs.keys() != self._obs.keys():
-            raise ValueError(
-                f"{name} has keys {sorted(obs.keys())}, expected {sorted(self._obs.keys())}"
-            )
-        checked = {}
-        for key, store in self._obs.items():
-            value = self._tensor(f"{name}[{key!r}]", obs[key], store.dtype)
-            expected = (self.n_envs, *store.shape[2:])
-            if tuple(value.shape) != expected:
-                raise ValueError(
-                    f"{name}[{key!r}] has shape {tuple(value.shape)}, expected {expected} "
-                    f"(n_envs, *shape of {self.observation_space[key]})"
-                )
-            checked[key] = value
-        return checked
-
-    def _check_action(self, action: Any) -> Any:
-        store = self._actions
-        action = self._tensor("action", action, store.dtype)
-        expected = (self.n_envs, *self.action_shape)
-        if tuple(action.shape) != expected:
-            # Discrete actions may come as (n_envs, 1), as stable-baselines3 stores them.
-            if self.action_shape or tuple(action.shape) != (self.n_envs, 1):
-                raise ValueError(
-                    f"action has shape {tuple(action.shape)}, expected {expected} "
-                    f"(n_envs, *action shape) for {self.action_space}"
-                )
-            action = action.reshape(self.n_envs)
-        return action
-
-    def _vector(self, name: str, value: Any, dtype: Any) -> Any:
-        value = self._tensor(name, value, dtype)
-        if tuple(value.shape) != (self.n_envs,):
-            if value.numel() != self.n_envs:
-                raise ValueError(
-                    f"{name} has shape {tuple(value.shape)}, expected ({self.n_envs},) "
-                    "(one per env)"
-                )
-            value = value.reshape(self.n_envs)
-        return value
-
     def _info_values(self, infos: Any) -> dict[str, Any]:
         import torch
 
         n = self.n_envs
         values = {}
         for key in self.info_keys:
-            if isinstance(infos, Mapping):
-                if key not in infos:
-                    raise KeyError(f"infos has no {key!r} (declared in info_keys)")
-                value = infos[key]
-            elif isinstance(infos, (Sequence, np.ndarray)) and len(infos) == n:
-                try:
-                    value = np.asarray([info[key] for info in infos])
-                except KeyError:
-                    raise KeyError(f"an info dict has no {key!r} (declared in info_keys)") from None
-            else:
-                raise TypeError(
-                    f"infos must be a dict of per-env values or a sequence of {n} dicts "
-                    f"holding {list(self.info_keys)}, got {type(infos).__name__}"
-                )
+            value = self._info_value(infos, key)
             if not isinstance(value, torch.Tensor):
                 array = np.asarray(value)
                 if array.dtype == object:
                     raise ValueError(f"infos[{key!r}] must hold numbers, got {value!r}")
                 value = array
-            value = self._tensor(f"infos[{key!r}]", value, _info_dtype(value))
+            value = self._convert(f"infos[{key!r}]", value, _info_dtype(value))
             if value.ndim == 0 or value.shape[0] != n:
                 raise ValueError(
                     f"infos[{key!r}] has shape {tuple(value.shape)}, expected leading "
@@ -591,18 +518,11 @@ class DeviceHerReplayBuffer:
         """
         import torch
 
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-            raise TypeError(f"batch_size must be an int, got {batch_size!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        B = check_batch_size(batch_size)
         target = None if device is None else resolve_device(device)
         if not self.can_sample():
-            raise RuntimeError(
-                "cannot sample before an episode has ended: the buffer holds no complete "
-                "episode yet (start learning after at least one full episode)"
-            )
-        B, R, n = int(batch_size), self.rows_per_env, self.n_envs
-        s, generator = self._state, self._generator
+            raise RuntimeError(NO_EPISODE_YET)
+        R, n, s = self.rows_per_env, self.n_envs, self._state
         if self.prioritized:
             env, t, weights = self._draw_prioritized(B)
         else:
@@ -612,38 +532,8 @@ class DeviceHerReplayBuffer:
         # Every (rows, n_envs, ...) store is read through its flat view at row * n + env:
         # index_select on one index runs several times faster than indexing by two.
         index = row * n + env
-        start, episode = _take(s["row_meta"], index).unbind(1)
-        end = _take(s["episode_end"], (episode % R) * n + env)
-
-        def uniform() -> Any:
-            return torch.rand(B, generator=generator, device=self.device)
-
-        relabel = uniform() < self.her_ratio
-        strategy = self.goal_selection_strategy
-        if strategy is GoalSelectionStrategy.RANDOM:
-            goal_env, goal_t = self._draw_uniform(B)
-        else:
-            # Transition t of an episode [start, end): "future" picks j in t .. end - 1
-            # (span end - t, t itself included), "final" end - 1, "episode" start .. end - 1.
-            # The goal is transition j's next achieved goal.
-            if strategy is GoalSelectionStrategy.FUTURE:
-                first, span = t, end - t
-            elif strategy is GoalSelectionStrategy.FINAL:
-                first, span = end - 1, torch.ones_like(t)
-            else:
-                first, span = start, end - start
-            # floor(u * span) can round up to span for u just below 1: clamp it.
-            pick = torch.minimum((uniform() * span).long(), span - 1)
-            goal_env, goal_t = env, first + pick
-        goal = _take(self._next_obs["achieved_goal"], (goal_t % R) * n + goal_env)
-
-        records = _take(s["records"], index)
-        values = {
-            (side, key): records[:, lo:hi].reshape(B, *shape)
-            for side, key, lo, hi, shape in self._layout
-        }
-        for side, key, store in self._separate:
-            values[side, key] = _take(store, index)
+        relabel, goal = self._draw_goals(B, env, t, index)
+        values = self._gather(B, index)
         obs = {key: values["obs", key] for key in self._obs}
         next_obs = {key: values["next_obs", key] for key in self._obs}
         mask = relabel.reshape((B,) + (1,) * (goal.ndim - 1))
@@ -681,15 +571,53 @@ class DeviceHerReplayBuffer:
         )
         if target is None or target == self.device:
             return batch
-        return HerBatch(
-            {k: v.to(target) for k, v in batch.observations.items()},
-            batch.actions.to(target),
-            batch.rewards.to(target),
-            {k: v.to(target) for k, v in batch.next_observations.items()},
-            batch.dones.to(target),
-            batch.weights.to(target),
-            batch.indices.to(target),
-        )
+        return batch_to(batch, target)
+
+    def _draw_goals(self, B: int, env: Any, t: Any, index: Any) -> tuple[Any, Any]:
+        """Which of the ``B`` transitions (counter ``t`` of ``env``, flat ``index``) are
+        relabeled, and each one's new goal (an achieved goal of the same episode, or of any
+        sampleable transition for ``random``)."""
+        import torch
+
+        R, n, s, generator = self.rows_per_env, self.n_envs, self._state, self._generator
+        start, episode = _take(s["row_meta"], index).unbind(1)
+        end = _take(s["episode_end"], (episode % R) * n + env)
+
+        def uniform() -> Any:
+            return torch.rand(B, generator=generator, device=self.device)
+
+        relabel = uniform() < self.her_ratio
+        strategy = self.goal_selection_strategy
+        if strategy is GoalSelectionStrategy.RANDOM:
+            goal_env, goal_t = self._draw_uniform(B)
+        else:
+            # Transition t of an episode [start, end): "future" picks j in t .. end - 1
+            # (span end - t, t itself included), "final" end - 1, "episode" start .. end - 1.
+            # The goal is transition j's next achieved goal.
+            if strategy is GoalSelectionStrategy.FUTURE:
+                first, span = t, end - t
+            elif strategy is GoalSelectionStrategy.FINAL:
+                first, span = end - 1, torch.ones_like(t)
+            else:
+                first, span = start, end - start
+            # floor(u * span) can round up to span for u just below 1: clamp it.
+            pick = torch.minimum((uniform() * span).long(), span - 1)
+            goal_env, goal_t = env, first + pick
+        goal = _take(self._next_obs["achieved_goal"], (goal_t % R) * n + goal_env)
+
+        return relabel, goal
+
+    def _gather(self, B: int, index: Any) -> dict[tuple[str, str], Any]:
+        """Every stored field of the transitions at flat ``index``, by (side, key): slices of
+        one gathered records tensor, and one gather per separate store."""
+        records = _take(self._state["records"], index)
+        values = {
+            (side, key): records[:, lo:hi].reshape(B, *shape)
+            for side, key, lo, hi, shape in self._layout
+        }
+        for side, key, store in self._separate:
+            values[side, key] = _take(store, index)
+        return values
 
     def _batch_of(self, name: str, value: Any, batch_size: int, dtype: Any) -> Any:
         """``value`` as a ``(batch_size,)`` tensor of ``dtype`` on the device; a scalar
@@ -703,66 +631,43 @@ class DeviceHerReplayBuffer:
             return value
         if value.numel() == 1 and value.ndim <= 1:
             return value.reshape(()).expand(batch_size)
-        raise ValueError(
-            f"{name} returned shape {tuple(value.shape)} for a batch of {batch_size} goals; "
-            f"expected ({batch_size},) or a scalar"
-        )
+        raise batch_shape_error(name, tuple(value.shape), batch_size)
 
-    def update_priorities(self, indices: Any, td_errors: Any) -> None:
-        """Sets the priorities of sampled transitions to ``|td_error| + priority_eps``.
-
-        ``indices`` are a batch's ``indices``, ``td_errors`` one value per index (tensors
-        on any device or array-likes; shape ``(B,)`` or ``(B, 1)``). An index whose row no
-        longer holds a sampleable transition is skipped. The checks are the numpy
-        buffer's: an index out of range or a TD error that is not finite is an error, never
-        clamped (one host read of one flag pair per call).
-        """
+    # The tensor operations of ReplayBufferBase.update_priorities (one host read of a flag
+    # pair per call).
+    def _priority_input(self, value: Any) -> Any:
         import torch
 
-        if not self.prioritized:
-            raise RuntimeError(
-                "update_priorities needs a prioritized buffer: "
-                "DeviceHerReplayBuffer(..., prioritized=True)"
-            )
+        if isinstance(value, torch.Tensor):
+            value = value.detach().to(self.device)
+        else:
+            value = torch.as_tensor(np.asarray(value), device=self.device)
+        if value.ndim == 2 and value.shape[1] == 1:
+            value = value.reshape(-1)
+        return value
 
-        def flat(name: str, value: Any) -> Any:
-            if isinstance(value, torch.Tensor):
-                value = value.detach().to(self.device)
-            else:
-                value = torch.as_tensor(np.asarray(value), device=self.device)
-            if value.ndim == 2 and value.shape[1] == 1:
-                value = value.reshape(-1)
-            return value
+    def _priority_indices_are_integers(self, indices: Any) -> bool:
+        import torch
 
-        indices, td_errors = flat("indices", indices), flat("td_errors", td_errors)
-        if indices.ndim != 1 or td_errors.ndim != 1 or indices.shape != td_errors.shape:
-            raise ValueError(
-                f"update_priorities: indices has shape {tuple(indices.shape)} and td_errors "
-                f"shape {tuple(td_errors.shape)}; expected two 1-d arrays of the same length"
-            )
-        if indices.numel() == 0:
-            return
-        if indices.is_floating_point() or indices.dtype == torch.bool:
-            raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
-        priorities = self._state["priorities"].reshape(-1)
-        capacity = priorities.numel()
+        return not (indices.is_floating_point() or indices.dtype == torch.bool)
+
+    def _priority_capacity(self) -> int:
+        return self._state["priorities"].numel()
+
+    def _priority_of(self, indices: Any, td_errors: Any, capacity: int) -> tuple:
+        import torch
+
         indices = indices.long()
         priority = td_errors.detach().double().abs() + self.priority_eps
         out_of_range = (indices < 0) | (indices >= capacity)
         not_finite = ~torch.isfinite(priority)
         bad_index, bad_value = torch.stack([out_of_range.any(), not_finite.any()]).tolist()
-        if bad_index:
-            low, high = torch.stack([indices.min(), indices.max()]).tolist()
-            raise ValueError(
-                f"update_priorities: indices must be in [0, {capacity}) (a batch's indices), "
-                f"got values {low}..{high}"
-            )
-        if bad_value:
-            bad = int(torch.nonzero(not_finite)[0, 0])
-            raise ValueError(
-                f"update_priorities: td_errors[{bad}] = {float(td_errors[bad])}; "
-                "expected finite values"
-            )
+        return indices, priority, bad_index, bad_value
+
+    def _priority_set(self, indices: Any, priority: Any) -> None:
+        import torch
+
+        priorities = self._state["priorities"].reshape(-1)
         priority = priority.float()
         live = self._sampleable_rows().reshape(-1)[indices]
         priorities[indices] = torch.where(live, priority**self.alpha, priorities[indices])
@@ -778,39 +683,7 @@ class DeviceHerReplayBuffer:
         file is written whole beside ``path`` and renamed over it. The reward function is
         not saved: pass it again to :meth:`load`.
         """
-        import torch
-
-        live = self._state
-        self._state = {k: v.clone() if k in _BOOKKEEPING else v for k, v in live.items()}
-        try:
-            self.truncate_last_trajectory()
-            tensors = {k: v.cpu() for k, v in self._state.items() if v is not None}
-        finally:
-            self._state = live
-        tensors.update({f"info__{k}": v.cpu() for k, v in self._infos.items()})
-        tensors.update({f"{side}__{key}": v.cpu() for side, key, v in self._separate})
-        tensors["generator"] = self._generator.get_state()
-        tensors["max_priority"] = self._max_priority.cpu()
-        meta = {
-            "format": FILE_FORMAT,
-            "version": FILE_VERSION,
-            "buffer_size": self.buffer_size,
-            "n_envs": self.n_envs,
-            "n_sampled_goal": self.n_sampled_goal,
-            "goal_selection_strategy": self.goal_selection_strategy.value,
-            "handle_timeout_termination": self.handle_timeout_termination,
-            "info_keys": list(self.info_keys),
-            "observation_space": _space_to_json(self.observation_space),
-            "action_space": _space_to_json(self.action_space),
-            "prioritized": self.prioritized,
-            "alpha": self.alpha,
-            "beta": self._beta,
-            "priority_eps": self.priority_eps,
-            "t": self._t,
-            "device": str(self.device),
-        }
-        data = {"meta": json.dumps(meta), "tensors": tensors}
-        atomic_write(path, lambda file: torch.save(data, file))
+        save_device_buffer(self, path)
 
     @classmethod
     def load(
@@ -826,85 +699,7 @@ class DeviceHerReplayBuffer:
         A file that is truncated, corrupt or not written by :meth:`save` raises a
         ValueError naming the file.
         """
-        import torch
-
-        name = os.fspath(path)
-        try:
-            data = torch.load(path, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise
-        except (
-            OSError,
-            RuntimeError,
-            EOFError,
-            ValueError,
-            pickle.UnpicklingError,
-            zipfile.BadZipFile,
-            io.UnsupportedOperation,
-        ) as error:
-            raise ValueError(
-                f"{name} cannot be read as a device HER buffer file ({type(error).__name__}: "
-                f"{str(error)[:200]}): it is truncated, corrupt or not written by "
-                "DeviceHerReplayBuffer.save"
-            ) from None
-        try:
-            meta = json.loads(data["meta"])
-            tensors = data["tensors"]
-            if meta["format"] != FILE_FORMAT:
-                raise ValueError(f"format {meta['format']!r}")
-        except (TypeError, KeyError, ValueError) as error:
-            raise ValueError(
-                f"{name} is not a goalenvs device HER buffer file ({error}); expected a file "
-                f"of format {FILE_FORMAT!r}"
-            ) from None
-        if meta.get("version") != FILE_VERSION:
-            raise ValueError(
-                f"{name} has device HER buffer layout version {meta.get('version')}, this "
-                f"goalenvs reads version {FILE_VERSION}"
-            )
-        buffer = cls(
-            meta["buffer_size"],
-            _space_from_json(meta["observation_space"]),
-            _space_from_json(meta["action_space"]),
-            compute_reward,
-            n_envs=meta["n_envs"],
-            n_sampled_goal=meta["n_sampled_goal"],
-            goal_selection_strategy=meta["goal_selection_strategy"],
-            handle_timeout_termination=meta["handle_timeout_termination"],
-            info_keys=meta["info_keys"],
-            compute_terminated=compute_terminated,
-            prioritized=meta["prioritized"],
-            alpha=meta["alpha"],
-            beta=meta["beta"],
-            priority_eps=meta["priority_eps"],
-            device=meta["device"] if device is None else device,
-        )
-        targets = {k: v for k, v in buffer._state.items() if v is not None}
-        targets.update({f"{side}__{key}": v for side, key, v in buffer._separate})
-        targets["max_priority"] = buffer._max_priority
-        for key, target in targets.items():
-            stored = tensors.get(key)
-            if not isinstance(stored, torch.Tensor):
-                raise ValueError(f"{name}: device HER buffer file has no {key!r} tensor")
-            if stored.shape != target.shape or stored.dtype != target.dtype:
-                raise ValueError(
-                    f"{name}: {key} has shape {tuple(stored.shape)} dtype {stored.dtype}, "
-                    f"expected shape {tuple(target.shape)} dtype {target.dtype}"
-                )
-            target.copy_(stored)
-        for key in buffer.info_keys:
-            stored = tensors.get(f"info__{key}")
-            if stored is not None:
-                buffer._infos[key] = stored.to(buffer.device)
-        buffer._t = int(meta["t"])
-        buffer._no_overflow_before = buffer._nonempty_until = -1  # read them again
-        # A generator state belongs to its device type: on another one, draws start afresh.
-        state = tensors.get("generator")
-        if isinstance(state, torch.Tensor) and torch.device(meta["device"]).type == (
-            buffer.device.type
-        ):
-            buffer._generator.set_state(state)
-        return buffer
+        return load_device_buffer(cls, path, compute_reward, compute_terminated, device)
 
 
 def _take(store: Any, index: Any) -> Any:

@@ -62,6 +62,30 @@ __all__ = ["HerReplayBuffer"]
 _BOOKKEEPING_KEYS = ("terminal_observation", "TimeLimit.truncated", "episode", "final_obs")
 
 
+class _PublicArray:
+    """One of stable-baselines3's public buffer arrays, read-only as a property is: reading
+    it returns ``buffer._public(name)`` (assembled on demand and cached, see
+    :meth:`HerReplayBuffer._public`), assigning to it raises AttributeError."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, buffer: Any, owner: type | None = None) -> Any:
+        if buffer is None:
+            return self
+        return buffer._public(self.name)
+
+    def __set__(self, buffer: Any, value: Any) -> None:
+        raise AttributeError(
+            f"{self.name} of the HER buffer is a read-only copy of its storage; change the "
+            "data with add(), truncate_last_trajectory() or reset()"
+        )
+
+
 class HerReplayBuffer(_SB3HerReplayBuffer):
     """stable-baselines3 HER replay buffer backed by :class:`goalenvs.her.HerReplayBuffer`.
 
@@ -314,8 +338,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         """Position of each env's episode in progress (== pos when none is), SB3's name."""
         return self.core._t_hi % self.buffer_size
 
-    @property
-    def observations(self) -> dict[str, np.ndarray]:
+    observations = _PublicArray(
         """``observations[key][pos, env]``: SB3's layout, ``(buffer_size, n_envs, *shape)``.
 
         Like every public array here: a read-only copy assembled from the goalenvs storage
@@ -327,42 +350,26 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         buffer no longer holds (its ring keeps one final observation per episode, so it
         wraps sooner than SB3's) read as zeros, as never-written positions do.
         """
-        return self._public("observations")
-
-    @property
-    def next_observations(self) -> dict[str, np.ndarray]:
-        """``next_observations[key][pos, env]``, as :attr:`observations` (a cached copy)."""
-        return self._public("next_observations")
-
-    @property
-    def actions(self) -> np.ndarray:
-        """``(buffer_size, n_envs, action_dim)``, as :attr:`observations` (a cached copy)."""
-        return self._public("actions")
-
-    @property
-    def rewards(self) -> np.ndarray:
-        """Stored rewards ``(buffer_size, n_envs)`` float32 (a cached copy)."""
-        return self._public("rewards")
-
-    @property
-    def dones(self) -> np.ndarray:
-        """``terminated or truncated`` ``(buffer_size, n_envs)`` float32 (a cached copy)."""
-        return self._public("dones")
-
-    @property
-    def timeouts(self) -> np.ndarray:
-        """Time-limit truncations (zeros without ``handle_timeout_termination``, as SB3)."""
-        return self._public("timeouts")
-
-    @property
-    def ep_start(self) -> np.ndarray:
-        """Position of the first transition of each transition's episode (int64)."""
-        return self._public("ep_start")
-
-    @property
-    def ep_length(self) -> np.ndarray:
-        """Length of each transition's episode; 0 while it is in progress (int64)."""
-        return self._public("ep_length")
+    )
+    next_observations = _PublicArray(
+        "``next_observations[key][pos, env]``, as :attr:`observations` (a cached copy)."
+    )
+    actions = _PublicArray(
+        "``(buffer_size, n_envs, action_dim)``, as :attr:`observations` (a cached copy)."
+    )
+    rewards = _PublicArray("Stored rewards ``(buffer_size, n_envs)`` float32 (a cached copy).")
+    dones = _PublicArray(
+        "``terminated or truncated`` ``(buffer_size, n_envs)`` float32 (a cached copy)."
+    )
+    timeouts = _PublicArray(
+        "Time-limit truncations (zeros without ``handle_timeout_termination``, as SB3)."
+    )
+    ep_start = _PublicArray(
+        "Position of the first transition of each transition's episode (int64)."
+    )
+    ep_length = _PublicArray(
+        "Length of each transition's episode; 0 while it is in progress (int64)."
+    )
 
     def _transitions_added(self) -> int:
         # Every add() adds one transition per env: the goalenvs buffer counts them in _t.

@@ -1,9 +1,11 @@
 """The numpy and the device replay buffer answer the same questions the same way:
 ``update_priorities`` rejects what it cannot use (it never clamps an index or keeps a NaN
-priority), and ``can_sample()`` says whether ``sample`` works."""
+priority), ``can_sample()`` says whether ``sample`` works, a bad setting, space, input or
+batch size fails with the same message, and a saved file keeps every setting."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -32,8 +34,10 @@ def reward(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
 
 def make(backend: str, **kwargs: Any) -> Any:
     if backend == "numpy":
-        return HerReplayBuffer(20, SPACE, ACTIONS, reward, seed=0, **kwargs)
-    return DeviceHerReplayBuffer(20, SPACE, ACTIONS, reward, seed=0, device=backend, **kwargs)
+        return HerReplayBuffer(20, SPACE, ACTIONS, reward, **{"seed": 0, **kwargs})
+    return DeviceHerReplayBuffer(
+        20, SPACE, ACTIONS, reward, device=backend, **{"seed": 0, **kwargs}
+    )
 
 
 def add_steps(buffer: Any, backend: str, steps: int, start: int = 0, episode: int = 4) -> None:
@@ -100,3 +104,147 @@ def test_update_priorities_checks_shapes_and_integer_indices_alike(backend: str)
     plain = make(backend)
     with pytest.raises(RuntimeError, match="needs a prioritized buffer"):
         plain.update_priorities(np.array([0]), np.array([0.1]))
+
+
+def both(**kwargs: Any) -> list[BaseException]:
+    """The exception each backend raises when built with ``kwargs``; both of one type."""
+    errors = []
+    for backend in BACKENDS:
+        with pytest.raises((TypeError, ValueError)) as caught:
+            make(backend, **kwargs)
+        errors.append(caught.value)
+    assert type(errors[0]) is type(errors[1]), errors
+    return errors
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_envs": 0}, "n_envs must be >= 1, got 0"),
+        ({"n_envs": 1.5}, r"n_envs must be an int, got 1.5 \(float\)"),
+        ({"prioritized": "yes"}, "prioritized must be a bool, got 'yes'"),
+        ({"alpha": 1.5}, r"alpha must be in \[0, 1\], got 1.5"),
+        ({"beta": "x"}, r"beta must be a float in \[0, 1\], got 'x'"),
+        ({"priority_eps": 0.0}, "priority_eps must be a positive finite float, got 0.0"),
+        ({"priority_eps": True}, "priority_eps must be a float, got True"),
+        ({"n_sampled_goal": -1}, "n_sampled_goal must be >= 0, got -1"),
+        ({"n_envs": 11}, "buffer_size=20 gives 1 rows per env for n_envs=11; expected at least 2"),
+        ({"info_keys": "scale"}, "info_keys must be a sequence of strings, got 'scale'"),
+        ({"seed": 1.0}, "seed must be an int or None, got 1.0"),
+        (
+            {"goal_selection_strategy": "later"},
+            r"goal_selection_strategy='later' is not valid; expected one of "
+            r"\['future', 'final', 'episode', 'random'\]",
+        ),
+    ],
+)
+def test_both_buffers_reject_a_bad_setting_with_the_same_message(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    for error in both(**kwargs):
+        assert re.search(message, str(error)), (message, str(error))
+
+
+def test_both_buffers_reject_bad_spaces_alike() -> None:
+    for backend in BACKENDS:
+        build = DeviceHerReplayBuffer if backend != "numpy" else HerReplayBuffer
+        extra = {"device": backend} if backend != "numpy" else {}
+        with pytest.raises(TypeError, match=r"observation_space must be a gymnasium\.spaces\.Dict"):
+            build(20, spaces.Box(0, 1, (2,)), ACTIONS, reward, **extra)
+        no_goal = spaces.Dict(
+            observation=SPACE["observation"], achieved_goal=SPACE["achieved_goal"]
+        )
+        with pytest.raises(ValueError, match="'desired_goal' is missing"):
+            build(20, no_goal, ACTIONS, reward, **extra)
+        with pytest.raises(TypeError, match="action_space must be Box, Discrete or MultiBinary"):
+            build(20, SPACE, spaces.Tuple([ACTIONS]), reward, **extra)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_beta_setter_checks_its_value_alike(backend: str) -> None:
+    buffer = make(backend, prioritized=True)
+    buffer.beta = 0.7
+    assert buffer.beta == 0.7
+    with pytest.raises(ValueError, match=r"beta must be in \[0, 1\], got 1.2"):
+        buffer.beta = 1.2
+    assert buffer.beta == 0.7
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_add_rejects_bad_inputs_with_the_same_messages(backend: str) -> None:
+    buffer = make(backend, info_keys=("scale",))
+    obs = {k: np.zeros((1, 2), np.float32) for k in SPACE.spaces}
+    good = dict(
+        obs=obs,
+        next_obs=obs,
+        action=np.zeros((1, 2), np.float32),
+        reward=np.zeros(1, np.float32),
+        terminated=np.zeros(1, bool),
+        truncated=np.zeros(1, bool),
+        infos={"scale": np.ones(1, np.float32)},
+    )
+    cases = [
+        ({"obs": [1, 2]}, TypeError, "obs must be a dict of"),
+        ({"obs": {"observation": obs["observation"]}}, ValueError, "obs has keys"),
+        (
+            {"next_obs": {**obs, "achieved_goal": np.zeros((1, 3), np.float32)}},
+            ValueError,
+            r"next_obs\['achieved_goal'\] has shape \(1, 3\), expected \(1, 2\)",
+        ),
+        ({"action": np.zeros((1, 3), np.float32)}, ValueError, r"action has shape \(1, 3\)"),
+        ({"reward": np.zeros(2, np.float32)}, ValueError, r"reward has shape \(2,\), expected"),
+        ({"infos": {}}, KeyError, "infos has no 'scale'"),
+        ({"infos": [{}]}, KeyError, "an info dict has no 'scale'"),
+        ({"infos": 3}, TypeError, "infos must be a dict of per-env"),
+    ]
+    for change, error, message in cases:
+        with pytest.raises(error, match=message):
+            buffer.add(**{**good, **change})
+    buffer.add(**good)  # the good inputs are stored
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sample_checks_batch_size_alike(backend: str) -> None:
+    buffer = make(backend)
+    add_steps(buffer, backend, 4)
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        buffer.sample(0)
+    with pytest.raises(TypeError, match=r"batch_size must be an int, got 2\.0"):
+        buffer.sample(2.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_saved_file_keeps_every_setting(backend: str, tmp_path: Any) -> None:
+    buffer = make(
+        backend,
+        n_sampled_goal=2,
+        goal_selection_strategy="episode",
+        handle_timeout_termination=False,
+        prioritized=True,
+        alpha=0.5,
+        beta=0.3,
+        priority_eps=1e-4,
+    )
+    buffer.beta = 0.55  # the live value is saved, not the constructor's
+    add_steps(buffer, backend, 4)
+    path = tmp_path / ("buffer.npz" if backend == "numpy" else "buffer.pt")
+    buffer.save(path)
+    loaded = type(buffer).load(path, reward)
+    for name in (
+        "buffer_size",
+        "n_envs",
+        "rows_per_env",
+        "n_sampled_goal",
+        "goal_selection_strategy",
+        "handle_timeout_termination",
+        "info_keys",
+        "her_ratio",
+        "prioritized",
+        "alpha",
+        "beta",
+        "priority_eps",
+        "observation_space",
+        "action_space",
+    ):
+        assert getattr(loaded, name) == getattr(buffer, name), name
+    assert loaded.beta == 0.55

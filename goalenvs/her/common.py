@@ -1,0 +1,292 @@
+"""What the numpy and the device HER buffer share: their batch, their settings, their
+input checks and their prioritized-replay rules, written once.
+
+:class:`ReplayBufferBase` is a base class rather than a set of functions because every
+rule here reads the buffer (its settings, its observation shapes, its priorities) and then
+needs one array operation that differs between numpy and torch: the rule stays one method
+of the base, and each buffer supplies the few operations (:meth:`_convert`, the
+``_priority_*`` methods) in its own array library. Hot paths (the numpy buffer's one-env
+``add``) keep their fast checks in front and fall back to these, which coerce or explain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+from gymnasium import spaces
+
+from goalenvs.her.settings import (
+    BufferSettings,
+    GoalFunction,
+    GoalSelectionStrategy,
+    _check_fraction,
+)
+
+__all__ = ["HerBatch", "ReplayBufferBase"]
+
+NO_EPISODE_YET = (
+    "cannot sample before an episode has ended: the buffer holds no complete "
+    "episode yet (start learning after at least one full episode)"
+)
+
+
+class HerBatch(NamedTuple):
+    """A sampled batch; arrays (or tensors) have leading dimension ``batch_size``.
+
+    ``observations["desired_goal"]`` and ``next_observations["desired_goal"]`` hold the
+    (possibly relabeled) goal, ``rewards`` (float32) are the rewards for that goal, and
+    ``dones`` (float32) is 1.0 where the target must not bootstrap. Discrete actions come
+    as int64 of shape ``(batch_size,)``. ``weights`` and ``indices`` serve prioritized
+    replay (ones and the sampled indices for a uniform buffer, so agents can always use
+    them).
+
+    Unless sampled with ``copy=True``, the arrays belong to the buffer and the next
+    ``sample`` of the same batch size overwrites them (see :meth:`HerReplayBuffer.sample`).
+    """
+
+    observations: dict[str, Any]
+    actions: Any
+    rewards: Any
+    next_observations: dict[str, Any]
+    dones: Any
+    #: Importance-sampling weights (float32), normalized by the batch's largest weight;
+    #: all ones unless the buffer is ``prioritized``. Multiply the per-sample losses by them.
+    weights: Any = None
+    #: The transitions' storage indices (int64): pass them back to ``update_priorities``.
+    indices: Any = None
+
+
+def batch_to(batch: HerBatch, device: Any) -> HerBatch:
+    """``batch`` with every tensor moved to ``device`` (``tensor.to(device)``)."""
+    return HerBatch(
+        {k: v.to(device) for k, v in batch.observations.items()},
+        batch.actions.to(device),
+        batch.rewards.to(device),
+        {k: v.to(device) for k, v in batch.next_observations.items()},
+        batch.dones.to(device),
+        batch.weights.to(device),
+        batch.indices.to(device),
+    )
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """``value`` as a numpy array (a torch tensor detached and brought to the CPU first);
+    a column ``(B, 1)`` becomes ``(B,)``."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        value = value.detach().cpu().numpy()
+    array = np.asarray(value)
+    if array.ndim == 2 and array.shape[1] == 1:
+        return array.reshape(-1)
+    return array
+
+
+def batch_shape_error(name: str, shape: tuple[int, ...], batch_size: int) -> ValueError:
+    """The error for a goal function whose result does not have one value per goal."""
+    return ValueError(
+        f"{name} returned shape {shape} for a batch of {batch_size} goals; "
+        f"expected ({batch_size},) or a scalar"
+    )
+
+
+def version_error(name: str, kind: str, version: Any, expected: int) -> ValueError:
+    """The error for a saved file of a layout version this code does not read."""
+    return ValueError(
+        f"{name} has {kind} layout version {version}, this goalenvs reads version {expected}"
+    )
+
+
+class ReplayBufferBase:
+    """The settings, input checks and prioritized-replay rules of both HER buffers.
+
+    A subclass sets ``_obs_shapes`` (key -> ``(n_envs, *shape)``), ``_obs`` (key -> the
+    key's store), ``_actions`` (the actions' store) and ``action_shape``, and supplies
+    :meth:`_convert` and the ``_priority_*`` operations.
+    """
+
+    #: The class name that messages suggest (``HerReplayBuffer(..., prioritized=True)``).
+    _NAME = ""
+    #: What the per-env values of an ``infos`` dict are called in its messages.
+    _INFO_VALUES = "arrays"
+    #: What ``obs`` holds, in its messages.
+    _OBS_VALUES = "arrays"
+
+    # The settings, set by BufferSettings.apply (read the buffers' docs for each).
+    buffer_size: int
+    observation_space: spaces.Dict
+    action_space: spaces.Space
+    n_envs: int
+    rows_per_env: int
+    n_sampled_goal: int
+    goal_selection_strategy: GoalSelectionStrategy
+    handle_timeout_termination: bool
+    info_keys: tuple[str, ...]
+    her_ratio: float
+    compute_reward: GoalFunction
+    compute_terminated: GoalFunction | None
+    prioritized: bool
+    alpha: float
+    priority_eps: float
+    _beta: float
+    # Set by each buffer's storage.
+    _obs_shapes: dict[str, tuple[int, ...]]
+    _obs: dict[str, Any]
+    _actions: Any
+    action_shape: tuple[int, ...]
+
+    def _configure(
+        self, settings: BufferSettings, compute_reward: Any, compute_terminated: Any
+    ) -> None:
+        """Sets the checked ``settings`` and the goal functions on this buffer."""
+        settings.apply(self, compute_reward, compute_terminated)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def beta(self) -> float:
+        """The importance-sampling exponent of prioritized replay, in [0, 1]."""
+        return self._beta
+
+    @beta.setter
+    def beta(self, value: float) -> None:
+        _check_fraction("beta", value)
+        self._beta = float(value)
+
+    @property
+    def n_transitions(self) -> int:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self.n_transitions
+
+    # ------------------------------------------------------------------ input checks
+    def _convert(self, name: str, value: Any, dtype: Any) -> Any:
+        """``value`` as this buffer's array type (of ``dtype``, where the buffer casts)."""
+        raise NotImplementedError
+
+    def _check_obs_fully(self, name: str, obs: Any) -> dict[str, Any]:
+        """``obs`` as a dict of arrays of the stored shapes, or the error that says what
+        is wrong."""
+        if not isinstance(obs, Mapping):
+            raise TypeError(
+                f"{name} must be a dict of {self._OBS_VALUES}, got {type(obs).__name__}"
+            )
+        if obs.keys() != self._obs_shapes.keys():
+            raise ValueError(
+                f"{name} has keys {sorted(obs.keys())}, expected {sorted(self._obs_shapes)}"
+            )
+        checked = {}
+        for key, expected in self._obs_shapes.items():
+            value = self._convert(f"{name}[{key!r}]", obs[key], self._obs[key].dtype)
+            if tuple(value.shape) != expected:
+                raise ValueError(
+                    f"{name}[{key!r}] has shape {tuple(value.shape)}, expected {expected} "
+                    f"(n_envs, *shape of {self.observation_space[key]})"
+                )
+            checked[key] = value
+        return checked
+
+    def _check_action(self, action: Any) -> Any:
+        """``action`` as an array of shape ``(n_envs, *action_shape)``; Discrete actions
+        may come as ``(n_envs, 1)``, as stable-baselines3 stores them."""
+        action = self._convert("action", action, self._actions.dtype)
+        expected = (self.n_envs, *self.action_shape)
+        if tuple(action.shape) != expected:
+            if self.action_shape or tuple(action.shape) != (self.n_envs, 1):
+                raise ValueError(
+                    f"action has shape {tuple(action.shape)}, expected {expected} "
+                    f"(n_envs, *action shape) for {self.action_space}"
+                )
+            action = action.reshape(self.n_envs)
+        return action
+
+    def _per_env(self, name: str, value: Any, dtype: Any) -> Any:
+        """``value`` as an array of shape ``(n_envs,)`` (any shape of ``n_envs`` values)."""
+        value = self._convert(name, value, dtype)
+        n = self.n_envs
+        if tuple(value.shape) != (n,):
+            if int(np.prod(value.shape)) != n:
+                raise ValueError(
+                    f"{name} has shape {tuple(value.shape)}, expected ({n},) (one per env)"
+                )
+            value = value.reshape(n)
+        return value
+
+    def _info_value(self, infos: Any, key: str) -> Any:
+        """The per-env values of info ``key``: ``infos[key]`` of a dict, or the key's
+        values gathered from a sequence of ``n_envs`` dicts."""
+        n = self.n_envs
+        if isinstance(infos, Mapping):
+            if key not in infos:
+                raise KeyError(f"infos has no {key!r} (declared in info_keys)")
+            return infos[key]
+        if isinstance(infos, (Sequence, np.ndarray)) and len(infos) == n:
+            try:
+                return np.asarray([info[key] for info in infos])
+            except KeyError:
+                raise KeyError(f"an info dict has no {key!r} (declared in info_keys)") from None
+        raise TypeError(
+            f"infos must be a dict of per-env {self._INFO_VALUES} or a sequence of {n} dicts "
+            f"holding {list(self.info_keys)}, got {type(infos).__name__}"
+        )
+
+    # ------------------------------------------------------------------ priorities
+    def update_priorities(self, indices: Any, td_errors: Any) -> None:
+        """Sets the priorities of sampled transitions to ``|td_error| + priority_eps``.
+
+        ``indices`` are a batch's ``indices`` (numpy arrays, or torch tensors on any
+        device), ``td_errors`` one value per index (the critic's TD errors, any sign; shape
+        ``(B,)`` or ``(B, 1)``). Call it before more ``add()`` calls reuse the rows: an
+        index whose row no longer holds a transition of a complete episode is skipped. New
+        transitions start at the largest priority seen so far. An index out of range or a
+        TD error that is not finite is an error, never clamped or kept.
+        """
+        if not self.prioritized:
+            raise RuntimeError(
+                f"update_priorities needs a prioritized buffer: {self._NAME}(..., prioritized=True)"
+            )
+        indices, td_errors = self._priority_input(indices), self._priority_input(td_errors)
+        if indices.ndim != 1 or td_errors.ndim != 1 or indices.shape != td_errors.shape:
+            raise ValueError(
+                f"update_priorities: indices has shape {tuple(indices.shape)} and td_errors "
+                f"shape {tuple(td_errors.shape)}; expected two 1-d arrays of the same length"
+            )
+        if indices.shape[0] == 0:
+            return
+        if not self._priority_indices_are_integers(indices):
+            raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
+        capacity = self._priority_capacity()
+        indices, priority, bad_index, bad_value = self._priority_of(indices, td_errors, capacity)
+        if bad_index:
+            positions = to_numpy(indices)
+            raise ValueError(
+                f"update_priorities: indices must be in [0, {capacity}) (a batch's indices), "
+                f"got values {int(positions.min())}..{int(positions.max())}"
+            )
+        if bad_value:
+            bad = int(np.flatnonzero(~np.isfinite(to_numpy(priority)))[0])
+            raise ValueError(
+                f"update_priorities: td_errors[{bad}] = {float(to_numpy(td_errors)[bad])}; "
+                "expected finite values"
+            )
+        self._priority_set(indices, priority)
+
+    def _priority_input(self, value: Any) -> Any:
+        """``value`` as a 1-d array of this buffer's type (``(B, 1)`` becomes ``(B,)``)."""
+        raise NotImplementedError
+
+    def _priority_indices_are_integers(self, indices: Any) -> bool:
+        raise NotImplementedError
+
+    def _priority_capacity(self) -> int:
+        """How many priorities the buffer keeps: indices lie in ``[0, capacity)``."""
+        raise NotImplementedError
+
+    def _priority_of(self, indices: Any, td_errors: Any, capacity: int) -> tuple[Any, ...]:
+        """``(indices, priority, any index out of range, any priority not finite)``, with
+        ``priority = |td_errors| + priority_eps``."""
+        raise NotImplementedError
+
+    def _priority_set(self, indices: Any, priority: Any) -> None:
+        """Writes ``priority ** alpha`` where the index's row is sampleable."""
+        raise NotImplementedError

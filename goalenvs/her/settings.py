@@ -1,0 +1,287 @@
+"""The settings both HER buffers share, checked once.
+
+:class:`BufferSettings` holds the constructor arguments of
+:class:`goalenvs.her.HerReplayBuffer` and
+:class:`goalenvs.her.device_buffer.DeviceHerReplayBuffer` (all but the goal functions and
+the device) and checks them in ``__post_init__``, with the messages the buffers have always
+given; :meth:`BufferSettings.to_meta` and :meth:`BufferSettings.from_meta` are the part of
+a saved file's metadata that describes them. :class:`GoalSelectionStrategy` and
+:func:`resolve_goal_function` are the strategy and the goal-function lookup of both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from goalenvs.core import check_choice
+from goalenvs.her.space_json import _space_from_json, _space_to_json
+
+__all__ = ["BufferSettings", "GoalFunction", "GoalSelectionStrategy", "resolve_goal_function"]
+
+GoalFunction = Callable[[np.ndarray, np.ndarray, Any], Any]
+
+
+class GoalSelectionStrategy(str, enum.Enum):
+    """Where a relabeled goal comes from, for a transition ``t`` of an episode of ``T`` steps.
+
+    - ``future``: the next achieved goal of a transition ``j`` drawn uniformly in
+      ``t..T-1`` (inclusive of ``t`` itself, as stable-baselines3);
+    - ``final``: the episode's last achieved goal (``j = T-1``);
+    - ``episode``: ``j`` drawn uniformly in ``0..T-1``;
+    - ``random``: the next achieved goal of any transition in the buffer (drawn
+      uniformly over the complete episodes of every env).
+    """
+
+    FUTURE = "future"
+    FINAL = "final"
+    EPISODE = "episode"
+    RANDOM = "random"
+
+    @classmethod
+    def parse(cls, value: str | GoalSelectionStrategy) -> GoalSelectionStrategy:
+        """The strategy named by ``value`` (a member or its name, any case)."""
+        if isinstance(value, cls):
+            return value
+        names = [member.value for member in cls]
+        if isinstance(value, str) and value.lower() in names:
+            return cls(value.lower())
+        # Not a name in any case: check_choice raises the error that lists the names.
+        return cls(check_choice("goal_selection_strategy", value, names))
+
+
+def resolve_goal_function(source: Any, name: str) -> GoalFunction:
+    """Finds the batched goal function ``name`` on an env, a vector env, or a callable.
+
+    Single gymnasium envs are read through their wrappers (``get_wrapper_attr``); vector
+    envs through ``unwrapped`` (a native vector twin has the method itself; a
+    ``SyncVectorEnv`` or stable-baselines3 ``DummyVecEnv`` lends its first sub-env's); any
+    other object with stable-baselines3's ``env_method`` is asked through it.
+    """
+    if isinstance(source, gym.Env):
+        try:
+            return source.get_wrapper_attr(name)
+        except AttributeError:
+            raise TypeError(f"{name}: the env {source} has no method {name}") from None
+    inner = getattr(source, "unwrapped", None)
+    if inner is not None and callable(getattr(inner, name, None)):
+        return getattr(inner, name)
+    sub_envs = getattr(inner, "envs", None)
+    if isinstance(sub_envs, Sequence) and sub_envs:
+        first = sub_envs[0]
+        if isinstance(first, gym.Env):
+            try:
+                return first.get_wrapper_attr(name)
+            except AttributeError:
+                raise TypeError(f"{name}: the sub-env {first} has no method {name}") from None
+    if callable(getattr(source, "env_method", None)):
+
+        def remote(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> Any:
+            return source.env_method(name, achieved_goal, desired_goal, info, indices=[0])[0]
+
+        return remote
+    if callable(source) and not isinstance(source, gym.vector.VectorEnv):
+        return source
+    raise TypeError(
+        f"{name} must be a goal env (single or vector, wrappers allowed) or a callable "
+        f"(achieved_goal, desired_goal, info) -> array; got {source!r}"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class BufferSettings:
+    """The checked constructor arguments of both HER buffers (see
+    :class:`goalenvs.her.HerReplayBuffer` for each one's meaning).
+
+    ``__post_init__`` checks every field, in the order of the buffers' signature, and
+    normalizes them (ints, floats, a :class:`GoalSelectionStrategy`, a tuple of info keys),
+    so a buffer built from one never checks them again.
+    """
+
+    buffer_size: int
+    observation_space: spaces.Dict
+    action_space: spaces.Space
+    n_envs: int = 1
+    n_sampled_goal: int = 4
+    goal_selection_strategy: str | GoalSelectionStrategy = GoalSelectionStrategy.FUTURE
+    handle_timeout_termination: bool = True
+    info_keys: Sequence[str] = ()
+    seed: int | None = None
+    prioritized: bool = False
+    alpha: float = 0.6
+    beta: float = 0.4
+    priority_eps: float = 1e-6
+
+    def __post_init__(self) -> None:
+        _check_int("n_envs", self.n_envs, minimum=1)
+        if not isinstance(self.prioritized, (bool, np.bool_)):
+            raise TypeError(f"prioritized must be a bool, got {self.prioritized!r}")
+        _check_fraction("alpha", self.alpha)
+        _check_fraction("beta", self.beta)
+        eps = self.priority_eps
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+            raise TypeError(f"priority_eps must be a float, got {eps!r}")
+        if not (0 < eps < np.inf):
+            raise ValueError(f"priority_eps must be a positive finite float, got {eps}")
+        _check_int("buffer_size", self.buffer_size, minimum=1)
+        _check_int("n_sampled_goal", self.n_sampled_goal, minimum=0)
+        rows = int(self.buffer_size) // int(self.n_envs)
+        if rows < 2:
+            raise ValueError(
+                f"buffer_size={self.buffer_size} gives {rows} rows per env for "
+                f"n_envs={self.n_envs}; expected at least 2"
+            )
+        if rows >= 2**31:
+            raise ValueError(f"buffer_size={self.buffer_size}: at most 2**31 - 1 rows per env")
+        _check_observation_space(self.observation_space)
+        _check_action_space(self.action_space)
+        keys = self.info_keys
+        if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+            raise TypeError(f"info_keys must be a sequence of strings, got {keys!r}")
+        seed = self.seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise TypeError(f"seed must be an int or None, got {seed!r}")
+        normalized = {
+            "buffer_size": int(self.buffer_size),
+            "n_envs": int(self.n_envs),
+            "n_sampled_goal": int(self.n_sampled_goal),
+            "goal_selection_strategy": GoalSelectionStrategy.parse(self.goal_selection_strategy),
+            "handle_timeout_termination": bool(self.handle_timeout_termination),
+            "info_keys": tuple(keys),
+            "prioritized": bool(self.prioritized),
+            "alpha": float(self.alpha),
+            "beta": float(self.beta),
+            "priority_eps": float(eps),
+        }
+        for name, value in normalized.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def rows_per_env(self) -> int:
+        """Rows of storage each env writes: ``buffer_size // n_envs``."""
+        return self.buffer_size // self.n_envs
+
+    @property
+    def her_ratio(self) -> float:
+        """The probability that a sampled transition is relabeled: ``k / (k + 1)``."""
+        return 1.0 - 1.0 / (self.n_sampled_goal + 1)
+
+    def apply(self, buffer: Any, compute_reward: Any, compute_terminated: Any) -> None:
+        """Sets the settings on ``buffer`` as its public attributes, with the goal functions
+        resolved from their sources (see :func:`resolve_goal_function`)."""
+        buffer.buffer_size = self.buffer_size
+        buffer.observation_space = self.observation_space
+        buffer.action_space = self.action_space
+        buffer.n_envs = self.n_envs
+        buffer.rows_per_env = self.rows_per_env
+        buffer.n_sampled_goal = self.n_sampled_goal
+        buffer.goal_selection_strategy = self.goal_selection_strategy
+        buffer.handle_timeout_termination = self.handle_timeout_termination
+        buffer.info_keys = self.info_keys
+        buffer.her_ratio = self.her_ratio
+        buffer.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
+        buffer.compute_terminated = (
+            None
+            if compute_terminated is None
+            else resolve_goal_function(compute_terminated, "compute_terminated")
+        )
+        buffer.prioritized = self.prioritized
+        buffer.alpha = self.alpha
+        buffer._beta = self.beta
+        buffer.priority_eps = self.priority_eps
+
+    @staticmethod
+    def to_meta(buffer: Any) -> dict[str, Any]:
+        """The settings of a live ``buffer`` (its current ``beta`` included) as the plain
+        JSON values a saved file's metadata holds."""
+        return {
+            "buffer_size": buffer.buffer_size,
+            "n_envs": buffer.n_envs,
+            "n_sampled_goal": buffer.n_sampled_goal,
+            "goal_selection_strategy": buffer.goal_selection_strategy.value,
+            "handle_timeout_termination": buffer.handle_timeout_termination,
+            "info_keys": list(buffer.info_keys),
+            "observation_space": _space_to_json(buffer.observation_space),
+            "action_space": _space_to_json(buffer.action_space),
+            "prioritized": buffer.prioritized,
+            "alpha": buffer.alpha,
+            "beta": buffer._beta,
+            "priority_eps": buffer.priority_eps,
+        }
+
+    @staticmethod
+    def arguments_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+        """The constructor arguments (but the goal functions and the device) that rebuild a
+        buffer from a saved file's metadata; files older than prioritized replay have no
+        priority settings and get the defaults."""
+        return {
+            "buffer_size": meta["buffer_size"],
+            "observation_space": _space_from_json(meta["observation_space"]),
+            "action_space": _space_from_json(meta["action_space"]),
+            "n_envs": meta["n_envs"],
+            "n_sampled_goal": meta["n_sampled_goal"],
+            "goal_selection_strategy": meta["goal_selection_strategy"],
+            "handle_timeout_termination": meta["handle_timeout_termination"],
+            "info_keys": meta["info_keys"],
+            "prioritized": meta.get("prioritized", False),
+            "alpha": meta.get("alpha", 0.6),
+            "beta": meta.get("beta", 0.4),
+            "priority_eps": meta.get("priority_eps", 1e-6),
+        }
+
+
+def check_batch_size(batch_size: Any) -> int:
+    """``batch_size`` as an int, or the error that names it."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+        raise TypeError(f"batch_size must be an int, got {batch_size!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return int(batch_size)
+
+
+# ``goalenvs.core.check_positive`` says "> minimum" and "an integer"; these say ">= minimum"
+# and "a float in [0, 1]", as the buffers' messages always have (tests and users match them).
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _check_fraction(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a float in [0, 1], got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+
+
+def _check_observation_space(space: Any) -> None:
+    if not isinstance(space, spaces.Dict):
+        raise TypeError(
+            "observation_space must be a gymnasium.spaces.Dict with keys observation, "
+            f"achieved_goal, desired_goal; got {space!r}"
+        )
+    for key in ("achieved_goal", "desired_goal"):
+        if key not in space.spaces:
+            raise ValueError(f"observation_space has keys {list(space.spaces)}: '{key}' is missing")
+    for key, sub in space.spaces.items():
+        if not isinstance(sub, (spaces.Box, spaces.MultiBinary, spaces.Discrete)):
+            raise TypeError(
+                f"observation_space[{key!r}] is {sub}: expected Box, MultiBinary or Discrete"
+            )
+    if space["achieved_goal"].shape != space["desired_goal"].shape:
+        raise ValueError(
+            f"observation_space: achieved_goal {space['achieved_goal']} and desired_goal "
+            f"{space['desired_goal']} must have the same shape"
+        )
+
+
+def _check_action_space(space: Any) -> None:
+    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiBinary)):
+        raise TypeError(f"action_space must be Box, Discrete or MultiBinary, got {space!r}")
