@@ -43,6 +43,7 @@ from gymnasium import spaces
 
 from goalenvs.core import parse_json_object
 from goalenvs.envs.canvas import Window, import_pygame
+from goalenvs.train.cli import add_env_id, add_env_kwargs
 
 RECORD_FORMATS = (".gif", ".mp4")
 DEFAULT_WATCH_EPISODES = 10
@@ -573,13 +574,11 @@ def _title(env: Any) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``goalenvs play``."""
-    parser.add_argument(
-        "env_id",
-        nargs="?",
-        metavar="ENV_ID",
-        help="the env: a registered id (goalenvs/PointReach-v0), module:EnvId, "
-        "module:ClassOrFactory or path/to/file.py:ClassOrFactory (optional with --policy: "
-        "the checkpoint names its env; a checkpoint path here is taken as --policy)",
+    add_env_id(
+        parser,
+        "the env",
+        " (optional with --policy: the checkpoint names its env; a checkpoint path here is "
+        "taken as --policy)",
     )
     parser.add_argument("--policy", metavar="PATH", help="watch this saved policy (a .pt file)")
     parser.add_argument(
@@ -596,11 +595,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--headless", action="store_true", help="no window (watch a policy; pair with --record)"
     )
     parser.add_argument("--seed", type=int, help="seed of the first reset")
-    parser.add_argument(
-        "--env-kwargs",
-        metavar="JSON",
-        help="env constructor arguments as a JSON object, e.g. '{\"n_bits\": 8}'",
-    )
+    add_env_kwargs(parser, '{"n_bits": 8}')
     parser.add_argument(
         "--fps", type=int, metavar="N", help="frames per second (default: the env's render_fps)"
     )
