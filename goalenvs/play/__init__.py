@@ -207,7 +207,7 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any], render_mode: str | None
         spec = envspec.env_spec(env_id)
     except envspec.EnvSpecError as exc:
         raise PlayError(str(exc)) from None
-    creator = spec.entry_point
+    creator: Any = spec.entry_point
     if isinstance(creator, str):
         try:
             creator = load_env_creator(creator)

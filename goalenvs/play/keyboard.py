@@ -76,10 +76,9 @@ class KeyboardController:
         self.reset_keys = {pg.K_BACKSPACE} | ({pg.K_r} - self.relevant_keys)
         self.quit_keys = {pg.K_ESCAPE}
         self.held: set[int] = set()
+        self.noop: np.ndarray | None = None
         if isinstance(action_space, spaces.Box):
             self.noop = np.zeros(action_space.shape, dtype=action_space.dtype)
-        else:
-            self.noop = None
 
     def held_action(self) -> Any:
         """The action of the keys held now: their combination's entry if the mapping has

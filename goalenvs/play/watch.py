@@ -44,7 +44,7 @@ def watch(
         raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
     fps = _render_fps(env, fps)
     own_recorder = isinstance(record, (str, os.PathLike))
-    recorder = Recorder(record, fps) if own_recorder else record
+    recorder = Recorder(record, fps) if isinstance(record, (str, os.PathLike)) else record
     if recorder is not None and env.render_mode != "rgb_array":
         raise PlayError(
             f"recording needs the env made with render_mode='rgb_array', got {env.render_mode!r}"
