@@ -139,7 +139,7 @@ class Collector:
         raise NotImplementedError
 
     def success_values(self, successes: list[Any]) -> list[float]:
-        """The successes :meth:`true_next` gathered, as floats on the host."""
+        """The successes :meth:`ended_successes` gathered, as floats on the host."""
         raise NotImplementedError
 
     def env_actions(self, actions: Any, envs: gym.vector.VectorEnv) -> Any:
