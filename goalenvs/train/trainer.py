@@ -389,58 +389,18 @@ class Trainer(RunFolder):
         ``stop_success``)."""
         cfg = self.config
         self.start_run_dir()
-        obs, _ = self.envs.reset(seed=cfg.seed + self.rank * cfg.num_envs)
-        if self._resumed_envs is not None:
-            states = dict(self._resumed_envs)
-            torch_states = states.pop(TORCH_GENERATORS, {})
-            missed = restore_generators(self.envs.unwrapped, states)
-            missed += restore_torch_generators(self.envs.unwrapped, torch_states)
-            if missed:
-                logger.warning("env generators %s were not restored (another env version?)", missed)
-            obs, _ = self.envs.reset()
+        obs = self._first_observations()
         success = self.resumed_success
         previous = self._catch_signals()
         display = _Display(cfg, self.epoch) if cfg.verbose and self.main else None
-        steps_per_epoch = cfg.n_cycles * self.rollout_steps
         stopped = False
         try:
             while self.epoch < cfg.epochs and not (stopped := self._agreed_stop()):
-                start, steps_before = time.perf_counter(), self.env_steps
-                stats: dict[str, list] = {name: [] for name in ("success", *loss_names(cfg.algo))}
-                self.envs.arm(steps_per_epoch)
-                self.collector.clock.reset()
-                for cycle in range(cfg.n_cycles):
-                    obs = self.collect(obs, stats)
-                    self.optimize(stats)
-                    if display is not None:
-                        display.cycle(self, cycle, stats, time.perf_counter() - start)
-                    if stopped := self._agreed_stop():
-                        break
-                if stopped:
+                obs, row = self._train_epoch(obs, display)
+                if row is None:  # a stop was agreed within the epoch, which is not committed
+                    stopped = True
                     break
-                success, ret, length = self.evaluate()
-                self.epoch += 1
-                elapsed = time.perf_counter() - start
-                self.wall_time += elapsed
-                row = {
-                    "epoch": self.epoch,
-                    "env_steps": self.env_steps,
-                    "updates": self.updates,
-                    "wall_time": round(self.wall_time, 3),
-                    "steps_per_s": round((self.env_steps - steps_before) / elapsed, 1),
-                    "train_success": _mean(stats["success"]),
-                    "eval_success": success,
-                    "eval_return": ret,
-                    "eval_length": length,
-                    **{name: _mean(stats[name]) for name in loss_names(cfg.algo)},
-                    **self.collector.clock.columns(),
-                }
-                self.save_epoch(row, success)
-                self.log(row)
-                if display is not None:
-                    display.epoch(row, self.best_success)
-                if self.callback is not None:
-                    self.callback(row)
+                success = row["eval_success"]
                 if cfg.stop_success is not None and success >= cfg.stop_success:
                     break
         finally:
@@ -459,6 +419,65 @@ class Trainer(RunFolder):
             interrupted=stopped,
             history=self.history,
         )
+
+    def _first_observations(self) -> dict[str, Any]:
+        """Resets the training envs; a resumed run restores their random generators first
+        (an episode in progress at the save restarts)."""
+        cfg = self.config
+        obs, _ = self.envs.reset(seed=cfg.seed + self.rank * cfg.num_envs)
+        if self._resumed_envs is None:
+            return obs
+        states = dict(self._resumed_envs)
+        torch_states = states.pop(TORCH_GENERATORS, {})
+        missed = restore_generators(self.envs.unwrapped, states)
+        missed += restore_torch_generators(self.envs.unwrapped, torch_states)
+        if missed:
+            logger.warning("env generators %s were not restored (another env version?)", missed)
+        obs, _ = self.envs.reset()
+        return obs
+
+    def _train_epoch(
+        self, obs: dict[str, Any], display: _Display | None
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """One epoch: ``n_cycles`` of (collect, optimize), then evaluate and commit it (run
+        folder, log, display, callback). Returns the last observation and the epoch's
+        progress row; the row is None when a stop was agreed before the epoch ended."""
+        cfg = self.config
+        start, steps_before = time.perf_counter(), self.env_steps
+        stats: dict[str, list] = {name: [] for name in ("success", *loss_names(cfg.algo))}
+        self.envs.arm(cfg.n_cycles * self.rollout_steps)
+        self.collector.clock.reset()
+        for cycle in range(cfg.n_cycles):
+            obs = self.collect(obs, stats)
+            self.optimize(stats)
+            if display is not None:
+                display.cycle(self, cycle, stats, time.perf_counter() - start)
+            if self._agreed_stop():
+                return obs, None
+        success, ret, length = self.evaluate()
+        self.epoch += 1
+        elapsed = time.perf_counter() - start
+        self.wall_time += elapsed
+        row = {
+            "epoch": self.epoch,
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "wall_time": round(self.wall_time, 3),
+            "steps_per_s": round((self.env_steps - steps_before) / elapsed, 1),
+            "train_success": _mean(stats["success"]),
+            "eval_success": success,
+            "eval_return": ret,
+            "eval_length": length,
+            **{name: _mean(stats[name]) for name in loss_names(cfg.algo)},
+            **self.collector.clock.columns(),
+        }
+        self.save_epoch(row, success)
+        self.log(row)
+        if display is not None:
+            display.epoch(row, self.best_success)
+        if self.callback is not None:
+            self.callback(row)
+        return obs, row
 
     def _agreed_stop(self) -> bool:
         """True once any worker was asked to stop; every worker calls it at the same points
