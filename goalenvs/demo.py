@@ -12,7 +12,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from goalenvs.agents.ddpg import DDPGConfig
 
@@ -33,7 +33,8 @@ def _preset_config(preset: str, env_id: str, overrides: dict[str, Any]) -> DDPGC
     from goalenvs.train.presets import resolve_config
 
     overrides = dict(overrides)
-    return resolve_config(overrides.pop("env_id", env_id), preset, **overrides)
+    config = resolve_config(overrides.pop("env_id", env_id), preset, **overrides)
+    return cast(DDPGConfig, config)  # resolve_config is typed by the base class
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -161,3 +161,39 @@ def test_a_moved_name_is_the_same_object_at_its_old_path(old, name):
     namespace: dict = {}
     exec(f"from {old} import {name} as value", namespace)
     assert namespace["value"] is getattr(home, name)
+
+
+# goalenvs.play became a package, one module per job; every name the module defined is
+# still importable from goalenvs.play and is the object its new home defines.
+PLAY_NAMES = {
+    "goalenvs.play.screen": ["PlayError", "EpisodeStats", "_Screen", "_render_fps", "_frame"],
+    "goalenvs.play.record": ["Recorder", "RECORD_FORMATS", "_check_writable"],
+    "goalenvs.play.keyboard": [
+        "Command",
+        "KeyboardController",
+        "RESET",
+        "TURN_BASED_POLL_FPS",
+        "drive",
+        "keyboard_controller",
+        "normalize_keys_to_action",
+    ],
+    "goalenvs.play.watch": [
+        "DEFAULT_WATCH_EPISODES",
+        "watch",
+        "policy_function",
+        "_as_space_action",
+        "_space_difference",
+    ],
+    "goalenvs.play": ["add_arguments", "run", "make_env", "_load_policy", "Window"],
+}
+
+
+@pytest.mark.parametrize("home", sorted(PLAY_NAMES))
+def test_goalenvs_play_keeps_every_name_it_had(home):
+    import goalenvs.play
+
+    module = importlib.import_module(home)
+    for name in PLAY_NAMES[home]:
+        namespace: dict = {}
+        exec(f"from goalenvs.play import {name} as value", namespace)
+        assert namespace["value"] is getattr(module, name) is getattr(goalenvs.play, name)

@@ -10,30 +10,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# name -> the module that defines it
-_LAZY = {
-    "TrainConfig": "goalenvs.agents.config",
-    "STRATEGIES": "goalenvs.agents.config",
-    "DEVICES": "goalenvs.agents.config",
-    "ENV_DEVICES": "goalenvs.agents.config",
-    "DDPGConfig": "goalenvs.agents.ddpg",
-    "DDPG": "goalenvs.agents.ddpg",
-    "DQNConfig": "goalenvs.agents.dqn",
-    "DQN": "goalenvs.agents.dqn",
-    "SACConfig": "goalenvs.agents.sac",
-    "SAC": "goalenvs.agents.sac",
-    "TD3Config": "goalenvs.agents.td3",
-    "TD3": "goalenvs.agents.td3",
-    "Agent": "goalenvs.agents.base",
-    "BoxAgent": "goalenvs.agents.base",
-    "ALGOS": "goalenvs.agents.registry",
-    "Algo": "goalenvs.agents.registry",
-    "algo_for": "goalenvs.agents.registry",
-    "check_action_space": "goalenvs.agents.registry",
-    "config_from_dict": "goalenvs.agents.registry",
-    "get_algo": "goalenvs.agents.registry",
-    "make_agent": "goalenvs.agents.registry",
+# module -> the names it defines, each loaded on first use
+_MODULES = {
+    "goalenvs.agents.config": ("TrainConfig", "STRATEGIES", "DEVICES", "ENV_DEVICES"),
+    "goalenvs.agents.ddpg": ("DDPGConfig", "DDPG"),
+    "goalenvs.agents.dqn": ("DQNConfig", "DQN"),
+    "goalenvs.agents.sac": ("SACConfig", "SAC"),
+    "goalenvs.agents.td3": ("TD3Config", "TD3"),
+    "goalenvs.agents.base": ("Agent", "BoxAgent"),
+    "goalenvs.agents.registry": (
+        *("ALGOS", "Algo", "algo_for", "check_action_space"),
+        *("config_from_dict", "get_algo", "make_agent"),
+    ),
 }
+_LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:

@@ -2,7 +2,9 @@
 
 An agent is an ``nn.Module`` whose ``policy_modules`` (the normalizer and the acting
 network) are all a saved policy needs, and whose ``training_modules`` add what resuming
-a run needs (critics, target networks, optimizers).
+a run needs (critics, target networks, optimizers). An algorithm's file names them in
+``policy_module_names``, ``training_module_names`` and ``optimizer_names`` and builds them in
+:meth:`Agent.make_networks`; the constructor is this module's.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from goalenvs.agents import distributed
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.normalizer import GoalNormalizer
 from goalenvs.core import GOAL_KEYS
@@ -28,11 +31,19 @@ class Agent(nn.Module):
     """Base of the HER agents: the normalizer, the discount and target clipping.
 
     A subclass declares ``loss_names``, the keys of the dict its :meth:`update` returns
-    (the trainer logs them in that order), and is registered in
+    (the trainer logs them in that order), builds its networks in :meth:`make_networks`,
+    names the attributes a checkpoint saves in ``policy_module_names``,
+    ``training_module_names`` and ``optimizer_names``, and is registered in
     :data:`goalenvs.agents.registry.ALGOS`.
     """
 
     loss_names: ClassVar[tuple[str, ...]] = ()
+    # Attributes a saved policy holds besides the normalizer (the acting network).
+    policy_module_names: ClassVar[tuple[str, ...]] = ()
+    # Attributes resuming training needs besides those: networks (critics, targets) ...
+    training_module_names: ClassVar[tuple[str, ...]] = ()
+    # ... and optimizers.
+    optimizer_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -63,6 +74,24 @@ class Agent(nn.Module):
         # Exploration of tensor observations draws on their device (see noise_generator).
         self._noise_seed = int(np.random.SeedSequence(seed).generate_state(1)[0])
         self._noise_generator: torch.Generator | None = None
+        self.prepare_actions(action_space)
+        self.make_networks(config)
+
+    def prepare_actions(self, action_space: spaces.Space) -> None:
+        """Reads what the networks need of ``action_space`` (nothing by default)."""
+
+    def make_networks(self, config: TrainConfig) -> None:
+        """Builds the algorithm's networks and optimizers (none by default)."""
+
+    def gradient_step(
+        self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: list[nn.Parameter]
+    ) -> None:
+        """One optimizer step of ``loss`` on ``parameters`` (gradients reach those only),
+        with the gradients averaged over workers first."""
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward(inputs=parameters)
+        distributed.average_gradients(parameters)
+        optimizer.step()
 
     def set_return_range(self, low: float, high: float) -> None:
         """Bellman targets are clipped to ``[low, high]`` from now on (infinite: no clip)."""
@@ -125,27 +154,24 @@ class Agent(nn.Module):
         raise NotImplementedError
 
     def policy_modules(self) -> dict[str, nn.Module]:
-        """The modules a saved policy needs to act."""
-        raise NotImplementedError
+        """The modules a saved policy needs to act: the normalizer and
+        ``policy_module_names``."""
+        named = {name: getattr(self, name) for name in self.policy_module_names}
+        return {"normalizer": self.normalizer, **named}
 
     def training_modules(self) -> dict[str, Any]:
-        """Everything else resuming training needs (modules and optimizers)."""
-        raise NotImplementedError
+        """Everything else resuming training needs: ``training_module_names`` (modules),
+        then ``optimizer_names``."""
+        names = (*self.training_module_names, *self.optimizer_names)
+        return {name: getattr(self, name) for name in names}
 
 
 class BoxAgent(Agent):
     """An agent for Box actions: its networks act in [-1, 1], mapped affinely onto the
     env's bounds (``action_scale``, ``action_bias``)."""
 
-    def __init__(
-        self,
-        observation_space: spaces.Dict,
-        action_space: spaces.Box,
-        config: TrainConfig,
-        gamma: float,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(observation_space, action_space, config, gamma, seed)
+    def prepare_actions(self, action_space: spaces.Space) -> None:
+        """The action size and the affine map from [-1, 1] onto the Box's bounds."""
         self.action_size = flat_size(action_space)
         low = np.asarray(action_space.low, dtype=np.float32).reshape(-1)
         high = np.asarray(action_space.high, dtype=np.float32).reshape(-1)

@@ -117,3 +117,14 @@ class TrainConfig:
         data["info_keys"] = None if self.info_keys is None else list(self.info_keys)
         data["clip_range"] = None if self.clip_range is None else list(self.clip_range)
         return {"algo": self.algo, **data}
+
+    def her_settings(self) -> dict[str, Any]:
+        """The replay buffer's HER and priority settings, under the buffers' argument names."""
+        return {
+            "n_envs": self.num_envs,
+            "n_sampled_goal": self.n_sampled_goal,
+            "goal_selection_strategy": self.goal_selection_strategy,
+            "prioritized": self.prioritized,
+            "alpha": self.priority_alpha,
+            "beta": self.priority_beta,
+        }

@@ -14,8 +14,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from gymnasium import spaces
-from torch import nn
 
 from goalenvs.agents import distributed
 from goalenvs.agents.base import BoxAgent
@@ -53,16 +51,12 @@ class DDPG(BoxAgent):
     """DDPG+HER agent for a Box action space."""
 
     loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "q_mean")
+    policy_module_names: ClassVar[tuple[str, ...]] = ("actor",)
+    training_module_names: ClassVar[tuple[str, ...]] = ("critic", "actor_target", "critic_target")
+    optimizer_names: ClassVar[tuple[str, ...]] = ("actor_optimizer", "critic_optimizer")
 
-    def __init__(
-        self,
-        observation_space: spaces.Dict,
-        action_space: spaces.Box,
-        config: DDPGConfig,
-        gamma: float,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(observation_space, action_space, config, gamma, seed)
+    def make_networks(self, config: DDPGConfig) -> None:
+        """Actor, critic, their targets and one Adam per network."""
         size, hidden = self.normalizer.input_size, config.hidden_sizes
         self.actor = Actor(size, hidden, self.action_size)
         self.critic = Critic(size, hidden, self.action_size)
@@ -136,17 +130,3 @@ class DDPG(BoxAgent):
         random = torch.rand(shape, generator=generator, device=device) * 2.0 - 1.0
         pick = torch.rand(shape[0], generator=generator, device=device) < cfg.random_eps
         return torch.where(pick[:, None], random, actions)
-
-    def policy_modules(self) -> dict[str, nn.Module]:
-        """Normalizer and actor."""
-        return {"normalizer": self.normalizer, "actor": self.actor}
-
-    def training_modules(self) -> dict[str, Any]:
-        """Critic, targets and both optimizers."""
-        return {
-            "critic": self.critic,
-            "actor_target": self.actor_target,
-            "critic_target": self.critic_target,
-            "actor_optimizer": self.actor_optimizer,
-            "critic_optimizer": self.critic_optimizer,
-        }

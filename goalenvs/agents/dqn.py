@@ -15,10 +15,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from gymnasium import spaces
-from torch import nn
 from torch.nn import functional
 
-from goalenvs.agents import distributed
 from goalenvs.agents.base import Agent
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.losses import weighted_mean
@@ -51,17 +49,16 @@ class DQN(Agent):
     """Double DQN+HER agent for a Discrete action space."""
 
     loss_names: ClassVar[tuple[str, ...]] = ("q_loss", "q_mean")
+    policy_module_names: ClassVar[tuple[str, ...]] = ("q",)
+    training_module_names: ClassVar[tuple[str, ...]] = ("q_target",)
+    optimizer_names: ClassVar[tuple[str, ...]] = ("optimizer",)
 
-    def __init__(
-        self,
-        observation_space: spaces.Dict,
-        action_space: spaces.Discrete,
-        config: DQNConfig,
-        gamma: float,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(observation_space, action_space, config, gamma, seed)
+    def prepare_actions(self, action_space: spaces.Space) -> None:
+        """The number of actions, one Q-value each."""
         self.n_actions = int(action_space.n)
+
+    def make_networks(self, config: DQNConfig) -> None:
+        """The Q-network, its target and its Adam."""
         self.q = mlp(self.normalizer.input_size, config.hidden_sizes, self.n_actions)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=config.learning_rate)
@@ -79,10 +76,7 @@ class DQN(Agent):
         q = self.q(inputs).gather(1, actions).squeeze(1)
         losses = functional.huber_loss(q, target, delta=self.config.huber_delta, reduction="none")
         loss = weighted_mean(losses, getattr(batch, "weights", None))
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        distributed.average_gradients(self.q.parameters())
-        self.optimizer.step()
+        self.gradient_step(self.optimizer, loss, list(self.q.parameters()))
         return {
             "q_loss": loss.detach(),
             "q_mean": q.detach().mean(),
@@ -114,11 +108,3 @@ class DQN(Agent):
             pick = self.rng.random(len(actions)) < self.config.random_eps
             actions = np.where(pick, random, actions)
         return (actions + int(self.action_space.start)).astype(np.int64)
-
-    def policy_modules(self) -> dict[str, nn.Module]:
-        """Normalizer and Q-network."""
-        return {"normalizer": self.normalizer, "q": self.q}
-
-    def training_modules(self) -> dict[str, Any]:
-        """Target network and optimizer."""
-        return {"q_target": self.q_target, "optimizer": self.optimizer}

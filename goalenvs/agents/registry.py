@@ -83,36 +83,22 @@ class Algo:
         return isinstance(action_space, ACTION_SPACE_KINDS[self.action_space])
 
 
-ALGOS: dict[str, Algo] = {
-    "ddpg": Algo(
-        name="ddpg",
-        config="goalenvs.agents.ddpg:DDPGConfig",
-        agent="goalenvs.agents.ddpg:DDPG",
-        action_space="box",
-        summary="DDPG+HER for continuous (Box) actions, OpenAI baselines' defaults",
-    ),
-    "dqn": Algo(
-        name="dqn",
-        config="goalenvs.agents.dqn:DQNConfig",
-        agent="goalenvs.agents.dqn:DQN",
-        action_space="discrete",
-        summary="double DQN+HER for Discrete actions, the HER paper's bit flipping",
-    ),
-    "sac": Algo(
-        name="sac",
-        config="goalenvs.agents.sac:SACConfig",
-        agent="goalenvs.agents.sac:SAC",
-        action_space="box",
-        summary="SAC+HER: twin critics, squashed-Gaussian policy, learned temperature",
-    ),
-    "td3": Algo(
-        name="td3",
-        config="goalenvs.agents.td3:TD3Config",
-        agent="goalenvs.agents.td3:TD3",
-        action_space="box",
-        summary="TD3+HER: twin critics, delayed actor, target policy smoothing",
-    ),
-}
+def _shipped(name: str, action_space: str, summary: str) -> Algo:
+    """An algorithm of ``goalenvs/agents/<name>.py``, whose classes are ``<NAME>Config`` and
+    ``<NAME>`` (imported on first use)."""
+    module, agent = f"goalenvs.agents.{name}", name.upper()
+    return Algo(name, f"{module}:{agent}Config", f"{module}:{agent}", action_space, summary)
+
+
+# The algorithms goalenvs ships, one line each (name, action space, --help summary); the
+# first that fits an action space is its default (algo_for).
+_SHIPPED = (
+    ("ddpg", "box", "DDPG+HER for continuous (Box) actions, OpenAI baselines' defaults"),
+    ("dqn", "discrete", "double DQN+HER for Discrete actions, the HER paper's bit flipping"),
+    ("sac", "box", "SAC+HER: twin critics, squashed-Gaussian policy, learned temperature"),
+    ("td3", "box", "TD3+HER: twin critics, delayed actor, target policy smoothing"),
+)
+ALGOS: dict[str, Algo] = {name: _shipped(name, kind, summary) for name, kind, summary in _SHIPPED}
 
 
 def get_algo(name: Any, argument: str = "algo") -> Algo:

@@ -18,14 +18,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from goalenvs.agents import distributed
 from goalenvs.agents.base import BoxAgent
 from goalenvs.agents.config import TrainConfig
-from goalenvs.agents.losses import weighted_mean
+from goalenvs.agents.losses import twin_critic_loss
 from goalenvs.agents.networks import Critic, mlp
 from goalenvs.core import check_positive
 
@@ -93,16 +91,23 @@ class SAC(BoxAgent):
     """SAC+HER agent for a Box action space."""
 
     loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "alpha", "q_mean")
+    policy_module_names: ClassVar[tuple[str, ...]] = ("actor",)
+    training_module_names: ClassVar[tuple[str, ...]] = (
+        "critic1",
+        "critic2",
+        "critic1_target",
+        "critic2_target",
+        "temperature",
+    )
+    optimizer_names: ClassVar[tuple[str, ...]] = (
+        "actor_optimizer",
+        "critic_optimizer",
+        "alpha_optimizer",
+    )
 
-    def __init__(
-        self,
-        observation_space: spaces.Dict,
-        action_space: spaces.Box,
-        config: SACConfig,
-        gamma: float,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(observation_space, action_space, config, gamma, seed)
+    def make_networks(self, config: SACConfig) -> None:
+        """The Gaussian actor, twin critics and their targets, the temperature, and their
+        Adams (one over both critics)."""
         size, hidden = self.normalizer.input_size, config.hidden_sizes
         self.actor = GaussianActor(size, hidden, self.action_size)
         self.critic1 = Critic(size, hidden, self.action_size)
@@ -133,28 +138,18 @@ class SAC(BoxAgent):
             )
             target = self.targets(batch.rewards, batch.dones, next_values - alpha * next_log_prob)
         q1, q2 = self.critic1(inputs, actions), self.critic2(inputs, actions)
-        weights = getattr(batch, "weights", None)
-        critic_loss = weighted_mean((q1 - target).square(), weights) + weighted_mean(
-            (q2 - target).square(), weights
-        )
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        distributed.average_gradients([*self.critic1.parameters(), *self.critic2.parameters()])
-        self.critic_optimizer.step()
+        critic_loss = twin_critic_loss(q1, q2, target, getattr(batch, "weights", None))
+        critics = [*self.critic1.parameters(), *self.critic2.parameters()]
+        self.gradient_step(self.critic_optimizer, critic_loss, critics)
 
         pi, log_prob = self.actor.sample(inputs)
         q_pi = torch.minimum(self.critic1(inputs, pi), self.critic2(inputs, pi))
         actor_loss = (alpha * log_prob - q_pi).mean()
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        actor_loss.backward(inputs=list(self.actor.parameters()))
-        distributed.average_gradients(self.actor.parameters())
-        self.actor_optimizer.step()
+        self.gradient_step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))
 
         alpha_loss = -(self.temperature.log_alpha * (log_prob.detach() + self.target_entropy))
-        self.alpha_optimizer.zero_grad(set_to_none=True)
-        alpha_loss.mean().backward()
-        distributed.average_gradients(self.temperature.parameters())
-        self.alpha_optimizer.step()
+        temperature = list(self.temperature.parameters())
+        self.gradient_step(self.alpha_optimizer, alpha_loss.mean(), temperature)
         return {
             "critic_loss": critic_loss.detach(),
             "actor_loss": actor_loss.detach(),
@@ -180,20 +175,3 @@ class SAC(BoxAgent):
         if isinstance(observations["observation"], torch.Tensor):
             return self.env_actions(actions)
         return self.env_actions(actions.cpu().numpy())
-
-    def policy_modules(self) -> dict[str, nn.Module]:
-        """Normalizer and actor."""
-        return {"normalizer": self.normalizer, "actor": self.actor}
-
-    def training_modules(self) -> dict[str, Any]:
-        """Critics, their targets, the temperature and the optimizers."""
-        return {
-            "critic1": self.critic1,
-            "critic2": self.critic2,
-            "critic1_target": self.critic1_target,
-            "critic2_target": self.critic2_target,
-            "temperature": self.temperature,
-            "actor_optimizer": self.actor_optimizer,
-            "critic_optimizer": self.critic_optimizer,
-            "alpha_optimizer": self.alpha_optimizer,
-        }

@@ -16,12 +16,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-from gymnasium import spaces
 from torch import nn
 
-from goalenvs.agents import distributed
 from goalenvs.agents.ddpg import DDPG, DDPGConfig
-from goalenvs.agents.losses import weighted_mean
+from goalenvs.agents.losses import twin_critic_loss
 from goalenvs.agents.networks import Critic
 from goalenvs.core import check_positive
 
@@ -49,16 +47,17 @@ class TD3(DDPG):
     """TD3+HER agent for a Box action space."""
 
     loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "q_mean")
+    # DDPG's, plus the second critic, its target and the delay's step counter.
+    training_module_names: ClassVar[tuple[str, ...]] = (
+        *DDPG.training_module_names,
+        "critic2",
+        "critic2_target",
+        "critic_steps",
+    )
 
-    def __init__(
-        self,
-        observation_space: spaces.Dict,
-        action_space: spaces.Box,
-        config: TD3Config,
-        gamma: float,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(observation_space, action_space, config, gamma, seed)
+    def make_networks(self, config: TD3Config) -> None:
+        """DDPG's networks, a second critic and its target; one Adam over both critics."""
+        super().make_networks(config)
         self.critic2 = Critic(self.normalizer.input_size, config.hidden_sizes, self.action_size)
         self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
         self.critic_optimizer = torch.optim.Adam(
@@ -87,14 +86,9 @@ class TD3(DDPG):
             )
             target = self.targets(batch.rewards, batch.dones, next_values)
         q1, q2 = self.critic(inputs, actions), self.critic2(inputs, actions)
-        weights = getattr(batch, "weights", None)
-        critic_loss = weighted_mean((q1 - target).square(), weights) + weighted_mean(
-            (q2 - target).square(), weights
-        )
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        distributed.average_gradients([*self.critic.parameters(), *self.critic2.parameters()])
-        self.critic_optimizer.step()
+        critic_loss = twin_critic_loss(q1, q2, target, getattr(batch, "weights", None))
+        critics = [*self.critic.parameters(), *self.critic2.parameters()]
+        self.gradient_step(self.critic_optimizer, critic_loss, critics)
 
         self.critic_steps.count += 1
         # Every worker counts the same steps, so all take the actor's all-reduce together.
@@ -102,10 +96,7 @@ class TD3(DDPG):
             pi = self.actor(inputs)
             q_pi = self.critic(inputs, pi)
             actor_loss = -q_pi.mean() + cfg.action_l2 * pi.square().mean()
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            actor_loss.backward(inputs=list(self.actor.parameters()))
-            distributed.average_gradients(self.actor.parameters())
-            self.actor_optimizer.step()
+            self.gradient_step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))
             self.last_actor_loss, self.last_q_pi = actor_loss.detach(), q_pi.detach().mean()
         return {
             "critic_loss": critic_loss.detach(),
@@ -118,15 +109,6 @@ class TD3(DDPG):
         """Polyak-averages the actor's and both critics' targets."""
         super().update_targets()
         self.soft_update(self.critic2_target, self.critic2)
-
-    def training_modules(self) -> dict[str, Any]:
-        """DDPG's, plus the second critic and its target."""
-        return {
-            **super().training_modules(),
-            "critic2": self.critic2,
-            "critic2_target": self.critic2_target,
-            "critic_steps": self.critic_steps,
-        }
 
 
 class StepCounter(nn.Module):

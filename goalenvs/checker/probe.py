@@ -27,6 +27,8 @@ from goalenvs.core import GOAL_KEYS
 
 BATCH_SIZES = (1, 2, 7, 32)
 LEADING_SHAPE = (3, 4)
+# Every batch shape the goal methods are called with: flat batches, then a leading shape.
+BATCH_SHAPES = [(n,) for n in BATCH_SIZES] + [LEADING_SHAPE]
 ATOL = 1e-5
 RTOL = 1e-5
 
@@ -491,7 +493,7 @@ def evaluate_batches(ctx: Context, name: str) -> list[BatchEval]:
     def build(ctx: Context) -> list[BatchEval]:
         fn = method(ctx, name)
         evals = []
-        for shape in [(n,) for n in BATCH_SIZES] + [LEADING_SHAPE]:
+        for shape in BATCH_SHAPES:
             n = int(np.prod(shape))
             pairs = goal_pairs(ctx, n)
             singles = [

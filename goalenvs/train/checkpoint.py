@@ -125,19 +125,22 @@ def _unpickler_reason(exc: Exception) -> str:
     return lines[0] if lines else str(exc).splitlines()[0]
 
 
-def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    """Loads and validates a checkpoint; raises :class:`CheckpointError` when it is not one."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+def error_summary(exc: BaseException) -> str:
+    """``"TypeName: first line of the message"``, for errors that quote what went wrong."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def load_torch_file(
+    path: Path, map_location: str | torch.device = "cpu", what: str = "checkpoint"
+) -> Any:
+    """``torch.load(path, weights_only=True)``, refusing pickled Python objects; a
+    :class:`CheckpointError` naming ``path`` and the cause when it cannot be read."""
+    unreadable = f"{str(path)!r} is not a readable {what} (truncated, corrupt, or not a torch file)"
     if not zipfile.is_zipfile(path):
         # torch.save writes a zip archive; anything else is cut short or another format.
-        raise CheckpointError(
-            f"{str(path)!r} is not a readable checkpoint (truncated, corrupt, or not a torch "
-            "file): it is not a torch zip archive"
-        )
+        raise CheckpointError(f"{unreadable}: it is not a torch zip archive")
     try:
-        data = torch.load(path, map_location=map_location, weights_only=True)
+        return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
         raise CheckpointError(
             f"refusing to load {str(path)!r}: it holds pickled Python objects, which could run "
@@ -145,10 +148,15 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
             f"({_unpickler_reason(exc)})"
         ) from None
     except Exception as exc:
-        raise CheckpointError(
-            f"{str(path)!r} is not a readable checkpoint (truncated, corrupt, or not a torch "
-            f"file): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        ) from None
+        raise CheckpointError(f"{unreadable}: {error_summary(exc)}") from None
+
+
+def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
+    """Loads and validates a checkpoint; raises :class:`CheckpointError` when it is not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+    data = load_torch_file(path, map_location)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = sorted(data)[:8] if isinstance(data, dict) else type(data).__name__
         raise CheckpointError(

@@ -37,15 +37,40 @@ SUMMARY = f"train {_algo_names()} on a goal env"
 PRESET_DEFAULT = "default: the preset's"
 
 
+# The forms of ENV_ID that train and play take (goalenvs.envspec resolves them).
+ENV_ID_FORMS = (
+    "a registered id (goalenvs/PointReach-v0), module:EnvId, module:ClassOrFactory or "
+    "path/to/file.py:ClassOrFactory"
+)
+
+# flag -> help of the integer settings of a run's schedule, each the preset's by default
+SCHEDULE_FLAGS = {
+    "--epochs": "training epochs (total, when resuming)",
+    "--cycles": "cycles per epoch",
+    "--batches": "gradient steps per cycle",
+    "--batch-size": "transitions per gradient step",
+    "--num-envs": "parallel envs per worker",
+}
+
+
+def add_env_id(parser: argparse.ArgumentParser, what: str, note: str = "") -> None:
+    """The optional positional ``ENV_ID``: its help is ``what``, the forms it takes, ``note``."""
+    parser.add_argument("env_id", nargs="?", metavar="ENV_ID", help=f"{what}: {ENV_ID_FORMS}{note}")
+
+
+def add_env_kwargs(parser: argparse.ArgumentParser, example: str) -> None:
+    """``--env-kwargs JSON``, with ``example`` (a JSON object) in its help."""
+    parser.add_argument(
+        "--env-kwargs",
+        default=None,
+        metavar="JSON",
+        help=f"env constructor arguments as a JSON object, e.g. '{example}'",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``goalenvs train``."""
-    parser.add_argument(
-        "env_id",
-        nargs="?",
-        metavar="ENV_ID",
-        help="the goal env: a registered id (goalenvs/PointReach-v0), module:EnvId, "
-        "module:ClassOrFactory or path/to/file.py:ClassOrFactory",
-    )
+    add_env_id(parser, "the goal env")
     parser.add_argument(
         "--algo",
         choices=list(ALGOS),
@@ -65,15 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print the resolved config as JSON (and, on stderr, the preset and the run's "
         "length) and exit",
     )
-    parser.add_argument(
-        "--epochs", type=int, help=f"training epochs (total, when resuming); {PRESET_DEFAULT}"
-    )
-    parser.add_argument("--cycles", type=int, help=f"cycles per epoch; {PRESET_DEFAULT}")
-    parser.add_argument("--batches", type=int, help=f"gradient steps per cycle; {PRESET_DEFAULT}")
-    parser.add_argument(
-        "--batch-size", type=int, help=f"transitions per gradient step; {PRESET_DEFAULT}"
-    )
-    parser.add_argument("--num-envs", type=int, help=f"parallel envs per worker; {PRESET_DEFAULT}")
+    for flag, text in SCHEDULE_FLAGS.items():
+        parser.add_argument(flag, type=int, help=f"{text}; {PRESET_DEFAULT}")
     parser.add_argument("--seed", type=int, help="random seed; default: the preset's, else 0")
     parser.add_argument(
         "--n-sampled-goal",
@@ -110,12 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stop-success", type=float, help="stop once the eval success rate reaches this"
     )
-    parser.add_argument(
-        "--env-kwargs",
-        default=None,
-        metavar="JSON",
-        help="env constructor arguments as a JSON object, e.g. '{\"n_bits\": 50}'",
-    )
+    add_env_kwargs(parser, '{"n_bits": 50}')
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
 

@@ -23,6 +23,9 @@ from goalenvs.core import GOAL_KEYS
 from goalenvs.train.envs import make_vector_env
 from goalenvs.train.timing import PhaseClock
 
+Obs = dict[str, Any]  # a batched goal observation: arrays or tensors by key
+Info = dict[str, Any]  # a vector env step's info
+
 
 class Collector:
     """Where the envs run: building them, collecting, evaluating, and the replay buffer
@@ -75,14 +78,87 @@ class Collector:
         """Steps ``envs`` ``steps`` times with exploring actions, stores every transition
         in ``buffer`` and the finished episodes' successes in ``stats``, updates the
         normalizer; returns the last observation."""
-        raise NotImplementedError
+        seen, successes, clock = [], [], self.clock
+        for _ in range(steps):
+            with clock("act"):
+                actions = self.env_actions(agent.act(obs, explore=True), envs)
+            with clock("env"):
+                next_obs, rewards, terminated, truncated, info = envs.step(actions)
+            done = terminated | truncated
+            with clock("store"):
+                successes.append(self.ended_successes(info, done))
+                real_next, infos = self.true_next(next_obs, info, done, info_keys)
+                buffer.add(obs, real_next, actions, rewards, terminated, truncated, infos)
+            seen.append(obs)
+            obs = self.next_start(envs, next_obs, done)
+        with clock("store"):
+            agent.normalizer.update({k: self.concat([o[k] for o in seen]) for k in GOAL_KEYS})
+            agent.normalizer.recompute()
+        stats["success"].extend(self.success_values(successes))
+        return obs
 
     def evaluate(
         self, agent: Any, envs: gym.vector.VectorEnv, obs: dict[str, Any], limit: int
     ) -> torch.Tensor:
         """Sums of success, return and length over one deterministic episode per sub-env
         (at most ``limit`` steps), as a float64 CPU tensor of 3."""
+        xp, n = self.xp, envs.num_envs
+        success, returns, lengths = self.zeros(n), self.zeros(n), self.zeros(n)
+        done = success > 0.0
+        for _ in range(limit):
+            actions = self.env_actions(agent.act(obs, False), envs)
+            obs, rewards, terminated, truncated, info = envs.step(actions)
+            active = ~done
+            returns += xp.where(active, rewards, 0.0)
+            lengths += active
+            ended = active & (terminated | truncated)
+            success = xp.where(ended, self.as_float(info["is_success"]), success)
+            done |= ended
+            if bool(done.all()):
+                break
+        return self.host_sums([success, returns, lengths])
+
+    # ---- what differs between backends
+
+    xp: ClassVar[Any]  # the array module of the envs' arrays: numpy or torch
+
+    def zeros(self, n: int) -> Any:
+        """``n`` float64 zeros where the envs' arrays live."""
         raise NotImplementedError
+
+    def as_float(self, values: Any) -> Any:
+        """``values`` (bools or numbers of one step) as float64 where they live."""
+        raise NotImplementedError
+
+    def concat(self, arrays: list[Any]) -> Any:
+        """Arrays of several steps, one after the other."""
+        return self.xp.concatenate(arrays)
+
+    def host_sums(self, arrays: list[Any]) -> torch.Tensor:
+        """The sum of each array, as a float64 CPU tensor."""
+        raise NotImplementedError
+
+    def success_values(self, successes: list[Any]) -> list[float]:
+        """The successes :meth:`ended_successes` gathered, as floats on the host."""
+        raise NotImplementedError
+
+    def env_actions(self, actions: Any, envs: gym.vector.VectorEnv) -> Any:
+        """The agent's actions as ``envs`` take them."""
+        return actions
+
+    def ended_successes(self, info: Info, done: Any) -> Any:
+        """The successes of the episodes a step ended (in a form :meth:`success_values`
+        reads)."""
+        raise NotImplementedError
+
+    def true_next(self, next_obs: Obs, info: Info, done: Any, keys: tuple[str, ...]) -> Any:
+        """The true next observations and info values ``keys`` of a step (the last ones
+        of the episodes that ended)."""
+        raise NotImplementedError
+
+    def next_start(self, envs: gym.vector.VectorEnv, next_obs: dict[str, Any], done: Any) -> Any:
+        """The observations the next step starts from."""
+        return next_obs
 
 
 class NumpyCollector(Collector):
@@ -114,58 +190,35 @@ class NumpyCollector(Collector):
         """TD errors in the form this backend's buffer takes as priorities."""
         return td_errors.cpu().numpy()
 
-    def collect(
-        self,
-        agent: Any,
-        buffer: Any,
-        envs: gym.vector.VectorEnv,
-        obs: dict[str, Any],
-        steps: int,
-        info_keys: tuple[str, ...],
-        stats: dict[str, list],
-    ) -> dict[str, Any]:
-        """See :meth:`Collector.collect`; final observations come from the info."""
-        action_dtype, clock = envs.single_action_space.dtype, self.clock
-        seen = []
-        for _ in range(steps):
-            with clock("act"):
-                # The env and the buffer get the action space's dtype (float64 Boxes are common).
-                actions = agent.act(obs, explore=True).astype(action_dtype, copy=False)
-            with clock("env"):
-                next_obs, rewards, terminated, truncated, info = envs.step(actions)
-            with clock("store"):
-                real_next, infos = _with_final_obs(
-                    next_obs, info, terminated | truncated, info_keys
-                )
-                for i in np.flatnonzero(terminated | truncated).tolist():
-                    stats["success"].append(float(_final(info, "is_success", i)))
-                buffer.add(obs, real_next, actions, rewards, terminated, truncated, infos)
-            seen.append(obs)
-            obs = next_obs
-        with clock("store"):
-            agent.normalizer.update({k: np.concatenate([o[k] for o in seen]) for k in GOAL_KEYS})
-            agent.normalizer.recompute()
-        return obs
+    xp: ClassVar[Any] = np
 
-    def evaluate(
-        self, agent: Any, envs: gym.vector.VectorEnv, obs: dict[str, Any], limit: int
-    ) -> torch.Tensor:
-        """See :meth:`Collector.evaluate`."""
-        n, action_dtype = envs.num_envs, envs.single_action_space.dtype
-        done = np.zeros(n, bool)
-        success, returns, lengths = np.zeros(n), np.zeros(n), np.zeros(n)
-        for _ in range(limit):
-            actions = agent.act(obs, False).astype(action_dtype, copy=False)
-            obs, rewards, terminated, truncated, info = envs.step(actions)
-            active = ~done
-            returns[active] += rewards[active]
-            lengths[active] += 1
-            ended = active & (terminated | truncated)
-            success[ended] = np.asarray(info["is_success"])[ended]
-            done |= ended
-            if done.all():
-                break
-        return torch.tensor([success.sum(), returns.sum(), lengths.sum()], dtype=torch.float64)
+    def zeros(self, n: int) -> Any:
+        """``n`` float64 zeros."""
+        return np.zeros(n)
+
+    def as_float(self, values: Any) -> Any:
+        """``values`` as a float64 array."""
+        return np.asarray(values, dtype=np.float64)
+
+    def host_sums(self, arrays: list[Any]) -> torch.Tensor:
+        """The sums as a float64 tensor."""
+        return torch.tensor([a.sum() for a in arrays], dtype=torch.float64)
+
+    def success_values(self, successes: list[Any]) -> list[float]:
+        """The successes as floats."""
+        return [float(v) for step in successes for v in step]
+
+    def env_actions(self, actions: Any, envs: gym.vector.VectorEnv) -> Any:
+        """The env and the buffer get the action space's dtype (float64 Boxes are common)."""
+        return actions.astype(envs.single_action_space.dtype, copy=False)
+
+    def ended_successes(self, info: Info, done: Any) -> Any:
+        """``is_success`` of each ended episode, from its final info."""
+        return [_final(info, "is_success", i) for i in np.flatnonzero(done).tolist()]
+
+    def true_next(self, next_obs: Obs, info: Info, done: Any, keys: tuple[str, ...]) -> Any:
+        """With same-step autoreset the final observations and infos come from the info."""
+        return _with_final_obs(next_obs, info, done, keys)
 
 
 class DeviceCollector(Collector):
@@ -207,75 +260,52 @@ class DeviceCollector(Collector):
         """The TD errors where they are: no host copy per batch."""
         return td_errors
 
-    def collect(
-        self,
-        agent: Any,
-        buffer: Any,
-        envs: gym.vector.VectorEnv,
-        obs: dict[str, Any],
-        steps: int,
-        info_keys: tuple[str, ...],
-        stats: dict[str, list],
-    ) -> dict[str, Any]:
-        """:meth:`Collector.collect` on the torch twins: actions, transitions and
-        normalizer sums stay on the device. Per step the host learns one bool (did an
-        episode end?); the episodes' successes come to it once per call."""
-        seen, successes, clock = [], [], self.clock
-        for _ in range(steps):
-            with clock("act"):
-                actions = agent.act(obs, explore=True)
-            with clock("env"):
-                next_obs, rewards, terminated, truncated, info = envs.step(actions)
-            # Autoreset is off: next_obs is every sub-env's true next (or final) observation.
-            with clock("store"):
-                buffer.add(
-                    obs,
-                    next_obs,
-                    actions,
-                    rewards,
-                    terminated,
-                    truncated,
-                    {k: info[k] for k in info_keys},
-                )
-            seen.append(obs)
-            done = terminated | truncated
-            if bool(done.any()):
-                successes.append(info["is_success"][done])
-                with clock("env"):
-                    fresh, _ = envs.reset(options={"reset_mask": done})
-                next_obs = {
-                    k: torch.where(done.reshape(-1, *(1,) * (v.ndim - 1)), fresh[k], v)
-                    for k, v in next_obs.items()
-                }
-            obs = next_obs
-        with clock("store"):
-            agent.normalizer.update({k: torch.cat([o[k] for o in seen]) for k in GOAL_KEYS})
-            agent.normalizer.recompute()
-        if successes:
-            stats["success"].extend(torch.cat(successes).float().cpu().tolist())
-        return obs
+    xp: ClassVar[Any] = torch
 
-    def evaluate(
-        self, agent: Any, envs: gym.vector.VectorEnv, obs: dict[str, Any], limit: int
-    ) -> torch.Tensor:
-        """:meth:`Collector.evaluate` on the torch twins: the sums stay on the device
-        until the end."""
-        n = envs.num_envs
-        done = torch.zeros(n, dtype=torch.bool, device=self.device)
-        success = torch.zeros(n, dtype=torch.float64, device=self.device)
-        returns, lengths = torch.zeros_like(success), torch.zeros_like(success)
-        for _ in range(limit):
-            actions = agent.act(obs, False)
-            obs, rewards, terminated, truncated, info = envs.step(actions)
-            active = ~done
-            returns += torch.where(active, rewards.double(), 0.0)
-            lengths += active.double()
-            ended = active & (terminated | truncated)
-            success = torch.where(ended, info["is_success"].double(), success)
-            done |= ended
-            if bool(done.all()):
-                break
-        return torch.stack([success.sum(), returns.sum(), lengths.sum()]).cpu()
+    def zeros(self, n: int) -> Any:
+        """``n`` float64 zeros on the device."""
+        return torch.zeros(n, dtype=torch.float64, device=self.device)
+
+    def as_float(self, values: Any) -> Any:
+        """``values`` as float64, on the device."""
+        return values.double()
+
+    def concat(self, arrays: list[Any]) -> Any:
+        """The tensors of several steps, one after the other."""
+        return torch.cat(arrays)
+
+    def host_sums(self, arrays: list[Any]) -> torch.Tensor:
+        """The sums, computed on the device, in one copy to the host."""
+        return torch.stack([a.sum() for a in arrays]).cpu()
+
+    def success_values(self, successes: list[Any]) -> list[float]:
+        """The successes of the episodes that ended, in one copy to the host."""
+        if not successes:
+            return []
+        values = torch.cat([success for success, _ in successes])
+        ended = torch.cat([done for _, done in successes])
+        return values[ended].float().cpu().tolist()
+
+    def ended_successes(self, info: Info, done: Any) -> Any:
+        """Every sub-env's success and whether its episode ended: they stay on the device
+        until :meth:`success_values` (no host copy per step)."""
+        return info["is_success"].clone(), done
+
+    def true_next(self, next_obs: Obs, info: Info, done: Any, keys: tuple[str, ...]) -> Any:
+        """Autoreset is off: ``next_obs`` is every sub-env's true next (or final)
+        observation."""
+        return next_obs, {k: info[k] for k in keys}
+
+    def next_start(self, envs: gym.vector.VectorEnv, next_obs: dict[str, Any], done: Any) -> Any:
+        """The loop resets the finished sub-envs itself (one bool comes to the host)."""
+        if not bool(done.any()):
+            return next_obs
+        with self.clock("env"):
+            fresh, _ = envs.reset(options={"reset_mask": done})
+        return {
+            k: torch.where(done.reshape(-1, *(1,) * (v.ndim - 1)), fresh[k], v)
+            for k, v in next_obs.items()
+        }
 
 
 def make_collector(

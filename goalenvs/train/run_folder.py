@@ -37,7 +37,9 @@ from goalenvs.train.checkpoint import (
     atomic_write_file,
     atomic_write_text,
     commit_unit,
+    error_summary,
     generator_states,
+    load_torch_file,
     read_checkpoint,
     read_manifest,
     remove_debris,
@@ -321,8 +323,7 @@ class RunFolder:
                 )
             except Exception as exc:  # numpy / zipfile raise many kinds on a damaged file
                 raise CheckpointError(
-                    f"{str(path)!r} is not a readable replay buffer ({type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0] if str(exc) else ''})"
+                    f"{str(path)!r} is not a readable replay buffer ({error_summary(exc)})"
                 ) from None
         elif (
             self.config.save_buffer
@@ -516,13 +517,7 @@ def read_checkpoint_like(path: Path, format_name: str) -> dict:
     errors of :func:`read_checkpoint`."""
     if not path.is_file():
         raise CheckpointError(f"{str(path)!r} is missing")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise CheckpointError(
-            f"{str(path)!r} is not readable (truncated, corrupt, or not a torch file): "
-            f"{type(exc).__name__}"
-        ) from None
+    data = load_torch_file(path, what=f"{format_name} file")
     if not isinstance(data, dict) or data.get("format") != format_name:
         raise CheckpointError(f"{str(path)!r} is not a {format_name} file")
     return data

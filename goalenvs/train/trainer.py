@@ -131,34 +131,62 @@ def training_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+@dataclass(frozen=True)
+class Workers:
+    """This worker's place in the run: its device, rank and the number of workers."""
+
+    device: torch.device  # where this worker trains (its own GPU in a multi-GPU run)
+    rank: int  # 0 for the main worker (the one that writes the run folder)
+    world: int  # number of workers (1 without torch.distributed)
+    owns_group: bool  # True when this run created the process group (and destroys it)
+
+
+def join_workers(device_name: str) -> Workers:
+    """Joins the process group torchrun describes, if any, and picks this worker's device."""
+    device = training_device(device_name)
+    owns_group = distributed.init_from_env(device)
+    rank, world = distributed.rank(), distributed.world_size()
+    if device.type == "cuda" and world > 1:
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    return Workers(device, rank, world, owns_group)
+
+
 class Trainer(RunFolder):
     """One training run (one worker of a multi-worker run)."""
 
     def __init__(self, config: TrainConfig, callback: Callable | None = None) -> None:
+        """Builds the run in the order its parts depend on each other: this worker's
+        device, the envs and where they run, the agent and the goal functions, the replay
+        buffer, then the run's counters (the run folder is read or made by :meth:`run`)."""
         self.config = config
         self.callback = callback
-        cfg = config
-        torch.set_num_threads(cfg.torch_threads)
-        self.device = training_device(cfg.device)
-        self.owns_group = distributed.init_from_env(self.device)
-        self.rank, self.world = distributed.rank(), distributed.world_size()
-        self.main = self.rank == 0
-        if self.device.type == "cuda" and self.world > 1:
-            self.device = torch.device("cuda", self.rank % torch.cuda.device_count())
-            torch.cuda.set_device(self.device)
         self.notes: list[str] = []
+        torch.set_num_threads(config.torch_threads)
+        workers = join_workers(config.device)
+        self.device, self.owns_group = workers.device, workers.owns_group
+        self.rank, self.world, self.main = workers.rank, workers.world, workers.rank == 0
         if self.world > 1:
             self.note(
                 f"{self.world} workers, torch.distributed backend "
                 f"{torch.distributed.get_backend()} on {self.device.type}"
             )
+        seed = config.seed + self.rank
+        self._make_envs()
+        self._make_agent(seed)
+        self.buffer = self._new_buffer(seed)
+        self.agent.set_return_range(*self._target_clip())
+        self._start_counters()
 
+    def _make_envs(self) -> None:
+        """The checked env, the collector (where the envs run, decided here once: the loop
+        only calls it), the training and eval vector envs, and the episode schedule."""
+        cfg = self.config
         self.env = validate_training_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
         self.observation_space: Any = self.env.observation_space  # a goal Dict (checked)
         self.action_space = self.env.action_space
         self.action_dtype = self.action_space.dtype
         self.on_device = self._resolve_env_device()
-        # Where the envs run is decided here, once: the loop only calls the collector.
         self.collector: Collector = make_collector(
             self.on_device, cfg.env_id, cfg.env_kwargs, self.device
         )
@@ -179,10 +207,12 @@ class Trainer(RunFolder):
         self.rollout_steps: int = cfg.rollout_steps or int(horizon or 0)
         self.gamma: float = cfg.gamma if cfg.gamma is not None else 1.0 - 1.0 / (horizon or 1)
 
-        seed = cfg.seed + self.rank
+    def _make_agent(self, seed: int) -> None:
+        """The agent on this worker's device (rank 0's weights on every worker), and the
+        env's goal functions HER relabels with."""
+        cfg = self.config
         torch.manual_seed(cfg.seed)
-        observation_space: Any = self.observation_space
-        self.agent = make_agent(cfg, observation_space, self.action_space, self.gamma, seed)
+        self.agent = make_agent(cfg, self.observation_space, self.action_space, self.gamma, seed)
         self.agent.to(self.device)
         self.collector.prepare(self.agent)
         distributed.broadcast_module(self.agent)
@@ -201,9 +231,10 @@ class Trainer(RunFolder):
                 "not end its episode), as stable-baselines3's HER does"
             )
         self.info_keys = cfg.info_keys if cfg.info_keys is not None else scalar_info_keys(self.env)
-        self.buffer = self._new_buffer(seed)
-        self.agent.set_return_range(*self._target_clip())
 
+    def _start_counters(self) -> None:
+        """A fresh run's counters and run-folder state (:meth:`restore` sets them again)."""
+        cfg = self.config
         self.run_dir = Path(cfg.resume or cfg.out or self._default_run_dir())
         self.epoch, self.env_steps, self.updates, self.wall_time = 0, 0, 0, 0.0
         self.best_success, self.best_return = -1.0, -math.inf
@@ -211,7 +242,6 @@ class Trainer(RunFolder):
         self._stop = False
         self.writer: Any = None  # a TensorBoard SummaryWriter (tensorboard=True)
         self._plotter: threading.Thread | None = None
-        # The run folder's state (RunFolder): set again by start_run_dir and restore.
         self.progress_rows: list[list[str]] = []
         self.best_epoch = 0
         self.resumed_success = 0.0  # eval success of the epoch a resume starts from
@@ -275,15 +305,10 @@ class Trainer(RunFolder):
             self.compute_reward,
             observation_space=self.observation_space,
             action_space=self.action_space,
-            n_envs=cfg.num_envs,
-            n_sampled_goal=cfg.n_sampled_goal,
-            goal_selection_strategy=cfg.goal_selection_strategy,
             info_keys=self.info_keys,
             compute_terminated=self.compute_terminated,
             seed=seed,
-            prioritized=cfg.prioritized,
-            alpha=cfg.priority_alpha,
-            beta=cfg.priority_beta,
+            **cfg.her_settings(),
         )
 
     def _default_run_dir(self) -> str:
@@ -364,58 +389,18 @@ class Trainer(RunFolder):
         ``stop_success``)."""
         cfg = self.config
         self.start_run_dir()
-        obs, _ = self.envs.reset(seed=cfg.seed + self.rank * cfg.num_envs)
-        if self._resumed_envs is not None:
-            states = dict(self._resumed_envs)
-            torch_states = states.pop(TORCH_GENERATORS, {})
-            missed = restore_generators(self.envs.unwrapped, states)
-            missed += restore_torch_generators(self.envs.unwrapped, torch_states)
-            if missed:
-                logger.warning("env generators %s were not restored (another env version?)", missed)
-            obs, _ = self.envs.reset()
+        obs = self._first_observations()
         success = self.resumed_success
         previous = self._catch_signals()
         display = _Display(cfg, self.epoch) if cfg.verbose and self.main else None
-        steps_per_epoch = cfg.n_cycles * self.rollout_steps
         stopped = False
         try:
             while self.epoch < cfg.epochs and not (stopped := self._agreed_stop()):
-                start, steps_before = time.perf_counter(), self.env_steps
-                stats: dict[str, list] = {name: [] for name in ("success", *loss_names(cfg.algo))}
-                self.envs.arm(steps_per_epoch)
-                self.collector.clock.reset()
-                for cycle in range(cfg.n_cycles):
-                    obs = self.collect(obs, stats)
-                    self.optimize(stats)
-                    if display is not None:
-                        display.cycle(self, cycle, stats, time.perf_counter() - start)
-                    if stopped := self._agreed_stop():
-                        break
-                if stopped:
+                obs, row = self._train_epoch(obs, display)
+                if row is None:  # a stop was agreed within the epoch, which is not committed
+                    stopped = True
                     break
-                success, ret, length = self.evaluate()
-                self.epoch += 1
-                elapsed = time.perf_counter() - start
-                self.wall_time += elapsed
-                row = {
-                    "epoch": self.epoch,
-                    "env_steps": self.env_steps,
-                    "updates": self.updates,
-                    "wall_time": round(self.wall_time, 3),
-                    "steps_per_s": round((self.env_steps - steps_before) / elapsed, 1),
-                    "train_success": _mean(stats["success"]),
-                    "eval_success": success,
-                    "eval_return": ret,
-                    "eval_length": length,
-                    **{name: _mean(stats[name]) for name in loss_names(cfg.algo)},
-                    **self.collector.clock.columns(),
-                }
-                self.save_epoch(row, success)
-                self.log(row)
-                if display is not None:
-                    display.epoch(row, self.best_success)
-                if self.callback is not None:
-                    self.callback(row)
+                success = row["eval_success"]
                 if cfg.stop_success is not None and success >= cfg.stop_success:
                     break
         finally:
@@ -434,6 +419,65 @@ class Trainer(RunFolder):
             interrupted=stopped,
             history=self.history,
         )
+
+    def _first_observations(self) -> dict[str, Any]:
+        """Resets the training envs; a resumed run restores their random generators first
+        (an episode in progress at the save restarts)."""
+        cfg = self.config
+        obs, _ = self.envs.reset(seed=cfg.seed + self.rank * cfg.num_envs)
+        if self._resumed_envs is None:
+            return obs
+        states = dict(self._resumed_envs)
+        torch_states = states.pop(TORCH_GENERATORS, {})
+        missed = restore_generators(self.envs.unwrapped, states)
+        missed += restore_torch_generators(self.envs.unwrapped, torch_states)
+        if missed:
+            logger.warning("env generators %s were not restored (another env version?)", missed)
+        obs, _ = self.envs.reset()
+        return obs
+
+    def _train_epoch(
+        self, obs: dict[str, Any], display: _Display | None
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """One epoch: ``n_cycles`` of (collect, optimize), then evaluate and commit it (run
+        folder, log, display, callback). Returns the last observation and the epoch's
+        progress row; the row is None when a stop was agreed before the epoch ended."""
+        cfg = self.config
+        start, steps_before = time.perf_counter(), self.env_steps
+        stats: dict[str, list] = {name: [] for name in ("success", *loss_names(cfg.algo))}
+        self.envs.arm(cfg.n_cycles * self.rollout_steps)
+        self.collector.clock.reset()
+        for cycle in range(cfg.n_cycles):
+            obs = self.collect(obs, stats)
+            self.optimize(stats)
+            if display is not None:
+                display.cycle(self, cycle, stats, time.perf_counter() - start)
+            if self._agreed_stop():
+                return obs, None
+        success, ret, length = self.evaluate()
+        self.epoch += 1
+        elapsed = time.perf_counter() - start
+        self.wall_time += elapsed
+        row = {
+            "epoch": self.epoch,
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "wall_time": round(self.wall_time, 3),
+            "steps_per_s": round((self.env_steps - steps_before) / elapsed, 1),
+            "train_success": _mean(stats["success"]),
+            "eval_success": success,
+            "eval_return": ret,
+            "eval_length": length,
+            **{name: _mean(stats[name]) for name in loss_names(cfg.algo)},
+            **self.collector.clock.columns(),
+        }
+        self.save_epoch(row, success)
+        self.log(row)
+        if display is not None:
+            display.epoch(row, self.best_success)
+        if self.callback is not None:
+            self.callback(row)
+        return obs, row
 
     def _agreed_stop(self) -> bool:
         """True once any worker was asked to stop; every worker calls it at the same points

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from goalenvs.checker.context import Context, SkipCheckError
-from goalenvs.checker.probe import (
-    Rollout,
-    fmt,
-    goal_space,
-    rollout,
-    same,
-)
+from goalenvs.checker.probe import Rollout, fmt, goal_space, rollout, same
 from goalenvs.checker.registry import Outcome, register
 
 # --------------------------------------------------------------------------- API
@@ -69,55 +63,59 @@ def _observations(ro: Rollout) -> list[tuple[str, Any, Any]]:
     return items
 
 
-@register("api.obs_in_space", "error", "every observation (goals included) lies in its space")
-def check_obs_in_space(ctx: Context, out: Outcome) -> None:
+def _entries(ctx: Context, out: Outcome | None = None) -> Iterator[tuple[str, str, Any, Any]]:
+    """``(where, key, value, space)`` of every entry of every observation of the rollout,
+    in order. With ``out``, an observation that is no dict, or lacks keys, is a finding."""
     space = goal_space(ctx)
-    reported: set[str] = set()
     for where, obs, _ in _observations(rollout(ctx)):
         if not isinstance(obs, Mapping):
-            out.fail(f"observation is a {type(obs).__name__}, expected a dict", where)
+            if out is not None:
+                out.fail(f"observation is a {type(obs).__name__}, expected a dict", where)
             continue
         missing = [k for k in space.spaces if k not in obs]
-        if missing:
+        if missing and out is not None:
             out.fail(f"observation lacks keys {missing}", where)
         for key, sub in space.spaces.items():
-            if key not in obs or key in reported:
-                continue
-            value = np.asarray(obs[key])
-            try:
-                inside = value.shape == sub.shape and sub.contains(value.astype(sub.dtype))
-            except (TypeError, ValueError):
-                inside = False
-            if not inside:
-                reported.add(key)
-                bounds = (
-                    f" bounds [{fmt(sub.low)}, {fmt(sub.high)}]"
-                    if isinstance(sub, spaces.Box)
-                    else ""
-                )
-                out.fail(
-                    f"obs[{key!r}] = {fmt(value)} (shape {value.shape}) is outside {sub}{bounds}",
-                    where,
-                )
+            if key in obs:
+                yield where, key, obs[key], sub
+
+
+@register("api.obs_in_space", "error", "every observation (goals included) lies in its space")
+def check_obs_in_space(ctx: Context, out: Outcome) -> None:
+    reported: set[str] = set()
+    for where, key, entry, sub in _entries(ctx, out):
+        if key in reported:
+            continue
+        value = np.asarray(entry)
+        try:
+            inside = value.shape == sub.shape and sub.contains(value.astype(sub.dtype))
+        except (TypeError, ValueError):
+            inside = False
+        if not inside:
+            reported.add(key)
+            bounds = (
+                f" bounds [{fmt(sub.low)}, {fmt(sub.high)}]" if isinstance(sub, spaces.Box) else ""
+            )
+            out.fail(
+                f"obs[{key!r}] = {fmt(value)} (shape {value.shape}) is outside {sub}{bounds}",
+                where,
+            )
 
 
 @register("api.obs_dtype", "error", "every observation array has its space's dtype")
 def check_obs_dtype(ctx: Context, out: Outcome) -> None:
-    space = goal_space(ctx)
     reported: set[str] = set()
-    for where, obs, _ in _observations(rollout(ctx)):
-        if not isinstance(obs, Mapping):
+    for where, key, entry, sub in _entries(ctx):
+        if key in reported or sub.dtype is None:
             continue
-        for key, sub in space.spaces.items():
-            if key in obs and key not in reported and sub.dtype is not None:
-                dtype = np.asarray(obs[key]).dtype
-                if dtype != sub.dtype:
-                    reported.add(key)
-                    out.fail(
-                        f"obs[{key!r}] has dtype {dtype} but its space has dtype {sub.dtype} "
-                        "(buffers and networks cast, or reject it)",
-                        where,
-                    )
+        dtype = np.asarray(entry).dtype
+        if dtype != sub.dtype:
+            reported.add(key)
+            out.fail(
+                f"obs[{key!r}] has dtype {dtype} but its space has dtype {sub.dtype} "
+                "(buffers and networks cast, or reject it)",
+                where,
+            )
 
 
 @register(

@@ -9,15 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from goalenvs.checker.context import Context, EnvCallError, SkipCheckError
-from goalenvs.checker.probe import (
-    copy_info,
-    copy_obs,
-    fmt,
-    goal_space,
-    rollout,
-    same,
-    same_value,
-)
+from goalenvs.checker.probe import copy_info, copy_obs, fmt, goal_space, rollout, same, same_value
 from goalenvs.checker.registry import Outcome, register
 
 # --------------------------------------------------------------------------- episodes and seeding

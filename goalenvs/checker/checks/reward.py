@@ -4,6 +4,7 @@ pays, deterministic, and paying success at the goal."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -142,18 +143,28 @@ def _working_batches(ctx: Context, name: str) -> list[BatchEval]:
     return evals
 
 
+def _first_wrong_result(ctx: Context, out: Outcome, problem: Callable[[Any], str | None]) -> None:
+    """A finding for the first working batch of compute_reward whose result ``problem``
+    describes (it returns None for a good one)."""
+    for ev in _working_batches(ctx, "compute_reward"):
+        message = problem(ev.result)
+        if message is not None:
+            out.fail(message, f"batch of shape {ev.shape}")
+            return
+
+
 @register("reward.type", "error", "compute_reward returns a numpy array for a batch")
 def check_reward_type(ctx: Context, out: Outcome) -> None:
-    for ev in _working_batches(ctx, "compute_reward"):
-        r = ev.result
-        if not isinstance(r, np.ndarray) or r.dtype.kind not in "fiu":
-            kind = type(r).__name__ + (f" of dtype {r.dtype}" if isinstance(r, np.ndarray) else "")
-            out.fail(
-                f"compute_reward returned a {kind} ({fmt(r)}), expected a real numpy array: "
-                "buffers index and cast the result",
-                f"batch of shape {ev.shape}",
-            )
-            return
+    def problem(r: Any) -> str | None:
+        if isinstance(r, np.ndarray) and r.dtype.kind in "fiu":
+            return None
+        kind = type(r).__name__ + (f" of dtype {r.dtype}" if isinstance(r, np.ndarray) else "")
+        return (
+            f"compute_reward returned a {kind} ({fmt(r)}), expected a real numpy array: "
+            "buffers index and cast the result"
+        )
+
+    _first_wrong_result(ctx, out, problem)
 
 
 @register("reward.shape", "error", "compute_reward's result has the goals' leading shape")
@@ -183,15 +194,16 @@ def check_reward_shape(ctx: Context, out: Outcome) -> None:
 
 @register("reward.dtype", "warning", "compute_reward returns float32 (the goal-env convention)")
 def check_reward_dtype(ctx: Context, out: Outcome) -> None:
-    for ev in _working_batches(ctx, "compute_reward"):
-        dtype = np.asarray(ev.result).dtype
-        if dtype != np.float32:
-            out.fail(
-                f"compute_reward returned dtype {dtype}; buffers store float32 rewards, so "
-                "every sample pays a cast (and float64 rewards upcast float32 losses)",
-                f"batch of shape {ev.shape}",
-            )
-            return
+    def problem(r: Any) -> str | None:
+        dtype = np.asarray(r).dtype
+        if dtype == np.float32:
+            return None
+        return (
+            f"compute_reward returned dtype {dtype}; buffers store float32 rewards, so "
+            "every sample pays a cast (and float64 rewards upcast float32 losses)"
+        )
+
+    _first_wrong_result(ctx, out, problem)
 
 
 @register("reward.finite", "error", "compute_reward is finite for goals from the goal space")

@@ -96,11 +96,7 @@ def _reward_far_from_goal(ctx: Context, fn: Callable, s: StepRecord) -> float:
     return float(np.median(values))
 
 
-@register(
-    "success.consistent",
-    "error",
-    "is_success agrees with the reward compute_reward pays",
-)
+@register("success.consistent", "error", "is_success agrees with the reward compute_reward pays")
 def check_success_consistent(ctx: Context, out: Outcome) -> None:
     flagged = _success_steps(ctx)
     wins = [s for s, ok in flagged if ok]

@@ -2,33 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from goalenvs.checker.checks.reward import compare_batches, step_match
 from goalenvs.checker.context import Context
-from goalenvs.checker.probe import (
-    BATCH_SIZES,
-    LEADING_SHAPE,
-    evaluate_batches,
-    fmt,
-    goal_steps,
-    is_bool_like,
-)
+from goalenvs.checker.probe import BATCH_SHAPES, evaluate_batches, fmt, goal_steps, is_bool_like
 from goalenvs.checker.registry import Outcome, register
 
 # --------------------------------------------------------------------------- terminated / truncated
 
 
-@register("terminated.batch", "error", "batched compute_terminated equals per-element calls")
-def check_terminated_batch(ctx: Context, out: Outcome) -> None:
-    _bool_batch(ctx, out, "compute_terminated")
+def _flag_checks(flag: str, step_title: str) -> tuple[Callable, Callable]:
+    """Registers the batch and the step check of ``compute_<flag>``; returns them."""
+    name = f"compute_{flag}"
+
+    @register(f"{flag}.batch", "error", f"batched {name} equals per-element calls")
+    def check_batch(ctx: Context, out: Outcome) -> None:
+        _bool_batch(ctx, out, name)
+
+    @register(f"{flag}.step_match", "error", step_title)
+    def check_step(ctx: Context, out: Outcome) -> None:
+        step_match(ctx, out, name, flag)
+
+    return check_batch, check_step
 
 
-@register("terminated.step_match", "error", "every step's terminated equals compute_terminated")
-def check_terminated_step(ctx: Context, out: Outcome) -> None:
-    step_match(ctx, out, "compute_terminated", "terminated")
+check_terminated_batch, check_terminated_step = _flag_checks(
+    "terminated", "every step's terminated equals compute_terminated"
+)
 
 
 @register(
@@ -64,19 +67,13 @@ def check_terminated_present(ctx: Context, out: Outcome) -> None:
         )
 
 
-@register("truncated.batch", "error", "batched compute_truncated equals per-element calls")
-def check_truncated_batch(ctx: Context, out: Outcome) -> None:
-    _bool_batch(ctx, out, "compute_truncated")
-
-
-@register("truncated.step_match", "error", "a step truncates whenever compute_truncated says so")
-def check_truncated_step(ctx: Context, out: Outcome) -> None:
-    step_match(ctx, out, "compute_truncated", "truncated")
+check_truncated_batch, check_truncated_step = _flag_checks(
+    "truncated", "a step truncates whenever compute_truncated says so"
+)
 
 
 def _bool_batch(ctx: Context, out: Outcome, name: str) -> None:
-    shapes = [(n,) for n in BATCH_SIZES] + [LEADING_SHAPE]
-    compare_batches(ctx, out, name, shapes, "bool")
+    compare_batches(ctx, out, name, BATCH_SHAPES, "bool")
     for ev in evaluate_batches(ctx, name):
         if ev.error is not None or np.ndim(ev.result) == 0 or np.size(ev.result) != len(ev.pairs):
             continue  # reported above (a scalar is judged there)

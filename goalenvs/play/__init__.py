@@ -1,0 +1,251 @@
+"""``goalenvs play``: drive an env with the keyboard, watch a saved policy, record either.
+
+Command line::
+
+    goalenvs play goalenvs/PointReach-v0                       # arrow keys accelerate
+    goalenvs play goalenvs/BitFlipping-v0                      # number/letter keys or a click
+    goalenvs play goalenvs/Parking-v0 --policy runs/x/policy_best.pt --record parking.gif
+    goalenvs play runs/x/policy_best.pt --headless --episodes 100   # env id from the file
+
+Keyboard: the env's ``get_keys_to_action()`` (gymnasium.utils.play's format) maps keys to
+actions. Envs with continuous actions step every frame with the action of the keys held
+(no key: the zero action); envs with discrete actions, and envs that offer
+``action_at_pixel(column, row)`` (the action a click there sends, or None), step once per
+key press or mouse click. R (or Backspace)
+resets, Esc or closing the window quits.
+
+Python::
+
+    from goalenvs.play import watch
+    stats = watch(gym.make("goalenvs/PointReach-v0", render_mode="rgb_array"),
+                  lambda obs: policy(obs), episodes=10, record="reach.gif")
+    stats.success_rate, stats.mean_return, stats.lengths
+
+Recordings hold one frame per reset and one per step. ``.gif`` needs Pillow; ``.mp4``
+needs imageio with imageio-ffmpeg. A GIF stores consecutive identical frames once (with
+their durations summed), as every GIF encoder does.
+
+One module per job: :mod:`~goalenvs.play.keyboard` (keyboard play, :func:`drive`),
+:mod:`~goalenvs.play.watch` (watching a policy, :func:`watch`), :mod:`~goalenvs.play.record`
+(recording) and :mod:`~goalenvs.play.screen` (what both loops share); this module is the
+command line and keeps every name ``goalenvs.play`` had.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from goalenvs.core import parse_json_object
+from goalenvs.envs.canvas import Window, import_pygame  # noqa: F401
+from goalenvs.play.keyboard import (  # noqa: F401
+    RESET,
+    TURN_BASED_POLL_FPS,
+    Command,
+    KeyboardController,
+    _is_reset,
+    drive,
+    keyboard_controller,
+    normalize_keys_to_action,
+)
+from goalenvs.play.record import RECORD_FORMATS, Recorder, _check_writable  # noqa: F401
+from goalenvs.play.screen import (  # noqa: F401
+    EpisodeStats,
+    PlayError,
+    _frame,
+    _render_fps,
+    _Screen,
+    _success,
+    _title,
+)
+from goalenvs.play.watch import (  # noqa: F401
+    DEFAULT_WATCH_EPISODES,
+    _as_space_action,
+    _space_difference,
+    policy_function,
+    watch,
+)
+from goalenvs.train.cli import add_env_id, add_env_kwargs
+
+# --------------------------------------------------------------------------- command line
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``goalenvs play``."""
+    add_env_id(
+        parser,
+        "the env",
+        " (optional with --policy: the checkpoint names its env; a checkpoint path here is "
+        "taken as --policy)",
+    )
+    parser.add_argument("--policy", metavar="PATH", help="watch this saved policy (a .pt file)")
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        metavar="N",
+        help=f"episodes to run (default: {DEFAULT_WATCH_EPISODES} when watching a policy; "
+        "keyboard play runs until Esc)",
+    )
+    parser.add_argument(
+        "--record", metavar="OUT", help="write the frames to OUT.gif or OUT.mp4 (needs an encoder)"
+    )
+    parser.add_argument(
+        "--headless", action="store_true", help="no window (watch a policy; pair with --record)"
+    )
+    parser.add_argument("--seed", type=int, help="seed of the first reset")
+    add_env_kwargs(parser, '{"n_bits": 8}')
+    parser.add_argument(
+        "--fps", type=int, metavar="N", help="frames per second (default: the env's render_fps)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """``goalenvs play``: returns 0, or 2 after printing one error line for bad input."""
+    try:
+        return _run(args)
+    except PlayError as exc:
+        print(f"goalenvs play: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    policy_path = args.policy
+    env_id = args.env_id
+    if env_id is not None and policy_path is None and _looks_like_checkpoint(env_id):
+        env_id, policy_path = None, env_id
+    for name in ("episodes", "fps"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise PlayError(f"--{name} must be a positive integer, got {value}")
+    env_kwargs = _parse_env_kwargs(args.env_kwargs)
+    if policy_path is None and args.headless:
+        raise PlayError("--headless needs --policy PATH: keyboard play needs a window")
+
+    policy = None
+    if policy_path is not None:
+        policy = _load_policy(policy_path)
+        if env_id is None:
+            env_id = getattr(policy, "env_id", None)
+            if not env_id:
+                raise PlayError(f"{policy_path} does not name its env; pass ENV_ID")
+        # The checkpoint's env arguments belong to its env; another id gets only its own.
+        if args.env_kwargs is None and env_id == getattr(policy, "env_id", None):
+            env_kwargs = dict(getattr(policy, "env_kwargs", None) or {})
+    if env_id is None:
+        raise PlayError("give an ENV_ID to drive, or --policy PATH to watch")
+
+    needs_frames = not args.headless or args.record is not None
+    env = make_env(env_id, env_kwargs, "rgb_array" if needs_frames else None)
+    recorder = None
+    try:
+        fps = _render_fps(env, args.fps)
+        if args.record is not None:
+            recorder = Recorder(args.record, fps)
+        if policy is None:
+            controller = keyboard_controller(env)
+            print(controller.controls())
+            drive(
+                env,
+                controller,
+                episodes=args.episodes,
+                seed=args.seed,
+                recorder=recorder,
+                fps=args.fps,
+            )
+        else:
+            policy_fn = policy_function(policy, env, policy_path)
+            watch(
+                env,
+                policy_fn,
+                episodes=args.episodes or DEFAULT_WATCH_EPISODES,
+                seed=args.seed,
+                show=not args.headless,
+                record=recorder,
+                fps=fps,
+            )
+    finally:
+        env.close()
+        if recorder is not None:
+            count = recorder.close()
+            if count:
+                print(f"recorded {count} frames to {recorder.path}")
+        _close_display()
+    return 0
+
+
+def _close_display() -> None:
+    if "pygame" in sys.modules and sys.modules["pygame"].display.get_init():
+        sys.modules["pygame"].display.quit()
+
+
+def _looks_like_checkpoint(text: str) -> bool:
+    return text.endswith(".pt") or os.path.isfile(text)
+
+
+def _parse_env_kwargs(text: str | None) -> dict[str, Any]:
+    try:
+        return parse_json_object("--env-kwargs", text)
+    except ValueError as exc:
+        raise PlayError(str(exc)) from None
+
+
+def make_env(env_id: str, env_kwargs: Mapping[str, Any], render_mode: str | None) -> Any:
+    """``gym.make`` with play's checks: a known env (any :mod:`goalenvs.envspec` form), the
+    needed render mode, valid kwargs."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    from goalenvs import envspec
+
+    try:
+        spec = envspec.env_spec(env_id)
+    except envspec.EnvSpecError as exc:
+        raise PlayError(str(exc)) from None
+    creator: Any = spec.entry_point
+    if isinstance(creator, str):
+        try:
+            creator = load_env_creator(creator)
+        except (ImportError, AttributeError) as exc:
+            raise PlayError(f"env id {env_id!r} cannot be loaded: {exc}") from None
+    modes = getattr(creator, "metadata", {}).get("render_modes") if creator else None
+    if render_mode is not None and modes is not None and render_mode not in modes:
+        raise PlayError(
+            f"{env_id} has no {render_mode!r} render mode (it offers {list(modes)}); "
+            "goalenvs play needs rgb_array frames for its window and recordings "
+            "(--headless without --record needs none)"
+        )
+    try:
+        return gym.make(spec, render_mode=render_mode, **env_kwargs)
+    except (TypeError, ValueError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PlayError(
+            f"{env_id} rejected --env-kwargs {json.dumps(dict(env_kwargs))}: {message}"
+        ) from None
+
+
+def _load_policy(path: str) -> Any:
+    if not os.path.isfile(path):
+        raise PlayError(f"--policy {path!r}: no such file")
+    try:
+        from goalenvs.train.checkpoint import CheckpointError
+        from goalenvs.train.policy import load_policy
+    except ImportError as exc:
+        raise PlayError(
+            f"watching a policy needs the trainer (goalenvs.her.load_policy and torch): {exc}; "
+            'install it with pip install "goalenvs[train]"'
+        ) from None
+    import torch
+
+    # One observation at a time through a small network: extra threads only add overhead.
+    torch.set_num_threads(1)
+    try:
+        return load_policy(path)
+    except CheckpointError as exc:
+        where = "--policy" if path in str(exc) else f"--policy {path!r}"
+        raise PlayError(f"{where}: {exc}") from None
