@@ -29,7 +29,7 @@ from goalenvs.core import (
     goal_dict_space,
     info_values,
 )
-from goalenvs.devices import info_tensor
+from goalenvs.core.backend import info_tensor
 from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
 
 # --------------------------------------------------------------------------- lot layout

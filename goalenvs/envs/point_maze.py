@@ -33,7 +33,7 @@ from goalenvs.core import (
     goal_batch,
     goal_dict_space,
 )
-from goalenvs.devices import constant_like
+from goalenvs.core.backend import constant_like
 from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
 
 REWARD_TYPES = ("sparse", "dense")

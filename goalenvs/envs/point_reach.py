@@ -30,7 +30,7 @@ from goalenvs.core import (
     goal_batch,
     goal_dict_space,
 )
-from goalenvs.devices import clear_points
+from goalenvs.core.backend import clear_points
 from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
 
 REWARD_TYPES = ("sparse", "dense")
@@ -185,7 +185,7 @@ def draw_episodes_on_device(
 
     The same distribution, in one batch on the generator's device (``goal``: None, or
     ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there), the redraw loop run
-    batched by :func:`goalenvs.devices.clear_points`. Returns float32 ``(count, 2)``
+    batched by :func:`goalenvs.core.backend.clear_points`. Returns float32 ``(count, 2)``
     starts and goals.
     """
     import torch

@@ -30,7 +30,7 @@ from goalenvs.core import (
     goal_batch,
     goal_dict_space,
 )
-from goalenvs.devices import clear_points
+from goalenvs.core.backend import clear_points
 from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
 from goalenvs.envs.point_maze import goal_distance
 
@@ -217,7 +217,7 @@ def draw_episodes(
 
     The same distribution, in one batch on the generator's device (``goal``: None, or
     ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there), each rejection loop run
-    batched by :func:`goalenvs.devices.clear_points`. Returns float32 ``(count, 2)``
+    batched by :func:`goalenvs.core.backend.clear_points`. Returns float32 ``(count, 2)``
     pushers, blocks and goals.
     """
     import torch

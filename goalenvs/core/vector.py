@@ -1,325 +1,33 @@
-"""The goal-env contract and the helpers every goalenvs environment shares.
+"""GoalVectorEnv, the base of the native vector twins.
 
-A goal env is a :class:`gymnasium.Env` whose observation space is
-``Dict(observation=..., achieved_goal=..., desired_goal=...)`` and which computes its
-reward, termination and truncation from goals alone, for one goal pair or any batch of
-them, so that Hindsight Experience Replay can relabel stored transitions::
-
-    compute_reward(achieved_goal, desired_goal, info)      -> float32, shape batch_shape
-    compute_terminated(achieved_goal, desired_goal, info)  -> bool, shape batch_shape
-    compute_truncated(achieved_goal, desired_goal, info)   -> bool, shape batch_shape
-
-where ``batch_shape`` is the goals' leading shape (``()`` for one pair). ``info`` is None,
-one dict (whose values may be batched arrays), or a list / object array of dicts, one per
-element (stable-baselines3 passes ``[{}] * B``).
-
-:class:`GoalVectorEnv` is the base of the native vector twins: it owns seeding (one
-generator per sub-env, seeded like gymnasium's ``SyncVectorEnv`` so that sub-env ``i`` of a
-vector env seeded ``s`` follows the single env seeded ``s + i``), the time limit and the
-three gymnasium autoreset modes, so each env only writes its batched dynamics.
+It owns seeding (one generator per sub-env, seeded like gymnasium's ``SyncVectorEnv`` so
+that sub-env ``i`` of a vector env seeded ``s`` follows the single env seeded ``s + i``),
+the time limit and the three gymnasium autoreset modes, so each env only writes its
+batched dynamics.
 """
 
 from __future__ import annotations
 
-import copy
-import json
-import os
-import shlex
-import shutil
-import sys
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-# info_values and InfoLike live with the numpy|torch helpers (devices reads them too);
-# they are part of this module's API.
-from goalenvs.devices import (  # noqa: F401
-    InfoLike,
-    check_tensor_actions,
-    info_values,
-    is_tensor,
-    resolve_device,
-    torch_dtype,
-    torch_goal_arrays,
+from goalenvs.core.backend import InfoLike, check_tensor_actions, resolve_device, torch_dtype
+from goalenvs.core.contract import GoalFunctions, goal_batch
+from goalenvs.core.validate import (
+    check_actions,
+    check_choice,
+    check_positive,
+    parse_autoreset_mode,
 )
 
-GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 
-
-class GoalEnv(gym.Env):
-    """A gymnasium env with a goal Dict observation and batched goal functions.
-
-    Subclasses set ``observation_space`` to a :class:`gymnasium.spaces.Dict` with the keys
-    ``observation``, ``achieved_goal`` and ``desired_goal`` and implement
-    :meth:`compute_reward` and :meth:`compute_terminated`. Every step's reward and
-    termination must equal these functions applied to the step's goals and info: that is
-    what lets HER recompute them for substituted goals.
-    """
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Reward for reaching ``achieved_goal`` when ``desired_goal`` was asked, batched.
-
-        Returns a float32 array of shape ``achieved_goal.shape[:-1]``.
-        """
-        raise NotImplementedError
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Whether the episode ends for these goals, batched (bool array)."""
-        raise NotImplementedError
-
-    def compute_truncated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Goal-dependent truncation, batched. goalenvs envs never truncate on goals.
-
-        The time limit is not goal-dependent and is applied by gymnasium's ``TimeLimit``
-        (single envs) or the vector env's step counter.
-        """
-        shape, _, _ = goal_arrays(achieved_goal, desired_goal)
-        return np.zeros(shape, dtype=bool)
-
-
-# --------------------------------------------------------------------------- goal batches
-
-
-def goal_arrays(
-    achieved_goal: Any, desired_goal: Any, goal_size: int | None = None
-) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
-    """Validates a goal pair or batch and returns ``(batch_shape, achieved, desired)``.
-
-    Both arrays keep their float dtype (integers become float32). Leading dimensions
-    broadcast against each other; the last dimension is the goal and must match
-    ``goal_size`` when given.
-    """
-    achieved = np.asarray(achieved_goal)
-    desired = np.asarray(desired_goal)
-    for name, arr in (("achieved_goal", achieved), ("desired_goal", desired)):
-        if arr.ndim == 0:
-            raise ValueError(f"{name} must have at least one dimension (the goal), got a scalar")
-        if arr.dtype.kind not in "fiub":
-            raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
-        if goal_size is not None and arr.shape[-1] != goal_size:
-            raise ValueError(
-                f"{name} has shape {arr.shape}: its last dimension must be the goal size "
-                f"{goal_size}"
-            )
-    if achieved.shape[-1] != desired.shape[-1]:
-        raise ValueError(
-            f"achieved_goal shape {achieved.shape} and desired_goal shape {desired.shape} "
-            "differ in the goal dimension"
-        )
-    try:
-        batch_shape = np.broadcast_shapes(achieved.shape[:-1], desired.shape[:-1])
-    except ValueError:
-        raise ValueError(
-            f"achieved_goal shape {achieved.shape} and desired_goal shape {desired.shape} "
-            "have leading (batch) dimensions that do not broadcast"
-        ) from None
-    if achieved.dtype.kind != "f":
-        achieved = achieved.astype(np.float32)
-    if desired.dtype.kind != "f":
-        desired = desired.astype(np.float32)
-    return batch_shape, achieved, desired
-
-
-# --------------------------------------------------------------------------- argument checks
-
-
-def parse_json_object(flag: str, text: str | None) -> dict[str, Any]:
-    """The JSON object given to a ``--kwargs``-style flag (``{}`` when it is absent).
-
-    Raises ValueError naming the flag and the text when it is not JSON or not an object.
-    """
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{flag} {text!r} is not valid JSON: {exc.msg}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{flag} must be a JSON object like '{{\"n_bits\": 50}}', got {text!r}")
-    return value
-
-
-def check_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
-    """Returns ``value`` when it is one of ``choices``, else raises a ValueError naming both."""
-    choices = tuple(choices)
-    if value not in choices:
-        raise ValueError(f"{name}={value!r} is not valid; expected one of {list(choices)}")
-    return value
-
-
-def check_positive(name: str, value: Any, *, integer: bool = False, minimum: float = 0.0) -> Any:
-    """Checks that a constructor constant is a finite number above ``minimum``."""
-    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        kind = "an integer" if integer else "a number"
-        raise TypeError(f"{name} must be {kind}, got {value!r} ({type(value).__name__})")
-    if not np.isfinite(value) or value <= minimum:
-        raise ValueError(f"{name} must be > {minimum}, got {value!r}")
-    return value
-
-
-def check_action(action: Any, space: spaces.Space, name: str = "action") -> np.ndarray:
-    """Validates one action for ``space`` and returns it as an array.
-
-    Box actions: the shape must match and the values must be finite (NaN or inf is an
-    error); finite values outside the bounds are clipped to them, as noisy policies
-    routinely overshoot. Discrete actions: an integer in ``[start, start + n)``, else an
-    error. MultiBinary: a 0/1 array of the space's shape.
-    """
-    if isinstance(space, spaces.Box):
-        arr = np.asarray(action)
-        if arr.dtype.kind not in "fiu":
-            raise TypeError(
-                f"{name} must be a real-valued array for {space}, got dtype {arr.dtype}: {action!r}"
-            )
-        if arr.shape != space.shape:
-            raise ValueError(
-                f"{name} has shape {arr.shape}, expected {space.shape} for {space}: {action!r}"
-            )
-        if not np.isfinite(arr).all():
-            raise ValueError(f"{name} must be finite, got {arr!r} for {space}")
-        # maximum/minimum rather than np.clip, whose Python wrapper dominates on one action.
-        return np.minimum(np.maximum(arr, space.low), space.high).astype(space.dtype, copy=False)
-    if isinstance(space, spaces.Discrete):
-        if isinstance(action, (int, np.integer)) and not isinstance(action, bool):
-            # The common case, an int: no array round trip.
-            if not space.start <= action < space.start + space.n:
-                raise ValueError(
-                    f"{name}={action} is outside {space}: expected an integer in "
-                    f"[{space.start}, {space.start + space.n})"
-                )
-            return np.asarray(action, dtype=np.int64)
-        arr = np.asarray(action)
-        if arr.shape not in ((), (1,)) or arr.dtype.kind not in "iu":
-            raise TypeError(
-                f"{name} must be an integer for {space}, got {action!r} "
-                f"(shape {arr.shape}, dtype {arr.dtype})"
-            )
-        value = int(arr.reshape(()))
-        if not space.start <= value < space.start + space.n:
-            raise ValueError(
-                f"{name}={value} is outside {space}: expected an integer in "
-                f"[{space.start}, {space.start + space.n})"
-            )
-        return np.asarray(value, dtype=np.int64)
-    if isinstance(space, spaces.MultiBinary):
-        arr = np.asarray(action)
-        if arr.shape != space.shape or not np.isin(arr, (0, 1)).all():
-            raise ValueError(f"{name} must be a 0/1 array of shape {space.shape}, got {action!r}")
-        return arr.astype(np.int8)
-    raise TypeError(f"check_action does not support {space}")
-
-
-def check_actions(actions: Any, single_space: spaces.Space, num_envs: int) -> np.ndarray:
-    """Validates a batch of ``num_envs`` actions with the rules of :func:`check_action`."""
-    arr = np.asarray(actions)
-    if isinstance(single_space, spaces.Box):
-        expected = (num_envs, *single_space.shape)
-        if arr.dtype.kind not in "fiu":
-            raise TypeError(f"actions must be a real-valued array, got dtype {arr.dtype}")
-        if arr.shape != expected:
-            raise ValueError(
-                f"actions has shape {arr.shape}, expected {expected} "
-                f"(num_envs, *{single_space.shape})"
-            )
-        # Fast path: every value inside every dimension's bounds needs no clipping and is
-        # finite (NaN fails both comparisons). Flat min/max cost a fraction of np.clip or
-        # of comparisons broadcast over a short last axis.
-        if (
-            arr.size
-            and arr.min() >= single_space.low.max()
-            and arr.max() <= single_space.high.min()
-        ):
-            return arr.astype(single_space.dtype, copy=False)
-        if not np.all(np.isfinite(arr)):
-            bad = np.flatnonzero(~np.isfinite(arr).reshape(num_envs, -1).all(axis=1))
-            raise ValueError(
-                f"actions must be finite; sub-envs {bad[:8].tolist()} got {arr[bad[0]]!r}"
-            )
-        clipped = np.minimum(np.maximum(arr, single_space.low), single_space.high)
-        return clipped.astype(single_space.dtype, copy=False)
-    if isinstance(single_space, spaces.Discrete):
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"actions must be integers for {single_space}, got dtype {arr.dtype}")
-        if arr.shape != (num_envs,):
-            raise ValueError(f"actions has shape {arr.shape}, expected ({num_envs},)")
-        lo, hi = single_space.start, single_space.start + single_space.n
-        # Two reductions first: the per-element scan only runs to name a bad sub-env.
-        if arr.size and (arr.min() < lo or arr.max() >= hi):
-            bad = np.flatnonzero((arr < lo) | (arr >= hi))
-            raise ValueError(
-                f"actions[{bad[0]}]={arr[bad[0]]} is outside {single_space}: expected integers "
-                f"in [{lo}, {hi})"
-            )
-        return arr.astype(np.int64, copy=False)
-    raise TypeError(f"check_actions does not support {single_space}")
-
-
-def check_goal_option(goal: Any, space: spaces.Box, batch: int | None = None) -> np.ndarray:
-    """Validates a goal passed as ``reset(options={"goal": ...})``.
-
-    For a vector env (``batch`` given) the goal may be one goal, used for every reset
-    sub-env, or one per sub-env.
-    """
-    arr = np.asarray(goal, dtype=np.float64)
-    shapes = [space.shape] if batch is None else [space.shape, (batch, *space.shape)]
-    if arr.shape not in shapes:
-        raise ValueError(
-            f"options['goal'] has shape {arr.shape}, expected one of {shapes} for {space}"
-        )
-    if not np.all(np.isfinite(arr)) or np.any(arr < space.low) or np.any(arr > space.high):
-        raise ValueError(
-            f"options['goal']={arr.tolist()} is outside the goal space [{space.low.tolist()}, "
-            f"{space.high.tolist()}]"
-        )
-    return arr.astype(space.dtype)
-
-
-def goal_dict_space(observation: spaces.Space, goal: spaces.Space) -> spaces.Dict:
-    """The goal observation space ``Dict(observation, achieved_goal, desired_goal)``.
-
-    The two goal entries are identical, independent copies of ``goal``.
-    """
-    goals = {"achieved_goal": goal, "desired_goal": copy.deepcopy(goal)}
-    return spaces.Dict({"observation": observation, **goals})
-
-
-# --------------------------------------------------------------------------- vector envs
-
-
-_AUTORESET_NAMES = {
-    **{mode.value: mode for mode in AutoresetMode},
-    **{mode.name.lower(): mode for mode in AutoresetMode},
-}
-
-
-def parse_autoreset_mode(value: str | AutoresetMode) -> AutoresetMode:
-    """An :class:`AutoresetMode` from itself, its value (``"NextStep"``) or its snake-case
-    name (``"next_step"``, ``"same_step"``, ``"disabled"``), as the docstrings spell them."""
-    if isinstance(value, AutoresetMode):
-        return value
-    mode = _AUTORESET_NAMES.get(value) if isinstance(value, str) else None
-    if mode is None:
-        raise ValueError(
-            f"autoreset_mode={value!r} is not valid; expected one of {sorted(_AUTORESET_NAMES)}"
-        )
-    return mode
-
-
-class GoalVectorEnv(VectorEnv):
+class GoalVectorEnv(GoalFunctions, VectorEnv):
     """Base class of the native vector twins: N goal envs stepped in one batched call.
 
     Subclasses implement the batched dynamics:
@@ -468,18 +176,6 @@ class GoalVectorEnv(VectorEnv):
     def _draw_episodes(self, count: int, goal: Any) -> tuple[Any, ...]:
         """On a device: ``count`` new episodes' state tensors, drawn in one batch from
         ``self.torch_generator`` (``goal``: None, or pinned goals as a tensor)."""
-        raise NotImplementedError
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Batched reward, as the single env's :meth:`GoalEnv.compute_reward`."""
-        raise NotImplementedError
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Batched termination, as the single env's :meth:`GoalEnv.compute_terminated`."""
         raise NotImplementedError
 
     def compute_truncated(
@@ -679,29 +375,3 @@ class GoalVectorEnv(VectorEnv):
         for key in info:
             out["_" + key] = self.fresh(self._all_envs)
         return out
-
-
-def goal_batch(
-    achieved_goal: Any, desired_goal: Any, goal_size: int | None = None
-) -> tuple[tuple[int, ...], Any, Any, Any]:
-    """:func:`goal_arrays` for numpy or torch: ``(batch_shape, achieved, desired, xp)``.
-
-    When either goal is a torch tensor, both come back as float tensors on that tensor's
-    device and ``xp`` is ``torch``, so a goal function computes on the caller's device and
-    returns tensors there; otherwise this is :func:`goal_arrays` with ``xp = numpy``.
-    """
-    if not (is_tensor(achieved_goal) or is_tensor(desired_goal)):
-        return (*goal_arrays(achieved_goal, desired_goal, goal_size), np)
-    return torch_goal_arrays(achieved_goal, desired_goal, goal_size)
-
-
-def command_name() -> str:
-    """How to type the ``goalenvs`` command here, for the next commands the CLI prints:
-    ``goalenvs`` when that is the console script beside this Python (or none is
-    installed), else the script's path (``.venv/bin/goalenvs`` after ``make demo``)."""
-    script = Path(sys.executable).with_name("goalenvs")
-    found = shutil.which("goalenvs")
-    if not script.is_file() or (found is not None and Path(found).samefile(script)):
-        return "goalenvs"
-    relative = os.path.relpath(script)
-    return shlex.quote(relative if not relative.startswith("..") else str(script))

@@ -1,4 +1,7 @@
-"""One atomic write: a file is written beside its destination, flushed, fsynced and
+"""What goalenvs writes to disk and to the console: one atomic write and the name of the
+``goalenvs`` command.
+
+The atomic write: a file is written beside its destination, flushed, fsynced and
 renamed over it, so a kill at any moment leaves the old file or the new one, never a mix.
 
 The replay buffers' ``save`` and the training checkpoints both write through
@@ -10,6 +13,9 @@ nothing else from goalenvs.
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -74,3 +80,15 @@ def atomic_write_file(path: str | os.PathLike, save: Callable[[Path], Any]) -> P
     path = Path(path)
     tmp = temporary_name(path)
     return _commit(path, tmp.with_name(tmp.name + path.suffix), save)
+
+
+def command_name() -> str:
+    """How to type the ``goalenvs`` command here, for the next commands the CLI prints:
+    ``goalenvs`` when that is the console script beside this Python (or none is
+    installed), else the script's path (``.venv/bin/goalenvs`` after ``make demo``)."""
+    script = Path(sys.executable).with_name("goalenvs")
+    found = shutil.which("goalenvs")
+    if not script.is_file() or (found is not None and Path(found).samefile(script)):
+        return "goalenvs"
+    relative = os.path.relpath(script)
+    return shlex.quote(relative if not relative.startswith("..") else str(script))

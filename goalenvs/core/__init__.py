@@ -1,0 +1,113 @@
+"""The goal-env contract and what every goalenvs environment shares.
+
+- :mod:`~goalenvs.core.contract`: :class:`GoalEnv`, :data:`GOAL_KEYS`, goal batches and
+  goal spaces;
+- :mod:`~goalenvs.core.vector`: :class:`GoalVectorEnv`, the base of the native vector
+  twins (seeding, resets, the time limit, the autoreset modes);
+- :mod:`~goalenvs.core.validate`: argument checks;
+- :mod:`~goalenvs.core.backend`: the numpy|torch helpers (imports nothing else from
+  goalenvs);
+- :mod:`~goalenvs.core.io`: the one atomic write and the one space<->JSON codec.
+
+Every name is importable from ``goalenvs.core`` itself, as before the split; the old
+modules ``goalenvs.devices`` and ``goalenvs.atomic`` are aliases of :mod:`backend
+<goalenvs.core.backend>` and :mod:`io <goalenvs.core.io>` (:data:`MOVED`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+from types import ModuleType
+from typing import Any
+
+from goalenvs.core.backend import (
+    InfoLike,
+    check_tensor_actions,
+    info_values,
+    is_tensor,
+    resolve_device,
+    torch_dtype,
+    torch_goal_arrays,
+)
+from goalenvs.core.contract import (
+    GOAL_KEYS,
+    GoalEnv,
+    GoalFunctions,
+    goal_arrays,
+    goal_batch,
+    goal_dict_space,
+)
+from goalenvs.core.io import command_name
+from goalenvs.core.validate import (
+    check_action,
+    check_actions,
+    check_choice,
+    check_goal_option,
+    check_positive,
+    parse_autoreset_mode,
+    parse_json_object,
+)
+from goalenvs.core.vector import GoalVectorEnv
+
+# Old module path -> where it lives now. The old path is an alias (the same module object,
+# so monkeypatching either patches both), not a file.
+MOVED = {
+    "goalenvs.devices": "goalenvs.core.backend",
+    "goalenvs.atomic": "goalenvs.core.io",
+}
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Loads an old path as the module at its new path (the same object in sys.modules)."""
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return None  # a throwaway module; exec_module replaces it in sys.modules
+
+    def exec_module(self, module: ModuleType) -> None:
+        # The import system returns whatever sys.modules holds under the name after
+        # exec_module, so the old name resolves to the new module itself.
+        sys.modules[module.__name__] = importlib.import_module(MOVED[module.__name__])
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder):
+    """Finds the old paths of :data:`MOVED` (and nothing else)."""
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader())
+
+
+if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _AliasFinder())
+
+__all__ = [
+    "GOAL_KEYS",
+    "MOVED",
+    "GoalEnv",
+    "GoalFunctions",
+    "GoalVectorEnv",
+    "InfoLike",
+    "check_action",
+    "check_actions",
+    "check_choice",
+    "check_goal_option",
+    "check_positive",
+    "check_tensor_actions",
+    "command_name",
+    "goal_arrays",
+    "goal_batch",
+    "goal_dict_space",
+    "info_values",
+    "is_tensor",
+    "parse_autoreset_mode",
+    "parse_json_object",
+    "resolve_device",
+    "torch_dtype",
+    "torch_goal_arrays",
+]
