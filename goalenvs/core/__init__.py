@@ -16,13 +16,7 @@ modules ``goalenvs.devices`` and ``goalenvs.atomic`` are aliases of :mod:`backen
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.machinery
-import sys
-from types import ModuleType
-from typing import Any
-
+from goalenvs.core.aliases import alias_modules
 from goalenvs.core.backend import (
     InfoLike,
     check_tensor_actions,
@@ -52,39 +46,14 @@ from goalenvs.core.validate import (
 )
 from goalenvs.core.vector import GoalVectorEnv
 
-# Old module path -> where it lives now. The old path is an alias (the same module object,
-# so monkeypatching either patches both), not a file.
+# Old module path -> where it lives now (an alias, see goalenvs.core.aliases).
 MOVED = {
     "goalenvs.devices": "goalenvs.core.backend",
     "goalenvs.atomic": "goalenvs.core.io",
 }
 
 
-class _AliasLoader(importlib.abc.Loader):
-    """Loads an old path as the module at its new path (the same object in sys.modules)."""
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return None  # a throwaway module; exec_module replaces it in sys.modules
-
-    def exec_module(self, module: ModuleType) -> None:
-        # The import system returns whatever sys.modules holds under the name after
-        # exec_module, so the old name resolves to the new module itself.
-        sys.modules[module.__name__] = importlib.import_module(MOVED[module.__name__])
-
-
-class _AliasFinder(importlib.abc.MetaPathFinder):
-    """Finds the old paths of :data:`MOVED` (and nothing else)."""
-
-    def find_spec(
-        self, fullname: str, path: Any = None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in MOVED:
-            return None
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader())
-
-
-if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _AliasFinder())
+alias_modules(MOVED)
 
 __all__ = [
     "GOAL_KEYS",
