@@ -1,5 +1,5 @@
-"""What goalenvs writes to disk and to the console: one atomic write and the name of the
-``goalenvs`` command.
+"""What goalenvs writes to disk and to the console: one atomic write, one space<->JSON
+codec and the name of the ``goalenvs`` command.
 
 The atomic write: a file is written beside its destination, flushed, fsynced and
 renamed over it, so a kill at any moment leaves the old file or the new one, never a mix.
@@ -16,9 +16,12 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
+
+import numpy as np
+from gymnasium import spaces
 
 _TMP_SUFFIX = ".tmp"
 
@@ -80,6 +83,72 @@ def atomic_write_file(path: str | os.PathLike, save: Callable[[Path], Any]) -> P
     path = Path(path)
     tmp = temporary_name(path)
     return _commit(path, tmp.with_name(tmp.name + path.suffix), save)
+
+
+# --------------------------------------------------------------------------- spaces as JSON
+
+
+def space_to_json(space: spaces.Space, where: str = "a JSON file") -> dict[str, Any]:
+    """A plain JSON description of a Box, Discrete, MultiBinary or Dict space (of those).
+
+    What checkpoints and replay-buffer files store, read back by :func:`space_from_json`.
+    Box bounds are nested lists in the space's dtype; a MultiBinary carries its ``n`` as
+    given (``5`` and ``[5]`` are different spaces) and its ``shape``. ``where`` names the
+    file in the error for another space.
+    """
+    if isinstance(space, spaces.Dict):
+        items = space.spaces.items()
+        return {"type": "Dict", "spaces": {k: space_to_json(v, where) for k, v in items}}
+    if isinstance(space, spaces.Box):
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "low": space.low.tolist(),
+            "high": space.high.tolist(),
+            "dtype": str(space.dtype),
+        }
+    if isinstance(space, spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, spaces.MultiBinary):
+        return {
+            "type": "MultiBinary",
+            "n": np.asarray(space.n).tolist(),
+            "shape": list(space.shape),
+        }
+    raise TypeError(
+        f"cannot describe {space} in {where}: expected a Box, Discrete, MultiBinary or a Dict "
+        "of them"
+    )
+
+
+def space_from_json(
+    data: Mapping[str, Any],
+    where: str = "a space description",
+    error: type[Exception] = ValueError,
+) -> spaces.Space:
+    """The space :func:`space_to_json` describes, and the two older descriptions.
+
+    Checkpoints wrote Box bounds as flat float64 lists and a MultiBinary by its ``shape``;
+    replay-buffer files wrote nested bounds and a MultiBinary by its ``n``: both load.
+    An unknown ``type`` raises ``error`` naming it and ``where`` it was found.
+    """
+    kind = data.get("type")
+    if kind == "Dict":
+        return spaces.Dict({k: space_from_json(v, where, error) for k, v in data["spaces"].items()})
+    if kind == "Box":
+        shape = tuple(data["shape"])
+        dtype = np.dtype(data.get("dtype", "float32"))
+        low = np.asarray(data["low"], dtype=dtype).reshape(shape)
+        high = np.asarray(data["high"], dtype=dtype).reshape(shape)
+        return spaces.Box(low, high, shape, dtype=dtype)
+    if kind == "Discrete":
+        return spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(data["n"] if "n" in data else list(data["shape"]))
+    raise error(f"unknown space type {kind!r} in {where}")
+
+
+# --------------------------------------------------------------------------- the command
 
 
 def command_name() -> str:
