@@ -35,6 +35,7 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import constant_like
 from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.planar import goal_distance
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -286,16 +287,6 @@ class _PointMazeGoals:
 def _index(x: Any, xp: Any) -> Any:
     """Integer cell indices from whole-number floats (the one backend-specific line)."""
     return x.astype(np.int64) if xp is np else x.long()
-
-
-def goal_distance(achieved: Any, desired: Any, xp: Any) -> Any:
-    """Euclidean distance over the goals' leading shape.
-
-    Written out rather than a reduction: elementwise IEEE operations give the same bits
-    for any batch size, which the single env == vector env guarantee needs.
-    """
-    d = achieved - desired
-    return xp.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
 
 
 def sparse_reward(achieved: Any, desired: Any, distance_threshold: float, xp: Any) -> Any:

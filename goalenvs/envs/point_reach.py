@@ -32,6 +32,7 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import clear_points
 from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.planar import goal_distance
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -97,16 +98,6 @@ class _PointReachGoals:
 
 
 # --------------------------------------------------------------------------- kernel
-
-
-def goal_distance(achieved: Any, desired: Any, xp: Any) -> Any:
-    """Euclidean distance between goal positions, over the goals' leading shape.
-
-    Written out rather than a reduction or hypot: elementwise IEEE operations give the
-    same bits for any batch size, which the single env == vector env guarantee needs.
-    """
-    d = achieved - desired
-    return xp.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
 
 
 def reach_reward(distance: Any, distance_threshold: float, reward_type: str, xp: Any) -> Any:

@@ -32,7 +32,7 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import clear_points
 from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
-from goalenvs.envs.point_maze import goal_distance
+from goalenvs.envs.planar import goal_distance
 
 REWARD_TYPES = ("sparse", "dense")
 
