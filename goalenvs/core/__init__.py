@@ -44,7 +44,7 @@ from goalenvs.core.validate import (
     parse_autoreset_mode,
     parse_json_object,
 )
-from goalenvs.core.vector import GoalVectorEnv
+from goalenvs.core.vector import GoalVectorEnv, draw_each
 
 # Old module path -> where it lives now (an alias, see goalenvs.core.aliases).
 MOVED = {
@@ -69,6 +69,7 @@ __all__ = [
     "check_positive",
     "check_tensor_actions",
     "command_name",
+    "draw_each",
     "goal_arrays",
     "goal_batch",
     "goal_dict_space",

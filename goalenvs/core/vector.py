@@ -17,11 +17,12 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from goalenvs.core.backend import InfoLike, check_tensor_actions, resolve_device, torch_dtype
+from goalenvs.core.backend import InfoLike, array_backend, check_tensor_actions
 from goalenvs.core.contract import GoalFunctions, goal_batch
 from goalenvs.core.validate import (
     check_actions,
     check_choice,
+    check_goal_option,
     check_positive,
     parse_autoreset_mode,
 )
@@ -32,11 +33,13 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
 
     Subclasses implement the batched dynamics:
 
-    - ``_reset_envs(index, options)``: draw a new episode for the sub-envs in ``index``
-      (an int array), each with its own generator ``self.np_randoms[i]``, exactly as the
-      single env draws it (on a torch device: ``index`` is a tensor there, and the
-      subclass's ``_draw_episodes(count, goal)`` draws them in one batch from
-      ``self.torch_generator``);
+    - ``_draw_episodes(rngs, goal=...)``: new episodes, one per generator (each sub-env's
+      own ``self.np_randoms[i]``), exactly as the single env draws them, returned as the
+      state arrays named in ``episode_state``; on a torch device
+      ``_draw_episodes_on_device(count, goal=...)`` draws them in one batch from
+      ``self.torch_generator``. The reset itself (the ``reset_mask``, the pinned
+      ``options["goal"]`` rows, writing the state, zeroing ``zeroed_on_reset``) is this
+      class's ``_reset_envs``, which a subclass may still replace whole;
     - ``_step_envs(actions)``: advance every sub-env by one step (validated actions);
     - ``_observation()``: the batched observation dict (fresh arrays);
     - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included;
@@ -89,7 +92,8 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         self.single_action_space = single_action_space
         self.observation_space = batch_space(single_observation_space, self.num_envs)
         self.action_space = batch_space(single_action_space, self.num_envs)
-        self.device = None if device is None else resolve_device(device)
+        self.backend = array_backend(device)
+        self.device = self.backend.device
         if self.device is None:
             self.np_randoms = [seeding.np_random(None)[0] for _ in range(self.num_envs)]
         else:
@@ -115,7 +119,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         # Copied for every "_key" info mask: a copy costs a fraction of np.ones' wrapper.
         self._all_envs = self.fresh(self.zeros(self.num_envs, bool) == 0)
 
-    # ---- array helpers: numpy, or torch on self.device
+    # ---- array helpers: numpy, or torch on self.device (self.backend)
     @property
     def xp(self) -> Any:
         """The array module of the state: numpy, or torch on a device.
@@ -123,47 +127,29 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         A property, not an attribute: a module in the instance's dict would stop the
         twin from being copied or pickled (a HER buffer keeps its goal functions so).
         """
-        if self.device is None:
-            return np
-        import torch
-
-        return torch
+        return self.backend.xp
 
     def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
         """Zeros of a numpy ``dtype`` (float32, int64, bool) on this env's backend."""
-        if self.device is None:
-            return np.zeros(shape, dtype)
-        return self.xp.zeros(shape, dtype=torch_dtype(dtype), device=self.device)
+        return self.backend.zeros(shape, dtype)
 
     def constant(self, value: Any) -> Any:
         """A numpy constant (a wall map, bounds) as an array of this env's backend."""
-        if self.device is None:
-            return np.asarray(value)
-        return self.xp.as_tensor(np.asarray(value), device=self.device)
+        return self.backend.constant(value)
 
     def fresh(self, value: Any) -> Any:
         """A copy that shares no memory with env state (``copy`` / ``clone``)."""
-        return value.copy() if self.device is None else value.clone()
+        return self.backend.fresh(value)
 
     def float32(self, value: Any) -> Any:
         """``value`` (bool, int or float) as float32 on this env's backend."""
-        return value.astype(np.float32) if self.device is None else value.float()
+        return self.backend.float32(value)
 
     def to_numpy(self, value: Any) -> np.ndarray:
         """A numpy copy of an array of this env's backend (for drawing and printing)."""
-        return np.array(value) if self.device is None else value.detach().cpu().numpy().copy()
-
-    def _any(self, mask: Any) -> bool:
-        # count_nonzero: a fraction of the cost of any() on the small arrays of every step.
-        return bool(np.count_nonzero(mask)) if self.device is None else bool(mask.any())
-
-    def _where_true(self, mask: Any) -> Any:
-        return mask.nonzero()[0] if self.device is None else mask.nonzero(as_tuple=True)[0]
+        return self.backend.to_numpy(value)
 
     # ---- subclass hooks
-    def _reset_envs(self, index: Any, options: dict[str, Any] | None) -> None:
-        raise NotImplementedError
-
     def _step_envs(self, actions: Any) -> None:
         raise NotImplementedError
 
@@ -173,10 +159,61 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     def _step_info(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _draw_episodes(self, count: int, goal: Any) -> tuple[Any, ...]:
-        """On a device: ``count`` new episodes' state tensors, drawn in one batch from
-        ``self.torch_generator`` (``goal``: None, or pinned goals as a tensor)."""
+    # ---- new episodes: the subclass draws them, this class does the rest
+    #: The state arrays a reset writes, in the order the draw hooks return them.
+    episode_state: tuple[str, ...] = ()
+    #: The state arrays a reset sets to zero (velocities).
+    zeroed_on_reset: tuple[str, ...] = ()
+
+    def _draw_episodes(self, rngs: list[np.random.Generator], **pinned: Any) -> tuple[Any, ...]:
+        """Numpy twin: one new episode per generator (each sub-env's own), exactly as the
+        single env draws it: its state arrays, one row per generator, in the order of
+        :attr:`episode_state`. ``pinned`` holds what the reset options pin
+        (:meth:`_reset_options`), each one value or one row per generator."""
         raise NotImplementedError
+
+    def _draw_episodes_on_device(self, count: int, **pinned: Any) -> tuple[Any, ...]:
+        """Device twin: ``count`` new episodes' state tensors, drawn in one batch from
+        ``self.torch_generator`` (``pinned`` as for :meth:`_draw_episodes`, as tensors)."""
+        raise NotImplementedError
+
+    def _reset_options(self, options: dict[str, Any] | None) -> dict[str, np.ndarray]:
+        """What ``options`` pins for the new episodes, checked: numpy arrays holding one
+        value, or one row per sub-env. The default reads ``options["goal"]``."""
+        goal = None if options is None else options.get("goal")
+        return {} if goal is None else {"goal": self._check_goal(goal)}
+
+    def _check_goal(self, goal: Any) -> np.ndarray:
+        """Checks ``options["goal"]`` (one goal, or one per sub-env): by default with
+        :func:`check_goal_option` against the desired-goal space."""
+        goal_spaces: Any = self.single_observation_space  # a Dict (the constructor's)
+        return check_goal_option(goal, goal_spaces["desired_goal"], self.num_envs)
+
+    def _store_episodes(self, index: Any, drawn: tuple[Any, ...]) -> None:
+        """Writes drawn episodes into the rows ``index`` of :attr:`episode_state`."""
+        for name, rows in zip(self.episode_state, drawn, strict=True):
+            getattr(self, name)[index] = rows
+
+    def _episodes_started(self, index: Any) -> None:
+        """Called after the sub-envs ``index`` started new episodes (render state)."""
+
+    def _reset_envs(self, index: Any, options: dict[str, Any] | None) -> None:
+        """Starts new episodes in the sub-envs ``index`` (an int array, or a tensor on a
+        device): the pinned options for those rows, the subclass's draws (each sub-env's
+        own generator on numpy, the device's generator in one batch on torch), written
+        to :attr:`episode_state`, with :attr:`zeroed_on_reset` set to zero."""
+        pinned = {
+            key: self.backend.rows(value, index)
+            for key, value in self._reset_options(options).items()
+        }
+        if self.device is not None:
+            self._store_episodes(index, self._draw_episodes_on_device(len(index), **pinned))
+        elif len(index):  # a reset_mask may name no sub-env
+            rngs = [self.np_randoms[i] for i in index.tolist()]
+            self._store_episodes(index, self._draw_episodes(rngs, **pinned))
+        for name in self.zeroed_on_reset:
+            getattr(self, name)[index] = 0
+        self._episodes_started(index)
 
     def compute_truncated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
@@ -205,18 +242,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         reward = self.compute_reward(achieved, desired, info)
         terminated = self.compute_terminated(achieved, desired, info)
         truncated = self.compute_truncated(achieved, desired, info)
-        if self.device is None:
-            return (
-                np.array(reward, np.float32),
-                np.array(terminated, bool),
-                np.array(truncated, bool),
-            )
-        torch = self.xp
-        return (
-            torch.as_tensor(reward, device=self.device).float().clone(),
-            torch.as_tensor(terminated, device=self.device).bool().clone(),
-            torch.as_tensor(truncated, device=self.device).bool().clone(),
-        )
+        return self.backend.outcomes(reward, terminated, truncated)
 
     # ---- gymnasium API
     def reset(
@@ -235,16 +261,12 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
             self._seed(seed)
         mask = None if options is None else options.get("reset_mask")
         if mask is None:
-            index = (
-                np.arange(self.num_envs)
-                if self.device is None
-                else self.xp.arange(self.num_envs, device=self.device)
-            )
+            index = self.backend.arange(self.num_envs)
         else:
-            mask = self._check_reset_mask(mask)
+            mask = self.backend.reset_mask(mask, self.num_envs)
             if not self._has_reset and not bool(mask.all()):
                 raise RuntimeError("the first reset must reset every sub-env (no reset_mask)")
-            index = self._where_true(mask)
+            index = self.backend.where_true(mask)
         self._reset_envs(index, options)
         self.elapsed_steps[index] = 0
         self._needs_reset[index] = False
@@ -273,25 +295,6 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
                 self.np_randoms[i] = seeding.np_random(int(s))[0]
         self._np_random, self._np_random_seed = self.np_randoms[0], seeds[0]
 
-    def _check_reset_mask(self, mask: Any) -> Any:
-        if self.device is None:
-            mask = np.asarray(mask)
-            dtype, shape = mask.dtype, mask.shape
-            ok = dtype.kind == "b"
-        else:
-            torch = self.xp
-            if not isinstance(mask, torch.Tensor):
-                mask = torch.as_tensor(np.asarray(mask))
-            dtype, shape = mask.dtype, tuple(mask.shape)
-            ok = dtype == torch.bool
-            mask = mask.to(self.device)
-        if not ok or shape != (self.num_envs,):
-            raise ValueError(
-                f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), "
-                f"got dtype {dtype} shape {shape}"
-            )
-        return mask
-
     def step(self, actions: Any) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
         """Steps every sub-env with one batched kernel call.
 
@@ -311,20 +314,20 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
                 self.device,
                 getattr(self, "_action_bounds", None),
             )
-        if self.autoreset_mode == AutoresetMode.DISABLED and self._any(self._needs_reset):
+        if self.autoreset_mode == AutoresetMode.DISABLED and self.backend.any(self._needs_reset):
             raise RuntimeError(
-                f"sub-envs {self._where_true(self._needs_reset)[:8].tolist()} ended their "
+                f"sub-envs {self.backend.where_true(self._needs_reset)[:8].tolist()} ended their "
                 "episode: with autoreset_mode='disabled', reset them with "
                 "reset(options={'reset_mask': mask}) before stepping"
             )
         self._step_envs(actions)
         self.elapsed_steps += 1
         restarted = None
-        if self.autoreset_mode == AutoresetMode.NEXT_STEP and self._any(self._needs_reset):
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP and self.backend.any(self._needs_reset):
             # These sub-envs ended last step: this step resets them instead (gymnasium's
             # next-step convention: reward 0, not terminated, not truncated). Resetting
             # before the observation is built spares a second batched observation.
-            restarted = self._where_true(self._needs_reset)
+            restarted = self.backend.where_true(self._needs_reset)
             self._reset_envs(restarted, None)
             self.elapsed_steps[restarted] = 0
         obs = self._observation()
@@ -347,8 +350,8 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
             terminated[restarted] = False
 
         done = terminated | truncated
-        if self.autoreset_mode == AutoresetMode.SAME_STEP and self._any(done):
-            index = self._where_true(done)
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and self.backend.any(done):
+            index = self.backend.where_true(done)
             final_obs = np.empty(self.num_envs, dtype=object)
             final_info = np.empty(self.num_envs, dtype=object)
             for i in index.tolist():
@@ -375,3 +378,20 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         for key in info:
             out["_" + key] = self.fresh(self._all_envs)
         return out
+
+
+def draw_each(
+    draw: Any, rngs: Sequence[np.random.Generator], params: Any, *pinned: Any
+) -> tuple[Any, ...]:
+    """A numpy twin's ``_draw_episodes`` from the single env's one-episode draw.
+
+    Calls ``draw(rng, params, *values)`` for each generator in order, ``values`` being
+    that episode's row of each pinned value (None, one value for all, or one row per
+    generator), and stacks each returned array over the episodes: each episode reads
+    from its generator the numbers the single env reads.
+    """
+    episodes = [
+        draw(rng, params, *(None if v is None else v if v.ndim < 2 else v[j] for v in pinned))
+        for j, rng in enumerate(rngs)
+    ]
+    return tuple(np.array(arrays) for arrays in zip(*episodes, strict=True))

@@ -535,20 +535,21 @@ class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
         # This step's rewards (the array step returns), for the heads-up text.
         self._rewards: np.ndarray | None = None
 
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            space = self.single_observation_space["desired_goal"]
-            goal = self.params.check_goal(options["goal"], space, self.num_envs)
-            goal = goal[self.to_numpy(index)] if goal.ndim == 2 else goal
-        if self.device is not None:
-            goal = None if goal is None else self.constant(goal)
-            self._state[index], self._goal[index] = draw_episodes_on_device(
-                self.torch_generator, self.params, len(index), goal
-            )
-        else:
-            rngs = [self.np_randoms[i] for i in index.tolist()]
-            self._state[index], self._goal[index] = draw_episodes(rngs, self.params, goal)
+    episode_state = ("_state", "_goal")
+
+    def _check_goal(self, goal: Any) -> np.ndarray:
+        space = self.single_observation_space["desired_goal"]
+        return self.params.check_goal(goal, space, self.num_envs)
+
+    def _draw_episodes(
+        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return draw_episodes(rngs, self.params, goal)
+
+    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
+        return draw_episodes_on_device(self.torch_generator, self.params, count, goal)
+
+    def _episodes_started(self, index: Any) -> None:
         if self.render_mode is not None and 0 in index:
             self._rewards = None
 

@@ -25,6 +25,7 @@ from goalenvs.core import (
     check_choice,
     check_goal_option,
     check_positive,
+    draw_each,
     goal_batch,
     goal_dict_space,
     info_values,
@@ -922,39 +923,30 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         self._spot_goals = self.constant(SPOT_GOALS)
         self._painter: _LotPainter | None = None
 
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goals = cars = None
-        if options:
-            if options.get("goal") is not None:
-                space = self.single_observation_space["desired_goal"]
-                goals = check_goal_option(options["goal"], space, self.num_envs)
-            if options.get("car") is not None:
-                cars = _car_option(options["car"], self.params.max_speed, self.num_envs)
-        if self.device is not None:
-            # One value for all, or the rows of the sub-envs reset, as tensors there.
-            goals, cars = (
-                None if a is None else self.constant(a if a.ndim == 1 else a[self.to_numpy(index)])
-                for a in (goals, cars)
-            )
-            state, self._goal[index], self._parked[index] = draw_episodes_on_device(
-                self.torch_generator, self.params, len(index), goals, cars, self._spot_goals
-            )
-            for column, value in zip(self._state, state, strict=True):
-                column[index] = value
-        else:
-            drawn = [
-                start_episode(
-                    self.np_randoms[i], self.params,
-                    None if goals is None else (goals if goals.ndim == 1 else goals[i]),
-                    None if cars is None else (cars if cars.ndim == 1 else cars[i]),
-                )
-                for i in index.tolist()
-            ]  # fmt: skip
-            if drawn:  # a reset_mask may name no sub-env
-                state, goal, parked = (np.array(a) for a in zip(*drawn, strict=True))
-                self._goal[index], self._parked[index] = goal, parked
-                for column, values in zip(self._state, state.T, strict=True):
-                    column[index] = values
+    def _reset_options(self, options: dict[str, Any] | None) -> dict[str, np.ndarray]:
+        pinned = super()._reset_options(options)
+        if options and options.get("car") is not None:
+            pinned["car"] = _car_option(options["car"], self.params.max_speed, self.num_envs)
+        return pinned
+
+    def _draw_episodes(
+        self,
+        rngs: list[np.random.Generator],
+        goal: np.ndarray | None = None,
+        car: np.ndarray | None = None,
+    ) -> tuple[Any, ...]:
+        state, desired, parked = draw_each(start_episode, rngs, self.params, goal, car)
+        return tuple(state.T), desired, parked
+
+    def _draw_episodes_on_device(self, count: int, goal: Any = None, car: Any = None) -> Any:
+        return draw_episodes_on_device(
+            self.torch_generator, self.params, count, goal, car, self._spot_goals
+        )
+
+    def _store_episodes(self, index: Any, drawn: tuple[Any, ...]) -> None:
+        state, self._goal[index], self._parked[index] = drawn
+        for column, value in zip(self._state, state, strict=True):
+            column[index] = value
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self._state = advance(self._state, _cast(actions, "float64", self.xp), self.params, self.xp)

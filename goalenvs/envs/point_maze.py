@@ -30,6 +30,7 @@ from goalenvs.core import (
     check_choice,
     check_goal_option,
     check_positive,
+    draw_each,
     goal_batch,
     goal_dict_space,
 )
@@ -736,32 +737,27 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
         self._canvas: Canvas | None = None
         self._rewards: np.ndarray | None = None
 
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            space = self.single_observation_space["desired_goal"]
-            goal = self.params.check_goal(options["goal"], space, self.num_envs)
-        if self.device is not None:
-            if goal is not None:
-                goal = self.constant(goal)
-                goal = goal[index] if goal.ndim == 2 else goal
-            start, target = self._draw_episodes(len(index), goal)
-            self._position[index], self._goal[index] = start, target
-        else:
-            for i in index:
-                pinned = None if goal is None else (goal[i] if goal.ndim == 2 else goal)
-                start, target = draw_episode(self.np_randoms[i], self.params, pinned)
-                self._position[i] = start
-                self._goal[i] = target
-        self._velocity[index] = 0.0
+    episode_state = ("_position", "_goal")
+    zeroed_on_reset = ("_velocity",)
+
+    def _check_goal(self, goal: Any) -> np.ndarray:
+        space = self.single_observation_space["desired_goal"]
+        return self.params.check_goal(goal, space, self.num_envs)
+
+    def _draw_episodes(
+        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
+        return draw_each(draw_episode, rngs, self.params, goal)
+
+    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
+        noise = self.params.position_noise
+        return draw_episodes(self.torch_generator, self._free_cells, noise, count, goal)
+
+    def _episodes_started(self, index: Any) -> None:
         if self.render_mode is not None and 0 in index:
             self._trail.clear()
             self._trail.append(self.to_numpy(self._position[0]))
             self._rewards = None
-
-    def _draw_episodes(self, count: int, goal: Any) -> tuple[Any, Any]:
-        noise = self.params.position_noise
-        return draw_episodes(self.torch_generator, self._free_cells, noise, count, goal)
 
     def _step_envs(self, actions: np.ndarray) -> None:
         p = self.params

@@ -494,21 +494,18 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         # This step's rewards (the array step returns), for the heads-up text.
         self._rewards: np.ndarray | None = None
 
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            space = self.single_observation_space["desired_goal"]
-            goal = check_goal_option(options["goal"], space, self.num_envs)
-            goal = goal[self.to_numpy(index)] if goal.ndim == 2 else goal
-        if self.device is not None:
-            goal = None if goal is None else self.constant(goal)
-            self._position[index], self._goal[index] = draw_episodes_on_device(
-                self.torch_generator, self.params, len(index), goal
-            )
-        else:
-            rngs = [self.np_randoms[i] for i in index.tolist()]
-            self._position[index], self._goal[index] = draw_episodes(rngs, self.params, goal)
-        self._velocity[index] = 0.0
+    episode_state = ("_position", "_goal")
+    zeroed_on_reset = ("_velocity",)
+
+    def _draw_episodes(
+        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return draw_episodes(rngs, self.params, goal)
+
+    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
+        return draw_episodes_on_device(self.torch_generator, self.params, count, goal)
+
+    def _episodes_started(self, index: Any) -> None:
         if self.render_mode is not None and 0 in index:
             self._trail.clear()
             self._trail.append(self.to_numpy(self._position[0]))

@@ -27,6 +27,7 @@ from goalenvs.core import (
     check_choice,
     check_goal_option,
     check_positive,
+    draw_each,
     goal_batch,
     goal_dict_space,
 )
@@ -541,29 +542,20 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
         self._canvas: Canvas | None = None
         self._rewards: np.ndarray | None = None
 
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            space = self.single_observation_space["desired_goal"]
-            goal = check_goal_option(options["goal"], space, self.num_envs)
-        if self.device is not None:
-            if goal is not None:
-                goal = self.constant(goal)
-                goal = goal[index] if goal.ndim == 2 else goal
-            pusher, block, target = self._draw_episodes(len(index), goal)
-            self._pusher[index], self._block[index], self._goal[index] = pusher, block, target
-        else:
-            for i in index:
-                pinned = None if goal is None else (goal[i] if goal.ndim == 2 else goal)
-                pusher, block, target = draw_episode(self.np_randoms[i], self.params, pinned)
-                self._pusher[i], self._block[i], self._goal[i] = pusher, block, target
-        self._pusher_velocity[index] = 0.0
-        self._block_velocity[index] = 0.0
+    episode_state = ("_pusher", "_block", "_goal")
+    zeroed_on_reset = ("_pusher_velocity", "_block_velocity")
+
+    def _draw_episodes(
+        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
+        return draw_each(draw_episode, rngs, self.params, goal)
+
+    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any, Any]:
+        return draw_episodes(self.torch_generator, self.params, count, goal)
+
+    def _episodes_started(self, index: Any) -> None:
         if 0 in index:
             self._rewards = None
-
-    def _draw_episodes(self, count: int, goal: Any) -> tuple[Any, Any, Any]:
-        return draw_episodes(self.torch_generator, self.params, count, goal)
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
