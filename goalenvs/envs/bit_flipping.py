@@ -29,7 +29,7 @@ from goalenvs.core import (
     goal_batch,
     goal_dict_space,
 )
-from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
+from goalenvs.envs.canvas import Canvas, CanvasRendering, hud_line, import_pygame
 
 
 @dataclass(frozen=True)
@@ -258,7 +258,7 @@ def _draw_bits(
                 pg.draw.rect(canvas.surface, _MISMATCH, rect, border)
 
 
-class BitFlippingEnv(_BitFlippingGoals, GoalEnv):
+class BitFlippingEnv(_BitFlippingGoals, CanvasRendering, GoalEnv):
     """Flip bits until the state matches the goal pattern: the HER paper's bit flipping.
 
     ## Description
@@ -413,31 +413,18 @@ class BitFlippingEnv(_BitFlippingGoals, GoalEnv):
             "desired_goal": self._goal[0].copy(),
         }
 
-    def render(self) -> np.ndarray | None:
-        """Draws the state over the goal; returns the frame in ``rgb_array`` mode."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self._layout)
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self._layout)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
         state, goal = self._state[0], self._goal[0]
         success = bool(bits_match(state, goal, np)) and self._has_reset
-        _draw_bits(
-            self._canvas,
-            self._layout,
-            state,
-            goal,
-            hud_line(self._elapsed, self._last_reward, success),
-        )
-        if self.render_mode == "human":
-            self._canvas.show(self.metadata["render_fps"])
-            return None
-        return self._canvas.rgb_array()
+        hud = hud_line(self._elapsed, self._last_reward, success)
+        _draw_bits(canvas, self._layout, state, goal, hud)
 
     def close(self) -> None:
         """Closes the human window, if one is open."""
-        if self._canvas is not None:
-            self._canvas.close()
-            self._canvas = None
+        self._close_canvas()
 
     def bit_at_pixel(self, column: int, row: int) -> int | None:
         """The bit whose cell (state or goal row) holds the frame pixel, or None."""
@@ -484,7 +471,7 @@ def _make_canvas(layout: _Layout) -> Canvas:
 # --------------------------------------------------------------------------- vector env
 
 
-class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
+class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):
     """``num_envs`` bit flipping envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`BitFlippingEnv` exactly (same kernel, same draws from its
@@ -577,20 +564,15 @@ class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
         self._rewards = sparse_reward(self._success, self.xp)
         return self._rewards, self.fresh(self._success), None
 
-    def render(self) -> np.ndarray | None:
-        """Sub-env 0's frame (``rgb_array``), as :meth:`BitFlippingEnv.render` draws it."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self._layout)
-        hud = hud_line(
-            int(self.elapsed_steps[0]),
-            None if self._rewards is None else float(self._rewards[0]),
-            bool(self._success[0]),
-        )
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self._layout)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        # Sub-env 0, as BitFlippingEnv draws it.
+        reward = None if self._rewards is None else float(self._rewards[0])
+        hud = hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0]))
         state, goal = self.to_numpy(self._state[0]), self.to_numpy(self._goal[0])
-        _draw_bits(self._canvas, self._layout, state, goal, hud)
-        return self._canvas.rgb_array()
+        _draw_bits(canvas, self._layout, state, goal, hud)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases the drawing surface."""

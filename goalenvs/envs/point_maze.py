@@ -35,8 +35,15 @@ from goalenvs.core import (
     goal_dict_space,
 )
 from goalenvs.core.backend import constant_like
-from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
-from goalenvs.envs.planar import goal_distance
+from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.planar import (
+    FLOOR,
+    FRAME,
+    TRAIL_LENGTH,
+    PlanarRendering,
+    draw_point_mass,
+    goal_distance,
+)
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -422,12 +429,7 @@ def draw_episodes(
 
 # --------------------------------------------------------------------------- rendering
 
-_FLOOR, _WALL_COLOR = (246, 246, 240), (70, 70, 80)
-_GOAL, _GOAL_RING = (120, 210, 140), (30, 130, 60)
-_AGENT, _ARROW, _TRAIL = (40, 90, 200), (230, 120, 20), (120, 150, 220)
-_TEXT = (30, 30, 30)
-_FRAME = (400, 440)
-_TRAIL_LENGTH = 40
+_WALL_COLOR = (70, 70, 80)
 
 
 def _make_canvas(params: PointMazeParams) -> Canvas:
@@ -435,7 +437,7 @@ def _make_canvas(params: PointMazeParams) -> Canvas:
     rows, cols = params.shape
     margin = 0.05 * max(rows, cols)
     return Canvas(
-        _FRAME,
+        FRAME,
         (-margin, cols + margin, -margin, rows + 5 * margin),
         background=(255, 255, 255),
         title="goalenvs PointMaze",
@@ -451,28 +453,20 @@ def _draw_maze(
     trail: deque[np.ndarray],
     hud: str,
 ) -> None:
-    pg = canvas.pygame
     canvas.clear()
     rows, cols = params.shape
-    canvas.rect(0, 0, cols, rows, _FLOOR)
+    canvas.rect(0, 0, cols, rows, FLOOR)
     for r, c in np.argwhere(params.walls):
         y = rows - 1 - r
         canvas.rect(c, y, c + 1, y + 1, _WALL_COLOR)
-    for age, point in enumerate(reversed(trail)):
-        fade = (age + 1) / (len(trail) + 1)
-        color = tuple(int(c + (a - c) * fade) for c, a in zip(_TRAIL, _FLOOR, strict=True))
-        pg.draw.circle(canvas.surface, color, canvas.to_pixel(point), 2)
-    canvas.circle(goal, params.distance_threshold, _GOAL)
-    canvas.circle(goal, params.distance_threshold, _GOAL_RING, 2)
-    canvas.arrow(position, position + 0.1 * velocity, _ARROW, 3)
-    canvas.circle(position, 0.12, _AGENT)
-    canvas.text(hud, (8, 8), _TEXT, 20)
+    tip = position + 0.1 * velocity
+    draw_point_mass(canvas, trail, goal, params.distance_threshold, position, tip, 0.12, hud)
 
 
 # --------------------------------------------------------------------------- single env
 
 
-class PointMazeEnv(_PointMazeGoals, GoalEnv):
+class PointMazeEnv(_PointMazeGoals, PlanarRendering, GoalEnv):
     """A point mass finds its way through a maze to a goal.
 
     ## Description
@@ -588,7 +582,7 @@ class PointMazeEnv(_PointMazeGoals, GoalEnv):
         self._success = False
         self._last_reward: float | None = None
         self._has_reset = False
-        self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
+        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
         self._canvas: Canvas | None = None
 
     def reset(
@@ -643,37 +637,17 @@ class PointMazeEnv(_PointMazeGoals, GoalEnv):
             "desired_goal": self._goal[0].copy(),
         }
 
-    def render(self) -> np.ndarray | None:
-        """Draws the maze; returns the frame in ``rgb_array`` mode."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params)
-        _draw_maze(
-            self._canvas,
-            self.params,
-            self._position[0],
-            self._velocity[0],
-            self._goal[0],
-            self._trail,
-            hud_line(self._elapsed, self._last_reward, self._success),
-        )
-        if self.render_mode == "human":
-            self._canvas.show(self.metadata["render_fps"])
-            return None
-        return self._canvas.rgb_array()
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        hud = hud_line(self._elapsed, self._last_reward, self._success)
+        position, velocity, goal = self._position[0], self._velocity[0], self._goal[0]
+        _draw_maze(canvas, self.params, position, velocity, goal, self._trail, hud)
 
     def close(self) -> None:
         """Closes the human window, if one is open."""
-        if self._canvas is not None:
-            self._canvas.close()
-            self._canvas = None
-
-    def world_to_pixel(self, xy: Any) -> tuple[int, int]:
-        """The frame pixel ``(column, row)`` that shows the world point ``xy``."""
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params)
-        return self._canvas.to_pixel(xy)
+        self._close_canvas()
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``."""
@@ -683,7 +657,7 @@ class PointMazeEnv(_PointMazeGoals, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
+class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):
     """``num_envs`` point mazes stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointMazeEnv` exactly (same kernel, same draws from its
@@ -733,7 +707,7 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
         self._walls_up = self.constant(self.params.walls_up)
         self._path_lengths = self.constant(self.params.path_lengths)
         self._free_cells = self.constant(self.params.free_cells)
-        self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
+        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
         self._canvas: Canvas | None = None
         self._rewards: np.ndarray | None = None
 
@@ -793,23 +767,17 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
         self._rewards = reward
         return self.fresh(reward), self.fresh(info["is_success"]), None
 
-    def render(self) -> np.ndarray | None:
-        """Sub-env 0's frame (``rgb_array``), as :meth:`PointMazeEnv.render` draws it."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params)
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        # Sub-env 0, as PointMazeEnv draws it.
         reward = None if self._rewards is None else float(self._rewards[0])
-        _draw_maze(
-            self._canvas,
-            self.params,
-            self.to_numpy(self._position[0]),
-            self.to_numpy(self._velocity[0]),
-            self.to_numpy(self._goal[0]),
-            self._trail,
-            hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0])),
+        hud = hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0]))
+        position, velocity, goal = (
+            self.to_numpy(a[0]) for a in (self._position, self._velocity, self._goal)
         )
-        return self._canvas.rgb_array()
+        _draw_maze(canvas, self.params, position, velocity, goal, self._trail, hud)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases the drawing surface."""

@@ -31,8 +31,15 @@ from goalenvs.core import (
     goal_dict_space,
 )
 from goalenvs.core.backend import clear_points
-from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
-from goalenvs.envs.planar import goal_distance
+from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.planar import (
+    FLOOR,
+    FRAME,
+    TRAIL_LENGTH,
+    PlanarRendering,
+    draw_point_mass,
+    goal_distance,
+)
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -192,12 +199,7 @@ def draw_episodes_on_device(
 
 # --------------------------------------------------------------------------- rendering
 
-_ARENA, _WALL = (246, 246, 240), (60, 60, 60)
-_GOAL, _GOAL_RING = (120, 210, 140), (30, 130, 60)
-_AGENT, _ARROW, _TRAIL = (40, 90, 200), (230, 120, 20), (120, 150, 220)
-_TEXT = (30, 30, 30)
-_FRAME = (400, 440)
-_TRAIL_LENGTH = 40
+_WALL = (60, 60, 60)
 
 
 def _make_canvas(bound: float) -> Canvas:
@@ -205,7 +207,7 @@ def _make_canvas(bound: float) -> Canvas:
     # A tenth of the arena spare around it, and a band above it for the heads-up text.
     margin = 0.1 * bound
     return Canvas(
-        _FRAME,
+        FRAME,
         (-bound - margin, bound + margin, -bound - margin, bound + 3.2 * margin),
         background=(255, 255, 255),
         title="goalenvs PointReach",
@@ -221,26 +223,20 @@ def _draw_reach(
     trail: deque[np.ndarray],
     hud: str,
 ) -> None:
-    pg = canvas.pygame
     bound = params.bound
     canvas.clear()
-    canvas.rect(-bound, -bound, bound, bound, _ARENA)
+    canvas.rect(-bound, -bound, bound, bound, FLOOR)
     canvas.rect(-bound, -bound, bound, bound, _WALL, 2)
-    for age, point in enumerate(reversed(trail)):
-        fade = (age + 1) / (len(trail) + 1)
-        color = tuple(int(c + (a - c) * fade) for c, a in zip(_TRAIL, _ARENA, strict=True))
-        pg.draw.circle(canvas.surface, color, canvas.to_pixel(point), 2)
-    canvas.circle(goal, params.distance_threshold, _GOAL)
-    canvas.circle(goal, params.distance_threshold, _GOAL_RING, 2)
-    canvas.arrow(position, position + 0.25 * velocity, _ARROW, 3)
-    canvas.circle(position, 0.035 * bound, _AGENT)
-    canvas.text(hud, (8, 8), _TEXT, 20)
+    tip = position + 0.25 * velocity
+    draw_point_mass(
+        canvas, trail, goal, params.distance_threshold, position, tip, 0.035 * bound, hud
+    )
 
 
 # --------------------------------------------------------------------------- single env
 
 
-class PointReachEnv(_PointReachGoals, GoalEnv):
+class PointReachEnv(_PointReachGoals, PlanarRendering, GoalEnv):
     """A point mass in a square arena accelerates to a goal position.
 
     ## Description
@@ -348,7 +344,7 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
         self._success = False
         self._last_reward: float | None = None
         self._has_reset = False
-        self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
+        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
         self._canvas: Canvas | None = None
 
     def reset(
@@ -399,37 +395,17 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
             "desired_goal": self._goal[0].copy(),
         }
 
-    def render(self) -> np.ndarray | None:
-        """Draws the arena; returns the frame in ``rgb_array`` mode."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
-        _draw_reach(
-            self._canvas,
-            self.params,
-            self._position[0],
-            self._velocity[0],
-            self._goal[0],
-            self._trail,
-            hud_line(self._elapsed, self._last_reward, self._success),
-        )
-        if self.render_mode == "human":
-            self._canvas.show(self.metadata["render_fps"])
-            return None
-        return self._canvas.rgb_array()
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params.bound)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        hud = hud_line(self._elapsed, self._last_reward, self._success)
+        position, velocity, goal = self._position[0], self._velocity[0], self._goal[0]
+        _draw_reach(canvas, self.params, position, velocity, goal, self._trail, hud)
 
     def close(self) -> None:
         """Closes the human window, if one is open."""
-        if self._canvas is not None:
-            self._canvas.close()
-            self._canvas = None
-
-    def world_to_pixel(self, xy: Any) -> tuple[int, int]:
-        """The frame pixel ``(column, row)`` that shows the world point ``xy``."""
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
-        return self._canvas.to_pixel(xy)
+        self._close_canvas()
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``.
@@ -442,7 +418,7 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
+class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):
     """``num_envs`` point-reach envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws from its
@@ -489,7 +465,7 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         self._velocity = self.zeros((self.num_envs, 2), np.float32)
         self._goal = self.zeros((self.num_envs, 2), np.float32)
         self._distance = self.zeros(self.num_envs, np.float32) + 1
-        self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
+        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
         self._canvas: Canvas | None = None
         # This step's rewards (the array step returns), for the heads-up text.
         self._rewards: np.ndarray | None = None
@@ -540,24 +516,18 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
         return self._rewards, self.fresh(info["is_success"]), None
 
-    def render(self) -> np.ndarray | None:
-        """Sub-env 0's frame (``rgb_array``), as :meth:`PointReachEnv.render` draws it."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params.bound)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        # Sub-env 0, as PointReachEnv draws it.
         reward = None if self._rewards is None else float(self._rewards[0])
         success = bool(self._distance[0] < self.params.distance_threshold)
-        _draw_reach(
-            self._canvas,
-            self.params,
-            self.to_numpy(self._position[0]),
-            self.to_numpy(self._velocity[0]),
-            self.to_numpy(self._goal[0]),
-            self._trail,
-            hud_line(int(self.elapsed_steps[0]), reward, success),
+        hud = hud_line(int(self.elapsed_steps[0]), reward, success)
+        position, velocity, goal = (
+            self.to_numpy(a[0]) for a in (self._position, self._velocity, self._goal)
         )
-        return self._canvas.rgb_array()
+        _draw_reach(canvas, self.params, position, velocity, goal, self._trail, hud)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases the drawing surface."""

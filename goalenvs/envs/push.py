@@ -32,8 +32,8 @@ from goalenvs.core import (
     goal_dict_space,
 )
 from goalenvs.core.backend import clear_points
-from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
-from goalenvs.envs.planar import goal_distance
+from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.planar import PlanarRendering, goal_distance
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -275,7 +275,7 @@ def _draw_push(
 # --------------------------------------------------------------------------- single env
 
 
-class PushEnv(_PushGoals, GoalEnv):
+class PushEnv(_PushGoals, PlanarRendering, GoalEnv):
     """A disc pusher shoves a disc block onto a target spot.
 
     ## Description
@@ -450,30 +450,16 @@ class PushEnv(_PushGoals, GoalEnv):
             "desired_goal": self._goal[0].copy(),
         }
 
-    def render(self) -> np.ndarray | None:
-        """Draws the table; returns the frame in ``rgb_array`` mode."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params.bound)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
         hud = hud_line(self._elapsed, self._last_reward, self._success)
-        _draw_push(self._canvas, self.params, self._pusher[0], self._block[0], self._goal[0], hud)
-        if self.render_mode == "human":
-            self._canvas.show(self.metadata["render_fps"])
-            return None
-        return self._canvas.rgb_array()
+        _draw_push(canvas, self.params, self._pusher[0], self._block[0], self._goal[0], hud)
 
     def close(self) -> None:
         """Closes the human window, if one is open."""
-        if self._canvas is not None:
-            self._canvas.close()
-            self._canvas = None
-
-    def world_to_pixel(self, xy: Any) -> tuple[int, int]:
-        """The frame pixel ``(column, row)`` that shows the world point ``xy``."""
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
-        return self._canvas.to_pixel(xy)
+        self._close_canvas()
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys accelerate the pusher (two at once diagonally), for keyboard play."""
@@ -483,7 +469,7 @@ class PushEnv(_PushGoals, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-class PushVectorEnv(_PushGoals, GoalVectorEnv):
+class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):
     """``num_envs`` Push envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PushEnv` exactly (same kernel, same draws from its own
@@ -583,18 +569,16 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
         self._rewards = push_reward(self._distance, self.params, self.xp)
         return self.fresh(self._rewards), self.fresh(info["is_success"]), None
 
-    def render(self) -> np.ndarray | None:
-        """Sub-env 0's frame (``rgb_array``), as :meth:`PushEnv.render` draws it."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params.bound)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        # Sub-env 0, as PushEnv draws it.
         reward = None if self._rewards is None else float(self._rewards[0])
         success = bool(self._distance[0] < self.params.distance_threshold)
         hud = hud_line(int(self.elapsed_steps[0]), reward, success)
         pusher, block, goal = (self.to_numpy(a[0]) for a in (self._pusher, self._block, self._goal))
-        _draw_push(self._canvas, self.params, pusher, block, goal, hud)
-        return self._canvas.rgb_array()
+        _draw_push(canvas, self.params, pusher, block, goal, hud)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases the drawing surface."""
