@@ -44,7 +44,7 @@ from goalenvs.core.validate import (
     parse_autoreset_mode,
     parse_json_object,
 )
-from goalenvs.core.vector import GoalVectorEnv, draw_each
+from goalenvs.core.vector import GoalVectorEnv, draw_each, twin_metadata
 
 # Old module path -> where it lives now (an alias, see goalenvs.core.aliases).
 MOVED = {
@@ -80,4 +80,5 @@ __all__ = [
     "resolve_device",
     "torch_dtype",
     "torch_goal_arrays",
+    "twin_metadata",
 ]

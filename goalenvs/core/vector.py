@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
@@ -395,3 +396,10 @@ def draw_each(
         for j, rng in enumerate(rngs)
     ]
     return tuple(np.array(arrays) for arrays in zip(*episodes, strict=True))
+
+
+def twin_metadata(single_env: type[gym.Env]) -> dict[str, Any]:
+    """A vector twin's class ``metadata``: ``rgb_array`` rendering (of sub-env 0) at the
+    single env's ``render_fps``; each instance records its own ``autoreset_mode``."""
+    fps = single_env.metadata["render_fps"]
+    return {"render_modes": ["rgb_array"], "render_fps": fps, "autoreset_mode": None}

@@ -28,6 +28,7 @@ from goalenvs.core import (
     check_positive,
     goal_batch,
     goal_dict_space,
+    twin_metadata,
 )
 from goalenvs.envs.canvas import Canvas, CanvasRendering, hud_line, import_pygame
 
@@ -483,11 +484,7 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):
     per device, see :class:`GoalVectorEnv`). ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = {
-        "render_modes": ["rgb_array"],
-        "render_fps": BitFlippingEnv.metadata["render_fps"],
-        "autoreset_mode": None,
-    }
+    metadata: dict[str, Any] = twin_metadata(BitFlippingEnv)
 
     def __init__(
         self,

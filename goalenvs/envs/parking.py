@@ -31,6 +31,7 @@ from goalenvs.core import (
     goal_batch,
     goal_dict_space,
     info_values,
+    twin_metadata,
 )
 from goalenvs.core.backend import info_tensor
 
@@ -664,11 +665,7 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
     one row each. ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = {
-        "render_modes": ["rgb_array"],
-        "render_fps": ParkingEnv.metadata["render_fps"],
-        "autoreset_mode": None,
-    }
+    metadata: dict[str, Any] = twin_metadata(ParkingEnv)
 
     def __init__(
         self,
@@ -694,11 +691,9 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
             reward_type, n_parked, length, width, max_acceleration, max_steering_deg,
             max_speed, step_time, substeps, success_threshold, collision_penalty, reward_weights,
         )  # fmt: skip
-        observation_space, action_space = self.params.spaces()
         super().__init__(
-            num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
-            render_mode, device,
-        )  # fmt: skip
+            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
+        )
         n = self.num_envs
         # (x, y, cos, sin, speed), arrays of shape (num_envs,).
         self._state = tuple(

@@ -33,6 +33,7 @@ from goalenvs.core import (
     draw_each,
     goal_batch,
     goal_dict_space,
+    twin_metadata,
 )
 from goalenvs.core.backend import constant_like
 from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
@@ -669,11 +670,7 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = {
-        "render_modes": ["rgb_array"],
-        "render_fps": PointMazeEnv.metadata["render_fps"],
-        "autoreset_mode": None,
-    }
+    metadata: dict[str, Any] = twin_metadata(PointMazeEnv)
 
     def __init__(
         self,
@@ -695,11 +692,9 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):
         )
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
-        observation_space, action_space = self.params.spaces()
         super().__init__(
-            num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
-            render_mode, device,
-        )  # fmt: skip
+            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
+        )
         self._position = self.zeros((self.num_envs, 2), np.float32)
         self._velocity = self.zeros((self.num_envs, 2), np.float32)
         self._goal = self.zeros((self.num_envs, 2), np.float32)

@@ -30,6 +30,7 @@ from goalenvs.core import (
     draw_each,
     goal_batch,
     goal_dict_space,
+    twin_metadata,
 )
 from goalenvs.core.backend import clear_points
 from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
@@ -481,11 +482,7 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = {
-        "render_modes": ["rgb_array"],
-        "render_fps": PushEnv.metadata["render_fps"],
-        "autoreset_mode": None,
-    }
+    metadata: dict[str, Any] = twin_metadata(PushEnv)
 
     def __init__(
         self,
@@ -513,11 +510,9 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):
         )  # fmt: skip
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
-        observation_space, action_space = self.params.spaces()
         super().__init__(
-            num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
-            render_mode, device,
-        )  # fmt: skip
+            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
+        )
         n = self.num_envs
         self._pusher = self.zeros((n, 2), np.float32)
         self._pusher_velocity = self.zeros((n, 2), np.float32)
