@@ -143,7 +143,8 @@ def test_importing_the_agents_registry_loads_no_torch():
     assert out.stdout.strip() == "False"
 
 
-# goalenvs.core became a package: the old modules beside it are aliases of its modules.
+# goalenvs.core became a package and the wrappers moved into goalenvs.wrappers: the old
+# top-level modules are aliases of their new homes.
 CORE_OLD_NAMES = {
     "goalenvs.devices": (
         "goalenvs.core.backend",
@@ -164,6 +165,11 @@ CORE_OLD_NAMES = {
         "goalenvs.core.io",
         ["atomic_write", "atomic_write_file", "temporary_name", "fsync_dir", "_TMP_SUFFIX"],
     ),
+    "goalenvs.crash_penalty": (
+        "goalenvs.wrappers.crash_penalty",
+        ["CrashPenaltyInReward", "PARKING_CRASH_ID", "make_parking_crash"],
+    ),
+    "goalenvs.torch_envs": ("goalenvs.wrappers.torch_envs", ["sub_env_view", "SubEnvView"]),
 }
 
 # Every name goalenvs.core exported before it became a package, and its new home.

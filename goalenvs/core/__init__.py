@@ -11,7 +11,8 @@
 
 Every name is importable from ``goalenvs.core`` itself, as before the split; the old
 modules ``goalenvs.devices`` and ``goalenvs.atomic`` are aliases of :mod:`backend
-<goalenvs.core.backend>` and :mod:`io <goalenvs.core.io>` (:data:`MOVED`).
+<goalenvs.core.backend>` and :mod:`io <goalenvs.core.io>`, and ``goalenvs.crash_penalty``
+and ``goalenvs.torch_envs`` of their homes in :mod:`goalenvs.wrappers` (:data:`MOVED`).
 """
 
 from __future__ import annotations
@@ -46,10 +47,14 @@ from goalenvs.core.validate import (
 )
 from goalenvs.core.vector import GoalVectorEnv, draw_each, twin_metadata
 
-# Old module path -> where it lives now (an alias, see goalenvs.core.aliases).
+# Old module path -> where it lives now (an alias, see goalenvs.core.aliases): the modules
+# that stood beside core at the package's top level. Registered here because importing
+# goalenvs imports core first, so the old paths resolve before anything asks for them.
 MOVED = {
     "goalenvs.devices": "goalenvs.core.backend",
     "goalenvs.atomic": "goalenvs.core.io",
+    "goalenvs.crash_penalty": "goalenvs.wrappers.crash_penalty",
+    "goalenvs.torch_envs": "goalenvs.wrappers.torch_envs",
 }
 
 
