@@ -1,7 +1,10 @@
-"""The torch side of the native twins: devices, tensor goals and tensor actions.
+"""The numpy|torch helpers of the native twins: devices, tensor goals, tensor actions, info
+values, and the two array backends (:class:`NumpyBackend`, :class:`TorchBackend`) that a
+twin's state helpers run on.
 
-Nothing here imports torch at module level: numpy users never load it. The twins reach
-these helpers through :class:`goalenvs.core.GoalVectorEnv` (its ``device`` argument) and
+Nothing here imports torch at module level: numpy users never load it; nor anything else
+from goalenvs. The twins reach these helpers through
+:class:`goalenvs.core.GoalVectorEnv` (its ``device`` argument picks the backend) and
 :func:`goalenvs.core.goal_batch`.
 """
 
