@@ -22,8 +22,6 @@ from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
     InfoLike,
-    check_action,
-    check_choice,
     check_goal_option,
     check_positive,
     goal_batch,
@@ -31,6 +29,7 @@ from goalenvs.core import (
     twin_metadata,
 )
 from goalenvs.envs.canvas import Canvas, CanvasRendering, hud_line, import_pygame
+from goalenvs.envs.single import EpisodeBookkeeping
 
 
 @dataclass(frozen=True)
@@ -259,7 +258,7 @@ def _draw_bits(
                 pg.draw.rect(canvas.surface, _MISMATCH, rect, border)
 
 
-class BitFlippingEnv(_BitFlippingGoals, CanvasRendering, GoalEnv):
+class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, GoalEnv):
     """Flip bits until the state matches the goal pattern: the HER paper's bit flipping.
 
     ## Description
@@ -357,47 +356,32 @@ class BitFlippingEnv(_BitFlippingGoals, CanvasRendering, GoalEnv):
         if max_episode_steps is not None:
             check_positive("max_episode_steps", max_episode_steps, integer=True)
         self.max_episode_steps = self.n_bits if max_episode_steps is None else max_episode_steps
-        if render_mode is not None:
-            check_choice("render_mode", render_mode, self.metadata["render_modes"])
-        self.render_mode = render_mode
-        self.observation_space, self.action_space = self.params.spaces()
+        self._setup(render_mode)
         self._state = np.zeros((1, self.n_bits), np.float32)
         self._goal = np.zeros((1, self.n_bits), np.float32)
-        self._elapsed = 0
-        self._last_reward: float | None = None
-        self._has_reset = False
         self._layout = _Layout(self.n_bits)
-        self._canvas: Canvas | None = None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": bits}`` pins the goal."""
         super().reset(seed=seed)
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            goal = self.params.check_goal(options["goal"], self.observation_space["desired_goal"])
+        goal = self._pinned_goal(options, self.params.check_goal)
         self._state, self._goal = draw_episodes([self.np_random], self.params, goal)
-        self._elapsed = 0
-        self._last_reward = None
-        self._has_reset = True
-        if self.render_mode == "human":
-            self.render()
+        self._episode_started()
+        self._show_frame()
         return self._obs(), {"is_success": False}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Flips the chosen bit(s); see the class docstring for rewards and episode ends."""
-        if not self._has_reset:
-            raise RuntimeError("call reset() before step()")
-        action = check_action(action, self.action_space)
+        action = self._checked_action(action)
         self._state = flip_bits(self._state, np.asarray(action)[None], self.continuous, np)
         self._elapsed += 1
         matched = bits_match(self._state, self._goal, np)
         success = bool(matched[0])
         reward = float(sparse_reward(matched, np)[0])
         self._last_reward = reward
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return (
             self._obs(),
             reward,
@@ -515,7 +499,6 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):
         self._goal = self.zeros((self.num_envs, self.n_bits), np.float32)
         self._success = self.zeros(self.num_envs, bool)
         self._layout = _Layout(self.n_bits)
-        self._canvas: Canvas | None = None
         # This step's rewards (the array step returns), for the heads-up text.
         self._rewards: np.ndarray | None = None
 

@@ -26,7 +26,6 @@ from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
     InfoLike,
-    check_action,
     check_choice,
     check_goal_option,
     check_positive,
@@ -45,6 +44,7 @@ from goalenvs.envs.planar import (
     draw_point_mass,
     goal_distance,
 )
+from goalenvs.envs.single import EpisodeBookkeeping
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -467,7 +467,7 @@ def _draw_maze(
 # --------------------------------------------------------------------------- single env
 
 
-class PointMazeEnv(_PointMazeGoals, PlanarRendering, GoalEnv):
+class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     """A point mass finds its way through a maze to a goal.
 
     ## Description
@@ -572,47 +572,32 @@ class PointMazeEnv(_PointMazeGoals, PlanarRendering, GoalEnv):
         )
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
-        if render_mode is not None:
-            check_choice("render_mode", render_mode, self.metadata["render_modes"])
-        self.render_mode = render_mode
-        self.observation_space, self.action_space = self.params.spaces()
+        self._setup(render_mode)
         self._position = np.zeros((1, 2), np.float32)
         self._velocity = np.zeros((1, 2), np.float32)
         self._goal = np.zeros((1, 2), np.float32)
-        self._elapsed = 0
-        self._success = False
-        self._last_reward: float | None = None
-        self._has_reset = False
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
-        self._canvas: Canvas | None = None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": (x, y)}`` pins the goal."""
         super().reset(seed=seed)
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            goal = self.params.check_goal(options["goal"], self.observation_space["desired_goal"])
+        goal = self._pinned_goal(options, self.params.check_goal)
         start, target = draw_episode(self.np_random, self.params, goal)
         self._position, self._goal = start[None], target[None]
         self._velocity = np.zeros((1, 2), np.float32)
-        self._elapsed = 0
         self._success = bool(goal_distance(start, target, np) < self.distance_threshold)
-        self._last_reward = None
-        self._has_reset = True
+        self._episode_started()
         self._trail.clear()
         if self.render_mode is not None:
             self._trail.append(start.copy())
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return self._obs(), {"is_success": self._success}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Accelerates the point; see the class docstring for rewards and episode ends."""
-        if not self._has_reset:
-            raise RuntimeError("call reset() before step()")
-        action = check_action(action, self.action_space)
+        action = self._checked_action(action)
         p = self.params
         self._position, self._velocity = maze_step(
             self._position, self._velocity, action[None], p.walls_up, p.action_scale, p.dt,
@@ -627,8 +612,7 @@ class PointMazeEnv(_PointMazeGoals, PlanarRendering, GoalEnv):
         self._last_reward = reward
         if self.render_mode is not None:
             self._trail.append(self._position[0].copy())
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return obs, reward, self._success, False, {"is_success": self._success}
 
     def _obs(self) -> dict[str, np.ndarray]:
@@ -703,7 +687,6 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):
         self._path_lengths = self.constant(self.params.path_lengths)
         self._free_cells = self.constant(self.params.free_cells)
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
-        self._canvas: Canvas | None = None
         self._rewards: np.ndarray | None = None
 
     episode_state = ("_position", "_goal")

@@ -23,9 +23,7 @@ from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
     InfoLike,
-    check_action,
     check_choice,
-    check_goal_option,
     check_positive,
     goal_batch,
     goal_dict_space,
@@ -41,6 +39,7 @@ from goalenvs.envs.planar import (
     draw_point_mass,
     goal_distance,
 )
+from goalenvs.envs.single import EpisodeBookkeeping
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -237,7 +236,7 @@ def _draw_reach(
 # --------------------------------------------------------------------------- single env
 
 
-class PointReachEnv(_PointReachGoals, PlanarRendering, GoalEnv):
+class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     """A point mass in a square arena accelerates to a goal position.
 
     ## Description
@@ -334,46 +333,31 @@ class PointReachEnv(_PointReachGoals, PlanarRendering, GoalEnv):
         )
         self.reward_type = self.params.reward_type
         self.distance_threshold = self.params.distance_threshold
-        if render_mode is not None:
-            check_choice("render_mode", render_mode, self.metadata["render_modes"])
-        self.render_mode = render_mode
-        self.observation_space, self.action_space = self.params.spaces()
+        self._setup(render_mode)
         self._position = np.zeros((1, 2), np.float32)
         self._velocity = np.zeros((1, 2), np.float32)
         self._goal = np.zeros((1, 2), np.float32)
-        self._elapsed = 0
-        self._success = False
-        self._last_reward: float | None = None
-        self._has_reset = False
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
-        self._canvas: Canvas | None = None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": (x, y)}`` pins the goal."""
         super().reset(seed=seed)
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
+        goal = self._pinned_goal(options)
         self._position, self._goal = draw_episodes([self.np_random], self.params, goal)
         self._velocity = np.zeros((1, 2), np.float32)
-        self._elapsed = 0
         self._success = False  # draw_episodes keeps the start out of the goal's radius
-        self._last_reward = None
-        self._has_reset = True
+        self._episode_started()
         self._trail.clear()
         if self.render_mode is not None:
             self._trail.append(self._position[0].copy())
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return self._obs(), {"is_success": False}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Accelerates the point; see the class docstring for rewards and episode ends."""
-        if not self._has_reset:
-            raise RuntimeError("call reset() before step()")
-        action = check_action(action, self.action_space)
+        action = self._checked_action(action)
         p = self.params
         self._position, self._velocity = reach_step(
             self._position, self._velocity, action[None], p, np
@@ -385,8 +369,7 @@ class PointReachEnv(_PointReachGoals, PlanarRendering, GoalEnv):
         self._last_reward = reward
         if self.render_mode is not None:
             self._trail.append(self._position[0].copy())
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return self._obs(), reward, self._success, False, {"is_success": self._success}
 
     def _obs(self) -> dict[str, np.ndarray]:
@@ -461,7 +444,6 @@ class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):
         self._goal = self.zeros((self.num_envs, 2), np.float32)
         self._distance = self.zeros(self.num_envs, np.float32) + 1
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
-        self._canvas: Canvas | None = None
         # This step's rewards (the array step returns), for the heads-up text.
         self._rewards: np.ndarray | None = None
 

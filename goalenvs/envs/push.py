@@ -23,9 +23,7 @@ from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
     InfoLike,
-    check_action,
     check_choice,
-    check_goal_option,
     check_positive,
     draw_each,
     goal_batch,
@@ -35,6 +33,7 @@ from goalenvs.core import (
 from goalenvs.core.backend import clear_points
 from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
 from goalenvs.envs.planar import PlanarRendering, goal_distance
+from goalenvs.envs.single import EpisodeBookkeeping
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -276,7 +275,7 @@ def _draw_push(
 # --------------------------------------------------------------------------- single env
 
 
-class PushEnv(_PushGoals, PlanarRendering, GoalEnv):
+class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     """A disc pusher shoves a disc block onto a target spot.
 
     ## Description
@@ -390,44 +389,30 @@ class PushEnv(_PushGoals, PlanarRendering, GoalEnv):
         )  # fmt: skip
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
-        if render_mode is not None:
-            check_choice("render_mode", render_mode, self.metadata["render_modes"])
-        self.render_mode = render_mode
-        self.observation_space, self.action_space = self.params.spaces()
+        self._setup(render_mode)
         zeros = np.zeros((1, 2), np.float32)
         self._pusher, self._pusher_velocity = zeros, zeros
         self._block, self._block_velocity, self._goal = zeros, zeros, zeros
-        self._elapsed = 0
-        self._success = False
-        self._last_reward: float | None = None
-        self._has_reset = False
-        self._canvas: Canvas | None = None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new pusher, block and target; ``options={"goal": (x, y)}`` pins it."""
         super().reset(seed=seed)
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
-        pusher, block, target = draw_episode(self.np_random, self.params, goal)
+        pusher, block, target = draw_episode(
+            self.np_random, self.params, self._pinned_goal(options)
+        )
         self._pusher, self._block, self._goal = pusher[None], block[None], target[None]
         self._pusher_velocity = np.zeros((1, 2), np.float32)
         self._block_velocity = np.zeros((1, 2), np.float32)
-        self._elapsed = 0
         self._success = False
-        self._last_reward = None
-        self._has_reset = True
-        if self.render_mode == "human":
-            self.render()
+        self._episode_started()
+        self._show_frame()
         return self._obs(), {"is_success": False}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Moves the pusher (and the block it touches); see the class docstring."""
-        if not self._has_reset:
-            raise RuntimeError("call reset() before step()")
-        action = check_action(action, self.action_space)
+        action = self._checked_action(action)
         self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
             self._pusher, self._pusher_velocity, self._block, self._block_velocity,
             action[None], self.params, np,
@@ -437,8 +422,7 @@ class PushEnv(_PushGoals, PlanarRendering, GoalEnv):
         self._success = bool(distance[0] < self.params.distance_threshold)
         reward = float(push_reward(distance, self.params, np)[0])
         self._last_reward = reward
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return self._obs(), reward, self._success, False, {"is_success": self._success}
 
     def _obs(self) -> dict[str, np.ndarray]:
@@ -520,7 +504,6 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):
         self._block_velocity = self.zeros((n, 2), np.float32)
         self._goal = self.zeros((n, 2), np.float32)
         self._distance = self.zeros(n, np.float32) + 1
-        self._canvas: Canvas | None = None
         self._rewards: np.ndarray | None = None
 
     episode_state = ("_pusher", "_block", "_goal")
