@@ -166,16 +166,16 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     #: The state arrays a reset sets to zero (velocities).
     zeroed_on_reset: tuple[str, ...] = ()
 
-    def _draw_episodes(self, rngs: list[np.random.Generator], **pinned: Any) -> tuple[Any, ...]:
+    def _draw_episodes(self, rngs: list[np.random.Generator], goal: Any = None) -> tuple[Any, ...]:
         """Numpy twin: one new episode per generator (each sub-env's own), exactly as the
         single env draws it: its state arrays, one row per generator, in the order of
-        :attr:`episode_state`. ``pinned`` holds what the reset options pin
-        (:meth:`_reset_options`), each one value or one row per generator."""
+        :attr:`episode_state`. ``goal`` (None, one goal, or one per generator) and any
+        further keyword a subclass adds are what :meth:`_reset_options` pins."""
         raise NotImplementedError
 
-    def _draw_episodes_on_device(self, count: int, **pinned: Any) -> tuple[Any, ...]:
+    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, ...]:
         """Device twin: ``count`` new episodes' state tensors, drawn in one batch from
-        ``self.torch_generator`` (``pinned`` as for :meth:`_draw_episodes`, as tensors)."""
+        ``self.torch_generator`` (``goal`` as for :meth:`_draw_episodes`, as a tensor)."""
         raise NotImplementedError
 
     def _reset_options(self, options: dict[str, Any] | None) -> dict[str, np.ndarray]:
