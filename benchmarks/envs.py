@@ -151,7 +151,7 @@ def native_breakdown(case: EnvCase, steps: int = 400) -> dict[str, float]:
     of the whole step is ``GoalVectorEnv.step``'s own work (``_goal_outcomes``, the time
     limit, autoresets, info masks). The timers add a few tenths of a microsecond each.
     """
-    import goalenvs.core as core
+    import goalenvs.core.vector as core  # where GoalVectorEnv.step looks check_actions up
 
     envs = gym.make_vec(case.id, SYNC_ENVS, vectorization_mode="vector_entry_point", **case.kwargs)
     twin = envs.unwrapped if hasattr(envs, "unwrapped") else envs

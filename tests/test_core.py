@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from gymnasium import spaces
@@ -97,3 +99,93 @@ def test_unknown_autoreset_mode_lists_valid_names():
 
     with pytest.raises(ValueError, match=r"autoreset_mode='sometimes'.*next_step"):
         parse_autoreset_mode("sometimes")
+
+
+# --------------------------------------------------------------------------- spaces as JSON
+
+# JSON exactly as the two older writers produced it: checkpoints (train.checkpoint's
+# space_to_dict: flat float64 bounds, MultiBinary by shape) and replay-buffer saves
+# (her.buffer's _space_to_json: nested bounds, MultiBinary by n, Dict).
+_OLD_BOX = spaces.Box(
+    np.array([[-1, -2, -3], [0, 0, 0]], np.float32),
+    np.array([[1, 2, 3], [4, 5, np.inf]], np.float32),
+    dtype=np.float32,
+)
+OLD_CHECKPOINT_JSON = [
+    (
+        '{"type": "Box", "shape": [2, 3], "low": [-1.0, -2.0, -3.0, 0.0, 0.0, 0.0], '
+        '"high": [1.0, 2.0, 3.0, 4.0, 5.0, Infinity], "dtype": "float32"}',
+        _OLD_BOX,
+    ),
+    ('{"type": "Discrete", "n": 5, "start": 2}', spaces.Discrete(5, start=2)),
+    ('{"type": "MultiBinary", "shape": [4]}', spaces.MultiBinary([4])),
+    ('{"type": "MultiBinary", "shape": [2, 3]}', spaces.MultiBinary([2, 3])),
+    (
+        '{"type": "Box", "shape": [2], "low": [-1.5, -1.5], "high": [1.5, 1.5], '
+        '"dtype": "float64"}',
+        spaces.Box(-1.5, 1.5, (2,), np.float64),
+    ),
+]
+OLD_BUFFER_JSON = [
+    (
+        '{"type": "Box", "low": [[-1.0, -2.0, -3.0], [0.0, 0.0, 0.0]], "high": [[1.0, 2.0, '
+        '3.0], [4.0, 5.0, Infinity]], "shape": [2, 3], "dtype": "float32"}',
+        _OLD_BOX,
+    ),
+    ('{"type": "Discrete", "n": 5, "start": 2}', spaces.Discrete(5, start=2)),
+    ('{"type": "MultiBinary", "n": 4}', spaces.MultiBinary(4)),
+    ('{"type": "MultiBinary", "n": [2, 3]}', spaces.MultiBinary([2, 3])),
+    (
+        '{"type": "Dict", "spaces": {"a": {"type": "MultiBinary", "n": 3}, "b": {"type": '
+        '"Box", "low": [[-1.0, -2.0, -3.0], [0.0, 0.0, 0.0]], "high": [[1.0, 2.0, 3.0], '
+        '[4.0, 5.0, Infinity]], "shape": [2, 3], "dtype": "float32"}}}',
+        spaces.Dict(a=spaces.MultiBinary(3), b=_OLD_BOX),
+    ),
+]
+
+
+def _same_space(a, b):
+    assert type(a) is type(b) and a == b
+    if isinstance(a, spaces.Box):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a.low, b.low)
+        np.testing.assert_array_equal(a.high, b.high)
+    if isinstance(a, spaces.MultiBinary):
+        assert np.array_equal(np.asarray(a.n), np.asarray(b.n))
+    if isinstance(a, spaces.Dict):
+        for key in a.spaces:
+            _same_space(a[key], b[key])
+
+
+@pytest.mark.parametrize("text, space", OLD_CHECKPOINT_JSON + OLD_BUFFER_JSON)
+def test_space_from_json_reads_what_checkpoints_and_buffers_wrote_before(text, space):
+    from goalenvs.core.io import space_from_json
+
+    _same_space(space_from_json(json.loads(text)), space)
+
+
+@pytest.mark.parametrize("text, space", OLD_CHECKPOINT_JSON)
+def test_checkpoint_space_from_dict_reads_old_checkpoints(text, space):
+    from goalenvs.train.checkpoint import space_from_dict
+
+    _same_space(space_from_dict(json.loads(text)), space)
+
+
+@pytest.mark.parametrize("_, space", OLD_CHECKPOINT_JSON + OLD_BUFFER_JSON)
+def test_space_json_round_trip_keeps_the_space(_, space):
+    from goalenvs.core.io import space_from_json, space_to_json
+
+    text = json.dumps(space_to_json(space))
+    _same_space(space_from_json(json.loads(text)), space)
+
+
+def test_unknown_space_type_names_it_and_where_it_was_found():
+    from goalenvs.core.io import space_from_json, space_to_json
+    from goalenvs.train.checkpoint import CheckpointError, space_from_dict
+
+    with pytest.raises(ValueError, match="unknown space type 'Tuple' in a HER buffer file"):
+        space_from_json({"type": "Tuple"}, "a HER buffer file")
+    with pytest.raises(CheckpointError, match="unknown space type 'Tuple' in checkpoint"):
+        space_from_dict({"type": "Tuple"})
+    with pytest.raises(TypeError, match=r"cannot describe Tuple.* in a checkpoint"):
+        space_to_json(spaces.Tuple((spaces.Discrete(2),)), "a checkpoint")

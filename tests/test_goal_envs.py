@@ -288,6 +288,24 @@ def test_masked_reset_draws_only_from_the_reset_sub_envs_generators(env_id):
 
 
 @pytest.mark.parametrize("env_id", IDS)
+def test_masked_reset_pins_each_reset_sub_env_to_its_own_goal_row(env_id):
+    envs = gym.make_vec(env_id, num_envs=4, autoreset_mode="disabled").unwrapped
+    drawn = [envs.reset(seed=s)[0]["desired_goal"].copy() for s in (1, 2)]
+    per_env = np.stack([drawn[0][0], drawn[1][0], drawn[0][1], drawn[1][1]])
+    obs, _ = envs.reset(seed=0)
+    mask = np.array([False, True, False, True])
+    pinned, _ = envs.reset(options={"reset_mask": mask, "goal": per_env})
+    np.testing.assert_array_equal(pinned["desired_goal"][mask], per_env[mask])
+    np.testing.assert_array_equal(pinned["desired_goal"][~mask], obs["desired_goal"][~mask])
+    # A mask naming no sub-env draws nothing and changes nothing.
+    before = [rng.bit_generator.state for rng in envs.np_randoms]
+    same, _ = envs.reset(options={"reset_mask": np.zeros(4, bool)})
+    assert [rng.bit_generator.state for rng in envs.np_randoms] == before
+    for key in same:
+        np.testing.assert_array_equal(same[key], pinned[key])
+
+
+@pytest.mark.parametrize("env_id", IDS)
 def test_reset_info_and_step_info_carry_a_bool_is_success(env_id):
     env = gym.make(env_id)
     _, info = env.reset(seed=0)

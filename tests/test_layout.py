@@ -197,3 +197,92 @@ def test_goalenvs_play_keeps_every_name_it_had(home):
         namespace: dict = {}
         exec(f"from goalenvs.play import {name} as value", namespace)
         assert namespace["value"] is getattr(module, name) is getattr(goalenvs.play, name)
+
+
+# goalenvs.core became a package and the wrappers moved into goalenvs.wrappers: the old
+# top-level modules are aliases of their new homes.
+CORE_OLD_NAMES = {
+    "goalenvs.devices": (
+        "goalenvs.core.backend",
+        [
+            "InfoLike",
+            "is_tensor",
+            "torch_goal_arrays",
+            "constant_like",
+            "check_tensor_actions",
+            "resolve_device",
+            "torch_dtype",
+            "info_tensor",
+            "clear_points",
+            "info_values",
+        ],
+    ),
+    "goalenvs.atomic": (
+        "goalenvs.core.io",
+        ["atomic_write", "atomic_write_file", "temporary_name", "fsync_dir", "_TMP_SUFFIX"],
+    ),
+    "goalenvs.crash_penalty": (
+        "goalenvs.wrappers.crash_penalty",
+        ["CrashPenaltyInReward", "PARKING_CRASH_ID", "make_parking_crash"],
+    ),
+    "goalenvs.torch_envs": ("goalenvs.wrappers.torch_envs", ["sub_env_view", "SubEnvView"]),
+}
+
+# Every name goalenvs.core exported before it became a package, and its new home.
+CORE_NAMES = {
+    "GOAL_KEYS": "goalenvs.core.contract",
+    "GoalEnv": "goalenvs.core.contract",
+    "goal_arrays": "goalenvs.core.contract",
+    "goal_batch": "goalenvs.core.contract",
+    "goal_dict_space": "goalenvs.core.contract",
+    "GoalVectorEnv": "goalenvs.core.vector",
+    "parse_json_object": "goalenvs.core.validate",
+    "check_choice": "goalenvs.core.validate",
+    "check_positive": "goalenvs.core.validate",
+    "check_action": "goalenvs.core.validate",
+    "check_actions": "goalenvs.core.validate",
+    "check_goal_option": "goalenvs.core.validate",
+    "parse_autoreset_mode": "goalenvs.core.validate",
+    "command_name": "goalenvs.core.io",
+    "InfoLike": "goalenvs.core.backend",
+    "check_tensor_actions": "goalenvs.core.backend",
+    "info_values": "goalenvs.core.backend",
+    "is_tensor": "goalenvs.core.backend",
+    "resolve_device": "goalenvs.core.backend",
+    "torch_dtype": "goalenvs.core.backend",
+    "torch_goal_arrays": "goalenvs.core.backend",
+}
+
+
+def test_every_moved_core_module_is_listed_here():
+    from goalenvs.core import MOVED as CORE_MOVED
+
+    assert {old: new for old, (new, _) in CORE_OLD_NAMES.items()} == CORE_MOVED
+
+
+@pytest.mark.parametrize("old", sorted(CORE_OLD_NAMES))
+def test_old_core_module_path_is_the_new_module(old):
+    new, names = CORE_OLD_NAMES[old]
+    old_module = importlib.import_module(old)
+    new_module = importlib.import_module(new)
+    assert old_module is new_module
+    for name in names:
+        namespace: dict = {}
+        exec(f"from {old} import {name} as value", namespace)
+        assert namespace["value"] is getattr(new_module, name), (old, name)
+
+
+@pytest.mark.parametrize("old", sorted(CORE_OLD_NAMES))
+def test_old_core_module_path_imports_in_a_fresh_interpreter(old):
+    new = CORE_OLD_NAMES[old][0]
+    code = f"import {old}, {new}, sys; print(sys.modules['{old}'] is {new})"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("name", sorted(CORE_NAMES))
+def test_goalenvs_core_keeps_every_name(name):
+    import goalenvs.core
+
+    home = importlib.import_module(CORE_NAMES[name])
+    assert getattr(goalenvs.core, name) is getattr(home, name)

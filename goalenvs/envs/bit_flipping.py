@@ -22,14 +22,14 @@ from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
     InfoLike,
-    check_action,
-    check_choice,
     check_goal_option,
     check_positive,
     goal_batch,
     goal_dict_space,
+    twin_metadata,
 )
-from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
+from goalenvs.envs.canvas import Canvas, CanvasRendering, hud_line, import_pygame
+from goalenvs.envs.single import EpisodeBookkeeping
 
 
 @dataclass(frozen=True)
@@ -258,7 +258,7 @@ def _draw_bits(
                 pg.draw.rect(canvas.surface, _MISMATCH, rect, border)
 
 
-class BitFlippingEnv(_BitFlippingGoals, GoalEnv):
+class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, GoalEnv):
     """Flip bits until the state matches the goal pattern: the HER paper's bit flipping.
 
     ## Description
@@ -356,47 +356,32 @@ class BitFlippingEnv(_BitFlippingGoals, GoalEnv):
         if max_episode_steps is not None:
             check_positive("max_episode_steps", max_episode_steps, integer=True)
         self.max_episode_steps = self.n_bits if max_episode_steps is None else max_episode_steps
-        if render_mode is not None:
-            check_choice("render_mode", render_mode, self.metadata["render_modes"])
-        self.render_mode = render_mode
-        self.observation_space, self.action_space = self.params.spaces()
+        self._setup(render_mode)
         self._state = np.zeros((1, self.n_bits), np.float32)
         self._goal = np.zeros((1, self.n_bits), np.float32)
-        self._elapsed = 0
-        self._last_reward: float | None = None
-        self._has_reset = False
         self._layout = _Layout(self.n_bits)
-        self._canvas: Canvas | None = None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": bits}`` pins the goal."""
         super().reset(seed=seed)
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            goal = self.params.check_goal(options["goal"], self.observation_space["desired_goal"])
+        goal = self._pinned_goal(options, self.params.check_goal)
         self._state, self._goal = draw_episodes([self.np_random], self.params, goal)
-        self._elapsed = 0
-        self._last_reward = None
-        self._has_reset = True
-        if self.render_mode == "human":
-            self.render()
+        self._episode_started()
+        self._show_frame()
         return self._obs(), {"is_success": False}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Flips the chosen bit(s); see the class docstring for rewards and episode ends."""
-        if not self._has_reset:
-            raise RuntimeError("call reset() before step()")
-        action = check_action(action, self.action_space)
+        action = self._checked_action(action)
         self._state = flip_bits(self._state, np.asarray(action)[None], self.continuous, np)
         self._elapsed += 1
         matched = bits_match(self._state, self._goal, np)
         success = bool(matched[0])
         reward = float(sparse_reward(matched, np)[0])
         self._last_reward = reward
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return (
             self._obs(),
             reward,
@@ -413,31 +398,18 @@ class BitFlippingEnv(_BitFlippingGoals, GoalEnv):
             "desired_goal": self._goal[0].copy(),
         }
 
-    def render(self) -> np.ndarray | None:
-        """Draws the state over the goal; returns the frame in ``rgb_array`` mode."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self._layout)
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self._layout)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
         state, goal = self._state[0], self._goal[0]
         success = bool(bits_match(state, goal, np)) and self._has_reset
-        _draw_bits(
-            self._canvas,
-            self._layout,
-            state,
-            goal,
-            hud_line(self._elapsed, self._last_reward, success),
-        )
-        if self.render_mode == "human":
-            self._canvas.show(self.metadata["render_fps"])
-            return None
-        return self._canvas.rgb_array()
+        hud = hud_line(self._elapsed, self._last_reward, success)
+        _draw_bits(canvas, self._layout, state, goal, hud)
 
     def close(self) -> None:
         """Closes the human window, if one is open."""
-        if self._canvas is not None:
-            self._canvas.close()
-            self._canvas = None
+        self._close_canvas()
 
     def bit_at_pixel(self, column: int, row: int) -> int | None:
         """The bit whose cell (state or goal row) holds the frame pixel, or None."""
@@ -484,7 +456,7 @@ def _make_canvas(layout: _Layout) -> Canvas:
 # --------------------------------------------------------------------------- vector env
 
 
-class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
+class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):
     """``num_envs`` bit flipping envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`BitFlippingEnv` exactly (same kernel, same draws from its
@@ -496,11 +468,7 @@ class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
     per device, see :class:`GoalVectorEnv`). ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = {
-        "render_modes": ["rgb_array"],
-        "render_fps": BitFlippingEnv.metadata["render_fps"],
-        "autoreset_mode": None,
-    }
+    metadata: dict[str, Any] = twin_metadata(BitFlippingEnv)
 
     def __init__(
         self,
@@ -531,24 +499,24 @@ class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
         self._goal = self.zeros((self.num_envs, self.n_bits), np.float32)
         self._success = self.zeros(self.num_envs, bool)
         self._layout = _Layout(self.n_bits)
-        self._canvas: Canvas | None = None
         # This step's rewards (the array step returns), for the heads-up text.
         self._rewards: np.ndarray | None = None
 
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            space = self.single_observation_space["desired_goal"]
-            goal = self.params.check_goal(options["goal"], space, self.num_envs)
-            goal = goal[self.to_numpy(index)] if goal.ndim == 2 else goal
-        if self.device is not None:
-            goal = None if goal is None else self.constant(goal)
-            self._state[index], self._goal[index] = draw_episodes_on_device(
-                self.torch_generator, self.params, len(index), goal
-            )
-        else:
-            rngs = [self.np_randoms[i] for i in index.tolist()]
-            self._state[index], self._goal[index] = draw_episodes(rngs, self.params, goal)
+    episode_state = ("_state", "_goal")
+
+    def _check_goal(self, goal: Any) -> np.ndarray:
+        space = self.single_observation_space["desired_goal"]
+        return self.params.check_goal(goal, space, self.num_envs)
+
+    def _draw_episodes(
+        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return draw_episodes(rngs, self.params, goal)
+
+    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
+        return draw_episodes_on_device(self.torch_generator, self.params, count, goal)
+
+    def _episodes_started(self, index: Any) -> None:
         if self.render_mode is not None and 0 in index:
             self._rewards = None
 
@@ -576,20 +544,15 @@ class BitFlippingVectorEnv(_BitFlippingGoals, GoalVectorEnv):
         self._rewards = sparse_reward(self._success, self.xp)
         return self._rewards, self.fresh(self._success), None
 
-    def render(self) -> np.ndarray | None:
-        """Sub-env 0's frame (``rgb_array``), as :meth:`BitFlippingEnv.render` draws it."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self._layout)
-        hud = hud_line(
-            int(self.elapsed_steps[0]),
-            None if self._rewards is None else float(self._rewards[0]),
-            bool(self._success[0]),
-        )
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self._layout)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        # Sub-env 0, as BitFlippingEnv draws it.
+        reward = None if self._rewards is None else float(self._rewards[0])
+        hud = hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0]))
         state, goal = self.to_numpy(self._state[0]), self.to_numpy(self._goal[0])
-        _draw_bits(self._canvas, self._layout, state, goal, hud)
-        return self._canvas.rgb_array()
+        _draw_bits(canvas, self._layout, state, goal, hud)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases the drawing surface."""

@@ -382,3 +382,45 @@ def arrow_keys() -> dict[tuple[int, ...], np.ndarray]:
             combined = np.add(directions[vertical], directions[horizontal]).astype(np.float32)
             mapping[tuple(sorted((vertical, horizontal)))] = combined
     return mapping
+
+
+class CanvasRendering:
+    """The rendering of an env (or of a vector twin's sub-env 0) drawn on one :class:`Canvas`.
+
+    The canvas is made on first use by ``_new_canvas()``; each frame is drawn by
+    ``_draw_frame(canvas)``, then shown in the window (``human``) or returned
+    (``rgb_array``). A single env closes with :meth:`_close_canvas`; a vector twin drops
+    its canvas in ``close_extras``.
+    """
+
+    _canvas: Canvas | None = None
+    render_mode: str | None
+    metadata: dict[str, Any]
+
+    def _new_canvas(self) -> Canvas:
+        raise NotImplementedError
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        raise NotImplementedError
+
+    def _get_canvas(self) -> Canvas:
+        if self._canvas is None:
+            self._canvas = self._new_canvas()
+        return self._canvas
+
+    def render(self) -> np.ndarray | None:
+        """Draws the current frame: ``rgb_array`` returns it as an ``(H, W, 3)`` uint8 array,
+        ``human`` shows it in the window; None without a render mode."""
+        if self.render_mode is None:
+            return None
+        canvas = self._get_canvas()
+        self._draw_frame(canvas)
+        if self.render_mode == "human":
+            canvas.show(self.metadata["render_fps"])
+            return None
+        return canvas.rgb_array()
+
+    def _close_canvas(self) -> None:
+        if self._canvas is not None:
+            self._canvas.close()
+            self._canvas = None

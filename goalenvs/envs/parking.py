@@ -1,10 +1,12 @@
 """Parking: a kinematic car parks into a goal spot of a walled lot, optionally between parked cars.
 
-In this order: the lot layout, :class:`ParkingParams` (the checked constants), the goal
-functions of both faces (:class:`_ParkingGoals`), the kernel (pure functions of arrays and
-their array module ``xp`` over a leading batch dimension: numpy, or torch tensors for the
-device twin), the drawing, :class:`ParkingEnv` (one env, a batch of one for the kernel) and
-:class:`ParkingVectorEnv` (N envs in one call, the ids' ``vector_entry_point``).
+In this order: :class:`ParkingParams` (the checked constants), the goal functions of both
+faces (:class:`_ParkingGoals`), the kernel (pure functions of arrays and their array module
+``xp`` over a leading batch dimension: numpy, or torch tensors for the device twin),
+:class:`ParkingEnv` (one env, a batch of one for the kernel) and :class:`ParkingVectorEnv`
+(N envs in one call, the ids' ``vector_entry_point``). The lot itself (its layout, its
+collisions, its drawing) is :mod:`goalenvs.envs.parking_lot`, whose layout constants are
+importable from here too.
 """
 
 from __future__ import annotations
@@ -25,48 +27,34 @@ from goalenvs.core import (
     check_choice,
     check_goal_option,
     check_positive,
+    draw_each,
     goal_batch,
     goal_dict_space,
     info_values,
+    twin_metadata,
 )
-from goalenvs.devices import info_tensor
-from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
+from goalenvs.core.backend import info_tensor
 
-# --------------------------------------------------------------------------- lot layout
-# Two rows of spots face each other across a lane; walls enclose the lot (highway-env's
-# parking-v0 layout). Spot k of a row has its centre at x = SPOT_X[k]; the lower row's
-# spots are 0..13, the upper row's 14..27.
-
-SPOTS_PER_ROW = 14
-N_SPOTS = 2 * SPOTS_PER_ROW
-SPOT_WIDTH = 4.0  # m, along x
-SPOT_DEPTH = 8.0  # m, along y
-LANE_HALF_WIDTH = 10.0  # m: the spots begin at |y| = 10
-WALL_X = 35.0  # m: inner faces of the walls at x = +-35 and y = +-21
-WALL_Y = 21.0
-WALL_THICKNESS = 1.0  # m, drawn only: the walls are the half-planes beyond the faces
-SPOT_X = (np.arange(SPOTS_PER_ROW) - (SPOTS_PER_ROW - 1) / 2) * SPOT_WIDTH
-SPOT_CENTER_Y = LANE_HALF_WIDTH + SPOT_DEPTH / 2
-# Every spot's centre (x, y), and the sine of the heading that faces into it (away from
-# the lane: down for the lower row, up for the upper; the cosine is 0).
-SPOT_CENTERS = np.stack(
-    [
-        np.concatenate([SPOT_X, SPOT_X]),
-        np.repeat([-SPOT_CENTER_Y, SPOT_CENTER_Y], SPOTS_PER_ROW),
-    ],
-    axis=1,
-)
-SPOT_HEADING_SIN = np.repeat([-1.0, 1.0], SPOTS_PER_ROW)
-
-POSITION_SCALE = 50.0  # m per observation unit: the lot spans about [-0.7, 0.7] x [-0.42, 0.42]
-VELOCITY_SCALE = 10.0  # m/s per observation unit: the default speed limit maps to 1
-GOAL_SIZE = 6
-# The goal of every spot: its centre, at rest, heading into it (cos 0, sin +-1).
-SPOT_GOALS = np.zeros((N_SPOTS, GOAL_SIZE), dtype=np.float32)
-SPOT_GOALS[:, :2] = SPOT_CENTERS / POSITION_SCALE
-SPOT_GOALS[:, 5] = SPOT_HEADING_SIN
-START_HALF_X = 4.0  # m: the car starts within +-4 m of the lot centre along the lane
-START_HALF_Y = 1.0  # m: and within +-1 m across it
+# The lot's layout and its drawing; the layout's names are this module's too.
+from goalenvs.envs.parking_lot import GOAL_SIZE as GOAL_SIZE
+from goalenvs.envs.parking_lot import LANE_HALF_WIDTH as LANE_HALF_WIDTH
+from goalenvs.envs.parking_lot import N_SPOTS as N_SPOTS
+from goalenvs.envs.parking_lot import POSITION_SCALE as POSITION_SCALE
+from goalenvs.envs.parking_lot import SPOT_CENTER_Y as SPOT_CENTER_Y
+from goalenvs.envs.parking_lot import SPOT_CENTERS as SPOT_CENTERS
+from goalenvs.envs.parking_lot import SPOT_DEPTH as SPOT_DEPTH
+from goalenvs.envs.parking_lot import SPOT_GOALS as SPOT_GOALS
+from goalenvs.envs.parking_lot import SPOT_HEADING_SIN as SPOT_HEADING_SIN
+from goalenvs.envs.parking_lot import SPOT_WIDTH as SPOT_WIDTH
+from goalenvs.envs.parking_lot import SPOT_X as SPOT_X
+from goalenvs.envs.parking_lot import SPOTS_PER_ROW as SPOTS_PER_ROW
+from goalenvs.envs.parking_lot import START_HALF_X as START_HALF_X
+from goalenvs.envs.parking_lot import START_HALF_Y as START_HALF_Y
+from goalenvs.envs.parking_lot import VELOCITY_SCALE as VELOCITY_SCALE
+from goalenvs.envs.parking_lot import WALL_THICKNESS as WALL_THICKNESS
+from goalenvs.envs.parking_lot import WALL_X as WALL_X
+from goalenvs.envs.parking_lot import WALL_Y as WALL_Y
+from goalenvs.envs.parking_lot import LotPainter, check_car_option, crashes, keys_to_action, spot_at
 
 # The most a substep may turn the car by half (radians): each substep drives one arc,
 # and short arcs keep the per-substep speed limit close to a continuous one. The default
@@ -183,27 +171,6 @@ class ParkingParams:
         box = spaces.Box(-high, high, dtype=np.float32)
         action = spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
         return goal_dict_space(box, spaces.Box(-high, high, dtype=np.float32)), action
-
-
-def _car_option(value: Any, max_speed: float, batch: int | None = None) -> np.ndarray:
-    """Validates ``options["car"]``: (x, y, heading, speed) in metres, radians, m/s."""
-    arr = np.asarray(value, dtype=np.float64)
-    shapes = [(4,)] if batch is None else [(4,), (batch, 4)]
-    if arr.shape not in shapes or not np.all(np.isfinite(arr)):
-        raise ValueError(
-            f"options['car']={value!r} must be finite (x, y, heading, speed) with shape in {shapes}"
-        )
-    inside = (np.abs(arr[..., 0]) < WALL_X) & (np.abs(arr[..., 1]) < WALL_Y)
-    if not np.all(inside):
-        raise ValueError(
-            f"options['car']={arr.tolist()} puts the car's centre outside the walls "
-            f"(|x| < {WALL_X}, |y| < {WALL_Y})"
-        )
-    if np.any(np.abs(arr[..., 3]) > max_speed):
-        raise ValueError(
-            f"options['car']={arr.tolist()} has a speed beyond max_speed={max_speed} m/s"
-        )
-    return arr
 
 
 # --------------------------------------------------------------------------- goal functions
@@ -337,40 +304,6 @@ def goal_reward(distance: Any, crashed: Any, params: ParkingParams) -> tuple[Any
     return base - params.collision_penalty * crashed, success
 
 
-def crashes(
-    state: tuple[Any, ...], parked: Any, spot_centers: Any, params: ParkingParams, xp: Any
-) -> Any:
-    """Whether each car overlaps a wall or a parked car: bool of the batch shape.
-
-    Walls: the box around the rotated car against the wall faces (exact for a rectangle
-    against a half-plane). Parked cars are axis-aligned, nose into their spot
-    (half_width along x, half_length along y), ``spot_centers`` ``(N_SPOTS, 2)`` and
-    ``parked`` ``(*batch, N_SPOTS)`` bool in the state's array module. Two boxes overlap
-    when no axis among x, y and the car's own two axes separates them; touching is not
-    an overlap. A car reaches only the parked cars of its own row (the rows' centres are
-    28 m apart, a car's reach in y under 8.5 m), so it is tested against those 14 spots.
-    """
-    x, y, c, s, _ = state
-    hl, hw = params.half_length, params.half_width
-    ac, as_ = abs(c), abs(s)
-    extent_x, extent_y = hl * ac + hw * as_, hl * as_ + hw * ac
-    crashed = (abs(x) + extent_x > WALL_X) | (abs(y) + extent_y > WALL_Y)
-    if not params.n_parked:
-        return crashed
-    # Spots along a first axis, the batch after it: numpy's loops then run along the batch.
-    upper = y > 0
-    parked = xp.moveaxis(parked, -1, 0)
-    row = xp.where(upper, parked[SPOTS_PER_ROW:], parked[:SPOTS_PER_ROW])
-    dy = y - xp.where(upper, SPOT_CENTER_Y, -SPOT_CENTER_Y)
-    dx = x - spot_centers[:SPOTS_PER_ROW, 0].reshape((SPOTS_PER_ROW,) + (1,) * dy.ndim)
-    overlap = (
-        (abs(dx) < extent_x + hw)
-        & (abs(dx * c + dy * s) < hl + hw * ac + hl * as_)
-        & (abs(dy * c - dx * s) < hw + hw * as_ + hl * ac)
-    )
-    return crashed | ((abs(dy) < extent_y + hl) & (overlap & row).any(axis=0))
-
-
 def evaluate(
     state: tuple[Any, ...],
     desired_goal: Any,
@@ -408,15 +341,6 @@ def draw_episode(
         parked[others + (others >= goal_spot)] = True
     x, y = START_HALF_X * (2.0 * u1 - 1.0), START_HALF_Y * (2.0 * u2 - 1.0)
     return x, y, math.cos(heading), math.sin(heading), goal_spot, parked
-
-
-def spot_at(x: float, y: float) -> int:
-    """The spot containing the point (x, y) in metres, or -1."""
-    row_y = abs(y) - LANE_HALF_WIDTH
-    column = math.floor((x - SPOT_X[0]) / SPOT_WIDTH + 0.5)
-    if 0.0 <= row_y <= SPOT_DEPTH and 0 <= column < SPOTS_PER_ROW:
-        return column + (SPOTS_PER_ROW if y > 0 else 0)
-    return -1
 
 
 def start_episode(
@@ -485,137 +409,6 @@ def draw_episodes_on_device(
         car = car.double().expand(count, 4)
         x, y, heading, v = car[:, 0], car[:, 1], car[:, 2], car[:, 3]
     return (x, y, torch.cos(heading), torch.sin(heading), v), desired, parked
-
-
-# --------------------------------------------------------------------------- rendering
-
-_COLORS = {
-    "ground": (96, 96, 104),
-    "line": (235, 235, 235),
-    "wall": (40, 40, 40),
-    "parked": (150, 150, 160),
-    "goal": (90, 200, 90),
-    "car": (40, 110, 230),
-    "car_success": (30, 170, 60),
-    "crash": (230, 30, 30),
-    "mark": (255, 220, 0),
-    "hud": (255, 255, 255),
-}
-_PIXELS_PER_METRE = 8
-_WORLD_BOUNDS = (
-    -WALL_X - WALL_THICKNESS,
-    WALL_X + WALL_THICKNESS,
-    -WALL_Y - WALL_THICKNESS,
-    WALL_Y + WALL_THICKNESS,
-)
-
-
-class _LotPainter:
-    """Draws one lot on a shared :class:`~goalenvs.envs.canvas.Canvas`.
-
-    The lot, the parked cars and the goal do not move within an episode, so they are
-    drawn once per episode into a snapshot that each frame starts from.
-    """
-
-    def __init__(self, params: ParkingParams, render_fps: int) -> None:
-        size = (
-            int((_WORLD_BOUNDS[1] - _WORLD_BOUNDS[0]) * _PIXELS_PER_METRE),
-            int((_WORLD_BOUNDS[3] - _WORLD_BOUNDS[2]) * _PIXELS_PER_METRE),
-        )
-        self.canvas = Canvas(size, _WORLD_BOUNDS, _COLORS["ground"], title="goalenvs Parking")
-        self.params = params
-        self.render_fps = render_fps
-        self._background: Any = None
-        self._background_key: Any = None
-
-    def _draw_background(self, desired_goal: np.ndarray, parked: np.ndarray) -> None:
-        cv, p = self.canvas, self.params
-        cv.clear()
-        t = WALL_THICKNESS
-        for x0, y0, x1, y1 in (
-            (-WALL_X - t, -WALL_Y - t, WALL_X + t, -WALL_Y),
-            (-WALL_X - t, WALL_Y, WALL_X + t, WALL_Y + t),
-            (-WALL_X - t, -WALL_Y - t, -WALL_X, WALL_Y + t),
-            (WALL_X, -WALL_Y - t, WALL_X + t, WALL_Y + t),
-        ):
-            cv.rect(x0, y0, x1, y1, _COLORS["wall"])
-        gx, gy = desired_goal[0] * POSITION_SCALE, desired_goal[1] * POSITION_SCALE
-        gc, gs = float(desired_goal[4]), float(desired_goal[5])
-        goal_spot = spot_at(gx, gy)
-        if goal_spot >= 0:
-            (sx, sy), w, d = SPOT_CENTERS[goal_spot], SPOT_WIDTH / 2, SPOT_DEPTH / 2
-            cv.rect(sx - w, sy - d, sx + w, sy + d, _COLORS["goal"])
-        edges = np.concatenate([SPOT_X - SPOT_WIDTH / 2, [SPOT_X[-1] + SPOT_WIDTH / 2]])
-        for sign in (-1.0, 1.0):
-            inner, outer = sign * LANE_HALF_WIDTH, sign * (LANE_HALF_WIDTH + SPOT_DEPTH)
-            for ex in edges:
-                cv.line((ex, inner), (ex, outer), _COLORS["line"], 2)
-            cv.line((edges[0], outer), (edges[-1], outer), _COLORS["line"], 2)
-        for spot in np.flatnonzero(parked):
-            cx, cy = SPOT_CENTERS[spot]
-            cv.box((cx, cy), p.length, p.width, math.pi / 2, _COLORS["parked"])
-        # The goal pose: an outline of the car where it should stop, and its heading.
-        norm = math.hypot(gc, gs) or 1.0
-        angle = math.atan2(gs / norm, gc / norm)
-        cv.box((gx, gy), p.length, p.width, angle, _COLORS["line"], border=2)
-        tip = (gx + 0.45 * p.length * gc / norm, gy + 0.45 * p.length * gs / norm)
-        cv.arrow((gx, gy), tip, _COLORS["line"], 2)
-        self._background = cv.snapshot()
-
-    def draw(
-        self,
-        mode: str,
-        car: tuple[float, ...],
-        desired_goal: np.ndarray,
-        parked: np.ndarray,
-        crashed: bool,
-        success: bool,
-        steps: int,
-        reward: float | None,
-    ) -> np.ndarray | None:
-        """Draws a frame: shown in the window (``human``) or returned (``rgb_array``)."""
-        key = (desired_goal.tobytes(), parked.tobytes())
-        if key != self._background_key:
-            self._draw_background(desired_goal, parked)
-            self._background_key = key
-        cv, p = self.canvas, self.params
-        cv.restore(self._background)
-        x, y, c, s = car[:4]
-        angle = math.atan2(s, c)
-        color = (
-            _COLORS["crash"] if crashed else _COLORS["car_success"] if success else _COLORS["car"]
-        )
-        corners = cv.box((x, y), p.length, p.width, angle, color)
-        # Heading mark: a bar across the front of the car.
-        cv.line(corners[0], corners[1], _COLORS["mark"], 3)
-        hud = hud_line(steps, reward, success)
-        if crashed:
-            cv.circle((x, y), 0.75 * p.length, _COLORS["crash"], width=3)
-            hud = "CRASH  " + hud
-        cv.text(hud, (8, 6), _COLORS["crash"] if crashed else _COLORS["hud"], size=20)
-        if mode == "rgb_array":
-            return self.canvas.rgb_array()
-        self.canvas.show(self.render_fps)
-        return None
-
-    def close(self) -> None:
-        self.canvas.close()
-
-
-def keys_to_action() -> dict[tuple[int, ...], np.ndarray]:
-    """Arrow keys for :func:`gymnasium.utils.play.play`: up/down throttle, left/right steer."""
-    pg = import_pygame()
-    throttle = {pg.K_UP: 1.0, pg.K_DOWN: -1.0}
-    steering = {pg.K_LEFT: 1.0, pg.K_RIGHT: -1.0}
-    mapping: dict[tuple[int, ...], np.ndarray] = {}
-    for t_key in (None, *throttle):
-        for s_key in (None, *steering):
-            keys = tuple(sorted(k for k in (t_key, s_key) if k is not None))
-            if keys:
-                mapping[keys] = np.array(
-                    [throttle.get(t_key, 0.0), steering.get(s_key, 0.0)], dtype=np.float32
-                )
-    return mapping
 
 
 # --------------------------------------------------------------------------- single env
@@ -787,7 +580,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
         self._success = False
         self._steps = 0
         self._last_reward: float | None = None
-        self._painter: _LotPainter | None = None
+        self._painter: LotPainter | None = None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -799,7 +592,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
             if options.get("goal") is not None:
                 goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
             if options.get("car") is not None:
-                car = _car_option(options["car"], self.params.max_speed)
+                car = check_car_option(options["car"], self.params.max_speed)
         state, goal, parked = start_episode(self.np_random, self.params, goal, car)
         self._state = tuple(np.float64(value) for value in state)
         self._goal, self._parked = goal, parked
@@ -838,7 +631,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
         """Draws the lot; ``rgb_array`` returns an ``(352, 576, 3)`` uint8 frame."""
         if self.render_mode is None:
             return None
-        self._painter = self._painter or _LotPainter(self.params, self.metadata["render_fps"])
+        self._painter = self._painter or LotPainter(self.params, self.metadata["render_fps"])
         car, goal, parked = tuple(map(float, self._state)), self._goal, self._parked
         outcome = (self._crashed, self._success, self._steps, self._last_reward)
         return self._painter.draw(self.render_mode, car, goal, parked, *outcome)
@@ -872,11 +665,7 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
     one row each. ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = {
-        "render_modes": ["rgb_array"],
-        "render_fps": ParkingEnv.metadata["render_fps"],
-        "autoreset_mode": None,
-    }
+    metadata: dict[str, Any] = twin_metadata(ParkingEnv)
 
     def __init__(
         self,
@@ -902,11 +691,9 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
             reward_type, n_parked, length, width, max_acceleration, max_steering_deg,
             max_speed, step_time, substeps, success_threshold, collision_penalty, reward_weights,
         )  # fmt: skip
-        observation_space, action_space = self.params.spaces()
         super().__init__(
-            num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
-            render_mode, device,
-        )  # fmt: skip
+            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
+        )
         n = self.num_envs
         # (x, y, cos, sin, speed), arrays of shape (num_envs,).
         self._state = tuple(
@@ -920,41 +707,32 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         self._crashed = self.zeros(n, bool)
         self._spot_centers = self.constant(SPOT_CENTERS)
         self._spot_goals = self.constant(SPOT_GOALS)
-        self._painter: _LotPainter | None = None
+        self._painter: LotPainter | None = None
 
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goals = cars = None
-        if options:
-            if options.get("goal") is not None:
-                space = self.single_observation_space["desired_goal"]
-                goals = check_goal_option(options["goal"], space, self.num_envs)
-            if options.get("car") is not None:
-                cars = _car_option(options["car"], self.params.max_speed, self.num_envs)
-        if self.device is not None:
-            # One value for all, or the rows of the sub-envs reset, as tensors there.
-            goals, cars = (
-                None if a is None else self.constant(a if a.ndim == 1 else a[self.to_numpy(index)])
-                for a in (goals, cars)
-            )
-            state, self._goal[index], self._parked[index] = draw_episodes_on_device(
-                self.torch_generator, self.params, len(index), goals, cars, self._spot_goals
-            )
-            for column, value in zip(self._state, state, strict=True):
-                column[index] = value
-        else:
-            drawn = [
-                start_episode(
-                    self.np_randoms[i], self.params,
-                    None if goals is None else (goals if goals.ndim == 1 else goals[i]),
-                    None if cars is None else (cars if cars.ndim == 1 else cars[i]),
-                )
-                for i in index.tolist()
-            ]  # fmt: skip
-            if drawn:  # a reset_mask may name no sub-env
-                state, goal, parked = (np.array(a) for a in zip(*drawn, strict=True))
-                self._goal[index], self._parked[index] = goal, parked
-                for column, values in zip(self._state, state.T, strict=True):
-                    column[index] = values
+    def _reset_options(self, options: dict[str, Any] | None) -> dict[str, np.ndarray]:
+        pinned = super()._reset_options(options)
+        if options and options.get("car") is not None:
+            pinned["car"] = check_car_option(options["car"], self.params.max_speed, self.num_envs)
+        return pinned
+
+    def _draw_episodes(
+        self,
+        rngs: list[np.random.Generator],
+        goal: np.ndarray | None = None,
+        car: np.ndarray | None = None,
+    ) -> tuple[Any, ...]:
+        state, desired, parked = draw_each(start_episode, rngs, self.params, goal, car)
+        return tuple(state.T), desired, parked
+
+    def _draw_episodes_on_device(self, count: int, goal: Any = None, car: Any = None) -> Any:
+        return draw_episodes_on_device(
+            self.torch_generator, self.params, count, goal, car, self._spot_goals
+        )
+
+    def _store_episodes(self, index: Any, drawn: tuple[Any, ...]) -> None:
+        state, self._goal[index], self._parked[index] = drawn
+        for column, value in zip(self._state, state, strict=True):
+            column[index] = value
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self._state = advance(self._state, _cast(actions, "float64", self.xp), self.params, self.xp)
@@ -985,7 +763,7 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         """Sub-env 0's frame (``rgb_array``), as :meth:`ParkingEnv.render` draws it."""
         if self.render_mode is None:
             return None
-        self._painter = self._painter or _LotPainter(self.params, self.metadata["render_fps"])
+        self._painter = self._painter or LotPainter(self.params, self.metadata["render_fps"])
         steps = int(self.elapsed_steps[0])
         car = tuple(float(a[0]) for a in self._state)
         goal, parked = self.to_numpy(self._goal[0]), self.to_numpy(self._parked[0])

@@ -26,15 +26,25 @@ from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
     InfoLike,
-    check_action,
     check_choice,
     check_goal_option,
     check_positive,
+    draw_each,
     goal_batch,
     goal_dict_space,
+    twin_metadata,
 )
-from goalenvs.devices import constant_like
-from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
+from goalenvs.core.backend import constant_like
+from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.planar import (
+    FLOOR,
+    FRAME,
+    TRAIL_LENGTH,
+    PlanarRendering,
+    draw_point_mass,
+    goal_distance,
+)
+from goalenvs.envs.single import EpisodeBookkeeping
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -288,16 +298,6 @@ def _index(x: Any, xp: Any) -> Any:
     return x.astype(np.int64) if xp is np else x.long()
 
 
-def goal_distance(achieved: Any, desired: Any, xp: Any) -> Any:
-    """Euclidean distance over the goals' leading shape.
-
-    Written out rather than a reduction: elementwise IEEE operations give the same bits
-    for any batch size, which the single env == vector env guarantee needs.
-    """
-    d = achieved - desired
-    return xp.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
-
-
 def sparse_reward(achieved: Any, desired: Any, distance_threshold: float, xp: Any) -> Any:
     """0 within ``distance_threshold`` of the goal, else -1 (float32)."""
     reached = goal_distance(achieved, desired, xp) < distance_threshold
@@ -430,12 +430,7 @@ def draw_episodes(
 
 # --------------------------------------------------------------------------- rendering
 
-_FLOOR, _WALL_COLOR = (246, 246, 240), (70, 70, 80)
-_GOAL, _GOAL_RING = (120, 210, 140), (30, 130, 60)
-_AGENT, _ARROW, _TRAIL = (40, 90, 200), (230, 120, 20), (120, 150, 220)
-_TEXT = (30, 30, 30)
-_FRAME = (400, 440)
-_TRAIL_LENGTH = 40
+_WALL_COLOR = (70, 70, 80)
 
 
 def _make_canvas(params: PointMazeParams) -> Canvas:
@@ -443,7 +438,7 @@ def _make_canvas(params: PointMazeParams) -> Canvas:
     rows, cols = params.shape
     margin = 0.05 * max(rows, cols)
     return Canvas(
-        _FRAME,
+        FRAME,
         (-margin, cols + margin, -margin, rows + 5 * margin),
         background=(255, 255, 255),
         title="goalenvs PointMaze",
@@ -459,28 +454,20 @@ def _draw_maze(
     trail: deque[np.ndarray],
     hud: str,
 ) -> None:
-    pg = canvas.pygame
     canvas.clear()
     rows, cols = params.shape
-    canvas.rect(0, 0, cols, rows, _FLOOR)
+    canvas.rect(0, 0, cols, rows, FLOOR)
     for r, c in np.argwhere(params.walls):
         y = rows - 1 - r
         canvas.rect(c, y, c + 1, y + 1, _WALL_COLOR)
-    for age, point in enumerate(reversed(trail)):
-        fade = (age + 1) / (len(trail) + 1)
-        color = tuple(int(c + (a - c) * fade) for c, a in zip(_TRAIL, _FLOOR, strict=True))
-        pg.draw.circle(canvas.surface, color, canvas.to_pixel(point), 2)
-    canvas.circle(goal, params.distance_threshold, _GOAL)
-    canvas.circle(goal, params.distance_threshold, _GOAL_RING, 2)
-    canvas.arrow(position, position + 0.1 * velocity, _ARROW, 3)
-    canvas.circle(position, 0.12, _AGENT)
-    canvas.text(hud, (8, 8), _TEXT, 20)
+    tip = position + 0.1 * velocity
+    draw_point_mass(canvas, trail, goal, params.distance_threshold, position, tip, 0.12, hud)
 
 
 # --------------------------------------------------------------------------- single env
 
 
-class PointMazeEnv(_PointMazeGoals, GoalEnv):
+class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     """A point mass finds its way through a maze to a goal.
 
     ## Description
@@ -585,47 +572,32 @@ class PointMazeEnv(_PointMazeGoals, GoalEnv):
         )
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
-        if render_mode is not None:
-            check_choice("render_mode", render_mode, self.metadata["render_modes"])
-        self.render_mode = render_mode
-        self.observation_space, self.action_space = self.params.spaces()
+        self._setup(render_mode)
         self._position = np.zeros((1, 2), np.float32)
         self._velocity = np.zeros((1, 2), np.float32)
         self._goal = np.zeros((1, 2), np.float32)
-        self._elapsed = 0
-        self._success = False
-        self._last_reward: float | None = None
-        self._has_reset = False
-        self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
-        self._canvas: Canvas | None = None
+        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": (x, y)}`` pins the goal."""
         super().reset(seed=seed)
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            goal = self.params.check_goal(options["goal"], self.observation_space["desired_goal"])
+        goal = self._pinned_goal(options, self.params.check_goal)
         start, target = draw_episode(self.np_random, self.params, goal)
         self._position, self._goal = start[None], target[None]
         self._velocity = np.zeros((1, 2), np.float32)
-        self._elapsed = 0
         self._success = bool(goal_distance(start, target, np) < self.distance_threshold)
-        self._last_reward = None
-        self._has_reset = True
+        self._episode_started()
         self._trail.clear()
         if self.render_mode is not None:
             self._trail.append(start.copy())
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return self._obs(), {"is_success": self._success}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Accelerates the point; see the class docstring for rewards and episode ends."""
-        if not self._has_reset:
-            raise RuntimeError("call reset() before step()")
-        action = check_action(action, self.action_space)
+        action = self._checked_action(action)
         p = self.params
         self._position, self._velocity = maze_step(
             self._position, self._velocity, action[None], p.walls_up, p.action_scale, p.dt,
@@ -640,8 +612,7 @@ class PointMazeEnv(_PointMazeGoals, GoalEnv):
         self._last_reward = reward
         if self.render_mode is not None:
             self._trail.append(self._position[0].copy())
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return obs, reward, self._success, False, {"is_success": self._success}
 
     def _obs(self) -> dict[str, np.ndarray]:
@@ -651,37 +622,17 @@ class PointMazeEnv(_PointMazeGoals, GoalEnv):
             "desired_goal": self._goal[0].copy(),
         }
 
-    def render(self) -> np.ndarray | None:
-        """Draws the maze; returns the frame in ``rgb_array`` mode."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params)
-        _draw_maze(
-            self._canvas,
-            self.params,
-            self._position[0],
-            self._velocity[0],
-            self._goal[0],
-            self._trail,
-            hud_line(self._elapsed, self._last_reward, self._success),
-        )
-        if self.render_mode == "human":
-            self._canvas.show(self.metadata["render_fps"])
-            return None
-        return self._canvas.rgb_array()
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        hud = hud_line(self._elapsed, self._last_reward, self._success)
+        position, velocity, goal = self._position[0], self._velocity[0], self._goal[0]
+        _draw_maze(canvas, self.params, position, velocity, goal, self._trail, hud)
 
     def close(self) -> None:
         """Closes the human window, if one is open."""
-        if self._canvas is not None:
-            self._canvas.close()
-            self._canvas = None
-
-    def world_to_pixel(self, xy: Any) -> tuple[int, int]:
-        """The frame pixel ``(column, row)`` that shows the world point ``xy``."""
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params)
-        return self._canvas.to_pixel(xy)
+        self._close_canvas()
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``."""
@@ -691,7 +642,7 @@ class PointMazeEnv(_PointMazeGoals, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
+class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):
     """``num_envs`` point mazes stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointMazeEnv` exactly (same kernel, same draws from its
@@ -703,11 +654,7 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = {
-        "render_modes": ["rgb_array"],
-        "render_fps": PointMazeEnv.metadata["render_fps"],
-        "autoreset_mode": None,
-    }
+    metadata: dict[str, Any] = twin_metadata(PointMazeEnv)
 
     def __init__(
         self,
@@ -729,11 +676,9 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
         )
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
-        observation_space, action_space = self.params.spaces()
         super().__init__(
-            num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
-            render_mode, device,
-        )  # fmt: skip
+            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
+        )
         self._position = self.zeros((self.num_envs, 2), np.float32)
         self._velocity = self.zeros((self.num_envs, 2), np.float32)
         self._goal = self.zeros((self.num_envs, 2), np.float32)
@@ -741,36 +686,30 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
         self._walls_up = self.constant(self.params.walls_up)
         self._path_lengths = self.constant(self.params.path_lengths)
         self._free_cells = self.constant(self.params.free_cells)
-        self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
-        self._canvas: Canvas | None = None
+        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
         self._rewards: np.ndarray | None = None
 
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            space = self.single_observation_space["desired_goal"]
-            goal = self.params.check_goal(options["goal"], space, self.num_envs)
-        if self.device is not None:
-            if goal is not None:
-                goal = self.constant(goal)
-                goal = goal[index] if goal.ndim == 2 else goal
-            start, target = self._draw_episodes(len(index), goal)
-            self._position[index], self._goal[index] = start, target
-        else:
-            for i in index:
-                pinned = None if goal is None else (goal[i] if goal.ndim == 2 else goal)
-                start, target = draw_episode(self.np_randoms[i], self.params, pinned)
-                self._position[i] = start
-                self._goal[i] = target
-        self._velocity[index] = 0.0
+    episode_state = ("_position", "_goal")
+    zeroed_on_reset = ("_velocity",)
+
+    def _check_goal(self, goal: Any) -> np.ndarray:
+        space = self.single_observation_space["desired_goal"]
+        return self.params.check_goal(goal, space, self.num_envs)
+
+    def _draw_episodes(
+        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
+        return draw_each(draw_episode, rngs, self.params, goal)
+
+    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
+        noise = self.params.position_noise
+        return draw_episodes(self.torch_generator, self._free_cells, noise, count, goal)
+
+    def _episodes_started(self, index: Any) -> None:
         if self.render_mode is not None and 0 in index:
             self._trail.clear()
             self._trail.append(self.to_numpy(self._position[0]))
             self._rewards = None
-
-    def _draw_episodes(self, count: int, goal: Any) -> tuple[Any, Any]:
-        noise = self.params.position_noise
-        return draw_episodes(self.torch_generator, self._free_cells, noise, count, goal)
 
     def _step_envs(self, actions: np.ndarray) -> None:
         p = self.params
@@ -806,23 +745,17 @@ class PointMazeVectorEnv(_PointMazeGoals, GoalVectorEnv):
         self._rewards = reward
         return self.fresh(reward), self.fresh(info["is_success"]), None
 
-    def render(self) -> np.ndarray | None:
-        """Sub-env 0's frame (``rgb_array``), as :meth:`PointMazeEnv.render` draws it."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params)
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        # Sub-env 0, as PointMazeEnv draws it.
         reward = None if self._rewards is None else float(self._rewards[0])
-        _draw_maze(
-            self._canvas,
-            self.params,
-            self.to_numpy(self._position[0]),
-            self.to_numpy(self._velocity[0]),
-            self.to_numpy(self._goal[0]),
-            self._trail,
-            hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0])),
+        hud = hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0]))
+        position, velocity, goal = (
+            self.to_numpy(a[0]) for a in (self._position, self._velocity, self._goal)
         )
-        return self._canvas.rgb_array()
+        _draw_maze(canvas, self.params, position, velocity, goal, self._trail, hud)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases the drawing surface."""

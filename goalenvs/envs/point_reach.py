@@ -23,15 +23,23 @@ from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
     InfoLike,
-    check_action,
     check_choice,
-    check_goal_option,
     check_positive,
     goal_batch,
     goal_dict_space,
+    twin_metadata,
 )
-from goalenvs.devices import clear_points
-from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
+from goalenvs.core.backend import clear_points
+from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.planar import (
+    FLOOR,
+    FRAME,
+    TRAIL_LENGTH,
+    PlanarRendering,
+    draw_point_mass,
+    goal_distance,
+)
+from goalenvs.envs.single import EpisodeBookkeeping
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -97,16 +105,6 @@ class _PointReachGoals:
 
 
 # --------------------------------------------------------------------------- kernel
-
-
-def goal_distance(achieved: Any, desired: Any, xp: Any) -> Any:
-    """Euclidean distance between goal positions, over the goals' leading shape.
-
-    Written out rather than a reduction or hypot: elementwise IEEE operations give the
-    same bits for any batch size, which the single env == vector env guarantee needs.
-    """
-    d = achieved - desired
-    return xp.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
 
 
 def reach_reward(distance: Any, distance_threshold: float, reward_type: str, xp: Any) -> Any:
@@ -185,7 +183,7 @@ def draw_episodes_on_device(
 
     The same distribution, in one batch on the generator's device (``goal``: None, or
     ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there), the redraw loop run
-    batched by :func:`goalenvs.devices.clear_points`. Returns float32 ``(count, 2)``
+    batched by :func:`goalenvs.core.backend.clear_points`. Returns float32 ``(count, 2)``
     starts and goals.
     """
     import torch
@@ -201,12 +199,7 @@ def draw_episodes_on_device(
 
 # --------------------------------------------------------------------------- rendering
 
-_ARENA, _WALL = (246, 246, 240), (60, 60, 60)
-_GOAL, _GOAL_RING = (120, 210, 140), (30, 130, 60)
-_AGENT, _ARROW, _TRAIL = (40, 90, 200), (230, 120, 20), (120, 150, 220)
-_TEXT = (30, 30, 30)
-_FRAME = (400, 440)
-_TRAIL_LENGTH = 40
+_WALL = (60, 60, 60)
 
 
 def _make_canvas(bound: float) -> Canvas:
@@ -214,7 +207,7 @@ def _make_canvas(bound: float) -> Canvas:
     # A tenth of the arena spare around it, and a band above it for the heads-up text.
     margin = 0.1 * bound
     return Canvas(
-        _FRAME,
+        FRAME,
         (-bound - margin, bound + margin, -bound - margin, bound + 3.2 * margin),
         background=(255, 255, 255),
         title="goalenvs PointReach",
@@ -230,26 +223,20 @@ def _draw_reach(
     trail: deque[np.ndarray],
     hud: str,
 ) -> None:
-    pg = canvas.pygame
     bound = params.bound
     canvas.clear()
-    canvas.rect(-bound, -bound, bound, bound, _ARENA)
+    canvas.rect(-bound, -bound, bound, bound, FLOOR)
     canvas.rect(-bound, -bound, bound, bound, _WALL, 2)
-    for age, point in enumerate(reversed(trail)):
-        fade = (age + 1) / (len(trail) + 1)
-        color = tuple(int(c + (a - c) * fade) for c, a in zip(_TRAIL, _ARENA, strict=True))
-        pg.draw.circle(canvas.surface, color, canvas.to_pixel(point), 2)
-    canvas.circle(goal, params.distance_threshold, _GOAL)
-    canvas.circle(goal, params.distance_threshold, _GOAL_RING, 2)
-    canvas.arrow(position, position + 0.25 * velocity, _ARROW, 3)
-    canvas.circle(position, 0.035 * bound, _AGENT)
-    canvas.text(hud, (8, 8), _TEXT, 20)
+    tip = position + 0.25 * velocity
+    draw_point_mass(
+        canvas, trail, goal, params.distance_threshold, position, tip, 0.035 * bound, hud
+    )
 
 
 # --------------------------------------------------------------------------- single env
 
 
-class PointReachEnv(_PointReachGoals, GoalEnv):
+class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     """A point mass in a square arena accelerates to a goal position.
 
     ## Description
@@ -346,46 +333,31 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
         )
         self.reward_type = self.params.reward_type
         self.distance_threshold = self.params.distance_threshold
-        if render_mode is not None:
-            check_choice("render_mode", render_mode, self.metadata["render_modes"])
-        self.render_mode = render_mode
-        self.observation_space, self.action_space = self.params.spaces()
+        self._setup(render_mode)
         self._position = np.zeros((1, 2), np.float32)
         self._velocity = np.zeros((1, 2), np.float32)
         self._goal = np.zeros((1, 2), np.float32)
-        self._elapsed = 0
-        self._success = False
-        self._last_reward: float | None = None
-        self._has_reset = False
-        self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
-        self._canvas: Canvas | None = None
+        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": (x, y)}`` pins the goal."""
         super().reset(seed=seed)
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
+        goal = self._pinned_goal(options)
         self._position, self._goal = draw_episodes([self.np_random], self.params, goal)
         self._velocity = np.zeros((1, 2), np.float32)
-        self._elapsed = 0
         self._success = False  # draw_episodes keeps the start out of the goal's radius
-        self._last_reward = None
-        self._has_reset = True
+        self._episode_started()
         self._trail.clear()
         if self.render_mode is not None:
             self._trail.append(self._position[0].copy())
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return self._obs(), {"is_success": False}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Accelerates the point; see the class docstring for rewards and episode ends."""
-        if not self._has_reset:
-            raise RuntimeError("call reset() before step()")
-        action = check_action(action, self.action_space)
+        action = self._checked_action(action)
         p = self.params
         self._position, self._velocity = reach_step(
             self._position, self._velocity, action[None], p, np
@@ -397,8 +369,7 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
         self._last_reward = reward
         if self.render_mode is not None:
             self._trail.append(self._position[0].copy())
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return self._obs(), reward, self._success, False, {"is_success": self._success}
 
     def _obs(self) -> dict[str, np.ndarray]:
@@ -408,37 +379,17 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
             "desired_goal": self._goal[0].copy(),
         }
 
-    def render(self) -> np.ndarray | None:
-        """Draws the arena; returns the frame in ``rgb_array`` mode."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
-        _draw_reach(
-            self._canvas,
-            self.params,
-            self._position[0],
-            self._velocity[0],
-            self._goal[0],
-            self._trail,
-            hud_line(self._elapsed, self._last_reward, self._success),
-        )
-        if self.render_mode == "human":
-            self._canvas.show(self.metadata["render_fps"])
-            return None
-        return self._canvas.rgb_array()
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params.bound)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        hud = hud_line(self._elapsed, self._last_reward, self._success)
+        position, velocity, goal = self._position[0], self._velocity[0], self._goal[0]
+        _draw_reach(canvas, self.params, position, velocity, goal, self._trail, hud)
 
     def close(self) -> None:
         """Closes the human window, if one is open."""
-        if self._canvas is not None:
-            self._canvas.close()
-            self._canvas = None
-
-    def world_to_pixel(self, xy: Any) -> tuple[int, int]:
-        """The frame pixel ``(column, row)`` that shows the world point ``xy``."""
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
-        return self._canvas.to_pixel(xy)
+        self._close_canvas()
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``.
@@ -451,7 +402,7 @@ class PointReachEnv(_PointReachGoals, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
+class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):
     """``num_envs`` point-reach envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws from its
@@ -464,11 +415,7 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = {
-        "render_modes": ["rgb_array"],
-        "render_fps": PointReachEnv.metadata["render_fps"],
-        "autoreset_mode": None,
-    }
+    metadata: dict[str, Any] = twin_metadata(PointReachEnv)
 
     def __init__(
         self,
@@ -489,35 +436,29 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         )
         self.reward_type = self.params.reward_type
         self.distance_threshold = self.params.distance_threshold
-        observation_space, action_space = self.params.spaces()
         super().__init__(
-            num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
-            render_mode, device,
-        )  # fmt: skip
+            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
+        )
         self._position = self.zeros((self.num_envs, 2), np.float32)
         self._velocity = self.zeros((self.num_envs, 2), np.float32)
         self._goal = self.zeros((self.num_envs, 2), np.float32)
         self._distance = self.zeros(self.num_envs, np.float32) + 1
-        self._trail: deque[np.ndarray] = deque(maxlen=_TRAIL_LENGTH)
-        self._canvas: Canvas | None = None
+        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
         # This step's rewards (the array step returns), for the heads-up text.
         self._rewards: np.ndarray | None = None
 
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            space = self.single_observation_space["desired_goal"]
-            goal = check_goal_option(options["goal"], space, self.num_envs)
-            goal = goal[self.to_numpy(index)] if goal.ndim == 2 else goal
-        if self.device is not None:
-            goal = None if goal is None else self.constant(goal)
-            self._position[index], self._goal[index] = draw_episodes_on_device(
-                self.torch_generator, self.params, len(index), goal
-            )
-        else:
-            rngs = [self.np_randoms[i] for i in index.tolist()]
-            self._position[index], self._goal[index] = draw_episodes(rngs, self.params, goal)
-        self._velocity[index] = 0.0
+    episode_state = ("_position", "_goal")
+    zeroed_on_reset = ("_velocity",)
+
+    def _draw_episodes(
+        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return draw_episodes(rngs, self.params, goal)
+
+    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
+        return draw_episodes_on_device(self.torch_generator, self.params, count, goal)
+
+    def _episodes_started(self, index: Any) -> None:
         if self.render_mode is not None and 0 in index:
             self._trail.clear()
             self._trail.append(self.to_numpy(self._position[0]))
@@ -552,24 +493,18 @@ class PointReachVectorEnv(_PointReachGoals, GoalVectorEnv):
         self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
         return self._rewards, self.fresh(info["is_success"]), None
 
-    def render(self) -> np.ndarray | None:
-        """Sub-env 0's frame (``rgb_array``), as :meth:`PointReachEnv.render` draws it."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params.bound)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        # Sub-env 0, as PointReachEnv draws it.
         reward = None if self._rewards is None else float(self._rewards[0])
         success = bool(self._distance[0] < self.params.distance_threshold)
-        _draw_reach(
-            self._canvas,
-            self.params,
-            self.to_numpy(self._position[0]),
-            self.to_numpy(self._velocity[0]),
-            self.to_numpy(self._goal[0]),
-            self._trail,
-            hud_line(int(self.elapsed_steps[0]), reward, success),
+        hud = hud_line(int(self.elapsed_steps[0]), reward, success)
+        position, velocity, goal = (
+            self.to_numpy(a[0]) for a in (self._position, self._velocity, self._goal)
         )
-        return self._canvas.rgb_array()
+        _draw_reach(canvas, self.params, position, velocity, goal, self._trail, hud)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases the drawing surface."""

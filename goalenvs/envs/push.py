@@ -23,16 +23,17 @@ from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
     InfoLike,
-    check_action,
     check_choice,
-    check_goal_option,
     check_positive,
+    draw_each,
     goal_batch,
     goal_dict_space,
+    twin_metadata,
 )
-from goalenvs.devices import clear_points
-from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line, import_pygame
-from goalenvs.envs.point_maze import goal_distance
+from goalenvs.core.backend import clear_points
+from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.planar import PlanarRendering, goal_distance
+from goalenvs.envs.single import EpisodeBookkeeping
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -217,7 +218,7 @@ def draw_episodes(
 
     The same distribution, in one batch on the generator's device (``goal``: None, or
     ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there), each rejection loop run
-    batched by :func:`goalenvs.devices.clear_points`. Returns float32 ``(count, 2)``
+    batched by :func:`goalenvs.core.backend.clear_points`. Returns float32 ``(count, 2)``
     pushers, blocks and goals.
     """
     import torch
@@ -274,7 +275,7 @@ def _draw_push(
 # --------------------------------------------------------------------------- single env
 
 
-class PushEnv(_PushGoals, GoalEnv):
+class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     """A disc pusher shoves a disc block onto a target spot.
 
     ## Description
@@ -388,44 +389,30 @@ class PushEnv(_PushGoals, GoalEnv):
         )  # fmt: skip
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
-        if render_mode is not None:
-            check_choice("render_mode", render_mode, self.metadata["render_modes"])
-        self.render_mode = render_mode
-        self.observation_space, self.action_space = self.params.spaces()
+        self._setup(render_mode)
         zeros = np.zeros((1, 2), np.float32)
         self._pusher, self._pusher_velocity = zeros, zeros
         self._block, self._block_velocity, self._goal = zeros, zeros, zeros
-        self._elapsed = 0
-        self._success = False
-        self._last_reward: float | None = None
-        self._has_reset = False
-        self._canvas: Canvas | None = None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new pusher, block and target; ``options={"goal": (x, y)}`` pins it."""
         super().reset(seed=seed)
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
-        pusher, block, target = draw_episode(self.np_random, self.params, goal)
+        pusher, block, target = draw_episode(
+            self.np_random, self.params, self._pinned_goal(options)
+        )
         self._pusher, self._block, self._goal = pusher[None], block[None], target[None]
         self._pusher_velocity = np.zeros((1, 2), np.float32)
         self._block_velocity = np.zeros((1, 2), np.float32)
-        self._elapsed = 0
         self._success = False
-        self._last_reward = None
-        self._has_reset = True
-        if self.render_mode == "human":
-            self.render()
+        self._episode_started()
+        self._show_frame()
         return self._obs(), {"is_success": False}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Moves the pusher (and the block it touches); see the class docstring."""
-        if not self._has_reset:
-            raise RuntimeError("call reset() before step()")
-        action = check_action(action, self.action_space)
+        action = self._checked_action(action)
         self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
             self._pusher, self._pusher_velocity, self._block, self._block_velocity,
             action[None], self.params, np,
@@ -435,8 +422,7 @@ class PushEnv(_PushGoals, GoalEnv):
         self._success = bool(distance[0] < self.params.distance_threshold)
         reward = float(push_reward(distance, self.params, np)[0])
         self._last_reward = reward
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return self._obs(), reward, self._success, False, {"is_success": self._success}
 
     def _obs(self) -> dict[str, np.ndarray]:
@@ -449,30 +435,16 @@ class PushEnv(_PushGoals, GoalEnv):
             "desired_goal": self._goal[0].copy(),
         }
 
-    def render(self) -> np.ndarray | None:
-        """Draws the table; returns the frame in ``rgb_array`` mode."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params.bound)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
         hud = hud_line(self._elapsed, self._last_reward, self._success)
-        _draw_push(self._canvas, self.params, self._pusher[0], self._block[0], self._goal[0], hud)
-        if self.render_mode == "human":
-            self._canvas.show(self.metadata["render_fps"])
-            return None
-        return self._canvas.rgb_array()
+        _draw_push(canvas, self.params, self._pusher[0], self._block[0], self._goal[0], hud)
 
     def close(self) -> None:
         """Closes the human window, if one is open."""
-        if self._canvas is not None:
-            self._canvas.close()
-            self._canvas = None
-
-    def world_to_pixel(self, xy: Any) -> tuple[int, int]:
-        """The frame pixel ``(column, row)`` that shows the world point ``xy``."""
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
-        return self._canvas.to_pixel(xy)
+        self._close_canvas()
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys accelerate the pusher (two at once diagonally), for keyboard play."""
@@ -482,7 +454,7 @@ class PushEnv(_PushGoals, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-class PushVectorEnv(_PushGoals, GoalVectorEnv):
+class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):
     """``num_envs`` Push envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PushEnv` exactly (same kernel, same draws from its own
@@ -494,11 +466,7 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = {
-        "render_modes": ["rgb_array"],
-        "render_fps": PushEnv.metadata["render_fps"],
-        "autoreset_mode": None,
-    }
+    metadata: dict[str, Any] = twin_metadata(PushEnv)
 
     def __init__(
         self,
@@ -526,11 +494,9 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
         )  # fmt: skip
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
-        observation_space, action_space = self.params.spaces()
         super().__init__(
-            num_envs, observation_space, action_space, max_episode_steps, autoreset_mode,
-            render_mode, device,
-        )  # fmt: skip
+            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
+        )
         n = self.num_envs
         self._pusher = self.zeros((n, 2), np.float32)
         self._pusher_velocity = self.zeros((n, 2), np.float32)
@@ -538,32 +504,22 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
         self._block_velocity = self.zeros((n, 2), np.float32)
         self._goal = self.zeros((n, 2), np.float32)
         self._distance = self.zeros(n, np.float32) + 1
-        self._canvas: Canvas | None = None
         self._rewards: np.ndarray | None = None
 
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        goal = None
-        if options is not None and options.get("goal") is not None:
-            space = self.single_observation_space["desired_goal"]
-            goal = check_goal_option(options["goal"], space, self.num_envs)
-        if self.device is not None:
-            if goal is not None:
-                goal = self.constant(goal)
-                goal = goal[index] if goal.ndim == 2 else goal
-            pusher, block, target = self._draw_episodes(len(index), goal)
-            self._pusher[index], self._block[index], self._goal[index] = pusher, block, target
-        else:
-            for i in index:
-                pinned = None if goal is None else (goal[i] if goal.ndim == 2 else goal)
-                pusher, block, target = draw_episode(self.np_randoms[i], self.params, pinned)
-                self._pusher[i], self._block[i], self._goal[i] = pusher, block, target
-        self._pusher_velocity[index] = 0.0
-        self._block_velocity[index] = 0.0
+    episode_state = ("_pusher", "_block", "_goal")
+    zeroed_on_reset = ("_pusher_velocity", "_block_velocity")
+
+    def _draw_episodes(
+        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
+        return draw_each(draw_episode, rngs, self.params, goal)
+
+    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any, Any]:
+        return draw_episodes(self.torch_generator, self.params, count, goal)
+
+    def _episodes_started(self, index: Any) -> None:
         if 0 in index:
             self._rewards = None
-
-    def _draw_episodes(self, count: int, goal: Any) -> tuple[Any, Any, Any]:
-        return draw_episodes(self.torch_generator, self.params, count, goal)
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
@@ -591,18 +547,16 @@ class PushVectorEnv(_PushGoals, GoalVectorEnv):
         self._rewards = push_reward(self._distance, self.params, self.xp)
         return self.fresh(self._rewards), self.fresh(info["is_success"]), None
 
-    def render(self) -> np.ndarray | None:
-        """Sub-env 0's frame (``rgb_array``), as :meth:`PushEnv.render` draws it."""
-        if self.render_mode is None:
-            return None
-        if self._canvas is None:
-            self._canvas = _make_canvas(self.params.bound)
+    def _new_canvas(self) -> Canvas:
+        return _make_canvas(self.params.bound)
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        # Sub-env 0, as PushEnv draws it.
         reward = None if self._rewards is None else float(self._rewards[0])
         success = bool(self._distance[0] < self.params.distance_threshold)
         hud = hud_line(int(self.elapsed_steps[0]), reward, success)
         pusher, block, goal = (self.to_numpy(a[0]) for a in (self._pusher, self._block, self._goal))
-        _draw_push(self._canvas, self.params, pusher, block, goal, hud)
-        return self._canvas.rgb_array()
+        _draw_push(canvas, self.params, pusher, block, goal, hud)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases the drawing surface."""

@@ -12,17 +12,12 @@ tensor is made, and stable-baselines3 only by :mod:`goalenvs.her.sb3`.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
-import sys
-from types import ModuleType
 from typing import Any
 
+from goalenvs.core.aliases import alias_modules
 from goalenvs.her.buffer import GoalSelectionStrategy, HerBatch, HerReplayBuffer
 
-# Old module path -> where it lives now. The old path is an alias (the same module object,
-# so monkeypatching either patches both), not a file: with no file left at the old path,
-# git sees each move as a rename and carries edits made to the old file over to the new.
+# Old module path -> where it lives now: an alias (see goalenvs.core.aliases), not a file.
 MOVED = {
     "goalenvs.her.agents": "goalenvs.agents.base",
     "goalenvs.her.algos": "goalenvs.agents.registry",
@@ -43,31 +38,7 @@ MOVED = {
 }
 
 
-class _AliasLoader(importlib.abc.Loader):
-    """Loads an old path as the module at its new path (the same object in sys.modules)."""
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return None  # a throwaway module; exec_module replaces it in sys.modules
-
-    def exec_module(self, module: ModuleType) -> None:
-        # The import system returns whatever sys.modules holds under the name after
-        # exec_module, so the old name resolves to the new module itself.
-        sys.modules[module.__name__] = importlib.import_module(MOVED[module.__name__])
-
-
-class _AliasFinder(importlib.abc.MetaPathFinder):
-    """Finds the old paths of :data:`MOVED` (and nothing else)."""
-
-    def find_spec(
-        self, fullname: str, path: Any = None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in MOVED:
-            return None
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader())
-
-
-if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _AliasFinder())
+alias_modules(MOVED)
 
 # The trainer's public names load on first use, so importing goalenvs.her stays free of torch.
 _LAZY = {

@@ -27,9 +27,10 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-# The one atomic write of the package (the replay buffers use it too), named here as before.
-from goalenvs.atomic import _TMP_SUFFIX, atomic_write
-from goalenvs.atomic import atomic_write_file as atomic_write_file
+# The one atomic write and space codec of the package (the replay buffers use them too),
+# named here as before.
+from goalenvs.core.io import _TMP_SUFFIX, atomic_write, space_from_json, space_to_json
+from goalenvs.core.io import atomic_write_file as atomic_write_file
 
 FORMAT = "goalenvs-her-checkpoint"
 VERSION = 1
@@ -40,36 +41,16 @@ class CheckpointError(ValueError):
 
 
 def space_to_dict(space: spaces.Space) -> dict[str, Any]:
-    """Plain description of a Box or Discrete space (what a checkpoint stores)."""
-    if isinstance(space, spaces.Box):
-        return {
-            "type": "Box",
-            "shape": list(space.shape),
-            "low": np.asarray(space.low, dtype=np.float64).reshape(-1).tolist(),
-            "high": np.asarray(space.high, dtype=np.float64).reshape(-1).tolist(),
-            "dtype": str(space.dtype),
-        }
-    if isinstance(space, spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
-    if isinstance(space, spaces.MultiBinary):
-        return {"type": "MultiBinary", "shape": list(space.shape)}
-    raise TypeError(f"cannot describe {space} in a checkpoint (Box, Discrete, MultiBinary only)")
+    """Plain description of a space (what a checkpoint stores): :func:`space_to_json`."""
+    return space_to_json(space, "a checkpoint")
 
 
 def space_from_dict(data: dict[str, Any]) -> spaces.Space:
-    """Inverse of :func:`space_to_dict`."""
-    kind = data.get("type")
-    if kind == "Box":
-        shape = tuple(data["shape"])
-        dtype = np.dtype(data.get("dtype", "float32"))
-        low = np.asarray(data["low"], dtype=dtype).reshape(shape)
-        high = np.asarray(data["high"], dtype=dtype).reshape(shape)
-        return spaces.Box(low, high, shape, dtype=dtype)
-    if kind == "Discrete":
-        return spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
-    if kind == "MultiBinary":
-        return spaces.MultiBinary(list(data["shape"]))
-    raise CheckpointError(f"unknown space type {kind!r} in checkpoint metadata")
+    """Inverse of :func:`space_to_dict` (reads every format a checkpoint has stored).
+
+    Raises :class:`CheckpointError` for an unknown space type.
+    """
+    return space_from_json(data, "checkpoint metadata", CheckpointError)
 
 
 def save_checkpoint(

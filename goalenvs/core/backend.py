@@ -1,7 +1,10 @@
-"""The torch side of the native twins: devices, tensor goals and tensor actions.
+"""The numpy|torch helpers of the native twins: devices, tensor goals, tensor actions, info
+values, and the two array backends (:class:`NumpyBackend`, :class:`TorchBackend`) that a
+twin's state helpers run on.
 
-Nothing here imports torch at module level: numpy users never load it. The twins reach
-these helpers through :class:`goalenvs.core.GoalVectorEnv` (its ``device`` argument) and
+Nothing here imports torch at module level: numpy users never load it; nor anything else
+from goalenvs. The twins reach these helpers through
+:class:`goalenvs.core.GoalVectorEnv` (its ``device`` argument picks the backend) and
 :func:`goalenvs.core.goal_batch`.
 """
 
@@ -273,3 +276,158 @@ def info_values(
 
 def _not_a_dict(item: Any) -> Any:
     raise TypeError(f"every element of info must be a dict, got {type(item).__name__}")
+
+
+# --------------------------------------------------------------------------- array backends
+
+
+def _reset_mask_error(num_envs: int, dtype: Any, shape: tuple[int, ...]) -> ValueError:
+    return ValueError(
+        f"options['reset_mask'] must be a bool array of shape ({num_envs},), "
+        f"got dtype {dtype} shape {shape}"
+    )
+
+
+class NumpyBackend:
+    """The array helpers of a vector twin whose state lives in numpy arrays.
+
+    :class:`TorchBackend` has the same methods for tensors on a torch device, so a twin
+    writes each helper call once and the backend decides how it runs. Neither holds a
+    module, so a twin that keeps one can be copied and pickled.
+    """
+
+    device = None
+
+    @property
+    def xp(self) -> Any:
+        """The array module: numpy."""
+        return np
+
+    def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
+        """Zeros of a numpy ``dtype`` (float32, int64, bool)."""
+        return np.zeros(shape, dtype)
+
+    def constant(self, value: Any) -> np.ndarray:
+        """A numpy constant (a wall map, bounds) as an array of this backend."""
+        return np.asarray(value)
+
+    def fresh(self, value: Any) -> Any:
+        """A copy that shares no memory with ``value``."""
+        return value.copy()
+
+    def float32(self, value: Any) -> Any:
+        """``value`` (bool, int or float) as float32."""
+        return value.astype(np.float32)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A numpy copy of ``value`` (for drawing and printing)."""
+        return np.array(value)
+
+    def any(self, mask: Any) -> bool:
+        """Whether any element of ``mask`` is true."""
+        # count_nonzero: a fraction of the cost of any() on the small arrays of every step.
+        return bool(np.count_nonzero(mask))
+
+    def where_true(self, mask: Any) -> Any:
+        """The indices of the true elements of a 1-D ``mask``."""
+        return mask.nonzero()[0]
+
+    def arange(self, n: int) -> Any:
+        """The indices ``0 .. n - 1``."""
+        return np.arange(n)
+
+    def rows(self, value: np.ndarray, index: Any) -> Any:
+        """A checked numpy option (one value, or one row per sub-env) for the sub-envs
+        ``index``, as an array of this backend: the value itself, or the rows of ``index``."""
+        return value if value.ndim < 2 else value[index]
+
+    def reset_mask(self, mask: Any, num_envs: int) -> Any:
+        """``options["reset_mask"]`` as a bool array; a ValueError names a wrong one."""
+        mask = np.asarray(mask)
+        if mask.dtype.kind != "b" or mask.shape != (num_envs,):
+            raise _reset_mask_error(num_envs, mask.dtype, mask.shape)
+        return mask
+
+    def outcomes(self, reward: Any, terminated: Any, truncated: Any) -> tuple[Any, Any, Any]:
+        """Fresh, writable float32 / bool / bool copies of a step's goal outcomes."""
+        return (
+            np.array(reward, np.float32),
+            np.array(terminated, bool),
+            np.array(truncated, bool),
+        )
+
+
+class TorchBackend(NumpyBackend):
+    """:class:`NumpyBackend`'s helpers for tensors on the torch device ``device``."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+
+    @property
+    def xp(self) -> Any:
+        """The array module: torch."""
+        import torch
+
+        return torch
+
+    def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
+        """Zeros of a numpy ``dtype`` (float32, int64, bool), as a tensor on the device."""
+        return self.xp.zeros(shape, dtype=torch_dtype(dtype), device=self.device)
+
+    def constant(self, value: Any) -> Any:
+        """A numpy constant (a wall map, bounds) as a tensor on the device."""
+        return self.xp.as_tensor(np.asarray(value), device=self.device)
+
+    def fresh(self, value: Any) -> Any:
+        """A copy that shares no memory with ``value``."""
+        return value.clone()
+
+    def float32(self, value: Any) -> Any:
+        """``value`` (bool, int or float) as float32."""
+        return value.float()
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A numpy copy of ``value`` (for drawing and printing)."""
+        return value.detach().cpu().numpy().copy()
+
+    def any(self, mask: Any) -> bool:
+        """Whether any element of ``mask`` is true."""
+        return bool(mask.any())
+
+    def where_true(self, mask: Any) -> Any:
+        """The indices of the true elements of a 1-D ``mask``."""
+        return mask.nonzero(as_tuple=True)[0]
+
+    def arange(self, n: int) -> Any:
+        """The indices ``0 .. n - 1``."""
+        return self.xp.arange(n, device=self.device)
+
+    def rows(self, value: np.ndarray, index: Any) -> Any:
+        """A checked numpy option (one value, or one row per sub-env) for the sub-envs
+        ``index``, as a tensor on the device."""
+        return self.constant(value if value.ndim < 2 else value[self.to_numpy(index)])
+
+    def reset_mask(self, mask: Any, num_envs: int) -> Any:
+        """``options["reset_mask"]`` as a bool tensor on the device; a ValueError names a
+        wrong one."""
+        torch = self.xp
+        if not isinstance(mask, torch.Tensor):
+            mask = torch.as_tensor(np.asarray(mask))
+        if mask.dtype != torch.bool or tuple(mask.shape) != (num_envs,):
+            raise _reset_mask_error(num_envs, mask.dtype, tuple(mask.shape))
+        return mask.to(self.device)
+
+    def outcomes(self, reward: Any, terminated: Any, truncated: Any) -> tuple[Any, Any, Any]:
+        """Fresh, writable float32 / bool / bool tensors on the device."""
+        torch = self.xp
+        return (
+            torch.as_tensor(reward, device=self.device).float().clone(),
+            torch.as_tensor(terminated, device=self.device).bool().clone(),
+            torch.as_tensor(truncated, device=self.device).bool().clone(),
+        )
+
+
+def array_backend(device: Any = None) -> NumpyBackend:
+    """The backend of a twin: numpy for ``device=None``, else torch on ``device``
+    (resolved by :func:`resolve_device`, which names a device torch cannot use)."""
+    return NumpyBackend() if device is None else TorchBackend(resolve_device(device))

@@ -1,0 +1,135 @@
+"""The goal-env contract: :class:`GoalEnv`, the goal keys and goal batches.
+
+A goal env is a :class:`gymnasium.Env` whose observation space is
+``Dict(observation=..., achieved_goal=..., desired_goal=...)`` and which computes its
+reward, termination and truncation from goals alone, for one goal pair or any batch of
+them, so that Hindsight Experience Replay can relabel stored transitions::
+
+    compute_reward(achieved_goal, desired_goal, info)      -> float32, shape batch_shape
+    compute_terminated(achieved_goal, desired_goal, info)  -> bool, shape batch_shape
+    compute_truncated(achieved_goal, desired_goal, info)   -> bool, shape batch_shape
+
+where ``batch_shape`` is the goals' leading shape (``()`` for one pair). ``info`` is None,
+one dict (whose values may be batched arrays), or a list / object array of dicts, one per
+element (stable-baselines3 passes ``[{}] * B``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from goalenvs.core.backend import InfoLike, is_tensor, torch_goal_arrays
+
+GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
+
+
+class GoalFunctions:
+    """The two goal functions every goal env and vector twin implements, batched."""
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Reward for reaching ``achieved_goal`` when ``desired_goal`` was asked, batched.
+
+        Returns a float32 array of shape ``achieved_goal.shape[:-1]``.
+        """
+        raise NotImplementedError
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Whether the episode ends for these goals, batched (bool array)."""
+        raise NotImplementedError
+
+
+class GoalEnv(GoalFunctions, gym.Env):
+    """A gymnasium env with a goal Dict observation and batched goal functions.
+
+    Subclasses set ``observation_space`` to a :class:`gymnasium.spaces.Dict` with the keys
+    ``observation``, ``achieved_goal`` and ``desired_goal`` and implement
+    :meth:`compute_reward` and :meth:`compute_terminated`. Every step's reward and
+    termination must equal these functions applied to the step's goals and info: that is
+    what lets HER recompute them for substituted goals.
+    """
+
+    def compute_truncated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Goal-dependent truncation, batched. goalenvs envs never truncate on goals.
+
+        The time limit is not goal-dependent and is applied by gymnasium's ``TimeLimit``
+        (single envs) or the vector env's step counter.
+        """
+        shape, _, _ = goal_arrays(achieved_goal, desired_goal)
+        return np.zeros(shape, dtype=bool)
+
+
+# --------------------------------------------------------------------------- goal batches
+
+
+def goal_arrays(
+    achieved_goal: Any, desired_goal: Any, goal_size: int | None = None
+) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """Validates a goal pair or batch and returns ``(batch_shape, achieved, desired)``.
+
+    Both arrays keep their float dtype (integers become float32). Leading dimensions
+    broadcast against each other; the last dimension is the goal and must match
+    ``goal_size`` when given.
+    """
+    achieved = np.asarray(achieved_goal)
+    desired = np.asarray(desired_goal)
+    for name, arr in (("achieved_goal", achieved), ("desired_goal", desired)):
+        if arr.ndim == 0:
+            raise ValueError(f"{name} must have at least one dimension (the goal), got a scalar")
+        if arr.dtype.kind not in "fiub":
+            raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+        if goal_size is not None and arr.shape[-1] != goal_size:
+            raise ValueError(
+                f"{name} has shape {arr.shape}: its last dimension must be the goal size "
+                f"{goal_size}"
+            )
+    if achieved.shape[-1] != desired.shape[-1]:
+        raise ValueError(
+            f"achieved_goal shape {achieved.shape} and desired_goal shape {desired.shape} "
+            "differ in the goal dimension"
+        )
+    try:
+        batch_shape = np.broadcast_shapes(achieved.shape[:-1], desired.shape[:-1])
+    except ValueError:
+        raise ValueError(
+            f"achieved_goal shape {achieved.shape} and desired_goal shape {desired.shape} "
+            "have leading (batch) dimensions that do not broadcast"
+        ) from None
+    if achieved.dtype.kind != "f":
+        achieved = achieved.astype(np.float32)
+    if desired.dtype.kind != "f":
+        desired = desired.astype(np.float32)
+    return batch_shape, achieved, desired
+
+
+def goal_batch(
+    achieved_goal: Any, desired_goal: Any, goal_size: int | None = None
+) -> tuple[tuple[int, ...], Any, Any, Any]:
+    """:func:`goal_arrays` for numpy or torch: ``(batch_shape, achieved, desired, xp)``.
+
+    When either goal is a torch tensor, both come back as float tensors on that tensor's
+    device and ``xp`` is ``torch``, so a goal function computes on the caller's device and
+    returns tensors there; otherwise this is :func:`goal_arrays` with ``xp = numpy``.
+    """
+    if not (is_tensor(achieved_goal) or is_tensor(desired_goal)):
+        return (*goal_arrays(achieved_goal, desired_goal, goal_size), np)
+    return torch_goal_arrays(achieved_goal, desired_goal, goal_size)
+
+
+def goal_dict_space(observation: spaces.Space, goal: spaces.Space) -> spaces.Dict:
+    """The goal observation space ``Dict(observation, achieved_goal, desired_goal)``.
+
+    The two goal entries are identical, independent copies of ``goal``.
+    """
+    goals = {"achieved_goal": goal, "desired_goal": copy.deepcopy(goal)}
+    return spaces.Dict({"observation": observation, **goals})

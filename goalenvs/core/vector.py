@@ -1,0 +1,405 @@
+"""GoalVectorEnv, the base of the native vector twins.
+
+It owns seeding (one generator per sub-env, seeded like gymnasium's ``SyncVectorEnv`` so
+that sub-env ``i`` of a vector env seeded ``s`` follows the single env seeded ``s + i``),
+the time limit and the three gymnasium autoreset modes, so each env only writes its
+batched dynamics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from goalenvs.core.backend import InfoLike, array_backend, check_tensor_actions
+from goalenvs.core.contract import GoalFunctions, goal_batch
+from goalenvs.core.validate import (
+    check_actions,
+    check_choice,
+    check_goal_option,
+    check_positive,
+    parse_autoreset_mode,
+)
+
+
+class GoalVectorEnv(GoalFunctions, VectorEnv):
+    """Base class of the native vector twins: N goal envs stepped in one batched call.
+
+    Subclasses implement the batched dynamics:
+
+    - ``_draw_episodes(rngs, goal=...)``: new episodes, one per generator (each sub-env's
+      own ``self.np_randoms[i]``), exactly as the single env draws them, returned as the
+      state arrays named in ``episode_state``; on a torch device
+      ``_draw_episodes_on_device(count, goal=...)`` draws them in one batch from
+      ``self.torch_generator``. The reset itself (the ``reset_mask``, the pinned
+      ``options["goal"]`` rows, writing the state, zeroing ``zeroed_on_reset``) is this
+      class's ``_reset_envs``, which a subclass may still replace whole;
+    - ``_step_envs(actions)``: advance every sub-env by one step (validated actions);
+    - ``_observation()``: the batched observation dict (fresh arrays);
+    - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included;
+    - ``compute_reward`` / ``compute_terminated`` (usually the env's kernel functions);
+
+    and this class supplies ``reset``, ``step``, seeding, the time limit
+    (``max_episode_steps``) and the autoreset modes ``next_step`` (gymnasium's default:
+    the step after an episode ends resets that sub-env and returns reward 0),
+    ``same_step`` (the finished sub-env resets inside the step; its last observation is in
+    ``info["final_obs"]``) and ``disabled`` (the caller resets with
+    ``reset(options={"reset_mask": mask})``).
+
+    ``device``: None (the default) keeps state and results in numpy arrays. A torch
+    device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``) keeps the state as
+    tensors there and returns observations, rewards, terminated, truncated and the info
+    arrays as tensors on it; actions may be tensors on that device or array-likes. The
+    subclass writes its state with the array module ``self.xp`` and the helpers
+    :meth:`zeros`, :meth:`constant`, :meth:`fresh` and :meth:`float32`, so one code path
+    serves both. Seeding differs by backend: the numpy twin keeps one generator per
+    sub-env (sub-env ``i`` seeded ``s + i`` follows the single env seeded ``s + i``); a
+    device twin draws every sub-env's numbers from one ``torch.Generator`` on its
+    device, seeded by ``reset(seed=s)``: the same seed on the same device type gives the
+    same episodes, but not the numpy twin's (nor another device type's) numbers.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "autoreset_mode": None}
+
+    def __init__(
+        self,
+        num_envs: int,
+        single_observation_space: spaces.Dict,
+        single_action_space: spaces.Space,
+        max_episode_steps: int | None,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+        device: Any = None,
+    ) -> None:
+        check_positive("num_envs", num_envs, integer=True)
+        if max_episode_steps is not None:
+            check_positive("max_episode_steps", max_episode_steps, integer=True)
+        mode = parse_autoreset_mode(autoreset_mode)
+        self.num_envs = int(num_envs)
+        self.max_episode_steps = max_episode_steps
+        self.autoreset_mode = mode
+        self.metadata = {**type(self).metadata, "autoreset_mode": mode}
+        if render_mode is not None:
+            check_choice("render_mode", render_mode, self.metadata["render_modes"])
+        self.render_mode = render_mode
+        self.single_observation_space = single_observation_space
+        self.single_action_space = single_action_space
+        self.observation_space = batch_space(single_observation_space, self.num_envs)
+        self.action_space = batch_space(single_action_space, self.num_envs)
+        self.backend = array_backend(device)
+        self.device = self.backend.device
+        if self.device is None:
+            self.np_randoms = [seeding.np_random(None)[0] for _ in range(self.num_envs)]
+        else:
+            import torch
+
+            # One generator for all sub-envs: a million numpy generators would not fit.
+            self.np_randoms = []
+            self.torch_generator = torch.Generator(self.device)
+            self.torch_generator.manual_seed(int(seeding.np_random(None)[0].integers(2**63)))
+            if isinstance(single_action_space, spaces.Box):
+                low, high = single_action_space.low, single_action_space.high
+                # One bound for every dimension (the usual [-1, 1]) clamps with Python
+                # floats, which torch handles several times faster than bound tensors.
+                uniform = low.min() == low.max() and high.min() == high.max()
+                self._action_bounds = (
+                    (float(low.min()), float(high.max()))
+                    if uniform
+                    else (self.constant(low), self.constant(high))
+                )
+        self.elapsed_steps = self.zeros(self.num_envs, np.int64)
+        self._needs_reset = self.zeros(self.num_envs, bool)
+        self._has_reset = False
+        # Copied for every "_key" info mask: a copy costs a fraction of np.ones' wrapper.
+        self._all_envs = self.fresh(self.zeros(self.num_envs, bool) == 0)
+
+    # ---- array helpers: numpy, or torch on self.device (self.backend)
+    @property
+    def xp(self) -> Any:
+        """The array module of the state: numpy, or torch on a device.
+
+        A property, not an attribute: a module in the instance's dict would stop the
+        twin from being copied or pickled (a HER buffer keeps its goal functions so).
+        """
+        return self.backend.xp
+
+    def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
+        """Zeros of a numpy ``dtype`` (float32, int64, bool) on this env's backend."""
+        return self.backend.zeros(shape, dtype)
+
+    def constant(self, value: Any) -> Any:
+        """A numpy constant (a wall map, bounds) as an array of this env's backend."""
+        return self.backend.constant(value)
+
+    def fresh(self, value: Any) -> Any:
+        """A copy that shares no memory with env state (``copy`` / ``clone``)."""
+        return self.backend.fresh(value)
+
+    def float32(self, value: Any) -> Any:
+        """``value`` (bool, int or float) as float32 on this env's backend."""
+        return self.backend.float32(value)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A numpy copy of an array of this env's backend (for drawing and printing)."""
+        return self.backend.to_numpy(value)
+
+    # ---- subclass hooks
+    def _step_envs(self, actions: Any) -> None:
+        raise NotImplementedError
+
+    def _observation(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _step_info(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # ---- new episodes: the subclass draws them, this class does the rest
+    #: The state arrays a reset writes, in the order the draw hooks return them.
+    episode_state: tuple[str, ...] = ()
+    #: The state arrays a reset sets to zero (velocities).
+    zeroed_on_reset: tuple[str, ...] = ()
+
+    def _draw_episodes(self, rngs: list[np.random.Generator], goal: Any = None) -> tuple[Any, ...]:
+        """Numpy twin: one new episode per generator (each sub-env's own), exactly as the
+        single env draws it: its state arrays, one row per generator, in the order of
+        :attr:`episode_state`. ``goal`` (None, one goal, or one per generator) and any
+        further keyword a subclass adds are what :meth:`_reset_options` pins."""
+        raise NotImplementedError
+
+    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, ...]:
+        """Device twin: ``count`` new episodes' state tensors, drawn in one batch from
+        ``self.torch_generator`` (``goal`` as for :meth:`_draw_episodes`, as a tensor)."""
+        raise NotImplementedError
+
+    def _reset_options(self, options: dict[str, Any] | None) -> dict[str, np.ndarray]:
+        """What ``options`` pins for the new episodes, checked: numpy arrays holding one
+        value, or one row per sub-env. The default reads ``options["goal"]``."""
+        goal = None if options is None else options.get("goal")
+        return {} if goal is None else {"goal": self._check_goal(goal)}
+
+    def _check_goal(self, goal: Any) -> np.ndarray:
+        """Checks ``options["goal"]`` (one goal, or one per sub-env): by default with
+        :func:`check_goal_option` against the desired-goal space."""
+        goal_spaces: Any = self.single_observation_space  # a Dict (the constructor's)
+        return check_goal_option(goal, goal_spaces["desired_goal"], self.num_envs)
+
+    def _store_episodes(self, index: Any, drawn: tuple[Any, ...]) -> None:
+        """Writes drawn episodes into the rows ``index`` of :attr:`episode_state`."""
+        for name, rows in zip(self.episode_state, drawn, strict=True):
+            getattr(self, name)[index] = rows
+
+    def _episodes_started(self, index: Any) -> None:
+        """Called after the sub-envs ``index`` started new episodes (render state)."""
+
+    def _reset_envs(self, index: Any, options: dict[str, Any] | None) -> None:
+        """Starts new episodes in the sub-envs ``index`` (an int array, or a tensor on a
+        device): the pinned options for those rows, the subclass's draws (each sub-env's
+        own generator on numpy, the device's generator in one batch on torch), written
+        to :attr:`episode_state`, with :attr:`zeroed_on_reset` set to zero."""
+        pinned = {
+            key: self.backend.rows(value, index)
+            for key, value in self._reset_options(options).items()
+        }
+        if self.device is not None:
+            self._store_episodes(index, self._draw_episodes_on_device(len(index), **pinned))
+        elif len(index):  # a reset_mask may name no sub-env
+            rngs = [self.np_randoms[i] for i in index.tolist()]
+            self._store_episodes(index, self._draw_episodes(rngs, **pinned))
+        for name in self.zeroed_on_reset:
+            getattr(self, name)[index] = 0
+        self._episodes_started(index)
+
+    def compute_truncated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Goal-dependent truncation: never (the time limit is counted in ``step``).
+
+        Tensors in, a bool tensor on their device out; numpy in, numpy out.
+        """
+        shape, achieved, _, xp = goal_batch(achieved_goal, desired_goal)
+        if xp is np:
+            return np.zeros(shape, dtype=bool)
+        return xp.zeros(shape, dtype=xp.bool, device=achieved.device)
+
+    def _goal_outcomes(
+        self, obs: dict[str, Any], info: dict[str, Any]
+    ) -> tuple[Any, Any, Any | None]:
+        """This step's ``(reward, terminated, truncated)``: fresh, writable arrays.
+
+        The default calls the public ``compute_*`` methods. A subclass may return its
+        kernel's results directly to skip their input validation, provided they equal
+        what ``compute_*`` returns for ``obs`` and ``info`` (tests hold them to it).
+        ``truncated`` may be None where the env never truncates on goals: the step then
+        builds it from the time limit alone.
+        """
+        achieved, desired = obs["achieved_goal"], obs["desired_goal"]
+        reward = self.compute_reward(achieved, desired, info)
+        terminated = self.compute_terminated(achieved, desired, info)
+        truncated = self.compute_truncated(achieved, desired, info)
+        return self.backend.outcomes(reward, terminated, truncated)
+
+    # ---- gymnasium API
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Resets every sub-env, or those in ``options["reset_mask"]``.
+
+        ``seed`` is an int (sub-env ``i`` gets ``seed + i``, as gymnasium's vector envs) or
+        one seed per sub-env; on a torch device, an int that seeds the device's generator.
+        ``options["goal"]`` pins the goal (one for all, or one each).
+        """
+        if seed is not None:
+            self._seed(seed)
+        mask = None if options is None else options.get("reset_mask")
+        if mask is None:
+            index = self.backend.arange(self.num_envs)
+        else:
+            mask = self.backend.reset_mask(mask, self.num_envs)
+            if not self._has_reset and not bool(mask.all()):
+                raise RuntimeError("the first reset must reset every sub-env (no reset_mask)")
+            index = self.backend.where_true(mask)
+        self._reset_envs(index, options)
+        self.elapsed_steps[index] = 0
+        self._needs_reset[index] = False
+        self._has_reset = True
+        return self._observation(), self._with_masks(self._step_info())
+
+    def _seed(self, seed: int | Sequence[int | None]) -> None:
+        if self.device is not None:
+            if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+                raise ValueError(
+                    f"seed={seed!r}: on device {self.device} the sub-envs share one "
+                    "torch.Generator, so seed must be an int (or None)"
+                )
+            self.torch_generator.manual_seed(int(seed))
+            self._np_random, self._np_random_seed = seeding.np_random(int(seed))
+            return
+        seeds = (
+            [seed + i for i in range(self.num_envs)]
+            if isinstance(seed, (int, np.integer))
+            else list(seed)
+        )
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"seed holds {len(seeds)} seeds, expected num_envs={self.num_envs}")
+        for i, s in enumerate(seeds):
+            if s is not None:
+                self.np_randoms[i] = seeding.np_random(int(s))[0]
+        self._np_random, self._np_random_seed = self.np_randoms[0], seeds[0]
+
+    def step(self, actions: Any) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
+        """Steps every sub-env with one batched kernel call.
+
+        Actions are validated with :func:`check_actions` (finite values outside the
+        bounds are clipped; NaN, inf or a wrong shape raise), on a torch device with
+        :func:`check_tensor_actions` (the same rules).
+        """
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        if self.device is None:
+            actions = check_actions(actions, self.single_action_space, self.num_envs)
+        else:
+            actions = check_tensor_actions(
+                actions,
+                self.single_action_space,
+                self.num_envs,
+                self.device,
+                getattr(self, "_action_bounds", None),
+            )
+        if self.autoreset_mode == AutoresetMode.DISABLED and self.backend.any(self._needs_reset):
+            raise RuntimeError(
+                f"sub-envs {self.backend.where_true(self._needs_reset)[:8].tolist()} ended their "
+                "episode: with autoreset_mode='disabled', reset them with "
+                "reset(options={'reset_mask': mask}) before stepping"
+            )
+        self._step_envs(actions)
+        self.elapsed_steps += 1
+        restarted = None
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP and self.backend.any(self._needs_reset):
+            # These sub-envs ended last step: this step resets them instead (gymnasium's
+            # next-step convention: reward 0, not terminated, not truncated). Resetting
+            # before the observation is built spares a second batched observation.
+            restarted = self.backend.where_true(self._needs_reset)
+            self._reset_envs(restarted, None)
+            self.elapsed_steps[restarted] = 0
+        obs = self._observation()
+        info = self._step_info()
+        reward, terminated, truncated = self._goal_outcomes(obs, info)
+        if truncated is None:
+            # Time limit alone: restarted sub-envs count 0 steps, below any limit (>= 1).
+            truncated = (
+                self.zeros(self.num_envs, bool)
+                if self.max_episode_steps is None
+                else self.elapsed_steps >= self.max_episode_steps
+            )
+        else:
+            if self.max_episode_steps is not None:
+                truncated |= self.elapsed_steps >= self.max_episode_steps
+            if restarted is not None:
+                truncated[restarted] = False
+        if restarted is not None:
+            reward[restarted] = 0.0
+            terminated[restarted] = False
+
+        done = terminated | truncated
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and self.backend.any(done):
+            index = self.backend.where_true(done)
+            final_obs = np.empty(self.num_envs, dtype=object)
+            final_info = np.empty(self.num_envs, dtype=object)
+            for i in index.tolist():
+                final_obs[i] = {k: self.fresh(v[i]) for k, v in obs.items()}
+                final_info[i] = {k: self.fresh(v[i]) for k, v in info.items()}
+            self._reset_envs(index, None)
+            self.elapsed_steps[index] = 0
+            fresh_obs, fresh_info = self._observation(), self._step_info()
+            for key in obs:
+                obs[key][index] = fresh_obs[key][index]
+            for key in info:
+                info[key][index] = fresh_info[key][index]
+            info = self._with_masks(info)
+            info["final_obs"], info["_final_obs"] = final_obs, self.fresh(done)
+            info["final_info"], info["_final_info"] = final_info, self.fresh(done)
+            return obs, reward, terminated, truncated, info
+
+        self._needs_reset = done
+        return obs, reward, terminated, truncated, self._with_masks(info)
+
+    def _with_masks(self, info: dict[str, Any]) -> dict[str, Any]:
+        # gymnasium's vector info convention: "_key" says which sub-envs carry "key".
+        out: dict[str, Any] = dict(info)
+        for key in info:
+            out["_" + key] = self.fresh(self._all_envs)
+        return out
+
+
+def draw_each(
+    draw: Any, rngs: Sequence[np.random.Generator], params: Any, *pinned: Any
+) -> tuple[Any, ...]:
+    """A numpy twin's ``_draw_episodes`` from the single env's one-episode draw.
+
+    Calls ``draw(rng, params, *values)`` for each generator in order, ``values`` being
+    that episode's row of each pinned value (None, one value for all, or one row per
+    generator), and stacks each returned array over the episodes: each episode reads
+    from its generator the numbers the single env reads.
+    """
+    episodes = [
+        draw(rng, params, *(None if v is None else v if v.ndim < 2 else v[j] for v in pinned))
+        for j, rng in enumerate(rngs)
+    ]
+    return tuple(np.array(arrays) for arrays in zip(*episodes, strict=True))
+
+
+def twin_metadata(single_env: type[gym.Env]) -> dict[str, Any]:
+    """A vector twin's class ``metadata``: ``rgb_array`` rendering (of sub-env 0) at the
+    single env's ``render_fps``; each instance records its own ``autoreset_mode``."""
+    fps = single_env.metadata["render_fps"]
+    return {"render_modes": ["rgb_array"], "render_fps": fps, "autoreset_mode": None}

@@ -1,0 +1,58 @@
+"""What each single env keeps around its kernel: the checked render mode, the spaces of
+its params, the step count, the last reward and success, and the rule that ``reset``
+comes before ``step``. The envs call these helpers where each once wrote them out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from goalenvs.core import check_action, check_choice, check_goal_option
+
+
+class EpisodeBookkeeping:
+    """Mixin of the single envs (before :class:`~goalenvs.core.GoalEnv` in the bases)."""
+
+    params: Any
+    metadata: dict[str, Any]
+    render_mode: str | None
+    observation_space: Any
+    action_space: Any
+
+    def _setup(self, render_mode: str | None) -> None:
+        """Checks ``render_mode`` and sets it, the params' spaces and the episode counters."""
+        if render_mode is not None:
+            check_choice("render_mode", render_mode, self.metadata["render_modes"])
+        self.render_mode = render_mode
+        self.observation_space, self.action_space = self.params.spaces()
+        self._elapsed = 0
+        self._success = False
+        self._last_reward: float | None = None
+        self._has_reset = False
+
+    def _pinned_goal(
+        self, options: dict[str, Any] | None, check: Callable[..., np.ndarray] = check_goal_option
+    ) -> np.ndarray | None:
+        """``options["goal"]`` checked by ``check`` against the desired-goal space, or None."""
+        if options is None or options.get("goal") is None:
+            return None
+        return check(options["goal"], self.observation_space["desired_goal"])
+
+    def _episode_started(self) -> None:
+        """Counts a new episode from step 0, with no reward yet."""
+        self._elapsed = 0
+        self._last_reward = None
+        self._has_reset = True
+
+    def _checked_action(self, action: Any) -> np.ndarray:
+        """``action`` checked with :func:`~goalenvs.core.check_action`, after a reset."""
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        return check_action(action, self.action_space)
+
+    def _show_frame(self) -> None:
+        """Draws the frame in the window when rendering for a human."""
+        if self.render_mode == "human":
+            self.render()  # type: ignore[attr-defined]
