@@ -189,3 +189,36 @@ def test_unknown_space_type_names_it_and_where_it_was_found():
         space_from_dict({"type": "Tuple"})
     with pytest.raises(TypeError, match=r"cannot describe Tuple.* in a checkpoint"):
         space_to_json(spaces.Tuple((spaces.Discrete(2),)), "a checkpoint")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "value", "error", "message"),
+    [
+        ({}, 1.5, ValueError, r"x must be in \[0, 1\], got 1.5"),
+        ({}, "a", TypeError, r"x must be a float in \[0, 1\], got 'a'"),
+        ({}, True, TypeError, r"x must be a float in \[0, 1\], got True"),
+        ({"open_low": True}, 0.0, ValueError, r"x must be in \(0, 1\], got 0.0"),
+        ({"open_high": True, "high": 2}, 2, ValueError, r"x must be in \[0, 2\), got 2"),
+        ({"none_ok": True, "open_low": True, "open_high": True}, 1.0, ValueError,
+         r"x must be in \(0, 1\) or None, got 1.0"),
+        ({}, None, TypeError, r"x must be a float in \[0, 1\], got None"),
+    ],
+)  # fmt: skip
+def test_check_in_range_names_the_interval_it_expected(kwargs, value, error, message):
+    from goalenvs.core import check_in_range
+
+    with pytest.raises(error, match=message):
+        check_in_range("x", value, **kwargs)
+
+
+def test_check_in_range_and_check_int_pass_good_values_through():
+    from goalenvs.core import check_in_range, check_int
+
+    assert check_in_range("x", 0.0) == 0.0 and check_in_range("x", 1) == 1
+    assert check_in_range("x", None, none_ok=True) is None
+    assert check_in_range("x", np.float32(0.5), open_low=True, open_high=True) == 0.5
+    assert check_int("n", 0, minimum=0) == 0 and check_int("n", np.int64(3), minimum=1) == 3
+    with pytest.raises(ValueError, match="n must be >= 1, got 0"):
+        check_int("n", 0, minimum=1)
+    with pytest.raises(TypeError, match=r"n must be an int, got 1.0 \(float\)"):
+        check_int("n", 1.0, minimum=0)

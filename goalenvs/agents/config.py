@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from goalenvs.core import check_choice, check_positive
+from goalenvs.core import check_choice, check_in_range, check_int, check_positive
 from goalenvs.her.buffer import GoalSelectionStrategy
 
 # The buffer's enum is the one list of strategies; configs and the CLI read it.
@@ -75,10 +75,8 @@ class TrainConfig:
         self.hidden_sizes = tuple(int(h) for h in self.hidden_sizes)
         if self.info_keys is not None:
             self.info_keys = tuple(self.info_keys)
-        for name in ("priority_alpha", "priority_beta"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        for name in ("priority_alpha", "priority_beta", "polyak"):
+            check_in_range(name, getattr(self, name))
         if self.clip_range is not None:
             clip = tuple(float(x) for x in self.clip_range)
             if len(clip) != 2 or not clip[0] < clip[1]:
@@ -90,25 +88,17 @@ class TrainConfig:
         check_positive("torch_threads", self.torch_threads, integer=True)
         if self.rollout_steps is not None:
             check_positive("rollout_steps", self.rollout_steps, integer=True)
-        if isinstance(self.n_sampled_goal, bool) or not isinstance(self.n_sampled_goal, int):
-            raise TypeError(f"n_sampled_goal must be an integer, got {self.n_sampled_goal!r}")
-        if self.n_sampled_goal < 0:
-            raise ValueError(f"n_sampled_goal must be >= 0, got {self.n_sampled_goal}")
+        check_int("n_sampled_goal", self.n_sampled_goal, minimum=0)
+        check_int("save_every", self.save_every, minimum=0)
         check_choice("goal_selection_strategy", self.goal_selection_strategy, STRATEGIES)
         check_choice("device", self.device, DEVICES)
         check_choice("env_device", self.env_device, ENV_DEVICES)
-        if self.gamma is not None and not 0.0 < self.gamma < 1.0:
-            raise ValueError(f"gamma must be in (0, 1) or None, got {self.gamma!r}")
-        if not 0.0 <= self.polyak <= 1.0:
-            raise ValueError(f"polyak must be in [0, 1], got {self.polyak!r}")
+        check_in_range("gamma", self.gamma, open_low=True, open_high=True, none_ok=True)
         if not self.hidden_sizes or min(self.hidden_sizes) < 1:
             raise ValueError(f"hidden_sizes must be positive layer widths, got {self.hidden_sizes}")
         for name in ("norm_clip", "norm_eps", "clip_obs"):
             check_positive(name, getattr(self, name))
-        if self.save_every < 0:
-            raise ValueError(f"save_every must be >= 0, got {self.save_every}")
-        if self.stop_success is not None and not 0.0 < self.stop_success <= 1.0:
-            raise ValueError(f"stop_success must be in (0, 1] or None, got {self.stop_success}")
+        check_in_range("stop_success", self.stop_success, open_low=True, none_ok=True)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values, with the algorithm name under ``"algo"``."""

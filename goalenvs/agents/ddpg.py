@@ -20,7 +20,7 @@ from goalenvs.agents.base import BoxAgent
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.losses import weighted_mean
 from goalenvs.agents.networks import Actor, Critic
-from goalenvs.core import check_positive
+from goalenvs.core import check_in_range, check_positive
 
 
 @dataclass
@@ -41,8 +41,7 @@ class DDPGConfig(TrainConfig):
         check_positive("critic_lr", self.critic_lr)
         if self.action_l2 < 0:
             raise ValueError(f"action_l2 must be >= 0, got {self.action_l2}")
-        if not 0.0 <= self.random_eps <= 1.0:
-            raise ValueError(f"random_eps must be in [0, 1], got {self.random_eps}")
+        check_in_range("random_eps", self.random_eps)
         if self.noise_eps < 0:
             raise ValueError(f"noise_eps must be >= 0, got {self.noise_eps}")
 

@@ -21,7 +21,7 @@ from goalenvs.agents.base import Agent
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.losses import weighted_mean
 from goalenvs.agents.networks import mlp
-from goalenvs.core import check_positive
+from goalenvs.core import check_in_range, check_positive
 
 
 @dataclass
@@ -41,8 +41,7 @@ class DQNConfig(TrainConfig):
         super().__post_init__()
         check_positive("learning_rate", self.learning_rate)
         check_positive("huber_delta", self.huber_delta)
-        if not 0.0 <= self.random_eps <= 1.0:
-            raise ValueError(f"random_eps must be in [0, 1], got {self.random_eps}")
+        check_in_range("random_eps", self.random_eps)
 
 
 class DQN(Agent):

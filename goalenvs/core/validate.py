@@ -47,6 +47,44 @@ def check_positive(name: str, value: Any, *, integer: bool = False, minimum: flo
     return value
 
 
+def check_int(name: str, value: Any, minimum: int) -> Any:
+    """Checks that ``value`` is an integer (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_in_range(
+    name: str,
+    value: Any,
+    low: float = 0.0,
+    high: float = 1.0,
+    *,
+    open_low: bool = False,
+    open_high: bool = False,
+    none_ok: bool = False,
+) -> Any:
+    """Checks that ``value`` is a number in the interval from ``low`` to ``high``.
+
+    The ends are included unless ``open_low`` / ``open_high``; ``none_ok`` lets None
+    through (a setting that is off). The message writes the interval as a reader would,
+    e.g. ``gamma must be in (0, 1) or None, got 1.0``.
+    """
+    if value is None and none_ok:
+        return value
+    interval = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+    interval += " or None" if none_ok else ""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a float in {interval}, got {value!r}")
+    above = value > low if open_low else value >= low
+    below = value < high if open_high else value <= high
+    if not (above and below):
+        raise ValueError(f"{name} must be in {interval}, got {value}")
+    return value
+
+
 def check_action(action: Any, space: spaces.Space, name: str = "action") -> np.ndarray:
     """Validates one action for ``space`` and returns it as an array.
 

@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.core import check_in_range
 from goalenvs.her.settings import (
     BufferSettings,
     GoalFunction,
     GoalSelectionStrategy,
-    _check_fraction,
 )
 
 __all__ = ["HerBatch", "ReplayBufferBase"]
@@ -149,7 +149,7 @@ class ReplayBufferBase:
 
     @beta.setter
     def beta(self, value: float) -> None:
-        _check_fraction("beta", value)
+        check_in_range("beta", value)
         self._beta = float(value)
 
     @property

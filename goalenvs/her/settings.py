@@ -20,12 +20,15 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.core import check_choice
-from goalenvs.her.space_json import _space_from_json, _space_to_json
+from goalenvs.core import check_choice, check_in_range, check_int
+from goalenvs.core.io import space_from_json, space_to_json
 
 __all__ = ["BufferSettings", "GoalFunction", "GoalSelectionStrategy", "resolve_goal_function"]
 
 GoalFunction = Callable[[np.ndarray, np.ndarray, Any], Any]
+
+# Where a space description lives, for the codec's errors.
+_FILE = "a HER buffer file"
 
 
 class GoalSelectionStrategy(str, enum.Enum):
@@ -119,18 +122,18 @@ class BufferSettings:
     priority_eps: float = 1e-6
 
     def __post_init__(self) -> None:
-        _check_int("n_envs", self.n_envs, minimum=1)
+        check_int("n_envs", self.n_envs, minimum=1)
         if not isinstance(self.prioritized, (bool, np.bool_)):
             raise TypeError(f"prioritized must be a bool, got {self.prioritized!r}")
-        _check_fraction("alpha", self.alpha)
-        _check_fraction("beta", self.beta)
+        check_in_range("alpha", self.alpha)
+        check_in_range("beta", self.beta)
         eps = self.priority_eps
         if isinstance(eps, bool) or not isinstance(eps, (int, float)):
             raise TypeError(f"priority_eps must be a float, got {eps!r}")
         if not (0 < eps < np.inf):
             raise ValueError(f"priority_eps must be a positive finite float, got {eps}")
-        _check_int("buffer_size", self.buffer_size, minimum=1)
-        _check_int("n_sampled_goal", self.n_sampled_goal, minimum=0)
+        check_int("buffer_size", self.buffer_size, minimum=1)
+        check_int("n_sampled_goal", self.n_sampled_goal, minimum=0)
         rows = int(self.buffer_size) // int(self.n_envs)
         if rows < 2:
             raise ValueError(
@@ -207,8 +210,8 @@ class BufferSettings:
             "goal_selection_strategy": buffer.goal_selection_strategy.value,
             "handle_timeout_termination": buffer.handle_timeout_termination,
             "info_keys": list(buffer.info_keys),
-            "observation_space": _space_to_json(buffer.observation_space),
-            "action_space": _space_to_json(buffer.action_space),
+            "observation_space": space_to_json(buffer.observation_space, _FILE),
+            "action_space": space_to_json(buffer.action_space, _FILE),
             "prioritized": buffer.prioritized,
             "alpha": buffer.alpha,
             "beta": buffer._beta,
@@ -222,8 +225,8 @@ class BufferSettings:
         priority settings and get the defaults."""
         return {
             "buffer_size": meta["buffer_size"],
-            "observation_space": _space_from_json(meta["observation_space"]),
-            "action_space": _space_from_json(meta["action_space"]),
+            "observation_space": space_from_json(meta["observation_space"], _FILE),
+            "action_space": space_from_json(meta["action_space"], _FILE),
             "n_envs": meta["n_envs"],
             "n_sampled_goal": meta["n_sampled_goal"],
             "goal_selection_strategy": meta["goal_selection_strategy"],
@@ -238,27 +241,7 @@ class BufferSettings:
 
 def check_batch_size(batch_size: Any) -> int:
     """``batch_size`` as an int, or the error that names it."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-        raise TypeError(f"batch_size must be an int, got {batch_size!r}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    return int(batch_size)
-
-
-# ``goalenvs.core.check_positive`` says "> minimum" and "an integer"; these say ">= minimum"
-# and "a float in [0, 1]", as the buffers' messages always have (tests and users match them).
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
-def _check_fraction(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a float in [0, 1], got {value!r}")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value}")
+    return int(check_int("batch_size", batch_size, minimum=1))
 
 
 def _check_observation_space(space: Any) -> None:
