@@ -134,10 +134,16 @@ class LineVectorEnv(LineGoals, GoalVectorEnv):
         self.pos = np.zeros((self.num_envs, 1), np.float32)
         self.goal = np.zeros((self.num_envs, 1), np.float32)
 
-    def _reset_envs(self, index: np.ndarray, options: dict[str, Any] | None) -> None:
-        # Only the resetting sub-envs draw, each from its own generator.
-        self.pos[index] = 0.0
-        self.goal[index] = draw_goals([self.np_randoms[i] for i in index], self.params)
+    # The arrays a reset writes: the base class picks the resetting sub-envs, asks
+    # _draw_episodes for their new episodes (each from its own generator) and stores them.
+    episode_state = ("pos", "goal")
+
+    def _draw_episodes(
+        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        # goal: the rows pinned by reset(options={"goal": ...}), if any.
+        goals = draw_goals(rngs, self.params) if goal is None else goal
+        return np.zeros((len(rngs), 1), np.float32), goals
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self.pos = line_step(self.pos, actions, self.params.size, np)
