@@ -49,7 +49,7 @@ def fmt(value: Any) -> str:
                     separator=", ",
                     threshold=12,
                     max_line_width=10_000,
-                    formatter={"float_kind": _short_float},
+                    formatter={"float_kind": _short_float},  # type: ignore[arg-type]
                 )
                 return text.replace("\n", "")
             if arr.dtype.kind in "iub":
@@ -111,6 +111,8 @@ def same(a: Any, b: Any) -> bool:
         return all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    arr_a: Any
+    arr_b: Any
     try:
         arr_a, arr_b = np.asarray(a), np.asarray(b)
     except Exception:  # not array-like at all: identity or == below

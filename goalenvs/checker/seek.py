@@ -283,7 +283,7 @@ def _drive(ctx: Context, probe: GoalProbe, env: gym.Env | None) -> None:
         probe.copied = probe.not_copied is None
         if probe.copied:
             obs = _reset(ctx, env, seed)
-    if not probe.copied:
+    if not probe.copied or env is None:
         env = ctx.env
         obs = _reset(ctx, env, seed)
     probe.start_distance = goal_distance(obs)

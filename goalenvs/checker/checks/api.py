@@ -19,7 +19,9 @@ from goalenvs.checker.registry import Outcome, register
 @register("api.reset", "error", "reset(seed=, options=) returns (obs, info)")
 def check_reset(ctx: Context, out: Outcome) -> None:
     try:
-        params = inspect.signature(ctx.env.unwrapped.reset).parameters
+        params: Mapping[str, inspect.Parameter] = inspect.signature(
+            ctx.env.unwrapped.reset
+        ).parameters
     except (TypeError, ValueError):
         params = {}
     has_var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())

@@ -82,7 +82,8 @@ def check_render_modes(ctx: Context, out: Outcome) -> None:
     if not checkable:
         raise SkipCheckError(f"declares no render mode that can be checked headless ({modes})")
     own = getattr(ctx.env, "render_mode", None)
-    notes, no_gl = [], []
+    notes: list[str] = []
+    no_gl: list[tuple[str, Any]] = []
     family = _renderer_family(ctx.env)
     earlier = _GL_FAILED.get(family)
     for mode in checkable:
@@ -144,12 +145,12 @@ def check_render_modes(ctx: Context, out: Outcome) -> None:
     if out.failed:
         return
     if no_gl:
-        error = no_gl[0][1]
+        first = no_gl[0][1]
         modes_gl = [m for m, _ in no_gl]
         again = " (failed earlier in this process; not retried)" if earlier else ""
         raise SkipCheckError(
             f"render modes {modes_gl} need an OpenGL context this process does not have{again} "
-            f"({type(error.error).__name__}: {str(error.error).splitlines()[0][:90]}...): a setup "
+            f"({type(first.error).__name__}: {str(first.error).splitlines()[0][:90]}...): a setup "
             "fact, not an env defect; on a headless machine set MUJOCO_GL=egl (GPU) or "
             "MUJOCO_GL=osmesa (CPU, with libosmesa) and PYOPENGL_PLATFORM to match"
         )

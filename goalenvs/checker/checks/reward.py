@@ -4,7 +4,7 @@ pays, deterministic, and paying success at the goal."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,7 +64,7 @@ def check_reward_signature(ctx: Context, out: Outcome) -> None:
 
 
 def compare_batches(
-    ctx: Context, out: Outcome, name: str, shapes: list[tuple[int, ...]], kind: str
+    ctx: Context, out: Outcome, name: str, shapes: Sequence[tuple[int, ...]], kind: str
 ) -> None:
     """Fails where a batched call of goal method ``name`` differs from its single calls."""
     noun = {"reward": "reward", "bool": name.removeprefix("compute_")}[kind]
@@ -344,7 +344,7 @@ def _find_needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:
 )
 def check_reward_info_keys(ctx: Context, out: Outcome) -> None:
     needed, example = needed_info_keys(ctx)
-    if needed:
+    if needed and example is not None:
         change, full, other, p = example
         out.fail(
             f"compute_reward reads info keys {needed}: {change} it gives {fmt(other)} instead "
@@ -508,7 +508,7 @@ def check_reward_success(ctx: Context, out: Outcome) -> None:
 
 @register("reward.goal_dependent", "error", "compute_reward depends on the goals")
 def check_reward_goal_dependent(ctx: Context, out: Outcome) -> None:
-    values = []
+    values: list[float] = []
     for ev in evaluate_batches(ctx, "compute_reward"):
         values.extend(float(np.asarray(v, float).reshape(-1)[0]) for v in ev.singles)
     if values and np.ptp(values) == 0:
