@@ -391,11 +391,22 @@ def draw_each(
     generator), and stacks each returned array over the episodes: each episode reads
     from its generator the numbers the single env reads.
     """
-    episodes = [
-        draw(rng, params, *(None if v is None else v if v.ndim < 2 else v[j] for v in pinned))
-        for j, rng in enumerate(rngs)
-    ]
-    return tuple(np.array(arrays) for arrays in zip(*episodes, strict=True))
+    if all(v is None for v in pinned):
+        episodes = (draw(rng, params, *pinned) for rng in rngs)
+    else:
+        episodes = (
+            draw(rng, params, *(None if v is None else v if v.ndim < 2 else v[j] for v in pinned))
+            for j, rng in enumerate(rngs)
+        )
+    # Rows written into arrays sized by the first episode: stacking lists of small arrays
+    # costs a twin of 4096 envs about a tenth of its step time.
+    out: tuple[np.ndarray, ...] = ()
+    for j, episode in enumerate(episodes):
+        if not out:
+            out = tuple(np.empty((len(rngs), *np.shape(a)), np.asarray(a).dtype) for a in episode)
+        for rows, value in zip(out, episode, strict=True):
+            rows[j] = value
+    return out
 
 
 def twin_metadata(single_env: type[gym.Env]) -> dict[str, Any]:
