@@ -203,10 +203,14 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         device): the pinned options for those rows, the subclass's draws (each sub-env's
         own generator on numpy, the device's generator in one batch on torch), written
         to :attr:`episode_state`, with :attr:`zeroed_on_reset` set to zero."""
-        pinned = {
-            key: self.backend.rows(value, index)
-            for key, value in self._reset_options(options).items()
-        }
+        pinned = (
+            {}  # autoresets, every step of a large twin: nothing to read
+            if options is None
+            else {
+                key: self.backend.rows(value, index)
+                for key, value in self._reset_options(options).items()
+            }
+        )
         if self.device is not None:
             self._store_episodes(index, self._draw_episodes_on_device(len(index), **pinned))
         elif len(index):  # a reset_mask may name no sub-env
