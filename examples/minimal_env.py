@@ -10,7 +10,6 @@ registry entry in goalenvs/registration.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,9 +74,9 @@ def line_step(position: Any, action: Any, size: float, xp: Any) -> Any:
     return xp.clip(position + xp.clip(action, -size, size), -size, size)
 
 
-def draw_goals(rngs: Sequence[np.random.Generator], params: LineParams) -> np.ndarray:
-    """One goal per generator, float32 ``(len(rngs), 1)``."""
-    return np.array([rng.uniform(-params.size, params.size, 1) for rng in rngs], np.float32)
+def draw_goal(rng: np.random.Generator, params: LineParams) -> np.ndarray:
+    """One episode's goal, float32 ``(1,)``: what both faces draw from an env's generator."""
+    return rng.uniform(-params.size, params.size, 1).astype(np.float32)
 
 
 class LineEnv(LineGoals, GoalEnv):
@@ -102,7 +101,7 @@ class LineEnv(LineGoals, GoalEnv):
         """Starts at 0 with a goal drawn from ``self.np_random``."""
         super().reset(seed=seed)
         self.pos = np.zeros((1, 1), np.float32)
-        self.goal = draw_goals([self.np_random], self.params)
+        self.goal = draw_goal(self.np_random, self.params)[None]
         return self._obs(), {"is_success": False}
 
     def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
@@ -135,15 +134,16 @@ class LineVectorEnv(LineGoals, GoalVectorEnv):
         self.goal = np.zeros((self.num_envs, 1), np.float32)
 
     # The arrays a reset writes: the base class picks the resetting sub-envs, asks
-    # _draw_episodes for their new episodes (each from its own generator) and stores them.
+    # _draw_episode for each one's new episode (from that sub-env's own generator, as the
+    # single env draws it) and writes its row of each array. A twin whose draw vectorizes
+    # over episodes defines _draw_episodes(rngs, goal=None) instead, returning whole rows.
     episode_state = ("pos", "goal")
 
-    def _draw_episodes(
-        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    def _draw_episode(
+        self, rng: np.random.Generator, goal: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        # goal: the rows pinned by reset(options={"goal": ...}), if any.
-        goals = draw_goals(rngs, self.params) if goal is None else goal
-        return np.zeros((len(rngs), 1), np.float32), goals
+        # goal: this sub-env's goal pinned by reset(options={"goal": ...}), if any.
+        return np.zeros(1, np.float32), draw_goal(rng, self.params) if goal is None else goal
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self.pos = line_step(self.pos, actions, self.params.size, np)

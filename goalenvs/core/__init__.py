@@ -47,7 +47,7 @@ from goalenvs.core.validate import (
     parse_autoreset_mode,
     parse_json_object,
 )
-from goalenvs.core.vector import GoalVectorEnv, draw_each, twin_metadata
+from goalenvs.core.vector import GoalVectorEnv, twin_metadata
 
 # Old module path -> where it lives now (an alias, see goalenvs.core.aliases): the modules
 # that stood beside core at the package's top level. Registered here because importing
@@ -78,7 +78,6 @@ __all__ = [
     "check_positive",
     "check_tensor_actions",
     "command_name",
-    "draw_each",
     "goal_arrays",
     "goal_batch",
     "goal_dict_space",

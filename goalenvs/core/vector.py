@@ -34,11 +34,12 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
 
     Subclasses implement the batched dynamics:
 
-    - ``_draw_episodes(rngs, goal=...)``: new episodes, one per generator (each sub-env's
-      own ``self.np_randoms[i]``), exactly as the single env draws them, returned as the
-      state arrays named in ``episode_state``; on a torch device
-      ``_draw_episodes_on_device(count, goal=...)`` draws them in one batch from
-      ``self.torch_generator``. The reset itself (the ``reset_mask``, the pinned
+    - ``_draw_episode(rng, goal=...)``: one new episode from a sub-env's own generator
+      (``self.np_randoms[i]``), exactly as the single env draws it, as its row of each
+      state array named in ``episode_state``; or, where the draw vectorizes over
+      episodes, ``_draw_episodes(rngs, goal=...)``, whole rows, one per generator. On a
+      torch device ``_draw_episodes_on_device(count, goal=...)`` draws them in one batch
+      from ``self.torch_generator``. The reset itself (the ``reset_mask``, the pinned
       ``options["goal"]`` rows, writing the state, zeroing ``zeroed_on_reset``) is this
       class's ``_reset_envs``, which a subclass may still replace whole;
     - ``_step_envs(actions)``: advance every sub-env by one step (validated actions);
@@ -166,12 +167,37 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     #: The state arrays a reset sets to zero (velocities).
     zeroed_on_reset: tuple[str, ...] = ()
 
-    def _draw_episodes(self, rngs: list[np.random.Generator], goal: Any = None) -> tuple[Any, ...]:
-        """Numpy twin: one new episode per generator (each sub-env's own), exactly as the
-        single env draws it: its state arrays, one row per generator, in the order of
-        :attr:`episode_state`. ``goal`` (None, one goal, or one per generator) and any
-        further keyword a subclass adds are what :meth:`_reset_options` pins."""
+    #: Whether the twin draws one episode at a time (it leaves _draw_episodes alone),
+    #: set for each subclass when it is defined.
+    _draws_one_by_one: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._draws_one_by_one = cls._draw_episodes is GoalVectorEnv._draw_episodes
+
+    def _draw_episode(self, rng: np.random.Generator, goal: Any = None) -> tuple[Any, ...]:
+        """Numpy twin, one episode at a time: the single env's own draw from one sub-env's
+        generator, its values in the order of :attr:`episode_state` (one row of each).
+        ``goal`` (None or one goal) and any further keyword a subclass adds are that
+        episode's row of what :meth:`_reset_options` pins. A twin defines this or
+        :meth:`_draw_episodes`."""
         raise NotImplementedError
+
+    def _draw_episodes(self, rngs: list[np.random.Generator], **pinned: Any) -> tuple[Any, ...]:
+        """Numpy twin, batched: one new episode per generator (each sub-env's own), exactly
+        as the single env draws it: its state arrays, one row per generator, in the order
+        of :attr:`episode_state`. ``pinned`` (``goal`` and any keyword a subclass adds)
+        holds what :meth:`_reset_options` pins: one value for all, or one row each.
+
+        The default stacks :meth:`_draw_episode` over the generators. A twin whose draw
+        vectorizes over episodes overrides this instead; one that does not leaves it, and
+        the reset then writes each episode's rows in place without stacking them."""
+        draw = self._draw_episode
+        if pinned:
+            episodes = [draw(rng, **_row(pinned, j)) for j, rng in enumerate(rngs)]
+        else:  # autoresets: nothing pinned
+            episodes = [draw(rng) for rng in rngs]
+        return tuple(np.array(rows) for rows in zip(*episodes, strict=True))
 
     def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, ...]:
         """Device twin: ``count`` new episodes' state tensors, drawn in one batch from
@@ -213,6 +239,15 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         )
         if self.device is not None:
             self._store_episodes(index, self._draw_episodes_on_device(len(index), **pinned))
+        elif self._draws_one_by_one:
+            # One episode at a time: each row written where it goes, which spares stacking
+            # the few episodes an autoreset draws (most of a small reset's cost).
+            states = [getattr(self, name) for name in self.episode_state]
+            draw, rngs = self._draw_episode, self.np_randoms
+            for j, i in enumerate(index.tolist()):
+                episode = draw(rngs[i], **_row(pinned, j)) if pinned else draw(rngs[i])
+                for state, value in zip(states, episode, strict=True):
+                    state[i] = value
         elif len(index):  # a reset_mask may name no sub-env
             rngs = [self.np_randoms[i] for i in index.tolist()]
             self._store_episodes(index, self._draw_episodes(rngs, **pinned))
@@ -385,32 +420,10 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         return out
 
 
-def draw_each(
-    draw: Any, rngs: Sequence[np.random.Generator], params: Any, *pinned: Any
-) -> tuple[Any, ...]:
-    """A numpy twin's ``_draw_episodes`` from the single env's one-episode draw.
-
-    Calls ``draw(rng, params, *values)`` for each generator in order, ``values`` being
-    that episode's row of each pinned value (None, one value for all, or one row per
-    generator), and stacks each returned array over the episodes: each episode reads
-    from its generator the numbers the single env reads.
-    """
-    if all(v is None for v in pinned):
-        episodes = (draw(rng, params, *pinned) for rng in rngs)
-    else:
-        episodes = (
-            draw(rng, params, *(None if v is None else v if v.ndim < 2 else v[j] for v in pinned))
-            for j, rng in enumerate(rngs)
-        )
-    # Rows written into arrays sized by the first episode: stacking lists of small arrays
-    # costs a twin of 4096 envs about a tenth of its step time.
-    out: tuple[np.ndarray, ...] = ()
-    for j, episode in enumerate(episodes):
-        if not out:
-            out = tuple(np.empty((len(rngs), *np.shape(a)), np.asarray(a).dtype) for a in episode)
-        for rows, value in zip(out, episode, strict=True):
-            rows[j] = value
-    return out
+def _row(pinned: dict[str, Any], j: int) -> dict[str, Any]:
+    """Episode ``j``'s pinned values: a value with a row per episode gives its row ``j``;
+    None or one value for all (a single goal) is passed as it is."""
+    return {k: v if v is None or v.ndim < 2 else v[j] for k, v in pinned.items()}
 
 
 def twin_metadata(single_env: type[gym.Env]) -> dict[str, Any]:

@@ -27,7 +27,6 @@ from goalenvs.core import (
     check_choice,
     check_goal_option,
     check_positive,
-    draw_each,
     goal_batch,
     goal_dict_space,
     info_values,
@@ -715,13 +714,17 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
             pinned["car"] = check_car_option(options["car"], self.params.max_speed, self.num_envs)
         return pinned
 
-    def _draw_episodes(
+    def _draw_episode(
         self,
-        rngs: list[np.random.Generator],
+        rng: np.random.Generator,
         goal: np.ndarray | None = None,
         car: np.ndarray | None = None,
     ) -> tuple[Any, ...]:
-        state, desired, parked = draw_each(start_episode, rngs, self.params, goal, car)
+        return start_episode(rng, self.params, goal, car)
+
+    def _draw_episodes(self, rngs: list[np.random.Generator], **pinned: Any) -> tuple[Any, ...]:
+        # The car's state is five column arrays (self._state), each episode's car a tuple.
+        state, desired, parked = super()._draw_episodes(rngs, **pinned)
         return tuple(state.T), desired, parked
 
     def _draw_episodes_on_device(self, count: int, goal: Any = None, car: Any = None) -> Any:

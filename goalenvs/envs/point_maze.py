@@ -29,7 +29,6 @@ from goalenvs.core import (
     check_choice,
     check_goal_option,
     check_positive,
-    draw_each,
     goal_batch,
     goal_dict_space,
     twin_metadata,
@@ -696,10 +695,10 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):
         space = self.single_observation_space["desired_goal"]
         return self.params.check_goal(goal, space, self.num_envs)
 
-    def _draw_episodes(
-        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    def _draw_episode(
+        self, rng: np.random.Generator, goal: np.ndarray | None = None
     ) -> tuple[np.ndarray, ...]:
-        return draw_each(draw_episode, rngs, self.params, goal)
+        return draw_episode(rng, self.params, goal)
 
     def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
         noise = self.params.position_noise

@@ -25,7 +25,6 @@ from goalenvs.core import (
     InfoLike,
     check_choice,
     check_positive,
-    draw_each,
     goal_batch,
     goal_dict_space,
     twin_metadata,
@@ -509,10 +508,10 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):
     episode_state = ("_pusher", "_block", "_goal")
     zeroed_on_reset = ("_pusher_velocity", "_block_velocity")
 
-    def _draw_episodes(
-        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+    def _draw_episode(
+        self, rng: np.random.Generator, goal: np.ndarray | None = None
     ) -> tuple[np.ndarray, ...]:
-        return draw_each(draw_episode, rngs, self.params, goal)
+        return draw_episode(rng, self.params, goal)
 
     def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any, Any]:
         return draw_episodes(self.torch_generator, self.params, count, goal)
