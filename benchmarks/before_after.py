@@ -24,6 +24,10 @@ Parts (every figure is per round; the table gives the best round of each side):
   ``benchmarks/train.py --tasks point_reach`` measures). The env steps are the same on
   both sides when the numerics did not move; the seconds carry the machine's noise.
 
+The same revision on both sides (``--before 3a037c0 --after 3a037c0``) measures the
+noise band: how far two runs of the very same code land apart on this machine, which is
+how far a ratio must move before it says anything.
+
 A version is a git revision (checked out with ``git archive`` into a temporary folder)
 or ``.``, the working tree as it is. Results are appended to
 ``benchmarks/results/before_after.jsonl`` with the machine, the load and the command.
@@ -111,11 +115,11 @@ HIGHER_IS_BETTER = {"envs": True, "buffer": False, "point_reach": False}
 # --------------------------------------------------------------------------- driver
 
 
-def checkout(version: str, into: Path) -> Path:
-    """The folder whose ``goalenvs`` package is ``version``: the working tree for ``.``."""
+def checkout(version: str, folder: Path) -> Path:
+    """The folder whose ``goalenvs`` package is ``version`` (extracted into ``folder``, one
+    per side, so both sides may name the same revision): the working tree for ``.``."""
     if version == ".":
         return ROOT
-    folder = into / version.replace("/", "_")
     folder.mkdir(parents=True)
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", version, "goalenvs"],
@@ -192,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
 
     into = Path(tempfile.mkdtemp(prefix="goalenvs-before-after-"))
     try:
-        roots = {side: checkout(getattr(args, side), into) for side in ("before", "after")}
+        roots = {side: checkout(getattr(args, side), into / side) for side in ("before", "after")}
         record: dict[str, Any] = run_info(
             before=args.before, after=args.after, rounds=args.rounds, parts={}
         )
