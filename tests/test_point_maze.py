@@ -16,6 +16,7 @@ from goalenvs.envs.point_maze import (
     PointMazeParams,
     PointMazeVectorEnv,
     maze_step,
+    draw_episode,
     parse_maze_map,
 )
 
@@ -354,3 +355,23 @@ def test_kernel_runs_on_torch_and_agrees_with_numpy():
     for a, b in zip(expected, got, strict=True):
         assert b.dtype == torch.float32
         np.testing.assert_allclose(b.numpy(), a, atol=1e-6)  # float rounding apart
+
+
+@pytest.mark.parametrize("maze", ["umaze", "large"])
+def test_draw_episode_equals_the_float32_array_formula_bit_for_bit(maze):
+    # The draw adds in Python floats for speed; it must round exactly as the numpy
+    # formula (corner float32 + 0.5 + float64 noise, cast to float32) on the same stream.
+    params = PointMazeParams(maze_map=maze)
+    free, n = params.free_cells, len(params.free_cells)
+    for seed in range(300):
+        pinned = None if seed % 3 else free[seed % n] + np.float32(0.3)
+        start, goal = draw_episode(np.random.default_rng(seed), params, pinned)
+        rng = np.random.default_rng(seed)
+        goal_cell = int(rng.integers(n)) if pinned is None else seed % n
+        start_cell = int(rng.integers(n - 1))
+        start_cell += start_cell >= goal_cell
+        noise = rng.uniform(-params.position_noise, params.position_noise, (2, 2))
+        expected = (free[[start_cell, goal_cell]] + 0.5 + noise).astype(np.float32)
+        assert start.dtype == goal.dtype == np.float32
+        np.testing.assert_array_equal(start, expected[0])
+        np.testing.assert_array_equal(goal, expected[1] if pinned is None else pinned)

@@ -390,10 +390,15 @@ def draw_episode(
     start_cell = int(rng.integers(max(n - 1, 1)))
     if n > 1 and start_cell >= goal_cell:
         start_cell += 1  # skip the goal's cell
-    noise = rng.uniform(-params.position_noise, params.position_noise, (2, 2))
-    start = (free[start_cell] + 0.5 + noise[0]).astype(np.float32)
-    drawn_goal = (free[goal_cell] + 0.5 + noise[1]).astype(np.float32)
-    return start, drawn_goal if goal is None else np.asarray(goal, np.float32)
+    noise = rng.uniform(-params.position_noise, params.position_noise, (2, 2)).tolist()
+    # In Python floats: the corners are small integers, so corner + 0.5 + noise rounds
+    # as numpy's float32 + float64 arithmetic would, at a third of the cost of two arrays.
+    x, y = free[start_cell].tolist()
+    start = np.array((x + 0.5 + noise[0][0], y + 0.5 + noise[0][1]), np.float32)
+    if goal is not None:
+        return start, np.asarray(goal, np.float32)
+    x, y = free[goal_cell].tolist()
+    return start, np.array((x + 0.5 + noise[1][0], y + 0.5 + noise[1][1]), np.float32)
 
 
 def draw_episodes(
