@@ -15,8 +15,8 @@ from goalenvs.envs.point_maze import (
     PointMazeEnv,
     PointMazeParams,
     PointMazeVectorEnv,
-    maze_step,
     draw_episode,
+    maze_step,
     parse_maze_map,
 )
 
