@@ -232,11 +232,11 @@ def test_a_mistaken_env_is_one_line_without_a_traceback(argv, message, capsys):
 
 def test_the_display_writes_one_plain_line_per_epoch_to_a_file(capsys):
     from goalenvs.her.config import DDPGConfig
-    from goalenvs.her.trainer import _Display
+    from goalenvs.train.display import Display
 
-    display = _Display(DDPGConfig(env_id="goalenvs/PointReach-v0", epochs=3), 0)
+    display = Display(DDPGConfig(env_id="goalenvs/PointReach-v0", epochs=3), 0)
     assert display.progress is None  # capsys' stdout is not a terminal
-    display.cycle(None, 0, {"success": [1.0]}, 0.1)
+    display.cycle(0, 800, {"success": [1.0]})
     row = {
         "epoch": 1, "env_steps": 800, "eval_success": 0.5, "eval_return": -20.0,
         "steps_per_s": 400.0, "critic_loss": 0.25, "actor_loss": 1.5, "q_mean": -3.0,
@@ -252,10 +252,10 @@ def test_the_display_keeps_its_live_bar_on_a_terminal(monkeypatch):
     import rich.console
 
     from goalenvs.her.config import DDPGConfig
-    from goalenvs.her.trainer import _Display
+    from goalenvs.train.display import Display
 
     monkeypatch.setattr(rich.console.Console, "is_terminal", property(lambda self: True))
-    display = _Display(DDPGConfig(env_id="goalenvs/PointReach-v0", epochs=3), 0)
+    display = Display(DDPGConfig(env_id="goalenvs/PointReach-v0", epochs=3), 0)
     try:
         assert display.progress is not None
     finally:

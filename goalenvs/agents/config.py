@@ -60,6 +60,8 @@ class TrainConfig:
     # twins only); "auto": "device" when `device` is cuda and the env has a torch twin.
     env_device: str = "auto"  # where the training envs run: "auto", "numpy" or "device"
     torch_threads: int = 1  # torch intra-op threads; small nets gain nothing from more
+    env_workers: int | None = None  # env processes (1: the trainer's); None: from the cores
+    overlap: bool | None = None  # collect the next cycle beside the updates; None: with workers
     out: str | None = None  # run folder; None: runs/<env>-<algo>-<seed>-<time>
     save_every: int = 0  # also keep policy_epoch_K.pt every K epochs; 0: never
     prioritized: bool = False  # prioritized replay (Schaul et al. 2016) by TD error
@@ -90,6 +92,10 @@ class TrainConfig:
             check_positive("rollout_steps", self.rollout_steps, integer=True)
         check_int("n_sampled_goal", self.n_sampled_goal, minimum=0)
         check_int("save_every", self.save_every, minimum=0)
+        if self.env_workers is not None:
+            check_int("env_workers", self.env_workers, minimum=1)
+        if self.overlap is not None and not isinstance(self.overlap, bool):
+            raise ValueError(f"overlap must be True, False or None (auto), got {self.overlap!r}")
         check_choice("goal_selection_strategy", self.goal_selection_strategy, STRATEGIES)
         check_choice("device", self.device, DEVICES)
         check_choice("env_device", self.env_device, ENV_DEVICES)

@@ -114,6 +114,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the training envs run: numpy twins, or torch twins on --device with the "
         "replay buffer there too (device); default auto: device when --device is cuda",
     )
+    parser.add_argument(
+        "--env-workers",
+        type=int,
+        metavar="N",
+        help="processes that step the training envs (1: the trainer's own); default: from "
+        "the machine's cores, 1 for envs with a native vector twin",
+    )
+    parser.add_argument(
+        "--overlap",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="collect the next cycle in the background while the learner updates (one cycle "
+        "of policy lag); default: on with env worker processes",
+    )
     parser.add_argument("--out", help="run folder (default runs/<env>-<algo>-s<seed>-<time>)")
     parser.add_argument("--resume", metavar="DIR", help="continue the run in this folder")
     parser.add_argument("--save-every", type=int, help="keep policy_epoch_K.pt every K epochs")
@@ -144,6 +158,8 @@ OVERRIDES = {
     "strategy": "goal_selection_strategy",
     "device": "device",
     "env_device": "env_device",
+    "env_workers": "env_workers",
+    "overlap": "overlap",
     "out": "out",
     "save_every": "save_every",
     "stop_success": "stop_success",
@@ -160,6 +176,19 @@ def parse_env_kwargs(text: str | None) -> dict[str, Any]:
         return parse_json_object("--env-kwargs", text)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def check_env_workers_flag(workers: int) -> None:
+    """A :class:`UsageError` naming ``--env-workers``, its value and the range this
+    machine takes."""
+    from goalenvs.train.env_workers import WORKERS_PER_CORE, machine_cores
+
+    cores = machine_cores()
+    if not 1 <= workers <= WORKERS_PER_CORE * cores:
+        raise UsageError(
+            f"--env-workers {workers}: expected 1 (the envs in the trainer's process) to "
+            f"{WORKERS_PER_CORE * cores} ({WORKERS_PER_CORE} per core of this machine's {cores})"
+        )
 
 
 def build_config(args: argparse.Namespace):
@@ -179,6 +208,8 @@ def plan(args: argparse.Namespace) -> tuple[Any, Any, int | None]:
         for name, field in OVERRIDES.items()
         if getattr(args, name) is not None
     }
+    if args.env_workers is not None:
+        check_env_workers_flag(args.env_workers)
     if args.save_buffer:
         given["save_buffer"] = True
     if args.prioritized:
@@ -225,6 +256,7 @@ def plan(args: argparse.Namespace) -> tuple[Any, Any, int | None]:
 def run(args: argparse.Namespace) -> int:
     """``goalenvs train``: 0 when training finished, 1 when it failed, 2 on bad input."""
     from goalenvs.train.checkpoint import CheckpointError
+    from goalenvs.train.env_workers import EnvWorkerError
     from goalenvs.train.presets import run_length
     from goalenvs.train.trainer import TrainingError, train
 
@@ -241,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
         if main_worker:
             print(f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}")
         result = train(config)
-    except TrainingError as exc:
+    except (TrainingError, EnvWorkerError) as exc:
         print(f"goalenvs train: {exc}", file=sys.stderr)
         return 1
     except (ValueError, TypeError, CheckpointError, RuntimeError) as exc:

@@ -1,56 +1,104 @@
-"""Collection and evaluation, one class per place the envs run.
+"""Collection and evaluation: the loop that steps the training envs, and where they run.
 
-:class:`NumpyCollector` drives numpy vector envs (a goalenvs twin, or gymnasium's
-SyncVectorEnv around any goal env) with same-step autoreset, and fills the numpy
-:class:`~goalenvs.her.buffer.HerReplayBuffer`. :class:`DeviceCollector` drives the torch
-twins on the training device with autoreset disabled, and fills the
-:class:`~goalenvs.her.device_buffer.DeviceHerReplayBuffer` there: per step the host learns
-one bool (did an episode end?), the successes and eval sums come to it once per cycle or
-epoch. The trainer picks one in its constructor (:func:`make_collector`) and never asks
-again where the envs run.
+One cycle of collection is one loop (:meth:`Collector.collect`)::
+
+    for each of rollout_steps:
+        actions = agent.act(obs, explore=True)
+        step = envs.step(actions)                # EnvStep: one representation
+        keep (obs, step); obs = step.start
+
+and its steps go to the replay buffer and the normalizer afterwards
+(:meth:`Collector.store`). Where the envs run is a :class:`Backend`, chosen once:
+
+- :class:`NumpyBackend`: numpy vector envs with same-step autoreset (a goalenvs twin,
+  gymnasium's ``SyncVectorEnv`` around any goal env, or :class:`~goalenvs.train.
+  env_workers.EnvWorkers` stepping it in worker processes) and the numpy replay buffer;
+- :class:`DeviceBackend`: the torch twins on the training device with autoreset
+  disabled, and the replay buffer there too: per step the host learns one bool (did an
+  episode end?), the successes come to it once per cycle.
+
+A backend turns what the envs return into one :class:`EnvStep` where the values leave
+the envs, so the loop is the same for both.
+
+Overlap: with ``overlap`` on, :meth:`Collector.collect_ahead` steps the next cycle in a
+background thread with a copy of the policy as it is when the call is made, while the
+learner runs the current cycle's updates (one cycle of lag, as asynchronous
+actor-learner designs do). Its steps reach the buffer only through :meth:`store`, after
+the updates, so sampling never races the writes. The copy explores with the agent's own
+numpy generator, which only collection draws from, so a seed gives the same run with
+overlap on, whatever the thread timing.
 """
 
 from __future__ import annotations
 
+import copy
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from goalenvs.core import GOAL_KEYS
+from goalenvs.train.env_workers import GeneratorSnapshot
 from goalenvs.train.envs import make_vector_env
 from goalenvs.train.timing import PhaseClock
 
 Obs = dict[str, Any]  # a batched goal observation: arrays or tensors by key
-Info = dict[str, Any]  # a vector env step's info
 
 
-class Collector:
-    """Where the envs run: building them, collecting, evaluating, and the replay buffer
+class EnvStep(NamedTuple):
+    """One vector step of the training envs, as the loop and the replay buffer take it."""
+
+    actions: Any  # the actions taken, in the action space's dtype
+    next_obs: Obs  # every sub-env's true next observation (the final one where it ended)
+    rewards: Any
+    terminated: Any
+    truncated: Any
+    infos: dict[str, Any]  # the info values HER keeps (``info_keys``), of the true next step
+    start: Obs  # where the next step starts (a new episode's first observation where one ended)
+    ended: Any  # the ended episodes' successes, in the form Backend.successes reads
+
+
+class Rollout(NamedTuple):
+    """One cycle of steps: the observation each step started from, and the step."""
+
+    observations: list[Obs]
+    steps: list[EnvStep]
+
+
+class Backend:
+    """Where the envs run: how they are made, what a step gives, and the replay buffer
     that lives beside them. Subclasses set the class attributes and the methods."""
 
-    train_autoreset: ClassVar[gym.vector.AutoresetMode]  # the training envs' autoreset mode
+    autoreset: ClassVar[gym.vector.AutoresetMode]  # the training envs' autoreset mode
     buffer_suffix: ClassVar[str]  # the file type of a saved replay buffer
     other_suffix: ClassVar[str]  # the other backend's (a resume warns about it)
+    xp: ClassVar[Any]  # the array module of the envs' values: numpy or torch
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any], device: torch.device) -> None:
         self.env_id = env_id
         self.env_kwargs = env_kwargs
         self.device = device  # where the agent trains
-        self.clock = PhaseClock()  # collection charges its env, act and store phases here
 
-    def env_device(self) -> torch.device | None:
-        """The device the envs run on; None for numpy."""
+    def make_envs(
+        self, num_envs: int, mode: gym.vector.AutoresetMode, workers: int = 1
+    ) -> gym.vector.VectorEnv:
+        """``num_envs`` vector envs of the run's env in autoreset ``mode``."""
         raise NotImplementedError
 
-    def make_envs(self, num_envs: int, mode: gym.vector.AutoresetMode) -> gym.vector.VectorEnv:
-        """``num_envs`` vector envs of the run's env in autoreset ``mode``."""
-        return make_vector_env(self.env_id, self.env_kwargs, num_envs, mode, self.env_device())
+    def step(self, envs: gym.vector.VectorEnv, actions: Any, info_keys: tuple[str, ...]) -> EnvStep:
+        """Steps ``envs`` with ``actions``; the step as one :class:`EnvStep`."""
+        raise NotImplementedError
 
-    def prepare(self, agent: Any) -> None:
-        """Readies ``agent`` for this backend (nothing by default)."""
+    def successes(self, steps: list[EnvStep]) -> list[float]:
+        """The successes of the episodes that ended in ``steps``, as floats on the host."""
+        raise NotImplementedError
+
+    def zeros(self, n: int) -> Any:
+        """``n`` float64 zeros where the envs' values live."""
+        raise NotImplementedError
 
     def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
         """An empty replay buffer of this backend holding ``size`` transitions; ``kwargs``
@@ -61,118 +109,42 @@ class Collector:
         """A replay buffer this backend saved."""
         raise NotImplementedError
 
-    def td_errors(self, td_errors: torch.Tensor) -> Any:
-        """TD errors in the form this backend's buffer takes as priorities."""
-        raise NotImplementedError
 
-    def collect(
-        self,
-        agent: Any,
-        buffer: Any,
-        envs: gym.vector.VectorEnv,
-        obs: dict[str, Any],
-        steps: int,
-        info_keys: tuple[str, ...],
-        stats: dict[str, list],
-    ) -> dict[str, Any]:
-        """Steps ``envs`` ``steps`` times with exploring actions, stores every transition
-        in ``buffer`` and the finished episodes' successes in ``stats``, updates the
-        normalizer; returns the last observation."""
-        seen, successes, clock = [], [], self.clock
-        for _ in range(steps):
-            with clock("act"):
-                actions = self.env_actions(agent.act(obs, explore=True), envs)
-            with clock("env"):
-                next_obs, rewards, terminated, truncated, info = envs.step(actions)
-            done = terminated | truncated
-            with clock("store"):
-                successes.append(self.ended_successes(info, done))
-                real_next, infos = self.true_next(next_obs, info, done, info_keys)
-                buffer.add(obs, real_next, actions, rewards, terminated, truncated, infos)
-            seen.append(obs)
-            obs = self.next_start(envs, next_obs, done)
-        with clock("store"):
-            agent.normalizer.update({k: self.concat([o[k] for o in seen]) for k in GOAL_KEYS})
-            agent.normalizer.recompute()
-        stats["success"].extend(self.success_values(successes))
-        return obs
-
-    def evaluate(
-        self, agent: Any, envs: gym.vector.VectorEnv, obs: dict[str, Any], limit: int
-    ) -> torch.Tensor:
-        """Sums of success, return and length over one deterministic episode per sub-env
-        (at most ``limit`` steps), as a float64 CPU tensor of 3."""
-        xp, n = self.xp, envs.num_envs
-        success, returns, lengths = self.zeros(n), self.zeros(n), self.zeros(n)
-        done = success > 0.0
-        for _ in range(limit):
-            actions = self.env_actions(agent.act(obs, False), envs)
-            obs, rewards, terminated, truncated, info = envs.step(actions)
-            active = ~done
-            returns += xp.where(active, rewards, 0.0)
-            lengths += active
-            ended = active & (terminated | truncated)
-            success = xp.where(ended, self.as_float(info["is_success"]), success)
-            done |= ended
-            if bool(done.all()):
-                break
-        return self.host_sums([success, returns, lengths])
-
-    # ---- what differs between backends
-
-    xp: ClassVar[Any]  # the array module of the envs' arrays: numpy or torch
-
-    def zeros(self, n: int) -> Any:
-        """``n`` float64 zeros where the envs' arrays live."""
-        raise NotImplementedError
-
-    def as_float(self, values: Any) -> Any:
-        """``values`` (bools or numbers of one step) as float64 where they live."""
-        raise NotImplementedError
-
-    def concat(self, arrays: list[Any]) -> Any:
-        """Arrays of several steps, one after the other."""
-        return self.xp.concatenate(arrays)
-
-    def host_sums(self, arrays: list[Any]) -> torch.Tensor:
-        """The sum of each array, as a float64 CPU tensor."""
-        raise NotImplementedError
-
-    def success_values(self, successes: list[Any]) -> list[float]:
-        """The successes :meth:`ended_successes` gathered, as floats on the host."""
-        raise NotImplementedError
-
-    def env_actions(self, actions: Any, envs: gym.vector.VectorEnv) -> Any:
-        """The agent's actions as ``envs`` take them."""
-        return actions
-
-    def ended_successes(self, info: Info, done: Any) -> Any:
-        """The successes of the episodes a step ended (in a form :meth:`success_values`
-        reads)."""
-        raise NotImplementedError
-
-    def true_next(self, next_obs: Obs, info: Info, done: Any, keys: tuple[str, ...]) -> Any:
-        """The true next observations and info values ``keys`` of a step (the last ones
-        of the episodes that ended)."""
-        raise NotImplementedError
-
-    def next_start(self, envs: gym.vector.VectorEnv, next_obs: dict[str, Any], done: Any) -> Any:
-        """The observations the next step starts from."""
-        return next_obs
-
-
-class NumpyCollector(Collector):
-    """Numpy vector envs with same-step autoreset; the numpy replay buffer."""
+class NumpyBackend(Backend):
+    """Numpy vector envs with same-step autoreset (in the trainer's process or in worker
+    processes); the numpy replay buffer."""
 
     # The step that ends an episode already returns the next episode's first observation;
     # the final one is read from the info.
-    train_autoreset: ClassVar[gym.vector.AutoresetMode] = gym.vector.AutoresetMode.SAME_STEP
+    autoreset: ClassVar[gym.vector.AutoresetMode] = gym.vector.AutoresetMode.SAME_STEP
     buffer_suffix: ClassVar[str] = "npz"
     other_suffix: ClassVar[str] = "pt"
+    xp: ClassVar[Any] = np
 
-    def env_device(self) -> torch.device | None:
-        """None: the envs run on numpy."""
-        return None
+    def make_envs(
+        self, num_envs: int, mode: gym.vector.AutoresetMode, workers: int = 1
+    ) -> gym.vector.VectorEnv:
+        """The env's native twin, gymnasium's SyncVectorEnv, or ``workers`` processes."""
+        return make_vector_env(self.env_id, self.env_kwargs, num_envs, mode, workers=workers)
+
+    def step(self, envs: gym.vector.VectorEnv, actions: Any, info_keys: tuple[str, ...]) -> EnvStep:
+        """With same-step autoreset the final observations and infos of the episodes that
+        ended come from the info; the envs and the buffer get the action space's dtype
+        (float64 Boxes are common)."""
+        actions = np.asarray(actions).astype(envs.single_action_space.dtype, copy=False)
+        next_obs, rewards, terminated, truncated, info = envs.step(actions)
+        done = terminated | truncated
+        real_next, infos = _with_final_obs(next_obs, info, done, info_keys)
+        ended = [_final(info, "is_success", i) for i in np.flatnonzero(done).tolist()]
+        return EnvStep(actions, real_next, rewards, terminated, truncated, infos, next_obs, ended)
+
+    def successes(self, steps: list[EnvStep]) -> list[float]:
+        """The successes as floats."""
+        return [float(v) for step in steps for v in step.ended]
+
+    def zeros(self, n: int) -> Any:
+        """``n`` float64 zeros."""
+        return np.zeros(n)
 
     def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
         """An empty numpy replay buffer."""
@@ -181,64 +153,58 @@ class NumpyCollector(Collector):
         return HerReplayBuffer(size, compute_reward=compute_reward, **kwargs)
 
     def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> Any:
-        """A replay buffer this backend saved."""
+        """A numpy replay buffer this backend saved."""
         from goalenvs.her.buffer import HerReplayBuffer
 
         return HerReplayBuffer.load(path, compute_reward, compute_terminated)
 
-    def td_errors(self, td_errors: torch.Tensor) -> Any:
-        """TD errors in the form this backend's buffer takes as priorities."""
-        return td_errors.cpu().numpy()
 
-    xp: ClassVar[Any] = np
-
-    def zeros(self, n: int) -> Any:
-        """``n`` float64 zeros."""
-        return np.zeros(n)
-
-    def as_float(self, values: Any) -> Any:
-        """``values`` as a float64 array."""
-        return np.asarray(values, dtype=np.float64)
-
-    def host_sums(self, arrays: list[Any]) -> torch.Tensor:
-        """The sums as a float64 tensor."""
-        return torch.tensor([a.sum() for a in arrays], dtype=torch.float64)
-
-    def success_values(self, successes: list[Any]) -> list[float]:
-        """The successes as floats."""
-        return [float(v) for step in successes for v in step]
-
-    def env_actions(self, actions: Any, envs: gym.vector.VectorEnv) -> Any:
-        """The env and the buffer get the action space's dtype (float64 Boxes are common)."""
-        return actions.astype(envs.single_action_space.dtype, copy=False)
-
-    def ended_successes(self, info: Info, done: Any) -> Any:
-        """``is_success`` of each ended episode, from its final info."""
-        return [_final(info, "is_success", i) for i in np.flatnonzero(done).tolist()]
-
-    def true_next(self, next_obs: Obs, info: Info, done: Any, keys: tuple[str, ...]) -> Any:
-        """With same-step autoreset the final observations and infos come from the info."""
-        return _with_final_obs(next_obs, info, done, keys)
-
-
-class DeviceCollector(Collector):
+class DeviceBackend(Backend):
     """The torch twins on the training device with autoreset disabled; the replay buffer
     on that device too."""
 
     # The loop resets finished sub-envs itself: the step's observation is then the final
     # one of every sub-env, one batched tensor, where same-step autoreset hands them out
     # one sub-env at a time.
-    train_autoreset: ClassVar[gym.vector.AutoresetMode] = gym.vector.AutoresetMode.DISABLED
+    autoreset: ClassVar[gym.vector.AutoresetMode] = gym.vector.AutoresetMode.DISABLED
     buffer_suffix: ClassVar[str] = "pt"
     other_suffix: ClassVar[str] = "npz"
+    xp: ClassVar[Any] = torch
 
-    def env_device(self) -> torch.device | None:
-        """The training device."""
-        return self.device
+    def make_envs(
+        self, num_envs: int, mode: gym.vector.AutoresetMode, workers: int = 1
+    ) -> gym.vector.VectorEnv:
+        """The env's torch twin on the training device (always in the trainer's process)."""
+        return make_vector_env(self.env_id, self.env_kwargs, num_envs, mode, self.device)
 
-    def prepare(self, agent: Any) -> None:
-        """Makes the agent's exploration generator now, so that a resume finds it."""
-        agent.noise_generator()
+    def step(self, envs: gym.vector.VectorEnv, actions: Any, info_keys: tuple[str, ...]) -> EnvStep:
+        """Autoreset is off: the step's observation is every sub-env's true next (or final)
+        one; the loop resets the finished sub-envs itself (one bool comes to the host).
+        Successes stay on the device with the mask of the episodes that ended."""
+        next_obs, rewards, terminated, truncated, info = envs.step(actions)
+        done = terminated | truncated
+        start = next_obs
+        if bool(done.any()):
+            fresh, _ = envs.reset(options={"reset_mask": done})
+            start = {
+                k: torch.where(done.reshape(-1, *(1,) * (v.ndim - 1)), fresh[k], v)
+                for k, v in next_obs.items()
+            }
+        infos = {k: info[k] for k in info_keys}
+        ended = (info["is_success"].clone(), done)
+        return EnvStep(actions, next_obs, rewards, terminated, truncated, infos, start, ended)
+
+    def successes(self, steps: list[EnvStep]) -> list[float]:
+        """The successes of the episodes that ended, in one copy to the host."""
+        if not steps:
+            return []
+        values = torch.cat([step.ended[0] for step in steps])
+        ended = torch.cat([step.ended[1] for step in steps])
+        return values[ended].float().cpu().tolist()
+
+    def zeros(self, n: int) -> Any:
+        """``n`` float64 zeros on the device."""
+        return torch.zeros(n, dtype=torch.float64, device=self.device)
 
     def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
         """An empty replay buffer on the device."""
@@ -256,63 +222,149 @@ class DeviceCollector(Collector):
             path, compute_reward, compute_terminated, device=self.device
         )
 
-    def td_errors(self, td_errors: torch.Tensor) -> Any:
-        """The TD errors where they are: no host copy per batch."""
-        return td_errors
 
-    xp: ClassVar[Any] = torch
+class Collector:
+    """The training and eval envs of a run, the observation collection goes on from, and
+    the loops that step them (see the module docstring)."""
 
-    def zeros(self, n: int) -> Any:
-        """``n`` float64 zeros on the device."""
-        return torch.zeros(n, dtype=torch.float64, device=self.device)
+    def __init__(
+        self,
+        backend: Backend,
+        num_envs: int,
+        n_eval_episodes: int,
+        rollout_steps: int,
+        info_keys: tuple[str, ...],
+        workers: int = 1,
+        overlap: bool = False,
+    ) -> None:
+        self.backend = backend
+        self.rollout_steps = rollout_steps
+        self.info_keys = info_keys
+        self.workers = workers
+        self.clock = PhaseClock()  # collection charges its env, act and store phases here
+        envs = backend.make_envs(num_envs, backend.autoreset, workers)
+        # Worker processes keep their own snapshots; in-process envs get the wrapper.
+        self.envs: Any = envs if hasattr(envs, "arm") else GeneratorSnapshot(envs)
+        self.eval_envs = backend.make_envs(
+            n_eval_episodes,
+            gym.vector.AutoresetMode.NEXT_STEP,
+            max(d for d in range(1, workers + 1) if n_eval_episodes % d == 0),
+        )
+        self.obs: Obs = {}  # where the next step starts
+        self.overlap = overlap
+        self._ahead = ThreadPoolExecutor(1, thread_name_prefix="collect") if overlap else None
+        self._behaviour: Any = None  # the agent copy that collects ahead
 
-    def as_float(self, values: Any) -> Any:
-        """``values`` as float64, on the device."""
-        return values.double()
-
-    def concat(self, arrays: list[Any]) -> Any:
-        """The tensors of several steps, one after the other."""
-        return torch.cat(arrays)
-
-    def host_sums(self, arrays: list[Any]) -> torch.Tensor:
-        """The sums, computed on the device, in one copy to the host."""
-        return torch.stack([a.sum() for a in arrays]).cpu()
-
-    def success_values(self, successes: list[Any]) -> list[float]:
-        """The successes of the episodes that ended, in one copy to the host."""
-        if not successes:
+    def reset(self, seed: int, generator_states: dict[str, Any] | None = None) -> list[str]:
+        """Starts the training envs' episodes: sub-env ``i`` seeded ``seed + i``, or (a
+        resume) from saved ``generator_states``, where an episode in progress at the save
+        starts anew. Returns the generator names that were not restored."""
+        self.obs, _ = self.envs.reset(seed=seed)
+        if generator_states is None:
             return []
-        values = torch.cat([success for success, _ in successes])
-        ended = torch.cat([done for _, done in successes])
-        return values[ended].float().cpu().tolist()
+        missed = self.envs.restore_generators(generator_states)
+        self.obs, _ = self.envs.reset()
+        return missed
 
-    def ended_successes(self, info: Info, done: Any) -> Any:
-        """Every sub-env's success and whether its episode ended: they stay on the device
-        until :meth:`success_values` (no host copy per step)."""
-        return info["is_success"].clone(), done
+    def collect(self, agent: Any) -> Rollout:
+        """Steps the training envs ``rollout_steps`` times with exploring actions."""
+        clock, rollout = self.clock, Rollout([], [])
+        for _ in range(self.rollout_steps):
+            with clock("act"):
+                actions = agent.act(self.obs, explore=True)
+            with clock("env"):
+                step = self.backend.step(self.envs, actions, self.info_keys)
+            rollout.observations.append(self.obs)
+            rollout.steps.append(step)
+            self.obs = step.start
+        return rollout
 
-    def true_next(self, next_obs: Obs, info: Info, done: Any, keys: tuple[str, ...]) -> Any:
-        """Autoreset is off: ``next_obs`` is every sub-env's true next (or final)
-        observation."""
-        return next_obs, {k: info[k] for k in keys}
+    def collect_ahead(self, agent: Any) -> Future[Rollout]:
+        """:meth:`collect` in the background with a copy of ``agent``'s policy as it is now
+        (needs ``overlap``); the future's result is the rollout."""
+        assert self._ahead is not None, "collect_ahead needs a Collector made with overlap=True"
+        if self._behaviour is None:
+            # An acting copy on the CPU (a GPU learner's queue never delays it): its
+            # networks are the policy's alone, and it explores with the agent's own
+            # generators, which only collection draws from.
+            memo: dict[int, Any] = {id(m): None for m in agent.training_modules().values()}
+            shared = [
+                agent.rng,
+                *(g for g in vars(agent).values() if isinstance(g, torch.Generator)),
+            ]
+            memo.update({id(g): g for g in shared})
+            self._behaviour = copy.deepcopy(agent, memo).to("cpu")
+        for name, module in agent.policy_modules().items():
+            self._behaviour.policy_modules()[name].load_state_dict(module.state_dict())
+        return self._ahead.submit(self.collect, self._behaviour)
 
-    def next_start(self, envs: gym.vector.VectorEnv, next_obs: dict[str, Any], done: Any) -> Any:
-        """The loop resets the finished sub-envs itself (one bool comes to the host)."""
-        if not bool(done.any()):
-            return next_obs
-        with self.clock("env"):
-            fresh, _ = envs.reset(options={"reset_mask": done})
-        return {
-            k: torch.where(done.reshape(-1, *(1,) * (v.ndim - 1)), fresh[k], v)
-            for k, v in next_obs.items()
-        }
+    def store(self, rollout: Rollout, buffer: Any, agent: Any) -> list[float]:
+        """Adds a rollout's transitions to ``buffer`` and its observations to the agent's
+        normalizer; returns the successes of the episodes that ended in it."""
+        with self.clock("store"):
+            for obs, step in zip(rollout.observations, rollout.steps, strict=True):
+                buffer.add(
+                    obs,
+                    step.next_obs,
+                    step.actions,
+                    step.rewards,
+                    step.terminated,
+                    step.truncated,
+                    step.infos,
+                )
+            concatenate = self.backend.xp.concatenate
+            agent.normalizer.update(
+                {k: concatenate([o[k] for o in rollout.observations]) for k in GOAL_KEYS}
+            )
+            agent.normalizer.recompute()
+            return self.backend.successes(rollout.steps)
+
+    def evaluate(self, agent: Any, seed: int, limit: int) -> torch.Tensor:
+        """Sums of success, return and length over one deterministic episode per eval
+        sub-env (at most ``limit`` steps), as a float64 CPU tensor of 3."""
+        envs, xp = self.eval_envs, self.backend.xp
+        with self.clock("eval"):
+            obs, _ = envs.reset(seed=seed)
+            n = envs.num_envs
+            success, returns, lengths = (self.backend.zeros(n) for _ in range(3))
+            done = success > 0.0
+            for _ in range(limit):
+                actions = agent.act(obs, explore=False)
+                if xp is np:
+                    actions = actions.astype(envs.single_action_space.dtype, copy=False)
+                obs, rewards, terminated, truncated, info = envs.step(actions)
+                active = ~done
+                returns += xp.where(active, rewards, 0.0)
+                lengths += active
+                ended = active & (terminated | truncated)
+                success = xp.where(ended, info["is_success"] * 1.0, success)
+                done |= ended
+                if bool(done.all()):
+                    break
+            return torch.tensor([float(v.sum()) for v in (success, returns, lengths)]).double()
+
+    def arm(self, steps: int) -> None:
+        """Keeps the envs' generator states from before the ``steps``-th step from now (the
+        epoch's last), which a checkpoint of the epoch saves."""
+        self.envs.arm(steps)
+
+    def generator_states(self) -> dict[str, Any]:
+        """The envs' generator states a checkpoint saves (see :meth:`arm`)."""
+        return self.envs.generator_states()
+
+    def close(self) -> None:
+        """Closes the envs and the background collection thread."""
+        if self._ahead is not None:
+            self._ahead.shutdown(wait=True)
+        self.envs.close()
+        self.eval_envs.close()
 
 
-def make_collector(
+def make_backend(
     on_device: bool, env_id: str, env_kwargs: dict[str, Any], device: torch.device
-) -> Collector:
-    """The collector of the run: on ``device`` (torch twins) or on numpy."""
-    cls = DeviceCollector if on_device else NumpyCollector
+) -> Backend:
+    """Where the run's envs run: on ``device`` (torch twins) or on numpy."""
+    cls = DeviceBackend if on_device else NumpyBackend
     return cls(env_id, env_kwargs, device)
 
 
@@ -328,7 +380,7 @@ def _with_final_obs(
     real_next = {k: v.copy() for k, v in next_obs.items()}
     infos = {k: v.copy() for k, v in infos.items()}
     for i in np.flatnonzero(done).tolist():
-        final_obs = _final_obs(info, i)
+        final_obs = info["final_obs"][i]
         for key in real_next:
             real_next[key][i] = final_obs[key]
         for key in infos:
@@ -342,7 +394,3 @@ def _final(info: dict[str, Any], key: str, i: int) -> Any:
     if isinstance(final, dict):  # SyncVectorEnv: a dict of per-env arrays
         return final[key][i]
     return final[i][key]
-
-
-def _final_obs(info: dict[str, Any], i: int) -> dict[str, np.ndarray]:
-    return info["final_obs"][i]

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.registry import get_algo
 from goalenvs.train.timing import TIME_COLUMNS
-
-if TYPE_CHECKING:
-    from goalenvs.train.trainer import Trainer
 
 # Short names of the losses on the progress display (others are shown as they are).
 LABELS = {"critic_loss": "critic", "actor_loss": "actor", "q_loss": "loss", "q_mean": "Q"}
@@ -22,7 +19,8 @@ def loss_names(algo: str) -> tuple[str, ...]:
     return get_algo(algo).loss_names
 
 
-def _mean(values: list[float]) -> float:
+def mean_or_nan(values: list[float]) -> float:
+    """The mean of ``values``; NaN when there are none (no episode ended, say)."""
     return float(np.mean(values)) if values else float("nan")
 
 
@@ -36,7 +34,7 @@ def _time_shares(row: dict[str, Any]) -> str:
     return "  time: " + "  ".join(f"{p} {100 * s / total:.0f}%" for p, s in seconds.items())
 
 
-class _Display:
+class Display:
     """The progress display: on a terminal, a rich bar over epochs with a live status line
     and one summary line per epoch; with output redirected (a log file, a pipe), only the
     summary lines, plain, one per epoch (a live line would leave cut copies in the file)."""
@@ -61,8 +59,9 @@ class _Display:
         )
         self.progress.start()
 
-    def cycle(self, trainer: Trainer, cycle: int, stats: dict[str, list], elapsed: float) -> None:
-        """Refreshes the status line after a cycle (on a terminal only)."""
+    def cycle(self, cycle: int, env_steps: int, stats: dict[str, list]) -> None:
+        """Refreshes the status line after cycle ``cycle`` (from 0) with the run's env steps
+        and the epoch's stats so far (on a terminal only)."""
         if self.progress is None:
             return
         losses = "  ".join(
@@ -71,8 +70,8 @@ class _Display:
             if stats[name]
         )
         status = (
-            f"cycle {cycle + 1}/{self.config.n_cycles}  steps {trainer.env_steps}  "
-            f"train success {_mean(stats['success'][-50:]):.2f}  {losses}"
+            f"cycle {cycle + 1}/{self.config.n_cycles}  steps {env_steps}  "
+            f"train success {mean_or_nan(stats['success'][-50:]):.2f}  {losses}"
         )
         self.progress.update(self.task, status=status)
         self.progress.refresh()

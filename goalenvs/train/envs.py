@@ -16,7 +16,7 @@ from gymnasium import spaces
 from goalenvs import envspec
 from goalenvs.agents.registry import algo_for, check_action_space, get_algo
 from goalenvs.core import GOAL_KEYS, GoalVectorEnv
-from goalenvs.envspec import EXTRAS  # noqa: F401  (goalenvs.her.trainer.EXTRAS)
+from goalenvs.train.env_workers import EnvWorkers
 
 
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
@@ -75,15 +75,24 @@ def device_twin_problem(env_id: str) -> str | None:
     return None
 
 
+def has_native_twin(env_id: str) -> bool:
+    """Whether ``env_id`` registers a native vector env (a goalenvs twin steps all its
+    sub-envs in one numpy call)."""
+    return env_spec(env_id).vector_entry_point is not None
+
+
 def make_vector_env(
     env_id: str,
     env_kwargs: dict[str, Any],
     num_envs: int,
     mode: gym.vector.AutoresetMode,
     device: torch.device | None = None,
+    workers: int = 1,
 ) -> gym.vector.VectorEnv:
     """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``;
-    with ``device``, the torch twin on it (see :func:`device_twin_problem`)."""
+    with ``device``, the torch twin on it (see :func:`device_twin_problem`); with
+    ``workers`` > 1, its sub-envs stepped in that many worker processes
+    (:class:`~goalenvs.train.env_workers.EnvWorkers`)."""
     mode = gym.vector.AutoresetMode(mode)
     if device is not None:
         problem = device_twin_problem(env_id)
@@ -93,6 +102,13 @@ def make_vector_env(
             env_spec(env_id), num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
         )
     spec = env_spec(env_id)
+    if workers > 1:
+        if spec.vector_entry_point is not None:
+            raise ValueError(
+                f"env_workers (--env-workers) {workers}: {env_id} has a native vector twin, "
+                "which steps all its envs in one call in the trainer's process; expected 1"
+            )
+        return EnvWorkers(env_id, env_kwargs, num_envs, workers, mode)
     if spec.vector_entry_point is not None:
         return gym.make_vec(spec, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)
     return gym.make_vec(

@@ -1,39 +1,33 @@
 """The HER training loop: epochs of (collect, update, move targets) cycles, then evaluate.
 
-``train(config)`` builds the native vector envs (``gym.make_vec``), the HER replay
-buffer and the agent, trains, and writes the run folder::
+``train(config)`` builds a :class:`Trainer` and runs it. A trainer is its parts, built
+top to bottom in :meth:`Trainer.__init__`:
 
-    config.json        the full config (rebuild it with ``config_from_dict``)
-    progress.csv       one row per epoch
-    curves.png         success rate and return against env steps, redrawn every epoch
-    policy_best.pt     the policy with the best eval success so far
-    policy_latest.pt   policy plus training state of the last finished epoch
-    policy_epoch_K.pt  every ``save_every`` epochs
-    checkpoints/epoch_N/   what --resume reads: one unit per finished epoch (the last two
-                       are kept): policy.pt, state_rankR.pt (random generator states of
-                       worker R), buffer_rankR.npz (with ``save_buffer``), manifest.json
+- the envs and where they run (:class:`~goalenvs.train.collectors.Collector`: numpy
+  twins or any goal env in the trainer's process or in worker processes, or torch twins
+  on a device),
+- the agent (:mod:`goalenvs.agents`: networks, normalizer, the update's equations) and the
+  replay buffer beside the envs,
+- the run folder (:class:`~goalenvs.train.run_folder.RunFolder`: config.json,
+  progress.csv, checkpoints, resume) and the progress display,
 
-Every file is written atomically and an epoch's unit is committed by its manifest,
-written last (after the epoch's progress.csv row), so a kill at any moment leaves a
-folder that ``--resume`` continues from the last committed epoch: rows of later epochs
-are dropped from progress.csv (and purged from TensorBoard), temporary files of cut
-writes are removed, and a damaged newest unit falls back to the one before (logged).
+and :meth:`Trainer.run` is the loop::
 
-Resuming restores the networks, optimizers, normalizer, replay buffer (``save_buffer``)
-and every random generator (exploration noise, buffer sampling, torch, the training
-envs' per-sub-env generators), per worker. The envs restart their episodes on resume:
-an episode in progress at the save is cut there (stored as truncated). Where no episode
-is in progress at an epoch's end (``rollout_steps`` = the episode length and no early
-termination, as Fetch), a resumed run draws exactly what the uninterrupted run draws.
+    for each epoch:
+        for each of n_cycles:
+            collect rollout_steps steps of every env  (with overlap: the next cycle's,
+            store them in the buffer                    in the background, beside the
+            n_batches updates, then the targets move    updates)
+        evaluate; commit the epoch to the run folder
 
 On the device path (``env_device``: "device", or "auto" with ``device`` cuda) the
 training and eval envs are the torch twins on the training device, the replay buffer
 keeps its tensors there, and collecting, exploring, normalizing and evaluating are tensor
-operations on it: per step the host learns one bool (did an episode end?), the
-successes and eval sums come to it once per cycle or epoch. The training twin runs with
-autoreset disabled and the loop resets the finished sub-envs itself, so the final
-observations stay one batched tensor. Its torch generators (twin, buffer, exploration)
-are saved and restored with the others.
+operations on it. Resuming restores the networks, optimizers, normalizer, replay buffer
+(``save_buffer``) and every random generator, per worker; the envs start new episodes
+(an episode in progress at the save is stored as cut). Where no episode is in progress at
+an epoch's end (``rollout_steps`` = the episode length and no early termination, as
+Fetch), a resumed run draws exactly what the uninterrupted run draws.
 
 Ctrl-C or SIGTERM (what SLURM, Kubernetes and torchrun send before a kill) stops the
 run after the current cycle (all workers agree on it); the folder keeps the last
@@ -43,6 +37,7 @@ finished epoch, and the cycles of the unfinished one are dropped.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import signal
 import sys
@@ -53,7 +48,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
@@ -61,34 +55,29 @@ import goalenvs  # noqa: F401  (importing registers the goalenvs ids)
 from goalenvs.agents import distributed
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.registry import make_agent
-from goalenvs.train.checkpoint import restore_generators
-from goalenvs.train.collectors import Collector, make_collector
-
-# Names of the training-env helpers, the display and the run folder that lived here
-# before they had modules of their own (goalenvs.her.trainer re-exports them).
-from goalenvs.train.display import LABELS, _Display, _mean, loss_names  # noqa: F401
-from goalenvs.train.envs import (  # noqa: F401
-    EXTRAS,
+from goalenvs.core import GOAL_KEYS
+from goalenvs.train.checkpoint import space_to_dict
+from goalenvs.train.collectors import Collector, make_backend
+from goalenvs.train.display import Display, mean_or_nan
+from goalenvs.train.env_workers import check_env_workers, default_env_workers
+from goalenvs.train.envs import (
     device_twin_problem,
-    env_spec,
     goal_function,
-    make_vector_env,
+    has_native_twin,
     probe_rewards,
     return_range,
     scalar_info_keys,
     validate_training_env,
 )
-from goalenvs.train.run_folder import (  # noqa: F401
-    KEEP_UNITS,
-    TORCH_GENERATORS,
+from goalenvs.train.run_folder import (
+    Counters,
+    Restored,
     RunFolder,
-    _GeneratorSnapshot,
-    env_generator_states,
-    logger,
-    read_checkpoint_like,
-    restore_torch_generators,
-    torch_generator_states,
+    capture_random_state,
+    restore_random_state,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class TrainingError(RuntimeError):
@@ -117,9 +106,6 @@ class TrainResult:
     def latest_policy(self) -> Path:
         """Path of ``policy_latest.pt``."""
         return self.run_dir / "policy_latest.pt"
-
-
-# --------------------------------------------------------------------------- loop
 
 
 def training_device(name: str) -> torch.device:
@@ -152,49 +138,100 @@ def join_workers(device_name: str) -> Workers:
     return Workers(device, rank, world, owns_group)
 
 
-class Trainer(RunFolder):
-    """One training run (one worker of a multi-worker run)."""
+class Trainer:
+    """One training run (one worker of a multi-worker run): its parts, and the loop."""
 
     def __init__(self, config: TrainConfig, callback: Callable | None = None) -> None:
-        """Builds the run in the order its parts depend on each other: this worker's
-        device, the envs and where they run, the agent and the goal functions, the replay
-        buffer, then the run's counters (the run folder is read or made by :meth:`run`)."""
-        self.config = config
+        """Builds the run's parts in the order they depend on each other: this worker's
+        place, the env and its episode schedule, where the envs run, the agent, the
+        replay buffer, the run folder."""
+        cfg = self.config = config
         self.callback = callback
         self.notes: list[str] = []
-        torch.set_num_threads(config.torch_threads)
-        workers = join_workers(config.device)
-        self.device, self.owns_group = workers.device, workers.owns_group
-        self.rank, self.world, self.main = workers.rank, workers.world, workers.rank == 0
+        torch.set_num_threads(cfg.torch_threads)
+        workers = join_workers(cfg.device)
+        self.workers = workers
+        self.device, self.rank, self.world = workers.device, workers.rank, workers.world
+        self.main = workers.rank == 0
         if self.world > 1:
             self.note(
                 f"{self.world} workers, torch.distributed backend "
                 f"{torch.distributed.get_backend()} on {self.device.type}"
             )
-        seed = config.seed + self.rank
-        self._make_envs()
-        self._make_agent(seed)
-        self.buffer = self._new_buffer(seed)
-        self.agent.set_return_range(*self._target_clip())
-        self._start_counters()
 
-    def _make_envs(self) -> None:
-        """The checked env, the collector (where the envs run, decided here once: the loop
-        only calls it), the training and eval vector envs, and the episode schedule."""
+        # A failed build closes what it had opened (worker processes included).
+        with contextlib.ExitStack() as opened:
+            self.env = validate_training_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
+            opened.callback(self.env.close)
+            self.observation_space: Any = self.env.observation_space  # a goal Dict (checked)
+            self.action_space = self.env.action_space
+            self.horizon, self.rollout_steps, self.gamma = self._episode_schedule()
+            keys = cfg.info_keys
+            self.info_keys = keys if keys is not None else scalar_info_keys(self.env)
+
+            self.on_device = self._resolve_env_device()
+            env_workers = self._env_workers()
+            self.collector = Collector(
+                make_backend(self.on_device, cfg.env_id, cfg.env_kwargs, self.device),
+                cfg.num_envs,
+                cfg.n_eval_episodes,
+                self.rollout_steps,
+                self.info_keys,
+                workers=env_workers,
+                overlap=self._overlap(env_workers),
+            )
+            opened.callback(self.collector.close)
+            self.compute_reward, self.compute_terminated = self._goal_functions()
+
+            seed = cfg.seed + self.rank
+            torch.manual_seed(cfg.seed)
+            spaces = (self.observation_space, self.action_space)
+            self.agent = make_agent(cfg, *spaces, self.gamma, seed)
+            self.agent.to(self.device)
+            self.agent.noise_generator()  # made now, so that a resume finds it to restore
+            distributed.broadcast_module(self.agent)
+            self.agent.set_return_range(*self._target_clip())
+
+            self.buffer = self.collector.backend.new_buffer(
+                cfg.buffer_size // self.world,
+                self.compute_reward,
+                observation_space=self.observation_space,
+                action_space=self.action_space,
+                info_keys=self.info_keys,
+                compute_terminated=self.compute_terminated,
+                seed=seed,
+                **cfg.her_settings(),
+            )
+            self.run_folder = RunFolder(
+                Path(cfg.resume or cfg.out or self._default_run_dir()),
+                cfg,
+                rank=self.rank,
+                world=self.world,
+                describe=self._describe(),
+                loss_names=self.agent.loss_names,
+                buffer_file=f"buffer_rank{self.rank}.{self.collector.backend.buffer_suffix}",
+                device=self.device,
+            )
+            opened.pop_all()  # built: close() closes them from now on
+        self.counters = Counters()
+        self.history: list[dict[str, Any]] = []
+        self.started = False  # see start()
+        self.success = 0.0  # the eval success of the last epoch (a resumed one's at first)
+        self._stop = False
+
+    # ---- building
+
+    def note(self, message: str) -> None:
+        """Records a fact about this run's setup, printed once (main worker, verbose)."""
+        self.notes.append(message)
+        if self.main and self.config.verbose:
+            print(f"note: {message}", file=sys.stderr)
+
+    def _episode_schedule(self) -> tuple[int | None, int, float]:
+        """The episode length (None when the env declares none), the steps of a cycle and
+        the discount (``1 - 1/T`` by default)."""
         cfg = self.config
-        self.env = validate_training_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
-        self.observation_space: Any = self.env.observation_space  # a goal Dict (checked)
-        self.action_space = self.env.action_space
-        self.action_dtype = self.action_space.dtype
-        self.on_device = self._resolve_env_device()
-        self.collector: Collector = make_collector(
-            self.on_device, cfg.env_id, cfg.env_kwargs, self.device
-        )
-        self.envs: Any = self.collector.make_envs(cfg.num_envs, self.collector.train_autoreset)
-        self.eval_envs = self.collector.make_envs(
-            cfg.n_eval_episodes, gym.vector.AutoresetMode.NEXT_STEP
-        )
-        horizon = getattr(self.envs.unwrapped, "max_episode_steps", None) or (
+        horizon = getattr(self.env.unwrapped, "max_episode_steps", None) or (
             self.env.spec.max_episode_steps if self.env.spec is not None else None
         )
         if horizon is None and (cfg.rollout_steps is None or cfg.gamma is None):
@@ -203,49 +240,9 @@ class Trainer(RunFolder):
                 "'{\"max_episode_steps\": 50}' (gymnasium's time limit), or set rollout_steps "
                 "and gamma in a --preset file"
             )
-        self.horizon: int | None = horizon  # None only when both settings are given
-        self.rollout_steps: int = cfg.rollout_steps or int(horizon or 0)
-        self.gamma: float = cfg.gamma if cfg.gamma is not None else 1.0 - 1.0 / (horizon or 1)
-
-    def _make_agent(self, seed: int) -> None:
-        """The agent on this worker's device (rank 0's weights on every worker), and the
-        env's goal functions HER relabels with."""
-        cfg = self.config
-        torch.manual_seed(cfg.seed)
-        self.agent = make_agent(cfg, self.observation_space, self.action_space, self.gamma, seed)
-        self.agent.to(self.device)
-        self.collector.prepare(self.agent)
-        distributed.broadcast_module(self.agent)
-        compute_reward = goal_function(self.envs, self.env, "compute_reward")
-        if compute_reward is None:
-            raise ValueError(
-                f"{cfg.env_id} has no compute_reward(achieved_goal, desired_goal, info): HER "
-                f"cannot relabel its transitions. Run `goalenvs check {cfg.env_id}`."
-            )
-        self.compute_reward: Callable = compute_reward
-        self.compute_terminated = goal_function(self.envs, self.env, "compute_terminated")
-        if self.compute_terminated is None:
-            self.note(
-                f"{cfg.env_id} has no compute_terminated: relabeled transitions keep the "
-                "terminated flag their real goal gave (a relabeled goal reached early does "
-                "not end its episode), as stable-baselines3's HER does"
-            )
-        self.info_keys = cfg.info_keys if cfg.info_keys is not None else scalar_info_keys(self.env)
-
-    def _start_counters(self) -> None:
-        """A fresh run's counters and run-folder state (:meth:`restore` sets them again)."""
-        cfg = self.config
-        self.run_dir = Path(cfg.resume or cfg.out or self._default_run_dir())
-        self.epoch, self.env_steps, self.updates, self.wall_time = 0, 0, 0, 0.0
-        self.best_success, self.best_return = -1.0, -math.inf
-        self.history: list[dict[str, Any]] = []
-        self._stop = False
-        self.writer: Any = None  # a TensorBoard SummaryWriter (tensorboard=True)
-        self._plotter: threading.Thread | None = None
-        self.progress_rows: list[list[str]] = []
-        self.best_epoch = 0
-        self.resumed_success = 0.0  # eval success of the epoch a resume starts from
-        self._resumed_envs: dict[str, Any] | None = None  # env generator states to restore
+        rollout_steps = cfg.rollout_steps or int(horizon or 0)
+        gamma = cfg.gamma if cfg.gamma is not None else 1.0 - 1.0 / (horizon or 1)
+        return horizon, rollout_steps, gamma
 
     def _resolve_env_device(self) -> bool:
         """Whether the training envs run as torch twins on ``self.device``
@@ -270,6 +267,54 @@ class Trainer(RunFolder):
             )
         return True
 
+    def _env_workers(self) -> int:
+        """How many processes step the training envs (``config.env_workers``; None: as
+        many as the machine's cores carry, for an env without a native twin)."""
+        cfg = self.config
+        if self.on_device:
+            if cfg.env_workers not in (None, 1):
+                raise ValueError(
+                    f"env_workers (--env-workers) {cfg.env_workers}: the torch twins run on "
+                    f"{self.device} in the trainer's process; expected 1 with env_device "
+                    "'device'"
+                )
+            return 1
+        if cfg.env_workers is None:
+            return default_env_workers(cfg.num_envs, has_native_twin(cfg.env_id))
+        return check_env_workers(cfg.env_workers, cfg.num_envs)
+
+    def _overlap(self, env_workers: int) -> bool:
+        """Whether collection runs beside the updates (``config.overlap``; None: when
+        worker processes step the envs, which leaves the trainer's process free)."""
+        overlap = self.config.overlap
+        if overlap is None:
+            return env_workers > 1
+        if overlap and self.on_device:
+            raise ValueError(
+                "overlap=True collects in a background thread, which the on-device loop (torch "
+                "twins on the GPU) has no use for; set overlap to None or False there"
+            )
+        return bool(overlap)
+
+    def _goal_functions(self) -> tuple[Callable, Callable | None]:
+        """The env's batched ``compute_reward`` and ``compute_terminated`` (a device twin's
+        run on its device)."""
+        cfg, envs = self.config, self.collector.envs
+        compute_reward = goal_function(envs, self.env, "compute_reward")
+        if compute_reward is None:
+            raise ValueError(
+                f"{cfg.env_id} has no compute_reward(achieved_goal, desired_goal, info): HER "
+                f"cannot relabel its transitions. Run `goalenvs check {cfg.env_id}`."
+            )
+        compute_terminated = goal_function(envs, self.env, "compute_terminated")
+        if compute_terminated is None:
+            self.note(
+                f"{cfg.env_id} has no compute_terminated: relabeled transitions keep the "
+                "terminated flag their real goal gave (a relabeled goal reached early does "
+                "not end its episode), as stable-baselines3's HER does"
+            )
+        return compute_reward, compute_terminated
+
     def _target_clip(self) -> tuple[float, float]:
         """The range Bellman targets are clipped to (``clip_return``), with why."""
         cfg = self.config
@@ -291,48 +336,148 @@ class Trainer(RunFolder):
         )
         return -math.inf, math.inf
 
-    def note(self, message: str) -> None:
-        """Records a fact about this run's setup, printed once (main worker, verbose)."""
-        self.notes.append(message)
-        if self.main and self.config.verbose:
-            print(f"note: {message}", file=sys.stderr)
-
-    def _new_buffer(self, seed: int) -> Any:
-        """An empty replay buffer of the collector's backend, this worker's share."""
+    def _describe(self) -> dict[str, Any]:
+        """The plain metadata every checkpoint of the run carries besides its counters."""
         cfg = self.config
-        return self.collector.new_buffer(
-            cfg.buffer_size // self.world,
-            self.compute_reward,
-            observation_space=self.observation_space,
-            action_space=self.action_space,
-            info_keys=self.info_keys,
-            compute_terminated=self.compute_terminated,
-            seed=seed,
-            **cfg.her_settings(),
-        )
+        return {
+            "env_id": cfg.env_id,
+            "env_kwargs": cfg.env_kwargs,
+            "algo": cfg.algo,
+            "hidden_sizes": list(cfg.hidden_sizes),
+            "gamma": self.gamma,
+            "observation_space": {k: space_to_dict(self.observation_space[k]) for k in GOAL_KEYS},
+            "action_space": space_to_dict(self.action_space),
+            "config": cfg.to_dict(),
+        }
 
     def _default_run_dir(self) -> str:
         name = self.config.env_id.replace("/", "_").replace(":", "_")
         stamp = time.strftime("%Y%m%d-%H%M%S")
         return f"runs/{name}-{self.config.algo}-s{self.config.seed}-{stamp}"
 
-    # ---- collection
+    # ---- the loop
 
-    def collect(self, obs: dict[str, Any], stats: dict[str, list]) -> dict[str, Any]:
-        """Steps the training envs ``rollout_steps`` times, storing every transition."""
-        obs = self.collector.collect(
-            self.agent, self.buffer, self.envs, obs, self.rollout_steps, self.info_keys, stats
+    def run(self) -> TrainResult:
+        """Trains until ``config.epochs`` epochs are done (or Ctrl-C / SIGTERM, or
+        ``stop_success``)."""
+        cfg = self.config
+        previous = self._catch_signals()
+        display = None
+        stopped = False
+        try:
+            if not self.started:
+                self.start()
+            if cfg.verbose and self.main:
+                display = Display(cfg, self.counters.epoch)
+            while self.counters.epoch < cfg.epochs and not (stopped := self._agreed_stop()):
+                row = self._train_epoch(display)
+                if row is None:  # a stop was agreed within the epoch, which is not committed
+                    stopped = True
+                    break
+                if cfg.stop_success is not None and self.success >= cfg.stop_success:
+                    break
+        finally:
+            if display is not None:
+                display.close()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self.close()
+        counters = self.counters
+        return TrainResult(
+            run_dir=self.run_folder.path,
+            best_success_rate=counters.best_success,
+            final_success_rate=self.success,
+            epochs=counters.epoch,
+            env_steps=counters.env_steps,
+            wall_time=counters.wall_time,
+            interrupted=stopped,
+            history=self.history,
         )
-        self.env_steps += self.rollout_steps * self.config.num_envs * self.world
-        return obs
+
+    def start(self) -> None:
+        """Opens the run folder (a resume restores its last committed epoch into the
+        trainer's parts) and starts the envs' episodes; :meth:`run` calls it unless it
+        was called."""
+        restored = self.run_folder.open(self.agent, self._load_buffer)
+        self._take(restored)
+        self.started = True
+
+    def _take(self, restored: Restored | None) -> None:
+        """Takes a resumed run's counters, buffer and random generators, and starts the
+        envs' episodes."""
+        cfg = self.config
+        seed = cfg.seed + self.rank * cfg.num_envs
+        if restored is None:
+            self.collector.reset(seed)
+            return
+        self.counters, self.success = restored.counters, restored.success
+        env_states = None
+        if restored.random_state is not None:
+            if restored.buffer is not None:
+                restored.buffer.truncate_last_trajectory()  # the envs start new episodes
+                self.buffer = restored.buffer
+            env_states = restore_random_state(restored.random_state, self.agent, self.buffer)
+        missed = self.collector.reset(seed, env_states)
+        if missed:
+            logger.warning("env generators %s were not restored (another env version?)", missed)
+
+    def _train_epoch(self, display: Display | None) -> dict[str, Any] | None:
+        """One epoch: ``n_cycles`` of (collect, store, update), then evaluate and commit it.
+        Returns the epoch's progress row; None when a stop was agreed before it ended."""
+        cfg, collector, counters = self.config, self.collector, self.counters
+        start, steps_before = time.perf_counter(), counters.env_steps
+        stats: dict[str, list] = {name: [] for name in ("success", *self.agent.loss_names)}
+        collector.clock.reset()
+        collector.arm(cfg.n_cycles * self.rollout_steps)
+        rollout = collector.collect(self.agent)
+        for cycle in range(cfg.n_cycles):
+            stats["success"] += collector.store(rollout, self.buffer, self.agent)
+            counters.env_steps += self.rollout_steps * cfg.num_envs * self.world
+            more = cycle + 1 < cfg.n_cycles
+            ahead = collector.collect_ahead(self.agent) if more and collector.overlap else None
+            self.optimize(stats)
+            if more:
+                rollout = ahead.result() if ahead is not None else collector.collect(self.agent)
+            if display is not None:
+                display.cycle(cycle, counters.env_steps, stats)
+            if self._agreed_stop():
+                return None
+        success, eval_return, length = self.evaluate()
+        self.success = success
+        counters.epoch += 1
+        elapsed = time.perf_counter() - start
+        counters.wall_time += elapsed
+        row = {
+            "epoch": counters.epoch,
+            "env_steps": counters.env_steps,
+            "updates": counters.updates,
+            "wall_time": round(counters.wall_time, 3),
+            "steps_per_s": round((counters.env_steps - steps_before) / elapsed, 1),
+            "train_success": mean_or_nan(stats["success"]),
+            "eval_success": success,
+            "eval_return": eval_return,
+            "eval_length": length,
+            **{name: mean_or_nan(stats[name]) for name in self.agent.loss_names},
+            **collector.clock.columns(),
+        }
+        best = counters.record_eval(success, eval_return)
+        random_state = capture_random_state(self.agent, self.buffer, collector.generator_states())
+        self.run_folder.commit_epoch(counters, row, best, self.agent, self.buffer, random_state)
+        self.history.append(row)
+        self.run_folder.log(row)
+        if display is not None:
+            display.epoch(row, counters.best_success)
+        if self.callback is not None:
+            self.callback(row)
+        return row
 
     def optimize(self, stats: dict[str, list]) -> None:
-        """``n_batches`` gradient steps, then the target networks move once."""
+        """``n_batches`` gradient steps, then the target networks move once; the losses'
+        means go to ``stats``."""
         cfg = self.config
         # Every worker must make the same collective calls (the gradient all-reduce of
         # each update): they agree in one all-reduce that all of them can sample, and
         # otherwise all skip this cycle's updates together.
-        # (The device buffer answers without reading the device most cycles.)
         ready = torch.tensor([float(self.buffer.can_sample())], dtype=torch.float64)
         if float(distributed.all_reduce_sum(ready)[0]) < self.world:
             return
@@ -347,137 +492,43 @@ class Trainer(RunFolder):
             td_errors = losses.pop("td_errors", None)
             if td_errors is not None and getattr(self.buffer, "prioritized", False):
                 with clock("sample"):
-                    priorities = self.collector.td_errors(td_errors)
+                    priorities = td_errors if self.on_device else td_errors.cpu().numpy()
                     self.buffer.update_priorities(batch.indices, priorities)
             for name, value in losses.items():
                 totals[name] = totals[name] + value if name in totals else value
         with clock("update"):
             self.agent.update_targets()
-        self.updates += cfg.n_batches
+        self.counters.updates += cfg.n_batches
         for name, total in totals.items():
             mean = float(total) / cfg.n_batches
             if not math.isfinite(mean):
                 kept = (
-                    f"the last good checkpoint is kept in {self.run_dir / 'policy_latest.pt'}"
-                    if self.epoch
+                    f"the last good checkpoint is kept in "
+                    f"{self.run_folder.path / 'policy_latest.pt'}"
+                    if self.counters.epoch
                     else "no epoch had finished, so there is no checkpoint"
                 )
                 raise TrainingError(
-                    f"{name} became {mean} in epoch {self.epoch + 1}: training stopped; {kept}"
+                    f"{name} became {mean} in epoch {self.counters.epoch + 1}: training "
+                    f"stopped; {kept}"
                 )
             stats[name].append(mean)
-
-    # ---- evaluation
 
     def evaluate(self) -> tuple[float, float, float]:
         """Mean success, return and length of deterministic episodes on the eval envs."""
         n = self.config.n_eval_episodes
-        seed = int(
-            np.random.SeedSequence([self.config.seed, self.rank, self.epoch]).generate_state(1)[0]
+        seed = np.random.SeedSequence([self.config.seed, self.rank, self.counters.epoch])
+        totals = self.collector.evaluate(
+            self.agent, int(seed.generate_state(1)[0]), self.horizon or 100_000
         )
-        with self.collector.clock("eval"):
-            obs, _ = self.eval_envs.reset(seed=seed)
-            limit = self.horizon or 100_000
-            totals = self.collector.evaluate(self.agent, self.eval_envs, obs, limit)
         totals = distributed.all_reduce_sum(totals) / (n * self.world)
         return float(totals[0]), float(totals[1]), float(totals[2])
 
-    # ---- main loop
-
-    def run(self) -> TrainResult:
-        """Trains until ``config.epochs`` epochs are done (or Ctrl-C / SIGTERM, or
-        ``stop_success``)."""
-        cfg = self.config
-        self.start_run_dir()
-        obs = self._first_observations()
-        success = self.resumed_success
-        previous = self._catch_signals()
-        display = _Display(cfg, self.epoch) if cfg.verbose and self.main else None
-        stopped = False
-        try:
-            while self.epoch < cfg.epochs and not (stopped := self._agreed_stop()):
-                obs, row = self._train_epoch(obs, display)
-                if row is None:  # a stop was agreed within the epoch, which is not committed
-                    stopped = True
-                    break
-                success = row["eval_success"]
-                if cfg.stop_success is not None and success >= cfg.stop_success:
-                    break
-        finally:
-            if display is not None:
-                display.close()
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            self.close()
-        return TrainResult(
-            run_dir=self.run_dir,
-            best_success_rate=self.best_success,
-            final_success_rate=success,
-            epochs=self.epoch,
-            env_steps=self.env_steps,
-            wall_time=self.wall_time,
-            interrupted=stopped,
-            history=self.history,
+    def _load_buffer(self, path: Path) -> Any:
+        """A replay buffer this run's backend saved at ``path``."""
+        return self.collector.backend.load_buffer(
+            path, self.compute_reward, self.compute_terminated
         )
-
-    def _first_observations(self) -> dict[str, Any]:
-        """Resets the training envs; a resumed run restores their random generators first
-        (an episode in progress at the save restarts)."""
-        cfg = self.config
-        obs, _ = self.envs.reset(seed=cfg.seed + self.rank * cfg.num_envs)
-        if self._resumed_envs is None:
-            return obs
-        states = dict(self._resumed_envs)
-        torch_states = states.pop(TORCH_GENERATORS, {})
-        missed = restore_generators(self.envs.unwrapped, states)
-        missed += restore_torch_generators(self.envs.unwrapped, torch_states)
-        if missed:
-            logger.warning("env generators %s were not restored (another env version?)", missed)
-        obs, _ = self.envs.reset()
-        return obs
-
-    def _train_epoch(
-        self, obs: dict[str, Any], display: _Display | None
-    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """One epoch: ``n_cycles`` of (collect, optimize), then evaluate and commit it (run
-        folder, log, display, callback). Returns the last observation and the epoch's
-        progress row; the row is None when a stop was agreed before the epoch ended."""
-        cfg = self.config
-        start, steps_before = time.perf_counter(), self.env_steps
-        stats: dict[str, list] = {name: [] for name in ("success", *loss_names(cfg.algo))}
-        self.envs.arm(cfg.n_cycles * self.rollout_steps)
-        self.collector.clock.reset()
-        for cycle in range(cfg.n_cycles):
-            obs = self.collect(obs, stats)
-            self.optimize(stats)
-            if display is not None:
-                display.cycle(self, cycle, stats, time.perf_counter() - start)
-            if self._agreed_stop():
-                return obs, None
-        success, ret, length = self.evaluate()
-        self.epoch += 1
-        elapsed = time.perf_counter() - start
-        self.wall_time += elapsed
-        row = {
-            "epoch": self.epoch,
-            "env_steps": self.env_steps,
-            "updates": self.updates,
-            "wall_time": round(self.wall_time, 3),
-            "steps_per_s": round((self.env_steps - steps_before) / elapsed, 1),
-            "train_success": _mean(stats["success"]),
-            "eval_success": success,
-            "eval_return": ret,
-            "eval_length": length,
-            **{name: _mean(stats[name]) for name in loss_names(cfg.algo)},
-            **self.collector.clock.columns(),
-        }
-        self.save_epoch(row, success)
-        self.log(row)
-        if display is not None:
-            display.epoch(row, self.best_success)
-        if self.callback is not None:
-            self.callback(row)
-        return obs, row
 
     def _agreed_stop(self) -> bool:
         """True once any worker was asked to stop; every worker calls it at the same points
@@ -504,14 +555,11 @@ class Trainer(RunFolder):
         return previous
 
     def close(self) -> None:
-        """Closes envs, the TensorBoard writer and a process group this run created."""
-        self.wait_for_plot()
-        self.envs.close()
-        self.eval_envs.close()
+        """Closes envs, the run folder's writers and a process group this run created."""
+        self.run_folder.close()
+        self.collector.close()
         self.env.close()
-        if self.writer is not None:
-            self.writer.close()
-        if self.owns_group:
+        if self.workers.owns_group:
             # Both workers leave together: one tearing its group down while the other is
             # still in its last collective aborts that one in gloo's threads.
             with contextlib.suppress(RuntimeError):

@@ -102,9 +102,9 @@ def test_rows_past_the_last_committed_epoch_are_dropped_on_resume(tmp_path, capl
     (run / ".policy_latest.pt.999.tmp").write_bytes(b"cut")  # a write cut by the kill
     (run / "checkpoints/epoch_000002/.buffer_rank0.npz.999.tmp.npz").write_bytes(b"PK")
     trainer = Trainer(resumed(config, 4))
-    with caplog.at_level(logging.INFO, logger="goalenvs.her.trainer"):
-        trainer.start_run_dir()
-    assert trainer.epoch == 2
+    with caplog.at_level(logging.INFO, logger="goalenvs.train"):
+        trainer.start()
+    assert trainer.counters.epoch == 2
     assert epochs_in_csv(run) == [1, 2]
     assert debris(run) == [] and units(run) == ["epoch_000002"]
     assert "dropped 1 rows past epoch 2" in caplog.text
@@ -138,7 +138,7 @@ def test_a_damaged_newest_unit_falls_back_to_the_one_before(tmp_path, caplog, vi
         path.write_bytes(path.read_bytes()[: size // 2])
     else:  # same size, so only the reader can tell
         path.write_bytes(bytes(random.Random(0).randrange(256) for _ in range(size)))
-    with caplog.at_level(logging.WARNING, logger="goalenvs.her.trainer"):
+    with caplog.at_level(logging.WARNING, logger="goalenvs.train"):
         result = train(resumed(config, 4))
     assert f"the checkpoint of epoch 3 cannot be resumed ({str(path)!r}" in caplog.text or (
         victim == "manifest.json" and "epoch 3 cannot be resumed" in caplog.text
@@ -178,7 +178,7 @@ def test_resume_of_a_folder_killed_before_its_first_epoch_starts_over(tmp_path, 
     (run / "config.json").write_text(json.dumps(config.to_dict()))
     (run / "checkpoints/epoch_000001").mkdir(parents=True)
     (run / "checkpoints/epoch_000001/policy.pt").write_bytes(b"half")
-    with caplog.at_level(logging.WARNING, logger="goalenvs.her.trainer"):
+    with caplog.at_level(logging.WARNING, logger="goalenvs.train"):
         result = train(resumed(config, 1))
     assert "holds no finished epoch yet" in caplog.text
     assert result.epochs == 1 and epochs_in_csv(run) == [1] and debris(run) == []
@@ -217,7 +217,7 @@ def test_saving_the_buffer_leaves_episodes_in_progress_alone(tmp_path):
     assert seen[0][0] > 0  # the live buffer still holds the open episodes after the save
     live = trainer.buffer
     saved = Trainer(resumed(config, 3))
-    saved.start_run_dir()
+    saved.start()
     # The resumed buffer closes them (its envs restart) and holds every transition.
     assert saved.buffer.episodes_in_progress == 0
     assert saved.buffer.n_transitions == live.n_transitions + _open_steps(live)

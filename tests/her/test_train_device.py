@@ -67,7 +67,7 @@ def leaves(value):
 
 def test_the_device_path_hands_the_buffer_tensors_on_the_device_only(device_run):
     trainer, result, calls = device_run
-    assert trainer.on_device and trainer.envs.unwrapped.device == torch.device("cpu")
+    assert trainer.on_device and trainer.collector.envs.unwrapped.device == torch.device("cpu")
     assert len(calls) == 2 * 2 * 25  # epochs x cycles x rollout steps
     values = list(leaves(calls))
     assert not [type(v) for v in values if not isinstance(v, torch.Tensor)]
@@ -104,7 +104,7 @@ def test_device_exploration_is_seeded(tmp_path):
     draws = []
     for name in ("a", "b"):
         trainer = Trainer(tiny(tmp_path / name, seed=3))
-        obs, _ = trainer.envs.reset(seed=0)
+        obs, _ = trainer.collector.envs.reset(seed=0)
         draws.append(trainer.agent.act(obs, explore=True))
         trainer.close()
     torch.testing.assert_close(draws[0], draws[1])
@@ -134,7 +134,7 @@ def test_resume_on_the_device_restores_networks_buffer_and_generators(device_run
     result = device_run[1]
     config = tiny(tmp_path, epochs=3, resume=str(result.run_dir), out=None)
     resumed = Trainer(config)
-    resumed.start_run_dir()
+    resumed.start()
     saved = torch.load(result.latest_policy, weights_only=True)
     for name, tensor in saved["policy"]["actor"].items():
         torch.testing.assert_close(resumed.agent.actor.state_dict()[name], tensor)
@@ -154,10 +154,10 @@ def test_resume_on_the_device_restores_networks_buffer_and_generators(device_run
 def test_a_numpy_run_resumes_on_the_device_with_a_fresh_buffer(tmp_path, caplog):
     first = train(tiny(tmp_path, epochs=1, env_device="numpy"))
     resumed = Trainer(tiny(tmp_path, epochs=2, resume=str(first.run_dir), out=None))
-    with caplog.at_level("WARNING", logger="goalenvs.her.trainer"):
-        resumed.start_run_dir()
+    with caplog.at_level("WARNING", logger="goalenvs.train"):
+        resumed.start()
     assert "holds a replay buffer of the other env_device" in caplog.text
-    assert resumed.on_device and resumed.buffer.n_transitions == 0 and resumed.epoch == 1
+    assert resumed.on_device and resumed.buffer.n_transitions == 0 and resumed.counters.epoch == 1
     assert resumed.run().env_steps == STEPS
 
 
@@ -200,11 +200,11 @@ def recount_evaluation(trainer: Trainer) -> tuple[float, float, float]:
     """Mean success, return and length of one episode per eval env, counted step by step
     (the seed is the one ``Trainer.evaluate`` uses for this epoch)."""
     n = trainer.config.n_eval_episodes
-    seed = np.random.SeedSequence([trainer.config.seed, trainer.rank, trainer.epoch])
-    obs, _ = trainer.eval_envs.reset(seed=int(seed.generate_state(1)[0]))
+    seed = np.random.SeedSequence([trainer.config.seed, trainer.rank, trainer.counters.epoch])
+    obs, _ = trainer.collector.eval_envs.reset(seed=int(seed.generate_state(1)[0]))
     success, returns, lengths, done = [0.0] * n, [0.0] * n, [0] * n, [False] * n
     for _ in range(trainer.horizon):
-        obs, rewards, terminated, truncated, info = trainer.eval_envs.step(
+        obs, rewards, terminated, truncated, info = trainer.collector.eval_envs.step(
             trainer.agent.act(obs, False)
         )
         for i in range(n):
@@ -237,7 +237,7 @@ def test_the_device_loop_learns_point_reach_on_the_cpu(tmp_path):
 def test_env_device_auto_keeps_numpy_envs_off_cuda(tmp_path):
     trainer = Trainer(tiny(tmp_path, env_device="auto"))
     assert not trainer.on_device
-    obs, _ = trainer.envs.reset(seed=0)
+    obs, _ = trainer.collector.envs.reset(seed=0)
     assert isinstance(obs["observation"], np.ndarray)
     trainer.close()
 

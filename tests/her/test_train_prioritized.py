@@ -29,10 +29,11 @@ def test_updates_set_priorities_from_td_errors(config_cls, env_id, tmp_path):
     trainer = Trainer(config)
     try:
         assert trainer.buffer.prioritized
-        obs, _ = trainer.envs.reset(seed=0)
+        trainer.collector.reset(seed=0)
         stats = {name: [] for name in ("success", *trainer.agent.loss_names)}
         for _ in range(3):
-            obs = trainer.collect(obs, stats)
+            rollout = trainer.collector.collect(trainer.agent)
+            stats["success"] += trainer.collector.store(rollout, trainer.buffer, trainer.agent)
         leaves = trainer.buffer._tree.leaves
         before = np.unique(leaves[leaves > 0])
         assert len(before) == 1  # new transitions all enter at the max priority

@@ -70,13 +70,13 @@ def test_ctrl_c_saves_latest_and_resume_continues_step_count_and_best(tmp_path):
 def test_resume_restores_networks_optimizer_and_buffer(tmp_path):
     first = train(config(tmp_path, epochs=1, save_buffer=True))
     trainer = Trainer(config(tmp_path, epochs=2, save_buffer=True, resume=str(first.run_dir)))
-    trainer.start_run_dir()
+    trainer.start()
     saved = torch.load(first.latest_policy, weights_only=True)
     for name, tensor in saved["policy"]["q"].items():
         torch.testing.assert_close(trainer.agent.q.state_dict()[name], tensor)
     assert trainer.agent.optimizer.state_dict()["state"][0]["step"] == 3 * 4
     assert trainer.buffer.n_transitions == 3 * 4 * 4
-    assert trainer.epoch == 1 and trainer.env_steps == first.env_steps
+    assert trainer.counters.epoch == 1 and trainer.counters.env_steps == first.env_steps
     trainer.close()
 
 

@@ -1,0 +1,462 @@
+"""The training envs in worker processes, and their random generators across a resume.
+
+An env without a native vector twin (MuJoCo's Fetch, panda-gym, highway-env, a user's
+env) steps one sub-env at a time in Python. :class:`EnvWorkers` spreads its sub-envs over
+``workers`` processes through gymnasium's :class:`~gymnasium.vector.AsyncVectorEnv` with
+shared memory: worker ``w`` holds sub-envs ``w * k .. w * k + k - 1`` (``k = num_envs //
+workers``) as one :class:`EnvGroup`, a gymnasium ``SyncVectorEnv`` of its share seen by
+the ``AsyncVectorEnv`` as one env. The main process sees one vector env of ``num_envs``
+sub-envs with the observations, rewards and infos a ``SyncVectorEnv`` of all of them
+gives; sub-env ``i`` is seeded ``seed + i`` either way, so a seed draws the same episodes
+with one worker or many.
+
+Workers are started with the ``forkserver`` method (``spawn`` where there is none), as
+stable-baselines3's ``SubprocVecEnv`` does: a fork of a process that runs torch threads
+can deadlock. Each worker builds its envs from the env id and kwargs, so only those
+travel to it. A worker whose env raises stops the run with the env's own traceback (logged
+by gymnasium) and an :class:`EnvWorkerError` naming the worker; one that dies (a segfault
+in a simulator, a kill) stops it with the signal, and every worker process is reaped.
+
+:class:`GeneratorSnapshot` keeps what a resume needs from the envs in the main process,
+and each :class:`EnvGroup` does the same inside its worker.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from goalenvs import envspec
+from goalenvs.train.checkpoint import generator_states, restore_generators
+
+TORCH_GENERATORS = "torch_generators"  # key of a device twin's generators in the env states
+# How many worker processes a machine's cores carry, at most: beyond that they only wait
+# for each other.
+WORKERS_PER_CORE = 4
+
+
+class EnvWorkerError(RuntimeError):
+    """A worker process stepping training envs failed (its env raised, or it died)."""
+
+
+def machine_cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def divisors(n: int) -> list[int]:
+    """The positive divisors of ``n``, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def default_env_workers(num_envs: int, native_twin: bool, cores: int | None = None) -> int:
+    """How many processes step ``num_envs`` training envs on this machine by default.
+
+    A native twin steps all its envs in one numpy (or torch) call: it stays in the main
+    process (1). Other envs get the largest divisor of ``num_envs`` that the machine's
+    cores carry beside the learner; on two cores or fewer they stay in the main process,
+    where worker processes measured slower (their pipes cost more than the core they
+    free).
+    """
+    cores = machine_cores() if cores is None else cores
+    if native_twin or cores <= 2:
+        return 1
+    return max(d for d in divisors(num_envs) if d <= cores)
+
+
+def check_env_workers(workers: int, num_envs: int, cores: int | None = None) -> int:
+    """``workers`` when it can step ``num_envs`` envs on this machine, else a ValueError
+    naming the setting, the value and the range."""
+    cores = machine_cores() if cores is None else cores
+    most = WORKERS_PER_CORE * cores
+    if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:
+        raise ValueError(
+            f"env_workers (--env-workers) must be an integer from 1 (the envs in the trainer's "
+            f"process) to {most}, got {workers!r}"
+        )
+    if workers > most:
+        raise ValueError(
+            f"env_workers (--env-workers) {workers} is far beyond this machine's {cores} cores: "
+            f"expected 1 to {most}"
+        )
+    if num_envs % workers:
+        fitting = [d for d in divisors(num_envs) if d <= most]
+        raise ValueError(
+            f"env_workers (--env-workers) {workers} does not divide num_envs {num_envs}: each "
+            f"worker steps an equal share; expected one of {fitting}"
+        )
+    return int(workers)
+
+
+def check_sendable(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """A ValueError naming the env and ``--env-workers 1`` when its kwargs cannot be sent
+    to a worker process."""
+    try:
+        pickle.dumps((env_id, env_kwargs))
+    except Exception as exc:  # pickling raises many kinds (PicklingError, TypeError, ...)
+        raise ValueError(
+            f"{env_id} with env_kwargs {sorted(env_kwargs)} cannot be sent to an env worker "
+            f"process ({type(exc).__name__}: {exc}); train it in the trainer's process with "
+            "--env-workers 1"
+        ) from None
+
+
+# --------------------------------------------------------------------------- generators
+
+
+def torch_generator_states(obj: Any) -> dict[str, torch.Tensor]:
+    """``{attribute: state}`` of the ``torch.Generator`` attributes of ``obj`` (a device
+    twin's, the device buffer's, the agent's exploration)."""
+    return {
+        name: value.get_state()
+        for name, value in sorted(vars(obj).items())
+        if isinstance(value, torch.Generator)
+    }
+
+
+def restore_torch_generators(obj: Any, states: dict[str, torch.Tensor]) -> list[str]:
+    """Sets the torch generators of ``obj`` back to ``states``; returns the names that did
+    not match (saved but absent, or present but not saved)."""
+    current = {k: v for k, v in vars(obj).items() if isinstance(v, torch.Generator)}
+    for name in current.keys() & states.keys():
+        current[name].set_state(states[name])
+    return sorted(current.keys() ^ states.keys())
+
+
+def env_generator_states(env: Any) -> dict[str, Any]:
+    """:func:`generator_states` of a vector env, with a device twin's torch generators."""
+    states = generator_states(env)
+    torch_states = torch_generator_states(env)
+    if torch_states:
+        states[TORCH_GENERATORS] = torch_states
+    return states
+
+
+def restore_env_generators(env: Any, states: dict[str, Any]) -> list[str]:
+    """Sets a vector env's generators back to :func:`env_generator_states`' ``states``;
+    returns the names that did not match."""
+    states = dict(states)
+    torch_states = states.pop(TORCH_GENERATORS, {})
+    return restore_generators(env, states) + restore_torch_generators(env, torch_states)
+
+
+class GeneratorSnapshot(gym.vector.VectorWrapper):
+    """The envs' generator states from just before the last step of an epoch.
+
+    A sub-env whose episode ends in that step (same-step autoreset) draws its next
+    episode inside it; saving the states from before the step lets the resume's reset
+    draw that same episode again. Sub-envs that did not reset drew nothing in the step,
+    so their state is the current one either way. Costs one comparison per step.
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv) -> None:
+        super().__init__(env)
+        self._steps_taken, self._armed_step = 0, -1
+        self._states: dict[str, Any] | None = None
+
+    def arm(self, steps: int) -> None:
+        """Takes the snapshot before the ``steps``-th step from now."""
+        self._steps_taken, self._armed_step, self._states = 0, steps, None
+
+    def step(self, actions: Any) -> Any:
+        """Steps the envs (after taking the snapshot when this is the armed step)."""
+        self._steps_taken += 1
+        if self._steps_taken == self._armed_step:
+            self._states = env_generator_states(self.env.unwrapped)
+        return self.env.step(actions)
+
+    def generator_states(self) -> dict[str, Any]:
+        """The states before the last step when it was the armed one, else the current."""
+        if self._states is not None and self._steps_taken == self._armed_step:
+            return self._states
+        return env_generator_states(self.env.unwrapped)
+
+    def restore_generators(self, states: dict[str, Any]) -> list[str]:
+        """Sets the generators back to ``states``; returns the names that did not match."""
+        return restore_env_generators(self.env.unwrapped, states)
+
+
+# --------------------------------------------------------------------------- workers
+
+
+class _GroupInfo:
+    """A group's vector info, carried whole through ``AsyncVectorEnv`` (which would
+    otherwise batch each of its arrays once more)."""
+
+    __slots__ = ("info",)
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.info = info
+
+
+def _make_env(env_id: str, env_kwargs: dict[str, Any]) -> gym.Env:
+    return envspec.make(env_id, **env_kwargs)
+
+
+class EnvGroup(gym.Env):
+    """``count`` sub-envs of one worker process, from index ``first`` of the run's envs:
+    a ``SyncVectorEnv`` in autoreset ``mode`` seen as one env with batched spaces.
+
+    Its info is the ``SyncVectorEnv``'s, wrapped whole; ``reset(seed=s)`` seeds sub-env
+    ``j`` with ``s + j``, as the ``SyncVectorEnv`` does.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        first: int,
+        count: int,
+        mode: gym.vector.AutoresetMode,
+    ) -> None:
+        self.first = first
+        envs = gym.vector.SyncVectorEnv(
+            [partial(_make_env, env_id, env_kwargs)] * count, autoreset_mode=mode
+        )
+        self.envs = GeneratorSnapshot(envs)
+        self.observation_space = envs.observation_space
+        self.action_space = envs.action_space
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Resets every sub-env of the group."""
+        obs, info = self.envs.reset(seed=seed, options=options)
+        return obs, {"group": _GroupInfo(info)}
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Steps every sub-env of the group; rewards and flags are arrays, one per sub-env."""
+        obs, rewards, terminated, truncated, info = self.envs.step(action)
+        return obs, rewards, terminated, truncated, {"group": _GroupInfo(info)}
+
+    def arm(self, steps: int) -> None:
+        """:meth:`GeneratorSnapshot.arm` of the group's envs."""
+        self.envs.arm(steps)
+
+    def generator_states(self) -> dict[str, Any]:
+        """The group's generator states under the run's sub-env indices."""
+        return {
+            _renumber(name, self.first): state
+            for name, state in self.envs.generator_states().items()
+        }
+
+    def restore_generators(self, states: dict[str, Any]) -> list[str]:
+        """Restores the group's share of the run's ``states``; returns the names of its own
+        that did not match."""
+        mine = {}
+        for name, state in states.items():
+            local = _renumber(name, -self.first)
+            if local is not None and 0 <= _index(local) < self.envs.num_envs:
+                mine[local] = state
+        return [_renumber(n, self.first) for n in self.envs.restore_generators(mine)]
+
+    def close(self) -> None:
+        """Closes the group's envs."""
+        self.envs.close()
+
+
+def _index(name: str) -> int:
+    """The sub-env index of a generator name ``envs[i]...`` (-1 for any other name)."""
+    if not name.startswith("envs["):
+        return -1
+    return int(name[5 : name.index("]")])
+
+
+def _renumber(name: str, offset: int) -> Any:
+    """``envs[i]...`` as ``envs[i + offset]...`` (names of other generators unchanged)."""
+    index = _index(name)
+    if index < 0:
+        return name
+    return f"envs[{index + offset}]{name[name.index(']') + 1 :]}"
+
+
+class EnvWorkers(gym.vector.VectorEnv):
+    """``num_envs`` sub-envs of ``env_id`` stepped by ``workers`` processes (see the module
+    docstring); what it returns is what a ``SyncVectorEnv`` of them returns."""
+
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        num_envs: int,
+        workers: int,
+        mode: gym.vector.AutoresetMode,
+    ) -> None:
+        if num_envs % workers:
+            raise ValueError(f"workers={workers} must divide num_envs={num_envs}")
+        check_sendable(env_id, env_kwargs)
+        self.env_id = env_id
+        self.workers = workers
+        self.group_size = num_envs // workers
+        self.num_envs = num_envs
+        methods = multiprocessing.get_all_start_methods()
+        context = "forkserver" if "forkserver" in methods else "spawn"
+        group = partial(EnvGroup, env_id, dict(env_kwargs), count=self.group_size, mode=mode)
+        # Sub-envs autoreset inside their group; the group itself never ends.
+        self.pool = gym.vector.AsyncVectorEnv(
+            [partial(group, first=w * self.group_size) for w in range(workers)],
+            shared_memory=True,
+            context=context,
+            autoreset_mode=gym.vector.AutoresetMode.DISABLED,
+        )
+        self.metadata = {**self.pool.metadata, "autoreset_mode": gym.vector.AutoresetMode(mode)}
+        self.render_mode = None
+        probe = _make_env(env_id, env_kwargs)  # the spaces of one sub-env
+        self.single_observation_space = probe.observation_space
+        self.single_action_space = probe.action_space
+        probe.close()
+        self.observation_space = gym.vector.utils.batch_space(
+            self.single_observation_space, num_envs
+        )
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+
+    def reset(
+        self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Resets every sub-env; ``seed`` seeds sub-env ``i`` with ``seed + i``."""
+        if isinstance(seed, int | np.integer):
+            seeds: list[int | None] = [int(seed) + w * self.group_size for w in range(self.workers)]
+        elif seed is None:
+            seeds = [None] * self.workers
+        else:
+            raise ValueError(f"seed must be an int or None for env workers, got {seed!r}")
+        obs, info = self._guarded(lambda: self.pool.reset(seed=seeds, options=options))
+        return self._flat(obs), self._merged(info)
+
+    def step(
+        self, actions: Any
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Steps every sub-env (each worker its share, all at once)."""
+        actions = np.asarray(actions).reshape(self.workers, self.group_size, *np.shape(actions)[1:])
+        obs, rewards, terminated, truncated, info = self._guarded(lambda: self.pool.step(actions))
+        return (
+            self._flat(obs),
+            rewards.reshape(self.num_envs),
+            terminated.reshape(self.num_envs),
+            truncated.reshape(self.num_envs),
+            self._merged(info),
+        )
+
+    def arm(self, steps: int) -> None:
+        """:meth:`GeneratorSnapshot.arm` in every worker."""
+        self._guarded(lambda: self.pool.call("arm", steps))
+
+    def generator_states(self) -> dict[str, Any]:
+        """Every sub-env's generator states, named as a ``SyncVectorEnv`` of them names them."""
+        states: dict[str, Any] = {}
+        for part in self._guarded(lambda: self.pool.call("generator_states")):
+            states.update(part)
+        return states
+
+    def restore_generators(self, states: dict[str, Any]) -> list[str]:
+        """Sets every worker's generators back to ``states``; returns the names that did
+        not match."""
+        missed = {name for name in states if not 0 <= _index(name) < self.num_envs}
+        for part in self._guarded(lambda: self.pool.call("restore_generators", states)):
+            missed.update(part)
+        return sorted(missed)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Stops the worker processes (all of them reaped, also after a failure)."""
+        if not self.pool.closed:
+            try:
+                self.pool.close()
+            except (EOFError, OSError, BrokenPipeError):
+                self._abort()
+
+    # ---- the main process's side of the pipes
+
+    def _guarded(self, call: Any) -> Any:
+        """Runs ``call`` on the pool; a worker that raised or died becomes an
+        :class:`EnvWorkerError` after every worker is stopped."""
+        try:
+            return call()
+        except (EOFError, OSError, BrokenPipeError):
+            dead = self._dead_workers()
+            self._abort()
+            raise EnvWorkerError(
+                f"an env worker of {self.env_id} died: {dead or 'its pipe closed'}; the run "
+                "stops here (its last committed epoch can be resumed)"
+            ) from None
+        except Exception as exc:
+            self._abort()
+            raise EnvWorkerError(
+                f"an env of {self.env_id} raised {type(exc).__name__} in an env worker: {exc} "
+                "(its traceback is logged above); the run stops here (its last committed "
+                "epoch can be resumed)"
+            ) from exc
+
+    def _dead_workers(self) -> str:
+        """Which workers have exited, and how (a signal by its name)."""
+        dead = []
+        for w, process in enumerate(self.pool.processes):
+            process.join(timeout=1.0)
+            code = process.exitcode
+            if code is None:
+                continue
+            first = w * self.group_size
+            where = f"worker {w} (sub-envs {first}-{first + self.group_size - 1})"
+            if code < 0:
+                dead.append(f"{where} was killed by {signal.Signals(-code).name}")
+            else:
+                dead.append(f"{where} exited with code {code}")
+        return "; ".join(dead)
+
+    def _abort(self) -> None:
+        """Terminates and reaps every worker process; the pool is closed after it."""
+        for process in self.pool.processes:
+            if process.is_alive():
+                process.terminate()
+        for process in self.pool.processes:
+            process.join(timeout=5.0)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for pipe in self.pool.parent_pipes:
+            if pipe is not None:
+                pipe.close()
+        self.pool.closed = True
+
+    def _flat(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Observations ``(workers, k, ...)`` as ``(num_envs, ...)``."""
+        return {key: value.reshape(self.num_envs, *value.shape[2:]) for key, value in obs.items()}
+
+    def _merged(self, info: dict[str, Any]) -> dict[str, Any]:
+        """The groups' vector infos as one, as a ``SyncVectorEnv`` of every sub-env gives."""
+        return _merge_infos([packed.info for packed in info["group"]], self.group_size)
+
+
+def _merge_infos(infos: list[dict[str, Any]], size: int) -> dict[str, Any]:
+    """Per-group vector infos (each over ``size`` sub-envs) as one over all of them: an
+    entry a group lacks is zero (None for objects) there, and its ``_key`` mask False."""
+    total = size * len(infos)
+    merged: dict[str, Any] = {}
+    for key in dict.fromkeys(key for info in infos for key in info):
+        values = [info.get(key) for info in infos]
+        if any(isinstance(value, dict) for value in values):
+            merged[key] = _merge_infos([v if isinstance(v, dict) else {} for v in values], size)
+            continue
+        present = [(group, np.asarray(v)) for group, v in enumerate(values) if v is not None]
+        first = present[0][1]
+        shape = (total, *first.shape[1:])
+        array = (
+            np.full(shape, None, dtype=object)
+            if first.dtype == object
+            else np.zeros(shape, dtype=first.dtype)
+        )
+        for group, value in present:
+            array[group * size : (group + 1) * size] = value
+        merged[key] = array
+    return merged

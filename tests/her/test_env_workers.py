@@ -1,0 +1,234 @@
+"""Env worker processes: the same episodes as one process, overlap, and failures."""
+
+from __future__ import annotations
+
+import csv
+import multiprocessing
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.train.env_workers import (
+    EnvWorkerError,
+    EnvWorkers,
+    check_env_workers,
+    default_env_workers,
+    env_generator_states,
+)
+from goalenvs.train.envs import make_vector_env
+from goalenvs.train.trainer import Trainer, train
+
+torch.set_num_threads(1)
+
+ENVS = Path(__file__).resolve().parent / "worker_envs.py"
+# PointReach built from its class: no native twin, so it steps one sub-env at a time.
+REACH = f"{ENVS}:FailingReach"
+SAME_STEP = gym.vector.AutoresetMode.SAME_STEP
+
+
+def config(tmp_path: Path, **kwargs) -> DDPGConfig:
+    base = {
+        "env_id": REACH,
+        "env_kwargs": {"max_episode_steps": 10},
+        "epochs": 2,
+        "n_cycles": 2,
+        "num_envs": 4,
+        "n_batches": 2,
+        "batch_size": 32,
+        "hidden_sizes": (16,),
+        "n_eval_episodes": 4,
+        "device": "cpu",
+        "verbose": False,
+        "out": str(tmp_path / "run"),
+    }
+    return DDPGConfig(**{**base, **kwargs})
+
+
+def progress(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "progress.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def no_worker_left() -> bool:
+    return not [p for p in multiprocessing.active_children() if "Worker" in p.name]
+
+
+def test_two_workers_step_the_same_episodes_as_one_process():
+    kwargs = {"max_episode_steps": 7}
+    workers = EnvWorkers(REACH, kwargs, 4, 2, SAME_STEP)
+    alone = make_vector_env(REACH, kwargs, 4, SAME_STEP)
+    try:
+        assert workers.single_action_space == alone.single_action_space
+        first, _ = workers.reset(seed=11)
+        expected, _ = alone.reset(seed=11)
+        for key in expected:
+            np.testing.assert_array_equal(first[key], expected[key])
+        rng = np.random.default_rng(0)
+        ended = 0
+        for _ in range(20):
+            actions = rng.uniform(-1, 1, (4, 2)).astype(np.float32)
+            got, want = workers.step(actions), alone.step(actions)
+            for key in want[0]:
+                np.testing.assert_array_equal(got[0][key], want[0][key])
+            for i in (1, 2, 3):
+                np.testing.assert_array_equal(got[i], want[i])
+            assert sorted(got[4]) == sorted(want[4])
+            done = np.flatnonzero(want[2] | want[3])
+            ended += len(done)
+            for i in done:
+                for key in want[4]["final_obs"][i]:
+                    np.testing.assert_array_equal(
+                        got[4]["final_obs"][i][key], want[4]["final_obs"][i][key]
+                    )
+                assert (
+                    got[4]["final_info"]["is_success"][i] == want[4]["final_info"]["is_success"][i]
+                )
+        assert ended == 8  # every sub-env ended two 7-step episodes in 20 steps
+        # A checkpoint names each sub-env's generator the same way either way.
+        assert workers.generator_states().keys() == env_generator_states(alone.unwrapped).keys()
+    finally:
+        workers.close()
+        alone.close()
+    assert no_worker_left()
+
+
+def test_generator_states_restore_into_another_number_of_workers():
+    kwargs = {"max_episode_steps": 5}
+    two = EnvWorkers(REACH, kwargs, 4, 2, SAME_STEP)
+    four = EnvWorkers(REACH, kwargs, 4, 4, SAME_STEP)
+    try:
+        two.reset(seed=3)
+        for _ in range(6):
+            two.step(np.zeros((4, 2), np.float32))
+        states = two.generator_states()
+        four.reset(seed=99)
+        assert four.restore_generators(states) == []
+        assert four.generator_states() == states
+        # Saved but absent (envs[9]) or present but not saved (0-3): every name reported.
+        missed = four.restore_generators({"envs[9].np_random": states["envs[0].np_random"]})
+        assert missed == [f"envs[{i}].np_random" for i in (0, 1, 2, 3, 9)]
+    finally:
+        two.close()
+        four.close()
+
+
+def test_training_with_two_workers_gives_the_run_of_one_process(tmp_path):
+    one = train(config(tmp_path / "one", env_workers=1, overlap=False))
+    two = train(config(tmp_path / "two", env_workers=2, overlap=False))
+    assert [r["env_steps"] for r in one.history] == [r["env_steps"] for r in two.history]
+    for name in ("eval_success", "eval_return", "critic_loss", "actor_loss", "q_mean"):
+        assert [r[name] for r in one.history] == [r[name] for r in two.history], name
+    assert no_worker_left()
+
+
+def test_overlap_collects_with_a_cycle_of_lag_and_is_reproducible(tmp_path):
+    first = train(config(tmp_path / "a", env_workers=2, overlap=True, epochs=1, n_cycles=4))
+    again = train(config(tmp_path / "b", env_workers=2, overlap=True, epochs=1, n_cycles=4))
+    lagless = train(config(tmp_path / "c", env_workers=2, overlap=False, epochs=1, n_cycles=4))
+    losses = [r["critic_loss"] for r in first.history]
+    assert losses == [r["critic_loss"] for r in again.history]  # whatever the thread timing
+    assert first.env_steps == lagless.env_steps == 4 * 10 * 4
+    # The lag changes which policy collected cycles 2-4, so the numbers differ.
+    assert losses != [r["critic_loss"] for r in lagless.history]
+
+
+def test_a_resumed_worker_run_draws_what_the_uninterrupted_one_draws(tmp_path):
+    # rollout_steps = the episode length: no episode is in progress at an epoch's end.
+    whole = train(config(tmp_path / "whole", env_workers=2, epochs=2, save_buffer=True))
+    cut = config(tmp_path / "cut", env_workers=2, epochs=1, save_buffer=True)
+    train(cut)
+    resumed = train(config(tmp_path / "cut", env_workers=2, epochs=2, resume=cut.out))
+    assert [r["eval_return"] for r in progress(Path(cut.out))] == [
+        r["eval_return"] for r in progress(Path(whole.run_dir))
+    ]
+    assert resumed.epochs == 2
+
+
+def test_an_env_that_raises_in_a_worker_stops_the_run_with_its_error(tmp_path):
+    # Epoch 1 takes 2 cycles x 10 steps; each sub-env raises at its 31st step (epoch 2).
+    kwargs = {"max_episode_steps": 10, "fail_after": 30}
+    # A clip range given: no reward probe steps the env in the trainer's own process.
+    failing = config(tmp_path, env_workers=2, env_kwargs=kwargs, clip_range=(-10.0, 0.0))
+    with pytest.raises(EnvWorkerError, match=r"raised FloatingPointError in an env worker: the "):
+        train(failing)
+    assert no_worker_left()
+    assert [row["epoch"] for row in progress(tmp_path / "run")] == ["1"]
+    result = train(config(tmp_path, env_workers=2, resume=str(tmp_path / "run")))
+    assert result.epochs == 2 and [row["epoch"] for row in progress(tmp_path / "run")] == ["1", "2"]
+
+
+def test_a_killed_worker_names_the_signal_and_leaves_no_process():
+    workers = EnvWorkers(REACH, {"max_episode_steps": 10, "die_after": 3}, 4, 2, SAME_STEP)
+    workers.reset(seed=0)
+    for _ in range(3):
+        workers.step(np.zeros((4, 2), np.float32))
+    with pytest.raises(EnvWorkerError, match=r"worker 0 \(sub-envs 0-1\) was killed by SIGKILL"):
+        workers.step(np.zeros((4, 2), np.float32))
+    workers.close()  # closing after the failure is quiet
+    assert all(p.exitcode is not None for p in workers.pool.processes)
+    assert no_worker_left()
+
+
+def test_a_worker_killed_from_outside_stops_training(tmp_path):
+    def kill_one(row):
+        victim = trainer.collector.envs.pool.processes[1]
+        victim.kill()
+        victim.join()
+
+    trainer = Trainer(config(tmp_path, env_workers=2, epochs=3), kill_one)
+    with pytest.raises(EnvWorkerError, match=r"worker 1 \(sub-envs 2-3\) was killed by SIGKILL"):
+        trainer.run()
+    assert no_worker_left()
+    assert [row["epoch"] for row in progress(tmp_path / "run")] == ["1"]
+
+
+@pytest.mark.parametrize(
+    ("workers", "message"),
+    [
+        (0, r"env_workers \(--env-workers\) must be an integer from 1 .* to 8, got 0"),
+        (-2, r"must be an integer from 1 .* to 8, got -2"),
+        (
+            64,
+            r"\(--env-workers\) 64 is far beyond this machine's 2 cores: expected 1 to 8",
+        ),
+        (
+            3,
+            r"\(--env-workers\) 3 does not divide num_envs 16: .* one of \[1, 2, 4, 8\]",
+        ),
+    ],
+)
+def test_a_worker_count_the_machine_cannot_take_is_named_with_its_range(workers, message):
+    with pytest.raises(ValueError, match=message):
+        check_env_workers(workers, num_envs=16, cores=2)
+
+
+def test_the_default_keeps_native_twins_and_small_machines_in_one_process():
+    assert default_env_workers(16, native_twin=True, cores=16) == 1
+    assert default_env_workers(16, native_twin=False, cores=2) == 1
+    assert default_env_workers(16, native_twin=False, cores=16) == 16
+    assert default_env_workers(16, native_twin=False, cores=12) == 8
+    assert default_env_workers(50, native_twin=False, cores=8) == 5
+
+
+def test_a_native_twin_refuses_worker_processes(tmp_path):
+    with pytest.raises(ValueError, match=r"PointReach-v0 has a native vector twin, .* expected 1"):
+        Trainer(config(tmp_path, env_id="goalenvs/PointReach-v0", env_kwargs={}, env_workers=2))
+
+
+def test_an_env_that_cannot_be_sent_to_a_worker_names_env_workers_1(tmp_path):
+    kwargs = {"max_episode_steps": 10, "reward_fn": lambda *a: 0.0}
+    with pytest.raises(ValueError, match=r"cannot be sent to an env worker .* --env-workers 1"):
+        EnvWorkers(REACH, kwargs, 4, 2, SAME_STEP)
+
+
+def test_the_cli_names_the_flag_of_a_worker_count_beyond_the_machine(capsys):
+    from goalenvs.cli import main
+
+    assert main(["train", "goalenvs/PointReach-v0", "--env-workers", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--env-workers 0: expected 1 (the envs in the trainer's process) to" in err
+    assert "Traceback" not in err
