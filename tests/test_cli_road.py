@@ -86,6 +86,12 @@ def test_train_in_a_users_folder_prints_a_play_command_that_runs(user_folder, sp
     # The plan comes first, then one plain line per epoch (output is not a terminal).
     lines = trained.stdout.splitlines()
     assert lines[0].startswith(f"goalenvs train: ddpg on {spec}, preset baselines: 1 epochs x 2")
+    # Where everything runs, on the second line (printed with --quiet too).
+    assert re.fullmatch(
+        r"goalenvs train: envs: \d+ envs in the trainer's process; replay buffer in host "
+        r"memory; networks on (cpu|cuda:?\d*)",
+        lines[1],
+    ), lines[1]
     assert [line.split()[:2] for line in lines if line.startswith("epoch")] == [["epoch", "1/1"]]
     assert "cycle 1/2" not in trained.stdout and "cycle 2/2" not in trained.stdout
 
@@ -110,20 +116,24 @@ def test_check_resolves_a_module_beside_the_user(user_folder):
 def test_an_interrupted_run_prints_a_resume_command_that_runs(tmp_path, monkeypatch, capsys):
     from goalenvs.her import trainer
 
-    real_train = trainer.train
+    real_run = trainer.Trainer.run
 
-    def interrupted(config):
-        result = real_train(config)
+    def interrupted(self):
+        result = real_run(self)
         result.interrupted = True
         return result
 
-    monkeypatch.setattr(trainer, "train", interrupted)
+    monkeypatch.setattr(trainer.Trainer, "run", interrupted)
     out = tmp_path / "a run"
     argv = ["train", "goalenvs/BitFlipping-v0", "--env-kwargs", '{"n_bits": 3}', *TINY]
     assert main([*argv, "--out", str(out), "--quiet"]) == 0
-    resume = printed_command(capsys.readouterr().out, "continue with:")
+    printed = capsys.readouterr().out
+    assert (
+        "goalenvs train: envs: 16 envs, the numpy twin, in the trainer's process;" in printed
+    )  # --quiet
+    resume = printed_command(printed, "continue with:")
     assert resume == [*shlex.split(command_name()), "train", "--resume", str(out)]
-    monkeypatch.setattr(trainer, "train", real_train)
+    monkeypatch.setattr(trainer.Trainer, "run", real_run)
     assert main([*resume[1:], "--epochs", "2", "--quiet"]) == 0
     assert len((out / "progress.csv").read_text().strip().splitlines()) == 3  # header + 2
 

@@ -258,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
     from goalenvs.train.checkpoint import CheckpointError
     from goalenvs.train.env_workers import EnvWorkerError
     from goalenvs.train.presets import run_length
-    from goalenvs.train.trainer import TrainingError, train
+    from goalenvs.train.trainer import Trainer, TrainingError
 
     main_worker = int(os.environ.get("RANK", "0")) == 0  # under torchrun, worker 0 reports
     try:
@@ -272,7 +272,10 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if main_worker:
             print(f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}")
-        result = train(config)
+        trainer = Trainer(config)
+        if main_worker:
+            print(f"goalenvs train: {trainer.placement()}", flush=True)
+        result = trainer.run()
     except (TrainingError, EnvWorkerError) as exc:
         print(f"goalenvs train: {exc}", file=sys.stderr)
         return 1

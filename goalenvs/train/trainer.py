@@ -37,6 +37,7 @@ finished epoch, and the cycles of the unfinished one are dropped.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import math
 import signal
@@ -146,6 +147,15 @@ class Trainer:
         place, the env and its episode schedule, where the envs run, the agent, the
         replay buffer, the run folder."""
         cfg = self.config = config
+        if cfg.tensorboard:
+            try:
+                importlib.import_module("torch.utils.tensorboard")
+            except ImportError as exc:
+                raise RuntimeError(
+                    "tensorboard=True needs torch.utils.tensorboard, which could not be "
+                    f"imported ({exc}); install it with `pip install tensorboard`, or train "
+                    "without it"
+                ) from None
         self.callback = callback
         self.notes: list[str] = []
         torch.set_num_threads(cfg.torch_threads)
@@ -220,6 +230,22 @@ class Trainer:
         self._stop = False
 
     # ---- building
+
+    def placement(self) -> str:
+        """One line: where the envs, the replay buffer and the networks run."""
+        cfg, collector = self.config, self.collector
+        if self.on_device:
+            envs = f"{cfg.num_envs} envs, the torch twin on {self.device}"
+            buffer = f"on {self.device}"
+        else:
+            twin = ", the numpy twin," if has_native_twin(cfg.env_id) else ""
+            workers = collector.workers
+            where = "in the trainer's process" if workers == 1 else f"in {workers} worker processes"
+            envs = f"{cfg.num_envs} envs{twin} {where}"
+            if collector.overlap:
+                envs += ", collecting beside the updates"
+            buffer = "in host memory"
+        return f"envs: {envs}; replay buffer {buffer}; networks on {self.device}"
 
     def note(self, message: str) -> None:
         """Records a fact about this run's setup, printed once (main worker, verbose)."""
@@ -572,12 +598,4 @@ def train(config: TrainConfig, callback: Callable[[dict], Any] | None = None) ->
 
     ``callback(row)``, when given, is called with each epoch's progress row.
     """
-    if config.tensorboard:
-        try:
-            import torch.utils.tensorboard  # noqa: F401
-        except ImportError as exc:
-            raise RuntimeError(
-                "tensorboard=True needs torch.utils.tensorboard, which could not be imported "
-                f"({exc}); install it with `pip install tensorboard`, or train without it"
-            ) from None
     return Trainer(config, callback).run()

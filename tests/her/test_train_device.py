@@ -275,9 +275,9 @@ def test_the_cli_flag_sets_env_device(capsys):
 def test_the_preset_device_section_serves_cuda_runs_only(capsys, tmp_path):
     from goalenvs.her.presets import resolve_config
 
-    plain = resolve_config("goalenvs/PointReach-v0")
-    assert (plain.num_envs, plain.batch_size) == (8, 256)  # no flags: the CPU schedule
-    for kwargs in ({"device": "cpu"}, {"device": "cpu", "env_device": "device"}):
+    plain = resolve_config("goalenvs/PointReach-v0", device="cpu")
+    assert (plain.num_envs, plain.batch_size) == (8, 256)  # the CPU schedule
+    for kwargs in ({"device": "cpu", "env_device": "device"},):
         assert resolve_config("goalenvs/PointReach-v0", **kwargs) == replace(plain, **kwargs)
     cuda = resolve_config("goalenvs/PointReach-v0", device="cuda")
     assert (cuda.num_envs, cuda.batch_size, cuda.n_eval_episodes) == (4096, 4096, 1000)
@@ -289,9 +289,22 @@ def test_the_preset_device_section_serves_cuda_runs_only(capsys, tmp_path):
     assert cli_main(argv) == 0
     assert '"num_envs": 4096' in capsys.readouterr().out
     bad = tmp_path / "bad.toml"
-    bad.write_text('algo = "ddpg"\ndevice = 3\n')
+    bad.write_text('algo = "ddpg"\ndevice = 3\n')  # a [device] that is not a table
     with pytest.raises(ValueError, match=r"\[device\] must be a table"):
         resolve_config("goalenvs/PointReach-v0", str(bad), device="cuda")
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_no_device_flag_takes_the_machines_schedule(monkeypatch, gpu):
+    from goalenvs.train.presets import resolve_config
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    auto = resolve_config("goalenvs/PointReach-v0")  # no --device: "auto"
+    assert auto.device == "auto"
+    assert (auto.num_envs, auto.batch_size) == ((4096, 4096) if gpu else (8, 256))
+    assert resolve_config("goalenvs/PointReach-v0", device="cpu").num_envs == 8
+    host = resolve_config("goalenvs/PointReach-v0", env_device="numpy")
+    assert host.num_envs == 8  # a twin kept on the host keeps the CPU schedule
 
 
 def test_normalizer_sums_tensors_as_it_sums_arrays():

@@ -10,16 +10,18 @@ picks another; command-line flags override the preset. A preset file holds::
     [config]                           # fields of that algorithm's config dataclass
     epochs = 30
     [device]                           # optional: fields set on top of [config] when the
-    num_envs = 2048                    # run asks for device "cuda" and its envs run there
+    num_envs = 2048                    # run trains on a GPU (see takes_device_section)
     [measured]                         # optional: the speed measured with [config]
     env_steps_per_s = 580              # (a CPU run), and the machine and load it was on
     machine = "2 CPU cores, the run alone on them"
 
-A ``module:EnvId`` id matches on ``EnvId``. The ``[device]`` section serves the on-device
-loop (env, buffer and networks on the GPU, see ``TrainConfig.env_device``), where
-thousands of envs cost little: ``goalenvs train ID --device cuda`` takes it, unless
-``--env-device numpy`` keeps the envs on the host. ``device="auto"`` never takes it, so
-a command without ``--device`` trains the same schedule on every machine.
+A ``module:EnvId`` id matches on ``EnvId``. The ``[device]`` section is the schedule for a
+machine with a GPU: a run whose device is CUDA takes it (``--device cuda``, or no
+``--device`` on a machine where torch sees a GPU). For an env with a torch twin it serves
+the on-device loop (env, buffer and networks on the GPU, see ``TrainConfig.env_device``),
+where thousands of envs cost little, unless ``--env-device numpy`` keeps the envs on the
+host; for any other env it serves a GPU learner beside env worker processes.
+``--device cpu`` keeps the CPU schedule on any machine.
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ def run_length(
         f"{config.num_envs} envs = {per_epoch:,} env steps an epoch, {total:,} in all"
     )
     measured = preset.measured if preset is not None else {}
-    if measured and config.device != "cuda" and workers == 1:
+    if measured and not runs_on_cuda(config.device) and workers == 1:
         seconds = total / measured["env_steps_per_s"]
         duration = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} minutes"
         line += (
@@ -166,20 +168,31 @@ def preset_for(env_id: str) -> str:
     return DEFAULT_PRESET
 
 
+def runs_on_cuda(device: str) -> bool:
+    """Whether a run with ``config.device`` = ``device`` trains on a GPU: "cuda", or
+    "auto" on a machine where torch sees one."""
+    import torch
+
+    return device == "cuda" or (device == "auto" and torch.cuda.is_available())
+
+
 def takes_device_section(env_id: str, overrides: dict[str, Any], settings: dict[str, Any]) -> bool:
-    """Whether a preset's ``[device]`` section applies: the run asks for device "cuda" (an
-    override, or the preset's own setting) and its envs run there (``env_device``
-    "device", or "auto" with an env that has a torch twin)."""
+    """Whether a preset's ``[device]`` section applies: the run trains on a GPU (device
+    "cuda" asked, or "auto" on a machine that has one; an override, or the preset's own
+    setting), and its envs run where the section means them to. An env with a torch twin
+    runs it on the GPU (``env_device`` "device" or "auto"; "numpy" keeps the CPU
+    schedule); any other env steps on the host beside the GPU learner."""
     from goalenvs.train.envs import device_twin_problem
 
     def value(name: str) -> Any:
         default = TrainConfig.__dataclass_fields__[name].default
         return overrides.get(name, settings.get(name, default))
 
-    if value("device") != "cuda":
+    if not runs_on_cuda(value("device")):
         return False
-    env_device = value("env_device")
-    return env_device == "device" or (env_device == "auto" and device_twin_problem(env_id) is None)
+    if device_twin_problem(env_id) is not None:
+        return True
+    return value("env_device") in ("auto", "device")
 
 
 def resolve_config(
