@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 # The local CPU wheel; a bare `torch` requirement would pull several GB of CUDA packages.
 TORCH := torch==2.13.0
 HIGHWAY := highway-env==1.12.1
+# stable-baselines3's own tests/test_her.py, from the source distribution of the installed
+# version (its wheel ships no tests): tests/test_sb3_suite.py runs it against our buffer.
+SB3_TESTS := $(VENV)/sb3-tests
 
 .PHONY: setup test demo bench bench-train lint format clean
 
@@ -17,6 +20,8 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q -e ".[train,sb3,dev]"
 	# highway-env without its pygame-ce requirement (see pyproject.toml); its other needs are in dev.
 	$(BIN)/python -m pip install -q --no-deps $(HIGHWAY)
+	rm -rf $(SB3_TESTS)
+	$(BIN)/python benchmarks/sb3_suite.py fetch $(SB3_TESTS)
 	touch $(STAMP)
 
 test: $(STAMP)

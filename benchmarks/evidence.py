@@ -2,17 +2,26 @@
 
 Every script under benchmarks/ that prints a figure also writes it, with :func:`run_info`,
 to ``benchmarks/results/``; ``benchmarks/report.py`` builds the docs' tables from those
-files.
+files. A script that only prints is recorded through this module's command line::
+
+    python benchmarks/evidence.py record checker.log -- python benchmarks/checker.py
+
+which runs the command and writes its output to ``benchmarks/results/checker.log`` between
+two lines of JSON (:func:`read_record` reads them back): the first with the date, command,
+machine, load and versions, the last with the load at the end and the seconds taken.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -87,3 +96,59 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     if not source.is_absolute():
         source = RESULTS / source
     return [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+
+
+RECORD_MARK = "# evidence: "
+
+
+def record(name: str, command: Sequence[str]) -> Path:
+    """Runs ``command``, writes its stdout to ``RESULTS/name`` between a JSON line of
+    :func:`run_info` and one of the load at the end and the seconds; returns the path.
+    Fails, writing nothing, when the command fails."""
+    info = run_info(command=" ".join(command))
+    start = time.perf_counter()
+    result = subprocess.run(list(command), capture_output=True, text=True)
+    seconds = round(time.perf_counter() - start, 1)
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(command)} exited {result.returncode}: {result.stderr[-2000:]}"
+        )
+    end = {"load_after": load(), "seconds": seconds}
+    target = RESULTS / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    body = result.stdout if result.stdout.endswith("\n") else result.stdout + "\n"
+    target.write_text(f"{RECORD_MARK}{json.dumps(info)}\n{body}{RECORD_MARK}{json.dumps(end)}\n")
+    return target
+
+
+def read_record(path: str | Path) -> tuple[dict[str, Any], str]:
+    """A file written by :func:`record`: (its run_info with load_after and seconds, the
+    command's output)."""
+    source = Path(path)
+    if not source.is_absolute():
+        source = RESULTS / source
+    first, *body, last = source.read_text().splitlines()
+    if not (first.startswith(RECORD_MARK) and last.startswith(RECORD_MARK)):
+        raise ValueError(f"{source} was not written by evidence.record (no {RECORD_MARK!r} lines)")
+    info = json.loads(first.removeprefix(RECORD_MARK))
+    info.update(json.loads(last.removeprefix(RECORD_MARK)))
+    return info, "\n".join(body) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``record NAME -- COMMAND...``: runs COMMAND and saves its output under results/."""
+    parser = argparse.ArgumentParser(description="Record a command's output with its run info.")
+    commands = parser.add_subparsers(dest="action", required=True)
+    record_parser = commands.add_parser("record", help="run a command, save its output")
+    record_parser.add_argument("name", help="the file under benchmarks/results/")
+    record_parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("record needs a command after --")
+    print(record(args.name, command))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,25 +1,35 @@
-"""The tables of docs/baselines.md and docs/benchmarks.md, built from benchmarks/results/.
+"""The docs' tables and the presets' measured figures, built from benchmarks/results/.
 
-A generated table sits in its doc between two markers::
+A generated table sits in its doc (docs/baselines.md, benchmarks.md, gpu.md, checks.md)
+between two markers::
 
     <!-- report:NAME -->
     ... (written by this script: do not edit by hand)
     <!-- /report:NAME -->
 
+and a preset's measured figures (goalenvs/train/presets/*.toml: comment lines, and the
+``[measured]`` table the run-length estimate reads) between two comment lines::
+
+    # report:preset.NAME
+    # ... (written by this script)
+    # /report:preset.NAME
+
 ``python benchmarks/report.py`` rewrites every marked block from the result files;
-``python benchmarks/report.py --check`` changes nothing and exits 1, naming the blocks,
-when a doc differs from what the files give (tests/test_report.py runs it). A block whose
-name has no builder here, or a builder whose block is missing, is an error too.
+``python benchmarks/report.py --check`` changes nothing and exits 1, naming the files,
+when one differs from what the result files give (tests/test_report.py runs it). A block
+whose name has no builder here, or a builder whose block is missing, is an error too.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import re
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+import textwrap
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +37,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from evidence import RESULTS, read_jsonl  # noqa: E402
+from evidence import RESULTS, read_jsonl, read_record  # noqa: E402
 
 DOCS = ROOT / "docs"
+PRESETS = ROOT / "goalenvs" / "train" / "presets"
 BLOCK = re.compile(r"(<!-- report:([\w.-]+) -->\n)(.*?)(<!-- /report:\2 -->)", re.S)
+TOML_BLOCK = re.compile(r"(^# report:([\w.-]+)\n)(.*?)(^# /report:\2$)", re.S | re.M)
 
 
 # --------------------------------------------------------------------------- training
@@ -212,23 +224,339 @@ def new_env_line(name: str, target: float) -> Callable[[], str]:
     return build
 
 
+TRAIN_ROW = re.compile(
+    r"^(cpu|cuda), (numpy envs|device loop)\s+(\d+)\s+([\d. ]+?)\s{2,}([\d.]+)\s+([\d.e+]+)",
+    re.M,
+)
+RATIO_LINE = re.compile(r"^(?:cpu|cuda): the device loop .*$", re.M)
+
+
+def _twins_train_rows(text: str) -> list[dict[str, Any]]:
+    """The rows of benchmarks/gpu_twins.py's training table: device, kind (numpy envs or
+    device loop), envs, seconds to the target per seed, median seconds, env steps/s (each
+    figure also as the log writes it, under ``*_text``)."""
+    return [
+        {
+            "device": device,
+            "kind": kind,
+            "envs": int(envs),
+            "seconds_text": seconds.strip(),
+            "seconds": [float(x) for x in seconds.split()],
+            "median_text": median,
+            "median": float(median),
+            "rate": float(rate),
+        }
+        for device, kind, envs, seconds, median, rate in TRAIN_ROW.findall(text)
+    ]
+
+
+def _twins_train_row(text: str, device: str, kind: str) -> dict[str, Any]:
+    for row in _twins_train_rows(text):
+        if (row["device"], row["kind"]) == (device, kind):
+            return row
+    raise ValueError(f"the training table has no '{device}, {kind}' row")
+
+
+def _twins_train_table(text: str, devices: Sequence[str]) -> list[str]:
+    rows = [r for r in _twins_train_rows(text) if r["device"] in devices]
+    if not rows:
+        raise ValueError(f"no training rows for {', '.join(devices)}")
+    seeds = len(rows[0]["seconds"])
+    lines = [
+        f"| device, envs | seconds to 0.95, seeds 0-{seeds - 1} | median | env steps/s |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [f"{r['device']}, {r['kind']} ({r['envs']:,} envs)", r["seconds_text"]]
+        cells += [r["median_text"], f"{r['rate']:,.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    ratios = [m.group(0) + "." for m in RATIO_LINE.finditer(text)]
+    return [*lines, "", *[r for r in ratios if r.split(":")[0] in devices]]
+
+
 def gpu_twins_cpu() -> str:
     """The CPU rows of gpu_twins_train_cpu.log (benchmarks/gpu_twins.py --tables train)."""
     text = (RESULTS / "gpu_twins_train_cpu.log").read_text()
+    return "\n".join(_twins_train_table(text, ["cpu"]))
+
+
+# --------------------------------------------------------------------------- the H100 machine
+
+H100 = RESULTS / "h100-2026-11-25"
+
+
+def _h100_readme() -> tuple[str, dict[str, str]]:
+    """The H100 folder's README: (the machine and versions in one sentence, file -> command)."""
+    text = (H100 / "README.md").read_text()
+    title = text.splitlines()[0].removeprefix("# Measured on ").strip()
+    setup = re.search(r"^The project at (.*?)\.\n", text, re.M | re.S)
+    if setup is None:
+        raise ValueError(f"{H100 / 'README.md'} does not say 'The project at ...'")
+    commands = dict(re.findall(r"^\| (\S+) \| (.+) \|$", text, re.M))
+    commands.pop("file", None)
+    return f"{title}; the project at {' '.join(setup.group(1).split())}", commands
+
+
+def _h100_source(*files: str) -> str:
+    """Where figures of ``files`` come from: the machine, its load, the commands."""
+    machine, commands = _h100_readme()
+    named = "; ".join(f"`{name}`: {commands[name]}" for name in files)
+    return f"Measured on {machine} (`benchmarks/results/{H100.name}/`). {named}."
+
+
+def _twins_steps() -> list[dict[str, Any]]:
+    """gpu_twins_steps.log: per env and size, steps/s of each column (None where not run),
+    and each column's ratio to the numpy twin as the log prints it (under ``*_ratio``)."""
+    rows = []
+    for line in (H100 / "gpu_twins_steps.log").read_text().splitlines():
+        tokens = line.split()
+        if len(tokens) < 4 or not tokens[1].isdigit():
+            continue
+        row: dict[str, Any] = {"env": tokens[0], "envs": int(tokens[1])}
+        cells = iter(tokens[2:])
+        for column in ("numpy", "cpu", "eager", "compiled"):
+            token = next(cells)
+            row[column] = None if token == "-" else float(token)
+            if column != "numpy" and token != "-":
+                row[f"{column}_ratio"] = next(cells).strip("()")
+        rows.append(row)
+    return rows
+
+
+def _rate(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1e6:,.3g}M" if value < 1e9 else f"{value / 1e9:.3g}G"
+
+
+def h100_twins_steps() -> str:
+    """The twins' env steps/s on the H100, every column and size of gpu_twins_steps.log."""
+    rows = _twins_steps()
     lines = [
-        "| device, envs | seconds to 0.95, seeds 0-4 | median | env steps/s |",
+        _h100_source("gpu_twins_steps.log"),
+        "",
+        "Env steps per second (M: millions, G: billions); in brackets, the ratio to the numpy "
+        "twin at the same size, or (*) to its best size where numpy was not run.",
+        "",
+        "| env | envs | numpy | torch, CPU | CUDA, eager | CUDA, torch.compile "
+        "| compiled / eager |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [r["env"], f"{r['envs']:,}", _rate(r["numpy"])]
+        for column in ("cpu", "eager", "compiled"):
+            value = r[column]
+            cells.append("-" if value is None else f"{_rate(value)} ({r[f'{column}_ratio']})")
+        cells.append(f"{r['compiled'] / r['eager']:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def h100_compile() -> str:
+    """Where torch.compile pays on the H100 and where it costs (gpu_twins_steps.log)."""
+    rows = _twins_steps()
+    small = [r["compiled"] / r["eager"] for r in rows if r["envs"] <= 65536]
+    large = [r for r in rows if r["envs"] > 65536]
+    ratios = [r["compiled"] / r["eager"] for r in large]
+    sizes = sorted({r["envs"] for r in large})
+    slower = sum(x < 1 for x in ratios)
+    return (
+        f"`torch.compile` of the step does not pay on this machine. Up to 65,536 envs it gives "
+        f"{min(small):.2f}x-{max(small):.2f}x eager's steps/s; beyond 65,536 envs "
+        f"({' and '.join(f'{n:,}' for n in sizes)}) it is slower than eager in {slower} of "
+        f"{len(ratios)} cases, at {min(ratios):.2f}x-{max(ratios):.2f}x eager's rate. Eager "
+        f"is the faster choice at every size measured beyond 65,536 envs."
+        if slower == len(ratios)
+        else f"`torch.compile` is slower than eager in {slower} of {len(ratios)} cases beyond "
+        f"65,536 envs ({min(ratios):.2f}x-{max(ratios):.2f}x)."
+    )
+
+
+def h100_point_reach() -> str:
+    """On-device PointReach training on the H100 (gpu_twins_train.log) against the promise
+    of 0.95 eval success in <= 3 s with >= 1M env steps/s."""
+    text = (H100 / "gpu_twins_train.log").read_text()
+    lines = [_h100_source("gpu_twins_train.log"), "", *_twins_train_table(text, ["cpu", "cuda"])]
+    loop = _twins_train_row(text, "cuda", "device loop")
+    median, rate = loop["median"], loop["rate"]
+    numpy_median = _twins_train_row(text, "cuda", "numpy envs")["median"]
+    kept = median <= 3 and rate >= 1e6
+    verdict = "met" if kept else "not met"
+    lines += [
+        "",
+        f"The promise of eval success 0.95 in <= 3 s at >= 1M env steps/s with training is "
+        f"**{verdict}** on this machine: the on-device loop's median was {median:g} s at "
+        f"{rate:,.0f} env steps/s, against {numpy_median:g} s for 8 numpy envs beside CUDA "
+        "networks.",
+    ]
+    return "\n".join(lines)
+
+
+def _device_buffer_h100() -> list[dict[str, Any]]:
+    """device_buffer.log on the H100, per row: n_envs, op, and each column's microseconds
+    (``numpy``, ``cpu``, ``cuda``) with the ratios as the log prints them."""
+    pattern = re.compile(
+        r"^\s*(\d+) (\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", re.M
+    )
+    text = (H100 / "device_buffer.log").read_text()
+    return [
+        {
+            "n_envs": int(n),
+            "op": op,
+            "numpy": numpy_us,
+            "cpu": cpu_us,
+            "cpu_ratio": cpu_ratio,
+            "cuda": cuda_us,
+            "cuda_ratio": cuda_ratio,
+        }
+        for n, op, numpy_us, cpu_us, cpu_ratio, cuda_us, cuda_ratio in pattern.findall(text)
+    ]
+
+
+# Within 5% either way, two timings of one run are called at par.
+PAR = (0.95, 1.05)
+
+
+def _sample_verdict() -> dict[str, list[tuple[int, str, float]]]:
+    """The device buffer's sample on CUDA against the numpy buffer's: slower, at par,
+    faster (each as (n_envs, op, numpy time / device time))."""
+    verdict: dict[str, list[tuple[int, str, float]]] = {"slower": [], "par": [], "faster": []}
+    for r in _device_buffer_h100():
+        if r["op"].startswith("sample"):
+            ratio = float(r["numpy"]) / float(r["cuda"])
+            kind = "slower" if ratio < PAR[0] else "faster" if ratio > PAR[1] else "par"
+            verdict[kind].append((r["n_envs"], r["op"], ratio))
+    return verdict
+
+
+def _cases(cases: list[tuple[int, str, float]]) -> str:
+    return ", ".join(f"{op} at {n:,} envs ({ratio:.2f})" for n, op, ratio in cases)
+
+
+def h100_device_buffer() -> str:
+    """DeviceHerReplayBuffer against the numpy buffer on the H100 (device_buffer.log)."""
+    lines = [
+        _h100_source("device_buffer.log"),
+        "",
+        "| n_envs | op | numpy buffer, us | device buffer on the CPU, us (numpy / it) "
+        "| device buffer on CUDA, us (numpy / it) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in _device_buffer_h100():
+        lines.append(
+            f"| {r['n_envs']:,} | {r['op']} | {r['numpy']} | {r['cpu']} ({r['cpu_ratio']}) | "
+            f"{r['cuda']} ({r['cuda_ratio']}) |"
+        )
+    verdict = _sample_verdict()
+    total = sum(len(v) for v in verdict.values())
+    slower = [ratio for *_, ratio in verdict["slower"]]
+    lines += [
+        "",
+        f"On CUDA the device buffer's `sample` is slower than the numpy buffer's in "
+        f"{len(slower)} of {total} cases ({min(slower):.2f}-{max(slower):.2f} of its speed)"
+        + (f"; at par (within 5%): {_cases(verdict['par'])}" if verdict["par"] else "")
+        + (f"; faster: {_cases(verdict['faster'])}" if verdict["faster"] else "")
+        + ". What the device buffer saves is the copy of each batch to the GPU, which this "
+        "table does not count.",
+    ]
+    return "\n".join(lines)
+
+
+def h100_update_floor() -> str:
+    """A plain-torch DDPG update, eager and as one CUDA graph, on the H100 (update_floor.txt)."""
+    text = (H100 / "update_floor.txt").read_text()
+    found = re.findall(
+        r"batch (\d+),.*?eager ([\d.]+) ms, one CUDA graph ([\d.]+) ms \(([\d.]+)x\)", text
+    )
+    lines = [
+        _h100_source("update_floor.txt"),
+        "",
+        "| batch | eager, ms | one CUDA graph, ms | eager / graph |",
         "|---|---|---|---|",
     ]
-    for kind in ("numpy envs", "device loop"):
-        match = re.search(rf"^cpu, {kind}\s+(\d+)\s+([\d. ]+?)\s{{2,}}([\d.]+)\s+(\d+)", text, re.M)
-        if match is None:
-            raise ValueError(f"gpu_twins_train_cpu.log has no 'cpu, {kind}' row")
-        envs, seconds, median, rate = match.groups()
-        lines.append(f"| cpu, {kind} ({envs} envs) | {seconds.strip()} | {median} | {rate} |")
-    ratio = re.search(r"^cpu: the device loop .*$", text, re.M)
-    if ratio is not None:
-        lines += ["", ratio.group(0) + "."]
+    lines += [f"| {int(b):,} | {e} | {g} | {x} |" for b, e, g, x in found]
     return "\n".join(lines)
+
+
+def _h100_fetch_run(name: str) -> dict[str, Any]:
+    rows = _progress(H100 / name)
+    last = rows[-1]
+    best = max(r["eval_success"] for r in rows)
+    at = next(r for r in rows if r["eval_success"] == best)
+    parts = ("time_env", "time_act", "time_store", "time_sample", "time_update", "time_eval")
+    spent = {p: sum(r[p] for r in rows) for p in parts}
+    return {"rows": rows, "last": last, "best": best, "at": at, "spent": spent}
+
+
+def h100_fetch_push() -> str:
+    """FetchPush-v4 on the H100: 16 torchrun workers on its CPU cores, and one process with
+    the networks on CUDA (the two progress CSVs)."""
+    runs = {
+        "16 workers, CPU (`torchrun --nproc-per-node 16`, `baselines` preset)": (
+            "fetchpush_torchrun16_progress.csv"
+        ),
+        "1 process, networks on CUDA (`fetch_push` preset)": "fetchpush_1proc_cuda_progress.csv",
+    }
+    lines = [
+        _h100_source(*runs.values()),
+        "",
+        "| run | epochs | env steps | seconds | env steps/s | best eval success (env steps) "
+        "| final eval success | env steps' share of the time | updates' share |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, name in runs.items():
+        run = _h100_fetch_run(name)
+        last, spent = run["last"], run["spent"]
+        total = sum(spent.values())
+        lines.append(
+            f"| {label} | {last['epoch']:.0f} | {last['env_steps']:,.0f} | "
+            f"{last['wall_time']:,.0f} | {last['env_steps'] / last['wall_time']:,.0f} | "
+            f"{run['best']:.2f} ({run['at']['env_steps']:,.0f}) | {last['eval_success']:.2f} | "
+            f"{spent['time_env'] / total:.0%} | {spent['time_update'] / total:.0%} |"
+        )
+    return "\n".join(lines)
+
+
+def h100_summary() -> str:
+    """docs/gpu.md's summary of the H100 figures, each against what the docs promise."""
+    machine, _ = _h100_readme()
+    steps = _twins_steps()
+    top = max(steps, key=lambda r: r["eager"])
+    text = (H100 / "gpu_twins_train.log").read_text()
+    loop = _twins_train_row(text, "cuda", "device loop")
+    median, rate, envs = loop["median"], loop["rate"], loop["envs"]
+    large = [r["compiled"] / r["eager"] for r in steps if r["envs"] > 65536]
+    verdict = _sample_verdict()
+    slower = [ratio for *_, ratio in verdict["slower"]]
+    total = sum(len(v) for v in verdict.values())
+    sizes = sorted({r["envs"] for r in steps if r["numpy"] is not None})
+    numpy_wins = [n for n in sizes if all(r["eager"] < r["numpy"] for r in steps if r["envs"] == n)]
+    cuda_wins = [n for n in sizes if all(r["eager"] > r["numpy"] for r in steps if r["envs"] == n)]
+    floor = re.search(
+        r"batch 2048,.*?eager ([\d.]+) ms, one CUDA graph ([\d.]+) ms",
+        (H100 / "update_floor.txt").read_text(),
+    )
+    assert floor is not None
+    items = [
+        f"- **Twins**: up to {_rate(top['eager'])} env steps/s ({top['env']}, "
+        f"{top['envs']:,} envs, eager), against the numpy twin's best of "
+        f"{_rate(max(r['numpy'] or 0 for r in steps if r['env'] == top['env']))} on the same "
+        f"machine. The numpy twin is faster for every env at "
+        f"{' and '.join(f'{n:,}' for n in numpy_wins)} envs, CUDA from "
+        f"{min(cuda_wins):,} ([benchmarks.md](benchmarks.md)).",
+        f"- **`torch.compile` costs beyond 65,536 envs**: {min(large):.2f}x-{max(large):.2f}x "
+        f"of eager's steps/s there; use eager.",
+        f"- **PointReach on the device**: eval success 0.95 after a median {median:g} s at "
+        f"{rate:,.0f} env steps/s ({envs:,} envs): short of the 3 s and 1M env steps/s the "
+        f"`[device]` schedule aims at ([baselines.md](baselines.md), On-device DDPG+HER).",
+        f"- **The device buffer's `sample` is slower than the numpy buffer's** in "
+        f"{len(slower)} of {total} cases ({min(slower):.2f}-{max(slower):.2f} of its speed; "
+        f"at par or faster only for {_cases(verdict['par'] + verdict['faster'])}); what it "
+        f"saves is the copy of each batch to the GPU ([benchmarks.md](benchmarks.md)).",
+        f"- **An update's floor**: a plain DDPG update of 2,048 transitions takes "
+        f"{floor.group(1)} ms eager and {floor.group(2)} ms as one CUDA graph.",
+    ]
+    return f"Measured on {machine}:\n\n" + "\n".join(items)
 
 
 # --------------------------------------------------------------------------- buffers
@@ -376,16 +704,18 @@ def panda_push_means() -> str:
 
 
 def sb3_test_her() -> str:
-    """SB3's own test_her.py with each buffer: the saved pytest summaries."""
+    """SB3's own test_her.py with each buffer: the latest pytest summary per buffer and
+    stable-baselines3 version."""
     lines = [
-        "| buffer | stable-baselines3 | pytest summary | not passed | date, load |",
-        "|---|---|---|---|---|",
+        "| buffer | stable-baselines3 | pytest summary | not passed | seconds | date, load |",
+        "|---|---|---|---|---|---|",
     ]
-    for r in read_jsonl("sb3_test_her.jsonl"):
+    latest = {(r["buffer"], r["sb3_version"]): r for r in read_jsonl("sb3_test_her.jsonl")}
+    for r in latest.values():
         counts = ", ".join(f"{n} {word}" for word, n in r["counts"].items())
         failed = "; ".join(r["not_passed"]) or "-"
         lines.append(
-            f"| {r['buffer']} | {r['sb3_version']} | {counts} | {failed} | "
+            f"| {r['buffer']} | {r['sb3_version']} | {counts} | {failed} | {r['seconds']:.0f} | "
             f"{r['date']} UTC, {r['load'][0]:.1f} |"
         )
     return "\n".join(lines)
@@ -415,6 +745,467 @@ def manipulation() -> str:
                 f"`{fetch.TASKS[task]}`\n\n{fetch.table(task, dict(sorted(runs.items())))}"
             )
     return "\n\n".join(parts)
+
+
+# --------------------------------------------------------------------------- figures in prose
+
+
+def _seconds(values: Iterable[float], digits: int = 1) -> str:
+    return " / ".join(f"{v:.{digits}f}" for v in values)
+
+
+def _steps(values: Iterable[float]) -> str:
+    return " / ".join(f"{v:,.0f}" for v in values)
+
+
+def _fetch_reach_runs() -> list[tuple[int, list[dict[str, float]], list[float]]]:
+    """Our FetchReach runs of benchmarks/tuned_sb3.py: (seed, curve rows, load)."""
+    runs = []
+    for r in read_jsonl(RESULTS / "tuned_sb3" / "runs.jsonl"):
+        if r["task"] == "fetch_reach" and r["who"] == "ours":
+            runs.append((r["seed"], _progress(RESULTS / "tuned_sb3" / r["csv"]), r["load"]))
+    return sorted(runs, key=lambda run: run[0])
+
+
+def fetch_reach_line() -> str:
+    """FetchReach with the fetch_reach preset: first evaluation >= 0.95 and first 1.00."""
+    runs = _fetch_reach_runs()
+    first = [next(r for r in rows if r["success"] >= 0.95) for _, rows, _ in runs]
+    full = [next(r for r in rows if r["success"] >= 1.0) for _, rows, _ in runs]
+    loads = [x for *_, load in runs for x in load]
+    return (
+        f"On seeds {runs[0][0]}-{runs[-1][0]} (`benchmarks/results/tuned_sb3/"
+        f"fetch_reach_ours_s*.csv`, 2 shared CPU cores at load average {min(loads):.1f}-"
+        f"{max(loads):.1f}): the first evaluation at >= 0.95 came after "
+        f"{_steps(r['env_steps'] for r in first)} env steps "
+        f"({_seconds((r['success'] for r in first), 2)}; "
+        f"{_seconds(r['seconds'] for r in first)} s), and 1.00 after "
+        f"{_steps(r['env_steps'] for r in full)} "
+        f"({_seconds(r['seconds'] for r in full)} s)."
+    )
+
+
+def push_climb() -> str:
+    """Push-v0 per seed: how long eval success stays near zero, then how fast it climbs."""
+    parts: dict[str, list[Any]] = {"quiet": [], "start": [], "to_09": [], "to_095": []}
+    for seed in (0, 1, 2):
+        rows = _progress(RESULTS / "new_envs" / f"push_s{seed}.csv")
+        start = _first(rows, 0.15)
+        hit, top = _first(rows, 0.9), _first(rows, 0.95)
+        assert start is not None and hit is not None and top is not None
+        before = [r for r in rows if r["env_steps"] < start["env_steps"]]
+        parts["quiet"].append((before[-1]["env_steps"], max(r["eval_success"] for r in before)))
+        parts["start"].append(start["env_steps"])
+        parts["to_09"].append(hit["env_steps"] - start["env_steps"])
+        parts["to_095"].append(top["env_steps"] - start["env_steps"])
+    ceiling = max(x for _, x in parts["quiet"])
+    return (
+        f"Eval success stays at {ceiling:.2f} or below through the first "
+        f"{_steps(n for n, _ in parts['quiet'])} env steps (seeds 0-2, "
+        f"`benchmarks/results/new_envs/push_s*.csv`); from the first evaluation at >= 0.15 "
+        f"({_steps(parts['start'])}) it takes {_steps(parts['to_09'])} env steps to the first "
+        f"0.9 and {_steps(parts['to_095'])} to the first 0.95."
+    )
+
+
+def _old_fetch_push() -> tuple[list[float], list[float], list[float]]:
+    """The earlier FetchPush schedule's five seeds: best eval, seconds, env steps."""
+    best, seconds, steps = [], [], []
+    for seed in range(5):
+        rows = _progress(RESULTS / "fetch" / f"push_s{seed}.csv")
+        best.append(max(r["eval_success"] for r in rows))
+        seconds.append(rows[-1]["wall_time"])
+        steps.append(rows[-1]["env_steps"])
+    return best, seconds, steps
+
+
+def fetch_push_tried() -> str:
+    """The FetchPush schedules tried on one process, with what each gave."""
+    best, seconds, steps = _old_fetch_push()
+    return "\n".join(
+        [
+            "| schedule | result |",
+            "|---|---|",
+            "| 4 envs x 10 steps a cycle, 20 updates of 512 (0.5 updates, 256 sampled "
+            "transitions per env step), 3x128, polyak 0.9, 1 thread | best eval success "
+            f"{min(best):.2f}-{max(best):.2f} (20 episodes; {statistics.fmean(best):.2f} ± "
+            f"{statistics.pstdev(best):.2f}) on 5 seeds that ran {min(seconds) / 60:.0f}-"
+            f"{max(seconds) / 60:.0f} minutes, up to {max(steps) / 1000:.0f}k env steps; no "
+            "trend (the table below) |",
+            "| the same preset on 2 workers (`torchrun --nproc-per-node 2`, gradients "
+            "averaged) | no gain on 2 busy cores in 7 minutes (the workers table below) |",
+            "| 16 envs x 50 steps, 40 updates of 2,048 (about 100 sampled transitions per env "
+            "step), 3x256, polyak 0.95, 2 threads: the preset now | >= 0.9 on every seed run "
+            "so far (the table above) |",
+        ]
+    )
+
+
+def checker() -> str:
+    """benchmarks/checker.py's output as recorded in checker.log: its tables as they are,
+    its other lines in a text block."""
+    info, output = read_record("checker.log")
+    parts = [
+        f"Recorded {info['date']} UTC on {info['machine']}, load average (1 min) "
+        f"{info['load'][0]:.1f} at the start and {info['load_after'][0]:.1f} at the end "
+        f"(`benchmarks/results/checker.log`)."
+    ]
+    table: list[str] = []
+    prose: list[str] = []
+    for line in [*output.strip().splitlines(), ""]:
+        if line.startswith("|"):
+            if prose:
+                parts.append("```text\n" + "\n".join(prose) + "\n```")
+                prose = []
+            table.append(line)
+        elif line.strip():
+            prose.append(line)
+        elif table:
+            parts.append("\n".join(table))
+            table = []
+    if prose:
+        parts.append("```text\n" + "\n".join(prose) + "\n```")
+    return "\n\n".join(parts)
+
+
+def _highway_rates() -> tuple[dict[str, Any], dict[str, tuple[float, float]]]:
+    """parking_vs_highway.log: run info, and per row (goalenvs, highway-env) steps per CPU s."""
+    info, output = read_record("parking_vs_highway.log")
+    rows = {}
+    for line in output.splitlines():
+        found = re.match(r"^(.+?)\s{2,}([\d,]+)\s+([\d,]+)\s+[\d,]+x", line)
+        if found:
+            label, mine, theirs = found.groups()
+            rows[label] = (float(mine.replace(",", "")), float(theirs.replace(",", "")))
+    return info, rows
+
+
+def highway_rate() -> str:
+    """highway-env's parking-v0 in env steps per CPU second (parking_vs_highway.log)."""
+    info, rows = _highway_rates()
+    ours, theirs = rows["single env, steps/s"]
+    return (
+        f"highway-env's `parking-v0` steps {theirs:,.0f} times per CPU second through "
+        f"`gym.make` (one env), goalenvs' `Parking-v0` {ours:,.0f} "
+        f"(`python benchmarks/parking_vs_highway.py`, {info['date']} UTC, {info['machine']}, "
+        f"load average {info['load'][0]:.1f}; `benchmarks/results/parking_vs_highway.log`)."
+    )
+
+
+def sb3_left_out() -> str:
+    """The tests tests/test_sb3_suite.py leaves out of SB3's file: pass rate per buffer."""
+    records = read_jsonl("sb3_left_out.jsonl")
+    latest = {(r["test"], r["sb3_version"], r["buffer"], r["seed"]): r for r in records}
+    lines = [
+        "| test | stable-baselines3 | buffer | seeds | passed | value per seed | "
+        "date, load (1 min) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for (test, version, buffer, _), r in latest.items():
+        groups.setdefault((test, version, buffer), []).append(r)
+    for (test, version, buffer), runs in groups.items():
+        runs.sort(key=lambda r: r["seed"])
+        values = " ".join(f"{r['success_after_learn'][0]:.2f}" for r in runs)
+        loads = [r["load"][0] for r in runs]
+        dates = sorted(r["date"] for r in runs)
+        lines.append(
+            f"| `{test}` | {version} | {buffer} | {runs[0]['seed']}-{runs[-1]['seed']} | "
+            f"{sum(r['passed'] for r in runs)}/{len(runs)} | {values} | {dates[0]} to "
+            f"{dates[-1]} UTC, {min(loads):.1f}-{max(loads):.1f} |"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the presets
+
+
+def _comment(*paragraphs: str) -> str:
+    """Prose as TOML comment lines of at most 88 characters."""
+    return "\n".join(
+        textwrap.fill(p, width=88, initial_indent="# ", subsequent_indent="# ") for p in paragraphs
+    )
+
+
+def _measured(rate: float, machine: str) -> str:
+    """A preset's [measured] table: the rate to two significant digits, and the machine."""
+    rounded = float(f"{rate:.2g}")
+    number = int(rounded) if rounded >= 10 else rounded
+    return f"[measured]\nenv_steps_per_s = {number}\nmachine = {json.dumps(machine)}"
+
+
+def _tuned(task: str) -> list[dict[str, Any]]:
+    """The latest train.jsonl rows of goalenvs' tuned trainer for ``task``, by seed."""
+    return [r for r in _train_rows([task]) if r["who"].startswith("goalenvs DDPG+HER")]
+
+
+POINT_REACH_LOAD = "2 CPU cores shared with six other jobs"
+
+
+def preset_point_reach() -> str:
+    """point_reach.toml: time to 0.95 and to 1.0 per seed (train.jsonl)."""
+    rows = [r for r in _tuned("point_reach") if "baselines" not in r["who"]]
+    full = [next(t for t, _, s in r["curve"] if s >= 1.0) for r in rows]
+    return _comment(
+        f"Measured (benchmarks/results/train.jsonl, seeds {rows[0]['seed']}-{rows[-1]['seed']}, "
+        f"{POINT_REACH_LOAD}; docs/baselines.md, PointReach-v0): eval success first reached "
+        f"0.95 after {_seconds(r['time_to_target'] for r in rows)} s "
+        f"({_steps(r['steps_to_target'] for r in rows)} env steps) and 1.0 after "
+        f"{_seconds(full)} s."
+    )
+
+
+def preset_point_reach_measured() -> str:
+    """point_reach.toml's [measured]: the mean env steps per second to 0.95."""
+    rows = [r for r in _tuned("point_reach") if "baselines" not in r["who"]]
+    steps = statistics.fmean(r["steps_to_target"] for r in rows)
+    seconds = statistics.fmean(r["time_to_target"] for r in rows)
+    return (
+        _comment(
+            f"benchmarks/results/train.jsonl, PointReach-v0: {steps:,.0f} env steps to 0.95 "
+            f"in {seconds:.1f} s (means of {len(rows)} seeds)."
+        )
+        + "\n"
+        + _measured(steps / seconds, POINT_REACH_LOAD)
+    )
+
+
+def preset_point_reach_device() -> str:
+    """point_reach.toml's [device] comment: the H100's step, update and training figures."""
+    steps = {r["envs"]: r for r in _twins_steps() if r["env"] == "PointReach-v0"}
+    text = (H100 / "update_floor.txt").read_text()
+    floor = {int(b): float(e) for b, e in re.findall(r"batch (\d+),.*?eager ([\d.]+) ms", text)}
+    train = (H100 / "gpu_twins_train.log").read_text()
+    loop = _twins_train_row(train, "cuda", "device loop")
+    seconds, median, rate = loop["seconds"], loop["median"], loop["rate"]
+    small, large = min(floor), max(floor)
+    return _comment(
+        f"On one H100 (benchmarks/results/{H100.name}/: the project at commit "
+        f"{_h100_commit()}, the machine otherwise idle) a CUDA step of 4,096 PointReach twins "
+        f"took {4096 / steps[4096]['eager'] * 1e3:.2f} ms and one of 256 "
+        f"{256 / steps[256]['eager'] * 1e3:.2f} ms (eager), and a plain DDPG update "
+        f"{floor[small]:.1f} ms at batch {small:,} against {floor[large]:.1f} ms at "
+        f"{large:,}: launches, not arithmetic, bound them. There this section reached eval "
+        f"success 0.95 after {_seconds(seconds)} s (seeds 0-{len(seconds) - 1}, median "
+        f"{median:g} s) at {rate:,.0f} env steps/s: short of the 3 s it aims at "
+        "(docs/baselines.md, On-device DDPG+HER)."
+    )
+
+
+def _h100_commit() -> str:
+    found = re.search(r"at commit (\w+)", (H100 / "README.md").read_text())
+    assert found is not None
+    return found.group(1)
+
+
+PARKING_MACHINE = "2 CPU cores, the run alone on them"
+
+
+def preset_parking() -> str:
+    """parking.toml: batches of 256 against 1024 (train.jsonl, two dates of runs)."""
+    earlier = [
+        r
+        for r in read_jsonl("train.jsonl")
+        if r["task"] == "parking" and r["date"] == "2026-11-22 01:46"
+    ]
+    now = _tuned("parking")
+
+    def later(r: dict[str, Any]) -> float:
+        return statistics.fmean(s for _, n, s in r["curve"] if n > r["steps_to_target"])
+
+    return _comment(
+        f"Measured (benchmarks/results/train.jsonl, seeds 0-2): with batches of 256 (the runs of "
+        f"2026-11-22 01:46 UTC) the first 0.9 came after "
+        f"{_steps(r['steps_to_target'] for r in earlier)} env steps and the evaluations after "
+        f"it averaged {' / '.join(f'{later(r):.2f}' for r in earlier)}; with 1024 (each run "
+        f"alone on 2 CPU cores) after {_steps(r['steps_to_target'] for r in now)} env steps "
+        f"({_seconds((r['time_to_target'] for r in now), 0)} s), later evaluations averaging "
+        f"{' / '.join(f'{later(r):.2f}' for r in now)}."
+    )
+
+
+def preset_parking_measured() -> str:
+    """parking.toml's [measured]: the mean env steps per second to 0.9."""
+    rows = _tuned("parking")
+    steps = statistics.fmean(r["steps_to_target"] for r in rows)
+    seconds = statistics.fmean(r["time_to_target"] for r in rows)
+    return (
+        _comment(
+            f"benchmarks/results/train.jsonl, Parking-v0: {steps:,.0f} env steps to 0.9 in "
+            f"{seconds:.1f} s (means of {len(rows)} seeds)."
+        )
+        + "\n"
+        + _measured(steps / seconds, PARKING_MACHINE)
+    )
+
+
+NEW_ENVS_LOAD = "2 CPU cores at load average 6-10"
+
+
+def preset_point_maze() -> str:
+    """point_maze.toml: the U-maze per seed, medium and large (new_envs/*.csv)."""
+    hits = []
+    for seed in (0, 1, 2):
+        rows = _progress(RESULTS / "new_envs" / f"point_maze_umaze_s{seed}.csv")
+        hit = _first(rows, 0.9)
+        assert hit is not None
+        hits.append(hit)
+    medium = _progress(RESULTS / "new_envs" / "point_maze_medium_s0.csv")
+    large = _progress(RESULTS / "new_envs" / "point_maze_large_s0.csv")
+    medium_hit = _first(medium, 0.95)
+    large_best = max(large, key=lambda r: r["eval_success"])
+    assert medium_hit is not None
+    return _comment(
+        f"Measured (benchmarks/results/new_envs/, {NEW_ENVS_LOAD}; docs/baselines.md, "
+        f'"PointMaze-v0 and Push-v0"): umaze\'s eval success first reached 0.9 after '
+        f"{_steps(r['env_steps'] for r in hits)} env steps on seeds 0-2 "
+        f"({_seconds(r['wall_time'] for r in hits)} s). Medium and large were not tuned "
+        f"(seed 0: medium {medium_hit['eval_success']:.2f} after "
+        f"{medium_hit['env_steps']:,.0f} env steps; large at best "
+        f"{large_best['eval_success']:.2f}, after {large_best['env_steps']:,.0f}, of "
+        f"{large[-1]['env_steps']:,.0f})."
+    )
+
+
+def _push_hits() -> list[tuple[dict[str, float], dict[str, float]]]:
+    hits = []
+    for seed in (0, 1, 2):
+        rows = _progress(RESULTS / "new_envs" / f"push_s{seed}.csv")
+        hit, top = _first(rows, 0.9), _first(rows, 0.95)
+        assert hit is not None and top is not None
+        hits.append((hit, top))
+    return hits
+
+
+def preset_push() -> str:
+    """push.toml: first 0.9 and first 0.95 per seed (new_envs/push_s*.csv)."""
+    hits = _push_hits()
+    return _comment(
+        f"Measured (benchmarks/results/new_envs/push_s*.csv, {NEW_ENVS_LOAD}; "
+        f'docs/baselines.md, "PointMaze-v0 and Push-v0"): eval success first reached 0.9 '
+        f"after {_steps(h['env_steps'] for h, _ in hits)} env steps on seeds 0-2 "
+        f"({_seconds((h['wall_time'] for h, _ in hits), 0)} s), 0.95 after "
+        f"{_steps(t['env_steps'] for _, t in hits)}."
+    )
+
+
+def preset_push_measured() -> str:
+    """push.toml's [measured]: seed 0's env steps per second to 0.9."""
+    hit, _ = _push_hits()[0]
+    return (
+        _comment(
+            f"benchmarks/results/new_envs/push_s0.csv: {hit['env_steps']:,.0f} env steps to "
+            f"0.9 in {hit['wall_time']:.0f} s (seed 0)."
+        )
+        + "\n"
+        + _measured(hit["env_steps"] / hit["wall_time"], "2 CPU cores shared with other jobs")
+    )
+
+
+def preset_fetch_reach() -> str:
+    """fetch_reach.toml: the FetchReach line of docs/baselines.md."""
+    return _comment("Measured o" + fetch_reach_line().replace("`", "").removeprefix("O"))
+
+
+def _manipulation(name: str) -> tuple[dict[str, Any], list[dict[str, float]]]:
+    meta = json.loads((RESULTS / "manipulation" / f"{name}.json").read_text())
+    return meta, _progress(RESULTS / "manipulation" / f"{name}.csv")
+
+
+def _manipulation_words(names: Sequence[str]) -> str:
+    runs = [_manipulation(name) for name in names]
+    loads = [x for meta, _ in runs for x in (meta["load_before"][0], meta["load_after"][0])]
+    parts = []
+    for meta, rows in runs:
+        hit = _first(rows, 0.9)
+        assert hit is not None
+        floor = (
+            f", {meta['ratio_to_floor']:.2f} of the floor"
+            if meta.get("ratio_to_floor") is not None
+            else ""
+        )
+        parts.append(
+            f"seed {meta['seed']} first reached {hit['eval_success']:.2f} at "
+            f"{hit['env_steps']:,.0f} env steps ({hit['wall_time'] / 60:.1f} min), "
+            f"{meta['env_steps_per_s']:.0f} env steps/s{floor}"
+        )
+    return (
+        f"(benchmarks/results/manipulation/, 2 cores at load average {min(loads):.1f}-"
+        f"{max(loads):.1f} from other work): " + "; ".join(parts)
+    )
+
+
+def preset_fetch_push() -> str:
+    """fetch_push.toml: the earlier schedule's five seeds, and this one's runs."""
+    best, seconds, _ = _old_fetch_push()
+    meta, _ = _manipulation("push_s1")
+    floor = meta["floor"]
+    share = floor["update_seconds_per_cycle"] / (
+        floor["update_seconds_per_cycle"] + floor["env_seconds_per_cycle"]
+    )
+    return _comment(
+        f"The schedule it replaces (4 envs, cycles of 10 steps and 20 updates of 512, 3x128) "
+        f"reached best eval success {statistics.fmean(best):.2f} +- "
+        f"{statistics.pstdev(best):.2f} on 5 seeds of {min(seconds) / 60:.0f}-"
+        f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv). Measured "
+        f"with this one on FetchPush-v4 "
+        + _manipulation_words(["push_s0", "push_s1"])
+        + f" (the floor: bare env steps + bare updates, where the updates took {share:.0%} "
+        "of a cycle)."
+    )
+
+
+def preset_panda_push() -> str:
+    """panda_push.toml: the panda preset's PandaPush runs, and this schedule's."""
+    runs = [r for r in read_jsonl("panda.jsonl") if r["env"] == "PandaPush-v3"]
+    longest = max(runs, key=lambda r: r["curve"][-1][1])
+    return _comment(
+        f"The panda preset's small schedule (8 envs, cycles of 5 steps and 10 updates of 512, "
+        f"3x128) did not learn PandaPush: best eval success "
+        f"{max(p[2] for p in longest['curve']):.2f} in {longest['curve'][-1][1]:,.0f} env "
+        f"steps (benchmarks/results/panda.jsonl, seed {longest['seed']}). Measured with this "
+        "one on PandaPush-v3 " + _manipulation_words(["panda_push_s0"]) + "."
+    )
+
+
+def preset_panda() -> str:
+    """panda.toml: PandaPush's env step in the floor, PandaReach's runs (panda.jsonl)."""
+    meta, _ = _manipulation("panda_push_s0")
+    per_step = meta["floor"]["env_seconds_per_cycle"] / (16 * 50) * 1e3
+    reach = sorted(
+        (r for r in read_jsonl("panda.jsonl") if r["env"] == "PandaReach-v3"),
+        key=lambda r: r["seed"],
+    )
+    loads = [x for r in reach for x in r["load"]]
+    first = [r["curve"][0] for r in reach]
+    return _comment(
+        f"A PandaPush step took {per_step:.2f} ms in bare SyncVectorEnv steps of 16 envs "
+        f"(benchmarks/results/manipulation/panda_push_s0.json, the floor, 2 cores at load "
+        f"average {meta['load_after'][0]:.1f}-{meta['load_before'][0]:.1f}). PandaReach-v3 "
+        f"with this preset (benchmarks/results/panda.jsonl, seeds {reach[0]['seed']}-"
+        f"{reach[-1]['seed']}, load average {min(loads):.1f}-{max(loads):.1f}): eval success "
+        f"{' / '.join(f'{p[2]:.2f}' for p in first)} at the first evaluation "
+        f"({_steps(p[1] for p in first)} env steps, {_seconds((p[0] for p in first), 0)} s)."
+    )
+
+
+def preset_highway() -> str:
+    """highway.toml: highway-env's steps per CPU second (parking_vs_highway.log)."""
+    return _comment(highway_rate().replace("`", ""))
+
+
+def preset_baselines() -> str:
+    """baselines.toml: the length of its epochs on PointReach (train.jsonl)."""
+    (row,) = [r for r in _train_rows(["point_reach"]) if "baselines" in r["who"]]
+    times = [t for t, _, _ in row["curve"]]
+    epochs = [b - a for a, b in zip([0.0, *times[:-1]], times, strict=True)]
+    per_epoch = row["curve"][0][1]
+    return _comment(
+        f"On PointReach (benchmarks/results/train.jsonl, seed {row['seed']}, "
+        f"{POINT_REACH_LOAD}) its epochs of {per_epoch:,} env steps took {min(epochs):.0f}-"
+        f"{max(epochs):.0f} s, and eval success was {row['best_success']:.2f} after "
+        f"{row['env_steps']:,} env steps ({row['wall_time']:.0f} s)."
+    )
 
 
 # --------------------------------------------------------------------------- the blocks
@@ -449,43 +1240,75 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "sb3_her_arrays": sb3_her_arrays,
     "sb3_test_her": sb3_test_her,
     "seed_margins": seed_margins,
+    "sb3_left_out": sb3_left_out,
+    "fetch_reach_line": fetch_reach_line,
+    "push_climb": push_climb,
+    "fetch_push_tried": fetch_push_tried,
+    "checker": checker,
+    "highway_rate": highway_rate,
+    "h100_twins_steps": h100_twins_steps,
+    "h100_compile": h100_compile,
+    "h100_point_reach": h100_point_reach,
+    "h100_device_buffer": h100_device_buffer,
+    "h100_update_floor": h100_update_floor,
+    "h100_fetch_push": h100_fetch_push,
+    "h100_summary": h100_summary,
+    "preset.baselines": preset_baselines,
+    "preset.point_reach": preset_point_reach,
+    "preset.point_reach_device": preset_point_reach_device,
+    "preset.point_reach_measured": preset_point_reach_measured,
+    "preset.parking": preset_parking,
+    "preset.parking_measured": preset_parking_measured,
+    "preset.point_maze": preset_point_maze,
+    "preset.push": preset_push,
+    "preset.push_measured": preset_push_measured,
+    "preset.fetch_reach": preset_fetch_reach,
+    "preset.fetch_push": preset_fetch_push,
+    "preset.panda": preset_panda,
+    "preset.panda_push": preset_panda_push,
+    "preset.highway": preset_highway,
 }
 
-DOC_FILES = ("baselines.md", "benchmarks.md")
+DOC_FILES = ("baselines.md", "benchmarks.md", "gpu.md", "checks.md")
 
 
-def render(text: str, found: set[str]) -> str:
-    """``text`` with every marked block rebuilt; the names met are added to ``found``."""
+def render(text: str, found: set[str], toml: bool = False) -> str:
+    """``text`` with every marked block rebuilt (``toml``: the presets' comment markers);
+    the names met are added to ``found``."""
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(2)
         if name not in BUILDERS:
-            raise KeyError(f"<!-- report:{name} --> has no builder in benchmarks/report.py")
+            raise KeyError(f"report:{name} has no builder in benchmarks/report.py")
         found.add(name)
-        return f"{match.group(1)}{BUILDERS[name]().rstrip()}\n{match.group(4)}"
+        body = BUILDERS[name]().rstrip()
+        return f"{match.group(1)}{body}\n{match.group(4)}"
 
-    return BLOCK.sub(replace, text)
+    return (TOML_BLOCK if toml else BLOCK).sub(replace, text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Rewrites the docs' blocks, or with --check reports the ones that differ (exit 1)."""
+    """Rewrites the docs' and presets' blocks, or with --check reports the ones that differ
+    (exit 1)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 on a diff")
     parser.add_argument("--docs", type=Path, default=DOCS, help="the docs folder")
+    parser.add_argument("--presets", type=Path, default=PRESETS, help="the presets folder")
     args = parser.parse_args(argv)
     found: set[str] = set()
     stale = []
-    for name in DOC_FILES:
-        path = args.docs / name
+    targets = [(args.docs / name, False) for name in DOC_FILES]
+    targets += [(path, True) for path in sorted(args.presets.glob("*.toml"))]
+    for path, toml in targets:
         text = path.read_text()
-        new = render(text, found)
+        new = render(text, found, toml)
         if new != text:
-            stale.append(name)
+            stale.append(path.name)
             if not args.check:
                 path.write_text(new)
     missing = sorted(set(BUILDERS) - found)
     if missing:
-        print(f"blocks with no place in {', '.join(DOC_FILES)}: {', '.join(missing)}")
+        print(f"blocks with no place in the docs or presets: {', '.join(missing)}")
         return 1
     if stale and args.check:
         print(f"out of date (run python benchmarks/report.py): {', '.join(stale)}")

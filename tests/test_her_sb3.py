@@ -235,7 +235,8 @@ def test_sac_learns_point_reach_with_the_adapter_as_with_sb3s_buffer(buffer_clas
 # ------------------------------------------------------------------ SB3's public arrays
 # What stable-baselines3's own tests/test_her.py checks (test_save_load_replay_buffer,
 # test_truncate_last_trajectory, test_goal_selection_strategy, several envs), as our own
-# tests: tests/test_sb3_suite.py runs SB3's file itself only where it is installed.
+# tests: tests/test_sb3_suite.py runs SB3's file itself, as setup extracts it from the
+# source distribution.
 
 PUBLIC = ("actions", "rewards", "dones", "timeouts", "ep_start", "ep_length")
 
