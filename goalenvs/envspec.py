@@ -13,7 +13,9 @@ user's ``my_env.py`` beside them works with the ``goalenvs`` console script too.
 resolves to a gymnasium :class:`~gymnasium.envs.registration.EnvSpec`, which
 ``gym.make(spec, **kwargs)`` and ``gym.make_vec(spec, ...)`` accept, so every command
 builds the env the same way. Mistakes are :class:`EnvSpecError`, one line that names what
-was given and what to type instead.
+was given and what to type instead; a module that fails to import (the user's, or the one
+a registered id's entry point names) is one line naming the module and the exception, with
+the ``MUJOCO_GL`` setting to change when MuJoCo's rendering backend is what failed.
 
 This module sits at the bottom of the package: it imports gymnasium and the standard
 library only (and ``goalenvs`` itself, lazily, to register the goalenvs ids).
@@ -26,7 +28,9 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +47,10 @@ FORMS = (
     "a registered id (goalenvs/PointReach-v0), module:EnvId (highway_env:parking-v0), "
     "module:ClassOrFactory or path/to/file.py:ClassOrFactory"
 )
+# MuJoCo's rendering backends (the values of MUJOCO_GL) and what each needs.
+GL_BACKENDS = {"egl": "needs libEGL", "osmesa": "needs libOSMesa", "glfw": "needs a display"}
+# Words in an error that point at OpenGL.
+_GL_WORDS = re.compile(r"EGL|OSMesa|OpenGL|GLFW|GLX|MUJOCO_GL|PYOPENGL_PLATFORM")
 
 
 class EnvSpecError(ValueError):
@@ -54,13 +62,16 @@ class ResolvedEnv:
     """What an env spec names.
 
     ``spec`` builds it (``gym.make(spec, **kwargs)``, ``gym.make_vec(spec, ...)``);
-    ``factory`` is the class or function of a ``module:Class`` / ``file.py:factory`` spec
-    (None for a registered id), for callers that build it without gymnasium's wrappers.
+    ``creator`` is its entry point, loaded (the class or function ``gym.make`` calls: its
+    ``metadata`` names the render modes it offers); ``factory`` is the class or function
+    of a ``module:Class`` / ``file.py:factory`` spec (None for a registered id), for
+    callers that build it without gymnasium's wrappers.
     """
 
     text: str  # the spec as given
     name: str  # a short name: the id, or module:Name
     spec: EnvSpec
+    creator: Callable[..., Any] | None
     factory: Callable[..., Any] | None = None
 
 
@@ -68,7 +79,9 @@ def resolve(text: str) -> ResolvedEnv:
     """Resolves an env spec in any of the module docstring's forms.
 
     Raises :class:`EnvSpecError` when it names no env (an unknown id, a missing module or
-    package, a file without ``:Name``, a name the module does not define).
+    package, a file without ``:Name``, a name the module does not define) or when a module
+    it imports fails (see :func:`import_failure`). A registered id's entry point is
+    imported here, so its failure is reported the same way.
     """
     if not isinstance(text, str) or not text.strip():
         raise EnvSpecError(f"the env must be a non-empty string, got {text!r}; give {FORMS}")
@@ -78,7 +91,7 @@ def resolve(text: str) -> ResolvedEnv:
     if not sep:
         if text.endswith(".py"):
             raise EnvSpecError(_file_without_name(text))
-        return ResolvedEnv(text, text, _registered(text, text))
+        return _registered_env(text, text)
     if not left or not right:
         raise EnvSpecError(f"env {text!r} has an empty side of ':'; give {FORMS}")
     from_file = left.endswith(".py") or "/" in left or "\\" in left
@@ -90,14 +103,15 @@ def resolve(text: str) -> ResolvedEnv:
             hint = f"; it defines {', '.join(defines)}" if defines else ""
             raise EnvSpecError(f"env {text!r}: {left} defines no {right!r}{hint}")
         # gymnasium's own "module:EnvId": importing the module registered the id.
-        return ResolvedEnv(text, right, _registered(right, text))
+        return _registered_env(right, text)
     if not callable(target):
         raise EnvSpecError(
             f"env {text!r}: {right} is a {type(target).__name__}, not a class or function "
             "that returns an env"
         )
     display = f"{Path(left).name if from_file else left}:{right}"
-    return ResolvedEnv(text, f"{left}:{right}", EnvSpec(id=display, entry_point=target), target)
+    spec = EnvSpec(id=display, entry_point=target)
+    return ResolvedEnv(text, f"{left}:{right}", spec, target, target)
 
 
 def env_spec(text: str) -> EnvSpec:
@@ -118,7 +132,101 @@ def suggestion(env_id: str) -> str | None:
     return None
 
 
+def import_failure(module: str, error: BaseException) -> str:
+    """One line saying that importing ``module`` (a module name or a file) failed with
+    ``error``: see :func:`describe_error`."""
+    return f"importing {module} failed: {describe_error(error)}"
+
+
+def describe_error(error: BaseException) -> str:
+    """``error`` in one line: its type and message, the exception that caused it when a
+    library raised it as another (gymnasium turns MuJoCo's failed OpenGL import into
+    "MuJoCo is not installed"), and, when ``MUJOCO_GL`` is set and OpenGL is what failed,
+    the setting to change."""
+    chain = _causes(error)
+    text = f"{type(error).__name__}: {_message(error)}"
+    root = chain[-1]
+    if root is not error:
+        text += f" (caused by {type(root).__name__}: {_message(root)})"
+    hint = _gl_hint(chain)
+    return f"{text}; {hint}" if hint else text
+
+
 # --------------------------------------------------------------------------- helpers
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions it was raised from, outermost first."""
+    chain = [error]
+    while len(chain) < 20:
+        last = chain[-1]
+        cause = last.__cause__ or (None if last.__suppress_context__ else last.__context__)
+        if cause is None or cause in chain:
+            break
+        chain.append(cause)
+    return chain
+
+
+def _message(error: BaseException) -> str:
+    """The message on one line; an exception made with several arguments (PyOpenGL's
+    ``ImportError("Unable to load EGL library", reason, name, None)``) shows them joined,
+    not as a tuple."""
+    text = str(error)
+    if len(error.args) > 1 and text == str(error.args):
+        text = ": ".join(str(arg) for arg in error.args if arg is not None and str(arg))
+    return " ".join(text.split()) or "(no message)"
+
+
+def _gl_hint(chain: list[BaseException]) -> str | None:
+    """What to set MUJOCO_GL to, when it is set and OpenGL failed to load under it."""
+    value = os.environ.get("MUJOCO_GL", "").strip()
+    if not value or not any(_about_opengl(error) for error in chain):
+        return None
+    others = " or ".join(
+        f"MUJOCO_GL={name} ({needs})" for name, needs in GL_BACKENDS.items() if name != value
+    )
+    return (
+        f"MUJOCO_GL={value} is set and MuJoCo could not load that rendering backend here: "
+        f"unset MUJOCO_GL, or set {others}"
+    )
+
+
+def _about_opengl(error: BaseException) -> bool:
+    """Whether ``error`` speaks of OpenGL or was raised by the code that loads it."""
+    if _GL_WORDS.search(f"{type(error).__name__} {error}"):
+        return True
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        parts = Path(frame.f_code.co_filename).parts
+        # PyOpenGL itself, or mujoco/gl_context.py and mujoco/{egl,osmesa,glfw,cgl}/.
+        if "OpenGL" in parts or (
+            "mujoco" in parts[-3:-1]
+            and (parts[-1] == "gl_context.py" or parts[-2] in {*GL_BACKENDS, "cgl"})
+        ):
+            return True
+    return False
+
+
+def _registered_env(env_id: str, text: str) -> ResolvedEnv:
+    """The resolved env of a registered id, its entry point imported."""
+    spec = _registered(env_id, text)
+    return ResolvedEnv(text, env_id, spec, _entry_point(spec, text))
+
+
+def _entry_point(spec: EnvSpec, text: str) -> Callable[..., Any] | None:
+    """The class or function a registered ``module:Name`` entry point names, imported."""
+    entry = spec.entry_point
+    if entry is None or callable(entry):
+        return entry
+    module_name, sep, attribute = entry.partition(":")
+    if not sep:
+        raise EnvSpecError(f"env {text!r}: its registered entry point {entry!r} is not module:Name")
+    target = getattr(_import_module(text, module_name), attribute, None)
+    if not callable(target):
+        raise EnvSpecError(
+            f"env {text!r}: its registered entry point {entry!r} names nothing callable "
+            f"in {module_name}"
+        )
+    return target
 
 
 def _looks_like_id(name: str) -> bool:
@@ -194,7 +302,7 @@ def _import_file(text: str, path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
-        raise EnvSpecError(f"env {text!r}: importing {path} failed: {_describe(exc)}") from exc
+        raise EnvSpecError(f"env {text!r}: {import_failure(str(path), exc)}") from exc
     return module
 
 
@@ -205,9 +313,7 @@ def _import_module(text: str, module_name: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         package = module_name.split(".")[0]
         if exc.name is None or not f"{module_name}.".startswith(f"{exc.name}."):
-            raise EnvSpecError(
-                f"env {text!r}: importing {module_name} failed: {_describe(exc)}"
-            ) from exc
+            raise EnvSpecError(f"env {text!r}: {import_failure(module_name, exc)}") from exc
         if exc.name != package:
             raise EnvSpecError(
                 f"env {text!r}: there is no module {exc.name!r}; check the spelling of "
@@ -227,9 +333,7 @@ def _import_module(text: str, module_name: str) -> ModuleType:
             f"{package!r}, which is not installed: {how}"
         ) from None
     except Exception as exc:
-        raise EnvSpecError(
-            f"env {text!r}: importing {module_name} failed: {_describe(exc)}"
-        ) from exc
+        raise EnvSpecError(f"env {text!r}: {import_failure(module_name, exc)}") from exc
 
 
 def _make_cwd_importable(module_name: str) -> None:
@@ -249,7 +353,3 @@ def _same_dir(entry: str, cwd: str) -> bool:
         return os.path.samefile(entry or ".", cwd)
     except OSError:
         return False
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"

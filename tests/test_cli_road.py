@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from goalenvs.cli import command_name, main
-from goalenvs.her.algos import ALGOS
-from goalenvs.her.presets import load_preset, preset_for, resolve_config
+from goalenvs.agents.registry import ALGOS
+from goalenvs.cli import main
+from goalenvs.core import command_name
+from goalenvs.train.presets import load_preset, preset_for, resolve_config
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--epochs", "1", "--cycles", "2", "--batches", "1", "--batch-size", "16"]
@@ -35,6 +36,57 @@ USER_MODULE = textwrap.dedent(
 
 
     gym.register("Line1D-v0", entry_point=LineEnv, max_episode_steps=10)
+    """
+)
+# A goal env as many users write one: its constructor takes no render_mode and it offers no
+# render modes; registered by its own module.
+NO_RENDER_MODULE = textwrap.dedent(
+    """
+    import gymnasium as gym
+    import numpy as np
+    from gymnasium import spaces
+
+
+    class Reach(gym.Env):
+        metadata = {"render_modes": []}
+
+        def __init__(self):
+            box = spaces.Box(-1.0, 1.0, (1,), np.float32)
+            self.observation_space = spaces.Dict(
+                observation=box, achieved_goal=box, desired_goal=box
+            )
+            self.action_space = box
+
+        def _obs(self):
+            return {
+                "observation": self.position.copy(),
+                "achieved_goal": self.position.copy(),
+                "desired_goal": self.goal.copy(),
+            }
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.position = np.zeros(1, np.float32)
+            self.goal = self.np_random.uniform(-1.0, 1.0, 1).astype(np.float32)
+            return self._obs(), {"is_success": False}
+
+        def compute_reward(self, achieved_goal, desired_goal, info):
+            reached = self.compute_terminated(achieved_goal, desired_goal, info)
+            return np.where(reached, 0.0, -1.0).astype(np.float32)
+
+        def compute_terminated(self, achieved_goal, desired_goal, info):
+            gap = np.abs(np.asarray(achieved_goal) - np.asarray(desired_goal))[..., 0]
+            return gap <= 0.1
+
+        def step(self, action):
+            move = 0.25 * np.clip(np.asarray(action, np.float32), -1.0, 1.0)
+            self.position = np.clip(self.position + move, -1.0, 1.0)
+            success = bool(self.compute_terminated(self.position, self.goal, None))
+            reward = float(self.compute_reward(self.position, self.goal, None))
+            return self._obs(), reward, success, False, {"is_success": success}
+
+
+    gym.register("mine/Reach-v0", entry_point=Reach, max_episode_steps=10)
     """
 )
 
@@ -105,6 +157,47 @@ def test_train_in_a_users_folder_prints_a_play_command_that_runs(user_folder, sp
     )
 
 
+def test_an_env_without_render_mode_trains_and_its_printed_play_command_runs_headless(
+    tmp_path,
+):
+    (tmp_path / "mine.py").write_text(NO_RENDER_MODULE)
+    goalenvs = console_script()
+    spec = "mine:mine/Reach-v0"
+    trained = run_command([*goalenvs, "train", spec, *TINY, "--out", "run"], tmp_path)
+    assert trained.returncode == 0, trained.stderr
+    play = printed_command(trained.stdout, "watch it:")
+    assert play == ["goalenvs", "play", spec, "--policy", str(Path("run") / "policy_best.pt")]
+
+    episodes = 4
+    watched = run_command([*play, "--headless", "--episodes", str(episodes)], tmp_path)
+    assert watched.returncode == 0, watched.stderr
+    assert "Traceback" not in watched.stderr and "render_mode" not in watched.stderr
+    lines = re.findall(
+        r"^episode (\d+): return (-?\d+\.\d\d), length (\d+), success (True|False)$",
+        watched.stdout,
+        re.M,
+    )
+    assert [int(number) for number, *_ in lines] == list(range(1, episodes + 1))
+    returns = [float(value) for _, value, _, _ in lines]
+    lengths = [int(length) for _, _, length, _ in lines]
+    successes = [success == "True" for *_, success in lines]
+    for episode_return, length, success in zip(returns, lengths, successes, strict=True):
+        # -1 a step until the goal, 0 on the step that reaches it; 10 steps at most.
+        assert episode_return == (-(length - 1) if success else -length)
+        assert 1 <= length <= 10 and (success or length == 10)
+    summary = re.search(
+        rf"^{episodes} episodes: success rate (\d+\.\d)% \((\d+)/{episodes}\), "
+        r"mean return (-?\d+\.\d\d) \+/- ",
+        watched.stdout,
+        re.M,
+    )
+    assert summary, watched.stdout
+    rate, count, mean_return = float(summary[1]), int(summary[2]), float(summary[3])
+    assert count == sum(successes) and rate == pytest.approx(100 * count / episodes, abs=0.05)
+    assert mean_return == pytest.approx(sum(returns) / episodes, abs=0.005)
+    assert -10.0 <= mean_return <= 0.0
+
+
 def test_check_resolves_a_module_beside_the_user(user_folder):
     checked = run_command(
         [*console_script(), "check", "line_env:LineEnv", "--steps", "50"], user_folder
@@ -114,7 +207,7 @@ def test_check_resolves_a_module_beside_the_user(user_folder):
 
 
 def test_an_interrupted_run_prints_a_resume_command_that_runs(tmp_path, monkeypatch, capsys):
-    from goalenvs.her import trainer
+    from goalenvs.train import trainer
 
     real_run = trainer.Trainer.run
 
@@ -241,7 +334,7 @@ def test_a_mistaken_env_is_one_line_without_a_traceback(argv, message, capsys):
 
 
 def test_the_display_writes_one_plain_line_per_epoch_to_a_file(capsys):
-    from goalenvs.her.config import DDPGConfig
+    from goalenvs.agents.ddpg import DDPGConfig
     from goalenvs.train.display import Display
 
     display = Display(DDPGConfig(env_id="goalenvs/PointReach-v0", epochs=3), 0)
@@ -261,7 +354,7 @@ def test_the_display_writes_one_plain_line_per_epoch_to_a_file(capsys):
 def test_the_display_keeps_its_live_bar_on_a_terminal(monkeypatch):
     import rich.console
 
-    from goalenvs.her.config import DDPGConfig
+    from goalenvs.agents.ddpg import DDPGConfig
     from goalenvs.train.display import Display
 
     monkeypatch.setattr(rich.console.Console, "is_terminal", property(lambda self: True))

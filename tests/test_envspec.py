@@ -10,7 +10,9 @@ import gymnasium as gym
 import pytest
 
 from goalenvs import envspec
+from goalenvs.envs.point_reach import PointReachEnv
 from goalenvs.envspec import EnvSpecError, resolve
+from goalenvs.wrappers.crash_penalty import make_parking_crash
 
 USER_MODULE = textwrap.dedent(
     """
@@ -57,11 +59,14 @@ def test_a_registered_id_resolves_to_its_registered_spec():
     resolved = resolve("goalenvs/PointReach-v0")
     assert resolved.spec is gym.spec("goalenvs/PointReach-v0")
     assert (resolved.name, resolved.factory) == ("goalenvs/PointReach-v0", None)
+    # its "module:Class" entry point is imported: the class gym.make calls
+    assert resolved.creator is PointReachEnv
 
 
 def test_module_env_id_imports_the_module_that_registers_it():
-    resolved = resolve("goalenvs.crash_penalty:parking-crash-v0")
+    resolved = resolve("goalenvs.wrappers.crash_penalty:parking-crash-v0")
     assert resolved.spec.id == "parking-crash-v0" and resolved.name == "parking-crash-v0"
+    assert resolved.creator is make_parking_crash
 
 
 def test_a_module_in_the_current_folder_imports_as_with_python_dash_m(user_folder):
@@ -71,6 +76,7 @@ def test_a_module_in_the_current_folder_imports_as_with_python_dash_m(user_folde
     assert by_id.spec.id == env_id and by_id.spec.max_episode_steps == 7
     by_class = resolve(f"{name}:Reach2D")
     assert by_class.factory.__name__ == "Reach2D" and by_class.name == f"{name}:Reach2D"
+    assert by_class.creator is by_class.factory is by_id.creator
     env = gym.make(by_class.spec, size=3.0)
     assert env.unwrapped.size == 3.0
 

@@ -25,10 +25,6 @@ class LoadError(Exception):
     """The SPEC could not be resolved or the env could not be built."""
 
 
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
-
-
 def resolve(spec: str) -> tuple[Callable[..., gym.Env], str]:
     """Returns ``(factory, name)`` for a SPEC; ``factory(**kwargs)`` builds the env.
 
@@ -52,7 +48,9 @@ def load(spec: str, kwargs: dict[str, Any] | None = None) -> tuple[gym.Env, Call
 
     Returns ``(env, factory, name)``, where ``factory(**extra)`` builds another env with
     the same kwargs plus ``extra`` (the render check uses ``render_mode=...``).
-    Raises :class:`LoadError` with the underlying error's message.
+    Raises :class:`LoadError` with the underlying error's message on one line (a module
+    that fails to import: its name, the exception and its cause; see
+    :func:`goalenvs.envspec.describe_error`).
     """
     kwargs = dict(kwargs or {})
     factory, name = resolve(spec)
@@ -62,8 +60,10 @@ def load(spec: str, kwargs: dict[str, Any] | None = None) -> tuple[gym.Env, Call
 
     try:
         env = make()
+    except envspec.EnvSpecError as error:  # a registered id, resolved when it is built
+        raise LoadError(str(error)) from None
     except Exception as error:
-        raise LoadError(f"building {spec} failed: {_describe(error)}") from error
+        raise LoadError(f"building {spec} failed: {envspec.describe_error(error)}") from error
     if isinstance(env, gym.vector.VectorEnv) or not isinstance(env, gym.Env):
         raise LoadError(
             f"{spec} built a {type(env).__name__}; expected a single gymnasium.Env "

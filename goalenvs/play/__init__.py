@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -197,36 +198,61 @@ def _parse_env_kwargs(text: str | None) -> dict[str, Any]:
 
 def make_env(env_id: str, env_kwargs: Mapping[str, Any], render_mode: str | None) -> Any:
     """``gym.make`` with play's checks: a known env (any :mod:`goalenvs.envspec` form), the
-    needed render mode, valid kwargs."""
+    needed render mode, valid kwargs.
+
+    ``render_mode`` None builds the env without a ``render_mode`` argument, so an env whose
+    constructor takes none plays headless; a render mode the env does not offer, or an
+    argument its constructor rejects, is a :class:`PlayError` naming it.
+    """
     import gymnasium as gym
-    from gymnasium.envs.registration import load_env_creator
 
     from goalenvs import envspec
 
+    if "render_mode" in env_kwargs:
+        raise PlayError(
+            "--env-kwargs cannot set render_mode: goalenvs play chooses it (rgb_array for "
+            "its window and --record, none with --headless)"
+        )
     try:
-        spec = envspec.env_spec(env_id)
+        resolved = envspec.resolve(env_id)
     except envspec.EnvSpecError as exc:
         raise PlayError(str(exc)) from None
-    creator: Any = spec.entry_point
-    if isinstance(creator, str):
-        try:
-            creator = load_env_creator(creator)
-        except (ImportError, AttributeError) as exc:
-            raise PlayError(f"env id {env_id!r} cannot be loaded: {exc}") from None
-    modes = getattr(creator, "metadata", {}).get("render_modes") if creator else None
+    modes = getattr(resolved.creator, "metadata", {}).get("render_modes")
     if render_mode is not None and modes is not None and render_mode not in modes:
         raise PlayError(
             f"{env_id} has no {render_mode!r} render mode (it offers {list(modes)}); "
-            "goalenvs play needs rgb_array frames for its window and recordings "
-            "(--headless without --record needs none)"
+            "goalenvs play needs rgb_array frames for its window and recordings; "
+            "--policy PATH --headless watches a policy without them"
         )
+    added: dict[str, Any] = {} if render_mode is None else {"render_mode": render_mode}
     try:
-        return gym.make(spec, render_mode=render_mode, **env_kwargs)
+        return gym.make(resolved.spec, **{**added, **env_kwargs})
     except (TypeError, ValueError) as exc:
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise PlayError(
-            f"{env_id} rejected --env-kwargs {json.dumps(dict(env_kwargs))}: {message}"
-        ) from None
+        raise PlayError(_rejected(env_id, exc, added, env_kwargs)) from None
+    except ImportError as exc:
+        raise PlayError(f"building {env_id} failed: {envspec.describe_error(exc)}") from None
+
+
+def _rejected(
+    env_id: str, error: Exception, added: Mapping[str, Any], env_kwargs: Mapping[str, Any]
+) -> str:
+    """Why the constructor refused: the argument it rejected, named as who passed it."""
+    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+    # gymnasium appends "... was raised from the environment creator for ID with kwargs (...)"
+    message = message.split(" was raised from the environment creator")[0]
+    unexpected = re.search(r"unexpected keyword argument '(\w+)'", message)
+    rejected = unexpected.group(1) if unexpected else ""
+    if rejected in added:
+        return (
+            f"{env_id} takes no {rejected} argument, which goalenvs play passes to draw "
+            f"frames ({rejected}={added[rejected]!r}): {message}; give its constructor a "
+            "render_mode argument and metadata['render_modes'] with 'rgb_array', or watch "
+            "a policy with --policy PATH --headless, which needs no frames"
+        )
+    if env_kwargs:
+        return f"{env_id} rejected --env-kwargs {json.dumps(dict(env_kwargs))}: {message}"
+    with_mode = "".join(f" with {name}={value!r}" for name, value in added.items())
+    return f"building {env_id}{with_mode} failed: {message}"
 
 
 def _load_policy(path: str) -> Any:
@@ -237,7 +263,7 @@ def _load_policy(path: str) -> Any:
         from goalenvs.train.policy import load_policy
     except ImportError as exc:
         raise PlayError(
-            f"watching a policy needs the trainer (goalenvs.her.load_policy and torch): {exc}; "
+            f"watching a policy needs the trainer (goalenvs.train.policy and torch): {exc}; "
             'install it with pip install "goalenvs[train]"'
         ) from None
     import torch

@@ -24,6 +24,7 @@ from typing import Any
 from goalenvs.agents.config import DEVICES, ENV_DEVICES, STRATEGIES
 from goalenvs.agents.registry import ALGOS
 from goalenvs.core import command_name, parse_json_object
+from goalenvs.envspec import describe_error
 
 
 def _algo_names() -> str:
@@ -281,6 +282,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except (ValueError, TypeError, CheckpointError, RuntimeError) as exc:
         print(f"goalenvs train: error: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:  # an env that imports a failing module when it is built
+        print(f"goalenvs train: error: {describe_error(exc)}", file=sys.stderr)
         return 2
     if not main_worker:
         return 0

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import json
 from pathlib import Path
+from types import ModuleType
 
 import gymnasium as gym
 import numpy as np
@@ -465,7 +467,7 @@ def test_loader_accepts_every_spec_form(spec):
         ("no_such_module_xyz:Env", "cannot import module 'no_such_module_xyz'"),
         ("tests/checker/missing.py:Env", "no such file"),
         ("tests.checker.broken_envs:DEFECTS", "is a dict, not a class or function"),
-        ("checker_test/Nope-v0", "building checker_test/Nope-v0 failed"),
+        ("checker_test/Nope-v0", "unknown env id 'checker_test/Nope-v0': "),
     ],
 )
 def test_loader_errors_name_the_problem(spec, message):
@@ -477,19 +479,27 @@ def test_loader_errors_name_the_problem(spec, message):
 # --------------------------------------------------------------------------- goalenvs envs
 
 
-def _env_importable(env_id: str) -> bool:
-    entry = next(e for e in ENTRIES if e.id == env_id)
-    try:
-        importlib.import_module(entry.module)
-    except ImportError:
-        return False
-    return True
+def installed(name: str, reason: str | None = None) -> ModuleType:
+    """Imports ``name``; skips the test only when it is not installed (no module by that
+    name): an installed module that fails to import fails the test with its error."""
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(reason or f"{name} is not installed")
+    return importlib.import_module(name)
+
+
+def test_installed_skips_a_missing_module_and_fails_on_a_broken_one(tmp_path, monkeypatch):
+    (tmp_path / "broken_install_xyz.py").write_text('raise ImportError("libfoo.so: missing")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(pytest.skip.Exception, match="no_such_package_xyz is not installed"):
+        installed("no_such_package_xyz")
+    with pytest.raises(ImportError, match=r"libfoo\.so: missing"):
+        installed("broken_install_xyz")
 
 
 @pytest.mark.parametrize("env_id", goalenvs.ENV_IDS)
 def test_goalenvs_env_passes_with_no_error_and_no_warning(env_id):
-    if not _env_importable(env_id):
-        pytest.skip(f"{env_id}'s module is not in this branch yet")
+    entry = next(e for e in ENTRIES if e.id == env_id)
+    installed(entry.module)
     report = check_goal_env(gym.make(env_id), factory=functools.partial(gym.make, env_id))
     assert report.errors == [] and report.warnings == [], str(report)
 
@@ -499,7 +509,7 @@ def test_goalenvs_env_passes_with_no_error_and_no_warning(env_id):
 
 @pytest.mark.slow
 def test_highway_parking_pays_its_collision_penalty_outside_compute_reward():
-    pytest.importorskip("highway_env")
+    installed("highway_env")
     env, factory, _ = load("highway_env:parking-v0")
     report = check_goal_env(env, factory=factory, steps=60, checks=["reward.step_match"])
     (finding,) = report.result("reward.step_match").findings
@@ -512,7 +522,7 @@ def test_highway_parking_pays_its_collision_penalty_outside_compute_reward():
 
 @pytest.mark.slow
 def test_point_maze_terminated_is_not_vectorized_and_success_key_differs():
-    robotics = pytest.importorskip("gymnasium_robotics")
+    robotics = installed("gymnasium_robotics")
     gym.register_envs(robotics)
     env = gym.make("PointMaze_UMaze-v3", continuing_task=False)
     report = check_goal_env(
@@ -531,7 +541,7 @@ def test_point_maze_terminated_is_not_vectorized_and_success_key_differs():
 
 @pytest.mark.slow
 def test_point_maze_verdict_one_error_two_warnings_and_the_new_checks_clean():
-    robotics = pytest.importorskip("gymnasium_robotics")
+    robotics = installed("gymnasium_robotics")
     gym.register_envs(robotics)
     make_maze = functools.partial(gym.make, "PointMaze_UMaze-v3", continuing_task=False)
     report = check_goal_env(make_maze(), factory=make_maze)
@@ -555,8 +565,8 @@ def _check_third_party(spec: str, **kwargs):
 @pytest.mark.parametrize("env_id", ["FetchReach-v4", "FetchPush-v4"])
 def test_fetch_passes_with_no_error_and_no_warning(env_id):
     # mujoco 3.3.7 (the robotics extra's pin), headless: the env every HER library trains on
-    pytest.importorskip("mujoco")
-    pytest.importorskip("gymnasium_robotics")
+    installed("mujoco")
+    installed("gymnasium_robotics")
     report = _check_third_party(f"gymnasium_robotics:{env_id}")
     assert report.errors == [] and report.warnings == [], str(report)
     # Fetch's compute_terminated / compute_truncated return the scalar False for a batch
@@ -579,7 +589,7 @@ def test_fetch_passes_with_no_error_and_no_warning(env_id):
 
 @pytest.mark.slow
 def test_highway_parking_verdict_one_error_and_the_missing_compute_terminated():
-    pytest.importorskip("highway_env")
+    installed("highway_env")
     report = _check_third_party("highway_env:parking-v0")
     # the crash penalty paid outside compute_reward, nothing else
     assert report.failed_ids("error") == {"reward.step_match"}, str(report)
@@ -593,7 +603,7 @@ def test_highway_parking_verdict_one_error_and_the_missing_compute_terminated():
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["PandaReach-v3", "PandaPush-v3"])
 def test_panda_gym_verdict_seed_nondeterminism_and_no_compute_terminated(env_id):
-    pytest.importorskip("panda_gym", reason="panda-gym is not installed (pip install panda-gym)")
+    installed("panda_gym", "panda-gym is not installed (pip install panda-gym)")
     report = _check_third_party(f"panda_gym:{env_id}")
     # reset(seed=123) then reset() differs: gymnasium's own check_env says so as well
     errors = report.failed_ids("error")

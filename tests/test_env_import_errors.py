@@ -1,0 +1,231 @@
+"""A user's env module that fails to import: ``check``, ``train`` and ``play`` each report
+it as one line naming the module and the exception (with its cause), and, when MuJoCo's
+OpenGL backend is what failed under ``MUJOCO_GL``, the setting to change."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+from goalenvs import envspec
+from goalenvs.cli import main
+
+# Each module name is the test's own, so no import of one test is cached for another.
+PYOPENGL_EGL_ERROR = (
+    'raise ImportError("Unable to load EGL library", '
+    '"EGL: cannot open shared object file: No such file or directory", "EGL", None)'
+)
+MODULES = {
+    # A package whose env module imports a native solver that is missing (as a C
+    # extension's shared library may be), three imports deep.
+    "deep_pkg/__init__.py": "from deep_pkg.envs import Reach\n",
+    "deep_pkg/envs.py": "from deep_pkg import solver\n\n\nclass Reach:\n    pass\n",
+    "deep_pkg/solver.py": (
+        'raise ImportError("libsolver.so.2: cannot open shared object file: No such file or '
+        'directory")\n'
+    ),
+    # Another exception type: configuration read at import time.
+    "config_env.py": 'import os\n\nSCALE = float(os.environ["REACH_SCALE_XYZ"])\n\n\nclass Reach:\n'
+    "    pass\n",
+    # PyOpenGL's error when MUJOCO_GL=egl and libEGL is missing, raised where PyOpenGL
+    # raises it, and as gymnasium's mujoco_env re-raises it ("MuJoCo is not installed").
+    "gl_platform.py": PYOPENGL_EGL_ERROR + "\n",
+    "gl_env.py": "import gl_platform\n\n\nclass Reach:\n    pass\n",
+    "wrapped_gl_env.py": textwrap.dedent(
+        """
+        from gymnasium import error
+
+        try:
+            import gl_platform
+        except ImportError as e:
+            raise error.DependencyNotInstalled(
+                'MuJoCo is not installed, run `pip install "gymnasium[mujoco]"`'
+            ) from e
+
+
+        class Reach:
+            pass
+        """
+    ),
+    # An env whose constructor imports the OpenGL platform when it is built.
+    "builds_gl.py": textwrap.dedent(
+        """
+        class Reach:
+            def __init__(self, **kwargs):
+                import gl_platform
+        """
+    ),
+    # A module that registers an id whose entry point is a failing module, imported only
+    # when the env is built (as gymnasium-robotics registers its envs).
+    "lazy_register.py": textwrap.dedent(
+        """
+        import gymnasium as gym
+
+        if "lazy/Reach-v0" not in gym.registry:
+            gym.register("lazy/Reach-v0", entry_point="deep_pkg.envs:Reach")
+        """
+    ),
+}
+DEEP = "ImportError: libsolver.so.2: cannot open shared object file: No such file or directory"
+EGL = (
+    "ImportError: Unable to load EGL library: EGL: cannot open shared object file: No such "
+    "file or directory: EGL"
+)
+GL_HINT = (
+    "MUJOCO_GL=egl is set and MuJoCo could not load that rendering backend here: unset "
+    "MUJOCO_GL, or set MUJOCO_GL=osmesa (needs libOSMesa) or MUJOCO_GL=glfw (needs a display)"
+)
+COMMANDS = {
+    "check": (["check"], [], "goalenvs check: cannot load {spec}: "),
+    "train": (["train"], ["--quiet"], "goalenvs train: error: "),
+    "play": (["play"], [], "goalenvs play: error: "),
+}
+
+
+@pytest.fixture
+def user_folder(tmp_path, monkeypatch):
+    """The user's folder, made the current one, with the import path, the imported
+    modules and the registry restored afterwards."""
+    for name, text in MODULES.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    monkeypatch.delenv("REACH_SCALE_XYZ", raising=False)
+    yield tmp_path
+    # Only the user's modules: dropping a library imported on the way (torch) can crash.
+    users = {Path(name).parts[0].removesuffix(".py") for name in MODULES}
+    for name in [name for name in sys.modules if name.split(".")[0] in users]:
+        del sys.modules[name]
+    gym.envs.registry.pop("lazy/Reach-v0", None)
+    gym.envs.registry.pop("lazy_id/Reach-v0", None)
+
+
+def run(command: str, spec: str, capsys) -> str:
+    """The one line ``command`` printed for ``spec``, after checking it exited 2 with no
+    traceback; the prefix every line of that command starts with is removed."""
+    head, tail, prefix = COMMANDS[command]
+    assert main([*head, spec, *tail]) == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert "Traceback" not in err and "Traceback" not in captured.out
+    assert err.count("\n") == 1, err
+    prefix = prefix.format(spec=spec)
+    assert err.startswith(prefix), err
+    return err[len(prefix) :].rstrip("\n")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(
+    ("spec", "module"),
+    [
+        ("deep_pkg:Reach", "deep_pkg"),
+        ("deep_pkg/solver.py:Reach", "deep_pkg/solver.py"),
+        ("lazy_register:lazy/Reach-v0", "deep_pkg.envs"),
+    ],
+)
+def test_an_import_error_deep_inside_names_the_module_and_the_exception(
+    command, spec, module, user_folder, capsys
+):
+    line = run(command, spec, capsys)
+    assert line == f"env {spec!r}: importing {module} failed: {DEEP}"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_registered_id_whose_entry_point_fails_to_import_names_its_module(
+    command, user_folder, capsys
+):
+    gym.register("lazy_id/Reach-v0", entry_point="deep_pkg.envs:Reach")
+    line = run(command, "lazy_id/Reach-v0", capsys)
+    assert line == f"env 'lazy_id/Reach-v0': importing deep_pkg.envs failed: {DEEP}"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_another_exception_while_importing_is_one_line_too(command, user_folder, capsys):
+    line = run(command, "config_env:Reach", capsys)
+    assert (
+        line == "env 'config_env:Reach': importing config_env failed: KeyError: 'REACH_SCALE_XYZ'"
+    )
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("module", ["gl_env", "wrapped_gl_env"])
+def test_a_failed_opengl_import_under_mujoco_gl_says_what_to_set(
+    command, module, user_folder, monkeypatch, capsys
+):
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    line = run(command, f"{module}:Reach", capsys)
+    failure = (
+        EGL
+        if module == "gl_env"
+        else 'DependencyNotInstalled: MuJoCo is not installed, run `pip install "gymnasium'
+        f'[mujoco]"` (caused by {EGL})'
+    )
+    assert line == f"env '{module}:Reach': importing {module} failed: {failure}; {GL_HINT}"
+
+
+@pytest.mark.parametrize(
+    ("command", "where"),
+    [
+        ("check", "building builds_gl:Reach failed: "),
+        ("train", ""),
+        ("play", "building builds_gl:Reach failed: "),
+    ],
+)
+def test_a_failed_import_while_the_env_is_built_is_one_line_with_the_setting(
+    command, where, user_folder, monkeypatch, capsys
+):
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    assert run(command, "builds_gl:Reach", capsys) == f"{where}{EGL}; {GL_HINT}"
+
+
+def test_without_mujoco_gl_the_same_failure_has_no_setting_to_change(user_folder, capsys):
+    line = run("check", "gl_env:Reach", capsys)
+    assert line == f"env 'gl_env:Reach': importing gl_env failed: {EGL}"
+
+
+def test_mujoco_gl_is_not_blamed_for_a_failure_that_is_not_opengls(
+    user_folder, monkeypatch, capsys
+):
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    line = run("train", "deep_pkg:Reach", capsys)
+    assert line == f"env 'deep_pkg:Reach': importing deep_pkg failed: {DEEP}"
+
+
+@pytest.mark.parametrize(
+    ("value", "others"),
+    [
+        ("osmesa", "MUJOCO_GL=egl (needs libEGL) or MUJOCO_GL=glfw (needs a display)"),
+        (
+            "bogus",
+            "MUJOCO_GL=egl (needs libEGL) or MUJOCO_GL=osmesa (needs libOSMesa) or "
+            "MUJOCO_GL=glfw (needs a display)",
+        ),
+    ],
+)
+def test_the_gl_hint_offers_the_backends_not_set(value, others, monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", value)
+    error = RuntimeError(f"invalid value for environment variable MUJOCO_GL: {value}")
+    assert envspec.describe_error(error) == (
+        f"RuntimeError: invalid value for environment variable MUJOCO_GL: {value}; "
+        f"MUJOCO_GL={value} is set and MuJoCo could not load that rendering backend here: "
+        f"unset MUJOCO_GL, or set {others}"
+    )
+
+
+def test_an_error_raised_inside_opengls_code_is_recognised_by_where_it_was_raised(monkeypatch):
+    # The error MUJOCO_GL=osmesa gives without libOSMesa names no library, only what PyOpenGL
+    # tried: it is recognised by the file that raised it.
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    code = compile("None.glGetError", "/site-packages/OpenGL/raw/GL/_errors.py", "exec")
+    with pytest.raises(AttributeError) as info:
+        exec(code, {})
+    described = envspec.describe_error(info.value)
+    assert described.startswith(
+        "AttributeError: 'NoneType' object has no attribute 'glGetError'; MUJOCO_GL=osmesa is set"
+    )

@@ -1,0 +1,219 @@
+"""``goalenvs play --headless`` on a user's env whose constructor takes no ``render_mode``:
+every env-spec form plays it without frames, and a run that needs frames says why not."""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+from goalenvs.cli import main as cli_main
+
+torch = pytest.importorskip("torch")
+
+ENV_ID = "noframes/Reach-v0"
+HORIZON = 10
+EPISODES = 3
+# A goal env as a user writes one: no render_mode argument, no render modes, an episode
+# that ends on its own after HORIZON steps (so the module:Class forms end without a
+# registered time limit), and a factory without metadata.
+USER_ENV = textwrap.dedent(
+    f"""
+    import gymnasium as gym
+    import numpy as np
+    from gymnasium import spaces
+
+
+    class Reach(gym.Env):
+        metadata = {{"render_modes": []}}
+
+        def __init__(self):
+            box = spaces.Box(-1.0, 1.0, (1,), np.float32)
+            self.observation_space = spaces.Dict(
+                observation=box, achieved_goal=box, desired_goal=box
+            )
+            self.action_space = box
+
+        def _obs(self):
+            return {{
+                "observation": self.position.copy(),
+                "achieved_goal": self.position.copy(),
+                "desired_goal": self.goal.copy(),
+            }}
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.steps = 0
+            self.position = np.zeros(1, np.float32)
+            self.goal = self.np_random.uniform(-1, 1, 1).astype(np.float32)
+            return self._obs(), {{"is_success": False}}
+
+        def compute_reward(self, achieved_goal, desired_goal, info):
+            return -(~self.compute_terminated(achieved_goal, desired_goal, info)).astype(
+                np.float32
+            )
+
+        def compute_terminated(self, achieved_goal, desired_goal, info):
+            gap = np.abs(np.asarray(achieved_goal) - np.asarray(desired_goal))[..., 0]
+            return gap <= 0.1
+
+        def step(self, action):
+            move = 0.25 * np.clip(np.asarray(action, np.float32), -1.0, 1.0)
+            self.position = np.clip(self.position + move, -1.0, 1.0)
+            self.steps += 1
+            success = bool(self.compute_terminated(self.position, self.goal, None))
+            reward = float(self.compute_reward(self.position, self.goal, None))
+            return self._obs(), reward, success, self.steps >= {HORIZON}, {{"is_success": success}}
+
+
+    class DrawsNothing(Reach):
+        metadata = {{"render_modes": ["rgb_array"]}}  # claims frames, takes no render_mode
+
+
+    def make_reach():
+        return Reach()
+
+
+    if "{ENV_ID}" not in gym.registry:
+        gym.register("{ENV_ID}", entry_point=Reach, max_episode_steps={HORIZON})
+    """
+)
+SUMMARY = re.compile(
+    rf"^{EPISODES} episodes: success rate (?P<rate>\d+\.\d)% \((?P<successes>\d+)/{EPISODES}\), "
+    r"mean return (?P<mean>-?\d+\.\d\d) \+/- \d+\.\d\d, episode length \d+\.\d "
+    r"\(min (?P<min>\d+), max (?P<max>\d+)\)$",
+    re.MULTILINE,
+)
+EPISODE = re.compile(
+    r"^episode (\d+): return (-?\d+\.\d\d), length (\d+), success (True|False)$", re.MULTILINE
+)
+
+
+@pytest.fixture(scope="module")
+def user_env(tmp_path_factory):
+    """The user's folder with noframes_env.py, and a policy trained on it for one tiny
+    epoch through the file form of its registered id."""
+    from goalenvs.agents.ddpg import DDPGConfig
+    from goalenvs.train.trainer import Trainer
+
+    folder = tmp_path_factory.mktemp("user")
+    (folder / "noframes_env.py").write_text(USER_ENV)
+    config = DDPGConfig(
+        env_id=f"{folder / 'noframes_env.py'}:{ENV_ID}", hidden_sizes=(16, 16), num_envs=2,
+        epochs=1, n_cycles=2, n_batches=2, batch_size=16, n_eval_episodes=2, verbose=False,
+        out=str(folder / "run"), device="cpu",
+    )  # fmt: skip
+    policy = str(Trainer(config).run().latest_policy)
+    yield folder, policy
+    gym.envs.registry.pop(ENV_ID, None)
+    sys.modules.pop("noframes_env", None)
+
+
+@pytest.fixture
+def in_user_folder(user_env, monkeypatch):
+    """The user's folder as the current one, with the import path restored afterwards."""
+    folder, _ = user_env
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return folder
+
+
+SPECS = [
+    ENV_ID,  # registered when the file form was imported
+    f"noframes_env:{ENV_ID}",
+    "noframes_env:Reach",
+    "noframes_env.py:Reach",
+    f"noframes_env.py:{ENV_ID}",
+    "noframes_env:make_reach",
+]
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_headless_play_builds_the_env_without_render_mode_and_prints_its_statistics(
+    spec, user_env, in_user_folder, capsys
+):
+    _, policy = user_env
+    argv = ["play", spec, "--policy", policy, "--headless", "--episodes", str(EPISODES)]
+    assert cli_main([*argv, "--seed", "0"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    episodes = EPISODE.findall(captured.out)
+    assert [int(number) for number, *_ in episodes] == list(range(1, EPISODES + 1))
+    returns = [float(value) for _, value, _, _ in episodes]
+    lengths = [int(length) for _, _, length, _ in episodes]
+    successes = [success == "True" for *_, success in episodes]
+    for episode_return, length, success in zip(returns, lengths, successes, strict=True):
+        # -1 a step until the goal, 0 on the step that reaches it; HORIZON steps at most.
+        assert 1 <= length <= HORIZON
+        assert episode_return == (-(length - 1) if success else -length)
+        assert success or length == HORIZON
+    summary = SUMMARY.search(captured.out)
+    assert summary, captured.out
+    assert int(summary["successes"]) == sum(successes)
+    assert float(summary["rate"]) == pytest.approx(100 * sum(successes) / EPISODES, abs=0.05)
+    assert float(summary["mean"]) == pytest.approx(sum(returns) / EPISODES, abs=0.005)
+    assert -HORIZON <= float(summary["mean"]) <= 0
+    assert (int(summary["min"]), int(summary["max"])) == (min(lengths), max(lengths))
+
+
+@pytest.mark.parametrize("spec", [ENV_ID, "noframes_env:Reach", "noframes_env.py:Reach"])
+def test_play_with_a_window_names_the_render_modes_and_suggests_headless(
+    spec, user_env, in_user_folder, capsys
+):
+    _, policy = user_env
+    assert cli_main(["play", spec, "--policy", policy]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{spec} has no 'rgb_array' render mode (it offers [])" in err
+    assert "--policy PATH --headless watches a policy without them" in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "rejected"),
+    [
+        # metadata that offers rgb_array, a constructor that takes no render_mode
+        ("noframes_env:DrawsNothing", "Reach.__init__() got an unexpected keyword argument"),
+        # a factory without metadata: the render mode is tried, and refused
+        ("noframes_env:make_reach", "make_reach() got an unexpected keyword argument"),
+    ],
+)
+def test_a_constructor_refusing_render_mode_is_named_not_the_env_kwargs(
+    spec, rejected, user_env, in_user_folder, capsys
+):
+    _, policy = user_env
+    assert cli_main(["play", spec, "--policy", policy, "--record", "out.gif"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(
+        f"goalenvs play: error: {spec} takes no render_mode argument, which goalenvs play "
+        "passes to draw frames (render_mode='rgb_array'): "
+    )
+    assert rejected in err and "--env-kwargs" not in err
+    assert "was raised from the environment creator" not in err
+    assert not Path("out.gif").exists()
+
+
+def test_env_kwargs_the_constructor_refuses_are_named_as_env_kwargs(
+    user_env, in_user_folder, capsys
+):
+    _, policy = user_env
+    argv = ["play", "noframes_env:Reach", "--policy", policy, "--headless"]
+    assert cli_main([*argv, "--env-kwargs", '{"size": 2}']) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        'goalenvs play: error: noframes_env:Reach rejected --env-kwargs {"size": 2}: '
+        "Reach.__init__() got an unexpected keyword argument 'size'\n"
+    )
+
+
+def test_env_kwargs_cannot_choose_the_render_mode(user_env, in_user_folder, capsys):
+    _, policy = user_env
+    argv = ["play", ENV_ID, "--policy", policy, "--headless"]
+    assert cli_main([*argv, "--env-kwargs", '{"render_mode": "human"}']) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "--env-kwargs cannot set render_mode: goalenvs play chooses it" in err
