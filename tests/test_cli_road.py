@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from goalenvs.cli import command_name, main
-from goalenvs.her.algos import ALGOS
-from goalenvs.her.presets import load_preset, preset_for, resolve_config
+from goalenvs.agents.registry import ALGOS
+from goalenvs.cli import main
+from goalenvs.core.io import command_name
+from goalenvs.train.presets import load_preset, preset_for, resolve_config
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--epochs", "1", "--cycles", "2", "--batches", "1", "--batch-size", "16"]
@@ -108,7 +109,7 @@ def test_check_resolves_a_module_beside_the_user(user_folder):
 
 
 def test_an_interrupted_run_prints_a_resume_command_that_runs(tmp_path, monkeypatch, capsys):
-    from goalenvs.her import trainer
+    from goalenvs.train import trainer
 
     real_train = trainer.train
 
@@ -231,8 +232,8 @@ def test_a_mistaken_env_is_one_line_without_a_traceback(argv, message, capsys):
 
 
 def test_the_display_writes_one_plain_line_per_epoch_to_a_file(capsys):
-    from goalenvs.her.config import DDPGConfig
-    from goalenvs.her.trainer import _Display
+    from goalenvs.agents.ddpg import DDPGConfig
+    from goalenvs.train.display import _Display
 
     display = _Display(DDPGConfig(env_id="goalenvs/PointReach-v0", epochs=3), 0)
     assert display.progress is None  # capsys' stdout is not a terminal
@@ -251,8 +252,8 @@ def test_the_display_writes_one_plain_line_per_epoch_to_a_file(capsys):
 def test_the_display_keeps_its_live_bar_on_a_terminal(monkeypatch):
     import rich.console
 
-    from goalenvs.her.config import DDPGConfig
-    from goalenvs.her.trainer import _Display
+    from goalenvs.agents.ddpg import DDPGConfig
+    from goalenvs.train.display import _Display
 
     monkeypatch.setattr(rich.console.Console, "is_terminal", property(lambda self: True))
     display = _Display(DDPGConfig(env_id="goalenvs/PointReach-v0", epochs=3), 0)

@@ -60,7 +60,7 @@ def test_a_registered_id_resolves_to_its_registered_spec():
 
 
 def test_module_env_id_imports_the_module_that_registers_it():
-    resolved = resolve("goalenvs.crash_penalty:parking-crash-v0")
+    resolved = resolve("goalenvs.wrappers.crash_penalty:parking-crash-v0")
     assert resolved.spec.id == "parking-crash-v0" and resolved.name == "parking-crash-v0"
 
 

@@ -542,8 +542,9 @@ def checkpoints(tmp_path_factory) -> dict[str, str]:
     on PointReach, DQN on BitFlipping with 2 bits (Dot's observation sizes, discrete
     actions)."""
     pytest.importorskip("torch")
-    from goalenvs.her.config import DDPGConfig, DQNConfig
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.agents.ddpg import DDPGConfig
+    from goalenvs.agents.dqn import DQNConfig
+    from goalenvs.train.trainer import Trainer
 
     def tiny(config_class: Any, env_id: str, **kwargs: Any) -> str:
         config = config_class(
@@ -596,7 +597,7 @@ def test_a_policy_without_spaces_is_probed_with_one_prediction(capsys, monkeypat
     # A policy object that carries no spaces (as other libraries' may not): the real
     # PointReach policy with its spaces taken away, so one predict() on a reset
     # observation is what refuses it.
-    from goalenvs.her import load_policy
+    from goalenvs.train.policy import load_policy
 
     policy = load_policy(checkpoints["point_reach"])
     monkeypatch.setattr(policy, "observation_space", None, raising=False)

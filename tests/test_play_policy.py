@@ -7,7 +7,7 @@ import pytest
 from goalenvs.cli import main as cli_main
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("goalenvs.her.trainer")
+pytest.importorskip("goalenvs.train.trainer")
 
 torch.set_num_threads(1)
 
@@ -15,8 +15,8 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> str:
     """A DQN+HER policy for BitFlipping with 4 bits, after a tiny training run."""
-    from goalenvs.her.config import DQNConfig
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.agents.dqn import DQNConfig
+    from goalenvs.train.trainer import Trainer
 
     config = DQNConfig(
         env_id="goalenvs/BitFlipping-v0",

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.devices import resolve_device, torch_dtype
+from goalenvs.core.backend import resolve_device, torch_dtype
 from goalenvs.her import device_file
 from goalenvs.her.common import (
     NO_EPISODE_YET,

@@ -29,12 +29,11 @@ import goalenvs
 from goalenvs.agents import distributed
 from goalenvs.agents.config import TrainConfig
 from goalenvs.core import GOAL_KEYS
+from goalenvs.core.io import atomic_write, atomic_write_file
 from goalenvs.train.checkpoint import (
     STATE_FORMAT,
     CheckpointError,
     atomic_copy,
-    atomic_write,
-    atomic_write_file,
     atomic_write_text,
     commit_unit,
     error_summary,
@@ -54,8 +53,8 @@ from goalenvs.train.display import loss_names
 from goalenvs.train.timing import TIME_COLUMNS
 
 KEEP_UNITS = 2  # committed epochs kept in checkpoints/: the newest and one to fall back on
-# The trainer's logger, under the name it had before the move: users filter logs by it.
-logger = logging.getLogger("goalenvs.her.trainer")
+# What resuming found (dropped rows, damaged units, a fresh buffer); the trainer logs here too.
+logger = logging.getLogger(__name__)
 
 
 class RunFolder:

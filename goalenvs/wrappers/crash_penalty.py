@@ -9,7 +9,7 @@ into ``compute_reward``: it adds ``penalty * info["crashed"]``, and the trainer 
 relabeled crash is still a crash. Step rewards are unchanged.
 
 Importing this module registers ``parking-crash-v0`` (highway-env's ``parking-v0``,
-wrapped), so ``goalenvs train goalenvs.crash_penalty:parking-crash-v0`` trains on it.
+wrapped), so ``goalenvs train goalenvs.wrappers.crash_penalty:parking-crash-v0`` trains on it.
 """
 
 from __future__ import annotations

@@ -21,10 +21,12 @@ import numpy as np
 import pytest
 import torch
 
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.agents.dqn import DQNConfig
+from goalenvs.agents.registry import config_from_dict
 from goalenvs.envs.point_reach import PointReachEnv
-from goalenvs.her.checkpoint import CheckpointError
-from goalenvs.her.config import DDPGConfig, DQNConfig, config_from_dict
-from goalenvs.her.trainer import Trainer, train
+from goalenvs.train.checkpoint import CheckpointError
+from goalenvs.train.trainer import Trainer, train
 
 torch.set_num_threads(1)
 
@@ -102,7 +104,7 @@ def test_rows_past_the_last_committed_epoch_are_dropped_on_resume(tmp_path, capl
     (run / ".policy_latest.pt.999.tmp").write_bytes(b"cut")  # a write cut by the kill
     (run / "checkpoints/epoch_000002/.buffer_rank0.npz.999.tmp.npz").write_bytes(b"PK")
     trainer = Trainer(resumed(config, 4))
-    with caplog.at_level(logging.INFO, logger="goalenvs.her.trainer"):
+    with caplog.at_level(logging.INFO, logger="goalenvs.train"):
         trainer.start_run_dir()
     assert trainer.epoch == 2
     assert epochs_in_csv(run) == [1, 2]
@@ -138,7 +140,7 @@ def test_a_damaged_newest_unit_falls_back_to_the_one_before(tmp_path, caplog, vi
         path.write_bytes(path.read_bytes()[: size // 2])
     else:  # same size, so only the reader can tell
         path.write_bytes(bytes(random.Random(0).randrange(256) for _ in range(size)))
-    with caplog.at_level(logging.WARNING, logger="goalenvs.her.trainer"):
+    with caplog.at_level(logging.WARNING, logger="goalenvs.train"):
         result = train(resumed(config, 4))
     assert f"the checkpoint of epoch 3 cannot be resumed ({str(path)!r}" in caplog.text or (
         victim == "manifest.json" and "epoch 3 cannot be resumed" in caplog.text
@@ -178,7 +180,7 @@ def test_resume_of_a_folder_killed_before_its_first_epoch_starts_over(tmp_path, 
     (run / "config.json").write_text(json.dumps(config.to_dict()))
     (run / "checkpoints/epoch_000001").mkdir(parents=True)
     (run / "checkpoints/epoch_000001/policy.pt").write_bytes(b"half")
-    with caplog.at_level(logging.WARNING, logger="goalenvs.her.trainer"):
+    with caplog.at_level(logging.WARNING, logger="goalenvs.train"):
         result = train(resumed(config, 1))
     assert "holds no finished epoch yet" in caplog.text
     assert result.epochs == 1 and epochs_in_csv(run) == [1] and debris(run) == []

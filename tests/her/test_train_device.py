@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 import torch
 
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.agents.dqn import DQNConfig
+from goalenvs.agents.normalizer import Normalizer
 from goalenvs.cli import main as cli_main
 from goalenvs.demo import point_reach_config
-from goalenvs.her.config import DDPGConfig, DQNConfig
-from goalenvs.her.normalizer import Normalizer
-from goalenvs.her.policy import load_policy
-from goalenvs.her.trainer import Trainer, train
+from goalenvs.train.policy import load_policy
+from goalenvs.train.trainer import Trainer, train
 
 torch.set_num_threads(1)
 CUDA = torch.cuda.is_available()
@@ -154,7 +155,7 @@ def test_resume_on_the_device_restores_networks_buffer_and_generators(device_run
 def test_a_numpy_run_resumes_on_the_device_with_a_fresh_buffer(tmp_path, caplog):
     first = train(tiny(tmp_path, epochs=1, env_device="numpy"))
     resumed = Trainer(tiny(tmp_path, epochs=2, resume=str(first.run_dir), out=None))
-    with caplog.at_level("WARNING", logger="goalenvs.her.trainer"):
+    with caplog.at_level("WARNING", logger="goalenvs.train"):
         resumed.start_run_dir()
     assert "holds a replay buffer of the other env_device" in caplog.text
     assert resumed.on_device and resumed.buffer.n_transitions == 0 and resumed.epoch == 1
@@ -273,7 +274,7 @@ def test_the_cli_flag_sets_env_device(capsys):
 
 
 def test_the_preset_device_section_serves_cuda_runs_only(capsys, tmp_path):
-    from goalenvs.her.presets import resolve_config
+    from goalenvs.train.presets import resolve_config
 
     plain = resolve_config("goalenvs/PointReach-v0")
     assert (plain.num_envs, plain.batch_size) == (8, 256)  # no flags: the CPU schedule

@@ -170,7 +170,7 @@ def takes_device_section(env_id: str, overrides: dict[str, Any], settings: dict[
     """Whether a preset's ``[device]`` section applies: the run asks for device "cuda" (an
     override, or the preset's own setting) and its envs run there (``env_device``
     "device", or "auto" with an env that has a torch twin)."""
-    from goalenvs.train.trainer import device_twin_problem
+    from goalenvs.train.envs import device_twin_problem
 
     def value(name: str) -> Any:
         default = TrainConfig.__dataclass_fields__[name].default
