@@ -16,7 +16,6 @@ from gymnasium import spaces
 from goalenvs import envspec
 from goalenvs.agents.registry import algo_for, check_action_space, get_algo
 from goalenvs.core import GOAL_KEYS, GoalVectorEnv
-from goalenvs.envspec import EXTRAS  # noqa: F401  (goalenvs.her.trainer.EXTRAS)
 
 
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:

@@ -63,31 +63,20 @@ from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.registry import make_agent
 from goalenvs.train.checkpoint import restore_generators
 from goalenvs.train.collectors import Collector, make_collector
-
-# Names of the training-env helpers, the display and the run folder that lived here
-# before they had modules of their own (goalenvs.her.trainer re-exports them).
-from goalenvs.train.display import LABELS, _Display, _mean, loss_names  # noqa: F401
-from goalenvs.train.envs import (  # noqa: F401
-    EXTRAS,
+from goalenvs.train.display import _Display, _mean, loss_names
+from goalenvs.train.envs import (
     device_twin_problem,
-    env_spec,
     goal_function,
-    make_vector_env,
     probe_rewards,
     return_range,
     scalar_info_keys,
     validate_training_env,
 )
-from goalenvs.train.run_folder import (  # noqa: F401
-    KEEP_UNITS,
+from goalenvs.train.run_folder import (
     TORCH_GENERATORS,
     RunFolder,
-    _GeneratorSnapshot,
-    env_generator_states,
     logger,
-    read_checkpoint_like,
     restore_torch_generators,
-    torch_generator_states,
 )
 
 

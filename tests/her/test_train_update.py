@@ -305,17 +305,17 @@ def test_parkings_crash_penalty_is_not_cut_without_an_explicit_clip_range(tmp_pa
 def test_module_env_ids_resolve_and_a_missing_package_names_the_extra(monkeypatch):
     import importlib
 
-    from goalenvs.train import trainer as trainer_module
+    from goalenvs.train.envs import env_spec, validate_training_env
 
     with pytest.raises(ValueError, match=r"needs the package 'nopkg_xyz', which is not installed"):
-        trainer_module.validate_training_env("nopkg_xyz:Foo-v0", {}, None)
+        validate_training_env("nopkg_xyz:Foo-v0", {}, None)
 
     def missing(name, *args):
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
     monkeypatch.setattr(importlib, "import_module", missing)
     with pytest.raises(ValueError, match=r"pip install 'goalenvs\[robotics\]'"):
-        trainer_module.env_spec("gymnasium_robotics:FetchReach-v4")
+        env_spec("gymnasium_robotics:FetchReach-v4")
 
 
 def test_fetch_reach_in_module_form_trains(tmp_path):
