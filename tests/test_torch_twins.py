@@ -453,7 +453,7 @@ def test_parking_crashes_match_numpy_from_the_same_state(device):
 def test_parking_device_draws_park_cars_as_the_single_env_does(device):
     env = gym.make_vec("goalenvs/ParkingCrowded-v0", num_envs=4096, device=device).unwrapped
     env.reset(seed=0)
-    from goalenvs.envs.parking import SPOT_GOALS, START_HALF_X, START_HALF_Y
+    from goalenvs.envs.parking_lot import SPOT_GOALS, START_HALF_X, START_HALF_Y
 
     parked, goal = _numpy(env._parked), _numpy(env._goal)
     x, y, c, s, v = (_numpy(a) for a in env._state)
