@@ -13,9 +13,6 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-# Re-exported: the subcommands parsed their --kwargs flags with it from here.
-from goalenvs.core import command_name, parse_json_object  # noqa: F401
-
 # name -> (module, one-line help); a module's SUMMARY, when it has one, replaces the help
 # (train's names the registered algorithms).
 SUBCOMMANDS: dict[str, tuple[str, str]] = {

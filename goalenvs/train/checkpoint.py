@@ -30,7 +30,6 @@ from gymnasium import spaces
 # The one atomic write and space codec of the package (the replay buffers use them too),
 # named here as before.
 from goalenvs.core.io import _TMP_SUFFIX, atomic_write, space_from_json, space_to_json
-from goalenvs.core.io import atomic_write_file as atomic_write_file
 
 FORMAT = "goalenvs-her-checkpoint"
 VERSION = 1
