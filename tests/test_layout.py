@@ -1,9 +1,326 @@
-"""The package layout: its rooms import light."""
+"""The package layout (docs/layout.md): no goalenvs modules that import each other, no
+private name used outside its module, every name imported from the module that defines it
+(or from a package's public face), and every name the README and docs/layout.md show
+importable.
+
+The import rules read the source (every import statement, wherever it stands in the
+module), so they hold for code no test runs.
+"""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "goalenvs"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+# The cycles not cut yet, each the set of modules that reach each other through their
+# imports. The list only shrinks: an entry that is no longer a cycle fails the test.
+KNOWN_CYCLES = [
+    {"goalenvs.her.buffer", "goalenvs.her.buffer_file"},
+    {"goalenvs.her.device_buffer", "goalenvs.her.device_file"},
+    {"goalenvs.train.display", "goalenvs.train.run_folder", "goalenvs.train.trainer"},
+]
+
+# (module, the private name it uses from another module) not made public or local yet; the
+# list only shrinks, as KNOWN_CYCLES.
+KNOWN_PRIVATE_IMPORTS = {
+    ("goalenvs.train.checkpoint", "goalenvs.core.io._TMP_SUFFIX"),
+    ("goalenvs.train.trainer", "goalenvs.train.display._Display"),
+    ("goalenvs.train.trainer", "goalenvs.train.display._mean"),
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One name (or one whole module, ``name`` None) that a file imports from goalenvs."""
+
+    where: str  # file:line of the statement
+    module: str  # the goalenvs module it imports, or imports the name from
+    name: str | None
+
+
+def _ours(module: str | None) -> bool:
+    return module is not None and (module == "goalenvs" or module.startswith("goalenvs."))
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str | None:
+    """The module a ``from ... import`` names; a relative one is resolved in ``package``."""
+    if not node.level:
+        return node.module
+    parts = package.split(".")
+    parts = parts[: len(parts) - node.level + 1]
+    return ".".join([*parts, node.module] if node.module else parts)
+
+
+def goalenvs_imports(tree: ast.AST, label: str, package: str = "") -> list[Import]:
+    """Every goalenvs import of a parsed file (``label``: its name in messages), at module
+    level, inside functions and under ``if TYPE_CHECKING`` alike: an import for the type
+    checker is still a dependency, and a cycle through it is still one cycle."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [
+                Import(f"{label}:{node.lineno}", alias.name, None)
+                for alias in node.names
+                if _ours(alias.name)
+            ]
+        elif isinstance(node, ast.ImportFrom):
+            source = _absolute(node, package)
+            if source is None or not _ours(source):
+                continue
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                if submodule in MODULES:
+                    found.append(Import(f"{label}:{node.lineno}", submodule, None))
+                else:
+                    found.append(Import(f"{label}:{node.lineno}", source, alias.name))
+    return found
+
+
+def _label(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _package_of(module: str) -> str:
+    """The package a module's relative imports start from."""
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+@cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+@cache
+def package_imports() -> dict[str, list[Import]]:
+    """The goalenvs imports of every module of the package."""
+    return {
+        module: goalenvs_imports(_tree(path), _label(path), _package_of(module))
+        for module, path in MODULES.items()
+    }
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for imported in graph.get(stack.pop(), ()):
+            if imported not in seen:
+                seen.add(imported)
+                stack.append(imported)
+    return seen
+
+
+def import_cycles(imports: dict[str, list[Import]]) -> list[set[str]]:
+    """The groups of modules (the keys of ``imports``) that reach each other through their
+    imports."""
+    graph = {
+        importer: {i.module for i in found if i.module in imports and i.module != importer}
+        for importer, found in imports.items()
+    }
+    reach = {module: _reachable(graph, module) for module in graph}
+    cycles: list[set[str]] = []
+    for module in sorted(graph):
+        if module in reach[module] and not any(module in cycle for cycle in cycles):
+            cycles.append({other for other in reach[module] if module in reach[other]})
+    return cycles
+
+
+def test_no_two_goalenvs_modules_import_each_other():
+    imports = package_imports()
+    found = import_cycles(imports)
+    described = []
+    for cycle in found:
+        if cycle in KNOWN_CYCLES:
+            continue
+        lines = sorted(
+            {
+                f"{i.where} imports {i.module}"
+                for module in cycle
+                for i in imports[module]
+                if i.module in cycle and i.module != module
+            }
+        )
+        described.append(f"{' <-> '.join(sorted(cycle))}:\n  " + "\n  ".join(lines))
+    assert not described, (
+        "modules that import each other are one module, or a missing third one:\n"
+        + "\n".join(described)
+    )
+    gone = [sorted(cycle) for cycle in KNOWN_CYCLES if cycle not in found]
+    assert not gone, f"no longer a cycle, take it off KNOWN_CYCLES: {gone}"
+
+
+def test_the_cycle_finder_follows_imports_in_functions_and_under_type_checking():
+    sources = {
+        "goalenvs.a": "from goalenvs.b import B\n",
+        "goalenvs.b": "def f():\n    import goalenvs.c\n",
+        "goalenvs.c": "if TYPE_CHECKING:\n    from goalenvs.a import A\n",
+        "goalenvs.d": "from goalenvs.a import A\n",
+    }
+    imports = {name: goalenvs_imports(ast.parse(code), name) for name, code in sources.items()}
+    assert imports["goalenvs.c"] == [Import("goalenvs.c:2", "goalenvs.a", "A")]
+    assert import_cycles(imports) == [{"goalenvs.a", "goalenvs.b", "goalenvs.c"}]
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return None if inner is None else f"{inner}.{node.attr}"
+    return None
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_names_used(tree: ast.AST, module: str, package: str) -> set[str]:
+    """``module.name`` of each private name the file ``module`` takes from another goalenvs
+    module: imported (``from goalenvs.x import _y``) or read through it (``x._y``)."""
+    used = {
+        f"{i.module}.{i.name}"
+        for i in goalenvs_imports(tree, module, package)
+        if i.name is not None and _private(i.name) and i.module != module
+    }
+    # The names the file binds to goalenvs modules (`import goalenvs.x` binds goalenvs).
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if _ours(alias.name):
+                    bound[alias.asname or "goalenvs"] = alias.name if alias.asname else "goalenvs"
+        elif isinstance(node, ast.ImportFrom):
+            source = _absolute(node, package)
+            for alias in node.names:
+                if f"{source}.{alias.name}" in MODULES:
+                    bound[alias.asname or alias.name] = f"{source}.{alias.name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            owner = _dotted(node.value)
+            head, _, rest = (owner or "").partition(".")
+            if head not in bound:
+                continue
+            owner_module = ".".join(filter(None, [bound[head], rest]))
+            if owner_module in MODULES and owner_module != module:
+                used.add(f"{owner_module}.{node.attr}")
+    return used
+
+
+def test_no_goalenvs_module_uses_a_private_name_of_another():
+    found = {
+        (module, name)
+        for module, path in MODULES.items()
+        for name in private_names_used(_tree(path), module, _package_of(module))
+    }
+    new = sorted(found - KNOWN_PRIVATE_IMPORTS)
+    assert not new, (
+        "a name another module uses is public: drop its underscore (and document it), "
+        f"or keep its use inside its module: {new}"
+    )
+    gone = sorted(KNOWN_PRIVATE_IMPORTS - found)
+    assert not gone, f"no longer used, take it off KNOWN_PRIVATE_IMPORTS: {gone}"
+
+
+def test_the_private_name_finder_sees_imports_and_module_attributes():
+    code = (
+        "import goalenvs.core.io as io\n"
+        "import goalenvs.core.backend\n"
+        "from goalenvs.core import validate, GoalEnv\n"
+        "from goalenvs.train.display import _Display\n"
+        "def f(x):\n"
+        "    return io._TMP_SUFFIX, goalenvs.core.backend._torch, validate._x, x._y, io.__name__\n"
+        "    return GoalEnv._private_method, _Display._own\n"
+    )
+    found = private_names_used(ast.parse(code), "goalenvs.play.screen", "goalenvs.play")
+    assert found == {
+        "goalenvs.core.io._TMP_SUFFIX",
+        "goalenvs.core.backend._torch",
+        "goalenvs.core.validate._x",
+        "goalenvs.train.display._Display",
+    }
+
+
+# --------------------------------------------------------------------------- one path per name
+
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def python_blocks(doc: Path) -> list[str]:
+    """The ```python blocks of a markdown file, in order."""
+    return [body for info, body in FENCE.findall(doc.read_text()) if info.strip() == "python"]
+
+
+def all_imports() -> list[Import]:
+    """The goalenvs imports of every Python file of the repository and every ```python
+    block of the docs."""
+    found = [i for imports in package_imports().values() for i in imports]
+    for folder in ("tests", "benchmarks", "examples", "docs"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            found += goalenvs_imports(_tree(path), _label(path))
+    for doc in DOCS:
+        for number, body in enumerate(python_blocks(doc), 1):
+            label = f"{doc.relative_to(ROOT).as_posix()} python block {number}"
+            found += goalenvs_imports(ast.parse(body), label)
+    return found
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """The names a module binds itself (definitions and assignments, not imports)."""
+    names: set[str] = set()
+    statements = list(_tree(path).body)
+    while statements:
+        node = statements.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.If, ast.Try)):
+            statements += [*node.body, *node.orelse]
+            statements += [s for h in getattr(node, "handlers", []) for s in h.body]
+    return names
+
+
+@cache
+def _public_face(module: str) -> frozenset[str]:
+    """The ``__all__`` of a package (its public face); nothing for a plain module."""
+    if MODULES[module].name != "__init__.py":
+        return frozenset()
+    return frozenset(getattr(importlib.import_module(module), "__all__", ()))
+
+
+def _defines(module: str, name: str) -> bool:
+    return name in _top_level_names(MODULES[module]) or name in _public_face(module)
+
+
+def test_every_import_names_the_module_that_defines_the_name():
+    wrong = []
+    for i in all_imports():
+        if i.module not in MODULES:
+            wrong.append(f"{i.where}: {i.module} is not a goalenvs module")
+        elif i.name not in (None, "*") and not _defines(i.module, i.name):
+            wrong.append(f"{i.where}: {i.module} does not define {i.name}")
+    assert not wrong, "import each name from the module that defines it:\n" + "\n".join(wrong)
 
 
 def test_importing_the_registry_the_buffers_and_the_loop_loads_no_torch():
@@ -13,3 +330,108 @@ def test_importing_the_registry_the_buffers_and_the_loop_loads_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --------------------------------------------------------------------------- the public API
+
+PUBLIC_DOCS = [ROOT / "README.md", ROOT / "docs" / "layout.md"]
+DOTTED = re.compile(r"\bgoalenvs(?:\.[A-Za-z_]\w*)+")
+
+
+def shown_names() -> list[tuple[str, str]]:
+    """``(doc, dotted name)`` of each goalenvs name README.md and docs/layout.md show: the
+    imports of their Python blocks and every ``goalenvs.x.y`` they write."""
+    shown = []
+    for doc in PUBLIC_DOCS:
+        text = doc.read_text()
+        label = doc.relative_to(ROOT).as_posix()
+        for body in python_blocks(doc):
+            for i in goalenvs_imports(ast.parse(body), label):
+                shown.append((label, i.module if i.name is None else f"{i.module}.{i.name}"))
+        shown += [(label, name) for name in DOTTED.findall(text)]
+    return sorted(set(shown))
+
+
+def resolve(dotted: str) -> object:
+    """The object a dotted name names: its longest importable module, then attributes."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        module = ".".join(parts[:split])
+        if module in MODULES:
+            value: object = importlib.import_module(module)
+            for attribute in parts[split:]:
+                value = getattr(value, attribute)
+            return value
+    raise ModuleNotFoundError(f"no goalenvs module in {dotted!r}")
+
+
+def test_the_docs_show_names_this_finds():
+    names = {name for _, name in shown_names()}
+    assert {"goalenvs.her.HerReplayBuffer", "goalenvs.checker.check_goal_env"} <= names
+
+
+@pytest.mark.parametrize(("doc", "dotted"), shown_names())
+def test_every_name_the_readme_and_layout_show_imports(doc, dotted):
+    try:
+        resolve(dotted)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and not _ours(exc.name):
+            pytest.skip(f"{dotted} needs {exc.name}, which is not installed")
+        raise AssertionError(f"{doc} shows {dotted}, which does not import: {exc}") from exc
+    except AttributeError as exc:
+        raise AssertionError(f"{doc} shows {dotted}, which does not exist: {exc}") from exc
+
+
+# The classes README.md and docs/layout.md name in `code`, and the module each lives in.
+SHOWN_CLASSES = {
+    "Agent": "goalenvs.agents.base",
+    "BufferSettings": "goalenvs.her.settings",
+    "GoalEnv": "goalenvs.core.contract",
+    "GoalVectorEnv": "goalenvs.core.vector",
+    "HerBatch": "goalenvs.her.common",
+    "ReplayBufferBase": "goalenvs.her.common",
+    "TrainConfig": "goalenvs.agents.config",
+}
+
+
+def test_every_class_the_readme_and_layout_name_is_listed_and_imports():
+    named = {
+        name
+        for doc in PUBLIC_DOCS
+        for name in re.findall(r"`([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)`", doc.read_text())
+    }
+    assert named == set(SHOWN_CLASSES), "list each class the docs name in SHOWN_CLASSES"
+    for name, module in SHOWN_CLASSES.items():
+        assert isinstance(resolve(f"{module}.{name}"), type), name
+
+
+def layout_rooms() -> list[tuple[str, list[str], str]]:
+    """``(row, its room folders, a name)`` for each backticked identifier in a room's row
+    of docs/layout.md's table."""
+    rows = []
+    for line in (ROOT / "docs" / "layout.md").read_text().splitlines():
+        cells = line.split("|")
+        if len(cells) != 4 or "`" not in cells[1]:
+            continue
+        folders = re.findall(r"`(\w+)/`", cells[1])
+        names = [n for n in re.findall(r"`([^`]+)`", cells[2]) if n.isidentifier()]
+        if folders:
+            rows += [(cells[1].strip(), folders, name) for name in names]
+    return rows
+
+
+@pytest.mark.parametrize(("row", "folders", "name"), layout_rooms())
+def test_layout_names_modules_and_names_its_rooms_hold(row, folders, name):
+    """A name in a room's row of the table is one of that room's modules, or a name one of
+    them defines."""
+    rooms = [PACKAGE / folder for folder in folders]
+    modules = [p for room in rooms for p in (room / f"{name}.py", room / name / "__init__.py")]
+    if any(p.is_file() for p in modules):
+        return
+    defined = set().union(*(_top_level_names(p) for room in rooms for p in room.rglob("*.py")))
+    assert name in defined, f"docs/layout.md's row {row} names `{name}`, which it does not hold"
+
+
+def test_the_layout_table_is_read():
+    rows = {(folders[0], name) for _, folders, name in layout_rooms()}
+    assert {("core", "contract"), ("play", "screen"), ("her", "BufferSettings")} <= rows
