@@ -225,7 +225,7 @@ def _cast(array: Any, dtype: str, xp: Any) -> Any:
 
 def _clip(array: Any, low: float, high: float, xp: Any) -> Any:
     """``xp.clip``; on the single env's numpy scalars the builtins, a tenth of the cost."""
-    if isinstance(array, np.generic):
+    if isinstance(array, np.floating):
         return min(max(array, low), high)
     return xp.clip(array, low, high)
 
@@ -798,7 +798,9 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         # hold the two equal); a crash terminates.
         return self.fresh(self._reward), self.fresh(self._crashed), None
 
-    def render(self) -> np.ndarray | None:
+    # Sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of every
+    # sub-env's frames: a deliberate difference that mypy reports on the override.
+    def render(self) -> np.ndarray | None:  # type: ignore[override]
         """Sub-env 0's frame (``rgb_array``), as :meth:`ParkingEnv.render` draws it."""
         if self.render_mode is None:
             return None
