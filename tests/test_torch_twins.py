@@ -1,4 +1,4 @@
-"""The native twins on torch (issue 20): the same env as the numpy twin, on any device.
+"""The native twins on torch: the same env as the numpy twin, on any device.
 
 Every test runs on the CPU build of torch; its CUDA variant skips where no GPU is present.
 """

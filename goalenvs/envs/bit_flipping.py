@@ -130,8 +130,8 @@ def random_patterns(rngs: Sequence[np.random.Generator], n_bits: int, count: int
     """``count`` random bit patterns from each generator: float32 ``(len(rngs), count, n_bits)``.
 
     A pattern is ``ceil(n_bits / 64)`` raw 64-bit words of its generator, bit ``b`` being
-    bit ``b % 64`` of word ``b // 64``: the same episodes for the same seeds as every
-    earlier version. One call per generator; the unpacking is one call for all.
+    bit ``b % 64`` of word ``b // 64`` (this layout fixes which episodes a seed gives).
+    One call per generator; the unpacking is one call for all.
     """
     per = -(-n_bits // 64)
     words = np.array(

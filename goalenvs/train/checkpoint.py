@@ -27,8 +27,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-# The one atomic write and space codec of the package (the replay buffers use them too),
-# named here as before.
+# The one atomic write and space codec of the package (the replay buffers use them too).
 from goalenvs.core.io import _TMP_SUFFIX, atomic_write, space_from_json, space_to_json
 
 FORMAT = "goalenvs-her-checkpoint"

@@ -175,7 +175,7 @@ class RunFolder:
         atomic_write(unit / f"state_rank{self.rank}.pt", lambda f: torch.save(state, f))
         if cfg.save_buffer:
             # The live buffer is saved as it is (episodes in progress included): the
-            # resume closes them, since the envs restart there (issue 13.10).
+            # resume closes them, since the envs restart there.
             atomic_write_file(unit / self._buffer_file(), self.buffer.save)
         self._barrier()
         if not self.main:
@@ -226,7 +226,7 @@ class RunFolder:
                 )
         if self.main:
             self.write_progress()
-            # Written last: its new time says the folder is restored (tests wait for it).
+            # Written last: its new modification time says the restore is complete.
             atomic_write_text(
                 self.run_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n"
             )
