@@ -342,6 +342,16 @@ def test_every_import_names_the_module_that_defines_the_name():
     assert not wrong, "import each name from the module that defines it:\n" + "\n".join(wrong)
 
 
+PACKAGES = sorted(m for m, path in MODULES.items() if path.name == "__init__.py")
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_name_a_package_exports_exists(package):
+    module = importlib.import_module(package)
+    missing = [name for name in getattr(module, "__all__", ()) if not hasattr(module, name)]
+    assert not missing, f"{package}.__all__ names what it does not hold: {missing}"
+
+
 def test_importing_the_registry_the_buffers_and_the_loop_loads_no_torch():
     code = (
         "import sys, goalenvs.agents.registry, goalenvs.her, goalenvs.train; "
