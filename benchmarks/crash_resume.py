@@ -36,10 +36,11 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.agents.registry import make_agent
+from goalenvs.core.io import atomic_write, atomic_write_file
 from goalenvs.her.buffer import HerReplayBuffer
-from goalenvs.her.checkpoint import atomic_write, atomic_write_file, commit_unit, save_checkpoint
-from goalenvs.her.config import DDPGConfig
-from goalenvs.her.policy import make_agent
+from goalenvs.train.checkpoint import commit_unit, save_checkpoint
 
 
 def fetch_like_buffer(size: int, n_envs: int = 16, horizon: int = 50) -> HerReplayBuffer:

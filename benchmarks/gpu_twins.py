@@ -134,8 +134,8 @@ def cell(rate: float | str, reference: float | None, best: bool = False) -> str:
 def train_run(device: str, env_device: str, seed: int, target: float, epochs: int) -> dict:
     """One training run of the ``point_reach`` preset; its time to ``target`` (None if not
     reached) and env steps per second over the run."""
-    from goalenvs.her.presets import resolve_config
-    from goalenvs.her.trainer import train
+    from goalenvs.train.presets import resolve_config
+    from goalenvs.train.trainer import train
 
     with tempfile.TemporaryDirectory() as folder:
         config = resolve_config(

@@ -10,7 +10,7 @@ end, crash rate = episodes that ended with ``info["crashed"]``.
 Trainers (``--who``):
   ours        ``goalenvs train highway_env:parking-v0`` with its default preset
               (goalenvs/train/presets/highway.toml).
-  ours-crash  the same on ``goalenvs.crash_penalty:parking-crash-v0``: parking-v0 with the
+  ours-crash  the same on ``goalenvs.wrappers.crash_penalty:parking-crash-v0``: parking-v0 with the
               collision penalty moved into compute_reward, so HER's relabeled rewards
               keep it (the trainer stores ``info["crashed"]`` with every transition).
   sb3         stable-baselines3 SAC + HerReplayBuffer as highway-env's parking example
@@ -57,7 +57,7 @@ EVAL_ENV = "highway_env:parking-v0"
 EVAL_EPISODES = 20
 EVAL_SEED = 10_000
 SB3_EVAL_EVERY = 4_000  # env steps; ours evaluates once an epoch (4,000 env steps)
-TRAIN_IDS = {"ours": EVAL_ENV, "ours-crash": "goalenvs.crash_penalty:parking-crash-v0"}
+TRAIN_IDS = {"ours": EVAL_ENV, "ours-crash": "goalenvs.wrappers.crash_penalty:parking-crash-v0"}
 WHO = ("ours", "ours-crash", "sb3")
 
 
@@ -88,8 +88,8 @@ def run_ours(env_id: str, seed: int, budget: float) -> list[tuple[float, int, fl
     crash rate) point per epoch."""
     import torch._dynamo  # noqa: F401  (the first Adam imports it: not on the clock)
 
-    from goalenvs.her import trainer as trainer_module
-    from goalenvs.her.presets import resolve_config
+    from goalenvs.train import trainer as trainer_module
+    from goalenvs.train.presets import resolve_config
 
     config = resolve_config(env_id, seed=seed, verbose=False, stop_success=None)
     config.out = str(ROOT / "runs" / f"highway-bench-{env_id.split(':')[-1]}-s{seed}-{os.getpid()}")

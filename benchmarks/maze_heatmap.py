@@ -23,7 +23,7 @@ import goalenvs  # noqa: F401  (registers the ids)
 
 def goal_cell_success(policy_path: str, episodes: int, seed: int = 1000) -> tuple[np.ndarray, Any]:
     """The map's (rows, cols) success rates (NaN on walls) and the env's params."""
-    from goalenvs.her.policy import load_policy
+    from goalenvs.train.policy import load_policy
 
     policy = load_policy(policy_path, device="cpu")
     probe = gym.make(policy.env_id, **policy.env_kwargs)

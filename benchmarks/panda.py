@@ -47,8 +47,8 @@ def run(env: str, seed: int, budget: float) -> dict[str, Any]:
     # The first Adam imports torch._dynamo (seconds): before the clock starts.
     import torch._dynamo
 
-    from goalenvs.her.presets import resolve_config
-    from goalenvs.her.trainer import train
+    from goalenvs.train.presets import resolve_config
+    from goalenvs.train.trainer import train
 
     torch.set_num_threads(1)
     env_id = f"panda_gym:{env}"

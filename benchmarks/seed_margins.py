@@ -35,8 +35,8 @@ def run(algo: str, seed: int, epochs: int) -> dict:
     and returns its record: per-epoch eval success and the first epoch >= THRESHOLD."""
     import torch
 
-    from goalenvs.her.presets import resolve_config
-    from goalenvs.her.trainer import train
+    from goalenvs.train.presets import resolve_config
+    from goalenvs.train.trainer import train
 
     torch.set_num_threads(1)
     info = run_info()  # load at the start

@@ -46,9 +46,11 @@ import torch
 import torch._dynamo
 
 import goalenvs
+from goalenvs.agents.config import STRATEGIES
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.agents.dqn import DQNConfig
 from goalenvs.demo import parking_config, point_reach_config
-from goalenvs.her.config import STRATEGIES, DDPGConfig, DQNConfig
-from goalenvs.her.trainer import train
+from goalenvs.train.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "train.jsonl"

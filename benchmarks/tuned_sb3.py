@@ -203,8 +203,8 @@ class _BudgetSpentError(Exception):
 
 def run_ours(task: Task, seed: int, budget: float) -> list[tuple[float, int, float]]:
     """goalenvs with the env's default preset; one (seconds, env steps, success) an epoch."""
-    from goalenvs.her import trainer as trainer_module
-    from goalenvs.her.presets import resolve_config
+    from goalenvs.train import trainer as trainer_module
+    from goalenvs.train.presets import resolve_config
 
     clock = {"start": time.perf_counter(), "eval": 0.0}
     config = resolve_config(task.env_id, seed=seed, verbose=False, stop_success=None)

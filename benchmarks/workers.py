@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.cycles <= 0:
         raise SystemExit(f"--cycles must be a positive integer, got {args.cycles}")
     if not args.from_log:
-        from goalenvs.her.presets import resolve_config
+        from goalenvs.train.presets import resolve_config
 
         batch_size = resolve_config(args.env, args.preset).batch_size
         RESULTS.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ import pytest
 
 from goalenvs.agents.registry import ALGOS
 from goalenvs.cli import main
-from goalenvs.core import command_name
+from goalenvs.core.io import command_name
 from goalenvs.train.presets import load_preset, preset_for, resolve_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -79,6 +79,11 @@ def test_check_goal_option_rejects_goal_outside_space():
     np.testing.assert_array_equal(check_goal_option([0.5, 0.5], box), [0.5, 0.5])
 
 
+def test_check_goal_option_names_a_goal_space_that_is_not_a_box():
+    with pytest.raises(TypeError, match=r"Box goal space, got MultiBinary\(3\)"):
+        check_goal_option([0, 1, 0], spaces.MultiBinary(3))
+
+
 @pytest.mark.parametrize(
     "name, expected",
     [

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from goalenvs.crash_penalty import CrashPenaltyInReward
 from goalenvs.her.buffer import HerReplayBuffer
+from goalenvs.wrappers.crash_penalty import CrashPenaltyInReward
 
 
 class _CrashyGoalEnv(gym.Env):
@@ -119,9 +119,9 @@ def test_relabeled_crash_keeps_its_penalty_only_when_wrapped(wrapped):
 
 def test_highway_parking_crash_id_moves_the_penalty_into_compute_reward():
     pytest.importorskip("highway_env")
-    import goalenvs.crash_penalty as crash_penalty
+    import goalenvs.wrappers.crash_penalty as crash_penalty
 
-    env = gym.make(f"goalenvs.crash_penalty:{crash_penalty.PARKING_CRASH_ID}")
+    env = gym.make(f"goalenvs.wrappers.crash_penalty:{crash_penalty.PARKING_CRASH_ID}")
     obs, _ = env.reset(seed=0)
     compute = env.get_wrapper_attr("compute_reward")
     achieved, desired = obs["achieved_goal"], obs["desired_goal"]

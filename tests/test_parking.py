@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import goalenvs  # noqa: F401  (registers the ids)
-from goalenvs.envs.parking import (
+from goalenvs.envs.parking import ParkingEnv, ParkingParams, ParkingVectorEnv, advance, evaluate
+from goalenvs.envs.parking_lot import (
     N_SPOTS,
     POSITION_SCALE,
     SPOT_CENTERS,
@@ -21,11 +22,6 @@ from goalenvs.envs.parking import (
     SPOT_X,
     VELOCITY_SCALE,
     WALL_X,
-    ParkingEnv,
-    ParkingParams,
-    ParkingVectorEnv,
-    advance,
-    evaluate,
 )
 
 COAST = np.zeros(2, dtype=np.float32)

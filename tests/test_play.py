@@ -13,16 +13,15 @@ from goalenvs import play
 from goalenvs.cli import main as cli_main
 from goalenvs.core import GoalEnv, goal_dict_space
 from goalenvs.envs.canvas import Canvas, Window
-from goalenvs.play import (
-    EpisodeStats,
+from goalenvs.play.keyboard import (
+    RESET,
     KeyboardController,
-    PlayError,
-    Recorder,
     drive,
     keyboard_controller,
     normalize_keys_to_action,
-    watch,
 )
+from goalenvs.play.screen import EpisodeStats, PlayError, Recorder
+from goalenvs.play.watch import watch
 
 pygame = pytest.importorskip("pygame")
 Image = pytest.importorskip("PIL.Image")
@@ -240,7 +239,7 @@ def test_reset_and_quit_keys():
     controller = KeyboardController(env.action_space, env.get_keys_to_action())
     command = controller.process([key(pygame.KEYDOWN, pygame.K_r)])
     assert command.reset and not command.quit
-    assert command.actions[0] == play.RESET and len(command.actions) == 2
+    assert command.actions[0] == RESET and len(command.actions) == 2
     assert controller.process([key(pygame.KEYDOWN, pygame.K_ESCAPE)]).quit
     quit_command = controller.process([pygame.event.Event(pygame.QUIT)])
     assert quit_command.quit and quit_command.actions == []

@@ -11,7 +11,7 @@ import pytest
 import goalenvs
 from goalenvs.cli import main as cli_main
 from goalenvs.envs.canvas import Window
-from goalenvs.play import drive, keyboard_controller
+from goalenvs.play.keyboard import drive, keyboard_controller
 
 pygame = pytest.importorskip("pygame")
 Image = pytest.importorskip("PIL.Image")

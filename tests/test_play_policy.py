@@ -7,6 +7,7 @@ import pytest
 from goalenvs.cli import main as cli_main
 
 torch = pytest.importorskip("torch")
+pytest.importorskip("goalenvs.train.trainer")
 
 torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""The native twins on torch (issue 20): the same env as the numpy twin, on any device.
+"""The native twins on torch: the same env as the numpy twin, on any device.
 
 Every test runs on the CPU build of torch; its CUDA variant skips where no GPU is present.
 """
@@ -16,7 +16,7 @@ import pytest
 import goalenvs  # noqa: F401  (registers the ids)
 from goalenvs.checker import check_goal_env
 from goalenvs.cli import main
-from goalenvs.torch_envs import sub_env_view
+from goalenvs.wrappers.torch_envs import sub_env_view
 
 torch = pytest.importorskip("torch")
 
@@ -341,7 +341,7 @@ def test_goal_env_checker_passes_the_device_twin(env_id, device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_goalenvs_check_passes_the_device_twin(device, capsys):
     kwargs = json.dumps({"env_id": "goalenvs/Push-v0", "device": device})
-    spec = "goalenvs.torch_envs:sub_env_view"
+    spec = "goalenvs.wrappers.torch_envs:sub_env_view"
     assert main(["check", spec, "--kwargs", kwargs, "--steps", "100", "--strict"]) == 0
     out = capsys.readouterr().out
     # every check passed or was skipped (Push's goal probe cannot reach a goal that needs a push)
@@ -370,7 +370,7 @@ def test_tensor_action_check_clips_per_dimension_and_checks_discrete_ranges():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_info_tensor_reads_step_infos_and_lists_of_dicts_alike(device):
-    from goalenvs.devices import info_tensor
+    from goalenvs.core.backend import info_tensor
 
     like = torch.zeros(3, 2, device=device)
     step_info = {"crashed": torch.tensor([True, False, True], device=device)}
@@ -386,7 +386,7 @@ def test_info_tensor_reads_step_infos_and_lists_of_dicts_alike(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_clear_points_rejects_until_every_row_is_clear(device):
-    from goalenvs.devices import clear_points
+    from goalenvs.core.backend import clear_points
 
     generator = torch.Generator(device)
     generator.manual_seed(0)
@@ -453,7 +453,7 @@ def test_parking_crashes_match_numpy_from_the_same_state(device):
 def test_parking_device_draws_park_cars_as_the_single_env_does(device):
     env = gym.make_vec("goalenvs/ParkingCrowded-v0", num_envs=4096, device=device).unwrapped
     env.reset(seed=0)
-    from goalenvs.envs.parking import SPOT_GOALS, START_HALF_X, START_HALF_Y
+    from goalenvs.envs.parking_lot import SPOT_GOALS, START_HALF_X, START_HALF_Y
 
     parked, goal = _numpy(env._parked), _numpy(env._goal)
     x, y, c, s, v = (_numpy(a) for a in env._state)

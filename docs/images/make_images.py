@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 from PIL import Image
 
-from goalenvs.play import watch
+from goalenvs.play.watch import watch
 
 HERE = Path(__file__).resolve().parent
 

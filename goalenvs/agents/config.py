@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from goalenvs.core import check_choice, check_in_range, check_int, check_positive
-from goalenvs.her.buffer import GoalSelectionStrategy
+from goalenvs.her.settings import GoalSelectionStrategy
 
 # The buffer's enum is the one list of strategies; configs and the CLI read it.
 STRATEGIES = tuple(strategy.value for strategy in GoalSelectionStrategy)

@@ -12,8 +12,9 @@ Every check is documented in docs/checks.md by its id.
 from __future__ import annotations
 
 from goalenvs.checker.loader import LoadError, load
+from goalenvs.checker.registry import CHECKS
 from goalenvs.checker.report import CheckResult, Finding, Report
-from goalenvs.checker.runner import CHECKS, GoalEnvCheckError, assert_goal_env, check_goal_env
+from goalenvs.checker.runner import GoalEnvCheckError, assert_goal_env, check_goal_env
 
 __all__ = [
     "CHECKS",

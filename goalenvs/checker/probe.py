@@ -175,7 +175,9 @@ class Rollout:
         return [s for e in self.episodes for s in e.steps]
 
 
-def _parse_reset(ret: Any, where: str, problems: list) -> tuple[Any, dict] | None:
+def parse_reset(ret: Any, where: str, problems: list) -> tuple[Any, dict] | None:
+    """``(obs, info)`` of what ``reset`` returned, or None when it is not a pair; each
+    deviation from gymnasium's API is appended to ``problems`` as ``(where, message)``."""
     if not isinstance(ret, tuple) or len(ret) != 2:
         n = len(ret) if isinstance(ret, tuple) else "not a tuple"
         problems.append(
@@ -189,7 +191,10 @@ def _parse_reset(ret: Any, where: str, problems: list) -> tuple[Any, dict] | Non
     return obs, info
 
 
-def _parse_step(ret: Any, where: str, problems: list) -> tuple | None:
+def parse_step(ret: Any, where: str, problems: list) -> tuple | None:
+    """``(obs, reward, terminated, truncated, info)`` of what ``step`` returned, as a float
+    and two bools, or None when it is not a 5-tuple; each deviation from gymnasium's API
+    is appended to ``problems`` as ``(where, message)``."""
     if not isinstance(ret, tuple) or len(ret) != 5:
         n = f"length {len(ret)}" if isinstance(ret, tuple) else "not a tuple"
         problems.append(
@@ -249,7 +254,7 @@ def _record_rollout(ctx: Context) -> Rollout:
     except (EnvTimeoutError, EnvHungError) as error:
         ro.stopped = str(error)
         return ro
-    parsed = _parse_reset(ret, "reset", ro.reset_problems)
+    parsed = parse_reset(ret, "reset", ro.reset_problems)
     if parsed is None:
         ro.stopped = "reset did not return (obs, info)"
         return ro
@@ -266,7 +271,7 @@ def _record_rollout(ctx: Context) -> Rollout:
         except (EnvTimeoutError, EnvHungError) as error:
             ro.stopped = str(error)
             return ro
-        parsed_step = _parse_step(ret, where, ro.step_problems)
+        parsed_step = parse_step(ret, where, ro.step_problems)
         if parsed_step is None:
             ro.stopped = "step did not return five values"
             return ro
@@ -296,7 +301,7 @@ def _record_rollout(ctx: Context) -> Rollout:
             except (EnvTimeoutError, EnvHungError) as error:
                 ro.stopped = str(error)
                 return ro
-            parsed = _parse_reset(ret, f"reset after step {t}", ro.reset_problems)
+            parsed = parse_reset(ret, f"reset after step {t}", ro.reset_problems)
             if parsed is None:
                 ro.stopped = "reset did not return (obs, info)"
                 return ro

@@ -1,8 +1,6 @@
 """The runner: runs every registered check, isolating each one, and builds the report.
 
-Importing this module loads every check module (``goalenvs.checker.checks``). The names
-that lived here before the registry and the context had their own modules
-(``CHECKS``, ``Check``, ``Context``, ``register``, the exceptions) are re-exported.
+Importing this module loads every check module (``goalenvs.checker.checks``).
 """
 
 from __future__ import annotations
@@ -24,24 +22,10 @@ from goalenvs.checker.context import (
     EnvTimeoutError,
     SkipCheckError,
 )
-from goalenvs.checker.registry import CHECKS, MAX_FINDINGS, Check, Outcome, register
+from goalenvs.checker.registry import CHECKS, Check, Outcome
 from goalenvs.checker.report import CheckResult, Report
 
-__all__ = [
-    "CHECKS",
-    "MAX_FINDINGS",
-    "Check",
-    "Context",
-    "EnvCallError",
-    "EnvHungError",
-    "EnvTimeoutError",
-    "GoalEnvCheckError",
-    "Outcome",
-    "SkipCheckError",
-    "assert_goal_env",
-    "check_goal_env",
-    "register",
-]
+__all__ = ["GoalEnvCheckError", "assert_goal_env", "check_goal_env"]
 
 # Checks that read what the others left behind (warnings, timeouts): run last.
 _LAST = ("gym.warnings", "gym.notes", "api.timeout")

@@ -43,11 +43,11 @@ from goalenvs.checker.context import (
 )
 from goalenvs.checker.probe import (
     StepRecord,
-    _parse_reset,
-    _parse_step,
     copy_info,
     copy_obs,
     goal_space,
+    parse_reset,
+    parse_step,
     rollout,
     same,
 )
@@ -213,7 +213,7 @@ def _copies_step_alike(ctx: Context, env: gym.Env, action: Any) -> str | None:
 
 
 def _record(probe: GoalProbe, ret: Any, action: Any) -> StepRecord | None:
-    parsed = _parse_step(ret, "goal probe", [])
+    parsed = parse_step(ret, "goal probe", [])
     if parsed is None:
         return None
     obs, reward, terminated, truncated, info = parsed
@@ -264,7 +264,7 @@ def _seek(ctx: Context) -> GoalProbe:
 
 def _reset(ctx: Context, env: gym.Env, seed: int | None) -> Any:
     ret = ctx.call("goal probe: reset", env.reset, seed=seed)
-    parsed = _parse_reset(ret, "goal probe reset", [])
+    parsed = parse_reset(ret, "goal probe reset", [])
     if parsed is None or not isinstance(parsed[0], Mapping):
         raise SkipCheckError("the goal probe could not reset the env to a goal observation")
     return parsed[0]

@@ -9,15 +9,12 @@
   goalenvs);
 - :mod:`~goalenvs.core.io`: the one atomic write and the one space<->JSON codec.
 
-Every name is importable from ``goalenvs.core`` itself, as before the split; the old
-modules ``goalenvs.devices`` and ``goalenvs.atomic`` are aliases of :mod:`backend
-<goalenvs.core.backend>` and :mod:`io <goalenvs.core.io>`, and ``goalenvs.crash_penalty``
-and ``goalenvs.torch_envs`` of their homes in :mod:`goalenvs.wrappers` (:data:`MOVED`).
+The names below are what an env written against goalenvs uses, importable from
+``goalenvs.core`` itself.
 """
 
 from __future__ import annotations
 
-from goalenvs.core.aliases import alias_modules
 from goalenvs.core.backend import (
     InfoLike,
     check_tensor_actions,
@@ -49,22 +46,8 @@ from goalenvs.core.validate import (
 )
 from goalenvs.core.vector import GoalVectorEnv, twin_metadata
 
-# Old module path -> where it lives now (an alias, see goalenvs.core.aliases): the modules
-# that stood beside core at the package's top level. Registered here because importing
-# goalenvs imports core first, so the old paths resolve before anything asks for them.
-MOVED = {
-    "goalenvs.devices": "goalenvs.core.backend",
-    "goalenvs.atomic": "goalenvs.core.io",
-    "goalenvs.crash_penalty": "goalenvs.wrappers.crash_penalty",
-    "goalenvs.torch_envs": "goalenvs.wrappers.torch_envs",
-}
-
-
-alias_modules(MOVED)
-
 __all__ = [
     "GOAL_KEYS",
-    "MOVED",
     "GoalEnv",
     "GoalFunctions",
     "GoalVectorEnv",

@@ -57,6 +57,8 @@ class GoalEnv(GoalFunctions, gym.Env):
     what lets HER recompute them for substituted goals.
     """
 
+    observation_space: spaces.Dict
+
     def compute_truncated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
     ) -> np.ndarray:

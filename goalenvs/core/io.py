@@ -26,6 +26,11 @@ from gymnasium import spaces
 _TMP_SUFFIX = ".tmp"
 
 
+def is_temporary(path: Path) -> bool:
+    """Whether ``path`` names a temporary file of an atomic write (left by a cut one)."""
+    return path.name.startswith(".") and _TMP_SUFFIX in path.name
+
+
 def temporary_name(path: Path) -> Path:
     """The temporary file an atomic write of ``path`` goes through (same folder)."""
     return path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")

@@ -182,12 +182,15 @@ def check_actions(actions: Any, single_space: spaces.Space, num_envs: int) -> np
     raise TypeError(f"check_actions does not support {single_space}")
 
 
-def check_goal_option(goal: Any, space: spaces.Box, batch: int | None = None) -> np.ndarray:
-    """Validates a goal passed as ``reset(options={"goal": ...})``.
+def check_goal_option(goal: Any, space: spaces.Space, batch: int | None = None) -> np.ndarray:
+    """Validates a goal passed as ``reset(options={"goal": ...})`` against the desired-goal
+    ``space``, a Box.
 
     For a vector env (``batch`` given) the goal may be one goal, used for every reset
     sub-env, or one per sub-env.
     """
+    if not isinstance(space, spaces.Box):
+        raise TypeError(f"a pinned goal is checked against a Box goal space, got {space}")
     arr = np.asarray(goal, dtype=np.float64)
     shapes = [space.shape] if batch is None else [space.shape, (batch, *space.shape)]
     if arr.shape not in shapes:

@@ -9,7 +9,7 @@ batched dynamics.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -27,6 +27,9 @@ from goalenvs.core.validate import (
     check_positive,
     parse_autoreset_mode,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 
 class GoalVectorEnv(GoalFunctions, VectorEnv):
@@ -68,6 +71,8 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "autoreset_mode": None}
+    single_observation_space: spaces.Dict  # the goal Dict of one sub-env
+    torch_generator: torch.Generator  # on a torch device only: every sub-env's draws
 
     def __init__(
         self,
@@ -213,8 +218,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     def _check_goal(self, goal: Any) -> np.ndarray:
         """Checks ``options["goal"]`` (one goal, or one per sub-env): by default with
         :func:`check_goal_option` against the desired-goal space."""
-        goal_spaces: Any = self.single_observation_space  # a Dict (the constructor's)
-        return check_goal_option(goal, goal_spaces["desired_goal"], self.num_envs)
+        return check_goal_option(goal, self.single_observation_space["desired_goal"], self.num_envs)
 
     def _store_episodes(self, index: Any, drawn: tuple[Any, ...]) -> None:
         """Writes drawn episodes into the rows ``index`` of :attr:`episode_state`."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.spaces import Space
 from gymnasium.vector import AutoresetMode
 
 from goalenvs.core import (
@@ -55,7 +56,7 @@ class BitFlippingParams:
         )
         return goal_dict_space(bits, bits), action
 
-    def check_goal(self, goal: Any, space: spaces.Box, batch: int | None = None) -> np.ndarray:
+    def check_goal(self, goal: Any, space: Space, batch: int | None = None) -> np.ndarray:
         """A pinned ``options["goal"]``, checked to hold only bits."""
         arr = check_goal_option(goal, space, batch)
         if not np.isin(arr, (0.0, 1.0)).all():
@@ -129,8 +130,8 @@ def random_patterns(rngs: Sequence[np.random.Generator], n_bits: int, count: int
     """``count`` random bit patterns from each generator: float32 ``(len(rngs), count, n_bits)``.
 
     A pattern is ``ceil(n_bits / 64)`` raw 64-bit words of its generator, bit ``b`` being
-    bit ``b % 64`` of word ``b // 64``: the same episodes for the same seeds as every
-    earlier version. One call per generator; the unpacking is one call for all.
+    bit ``b % 64`` of word ``b // 64`` (this layout fixes which episodes a seed gives).
+    One call per generator; the unpacking is one call for all.
     """
     per = -(-n_bits // 64)
     words = np.array(
@@ -141,7 +142,7 @@ def random_patterns(rngs: Sequence[np.random.Generator], n_bits: int, count: int
 
 
 def draw_episodes(
-    rngs: Sequence[np.random.Generator], params: BitFlippingParams, goal: np.ndarray | None
+    rngs: Sequence[np.random.Generator], params: BitFlippingParams, goal: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """One episode per generator: ``(start, goal)``, float32 ``(len(rngs), n_bits)``.
 
@@ -161,7 +162,7 @@ def draw_episodes(
     redrawn = target if random_goal else start
     same = np.flatnonzero(bits_match(start, target, np))
     while same.size:
-        redrawn[same] = random_patterns([rngs[i] for i in same], n_bits, 1)[:, 0]
+        redrawn[same] = random_patterns([rngs[i] for i in same.tolist()], n_bits, 1)[:, 0]
         same = same[bits_match(start[same], target[same], np)]
     return start, target
 
@@ -456,7 +457,9 @@ def _make_canvas(layout: _Layout) -> Canvas:
 # --------------------------------------------------------------------------- vector env
 
 
-class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):
+# render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
+# every sub-env's frames: a deliberate difference that mypy reports on the class.
+class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` bit flipping envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`BitFlippingEnv` exactly (same kernel, same draws from its
@@ -509,9 +512,9 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):
         return self.params.check_goal(goal, space, self.num_envs)
 
     def _draw_episodes(
-        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+        self, rngs: list[np.random.Generator], **pinned: Any
     ) -> tuple[np.ndarray, np.ndarray]:
-        return draw_episodes(rngs, self.params, goal)
+        return draw_episodes(rngs, self.params, **pinned)
 
     def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
         return draw_episodes_on_device(self.torch_generator, self.params, count, goal)

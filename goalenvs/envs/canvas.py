@@ -18,11 +18,13 @@ import math
 import os
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
 Color = tuple[int, int, int]
+# A point in world coordinates: (x, y) as a sequence or a 2-element array.
+Point: TypeAlias = "Sequence[float] | np.ndarray"
 
 # Events kept for the caller between two Window.events() calls; older ones are dropped,
 # so a window nobody reads events from never grows a backlog.
@@ -206,7 +208,7 @@ class Canvas:
             axis=-1,
         )
 
-    def to_pixel(self, xy: Sequence[float]) -> tuple[int, int]:
+    def to_pixel(self, xy: Point) -> tuple[int, int]:
         """One world point to an integer pixel ``(column, row)``."""
         px = self.to_pixels(xy)
         return int(round(px[0])), int(round(px[1]))
@@ -220,15 +222,13 @@ class Canvas:
         """Fills the surface with ``color`` (default: the background)."""
         self.surface.fill(self.background if color is None else color)
 
-    def circle(self, center: Sequence[float], radius: float, color: Color, width: int = 0) -> None:
+    def circle(self, center: Point, radius: float, color: Color, width: int = 0) -> None:
         """A circle of world ``radius``; ``width`` > 0 draws only the outline (pixels)."""
         self.pygame.draw.circle(
             self.surface, color, self.to_pixel(center), self.length(radius), width
         )
 
-    def line(
-        self, start: Sequence[float], end: Sequence[float], color: Color, width: int = 1
-    ) -> None:
+    def line(self, start: Point, end: Point, color: Color, width: int = 1) -> None:
         """A straight line, ``width`` in pixels."""
         self.pygame.draw.line(self.surface, color, self.to_pixel(start), self.to_pixel(end), width)
 
@@ -239,7 +239,7 @@ class Canvas:
 
     def box(
         self,
-        center: Sequence[float],
+        center: Point,
         length: float,
         width: float,
         angle: float,
@@ -262,9 +262,7 @@ class Canvas:
         right, bottom = self.to_pixel((x_max, y_min))
         self.pygame.draw.rect(self.surface, color, (left, top, right - left, bottom - top), width)
 
-    def arrow(
-        self, start: Sequence[float], end: Sequence[float], color: Color, width: int = 2
-    ) -> None:
+    def arrow(self, start: Point, end: Point, color: Color, width: int = 2) -> None:
         """A line from ``start`` to ``end`` with a head at ``end`` (nothing if they coincide)."""
         p0 = self.to_pixels(start)
         p1 = self.to_pixels(end)
@@ -344,7 +342,7 @@ class Canvas:
         self.window.close()
 
 
-def box_corners(center: Sequence[float], length: float, width: float, angle: float) -> np.ndarray:
+def box_corners(center: Point, length: float, width: float, angle: float) -> np.ndarray:
     """World corners of a rotated rectangle: front-left, front-right, rear-right, rear-left."""
     c, s = math.cos(angle), math.sin(angle)
     fx, fy = 0.5 * length * c, 0.5 * length * s  # half-length along the heading

@@ -4,9 +4,8 @@ In this order: :class:`ParkingParams` (the checked constants), the goal function
 faces (:class:`_ParkingGoals`), the kernel (pure functions of arrays and their array module
 ``xp`` over a leading batch dimension: numpy, or torch tensors for the device twin),
 :class:`ParkingEnv` (one env, a batch of one for the kernel) and :class:`ParkingVectorEnv`
-(N envs in one call, the ids' ``vector_entry_point``). The lot itself (its layout, its
-collisions, its drawing) is :mod:`goalenvs.envs.parking_lot`, whose layout constants are
-importable from here too.
+(N envs in one call, the ids' ``vector_entry_point``). The lot itself (its layout and its
+drawing) is :mod:`goalenvs.envs.parking_lot`.
 """
 
 from __future__ import annotations
@@ -33,27 +32,28 @@ from goalenvs.core import (
     twin_metadata,
 )
 from goalenvs.core.backend import info_tensor
-
-# The lot's layout and its drawing; the layout's names are this module's too.
-from goalenvs.envs.parking_lot import GOAL_SIZE as GOAL_SIZE
-from goalenvs.envs.parking_lot import LANE_HALF_WIDTH as LANE_HALF_WIDTH
-from goalenvs.envs.parking_lot import N_SPOTS as N_SPOTS
-from goalenvs.envs.parking_lot import POSITION_SCALE as POSITION_SCALE
-from goalenvs.envs.parking_lot import SPOT_CENTER_Y as SPOT_CENTER_Y
-from goalenvs.envs.parking_lot import SPOT_CENTERS as SPOT_CENTERS
-from goalenvs.envs.parking_lot import SPOT_DEPTH as SPOT_DEPTH
-from goalenvs.envs.parking_lot import SPOT_GOALS as SPOT_GOALS
-from goalenvs.envs.parking_lot import SPOT_HEADING_SIN as SPOT_HEADING_SIN
-from goalenvs.envs.parking_lot import SPOT_WIDTH as SPOT_WIDTH
-from goalenvs.envs.parking_lot import SPOT_X as SPOT_X
-from goalenvs.envs.parking_lot import SPOTS_PER_ROW as SPOTS_PER_ROW
-from goalenvs.envs.parking_lot import START_HALF_X as START_HALF_X
-from goalenvs.envs.parking_lot import START_HALF_Y as START_HALF_Y
-from goalenvs.envs.parking_lot import VELOCITY_SCALE as VELOCITY_SCALE
-from goalenvs.envs.parking_lot import WALL_THICKNESS as WALL_THICKNESS
-from goalenvs.envs.parking_lot import WALL_X as WALL_X
-from goalenvs.envs.parking_lot import WALL_Y as WALL_Y
-from goalenvs.envs.parking_lot import LotPainter, check_car_option, crashes, keys_to_action, spot_at
+from goalenvs.envs.parking_lot import (
+    GOAL_SIZE,
+    LANE_HALF_WIDTH,
+    N_SPOTS,
+    POSITION_SCALE,
+    SPOT_CENTER_Y,
+    SPOT_CENTERS,
+    SPOT_DEPTH,
+    SPOT_GOALS,
+    SPOT_WIDTH,
+    SPOT_X,
+    SPOTS_PER_ROW,
+    START_HALF_X,
+    START_HALF_Y,
+    VELOCITY_SCALE,
+    WALL_X,
+    WALL_Y,
+    LotPainter,
+    check_car_option,
+    keys_to_action,
+    spot_at,
+)
 
 # The most a substep may turn the car by half (radians): each substep drives one arc,
 # and short arcs keep the per-substep speed limit close to a continuous one. The default
@@ -225,7 +225,7 @@ def _cast(array: Any, dtype: str, xp: Any) -> Any:
 
 def _clip(array: Any, low: float, high: float, xp: Any) -> Any:
     """``xp.clip``; on the single env's numpy scalars the builtins, a tenth of the cost."""
-    if isinstance(array, np.generic):
+    if isinstance(array, np.floating):
         return min(max(array, low), high)
     return xp.clip(array, low, high)
 
@@ -301,6 +301,40 @@ def goal_reward(distance: Any, crashed: Any, params: ParkingParams) -> tuple[Any
     success = distance <= params.success_threshold
     base = -distance if params.dense else success * 1.0 - 1.0
     return base - params.collision_penalty * crashed, success
+
+
+def crashes(
+    state: tuple[Any, ...], parked: Any, spot_centers: Any, params: ParkingParams, xp: Any
+) -> Any:
+    """Whether each car overlaps a wall or a parked car: bool of the batch shape.
+
+    Walls: the box around the rotated car against the wall faces (exact for a rectangle
+    against a half-plane). Parked cars are axis-aligned, nose into their spot
+    (half_width along x, half_length along y), ``spot_centers`` ``(N_SPOTS, 2)`` and
+    ``parked`` ``(*batch, N_SPOTS)`` bool in the state's array module. Two boxes overlap
+    when no axis among x, y and the car's own two axes separates them; touching is not
+    an overlap. A car reaches only the parked cars of its own row (the rows' centres are
+    28 m apart, a car's reach in y under 8.5 m), so it is tested against those 14 spots.
+    """
+    x, y, c, s, _ = state
+    hl, hw = params.half_length, params.half_width
+    ac, as_ = abs(c), abs(s)
+    extent_x, extent_y = hl * ac + hw * as_, hl * as_ + hw * ac
+    crashed = (abs(x) + extent_x > WALL_X) | (abs(y) + extent_y > WALL_Y)
+    if not params.n_parked:
+        return crashed
+    # Spots along a first axis, the batch after it: numpy's loops then run along the batch.
+    upper = y > 0
+    parked = xp.moveaxis(parked, -1, 0)
+    row = xp.where(upper, parked[SPOTS_PER_ROW:], parked[:SPOTS_PER_ROW])
+    dy = y - xp.where(upper, SPOT_CENTER_Y, -SPOT_CENTER_Y)
+    dx = x - spot_centers[:SPOTS_PER_ROW, 0].reshape((SPOTS_PER_ROW,) + (1,) * dy.ndim)
+    overlap = (
+        (abs(dx) < extent_x + hw)
+        & (abs(dx * c + dy * s) < hl + hw * ac + hl * as_)
+        & (abs(dy * c - dx * s) < hw + hw * as_ + hl * ac)
+    )
+    return crashed | ((abs(dy) < extent_y + hl) & (overlap & row).any(axis=0))
 
 
 def evaluate(
@@ -630,7 +664,9 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
         """Draws the lot; ``rgb_array`` returns an ``(352, 576, 3)`` uint8 frame."""
         if self.render_mode is None:
             return None
-        self._painter = self._painter or LotPainter(self.params, self.metadata["render_fps"])
+        self._painter = self._painter or LotPainter(
+            self.params.length, self.params.width, self.metadata["render_fps"]
+        )
         car, goal, parked = tuple(map(float, self._state)), self._goal, self._parked
         outcome = (self._crashed, self._success, self._steps, self._last_reward)
         return self._painter.draw(self.render_mode, car, goal, parked, *outcome)
@@ -762,11 +798,15 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         # hold the two equal); a crash terminates.
         return self.fresh(self._reward), self.fresh(self._crashed), None
 
-    def render(self) -> np.ndarray | None:
+    # Sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of every
+    # sub-env's frames: a deliberate difference that mypy reports on the override.
+    def render(self) -> np.ndarray | None:  # type: ignore[override]
         """Sub-env 0's frame (``rgb_array``), as :meth:`ParkingEnv.render` draws it."""
         if self.render_mode is None:
             return None
-        self._painter = self._painter or LotPainter(self.params, self.metadata["render_fps"])
+        self._painter = self._painter or LotPainter(
+            self.params.length, self.params.width, self.metadata["render_fps"]
+        )
         steps = int(self.elapsed_steps[0])
         car = tuple(float(a[0]) for a in self._state)
         goal, parked = self.to_numpy(self._goal[0]), self.to_numpy(self._parked[0])

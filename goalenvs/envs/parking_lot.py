@@ -1,18 +1,16 @@
 """The parking lot of :mod:`goalenvs.envs.parking`: its layout (the constants the
-kernel reads), the spot under a point, a car placed in it (``options["car"]``), what a
-car hits (walls and parked cars: the kernel's :func:`crashes`), and its drawing."""
+kernel reads), the spot under a point, the check of a car placed in it
+(``options["car"]``), its drawing and its keyboard controls. It knows nothing of the car
+beyond the length and width it draws."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
-
-if TYPE_CHECKING:
-    from goalenvs.envs.parking import ParkingParams
 
 # --------------------------------------------------------------------------- lot layout
 # Two rows of spots face each other across a lane; walls enclose the lot (highway-env's
@@ -84,40 +82,6 @@ def check_car_option(value: Any, max_speed: float, batch: int | None = None) -> 
     return arr
 
 
-def crashes(
-    state: tuple[Any, ...], parked: Any, spot_centers: Any, params: ParkingParams, xp: Any
-) -> Any:
-    """Whether each car overlaps a wall or a parked car: bool of the batch shape.
-
-    Walls: the box around the rotated car against the wall faces (exact for a rectangle
-    against a half-plane). Parked cars are axis-aligned, nose into their spot
-    (half_width along x, half_length along y), ``spot_centers`` ``(N_SPOTS, 2)`` and
-    ``parked`` ``(*batch, N_SPOTS)`` bool in the state's array module. Two boxes overlap
-    when no axis among x, y and the car's own two axes separates them; touching is not
-    an overlap. A car reaches only the parked cars of its own row (the rows' centres are
-    28 m apart, a car's reach in y under 8.5 m), so it is tested against those 14 spots.
-    """
-    x, y, c, s, _ = state
-    hl, hw = params.half_length, params.half_width
-    ac, as_ = abs(c), abs(s)
-    extent_x, extent_y = hl * ac + hw * as_, hl * as_ + hw * ac
-    crashed = (abs(x) + extent_x > WALL_X) | (abs(y) + extent_y > WALL_Y)
-    if not params.n_parked:
-        return crashed
-    # Spots along a first axis, the batch after it: numpy's loops then run along the batch.
-    upper = y > 0
-    parked = xp.moveaxis(parked, -1, 0)
-    row = xp.where(upper, parked[SPOTS_PER_ROW:], parked[:SPOTS_PER_ROW])
-    dy = y - xp.where(upper, SPOT_CENTER_Y, -SPOT_CENTER_Y)
-    dx = x - spot_centers[:SPOTS_PER_ROW, 0].reshape((SPOTS_PER_ROW,) + (1,) * dy.ndim)
-    overlap = (
-        (abs(dx) < extent_x + hw)
-        & (abs(dx * c + dy * s) < hl + hw * ac + hl * as_)
-        & (abs(dy * c - dx * s) < hw + hw * as_ + hl * ac)
-    )
-    return crashed | ((abs(dy) < extent_y + hl) & (overlap & row).any(axis=0))
-
-
 # --------------------------------------------------------------------------- drawing
 
 _COLORS = {
@@ -142,25 +106,27 @@ _WORLD_BOUNDS = (
 
 
 class LotPainter:
-    """Draws one lot on a shared :class:`~goalenvs.envs.canvas.Canvas`.
+    """Draws one lot, its parked cars and a car of ``car_length`` x ``car_width`` metres on
+    a shared :class:`~goalenvs.envs.canvas.Canvas`.
 
     The lot, the parked cars and the goal do not move within an episode, so they are
     drawn once per episode into a snapshot that each frame starts from.
     """
 
-    def __init__(self, params: ParkingParams, render_fps: int) -> None:
+    def __init__(self, car_length: float, car_width: float, render_fps: int) -> None:
         size = (
             int((_WORLD_BOUNDS[1] - _WORLD_BOUNDS[0]) * _PIXELS_PER_METRE),
             int((_WORLD_BOUNDS[3] - _WORLD_BOUNDS[2]) * _PIXELS_PER_METRE),
         )
         self.canvas = Canvas(size, _WORLD_BOUNDS, _COLORS["ground"], title="goalenvs Parking")
-        self.params = params
+        self.car_length = car_length
+        self.car_width = car_width
         self.render_fps = render_fps
         self._background: Any = None
         self._background_key: Any = None
 
     def _draw_background(self, desired_goal: np.ndarray, parked: np.ndarray) -> None:
-        cv, p = self.canvas, self.params
+        cv, length, width = self.canvas, self.car_length, self.car_width
         cv.clear()
         t = WALL_THICKNESS
         for x0, y0, x1, y1 in (
@@ -184,12 +150,12 @@ class LotPainter:
             cv.line((edges[0], outer), (edges[-1], outer), _COLORS["line"], 2)
         for spot in np.flatnonzero(parked):
             cx, cy = SPOT_CENTERS[spot]
-            cv.box((cx, cy), p.length, p.width, math.pi / 2, _COLORS["parked"])
+            cv.box((cx, cy), length, width, math.pi / 2, _COLORS["parked"])
         # The goal pose: an outline of the car where it should stop, and its heading.
         norm = math.hypot(gc, gs) or 1.0
         angle = math.atan2(gs / norm, gc / norm)
-        cv.box((gx, gy), p.length, p.width, angle, _COLORS["line"], border=2)
-        tip = (gx + 0.45 * p.length * gc / norm, gy + 0.45 * p.length * gs / norm)
+        cv.box((gx, gy), length, width, angle, _COLORS["line"], border=2)
+        tip = (gx + 0.45 * length * gc / norm, gy + 0.45 * length * gs / norm)
         cv.arrow((gx, gy), tip, _COLORS["line"], 2)
         self._background = cv.snapshot()
 
@@ -209,19 +175,19 @@ class LotPainter:
         if key != self._background_key:
             self._draw_background(desired_goal, parked)
             self._background_key = key
-        cv, p = self.canvas, self.params
+        cv, length, width = self.canvas, self.car_length, self.car_width
         cv.restore(self._background)
         x, y, c, s = car[:4]
         angle = math.atan2(s, c)
         color = (
             _COLORS["crash"] if crashed else _COLORS["car_success"] if success else _COLORS["car"]
         )
-        corners = cv.box((x, y), p.length, p.width, angle, color)
+        corners = cv.box((x, y), length, width, angle, color)
         # Heading mark: a bar across the front of the car.
         cv.line(corners[0], corners[1], _COLORS["mark"], 3)
         hud = hud_line(steps, reward, success)
         if crashed:
-            cv.circle((x, y), 0.75 * p.length, _COLORS["crash"], width=3)
+            cv.circle((x, y), 0.75 * length, _COLORS["crash"], width=3)
             hud = "CRASH  " + hud
         cv.text(hud, (8, 6), _COLORS["crash"] if crashed else _COLORS["hud"], size=20)
         if mode == "rgb_array":

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.spaces import Space
 from gymnasium.vector import AutoresetMode
 
 from goalenvs.core import (
@@ -231,7 +232,7 @@ class PointMazeParams:
         action = spaces.Box(-1.0, 1.0, (2,), np.float32)
         return goal_dict_space(observation, goal), action
 
-    def check_goal(self, goal: Any, space: spaces.Box, batch: int | None = None) -> np.ndarray:
+    def check_goal(self, goal: Any, space: Space, batch: int | None = None) -> np.ndarray:
         """A pinned ``options["goal"]``, checked to lie in the maze and in a free cell."""
         arr = check_goal_option(goal, space, batch)
         inside_wall = self.walls_up[_cell_y(arr[..., 1]), _cell_x(arr[..., 0])]
@@ -646,7 +647,9 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
 # --------------------------------------------------------------------------- vector env
 
 
-class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):
+# render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
+# every sub-env's frames: a deliberate difference that mypy reports on the class.
+class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` point mazes stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointMazeEnv` exactly (same kernel, same draws from its

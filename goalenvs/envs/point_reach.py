@@ -170,7 +170,7 @@ def draw_episodes(
     redrawn = target if goal is None else start
     near = np.flatnonzero(goal_distance(start, target, np) < params.distance_threshold)
     while near.size:
-        redrawn[near] = points([rngs[i] for i in near], 2)
+        redrawn[near] = points([rngs[i] for i in near.tolist()], 2)
         near = near[goal_distance(start[near], target[near], np) < params.distance_threshold]
     return start, target
 
@@ -402,7 +402,9 @@ class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalE
 # --------------------------------------------------------------------------- vector env
 
 
-class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):
+# render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
+# every sub-env's frames: a deliberate difference that mypy reports on the class.
+class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` point-reach envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws from its
@@ -451,9 +453,9 @@ class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):
     zeroed_on_reset = ("_velocity",)
 
     def _draw_episodes(
-        self, rngs: list[np.random.Generator], goal: np.ndarray | None = None
+        self, rngs: list[np.random.Generator], **pinned: Any
     ) -> tuple[np.ndarray, np.ndarray]:
-        return draw_episodes(rngs, self.params, goal)
+        return draw_episodes(rngs, self.params, **pinned)
 
     def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
         return draw_episodes_on_device(self.torch_generator, self.params, count, goal)

@@ -453,7 +453,9 @@ class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):
+# render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
+# every sub-env's frames: a deliberate difference that mypy reports on the class.
+class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` Push envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PushEnv` exactly (same kernel, same draws from its own

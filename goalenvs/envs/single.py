@@ -1,6 +1,6 @@
 """What each single env keeps around its kernel: the checked render mode, the spaces of
 its params, the step count, the last reward and success, and the rule that ``reset``
-comes before ``step``. The envs call these helpers where each once wrote them out."""
+comes before ``step``. Each single env calls these helpers instead of writing them out."""
 
 from __future__ import annotations
 

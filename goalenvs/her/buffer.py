@@ -52,21 +52,13 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.her import buffer_file
 from goalenvs.her.buffer_file import load_buffer, save_buffer
 from goalenvs.her.buffer_sampling import HerSampling
-from goalenvs.her.common import HerBatch, ReplayBufferBase
+from goalenvs.her.common import ReplayBufferBase
 from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy
-from goalenvs.her.settings import GoalFunction as GoalFunction
-from goalenvs.her.settings import resolve_goal_function as resolve_goal_function
 from goalenvs.her.sumtree import SumTree
 
-# GoalSelectionStrategy, HerBatch, GoalFunction and resolve_goal_function live in
-# goalenvs.her.settings and goalenvs.her.common; they stay importable from here.
-__all__ = ["GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
-
-# The file layout lives with the save and load code; the names stay importable here.
-FILE_FORMAT, FILE_VERSION = buffer_file.FILE_FORMAT, buffer_file.FILE_VERSION
+__all__ = ["HerReplayBuffer"]
 
 _BOOL = np.dtype(bool)
 

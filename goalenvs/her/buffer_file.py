@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from goalenvs.atomic import atomic_write
+from goalenvs.core.io import atomic_write
 from goalenvs.her.common import version_error
 from goalenvs.her.settings import BufferSettings
 

@@ -65,8 +65,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.devices import resolve_device, torch_dtype
-from goalenvs.her import device_file
+from goalenvs.core.backend import resolve_device, torch_dtype
 from goalenvs.her.common import (
     NO_EPISODE_YET,
     HerBatch,
@@ -78,9 +77,6 @@ from goalenvs.her.device_file import load_device_buffer, save_device_buffer
 from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
 
 __all__ = ["DeviceHerReplayBuffer"]
-
-# The file layout lives with the save and load code; the names stay importable here.
-FILE_FORMAT, FILE_VERSION = device_file.FILE_FORMAT, device_file.FILE_VERSION
 
 
 class DeviceHerReplayBuffer(ReplayBufferBase):

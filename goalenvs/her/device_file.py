@@ -16,7 +16,7 @@ import pickle
 import zipfile
 from typing import TYPE_CHECKING, Any
 
-from goalenvs.atomic import atomic_write
+from goalenvs.core.io import atomic_write
 from goalenvs.her.common import version_error
 from goalenvs.her.settings import BufferSettings
 

@@ -55,6 +55,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 from stable_baselines3.her.her_replay_buffer import HerReplayBuffer as _SB3HerReplayBuffer
 
 from goalenvs.her import buffer as core
+from goalenvs.her.settings import GoalSelectionStrategy, resolve_goal_function
 
 __all__ = ["HerReplayBuffer"]
 
@@ -167,7 +168,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             goal_selection_strategy = goal_selection_strategy.name.lower()
         self.handle_timeout_termination = handle_timeout_termination
         self.n_sampled_goal = n_sampled_goal
-        self.goal_selection_strategy = core.GoalSelectionStrategy.parse(goal_selection_strategy)
+        self.goal_selection_strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
         self.copy_info_dict = bool(copy_info_dict or info_keys)
         self.recompute_terminated = bool(recompute_terminated)
         self._infer_info_keys = self.copy_info_dict and not info_keys
@@ -212,9 +213,9 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         if self.env is not None:
             raise ValueError("Trying to set env of already initialized environment.")
         self.env = env
-        self.core.compute_reward = core.resolve_goal_function(env, "compute_reward")
+        self.core.compute_reward = resolve_goal_function(env, "compute_reward")
         if self.recompute_terminated:
-            self.core.compute_terminated = core.resolve_goal_function(env, "compute_terminated")
+            self.core.compute_terminated = resolve_goal_function(env, "compute_terminated")
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

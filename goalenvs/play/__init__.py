@@ -26,9 +26,9 @@ needs imageio with imageio-ffmpeg. A GIF stores consecutive identical frames onc
 their durations summed), as every GIF encoder does.
 
 One module per job: :mod:`~goalenvs.play.keyboard` (keyboard play, :func:`drive`),
-:mod:`~goalenvs.play.watch` (watching a policy, :func:`watch`), :mod:`~goalenvs.play.record`
-(recording) and :mod:`~goalenvs.play.screen` (what both loops share); this module is the
-command line and keeps every name ``goalenvs.play`` had.
+:mod:`~goalenvs.play.watch` (watching a policy, :func:`watch`) and
+:mod:`~goalenvs.play.screen` (what both loops share: the window, the recording, episode
+statistics); this module is the command line.
 """
 
 from __future__ import annotations
@@ -42,34 +42,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from goalenvs.core import parse_json_object
-from goalenvs.envs.canvas import Window, import_pygame  # noqa: F401
-from goalenvs.play.keyboard import (  # noqa: F401
-    RESET,
-    TURN_BASED_POLL_FPS,
-    Command,
-    KeyboardController,
-    _is_reset,
-    drive,
-    keyboard_controller,
-    normalize_keys_to_action,
-)
-from goalenvs.play.record import RECORD_FORMATS, Recorder, _check_writable  # noqa: F401
-from goalenvs.play.screen import (  # noqa: F401
-    EpisodeStats,
-    PlayError,
-    _frame,
-    _render_fps,
-    _Screen,
-    _success,
-    _title,
-)
-from goalenvs.play.watch import (  # noqa: F401
-    DEFAULT_WATCH_EPISODES,
-    _as_space_action,
-    _space_difference,
-    policy_function,
-    watch,
-)
+from goalenvs.play.keyboard import drive, keyboard_controller
+from goalenvs.play.screen import PlayError, Recorder, render_fps
+from goalenvs.play.watch import DEFAULT_WATCH_EPISODES, policy_function, watch
 from goalenvs.train.cli import add_env_id, add_env_kwargs
 
 # --------------------------------------------------------------------------- command line
@@ -145,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
     env = make_env(env_id, env_kwargs, "rgb_array" if needs_frames else None)
     recorder = None
     try:
-        fps = _render_fps(env, args.fps)
+        fps = render_fps(env, args.fps)
         if args.record is not None:
             recorder = Recorder(args.record, fps)
         if policy is None:

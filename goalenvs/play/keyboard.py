@@ -11,8 +11,7 @@ import numpy as np
 from gymnasium import spaces
 
 from goalenvs.envs.canvas import Window, import_pygame
-from goalenvs.play.record import Recorder
-from goalenvs.play.screen import EpisodeStats, PlayError, _render_fps, _Screen, _success
+from goalenvs.play.screen import EpisodeStats, PlayError, Recorder, Screen, is_success, render_fps
 
 # Turn-based envs only change on input, so their window polls at least this often
 # (BitFlipping's render_fps of 4 would make a key press wait up to 250 ms).
@@ -219,10 +218,10 @@ def drive(
         )
     controller = keyboard_controller(env) if controller is None else controller
     if fps is None:
-        fps = _render_fps(env, None)
+        fps = render_fps(env, None)
         if controller.turn_based:
             fps = max(fps, TURN_BASED_POLL_FPS)
-    screen = _Screen(env, fps, window, True, recorder)
+    screen = Screen(env, fps, window, True, recorder)
     stats = EpisodeStats()
     try:
         env.reset(seed=seed)
@@ -242,7 +241,7 @@ def drive(
                     frame = screen.capture()
                     if not (terminated or truncated):
                         continue
-                    line = stats.add(episode_return, length, _success(info))
+                    line = stats.add(episode_return, length, is_success(info))
                     if verbose:
                         print(line)
                     if episodes is not None and stats.episodes >= episodes:

@@ -12,8 +12,7 @@ import numpy as np
 from gymnasium import spaces
 
 from goalenvs.envs.canvas import Window
-from goalenvs.play.record import Recorder
-from goalenvs.play.screen import EpisodeStats, PlayError, _render_fps, _Screen, _success
+from goalenvs.play.screen import EpisodeStats, PlayError, Recorder, Screen, is_success, render_fps
 
 DEFAULT_WATCH_EPISODES = 10
 
@@ -42,14 +41,14 @@ def watch(
     """
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
-    fps = _render_fps(env, fps)
+    fps = render_fps(env, fps)
     own_recorder = isinstance(record, (str, os.PathLike))
     recorder = Recorder(record, fps) if isinstance(record, (str, os.PathLike)) else record
     if recorder is not None and env.render_mode != "rgb_array":
         raise PlayError(
             f"recording needs the env made with render_mode='rgb_array', got {env.render_mode!r}"
         )
-    screen = _Screen(env, fps, window, show, recorder)
+    screen = Screen(env, fps, window, show, recorder)
     stats = EpisodeStats()
     try:
         for episode in range(int(episodes)):
@@ -66,7 +65,7 @@ def watch(
                 running = screen.display(frame) and not screen.quit_asked()
             if not done:
                 break
-            line = stats.add(episode_return, length, _success(info))
+            line = stats.add(episode_return, length, is_success(info))
             if verbose:
                 print(line)
     finally:

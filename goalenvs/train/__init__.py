@@ -2,5 +2,5 @@
 checkpoints, presets, display and curves, and ``goalenvs train``.
 
 Importing this package loads nothing else; :func:`goalenvs.train.trainer.train` is the
-entry point (also exported by :mod:`goalenvs.her`).
+entry point.
 """

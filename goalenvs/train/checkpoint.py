@@ -27,10 +27,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-# The one atomic write and space codec of the package (the replay buffers use them too),
-# named here as before.
-from goalenvs.core.io import _TMP_SUFFIX, atomic_write, space_from_json, space_to_json
-from goalenvs.core.io import atomic_write_file as atomic_write_file
+# The one atomic write and space codec of the package (the replay buffers use them too).
+from goalenvs.core.io import atomic_write, is_temporary, space_from_json, space_to_json
 
 FORMAT = "goalenvs-her-checkpoint"
 VERSION = 1
@@ -289,7 +287,7 @@ def remove_debris(run_dir: str | os.PathLike) -> list[Path]:
     for folder in folders:
         if folder.is_dir():
             for p in folder.iterdir():
-                if p.is_file() and p.name.startswith(".") and _TMP_SUFFIX in p.name:
+                if p.is_file() and is_temporary(p):
                     p.unlink()
                     removed.append(p)
     for epoch in unit_epochs(run_dir):

@@ -44,12 +44,11 @@ import torch
 import goalenvs
 from goalenvs.agents import distributed
 from goalenvs.agents.config import TrainConfig
+from goalenvs.core.io import atomic_write, atomic_write_file
 from goalenvs.train.checkpoint import (
     STATE_FORMAT,
     CheckpointError,
     atomic_copy,
-    atomic_write,
-    atomic_write_file,
     atomic_write_text,
     commit_unit,
     error_summary,

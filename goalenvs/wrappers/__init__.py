@@ -1,8 +1,3 @@
 """Adapters around envs: the crash penalty moved into ``compute_reward`` for highway-env's
 parking (:mod:`~goalenvs.wrappers.crash_penalty`) and one sub-env of a device twin seen as
-a plain numpy env (:mod:`~goalenvs.wrappers.torch_envs`).
-
-Their old paths, ``goalenvs.crash_penalty`` and ``goalenvs.torch_envs``, are aliases of
-these modules (:data:`goalenvs.core.MOVED`), so ids such as
-``goalenvs.crash_penalty:parking-crash-v0`` keep resolving.
-"""
+a plain numpy env (:mod:`~goalenvs.wrappers.torch_envs`)."""

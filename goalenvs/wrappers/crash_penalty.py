@@ -9,12 +9,12 @@ into ``compute_reward``: it adds ``penalty * info["crashed"]``, and the trainer 
 relabeled crash is still a crash. Step rewards are unchanged.
 
 Importing this module registers ``parking-crash-v0`` (highway-env's ``parking-v0``,
-wrapped), so ``goalenvs train goalenvs.crash_penalty:parking-crash-v0`` trains on it.
+wrapped), so ``goalenvs train goalenvs.wrappers.crash_penalty:parking-crash-v0`` trains on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -40,10 +40,13 @@ class CrashPenaltyInReward(gym.Wrapper):
 
     def __init__(self, env: gym.Env, penalty: float | None = None, key: str = "crashed") -> None:
         super().__init__(env)
-        if not callable(getattr(env.unwrapped, "compute_reward", None)):
+        env_reward = getattr(env.unwrapped, "compute_reward", None)
+        if not callable(env_reward):
             raise TypeError(
                 f"env={env!r} has no compute_reward: CrashPenaltyInReward wraps a goal env"
             )
+        # The reward without the penalty: the wrapped goal env's own compute_reward.
+        self.env_reward: Callable[[Any, Any, Any], Any] = env_reward
         if penalty is None:
             config = getattr(env.unwrapped, "config", None)
             if not isinstance(config, Mapping) or "collision_reward" not in config:
@@ -70,9 +73,12 @@ class CrashPenaltyInReward(gym.Wrapper):
             f"info must be None, a dict or a sequence of dicts, got {type(info).__name__}"
         )
 
-    def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: Any) -> np.ndarray:
-        """The wrapped env's reward plus ``penalty`` where ``info[key]`` is true."""
-        base = np.asarray(self.env.unwrapped.compute_reward(achieved_goal, desired_goal, info))
+    def compute_reward(
+        self, achieved_goal: Any, desired_goal: Any, info: Any
+    ) -> np.ndarray | float:
+        """The wrapped env's reward plus ``penalty`` where ``info[key]`` is true: an array
+        for a batch of goals, a float for one pair (as the wrapped env returns)."""
+        base = np.asarray(self.env_reward(achieved_goal, desired_goal, info))
         total = base + self.penalty * self.crashed(info)
         return total if total.ndim else total.item()
 

@@ -33,7 +33,7 @@ class SubEnvView(gym.Env):
     ``autoreset_mode="disabled"``: a single env is reset by its caller.
     """
 
-    def __init__(self, vector_env: GoalVectorEnv) -> None:
+    def __init__(self, vector_env: gym.vector.VectorEnv) -> None:
         if not isinstance(vector_env, GoalVectorEnv) or vector_env.num_envs != 1:
             raise ValueError(
                 f"vector_env must be a GoalVectorEnv with num_envs=1, got {vector_env!r}"
@@ -84,7 +84,10 @@ class SubEnvView(gym.Env):
 
     def render(self) -> np.ndarray | None:
         """The twin's frame of its sub-env 0."""
-        return self.vector_env.render()
+        # A twin draws its sub-env 0 alone: one (H, W, 3) array, not gymnasium's tuple of
+        # every sub-env's frames.
+        frame = self.vector_env.render()
+        return None if frame is None else np.asarray(frame)
 
     def close(self) -> None:
         """Closes the twin."""

@@ -24,9 +24,11 @@ from goalenvs.checker import (
     check_goal_env,
     load,
 )
+from goalenvs.checker.context import Context
 from goalenvs.checker.probe import fmt, perturbed
+from goalenvs.checker.registry import Check
 from goalenvs.checker.report import CheckResult
-from goalenvs.checker.runner import Check, Context, _run_one
+from goalenvs.checker.runner import _run_one
 from goalenvs.registration import ENTRIES
 from tests.checker.broken_envs import DEFECTS, TOY_ID, ToyReach, make, make_twin
 

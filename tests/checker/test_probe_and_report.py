@@ -215,21 +215,13 @@ def test_checker_modules_import_no_circle_and_the_registry_imports_no_check():
         visit(module, ())
 
 
-def test_old_import_paths_keep_working():
+def test_the_checks_package_registers_every_family_in_order():
     from goalenvs.checker import checks
+    from goalenvs.checker.context import Context, EnvCallError, SkipCheckError
     from goalenvs.checker.probe import fmt, perturbed, rollout  # noqa: F401
-    from goalenvs.checker.runner import (
-        CHECKS as RUNNER_CHECKS,
-    )
-    from goalenvs.checker.runner import (
-        Check,
-        Context,
-        EnvCallError,
-        Outcome,
-        SkipCheckError,
-        _run_one,
-        register,
-    )
+    from goalenvs.checker.registry import CHECKS as RUNNER_CHECKS
+    from goalenvs.checker.registry import Check, Outcome, register
+    from goalenvs.checker.runner import _run_one
 
     assert RUNNER_CHECKS is CHECKS is checks.CHECKS
     assert checks.check_space_dict is CHECKS["space.dict"].func

@@ -21,10 +21,12 @@ import numpy as np
 import pytest
 import torch
 
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.agents.dqn import DQNConfig
+from goalenvs.agents.registry import config_from_dict
 from goalenvs.envs.point_reach import PointReachEnv
-from goalenvs.her.checkpoint import CheckpointError
-from goalenvs.her.config import DDPGConfig, DQNConfig, config_from_dict
-from goalenvs.her.trainer import Trainer, train
+from goalenvs.train.checkpoint import CheckpointError
+from goalenvs.train.trainer import Trainer, train
 
 torch.set_num_threads(1)
 

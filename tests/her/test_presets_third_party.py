@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from goalenvs.her.presets import preset_for, resolve_config
+from goalenvs.train.presets import preset_for, resolve_config
 
 
 @pytest.mark.parametrize(
@@ -12,7 +12,7 @@ from goalenvs.her.presets import preset_for, resolve_config
     [
         ("highway_env:parking-v0", "highway"),
         ("parking-v0", "highway"),
-        ("goalenvs.crash_penalty:parking-crash-v0", "highway"),
+        ("goalenvs.wrappers.crash_penalty:parking-crash-v0", "highway"),
         ("panda_gym:PandaReach-v3", "panda"),
         ("PandaPush-v3", "panda_push"),
         ("panda_gym:PandaPickAndPlaceDense-v3", "panda_push"),

@@ -11,14 +11,14 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from goalenvs.her import load_policy, train
-from goalenvs.her.algos import ALGOS
-from goalenvs.her.config import DDPGConfig, DQNConfig, SACConfig, TD3Config
-from goalenvs.her.ddpg import DDPG
-from goalenvs.her.dqn import DQN
-from goalenvs.her.presets import resolve_config
-from goalenvs.her.sac import SAC
-from goalenvs.her.td3 import TD3
+from goalenvs.agents.ddpg import DDPG, DDPGConfig
+from goalenvs.agents.dqn import DQN, DQNConfig
+from goalenvs.agents.registry import ALGOS
+from goalenvs.agents.sac import SAC, SACConfig
+from goalenvs.agents.td3 import TD3, TD3Config
+from goalenvs.train.policy import load_policy
+from goalenvs.train.presets import resolve_config
+from goalenvs.train.trainer import train
 
 torch.set_num_threads(1)
 

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from goalenvs.her.checkpoint import CheckpointError, read_checkpoint
-from goalenvs.her.config import DDPGConfig, DQNConfig
-from goalenvs.her.policy import load_policy
-from goalenvs.her.trainer import Trainer
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.agents.dqn import DQNConfig
+from goalenvs.train.checkpoint import CheckpointError, read_checkpoint
+from goalenvs.train.policy import load_policy
+from goalenvs.train.trainer import Trainer
 
 torch.set_num_threads(1)
 

@@ -10,9 +10,13 @@ import numpy as np
 import pytest
 import torch
 
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.agents.dqn import DQNConfig
+from goalenvs.agents.normalizer import Normalizer
+from goalenvs.agents.registry import config_from_dict
+from goalenvs.agents.sac import SACConfig
+from goalenvs.agents.td3 import TD3Config
 from goalenvs.core import GOAL_KEYS
-from goalenvs.her.config import DDPGConfig, DQNConfig, SACConfig, TD3Config, config_from_dict
-from goalenvs.her.normalizer import Normalizer
 
 
 @pytest.mark.parametrize("cls", [DDPGConfig, DQNConfig, SACConfig, TD3Config])
@@ -82,7 +86,7 @@ def test_normalizer_matches_numpy_statistics_and_clips():
 
 
 def test_info_entries_the_reward_reads_are_stored_for_her(tmp_path):
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     def trainer(env_id, **kwargs):
         return Trainer(DDPGConfig(env_id=env_id, out=str(tmp_path), verbose=False, **kwargs))
@@ -97,7 +101,7 @@ def test_info_entries_the_reward_reads_are_stored_for_her(tmp_path):
 
 def test_parking_config_keeps_the_crash_penalty_and_caps_its_target(tmp_path):
     from goalenvs.demo import parking_config
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     config = parking_config(seed=3, epochs=1, out=str(tmp_path / "run"), verbose=False)
     assert (config.env_id, config.seed, config.epochs) == ("goalenvs/Parking-v0", 3, 1)
@@ -119,8 +123,8 @@ def test_parking_config_keeps_the_crash_penalty_and_caps_its_target(tmp_path):
 
 
 def test_every_registered_algo_names_its_config_agent_and_losses():
-    from goalenvs.her.agents import Agent
-    from goalenvs.her.algos import ALGOS
+    from goalenvs.agents.base import Agent
+    from goalenvs.agents.registry import ALGOS
 
     assert list(ALGOS) == ["ddpg", "dqn", "sac", "td3"]  # more are one entry each
     for name, algo in ALGOS.items():
@@ -143,7 +147,7 @@ def test_an_unknown_algo_is_an_error_listing_the_registered_ones(algo):
 def test_algo_for_picks_by_action_space_and_names_what_is_missing():
     from gymnasium import spaces
 
-    from goalenvs.her.algos import algo_for, make_agent
+    from goalenvs.agents.registry import algo_for, make_agent
 
     assert algo_for(spaces.Box(-1, 1, (2,))) == "ddpg"
     assert algo_for(spaces.Discrete(3)) == "dqn"
@@ -158,10 +162,10 @@ def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
     """A new entry trains, logs its own losses, and its checkpoint loads, with no other edit."""
     from typing import ClassVar
 
-    from goalenvs.her.algos import ALGOS, Algo
-    from goalenvs.her.ddpg import DDPG
-    from goalenvs.her.policy import load_policy
-    from goalenvs.her.trainer import train
+    from goalenvs.agents.ddpg import DDPG
+    from goalenvs.agents.registry import ALGOS, Algo
+    from goalenvs.train.policy import load_policy
+    from goalenvs.train.trainer import train
 
     @dataclasses.dataclass
     class LoudConfig(DDPGConfig):
@@ -212,7 +216,7 @@ def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
     ],
 )
 def test_the_preset_is_chosen_by_env_id(env_id, preset):
-    from goalenvs.her.presets import preset_for, resolve_config
+    from goalenvs.train.presets import preset_for, resolve_config
 
     assert preset_for(env_id) == preset
     # Every shipped preset builds a valid config for the ids it claims.
@@ -222,7 +226,7 @@ def test_the_preset_is_chosen_by_env_id(env_id, preset):
 
 def test_baselines_preset_is_the_dataclass_defaults_and_the_demo_reads_presets():
     from goalenvs.demo import parking_config, point_reach_config
-    from goalenvs.her.presets import preset_names, resolve_config
+    from goalenvs.train.presets import preset_names, resolve_config
 
     assert {"baselines", "point_reach", "parking", "fetch_reach"} <= set(preset_names())
     assert resolve_config("goalenvs/PointReach-v0", "baselines", "ddpg") == DDPGConfig()
@@ -238,7 +242,7 @@ def test_baselines_preset_is_the_dataclass_defaults_and_the_demo_reads_presets()
 
 
 def test_preset_errors_name_the_presets_and_the_fields(tmp_path):
-    from goalenvs.her.presets import load_preset, resolve_config
+    from goalenvs.train.presets import load_preset, resolve_config
 
     with pytest.raises(
         ValueError, match=r"preset='fast' is not a preset; expected one of \[.*'baselines'"
@@ -308,7 +312,7 @@ def test_presets_ship_as_package_data(tmp_path):
 
 
 def test_another_algo_keeps_the_env_presets_schedule_without_its_algo_knobs():
-    from goalenvs.her.presets import resolve_config
+    from goalenvs.train.presets import resolve_config
 
     sac = resolve_config("goalenvs/Parking-v0", algo="sac")
     # The parking schedule carries over (gamma, batch size, nets, return range) ...

@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 import torch
 
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.agents.dqn import DQNConfig
+from goalenvs.agents.normalizer import Normalizer
 from goalenvs.cli import main as cli_main
 from goalenvs.demo import point_reach_config
-from goalenvs.her.config import DDPGConfig, DQNConfig
-from goalenvs.her.normalizer import Normalizer
-from goalenvs.her.policy import load_policy
-from goalenvs.her.trainer import Trainer, train
+from goalenvs.train.policy import load_policy
+from goalenvs.train.trainer import Trainer, train
 
 torch.set_num_threads(1)
 CUDA = torch.cuda.is_available()
@@ -273,7 +274,7 @@ def test_the_cli_flag_sets_env_device(capsys):
 
 
 def test_the_preset_device_section_serves_cuda_runs_only(capsys, tmp_path):
-    from goalenvs.her.presets import resolve_config
+    from goalenvs.train.presets import resolve_config
 
     plain = resolve_config("goalenvs/PointReach-v0", device="cpu")
     assert (plain.num_envs, plain.batch_size) == (8, 256)  # the CPU schedule

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from goalenvs.agents.dqn import DQNConfig
 from goalenvs.demo import point_reach_config
-from goalenvs.her.config import DQNConfig
-from goalenvs.her.policy import load_policy
-from goalenvs.her.trainer import train
+from goalenvs.train.policy import load_policy
+from goalenvs.train.trainer import train
 
 torch.set_num_threads(1)
 

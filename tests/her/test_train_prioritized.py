@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.agents.dqn import DQNConfig
 from goalenvs.cli import main
-from goalenvs.her.config import DDPGConfig, DQNConfig
-from goalenvs.her.trainer import Trainer
+from goalenvs.train.trainer import Trainer
 
 
 @pytest.mark.parametrize(

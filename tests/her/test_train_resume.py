@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from goalenvs.her.config import DQNConfig
-from goalenvs.her.dqn import DQN
-from goalenvs.her.trainer import Trainer, TrainingError, train
+from goalenvs.agents.dqn import DQN, DQNConfig
+from goalenvs.train.trainer import Trainer, TrainingError, train
 
 torch.set_num_threads(1)
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from goalenvs.her.config import DDPGConfig, config_from_dict
-from goalenvs.her.trainer import train
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.agents.registry import config_from_dict
 from goalenvs.train.timing import PHASES, TIME_COLUMNS, PhaseClock
+from goalenvs.train.trainer import train
 
 
 def test_the_clock_charges_each_block_to_its_phase():

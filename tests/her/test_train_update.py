@@ -9,9 +9,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from goalenvs.her.config import DDPGConfig, DQNConfig
-from goalenvs.her.ddpg import DDPG
-from goalenvs.her.dqn import DQN
+from goalenvs.agents.ddpg import DDPG, DDPGConfig
+from goalenvs.agents.dqn import DQN, DQNConfig
 
 torch.set_num_threads(1)
 
@@ -240,7 +239,7 @@ def tiny(env_id, tmp_path, **kwargs):
 
 
 def test_float64_box_actions_reach_the_env_and_the_update_as_they_should(reach1d, tmp_path):
-    from goalenvs.her.trainer import train
+    from goalenvs.train.trainer import train
 
     config = tiny(reach1d, tmp_path, env_kwargs={"action_dtype": "float64"})
     result = train(config)  # the env raises on a float32 action; the critic on float64
@@ -252,7 +251,7 @@ def test_float64_box_actions_reach_the_env_and_the_update_as_they_should(reach1d
 def test_an_env_without_compute_terminated_trains_with_the_stored_flag_and_says_so(
     reach1d, tmp_path, capsys
 ):
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     trainer = Trainer(tiny(reach1d, tmp_path, verbose=True))
     assert trainer.buffer.compute_terminated is None
@@ -271,7 +270,7 @@ def test_an_env_without_compute_terminated_trains_with_the_stored_flag_and_says_
     ],
 )
 def test_clip_return_follows_the_env_rewards(reach1d, tmp_path, reward, expected):
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     trainer = Trainer(tiny(reach1d, tmp_path, env_kwargs={"reward": reward}))
     try:
@@ -288,7 +287,7 @@ def test_clip_return_follows_the_env_rewards(reach1d, tmp_path, reward, expected
 
 
 def test_parkings_crash_penalty_is_not_cut_without_an_explicit_clip_range(tmp_path):
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     trainer = Trainer(tiny("goalenvs/Parking-v0", tmp_path, gamma=0.95))
     try:
@@ -306,22 +305,22 @@ def test_parkings_crash_penalty_is_not_cut_without_an_explicit_clip_range(tmp_pa
 def test_module_env_ids_resolve_and_a_missing_package_names_the_extra(monkeypatch):
     import importlib
 
-    from goalenvs.train import envs as training_envs
+    from goalenvs.train.envs import env_spec, validate_training_env
 
     with pytest.raises(ValueError, match=r"needs the package 'nopkg_xyz', which is not installed"):
-        training_envs.validate_training_env("nopkg_xyz:Foo-v0", {}, None)
+        validate_training_env("nopkg_xyz:Foo-v0", {}, None)
 
     def missing(name, *args):
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
     monkeypatch.setattr(importlib, "import_module", missing)
     with pytest.raises(ValueError, match=r"pip install 'goalenvs\[robotics\]'"):
-        training_envs.env_spec("gymnasium_robotics:FetchReach-v4")
+        env_spec("gymnasium_robotics:FetchReach-v4")
 
 
 def test_fetch_reach_in_module_form_trains(tmp_path):
     pytest.importorskip("gymnasium_robotics", reason="gymnasium-robotics is not installed")
-    from goalenvs.her.trainer import train
+    from goalenvs.train.trainer import train
 
     # Fetch's compute_terminated returns one scalar False for a batch: broadcast.
     result = train(tiny("gymnasium_robotics:FetchReach-v4", tmp_path, rollout_steps=50))
@@ -332,7 +331,7 @@ def test_fetch_reach_in_module_form_trains(tmp_path):
 @pytest.mark.slow
 def test_highway_parking_without_compute_terminated_trains(tmp_path):
     pytest.importorskip("highway_env", reason="highway-env is not installed")
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     config = tiny("highway_env:parking-v0", tmp_path, rollout_steps=20, gamma=0.95, n_cycles=3)
     trainer = Trainer(config)
@@ -348,7 +347,7 @@ def test_highway_parking_without_compute_terminated_trains(tmp_path):
     [("goalenvs/PointReach-v0", -50.0, 0.0), ("goalenvs/PointReachDense-v0", -np.inf, np.inf)],
 )
 def test_a_dense_goalenvs_task_is_not_clipped_to_the_sparse_range(tmp_path, env_id, low, high):
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     trainer = Trainer(tiny(env_id, tmp_path))  # gamma 1 - 1/50
     try:

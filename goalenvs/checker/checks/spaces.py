@@ -6,12 +6,9 @@ import numpy as np
 from gymnasium import spaces
 
 from goalenvs.checker.context import Context, SkipCheckError
-from goalenvs.checker.probe import (
-    GOAL_KEYS,
-    fmt,
-    goal_space,
-)
+from goalenvs.checker.probe import fmt, goal_space
 from goalenvs.checker.registry import Outcome, register
+from goalenvs.core import GOAL_KEYS
 
 # --------------------------------------------------------------------------- spaces
 
