@@ -12,7 +12,7 @@ from typing import Any
 
 # module -> the names it defines, each loaded on first use
 _MODULES = {
-    "goalenvs.agents.config": ("TrainConfig", "STRATEGIES", "DEVICES", "ENV_DEVICES"),
+    "goalenvs.agents.config": ("TrainConfig", "STRATEGIES", "DEVICES", "ENV_DEVICES", "PRECISIONS"),
     "goalenvs.agents.ddpg": ("DDPGConfig", "DDPG"),
     "goalenvs.agents.dqn": ("DQNConfig", "DQN"),
     "goalenvs.agents.sac": ("SACConfig", "SAC"),

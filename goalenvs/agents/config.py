@@ -22,6 +22,7 @@ from goalenvs.her.buffer import GoalSelectionStrategy
 STRATEGIES = tuple(strategy.value for strategy in GoalSelectionStrategy)
 DEVICES = ("auto", "cpu", "cuda")
 ENV_DEVICES = ("auto", "numpy", "device")
+PRECISIONS = ("auto", "bf16", "fp32")
 
 
 @dataclass
@@ -60,6 +61,10 @@ class TrainConfig:
     # twins only); "auto": "device" when `device` is cuda and the env has a torch twin.
     env_device: str = "auto"  # where the training envs run: "auto", "numpy" or "device"
     torch_threads: int = 1  # torch intra-op threads; small nets gain nothing from more
+    # The networks' arithmetic in the gradient steps: "fp32"; "bf16" (autocast: bfloat16
+    # hidden layers, float32 weights, optimizer state and output layers); "auto": bf16 on a
+    # CPU with bfloat16 instructions, fp32 elsewhere (goalenvs.agents.precision).
+    precision: str = "auto"
     out: str | None = None  # run folder; None: runs/<env>-<algo>-<seed>-<time>
     save_every: int = 0  # also keep policy_epoch_K.pt every K epochs; 0: never
     prioritized: bool = False  # prioritized replay (Schaul et al. 2016) by TD error
@@ -93,6 +98,7 @@ class TrainConfig:
         check_choice("goal_selection_strategy", self.goal_selection_strategy, STRATEGIES)
         check_choice("device", self.device, DEVICES)
         check_choice("env_device", self.env_device, ENV_DEVICES)
+        check_choice("precision", self.precision, PRECISIONS)
         check_in_range("gamma", self.gamma, open_low=True, open_high=True, none_ok=True)
         if not self.hidden_sizes or min(self.hidden_sizes) < 1:
             raise ValueError(f"hidden_sizes must be positive layer widths, got {self.hidden_sizes}")

@@ -11,14 +11,15 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from goalenvs.her import load_policy, train
-from goalenvs.her.algos import ALGOS
-from goalenvs.her.config import DDPGConfig, DQNConfig, SACConfig, TD3Config
-from goalenvs.her.ddpg import DDPG
-from goalenvs.her.dqn import DQN
-from goalenvs.her.presets import resolve_config
-from goalenvs.her.sac import SAC
-from goalenvs.her.td3 import TD3
+from goalenvs.agents import DDPGConfig, DQNConfig, SACConfig, TD3Config
+from goalenvs.agents.ddpg import DDPG
+from goalenvs.agents.dqn import DQN
+from goalenvs.agents.registry import ALGOS
+from goalenvs.agents.sac import SAC
+from goalenvs.agents.td3 import TD3
+from goalenvs.train.policy import load_policy
+from goalenvs.train.presets import resolve_config
+from goalenvs.train.trainer import train
 
 torch.set_num_threads(1)
 
@@ -55,8 +56,10 @@ def random_batch(size: int = 32, seed: int = 0, weights: torch.Tensor | None = N
 
 
 def make(cls, config_cls, **kwargs):
+    # float32 updates: these tests hold the updates to their equations computed in float32.
     torch.manual_seed(0)
-    return cls(OBS_SPACE, ACTION_SPACE, config_cls(hidden_sizes=(16, 16), **kwargs), 0.98, seed=0)
+    config = config_cls(hidden_sizes=(16, 16), **{"precision": "fp32", **kwargs})
+    return cls(OBS_SPACE, ACTION_SPACE, config, 0.98, seed=0)
 
 
 def parameters(module: torch.nn.Module) -> list[torch.Tensor]:

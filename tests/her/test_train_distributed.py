@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from goalenvs.her.config import DDPGConfig
+from goalenvs.agents.ddpg import DDPGConfig
 
 
 def free_port() -> int:
@@ -24,7 +24,7 @@ def worker(rank: int, port: int, tmp: str) -> None:
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2"
     )
     torch.set_num_threads(1)
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     config = DDPGConfig(
         env_id="goalenvs/BitFlippingContinuous-v0",
@@ -77,8 +77,8 @@ def uneven_worker(rank: int, port: int, tmp: str) -> None:
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2"
     )
     torch.set_num_threads(1)
-    from goalenvs.her.config import DQNConfig
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.agents.dqn import DQNConfig
+    from goalenvs.train.trainer import Trainer
 
     config = DQNConfig(
         env_id="goalenvs/BitFlipping-v0",
@@ -133,7 +133,7 @@ def test_workers_agree_to_skip_updates_until_all_have_an_episode(tmp_path):
 
 
 def test_the_backend_follows_the_device():
-    from goalenvs.her.distributed import backend_for
+    from goalenvs.agents.distributed import backend_for
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert backend_for(cpu, 2, 0) == "gloo"
@@ -142,7 +142,7 @@ def test_the_backend_follows_the_device():
 
 
 def test_device_auto_picks_cuda_when_torch_sees_one(monkeypatch, tmp_path):
-    from goalenvs.her import trainer as trainer_module
+    from goalenvs.train import trainer as trainer_module
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     seen = {}

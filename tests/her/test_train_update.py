@@ -9,9 +9,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from goalenvs.her.config import DDPGConfig, DQNConfig
-from goalenvs.her.ddpg import DDPG
-from goalenvs.her.dqn import DQN
+from goalenvs.agents.ddpg import DDPG, DDPGConfig
+from goalenvs.agents.dqn import DQN, DQNConfig
 
 torch.set_num_threads(1)
 
@@ -57,7 +56,7 @@ def net_inputs(obs, goal):
 
 def make_ddpg(**kwargs) -> DDPG:
     torch.manual_seed(3)
-    config = DDPGConfig(hidden_sizes=(4,), **kwargs)
+    config = DDPGConfig(hidden_sizes=(4,), precision="fp32", **kwargs)
     action_space = spaces.Box(-2.0, 2.0, (1,))
     agent = DDPG(OBS_SPACE, action_space, config, gamma=0.5, seed=0)
     with torch.no_grad():
@@ -135,7 +134,7 @@ def test_ddpg_exploration_stays_in_bounds_and_deterministic_act_is_scaled_tanh()
 
 def test_double_dqn_target_uses_online_argmax_and_target_values():
     torch.manual_seed(5)
-    config = DQNConfig(hidden_sizes=(5,), huber_delta=1.0)
+    config = DQNConfig(hidden_sizes=(5,), huber_delta=1.0, precision="fp32")
     agent = DQN(OBS_SPACE, spaces.Discrete(3, start=1), config, gamma=0.9, seed=0)
     with torch.no_grad():
         for p in agent.q_target.parameters():
@@ -240,7 +239,7 @@ def tiny(env_id, tmp_path, **kwargs):
 
 
 def test_float64_box_actions_reach_the_env_and_the_update_as_they_should(reach1d, tmp_path):
-    from goalenvs.her.trainer import train
+    from goalenvs.train.trainer import train
 
     config = tiny(reach1d, tmp_path, env_kwargs={"action_dtype": "float64"})
     result = train(config)  # the env raises on a float32 action; the critic on float64
@@ -252,7 +251,7 @@ def test_float64_box_actions_reach_the_env_and_the_update_as_they_should(reach1d
 def test_an_env_without_compute_terminated_trains_with_the_stored_flag_and_says_so(
     reach1d, tmp_path, capsys
 ):
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     trainer = Trainer(tiny(reach1d, tmp_path, verbose=True))
     assert trainer.buffer.compute_terminated is None
@@ -271,7 +270,7 @@ def test_an_env_without_compute_terminated_trains_with_the_stored_flag_and_says_
     ],
 )
 def test_clip_return_follows_the_env_rewards(reach1d, tmp_path, reward, expected):
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     trainer = Trainer(tiny(reach1d, tmp_path, env_kwargs={"reward": reward}))
     try:
@@ -288,7 +287,7 @@ def test_clip_return_follows_the_env_rewards(reach1d, tmp_path, reward, expected
 
 
 def test_parkings_crash_penalty_is_not_cut_without_an_explicit_clip_range(tmp_path):
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     trainer = Trainer(tiny("goalenvs/Parking-v0", tmp_path, gamma=0.95))
     try:
@@ -306,7 +305,7 @@ def test_parkings_crash_penalty_is_not_cut_without_an_explicit_clip_range(tmp_pa
 def test_module_env_ids_resolve_and_a_missing_package_names_the_extra(monkeypatch):
     import importlib
 
-    from goalenvs.her import trainer as trainer_module
+    from goalenvs.train import trainer as trainer_module
 
     with pytest.raises(ValueError, match=r"needs the package 'nopkg_xyz', which is not installed"):
         trainer_module.validate_training_env("nopkg_xyz:Foo-v0", {}, None)
@@ -321,7 +320,7 @@ def test_module_env_ids_resolve_and_a_missing_package_names_the_extra(monkeypatc
 
 def test_fetch_reach_in_module_form_trains(tmp_path):
     pytest.importorskip("gymnasium_robotics", reason="gymnasium-robotics is not installed")
-    from goalenvs.her.trainer import train
+    from goalenvs.train.trainer import train
 
     # Fetch's compute_terminated returns one scalar False for a batch: broadcast.
     result = train(tiny("gymnasium_robotics:FetchReach-v4", tmp_path, rollout_steps=50))
@@ -332,7 +331,7 @@ def test_fetch_reach_in_module_form_trains(tmp_path):
 @pytest.mark.slow
 def test_highway_parking_without_compute_terminated_trains(tmp_path):
     pytest.importorskip("highway_env", reason="highway-env is not installed")
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     config = tiny("highway_env:parking-v0", tmp_path, rollout_steps=20, gamma=0.95, n_cycles=3)
     trainer = Trainer(config)
@@ -348,7 +347,7 @@ def test_highway_parking_without_compute_terminated_trains(tmp_path):
     [("goalenvs/PointReach-v0", -50.0, 0.0), ("goalenvs/PointReachDense-v0", -np.inf, np.inf)],
 )
 def test_a_dense_goalenvs_task_is_not_clipped_to_the_sparse_range(tmp_path, env_id, low, high):
-    from goalenvs.her.trainer import Trainer
+    from goalenvs.train.trainer import Trainer
 
     trainer = Trainer(tiny(env_id, tmp_path))  # gamma 1 - 1/50
     try:
