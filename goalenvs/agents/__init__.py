@@ -18,6 +18,7 @@ _MODULES = {
     "goalenvs.agents.sac": ("SACConfig", "SAC"),
     "goalenvs.agents.td3": ("TD3Config", "TD3"),
     "goalenvs.agents.base": ("Agent", "BoxAgent"),
+    "goalenvs.agents.learner": ("Learner",),
     "goalenvs.agents.registry": (
         *("ALGOS", "Algo", "algo_for", "check_action_space"),
         *("config_from_dict", "get_algo", "make_agent"),
