@@ -48,11 +48,11 @@ def graph_obstacle(agent: Agent) -> str | None:
     """Why ``agent``'s updates cannot run as CUDA graphs where it is, or None if they can."""
     if not type(agent).graph_safe_update:
         return f"{type(agent).__name__}.update is not marked graph_safe_update"
-    if agent.device.type != "cuda":
-        return f"the agent is on {agent.device}, and CUDA graphs need a CUDA device"
     workers = distributed.world_size()
     if workers > 1:
         return f"{workers} workers all-reduce every update's gradients, outside any graph"
+    if agent.device.type != "cuda":
+        return f"the agent is on {agent.device}, and CUDA graphs need a CUDA device"
     return None
 
 
