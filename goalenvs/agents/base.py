@@ -14,7 +14,7 @@ of that same method.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -31,6 +31,12 @@ from goalenvs.core import GOAL_KEYS
 def flat_size(space: spaces.Space) -> int:
     """Number of scalars in one sample of ``space``."""
     return int(np.prod(space.shape)) if space.shape else 1
+
+
+def adam(parameters: Iterable[nn.Parameter], lr: float) -> torch.optim.Adam:
+    """The agents' Adam: the multi-tensor implementation on every device (torch's default
+    on CUDA; on a CPU the same numbers as the per-tensor loop, with less Python per step)."""
+    return torch.optim.Adam(parameters, lr=lr, foreach=True)
 
 
 class Agent(nn.Module):

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from goalenvs.agents.base import BoxAgent
+from goalenvs.agents.base import BoxAgent, adam
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.losses import weighted_mean
 from goalenvs.agents.networks import Actor, Critic
@@ -63,8 +63,8 @@ class DDPG(BoxAgent):
         self.critic = Critic(size, hidden, self.action_size)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
+        self.actor_optimizer = adam(self.actor.parameters(), lr=config.actor_lr)
+        self.critic_optimizer = adam(self.critic.parameters(), lr=config.critic_lr)
 
     def update(self, batch: Any) -> dict[str, torch.Tensor]:
         """One critic step and one actor step on a HER batch."""

@@ -17,7 +17,7 @@ import torch
 from gymnasium import spaces
 from torch.nn import functional
 
-from goalenvs.agents.base import Agent
+from goalenvs.agents.base import Agent, adam
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.losses import weighted_mean
 from goalenvs.agents.networks import mlp
@@ -66,7 +66,7 @@ class DQN(Agent):
         config = self.config
         self.q = mlp(self.normalizer.input_size, config.hidden_sizes, self.n_actions)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=config.learning_rate)
+        self.optimizer = adam(self.q.parameters(), lr=config.learning_rate)
 
     def update(self, batch: Any) -> dict[str, torch.Tensor]:
         """One Huber-loss step on a HER batch, with the double-DQN target."""

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from goalenvs.agents.base import BoxAgent
+from goalenvs.agents.base import BoxAgent, adam
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.losses import twin_critic_loss
 from goalenvs.agents.networks import Critic, mlp
@@ -124,11 +124,11 @@ class SAC(BoxAgent):
         self.target_entropy = (
             -float(self.action_size) if config.target_entropy is None else config.target_entropy
         )
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
-        self.critic_optimizer = torch.optim.Adam(
+        self.actor_optimizer = adam(self.actor.parameters(), lr=config.actor_lr)
+        self.critic_optimizer = adam(
             [*self.critic1.parameters(), *self.critic2.parameters()], lr=config.critic_lr
         )
-        self.alpha_optimizer = torch.optim.Adam(self.temperature.parameters(), lr=config.alpha_lr)
+        self.alpha_optimizer = adam(self.temperature.parameters(), lr=config.alpha_lr)
 
     def update(self, batch: Any) -> dict[str, torch.Tensor]:
         """One step of both critics, the actor and the temperature on a HER batch."""

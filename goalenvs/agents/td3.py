@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from goalenvs.agents.base import adam
 from goalenvs.agents.ddpg import DDPG, DDPGConfig
 from goalenvs.agents.losses import twin_critic_loss
 from goalenvs.agents.networks import Critic
@@ -66,7 +67,7 @@ class TD3(DDPG):
         config = self.config
         self.critic2 = Critic(self.normalizer.input_size, config.hidden_sizes, self.action_size)
         self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
-        self.critic_optimizer = torch.optim.Adam(
+        self.critic_optimizer = adam(
             [*self.critic.parameters(), *self.critic2.parameters()], lr=config.critic_lr
         )
         # Counts critic steps to delay the actor; saved so a resumed run keeps the rhythm.
