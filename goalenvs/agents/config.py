@@ -61,10 +61,10 @@ class TrainConfig:
     # twins only); "auto": "device" when `device` is cuda and the env has a torch twin.
     env_device: str = "auto"  # where the training envs run: "auto", "numpy" or "device"
     torch_threads: int = 1  # torch intra-op threads; small nets gain nothing from more
-    # The networks' arithmetic in the gradient steps: "fp32"; "bf16" (autocast: bfloat16
-    # hidden layers, float32 weights, optimizer state and output layers); "auto": bf16 on a
-    # CPU with bfloat16 instructions, fp32 elsewhere (goalenvs.agents.precision).
-    precision: str = "auto"
+    # "bf16": autocast, bfloat16 hidden layers with float32 weights, optimizer state and
+    # output layers; "auto": bf16 on a CPU with bfloat16 instructions, else fp32
+    # (goalenvs.agents.precision).
+    precision: str = "auto"  # the networks' arithmetic in the updates: "auto", "bf16", "fp32"
     out: str | None = None  # run folder; None: runs/<env>-<algo>-<seed>-<time>
     save_every: int = 0  # also keep policy_epoch_K.pt every K epochs; 0: never
     prioritized: bool = False  # prioritized replay (Schaul et al. 2016) by TD error
