@@ -23,6 +23,7 @@ and the launches it removes are the update's cost on a GPU (a plain-torch DDPG u
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -259,7 +260,9 @@ class StaticUpdates:
             self._side_stream = torch.cuda.Stream(self.device)
         stream, main = self._side_stream, torch.cuda.current_stream(self.device)
         stream.wait_stream(main)
-        with torch.cuda.stream(stream):
+        with torch.cuda.stream(stream), warnings.catch_warnings():
+            # Adam warns that a capturable instance steps uncaptured: here it is meant to.
+            warnings.filterwarnings("ignore", "This instance was constructed with capturable")
             td_errors = self._update(options)
         main.wait_stream(stream)
         return td_errors
