@@ -71,9 +71,9 @@ class Learner:
             ``"update"``), as the trainer's ``PhaseClock``; None: no timing.
 
     A graph holds the agent's settings as they were at its capture (the return range,
-    the learning rates) and reads its tensors where they were: the graphs are captured
-    again when a tensor moved (a checkpoint's optimizer state loaded, the agent moved to
-    another device) or a setting changed.
+    the learning rates) and reads its tensors at the addresses they had: the graphs are
+    captured again when a setting changed or a tensor was replaced (a checkpoint's
+    optimizer state loaded). An agent moved to another device needs a new Learner.
     """
 
     def __init__(
