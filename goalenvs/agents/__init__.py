@@ -12,12 +12,13 @@ from typing import Any
 
 # module -> the names it defines, each loaded on first use
 _MODULES = {
-    "goalenvs.agents.config": ("TrainConfig", "STRATEGIES", "DEVICES", "ENV_DEVICES"),
+    "goalenvs.agents.config": ("TrainConfig", "STRATEGIES", "DEVICES", "ENV_DEVICES", "PRECISIONS"),
     "goalenvs.agents.ddpg": ("DDPGConfig", "DDPG"),
     "goalenvs.agents.dqn": ("DQNConfig", "DQN"),
     "goalenvs.agents.sac": ("SACConfig", "SAC"),
     "goalenvs.agents.td3": ("TD3Config", "TD3"),
     "goalenvs.agents.base": ("Agent", "BoxAgent"),
+    "goalenvs.agents.learner": ("Learner",),
     "goalenvs.agents.registry": (
         *("ALGOS", "Algo", "algo_for", "check_action_space"),
         *("config_from_dict", "get_algo", "make_agent"),

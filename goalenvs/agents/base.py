@@ -5,10 +5,16 @@ network) are all a saved policy needs, and whose ``training_modules`` add what r
 a run needs (critics, target networks, optimizers). An algorithm's file names them in
 ``policy_module_names``, ``training_module_names`` and ``optimizer_names`` and builds them in
 :meth:`Agent.make_networks`; the constructor is this module's.
+
+:meth:`Agent.update` is one gradient step written as the equations read; the
+:class:`goalenvs.agents.learner.Learner` runs a cycle of them, on CUDA as captured graphs
+of that same method.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,7 +22,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from goalenvs.agents import distributed
+from goalenvs.agents import distributed, precision
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.normalizer import GoalNormalizer
 from goalenvs.core import GOAL_KEYS
@@ -27,6 +33,12 @@ def flat_size(space: spaces.Space) -> int:
     return int(np.prod(space.shape)) if space.shape else 1
 
 
+def adam(parameters: Iterable[nn.Parameter], lr: float) -> torch.optim.Adam:
+    """The agents' Adam: the multi-tensor implementation on every device (torch's default
+    on CUDA; on a CPU the same numbers as the per-tensor loop, with less Python per step)."""
+    return torch.optim.Adam(parameters, lr=lr, foreach=True)
+
+
 class Agent(nn.Module):
     """Base of the HER agents: the normalizer, the discount and target clipping.
 
@@ -35,9 +47,17 @@ class Agent(nn.Module):
     names the attributes a checkpoint saves in ``policy_module_names``,
     ``training_module_names`` and ``optimizer_names``, and is registered in
     :data:`goalenvs.agents.registry.ALGOS`.
+
+    An update that a CUDA graph can capture (``graph_safe_update``) reads no tensor on the
+    host and branches on no tensor's value: what varies between its steps comes in as the
+    keyword options :meth:`update_options` plans ahead, one cycle at a time.
     """
 
+    config: TrainConfig
     loss_names: ClassVar[tuple[str, ...]] = ()
+    # True when update() on tensors of fixed shapes runs without a host sync or a branch
+    # on a tensor's value (its options aside), so the Learner may capture it.
+    graph_safe_update: ClassVar[bool] = False
     # Attributes a saved policy holds besides the normalizer (the acting network).
     policy_module_names: ClassVar[tuple[str, ...]] = ()
     # Attributes resuming training needs besides those: networks (critics, targets) ...
@@ -75,23 +95,39 @@ class Agent(nn.Module):
         self._noise_seed = int(np.random.SeedSequence(seed).generate_state(1)[0])
         self._noise_generator: torch.Generator | None = None
         self.prepare_actions(action_space)
-        self.make_networks(config)
+        self.make_networks()
 
     def prepare_actions(self, action_space: spaces.Space) -> None:
         """Reads what the networks need of ``action_space`` (nothing by default)."""
 
-    def make_networks(self, config: TrainConfig) -> None:
-        """Builds the algorithm's networks and optimizers (none by default)."""
+    def make_networks(self) -> None:
+        """Builds the algorithm's networks and optimizers from ``self.config`` (none by
+        default)."""
+
+    def gradient_steps(
+        self, steps: Sequence[tuple[torch.optim.Optimizer, torch.Tensor, list[nn.Parameter]]]
+    ) -> None:
+        """One step of each ``(optimizer, loss, parameters)``: every loss's gradients reach
+        its parameters only, all taken before any step, and averaged over workers in one
+        all-reduce."""
+        for optimizer, _, _ in steps:
+            optimizer.zero_grad(set_to_none=True)
+        for _, loss, parameters in steps:
+            loss.backward(inputs=parameters)
+        distributed.average_gradients([p for _, _, parameters in steps for p in parameters])
+        for optimizer, _, _ in steps:
+            optimizer.step()
 
     def gradient_step(
         self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: list[nn.Parameter]
     ) -> None:
-        """One optimizer step of ``loss`` on ``parameters`` (gradients reach those only),
-        with the gradients averaged over workers first."""
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward(inputs=parameters)
-        distributed.average_gradients(parameters)
-        optimizer.step()
+        """One optimizer step of ``loss`` on ``parameters`` (:meth:`gradient_steps` of one)."""
+        self.gradient_steps([(optimizer, loss, parameters)])
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The context an update's forward passes run in: bf16 autocast or none, as
+        ``config.precision`` resolves on the agent's device (:mod:`goalenvs.agents.precision`)."""
+        return precision.update_autocast(self.config.precision, self.device)
 
     def set_return_range(self, low: float, high: float) -> None:
         """Bellman targets are clipped to ``[low, high]`` from now on (infinite: no clip)."""
@@ -133,9 +169,12 @@ class Agent(nn.Module):
 
     @torch.no_grad()
     def soft_update(self, target: nn.Module, online: nn.Module) -> None:
-        """``target <- polyak * target + (1 - polyak) * online``."""
-        for t, o in zip(target.parameters(), online.parameters(), strict=True):
-            t.lerp_(o, 1.0 - self.config.polyak)
+        """``target <- polyak * target + (1 - polyak) * online``, every tensor in one call."""
+        targets: list[torch.Tensor] = list(target.parameters())
+        onlines: list[torch.Tensor] = list(online.parameters())
+        if len(targets) != len(onlines):
+            raise ValueError(f"{len(targets)} target parameters for {len(onlines)} online ones")
+        torch._foreach_lerp_(targets, onlines, 1.0 - self.config.polyak)
 
     def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
         """Actions for a batch of observations; ``explore`` adds the training exploration.
@@ -146,8 +185,15 @@ class Agent(nn.Module):
         raise NotImplementedError
 
     def update(self, batch: Any) -> dict[str, torch.Tensor]:
-        """One gradient step on a HER batch; returns the losses as (detached) tensors."""
+        """One gradient step on a HER batch; returns the losses as (detached) tensors, and
+        the per-sample TD errors under ``"td_errors"`` (new replay priorities)."""
         raise NotImplementedError
+
+    def update_options(self, n_batches: int) -> list[dict[str, Any]]:
+        """The keyword options of the next ``n_batches`` calls of :meth:`update` (none by
+        default): an algorithm whose steps differ (TD3's delayed actor) plans them here,
+        so a captured update needs no host read per step."""
+        return [{} for _ in range(n_batches)]
 
     def update_targets(self) -> None:
         """Moves the target networks towards the online ones."""
@@ -170,8 +216,16 @@ class BoxAgent(Agent):
     """An agent for Box actions: its networks act in [-1, 1], mapped affinely onto the
     env's bounds (``action_scale``, ``action_bias``)."""
 
+    action_space: spaces.Box
+    action_scale: torch.Tensor
+    action_bias: torch.Tensor
+
     def prepare_actions(self, action_space: spaces.Space) -> None:
         """The action size and the affine map from [-1, 1] onto the Box's bounds."""
+        if not isinstance(action_space, spaces.Box):
+            raise TypeError(
+                f"{type(self).__name__} needs a Box action space, got action_space={action_space}"
+            )
         self.action_size = flat_size(action_space)
         low = np.asarray(action_space.low, dtype=np.float32).reshape(-1)
         high = np.asarray(action_space.high, dtype=np.float32).reshape(-1)
@@ -191,5 +245,5 @@ class BoxAgent(Agent):
             actions = actions * self.action_scale + self.action_bias
             return actions.reshape(-1, *self.action_space.shape)
         scale, bias = self.action_scale.cpu().numpy(), self.action_bias.cpu().numpy()
-        actions = actions * scale + bias
-        return actions.astype(self.action_space.dtype).reshape(-1, *self.action_space.shape)
+        env_units = actions * scale + bias
+        return env_units.astype(self.action_space.dtype).reshape(-1, *self.action_space.shape)

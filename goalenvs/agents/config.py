@@ -22,6 +22,8 @@ from goalenvs.her.settings import GoalSelectionStrategy
 STRATEGIES = tuple(strategy.value for strategy in GoalSelectionStrategy)
 DEVICES = ("auto", "cpu", "cuda")
 ENV_DEVICES = ("auto", "numpy", "device")
+PRECISIONS = ("auto", "bf16", "fp32")
+GRAPH_MODES = ("auto", "on", "off")  # cuda_graphs: goalenvs.agents.learner.Learner's graphs
 
 
 @dataclass
@@ -62,6 +64,11 @@ class TrainConfig:
     torch_threads: int = 1  # torch intra-op threads; small nets gain nothing from more
     env_workers: int | None = None  # env processes (1: the trainer's); None: from the cores
     overlap: bool | None = None  # collect the next cycle beside the updates; None: with workers
+    # "bf16": autocast, bfloat16 hidden layers with float32 weights, optimizer state and
+    # output layers; "auto": bf16 on a CPU with bfloat16 instructions, else fp32
+    # (goalenvs.agents.precision).
+    precision: str = "auto"  # the networks' arithmetic in the updates: "auto", "bf16", "fp32"
+    cuda_graphs: str = "auto"  # updates as captured CUDA graphs: "auto" (on CUDA), "on", "off"
     out: str | None = None  # run folder; None: runs/<env>-<algo>-<seed>-<time>
     save_every: int = 0  # also keep policy_epoch_K.pt every K epochs; 0: never
     prioritized: bool = False  # prioritized replay (Schaul et al. 2016) by TD error
@@ -99,6 +106,8 @@ class TrainConfig:
         check_choice("goal_selection_strategy", self.goal_selection_strategy, STRATEGIES)
         check_choice("device", self.device, DEVICES)
         check_choice("env_device", self.env_device, ENV_DEVICES)
+        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("cuda_graphs", self.cuda_graphs, GRAPH_MODES)
         check_in_range("gamma", self.gamma, open_low=True, open_high=True, none_ok=True)
         if not self.hidden_sizes or min(self.hidden_sizes) < 1:
             raise ValueError(f"hidden_sizes must be positive layer widths, got {self.hidden_sizes}")

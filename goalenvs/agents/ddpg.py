@@ -15,8 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from goalenvs.agents import distributed
-from goalenvs.agents.base import BoxAgent
+from goalenvs.agents.base import BoxAgent, adam
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.losses import weighted_mean
 from goalenvs.agents.networks import Actor, Critic
@@ -49,43 +48,46 @@ class DDPGConfig(TrainConfig):
 class DDPG(BoxAgent):
     """DDPG+HER agent for a Box action space."""
 
+    config: DDPGConfig
+    graph_safe_update: ClassVar[bool] = True
     loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "q_mean")
     policy_module_names: ClassVar[tuple[str, ...]] = ("actor",)
     training_module_names: ClassVar[tuple[str, ...]] = ("critic", "actor_target", "critic_target")
     optimizer_names: ClassVar[tuple[str, ...]] = ("actor_optimizer", "critic_optimizer")
 
-    def make_networks(self, config: DDPGConfig) -> None:
+    def make_networks(self) -> None:
         """Actor, critic, their targets and one Adam per network."""
+        config = self.config
         size, hidden = self.normalizer.input_size, config.hidden_sizes
         self.actor = Actor(size, hidden, self.action_size)
         self.critic = Critic(size, hidden, self.action_size)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
+        self.actor_optimizer = adam(self.actor.parameters(), lr=config.actor_lr)
+        self.critic_optimizer = adam(self.critic.parameters(), lr=config.critic_lr)
 
     def update(self, batch: Any) -> dict[str, torch.Tensor]:
         """One critic step and one actor step on a HER batch."""
         inputs = self.inputs(batch.observations)
         next_inputs = self.inputs(batch.next_observations)
         actions = self.scaled_actions(batch.actions, len(inputs))
-        with torch.no_grad():
-            next_values = self.critic_target(next_inputs, self.actor_target(next_inputs))
-            target = self.targets(batch.rewards, batch.dones, next_values)
-        td_errors = self.critic(inputs, actions) - target
-        critic_loss = weighted_mean(td_errors.square(), getattr(batch, "weights", None))
-        pi = self.actor(inputs)
-        q_pi = self.critic(inputs, pi)
-        actor_loss = -q_pi.mean() + self.config.action_l2 * pi.square().mean()
+        with self.autocast():
+            with torch.no_grad():
+                next_values = self.critic_target(next_inputs, self.actor_target(next_inputs))
+                target = self.targets(batch.rewards, batch.dones, next_values)
+            td_errors = self.critic(inputs, actions) - target
+            critic_loss = weighted_mean(td_errors.square(), getattr(batch, "weights", None))
+            pi = self.actor(inputs)
+            q_pi = self.critic(inputs, pi)
+            actor_loss = -q_pi.mean() + self.config.action_l2 * pi.square().mean()
         # As baselines, both gradients are taken at the same (pre-step) parameters; the
         # actor's loss differentiates through the critic but only the actor's are kept.
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward(inputs=list(self.critic.parameters()))
-        actor_loss.backward(inputs=list(self.actor.parameters()))
-        distributed.average_gradients([*self.critic.parameters(), *self.actor.parameters()])
-        self.critic_optimizer.step()
-        self.actor_optimizer.step()
+        self.gradient_steps(
+            [
+                (self.critic_optimizer, critic_loss, list(self.critic.parameters())),
+                (self.actor_optimizer, actor_loss, list(self.actor.parameters())),
+            ]
+        )
         return {
             "critic_loss": critic_loss.detach(),
             "actor_loss": actor_loss.detach(),

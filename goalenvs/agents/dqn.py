@@ -17,7 +17,7 @@ import torch
 from gymnasium import spaces
 from torch.nn import functional
 
-from goalenvs.agents.base import Agent
+from goalenvs.agents.base import Agent, adam
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.losses import weighted_mean
 from goalenvs.agents.networks import mlp
@@ -47,6 +47,9 @@ class DQNConfig(TrainConfig):
 class DQN(Agent):
     """Double DQN+HER agent for a Discrete action space."""
 
+    config: DQNConfig
+    action_space: spaces.Discrete
+    graph_safe_update: ClassVar[bool] = True
     loss_names: ClassVar[tuple[str, ...]] = ("q_loss", "q_mean")
     policy_module_names: ClassVar[tuple[str, ...]] = ("q",)
     training_module_names: ClassVar[tuple[str, ...]] = ("q_target",)
@@ -54,27 +57,32 @@ class DQN(Agent):
 
     def prepare_actions(self, action_space: spaces.Space) -> None:
         """The number of actions, one Q-value each."""
+        if not isinstance(action_space, spaces.Discrete):
+            raise TypeError(f"DQN needs a Discrete action space, got action_space={action_space}")
         self.n_actions = int(action_space.n)
 
-    def make_networks(self, config: DQNConfig) -> None:
+    def make_networks(self) -> None:
         """The Q-network, its target and its Adam."""
+        config = self.config
         self.q = mlp(self.normalizer.input_size, config.hidden_sizes, self.n_actions)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=config.learning_rate)
+        self.optimizer = adam(self.q.parameters(), lr=config.learning_rate)
 
     def update(self, batch: Any) -> dict[str, torch.Tensor]:
         """One Huber-loss step on a HER batch, with the double-DQN target."""
         inputs = self.inputs(batch.observations)
         next_inputs = self.inputs(batch.next_observations)
         actions = batch.actions.reshape(-1, 1).long() - int(self.action_space.start)
-        with torch.no_grad():
-            # Double DQN: the online net picks the next action, the target net values it.
-            next_actions = self.q(next_inputs).argmax(dim=1, keepdim=True)
-            next_values = self.q_target(next_inputs).gather(1, next_actions).squeeze(1)
-            target = self.targets(batch.rewards, batch.dones, next_values)
-        q = self.q(inputs).gather(1, actions).squeeze(1)
-        losses = functional.huber_loss(q, target, delta=self.config.huber_delta, reduction="none")
-        loss = weighted_mean(losses, getattr(batch, "weights", None))
+        with self.autocast():
+            with torch.no_grad():
+                # Double DQN: the online net picks the next action, the target net values it.
+                next_actions = self.q(next_inputs).argmax(dim=1, keepdim=True)
+                next_values = self.q_target(next_inputs).gather(1, next_actions).squeeze(1)
+                target = self.targets(batch.rewards, batch.dones, next_values)
+            q = self.q(inputs).gather(1, actions).squeeze(1)
+            delta = self.config.huber_delta
+            losses = functional.huber_loss(q, target, delta=delta, reduction="none")
+            loss = weighted_mean(losses, getattr(batch, "weights", None))
         self.gradient_step(self.optimizer, loss, list(self.q.parameters()))
         return {
             "q_loss": loss.detach(),
@@ -101,9 +109,9 @@ class DQN(Agent):
                 pick = torch.rand(n, generator=generator, device=actions.device)
                 actions = torch.where(pick < self.config.random_eps, random, actions)
             return actions + int(self.action_space.start)
-        actions = actions.cpu().numpy()
+        greedy = actions.cpu().numpy()
         if explore:
-            random = self.rng.integers(0, self.n_actions, len(actions))
-            pick = self.rng.random(len(actions)) < self.config.random_eps
-            actions = np.where(pick, random, actions)
-        return (actions + int(self.action_space.start)).astype(np.int64)
+            random_actions = self.rng.integers(0, self.n_actions, len(greedy))
+            pick_random = self.rng.random(len(greedy)) < self.config.random_eps
+            greedy = np.where(pick_random, random_actions, greedy)
+        return (greedy + int(self.action_space.start)).astype(np.int64)

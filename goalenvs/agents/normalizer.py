@@ -2,7 +2,8 @@
 
 Statistics accumulate as float64 sums (sum, sum of squares, count). With several workers
 each one adds its new sums into ``pending`` and :meth:`Normalizer.recompute` all-reduces
-the pending sums before folding them in, so every worker normalizes identically.
+the pending sums before folding them in, so every worker normalizes identically
+(:meth:`GoalNormalizer.recompute` does both normalizers' in one all-reduce).
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ class Normalizer(nn.Module):
     ``std = sqrt(max(eps**2, E[x**2] - E[x]**2))``: the floor keeps constant inputs (a goal
     coordinate that never changes) from blowing up.
     """
+
+    sum: torch.Tensor
+    sumsq: torch.Tensor
+    count: torch.Tensor
+    mean: torch.Tensor
+    std: torch.Tensor
+    _pending: torch.Tensor
 
     def __init__(self, size: int, eps: float = 0.01, clip: float = 5.0) -> None:
         super().__init__()
@@ -40,18 +48,29 @@ class Normalizer(nn.Module):
         pending sums (applied by :meth:`recompute`)."""
         size = self.size
         if isinstance(x, torch.Tensor):
-            x = x.detach().to(self._pending.device, torch.float64).reshape(-1, size)
-            sums = torch.cat([x.sum(dim=0), x.square().sum(dim=0), x.new_full((1,), len(x))])
+            rows = x.detach().to(self._pending.device, torch.float64).reshape(-1, size)
+            sums = torch.cat(
+                [rows.sum(dim=0), rows.square().sum(dim=0), rows.new_full((1,), len(rows))]
+            )
         else:
-            x = np.asarray(x, dtype=np.float64).reshape(-1, size)
-            sums = np.concatenate([x.sum(axis=0), np.square(x).sum(axis=0), [x.shape[0]]])
-            sums = torch.from_numpy(sums).to(self._pending.device)
+            array = np.asarray(x, dtype=np.float64).reshape(-1, size)
+            host = np.concatenate([array.sum(axis=0), np.square(array).sum(axis=0), [len(array)]])
+            sums = torch.from_numpy(host).to(self._pending.device)
         self._pending += sums
 
     def recompute(self) -> None:
         """Folds the pending sums (summed over workers) into the statistics."""
-        pending = distributed.all_reduce_sum(self._pending.clone())
+        self.fold(distributed.all_reduce_sum(self.take_pending()))
+
+    def take_pending(self) -> torch.Tensor:
+        """The pending sums ``[sum, sum of squares, count]`` (a copy), emptying them."""
+        pending = self._pending.clone()
         self._pending.zero_()
+        return pending
+
+    def fold(self, pending: torch.Tensor) -> None:
+        """Adds sums laid out as :meth:`take_pending` gives them (every worker's, once
+        all-reduced) to the statistics and recomputes the mean and std."""
         pending = pending.to(self.sum.device)
         self.sum += pending[: self.size]
         self.sumsq += pending[self.size : 2 * self.size]
@@ -104,9 +123,12 @@ class GoalNormalizer(nn.Module):
                 normalizer.update(np.clip(value, -clip, clip))
 
     def recompute(self) -> None:
-        """Applies the pending statistics of both normalizers."""
-        self.obs.recompute()
-        self.goal.recompute()
+        """Applies the pending statistics of both normalizers, all-reduced together."""
+        obs_pending = self.obs.take_pending()
+        pending = torch.cat([obs_pending, self.goal.take_pending().to(obs_pending.device)])
+        pending = distributed.all_reduce_sum(pending)
+        self.obs.fold(pending[: len(obs_pending)])
+        self.goal.fold(pending[len(obs_pending) :])
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         """``(B, input_size)`` normalized inputs from a dict of ``(B, size)`` tensors."""

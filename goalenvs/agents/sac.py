@@ -7,6 +7,9 @@ Actor:        minimize alpha * log pi(a | s, g) - min(Q1, Q2)(s, g, a),  a ~ pi(
 Temperature:  minimize -log(alpha) * (log pi(a | s, g) + target_entropy)   (target: -|A|)
 Targets move once per cycle (``update_targets``), as DDPG+HER's.
 Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds.
+The actor's loss is taken after the critics' step; the temperature's loss needs only the
+actor's log-probabilities, so the actor and the temperature step together (one
+all-reduce across workers for the critics, one for those two).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from goalenvs.agents.base import BoxAgent
+from goalenvs.agents.base import BoxAgent, adam
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.losses import twin_critic_loss
 from goalenvs.agents.networks import Critic, mlp
@@ -90,6 +93,8 @@ class Temperature(nn.Module):
 class SAC(BoxAgent):
     """SAC+HER agent for a Box action space."""
 
+    config: SACConfig
+    graph_safe_update: ClassVar[bool] = True
     loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "alpha", "q_mean")
     policy_module_names: ClassVar[tuple[str, ...]] = ("actor",)
     training_module_names: ClassVar[tuple[str, ...]] = (
@@ -105,9 +110,10 @@ class SAC(BoxAgent):
         "alpha_optimizer",
     )
 
-    def make_networks(self, config: SACConfig) -> None:
+    def make_networks(self) -> None:
         """The Gaussian actor, twin critics and their targets, the temperature, and their
         Adams (one over both critics)."""
+        config = self.config
         size, hidden = self.normalizer.input_size, config.hidden_sizes
         self.actor = GaussianActor(size, hidden, self.action_size)
         self.critic1 = Critic(size, hidden, self.action_size)
@@ -118,11 +124,11 @@ class SAC(BoxAgent):
         self.target_entropy = (
             -float(self.action_size) if config.target_entropy is None else config.target_entropy
         )
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
-        self.critic_optimizer = torch.optim.Adam(
+        self.actor_optimizer = adam(self.actor.parameters(), lr=config.actor_lr)
+        self.critic_optimizer = adam(
             [*self.critic1.parameters(), *self.critic2.parameters()], lr=config.critic_lr
         )
-        self.alpha_optimizer = torch.optim.Adam(self.temperature.parameters(), lr=config.alpha_lr)
+        self.alpha_optimizer = adam(self.temperature.parameters(), lr=config.alpha_lr)
 
     def update(self, batch: Any) -> dict[str, torch.Tensor]:
         """One step of both critics, the actor and the temperature on a HER batch."""
@@ -130,26 +136,31 @@ class SAC(BoxAgent):
         next_inputs = self.inputs(batch.next_observations)
         actions = self.scaled_actions(batch.actions, len(inputs))
         alpha = self.temperature().detach()
-        with torch.no_grad():
-            next_actions, next_log_prob = self.actor.sample(next_inputs)
-            next_values = torch.minimum(
-                self.critic1_target(next_inputs, next_actions),
-                self.critic2_target(next_inputs, next_actions),
-            )
-            target = self.targets(batch.rewards, batch.dones, next_values - alpha * next_log_prob)
-        q1, q2 = self.critic1(inputs, actions), self.critic2(inputs, actions)
-        critic_loss = twin_critic_loss(q1, q2, target, getattr(batch, "weights", None))
+        with self.autocast():
+            with torch.no_grad():
+                next_actions, next_log_prob = self.actor.sample(next_inputs)
+                next_values = torch.minimum(
+                    self.critic1_target(next_inputs, next_actions),
+                    self.critic2_target(next_inputs, next_actions),
+                )
+                soft_values = next_values - alpha * next_log_prob
+                target = self.targets(batch.rewards, batch.dones, soft_values)
+            q1, q2 = self.critic1(inputs, actions), self.critic2(inputs, actions)
+            critic_loss = twin_critic_loss(q1, q2, target, getattr(batch, "weights", None))
         critics = [*self.critic1.parameters(), *self.critic2.parameters()]
         self.gradient_step(self.critic_optimizer, critic_loss, critics)
 
-        pi, log_prob = self.actor.sample(inputs)
-        q_pi = torch.minimum(self.critic1(inputs, pi), self.critic2(inputs, pi))
-        actor_loss = (alpha * log_prob - q_pi).mean()
-        self.gradient_step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))
-
+        with self.autocast():
+            pi, log_prob = self.actor.sample(inputs)
+            q_pi = torch.minimum(self.critic1(inputs, pi), self.critic2(inputs, pi))
+            actor_loss = (alpha * log_prob - q_pi).mean()
         alpha_loss = -(self.temperature.log_alpha * (log_prob.detach() + self.target_entropy))
-        temperature = list(self.temperature.parameters())
-        self.gradient_step(self.alpha_optimizer, alpha_loss.mean(), temperature)
+        self.gradient_steps(
+            [
+                (self.actor_optimizer, actor_loss, list(self.actor.parameters())),
+                (self.alpha_optimizer, alpha_loss.mean(), list(self.temperature.parameters())),
+            ]
+        )
         return {
             "critic_loss": critic_loss.detach(),
             "actor_loss": actor_loss.detach(),

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from goalenvs.agents.config import DEVICES, ENV_DEVICES, STRATEGIES
+from goalenvs.agents.config import DEVICES, ENV_DEVICES, GRAPH_MODES, PRECISIONS, STRATEGIES
 from goalenvs.agents.registry import ALGOS
 from goalenvs.core import command_name, parse_json_object
 from goalenvs.envspec import describe_error
@@ -129,6 +129,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="collect the next cycle in the background while the learner updates (one cycle "
         "of policy lag); default: on with env worker processes",
     )
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="the networks' arithmetic in the updates: bf16 autocast or fp32; default: the "
+        "preset's, else auto (bf16 on a CPU with bfloat16 instructions, fp32 elsewhere)",
+    )
+    parser.add_argument(
+        "--cuda-graphs",
+        choices=GRAPH_MODES,
+        help="run each update as a captured CUDA graph; default auto: on a CUDA device",
+    )
     parser.add_argument("--out", help="run folder (default runs/<env>-<algo>-s<seed>-<time>)")
     parser.add_argument("--resume", metavar="DIR", help="continue the run in this folder")
     parser.add_argument("--save-every", type=int, help="keep policy_epoch_K.pt every K epochs")
@@ -161,6 +172,8 @@ OVERRIDES = {
     "env_device": "env_device",
     "env_workers": "env_workers",
     "overlap": "overlap",
+    "precision": "precision",
+    "cuda_graphs": "cuda_graphs",
     "out": "out",
     "save_every": "save_every",
     "stop_success": "stop_success",

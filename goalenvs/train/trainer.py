@@ -55,6 +55,7 @@ import torch
 import goalenvs  # noqa: F401  (importing registers the goalenvs ids)
 from goalenvs.agents import distributed
 from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.learner import Learner
 from goalenvs.agents.registry import make_agent
 from goalenvs.core import GOAL_KEYS
 from goalenvs.train.checkpoint import space_to_dict
@@ -201,6 +202,7 @@ class Trainer:
             self.agent.noise_generator()  # made now, so that a resume finds it to restore
             distributed.broadcast_module(self.agent)
             self.agent.set_return_range(*self._target_clip())
+            self.learner = self._new_learner()
 
             self.buffer = self.collector.backend.new_buffer(
                 cfg.buffer_size // self.world,
@@ -246,6 +248,16 @@ class Trainer:
                 envs += ", collecting beside the updates"
             buffer = "in host memory"
         return f"envs: {envs}; replay buffer {buffer}; networks on {self.device}"
+
+    def _new_learner(self) -> Learner:
+        """The learner of the agent as it is now (its updates captured as CUDA graphs on a
+        GPU unless ``cuda_graphs`` is "off")."""
+        return Learner(
+            self.agent,
+            self.config.batch_size,
+            graphs=self.config.cuda_graphs,
+            clock=self.collector.clock,
+        )
 
     def note(self, message: str) -> None:
         """Records a fact about this run's setup, printed once (main worker, verbose)."""
@@ -426,6 +438,9 @@ class Trainer:
         was called."""
         restored = self.run_folder.open(self.agent, self._load_buffer)
         self._take(restored)
+        if restored is not None:
+            # The checkpoint's optimizer state replaced tensors a captured update reads.
+            self.learner = self._new_learner()
         self.started = True
 
     def _take(self, restored: Restored | None) -> None:
@@ -498,8 +513,8 @@ class Trainer:
         return row
 
     def optimize(self, stats: dict[str, list]) -> None:
-        """``n_batches`` gradient steps, then the target networks move once; the losses'
-        means go to ``stats``."""
+        """The learner's ``n_batches`` gradient steps, then the target networks move once;
+        the losses' means go to ``stats``."""
         cfg = self.config
         # Every worker must make the same collective calls (the gradient all-reduce of
         # each update): they agree in one all-reduce that all of them can sample, and
@@ -507,27 +522,11 @@ class Trainer:
         ready = torch.tensor([float(self.buffer.can_sample())], dtype=torch.float64)
         if float(distributed.all_reduce_sum(ready)[0]) < self.world:
             return
-        totals: dict[str, torch.Tensor] = {}
-        clock = self.collector.clock
-        for _ in range(cfg.n_batches):
-            with clock("sample"):
-                batch = self.buffer.sample(cfg.batch_size, device=self.device)
-            with clock("update"):
-                losses = self.agent.update(batch)
-            # Per-sample TD errors are no loss to log: they set new replay priorities.
-            td_errors = losses.pop("td_errors", None)
-            if td_errors is not None and getattr(self.buffer, "prioritized", False):
-                with clock("sample"):
-                    priorities = td_errors if self.on_device else td_errors.cpu().numpy()
-                    self.buffer.update_priorities(batch.indices, priorities)
-            for name, value in losses.items():
-                totals[name] = totals[name] + value if name in totals else value
-        with clock("update"):
-            self.agent.update_targets()
+        losses = self.learner.optimize(self.buffer, cfg.n_batches)
         self.counters.updates += cfg.n_batches
-        for name, total in totals.items():
-            mean = float(total) / cfg.n_batches
-            if not math.isfinite(mean):
+        for name, mean in losses.items():
+            value = float(mean)  # the cycle's one read of each loss from the device
+            if not math.isfinite(value):
                 kept = (
                     f"the last good checkpoint is kept in "
                     f"{self.run_folder.path / 'policy_latest.pt'}"
@@ -535,10 +534,10 @@ class Trainer:
                     else "no epoch had finished, so there is no checkpoint"
                 )
                 raise TrainingError(
-                    f"{name} became {mean} in epoch {self.counters.epoch + 1}: training "
+                    f"{name} became {value} in epoch {self.counters.epoch + 1}: training "
                     f"stopped; {kept}"
                 )
-            stats[name].append(mean)
+            stats[name].append(value)
 
     def evaluate(self) -> tuple[float, float, float]:
         """Mean success, return and length of deterministic episodes on the eval envs."""

@@ -55,8 +55,10 @@ def random_batch(size: int = 32, seed: int = 0, weights: torch.Tensor | None = N
 
 
 def make(cls, config_cls, **kwargs):
+    # float32 updates: these tests hold the updates to their equations computed in float32.
     torch.manual_seed(0)
-    return cls(OBS_SPACE, ACTION_SPACE, config_cls(hidden_sizes=(16, 16), **kwargs), 0.98, seed=0)
+    config = config_cls(hidden_sizes=(16, 16), **{"precision": "fp32", **kwargs})
+    return cls(OBS_SPACE, ACTION_SPACE, config, 0.98, seed=0)
 
 
 def parameters(module: torch.nn.Module) -> list[torch.Tensor]:

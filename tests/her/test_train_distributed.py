@@ -160,3 +160,123 @@ def test_device_auto_picks_cuda_when_torch_sees_one(monkeypatch, tmp_path):
     with pytest.raises(RuntimeError, match="stop"):
         trainer_module.Trainer(config)
     assert seen["device"] == torch.device("cpu")
+
+
+def all_reduce_worker(rank: int, port: int, tmp: str) -> None:
+    """Counts the all-reduces of one Learner cycle per algorithm and of one normalizer
+    recompute, on data that differs between the workers."""
+    import numpy as np
+    import torch.distributed as dist
+    from gymnasium import spaces
+
+    from goalenvs.agents import DQNConfig, Learner, SACConfig, TD3Config
+    from goalenvs.agents.ddpg import DDPG
+    from goalenvs.agents.dqn import DQN
+    from goalenvs.agents.sac import SAC
+    from goalenvs.agents.td3 import TD3
+    from goalenvs.her import HerBatch
+
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2"
+    )
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    calls = []
+    all_reduce = dist.all_reduce
+
+    def counting(tensor, *args, **kwargs):
+        calls.append(tensor.numel())
+        return all_reduce(tensor, *args, **kwargs)
+
+    dist.all_reduce = counting
+    obs_space = spaces.Dict(
+        {key: spaces.Box(-5, 5, (size,)) for key, size in [("observation", 4),
+         ("achieved_goal", 2), ("desired_goal", 2)]}
+    )  # fmt: skip
+
+    class Stub:
+        prioritized = False
+
+        def __init__(self, discrete: bool) -> None:
+            self.rng, self.discrete = np.random.default_rng(100 + rank), discrete
+
+        def sample(self, batch_size, device=None):
+            rng = self.rng
+
+            def observation():
+                return {
+                    k: torch.tensor(rng.normal(size=(batch_size, *s.shape)), dtype=torch.float32)
+                    for k, s in obs_space.spaces.items()
+                }
+
+            actions = (
+                torch.tensor(rng.integers(0, 3, batch_size))
+                if self.discrete
+                else torch.tensor(rng.uniform(-1, 1, (batch_size, 2)), dtype=torch.float32)
+            )
+            rewards = -torch.tensor(rng.random(batch_size) < 0.5, dtype=torch.float32)
+            ones = torch.ones(batch_size)
+            return HerBatch(observation(), actions, rewards, observation(), 0 * ones, ones)
+
+    box, discrete = spaces.Box(-1.0, 1.0, (2,)), spaces.Discrete(3)
+    algos = {
+        "ddpg": (DDPG, DDPGConfig, box),
+        "td3": (TD3, TD3Config, box),
+        "sac": (SAC, SACConfig, box),
+        "dqn": (DQN, DQNConfig, discrete),
+    }
+    results = {}
+    for name, (cls, config_cls, action_space) in algos.items():
+        torch.manual_seed(0)  # the same start on both workers
+        config = config_cls(hidden_sizes=(16,), precision="fp32")
+        agent = cls(obs_space, action_space, config, 0.9, seed=0)
+        learner = Learner(agent, 8)
+        try:
+            Learner(agent, 8, graphs="on")
+            refusal = ""
+        except ValueError as error:
+            refusal = str(error)
+        calls.clear()
+        learner.optimize(Stub(action_space is discrete), 4)
+        results[name] = {
+            "calls": len(calls),
+            "graphs": learner.graphs,
+            "refusal": refusal,
+            "state": {k: v.clone() for k, v in agent.state_dict().items()},
+        }
+    agent.normalizer.update(
+        {k: np.full((3, s.shape[0]), rank + 1.0) for k, s in obs_space.spaces.items()}
+    )
+    calls.clear()
+    agent.normalizer.recompute()
+    results["normalizer"] = {"calls": list(calls), "mean": agent.normalizer.obs.mean.clone()}
+    torch.save(results, os.path.join(tmp, f"all_reduce{rank}.pt"))
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_one_all_reduce_per_gradient_step_and_one_for_the_normalizer(tmp_path):
+    mp.spawn(all_reduce_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
+    ranks = [
+        torch.load(tmp_path / f"all_reduce{r}.pt", map_location="cpu", weights_only=True)
+        for r in range(2)
+    ]
+    # 4 updates: DDPG and DQN one all-reduce each (DDPG's two networks in one); TD3 one per
+    # critic step and one per actor step (every 2nd); SAC one for its critics and one for
+    # its actor and temperature together.
+    expected = {"ddpg": 4, "td3": 4 + 2, "sac": 2 * 4, "dqn": 4}
+    for name, calls in expected.items():
+        for rank in ranks:
+            assert rank[name]["calls"] == calls, name
+            assert not rank[name]["graphs"]
+            assert rank[name]["refusal"] == (
+                "graphs='on' cannot capture the updates: "
+                "2 workers all-reduce every update's gradients, outside any graph"
+            )
+        # Different batches on each worker, the same averaged steps.
+        for key, tensor in ranks[0][name]["state"].items():
+            torch.testing.assert_close(ranks[1][name]["state"][key], tensor, rtol=0, atol=0)
+    # Both normalizers' sums in one all-reduce: observation 2 x 4 + 1, goal 2 x 2 + 1.
+    assert ranks[0]["normalizer"]["calls"] == [9 + 5]
+    for rank in ranks:  # rows of 1.0 from one worker and 2.0 from the other: mean 1.5
+        torch.testing.assert_close(rank["normalizer"]["mean"], torch.full((4,), 1.5))

@@ -56,7 +56,7 @@ def net_inputs(obs, goal):
 
 def make_ddpg(**kwargs) -> DDPG:
     torch.manual_seed(3)
-    config = DDPGConfig(hidden_sizes=(4,), **kwargs)
+    config = DDPGConfig(hidden_sizes=(4,), precision="fp32", **kwargs)
     action_space = spaces.Box(-2.0, 2.0, (1,))
     agent = DDPG(OBS_SPACE, action_space, config, gamma=0.5, seed=0)
     with torch.no_grad():
@@ -134,7 +134,7 @@ def test_ddpg_exploration_stays_in_bounds_and_deterministic_act_is_scaled_tanh()
 
 def test_double_dqn_target_uses_online_argmax_and_target_values():
     torch.manual_seed(5)
-    config = DQNConfig(hidden_sizes=(5,), huber_delta=1.0)
+    config = DQNConfig(hidden_sizes=(5,), huber_delta=1.0, precision="fp32")
     agent = DQN(OBS_SPACE, spaces.Discrete(3, start=1), config, gamma=0.9, seed=0)
     with torch.no_grad():
         for p in agent.q_target.parameters():
