@@ -177,6 +177,7 @@ class Trainer:
             self.observation_space: Any = self.env.observation_space  # a goal Dict (checked)
             self.action_space = self.env.action_space
             self.horizon, self.rollout_steps, self.gamma = self._episode_schedule()
+            self._check_buffer_fits()
             keys = cfg.info_keys
             self.info_keys = keys if keys is not None else scalar_info_keys(self.env)
 
@@ -281,6 +282,30 @@ class Trainer:
         rollout_steps = cfg.rollout_steps or int(horizon or 0)
         gamma = cfg.gamma if cfg.gamma is not None else 1.0 - 1.0 / (horizon or 1)
         return horizon, rollout_steps, gamma
+
+    def _check_buffer_fits(self) -> None:
+        """A ValueError naming the field and its value when the schedule cannot run: a
+        batch larger than the replay buffer, or a buffer whose stream per env cannot hold
+        one episode (its transitions could never be sampled)."""
+        cfg = self.config
+        size = cfg.buffer_size // self.world
+        share = f"buffer_size {cfg.buffer_size}" + (
+            f" over {self.world} workers" if self.world > 1 else ""
+        )
+        if cfg.batch_size > size:
+            raise ValueError(
+                f"batch_size {cfg.batch_size} is larger than the replay buffer ({share} "
+                f"holds {size} transitions): lower batch_size or raise buffer_size"
+            )
+        episode = self.horizon or self.rollout_steps
+        rows = size // cfg.num_envs
+        if rows < episode + 1:
+            raise ValueError(
+                f"{share} gives each of the num_envs {cfg.num_envs} envs {rows} rows, fewer "
+                f"than one episode of {episode} steps takes ({episode + 1}): no transition "
+                f"could ever be sampled; raise buffer_size to at least "
+                f"{(episode + 1) * cfg.num_envs * self.world} or lower num_envs"
+            )
 
     def _resolve_env_device(self) -> bool:
         """Whether the training envs run as torch twins on ``self.device``
