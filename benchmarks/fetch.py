@@ -1,13 +1,20 @@
-"""FetchPush-v4 and FetchPickAndPlace-v4 with DDPG+HER and the ``fetch_push`` preset.
+"""The HER paper's manipulation table with DDPG+HER and each env's preset: Fetch Push,
+PickAndPlace and Slide, panda-gym's Push and PickAndPlace, highway-env's parking-v0.
 
-Runs ``goalenvs train`` (the CLI a user runs, nothing else) for a wall-clock budget per
-seed, keeps each run's ``progress.csv`` under ``benchmarks/results/fetch/`` and draws eval
-success against env steps and against seconds of training into ``docs/images/``.
+Runs ``goalenvs train`` (the CLI a user runs, nothing else) per seed until its eval
+success first reaches 0.9 (``--stop-success 0.9``), an env-step cap or a wall-clock
+budget, whichever comes first; keeps each run's ``progress.csv`` and a JSON of what ran
+where (command, config, commit, machine, the load once a minute, versions, the floor)
+under ``benchmarks/results/manipulation/``, and draws eval success against env steps and
+against minutes into ``docs/images/``. Run folders given by ``--out-root`` keep their
+replay buffer with every epoch: running the same command again resumes them.
 
     python benchmarks/fetch.py train --task push --seeds 0 1 2 --budget 3600
-    python benchmarks/fetch.py train --task pick_and_place --seeds 0 --budget 3300
+    python benchmarks/fetch.py train --task slide --seeds 0 --max-env-steps 1500000 \
+        --budget 7200 --out-root /data/runs
+    python benchmarks/fetch.py record --task pick_and_place --seed 0 --run RUN --commit C \
+        --command "goalenvs train ..." --load-log load.log   # a run trained by hand
     python benchmarks/fetch.py plot                  # tables and PNGs from the kept logs
-    python benchmarks/fetch.py plot --runs push_s0=/path/to/run/progress.csv
 
 Seconds are the trainer's own ``wall_time`` (training and the per-epoch evaluation; the
 ~20-30 s of imports and env construction before the first cycle are not counted).
@@ -19,6 +26,7 @@ import argparse
 import contextlib
 import csv
 import json
+import math
 import os
 import platform
 import re
@@ -27,8 +35,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's goalenvs, also for the launched trainers
@@ -56,35 +67,127 @@ def first_reaching(rows: list[dict[str, float]], target: float) -> dict[str, flo
     return next((r for r in rows if r["eval_success"] >= target), None)
 
 
-def train(task: str, seed: int, budget: float, extra: list[str]) -> Path:
+class LoadLog:
+    """The machine's load average once a minute while a run trains (a background thread),
+    so a figure in minutes names the load it was measured under."""
+
+    def __init__(self, every: float = 60.0) -> None:
+        self.samples: list[tuple[float, float]] = []  # (seconds since start, 1-minute load)
+        self._stop = threading.Event()
+        self._start = time.time()
+        self._thread = threading.Thread(target=self._run, args=(every,), daemon=True)
+        self._thread.start()
+
+    def _run(self, every: float) -> None:
+        while not self._stop.is_set():
+            self.samples.append((round(time.time() - self._start), os.getloadavg()[0]))
+            self._stop.wait(every)
+
+    def stop(self) -> dict[str, Any]:
+        """Stops sampling; the summary a run's JSON keeps."""
+        self._stop.set()
+        self._thread.join()
+        loads = [load for _, load in self.samples]
+        return {
+            "every_s": 60,
+            "min": round(min(loads), 2),
+            "max": round(max(loads), 2),
+            "mean": round(sum(loads) / len(loads), 2),
+            "samples": [[t, round(load, 2)] for t, load in self.samples],
+        }
+
+
+def train(
+    task: str,
+    seed: int,
+    budget: float,
+    extra: list[str],
+    out: Path | None = None,
+    max_env_steps: int | None = None,
+) -> Path:
     """Trains one seed for ``budget`` seconds (then SIGINT: the trainer stops after the
-    cycle, keeping every committed epoch) and copies its progress.csv to RESULTS."""
+    cycle, keeping every committed epoch), or resumes the run in ``out`` when it holds one,
+    and keeps its progress.csv and JSON in RESULTS. The replay buffer is saved with every
+    epoch, so a run cut by its budget (or by a kill) continues with ``--resume``.
+    ``max_env_steps`` caps the run (its epochs), ``--stop-success 0.9`` ends it at the mark."""
     env_id = TASKS[task]
     load_before = os.getloadavg()
-    out = Path(tempfile.mkdtemp(prefix=f"fetch_{task}_s{seed}_"))
-    command = [sys.executable, "-m", "goalenvs", "train", env_id, "--seed", str(seed)]
-    command += ["--quiet", "--out", str(out / "run"), *extra]
+    out = out or Path(tempfile.mkdtemp(prefix=f"fetch_{task}_s{seed}_")) / "run"
+    if (out / "config.json").is_file():
+        command = [sys.executable, "-m", "goalenvs", "train", "--resume", str(out), "--quiet"]
+    else:
+        command = [sys.executable, "-m", "goalenvs", "train", env_id, "--seed", str(seed)]
+        command += ["--quiet", "--out", str(out), "--save-buffer", "--stop-success", "0.9"]
+        if max_env_steps is not None:
+            command += ["--epochs", str(-(-max_env_steps // epoch_env_steps(env_id, extra)))]
+    command += extra
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     env.pop("MUJOCO_GL", None)
     print(" ".join(command[1:]), flush=True)
+    load = LoadLog()
     proc = subprocess.Popen(command, cwd=ROOT, env=env)
     try:
         proc.wait(timeout=budget)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=300)
+    return record(task, seed, out, load_before, load.stop(), command)
+
+
+def load_from_log(path: Path, run: Path) -> dict[str, Any]:
+    """The load summary of a run folder's training time from a log of ``unix-time load1
+    load5 load15`` lines (one a minute, taken while it trained)."""
+    start = (run / "config.json").stat().st_mtime
+    end = (run / "progress.csv").stat().st_mtime
+    samples = []
+    for line in path.read_text().splitlines():
+        stamp, load1, *_ = line.split()
+        if start <= float(stamp) <= end:
+            samples.append([round(float(stamp) - start), float(load1)])
+    loads = [load for _, load in samples]
+    return {
+        "every_s": 60,
+        "min": min(loads),
+        "max": max(loads),
+        "mean": round(sum(loads) / len(loads), 2),
+        "samples": samples,
+    }
+
+
+def epoch_env_steps(env_id: str, extra: list[str]) -> int:
+    """Env steps in one epoch of ``goalenvs train env_id *extra`` (from its config)."""
+    command = [sys.executable, "-m", "goalenvs", "train", env_id, *extra, "--show-config"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    config = json.loads(done.stdout)
+    return config["n_cycles"] * config["num_envs"] * (config["rollout_steps"] or 50)
+
+
+def record(
+    task: str,
+    seed: int,
+    run: Path,
+    load_before: Sequence[float],
+    load: dict[str, Any] | None,
+    command: list[str],
+    commit: str | None = None,
+) -> Path:
+    """Keeps ``run``'s progress.csv as RESULTS/<task>_s<seed>.csv beside a JSON of what
+    ran where: the command, config, commit, machine, load, versions and the floor."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     target = RESULTS / f"{task}_s{seed}.csv"
-    shutil.copyfile(out / "run" / "progress.csv", target)
+    shutil.copyfile(run / "progress.csv", target)
     meta = {
         "task": task,
-        "env_id": env_id,
+        "env_id": TASKS[task],
         "seed": seed,
         "command": " ".join(["goalenvs", *command[3:]]),
-        "config": json.loads((out / "run" / "config.json").read_text()),
+        "config": json.loads((run / "config.json").read_text()),
+        "commit": commit or _commit(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor()}",
         "load_before": [round(x, 2) for x in load_before],
         "load_after": [round(x, 2) for x in os.getloadavg()],
+        "load": load,
         "python": platform.python_version(),
         "versions": _versions(),
     }
@@ -96,6 +199,11 @@ def train(task: str, seed: int, budget: float, extra: list[str]) -> Path:
     )
     (RESULTS / f"{task}_s{seed}.json").write_text(json.dumps(meta, indent=1) + "\n")
     return target
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True)
+    return done.stdout.decode().strip()
 
 
 def measure_floor(config: dict, cycles: int = 3) -> dict[str, float]:
@@ -268,7 +376,20 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--task", choices=list(TASKS), default="push")
     run.add_argument("--seeds", type=int, nargs="+", default=[0])
     run.add_argument("--budget", type=float, default=3600.0, help="seconds per seed")
+    run.add_argument("--max-env-steps", type=int, help="cap each run at this many env steps")
+    run.add_argument(
+        "--out-root",
+        type=Path,
+        help="keep run folders here (<task>_s<seed>); a folder that holds a run is resumed",
+    )
     run.add_argument("extra", nargs="*", help="more goalenvs train flags (after --)")
+    keep = sub.add_parser("record", help="keep a run folder trained outside this script")
+    keep.add_argument("--task", choices=list(TASKS), required=True)
+    keep.add_argument("--seed", type=int, required=True)
+    keep.add_argument("--run", type=Path, required=True, help="the run folder")
+    keep.add_argument("--commit", required=True, help="the commit it trained with")
+    keep.add_argument("--load-log", type=Path, help="lines of 'unix-time load1 load5 load15'")
+    keep.add_argument("--command", required=True, help="the goalenvs train command it ran")
     floor = sub.add_parser("floor", help="measure the floor of kept runs again, into their JSON")
     floor.add_argument("names", nargs="+", help="kept runs, e.g. push_s0")
     draw = sub.add_parser("plot", help="tables and PNGs from the kept logs")
@@ -279,8 +400,17 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"--budget must be > 0 seconds, got {args.budget}")
         for seed in args.seeds:
             start = time.perf_counter()
-            path = train(args.task, seed, args.budget, args.extra)
+            out = args.out_root / f"{args.task}_s{seed}" if args.out_root else None
+            path = train(args.task, seed, args.budget, args.extra, out, args.max_env_steps)
             print(f"seed {seed}: {time.perf_counter() - start:.0f} s, log {path}", flush=True)
+        return
+    if args.command == "record":
+        load = None
+        if args.load_log is not None:
+            load = load_from_log(args.load_log, args.run)
+        command = ["python", "-m", *args.command.split()]
+        path = record(args.task, args.seed, args.run, [math.nan] * 3, load, command, args.commit)
+        print(f"kept {path}")
         return
     if args.command == "floor":
         for name in args.names:
