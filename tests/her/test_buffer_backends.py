@@ -631,12 +631,15 @@ def test_a_device_twin_fills_the_buffer_and_rewards_match_its_compute_reward(
     loaded = DeviceHerReplayBuffer.load(tmp_path / "buffer.pt", env)
     # The stored rows come back as they were (the episode bookkeeping is the truncated
     # twin's: test_save_load_round_trip_keeps_the_stored_transitions).
-    for name in ("records", "row_meta", "terminated", "t_lo"):
-        torch.testing.assert_close(loaded._state[name], buffer._state[name], msg=name)
-    torch.testing.assert_close(
-        loaded._separate[0][2] if discrete else loaded._actions,
-        buffer._separate[0][2] if discrete else buffer._actions,
-    )
+    ours, theirs = loaded.state().storage, buffer.state().storage
+    for name in ("records", "sampleable_from"):
+        torch.testing.assert_close(getattr(ours, name), getattr(theirs, name), msg=name)
+    # Each row's episode, its first counter and its terminated flag (its truncated flag is
+    # the truncated twin's where an episode was open).
+    torch.testing.assert_close(ours.row_meta[..., :3], theirs.row_meta[..., :3])
+    assert list(ours.separate) == (["action"] if discrete else [])
+    for name, values in ours.separate.items():
+        torch.testing.assert_close(values, theirs.separate[name], msg=name)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -665,7 +668,7 @@ def test_the_host_reads_the_device_about_once_per_ring_cycle(
     original = DeviceHerReplayBuffer._read_horizons
 
     def counted(self: DeviceHerReplayBuffer) -> None:
-        reads.append(self._t)
+        reads.append(self.state().steps_added)
         original(self)
 
     monkeypatch.setattr(DeviceHerReplayBuffer, "_read_horizons", counted)
