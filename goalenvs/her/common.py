@@ -115,6 +115,8 @@ class ReplayBufferBase:
     shares the goal functions; ``copy.deepcopy`` copies the goal functions too (the env
     behind them included); a pickle holds the state and the goal functions, which must
     then be picklable. Episodes in progress stay in progress in all three.
+    ``__getstate__`` hands out the live state (the pickle copies it): an object given it by
+    hand through ``__setstate__`` shares the buffer's arrays.
     """
 
     #: The class name that messages suggest (``HerReplayBuffer(..., prioritized=True)``).
