@@ -73,6 +73,7 @@ from goalenvs.her.device_state import (
     META_TERMINATED,
     META_TRUNCATED,
     DeviceBufferState,
+    RecordField,
     record_layout,
 )
 from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
@@ -232,6 +233,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         self._episode_end_flat = storage.episode_end.view(rows * n)
         goal = self._field_rows["next_obs/achieved_goal"]
         self._goal_flat = goal.reshape(rows * n, *goal.shape[2:])
+        self._env_zero = torch.zeros((), dtype=torch.int64, device=self.device)
 
     # ------------------------------------------------------------------ state
     def state(self, *, truncate_in_progress: bool = False) -> DeviceBufferState:
@@ -497,20 +499,16 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         target = None if device is None else resolve_device(device)
         if not self.can_sample():
             raise RuntimeError(NO_EPISODE_YET)
-        rows, n = self.rows_per_env, self.n_envs
         if self.prioritized:
             env, t, weights = self._draw_prioritized(B)
         else:
             env, t = self._draw_uniform(B)
             weights = torch.ones(B, dtype=torch.float32, device=self.device)
-        index = (t % rows) * n + env
+        index = self._flat_index(t, env)
         meta = self._meta_flat.index_select(0, index)
         relabel, goal = self._draw_goals(B, env, t, meta)
         records = self._records_flat.index_select(0, index)
-        values: dict[str, torch.Tensor] = {
-            field.name: records[:, field.start : field.stop].reshape(B, *field.shape)
-            for field in self._record_fields
-        }
+        values = {field.name: _columns(records, field) for field in self._record_fields}
         for name, store in self._storage.separate.items():
             values[name] = _take(store, index)
         obs = {key: values[f"obs/{key}"] for key in self._obs_shapes}
@@ -527,23 +525,34 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             torch.float32,
         )
         rewards = torch.where(relabel, new_reward, values["reward"])
-        terminated = meta[:, META_TERMINATED].bool()
-        if self.compute_terminated is not None:
-            new_terminated = self._batch_of(
-                "compute_terminated",
-                self.compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
-                B,
-                torch.bool,
-            )
-            terminated = torch.where(relabel, new_terminated, terminated)
-        if not self.handle_timeout_termination:
-            terminated = terminated | meta[:, META_TRUNCATED].bool()
-        batch = HerBatch(
-            obs, values["action"], rewards, next_obs, terminated.float(), weights, index
-        )
+        if self.compute_terminated is None and self.handle_timeout_termination:
+            dones = meta[:, META_TERMINATED].to(torch.float32)
+        else:
+            terminated = meta[:, META_TERMINATED].bool()
+            if self.compute_terminated is not None:
+                new_terminated = self._batch_of(
+                    "compute_terminated",
+                    self.compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
+                    B,
+                    torch.bool,
+                )
+                terminated = torch.where(relabel, new_terminated, terminated)
+            if not self.handle_timeout_termination:
+                terminated = terminated | meta[:, META_TRUNCATED].bool()
+            dones = terminated.to(torch.float32)
+        batch = HerBatch(obs, values["action"], rewards, next_obs, dones, weights, index)
         if target is None or target == self.device:
             return batch
         return batch_to(batch, target)
+
+    def _flat_index(self, counter: torch.Tensor, env: torch.Tensor) -> torch.Tensor:
+        """The flat index ``row * n_envs + env`` of each ``(counter, env)``: every
+        ``(rows, n_envs, ...)`` store is gathered through its flat view, as index_select on
+        one index runs several times faster than indexing by two."""
+        rows, n = self.rows_per_env, self.n_envs
+        if n == 1:
+            return counter % rows
+        return (counter % rows) * n + env
 
     def _uniform(self, count: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """``count`` draws uniform in [0, 1) from :attr:`generator`."""
@@ -551,18 +560,22 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
 
     def _draw_uniform(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``count`` transitions drawn uniformly from every env's sampleable range:
-        returns their ``(env, t)`` (t the unwrapped counter)."""
+        returns their ``(env, t)`` (t the unwrapped counter; env a 0-d zero with one env)."""
         storage = self._storage
         first = storage.sampleable_from
         width = storage.sampleable_to - first
-        cum = torch.cumsum(width, 0)
-        total = cum[-1]
+        u = self._uniform(count, torch.float64)
+        if self.n_envs == 1:
+            # floor(u * width) can round up to width for u just below 1: clamp it.
+            x = torch.minimum((u * width).long(), width - 1)
+            return self._env_zero, first + x
         # x indexes the concatenation of the envs' ranges: widths (2, 0, 3) give
         # cum (2, 2, 5); x = 3 lies in env 2 (the first cum > 3), at first[2] + 3 - 2.
-        x = torch.minimum((self._uniform(count, torch.float64) * total).long(), total - 1)
+        cum = torch.cumsum(width, 0)
+        total = cum[-1]
+        x = torch.minimum((u * total).long(), total - 1)
         env = torch.searchsorted(cum, x, right=True)
-        t = first.index_select(0, env) + x - (cum - width).index_select(0, env)
-        return env, t
+        return env, x + (first - (cum - width)).index_select(0, env)
 
     def _draw_prioritized(self, count: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``count`` transitions drawn in proportion to ``priority ** alpha`` among the
@@ -600,9 +613,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         """Which of the ``B`` transitions (counter ``t`` of ``env``, with their rows'
         ``meta``) are relabeled, and each one's new goal (an achieved goal of the same
         episode, or of any sampleable transition for ``random``)."""
-        rows, n = self.rows_per_env, self.n_envs
         start, episode = meta[:, META_START], meta[:, META_EPISODE]
-        end = self._episode_end_flat.index_select(0, (episode % rows) * n + env)
+        end = self._episode_end_flat.index_select(0, self._flat_index(episode, env))
         relabel = self._uniform(B) < self.her_ratio
         strategy = self.goal_selection_strategy
         if strategy is GoalSelectionStrategy.RANDOM:
@@ -620,7 +632,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             # floor(u * span) can round up to span for u just below 1: clamp it.
             pick = torch.minimum((self._uniform(B) * span).long(), span - 1)
             goal_env, goal_t = env, first + pick
-        goal = self._goal_flat.index_select(0, (goal_t % rows) * n + goal_env)
+        goal = self._goal_flat.index_select(0, self._flat_index(goal_t, goal_env))
         return relabel, goal
 
     def _batch_of(self, name: str, value: Any, batch_size: int, dtype: torch.dtype) -> torch.Tensor:
@@ -698,6 +710,14 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         ValueError naming the file.
         """
         return cls.from_state(read_device_file(path, device), compute_reward, compute_terminated)
+
+
+def _columns(records: torch.Tensor, field: RecordField) -> torch.Tensor:
+    """The values of ``field`` in gathered ``records`` (batch, width): a view."""
+    if not field.shape:
+        return records[:, field.start]
+    columns = records[:, field.start : field.stop]
+    return columns if len(field.shape) == 1 else columns.unflatten(1, field.shape)
 
 
 def _take(store: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

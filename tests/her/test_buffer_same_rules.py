@@ -26,7 +26,10 @@ SPACE = spaces.Dict(
     desired_goal=spaces.Box(-10, 10, (2,), np.float32),
 )
 ACTIONS = spaces.Box(-1, 1, (2,), np.float32)
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 BACKENDS = ["numpy", "cpu"]
+# The device buffer on CUDA too, where there is one.
+ALL_BACKENDS = [*BACKENDS, pytest.param("cuda", marks=CUDA)]
 
 
 def reward(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
@@ -47,7 +50,10 @@ def make(backend: str, **kwargs: Any) -> Any:
 
 def add_steps(buffer: Any, backend: str, steps: int, start: int = 0, episode: int = 4) -> None:
     """Steps ``start``.. of one env whose episodes end (truncated) every ``episode`` steps."""
-    as_array = np.asarray if backend == "numpy" else torch.as_tensor
+
+    def as_array(value: np.ndarray) -> Any:
+        return value if backend == "numpy" else torch.as_tensor(value, device=backend)
+
     for t in range(start, start + steps):
         obs = {k: as_array(np.full((1, 2), t, np.float32)) for k in SPACE.spaces}
         nxt = {k: as_array(np.full((1, 2), t + 1, np.float32)) for k in SPACE.spaces}
@@ -61,7 +67,7 @@ def add_steps(buffer: Any, backend: str, steps: int, start: int = 0, episode: in
         )
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_can_sample_is_false_until_an_episode_ends_then_true(backend: str) -> None:
     buffer = make(backend)
     assert not buffer.can_sample()
@@ -74,7 +80,7 @@ def test_can_sample_is_false_until_an_episode_ends_then_true(backend: str) -> No
     assert buffer.sample(2).rewards.shape == (2,)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_update_priorities_rejects_out_of_range_indices_instead_of_clamping(backend: str) -> None:
     buffer = make(backend, prioritized=True)
     add_steps(buffer, backend, 8)
@@ -86,7 +92,7 @@ def test_update_priorities_rejects_out_of_range_indices_instead_of_clamping(back
             buffer.update_priorities(indices, np.ones(4, np.float32))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_update_priorities_rejects_td_errors_that_are_not_finite(backend: str, bad: float) -> None:
     buffer = make(backend, prioritized=True)
@@ -97,7 +103,7 @@ def test_update_priorities_rejects_td_errors_that_are_not_finite(backend: str, b
         buffer.update_priorities(batch.indices, td_errors)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_update_priorities_checks_shapes_and_integer_indices_alike(backend: str) -> None:
     buffer = make(backend, prioritized=True)
     add_steps(buffer, backend, 8)
@@ -165,7 +171,7 @@ def test_both_buffers_reject_bad_spaces_alike() -> None:
             build(20, SPACE, spaces.Tuple([ACTIONS]), reward, **extra)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_beta_setter_checks_its_value_alike(backend: str) -> None:
     buffer = make(backend, prioritized=True)
     buffer.beta = 0.7
@@ -175,7 +181,7 @@ def test_beta_setter_checks_its_value_alike(backend: str) -> None:
     assert buffer.beta == 0.7
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_add_rejects_bad_inputs_with_the_same_messages(backend: str) -> None:
     buffer = make(backend, info_keys=("scale",))
     obs = {k: np.zeros((1, 2), np.float32) for k in SPACE.spaces}
@@ -208,7 +214,7 @@ def test_add_rejects_bad_inputs_with_the_same_messages(backend: str) -> None:
     buffer.add(**good)  # the good inputs are stored
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_sample_checks_batch_size_alike(backend: str) -> None:
     buffer = make(backend)
     add_steps(buffer, backend, 4)
@@ -218,7 +224,7 @@ def test_sample_checks_batch_size_alike(backend: str) -> None:
         buffer.sample(2.0)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_a_saved_file_keeps_every_setting(backend: str, tmp_path: Any) -> None:
     buffer = make(
         backend,
@@ -304,7 +310,7 @@ def filled(backend: str, **kwargs: Any) -> Any:
     return buffer
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 @pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
 def test_a_copy_or_unpickled_buffer_samples_alike_and_goes_on_alone(backend: str, how: str) -> None:
     buffer = filled(backend, prioritized=True)
@@ -328,7 +334,7 @@ def test_a_copy_or_unpickled_buffer_samples_alike_and_goes_on_alone(backend: str
     assert buffer.n_transitions == 8 and buffer.episodes_in_progress == 1
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_a_buffer_rebuilt_from_its_state_is_the_same_buffer(backend: str) -> None:
     buffer = filled(backend, info_keys=())
     state = buffer.state()
@@ -343,7 +349,7 @@ def test_a_buffer_rebuilt_from_its_state_is_the_same_buffer(backend: str) -> Non
     assert shared.state().storage.records is buffer.state().storage.records
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_getstate_and_setstate_round_trip_on_a_bare_object(backend: str) -> None:
     # What a caller that copies by hand does (object.__new__ and the two hooks); the
     # state in between shares the buffer's arrays (a pickle copies them).
@@ -356,7 +362,7 @@ def test_getstate_and_setstate_round_trip_on_a_bare_object(backend: str) -> None
     assert bare.n_transitions - before == 2  # the open episode's two steps
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_saving_leaves_episodes_in_progress_alone(backend: str, tmp_path: Any) -> None:
     buffer = filled(backend, prioritized=True)
     before = storage_arrays(buffer)
@@ -374,7 +380,7 @@ def test_saving_leaves_episodes_in_progress_alone(backend: str, tmp_path: Any) -
     assert buffer.n_transitions == 12 and buffer.episodes_in_progress == 0
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_a_state_that_does_not_match_its_settings_is_a_clear_error(backend: str) -> None:
     buffer = filled(backend)
     state = buffer.state()
