@@ -527,18 +527,18 @@ class HerReplayBuffer(ReplayBufferBase):
             envs = slice(None) if hit.all() else np.flatnonzero(hit)
             oldest = intact_start[envs]
             if (oldest >= storage.episode_start[envs]).any():
-                too_long = np.flatnonzero(hit & (intact_start >= storage.episode_start))
+                env = int(np.flatnonzero(hit & (intact_start >= storage.episode_start))[0])
                 raise ValueError(
-                    f"the episode of env {int(too_long[0])} has reached {rows - 1} transitions without "
+                    f"the episode of env {env} has reached {rows - 1} transitions without "
                     f"ending: it no longer fits in its {rows} rows (buffer_size="
                     f"{self.buffer_size} // n_envs={n}); use a larger buffer_size"
                 )
-            env = self._env_index[envs]
-            length = storage.episode_length[(oldest % rows) * n + env]
+            envs_hit = self._env_index[envs]
+            length = storage.episode_length[(oldest % rows) * n + envs_hit]
             if self._tree is not None:
                 offset = _offsets_within(length)
                 episode_rows = (np.repeat(oldest, length) + offset) % rows
-                self._tree.update(episode_rows * n + np.repeat(env, length), 0.0)
+                self._tree.update(episode_rows * n + np.repeat(envs_hit, length), 0.0)
             storage.sampleable_from[envs] += length
             intact_start[envs] = oldest + length + 1
         self._summarize()
