@@ -48,7 +48,7 @@ class _StepBytes(NamedTuple):
     action_offset: int
     action_dtype: np.dtype
     reward_dtype: np.dtype
-    #: (key, shape of one env's value, dtype) per observation key, in the records' order.
+    #: (key, shape of the one env's value, dtype) per observation key, in the records' order.
     observation_layout: tuple[tuple[str, tuple[int, ...], np.dtype], ...]
 
     @classmethod
@@ -63,7 +63,7 @@ class _StepBytes(NamedTuple):
         if offsets != list(np.cumsum([0, *sizes[:-1]])) or sum(sizes) != layout.itemsize:
             return None
         observation_layout = tuple(
-            (name[4:], dtype.shape, dtype.base)
+            (name[4:], (1, *dtype.shape), dtype.base)
             for name, (dtype, *_) in zip(names, fields, strict=True)
             if name.startswith("obs/")
         )
@@ -81,7 +81,17 @@ class _StepBytes(NamedTuple):
         """The bytes of a step (action, reward, then the next observation's keys), or None
         when a key of ``next_obs`` is missing or not an array of the expected shape (add()
         then checks it the careful way)."""
-        parts = [_bytes_as(action, self.action_dtype), _bytes_as(reward, self.reward_dtype)]
+        # Each value's bytes in the records' dtype, cast first where it has another one
+        # (written out rather than a helper call: add() runs this once per env step).
+        action_dtype, reward_dtype = self.action_dtype, self.reward_dtype
+        parts = [
+            action.tobytes()
+            if action.dtype is action_dtype
+            else action.astype(action_dtype).tobytes(),
+            reward.tobytes()
+            if reward.dtype is reward_dtype
+            else reward.astype(reward_dtype).tobytes(),
+        ]
         try:
             if len(next_obs) != len(self.observation_layout):
                 return None
@@ -89,7 +99,9 @@ class _StepBytes(NamedTuple):
                 value = next_obs[key]
                 if type(value) is not np.ndarray or value.shape != shape:
                     return None
-                parts.append(_bytes_as(value, dtype))
+                parts.append(
+                    value.tobytes() if value.dtype is dtype else value.astype(dtype).tobytes()
+                )
         except (TypeError, KeyError):
             return None
         return b"".join(parts)
@@ -208,6 +220,7 @@ class HerReplayBuffer(ReplayBufferBase):
         self._sampler = HerSampler(settings, storage, self._tree)
 
         n, rows = settings.n_envs, settings.rows_per_env
+        self._rows = rows  # rows_per_env, read once per add()
         self._env_index = np.arange(n, dtype=np.int64)
         head = self._steps_added + storage.episodes_closed
         # Envs whose next add() starts an episode: those with no transition in progress.
@@ -360,7 +373,7 @@ class HerReplayBuffer(ReplayBufferBase):
         ``infos`` is a dict of per-env arrays (gymnasium vector envs) or a sequence of
         per-env dicts (stable-baselines3); only ``info_keys`` are read.
         """
-        rows = self._settings.rows_per_env
+        rows = self._rows
         # ``obs`` is read only where an episode starts (mid-episode it is the stored
         # previous next_obs), so only then is it checked.
         if self._n_at_episode_start:
@@ -703,11 +716,6 @@ def _both_all_false(terminated: Any, truncated: Any, all_false: bytes) -> bool:
         )
     except AttributeError:  # not arrays
         return False
-
-
-def _bytes_as(value: np.ndarray, dtype: np.dtype) -> bytes:
-    """The bytes of ``value`` in ``dtype`` (cast first when it has another one)."""
-    return value.tobytes() if value.dtype is dtype else value.astype(dtype).tobytes()
 
 
 def _offsets_within(length: np.ndarray) -> np.ndarray:

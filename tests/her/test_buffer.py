@@ -330,6 +330,28 @@ def test_values_of_other_dtypes_layouts_and_types_are_stored_as_given() -> None:
     assert stored.actions[0, 0] == 0.5
 
 
+def test_one_env_mid_episode_steps_of_arrays_in_the_stored_dtypes_are_not_checked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The fast path of the common case: with one env, a mid-episode step of arrays of the
+    # stored shapes and dtypes is written as one run of bytes; only an episode's first
+    # step has its observation checked.
+    buffer = tagged_buffer(40, 1)
+    checked = []
+    original = HerReplayBuffer._check_obs
+
+    def counted(self: HerReplayBuffer, name: str, obs: Any) -> Any:
+        checked.append(name)
+        return original(self, name, obs)
+
+    monkeypatch.setattr(HerReplayBuffer, "_check_obs", counted)
+    obs = {key: np.zeros((1, 3), np.float32) for key in TAG_SPACE.spaces}
+    action, reward, flags = np.zeros((1, 3), np.float32), np.zeros(1, np.float32), np.zeros(1, bool)
+    for _ in range(5):
+        buffer.add(obs, obs, action, reward, flags, flags)
+    assert checked == ["obs"]
+
+
 def test_one_env_mid_episode_steps_store_values_of_any_dtype_layout_and_type() -> None:
     # With one env a mid-episode step is stored as one run of bytes (action, reward, next
     # observation): values of another dtype, byte order or memory layout are converted
