@@ -245,6 +245,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         bookkeeping tensors that this leaves to the state (the stored fields stay
         shared): the live buffer goes on with its episodes in progress.
         """
+        self._storage.steps_added.fill_(self._steps_added)
         state = DeviceBufferState(
             settings=self._settings,
             storage=self._storage,
@@ -372,10 +373,12 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         )
         if storage.priorities is not None:
             storage.priorities[row] = self._max_priority**self.alpha
+            # Prioritized sampling reads the count on the device (state() refreshes it for
+            # a uniform buffer, whose sampling does not).
+            storage.steps_added.fill_(steps + 1)
         for key, value in info_values.items():
             storage.infos[key][row] = value
         self._steps_added = steps + 1
-        storage.steps_added.fill_(steps + 1)
         self._end_episodes(terminated | truncated)
 
     def _end_episodes(self, done: torch.Tensor) -> None:

@@ -135,8 +135,8 @@ class DeviceStorage(NamedTuple):
     sampleable_to: torch.Tensor
     #: Per env: the first counter of the newest ended episode, -1 before the first.
     newest_start: torch.Tensor
-    #: 0-d int64: the ``add`` calls so far, on the device (what sampling reads, so that a
-    #: captured CUDA graph sees the count of each replay).
+    #: 0-d int64: the ``add`` calls so far, on the device (what prioritized sampling reads,
+    #: so that a captured CUDA graph sees the count of each replay).
     steps_added: torch.Tensor
 
     @property
