@@ -363,7 +363,9 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         values.update({f"next_obs/{key}": value for key, value in next_obs.items()})
         values["action"], values["reward"] = action, reward
         if self._record_fields:
-            parts = [values[field.name].reshape(n, -1) for field in self._record_fields]
+            parts = [values[field.name] for field in self._record_fields]
+            # Each as (n_envs, columns); most already are (a reshape costs ~1 us each).
+            parts = [part if part.dim() == 2 else part.reshape(n, -1) for part in parts]
             storage.records[row] = torch.cat(parts, 1) if len(parts) > 1 else parts[0]
         for name, store in storage.separate.items():
             store[row] = values[name]
