@@ -147,8 +147,6 @@ def test_importing_the_agents_registry_loads_no_torch():
 # path re-exports them.
 MOVED_NAMES = {
     ("goalenvs.her.buffer", "GoalSelectionStrategy"): "goalenvs.her.settings",
-    ("goalenvs.her.buffer", "resolve_goal_function"): "goalenvs.her.settings",
-    ("goalenvs.her.buffer", "GoalFunction"): "goalenvs.her.settings",
     ("goalenvs.her.buffer", "HerBatch"): "goalenvs.her.common",
     ("goalenvs.her", "GoalSelectionStrategy"): "goalenvs.her.settings",
     ("goalenvs.her", "HerBatch"): "goalenvs.her.common",

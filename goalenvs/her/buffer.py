@@ -28,7 +28,7 @@ from goalenvs.her.common import HerBatch, ReplayBufferBase, to_numpy
 from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
 from goalenvs.her.sumtree import SumTree
 
-__all__ = ["GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
+__all__ = ["HerReplayBuffer"]
 
 _BOOL = np.dtype(bool)
 
