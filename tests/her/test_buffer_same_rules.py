@@ -390,3 +390,11 @@ def test_a_state_that_does_not_match_its_settings_is_a_clear_error(backend: str)
         type(buffer).from_state(bad, reward)
     with pytest.raises(TypeError, match="state must be a"):
         type(buffer).from_state({"records": None}, reward)
+
+
+def test_a_device_buffer_pickled_by_an_earlier_goalenvs_is_a_clear_error() -> None:
+    # goalenvs 0.1.0 pickled a device buffer as its __dict__ (a "_state" dict of tensors).
+    legacy = {"_state": {"records": torch.zeros(2, 1, 3)}, "compute_reward": reward, "_t": 2}
+    bare = DeviceHerReplayBuffer.__new__(DeviceHerReplayBuffer)
+    with pytest.raises(ValueError, match=r"pickled by an earlier goalenvs.*DeviceHerReplayBuffer"):
+        bare.__setstate__(legacy)
