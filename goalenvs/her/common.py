@@ -46,8 +46,10 @@ class HerBatch(NamedTuple):
     replay (ones and the sampled indices for a uniform buffer, so agents can always use
     them).
 
-    Unless sampled with ``copy=True``, the arrays belong to the buffer and the next
-    ``sample`` of the same batch size overwrites them (see :meth:`HerReplayBuffer.sample`).
+    The numpy buffer's arrays belong to the buffer unless sampled with ``copy=True``: the
+    next ``sample`` of the same batch size overwrites them (see
+    :meth:`goalenvs.her.buffer.HerReplayBuffer.sample`). The device buffer returns fresh
+    tensors each call.
     """
 
     observations: dict[str, Any]
