@@ -16,11 +16,17 @@ buffer is faster). Both buffers live in one process and take turns, chunk by chu
 round by round, and each figure is the best of its rounds, so that the load of a shared
 machine falls on both alike; CUDA times are wall times with a synchronize per round.
 
-Run: python benchmarks/device_buffer.py [--quick]  (about 1-2 minutes on 2 busy cores)
+On CUDA, ``--graph`` also times ``sample`` captured once as a CUDA graph and replayed
+(the buffer's generator registered with the graph), as a GPU learner runs it: the
+``graph us`` column and its ratio against the numpy buffer.
+
+Run: python benchmarks/device_buffer.py [--quick] [--device cpu cuda] [--graph]
+(``--device cpu``, the default, takes about 1-2 minutes on 2 busy cores)
 
 Every run appends its times (seconds per call) and ratios, with the machine, load,
-versions and command, as one JSON line to benchmarks/results/device_buffer.jsonl
-(benchmarks/report.py builds docs/benchmarks.md's table from it).
+versions and command, as one JSON line to benchmarks/results/device_buffer.jsonl, or the
+file ``--results`` names (benchmarks/report.py builds docs/benchmarks.md's table from
+device_buffer.jsonl).
 """
 
 from __future__ import annotations
@@ -128,8 +134,28 @@ def timed(device: Any, work: Any) -> float:
     return time.perf_counter() - start
 
 
-def measure(n_envs: int, devices: list[str], quick: bool) -> dict[str, dict[str, float]]:
-    """Seconds per add and per sample(B) for the numpy buffer and each device buffer."""
+def captured_sample(buffer: Any, batch_size: int) -> Any:
+    """``buffer.sample(batch_size)`` captured as a CUDA graph: replaying it draws a new
+    batch into the same output tensors."""
+    assert buffer.can_sample()  # the host reads its horizons now, not inside the capture
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up outside the capture (lazy initialisations)
+        for _ in range(3):
+            buffer.sample(batch_size)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    graph.register_generator_state(buffer.generator)
+    with torch.cuda.graph(graph):
+        buffer.sample(batch_size)
+    return graph
+
+
+def measure(
+    n_envs: int, devices: list[str], quick: bool, graph: bool
+) -> dict[str, dict[str, float]]:
+    """Seconds per add and per sample(B) for the numpy buffer and each device buffer (and
+    per replay of a captured sample, under the name ``graph``, with ``graph``)."""
     buffer_size = max(BUFFER_SIZE, 4 * EPISODE * n_envs)
     rows = buffer_size // n_envs
     steps = make_steps(n_envs, 4, seed=n_envs)
@@ -176,6 +202,19 @@ def measure(n_envs: int, devices: list[str], quick: bool) -> dict[str, dict[str,
 
                 seconds = timed(device, work)
                 best[name][key] = min(best[name][key], seconds / calls)
+    if graph and "cuda" in feeders:
+        buffer = feeders["cuda"].buffer
+        best["graph"] = {"add": best["cuda"]["add"]}  # add is not captured
+        for batch_size in BATCHES:
+            replay = captured_sample(buffer, batch_size).replay
+            calls = max(3, (40 if quick else 100) * 256 // batch_size)
+
+            def replays(replay: Any = replay, calls: int = calls) -> None:
+                for _ in range(calls):
+                    replay()
+
+            seconds = min(timed("cuda", replays) for _ in range(rounds))
+            best["graph"][f"sample({batch_size})"] = seconds / calls
     return best
 
 
@@ -184,32 +223,52 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and calls")
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 256, 4096])
+    parser.add_argument(
+        "--device",
+        nargs="+",
+        default=["cpu"],
+        choices=["cpu", "cuda"],
+        help="the devices of the device buffer, each measured against the numpy buffer",
+    )
+    parser.add_argument(
+        "--graph", action="store_true", help="with cuda: also time sample as a CUDA graph"
+    )
+    parser.add_argument(
+        "--results",
+        default="device_buffer.jsonl",
+        help="the JSON-lines file the run is appended to (relative: under benchmarks/results)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
-    devices = ["cpu"]
-    if torch.cuda.is_available():
-        devices.append("cuda")
-    else:
-        print("no CUDA device: the cuda columns are absent")
+    devices = list(dict.fromkeys(args.device))
+    if "cuda" in devices and not torch.cuda.is_available():
+        parser.error("--device cuda: torch.cuda.is_available() is False on this machine")
+    if args.graph and "cuda" not in devices:
+        parser.error("--graph needs --device cuda")
+    columns = [*devices, "graph"] if args.graph else devices
     header = f"{'n_envs':>6} {'op':<12} {'numpy us':>10}"
-    for device in devices:
+    for device in columns:
         header += f" {device + ' us':>10} {'ratio':>7}"
     print(f"buffer >= {BUFFER_SIZE} transitions, obs {OBS}, goal {GOAL}, episodes {EPISODE}")
     print("ratio = numpy time / device-buffer time (> 1: the device buffer is faster)")
     print(header)
     record = run_info(buffer_size=BUFFER_SIZE, quick=args.quick, devices=devices, per_n_envs={})
+    if args.graph:
+        record["graph"] = {}
     for n_envs in args.envs:
-        best = measure(n_envs, devices, args.quick)
+        best = measure(n_envs, devices, args.quick, args.graph)
+        if args.graph:
+            record["graph"][str(n_envs)] = best.pop("graph")
         record["per_n_envs"][str(n_envs)] = best
+        times = {**best, **({"graph": record["graph"][str(n_envs)]} if args.graph else {})}
         for op in best["numpy"]:
             line = f"{n_envs:>6} {op:<12} {best['numpy'][op] * 1e6:>10.1f}"
-            for device in devices:
-                line += (
-                    f" {best[device][op] * 1e6:>10.1f} {best['numpy'][op] / best[device][op]:>7.2f}"
-                )
+            for device in columns:
+                seconds = times[device][op]
+                line += f" {seconds * 1e6:>10.1f} {best['numpy'][op] / seconds:>7.2f}"
             print(line, flush=True)
     record["load_after"] = run_info()["load"]
-    print("saved to", append_jsonl("device_buffer.jsonl", record))
+    print("saved to", append_jsonl(args.results, record))
 
 
 if __name__ == "__main__":

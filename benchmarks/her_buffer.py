@@ -253,7 +253,8 @@ def timing_worker(n_envs: int) -> dict:
     built = {kind: build(kind, n_envs) for kind in kinds}
     buffer = built["goalenvs"][2]
     writers = {kind: built[kind][0] for kind in kinds}
-    writers["floor"] = floor_writer(buffer._records.dtype, buffer.rows_per_env, n_envs)
+    stored = buffer.state().storage
+    writers["floor"] = floor_writer(stored.records.dtype, buffer.rows_per_env, n_envs)
     n_steps = TRANSITIONS // n_envs
     result: dict = {kind: {} for kind in writers}
     # The first fill writes into fresh memory, whose first touch costs every buffer alike
@@ -273,11 +274,11 @@ def timing_worker(n_envs: int) -> dict:
 
     # The floor gathers from plain contiguous arrays of the same contents, one per field,
     # whatever layout the buffer keeps them in.
-    observations = [np.ascontiguousarray(array) for array in buffer._obs.values()]
-    arrays = [*observations, *map(np.ascontiguousarray, (buffer._actions, buffer._rewards))]
-    arrays.append(buffer._terminated)
+    observations = [np.ascontiguousarray(array) for array in stored.observations.values()]
+    arrays = [*observations, *map(np.ascontiguousarray, (stored.actions, stored.rewards))]
+    arrays.append(stored.terminated)
     rng = np.random.default_rng(1)
-    total = len(buffer._rewards)
+    total = len(stored.rewards)
 
     def floor(batch: int) -> list:
         rows = rng.integers(0, total - 1, batch)

@@ -478,3 +478,35 @@ def test_prioritized_under_sb3_is_a_clear_error():
         HerReplayBuffer(
             100, env.observation_space, env.action_space, env, device="cpu", prioritized=True
         )
+
+
+def test_a_buffer_pickled_by_goalenvs_0_1_0_loads_and_samples_as_it_did() -> None:
+    # model.save_replay_buffer pickles the adapter; this file was pickled by goalenvs
+    # 0.1.0 (2 envs, 27 steps of random values, one episode in progress per env), and the
+    # digests are of the batches that code drew from it, with this reward function.
+    import hashlib
+    import pickle
+
+    def reward(achieved_goal, desired_goal, info):
+        far = np.linalg.norm(np.asarray(achieved_goal) - desired_goal, axis=-1) >= 0.5
+        return -far.astype(np.float32)
+
+    def digest(batch) -> str:
+        h = hashlib.sha256()
+        for side in (batch.observations, batch.next_observations):
+            for key in sorted(side):
+                h.update(np.ascontiguousarray(side[key]).tobytes())
+        for value in (batch.actions, batch.rewards, batch.dones, batch.indices):
+            h.update(np.ascontiguousarray(value).tobytes())
+        return h.hexdigest()[:16]
+
+    path = Path(__file__).parent / "her" / "data" / "sb3_adapter_0.1.0.pkl"
+    with open(path, "rb") as f:
+        buffer = pickle.load(f)
+    assert isinstance(buffer, HerReplayBuffer)
+    core = buffer.core
+    assert core.n_transitions == 17 and core.episodes_in_progress == 2
+    assert core.goal_selection_strategy.value == "future" and core.n_sampled_goal == 2
+    core.compute_reward = reward
+    digests = [digest(core.sample(16, copy=True)) for _ in range(3)]
+    assert digests == ["24361534705df28b", "9ccaee816253c5a0", "726cbb5bbdad42b9"]

@@ -13,9 +13,23 @@ imported only where a tensor is made, and stable-baselines3 only by :mod:`goalen
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from goalenvs.her.buffer import HerReplayBuffer
 from goalenvs.her.common import HerBatch
-from goalenvs.her.device_buffer import DeviceHerReplayBuffer
 from goalenvs.her.settings import GoalSelectionStrategy
 
+if TYPE_CHECKING:
+    from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+
 __all__ = ["DeviceHerReplayBuffer", "GoalSelectionStrategy", "HerBatch", "HerReplayBuffer"]
+
+
+def __getattr__(name: str) -> Any:
+    # The device buffer is torch's: imported on first use, so that the numpy buffer
+    # works where torch is not installed.
+    if name == "DeviceHerReplayBuffer":
+        from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+
+        return DeviceHerReplayBuffer
+    raise AttributeError(f"module 'goalenvs.her' has no attribute {name!r}")

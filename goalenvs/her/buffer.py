@@ -1,61 +1,31 @@
 """The reference Hindsight Experience Replay buffer.
 
-Storage
--------
-Each parallel env writes its own *stream* of ``rows_per_env = buffer_size // n_envs``
-rows, used as a ring. A row holds one observation (every key of the observation Dict, in
-the space's dtype) and the transition taken from it (action, reward, terminated,
-truncated and the declared info values). An episode of ``T`` transitions occupies
-``T + 1`` consecutive rows: row ``t`` holds ``obs_t`` and transition ``t``, and the next
-observation of transition ``t`` is simply row ``t + 1``, so ``next_obs`` is never stored
-twice. The extra last row holds the episode's final observation and no transition.
-
-The streams are interleaved: row ``r`` of env ``e`` is element ``r * n_envs + e`` of every
-flat array, so that envs which write the same row (all of them, while their episodes end
-together, as under a time limit) store a step with one slice per array. The observation
-keys, the action and the reward of a row live together in one record of a structured
-array (``_records``; the per-field arrays are views of it): sampling gathers whole records
-in one pass, and with one env a mid-episode step (action and reward of record ``r``,
-observation of record ``r + 1``) is one contiguous run of bytes, written at once. The
-bookkeeping columns and the info values stay separate arrays.
-
-Every stream counts rows and transitions with *unwrapped* counters that only grow (the
-physical row is ``counter % rows_per_env``): the row of the next observation, the start
-of the episode in progress, ``valid_lo`` (first row of the oldest intact episode), and the
-range of valid transitions ``[t_lo, t_hi)``. When a write would overwrite a row at or
-after ``valid_lo``, the whole oldest episode leaves the valid range first, so a
-half-overwritten episode is never sampled.
-
-Three int32 columns make sampling and relabeling pure index arithmetic:
-``trans_row[k]`` is the physical row of the stream's transition ``k`` (a ring too),
-``to_start[row]`` the row's offset in its episode, and ``ep_len[start_row]`` (written at
-the episode's first row when the episode ends) its number of transitions ``T``.
-
-Sampling
---------
-A transition is drawn uniformly among all complete, intact episodes of every stream,
-relabeled with probability ``k / (k + 1)`` (``k = n_sampled_goal``), and the rewards of
-the whole batch come from one ``compute_reward(next_achieved_goal, desired_goal, info)``
-call. The sampling half of the class lives in :mod:`goalenvs.her.buffer_sampling`, the
-saved file in :mod:`goalenvs.her.buffer_file`, and what both HER buffers share (settings,
-input checks, prioritized replay's rules) in :mod:`goalenvs.her.settings` and
-:mod:`goalenvs.her.common`.
+:class:`HerReplayBuffer` writes episodes into the storage that
+:mod:`goalenvs.her.buffer_state` describes (flat ring buffers, one stream per env, one
+row per observation) and samples them through its :class:`~goalenvs.her.buffer_sampling.
+HerSampler`: a transition is drawn uniformly among all complete, intact episodes of every
+stream, relabeled with probability ``k / (k + 1)`` (``k = n_sampled_goal``), and the
+rewards of the whole batch come from one ``compute_reward(next_achieved_goal,
+desired_goal, info)`` call. Its file is :mod:`goalenvs.her.buffer_file`'s; what both HER
+buffers share (settings, input checks, copies, prioritized replay's rules) lives in
+:mod:`goalenvs.her.settings` and :mod:`goalenvs.her.common`.
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.her.buffer_file import load_buffer, save_buffer
-from goalenvs.her.buffer_sampling import HerSampling
-from goalenvs.her.common import ReplayBufferBase
-from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy
+from goalenvs.her.buffer_file import read_buffer_file, write_buffer_file
+from goalenvs.her.buffer_sampling import HerSampler
+from goalenvs.her.buffer_state import HerBufferState, HerStorage
+from goalenvs.her.common import HerBatch, ReplayBufferBase, to_numpy
+from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
 from goalenvs.her.sumtree import SumTree
 
 __all__ = ["HerReplayBuffer"]
@@ -63,7 +33,86 @@ __all__ = ["HerReplayBuffer"]
 _BOOL = np.dtype(bool)
 
 
-class HerReplayBuffer(HerSampling, ReplayBufferBase):
+class _StepBytes(NamedTuple):
+    """Where the bytes of a one-env mid-episode step go: the action and reward of record
+    ``row`` and the observation keys of record ``row + 1`` lie in one contiguous run of the
+    records' bytes (when the records have no padding), so add() writes them with one
+    bytes join and one copy, where a numpy assignment per field costs about twice as much.
+    """
+
+    #: The records' bytes.
+    memory: memoryview
+    #: Bytes per record.
+    record_size: int
+    #: Where the action starts within a record.
+    action_offset: int
+    action_dtype: np.dtype
+    reward_dtype: np.dtype
+    #: (key, shape of the one env's value, dtype) per observation key, in the records' order.
+    observation_layout: tuple[tuple[str, tuple[int, ...], np.dtype], ...]
+
+    @classmethod
+    def of(cls, records: np.ndarray) -> _StepBytes | None:
+        """The layout of ``records``, or None when its fields are padded."""
+        layout = records.dtype
+        names = layout.names or ()
+        by_name: Mapping[str, Any] = layout.fields or {}
+        fields = [by_name[name] for name in names]
+        offsets = [offset for _, offset, *_ in fields]
+        sizes = [dtype.itemsize for dtype, *_ in fields]
+        if offsets != list(np.cumsum([0, *sizes[:-1]])) or sum(sizes) != layout.itemsize:
+            return None
+        observation_layout = tuple(
+            (name[4:], (1, *dtype.shape), dtype.base)
+            for name, (dtype, *_) in zip(names, fields, strict=True)
+            if name.startswith("obs/")
+        )
+        action, reward = records["action"], records["reward"]
+        return cls(
+            memory=records.view(np.uint8).data,
+            record_size=layout.itemsize,
+            action_offset=by_name["action"][1],
+            action_dtype=action.dtype,
+            reward_dtype=reward.dtype,
+            observation_layout=observation_layout,
+        )
+
+    def join(self, action: np.ndarray, reward: np.ndarray, next_obs: Any) -> bytes | None:
+        """The bytes of a step (action, reward, then the next observation's keys), or None
+        when a key of ``next_obs`` is missing or not an array of the expected shape (add()
+        then checks it the careful way)."""
+        # Each value's bytes in the records' dtype, cast first where it has another one
+        # (written out rather than a helper call: add() runs this once per env step).
+        action_dtype, reward_dtype = self.action_dtype, self.reward_dtype
+        parts = [
+            action.tobytes()
+            if action.dtype is action_dtype
+            else action.astype(action_dtype).tobytes(),
+            reward.tobytes()
+            if reward.dtype is reward_dtype
+            else reward.astype(reward_dtype).tobytes(),
+        ]
+        try:
+            if len(next_obs) != len(self.observation_layout):
+                return None
+            for key, shape, dtype in self.observation_layout:
+                value = next_obs[key]
+                if type(value) is not np.ndarray or value.shape != shape:
+                    return None
+                parts.append(
+                    value.tobytes() if value.dtype is dtype else value.astype(dtype).tobytes()
+                )
+        except (TypeError, KeyError):
+            return None
+        return b"".join(parts)
+
+    def write(self, row: int, step: bytes) -> None:
+        """Writes a step's bytes (see :meth:`join`) from the action of record ``row`` on."""
+        at = self.record_size * row + self.action_offset
+        self.memory[at : at + len(step)] = step
+
+
+class HerReplayBuffer(ReplayBufferBase):
     """Hindsight Experience Replay buffer with relabeling at sample time.
 
     Args:
@@ -88,7 +137,7 @@ class HerReplayBuffer(HerSampling, ReplayBufferBase):
             stored as arrays and passed back as a dict of batched arrays.
         compute_terminated: None keeps the stored ``terminated`` for relabeled goals (as
             stable-baselines3); a goal env or callable recomputes it for relabeled goals.
-        seed: seed of the numpy Generator that draws every sample.
+        seed: seed of the numpy Generator (``rng``) that draws every sample.
         prioritized: proportional prioritized replay (Schaul et al. 2016) over the stored
             transitions instead of uniform draws: transition ``i`` is drawn with probability
             ``p_i ** alpha / sum_j p_j ** alpha``; relabeling still happens at sample time.
@@ -99,9 +148,15 @@ class HerReplayBuffer(HerSampling, ReplayBufferBase):
             ``(N * P(i)) ** -beta`` over their batch maximum. May be changed between
             samples (annealed towards 1).
         priority_eps: added to ``|td_error|`` so that no transition stops being drawn.
+
+    Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
+    copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
     """
 
     _NAME = "HerReplayBuffer"
+
+    #: The generator of every draw of :meth:`sample`.
+    rng: np.random.Generator
 
     def __init__(
         self,
@@ -136,163 +191,155 @@ class HerReplayBuffer(HerSampling, ReplayBufferBase):
             beta,
             priority_eps,
         )
-        self._configure(settings, compute_reward, compute_terminated)
-        self._rng = np.random.default_rng(seed)
-        self._max_priority = 1.0
-        n, rows = self.n_envs, self.rows_per_env
-        # Leaf row * n_envs + env holds p ** alpha of that row's transition while it can be
-        # sampled (its episode is complete and intact), 0 otherwise.
-        self._tree = SumTree(rows * n) if self.prioritized else None
-        self._allocate(observation_space, action_space)
+        rng_state = dict(np.random.default_rng(seed).bit_generator.state)
+        self._adopt(HerBufferState.empty(settings, rng_state), compute_reward, compute_terminated)
 
-        # Counters (see the module docstring). Every add() stores one transition per env,
-        # so one int counts them for all envs (``_t``); an env's head row is that count plus
-        # the rows its closed episodes' final observations took, one each (``_skip``).
-        self._env = np.arange(n, dtype=np.int64)
-        self._t = 0  # transitions each env has added
-        self._skip = np.zeros(n, dtype=np.int64)  # episodes each env has closed
-        self._ep_start = np.zeros(n, dtype=np.int64)  # first row of the episode in progress
-        self._valid_lo = np.zeros(n, dtype=np.int64)  # first row of the oldest intact episode
-        self._t_lo = np.zeros(n, dtype=np.int64)  # valid transitions: [t_lo, t_hi)
-        self._t_hi = np.zeros(n, dtype=np.int64)
-        self._starting = np.ones(n, dtype=bool)  # the env's next add() starts an episode
-        self._n_starting = n
-        self._make_views()
+    def _adopt(self, state: HerBufferState, compute_reward: Any, compute_terminated: Any) -> None:
+        """Makes this object the buffer ``state`` describes, on the state's arrays."""
+        if not isinstance(state, HerBufferState):
+            raise TypeError(f"state must be a HerBufferState, got {type(state).__name__}")
+        state.check()
+        settings, storage = state.settings, state.storage
+        self._configure(
+            settings,
+            compute_reward,
+            compute_terminated,
+            {key: values.dtype for key, values in storage.observations.items()},
+            storage.actions.dtype,
+        )
+        self.rng = _generator_from_state(state.rng_state)
+        self._storage = storage
+        self._steps_added = state.steps_added
+        self._max_priority = float(state.max_priority)
+        self._tree: SumTree | None = None
+        if state.priorities is not None:
+            # Leaf row * n_envs + env holds p ** alpha of that row's transition while it can
+            # be sampled (its episode is complete and intact), 0 otherwise.
+            self._tree = SumTree(state.priorities.size)
+            self._tree.set_all(state.priorities)
+        self._sampler = HerSampler(settings, storage, self._tree)
+
+        n, rows = settings.n_envs, settings.rows_per_env
+        self._rows = rows  # rows_per_env, read once per add()
+        self._env_index = np.arange(n, dtype=np.int64)
+        head = self._steps_added + storage.episodes_closed
+        # Envs whose next add() starts an episode: those with no transition in progress.
+        self._at_episode_start = storage.episode_start == head
+        self._n_at_episode_start = int(self._at_episode_start.sum())
+        # (rows, n_envs) views of the per-row values that add() writes.
+        self._obs_rows = tuple(
+            (key, values.reshape(rows, n, *values.shape[1:]))
+            for key, values in storage.observations.items()
+        )
+        self._action_rows = storage.actions.reshape(rows, n, *storage.actions.shape[1:])
+        self._reward_rows = storage.rewards.reshape(rows, n)
+        self._step_bytes = _StepBytes.of(storage.records) if n == 1 else None
         self._action_full_shape = (n, *self.action_shape)
-        self._vector_shape = (n,)
+        self._per_env_shape = (n,)
         # Episode offsets 0 0 .. 1 1 .. (each repeated n_envs times), grown on demand: the
-        # to_start values of episodes that every env ends together.
-        self._offsets = np.zeros(0, dtype=np.int32)
-        self._no_flags = bytes(n)  # tobytes() of an all-False flag vector: a cheap any()
-        self._all_flags = bytes([1]) * n  # and of an all-True one
+        # offset_in_episode values of episodes that every env ends together.
+        self._lockstep_offsets = np.zeros(0, dtype=np.int32)
+        self._all_false = bytes(n)  # the bytes of an all-False flag array of n_envs
         self._summarize()
-        self._out_cache: dict[int, dict[str, Any]] = {}
 
-    def _allocate(self, observation_space: spaces.Dict, action_space: spaces.Space) -> None:
-        """The storage: the records, the flags, the info stores (empty until the first
-        add) and the three int32 columns of the index arithmetic."""
-        n = self.n_envs
-        total = self.rows_per_env * n
-        self._obs_shapes = {
-            key: (n, *space.shape) for key, space in observation_space.spaces.items()
-        }
-        if isinstance(action_space, spaces.Discrete):
-            self.action_shape: tuple[int, ...] = ()
-            action_dtype = np.dtype(np.int64)
-        else:
-            self.action_shape = tuple(action_space.shape)
-            action_dtype = np.dtype(action_space.dtype)
-            # Actors emit float32 whatever the Box says: float64 actions are stored (and
-            # sampled) as float32, as stable-baselines3 does.
-            if action_dtype == np.float64:
-                action_dtype = np.dtype(np.float32)
-        # One record per (row, env) holds the observation keys, the action and the reward,
-        # in that order (see _make_views).
-        fields = [
-            (f"obs/{key}", space.dtype, space.shape)
-            for key, space in observation_space.spaces.items()
-        ]
-        fields += [("action", action_dtype, self.action_shape), ("reward", np.float32, ())]
-        self._records = np.zeros(total, np.dtype(fields, align=True))
-        self._terminated = np.zeros(total, dtype=bool)
-        self._truncated = np.zeros(total, dtype=bool)
-        # Allocated at the first add(), when the values show their dtype and shape.
-        self._infos: dict[str, np.ndarray] = {}
-        self._to_start = np.zeros(total, dtype=np.int32)
-        self._ep_len = np.zeros(total, dtype=np.int32)
-        self._trans_row = np.zeros(total, dtype=np.int32)
+    # ------------------------------------------------------------------ state
+    def state(self, *, truncate_in_progress: bool = False) -> HerBufferState:
+        """The buffer's whole content but its goal functions, on the buffer's own arrays
+        (no copy: ``state().copy()`` for a snapshot).
 
-    # Views of the records; rebuilt after unpickling, where pickled views would come back as
-    # copies detached from the storage.
-    _VIEWS = (
-        "_obs",
-        "_actions",
-        "_rewards",
-        "_obs_rows",
-        "_action_rows",
-        "_reward_rows",
-        "_packed",
-    )
-
-    def _make_views(self) -> None:
-        """Per-field views of the record array, and the bytes view of a one-env step.
-
-        ``_obs[key]``, ``_actions`` and ``_rewards`` are (rows * n_envs, ...) views indexed
-        by flat row ``row * n_envs + env``; the ``*_rows`` views split that axis into
-        (rows, n_envs).
+        With ``truncate_in_progress``, the episodes in progress are ended at their last
+        stored transition, as :meth:`truncate_last_trajectory` would, in copies of the
+        bookkeeping arrays that this leaves to the state (the records and infos stay
+        shared): the live buffer goes on with its episodes in progress.
         """
-        rows, n = self.rows_per_env, self.n_envs
-        records = self._records
-        self._obs = {key: records[f"obs/{key}"] for key in self._obs_shapes}
-        self._actions = records["action"]
-        self._rewards = records["reward"]
+        tree = self._tree
+        state = HerBufferState(
+            settings=self._settings,
+            storage=self._storage,
+            steps_added=self._steps_added,
+            priorities=None if tree is None else tree.leaves,
+            max_priority=self._max_priority,
+            rng_state=dict(self.rng.bit_generator.state),
+        )
+        if not truncate_in_progress or self._n_at_episode_start == self.n_envs:
+            return state
+        closed = self.from_state(
+            dataclasses.replace(state, storage=self._storage.with_copied_bookkeeping()),
+            self.compute_reward,
+            self.compute_terminated,
+        )
+        closed.truncate_last_trajectory()
+        return closed.state()
 
-        def by_row(store: np.ndarray) -> np.ndarray:
-            return store.reshape(rows, n, *store.shape[1:])
-
-        self._obs_rows = tuple((key, by_row(store)) for key, store in self._obs.items())
-        self._action_rows = by_row(self._actions)
-        self._reward_rows = by_row(self._rewards)
-        # With one env and records without padding, the bytes of a step (action and reward
-        # of record ``row``, then the observation keys of record ``row + 1``) are one
-        # contiguous run: ``_packed`` = (bytes view, record size, action offset, action
-        # dtype, reward dtype, (key, shape, dtype) per observation key) lets add() store
-        # them with one bytes join and one write (_step_bytes), where a numpy assignment
-        # per field costs about twice as much. None otherwise.
-        layout = records.dtype
-        offsets = [layout.fields[name][1] for name in layout.names]
-        sizes = [layout.fields[name][0].itemsize for name in layout.names]
-        packed = offsets == list(np.cumsum([0, *sizes[:-1]])) and sum(sizes) == layout.itemsize
-        self._packed = None
-        if n == 1 and packed:
-            self._packed = (
-                memoryview(records.view(np.uint8)),
-                layout.itemsize,
-                layout.fields["action"][1],
-                self._actions.dtype,
-                self._rewards.dtype,
-                tuple(
-                    (key, self._obs_shapes[key], store.dtype) for key, store in self._obs.items()
-                ),
-            )
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for name in self._VIEWS:
-            del state[name]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._make_views()
+    def _state_from_legacy(self, pickled: dict[str, Any]) -> HerBufferState:
+        """The state of a buffer pickled by goalenvs 0.1.0's code (its ``__dict__``)."""
+        if "_records" not in pickled:
+            return super()._state_from_legacy(pickled)
+        settings = BufferSettings(
+            pickled["buffer_size"],
+            pickled["observation_space"],
+            pickled["action_space"],
+            pickled["n_envs"],
+            pickled["n_sampled_goal"],
+            pickled["goal_selection_strategy"],
+            pickled["handle_timeout_termination"],
+            pickled["info_keys"],
+            None,
+            pickled.get("prioritized", False),
+            pickled.get("alpha", 0.6),
+            pickled.get("_beta", 0.4),
+            pickled.get("priority_eps", 1e-6),
+        )
+        storage = HerStorage(
+            records=pickled["_records"],
+            terminated=pickled["_terminated"],
+            truncated=pickled["_truncated"],
+            infos=pickled["_infos"],
+            offset_in_episode=pickled["_to_start"],
+            episode_length=pickled["_ep_len"],
+            transition_row=pickled["_trans_row"],
+            episode_start=pickled["_ep_start"],
+            intact_start=pickled["_valid_lo"],
+            sampleable_from=pickled["_t_lo"],
+            sampleable_to=pickled["_t_hi"],
+            episodes_closed=pickled["_skip"],
+        )
+        tree = pickled.get("_tree")
+        return HerBufferState(
+            settings=settings,
+            storage=storage,
+            steps_added=int(pickled["_t"]),
+            priorities=None if tree is None else np.array(tree.leaves),
+            max_priority=float(pickled.get("_max_priority", 1.0)),
+            rng_state=dict(pickled["_rng"].bit_generator.state),
+        )
 
     def _summarize(self) -> None:
-        """Rewrites the two summaries of ``_skip`` and ``_valid_lo`` that add() tests.
+        """Rewrites the two summaries of the per-env counters that add() tests.
 
-        Called wherever those arrays change (closing, retiring, loading), so the summaries
-        are never stale: ``_in_step`` is the common ``_skip`` while every env writes the
-        same row (episodes that end together), else None; add() must retire an old episode
-        once ``_t + 1 - rows_per_env`` reaches ``_retire_t``.
+        Called wherever ``episodes_closed`` or ``intact_start`` change (closing, retiring,
+        adopting a state), so the summaries are never stale. While every env has closed
+        the same number of episodes, every env writes the same row and
+        ``_common_episodes_closed`` is that number (else None). add() must retire an old
+        episode once ``_steps_added`` reaches ``_next_retire_step``: the step whose next
+        observation lands on the first row of an env's oldest intact episode.
         """
-        skip = self._skip
-        self._in_step = int(skip[0]) if _all_equal(skip) else None
-        self._retire_t = int(np.subtract(self._valid_lo, skip).min())
-
-    @property
-    def _head(self) -> np.ndarray:
-        """Row of each env's next observation (unwrapped)."""
-        return self._t + self._skip
-
-    @property
-    def _t_count(self) -> np.ndarray:
-        """Transitions each env has added (the same for every env)."""
-        return np.full(self.n_envs, self._t, dtype=np.int64)
+        storage = self._storage
+        closed = storage.episodes_closed
+        self._common_episodes_closed = int(closed[0]) if _all_equal(closed) else None
+        oldest = int(np.subtract(storage.intact_start, closed).min())
+        self._next_retire_step = oldest + self.rows_per_env - 1
 
     # ------------------------------------------------------------------ properties
     @property
+    def n_transitions(self) -> int:
+        """Transitions that can be sampled: those of complete, intact episodes."""
+        return self._sampler.n_transitions
+
+    @property
     def episodes_in_progress(self) -> int:
         """Envs whose current episode has stored transitions but has not ended."""
-        return self.n_envs - self._n_starting
+        return self.n_envs - self._n_at_episode_start
 
     def can_sample(self) -> bool:
         """Whether the buffer holds a complete, intact episode (``sample`` works)."""
@@ -326,82 +373,59 @@ class HerReplayBuffer(HerSampling, ReplayBufferBase):
         ``infos`` is a dict of per-env arrays (gymnasium vector envs) or a sequence of
         per-env dicts (stable-baselines3); only ``info_keys`` are read.
         """
-        R = self.rows_per_env
+        rows = self._rows
         # ``obs`` is read only where an episode starts (mid-episode it is the stored
         # previous next_obs), so only then is it checked.
-        if self._n_starting:
+        if self._n_at_episode_start:
             obs = self._check_obs("obs", obs)
         if type(action) is not np.ndarray or action.shape != self._action_full_shape:
             action = self._check_action(action)
-        if type(reward) is not np.ndarray or reward.shape != self._vector_shape:
+        if type(reward) is not np.ndarray or reward.shape != self._per_env_shape:
             reward = self._per_env("reward", reward, None)
-        parts = self._step_bytes(action, reward, next_obs) if self._packed else None
-        if parts is None:
+        step_bytes = self._step_bytes
+        step = None if step_bytes is None else step_bytes.join(action, reward, next_obs)
+        if step is None:
             next_obs = self._check_obs("next_obs", next_obs)
-        # Mid-episode the flags are all False: n zero bytes of a bool array says so, and
-        # that it holds n values, in one comparison. Anything else (a flag set, another
-        # dtype or type, a wrong size) is read the careful way.
-        no_flags = self._no_flags
-        try:
-            ending = not (
-                terminated.dtype is _BOOL
-                and truncated.dtype is _BOOL
-                and terminated.tobytes() == no_flags
-                and truncated.tobytes() == no_flags
-            )
-        except AttributeError:  # not arrays
-            ending = True
-        if ending:
+        if _both_all_false(terminated, truncated, self._all_false):
+            ending = False
+        else:
             terminated, truncated, done, ending = self._read_flags(terminated, truncated)
-        info_values = self._info_values(infos) if self.info_keys else None
+        info_values = self._info_values(infos) if self._settings.info_keys else None
 
-        t = self._t
-        if t + 1 - R >= self._retire_t:
-            # Writing next_obs at row head + 1 overwrites row head + 1 - R of its stream:
-            # first retire, whole, the oldest episode that row belongs to.
-            self._retire_overwritten(t + 1 - R + self._skip)
-        # Each env writes its observation (at an episode's start) and transition at row head,
-        # its next observation at row head + 1 of the (rows, n_envs) views: an int row while
-        # every env writes the same one (episodes that end together), else (rows, envs).
-        skip = self._in_step
-        if skip is not None:
-            here = (t + skip) % R
-            there = here + 1 if here + 1 < R else 0
+        steps = self._steps_added
+        if steps >= self._next_retire_step:
+            # Writing next_obs at row head + 1 overwrites row head + 1 - rows of its
+            # stream: first retire, whole, the oldest episode that row belongs to.
+            self._retire_overwritten(steps + 1 - rows + self._storage.episodes_closed)
+        # Each env writes its observation (at an episode's start) and transition at its
+        # head row, its next observation at the row after, in the (rows, n_envs) views: an
+        # int row while every env writes the same one (episodes that end together), else
+        # a pair of index arrays (rows, envs).
+        closed = self._common_episodes_closed
+        row: Any
+        next_row: Any
+        if closed is not None:
+            row = (steps + closed) % rows
+            next_row = row + 1 if row + 1 < rows else 0
         else:
-            head = t + self._skip
-            here = (head % R, self._env)
-            there = ((head + 1) % R, self._env)
-        if self._n_starting:
-            self._write_first_obs(obs, here)
-        if parts is not None and skip is not None and there:
-            # The step's bytes are one contiguous run of the records (see _make_views).
-            at = self._packed[1] * here + self._packed[2]
-            self._packed[0][at : at + self._packed[1]] = b"".join(parts)
+            head = steps + self._storage.episodes_closed
+            row = (head % rows, self._env_index)
+            next_row = ((head + 1) % rows, self._env_index)
+        if self._n_at_episode_start:
+            self._write_first_obs(obs, row)
+        if step is not None and step_bytes is not None and closed is not None and next_row:
+            # One env, and the next observation's record follows the transition's.
+            step_bytes.write(row, step)
         else:
-            for key, rows in self._obs_rows:
-                rows[there] = next_obs[key]
-            self._action_rows[here] = action
-            self._reward_rows[here] = reward
+            for key, values in self._obs_rows:
+                values[next_row] = next_obs[key]
+            self._action_rows[row] = action
+            self._reward_rows[row] = reward
         if info_values:
-            self._write_infos(info_values, here)
-        self._t = t + 1
+            self._write_infos(info_values, row)
+        self._steps_added = steps + 1
         if ending:
             self._close_done(done, terminated, truncated)
-
-    def _write_infos(self, values: dict[str, np.ndarray], here: Any) -> None:
-        """Writes a step's info values at row ``here`` (as add() indexes it)."""
-        R, n = self.rows_per_env, self.n_envs
-        for key, value in values.items():
-            store = self._infos[key]
-            store.reshape(R, n, *store.shape[1:])[here] = value
-
-    def _close_done(self, done: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
-        """Ends the episodes of the envs where ``done`` (flags one per env)."""
-        if done.tobytes() == self._all_flags:
-            self._close_episodes(slice(None), terminated, truncated)
-        else:
-            envs = np.flatnonzero(done)
-            self._close_episodes(envs, terminated[envs], truncated[envs])
 
     def _read_flags(self, terminated: Any, truncated: Any) -> tuple[Any, Any, Any, bool]:
         """The flags of a step read the careful way (add()'s fast test did not vouch for
@@ -409,136 +433,127 @@ class HerReplayBuffer(HerSampling, ReplayBufferBase):
         terminated = self._per_env("terminated", terminated, None).astype(bool, copy=False)
         truncated = self._per_env("truncated", truncated, None).astype(bool, copy=False)
         done = terminated | truncated
-        return terminated, truncated, done, done.tobytes() != self._no_flags
+        return terminated, truncated, done, bool(done.any())
 
-    def _write_first_obs(self, obs: Mapping[str, np.ndarray], here: Any) -> None:
-        """Writes the first observation of each env that starts an episode at row ``here``
-        (an int while every env writes the same row, else a pair ``(rows, envs)``)."""
-        if self._n_starting == self.n_envs:
-            for key, rows in self._obs_rows:
-                rows[here] = obs[key]
+    def _write_first_obs(self, obs: Mapping[str, np.ndarray], row: Any) -> None:
+        """Writes the first observation of each env that starts an episode at ``row`` (an
+        int while every env writes the same row, else a pair ``(rows, envs)``)."""
+        if self._n_at_episode_start == self.n_envs:
+            for key, values in self._obs_rows:
+                values[row] = obs[key]
         else:
-            envs = np.flatnonzero(self._starting)
-            first = (here if isinstance(here, int) else here[0][envs], envs)
-            for key, rows in self._obs_rows:
-                rows[first] = np.asarray(obs[key])[envs]
-        self._starting[:] = False
-        self._n_starting = 0
+            envs = np.flatnonzero(self._at_episode_start)
+            first = (row if isinstance(row, int) else row[0][envs], envs)
+            for key, values in self._obs_rows:
+                values[first] = np.asarray(obs[key])[envs]
+        self._at_episode_start[:] = False
+        self._n_at_episode_start = 0
 
-    def _step_bytes(self, action: np.ndarray, reward: np.ndarray, next_obs: Any) -> Any:
-        """The bytes of a one-env step as they lie in the records (action, reward, then the
-        next observation's keys), or None when a key of ``next_obs`` is missing or not an
-        array of the expected shape (add() then checks it the careful way)."""
-        _, _, _, action_dtype, reward_dtype, obs_layout = self._packed
-        parts = [
-            action.tobytes()
-            if action.dtype is action_dtype
-            else action.astype(action_dtype).tobytes(),
-            reward.tobytes()
-            if reward.dtype is reward_dtype
-            else reward.astype(reward_dtype).tobytes(),
-        ]
-        try:
-            if len(next_obs) != len(obs_layout):
-                return None
-            for key, shape, dtype in obs_layout:
-                value = next_obs[key]
-                if type(value) is not np.ndarray or value.shape != shape:
-                    return None
-                parts.append(
-                    value.tobytes() if value.dtype is dtype else value.astype(dtype).tobytes()
-                )
-        except (TypeError, KeyError):
-            return None
-        return parts
+    def _write_infos(self, values: dict[str, np.ndarray], row: Any) -> None:
+        """Writes a step's info values at ``row`` (as add() indexes the row views)."""
+        rows, n = self.rows_per_env, self.n_envs
+        for key, value in values.items():
+            store = self._storage.infos[key]
+            store.reshape(rows, n, *store.shape[1:])[row] = value
+
+    def _close_done(self, done: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """Ends the episodes of the envs where ``done`` (flags one per env)."""
+        if done.all():
+            self._close_episodes(slice(None), terminated, truncated)
+        else:
+            envs = np.flatnonzero(done)
+            self._close_episodes(envs, terminated[envs], truncated[envs])
 
     def _close_episodes(self, envs: Any, terminated: Any, truncated: Any) -> None:
         """Ends the episodes in progress of ``envs`` (an index array, or ``slice(None)``
         for every env) with the given flags, one per env of ``envs``.
 
-        The final observation already sits at row head (written as the last next_obs); the
-        next episode starts after it. Only an episode's last transition can be terminated
-        or truncated: the flags, the row offsets and the transitions' rows are written once
-        per episode, here. The writes go through index arrays, which are slices (and the
-        per-env values scalars) when every env ends an episode of the same rows: the
-        common case of a time limit over envs reset together.
+        The final observation already sits at the env's head row (written as the last
+        next_obs); the next episode starts after it. Only an episode's last transition can
+        be terminated or truncated: the flags, the row offsets and the transitions' rows
+        are written once per episode, here. The writes go through index arrays, which are
+        slices (and the per-env values scalars) when every env ends an episode of the same
+        rows: the common case of a time limit over envs reset together.
         """
-        R, n = self.rows_per_env, self.n_envs
-        t = self._t
-        start = self._ep_start[envs]
+        rows, n, storage = self.rows_per_env, self.n_envs, self._storage
+        steps = self._steps_added
+        closed = self._common_episodes_closed
         # Slices when every env ends an episode of the same rows and transitions, neither
         # wrapping around the ring.
-        aligned = isinstance(envs, slice) and self._in_step is not None and _all_equal(start)
-        if aligned:
-            start = int(start[0])
-            head = t + self._in_step
-            length = head - start
-            first_row, first_k = start % R, (t - length) % R
-            aligned = first_row + length <= R and first_k + length <= R
-        if aligned:
+        lockstep = False
+        if isinstance(envs, slice) and closed is not None:
+            starts = storage.episode_start[envs]
+            if _all_equal(starts):
+                start = int(starts[0])
+                length = steps + closed - start
+                first_row, first_k = start % rows, (steps - length) % rows
+                lockstep = first_row + length <= rows and first_k + length <= rows
+        if lockstep:
+            head: Any = start + length
             count = length * n
-            if self._offsets.size < count:
-                self._offsets = np.repeat(np.arange(max(length, 64), dtype=np.int32), n)
-            offset = self._offsets[:count]
-            rows = offset + first_row
+            if self._lockstep_offsets.size < count:
+                self._lockstep_offsets = np.repeat(np.arange(max(length, 64), dtype=np.int32), n)
+            offset = self._lockstep_offsets[:count]
+            episode_rows = offset + first_row
             lo = first_row * n
-            flat = slice(lo, lo + count)
-            trans = slice(first_k * n, first_k * n + count)
-            last = slice(lo + count - n, lo + count)
-            first = slice(lo, lo + n)
+            flat: Any = slice(lo, lo + count)
+            transitions: Any = slice(first_k * n, first_k * n + count)
+            last: Any = slice(lo + count - n, lo + count)
+            first: Any = slice(lo, lo + n)
         else:
-            env = self._env[envs]
-            start = self._ep_start[envs]
-            head = t + self._skip[envs]
-            length = head - start
+            env = self._env_index[envs]
+            first_rows = storage.episode_start[envs]
+            head = steps + storage.episodes_closed[envs]
+            length = head - first_rows
             offset = _offsets_within(length)
-            rows = (np.repeat(start, length) + offset) % R
-            flat = rows * n + np.repeat(env, length)
-            trans = ((np.repeat(t - length, length) + offset) % R) * n + np.repeat(env, length)
-            last = ((head - 1) % R) * n + env
-            first = (start % R) * n + env
-        self._to_start[flat] = offset
-        self._trans_row[trans] = rows
-        self._terminated[flat] = False
-        self._truncated[flat] = False
-        self._terminated[last] = terminated
-        self._truncated[last] = truncated
-        self._ep_len[first] = length
+            episode_rows = (np.repeat(first_rows, length) + offset) % rows
+            flat = episode_rows * n + np.repeat(env, length)
+            k = (np.repeat(steps - length, length) + offset) % rows
+            transitions = k * n + np.repeat(env, length)
+            last = ((head - 1) % rows) * n + env
+            first = (first_rows % rows) * n + env
+        storage.offset_in_episode[flat] = offset
+        storage.transition_row[transitions] = episode_rows
+        storage.terminated[flat] = False
+        storage.truncated[flat] = False
+        storage.terminated[last] = terminated
+        storage.truncated[last] = truncated
+        storage.episode_length[first] = length
         if self._tree is not None:
             leaves = np.arange(flat.start, flat.stop) if isinstance(flat, slice) else flat
             self._tree.update(leaves, self._max_priority**self.alpha)
-        self._t_hi[envs] = t
-        self._skip[envs] += 1
-        self._ep_start[envs] = head + 1
-        self._starting[envs] = True
-        self._n_starting += n if isinstance(envs, slice) else envs.size
+        storage.sampleable_to[envs] = steps
+        storage.episodes_closed[envs] += 1
+        storage.episode_start[envs] = head + 1
+        self._at_episode_start[envs] = True
+        self._n_at_episode_start += n if isinstance(envs, slice) else envs.size
         self._summarize()
 
     def _retire_overwritten(self, victim: np.ndarray) -> None:
         """Retires, whole, each env's oldest episodes that hold its row ``victim[env]``."""
-        R, n = self.rows_per_env, self.n_envs
-        valid_lo = self._valid_lo
+        rows, n, storage = self.rows_per_env, self.n_envs, self._storage
+        intact_start = storage.intact_start
         while True:
-            hit = victim >= valid_lo
-            if hit.tobytes() == self._no_flags:
+            hit = victim >= intact_start
+            if not hit.any():
                 break
-            envs = slice(None) if hit.tobytes() == self._all_flags else np.flatnonzero(hit)
-            lo = valid_lo[envs]
-            if (lo >= self._ep_start[envs]).any():
-                env = int(np.flatnonzero(hit & (valid_lo >= self._ep_start))[0])
+            envs = slice(None) if hit.all() else np.flatnonzero(hit)
+            oldest = intact_start[envs]
+            if (oldest >= storage.episode_start[envs]).any():
+                env = int(np.flatnonzero(hit & (intact_start >= storage.episode_start))[0])
                 raise ValueError(
-                    f"the episode of env {env} has reached {R - 1} transitions without ending: "
-                    f"it no longer fits in its {R} rows (buffer_size={self.buffer_size} // "
-                    f"n_envs={n}); use a larger buffer_size"
+                    f"the episode of env {env} has reached {rows - 1} transitions without "
+                    f"ending: it no longer fits in its {rows} rows (buffer_size="
+                    f"{self.buffer_size} // n_envs={n}); use a larger buffer_size"
                 )
-            env = self._env[envs]
-            length = self._ep_len[(lo % R) * n + env]
+            envs_hit = self._env_index[envs]
+            length = storage.episode_length[(oldest % rows) * n + envs_hit]
             if self._tree is not None:
                 offset = _offsets_within(length)
-                rows = (np.repeat(lo, length) + offset) % R
-                self._tree.update(rows * n + np.repeat(env, length), 0.0)
-            self._t_lo[envs] += length
-            valid_lo[envs] = lo + length + 1
+                episode_rows = (np.repeat(oldest, length) + offset) % rows
+                self._tree.update(episode_rows * n + np.repeat(envs_hit, length), 0.0)
+            storage.sampleable_from[envs] += length
+            intact_start[envs] = oldest + length + 1
         self._summarize()
 
     def truncate_last_trajectory(self) -> None:
@@ -548,14 +563,15 @@ class HerReplayBuffer(HerSampling, ReplayBufferBase):
         buffer that will not be resumed): the cut episodes become sampleable and bootstrap
         from their last observation (when ``handle_timeout_termination``).
         """
-        envs = np.flatnonzero(~self._starting)
+        envs = np.flatnonzero(~self._at_episode_start)
         if envs.size == 0:
             return
         self._close_episodes(envs, np.zeros(envs.size, bool), np.ones(envs.size, bool))
 
+    # ------------------------------------------------------------------ input checks
     def _check_obs(self, name: str, obs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
         # The hot path of add(): one shape comparison per key; anything else falls through
-        # to the careful checks below, which coerce or explain.
+        # to the careful checks, which coerce or explain.
         try:
             if len(obs) == len(self._obs_shapes):
                 for key, expected in self._obs_shapes.items():
@@ -572,7 +588,7 @@ class HerReplayBuffer(HerSampling, ReplayBufferBase):
         return np.asarray(value)
 
     def _info_values(self, infos: Any) -> dict[str, np.ndarray]:
-        n = self.n_envs
+        n, rows, stores = self.n_envs, self.rows_per_env, self._storage.infos
         values = {}
         for key in self.info_keys:
             value = np.asarray(self._info_value(infos, key))
@@ -581,10 +597,9 @@ class HerReplayBuffer(HerSampling, ReplayBufferBase):
                     f"infos[{key!r}] has shape {value.shape} (dtype {value.dtype}), expected a "
                     f"numeric array with leading dimension n_envs={n}"
                 )
-            store = self._infos.get(key)
+            store = stores.get(key)
             if store is None:
-                store = np.zeros((self.rows_per_env * n, *value.shape[1:]), dtype=value.dtype)
-                self._infos[key] = store
+                stores[key] = np.zeros((rows * n, *value.shape[1:]), dtype=value.dtype)
             elif value.shape[1:] != store.shape[1:]:
                 raise ValueError(
                     f"infos[{key!r}] has shape {value.shape}, expected {(n, *store.shape[1:])}"
@@ -592,10 +607,56 @@ class HerReplayBuffer(HerSampling, ReplayBufferBase):
             elif not np.can_cast(value.dtype, store.dtype, "safe"):
                 # The store took the dtype of the first value seen (an int 0, say); a later
                 # value it cannot hold widens it rather than being cast down silently.
-                store = store.astype(np.result_type(store.dtype, value.dtype))
-                self._infos[key] = store
+                stores[key] = store.astype(np.result_type(store.dtype, value.dtype))
             values[key] = value
         return values
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, batch_size: int, device: Any = None, *, copy: bool = False) -> HerBatch:
+        """Samples ``batch_size`` transitions, relabeling each with probability k/(k+1).
+
+        Returns numpy arrays when ``device`` is None, else torch tensors on ``device``
+        (on the CPU without a copy: ``torch.from_numpy`` of the same arrays).
+
+        The arrays are preallocated per batch size and **reused by the next call with the
+        same batch_size**: consume a batch before sampling the next one, or pass
+        ``copy=True`` for arrays the caller owns.
+        """
+        return self._sampler.sample(
+            check_batch_size(batch_size),
+            self.rng,
+            self.compute_reward,
+            self.compute_terminated,
+            self.beta,
+            device,
+            copy,
+        )
+
+    # The array operations of ReplayBufferBase.update_priorities.
+    def _priority_input(self, value: Any) -> np.ndarray:
+        return to_numpy(value)
+
+    def _priority_indices_are_integers(self, indices: np.ndarray) -> bool:
+        return bool(np.issubdtype(indices.dtype, np.integer))
+
+    def _priority_capacity(self) -> int:
+        assert self._tree is not None
+        return self._tree.capacity
+
+    def _priority_of(
+        self, indices: np.ndarray, td_errors: np.ndarray, capacity: int
+    ) -> tuple[Any, ...]:
+        if indices.min() < 0 or indices.max() >= capacity:
+            return indices, None, True, False
+        priority = np.abs(td_errors.astype(np.float64)) + self.priority_eps
+        return indices, priority, False, not np.isfinite(priority).all()
+
+    def _priority_set(self, indices: np.ndarray, priority: np.ndarray) -> None:
+        tree = self._tree
+        assert tree is not None
+        live = tree.nodes[tree.size + indices] > 0
+        tree.update(indices[live], priority[live] ** self.alpha)
+        self._max_priority = max(self._max_priority, float(priority.max()))
 
     # ------------------------------------------------------------------ save / load
     def save(self, path: str | os.PathLike) -> None:
@@ -609,33 +670,7 @@ class HerReplayBuffer(HerSampling, ReplayBufferBase):
         crash never leaves a half-written ``path``. The reward function is not saved: pass
         it again to :meth:`load`.
         """
-        save_buffer(self, path)
-
-    # The arrays that closing an episode writes: a saved snapshot gets its own copies.
-    _BOOKKEEPING = ("_terminated", "_truncated", "_to_start", "_ep_len", "_trans_row", "_skip",
-                    "_ep_start", "_valid_lo", "_t_lo", "_t_hi", "_starting")  # fmt: skip
-
-    def _closed_copy(self) -> HerReplayBuffer:
-        """This buffer with its episodes in progress truncated, sharing the records.
-
-        Closing an episode writes only bookkeeping (flags, offsets, counters), never the
-        records or infos, so the copy shares those and copies the rest.
-        """
-        if self._n_starting == self.n_envs:
-            return self
-        snapshot = copy.copy(self)
-        for name in self._BOOKKEEPING:
-            setattr(snapshot, name, getattr(self, name).copy())
-        snapshot._tree = copy.deepcopy(self._tree)
-        snapshot.truncate_last_trajectory()
-        return snapshot
-
-    def _state_arrays(self) -> dict[str, np.ndarray]:
-        """The arrays a saved file holds besides the observations, priorities and infos
-        (each attribute ``_name``; ``_head`` and ``_t_count`` are computed, fresh arrays)."""
-        names = ("actions", "rewards", "terminated", "truncated", "to_start", "ep_len", "trans_row",
-                 "head", "ep_start", "valid_lo", "t_count", "t_lo", "t_hi")  # fmt: skip
-        return {name: getattr(self, "_" + name) for name in names}
+        write_buffer_file(self.state(truncate_in_progress=True), path)
 
     @classmethod
     def load(
@@ -649,10 +684,38 @@ class HerReplayBuffer(HerSampling, ReplayBufferBase):
         A file that is truncated, corrupt or not written by :meth:`save` raises a
         ValueError naming the file.
         """
-        return load_buffer(cls, path, compute_reward, compute_terminated)
+        return cls.from_state(read_buffer_file(path), compute_reward, compute_terminated)
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _generator_from_state(state: Mapping[str, Any]) -> np.random.Generator:
+    """A numpy Generator in ``state`` (a ``bit_generator.state``)."""
+    name = state.get("bit_generator") if isinstance(state, Mapping) else None
+    bit_generator = getattr(np.random, str(name), None)
+    if not (isinstance(bit_generator, type) and issubclass(bit_generator, np.random.BitGenerator)):
+        raise ValueError(f"rng_state names no numpy bit generator: {name!r}")
+    generator = np.random.Generator(bit_generator())
+    generator.bit_generator.state = dict(state)
+    return generator
+
+
+def _both_all_false(terminated: Any, truncated: Any, all_false: bytes) -> bool:
+    """Whether both flag arrays are bool arrays of n_envs False values, ``all_false``
+    being the bytes of such an array: the test add() makes on every mid-episode step,
+    where comparing bytes is several times cheaper than ``any()``. Anything else (a flag
+    set, another dtype or type, a wrong size) is False: add() then reads the flags the
+    careful way."""
+    try:
+        return (
+            terminated.dtype is _BOOL
+            and truncated.dtype is _BOOL
+            and terminated.tobytes() == all_false
+            and truncated.tobytes() == all_false
+        )
+    except AttributeError:  # not arrays
+        return False
 
 
 def _offsets_within(length: np.ndarray) -> np.ndarray:

@@ -1,58 +1,75 @@
-"""Saving and loading a :class:`~goalenvs.her.buffer.HerReplayBuffer`.
+"""The file of a :class:`~goalenvs.her.buffer.HerReplayBuffer`: its
+:class:`~goalenvs.her.buffer_state.HerBufferState` as one uncompressed ``.npz`` (no pickle).
 
-A saved buffer is one uncompressed ``.npz`` (no pickle): a JSON ``meta`` entry (format,
-version, the settings, the sampling generator's state, the largest priority) and one array
-per store (``obs__KEY``, ``info__KEY``, ``priorities`` and the bookkeeping arrays of
-``HerReplayBuffer._state_arrays``). Episodes in progress are written as truncated, from a
-copy of the bookkeeping, so the live buffer goes on as it was.
+The archive holds a JSON ``meta`` entry (format, version, the settings, the sampling
+generator's state, the largest priority) and one array per store: ``obs__KEY``,
+``actions``, ``rewards``, ``terminated``, ``truncated``, ``info__KEY``, ``priorities`` and
+the bookkeeping under their file names (``to_start``, ``ep_len``, ``trans_row`` per row;
+``head``, ``ep_start``, ``valid_lo``, ``t_count``, ``t_lo``, ``t_hi`` per env, where an env's
+``head`` is its next row and ``t_count`` the transitions it added).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import zipfile
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from goalenvs.core.io import atomic_write
+from goalenvs.her.buffer_state import HerBufferState
 from goalenvs.her.common import version_error
 from goalenvs.her.settings import BufferSettings
 
-if TYPE_CHECKING:
-    from goalenvs.her.buffer import HerReplayBuffer
+__all__ = ["FILE_FORMAT", "FILE_VERSION", "read_buffer_file", "write_buffer_file"]
 
 FILE_FORMAT = "goalenvs.her.HerReplayBuffer"
 FILE_VERSION = 2
 
+# File name -> HerStorage field of the bookkeeping arrays stored as they are.
+_STORED = {
+    "terminated": "terminated",
+    "truncated": "truncated",
+    "to_start": "offset_in_episode",
+    "ep_len": "episode_length",
+    "trans_row": "transition_row",
+    "ep_start": "episode_start",
+    "valid_lo": "intact_start",
+    "t_lo": "sampleable_from",
+    "t_hi": "sampleable_to",
+}
 
-def save_buffer(buffer: HerReplayBuffer, path: str | os.PathLike) -> None:
-    """Writes ``buffer`` to ``path`` (see :meth:`HerReplayBuffer.save`)."""
-    snapshot = buffer._closed_copy()
+
+def write_buffer_file(state: HerBufferState, path: str | os.PathLike) -> None:
+    """Writes ``state`` to ``path``, atomically (see :meth:`HerReplayBuffer.save`)."""
+    storage = state.storage
     meta = {
         "format": FILE_FORMAT,
         "version": FILE_VERSION,
-        **BufferSettings.to_meta(buffer),
-        "rng_state": buffer._rng.bit_generator.state,
-        "max_priority": buffer._max_priority,
+        **state.settings.to_meta(),
+        "rng_state": state.rng_state,
+        "max_priority": state.max_priority,
     }
-    arrays: dict[str, Any] = {f"obs__{k}": v for k, v in snapshot._obs.items()}
-    if snapshot._tree is not None:
-        arrays["priorities"] = snapshot._tree.leaves
-    arrays.update({f"info__{k}": v for k, v in snapshot._infos.items()})
-    arrays.update(snapshot._state_arrays())
+    n = state.settings.n_envs
+    arrays: dict[str, Any] = {f"obs__{k}": v for k, v in storage.observations.items()}
+    if state.priorities is not None:
+        arrays["priorities"] = state.priorities
+    arrays.update({f"info__{k}": v for k, v in storage.infos.items()})
+    arrays["actions"] = storage.actions
+    arrays["rewards"] = storage.rewards
+    arrays.update({name: getattr(storage, field) for name, field in _STORED.items()})
+    arrays["head"] = state.steps_added + storage.episodes_closed
+    arrays["t_count"] = np.full(n, state.steps_added, dtype=np.int64)
     atomic_write(path, lambda file: np.savez(file, meta=np.array(json.dumps(meta)), **arrays))
 
 
-def load_buffer(
-    cls: type[HerReplayBuffer],
-    path: str | os.PathLike,
-    compute_reward: Any,
-    compute_terminated: Any,
-) -> HerReplayBuffer:
-    """Reads a buffer of class ``cls`` from ``path`` (see :meth:`HerReplayBuffer.load`)."""
+def read_buffer_file(path: str | os.PathLike) -> HerBufferState:
+    """The state :func:`write_buffer_file` wrote to ``path``, or the ValueError that names
+    the file and says why it is not one this code reads."""
     try:
         data = np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -65,76 +82,74 @@ def load_buffer(
             "not the .npz archive HerReplayBuffer.save writes"
         )
     try:
-        return _from_archive(cls, path, data, compute_reward, compute_terminated)
+        return _from_archive(path, data)
     except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
         raise _unreadable(path, error) from None
     finally:
         data.close()
 
 
-def _from_archive(
-    cls: type[HerReplayBuffer], path: Any, data: Any, compute_reward: Any, compute_terminated: Any
-) -> HerReplayBuffer:
+def _from_archive(path: Any, data: Any) -> HerBufferState:
+    name = os.fspath(path)
     files = set(data.files)
     if "meta" not in files:
         raise ValueError(
-            f"{os.fspath(path)} is not a goalenvs HER buffer file: it has no 'meta' "
-            f"entry (found {sorted(files)[:8]})"
+            f"{name} is not a goalenvs HER buffer file: it has no 'meta' entry "
+            f"(found {sorted(files)[:8]})"
         )
     try:
         meta = json.loads(str(data["meta"]))
     except (ValueError, TypeError):
-        raise ValueError(f"{os.fspath(path)}: unreadable 'meta' entry") from None
+        raise ValueError(f"{name}: unreadable 'meta' entry") from None
     if not isinstance(meta, dict) or meta.get("format") != FILE_FORMAT:
         raise ValueError(
-            f"{os.fspath(path)} is not a goalenvs HER buffer file: format "
+            f"{name} is not a goalenvs HER buffer file: format "
             f"{meta.get('format') if isinstance(meta, dict) else meta!r}, "
             f"expected {FILE_FORMAT!r}"
         )
     if meta.get("version") != FILE_VERSION:
-        raise version_error(os.fspath(path), "HER buffer", meta.get("version"), FILE_VERSION)
-    buffer = cls(
-        compute_reward=compute_reward,
-        compute_terminated=compute_terminated,
-        **BufferSettings.arguments_from_meta(meta),
-    )
-    expected = {f"obs__{k}": v for k, v in buffer._obs.items()}
-    state = buffer._state_arrays()  # head and t_count are fresh arrays, read below
-    expected.update(state)
-    for name, target in expected.items():
-        _restore(path, data, name, target)
-    t_count = state["t_count"]
-    if (t_count != t_count[0]).any() or (state["head"] < t_count).any():
+        raise version_error(name, "HER buffer", meta.get("version"), FILE_VERSION)
+    try:
+        settings = BufferSettings.from_meta(meta)
+    except KeyError as error:
+        raise ValueError(f"{name}: the metadata has no {error} entry") from None
+    state = HerBufferState.empty(settings, meta["rng_state"])
+    storage = state.storage
+    targets = {f"obs__{k}": v for k, v in storage.observations.items()}
+    targets["actions"] = storage.actions
+    targets["rewards"] = storage.rewards
+    targets.update({file_name: getattr(storage, field) for file_name, field in _STORED.items()})
+    for entry, target in targets.items():
+        _restore(name, data, entry, target)
+    n = settings.n_envs
+    head, t_count = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    _restore(name, data, "head", head)
+    _restore(name, data, "t_count", t_count)
+    if (t_count != t_count[0]).any() or (head < t_count).any():
         raise ValueError(
-            f"{os.fspath(path)}: t_count {t_count[:8]} and head {state['head'][:8]} are "
-            "not those of a buffer that adds one transition per env at a time"
+            f"{name}: t_count {t_count[:8]} and head {head[:8]} are not those of a buffer "
+            "that adds one transition per env at a time"
         )
-    buffer._t = int(t_count[0])
-    buffer._skip[:] = state["head"] - buffer._t
-    np.equal(state["head"], buffer._ep_start, out=buffer._starting)
-    buffer._n_starting = int(buffer._starting.sum())
-    for key in buffer.info_keys:
-        name = f"info__{key}"
-        if name in files:
-            stored = data[name]
-            if stored.shape[:1] != (buffer.rows_per_env * buffer.n_envs,):
+    steps_added = int(t_count[0])
+    storage.episodes_closed[:] = head - steps_added
+    for key in settings.info_keys:
+        entry = f"info__{key}"
+        if entry in files:
+            stored = data[entry]
+            if stored.shape[:1] != (settings.rows_per_env * n,):
                 raise ValueError(
-                    f"{os.fspath(path)}: {name} has shape {stored.shape}, expected "
-                    f"{buffer.rows_per_env * buffer.n_envs} rows"
+                    f"{name}: {entry} has shape {stored.shape}, expected "
+                    f"{settings.rows_per_env * n} rows"
                 )
-            buffer._infos[key] = stored.copy()
-    if buffer._tree is not None:
-        leaves = np.zeros(buffer._tree.capacity)
-        _restore(path, data, "priorities", leaves)
-        if not (np.isfinite(leaves).all() and (leaves >= 0).all()):
-            raise ValueError(f"{os.fspath(path)}: priorities hold negative or NaN values")
-        buffer._tree.set_all(leaves)
-        buffer._max_priority = float(meta["max_priority"])
-    buffer._summarize()
-    state = meta["rng_state"]
-    buffer._rng = np.random.Generator(getattr(np.random, state["bit_generator"])())
-    buffer._rng.bit_generator.state = state
-    return buffer
+            storage.infos[key] = stored.copy()
+    priorities = state.priorities
+    if priorities is not None:
+        _restore(name, data, "priorities", priorities)
+        if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
+            raise ValueError(f"{name}: priorities hold negative or NaN values")
+    return dataclasses.replace(
+        state, steps_added=steps_added, max_priority=float(meta.get("max_priority", 1.0))
+    )
 
 
 def _unreadable(path: Any, error: BaseException) -> ValueError:
@@ -145,15 +160,15 @@ def _unreadable(path: Any, error: BaseException) -> ValueError:
     )
 
 
-def _restore(path: Any, data: Any, name: str, target: np.ndarray) -> None:
-    if name not in data.files:
-        raise ValueError(
-            f"{os.fspath(path)}: HER buffer file has no {name!r} entry (another layout?)"
-        )
-    stored = data[name]
+def _restore(name: str, data: Any, entry: str, target: np.ndarray) -> None:
+    """Copies the archive's ``entry`` into ``target``, or raises the ValueError that
+    names the file and what differs."""
+    if entry not in data.files:
+        raise ValueError(f"{name}: HER buffer file has no {entry!r} entry (another layout?)")
+    stored = data[entry]
     if stored.shape != target.shape or stored.dtype != target.dtype:
         raise ValueError(
-            f"{os.fspath(path)}: {name} has shape {stored.shape} dtype {stored.dtype}, "
+            f"{name}: {entry} has shape {stored.shape} dtype {stored.dtype}, "
             f"expected shape {target.shape} dtype {target.dtype}"
         )
     target[...] = stored

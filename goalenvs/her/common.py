@@ -1,30 +1,34 @@
 """What the numpy and the device HER buffer share: their batch, their settings, their
-input checks and their prioritized-replay rules, written once.
+copy and pickle rules, their input checks and their prioritized-replay rules, written once.
 
 :class:`ReplayBufferBase` is a base class rather than a set of functions because every
-rule here reads the buffer (its settings, its observation shapes, its priorities) and then
-needs one array operation that differs between numpy and torch: the rule stays one method
-of the base, and each buffer supplies the few operations (:meth:`_convert`, the
-``_priority_*`` methods) in its own array library. Hot paths (the numpy buffer's one-env
-``add``) keep their fast checks in front and fall back to these, which coerce or explain.
+rule here reads the buffer (its settings, its observation shapes, its priorities, its
+state) and then needs one operation that differs between numpy and torch: the rule stays
+one method of the base, and each buffer supplies the few operations (:meth:`state`,
+:meth:`_adopt`, :meth:`_convert`, the ``_priority_*`` methods) in its own array library.
+Hot paths (the numpy buffer's one-env ``add``) keep their fast checks in front and fall
+back to these, which coerce or explain.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.core import check_in_range
 from goalenvs.her.settings import (
     BufferSettings,
     GoalFunction,
     GoalSelectionStrategy,
+    resolve_goal_function,
 )
 
 __all__ = ["HerBatch", "ReplayBufferBase"]
+
+_Buffer = TypeVar("_Buffer", bound="ReplayBufferBase")
 
 NO_EPISODE_YET = (
     "cannot sample before an episode has ended: the buffer holds no complete "
@@ -42,8 +46,10 @@ class HerBatch(NamedTuple):
     replay (ones and the sampled indices for a uniform buffer, so agents can always use
     them).
 
-    Unless sampled with ``copy=True``, the arrays belong to the buffer and the next
-    ``sample`` of the same batch size overwrites them (see :meth:`HerReplayBuffer.sample`).
+    The numpy buffer's arrays belong to the buffer unless sampled with ``copy=True``: the
+    next ``sample`` of the same batch size overwrites them (see
+    :meth:`goalenvs.her.buffer.HerReplayBuffer.sample`). The device buffer returns fresh
+    tensors each call.
     """
 
     observations: dict[str, Any]
@@ -98,11 +104,21 @@ def version_error(name: str, kind: str, version: Any, expected: int) -> ValueErr
 
 
 class ReplayBufferBase:
-    """The settings, input checks and prioritized-replay rules of both HER buffers.
+    """The settings, copy and pickle rules, input checks and prioritized-replay rules of
+    both HER buffers.
 
-    A subclass sets ``_obs_shapes`` (key -> ``(n_envs, *shape)``), ``_obs`` (key -> the
-    key's store), ``_actions`` (the actions' store) and ``action_shape``, and supplies
-    :meth:`_convert` and the ``_priority_*`` operations.
+    A subclass calls :meth:`_configure` with its checked settings, its goal functions and
+    the dtypes it stores observations and actions in (the input checks cast to them), and
+    supplies its state (:meth:`state`, :meth:`_adopt`), :meth:`_convert` and the
+    ``_priority_*`` operations in its own array library.
+
+    Copies and pickles go through the public state, the same way for both buffers:
+    ``copy.copy`` gives a buffer with copies of every array and the generator's state that
+    shares the goal functions; ``copy.deepcopy`` copies the goal functions too (the env
+    behind them included); a pickle holds the state and the goal functions, which must
+    then be picklable. Episodes in progress stay in progress in all three.
+    ``__getstate__`` hands out the live state (the pickle copies it): an object given it by
+    hand through ``__setstate__`` shares the buffer's arrays.
     """
 
     #: The class name that messages suggest (``HerReplayBuffer(..., prioritized=True)``).
@@ -112,48 +128,174 @@ class ReplayBufferBase:
     #: What ``obs`` holds, in its messages.
     _OBS_VALUES = "arrays"
 
-    # The settings, set by BufferSettings.apply (read the buffers' docs for each).
-    buffer_size: int
-    observation_space: spaces.Dict
-    action_space: spaces.Space
-    n_envs: int
-    rows_per_env: int
-    n_sampled_goal: int
-    goal_selection_strategy: GoalSelectionStrategy
-    handle_timeout_termination: bool
-    info_keys: tuple[str, ...]
-    her_ratio: float
+    _settings: BufferSettings
+    #: The batched goal functions (see :func:`goalenvs.her.settings.resolve_goal_function`).
     compute_reward: GoalFunction
     compute_terminated: GoalFunction | None
-    prioritized: bool
-    alpha: float
-    priority_eps: float
-    _beta: float
-    # Set by each buffer's storage.
-    _obs_shapes: dict[str, tuple[int, ...]]
-    _obs: dict[str, Any]
-    _actions: Any
+    #: The shape of one stored action: ``()`` for Discrete.
     action_shape: tuple[int, ...]
+    _obs_shapes: dict[str, tuple[int, ...]]
+    _obs_dtypes: dict[str, Any]
+    _action_dtype: Any
 
     def _configure(
-        self, settings: BufferSettings, compute_reward: Any, compute_terminated: Any
+        self,
+        settings: BufferSettings,
+        compute_reward: Any,
+        compute_terminated: Any,
+        obs_dtypes: Mapping[str, Any],
+        action_dtype: Any,
     ) -> None:
-        """Sets the checked ``settings`` and the goal functions on this buffer."""
-        settings.apply(self, compute_reward, compute_terminated)
+        """Sets the checked ``settings``, the goal functions (resolved from their sources)
+        and what the input checks expect: ``obs_dtypes`` (in the buffer's order of keys)
+        and ``action_dtype``."""
+        self._settings = settings
+        self.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
+        self.compute_terminated = (
+            None
+            if compute_terminated is None
+            else resolve_goal_function(compute_terminated, "compute_terminated")
+        )
+        self.action_shape = settings.action_shape
+        spaces_ = settings.observation_space.spaces
+        n = settings.n_envs
+        self._obs_shapes = {key: (n, *(spaces_[key].shape or ())) for key in obs_dtypes}
+        self._obs_dtypes = dict(obs_dtypes)
+        self._action_dtype = action_dtype
 
-    # ------------------------------------------------------------------ properties
+    # ------------------------------------------------------------------ state
+    def state(self) -> Any:
+        """The buffer's public state (each buffer's own type)."""
+        raise NotImplementedError
+
+    def _adopt(self, state: Any, compute_reward: Any, compute_terminated: Any) -> None:
+        """Makes this (new or unpickled) object the buffer ``state`` describes."""
+        raise NotImplementedError
+
+    def _state_from_legacy(self, pickled: dict[str, Any]) -> Any:
+        """The state of a buffer pickled by an earlier goalenvs (its ``__dict__``)."""
+        raise ValueError(
+            f"this {self._NAME} was pickled by an earlier goalenvs, whose layout this one "
+            f"does not read: load that goalenvs, save the buffer with {self._NAME}.save and "
+            f"read the file with {self._NAME}.load"
+        )
+
+    @classmethod
+    def from_state(
+        cls: type[_Buffer], state: Any, compute_reward: Any, compute_terminated: Any = None
+    ) -> _Buffer:
+        """The buffer ``state`` describes, with these goal functions (as the constructor's).
+
+        The buffer takes the state's arrays as its own, without a copy: pass
+        ``state.copy()`` to keep the state's arrays apart from the new buffer's.
+        """
+        buffer = cls.__new__(cls)
+        buffer._adopt(state, compute_reward, compute_terminated)
+        return buffer
+
+    def __copy__(self: _Buffer) -> _Buffer:
+        return self.from_state(self.state().copy(), self.compute_reward, self.compute_terminated)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "state": self.state(),
+            "compute_reward": self.compute_reward,
+            "compute_terminated": self.compute_terminated,
+        }
+
+    def __setstate__(self, pickled: dict[str, Any]) -> None:
+        # A pickle of an earlier goalenvs holds the buffer's __dict__, not its state.
+        state = pickled["state"] if "state" in pickled else self._state_from_legacy(pickled)
+        self._adopt(state, pickled["compute_reward"], pickled.get("compute_terminated"))
+
+    # ------------------------------------------------------------------ settings
+    @property
+    def settings(self) -> BufferSettings:
+        """The checked constructor arguments (all but the goal functions and the device),
+        with the live ``beta``."""
+        return self._settings
+
+    @property
+    def buffer_size(self) -> int:
+        """Rows of storage over all envs."""
+        return self._settings.buffer_size
+
+    @property
+    def observation_space(self) -> spaces.Dict:
+        """The single-env goal Dict space."""
+        return self._settings.observation_space
+
+    @property
+    def action_space(self) -> spaces.Space:
+        """The single-env action space."""
+        return self._settings.action_space
+
+    @property
+    def n_envs(self) -> int:
+        """Parallel envs writing into the buffer."""
+        return self._settings.n_envs
+
+    @property
+    def rows_per_env(self) -> int:
+        """Rows of storage each env writes: ``buffer_size // n_envs``."""
+        return self._settings.rows_per_env
+
+    @property
+    def n_sampled_goal(self) -> int:
+        """HER's ``k``: a sampled transition is relabeled with probability ``k / (k + 1)``."""
+        return self._settings.n_sampled_goal
+
+    @property
+    def her_ratio(self) -> float:
+        """The probability that a sampled transition is relabeled: ``k / (k + 1)``."""
+        return self._settings.her_ratio
+
+    @property
+    def goal_selection_strategy(self) -> GoalSelectionStrategy:
+        """Where relabeled goals come from."""
+        return GoalSelectionStrategy.parse(self._settings.goal_selection_strategy)
+
+    @property
+    def handle_timeout_termination(self) -> bool:
+        """Whether a truncated (time-limit) transition still bootstraps."""
+        return self._settings.handle_timeout_termination
+
+    @property
+    def info_keys(self) -> tuple[str, ...]:
+        """The info keys stored with every transition and passed to the goal functions."""
+        return tuple(self._settings.info_keys)
+
+    @property
+    def prioritized(self) -> bool:
+        """Whether transitions are drawn in proportion to their priority."""
+        return self._settings.prioritized
+
+    @property
+    def alpha(self) -> float:
+        """How much the priorities count, in [0, 1] (0: uniform)."""
+        return self._settings.alpha
+
+    @property
+    def priority_eps(self) -> float:
+        """Added to ``|td_error|`` so that no transition stops being drawn."""
+        return self._settings.priority_eps
+
     @property
     def beta(self) -> float:
         """The importance-sampling exponent of prioritized replay, in [0, 1]."""
-        return self._beta
+        return self._settings.beta
 
     @beta.setter
     def beta(self, value: float) -> None:
-        check_in_range("beta", value)
-        self._beta = float(value)
+        self._settings = dataclasses.replace(self._settings, beta=value)
+        self._beta_changed()
+
+    def _beta_changed(self) -> None:
+        """Called after ``beta`` changed (a buffer that keeps a copy of it updates it)."""
 
     @property
     def n_transitions(self) -> int:
+        """Transitions that can be sampled: those of complete, intact episodes."""
         raise NotImplementedError
 
     def __len__(self) -> int:
@@ -177,7 +319,7 @@ class ReplayBufferBase:
             )
         checked = {}
         for key, expected in self._obs_shapes.items():
-            value = self._convert(f"{name}[{key!r}]", obs[key], self._obs[key].dtype)
+            value = self._convert(f"{name}[{key!r}]", obs[key], self._obs_dtypes[key])
             if tuple(value.shape) != expected:
                 raise ValueError(
                     f"{name}[{key!r}] has shape {tuple(value.shape)}, expected {expected} "
@@ -189,7 +331,7 @@ class ReplayBufferBase:
     def _check_action(self, action: Any) -> Any:
         """``action`` as an array of shape ``(n_envs, *action_shape)``; Discrete actions
         may come as ``(n_envs, 1)``, as stable-baselines3 stores them."""
-        action = self._convert("action", action, self._actions.dtype)
+        action = self._convert("action", action, self._action_dtype)
         expected = (self.n_envs, *self.action_shape)
         if tuple(action.shape) != expected:
             if self.action_shape or tuple(action.shape) != (self.n_envs, 1):

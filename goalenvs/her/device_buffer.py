@@ -1,50 +1,30 @@
 """The HER buffer on a torch device: storage, relabeling and rewards beside the networks.
 
 :class:`DeviceHerReplayBuffer` has the constructor, ``add``, ``sample``, ``save`` /
-``load`` and ``update_priorities`` of :class:`goalenvs.her.HerReplayBuffer` and its
+``load`` and ``update_priorities`` of :class:`goalenvs.her.buffer.HerReplayBuffer` and its
 sampling semantics, but keeps every value in torch tensors on one device (a CUDA GPU, or
 the CPU) and runs ``add`` and ``sample`` as tensor operations only: a device twin
 (``gym.make_vec(id, num_envs=N, device="cuda")``) feeds it tensors, and the batches go
-to the networks without a copy through the host.
-
-Storage
--------
-A time-major ring of ``rows = buffer_size // n_envs`` rows: every stored value is a
-tensor of shape ``(rows, n_envs, ...)``. A vector env steps all its envs together, so
-each ``add`` writes the same row, ``t % rows``, for every env, where ``t`` counts the
-``add`` calls (unwrapped: it only grows). A row holds one transition per env, with both of
-its observations: unlike HerReplayBuffer there is no extra row for an episode's final
-observation, at the price of storing each observation twice (the rows of an env would no
-longer line up across envs otherwise). The float32 fields of a row (observation keys,
-next observation keys, action, reward) lie side by side in one ``records`` tensor, so that
-a row is written with one copy and a batch read with one gather. Beside the transition, a
-row stores two ints (``row_meta``): the counter ``t`` of its episode's first transition,
-and the number of its episode among its env's episodes. ``episode_end[m % rows, env]`` holds
-one past the counter of the last transition of the env's episode ``m``, written when the
-episode ends (an episode spans at least one row, so the ``rows`` newest episode numbers of
-an env never collide modulo ``rows``).
-
-An env's episodes follow each other without gaps, so its sampleable transitions are one
-range of counters ``[t_lo, t_hi)``: ``t_hi`` is the end of its newest complete episode and
-``t_lo`` the start of its oldest intact one. When an ``add`` is about to overwrite the
-first row of that oldest episode, ``t_lo`` jumps to its end, the next episode's start: the
-whole episode leaves at once, so a partly overwritten episode is never sampled, and
-neither is an episode in progress (its transitions are at or after ``t_hi``).
+to the networks without a copy through the host. Its storage is
+:mod:`goalenvs.her.device_state`'s, its file :mod:`goalenvs.her.device_file`'s.
 
 Sampling
 --------
-As HerReplayBuffer: a transition is drawn uniformly among those ranges (a cumulative sum
-over the envs and a ``searchsorted``), or in proportion to ``priority ** alpha`` with
-``prioritized=True`` (a cumulative sum over every row: ``O(rows * n_envs)`` per batch,
-cheap on a GPU); it is relabeled with probability ``k / (k + 1)``; the relabeled goal is
-the next achieved goal of a transition ``j`` of the same episode (``future``: ``j``
-uniform in ``t .. T-1``, inclusive of ``t``; ``final``: ``T-1``; ``episode``: uniform in
-``0 .. T-1``) or of any sampleable transition (``random``); and the rewards of the whole
-batch come from one ``compute_reward(next_achieved_goal, desired_goal, infos)`` call on
-tensors (the goalenvs twins' ``compute_reward`` takes tensors and returns tensors).
+As HerReplayBuffer: a transition is drawn uniformly among every env's sampleable range (a
+cumulative sum over the envs and a ``searchsorted``), or in proportion to
+``priority ** alpha`` with ``prioritized=True`` (a cumulative sum over every row:
+``O(rows * n_envs)`` per batch, cheap on a GPU); it is relabeled with probability
+``k / (k + 1)``; the relabeled goal is the next achieved goal of a transition ``j`` of the
+same episode (``future``: ``j`` uniform in ``t .. T-1``, inclusive of ``t``; ``final``:
+``T-1``; ``episode``: uniform in ``0 .. T-1``) or of any sampleable transition
+(``random``); and the rewards of the whole batch come from one
+``compute_reward(next_achieved_goal, desired_goal, infos)`` call on tensors (the goalenvs
+twins' ``compute_reward`` takes tensors and returns tensors). A batch is read with four
+gathers of one index each (the records, the rows' metadata, the episodes' ends, the
+relabeled goals), plus one per separate field and info key.
 
-Host synchronisation
---------------------
+Host synchronisation and CUDA graphs
+------------------------------------
 ``add`` and ``sample`` never copy a value to the host, with one exception: two facts the
 host must know to raise the numpy buffer's errors (an episode that outgrows the ring in
 ``add``; sampling from a buffer without a complete episode) are read from the device in
@@ -52,17 +32,30 @@ one small transfer, and only when the last reading no longer vouches for them. E
 reading tells how many more ``add`` calls are safe (no episode in progress can reach
 ``rows + 1`` transitions before then, and the newest complete episode stays intact until
 then), so with episodes much shorter than the ring it happens about once per
-``rows - episode length`` adds, never per batch. ``n_transitions`` (and ``len``) read the
-device each call: use them for logs, not in the inner loop.
+``rows - episode length`` adds, never per batch; ``can_sample()`` makes that reading, so
+once it has returned True, ``sample`` reads nothing until more adds are made.
+``n_transitions`` (and ``len``) read the device each call: use them for logs, not in the
+inner loop.
+
+So ``sample`` can be captured in a CUDA graph (``torch.cuda.graph``) on a buffer that can
+sample: it draws from :attr:`DeviceHerReplayBuffer.generator` (register it with the
+graph: ``graph.register_generator_state(buffer.generator)``), has static shapes
+(relabeling is a ``torch.where`` over the whole batch), and reads only tensors that
+``add`` updates in place, the count of adds included, so each replay samples what the
+buffer holds then. The goal functions must be capturable too (the goalenvs twins' are),
+and an info key whose values widen to another dtype reallocates its store: capture after
+the first ``add`` of every dtype.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import torch
 from gymnasium import spaces
 
 from goalenvs.core.backend import resolve_device, torch_dtype
@@ -73,7 +66,16 @@ from goalenvs.her.common import (
     batch_shape_error,
     batch_to,
 )
-from goalenvs.her.device_file import load_device_buffer, save_device_buffer
+from goalenvs.her.device_file import read_device_file, write_device_file
+from goalenvs.her.device_state import (
+    META_EPISODE,
+    META_START,
+    META_TERMINATED,
+    META_TRUNCATED,
+    DeviceBufferState,
+    RecordField,
+    record_layout,
+)
 from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
 
 __all__ = ["DeviceHerReplayBuffer"]
@@ -82,14 +84,14 @@ __all__ = ["DeviceHerReplayBuffer"]
 class DeviceHerReplayBuffer(ReplayBufferBase):
     """Hindsight Experience Replay buffer whose storage and sampling live on a torch device.
 
-    The arguments are those of :class:`goalenvs.her.HerReplayBuffer` (read its docs) plus
-    ``device``; the differences:
+    The arguments are those of :class:`goalenvs.her.buffer.HerReplayBuffer` (read its
+    docs) plus ``device``; the differences:
 
     - ``buffer_size // n_envs`` rows per env, each holding one transition with both of its
       observations: an episode of ``T`` transitions takes ``T`` rows (numpy: ``T + 1``),
       and may be up to ``rows`` transitions long.
-    - ``seed`` seeds a ``torch.Generator`` on ``device``: samples are reproducible on one
-      device, not equal to the numpy buffer's draws.
+    - ``seed`` seeds :attr:`generator`, a ``torch.Generator`` on ``device``: samples are
+      reproducible on one device, not equal to the numpy buffer's draws.
     - ``compute_reward`` (and ``compute_terminated``) receive tensors on ``device`` and
       should return tensors there (a numpy result is copied to the device: a host round
       trip per batch).
@@ -118,11 +120,19 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         alpha: how much the priorities count, in [0, 1] (0: uniform).
         beta: importance-sampling correction, in [0, 1]; may be changed between samples.
         priority_eps: added to ``|td_error|`` so that no transition stops being drawn.
+
+    Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
+    copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
     """
 
     _NAME = "DeviceHerReplayBuffer"
     _INFO_VALUES = "values"
     _OBS_VALUES = "tensors"
+
+    #: Where the storage lives and ``sample`` works.
+    device: torch.device
+    #: The generator of every draw of :meth:`sample`, on :attr:`device`.
+    generator: torch.Generator
 
     def __init__(
         self,
@@ -144,9 +154,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         *,
         device: Any,
     ) -> None:
-        import torch
-
-        self.device = resolve_device(device)
+        device = resolve_device(device)
         settings = BufferSettings(
             buffer_size,
             observation_space,
@@ -162,108 +170,133 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             beta,
             priority_eps,
         )
-        self._configure(settings, compute_reward, compute_terminated)
-        n, rows = self.n_envs, self.rows_per_env
-        self._generator = torch.Generator(device=self.device)
+        generator = torch.Generator(device=device)
         if seed is None:
-            self._generator.seed()
+            generator.seed()
         else:
-            self._generator.manual_seed(int(seed))
-        self._allocate(observation_space, action_space)
-        state = self._state
-        per_env = {"dtype": torch.int64, "device": self.device}
-        state["episode_start"] = torch.zeros(n, **per_env)  # t of the episode in progress
-        state["episode_count"] = torch.zeros(n, **per_env)  # episodes ended so far
-        state["t_lo"] = torch.zeros(n, **per_env)  # sampleable transitions: [t_lo, t_hi)
-        state["t_hi"] = torch.zeros(n, **per_env)
-        state["newest_start"] = torch.full((n,), -1, **per_env)  # newest ended episode's t
-        self._max_priority = torch.ones((), dtype=torch.float32, device=self.device)
-        self._env = torch.arange(n, device=self.device)
-        self._t = 0  # add() calls so far (unwrapped row counter)
-        self._no_overflow_before = rows  # see _read_horizons
+            generator.manual_seed(int(seed))
+        state = DeviceBufferState.empty(settings, device, generator.get_state())
+        self._adopt(state, compute_reward, compute_terminated)
+
+    def _adopt(
+        self, state: DeviceBufferState, compute_reward: Any, compute_terminated: Any
+    ) -> None:
+        """Makes this object the buffer ``state`` describes, on the state's tensors."""
+        if not isinstance(state, DeviceBufferState):
+            raise TypeError(f"state must be a DeviceBufferState, got {type(state).__name__}")
+        state.check()
+        settings, storage = state.settings, state.storage
+        layout = record_layout(settings)
+        fields = {field.name: field for field in layout}
+        obs_keys = sorted(settings.observation_space.spaces)
+        self._configure(
+            settings,
+            compute_reward,
+            compute_terminated,
+            {key: fields[f"obs/{key}"].dtype for key in obs_keys},
+            fields["action"].dtype,
+        )
+        self.device = storage.device
+        self.generator = torch.Generator(device=self.device)
+        if state.generator_state is None:
+            self.generator.seed()
+        else:
+            self.generator.set_state(state.generator_state)
+        self._storage = storage
+        self._layout = layout
+        self._steps_added = state.steps_added
+        storage.steps_added.fill_(state.steps_added)
+        self._max_priority = state.max_priority
+        # beta as a tensor: sampling reads it on the device, where a captured graph sees
+        # its value at each replay.
+        self._beta_tensor = torch.tensor(settings.beta, dtype=torch.float64, device=self.device)
+        # A new buffer knows its horizons; any other reads them at the first need.
+        self._no_overflow_before = settings.rows_per_env if state.steps_added == 0 else -1
         self._nonempty_until = -1
 
-    def _allocate(self, observation_space: spaces.Dict, action_space: spaces.Space) -> None:
-        """The per-row storage, ``_state``: the records and the stores of the other fields,
-        the flags, the rows' episode bookkeeping and the priorities."""
-        import torch
-
-        n, rows = self.n_envs, self.rows_per_env
-        if isinstance(action_space, spaces.Discrete):
-            self.action_shape: tuple[int, ...] = ()
-            action_dtype = torch.int64
-        else:
-            self.action_shape = tuple(action_space.shape)
-            action_dtype = torch_dtype(action_space.dtype)
-            if action_dtype == torch.float64:  # actors emit float32, as HerReplayBuffer
-                action_dtype = torch.float32
-
-        # Sorted: a space read back from a saved file lists its keys sorted, and the records
-        # layout follows this order.
-        obs_spaces = {key: observation_space[key] for key in sorted(observation_space.spaces)}
-        self._obs_shapes = {key: (n, *space.shape) for key, space in obs_spaces.items()}
-
-        def zeros(*shape: int, dtype: Any) -> Any:
-            return torch.zeros((rows, n, *shape), dtype=dtype, device=self.device)
-
-        # The float32 fields of a row (observation keys, next observation keys, action,
-        # reward; the usual case: all of them) lie side by side in one (rows, n_envs, width)
-        # tensor, ``records``: add() writes them with one copy, sample() reads them with one
-        # gather, where a store per field costs one per field (measured 2x slower to
-        # sample on the CPU, and one kernel each on a GPU). The other fields get a
-        # tensor of their own. Every field is reached through a (rows, n_envs, *shape) view.
-        fields = [("obs", key, space.shape, space.dtype) for key, space in obs_spaces.items()]
-        fields += [("next_obs", key, space.shape, space.dtype) for key, space in obs_spaces.items()]
-        fields = [
-            (side, key, tuple(shape), torch_dtype(dtype)) for side, key, shape, dtype in fields
-        ]
-        fields += [
-            ("action", "", self.action_shape, action_dtype),
-            ("reward", "", (), torch.float32),
-        ]
-        width = sum(int(np.prod(f[2])) for f in fields if f[3] == torch.float32)
-        state = self._state = {"records": zeros(width, dtype=torch.float32)}
-        self._layout: list[tuple[str, str, int, int, tuple[int, ...]]] = []
-        self._separate: list[tuple[str, str, Any]] = []
-        views: dict[tuple[str, str], Any] = {}
-        at = 0
-        for side, key, shape, dtype in fields:
-            if dtype == torch.float32:
-                size = int(np.prod(shape))
-                column = state["records"][:, :, at : at + size]
-                views[side, key] = column.unflatten(-1, shape) if shape else column[..., 0]
-                self._layout.append((side, key, at, at + size, shape))
-                at += size
+        rows, n = settings.rows_per_env, settings.n_envs
+        # Each field as (rows, n_envs, *shape): a view of records, or its own tensor.
+        self._field_rows: dict[str, torch.Tensor] = {}
+        for field in layout:
+            if field.in_records:
+                columns = storage.records[:, :, field.start : field.stop]
+                self._field_rows[field.name] = (
+                    columns.unflatten(-1, field.shape) if field.shape else columns[..., 0]
+                )
             else:
-                views[side, key] = zeros(*shape, dtype=dtype)
-                self._separate.append((side, key, views[side, key]))
-        self._obs = {key: views["obs", key] for key in obs_spaces}
-        self._next_obs = {key: views["next_obs", key] for key in obs_spaces}
-        self._actions, self._rewards = views["action", ""], views["reward", ""]
-        self._infos: dict[str, Any] = {}  # allocated at the first add, in the values' dtype
-        # Per row: the counter t of its episode's first transition and its episode's number.
-        state["row_meta"] = zeros(2, dtype=torch.int64)
-        self._row_start, self._row_episode = state["row_meta"].unbind(-1)
-        state.update(
-            {
-                "terminated": zeros(dtype=torch.bool),
-                "truncated": zeros(dtype=torch.bool),
-                "episode_end": zeros(dtype=torch.int64),
-                # p ** alpha of each row's transition (used only where it can be sampled).
-                "priorities": zeros(dtype=torch.float32) if self.prioritized else None,
-            }
+                self._field_rows[field.name] = storage.separate[field.name]
+        self._record_fields = [field for field in layout if field.in_records]
+        # Flat (rows * n_envs, ...) views, gathered by flat index row * n_envs + env:
+        # index_select on one index runs several times faster than indexing by two.
+        self._records_flat = storage.records.view(rows * n, -1)
+        self._meta_flat = storage.row_meta.view(rows * n, 4)
+        self._episode_end_flat = storage.episode_end.view(rows * n)
+        goal = self._field_rows["next_obs/achieved_goal"]
+        self._goal_flat = goal.reshape(rows * n, *goal.shape[2:])
+        self._env_zero = torch.zeros((), dtype=torch.int64, device=self.device)
+
+    # ------------------------------------------------------------------ state
+    def state(self, *, truncate_in_progress: bool = False) -> DeviceBufferState:
+        """The buffer's whole content but its goal functions, on the buffer's own tensors
+        (no copy: ``state().copy()`` for a snapshot).
+
+        With ``truncate_in_progress``, the episodes in progress are ended at their last
+        stored transition, as :meth:`truncate_last_trajectory` would, in clones of the
+        bookkeeping tensors that this leaves to the state (the stored fields stay
+        shared): the live buffer goes on with its episodes in progress.
+        """
+        self._storage.steps_added.fill_(self._steps_added)
+        state = DeviceBufferState(
+            settings=self._settings,
+            storage=self._storage,
+            steps_added=self._steps_added,
+            max_priority=self._max_priority,
+            generator_state=self.generator.get_state(),
         )
+        if not truncate_in_progress or self._steps_added == 0:
+            return state
+        closed = self.from_state(
+            dataclasses.replace(state, storage=self._storage.with_cloned_bookkeeping()),
+            self.compute_reward,
+            self.compute_terminated,
+        )
+        closed.truncate_last_trajectory()
+        return closed.state()
+
+    @classmethod
+    def from_state(
+        cls,
+        state: DeviceBufferState,
+        compute_reward: Any,
+        compute_terminated: Any = None,
+        device: Any = None,
+    ) -> DeviceHerReplayBuffer:
+        """The buffer ``state`` describes, with these goal functions, on ``device`` (None:
+        the state's; another one gets copies of the tensors).
+
+        On the state's device the buffer takes the state's tensors as its own, without a
+        copy: pass ``state.copy()`` to keep them apart from the new buffer's.
+        """
+        if device is not None:
+            state = state.to(resolve_device(device))
+        buffer = cls.__new__(cls)
+        buffer._adopt(state, compute_reward, compute_terminated)
+        return buffer
+
+    def _beta_changed(self) -> None:
+        self._beta_tensor.fill_(self.beta)
 
     # ------------------------------------------------------------------ properties
     @property
     def n_transitions(self) -> int:
         """Transitions that can be sampled (reads the device: one synchronisation)."""
-        return int((self._state["t_hi"] - self._state["t_lo"]).sum())
+        storage = self._storage
+        return int((storage.sampleable_to - storage.sampleable_from).sum())
 
     @property
     def episodes_in_progress(self) -> int:
         """Envs whose episode in progress has stored transitions (reads the device)."""
-        return int((self._state["episode_start"] < self._t).sum())
+        return int((self._storage.episode_start < self._steps_added).sum())
 
     def __repr__(self) -> str:
         return (
@@ -292,9 +325,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         ``infos`` is a dict of per-env values (a device twin's info) or a sequence of
         per-env dicts; only ``info_keys`` are read.
         """
-        import torch
-
-        n, R = self.n_envs, self.rows_per_env
+        n, rows = self.n_envs, self.rows_per_env
         obs = self._check_obs_fully("obs", obs)
         next_obs = self._check_obs_fully("next_obs", next_obs)
         action = self._check_action(action)
@@ -303,71 +334,80 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         truncated = self._per_env("truncated", truncated, torch.bool)
         info_values = self._info_values(infos) if self.info_keys else {}
 
-        t = self._t
-        if t >= self._no_overflow_before:
+        steps = self._steps_added
+        storage = self._storage
+        if steps >= self._no_overflow_before:
             self._read_horizons()
-            if t >= self._no_overflow_before:
-                start = self._state["episode_start"]
+            if steps >= self._no_overflow_before:
+                start = storage.episode_start
                 env = int(torch.argmin(start))
                 raise ValueError(
-                    f"the episode of env {env} has reached {t - int(start[env])} transitions "
-                    f"without ending: one more does not fit in its {R} rows "
+                    f"the episode of env {env} has reached {steps - int(start[env])} "
+                    f"transitions without ending: one more does not fit in its {rows} rows "
                     f"(buffer_size={self.buffer_size} // n_envs={n}); use a larger buffer_size"
                 )
-        s = self._state
-        row = t % R
-        if t >= R:
-            # This add overwrites transition t - R of every env: an env whose oldest intact
-            # episode starts there retires that episode whole (t_lo moves to its end).
-            # Example, R = 4, episodes [0, 3) and [3, 4) stored: add t = 4 overwrites
-            # transition 0 (row 0), so t_lo goes 0 -> 3 and transitions 1, 2 leave with it.
-            # (t_lo == t - R with no ended episode left, t_lo == t_hi, would mean an episode
-            # in progress since t - R: add() has refused it above as too long.)
-            hit = s["t_lo"] == t - R
-            end = s["episode_end"].gather(0, (self._row_episode[row] % R)[None])[0]
-            s["t_lo"] = torch.where(hit, end, s["t_lo"])
-        values = {"obs": obs, "next_obs": next_obs, "action": {"": action}, "reward": {"": reward}}
-        if self._layout:
-            parts = [values[side][key] for side, key, *_ in self._layout]
-            parts = [v if v.dim() == 2 else v.reshape(n, -1) for v in parts]
-            s["records"][row] = torch.cat(parts, 1) if len(parts) > 1 else parts[0]
-        for side, key, store in self._separate:
-            store[row] = values[side][key]
-        s["terminated"][row] = terminated
-        s["truncated"][row] = truncated
-        self._row_start[row] = s["episode_start"]
-        self._row_episode[row] = s["episode_count"]
-        if s["priorities"] is not None:
-            s["priorities"][row] = self._max_priority**self.alpha
+        row = steps % rows
+        if steps >= rows:
+            # This add overwrites transition steps - rows of every env: an env whose oldest
+            # intact episode starts there retires that episode whole (sampleable_from
+            # moves to its end). Example, rows = 4, episodes [0, 3) and [3, 4) stored: add
+            # number 4 overwrites transition 0 (row 0), so sampleable_from goes 0 -> 3 and
+            # transitions 1, 2 leave with it. (sampleable_from == steps - rows with no
+            # ended episode left would mean an episode in progress since steps - rows:
+            # add() has refused it above as too long.)
+            hit = storage.sampleable_from == steps - rows
+            episode = storage.row_meta[row, :, META_EPISODE]
+            end = storage.episode_end.gather(0, (episode % rows)[None])[0]
+            torch.where(hit, end, storage.sampleable_from, out=storage.sampleable_from)
+        values = {f"obs/{key}": value for key, value in obs.items()}
+        values.update({f"next_obs/{key}": value for key, value in next_obs.items()})
+        values["action"], values["reward"] = action, reward
+        if self._record_fields:
+            parts = [values[field.name] for field in self._record_fields]
+            # Each as (n_envs, columns); most already are (a reshape costs ~1 us each).
+            parts = [part if part.dim() == 2 else part.reshape(n, -1) for part in parts]
+            storage.records[row] = torch.cat(parts, 1) if len(parts) > 1 else parts[0]
+        for name, store in storage.separate.items():
+            store[row] = values[name]
+        storage.row_meta[row] = torch.stack(
+            (storage.episode_start, storage.episode_count, terminated.long(), truncated.long()),
+            1,
+        )
+        if storage.priorities is not None:
+            storage.priorities[row] = self._max_priority**self.alpha
+            # Prioritized sampling reads the count on the device (state() refreshes it for
+            # a uniform buffer, whose sampling does not).
+            storage.steps_added.fill_(steps + 1)
         for key, value in info_values.items():
-            self._infos[key][row] = value
-        self._t = t + 1
+            storage.infos[key][row] = value
+        self._steps_added = steps + 1
         self._end_episodes(terminated | truncated)
 
-    def _end_episodes(self, done: Any) -> None:
-        """Ends the episodes in progress of the envs where ``done`` after ``self._t`` adds."""
-        import torch
-
-        s, t, R = self._state, self._t, self.rows_per_env
+    def _end_episodes(self, done: torch.Tensor) -> None:
+        """Ends the episodes in progress of the envs where ``done``, after
+        ``_steps_added`` adds."""
+        storage, steps, rows = self._storage, self._steps_added, self.rows_per_env
         # In place, with a Python scalar where it can: each op costs ~5 us on the CPU and a
-        # kernel on a GPU, and add() runs once per env step.
-        slot = (s["episode_count"] % R)[None]
-        s["episode_end"].scatter_(0, slot, s["episode_end"].gather(0, slot).masked_fill_(done, t))
-        s["t_hi"].masked_fill_(done, t)
-        s["newest_start"] = torch.where(done, s["episode_start"], s["newest_start"])
-        s["episode_start"].masked_fill_(done, t)
-        s["episode_count"] += done
+        # kernel on a GPU, and add() runs once per env step; in place also keeps the
+        # tensors that a captured sample reads.
+        slot = (storage.episode_count % rows)[None]
+        ends = storage.episode_end.gather(0, slot).masked_fill_(done, steps)
+        storage.episode_end.scatter_(0, slot, ends)
+        storage.sampleable_to.masked_fill_(done, steps)
+        torch.where(done, storage.episode_start, storage.newest_start, out=storage.newest_start)
+        storage.episode_start.masked_fill_(done, steps)
+        storage.episode_count.add_(done)
 
     def truncate_last_trajectory(self) -> None:
         """Ends every episode in progress at its last stored transition, as a truncation
         (see :meth:`HerReplayBuffer.truncate_last_trajectory`)."""
-        if self._t == 0:
+        if self._steps_added == 0:
             return
-        s = self._state
-        open_ = s["episode_start"] < self._t
-        last = (self._t - 1) % self.rows_per_env
-        s["truncated"][last] = s["truncated"][last] | open_
-        self._end_episodes(open_)
+        storage = self._storage
+        in_progress = storage.episode_start < self._steps_added
+        last = storage.row_meta[(self._steps_added - 1) % self.rows_per_env, :, META_TRUNCATED]
+        last |= in_progress
+        self._end_episodes(in_progress)
 
     def can_sample(self) -> bool:
         """Whether the buffer holds a complete, intact episode (``sample`` works).
@@ -375,9 +415,9 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         Unlike ``n_transitions > 0`` it reads the device only when the last reading no
         longer vouches for it (about once per ring cycle): cheap to ask every step.
         """
-        if self._t > self._nonempty_until:
+        if self._steps_added > self._nonempty_until:
             self._read_horizons()
-        return self._t <= self._nonempty_until
+        return self._steps_added <= self._nonempty_until
 
     def _read_horizons(self) -> None:
         """The one host read of add() and sample() (see the module docstring).
@@ -388,20 +428,16 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         while at most ``_nonempty_until`` adds have been made (its first row ``s`` is
         overwritten by add ``s + rows``); -1 when no episode has ended yet.
         """
-        import torch
-
-        s, R = self._state, self.rows_per_env
-        ended = s["t_lo"] < s["t_hi"]
-        newest = torch.where(ended, s["newest_start"], -1).max()
-        oldest_open, newest = torch.stack([s["episode_start"].min(), newest]).tolist()
-        self._no_overflow_before = oldest_open + R
-        self._nonempty_until = newest + R if newest >= 0 else -1
+        storage, rows = self._storage, self.rows_per_env
+        ended = storage.sampleable_from < storage.sampleable_to
+        newest = torch.where(ended, storage.newest_start, -1).max()
+        oldest_open, newest_start = torch.stack([storage.episode_start.min(), newest]).tolist()
+        self._no_overflow_before = oldest_open + rows
+        self._nonempty_until = newest_start + rows if newest_start >= 0 else -1
 
     # ------------------------------------------------------------------ input checks
-    def _convert(self, name: str, value: Any, dtype: Any) -> Any:
+    def _convert(self, name: str, value: Any, dtype: Any) -> torch.Tensor:
         """``value`` as a tensor of ``dtype`` on this buffer's device."""
-        import torch
-
         if isinstance(value, torch.Tensor):
             if value.device != self.device:
                 raise ValueError(
@@ -417,10 +453,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             raise TypeError(f"{name} must hold numbers, got {value!r}")
         return torch.as_tensor(array, device=self.device).to(dtype)
 
-    def _info_values(self, infos: Any) -> dict[str, Any]:
-        import torch
-
-        n = self.n_envs
+    def _info_values(self, infos: Any) -> dict[str, torch.Tensor]:
+        n, stores = self.n_envs, self._storage.infos
         values = {}
         for key in self.info_keys:
             value = self._info_value(infos, key)
@@ -435,12 +469,11 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
                     f"infos[{key!r}] has shape {tuple(value.shape)}, expected leading "
                     f"dimension n_envs={n}"
                 )
-            store = self._infos.get(key)
+            store = stores.get(key)
             if store is None:
-                store = torch.zeros(
+                stores[key] = torch.zeros(
                     (self.rows_per_env, *value.shape), dtype=value.dtype, device=self.device
                 )
-                self._infos[key] = store
             elif value.shape[1:] != store.shape[2:]:
                 raise ValueError(
                     f"infos[{key!r}] has shape {tuple(value.shape)}, expected "
@@ -449,140 +482,145 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             elif torch.promote_types(store.dtype, value.dtype) != store.dtype:
                 # The store took the dtype of the first value seen; a later value it cannot
                 # hold widens it rather than being cast down.
-                store = store.to(torch.promote_types(store.dtype, value.dtype))
-                self._infos[key] = store
+                stores[key] = store.to(torch.promote_types(store.dtype, value.dtype))
             values[key] = value
         return values
 
     # ------------------------------------------------------------------ sampling
-    def _draw_uniform(self, count: int) -> tuple[Any, Any]:
-        """``count`` transitions drawn uniformly from every env's range ``[t_lo, t_hi)``:
-        returns their ``(env, t)`` (t the unwrapped counter)."""
-        import torch
-
-        s = self._state
-        width = s["t_hi"] - s["t_lo"]
-        cum = torch.cumsum(width, 0)
-        total = cum[-1]
-        # x indexes the concatenation of the envs' ranges: widths (2, 0, 3) give
-        # cum (2, 2, 5); x = 3 lies in env 2 (the first cum > 3), at t_lo[2] + 3 - 2.
-        u = torch.rand(count, generator=self._generator, device=self.device, dtype=torch.float64)
-        x = torch.minimum((u * total).long(), total - 1)
-        env = torch.searchsorted(cum, x, right=True)
-        t = s["t_lo"][env] + x - (cum - width)[env]
-        return env, t
-
-    def _draw_prioritized(self, count: int) -> tuple[Any, Any, Any]:
-        """``count`` transitions drawn in proportion to ``priority ** alpha`` among the
-        sampleable ones: returns ``(env, t, weights)``."""
-        import torch
-
-        s, R, n = self._state, self.rows_per_env, self.n_envs
-        mass = s["priorities"] * self._sampleable_rows()
-        cum = torch.cumsum(mass.reshape(-1).double(), 0)
-        total = cum[-1]
-        u = torch.rand(count, generator=self._generator, device=self.device, dtype=torch.float64)
-        flat = torch.searchsorted(cum, u * total, right=True).clamp_(max=R * n - 1)
-        row, env = flat // n, flat % n
-        probability = mass.reshape(-1)[flat].double() / total
-        n_valid = (s["t_hi"] - s["t_lo"]).sum()
-        weights = (n_valid * probability) ** -self._beta
-        weights = (weights / weights.max()).float()
-        return env, self._counter_of(row), weights
-
-    def _counter_of(self, row: Any) -> Any:
-        """The unwrapped counter ``t`` of the transition stored at ``row``: the one of
-        ``t - R .. t - 1`` (the ring's content after ``t`` adds) that is ``row`` mod R."""
-        R = self.rows_per_env
-        return row + ((self._t - 1 - row) // R) * R
-
-    def _sampleable_rows(self) -> Any:
-        """A (rows, n_envs) mask of the rows whose transition can be sampled."""
-        import torch
-
-        s = self._state
-        counter = self._counter_of(torch.arange(self.rows_per_env, device=self.device))[:, None]
-        return (counter >= s["t_lo"]) & (counter < s["t_hi"])
-
     def sample(self, batch_size: int, device: Any = None) -> HerBatch:
         """Samples ``batch_size`` transitions, relabeling each with probability k/(k+1).
 
-        Returns a :class:`HerBatch` of fresh tensors on this buffer's device, or moved to
-        ``device`` when it names another one. The float32 fields (observations, actions,
-        rewards) are slices of one gathered tensor, so not contiguous: ``reshape``, not
-        ``view``, if a caller reshapes them.
-        """
-        import torch
+        Returns a :class:`HerBatch` of tensors on this buffer's device, or moved to
+        ``device`` when it names another one. Every call returns fresh tensors (none is
+        reused by the next call); under a captured CUDA graph the graph's outputs are its
+        static tensors, rewritten by each replay. The float32 fields (observations,
+        actions, rewards) are slices of one gathered tensor, so not contiguous:
+        ``reshape``, not ``view``, if a caller reshapes them.
 
+        Makes no host synchronisation once :meth:`can_sample` has returned True and no add
+        has been made since (see the module docstring).
+        """
         B = check_batch_size(batch_size)
         target = None if device is None else resolve_device(device)
         if not self.can_sample():
             raise RuntimeError(NO_EPISODE_YET)
-        R, n, s = self.rows_per_env, self.n_envs, self._state
         if self.prioritized:
             env, t, weights = self._draw_prioritized(B)
         else:
             env, t = self._draw_uniform(B)
             weights = torch.ones(B, dtype=torch.float32, device=self.device)
-        row = t % R
-        # Every (rows, n_envs, ...) store is read through its flat view at row * n + env:
-        # index_select on one index runs several times faster than indexing by two.
-        index = row * n + env
-        relabel, goal = self._draw_goals(B, env, t, index)
-        values = self._gather(B, index)
-        obs = {key: values["obs", key] for key in self._obs}
-        next_obs = {key: values["next_obs", key] for key in self._obs}
+        index = self._flat_index(t, env)
+        meta = self._meta_flat.index_select(0, index)
+        relabel, goal = self._draw_goals(B, env, t, meta)
+        records = self._records_flat.index_select(0, index)
+        values = {field.name: _columns(records, field) for field in self._record_fields}
+        for name, store in self._storage.separate.items():
+            values[name] = _take(store, index)
+        obs = {key: values[f"obs/{key}"] for key in self._obs_shapes}
+        next_obs = {key: values[f"next_obs/{key}"] for key in self._obs_shapes}
         mask = relabel.reshape((B,) + (1,) * (goal.ndim - 1))
         for side in (obs, next_obs):
-            side["desired_goal"] = torch.where(
-                mask, goal.to(side["desired_goal"].dtype), side["desired_goal"]
-            )
-        info = {key: _take(store, index) for key, store in self._infos.items()}
+            desired = side["desired_goal"]
+            side["desired_goal"] = torch.where(mask, goal.to(desired.dtype), desired)
+        info = {key: _take(store, index) for key, store in self._storage.infos.items()}
         new_reward = self._batch_of(
             "compute_reward",
             self.compute_reward(next_obs["achieved_goal"], obs["desired_goal"], info),
             B,
             torch.float32,
         )
-        rewards = torch.where(relabel, new_reward, values["reward", ""])
-        terminated = _take(s["terminated"], index)
-        if self.compute_terminated is not None:
-            new_terminated = self._batch_of(
-                "compute_terminated",
-                self.compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
-                B,
-                torch.bool,
-            )
-            terminated = torch.where(relabel, new_terminated, terminated)
-        if not self.handle_timeout_termination:
-            terminated = terminated | _take(s["truncated"], index)
-        batch = HerBatch(
-            obs,
-            values["action", ""],
-            rewards,
-            next_obs,
-            terminated.float(),
-            weights,
-            index,
-        )
+        rewards = torch.where(relabel, new_reward, values["reward"])
+        if self.compute_terminated is None and self.handle_timeout_termination:
+            dones = meta[:, META_TERMINATED].to(torch.float32)
+        else:
+            terminated = meta[:, META_TERMINATED].bool()
+            if self.compute_terminated is not None:
+                new_terminated = self._batch_of(
+                    "compute_terminated",
+                    self.compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
+                    B,
+                    torch.bool,
+                )
+                terminated = torch.where(relabel, new_terminated, terminated)
+            if not self.handle_timeout_termination:
+                terminated = terminated | meta[:, META_TRUNCATED].bool()
+            dones = terminated.to(torch.float32)
+        batch = HerBatch(obs, values["action"], rewards, next_obs, dones, weights, index)
         if target is None or target == self.device:
             return batch
         return batch_to(batch, target)
 
-    def _draw_goals(self, B: int, env: Any, t: Any, index: Any) -> tuple[Any, Any]:
-        """Which of the ``B`` transitions (counter ``t`` of ``env``, flat ``index``) are
-        relabeled, and each one's new goal (an achieved goal of the same episode, or of any
-        sampleable transition for ``random``)."""
-        import torch
+    def _flat_index(self, counter: torch.Tensor, env: torch.Tensor) -> torch.Tensor:
+        """The flat index ``row * n_envs + env`` of each ``(counter, env)``: every
+        ``(rows, n_envs, ...)`` store is gathered through its flat view, as index_select on
+        one index runs several times faster than indexing by two."""
+        rows, n = self.rows_per_env, self.n_envs
+        if n == 1:
+            return counter % rows
+        return (counter % rows) * n + env
 
-        R, n, s, generator = self.rows_per_env, self.n_envs, self._state, self._generator
-        start, episode = _take(s["row_meta"], index).unbind(1)
-        end = _take(s["episode_end"], (episode % R) * n + env)
+    def _uniform(self, count: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """``count`` draws uniform in [0, 1) from :attr:`generator`."""
+        return torch.rand(count, generator=self.generator, device=self.device, dtype=dtype)
 
-        def uniform() -> Any:
-            return torch.rand(B, generator=generator, device=self.device)
+    def _draw_uniform(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``count`` transitions drawn uniformly from every env's sampleable range:
+        returns their ``(env, t)`` (t the unwrapped counter; env a 0-d zero with one env)."""
+        storage = self._storage
+        first = storage.sampleable_from
+        width = storage.sampleable_to - first
+        u = self._uniform(count, torch.float64)
+        if self.n_envs == 1:
+            # floor(u * width) can round up to width for u just below 1: clamp it.
+            x = torch.minimum((u * width).long(), width - 1)
+            return self._env_zero, first + x
+        # x indexes the concatenation of the envs' ranges: widths (2, 0, 3) give
+        # cum (2, 2, 5); x = 3 lies in env 2 (the first cum > 3), at first[2] + 3 - 2.
+        cum = torch.cumsum(width, 0)
+        total = cum[-1]
+        x = torch.minimum((u * total).long(), total - 1)
+        env = torch.searchsorted(cum, x, right=True)
+        return env, x + (first - (cum - width)).index_select(0, env)
 
-        relabel = uniform() < self.her_ratio
+    def _draw_prioritized(self, count: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``count`` transitions drawn in proportion to ``priority ** alpha`` among the
+        sampleable ones: returns ``(env, t, weights)``."""
+        storage, rows, n = self._storage, self.rows_per_env, self.n_envs
+        assert storage.priorities is not None
+        mass = (storage.priorities * self._sampleable_rows()).reshape(-1)
+        cum = torch.cumsum(mass.double(), 0)
+        total = cum[-1]
+        u = self._uniform(count, torch.float64)
+        flat = torch.searchsorted(cum, u * total, right=True).clamp_(max=rows * n - 1)
+        row, env = flat // n, flat % n
+        probability = mass.index_select(0, flat).double() / total
+        n_valid = (storage.sampleable_to - storage.sampleable_from).sum()
+        weights = (n_valid * probability) ** -self._beta_tensor
+        weights = (weights / weights.max()).float()
+        return env, self._counter_of(row), weights
+
+    def _counter_of(self, row: torch.Tensor) -> torch.Tensor:
+        """The unwrapped counter ``t`` of the transition stored at ``row``: the one of
+        ``t - rows .. t - 1`` (the ring's content after ``t`` adds) that is ``row`` mod
+        rows."""
+        rows = self.rows_per_env
+        return row + ((self._storage.steps_added - 1 - row) // rows) * rows
+
+    def _sampleable_rows(self) -> torch.Tensor:
+        """A (rows, n_envs) mask of the rows whose transition can be sampled."""
+        storage = self._storage
+        counter = self._counter_of(torch.arange(self.rows_per_env, device=self.device))[:, None]
+        return (counter >= storage.sampleable_from) & (counter < storage.sampleable_to)
+
+    def _draw_goals(
+        self, B: int, env: torch.Tensor, t: torch.Tensor, meta: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Which of the ``B`` transitions (counter ``t`` of ``env``, with their rows'
+        ``meta``) are relabeled, and each one's new goal (an achieved goal of the same
+        episode, or of any sampleable transition for ``random``)."""
+        start, episode = meta[:, META_START], meta[:, META_EPISODE]
+        end = self._episode_end_flat.index_select(0, self._flat_index(episode, env))
+        relabel = self._uniform(B) < self.her_ratio
         strategy = self.goal_selection_strategy
         if strategy is GoalSelectionStrategy.RANDOM:
             goal_env, goal_t = self._draw_uniform(B)
@@ -597,29 +635,14 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             else:
                 first, span = start, end - start
             # floor(u * span) can round up to span for u just below 1: clamp it.
-            pick = torch.minimum((uniform() * span).long(), span - 1)
+            pick = torch.minimum((self._uniform(B) * span).long(), span - 1)
             goal_env, goal_t = env, first + pick
-        goal = _take(self._next_obs["achieved_goal"], (goal_t % R) * n + goal_env)
-
+        goal = self._goal_flat.index_select(0, self._flat_index(goal_t, goal_env))
         return relabel, goal
 
-    def _gather(self, B: int, index: Any) -> dict[tuple[str, str], Any]:
-        """Every stored field of the transitions at flat ``index``, by (side, key): slices of
-        one gathered records tensor, and one gather per separate store."""
-        records = _take(self._state["records"], index)
-        values = {
-            (side, key): records[:, lo:hi].reshape(B, *shape)
-            for side, key, lo, hi, shape in self._layout
-        }
-        for side, key, store in self._separate:
-            values[side, key] = _take(store, index)
-        return values
-
-    def _batch_of(self, name: str, value: Any, batch_size: int, dtype: Any) -> Any:
+    def _batch_of(self, name: str, value: Any, batch_size: int, dtype: torch.dtype) -> torch.Tensor:
         """``value`` as a ``(batch_size,)`` tensor of ``dtype`` on the device; a scalar
         (Fetch's ``compute_terminated`` returns a constant ``False``) stands for the batch."""
-        import torch
-
         if not isinstance(value, torch.Tensor):
             value = torch.as_tensor(np.asarray(value), device=self.device)
         value = value.to(device=self.device, dtype=dtype)
@@ -631,9 +654,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
 
     # The tensor operations of ReplayBufferBase.update_priorities (one host read of a flag
     # pair per call).
-    def _priority_input(self, value: Any) -> Any:
-        import torch
-
+    def _priority_input(self, value: Any) -> torch.Tensor:
         if isinstance(value, torch.Tensor):
             value = value.detach().to(self.device)
         else:
@@ -642,17 +663,16 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             value = value.reshape(-1)
         return value
 
-    def _priority_indices_are_integers(self, indices: Any) -> bool:
-        import torch
-
+    def _priority_indices_are_integers(self, indices: torch.Tensor) -> bool:
         return not (indices.is_floating_point() or indices.dtype == torch.bool)
 
     def _priority_capacity(self) -> int:
-        return self._state["priorities"].numel()
+        assert self._storage.priorities is not None
+        return self._storage.priorities.numel()
 
-    def _priority_of(self, indices: Any, td_errors: Any, capacity: int) -> tuple:
-        import torch
-
+    def _priority_of(
+        self, indices: torch.Tensor, td_errors: torch.Tensor, capacity: int
+    ) -> tuple[Any, ...]:
         indices = indices.long()
         priority = td_errors.detach().double().abs() + self.priority_eps
         out_of_range = (indices < 0) | (indices >= capacity)
@@ -660,14 +680,13 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         bad_index, bad_value = torch.stack([out_of_range.any(), not_finite.any()]).tolist()
         return indices, priority, bad_index, bad_value
 
-    def _priority_set(self, indices: Any, priority: Any) -> None:
-        import torch
-
-        priorities = self._state["priorities"].reshape(-1)
+    def _priority_set(self, indices: torch.Tensor, priority: torch.Tensor) -> None:
+        assert self._storage.priorities is not None
+        priorities = self._storage.priorities.view(-1)
         priority = priority.float()
         live = self._sampleable_rows().reshape(-1)[indices]
         priorities[indices] = torch.where(live, priority**self.alpha, priorities[indices])
-        self._max_priority = torch.maximum(self._max_priority, priority.max())
+        torch.maximum(self._max_priority, priority.max(), out=self._max_priority)
 
     # ------------------------------------------------------------------ save / load
     def save(self, path: str | os.PathLike) -> None:
@@ -679,7 +698,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         file is written whole beside ``path`` and renamed over it. The reward function is
         not saved: pass it again to :meth:`load`.
         """
-        save_device_buffer(self, path)
+        write_device_file(self.state(truncate_in_progress=True), path)
 
     @classmethod
     def load(
@@ -695,17 +714,23 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         A file that is truncated, corrupt or not written by :meth:`save` raises a
         ValueError naming the file.
         """
-        return load_device_buffer(cls, path, compute_reward, compute_terminated, device)
+        return cls.from_state(read_device_file(path, device), compute_reward, compute_terminated)
 
 
-def _take(store: Any, index: Any) -> Any:
+def _columns(records: torch.Tensor, field: RecordField) -> torch.Tensor:
+    """The values of ``field`` in gathered ``records`` (batch, width): a view."""
+    if not field.shape:
+        return records[:, field.start]
+    columns = records[:, field.start : field.stop]
+    return columns if len(field.shape) == 1 else columns.unflatten(1, field.shape)
+
+
+def _take(store: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Elements ``index`` (flat: ``row * n_envs + env``) of a ``(rows, n_envs, ...)`` store."""
     return store.reshape(-1, *store.shape[2:]).index_select(0, index)
 
 
-def _info_dtype(value: Any) -> Any:
+def _info_dtype(value: Any) -> torch.dtype:
     """The storage dtype of an info value: its own, float64 numpy values as float32."""
-    import torch
-
     dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype(value.dtype)
     return torch.float32 if dtype == torch.float64 else dtype

@@ -1,9 +1,14 @@
-"""Saving and loading a :class:`~goalenvs.her.device_buffer.DeviceHerReplayBuffer`.
+"""The file of a :class:`~goalenvs.her.device_buffer.DeviceHerReplayBuffer`: its
+:class:`~goalenvs.her.device_state.DeviceBufferState` as one ``torch.save`` archive of CPU
+tensors and plain metadata, readable with ``torch.load(weights_only=True)``.
 
-A saved device buffer is one ``torch.save`` archive of CPU tensors and plain metadata,
-readable with ``torch.load(weights_only=True)``: ``{"meta": JSON text, "tensors": {name:
-tensor}}``, the tensors being the buffer's ``_state`` (episodes in progress written as
-truncated, from copies of the bookkeeping), its separate field stores, its info stores, the
+The archive is ``{"meta": JSON text, "tensors": {name: tensor}}``. The metadata holds the
+format, the version, the settings, the count of adds (``t``) and the device the buffer was
+saved from; the tensors are the storage's under their file names (``records``,
+``row_meta`` with the episode's first counter and number of each row, ``terminated`` and
+``truncated`` as bool tensors, ``episode_end``, ``priorities``, the per-env
+``episode_start``, ``episode_count``, ``t_lo``, ``t_hi``, ``newest_start``, the separate
+fields as ``obs__KEY``, ``next_obs__KEY``, ``action__``, the infos as ``info__KEY``), the
 generator's state and the largest priority.
 """
 
@@ -14,82 +19,117 @@ import json
 import os
 import pickle
 import zipfile
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import torch
+
+from goalenvs.core.backend import resolve_device
 from goalenvs.core.io import atomic_write
 from goalenvs.her.common import version_error
+from goalenvs.her.device_state import (
+    META_EPISODE,
+    META_START,
+    META_TERMINATED,
+    META_TRUNCATED,
+    DeviceBufferState,
+    DeviceStorage,
+)
 from goalenvs.her.settings import BufferSettings
 
-if TYPE_CHECKING:
-    from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+__all__ = ["FILE_FORMAT", "FILE_VERSION", "read_device_file", "write_device_file"]
 
 FILE_FORMAT = "goalenvs.her.DeviceHerReplayBuffer"
 FILE_VERSION = 1
 
-# The bookkeeping that truncating the episodes in progress rewrites (a save works on
-# copies of these).
-_BOOKKEEPING = (
-    "truncated",
-    "episode_end",
-    "episode_start",
-    "episode_count",
-    "t_hi",
-    "newest_start",
-)
+# File name -> DeviceStorage field of the tensors stored as they are.
+_STORED = {
+    "records": "records",
+    "episode_end": "episode_end",
+    "episode_start": "episode_start",
+    "episode_count": "episode_count",
+    "t_lo": "sampleable_from",
+    "t_hi": "sampleable_to",
+    "newest_start": "newest_start",
+}
 
 
-def save_device_buffer(buffer: DeviceHerReplayBuffer, path: str | os.PathLike) -> None:
-    """Writes ``buffer`` to ``path`` (see :meth:`DeviceHerReplayBuffer.save`)."""
-    import torch
+def _separate_file_name(field: str) -> str:
+    """The file name of a separate field: ``obs/KEY`` -> ``obs__KEY``, ``action`` ->
+    ``action__``."""
+    side, _, key = field.partition("/")
+    return f"{side}__{key}"
 
-    live = buffer._state
-    buffer._state = {k: v.clone() if k in _BOOKKEEPING else v for k, v in live.items()}
-    try:
-        buffer.truncate_last_trajectory()
-        tensors = {k: v.cpu() for k, v in buffer._state.items() if v is not None}
-    finally:
-        buffer._state = live
-    tensors.update({f"info__{k}": v.cpu() for k, v in buffer._infos.items()})
-    tensors.update({f"{side}__{key}": v.cpu() for side, key, v in buffer._separate})
-    tensors["generator"] = buffer._generator.get_state()
-    tensors["max_priority"] = buffer._max_priority.cpu()
+
+def write_device_file(state: DeviceBufferState, path: str | os.PathLike) -> None:
+    """Writes ``state`` to ``path``, atomically (see :meth:`DeviceHerReplayBuffer.save`)."""
+    storage = state.storage
+    tensors = {name: getattr(storage, field).cpu() for name, field in _STORED.items()}
+    tensors["row_meta"] = storage.row_meta[..., [META_START, META_EPISODE]].cpu()
+    tensors["terminated"] = storage.row_meta[..., META_TERMINATED].bool().cpu()
+    tensors["truncated"] = storage.row_meta[..., META_TRUNCATED].bool().cpu()
+    if storage.priorities is not None:
+        tensors["priorities"] = storage.priorities.cpu()
+    tensors.update({f"info__{k}": v.cpu() for k, v in storage.infos.items()})
+    tensors.update({_separate_file_name(k): v.cpu() for k, v in storage.separate.items()})
+    if state.generator_state is not None:
+        tensors["generator"] = state.generator_state.cpu()
+    tensors["max_priority"] = state.max_priority.cpu()
     meta = {
         "format": FILE_FORMAT,
         "version": FILE_VERSION,
-        **BufferSettings.to_meta(buffer),
-        "t": buffer._t,
-        "device": str(buffer.device),
+        **state.settings.to_meta(),
+        "t": state.steps_added,
+        "device": str(state.device),
     }
     data = {"meta": json.dumps(meta), "tensors": tensors}
     atomic_write(path, lambda file: torch.save(data, file))
 
 
-def load_device_buffer(
-    cls: type[DeviceHerReplayBuffer],
-    path: str | os.PathLike,
-    compute_reward: Any,
-    compute_terminated: Any,
-    device: Any,
-) -> DeviceHerReplayBuffer:
-    """Reads a buffer of class ``cls`` from ``path`` onto ``device`` (see
-    :meth:`DeviceHerReplayBuffer.load`)."""
+def read_device_file(path: str | os.PathLike, device: Any = None) -> DeviceBufferState:
+    """The state :func:`write_device_file` wrote to ``path``, on ``device`` (None: the
+    device it was saved from), or the ValueError that names the file and says why it is
+    not one this code reads. On a device of another type than the saved one, the
+    generator's state does not apply: draws start from a fresh seed."""
     name = os.fspath(path)
     meta, tensors = _read(path)
-    buffer = cls(
-        compute_reward=compute_reward,
-        compute_terminated=compute_terminated,
-        device=meta["device"] if device is None else device,
-        **BufferSettings.arguments_from_meta(meta),
-    )
-    _restore(buffer, name, meta, tensors)
-    return buffer
+    try:
+        settings = BufferSettings.from_meta(meta)
+        saved_device = torch.device(meta["device"])
+        steps_added = int(meta["t"])
+    except KeyError as error:
+        raise ValueError(f"{name}: the metadata has no {error} entry") from None
+    target = resolve_device(saved_device if device is None else device)
+    generator_state = tensors.get("generator")
+    if not isinstance(generator_state, torch.Tensor) or saved_device.type != target.type:
+        generator_state = None
+    empty = DeviceBufferState.empty(settings, target, generator_state)
+    storage = empty.storage
+    targets = {file_name: getattr(storage, field) for file_name, field in _STORED.items()}
+    targets.update({_separate_file_name(k): v for k, v in storage.separate.items()})
+    if storage.priorities is not None:
+        targets["priorities"] = storage.priorities
+    targets["max_priority"] = empty.max_priority
+    for key, target_tensor in targets.items():
+        target_tensor.copy_(_stored(name, tensors, key, target_tensor.shape, target_tensor.dtype))
+    rows_envs = tuple(storage.episode_end.shape)
+    storage.row_meta[..., [META_START, META_EPISODE]] = _stored(
+        name, tensors, "row_meta", (*rows_envs, 2), torch.int64
+    ).to(target)
+    for key, column in (("terminated", META_TERMINATED), ("truncated", META_TRUNCATED)):
+        flags = _stored(name, tensors, key, rows_envs, torch.bool)
+        storage.row_meta[..., column] = flags.to(target)
+    infos = {}
+    for key in settings.info_keys:
+        stored = tensors.get(f"info__{key}")
+        if stored is not None:
+            infos[key] = stored.to(target)
+    storage = DeviceStorage(**{**storage._asdict(), "infos": infos})
+    return DeviceBufferState(settings, storage, steps_added, empty.max_priority, generator_state)
 
 
 def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, Any]]:
     """The metadata and the tensors of the file at ``path``, or the ValueError that says
     why it is not a device HER buffer file this code reads."""
-    import torch
-
     name = os.fspath(path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
@@ -107,13 +147,15 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, Any]]:
         raise ValueError(
             f"{name} cannot be read as a device HER buffer file ({type(error).__name__}: "
             f"{str(error)[:200]}): it is truncated, corrupt or not written by "
-            "DeviceHerReplayBuffer.save"
+            "DeviceHerReplayBuffer.save; save the buffer again (or start with an empty one)"
         ) from None
     try:
         meta = json.loads(data["meta"])
         tensors = data["tensors"]
         if meta["format"] != FILE_FORMAT:
             raise ValueError(f"format {meta['format']!r}")
+        if not isinstance(tensors, dict):
+            raise TypeError(f"'tensors' is a {type(tensors).__name__}, not a dict")
     except (TypeError, KeyError, ValueError) as error:
         raise ValueError(
             f"{name} is not a goalenvs device HER buffer file ({error}); expected a file "
@@ -124,34 +166,16 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, Any]]:
     return meta, tensors
 
 
-def _restore(
-    buffer: DeviceHerReplayBuffer, name: str, meta: dict[str, Any], tensors: dict[str, Any]
-) -> None:
-    """Copies the saved tensors into the fresh ``buffer``, checking each one's shape."""
-    import torch
-
-    targets = {k: v for k, v in buffer._state.items() if v is not None}
-    targets.update({f"{side}__{key}": v for side, key, v in buffer._separate})
-    targets["max_priority"] = buffer._max_priority
-    for key, target in targets.items():
-        stored = tensors.get(key)
-        if not isinstance(stored, torch.Tensor):
-            raise ValueError(f"{name}: device HER buffer file has no {key!r} tensor")
-        if stored.shape != target.shape or stored.dtype != target.dtype:
-            raise ValueError(
-                f"{name}: {key} has shape {tuple(stored.shape)} dtype {stored.dtype}, "
-                f"expected shape {tuple(target.shape)} dtype {target.dtype}"
-            )
-        target.copy_(stored)
-    for key in buffer.info_keys:
-        stored = tensors.get(f"info__{key}")
-        if stored is not None:
-            buffer._infos[key] = stored.to(buffer.device)
-    buffer._t = int(meta["t"])
-    buffer._no_overflow_before = buffer._nonempty_until = -1  # read them again
-    # A generator state belongs to its device type: on another one, draws start afresh.
-    state = tensors.get("generator")
-    if isinstance(state, torch.Tensor) and torch.device(meta["device"]).type == (
-        buffer.device.type
-    ):
-        buffer._generator.set_state(state)
+def _stored(
+    name: str, tensors: dict[str, Any], key: str, shape: Any, dtype: torch.dtype
+) -> torch.Tensor:
+    """The file's tensor ``key``, checked against the expected shape and dtype."""
+    stored = tensors.get(key)
+    if not isinstance(stored, torch.Tensor):
+        raise ValueError(f"{name}: device HER buffer file has no {key!r} tensor")
+    if tuple(stored.shape) != tuple(shape) or stored.dtype != dtype:
+        raise ValueError(
+            f"{name}: {key} has shape {tuple(stored.shape)} dtype {stored.dtype}, "
+            f"expected shape {tuple(shape)} dtype {dtype}"
+        )
+    return stored

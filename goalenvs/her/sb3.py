@@ -32,7 +32,11 @@ Differences from stable-baselines3's buffer:
   data with ``add``, ``truncate_last_trajectory`` or ``reset``. Positions whose transition
   our ring has already retired read zeros (it keeps one extra row per episode, so it
   wraps a little sooner than SB3's).
-- The ``"random"`` strategy is available too.
+- The ``"random"`` strategy is available too. The strategy is goalenvs'
+  :class:`~goalenvs.her.settings.GoalSelectionStrategy`, read as
+  ``buffer.core.goal_selection_strategy``.
+- ``pos``, ``full`` and ``_current_ep_start`` are read from the storage: assigning them
+  raises, as for the public arrays.
 - ``optimize_memory_usage`` is not supported (neither is it by stable-baselines3's HER);
   the memory saving is built in.
 
@@ -54,7 +58,8 @@ from stable_baselines3.common.utils import get_device
 from stable_baselines3.common.vec_env import VecNormalize
 from stable_baselines3.her.her_replay_buffer import HerReplayBuffer as _SB3HerReplayBuffer
 
-from goalenvs.her import buffer as core
+from goalenvs.her.buffer import HerReplayBuffer as CoreBuffer
+from goalenvs.her.buffer_state import HerStorage
 from goalenvs.her.settings import GoalSelectionStrategy, resolve_goal_function
 
 __all__ = ["HerReplayBuffer"]
@@ -81,10 +86,16 @@ class _PublicArray:
         return buffer._public(self.name)
 
     def __set__(self, buffer: Any, value: Any) -> None:
-        raise AttributeError(
-            f"{self.name} of the HER buffer is a read-only copy of its storage; change the "
-            "data with add(), truncate_last_trajectory() or reset()"
-        )
+        _read_only(self.name)
+
+
+def _read_only(name: str) -> None:
+    """Raises the error of a write to one of stable-baselines3's buffer fields, which this
+    buffer derives from its storage."""
+    raise AttributeError(
+        f"{name} of the HER buffer is a read-only value assembled from its storage; change "
+        "the data with add(), truncate_last_trajectory() or reset()"
+    )
 
 
 class HerReplayBuffer(_SB3HerReplayBuffer):
@@ -168,33 +179,37 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             goal_selection_strategy = goal_selection_strategy.name.lower()
         self.handle_timeout_termination = handle_timeout_termination
         self.n_sampled_goal = n_sampled_goal
-        self.goal_selection_strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
+        # goalenvs' strategy (it has "random"), not stable-baselines3's enum: kept apart from
+        # the parent's goal_selection_strategy attribute, which is that enum.
+        self._strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
         self.copy_info_dict = bool(copy_info_dict or info_keys)
         self.recompute_terminated = bool(recompute_terminated)
         self._infer_info_keys = self.copy_info_dict and not info_keys
         # The global generator on purpose: stable-baselines3 seeds it from its own seed.
         self._seed = int(np.random.randint(2**31 - 1)) if seed is None else seed  # noqa: NPY002
         self.env = None
-        self._core: core.HerReplayBuffer | None = None
+        self._core: CoreBuffer | None = None
         # Validates the arguments now; rebuilt at the first add when info keys are inferred.
         self._core = self._make_core(tuple(info_keys), None)
         # stable-baselines3's meaning: transitions kept per env, the first dimension of the
         # public arrays (here the rows per env, shared with the episodes' final observations).
         self.buffer_size = self.core.rows_per_env
-        self.obs_shape = get_obs_shape(observation_space)
+        obs_shape = get_obs_shape(observation_space)
+        assert isinstance(obs_shape, dict)  # a Dict space: the core buffer checked it
+        self.obs_shape = obs_shape
         self.action_dim = get_action_dim(action_space)
         if env is not None:
             self.set_env(env)
 
-    def _make_core(self, info_keys: tuple[str, ...], env: Any) -> core.HerReplayBuffer:
-        buffer = core.HerReplayBuffer(
+    def _make_core(self, info_keys: tuple[str, ...], env: Any) -> CoreBuffer:
+        buffer = CoreBuffer(
             self._total_size,
             self.observation_space,
             self.action_space,
             compute_reward=_missing_env if env is None else env,
             n_envs=self.n_envs,
             n_sampled_goal=self.n_sampled_goal,
-            goal_selection_strategy=self.goal_selection_strategy,
+            goal_selection_strategy=self._strategy,
             handle_timeout_termination=self.handle_timeout_termination,
             info_keys=info_keys,
             compute_terminated=env if (self.recompute_terminated and env is not None) else None,
@@ -203,7 +218,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         return buffer
 
     @property
-    def core(self) -> core.HerReplayBuffer:
+    def core(self) -> CoreBuffer:
         """The goalenvs buffer that holds the data."""
         assert self._core is not None
         return self._core
@@ -222,12 +237,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         del state["env"]
         state["_public_cache"] = None  # copies of the storage: rebuilt on demand
         if self._core is not None:
-            detached = object.__new__(core.HerReplayBuffer)
-            detached.__dict__.update(self._core.__dict__)
-            detached.compute_reward = _missing_env
-            detached.compute_terminated = None
-            detached._out_cache = {}
-            state["_core"] = detached
+            # The env is not pickled: the core is pickled with goal functions that ask for it.
+            state["_core"] = CoreBuffer.from_state(self._core.state(), _missing_env)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -236,6 +247,9 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             state["_total_size"] = state["buffer_size"]
             state["buffer_size"] = state["_core"].rows_per_env
         state.setdefault("_public_cache", None)
+        if "_strategy" not in state:
+            # Pickled while the strategy was kept as goal_selection_strategy.
+            state["_strategy"] = GoalSelectionStrategy.parse(state.pop("goal_selection_strategy"))
         self.__dict__.update(state)
         self.env = None
 
@@ -302,8 +316,13 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         observations, next_observations = batch.observations, batch.next_observations
         rewards = batch.rewards.reshape(-1, 1)
         if env is not None:
-            observations = env.normalize_obs(observations)
-            next_observations = env.normalize_obs(next_observations)
+            normalized, normalized_next = (
+                env.normalize_obs(observations),
+                env.normalize_obs(next_observations),
+            )
+            # Dicts in, dicts out (VecNormalize normalizes each key).
+            assert isinstance(normalized, dict) and isinstance(normalized_next, dict)
+            observations, next_observations = normalized, normalized_next
             rewards = env.normalize_reward(rewards).astype(np.float32, copy=False)
         return DictReplayBufferSamples(
             observations={k: self._tensor(v) for k, v in observations.items()},
@@ -329,15 +348,27 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         """Position the next transition goes to: transitions added so far % buffer_size."""
         return self._transitions_added() % self.buffer_size
 
+    @pos.setter
+    def pos(self, value: int) -> None:
+        _read_only("pos")
+
     @property
     def full(self) -> bool:
         """Whether buffer_size transitions per env have been added (the ring wrapped)."""
         return self._transitions_added() >= self.buffer_size
 
+    @full.setter
+    def full(self, value: bool) -> None:
+        _read_only("full")
+
     @property
     def _current_ep_start(self) -> np.ndarray:
         """Position of each env's episode in progress (== pos when none is), SB3's name."""
-        return self.core._t_hi % self.buffer_size
+        return self._storage().sampleable_to % self.buffer_size
+
+    @_current_ep_start.setter
+    def _current_ep_start(self, value: np.ndarray) -> None:
+        _read_only("_current_ep_start")
 
     observations = _PublicArray(
         """``observations[key][pos, env]``: SB3's layout, ``(buffer_size, n_envs, *shape)``.
@@ -373,13 +404,21 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
     )
 
     def _transitions_added(self) -> int:
-        # Every add() adds one transition per env: the goalenvs buffer counts them in _t.
-        return self.core._t
+        # Every add() adds one transition per env: the goalenvs buffer counts its adds.
+        return self.core.state().steps_added
+
+    def _storage(self) -> HerStorage:
+        return self.core.state().storage
 
     def _public(self, name: str) -> Any:
-        c = self.core
+        storage = self._storage()
         added = self._transitions_added()
-        key = (c, added, c._t_lo.tobytes(), c._t_hi.tobytes())
+        key = (
+            self.core,
+            added,
+            storage.sampleable_from.tobytes(),
+            storage.sampleable_to.tobytes(),
+        )
         cache = self._public_cache
         if cache is None or cache["key"] != key:
             cache = self._public_cache = {"key": key, "index": self._public_index(added)}
@@ -393,20 +432,23 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         Example: buffer_size R = 4, 6 transitions added (pos = 2): positions 0 and 1 hold
         transitions 4 and 5, positions 2 and 3 transitions 2 and 3; t = 5 - ((5 - p) % 4).
         """
-        c = self.core
+        c = self._storage()
         R, n = self.buffer_size, self.n_envs
         position = np.arange(R)[:, None]
         t = added - 1 - ((added - 1 - position) % R)  # (R, 1); negative: never written
-        held = (t >= 0) & (t >= c._t_lo)  # (R, n): not yet retired by the goalenvs ring
-        closed = held & (t < c._t_hi)  # in a complete episode
-        # Complete episodes recorded each transition's row at their end (_trans_row, at
-        # position t % R); the episode in progress runs from row _ep_start on.
+        held = (t >= 0) & (t >= c.sampleable_from)  # (R, n): not yet retired by the ring
+        closed = held & (t < c.sampleable_to)  # in a complete episode
+        # Complete episodes recorded each transition's row at their end (transition_row,
+        # at position t % R); the episode in progress runs from row episode_start on.
         row = np.where(
-            closed, c._trans_row.reshape(R, n), (c._ep_start + (t - c._t_hi)) % R
+            closed,
+            c.transition_row.reshape(R, n),
+            (c.episode_start + (t - c.sampleable_to)) % R,
         ).astype(np.int64)
         env = np.arange(n)
         flat = row * n + env
-        offset = np.where(closed, c._to_start[flat], t - c._t_hi)  # transitions since start
+        # Transitions since the episode's start.
+        offset = np.where(closed, c.offset_in_episode[flat], t - c.sampleable_to)
         first_flat = ((row - offset) % R) * n + env
         return {
             "held": held,
@@ -415,11 +457,11 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             "flat": np.where(held, flat, 0).ravel(),
             "next_flat": np.where(held, ((row + 1) % R) * n + env, 0).ravel(),
             "ep_start": np.where(held, (t - offset) % R, 0),
-            "ep_length": np.where(closed, c._ep_len[first_flat], 0),
+            "ep_length": np.where(closed, c.episode_length[first_flat], 0),
         }
 
     def _assemble(self, name: str, index: dict[str, np.ndarray]) -> Any:
-        c = self.core
+        c = self._storage()
         R, n = self.buffer_size, self.n_envs
         held, flat = index["held"], index["flat"]
         empty = None if held.all() else ~held
@@ -436,20 +478,20 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
 
         if name in ("observations", "next_observations"):
             where = flat if name == "observations" else index["next_flat"]
-            return {key: gather(store, where) for key, store in c._obs.items()}
+            return {key: gather(store, where) for key, store in c.observations.items()}
         if name == "actions":
             # SB3 stores float64 actions as float32, other dtypes as they are.
-            dtype = np.float32 if c._actions.dtype == np.float64 else None
-            return gather(c._actions.reshape(R * n, self.action_dim), flat, dtype)
+            dtype = np.float32 if c.actions.dtype == np.float64 else None
+            return gather(c.actions.reshape(R * n, self.action_dim), flat, dtype)
         if name == "rewards":
-            return gather(c._rewards, flat)
+            return gather(c.rewards, flat)
         if name in ("dones", "timeouts"):
             if name == "dones":
-                flags = c._terminated | c._truncated
+                flags = c.terminated | c.truncated
             elif self.handle_timeout_termination:
-                flags = c._truncated
+                flags = c.truncated
             else:
-                flags = np.zeros_like(c._truncated)
+                flags = np.zeros_like(c.truncated)
             # Only an episode's end carries a flag; rows of the episode in progress may still
             # hold those of the episode they overwrote.
             out = np.where(index["closed"], flags[flat].reshape(R, n), False).astype(np.float32)

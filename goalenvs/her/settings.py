@@ -1,7 +1,7 @@
 """The settings both HER buffers share, checked once.
 
 :class:`BufferSettings` holds the constructor arguments of
-:class:`goalenvs.her.HerReplayBuffer` and
+:class:`goalenvs.her.buffer.HerReplayBuffer` and
 :class:`goalenvs.her.device_buffer.DeviceHerReplayBuffer` (all but the goal functions and
 the device) and checks them in ``__post_init__``, with the messages the buffers have always
 given; :meth:`BufferSettings.to_meta` and :meth:`BufferSettings.from_meta` are the part of
@@ -25,7 +25,9 @@ from goalenvs.core.io import space_from_json, space_to_json
 
 __all__ = ["BufferSettings", "GoalFunction", "GoalSelectionStrategy", "resolve_goal_function"]
 
-GoalFunction = Callable[[np.ndarray, np.ndarray, Any], Any]
+#: A batched goal function ``(achieved_goal, desired_goal, info) -> values``: numpy arrays
+#: in and out for the numpy buffer, tensors for the device buffer.
+GoalFunction = Callable[[Any, Any, Any], Any]
 
 # Where a space description lives, for the codec's errors.
 _FILE = "a HER buffer file"
@@ -175,68 +177,65 @@ class BufferSettings:
         """The probability that a sampled transition is relabeled: ``k / (k + 1)``."""
         return 1.0 - 1.0 / (self.n_sampled_goal + 1)
 
-    def apply(self, buffer: Any, compute_reward: Any, compute_terminated: Any) -> None:
-        """Sets the settings on ``buffer`` as its public attributes, with the goal functions
-        resolved from their sources (see :func:`resolve_goal_function`)."""
-        buffer.buffer_size = self.buffer_size
-        buffer.observation_space = self.observation_space
-        buffer.action_space = self.action_space
-        buffer.n_envs = self.n_envs
-        buffer.rows_per_env = self.rows_per_env
-        buffer.n_sampled_goal = self.n_sampled_goal
-        buffer.goal_selection_strategy = self.goal_selection_strategy
-        buffer.handle_timeout_termination = self.handle_timeout_termination
-        buffer.info_keys = self.info_keys
-        buffer.her_ratio = self.her_ratio
-        buffer.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
-        buffer.compute_terminated = (
-            None
-            if compute_terminated is None
-            else resolve_goal_function(compute_terminated, "compute_terminated")
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """The shape of one stored action: ``()`` for Discrete, the space's shape else."""
+        if isinstance(self.action_space, spaces.Discrete):
+            return ()
+        return tuple(self.action_space.shape or ())
+
+    @property
+    def action_dtype(self) -> np.dtype:
+        """The numpy dtype actions are stored in: int64 for Discrete, float32 for a float64
+        Box (actors emit float32 whatever the Box says, as stable-baselines3 stores them),
+        the space's dtype else."""
+        if isinstance(self.action_space, spaces.Discrete):
+            return np.dtype(np.int64)
+        dtype = np.dtype(self.action_space.dtype)
+        return np.dtype(np.float32) if dtype == np.float64 else dtype
+
+    def to_meta(self) -> dict[str, Any]:
+        """The settings as the plain JSON values a saved file's metadata holds (the seed
+        aside: a saved buffer carries its generator's state instead)."""
+        return {
+            "buffer_size": self.buffer_size,
+            "n_envs": self.n_envs,
+            "n_sampled_goal": self.n_sampled_goal,
+            "goal_selection_strategy": GoalSelectionStrategy.parse(
+                self.goal_selection_strategy
+            ).value,
+            "handle_timeout_termination": self.handle_timeout_termination,
+            "info_keys": list(self.info_keys),
+            "observation_space": space_to_json(self.observation_space, _FILE),
+            "action_space": space_to_json(self.action_space, _FILE),
+            "prioritized": self.prioritized,
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "priority_eps": self.priority_eps,
+        }
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> BufferSettings:
+        """The settings a saved file's metadata describes, checked as a constructor's;
+        files older than prioritized replay have no priority settings and get the
+        defaults. A missing entry raises KeyError naming it."""
+        observation_space = space_from_json(meta["observation_space"], _FILE)
+        if not isinstance(observation_space, spaces.Dict):
+            raise ValueError(f"{_FILE} describes observation_space {observation_space}: not a Dict")
+        return cls(
+            buffer_size=meta["buffer_size"],
+            observation_space=observation_space,
+            action_space=space_from_json(meta["action_space"], _FILE),
+            n_envs=meta["n_envs"],
+            n_sampled_goal=meta["n_sampled_goal"],
+            goal_selection_strategy=meta["goal_selection_strategy"],
+            handle_timeout_termination=meta["handle_timeout_termination"],
+            info_keys=meta["info_keys"],
+            prioritized=meta.get("prioritized", False),
+            alpha=meta.get("alpha", 0.6),
+            beta=meta.get("beta", 0.4),
+            priority_eps=meta.get("priority_eps", 1e-6),
         )
-        buffer.prioritized = self.prioritized
-        buffer.alpha = self.alpha
-        buffer._beta = self.beta
-        buffer.priority_eps = self.priority_eps
-
-    @staticmethod
-    def to_meta(buffer: Any) -> dict[str, Any]:
-        """The settings of a live ``buffer`` (its current ``beta`` included) as the plain
-        JSON values a saved file's metadata holds."""
-        return {
-            "buffer_size": buffer.buffer_size,
-            "n_envs": buffer.n_envs,
-            "n_sampled_goal": buffer.n_sampled_goal,
-            "goal_selection_strategy": buffer.goal_selection_strategy.value,
-            "handle_timeout_termination": buffer.handle_timeout_termination,
-            "info_keys": list(buffer.info_keys),
-            "observation_space": space_to_json(buffer.observation_space, _FILE),
-            "action_space": space_to_json(buffer.action_space, _FILE),
-            "prioritized": buffer.prioritized,
-            "alpha": buffer.alpha,
-            "beta": buffer._beta,
-            "priority_eps": buffer.priority_eps,
-        }
-
-    @staticmethod
-    def arguments_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
-        """The constructor arguments (but the goal functions and the device) that rebuild a
-        buffer from a saved file's metadata; files older than prioritized replay have no
-        priority settings and get the defaults."""
-        return {
-            "buffer_size": meta["buffer_size"],
-            "observation_space": space_from_json(meta["observation_space"], _FILE),
-            "action_space": space_from_json(meta["action_space"], _FILE),
-            "n_envs": meta["n_envs"],
-            "n_sampled_goal": meta["n_sampled_goal"],
-            "goal_selection_strategy": meta["goal_selection_strategy"],
-            "handle_timeout_termination": meta["handle_timeout_termination"],
-            "info_keys": meta["info_keys"],
-            "prioritized": meta.get("prioritized", False),
-            "alpha": meta.get("alpha", 0.6),
-            "beta": meta.get("beta", 0.4),
-            "priority_eps": meta.get("priority_eps", 1e-6),
-        }
 
 
 def check_batch_size(batch_size: Any) -> int:

@@ -52,7 +52,7 @@ class SumTree:
         view.flags.writeable = False
         return view
 
-    def update(self, indices: np.ndarray, values: np.ndarray) -> None:
+    def update(self, indices: np.ndarray, values: np.ndarray | float) -> None:
         """Sets leaves ``indices`` to ``values`` (the last value wins for a repeated index)."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)
         if indices.size == 0:

@@ -216,24 +216,52 @@ def test_streams_in_step_with_some_envs_starting_an_episode() -> None:
     writer = TaggedWriter(buffer, [[1, 3] * 10, [2, 4] * 10])
     for _ in range(2):
         writer.add_step()
-    assert buffer._in_step == 1 and buffer._head.tolist() == [3, 3]
-    assert buffer._n_starting == 1
+    assert next_rows(buffer) == [3, 3]
+    assert buffer.state().storage.episodes_closed.tolist() == [1, 1]
+    assert buffer.episodes_in_progress == 1
     for _ in range(30):
         writer.add_step()
     check_batch(buffer.sample(500), writer, GoalSelectionStrategy.FUTURE)
 
 
+def next_rows(buffer: HerReplayBuffer) -> list[int]:
+    """Each env's next row (unwrapped): a row per transition and per closed episode."""
+    state = buffer.state()
+    return (state.steps_added + state.storage.episodes_closed).tolist()
+
+
+def assert_same_storage(a: HerReplayBuffer, b: HerReplayBuffer) -> None:
+    """Every array and counter of two buffers' states are equal."""
+    first, second = a.state(), b.state()
+    assert first.steps_added == second.steps_added
+    for name in first.storage._fields:
+        if name == "infos":
+            assert first.storage.infos.keys() == second.storage.infos.keys()
+            for key, values in first.storage.infos.items():
+                np.testing.assert_array_equal(values, second.storage.infos[key], err_msg=key)
+        elif name == "records":  # field by field: a loaded space may list its keys sorted
+            for field in first.storage.records.dtype.names or ():
+                np.testing.assert_array_equal(
+                    first.storage.records[field], second.storage.records[field], err_msg=field
+                )
+        else:
+            np.testing.assert_array_equal(
+                getattr(first.storage, name), getattr(second.storage, name), err_msg=name
+            )
+
+
 @pytest.mark.parametrize("n_envs", [1, 3])
 def test_episodes_ended_in_step_store_what_the_general_path_stores(n_envs: int) -> None:
     # While every env writes the same row, add() and _close_episodes index the storage
-    # with slices; a twin buffer denied them (its summary never says "in step", and it
-    # closes episodes through an index array of the envs) must hold the same state after
-    # every step, through ring wraps and an episode that straddles the ring's end.
+    # with slices; a twin buffer denied them (its summary never says the envs are in
+    # step, and it closes episodes through an index array of the envs) must hold the same
+    # state after every step, through ring wraps and an episode that straddles the
+    # ring's end.
     fast, general = tagged_buffer(23 * n_envs, n_envs), tagged_buffer(23 * n_envs, n_envs)
 
     def summarize_out_of_step() -> None:
         HerReplayBuffer._summarize(general)
-        general._in_step = None
+        general._common_episodes_closed = None
 
     def close_with_an_index_array(envs: Any, terminated: Any, truncated: Any) -> None:
         envs = np.arange(n_envs)[envs]
@@ -247,15 +275,12 @@ def test_episodes_ended_in_step_store_what_the_general_path_stores(n_envs: int) 
     for _ in range(150):
         for writer in writers:
             writer.add_step()
-        for name, array in fast._state_arrays().items():
-            np.testing.assert_array_equal(array, general._state_arrays()[name], err_msg=name)
-        for key, array in fast._obs.items():
-            np.testing.assert_array_equal(array, general._obs[key], err_msg=key)
-        np.testing.assert_array_equal(fast._head, general._head)
-        np.testing.assert_array_equal(fast._starting, general._starting)
-        assert fast._n_starting == general._n_starting
-        assert fast._retire_t == general._retire_t
-        assert fast._in_step is not None and general._in_step is None
+        assert_same_storage(fast, general)
+        np.testing.assert_array_equal(fast._at_episode_start, general._at_episode_start)
+        assert fast.episodes_in_progress == general.episodes_in_progress
+        assert fast._next_retire_step == general._next_retire_step
+        assert fast._common_episodes_closed is not None
+        assert general._common_episodes_closed is None
     check_batch(fast.sample(400), writers[0], GoalSelectionStrategy.FUTURE)
 
 
@@ -289,19 +314,42 @@ def test_values_of_other_dtypes_layouts_and_types_are_stored_as_given() -> None:
     }
     action = np.array([[0.5, 1.5, 2.5], [3.5, 4.5, 5.5]])  # float64
     buffer.add(obs, next_obs, action, [1, 2], np.zeros(2), np.array([False, True]))
+    stored = buffer.state().storage
     for key, value in obs.items():
-        np.testing.assert_array_equal(buffer._obs[key][:2], np.asarray(value, np.float32))
+        np.testing.assert_array_equal(stored.observations[key][:2], np.asarray(value, np.float32))
     for key, value in next_obs.items():
-        np.testing.assert_array_equal(buffer._obs[key][2:4], np.asarray(value, np.float32))
-    np.testing.assert_array_equal(buffer._actions[:2], action.astype(np.float32))
-    np.testing.assert_array_equal(buffer._rewards[:2], [1.0, 2.0])
+        np.testing.assert_array_equal(stored.observations[key][2:4], np.asarray(value, np.float32))
+    np.testing.assert_array_equal(stored.actions[:2], action.astype(np.float32))
+    np.testing.assert_array_equal(stored.rewards[:2], [1.0, 2.0])
     # The buffer copied the values: changing the caller's arrays changes nothing stored.
     wide[:] = -1
     next_obs["observation"][:] = -1
     action[:] = -1
-    np.testing.assert_array_equal(buffer._obs["observation"][:2], [[0, 4, 8], [12, 16, 20]])
-    np.testing.assert_array_equal(buffer._obs["observation"][2:4, 0], [100, 112])
-    assert buffer._actions[0, 0] == 0.5
+    np.testing.assert_array_equal(stored.observations["observation"][:2], [[0, 4, 8], [12, 16, 20]])
+    np.testing.assert_array_equal(stored.observations["observation"][2:4, 0], [100, 112])
+    assert stored.actions[0, 0] == 0.5
+
+
+def test_one_env_mid_episode_steps_of_arrays_in_the_stored_dtypes_are_not_checked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The fast path of the common case: with one env, a mid-episode step of arrays of the
+    # stored shapes and dtypes is written as one run of bytes; only an episode's first
+    # step has its observation checked.
+    buffer = tagged_buffer(40, 1)
+    checked = []
+    original = HerReplayBuffer._check_obs
+
+    def counted(self: HerReplayBuffer, name: str, obs: Any) -> Any:
+        checked.append(name)
+        return original(self, name, obs)
+
+    monkeypatch.setattr(HerReplayBuffer, "_check_obs", counted)
+    obs = {key: np.zeros((1, 3), np.float32) for key in TAG_SPACE.spaces}
+    action, reward, flags = np.zeros((1, 3), np.float32), np.zeros(1, np.float32), np.zeros(1, bool)
+    for _ in range(5):
+        buffer.add(obs, obs, action, reward, flags, flags)
+    assert checked == ["obs"]
 
 
 def test_one_env_mid_episode_steps_store_values_of_any_dtype_layout_and_type() -> None:
@@ -327,18 +375,19 @@ def test_one_env_mid_episode_steps_store_values_of_any_dtype_layout_and_type() -
     for next_obs, action, reward in steps:
         buffer.add(obs, next_obs, action, reward, np.zeros(1, bool), np.zeros(1, bool))
         obs = next_obs
+    stored = buffer.state().storage
     for row, (next_obs, action, reward) in enumerate(steps):
         for key, value in next_obs.items():
-            np.testing.assert_array_equal(buffer._obs[key][row + 1], np.asarray(value)[0])
-        np.testing.assert_array_equal(buffer._actions[row], np.asarray(action, np.float32)[0])
-        assert buffer._rewards[row] == np.asarray(reward)[0]
+            np.testing.assert_array_equal(stored.observations[key][row + 1], np.asarray(value)[0])
+        np.testing.assert_array_equal(stored.actions[row], np.asarray(action, np.float32)[0])
+        assert stored.rewards[row] == np.asarray(reward)[0]
     # A bad next_obs mid-episode is an error naming it, and stores nothing.
-    before = buffer._records.copy()
+    before = stored.records.copy()
     bad = {**steps[-1][0], "achieved_goal": np.zeros((1, 4), np.float32)}
     with pytest.raises(ValueError, match=r"next_obs\['achieved_goal'\] has shape \(1, 4\)"):
         buffer.add(obs, bad, steps[-1][1], steps[-1][2], np.zeros(1, bool), np.zeros(1, bool))
-    np.testing.assert_array_equal(buffer._records, before)
-    assert buffer._t == 3 and buffer._head.tolist() == [3]
+    np.testing.assert_array_equal(stored.records, before)
+    assert buffer.state().steps_added == 3 and next_rows(buffer) == [3]
 
 
 def test_done_flags_of_any_dtype_end_exactly_the_flagged_episodes() -> None:
@@ -356,11 +405,12 @@ def test_done_flags_of_any_dtype_end_exactly_the_flagged_episodes() -> None:
         buffer.add(obs, obs, action, reward, terminated, truncated)
     assert buffer.n_transitions == (3 + 1) + (2 + 2)  # env 0's episodes, env 1's
     assert buffer.episodes_in_progress == 0
-    assert buffer._head.tolist() == [6, 6]
+    assert next_rows(buffer) == [6, 6]
     # Env e's row r is element r * 2 + e. Env 0: transitions at rows 0-2 (terminated at 2)
     # and 4 (truncated); env 1: rows 0-1 (truncated at 1) and 3-4 (terminated at 4).
-    np.testing.assert_array_equal(buffer._terminated[:10], [0, 0, 0, 0, 1, 0, 0, 0, 0, 1])
-    np.testing.assert_array_equal(buffer._truncated[:10], [0, 0, 0, 1, 0, 0, 0, 0, 1, 0])
+    stored = buffer.state().storage
+    np.testing.assert_array_equal(stored.terminated[:10], [0, 0, 0, 0, 1, 0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(stored.truncated[:10], [0, 0, 0, 1, 0, 0, 0, 0, 1, 0])
 
 
 @pytest.mark.parametrize("n_sampled_goal", [1, 4])
@@ -450,7 +500,8 @@ def test_truncate_last_trajectory_makes_episodes_in_progress_sampleable() -> Non
     assert last.any()
     # A truncation bootstraps: dones stay 0 with handle_timeout_termination=True.
     assert not batch.dones.any()
-    assert buffer._truncated[((buffer._head - 2) % buffer.rows_per_env) * 2 + [0, 1]].all()
+    last_rows = (np.array(next_rows(buffer)) - 2) % buffer.rows_per_env
+    assert buffer.state().storage.truncated[last_rows * 2 + [0, 1]].all()
     buffer.truncate_last_trajectory()  # nothing in progress: a no-op
     assert buffer.n_transitions == 12
 
@@ -752,7 +803,10 @@ def test_fed_by_a_native_vector_env_with_terminations_and_saved_with_its_infos(
     path = tmp_path / "bits.npz"
     buffer.save(path)
     loaded = HerReplayBuffer.load(path, envs, compute_terminated=envs)
-    assert loaded.info_keys == ("is_success",) and loaded._infos["is_success"].dtype == bool
+    assert (
+        loaded.info_keys == ("is_success",)
+        and loaded.state().storage.infos["is_success"].dtype == bool
+    )
     twin = copy.deepcopy(buffer)  # the file holds the open episodes truncated
     twin.truncate_last_trajectory()
     a, b = twin.sample(300, copy=True), loaded.sample(300, copy=True)
@@ -826,8 +880,7 @@ def test_save_leaves_the_live_buffer_as_it_was_and_writes_open_episodes_truncate
     loaded = HerReplayBuffer.load(tmp_path / "buffer.npz", tag_reward)
     assert loaded.episodes_in_progress == 0
     assert loaded.n_transitions == expected.n_transitions > buffer.n_transitions
-    for name in HerReplayBuffer._BOOKKEEPING:
-        np.testing.assert_array_equal(getattr(loaded, name), getattr(expected, name), name)
+    assert_same_storage(loaded, expected)
     a, b = loaded.sample(256, copy=True), expected.sample(256, copy=True)
     for key in TAG_SPACE.spaces:
         np.testing.assert_array_equal(a.observations[key], b.observations[key])

@@ -631,12 +631,15 @@ def test_a_device_twin_fills_the_buffer_and_rewards_match_its_compute_reward(
     loaded = DeviceHerReplayBuffer.load(tmp_path / "buffer.pt", env)
     # The stored rows come back as they were (the episode bookkeeping is the truncated
     # twin's: test_save_load_round_trip_keeps_the_stored_transitions).
-    for name in ("records", "row_meta", "terminated", "t_lo"):
-        torch.testing.assert_close(loaded._state[name], buffer._state[name], msg=name)
-    torch.testing.assert_close(
-        loaded._separate[0][2] if discrete else loaded._actions,
-        buffer._separate[0][2] if discrete else buffer._actions,
-    )
+    ours, theirs = loaded.state().storage, buffer.state().storage
+    for name in ("records", "sampleable_from"):
+        torch.testing.assert_close(getattr(ours, name), getattr(theirs, name), msg=name)
+    # Each row's episode, its first counter and its terminated flag (its truncated flag is
+    # the truncated twin's where an episode was open).
+    torch.testing.assert_close(ours.row_meta[..., :3], theirs.row_meta[..., :3])
+    assert list(ours.separate) == (["action"] if discrete else [])
+    for name, values in ours.separate.items():
+        torch.testing.assert_close(values, theirs.separate[name], msg=name)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -665,7 +668,7 @@ def test_the_host_reads_the_device_about_once_per_ring_cycle(
     original = DeviceHerReplayBuffer._read_horizons
 
     def counted(self: DeviceHerReplayBuffer) -> None:
-        reads.append(self._t)
+        reads.append(self.state().steps_added)
         original(self)
 
     monkeypatch.setattr(DeviceHerReplayBuffer, "_read_horizons", counted)
@@ -709,6 +712,182 @@ def test_prioritized_draws_every_transition_of_a_full_ring(backend: str) -> None
     tags = to_numpy(buffer.sample(2000).observations["observation"]).astype(int)
     drawn = {(m, i) for _, m, i in tags}
     assert drawn == {(m, i) for m in (0, 1) for i in range(4)}
+
+
+# ---------------------------------------------------------------------- a GPU learner's sample
+
+
+class _NoHostRead:
+    """Makes every Python-level way a tensor's value reaches the host raise (bool(),
+    int(), float(), .item(), .tolist(), .cpu(), .numpy(), nonzero): on the CPU, where
+    torch's sync debug mode does not look."""
+
+    NAMES = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "cpu",
+             "numpy", "nonzero")  # fmt: skip
+
+    def __enter__(self) -> None:
+        self.saved = {name: getattr(torch.Tensor, name) for name in self.NAMES}
+
+        def refuse(name: str) -> Any:
+            def method(*args: Any, **kwargs: Any) -> Any:
+                raise AssertionError(f"sample read a tensor on the host: Tensor.{name}")
+
+            return method
+
+        for name in self.NAMES:
+            setattr(torch.Tensor, name, refuse(name))
+        self.nonzero, torch.nonzero = torch.nonzero, refuse("torch.nonzero")
+
+    def __exit__(self, *exc: Any) -> None:
+        for name, method in self.saved.items():
+            setattr(torch.Tensor, name, method)
+        torch.nonzero = self.nonzero
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_sample_reads_nothing_on_the_host_once_can_sample_said_yes(
+    backend: str, strategy: GoalSelectionStrategy, prioritized: bool
+) -> None:
+    # What a CUDA graph capture of sample needs: no host read, so no data-dependent shape
+    # or branch, whatever the strategy, the handling of timeouts or the priorities.
+    def done_if_close(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+        return (achieved_goal - desired_goal).abs().sum(-1) < 1.0
+
+    buffer = make_buffer(
+        backend, 3 * 40, 3, goal_selection_strategy=strategy, prioritized=prioritized, seed=6,
+        compute_terminated=done_if_close, handle_timeout_termination=False,
+    )  # fmt: skip
+    writer = Writer(buffer, [[4, 6, 5] * 20, [2, 9] * 20, [5] * 40])
+    for _ in range(30):
+        writer.add_step()
+    assert buffer.can_sample()
+    if backend == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            batch = buffer.sample(128)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    else:
+        with _NoHostRead():
+            batch = buffer.sample(128)
+    if prioritized:
+        batch = batch._replace(weights=torch.ones(128))
+    check_batch(batch, writer, strategy)
+
+
+def test_sample_gathers_the_batch_with_four_gathers_of_the_stored_rows() -> None:
+    # The records (observations, next observations, action, reward), the rows' metadata
+    # (episode, flags), the episodes' ends and the relabeled goals: one gather each,
+    # however many observation keys there are.
+    from torch.overrides import TorchFunctionMode
+
+    buffer = make_buffer("cpu", 4 * 30, 4, seed=1)
+    writer = Writer(buffer, [[5] * 20] * 4)
+    for _ in range(12):
+        writer.add_step()
+    assert buffer.can_sample()
+    storage = buffer.state().storage
+    stored = {
+        tensor.untyped_storage().data_ptr(): name
+        for name, tensor in (
+            ("records", storage.records),
+            ("row_meta", storage.row_meta),
+            ("episode_end", storage.episode_end),
+        )
+    }
+
+    class Count(TorchFunctionMode):
+        """Records the stored tensor each call reads from (its first argument)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.reads: list[str] = []
+
+        def __torch_function__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            source = args[0] if args else None
+            if isinstance(source, torch.Tensor) and source.numel() >= 30 * 4:
+                name = stored.get(source.untyped_storage().data_ptr())
+                if name is not None and getattr(func, "__name__", "") not in ("view", "reshape"):
+                    self.reads.append(f"{name}.{getattr(func, '__name__', func)}")
+            return func(*args, **(kwargs or {}))
+
+    counter = Count()
+    with counter:
+        buffer.sample(64)
+    assert sorted(counter.reads) == [
+        "episode_end.index_select",
+        "records.index_select",
+        "records.index_select",  # the relabeled goals: a column of the next observations
+        "row_meta.index_select",
+    ], counter.reads
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_sample_draws_from_the_buffers_generator(backend: str) -> None:
+    buffer = make_buffer(backend, 2 * 30, 2, seed=1, prioritized=True)
+    writer = Writer(buffer, [[5] * 20] * 2)
+    for _ in range(12):
+        writer.add_step()
+    assert isinstance(buffer.generator, torch.Generator)
+    assert buffer.generator.device == buffer.device
+    batches = []
+    for _ in range(2):
+        buffer.generator.manual_seed(123)
+        batches.append(numpy_batch(buffer.sample(100)))
+    first, second = batches
+    for a, b in zip(first.observations.values(), second.observations.values(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(batches[0].indices, batches[1].indices)
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+@CUDA
+def test_a_sample_captured_in_a_cuda_graph_replays_fresh_draws_of_what_the_buffer_holds(
+    prioritized: bool,
+) -> None:
+    # The trainer captures its update, sampling included: each replay must draw anew from
+    # the buffer as it is then (new episodes in, old ones retired), and a new beta counts.
+    buffer = make_buffer("cuda", 4 * 40, 4, seed=0, prioritized=prioritized, beta=1.0)
+    writer = Writer(buffer, [[10] * 100] * 4)
+    for _ in range(30):
+        writer.add_step()
+    assert buffer.can_sample()  # reads the horizons now, not inside the capture
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            buffer.sample(256)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    graph.register_generator_state(buffer.generator)
+    with torch.cuda.graph(graph):
+        batch = buffer.sample(256)
+    indices = []
+    for _ in range(4):
+        for _ in range(25):  # ends 10 episodes, retires the oldest
+            writer.add_step()
+        assert buffer.can_sample()
+        if prioritized:
+            buffer.update_priorities(batch.indices, torch.arange(256.0, device="cuda") % 5)
+        graph.replay()
+        torch.cuda.synchronize()
+        if prioritized:
+            checked = batch._replace(weights=torch.ones(256))
+            assert batch.weights.min() < 1.0  # unequal priorities: unequal weights
+        check_batch(checked if prioritized else batch, writer, GoalSelectionStrategy.FUTURE)
+        tags = to_numpy(batch.observations["observation"]).astype(int)
+        assert tags[:, 1].max() == max(writer.episode) - 1  # the newest episodes are drawn
+        indices.append(to_numpy(batch.indices).copy())
+    assert not (indices[0] == indices[1]).all()  # each replay draws anew
+    if prioritized:
+        buffer.beta = 0.0  # no correction: every weight 1, in the next replay
+        graph.replay()
+        np.testing.assert_array_equal(to_numpy(batch.weights), np.ones(256, np.float32))
 
 
 def test_device_buffer_is_exported_without_loading_torch_at_import():

@@ -160,8 +160,8 @@ class Reference:
         buffer = self.buffer
         assert set(self.priority) == self.live()
         assert buffer.n_transitions == len(self.priority)
-        leaves = buffer._tree.leaves
-        assert np.count_nonzero(leaves) == len(self.priority)
+        leaves = buffer.state().priorities
+        assert leaves is not None and np.count_nonzero(leaves) == len(self.priority)
         expected_total = sum(p**self.alpha for p in self.priority.values())
         np.testing.assert_allclose(buffer._tree.total, expected_total, rtol=1e-9)
         batch = buffer.sample(batch_size, copy=True)
@@ -217,7 +217,7 @@ def test_priorities_follow_the_reference_under_wrap_around_and_overwriting(
             if buffer.episodes_in_progress == 0:
                 np.testing.assert_array_equal(loaded._tree.nodes, buffer._tree.nodes)
             assert loaded.prioritized and loaded.alpha == alpha and loaded.beta == beta
-            assert loaded._max_priority == buffer._max_priority
+            assert loaded.state().max_priority == buffer.state().max_priority
         if model.priority:
             model.check(32, beta)
 
@@ -249,7 +249,7 @@ def test_uniform_buffer_gives_unit_weights_and_indices_that_locate_the_rows() ->
         model.add_step()
     batch = buffer.sample(64)
     np.testing.assert_array_equal(batch.weights, np.ones(64, np.float32))
-    rows = buffer._records[batch.indices]
+    rows = buffer.state().storage.records[batch.indices]
     np.testing.assert_array_equal(rows["obs/observation"], batch.observations["observation"])
     with pytest.raises(RuntimeError, match="prioritized=True"):
         buffer.update_priorities(batch.indices, np.zeros(64))
@@ -266,7 +266,7 @@ def test_torch_batches_carry_weights_and_indices() -> None:
     td = torch.arange(8, dtype=torch.float32).reshape(8, 1)  # a critic's (B, 1) output
     buffer.update_priorities(batch.indices, td)
     np.testing.assert_allclose(
-        buffer._tree.leaves[batch.indices.numpy()[-1]], (7 + buffer.priority_eps) ** 0.6
+        buffer.state().priorities[batch.indices.numpy()[-1]], (7 + buffer.priority_eps) ** 0.6
     )
 
 

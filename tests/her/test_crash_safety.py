@@ -277,8 +277,9 @@ def test_resume_continues_the_run_with_the_same_numbers(tmp_path, env_id):
     for name, tensor in straight.agent.state_dict().items():
         torch.testing.assert_close(cut.agent.state_dict()[name], tensor, rtol=0, atol=0)
     assert straight.buffer.n_transitions == cut.buffer.n_transitions
-    for key, value in straight.buffer._obs.items():
-        np.testing.assert_array_equal(cut.buffer._obs[key], value)
+    stored = cut.buffer.state().storage.observations
+    for key, value in straight.buffer.state().storage.observations.items():
+        np.testing.assert_array_equal(stored[key], value)
 
 
 # ------------------------------------------------------------------ fault injection
