@@ -47,10 +47,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
+from gymnasium import spaces
 
 import goalenvs  # noqa: F401  (importing registers the goalenvs ids)
 from goalenvs.agents import distributed
@@ -174,7 +175,8 @@ class Trainer:
         with contextlib.ExitStack() as opened:
             self.env = validate_training_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
             opened.callback(self.env.close)
-            self.observation_space: Any = self.env.observation_space  # a goal Dict (checked)
+            # A goal Dict: validate_training_env checked it.
+            self.observation_space = cast(spaces.Dict, self.env.observation_space)
             self.action_space = self.env.action_space
             self.horizon, self.rollout_steps, self.gamma = self._episode_schedule()
             self._check_buffer_fits()
@@ -197,8 +199,9 @@ class Trainer:
 
             seed = cfg.seed + self.rank
             torch.manual_seed(cfg.seed)
-            spaces = (self.observation_space, self.action_space)
-            self.agent = make_agent(cfg, *spaces, self.gamma, seed)
+            self.agent = make_agent(
+                cfg, self.observation_space, self.action_space, self.gamma, seed
+            )
             self.agent.to(self.device)
             self.agent.noise_generator()  # made now, so that a resume finds it to restore
             distributed.broadcast_module(self.agent)
