@@ -206,7 +206,9 @@ def test_check_resolves_a_module_beside_the_user(user_folder):
     assert "line_env:LineEnv: " in checked.stdout and "0 error(s), 0 warning(s)" in checked.stdout
 
 
-def test_an_interrupted_run_prints_a_resume_command_that_runs(tmp_path, monkeypatch, capsys):
+def test_an_interrupted_run_prints_a_resume_command_that_runs(
+    tmp_path, monkeypatch, capsys, cpu_machine
+):
     from goalenvs.train import trainer
 
     real_run = trainer.Trainer.run
@@ -248,8 +250,17 @@ def test_help_names_every_registered_algorithm_and_no_made_up_defaults(capsys):
     assert "auto: cuda when torch sees one, else cpu" in device.split("--env-device {")[0]
 
 
+@pytest.fixture
+def cpu_machine(monkeypatch):
+    """A machine where torch sees no GPU: what these tests and the docs they quote show
+    (no --device trains on the CPU with the presets' [config])."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
 @pytest.mark.parametrize("env_id", ["goalenvs/Parking-v0", "goalenvs/PointReach-v0"])
-def test_show_config_prints_the_presets_values_name_and_run_length(env_id, capsys):
+def test_show_config_prints_the_presets_values_name_and_run_length(env_id, capsys, cpu_machine):
     assert main(["train", env_id, "--show-config"]) == 0
     captured = capsys.readouterr()
     preset = load_preset(preset_for(env_id))
@@ -268,7 +279,7 @@ def test_show_config_prints_the_presets_values_name_and_run_length(env_id, capsy
     )
 
 
-def test_the_training_docs_quote_what_show_config_prints(capsys):
+def test_the_training_docs_quote_what_show_config_prints(capsys, cpu_machine):
     assert main(["train", "goalenvs/Parking-v0", "--show-config"]) == 0
     printed = capsys.readouterr().err.split()
     docs = (ROOT / "docs" / "training.md").read_text().split()

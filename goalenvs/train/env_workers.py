@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import time
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -42,6 +43,10 @@ TORCH_GENERATORS = "torch_generators"  # key of a device twin's generators in th
 # How many worker processes a machine's cores carry, at most: beyond that they only wait
 # for each other.
 WORKERS_PER_CORE = 4
+# An env step cheaper than this stays in the trainer's process by default: a worker's pipe
+# round trip and the infos it sends back cost about as much (tens of microseconds each on
+# a 2-core x86 machine), where a MuJoCo Fetch step costs ~1.8 ms and panda-gym's ~1.25 ms.
+WORKER_MIN_STEP_SECONDS = 100e-6
 
 
 class EnvWorkerError(RuntimeError):
@@ -61,19 +66,44 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def default_env_workers(num_envs: int, native_twin: bool, cores: int | None = None) -> int:
+def default_env_workers(
+    num_envs: int,
+    native_twin: bool,
+    cores: int | None = None,
+    step_seconds: float | None = None,
+) -> int:
     """How many processes step ``num_envs`` training envs on this machine by default.
 
     A native twin steps all its envs in one numpy (or torch) call: it stays in the main
-    process (1). Other envs get the largest divisor of ``num_envs`` that the machine's
-    cores carry beside the learner; on two cores or fewer they stay in the main process,
-    where worker processes measured slower (their pipes cost more than the core they
-    free).
+    process (1), as does an env whose step costs less than
+    :data:`WORKER_MIN_STEP_SECONDS` (``step_seconds``, measured by
+    :func:`measure_step_seconds`; None: not measured, taken as costly). Other envs get the
+    largest divisor of ``num_envs`` that the machine's cores carry; on two cores or fewer
+    they stay in the main process, where worker processes measured no faster
+    (benchmarks/scaling.py: 424 env steps/s in one process against 424-428 with two
+    workers, FetchPush on 2 cores).
     """
     cores = machine_cores() if cores is None else cores
-    if native_twin or cores <= 2:
+    cheap = step_seconds is not None and step_seconds < WORKER_MIN_STEP_SECONDS
+    if native_twin or cheap or cores <= 2:
         return 1
     return max(d for d in divisors(num_envs) if d <= cores)
+
+
+def measure_step_seconds(env: gym.Env, steps: int = 20, seed: int = 0) -> float:
+    """Seconds one step of ``env`` takes (random actions, the mean over ``steps``; resets
+    are not counted)."""
+    env.action_space.seed(seed)
+    env.reset(seed=seed)
+    total = 0.0
+    for _ in range(steps):
+        action = env.action_space.sample()
+        start = time.perf_counter()
+        _, _, terminated, truncated, _ = env.step(action)
+        total += time.perf_counter() - start
+        if terminated or truncated:
+            env.reset()
+    return total / steps
 
 
 def check_env_workers(workers: int, num_envs: int, cores: int | None = None) -> int:
@@ -100,11 +130,11 @@ def check_env_workers(workers: int, num_envs: int, cores: int | None = None) -> 
     return int(workers)
 
 
-def check_sendable(env_id: str, env_kwargs: dict[str, Any]) -> None:
-    """A ValueError naming the env and ``--env-workers 1`` when its kwargs cannot be sent
-    to a worker process."""
+def check_sendable(env_id: str, source: Any, env_kwargs: dict[str, Any]) -> None:
+    """A ValueError naming the env and ``--env-workers 1`` when what builds it (``source``,
+    see :func:`worker_source`) or its kwargs cannot be sent to a worker process."""
     try:
-        pickle.dumps((env_id, env_kwargs))
+        pickle.dumps((source, env_kwargs))
     except Exception as exc:  # pickling raises many kinds (PicklingError, TypeError, ...)
         raise ValueError(
             f"{env_id} with env_kwargs {sorted(env_kwargs)} cannot be sent to an env worker "
@@ -201,8 +231,20 @@ class _GroupInfo:
         self.info = info
 
 
-def _make_env(env_id: str, env_kwargs: dict[str, Any]) -> gym.Env:
-    return envspec.make(env_id, **env_kwargs)
+def _make_env(source: str | gym.envs.registration.EnvSpec, env_kwargs: dict[str, Any]) -> gym.Env:
+    """One env, in a worker process: from its spec, or from its env id's text."""
+    if isinstance(source, str):
+        return envspec.make(source, **env_kwargs)
+    return gym.make(source, **env_kwargs)
+
+
+def worker_source(env_id: str) -> str | gym.envs.registration.EnvSpec:
+    """What a worker process builds ``env_id``'s envs from: its gymnasium spec when the
+    entry point is an import path (an id registered in this process only, by a script or a
+    test, is found so too), else the env id's text, which the worker resolves itself (a
+    ``file.py:Class`` spec loads the file there)."""
+    spec = envspec.env_spec(env_id)
+    return spec if isinstance(spec.entry_point, str) else env_id
 
 
 class EnvGroup(gym.Env):
@@ -215,7 +257,7 @@ class EnvGroup(gym.Env):
 
     def __init__(
         self,
-        env_id: str,
+        source: str | gym.envs.registration.EnvSpec,
         env_kwargs: dict[str, Any],
         first: int,
         count: int,
@@ -223,7 +265,7 @@ class EnvGroup(gym.Env):
     ) -> None:
         self.first = first
         envs = gym.vector.SyncVectorEnv(
-            [partial(_make_env, env_id, env_kwargs)] * count, autoreset_mode=mode
+            [partial(_make_env, source, env_kwargs)] * count, autoreset_mode=mode
         )
         self.envs = GeneratorSnapshot(envs)
         self.observation_space = envs.observation_space
@@ -296,14 +338,15 @@ class EnvWorkers(gym.vector.VectorEnv):
     ) -> None:
         if num_envs % workers:
             raise ValueError(f"workers={workers} must divide num_envs={num_envs}")
-        check_sendable(env_id, env_kwargs)
+        source = worker_source(env_id)
+        check_sendable(env_id, source, env_kwargs)
         self.env_id = env_id
         self.workers = workers
         self.group_size = num_envs // workers
         self.num_envs = num_envs
         methods = multiprocessing.get_all_start_methods()
         context = "forkserver" if "forkserver" in methods else "spawn"
-        group = partial(EnvGroup, env_id, dict(env_kwargs), count=self.group_size, mode=mode)
+        group = partial(EnvGroup, source, dict(env_kwargs), count=self.group_size, mode=mode)
         # Sub-envs autoreset inside their group; the group itself never ends.
         self.pool = gym.vector.AsyncVectorEnv(
             [partial(group, first=w * self.group_size) for w in range(workers)],
@@ -313,7 +356,7 @@ class EnvWorkers(gym.vector.VectorEnv):
         )
         self.metadata = {**self.pool.metadata, "autoreset_mode": gym.vector.AutoresetMode(mode)}
         self.render_mode = None
-        probe = _make_env(env_id, env_kwargs)  # the spaces of one sub-env
+        probe = _make_env(source, env_kwargs)  # the spaces of one sub-env
         self.single_observation_space = probe.observation_space
         self.single_action_space = probe.action_space
         probe.close()

@@ -62,7 +62,11 @@ from goalenvs.core import GOAL_KEYS
 from goalenvs.train.checkpoint import space_to_dict
 from goalenvs.train.collectors import Collector, make_backend
 from goalenvs.train.display import Display, mean_or_nan
-from goalenvs.train.env_workers import check_env_workers, default_env_workers
+from goalenvs.train.env_workers import (
+    check_env_workers,
+    default_env_workers,
+    measure_step_seconds,
+)
 from goalenvs.train.envs import (
     device_twin_problem,
     goal_function,
@@ -345,9 +349,13 @@ class Trainer:
                     "'device'"
                 )
             return 1
-        if cfg.env_workers is None:
-            return default_env_workers(cfg.num_envs, has_native_twin(cfg.env_id))
-        return check_env_workers(cfg.env_workers, cfg.num_envs)
+        if cfg.env_workers is not None:
+            return check_env_workers(cfg.env_workers, cfg.num_envs)
+        if has_native_twin(cfg.env_id):
+            return 1
+        return default_env_workers(
+            cfg.num_envs, False, step_seconds=measure_step_seconds(self.env, seed=cfg.seed)
+        )
 
     def _overlap(self, env_workers: int) -> bool:
         """Whether collection runs beside the updates (``config.overlap``; None: when

@@ -50,6 +50,7 @@ def dqn(tmp_path, **kwargs) -> DQNConfig:
         "n_eval_episodes": 2,
         "buffer_size": 4000,
         "save_buffer": True,
+        "device": "cpu",  # the numpy buffer's files (buffer_rank0.npz), whatever the machine
         "out": str(tmp_path / "run"),
         "verbose": False,
     }
@@ -261,6 +262,7 @@ def test_resume_continues_the_run_with_the_same_numbers(tmp_path, env_id):
             buffer_size=2000,
             epochs=epochs,
             save_buffer=True,
+            device="cpu",
             verbose=False,
             out=None if name is None else str(tmp_path / name),
             **kwargs,

@@ -212,6 +212,26 @@ def test_the_default_keeps_native_twins_and_small_machines_in_one_process():
     assert default_env_workers(16, native_twin=False, cores=16) == 16
     assert default_env_workers(16, native_twin=False, cores=12) == 8
     assert default_env_workers(50, native_twin=False, cores=8) == 5
+    # An env cheaper to step than a worker's round trip stays in the trainer's process.
+    assert default_env_workers(16, native_twin=False, cores=16, step_seconds=20e-6) == 1
+    assert default_env_workers(16, native_twin=False, cores=16, step_seconds=1.8e-3) == 16
+
+
+def test_an_id_registered_only_in_this_process_reaches_the_workers():
+    env_id = "test_workers/PointReachHere-v0"
+    gym.register(env_id, entry_point="goalenvs.envs.point_reach:PointReachEnv", max_episode_steps=5)
+    try:
+        workers = EnvWorkers(env_id, {}, 2, 2, SAME_STEP)
+        alone = make_vector_env(env_id, {}, 2, SAME_STEP)
+        try:
+            first, _ = workers.reset(seed=4)
+            expected, _ = alone.reset(seed=4)
+            np.testing.assert_array_equal(first["observation"], expected["observation"])
+        finally:
+            workers.close()
+            alone.close()
+    finally:
+        gym.registry.pop(env_id)
 
 
 def test_a_native_twin_refuses_worker_processes(tmp_path):

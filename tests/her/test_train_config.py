@@ -233,7 +233,7 @@ def test_baselines_preset_is_the_dataclass_defaults_and_the_demo_reads_presets()
     assert resolve_config("goalenvs/BitFlipping-v0", "baselines", "dqn") == DQNConfig(
         env_id="goalenvs/BitFlipping-v0"
     )
-    tuned = point_reach_config(seed=4)
+    tuned = point_reach_config(seed=4, device="cpu")
     assert (tuned.n_cycles, tuned.num_envs, tuned.rollout_steps, tuned.polyak) == (20, 8, 5, 0.8)
     assert tuned.seed == 4 and tuned.env_id == "goalenvs/PointReach-v0"
     parking = parking_config(env_id="goalenvs/ParkingCrowded-v0")
@@ -265,7 +265,8 @@ def test_preset_errors_name_the_presets_and_the_fields(tmp_path):
 def test_cli_uses_the_env_preset_flags_override_and_show_config_prints_it(capsys):
     from goalenvs.cli import main
 
-    assert main(["train", "--show-config", "goalenvs/PointReach-v0", "--seed", "5"]) == 0
+    argv = ["train", "--show-config", "goalenvs/PointReach-v0", "--device", "cpu"]
+    assert main([*argv, "--seed", "5"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert (shown["n_cycles"], shown["rollout_steps"], shown["seed"]) == (20, 5, 5)
     argv = ["train", "--show-config", "goalenvs/PointReach-v0", "--preset", "baselines"]

@@ -25,6 +25,7 @@ def config(tmp_path, **kwargs) -> DQNConfig:
         "n_batches": 4,
         "batch_size": 32,
         "n_eval_episodes": 8,
+        "device": "cpu",
         "out": str(tmp_path / "run"),
         "verbose": False,
     }
