@@ -264,6 +264,11 @@ class EnvGroup(gym.Env):
         mode: gym.vector.AutoresetMode,
     ) -> None:
         self.first = first
+        # Ctrl-C reaches every process of the terminal's group, SIGTERM every one a
+        # scheduler signals: the trainer alone decides when to stop, finishes its cycle and
+        # closes the workers, so they ignore both.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
         envs = gym.vector.SyncVectorEnv(
             [partial(_make_env, source, env_kwargs)] * count, autoreset_mode=mode
         )

@@ -379,6 +379,7 @@ def sigterm_worker(rank: int, port: int, tmp: str, epochs: int, resume: bool) ->
         n_eval_episodes=2,
         buffer_size=2000,
         save_buffer=True,
+        device="cpu",  # two gloo workers and the numpy buffer, whatever GPUs are there
         out=None if resume else run,
         resume=run if resume else None,
         verbose=False,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import multiprocessing
+import os
+import signal
 from pathlib import Path
 
 import gymnasium as gym
@@ -170,6 +172,23 @@ def test_a_killed_worker_names_the_signal_and_leaves_no_process():
         workers.step(np.zeros((4, 2), np.float32))
     workers.close()  # closing after the failure is quiet
     assert all(p.exitcode is not None for p in workers.pool.processes)
+    assert no_worker_left()
+
+
+def test_workers_leave_ctrl_c_and_sigterm_to_the_trainer():
+    # A terminal's Ctrl-C reaches every process of its group: the trainer finishes its
+    # cycle and closes the workers, which must still be there to step it.
+    workers = EnvWorkers(REACH, {"max_episode_steps": 10}, 4, 2, SAME_STEP)
+    try:
+        workers.reset(seed=0)
+        for process in workers.pool.processes:
+            os.kill(process.pid, signal.SIGINT)
+            os.kill(process.pid, signal.SIGTERM)
+        obs, *_ = workers.step(np.zeros((4, 2), np.float32))
+        assert obs["observation"].shape[0] == 4
+        assert all(process.is_alive() for process in workers.pool.processes)
+    finally:
+        workers.close()
     assert no_worker_left()
 
 
