@@ -13,7 +13,7 @@ replay buffer with every epoch: running the same command again resumes them.
     python benchmarks/fetch.py train --task slide --seeds 0 --max-env-steps 1500000 \
         --budget 7200 --out-root /data/runs
     python benchmarks/fetch.py record --task pick_and_place --seed 0 --run RUN --commit C \
-        --command "goalenvs train ..." --load-log load.log   # a run trained by hand
+        --train-command "goalenvs train ..." --load-log load.log   # a run trained by hand
     python benchmarks/fetch.py plot                  # tables and PNGs from the kept logs
 
 Seconds are the trainer's own ``wall_time`` (training and the per-epoch evaluation; the
@@ -171,6 +171,8 @@ def record(
     load: dict[str, Any] | None,
     command: list[str],
     commit: str | None = None,
+    load_after: Sequence[float] | None = None,
+    floor: bool = True,
 ) -> Path:
     """Keeps ``run``'s progress.csv as RESULTS/<task>_s<seed>.csv beside a JSON of what
     ran where: the command, config, commit, machine, load, versions and the floor."""
@@ -186,16 +188,19 @@ def record(
         "commit": commit or _commit(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor()}",
         "load_before": [round(x, 2) for x in load_before],
-        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "load_after": [round(x, 2) for x in (load_after or os.getloadavg())],
         "load": load,
         "python": platform.python_version(),
         "versions": _versions(),
     }
     rows = read_progress(target)
     meta["env_steps_per_s"] = round(rows[-1]["env_steps"] / rows[-1]["wall_time"], 1)
-    meta["floor"] = measure_floor(meta["config"])
-    meta["ratio_to_floor"] = round(
-        meta["env_steps_per_s"] / meta["floor"]["floor_env_steps_per_s"], 3
+    # The floor is measured alone on the machine; beside another run it says nothing.
+    meta["floor"] = measure_floor(meta["config"]) if floor else None
+    meta["ratio_to_floor"] = (
+        round(meta["env_steps_per_s"] / meta["floor"]["floor_env_steps_per_s"], 3)
+        if floor
+        else None
     )
     (RESULTS / f"{task}_s{seed}.json").write_text(json.dumps(meta, indent=1) + "\n")
     return target
@@ -389,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
     keep.add_argument("--run", type=Path, required=True, help="the run folder")
     keep.add_argument("--commit", required=True, help="the commit it trained with")
     keep.add_argument("--load-log", type=Path, help="lines of 'unix-time load1 load5 load15'")
-    keep.add_argument("--command", required=True, help="the goalenvs train command it ran")
+    keep.add_argument("--train-command", required=True, help="the goalenvs train command it ran")
     floor = sub.add_parser("floor", help="measure the floor of kept runs again, into their JSON")
     floor.add_argument("names", nargs="+", help="kept runs, e.g. push_s0")
     draw = sub.add_parser("plot", help="tables and PNGs from the kept logs")
@@ -405,11 +410,13 @@ def main(argv: list[str] | None = None) -> None:
             print(f"seed {seed}: {time.perf_counter() - start:.0f} s, log {path}", flush=True)
         return
     if args.command == "record":
-        load = None
-        if args.load_log is not None:
-            load = load_from_log(args.load_log, args.run)
-        command = ["python", "-m", *args.command.split()]
-        path = record(args.task, args.seed, args.run, [math.nan] * 3, load, command, args.commit)
+        load = load_from_log(args.load_log, args.run) if args.load_log is not None else None
+        ends = [load["samples"][0][1], load["samples"][-1][1]] if load else [math.nan] * 2
+        command = ["python", "-m", *args.train_command.split()]
+        path = record(
+            args.task, args.seed, args.run, [ends[0]], load, command, args.commit, [ends[1]],
+            floor=False,
+        )  # fmt: skip
         print(f"kept {path}")
         return
     if args.command == "floor":

@@ -1115,6 +1115,12 @@ def _manipulation(name: str) -> tuple[dict[str, Any], list[dict[str, float]]]:
 def _manipulation_words(names: Sequence[str]) -> str:
     runs = [_manipulation(name) for name in names]
     loads = [x for meta, _ in runs for x in (meta["load_before"][0], meta["load_after"][0])]
+    loads += [
+        x
+        for meta, _ in runs
+        if meta.get("load")
+        for x in (meta["load"]["min"], meta["load"]["max"])
+    ]
     parts = []
     for meta, rows in runs:
         hit = _first(rows, 0.9)
@@ -1151,7 +1157,7 @@ def preset_fetch_push() -> str:
         f"with this one on FetchPush-v4 "
         + _manipulation_words(["push_s0", "push_s1"])
         + f" (the floor: bare env steps + bare updates, where the updates took {share:.0%} "
-        "of a cycle)."
+        "of a cycle). On FetchPickAndPlace-v4 " + _manipulation_words(["pick_and_place_s0"]) + "."
     )
 
 
