@@ -517,6 +517,133 @@ def h100_fetch_push() -> str:
     return "\n".join(lines)
 
 
+SCALING_H100 = RESULTS / "h100-2026-11-25-scaling"
+
+
+def scaling_cpu() -> str:
+    """benchmarks/scaling.py's latest run on the CPU: env steps/s and the phase split per
+    mode, against the older revision it ran beside."""
+    record = [r for r in read_jsonl("scaling.jsonl") if r["device"] == "cpu"][-1]
+    best: dict[str, dict[str, Any]] = {}
+    for row in record["rows"]:
+        if row["mode"] not in best or row["steps_per_s"] > best[row["mode"]]["steps_per_s"]:
+            best[row["mode"]] = row
+    reference = next(r["steps_per_s"] for m, r in best.items() if m.startswith("preset @"))
+    phases = ("env", "act", "store", "sample", "update")
+    loads = [r["load_before"] for r in record["rows"]]
+    lines = [
+        f"`{record['command']}` on {record['machine']['cores']} CPU cores "
+        f"({record['machine']['cpu']}), {record['time'][:10]}, load average "
+        f"{min(loads):.1f}-{max(loads):.1f} (the run itself); {record['env_id']}, "
+        f"{record['cycles']} cycles of the preset's schedule per mode, best of its rounds "
+        "(benchmarks/results/scaling.jsonl).",
+        "",
+        "| mode | env steps/s | x the older revision | " + " | ".join(phases) + " |",
+        "|---|---|---|" + "---|" * len(phases),
+    ]
+    for mode, row in best.items():
+        total = sum(row.get(f"time_{p}") or 0.0 for p in phases) or 1.0
+        shares = " | ".join(f"{100 * (row.get(f'time_{p}') or 0.0) / total:.0f}%" for p in phases)
+        lines.append(
+            f"| {mode} | {row['steps_per_s']:.0f} | {row['steps_per_s'] / reference:.2f} | "
+            f"{shares} |"
+        )
+    return "\n".join(lines)
+
+
+def _scaling_readme() -> dict[str, tuple[str, str]]:
+    """The scaling folder's README: file -> (commit, command)."""
+    text = (SCALING_H100 / "README.md").read_text()
+    found = {}
+    for files, commit, command in re.findall(
+        r"^\| (.+?) \| (\w+(?:, \w+)?) \| (.+) \|$", text, re.M
+    ):
+        for name in files.split(", "):
+            found[name] = (commit, command)
+    return found
+
+
+def _first_at(rows: list[dict[str, float]], target: float) -> str:
+    hit = _first(rows, target)
+    return "-" if hit is None else f"{hit['env_steps']:,.0f} ({hit['wall_time']:.0f} s)"
+
+
+def h100_scaling() -> str:
+    """FetchPush-v4 on the H100 machine: one process and 16 torchrun workers at the older
+    revision, env workers with the GPU learner now (the progress CSVs of both folders)."""
+    readme = _scaling_readme()
+    now = readme["fetchpush_workers_cuda_progress.csv"][0]
+    n160 = readme["fetchpush_workers_cuda_n160_progress.csv"][0]
+    runs = [
+        (
+            "16 torchrun workers, CPU, `baselines` preset (0cf506c)",
+            H100,
+            "fetchpush_torchrun16_progress.csv",
+        ),
+        (
+            "1 process, networks on CUDA, `fetch_push` preset (0cf506c)",
+            H100,
+            "fetchpush_1proc_cuda_progress.csv",
+        ),
+        (
+            f"16 env workers + GPU learner, `fetch_push` preset ({now})",
+            SCALING_H100,
+            "fetchpush_workers_cuda_progress.csv",
+        ),
+        (
+            f"the same, 160 updates a cycle ({n160})",
+            SCALING_H100,
+            "fetchpush_workers_cuda_n160_progress.csv",
+        ),
+    ]
+    lines = [
+        "Measured on one NVIDIA H100 80GB machine with 16 CPU cores, 2026-11-25, each run "
+        f"alone on it (`benchmarks/results/{H100.name}/` and "
+        f"`benchmarks/results/{SCALING_H100.name}/`, whose READMEs name the commands and "
+        "versions); every run was stopped by a time limit.",
+        "",
+        "| run | env steps/s (median epoch) | env steps (seconds) to eval 0.5 | to 0.7 | best eval "
+        "success (env steps) | seconds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, folder, name in runs:
+        rows = _progress(folder / name)
+        rates = sorted(r["steps_per_s"] for r in rows)
+        best = max(r["eval_success"] for r in rows)
+        at = next(r for r in rows if r["eval_success"] == best)
+        lines.append(
+            f"| {label} | {rates[len(rates) // 2]:,.0f} | {_first_at(rows, 0.5)} | "
+            f"{_first_at(rows, 0.7)} | {best:.2f} ({at['env_steps']:,.0f}) | "
+            f"{rows[-1]['wall_time']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def h100_update() -> str:
+    """One gradient step on the H100: eager, as a CUDA graph, and SB3's (update_cuda.log)."""
+    text = (SCALING_H100 / "update_cuda.log").read_text()
+    rows = re.findall(
+        r"^(\w+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", text, re.M
+    )
+    commit, described = _scaling_readme()["update_cuda.log"]
+    command = re.search(r"`([^`]+)`", described)
+    lines = [
+        f"`{command.group(1) if command else described}` on the H100 machine at {commit} "
+        f"(`benchmarks/results/{SCALING_H100.name}/update_cuda.log`); ms per gradient step, "
+        "best of 3 rounds.",
+        "",
+        "| algorithm | batch | eager | CUDA graph | SB3 | graph / eager | SB3 / graph |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for algo, batch, eager, graph, sb3, _, _ in rows:
+        e, g, b = float(eager), float(graph), float(sb3)
+        lines.append(
+            f"| {algo.upper()} | {int(batch):,} | {e:.2f} | {g:.2f} | {b:.2f} | {g / e:.2f} | "
+            f"{b / g:.1f}x |"
+        )
+    return "\n".join(lines)
+
+
 def h100_summary() -> str:
     """docs/gpu.md's summary of the H100 figures, each against what the docs promise."""
     machine, _ = _h100_readme()
@@ -1259,6 +1386,9 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "h100_update_floor": h100_update_floor,
     "h100_fetch_push": h100_fetch_push,
     "h100_summary": h100_summary,
+    "scaling_cpu": scaling_cpu,
+    "h100_scaling": h100_scaling,
+    "h100_update": h100_update,
     "preset.baselines": preset_baselines,
     "preset.point_reach": preset_point_reach,
     "preset.point_reach_device": preset_point_reach_device,
@@ -1275,7 +1405,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "preset.highway": preset_highway,
 }
 
-DOC_FILES = ("baselines.md", "benchmarks.md", "gpu.md", "checks.md")
+DOC_FILES = ("baselines.md", "benchmarks.md", "gpu.md", "checks.md", "training.md")
 
 
 def render(text: str, found: set[str], toml: bool = False) -> str:

@@ -406,12 +406,18 @@ def test_every_name_the_readme_and_layout_show_imports(doc, dotted):
 # The classes README.md and docs/layout.md name in `code`, and the module each lives in.
 SHOWN_CLASSES = {
     "Agent": "goalenvs.agents.base",
+    "Backend": "goalenvs.train.collectors",
     "BufferSettings": "goalenvs.her.settings",
+    "Collector": "goalenvs.train.collectors",
+    "Counters": "goalenvs.train.run_folder",
     "GoalEnv": "goalenvs.core.contract",
     "GoalVectorEnv": "goalenvs.core.vector",
     "HerBatch": "goalenvs.her.common",
     "ReplayBufferBase": "goalenvs.her.common",
+    "Restored": "goalenvs.train.run_folder",
+    "RunFolder": "goalenvs.train.run_folder",
     "TrainConfig": "goalenvs.agents.config",
+    "Trainer": "goalenvs.train.trainer",
 }
 
 

@@ -305,16 +305,18 @@ def started(proc: subprocess.Popen, config: Path, before: float, limit: float) -
     raise AssertionError(f"the run did not start within {limit} s")
 
 
-def kill_and_resume(run: Path, kills: int, seed: int, window: float) -> list[float]:
+def kill_and_resume(
+    run: Path, kills: int, seed: int, window: float, extra: tuple[str, ...] = ()
+) -> list[float]:
     """SIGKILLs `goalenvs train` at random moments of its training loop ``kills`` times,
-    resuming the folder after each; returns the delays used. Fails on a resume that
-    does not start."""
+    resuming the folder after each (``extra`` flags on its first start); returns the
+    delays used. Fails on a resume that does not start."""
     rng = random.Random(seed)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     delays = []
     for i in range(kills):
         args = ["goalenvs/PointReach-v0", "--epochs", "400", "--out", str(run)]
-        command = TRAIN + ([*args, *FIRST] if i == 0 else ["--resume", str(run)]) + FAST
+        command = TRAIN + ([*args, *FIRST, *extra] if i == 0 else ["--resume", str(run)]) + FAST
         config = run / "config.json"
         before = config.stat().st_mtime_ns if config.exists() else 0
         proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
@@ -328,9 +330,14 @@ def kill_and_resume(run: Path, kills: int, seed: int, window: float) -> list[flo
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_moments_every_resume_succeeds(tmp_path):
+@pytest.mark.parametrize(
+    ("env_device", "kills", "buffer_file"),
+    [("numpy", 10, "buffer_rank0.npz"), ("device", 6, "buffer_rank0.pt")],
+)
+def test_sigkill_at_random_moments_every_resume_succeeds(tmp_path, env_device, kills, buffer_file):
+    # "device": the torch twin and the device buffer on the CPU, whose save is a .pt file.
     run = tmp_path / "run"
-    kill_and_resume(run, kills=10, seed=0, window=1.0)
+    kill_and_resume(run, kills=kills, seed=0, window=1.0, extra=("--env-device", env_device))
     last = max(epochs_in_csv(run), default=0)
     final = subprocess.run(
         [*TRAIN, "--resume", str(run), "--epochs", str(last + 1), *FAST],
@@ -351,6 +358,8 @@ def test_sigkill_at_random_moments_every_resume_succeeds(tmp_path):
     assert [int(r["updates"]) for r in rows] == [4 * e for e in epochs]
     walls = [float(r["wall_time"]) for r in rows]
     assert walls == sorted(walls)
+    newest = max(run.glob("checkpoints/epoch_*"))
+    assert buffer_file in json.loads((newest / "manifest.json").read_text())["files"]
 
 
 # ------------------------------------------------------------------ several workers
