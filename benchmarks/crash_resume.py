@@ -1,4 +1,4 @@
-"""Crash safety of `goalenvs train` (issue 21): the cost of saving an epoch, and kills.
+"""Crash safety of `goalenvs train`: the cost of saving an epoch, and kills.
 
 Part 1, cost (21.7): the time to commit one epoch's unit (policy + training state, random
 state, and the replay buffer with ``save_buffer``) with a buffer of 1e6 Fetch-sized

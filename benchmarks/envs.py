@@ -8,8 +8,8 @@ step) for:
   ``gym.make_vec(id, vectorization_mode="sync")`` builds);
 - ``native``: the id's native vector twin at 256 and 4096 envs;
 
-and the ratios measured in this run: native / sync at 256 envs (every twin >= 50x, issue
-12; PointReach >= 100x, issue 13) and, for BitFlipping, our single env /
+and the ratios measured in this run: native / sync at 256 envs (targets: every twin >= 50x,
+PointReach >= 100x) and, for BitFlipping, our single env /
 stable-baselines3's ``BitFlippingEnv`` (target >= 1x).
 
 Then, per env, where one native step of 256 envs spends its time (the twin's hooks timed
@@ -58,8 +58,8 @@ class EnvCase:
     kwargs: dict[str, Any] = field(default_factory=dict)
     peer_name: str | None = None
     peer: Callable[[], gym.Env] | None = None
-    # Native / sync at 256 envs: every twin >= 50x (issue 12), PointReach >= 100x (issue
-    # 13). Parking's targets (against highway-env) are checked by parking_vs_highway.py,
+    # Native / sync at 256 envs: every twin >= 50x, PointReach >= 100x (the
+    # targets). Parking's targets (against highway-env) are checked by parking_vs_highway.py,
     # so its ratio here is printed without a verdict.
     sync_target: float | None = 50.0
 

@@ -1,4 +1,4 @@
-"""Steps per second of the native twins: numpy, torch on the CPU, torch on CUDA (issue 20.5).
+"""Steps per second of the native twins: numpy, torch on the CPU, torch on CUDA.
 
 One run measures, for each env and each number of sub-envs, the numpy twin
 (``gym.make_vec(id, num_envs=N)``), the torch twin on the CPU (``device="cpu"``) and,
@@ -12,7 +12,7 @@ built and warmed up first, then timed in ``--repeats`` alternating rounds of
 ``--seconds`` each, in this one process; each keeps its best round, so load from other
 processes hits all columns alike.
 
-The training table (issue 20.5) trains DDPG+HER on PointReach with the ``point_reach``
+The training table trains DDPG+HER on PointReach with the ``point_reach``
 preset until the eval success reaches ``--target`` (0.95) or ``--train-epochs`` pass,
 on each device: the numpy envs (``env_device="numpy"``: numpy twin and buffer, batches
 copied to the device per update) against the on-device loop (``env_device="device"``:

@@ -7,7 +7,7 @@ Prints steps per second (one step of one sub-env counts as one) for:
 - the peer, gymnasium-robotics' MuJoCo ``PointMaze_UMaze-v3`` (unwrapped, one env),
   measured in the same run when gymnasium-robotics and mujoco import;
 
-and the ratios against the peer, with issue 15's targets: the twin at 1024 envs
+and the ratios against the peer, with their targets: the twin at 1024 envs
 >= 1e6 steps/s for PointMaze and >= 3e5 for Push. Actions are drawn before timing.
 Time is the process's CPU time (a shared machine's wall clock also counts other
 processes), and each figure is the best of several interleaved rounds.

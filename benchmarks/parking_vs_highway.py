@@ -108,8 +108,8 @@ def main() -> None:
             (label, rate(vstep, 2.0), peer_single, "1e6" if "parked" not in label else None)
         )
 
-    # The twin against gymnasium's SyncVectorEnv of the same env, at 256 envs (issue 12:
-    # the twin stays >= 50x).
+    # The twin against gymnasium's SyncVectorEnv of the same env, at 256 envs (the
+    # twin's target: >= 50x).
     sync_rows = []
     for env_id in ("goalenvs/Parking-v0", "goalenvs/ParkingCrowded-v0"):
         rates = []

@@ -1,6 +1,6 @@
 """Crash safety of a run folder: units committed by a manifest, fallback on damaged files,
 progress.csv cut to the resumed epoch, SIGTERM, exact continuation, and SIGKILL at random
-moments (issue 21, issue 13 items 9 and 10)."""
+moments."""
 
 from __future__ import annotations
 
