@@ -40,6 +40,7 @@ import contextlib
 import importlib
 import logging
 import math
+import os
 import signal
 import sys
 import threading
@@ -65,6 +66,7 @@ from goalenvs.train.display import Display, mean_or_nan
 from goalenvs.train.env_workers import (
     check_env_workers,
     default_env_workers,
+    machine_cores,
     measure_step_seconds,
 )
 from goalenvs.train.envs import (
@@ -164,11 +166,11 @@ class Trainer:
                 ) from None
         self.callback = callback
         self.notes: list[str] = []
-        torch.set_num_threads(cfg.torch_threads)
         workers = join_workers(cfg.device)
         self.workers = workers
         self.device, self.rank, self.world = workers.device, workers.rank, workers.world
         self.main = workers.rank == 0
+        torch.set_num_threads(self._torch_threads())
         if self.world > 1:
             self.note(
                 f"{self.world} workers, torch.distributed backend "
@@ -272,6 +274,21 @@ class Trainer:
         self.notes.append(message)
         if self.main and self.config.verbose:
             print(f"note: {message}", file=sys.stderr)
+
+    def _torch_threads(self) -> int:
+        """``config.torch_threads``, or fewer when the workers torchrun started on this
+        machine (``LOCAL_WORLD_SIZE``) would otherwise ask more threads than it has cores:
+        oversubscribed threads make stragglers that every all-reduce waits for."""
+        threads = self.config.torch_threads
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        fair = max(1, machine_cores() // local)
+        if threads > fair:
+            self.note(
+                f"torch_threads {threads} lowered to {fair}: {local} workers share this "
+                f"machine's {machine_cores()} cores"
+            )
+            return fair
+        return threads
 
     def _episode_schedule(self) -> tuple[int | None, int, float]:
         """The episode length (None when the env declares none), the steps of a cycle and

@@ -271,3 +271,20 @@ def test_the_cli_names_the_flag_of_a_worker_count_beyond_the_machine(capsys):
     err = capsys.readouterr().err
     assert "--env-workers 0: expected 1 (the envs in the trainer's process) to" in err
     assert "Traceback" not in err
+
+
+def test_torchrun_workers_share_the_cores_instead_of_oversubscribing_them(tmp_path, monkeypatch):
+    from goalenvs.train import trainer as trainer_module
+
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    monkeypatch.setattr(trainer_module, "machine_cores", lambda: 4)
+    previous = torch.get_num_threads()
+    try:
+        trainer = Trainer(config(tmp_path, env_workers=1, torch_threads=2))
+        trainer.close()
+        assert torch.get_num_threads() == 1
+        assert "torch_threads 2 lowered to 1: 4 workers share this machine's 4 cores" in (
+            trainer.notes
+        )
+    finally:
+        torch.set_num_threads(previous)
