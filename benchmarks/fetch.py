@@ -214,9 +214,10 @@ def _commit() -> str:
 def measure_floor(config: dict, cycles: int = 3) -> dict[str, float]:
     """The floor of one training cycle of ``config`` (a run's config.json) on this machine:
     bare env steps (gymnasium's SyncVectorEnv, random actions, no acting or storing) plus
-    bare gradient steps of the same sizes (plain torch MLPs, DDPG's losses and target
-    networks, random batches: no sampling, no normalizer). Returns seconds per cycle of each
-    and the env steps per second of a cycle made of nothing else."""
+    bare gradient steps of the same sizes in the run's precision (plain torch MLPs, DDPG's
+    losses and target networks, random batches: no sampling, no normalizer). Returns
+    seconds per cycle of each and the env steps per second of a cycle made of nothing
+    else."""
     import importlib
 
     import gymnasium as gym
@@ -255,7 +256,16 @@ def measure_floor(config: dict, cycles: int = 3) -> dict[str, float]:
     batch = config["batch_size"]
     gen = torch.Generator().manual_seed(0)
 
+    from goalenvs.agents.precision import update_autocast
+
+    # The run's arithmetic: bf16 autocast where its precision resolves to it on this CPU.
+    arithmetic = update_autocast(config.get("precision", "fp32"), torch.device("cpu"))
+
     def update() -> None:
+        with arithmetic:
+            losses()
+
+    def losses() -> None:
         obs, next_obs = torch.randn(batch, obs_dim, generator=gen), torch.randn(batch, obs_dim)
         act, rew = torch.rand(batch, act_dim) * 2 - 1, -torch.rand(batch, 1)
         with torch.no_grad():
