@@ -40,55 +40,7 @@ USER_MODULE = textwrap.dedent(
 )
 # A goal env as many users write one: its constructor takes no render_mode and it offers no
 # render modes; registered by its own module.
-NO_RENDER_MODULE = textwrap.dedent(
-    """
-    import gymnasium as gym
-    import numpy as np
-    from gymnasium import spaces
-
-
-    class Reach(gym.Env):
-        metadata = {"render_modes": []}
-
-        def __init__(self):
-            box = spaces.Box(-1.0, 1.0, (1,), np.float32)
-            self.observation_space = spaces.Dict(
-                observation=box, achieved_goal=box, desired_goal=box
-            )
-            self.action_space = box
-
-        def _obs(self):
-            return {
-                "observation": self.position.copy(),
-                "achieved_goal": self.position.copy(),
-                "desired_goal": self.goal.copy(),
-            }
-
-        def reset(self, *, seed=None, options=None):
-            super().reset(seed=seed)
-            self.position = np.zeros(1, np.float32)
-            self.goal = self.np_random.uniform(-1.0, 1.0, 1).astype(np.float32)
-            return self._obs(), {"is_success": False}
-
-        def compute_reward(self, achieved_goal, desired_goal, info):
-            reached = self.compute_terminated(achieved_goal, desired_goal, info)
-            return np.where(reached, 0.0, -1.0).astype(np.float32)
-
-        def compute_terminated(self, achieved_goal, desired_goal, info):
-            gap = np.abs(np.asarray(achieved_goal) - np.asarray(desired_goal))[..., 0]
-            return gap <= 0.1
-
-        def step(self, action):
-            move = 0.25 * np.clip(np.asarray(action, np.float32), -1.0, 1.0)
-            self.position = np.clip(self.position + move, -1.0, 1.0)
-            success = bool(self.compute_terminated(self.position, self.goal, None))
-            reward = float(self.compute_reward(self.position, self.goal, None))
-            return self._obs(), reward, success, False, {"is_success": success}
-
-
-    gym.register("mine/Reach-v0", entry_point=Reach, max_episode_steps=10)
-    """
-)
+NO_RENDER_MODULE = ROOT / "tests" / "user_envs" / "noframes_env.py"
 
 
 def console_script() -> list[str]:
@@ -160,9 +112,9 @@ def test_train_in_a_users_folder_prints_a_play_command_that_runs(user_folder, sp
 def test_an_env_without_render_mode_trains_and_its_printed_play_command_runs_headless(
     tmp_path,
 ):
-    (tmp_path / "mine.py").write_text(NO_RENDER_MODULE)
+    shutil.copy(NO_RENDER_MODULE, tmp_path / "mine.py")
     goalenvs = console_script()
-    spec = "mine:mine/Reach-v0"
+    spec = "mine:noframes/Reach-v0"
     trained = run_command([*goalenvs, "train", spec, *TINY, "--out", "run"], tmp_path)
     assert trained.returncode == 0, trained.stderr
     play = printed_command(trained.stdout, "watch it:")

@@ -4,8 +4,8 @@ every env-spec form plays it without frames, and a run that needs frames says wh
 from __future__ import annotations
 
 import re
+import shutil
 import sys
-import textwrap
 from pathlib import Path
 
 import gymnasium as gym
@@ -15,73 +15,11 @@ from goalenvs.cli import main as cli_main
 
 torch = pytest.importorskip("torch")
 
-ENV_ID = "noframes/Reach-v0"
+ENV_ID = "noframes/Reach-v0"  # as tests/user_envs/noframes_env.py registers it
 HORIZON = 10
 EPISODES = 3
-# A goal env as a user writes one: no render_mode argument, no render modes, an episode
-# that ends on its own after HORIZON steps (so the module:Class forms end without a
-# registered time limit), and a factory without metadata.
-USER_ENV = textwrap.dedent(
-    f"""
-    import gymnasium as gym
-    import numpy as np
-    from gymnasium import spaces
-
-
-    class Reach(gym.Env):
-        metadata = {{"render_modes": []}}
-
-        def __init__(self):
-            box = spaces.Box(-1.0, 1.0, (1,), np.float32)
-            self.observation_space = spaces.Dict(
-                observation=box, achieved_goal=box, desired_goal=box
-            )
-            self.action_space = box
-
-        def _obs(self):
-            return {{
-                "observation": self.position.copy(),
-                "achieved_goal": self.position.copy(),
-                "desired_goal": self.goal.copy(),
-            }}
-
-        def reset(self, *, seed=None, options=None):
-            super().reset(seed=seed)
-            self.steps = 0
-            self.position = np.zeros(1, np.float32)
-            self.goal = self.np_random.uniform(-1, 1, 1).astype(np.float32)
-            return self._obs(), {{"is_success": False}}
-
-        def compute_reward(self, achieved_goal, desired_goal, info):
-            return -(~self.compute_terminated(achieved_goal, desired_goal, info)).astype(
-                np.float32
-            )
-
-        def compute_terminated(self, achieved_goal, desired_goal, info):
-            gap = np.abs(np.asarray(achieved_goal) - np.asarray(desired_goal))[..., 0]
-            return gap <= 0.1
-
-        def step(self, action):
-            move = 0.25 * np.clip(np.asarray(action, np.float32), -1.0, 1.0)
-            self.position = np.clip(self.position + move, -1.0, 1.0)
-            self.steps += 1
-            success = bool(self.compute_terminated(self.position, self.goal, None))
-            reward = float(self.compute_reward(self.position, self.goal, None))
-            return self._obs(), reward, success, self.steps >= {HORIZON}, {{"is_success": success}}
-
-
-    class DrawsNothing(Reach):
-        metadata = {{"render_modes": ["rgb_array"]}}  # claims frames, takes no render_mode
-
-
-    def make_reach():
-        return Reach()
-
-
-    if "{ENV_ID}" not in gym.registry:
-        gym.register("{ENV_ID}", entry_point=Reach, max_episode_steps={HORIZON})
-    """
-)
+# The user's module, copied into their folder (tests/user_envs/noframes_env.py).
+USER_ENV = Path(__file__).parent / "user_envs" / "noframes_env.py"
 SUMMARY = re.compile(
     rf"^{EPISODES} episodes: success rate (?P<rate>\d+\.\d)% \((?P<successes>\d+)/{EPISODES}\), "
     r"mean return (?P<mean>-?\d+\.\d\d) \+/- \d+\.\d\d, episode length \d+\.\d "
@@ -101,7 +39,7 @@ def user_env(tmp_path_factory):
     from goalenvs.train.trainer import Trainer
 
     folder = tmp_path_factory.mktemp("user")
-    (folder / "noframes_env.py").write_text(USER_ENV)
+    shutil.copy(USER_ENV, folder / "noframes_env.py")
     config = DDPGConfig(
         env_id=f"{folder / 'noframes_env.py'}:{ENV_ID}", hidden_sizes=(16, 16), num_envs=2,
         epochs=1, n_cycles=2, n_batches=2, batch_size=16, n_eval_episodes=2, verbose=False,
