@@ -79,6 +79,16 @@ def run_info(**extra: Any) -> dict[str, Any]:
     }
 
 
+def portable(record: Any, folders: dict[Path, str]) -> Any:
+    """``record`` (anything JSON holds) with each absolute folder of this machine written as
+    the short name given in ``folders`` (a run folder as ``runs/<name>``), and the
+    checkout's own path as ``.``: a result file names what ran, not where on whose disk."""
+    text = json.dumps(record)
+    for folder, name in {**folders, RESULTS.parent.parent: "."}.items():
+        text = text.replace(json.dumps(str(folder))[1:-1], name)
+    return json.loads(text)
+
+
 def append_jsonl(path: str | Path, record: dict[str, Any]) -> Path:
     """Appends ``record`` as one JSON line to ``path`` (relative paths under RESULTS)."""
     target = Path(path)

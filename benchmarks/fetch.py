@@ -43,6 +43,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's goalenvs, also for the launched trainers
+
+from evidence import portable  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "manipulation"
 IMG = ROOT / "docs" / "images"
 TASKS = {
@@ -202,6 +205,7 @@ def record(
         if floor
         else None
     )
+    meta = portable(meta, {run.resolve().parent: "runs"})
     (RESULTS / f"{task}_s{seed}.json").write_text(json.dumps(meta, indent=1) + "\n")
     return target
 

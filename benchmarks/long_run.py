@@ -28,6 +28,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from evidence import portable  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "long_run.jsonl"
 
 
@@ -124,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(sys.argv),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+    record = portable(record, {args.out.resolve().parent: "runs"})
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with open(RESULTS, "a") as f:
         f.write(json.dumps(record) + "\n")
