@@ -67,10 +67,17 @@ class GaussianActor(nn.Module):
         mean, log_std = self.net(inputs).chunk(2, dim=-1)
         return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
-    def sample(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterized action in [-1, 1] and its log-probability ``(B,)``."""
+    def sample(
+        self, inputs: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterized action in [-1, 1] and its log-probability ``(B,)``; the noise
+        comes from ``generator`` (torch's global one when None, as in the updates)."""
         mean, log_std = self(inputs)
-        u = mean + log_std.exp() * torch.randn_like(mean)
+        if generator is None:
+            noise = torch.randn_like(mean)
+        else:
+            noise = torch.randn(mean.shape, generator=generator, device=mean.device).to(mean.dtype)
+        u = mean + log_std.exp() * noise
         log_prob = (-0.5 * ((u - mean) / log_std.exp()).square() - log_std).sum(-1)
         log_prob = log_prob - 0.5 * math.log(2 * math.pi) * u.shape[-1]
         # log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u)), stable for large |u|.
@@ -176,11 +183,13 @@ class SAC(BoxAgent):
 
     @torch.no_grad()
     def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
-        """``tanh(mean)``; exploring samples from the policy instead. Tensor observations
-        give a tensor of actions on their device."""
+        """``tanh(mean)``; exploring samples from the policy instead, with the agent's own
+        :meth:`noise_generator` (not torch's global one, which the updates draw from, so
+        that collection beside the updates stays reproducible). Tensor observations give a
+        tensor of actions on their device."""
         inputs = self.inputs(observations)
         if explore:
-            actions, _ = self.actor.sample(inputs)
+            actions, _ = self.actor.sample(inputs, self.noise_generator())
         else:
             actions = torch.tanh(self.actor(inputs)[0])
         if isinstance(observations["observation"], torch.Tensor):
