@@ -50,6 +50,7 @@ class TrainConfig:
     clip_return: bool = True  # clip targets to the return range the env's rewards allow
     clip_range: tuple[float, float] | None = None  # that range given; None: from the rewards
     hidden_sizes: tuple[int, ...] = (256, 256, 256)  # hidden layers of every network
+    layer_norm: bool = False  # LayerNorm after each hidden layer's Linear (as mrl's networks)
     norm_clip: float = 5.0  # normalized inputs are clipped to +-norm_clip
     norm_eps: float = 0.01  # smallest standard deviation the normalizer divides by
     clip_obs: float = 200.0  # raw observations and goals are clipped to +-clip_obs first
@@ -101,6 +102,8 @@ class TrainConfig:
         check_int("save_every", self.save_every, minimum=0)
         if self.env_workers is not None:
             check_int("env_workers", self.env_workers, minimum=1)
+        if not isinstance(self.layer_norm, bool):
+            raise ValueError(f"layer_norm must be True or False, got {self.layer_norm!r}")
         if self.overlap is not None and not isinstance(self.overlap, bool):
             raise ValueError(f"overlap must be True, False or None (auto), got {self.overlap!r}")
         check_choice("goal_selection_strategy", self.goal_selection_strategy, STRATEGIES)

@@ -64,7 +64,9 @@ class DQN(Agent):
     def make_networks(self) -> None:
         """The Q-network, its target and its Adam."""
         config = self.config
-        self.q = mlp(self.normalizer.input_size, config.hidden_sizes, self.n_actions)
+        self.q = mlp(
+            self.normalizer.input_size, config.hidden_sizes, self.n_actions, config.layer_norm
+        )
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = adam(self.q.parameters(), lr=config.learning_rate)
 

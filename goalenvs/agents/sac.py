@@ -58,9 +58,15 @@ class SACConfig(TrainConfig):
 class GaussianActor(nn.Module):
     """The squashed-Gaussian policy: a mean and a log-std per action dim."""
 
-    def __init__(self, input_size: int, hidden_sizes: tuple[int, ...], action_size: int) -> None:
+    def __init__(
+        self,
+        input_size: int,
+        hidden_sizes: tuple[int, ...],
+        action_size: int,
+        layer_norm: bool = False,
+    ) -> None:
         super().__init__()
-        self.net = mlp(input_size, hidden_sizes, 2 * action_size)
+        self.net = mlp(input_size, hidden_sizes, 2 * action_size, layer_norm)
 
     def forward(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean, log_std)`` of the pre-squash Gaussian, each ``(B, A)``."""
@@ -122,9 +128,10 @@ class SAC(BoxAgent):
         Adams (one over both critics)."""
         config = self.config
         size, hidden = self.normalizer.input_size, config.hidden_sizes
-        self.actor = GaussianActor(size, hidden, self.action_size)
-        self.critic1 = Critic(size, hidden, self.action_size)
-        self.critic2 = Critic(size, hidden, self.action_size)
+        norm = config.layer_norm
+        self.actor = GaussianActor(size, hidden, self.action_size, norm)
+        self.critic1 = Critic(size, hidden, self.action_size, norm)
+        self.critic2 = Critic(size, hidden, self.action_size, norm)
         self.critic1_target = copy.deepcopy(self.critic1).requires_grad_(False)
         self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
         self.temperature = Temperature(config.initial_alpha)

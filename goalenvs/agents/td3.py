@@ -65,7 +65,9 @@ class TD3(DDPG):
         """DDPG's networks, a second critic and its target; one Adam over both critics."""
         super().make_networks()
         config = self.config
-        self.critic2 = Critic(self.normalizer.input_size, config.hidden_sizes, self.action_size)
+        self.critic2 = Critic(
+            self.normalizer.input_size, config.hidden_sizes, self.action_size, config.layer_norm
+        )
         self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
         self.critic_optimizer = adam(
             [*self.critic.parameters(), *self.critic2.parameters()], lr=config.critic_lr

@@ -202,9 +202,9 @@ def test_sac_explores_with_its_own_generator_and_leaves_torchs_global_one_alone(
 def test_sac_collecting_beside_its_updates_gives_one_run_per_seed(tmp_path):
     def run(name: str) -> list[float]:
         config = resolve_config(
-            "goalenvs/PointReach-v0", algo="sac", epochs=2, n_cycles=3, rollout_steps=50, n_batches=4,
-            batch_size=64, num_envs=4, hidden_sizes=(32, 32), n_eval_episodes=4, seed=1,
-            overlap=True, device="cpu", verbose=False, out=str(tmp_path / name),
+            "goalenvs/PointReach-v0", algo="sac", epochs=2, n_cycles=3, rollout_steps=50,
+            n_batches=4, batch_size=64, num_envs=4, hidden_sizes=(32, 32), n_eval_episodes=4,
+            seed=1, overlap=True, device="cpu", verbose=False, out=str(tmp_path / name),
         )  # fmt: skip
         return [row["critic_loss"] for row in train(config).history]
 
@@ -253,3 +253,50 @@ def test_agent_learns_point_reach_and_its_policy_loads(algo, tmp_path):
     assert policy.algo == algo
     obs = {k: np.zeros((3, *s.shape), np.float32) for k, s in policy.observation_space.items()}
     assert policy.predict(obs).shape == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("cls", "config_cls", "networks"),
+    [
+        (DDPG, DDPGConfig, ("actor", "critic")),
+        (TD3, TD3Config, ("actor", "critic", "critic2")),
+        (SAC, SACConfig, ("actor", "critic1", "critic2")),
+    ],
+)
+def test_layer_norm_puts_one_layernorm_after_each_hidden_linear(cls, config_cls, networks):
+    agent = make(cls, config_cls, layer_norm=True)
+    plain = make(cls, config_cls)
+    for name in networks:
+        layers = list(getattr(agent, name).net)
+        kinds = [type(layer).__name__ for layer in layers]
+        assert kinds == ["Linear", "LayerNorm", "ReLU"] * 2 + ["Linear"], name
+        norms = [layer for layer in layers if isinstance(layer, torch.nn.LayerNorm)]
+        assert [norm.normalized_shape for norm in norms] == [(16,), (16,)]
+        assert "LayerNorm" not in [type(layer).__name__ for layer in getattr(plain, name).net]
+    before = parameters(agent)
+    out = agent.update(random_batch())
+    assert changed(before, agent) and torch.isfinite(out["critic_loss"])
+
+
+def test_dqn_layer_norm_and_a_bad_value_named():
+    config = DQNConfig(hidden_sizes=(8, 8), layer_norm=True)
+    agent = DQN(OBS_SPACE, spaces.Discrete(3), config, 0.9, seed=0)
+    assert sum(isinstance(m, torch.nn.LayerNorm) for m in agent.q.modules()) == 2
+    with pytest.raises(ValueError, match=r"layer_norm must be True or False, got 'yes'"):
+        DDPGConfig(layer_norm="yes")
+
+
+def test_a_layer_norm_policy_plays_as_trained_after_loading(tmp_path):
+    config = resolve_config(
+        "goalenvs/PointReach-v0", epochs=1, n_cycles=2, n_batches=2, batch_size=32,
+        hidden_sizes=(16, 16), layer_norm=True, n_eval_episodes=2, device="cpu",
+        verbose=False, out=str(tmp_path / "run"),
+    )  # fmt: skip
+    result = train(config)
+    policy = load_policy(result.latest_policy)
+    assert sum(isinstance(m, torch.nn.LayerNorm) for m in policy.agent.modules()) >= 2
+    rng = np.random.default_rng(0)
+    obs = {k: rng.normal(size=(4, *s.shape)).astype(np.float32)
+           for k, s in policy.observation_space.items()}  # fmt: skip
+    assert policy.agent.config.layer_norm is True
+    assert policy.predict(obs).shape == (4, 2)
