@@ -22,6 +22,7 @@ from goalenvs.her.settings import GoalSelectionStrategy
 STRATEGIES = tuple(strategy.value for strategy in GoalSelectionStrategy)
 DEVICES = ("auto", "cpu", "cuda")
 ENV_DEVICES = ("auto", "numpy", "device")
+REPLAY_DEVICES = ("auto", "host", "device")  # replay_device: where the replay buffer lives
 PRECISIONS = ("auto", "bf16", "fp32")
 GRAPH_MODES = ("auto", "on", "off")  # cuda_graphs: goalenvs.agents.learner.Learner's graphs
 
@@ -62,6 +63,10 @@ class TrainConfig:
     # twins on `device`, with the replay buffer there too (no host copy per step; goalenvs
     # twins only); "auto": "device" when `device` is cuda and the env has a torch twin.
     env_device: str = "auto"  # where the training envs run: "auto", "numpy" or "device"
+    # "host": the numpy buffer; "device": the torch buffer on `device`, sampled there (numpy
+    # envs' steps are copied there as they are stored, and their goal functions get numpy
+    # arrays back); "auto": beside the envs ("device" with env_device "device", else "host").
+    replay_device: str = "auto"  # where the replay buffer lives: "auto", "host" or "device"
     torch_threads: int = 1  # torch intra-op threads; small nets gain nothing from more
     env_workers: int | None = None  # env processes (1: the trainer's); None: from the cores
     overlap: bool | None = None  # collect the next cycle beside the updates; None: with workers
@@ -109,6 +114,7 @@ class TrainConfig:
         check_choice("goal_selection_strategy", self.goal_selection_strategy, STRATEGIES)
         check_choice("device", self.device, DEVICES)
         check_choice("env_device", self.env_device, ENV_DEVICES)
+        check_choice("replay_device", self.replay_device, REPLAY_DEVICES)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("cuda_graphs", self.cuda_graphs, GRAPH_MODES)
         check_in_range("gamma", self.gamma, open_low=True, open_high=True, none_ok=True)

@@ -21,7 +21,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from goalenvs.agents.config import DEVICES, ENV_DEVICES, GRAPH_MODES, PRECISIONS, STRATEGIES
+from goalenvs.agents.config import (
+    DEVICES,
+    ENV_DEVICES,
+    GRAPH_MODES,
+    PRECISIONS,
+    REPLAY_DEVICES,
+    STRATEGIES,
+)
 from goalenvs.agents.registry import ALGOS
 from goalenvs.core import command_name, parse_json_object
 from goalenvs.envspec import describe_error
@@ -116,6 +123,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "replay buffer there too (device); default auto: device when --device is cuda",
     )
     parser.add_argument(
+        "--replay-device",
+        choices=REPLAY_DEVICES,
+        help="where the replay buffer lives: host memory (numpy) or --device (torch, sampled "
+        "there); default auto: beside the envs",
+    )
+    parser.add_argument(
         "--env-workers",
         type=int,
         metavar="N",
@@ -170,6 +183,7 @@ OVERRIDES = {
     "strategy": "goal_selection_strategy",
     "device": "device",
     "env_device": "env_device",
+    "replay_device": "replay_device",
     "env_workers": "env_workers",
     "overlap": "overlap",
     "precision": "precision",

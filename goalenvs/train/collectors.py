@@ -360,11 +360,30 @@ class Collector:
         self.eval_envs.close()
 
 
+class NumpyEnvsDeviceReplay(NumpyBackend):
+    """Numpy vector envs, as :class:`NumpyBackend` steps them, and the replay buffer on the
+    training device, as :class:`DeviceBackend` keeps it: each step's arrays are copied there
+    when they are stored, and batches are sampled there."""
+
+    buffer_suffix: ClassVar[str] = DeviceBackend.buffer_suffix
+    other_suffix: ClassVar[str] = DeviceBackend.other_suffix
+    new_buffer = DeviceBackend.new_buffer
+    load_buffer = DeviceBackend.load_buffer
+
+
 def make_backend(
-    on_device: bool, env_id: str, env_kwargs: dict[str, Any], device: torch.device
+    on_device: bool,
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    device: torch.device,
+    replay_on_device: bool = False,
 ) -> Backend:
-    """Where the run's envs run: on ``device`` (torch twins) or on numpy."""
-    cls = DeviceBackend if on_device else NumpyBackend
+    """Where the run's envs run, on ``device`` (torch twins) or on numpy, and where the
+    replay buffer lives (always beside torch twins; on ``device`` with numpy envs when
+    ``replay_on_device``)."""
+    if on_device:
+        return DeviceBackend(env_id, env_kwargs, device)
+    cls = NumpyEnvsDeviceReplay if replay_on_device else NumpyBackend
     return cls(env_id, env_kwargs, device)
 
 

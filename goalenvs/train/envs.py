@@ -120,11 +120,15 @@ def make_vector_env(
     )
 
 
-def goal_function(vector_env: Any, env: gym.Env, name: str) -> Callable | None:
+def goal_function(
+    vector_env: Any, env: gym.Env, name: str, host_arrays: bool = False
+) -> Callable | None:
     """The batched ``compute_reward`` / ``compute_terminated`` of the env (None if absent).
 
     Its result is broadcast to the batch: Fetch's ``compute_terminated`` returns one
-    scalar ``False`` for a whole batch of goals.
+    scalar ``False`` for a whole batch of goals. With ``host_arrays`` (a numpy env's
+    functions for a replay buffer on a torch device) tensors reach the env's function as
+    numpy arrays, and its result goes back to their device as a tensor.
     """
     fn = getattr(vector_env.unwrapped, name, None)
     if not callable(fn):
@@ -138,6 +142,14 @@ def goal_function(vector_env: Any, env: gym.Env, name: str) -> Callable | None:
     goal_ndim = len(observation_space["achieved_goal"].shape)
 
     def batched(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+        if host_arrays and isinstance(achieved_goal, torch.Tensor):
+            device = achieved_goal.device
+            result = batched(
+                _host_array(achieved_goal),
+                _host_array(desired_goal),
+                {k: _host_array(v) for k, v in info.items()} if isinstance(info, dict) else info,
+            )
+            return torch.as_tensor(np.array(result), device=device)
         result = fn(achieved_goal, desired_goal, info)
         if isinstance(achieved_goal, torch.Tensor):  # a device twin's: tensors stay there
             batch_shape = achieved_goal.shape[: achieved_goal.ndim - goal_ndim]
@@ -148,6 +160,11 @@ def goal_function(vector_env: Any, env: gym.Env, name: str) -> Callable | None:
         return np.broadcast_to(result, batch_shape) if result.shape != batch_shape else result
 
     return batched
+
+
+def _host_array(value: Any) -> Any:
+    """A tensor as a numpy array in host memory (anything else as it is)."""
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
 
 
 def scalar_info_keys(env: gym.Env) -> tuple[str, ...]:

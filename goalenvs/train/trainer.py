@@ -190,9 +190,16 @@ class Trainer:
             self.info_keys = keys if keys is not None else scalar_info_keys(self.env)
 
             self.on_device = self._resolve_env_device()
+            self.replay_on_device = self._resolve_replay_device()
             env_workers = self._env_workers()
             self.collector = Collector(
-                make_backend(self.on_device, cfg.env_id, cfg.env_kwargs, self.device),
+                make_backend(
+                    self.on_device,
+                    cfg.env_id,
+                    cfg.env_kwargs,
+                    self.device,
+                    replay_on_device=self.replay_on_device,
+                ),
                 cfg.num_envs,
                 cfg.n_eval_episodes,
                 self.rollout_steps,
@@ -256,7 +263,7 @@ class Trainer:
             envs = f"{cfg.num_envs} envs{twin} {where}"
             if collector.overlap:
                 envs += ", collecting beside the updates"
-            buffer = "in host memory"
+            buffer = f"on {self.device}" if self.replay_on_device else "in host memory"
         return f"envs: {envs}; replay buffer {buffer}; networks on {self.device}"
 
     def _new_learner(self) -> Learner:
@@ -354,6 +361,18 @@ class Trainer:
             )
         return True
 
+    def _resolve_replay_device(self) -> bool:
+        """Whether the replay buffer lives on ``self.device`` (``config.replay_device``;
+        "auto": beside the envs)."""
+        choice = self.config.replay_device
+        if self.on_device and choice == "host":
+            raise ValueError(
+                f"replay_device (--replay-device) 'host': the torch twins step on "
+                f"{self.device} and their replay buffer lives there; expected 'device' or "
+                "'auto' with env_device 'device'"
+            )
+        return self.on_device or choice == "device"
+
     def _env_workers(self) -> int:
         """How many processes step the training envs (``config.env_workers``; None: as
         many as the machine's cores carry, for an env without a native twin)."""
@@ -389,15 +408,17 @@ class Trainer:
 
     def _goal_functions(self) -> tuple[Callable, Callable | None]:
         """The env's batched ``compute_reward`` and ``compute_terminated`` (a device twin's
-        run on its device)."""
+        run on its device; a numpy env's get numpy arrays from a replay buffer on a
+        device)."""
         cfg, envs = self.config, self.collector.envs
-        compute_reward = goal_function(envs, self.env, "compute_reward")
+        host_arrays = self.replay_on_device and not self.on_device
+        compute_reward = goal_function(envs, self.env, "compute_reward", host_arrays)
         if compute_reward is None:
             raise ValueError(
                 f"{cfg.env_id} has no compute_reward(achieved_goal, desired_goal, info): HER "
                 f"cannot relabel its transitions. Run `goalenvs check {cfg.env_id}`."
             )
-        compute_terminated = goal_function(envs, self.env, "compute_terminated")
+        compute_terminated = goal_function(envs, self.env, "compute_terminated", host_arrays)
         if compute_terminated is None:
             self.note(
                 f"{cfg.env_id} has no compute_terminated: relabeled transitions keep the "

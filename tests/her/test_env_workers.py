@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import json
 import multiprocessing
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 import gymnasium as gym
@@ -288,3 +290,46 @@ def test_torchrun_workers_share_the_cores_instead_of_oversubscribing_them(tmp_pa
         )
     finally:
         torch.set_num_threads(previous)
+
+
+def test_numpy_envs_fill_a_replay_buffer_on_the_device_and_resume_from_its_file(tmp_path):
+    from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+
+    numpy_only = f"{ENVS}:NumpyOnlyReach"
+    settings = dict(env_id=numpy_only, replay_device="device", save_buffer=True)
+    trainer = Trainer(config(tmp_path, epochs=1, **settings))
+    try:
+        assert isinstance(trainer.buffer, DeviceHerReplayBuffer)
+        assert trainer.buffer.device == torch.device("cpu")
+        assert "replay buffer on cpu" in trainer.placement()
+        trainer.run()
+        # Every relabeled batch went through the env's numpy-only goal function.
+        assert trainer.buffer.n_transitions == 2 * 10 * 4
+    finally:
+        trainer.close()
+    run = Path(trainer.run_folder.path)
+    saved = [path.name for path in (run / "checkpoints").glob("epoch_*/buffer_rank0.*")]
+    assert saved == ["buffer_rank0.pt"]
+    resumed = train(config(tmp_path, epochs=2, resume=str(run), **settings))
+    assert [int(r["env_steps"]) for r in progress(run)] == [80, 160]
+    assert resumed.epochs == 2
+
+
+def test_a_host_replay_beside_torch_twins_is_named_as_impossible(tmp_path):
+    twin = config(tmp_path, env_id="goalenvs/PointReach-v0", env_kwargs={}, env_device="device")
+    with pytest.raises(ValueError, match=r"replay_device \(--replay-device\) 'host': the torch"):
+        Trainer(replace(twin, replay_device="host"))
+    with pytest.raises(ValueError, match=r"replay_device"):
+        DDPGConfig(replay_device="gpu")
+
+
+def test_the_cli_sets_the_replay_device(capsys):
+    from goalenvs.cli import main
+
+    argv = ["train", "goalenvs/PointReach-v0", "--replay-device", "device", "--show-config"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["replay_device"] == "device"
+    with pytest.raises(SystemExit) as exited:
+        main(["train", "goalenvs/PointReach-v0", "--replay-device", "gpu"])
+    assert exited.value.code == 2
+    assert "--replay-device: invalid choice: 'gpu'" in capsys.readouterr().err

@@ -1,10 +1,13 @@
-"""Goal envs for the env-worker tests, built by file path in each worker process."""
+"""Goal envs for the env-worker and replay-device tests, built by file path (in each
+worker process too)."""
 
 from __future__ import annotations
 
 import os
 import signal
 from typing import Any
+
+import numpy as np
 
 from goalenvs.envs.point_reach import PointReachEnv
 
@@ -24,3 +27,14 @@ class FailingReach(PointReachEnv):
         if self.die_after is not None and self.steps > self.die_after:
             os.kill(os.getpid(), signal.SIGKILL)
         return super().step(action)
+
+
+class NumpyOnlyReach(PointReachEnv):
+    """PointReach whose goal functions refuse anything but numpy arrays, as a third-party
+    env's numpy code would fail on tensors."""
+
+    def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+        for name, value in (("achieved_goal", achieved_goal), ("desired_goal", desired_goal)):
+            if not isinstance(value, np.ndarray):
+                raise TypeError(f"{name} must be a numpy array, got {type(value).__name__}")
+        return super().compute_reward(achieved_goal, desired_goal, info)
