@@ -11,6 +11,8 @@ sample, update). Modes:
   CPU has it, bf16);
 - ``workers=N``: N env worker processes, overlap on and off, for N = 2, 4, ... up to
   the cores (divisors of the preset's num_envs);
+- ``replay``: the most env workers the cores carry, with overlap, and the replay buffer
+  on ``--device`` (``--replay-device device``) against host memory;
 - ``torchrun=N``: N data-parallel workers (``torchrun --nproc-per-node N``);
 - ``floor``: the cost of the parts alone, measured in this process: the epoch's env
   steps with random actions on as many env worker processes as the cores carry (no
@@ -52,7 +54,7 @@ from before_after import checkout  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "scaling.jsonl"
 PHASES = ("env", "act", "store", "sample", "update")
-MODES = ("preset", "one-process", "workers", "torchrun", "floor")
+MODES = ("preset", "one-process", "workers", "replay", "torchrun", "floor")
 
 
 def cores() -> int:
@@ -124,6 +126,13 @@ def modes(selected: list[str], num_envs: int, device: str) -> list[tuple[str, li
                 runs.append(
                     (f"workers={n} {overlap[2:]}", [*base, "--env-workers", str(n), overlap])
                 )
+    if "replay" in selected:
+        most = max(d for d in range(1, num_envs + 1) if num_envs % d == 0 and d <= cores())
+        workers = [*base, "--env-workers", str(most), "--overlap"]
+        for where in ("host", "device"):
+            runs.append(
+                (f"workers={most} overlap replay={where}", [*workers, "--replay-device", where])
+            )
     return runs
 
 
