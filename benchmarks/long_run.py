@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -59,6 +61,30 @@ def epochs(run: Path) -> list[dict[str, str]]:
         return []
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def buffer_megabytes(config: dict[str, Any]) -> float:
+    """The arrays of the run's full numpy replay buffer, in MB: the part of the memory that
+    grows until the buffer is full. Built empty for the env's spaces (untouched pages cost
+    nothing); the info values it keeps (one float64 a row per key) are counted as well."""
+    import goalenvs.envspec
+    from goalenvs.her.buffer import HerReplayBuffer
+
+    env = goalenvs.envspec.make(config["env_id"], **config["env_kwargs"])
+    try:
+        buffer = HerReplayBuffer(
+            config["buffer_size"],
+            env.observation_space,
+            env.action_space,
+            compute_reward=env.unwrapped.compute_reward,
+            n_envs=config["num_envs"],
+        )
+        storage = buffer.state().storage
+        arrays = sum(a.nbytes for a in storage if isinstance(a, np.ndarray))
+        infos = len(config.get("info_keys") or ("is_success",)) * 8 * len(storage.records)
+        return (arrays + infos) / 1e6
+    finally:
+        env.close()
 
 
 def train_until(command: list[str], seconds: float, start: float, samples: list) -> int | None:
@@ -123,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         "resumed_exit": code,
         "rss_mb": samples,  # [minute, MB of the trainer and its workers, load average]
         "buffer_size": config["buffer_size"],
+        "buffer_mb": round(buffer_megabytes(config), 1),
         "config": config,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "command": " ".join(sys.argv),
