@@ -861,6 +861,41 @@ def seed_margins() -> str:
     )
 
 
+def _nearest(samples: list[list[float]], minute: float) -> list[float]:
+    """The memory sample ``[minute, MB, load]`` taken nearest ``minute``."""
+    return min(samples, key=lambda sample: abs(sample[0] - minute))
+
+
+def long_run() -> str:
+    """The two-hour run's memory and its SIGKILL resume (benchmarks/long_run.py)."""
+    record = read_jsonl("long_run.jsonl")[-1]
+    samples = record["rss_mb"]  # [minute, MB, load] once a minute
+
+    def at(minute: float) -> str:
+        near = _nearest(samples, minute)
+        return f"{near[1]:,.0f} MB at minute {near[0]:.0f}"
+
+    config, loads = record["config"], [s[2] for s in samples]
+    grown = _nearest(samples, 60)[1] - _nearest(samples, 1)[1]
+    per_epoch = config["n_cycles"] * config["num_envs"] * (config["rollout_steps"] or 50)
+    return (
+        f"`{record['command'].replace('benchmarks/long_run.py', 'python benchmarks/long_run.py')}`"
+        f" ({record['time'][:10]}, {record['machine']}, load average {min(loads):.1f}-"
+        f"{max(loads):.1f}): `goalenvs train {record['env_id']} --save-buffer` for "
+        f"{record['minutes']:.0f} minutes. Resident memory of the trainer and its processes: "
+        f"{at(1)}, {at(30)}, {at(60)}, {at(record['minutes'])}. It grew {grown:,.0f} MB "
+        f"from minute 1 to minute 60, and the replay buffer's arrays take "
+        f"{record['buffer_mb']:,.0f} MB when full ({config['buffer_size']:,} transitions; "
+        f"{per_epoch:,} env steps an epoch). SIGKILL at minute "
+        f"{record['killed_at_minute']:.1f}, after {record['epochs_committed_before_kill']} "
+        f"committed epochs; `--resume` went on to epoch {record['epochs_at_end']}. "
+        f"progress.csv holds every epoch once and in order: "
+        f"{'yes' if record['epochs_in_order_once'] else 'no'}; its env steps add up across "
+        f"the kill: {'yes' if record['env_steps_add_up'] else 'no'} "
+        "(benchmarks/results/long_run.jsonl)."
+    )
+
+
 def manipulation() -> str:
     """benchmarks/fetch.py's table per task, from manipulation/TASK_sSEED.csv and .json."""
     import fetch
@@ -1395,6 +1430,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "fetch_pick_and_place": fetch_runs("pick_and_place", [0]),
     "fetch_workers": workers,
     "manipulation": manipulation,
+    "long_run": long_run,
     "point_maze_umaze": new_envs("point_maze_umaze", [0, 1, 2]),
     "point_maze_umaze_30": new_env_line("point_maze_umaze_s0_30epochs", 0.9),
     "point_maze_medium": new_env_line("point_maze_medium_s0", 0.95),
