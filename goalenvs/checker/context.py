@@ -144,6 +144,9 @@ class Context:
         self._worker = _Worker()
         self._cache: dict[str, Any] = {}
         self._cache_errors: dict[str, BaseException] = {}
+        # what checks measured about the env for its users (the episode length an env
+        # truncates at without declaring it): the report carries it
+        self.facts: dict[str, Any] = {}
 
     def call(self, description: str, fn: Callable, *args: Any, **kwargs: Any) -> Any:
         """Runs ``fn`` on the worker thread with the timeout.

@@ -16,6 +16,8 @@ FIXES: dict[str, str] = {
     "compat.goalenvs_her": "Fix what the other checks report first; the finding quotes the buffer's own error.",
     "compat.sb3_her": "Fix what the other checks report first; the finding quotes the buffer's own error.",
     "episode.ends": "Register the env with `max_episode_steps=` (`gym.register(..., max_episode_steps=50)`) or wrap it in `gymnasium.wrappers.TimeLimit`.",
+    "episode.length": "Register the env with `max_episode_steps=` (`gym.register(..., max_episode_steps=50)`), or pass `--max-episode-steps N` to `goalenvs check`, `train` and `play`.",
+    "episode.length_declared": "Register the env with `max_episode_steps=` (`gym.register(..., max_episode_steps=50)`), or pass `--max-episode-steps N` to `goalenvs check`, `train` and `play`.",
     "episode.start_solved": "Draw the desired goal away from the start (goalenvs' envs redraw a goal closer than the success radius), or the start away from the goal.",
     "goal.achieved_current": "Build `achieved_goal` from the state after the update in `step`.",
     "goal.achieved_moves": "Build `achieved_goal` from the current state on every step (a fresh copy of the position it mirrors).",

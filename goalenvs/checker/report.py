@@ -85,6 +85,9 @@ class Report:
     settings: dict[str, Any] = field(default_factory=dict)
     # what the goal-seeking probe did (GoalProbe.summary()), when a check ran it
     probe: dict[str, Any] | None = None
+    # what the checks measured about the env (``episode_length``: the length it truncates
+    # its episodes at without declaring it)
+    facts: dict[str, Any] = field(default_factory=dict)
 
     def _findings(self, severity: str) -> list[Finding]:
         return [f for r in self.results if r.severity == severity for f in r.findings]
@@ -149,6 +152,7 @@ class Report:
             "wall_seconds": round(self.wall_seconds, 3),
             "settings": self.settings,
             "probe": self.probe,
+            "facts": self.facts,
             "causes": [
                 {"cause": c.cause, "checks": c.checks, "first": c.first.message}
                 for c in self.causes()

@@ -133,6 +133,7 @@ def check_goal_env(
         wall_seconds=time.perf_counter() - wall0,
         settings={"steps": int(steps), "seed": int(seed), "timeout": float(timeout)},
         probe=probe.summary() if probe is not None else None,
+        facts=dict(ctx.facts),
     )
 
 

@@ -135,3 +135,22 @@ def goal_dict_space(observation: spaces.Space, goal: spaces.Space) -> spaces.Dic
     """
     goals = {"achieved_goal": goal, "desired_goal": copy.deepcopy(goal)}
     return spaces.Dict({"observation": observation, **goals})
+
+
+def episode_length(env: Any) -> int | None:
+    """The episode length ``env`` declares, or None: its spec's ``max_episode_steps``, a
+    ``TimeLimit`` among its wrappers, or its own ``max_episode_steps`` attribute (the
+    goalenvs twins, highway-env). ``goalenvs check`` and ``goalenvs train`` both read it
+    here, so they agree on which envs declare one."""
+    spec = getattr(env, "spec", None)
+    if spec is not None and getattr(spec, "max_episode_steps", None):
+        return int(spec.max_episode_steps)
+    layer = env
+    while isinstance(layer, gym.Wrapper):
+        if isinstance(layer, gym.wrappers.TimeLimit):
+            return int(layer._max_episode_steps)
+        layer = layer.env
+    own = getattr(getattr(env, "unwrapped", env), "max_episode_steps", None)
+    if isinstance(own, (int, np.integer)) and not isinstance(own, bool) and own > 0:
+        return int(own)
+    return None

@@ -42,6 +42,8 @@ class SubEnvView(gym.Env):
         self.observation_space = vector_env.single_observation_space
         self.action_space = vector_env.single_action_space
         self.render_mode = vector_env.render_mode
+        # the twin's time limit, declared as the twin declares it (goalenvs.core.episode_length)
+        self.max_episode_steps = vector_env.max_episode_steps
         self.metadata = {
             "render_modes": list(vector_env.metadata.get("render_modes", [])),
             "render_fps": vector_env.metadata.get("render_fps", 30),

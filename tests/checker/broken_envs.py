@@ -138,8 +138,8 @@ DEFECTS: dict[str, tuple[str, str, str, str]] = {
         "termination",
         "compute_truncated says so, step does not",
     ),
-    "success_key": ("success.present", "warning", "is_success", "info['success'] instead"),
-    "success_float": ("success.bool", "warning", "is_success", "is_success is a distance"),
+    "success_key": ("success.present", "error", "is_success", "info['success'] instead"),
+    "success_float": ("success.bool", "error", "is_success", "is_success is a distance"),
     "success_inverted": ("success.consistent", "error", "is_success", "is_success negated"),
     "success_always": (
         "success.consistent",
@@ -176,7 +176,13 @@ DEFECTS: dict[str, tuple[str, str, str, str]] = {
         "near the goal",
         "step terminates within 0.2, compute_terminated within 0.05",
     ),
-    "never_ends": ("episode.ends", "warning", "episodes", "no truncation, no time limit"),
+    "never_ends": ("episode.ends", "error", "episodes", "no truncation, no time limit"),
+    "length_undeclared": (
+        "episode.length_declared",
+        "warning",
+        "episodes",
+        "truncates itself after 30 steps, declares no length",
+    ),
     "starts_solved": ("episode.start_solved", "warning", "episodes", "the goal is the start"),
     "achieved_frozen": (
         "goal.achieved_moves",
@@ -243,6 +249,10 @@ class ToyReach(GoalEnv):
                 {"observation": unbounded, "achieved_goal": achieved, "desired_goal": desired}
             )
         self.terminate_every = terminate_every
+        # the episode length it declares (goalenvs.core.episode_length reads it)
+        self.max_episode_steps = (
+            None if defect in ("never_ends", "length_undeclared") else MAX_STEPS
+        )
         self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
         self.pos = np.zeros(2, np.float32)
         self.prev_pos = np.zeros(2, np.float32)

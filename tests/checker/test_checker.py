@@ -542,13 +542,13 @@ def test_point_maze_terminated_is_not_vectorized_and_success_key_differs():
 
 
 @pytest.mark.slow
-def test_point_maze_verdict_one_error_two_warnings_and_the_new_checks_clean():
+def test_point_maze_verdict_two_errors_one_warning_and_the_new_checks_clean():
     robotics = installed("gymnasium_robotics")
     gym.register_envs(robotics)
     make_maze = functools.partial(gym.make, "PointMaze_UMaze-v3", continuing_task=False)
     report = check_goal_env(make_maze(), factory=make_maze)
-    assert report.failed_ids("error") == {"terminated.batch"}, str(report)
-    assert report.failed_ids("warning") == {"reward.dtype", "success.present"}, str(report)
+    assert report.failed_ids("error") == {"terminated.batch", "success.present"}, str(report)
+    assert report.failed_ids("warning") == {"reward.dtype"}, str(report)
     # a MuJoCo env is not deep-copied (the copy would break its renderer's OpenGL state):
     # the probe says so and steps the env itself
     assert "a MuJoCo env" in report.probe["not_copied"]
@@ -590,11 +590,12 @@ def test_fetch_passes_with_no_error_and_no_warning(env_id):
 
 
 @pytest.mark.slow
-def test_highway_parking_verdict_one_error_and_the_missing_compute_terminated():
+def test_highway_parking_verdict_two_errors_and_the_missing_compute_terminated():
     installed("highway_env")
     report = _check_third_party("highway_env:parking-v0")
-    # the crash penalty paid outside compute_reward, nothing else
-    assert report.failed_ids("error") == {"reward.step_match"}, str(report)
+    # the crash penalty paid outside compute_reward, and no episode length: it declares
+    # none and ends episodes by crashes and a duration in seconds
+    assert report.failed_ids("error") == {"reward.step_match", "episode.length"}, str(report)
     assert report.failed_ids("warning") == {"reward.dtype", "terminated.present"}, str(report)
     assert "terminations of relabeled goals are not recomputed" in _messages(
         report, "terminated.present"

@@ -10,7 +10,6 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from goalenvs.checker.context import Context, EnvCallError, SkipCheckError
@@ -27,6 +26,7 @@ from goalenvs.checker.probe import (
 )
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.checker.seek import GoalProbe, goal_distance, goal_probe
+from goalenvs.core import episode_length
 
 # A reward with at most this many distinct values (relative to the at-goal reward) over
 # the probe's samples is sparse: it draws a line that is_success must draw too.
@@ -157,20 +157,9 @@ def check_terminated_at_goal(ctx: Context, out: Outcome) -> None:
             return
 
 
-def _time_limit(env: gym.Env) -> int | None:
-    spec = getattr(env, "spec", None)
-    if spec is not None and getattr(spec, "max_episode_steps", None):
-        return int(spec.max_episode_steps)
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, gym.wrappers.TimeLimit):
-            return int(env._max_episode_steps)
-        env = env.env
-    return None
-
-
-@register("episode.ends", "warning", "episodes end: a truncation or max_episode_steps")
+@register("episode.ends", "error", "episodes end: a truncation or max_episode_steps")
 def check_episode_ends(ctx: Context, out: Outcome) -> None:
-    if _time_limit(ctx.env) is not None:
+    if episode_length(ctx.env) is not None:
         return
     ro = rollout(ctx)
     if any(s.truncated for s in ro.steps):
@@ -181,8 +170,50 @@ def check_episode_ends(ctx: Context, out: Outcome) -> None:
         out.fail(
             f"an episode ran {longest} steps without truncation ({ended} terminated in the "
             "whole rollout) and the env declares no max_episode_steps: a HER buffer relabels "
-            "only finished episodes"
+            "only finished episodes, and goalenvs train cannot tell how long one is"
         )
+
+
+def truncation_lengths(ctx: Context) -> list[int]:
+    """The lengths of the rollout's episodes that the env truncated itself."""
+    return [len(e.steps) for e in rollout(ctx).episodes if e.steps and e.steps[-1].truncated]
+
+
+@register("episode.length", "error", "the env declares an episode length, or truncates at one")
+def check_episode_length(ctx: Context, out: Outcome) -> None:
+    if episode_length(ctx.env) is not None:
+        return
+    lengths = sorted(set(truncation_lengths(ctx)))
+    if len(lengths) == 1:
+        return  # measured: episode.length_declared says the rest
+    seen = (
+        f"truncated its episodes after {lengths} steps"
+        if lengths
+        else "truncated no episode in the rollout"
+    )
+    out.fail(
+        f"the env declares no max_episode_steps and {seen}: goalenvs train sets its "
+        "discount (1 - 1/T) and rollouts from one episode length, and cannot tell it"
+    )
+
+
+@register(
+    "episode.length_declared",
+    "warning",
+    "the episode length is declared, not only measured",
+)
+def check_episode_length_declared(ctx: Context, out: Outcome) -> None:
+    if episode_length(ctx.env) is not None:
+        return
+    lengths = sorted(set(truncation_lengths(ctx)))
+    if len(lengths) != 1:
+        raise SkipCheckError("no single truncation length was seen (see episode.length)")
+    ctx.facts["episode_length"] = lengths[0]
+    out.fail(
+        f"the env truncates its episodes after {lengths[0]} steps itself and declares no "
+        "max_episode_steps: goalenvs train takes that length with a note; other tools see "
+        "no episode length"
+    )
 
 
 def _solved_at_reset(ctx: Context, fn: Any, obs: Any, info: Any) -> bool:

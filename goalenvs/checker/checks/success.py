@@ -35,7 +35,7 @@ def _infos(ctx: Context) -> list[tuple[str, dict, StepRecord | None]]:
     return items
 
 
-@register("success.present", "warning", "info['is_success'] is set on every step")
+@register("success.present", "error", "info['is_success'] is set on every step")
 def check_success_present(ctx: Context, out: Outcome) -> None:
     # Only steps: HER buffers and evaluation read the step infos, and the reference envs
     # (gymnasium-robotics' Fetch) return an empty info from reset.
@@ -48,18 +48,22 @@ def check_success_present(ctx: Context, out: Outcome) -> None:
                 if others
                 else ""
             )
-            out.fail(f"info has no 'is_success' (keys {sorted(map(str, info))}){hint}", where)
+            out.fail(
+                f"info has no 'is_success' (keys {sorted(map(str, info))}){hint}: HER "
+                "evaluation and goalenvs train read it at every episode end",
+                where,
+            )
             return
 
 
-@register("success.bool", "warning", "info['is_success'] is a bool")
+@register("success.bool", "error", "info['is_success'] is a bool")
 def check_success_bool(ctx: Context, out: Outcome) -> None:
     for where, info, _ in _infos(ctx):
         if "is_success" in info and not is_bool_like(info["is_success"]):
             value = info["is_success"]
             out.fail(
                 f"info['is_success'] = {fmt(value)} of type {type(value).__name__}, "
-                "expected a bool",
+                "expected a bool (one per env, as goalenvs train and SB3 read it)",
                 where,
             )
             return
