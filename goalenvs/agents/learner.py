@@ -23,6 +23,7 @@ and the launches it removes are the update's cost on a GPU (a plain-torch DDPG u
 from __future__ import annotations
 
 import contextlib
+import logging
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,8 @@ from goalenvs.agents.config import GRAPH_MODES
 from goalenvs.core import check_choice, check_positive
 from goalenvs.her import HerBatch
 
+logger = logging.getLogger(__name__)
+
 # Eager runs of each kind of update before its capture: they create the optimizers' state
 # and the libraries' workspaces, which a capture must find in place (torch's CUDA graph
 # notes warm up on a side stream the same way).
@@ -43,6 +46,10 @@ WARMUP_UPDATES = 3
 
 Clock = Callable[[str], contextlib.AbstractContextManager]
 _Options = tuple[tuple[str, Any], ...]
+
+
+class GraphCaptureError(RuntimeError):
+    """Capturing an update as a CUDA graph failed; the learner runs it eagerly instead."""
 
 
 def graph_obstacle(agent: Agent) -> str | None:
@@ -93,6 +100,20 @@ class Learner:
         else:
             self.updates = EagerUpdates(agent)
 
+    def _run_eagerly(self, error: GraphCaptureError) -> EagerUpdates:
+        """The updates from here on, after a failed capture: eager, with this cycle's loss
+        sums so far carried over, and one line that says so."""
+        logger.warning(
+            "capturing the update as a CUDA graph failed (%s): the updates run eagerly from "
+            "here; --cuda-graphs off skips the capture",
+            error,
+        )
+        eager = EagerUpdates(self.agent)
+        for name, total in self.updates.totals.items():
+            eager.totals[name].copy_(total)
+        self.updates = eager
+        return eager
+
     @property
     def graphs(self) -> bool:
         """True when the updates run as captured CUDA graphs."""
@@ -115,7 +136,11 @@ class Learner:
             with clock("sample"):
                 batch = updates.sample(buffer, self.batch_size)
             with clock("update"):
-                td_errors = updates.step(batch, options)
+                try:
+                    td_errors = updates.step(batch, options)
+                except GraphCaptureError as error:
+                    updates = self._run_eagerly(error)
+                    td_errors = updates.step(updates.sample(buffer, self.batch_size), options)
             if prioritized:
                 with clock("sample"):
                     buffer.update_priorities(batch.indices, td_errors)
@@ -239,8 +264,11 @@ class StaticUpdates:
                 self._warmups[key] = runs + 1
                 return self._update_on_side_stream(options)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                td_errors = self._update(options)
+            try:
+                with torch.cuda.graph(graph):
+                    td_errors = self._update(options)
+            except RuntimeError as error:  # an op the capture cannot hold, a driver limit
+                raise GraphCaptureError(str(error).splitlines()[0]) from error
             captured = self._graphs[key] = (graph, td_errors)
         graph, td_errors = captured
         graph.replay()

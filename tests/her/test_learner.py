@@ -289,6 +289,40 @@ def test_a_checkpoint_of_a_capturable_optimizer_steps_eagerly_on_the_cpu():
     )
 
 
+def test_a_failed_capture_falls_back_to_eager_updates_with_one_line(monkeypatch, caplog):
+    # On the CPU a capture is made to fail as a real one fails: inside torch.cuda.graph.
+    from goalenvs.agents import learner as learner_module
+
+    class FailingGraph:
+        def __init__(self, *args, **kwargs) -> None:
+            pass
+
+        def __enter__(self) -> None:
+            raise RuntimeError("operation not permitted when stream is capturing\nmore")
+
+        def __exit__(self, *exc) -> bool:
+            return False
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: None)
+    monkeypatch.setattr(torch.cuda, "graph", FailingGraph)
+    monkeypatch.setattr(learner_module, "WARMUP_UPDATES", 0)
+    agent, action_space = make("ddpg")
+    before = [p.detach().clone() for p in agent.critic.parameters()]
+    learner = Learner(agent, 8, graphs="off")
+    learner.updates = StaticUpdates(agent, capture=True)  # as on a CUDA device
+    with caplog.at_level("WARNING", logger="goalenvs.agents.learner"):
+        losses = learner.optimize(ReplayStub(action_space), 3)
+        learner.optimize(ReplayStub(action_space, seed=1), 2)  # eager from then on
+    assert isinstance(learner.updates, EagerUpdates) and not learner.graphs
+    [line] = [r.getMessage() for r in caplog.records]  # said once
+    assert "capturing the update as a CUDA graph failed (operation not permitted" in line
+    assert "--cuda-graphs off" in line and "\n" not in line
+    # the cycle went on: its batches were learned from and its losses are real numbers
+    assert all(torch.isfinite(value) and value != 0 for value in losses.values())
+    after = list(agent.critic.parameters())
+    assert not all(torch.equal(b, a) for b, a in zip(before, after, strict=True))
+
+
 def filled_buffer(kind: str, device: str = "cpu"):
     """A prioritized HER buffer (numpy, or on-device on ``device``) holding the same three
     episodes of five steps."""
