@@ -40,14 +40,18 @@ def run(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, every subcommand's arguments included."""
+    # allow_abbrev=False: a prefix (--epoch, --stric) is an unknown flag with a
+    # did-you-mean, never silently taken for the flag it starts
     parser = argparse.ArgumentParser(
-        prog="goalenvs", description="Goal-conditioned envs, a goal-env checker, and HER."
+        prog="goalenvs",
+        description="Goal-conditioned envs, a goal-env checker, and HER.",
+        allow_abbrev=False,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)
         help_text = getattr(module, "SUMMARY", help_text)
-        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)
         module.add_arguments(sub_parser)
         sub_parser.set_defaults(_module=module, _parser=sub_parser)
     return parser
@@ -68,8 +72,23 @@ def unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
     return message
 
 
+def unknown_command(argv: Sequence[str]) -> str | None:
+    """The error for a first word that is no subcommand, with the one meant where one is
+    close (``trian`` -> ``train``); None when the first word is a subcommand or a flag."""
+    if not argv or argv[0].startswith("-") or argv[0] in SUBCOMMANDS:
+        return None
+    close = difflib.get_close_matches(argv[0], list(SUBCOMMANDS), n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown command {argv[0]!r}: expected one of {', '.join(SUBCOMMANDS)}{hint}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``goalenvs`` console script."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    problem = unknown_command(words)
+    if problem is not None:
+        print(f"goalenvs: error: {problem}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:

@@ -90,12 +90,16 @@ def test_train_in_a_users_folder_prints_a_play_command_that_runs(user_folder, sp
     # The plan comes first, then one plain line per epoch (output is not a terminal).
     lines = trained.stdout.splitlines()
     assert lines[0].startswith(f"goalenvs train: ddpg on {spec}, preset baselines: 1 epochs x 2")
-    # Where everything runs, on the second line (printed with --quiet too).
+    # The plan, every resolved choice, on the next lines (printed with --quiet too).
     assert re.fullmatch(
-        r"goalenvs train: envs: \d+ envs in the trainer's process; replay buffer in host "
-        r"memory; networks on (cpu|cuda:?\d*)",
-        lines[1],
+        r"goalenvs train: plan: networks on (cpu|cuda:?\d*), (bf16|fp32) updates, .*", lines[1]
     ), lines[1]
+    assert re.fullmatch(
+        r"goalenvs train: plan: envs numpy in the trainer's process.*; replay buffer in "
+        r"host memory",
+        lines[3],
+    ), lines[3]
+    assert lines[4].startswith("goalenvs train: pre-training checks passed in "), lines[4]
     assert [line.split()[:2] for line in lines if line.startswith("epoch")] == [["epoch", "1/1"]]
     assert "cycle 1/2" not in trained.stdout and "cycle 2/2" not in trained.stdout
 
@@ -152,7 +156,16 @@ def test_an_env_without_render_mode_trains_and_its_printed_play_command_runs_hea
 
 def test_check_resolves_a_module_beside_the_user(user_folder):
     checked = run_command(
-        [*console_script(), "check", "line_env:LineEnv", "--steps", "50"], user_folder
+        [
+            *console_script(),
+            "check",
+            "line_env:LineEnv",
+            "--steps",
+            "50",
+            "--max-episode-steps",
+            "50",
+        ],
+        user_folder,
     )
     assert checked.returncode == 0, checked.stderr
     assert "line_env:LineEnv: " in checked.stdout and "0 error(s), 0 warning(s)" in checked.stdout
@@ -176,7 +189,7 @@ def test_an_interrupted_run_prints_a_resume_command_that_runs(
     assert main([*argv, "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert (
-        "goalenvs train: envs: 16 envs, the numpy twin, in the trainer's process;" in printed
+        "goalenvs train: plan: envs numpy in the trainer's process, overlap off;" in printed
     )  # --quiet
     resume = printed_command(printed, "continue with:")
     assert resume == [*shlex.split(command_name()), "train", "--resume", str(out)]
@@ -217,7 +230,10 @@ def test_show_config_prints_the_presets_values_name_and_run_length(env_id, capsy
     captured = capsys.readouterr()
     preset = load_preset(preset_for(env_id))
     expected = resolve_config(env_id).to_dict()
-    assert json.loads(captured.out) == expected
+    shown = json.loads(captured.out)
+    plan = shown.pop("plan")  # what the config resolves to on this machine
+    assert shown == expected
+    assert plan["device"] == "cpu" and plan["rollout_steps"] == expected["rollout_steps"]
     config = preset.config
     per_epoch = config["n_cycles"] * config["rollout_steps"] * config["num_envs"]
     total = config["epochs"] * per_epoch
@@ -285,8 +301,7 @@ def test_check_takes_env_kwargs_and_its_old_name(capsys):
         (["check", "examples/minimal_env.py"], "e.g. examples/minimal_env.py:LineEnv"),
         (
             ["train", "examples/minimal_env.py:LineEnv", "--quiet"],
-            "declares no episode length: give it one with --env-kwargs "
-            "'{\"max_episode_steps\": 50}'",
+            "failed the pre-training check episode.length: the env declares no max_episode_steps",
         ),
     ],
 )

@@ -36,6 +36,7 @@ class TrainConfig:
 
     env_id: str = "goalenvs/PointReach-v0"  # gymnasium id of a goal env (Dict observation)
     env_kwargs: dict[str, Any] = field(default_factory=dict)  # passed to gym.make / make_vec
+    max_episode_steps: int | None = None  # gymnasium's time limit on every env; None: the env's
     seed: int = 0  # seeds torch, the buffer, the training envs and (offset) the eval envs
     epochs: int = 50  # training epochs; evaluation, logging and checkpoints once per epoch
     n_cycles: int = 50  # cycles per epoch: collect, then n_batches updates, then targets
@@ -58,6 +59,9 @@ class TrainConfig:
     info_keys: tuple[str, ...] | None = None  # info kept for compute_reward; None: every scalar
     n_eval_episodes: int = 10  # deterministic evaluation episodes per epoch, separate envs
     stop_success: float | None = None  # stop early once eval success reaches this
+    preflight: bool = True  # run the checker's pre-training checks before the first step
+    max_env_steps: int | None = None  # end at the first epoch that reaches this many env steps
+    max_minutes: float | None = None  # end at the first epoch past this many minutes of a call
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda"
     # "numpy": the numpy twins, batches copied to `device` per update; "device": the torch
     # twins on `device`, with the replay buffer there too (no host copy per step; goalenvs
@@ -107,8 +111,9 @@ class TrainConfig:
         check_int("save_every", self.save_every, minimum=0)
         if self.env_workers is not None:
             check_int("env_workers", self.env_workers, minimum=1)
-        if not isinstance(self.layer_norm, bool):
-            raise ValueError(f"layer_norm must be True or False, got {self.layer_norm!r}")
+        for name in ("layer_norm", "preflight"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.overlap is not None and not isinstance(self.overlap, bool):
             raise ValueError(f"overlap must be True, False or None (auto), got {self.overlap!r}")
         check_choice("goal_selection_strategy", self.goal_selection_strategy, STRATEGIES)
@@ -123,6 +128,19 @@ class TrainConfig:
         for name in ("norm_clip", "norm_eps", "clip_obs"):
             check_positive(name, getattr(self, name))
         check_in_range("stop_success", self.stop_success, open_low=True, none_ok=True)
+        for name in ("max_episode_steps", "max_env_steps"):
+            if getattr(self, name) is not None:
+                check_positive(name, getattr(self, name), integer=True)
+        if self.max_minutes is not None:
+            check_positive("max_minutes", self.max_minutes)
+
+    def make_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments every env of the run is built with (``gym.make``,
+        ``gym.make_vec``): ``env_kwargs``, and ``max_episode_steps`` when one is given
+        (gymnasium applies it as a ``TimeLimit``; it never reaches the env's constructor)."""
+        if self.max_episode_steps is None:
+            return dict(self.env_kwargs)
+        return {**self.env_kwargs, "max_episode_steps": self.max_episode_steps}
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values, with the algorithm name under ``"algo"``."""

@@ -154,6 +154,7 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
     ``data["algo"]`` names a registered algorithm (:data:`goalenvs.agents.registry.ALGOS`).
     """
     data = dict(data)
+    data.pop("plan", None)  # a run folder's resolved plan (goalenvs.train.plan), not a field
     cls = get_algo(data.pop("algo", None)).config_class()
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)

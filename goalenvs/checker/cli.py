@@ -31,6 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help="env constructor arguments as a JSON object, e.g. '{\"size\": 5}'",
     )
+    parser.add_argument(
+        "--max-episode-steps",
+        type=int,
+        metavar="N",
+        help="end every episode after N steps (gymnasium's TimeLimit), as train and play "
+        "take it; default: the env's own",
+    )
     parser.add_argument("--steps", type=int, default=200, help="steps of the main rollout")
     parser.add_argument("--seed", type=int, default=0, help="seed of every rollout and draw")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -54,7 +61,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"goalenvs check: {error}", file=sys.stderr)
         return 2
-    for name, value, minimum in (("--steps", args.steps, 1), ("--seed", args.seed, 0)):
+    limits = (
+        ("--steps", args.steps, 1),
+        ("--seed", args.seed, 0),
+        ("--max-episode-steps", args.max_episode_steps, 1),
+    )
+    for name, value, minimum in limits:
+        if value is None:
+            continue
         if value < minimum:
             print(f"goalenvs check: {name} must be >= {minimum}, got {value}", file=sys.stderr)
             return 2
@@ -62,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"goalenvs check: --timeout must be > 0, got {args.timeout}", file=sys.stderr)
         return 2
     try:
-        env, factory, name = _load_with_timeout(load, args.spec, kwargs, args.timeout)
+        env, factory, name = _load_with_timeout(
+            load, args.spec, kwargs, args.max_episode_steps, args.timeout
+        )
     except LoadError as error:
         print(f"goalenvs check: cannot load {args.spec}: {error}", file=sys.stderr)
         return 2
@@ -83,15 +99,18 @@ def run(args: argparse.Namespace) -> int:
     return 1 if args.strict and report.warnings else 0
 
 
-def _load_with_timeout(load: Callable, spec: str, kwargs: dict, timeout: float) -> Any:
-    """``load(spec, kwargs)`` on a daemon thread: a constructor that hangs is a load error."""
+def _load_with_timeout(
+    load: Callable, spec: str, kwargs: dict, max_episode_steps: int | None, timeout: float
+) -> Any:
+    """``load(spec, kwargs, max_episode_steps)`` on a daemon thread: a constructor that
+    hangs is a load error."""
     from goalenvs.checker import LoadError
 
     box: list = []
 
     def target() -> None:
         try:
-            box.append((True, load(spec, kwargs)))
+            box.append((True, load(spec, kwargs, max_episode_steps)))
         except BaseException as error:  # handed to the caller
             box.append((False, error))
 

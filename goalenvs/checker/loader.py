@@ -39,12 +39,28 @@ def resolve(spec: str) -> tuple[Callable[..., gym.Env], str]:
     except envspec.EnvSpecError as error:
         raise LoadError(str(error)) from None
     if resolved.factory is not None:
-        return resolved.factory, resolved.name
+        return _with_time_limit(resolved.factory), resolved.name
     return (lambda **kw: gym.make(resolved.spec, **kw)), resolved.name
 
 
-def load(spec: str, kwargs: dict[str, Any] | None = None) -> tuple[gym.Env, Callable, str]:
-    """Builds the env of ``spec`` with ``kwargs``.
+def _with_time_limit(factory: Callable[..., gym.Env]) -> Callable[..., gym.Env]:
+    """``factory`` that also takes gymnasium's ``max_episode_steps`` as ``gym.make`` does
+    (a ``TimeLimit`` around the env, never an argument of the user's constructor)."""
+
+    def build(max_episode_steps: int | None = None, **kwargs: Any) -> gym.Env:
+        env = factory(**kwargs)
+        if max_episode_steps is None or not isinstance(env, gym.Env):
+            return env
+        return gym.wrappers.TimeLimit(env, max_episode_steps)
+
+    return build
+
+
+def load(
+    spec: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None
+) -> tuple[gym.Env, Callable, str]:
+    """Builds the env of ``spec`` with ``kwargs`` (and gymnasium's time limit of
+    ``max_episode_steps``, as ``gym.make`` applies it, when given).
 
     Returns ``(env, factory, name)``, where ``factory(**extra)`` builds another env with
     the same kwargs plus ``extra`` (the render check uses ``render_mode=...``).
@@ -53,6 +69,8 @@ def load(spec: str, kwargs: dict[str, Any] | None = None) -> tuple[gym.Env, Call
     :func:`goalenvs.envspec.describe_error`).
     """
     kwargs = dict(kwargs or {})
+    if max_episode_steps is not None:
+        kwargs["max_episode_steps"] = max_episode_steps
     factory, name = resolve(spec)
 
     def make(**extra: Any) -> gym.Env:

@@ -45,7 +45,7 @@ from goalenvs.core import parse_json_object
 from goalenvs.play.keyboard import drive, keyboard_controller
 from goalenvs.play.screen import PlayError, Recorder, render_fps
 from goalenvs.play.watch import DEFAULT_WATCH_EPISODES, policy_function, watch
-from goalenvs.train.cli import add_env_id, add_env_kwargs
+from goalenvs.train.cli import add_env_id, add_env_kwargs, add_max_episode_steps
 
 # --------------------------------------------------------------------------- command line
 
@@ -74,6 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, help="seed of the first reset")
     add_env_kwargs(parser, '{"n_bits": 8}')
+    add_max_episode_steps(parser)
     parser.add_argument(
         "--fps", type=int, metavar="N", help="frames per second (default: the env's render_fps)"
     )
@@ -95,10 +96,11 @@ def _run(args: argparse.Namespace) -> int:
     env_id = args.env_id
     if env_id is not None and policy_path is None and _looks_like_checkpoint(env_id):
         env_id, policy_path = None, env_id
-    for name in ("episodes", "fps"):
+    for name in ("episodes", "fps", "max_episode_steps"):
         value = getattr(args, name)
         if value is not None and value < 1:
-            raise PlayError(f"--{name} must be a positive integer, got {value}")
+            flag = name.replace("_", "-")
+            raise PlayError(f"--{flag} must be a positive integer, got {value}")
     env_kwargs = _parse_env_kwargs(args.env_kwargs)
     if policy_path is None and args.headless:
         raise PlayError("--headless needs --policy PATH: keyboard play needs a window")
@@ -115,6 +117,11 @@ def _run(args: argparse.Namespace) -> int:
             env_kwargs = dict(getattr(policy, "env_kwargs", None) or {})
     if env_id is None:
         raise PlayError("give an ENV_ID to drive, or --policy PATH to watch")
+    limit = args.max_episode_steps
+    if limit is None and policy is not None and env_id == getattr(policy, "env_id", None):
+        limit = getattr(policy, "max_episode_steps", None)  # the run's time limit
+    if limit is not None:
+        env_kwargs = {**env_kwargs, "max_episode_steps": limit}
 
     needs_frames = not args.headless or args.record is not None
     env = make_env(env_id, env_kwargs, "rgb_array" if needs_frames else None)

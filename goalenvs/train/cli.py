@@ -18,6 +18,7 @@ import json
 import os
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from goalenvs.agents.config import (
     STRATEGIES,
 )
 from goalenvs.agents.registry import ALGOS
-from goalenvs.core import command_name, parse_json_object
+from goalenvs.core import command_name, episode_length, parse_json_object
 from goalenvs.envspec import describe_error
 
 
@@ -64,6 +65,18 @@ SCHEDULE_FLAGS = {
 def add_env_id(parser: argparse.ArgumentParser, what: str, note: str = "") -> None:
     """The optional positional ``ENV_ID``: its help is ``what``, the forms it takes, ``note``."""
     parser.add_argument("env_id", nargs="?", metavar="ENV_ID", help=f"{what}: {ENV_ID_FORMS}{note}")
+
+
+def add_max_episode_steps(parser: argparse.ArgumentParser) -> None:
+    """``--max-episode-steps N``: gymnasium's time limit on the env (``check``, ``train``
+    and ``play`` take it alike)."""
+    parser.add_argument(
+        "--max-episode-steps",
+        type=int,
+        metavar="N",
+        help="end every episode after N steps (gymnasium's TimeLimit), for an env that "
+        "declares no episode length or to change it; default: the env's own",
+    )
 
 
 def add_env_kwargs(parser: argparse.ArgumentParser, example: str) -> None:
@@ -167,6 +180,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stop-success", type=float, help="stop once the eval success rate reaches this"
     )
+    parser.add_argument(
+        "--max-env-steps",
+        type=int,
+        metavar="N",
+        help="end at the first epoch that reaches N env steps (the run's total, resumed "
+        "epochs included); without --epochs the run gets the epochs N needs",
+    )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        metavar="M",
+        help="end at the first epoch that ends past M minutes of this call (committed, so "
+        "--resume continues it)",
+    )
+    parser.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the goal-env checks run before the first step (the cheap ones of "
+        "`goalenvs check`: goal Dict, batched goal functions, is_success, episode length, "
+        "the replay buffer)",
+    )
+    add_max_episode_steps(parser)
     add_env_kwargs(parser, '{"n_bits": 50}')
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
@@ -191,7 +226,14 @@ OVERRIDES = {
     "out": "out",
     "save_every": "save_every",
     "stop_success": "stop_success",
+    "max_env_steps": "max_env_steps",
+    "minutes": "max_minutes",
+    "max_episode_steps": "max_episode_steps",
 }
+
+
+# the config field of a budget -> its flag
+BUDGET_FLAGS = {"max_env_steps": "--max-env-steps", "max_minutes": "--minutes"}
 
 
 class UsageError(ValueError):
@@ -219,14 +261,21 @@ def check_env_workers_flag(workers: int) -> None:
         )
 
 
-def build_config(args: argparse.Namespace):
-    """The training config the command line describes."""
-    return plan(args)[0]
+@dataclass
+class Command:
+    """What a ``goalenvs train`` command line asks: the config, the preset it started
+    from (None when resuming), the env's episode length (or None), one env of the run
+    built (None when resuming: the trainer builds it) and a resumed run's recorded plan."""
+
+    config: Any
+    preset: Any
+    horizon: int | None
+    env: Any = None
+    recorded: dict[str, Any] | None = None
 
 
-def plan(args: argparse.Namespace) -> tuple[Any, Any, int | None]:
-    """``(config, preset, horizon)``: the training config the command line describes, the
-    preset it started from (None when resuming) and the env's episode length (or None)."""
+def read_command(args: argparse.Namespace) -> Command:
+    """The :class:`Command` of the parsed arguments; bad input is a :class:`UsageError`."""
     from goalenvs.agents.registry import algo_for, config_from_dict
     from goalenvs.train.envs import env_spec, validate_training_env
     from goalenvs.train.presets import load_preset, preset_for, resolve_config
@@ -246,6 +295,15 @@ def plan(args: argparse.Namespace) -> tuple[Any, Any, int | None]:
         given["tensorboard"] = True
     if args.quiet:
         given["verbose"] = False
+    if args.no_preflight:
+        given["preflight"] = False
+    for flag, value in (
+        ("--max-env-steps", args.max_env_steps),
+        ("--minutes", args.minutes),
+        ("--max-episode-steps", args.max_episode_steps),
+    ):
+        if value is not None and not value > 0:
+            raise UsageError(f"{flag} {value}: expected a positive number")
     if args.resume:
         config_path = Path(args.resume) / "config.json"
         if not config_path.is_file():
@@ -261,49 +319,98 @@ def plan(args: argparse.Namespace) -> tuple[Any, Any, int | None]:
             )
         if args.env_kwargs is not None:
             raise UsageError("--env-kwargs cannot change when resuming a run")
+        recorded = data.get("max_episode_steps")
+        if args.max_episode_steps is not None and args.max_episode_steps != recorded:
+            raise UsageError(
+                f"--max-episode-steps {args.max_episode_steps} differs from the resumed run's "
+                f"{recorded}: the episode length cannot change when resuming a run"
+            )
         if args.preset is not None:
             raise UsageError("--preset cannot change when resuming a run (its config.json is kept)")
         given.pop("out", None)
+        recorded_plan = data.get("plan")
         data.update(given, resume=str(args.resume), out=None)
         config = config_from_dict(data)
-        return config, None, env_spec(config.env_id).max_episode_steps
+        horizon = config.max_episode_steps or env_spec(config.env_id).max_episode_steps
+        config = _fit_epochs(config, horizon, "epochs" in given)
+        return Command(config, None, horizon, recorded=recorded_plan)
     if args.env_id is None:
         raise UsageError("ENV_ID is required (or --resume DIR)")
     env_kwargs = parse_env_kwargs(args.env_kwargs)
     preset = load_preset(args.preset if args.preset is not None else preset_for(args.env_id))
-    env = validate_training_env(args.env_id, env_kwargs, args.algo or preset.algo)
-    algo = args.algo or preset.algo or algo_for(env.action_space)
-    horizon = getattr(env.unwrapped, "max_episode_steps", None) or (
-        env.spec.max_episode_steps if env.spec is not None else None
-    )
-    env.close()
-    config = resolve_config(args.env_id, preset.path, algo, env_kwargs=env_kwargs, **given)
-    return config, preset, horizon
+    limit = {} if args.max_episode_steps is None else {"max_episode_steps": args.max_episode_steps}
+    env = validate_training_env(args.env_id, {**env_kwargs, **limit}, args.algo or preset.algo)
+    try:
+        algo = args.algo or preset.algo or algo_for(env.action_space)
+        config = resolve_config(args.env_id, preset.path, algo, env_kwargs=env_kwargs, **given)
+    except BaseException:
+        env.close()
+        raise
+    horizon = episode_length(env)
+    return Command(_fit_epochs(config, horizon, "epochs" in given), preset, horizon, env)
+
+
+def _show_plan(command: Command) -> dict[str, Any]:
+    """The plan of ``command`` for ``--show-config`` (worked out as the run would, without
+    joining a torchrun group or building the envs)."""
+    from goalenvs.train.envs import validate_training_env
+    from goalenvs.train.plan import follow_recorded, make_plan
+    from goalenvs.train.trainer import training_device
+
+    config = follow_recorded(command.config, command.recorded)
+    env = command.env or validate_training_env(config.env_id, config.make_kwargs(), config.algo)
+    command.env = env
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    try:
+        device = training_device(config.device)
+    except ValueError as exc:  # a config for another machine (a GPU's) shown here
+        return {"unavailable": f"no plan on this machine: {exc}"}
+    return make_plan(config, env, device, rank, world, command.recorded).to_dict()
+
+
+def _fit_epochs(config: Any, horizon: int | None, epochs_given: bool) -> Any:
+    """``config`` with the epochs its ``max_env_steps`` needs, unless ``--epochs`` was
+    given (then the first of the two ends the run)."""
+    if config.max_env_steps is None or epochs_given:
+        return config
+    steps = config.rollout_steps or horizon
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    per_epoch = config.n_cycles * config.num_envs * world * steps if steps else 1
+    config.epochs = -(-config.max_env_steps // per_epoch)
+    return config
 
 
 def run(args: argparse.Namespace) -> int:
     """``goalenvs train``: 0 when training finished, 1 when it failed, 2 on bad input."""
     from goalenvs.train.checkpoint import CheckpointError
     from goalenvs.train.env_workers import EnvWorkerError
+    from goalenvs.train.plan import PlanError, PreflightError
     from goalenvs.train.presets import run_length
     from goalenvs.train.trainer import Trainer, TrainingError
 
     main_worker = int(os.environ.get("RANK", "0")) == 0  # under torchrun, worker 0 reports
+    command = None
     try:
-        config, preset, horizon = plan(args)
+        command = read_command(args)
+        config, preset = command.config, command.preset
         workers = int(os.environ.get("WORLD_SIZE", "1"))
-        length = run_length(config, horizon, preset, workers)
+        length = run_length(config, command.horizon, preset, workers)
         source = f"preset {preset.name}" if preset is not None else f"resumed run {args.resume}"
         if args.show_config:
-            print(json.dumps(config.to_dict(), indent=2))
+            print(json.dumps({**config.to_dict(), "plan": _show_plan(command)}, indent=2))
             print(f"{source}: {length}", file=sys.stderr)
             return 0
         if main_worker:
             print(f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}")
-        trainer = Trainer(config)
+        trainer = Trainer(config, env=command.env, recorded=command.recorded)
+        command.env = None  # the trainer's now: it closes it
         if main_worker:
-            print(f"goalenvs train: {trainer.placement()}", flush=True)
+            for line in trainer.plan_lines():
+                print(f"goalenvs train: {line}", flush=True)
         result = trainer.run()
+    except (PreflightError, PlanError) as exc:
+        print(f"goalenvs train: {exc}", file=sys.stderr)
+        return 2
     except (TrainingError, EnvWorkerError) as exc:
         print(f"goalenvs train: {exc}", file=sys.stderr)
         return 1
@@ -313,9 +420,14 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:  # an env that imports a failing module when it is built
         print(f"goalenvs train: error: {describe_error(exc)}", file=sys.stderr)
         return 2
+    finally:
+        if command is not None and command.env is not None:
+            command.env.close()
     if not main_worker:
         return 0
     state = "interrupted; saved" if result.interrupted else "finished"
+    if result.budget_spent is not None:
+        state = f"ended at its budget ({BUDGET_FLAGS[result.budget_spent]})"
     print(
         f"training {state}: {result.epochs} epochs, {result.env_steps} env steps, "
         f"{result.wall_time:.1f} s"
@@ -328,6 +440,9 @@ def run(args: argparse.Namespace) -> int:
     env, policy = shlex.quote(config.env_id), shlex.quote(str(result.best_policy))
     goalenvs = command_name()
     print(f"watch it:      {goalenvs} play {env} --policy {policy}")
-    if result.interrupted:
-        print(f"continue with: {goalenvs} train --resume {shlex.quote(str(result.run_dir))}")
+    if result.interrupted or result.budget_spent is not None:
+        more = ""
+        if result.budget_spent == "max_env_steps":
+            more = f" --max-env-steps {2 * int(config.max_env_steps)}"
+        print(f"continue with: {goalenvs} train --resume {shlex.quote(str(result.run_dir))}{more}")
     return 0

@@ -18,7 +18,8 @@ from goalenvs.train.checkpoint import CheckpointError, read_checkpoint, space_fr
 class Policy:
     """A trained policy restored from a checkpoint.
 
-    Attributes: ``env_id`` and ``env_kwargs`` (what it was trained on), ``algo``,
+    Attributes: ``env_id``, ``env_kwargs`` and ``max_episode_steps`` (what it was trained
+    on), ``algo``,
     ``observation_space`` and ``action_space`` (single-env spaces), ``metadata`` (all of
     the checkpoint's plain metadata: epoch, env steps, success rate, config).
     """
@@ -28,6 +29,9 @@ class Policy:
         self.metadata = metadata
         self.env_id: str = metadata["env_id"]
         self.env_kwargs: dict[str, Any] = dict(metadata.get("env_kwargs", {}))
+        # the time limit the run put on the env (--max-episode-steps, or the length the
+        # env truncated at); None: the env's own
+        self.max_episode_steps: int | None = (metadata.get("config") or {}).get("max_episode_steps")
         self.algo: str = metadata["algo"]
         self.observation_space: spaces.Dict = spaces.Dict(
             {k: space_from_dict(v) for k, v in metadata["observation_space"].items()}

@@ -2,7 +2,8 @@
 
 ::
 
-    config.json        the full config (rebuild it with ``config_from_dict``)
+    config.json        the full config (rebuild it with ``config_from_dict``) and, under
+                       "plan", every choice the run made for its machine, and the machine
     progress.csv       one row per epoch
     curves.png         success rate and return against env steps, redrawn every epoch
     policy_best.pt     the policy with the best eval success so far
@@ -106,7 +107,9 @@ class RunFolder:
     ``describe`` is the plain metadata every checkpoint carries besides the counters
     (env, algorithm, spaces, gamma, config); ``loss_names`` are the losses progress.csv
     logs; ``buffer_file`` names this worker's saved replay buffer in a unit; a resume
-    loads the networks onto ``device``.
+    loads the networks onto ``device``; ``plan`` (the run's resolved
+    :class:`~goalenvs.train.plan.RunPlan` as plain values) is recorded in config.json
+    beside the config.
     """
 
     def __init__(
@@ -120,8 +123,10 @@ class RunFolder:
         loss_names: tuple[str, ...],
         buffer_file: str,
         device: torch.device,
+        plan: dict[str, Any] | None = None,
     ) -> None:
         self.path = path
+        self.plan = plan
         self.device = device
         self.config = config
         self.rank, self.world, self.main = rank, world, rank == 0
@@ -159,7 +164,8 @@ class RunFolder:
         if self.main:
             self._write_progress()
             # Written last: a new config.json says the folder is ready (a resume restored).
-            atomic_write_text(self.path / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+            record = {**cfg.to_dict(), "plan": self.plan} if self.plan else cfg.to_dict()
+            atomic_write_text(self.path / "config.json", json.dumps(record, indent=2) + "\n")
             if cfg.tensorboard:
                 from torch.utils.tensorboard import SummaryWriter
 

@@ -37,10 +37,10 @@ finished epoch, and the cycles of the unfinished one are dropped.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import logging
 import math
-import os
 import signal
 import sys
 import threading
@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -59,25 +60,12 @@ from goalenvs.agents import distributed
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.learner import Learner
 from goalenvs.agents.registry import make_agent
-from goalenvs.core import GOAL_KEYS
+from goalenvs.core import GOAL_KEYS, episode_length
 from goalenvs.train.checkpoint import space_to_dict
 from goalenvs.train.collectors import Collector, make_backend
 from goalenvs.train.display import Display, mean_or_nan
-from goalenvs.train.env_workers import (
-    check_env_workers,
-    default_env_workers,
-    machine_cores,
-    measure_step_seconds,
-)
-from goalenvs.train.envs import (
-    device_twin_problem,
-    goal_function,
-    has_native_twin,
-    probe_rewards,
-    return_range,
-    scalar_info_keys,
-    validate_training_env,
-)
+from goalenvs.train.envs import goal_function, has_native_twin, validate_training_env
+from goalenvs.train.plan import check_device, follow_recorded, make_plan, target_clip
 from goalenvs.train.run_folder import (
     Counters,
     Restored,
@@ -104,6 +92,8 @@ class TrainResult:
     env_steps: int  # env steps collected (over all workers, resumed ones included)
     wall_time: float  # seconds of training (resumed runs add up)
     interrupted: bool  # True when Ctrl-C or SIGTERM stopped the run
+    # the budget that ended the run ("max_env_steps" or "max_minutes"), None if none did
+    budget_spent: str | None = None
     history: list[dict[str, Any]] = field(default_factory=list)  # progress rows of this call
 
     @property
@@ -150,10 +140,20 @@ def join_workers(device_name: str) -> Workers:
 class Trainer:
     """One training run (one worker of a multi-worker run): its parts, and the loop."""
 
-    def __init__(self, config: TrainConfig, callback: Callable | None = None) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        callback: Callable | None = None,
+        *,
+        env: gym.Env | None = None,
+        recorded: dict[str, Any] | None = None,
+    ) -> None:
         """Builds the run's parts in the order they depend on each other: this worker's
-        place, the env and its episode schedule, where the envs run, the agent, the
-        replay buffer, the run folder."""
+        place, the env and the run's plan (:func:`~goalenvs.train.plan.make_plan`: every
+        choice made once), the envs where the plan runs them, the agent, the replay
+        buffer, the run folder. ``env`` is one env of the run already built with
+        ``config.make_kwargs()`` (the CLI's; built here when None); ``recorded`` is the
+        plan a resumed run recorded, which this one follows where the machine can."""
         cfg = self.config = config
         if cfg.tensorboard:
             try:
@@ -166,59 +166,68 @@ class Trainer:
                 ) from None
         self.callback = callback
         self.notes: list[str] = []
-        workers = join_workers(cfg.device)
-        self.workers = workers
-        self.device, self.rank, self.world = workers.device, workers.rank, workers.world
-        self.main = workers.rank == 0
-        torch.set_num_threads(self._torch_threads())
-        if self.world > 1:
-            self.note(
-                f"{self.world} workers, torch.distributed backend "
-                f"{torch.distributed.get_backend()} on {self.device.type}"
-            )
-
         # A failed build closes what it had opened (worker processes included).
         with contextlib.ExitStack() as opened:
-            self.env = validate_training_env(cfg.env_id, cfg.env_kwargs, cfg.algo)
-            opened.callback(self.env.close)
+            if env is None:
+                env = validate_training_env(cfg.env_id, cfg.make_kwargs(), cfg.algo)
+            self.env = env
+            opened.callback(env.close)
+            # a resume takes what its config left to the machine as it was recorded
+            followed = follow_recorded(cfg, recorded)
+            workers = join_workers(check_device(followed, recorded))
+            self.workers = workers
+            self.device, self.rank, self.world = workers.device, workers.rank, workers.world
+            self.main = workers.rank == 0
+            plan = make_plan(followed, env, self.device, self.rank, self.world, recorded)
+            self.plan = plan
+            if plan.episode_length is not None and episode_length(env) is None:
+                # the length the env truncates at, measured: every env of the run gets it
+                cfg.max_episode_steps = plan.episode_length
+                self.env = env = gym.wrappers.TimeLimit(env, plan.episode_length)
+            for line in plan.notes:
+                self.note(line)
+            torch.set_num_threads(plan.torch_threads)
+            if self.world > 1:
+                self.note(
+                    f"{self.world} workers, torch.distributed backend "
+                    f"{torch.distributed.get_backend()} on {self.device.type}"
+                )
             # A goal Dict: validate_training_env checked it.
-            self.observation_space = cast(spaces.Dict, self.env.observation_space)
-            self.action_space = self.env.action_space
-            self.horizon, self.rollout_steps, self.gamma = self._episode_schedule()
+            self.observation_space = cast(spaces.Dict, env.observation_space)
+            self.action_space = env.action_space
             self._check_buffer_fits()
-            keys = cfg.info_keys
-            self.info_keys = keys if keys is not None else scalar_info_keys(self.env)
-
-            self.on_device = self._resolve_env_device()
-            self.replay_on_device = self._resolve_replay_device()
-            env_workers = self._env_workers()
             self.collector = Collector(
                 make_backend(
-                    self.on_device,
+                    plan.env_device == "device",
                     cfg.env_id,
-                    cfg.env_kwargs,
+                    cfg.make_kwargs(),
                     self.device,
-                    replay_on_device=self.replay_on_device,
+                    replay_on_device=plan.replay_device == "device",
                 ),
                 cfg.num_envs,
                 cfg.n_eval_episodes,
-                self.rollout_steps,
-                self.info_keys,
-                workers=env_workers,
-                overlap=self._overlap(env_workers),
+                plan.rollout_steps,
+                plan.info_keys,
+                workers=plan.env_workers,
+                overlap=plan.overlap,
             )
             opened.callback(self.collector.close)
             self.compute_reward, self.compute_terminated = self._goal_functions()
 
             seed = cfg.seed + self.rank
             torch.manual_seed(cfg.seed)
+            # the agent reads the resolved precision, never "auto"
             self.agent = make_agent(
-                cfg, self.observation_space, self.action_space, self.gamma, seed
+                dataclasses.replace(cfg, precision=plan.precision),
+                self.observation_space,
+                self.action_space,
+                plan.gamma,
+                seed,
             )
             self.agent.to(self.device)
             self.agent.noise_generator()  # made now, so that a resume finds it to restore
             distributed.broadcast_module(self.agent)
-            self.agent.set_return_range(*self._target_clip())
+            self.agent.set_return_range(*target_clip(plan))
             self.learner = self._new_learner()
 
             self.buffer = self.collector.backend.new_buffer(
@@ -226,7 +235,7 @@ class Trainer:
                 self.compute_reward,
                 observation_space=self.observation_space,
                 action_space=self.action_space,
-                info_keys=self.info_keys,
+                info_keys=plan.info_keys,
                 compute_terminated=self.compute_terminated,
                 seed=seed,
                 **cfg.her_settings(),
@@ -240,6 +249,7 @@ class Trainer:
                 loss_names=self.agent.loss_names,
                 buffer_file=f"buffer_rank{self.rank}.{self.collector.backend.buffer_suffix}",
                 device=self.device,
+                plan=plan.to_dict(),
             )
             opened.pop_all()  # built: close() closes them from now on
         self.counters = Counters()
@@ -252,19 +262,31 @@ class Trainer:
 
     def placement(self) -> str:
         """One line: where the envs, the replay buffer and the networks run."""
-        cfg, collector = self.config, self.collector
-        if self.on_device:
+        cfg, plan = self.config, self.plan
+        if plan.env_device == "device":
             envs = f"{cfg.num_envs} envs, the torch twin on {self.device}"
             buffer = f"on {self.device}"
         else:
             twin = ", the numpy twin," if has_native_twin(cfg.env_id) else ""
-            workers = collector.workers
+            workers = plan.env_workers
             where = "in the trainer's process" if workers == 1 else f"in {workers} worker processes"
             envs = f"{cfg.num_envs} envs{twin} {where}"
-            if collector.overlap:
+            if plan.overlap:
                 envs += ", collecting beside the updates"
-            buffer = f"on {self.device}" if self.replay_on_device else "in host memory"
+            buffer = f"on {self.device}" if plan.replay_device == "device" else "in host memory"
         return f"envs: {envs}; replay buffer {buffer}; networks on {self.device}"
+
+    def plan_lines(self) -> list[str]:
+        """The lines ``goalenvs train`` prints before the first epoch: the placement, the
+        plan and what the pre-training checks cost."""
+        seconds = self.plan.preflight_seconds
+        checks = (
+            "pre-training checks skipped (--no-preflight)"
+            if seconds is None
+            else f"pre-training checks passed in {seconds:.2f} s (--no-preflight skips them; "
+            f"`goalenvs check {self.config.env_id}` runs them all)"
+        )
+        return [*self.plan.lines(), checks]
 
     def _new_learner(self) -> Learner:
         """The learner of the agent as it is now (its updates captured as CUDA graphs on a
@@ -272,7 +294,7 @@ class Trainer:
         return Learner(
             self.agent,
             self.config.batch_size,
-            graphs=self.config.cuda_graphs,
+            graphs="on" if self.plan.cuda_graphs else "off",
             clock=self.collector.clock,
         )
 
@@ -281,38 +303,6 @@ class Trainer:
         self.notes.append(message)
         if self.main and self.config.verbose:
             print(f"note: {message}", file=sys.stderr)
-
-    def _torch_threads(self) -> int:
-        """``config.torch_threads``, or fewer when the workers torchrun started on this
-        machine (``LOCAL_WORLD_SIZE``) would otherwise ask more threads than it has cores:
-        oversubscribed threads make stragglers that every all-reduce waits for."""
-        threads = self.config.torch_threads
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        fair = max(1, machine_cores() // local)
-        if threads > fair:
-            self.note(
-                f"torch_threads {threads} lowered to {fair}: {local} workers share this "
-                f"machine's {machine_cores()} cores"
-            )
-            return fair
-        return threads
-
-    def _episode_schedule(self) -> tuple[int | None, int, float]:
-        """The episode length (None when the env declares none), the steps of a cycle and
-        the discount (``1 - 1/T`` by default)."""
-        cfg = self.config
-        horizon = getattr(self.env.unwrapped, "max_episode_steps", None) or (
-            self.env.spec.max_episode_steps if self.env.spec is not None else None
-        )
-        if horizon is None and (cfg.rollout_steps is None or cfg.gamma is None):
-            raise ValueError(
-                f"{cfg.env_id} declares no episode length: give it one with --env-kwargs "
-                "'{\"max_episode_steps\": 50}' (gymnasium's time limit), or set rollout_steps "
-                "and gamma in a --preset file"
-            )
-        rollout_steps = cfg.rollout_steps or int(horizon or 0)
-        gamma = cfg.gamma if cfg.gamma is not None else 1.0 - 1.0 / (horizon or 1)
-        return horizon, rollout_steps, gamma
 
     def _check_buffer_fits(self) -> None:
         """A ValueError naming the field and its value when the schedule cannot run: a
@@ -328,7 +318,7 @@ class Trainer:
                 f"batch_size {cfg.batch_size} is larger than the replay buffer ({share} "
                 f"holds {size} transitions): lower batch_size or raise buffer_size"
             )
-        episode = self.horizon or self.rollout_steps
+        episode = self.plan.episode_length or self.plan.rollout_steps
         rows = size // cfg.num_envs
         if rows < episode + 1:
             raise ValueError(
@@ -338,80 +328,13 @@ class Trainer:
                 f"{(episode + 1) * cfg.num_envs * self.world} or lower num_envs"
             )
 
-    def _resolve_env_device(self) -> bool:
-        """Whether the training envs run as torch twins on ``self.device``
-        (``config.env_device``); a clear error when that was asked and cannot be."""
-        cfg = self.config
-        if cfg.env_device == "numpy":
-            return False
-        problem = device_twin_problem(cfg.env_id)
-        if cfg.env_device == "auto":
-            if self.device.type != "cuda":
-                return False
-            if problem is not None:
-                self.note(
-                    f"env_device='auto' runs numpy envs: {cfg.env_id} cannot run on "
-                    f"{self.device}, as {problem}"
-                )
-                return False
-        elif problem is not None:
-            raise ValueError(
-                f"env_device='device': {cfg.env_id} cannot run on device {self.device}: "
-                f"{problem}. Use env_device='numpy' (or 'auto')"
-            )
-        return True
-
-    def _resolve_replay_device(self) -> bool:
-        """Whether the replay buffer lives on ``self.device`` (``config.replay_device``;
-        "auto": beside the envs)."""
-        choice = self.config.replay_device
-        if self.on_device and choice == "host":
-            raise ValueError(
-                f"replay_device (--replay-device) 'host': the torch twins step on "
-                f"{self.device} and their replay buffer lives there; expected 'device' or "
-                "'auto' with env_device 'device'"
-            )
-        return self.on_device or choice == "device"
-
-    def _env_workers(self) -> int:
-        """How many processes step the training envs (``config.env_workers``; None: as
-        many as the machine's cores carry, for an env without a native twin)."""
-        cfg = self.config
-        if self.on_device:
-            if cfg.env_workers not in (None, 1):
-                raise ValueError(
-                    f"env_workers (--env-workers) {cfg.env_workers}: the torch twins run on "
-                    f"{self.device} in the trainer's process; expected 1 with env_device "
-                    "'device'"
-                )
-            return 1
-        if cfg.env_workers is not None:
-            return check_env_workers(cfg.env_workers, cfg.num_envs)
-        if has_native_twin(cfg.env_id):
-            return 1
-        return default_env_workers(
-            cfg.num_envs, False, step_seconds=measure_step_seconds(self.env, seed=cfg.seed)
-        )
-
-    def _overlap(self, env_workers: int) -> bool:
-        """Whether collection runs beside the updates (``config.overlap``; None: when
-        worker processes step the envs, which leaves the trainer's process free)."""
-        overlap = self.config.overlap
-        if overlap is None:
-            return env_workers > 1
-        if overlap and self.on_device:
-            raise ValueError(
-                "overlap=True collects in a background thread, which the on-device loop (torch "
-                "twins on the GPU) has no use for; set overlap to None or False there"
-            )
-        return bool(overlap)
-
     def _goal_functions(self) -> tuple[Callable, Callable | None]:
         """The env's batched ``compute_reward`` and ``compute_terminated`` (a device twin's
         run on its device; a numpy env's get numpy arrays from a replay buffer on a
         device)."""
         cfg, envs = self.config, self.collector.envs
-        host_arrays = self.replay_on_device and not self.on_device
+        plan = self.plan
+        host_arrays = plan.replay_device == "device" and plan.env_device == "numpy"
         compute_reward = goal_function(envs, self.env, "compute_reward", host_arrays)
         if compute_reward is None:
             raise ValueError(
@@ -427,27 +350,6 @@ class Trainer:
             )
         return compute_reward, compute_terminated
 
-    def _target_clip(self) -> tuple[float, float]:
-        """The range Bellman targets are clipped to (``clip_return``), with why."""
-        cfg = self.config
-        if not cfg.clip_return:
-            return -math.inf, math.inf
-        if cfg.clip_range is not None:
-            return cfg.clip_range
-        declared = getattr(self.env.unwrapped, "reward_range", None)
-        if declared is not None and np.all(np.isfinite(declared)):
-            low, high = (float(x) for x in declared)
-            return return_range(low, high, self.gamma)
-        low, high = probe_rewards(self.env, self.compute_reward, self.info_keys, cfg.seed)
-        if low >= -1.0 and high <= 0.0:
-            return return_range(-1.0, 0.0, self.gamma)
-        self.note(
-            f"clip_return is off: {cfg.env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
-            "random probe, outside baselines' [-1, 0], and declares no finite reward_range; "
-            "set clip_range to clip the targets"
-        )
-        return -math.inf, math.inf
-
     def _describe(self) -> dict[str, Any]:
         """The plain metadata every checkpoint of the run carries besides its counters."""
         cfg = self.config
@@ -456,7 +358,7 @@ class Trainer:
             "env_kwargs": cfg.env_kwargs,
             "algo": cfg.algo,
             "hidden_sizes": list(cfg.hidden_sizes),
-            "gamma": self.gamma,
+            "gamma": self.plan.gamma,
             "observation_space": {k: space_to_dict(self.observation_space[k]) for k in GOAL_KEYS},
             "action_space": space_to_dict(self.action_space),
             "config": cfg.to_dict(),
@@ -476,12 +378,16 @@ class Trainer:
         previous = self._catch_signals()
         display = None
         stopped = False
+        spent = None
+        called = time.perf_counter()
         try:
             if not self.started:
                 self.start()
             if cfg.verbose and self.main:
                 display = Display(cfg, self.counters.epoch)
             while self.counters.epoch < cfg.epochs and not (stopped := self._agreed_stop()):
+                if (spent := self._budget_spent(called)) is not None:
+                    break
                 row = self._train_epoch(display)
                 if row is None:  # a stop was agreed within the epoch, which is not committed
                     stopped = True
@@ -503,6 +409,7 @@ class Trainer:
             env_steps=counters.env_steps,
             wall_time=counters.wall_time,
             interrupted=stopped,
+            budget_spent=spent,
             history=self.history,
         )
 
@@ -543,11 +450,11 @@ class Trainer:
         start, steps_before = time.perf_counter(), counters.env_steps
         stats: dict[str, list] = {name: [] for name in ("success", *self.agent.loss_names)}
         collector.clock.reset()
-        collector.arm(cfg.n_cycles * self.rollout_steps)
+        collector.arm(cfg.n_cycles * self.plan.rollout_steps)
         rollout = collector.collect(self.agent)
         for cycle in range(cfg.n_cycles):
             stats["success"] += collector.store(rollout, self.buffer, self.agent)
-            counters.env_steps += self.rollout_steps * cfg.num_envs * self.world
+            counters.env_steps += self.plan.rollout_steps * cfg.num_envs * self.world
             more = cycle + 1 < cfg.n_cycles
             ahead = collector.collect_ahead(self.agent) if more and collector.overlap else None
             self.optimize(stats)
@@ -618,7 +525,7 @@ class Trainer:
         n = self.config.n_eval_episodes
         seed = np.random.SeedSequence([self.config.seed, self.rank, self.counters.epoch])
         totals = self.collector.evaluate(
-            self.agent, int(seed.generate_state(1)[0]), self.horizon or 100_000
+            self.agent, int(seed.generate_state(1)[0]), self.plan.episode_length or 100_000
         )
         totals = distributed.all_reduce_sum(totals) / (n * self.world)
         return float(totals[0]), float(totals[1]), float(totals[2])
@@ -628,6 +535,20 @@ class Trainer:
         return self.collector.backend.load_buffer(
             path, self.compute_reward, self.compute_terminated
         )
+
+    def _budget_spent(self, called: float) -> str | None:
+        """The budget that is spent at this epoch boundary: ``"max_env_steps"`` (env steps
+        of the whole run) or ``"max_minutes"`` (minutes since :meth:`run` was called, once
+        an epoch of this call has ended, agreed by every worker); None while both last."""
+        cfg = self.config
+        if cfg.max_env_steps is not None and self.counters.env_steps >= cfg.max_env_steps:
+            return "max_env_steps"
+        if cfg.max_minutes is None or not self.history:
+            return None
+        late = time.perf_counter() - called >= 60.0 * cfg.max_minutes
+        if self.world > 1:
+            late = float(distributed.all_reduce_sum(torch.tensor([float(late)]))[0]) > 0
+        return "max_minutes" if late else None
 
     def _agreed_stop(self) -> bool:
         """True once any worker was asked to stop; every worker calls it at the same points

@@ -129,6 +129,33 @@ def test_training_with_two_workers_gives_the_run_of_one_process(tmp_path):
     assert no_worker_left()
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_last_observation_of_every_episode_is_stored_not_the_reset_one(tmp_path, workers):
+    # StepCounter's achieved goal counts the steps of its episode (0.01, 0.02, ...): each
+    # episode's last stored next-observation is the 10th step's, never the next reset's 0
+    cfg = config(
+        tmp_path,
+        env_id=f"{ENVS}:StepCounter",
+        env_workers=workers,
+        overlap=False,
+        rollout_steps=7,  # episodes end mid-cycle
+        n_sampled_goal=0,
+        save_buffer=False,
+    )
+    trainer = Trainer(cfg)
+    try:
+        trainer.run()
+        batch = trainer.buffer.sample(2000)
+    finally:
+        trainer.close()
+    now = np.round(batch.observations["achieved_goal"][:, 0] * 100).astype(int)
+    after = np.round(batch.next_observations["achieved_goal"][:, 0] * 100).astype(int)
+    assert (now == 9).any()  # last steps were sampled
+    assert np.array_equal(after, now + 1), sorted(
+        set(zip(now.tolist(), after.tolist(), strict=True))
+    )
+
+
 def test_overlap_collects_with_a_cycle_of_lag_and_is_reproducible(tmp_path):
     first = train(config(tmp_path / "a", env_workers=2, overlap=True, epochs=1, n_cycles=4))
     again = train(config(tmp_path / "b", env_workers=2, overlap=True, epochs=1, n_cycles=4))
@@ -155,8 +182,11 @@ def test_a_resumed_worker_run_draws_what_the_uninterrupted_one_draws(tmp_path):
 def test_an_env_that_raises_in_a_worker_stops_the_run_with_its_error(tmp_path):
     # Epoch 1 takes 2 cycles x 10 steps; each sub-env raises at its 31st step (epoch 2).
     kwargs = {"max_episode_steps": 10, "fail_after": 30}
-    # A clip range given: no reward probe steps the env in the trainer's own process.
-    failing = config(tmp_path, env_workers=2, env_kwargs=kwargs, clip_range=(-10.0, 0.0))
+    # A clip range given and no pre-training checks: nothing steps the env 31 times in the
+    # trainer's own process (the checks would find the error there first).
+    failing = config(
+        tmp_path, env_workers=2, env_kwargs=kwargs, clip_range=(-10.0, 0.0), preflight=False
+    )
     with pytest.raises(EnvWorkerError, match=r"raised FloatingPointError in an env worker: the "):
         train(failing)
     assert no_worker_left()
@@ -276,10 +306,10 @@ def test_the_cli_names_the_flag_of_a_worker_count_beyond_the_machine(capsys):
 
 
 def test_torchrun_workers_share_the_cores_instead_of_oversubscribing_them(tmp_path, monkeypatch):
-    from goalenvs.train import trainer as trainer_module
+    from goalenvs.train import plan as plan_module
 
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    monkeypatch.setattr(trainer_module, "machine_cores", lambda: 4)
+    monkeypatch.setattr(plan_module, "machine_cores", lambda: 4)
     previous = torch.get_num_threads()
     try:
         trainer = Trainer(config(tmp_path, env_workers=1, torch_threads=2))

@@ -92,10 +92,10 @@ def test_info_entries_the_reward_reads_are_stored_for_her(tmp_path):
         return Trainer(DDPGConfig(env_id=env_id, out=str(tmp_path), verbose=False, **kwargs))
 
     parking = trainer("goalenvs/Parking-v0")  # its collision penalty reads info["crashed"]
-    assert parking.info_keys == ("crashed",) and parking.buffer.info_keys == ("crashed",)
+    assert parking.plan.info_keys == ("crashed",) and parking.buffer.info_keys == ("crashed",)
     parking.close()
     reach = trainer("goalenvs/PointReach-v0", info_keys=())
-    assert reach.info_keys == ()
+    assert reach.plan.info_keys == ()
     reach.close()
 
 
@@ -109,8 +109,8 @@ def test_parking_config_keeps_the_crash_penalty_and_caps_its_target(tmp_path):
     try:
         # Relabeled rewards need info["crashed"]; at gamma 0.95 a crash's target (-51, a
         # terminal step) is clipped to -20, the lowest value any state can have.
-        assert "crashed" in trainer.info_keys
-        assert trainer.gamma == 0.95
+        assert "crashed" in trainer.plan.info_keys
+        assert trainer.plan.gamma == 0.95
         targets = trainer.agent.targets(
             torch.tensor([-51.0, -1.0]), torch.tensor([1.0, 0.0]), torch.tensor([0.0, -30.0])
         )

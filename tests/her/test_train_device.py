@@ -68,7 +68,10 @@ def leaves(value):
 
 def test_the_device_path_hands_the_buffer_tensors_on_the_device_only(device_run):
     trainer, result, calls = device_run
-    assert trainer.on_device and trainer.collector.envs.unwrapped.device == torch.device("cpu")
+    assert (
+        trainer.plan.env_device == "device"
+        and trainer.collector.envs.unwrapped.device == torch.device("cpu")
+    )
     assert len(calls) == 2 * 2 * 25  # epochs x cycles x rollout steps
     values = list(leaves(calls))
     assert not [type(v) for v in values if not isinstance(v, torch.Tensor)]
@@ -77,7 +80,7 @@ def test_the_device_path_hands_the_buffer_tensors_on_the_device_only(device_run)
     assert actions.shape == (4, 2) and actions.dtype == torch.float32
     assert rewards.shape == terminated.shape == truncated.shape == (4,)
     assert set(obs) == set(next_obs) == {"observation", "achieved_goal", "desired_goal"}
-    assert set(infos) == set(trainer.info_keys)
+    assert set(infos) == set(trainer.plan.info_keys)
     assert result.env_steps == STEPS
     # Updates start once an episode is complete: from the second cycle on.
     assert result.history[-1]["updates"] == 3 * 2
@@ -158,7 +161,11 @@ def test_a_numpy_run_resumes_on_the_device_with_a_fresh_buffer(tmp_path, caplog)
     with caplog.at_level("WARNING", logger="goalenvs.train"):
         resumed.start()
     assert "holds a replay buffer of the other env_device" in caplog.text
-    assert resumed.on_device and resumed.buffer.n_transitions == 0 and resumed.counters.epoch == 1
+    assert (
+        resumed.plan.env_device == "device"
+        and resumed.buffer.n_transitions == 0
+        and resumed.counters.epoch == 1
+    )
     assert resumed.run().env_steps == STEPS
 
 
@@ -187,14 +194,14 @@ def test_every_env_family_trains_on_the_device(env_id, tmp_path):
     result = trainer.run()
     assert result.env_steps == 2 * 10 * 4 and len(calls) == 2 * 10
     infos = calls[-1][6]
-    assert set(infos) == set(trainer.info_keys)  # the info compute_reward reads, as tensors
+    assert set(infos) == set(trainer.plan.info_keys)  # the info compute_reward reads, as tensors
     assert all(isinstance(v, torch.Tensor) and v.shape[0] == 4 for v in infos.values())
     # The device evaluation's bookkeeping against a plain recount of the same episodes:
     # success at each episode's end, return and length summed until it ends.
     success, episode_return, length = trainer.evaluate()
     assert recount_evaluation(trainer) == pytest.approx((success, episode_return, length))
     assert result.history[-1]["eval_success"] == pytest.approx(result.final_success_rate)
-    assert 0 < length <= trainer.horizon
+    assert 0 < length <= trainer.plan.episode_length
 
 
 def recount_evaluation(trainer: Trainer) -> tuple[float, float, float]:
@@ -204,7 +211,7 @@ def recount_evaluation(trainer: Trainer) -> tuple[float, float, float]:
     seed = np.random.SeedSequence([trainer.config.seed, trainer.rank, trainer.counters.epoch])
     obs, _ = trainer.collector.eval_envs.reset(seed=int(seed.generate_state(1)[0]))
     success, returns, lengths, done = [0.0] * n, [0.0] * n, [0] * n, [False] * n
-    for _ in range(trainer.horizon):
+    for _ in range(trainer.plan.episode_length):
         obs, rewards, terminated, truncated, info = trainer.collector.eval_envs.step(
             trainer.agent.act(obs, False)
         )
@@ -237,7 +244,7 @@ def test_the_device_loop_learns_point_reach_on_the_cpu(tmp_path):
 
 def test_env_device_auto_keeps_numpy_envs_off_cuda(tmp_path):
     trainer = Trainer(tiny(tmp_path, env_device="auto"))
-    assert not trainer.on_device
+    assert trainer.plan.env_device == "numpy"
     obs, _ = trainer.collector.envs.reset(seed=0)
     assert isinstance(obs["observation"], np.ndarray)
     trainer.close()
@@ -259,7 +266,7 @@ def test_on_device_envs_for_an_env_without_a_twin_is_a_clear_error(tmp_path):
         assert "no native vector twin" in message
         # auto falls back to numpy envs, on the CPU as (with a note) on CUDA
         trainer = Trainer(tiny(tmp_path, env_id=env_id, env_device="auto"))
-        assert not trainer.on_device
+        assert trainer.plan.env_device == "numpy"
         trainer.close()
     finally:
         gym.registry.pop(env_id)
@@ -323,7 +330,7 @@ def test_normalizer_sums_tensors_as_it_sums_arrays():
 @pytest.mark.skipif(not CUDA, reason="no CUDA device: the device loop is tested on 'cpu'")
 def test_cuda_keeps_env_buffer_and_networks_on_the_gpu(tmp_path):
     trainer = Trainer(tiny(tmp_path, device="cuda", env_device="auto"))
-    assert trainer.on_device
+    assert trainer.plan.env_device == "device"
     calls = record_adds(trainer)
     result = trainer.run()
     values = list(leaves(calls))

@@ -27,6 +27,7 @@ host; for any other env it serves a GPU learner beside env worker processes.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
 import os
 from dataclasses import dataclass, field
@@ -79,8 +80,11 @@ def load_preset(name_or_path: str | os.PathLike) -> Preset:
         if not path.is_file():
             raise ValueError(f"preset={text!r}: no such file")
     else:
+        close = difflib.get_close_matches(text, preset_names(), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(
-            f"preset={text!r} is not a preset; expected one of {preset_names()} or a .toml path"
+            f"preset={text!r} is not a preset; expected one of {preset_names()} or a .toml "
+            f"path{hint}"
         )
     try:
         data = tomllib.loads(path.read_text())

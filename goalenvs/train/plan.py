@@ -1,0 +1,449 @@
+"""A run's plan: every choice ``goalenvs train`` makes for the machine it runs on, worked
+out once, before any part of the run is built.
+
+:func:`make_plan` turns the config, the machine (its device, cores, bf16 instructions)
+and one look at the env (the pre-training checks of :mod:`goalenvs.checker.preflight`,
+a timed step, the info keys, a reward probe) into a frozen :class:`RunPlan`: where the
+networks, the envs and the replay buffer are, the episode length, rollout length,
+discount and target clip, the env workers and overlap, the update's precision and CUDA
+graphs, each with why when the config left it to the machine. The CLI prints it, the
+run folder records it in ``config.json`` with the machine, and the
+:class:`~goalenvs.train.trainer.Trainer` builds its parts from it alone.
+
+A resume follows the recorded plan (:func:`follow_recorded`): what the config left to
+the machine is taken as it was recorded, not worked out again here, while ``config.json``
+keeps what was asked. Where this machine
+cannot give it (no CUDA device, fewer cores than the workers need) the run is refused in
+one line that names what was recorded, what this machine gives and the flag that
+accepts the change; where it can, only slower (bf16 without bfloat16 instructions), it
+says so in one line and goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.precision import cpu_has_bf16, uses_bf16
+from goalenvs.agents.registry import get_algo
+from goalenvs.checker.preflight import Preflight, preflight
+from goalenvs.core import episode_length
+from goalenvs.train.env_workers import (
+    WORKERS_PER_CORE,
+    check_env_workers,
+    default_env_workers,
+    machine_cores,
+    measure_step_seconds,
+)
+from goalenvs.train.envs import (
+    device_twin_problem,
+    goal_function,
+    has_native_twin,
+    probe_rewards,
+    return_range,
+    scalar_info_keys,
+)
+
+# The config fields a plan resolves, with the value that leaves each to the machine.
+AUTO = {
+    "device": "auto",
+    "env_device": "auto",
+    "replay_device": "auto",
+    "env_workers": None,
+    "overlap": None,
+    "precision": "auto",
+    "cuda_graphs": "auto",
+}
+
+
+class PreflightError(ValueError):
+    """The env failed a check the trainer cannot survive; the message is one line with the
+    check id, the finding, its fix and the ``goalenvs check`` command for the rest."""
+
+
+class PlanError(ValueError):
+    """The recorded plan of a resumed run asks what this machine cannot give; the message
+    names what was recorded, what this machine gives and the flag that accepts it."""
+
+
+def describe_machine() -> dict[str, Any]:
+    """The machine a run trains on, as a result file records it: CPU model, the cores
+    this process may use, torch's version, bfloat16 instructions and the CUDA device."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if "model name" in line), "")
+    except OSError:
+        pass
+    import platform
+
+    return {
+        "cpu": model or platform.processor() or platform.machine(),
+        "cores": machine_cores(),
+        "torch": torch.__version__,
+        "cpu_bf16": cpu_has_bf16(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Every resolved choice of one run (worker ``rank`` of ``world``)."""
+
+    device: str  # where the networks train ("cpu", "cuda:0")
+    rank: int  # this worker (0: the one that writes the run folder)
+    world: int  # workers of the run (torchrun)
+    episode_length: int | None  # the env's time limit (None: it declares none)
+    rollout_steps: int  # steps of every env per cycle
+    gamma: float  # the discount
+    clip_range: tuple[float, float] | None  # where Bellman targets are clipped (None: not)
+    info_keys: tuple[str, ...]  # info entries stored for compute_reward
+    env_device: str  # "numpy" (numpy envs on the host) or "device" (torch twins there)
+    replay_device: str  # "host" (numpy) or "device" (torch, on ``device``)
+    env_workers: int  # processes stepping the training envs (1: the trainer's own)
+    step_seconds: float | None  # one env step as the probe timed it (None: not timed)
+    overlap: bool  # collection runs beside the updates
+    precision: str  # "bf16" (autocast) or "fp32"
+    cuda_graphs: bool  # the updates run as captured CUDA graphs
+    torch_threads: int  # torch's intra-op threads
+    machine: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # why, for each choice the config left to the machine
+    preflight_seconds: float | None = None  # what the pre-training checks cost
+
+    @property
+    def torch_device(self) -> torch.device:
+        """``device`` as a torch device."""
+        return torch.device(self.device)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready values (``config.json``'s ``plan``)."""
+        data = dataclasses.asdict(self)
+        data["clip_range"] = None if self.clip_range is None else list(self.clip_range)
+        data["info_keys"] = list(self.info_keys)
+        data["notes"] = list(self.notes)
+        return data
+
+    def lines(self) -> list[str]:
+        """The plan as ``goalenvs train`` prints it: a few short lines."""
+        workers = f", worker {self.rank} of {self.world}" if self.world > 1 else ""
+        length = "none declared" if self.episode_length is None else f"{self.episode_length}"
+        clip = (
+            "off"
+            if self.clip_range is None
+            else f"[{self.clip_range[0]:g}, {self.clip_range[1]:g}]"
+        )
+        envs = "torch twins on the device" if self.env_device == "device" else "numpy"
+        where = (
+            "in the trainer's process"
+            if self.env_workers == 1
+            else f"in {self.env_workers} worker processes"
+        )
+        timed = "" if self.step_seconds is None else f" (a step {1e6 * self.step_seconds:.0f} us)"
+        replay = "in host memory" if self.replay_device == "host" else f"on {self.device}"
+        machine = self.machine
+        cpu = f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores"
+        return [
+            f"plan: networks on {self.device}{workers}, {self.precision} updates, CUDA graphs "
+            f"{'on' if self.cuda_graphs else 'off'}, {self.torch_threads} torch threads; "
+            f"machine: {cpu}, torch {machine.get('torch', '?')}",
+            f"plan: episode length {length}, rollout {self.rollout_steps} steps, gamma "
+            f"{self.gamma:.4g}, targets clipped {clip}",
+            f"plan: envs {envs} {where}{timed}, overlap {'on' if self.overlap else 'off'}; "
+            f"replay buffer {replay}",
+        ]
+
+
+def follow_recorded(config: TrainConfig, recorded: dict[str, Any] | None) -> TrainConfig:
+    """``config`` of a resumed run with every choice it leaves to the machine (``auto``,
+    None) set to what the run recorded (its plan in ``config.json``). A value the config
+    sets (a flag given at the resume) is kept; a device other than the recorded one
+    leaves the choices that depend on it (where the envs and the buffer run, CUDA graphs)
+    to the machine again."""
+    if not recorded:
+        return config
+    device = str(recorded.get("device", "cpu")).split(":")[0]
+    moved = config.device not in ("auto", device)
+    values: dict[str, Any] = {
+        "device": device,
+        "env_device": recorded.get("env_device"),
+        "replay_device": recorded.get("replay_device"),
+        "env_workers": recorded.get("env_workers"),
+        "overlap": recorded.get("overlap"),
+        "precision": recorded.get("precision"),
+        "cuda_graphs": "on" if recorded.get("cuda_graphs") else "off",
+    }
+    follows: dict[str, Any] = {
+        name: value
+        for name, value in values.items()
+        if value is not None
+        and getattr(config, name) == AUTO[name]
+        and not (moved and name in ("env_device", "replay_device", "cuda_graphs"))
+    }
+    return dataclasses.replace(config, **follows) if follows else config
+
+
+def check_device(config: TrainConfig, recorded: dict[str, Any] | None) -> str:
+    """``config.device``, or a :class:`PlanError` when a resumed run recorded a CUDA device
+    and this machine has none."""
+    if recorded and config.device == "cuda" and not torch.cuda.is_available():
+        raise PlanError(
+            f"the run was recorded on device {recorded.get('device')}; this machine gives no "
+            "CUDA device (torch sees none); --device cpu accepts the change"
+        )
+    return config.device
+
+
+def check_recorded(config: TrainConfig, recorded: dict[str, Any] | None) -> list[str]:
+    """Raises :class:`PlanError` when this machine cannot give what a resumed run's
+    recorded plan asks (and the config still asks it); returns one line for each change
+    it can give, only slower."""
+    if not recorded:
+        return []
+    notes = []
+    cores = machine_cores()
+    workers = config.env_workers
+    if workers is not None and workers > WORKERS_PER_CORE * cores:
+        raise PlanError(
+            f"the run was recorded with {workers} env workers; this machine's {cores} cores "
+            f"carry at most {WORKERS_PER_CORE * cores}; --env-workers N accepts the change"
+        )
+    if workers is not None and workers > cores and workers != recorded.get("env_workers"):
+        notes.append(f"{workers} env workers share this machine's {cores} cores")
+    on_cpu = config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available())
+    if config.precision == "bf16" and on_cpu and not cpu_has_bf16():
+        notes.append(
+            "the run was recorded in bf16; this CPU has no bfloat16 instructions, so bf16 runs "
+            "emulated, slower, with the same numbers (--precision fp32 changes the arithmetic)"
+        )
+    return notes
+
+
+def make_plan(
+    config: TrainConfig,
+    env: gym.Env,
+    device: torch.device,
+    rank: int = 0,
+    world: int = 1,
+    recorded: dict[str, Any] | None = None,
+) -> RunPlan:
+    """The plan of ``config`` on this machine (``device``, this worker's ``rank`` of
+    ``world``), from one look at ``env`` (built with ``config.make_kwargs()``; stepped,
+    not closed). A resumed run passes its ``recorded`` plan (taken as it is where this
+    machine can give it: :func:`check_recorded`)."""
+    notes: list[str] = list(check_recorded(config, recorded))
+    checked = _preflight(config, env, notes)
+    horizon = episode_length(env)
+    if horizon is None and checked is not None and checked.episode_length is not None:
+        horizon = checked.episode_length
+    if horizon is None and (config.rollout_steps is None or config.gamma is None):
+        raise ValueError(
+            f"{config.env_id} declares no episode length: give it one with "
+            "--max-episode-steps N (gymnasium's time limit), or set rollout_steps and "
+            "gamma in a --preset file"
+        )
+    rollout_steps = config.rollout_steps or int(horizon or 0)
+    gamma = config.gamma if config.gamma is not None else 1.0 - 1.0 / (horizon or 1)
+    env_device = _env_device(config, device, notes)
+    replay_device = _replay_device(config, env_device, device)
+    recorded_seconds = (recorded or {}).get("step_seconds")
+    env_workers, step_seconds = _env_workers(config, env, env_device, recorded_seconds, notes)
+    overlap = _overlap(config, env_workers, env_device)
+    precision = "bf16" if uses_bf16(config.precision, device) else "fp32"
+    if config.precision == "auto":
+        notes.append(
+            f"precision auto: {precision} on {device.type}"
+            + (" (bfloat16 instructions)" if precision == "bf16" else "")
+        )
+    info_keys = config.info_keys if config.info_keys is not None else scalar_info_keys(env)
+    clip_range = _clip_range(config, env, gamma, info_keys, notes)
+    return RunPlan(
+        device=str(device),
+        rank=rank,
+        world=world,
+        episode_length=horizon,
+        rollout_steps=rollout_steps,
+        gamma=gamma,
+        clip_range=clip_range,
+        info_keys=tuple(info_keys),
+        env_device=env_device,
+        replay_device=replay_device,
+        env_workers=env_workers,
+        step_seconds=step_seconds,
+        overlap=overlap,
+        precision=precision,
+        cuda_graphs=_cuda_graphs(config, device, world),
+        torch_threads=_torch_threads(config, notes),
+        machine=describe_machine(),
+        notes=tuple(notes),
+        preflight_seconds=None if checked is None else round(checked.seconds, 3),
+    )
+
+
+def _preflight(config: TrainConfig, env: gym.Env, notes: list[str]) -> Preflight | None:
+    """The pre-training checks (unless ``config.preflight`` is off): an error stops the
+    run here, before any env step of training or a run folder; each warning is a note."""
+    if not config.preflight:
+        return None
+    needs_length = config.rollout_steps is None or config.gamma is None
+    result = preflight(env, seed=config.seed, needs_length=needs_length)
+    if not result.ok:
+        raise PreflightError(result.error_line(config.env_id))
+    notes.extend(result.notes)
+    if result.episode_length is not None and config.max_episode_steps is None:
+        notes.append(
+            f"the episode length is taken as {result.episode_length} steps, where "
+            f"{config.env_id} truncated its episodes (--max-episode-steps sets it)"
+        )
+    return result
+
+
+def _env_device(config: TrainConfig, device: torch.device, notes: list[str]) -> str:
+    """ "device" when the training envs run as torch twins on ``device``, else "numpy"."""
+    if config.env_device == "numpy":
+        return "numpy"
+    problem = device_twin_problem(config.env_id)
+    if config.env_device == "auto":
+        if device.type != "cuda":
+            return "numpy"
+        if problem is not None:
+            notes.append(
+                f"env_device auto runs numpy envs: {config.env_id} cannot run on {device}, "
+                f"as {problem}"
+            )
+            return "numpy"
+    elif problem is not None:
+        raise ValueError(
+            f"env_device='device': {config.env_id} cannot run on device {device}: "
+            f"{problem}. Use env_device='numpy' (or 'auto')"
+        )
+    return "device"
+
+
+def _replay_device(config: TrainConfig, env_device: str, device: torch.device) -> str:
+    """Where the replay buffer lives: beside torch twins always; for numpy envs in host
+    memory unless ``replay_device`` asks the device."""
+    if env_device == "device" and config.replay_device == "host":
+        raise ValueError(
+            f"replay_device (--replay-device) 'host': the torch twins step on {device} and "
+            "their replay buffer lives there; expected 'device' or 'auto' with env_device "
+            "'device'"
+        )
+    return "device" if env_device == "device" or config.replay_device == "device" else "host"
+
+
+def _env_workers(
+    config: TrainConfig,
+    env: gym.Env,
+    env_device: str,
+    recorded_seconds: float | None,
+    notes: list[str],
+) -> tuple[int, float | None]:
+    """The processes that step the training envs and the step time that chose them."""
+    if env_device == "device":
+        if config.env_workers not in (None, 1):
+            raise ValueError(
+                f"env_workers (--env-workers) {config.env_workers}: the torch twins run on "
+                "the device in the trainer's process; expected 1 with env_device 'device'"
+            )
+        return 1, None
+    if config.env_workers is not None:
+        return check_env_workers(config.env_workers, config.num_envs), recorded_seconds
+    if has_native_twin(config.env_id):
+        notes.append("env workers 1: the native vector twin steps every env in one call")
+        return 1, None
+    seconds = measure_step_seconds(env, seed=config.seed)
+    workers = default_env_workers(config.num_envs, False, step_seconds=seconds)
+    notes.append(
+        f"env workers {workers}: a step took {1e6 * seconds:.0f} us on {machine_cores()} cores"
+    )
+    return workers, seconds
+
+
+def _overlap(config: TrainConfig, env_workers: int, env_device: str) -> bool:
+    """Whether collection runs beside the updates (None: with worker processes)."""
+    if config.overlap is None:
+        return env_workers > 1
+    if config.overlap and env_device == "device":
+        raise ValueError(
+            "overlap=True collects in a background thread, which the on-device loop (torch "
+            "twins on the GPU) has no use for; set overlap to None or False there"
+        )
+    return bool(config.overlap)
+
+
+def _cuda_graphs(config: TrainConfig, device: torch.device, world: int) -> bool:
+    """Whether the updates will run as captured CUDA graphs (the learner's rule: a CUDA
+    device, one worker, an algorithm whose update is graph-safe; "on" insists)."""
+    safe = get_algo(config.algo).agent_class().graph_safe_update
+    possible = device.type == "cuda" and world == 1 and safe
+    if config.cuda_graphs == "on" and not possible:
+        why = (
+            f"the networks are on {device}, and CUDA graphs need a CUDA device"
+            if device.type != "cuda"
+            else f"{world} workers all-reduce every update"
+            if world > 1
+            else f"{config.algo}'s update is not graph-safe"
+        )
+        raise ValueError(f"cuda_graphs (--cuda-graphs) 'on' cannot capture the updates: {why}")
+    return possible and config.cuda_graphs != "off"
+
+
+def _torch_threads(config: TrainConfig, notes: list[str]) -> int:
+    """``torch_threads``, or fewer when the workers torchrun started on this machine
+    (``LOCAL_WORLD_SIZE``) would otherwise ask more threads than it has cores."""
+    threads = config.torch_threads
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    fair = max(1, machine_cores() // local)
+    if threads > fair:
+        notes.append(
+            f"torch_threads {threads} lowered to {fair}: {local} workers share this machine's "
+            f"{machine_cores()} cores"
+        )
+        return fair
+    return threads
+
+
+def _clip_range(
+    config: TrainConfig,
+    env: gym.Env,
+    gamma: float,
+    info_keys: tuple[str, ...],
+    notes: list[str],
+) -> tuple[float, float] | None:
+    """The range Bellman targets are clipped to (``clip_return``), None when they are not."""
+    if not config.clip_return:
+        return None
+    if config.clip_range is not None:
+        return config.clip_range
+    declared = getattr(env.unwrapped, "reward_range", None)
+    if declared is not None and np.all(np.isfinite(declared)):
+        low, high = (float(x) for x in declared)
+        return return_range(low, high, gamma)
+    compute_reward = goal_function(env, env, "compute_reward")
+    if compute_reward is None:
+        raise ValueError(
+            f"{config.env_id} has no compute_reward(achieved_goal, desired_goal, info): HER "
+            f"cannot relabel its transitions. Run `goalenvs check {config.env_id}`."
+        )
+    low, high = probe_rewards(env, compute_reward, info_keys, config.seed)
+    if low >= -1.0 and high <= 0.0:
+        return return_range(-1.0, 0.0, gamma)
+    notes.append(
+        f"clip_return is off: {config.env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
+        "random probe, outside baselines' [-1, 0], and declares no finite reward_range; "
+        "set clip_range to clip the targets"
+    )
+    return None
+
+
+def target_clip(plan: RunPlan) -> tuple[float, float]:
+    """The plan's clip range as the agent takes it (infinite bounds: no clip)."""
+    return plan.clip_range if plan.clip_range is not None else (-math.inf, math.inf)
