@@ -416,6 +416,7 @@ SHOWN_CLASSES = {
     "ReplayBufferBase": "goalenvs.her.common",
     "Restored": "goalenvs.train.run_folder",
     "RunFolder": "goalenvs.train.run_folder",
+    "RunPlan": "goalenvs.train.plan",
     "TrainConfig": "goalenvs.agents.config",
     "Trainer": "goalenvs.train.trainer",
 }

@@ -23,7 +23,6 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from gymnasium import spaces
 
@@ -309,58 +308,3 @@ def remove_debris(run_dir: str | os.PathLike) -> list[Path]:
                     p.unlink()
                 removed.append(p)
     return removed
-
-
-# --------------------------------------------------------------------------- random state
-
-
-def find_generators(obj: Any) -> dict[str, np.random.Generator]:
-    """The numpy generators ``obj`` holds, by attribute path, each object once.
-
-    Duck-typed so that it follows any env or agent: attributes that are a
-    ``np.random.Generator`` or a list / tuple of them (a native vector env's per-sub-env
-    generators), and for a vector env with sub-envs (gymnasium's ``SyncVectorEnv``) each
-    sub-env's ``np_random``.
-    """
-    found: dict[str, np.random.Generator] = {}
-    seen: set[int] = set()
-
-    def add(name: str, value: Any) -> None:
-        if isinstance(value, np.random.Generator) and id(value) not in seen:
-            seen.add(id(value))
-            found[name] = value
-
-    for name, value in sorted(vars(obj).items()):
-        if isinstance(value, (list, tuple)):
-            for i, item in enumerate(value):
-                add(f"{name}[{i}]", item)
-        else:
-            add(name, value)
-    for i, env in enumerate(getattr(obj, "envs", None) or []):
-        inner = getattr(env, "unwrapped", env)
-        generator = getattr(inner, "_np_random", None)
-        add(f"envs[{i}].np_random", generator)
-    return found
-
-
-def generator_states(obj: Any) -> dict[str, Any]:
-    """``{path: bit_generator.state}`` of :func:`find_generators` (plain values)."""
-    return {name: g.bit_generator.state for name, g in find_generators(obj).items()}
-
-
-def restore_generators(obj: Any, states: dict[str, Any]) -> list[str]:
-    """Sets the generators of ``obj`` back to ``states`` (in place: aliases follow).
-
-    Returns the paths that did not match (saved but absent, or present but not saved):
-    an empty list when every generator was restored.
-    """
-    current = find_generators(obj)
-    mismatched = sorted(set(current) ^ set(states))
-    for name, generator in current.items():
-        if name in states:
-            state = states[name]
-            if state.get("bit_generator") != type(generator.bit_generator).__name__:
-                mismatched.append(name)
-                continue
-            generator.bit_generator.state = state
-    return mismatched

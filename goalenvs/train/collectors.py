@@ -41,8 +41,8 @@ import numpy as np
 import torch
 
 from goalenvs.core import GOAL_KEYS
-from goalenvs.train.env_workers import GeneratorSnapshot
 from goalenvs.train.envs import make_vector_env
+from goalenvs.train.resume_state import GeneratorSnapshot
 from goalenvs.train.timing import PhaseClock
 
 Obs = dict[str, Any]  # a batched goal observation: arrays or tensors by key

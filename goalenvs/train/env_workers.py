@@ -1,4 +1,4 @@
-"""The training envs in worker processes, and their random generators across a resume.
+"""The training envs in worker processes.
 
 An env without a native vector twin (MuJoCo's Fetch, panda-gym, highway-env, a user's
 env) steps one sub-env at a time in Python. :class:`EnvWorkers` spreads its sub-envs over
@@ -17,8 +17,8 @@ travel to it. A worker whose env raises stops the run with the env's own traceba
 by gymnasium) and an :class:`EnvWorkerError` naming the worker; one that dies (a segfault
 in a simulator, a kill) stops it with the signal, and every worker process is reaped.
 
-:class:`GeneratorSnapshot` keeps what a resume needs from the envs in the main process,
-and each :class:`EnvGroup` does the same inside its worker.
+Each :class:`EnvGroup` keeps what a resume needs from its envs inside its worker
+(:class:`~goalenvs.train.resume_state.GeneratorSnapshot`).
 """
 
 from __future__ import annotations
@@ -34,12 +34,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from goalenvs import envspec
-from goalenvs.train.checkpoint import generator_states, restore_generators
+from goalenvs.train.resume_state import GeneratorSnapshot
 
-TORCH_GENERATORS = "torch_generators"  # key of a device twin's generators in the env states
 # How many worker processes a machine's cores carry, at most: beyond that they only wait
 # for each other.
 WORKERS_PER_CORE = 4
@@ -141,81 +139,6 @@ def check_sendable(env_id: str, source: Any, env_kwargs: dict[str, Any]) -> None
             f"process ({type(exc).__name__}: {exc}); train it in the trainer's process with "
             "--env-workers 1"
         ) from None
-
-
-# --------------------------------------------------------------------------- generators
-
-
-def torch_generator_states(obj: Any) -> dict[str, torch.Tensor]:
-    """``{attribute: state}`` of the ``torch.Generator`` attributes of ``obj`` (a device
-    twin's, the device buffer's, the agent's exploration)."""
-    return {
-        name: value.get_state()
-        for name, value in sorted(vars(obj).items())
-        if isinstance(value, torch.Generator)
-    }
-
-
-def restore_torch_generators(obj: Any, states: dict[str, torch.Tensor]) -> list[str]:
-    """Sets the torch generators of ``obj`` back to ``states``; returns the names that did
-    not match (saved but absent, or present but not saved)."""
-    current = {k: v for k, v in vars(obj).items() if isinstance(v, torch.Generator)}
-    for name in current.keys() & states.keys():
-        current[name].set_state(states[name])
-    return sorted(current.keys() ^ states.keys())
-
-
-def env_generator_states(env: Any) -> dict[str, Any]:
-    """:func:`generator_states` of a vector env, with a device twin's torch generators."""
-    states = generator_states(env)
-    torch_states = torch_generator_states(env)
-    if torch_states:
-        states[TORCH_GENERATORS] = torch_states
-    return states
-
-
-def restore_env_generators(env: Any, states: dict[str, Any]) -> list[str]:
-    """Sets a vector env's generators back to :func:`env_generator_states`' ``states``;
-    returns the names that did not match."""
-    states = dict(states)
-    torch_states = states.pop(TORCH_GENERATORS, {})
-    return restore_generators(env, states) + restore_torch_generators(env, torch_states)
-
-
-class GeneratorSnapshot(gym.vector.VectorWrapper):
-    """The envs' generator states from just before the last step of an epoch.
-
-    A sub-env whose episode ends in that step (same-step autoreset) draws its next
-    episode inside it; saving the states from before the step lets the resume's reset
-    draw that same episode again. Sub-envs that did not reset drew nothing in the step,
-    so their state is the current one either way. Costs one comparison per step.
-    """
-
-    def __init__(self, env: gym.vector.VectorEnv) -> None:
-        super().__init__(env)
-        self._steps_taken, self._armed_step = 0, -1
-        self._states: dict[str, Any] | None = None
-
-    def arm(self, steps: int) -> None:
-        """Takes the snapshot before the ``steps``-th step from now."""
-        self._steps_taken, self._armed_step, self._states = 0, steps, None
-
-    def step(self, actions: Any) -> Any:
-        """Steps the envs (after taking the snapshot when this is the armed step)."""
-        self._steps_taken += 1
-        if self._steps_taken == self._armed_step:
-            self._states = env_generator_states(self.env.unwrapped)
-        return self.env.step(actions)
-
-    def generator_states(self) -> dict[str, Any]:
-        """The states before the last step when it was the armed one, else the current."""
-        if self._states is not None and self._steps_taken == self._armed_step:
-            return self._states
-        return env_generator_states(self.env.unwrapped)
-
-    def restore_generators(self, states: dict[str, Any]) -> list[str]:
-        """Sets the generators back to ``states``; returns the names that did not match."""
-        return restore_env_generators(self.env.unwrapped, states)
 
 
 # --------------------------------------------------------------------------- workers

@@ -53,17 +53,14 @@ from goalenvs.train.checkpoint import (
     atomic_write_text,
     commit_unit,
     error_summary,
-    generator_states,
     load_torch_file,
     read_checkpoint,
     read_manifest,
     remove_debris,
-    restore_generators,
     save_checkpoint,
     unit_dir,
     unit_epochs,
 )
-from goalenvs.train.env_workers import restore_torch_generators, torch_generator_states
 from goalenvs.train.timing import TIME_COLUMNS
 
 KEEP_UNITS = 2  # committed epochs kept in checkpoints/: the newest and one to fall back on
@@ -480,43 +477,6 @@ class RunFolder:
         self.wait_for_plot()
         if self.writer is not None:
             self.writer.close()
-
-
-# --------------------------------------------------------------------------- random state
-
-
-def capture_random_state(agent: Any, buffer: Any, env_states: dict[str, Any]) -> dict[str, Any]:
-    """Every random generator a resume restores: torch's, the agent's and the buffer's
-    (numpy and torch), and the envs' ``env_states``."""
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": list(torch.cuda.get_rng_state_all()) if torch.cuda.is_available() else [],
-        "agent": generator_states(agent),
-        # The torch generators of the device path (exploration, buffer sampling).
-        "torch_generators": {
-            "agent": torch_generator_states(agent),
-            "buffer": torch_generator_states(buffer),
-        },
-        "buffer": generator_states(buffer),
-        "envs": env_states,
-    }
-
-
-def restore_random_state(state: dict[str, Any], agent: Any, buffer: Any) -> dict[str, Any]:
-    """Sets torch's, the agent's and the buffer's generators back to ``state`` (from
-    :func:`capture_random_state`); returns the envs' states, which the envs restore."""
-    torch.set_rng_state(state["torch"].cpu())
-    cuda = state["cuda"]
-    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
-    for name, obj in (("agent", agent), ("buffer", buffer)):
-        missed = restore_torch_generators(obj, state.get("torch_generators", {}).get(name, {}))
-        if missed:
-            logger.warning("%s torch generators %s were not restored", name, missed)
-        missed = restore_generators(obj, state[name])
-        if missed:
-            logger.warning("%s generators %s were not restored", name, missed)
-    return state["envs"]
 
 
 def read_checkpoint_like(path: Path, format_name: str) -> dict:

@@ -66,12 +66,11 @@ from goalenvs.train.collectors import Collector, make_backend
 from goalenvs.train.display import Display, mean_or_nan
 from goalenvs.train.envs import goal_function, has_native_twin, validate_training_env
 from goalenvs.train.plan import check_device, follow_recorded, make_plan, target_clip
+from goalenvs.train.resume_state import capture_random_state, restore_random_state
 from goalenvs.train.run_folder import (
     Counters,
     Restored,
     RunFolder,
-    capture_random_state,
-    restore_random_state,
 )
 
 logger = logging.getLogger(__name__)

@@ -21,9 +21,9 @@ from goalenvs.train.env_workers import (
     EnvWorkers,
     check_env_workers,
     default_env_workers,
-    env_generator_states,
 )
 from goalenvs.train.envs import make_vector_env
+from goalenvs.train.resume_state import env_generator_states
 from goalenvs.train.trainer import Trainer, train
 
 torch.set_num_threads(1)

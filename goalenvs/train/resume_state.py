@@ -1,0 +1,184 @@
+"""What a resume restores besides the networks: every random generator of a run.
+
+A run draws from torch's generators, the agent's and the replay buffer's (numpy and
+torch), and the envs' (each sub-env's numpy generator, a device twin's torch ones). A
+committed epoch saves them all (:func:`capture_random_state`), and a resume sets them
+back (:func:`restore_random_state`), so a resumed run draws what the uninterrupted one
+draws. The envs' states are taken just before an epoch's last step
+(:class:`GeneratorSnapshot`): a sub-env whose episode ends in that step draws its next
+episode inside it, and the resume's reset draws that episode again from the state before.
+Generators are found by duck typing (:func:`find_generators`), so any env or agent is
+followed; names that do not match between the save and the resume are returned to the
+caller, which says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+TORCH_GENERATORS = "torch_generators"  # key of a device twin's generators in the env states
+
+
+def find_generators(obj: Any) -> dict[str, np.random.Generator]:
+    """The numpy generators ``obj`` holds, by attribute path, each object once.
+
+    Duck-typed so that it follows any env or agent: attributes that are a
+    ``np.random.Generator`` or a list / tuple of them (a native vector env's per-sub-env
+    generators), and for a vector env with sub-envs (gymnasium's ``SyncVectorEnv``) each
+    sub-env's ``np_random``.
+    """
+    found: dict[str, np.random.Generator] = {}
+    seen: set[int] = set()
+
+    def add(name: str, value: Any) -> None:
+        if isinstance(value, np.random.Generator) and id(value) not in seen:
+            seen.add(id(value))
+            found[name] = value
+
+    for name, value in sorted(vars(obj).items()):
+        if isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                add(f"{name}[{i}]", item)
+        else:
+            add(name, value)
+    for i, env in enumerate(getattr(obj, "envs", None) or []):
+        inner = getattr(env, "unwrapped", env)
+        generator = getattr(inner, "_np_random", None)
+        add(f"envs[{i}].np_random", generator)
+    return found
+
+
+def generator_states(obj: Any) -> dict[str, Any]:
+    """``{path: bit_generator.state}`` of :func:`find_generators` (plain values)."""
+    return {name: g.bit_generator.state for name, g in find_generators(obj).items()}
+
+
+def restore_generators(obj: Any, states: dict[str, Any]) -> list[str]:
+    """Sets the generators of ``obj`` back to ``states`` (in place: aliases follow).
+
+    Returns the paths that did not match (saved but absent, or present but not saved):
+    an empty list when every generator was restored.
+    """
+    current = find_generators(obj)
+    mismatched = sorted(set(current) ^ set(states))
+    for name, generator in current.items():
+        if name in states:
+            state = states[name]
+            if state.get("bit_generator") != type(generator.bit_generator).__name__:
+                mismatched.append(name)
+                continue
+            generator.bit_generator.state = state
+    return mismatched
+
+
+def torch_generator_states(obj: Any) -> dict[str, torch.Tensor]:
+    """``{attribute: state}`` of the ``torch.Generator`` attributes of ``obj`` (a device
+    twin's, the device buffer's, the agent's exploration)."""
+    return {
+        name: value.get_state()
+        for name, value in sorted(vars(obj).items())
+        if isinstance(value, torch.Generator)
+    }
+
+
+def restore_torch_generators(obj: Any, states: dict[str, torch.Tensor]) -> list[str]:
+    """Sets the torch generators of ``obj`` back to ``states``; returns the names that did
+    not match (saved but absent, or present but not saved)."""
+    current = {k: v for k, v in vars(obj).items() if isinstance(v, torch.Generator)}
+    for name in current.keys() & states.keys():
+        current[name].set_state(states[name])
+    return sorted(current.keys() ^ states.keys())
+
+
+def env_generator_states(env: Any) -> dict[str, Any]:
+    """:func:`generator_states` of a vector env, with a device twin's torch generators."""
+    states = generator_states(env)
+    torch_states = torch_generator_states(env)
+    if torch_states:
+        states[TORCH_GENERATORS] = torch_states
+    return states
+
+
+def restore_env_generators(env: Any, states: dict[str, Any]) -> list[str]:
+    """Sets a vector env's generators back to :func:`env_generator_states`' ``states``;
+    returns the names that did not match."""
+    states = dict(states)
+    torch_states = states.pop(TORCH_GENERATORS, {})
+    return restore_generators(env, states) + restore_torch_generators(env, torch_states)
+
+
+class GeneratorSnapshot(gym.vector.VectorWrapper):
+    """The envs' generator states from just before the last step of an epoch.
+
+    A sub-env whose episode ends in that step (same-step autoreset) draws its next
+    episode inside it; saving the states from before the step lets the resume's reset
+    draw that same episode again. Sub-envs that did not reset drew nothing in the step,
+    so their state is the current one either way. Costs one comparison per step.
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv) -> None:
+        super().__init__(env)
+        self._steps_taken, self._armed_step = 0, -1
+        self._states: dict[str, Any] | None = None
+
+    def arm(self, steps: int) -> None:
+        """Takes the snapshot before the ``steps``-th step from now."""
+        self._steps_taken, self._armed_step, self._states = 0, steps, None
+
+    def step(self, actions: Any) -> Any:
+        """Steps the envs (after taking the snapshot when this is the armed step)."""
+        self._steps_taken += 1
+        if self._steps_taken == self._armed_step:
+            self._states = env_generator_states(self.env.unwrapped)
+        return self.env.step(actions)
+
+    def generator_states(self) -> dict[str, Any]:
+        """The states before the last step when it was the armed one, else the current."""
+        if self._states is not None and self._steps_taken == self._armed_step:
+            return self._states
+        return env_generator_states(self.env.unwrapped)
+
+    def restore_generators(self, states: dict[str, Any]) -> list[str]:
+        """Sets the generators back to ``states``; returns the names that did not match."""
+        return restore_env_generators(self.env.unwrapped, states)
+
+
+def capture_random_state(agent: Any, buffer: Any, env_states: dict[str, Any]) -> dict[str, Any]:
+    """Every random generator a resume restores: torch's, the agent's and the buffer's
+    (numpy and torch), and the envs' ``env_states``."""
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": list(torch.cuda.get_rng_state_all()) if torch.cuda.is_available() else [],
+        "agent": generator_states(agent),
+        # The torch generators of the device path (exploration, buffer sampling).
+        "torch_generators": {
+            "agent": torch_generator_states(agent),
+            "buffer": torch_generator_states(buffer),
+        },
+        "buffer": generator_states(buffer),
+        "envs": env_states,
+    }
+
+
+def restore_random_state(state: dict[str, Any], agent: Any, buffer: Any) -> dict[str, Any]:
+    """Sets torch's, the agent's and the buffer's generators back to ``state`` (from
+    :func:`capture_random_state`); returns the envs' states, which the envs restore."""
+    torch.set_rng_state(state["torch"].cpu())
+    cuda = state["cuda"]
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
+    for name, obj in (("agent", agent), ("buffer", buffer)):
+        missed = restore_torch_generators(obj, state.get("torch_generators", {}).get(name, {}))
+        if missed:
+            logger.warning("%s torch generators %s were not restored", name, missed)
+        missed = restore_generators(obj, state[name])
+        if missed:
+            logger.warning("%s generators %s were not restored", name, missed)
+    return state["envs"]
