@@ -106,7 +106,9 @@ def table(records: list[dict]) -> str:
     latest: dict[tuple[str, int], dict] = {}
     for r in records:
         # records from before the precision was recorded name their algorithm alone
-        name = f"{r['algo']} {r['precision']}" if "precision" in r else r["algo"]
+        name = r["algo"]
+        if "precision" in r:
+            name += f" {r['precision']}, first >= {r['threshold']:g}"
         latest[(name, r["seed"])] = r
     algos = sorted({a for a, _ in latest})
     seeds = sorted({s for _, s in latest})

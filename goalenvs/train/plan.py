@@ -262,6 +262,11 @@ def make_plan(
             f"precision auto: {precision} on {device.type}"
             + (" (bfloat16 instructions)" if precision == "bf16" else "")
         )
+    elif precision == "fp32" and device.type == "cpu" and cpu_has_bf16():
+        notes.append(
+            "precision fp32 as the config sets it (a flag, or the preset: its comment says "
+            "why), though this CPU has bfloat16 instructions"
+        )
     info_keys = config.info_keys if config.info_keys is not None else scalar_info_keys(env)
     clip_range = _clip_range(config, env, gamma, info_keys, notes)
     return RunPlan(
