@@ -1,5 +1,5 @@
 """The numpy|torch helpers of the native twins: devices, tensor goals, tensor actions, info
-values, and the two array backends (:class:`NumpyBackend`, :class:`TorchBackend`) that a
+values, and the two array modules' helpers (:class:`NumpyArrays`, :class:`TorchArrays`) that a
 twin's state helpers run on.
 
 Nothing here imports torch at module level: numpy users never load it; nor anything else
@@ -288,10 +288,10 @@ def _reset_mask_error(num_envs: int, dtype: Any, shape: tuple[int, ...]) -> Valu
     )
 
 
-class NumpyBackend:
+class NumpyArrays:
     """The array helpers of a vector twin whose state lives in numpy arrays.
 
-    :class:`TorchBackend` has the same methods for tensors on a torch device, so a twin
+    :class:`TorchArrays` has the same methods for tensors on a torch device, so a twin
     writes each helper call once and the backend decides how it runs. Neither holds a
     module, so a twin that keeps one can be copied and pickled.
     """
@@ -357,8 +357,8 @@ class NumpyBackend:
         )
 
 
-class TorchBackend(NumpyBackend):
-    """:class:`NumpyBackend`'s helpers for tensors on the torch device ``device``."""
+class TorchArrays(NumpyArrays):
+    """:class:`NumpyArrays`'s helpers for tensors on the torch device ``device``."""
 
     def __init__(self, device: Any) -> None:
         self.device = device
@@ -427,7 +427,7 @@ class TorchBackend(NumpyBackend):
         )
 
 
-def array_backend(device: Any = None) -> NumpyBackend:
+def array_backend(device: Any = None) -> NumpyArrays:
     """The backend of a twin: numpy for ``device=None``, else torch on ``device``
     (resolved by :func:`resolve_device`, which names a device torch cannot use)."""
-    return NumpyBackend() if device is None else TorchBackend(resolve_device(device))
+    return NumpyArrays() if device is None else TorchArrays(resolve_device(device))
