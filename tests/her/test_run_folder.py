@@ -1,0 +1,100 @@
+"""The RunFolder on its own: what opening a folder writes, what committing an epoch
+leaves on disk, and what a resume reads back, without a Trainer around it."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+import torch
+
+import goalenvs  # noqa: F401  (registers the ids)
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.agents.registry import make_agent
+from goalenvs.her import HerReplayBuffer
+from goalenvs.train.checkpoint import unit_epochs
+from goalenvs.train.run_folder import Counters, RunFolder
+
+torch.set_num_threads(1)
+
+
+def parts(tmp_path: Path, **kwargs):
+    env = gym.make("goalenvs/PointReach-v0")
+    config = DDPGConfig(
+        hidden_sizes=(8,), out=str(tmp_path / "run"), save_buffer=True, verbose=False, **kwargs
+    )
+    agent = make_agent(config, env.observation_space, env.action_space, 0.98, 0)
+    buffer = HerReplayBuffer(
+        200, env.observation_space, env.action_space, compute_reward=env.unwrapped, n_envs=1
+    )
+    folder = RunFolder(
+        Path(config.resume or config.out),
+        config,
+        rank=0,
+        world=1,
+        describe={"env_id": config.env_id, "algo": "ddpg", "config": config.to_dict()},
+        loss_names=agent.loss_names,
+        buffer_file="buffer_rank0.npz",
+        device=torch.device("cpu"),
+        plan={"precision": "fp32", "env_workers": 1},
+    )
+    return folder, agent, buffer
+
+
+def commit(folder: RunFolder, agent, buffer, epoch: int, success: float) -> Counters:
+    counters = Counters(epoch=epoch, env_steps=100 * epoch, updates=10 * epoch)
+    row = {name: 0.0 for name in folder.columns()}
+    row.update(epoch=epoch, env_steps=counters.env_steps, eval_success=success)
+    best = counters.record_eval(success, -1.0)
+    folder.commit_epoch(counters, row, best, agent, buffer, {"envs": {}})
+    return counters
+
+
+def test_opening_a_new_folder_writes_config_and_plan_and_refuses_a_used_one(tmp_path):
+    folder, agent, buffer = parts(tmp_path)
+    assert folder.open(agent, lambda path: None) is None  # a fresh run restores nothing
+    config = json.loads((folder.path / "config.json").read_text())
+    assert config["algo"] == "ddpg" and config["plan"] == {"precision": "fp32", "env_workers": 1}
+    assert (folder.path / "progress.csv").read_text().splitlines() == [",".join(folder.columns())]
+    commit(folder, agent, buffer, 1, 0.5)
+    folder.close()
+    again, agent, _ = parts(tmp_path)
+    with pytest.raises(ValueError, match="already holds a run; pass resume="):
+        again.open(agent, lambda path: None)
+
+
+def test_each_committed_epoch_is_a_unit_a_row_and_the_policies(tmp_path):
+    folder, agent, buffer = parts(tmp_path)
+    folder.open(agent, lambda path: None)
+    commit(folder, agent, buffer, 1, 0.5)
+    commit(folder, agent, buffer, 2, 0.25)
+    folder.close()
+    assert sorted(unit_epochs(folder.path)) == [1, 2]  # the last two are kept
+    with open(folder.path / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["epoch"], r["eval_success"]) for r in rows] == [("1", "0.5"), ("2", "0.25")]
+    assert (folder.path / "policy_latest.pt").is_file()
+    assert (folder.path / "policy_best.pt").is_file()  # epoch 1's: 0.5 beats 0.25
+
+
+def test_a_resume_reads_back_the_last_committed_epoch(tmp_path):
+    folder, agent, buffer = parts(tmp_path)
+    folder.open(agent, lambda path: None)
+    commit(folder, agent, buffer, 1, 0.5)
+    commit(folder, agent, buffer, 2, 0.75)
+    folder.close()
+    weights = {k: v.clone() for k, v in agent.actor.state_dict().items()}
+
+    resumed, fresh, _ = parts(tmp_path, resume=str(tmp_path / "run"))
+    loaded = []
+    restored = resumed.open(fresh, lambda path: loaded.append(path.name) or "a buffer")
+    resumed.close()
+    assert restored is not None
+    assert (restored.counters.epoch, restored.counters.env_steps) == (2, 200)
+    assert restored.success == 0.75 and restored.counters.best_success == 0.75
+    assert restored.buffer == "a buffer" and loaded == ["buffer_rank0.npz"]
+    for name, value in fresh.actor.state_dict().items():
+        assert torch.equal(value, weights[name]), name
