@@ -36,6 +36,7 @@ from goalenvs.agents.base import Agent
 from goalenvs.agents.config import GRAPH_MODES
 from goalenvs.core import check_choice, check_positive
 from goalenvs.her import HerBatch
+from goalenvs.her.replay import ReplayBuffer
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ class Learner:
         """True when the updates run as captured CUDA graphs."""
         return isinstance(self.updates, StaticUpdates) and self.updates.capture
 
-    def optimize(self, buffer: Any, n_batches: int) -> dict[str, torch.Tensor]:
+    def optimize(self, buffer: ReplayBuffer, n_batches: int) -> dict[str, torch.Tensor]:
         """``n_batches`` times: sample ``batch_size`` transitions from ``buffer``, update
         the agent on them, and set their replay priorities when ``buffer.prioritized``;
         then the target networks move once.

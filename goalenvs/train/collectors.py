@@ -40,7 +40,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from goalenvs.agents.base import Agent
 from goalenvs.core import GOAL_KEYS
+from goalenvs.her.replay import ReplayBuffer
 from goalenvs.train.envs import make_vector_env
 from goalenvs.train.resume_state import GeneratorSnapshot
 from goalenvs.train.timing import PhaseClock
@@ -100,12 +102,12 @@ class Backend:
         """``n`` float64 zeros where the envs' values live."""
         raise NotImplementedError
 
-    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
+    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> ReplayBuffer:
         """An empty replay buffer of this backend holding ``size`` transitions; ``kwargs``
         are the buffer's (spaces, HER and priority settings)."""
         raise NotImplementedError
 
-    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> Any:
+    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> ReplayBuffer:
         """A replay buffer this backend saved."""
         raise NotImplementedError
 
@@ -146,13 +148,13 @@ class NumpyBackend(Backend):
         """``n`` float64 zeros."""
         return np.zeros(n)
 
-    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
+    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> ReplayBuffer:
         """An empty numpy replay buffer."""
         from goalenvs.her.buffer import HerReplayBuffer
 
         return HerReplayBuffer(size, compute_reward=compute_reward, **kwargs)
 
-    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> Any:
+    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> ReplayBuffer:
         """A numpy replay buffer this backend saved."""
         from goalenvs.her.buffer import HerReplayBuffer
 
@@ -206,7 +208,7 @@ class DeviceBackend(Backend):
         """``n`` float64 zeros on the device."""
         return torch.zeros(n, dtype=torch.float64, device=self.device)
 
-    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> Any:
+    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> ReplayBuffer:
         """An empty replay buffer on the device."""
         from goalenvs.her.device_buffer import DeviceHerReplayBuffer
 
@@ -214,7 +216,7 @@ class DeviceBackend(Backend):
             size, compute_reward=compute_reward, device=self.device, **kwargs
         )
 
-    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> Any:
+    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> ReplayBuffer:
         """A replay buffer saved on a device, loaded onto this one."""
         from goalenvs.her.device_buffer import DeviceHerReplayBuffer
 
@@ -266,7 +268,7 @@ class Collector:
         self.obs, _ = self.envs.reset()
         return missed
 
-    def collect(self, agent: Any) -> Rollout:
+    def collect(self, agent: Agent) -> Rollout:
         """Steps the training envs ``rollout_steps`` times with exploring actions."""
         clock, rollout = self.clock, Rollout([], [])
         for _ in range(self.rollout_steps):
@@ -279,7 +281,7 @@ class Collector:
             self.obs = step.start
         return rollout
 
-    def collect_ahead(self, agent: Any) -> Future[Rollout]:
+    def collect_ahead(self, agent: Agent) -> Future[Rollout]:
         """:meth:`collect` in the background with a copy of ``agent``'s policy as it is now
         (needs ``overlap``); the future's result is the rollout."""
         assert self._ahead is not None, "collect_ahead needs a Collector made with overlap=True"
@@ -298,7 +300,7 @@ class Collector:
             self._behaviour.policy_modules()[name].load_state_dict(module.state_dict())
         return self._ahead.submit(self.collect, self._behaviour)
 
-    def store(self, rollout: Rollout, buffer: Any, agent: Any) -> list[float]:
+    def store(self, rollout: Rollout, buffer: ReplayBuffer, agent: Agent) -> list[float]:
         """Adds a rollout's transitions to ``buffer`` and its observations to the agent's
         normalizer; returns the successes of the episodes that ended in it."""
         with self.clock("store"):
@@ -319,7 +321,7 @@ class Collector:
             agent.normalizer.recompute()
             return self.backend.successes(rollout.steps)
 
-    def evaluate(self, agent: Any, seed: int, limit: int) -> torch.Tensor:
+    def evaluate(self, agent: Agent, seed: int, limit: int) -> torch.Tensor:
         """Sums of success, return and length over one deterministic episode per eval
         sub-env (at most ``limit`` steps), as a float64 CPU tensor of 3."""
         envs, xp = self.eval_envs, self.backend.xp
@@ -330,7 +332,7 @@ class Collector:
             done = success > 0.0
             for _ in range(limit):
                 actions = agent.act(obs, explore=False)
-                if xp is np:
+                if isinstance(actions, np.ndarray):  # numpy envs: the action space's dtype
                     actions = actions.astype(envs.single_action_space.dtype, copy=False)
                 obs, rewards, terminated, truncated, info = envs.step(actions)
                 active = ~done

@@ -21,6 +21,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from goalenvs.agents.base import Agent
+from goalenvs.her.replay import ReplayBuffer
+
 logger = logging.getLogger(__name__)
 
 TORCH_GENERATORS = "torch_generators"  # key of a device twin's generators in the env states
@@ -150,7 +153,9 @@ class GeneratorSnapshot(gym.vector.VectorWrapper):
         return restore_env_generators(self.env.unwrapped, states)
 
 
-def capture_random_state(agent: Any, buffer: Any, env_states: dict[str, Any]) -> dict[str, Any]:
+def capture_random_state(
+    agent: Agent, buffer: ReplayBuffer, env_states: dict[str, Any]
+) -> dict[str, Any]:
     """Every random generator a resume restores: torch's, the agent's and the buffer's
     (numpy and torch), and the envs' ``env_states``."""
     return {
@@ -167,7 +172,9 @@ def capture_random_state(agent: Any, buffer: Any, env_states: dict[str, Any]) ->
     }
 
 
-def restore_random_state(state: dict[str, Any], agent: Any, buffer: Any) -> dict[str, Any]:
+def restore_random_state(
+    state: dict[str, Any], agent: Agent, buffer: ReplayBuffer
+) -> dict[str, Any]:
     """Sets torch's, the agent's and the buffer's generators back to ``state`` (from
     :func:`capture_random_state`); returns the envs' states, which the envs restore."""
     torch.set_rng_state(state["torch"].cpu())

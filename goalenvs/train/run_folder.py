@@ -44,8 +44,10 @@ import torch
 
 import goalenvs
 from goalenvs.agents import distributed
+from goalenvs.agents.base import Agent
 from goalenvs.agents.config import TrainConfig
 from goalenvs.core.io import atomic_write, atomic_write_file
+from goalenvs.her.replay import ReplayBuffer
 from goalenvs.train.checkpoint import (
     STATE_FORMAT,
     CheckpointError,
@@ -94,7 +96,7 @@ class Restored:
 
     counters: Counters
     success: float  # the eval success rate of that epoch
-    buffer: Any  # its replay buffer (None: not saved, or saved by the other backend)
+    buffer: ReplayBuffer | None  # its replay buffer (None: not saved, or by the other backend)
     random_state: dict[str, Any] | None  # this worker's generators (None: another world size)
 
 
@@ -143,7 +145,7 @@ class RunFolder:
 
     # ---- opening
 
-    def open(self, agent: Any, load_buffer: Callable[[Path], Any]) -> Restored | None:
+    def open(self, agent: Agent, load_buffer: Callable[[Path], ReplayBuffer]) -> Restored | None:
         """Creates the folder, or reopens it to resume (``config.resume``): the last
         committed epoch's networks go into ``agent``, the rest is returned (None for a
         fresh run). ``load_buffer(path)`` reads a saved replay buffer."""
@@ -171,7 +173,9 @@ class RunFolder:
                 self.writer = SummaryWriter(str(self.path / "tensorboard"), purge_step=purge)
         return restored
 
-    def _restore(self, agent: Any, load_buffer: Callable[[Path], Any]) -> Restored | None:
+    def _restore(
+        self, agent: Agent, load_buffer: Callable[[Path], ReplayBuffer]
+    ) -> Restored | None:
         """Loads the last committed epoch (falling back to the one before when it is
         damaged) and cuts progress.csv to it."""
         if not (self.path / "config.json").is_file():
@@ -314,8 +318,8 @@ class RunFolder:
         counters: Counters,
         row: dict[str, Any],
         best: bool,
-        agent: Any,
-        buffer: Any,
+        agent: Agent,
+        buffer: ReplayBuffer,
         random_state: dict[str, Any],
     ) -> None:
         """Commits the finished epoch as one unit, then updates the files derived from it.

@@ -61,6 +61,7 @@ from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.learner import Learner
 from goalenvs.agents.registry import make_agent
 from goalenvs.core import GOAL_KEYS, episode_length
+from goalenvs.her.replay import ReplayBuffer
 from goalenvs.train.checkpoint import space_to_dict
 from goalenvs.train.collectors import Collector, make_backend
 from goalenvs.train.display import Display, mean_or_nan
@@ -529,7 +530,7 @@ class Trainer:
         totals = distributed.all_reduce_sum(totals) / (n * self.world)
         return float(totals[0]), float(totals[1]), float(totals[2])
 
-    def _load_buffer(self, path: Path) -> Any:
+    def _load_buffer(self, path: Path) -> ReplayBuffer:
         """A replay buffer this run's backend saved at ``path``."""
         return self.collector.backend.load_buffer(
             path, self.compute_reward, self.compute_terminated

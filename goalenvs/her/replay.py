@@ -1,0 +1,62 @@
+"""What the trainer asks of a replay buffer: the :class:`ReplayBuffer` protocol.
+
+Both HER buffers (:class:`~goalenvs.her.buffer.HerReplayBuffer` in host memory,
+:class:`~goalenvs.her.device_buffer.DeviceHerReplayBuffer` on a torch device) satisfy it,
+and the collector, the learner and the run folder take any object that does, so the type
+checker follows a batch from the envs to the update.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Protocol, runtime_checkable
+
+from goalenvs.her.common import HerBatch
+
+
+@runtime_checkable
+class ReplayBuffer(Protocol):
+    """A replay buffer the trainer fills, samples, prioritizes and saves."""
+
+    @property
+    def prioritized(self) -> bool:
+        """True when batches are drawn by priority (and take :meth:`update_priorities`)."""
+        ...
+
+    @property
+    def n_transitions(self) -> int:
+        """Transitions stored (and sampleable)."""
+        ...
+
+    def add(
+        self,
+        obs: Any,
+        next_obs: Any,
+        action: Any,
+        reward: Any,
+        terminated: Any,
+        truncated: Any,
+        infos: Any = None,
+    ) -> None:
+        """Stores one transition per env (arrays or tensors with leading ``n_envs``)."""
+        ...
+
+    def can_sample(self) -> bool:
+        """True once a batch can be drawn (an episode has been stored)."""
+        ...
+
+    def sample(self, batch_size: int, device: Any = None) -> HerBatch:
+        """A relabeled batch (tensors on ``device`` when given)."""
+        ...
+
+    def update_priorities(self, indices: Any, td_errors: Any) -> None:
+        """Sets the priorities of the sampled transitions from their TD errors."""
+        ...
+
+    def truncate_last_trajectory(self) -> None:
+        """Ends every episode in progress where it is (the envs start new ones)."""
+        ...
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the buffer, its episodes in progress included, to ``path``."""
+        ...
