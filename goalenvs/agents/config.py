@@ -49,6 +49,7 @@ class TrainConfig:
     goal_selection_strategy: str = "future"  # where relabeled goals come from
     gamma: float | None = None  # discount; None: 1 - 1/T with T the episode length
     polyak: float = 0.95  # target <- polyak * target + (1 - polyak) * online, once a cycle
+    target_update_every: int = 0  # also move the targets every K updates of a cycle (0: no)
     clip_return: bool = True  # clip targets to the return range the env's rewards allow
     clip_range: tuple[float, float] | None = None  # that range given; None: from the rewards
     hidden_sizes: tuple[int, ...] = (256, 256, 256)  # hidden layers of every network
@@ -109,6 +110,7 @@ class TrainConfig:
             check_positive("rollout_steps", self.rollout_steps, integer=True)
         check_int("n_sampled_goal", self.n_sampled_goal, minimum=0)
         check_int("save_every", self.save_every, minimum=0)
+        check_int("target_update_every", self.target_update_every, minimum=0)
         if self.env_workers is not None:
             check_int("env_workers", self.env_workers, minimum=1)
         for name in ("layer_norm", "preflight"):

@@ -123,7 +123,8 @@ class Learner:
     def optimize(self, buffer: ReplayBuffer, n_batches: int) -> dict[str, torch.Tensor]:
         """``n_batches`` times: sample ``batch_size`` transitions from ``buffer``, update
         the agent on them, and set their replay priorities when ``buffer.prioritized``;
-        then the target networks move once.
+        then the target networks move once (and every ``target_update_every`` updates
+        before that, when the agent's config sets it).
 
         Returns the mean of each of the agent's ``loss_names`` over the batches, as 0-dim
         tensors on the agent's device (read them once per cycle: each read waits for the
@@ -133,7 +134,9 @@ class Learner:
         agent, clock, updates = self.agent, self.clock, self.updates
         prioritized = bool(getattr(buffer, "prioritized", False))
         updates.begin()
-        for options in agent.update_options(n_batches):
+        # mrl's schedule: the targets also move every K updates within the cycle
+        every = agent.config.target_update_every
+        for i, options in enumerate(agent.update_options(n_batches)):
             with clock("sample"):
                 batch = updates.sample(buffer, self.batch_size)
             with clock("update"):
@@ -145,6 +148,9 @@ class Learner:
             if prioritized:
                 with clock("sample"):
                     buffer.update_priorities(batch.indices, td_errors)
+            if every and (i + 1) % every == 0 and i + 1 < n_batches:
+                with clock("update"):
+                    agent.update_targets()
         with clock("update"):
             agent.update_targets()
             updates.end()
