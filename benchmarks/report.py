@@ -1020,6 +1020,45 @@ def fetch_push_tried() -> str:
     )
 
 
+def fetch_push_levers() -> str:
+    """mrl's levers tried one at a time on FetchPush-v4 seed 0 against the fetch_push
+    preset (manipulation/tried/push_<lever>_s0.json with its preset diff, and push_s0)."""
+    tried = RESULTS / "manipulation" / "tried"
+    seed0 = _progress(RESULTS / "manipulation" / "push_s0.csv")
+    base = json.loads((RESULTS / "manipulation" / "push_s0.json").read_text())
+    lines = [
+        "| lever (one change to `fetch_push`) | first eval >= 0.9 | eval at 520,000 env steps "
+        "| env steps/s, load | commit, precision |",
+        "|---|---|---|---|---|",
+        f"| none: the preset (push_s0) | {_tried_hit(seed0)} | {_at(seed0, 520_000)} | "
+        f"{base['env_steps_per_s']:.0f}, load {base['load']['min']:.1f}-"
+        f"{base['load']['max']:.1f} | {base['commit']}, {base['config']['precision']} (bf16 "
+        "on this CPU) |",
+    ]
+    for path in sorted(tried.glob("push_*_s0.json")):
+        meta = json.loads(path.read_text())
+        if "lever" not in meta:
+            continue
+        rows = _progress(path.with_suffix(".csv"))
+        diff = ", ".join(
+            f"{key} {change['fetch_push']} -> {change['tried']}"
+            for key, change in meta["preset_diff"].items()
+        )
+        end = f"; stopped {meta['stopped']}" if "stopped" in meta else ""
+        load = meta["load"]
+        lines.append(
+            f"| {meta['lever']} (`{diff}`) | {_tried_hit(rows)}{end} | {_at(rows, 520_000)} | "
+            f"{meta['env_steps_per_s']:.0f}, load {load['min']:.1f}-{load['max']:.1f} | "
+            f"{meta['commit']}, {meta['precision'].split(' ')[0]} |"
+        )
+    return "\n".join(lines)
+
+
+def _at(rows: list[dict[str, float]], env_steps: int) -> str:
+    row = next((r for r in rows if r["env_steps"] >= env_steps), None)
+    return "-" if row is None else f"{row['eval_success']:.2f}"
+
+
 def _tried_hit(rows: list[dict[str, float]]) -> str:
     hit = _first(rows, 0.9)
     return "no 0.9" if hit is None else f"{hit['eval_success']:.2f} at {hit['env_steps']:,.0f}"
@@ -1453,6 +1492,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "fetch_reach_line": fetch_reach_line,
     "push_climb": push_climb,
     "fetch_push_tried": fetch_push_tried,
+    "fetch_push_levers": fetch_push_levers,
     "checker": checker,
     "highway_rate": highway_rate,
     "h100_twins_steps": h100_twins_steps,
