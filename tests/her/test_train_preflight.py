@@ -76,6 +76,10 @@ def test_the_correct_env_checks_clean_of_errors_and_trains(tmp_path, capsys):
     assert config["max_episode_steps"] == 20 and config["preflight"] is True
     rows = (out / "progress.csv").read_text().splitlines()
     assert rows[1].split(",")[1] == str(2 * 20 * 2)  # 2 cycles x 20 steps x 2 envs
+    # play takes the run's recorded length: Reach2D's own limit, now gymnasium's too
+    argv = ["play", str(out / "policy_best.pt"), "--headless", "--episodes", "2"]
+    assert main([*argv, "--max-episode-steps", "5"]) == 0
+    assert "episode length 5.0 (min 5, max 5)" in capsys.readouterr().out
 
 
 def test_no_preflight_skips_the_checks_and_the_buffer_still_refuses_a_scalar_reward(
@@ -136,6 +140,9 @@ def test_max_episode_steps_is_taken_by_check_train_and_applies_a_time_limit(tmp_
     code = main(["train", spec("endless"), *TINY, "--out", str(out), "--max-episode-steps", "25"])
     assert code == 0, capsys.readouterr().err
     assert json.loads((out / "config.json").read_text())["max_episode_steps"] == 25
+    # the endless env ends its episodes only by the run's recorded limit, in play too
+    assert main(["play", str(out / "policy_best.pt"), "--headless", "--episodes", "1"]) == 0
+    assert "episode length 25.0 (min 25, max 25)" in capsys.readouterr().out
     code = main(["train", "--resume", str(out), "--max-episode-steps", "30", "--quiet"])
     assert code == 2
     assert "--max-episode-steps 30 differs from the resumed run's 25" in capsys.readouterr().err
