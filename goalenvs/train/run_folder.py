@@ -232,8 +232,8 @@ class RunFolder:
         return restored
 
     def _read_unit(
-        self, unit: Path, load_buffer: Callable[[Path], Any]
-    ) -> tuple[dict, dict | None, Any]:
+        self, unit: Path, load_buffer: Callable[[Path], ReplayBuffer]
+    ) -> tuple[dict, dict | None, ReplayBuffer | None]:
         """Reads every part of a unit this worker needs, applying nothing yet."""
         manifest = read_manifest(unit)
         epoch = manifest["epoch"]
@@ -273,7 +273,12 @@ class RunFolder:
         return data, state, buffer
 
     def _apply_unit(
-        self, agent: Any, epoch: int, data: dict, state: dict | None, buffer: Any
+        self,
+        agent: Agent,
+        epoch: int,
+        data: dict,
+        state: dict | None,
+        buffer: ReplayBuffer | None,
     ) -> Restored:
         """Loads the unit's networks into ``agent``; the counters and the rest returned."""
         meta = data["metadata"]
@@ -378,7 +383,7 @@ class RunFolder:
             shutil.rmtree(unit_dir(self.path, epoch), ignore_errors=True)
 
     def _save(
-        self, agent: Any, name: str | Path, counters: Counters, success: float, training: bool
+        self, agent: Agent, name: str | Path, counters: Counters, success: float, training: bool
     ) -> Path:
         """Writes one checkpoint of the run; ``name`` is relative to the run folder."""
         metadata = {
