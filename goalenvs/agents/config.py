@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from goalenvs.core import check_choice, check_in_range, check_int, check_positive
+from goalenvs.her.goal_mix import GoalMix
 from goalenvs.her.settings import GoalSelectionStrategy
 
 # The buffer's enum is the one list of strategies; configs and the CLI read it.
@@ -47,6 +48,12 @@ class TrainConfig:
     buffer_size: int = 1_000_000  # transitions kept by the replay buffer
     n_sampled_goal: int = 4  # HER's k: relabeled goals per real one (k=4 relabels 80%)
     goal_selection_strategy: str = "future"  # where relabeled goals come from
+    # A relabelling mix, fractions summing to 1 of future / final / episode / achieved
+    # (anywhere in the buffer) / desired (other episodes' desired goals) / original goals,
+    # e.g. {"future": 0.4, "desired": 0.4, "original": 0.2} (mrl's futureactual); when set
+    # it replaces goal_selection_strategy and n_sampled_goal (goalenvs.her.goal_mix).
+    goal_mix: dict[str, float] | None = None  # None: the strategy's mix (future k=4: 80/20)
+    goal_mix_warmup: int = 0  # env steps stored in the buffer before the mix: only future
     gamma: float | None = None  # discount; None: 1 - 1/T with T the episode length
     polyak: float = 0.95  # target <- polyak * target + (1 - polyak) * online, once a cycle
     target_update_every: int = 0  # also move the targets every K updates of a cycle (0: no)
@@ -109,6 +116,11 @@ class TrainConfig:
         if self.rollout_steps is not None:
             check_positive("rollout_steps", self.rollout_steps, integer=True)
         check_int("n_sampled_goal", self.n_sampled_goal, minimum=0)
+        if self.goal_mix is not None:
+            # Text as the command line gives it, or a table as a preset does: kept as the
+            # plain dict of its nonzero fractions (what config.json records).
+            self.goal_mix = GoalMix.parse(self.goal_mix).fractions()
+        check_int("goal_mix_warmup", self.goal_mix_warmup, minimum=0)
         check_int("save_every", self.save_every, minimum=0)
         check_int("target_update_every", self.target_update_every, minimum=0)
         if self.env_workers is not None:
@@ -153,11 +165,19 @@ class TrainConfig:
         return {"algo": self.algo, **data}
 
     def her_settings(self) -> dict[str, Any]:
-        """The replay buffer's HER and priority settings, under the buffers' argument names."""
+        """The replay buffer's HER and priority settings, under the buffers' argument names
+        (``goal_mix``, when set, in place of the strategy and ``n_sampled_goal``)."""
+        if self.goal_mix is not None:
+            relabelling: dict[str, Any] = {"goal_mix": GoalMix.parse(self.goal_mix)}
+        else:
+            relabelling = {
+                "n_sampled_goal": self.n_sampled_goal,
+                "goal_selection_strategy": self.goal_selection_strategy,
+            }
         return {
             "n_envs": self.num_envs,
-            "n_sampled_goal": self.n_sampled_goal,
-            "goal_selection_strategy": self.goal_selection_strategy,
+            **relabelling,
+            "goal_mix_warmup": self.goal_mix_warmup,
             "prioritized": self.prioritized,
             "alpha": self.priority_alpha,
             "beta": self.priority_beta,

@@ -25,6 +25,7 @@ from goalenvs.her.buffer_file import read_buffer_file, write_buffer_file
 from goalenvs.her.buffer_sampling import HerSampler
 from goalenvs.her.buffer_state import HerBufferState, HerStorage
 from goalenvs.her.common import HerBatch, ReplayBufferBase, to_numpy
+from goalenvs.her.goal_mix import GoalMix
 from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
 from goalenvs.her.sumtree import SumTree
 
@@ -124,7 +125,8 @@ class HerReplayBuffer(ReplayBufferBase):
             ``achieved_goal``, ``desired_goal``; other keys are stored alike).
         action_space: the single-env action space (Box, Discrete or MultiBinary).
         compute_reward: a goal env (single or vector, possibly wrapped) or a callable
-            ``(achieved_goal, desired_goal, info) -> rewards`` over a batch.
+            ``(achieved_goal, desired_goal, info) -> rewards`` over a batch: one reward per
+            goal pair (a single value for the whole batch is an error at ``sample``).
         n_envs: parallel envs writing into the buffer, one transition each per ``add``.
         n_sampled_goal: ``k``: a sampled transition is relabeled with probability
             ``k / (k + 1)``; 0 disables relabeling.
@@ -148,6 +150,14 @@ class HerReplayBuffer(ReplayBufferBase):
             ``(N * P(i)) ** -beta`` over their batch maximum. May be changed between
             samples (annealed towards 1).
         priority_eps: added to ``|td_error|`` so that no transition stops being drawn.
+        goal_mix: where the goals of sampled transitions come from, as fractions of
+            future / final / episode / achieved / desired / original goals (a
+            :class:`~goalenvs.her.goal_mix.GoalMix`, a dict or ``"future=0.4,desired=0.4,
+            original=0.2"``); it replaces ``goal_selection_strategy`` and
+            ``n_sampled_goal`` (leave those at their defaults). None: the strategy's mix,
+            ``k / (k + 1)`` of its goals and the rest original.
+        goal_mix_warmup: env steps stored (``add`` calls times ``n_envs``) before the mix
+            applies; until then every sampled goal is a future one (mrl's warm-up).
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -175,6 +185,8 @@ class HerReplayBuffer(ReplayBufferBase):
         alpha: float = 0.6,
         beta: float = 0.4,
         priority_eps: float = 1e-6,
+        goal_mix: GoalMix | Mapping[str, float] | str | None = None,
+        goal_mix_warmup: int = 0,
     ) -> None:
         settings = BufferSettings(
             buffer_size,
@@ -190,6 +202,8 @@ class HerReplayBuffer(ReplayBufferBase):
             alpha,
             beta,
             priority_eps,
+            goal_mix,
+            goal_mix_warmup,
         )
         rng_state = dict(np.random.default_rng(seed).bit_generator.state)
         self._adopt(HerBufferState.empty(settings, rng_state), compute_reward, compute_terminated)
@@ -342,15 +356,18 @@ class HerReplayBuffer(ReplayBufferBase):
         return self.n_envs - self._n_at_episode_start
 
     def can_sample(self) -> bool:
-        """Whether the buffer holds a complete, intact episode (``sample`` works)."""
-        return self.n_transitions > 0
+        """Whether the buffer holds a complete, intact episode (``sample`` works), and a
+        second one once the mix draws other episodes' desired goals."""
+        if self.n_transitions == 0:
+            return False
+        return not self._sampler.needs_other_episode(self._steps_added) or (
+            self._sampler.holds_two_episodes()
+        )
 
     def __repr__(self) -> str:
         return (
             f"HerReplayBuffer(buffer_size={self.buffer_size}, n_envs={self.n_envs}, "
-            f"n_sampled_goal={self.n_sampled_goal}, "
-            f"goal_selection_strategy={self.goal_selection_strategy.value!r}, "
-            f"n_transitions={self.n_transitions})"
+            f"{self._relabelling_repr()}, n_transitions={self.n_transitions})"
         )
 
     # ------------------------------------------------------------------ writing
@@ -613,7 +630,8 @@ class HerReplayBuffer(ReplayBufferBase):
 
     # ------------------------------------------------------------------ sampling
     def sample(self, batch_size: int, device: Any = None, *, copy: bool = False) -> HerBatch:
-        """Samples ``batch_size`` transitions, relabeling each with probability k/(k+1).
+        """Samples ``batch_size`` transitions, each one's goal drawn from the relabelling
+        mix (relabeled with probability k/(k+1) by a strategy's).
 
         Returns numpy arrays when ``device`` is None, else torch tensors on ``device``
         (on the CPU without a copy: ``torch.from_numpy`` of the same arrays).
@@ -628,6 +646,7 @@ class HerReplayBuffer(ReplayBufferBase):
             self.compute_reward,
             self.compute_terminated,
             self.beta,
+            self._steps_added,
             device,
             copy,
         )

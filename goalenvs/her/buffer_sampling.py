@@ -14,8 +14,16 @@ from typing import Any
 import numpy as np
 
 from goalenvs.her.buffer_state import HerStorage
-from goalenvs.her.common import NO_EPISODE_YET, HerBatch, batch_shape_error, batch_to
-from goalenvs.her.settings import BufferSettings, GoalFunction, GoalSelectionStrategy
+from goalenvs.her.common import (
+    NO_EPISODE_YET,
+    HerBatch,
+    batch_shape_error,
+    batch_to,
+    no_other_episode_error,
+    reward_shape_error,
+)
+from goalenvs.her.goal_mix import FUTURE_ONLY, IN_EPISODE, RELABELLING, GoalMix
+from goalenvs.her.settings import BufferSettings, GoalFunction
 from goalenvs.her.sumtree import SumTree
 
 __all__ = ["HerSampler"]
@@ -76,12 +84,14 @@ class HerSampler:
     def __init__(self, settings: BufferSettings, storage: HerStorage, tree: SumTree | None) -> None:
         self.rows_per_env = settings.rows_per_env
         self.n_envs = settings.n_envs
-        self.her_ratio = settings.her_ratio
-        self.strategy = GoalSelectionStrategy.parse(settings.goal_selection_strategy)
+        self.mix = _MixDraws(settings.relabel_mix)
+        self.warmup_mix = _MixDraws(FUTURE_ONLY)
+        self.goal_mix_warmup = settings.goal_mix_warmup
         self.handle_timeout_termination = settings.handle_timeout_termination
         self.storage = storage
         self.tree = tree
         self._achieved_goals = storage.observations["achieved_goal"]
+        self._desired_goals = storage.observations["desired_goal"]
         self._reused: dict[int, _Outputs] = {}
 
     @property
@@ -90,6 +100,25 @@ class HerSampler:
         storage = self.storage
         return int((storage.sampleable_to - storage.sampleable_from).sum())
 
+    def needs_other_episode(self, steps_added: int) -> bool:
+        """Whether a sample after ``steps_added`` adds draws other episodes' desired goals
+        (the mix has some, and its warm-up is over)."""
+        warming_up = steps_added * self.n_envs < self.goal_mix_warmup
+        return "desired" in self.mix.sources and not warming_up
+
+    def holds_two_episodes(self) -> bool:
+        """Whether the sampleable transitions span at least two episodes: those of two
+        streams, or more transitions in one stream than its oldest episode holds."""
+        storage, R, n = self.storage, self.rows_per_env, self.n_envs
+        width = storage.sampleable_to - storage.sampleable_from
+        streams = np.flatnonzero(width)
+        if streams.size != 1:
+            return streams.size > 1
+        env = int(streams[0])
+        # The stream's oldest sampleable transition is its oldest episode's first.
+        first_row = int(storage.transition_row[(storage.sampleable_from[env] % R) * n + env])
+        return bool(width[env] > storage.episode_length[first_row * n + env])
+
     def sample(
         self,
         batch_size: int,
@@ -97,11 +126,14 @@ class HerSampler:
         compute_reward: GoalFunction,
         compute_terminated: GoalFunction | None,
         beta: float,
+        steps_added: int,
         device: Any = None,
         copy: bool = False,
     ) -> HerBatch:
-        """A batch of ``batch_size`` transitions drawn with ``rng``, each relabeled with
-        probability k/(k+1) (see :meth:`goalenvs.her.buffer.HerReplayBuffer.sample`)."""
+        """A batch of ``batch_size`` transitions drawn with ``rng``, their goals drawn from
+        the relabelling mix (only future ones while fewer than ``goal_mix_warmup`` env
+        steps are stored: ``steps_added`` adds of ``n_envs`` each; see
+        :meth:`goalenvs.her.buffer.HerReplayBuffer.sample`)."""
         B = batch_size
         R, n, storage = self.rows_per_env, self.n_envs, self.storage
         if self.tree is None:
@@ -116,7 +148,9 @@ class HerSampler:
         else:
             index = row * n + env
             next_index = ((row + 1) % R) * n + env
-        relabel, goal_index = self._draw_goals(rng, B, env, row, index)
+        warming_up = steps_added * n < self.goal_mix_warmup
+        mix = self.warmup_mix if warming_up else self.mix
+        relabel, goals = self._draw_goals(rng, mix, B, env, row, index)
 
         out = _Outputs(B, storage) if copy else self._outputs(B)
         obs, next_obs = out.observations, out.next_observations
@@ -130,16 +164,16 @@ class HerSampler:
         np.take(storage.records, next_index, out=out.next_records, mode="wrap")
         for target, source in out.fields:
             np.copyto(target, source)
-        goals = self._achieved_goals[goal_index]
         mask = relabel.reshape((B,) + (1,) * (goals.ndim - 1))
         np.copyto(obs["desired_goal"], goals, where=mask)
         np.copyto(next_obs["desired_goal"], goals, where=mask)
 
         info = {key: values[index] for key, values in storage.infos.items()}
-        new_reward = _batch_of(
-            "compute_reward",
+        new_reward = _rewards_of(
+            compute_reward,
             compute_reward(next_obs["achieved_goal"], obs["desired_goal"], info),
             B,
+            next_obs["achieved_goal"].shape,
         )
         np.copyto(out.rewards, new_reward, where=relabel, casting="unsafe")
 
@@ -162,18 +196,22 @@ class HerSampler:
         Returns ``(env, row)``: each transition's env (an int when there is one env) and
         physical row.
         """
-        storage = self.storage
-        first = storage.sampleable_from
-        width = storage.sampleable_to - first
-        total = int(width.sum())
+        total = self.n_transitions
         if total == 0:
             raise RuntimeError(NO_EPISODE_YET)
+        return self._locate(rng.integers(0, total, size=count))
+
+    def _locate(self, x: np.ndarray) -> tuple[Any, np.ndarray]:
+        """The ``(env, row)`` of the sampleable transitions numbered ``x``: the streams'
+        sampleable transitions laid end to end, each stream's oldest first."""
+        storage = self.storage
+        first = storage.sampleable_from
         R, n = self.rows_per_env, self.n_envs
-        x = rng.integers(0, total, size=count)
         if n == 1:
             return 0, storage.transition_row[(x + first[0]) % R].astype(np.int64)
         # x indexes the concatenation of the streams' sampleable transitions: find the
         # stream, then the transition counter within it.
+        width = storage.sampleable_to - first
         cum = np.cumsum(width)
         env = np.searchsorted(cum, x, side="right")
         k = x + (first - (cum - width))[env]
@@ -202,10 +240,21 @@ class HerSampler:
         return flat % n, flat // n, weights
 
     def _draw_goals(
-        self, rng: np.random.Generator, B: int, env: Any, row: np.ndarray, index: np.ndarray
+        self,
+        rng: np.random.Generator,
+        mix: _MixDraws,
+        B: int,
+        env: Any,
+        row: np.ndarray,
+        index: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Which of the ``B`` transitions (at physical ``row`` of ``env``, flat ``index``)
-        are relabeled, and the flat row of each one's new goal (an achieved goal).
+        are relabeled, and the new goal of each (one row per transition; the rows that
+        keep their goal hold any goal).
+
+        One uniform draw per transition picks its source from ``mix``; then each source
+        of the mix draws for the whole batch, in :data:`RELABELLING` order (one draw for
+        the in-episode sources together): a single-source mix draws as a strategy did.
 
         Worked example, one env, R = 8 rows: an episode of T = 3 transitions written at
         unwrapped rows 6..9, physical rows 6, 7, 0, 1 (row 1 holds the final observation).
@@ -219,20 +268,70 @@ class HerSampler:
         offset = storage.offset_in_episode[index]
         start = row - offset
         length = storage.episode_length[(start % R) * n + env]
-        relabel = rng.random(B) < self.her_ratio
-        strategy = self.strategy
-        if strategy is GoalSelectionStrategy.RANDOM:
+        u = rng.random(B)
+        relabel = u < mix.thresholds[-1]
+        # The source of each transition, as its position in RELABELLING (len: original).
+        source = np.searchsorted(mix.thresholds, u, side="right") if mix.mixed else None
+
+        def where(name: str, value: Any, other: Any) -> Any:
+            """``value`` on the transitions whose source is ``name``, ``other`` elsewhere."""
+            if other is None or source is None:
+                return value
+            chosen = np.equal(source, RELABELLING.index(name))
+            return np.where(chosen.reshape((B,) + (1,) * (np.ndim(value) - 1)), value, other)
+
+        goal_index: Any = None
+        in_episode = [name for name in mix.sources if name in IN_EPISODE]
+        if in_episode:
+            first: Any = None
+            span: Any = None
+            for name in in_episode:
+                if name == "future":
+                    this_first, this_span = row + 1, length - offset
+                elif name == "final":
+                    this_first, this_span = start + length, np.ones_like(length)
+                else:
+                    this_first, this_span = start + 1, length
+                first, span = where(name, this_first, first), where(name, this_span, span)
+            # floor(r * span) can round up to span for r just below 1: clamp it.
+            pick = np.minimum((rng.random(B) * span).astype(np.int64), np.subtract(span, 1))
+            goal_index = ((first + pick) % R) * n + env
+        if "achieved" in mix.sources:
             goal_env, goal_row = self._draw_transitions(rng, B)
-            return relabel, ((goal_row + 1) % R) * n + goal_env
-        if strategy is GoalSelectionStrategy.FUTURE:
-            first, span = row + 1, length - offset
-        elif strategy is GoalSelectionStrategy.FINAL:
-            first, span = start + length, 1
-        else:
-            first, span = start + 1, length
-        # floor(r * span) can round up to span for r just below 1: clamp it.
-        pick = np.minimum((rng.random(B) * span).astype(np.int64), np.subtract(span, 1))
-        return relabel, ((first + pick) % R) * n + env
+            goal_index = where("achieved", ((goal_row + 1) % R) * n + goal_env, goal_index)
+        goals: Any = None if goal_index is None else self._achieved_goals[goal_index]
+        if "desired" in mix.sources:
+            other_env, other_row = self._draw_other_episode(rng, B, env, start, length)
+            goals = where("desired", self._desired_goals[other_row * n + other_env], goals)
+        if goals is None:  # nothing is relabeled: the transitions' own goals
+            goals = self._desired_goals[index]
+        return relabel, goals
+
+    def _draw_other_episode(
+        self, rng: np.random.Generator, B: int, env: Any, start: np.ndarray, length: np.ndarray
+    ) -> tuple[Any, np.ndarray]:
+        """For each of ``B`` transitions (of ``env``, in the episode of ``length``
+        transitions that starts at unwrapped row ``start``), a transition drawn uniformly
+        from every other sampleable episode: ``(env, row)``.
+
+        A candidate drawn from the whole buffer is kept unless it lies in the
+        transition's own episode; there, its number ``x`` and offset ``a`` place that
+        episode at numbers ``x - a .. x - a + length - 1``, and a second draw among the
+        ``total - length`` other numbers skips over them. Either way the draw is uniform
+        over the other episodes, with static shapes.
+        """
+        R, n, storage = self.rows_per_env, self.n_envs, self.storage
+        total = self.n_transitions
+        if not self.holds_two_episodes():
+            raise no_other_episode_error(self.mix.mix, total)
+        x = rng.integers(0, total, size=B)
+        candidate_env, candidate_row = self._locate(x)
+        candidate_offset = storage.offset_in_episode[candidate_row * n + candidate_env]
+        same = (candidate_env == env) & ((candidate_row - candidate_offset - start) % R == 0)
+        y = rng.integers(0, total - length)
+        y = y + length * (y >= x - candidate_offset)
+        other_env, other_row = self._locate(y)
+        return np.where(same, other_env, candidate_env), np.where(same, other_row, candidate_row)
 
     def _outputs(self, batch_size: int) -> _Outputs:
         """The reused output arrays of ``batch_size``."""
@@ -265,6 +364,18 @@ def _deliver(out: _Outputs, device: Any) -> HerBatch:
     return batch_to(views, device)
 
 
+def _rewards_of(
+    function: GoalFunction, value: Any, batch_size: int, goal_shape: tuple[int, ...]
+) -> np.ndarray:
+    """``compute_reward``'s result as a ``(batch_size,)`` array, or the error that names the
+    function and the shapes: one value for the whole batch would pay every relabeled
+    transition the same reward, so it is refused, never broadcast."""
+    array = np.asarray(value)
+    if array.shape == (batch_size,):
+        return array
+    raise reward_shape_error(function, array.shape, batch_size, goal_shape)
+
+
 def _batch_of(name: str, value: Any, batch_size: int) -> np.ndarray:
     """``value`` as a ``(batch_size,)`` array; a scalar (Fetch's ``compute_terminated``
     returns a constant ``False``) stands for the whole batch."""
@@ -274,3 +385,16 @@ def _batch_of(name: str, value: Any, batch_size: int) -> np.ndarray:
     if array.size == 1 and array.ndim <= 1:
         return np.broadcast_to(array.reshape(()), (batch_size,))
     raise batch_shape_error(name, array.shape, batch_size)
+
+
+class _MixDraws:
+    """A :class:`GoalMix` as the sampler draws from it: its cumulative thresholds (a
+    uniform ``u`` picks the first source with ``u < threshold``; ``u`` at or past the
+    last keeps the original goal) and its sources."""
+
+    def __init__(self, mix: GoalMix) -> None:
+        self.mix = mix
+        self.thresholds = np.array(mix.thresholds())
+        self.sources = mix.sources
+        #: Whether more than one source relabels (else no per-transition choice is drawn).
+        self.mixed = len(self.sources) > 1

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.her.goal_mix import GoalMix
 from goalenvs.her.settings import (
     BufferSettings,
     GoalFunction,
@@ -86,6 +87,45 @@ def to_numpy(value: Any) -> np.ndarray:
     if array.ndim == 2 and array.shape[1] == 1:
         return array.reshape(-1)
     return array
+
+
+def goal_function_name(function: Any) -> str:
+    """What messages call a goal function: ``Class.method`` for an env's method, the
+    function's own name else (``ToyReach.compute_reward``, ``my_reward``)."""
+    owner = getattr(function, "__self__", None)
+    name = getattr(function, "__name__", None)
+    if owner is not None and name:
+        return f"{type(owner).__name__}.{name}"
+    qualname = getattr(function, "__qualname__", None)
+    if qualname and "<locals>" not in qualname:
+        return str(qualname)
+    return str(name or function)
+
+
+def reward_shape_error(
+    function: Any, shape: tuple[int, ...], batch_size: int, goal_shape: tuple[int, ...]
+) -> ValueError:
+    """The error for a ``compute_reward`` whose result is not one reward per goal pair (a
+    scalar for the batch included: broadcast, it would pay every relabeled transition the
+    reward of one pair)."""
+    return ValueError(
+        f"{goal_function_name(function)} returned shape {tuple(shape)} for a batch of "
+        f"{batch_size} goal pairs (achieved_goal and desired_goal of shape "
+        f"{tuple(goal_shape)}); expected ({batch_size},), one reward per pair: compute it "
+        "over the leading dimensions (e.g. np.linalg.norm(achieved_goal - desired_goal, "
+        "axis=-1)), as the HER buffers never broadcast one value to a batch"
+    )
+
+
+def no_other_episode_error(mix: Any, transitions: int) -> RuntimeError:
+    """The error for a draw of another episode's desired goal from a buffer that holds
+    one episode."""
+    return RuntimeError(
+        f"goal_mix desired={mix.desired:g} draws the desired goals of other episodes, but "
+        f"the buffer holds a single complete episode ({transitions} transitions): sample "
+        "once a second episode is stored, or let a future-only warm-up run first "
+        "(goal_mix_warmup)"
+    )
 
 
 def batch_shape_error(name: str, shape: tuple[int, ...], batch_size: int) -> ValueError:
@@ -252,8 +292,33 @@ class ReplayBufferBase:
 
     @property
     def goal_selection_strategy(self) -> GoalSelectionStrategy:
-        """Where relabeled goals come from."""
+        """Where relabeled goals come from (unused when ``goal_mix`` was given)."""
         return GoalSelectionStrategy.parse(self._settings.goal_selection_strategy)
+
+    @property
+    def goal_mix(self) -> GoalMix:
+        """The relabelling mix sampling draws from: the one given, or the strategy's
+        (future k=4: ``GoalMix(future=0.8, original=0.2)``)."""
+        return self._settings.relabel_mix
+
+    @property
+    def goal_mix_warmup(self) -> int:
+        """Env steps stored before the mix applies (only future goals until then)."""
+        return self._settings.goal_mix_warmup
+
+    def _relabelling_repr(self) -> str:
+        """The relabelling settings as a repr shows them: the strategy and k, or the mix."""
+        settings = self._settings
+        if settings.goal_mix is None:
+            text = (
+                f"n_sampled_goal={self.n_sampled_goal}, "
+                f"goal_selection_strategy={self.goal_selection_strategy.value!r}"
+            )
+        else:
+            text = f"goal_mix={str(self.goal_mix)!r}"
+        if settings.goal_mix_warmup:
+            text += f", goal_mix_warmup={settings.goal_mix_warmup}"
+        return text
 
     @property
     def handle_timeout_termination(self) -> bool:

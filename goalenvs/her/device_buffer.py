@@ -13,11 +13,13 @@ Sampling
 As HerReplayBuffer: a transition is drawn uniformly among every env's sampleable range (a
 cumulative sum over the envs and a ``searchsorted``), or in proportion to
 ``priority ** alpha`` with ``prioritized=True`` (a cumulative sum over every row:
-``O(rows * n_envs)`` per batch, cheap on a GPU); it is relabeled with probability
-``k / (k + 1)``; the relabeled goal is the next achieved goal of a transition ``j`` of the
-same episode (``future``: ``j`` uniform in ``t .. T-1``, inclusive of ``t``; ``final``:
-``T-1``; ``episode``: uniform in ``0 .. T-1``) or of any sampleable transition
-(``random``); and the rewards of the whole batch come from one
+``O(rows * n_envs)`` per batch, cheap on a GPU); its goal is drawn from the relabelling
+mix (:mod:`goalenvs.her.goal_mix`; a strategy relabels with probability ``k / (k + 1)``):
+the next achieved goal of a transition ``j`` of the same episode (``future``: ``j``
+uniform in ``t .. T-1``, inclusive of ``t``; ``final``: ``T-1``; ``episode``: uniform in
+``0 .. T-1``) or of any sampleable transition (``achieved``, the ``random`` strategy), the
+desired goal of a transition of another episode (``desired``) or its own (``original``);
+and the rewards of the whole batch come from one
 ``compute_reward(next_achieved_goal, desired_goal, infos)`` call on tensors (the goalenvs
 twins' ``compute_reward`` takes tensors and returns tensors). A batch is read with four
 gathers of one index each (the records, the rows' metadata, the episodes' ends, the
@@ -33,7 +35,9 @@ reading tells how many more ``add`` calls are safe (no episode in progress can r
 ``rows + 1`` transitions before then, and the newest complete episode stays intact until
 then), so with episodes much shorter than the ring it happens about once per
 ``rows - episode length`` adds, never per batch; ``can_sample()`` makes that reading, so
-once it has returned True, ``sample`` reads nothing until more adds are made.
+once it has returned True, ``sample`` reads nothing until more adds are made. A mix with
+``desired`` goals (other episodes') needs one more fact, that two complete episodes are
+held: ``sample`` reads it the same way, once its last reading no longer vouches for it.
 ``n_transitions`` (and ``len``) read the device each call: use them for logs, not in the
 inner loop.
 
@@ -65,6 +69,8 @@ from goalenvs.her.common import (
     ReplayBufferBase,
     batch_shape_error,
     batch_to,
+    no_other_episode_error,
+    reward_shape_error,
 )
 from goalenvs.her.device_file import read_device_file, write_device_file
 from goalenvs.her.device_state import (
@@ -76,6 +82,7 @@ from goalenvs.her.device_state import (
     RecordField,
     record_layout,
 )
+from goalenvs.her.goal_mix import FUTURE_ONLY, IN_EPISODE, RELABELLING, GoalMix
 from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
 
 __all__ = ["DeviceHerReplayBuffer"]
@@ -120,6 +127,10 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         alpha: how much the priorities count, in [0, 1] (0: uniform).
         beta: importance-sampling correction, in [0, 1]; may be changed between samples.
         priority_eps: added to ``|td_error|`` so that no transition stops being drawn.
+        goal_mix: the relabelling mix (replaces ``goal_selection_strategy`` and
+            ``n_sampled_goal``); None: the strategy's.
+        goal_mix_warmup: env steps stored before the mix applies (only future goals
+            until then).
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -151,6 +162,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         alpha: float = 0.6,
         beta: float = 0.4,
         priority_eps: float = 1e-6,
+        goal_mix: GoalMix | Mapping[str, float] | str | None = None,
+        goal_mix_warmup: int = 0,
         *,
         device: Any,
     ) -> None:
@@ -169,6 +182,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             alpha,
             beta,
             priority_eps,
+            goal_mix,
+            goal_mix_warmup,
         )
         generator = torch.Generator(device=device)
         if seed is None:
@@ -233,7 +248,21 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         self._episode_end_flat = storage.episode_end.view(rows * n)
         goal = self._field_rows["next_obs/achieved_goal"]
         self._goal_flat = goal.reshape(rows * n, *goal.shape[2:])
+        desired = self._field_rows["obs/desired_goal"]
+        self._desired_flat = desired.reshape(rows * n, *desired.shape[2:])
         self._env_zero = torch.zeros((), dtype=torch.int64, device=self.device)
+        # The relabelling mix as sampling draws it: cumulative thresholds (float32, as the
+        # uniform draws they are compared with), the warm-up's, and the sources drawn for
+        # every batch (future too while a warm-up may need it).
+        mix = settings.relabel_mix
+        self._warmup = settings.goal_mix_warmup
+        self._thresholds = torch.tensor(mix.thresholds(), device=self.device)
+        self._warmup_thresholds = torch.tensor(FUTURE_ONLY.thresholds(), device=self.device)
+        drawn = set(mix.sources) | ({"future"} if self._warmup else set())
+        self._sources = tuple(name for name in RELABELLING if name in drawn)
+        # Adds after which the buffer may hold fewer than two complete episodes (what a
+        # draw of other episodes' desired goals needs); read from the device when passed.
+        self._other_episode_until = -1
 
     # ------------------------------------------------------------------ state
     def state(self, *, truncate_in_progress: bool = False) -> DeviceBufferState:
@@ -301,8 +330,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
     def __repr__(self) -> str:
         return (
             f"DeviceHerReplayBuffer(buffer_size={self.buffer_size}, n_envs={self.n_envs}, "
-            f"device='{self.device}', n_sampled_goal={self.n_sampled_goal}, "
-            f"goal_selection_strategy={self.goal_selection_strategy.value!r})"
+            f"device='{self.device}', {self._relabelling_repr()})"
         )
 
     # ------------------------------------------------------------------ writing
@@ -375,8 +403,9 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         )
         if storage.priorities is not None:
             storage.priorities[row] = self._max_priority**self.alpha
-            # Prioritized sampling reads the count on the device (state() refreshes it for
-            # a uniform buffer, whose sampling does not).
+        if storage.priorities is not None or self._warmup:
+            # Prioritized sampling and a warm-up read the count on the device (state()
+            # refreshes it for a buffer whose sampling does not).
             storage.steps_added.fill_(steps + 1)
         for key, value in info_values.items():
             storage.infos[key][row] = value
@@ -410,14 +439,25 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         self._end_episodes(in_progress)
 
     def can_sample(self) -> bool:
-        """Whether the buffer holds a complete, intact episode (``sample`` works).
+        """Whether the buffer holds a complete, intact episode (``sample`` works), and a
+        second one once the mix draws other episodes' desired goals.
 
         Unlike ``n_transitions > 0`` it reads the device only when the last reading no
         longer vouches for it (about once per ring cycle): cheap to ask every step.
         """
         if self._steps_added > self._nonempty_until:
             self._read_horizons()
-        return self._steps_added <= self._nonempty_until
+        if self._steps_added > self._nonempty_until:
+            return False
+        if self._needs_other_episode() and self._steps_added > self._other_episode_until:
+            self._read_other_episode()
+            return self._steps_added <= self._other_episode_until
+        return True
+
+    def _needs_other_episode(self) -> bool:
+        """Whether a sample now draws other episodes' desired goals (the mix has some, and
+        its warm-up is over)."""
+        return "desired" in self._sources and self._steps_added * self.n_envs >= self._warmup
 
     def _read_horizons(self) -> None:
         """The one host read of add() and sample() (see the module docstring).
@@ -488,7 +528,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
 
     # ------------------------------------------------------------------ sampling
     def sample(self, batch_size: int, device: Any = None) -> HerBatch:
-        """Samples ``batch_size`` transitions, relabeling each with probability k/(k+1).
+        """Samples ``batch_size`` transitions, each one's goal drawn from the relabelling
+        mix (relabeled with probability k/(k+1) by a strategy's).
 
         Returns a :class:`HerBatch` of tensors on this buffer's device, or moved to
         ``device`` when it names another one. Every call returns fresh tensors (none is
@@ -503,7 +544,9 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         B = check_batch_size(batch_size)
         target = None if device is None else resolve_device(device)
         if not self.can_sample():
-            raise RuntimeError(NO_EPISODE_YET)
+            if self._steps_added > self._nonempty_until:
+                raise RuntimeError(NO_EPISODE_YET)
+            raise no_other_episode_error(self.goal_mix, self.n_transitions)
         if self.prioritized:
             env, t, weights = self._draw_prioritized(B)
         else:
@@ -518,16 +561,16 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             values[name] = _take(store, index)
         obs = {key: values[f"obs/{key}"] for key in self._obs_shapes}
         next_obs = {key: values[f"next_obs/{key}"] for key in self._obs_shapes}
-        mask = relabel.reshape((B,) + (1,) * (goal.ndim - 1))
-        for side in (obs, next_obs):
-            desired = side["desired_goal"]
-            side["desired_goal"] = torch.where(mask, goal.to(desired.dtype), desired)
+        if goal is not None:
+            mask = relabel.reshape((B,) + (1,) * (goal.ndim - 1))
+            for side in (obs, next_obs):
+                desired = side["desired_goal"]
+                side["desired_goal"] = torch.where(mask, goal.to(desired.dtype), desired)
         info = {key: _take(store, index) for key, store in self._storage.infos.items()}
-        new_reward = self._batch_of(
-            "compute_reward",
+        new_reward = self._rewards_of(
             self.compute_reward(next_obs["achieved_goal"], obs["desired_goal"], info),
             B,
-            torch.float32,
+            tuple(next_obs["achieved_goal"].shape),
         )
         rewards = torch.where(relabel, new_reward, values["reward"])
         if self.compute_terminated is None and self.handle_timeout_termination:
@@ -614,31 +657,137 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
 
     def _draw_goals(
         self, B: int, env: torch.Tensor, t: torch.Tensor, meta: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Which of the ``B`` transitions (counter ``t`` of ``env``, with their rows'
-        ``meta``) are relabeled, and each one's new goal (an achieved goal of the same
-        episode, or of any sampleable transition for ``random``)."""
+        ``meta``) are relabeled, and each one's new goal (None when the mix never
+        relabels), drawn from the relabelling mix.
+
+        One uniform draw per transition picks its source; then each source the buffer
+        draws for the whole batch, in :data:`RELABELLING` order (one draw for the
+        in-episode sources together), and ``torch.where`` keeps each transition's own: a
+        single-source mix draws as a strategy did. Static shapes throughout; during a
+        warm-up every transition takes a future goal (the thresholds are chosen on the
+        device, so a captured graph follows the count of adds).
+        """
         start, episode = meta[:, META_START], meta[:, META_EPISODE]
         end = self._episode_end_flat.index_select(0, self._flat_index(episode, env))
-        relabel = self._uniform(B) < self.her_ratio
-        strategy = self.goal_selection_strategy
-        if strategy is GoalSelectionStrategy.RANDOM:
-            goal_env, goal_t = self._draw_uniform(B)
-        else:
+        u = self._uniform(B)
+        thresholds = self._thresholds
+        if self._warmup:
+            warming_up = self._storage.steps_added * self.n_envs < self._warmup
+            thresholds = torch.where(warming_up, self._warmup_thresholds, thresholds)
+        relabel = u < thresholds[-1]
+        # The source of each transition, as its position in RELABELLING (len: original).
+        source = (u[:, None] >= thresholds).sum(1) if len(self._sources) > 1 else None
+
+        def where(name: str, value: torch.Tensor, other: torch.Tensor | None) -> torch.Tensor:
+            """``value`` on the transitions whose source is ``name``, ``other`` elsewhere."""
+            if other is None or source is None:
+                return value
+            chosen = source == RELABELLING.index(name)
+            return torch.where(chosen.reshape((B,) + (1,) * (value.ndim - 1)), value, other)
+
+        goal_env: torch.Tensor | None = None
+        goal_t: torch.Tensor | None = None
+        first: torch.Tensor | None = None
+        span: torch.Tensor | None = None
+        for name in self._sources:
+            if name not in IN_EPISODE:
+                continue
             # Transition t of an episode [start, end): "future" picks j in t .. end - 1
             # (span end - t, t itself included), "final" end - 1, "episode" start .. end - 1.
             # The goal is transition j's next achieved goal.
-            if strategy is GoalSelectionStrategy.FUTURE:
-                first, span = t, end - t
-            elif strategy is GoalSelectionStrategy.FINAL:
-                first, span = end - 1, torch.ones_like(t)
+            if name == "future":
+                this_first, this_span = t, end - t
+            elif name == "final":
+                this_first, this_span = end - 1, torch.ones_like(t)
             else:
-                first, span = start, end - start
+                this_first, this_span = start, end - start
+            first, span = where(name, this_first, first), where(name, this_span, span)
+        if first is not None and span is not None:
             # floor(u * span) can round up to span for u just below 1: clamp it.
             pick = torch.minimum((self._uniform(B) * span).long(), span - 1)
             goal_env, goal_t = env, first + pick
-        goal = self._goal_flat.index_select(0, self._flat_index(goal_t, goal_env))
+        if "achieved" in self._sources:
+            any_env, any_t = self._draw_uniform(B)
+            goal_env = where("achieved", any_env, goal_env)
+            goal_t = where("achieved", any_t, goal_t)
+        goal = None
+        if goal_env is not None and goal_t is not None:
+            goal = self._goal_flat.index_select(0, self._flat_index(goal_t, goal_env))
+        if "desired" in self._sources:
+            other_env, other_t = self._draw_other_episode(B, env, start, end)
+            desired = self._desired_flat.index_select(0, self._flat_index(other_t, other_env))
+            goal = where("desired", desired, goal)
         return relabel, goal
+
+    def _draw_other_episode(
+        self, B: int, env: torch.Tensor, start: torch.Tensor, end: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """For each of ``B`` transitions (of ``env``, in the episode ``[start, end)``), a
+        transition drawn uniformly from every other sampleable episode: ``(env, t)``.
+
+        The draw numbers the other episodes' transitions ``0 .. total - length - 1`` and
+        skips over the own episode, which holds numbers ``begin .. begin + length - 1``
+        of the envs' sampleable ranges laid end to end. Example: ranges of widths (4, 6)
+        (numbers 0 .. 3 and 4 .. 9), an episode of env 1 at its numbers 2 .. 4, so
+        begin = 4 + 2 = 6 and length 3: x is drawn in 0 .. 6; x = 5 stays 5 (env 1's
+        second transition), x = 6 becomes 9 (its last). With one episode stored (sample()
+        refuses that unless a warm-up leaves the draw unused) the indices stay valid.
+        """
+        storage = self._storage
+        first = storage.sampleable_from
+        width = storage.sampleable_to - first
+        length = end - start
+        u = self._uniform(B, torch.float64)
+        if self.n_envs == 1:
+            total = width
+            offset = first
+            begin = start - first
+        else:
+            cum = torch.cumsum(width, 0)
+            total = cum[-1]
+            offset = first - (cum - width)
+            begin = start - offset.index_select(0, env)
+        others = (total - length).clamp(min=1)
+        x = torch.minimum((u * others).long(), others - 1)
+        x = torch.minimum(x + length * (x >= begin), total - 1)
+        if self.n_envs == 1:
+            return self._env_zero, x + offset
+        other_env = torch.searchsorted(cum, x, right=True).clamp_(max=self.n_envs - 1)
+        return other_env, x + offset.index_select(0, other_env)
+
+    def _read_other_episode(self) -> None:
+        """The host read behind draws of other episodes' desired goals: after it, the
+        buffer holds at least two complete, intact episodes while at most
+        ``_other_episode_until`` adds have been made (-1: it does not hold two now).
+
+        The two newest ended episodes are among each env's newest one and the one before
+        it (still sampleable when the newest does not start at ``sampleable_from``); the
+        older of the two stays intact until add ``start + rows`` overwrites its first row.
+        """
+        storage, rows, n = self._storage, self.rows_per_env, self.n_envs
+        ended = storage.sampleable_from < storage.sampleable_to
+        newest = torch.where(ended, storage.newest_start, -1)
+        has_previous = ended & (storage.newest_start > storage.sampleable_from)
+        previous_row = (storage.newest_start - 1) % rows
+        envs = torch.arange(n, device=self.device)
+        previous_start = storage.row_meta[previous_row, envs, META_START]
+        previous = torch.where(has_previous, previous_start, -1)
+        second = int(torch.topk(torch.cat([newest, previous]), 2).values[1])
+        self._other_episode_until = second + rows if second >= 0 else -1
+
+    def _rewards_of(self, value: Any, batch_size: int, goal_shape: tuple[int, ...]) -> torch.Tensor:
+        """``compute_reward``'s result as a ``(batch_size,)`` float32 tensor on the device,
+        or the error that names the function and the shapes (one value for the batch is
+        refused, never broadcast)."""
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(np.asarray(value), device=self.device)
+        if tuple(value.shape) != (batch_size,):
+            raise reward_shape_error(
+                self.compute_reward, tuple(value.shape), batch_size, goal_shape
+            )
+        return value.to(device=self.device, dtype=torch.float32)
 
     def _batch_of(self, name: str, value: Any, batch_size: int, dtype: torch.dtype) -> torch.Tensor:
         """``value`` as a ``(batch_size,)`` tensor of ``dtype`` on the device; a scalar

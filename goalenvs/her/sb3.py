@@ -34,7 +34,11 @@ Differences from stable-baselines3's buffer:
   wraps a little sooner than SB3's).
 - The ``"random"`` strategy is available too. The strategy is goalenvs'
   :class:`~goalenvs.her.settings.GoalSelectionStrategy`, read as
-  ``buffer.core.goal_selection_strategy``.
+  ``buffer.core.goal_selection_strategy``. ``goal_mix`` (with ``goal_mix_warmup``) takes
+  a relabelling mix instead (:mod:`goalenvs.her.goal_mix`), read as
+  ``buffer.core.goal_mix``.
+- A ``compute_reward`` that returns one value for a batch is an error at ``sample`` that
+  names the env's function and the shapes.
 - ``pos``, ``full`` and ``_current_ep_start`` are read from the storage: assigning them
   raises, as for the public arrays.
 - ``optimize_memory_usage`` is not supported (neither is it by stable-baselines3's HER);
@@ -130,6 +134,12 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             ``compute_terminated`` (stable-baselines3 keeps the original, its issue #627).
         seed: seed of the sampling generator; None draws one from numpy's global
             generator, which stable-baselines3 seeds from the algorithm's ``seed``.
+        goal_mix: a relabelling mix in place of ``goal_selection_strategy`` and
+            ``n_sampled_goal`` (leave those at their defaults): a
+            :class:`~goalenvs.her.goal_mix.GoalMix`, a dict such as ``{"future": 0.4,
+            "desired": 0.4, "original": 0.2}`` or the same as text.
+        goal_mix_warmup: env steps stored before the mix applies (only future goals
+            until then).
     """
 
     def __init__(
@@ -149,6 +159,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         recompute_terminated: bool = False,
         seed: int | None = None,
         prioritized: bool = False,
+        goal_mix: Any = None,
+        goal_mix_warmup: int = 0,
     ) -> None:
         if prioritized:
             # SB3's algorithms neither weight their losses nor report TD errors back, so a
@@ -182,6 +194,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         # goalenvs' strategy (it has "random"), not stable-baselines3's enum: kept apart from
         # the parent's goal_selection_strategy attribute, which is that enum.
         self._strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
+        self._goal_mix = goal_mix
+        self._goal_mix_warmup = goal_mix_warmup
         self.copy_info_dict = bool(copy_info_dict or info_keys)
         self.recompute_terminated = bool(recompute_terminated)
         self._infer_info_keys = self.copy_info_dict and not info_keys
@@ -210,6 +224,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             n_envs=self.n_envs,
             n_sampled_goal=self.n_sampled_goal,
             goal_selection_strategy=self._strategy,
+            goal_mix=self._goal_mix,
+            goal_mix_warmup=self._goal_mix_warmup,
             handle_timeout_termination=self.handle_timeout_termination,
             info_keys=info_keys,
             compute_terminated=env if (self.recompute_terminated and env is not None) else None,
@@ -247,6 +263,9 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             state["_total_size"] = state["buffer_size"]
             state["buffer_size"] = state["_core"].rows_per_env
         state.setdefault("_public_cache", None)
+        # Pickled before goal mixes: the strategy's own mix.
+        state.setdefault("_goal_mix", None)
+        state.setdefault("_goal_mix_warmup", 0)
         if "_strategy" not in state:
             # Pickled while the strategy was kept as goal_selection_strategy.
             state["_strategy"] = GoalSelectionStrategy.parse(state.pop("goal_selection_strategy"))

@@ -22,6 +22,7 @@ from gymnasium import spaces
 
 from goalenvs.core import check_choice, check_in_range, check_int
 from goalenvs.core.io import space_from_json, space_to_json
+from goalenvs.her.goal_mix import GoalMix
 
 __all__ = ["BufferSettings", "GoalFunction", "GoalSelectionStrategy", "resolve_goal_function"]
 
@@ -90,6 +91,8 @@ def resolve_goal_function(source: Any, name: str) -> GoalFunction:
         def remote(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> Any:
             return source.env_method(name, achieved_goal, desired_goal, info, indices=[0])[0]
 
+        remote.__qualname__ = f"{type(source).__name__}.env_method({name!r})"
+
         return remote
     if callable(source) and not isinstance(source, gym.vector.VectorEnv):
         return source
@@ -122,6 +125,8 @@ class BufferSettings:
     alpha: float = 0.6
     beta: float = 0.4
     priority_eps: float = 1e-6
+    goal_mix: GoalMix | Mapping[str, float] | str | None = None
+    goal_mix_warmup: int = 0
 
     def __post_init__(self) -> None:
         check_int("n_envs", self.n_envs, minimum=1)
@@ -149,6 +154,18 @@ class BufferSettings:
         keys = self.info_keys
         if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
             raise TypeError(f"info_keys must be a sequence of strings, got {keys!r}")
+        goal_mix = None if self.goal_mix is None else GoalMix.parse(self.goal_mix)
+        strategy = GoalSelectionStrategy.parse(self.goal_selection_strategy)
+        if goal_mix is not None and (
+            strategy is not GoalSelectionStrategy.FUTURE or int(self.n_sampled_goal) != 4
+        ):
+            raise ValueError(
+                f"goal_mix={str(goal_mix)!r} replaces goal_selection_strategy and "
+                f"n_sampled_goal, got goal_selection_strategy={strategy.value!r} and "
+                f"n_sampled_goal={self.n_sampled_goal} too: pass goal_mix alone (future k=4 "
+                "is future=0.8,original=0.2)"
+            )
+        check_int("goal_mix_warmup", self.goal_mix_warmup, minimum=0)
         seed = self.seed
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {seed!r}")
@@ -156,7 +173,9 @@ class BufferSettings:
             "buffer_size": int(self.buffer_size),
             "n_envs": int(self.n_envs),
             "n_sampled_goal": int(self.n_sampled_goal),
-            "goal_selection_strategy": GoalSelectionStrategy.parse(self.goal_selection_strategy),
+            "goal_selection_strategy": strategy,
+            "goal_mix": goal_mix,
+            "goal_mix_warmup": int(self.goal_mix_warmup),
             "handle_timeout_termination": bool(self.handle_timeout_termination),
             "info_keys": tuple(keys),
             "prioritized": bool(self.prioritized),
@@ -173,9 +192,20 @@ class BufferSettings:
         return self.buffer_size // self.n_envs
 
     @property
+    def relabel_mix(self) -> GoalMix:
+        """The mix sampling draws goals from: ``goal_mix``, or the one of
+        ``goal_selection_strategy`` and ``n_sampled_goal`` (future k=4: 80% future, 20%
+        original)."""
+        if self.goal_mix is not None:
+            return GoalMix.parse(self.goal_mix)
+        strategy = GoalSelectionStrategy.parse(self.goal_selection_strategy)
+        return GoalMix.from_strategy(strategy.value, self.n_sampled_goal)
+
+    @property
     def her_ratio(self) -> float:
-        """The probability that a sampled transition is relabeled: ``k / (k + 1)``."""
-        return 1.0 - 1.0 / (self.n_sampled_goal + 1)
+        """The probability that a sampled transition is relabeled once the warm-up is
+        over: ``k / (k + 1)``, or 1 minus ``goal_mix``'s original fraction."""
+        return 1.0 - self.relabel_mix.original
 
     @property
     def action_shape(self) -> tuple[int, ...]:
@@ -212,13 +242,16 @@ class BufferSettings:
             "alpha": self.alpha,
             "beta": self.beta,
             "priority_eps": self.priority_eps,
+            "goal_mix": None if self.goal_mix is None else GoalMix.parse(self.goal_mix).fractions(),
+            "goal_mix_warmup": self.goal_mix_warmup,
         }
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> BufferSettings:
         """The settings a saved file's metadata describes, checked as a constructor's;
         files older than prioritized replay have no priority settings and get the
-        defaults. A missing entry raises KeyError naming it."""
+        defaults, files older than goal mixes sample by their strategy as they did. A
+        missing entry raises KeyError naming it."""
         observation_space = space_from_json(meta["observation_space"], _FILE)
         if not isinstance(observation_space, spaces.Dict):
             raise ValueError(f"{_FILE} describes observation_space {observation_space}: not a Dict")
@@ -235,6 +268,8 @@ class BufferSettings:
             alpha=meta.get("alpha", 0.6),
             beta=meta.get("beta", 0.4),
             priority_eps=meta.get("priority_eps", 1e-6),
+            goal_mix=meta.get("goal_mix"),
+            goal_mix_warmup=meta.get("goal_mix_warmup", 0),
         )
 
 

@@ -123,6 +123,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--strategy", choices=STRATEGIES, help=f"HER goal selection strategy; {PRESET_DEFAULT}"
     )
     parser.add_argument(
+        "--goal-mix",
+        metavar="SOURCE=FRACTION,...",
+        help="HER relabelling mix in place of --strategy and --n-sampled-goal: fractions of "
+        "future, final, episode, achieved, desired (other episodes' desired goals) and "
+        f"original goals that sum to 1, e.g. future=0.4,desired=0.4,original=0.2; {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
+        "--goal-mix-warmup",
+        type=int,
+        metavar="STEPS",
+        help=f"env steps stored before the goal mix applies (future goals only until then); "
+        f"{PRESET_DEFAULT}",
+    )
+    parser.add_argument(
         "--device",
         choices=DEVICES,
         help="where the networks (and with --env-device device, the envs and the replay "
@@ -216,6 +230,8 @@ OVERRIDES = {
     "seed": "seed",
     "n_sampled_goal": "n_sampled_goal",
     "strategy": "goal_selection_strategy",
+    "goal_mix": "goal_mix",
+    "goal_mix_warmup": "goal_mix_warmup",
     "device": "device",
     "env_device": "env_device",
     "replay_device": "replay_device",

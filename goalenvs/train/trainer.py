@@ -306,8 +306,9 @@ class Trainer:
 
     def _check_buffer_fits(self) -> None:
         """A ValueError naming the field and its value when the schedule cannot run: a
-        batch larger than the replay buffer, or a buffer whose stream per env cannot hold
-        one episode (its transitions could never be sampled)."""
+        batch larger than the replay buffer, a buffer whose stream per env cannot hold
+        one episode (its transitions could never be sampled), or a goal-mix warm-up that
+        outlasts the run (its mix would never be drawn)."""
         cfg = self.config
         size = cfg.buffer_size // self.world
         share = f"buffer_size {cfg.buffer_size}" + (
@@ -326,6 +327,14 @@ class Trainer:
                 f"than one episode of {episode} steps takes ({episode + 1}): no transition "
                 f"could ever be sampled; raise buffer_size to at least "
                 f"{(episode + 1) * cfg.num_envs * self.world} or lower num_envs"
+            )
+        stored = cfg.epochs * cfg.n_cycles * self.rollout_steps * cfg.num_envs
+        if cfg.goal_mix_warmup > stored:
+            raise ValueError(
+                f"goal_mix_warmup {cfg.goal_mix_warmup} is longer than the run: each replay "
+                f"buffer stores {stored:,} env steps (epochs {cfg.epochs} x n_cycles "
+                f"{cfg.n_cycles} x {self.rollout_steps} steps x num_envs {cfg.num_envs}); "
+                "lower goal_mix_warmup or lengthen the run"
             )
 
     def _goal_functions(self) -> tuple[Callable, Callable | None]:

@@ -295,6 +295,19 @@ def test_unvectorized_reward_is_reported_once_with_all_batch_sizes_hidden():
     assert "returned 1 value(s) (shape ()) for 2 goal pairs" in findings[0].message
 
 
+def test_a_reward_of_one_value_for_the_batch_fails_the_goalenvs_buffer_check():
+    # The buffer refuses it (broadcast, it would pay every relabeled pair the same reward);
+    # a compute_terminated of one value (Fetch's constant False) stays allowed.
+    report = run_check(make("not_vectorized"), checks=["compat.goalenvs_her"])
+    assert report.result("compat.goalenvs_her").status == "failed"
+    assert (
+        "ToyReach.compute_reward returned shape () for a batch of 32 goal pairs "
+        "(achieved_goal and desired_goal of shape (32, 2)); expected (32,), one reward per pair"
+    ) in _messages(report, "compat.goalenvs_her")
+    terminated = run_check(make("terminated_not_vectorized"), checks=["compat.goalenvs_her"])
+    assert terminated.result("compat.goalenvs_her").status == "passed"
+
+
 def test_mutating_reward_is_reported_once_without_corrupting_other_checks():
     report = run_check(make("reward_mutates"))
     assert report.failed_ids() == {"reward.no_mutation"}

@@ -829,18 +829,26 @@ def test_a_constant_scalar_from_compute_terminated_stands_for_the_whole_batch(
     np.testing.assert_array_equal(batch.dones[relabeled], float(np.asarray(constant).item()))
 
 
-def test_a_constant_scalar_reward_is_broadcast_and_a_wrong_shape_is_an_error() -> None:
+def test_a_reward_of_one_value_for_the_batch_is_refused_and_so_is_a_wrong_shape() -> None:
+    # Broadcast, one value would pay every relabeled transition, those at their goal
+    # included, the reward of a single pair.
     buffer = tagged_buffer(40, 1, seed=0, n_sampled_goal=4)
-    buffer.compute_reward = lambda a, d, i: -1.0
+
+    def constant_reward(achieved_goal: Any, desired_goal: Any, info: Any) -> float:
+        return -1.0
+
+    buffer.compute_reward = constant_reward
     writer = TaggedWriter(buffer, [[5] * 20])
     for _ in range(12):
         writer.add_step()
-    batch = buffer.sample(200)
-    relabeled = batch.observations["desired_goal"][:, 0] >= 0
-    assert relabeled.sum() > 100
-    np.testing.assert_array_equal(batch.rewards[relabeled], -1.0)
+    with pytest.raises(
+        ValueError,
+        match=r"^constant_reward returned shape \(\) for a batch of 200 goal pairs "
+        r"\(achieved_goal and desired_goal of shape \(200, 3\)\); expected \(200,\)",
+    ):
+        buffer.sample(200)
     buffer.compute_reward = lambda a, d, i: np.zeros((200, 2))
-    with pytest.raises(ValueError, match=r"compute_reward returned shape \(200, 2\)"):
+    with pytest.raises(ValueError, match=r"returned shape \(200, 2\) for a batch of 200 goal"):
         buffer.sample(200)
 
 

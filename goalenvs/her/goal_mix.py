@@ -1,0 +1,167 @@
+"""Relabelling mixes: where the goals of a sampled batch come from, as data.
+
+A :class:`GoalMix` gives the fraction of a batch's transitions whose goal comes from each
+source; both HER buffers draw each transition's source independently with these
+probabilities. ``goal_selection_strategy`` with ``n_sampled_goal = k`` is the mix of
+``k / (k + 1)`` of that strategy's goals and ``1 / (k + 1)`` original goals
+(:meth:`GoalMix.from_strategy`: future k=4 is 80% future, 20% original). mrl's
+"futureactual" mix is ``GoalMix(future=0.4, desired=0.4, original=0.2)`` with a warm-up of
+25,000 env steps, during which every goal is a future one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["COMPONENTS", "FUTURE_ONLY", "IN_EPISODE", "RELABELLING", "GoalMix"]
+
+#: The sources of a goal, in the order the buffers draw them; "original" last.
+COMPONENTS = ("future", "final", "episode", "achieved", "desired", "original")
+#: The sources that replace the goal (every one but "original").
+RELABELLING = COMPONENTS[:-1]
+#: The sources that take an achieved goal of the transition's own episode.
+IN_EPISODE = ("future", "final", "episode")
+# How far the fractions' sum may stray from 1 (decimal fractions such as 0.1 + 0.2 + 0.7).
+_SUM_TOLERANCE = 1e-6
+_EXAMPLE = "'future=0.4,desired=0.4,original=0.2'"
+
+
+@dataclasses.dataclass(frozen=True)
+class GoalMix:
+    """The fraction of sampled transitions whose goal comes from each source.
+
+    For a transition ``t`` of an episode of ``T`` transitions (see
+    :class:`goalenvs.her.settings.GoalSelectionStrategy` for the first three):
+
+    - ``future``: the next achieved goal of a transition ``j`` drawn uniformly in
+      ``t .. T-1`` (``t`` included);
+    - ``final``: the episode's last achieved goal;
+    - ``episode``: the next achieved goal of a ``j`` drawn uniformly in ``0 .. T-1``;
+    - ``achieved``: the next achieved goal of a transition drawn uniformly from the whole
+      buffer (the ``random`` strategy);
+    - ``desired``: the desired goal of a transition drawn uniformly from the buffer's
+      other episodes (never the transition's own episode, never an achieved goal):
+      goals the env itself asks for;
+    - ``original``: the transition's own desired goal, not relabeled.
+
+    Every fraction is a number >= 0 and together they sum to 1; omitted ones are 0. A
+    bad value is a ValueError (a TypeError for a value that is not a number) naming
+    ``goal_mix``, the component and the value.
+    """
+
+    future: float = 0.0
+    final: float = 0.0
+    episode: float = 0.0
+    achieved: float = 0.0
+    desired: float = 0.0
+    original: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in COMPONENTS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(
+                    f"goal_mix: {name}={value!r} is not a number; expected fractions >= 0 "
+                    f"that sum to 1, e.g. {_EXAMPLE}"
+                )
+            value = float(value)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(
+                    f"goal_mix: {name}={value!r} is {'negative' if value < 0 else 'not finite'}"
+                    f"; expected fractions >= 0 that sum to 1, e.g. {_EXAMPLE}"
+                )
+            object.__setattr__(self, name, value)
+        total = math.fsum(getattr(self, name) for name in COMPONENTS)
+        if abs(total - 1.0) > _SUM_TOLERANCE:
+            raise ValueError(
+                f"goal_mix: the fractions sum to {total:.6g} ({self}); expected them to sum "
+                f"to 1, e.g. {_EXAMPLE}"
+            )
+
+    @classmethod
+    def parse(cls, value: GoalMix | Mapping[str, Any] | str) -> GoalMix:
+        """The mix ``value`` describes: a :class:`GoalMix`, a mapping of components to
+        fractions (``{"future": 0.4, "desired": 0.4, "original": 0.2}``, a preset's TOML
+        table) or the same as text (``"future=0.4,desired=0.4,original=0.2"``, the
+        command line's)."""
+        if isinstance(value, GoalMix):
+            return value
+        if isinstance(value, str):
+            value = _parse_text(value)
+        if not isinstance(value, Mapping):
+            raise TypeError(
+                f"goal_mix must be a mapping of components to fractions or text such as "
+                f"{_EXAMPLE}, got {value!r}"
+            )
+        unknown = [key for key in value if key not in COMPONENTS]
+        if unknown:
+            raise ValueError(
+                f"goal_mix: {unknown[0]!r} is not a goal source; expected some of "
+                f"{list(COMPONENTS)}, e.g. {_EXAMPLE}"
+            )
+        return cls(**dict(value))
+
+    @classmethod
+    def from_strategy(cls, strategy: str, n_sampled_goal: int) -> GoalMix:
+        """The mix of a ``goal_selection_strategy`` (its value: ``"future"``, ``"final"``,
+        ``"episode"`` or ``"random"``) and ``n_sampled_goal = k``: ``k / (k + 1)`` of
+        that strategy's goals (``random`` draws "achieved" ones), the rest original."""
+        original = 1.0 / (n_sampled_goal + 1)
+        # 1 - 1/(k+1), not k/(k+1): the relabel probability the buffers have always
+        # compared with, to the last bit, so seeded samples stay as they were.
+        relabelled = 1.0 - original
+        source = "achieved" if strategy == "random" else strategy
+        return cls(**{source: relabelled, "original": original})
+
+    def fractions(self) -> dict[str, float]:
+        """The nonzero fractions by component, in :data:`COMPONENTS` order (plain JSON)."""
+        return {name: getattr(self, name) for name in COMPONENTS if getattr(self, name) > 0}
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The relabelling components with a nonzero fraction, in draw order."""
+        return tuple(name for name in RELABELLING if getattr(self, name) > 0)
+
+    def thresholds(self) -> tuple[float, ...]:
+        """The cumulative fractions of the relabelling components (one per
+        :data:`RELABELLING` entry): a uniform draw ``u`` in [0, 1) picks the first
+        component ``i`` with ``u < thresholds[i]``, and "original" when ``u`` reaches the
+        last one. Example: future 0.4, desired 0.4, original 0.2 gives (0.4, 0.4, 0.4,
+        0.4, 0.8): u = 0.5 is a desired goal, u = 0.9 the original one."""
+        running, out = 0.0, []
+        for name in RELABELLING:
+            running += getattr(self, name)
+            out.append(running)
+        return tuple(out)
+
+    def __str__(self) -> str:
+        return ",".join(f"{name}={value:g}" for name, value in self.fractions().items())
+
+
+#: The mix of a warm-up: every goal a future one.
+FUTURE_ONLY = GoalMix(future=1.0)
+
+
+def _parse_text(text: str) -> dict[str, float]:
+    """``"future=0.4,desired=0.4,original=0.2"`` as a dict, or the error that says why not."""
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, number = (piece.strip() for piece in part.partition("="))
+        if not sep or not name:
+            raise ValueError(
+                f"goal_mix={text!r}: expected COMPONENT=FRACTION pairs separated by commas, "
+                f"e.g. {_EXAMPLE}"
+            )
+        if name in out:
+            raise ValueError(f"goal_mix={text!r}: {name} is given twice")
+        try:
+            out[name] = float(number)
+        except ValueError:
+            raise ValueError(
+                f"goal_mix={text!r}: {name}={number!r} is not a number; e.g. {_EXAMPLE}"
+            ) from None
+    return out
