@@ -126,9 +126,9 @@ def goal_function(
     """The batched ``compute_reward`` / ``compute_terminated`` of the env (None if absent).
 
     A ``compute_terminated`` result is broadcast to the batch: Fetch's returns one scalar
-    ``False`` for a whole batch of goals. A ``compute_reward`` that returns another shape
-    than the batch's is a ValueError naming both shapes: broadcast, its one value would
-    pay every relabeled transition alike. With ``host_arrays`` (a numpy env's
+    ``False`` for a whole batch of goals. A ``compute_reward`` result is never broadcast:
+    the replay buffer refuses one that is not one reward per goal pair (one value would
+    pay every relabeled transition alike). With ``host_arrays`` (a numpy env's
     functions for a replay buffer on a torch device) tensors reach the env's function as
     numpy arrays, and its result goes back to their device as a tensor.
     """
@@ -156,29 +156,18 @@ def goal_function(
         if isinstance(achieved_goal, torch.Tensor):  # a device twin's: tensors stay there
             batch_shape = tuple(achieved_goal.shape[: achieved_goal.ndim - goal_ndim])
             result = torch.as_tensor(result, device=achieved_goal.device)
-            if tuple(result.shape) == batch_shape:
+            if tuple(result.shape) == batch_shape or name == "compute_reward":
                 return result
-            _check_broadcast(name, tuple(result.shape), batch_shape)
             return result.broadcast_to(batch_shape)
         result = np.asarray(result)
         batch_shape = np.shape(achieved_goal)[: np.ndim(achieved_goal) - goal_ndim]
-        if result.shape == batch_shape:
+        if result.shape == batch_shape or name == "compute_reward":
             return result
-        _check_broadcast(name, result.shape, batch_shape)
         return np.broadcast_to(result, batch_shape)
 
+    # the env's own name in messages (the buffer's refusal names the function it called)
+    batched.__qualname__ = getattr(fn, "__qualname__", name)
     return batched
-
-
-def _check_broadcast(name: str, shape: tuple, batch_shape: tuple) -> None:
-    """A ValueError unless ``name``'s result of ``shape`` may stand for a batch of
-    ``batch_shape``: only the termination functions may return one constant."""
-    if name == "compute_reward":
-        raise ValueError(
-            f"env.compute_reward returned shape {shape} for a batch of goal pairs of shape "
-            f"{batch_shape}; expected {batch_shape}, one reward per pair: vectorize it over "
-            "the leading dimensions (`np.linalg.norm(achieved_goal - desired_goal, axis=-1)`)"
-        )
 
 
 def _host_array(value: Any) -> Any:

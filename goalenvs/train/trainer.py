@@ -328,12 +328,12 @@ class Trainer:
                 f"could ever be sampled; raise buffer_size to at least "
                 f"{(episode + 1) * cfg.num_envs * self.world} or lower num_envs"
             )
-        stored = cfg.epochs * cfg.n_cycles * self.rollout_steps * cfg.num_envs
+        stored = cfg.epochs * cfg.n_cycles * self.plan.rollout_steps * cfg.num_envs
         if cfg.goal_mix_warmup > stored:
             raise ValueError(
                 f"goal_mix_warmup {cfg.goal_mix_warmup} is longer than the run: each replay "
                 f"buffer stores {stored:,} env steps (epochs {cfg.epochs} x n_cycles "
-                f"{cfg.n_cycles} x {self.rollout_steps} steps x num_envs {cfg.num_envs}); "
+                f"{cfg.n_cycles} x {self.plan.rollout_steps} steps x num_envs {cfg.num_envs}); "
                 "lower goal_mix_warmup or lengthen the run"
             )
 
