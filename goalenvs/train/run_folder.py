@@ -44,7 +44,7 @@ import torch
 import goalenvs
 from goalenvs.agents import distributed
 from goalenvs.agents.config import TrainConfig
-from goalenvs.core.io import atomic_write, atomic_write_file
+from goalenvs.core.io import atomic_write_file
 from goalenvs.train.checkpoint import (
     STATE_FORMAT,
     CheckpointError,
@@ -59,6 +59,7 @@ from goalenvs.train.checkpoint import (
     remove_debris,
     restore_generators,
     save_checkpoint,
+    save_torch_file,
     unit_dir,
     unit_epochs,
 )
@@ -343,7 +344,7 @@ class RunFolder:
             "world_size": self.world,
             **random_state,
         }
-        atomic_write(unit / f"state_rank{self.rank}.pt", lambda f: torch.save(state, f))
+        save_torch_file(unit / f"state_rank{self.rank}.pt", state)
         if cfg.save_buffer:
             # The live buffer is saved as it is (episodes in progress included): a resume
             # closes them, since its envs start new episodes.
