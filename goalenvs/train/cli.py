@@ -31,7 +31,7 @@ from goalenvs.agents.config import (
 )
 from goalenvs.agents.registry import ALGOS
 from goalenvs.core import command_name, parse_json_object
-from goalenvs.envspec import describe_error
+from goalenvs.envspec import describe_error, renders_frames
 
 
 def _algo_names() -> str:
@@ -327,7 +327,8 @@ def run(args: argparse.Namespace) -> int:
     # Each next command runs as printed (tests/test_cli_road.py runs them).
     env, policy = shlex.quote(config.env_id), shlex.quote(str(result.best_policy))
     goalenvs = command_name()
-    print(f"watch it:      {goalenvs} play {env} --policy {policy}")
+    headless = "" if renders_frames(config.env_id) else " --headless"
+    print(f"watch it:      {goalenvs} play {env} --policy {policy}{headless}")
     if result.interrupted:
         print(f"continue with: {goalenvs} train --resume {shlex.quote(str(result.run_dir))}")
     return 0

@@ -18,7 +18,8 @@ from goalenvs.train.checkpoint import CheckpointError, read_checkpoint, space_fr
 class Policy:
     """A trained policy restored from a checkpoint.
 
-    Attributes: ``env_id`` and ``env_kwargs`` (what it was trained on), ``algo``,
+    Attributes: ``env_id`` and ``env_kwargs`` (what it was trained on), ``env_file`` (the
+    absolute path of a ``path/to/file.py`` env's file when trained, else None), ``algo``,
     ``observation_space`` and ``action_space`` (single-env spaces), ``metadata`` (all of
     the checkpoint's plain metadata: epoch, env steps, success rate, config).
     """
@@ -28,6 +29,9 @@ class Policy:
         self.metadata = metadata
         self.env_id: str = metadata["env_id"]
         self.env_kwargs: dict[str, Any] = dict(metadata.get("env_kwargs", {}))
+        # The absolute path of a path/to/file.py env's file (None: another form, or a
+        # checkpoint written before goalenvs recorded it).
+        self.env_file: str | None = metadata.get("env_file")
         self.algo: str = metadata["algo"]
         self.observation_space: spaces.Dict = spaces.Dict(
             {k: space_from_dict(v) for k, v in metadata["observation_space"].items()}
