@@ -40,7 +40,7 @@ from goalenvs.agents.ddpg import DDPGConfig
 from goalenvs.agents.registry import make_agent
 from goalenvs.core.io import atomic_write, atomic_write_file
 from goalenvs.her.buffer import HerReplayBuffer
-from goalenvs.train.checkpoint import commit_unit, save_checkpoint
+from goalenvs.train.checkpoint import commit_unit, save_checkpoint, save_torch_file
 
 
 def fetch_like_buffer(size: int, n_envs: int = 16, horizon: int = 50) -> HerReplayBuffer:
@@ -101,7 +101,7 @@ def cost(size: int, folder: Path) -> None:
             agent.training_modules(),
         )
         state = {"torch": torch.get_rng_state(), "epoch": 1}
-        atomic_write(unit / "state_rank0.pt", lambda f: torch.save(state, f))
+        save_torch_file(unit / "state_rank0.pt", state)
 
     def buffer_uncompressed() -> None:
         atomic_write_file(unit / "buffer_rank0.npz", buffer.save)

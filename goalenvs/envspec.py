@@ -74,6 +74,13 @@ class ResolvedEnv:
     creator: Callable[..., Any] | None
     factory: Callable[..., Any] | None = None
 
+    @property
+    def render_modes(self) -> list[str] | None:
+        """The render modes the env's class declares (``metadata["render_modes"]``); None
+        when its creator declares none (a factory function)."""
+        modes = getattr(self.creator, "metadata", {}).get("render_modes")
+        return None if modes is None else list(modes)
+
 
 def resolve(text: str) -> ResolvedEnv:
     """Resolves an env spec in any of the module docstring's forms.
@@ -94,7 +101,7 @@ def resolve(text: str) -> ResolvedEnv:
         return _registered_env(text, text)
     if not left or not right:
         raise EnvSpecError(f"env {text!r} has an empty side of ':'; give {FORMS}")
-    from_file = left.endswith(".py") or "/" in left or "\\" in left
+    from_file = _names_file(left)
     module = _import_file(text, Path(left)) if from_file else _import_module(text, left)
     target = getattr(module, right, None) if right.isidentifier() else None
     if target is None:
@@ -112,6 +119,52 @@ def resolve(text: str) -> ResolvedEnv:
     display = f"{Path(left).name if from_file else left}:{right}"
     spec = EnvSpec(id=display, entry_point=target)
     return ResolvedEnv(text, f"{left}:{right}", spec, target, target)
+
+
+def env_file(text: str) -> Path | None:
+    """The file a ``path/to/file.py:Name`` spec names, as given (relative paths stay
+    relative); None for the other forms."""
+    left, sep, right = text.rpartition(":") if isinstance(text, str) else ("", "", "")
+    return Path(left) if sep and left and right and _names_file(left) else None
+
+
+def recorded_file(text: str) -> str | None:
+    """The absolute, resolved path of the file a ``path/to/file.py:Name`` spec names (a
+    relative one from the current folder), as a run records it so that its policies play
+    from any folder; None for the other forms."""
+    path = env_file(text)
+    return None if path is None else str(path.expanduser().resolve())
+
+
+def locate(text: str, recorded: str | None) -> str:
+    """The spec that builds ``text``'s env from the current folder.
+
+    ``text`` itself, unless it names a file (``path/to/file.py:Name``) that is not there
+    from the current folder; then the same name in ``recorded``, the absolute path of its
+    file when it was recorded (:func:`recorded_file`). Raises :class:`EnvSpecError` naming
+    both places when the file is in neither.
+    """
+    path = env_file(text)
+    if path is None or recorded is None or path.is_file():
+        return text
+    name = text.rpartition(":")[2]
+    if Path(recorded).is_file():
+        return f"{recorded}:{name}"
+    raise EnvSpecError(
+        f"env {text!r}: its file is neither at {recorded} (where the run recorded it) nor at "
+        f"{path} from the current folder {os.getcwd()}"
+    )
+
+
+def renders_frames(text: str) -> bool:
+    """False when the env declares its render modes and ``rgb_array`` is not among them
+    (``goalenvs play`` then watches it with ``--headless`` only); True otherwise, a factory
+    that declares none and a spec that does not resolve included."""
+    try:
+        modes = resolve(text).render_modes
+    except EnvSpecError:
+        return True
+    return modes is None or "rgb_array" in modes
 
 
 def env_spec(text: str) -> EnvSpec:
@@ -204,6 +257,11 @@ def _about_opengl(error: BaseException) -> bool:
         ):
             return True
     return False
+
+
+def _names_file(left: str) -> bool:
+    """Whether the part of a spec before its last ':' names a file (not a module)."""
+    return left.endswith(".py") or "/" in left or "\\" in left
 
 
 def _registered_env(env_id: str, text: str) -> ResolvedEnv:

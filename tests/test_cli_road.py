@@ -106,6 +106,8 @@ def test_train_in_a_users_folder_prints_a_play_command_that_runs(user_folder, sp
     play = printed_command(trained.stdout, "watch it:")
     assert play[:2] == ["goalenvs", "play"] and play[2] == spec
     assert play[4] == str(Path("my run") / "policy_best.pt")  # quoted: it has a space
+    # LineEnv declares no render modes: watched only headless; the factory declares none.
+    assert play[5:] == (["--headless"] if spec == "myreg:Line1D-v0" else [])
     watched = run_command([*play, "--headless", "--episodes", "2", "--seed", "0"], user_folder)
     assert watched.returncode == 0, watched.stderr
     assert re.search(r"^2 episodes: success rate \d+\.\d% \(\d/2\)", watched.stdout, re.M), (
@@ -122,10 +124,11 @@ def test_an_env_without_render_mode_trains_and_its_printed_play_command_runs_hea
     trained = run_command([*goalenvs, "train", spec, *TINY, "--out", "run"], tmp_path)
     assert trained.returncode == 0, trained.stderr
     play = printed_command(trained.stdout, "watch it:")
-    assert play == ["goalenvs", "play", spec, "--policy", str(Path("run") / "policy_best.pt")]
+    policy = str(Path("run") / "policy_best.pt")
+    assert play == ["goalenvs", "play", spec, "--policy", policy, "--headless"]
 
     episodes = 4
-    watched = run_command([*play, "--headless", "--episodes", str(episodes)], tmp_path)
+    watched = run_command([*play, "--episodes", str(episodes)], tmp_path)
     assert watched.returncode == 0, watched.stderr
     assert "Traceback" not in watched.stderr and "render_mode" not in watched.stderr
     lines = re.findall(
@@ -191,6 +194,12 @@ def test_an_interrupted_run_prints_a_resume_command_that_runs(
     assert (
         "goalenvs train: plan: envs numpy in the trainer's process, overlap off;" in printed
     )  # --quiet
+    # BitFlipping draws rgb_array frames: its play command opens a window.
+    play = printed_command(printed, "watch it:")
+    assert play == [
+        *shlex.split(command_name()), "play", "goalenvs/BitFlipping-v0", "--policy",
+        str(out / "policy_best.pt"),
+    ]  # fmt: skip
     resume = printed_command(printed, "continue with:")
     assert resume == [*shlex.split(command_name()), "train", "--resume", str(out)]
     monkeypatch.setattr(trainer.Trainer, "run", real_run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 import textwrap
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -146,3 +147,51 @@ def test_the_goalenvs_suggestion_only_for_ids_that_exist_there():
     assert envspec.suggestion("Push-v0") == "goalenvs/Push-v0"
     assert envspec.suggestion("CartPole-v1") is None
     assert envspec.suggestion("goalenvs/Push-v0") is None
+
+
+def test_a_file_spec_is_recorded_absolute_and_located_from_any_folder(tmp_path, monkeypatch):
+    user = tmp_path / "user"
+    (user / "envs").mkdir(parents=True)
+    (user / "envs" / "reach.py").write_text("class Reach: pass\n")
+    monkeypatch.chdir(user)
+    spec = "envs/reach.py:Reach"
+    recorded = str((user / "envs" / "reach.py").resolve())
+    assert envspec.env_file(spec) == Path("envs/reach.py")
+    assert envspec.recorded_file(spec) == recorded
+    for other in ("goalenvs/PointReach-v0", "highway_env:parking-v0", "pkg.module:Env"):
+        assert envspec.env_file(other) is None and envspec.recorded_file(other) is None
+        assert envspec.locate(other, recorded) == other
+    assert envspec.locate(spec, recorded) == spec  # found from here: kept as given
+    monkeypatch.chdir(tmp_path)
+    assert envspec.locate(spec, recorded) == f"{recorded}:Reach"
+    assert envspec.locate(spec, None) == spec  # nothing recorded: resolve says what is missing
+    (user / "envs" / "reach.py").unlink()
+    with pytest.raises(EnvSpecError) as caught:
+        envspec.locate(spec, recorded)
+    assert str(caught.value) == (
+        f"env {spec!r}: its file is neither at {recorded} (where the run recorded it) nor at "
+        f"{Path('envs/reach.py')} from the current folder {tmp_path}"
+    )
+
+
+def test_renders_frames_reads_the_declared_render_modes(tmp_path):
+    (tmp_path / "frames.py").write_text(
+        textwrap.dedent(
+            """
+            import gymnasium as gym
+
+            class Drawn(gym.Env):
+                metadata = {"render_modes": ["human", "rgb_array"]}
+
+            class Blind(gym.Env):
+                metadata = {"render_modes": []}
+
+            def factory():
+                return Blind()
+            """
+        )
+    )
+    assert envspec.renders_frames("goalenvs/PointReach-v0")
+    assert envspec.renders_frames(f"{tmp_path / 'frames.py'}:Drawn")
+    assert not envspec.renders_frames(f"{tmp_path / 'frames.py'}:Blind")
+    assert envspec.renders_frames(f"{tmp_path / 'frames.py'}:factory")  # declares none

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
+from goalenvs import envspec
 from goalenvs.core import check_choice, check_in_range, check_int, check_positive
 from goalenvs.her.goal_mix import GoalMix
 from goalenvs.her.settings import GoalSelectionStrategy
@@ -38,6 +40,9 @@ class TrainConfig:
     env_id: str = "goalenvs/PointReach-v0"  # gymnasium id of a goal env (Dict observation)
     env_kwargs: dict[str, Any] = field(default_factory=dict)  # passed to gym.make / make_vec
     max_episode_steps: int | None = None  # gymnasium's time limit on every env; None: the env's
+    # Recorded in config.json and the checkpoints, so that `goalenvs play` finds the file
+    # from any folder; None: resolved from the current folder (for env_id's other forms: None).
+    env_file: str | None = None  # absolute path of a path/to/file.py:Name env_id's file
     seed: int = 0  # seeds torch, the buffer, the training envs and (offset) the eval envs
     epochs: int = 50  # training epochs; evaluation, logging and checkpoints once per epoch
     n_cycles: int = 50  # cycles per epoch: collect, then n_batches updates, then targets
@@ -99,6 +104,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         self.env_kwargs = dict(self.env_kwargs)
+        self.env_file = _env_file(self.env_id, self.env_file)
         self.hidden_sizes = tuple(int(h) for h in self.hidden_sizes)
         if self.info_keys is not None:
             self.info_keys = tuple(self.info_keys)
@@ -182,3 +188,20 @@ class TrainConfig:
             "alpha": self.priority_alpha,
             "beta": self.priority_beta,
         }
+
+
+def _env_file(env_id: str, given: str | None) -> str | None:
+    """``env_file`` for ``env_id``: ``given`` when it is the absolute path of a file of the
+    name ``env_id`` gives (a config read back from config.json), else the path
+    :func:`goalenvs.envspec.recorded_file` resolves now (None for env_id's other forms)."""
+    path = envspec.env_file(env_id) if isinstance(env_id, str) else None
+    if path is None:
+        return None
+    if (
+        isinstance(given, str)
+        and not path.is_absolute()
+        and Path(given).is_absolute()
+        and Path(given).name == path.name
+    ):
+        return given
+    return envspec.recorded_file(env_id)

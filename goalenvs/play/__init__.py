@@ -37,11 +37,13 @@ import argparse
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from goalenvs.core import parse_json_object
+from goalenvs.core import command_name, parse_json_object
 from goalenvs.play.keyboard import drive, keyboard_controller
 from goalenvs.play.screen import PlayError, Recorder, render_fps
 from goalenvs.play.watch import DEFAULT_WATCH_EPISODES, policy_function, watch
@@ -113,8 +115,10 @@ def _run(args: argparse.Namespace) -> int:
             if not env_id:
                 raise PlayError(f"{policy_path} does not name its env; pass ENV_ID")
         # The checkpoint's env arguments belong to its env; another id gets only its own.
-        if args.env_kwargs is None and env_id == getattr(policy, "env_id", None):
-            env_kwargs = dict(getattr(policy, "env_kwargs", None) or {})
+        if env_id == getattr(policy, "env_id", None):
+            if args.env_kwargs is None:
+                env_kwargs = dict(getattr(policy, "env_kwargs", None) or {})
+            env_id = _find_env(env_id, getattr(policy, "env_file", None), policy_path)
     if env_id is None:
         raise PlayError("give an ENV_ID to drive, or --policy PATH to watch")
     limit = args.max_episode_steps
@@ -178,6 +182,21 @@ def _parse_env_kwargs(text: str | None) -> dict[str, Any]:
         raise PlayError(str(exc)) from None
 
 
+def _find_env(env_id: str, recorded: str | None, policy_path: str) -> str:
+    """The spec that builds the policy's env from this folder: a ``path/to/file.py`` env
+    whose relative path is not found here is taken from the file the run recorded."""
+    from goalenvs import envspec
+
+    try:
+        return envspec.locate(env_id, recorded)
+    except envspec.EnvSpecError as exc:
+        name = env_id.rpartition(":")[2]
+        raise PlayError(
+            f"{exc}; give the env before --policy: {command_name()} play "
+            f"path/to/{Path(recorded or env_id).name}:{name} --policy {shlex.quote(policy_path)}"
+        ) from None
+
+
 def make_env(env_id: str, env_kwargs: Mapping[str, Any], render_mode: str | None) -> Any:
     """``gym.make`` with play's checks: a known env (any :mod:`goalenvs.envspec` form), the
     needed render mode, valid kwargs.
@@ -199,7 +218,7 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any], render_mode: str | None
         resolved = envspec.resolve(env_id)
     except envspec.EnvSpecError as exc:
         raise PlayError(str(exc)) from None
-    modes = getattr(resolved.creator, "metadata", {}).get("render_modes")
+    modes = resolved.render_modes
     if render_mode is not None and modes is not None and render_mode not in modes:
         raise PlayError(
             f"{env_id} has no {render_mode!r} render mode (it offers {list(modes)}); "

@@ -11,10 +11,21 @@ A checkpoint is a dict saved with ``torch.save``::
 It loads with ``torch.load(weights_only=True)``, which refuses any pickled object, so
 loading a policy from an untrusted file cannot execute code. Files are written to a
 temporary name and renamed over the target, so a crash never leaves half a checkpoint.
+
+Every torch file goalenvs writes here (checkpoints, the random state of a run's units)
+carries the sha256 of its own bytes, as the comment of its zip archive (torch.save writes
+a zip; the comment is the archive's last field, which torch ignores): ``goalenvs-sha256:``
+and the hex digest of the file as written with an empty comment. :func:`load_torch_file`
+checks it before it loads anything, so a file changed in place, at any byte, is refused
+in one line naming it. A file written before goalenvs wrote checksums (no comment) loads
+as before.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import io
 import json
 import os
 import pickle
@@ -33,8 +44,16 @@ FORMAT = "goalenvs-her-checkpoint"
 VERSION = 1
 
 
+# The checksum in the zip comment: the end-of-central-directory record (22 bytes, its
+# last two the comment's length) ends the archive, the comment follows it.
+_SEAL = b"goalenvs-sha256:"
+_COMMENT_SIZE = len(_SEAL) + 64
+_END_RECORD = b"PK\x05\x06"
+_END_SIZE = 22
+
+
 class CheckpointError(ValueError):
-    """A file is not a readable goalenvs checkpoint (corrupt, foreign, or unsafe)."""
+    """A file is not a readable goalenvs checkpoint (corrupt, foreign, changed, or unsafe)."""
 
 
 def space_to_dict(space: spaces.Space) -> dict[str, Any]:
@@ -71,7 +90,51 @@ def save_checkpoint(
     }
     if training is not None:
         payload["training"] = {name: _state(obj) for name, obj in training.items()}
-    return atomic_write(path, lambda f: torch.save(payload, f))
+    return save_torch_file(path, payload)
+
+
+def save_torch_file(path: str | os.PathLike, data: Any) -> Path:
+    """``torch.save(data)`` written atomically to ``path``, with the sha256 of the file's
+    bytes in its zip comment (see the module docstring)."""
+    archive = io.BytesIO()
+    torch.save(data, archive)
+    sealed = seal(archive.getvalue())
+    return atomic_write(path, lambda f: f.write(sealed))
+
+
+def seal(archive: bytes) -> bytes:
+    """``archive``, a zip without a comment (as ``torch.save`` writes it), with the sha256
+    of its bytes as its comment."""
+    if archive[-_END_SIZE : -_END_SIZE + 4] != _END_RECORD or archive[-2:] != b"\0\0":
+        raise ValueError("seal expects a zip archive without a comment, as torch.save writes")
+    digest = hashlib.sha256(archive).hexdigest().encode("ascii")
+    return archive[:-2] + _COMMENT_SIZE.to_bytes(2, "little") + _SEAL + digest
+
+
+def check_seal(data: bytes, path: str | os.PathLike) -> bool:
+    """Checks the bytes ``data`` of the file ``path`` against the checksum they carry.
+
+    Returns True when it matches, False for a zip without a comment (a file written
+    before goalenvs wrote checksums). Raises :class:`CheckpointError`, one line naming
+    ``path``, when the bytes do not match it (or the comment is not goalenvs' checksum).
+    """
+    if data[-_END_SIZE : -_END_SIZE + 4] == _END_RECORD and data[-2:] == b"\0\0":
+        return False
+    end = len(data) - _COMMENT_SIZE - _END_SIZE
+    digest = data[-64:]
+    if (
+        end >= 0
+        and data[end : end + 4] == _END_RECORD
+        and data[end + 20 : end + 22] == _COMMENT_SIZE.to_bytes(2, "little")
+        and data[end + _END_SIZE : -64] == _SEAL
+    ):
+        unsealed = data[: end + 20] + b"\0\0"
+        if hmac.compare_digest(hashlib.sha256(unsealed).hexdigest().encode("ascii"), digest):
+            return True
+    raise CheckpointError(
+        f"{str(path)!r} was changed or corrupted after goalenvs wrote it: its bytes do not "
+        "match the sha256 checksum saved in it"
+    )
 
 
 def _check_plain(value: Any, where: str) -> None:
@@ -111,14 +174,20 @@ def error_summary(exc: BaseException) -> str:
 def load_torch_file(
     path: Path, map_location: str | torch.device = "cpu", what: str = "checkpoint"
 ) -> Any:
-    """``torch.load(path, weights_only=True)``, refusing pickled Python objects; a
+    """``torch.load(path, weights_only=True)``, refusing pickled Python objects and files
+    whose bytes do not match their checksum (:func:`check_seal`); a
     :class:`CheckpointError` naming ``path`` and the cause when it cannot be read."""
     unreadable = f"{str(path)!r} is not a readable {what} (truncated, corrupt, or not a torch file)"
-    if not zipfile.is_zipfile(path):
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise CheckpointError(f"{unreadable}: {error_summary(exc)}") from None
+    if not _is_zip(data):
         # torch.save writes a zip archive; anything else is cut short or another format.
         raise CheckpointError(f"{unreadable}: it is not a torch zip archive")
+    check_seal(data, path)
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
         raise CheckpointError(
             f"refusing to load {str(path)!r}: it holds pickled Python objects, which could run "
@@ -127,6 +196,15 @@ def load_torch_file(
         ) from None
     except Exception as exc:
         raise CheckpointError(f"{unreadable}: {error_summary(exc)}") from None
+
+
+def _is_zip(data: bytes) -> bool:
+    """Whether ``data`` ends as a zip archive does (``zipfile.is_zipfile`` raises, rather
+    than answer False, on some damaged end records)."""
+    try:
+        return zipfile.is_zipfile(io.BytesIO(data))
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False
 
 
 def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:

@@ -32,7 +32,8 @@ from goalenvs.agents.config import (
 )
 from goalenvs.agents.registry import ALGOS
 from goalenvs.core import command_name, episode_length, parse_json_object
-from goalenvs.envspec import describe_error
+from goalenvs import envspec
+from goalenvs.envspec import describe_error, renders_frames
 
 
 def _algo_names() -> str:
@@ -345,6 +346,8 @@ def read_command(args: argparse.Namespace) -> Command:
             raise UsageError("--preset cannot change when resuming a run (its config.json is kept)")
         given.pop("out", None)
         recorded_plan = data.get("plan")
+        # a path/to/file.py env resumed from another folder: its recorded file
+        data["env_id"] = envspec.locate(data["env_id"], data.get("env_file"))
         data.update(given, resume=str(args.resume), out=None)
         config = config_from_dict(data)
         horizon = config.max_episode_steps or env_spec(config.env_id).max_episode_steps
@@ -455,7 +458,8 @@ def run(args: argparse.Namespace) -> int:
     # Each next command runs as printed (tests/test_cli_road.py runs them).
     env, policy = shlex.quote(config.env_id), shlex.quote(str(result.best_policy))
     goalenvs = command_name()
-    print(f"watch it:      {goalenvs} play {env} --policy {policy}")
+    headless = "" if renders_frames(config.env_id) else " --headless"
+    print(f"watch it:      {goalenvs} play {env} --policy {policy}{headless}")
     if result.interrupted or result.budget_spent is not None:
         more = ""
         if result.budget_spent == "max_env_steps":

@@ -19,7 +19,8 @@ class Policy:
     """A trained policy restored from a checkpoint.
 
     Attributes: ``env_id``, ``env_kwargs`` and ``max_episode_steps`` (what it was trained
-    on), ``algo``,
+    on), ``env_file`` (the absolute path of a ``path/to/file.py`` env's file when trained,
+    else None), ``algo``,
     ``observation_space`` and ``action_space`` (single-env spaces), ``metadata`` (all of
     the checkpoint's plain metadata: epoch, env steps, success rate, config).
     """
@@ -32,6 +33,9 @@ class Policy:
         # the time limit the run put on the env (--max-episode-steps, or the length the
         # env truncated at); None: the env's own
         self.max_episode_steps: int | None = (metadata.get("config") or {}).get("max_episode_steps")
+        # The absolute path of a path/to/file.py env's file (None: another form, or a
+        # checkpoint written before goalenvs recorded it).
+        self.env_file: str | None = metadata.get("env_file")
         self.algo: str = metadata["algo"]
         self.observation_space: spaces.Dict = spaces.Dict(
             {k: space_from_dict(v) for k, v in metadata["observation_space"].items()}

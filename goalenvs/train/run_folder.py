@@ -46,7 +46,7 @@ import goalenvs
 from goalenvs.agents import distributed
 from goalenvs.agents.base import Agent
 from goalenvs.agents.config import TrainConfig
-from goalenvs.core.io import atomic_write, atomic_write_file
+from goalenvs.core.io import atomic_write_file
 from goalenvs.her.replay import ReplayBuffer
 from goalenvs.train.checkpoint import (
     STATE_FORMAT,
@@ -60,6 +60,7 @@ from goalenvs.train.checkpoint import (
     read_manifest,
     remove_debris,
     save_checkpoint,
+    save_torch_file,
     unit_dir,
     unit_epochs,
 )
@@ -282,7 +283,12 @@ class RunFolder:
     ) -> Restored:
         """Loads the unit's networks into ``agent``; the counters and the rest returned."""
         meta = data["metadata"]
-        if meta["env_id"] != self.config.env_id or meta["algo"] != self.config.algo:
+        # a file.py env resumed from another folder is named by its recorded file there
+        same_file = (
+            meta.get("env_file") is not None and meta.get("env_file") == self.config.env_file
+        )
+        same_env = meta["env_id"] == self.config.env_id or same_file
+        if not same_env or meta["algo"] != self.config.algo:
             raise ValueError(
                 f"resume={str(self.path)!r} holds a {meta['algo']} run on {meta['env_id']}, not "
                 f"{self.config.algo} on {self.config.env_id}"
@@ -355,7 +361,7 @@ class RunFolder:
             "world_size": self.world,
             **random_state,
         }
-        atomic_write(unit / f"state_rank{self.rank}.pt", lambda f: torch.save(state, f))
+        save_torch_file(unit / f"state_rank{self.rank}.pt", state)
         if cfg.save_buffer:
             # The live buffer is saved as it is (episodes in progress included): a resume
             # closes them, since its envs start new episodes.

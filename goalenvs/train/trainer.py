@@ -365,6 +365,7 @@ class Trainer:
         return {
             "env_id": cfg.env_id,
             "env_kwargs": cfg.env_kwargs,
+            "env_file": cfg.env_file,  # where a path/to/file.py env's file is: play finds it
             "algo": cfg.algo,
             "hidden_sizes": list(cfg.hidden_sizes),
             "gamma": self.plan.gamma,

@@ -349,3 +349,22 @@ def test_a_buffer_too_small_for_one_episode_per_env_is_named(tmp_path):
         r"episode of 50 steps takes \(51\).* at least 3264 or lower num_envs",
     ):
         Trainer(config)
+
+
+def test_a_file_env_records_its_absolute_path_and_keeps_it_from_another_folder(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    config = DDPGConfig(env_id="envs/reach.py:Reach")
+    recorded = str(tmp_path.resolve() / "envs" / "reach.py")
+    assert config.env_file == recorded
+    assert DDPGConfig(env_id="goalenvs/PointReach-v0").env_file is None
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    again = config_from_dict(json.loads(json.dumps(config.to_dict())))  # a resumed config.json
+    assert again.env_file == recorded and again == config
+    # Another env spec is recorded anew, not given the old file.
+    other = dataclasses.replace(config, env_id="other.py:Reach")
+    assert other.env_file == str(elsewhere.resolve() / "other.py")
+    assert dataclasses.replace(config, env_id="goalenvs/PointReach-v0").env_file is None
