@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from goalenvs import envspec
 from goalenvs.agents.config import (
     DEVICES,
     ENV_DEVICES,
@@ -32,7 +33,6 @@ from goalenvs.agents.config import (
 )
 from goalenvs.agents.registry import ALGOS
 from goalenvs.core import command_name, episode_length, parse_json_object
-from goalenvs import envspec
 from goalenvs.envspec import describe_error, renders_frames
 
 

@@ -285,7 +285,9 @@ class RunFolder:
         meta = data["metadata"]
         # a file.py env resumed from another folder is named by its recorded file there
         same_file = (
-            meta.get("env_file") is not None and meta.get("env_file") == self.config.env_file
+            meta.get("env_file") is not None
+            and meta.get("env_file") == self.config.env_file
+            and meta["env_id"].rpartition(":")[2] == self.config.env_id.rpartition(":")[2]
         )
         same_env = meta["env_id"] == self.config.env_id or same_file
         if not same_env or meta["algo"] != self.config.algo:
