@@ -6,6 +6,7 @@ import functools
 import importlib
 import importlib.util
 import json
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -398,6 +399,31 @@ def test_json_lists_every_check_with_status_and_findings():
     dtype = next(c for c in data["checks"] if c["id"] == "reward.dtype")
     assert dtype["status"] == "failed" and "float64" in dtype["findings"][0]["message"]
     assert data["cpu_seconds"] > 0
+
+
+class RecordingReach(ToyReach):
+    """ToyReach that records the SDL video driver in force when it renders."""
+
+    drivers: list = []
+
+    def render(self):
+        RecordingReach.drivers.append(os.environ.get("SDL_VIDEODRIVER"))
+        return super().render()
+
+
+@pytest.mark.parametrize("chosen", [None, "x11"])
+def test_render_check_draws_off_screen_with_the_dummy_driver_unless_one_is_chosen(
+    monkeypatch, chosen
+):
+    if chosen is None:
+        monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
+    else:
+        monkeypatch.setenv("SDL_VIDEODRIVER", chosen)
+    monkeypatch.setattr(RecordingReach, "drivers", [])
+    report = run_check(RecordingReach(), RecordingReach, checks=["render.modes"])
+    assert report.result("render.modes").status == "passed", str(report)
+    assert RecordingReach.drivers == [chosen or "dummy"] * 2  # rgb_array and ansi
+    assert os.environ.get("SDL_VIDEODRIVER") == chosen
 
 
 def test_table_rendering_shows_failures_evidence_and_footer():
