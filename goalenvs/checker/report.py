@@ -193,12 +193,16 @@ class Report:
         p = self.probe
         if not p:
             return None
-        closest = "never near" if p["closest_distance"] is None else f"{p['closest_distance']:.4g}"
+        closest = (
+            "no step measured"
+            if p["closest_distance"] is None
+            else f"{p['closest_distance']:.4g} at the closest"
+        )
         start = "?" if p["start_distance"] is None else f"{p['start_distance']:.4g}"
         how = p["method"] + (f" (not copied: {p['not_copied']})" if p["not_copied"] else "")
         line = (
             f"goal probe: {p['steps']} steps in {p['episodes']} episode(s) by {how}; "
-            f"goal distance {start} at reset, closest {closest}; "
+            f"achieved_goal {start} from desired_goal at reset, {closest}; "
             f"{p['successes']} success(es), {p['terminations']} termination(s)"
         )
         return line + (f"; {p['stopped_early']}" if p["stopped_early"] else "")

@@ -88,12 +88,13 @@ def test_defect_is_caught_with_its_check_id_and_severity(defect):
         assert not report.ok
     else:
         # A lagging achieved_goal also makes is_success (read from the state after the
-        # step) disagree with the reward (paid for the lagging goal): a true second error.
+        # step) disagree with the reward (paid for the lagging goal): a true second error,
+        # in the rollout and near the goal.
         # A frozen achieved_goal makes the reward step pays (for the real state) differ
         # from compute_reward of the goals it reports. Gymnasium's check_env sees the
         # reused info dict change under it.
         consequences = {
-            "achieved_goal_lags": {"success.consistent"},
+            "achieved_goal_lags": {"success.consistent", "success.near_goal"},
             "achieved_frozen": {"reward.step_match", "terminated.step_match", "terminated.at_goal"},
             "info_reused": {"gym.check_env"},
         }.get(defect, set())
