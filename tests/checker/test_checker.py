@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -400,6 +401,15 @@ def test_json_lists_every_check_with_status_and_findings():
     dtype = next(c for c in data["checks"] if c["id"] == "reward.dtype")
     assert dtype["status"] == "failed" and "float64" in dtype["findings"][0]["message"]
     assert data["cpu_seconds"] > 0
+
+
+def test_sb3_her_finding_gives_the_shape_it_got_and_the_one_expected():
+    pytest.importorskip("stable_baselines3")
+    # one reward for a whole batch: SB3 samples fewer rewards than transitions
+    report = run_check(make("not_vectorized"), checks=["compat.sb3_her"])
+    (finding,) = report.result("compat.sb3_her").findings
+    assert re.search(r"rewards of shape \(\d+, 1\), expected \(32, 1\)", finding.message)
+    assert "see reward.batch" in finding.message
 
 
 class RecordingReach(ToyReach):
