@@ -7,9 +7,12 @@ check found an error, 2 when the env could not be loaded or built.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from goalenvs.core import parse_json_object
@@ -38,18 +41,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="end every episode after N steps (gymnasium's TimeLimit), as train and play "
         "take it; default: the env's own",
     )
-    parser.add_argument("--steps", type=int, default=200, help="steps of the main rollout")
-    parser.add_argument("--seed", type=int, default=0, help="seed of every rollout and draw")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--steps", type=int, default=200, help="steps of the main rollout (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of every rollout and draw (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON, alone on stdout (what the env prints goes to stderr)",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     parser.add_argument(
         "--timeout",
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="seconds one env call may take before it is reported and the env abandoned",
+        help="seconds one env call may take before it is reported and the env abandoned "
+        "(default: %(default)s)",
     )
-    parser.add_argument("--verbose", action="store_true", help="list passed checks too")
+    parser.add_argument("--verbose", action="store_true", help="list passed and skipped checks too")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,21 +87,25 @@ def run(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         print(f"goalenvs check: --timeout must be > 0, got {args.timeout}", file=sys.stderr)
         return 2
-    try:
-        env, factory, name = _load_with_timeout(
-            load, args.spec, kwargs, args.max_episode_steps, args.timeout
+    # With --json, stdout carries the JSON alone: what the env prints while it is built
+    # and run (pybullet's banner comes from C) goes to stderr.
+    quiet = _stdout_to_stderr() if args.json else contextlib.nullcontext()
+    with quiet:
+        try:
+            env, factory, name = _load_with_timeout(
+                load, args.spec, kwargs, args.max_episode_steps, args.timeout
+            )
+        except LoadError as error:
+            print(f"goalenvs check: cannot load {args.spec}: {error}", file=sys.stderr)
+            return 2
+        report = check_goal_env(
+            env,
+            steps=args.steps,
+            seed=args.seed,
+            timeout=args.timeout,
+            factory=factory,
+            env_name=name,
         )
-    except LoadError as error:
-        print(f"goalenvs check: cannot load {args.spec}: {error}", file=sys.stderr)
-        return 2
-    report = check_goal_env(
-        env,
-        steps=args.steps,
-        seed=args.seed,
-        timeout=args.timeout,
-        factory=factory,
-        env_name=name,
-    )
     if args.json:
         print(report.to_json())
     else:
@@ -97,6 +113,38 @@ def run(args: argparse.Namespace) -> int:
     if report.errors:
         return 1
     return 1 if args.strict and report.warnings else 0
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Sends stdout to stderr: Python's ``sys.stdout`` and file descriptor 1, which C
+    libraries write to. Every stdout buffer is flushed before fd 1 is given back."""
+    _flush_stdout()
+    try:
+        saved: int | None = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no file descriptor 1 (a GUI launcher): Python's stdout only
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _flush_stdout()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _flush_stdout() -> None:
+    """Flushes Python's stdout streams and C's (``fflush(NULL)``): C's stdout is
+    block-buffered on a pipe, and what the env printf'd would otherwise reach fd 1 at
+    exit, after the JSON."""
+    for stream in (sys.stdout, sys.__stdout__):
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):  # closed or detached
+                stream.flush()
+    with contextlib.suppress(OSError, AttributeError, TypeError):  # no C library to load
+        ctypes.CDLL(None).fflush(None)
 
 
 def _load_with_timeout(

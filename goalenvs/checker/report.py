@@ -197,26 +197,39 @@ class Report:
         p = self.probe
         if not p:
             return None
-        closest = "never near" if p["closest_distance"] is None else f"{p['closest_distance']:.4g}"
+        closest = (
+            "no step measured"
+            if p["closest_distance"] is None
+            else f"{p['closest_distance']:.4g} at the closest"
+        )
         start = "?" if p["start_distance"] is None else f"{p['start_distance']:.4g}"
         how = p["method"] + (f" (not copied: {p['not_copied']})" if p["not_copied"] else "")
         line = (
             f"goal probe: {p['steps']} steps in {p['episodes']} episode(s) by {how}; "
-            f"goal distance {start} at reset, closest {closest}; "
+            f"achieved_goal {start} from desired_goal at reset, {closest}; "
             f"{p['successes']} success(es), {p['terminations']} termination(s)"
         )
         return line + (f"; {p['stopped_early']}" if p["stopped_early"] else "")
 
     def render(self, console: Any = None, verbose: bool = False) -> None:
-        """Prints the report: a table of the checks that did not pass (all when
+        """Prints the report: a table of the checks that failed (every check when
         ``verbose``), the causes several checks share (once each), every finding with
-        its fix line and docs anchor, what the goal probe did, then the summary line."""
+        its fix line and docs anchor, what the goal probe did, then the summary line.
+
+        An env whose observations are not a goal Dict (``space.dict`` failed) gets the
+        short form instead (unless ``verbose``): the verdict, that finding with its fix,
+        and the ids of the other checks that failed."""
         from rich.console import Console
         from rich.text import Text
 
         console = console or Console()
+        skipped = [r for r in self.results if r.status == "skipped"]
+        root = next((r for r in self.results if r.id == "space.dict"), None)
+        if not verbose and root is not None and root.status == "failed":
+            self._render_not_goal_env(console, root, len(skipped))
+            return
         order = {"failed": 0, "skipped": 1, "passed": 2}
-        shown = [r for r in self.results if verbose or r.status != "passed"]
+        shown = [r for r in self.results if verbose or r.status == "failed"]
         shown.sort(key=lambda r: (order[r.status], SEVERITIES.index(r.severity)))
         if shown:
             console.print(self._table(shown))
@@ -233,6 +246,32 @@ class Report:
         line = self.probe_line()
         if line:
             console.print(Text(line, style="dim"), soft_wrap=True)
+        if skipped and not verbose:
+            console.print(
+                Text(f"{len(skipped)} skipped check(s) not listed: --verbose lists them", "dim")
+            )
+        console.print(Text(self.summary(), style="bold"), soft_wrap=True)
+
+    def _render_not_goal_env(self, console: Any, root: CheckResult, skipped: int) -> None:
+        from rich.text import Text
+
+        console.print(
+            Text(
+                f"{self.env_name} is not a goal env: its observation space is not a Dict of "
+                f"observation, achieved_goal and desired_goal, which the goal checks read "
+                f"({skipped} skipped)",
+                style="bold red",
+            ),
+            soft_wrap=True,
+        )
+        self._render_findings(console, root, set(), verbose=False)
+        others = [r for r in self.results if r.status == "failed" and r is not root]
+        if others:
+            ids = ", ".join(f"{r.id} ({r.severity})" for r in others)
+            console.print(
+                Text(f"also failed: {ids}; --verbose shows every check", style="dim"),
+                soft_wrap=True,
+            )
         console.print(Text(self.summary(), style="bold"), soft_wrap=True)
 
     def _table(self, shown: list[CheckResult]) -> Any:

@@ -500,3 +500,39 @@ def make_hanging() -> gym.Env:
     """A factory that never returns (the CLI must give up on it)."""
     time.sleep(3600)
     return ToyReach()
+
+
+class WrongSliceReach(ToyReach):
+    """ToyReach whose state is (elapsed time, x, y) and whose achieved_goal is the
+    off-by-one slice ``state[0:2]`` (time and x) instead of ``state[1:3]``.
+
+    ``is_success`` reads the true position; the reward and ``terminated`` follow
+    ``achieved_goal`` through the goal functions. They disagree because achieved_goal
+    measures the wrong thing, not because of two thresholds.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        goal = spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.observation_space = spaces.Dict(
+            {
+                "observation": spaces.Box(-1.0, 1.0, (3,), np.float32),
+                "achieved_goal": goal,
+                "desired_goal": goal,
+            }
+        )
+
+    def _obs(self) -> Any:
+        state = np.array([self.t / MAX_STEPS, *self.pos], np.float32)
+        return {
+            "observation": state,
+            "achieved_goal": state[0:2].copy(),  # the defect: should be state[1:3]
+            "desired_goal": self.goal.copy(),
+        }
+
+    def step(self, action: Any) -> Any:
+        obs, _, _, truncated, info = super().step(action)
+        ag, dg = obs["achieved_goal"], obs["desired_goal"]
+        reward = float(np.asarray(self.compute_reward(ag, dg, info)).reshape(-1)[0])
+        terminated = bool(np.asarray(self.compute_terminated(ag, dg, info)).reshape(-1)[0])
+        return obs, reward, terminated, truncated, info

@@ -6,6 +6,8 @@ import functools
 import importlib
 import importlib.util
 import json
+import os
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -87,12 +89,13 @@ def test_defect_is_caught_with_its_check_id_and_severity(defect):
         assert not report.ok
     else:
         # A lagging achieved_goal also makes is_success (read from the state after the
-        # step) disagree with the reward (paid for the lagging goal): a true second error.
+        # step) disagree with the reward (paid for the lagging goal): a true second error,
+        # in the rollout and near the goal.
         # A frozen achieved_goal makes the reward step pays (for the real state) differ
         # from compute_reward of the goals it reports. Gymnasium's check_env sees the
         # reused info dict change under it.
         consequences = {
-            "achieved_goal_lags": {"success.consistent"},
+            "achieved_goal_lags": {"success.consistent", "success.near_goal"},
             "achieved_frozen": {"reward.step_match", "terminated.step_match", "terminated.at_goal"},
             "info_reused": {"gym.check_env"},
         }.get(defect, set())
@@ -411,6 +414,40 @@ def test_json_lists_every_check_with_status_and_findings():
     dtype = next(c for c in data["checks"] if c["id"] == "reward.dtype")
     assert dtype["status"] == "failed" and "float64" in dtype["findings"][0]["message"]
     assert data["cpu_seconds"] > 0
+
+
+def test_sb3_her_finding_gives_the_shape_it_got_and_the_one_expected():
+    pytest.importorskip("stable_baselines3")
+    # one reward for a whole batch: SB3 samples fewer rewards than transitions
+    report = run_check(make("not_vectorized"), checks=["compat.sb3_her"])
+    (finding,) = report.result("compat.sb3_her").findings
+    assert re.search(r"rewards of shape \(\d+, 1\), expected \(32, 1\)", finding.message)
+    assert "see reward.batch" in finding.message
+
+
+class RecordingReach(ToyReach):
+    """ToyReach that records the SDL video driver in force when it renders."""
+
+    drivers: list = []
+
+    def render(self):
+        RecordingReach.drivers.append(os.environ.get("SDL_VIDEODRIVER"))
+        return super().render()
+
+
+@pytest.mark.parametrize("chosen", [None, "x11"])
+def test_render_check_draws_off_screen_with_the_dummy_driver_unless_one_is_chosen(
+    monkeypatch, chosen
+):
+    if chosen is None:
+        monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
+    else:
+        monkeypatch.setenv("SDL_VIDEODRIVER", chosen)
+    monkeypatch.setattr(RecordingReach, "drivers", [])
+    report = run_check(RecordingReach(), RecordingReach, checks=["render.modes"])
+    assert report.result("render.modes").status == "passed", str(report)
+    assert RecordingReach.drivers == [chosen or "dummy"] * 2  # rgb_array and ansi
+    assert os.environ.get("SDL_VIDEODRIVER") == chosen
 
 
 def test_table_rendering_shows_failures_evidence_and_footer():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import subprocess
@@ -12,8 +13,22 @@ import pytest
 
 from goalenvs.checker import CHECKS
 from goalenvs.cli import main
+from tests.checker.broken_envs import ToyReach
 
 TOY = "tests.checker.broken_envs:ToyReach"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class BannerReach(ToyReach):
+    """ToyReach that prints a banner when built, as pybullet does: from Python, straight
+    to file descriptor 1, and through C's buffered stdout."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        print("banner from print")
+        os.write(1, b"banner from fd 1\n")
+        if os.name == "posix":
+            ctypes.CDLL(None).printf(b"banner from printf\n")
 
 
 def check(*args: str) -> int:
@@ -81,20 +96,92 @@ def test_unloadable_env_exits_2_with_the_message(capsys, args, message):
     assert message in err and "Traceback" not in err
 
 
-def test_console_command_exits_2_without_a_traceback():
+def _console(*args: str) -> subprocess.CompletedProcess:
+    """``python -m goalenvs ARGS`` from this checkout, wherever the suite was started."""
     # Prepend this checkout to PYTHONPATH (replacing it would lose packages found
-    # through it) and run from the checkout, wherever the suite itself was started.
-    root = str(Path(__file__).resolve().parents[2])
-    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    # through it) and run from the checkout.
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "goalenvs", "check", "tests/checker/missing.py:Env"],
+    env.pop("PYTHONUNBUFFERED", None)  # it unbuffers C's stdout too: run as users do
+    return subprocess.run(
+        [sys.executable, "-m", "goalenvs", *args],
         capture_output=True,
         text=True,
         env=env,
-        cwd=root,
+        cwd=ROOT,
         timeout=120,
     )
+
+
+def test_json_is_alone_on_stdout_when_the_env_prints_and_stdout_comes_back(capfd):
+    spec = "tests.checker.test_checker_cli:BannerReach"
+    assert check(spec, "--json") == 0
+    out, err = capfd.readouterr()
+    data = json.loads(out)  # the banner went to stderr
+    assert data["env"].endswith("BannerReach") and data["errors"] == 0
+    assert "banner from print" in err and "banner from fd 1" in err
+    os.write(1, b"after the check\n")
+    print("and print")
+    assert capfd.readouterr().out == "after the check\nand print\n"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the banner's printf needs the C library")
+def test_console_json_parses_although_the_env_printfs_to_buffered_stdout():
+    # a pipe makes C's stdout block-buffered: unflushed, the banner would follow the JSON
+    proc = _console(
+        "check", "tests.checker.test_checker_cli:BannerReach", "--json", "--steps", "30"
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["settings"]["steps"] == 30
+    assert "banner from printf" in proc.stderr and "banner from fd 1" in proc.stderr
+
+
+def test_table_lists_skipped_checks_only_with_verbose(capsys):
+    # without compute_terminated, the terminated.* checks are skipped
+    kwargs = '{"defect": "no_compute_terminated"}'
+    assert check(TOY, "--kwargs", kwargs) == 0
+    out = capsys.readouterr().out
+    assert "terminated.present" in out  # the warning is listed
+    assert "│ skip" not in out and "terminated.batch" not in out
+    assert "3 skipped check(s) not listed: --verbose lists them" in out
+    assert check(TOY, "--kwargs", kwargs, "--verbose") == 0
+    out = capsys.readouterr().out
+    assert "│ skip" in out and "terminated.batch" in out and "│ ok" in out
+    assert "not listed" not in out
+
+
+def test_a_non_goal_env_gets_its_verdict_and_fix_in_a_few_lines(capfd, monkeypatch):
+    # no video driver chosen: the render check picks the dummy one itself (pygame would
+    # complain about XDG_RUNTIME_DIR on stderr)
+    monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
+    assert check("CartPole-v1") == 1
+    out, err = capfd.readouterr()
+    lines = out.splitlines()
+    assert len(lines) <= 8, out
+    assert lines[0].startswith("CartPole-v1 is not a goal env: its observation space is not a Dict")
+    assert "space.dict (error)" in out and "expected Dict(observation=..." in out
+    assert "fix: `observation_space = Dict(" in out and "docs: docs/checks.md#space.dict" in out
+    assert "also failed: reward.present (error), success.present (error)" in out
+    assert "│ skip" not in out and "reward.batch" not in out
+    assert "XDG_RUNTIME_DIR" not in err
+    assert "SDL_VIDEODRIVER" not in os.environ  # set only while it rendered
+    assert check("CartPole-v1", "--verbose") == 1
+    assert "reward.batch" in capfd.readouterr().out
+
+
+def test_help_shows_the_defaults(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["check", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "steps of the main rollout (default: 200)" in text
+    assert "seed of every rollout and draw (default: 0)" in text
+    assert "the env abandoned (default: 10.0)" in text
+
+
+def test_console_command_exits_2_without_a_traceback():
+    proc = _console("check", "tests/checker/missing.py:Env")
     assert proc.returncode == 2
     assert "no such file: tests/checker/missing.py" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import io
 import json
 import re
 import time
@@ -12,10 +13,12 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from rich.console import Console
 
 from goalenvs.checker import CHECKS, check_goal_env, seek
+from goalenvs.checker.checks import near_goal
 from goalenvs.checker.fixes import FIXES
-from tests.checker.broken_envs import SUCCESS_RADIUS, ToyReach, make
+from tests.checker.broken_envs import SUCCESS_RADIUS, ToyReach, WrongSliceReach, make
 from tests.checker.fix_lines import docs_fix_lines
 
 STEPS = 100
@@ -159,9 +162,12 @@ def test_a_skipped_check_reads_skipped_never_error():
     report = check_goal_env(make("box_obs"), steps=20)
     skipped = [r for r in report.results if r.status == "skipped"]
     assert skipped
-    for line in str(report).splitlines():
-        if line.startswith("│ skip"):
-            assert "│ skipped" in line and "│ error" not in line, line
+    buffer = io.StringIO()
+    report.render(Console(file=buffer, width=140, color_system=None), verbose=True)
+    rows = [line for line in buffer.getvalue().splitlines() if line.startswith("│ skip")]
+    assert len(rows) == len(skipped)
+    for line in rows:
+        assert "│ skipped" in line and "│ error" not in line, line
     data = json.loads(report.to_json())
     assert {c["status"] for c in data["checks"] if c["id"] in {r.id for r in skipped}} == {
         "skipped"
@@ -267,6 +273,59 @@ def test_probe_finds_near_goal_defects_a_random_rollout_never_reaches(
     assert report.result(rollout_check).status == "passed", str(report)
     assert report.result(near_goal_check).status == "failed", str(report)
     assert report.probe["closest_distance"] < SUCCESS_RADIUS
+
+
+def test_near_goal_check_reads_every_success_the_probe_footer_counts(monkeypatch):
+    # Compare only 5 probe samples: they must include the probe's successes, never say
+    # the probe did not reach the goal while the footer counts its successes.
+    monkeypatch.setattr(near_goal, "_NEAR_GOAL_SAMPLES", 5)
+    report = check_goal_env(make(), steps=STEPS, factory=make, checks=["success.near_goal"])
+    assert report.probe["successes"] > 0
+    result = report.result("success.near_goal")
+    assert result.status == "passed", str(report)
+
+
+def test_near_goal_skip_says_no_success_only_when_the_probe_had_none(monkeypatch):
+    # one step from a reset 0.45 from its goal moves at most 0.14: never within 0.2
+    monkeypatch.setattr(seek, "SEEK_EPISODES", 1)
+    monkeypatch.setattr(seek, "SEEK_STEPS", 1)
+    report = check_goal_env(make(), steps=STEPS, factory=make, checks=["success.near_goal"])
+    result = report.result("success.near_goal")
+    assert report.probe["successes"] == 0
+    assert result.status == "skipped"
+    assert result.note.startswith("no goal-probe step reported is_success=True")
+
+
+def test_success_from_another_slice_than_achieved_goal_names_achieved_goal():
+    # is_success reads the position, achieved_goal is (time, x): not two thresholds
+    report = check_goal_env(
+        WrongSliceReach(),
+        steps=STEPS,
+        factory=WrongSliceReach,
+        checks=["success.consistent", "success.near_goal"],
+    )
+    first = report.result("success.consistent").findings[0].message
+    assert first.startswith("achieved_goal may not be what is_success measures"), str(report)
+    assert "no threshold on the distance between the two goals" in first
+    (near,) = report.result("success.near_goal").findings
+    assert near.message.startswith("achieved_goal may not be what is_success measures")
+    assert "draw the line at different distances" not in near.message
+    # the probe's footer and the finding agree: it had successes
+    assert report.probe["successes"] > 0
+
+
+def test_two_success_radii_still_blame_the_thresholds():
+    report = check_goal_env(
+        make("success_radius_differs"),
+        steps=STEPS,
+        factory=functools.partial(make, "success_radius_differs"),
+        checks=["success.consistent", "success.near_goal"],
+    )
+    for check_id in ("success.consistent", "success.near_goal"):
+        messages = " ".join(f.message for f in report.result(check_id).findings)
+        assert messages and "achieved_goal may not be" not in messages, str(report)
+    (near,) = report.result("success.near_goal").findings
+    assert near.message.endswith("success and reward draw the line at different distances")
 
 
 def test_an_env_holding_a_mujoco_env_counts_as_mujoco():

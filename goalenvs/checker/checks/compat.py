@@ -117,6 +117,15 @@ def check_compat_sb3(ctx: Context, out: Outcome) -> None:
     batch = ctx.call_with_limit(
         ctx.timeout * 10, "SB3 HerReplayBuffer fill and sample", fill_and_sample
     )
-    rewards = batch.rewards.numpy().reshape(-1)
-    if rewards.shape != (32,) or not np.all(np.isfinite(rewards)):
-        out.fail(f"sampled rewards have shape {rewards.shape}, values {fmt(rewards)}")
+    rewards = batch.rewards.numpy()
+    if rewards.size != 32 or not np.all(np.isfinite(rewards)):
+        fewer = (
+            "; compute_reward returned fewer values than the goals it was given (see reward.batch)"
+            if rewards.size < 32
+            else ""
+        )
+        out.fail(
+            f"a sample of 32 transitions has rewards of shape {rewards.shape}, expected "
+            f"(32, 1) (one per transition, as SB3 stores them), values "
+            f"{fmt(rewards.reshape(-1))}{fewer}"
+        )

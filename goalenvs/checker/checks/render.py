@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -75,12 +78,32 @@ def _renderer_family(env: Any) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+@contextlib.contextmanager
+def _offscreen_video() -> Iterator[None]:
+    """SDL's dummy video driver while the check renders off screen, unless the user chose
+    a driver: pygame renderers (gymnasium's classic control) otherwise open the display
+    and print ``XDG_RUNTIME_DIR`` errors on a machine without one."""
+    if "SDL_VIDEODRIVER" in os.environ:
+        yield
+        return
+    os.environ["SDL_VIDEODRIVER"] = "dummy"
+    try:
+        yield
+    finally:
+        os.environ.pop("SDL_VIDEODRIVER", None)
+
+
 @register("render.modes", "error", "each declared render mode returns what gymnasium specifies")
 def check_render_modes(ctx: Context, out: Outcome) -> None:
     modes = list(ctx.env.metadata.get("render_modes", []) or [])
     checkable = [m for m in modes if m in _RENDER_FORMS]
     if not checkable:
         raise SkipCheckError(f"declares no render mode that can be checked headless ({modes})")
+    with _offscreen_video():
+        _check_modes(ctx, out, modes, checkable)
+
+
+def _check_modes(ctx: Context, out: Outcome, modes: list, checkable: list) -> None:
     own = getattr(ctx.env, "render_mode", None)
     notes: list[str] = []
     no_gl: list[tuple[str, Any]] = []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from goalenvs.checker.probe import (
     rollout,
 )
 from goalenvs.checker.registry import Outcome, register
+from goalenvs.checker.seek import goal_distance
 
 # --------------------------------------------------------------------------- is_success
 
@@ -100,6 +101,51 @@ def _reward_far_from_goal(ctx: Context, fn: Callable, s: StepRecord) -> float:
     return float(np.median(values))
 
 
+# A successful step whose achieved_goal lies this many times farther from its desired_goal
+# than an unsuccessful step's: is_success does not follow achieved_goal.
+_FARTHER = 2.0
+
+
+def success_off_achieved_goal(
+    flagged: Sequence[tuple[StepRecord, bool]],
+    label: Callable[[StepRecord], str],
+    both_ways: bool,
+) -> str | None:
+    """Why ``is_success`` seems not to measure ``achieved_goal``, or None.
+
+    ``flagged`` pairs steps with their is_success; ``both_ways`` says that the reward
+    paid a step is_success called unsuccessful *and* refused a step it called
+    successful. Two thresholds on one distance disagree one way only, and a threshold on
+    the distance between achieved_goal and desired_goal (success within it, or,
+    inverted, beyond it) orders every successful step on one side of every unsuccessful
+    one. When no such order holds, and the disagreement goes both ways or a successful
+    step's achieved_goal lies :data:`_FARTHER` times as far from its desired_goal as an
+    unsuccessful step's, is_success measures something else than achieved_goal (most
+    often another slice of the state). ``label`` names a step in the evidence.
+    """
+    measured = [(goal_distance(s.obs), s, ok) for s, ok in flagged]
+    wins = sorted(((d, s) for d, s, ok in measured if ok and np.isfinite(d)), key=_first)
+    losses = sorted(((d, s) for d, s, ok in measured if not ok and np.isfinite(d)), key=_first)
+    if not wins or not losses:
+        return None
+    (far_win, win), (near_loss, loss) = wins[-1], losses[0]
+    if far_win <= near_loss or wins[0][0] >= losses[-1][0]:
+        return None  # one threshold on the distance separates them
+    if not both_ways and near_loss * _FARTHER > far_win:
+        return None
+    return (
+        "achieved_goal may not be what is_success measures (is it built from the wrong slice "
+        f"of the state, or before the step?): is_success=True at {label(win)} with "
+        f"achieved_goal {far_win:.4g} from desired_goal, but False at {label(loss)} with "
+        f"achieved_goal only {near_loss:.4g} from it; no threshold on the distance between "
+        "the two goals draws that line"
+    )
+
+
+def _first(pair: tuple[float, StepRecord]) -> float:
+    return pair[0]
+
+
 @register("success.consistent", "error", "is_success agrees with the reward compute_reward pays")
 def check_success_consistent(ctx: Context, out: Outcome) -> None:
     flagged = _success_steps(ctx)
@@ -108,6 +154,8 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
     compared = False
     fn = ctx.goal_method("compute_reward")
     goals_ok = isinstance(flagged[0][0].obs, Mapping)
+    found: list[tuple[str, str | None]] = []  # (message, where), reported after the cause
+    paid_loss = unpaid_win = False  # the reward disagreed with is_success each way
     try:
         if losses and fn is not None and goals_ok:
             # Even without a success in the rollout: an unsuccessful step must not be
@@ -116,12 +164,15 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
             for s in losses[:50]:
                 at_goal = _reward_at_goal(ctx, fn, s)
                 if s.reward >= at_goal - ATOL:
-                    out.fail(
-                        f"is_success=False but the reward {fmt(s.reward)} is what "
-                        f"compute_reward pays at the goal (compute_reward(g, g) = "
-                        f"{fmt(at_goal)}) for achieved_goal={fmt(s.obs['achieved_goal'])}, "
-                        f"desired_goal={fmt(s.obs['desired_goal'])}",
-                        f"step {s.t}",
+                    paid_loss = True
+                    found.append(
+                        (
+                            f"is_success=False but the reward {fmt(s.reward)} is what "
+                            f"compute_reward pays at the goal (compute_reward(g, g) = "
+                            f"{fmt(at_goal)}) for achieved_goal={fmt(s.obs['achieved_goal'])}, "
+                            f"desired_goal={fmt(s.obs['desired_goal'])}",
+                            f"step {s.t}",
+                        )
                     )
                     break
         if wins and fn is not None and goals_ok:
@@ -132,31 +183,47 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
                 at_goal = _reward_at_goal(ctx, fn, s)
                 far = _reward_far_from_goal(ctx, fn, s)
                 if at_goal > far + ATOL and s.reward < at_goal - ATOL and s.reward <= far + ATOL:
+                    unpaid_win = True
                     every = " (every step of the rollout says so)" if not losses else ""
-                    out.fail(
-                        f"is_success=True{every} but the reward {fmt(s.reward)} is what "
-                        f"compute_reward pays away from the goal (median {fmt(far)} for goals "
-                        f"drawn from the goal space; {fmt(at_goal)} at the goal) for "
-                        f"achieved_goal={fmt(s.obs['achieved_goal'])}, "
-                        f"desired_goal={fmt(s.obs['desired_goal'])}: evaluation and "
-                        "--stop-success read is_success",
-                        f"step {s.t}",
+                    found.append(
+                        (
+                            f"is_success=True{every} but the reward {fmt(s.reward)} is what "
+                            f"compute_reward pays away from the goal (median {fmt(far)} for "
+                            f"goals drawn from the goal space; {fmt(at_goal)} at the goal) for "
+                            f"achieved_goal={fmt(s.obs['achieved_goal'])}, "
+                            f"desired_goal={fmt(s.obs['desired_goal'])}: evaluation and "
+                            "--stop-success read is_success",
+                            f"step {s.t}",
+                        )
                     )
                     break
     except (EnvCallError, TypeError, ValueError, KeyError):
         # a broken compute_reward is the reward checks' finding
-        if not out.failed:
+        if not found:
             compared = False
     if wins and losses:
         compared = True
         worst_win = min(wins, key=lambda s: s.reward)
         best_loss = max(losses, key=lambda s: s.reward)
         if worst_win.reward < best_loss.reward - ATOL:
-            out.fail(
-                f"step {worst_win.t} has is_success=True with reward {fmt(worst_win.reward)} "
-                f"but step {best_loss.t} has is_success=False with the higher reward "
-                f"{fmt(best_loss.reward)}: success and reward disagree"
+            found.append(
+                (
+                    f"step {worst_win.t} has is_success=True with reward "
+                    f"{fmt(worst_win.reward)} but step {best_loss.t} has is_success=False "
+                    f"with the higher reward {fmt(best_loss.reward)}: success and reward "
+                    "disagree",
+                    None,
+                )
             )
+    if found and goals_ok:
+        # the likely cause first: the reward follows achieved_goal, is_success may not
+        cause = success_off_achieved_goal(
+            flagged, lambda s: f"step {s.t}", both_ways=paid_loss and unpaid_win
+        )
+        if cause is not None:
+            out.fail(cause)
+    for message, where in found:
+        out.fail(message, where)
     if not compared:
         raise SkipCheckError(
             f"the rollout has {len(wins)} successful and {len(losses)} unsuccessful steps "
