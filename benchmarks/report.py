@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from evidence import RESULTS, read_jsonl, read_record  # noqa: E402
+from evidence import RESULTS, machine_words, read_jsonl, read_record  # noqa: E402
 
 DOCS = ROOT / "docs"
 PRESETS = ROOT / "goalenvs" / "train" / "presets"
@@ -692,7 +692,8 @@ def h100_summary() -> str:
 def _load_words(record: dict[str, Any]) -> str:
     before, after = record["load"][0], record.get("load_after", record["load"])[0]
     return (
-        f"{record['date']} UTC, {record['machine']}, load average (1 min) {before:.1f} at the "
+        f"{record['date']} UTC, {machine_words(record['machine'])}, load average (1 min) "
+        f"{before:.1f} at the "
         f"start and {after:.1f} at the end; {record['command']}"
     )
 
@@ -853,11 +854,21 @@ def seed_margins() -> str:
     import seed_margins as bench
 
     records = read_jsonl(bench.RESULTS_FILE)
-    loads = [r["load"][0] for r in records] + [r["load_after"][0] for r in records]
+    latest = list(bench.shown(records).values())
+    dates = sorted(r["date"] for r in latest)
+    loads = [r["load"][0] for r in latest] + [r["load_after"][0] for r in latest]
+    rows_by_machine: dict[str, dict[str, None]] = {}
+    for r in sorted(latest, key=bench.row_name):
+        rows_by_machine.setdefault(machine_words(r["machine"]), {})[bench.row_name(r)] = None
+    machines = "; ".join(
+        f"{', '.join(f'`{row}`' for row in rows)} on {machine}"
+        for machine, rows in rows_by_machine.items()
+    )
     return (
         bench.table(records)
-        + f"\n\n{len(records)} runs, {records[0]['date']} to {records[-1]['date']} UTC, "
-        f"{records[0]['machine']}, load average (1 min) {min(loads):.1f}-{max(loads):.1f}."
+        + f"\n\nThe {len(latest)} runs the table shows (the latest per row and seed, of the "
+        f"{len(records)} in benchmarks/results/seed_margins.jsonl), {dates[0]} to {dates[-1]} "
+        f"UTC: {machines}; load average (1 min) {min(loads):.1f}-{max(loads):.1f}."
     )
 
 
@@ -880,9 +891,10 @@ def long_run() -> str:
     per_epoch = config["n_cycles"] * config["num_envs"] * (config["rollout_steps"] or 50)
     return (
         f"`{record['command'].replace('benchmarks/long_run.py', 'python benchmarks/long_run.py')}`"
-        f" ({record['time'][:10]}, {record['machine']}, load average {min(loads):.1f}-"
-        f"{max(loads):.1f}): `goalenvs train {record['env_id']} --save-buffer` for "
-        f"{record['minutes']:.0f} minutes. Resident memory of the trainer and its processes: "
+        f" ({record['time'][:10]}, {machine_words(record['machine'])}, load average "
+        f"{min(loads):.1f}-{max(loads):.1f}): `goalenvs train {record['env_id']} "
+        f"--save-buffer` for {record['minutes']:.0f} minutes. Resident memory of the trainer "
+        f"and its processes: "
         f"{at(1)}, {at(30)}, {at(60)}, {at(record['minutes'])}. It grew {grown:,.0f} MB "
         f"from minute 1 to minute 60, and the replay buffer's arrays take "
         f"{record['buffer_mb']:,.0f} MB when full ({config['buffer_size']:,} transitions; "
@@ -1069,7 +1081,7 @@ def checker() -> str:
     its other lines in a text block."""
     info, output = read_record("checker.log")
     parts = [
-        f"Recorded {info['date']} UTC on {info['machine']}, load average (1 min) "
+        f"Recorded {info['date']} UTC on {machine_words(info['machine'])}, load average (1 min) "
         f"{info['load'][0]:.1f} at the start and {info['load_after'][0]:.1f} at the end "
         f"(`benchmarks/results/checker.log`)."
     ]
@@ -1110,7 +1122,8 @@ def highway_rate() -> str:
     return (
         f"highway-env's `parking-v0` steps {theirs:,.0f} times per CPU second through "
         f"`gym.make` (one env), goalenvs' `Parking-v0` {ours:,.0f} "
-        f"(`python benchmarks/parking_vs_highway.py`, {info['date']} UTC, {info['machine']}, "
+        f"(`python benchmarks/parking_vs_highway.py`, {info['date']} UTC, "
+        f"{machine_words(info['machine'])}, "
         f"load average {info['load'][0]:.1f}; `benchmarks/results/parking_vs_highway.log`)."
     )
 
