@@ -3,7 +3,7 @@
 Examples::
 
     goalenvs train goalenvs/PointReach-v0              # its preset: point_reach.toml
-    goalenvs train goalenvs/PointReach-v0 --preset point_reach_device --device cuda
+    goalenvs train goalenvs/PointReach-v0 --device cuda   # with point_reach's [device] section
     goalenvs train --show-config gymnasium_robotics:FetchReach-v4
     goalenvs train goalenvs/PointReach-v0 --preset baselines --epochs 5
     goalenvs train goalenvs/BitFlipping-v0 --env-kwargs '{"n_bits": 30}' --epochs 30
