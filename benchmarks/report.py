@@ -792,6 +792,46 @@ def device_buffer() -> str:
     return "\n".join(lines)
 
 
+def _span(values: Iterable[float], form: str = "{:,.0f}") -> str:
+    """``low-high`` of ``values``, each as ``form`` writes it (one value when they agree)."""
+    low, high = (form.format(v) for v in (min(values), max(values)))
+    return low if low == high else f"{low}-{high}"
+
+
+def device_buffer_words() -> str:
+    """docs/buffer.md: the device buffer's sample against the numpy buffer's, on a 2-core
+    CPU and on the H100, eager and captured (device_buffer_before_after.jsonl's latest
+    record of each machine)."""
+    records = read_jsonl("device_buffer_before_after.jsonl")
+    cpu = [r for r in records if r["devices"] == ["cpu"]][-1]["per_n_envs"]
+    gpu = [r for r in records if "graph" in r][-1]
+    cuda, graph = gpu["per_n_envs"], gpu["graph"]
+
+    def ratios(runs: dict[str, Any], device: str, op: str) -> list[float]:
+        return [run[device][op] / run["numpy"][op] for run in runs.values()]
+
+    def micros(runs: dict[str, Any], op: str, device: str = "numpy") -> list[float]:
+        return [1e6 * run[device][op] for run in runs.values()]
+
+    captured = {
+        op: [1e6 * run[op] for run in graph.values()] for op in ("sample(256)", "sample(2048)")
+    }
+    envs = sorted(int(n) for n in cuda)
+    return (
+        "On the CPU the numpy buffer is faster (on a 2-core machine the device buffer's "
+        f"`sample` takes {_span(ratios(cpu, 'cpu', 'sample(256)'), '{:.1f}')}x its time for "
+        f"batches of 256, {_span(ratios(cpu, 'cpu', 'sample(2048)'), '{:.2f}')}x for 2048). On "
+        "an H100 the device buffer's eager `sample(256)` takes "
+        f"{_span(ratios(cuda, 'cuda', 'sample(256)'), '{:.1f}')}x the numpy buffer's time "
+        f"(kernel launches), and the captured one {_span(captured['sample(256)'])} us against "
+        f"the numpy buffer's {_span(micros(cuda, 'sample(256)'))} us for batches of 256, and "
+        f"{_span(captured['sample(2048)'])} us against {_span(micros(cuda, 'sample(2048)'))} us "
+        f"for 2048 (`benchmarks/results/device_buffer_before_after.jsonl`, revision "
+        f"{gpu['revision'].split()[0]}, {envs[0]:,} to {envs[-1]:,} envs): the device buffer "
+        "pays where the envs and the networks are on a GPU and the update is captured."
+    )
+
+
 def _sb3_her_sections() -> list[tuple[str, list[list[str]]]]:
     """benchmarks/results/sb3_her.log (benchmarks/sb3_her.py's output): (title, rows) per
     section, in order (a title may come twice: a second run with other seeds)."""
@@ -960,6 +1000,40 @@ def manipulation() -> str:
                 f"`{fetch.TASKS[task]}`\n\n{fetch.table(task, dict(sorted(runs.items())))}"
             )
     return "\n\n".join(parts)
+
+
+def fetch_push_floor() -> str:
+    """Where a FetchPush cycle's time goes: the floor measured after each kept run of the
+    fetch_push preset (manipulation/push_s*.json), and the share of the updates in it."""
+    metas = [
+        json.loads(path.read_text())
+        for path in sorted((RESULTS / "manipulation").glob("push_s*.json"))
+    ]
+    config = metas[0]["config"]
+    parts, shares = [], []
+    for meta in metas:
+        floor = meta["floor"]
+        env, update = floor["env_seconds_per_cycle"], floor["update_seconds_per_cycle"]
+        shares.append(update / (env + update))
+        parts.append(
+            f"seed {meta['seed']} {env:.2f} s of env steps and {update:.2f} s of gradient steps "
+            f"({shares[-1]:.0%} updates), the run at {meta['ratio_to_floor']:.2f} of it "
+            f"(load average {meta['load_after'][0]:.1f} when the floor was measured)"
+        )
+    updates = f"the {config['n_batches']} updates of {config['batch_size']:,}"
+    bound = (
+        f"{updates} bound the run"
+        if min(shares) > 0.5
+        else f"the env steps take most of each cycle, {updates} "
+        f"{_span([100 * x for x in shares], '{:.0f}')}% of it"
+    )
+    return (
+        "Where the time goes: the floor of a FetchPush cycle "
+        f"({config['num_envs']} envs x {config['rollout_steps']} steps, precision "
+        f"{config['precision']}), measured right after each run on the same machine "
+        f"(`benchmarks/results/manipulation/push_s*.json`): {'; '.join(parts)}. On this CPU "
+        f"{bound}."
+    )
 
 
 # --------------------------------------------------------------------------- figures in prose
@@ -1393,9 +1467,20 @@ def _manipulation(name: str) -> tuple[dict[str, Any], list[dict[str, float]]]:
     return meta, _progress(RESULTS / "manipulation" / f"{name}.csv")
 
 
+def _run_code(meta: dict[str, Any]) -> str:
+    """The commit and the update precision a kept run trained with: a config from before
+    the precision setting had float32 updates only."""
+    precision = meta["config"].get("precision", "fp32")
+    return (
+        f"{meta.get('commit') or 'commit not recorded'}, "
+        f"{'precision auto' if precision == 'auto' else precision}"
+    )
+
+
 def _manipulation_words(names: Sequence[str], mark: float = 0.9) -> str:
-    """The kept runs ``names`` in words: when each first reached ``mark`` (or its best, when
-    it did not), its speed and its ratio to the floor, with the load over all of them."""
+    """The kept runs ``names`` in words: the commit and precision each ran, when it first
+    reached ``mark`` (or its best, when it did not), its speed and its ratio to the floor,
+    with the load over all of them."""
     runs = [_manipulation(name) for name in names]
     loads = [x for meta, _ in runs for x in (meta["load_before"][0], meta["load_after"][0])]
     loads += [
@@ -1425,7 +1510,8 @@ def _manipulation_words(names: Sequence[str], mark: float = 0.9) -> str:
                 f"({hit['wall_time'] / 60:.1f} min)"
             )
         parts.append(
-            f"seed {meta['seed']} {reached}, {meta['env_steps_per_s']:.0f} env steps/s{floor}"
+            f"seed {meta['seed']} ({_run_code(meta)}) {reached}, "
+            f"{meta['env_steps_per_s']:.0f} env steps/s{floor}"
         )
     return (
         f"(benchmarks/results/manipulation/, 2 cores at load average {min(loads):.1f}-"
@@ -1445,11 +1531,11 @@ def preset_fetch_push() -> str:
         f"The schedule it replaces (4 envs, cycles of 10 steps and 20 updates of 512, 3x128) "
         f"reached best eval success {statistics.fmean(best):.2f} +- "
         f"{statistics.pstdev(best):.2f} on 5 seeds of {min(seconds) / 60:.0f}-"
-        f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv). Measured "
-        f"with this one on FetchPush-v4 "
+        f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv). This one "
+        f"on FetchPush-v4 "
         + _manipulation_words(["push_s0", "push_s1"])
         + f" (the floor: bare env steps + bare updates, where the updates took {share:.0%} "
-        "of a cycle). On FetchPickAndPlace-v4 "
+        "of a cycle). On FetchPickAndPlace-v4, this schedule at an older commit "
         + _manipulation_words(["pick_and_place_s0"])
         + "."
         + (
@@ -1527,6 +1613,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "fetch_pick_and_place": fetch_runs("pick_and_place", [0]),
     "fetch_workers": workers,
     "manipulation": manipulation,
+    "fetch_push_floor": fetch_push_floor,
     "long_run": long_run,
     "point_maze_umaze": new_envs("point_maze_umaze", [0, 1, 2]),
     "point_maze_umaze_30": new_env_line("point_maze_umaze_s0_30epochs", 0.9),
@@ -1542,6 +1629,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "tuned_parking": tuned_sb3("parking"),
     "her_buffer": her_buffer,
     "device_buffer": device_buffer,
+    "device_buffer_words": device_buffer_words,
     "sb3_her_learning": sb3_her_learning,
     "sb3_her_arrays": sb3_her_arrays,
     "sb3_test_her": sb3_test_her,
@@ -1579,7 +1667,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "preset.highway": preset_highway,
 }
 
-DOC_FILES = ("baselines.md", "benchmarks.md", "gpu.md", "checks.md", "training.md")
+DOC_FILES = ("baselines.md", "benchmarks.md", "gpu.md", "checks.md", "training.md", "buffer.md")
 
 
 def render(text: str, found: set[str], toml: bool = False) -> str:
