@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What needs a CUDA machine, in one run of about nine minutes: the whole test suite with
+# What needs a CUDA machine, in one run (not timed yet): the whole test suite with
 # the GPU visible (CUDA variants included), then benchmarks/scaling.py on FetchPush with
 # the networks on CUDA: env workers 2 ... 16 with and without overlap, the replay buffer
 # on the GPU against host memory, and the floor. Logs go to $1 (default: results/cuda).

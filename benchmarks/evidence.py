@@ -50,14 +50,35 @@ def versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
     return found
 
 
-def machine() -> str:
-    """The machine in words: architecture, cores, processor."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        if names:
-            cpu = names[0]
-    return f"{platform.machine()}, {os.cpu_count()} cores, {cpu}"
+def machine() -> dict[str, Any]:
+    """The machine as a result file records it (goalenvs' ``describe_machine``): the CPU
+    model, the cores usable under the affinity and the container's CPU quota, the host's
+    cores, the quota, torch's version, bfloat16 instructions, the CUDA device, the
+    platform."""
+    from goalenvs.train.machine import describe_machine
+
+    return describe_machine()
+
+
+def machine_words(machine: str | dict[str, Any]) -> str:
+    """A result file's ``machine`` in words: older files wrote a sentence, kept as it is;
+    a :func:`machine` dict reads ``AMD EPYC, 2 of 64 cores usable, torch 2.13.0+cpu,
+    bf16``."""
+    if isinstance(machine, str):
+        return machine
+    cores, total = machine.get("cores", "?"), machine.get("cores_total")
+    words = [
+        str(machine.get("cpu", "?")),
+        f"{cores} cores" if total in (None, cores) else f"{cores} of {total} cores usable",
+    ]
+    if "torch" in machine:
+        words.append(f"torch {machine['torch']}")
+    if "cpu_bf16" in machine:
+        words.append("bf16" if machine["cpu_bf16"] else "no bf16 instructions")
+    gpu = machine.get("cuda") or machine.get("gpu")
+    if gpu:
+        words.append(str(gpu))
+    return ", ".join(words)
 
 
 def load() -> list[float]:

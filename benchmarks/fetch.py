@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's goalenvs, also for the launched trainers
 
-from evidence import portable  # noqa: E402
+from evidence import machine, portable  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "manipulation"
 IMG = ROOT / "docs" / "images"
@@ -189,7 +189,7 @@ def record(
         "command": " ".join(["goalenvs", *command[3:]]),
         "config": json.loads((run / "config.json").read_text()),
         "commit": commit or _commit(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor()}",
+        "machine": machine(),
         "load_before": [round(x, 2) for x in load_before],
         "load_after": [round(x, 2) for x in (load_after or os.getloadavg())],
         "load": load,

@@ -6,7 +6,7 @@ the same steps for both buffers.
 
 Times: both buffers live in one subprocess and take turns, filling in chunks of CHUNK
 steps, then sampling in alternate rounds, so that the load of a shared machine falls on
-both alike (run one after the other, the same code measured 1.6x to 2.9x apart). They
+both alike (run one after the other, the same code can measure far apart). They
 are the process's CPU time, which leaves out the time spent waiting for a core;
 everything timed is single-threaded, so on an idle machine CPU and wall time agree.
 Printed per buffer: add time per env step (one add() call of n_envs transitions), over

@@ -19,7 +19,6 @@ import argparse
 import csv
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -32,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from evidence import portable  # noqa: E402
+from evidence import machine, portable  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "long_run.jsonl"
 
@@ -151,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "buffer_size": config["buffer_size"],
         "buffer_mb": round(buffer_megabytes(config), 1),
         "config": config,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": machine(),
         "command": " ".join(sys.argv),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
     }

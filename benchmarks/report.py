@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from evidence import RESULTS, read_jsonl, read_record  # noqa: E402
+from evidence import RESULTS, machine_words, read_jsonl, read_record  # noqa: E402
 
 DOCS = ROOT / "docs"
 PRESETS = ROOT / "goalenvs" / "train" / "presets"
@@ -225,23 +225,30 @@ def new_env_line(name: str, target: float) -> Callable[[], str]:
 
 
 TRAIN_ROW = re.compile(
-    r"^(cpu|cuda), (numpy envs|device loop)\s+(\d+)\s+([\d. ]+?)\s{2,}([\d.]+)\s+([\d.e+]+)",
+    r"^(cpu|cuda), (numpy envs|device loop)\s+(\d+)\s+([\d. >ep]+?)\s{2,}([\d.]+)\s+([\d.e+]+)",
     re.M,
 )
 RATIO_LINE = re.compile(r"^(?:cpu|cuda): the device loop .*$", re.M)
 
 
+def _seconds_or_none(token: str) -> float | None:
+    """A seed's seconds to the target as the log writes them; None for ``>5ep`` (not
+    reached in the run's 5 epochs)."""
+    return None if token.startswith(">") else float(token)
+
+
 def _twins_train_rows(text: str) -> list[dict[str, Any]]:
     """The rows of benchmarks/gpu_twins.py's training table: device, kind (numpy envs or
-    device loop), envs, seconds to the target per seed, median seconds, env steps/s (each
-    figure also as the log writes it, under ``*_text``)."""
+    device loop), envs, seconds to the target per seed (None: not reached), median seconds
+    (an unreached seed counted as never), env steps/s (each figure also as the log writes
+    it, under ``*_text``)."""
     return [
         {
             "device": device,
             "kind": kind,
             "envs": int(envs),
             "seconds_text": seconds.strip(),
-            "seconds": [float(x) for x in seconds.split()],
+            "seconds": [_seconds_or_none(x) for x in seconds.split()],
             "median_text": median,
             "median": float(median),
             "rate": float(rate),
@@ -267,11 +274,29 @@ def _twins_train_table(text: str, devices: Sequence[str]) -> list[str]:
         "|---|---|---|---|",
     ]
     for r in rows:
-        cells = [f"{r['device']}, {r['kind']} ({r['envs']:,} envs)", r["seconds_text"]]
+        seconds = " / ".join(
+            f"not in {token[1:-2]} epochs" if token.startswith(">") else token
+            for token in r["seconds_text"].split()
+        )
+        cells = [f"{r['device']}, {r['kind']} ({r['envs']:,} envs)", seconds]
         cells += [r["median_text"], f"{r['rate']:,.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
     ratios = [m.group(0) + "." for m in RATIO_LINE.finditer(text)]
-    return [*lines, "", *[r for r in ratios if r.split(":")[0] in devices]]
+    notes = []
+    if any(None in r["seconds"] for r in rows):
+        notes = ["", "A median counts a seed that did not reach 0.95 as never reaching it."]
+    return [*lines, *notes, "", *[r for r in ratios if r.split(":")[0] in devices]]
+
+
+def _missed(row: dict[str, Any]) -> str:
+    """The seeds of a training row that did not reach the target, in words ("" if none)."""
+    tokens = row["seconds_text"].split()
+    missed = [(str(seed), token[1:-2]) for seed, token in enumerate(tokens) if token[0] == ">"]
+    if not missed:
+        return ""
+    seeds = " and ".join(seed for seed, _ in missed)
+    plural = "s" if len(missed) > 1 else ""
+    return f"seed{plural} {seeds} did not reach 0.95 in its {missed[0][1]} epochs"
 
 
 def gpu_twins_cpu() -> str:
@@ -372,22 +397,36 @@ def h100_compile() -> str:
     )
 
 
+def _h100_point_reach_log() -> tuple[str, str]:
+    """The latest on-device PointReach training on the H100 (the scaling folder's
+    gpu_twins_train.log): its text, and where it comes from in one sentence."""
+    commit, described = _scaling_readme()["gpu_twins_train.log"]
+    source = (
+        f"Measured on one NVIDIA H100 80GB machine with 16 CPU cores, 2026-11-25, the project "
+        f"at commit {commit}, alone on the machine "
+        f"(`benchmarks/results/{SCALING_H100.name}/gpu_twins_train.log`; its README names the "
+        f"versions): {described}."
+    )
+    return (SCALING_H100 / "gpu_twins_train.log").read_text(), source
+
+
 def h100_point_reach() -> str:
     """On-device PointReach training on the H100 (gpu_twins_train.log) against the promise
     of 0.95 eval success in <= 3 s with >= 1M env steps/s."""
-    text = (H100 / "gpu_twins_train.log").read_text()
-    lines = [_h100_source("gpu_twins_train.log"), "", *_twins_train_table(text, ["cpu", "cuda"])]
+    text, source = _h100_point_reach_log()
+    lines = [source, "", *_twins_train_table(text, ["cpu", "cuda"])]
     loop = _twins_train_row(text, "cuda", "device loop")
-    median, rate = loop["median"], loop["rate"]
+    median, rate, missed = loop["median"], loop["rate"], _missed(loop)
     numpy_median = _twins_train_row(text, "cuda", "numpy envs")["median"]
-    kept = median <= 3 and rate >= 1e6
+    kept = median <= 3 and rate >= 1e6 and not missed
     verdict = "met" if kept else "not met"
     lines += [
         "",
         f"The promise of eval success 0.95 in <= 3 s at >= 1M env steps/s with training is "
-        f"**{verdict}** on this machine: the on-device loop's median was {median:g} s at "
-        f"{rate:,.0f} env steps/s, against {numpy_median:g} s for 8 numpy envs beside CUDA "
-        "networks.",
+        f"**{verdict}** on this machine: the on-device loop's median was {median:g} s"
+        + (f" ({missed})" if missed else "")
+        + f" at {rate:,.0f} env steps/s, against {numpy_median:g} s for 8 numpy envs beside "
+        "CUDA networks.",
     ]
     return "\n".join(lines)
 
@@ -603,7 +642,7 @@ def h100_scaling() -> str:
         "versions); every run was stopped by a time limit.",
         "",
         "| run | env steps/s (median epoch) | env steps (seconds) to eval 0.5 | to 0.7 | best eval "
-        "success (env steps) | seconds |",
+        "success (env steps, seconds) | seconds when stopped |",
         "|---|---|---|---|---|---|",
     ]
     for label, folder, name in runs:
@@ -613,8 +652,8 @@ def h100_scaling() -> str:
         at = next(r for r in rows if r["eval_success"] == best)
         lines.append(
             f"| {label} | {rates[len(rates) // 2]:,.0f} | {_first_at(rows, 0.5)} | "
-            f"{_first_at(rows, 0.7)} | {best:.2f} ({at['env_steps']:,.0f}) | "
-            f"{rows[-1]['wall_time']:.0f} |"
+            f"{_first_at(rows, 0.7)} | {best:.2f} ({at['env_steps']:,.0f}, "
+            f"{at['wall_time']:.0f} s) | {rows[-1]['wall_time']:.0f} |"
         )
     return "\n".join(lines)
 
@@ -649,9 +688,10 @@ def h100_summary() -> str:
     machine, _ = _h100_readme()
     steps = _twins_steps()
     top = max(steps, key=lambda r: r["eager"])
-    text = (H100 / "gpu_twins_train.log").read_text()
+    text, _ = _h100_point_reach_log()
     loop = _twins_train_row(text, "cuda", "device loop")
-    median, rate, envs = loop["median"], loop["rate"], loop["envs"]
+    median, rate, envs, missed = loop["median"], loop["rate"], loop["envs"], _missed(loop)
+    commit, _ = _scaling_readme()["gpu_twins_train.log"]
     large = [r["compiled"] / r["eager"] for r in steps if r["envs"] > 65536]
     verdict = _sample_verdict()
     slower = [ratio for *_, ratio in verdict["slower"]]
@@ -673,9 +713,10 @@ def h100_summary() -> str:
         f"{min(cuda_wins):,} ([benchmarks.md](benchmarks.md)).",
         f"- **`torch.compile` costs beyond 65,536 envs**: {min(large):.2f}x-{max(large):.2f}x "
         f"of eager's steps/s there; use eager.",
-        f"- **PointReach on the device**: eval success 0.95 after a median {median:g} s at "
-        f"{rate:,.0f} env steps/s ({envs:,} envs): short of the 3 s and 1M env steps/s the "
-        f"`[device]` schedule aims at ([baselines.md](baselines.md), On-device DDPG+HER).",
+        f"- **PointReach on the device** (at commit {commit}): eval success 0.95 after a median "
+        f"{median:g} s" + (f" ({missed})" if missed else "") + f" at {rate:,.0f} env steps/s "
+        f"({envs:,} envs): short of the 3 s and 1M env steps/s the `[device]` schedule aims "
+        "at ([baselines.md](baselines.md), On-device DDPG+HER).",
         f"- **The device buffer's `sample` is slower than the numpy buffer's** in "
         f"{len(slower)} of {total} cases ({min(slower):.2f}-{max(slower):.2f} of its speed; "
         f"at par or faster only for {_cases(verdict['par'] + verdict['faster'])}); what it "
@@ -692,7 +733,8 @@ def h100_summary() -> str:
 def _load_words(record: dict[str, Any]) -> str:
     before, after = record["load"][0], record.get("load_after", record["load"])[0]
     return (
-        f"{record['date']} UTC, {record['machine']}, load average (1 min) {before:.1f} at the "
+        f"{record['date']} UTC, {machine_words(record['machine'])}, load average (1 min) "
+        f"{before:.1f} at the "
         f"start and {after:.1f} at the end; {record['command']}"
     )
 
@@ -748,6 +790,46 @@ def device_buffer() -> str:
             cells = " | ".join(f"{r:.2f}" for r in ratios)
             lines.append(f"| {n_envs} | {device} | {cells} |")
     return "\n".join(lines)
+
+
+def _span(values: Iterable[float], form: str = "{:,.0f}") -> str:
+    """``low-high`` of ``values``, each as ``form`` writes it (one value when they agree)."""
+    low, high = (form.format(v) for v in (min(values), max(values)))
+    return low if low == high else f"{low}-{high}"
+
+
+def device_buffer_words() -> str:
+    """docs/buffer.md: the device buffer's sample against the numpy buffer's, on a 2-core
+    CPU and on the H100, eager and captured (device_buffer_before_after.jsonl's latest
+    record of each machine)."""
+    records = read_jsonl("device_buffer_before_after.jsonl")
+    cpu = [r for r in records if r["devices"] == ["cpu"]][-1]["per_n_envs"]
+    gpu = [r for r in records if "graph" in r][-1]
+    cuda, graph = gpu["per_n_envs"], gpu["graph"]
+
+    def ratios(runs: dict[str, Any], device: str, op: str) -> list[float]:
+        return [run[device][op] / run["numpy"][op] for run in runs.values()]
+
+    def micros(runs: dict[str, Any], op: str, device: str = "numpy") -> list[float]:
+        return [1e6 * run[device][op] for run in runs.values()]
+
+    captured = {
+        op: [1e6 * run[op] for run in graph.values()] for op in ("sample(256)", "sample(2048)")
+    }
+    envs = sorted(int(n) for n in cuda)
+    return (
+        "On the CPU the numpy buffer is faster (on a 2-core machine the device buffer's "
+        f"`sample` takes {_span(ratios(cpu, 'cpu', 'sample(256)'), '{:.1f}')}x its time for "
+        f"batches of 256, {_span(ratios(cpu, 'cpu', 'sample(2048)'), '{:.2f}')}x for 2048). On "
+        "an H100 the device buffer's eager `sample(256)` takes "
+        f"{_span(ratios(cuda, 'cuda', 'sample(256)'), '{:.1f}')}x the numpy buffer's time "
+        f"(kernel launches), and the captured one {_span(captured['sample(256)'])} us against "
+        f"the numpy buffer's {_span(micros(cuda, 'sample(256)'))} us for batches of 256, and "
+        f"{_span(captured['sample(2048)'])} us against {_span(micros(cuda, 'sample(2048)'))} us "
+        f"for 2048 (`benchmarks/results/device_buffer_before_after.jsonl`, revision "
+        f"{gpu['revision'].split()[0]}, {envs[0]:,} to {envs[-1]:,} envs): the device buffer "
+        "pays where the envs and the networks are on a GPU and the update is captured."
+    )
 
 
 def _sb3_her_sections() -> list[tuple[str, list[list[str]]]]:
@@ -853,11 +935,21 @@ def seed_margins() -> str:
     import seed_margins as bench
 
     records = read_jsonl(bench.RESULTS_FILE)
-    loads = [r["load"][0] for r in records] + [r["load_after"][0] for r in records]
+    latest = list(bench.shown(records).values())
+    dates = sorted(r["date"] for r in latest)
+    loads = [r["load"][0] for r in latest] + [r["load_after"][0] for r in latest]
+    rows_by_machine: dict[str, dict[str, None]] = {}
+    for r in sorted(latest, key=bench.row_name):
+        rows_by_machine.setdefault(machine_words(r["machine"]), {})[bench.row_name(r)] = None
+    machines = "; ".join(
+        f"{', '.join(f'`{row}`' for row in rows)} on {machine}"
+        for machine, rows in rows_by_machine.items()
+    )
     return (
         bench.table(records)
-        + f"\n\n{len(records)} runs, {records[0]['date']} to {records[-1]['date']} UTC, "
-        f"{records[0]['machine']}, load average (1 min) {min(loads):.1f}-{max(loads):.1f}."
+        + f"\n\nThe {len(latest)} runs the table shows (the latest per row and seed, of the "
+        f"{len(records)} in benchmarks/results/seed_margins.jsonl), {dates[0]} to {dates[-1]} "
+        f"UTC: {machines}; load average (1 min) {min(loads):.1f}-{max(loads):.1f}."
     )
 
 
@@ -880,9 +972,10 @@ def long_run() -> str:
     per_epoch = config["n_cycles"] * config["num_envs"] * (config["rollout_steps"] or 50)
     return (
         f"`{record['command'].replace('benchmarks/long_run.py', 'python benchmarks/long_run.py')}`"
-        f" ({record['time'][:10]}, {record['machine']}, load average {min(loads):.1f}-"
-        f"{max(loads):.1f}): `goalenvs train {record['env_id']} --save-buffer` for "
-        f"{record['minutes']:.0f} minutes. Resident memory of the trainer and its processes: "
+        f" ({record['time'][:10]}, {machine_words(record['machine'])}, load average "
+        f"{min(loads):.1f}-{max(loads):.1f}): `goalenvs train {record['env_id']} "
+        f"--save-buffer` for {record['minutes']:.0f} minutes. Resident memory of the trainer "
+        f"and its processes: "
         f"{at(1)}, {at(30)}, {at(60)}, {at(record['minutes'])}. It grew {grown:,.0f} MB "
         f"from minute 1 to minute 60, and the replay buffer's arrays take "
         f"{record['buffer_mb']:,.0f} MB when full ({config['buffer_size']:,} transitions; "
@@ -907,6 +1000,40 @@ def manipulation() -> str:
                 f"`{fetch.TASKS[task]}`\n\n{fetch.table(task, dict(sorted(runs.items())))}"
             )
     return "\n\n".join(parts)
+
+
+def fetch_push_floor() -> str:
+    """Where a FetchPush cycle's time goes: the floor measured after each kept run of the
+    fetch_push preset (manipulation/push_s*.json), and the share of the updates in it."""
+    metas = [
+        json.loads(path.read_text())
+        for path in sorted((RESULTS / "manipulation").glob("push_s*.json"))
+    ]
+    config = metas[0]["config"]
+    parts, shares = [], []
+    for meta in metas:
+        floor = meta["floor"]
+        env, update = floor["env_seconds_per_cycle"], floor["update_seconds_per_cycle"]
+        shares.append(update / (env + update))
+        parts.append(
+            f"seed {meta['seed']} {env:.2f} s of env steps and {update:.2f} s of gradient steps "
+            f"({shares[-1]:.0%} updates), the run at {meta['ratio_to_floor']:.2f} of it "
+            f"(load average {meta['load_after'][0]:.1f} when the floor was measured)"
+        )
+    updates = f"the {config['n_batches']} updates of {config['batch_size']:,}"
+    bound = (
+        f"{updates} bound the run"
+        if min(shares) > 0.5
+        else f"the env steps take most of each cycle, {updates} "
+        f"{_span([100 * x for x in shares], '{:.0f}')}% of it"
+    )
+    return (
+        "Where the time goes: the floor of a FetchPush cycle "
+        f"({config['num_envs']} envs x {config['rollout_steps']} steps, precision "
+        f"{config['precision']}), measured right after each run on the same machine "
+        f"(`benchmarks/results/manipulation/push_s*.json`): {'; '.join(parts)}. On this CPU "
+        f"{bound}."
+    )
 
 
 # --------------------------------------------------------------------------- figures in prose
@@ -1069,7 +1196,7 @@ def checker() -> str:
     its other lines in a text block."""
     info, output = read_record("checker.log")
     parts = [
-        f"Recorded {info['date']} UTC on {info['machine']}, load average (1 min) "
+        f"Recorded {info['date']} UTC on {machine_words(info['machine'])}, load average (1 min) "
         f"{info['load'][0]:.1f} at the start and {info['load_after'][0]:.1f} at the end "
         f"(`benchmarks/results/checker.log`)."
     ]
@@ -1110,7 +1237,8 @@ def highway_rate() -> str:
     return (
         f"highway-env's `parking-v0` steps {theirs:,.0f} times per CPU second through "
         f"`gym.make` (one env), goalenvs' `Parking-v0` {ours:,.0f} "
-        f"(`python benchmarks/parking_vs_highway.py`, {info['date']} UTC, {info['machine']}, "
+        f"(`python benchmarks/parking_vs_highway.py`, {info['date']} UTC, "
+        f"{machine_words(info['machine'])}, "
         f"load average {info['load'][0]:.1f}; `benchmarks/results/parking_vs_highway.log`)."
     )
 
@@ -1198,9 +1326,11 @@ def preset_point_reach_device() -> str:
     steps = {r["envs"]: r for r in _twins_steps() if r["env"] == "PointReach-v0"}
     text = (H100 / "update_floor.txt").read_text()
     floor = {int(b): float(e) for b, e in re.findall(r"batch (\d+),.*?eager ([\d.]+) ms", text)}
-    train = (H100 / "gpu_twins_train.log").read_text()
+    train, _ = _h100_point_reach_log()
     loop = _twins_train_row(train, "cuda", "device loop")
-    seconds, median, rate = loop["seconds"], loop["median"], loop["rate"]
+    median, rate, missed = loop["median"], loop["rate"], _missed(loop)
+    reached = " / ".join("-" if t is None else f"{t:.1f}" for t in loop["seconds"])
+    commit, _ = _scaling_readme()["gpu_twins_train.log"]
     small, large = min(floor), max(floor)
     return _comment(
         f"On one H100 (benchmarks/results/{H100.name}/: the project at commit "
@@ -1208,9 +1338,11 @@ def preset_point_reach_device() -> str:
         f"took {4096 / steps[4096]['eager'] * 1e3:.2f} ms and one of 256 "
         f"{256 / steps[256]['eager'] * 1e3:.2f} ms (eager), and a plain DDPG update "
         f"{floor[small]:.1f} ms at batch {small:,} against {floor[large]:.1f} ms at "
-        f"{large:,}: launches, not arithmetic, bound them. There this section reached eval "
-        f"success 0.95 after {_seconds(seconds)} s (seeds 0-{len(seconds) - 1}, median "
-        f"{median:g} s) at {rate:,.0f} env steps/s: short of the 3 s it aims at "
+        f"{large:,}: launches, not arithmetic, bound them. There, at commit {commit} "
+        f"(benchmarks/results/{SCALING_H100.name}/), this section reached eval success 0.95 "
+        f"after {reached} s (seeds 0-{len(loop['seconds']) - 1}"
+        + (f"; {missed}" if missed else "")
+        + f"; median {median:g} s) at {rate:,.0f} env steps/s: short of the 3 s it aims at "
         "(docs/baselines.md, On-device DDPG+HER)."
     )
 
@@ -1335,9 +1467,20 @@ def _manipulation(name: str) -> tuple[dict[str, Any], list[dict[str, float]]]:
     return meta, _progress(RESULTS / "manipulation" / f"{name}.csv")
 
 
+def _run_code(meta: dict[str, Any]) -> str:
+    """The commit and the update precision a kept run trained with: a config from before
+    the precision setting had float32 updates only."""
+    precision = meta["config"].get("precision", "fp32")
+    return (
+        f"{meta.get('commit') or 'commit not recorded'}, "
+        f"{'precision auto' if precision == 'auto' else precision}"
+    )
+
+
 def _manipulation_words(names: Sequence[str], mark: float = 0.9) -> str:
-    """The kept runs ``names`` in words: when each first reached ``mark`` (or its best, when
-    it did not), its speed and its ratio to the floor, with the load over all of them."""
+    """The kept runs ``names`` in words: the commit and precision each ran, when it first
+    reached ``mark`` (or its best, when it did not), its speed and its ratio to the floor,
+    with the load over all of them."""
     runs = [_manipulation(name) for name in names]
     loads = [x for meta, _ in runs for x in (meta["load_before"][0], meta["load_after"][0])]
     loads += [
@@ -1367,7 +1510,8 @@ def _manipulation_words(names: Sequence[str], mark: float = 0.9) -> str:
                 f"({hit['wall_time'] / 60:.1f} min)"
             )
         parts.append(
-            f"seed {meta['seed']} {reached}, {meta['env_steps_per_s']:.0f} env steps/s{floor}"
+            f"seed {meta['seed']} ({_run_code(meta)}) {reached}, "
+            f"{meta['env_steps_per_s']:.0f} env steps/s{floor}"
         )
     return (
         f"(benchmarks/results/manipulation/, 2 cores at load average {min(loads):.1f}-"
@@ -1387,11 +1531,11 @@ def preset_fetch_push() -> str:
         f"The schedule it replaces (4 envs, cycles of 10 steps and 20 updates of 512, 3x128) "
         f"reached best eval success {statistics.fmean(best):.2f} +- "
         f"{statistics.pstdev(best):.2f} on 5 seeds of {min(seconds) / 60:.0f}-"
-        f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv). Measured "
-        f"with this one on FetchPush-v4 "
+        f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv). This one "
+        f"on FetchPush-v4 "
         + _manipulation_words(["push_s0", "push_s1"])
         + f" (the floor: bare env steps + bare updates, where the updates took {share:.0%} "
-        "of a cycle). On FetchPickAndPlace-v4 "
+        "of a cycle). On FetchPickAndPlace-v4, this schedule at an older commit "
         + _manipulation_words(["pick_and_place_s0"])
         + "."
         + (
@@ -1469,6 +1613,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "fetch_pick_and_place": fetch_runs("pick_and_place", [0]),
     "fetch_workers": workers,
     "manipulation": manipulation,
+    "fetch_push_floor": fetch_push_floor,
     "long_run": long_run,
     "point_maze_umaze": new_envs("point_maze_umaze", [0, 1, 2]),
     "point_maze_umaze_30": new_env_line("point_maze_umaze_s0_30epochs", 0.9),
@@ -1484,6 +1629,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "tuned_parking": tuned_sb3("parking"),
     "her_buffer": her_buffer,
     "device_buffer": device_buffer,
+    "device_buffer_words": device_buffer_words,
     "sb3_her_learning": sb3_her_learning,
     "sb3_her_arrays": sb3_her_arrays,
     "sb3_test_her": sb3_test_her,
@@ -1521,7 +1667,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "preset.highway": preset_highway,
 }
 
-DOC_FILES = ("baselines.md", "benchmarks.md", "gpu.md", "checks.md", "training.md")
+DOC_FILES = ("baselines.md", "benchmarks.md", "gpu.md", "checks.md", "training.md", "buffer.md")
 
 
 def render(text: str, found: set[str], toml: bool = False) -> str:

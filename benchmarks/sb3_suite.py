@@ -50,7 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from evidence import RESULTS, append_jsonl, run_info  # noqa: E402
+from evidence import RESULTS, append_jsonl, machine_words, run_info  # noqa: E402
 
 DIST = "stable-baselines3"
 # What test_her.py may need beside it in SB3's tests/ (the 2.x releases need neither).
@@ -185,7 +185,9 @@ def run(test_file: Path, peer: bool, source: str) -> None:
             f.write(f"# {info['date']} UTC, buffer: {who}\n")
             f.write(f"# stable-baselines3 {info['sb3_version']}; test_her.py from {source}")
             f.write(f" (git blob {info['test_file_blob']})\n")
-            f.write(f"# machine: {info['machine']}; load: {info['load']}; {seconds} s\n")
+            f.write(
+                f"# machine: {machine_words(info['machine'])}; load: {info['load']}; {seconds} s\n"
+            )
             f.write(f"# command: {info['command']}\n")
             f.write(f"# child: {record['pytest']}\n")
             # SB3's training printouts (tables of "|" and "-" lines) are left out.

@@ -51,18 +51,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from before_after import checkout  # noqa: E402
+from evidence import machine  # noqa: E402
+
+from goalenvs.train.machine import usable_cores  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "scaling.jsonl"
 PHASES = ("env", "act", "store", "sample", "update")
 MODES = ("preset", "one-process", "workers", "replay", "torchrun", "floor")
-
-
-def cores() -> int:
-    """The CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def run_training(
@@ -120,14 +115,14 @@ def modes(selected: list[str], num_envs: int, device: str) -> list[tuple[str, li
         if device == "cpu" and bf16_supported():
             runs.append(("one-process bf16", [*one, "--precision", "bf16"]))
     if "workers" in selected:
-        most = cores()
+        most = usable_cores()
         for n in (d for d in range(2, num_envs + 1) if num_envs % d == 0 and d <= most):
             for overlap in ("--overlap", "--no-overlap"):
                 runs.append(
                     (f"workers={n} {overlap[2:]}", [*base, "--env-workers", str(n), overlap])
                 )
     if "replay" in selected:
-        most = max(d for d in range(1, num_envs + 1) if num_envs % d == 0 and d <= cores())
+        most = max(d for d in range(1, num_envs + 1) if num_envs % d == 0 and d <= usable_cores())
         workers = [*base, "--env-workers", str(most), "--overlap"]
         for where in ("host", "device"):
             runs.append(
@@ -140,7 +135,7 @@ def torchrun_modes(selected: list[str], device: str) -> list[tuple[str, int]]:
     """(name, workers) of the torchrun modes."""
     if "torchrun" not in selected:
         return []
-    most = cores()
+    most = usable_cores()
     return [(f"torchrun={n}", n) for n in (2, 4, 8, 16) if n <= most]
 
 
@@ -161,7 +156,7 @@ def floor(
 
     num_envs, batch = int(schedule["num_envs"]), int(schedule["batch_size"])
     torch.set_num_threads(int(schedule["torch_threads"]))
-    workers = max(d for d in range(1, num_envs + 1) if num_envs % d == 0 and d <= cores())
+    workers = max(d for d in range(1, num_envs + 1) if num_envs % d == 0 and d <= usable_cores())
     mode = gym.vector.AutoresetMode.SAME_STEP
     if workers > 1:
         envs = EnvWorkers(env_id, {}, num_envs, workers, mode)
@@ -323,11 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": args.device,
         "rows": rows,
         "floor": floor_row,
-        "machine": {
-            "cores": cores(),
-            "cpu": platform.processor() or platform.machine(),
-            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-        },
+        "machine": machine(),
         "load_end": os.getloadavg(),
         "versions": {"python": platform.python_version(), "torch": torch.__version__},
         "command": "python benchmarks/scaling.py "

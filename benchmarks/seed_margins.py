@@ -101,15 +101,23 @@ def run(algo: str, seed: int, epochs: int, precision: str = "fp32", threshold: f
     }
 
 
+def row_name(record: dict) -> str:
+    """The table row a record belongs to: its algorithm, with its precision and threshold
+    (records from before the precision was recorded name their algorithm alone)."""
+    name = record["algo"]
+    if "precision" in record:
+        name += f" {record['precision']}, first >= {record['threshold']:g}"
+    return name
+
+
+def shown(records: list[dict]) -> dict[tuple[str, int], dict]:
+    """The records the table shows: the latest per (row, seed)."""
+    return {(row_name(r), r["seed"]): r for r in records}
+
+
 def table(records: list[dict]) -> str:
     """Markdown: per algorithm, the first epoch >= THRESHOLD for each seed (latest record)."""
-    latest: dict[tuple[str, int], dict] = {}
-    for r in records:
-        # records from before the precision was recorded name their algorithm alone
-        name = r["algo"]
-        if "precision" in r:
-            name += f" {r['precision']}, first >= {r['threshold']:g}"
-        latest[(name, r["seed"])] = r
+    latest = shown(records)
     algos = sorted({a for a, _ in latest})
     seeds = sorted({s for _, s in latest})
     lines = [

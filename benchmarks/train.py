@@ -44,6 +44,7 @@ import torch
 
 # The first Adam imports torch._dynamo (seconds): do it before any clock starts.
 import torch._dynamo
+from evidence import machine, machine_words
 
 import goalenvs
 from goalenvs.agents.config import STRATEGIES
@@ -478,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         PEER_STEPS.update(dict.fromkeys(TASKS, args.peer_steps))
     torch.set_num_threads(args.threads)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    print(f"goalenvs {goalenvs.__version__}, torch {torch.__version__}, {os.cpu_count()} CPUs, "
+    print(f"goalenvs {goalenvs.__version__}, {machine_words(machine())}, "
           f"{args.threads} torch thread(s)")  # fmt: skip
     rows: list[dict] = []
     for name in args.tasks:

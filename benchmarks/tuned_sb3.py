@@ -6,8 +6,9 @@ Tasks (``--task``):
                the zoo's ``FetchReach-v1`` entry (it has no v4 entry; v4 is the same task
                on the maintained mujoco bindings).
   parking      goalenvs/Parking-v0 (our own parking env), 400 s a run, target 0.9; the
-               zoo's ``parking-v0`` entry (made for highway-env's parking-v0, which steps
-               at about 100 env steps/s here: too slow for a fair row in one session).
+               zoo's ``parking-v0`` entry (made for highway-env's parking-v0, whose step is
+               too slow for a fair row in one session: docs/baselines.md gives its steps
+               per CPU second from benchmarks/results/parking_vs_highway.log).
 
 Trainers (``--who``):
   ours  ``goalenvs train ENV_ID`` as a user gets it with no flag: the env's default preset

@@ -3,7 +3,7 @@
 Examples::
 
     goalenvs train goalenvs/PointReach-v0              # its preset: point_reach.toml
-    goalenvs train goalenvs/PointReach-v0 --preset point_reach_device --device cuda
+    goalenvs train goalenvs/PointReach-v0 --device cuda   # with point_reach's [device] section
     goalenvs train --show-config gymnasium_robotics:FetchReach-v4
     goalenvs train goalenvs/PointReach-v0 --preset baselines --epochs 5
     goalenvs train goalenvs/BitFlipping-v0 --env-kwargs '{"n_bits": 30}' --epochs 30
@@ -268,9 +268,10 @@ def parse_env_kwargs(text: str | None) -> dict[str, Any]:
 def check_env_workers_flag(workers: int) -> None:
     """A :class:`UsageError` naming ``--env-workers``, its value and the range this
     machine takes."""
-    from goalenvs.train.env_workers import WORKERS_PER_CORE, machine_cores
+    from goalenvs.train.env_workers import WORKERS_PER_CORE
+    from goalenvs.train.machine import usable_cores
 
-    cores = machine_cores()
+    cores = usable_cores()
     if not 1 <= workers <= WORKERS_PER_CORE * cores:
         raise UsageError(
             f"--env-workers {workers}: expected 1 (the envs in the trainer's process) to "

@@ -43,6 +43,7 @@ import torch
 from goalenvs.agents.base import Agent
 from goalenvs.core import GOAL_KEYS
 from goalenvs.her.replay import ReplayBuffer
+from goalenvs.train.env_workers import eval_env_workers
 from goalenvs.train.envs import make_vector_env
 from goalenvs.train.resume_state import GeneratorSnapshot
 from goalenvs.train.timing import PhaseClock
@@ -238,19 +239,22 @@ class Collector:
         info_keys: tuple[str, ...],
         workers: int = 1,
         overlap: bool = False,
+        eval_workers: int | None = None,
     ) -> None:
         self.backend = backend
         self.rollout_steps = rollout_steps
         self.info_keys = info_keys
         self.workers = workers
+        # None: as the plan works it out (eval_env_workers)
+        self.eval_workers = (
+            eval_env_workers(n_eval_episodes, workers) if eval_workers is None else eval_workers
+        )
         self.clock = PhaseClock()  # collection charges its env, act and store phases here
         envs = backend.make_envs(num_envs, backend.autoreset, workers)
         # Worker processes keep their own snapshots; in-process envs get the wrapper.
         self.envs: Any = envs if hasattr(envs, "arm") else GeneratorSnapshot(envs)
         self.eval_envs = backend.make_envs(
-            n_eval_episodes,
-            gym.vector.AutoresetMode.NEXT_STEP,
-            max(d for d in range(1, workers + 1) if n_eval_episodes % d == 0),
+            n_eval_episodes, gym.vector.AutoresetMode.NEXT_STEP, self.eval_workers
         )
         self.obs: Obs = {}  # where the next step starts
         self.overlap = overlap
@@ -353,6 +357,14 @@ class Collector:
     def generator_states(self) -> dict[str, Any]:
         """The envs' generator states a checkpoint saves (see :meth:`arm`)."""
         return self.envs.generator_states()
+
+    def worker_pids(self) -> dict[str, list[int]]:
+        """The ids of the processes stepping the training envs (``"envs"``) and the eval
+        envs (``"eval"``); empty where they run in the trainer's process."""
+        return {
+            name: list(envs.pids()) if hasattr(envs, "pids") else []
+            for name, envs in (("envs", self.envs), ("eval", self.eval_envs))
+        }
 
     def close(self) -> None:
         """Closes the envs and the background collection thread."""

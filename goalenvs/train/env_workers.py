@@ -24,7 +24,6 @@ Each :class:`EnvGroup` keeps what a resume needs from its envs inside its worker
 from __future__ import annotations
 
 import multiprocessing
-import os
 import pickle
 import signal
 import time
@@ -36,6 +35,7 @@ import gymnasium as gym
 import numpy as np
 
 from goalenvs import envspec
+from goalenvs.train.machine import usable_cores
 from goalenvs.train.resume_state import GeneratorSnapshot
 
 # How many worker processes a machine's cores carry, at most: beyond that they only wait
@@ -51,17 +51,17 @@ class EnvWorkerError(RuntimeError):
     """A worker process stepping training envs failed (its env raised, or it died)."""
 
 
-def machine_cores() -> int:
-    """The CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
 def divisors(n: int) -> list[int]:
     """The positive divisors of ``n``, ascending."""
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def eval_env_workers(n_eval_episodes: int, env_workers: int) -> int:
+    """How many processes step the ``n_eval_episodes`` eval envs beside ``env_workers``
+    training ones: the largest divisor of ``n_eval_episodes`` up to ``env_workers`` (1:
+    the trainer's process). The eval pool lives as long as the training one, so a run
+    holds both: 16 env workers and 50 eval episodes are 16 + 10 processes."""
+    return max(d for d in divisors(n_eval_episodes) if d <= env_workers)
 
 
 def default_env_workers(
@@ -81,7 +81,7 @@ def default_env_workers(
     (benchmarks/scaling.py: 424 env steps/s in one process against 424-428 with two
     workers, FetchPush on 2 cores).
     """
-    cores = machine_cores() if cores is None else cores
+    cores = usable_cores() if cores is None else cores
     cheap = step_seconds is not None and step_seconds < WORKER_MIN_STEP_SECONDS
     if native_twin or cheap or cores <= 2:
         return 1
@@ -107,7 +107,7 @@ def measure_step_seconds(env: gym.Env, steps: int = 20, seed: int = 0) -> float:
 def check_env_workers(workers: int, num_envs: int, cores: int | None = None) -> int:
     """``workers`` when it can step ``num_envs`` envs on this machine, else a ValueError
     naming the setting, the value and the range."""
-    cores = machine_cores() if cores is None else cores
+    cores = usable_cores() if cores is None else cores
     most = WORKERS_PER_CORE * cores
     if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:
         raise ValueError(
@@ -292,6 +292,10 @@ class EnvWorkers(gym.vector.VectorEnv):
             self.single_observation_space, num_envs
         )
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+
+    def pids(self) -> list[int]:
+        """The worker processes' ids, worker 0 first (what their memory is read by)."""
+        return [int(process.pid) for process in self.pool.processes if process.pid is not None]
 
     def reset(
         self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None

@@ -40,7 +40,7 @@ from goalenvs.train.env_workers import (
     WORKERS_PER_CORE,
     check_env_workers,
     default_env_workers,
-    machine_cores,
+    eval_env_workers,
     measure_step_seconds,
 )
 from goalenvs.train.envs import (
@@ -51,6 +51,7 @@ from goalenvs.train.envs import (
     return_range,
     scalar_info_keys,
 )
+from goalenvs.train.machine import describe_machine, usable_cores
 
 # The config fields a plan resolves, with the value that leaves each to the machine.
 AUTO = {
@@ -74,26 +75,6 @@ class PlanError(ValueError):
     names what was recorded, what this machine gives and the flag that accepts it."""
 
 
-def describe_machine() -> dict[str, Any]:
-    """The machine a run trains on, as a result file records it: CPU model, the cores
-    this process may use, torch's version, bfloat16 instructions and the CUDA device."""
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if "model name" in line), "")
-    except OSError:
-        pass
-    import platform
-
-    return {
-        "cpu": model or platform.processor() or platform.machine(),
-        "cores": machine_cores(),
-        "torch": torch.__version__,
-        "cpu_bf16": cpu_has_bf16(),
-        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-    }
-
-
 @dataclass(frozen=True)
 class RunPlan:
     """Every resolved choice of one run (worker ``rank`` of ``world``)."""
@@ -109,6 +90,7 @@ class RunPlan:
     env_device: str  # "numpy" (numpy envs on the host) or "device" (torch twins there)
     replay_device: str  # "host" (numpy) or "device" (torch, on ``device``)
     env_workers: int  # processes stepping the training envs (1: the trainer's own)
+    eval_workers: int  # processes stepping the eval envs beside them (1: the trainer's own)
     step_seconds: float | None  # one env step as the probe timed it (None: not timed)
     overlap: bool  # collection runs beside the updates
     precision: str  # "bf16" (autocast) or "fp32"
@@ -147,17 +129,23 @@ class RunPlan:
             else f"in {self.env_workers} worker processes"
         )
         timed = "" if self.step_seconds is None else f" (a step {1e6 * self.step_seconds:.0f} us)"
+        # the eval pool lives as long as the training one: a run holds both
+        evaluation = (
+            "" if self.eval_workers == 1 else f", eval envs in {self.eval_workers} more processes"
+        )
         replay = "in host memory" if self.replay_device == "host" else f"on {self.device}"
         machine = self.machine
-        cpu = f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores"
+        cores, total = machine.get("cores", "?"), machine.get("cores_total")
+        counted = f"{cores} cores" if total in (None, cores) else f"{cores} of {total} cores usable"
+        cpu = f"{machine.get('cpu', '?')}, {counted}"
         return [
             f"plan: networks on {self.device}{workers}, {self.precision} updates, CUDA graphs "
             f"{'on' if self.cuda_graphs else 'off'}, {self.torch_threads} torch threads; "
             f"machine: {cpu}, torch {machine.get('torch', '?')}",
             f"plan: episode length {length}, rollout {self.rollout_steps} steps, gamma "
             f"{self.gamma:.4g}, targets clipped {clip}",
-            f"plan: envs {envs} {where}{timed}, overlap {'on' if self.overlap else 'off'}; "
-            f"replay buffer {replay}",
+            f"plan: envs {envs} {where}{timed}{evaluation}, overlap "
+            f"{'on' if self.overlap else 'off'}; replay buffer {replay}",
         ]
 
 
@@ -208,7 +196,7 @@ def check_recorded(config: TrainConfig, recorded: dict[str, Any] | None) -> list
     if not recorded:
         return []
     notes = []
-    cores = machine_cores()
+    cores = usable_cores()
     workers = config.env_workers
     if workers is not None and workers > WORKERS_PER_CORE * cores:
         raise PlanError(
@@ -281,6 +269,7 @@ def make_plan(
         env_device=env_device,
         replay_device=replay_device,
         env_workers=env_workers,
+        eval_workers=eval_env_workers(config.n_eval_episodes, env_workers),
         step_seconds=step_seconds,
         overlap=overlap,
         precision=precision,
@@ -367,7 +356,7 @@ def _env_workers(
     seconds = measure_step_seconds(env, seed=config.seed)
     workers = default_env_workers(config.num_envs, False, step_seconds=seconds)
     notes.append(
-        f"env workers {workers}: a step took {1e6 * seconds:.0f} us on {machine_cores()} cores"
+        f"env workers {workers}: a step took {1e6 * seconds:.0f} us on {usable_cores()} cores"
     )
     return workers, seconds
 
@@ -406,11 +395,11 @@ def _torch_threads(config: TrainConfig, notes: list[str]) -> int:
     (``LOCAL_WORLD_SIZE``) would otherwise ask more threads than it has cores."""
     threads = config.torch_threads
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    fair = max(1, machine_cores() // local)
+    fair = max(1, usable_cores() // local)
     if threads > fair:
         notes.append(
             f"torch_threads {threads} lowered to {fair}: {local} workers share this machine's "
-            f"{machine_cores()} cores"
+            f"{usable_cores()} cores"
         )
         return fair
     return threads

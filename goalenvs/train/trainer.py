@@ -210,6 +210,7 @@ class Trainer:
                 plan.info_keys,
                 workers=plan.env_workers,
                 overlap=plan.overlap,
+                eval_workers=plan.eval_workers,
             )
             opened.callback(self.collector.close)
             self.compute_reward, self.compute_terminated = self._goal_functions()

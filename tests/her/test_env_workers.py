@@ -21,8 +21,10 @@ from goalenvs.train.env_workers import (
     EnvWorkers,
     check_env_workers,
     default_env_workers,
+    eval_env_workers,
 )
 from goalenvs.train.envs import make_vector_env
+from goalenvs.train.machine import resident_mb
 from goalenvs.train.resume_state import env_generator_states
 from goalenvs.train.trainer import Trainer, train
 
@@ -309,7 +311,7 @@ def test_torchrun_workers_share_the_cores_instead_of_oversubscribing_them(tmp_pa
     from goalenvs.train import plan as plan_module
 
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    monkeypatch.setattr(plan_module, "machine_cores", lambda: 4)
+    monkeypatch.setattr(plan_module, "usable_cores", lambda: 4)
     previous = torch.get_num_threads()
     try:
         trainer = Trainer(config(tmp_path, env_workers=1, torch_threads=2))
@@ -363,3 +365,31 @@ def test_the_cli_sets_the_replay_device(capsys):
         main(["train", "goalenvs/PointReach-v0", "--replay-device", "gpu"])
     assert exited.value.code == 2
     assert "--replay-device: invalid choice: 'gpu'" in capsys.readouterr().err
+
+
+def test_the_eval_pool_takes_the_largest_divisor_of_its_episodes_up_to_the_workers():
+    assert eval_env_workers(50, 16) == 10  # FetchPush's 50 eval episodes beside 16 workers
+    assert eval_env_workers(4, 2) == 2
+    assert eval_env_workers(7, 4) == 1  # a prime count stays in the trainer's process
+    assert eval_env_workers(10, 1) == 1
+
+
+def test_the_eval_pool_is_counted_in_the_plan_said_at_start_and_its_memory_read(tmp_path):
+    trainer = Trainer(config(tmp_path, env_workers=2, n_eval_episodes=6))
+    try:
+        assert (trainer.plan.env_workers, trainer.plan.eval_workers) == (2, 2)
+        assert "in 2 worker processes" in trainer.plan.lines()[2]
+        assert ", eval envs in 2 more processes, overlap on;" in trainer.plan.lines()[2]
+        pids = trainer.collector.worker_pids()
+        assert [len(pids["envs"]), len(pids["eval"])] == [2, 2]
+        assert len({*pids["envs"], *pids["eval"], os.getpid()}) == 5
+        # each worker holds gymnasium, numpy and its envs: tens of MB, not nothing
+        assert all(resident_mb(pid) > 5.0 for pid in pids["envs"] + pids["eval"])
+    finally:
+        trainer.close()
+    assert no_worker_left()
+    assert resident_mb(pids["eval"][0]) == 0.0  # gone: nothing to read
+    alone = Trainer(config(tmp_path / "alone", env_workers=1, n_eval_episodes=6))
+    alone.close()
+    assert alone.plan.eval_workers == 1 and "eval envs" not in alone.plan.lines()[2]
+    assert alone.collector.worker_pids() == {"envs": [], "eval": []}

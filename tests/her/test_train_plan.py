@@ -109,7 +109,7 @@ def test_a_recorded_cuda_device_this_machine_lacks_is_one_line_naming_the_flag(
 
 
 def test_recorded_env_workers_beyond_this_machine_are_refused_with_the_flag(tmp_path, monkeypatch):
-    monkeypatch.setattr(plan_module, "machine_cores", lambda: 2)
+    monkeypatch.setattr(plan_module, "usable_cores", lambda: 2)
     cfg = reach_config(tmp_path, env_workers=9)  # 9 > 4 per core x 2 cores
     with pytest.raises(PlanError, match=r"recorded with 9 env workers; .* 2 cores carry at most 8"):
         Trainer(cfg, recorded={"device": "cpu", "env_workers": 9})

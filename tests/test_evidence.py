@@ -1,0 +1,62 @@
+"""Result files record the machine as goalenvs describes it: the CPU model, the cores
+usable under the affinity and the container's CPU quota, torch, bf16 (benchmarks/evidence.py
+and benchmarks/fetch.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import evidence  # noqa: E402
+import fetch  # noqa: E402
+
+from goalenvs.train.machine import cpu_model, describe_machine, usable_cores  # noqa: E402
+
+
+def test_a_result_record_holds_the_described_machine():
+    info = evidence.run_info()
+    assert info["machine"] == describe_machine()
+    assert info["machine"]["cpu"] == cpu_model() != ""  # never the empty processor() string
+    assert info["machine"]["cores"] == usable_cores()
+
+
+def test_machine_words_reads_old_sentences_and_new_dicts():
+    assert evidence.machine_words("x86_64, 2 cores, AMD EPYC") == "x86_64, 2 cores, AMD EPYC"
+    described = {
+        "cpu": "AMD EPYC 9654",
+        "cores": 2,
+        "cores_total": 64,
+        "cpu_quota": 2.0,
+        "torch": "2.13.0+cpu",
+        "cpu_bf16": True,
+        "cuda": None,
+        "platform": "Linux-6.8-x86_64",
+    }
+    assert evidence.machine_words(described) == (
+        "AMD EPYC 9654, 2 of 64 cores usable, torch 2.13.0+cpu, bf16"
+    )
+    alone = {**described, "cores": 64, "cpu_bf16": False, "cuda": "NVIDIA H100 80GB HBM3"}
+    assert evidence.machine_words(alone) == (
+        "AMD EPYC 9654, 64 cores, torch 2.13.0+cpu, no bf16 instructions, NVIDIA H100 80GB HBM3"
+    )
+    # scaling.jsonl's older records: cores, cpu and gpu only
+    assert evidence.machine_words({"cores": 16, "cpu": "x86_64", "gpu": "H100"}) == (
+        "x86_64, 16 cores, H100"
+    )
+
+
+def test_a_kept_fetch_run_records_the_described_machine(tmp_path, monkeypatch):
+    run = tmp_path / "runs" / "push_s0"
+    run.mkdir(parents=True)
+    (run / "progress.csv").write_text("epoch,env_steps,wall_time,eval_success\n1,800,2.0,0.1\n")
+    (run / "config.json").write_text(json.dumps({"env_id": fetch.TASKS["push"]}))
+    monkeypatch.setattr(fetch, "RESULTS", tmp_path / "results")
+    command = ["python", "-m", "goalenvs", "train", "gymnasium_robotics:FetchPush-v4"]
+    fetch.record("push", 0, run, [0.5] * 3, None, command, commit="abc1234", floor=False)
+    meta = json.loads((tmp_path / "results" / "push_s0.json").read_text())
+    assert meta["machine"] == describe_machine()
+    assert meta["env_steps_per_s"] == 400.0
