@@ -7,6 +7,7 @@ check found an error, 2 when the env could not be loaded or built.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import threading
 from collections.abc import Callable
@@ -43,11 +44,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds one env call may take before it is reported and the env abandoned",
     )
     parser.add_argument("--verbose", action="store_true", help="list passed checks too")
+    vector = parser.add_argument_group(
+        "vector envs",
+        "check a batched env (gymnasium.vector.VectorEnv); a SPEC that builds one is "
+        "detected without these",
+    )
+    vector.add_argument(
+        "--num-envs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="check gym.make_vec(SPEC, num_envs=N) (or the factory called with num_envs=N)",
+    )
+    vector.add_argument(
+        "--vectorization-mode",
+        choices=("vector_entry_point", "sync", "async"),
+        default=None,
+        help="how gym.make_vec builds it (default: the id's vector entry point, else sync)",
+    )
+    vector.add_argument(
+        "--device",
+        default=None,
+        help="device of a torch vector env (passed as device=), e.g. cpu or cuda",
+    )
+    vector.add_argument(
+        "--single",
+        default=None,
+        metavar="SPEC",
+        help="the single env the vector env must equal under SyncVectorEnv (default: the "
+        "id's own entry point, when it has both)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Loads the env, runs every check, prints the report; returns the exit status."""
-    from goalenvs.checker import LoadError, check_goal_env, load
+    from goalenvs.checker import LoadError, check_goal_env, load, load_vector
 
     try:
         kwargs = parse_json_object("--env-kwargs", args.kwargs)
@@ -61,8 +92,23 @@ def run(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         print(f"goalenvs check: --timeout must be > 0, got {args.timeout}", file=sys.stderr)
         return 2
+    vector_options: dict[str, Any] = {
+        "num_envs": getattr(args, "num_envs", None),
+        "device": getattr(args, "device", None),
+        "vectorization_mode": getattr(args, "vectorization_mode", None),
+        "single": getattr(args, "single", None),
+    }
+    single = None
     try:
-        env, factory, name = _load_with_timeout(load, args.spec, kwargs, args.timeout)
+        if any(value is not None for value in vector_options.values()):
+            loaded = _load_with_timeout(
+                functools.partial(load_vector, **vector_options), args.spec, kwargs, args.timeout
+            )
+            env, factory, name, single = loaded.env, loaded.factory, loaded.name, loaded.single
+            for note in loaded.notes:
+                print(f"goalenvs check: {note}", file=sys.stderr)
+        else:
+            env, factory, name = _load_with_timeout(load, args.spec, kwargs, args.timeout)
     except LoadError as error:
         print(f"goalenvs check: cannot load {args.spec}: {error}", file=sys.stderr)
         return 2
@@ -73,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         factory=factory,
         env_name=name,
+        single=single,
     )
     if args.json:
         print(report.to_json())
