@@ -55,7 +55,8 @@ def resolve(spec: str) -> tuple[Callable[..., gym.Env], str]:
 
 
 def load(spec: str, kwargs: dict[str, Any] | None = None) -> tuple[gym.Env, Callable, str]:
-    """Builds the env of ``spec`` with ``kwargs``.
+    """Builds the env of ``spec`` with ``kwargs``: a single env, or the vector env a
+    class or factory builds (:func:`load_vector` builds one from any form).
 
     Returns ``(env, factory, name)``, where ``factory(**extra)`` builds another env with
     the same kwargs plus ``extra`` (the render check uses ``render_mode=...``).

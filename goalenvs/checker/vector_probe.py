@@ -415,11 +415,19 @@ def listing(rows: Any, limit: int = 6) -> str:
     return _listing(rows, limit)
 
 
+# The most steps the rollout takes on its own to see two whole episodes (more only when
+# --steps asks for more): an env declaring 10,000-step episodes is not run for 20,002.
+MAX_EPISODE_STEPS_SEEN = 2_000
+
+
 def rollout_length(ctx: Context) -> int:
     """Steps of the recorded rollout: ``--steps``, and at least two episodes of the
-    declared length (so autoresets, time limits and second episodes are seen)."""
+    declared length (so autoresets, time limits and second episodes are seen), up to
+    :data:`MAX_EPISODE_STEPS_SEEN`."""
     limit = declared_limit(ctx.env)
-    return max(ctx.steps, 2 * limit + 2) if limit is not None else ctx.steps
+    if limit is None:
+        return ctx.steps
+    return max(ctx.steps, min(2 * limit + 2, MAX_EPISODE_STEPS_SEEN))
 
 
 def vector_rollout(ctx: Context) -> VecRun:
