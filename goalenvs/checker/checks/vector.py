@@ -375,7 +375,7 @@ def check_autoreset_mode(ctx: Context, out: Outcome) -> None:
         looks_next = [
             (t, i)
             for t, i in events
-            if i not in moved_rows(moved, t)
+            if i not in _moved_rows(moved, t)
             and run.steps[t + 1].reward[i] == 0
             and not run.steps[t + 1].done[i]
             and not np.array_equal(run.steps[t + 1].obs[dg][i], run.steps[t].obs[dg][i])
@@ -394,7 +394,7 @@ def check_autoreset_mode(ctx: Context, out: Outcome) -> None:
         _check_masked_resets(run, out)
 
 
-def moved_rows(moved: list[tuple[int, int]], t: int) -> set[int]:
+def _moved_rows(moved: list[tuple[int, int]], t: int) -> set[int]:
     """The rows of ``moved`` at step ``t``."""
     return {i for s, i in moved if s == t}
 
