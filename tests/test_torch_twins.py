@@ -166,9 +166,13 @@ def test_same_state_and_actions_give_the_same_trajectory(env_id, autoreset_mode,
                 for key, value in r_info["final_obs"][i].items():
                     got = _numpy(t_info["final_obs"][i][key])
                     np.testing.assert_allclose(got, value, atol=1e-5)
-                assert bool(t_info["final_info"][i]["is_success"]) == bool(
-                    r_info["final_info"][i]["is_success"]
+                assert bool(t_info["final_info"]["is_success"][i]) == bool(
+                    r_info["final_info"]["is_success"][i]
                 )
+            # gymnasium's form: a dict of batched arrays, "_key" masking the ended rows
+            np.testing.assert_array_equal(_numpy(t_info["final_info"]["_is_success"]), done)
+            np.testing.assert_array_equal(r_info["final_info"]["_is_success"], done)
+            assert r_info["final_info"].keys() == t_info["final_info"].keys()
         ended_total += int(done.sum())
         _copy_state(env_id, ref, twin, np.flatnonzero(fresh))
     assert r_term.dtype == bool and ended_total >= n  # episodes did end along the way

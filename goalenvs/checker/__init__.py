@@ -5,13 +5,15 @@
 >>> report.ok, report.errors, report.warnings
 >>> print(report)            # a table; report.to_json() for machines
 
+A vector env (``gym.make_vec(...)``, a native twin, numpy or torch) is detected and gets
+the vector checks (``vector.*``); ``load_vector`` builds one from any SPEC form.
 In a test suite, ``assert_goal_env(env)`` raises an AssertionError listing every error.
 Every check is documented in docs/checks.md by its id.
 """
 
 from __future__ import annotations
 
-from goalenvs.checker.loader import LoadError, load
+from goalenvs.checker.loader import LoadedVector, LoadError, load, load_vector
 from goalenvs.checker.registry import CHECKS
 from goalenvs.checker.report import CheckResult, Finding, Report
 from goalenvs.checker.runner import GoalEnvCheckError, assert_goal_env, check_goal_env
@@ -22,8 +24,10 @@ __all__ = [
     "Finding",
     "GoalEnvCheckError",
     "LoadError",
+    "LoadedVector",
     "Report",
     "assert_goal_env",
     "check_goal_env",
     "load",
+    "load_vector",
 ]

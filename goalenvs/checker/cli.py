@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -62,11 +63,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: %(default)s)",
     )
     parser.add_argument("--verbose", action="store_true", help="list passed and skipped checks too")
+    vector = parser.add_argument_group(
+        "vector envs",
+        "check a batched env (gymnasium.vector.VectorEnv); a SPEC that builds one is "
+        "detected without these",
+    )
+    vector.add_argument(
+        "--num-envs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="check gym.make_vec(SPEC, num_envs=N) (or the factory called with num_envs=N)",
+    )
+    vector.add_argument(
+        "--vectorization-mode",
+        choices=("vector_entry_point", "sync", "async"),
+        default=None,
+        help="how gym.make_vec builds it (default: the id's vector entry point, else sync)",
+    )
+    vector.add_argument(
+        "--device",
+        default=None,
+        help="device of a torch vector env (passed as device=), e.g. cpu or cuda",
+    )
+    vector.add_argument(
+        "--single",
+        default=None,
+        metavar="SPEC",
+        help="the single env the vector env must equal under SyncVectorEnv (default: the "
+        "id's own entry point, when it has both)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Loads the env, runs every check, prints the report; returns the exit status."""
-    from goalenvs.checker import LoadError, check_goal_env, load
+    from goalenvs.checker import LoadError, check_goal_env, load, load_vector
 
     try:
         kwargs = parse_json_object("--env-kwargs", args.kwargs)
@@ -87,14 +118,27 @@ def run(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         print(f"goalenvs check: --timeout must be > 0, got {args.timeout}", file=sys.stderr)
         return 2
+    vector_options: dict[str, Any] = {
+        "num_envs": getattr(args, "num_envs", None),
+        "device": getattr(args, "device", None),
+        "vectorization_mode": getattr(args, "vectorization_mode", None),
+        "single": getattr(args, "single", None),
+    }
+    single = None
     # With --json, stdout carries the JSON alone: what the env prints while it is built
     # and run (pybullet's banner comes from C) goes to stderr.
     quiet = _stdout_to_stderr() if args.json else contextlib.nullcontext()
     with quiet:
         try:
-            env, factory, name = _load_with_timeout(
-                load, args.spec, kwargs, args.max_episode_steps, args.timeout
-            )
+            if any(value is not None for value in vector_options.values()):
+                build_vector = functools.partial(load_vector, args.spec, kwargs, **vector_options)
+                loaded = _load_with_timeout(build_vector, args.timeout)
+                env, factory, name, single = loaded.env, loaded.factory, loaded.name, loaded.single
+                for note in loaded.notes:
+                    print(f"goalenvs check: {note}", file=sys.stderr)
+            else:
+                build = functools.partial(load, args.spec, kwargs, args.max_episode_steps)
+                env, factory, name = _load_with_timeout(build, args.timeout)
         except LoadError as error:
             print(f"goalenvs check: cannot load {args.spec}: {error}", file=sys.stderr)
             return 2
@@ -105,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             factory=factory,
             env_name=name,
+            single=single,
         )
     if args.json:
         print(report.to_json())
@@ -147,10 +192,8 @@ def _flush_stdout() -> None:
         ctypes.CDLL(None).fflush(None)
 
 
-def _load_with_timeout(
-    load: Callable, spec: str, kwargs: dict, max_episode_steps: int | None, timeout: float
-) -> Any:
-    """``load(spec, kwargs, max_episode_steps)`` on a daemon thread: a constructor that
+def _load_with_timeout(build: Callable[[], Any], timeout: float) -> Any:
+    """``build()`` (the loader with its arguments) on a daemon thread: a constructor that
     hangs is a load error."""
     from goalenvs.checker import LoadError
 
@@ -158,7 +201,7 @@ def _load_with_timeout(
 
     def target() -> None:
         try:
-            box.append((True, load(spec, kwargs, max_episode_steps)))
+            box.append((True, build()))
         except BaseException as error:  # handed to the caller
             box.append((False, error))
 

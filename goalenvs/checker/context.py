@@ -120,19 +120,22 @@ class Context:
     """What every check sees: the env, the settings, guarded env calls and a cache.
 
     ``factory(**kwargs)`` builds a fresh env of the same spec (used for render modes);
-    it is None when only an env object was given.
+    it is None when only an env object was given. For a vector env, ``single_factory()``
+    builds one single env of its kind, when one is known (None otherwise).
     """
 
     def __init__(
         self,
-        env: gym.Env,
-        factory: Callable[..., gym.Env] | None,
+        env: gym.Env | gym.vector.VectorEnv,
+        factory: Callable[..., Any] | None,
         steps: int,
         seed: int,
         timeout: float,
+        single_factory: Callable[[], gym.Env] | None = None,
     ) -> None:
-        self.env = env
+        self.env: Any = env
         self.factory = factory
+        self.single_factory = single_factory
         self.steps = steps
         self.seed = seed
         self.timeout = timeout

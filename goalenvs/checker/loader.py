@@ -8,17 +8,28 @@ SPEC forms:
 - ``package.module:ClassOrFactory``: an env class or a function returning an env;
 - ``path/to/file.py:ClassOrFactory``: the same, from a file.
 
-The forms are :mod:`goalenvs.envspec`'s, shared by every command.
+The forms are :mod:`goalenvs.envspec`'s, shared by every command. A class or factory may
+build a :class:`gymnasium.vector.VectorEnv`: it is detected and checked as one.
+:func:`load_vector` builds a vector env from any form: a registered id through
+``gym.make_vec`` (``num_envs``, ``vectorization_mode``, ``device``), a factory with those
+keywords, or gymnasium's ``SyncVectorEnv`` of a single env's copies.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
 from goalenvs import envspec
+from goalenvs.checker.vector_probe import VECTOR_ONLY_KWARGS, single_env_builder
+
+# Sub-envs of a registered id checked as a vector env when no --num-envs is given.
+DEFAULT_NUM_ENVS = 4
+VECTORIZATION_MODES = ("vector_entry_point", "sync", "async")
 
 
 class LoadError(Exception):
@@ -60,7 +71,8 @@ def load(
     spec: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None
 ) -> tuple[gym.Env, Callable, str]:
     """Builds the env of ``spec`` with ``kwargs`` (and gymnasium's time limit of
-    ``max_episode_steps``, as ``gym.make`` applies it, when given).
+    ``max_episode_steps``, as ``gym.make`` applies it, when given): a single env, or the
+    vector env a class or factory builds (:func:`load_vector` builds one from any form).
 
     Returns ``(env, factory, name)``, where ``factory(**extra)`` builds another env with
     the same kwargs plus ``extra`` (the render check uses ``render_mode=...``).
@@ -82,9 +94,206 @@ def load(
         raise LoadError(str(error)) from None
     except Exception as error:
         raise LoadError(f"building {spec} failed: {envspec.describe_error(error)}") from error
-    if isinstance(env, gym.vector.VectorEnv) or not isinstance(env, gym.Env):
+    if not isinstance(env, (gym.Env, gym.vector.VectorEnv)):
         raise LoadError(
-            f"{spec} built a {type(env).__name__}; expected a single gymnasium.Env "
-            "(check a vector env's single-env id instead)"
+            f"{spec} built a {type(env).__name__}; expected a gymnasium.Env or a "
+            "gymnasium.vector.VectorEnv"
         )
     return env, make, name
+
+
+@dataclass
+class LoadedVector:
+    """A vector env built by :func:`load_vector`.
+
+    ``factory(**extra)`` builds another with the same arguments; ``single()`` builds one
+    single env of its kind when one is known (for ``vector.single_equal`` and the goal
+    functions of an AsyncVectorEnv); ``notes`` are one line each on what was built
+    instead of what was asked (a SyncVectorEnv for an id with no vector entry point, two
+    sub-envs for ``num_envs=1``).
+    """
+
+    env: gym.vector.VectorEnv
+    factory: Callable[..., gym.vector.VectorEnv]
+    name: str
+    single: Callable[[], gym.Env] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def load_vector(
+    spec: str,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    num_envs: int | None = None,
+    device: str | None = None,
+    vectorization_mode: str | None = None,
+    single: str | None = None,
+) -> LoadedVector:
+    """Builds the vector env of ``spec``.
+
+    A registered id goes through ``gym.make_vec(spec, num_envs=num_envs,
+    vectorization_mode=vectorization_mode, device=device, **kwargs)`` (``num_envs``
+    defaults to :data:`DEFAULT_NUM_ENVS`; an id with no vector entry point gets
+    gymnasium's SyncVectorEnv, and a note says so). A class or factory is called with
+    ``kwargs`` plus ``num_envs`` and ``device`` where given; one that builds a single env
+    is vectorized by SyncVectorEnv. ``num_envs=1`` becomes 2 (one sub-env hides the
+    defects between sub-envs), with a note. ``single`` names the single env the vector
+    env must equal (any spec form); by default an id with both entry points gives it.
+    Raises :class:`LoadError` with one line naming the argument and what was expected.
+    """
+    kwargs = dict(kwargs or {})
+    notes: list[str] = []
+    if num_envs is not None:
+        if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
+            raise LoadError(f"--num-envs {num_envs!r}: expected a positive integer")
+        if num_envs == 1:
+            notes.append(
+                "--num-envs 1 hides the defects between sub-envs (one sub-env's actions or "
+                "success reaching another, a shared step counter or goal draw, a reduction "
+                "over the batch axis); checking with --num-envs 2"
+            )
+            num_envs = 2
+    if vectorization_mode is not None and vectorization_mode not in VECTORIZATION_MODES:
+        raise LoadError(
+            f"--vectorization-mode {vectorization_mode!r}: expected one of "
+            f"{', '.join(VECTORIZATION_MODES)}"
+        )
+    try:
+        resolved = envspec.resolve(spec)
+    except envspec.EnvSpecError as error:
+        raise LoadError(str(error)) from None
+    if resolved.factory is None:
+        loaded = _vector_of_id(resolved, kwargs, num_envs, device, vectorization_mode, notes)
+    else:
+        loaded = _vector_of_factory(resolved, kwargs, num_envs, device, vectorization_mode, notes)
+    if single is not None:
+        loaded.single = _single_of(single, kwargs)
+    return loaded
+
+
+def _vector_of_id(
+    resolved: envspec.ResolvedEnv,
+    kwargs: dict[str, Any],
+    num_envs: int | None,
+    device: str | None,
+    mode: str | None,
+    notes: list[str],
+) -> LoadedVector:
+    spec = resolved.spec
+    n = DEFAULT_NUM_ENVS if num_envs is None else num_envs
+    if mode is None:
+        mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
+        if mode == "sync":
+            notes.append(
+                f"{resolved.name} has no vector entry point: checking gymnasium's "
+                f"SyncVectorEnv of {n} copies of its single env"
+            )
+    if mode == "vector_entry_point" and spec.vector_entry_point is None:
+        raise LoadError(
+            f"--vectorization-mode vector_entry_point: {resolved.name} has no vector entry "
+            "point; use sync or async"
+        )
+    if device is not None:
+        if mode != "vector_entry_point":
+            raise LoadError(
+                f"--device {device}: {resolved.name}'s {mode} vector env steps single numpy "
+                "envs; --device needs a vector entry point that takes device="
+            )
+        kwargs = {**kwargs, "device": device}
+
+    def make(**extra: Any) -> gym.vector.VectorEnv:
+        return gym.make_vec(spec, num_envs=n, vectorization_mode=mode, **{**kwargs, **extra})
+
+    env = _build(resolved.text, make)
+    single = None
+    if mode != "sync" and spec.entry_point is not None:
+        # A native twin must equal its single env; an AsyncVectorEnv's goal functions
+        # are read from a single env here (its own sub-envs live in other processes).
+        single = single_env_builder(spec, {**spec.kwargs, **kwargs})
+    return LoadedVector(env, make, resolved.name, single, notes)
+
+
+def _vector_of_factory(
+    resolved: envspec.ResolvedEnv,
+    kwargs: dict[str, Any],
+    num_envs: int | None,
+    device: str | None,
+    mode: str | None,
+    notes: list[str],
+) -> LoadedVector:
+    factory = resolved.factory
+    assert factory is not None
+    extra: dict[str, Any] = {}
+    for name, value in (("num_envs", num_envs), ("device", device)):
+        if value is not None and _accepts(factory, name):
+            extra[name] = value
+
+    def make(**more: Any) -> Any:
+        return factory(**{**kwargs, **extra, **more})
+
+    env = _build(resolved.text, make)
+    if isinstance(env, gym.vector.VectorEnv):
+        if num_envs is not None and "num_envs" not in extra and env.num_envs != num_envs:
+            notes.append(
+                f"{resolved.name} takes no num_envs argument: checking its {env.num_envs} sub-envs"
+            )
+        return LoadedVector(env, make, resolved.name, None, notes)
+    if not isinstance(env, gym.Env):
+        raise LoadError(
+            f"{resolved.text} built a {type(env).__name__}; expected a gymnasium.Env or a "
+            "gymnasium.vector.VectorEnv"
+        )
+    if device is not None:
+        raise LoadError(
+            f"--device {device}: {resolved.name} builds a single env, and gymnasium's "
+            "SyncVectorEnv of it steps numpy envs; drop --device"
+        )
+    env.close()
+    n = DEFAULT_NUM_ENVS if num_envs is None else num_envs
+    notes.append(
+        f"{resolved.name} builds a single env: checking gymnasium's "
+        f"{'AsyncVectorEnv' if mode == 'async' else 'SyncVectorEnv'} of {n} copies"
+    )
+    vector_cls = gym.vector.AsyncVectorEnv if mode == "async" else gym.vector.SyncVectorEnv
+
+    def make_vector(**more: Any) -> gym.vector.VectorEnv:
+        return vector_cls([lambda: make(**more)] * n)
+
+    vector = _build(resolved.text, make_vector)
+    single = (lambda: make()) if mode == "async" else None
+    return LoadedVector(vector, make_vector, resolved.name, single, notes)
+
+
+def _accepts(factory: Callable[..., Any], name: str) -> bool:
+    """Whether ``factory`` takes the keyword ``name`` (or any keyword)."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _build(text: str, make: Callable[[], Any]) -> Any:
+    try:
+        return make()
+    except envspec.EnvSpecError as error:
+        raise LoadError(str(error)) from None
+    except LoadError:
+        raise
+    except Exception as error:
+        raise LoadError(f"building {text} failed: {envspec.describe_error(error)}") from error
+
+
+def _single_of(text: str, kwargs: dict[str, Any]) -> Callable[[], gym.Env]:
+    """Builds the single env named by ``--single`` with the vector env's kwargs less the
+    vector-only ones."""
+    try:
+        spec = envspec.env_spec(text)
+    except envspec.EnvSpecError as error:
+        raise LoadError(f"--single {text}: {error}") from None
+    single_kwargs = {k: v for k, v in kwargs.items() if k not in VECTOR_ONLY_KWARGS}
+
+    def make() -> gym.Env:
+        return gym.make(spec, **single_kwargs)
+
+    return make

@@ -18,29 +18,40 @@ if TYPE_CHECKING:
 # At most this many findings are kept per check; the rest are counted.
 MAX_FINDINGS = 20
 
+# What a check applies to: "env", a single gymnasium.Env; "vector", a
+# gymnasium.vector.VectorEnv (numpy, or torch on a device).
+TARGETS = ("env", "vector")
+
 
 @dataclass(frozen=True)
 class Check:
-    """A registered check: stable id, severity, one-line title and the function."""
+    """A registered check: stable id, severity, one-line title, the function and the
+    kinds of env it applies to (:data:`TARGETS`)."""
 
     id: str
     severity: str
     title: str
     func: Callable[[Context, Outcome], None]
+    targets: tuple[str, ...] = ("env",)
 
 
 CHECKS: dict[str, Check] = {}
 
 
-def register(check_id: str, severity: str, title: str) -> Callable:
-    """Decorator that registers ``func(ctx, out)`` as check ``check_id``."""
+def register(
+    check_id: str, severity: str, title: str, targets: tuple[str, ...] = ("env",)
+) -> Callable:
+    """Decorator that registers ``func(ctx, out)`` as check ``check_id``; ``targets`` says
+    whether it checks single envs, vector envs or both."""
     if severity not in SEVERITIES:
         raise ValueError(f"severity={severity!r} is not valid; expected one of {SEVERITIES}")
+    if not targets or any(t not in TARGETS for t in targets):
+        raise ValueError(f"targets={targets!r} is not valid; expected a tuple from {TARGETS}")
 
     def decorate(func: Callable[[Context, Outcome], None]) -> Callable:
         if check_id in CHECKS:
             raise ValueError(f"check id {check_id!r} is registered twice")
-        CHECKS[check_id] = Check(check_id, severity, title, func)
+        CHECKS[check_id] = Check(check_id, severity, title, func, tuple(targets))
         return func
 
     return decorate

@@ -24,6 +24,7 @@ from goalenvs.checker.context import (
 )
 from goalenvs.checker.registry import CHECKS, Check, Outcome
 from goalenvs.checker.report import CheckResult, Report
+from goalenvs.checker.vector_probe import declared_mode, is_vector_env, single_env_factory
 
 __all__ = ["GoalEnvCheckError", "assert_goal_env", "check_goal_env"]
 
@@ -61,29 +62,40 @@ def _run_one(ctx: Context, check: Check) -> CheckResult:
 
 
 def check_goal_env(
-    env: gym.Env,
+    env: gym.Env | gym.vector.VectorEnv,
     *,
     steps: int = 200,
     seed: int = 0,
     timeout: float = 10.0,
-    factory: Callable[..., gym.Env] | None = None,
+    factory: Callable[..., Any] | None = None,
     checks: list[str] | None = None,
     env_name: str | None = None,
+    single: Callable[[], gym.Env] | None = None,
 ) -> Report:
     """Checks ``env`` against the goal-env contract and returns a :class:`Report`.
+
+    A vector env (a :class:`gymnasium.vector.VectorEnv`: ``gym.make_vec``, a native twin,
+    numpy or torch on a device) is detected and gets the vector checks (``vector.*``,
+    docs/checks.md's "Vector envs"); a single env gets the others.
 
     Args:
         env: the env to check, wrapped or not (goal methods are read with
             ``env.get_wrapper_attr``). It is reset and stepped; it is not closed.
-        steps: env steps of the main random-action rollout (later checks replay part of it).
+        steps: env steps of the main random-action rollout (later checks replay part of it);
+            for a vector env, batched steps, and at least two episodes of its declared
+            length.
         seed: seeds the rollouts, the action space and the checker's own random draws.
         timeout: seconds one env call may take before it is a finding and the env is
             abandoned.
         factory: builds a fresh env with extra keyword arguments (``render_mode=...``);
             by default ``gym.make(env.spec, ...)`` when the env has a spec, else only the
             env's own render mode is checked.
-        checks: ids of the checks to run (default: all).
+        checks: ids of the checks to run (default: all that apply to the env).
         env_name: the name shown in the report.
+        single: for a vector env, builds one single env of its kind; the vector env's
+            first sub-envs must then equal gymnasium's ``SyncVectorEnv`` of it under the
+            same seeds and actions (``vector.single_equal``). By default it is built from
+            the spec of an id with both entry points (``gym.make_vec`` of a native twin).
     """
     if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
@@ -91,19 +103,33 @@ def check_goal_env(
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    selected = list(CHECKS) if checks is None else list(checks)
+    target = "vector" if is_vector_env(env) else "env"
+    applicable = [c for c in CHECKS if target in CHECKS[c].targets]
+    selected = applicable if checks is None else list(checks)
     unknown = [c for c in selected if c not in CHECKS]
     if unknown:
         raise ValueError(f"checks={unknown} are not check ids; expected ids from {list(CHECKS)}")
+    misplaced = [c for c in selected if c not in applicable]
+    if misplaced:
+        kind = "a vector env" if target == "vector" else "a single env"
+        raise ValueError(
+            f"checks={misplaced} do not apply to {kind}; expected ids from {applicable}"
+        )
 
     spec = getattr(env, "spec", None)
-    if factory is None and spec is not None:
+    settings: dict[str, Any] = {"steps": int(steps), "seed": int(seed), "timeout": float(timeout)}
+    if target == "vector":
+        settings["num_envs"] = int(getattr(env, "num_envs", 0))
+        settings["autoreset_mode"] = declared_mode(env)[0].name.lower()
+        if single is None:
+            single = single_env_factory(env)
+    elif factory is None and spec is not None:
         # A registered env can be rebuilt, with another render mode, from its spec.
         def factory(**kwargs: Any) -> gym.Env:
             return gym.make(spec, **kwargs)
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    ctx = Context(env, factory, int(steps), int(seed), float(timeout))
+    ctx = Context(env, factory, int(steps), int(seed), float(timeout), single)
     results = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -131,7 +157,7 @@ def check_goal_env(
         results,
         cpu_seconds=time.process_time() - cpu0,
         wall_seconds=time.perf_counter() - wall0,
-        settings={"steps": int(steps), "seed": int(seed), "timeout": float(timeout)},
+        settings=settings,
         probe=probe.summary() if probe is not None else None,
         facts=dict(ctx.facts),
     )
@@ -153,7 +179,9 @@ class GoalEnvCheckError(AssertionError):
         self.report = report
 
 
-def assert_goal_env(env: gym.Env, *, strict: bool = False, **kwargs: Any) -> Report:
+def assert_goal_env(
+    env: gym.Env | gym.vector.VectorEnv, *, strict: bool = False, **kwargs: Any
+) -> Report:
     """Asserts that ``env`` passes :func:`check_goal_env` (for users' own test suites).
 
     Raises :class:`GoalEnvCheckError` (an AssertionError) listing every error, and every

@@ -54,8 +54,9 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     (``max_episode_steps``) and the autoreset modes ``next_step`` (gymnasium's default:
     the step after an episode ends resets that sub-env and returns reward 0),
     ``same_step`` (the finished sub-env resets inside the step; its last observation is in
-    ``info["final_obs"]``) and ``disabled`` (the caller resets with
-    ``reset(options={"reset_mask": mask})``).
+    ``info["final_obs"]``, an object array, and its last info in ``info["final_info"]``,
+    a dict of batched arrays with ``_key`` masks, as gymnasium's SyncVectorEnv) and
+    ``disabled`` (the caller resets with ``reset(options={"reset_mask": mask})``).
 
     ``device``: None (the default) keeps state and results in numpy arrays. A torch
     device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``) keeps the state as
@@ -396,11 +397,17 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         done = terminated | truncated
         if self.autoreset_mode == AutoresetMode.SAME_STEP and self.backend.any(done):
             index = self.backend.where_true(done)
-            final_obs = np.empty(self.num_envs, dtype=object)
-            final_info = np.empty(self.num_envs, dtype=object)
+            # gymnasium 1.x's forms: final_obs an object array of the ended sub-envs' last
+            # observations (None elsewhere); final_info a dict of batched arrays, each
+            # with its "_key" mask of the ended sub-envs (zeros elsewhere).
+            final_obs = np.full(self.num_envs, None, dtype=object)
             for i in index.tolist():
                 final_obs[i] = {k: self.fresh(v[i]) for k, v in obs.items()}
-                final_info[i] = {k: self.fresh(v[i]) for k, v in info.items()}
+            final_info: dict[str, Any] = {}
+            for key, value in info.items():
+                last = self.fresh(value)
+                last[~done] = 0
+                final_info[key], final_info["_" + key] = last, self.fresh(done)
             self._reset_envs(index, None)
             self.elapsed_steps[index] = 0
             fresh_obs, fresh_info = self._observation(), self._step_info()

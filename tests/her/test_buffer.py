@@ -784,7 +784,7 @@ def test_fed_by_a_native_vector_env_with_terminations_and_saved_with_its_infos(
         for i in np.flatnonzero(terminated | truncated):  # same-step autoreset
             for key in next_obs:
                 next_obs[key][i] = info["final_obs"][i][key]
-            success[i] = info["final_info"][i]["is_success"]
+            success[i] = info["final_info"]["is_success"][i]
         infos = {"is_success": success}
         buffer.add(obs, next_obs, action, reward, terminated, truncated, infos)
         ends["terminated"] += int(terminated.sum())

@@ -61,7 +61,7 @@ def test_config_json_records_every_resolved_choice_and_the_machine(tmp_path, cap
 
 
 def test_show_config_prints_the_plan_as_json(capsys):
-    assert main(["train", "goalenvs/PointReach-v0", "--show-config"]) == 0
+    assert main(["train", "goalenvs/PointReach-v0", "--precision", "auto", "--show-config"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["precision"] == "auto"  # the config as asked
     assert shown["plan"]["precision"] in ("bf16", "fp32")  # and what it resolves to here

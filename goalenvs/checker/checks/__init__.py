@@ -19,6 +19,7 @@ from goalenvs.checker.checks.reward import *  # noqa: F403
 from goalenvs.checker.checks.spaces import *  # noqa: F403
 from goalenvs.checker.checks.success import *  # noqa: F403
 from goalenvs.checker.checks.termination import *  # noqa: F403
+from goalenvs.checker.checks.vector import *  # noqa: F403
 from goalenvs.checker.registry import CHECKS
 
 __all__ = ["CHECKS", "FAMILIES"]
@@ -35,6 +36,7 @@ FAMILIES = (
     "near_goal",
     "render",
     "compat",
+    "vector",
     "gymnasium_checks",
 )
 

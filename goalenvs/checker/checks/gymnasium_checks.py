@@ -65,7 +65,12 @@ def check_gym_notes(ctx: Context, out: Outcome) -> None:
         )
 
 
-@register("api.timeout", "error", "every env call returns within the timeout")
+@register(
+    "api.timeout",
+    "error",
+    "every env call returns within the timeout",
+    targets=("env", "vector"),
+)
 def check_timeout(ctx: Context, out: Outcome) -> None:
     for message in ctx.timeouts:
         out.fail(message + ": the env was abandoned and the checks that need it were skipped")

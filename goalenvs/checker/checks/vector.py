@@ -1,0 +1,1325 @@
+"""Checks of vector envs: batched goal envs as HER buffers are fed from them.
+
+A :class:`gymnasium.vector.VectorEnv` (``gym.make_vec``, a native twin, an Isaac Lab,
+ManiSkill or Brax-style env, numpy or torch on a device) is driven by a seeded random
+rollout (:func:`goalenvs.checker.vector_probe.vector_rollout`), replayed with the same
+seed, and replayed again with only sub-env 0's actions changed. What each check finds
+corrupts what a HER buffer stores without an error: a last observation lost or
+overwritten at autoreset, a reward paid for the next episode's start, a goal redrawn
+mid-episode, one sub-env's actions or success reaching another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from goalenvs.checker.context import Context, SkipCheckError
+from goalenvs.checker.probe import ATOL, RTOL, fmt
+from goalenvs.checker.registry import Outcome, register
+from goalenvs.checker.vector_probe import (
+    SINGLE_ROWS,
+    GoalMethods,
+    VecRun,
+    declared_limit,
+    declared_mode,
+    drive,
+    goal_methods,
+    info_argument,
+    is_tensor,
+    listing,
+    num_envs,
+    other_action,
+    replay,
+    row_infos,
+    single_space,
+    stacked,
+    stacked_info,
+    to_numpy,
+    vector_rollout,
+)
+from goalenvs.core import GOAL_KEYS
+
+VECTOR = ("vector",)
+_MODE_NAMES = {
+    AutoresetMode.NEXT_STEP: "next-step",
+    AutoresetMode.SAME_STEP: "same-step",
+    AutoresetMode.DISABLED: "disabled",
+}
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _run(ctx: Context) -> VecRun:
+    """The shared rollout; skipped when it has no step to read."""
+    run = vector_rollout(ctx)
+    if not run.steps:
+        raise SkipCheckError(f"the rollout has no step ({run.stopped}; see vector.result_batch)")
+    return run
+
+
+def _goals(run: VecRun) -> tuple[np.ndarray, np.ndarray]:
+    achieved, desired = stacked(run, "achieved_goal"), stacked(run, "desired_goal")
+    if achieved is None or desired is None:
+        raise SkipCheckError("the observations do not stack into batches (see vector.obs_batch)")
+    return achieved, desired
+
+
+def rows_equal(a: Any, b: Any) -> np.ndarray:
+    """Per row (first axis): whether two batches hold the same values (NaN equals NaN)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return np.zeros(len(a) if a.ndim else 1, bool)
+    same = a == b
+    if a.dtype.kind in "fc":
+        same |= np.isnan(a) & np.isnan(b)
+    return same.reshape(len(a), -1).all(axis=1) if a.ndim > 1 else same
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return np.isclose(a, b, atol=ATOL, rtol=RTOL, equal_nan=True)
+
+
+def _mode_name(mode: AutoresetMode) -> str:
+    return _MODE_NAMES.get(mode, str(mode))
+
+
+def _new_starts(run: VecRun, t: int) -> np.ndarray:
+    """Rows whose returned observation at step ``t`` is a new episode's first."""
+    if run.mode == AutoresetMode.NEXT_STEP:
+        return run.reset_rows(t)
+    if run.mode == AutoresetMode.SAME_STEP:
+        return run.steps[t].done.copy()
+    return np.zeros(run.num_envs, bool)
+
+
+# --------------------------------------------------------------------------- the batch
+
+
+@register(
+    "vector.num_envs",
+    "warning",
+    "the vector env has two sub-envs or more",
+    VECTOR,
+)
+def check_num_envs(ctx: Context, out: Outcome) -> None:
+    if num_envs(ctx) == 1:
+        out.fail(
+            "num_envs=1: defects between sub-envs cannot show with one (one sub-env's actions "
+            "or success reaching another, a step counter or goal draw shared by all, a "
+            "reduction over the batch axis); check with num_envs=2 or more "
+            "(goalenvs check ID --num-envs 4)"
+        )
+
+
+@register(
+    "vector.spaces",
+    "error",
+    "the batched spaces are the single spaces batched num_envs times",
+    VECTOR,
+)
+def check_vector_spaces(ctx: Context, out: Outcome) -> None:
+    env = ctx.env
+    n = getattr(env, "num_envs", None)
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+        out.fail(f"num_envs is {n!r}, expected a positive int")
+        return
+    single_obs = getattr(env, "single_observation_space", None)
+    single_act = getattr(env, "single_action_space", None)
+    if not isinstance(single_obs, spaces.Dict) or any(
+        k not in single_obs.spaces for k in GOAL_KEYS
+    ):
+        out.fail(
+            f"single_observation_space is {fmt(single_obs)}, expected Dict(observation=..., "
+            "achieved_goal=..., desired_goal=...): one sub-env's goal Dict"
+        )
+    else:
+        ag, dg = single_obs["achieved_goal"], single_obs["desired_goal"]
+        if type(ag) is not type(dg) or ag.shape != dg.shape or ag.dtype != dg.dtype:
+            out.fail(
+                f"single_observation_space's achieved_goal is {ag!r} but desired_goal is "
+                f"{dg!r}: a relabeled goal would not fit"
+            )
+    for name, batched, single in (
+        ("observation_space", getattr(env, "observation_space", None), single_obs),
+        ("action_space", getattr(env, "action_space", None), single_act),
+    ):
+        if not isinstance(single, spaces.Space):
+            out.fail(f"single_{name} is {single!r}, expected a gymnasium space")
+            continue
+        expected = batch_space(single, int(n))
+        if batched != expected:
+            detail = _space_difference(batched, expected)
+            out.fail(
+                f"{name} is not single_{name} batched {n} times: {detail} "
+                f"(gymnasium.vector.utils.batch_space(single_{name}, {n}) builds it)"
+            )
+
+
+def _space_difference(batched: Any, expected: spaces.Space) -> str:
+    if isinstance(expected, spaces.Dict) and isinstance(batched, spaces.Dict):
+        keys = set(expected.spaces) ^ set(batched.spaces)
+        if keys:
+            return f"its keys are {sorted(batched.spaces)}, expected {sorted(expected.spaces)}"
+        for key, space in expected.spaces.items():
+            if batched[key] != space:
+                return f"[{key!r}] is {_brief(batched[key])}, expected {_brief(space)}"
+    return f"it is {_brief(batched)}, expected {_brief(expected)}"
+
+
+def _brief(space: Any) -> str:
+    if isinstance(space, spaces.Box):
+        return f"Box(shape={space.shape}, dtype={space.dtype})"
+    text = repr(space)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+@register(
+    "vector.result_batch",
+    "error",
+    "reset and step return gymnasium's vector API with one value per sub-env",
+    VECTOR,
+)
+def check_result_batch(ctx: Context, out: Outcome) -> None:
+    run = vector_rollout(ctx)
+    for where, message in run.problems:
+        cause = run.cause if "raised" in message else None
+        out.fail(message, where, cause=cause)
+
+
+def _batches(run: VecRun) -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = [("reset", run.reset_obs)]
+    for t, step in enumerate(run.steps):
+        found.append(
+            (run.where(t) if run.mode != AutoresetMode.SAME_STEP else _same_where(run, t), step.obs)
+        )
+        if step.mask_reset_obs is not None:
+            found.append(
+                (f"reset(options={{'reset_mask': ...}}) after step {t}", step.mask_reset_obs)
+            )
+    return found
+
+
+def _same_where(run: VecRun, t: int) -> str:
+    ended = np.flatnonzero(run.steps[t].done)
+    return f"step {t} (autoreset of sub-envs {listing(ended)})" if ended.size else f"step {t}"
+
+
+@register(
+    "vector.obs_batch",
+    "error",
+    "every observation batch has num_envs rows of the single space's shape and dtype",
+    VECTOR,
+)
+def check_obs_batch(ctx: Context, out: Outcome) -> None:
+    space = single_space(ctx)
+    run = vector_rollout(ctx)
+    n = run.num_envs
+    reported: set[tuple[str, str]] = set()
+
+    def fail(key: str, kind: str, message: str, where: str) -> None:
+        if (key, kind) not in reported:
+            reported.add((key, kind))
+            out.fail(message, where)
+
+    for where, obs in _batches(run):
+        if not isinstance(obs, Mapping):
+            fail("", "type", f"the observation is a {type(obs).__name__}, expected a dict", where)
+            continue
+        for key, sub in space.spaces.items():
+            if key not in obs:
+                fail(key, "missing", f"the observation has no {key!r} (keys {list(obs)})", where)
+                continue
+            value = np.asarray(obs[key])
+            shape = (n, *(sub.shape or ()))
+            if value.shape != shape:
+                fail(key, "shape", f"obs[{key!r}] has shape {value.shape}, expected {shape}", where)
+                continue
+            if sub.dtype is not None and value.dtype != sub.dtype:
+                fail(
+                    key,
+                    "dtype",
+                    f"obs[{key!r}] has dtype {value.dtype}, the space {sub.dtype}"
+                    + (
+                        ": the dtype drifts on autoreset steps (the new episodes' rows are "
+                        "built another way)"
+                        if "autoreset" in where or "reset_mask" in where
+                        else ""
+                    ),
+                    where,
+                )
+                continue
+            outside = _rows_outside(sub, value)
+            if outside.size:
+                i = int(outside[0])
+                fail(
+                    key,
+                    "bounds",
+                    f"obs[{key!r}] of sub-env {i} is {fmt(value[i])}, outside {_brief(sub)}"
+                    + (f" [{fmt(sub.low)}, {fmt(sub.high)}]" if isinstance(sub, spaces.Box) else "")
+                    + f" ({outside.size} of {n} rows)",
+                    where,
+                )
+
+
+def _rows_outside(space: spaces.Space, value: np.ndarray) -> np.ndarray:
+    if isinstance(space, spaces.Box):
+        inside = (value >= space.low) & (value <= space.high)
+        return np.flatnonzero(~inside.reshape(len(value), -1).all(axis=1))
+    return np.array(
+        [i for i in range(min(len(value), 64)) if not space.contains(value[i])], dtype=int
+    )
+
+
+@register(
+    "vector.obs_fresh",
+    "error",
+    "returned batches are fresh arrays, not views of env state changed by later steps",
+    VECTOR,
+)
+def check_vector_obs_fresh(ctx: Context, out: Outcome) -> None:
+    run = _run(ctx)
+    seen: set[str] = set()
+    for where, name in run.fresh_problems:
+        if "final_obs" in name or name in seen:
+            continue  # final_obs: vector.final_obs
+        seen.add(name)
+        out.fail(
+            f"{name} returned at {where} changed when the env stepped again: it is a view "
+            "of env state (a buffer storing the reference stores the wrong value); return "
+            "a copy (.copy(), .clone())",
+            where,
+        )
+
+
+# --------------------------------------------------------------------------- autoreset
+
+
+@register(
+    "vector.autoreset_mode",
+    "error",
+    "the env resets ended sub-envs the way metadata['autoreset_mode'] declares",
+    VECTOR,
+)
+def check_autoreset_mode(ctx: Context, out: Outcome) -> None:
+    mode, problem = declared_mode(ctx.env)
+    if problem:
+        out.fail(problem)
+    single_space(ctx)
+    run = _run(ctx)
+    for where, message in run.problems:
+        if "reset_mask" in where:
+            out.fail(
+                f"the env declares disabled autoreset, but {message}: with disabled "
+                "autoreset the user resets ended sub-envs with reset(options={'reset_mask': m})",
+                where,
+            )
+    events = [(t, int(i)) for t, s in enumerate(run.steps[:-1]) for i in np.flatnonzero(s.done)]
+    if not events:
+        if not out.failed:
+            raise SkipCheckError(
+                f"no episode ended in the rollout's {len(run.steps)} steps (--steps)"
+            )
+        return
+    name = _mode_name(mode)
+    dg = "desired_goal"
+    # Rows whose returned observation at the step that ended them already holds another
+    # desired goal than the episode's: the env restarted them in that very step.
+    moved = [
+        (t, i)
+        for t, i in events
+        if not np.array_equal(run.steps[t].obs[dg][i], run.start_obs(t)[dg][i])
+    ]
+    in_place = mode in (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED)
+    if in_place and moved and 2 * len(moved) >= len(events):
+        t, i = moved[0]
+        s = run.steps[t]
+        finals = " (and its info carries final_obs)" if s.final_present else ""
+        out.fail(
+            f"the env declares {name} autoreset but restarts sub-envs in the step that "
+            f"ends their episode (same-step): at step {t} sub-env {i} ended "
+            f"(terminated={bool(s.terminated[i])}, truncated={bool(s.truncated[i])}) and "
+            f"the row returned already holds desired_goal {fmt(s.obs[dg][i])}, the "
+            f"episode's was {fmt(run.start_obs(t)[dg][i])}{finals} ({len(moved)} of "
+            f"{len(events)} ended episodes): a consumer pairs that step's terminated "
+            "with the next episode's first observation",
+            f"step {t}",
+        )
+    if mode == AutoresetMode.NEXT_STEP:
+        not_reset = [
+            (t, i)
+            for t, i in events
+            if run.steps[t + 1].reward[i] != 0
+            or run.steps[t + 1].terminated[i]
+            or run.steps[t + 1].truncated[i]
+        ]
+        if not_reset:
+            t, i = not_reset[0]
+            s = run.steps[t + 1]
+            out.fail(
+                f"sub-env {i} ended at step {t}; the step after it returned reward "
+                f"{fmt(s.reward[i])}, terminated={bool(s.terminated[i])}, "
+                f"truncated={bool(s.truncated[i])}: a next-step autoreset returns reward 0, "
+                f"False, False on the step that resets ({len(not_reset)} of {len(events)})",
+                f"step {t + 1}",
+            )
+    if mode == AutoresetMode.SAME_STEP:
+        looks_next = [
+            (t, i)
+            for t, i in events
+            if i not in _moved_rows(moved, t)
+            and run.steps[t + 1].reward[i] == 0
+            and not run.steps[t + 1].done[i]
+            and not np.array_equal(run.steps[t + 1].obs[dg][i], run.steps[t].obs[dg][i])
+        ]
+        if looks_next and 2 * len(looks_next) >= len(events):
+            t, i = looks_next[0]
+            out.fail(
+                f"the env declares same-step autoreset but resets on the step after an "
+                f"episode ends (next-step): sub-env {i} ended at step {t} and its row still "
+                f"held the ended episode's desired_goal {fmt(run.steps[t].obs[dg][i])}; step "
+                f"{t + 1} returned reward 0 and the new goal "
+                f"{fmt(run.steps[t + 1].obs[dg][i])} ({len(looks_next)} of {len(events)})",
+                f"step {t + 1}",
+            )
+    if mode == AutoresetMode.DISABLED:
+        _check_masked_resets(run, out)
+
+
+def _moved_rows(moved: list[tuple[int, int]], t: int) -> set[int]:
+    """The rows of ``moved`` at step ``t``."""
+    return {i for s, i in moved if s == t}
+
+
+def _check_masked_resets(run: VecRun, out: Outcome) -> None:
+    unchanged_everywhere = True
+    seen = 0
+    for t, s in enumerate(run.steps):
+        if s.mask_reset is None or not isinstance(s.mask_reset_obs, Mapping):
+            continue
+        seen += 1
+        mask = s.mask_reset
+        for key, before in s.obs.items():
+            after = s.mask_reset_obs.get(key)
+            if after is None or np.shape(after) != np.shape(before):
+                continue
+            same = rows_equal(before, after)
+            outside = np.flatnonzero(~mask & ~same)
+            if outside.size:
+                i = int(outside[0])
+                masked = listing(np.flatnonzero(mask))
+                out.fail(
+                    f"reset(options={{'reset_mask': m}}) after step {t} changed sub-envs "
+                    f"outside the mask ({listing(outside)}; m held {masked}): "
+                    f"obs[{key!r}] of sub-env {i} went from {fmt(before[i])} to {fmt(after[i])}",
+                    f"reset after step {t}",
+                )
+                return
+            if not same[mask].all():
+                unchanged_everywhere = False
+    if seen and unchanged_everywhere:
+        out.fail(
+            f"reset(options={{'reset_mask': m}}) returned the masked sub-envs' observations "
+            f"unchanged in all {seen} masked resets: the mask is ignored, and the ended "
+            "episodes go on"
+        )
+
+
+@register(
+    "vector.final_obs",
+    "error",
+    "same-step autoreset: final_obs and final_info hold each ended episode's last step",
+    VECTOR,
+)
+def check_final_obs(ctx: Context, out: Outcome) -> None:
+    space = single_space(ctx)
+    run = _run(ctx)
+    if run.mode != AutoresetMode.SAME_STEP:
+        raise SkipCheckError(
+            f"the env declares {_mode_name(run.mode)} autoreset; final_obs is same-step's"
+        )
+    ends = [t for t, s in enumerate(run.steps) if s.done.any()]
+    if not ends:
+        raise SkipCheckError(f"no episode ended in the rollout's {len(run.steps)} steps")
+    dg = "desired_goal"
+    reported: set[str] = set()
+
+    def fail(kind: str, message: str, where: str) -> None:
+        if kind not in reported:
+            reported.add(kind)
+            out.fail(message, where)
+
+    for t in ends:
+        s = run.steps[t]
+        rows = np.flatnonzero(s.done)
+        where = f"step {t}"
+        if not s.final_present:
+            fail(
+                "missing",
+                f"step {t} ended sub-envs {listing(rows)} and returned their next episodes' "
+                "first observations, but its info has no final_obs: the last observation of "
+                "each ended episode is lost (HER relabels with a goal never reached; a "
+                "truncation bootstraps from the next episode's start)",
+                where,
+            )
+            continue
+        if s.final_obs_mask is not None and not np.array_equal(
+            np.asarray(s.final_obs_mask, bool).reshape(-1), s.done
+        ):
+            fail(
+                "mask",
+                f"info['_final_obs'] is {fmt(s.final_obs_mask)}, but the sub-envs that ended "
+                f"are {listing(rows)}",
+                where,
+            )
+        start = run.start_obs(t)
+        for i in rows.tolist():
+            final = s.final_obs.get(i)
+            if not isinstance(final, Mapping) or any(k not in final for k in GOAL_KEYS):
+                fail(
+                    "form",
+                    f"info['final_obs'][{i}] is {fmt(final)}, expected sub-env {i}'s last "
+                    "observation (a goal dict)",
+                    where,
+                )
+                continue
+            for key, sub in space.spaces.items():
+                if key in final and np.shape(final[key]) != sub.shape:
+                    fail(
+                        "shape",
+                        f"info['final_obs'][{i}][{key!r}] has shape {np.shape(final[key])}, "
+                        f"expected {sub.shape}",
+                        where,
+                    )
+            if not np.array_equal(np.asarray(final[dg]), start[dg][i]):
+                same_as_new = all(
+                    np.array_equal(np.asarray(final[k]), s.obs[k][i]) for k in GOAL_KEYS
+                )
+                fail(
+                    "value",
+                    f"info['final_obs'][{i}]['desired_goal'] is {fmt(final[dg])}, but sub-env "
+                    f"{i}'s episode had desired_goal {fmt(start[dg][i])}"
+                    + (
+                        ": it holds the next episode's first observation (a view of the "
+                        "state the reset overwrote; copy it before the reset)"
+                        if same_as_new
+                        else ": it is not the observation that ended the episode"
+                    ),
+                    where,
+                )
+        if not s.final_info_present:
+            fail(
+                "info",
+                f"step {t} ended sub-envs {listing(rows)} but its info has no final_info: "
+                "their last info (is_success, the terms compute_reward reads) is lost",
+                where,
+            )
+        elif s.final_info_mask is not None and not np.array_equal(
+            np.asarray(s.final_info_mask, bool).reshape(-1), s.done
+        ):
+            fail(
+                "info_mask",
+                f"info['_final_info'] is {fmt(s.final_info_mask)}, but the sub-envs that "
+                f"ended are {listing(rows)}",
+                where,
+            )
+    for where, name in run.fresh_problems:
+        if "final_obs" in name:
+            fail(
+                "fresh",
+                f"{name} returned at {where} changed when the env stepped again: it is a "
+                "view of env state; copy the last observation before the reset",
+                where,
+            )
+
+
+# --------------------------------------------------------------------------- goal functions
+
+
+def _methods(ctx: Context, name: str) -> tuple[GoalMethods, Any]:
+    methods = goal_methods(ctx)
+    fn = {
+        "compute_reward": methods.reward,
+        "compute_terminated": methods.terminated,
+        "compute_truncated": methods.truncated,
+    }[name]
+    if fn is None:
+        if name == "compute_reward" and methods.source == "" and ctx.single_factory is None:
+            unwrapped = getattr(ctx.env, "unwrapped", ctx.env)
+            if isinstance(unwrapped, gym.vector.AsyncVectorEnv):
+                raise SkipCheckError(
+                    "AsyncVectorEnv's sub-envs live in other processes and no single env is "
+                    "known to read compute_reward from (check with vectorization_mode='sync')"
+                )
+        raise SkipCheckError(f"no {name} found on the vector env or its sub-env 0")
+    return methods, fn
+
+
+def _step_rows(run: VecRun) -> tuple[np.ndarray, np.ndarray]:
+    """(rows whose step result is read from the returned observation, rows that ended
+    with a same-step autoreset), each a (T, N) mask."""
+    normal = np.stack([~run.reset_rows(t) for t in range(len(run.steps))])
+    finals = np.zeros_like(normal)
+    if run.mode == AutoresetMode.SAME_STEP:
+        finals = np.stack([s.done for s in run.steps]) & normal
+        normal &= ~finals
+    return normal, finals
+
+
+def _info_for(run: VecRun, methods: GoalMethods, mask: np.ndarray) -> Any:
+    """The info of the masked (t, i) rows, in the form the goal functions take."""
+    n = run.num_envs
+    if methods.per_row:
+        rows: list[dict[str, Any]] = []
+        for t, s in enumerate(run.steps):
+            index = np.flatnonzero(mask[t])
+            if index.size:
+                rows += row_infos(s.info, n, index.tolist())
+        return rows
+    keys = [k for k in run.steps[0].info if not k.startswith("_")]
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = stacked_info(run, key)
+        if values is not None:
+            out[key] = run.arrays(values[mask])
+    return out
+
+
+def _final_inputs(
+    run: VecRun, methods: GoalMethods, finals: np.ndarray
+) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray, Any]:
+    where: list[tuple[int, int]] = []
+    achieved, desired, infos = [], [], []
+    n = run.num_envs
+    for t, s in enumerate(run.steps):
+        for i in np.flatnonzero(finals[t]).tolist():
+            final = s.final_obs.get(i)
+            if not isinstance(final, Mapping) or "achieved_goal" not in final:
+                continue
+            where.append((t, i))
+            achieved.append(np.asarray(final["achieved_goal"]))
+            desired.append(np.asarray(final["desired_goal"]))
+            info = row_infos(s.info, n, [i])[0]
+            info.update(s.final_info.get(i, {}))
+            infos.append(info)
+    if not where:
+        return where, np.zeros(0), np.zeros(0), None
+    info_arg = info_argument(methods, infos, run.arrays)
+    return where, np.stack(achieved), np.stack(desired), info_arg
+
+
+def _goal_values(
+    ctx: Context, fn: Any, name: str, run: VecRun, ag: np.ndarray, dg: np.ndarray, info: Any
+) -> np.ndarray | None:
+    """``fn`` of a flat batch of goal pairs as numpy, a constant broadcast for the flags
+    (Fetch's ``compute_terminated`` returns ``False`` for any batch); None when the
+    result does not hold one value per pair (``vector.goal_batch`` says why)."""
+    result = np.asarray(
+        to_numpy(ctx.call(f"{name} of {len(ag)} rows", fn, run.arrays(ag), run.arrays(dg), info))
+    )
+    if result.size == 1 and name != "compute_reward":
+        result = np.broadcast_to(result.reshape(()), (len(ag),))
+    return result if result.shape == (len(ag),) else None
+
+
+def _match(ctx: Context, out: Outcome, name: str, field: str) -> None:
+    """Each step's ``field`` equals ``name`` of the goals it came from: the returned ones
+    for the rows that stepped, ``final_obs`` for the rows a same-step autoreset ended."""
+    methods, fn = _methods(ctx, name)
+    run = _run(ctx)
+    achieved, desired = _goals(run)
+    normal, finals = _step_rows(run)
+    returned = np.stack([getattr(s, field) for s in run.steps])
+
+    def disagree(expected: np.ndarray, result: np.ndarray) -> np.ndarray:
+        if field == "reward":
+            return ~_close(expected, result)
+        return expected != result.astype(bool)
+
+    first: tuple[str, str] | None = None
+    total = bad_total = 0
+    if normal.any():
+        ag, dg = achieved[normal], desired[normal]
+        result = _goal_values(ctx, fn, name, run, ag, dg, _info_for(run, methods, normal))
+        if result is None:
+            out.fail(
+                f"{name} of {len(ag)} goal pairs is not one value per pair (see vector.goal_batch)"
+            )
+            return
+        expected = returned[normal]
+        bad = disagree(expected, result)
+        total, bad_total = len(ag), int(bad.sum())
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            t, i = np.argwhere(normal)[k]
+            first = (
+                f"step {t}, sub-env {i}: step returned {field} {fmt(expected[k])} but {name} of "
+                f"the returned goals (achieved_goal={fmt(ag[k])}, desired_goal={fmt(dg[k])}) = "
+                f"{fmt(result[k])}",
+                f"step {t}",
+            )
+    where, f_ag, f_dg, f_info = _final_inputs(run, methods, finals)
+    result = _goal_values(ctx, fn, name, run, f_ag, f_dg, f_info) if where else None
+    if result is not None:
+        expected = np.array([returned[t, i] for t, i in where])
+        bad = disagree(expected, result)
+        total, bad_total = total + len(where), bad_total + int(bad.sum())
+        if bad.any() and (first is None or field == "reward"):
+            k = int(np.flatnonzero(bad)[0])
+            t, i = where[k]
+            first = (
+                f"step {t}, sub-env {i} ended: step returned {field} {fmt(expected[k])} but "
+                f"{name} of its final_obs (achieved_goal={fmt(f_ag[k])}, "
+                f"desired_goal={fmt(f_dg[k])}) = {fmt(result[k])}: the {field} was "
+                "computed after the reset, from the next episode's first observation",
+                f"step {t}",
+            )
+    if first is not None:
+        out.fail(f"{first[0]} ({bad_total} of {total} rows disagree)", first[1])
+
+
+@register(
+    "vector.reward_match",
+    "error",
+    "rewards equal compute_reward of each sub-env's returned goals (final_obs where it ended)",
+    VECTOR,
+)
+def check_vector_reward_match(ctx: Context, out: Outcome) -> None:
+    _match(ctx, out, "compute_reward", "reward")
+
+
+@register(
+    "vector.terminated_match",
+    "error",
+    "terminations equal compute_terminated of each sub-env's returned goals",
+    VECTOR,
+)
+def check_vector_terminated_match(ctx: Context, out: Outcome) -> None:
+    _match(ctx, out, "compute_terminated", "terminated")
+
+
+@register(
+    "vector.goal_batch",
+    "error",
+    "the goal functions give each sub-env its own value on every leading shape",
+    VECTOR,
+)
+def check_goal_batch(ctx: Context, out: Outcome) -> None:
+    methods = goal_methods(ctx)
+    if methods.reward is None:
+        _methods(ctx, "compute_reward")  # skips with the reason
+    run = _run(ctx)
+    achieved, desired = _goals(run)
+    n = run.num_envs
+    steps = min(3, len(run.steps))
+    ag = achieved[:steps].copy()
+    dg = desired[:steps].copy()
+    dg[:, 0] = ag[:, 0]  # sub-env 0 at its goal: a success that must stay in its own row
+    arrays = run.arrays
+    infos = [row_infos(run.steps[t].info, n) for t in range(steps)]
+    if methods.per_row:
+        leading: Any = np.empty((steps, n), dtype=object)
+        for t in range(steps):
+            for i in range(n):
+                leading[t, i] = infos[t][i]
+        per_step = infos
+    else:
+        leading = {
+            key: arrays(np.stack([np.stack([np.asarray(d[key]) for d in rows]) for rows in infos]))
+            for key in (infos[0][0] if infos and infos[0] else {})
+        }
+        per_step = [info_argument(methods, rows, arrays) for rows in infos]
+    picks = sorted({0, 1, n // 2, n - 1} & set(range(n)))
+    for name, fn in (
+        ("compute_reward", methods.reward),
+        ("compute_terminated", methods.terminated),
+        ("compute_truncated", methods.truncated),
+    ):
+        if fn is None:
+            continue
+        constant_ok = name != "compute_reward"
+        full = np.asarray(
+            to_numpy(
+                ctx.call(f"{name} of a {(steps, n)} batch", fn, arrays(ag), arrays(dg), leading)
+            )
+        )
+        rows = [
+            np.asarray(
+                to_numpy(
+                    ctx.call(f"{name} of step {t}", fn, arrays(ag[t]), arrays(dg[t]), per_step[t])
+                )
+            )
+            for t in range(steps)
+        ]
+        singles = {
+            i: np.asarray(
+                to_numpy(
+                    ctx.call(
+                        f"{name} of sub-env {i}",
+                        fn,
+                        arrays(ag[0, i]),
+                        arrays(dg[0, i]),
+                        infos[0][i],
+                    )
+                )
+            )
+            for i in picks
+        }
+        for i, value in singles.items():
+            if value.size != 1:
+                out.fail(f"{name} of one goal pair (sub-env {i}) returned shape {value.shape}")
+                return
+        for t, value in enumerate(rows):
+            if constant_ok and value.size == 1:
+                value = np.broadcast_to(value.reshape(()), (n,))
+            if value.shape != (n,):
+                out.fail(
+                    f"{name} of the ({n}, goal) batch of step {t} returned shape {value.shape}, "
+                    f"expected ({n},): one value per sub-env"
+                )
+                return
+            for i, single in singles.items():
+                if t == 0 and not _close(value[i], single.reshape(())):
+                    out.fail(
+                        f"{name} of the step-0 batch gives sub-env {i} {fmt(value[i])}, the call "
+                        f"for its goal pair alone {fmt(single.reshape(()))} (achieved_goal="
+                        f"{fmt(ag[0, i])}, desired_goal={fmt(dg[0, i])}; sub-env 0 was set at "
+                        "its goal): the batch is reduced across sub-envs",
+                        "step 0",
+                    )
+                    return
+        if constant_ok and full.size == 1:
+            full = np.broadcast_to(full.reshape(()), (steps, n))
+        if full.shape != (steps, n):
+            out.fail(
+                f"{name} of a ({steps}, {n}, goal) batch (steps x sub-envs, as a HER buffer "
+                f"stores them) returned shape {full.shape}, expected ({steps}, {n}): reduce "
+                "over the last axis only (axis=-1, never axis=1)"
+            )
+            return
+        for t, value in enumerate(rows):
+            value = np.broadcast_to(value, (n,))
+            bad = ~_close(full[t], value)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                out.fail(
+                    f"{name} of a ({steps}, {n}, goal) batch gives [{t}, {i}] = {fmt(full[t, i])}, "
+                    f"the ({n}, goal) batch of step {t} gives {fmt(value[i])}: the leading "
+                    "dimensions are not handled (axis=1 instead of axis=-1?)"
+                )
+                return
+
+
+@register(
+    "vector.success",
+    "error",
+    "info['is_success'] holds one value per sub-env, with its mask",
+    VECTOR,
+)
+def check_vector_success(ctx: Context, out: Outcome) -> None:
+    run = _run(ctx)
+    n = run.num_envs
+    if not any("is_success" in s.info for s in run.steps):
+        raise SkipCheckError("the env sets no info['is_success']")
+    reported: set[str] = set()
+
+    def fail(kind: str, message: str, where: str) -> None:
+        if kind not in reported:
+            reported.add(kind)
+            out.fail(message, where)
+
+    for t, s in enumerate(run.steps):
+        where = f"step {t}"
+        # Rows a next-step autoreset restarts carry their reset's info (often without
+        # is_success): the rows that stepped must carry it.
+        stepped = ~run.reset_rows(t)
+        if "is_success" not in s.info:
+            if stepped.any():
+                fail(
+                    "missing",
+                    f"info has no 'is_success' at step {t}, where sub-envs "
+                    f"{listing(np.flatnonzero(stepped))} stepped (keys {list(s.info)})",
+                    where,
+                )
+            continue
+        value = np.asarray(s.info["is_success"])
+        if value.shape != (n,):
+            fail(
+                "shape",
+                f"info['is_success'] is {fmt(value)} with shape {value.shape}, expected ({n},): "
+                "one value per sub-env (one number for the batch cannot say which sub-env "
+                "succeeded)",
+                where,
+            )
+            continue
+        if value.dtype != np.bool_ and not np.isin(value, (0, 1)).all():
+            fail("values", f"info['is_success'] holds {fmt(value)}, expected bools", where)
+        mask = s.info.get("_is_success")
+        if mask is None:
+            fail(
+                "mask",
+                "info has no '_is_success' mask (gymnasium's vector info: '_key' says which "
+                "sub-envs carry 'key'; consumers read is_success where it is True)",
+                where,
+            )
+        elif np.shape(mask) != (n,) or np.asarray(mask).dtype != np.bool_:
+            fail(
+                "mask_form",
+                f"info['_is_success'] is {fmt(mask)}, expected a ({n},) bool array",
+                where,
+            )
+        elif not np.asarray(mask)[stepped].all():
+            off = np.flatnonzero(stepped & ~np.asarray(mask))
+            fail(
+                "mask_off",
+                f"info['_is_success'] is False for sub-envs {listing(off)}, which stepped: "
+                "their successes are not reported",
+                where,
+            )
+        if run.mode == AutoresetMode.SAME_STEP and s.final_info_present:
+            for i in np.flatnonzero(s.done).tolist():
+                if "is_success" not in s.final_info.get(i, {}):
+                    fail(
+                        "final",
+                        f"sub-env {i} ended at step {t} but final_info has no is_success for it "
+                        f"(keys {sorted(s.final_info.get(i, {}))}): the ended episode's success "
+                        "is lost",
+                        where,
+                    )
+                    break
+
+
+# --------------------------------------------------------------------------- episodes
+
+
+@register(
+    "vector.goal_fixed",
+    "error",
+    "each sub-env keeps its desired goal until its own episode ends",
+    VECTOR,
+)
+def check_vector_goal_fixed(ctx: Context, out: Outcome) -> None:
+    single_space(ctx)
+    run = _run(ctx)
+    count, first = 0, None
+    for t in range(len(run.steps)):
+        start = run.start_obs(t)["desired_goal"]
+        end = run.ended_obs(t, "desired_goal")
+        moved = ~run.reset_rows(t) & ~rows_equal(start, end)
+        if run.mode == AutoresetMode.SAME_STEP:
+            # An ended row's last goal is final_obs's, which vector.final_obs checks.
+            moved &= ~run.steps[t].done
+        if moved.any():
+            count += int(moved.sum())
+            if first is None:
+                i = int(np.flatnonzero(moved)[0])
+                ended = np.flatnonzero(run.steps[t].done | run.reset_rows(t))
+                context = (
+                    f"; sub-envs {listing(ended)} were resetting at that step: the autoreset "
+                    "redrew every sub-env's goal"
+                    if ended.size
+                    else ""
+                )
+                first = (
+                    f"sub-env {i}'s desired_goal moved from {fmt(start[i])} to {fmt(end[i])} at "
+                    f"step {t} without its episode ending{context}",
+                    f"step {t}",
+                )
+    if first is not None:
+        out.fail(f"{first[0]} ({count} rows over the rollout)", first[1])
+
+
+@register(
+    "vector.time_limit",
+    "error",
+    "each sub-env counts its own steps to the time limit",
+    VECTOR,
+)
+def check_vector_time_limit(ctx: Context, out: Outcome) -> None:
+    run = _run(ctx)
+    n = run.num_envs
+    limit = declared_limit(ctx.env)
+    elapsed = np.zeros(n, np.int64)
+    first = np.ones(n, bool)
+    over_reported = np.zeros(n, bool)
+    later_truncations: list[tuple[int, int, int]] = []
+    for t, s in enumerate(run.steps):
+        stepped = ~run.reset_rows(t)
+        elapsed[stepped] += 1
+        if limit is not None:
+            past = stepped & (elapsed > limit) & ~over_reported
+            if past.any():
+                i = int(np.flatnonzero(past)[0])
+                over_reported |= past
+                out.fail(
+                    f"sub-env {i} has run {elapsed[i]} steps of one episode at step {t}, past "
+                    f"the limit of {limit}, without being truncated: its step counter is "
+                    "shared with the other sub-envs (reset when another one resets?)",
+                    f"step {t}",
+                )
+        truncated = s.truncated & ~s.terminated & stepped & ~first
+        later_truncations += [(t, int(i), int(elapsed[i])) for i in np.flatnonzero(truncated)]
+        done = s.done & stepped
+        elapsed[done] = 0
+        first[done] = False
+    if not later_truncations:
+        return
+    full = limit if limit is not None else max(length for *_, length in later_truncations)
+    early = [e for e in later_truncations if e[2] < full]
+    early = _not_goal_truncated(ctx, run, early)
+    if early:
+        t, i, length = early[0]
+        lengths = sorted({e[2] for e in early})
+        out.fail(
+            f"sub-env {i} was truncated after {length} steps at step {t}, in an episode after "
+            f"an autoreset (the time limit is {full}; {len(early)} such truncations, lengths "
+            f"{lengths[:6]}): the step counter is one for the whole vector, so sub-envs that "
+            "restarted alone are cut short",
+            f"step {t}",
+        )
+
+
+def _not_goal_truncated(
+    ctx: Context, run: VecRun, early: list[tuple[int, int, int]]
+) -> list[tuple[int, int, int]]:
+    """The early truncations that compute_truncated does not explain."""
+    methods = goal_methods(ctx)
+    if not early or methods.truncated is None:
+        return early
+    ag = np.stack([run.ended_obs(t, "achieved_goal")[i] for t, i, _ in early])
+    dg = np.stack([run.ended_obs(t, "desired_goal")[i] for t, i, _ in early])
+    infos = [row_infos(run.steps[t].info, run.num_envs, [i])[0] for t, i, _ in early]
+    result = to_numpy(
+        ctx.call(
+            "compute_truncated of the early truncations",
+            methods.truncated,
+            run.arrays(ag),
+            run.arrays(dg),
+            info_argument(methods, infos, run.arrays),
+        )
+    )
+    flags = np.broadcast_to(np.asarray(result, bool).reshape(-1), (len(early),))
+    return [e for e, goal in zip(early, flags, strict=True) if not goal]
+
+
+# --------------------------------------------------------------------------- sub-envs apart
+
+
+def _first_difference(
+    a: VecRun, b: VecRun, rows: Any = None
+) -> tuple[int, int, str, Any, Any] | None:
+    """The first (step, row, what, value in a, value in b) where two runs differ; step -1
+    is the reset."""
+    select = slice(None) if rows is None else rows
+    if isinstance(a.reset_obs, Mapping) and isinstance(b.reset_obs, Mapping):
+        for key in a.reset_obs:
+            x, y = np.asarray(a.reset_obs[key])[select], np.asarray(b.reset_obs.get(key))[select]
+            diff = np.flatnonzero(~rows_equal(x, y))
+            if diff.size:
+                i = int(diff[0])
+                return -1, i, f"obs[{key!r}]", x[i], y[i]
+    for t in range(min(len(a.steps), len(b.steps))):
+        sa, sb = a.steps[t], b.steps[t]
+        pairs = [(f"obs[{k!r}]", sa.obs[k], sb.obs.get(k)) for k in sa.obs]
+        pairs += [
+            ("reward", sa.reward, sb.reward),
+            ("terminated", sa.terminated, sb.terminated),
+            ("truncated", sa.truncated, sb.truncated),
+        ]
+        if "is_success" in sa.info and "is_success" in sb.info:
+            pairs.append(("is_success", sa.info["is_success"], sb.info["is_success"]))
+        if isinstance(sa.mask_reset_obs, Mapping) and isinstance(sb.mask_reset_obs, Mapping):
+            pairs += [
+                (
+                    f"obs[{k!r}] after the masked reset",
+                    sa.mask_reset_obs[k],
+                    sb.mask_reset_obs.get(k),
+                )
+                for k in sa.mask_reset_obs
+            ]
+        for what, x, y in pairs:
+            x, y = np.asarray(x), np.asarray(y)
+            if x.ndim == 0 or y.ndim == 0:
+                continue  # not one value per sub-env: vector.success / vector.result_batch
+            x, y = x[select], y[select]
+            diff = np.flatnonzero(~rows_equal(x, y))
+            if diff.size:
+                i = int(diff[0])
+                return t, i, what, x[i], y[i]
+    return None
+
+
+@register(
+    "vector.seed",
+    "warning",
+    "the same seed and actions give the same batch, autoresets included",
+    VECTOR,
+)
+def check_vector_seed(ctx: Context, out: Outcome) -> None:
+    first = _run(ctx)
+    again = replay(ctx)
+    diff = _first_difference(first, again)
+    if diff is None:
+        if len(again.steps) != len(first.steps):
+            out.fail(
+                f"the replay stopped after {len(again.steps)} steps, the first run after "
+                f"{len(first.steps)}: {again.stopped}"
+            )
+        return
+    t, i, what, x, y = diff
+    if t < 0:
+        out.fail(
+            f"reset(seed={ctx.seed}) gave sub-env {i} {what} = {fmt(y)}, the first time "
+            f"{fmt(x)}: seed every sub-env from reset's seed (seed + i, as gymnasium's vector "
+            "envs)",
+            "reset",
+        )
+        return
+    restarted = [s for s in range(t + 1) if first.steps[s].done[i]] if t > 0 else []
+    after = (
+        f"; sub-env {i} had restarted after step {restarted[-1]}: autoresets draw from a "
+        "generator that reset(seed=...) does not seed"
+        if restarted
+        else ""
+    )
+    out.fail(
+        f"replaying reset(seed={ctx.seed}) and the same actions gave sub-env {i} {what} = "
+        f"{fmt(y)} at step {t}, the first run {fmt(x)}{after}",
+        f"step {t}",
+    )
+
+
+@register(
+    "vector.sub_envs_differ",
+    "warning",
+    "the sub-envs are not copies of one another",
+    VECTOR,
+)
+def check_sub_envs_differ(ctx: Context, out: Outcome) -> None:
+    single_space(ctx)
+    run = vector_rollout(ctx)
+    if run.num_envs < 2:
+        raise SkipCheckError("needs two sub-envs or more")
+    if not isinstance(run.reset_obs, Mapping):
+        raise SkipCheckError("reset returned no observation dict")
+    copies = all(
+        bool(rows_equal(np.asarray(v), np.broadcast_to(np.asarray(v)[:1], np.shape(v))).all())
+        for v in run.reset_obs.values()
+    )
+    if copies:
+        out.fail(
+            f"reset(seed={ctx.seed}) gave all {run.num_envs} sub-envs the same observation "
+            f"(desired_goal {fmt(np.asarray(run.reset_obs['desired_goal'])[0])}): they are "
+            "copies, seeded alike; seed sub-env i with seed + i (gymnasium's vector envs do)",
+            "reset",
+        )
+        return
+    alike, groups = 0, 0
+    for t in range(len(run.steps)):
+        rows = np.flatnonzero(_new_starts(run, t))
+        if rows.size < 2:
+            continue
+        groups += 1
+        goals = np.asarray(run.steps[t].obs["desired_goal"])[rows]
+        if rows_equal(goals, np.broadcast_to(goals[:1], goals.shape)).all():
+            alike += 1
+    if groups >= 3 and alike == groups:
+        out.fail(
+            f"at each of the {groups} steps where several sub-envs restarted together, they "
+            "all drew the same desired_goal: autoresets draw from one generator state copied "
+            "to every sub-env"
+        )
+
+
+@register(
+    "vector.isolation",
+    "error",
+    "changing one sub-env's actions changes no other sub-env",
+    VECTOR,
+)
+def check_isolation(ctx: Context, out: Outcome) -> None:
+    run = _run(ctx)
+    n = run.num_envs
+    if n < 2:
+        raise SkipCheckError("needs two sub-envs or more")
+    again = replay(ctx)
+    diff = _first_difference(run, again)
+    horizon = len(again.steps) if diff is None else diff[0]
+    if horizon <= 0:
+        raise SkipCheckError(
+            "the same seed and actions do not reproduce the rollout (see vector.seed), so a "
+            "change cannot be told from noise"
+        )
+    space = ctx.env.single_action_space
+    actions = []
+    for t, step in enumerate(again.steps[:horizon]):
+        batch = step.actions.copy()
+        batch[0] = other_action(space, batch[0], t)
+        actions.append(batch)
+    probe = drive(ctx, ctx.env, ctx.seed, actions, "isolation probe: ")
+    # Sub-env 0's own episodes now end elsewhere; from the first step they do, a sub-env
+    # restarting may draw other numbers from a generator the sub-envs share (a torch
+    # twin's one device generator): from its restart on, its rows may differ.
+    done0_a = [bool(s.done[0]) for s in again.steps]
+    done0_b = [bool(s.done[0]) for s in probe.steps]
+    diverged = next(
+        (t for t, (x, y) in enumerate(zip(done0_a, done0_b, strict=False)) if x != y), None
+    )
+    active = np.ones(n, bool)
+    active[0] = False
+    for t in range(min(len(again.steps), len(probe.steps))):
+        a, b = again.steps[t], probe.steps[t]
+        if diverged is not None and t >= diverged:
+            active &= ~(_new_starts(again, t) | _new_starts(probe, t))
+            if t > 0:
+                prior = again.steps[t - 1].mask_reset
+                if prior is not None:
+                    active &= ~prior
+        pairs = [(f"obs[{k!r}]", a.obs[k], b.obs.get(k)) for k in a.obs]
+        pairs += [
+            ("reward", a.reward, b.reward),
+            ("terminated", a.terminated, b.terminated),
+            ("truncated", a.truncated, b.truncated),
+        ]
+        if "is_success" in a.info and "is_success" in b.info:
+            pairs.append(("info['is_success']", a.info["is_success"], b.info["is_success"]))
+        for what, x, y in pairs:
+            if np.ndim(x) == 0 or np.shape(x) != np.shape(y):
+                continue  # not one value per sub-env: vector.success
+            changed = ~rows_equal(x, y) & active
+            if changed.any():
+                i = int(np.flatnonzero(changed)[0])
+                out.fail(
+                    f"changing only sub-env 0's actions (to {fmt(actions[t][0])} at step {t}) "
+                    f"changed sub-env {i}'s {what}: {fmt(np.asarray(x)[i])} became "
+                    f"{fmt(np.asarray(y)[i])} ({int(changed.sum())} of {n - 1} other sub-envs "
+                    "at that step): the sub-envs are coupled (a reduction over the batch axis "
+                    "in step, actions scaled by the batch, one sub-env's success ending all)",
+                    f"step {t}",
+                )
+                return
+        if probe.stopped and t == len(probe.steps) - 1:
+            break
+
+
+# --------------------------------------------------------------------------- devices
+
+
+@register(
+    "vector.device",
+    "error",
+    "a torch env returns every result, mask and goal-function value on its device",
+    VECTOR,
+)
+def check_vector_device(ctx: Context, out: Outcome) -> None:
+    run = vector_rollout(ctx)
+    declared = getattr(getattr(ctx.env, "unwrapped", ctx.env), "device", None)
+    if not run.arrays.torch:
+        declared_torch = declared is not None and (
+            type(declared).__module__.startswith("torch") or isinstance(declared, str)
+        )
+        if declared_torch and run.kinds:
+            out.fail(
+                f"the env declares device {declared!r} but returns numpy arrays: a torch "
+                "consumer copies every batch back to the device"
+            )
+            return
+        raise SkipCheckError("the env returns numpy arrays, not torch tensors")
+    expected = f"tensor on {run.arrays.device}"
+    results = ("rewards", "terminations", "truncations")
+    for (name, kind), where in run.kinds.items():
+        if kind == expected:
+            continue
+        if (
+            name in results
+            or name.startswith("obs[")
+            or kind == "numpy"
+            or kind.startswith("tensor")
+        ):
+            out.fail(
+                f"{name} is a {kind} where the env's observations are {expected}s: every "
+                "result and mask of a torch env lives on its device (a numpy array or host "
+                "tensor beside device ones costs a copy each step, or breaks the consumer)",
+                where,
+            )
+    methods = goal_methods(ctx)
+    if not run.steps or methods.per_row:
+        return
+    achieved, desired = stacked(run, "achieved_goal"), stacked(run, "desired_goal")
+    if achieved is None or desired is None:
+        return
+    info = info_argument(methods, row_infos(run.steps[0].info, run.num_envs), run.arrays)
+    for name, fn in (
+        ("compute_reward", methods.reward),
+        ("compute_terminated", methods.terminated),
+        ("compute_truncated", methods.truncated),
+    ):
+        if fn is None:
+            continue
+        result = ctx.call(
+            f"{name} of tensors", fn, run.arrays(achieved[0]), run.arrays(desired[0]), info
+        )
+        if not is_tensor(result) or str(result.device) != str(run.arrays.device):
+            kind = f"tensor on {result.device}" if is_tensor(result) else type(result).__name__
+            out.fail(
+                f"{name} of goals on {run.arrays.device} returned a {kind}: goal functions "
+                "return tensors on their goals' device (a HER buffer on the device calls them "
+                "for every sampled batch)"
+            )
+
+
+@register(
+    "vector.single_equal",
+    "error",
+    "the vector env equals gymnasium's SyncVectorEnv of its single env",
+    VECTOR,
+)
+def check_single_equal(ctx: Context, out: Outcome) -> None:
+    if ctx.single_factory is None:
+        raise SkipCheckError(
+            "no single env of this vector env is known (an id with both entry points, or "
+            "--single ID)"
+        )
+    run = _run(ctx)
+    if run.arrays.torch:
+        raise SkipCheckError(
+            "the env returns tensors: a device twin draws its episodes from its device's "
+            "generator, not from each single env's seed"
+        )
+    rows = min(run.num_envs, SINGLE_ROWS)
+    sync = ctx.call(
+        f"building SyncVectorEnv of {rows} single envs",
+        gym.vector.SyncVectorEnv,
+        [ctx.single_factory] * rows,
+        autoreset_mode=run.mode,
+    )
+    try:
+        reference = drive(
+            ctx,
+            sync,
+            ctx.seed,
+            [s.actions[:rows] for s in run.steps],
+            "SyncVectorEnv of the single env: ",
+        )
+    finally:
+        ctx.call("closing the SyncVectorEnv", sync.close)
+    if reference.stopped:
+        raise SkipCheckError(f"SyncVectorEnv of the single env stopped: {reference.stopped}")
+    diff = _first_difference(run, reference, slice(0, rows))
+    if diff is not None:
+        t, i, what, x, y = diff
+        where = "reset" if t < 0 else f"step {t}"
+        out.fail(
+            f"at {where} sub-env {i} gave {what} = {fmt(x)}; SyncVectorEnv of the single env "
+            f"(seed {ctx.seed} + {i}, the same actions) gave {fmt(y)}: the vector env and "
+            "the single env have drifted apart",
+            where,
+        )

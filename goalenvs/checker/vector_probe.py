@@ -1,0 +1,750 @@
+"""What the checker gathers from a vector env: recorded batched rollouts and goal functions.
+
+A vector env (a :class:`gymnasium.vector.VectorEnv`, numpy or torch on a device) is
+driven with seeded random actions, every call through :meth:`Context.call`. Each batch it
+returns is copied to numpy at once (a view of env state, or a tensor on a GPU, is read
+before the next call can change it), so the checks of ``checks/vector.py`` compare copies
+and quote them as evidence. Where an episode ended depends on the autoreset mode the env
+declares (``metadata["autoreset_mode"]``, next-step when missing): :class:`VecRun` reads
+its steps through that mode, and ``vector.autoreset_mode`` checks that the env does what
+it declares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from goalenvs.checker.context import (
+    Context,
+    EnvCallError,
+    SkipCheckError,
+)
+from goalenvs.core import GOAL_KEYS
+
+# Keys of a vector info that are not per-sub-env step values.
+FINAL_KEYS = ("final_obs", "final_info", "final_observation")
+# Sub-envs of the single-env comparison (``vector.single_equal``): each is one single env.
+SINGLE_ROWS = 8
+
+# --------------------------------------------------------------------------- arrays
+
+
+def is_vector_env(env: Any) -> bool:
+    """Whether ``env`` is a gymnasium vector env (wrapped or not)."""
+    return isinstance(env, gym.vector.VectorEnv)
+
+
+def is_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor (torch is imported only by envs that use it)."""
+    return type(value).__module__.partition(".")[0] == "torch" and hasattr(value, "device")
+
+
+def array_kind(value: Any) -> str:
+    """``numpy``, ``tensor on <device>``, or the type's name: where a result lives."""
+    if isinstance(value, np.ndarray):
+        return "numpy"
+    if is_tensor(value):
+        return f"tensor on {value.device}"
+    return type(value).__name__
+
+
+def to_numpy(value: Any) -> Any:
+    """A numpy copy of an array, tensor (any device) or scalar; a dict of them per key;
+    anything else as a deep copy."""
+    if isinstance(value, Mapping):
+        return {k: to_numpy(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if is_tensor(value):
+        return value.detach().cpu().numpy().copy()
+    if isinstance(value, (bool, int, float, np.generic)):
+        return np.asarray(value)
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # an uncopyable object: the reference is the best we have
+        return value
+
+
+class EnvArrays:
+    """Turns numpy arrays into what the env takes: numpy, or tensors on its device."""
+
+    def __init__(self, device: Any = None) -> None:
+        self.device = device
+
+    @property
+    def torch(self) -> bool:
+        """Whether the env returns torch tensors."""
+        return self.device is not None
+
+    def __call__(self, value: Any) -> Any:
+        if self.device is None or not isinstance(value, np.ndarray) or value.dtype == object:
+            return value
+        import torch
+
+        return torch.as_tensor(np.ascontiguousarray(value), device=self.device)
+
+
+def env_arrays(obs: Any) -> EnvArrays:
+    """The array kind of an env from a batch it returned: torch on the device of its first
+    tensor, else numpy."""
+    values = obs.values() if isinstance(obs, Mapping) else [obs]
+    for value in values:
+        if is_tensor(value):
+            return EnvArrays(value.device)
+    return EnvArrays(None)
+
+
+def random_actions(space: spaces.Space, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` random actions of ``space`` (a single action space) as one batch."""
+    if isinstance(space, spaces.Box):
+        low = np.broadcast_to(space.low, space.shape)
+        high = np.broadcast_to(space.high, space.shape)
+        if np.issubdtype(space.dtype, np.integer):
+            return rng.integers(low, high, size=(n, *space.shape), endpoint=True).astype(
+                space.dtype
+            )
+        finite = np.isfinite(low) & np.isfinite(high)
+        draw = rng.uniform(
+            np.where(finite, low, -1.0), np.where(finite, high, 1.0), size=(n, *space.shape)
+        )
+        return draw.astype(space.dtype)
+    if isinstance(space, spaces.Discrete):
+        start = int(space.start)
+        return rng.integers(start, start + int(space.n), size=n).astype(space.dtype)
+    if isinstance(space, spaces.MultiBinary):
+        return rng.integers(0, 2, size=(n, *space.shape)).astype(space.dtype)
+    if isinstance(space, spaces.MultiDiscrete):
+        draw = (rng.random((n, *space.nvec.shape)) * space.nvec).astype(np.int64)
+        return (draw + space.start).astype(space.dtype)
+    batched = gym.vector.utils.batch_space(space, n)
+    batched.seed(int(rng.integers(2**31)))
+    return batched.sample()
+
+
+def other_action(space: spaces.Space, action: np.ndarray, t: int) -> np.ndarray:
+    """An action of one sub-env unlike ``action``: a Box bound (high on even steps, low on
+    odd ones), the next value of a discrete space; what the isolation probe gives
+    sub-env 0, as far from the others' actions as the space allows."""
+    if isinstance(space, spaces.Box):
+        bound = space.high if t % 2 == 0 else space.low
+        bound = np.where(np.isfinite(bound), bound, np.sign(bound) * 10.0)
+        return np.asarray(np.broadcast_to(bound, space.shape), dtype=space.dtype)
+    if isinstance(space, spaces.Discrete):
+        return np.asarray(
+            space.start + (int(action) - space.start + 1) % int(space.n), dtype=space.dtype
+        )
+    if isinstance(space, spaces.MultiBinary):
+        return (1 - np.asarray(action)).astype(space.dtype)
+    if isinstance(space, spaces.MultiDiscrete):
+        return ((np.asarray(action) - space.start + 1) % space.nvec + space.start).astype(
+            space.dtype
+        )
+    return np.asarray(action)
+
+
+# --------------------------------------------------------------------------- the env's declarations
+
+
+def declared_mode(env: Any) -> tuple[AutoresetMode, str | None]:
+    """The autoreset mode ``env`` declares, and what is wrong with the declaration.
+
+    ``metadata["autoreset_mode"]`` missing means next-step (gymnasium's default). A value
+    that is not an :class:`AutoresetMode` (the string ``"same_step"``) is a problem, since
+    gymnasium's wrappers compare it with the enum; the rollout is then driven in the mode
+    the string names, when it names one."""
+    metadata = getattr(env, "metadata", None) or {}
+    if "autoreset_mode" not in metadata:
+        return AutoresetMode.NEXT_STEP, None
+    value = metadata["autoreset_mode"]
+    if isinstance(value, AutoresetMode):
+        return value, None
+    names = {m.value.lower(): m for m in AutoresetMode}
+    names.update({m.name.lower(): m for m in AutoresetMode})
+    mode = names.get(str(value).replace("-", "_").lower()) if isinstance(value, str) else None
+    problem = (
+        f'metadata["autoreset_mode"] is {value!r} ({type(value).__name__}), not an '
+        "AutoresetMode: gymnasium's wrappers and trainers compare it with the enum"
+    )
+    return mode or AutoresetMode.NEXT_STEP, problem
+
+
+def declared_limit(env: Any) -> int | None:
+    """The episode length the env declares: its ``max_episode_steps`` attribute, its
+    spec's ``max_episode_steps`` kwarg or field, or sub-env 0's spec (SyncVectorEnv)."""
+    unwrapped = getattr(env, "unwrapped", env)
+    for value in (
+        getattr(unwrapped, "max_episode_steps", None),
+        (getattr(getattr(env, "spec", None), "kwargs", None) or {}).get("max_episode_steps"),
+        getattr(getattr(env, "spec", None), "max_episode_steps", None),
+    ):
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0:
+            return int(value)
+    subs = getattr(unwrapped, "envs", None)
+    if subs:
+        limit = getattr(getattr(subs[0], "spec", None), "max_episode_steps", None)
+        if isinstance(limit, int) and limit > 0:
+            return limit
+    return None
+
+
+# Keyword arguments a vector env's spec carries that a single env does not take.
+VECTOR_ONLY_KWARGS = (
+    "num_envs",
+    "vectorization_mode",
+    "vector_kwargs",
+    "wrappers",
+    "autoreset_mode",
+    "device",
+    "max_episode_steps",
+)
+
+
+def single_env_factory(env: Any) -> Callable[[], gym.Env] | None:
+    """Builds one single env of a vector env's id when the id has both entry points and
+    the env was made by its vector entry point (``gym.make_vec`` of a native twin); None
+    otherwise (gymnasium's SyncVectorEnv already is the single env, vectorized)."""
+    spec = getattr(env, "spec", None)
+    kwargs = dict(getattr(spec, "kwargs", None) or {})
+    if (
+        spec is None
+        or spec.entry_point is None
+        or spec.vector_entry_point is None
+        or kwargs.get("vectorization_mode") != "vector_entry_point"
+    ):
+        return None
+    return single_env_builder(spec, kwargs)
+
+
+def single_env_builder(spec: Any, kwargs: dict[str, Any]) -> Callable[[], gym.Env]:
+    """``gym.make`` of ``spec`` with a vector env's ``kwargs`` less the vector-only ones
+    (its ``max_episode_steps`` kept as gymnasium's time limit)."""
+    single = copy.deepcopy(spec)
+    single.kwargs = {k: v for k, v in kwargs.items() if k not in VECTOR_ONLY_KWARGS}
+    single.vector_entry_point = None
+    limit = kwargs.get("max_episode_steps", spec.max_episode_steps)
+
+    def make() -> gym.Env:
+        return gym.make(single, max_episode_steps=limit)
+
+    return make
+
+
+def num_envs(ctx: Context) -> int:
+    """The number of sub-envs, checked to be a positive int."""
+    n = getattr(ctx.env, "num_envs", None)
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+        raise SkipCheckError(f"num_envs is {n!r}, not a positive int (see vector.spaces)")
+    return int(n)
+
+
+def single_space(ctx: Context) -> spaces.Dict:
+    """``single_observation_space`` when it is a goal Dict, else the check is skipped."""
+    space = getattr(ctx.env, "single_observation_space", None)
+    if not isinstance(space, spaces.Dict) or any(k not in space.spaces for k in GOAL_KEYS):
+        raise SkipCheckError("single_observation_space is not a goal Dict (see vector.spaces)")
+    return space
+
+
+# --------------------------------------------------------------------------- info forms
+
+
+def per_env_info(info: Mapping) -> dict[str, Any]:
+    """A vector info's values as numpy copies, gymnasium's ``_key`` masks included; the
+    ``final_*`` entries and nested dicts left out (read by :func:`info_rows`)."""
+    return {
+        key: to_numpy(value)
+        for key, value in info.items()
+        if key not in FINAL_KEYS
+        and key.lstrip("_") not in FINAL_KEYS
+        and not isinstance(value, Mapping)
+    }
+
+
+def info_rows(info: Mapping, rows: list[int]) -> dict[int, dict[str, Any]]:
+    """Each row's own info dict from a vector info in either form: gymnasium's dict of
+    batched arrays with ``_key`` masks (a key counts for a row where its mask is true), or
+    an object array / list of per-row dicts."""
+    if isinstance(info, Mapping):
+        out: dict[int, dict[str, Any]] = {i: {} for i in rows}
+        for key, value in info.items():
+            if key.startswith("_") or key in FINAL_KEYS:
+                continue
+            mask = info.get("_" + key)
+            if isinstance(value, Mapping):
+                nested = info_rows(value, rows)
+                for i in rows:
+                    if mask is None or bool(np.asarray(to_numpy(mask))[i]):
+                        out[i][key] = nested[i]
+                continue
+            array = to_numpy(value)
+            if not isinstance(array, np.ndarray) or array.ndim == 0:
+                continue
+            keep = None if mask is None else np.asarray(to_numpy(mask))
+            for i in rows:
+                if i < len(array) and (keep is None or bool(keep[i])):
+                    out[i][key] = array[i]
+        return out
+    items = list(info) if isinstance(info, (list, tuple, np.ndarray)) else []
+    return {
+        i: dict(items[i]) if i < len(items) and isinstance(items[i], Mapping) else {} for i in rows
+    }
+
+
+def final_obs_rows(value: Any, rows: list[int]) -> dict[int, Any]:
+    """Each ended row's last observation from ``info["final_obs"]``: an object array or
+    list of per-row observations (gymnasium's form), or a dict of batched arrays."""
+    if isinstance(value, Mapping):
+        return {i: {k: to_numpy(v[i]) for k, v in value.items()} for i in rows}
+    items = value if isinstance(value, (list, tuple, np.ndarray)) else []
+    return {i: to_numpy(items[i]) if i < len(items) else None for i in rows}
+
+
+# --------------------------------------------------------------------------- the rollout
+
+
+@dataclass
+class VecStep:
+    """One batched step, copied to numpy."""
+
+    t: int
+    actions: np.ndarray
+    obs: Any  # dict of (N, ...) arrays when the env returns one
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    info: dict[str, Any]  # the per-sub-env values and masks (final_* apart)
+    final_present: bool = False  # info holds final_obs
+    final_obs: dict[int, Any] = field(default_factory=dict)  # ended row -> its last obs
+    final_obs_mask: np.ndarray | None = None
+    final_info_present: bool = False
+    final_info: dict[int, dict[str, Any]] = field(default_factory=dict)
+    final_info_mask: np.ndarray | None = None
+    final_info_form: str | None = None  # "dict of arrays" / "array of dicts"
+    final_ref: Any = None  # info["final_obs"] as returned (read again after the next step)
+    obs_ref: Any = None  # the obs as returned (read again after the next step)
+    # disabled autoreset: the reset(options={"reset_mask": ...}) the driver sent after it
+    mask_reset: np.ndarray | None = None
+    mask_reset_obs: Any = None
+    mask_reset_info: dict[str, Any] | None = None
+
+    @property
+    def done(self) -> np.ndarray:
+        """Rows whose episode ended at this step."""
+        return self.terminated | self.truncated
+
+
+@dataclass
+class VecRun:
+    """A recorded rollout of a vector env, read through its autoreset mode."""
+
+    mode: AutoresetMode
+    num_envs: int
+    seed: int
+    reset_obs: Any = None
+    reset_info: dict[str, Any] = field(default_factory=dict)
+    steps: list[VecStep] = field(default_factory=list)
+    # (where, what) of every value whose kind (numpy, tensor on a device) was seen,
+    # first sighting of each (what, kind)
+    kinds: dict[tuple[str, str], str] = field(default_factory=dict)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (where, API deviation)
+    fresh_problems: list[tuple[str, str]] = field(default_factory=list)  # views of env state
+    cause: str | None = None
+    stopped: str | None = None
+    arrays: EnvArrays = field(default_factory=EnvArrays)
+
+    def reset_rows(self, t: int) -> np.ndarray:
+        """Rows that step ``t`` restarted instead of stepping (next-step autoreset: those
+        that ended at step ``t - 1``)."""
+        if self.mode != AutoresetMode.NEXT_STEP or t == 0:
+            return np.zeros(self.num_envs, bool)
+        return self.steps[t - 1].done.copy()
+
+    def start_obs(self, t: int) -> dict[str, np.ndarray]:
+        """The observation each row's step ``t`` started from."""
+        if t == 0:
+            return self.reset_obs
+        before = self.steps[t - 1]
+        if before.mask_reset is None:
+            return before.obs
+        mask = before.mask_reset
+        return {
+            k: np.where(_rows(mask, v), before.mask_reset_obs[k], v) for k, v in before.obs.items()
+        }
+
+    def ended_obs(self, t: int, key: str) -> np.ndarray:
+        """Each row's observation ``key`` after step ``t``: ``final_obs`` for the rows a
+        same-step autoreset restarted at ``t``, the returned row otherwise."""
+        step = self.steps[t]
+        value = step.obs[key].copy()
+        if self.mode == AutoresetMode.SAME_STEP:
+            for i, obs in step.final_obs.items():
+                if isinstance(obs, Mapping) and key in obs:
+                    with contextlib.suppress(ValueError, TypeError):  # vector.final_obs reports it
+                        value[i] = obs[key]
+        return value
+
+    def where(self, t: int) -> str:
+        """``step t``, noting an autoreset step."""
+        restarted = np.flatnonzero(self.reset_rows(t))
+        if restarted.size:
+            return f"step {t} (autoreset of sub-envs {_listing(restarted)})"
+        return f"step {t}"
+
+
+def _rows(mask: np.ndarray, value: np.ndarray) -> np.ndarray:
+    return mask.reshape((-1,) + (1,) * (np.ndim(value) - 1))
+
+
+def _listing(rows: Any, limit: int = 6) -> str:
+    rows = [int(i) for i in rows]
+    text = ", ".join(str(i) for i in rows[:limit])
+    return text + (f", ... ({len(rows)} in all)" if len(rows) > limit else "")
+
+
+def listing(rows: Any, limit: int = 6) -> str:
+    """``1, 4, 7, ... (12 in all)``: sub-env indices for a message."""
+    return _listing(rows, limit)
+
+
+# The most steps the rollout takes on its own to see two whole episodes (more only when
+# --steps asks for more): an env declaring 10,000-step episodes is not run for 20,002.
+MAX_EPISODE_STEPS_SEEN = 2_000
+
+
+def rollout_length(ctx: Context) -> int:
+    """Steps of the recorded rollout: ``--steps``, and at least two episodes of the
+    declared length (so autoresets, time limits and second episodes are seen), up to
+    :data:`MAX_EPISODE_STEPS_SEEN`."""
+    limit = declared_limit(ctx.env)
+    if limit is None:
+        return ctx.steps
+    return max(ctx.steps, min(2 * limit + 2, MAX_EPISODE_STEPS_SEEN))
+
+
+def vector_rollout(ctx: Context) -> VecRun:
+    """The shared recorded rollout: random actions from ``reset(seed=ctx.seed)``."""
+
+    def build(ctx: Context) -> VecRun:
+        n = num_envs(ctx)
+        rng = np.random.default_rng(ctx.seed)
+        space = getattr(ctx.env, "single_action_space", None)
+        if space is None:
+            raise SkipCheckError("the env has no single_action_space (see vector.spaces)")
+        actions = [random_actions(space, n, rng) for _ in range(rollout_length(ctx))]
+        return drive(ctx, ctx.env, ctx.seed, actions, "")
+
+    return ctx.cached("vector_rollout", build)
+
+
+def replay(ctx: Context) -> VecRun:
+    """The shared rollout driven again: the same seed and actions."""
+
+    def build(ctx: Context) -> VecRun:
+        first = vector_rollout(ctx)
+        actions = [s.actions for s in first.steps]
+        return drive(ctx, ctx.env, ctx.seed, actions, "replay: ")
+
+    return ctx.cached("vector_replay", build)
+
+
+def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: str) -> VecRun:
+    """Resets ``env`` with ``seed`` and steps it with ``actions``, copying every batch.
+
+    With ``disabled`` autoreset, the rows that ended are reset with
+    ``reset(options={"reset_mask": done})`` after each step, as a user's loop does. An
+    env call that raises or hangs stops the run (``stopped``, ``cause``); a result that
+    breaks the vector API is recorded in ``problems`` and stops it too.
+    """
+    mode, _ = declared_mode(env)
+    n = int(env.num_envs)
+    run = VecRun(mode, n, seed)
+    try:
+        ret = ctx.call(f"{label}reset(seed={seed})", env.reset, seed=seed)
+    except EnvCallError as error:
+        run.problems.append((f"{label}reset", str(error)))
+        run.cause, run.stopped = error.cause, str(error)
+        return run
+    if not isinstance(ret, tuple) or len(ret) != 2 or not isinstance(ret[1], Mapping):
+        run.problems.append(
+            (f"{label}reset", f"reset returned {_shape_of(ret)}, expected (obs, infos)")
+        )
+        run.stopped = "reset did not return (obs, infos)"
+        return run
+    run.arrays = env_arrays(ret[0])
+    run.reset_obs = to_numpy(ret[0])
+    run.reset_info = per_env_info(ret[1])
+    _note_kinds(run, "reset", ret[0], ret[1])
+    previous: VecStep | None = None
+    for t, batch in enumerate(actions):
+        where = f"{label}step {t}"
+        try:
+            ret = ctx.call(where, env.step, run.arrays(batch))
+        except EnvCallError as error:
+            run.problems.append((where, str(error)))
+            run.cause, run.stopped = error.cause, str(error)
+            return run
+        step = _parse_step(run, t, where, batch, ret)
+        if step is None:
+            return run
+        if previous is not None:
+            _compare_refs(run, previous, f"{label}step {previous.t}")
+        run.steps.append(step)
+        previous = step
+        done = step.done
+        if mode == AutoresetMode.DISABLED and done.any() and t + 1 < len(actions):
+            reset_where = f"{label}reset(options={{'reset_mask': ...}}) after step {t}"
+            try:
+                ret = ctx.call(
+                    reset_where, env.reset, options={"reset_mask": run.arrays(done.copy())}
+                )
+            except EnvCallError as error:
+                run.problems.append((reset_where, str(error)))
+                run.cause, run.stopped = error.cause, str(error)
+                return run
+            if not isinstance(ret, tuple) or len(ret) != 2:
+                run.problems.append((reset_where, f"reset returned {_shape_of(ret)}"))
+                run.stopped = "a masked reset did not return (obs, infos)"
+                return run
+            step.mask_reset = done.copy()
+            step.mask_reset_obs = to_numpy(ret[0])
+            step.mask_reset_info = per_env_info(ret[1]) if isinstance(ret[1], Mapping) else {}
+    return run
+
+
+def _shape_of(ret: Any) -> str:
+    if isinstance(ret, tuple):
+        return f"a tuple of {len(ret)}"
+    return f"a {type(ret).__name__}"
+
+
+def _note_kinds(run: VecRun, where: str, obs: Any, info: Any, **results: Any) -> None:
+    seen = run.kinds
+    items: list[tuple[str, Any]] = []
+    if isinstance(obs, Mapping):
+        items += [(f"obs[{k!r}]", v) for k, v in obs.items()]
+    items += list(results.items())
+    if isinstance(info, Mapping):
+        for key, value in info.items():
+            if key in ("final_obs", "final_observation"):
+                first = _first_row(value)
+                if isinstance(first, Mapping):
+                    items += [(f"info[{key!r}][...][{k!r}]", v) for k, v in first.items()]
+            elif isinstance(value, Mapping):
+                items += [(f"info[{key!r}][{k!r}]", v) for k, v in value.items()]
+            else:
+                items.append((f"info[{key!r}]", value))
+    for name, value in items:
+        kind = array_kind(value)
+        seen.setdefault((name, kind), where)
+
+
+def _first_row(final_obs: Any) -> Any:
+    """One ended row's observation of ``info["final_obs"]`` (the dict form as it is)."""
+    if isinstance(final_obs, Mapping):
+        return final_obs
+    rows = np.asarray(final_obs, dtype=object).reshape(-1)
+    return next((row for row in rows if row is not None), None)
+
+
+def _parse_step(run: VecRun, t: int, where: str, actions: np.ndarray, ret: Any) -> VecStep | None:
+    n = run.num_envs
+    if not isinstance(ret, tuple) or len(ret) != 5:
+        run.problems.append(
+            (
+                where,
+                f"step returned {_shape_of(ret)}, expected (obs, rewards, terminations, "
+                "truncations, infos)",
+            )
+        )
+        run.stopped = "step did not return five values"
+        return None
+    obs, reward, terminated, truncated, info = ret
+    if not isinstance(info, Mapping):
+        run.problems.append((where, f"infos is a {type(info).__name__}, expected a dict"))
+        info = {}
+    _note_kinds(
+        run, where, obs, info, rewards=reward, terminations=terminated, truncations=truncated
+    )
+    arrays = {}
+    for name, value, kind in (
+        ("rewards", reward, "f"),
+        ("terminations", terminated, "b"),
+        ("truncations", truncated, "b"),
+    ):
+        array = np.asarray(to_numpy(value))
+        if array.shape != (n,):
+            run.problems.append(
+                (where, f"{name} has shape {array.shape}, expected (num_envs,) = ({n},)")
+            )
+            if array.size == 1:
+                array = np.full(n, array.reshape(-1)[0])
+            else:
+                run.stopped = f"{name} does not hold one value per sub-env"
+                return None
+        if kind == "b" and array.dtype != np.bool_:
+            run.problems.append((where, f"{name} has dtype {array.dtype}, expected bool"))
+            array = array.astype(bool)
+        if kind == "f" and array.dtype.kind not in "fiu":
+            run.problems.append((where, f"{name} has dtype {array.dtype}, expected float"))
+            array = array.astype(np.float64)
+        arrays[name] = array
+    step = VecStep(
+        t,
+        np.asarray(actions),
+        to_numpy(obs),
+        arrays["rewards"],
+        arrays["terminations"],
+        arrays["truncations"],
+        per_env_info(info),
+        obs_ref=obs,
+    )
+    done = step.done
+    ended = np.flatnonzero(done).tolist()
+    final = info.get("final_obs", info.get("final_observation"))
+    if final is not None:
+        step.final_present = True
+        step.final_ref = final
+        mask = info.get("_final_obs", info.get("_final_observation"))
+        step.final_obs_mask = None if mask is None else np.asarray(to_numpy(mask))
+        step.final_obs = final_obs_rows(final, ended)
+    if "final_info" in info:
+        step.final_info_present = True
+        value = info["final_info"]
+        step.final_info_form = "dict of arrays" if isinstance(value, Mapping) else "array of dicts"
+        mask = info.get("_final_info")
+        step.final_info_mask = None if mask is None else np.asarray(to_numpy(mask))
+        step.final_info = info_rows(value, ended)
+    return step
+
+
+def _compare_refs(run: VecRun, step: VecStep, where: str) -> None:
+    """Reads again what ``step`` returned (after the env took another step): a value
+    that changed was a view of env state."""
+    if isinstance(step.obs_ref, Mapping) and isinstance(step.obs, Mapping):
+        for key, value in step.obs_ref.items():
+            now = to_numpy(value)
+            if isinstance(now, np.ndarray) and not np.array_equal(
+                now, step.obs[key], equal_nan=True
+            ):
+                run.fresh_problems.append((where, f"obs[{key!r}]"))
+    if step.final_ref is not None and step.final_obs:
+        again = final_obs_rows(step.final_ref, list(step.final_obs))
+        for i, obs in step.final_obs.items():
+            if not isinstance(obs, Mapping) or not isinstance(again.get(i), Mapping):
+                continue
+            for key, value in obs.items():
+                if not np.array_equal(
+                    np.asarray(again[i].get(key)), np.asarray(value), equal_nan=True
+                ):
+                    run.fresh_problems.append((where, f"info['final_obs'][{i}][{key!r}]"))
+                    return
+    step.obs_ref = step.final_ref = None  # compared once; let the env free them
+
+
+def stacked(run: VecRun, key: str) -> np.ndarray | None:
+    """``obs[key]`` of every step as one ``(T, N, ...)`` array (None when the batches do
+    not stack: a wrong shape is ``vector.obs_batch``'s finding)."""
+    try:
+        return np.stack([np.asarray(s.obs[key]) for s in run.steps])
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+def stacked_info(run: VecRun, key: str) -> np.ndarray | None:
+    """``info[key]`` of every step as one ``(T, N, ...)`` array, or None."""
+    try:
+        values = [np.asarray(s.info[key]) for s in run.steps]
+        array = np.stack(values)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return array if array.ndim >= 2 and array.shape[1] == run.num_envs else None
+
+
+# --------------------------------------------------------------------------- goal functions
+
+
+@dataclass
+class GoalMethods:
+    """The goal functions of a vector env and how to pass them an info.
+
+    ``per_row`` is true when they are a single env's (sub-env 0 of a SyncVectorEnv, or a
+    single env built from the spec): their info is a list of per-row dicts; a vector
+    env's own take its info dict of batched arrays."""
+
+    reward: Callable | None
+    terminated: Callable | None
+    truncated: Callable | None
+    per_row: bool
+    source: str
+
+
+def goal_methods(ctx: Context) -> GoalMethods:
+    """Where the goal functions of the checked vector env are: on the env (a native twin,
+    an Isaac Lab or ManiSkill env), on sub-env 0 (gymnasium's SyncVectorEnv), or on a
+    single env built from the spec (AsyncVectorEnv's sub-envs live in other processes)."""
+    return ctx.cached("vector_goal_methods", _find_goal_methods)
+
+
+def _find_goal_methods(ctx: Context) -> GoalMethods:
+    names = ("compute_reward", "compute_terminated", "compute_truncated")
+    for holder in (ctx.env, getattr(ctx.env, "unwrapped", None)):
+        found = [getattr(holder, name, None) for name in names]
+        if callable(found[0]):
+            methods = [f if callable(f) else None for f in found]
+            return GoalMethods(methods[0], methods[1], methods[2], False, type(holder).__name__)
+    unwrapped = getattr(ctx.env, "unwrapped", ctx.env)
+    subs = getattr(unwrapped, "envs", None)
+    single: Any = None
+    source = ""
+    if subs:
+        single, source = subs[0], "sub-env 0"
+    elif ctx.single_factory is not None:
+        build = ctx.single_factory
+        single = ctx.cached("vector_single_env", lambda _: build())
+        source = "a single env built from the spec"
+    if single is not None:
+        methods = []
+        for name in names:
+            try:
+                fn = single.get_wrapper_attr(name)
+            except AttributeError:
+                fn = None
+            methods.append(fn if callable(fn) else None)
+        return GoalMethods(methods[0], methods[1], methods[2], True, source)
+    return GoalMethods(None, None, None, False, "")
+
+
+def info_argument(methods: GoalMethods, infos: list[dict[str, Any]], arrays: EnvArrays) -> Any:
+    """The info to pass with a batch of goals whose rows carry ``infos`` (one dict per
+    row): the list itself for a single env's methods; one dict of batched arrays (in the
+    env's array kind) for a vector env's own."""
+    if methods.per_row:
+        return infos
+    keys = set.intersection(*(set(d) for d in infos)) if infos else set()
+    out: dict[str, Any] = {}
+    for key in sorted(keys):
+        try:
+            out[key] = arrays(np.stack([np.asarray(d[key]) for d in infos]))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def row_infos(info: Mapping[str, Any], n: int, rows: Any = None) -> list[dict[str, Any]]:
+    """Per-row dicts of a step's per-sub-env info (masks and final_* left out)."""
+    keys = [
+        k
+        for k, v in info.items()
+        if not k.startswith("_") and isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == n
+    ]
+    rows = range(n) if rows is None else rows
+    return [{k: info[k][i] for k in keys} for i in rows]
