@@ -268,8 +268,7 @@ def parse_env_kwargs(text: str | None) -> dict[str, Any]:
 def check_env_workers_flag(workers: int) -> None:
     """A :class:`UsageError` naming ``--env-workers``, its value and the range this
     machine takes."""
-    from goalenvs.train.env_workers import WORKERS_PER_CORE
-    from goalenvs.train.machine import usable_cores
+    from goalenvs.train.machine import WORKERS_PER_CORE, usable_cores
 
     cores = usable_cores()
     if not 1 <= workers <= WORKERS_PER_CORE * cores:

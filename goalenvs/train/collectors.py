@@ -43,8 +43,8 @@ import torch
 from goalenvs.agents.base import Agent
 from goalenvs.core import GOAL_KEYS
 from goalenvs.her.replay import ReplayBuffer
-from goalenvs.train.env_workers import eval_env_workers
 from goalenvs.train.envs import make_vector_env
+from goalenvs.train.machine import eval_env_workers
 from goalenvs.train.resume_state import GeneratorSnapshot
 from goalenvs.train.timing import PhaseClock
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 import signal
-import time
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -35,97 +34,11 @@ import gymnasium as gym
 import numpy as np
 
 from goalenvs import envspec
-from goalenvs.train.machine import usable_cores
 from goalenvs.train.resume_state import GeneratorSnapshot
-
-# How many worker processes a machine's cores carry, at most: beyond that they only wait
-# for each other.
-WORKERS_PER_CORE = 4
-# An env step cheaper than this stays in the trainer's process by default: a worker's pipe
-# round trip and the infos it sends back cost about as much (tens of microseconds each on
-# a 2-core x86 machine), where a MuJoCo Fetch step costs ~1.8 ms and panda-gym's ~1.25 ms.
-WORKER_MIN_STEP_SECONDS = 100e-6
 
 
 class EnvWorkerError(RuntimeError):
     """A worker process stepping training envs failed (its env raised, or it died)."""
-
-
-def divisors(n: int) -> list[int]:
-    """The positive divisors of ``n``, ascending."""
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def eval_env_workers(n_eval_episodes: int, env_workers: int) -> int:
-    """How many processes step the ``n_eval_episodes`` eval envs beside ``env_workers``
-    training ones: the largest divisor of ``n_eval_episodes`` up to ``env_workers`` (1:
-    the trainer's process). The eval pool lives as long as the training one, so a run
-    holds both: 16 env workers and 50 eval episodes are 16 + 10 processes."""
-    return max(d for d in divisors(n_eval_episodes) if d <= env_workers)
-
-
-def default_env_workers(
-    num_envs: int,
-    native_twin: bool,
-    cores: int | None = None,
-    step_seconds: float | None = None,
-) -> int:
-    """How many processes step ``num_envs`` training envs on this machine by default.
-
-    A native twin steps all its envs in one numpy (or torch) call: it stays in the main
-    process (1), as does an env whose step costs less than
-    :data:`WORKER_MIN_STEP_SECONDS` (``step_seconds``, measured by
-    :func:`measure_step_seconds`; None: not measured, taken as costly). Other envs get the
-    largest divisor of ``num_envs`` that the machine's cores carry; on two cores or fewer
-    they stay in the main process, where worker processes measured no faster
-    (benchmarks/scaling.py: 424 env steps/s in one process against 424-428 with two
-    workers, FetchPush on 2 cores).
-    """
-    cores = usable_cores() if cores is None else cores
-    cheap = step_seconds is not None and step_seconds < WORKER_MIN_STEP_SECONDS
-    if native_twin or cheap or cores <= 2:
-        return 1
-    return max(d for d in divisors(num_envs) if d <= cores)
-
-
-def measure_step_seconds(env: gym.Env, steps: int = 20, seed: int = 0) -> float:
-    """Seconds one step of ``env`` takes (random actions, the mean over ``steps``; resets
-    are not counted)."""
-    env.action_space.seed(seed)
-    env.reset(seed=seed)
-    total = 0.0
-    for _ in range(steps):
-        action = env.action_space.sample()
-        start = time.perf_counter()
-        _, _, terminated, truncated, _ = env.step(action)
-        total += time.perf_counter() - start
-        if terminated or truncated:
-            env.reset()
-    return total / steps
-
-
-def check_env_workers(workers: int, num_envs: int, cores: int | None = None) -> int:
-    """``workers`` when it can step ``num_envs`` envs on this machine, else a ValueError
-    naming the setting, the value and the range."""
-    cores = usable_cores() if cores is None else cores
-    most = WORKERS_PER_CORE * cores
-    if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:
-        raise ValueError(
-            f"env_workers (--env-workers) must be an integer from 1 (the envs in the trainer's "
-            f"process) to {most}, got {workers!r}"
-        )
-    if workers > most:
-        raise ValueError(
-            f"env_workers (--env-workers) {workers} is far beyond this machine's {cores} cores: "
-            f"expected 1 to {most}"
-        )
-    if num_envs % workers:
-        fitting = [d for d in divisors(num_envs) if d <= most]
-        raise ValueError(
-            f"env_workers (--env-workers) {workers} does not divide num_envs {num_envs}: each "
-            f"worker steps an equal share; expected one of {fitting}"
-        )
-    return int(workers)
 
 
 def check_sendable(env_id: str, source: Any, env_kwargs: dict[str, Any]) -> None:

@@ -36,13 +36,6 @@ from goalenvs.agents.precision import cpu_has_bf16, uses_bf16
 from goalenvs.agents.registry import get_algo
 from goalenvs.checker.preflight import Preflight, preflight
 from goalenvs.core import episode_length
-from goalenvs.train.env_workers import (
-    WORKERS_PER_CORE,
-    check_env_workers,
-    default_env_workers,
-    eval_env_workers,
-    measure_step_seconds,
-)
 from goalenvs.train.envs import (
     device_twin_problem,
     goal_function,
@@ -51,7 +44,15 @@ from goalenvs.train.envs import (
     return_range,
     scalar_info_keys,
 )
-from goalenvs.train.machine import describe_machine, usable_cores
+from goalenvs.train.machine import (
+    WORKERS_PER_CORE,
+    check_env_workers,
+    default_env_workers,
+    describe_machine,
+    eval_env_workers,
+    measure_step_seconds,
+    usable_cores,
+)
 
 # The config fields a plan resolves, with the value that leaves each to the machine.
 AUTO = {

@@ -16,15 +16,14 @@ import pytest
 import torch
 
 from goalenvs.agents.ddpg import DDPGConfig
-from goalenvs.train.env_workers import (
-    EnvWorkerError,
-    EnvWorkers,
+from goalenvs.train.env_workers import EnvWorkerError, EnvWorkers
+from goalenvs.train.envs import make_vector_env
+from goalenvs.train.machine import (
     check_env_workers,
     default_env_workers,
     eval_env_workers,
+    resident_mb,
 )
-from goalenvs.train.envs import make_vector_env
-from goalenvs.train.machine import resident_mb
 from goalenvs.train.resume_state import env_generator_states
 from goalenvs.train.trainer import Trainer, train
 

@@ -13,8 +13,14 @@ import torch
 from goalenvs.agents.ddpg import DDPGConfig
 from goalenvs.agents.precision import cpu_has_bf16
 from goalenvs.train import machine
-from goalenvs.train.env_workers import check_env_workers, default_env_workers
-from goalenvs.train.machine import cpu_model, cpu_quota, describe_machine, usable_cores
+from goalenvs.train.machine import (
+    check_env_workers,
+    cpu_model,
+    cpu_quota,
+    default_env_workers,
+    describe_machine,
+    usable_cores,
+)
 from goalenvs.train.trainer import Trainer
 
 FETCH_STEP = 1.8e-3  # seconds: an env worth worker processes
