@@ -1,6 +1,6 @@
 """Per-seed margins behind the seeded learning tests.
 
-The learning tests of tests/her/ (``test_ddpg_her_reaches_90_percent_on_point_reach``,
+The learning tests of tests/train/ (``test_ddpg_her_reaches_90_percent_on_point_reach``,
 ``test_agent_learns_point_reach_and_its_policy_loads``) train one seed with the
 ``point_reach`` preset for a few epochs; the margin they leave is the first epoch at
 which each of seeds 0-4 reaches the threshold. This script trains that config per seed
@@ -40,7 +40,7 @@ THRESHOLD = 0.9
 
 
 def learning_test_config(algo: str, **kwargs: Any) -> Any:
-    """The config a learning test of tests/her/test_train_learning.py trains: ``dqn`` on
+    """The config a learning test of tests/train/test_train_learning.py trains: ``dqn`` on
     8-bit flipping, any other algorithm with the ``point_reach`` preset."""
     from goalenvs.agents.dqn import DQNConfig
     from goalenvs.train.presets import resolve_config

@@ -500,7 +500,7 @@ def test_a_buffer_pickled_by_goalenvs_0_1_0_loads_and_samples_as_it_did() -> Non
             h.update(np.ascontiguousarray(value).tobytes())
         return h.hexdigest()[:16]
 
-    path = Path(__file__).parent / "her" / "data" / "sb3_adapter_0.1.0.pkl"
+    path = Path(__file__).parent / "data" / "sb3_adapter_0.1.0.pkl"
     with open(path, "rb") as f:
         buffer = pickle.load(f)
     assert isinstance(buffer, HerReplayBuffer)

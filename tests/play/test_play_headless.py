@@ -19,7 +19,7 @@ ENV_ID = "noframes/Reach-v0"  # as tests/user_envs/noframes_env.py registers it
 HORIZON = 10
 EPISODES = 3
 # The user's module, copied into their folder (tests/user_envs/noframes_env.py).
-USER_ENV = Path(__file__).parent / "user_envs" / "noframes_env.py"
+USER_ENV = Path(__file__).resolve().parents[1] / "user_envs" / "noframes_env.py"
 SUMMARY = re.compile(
     rf"^{EPISODES} episodes: success rate (?P<rate>\d+\.\d)% \((?P<successes>\d+)/{EPISODES}\), "
     r"mean return (?P<mean>-?\d+\.\d\d) \+/- \d+\.\d\d, episode length \d+\.\d "

@@ -16,7 +16,7 @@ import goalenvs  # noqa: F401  (registers the ids)
 
 # Every registered goalenvs id: adding an env (its file + one registry entry) adds it here.
 # Parking's goals are not reached by random walks, which several checks below rely on;
-# tests/test_parking.py holds its contract tests. Every other id is picked up here.
+# tests/envs/test_parking.py holds its contract tests. Every other id is picked up here.
 IDS = sorted(
     env_id
     for env_id in gym.registry

@@ -75,7 +75,7 @@ def test_a_file_that_is_not_a_checkpoint_is_refused_in_one_line(capsys, tmp_path
     assert str(bad) in err and "not a readable checkpoint" in err
 
 
-USER_ENV = Path(__file__).parent / "user_envs" / "noframes_env.py"
+USER_ENV = Path(__file__).resolve().parents[1] / "user_envs" / "noframes_env.py"
 
 
 @pytest.fixture
