@@ -117,13 +117,14 @@ def train(
     load_before = os.getloadavg()
     out = out or Path(tempfile.mkdtemp(prefix=f"fetch_{task}_s{seed}_")) / "run"
     if (out / "config.json").is_file():
+        # the run's config.json holds its flags (a --preset cannot change on a resume)
         command = [sys.executable, "-m", "goalenvs", "train", "--resume", str(out), "--quiet"]
     else:
         command = [sys.executable, "-m", "goalenvs", "train", env_id, "--seed", str(seed)]
         command += ["--quiet", "--out", str(out), "--save-buffer", "--stop-success", "0.9"]
         if max_env_steps is not None:
             command += ["--epochs", str(-(-max_env_steps // epoch_env_steps(env_id, extra)))]
-    command += extra
+        command += extra
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     env.pop("MUJOCO_GL", None)
     print(" ".join(command[1:]), flush=True)
