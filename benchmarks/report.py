@@ -1151,18 +1151,21 @@ def fetch_push_levers() -> str:
     """mrl's levers tried one at a time on FetchPush-v4 seed 0 against the fetch_push
     preset (manipulation/tried/push_<lever>_s0.json with its preset diff, and push_s0)."""
     tried = RESULTS / "manipulation" / "tried"
-    seed0 = _progress(RESULTS / "manipulation" / "push_s0.csv")
-    base = json.loads((RESULTS / "manipulation" / "push_s0.json").read_text())
     lines = [
-        "| lever (one change to `fetch_push`) | first eval >= 0.9 | eval at 520,000 env steps "
-        "| env steps/s, load | commit, precision |",
+        "| lever (one change to `fetch_push`), seed | first eval >= 0.9 | eval at 520,000 env "
+        "steps | env steps/s, load | commit, precision |",
         "|---|---|---|---|---|",
-        f"| none: the preset (push_s0) | {_tried_hit(seed0)} | {_at(seed0, 520_000)} | "
-        f"{base['env_steps_per_s']:.0f}, load {base['load']['min']:.1f}-"
-        f"{base['load']['max']:.1f} | {base['commit']}, {base['config']['precision']} (bf16 "
-        "on this CPU) |",
     ]
-    for path in sorted(tried.glob("push_*_s0.json")):
+    for seed in (0, 1):
+        rows = _progress(RESULTS / "manipulation" / f"push_s{seed}.csv")
+        base = json.loads((RESULTS / "manipulation" / f"push_s{seed}.json").read_text())
+        lines.append(
+            f"| none: the preset (push_s{seed}), seed {seed} | {_tried_hit(rows)} | "
+            f"{_at(rows, 520_000)} | {base['env_steps_per_s']:.0f}, load "
+            f"{base['load']['min']:.1f}-{base['load']['max']:.1f} | {base['commit']}, "
+            f"{base['config']['precision']} (bf16 on this CPU) |"
+        )
+    for path in sorted(tried.glob("push_*_s[0-9].json")):
         meta = json.loads(path.read_text())
         if "lever" not in meta:
             continue
@@ -1174,7 +1177,8 @@ def fetch_push_levers() -> str:
         end = f"; stopped {meta['stopped']}" if "stopped" in meta else ""
         load = meta["load"]
         lines.append(
-            f"| {meta['lever']} (`{diff}`) | {_tried_hit(rows)}{end} | {_at(rows, 520_000)} | "
+            f"| {meta['lever']} (`{diff}`), seed {meta['seed']} | {_tried_hit(rows)}{end} | "
+            f"{_at(rows, 520_000)} | "
             f"{meta['env_steps_per_s']:.0f}, load {load['min']:.1f}-{load['max']:.1f} | "
             f"{meta['commit']}, {meta['precision'].split(' ')[0]} |"
         )
