@@ -77,12 +77,9 @@ class Agent(nn.Module):
         self.config = config
         self.action_space = action_space
         self.gamma = float(gamma)
-        # Rewards in [-1, 0] bound every return to [-1/(1-gamma), 0] (baselines' clip_return);
-        # the trainer sets the range its env's rewards allow with set_return_range.
-        self.clip_low = -1.0 / (1.0 - self.gamma) if config.clip_return else -float("inf")
-        self.clip_high = 0.0 if config.clip_return else float("inf")
-        if config.clip_return and config.clip_range is not None:
-            self.clip_low, self.clip_high = config.clip_range
+        # Bellman targets are not clipped until set_return_range gives the range: the run's
+        # plan decides it once, from clip_return, clip_range and the env's rewards.
+        self.clip_low, self.clip_high = -float("inf"), float("inf")
         self.normalizer = GoalNormalizer(
             flat_size(observation_space["observation"]),
             flat_size(observation_space["desired_goal"]),

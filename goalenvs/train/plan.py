@@ -240,11 +240,16 @@ def make_plan(
         )
     rollout_steps = config.rollout_steps or int(horizon or 0)
     gamma = config.gamma if config.gamma is not None else 1.0 - 1.0 / (horizon or 1)
-    env_device = _env_device(config, device, notes)
-    replay_device = _replay_device(config, env_device, device)
+    _check_schedule(config, horizon or rollout_steps, rollout_steps, world)
+    env_device = _env_device(config.env_device, config.env_id, device, notes)
+    replay_device = _replay_device(config.replay_device, env_device, device)
     recorded_seconds = (recorded or {}).get("step_seconds")
-    env_workers, step_seconds = _env_workers(config, env, env_device, recorded_seconds, notes)
-    overlap = _overlap(config, env_workers, env_device)
+    env_workers, step_seconds = _env_workers(
+        config.env_workers, config.env_id, config.num_envs, config.seed, env, env_device, notes
+    )
+    if config.env_workers is not None and env_device != "device":
+        step_seconds = recorded_seconds
+    overlap = _overlap(config.overlap, env_workers, env_device)
     precision = "bf16" if uses_bf16(config.precision, device) else "fp32"
     if config.precision == "auto":
         notes.append(
@@ -257,7 +262,27 @@ def make_plan(
             "why), though this CPU has bfloat16 instructions"
         )
     info_keys = config.info_keys if config.info_keys is not None else scalar_info_keys(env)
-    clip_range = _clip_range(config, env, gamma, info_keys, notes)
+    if goal_function(env, env, "compute_reward") is None:
+        raise ValueError(
+            f"{config.env_id} has no compute_reward(achieved_goal, desired_goal, info): HER "
+            f"cannot relabel its transitions. Run `goalenvs check {config.env_id}`."
+        )
+    if goal_function(env, env, "compute_terminated") is None:
+        notes.append(
+            f"{config.env_id} has no compute_terminated: relabeled transitions keep the "
+            "terminated flag their real goal gave (a relabeled goal reached early does "
+            "not end its episode), as stable-baselines3's HER does"
+        )
+    clip_range = _clip_range(
+        config.clip_return,
+        config.clip_range,
+        config.env_id,
+        config.seed,
+        env,
+        gamma,
+        info_keys,
+        notes,
+    )
     return RunPlan(
         device=str(device),
         rank=rank,
@@ -274,12 +299,42 @@ def make_plan(
         step_seconds=step_seconds,
         overlap=overlap,
         precision=precision,
-        cuda_graphs=_cuda_graphs(config, device, world),
-        torch_threads=_torch_threads(config, notes),
+        cuda_graphs=_cuda_graphs(config.cuda_graphs, config.algo, device, world),
+        torch_threads=_torch_threads(config.torch_threads, notes),
         machine=describe_machine(),
         notes=tuple(notes),
         preflight_seconds=None if checked is None else round(checked.seconds, 3),
     )
+
+
+def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world: int) -> None:
+    """A ValueError naming the field and its value when the schedule cannot run: a batch
+    larger than the replay buffer (``buffer_size`` shared by ``world`` workers), a buffer
+    whose stream per env cannot hold one ``episode`` (its transitions could never be
+    sampled), or a goal-mix warm-up that outlasts the run (its mix would never be drawn)."""
+    size = config.buffer_size // world
+    share = f"buffer_size {config.buffer_size}" + (f" over {world} workers" if world > 1 else "")
+    if config.batch_size > size:
+        raise ValueError(
+            f"batch_size {config.batch_size} is larger than the replay buffer ({share} "
+            f"holds {size} transitions): lower batch_size or raise buffer_size"
+        )
+    rows = size // config.num_envs
+    if rows < episode + 1:
+        raise ValueError(
+            f"{share} gives each of the num_envs {config.num_envs} envs {rows} rows, fewer "
+            f"than one episode of {episode} steps takes ({episode + 1}): no transition "
+            f"could ever be sampled; raise buffer_size to at least "
+            f"{(episode + 1) * config.num_envs * world} or lower num_envs"
+        )
+    stored = config.epochs * config.n_cycles * rollout_steps * config.num_envs
+    if config.goal_mix_warmup > stored:
+        raise ValueError(
+            f"goal_mix_warmup {config.goal_mix_warmup} is longer than the run: each replay "
+            f"buffer stores {stored:,} env steps (epochs {config.epochs} x n_cycles "
+            f"{config.n_cycles} x {rollout_steps} steps x num_envs {config.num_envs}); "
+            "lower goal_mix_warmup or lengthen the run"
+        )
 
 
 def _preflight(config: TrainConfig, env: gym.Env, notes: list[str]) -> Preflight | None:
@@ -300,101 +355,104 @@ def _preflight(config: TrainConfig, env: gym.Env, notes: list[str]) -> Preflight
     return result
 
 
-def _env_device(config: TrainConfig, device: torch.device, notes: list[str]) -> str:
-    """ "device" when the training envs run as torch twins on ``device``, else "numpy"."""
-    if config.env_device == "numpy":
+def _env_device(asked: str, env_id: str, device: torch.device, notes: list[str]) -> str:
+    """ "device" when the training envs of ``env_id`` run as torch twins on ``device``,
+    else "numpy" (``asked``: the config's ``env_device``)."""
+    if asked == "numpy":
         return "numpy"
-    problem = device_twin_problem(config.env_id)
-    if config.env_device == "auto":
+    problem = device_twin_problem(env_id)
+    if asked == "auto":
         if device.type != "cuda":
             return "numpy"
         if problem is not None:
             notes.append(
-                f"env_device auto runs numpy envs: {config.env_id} cannot run on {device}, "
-                f"as {problem}"
+                f"env_device auto runs numpy envs: {env_id} cannot run on {device}, as {problem}"
             )
             return "numpy"
     elif problem is not None:
         raise ValueError(
-            f"env_device='device': {config.env_id} cannot run on device {device}: "
+            f"env_device='device': {env_id} cannot run on device {device}: "
             f"{problem}. Use env_device='numpy' (or 'auto')"
         )
     return "device"
 
 
-def _replay_device(config: TrainConfig, env_device: str, device: torch.device) -> str:
+def _replay_device(asked: str, env_device: str, device: torch.device) -> str:
     """Where the replay buffer lives: beside torch twins always; for numpy envs in host
-    memory unless ``replay_device`` asks the device."""
-    if env_device == "device" and config.replay_device == "host":
+    memory unless ``asked`` (the config's ``replay_device``) is the device."""
+    if env_device == "device" and asked == "host":
         raise ValueError(
             f"replay_device (--replay-device) 'host': the torch twins step on {device} and "
             "their replay buffer lives there; expected 'device' or 'auto' with env_device "
             "'device'"
         )
-    return "device" if env_device == "device" or config.replay_device == "device" else "host"
+    return "device" if env_device == "device" or asked == "device" else "host"
 
 
 def _env_workers(
-    config: TrainConfig,
+    asked: int | None,
+    env_id: str,
+    num_envs: int,
+    seed: int,
     env: gym.Env,
     env_device: str,
-    recorded_seconds: float | None,
     notes: list[str],
 ) -> tuple[int, float | None]:
-    """The processes that step the training envs and the step time that chose them."""
+    """The processes that step the ``num_envs`` training envs and the step time that chose
+    them (``asked``: the config's ``env_workers``, None to time a step of ``env``)."""
     if env_device == "device":
-        if config.env_workers not in (None, 1):
+        if asked not in (None, 1):
             raise ValueError(
-                f"env_workers (--env-workers) {config.env_workers}: the torch twins run on "
+                f"env_workers (--env-workers) {asked}: the torch twins run on "
                 "the device in the trainer's process; expected 1 with env_device 'device'"
             )
         return 1, None
-    if config.env_workers is not None:
-        return check_env_workers(config.env_workers, config.num_envs), recorded_seconds
-    if has_native_twin(config.env_id):
+    if asked is not None:
+        return check_env_workers(asked, num_envs), None
+    if has_native_twin(env_id):
         notes.append("env workers 1: the native vector twin steps every env in one call")
         return 1, None
-    seconds = measure_step_seconds(env, seed=config.seed)
-    workers = default_env_workers(config.num_envs, False, step_seconds=seconds)
+    seconds = measure_step_seconds(env, seed=seed)
+    workers = default_env_workers(num_envs, False, step_seconds=seconds)
     notes.append(
         f"env workers {workers}: a step took {1e6 * seconds:.0f} us on {usable_cores()} cores"
     )
     return workers, seconds
 
 
-def _overlap(config: TrainConfig, env_workers: int, env_device: str) -> bool:
-    """Whether collection runs beside the updates (None: with worker processes)."""
-    if config.overlap is None:
+def _overlap(asked: bool | None, env_workers: int, env_device: str) -> bool:
+    """Whether collection runs beside the updates (``asked`` None: with worker processes)."""
+    if asked is None:
         return env_workers > 1
-    if config.overlap and env_device == "device":
+    if asked and env_device == "device":
         raise ValueError(
             "overlap=True collects in a background thread, which the on-device loop (torch "
             "twins on the GPU) has no use for; set overlap to None or False there"
         )
-    return bool(config.overlap)
+    return bool(asked)
 
 
-def _cuda_graphs(config: TrainConfig, device: torch.device, world: int) -> bool:
+def _cuda_graphs(asked: str, algo: str, device: torch.device, world: int) -> bool:
     """Whether the updates will run as captured CUDA graphs (the learner's rule: a CUDA
-    device, one worker, an algorithm whose update is graph-safe; "on" insists)."""
-    safe = get_algo(config.algo).agent_class().graph_safe_update
+    device, one worker, an algorithm whose update is graph-safe; ``asked`` "on" insists)."""
+    safe = get_algo(algo).agent_class().graph_safe_update
     possible = device.type == "cuda" and world == 1 and safe
-    if config.cuda_graphs == "on" and not possible:
+    if asked == "on" and not possible:
         why = (
             f"the networks are on {device}, and CUDA graphs need a CUDA device"
             if device.type != "cuda"
             else f"{world} workers all-reduce every update"
             if world > 1
-            else f"{config.algo}'s update is not graph-safe"
+            else f"{algo}'s update is not graph-safe"
         )
         raise ValueError(f"cuda_graphs (--cuda-graphs) 'on' cannot capture the updates: {why}")
-    return possible and config.cuda_graphs != "off"
+    return possible and asked != "off"
 
 
-def _torch_threads(config: TrainConfig, notes: list[str]) -> int:
-    """``torch_threads``, or fewer when the workers torchrun started on this machine
-    (``LOCAL_WORLD_SIZE``) would otherwise ask more threads than it has cores."""
-    threads = config.torch_threads
+def _torch_threads(threads: int, notes: list[str]) -> int:
+    """``threads`` (the config's ``torch_threads``), or fewer when the workers torchrun
+    started on this machine (``LOCAL_WORLD_SIZE``) would otherwise ask more threads than
+    it has cores."""
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     fair = max(1, usable_cores() // local)
     if threads > fair:
@@ -407,32 +465,32 @@ def _torch_threads(config: TrainConfig, notes: list[str]) -> int:
 
 
 def _clip_range(
-    config: TrainConfig,
+    clip_return: bool,
+    clip_range: tuple[float, float] | None,
+    env_id: str,
+    seed: int,
     env: gym.Env,
     gamma: float,
     info_keys: tuple[str, ...],
     notes: list[str],
 ) -> tuple[float, float] | None:
-    """The range Bellman targets are clipped to (``clip_return``), None when they are not."""
-    if not config.clip_return:
+    """The range Bellman targets are clipped to (``clip_return``: the config's ``clip_range``,
+    else the returns ``env``'s rewards allow), None when they are not."""
+    if not clip_return:
         return None
-    if config.clip_range is not None:
-        return config.clip_range
+    if clip_range is not None:
+        return clip_range
     declared = getattr(env.unwrapped, "reward_range", None)
     if declared is not None and np.all(np.isfinite(declared)):
         low, high = (float(x) for x in declared)
         return return_range(low, high, gamma)
     compute_reward = goal_function(env, env, "compute_reward")
-    if compute_reward is None:
-        raise ValueError(
-            f"{config.env_id} has no compute_reward(achieved_goal, desired_goal, info): HER "
-            f"cannot relabel its transitions. Run `goalenvs check {config.env_id}`."
-        )
-    low, high = probe_rewards(env, compute_reward, info_keys, config.seed)
+    assert compute_reward is not None  # make_plan refused an env without one
+    low, high = probe_rewards(env, compute_reward, info_keys, seed)
     if low >= -1.0 and high <= 0.0:
         return return_range(-1.0, 0.0, gamma)
     notes.append(
-        f"clip_return is off: {config.env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
+        f"clip_return is off: {env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
         "random probe, outside baselines' [-1, 0], and declares no finite reward_range; "
         "set clip_range to clip the targets"
     )

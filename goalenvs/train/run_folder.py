@@ -35,17 +35,20 @@ import logging
 import math
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from gymnasium import spaces
 
 import goalenvs
 from goalenvs.agents import distributed
 from goalenvs.agents.base import Agent
 from goalenvs.agents.config import TrainConfig
+from goalenvs.core import GOAL_KEYS
 from goalenvs.core.io import atomic_write_file
 from goalenvs.her.replay import ReplayBuffer
 from goalenvs.train.checkpoint import (
@@ -61,6 +64,7 @@ from goalenvs.train.checkpoint import (
     remove_debris,
     save_checkpoint,
     save_torch_file,
+    space_to_dict,
     unit_dir,
     unit_epochs,
 )
@@ -104,8 +108,10 @@ class Restored:
 class RunFolder:
     """The folder of one run, as worker ``rank`` of ``world`` reads and writes it.
 
-    ``describe`` is the plain metadata every checkpoint carries besides the counters
-    (env, algorithm, spaces, gamma, config); ``loss_names`` are the losses progress.csv
+    The folder is ``config.resume``, else ``config.out``, else a new one under ``runs/``
+    named for the env, the algorithm, the seed and the time. Every checkpoint carries
+    ``describe``, the run's plain metadata (env, algorithm, spaces, ``gamma``, config),
+    besides its counters; ``loss_names`` are the losses progress.csv
     logs; ``buffer_file`` names this worker's saved replay buffer in a unit; a resume
     loads the networks onto ``device``; ``plan`` (the run's resolved
     :class:`~goalenvs.train.plan.RunPlan` as plain values) is recorded in config.json
@@ -114,23 +120,39 @@ class RunFolder:
 
     def __init__(
         self,
-        path: Path,
         config: TrainConfig,
         *,
         rank: int,
         world: int,
-        describe: dict[str, Any],
+        gamma: float,
+        observation_space: spaces.Dict,
+        action_space: spaces.Space,
         loss_names: tuple[str, ...],
         buffer_file: str,
         device: torch.device,
         plan: dict[str, Any] | None = None,
     ) -> None:
-        self.path = path
+        if config.resume or config.out:
+            self.path = Path(config.resume or config.out or "")
+        else:
+            name = config.env_id.replace("/", "_").replace(":", "_")
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            self.path = Path(f"runs/{name}-{config.algo}-s{config.seed}-{stamp}")
         self.plan = plan
         self.device = device
         self.config = config
         self.rank, self.world, self.main = rank, world, rank == 0
-        self.describe = describe
+        self.describe: dict[str, Any] = {
+            "env_id": config.env_id,
+            "env_kwargs": config.env_kwargs,
+            "env_file": config.env_file,  # where a path/to/file.py env's file is: play finds it
+            "algo": config.algo,
+            "hidden_sizes": list(config.hidden_sizes),
+            "gamma": gamma,
+            "observation_space": {k: space_to_dict(observation_space[k]) for k in GOAL_KEYS},
+            "action_space": space_to_dict(action_space),
+            "config": config.to_dict(),
+        }
         self.loss_names = loss_names
         self.buffer_file = buffer_file
         self.progress_rows: list[list[str]] = []

@@ -60,9 +60,8 @@ from goalenvs.agents import distributed
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.learner import Learner
 from goalenvs.agents.registry import make_agent
-from goalenvs.core import GOAL_KEYS, episode_length
+from goalenvs.core import episode_length
 from goalenvs.her.replay import ReplayBuffer
-from goalenvs.train.checkpoint import space_to_dict
 from goalenvs.train.collectors import Collector, make_backend
 from goalenvs.train.display import Display, mean_or_nan
 from goalenvs.train.envs import goal_function, has_native_twin, validate_training_env
@@ -166,6 +165,7 @@ class Trainer:
                 ) from None
         self.callback = callback
         self.notes: list[str] = []
+        self.loud = False  # whether notes are printed: verbose, on the main worker
         # A failed build closes what it had opened (worker processes included).
         with contextlib.ExitStack() as opened:
             if env is None:
@@ -178,6 +178,7 @@ class Trainer:
             self.workers = workers
             self.device, self.rank, self.world = workers.device, workers.rank, workers.world
             self.main = workers.rank == 0
+            self.loud = self.main and cfg.verbose
             plan = make_plan(followed, env, self.device, self.rank, self.world, recorded)
             self.plan = plan
             if plan.episode_length is not None and episode_length(env) is None:
@@ -195,7 +196,6 @@ class Trainer:
             # A goal Dict: validate_training_env checked it.
             self.observation_space = cast(spaces.Dict, env.observation_space)
             self.action_space = env.action_space
-            self._check_buffer_fits()
             self.collector = Collector(
                 make_backend(
                     plan.env_device == "device",
@@ -242,11 +242,12 @@ class Trainer:
                 **cfg.her_settings(),
             )
             self.run_folder = RunFolder(
-                Path(cfg.resume or cfg.out or self._default_run_dir()),
                 cfg,
                 rank=self.rank,
                 world=self.world,
-                describe=self._describe(),
+                gamma=plan.gamma,
+                observation_space=self.observation_space,
+                action_space=self.action_space,
                 loss_names=self.agent.loss_names,
                 buffer_file=f"buffer_rank{self.rank}.{self.collector.backend.buffer_suffix}",
                 device=self.device,
@@ -302,83 +303,23 @@ class Trainer:
     def note(self, message: str) -> None:
         """Records a fact about this run's setup, printed once (main worker, verbose)."""
         self.notes.append(message)
-        if self.main and self.config.verbose:
+        if self.loud:
             print(f"note: {message}", file=sys.stderr)
-
-    def _check_buffer_fits(self) -> None:
-        """A ValueError naming the field and its value when the schedule cannot run: a
-        batch larger than the replay buffer, a buffer whose stream per env cannot hold
-        one episode (its transitions could never be sampled), or a goal-mix warm-up that
-        outlasts the run (its mix would never be drawn)."""
-        cfg = self.config
-        size = cfg.buffer_size // self.world
-        share = f"buffer_size {cfg.buffer_size}" + (
-            f" over {self.world} workers" if self.world > 1 else ""
-        )
-        if cfg.batch_size > size:
-            raise ValueError(
-                f"batch_size {cfg.batch_size} is larger than the replay buffer ({share} "
-                f"holds {size} transitions): lower batch_size or raise buffer_size"
-            )
-        episode = self.plan.episode_length or self.plan.rollout_steps
-        rows = size // cfg.num_envs
-        if rows < episode + 1:
-            raise ValueError(
-                f"{share} gives each of the num_envs {cfg.num_envs} envs {rows} rows, fewer "
-                f"than one episode of {episode} steps takes ({episode + 1}): no transition "
-                f"could ever be sampled; raise buffer_size to at least "
-                f"{(episode + 1) * cfg.num_envs * self.world} or lower num_envs"
-            )
-        stored = cfg.epochs * cfg.n_cycles * self.plan.rollout_steps * cfg.num_envs
-        if cfg.goal_mix_warmup > stored:
-            raise ValueError(
-                f"goal_mix_warmup {cfg.goal_mix_warmup} is longer than the run: each replay "
-                f"buffer stores {stored:,} env steps (epochs {cfg.epochs} x n_cycles "
-                f"{cfg.n_cycles} x {self.plan.rollout_steps} steps x num_envs {cfg.num_envs}); "
-                "lower goal_mix_warmup or lengthen the run"
-            )
 
     def _goal_functions(self) -> tuple[Callable, Callable | None]:
         """The env's batched ``compute_reward`` and ``compute_terminated`` (a device twin's
         run on its device; a numpy env's get numpy arrays from a replay buffer on a
         device)."""
-        cfg, envs = self.config, self.collector.envs
-        plan = self.plan
+        envs, plan = self.collector.envs, self.plan
         host_arrays = plan.replay_device == "device" and plan.env_device == "numpy"
         compute_reward = goal_function(envs, self.env, "compute_reward", host_arrays)
-        if compute_reward is None:
+        if compute_reward is None:  # the plan found the env's: its vector envs lost it
             raise ValueError(
-                f"{cfg.env_id} has no compute_reward(achieved_goal, desired_goal, info): HER "
-                f"cannot relabel its transitions. Run `goalenvs check {cfg.env_id}`."
+                f"the vector envs of {type(self.env.unwrapped).__name__} have no "
+                "compute_reward(achieved_goal, desired_goal, info), though the env has one"
             )
         compute_terminated = goal_function(envs, self.env, "compute_terminated", host_arrays)
-        if compute_terminated is None:
-            self.note(
-                f"{cfg.env_id} has no compute_terminated: relabeled transitions keep the "
-                "terminated flag their real goal gave (a relabeled goal reached early does "
-                "not end its episode), as stable-baselines3's HER does"
-            )
         return compute_reward, compute_terminated
-
-    def _describe(self) -> dict[str, Any]:
-        """The plain metadata every checkpoint of the run carries besides its counters."""
-        cfg = self.config
-        return {
-            "env_id": cfg.env_id,
-            "env_kwargs": cfg.env_kwargs,
-            "env_file": cfg.env_file,  # where a path/to/file.py env's file is: play finds it
-            "algo": cfg.algo,
-            "hidden_sizes": list(cfg.hidden_sizes),
-            "gamma": self.plan.gamma,
-            "observation_space": {k: space_to_dict(self.observation_space[k]) for k in GOAL_KEYS},
-            "action_space": space_to_dict(self.action_space),
-            "config": cfg.to_dict(),
-        }
-
-    def _default_run_dir(self) -> str:
-        name = self.config.env_id.replace("/", "_").replace(":", "_")
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        return f"runs/{name}-{self.config.algo}-s{self.config.seed}-{stamp}"
 
     # ---- the loop
 

@@ -300,3 +300,10 @@ def test_a_layer_norm_policy_plays_as_trained_after_loading(tmp_path):
            for k, s in policy.observation_space.items()}  # fmt: skip
     assert policy.agent.config.layer_norm is True
     assert policy.predict(obs).shape == (4, 2)
+
+
+def test_an_agent_clips_no_target_until_it_is_given_a_range():
+    agent = make(TD3, TD3Config)
+    assert (agent.clip_low, agent.clip_high) == (-np.inf, np.inf)
+    agent.set_return_range(-2.0, 0.0)
+    assert (agent.clip_low, agent.clip_high) == (-2.0, 0.0)

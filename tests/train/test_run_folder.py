@@ -31,11 +31,12 @@ def parts(tmp_path: Path, **kwargs):
         200, env.observation_space, env.action_space, compute_reward=env.unwrapped, n_envs=1
     )
     folder = RunFolder(
-        Path(config.resume or config.out),
         config,
         rank=0,
         world=1,
-        describe={"env_id": config.env_id, "algo": "ddpg", "config": config.to_dict()},
+        gamma=0.98,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
         loss_names=agent.loss_names,
         buffer_file="buffer_rank0.npz",
         device=torch.device("cpu"),
@@ -98,3 +99,31 @@ def test_a_resume_reads_back_the_last_committed_epoch(tmp_path):
     assert restored.buffer == "a buffer" and loaded == ["buffer_rank0.npz"]
     for name, value in fresh.actor.state_dict().items():
         assert torch.equal(value, weights[name]), name
+
+
+def test_the_folder_is_named_for_the_run_without_out_and_describes_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = gym.make("goalenvs/PointReach-v0")
+    config = DDPGConfig(hidden_sizes=(8,), seed=3, verbose=False)
+    folder = RunFolder(
+        config,
+        rank=0,
+        world=1,
+        gamma=0.9,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        loss_names=("critic_loss",),
+        buffer_file="buffer_rank0.npz",
+        device=torch.device("cpu"),
+    )
+    assert folder.path.parts[0] == "runs"
+    assert folder.path.name.startswith("goalenvs_PointReach-v0-ddpg-s3-")
+    described = folder.describe
+    assert (described["env_id"], described["algo"], described["gamma"]) == (
+        "goalenvs/PointReach-v0",
+        "ddpg",
+        0.9,
+    )
+    assert described["hidden_sizes"] == [8]
+    assert described["observation_space"]["desired_goal"]["shape"] == [2]
+    assert described["config"]["seed"] == 3

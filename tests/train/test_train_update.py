@@ -59,6 +59,8 @@ def make_ddpg(**kwargs) -> DDPG:
     config = DDPGConfig(hidden_sizes=(4,), precision="fp32", **kwargs)
     action_space = spaces.Box(-2.0, 2.0, (1,))
     agent = DDPG(OBS_SPACE, action_space, config, gamma=0.5, seed=0)
+    # what a run's plan gives rewards in [-1, 0] at gamma 0.5 (an agent alone clips nothing)
+    agent.set_return_range(-2.0, 0.0)
     with torch.no_grad():
         # Distinct targets, so the Polyak step and the target values are not trivial.
         for p in [*agent.actor_target.parameters(), *agent.critic_target.parameters()]:
