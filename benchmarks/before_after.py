@@ -23,6 +23,12 @@ Parts (every figure is per round; the table gives the best round of each side):
   env steps and the wall seconds to the first evaluation at 0.95 (what
   ``benchmarks/train.py --tasks point_reach`` measures). The env steps are the same on
   both sides when the numerics did not move; the seconds carry the machine's noise.
+- ``training``: ``goalenvs train`` itself, as a user runs it, on FetchPush-v4 (its preset,
+  bf16 updates) and PointReach-v0 (its preset, fp32): env steps per wall second from the
+  end of the first epoch to the end of the last, so that startup is left out. The
+  precision is named on both sides, so that a changed default does not pass for speed;
+- ``suite``: the wall seconds of each version's own test suite (``pytest -q``, as
+  ``make test`` runs it) in a full checkout of that version, and its test count.
 
 The same revision on both sides (``--before 3a037c0 --after 3a037c0``) measures the
 noise band: how far two runs of the very same code land apart on this machine, which is
@@ -36,8 +42,10 @@ or ``.``, the working tree as it is. Results are appended to
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,11 +56,24 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
-PARTS = ("envs", "buffer", "point_reach")
+PARTS = ("envs", "buffer", "point_reach", "training", "suite")
 BUFFER_TRANSITIONS = 1_000_000
 BUFFER_ENVS = 16
 POINT_REACH_SEEDS = (0, 1, 2)
 POINT_REACH_BUDGET = 180.0  # seconds a seed; the demo reaches 0.95 in well under a minute
+# goalenvs train runs of the training part: (name, env id, flags)
+TRAINING_RUNS = (
+    (
+        "FetchPush-v4",
+        "gymnasium_robotics:FetchPush-v4",
+        ["--preset", "fetch_push", "--precision", "bf16", "--epochs", "3"],
+    ),
+    (
+        "PointReach-v0",
+        "goalenvs/PointReach-v0",
+        ["--preset", "point_reach", "--precision", "fp32", "--epochs", "8"],
+    ),
+)
 
 
 # --------------------------------------------------------------------------- workers
@@ -107,22 +128,76 @@ def point_reach_worker() -> dict[str, float]:
     return result
 
 
-WORKERS = {"envs": envs_worker, "buffer": buffer_worker, "point_reach": point_reach_worker}
+def training_worker() -> dict[str, float]:
+    """Env steps per wall second of ``goalenvs train`` runs, from the first epoch's end on."""
+    result = {}
+    for name, env_id, flags in TRAINING_RUNS:
+        with tempfile.TemporaryDirectory(prefix="goalenvs-before-after-") as folder:
+            out = Path(folder) / "run"
+            command = [sys.executable, "-m", "goalenvs", "train", env_id, *flags]
+            command += ["--seed", "0", "--quiet", "--out", str(out)]
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+            with open(out / "progress.csv", newline="") as file:
+                rows = list(csv.DictReader(file))
+        if len(rows) < 2:
+            raise SystemExit(f"{name}: {len(rows)} epoch(s) in progress.csv; 2 or more needed")
+        steps = float(rows[-1]["env_steps"]) - float(rows[0]["env_steps"])
+        seconds = float(rows[-1]["wall_time"]) - float(rows[0]["wall_time"])
+        result[f"train {name} (env steps/s)"] = steps / seconds
+    return result
+
+
+def suite_worker() -> dict[str, float]:
+    """Wall seconds and test count of the version's own suite, run from its checkout."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, SDL_AUDIODRIVER="dummy"),
+    )
+    seconds = time.perf_counter() - start
+    tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    if done.returncode != 0:
+        raise SystemExit(f"the suite failed: {tail}\n{done.stdout[-3000:]}")
+    found = re.search(r"(\d+) passed", tail)
+    passed = int(found.group(1)) if found else 0
+    return {"suite (wall s)": seconds, "suite tests passed": passed}
+
+
+WORKERS = {
+    "envs": envs_worker,
+    "buffer": buffer_worker,
+    "point_reach": point_reach_worker,
+    "training": training_worker,
+    "suite": suite_worker,
+}
 # Whether a larger figure is better (rates) or worse (times, steps).
-HIGHER_IS_BETTER = {"envs": True, "buffer": False, "point_reach": False}
+HIGHER_IS_BETTER = {
+    "envs": True,
+    "buffer": False,
+    "point_reach": False,
+    "training": True,
+    "suite": False,
+}
+# Parts that need the version's whole checkout (its tests and docs), not its package only.
+WHOLE_CHECKOUT = {"suite"}
 
 
 # --------------------------------------------------------------------------- driver
 
 
-def checkout(version: str, folder: Path) -> Path:
+def checkout(version: str, folder: Path, whole: bool = False) -> Path:
     """The folder whose ``goalenvs`` package is ``version`` (extracted into ``folder``, one
-    per side, so both sides may name the same revision): the working tree for ``.``."""
+    per side, so both sides may name the same revision): the working tree for ``.``.
+    ``whole``: the revision's every file (tests, docs, benchmarks), not only the package."""
     if version == ".":
         return ROOT
     folder.mkdir(parents=True)
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", version, "goalenvs"],
+        ["git", "-C", str(ROOT), "archive", version, *([] if whole else ["goalenvs"])],
         check=True,
         capture_output=True,
     ).stdout
@@ -196,7 +271,10 @@ def main(argv: list[str] | None = None) -> int:
 
     into = Path(tempfile.mkdtemp(prefix="goalenvs-before-after-"))
     try:
-        roots = {side: checkout(getattr(args, side), into / side) for side in ("before", "after")}
+        whole = any(part in WHOLE_CHECKOUT for part in args.parts)
+        roots = {
+            side: checkout(getattr(args, side), into / side, whole) for side in ("before", "after")
+        }
         record: dict[str, Any] = run_info(
             before=args.before, after=args.after, rounds=args.rounds, parts={}
         )
