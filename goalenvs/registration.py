@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import gymnasium as gym
 
@@ -17,7 +16,7 @@ class EnvEntry:
     single: str
     vector: str
     max_episode_steps: int | None
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, object] = field(default_factory=dict)
     summary: str = ""
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from goalenvs import envspec
 from goalenvs.core import check_choice, check_in_range, check_int, check_positive
@@ -38,7 +38,7 @@ class TrainConfig:
     algo: ClassVar[str] = ""
 
     env_id: str = "goalenvs/PointReach-v0"  # gymnasium id of a goal env (Dict observation)
-    env_kwargs: dict[str, Any] = field(default_factory=dict)  # passed to gym.make / make_vec
+    env_kwargs: dict[str, object] = field(default_factory=dict)  # passed to gym.make / make_vec
     max_episode_steps: int | None = None  # gymnasium's time limit on every env; None: the env's
     # Recorded in config.json and the checkpoints, so that `goalenvs play` finds the file
     # from any folder; None: resolved from the current folder (for env_id's other forms: None).
@@ -154,7 +154,7 @@ class TrainConfig:
         if self.max_minutes is not None:
             check_positive("max_minutes", self.max_minutes)
 
-    def make_kwargs(self) -> dict[str, Any]:
+    def make_kwargs(self) -> dict[str, object]:
         """The keyword arguments every env of the run is built with (``gym.make``,
         ``gym.make_vec``): ``env_kwargs``, and ``max_episode_steps`` when one is given
         (gymnasium applies it as a ``TimeLimit``; it never reaches the env's constructor)."""
@@ -162,7 +162,7 @@ class TrainConfig:
             return dict(self.env_kwargs)
         return {**self.env_kwargs, "max_episode_steps": self.max_episode_steps}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready values, with the algorithm name under ``"algo"``."""
         data = dataclasses.asdict(self)
         data["hidden_sizes"] = list(self.hidden_sizes)
@@ -170,11 +170,11 @@ class TrainConfig:
         data["clip_range"] = None if self.clip_range is None else list(self.clip_range)
         return {"algo": self.algo, **data}
 
-    def her_settings(self) -> dict[str, Any]:
+    def her_settings(self) -> dict[str, object]:
         """The replay buffer's HER and priority settings, under the buffers' argument names
         (``goal_mix``, when set, in place of the strategy and ``n_sampled_goal``)."""
         if self.goal_mix is not None:
-            relabelling: dict[str, Any] = {"goal_mix": GoalMix.parse(self.goal_mix)}
+            relabelling: dict[str, object] = {"goal_mix": GoalMix.parse(self.goal_mix)}
         else:
             relabelling = {
                 "n_sampled_goal": self.n_sampled_goal,

@@ -101,7 +101,7 @@ class DDPG(BoxAgent):
         self.soft_update(self.critic_target, self.critic)
 
     @torch.no_grad()
-    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
+    def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:
         """Deterministic ``pi(s, g)``; exploring adds Gaussian noise and random actions.
 
         Tensor observations give a tensor of actions, explored on their device.

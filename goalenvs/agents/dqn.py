@@ -97,7 +97,7 @@ class DQN(Agent):
         self.soft_update(self.q_target, self.q)
 
     @torch.no_grad()
-    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
+    def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:
         """Greedy actions; exploring replaces each with a random one with prob. random_eps.
         Tensor observations give a tensor of actions on their device."""
         actions = self.q(self.inputs(observations)).argmax(dim=1)

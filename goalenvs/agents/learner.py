@@ -203,7 +203,7 @@ class EagerUpdates:
         """A batch from ``buffer`` as tensors on the agent's device."""
         return buffer.sample(batch_size, device=self.agent.device)
 
-    def step(self, batch: Any, options: dict[str, Any]) -> torch.Tensor:
+    def step(self, batch: Any, options: dict[str, object]) -> torch.Tensor:
         """One update on ``batch``; returns its per-sample TD errors."""
         out = self.agent.update(batch, **options)
         for name, total in self.totals.items():
@@ -256,7 +256,7 @@ class StaticUpdates:
         """A batch from ``buffer`` where it samples (host arrays or device tensors)."""
         return buffer.sample(batch_size)
 
-    def step(self, batch: Any, options: dict[str, Any]) -> torch.Tensor:
+    def step(self, batch: Any, options: dict[str, object]) -> torch.Tensor:
         """Copies ``batch`` into the static inputs and runs one update on them (a graph's
         replay once captured); returns its per-sample TD errors, which the next step
         overwrites."""
@@ -281,7 +281,7 @@ class StaticUpdates:
         graph.replay()
         return td_errors
 
-    def _update(self, options: dict[str, Any]) -> torch.Tensor:
+    def _update(self, options: dict[str, object]) -> torch.Tensor:
         """The update on the static inputs, its losses added to the sums: what a graph
         holds."""
         out = self.agent.update(self._inputs, **options)
@@ -289,7 +289,7 @@ class StaticUpdates:
             total.add_(out[name])
         return out["td_errors"]
 
-    def _update_on_side_stream(self, options: dict[str, Any]) -> torch.Tensor:
+    def _update_on_side_stream(self, options: dict[str, object]) -> torch.Tensor:
         """An eager warm-up update on a side stream, ordered after the work before it."""
         if self._side_stream is None:
             self._side_stream = torch.cuda.Stream(self.device)

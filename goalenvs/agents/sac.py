@@ -189,7 +189,7 @@ class SAC(BoxAgent):
         self.soft_update(self.critic2_target, self.critic2)
 
     @torch.no_grad()
-    def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
+    def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:
         """``tanh(mean)``; exploring samples from the policy instead, with the agent's own
         :meth:`noise_generator` (not torch's global one, which the updates draw from, so
         that collection beside the updates stays reproducible). Tensor observations give a

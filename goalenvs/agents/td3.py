@@ -123,7 +123,7 @@ class TD3(DDPG):
             "td_errors": (torch.minimum(q1, q2) - target).detach(),
         }
 
-    def update_options(self, n_batches: int) -> list[dict[str, Any]]:
+    def update_options(self, n_batches: int) -> list[dict[str, object]]:
         """Which of the next ``n_batches`` updates step the actor (one read of the counter)."""
         done, delay = int(self.critic_steps.count), self.config.policy_delay
         return [{"actor_step": (done + i + 1) % delay == 0} for i in range(n_batches)]

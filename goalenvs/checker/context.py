@@ -145,13 +145,13 @@ class Context:
         # (source, message) of the warnings gymnasium emitted about this env
         self.gym_warnings: list[tuple[str, str]] = []
         self._worker = _Worker()
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[str, object] = {}
         self._cache_errors: dict[str, BaseException] = {}
         # what checks measured about the env for its users (the episode length an env
         # truncates at without declaring it): the report carries it
-        self.facts: dict[str, Any] = {}
+        self.facts: dict[str, object] = {}
 
-    def call(self, description: str, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    def call(self, description: str, fn: Callable, *args: Any, **kwargs: object) -> Any:
         """Runs ``fn`` on the worker thread with the timeout.
 
         Raises :class:`EnvCallError` when it raises, :class:`EnvTimeoutError` when it hangs
@@ -160,7 +160,7 @@ class Context:
         return self.call_with_limit(self.timeout, description, fn, *args, **kwargs)
 
     def call_with_limit(
-        self, limit: float, description: str, fn: Callable, *args: Any, **kwargs: Any
+        self, limit: float, description: str, fn: Callable, *args: Any, **kwargs: object
     ) -> Any:
         """:meth:`call` with its own time limit (for calls that run many env steps)."""
         if self.hung is not None:

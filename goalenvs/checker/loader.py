@@ -58,7 +58,7 @@ def _with_time_limit(factory: Callable[..., gym.Env]) -> Callable[..., gym.Env]:
     """``factory`` that also takes gymnasium's ``max_episode_steps`` as ``gym.make`` does
     (a ``TimeLimit`` around the env, never an argument of the user's constructor)."""
 
-    def build(max_episode_steps: int | None = None, **kwargs: Any) -> gym.Env:
+    def build(max_episode_steps: int | None = None, **kwargs: object) -> gym.Env:
         env = factory(**kwargs)
         if max_episode_steps is None or not isinstance(env, gym.Env):
             return env

@@ -164,7 +164,7 @@ class Rollout:
     """The shared random-action rollout; ``stopped`` says why it ended early, if it did."""
 
     episodes: list[Episode] = field(default_factory=list)
-    actions: list[Any] = field(default_factory=list)
+    actions: list[object] = field(default_factory=list)
     reset_problems: list[tuple[str, str]] = field(default_factory=list)
     step_problems: list[tuple[str, str]] = field(default_factory=list)
     causes: dict[str, str] = field(default_factory=dict)  # where -> the env's exception

@@ -117,7 +117,11 @@ def check_goal_env(
         )
 
     spec = getattr(env, "spec", None)
-    settings: dict[str, Any] = {"steps": int(steps), "seed": int(seed), "timeout": float(timeout)}
+    settings: dict[str, object] = {
+        "steps": int(steps),
+        "seed": int(seed),
+        "timeout": float(timeout),
+    }
     if target == "vector":
         settings["num_envs"] = int(getattr(env, "num_envs", 0))
         settings["autoreset_mode"] = declared_mode(env)[0].name.lower()

@@ -78,7 +78,7 @@ class GoalProbe:
     stopped: str | None = None  # why it stopped before its planned episodes
     seconds: float = 0.0
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """A JSON-ready description for the report."""
         return {
             "method": "candidate actions on copies of the env"

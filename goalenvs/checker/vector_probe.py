@@ -29,6 +29,7 @@ from goalenvs.checker.context import (
     SkipCheckError,
 )
 from goalenvs.core import GOAL_KEYS
+from goalenvs.core.types import DeviceLike
 
 # Keys of a vector info that are not per-sub-env step values.
 FINAL_KEYS = ("final_obs", "final_info", "final_observation")
@@ -77,7 +78,7 @@ def to_numpy(value: Any) -> Any:
 class EnvArrays:
     """Turns numpy arrays into what the env takes: numpy, or tensors on its device."""
 
-    def __init__(self, device: Any = None) -> None:
+    def __init__(self, device: DeviceLike = None) -> None:
         self.device = device
 
     @property

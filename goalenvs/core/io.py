@@ -93,7 +93,7 @@ def atomic_write_file(path: str | os.PathLike, save: Callable[[Path], Any]) -> P
 # --------------------------------------------------------------------------- spaces as JSON
 
 
-def space_to_json(space: spaces.Space, where: str = "a JSON file") -> dict[str, Any]:
+def space_to_json(space: spaces.Space, where: str = "a JSON file") -> dict[str, object]:
     """A plain JSON description of a Box, Discrete, MultiBinary or Dict space (of those).
 
     What checkpoints and replay-buffer files store, read back by :func:`space_from_json`.

@@ -12,7 +12,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 
-def parse_json_object(flag: str, text: str | None) -> dict[str, Any]:
+def parse_json_object(flag: str, text: str | None) -> dict[str, object]:
     """The JSON object given to a ``--kwargs``-style flag (``{}`` when it is absent).
 
     Raises ValueError naming the flag and the text when it is not JSON or not an object.

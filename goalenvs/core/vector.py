@@ -20,6 +20,7 @@ from gymnasium.vector.utils import batch_space
 
 from goalenvs.core.backend import InfoLike, array_backend, check_tensor_actions
 from goalenvs.core.contract import GoalFunctions, goal_batch
+from goalenvs.core.types import DeviceLike
 from goalenvs.core.validate import (
     check_actions,
     check_choice,
@@ -83,7 +84,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         max_episode_steps: int | None,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
-        device: Any = None,
+        device: DeviceLike = None,
     ) -> None:
         check_positive("num_envs", num_envs, integer=True)
         if max_episode_steps is not None:
@@ -177,7 +178,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     #: set for each subclass when it is defined.
     _draws_one_by_one: bool = False
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         cls._draws_one_by_one = cls._draw_episodes is GoalVectorEnv._draw_episodes
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from goalenvs.core import (
     goal_dict_space,
     twin_metadata,
 )
+from goalenvs.core.types import DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, hud_line, import_pygame
 from goalenvs.envs.single import EpisodeBookkeeping
 
@@ -98,18 +100,18 @@ class _BitFlippingGoals:
 # --------------------------------------------------------------------------- kernel
 
 
-def bits_match(achieved: Any, desired: Any, xp: Any) -> Any:
+def bits_match(achieved: Any, desired: Any, xp: ModuleType) -> Any:
     """Success: every bit exactly equal. Bool array of the goals' leading shape."""
     return xp.all(achieved == desired, axis=-1)
 
 
-def sparse_reward(success: Any, xp: Any) -> Any:
+def sparse_reward(success: Any, xp: ModuleType) -> Any:
     """0 on success, -1 otherwise (float32)."""
     zero = xp.zeros_like(success, dtype=xp.float32)
     return xp.where(success, zero, zero - 1.0)
 
 
-def flip_bits(state: Any, action: Any, continuous: bool, xp: Any) -> Any:
+def flip_bits(state: Any, action: Any, continuous: bool, xp: ModuleType) -> Any:
     """The ``(batch, n_bits)`` states after one step: a new array.
 
     Discrete: ``action`` (batch,) holds the index of the bit to flip. Continuous:
@@ -119,7 +121,7 @@ def flip_bits(state: Any, action: Any, continuous: bool, xp: Any) -> Any:
     return xp.where(flip, 1.0 - state, state)
 
 
-def _bit_indices(state: Any, xp: Any) -> Any:
+def _bit_indices(state: Any, xp: ModuleType) -> Any:
     """0 .. n_bits - 1 where ``state`` lives (the one backend-specific line: numpy 1.x's
     ``arange`` takes no device)."""
     n = state.shape[-1]
@@ -482,7 +484,7 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):  
         max_episode_steps: int | None = None,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
-        device: Any = None,
+        device: DeviceLike = None,
     ) -> None:
         self.params = BitFlippingParams(n_bits, continuous, fixed_goal)
         self.n_bits = self.params.n_bits
@@ -557,6 +559,6 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):  
         state, goal = self.to_numpy(self._state[0]), self.to_numpy(self._goal[0])
         _draw_bits(canvas, self._layout, state, goal, hud)
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, **kwargs: object) -> None:
         """Releases the drawing surface."""
         self._canvas = None

@@ -117,7 +117,7 @@ class Window:
             raise ValueError(f"frame must have shape (H, W, 3), got {frame.shape}")
         return self.pygame.image.frombuffer(frame.tobytes(), frame.shape[1::-1], "RGB")
 
-    def events(self) -> list[Any]:
+    def events(self) -> list[object]:
         """The events since the last call (those drained by :meth:`show` included)."""
         if self.is_open:
             self._pump()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from goalenvs.core import (
     twin_metadata,
 )
 from goalenvs.core.backend import info_tensor
+from goalenvs.core.types import DeviceLike
 from goalenvs.envs.parking_lot import (
     GOAL_SIZE,
     LANE_HALF_WIDTH,
@@ -204,7 +206,7 @@ class _ParkingGoals:
         return _crashed(info, shape, achieved, xp)
 
 
-def _crashed(info: InfoLike, shape: tuple[int, ...], like: Any, xp: Any) -> Any:
+def _crashed(info: InfoLike, shape: tuple[int, ...], like: Any, xp: ModuleType) -> Any:
     """``info["crashed"]`` (missing: False) over the goal batch, in ``like``'s array module."""
     if xp is np:
         return info_values(info, "crashed", shape, False, bool)
@@ -218,19 +220,21 @@ def _crashed(info: InfoLike, shape: tuple[int, ...], like: Any, xp: Any) -> Any:
 # 1-element arrays and round alike (the same ufunc loops, IEEE arithmetic).
 
 
-def _cast(array: Any, dtype: str, xp: Any) -> Any:
+def _cast(array: Any, dtype: str, xp: ModuleType) -> Any:
     """``array`` as ``xp``'s dtype named ``dtype`` (backend-specific)."""
     return array.astype(getattr(xp, dtype)) if xp is np else array.to(getattr(xp, dtype))
 
 
-def _clip(array: Any, low: float, high: float, xp: Any) -> Any:
+def _clip(array: Any, low: float, high: float, xp: ModuleType) -> Any:
     """``xp.clip``; on the single env's numpy scalars the builtins, a tenth of the cost."""
     if isinstance(array, np.floating):
         return min(max(array, low), high)
     return xp.clip(array, low, high)
 
 
-def advance(state: tuple[Any, ...], action: Any, params: ParkingParams, xp: Any) -> tuple[Any, ...]:
+def advance(
+    state: tuple[Any, ...], action: Any, params: ParkingParams, xp: ModuleType
+) -> tuple[Any, ...]:
     """Integrates the kinematic bicycle model over one policy step of ``(*batch, 2)`` actions.
 
     With the slip angle ``beta = arctan(tan(steering) / 2)`` fixed by the steering, the
@@ -273,7 +277,7 @@ def advance(state: tuple[Any, ...], action: Any, params: ParkingParams, xp: Any)
     return x_end, y_end, c_end / norm, s_end / norm, speed
 
 
-def achieved_goals(state: tuple[Any, ...], xp: Any) -> Any:
+def achieved_goals(state: tuple[Any, ...], xp: ModuleType) -> Any:
     """The scaled ``(*batch, 6)`` float32 achieved goals (the observation too)."""
     x, y, c, s, v = state
     columns = (x / POSITION_SCALE, y / POSITION_SCALE, v * c / VELOCITY_SCALE,
@@ -281,7 +285,7 @@ def achieved_goals(state: tuple[Any, ...], xp: Any) -> Any:
     return _cast(xp.stack(columns, axis=-1), "float32", xp)
 
 
-def weighted_distance(difference: Any, weights: tuple[float, ...], xp: Any) -> Any:
+def weighted_distance(difference: Any, weights: tuple[float, ...], xp: ModuleType) -> Any:
     """``sqrt(sum_i w_i |d_i|)`` over the last axis: highway-env's weighted p-norm, p = 0.5.
 
     Summed term by term, left to right, so that any batch shape rounds alike (the step's
@@ -304,7 +308,7 @@ def goal_reward(distance: Any, crashed: Any, params: ParkingParams) -> tuple[Any
 
 
 def crashes(
-    state: tuple[Any, ...], parked: Any, spot_centers: Any, params: ParkingParams, xp: Any
+    state: tuple[Any, ...], parked: Any, spot_centers: Any, params: ParkingParams, xp: ModuleType
 ) -> Any:
     """Whether each car overlaps a wall or a parked car: bool of the batch shape.
 
@@ -343,7 +347,7 @@ def evaluate(
     parked: Any,
     spot_centers: Any,
     params: ParkingParams,
-    xp: Any,
+    xp: ModuleType,
 ) -> tuple[Any, Any, Any, Any]:
     """``(achieved goals, rewards, successes, crashes)`` of a batch of cars.
 
@@ -720,7 +724,7 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         max_episode_steps: int | None = 100,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
-        device: Any = None,
+        device: DeviceLike = None,
     ) -> None:
         self.params = ParkingParams(
             reward_type, n_parked, length, width, max_acceleration, max_steering_deg,
@@ -814,7 +818,7 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         outcome = (bool(self._crashed[0]), bool(self._success[0]), steps, reward)
         return self._painter.draw(self.render_mode, car, goal, parked, *outcome)
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, **kwargs: object) -> None:
         """Releases the renderer."""
         if self._painter is not None:
             self._painter.close()

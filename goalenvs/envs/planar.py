@@ -5,6 +5,7 @@ points and a goal is reached within a Euclidean distance of it; the point-mass e
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ import numpy as np
 from goalenvs.envs.canvas import Canvas, CanvasRendering
 
 
-def goal_distance(achieved: Any, desired: Any, xp: Any) -> Any:
+def goal_distance(achieved: Any, desired: Any, xp: ModuleType) -> Any:
     """Euclidean distance between 2-D goal positions, over the goals' leading shape.
 
     Written out rather than a reduction or hypot: elementwise IEEE operations give the

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,7 @@ from goalenvs.core import (
     twin_metadata,
 )
 from goalenvs.core.backend import constant_like
+from goalenvs.core.types import DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
 from goalenvs.envs.planar import (
     FLOOR,
@@ -293,18 +295,20 @@ class _PointMazeGoals:
 # --------------------------------------------------------------------------- kernel
 
 
-def _index(x: Any, xp: Any) -> Any:
+def _index(x: Any, xp: ModuleType) -> Any:
     """Integer cell indices from whole-number floats (the one backend-specific line)."""
     return x.astype(np.int64) if xp is np else x.long()
 
 
-def sparse_reward(achieved: Any, desired: Any, distance_threshold: float, xp: Any) -> Any:
+def sparse_reward(achieved: Any, desired: Any, distance_threshold: float, xp: ModuleType) -> Any:
     """0 within ``distance_threshold`` of the goal, else -1 (float32)."""
     reached = goal_distance(achieved, desired, xp) < distance_threshold
     return xp.where(reached, 0.0, -1.0).astype(np.float32) if xp is np else reached.float() - 1
 
 
-def maze_distance(achieved: Any, desired: Any, walls_up: Any, path_lengths: Any, xp: Any) -> Any:
+def maze_distance(
+    achieved: Any, desired: Any, walls_up: Any, path_lengths: Any, xp: ModuleType
+) -> Any:
     """Shortest-path distance in cells between goal cells; straight distance in one cell."""
     cols = walls_up.shape[1]
     top_y, top_x = walls_up.shape[0] - 1, cols - 1
@@ -324,7 +328,7 @@ def maze_distance(achieved: Any, desired: Any, walls_up: Any, path_lengths: Any,
 
 
 def _move_axis(
-    moving: Any, other: Any, speed: Any, dt: float, walls_up: Any, along_x: bool, xp: Any
+    moving: Any, other: Any, speed: Any, dt: float, walls_up: Any, along_x: bool, xp: ModuleType
 ) -> tuple[Any, Any]:
     """Moves one coordinate by ``speed * dt`` (< 1 cell) and stops it at a wall's face.
 
@@ -350,7 +354,7 @@ def maze_step(
     action_scale: float,
     dt: float,
     max_speed: float,
-    xp: Any,
+    xp: ModuleType,
 ) -> tuple[Any, Any]:
     """One step of ``(batch, 2)`` positions and velocities: new arrays.
 
@@ -676,7 +680,7 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
         max_episode_steps: int | None = 100,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
-        device: Any = None,
+        device: DeviceLike = None,
     ) -> None:
         self.params = PointMazeParams(
             maze_map, reward_type, action_scale, dt, max_speed, distance_threshold, position_noise
@@ -764,6 +768,6 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
         )
         _draw_maze(canvas, self.params, position, velocity, goal, self._trail, hud)
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, **kwargs: object) -> None:
         """Releases the drawing surface."""
         self._canvas = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from goalenvs.core import (
     twin_metadata,
 )
 from goalenvs.core.backend import clear_points
+from goalenvs.core.types import DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
 from goalenvs.envs.planar import (
     FLOOR,
@@ -107,7 +109,7 @@ class _PointReachGoals:
 # --------------------------------------------------------------------------- kernel
 
 
-def reach_reward(distance: Any, distance_threshold: float, reward_type: str, xp: Any) -> Any:
+def reach_reward(distance: Any, distance_threshold: float, reward_type: str, xp: ModuleType) -> Any:
     """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance.
 
     Same float dtype as ``distance`` (float32 in both faces).
@@ -123,7 +125,7 @@ def reach_step(
     velocity: Any,
     action: Any,
     params: PointReachParams,
-    xp: Any,
+    xp: ModuleType,
 ) -> tuple[Any, Any]:
     """One step of ``(batch, 2)`` float32 positions and velocities: new arrays.
 
@@ -431,7 +433,7 @@ class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):  # 
         max_episode_steps: int | None = 50,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
-        device: Any = None,
+        device: DeviceLike = None,
     ) -> None:
         self.params = PointReachParams(
             reward_type, action_scale, dt, max_speed, distance_threshold, bound
@@ -508,6 +510,6 @@ class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):  # 
         )
         _draw_reach(canvas, self.params, position, velocity, goal, self._trail, hud)
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, **kwargs: object) -> None:
         """Releases the drawing surface."""
         self._canvas = None

@@ -13,6 +13,7 @@ faces (:class:`_PushGoals`), the kernel (pure functions of arrays and their arra
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from goalenvs.core import (
     twin_metadata,
 )
 from goalenvs.core.backend import clear_points
+from goalenvs.core.types import DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
 from goalenvs.envs.planar import PlanarRendering, goal_distance
 from goalenvs.envs.single import EpisodeBookkeeping
@@ -126,7 +128,7 @@ class _PushGoals:
 # --------------------------------------------------------------------------- kernel
 
 
-def push_reward(distance: Any, params: PushParams, xp: Any) -> Any:
+def push_reward(distance: Any, params: PushParams, xp: ModuleType) -> Any:
     """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance."""
     if params.reward_type == "dense":
         reward = -distance
@@ -137,7 +139,7 @@ def push_reward(distance: Any, params: PushParams, xp: Any) -> Any:
 
 def push_step(
     pusher: Any, pusher_velocity: Any, block: Any, block_velocity: Any, action: Any,
-    p: PushParams, xp: Any,
+    p: PushParams, xp: ModuleType,
 ) -> tuple[Any, Any, Any, Any]:  # fmt: skip
     """One step of ``(batch, 2)`` pusher and block positions and velocities: new arrays.
 
@@ -234,7 +236,9 @@ def draw_episodes(
     return clear_points(generator, block, p.pusher_range, clearance), block, target
 
 
-def observation(pusher: Any, pusher_velocity: Any, block: Any, block_velocity: Any, xp: Any) -> Any:
+def observation(
+    pusher: Any, pusher_velocity: Any, block: Any, block_velocity: Any, xp: ModuleType
+) -> Any:
     """The (batch, 10) observation: pusher, its velocity, block, its velocity, block - pusher."""
     return xp.concatenate((pusher, pusher_velocity, block, block_velocity, block - pusher), axis=1)
 
@@ -487,7 +491,7 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore
         max_episode_steps: int | None = 50,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
-        device: Any = None,
+        device: DeviceLike = None,
     ) -> None:
         self.params = PushParams(
             reward_type, action_scale, dt, max_speed, friction, pusher_radius, block_radius,
@@ -559,6 +563,6 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore
         pusher, block, goal = (self.to_numpy(a[0]) for a in (self._pusher, self._block, self._goal))
         _draw_push(canvas, self.params, pusher, block, goal, hud)
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, **kwargs: object) -> None:
         """Releases the drawing surface."""
         self._canvas = None

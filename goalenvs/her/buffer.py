@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.core.types import DeviceLike
 from goalenvs.her.buffer_file import read_buffer_file, write_buffer_file
 from goalenvs.her.buffer_sampling import HerSampler
 from goalenvs.her.buffer_state import HerBufferState, HerStorage
@@ -629,7 +630,7 @@ class HerReplayBuffer(ReplayBufferBase):
         return values
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, batch_size: int, device: Any = None, *, copy: bool = False) -> HerBatch:
+    def sample(self, batch_size: int, device: DeviceLike = None, *, copy: bool = False) -> HerBatch:
         """Samples ``batch_size`` transitions, each one's goal drawn from the relabelling
         mix (relabeled with probability k/(k+1) by a strategy's).
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from goalenvs.core.types import DeviceLike
 from goalenvs.her.buffer_state import HerStorage
 from goalenvs.her.common import (
     NO_EPISODE_YET,
@@ -127,7 +128,7 @@ class HerSampler:
         compute_terminated: GoalFunction | None,
         beta: float,
         steps_added: int,
-        device: Any = None,
+        device: DeviceLike = None,
         copy: bool = False,
     ) -> HerBatch:
         """A batch of ``batch_size`` transitions drawn with ``rng``, their goals drawn from
@@ -341,7 +342,7 @@ class HerSampler:
         return out
 
 
-def _deliver(out: _Outputs, device: Any) -> HerBatch:
+def _deliver(out: _Outputs, device: DeviceLike) -> HerBatch:
     """The batch as numpy arrays (``device`` None), else as torch tensors on ``device``."""
     if device is None:
         return out.batch()

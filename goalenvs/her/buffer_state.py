@@ -149,10 +149,10 @@ class HerBufferState:
     #: The largest priority seen so far: what new transitions start at.
     max_priority: float
     #: The sampling generator's ``bit_generator.state``.
-    rng_state: dict[str, Any]
+    rng_state: dict[str, object]
 
     @classmethod
-    def empty(cls, settings: BufferSettings, rng_state: dict[str, Any]) -> HerBufferState:
+    def empty(cls, settings: BufferSettings, rng_state: dict[str, object]) -> HerBufferState:
         """The state of a new buffer: zeroed storage, no transition added."""
         n = settings.n_envs
         total = settings.rows_per_env * n

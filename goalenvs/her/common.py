@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.core.types import DeviceLike
 from goalenvs.her.goal_mix import GoalMix
 from goalenvs.her.settings import (
     BufferSettings,
@@ -65,7 +66,7 @@ class HerBatch(NamedTuple):
     indices: Any = None
 
 
-def batch_to(batch: HerBatch, device: Any) -> HerBatch:
+def batch_to(batch: HerBatch, device: DeviceLike) -> HerBatch:
     """``batch`` with every tensor moved to ``device`` (``tensor.to(device)``)."""
     return HerBatch(
         {k: v.to(device) for k, v in batch.observations.items()},
@@ -183,7 +184,7 @@ class ReplayBufferBase:
         settings: BufferSettings,
         compute_reward: Any,
         compute_terminated: Any,
-        obs_dtypes: Mapping[str, Any],
+        obs_dtypes: Mapping[str, object],
         action_dtype: Any,
     ) -> None:
         """Sets the checked ``settings``, the goal functions (resolved from their sources)

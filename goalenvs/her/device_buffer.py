@@ -336,13 +336,13 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
     # ------------------------------------------------------------------ writing
     def add(
         self,
-        obs: Mapping[str, Any],
-        next_obs: Mapping[str, Any],
+        obs: Mapping[str, object],
+        next_obs: Mapping[str, object],
         action: Any,
         reward: Any,
         terminated: Any,
         truncated: Any,
-        infos: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        infos: Mapping[str, object] | Sequence[Mapping[str, object]] | None = None,
     ) -> None:
         """Stores one transition per env; every value has leading dimension ``n_envs``.
 

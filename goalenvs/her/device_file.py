@@ -25,6 +25,7 @@ import torch
 
 from goalenvs.core.backend import resolve_device
 from goalenvs.core.io import atomic_write
+from goalenvs.core.types import DeviceLike
 from goalenvs.her.common import version_error
 from goalenvs.her.device_state import (
     META_EPISODE,
@@ -85,7 +86,7 @@ def write_device_file(state: DeviceBufferState, path: str | os.PathLike) -> None
     atomic_write(path, lambda file: torch.save(data, file))
 
 
-def read_device_file(path: str | os.PathLike, device: Any = None) -> DeviceBufferState:
+def read_device_file(path: str | os.PathLike, device: DeviceLike = None) -> DeviceBufferState:
     """The state :func:`write_device_file` wrote to ``path``, on ``device`` (None: the
     device it was saved from), or the ValueError that names the file and says why it is
     not one this code reads. On a device of another type than the saved one, the

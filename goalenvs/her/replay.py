@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Protocol, runtime_checkable
 
+from goalenvs.core.types import DeviceLike
 from goalenvs.her.common import HerBatch
 
 
@@ -45,7 +46,7 @@ class ReplayBuffer(Protocol):
         """True once a batch can be drawn (an episode has been stored)."""
         ...
 
-    def sample(self, batch_size: int, device: Any = None) -> HerBatch:
+    def sample(self, batch_size: int, device: DeviceLike = None) -> HerBatch:
         """A relabeled batch (tensors on ``device`` when given)."""
         ...
 

@@ -224,7 +224,7 @@ class BufferSettings:
         dtype = np.dtype(self.action_space.dtype)
         return np.dtype(np.float32) if dtype == np.float64 else dtype
 
-    def to_meta(self) -> dict[str, Any]:
+    def to_meta(self) -> dict[str, object]:
         """The settings as the plain JSON values a saved file's metadata holds (the seed
         aside: a saved buffer carries its generator's state instead)."""
         return {

@@ -175,7 +175,7 @@ def _looks_like_checkpoint(text: str) -> bool:
     return text.endswith(".pt") or os.path.isfile(text)
 
 
-def _parse_env_kwargs(text: str | None) -> dict[str, Any]:
+def _parse_env_kwargs(text: str | None) -> dict[str, object]:
     try:
         return parse_json_object("--env-kwargs", text)
     except ValueError as exc:
@@ -225,7 +225,7 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any], render_mode: str | None
             "goalenvs play needs rgb_array frames for its window and recordings; "
             "--policy PATH --headless watches a policy without them"
         )
-    added: dict[str, Any] = {} if render_mode is None else {"render_mode": render_mode}
+    added: dict[str, object] = {} if render_mode is None else {"render_mode": render_mode}
     try:
         return gym.make(resolved.spec, **{**added, **env_kwargs})
     except (TypeError, ValueError) as exc:

@@ -29,7 +29,7 @@ class Command:
     """What one frame's events ask for, in order: actions to step and :data:`RESET`
     marks (the R key), or quitting."""
 
-    actions: list[Any] = field(default_factory=list)
+    actions: list[object] = field(default_factory=list)
     quit: bool = False
 
     @property

@@ -82,7 +82,7 @@ def _frame(env: Any) -> np.ndarray | None:
     return None if frame is None else np.asarray(frame)
 
 
-def is_success(info: Mapping[str, Any]) -> bool:
+def is_success(info: Mapping[str, object]) -> bool:
     """``info["is_success"]`` as a bool (False when the env does not report it)."""
     return bool(info.get("is_success", False))
 

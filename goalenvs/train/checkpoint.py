@@ -31,6 +31,7 @@ import os
 import pickle
 import shutil
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +57,12 @@ class CheckpointError(ValueError):
     """A file is not a readable goalenvs checkpoint (corrupt, foreign, changed, or unsafe)."""
 
 
-def space_to_dict(space: spaces.Space) -> dict[str, Any]:
+def space_to_dict(space: spaces.Space) -> dict[str, object]:
     """Plain description of a space (what a checkpoint stores): :func:`space_to_json`."""
     return space_to_json(space, "a checkpoint")
 
 
-def space_from_dict(data: dict[str, Any]) -> spaces.Space:
+def space_from_dict(data: dict[str, object]) -> spaces.Space:
     """Inverse of :func:`space_to_dict` (reads every format a checkpoint has stored).
 
     Raises :class:`CheckpointError` for an unknown space type.
@@ -71,9 +72,9 @@ def space_from_dict(data: dict[str, Any]) -> spaces.Space:
 
 def save_checkpoint(
     path: str | os.PathLike,
-    metadata: dict[str, Any],
-    policy: dict[str, Any],
-    training: dict[str, Any] | None = None,
+    metadata: Mapping[str, object],
+    policy: Mapping[str, object],
+    training: Mapping[str, object] | None = None,
 ) -> Path:
     """Writes a checkpoint atomically (temporary file, then ``os.replace``).
 
@@ -82,7 +83,7 @@ def save_checkpoint(
     """
     path = Path(path)
     _check_plain(metadata, "metadata")
-    payload: dict[str, Any] = {
+    payload: dict[str, object] = {
         "format": FORMAT,
         "version": VERSION,
         "metadata": metadata,
@@ -286,7 +287,7 @@ def unit_epochs(run_dir: str | os.PathLike) -> list[int]:
     return sorted(epochs, reverse=True)
 
 
-def commit_unit(unit: Path, epoch: int, extra: dict[str, Any]) -> Path:
+def commit_unit(unit: Path, epoch: int, extra: dict[str, object]) -> Path:
     """Writes the manifest of ``unit``: the last write of an epoch, which commits it.
 
     The manifest lists every file of the folder with its size; ``extra`` holds plain

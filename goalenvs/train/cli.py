@@ -257,7 +257,7 @@ class UsageError(ValueError):
     """A command-line argument is wrong."""
 
 
-def parse_env_kwargs(text: str | None) -> dict[str, Any]:
+def parse_env_kwargs(text: str | None) -> dict[str, object]:
     """The ``--env-kwargs`` JSON object."""
     try:
         return parse_json_object("--env-kwargs", text)
@@ -288,7 +288,7 @@ class Command:
     preset: Any
     horizon: int | None
     env: Any = None
-    recorded: dict[str, Any] | None = None
+    recorded: dict[str, object] | None = None
 
 
 def read_command(args: argparse.Namespace) -> Command:
@@ -369,7 +369,7 @@ def read_command(args: argparse.Namespace) -> Command:
     return Command(_fit_epochs(config, horizon, "epochs" in given), preset, horizon, env)
 
 
-def _show_plan(command: Command) -> dict[str, Any]:
+def _show_plan(command: Command) -> dict[str, object]:
     """The plan of ``command`` for ``--show-config`` (worked out as the run would, without
     joining a torchrun group or building the envs)."""
     from goalenvs.train.envs import validate_training_env

@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 
 def plot_curves(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[dict[str, object]],
     path: str | os.PathLike,
     title: str = "",
     losses: Sequence[str] = (),

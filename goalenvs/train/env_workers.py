@@ -256,7 +256,7 @@ class EnvWorkers(gym.vector.VectorEnv):
             missed.update(part)
         return sorted(missed)
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, **kwargs: object) -> None:
         """Stops the worker processes (all of them reaped, also after a failure)."""
         if not self.pool.closed:
             try:

@@ -204,7 +204,7 @@ def probe_rewards(
     env.action_space.seed(seed)
     obs, info = env.reset(seed=seed)
     achieved, desired = [], []
-    infos: dict[str, list[Any]] = {k: [] for k in info_keys}
+    infos: dict[str, list[object]] = {k: [] for k in info_keys}
     for _ in range(steps):
         obs, _, terminated, truncated, info = env.step(env.action_space.sample())
         achieved.append(obs["achieved_goal"])

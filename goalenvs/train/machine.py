@@ -18,7 +18,6 @@ import os
 import platform
 import time
 from pathlib import Path
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -113,7 +112,7 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 
 def describe_machine(
     cgroup_root: Path | None = None, cpuinfo: Path = Path("/proc/cpuinfo")
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The machine as a run folder's plan and a result file record it: ``cpu`` (the model
     name), ``cores`` (usable under the affinity and the cgroup quota: what the trainer
     sizes its workers and threads by), ``cores_total`` (the host's, ``os.cpu_count()``),

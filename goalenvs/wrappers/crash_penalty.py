@@ -83,7 +83,7 @@ class CrashPenaltyInReward(gym.Wrapper):
         return total if total.ndim else total.item()
 
 
-def make_parking_crash(**kwargs: Any) -> gym.Env:
+def make_parking_crash(**kwargs: object) -> gym.Env:
     """highway-env's ``parking-v0`` (``kwargs`` go to it) with the crash in compute_reward."""
     try:
         from highway_env.envs.parking_env import ParkingEnv

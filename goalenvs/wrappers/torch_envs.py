@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from goalenvs.core import GoalVectorEnv, InfoLike
+from goalenvs.core.types import DeviceLike
 
 
 class SubEnvView(gym.Env):
@@ -118,7 +119,7 @@ class SubEnvView(gym.Env):
         return twin.to_numpy(result)
 
 
-def sub_env_view(env_id: str, device: Any = "cpu", **kwargs: Any) -> SubEnvView:
+def sub_env_view(env_id: str, device: DeviceLike = "cpu", **kwargs: Any) -> SubEnvView:
     """``gym.make_vec(env_id, num_envs=1, device=device, autoreset_mode="disabled",
     **kwargs)`` seen as one numpy env (:class:`SubEnvView`), for the checker."""
     vector_env = gym.make_vec(

@@ -1,0 +1,21 @@
+"""The types of the values the package's numpy-or-torch code passes around.
+
+The envs' native twins, the backends and the HER buffers run one code path on numpy
+arrays and on torch tensors (``xp`` is the module, numpy or torch). :data:`Array` names
+such a value for the type checker, which then sees where a function takes or gives one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeAlias
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+# A numpy array or a torch tensor: a value of the numpy-or-torch code path.
+Array: TypeAlias = "np.ndarray | torch.Tensor"
+# A device as torch takes one: a name ("cpu", "cuda:0"), a torch.device, or None for the
+# default.
+DeviceLike: TypeAlias = "str | torch.device | None"
