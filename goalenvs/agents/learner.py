@@ -35,6 +35,7 @@ from goalenvs.agents import distributed
 from goalenvs.agents.base import Agent
 from goalenvs.agents.config import GRAPH_MODES
 from goalenvs.core import check_choice, check_positive
+from goalenvs.core.types import Array
 from goalenvs.her import HerBatch
 from goalenvs.her.replay import ReplayBuffer
 
@@ -199,11 +200,11 @@ class EagerUpdates:
     def end(self) -> None:
         """Ends a cycle (nothing to do)."""
 
-    def sample(self, buffer: Any, batch_size: int) -> Any:
+    def sample(self, buffer: ReplayBuffer, batch_size: int) -> HerBatch:
         """A batch from ``buffer`` as tensors on the agent's device."""
         return buffer.sample(batch_size, device=self.agent.device)
 
-    def step(self, batch: Any, options: dict[str, object]) -> torch.Tensor:
+    def step(self, batch: HerBatch, options: dict[str, object]) -> torch.Tensor:
         """One update on ``batch``; returns its per-sample TD errors."""
         out = self.agent.update(batch, **options)
         for name, total in self.totals.items():
@@ -252,11 +253,11 @@ class StaticUpdates:
         if self.capture:
             self._fingerprint = self._state_fingerprint()
 
-    def sample(self, buffer: Any, batch_size: int) -> Any:
+    def sample(self, buffer: ReplayBuffer, batch_size: int) -> HerBatch:
         """A batch from ``buffer`` where it samples (host arrays or device tensors)."""
         return buffer.sample(batch_size)
 
-    def step(self, batch: Any, options: dict[str, object]) -> torch.Tensor:
+    def step(self, batch: HerBatch, options: dict[str, object]) -> torch.Tensor:
         """Copies ``batch`` into the static inputs and runs one update on them (a graph's
         replay once captured); returns its per-sample TD errors, which the next step
         overwrites."""
@@ -302,7 +303,7 @@ class StaticUpdates:
         main.wait_stream(stream)
         return td_errors
 
-    def _load(self, batch: Any) -> None:
+    def _load(self, batch: HerBatch) -> None:
         """Copies ``batch``'s fields into the static inputs (made from the first batch)."""
         fields = _batch_fields(batch)
         if self._inputs is None:
@@ -342,10 +343,10 @@ class StaticUpdates:
             self._copied[self._slot] = event
             self._slot = 1 - self._slot
 
-    def _allocate(self, batch: Any, fields: list[Any]) -> None:
+    def _allocate(self, batch: HerBatch, fields: list[Array | None]) -> None:
         """The static inputs (and pinned staging copies on CUDA), shaped as ``batch``."""
 
-        def empty(value: Any, **where: Any) -> torch.Tensor | None:
+        def empty(value: Array | None, **where: Any) -> torch.Tensor | None:
             if value is None:
                 return None
             if isinstance(value, np.ndarray):
@@ -377,7 +378,7 @@ class StaticUpdates:
         return pointers, agent.clip_low, agent.clip_high, tuple(rates)
 
 
-def _batch_fields(batch: Any) -> list[Any]:
+def _batch_fields(batch: HerBatch) -> list[Array | None]:
     """The update's inputs of a HER batch in a fixed order: observations (by key),
     actions, rewards, next observations, dones, weights (None where absent)."""
     return [
@@ -390,7 +391,7 @@ def _batch_fields(batch: Any) -> list[Any]:
     ]
 
 
-def _batch_from_fields(batch: Any, fields: list[Any]) -> HerBatch:
+def _batch_from_fields(batch: HerBatch, fields: list[torch.Tensor | None]) -> HerBatch:
     """A :class:`HerBatch` of ``fields`` laid out as :func:`_batch_fields` reads ``batch``
     (no indices: the update does not read them)."""
     values = iter(fields)

@@ -55,7 +55,7 @@ class EnvCallError(Exception):
 _CHECKER_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def uses_mujoco(env: Any) -> bool:
+def uses_mujoco(env: object) -> bool:
     """Whether ``env`` is, or holds as an attribute (PointMaze's ``point_env``), one of
     gymnasium's MuJoCo envs (they keep a ``mujoco_renderer``): one OpenGL context family,
     and envs a deep copy cannot copy."""

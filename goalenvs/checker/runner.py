@@ -167,7 +167,7 @@ def check_goal_env(
     )
 
 
-def _env_name(env: Any) -> str:
+def _env_name(env: object) -> str:
     spec = getattr(env, "spec", None)
     if spec is not None and getattr(spec, "id", None):
         return spec.id

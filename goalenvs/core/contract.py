@@ -137,7 +137,7 @@ def goal_dict_space(observation: spaces.Space, goal: spaces.Space) -> spaces.Dic
     return spaces.Dict({"observation": observation, **goals})
 
 
-def episode_length(env: Any) -> int | None:
+def episode_length(env: object) -> int | None:
     """The episode length ``env`` declares, or None: its spec's ``max_episode_steps``, a
     ``TimeLimit`` among its wrappers, or its own ``max_episode_steps`` attribute (the
     goalenvs twins, highway-env). ``goalenvs check`` and ``goalenvs train`` both read it

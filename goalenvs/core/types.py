@@ -7,6 +7,7 @@ such a value for the type checker, which then sees where a function takes or giv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
@@ -19,3 +20,6 @@ Array: TypeAlias = "np.ndarray | torch.Tensor"
 # A device as torch takes one: a name ("cpu", "cuda:0"), a torch.device, or None for the
 # default.
 DeviceLike: TypeAlias = "str | torch.device | None"
+# An env's batched goal method, compute_reward or compute_terminated: (achieved goals,
+# desired goals, infos) -> one value per goal pair.
+GoalFunction: TypeAlias = "Callable[[Array, Array, object], Array]"

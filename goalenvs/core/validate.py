@@ -28,7 +28,7 @@ def parse_json_object(flag: str, text: str | None) -> dict[str, object]:
     return value
 
 
-def check_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
+def check_choice(name: str, value: object, choices: Iterable[Any]) -> Any:
     """Returns ``value`` when it is one of ``choices``, else raises a ValueError naming both."""
     choices = tuple(choices)
     if value not in choices:
@@ -36,7 +36,7 @@ def check_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
     return value
 
 
-def check_positive(name: str, value: Any, *, integer: bool = False, minimum: float = 0.0) -> Any:
+def check_positive(name: str, value: object, *, integer: bool = False, minimum: float = 0.0) -> Any:
     """Checks that a constructor constant is a finite number above ``minimum``."""
     kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
     if isinstance(value, bool) or not isinstance(value, kinds):
@@ -47,7 +47,7 @@ def check_positive(name: str, value: Any, *, integer: bool = False, minimum: flo
     return value
 
 
-def check_int(name: str, value: Any, minimum: int) -> Any:
+def check_int(name: str, value: object, minimum: int) -> Any:
     """Checks that ``value`` is an integer (not a bool) of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
@@ -58,7 +58,7 @@ def check_int(name: str, value: Any, minimum: int) -> Any:
 
 def check_in_range(
     name: str,
-    value: Any,
+    value: object,
     low: float = 0.0,
     high: float = 1.0,
     *,

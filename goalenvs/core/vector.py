@@ -142,19 +142,19 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         """Zeros of a numpy ``dtype`` (float32, int64, bool) on this env's backend."""
         return self.backend.zeros(shape, dtype)
 
-    def constant(self, value: Any) -> Any:
+    def constant(self, value: object) -> Any:
         """A numpy constant (a wall map, bounds) as an array of this env's backend."""
         return self.backend.constant(value)
 
-    def fresh(self, value: Any) -> Any:
+    def fresh(self, value: object) -> Any:
         """A copy that shares no memory with env state (``copy`` / ``clone``)."""
         return self.backend.fresh(value)
 
-    def float32(self, value: Any) -> Any:
+    def float32(self, value: object) -> Any:
         """``value`` (bool, int or float) as float32 on this env's backend."""
         return self.backend.float32(value)
 
-    def to_numpy(self, value: Any) -> np.ndarray:
+    def to_numpy(self, value: object) -> np.ndarray:
         """A numpy copy of an array of this env's backend (for drawing and printing)."""
         return self.backend.to_numpy(value)
 

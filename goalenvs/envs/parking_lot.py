@@ -61,7 +61,7 @@ def spot_at(x: float, y: float) -> int:
 # --------------------------------------------------------------------------- cars in the lot
 
 
-def check_car_option(value: Any, max_speed: float, batch: int | None = None) -> np.ndarray:
+def check_car_option(value: object, max_speed: float, batch: int | None = None) -> np.ndarray:
     """Validates ``options["car"]``: (x, y, heading, speed) in metres, radians, m/s."""
     arr = np.asarray(value, dtype=np.float64)
     shapes = [(4,)] if batch is None else [(4,), (batch, 4)]

@@ -222,7 +222,7 @@ class HerBufferState:
             )
 
 
-def _check_array(name: str, value: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
+def _check_array(name: str, value: object, shape: tuple[int, ...], dtype: np.dtype) -> None:
     if not isinstance(value, np.ndarray) or value.shape != shape or value.dtype != dtype:
         got = (
             f"shape {value.shape} dtype {value.dtype}"
@@ -232,7 +232,7 @@ def _check_array(name: str, value: Any, shape: tuple[int, ...], dtype: np.dtype)
         raise ValueError(f"{name} has {got}, expected shape {shape} dtype {dtype}")
 
 
-def _copy_nested(value: Any) -> Any:
+def _copy_nested(value: object) -> Any:
     """A copy of nested dicts of plain values (a bit generator's state)."""
     if isinstance(value, dict):
         return {key: _copy_nested(item) for key, item in value.items()}

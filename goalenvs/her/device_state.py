@@ -288,7 +288,7 @@ class DeviceBufferState:
 
 
 def _check_tensor(
-    name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device
+    name: str, value: object, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device
 ) -> None:
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"{name} must be a tensor, got {type(value).__name__}")

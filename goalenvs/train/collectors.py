@@ -32,8 +32,10 @@ overlap on, whatever the thread timing.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
@@ -42,24 +44,27 @@ import torch
 
 from goalenvs.agents.base import Agent
 from goalenvs.core import GOAL_KEYS
+from goalenvs.core.types import Array, GoalFunction
 from goalenvs.her.replay import ReplayBuffer
 from goalenvs.train.envs import make_vector_env
 from goalenvs.train.machine import eval_env_workers
 from goalenvs.train.resume_state import GeneratorSnapshot
 from goalenvs.train.timing import PhaseClock
 
-Obs = dict[str, Any]  # a batched goal observation: arrays or tensors by key
+Obs = dict[str, Array]  # a batched goal observation: arrays or tensors by key
 
 
 class EnvStep(NamedTuple):
     """One vector step of the training envs, as the loop and the replay buffer take it."""
 
-    actions: Any  # the actions taken, in the action space's dtype
-    next_obs: Obs  # every sub-env's true next observation (the final one where it ended)
-    rewards: Any
-    terminated: Any
-    truncated: Any
-    infos: dict[str, Any]  # the info values HER keeps (``info_keys``), of the true next step
+    actions: Array  # the actions taken, in the action space's dtype
+    next_obs: Mapping[
+        str, Array
+    ]  # every sub-env's true next observation (the final one where it ended)
+    rewards: Array
+    terminated: Array
+    truncated: Array
+    infos: Mapping[str, Array]  # the info values HER keeps (``info_keys``), of the true next step
     start: Obs  # where the next step starts (a new episode's first observation where one ended)
     ended: Any  # the ended episodes' successes, in the form Backend.successes reads
 
@@ -78,7 +83,7 @@ class Backend:
     autoreset: ClassVar[gym.vector.AutoresetMode]  # the training envs' autoreset mode
     buffer_suffix: ClassVar[str]  # the file type of a saved replay buffer
     other_suffix: ClassVar[str]  # the other backend's (a resume warns about it)
-    xp: ClassVar[Any]  # the array module of the envs' values: numpy or torch
+    xp: ClassVar[ModuleType]  # the array module of the envs' values: numpy or torch
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any], device: torch.device) -> None:
         self.env_id = env_id
@@ -91,7 +96,9 @@ class Backend:
         """``num_envs`` vector envs of the run's env in autoreset ``mode``."""
         raise NotImplementedError
 
-    def step(self, envs: gym.vector.VectorEnv, actions: Any, info_keys: tuple[str, ...]) -> EnvStep:
+    def step(
+        self, envs: gym.vector.VectorEnv, actions: Array, info_keys: tuple[str, ...]
+    ) -> EnvStep:
         """Steps ``envs`` with ``actions``; the step as one :class:`EnvStep`."""
         raise NotImplementedError
 
@@ -99,16 +106,18 @@ class Backend:
         """The successes of the episodes that ended in ``steps``, as floats on the host."""
         raise NotImplementedError
 
-    def zeros(self, n: int) -> Any:
+    def zeros(self, n: int) -> Array:
         """``n`` float64 zeros where the envs' values live."""
         raise NotImplementedError
 
-    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> ReplayBuffer:
+    def new_buffer(self, size: int, compute_reward: GoalFunction, **kwargs: Any) -> ReplayBuffer:
         """An empty replay buffer of this backend holding ``size`` transitions; ``kwargs``
         are the buffer's (spaces, HER and priority settings)."""
         raise NotImplementedError
 
-    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> ReplayBuffer:
+    def load_buffer(
+        self, path: Path, compute_reward: GoalFunction, compute_terminated: GoalFunction | None
+    ) -> ReplayBuffer:
         """A replay buffer this backend saved."""
         raise NotImplementedError
 
@@ -122,7 +131,7 @@ class NumpyBackend(Backend):
     autoreset: ClassVar[gym.vector.AutoresetMode] = gym.vector.AutoresetMode.SAME_STEP
     buffer_suffix: ClassVar[str] = "npz"
     other_suffix: ClassVar[str] = "pt"
-    xp: ClassVar[Any] = np
+    xp: ClassVar[ModuleType] = np
 
     def make_envs(
         self, num_envs: int, mode: gym.vector.AutoresetMode, workers: int = 1
@@ -130,7 +139,9 @@ class NumpyBackend(Backend):
         """The env's native twin, gymnasium's SyncVectorEnv, or ``workers`` processes."""
         return make_vector_env(self.env_id, self.env_kwargs, num_envs, mode, workers=workers)
 
-    def step(self, envs: gym.vector.VectorEnv, actions: Any, info_keys: tuple[str, ...]) -> EnvStep:
+    def step(
+        self, envs: gym.vector.VectorEnv, actions: Array, info_keys: tuple[str, ...]
+    ) -> EnvStep:
         """With same-step autoreset the final observations and infos of the episodes that
         ended come from the info; the envs and the buffer get the action space's dtype
         (float64 Boxes are common)."""
@@ -145,17 +156,19 @@ class NumpyBackend(Backend):
         """The successes as floats."""
         return [float(v) for step in steps for v in step.ended]
 
-    def zeros(self, n: int) -> Any:
+    def zeros(self, n: int) -> Array:
         """``n`` float64 zeros."""
         return np.zeros(n)
 
-    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> ReplayBuffer:
+    def new_buffer(self, size: int, compute_reward: GoalFunction, **kwargs: Any) -> ReplayBuffer:
         """An empty numpy replay buffer."""
         from goalenvs.her.buffer import HerReplayBuffer
 
         return HerReplayBuffer(size, compute_reward=compute_reward, **kwargs)
 
-    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> ReplayBuffer:
+    def load_buffer(
+        self, path: Path, compute_reward: GoalFunction, compute_terminated: GoalFunction | None
+    ) -> ReplayBuffer:
         """A numpy replay buffer this backend saved."""
         from goalenvs.her.buffer import HerReplayBuffer
 
@@ -172,7 +185,7 @@ class DeviceBackend(Backend):
     autoreset: ClassVar[gym.vector.AutoresetMode] = gym.vector.AutoresetMode.DISABLED
     buffer_suffix: ClassVar[str] = "pt"
     other_suffix: ClassVar[str] = "npz"
-    xp: ClassVar[Any] = torch
+    xp: ClassVar[ModuleType] = torch
 
     def make_envs(
         self, num_envs: int, mode: gym.vector.AutoresetMode, workers: int = 1
@@ -180,7 +193,9 @@ class DeviceBackend(Backend):
         """The env's torch twin on the training device (always in the trainer's process)."""
         return make_vector_env(self.env_id, self.env_kwargs, num_envs, mode, self.device)
 
-    def step(self, envs: gym.vector.VectorEnv, actions: Any, info_keys: tuple[str, ...]) -> EnvStep:
+    def step(
+        self, envs: gym.vector.VectorEnv, actions: Array, info_keys: tuple[str, ...]
+    ) -> EnvStep:
         """Autoreset is off: the step's observation is every sub-env's true next (or final)
         one; the loop resets the finished sub-envs itself (one bool comes to the host).
         Successes stay on the device with the mask of the episodes that ended."""
@@ -205,11 +220,11 @@ class DeviceBackend(Backend):
         ended = torch.cat([step.ended[1] for step in steps])
         return values[ended].float().cpu().tolist()
 
-    def zeros(self, n: int) -> Any:
+    def zeros(self, n: int) -> Array:
         """``n`` float64 zeros on the device."""
         return torch.zeros(n, dtype=torch.float64, device=self.device)
 
-    def new_buffer(self, size: int, compute_reward: Any, **kwargs: Any) -> ReplayBuffer:
+    def new_buffer(self, size: int, compute_reward: GoalFunction, **kwargs: Any) -> ReplayBuffer:
         """An empty replay buffer on the device."""
         from goalenvs.her.device_buffer import DeviceHerReplayBuffer
 
@@ -217,7 +232,9 @@ class DeviceBackend(Backend):
             size, compute_reward=compute_reward, device=self.device, **kwargs
         )
 
-    def load_buffer(self, path: Path, compute_reward: Any, compute_terminated: Any) -> ReplayBuffer:
+    def load_buffer(
+        self, path: Path, compute_reward: GoalFunction, compute_terminated: GoalFunction | None
+    ) -> ReplayBuffer:
         """A replay buffer saved on a device, loaded onto this one."""
         from goalenvs.her.device_buffer import DeviceHerReplayBuffer
 

@@ -41,7 +41,7 @@ class EnvWorkerError(RuntimeError):
     """A worker process stepping training envs failed (its env raised, or it died)."""
 
 
-def check_sendable(env_id: str, source: Any, env_kwargs: dict[str, Any]) -> None:
+def check_sendable(env_id: str, source: object, env_kwargs: dict[str, Any]) -> None:
     """A ValueError naming the env and ``--env-workers 1`` when what builds it (``source``,
     see :func:`worker_source`) or its kwargs cannot be sent to a worker process."""
     try:

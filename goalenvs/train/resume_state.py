@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 TORCH_GENERATORS = "torch_generators"  # key of a device twin's generators in the env states
 
 
-def find_generators(obj: Any) -> dict[str, np.random.Generator]:
+def find_generators(obj: object) -> dict[str, np.random.Generator]:
     """The numpy generators ``obj`` holds, by attribute path, each object once.
 
     Duck-typed so that it follows any env or agent: attributes that are a
@@ -40,7 +40,7 @@ def find_generators(obj: Any) -> dict[str, np.random.Generator]:
     found: dict[str, np.random.Generator] = {}
     seen: set[int] = set()
 
-    def add(name: str, value: Any) -> None:
+    def add(name: str, value: object) -> None:
         if isinstance(value, np.random.Generator) and id(value) not in seen:
             seen.add(id(value))
             found[name] = value
@@ -58,12 +58,12 @@ def find_generators(obj: Any) -> dict[str, np.random.Generator]:
     return found
 
 
-def generator_states(obj: Any) -> dict[str, Any]:
+def generator_states(obj: object) -> dict[str, Any]:
     """``{path: bit_generator.state}`` of :func:`find_generators` (plain values)."""
     return {name: g.bit_generator.state for name, g in find_generators(obj).items()}
 
 
-def restore_generators(obj: Any, states: dict[str, Any]) -> list[str]:
+def restore_generators(obj: object, states: dict[str, Any]) -> list[str]:
     """Sets the generators of ``obj`` back to ``states`` (in place: aliases follow).
 
     Returns the paths that did not match (saved but absent, or present but not saved):
@@ -81,7 +81,7 @@ def restore_generators(obj: Any, states: dict[str, Any]) -> list[str]:
     return mismatched
 
 
-def torch_generator_states(obj: Any) -> dict[str, torch.Tensor]:
+def torch_generator_states(obj: object) -> dict[str, torch.Tensor]:
     """``{attribute: state}`` of the ``torch.Generator`` attributes of ``obj`` (a device
     twin's, the device buffer's, the agent's exploration)."""
     return {
@@ -91,7 +91,7 @@ def torch_generator_states(obj: Any) -> dict[str, torch.Tensor]:
     }
 
 
-def restore_torch_generators(obj: Any, states: dict[str, torch.Tensor]) -> list[str]:
+def restore_torch_generators(obj: object, states: dict[str, torch.Tensor]) -> list[str]:
     """Sets the torch generators of ``obj`` back to ``states``; returns the names that did
     not match (saved but absent, or present but not saved)."""
     current = {k: v for k, v in vars(obj).items() if isinstance(v, torch.Generator)}
@@ -100,7 +100,7 @@ def restore_torch_generators(obj: Any, states: dict[str, torch.Tensor]) -> list[
     return sorted(current.keys() ^ states.keys())
 
 
-def env_generator_states(env: Any) -> dict[str, Any]:
+def env_generator_states(env: object) -> dict[str, Any]:
     """:func:`generator_states` of a vector env, with a device twin's torch generators."""
     states = generator_states(env)
     torch_states = torch_generator_states(env)
@@ -109,7 +109,7 @@ def env_generator_states(env: Any) -> dict[str, Any]:
     return states
 
 
-def restore_env_generators(env: Any, states: dict[str, Any]) -> list[str]:
+def restore_env_generators(env: object, states: dict[str, Any]) -> list[str]:
     """Sets a vector env's generators back to :func:`env_generator_states`' ``states``;
     returns the names that did not match."""
     states = dict(states)

@@ -516,7 +516,7 @@ class Trainer:
         if threading.current_thread() is not threading.main_thread():
             return {}
 
-        def handler(signum: int, frame: Any) -> None:
+        def handler(signum: int, frame: object) -> None:
             self._stop = True
             again = signal.default_int_handler if signum == signal.SIGINT else previous[signum]
             signal.signal(signum, again)

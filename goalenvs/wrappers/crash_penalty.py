@@ -60,7 +60,7 @@ class CrashPenaltyInReward(gym.Wrapper):
         self.penalty = float(penalty)
         self.key = key
 
-    def crashed(self, info: Any) -> np.ndarray | float:
+    def crashed(self, info: object) -> np.ndarray | float:
         """``info[key]`` as floats (0 where absent), for any of the info layouts."""
         if info is None:
             return 0.0
@@ -74,7 +74,7 @@ class CrashPenaltyInReward(gym.Wrapper):
         )
 
     def compute_reward(
-        self, achieved_goal: Any, desired_goal: Any, info: Any
+        self, achieved_goal: Any, desired_goal: Any, info: object
     ) -> np.ndarray | float:
         """The wrapped env's reward plus ``penalty`` where ``info[key]`` is true: an array
         for a batch of goals, a float for one pair (as the wrapped env returns)."""

@@ -108,7 +108,7 @@ class SubEnvView(gym.Env):
             if not key.startswith("_") and key not in ("final_obs", "final_info")
         }
 
-    def _on_device(self, name: str, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+    def _on_device(self, name: str, achieved_goal: Any, desired_goal: Any, info: object) -> Any:
         twin = self.vector_env
         if twin.device is not None:
             # Goals the caller passes as numpy become tensors on the device, as written:
