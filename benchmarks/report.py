@@ -1149,21 +1149,27 @@ def fetch_push_tried() -> str:
 
 def fetch_push_levers() -> str:
     """mrl's levers tried one at a time on FetchPush-v4 seed 0 against the fetch_push
-    preset (manipulation/tried/push_<lever>_s0.json with its preset diff, and push_s0)."""
+    preset (manipulation/tried/push_<lever>_s0.json with its preset diff, and the
+    preset's own runs, push_s<seed>)."""
     tried = RESULTS / "manipulation" / "tried"
     lines = [
         "| lever (one change to `fetch_push`), seed | first eval >= 0.9 | eval at 520,000 env "
         "steps | env steps/s, load | commit, precision |",
         "|---|---|---|---|---|",
     ]
-    for seed in (0, 1):
-        rows = _progress(RESULTS / "manipulation" / f"push_s{seed}.csv")
-        base = json.loads((RESULTS / "manipulation" / f"push_s{seed}.json").read_text())
+    for path in sorted((RESULTS / "manipulation").glob("push_s[0-9].json")):
+        base = json.loads(path.read_text())
+        seed = base["seed"]
+        rows = _progress(path.with_suffix(".csv"))
+        # a run records its resolved precision in the plan beside its config (older runs:
+        # "auto", which was bf16 on this CPU)
+        resolved = base["config"].get("plan", {}).get("precision")
+        precision = resolved or f"{base['config']['precision']} (bf16 on this CPU)"
         lines.append(
             f"| none: the preset (push_s{seed}), seed {seed} | {_tried_hit(rows)} | "
             f"{_at(rows, 520_000)} | {base['env_steps_per_s']:.0f}, load "
             f"{base['load']['min']:.1f}-{base['load']['max']:.1f} | {base['commit']}, "
-            f"{base['config']['precision']} (bf16 on this CPU) |"
+            f"{precision} |"
         )
     for path in sorted(tried.glob("push_*_s[0-9].json")):
         meta = json.loads(path.read_text())
