@@ -21,5 +21,6 @@ Array: TypeAlias = "np.ndarray | torch.Tensor"
 # default.
 DeviceLike: TypeAlias = "str | torch.device | None"
 # An env's batched goal method, compute_reward or compute_terminated: (achieved goals,
-# desired goals, infos) -> one value per goal pair.
+# desired goals, infos) -> one value per goal pair; numpy arrays in and out for the numpy
+# buffer, tensors for the device buffer.
 GoalFunction: TypeAlias = "Callable[[Array, Array, object], Array]"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -22,13 +22,11 @@ from gymnasium import spaces
 
 from goalenvs.core import check_choice, check_in_range, check_int
 from goalenvs.core.io import space_from_json, space_to_json
+from goalenvs.core.types import Array, GoalFunction
 from goalenvs.her.goal_mix import GoalMix
 
 __all__ = ["BufferSettings", "GoalFunction", "GoalSelectionStrategy", "resolve_goal_function"]
 
-#: A batched goal function ``(achieved_goal, desired_goal, info) -> values``: numpy arrays
-#: in and out for the numpy buffer, tensors for the device buffer.
-GoalFunction = Callable[[Any, Any, Any], Any]
 
 # Where a space description lives, for the codec's errors.
 _FILE = "a HER buffer file"
@@ -88,7 +86,7 @@ def resolve_goal_function(source: Any, name: str) -> GoalFunction:
                 raise TypeError(f"{name}: the sub-env {first} has no method {name}") from None
     if callable(getattr(source, "env_method", None)):
 
-        def remote(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> Any:
+        def remote(achieved_goal: Array, desired_goal: Array, info: object) -> Array:
             return source.env_method(name, achieved_goal, desired_goal, info, indices=[0])[0]
 
         remote.__qualname__ = f"{type(source).__name__}.env_method({name!r})"
