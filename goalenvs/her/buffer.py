@@ -32,6 +32,10 @@ from goalenvs.her.sumtree import SumTree
 
 __all__ = ["HerReplayBuffer"]
 
+# Where a step is written in the (rows, n_envs) views: one row for every env (episodes
+# that end together), else a pair of index arrays (rows, envs).
+Row = int | tuple[np.ndarray, np.ndarray]
+
 _BOOL = np.dtype(bool)
 
 
@@ -420,8 +424,8 @@ class HerReplayBuffer(ReplayBufferBase):
         # int row while every env writes the same one (episodes that end together), else
         # a pair of index arrays (rows, envs).
         closed = self._common_episodes_closed
-        row: Any
-        next_row: Any
+        row: Row
+        next_row: Row
         if closed is not None:
             row = (steps + closed) % rows
             next_row = row + 1 if row + 1 < rows else 0
@@ -431,7 +435,7 @@ class HerReplayBuffer(ReplayBufferBase):
             next_row = ((head + 1) % rows, self._env_index)
         if self._n_at_episode_start:
             self._write_first_obs(obs, row)
-        if step is not None and step_bytes is not None and closed is not None and next_row:
+        if step is not None and step_bytes is not None and isinstance(row, int) and next_row:
             # One env, and the next observation's record follows the transition's.
             step_bytes.write(row, step)
         else:
@@ -445,15 +449,17 @@ class HerReplayBuffer(ReplayBufferBase):
         if ending:
             self._close_done(done, terminated, truncated)
 
-    def _read_flags(self, terminated: Any, truncated: Any) -> tuple[Any, Any, Any, bool]:
+    def _read_flags(
+        self, terminated: object, truncated: object
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
         """The flags of a step read the careful way (add()'s fast test did not vouch for
         them): ``(terminated, truncated, done, whether any episode ends)``."""
-        terminated = self._per_env("terminated", terminated, None).astype(bool, copy=False)
-        truncated = self._per_env("truncated", truncated, None).astype(bool, copy=False)
-        done = terminated | truncated
-        return terminated, truncated, done, bool(done.any())
+        ended = self._per_env("terminated", terminated, None).astype(bool, copy=False)
+        cut = self._per_env("truncated", truncated, None).astype(bool, copy=False)
+        done = ended | cut
+        return ended, cut, done, bool(done.any())
 
-    def _write_first_obs(self, obs: Mapping[str, np.ndarray], row: Any) -> None:
+    def _write_first_obs(self, obs: Mapping[str, np.ndarray], row: Row) -> None:
         """Writes the first observation of each env that starts an episode at ``row`` (an
         int while every env writes the same row, else a pair ``(rows, envs)``)."""
         if self._n_at_episode_start == self.n_envs:
@@ -467,7 +473,7 @@ class HerReplayBuffer(ReplayBufferBase):
         self._at_episode_start[:] = False
         self._n_at_episode_start = 0
 
-    def _write_infos(self, values: dict[str, np.ndarray], row: Any) -> None:
+    def _write_infos(self, values: dict[str, np.ndarray], row: Row) -> None:
         """Writes a step's info values at ``row`` (as add() indexes the row views)."""
         rows, n = self.rows_per_env, self.n_envs
         for key, value in values.items():
@@ -482,7 +488,9 @@ class HerReplayBuffer(ReplayBufferBase):
             envs = np.flatnonzero(done)
             self._close_episodes(envs, terminated[envs], truncated[envs])
 
-    def _close_episodes(self, envs: Any, terminated: Any, truncated: Any) -> None:
+    def _close_episodes(
+        self, envs: slice | np.ndarray, terminated: np.ndarray, truncated: np.ndarray
+    ) -> None:
         """Ends the episodes in progress of ``envs`` (an index array, or ``slice(None)``
         for every env) with the given flags, one per env of ``envs``.
 
@@ -507,17 +515,17 @@ class HerReplayBuffer(ReplayBufferBase):
                 first_row, first_k = start % rows, (steps - length) % rows
                 lockstep = first_row + length <= rows and first_k + length <= rows
         if lockstep:
-            head: Any = start + length
+            head: int | np.ndarray = start + length
             count = length * n
             if self._lockstep_offsets.size < count:
                 self._lockstep_offsets = np.repeat(np.arange(max(length, 64), dtype=np.int32), n)
             offset = self._lockstep_offsets[:count]
             episode_rows = offset + first_row
             lo = first_row * n
-            flat: Any = slice(lo, lo + count)
-            transitions: Any = slice(first_k * n, first_k * n + count)
-            last: Any = slice(lo + count - n, lo + count)
-            first: Any = slice(lo, lo + n)
+            flat: slice | np.ndarray = slice(lo, lo + count)
+            transitions: slice | np.ndarray = slice(first_k * n, first_k * n + count)
+            last: slice | np.ndarray = slice(lo + count - n, lo + count)
+            first: slice | np.ndarray = slice(lo, lo + n)
         else:
             env = self._env_index[envs]
             first_rows = storage.episode_start[envs]

@@ -27,6 +27,9 @@ from goalenvs.her.goal_mix import FUTURE_ONLY, IN_EPISODE, RELABELLING, GoalMix
 from goalenvs.her.settings import BufferSettings, GoalFunction
 from goalenvs.her.sumtree import SumTree
 
+# The env of sampled transitions: 0 when the buffer has one env, else one per transition.
+EnvIndex = int | np.ndarray
+
 __all__ = ["HerSampler"]
 
 
@@ -191,7 +194,9 @@ class HerSampler:
         np.copyto(out.dones, terminated)
         return _deliver(out, device)
 
-    def _draw_transitions(self, rng: np.random.Generator, count: int) -> tuple[Any, np.ndarray]:
+    def _draw_transitions(
+        self, rng: np.random.Generator, count: int
+    ) -> tuple[EnvIndex, np.ndarray]:
         """Draws ``count`` transitions uniformly from the complete, intact episodes.
 
         Returns ``(env, row)``: each transition's env (an int when there is one env) and
@@ -202,7 +207,7 @@ class HerSampler:
             raise RuntimeError(NO_EPISODE_YET)
         return self._locate(rng.integers(0, total, size=count))
 
-    def _locate(self, x: np.ndarray) -> tuple[Any, np.ndarray]:
+    def _locate(self, x: np.ndarray) -> tuple[EnvIndex, np.ndarray]:
         """The ``(env, row)`` of the sampleable transitions numbered ``x``: the streams'
         sampleable transitions laid end to end, each stream's oldest first."""
         storage = self.storage
@@ -220,7 +225,7 @@ class HerSampler:
 
     def _draw_prioritized(
         self, rng: np.random.Generator, count: int, beta: float
-    ) -> tuple[Any, np.ndarray, np.ndarray]:
+    ) -> tuple[EnvIndex, np.ndarray, np.ndarray]:
         """Draws ``count`` transitions in proportion to their priority ** alpha.
 
         Returns ``(env, row, weights)`` as :meth:`_draw_transitions`, with the
@@ -245,7 +250,7 @@ class HerSampler:
         rng: np.random.Generator,
         mix: _MixDraws,
         B: int,
-        env: Any,
+        env: EnvIndex,
         row: np.ndarray,
         index: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -274,18 +279,18 @@ class HerSampler:
         # The source of each transition, as its position in RELABELLING (len: original).
         source = np.searchsorted(mix.thresholds, u, side="right") if mix.mixed else None
 
-        def where(name: str, value: Any, other: Any) -> Any:
+        def where(name: str, value: np.ndarray, other: np.ndarray | None) -> np.ndarray:
             """``value`` on the transitions whose source is ``name``, ``other`` elsewhere."""
             if other is None or source is None:
                 return value
             chosen = np.equal(source, RELABELLING.index(name))
             return np.where(chosen.reshape((B,) + (1,) * (np.ndim(value) - 1)), value, other)
 
-        goal_index: Any = None
+        goal_index: np.ndarray | None = None
         in_episode = [name for name in mix.sources if name in IN_EPISODE]
         if in_episode:
-            first: Any = None
-            span: Any = None
+            first: np.ndarray | None = None
+            span: np.ndarray | None = None
             for name in in_episode:
                 if name == "future":
                     this_first, this_span = row + 1, length - offset
@@ -294,13 +299,14 @@ class HerSampler:
                 else:
                     this_first, this_span = start + 1, length
                 first, span = where(name, this_first, first), where(name, this_span, span)
+            assert first is not None and span is not None  # in_episode is not empty
             # floor(r * span) can round up to span for r just below 1: clamp it.
             pick = np.minimum((rng.random(B) * span).astype(np.int64), np.subtract(span, 1))
             goal_index = ((first + pick) % R) * n + env
         if "achieved" in mix.sources:
             goal_env, goal_row = self._draw_transitions(rng, B)
             goal_index = where("achieved", ((goal_row + 1) % R) * n + goal_env, goal_index)
-        goals: Any = None if goal_index is None else self._achieved_goals[goal_index]
+        goals: np.ndarray | None = None if goal_index is None else self._achieved_goals[goal_index]
         if "desired" in mix.sources:
             other_env, other_row = self._draw_other_episode(rng, B, env, start, length)
             goals = where("desired", self._desired_goals[other_row * n + other_env], goals)
@@ -309,8 +315,13 @@ class HerSampler:
         return relabel, goals
 
     def _draw_other_episode(
-        self, rng: np.random.Generator, B: int, env: Any, start: np.ndarray, length: np.ndarray
-    ) -> tuple[Any, np.ndarray]:
+        self,
+        rng: np.random.Generator,
+        B: int,
+        env: EnvIndex,
+        start: np.ndarray,
+        length: np.ndarray,
+    ) -> tuple[EnvIndex, np.ndarray]:
         """For each of ``B`` transitions (of ``env``, in the episode of ``length``
         transitions that starts at unwrapped row ``start``), a transition drawn uniformly
         from every other sampleable episode: ``(env, row)``.
