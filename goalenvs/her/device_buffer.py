@@ -476,7 +476,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         self._nonempty_until = newest_start + rows if newest_start >= 0 else -1
 
     # ------------------------------------------------------------------ input checks
-    def _convert(self, name: str, value: Any, dtype: Any) -> torch.Tensor:
+    def _convert(self, name: str, value: object, dtype: torch.dtype) -> torch.Tensor:
         """``value`` as a tensor of ``dtype`` on this buffer's device."""
         if isinstance(value, torch.Tensor):
             if value.device != self.device:
@@ -777,40 +777,47 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         second = int(torch.topk(torch.cat([newest, previous]), 2).values[1])
         self._other_episode_until = second + rows if second >= 0 else -1
 
-    def _rewards_of(self, value: Any, batch_size: int, goal_shape: tuple[int, ...]) -> torch.Tensor:
+    def _rewards_of(
+        self, value: object, batch_size: int, goal_shape: tuple[int, ...]
+    ) -> torch.Tensor:
         """``compute_reward``'s result as a ``(batch_size,)`` float32 tensor on the device,
         or the error that names the function and the shapes (one value for the batch is
         refused, never broadcast)."""
-        if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(np.asarray(value), device=self.device)
-        if tuple(value.shape) != (batch_size,):
+        tensor = self._as_tensor(value)
+        if tuple(tensor.shape) != (batch_size,):
             raise reward_shape_error(
-                self.compute_reward, tuple(value.shape), batch_size, goal_shape
+                self.compute_reward, tuple(tensor.shape), batch_size, goal_shape
             )
-        return value.to(device=self.device, dtype=torch.float32)
+        return tensor.to(device=self.device, dtype=torch.float32)
 
-    def _batch_of(self, name: str, value: Any, batch_size: int, dtype: torch.dtype) -> torch.Tensor:
+    def _as_tensor(self, value: object) -> torch.Tensor:
+        """A goal function's result as a tensor (on this device when it was not one)."""
+        if isinstance(value, torch.Tensor):
+            return value
+        return torch.as_tensor(np.asarray(value), device=self.device)
+
+    def _batch_of(
+        self, name: str, value: object, batch_size: int, dtype: torch.dtype
+    ) -> torch.Tensor:
         """``value`` as a ``(batch_size,)`` tensor of ``dtype`` on the device; a scalar
         (Fetch's ``compute_terminated`` returns a constant ``False``) stands for the batch."""
-        if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(np.asarray(value), device=self.device)
-        value = value.to(device=self.device, dtype=dtype)
-        if tuple(value.shape) == (batch_size,):
-            return value
-        if value.numel() == 1 and value.ndim <= 1:
-            return value.reshape(()).expand(batch_size)
-        raise batch_shape_error(name, tuple(value.shape), batch_size)
+        tensor = self._as_tensor(value).to(device=self.device, dtype=dtype)
+        if tuple(tensor.shape) == (batch_size,):
+            return tensor
+        if tensor.numel() == 1 and tensor.ndim <= 1:
+            return tensor.reshape(()).expand(batch_size)
+        raise batch_shape_error(name, tuple(tensor.shape), batch_size)
 
     # The tensor operations of ReplayBufferBase.update_priorities (one host read of a flag
     # pair per call).
-    def _priority_input(self, value: Any) -> torch.Tensor:
+    def _priority_input(self, value: object) -> torch.Tensor:
         if isinstance(value, torch.Tensor):
-            value = value.detach().to(self.device)
+            tensor = value.detach().to(self.device)
         else:
-            value = torch.as_tensor(np.asarray(value), device=self.device)
-        if value.ndim == 2 and value.shape[1] == 1:
-            value = value.reshape(-1)
-        return value
+            tensor = torch.as_tensor(np.asarray(value), device=self.device)
+        if tensor.ndim == 2 and tensor.shape[1] == 1:
+            tensor = tensor.reshape(-1)
+        return tensor
 
     def _priority_indices_are_integers(self, indices: torch.Tensor) -> bool:
         return not (indices.is_floating_point() or indices.dtype == torch.bool)
@@ -821,7 +828,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
 
     def _priority_of(
         self, indices: torch.Tensor, td_errors: torch.Tensor, capacity: int
-    ) -> tuple[Any, ...]:
+    ) -> tuple[torch.Tensor, torch.Tensor, bool, bool]:
         indices = indices.long()
         priority = td_errors.detach().double().abs() + self.priority_eps
         out_of_range = (indices < 0) | (indices >= capacity)
