@@ -8,7 +8,7 @@ such a value for the type checker, which then sees where a function takes or giv
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import numpy as np
 
@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 # A numpy array or a torch tensor: a value of the numpy-or-torch code path.
 Array: TypeAlias = "np.ndarray | torch.Tensor"
+# The same, for a function whose values are all of one library: the type checker reads
+# its body once with numpy arrays and once with torch tensors.
+ArrayT = TypeVar("ArrayT", np.ndarray, "torch.Tensor")
 # A device as torch takes one: a name ("cpu", "cuda:0"), a torch.device, or None for the
 # default.
 DeviceLike: TypeAlias = "str | torch.device | None"

@@ -30,7 +30,7 @@ from goalenvs.core import (
     goal_dict_space,
     twin_metadata,
 )
-from goalenvs.core.types import DeviceLike
+from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, hud_line, import_pygame
 from goalenvs.envs.single import EpisodeBookkeeping
 
@@ -100,18 +100,18 @@ class _BitFlippingGoals:
 # --------------------------------------------------------------------------- kernel
 
 
-def bits_match(achieved: Any, desired: Any, xp: ModuleType) -> Any:
+def bits_match(achieved: ArrayT, desired: ArrayT, xp: ModuleType) -> ArrayT:
     """Success: every bit exactly equal. Bool array of the goals' leading shape."""
     return xp.all(achieved == desired, axis=-1)
 
 
-def sparse_reward(success: Any, xp: ModuleType) -> Any:
+def sparse_reward(success: ArrayT, xp: ModuleType) -> ArrayT:
     """0 on success, -1 otherwise (float32)."""
     zero = xp.zeros_like(success, dtype=xp.float32)
     return xp.where(success, zero, zero - 1.0)
 
 
-def flip_bits(state: Any, action: Any, continuous: bool, xp: ModuleType) -> Any:
+def flip_bits(state: ArrayT, action: ArrayT, continuous: bool, xp: ModuleType) -> ArrayT:
     """The ``(batch, n_bits)`` states after one step: a new array.
 
     Discrete: ``action`` (batch,) holds the index of the bit to flip. Continuous:
@@ -121,11 +121,11 @@ def flip_bits(state: Any, action: Any, continuous: bool, xp: ModuleType) -> Any:
     return xp.where(flip, 1.0 - state, state)
 
 
-def _bit_indices(state: Any, xp: ModuleType) -> Any:
+def _bit_indices(state: ArrayT, xp: ModuleType) -> ArrayT:
     """0 .. n_bits - 1 where ``state`` lives (the one backend-specific line: numpy 1.x's
     ``arange`` takes no device)."""
     n = state.shape[-1]
-    return np.arange(n) if xp is np else xp.arange(n, device=state.device)
+    return np.arange(n) if isinstance(state, np.ndarray) else xp.arange(n, device=state.device)
 
 
 def random_patterns(rngs: Sequence[np.random.Generator], n_bits: int, count: int) -> np.ndarray:

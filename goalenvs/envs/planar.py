@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from goalenvs.core.types import ArrayT
 from goalenvs.envs.canvas import Canvas, CanvasRendering
 
 
-def goal_distance(achieved: Any, desired: Any, xp: ModuleType) -> Any:
+def goal_distance(achieved: ArrayT, desired: ArrayT, xp: ModuleType) -> ArrayT:
     """Euclidean distance between 2-D goal positions, over the goals' leading shape.
 
     Written out rather than a reduction or hypot: elementwise IEEE operations give the

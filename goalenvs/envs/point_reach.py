@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
@@ -31,7 +31,7 @@ from goalenvs.core import (
     twin_metadata,
 )
 from goalenvs.core.backend import clear_points
-from goalenvs.core.types import DeviceLike
+from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
 from goalenvs.envs.planar import (
     FLOOR,
@@ -42,6 +42,9 @@ from goalenvs.envs.planar import (
     goal_distance,
 )
 from goalenvs.envs.single import EpisodeBookkeeping
+
+if TYPE_CHECKING:
+    import torch
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -109,7 +112,9 @@ class _PointReachGoals:
 # --------------------------------------------------------------------------- kernel
 
 
-def reach_reward(distance: Any, distance_threshold: float, reward_type: str, xp: ModuleType) -> Any:
+def reach_reward(
+    distance: ArrayT, distance_threshold: float, reward_type: str, xp: ModuleType
+) -> ArrayT:
     """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance.
 
     Same float dtype as ``distance`` (float32 in both faces).
@@ -121,12 +126,12 @@ def reach_reward(distance: Any, distance_threshold: float, reward_type: str, xp:
 
 
 def reach_step(
-    position: Any,
-    velocity: Any,
-    action: Any,
+    position: ArrayT,
+    velocity: ArrayT,
+    action: ArrayT,
     params: PointReachParams,
     xp: ModuleType,
-) -> tuple[Any, Any]:
+) -> tuple[ArrayT, ArrayT]:
     """One step of ``(batch, 2)`` float32 positions and velocities: new arrays.
 
     Semi-implicit Euler: the acceleration ``action * action_scale`` changes the velocity,
@@ -178,8 +183,8 @@ def draw_episodes(
 
 
 def draw_episodes_on_device(
-    generator: Any, params: PointReachParams, count: int, goal: Any
-) -> tuple[Any, Any]:
+    generator: torch.Generator, params: PointReachParams, count: int, goal: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`draw_episodes` for ``count`` sub-envs of a device twin, from one
     ``torch.Generator``.
 
