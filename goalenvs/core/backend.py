@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
 
+if TYPE_CHECKING:
+    import torch
+    from typing_extensions import TypeIs
+
 InfoLike = Mapping[str, Any] | Sequence[Mapping[str, Any]] | np.ndarray | None
 
 
-def is_tensor(value: Any) -> bool:
-    """Whether ``value`` is a torch tensor (without importing torch when it is not loaded)."""
+def is_tensor(value: object) -> TypeIs[torch.Tensor]:
+    """Whether ``value`` is a torch tensor (without importing torch when it is not loaded);
+    the type checker narrows ``value`` by it, to a tensor or to what else it may be."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(value, torch.Tensor)
 

@@ -32,8 +32,8 @@ from goalenvs.core import (
     info_values,
     twin_metadata,
 )
-from goalenvs.core.backend import info_tensor
-from goalenvs.core.types import DeviceLike
+from goalenvs.core.backend import info_tensor, is_tensor
+from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.parking_lot import (
     GOAL_SIZE,
     LANE_HALF_WIDTH,
@@ -206,11 +206,11 @@ class _ParkingGoals:
         return _crashed(info, shape, achieved, xp)
 
 
-def _crashed(info: InfoLike, shape: tuple[int, ...], like: Any, xp: ModuleType) -> Any:
+def _crashed(info: InfoLike, shape: tuple[int, ...], like: ArrayT, xp: ModuleType) -> ArrayT:
     """``info["crashed"]`` (missing: False) over the goal batch, in ``like``'s array module."""
-    if xp is np:
-        return info_values(info, "crashed", shape, False, bool)
-    return info_tensor(info, "crashed", like, shape, False)
+    if is_tensor(like):
+        return info_tensor(info, "crashed", like, shape, False)
+    return info_values(info, "crashed", shape, False, bool)
 
 
 # --------------------------------------------------------------------------- kernel
@@ -220,12 +220,12 @@ def _crashed(info: InfoLike, shape: tuple[int, ...], like: Any, xp: ModuleType) 
 # 1-element arrays and round alike (the same ufunc loops, IEEE arithmetic).
 
 
-def _cast(array: Any, dtype: str, xp: ModuleType) -> Any:
+def _cast(array: ArrayT, dtype: str, xp: ModuleType) -> ArrayT:
     """``array`` as ``xp``'s dtype named ``dtype`` (backend-specific)."""
-    return array.astype(getattr(xp, dtype)) if xp is np else array.to(getattr(xp, dtype))
+    return array.to(getattr(xp, dtype)) if is_tensor(array) else array.astype(getattr(xp, dtype))
 
 
-def _clip(array: Any, low: float, high: float, xp: ModuleType) -> Any:
+def _clip(array: ArrayT, low: float, high: float, xp: ModuleType) -> ArrayT:
     """``xp.clip``; on the single env's numpy scalars the builtins, a tenth of the cost."""
     if isinstance(array, np.floating):
         return min(max(array, low), high)
@@ -233,8 +233,8 @@ def _clip(array: Any, low: float, high: float, xp: ModuleType) -> Any:
 
 
 def advance(
-    state: tuple[Any, ...], action: Any, params: ParkingParams, xp: ModuleType
-) -> tuple[Any, ...]:
+    state: tuple[ArrayT, ...], action: ArrayT, params: ParkingParams, xp: ModuleType
+) -> tuple[ArrayT, ...]:
     """Integrates the kinematic bicycle model over one policy step of ``(*batch, 2)`` actions.
 
     With the slip angle ``beta = arctan(tan(steering) / 2)`` fixed by the steering, the
@@ -277,7 +277,7 @@ def advance(
     return x_end, y_end, c_end / norm, s_end / norm, speed
 
 
-def achieved_goals(state: tuple[Any, ...], xp: ModuleType) -> Any:
+def achieved_goals(state: tuple[ArrayT, ...], xp: ModuleType) -> ArrayT:
     """The scaled ``(*batch, 6)`` float32 achieved goals (the observation too)."""
     x, y, c, s, v = state
     columns = (x / POSITION_SCALE, y / POSITION_SCALE, v * c / VELOCITY_SCALE,
@@ -285,7 +285,7 @@ def achieved_goals(state: tuple[Any, ...], xp: ModuleType) -> Any:
     return _cast(xp.stack(columns, axis=-1), "float32", xp)
 
 
-def weighted_distance(difference: Any, weights: tuple[float, ...], xp: ModuleType) -> Any:
+def weighted_distance(difference: ArrayT, weights: tuple[float, ...], xp: ModuleType) -> ArrayT:
     """``sqrt(sum_i w_i |d_i|)`` over the last axis: highway-env's weighted p-norm, p = 0.5.
 
     Summed term by term, left to right, so that any batch shape rounds alike (the step's
@@ -293,7 +293,7 @@ def weighted_distance(difference: Any, weights: tuple[float, ...], xp: ModuleTyp
     skipped.
     """
     size = abs(difference)
-    total = 0.0
+    total: ArrayT | float = 0.0
     for i, weight in enumerate(weights):
         if weight:
             total = total + weight * size[..., i]
@@ -308,8 +308,12 @@ def goal_reward(distance: Any, crashed: Any, params: ParkingParams) -> tuple[Any
 
 
 def crashes(
-    state: tuple[Any, ...], parked: Any, spot_centers: Any, params: ParkingParams, xp: ModuleType
-) -> Any:
+    state: tuple[ArrayT, ...],
+    parked: ArrayT,
+    spot_centers: ArrayT,
+    params: ParkingParams,
+    xp: ModuleType,
+) -> ArrayT:
     """Whether each car overlaps a wall or a parked car: bool of the batch shape.
 
     Walls: the box around the rotated car against the wall faces (exact for a rectangle
@@ -342,13 +346,13 @@ def crashes(
 
 
 def evaluate(
-    state: tuple[Any, ...],
-    desired_goal: Any,
-    parked: Any,
-    spot_centers: Any,
+    state: tuple[ArrayT, ...],
+    desired_goal: ArrayT,
+    parked: ArrayT,
+    spot_centers: ArrayT,
     params: ParkingParams,
     xp: ModuleType,
-) -> tuple[Any, Any, Any, Any]:
+) -> tuple[ArrayT, ArrayT, ArrayT, ArrayT]:
     """``(achieved goals, rewards, successes, crashes)`` of a batch of cars.
 
     The reward is :meth:`ParkingEnv.compute_reward` of the float32 goals, to the bit.

@@ -35,8 +35,8 @@ from goalenvs.core import (
     goal_dict_space,
     twin_metadata,
 )
-from goalenvs.core.backend import constant_like
-from goalenvs.core.types import DeviceLike
+from goalenvs.core.backend import constant_like, is_tensor
+from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
 from goalenvs.envs.planar import (
     FLOOR,
@@ -295,20 +295,26 @@ class _PointMazeGoals:
 # --------------------------------------------------------------------------- kernel
 
 
-def _index(x: Any, xp: ModuleType) -> Any:
+def _index(x: ArrayT, xp: ModuleType) -> ArrayT:
     """Integer cell indices from whole-number floats (the one backend-specific line)."""
-    return x.astype(np.int64) if xp is np else x.long()
+    return x.long() if is_tensor(x) else x.astype(np.int64)
 
 
-def sparse_reward(achieved: Any, desired: Any, distance_threshold: float, xp: ModuleType) -> Any:
+def sparse_reward(
+    achieved: ArrayT, desired: ArrayT, distance_threshold: float, xp: ModuleType
+) -> ArrayT:
     """0 within ``distance_threshold`` of the goal, else -1 (float32)."""
     reached = goal_distance(achieved, desired, xp) < distance_threshold
-    return xp.where(reached, 0.0, -1.0).astype(np.float32) if xp is np else reached.float() - 1
+    return (
+        reached.float() - 1
+        if is_tensor(reached)
+        else xp.where(reached, 0.0, -1.0).astype(np.float32)
+    )
 
 
 def maze_distance(
-    achieved: Any, desired: Any, walls_up: Any, path_lengths: Any, xp: ModuleType
-) -> Any:
+    achieved: ArrayT, desired: ArrayT, walls_up: ArrayT, path_lengths: ArrayT, xp: ModuleType
+) -> ArrayT:
     """Shortest-path distance in cells between goal cells; straight distance in one cell."""
     cols = walls_up.shape[1]
     top_y, top_x = walls_up.shape[0] - 1, cols - 1
@@ -328,8 +334,14 @@ def maze_distance(
 
 
 def _move_axis(
-    moving: Any, other: Any, speed: Any, dt: float, walls_up: Any, along_x: bool, xp: ModuleType
-) -> tuple[Any, Any]:
+    moving: ArrayT,
+    other: ArrayT,
+    speed: ArrayT,
+    dt: float,
+    walls_up: ArrayT,
+    along_x: bool,
+    xp: ModuleType,
+) -> tuple[ArrayT, ArrayT]:
     """Moves one coordinate by ``speed * dt`` (< 1 cell) and stops it at a wall's face.
 
     The destination lies in the current cell or a neighbour along this axis; when the
@@ -347,15 +359,15 @@ def _move_axis(
 
 
 def maze_step(
-    position: Any,
-    velocity: Any,
-    action: Any,
-    walls_up: Any,
+    position: ArrayT,
+    velocity: ArrayT,
+    action: ArrayT,
+    walls_up: ArrayT,
     action_scale: float,
     dt: float,
     max_speed: float,
     xp: ModuleType,
-) -> tuple[Any, Any]:
+) -> tuple[ArrayT, ArrayT]:
     """One step of ``(batch, 2)`` positions and velocities: new arrays.
 
     PointReach's semi-implicit Euler (``v += a * action_scale * dt``, the speed capped at

@@ -30,8 +30,8 @@ from goalenvs.core import (
     goal_dict_space,
     twin_metadata,
 )
-from goalenvs.core.backend import clear_points
-from goalenvs.core.types import DeviceLike
+from goalenvs.core.backend import clear_points, is_tensor
+from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
 from goalenvs.envs.planar import PlanarRendering, goal_distance
 from goalenvs.envs.single import EpisodeBookkeeping
@@ -128,19 +128,19 @@ class _PushGoals:
 # --------------------------------------------------------------------------- kernel
 
 
-def push_reward(distance: Any, params: PushParams, xp: ModuleType) -> Any:
+def push_reward(distance: ArrayT, params: PushParams, xp: ModuleType) -> ArrayT:
     """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance."""
     if params.reward_type == "dense":
         reward = -distance
     else:
         reward = xp.where(distance < params.distance_threshold, 0.0, -1.0)
-    return reward.astype(np.float32) if xp is np else reward.float()
+    return reward.float() if is_tensor(reward) else reward.astype(np.float32)
 
 
 def push_step(
-    pusher: Any, pusher_velocity: Any, block: Any, block_velocity: Any, action: Any,
+    pusher: ArrayT, pusher_velocity: ArrayT, block: ArrayT, block_velocity: ArrayT, action: ArrayT,
     p: PushParams, xp: ModuleType,
-) -> tuple[Any, Any, Any, Any]:  # fmt: skip
+) -> tuple[ArrayT, ArrayT, ArrayT, ArrayT]:  # fmt: skip
     """One step of ``(batch, 2)`` pusher and block positions and velocities: new arrays.
 
     1. The pusher accelerates, its speed capped, and moves; the table's edge stops it.
@@ -237,8 +237,8 @@ def draw_episodes(
 
 
 def observation(
-    pusher: Any, pusher_velocity: Any, block: Any, block_velocity: Any, xp: ModuleType
-) -> Any:
+    pusher: ArrayT, pusher_velocity: ArrayT, block: ArrayT, block_velocity: ArrayT, xp: ModuleType
+) -> ArrayT:
     """The (batch, 10) observation: pusher, its velocity, block, its velocity, block - pusher."""
     return xp.concatenate((pusher, pusher_velocity, block, block_velocity, block - pusher), axis=1)
 
