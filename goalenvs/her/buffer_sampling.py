@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from goalenvs.core.types import DeviceLike
+from goalenvs.core.types import DeviceLike, GoalFunction
 from goalenvs.her.buffer_state import HerStorage
 from goalenvs.her.common import (
     NO_EPISODE_YET,
@@ -24,7 +24,7 @@ from goalenvs.her.common import (
     reward_shape_error,
 )
 from goalenvs.her.goal_mix import FUTURE_ONLY, IN_EPISODE, RELABELLING, GoalMix
-from goalenvs.her.settings import BufferSettings, GoalFunction
+from goalenvs.her.settings import BufferSettings
 from goalenvs.her.sumtree import SumTree
 
 # The env of sampled transitions: 0 when the buffer has one env, else one per transition.

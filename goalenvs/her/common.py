@@ -19,11 +19,10 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.core.types import DeviceLike
+from goalenvs.core.types import DeviceLike, GoalFunction
 from goalenvs.her.goal_mix import GoalMix
 from goalenvs.her.settings import (
     BufferSettings,
-    GoalFunction,
     GoalSelectionStrategy,
     resolve_goal_function,
 )

@@ -25,7 +25,7 @@ from goalenvs.core.io import space_from_json, space_to_json
 from goalenvs.core.types import Array, GoalFunction
 from goalenvs.her.goal_mix import GoalMix
 
-__all__ = ["BufferSettings", "GoalFunction", "GoalSelectionStrategy", "resolve_goal_function"]
+__all__ = ["BufferSettings", "GoalSelectionStrategy", "resolve_goal_function"]
 
 
 # Where a space description lives, for the codec's errors.
