@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.core.backend import is_tensor
 from goalenvs.core.types import DeviceLike, GoalFunction
 from goalenvs.her.goal_mix import GoalMix
 from goalenvs.her.settings import (
@@ -78,18 +79,16 @@ def batch_to(batch: HerBatch, device: DeviceLike) -> HerBatch:
     )
 
 
-def to_numpy(value: Any) -> np.ndarray:
+def to_numpy(value: object) -> np.ndarray:
     """``value`` as a numpy array (a torch tensor detached and brought to the CPU first);
     a column ``(B, 1)`` becomes ``(B,)``."""
-    if hasattr(value, "detach") and hasattr(value, "cpu"):
-        value = value.detach().cpu().numpy()
-    array = np.asarray(value)
+    array = value.detach().cpu().numpy() if is_tensor(value) else np.asarray(value)
     if array.ndim == 2 and array.shape[1] == 1:
         return array.reshape(-1)
     return array
 
 
-def goal_function_name(function: Any) -> str:
+def goal_function_name(function: object) -> str:
     """What messages call a goal function: ``Class.method`` for an env's method, the
     function's own name else (``ToyReach.compute_reward``, ``my_reward``)."""
     owner = getattr(function, "__self__", None)
@@ -103,7 +102,7 @@ def goal_function_name(function: Any) -> str:
 
 
 def reward_shape_error(
-    function: Any, shape: tuple[int, ...], batch_size: int, goal_shape: tuple[int, ...]
+    function: object, shape: tuple[int, ...], batch_size: int, goal_shape: tuple[int, ...]
 ) -> ValueError:
     """The error for a ``compute_reward`` whose result is not one reward per goal pair (a
     scalar for the batch included: broadcast, it would pay every relabeled transition the
@@ -117,7 +116,7 @@ def reward_shape_error(
     )
 
 
-def no_other_episode_error(mix: Any, transitions: int) -> RuntimeError:
+def no_other_episode_error(mix: GoalMix, transitions: int) -> RuntimeError:
     """The error for a draw of another episode's desired goal from a buffer that holds
     one episode."""
     return RuntimeError(
@@ -136,7 +135,7 @@ def batch_shape_error(name: str, shape: tuple[int, ...], batch_size: int) -> Val
     )
 
 
-def version_error(name: str, kind: str, version: Any, expected: int) -> ValueError:
+def version_error(name: str, kind: str, version: object, expected: int) -> ValueError:
     """The error for a saved file of a layout version this code does not read."""
     return ValueError(
         f"{name} has {kind} layout version {version}, this goalenvs reads version {expected}"
