@@ -29,6 +29,7 @@ from goalenvs.checker.context import (
     SkipCheckError,
 )
 from goalenvs.core import GOAL_KEYS
+from goalenvs.core.backend import is_tensor
 from goalenvs.core.types import DeviceLike
 
 # Keys of a vector info that are not per-sub-env step values.
@@ -39,17 +40,12 @@ SINGLE_ROWS = 8
 # --------------------------------------------------------------------------- arrays
 
 
-def is_vector_env(env: Any) -> bool:
+def is_vector_env(env: object) -> bool:
     """Whether ``env`` is a gymnasium vector env (wrapped or not)."""
     return isinstance(env, gym.vector.VectorEnv)
 
 
-def is_tensor(value: Any) -> bool:
-    """Whether ``value`` is a torch tensor (torch is imported only by envs that use it)."""
-    return type(value).__module__.partition(".")[0] == "torch" and hasattr(value, "device")
-
-
-def array_kind(value: Any) -> str:
+def array_kind(value: object) -> str:
     """``numpy``, ``tensor on <device>``, or the type's name: where a result lives."""
     if isinstance(value, np.ndarray):
         return "numpy"
@@ -58,7 +54,7 @@ def array_kind(value: Any) -> str:
     return type(value).__name__
 
 
-def to_numpy(value: Any) -> Any:
+def to_numpy(value: object) -> object:
     """A numpy copy of an array, tensor (any device) or scalar; a dict of them per key;
     anything else as a deep copy."""
     if isinstance(value, Mapping):

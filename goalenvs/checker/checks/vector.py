@@ -32,7 +32,6 @@ from goalenvs.checker.vector_probe import (
     drive,
     goal_methods,
     info_argument,
-    is_tensor,
     listing,
     num_envs,
     other_action,
@@ -45,6 +44,7 @@ from goalenvs.checker.vector_probe import (
     vector_rollout,
 )
 from goalenvs.core import GOAL_KEYS
+from goalenvs.core.backend import is_tensor
 
 VECTOR = ("vector",)
 _MODE_NAMES = {
