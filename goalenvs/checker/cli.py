@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import functools
-import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from goalenvs.core import parse_json_object
+from goalenvs.core.io import stdout_to_stderr
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -127,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     single = None
     # With --json, stdout carries the JSON alone: what the env prints while it is built
     # and run (pybullet's banner comes from C) goes to stderr.
-    quiet = _stdout_to_stderr() if args.json else contextlib.nullcontext()
+    quiet = stdout_to_stderr() if args.json else contextlib.nullcontext()
     with quiet:
         try:
             if any(value is not None for value in vector_options.values()):
@@ -158,38 +157,6 @@ def run(args: argparse.Namespace) -> int:
     if report.errors:
         return 1
     return 1 if args.strict and report.warnings else 0
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """Sends stdout to stderr: Python's ``sys.stdout`` and file descriptor 1, which C
-    libraries write to. Every stdout buffer is flushed before fd 1 is given back."""
-    _flush_stdout()
-    try:
-        saved: int | None = os.dup(1)
-        os.dup2(2, 1)
-    except OSError:  # no file descriptor 1 (a GUI launcher): Python's stdout only
-        saved = None
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        _flush_stdout()
-        if saved is not None:
-            os.dup2(saved, 1)
-            os.close(saved)
-
-
-def _flush_stdout() -> None:
-    """Flushes Python's stdout streams and C's (``fflush(NULL)``): C's stdout is
-    block-buffered on a pipe, and what the env printf'd would otherwise reach fd 1 at
-    exit, after the JSON."""
-    for stream in (sys.stdout, sys.__stdout__):
-        if stream is not None:
-            with contextlib.suppress(OSError, ValueError):  # closed or detached
-                stream.flush()
-    with contextlib.suppress(OSError, AttributeError, TypeError):  # no C library to load
-        ctypes.CDLL(None).fflush(None)
 
 
 def _load_with_timeout(build: Callable[[], Any], timeout: float) -> Any:

@@ -1,5 +1,6 @@
 """What goalenvs writes to disk and to the console: one atomic write, one space<->JSON
-codec and the name of the ``goalenvs`` command.
+codec, the name of the ``goalenvs`` command, and stdout kept for what a program reads
+(:func:`stdout_to_stderr`).
 
 The atomic write: a file is written beside its destination, flushed, fsynced and
 renamed over it, so a kill at any moment leaves the old file or the new one, never a mix.
@@ -12,11 +13,13 @@ nothing else from goalenvs.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import shlex
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -166,3 +169,37 @@ def command_name() -> str:
         return "goalenvs"
     relative = os.path.relpath(script)
     return shlex.quote(relative if not relative.startswith("..") else str(script))
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Sends stdout to stderr while it is entered: Python's ``sys.stdout`` and file
+    descriptor 1, which C libraries write to (pybullet's banner), so that what a command
+    prints for a program to read (JSON) stays alone on stdout. Every stdout buffer is
+    flushed before fd 1 is given back."""
+    _flush_stdout()
+    try:
+        saved: int | None = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no file descriptor 1 (a GUI launcher): Python's stdout only
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _flush_stdout()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _flush_stdout() -> None:
+    """Flushes Python's stdout streams and C's (``fflush(NULL)``): C's stdout is
+    block-buffered on a pipe, and what the env printf'd would otherwise reach fd 1 at
+    exit, after the JSON."""
+    for stream in (sys.stdout, sys.__stdout__):
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):  # closed or detached
+                stream.flush()
+    with contextlib.suppress(OSError, AttributeError, TypeError):  # no C library to load
+        ctypes.CDLL(None).fflush(None)

@@ -14,6 +14,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -33,6 +34,7 @@ from goalenvs.agents.config import (
 )
 from goalenvs.agents.registry import ALGOS
 from goalenvs.core import command_name, episode_length, parse_json_object
+from goalenvs.core.io import stdout_to_stderr
 from goalenvs.envspec import describe_error, renders_frames
 
 
@@ -410,13 +412,19 @@ def run(args: argparse.Namespace) -> int:
     main_worker = int(os.environ.get("RANK", "0")) == 0  # under torchrun, worker 0 reports
     command = None
     try:
-        command = read_command(args)
+        shown = None
+        # --show-config's JSON is for programs: what an env's C library prints to stdout
+        # while it is built and probed (pybullet's banner) goes to stderr
+        with stdout_to_stderr() if args.show_config else contextlib.nullcontext():
+            command = read_command(args)
+            if args.show_config:
+                shown = {**command.config.to_dict(), "plan": _show_plan(command)}
         config, preset = command.config, command.preset
         workers = int(os.environ.get("WORLD_SIZE", "1"))
         length = run_length(config, command.horizon, preset, workers)
         source = f"preset {preset.name}" if preset is not None else f"resumed run {args.resume}"
-        if args.show_config:
-            print(json.dumps({**config.to_dict(), "plan": _show_plan(command)}, indent=2))
+        if shown is not None:
+            print(json.dumps(shown, indent=2))
             print(f"{source}: {length}", file=sys.stderr)
             return 0
         if main_worker:
