@@ -5,8 +5,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ import pytest
 from goalenvs.checker import CHECKS
 from goalenvs.cli import main
 from tests.checker.broken_envs import ToyReach
+from tests.console import run_goalenvs
 
 TOY = "tests.checker.broken_envs:ToyReach"
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,23 +96,6 @@ def test_unloadable_env_exits_2_with_the_message(capsys, args, message):
     assert message in err and "Traceback" not in err
 
 
-def _console(*args: str) -> subprocess.CompletedProcess:
-    """``python -m goalenvs ARGS`` from this checkout, wherever the suite was started."""
-    # Prepend this checkout to PYTHONPATH (replacing it would lose packages found
-    # through it) and run from the checkout.
-    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    env.pop("PYTHONUNBUFFERED", None)  # it unbuffers C's stdout too: run as users do
-    return subprocess.run(
-        [sys.executable, "-m", "goalenvs", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
-
-
 def test_json_is_alone_on_stdout_when_the_env_prints_and_stdout_comes_back(capfd):
     spec = "tests.checker.test_checker_cli:BannerReach"
     assert check(spec, "--json") == 0
@@ -129,7 +111,7 @@ def test_json_is_alone_on_stdout_when_the_env_prints_and_stdout_comes_back(capfd
 @pytest.mark.skipif(os.name != "posix", reason="the banner's printf needs the C library")
 def test_console_json_parses_although_the_env_printfs_to_buffered_stdout():
     # a pipe makes C's stdout block-buffered: unflushed, the banner would follow the JSON
-    proc = _console(
+    proc = run_goalenvs(
         "check", "tests.checker.test_checker_cli:BannerReach", "--json", "--steps", "30"
     )
     assert proc.returncode == 0, proc.stderr
@@ -182,7 +164,7 @@ def test_help_shows_the_defaults(capsys):
 
 
 def test_console_command_exits_2_without_a_traceback():
-    proc = _console("check", "tests/checker/missing.py:Env")
+    proc = run_goalenvs("check", "tests/checker/missing.py:Env")
     assert proc.returncode == 2
     assert "no such file: tests/checker/missing.py" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -30,19 +30,24 @@ def parts(tmp_path: Path, **kwargs):
     buffer = HerReplayBuffer(
         200, env.observation_space, env.action_space, compute_reward=env.unwrapped, n_envs=1
     )
-    folder = RunFolder(
+    folder = run_folder(config, env, 0.98, plan={"precision": "fp32", "env_workers": 1})
+    return folder, agent, buffer
+
+
+def run_folder(config: DDPGConfig, env: gym.Env, gamma: float, **kwargs) -> RunFolder:
+    """Worker 0's folder of a one-worker DDPG run on ``env`` on the CPU."""
+    return RunFolder(
         config,
         rank=0,
         world=1,
-        gamma=0.98,
+        gamma=gamma,
         observation_space=env.observation_space,
         action_space=env.action_space,
-        loss_names=agent.loss_names,
+        loss_names=("critic_loss", "actor_loss", "q_mean"),
         buffer_file="buffer_rank0.npz",
         device=torch.device("cpu"),
-        plan={"precision": "fp32", "env_workers": 1},
+        **kwargs,
     )
-    return folder, agent, buffer
 
 
 def commit(folder: RunFolder, agent, buffer, epoch: int, success: float) -> Counters:
@@ -105,17 +110,7 @@ def test_the_folder_is_named_for_the_run_without_out_and_describes_it(tmp_path, 
     monkeypatch.chdir(tmp_path)
     env = gym.make("goalenvs/PointReach-v0")
     config = DDPGConfig(hidden_sizes=(8,), seed=3, verbose=False)
-    folder = RunFolder(
-        config,
-        rank=0,
-        world=1,
-        gamma=0.9,
-        observation_space=env.observation_space,
-        action_space=env.action_space,
-        loss_names=("critic_loss",),
-        buffer_file="buffer_rank0.npz",
-        device=torch.device("cpu"),
-    )
+    folder = run_folder(config, env, 0.9)
     assert folder.path.parts[0] == "runs"
     assert folder.path.name.startswith("goalenvs_PointReach-v0-ddpg-s3-")
     described = folder.describe

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from goalenvs.cli import main
+from tests.console import run_goalenvs
 
 torch.set_num_threads(1)
 
@@ -109,23 +110,7 @@ def test_an_unknown_algo_lists_the_registered_ones(capsys):
 def test_show_config_prints_json_alone_although_the_env_printfs_to_stdout():
     # pybullet (panda-gym) prints its banner to fd 1 when the env is built: a program
     # reading --show-config gets the JSON alone, the banner goes to stderr
-    import os
-    import subprocess
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    paths = [str(root), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    env.pop("PYTHONUNBUFFERED", None)  # a pipe makes C's stdout block-buffered, as for users
-    argv = ["train", "tests.checker.test_checker_cli:BannerReach", "--show-config"]
-    done = subprocess.run(
-        [sys.executable, "-m", "goalenvs", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=root,
-        timeout=120,
-    )
+    done = run_goalenvs("train", "tests.checker.test_checker_cli:BannerReach", "--show-config")
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
     assert shown["env_id"] == "tests.checker.test_checker_cli:BannerReach"

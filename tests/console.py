@@ -1,0 +1,28 @@
+"""The ``goalenvs`` command as a user runs it, in a subprocess of this checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_goalenvs(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m goalenvs ARGS`` from this checkout, wherever the suite was started:
+    this checkout first on PYTHONPATH (replacing it would lose packages found through it),
+    and without PYTHONUNBUFFERED, which unbuffers C's stdout too (a pipe block-buffers it
+    for users)."""
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    env.pop("PYTHONUNBUFFERED", None)
+    return subprocess.run(
+        [sys.executable, "-m", "goalenvs", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+    )
