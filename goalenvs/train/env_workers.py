@@ -26,15 +26,17 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
 
 from goalenvs import envspec
 from goalenvs.train.resume_state import GeneratorSnapshot
+
+_T = TypeVar("_T")  # what a call run on the worker pool returns
 
 
 class EnvWorkerError(RuntimeError):
@@ -114,7 +116,7 @@ class EnvGroup(gym.Env):
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+    ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
         """Resets every sub-env of the group."""
         obs, info = self.envs.reset(seed=seed, options=options)
         return obs, {"group": _GroupInfo(info)}
@@ -141,7 +143,7 @@ class EnvGroup(gym.Env):
         mine = {}
         for name, state in states.items():
             local = _renumber(name, -self.first)
-            if local is not None and 0 <= _index(local) < self.envs.num_envs:
+            if 0 <= _index(local) < self.envs.num_envs:
                 mine[local] = state
         return [_renumber(n, self.first) for n in self.envs.restore_generators(mine)]
 
@@ -157,7 +159,7 @@ def _index(name: str) -> int:
     return int(name[5 : name.index("]")])
 
 
-def _renumber(name: str, offset: int) -> Any:
+def _renumber(name: str, offset: int) -> str:
     """``envs[i]...`` as ``envs[i + offset]...`` (names of other generators unchanged)."""
     index = _index(name)
     if index < 0:
@@ -266,7 +268,7 @@ class EnvWorkers(gym.vector.VectorEnv):
 
     # ---- the main process's side of the pipes
 
-    def _guarded(self, call: Any) -> Any:
+    def _guarded(self, call: Callable[[], _T]) -> _T:
         """Runs ``call`` on the pool; a worker that raised or died becomes an
         :class:`EnvWorkerError` after every worker is stopped."""
         try:
