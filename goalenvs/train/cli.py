@@ -21,7 +21,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from goalenvs import envspec
 from goalenvs.agents.config import (
@@ -31,11 +31,17 @@ from goalenvs.agents.config import (
     PRECISIONS,
     REPLAY_DEVICES,
     STRATEGIES,
+    TrainConfig,
 )
 from goalenvs.agents.registry import ALGOS
 from goalenvs.core import command_name, episode_length, parse_json_object
 from goalenvs.core.io import stdout_to_stderr
 from goalenvs.envspec import describe_error, renders_frames
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from goalenvs.train.presets import Preset
 
 
 def _algo_names() -> str:
@@ -286,10 +292,10 @@ class Command:
     from (None when resuming), the env's episode length (or None), one env of the run
     built (None when resuming: the trainer builds it) and a resumed run's recorded plan."""
 
-    config: Any
-    preset: Any
+    config: TrainConfig
+    preset: Preset | None
     horizon: int | None
-    env: Any = None
+    env: gym.Env | None = None
     recorded: dict[str, object] | None = None
 
 
@@ -389,7 +395,7 @@ def _show_plan(command: Command) -> dict[str, object]:
     return make_plan(config, env, device, rank, world, command.recorded).to_dict()
 
 
-def _fit_epochs(config: Any, horizon: int | None, epochs_given: bool) -> Any:
+def _fit_epochs(config: TrainConfig, horizon: int | None, epochs_given: bool) -> TrainConfig:
     """``config`` with the epochs its ``max_env_steps`` needs, unless ``--epochs`` was
     given (then the first of the two ends the run)."""
     if config.max_env_steps is None or epochs_given:
@@ -470,7 +476,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"watch it:      {goalenvs} play {env} --policy {policy}{headless}")
     if result.interrupted or result.budget_spent is not None:
         more = ""
-        if result.budget_spent == "max_env_steps":
-            more = f" --max-env-steps {2 * int(config.max_env_steps)}"
+        if result.budget_spent == "max_env_steps" and config.max_env_steps:
+            more = f" --max-env-steps {2 * config.max_env_steps}"
         print(f"continue with: {goalenvs} train --resume {shlex.quote(str(result.run_dir))}{more}")
     return 0

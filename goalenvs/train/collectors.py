@@ -276,7 +276,7 @@ class Collector:
         self.obs: Obs = {}  # where the next step starts
         self.overlap = overlap
         self._ahead = ThreadPoolExecutor(1, thread_name_prefix="collect") if overlap else None
-        self._behaviour: Any = None  # the agent copy that collects ahead
+        self._behaviour: Agent | None = None  # the agent copy that collects ahead
 
     def reset(self, seed: int, generator_states: dict[str, Any] | None = None) -> list[str]:
         """Starts the training envs' episodes: sub-env ``i`` seeded ``seed + i``, or (a
@@ -310,7 +310,7 @@ class Collector:
             # An acting copy on the CPU (a GPU learner's queue never delays it): its
             # networks are the policy's alone, and it explores with the agent's own
             # generators, which only collection draws from.
-            memo: dict[int, Any] = {id(m): None for m in agent.training_modules().values()}
+            memo: dict[int, object] = {id(m): None for m in agent.training_modules().values()}
             shared = [
                 agent.rng,
                 *(g for g in vars(agent).values() if isinstance(g, torch.Generator)),

@@ -539,7 +539,7 @@ class Trainer:
             torch.distributed.destroy_process_group()
 
 
-def train(config: TrainConfig, callback: Callable[[dict], Any] | None = None) -> TrainResult:
+def train(config: TrainConfig, callback: Callable[[dict], object] | None = None) -> TrainResult:
     """Trains the registered algorithm ``config.algo`` as ``config`` says; returns the result.
 
     ``callback(row)``, when given, is called with each epoch's progress row.
