@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
+
+_V = TypeVar("_V")  # a checked value, returned as it was given
 
 
 def parse_json_object(flag: str, text: str | None) -> dict[str, object]:
@@ -28,7 +30,7 @@ def parse_json_object(flag: str, text: str | None) -> dict[str, object]:
     return value
 
 
-def check_choice(name: str, value: object, choices: Iterable[Any]) -> Any:
+def check_choice(name: str, value: _V, choices: Iterable[object]) -> _V:
     """Returns ``value`` when it is one of ``choices``, else raises a ValueError naming both."""
     choices = tuple(choices)
     if value not in choices:
@@ -36,18 +38,18 @@ def check_choice(name: str, value: object, choices: Iterable[Any]) -> Any:
     return value
 
 
-def check_positive(name: str, value: object, *, integer: bool = False, minimum: float = 0.0) -> Any:
+def check_positive(name: str, value: _V, *, integer: bool = False, minimum: float = 0.0) -> _V:
     """Checks that a constructor constant is a finite number above ``minimum``."""
     kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
     if isinstance(value, bool) or not isinstance(value, kinds):
         kind = "an integer" if integer else "a number"
         raise TypeError(f"{name} must be {kind}, got {value!r} ({type(value).__name__})")
-    if not np.isfinite(value) or value <= minimum:
+    if not np.isfinite(value) or float(value) <= minimum:
         raise ValueError(f"{name} must be > {minimum}, got {value!r}")
     return value
 
 
-def check_int(name: str, value: object, minimum: int) -> Any:
+def check_int(name: str, value: _V, minimum: int) -> _V:
     """Checks that ``value`` is an integer (not a bool) of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
@@ -58,14 +60,14 @@ def check_int(name: str, value: object, minimum: int) -> Any:
 
 def check_in_range(
     name: str,
-    value: object,
+    value: _V,
     low: float = 0.0,
     high: float = 1.0,
     *,
     open_low: bool = False,
     open_high: bool = False,
     none_ok: bool = False,
-) -> Any:
+) -> _V:
     """Checks that ``value`` is a number in the interval from ``low`` to ``high``.
 
     The ends are included unless ``open_low`` / ``open_high``; ``none_ok`` lets None
@@ -78,8 +80,9 @@ def check_in_range(
     interval += " or None" if none_ok else ""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a float in {interval}, got {value!r}")
-    above = value > low if open_low else value >= low
-    below = value < high if open_high else value <= high
+    number = float(value)
+    above = number > low if open_low else number >= low
+    below = number < high if open_high else number <= high
     if not (above and below):
         raise ValueError(f"{name} must be in {interval}, got {value}")
     return value
