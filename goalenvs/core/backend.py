@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -139,7 +140,7 @@ def check_tensor_actions(
     raise TypeError(f"check_tensor_actions does not support {single_space}")
 
 
-def resolve_device(device: Any) -> Any:
+def resolve_device(device: str | torch.device) -> torch.device:
     """``device`` (a string or ``torch.device``) as a ``torch.device`` that torch can use.
 
     Raises ImportError when torch is missing and ValueError for a name torch does not
@@ -170,7 +171,7 @@ def resolve_device(device: Any) -> Any:
     return resolved
 
 
-def torch_dtype(dtype: Any) -> Any:
+def torch_dtype(dtype: object) -> torch.dtype:
     """The torch dtype of a numpy ``dtype`` (any dtype torch has, as torch maps it)."""
     import torch
 
@@ -304,7 +305,7 @@ class NumpyArrays:
     device = None
 
     @property
-    def xp(self) -> Any:
+    def xp(self) -> ModuleType:
         """The array module: numpy."""
         return np
 
@@ -369,7 +370,7 @@ class TorchArrays(NumpyArrays):
         self.device = device
 
     @property
-    def xp(self) -> Any:
+    def xp(self) -> ModuleType:
         """The array module: torch."""
         import torch
 

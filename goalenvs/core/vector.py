@@ -9,6 +9,7 @@ batched dynamics.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -130,7 +131,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
 
     # ---- array helpers: numpy, or torch on self.device (self.backend)
     @property
-    def xp(self) -> Any:
+    def xp(self) -> ModuleType:
         """The array module of the state: numpy, or torch on a device.
 
         A property, not an attribute: a module in the instance's dict would stop the
