@@ -8,7 +8,6 @@ Importing this package stays light (no torch): the names below load on first use
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 # module -> the names it defines, each loaded on first use
 _MODULES = {
@@ -27,7 +26,7 @@ _MODULES = {
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'goalenvs.agents' has no attribute {name!r}")

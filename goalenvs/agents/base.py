@@ -26,6 +26,7 @@ from goalenvs.agents import distributed, precision
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.normalizer import GoalNormalizer
 from goalenvs.core import GOAL_KEYS
+from goalenvs.her.common import HerBatch
 
 
 def flat_size(space: spaces.Space) -> int:
@@ -181,12 +182,12 @@ class Agent(nn.Module):
         """
         raise NotImplementedError
 
-    def update(self, batch: Any) -> dict[str, torch.Tensor]:
+    def update(self, batch: HerBatch) -> dict[str, torch.Tensor]:
         """One gradient step on a HER batch; returns the losses as (detached) tensors, and
         the per-sample TD errors under ``"td_errors"`` (new replay priorities)."""
         raise NotImplementedError
 
-    def update_options(self, n_batches: int) -> list[dict[str, Any]]:
+    def update_options(self, n_batches: int) -> list[dict[str, object]]:
         """The keyword options of the next ``n_batches`` calls of :meth:`update` (none by
         default): an algorithm whose steps differ (TD3's delayed actor) plans them here,
         so a captured update needs no host read per step."""

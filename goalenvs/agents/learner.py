@@ -204,7 +204,7 @@ class EagerUpdates:
         """A batch from ``buffer`` as tensors on the agent's device."""
         return buffer.sample(batch_size, device=self.agent.device)
 
-    def step(self, batch: HerBatch, options: dict[str, object]) -> torch.Tensor:
+    def step(self, batch: HerBatch, options: dict[str, Any]) -> torch.Tensor:
         """One update on ``batch``; returns its per-sample TD errors."""
         out = self.agent.update(batch, **options)
         for name, total in self.totals.items():
@@ -257,7 +257,7 @@ class StaticUpdates:
         """A batch from ``buffer`` where it samples (host arrays or device tensors)."""
         return buffer.sample(batch_size)
 
-    def step(self, batch: HerBatch, options: dict[str, object]) -> torch.Tensor:
+    def step(self, batch: HerBatch, options: dict[str, Any]) -> torch.Tensor:
         """Copies ``batch`` into the static inputs and runs one update on them (a graph's
         replay once captured); returns its per-sample TD errors, which the next step
         overwrites."""
@@ -285,6 +285,7 @@ class StaticUpdates:
     def _update(self, options: dict[str, object]) -> torch.Tensor:
         """The update on the static inputs, its losses added to the sums: what a graph
         holds."""
+        assert self._inputs is not None  # _load made them from the first batch
         out = self.agent.update(self._inputs, **options)
         for name, total in self.totals.items():
             total.add_(out[name])

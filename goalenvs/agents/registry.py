@@ -101,7 +101,7 @@ _SHIPPED = (
 ALGOS: dict[str, Algo] = {name: _shipped(name, kind, summary) for name, kind, summary in _SHIPPED}
 
 
-def get_algo(name: Any, argument: str = "algo") -> Algo:
+def get_algo(name: object, argument: str = "algo") -> Algo:
     """The registered algorithm ``name``; a ValueError listing the registered names if none."""
     if not isinstance(name, str) or name not in ALGOS:
         raise ValueError(

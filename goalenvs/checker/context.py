@@ -101,7 +101,7 @@ class _Worker:
                 box.append((False, error))
             done.set()
 
-    def run(self, fn: Callable, args: tuple, kwargs: dict, timeout: float) -> Any:
+    def run(self, fn: Callable, args: tuple, kwargs: dict, timeout: float) -> object:
         box: list = []
         done = threading.Event()
         self._jobs.put((fn, args, kwargs, box, done))

@@ -68,7 +68,7 @@ def _with_time_limit(factory: Callable[..., gym.Env]) -> Callable[..., gym.Env]:
 
 
 def load(
-    spec: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None
+    spec: str, kwargs: dict[str, object] | None = None, max_episode_steps: int | None = None
 ) -> tuple[gym.Env, Callable, str]:
     """Builds the env of ``spec`` with ``kwargs`` (and gymnasium's time limit of
     ``max_episode_steps``, as ``gym.make`` applies it, when given): a single env, or the
@@ -122,7 +122,7 @@ class LoadedVector:
 
 def load_vector(
     spec: str,
-    kwargs: dict[str, Any] | None = None,
+    kwargs: dict[str, object] | None = None,
     *,
     num_envs: int | None = None,
     device: str | None = None,
@@ -173,7 +173,7 @@ def load_vector(
 
 def _vector_of_id(
     resolved: envspec.ResolvedEnv,
-    kwargs: dict[str, Any],
+    kwargs: dict[str, object],
     num_envs: int | None,
     device: str | None,
     mode: str | None,
@@ -215,7 +215,7 @@ def _vector_of_id(
 
 def _vector_of_factory(
     resolved: envspec.ResolvedEnv,
-    kwargs: dict[str, Any],
+    kwargs: dict[str, object],
     num_envs: int | None,
     device: str | None,
     mode: str | None,
@@ -223,7 +223,7 @@ def _vector_of_factory(
 ) -> LoadedVector:
     factory = resolved.factory
     assert factory is not None
-    extra: dict[str, Any] = {}
+    extra: dict[str, object] = {}
     for name, value in (("num_envs", num_envs), ("device", device)):
         if value is not None and _accepts(factory, name):
             extra[name] = value

@@ -35,7 +35,7 @@ RTOL = 1e-5
 # --------------------------------------------------------------------------- formatting
 
 
-def fmt(value: Any) -> str:
+def fmt(value: object) -> str:
     """A short, readable one-line rendering of an array, scalar or dict for evidence."""
     if isinstance(value, Mapping):
         text = "{" + ", ".join(f"{k!r}: {fmt(v)}" for k, v in value.items()) + "}"
@@ -72,7 +72,7 @@ def values_close(a: Any, b: Any) -> bool:
     return bool(np.allclose(a, b, atol=ATOL, rtol=RTOL, equal_nan=True))
 
 
-def is_real_scalar(value: Any) -> bool:
+def is_real_scalar(value: object) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return False
     if isinstance(value, (int, float, np.integer, np.floating)):
@@ -80,7 +80,7 @@ def is_real_scalar(value: Any) -> bool:
     return isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "fiu"
 
 
-def is_bool_like(value: Any) -> bool:
+def is_bool_like(value: object) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return True
     if isinstance(value, np.ndarray) and value.shape == ():
@@ -90,20 +90,20 @@ def is_bool_like(value: Any) -> bool:
     return False
 
 
-def copy_obs(obs: Any) -> Any:
+def copy_obs(obs: object) -> object:
     if isinstance(obs, Mapping):
         return {k: np.array(v, copy=True) for k, v in obs.items()}
     return np.array(obs, copy=True)
 
 
-def copy_info(info: Any) -> Any:
+def copy_info(info: object) -> Any:
     try:
         return copy.deepcopy(info)
     except Exception:  # an info holding an uncopyable object: a shallow copy is the best we can do
         return dict(info) if isinstance(info, Mapping) else info
 
 
-def same(a: Any, b: Any) -> bool:
+def same(a: object, b: object) -> bool:
     """Exact structural equality of observations and info values (dicts, lists, arrays)."""
     if isinstance(a, Mapping) or isinstance(b, Mapping):
         if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or a.keys() != b.keys():
@@ -111,7 +111,7 @@ def same(a: Any, b: Any) -> bool:
         return all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    arr_a: Any
+    arr_a: object
     arr_b: Any
     try:
         arr_a, arr_b = np.asarray(a), np.asarray(b)
@@ -141,20 +141,20 @@ class StepRecord:
 
     episode: int
     t: int  # step index within the whole rollout
-    action: Any
+    action: object
     obs: Any
-    obs_ref: Any  # the objects the env returned, kept to detect later in-place changes
+    obs_ref: object  # the objects the env returned, kept to detect later in-place changes
     reward: float
     terminated: bool
     truncated: bool
     info: dict
-    info_ref: Any = None  # the info object step returned (info.fresh compares identities)
+    info_ref: object = None  # the info object step returned (info.fresh compares identities)
 
 
 @dataclass
 class Episode:
     reset_obs: Any
-    reset_obs_ref: Any
+    reset_obs_ref: object
     reset_info: dict
     steps: list[StepRecord] = field(default_factory=list)
 
@@ -175,7 +175,7 @@ class Rollout:
         return [s for e in self.episodes for s in e.steps]
 
 
-def parse_reset(ret: Any, where: str, problems: list) -> tuple[Any, dict] | None:
+def parse_reset(ret: object, where: str, problems: list) -> tuple[Any, dict] | None:
     """``(obs, info)`` of what ``reset`` returned, or None when it is not a pair; each
     deviation from gymnasium's API is appended to ``problems`` as ``(where, message)``."""
     if not isinstance(ret, tuple) or len(ret) != 2:
@@ -191,7 +191,7 @@ def parse_reset(ret: Any, where: str, problems: list) -> tuple[Any, dict] | None
     return obs, info
 
 
-def parse_step(ret: Any, where: str, problems: list) -> tuple | None:
+def parse_step(ret: object, where: str, problems: list) -> tuple | None:
     """``(obs, reward, terminated, truncated, info)`` of what ``step`` returned, as a float
     and two bools, or None when it is not a 5-tuple; each deviation from gymnasium's API
     is appended to ``problems`` as ``(where, message)``."""
@@ -334,7 +334,7 @@ def goal_steps(ctx: Context) -> list[StepRecord]:
 
 
 def call_goal(
-    ctx: Context, description: str, fn: Callable, achieved: Any, desired: Any, info: Any
+    ctx: Context, description: str, fn: Callable, achieved: object, desired: object, info: object
 ) -> Any:
     """Calls a goal method on copies of its arguments.
 
@@ -466,7 +466,7 @@ class BatchEval:
     info_form: str = ""
 
 
-def perturbed(value: Any) -> Any:
+def perturbed(value: Any) -> object:
     """A different value of the same kind (bool flipped, number + 1), or None."""
     if isinstance(value, (bool, np.bool_)):
         return not value

@@ -82,7 +82,7 @@ class Report:
     results: list[CheckResult]
     cpu_seconds: float
     wall_seconds: float
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, object] = field(default_factory=dict)
     # what the goal-seeking probe did (GoalProbe.summary()), when a check ran it
     probe: dict[str, Any] | None = None
     # what the checks measured about the env (``episode_length``: the length it truncates
@@ -139,7 +139,7 @@ class Report:
                     entry.checks.append(r.id)
         return [c for c in found.values() if len(c.checks) > 1]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict: summary counts, every check with its findings, its fix and
         docs anchor, the causes that several checks share, and what the goal probe did."""
         return {
@@ -274,7 +274,7 @@ class Report:
             )
         console.print(Text(self.summary(), style="bold"), soft_wrap=True)
 
-    def _table(self, shown: list[CheckResult]) -> Any:
+    def _table(self, shown: list[CheckResult]) -> object:
         from rich.table import Table
         from rich.text import Text
 

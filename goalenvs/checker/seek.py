@@ -166,7 +166,7 @@ class _Model:
         return action.reshape(self.space.shape).astype(self.space.dtype)
 
 
-def _candidates(model: _Model | None, sampler: spaces.Space, obs: Any) -> list:
+def _candidates(model: _Model | None, sampler: spaces.Space, obs: object) -> list:
     """The actions to try from ``obs``; ``sampler`` is a seeded copy of the action space."""
     if isinstance(sampler, spaces.Discrete) and sampler.n <= MAX_DISCRETE:
         return [sampler.start + i for i in range(sampler.n)]
@@ -180,7 +180,7 @@ def _candidates(model: _Model | None, sampler: spaces.Space, obs: Any) -> list:
     return found
 
 
-def _copy_step(env: gym.Env, action: Any) -> tuple[gym.Env, Any]:
+def _copy_step(env: gym.Env, action: object) -> tuple[gym.Env, Any]:
     twin = copy.deepcopy(env)
     return twin, twin.step(action)
 
@@ -191,7 +191,7 @@ def _copy_steps(env: gym.Env, actions: list) -> list[tuple[gym.Env, Any]]:
     return [_copy_step(env, action) for action in actions]
 
 
-def _copies_step_alike(ctx: Context, env: gym.Env, action: Any) -> str | None:
+def _copies_step_alike(ctx: Context, env: gym.Env, action: object) -> str | None:
     """None when two copies of ``env`` step alike, else why the env cannot be copied."""
     if uses_mujoco(env):
         # A deep copy of gymnasium's MuJoCo envs raises part way, and what it leaves behind
@@ -212,7 +212,7 @@ def _copies_step_alike(ctx: Context, env: gym.Env, action: Any) -> str | None:
     return None
 
 
-def _record(probe: GoalProbe, ret: Any, action: Any) -> StepRecord | None:
+def _record(probe: GoalProbe, ret: object, action: object) -> StepRecord | None:
     parsed = parse_step(ret, "goal probe", [])
     if parsed is None:
         return None
@@ -262,7 +262,7 @@ def _seek(ctx: Context) -> GoalProbe:
     return probe
 
 
-def _reset(ctx: Context, env: gym.Env, seed: int | None) -> Any:
+def _reset(ctx: Context, env: gym.Env, seed: int | None) -> object:
     ret = ctx.call("goal probe: reset", env.reset, seed=seed)
     parsed = parse_reset(ret, "goal probe reset", [])
     if parsed is None or not isinstance(parsed[0], Mapping):
@@ -315,7 +315,7 @@ def _advance(
     ctx: Context,
     probe: GoalProbe,
     env: gym.Env,
-    obs: Any,
+    obs: object,
     model: _Model | None,
     sampler: spaces.Space,
 ) -> tuple[gym.Env, Any, bool]:

@@ -82,7 +82,7 @@ class EnvArrays:
         """Whether the env returns torch tensors."""
         return self.device is not None
 
-    def __call__(self, value: Any) -> Any:
+    def __call__(self, value: object) -> object:
         if self.device is None or not isinstance(value, np.ndarray) or value.dtype == object:
             return value
         import torch
@@ -90,7 +90,7 @@ class EnvArrays:
         return torch.as_tensor(np.ascontiguousarray(value), device=self.device)
 
 
-def env_arrays(obs: Any) -> EnvArrays:
+def env_arrays(obs: object) -> EnvArrays:
     """The array kind of an env from a batch it returned: torch on the device of its first
     tensor, else numpy."""
     values = obs.values() if isinstance(obs, Mapping) else [obs]
@@ -151,7 +151,7 @@ def other_action(space: spaces.Space, action: np.ndarray, t: int) -> np.ndarray:
 # --------------------------------------------------------------------------- the env's declarations
 
 
-def declared_mode(env: Any) -> tuple[AutoresetMode, str | None]:
+def declared_mode(env: object) -> tuple[AutoresetMode, str | None]:
     """The autoreset mode ``env`` declares, and what is wrong with the declaration.
 
     ``metadata["autoreset_mode"]`` missing means next-step (gymnasium's default). A value
@@ -174,7 +174,7 @@ def declared_mode(env: Any) -> tuple[AutoresetMode, str | None]:
     return mode or AutoresetMode.NEXT_STEP, problem
 
 
-def declared_limit(env: Any) -> int | None:
+def declared_limit(env: object) -> int | None:
     """The episode length the env declares: its ``max_episode_steps`` attribute, its
     spec's ``max_episode_steps`` kwarg or field, or sub-env 0's spec (SyncVectorEnv)."""
     unwrapped = getattr(env, "unwrapped", env)
@@ -205,7 +205,7 @@ VECTOR_ONLY_KWARGS = (
 )
 
 
-def single_env_factory(env: Any) -> Callable[[], gym.Env] | None:
+def single_env_factory(env: object) -> Callable[[], gym.Env] | None:
     """Builds one single env of a vector env's id when the id has both entry points and
     the env was made by its vector entry point (``gym.make_vec`` of a native twin); None
     otherwise (gymnasium's SyncVectorEnv already is the single env, vectorized)."""
@@ -254,7 +254,7 @@ def single_space(ctx: Context) -> spaces.Dict:
 # --------------------------------------------------------------------------- info forms
 
 
-def per_env_info(info: Mapping) -> dict[str, Any]:
+def per_env_info(info: Mapping) -> dict[str, object]:
     """A vector info's values as numpy copies, gymnasium's ``_key`` masks included; the
     ``final_*`` entries and nested dicts left out (read by :func:`info_rows`)."""
     return {
@@ -266,12 +266,12 @@ def per_env_info(info: Mapping) -> dict[str, Any]:
     }
 
 
-def info_rows(info: Mapping, rows: list[int]) -> dict[int, dict[str, Any]]:
+def info_rows(info: Mapping, rows: list[int]) -> dict[int, dict[str, object]]:
     """Each row's own info dict from a vector info in either form: gymnasium's dict of
     batched arrays with ``_key`` masks (a key counts for a row where its mask is true), or
     an object array / list of per-row dicts."""
     if isinstance(info, Mapping):
-        out: dict[int, dict[str, Any]] = {i: {} for i in rows}
+        out: dict[int, dict[str, object]] = {i: {} for i in rows}
         for key, value in info.items():
             if key.startswith("_") or key in FINAL_KEYS:
                 continue
@@ -296,7 +296,7 @@ def info_rows(info: Mapping, rows: list[int]) -> dict[int, dict[str, Any]]:
     }
 
 
-def final_obs_rows(value: Any, rows: list[int]) -> dict[int, Any]:
+def final_obs_rows(value: object, rows: list[int]) -> dict[int, Any]:
     """Each ended row's last observation from ``info["final_obs"]``: an object array or
     list of per-row observations (gymnasium's form), or a dict of batched arrays."""
     if isinstance(value, Mapping):
@@ -323,15 +323,15 @@ class VecStep:
     final_obs: dict[int, Any] = field(default_factory=dict)  # ended row -> its last obs
     final_obs_mask: np.ndarray | None = None
     final_info_present: bool = False
-    final_info: dict[int, dict[str, Any]] = field(default_factory=dict)
+    final_info: dict[int, dict[str, object]] = field(default_factory=dict)
     final_info_mask: np.ndarray | None = None
     final_info_form: str | None = None  # "dict of arrays" / "array of dicts"
-    final_ref: Any = None  # info["final_obs"] as returned (read again after the next step)
-    obs_ref: Any = None  # the obs as returned (read again after the next step)
+    final_ref: object = None  # info["final_obs"] as returned (read again after the next step)
+    obs_ref: object = None  # the obs as returned (read again after the next step)
     # disabled autoreset: the reset(options={"reset_mask": ...}) the driver sent after it
     mask_reset: np.ndarray | None = None
     mask_reset_obs: Any = None
-    mask_reset_info: dict[str, Any] | None = None
+    mask_reset_info: dict[str, object] | None = None
 
     @property
     def done(self) -> np.ndarray:
@@ -347,7 +347,7 @@ class VecRun:
     num_envs: int
     seed: int
     reset_obs: Any = None
-    reset_info: dict[str, Any] = field(default_factory=dict)
+    reset_info: dict[str, object] = field(default_factory=dict)
     steps: list[VecStep] = field(default_factory=list)
     # (where, what) of every value whose kind (numpy, tensor on a device) was seen,
     # first sighting of each (what, kind)
@@ -407,7 +407,7 @@ def _listing(rows: Any, limit: int = 6) -> str:
     return text + (f", ... ({len(rows)} in all)" if len(rows) > limit else "")
 
 
-def listing(rows: Any, limit: int = 6) -> str:
+def listing(rows: object, limit: int = 6) -> str:
     """``1, 4, 7, ... (12 in all)``: sub-env indices for a message."""
     return _listing(rows, limit)
 
@@ -517,13 +517,13 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
     return run
 
 
-def _shape_of(ret: Any) -> str:
+def _shape_of(ret: object) -> str:
     if isinstance(ret, tuple):
         return f"a tuple of {len(ret)}"
     return f"a {type(ret).__name__}"
 
 
-def _note_kinds(run: VecRun, where: str, obs: Any, info: Any, **results: Any) -> None:
+def _note_kinds(run: VecRun, where: str, obs: object, info: object, **results: Any) -> None:
     seen = run.kinds
     items: list[tuple[str, Any]] = []
     if isinstance(obs, Mapping):
@@ -544,7 +544,7 @@ def _note_kinds(run: VecRun, where: str, obs: Any, info: Any, **results: Any) ->
         seen.setdefault((name, kind), where)
 
 
-def _first_row(final_obs: Any) -> Any:
+def _first_row(final_obs: object) -> object:
     """One ended row's observation of ``info["final_obs"]`` (the dict form as it is)."""
     if isinstance(final_obs, Mapping):
         return final_obs
@@ -552,7 +552,9 @@ def _first_row(final_obs: Any) -> Any:
     return next((row for row in rows if row is not None), None)
 
 
-def _parse_step(run: VecRun, t: int, where: str, actions: np.ndarray, ret: Any) -> VecStep | None:
+def _parse_step(
+    run: VecRun, t: int, where: str, actions: np.ndarray, ret: object
+) -> VecStep | None:
     n = run.num_envs
     if not isinstance(ret, tuple) or len(ret) != 5:
         run.problems.append(
@@ -720,14 +722,14 @@ def _find_goal_methods(ctx: Context) -> GoalMethods:
     return GoalMethods(None, None, None, False, "")
 
 
-def info_argument(methods: GoalMethods, infos: list[dict[str, Any]], arrays: EnvArrays) -> Any:
+def info_argument(methods: GoalMethods, infos: list[dict[str, object]], arrays: EnvArrays) -> Any:
     """The info to pass with a batch of goals whose rows carry ``infos`` (one dict per
     row): the list itself for a single env's methods; one dict of batched arrays (in the
     env's array kind) for a vector env's own."""
     if methods.per_row:
         return infos
     keys = set.intersection(*(set(d) for d in infos)) if infos else set()
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key in sorted(keys):
         try:
             out[key] = arrays(np.stack([np.asarray(d[key]) for d in infos]))
@@ -736,7 +738,7 @@ def info_argument(methods: GoalMethods, infos: list[dict[str, Any]], arrays: Env
     return out
 
 
-def row_infos(info: Mapping[str, Any], n: int, rows: Any = None) -> list[dict[str, Any]]:
+def row_infos(info: Mapping[str, Any], n: int, rows: Any = None) -> list[dict[str, object]]:
     """Per-row dicts of a step's per-sub-env info (masks and final_* left out)."""
     keys = [
         k

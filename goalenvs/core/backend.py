@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import torch
     from typing_extensions import TypeIs
 
-InfoLike = Mapping[str, Any] | Sequence[Mapping[str, Any]] | np.ndarray | None
+InfoLike = Mapping[str, Any] | Sequence[Mapping[str, object]] | np.ndarray | None
 
 
 def is_tensor(value: object) -> TypeIs[torch.Tensor]:
@@ -33,7 +33,7 @@ def is_tensor(value: object) -> TypeIs[torch.Tensor]:
 
 
 def torch_goal_arrays(
-    achieved_goal: Any, desired_goal: Any, goal_size: int | None = None
+    achieved_goal: object, desired_goal: Any, goal_size: int | None = None
 ) -> tuple[tuple[int, ...], Any, Any, Any]:
     """The tensor half of :func:`goalenvs.core.goal_batch`: the same checks and messages as
     :func:`goalenvs.core.goal_arrays`, on tensors; returns ``(shape, achieved, desired,
@@ -71,7 +71,7 @@ def torch_goal_arrays(
     return batch_shape, achieved, desired, torch
 
 
-def constant_like(value: np.ndarray, like: Any, cache: dict[Any, Any]) -> Any:
+def constant_like(value: np.ndarray, like: object, cache: dict[Any, Any]) -> object:
     """The numpy constant ``value`` as an array beside ``like``: itself for numpy, else a
     tensor on ``like``'s device, copied there once and kept in ``cache`` (keyed by device).
     """
@@ -86,8 +86,8 @@ def constant_like(value: np.ndarray, like: Any, cache: dict[Any, Any]) -> Any:
 
 
 def check_tensor_actions(
-    actions: Any, single_space: spaces.Space, num_envs: int, device: Any, bounds: Any = None
-) -> Any:
+    actions: object, single_space: spaces.Space, num_envs: int, device: Any, bounds: Any = None
+) -> object:
     """:func:`goalenvs.core.check_actions` for a twin on a torch device: the same rules.
 
     ``actions`` is a tensor on ``device`` or an array-like (copied there); ``bounds`` is
@@ -178,7 +178,9 @@ def torch_dtype(dtype: object) -> torch.dtype:
     return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
 
 
-def info_tensor(info: Any, key: str, like: Any, batch_shape: tuple[int, ...], default: Any) -> Any:
+def info_tensor(
+    info: Any, key: str, like: Any, batch_shape: tuple[int, ...], default: object
+) -> Any:
     """:func:`info_values` for a goal batch of tensors: ``info[key]`` per
     element as a tensor of ``batch_shape`` on ``like``'s device, with ``like``'s dtype
     family chosen by ``default`` (bool for a bool default, else float32).
@@ -239,7 +241,7 @@ def info_values(
     info: InfoLike,
     key: str,
     batch_shape: tuple[int, ...],
-    default: Any,
+    default: object,
     dtype: Any,
 ) -> np.ndarray:
     """Extracts ``info[key]`` for every element of a goal batch as an array of ``batch_shape``.
@@ -280,14 +282,14 @@ def info_values(
     )
 
 
-def _not_a_dict(item: Any) -> Any:
+def _not_a_dict(item: object) -> object:
     raise TypeError(f"every element of info must be a dict, got {type(item).__name__}")
 
 
 # --------------------------------------------------------------------------- array backends
 
 
-def _reset_mask_error(num_envs: int, dtype: Any, shape: tuple[int, ...]) -> ValueError:
+def _reset_mask_error(num_envs: int, dtype: object, shape: tuple[int, ...]) -> ValueError:
     return ValueError(
         f"options['reset_mask'] must be a bool array of shape ({num_envs},), "
         f"got dtype {dtype} shape {shape}"
@@ -313,7 +315,7 @@ class NumpyArrays:
         """Zeros of a numpy ``dtype`` (float32, int64, bool)."""
         return np.zeros(shape, dtype)
 
-    def constant(self, value: Any) -> np.ndarray:
+    def constant(self, value: object) -> np.ndarray:
         """A numpy constant (a wall map, bounds) as an array of this backend."""
         return np.asarray(value)
 
@@ -325,7 +327,7 @@ class NumpyArrays:
         """``value`` (bool, int or float) as float32."""
         return value.astype(np.float32)
 
-    def to_numpy(self, value: Any) -> np.ndarray:
+    def to_numpy(self, value: object) -> np.ndarray:
         """A numpy copy of ``value`` (for drawing and printing)."""
         return np.array(value)
 
@@ -347,14 +349,16 @@ class NumpyArrays:
         ``index``, as an array of this backend: the value itself, or the rows of ``index``."""
         return value if value.ndim < 2 else value[index]
 
-    def reset_mask(self, mask: Any, num_envs: int) -> Any:
+    def reset_mask(self, mask: object, num_envs: int) -> Any:
         """``options["reset_mask"]`` as a bool array; a ValueError names a wrong one."""
         mask = np.asarray(mask)
         if mask.dtype.kind != "b" or mask.shape != (num_envs,):
             raise _reset_mask_error(num_envs, mask.dtype, mask.shape)
         return mask
 
-    def outcomes(self, reward: Any, terminated: Any, truncated: Any) -> tuple[Any, Any, Any]:
+    def outcomes(
+        self, reward: object, terminated: object, truncated: object
+    ) -> tuple[Any, Any, Any]:
         """Fresh, writable float32 / bool / bool copies of a step's goal outcomes."""
         return (
             np.array(reward, np.float32),
@@ -376,11 +380,11 @@ class TorchArrays(NumpyArrays):
 
         return torch
 
-    def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
+    def zeros(self, shape: int | tuple[int, ...], dtype: object) -> Any:
         """Zeros of a numpy ``dtype`` (float32, int64, bool), as a tensor on the device."""
         return self.xp.zeros(shape, dtype=torch_dtype(dtype), device=self.device)
 
-    def constant(self, value: Any) -> Any:
+    def constant(self, value: object) -> Any:
         """A numpy constant (a wall map, bounds) as a tensor on the device."""
         return self.xp.as_tensor(np.asarray(value), device=self.device)
 
@@ -408,7 +412,7 @@ class TorchArrays(NumpyArrays):
         """The indices ``0 .. n - 1``."""
         return self.xp.arange(n, device=self.device)
 
-    def rows(self, value: np.ndarray, index: Any) -> Any:
+    def rows(self, value: np.ndarray, index: object) -> Any:
         """A checked numpy option (one value, or one row per sub-env) for the sub-envs
         ``index``, as a tensor on the device."""
         return self.constant(value if value.ndim < 2 else value[self.to_numpy(index)])
@@ -423,7 +427,9 @@ class TorchArrays(NumpyArrays):
             raise _reset_mask_error(num_envs, mask.dtype, tuple(mask.shape))
         return mask.to(self.device)
 
-    def outcomes(self, reward: Any, terminated: Any, truncated: Any) -> tuple[Any, Any, Any]:
+    def outcomes(
+        self, reward: object, terminated: object, truncated: object
+    ) -> tuple[Any, Any, Any]:
         """Fresh, writable float32 / bool / bool tensors on the device."""
         torch = self.xp
         return (

@@ -75,7 +75,7 @@ class GoalEnv(GoalFunctions, gym.Env):
 
 
 def goal_arrays(
-    achieved_goal: Any, desired_goal: Any, goal_size: int | None = None
+    achieved_goal: object, desired_goal: object, goal_size: int | None = None
 ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
     """Validates a goal pair or batch and returns ``(batch_shape, achieved, desired)``.
 
@@ -115,7 +115,7 @@ def goal_arrays(
 
 
 def goal_batch(
-    achieved_goal: Any, desired_goal: Any, goal_size: int | None = None
+    achieved_goal: object, desired_goal: object, goal_size: int | None = None
 ) -> tuple[tuple[int, ...], Any, Any, Any]:
     """:func:`goal_arrays` for numpy or torch: ``(batch_shape, achieved, desired, xp)``.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from gymnasium import spaces
@@ -88,7 +88,7 @@ def check_in_range(
     return value
 
 
-def check_action(action: Any, space: spaces.Space, name: str = "action") -> np.ndarray:
+def check_action(action: object, space: spaces.Space, name: str = "action") -> np.ndarray:
     """Validates one action for ``space`` and returns it as an array.
 
     Box actions: the shape must match and the values must be finite (NaN or inf is an
@@ -140,7 +140,7 @@ def check_action(action: Any, space: spaces.Space, name: str = "action") -> np.n
     raise TypeError(f"check_action does not support {space}")
 
 
-def check_actions(actions: Any, single_space: spaces.Space, num_envs: int) -> np.ndarray:
+def check_actions(actions: object, single_space: spaces.Space, num_envs: int) -> np.ndarray:
     """Validates a batch of ``num_envs`` actions with the rules of :func:`check_action`."""
     arr = np.asarray(actions)
     if isinstance(single_space, spaces.Box):
@@ -185,7 +185,7 @@ def check_actions(actions: Any, single_space: spaces.Space, num_envs: int) -> np
     raise TypeError(f"check_actions does not support {single_space}")
 
 
-def check_goal_option(goal: Any, space: spaces.Space, batch: int | None = None) -> np.ndarray:
+def check_goal_option(goal: object, space: spaces.Space, batch: int | None = None) -> np.ndarray:
     """Validates a goal passed as ``reset(options={"goal": ...})`` against the desired-goal
     ``space``, a Box.
 

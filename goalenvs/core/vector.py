@@ -139,11 +139,11 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         """
         return self.backend.xp
 
-    def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
+    def zeros(self, shape: int | tuple[int, ...], dtype: object) -> Any:
         """Zeros of a numpy ``dtype`` (float32, int64, bool) on this env's backend."""
         return self.backend.zeros(shape, dtype)
 
-    def constant(self, value: object) -> Any:
+    def constant(self, value: object) -> object:
         """A numpy constant (a wall map, bounds) as an array of this env's backend."""
         return self.backend.constant(value)
 
@@ -183,7 +183,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         super().__init_subclass__(**kwargs)
         cls._draws_one_by_one = cls._draw_episodes is GoalVectorEnv._draw_episodes
 
-    def _draw_episode(self, rng: np.random.Generator, goal: Any = None) -> tuple[Any, ...]:
+    def _draw_episode(self, rng: np.random.Generator, goal: Any = None) -> tuple[object, ...]:
         """Numpy twin, one episode at a time: the single env's own draw from one sub-env's
         generator, its values in the order of :attr:`episode_state` (one row of each).
         ``goal`` (None or one goal) and any further keyword a subclass adds are that
@@ -207,31 +207,31 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
             episodes = [draw(rng) for rng in rngs]
         return tuple(np.array(rows) for rows in zip(*episodes, strict=True))
 
-    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, ...]:
+    def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[object, ...]:
         """Device twin: ``count`` new episodes' state tensors, drawn in one batch from
         ``self.torch_generator`` (``goal`` as for :meth:`_draw_episodes`, as a tensor)."""
         raise NotImplementedError
 
-    def _reset_options(self, options: dict[str, Any] | None) -> dict[str, np.ndarray]:
+    def _reset_options(self, options: dict[str, object] | None) -> dict[str, np.ndarray]:
         """What ``options`` pins for the new episodes, checked: numpy arrays holding one
         value, or one row per sub-env. The default reads ``options["goal"]``."""
         goal = None if options is None else options.get("goal")
         return {} if goal is None else {"goal": self._check_goal(goal)}
 
-    def _check_goal(self, goal: Any) -> np.ndarray:
+    def _check_goal(self, goal: object) -> np.ndarray:
         """Checks ``options["goal"]`` (one goal, or one per sub-env): by default with
         :func:`check_goal_option` against the desired-goal space."""
         return check_goal_option(goal, self.single_observation_space["desired_goal"], self.num_envs)
 
-    def _store_episodes(self, index: Any, drawn: tuple[Any, ...]) -> None:
+    def _store_episodes(self, index: object, drawn: tuple[object, ...]) -> None:
         """Writes drawn episodes into the rows ``index`` of :attr:`episode_state`."""
         for name, rows in zip(self.episode_state, drawn, strict=True):
             getattr(self, name)[index] = rows
 
-    def _episodes_started(self, index: Any) -> None:
+    def _episodes_started(self, index: object) -> None:
         """Called after the sub-envs ``index`` started new episodes (render state)."""
 
-    def _reset_envs(self, index: Any, options: dict[str, Any] | None) -> None:
+    def _reset_envs(self, index: Any, options: dict[str, object] | None) -> None:
         """Starts new episodes in the sub-envs ``index`` (an int array, or a tensor on a
         device): the pinned options for those rows, the subclass's draws (each sub-env's
         own generator on numpy, the device's generator in one batch on torch), written
@@ -296,7 +296,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         self,
         *,
         seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
+        options: dict[str, object] | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Resets every sub-env, or those in ``options["reset_mask"]``.
 
@@ -342,7 +342,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
                 self.np_randoms[i] = seeding.np_random(int(s))[0]
         self._np_random, self._np_random_seed = self.np_randoms[0], seeds[0]
 
-    def step(self, actions: Any) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
+    def step(self, actions: object) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
         """Steps every sub-env with one batched kernel call.
 
         Actions are validated with :func:`check_actions` (finite values outside the
@@ -405,7 +405,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
             final_obs = np.full(self.num_envs, None, dtype=object)
             for i in index.tolist():
                 final_obs[i] = {k: self.fresh(v[i]) for k, v in obs.items()}
-            final_info: dict[str, Any] = {}
+            final_info: dict[str, object] = {}
             for key, value in info.items():
                 last = self.fresh(value)
                 last[~done] = 0
@@ -425,21 +425,21 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         self._needs_reset = done
         return obs, reward, terminated, truncated, self._with_masks(info)
 
-    def _with_masks(self, info: dict[str, Any]) -> dict[str, Any]:
+    def _with_masks(self, info: dict[str, object]) -> dict[str, object]:
         # gymnasium's vector info convention: "_key" says which sub-envs carry "key".
-        out: dict[str, Any] = dict(info)
+        out: dict[str, object] = dict(info)
         for key in info:
             out["_" + key] = self.fresh(self._all_envs)
         return out
 
 
-def _row(pinned: dict[str, Any], j: int) -> dict[str, Any]:
+def _row(pinned: dict[str, Any], j: int) -> dict[str, object]:
     """Episode ``j``'s pinned values: a value with a row per episode gives its row ``j``;
     None or one value for all (a single goal) is passed as it is."""
     return {k: v if v is None or v.ndim < 2 else v[j] for k, v in pinned.items()}
 
 
-def twin_metadata(single_env: type[gym.Env]) -> dict[str, Any]:
+def twin_metadata(single_env: type[gym.Env]) -> dict[str, object]:
     """A vector twin's class ``metadata``: ``rgb_array`` rendering (of sub-env 0) at the
     single env's ``render_fps``; each instance records its own ``autoreset_mode``."""
     fps = single_env.metadata["render_fps"]

@@ -58,14 +58,14 @@ class BitFlippingParams:
         )
         return goal_dict_space(bits, bits), action
 
-    def check_goal(self, goal: Any, space: Space, batch: int | None = None) -> np.ndarray:
+    def check_goal(self, goal: object, space: Space, batch: int | None = None) -> np.ndarray:
         """A pinned ``options["goal"]``, checked to hold only bits."""
         arr = check_goal_option(goal, space, batch)
         if not np.isin(arr, (0.0, 1.0)).all():
             raise ValueError(f"options['goal']={arr.tolist()} must hold only bits (0 or 1)")
         return arr
 
-    def flip_action(self, bit: int) -> Any:
+    def flip_action(self, bit: int) -> object:
         """The action that flips ``bit`` alone: its index, or +1 there and -1 elsewhere."""
         if not self.continuous:
             return int(bit)
@@ -342,7 +342,7 @@ class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, Goa
     - v0: initial version.
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["human", "rgb_array"], "render_fps": 4}
+    metadata: dict[str, object] = {"render_modes": ["human", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -365,7 +365,7 @@ class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, Goa
         self._layout = _Layout(self.n_bits)
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": bits}`` pins the goal."""
         super().reset(seed=seed)
@@ -375,7 +375,9 @@ class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, Goa
         self._show_frame()
         return self._obs(), {"is_success": False}
 
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    def step(
+        self, action: object
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Flips the chosen bit(s); see the class docstring for rewards and episode ends."""
         action = self._checked_action(action)
         self._state = flip_bits(self._state, np.asarray(action)[None], self.continuous, np)
@@ -418,7 +420,7 @@ class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, Goa
         """The bit whose cell (state or goal row) holds the frame pixel, or None."""
         return self._layout.bit_at(int(column), int(row))
 
-    def action_at_pixel(self, column: int, row: int) -> Any:
+    def action_at_pixel(self, column: int, row: int) -> object:
         """The action that flips the bit whose cell holds the frame pixel, or None.
 
         The click hook of keyboard-and-mouse play (``goalenvs play``).
@@ -473,7 +475,7 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):  
     per device, see :class:`GoalVectorEnv`). ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = twin_metadata(BitFlippingEnv)
+    metadata: dict[str, object] = twin_metadata(BitFlippingEnv)
 
     def __init__(
         self,
@@ -509,7 +511,7 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):  
 
     episode_state = ("_state", "_goal")
 
-    def _check_goal(self, goal: Any) -> np.ndarray:
+    def _check_goal(self, goal: object) -> np.ndarray:
         space = self.single_observation_space["desired_goal"]
         return self.params.check_goal(goal, space, self.num_envs)
 
@@ -518,7 +520,7 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):  
     ) -> tuple[np.ndarray, np.ndarray]:
         return draw_episodes(rngs, self.params, **pinned)
 
-    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
+    def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any]:
         return draw_episodes_on_device(self.torch_generator, self.params, count, goal)
 
     def _episodes_started(self, index: Any) -> None:

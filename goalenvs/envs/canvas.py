@@ -89,7 +89,7 @@ class Window:
         self.closed = False
         Window._owner = self
 
-    def show(self, image: Any, fps: int | None = None) -> bool:
+    def show(self, image: object, fps: int | None = None) -> bool:
         """Shows a pygame Surface or an ``(H, W, 3)`` uint8 frame, opening the window first.
 
         Drains the event queue (kept for :meth:`events`), and ticks at ``fps`` frames per
@@ -110,7 +110,7 @@ class Window:
             self._clock.tick(int(fps))
         return True
 
-    def frame_surface(self, frame: np.ndarray) -> Any:
+    def frame_surface(self, frame: np.ndarray) -> object:
         """An ``(H, W, 3)`` uint8 frame as a pygame Surface."""
         frame = np.ascontiguousarray(frame, dtype=np.uint8)
         if frame.ndim != 3 or frame.shape[2] != 3:
@@ -197,7 +197,7 @@ class Canvas:
         self._fonts: dict[int, Any] = {}
 
     # ---- transform
-    def to_pixels(self, xy: Any) -> np.ndarray:
+    def to_pixels(self, xy: object) -> np.ndarray:
         """World coordinates ``(..., 2)`` to pixel coordinates (floats, y down)."""
         xy = np.asarray(xy, dtype=np.float64)
         return np.stack(
@@ -232,7 +232,7 @@ class Canvas:
         """A straight line, ``width`` in pixels."""
         self.pygame.draw.line(self.surface, color, self.to_pixel(start), self.to_pixel(end), width)
 
-    def polygon(self, points: Any, color: Color, width: int = 0) -> None:
+    def polygon(self, points: object, color: Color, width: int = 0) -> None:
         """A filled polygon (or its outline when ``width`` > 0)."""
         px = np.round(self.to_pixels(points)).astype(int).tolist()
         self.pygame.draw.polygon(self.surface, color, px, width)
@@ -314,11 +314,11 @@ class Canvas:
         self.surface.blit(rendered, (left, top))
         return (left, top, w, h)
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> object:
         """A copy of the surface, for :meth:`restore` (static scenery drawn once)."""
         return self.surface.copy()
 
-    def restore(self, snapshot: Any) -> None:
+    def restore(self, snapshot: object) -> None:
         """Replaces the surface's content with a :meth:`snapshot` (one blit)."""
         self.surface.blit(snapshot, (0, 0))
 

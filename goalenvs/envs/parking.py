@@ -410,7 +410,7 @@ def start_episode(
 
 def draw_episodes_on_device(
     generator: Any, params: ParkingParams, count: int, goal: Any, car: Any, spot_goals: Any
-) -> tuple[tuple[Any, ...], Any, Any]:
+) -> tuple[tuple[object, ...], Any, Any]:
     """:func:`start_episode` for ``count`` sub-envs at once, from one ``torch.Generator``.
 
     The same distribution, in one batch on the generator's device: ``goal`` (``(6,)`` or
@@ -602,7 +602,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
         substeps: int = 3,
         success_threshold: float = 0.12,
         collision_penalty: float = 50.0,
-        reward_weights: Any = (1.0, 0.3, 0.0, 0.0, 0.02, 0.02),
+        reward_weights: object = (1.0, 0.3, 0.0, 0.0, 0.02, 0.02),
         render_mode: str | None = None,
     ) -> None:
         self.params = ParkingParams(
@@ -624,7 +624,7 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
         self._painter: LotPainter | None = None
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Starts an episode; ``options`` may pin ``"goal"`` (scaled) and ``"car"``."""
         super().reset(seed=seed)
@@ -644,7 +644,9 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
             self.render()
         return obs, {"is_success": self._success, "crashed": self._crashed}
 
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    def step(
+        self, action: object
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Advances one policy step (``step_time`` seconds)."""
         action = check_action(action, self.action_space)
         self._state = advance(self._state, action.astype(np.float64), self.params, np)
@@ -724,7 +726,7 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         substeps: int = 3,
         success_threshold: float = 0.12,
         collision_penalty: float = 50.0,
-        reward_weights: Any = (1.0, 0.3, 0.0, 0.0, 0.02, 0.02),
+        reward_weights: object = (1.0, 0.3, 0.0, 0.0, 0.02, 0.02),
         max_episode_steps: int | None = 100,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
@@ -752,7 +754,7 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         self._spot_goals = self.constant(SPOT_GOALS)
         self._painter: LotPainter | None = None
 
-    def _reset_options(self, options: dict[str, Any] | None) -> dict[str, np.ndarray]:
+    def _reset_options(self, options: dict[str, object] | None) -> dict[str, np.ndarray]:
         pinned = super()._reset_options(options)
         if options and options.get("car") is not None:
             pinned["car"] = check_car_option(options["car"], self.params.max_speed, self.num_envs)
@@ -763,20 +765,20 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         rng: np.random.Generator,
         goal: np.ndarray | None = None,
         car: np.ndarray | None = None,
-    ) -> tuple[Any, ...]:
+    ) -> tuple[object, ...]:
         return start_episode(rng, self.params, goal, car)
 
-    def _draw_episodes(self, rngs: list[np.random.Generator], **pinned: Any) -> tuple[Any, ...]:
+    def _draw_episodes(self, rngs: list[np.random.Generator], **pinned: Any) -> tuple[object, ...]:
         # The car's state is five column arrays (self._state), each episode's car a tuple.
         state, desired, parked = super()._draw_episodes(rngs, **pinned)
         return tuple(state.T), desired, parked
 
-    def _draw_episodes_on_device(self, count: int, goal: Any = None, car: Any = None) -> Any:
+    def _draw_episodes_on_device(self, count: int, goal: object = None, car: object = None) -> Any:
         return draw_episodes_on_device(
             self.torch_generator, self.params, count, goal, car, self._spot_goals
         )
 
-    def _store_episodes(self, index: Any, drawn: tuple[Any, ...]) -> None:
+    def _store_episodes(self, index: object, drawn: tuple[Any, ...]) -> None:
         state, self._goal[index], self._parked[index] = drawn
         for column, value in zip(self._state, state, strict=True):
             column[index] = value

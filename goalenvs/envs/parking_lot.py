@@ -6,7 +6,6 @@ beyond the length and width it draws."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -122,8 +121,8 @@ class LotPainter:
         self.car_length = car_length
         self.car_width = car_width
         self.render_fps = render_fps
-        self._background: Any = None
-        self._background_key: Any = None
+        self._background: object = None
+        self._background_key: object = None
 
     def _draw_background(self, desired_goal: np.ndarray, parked: np.ndarray) -> None:
         cv, length, width = self.canvas, self.car_length, self.car_width

@@ -80,7 +80,7 @@ _WALL_CHARS, _FREE_CHARS = "#1", ".0 "
 _SKIN = 1e-3
 
 
-def parse_maze_map(maze_map: Any) -> np.ndarray:
+def parse_maze_map(maze_map: object) -> np.ndarray:
     """The maze as a bool array ``(rows, cols)``, True for walls, row 0 at the top.
 
     ``maze_map`` is a sequence of rows, each a string of ``"#"`` / ``"1"`` (wall) and
@@ -175,7 +175,7 @@ class PointMazeParams:
     ``[c, c + 1] x [rows - 1 - r, rows - r]``.
     """
 
-    maze_map: Any = "umaze"
+    maze_map: object = "umaze"
     reward_type: str = "sparse"
     action_scale: float = 30.0
     dt: float = 0.05
@@ -234,7 +234,7 @@ class PointMazeParams:
         action = spaces.Box(-1.0, 1.0, (2,), np.float32)
         return goal_dict_space(observation, goal), action
 
-    def check_goal(self, goal: Any, space: Space, batch: int | None = None) -> np.ndarray:
+    def check_goal(self, goal: object, space: Space, batch: int | None = None) -> np.ndarray:
         """A pinned ``options["goal"]``, checked to lie in the maze and in a free cell."""
         arr = check_goal_option(goal, space, batch)
         inside_wall = self.walls_up[_cell_y(arr[..., 1]), _cell_x(arr[..., 0])]
@@ -575,11 +575,11 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
     - v0: initial version.
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
+    metadata: dict[str, object] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
 
     def __init__(
         self,
-        maze_map: Any = "umaze",
+        maze_map: object = "umaze",
         reward_type: str = "sparse",
         action_scale: float = 30.0,
         dt: float = 0.05,
@@ -600,7 +600,7 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": (x, y)}`` pins the goal."""
         super().reset(seed=seed)
@@ -616,7 +616,9 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
         self._show_frame()
         return self._obs(), {"is_success": self._success}
 
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    def step(
+        self, action: object
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Accelerates the point; see the class docstring for rewards and episode ends."""
         action = self._checked_action(action)
         p = self.params
@@ -677,12 +679,12 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = twin_metadata(PointMazeEnv)
+    metadata: dict[str, object] = twin_metadata(PointMazeEnv)
 
     def __init__(
         self,
         num_envs: int = 1,
-        maze_map: Any = "umaze",
+        maze_map: object = "umaze",
         reward_type: str = "sparse",
         action_scale: float = 30.0,
         dt: float = 0.05,
@@ -715,7 +717,7 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
     episode_state = ("_position", "_goal")
     zeroed_on_reset = ("_velocity",)
 
-    def _check_goal(self, goal: Any) -> np.ndarray:
+    def _check_goal(self, goal: object) -> np.ndarray:
         space = self.single_observation_space["desired_goal"]
         return self.params.check_goal(goal, space, self.num_envs)
 
@@ -724,7 +726,7 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
     ) -> tuple[np.ndarray, ...]:
         return draw_episode(rng, self.params, goal)
 
-    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
+    def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any]:
         noise = self.params.position_noise
         return draw_episodes(self.torch_generator, self._free_cells, noise, count, goal)
 
@@ -743,14 +745,14 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
         if self.render_mode is not None:
             self._trail.append(self.to_numpy(self._position[0]))
 
-    def _observation(self) -> dict[str, Any]:
+    def _observation(self) -> dict[str, object]:
         return {
             "observation": self.xp.concatenate((self._position, self._velocity), axis=1),
             "achieved_goal": self.fresh(self._position),
             "desired_goal": self.fresh(self._goal),
         }
 
-    def _step_info(self) -> dict[str, Any]:
+    def _step_info(self) -> dict[str, object]:
         distance = goal_distance(self._position, self._goal, self.xp)
         self._success = distance < self.params.distance_threshold
         return {"is_success": self.fresh(self._success)}

@@ -323,7 +323,7 @@ class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalE
     - v0: initial version.
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
+    metadata: dict[str, object] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
 
     def __init__(
         self,
@@ -347,7 +347,7 @@ class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalE
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": (x, y)}`` pins the goal."""
         super().reset(seed=seed)
@@ -362,7 +362,9 @@ class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalE
         self._show_frame()
         return self._obs(), {"is_success": False}
 
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    def step(
+        self, action: object
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Accelerates the point; see the class docstring for rewards and episode ends."""
         action = self._checked_action(action)
         p = self.params
@@ -424,7 +426,7 @@ class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):  # 
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = twin_metadata(PointReachEnv)
+    metadata: dict[str, object] = twin_metadata(PointReachEnv)
 
     def __init__(
         self,

@@ -368,7 +368,7 @@ class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     - v0: initial version.
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
+    metadata: dict[str, object] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
 
     def __init__(
         self,
@@ -398,7 +398,7 @@ class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
         self._block, self._block_velocity, self._goal = zeros, zeros, zeros
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new pusher, block and target; ``options={"goal": (x, y)}`` pins it."""
         super().reset(seed=seed)
@@ -413,7 +413,9 @@ class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
         self._show_frame()
         return self._obs(), {"is_success": False}
 
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    def step(
+        self, action: object
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Moves the pusher (and the block it touches); see the class docstring."""
         action = self._checked_action(action)
         self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
@@ -471,7 +473,7 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    metadata: dict[str, Any] = twin_metadata(PushEnv)
+    metadata: dict[str, object] = twin_metadata(PushEnv)
 
     def __init__(
         self,
@@ -519,7 +521,7 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore
     ) -> tuple[np.ndarray, ...]:
         return draw_episode(rng, self.params, goal)
 
-    def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any, Any]:
+    def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any, Any]:
         return draw_episodes(self.torch_generator, self.params, count, goal)
 
     def _episodes_started(self, index: Any) -> None:
@@ -532,7 +534,7 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore
             self.params, self.xp,
         )  # fmt: skip
 
-    def _observation(self) -> dict[str, Any]:
+    def _observation(self) -> dict[str, object]:
         return {
             "observation": observation(
                 self._pusher, self._pusher_velocity, self._block, self._block_velocity, self.xp
@@ -541,7 +543,7 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore
             "desired_goal": self.fresh(self._goal),
         }
 
-    def _step_info(self) -> dict[str, Any]:
+    def _step_info(self) -> dict[str, object]:
         self._distance = goal_distance(self._block, self._goal, self.xp)
         return {"is_success": self._distance < self.params.distance_threshold}
 

@@ -33,7 +33,9 @@ class EpisodeBookkeeping:
         self._has_reset = False
 
     def _pinned_goal(
-        self, options: dict[str, Any] | None, check: Callable[..., np.ndarray] = check_goal_option
+        self,
+        options: dict[str, object] | None,
+        check: Callable[..., np.ndarray] = check_goal_option,
     ) -> np.ndarray | None:
         """``options["goal"]`` checked by ``check`` against the desired-goal space, or None."""
         if options is None or options.get("goal") is None:
@@ -46,7 +48,7 @@ class EpisodeBookkeeping:
         self._last_reward = None
         self._has_reset = True
 
-    def _checked_action(self, action: Any) -> np.ndarray:
+    def _checked_action(self, action: object) -> np.ndarray:
         """``action`` checked with :func:`~goalenvs.core.check_action`, after a reset."""
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")

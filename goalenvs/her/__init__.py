@@ -14,7 +14,7 @@ imported only where a tensor is made, and stable-baselines3 only by :mod:`goalen
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from goalenvs.her.buffer import HerReplayBuffer
 from goalenvs.her.common import HerBatch
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # The device buffer is torch's: imported on first use, so that the numpy buffer
     # works where torch is not installed.
     if name == "DeviceHerReplayBuffer":

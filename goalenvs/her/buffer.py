@@ -178,13 +178,13 @@ class HerReplayBuffer(ReplayBufferBase):
         buffer_size: int,
         observation_space: spaces.Dict,
         action_space: spaces.Space,
-        compute_reward: Any,
+        compute_reward: object,
         n_envs: int = 1,
         n_sampled_goal: int = 4,
         goal_selection_strategy: str | GoalSelectionStrategy = "future",
         handle_timeout_termination: bool = True,
         info_keys: Sequence[str] = (),
-        compute_terminated: Any = None,
+        compute_terminated: object = None,
         seed: int | None = None,
         prioritized: bool = False,
         alpha: float = 0.6,
@@ -213,7 +213,9 @@ class HerReplayBuffer(ReplayBufferBase):
         rng_state = dict(np.random.default_rng(seed).bit_generator.state)
         self._adopt(HerBufferState.empty(settings, rng_state), compute_reward, compute_terminated)
 
-    def _adopt(self, state: HerBufferState, compute_reward: Any, compute_terminated: Any) -> None:
+    def _adopt(
+        self, state: HerBufferState, compute_reward: object, compute_terminated: object
+    ) -> None:
         """Makes this object the buffer ``state`` describes, on the state's arrays."""
         if not isinstance(state, HerBufferState):
             raise TypeError(f"state must be a HerBufferState, got {type(state).__name__}")
@@ -384,7 +386,7 @@ class HerReplayBuffer(ReplayBufferBase):
         reward: np.ndarray,
         terminated: np.ndarray,
         truncated: np.ndarray,
-        infos: Mapping[str, np.ndarray] | Sequence[Mapping[str, Any]] | None = None,
+        infos: Mapping[str, np.ndarray] | Sequence[Mapping[str, object]] | None = None,
     ) -> None:
         """Stores one transition per env; every array has leading dimension ``n_envs``.
 
@@ -609,11 +611,11 @@ class HerReplayBuffer(ReplayBufferBase):
             pass
         return self._check_obs_fully(name, obs)
 
-    def _convert(self, name: str, value: Any, dtype: Any) -> np.ndarray:
+    def _convert(self, name: str, value: object, dtype: object) -> np.ndarray:
         # Stored as given: the store's assignment casts, as numpy does.
         return np.asarray(value)
 
-    def _info_values(self, infos: Any) -> dict[str, np.ndarray]:
+    def _info_values(self, infos: object) -> dict[str, np.ndarray]:
         n, rows, stores = self.n_envs, self.rows_per_env, self._storage.infos
         values = {}
         for key in self.info_keys:
@@ -661,7 +663,7 @@ class HerReplayBuffer(ReplayBufferBase):
         )
 
     # The array operations of ReplayBufferBase.update_priorities.
-    def _priority_input(self, value: Any) -> np.ndarray:
+    def _priority_input(self, value: object) -> np.ndarray:
         return to_numpy(value)
 
     def _priority_indices_are_integers(self, indices: np.ndarray) -> bool:
@@ -673,7 +675,7 @@ class HerReplayBuffer(ReplayBufferBase):
 
     def _priority_of(
         self, indices: np.ndarray, td_errors: np.ndarray, capacity: int
-    ) -> tuple[Any, ...]:
+    ) -> tuple[object, ...]:
         if indices.min() < 0 or indices.max() >= capacity:
             return indices, None, True, False
         priority = np.abs(td_errors.astype(np.float64)) + self.priority_eps
@@ -704,8 +706,8 @@ class HerReplayBuffer(ReplayBufferBase):
     def load(
         cls,
         path: str | os.PathLike,
-        compute_reward: Any,
-        compute_terminated: Any = None,
+        compute_reward: object,
+        compute_terminated: object = None,
     ) -> HerReplayBuffer:
         """Reads a buffer written by :meth:`save`; sampling continues where it left off.
 
@@ -718,7 +720,7 @@ class HerReplayBuffer(ReplayBufferBase):
 # ---------------------------------------------------------------------- helpers
 
 
-def _generator_from_state(state: Mapping[str, Any]) -> np.random.Generator:
+def _generator_from_state(state: Mapping[str, object]) -> np.random.Generator:
     """A numpy Generator in ``state`` (a ``bit_generator.state``)."""
     name = state.get("bit_generator") if isinstance(state, Mapping) else None
     bit_generator = getattr(np.random, str(name), None)

@@ -9,8 +9,6 @@ and ``beta`` at each call, so that replacing them on the buffer takes effect at 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from goalenvs.core.types import DeviceLike, GoalFunction
@@ -377,7 +375,7 @@ def _deliver(out: _Outputs, device: DeviceLike) -> HerBatch:
 
 
 def _rewards_of(
-    function: GoalFunction, value: Any, batch_size: int, goal_shape: tuple[int, ...]
+    function: GoalFunction, value: object, batch_size: int, goal_shape: tuple[int, ...]
 ) -> np.ndarray:
     """``compute_reward``'s result as a ``(batch_size,)`` array, or the error that names the
     function and the shapes: one value for the whole batch would pay every relabeled
@@ -388,7 +386,7 @@ def _rewards_of(
     raise reward_shape_error(function, array.shape, batch_size, goal_shape)
 
 
-def _batch_of(name: str, value: Any, batch_size: int) -> np.ndarray:
+def _batch_of(name: str, value: object, batch_size: int) -> np.ndarray:
     """``value`` as a ``(batch_size,)`` array; a scalar (Fetch's ``compute_terminated``
     returns a constant ``False``) stands for the whole batch."""
     array = np.asarray(value)

@@ -174,16 +174,16 @@ class ReplayBufferBase:
     #: The shape of one stored action: ``()`` for Discrete.
     action_shape: tuple[int, ...]
     _obs_shapes: dict[str, tuple[int, ...]]
-    _obs_dtypes: dict[str, Any]
-    _action_dtype: Any
+    _obs_dtypes: dict[str, object]
+    _action_dtype: object
 
     def _configure(
         self,
         settings: BufferSettings,
-        compute_reward: Any,
-        compute_terminated: Any,
+        compute_reward: object,
+        compute_terminated: object,
         obs_dtypes: Mapping[str, object],
-        action_dtype: Any,
+        action_dtype: object,
     ) -> None:
         """Sets the checked ``settings``, the goal functions (resolved from their sources)
         and what the input checks expect: ``obs_dtypes`` (in the buffer's order of keys)
@@ -207,11 +207,11 @@ class ReplayBufferBase:
         """The buffer's public state (each buffer's own type)."""
         raise NotImplementedError
 
-    def _adopt(self, state: Any, compute_reward: Any, compute_terminated: Any) -> None:
+    def _adopt(self, state: Any, compute_reward: object, compute_terminated: object) -> None:
         """Makes this (new or unpickled) object the buffer ``state`` describes."""
         raise NotImplementedError
 
-    def _state_from_legacy(self, pickled: dict[str, Any]) -> Any:
+    def _state_from_legacy(self, pickled: dict[str, object]) -> Any:
         """The state of a buffer pickled by an earlier goalenvs (its ``__dict__``)."""
         raise ValueError(
             f"this {self._NAME} was pickled by an earlier goalenvs, whose layout this one "
@@ -221,7 +221,7 @@ class ReplayBufferBase:
 
     @classmethod
     def from_state(
-        cls: type[_Buffer], state: Any, compute_reward: Any, compute_terminated: Any = None
+        cls: type[_Buffer], state: Any, compute_reward: object, compute_terminated: object = None
     ) -> _Buffer:
         """The buffer ``state`` describes, with these goal functions (as the constructor's).
 
@@ -235,14 +235,14 @@ class ReplayBufferBase:
     def __copy__(self: _Buffer) -> _Buffer:
         return self.from_state(self.state().copy(), self.compute_reward, self.compute_terminated)
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {
             "state": self.state(),
             "compute_reward": self.compute_reward,
             "compute_terminated": self.compute_terminated,
         }
 
-    def __setstate__(self, pickled: dict[str, Any]) -> None:
+    def __setstate__(self, pickled: dict[str, object]) -> None:
         # A pickle of an earlier goalenvs holds the buffer's __dict__, not its state.
         state = pickled["state"] if "state" in pickled else self._state_from_legacy(pickled)
         self._adopt(state, pickled["compute_reward"], pickled.get("compute_terminated"))
@@ -366,11 +366,11 @@ class ReplayBufferBase:
         return self.n_transitions
 
     # ------------------------------------------------------------------ input checks
-    def _convert(self, name: str, value: Any, dtype: Any) -> Any:
+    def _convert(self, name: str, value: object, dtype: Any) -> Any:
         """``value`` as this buffer's array type (of ``dtype``, where the buffer casts)."""
         raise NotImplementedError
 
-    def _check_obs_fully(self, name: str, obs: Any) -> dict[str, Any]:
+    def _check_obs_fully(self, name: str, obs: object) -> dict[str, Any]:
         """``obs`` as a dict of arrays of the stored shapes, or the error that says what
         is wrong."""
         if not isinstance(obs, Mapping):
@@ -406,7 +406,7 @@ class ReplayBufferBase:
             action = action.reshape(self.n_envs)
         return action
 
-    def _per_env(self, name: str, value: Any, dtype: Any) -> Any:
+    def _per_env(self, name: str, value: Any, dtype: object) -> Any:
         """``value`` as an array of shape ``(n_envs,)`` (any shape of ``n_envs`` values)."""
         value = self._convert(name, value, dtype)
         n = self.n_envs
@@ -418,7 +418,7 @@ class ReplayBufferBase:
             value = value.reshape(n)
         return value
 
-    def _info_value(self, infos: Any, key: str) -> Any:
+    def _info_value(self, infos: object, key: str) -> object:
         """The per-env values of info ``key``: ``infos[key]`` of a dict, or the key's
         values gathered from a sequence of ``n_envs`` dicts."""
         n = self.n_envs
@@ -477,7 +477,7 @@ class ReplayBufferBase:
             )
         self._priority_set(indices, priority)
 
-    def _priority_input(self, value: Any) -> Any:
+    def _priority_input(self, value: object) -> object:
         """``value`` as a 1-d array of this buffer's type (``(B, 1)`` becomes ``(B,)``)."""
         raise NotImplementedError
 
@@ -488,7 +488,7 @@ class ReplayBufferBase:
         """How many priorities the buffer keeps: indices lie in ``[0, capacity)``."""
         raise NotImplementedError
 
-    def _priority_of(self, indices: Any, td_errors: Any, capacity: int) -> tuple[Any, ...]:
+    def _priority_of(self, indices: Any, td_errors: Any, capacity: int) -> tuple[object, ...]:
         """``(indices, priority, any index out of range, any priority not finite)``, with
         ``priority = |td_errors| + priority_eps``."""
         raise NotImplementedError

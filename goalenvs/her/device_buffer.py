@@ -150,13 +150,13 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         buffer_size: int,
         observation_space: spaces.Dict,
         action_space: spaces.Space,
-        compute_reward: Any,
+        compute_reward: object,
         n_envs: int = 1,
         n_sampled_goal: int = 4,
         goal_selection_strategy: str | GoalSelectionStrategy = "future",
         handle_timeout_termination: bool = True,
         info_keys: Sequence[str] = (),
-        compute_terminated: Any = None,
+        compute_terminated: object = None,
         seed: int | None = None,
         prioritized: bool = False,
         alpha: float = 0.6,
@@ -194,7 +194,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         self._adopt(state, compute_reward, compute_terminated)
 
     def _adopt(
-        self, state: DeviceBufferState, compute_reward: Any, compute_terminated: Any
+        self, state: DeviceBufferState, compute_reward: object, compute_terminated: object
     ) -> None:
         """Makes this object the buffer ``state`` describes, on the state's tensors."""
         if not isinstance(state, DeviceBufferState):
@@ -296,8 +296,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
     def from_state(
         cls,
         state: DeviceBufferState,
-        compute_reward: Any,
-        compute_terminated: Any = None,
+        compute_reward: object,
+        compute_terminated: object = None,
         device: Any = None,
     ) -> DeviceHerReplayBuffer:
         """The buffer ``state`` describes, with these goal functions, on ``device`` (None:
@@ -338,8 +338,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         self,
         obs: Mapping[str, object],
         next_obs: Mapping[str, object],
-        action: Any,
-        reward: Any,
+        action: object,
+        reward: object,
         terminated: Any,
         truncated: Any,
         infos: Mapping[str, object] | Sequence[Mapping[str, object]] | None = None,
@@ -493,7 +493,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             raise TypeError(f"{name} must hold numbers, got {value!r}")
         return torch.as_tensor(array, device=self.device).to(dtype)
 
-    def _info_values(self, infos: Any) -> dict[str, torch.Tensor]:
+    def _info_values(self, infos: object) -> dict[str, torch.Tensor]:
         n, stores = self.n_envs, self._storage.infos
         values = {}
         for key in self.info_keys:
@@ -860,8 +860,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
     def load(
         cls,
         path: str | os.PathLike,
-        compute_reward: Any,
-        compute_terminated: Any = None,
+        compute_reward: object,
+        compute_terminated: object = None,
         device: Any = None,
     ) -> DeviceHerReplayBuffer:
         """Reads a buffer written by :meth:`save` onto ``device`` (None: the device it was

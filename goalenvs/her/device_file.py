@@ -168,7 +168,7 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _stored(
-    name: str, tensors: dict[str, Any], key: str, shape: Any, dtype: torch.dtype
+    name: str, tensors: dict[str, object], key: str, shape: Any, dtype: torch.dtype
 ) -> torch.Tensor:
     """The file's tensor ``key``, checked against the expected shape and dtype."""
     stored = tensors.get(key)

@@ -50,7 +50,7 @@ class ReplayBuffer(Protocol):
         """A relabeled batch (tensors on ``device`` when given)."""
         ...
 
-    def update_priorities(self, indices: Any, td_errors: Any) -> None:
+    def update_priorities(self, indices: object, td_errors: object) -> None:
         """Sets the priorities of the sampled transitions from their TD errors."""
         ...
 

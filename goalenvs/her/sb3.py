@@ -89,7 +89,7 @@ class _PublicArray:
             return self
         return buffer._public(self.name)
 
-    def __set__(self, buffer: Any, value: Any) -> None:
+    def __set__(self, buffer: object, value: object) -> None:
         _read_only(self.name)
 
 
@@ -147,7 +147,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         buffer_size: int,
         observation_space: spaces.Dict,
         action_space: spaces.Space,
-        env: Any,
+        env: object,
         device: th.device | str = "auto",
         n_envs: int = 1,
         optimize_memory_usage: bool = False,
@@ -248,7 +248,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         if self.recompute_terminated:
             self.core.compute_terminated = resolve_goal_function(env, "compute_terminated")
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         del state["env"]
         state["_public_cache"] = None  # copies of the storage: rebuilt on demand
@@ -290,7 +290,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         action: np.ndarray,
         reward: np.ndarray,
         done: np.ndarray,
-        infos: list[dict[str, Any]],
+        infos: list[dict[str, object]],
     ) -> None:
         """Stores one step of every env, as stable-baselines3 calls it."""
         done = np.asarray(done, dtype=bool).reshape(self.n_envs)
@@ -303,7 +303,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         action = np.asarray(action).reshape((self.n_envs, *self.core.action_shape))
         self.core.add(obs, next_obs, action, reward, done & ~truncated, truncated, infos)
 
-    def _adopt_info_keys(self, info: dict[str, Any]) -> None:
+    def _adopt_info_keys(self, info: dict[str, object]) -> None:
         # copy_info_dict without info_keys: store the numeric values of the first info.
         self._infer_info_keys = False
         keys = tuple(
@@ -429,7 +429,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
     def _storage(self) -> HerStorage:
         return self.core.state().storage
 
-    def _public(self, name: str) -> Any:
+    def _public(self, name: str) -> object:
         storage = self._storage()
         added = self._transitions_added()
         key = (
@@ -479,7 +479,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             "ep_length": np.where(closed, c.episode_length[first_flat], 0),
         }
 
-    def _assemble(self, name: str, index: dict[str, np.ndarray]) -> Any:
+    def _assemble(self, name: str, index: dict[str, np.ndarray]) -> object:
         c = self._storage()
         R, n = self.buffer_size, self.n_envs
         held, flat = index["held"], index["flat"]
@@ -491,7 +491,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             out.flags.writeable = False
             return out
 
-        def gather(store: np.ndarray, where: np.ndarray, dtype: Any = None) -> np.ndarray:
+        def gather(store: np.ndarray, where: np.ndarray, dtype: object = None) -> np.ndarray:
             out = store[where].reshape(R, n, *store.shape[1:])
             return finish(out if dtype is None else out.astype(dtype, copy=False))
 
@@ -532,5 +532,5 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         self.core.truncate_last_trajectory()
 
 
-def _missing_env(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
+def _missing_env(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: object) -> np.ndarray:
     raise RuntimeError("the HER buffer has no env to compute rewards: call set_env(env)")

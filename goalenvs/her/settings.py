@@ -276,7 +276,7 @@ def check_batch_size(batch_size: Any) -> int:
     return int(check_int("batch_size", batch_size, minimum=1))
 
 
-def _check_observation_space(space: Any) -> None:
+def _check_observation_space(space: object) -> None:
     if not isinstance(space, spaces.Dict):
         raise TypeError(
             "observation_space must be a gymnasium.spaces.Dict with keys observation, "
@@ -297,6 +297,6 @@ def _check_observation_space(space: Any) -> None:
         )
 
 
-def _check_action_space(space: Any) -> None:
+def _check_action_space(space: object) -> None:
     if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiBinary)):
         raise TypeError(f"action_space must be Box, Discrete or MultiBinary, got {space!r}")

@@ -235,7 +235,7 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any], render_mode: str | None
 
 
 def _rejected(
-    env_id: str, error: Exception, added: Mapping[str, Any], env_kwargs: Mapping[str, Any]
+    env_id: str, error: Exception, added: Mapping[str, object], env_kwargs: Mapping[str, object]
 ) -> str:
     """Why the constructor refused: the argument it rejected, named as who passed it."""
     message = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -256,7 +256,7 @@ def _rejected(
     return f"building {env_id}{with_mode} failed: {message}"
 
 
-def _load_policy(path: str) -> Any:
+def _load_policy(path: str) -> object:
     if not os.path.isfile(path):
         raise PlayError(f"--policy {path!r}: no such file")
     try:

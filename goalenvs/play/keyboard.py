@@ -38,7 +38,7 @@ class Command:
         return any(_is_reset(a) for a in self.actions)
 
 
-def _is_reset(action: Any) -> bool:
+def _is_reset(action: object) -> bool:
     return isinstance(action, str) and action == RESET
 
 
@@ -79,7 +79,7 @@ class KeyboardController:
         if isinstance(action_space, spaces.Box):
             self.noop = np.zeros(action_space.shape, dtype=action_space.dtype)
 
-    def held_action(self) -> Any:
+    def held_action(self) -> object:
         """The action of the keys held now: their combination's entry if the mapping has
         one, else (Box spaces) the clipped sum of each held key's own action, else noop."""
         combo = tuple(sorted(self.held & self.relevant_keys))

@@ -94,7 +94,7 @@ def is_success(info: Mapping[str, object]) -> bool:
 class Screen:
     """Where a loop's frames go: an optional window (made on first use) and a recorder."""
 
-    env: Any
+    env: object
     fps: int
     window: Window | None
     show: bool

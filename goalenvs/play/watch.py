@@ -126,7 +126,7 @@ def policy_function(policy: Any, env: Any, path: str = "the policy") -> Callable
     return policy_fn
 
 
-def _as_space_action(action: Any, space: spaces.Space) -> Any:
+def _as_space_action(action: object, space: spaces.Space) -> object:
     if isinstance(space, spaces.Box):
         return np.clip(np.asarray(action, dtype=space.dtype), space.low, space.high)
     if isinstance(space, spaces.Discrete):

@@ -94,7 +94,7 @@ def save_checkpoint(
     return save_torch_file(path, payload)
 
 
-def save_torch_file(path: str | os.PathLike, data: Any) -> Path:
+def save_torch_file(path: str | os.PathLike, data: object) -> Path:
     """``torch.save(data)`` written atomically to ``path``, with the sha256 of the file's
     bytes in its zip comment (see the module docstring)."""
     archive = io.BytesIO()
@@ -158,7 +158,7 @@ def _check_plain(value: Any, where: str) -> None:
     )
 
 
-def _state(obj: Any) -> Any:
+def _state(obj: object) -> object:
     return obj.state_dict() if hasattr(obj, "state_dict") else obj
 
 
@@ -174,7 +174,7 @@ def error_summary(exc: BaseException) -> str:
 
 def load_torch_file(
     path: Path, map_location: str | torch.device = "cpu", what: str = "checkpoint"
-) -> Any:
+) -> object:
     """``torch.load(path, weights_only=True)``, refusing pickled Python objects and files
     whose bytes do not match their checksum (:func:`check_seal`); a
     :class:`CheckpointError` naming ``path`` and the cause when it cannot be read."""

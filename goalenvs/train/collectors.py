@@ -85,7 +85,7 @@ class Backend:
     other_suffix: ClassVar[str]  # the other backend's (a resume warns about it)
     xp: ClassVar[ModuleType]  # the array module of the envs' values: numpy or torch
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any], device: torch.device) -> None:
+    def __init__(self, env_id: str, env_kwargs: dict[str, object], device: torch.device) -> None:
         self.env_id = env_id
         self.env_kwargs = env_kwargs
         self.device = device  # where the agent trains
@@ -371,7 +371,7 @@ class Collector:
         epoch's last), which a checkpoint of the epoch saves."""
         self.envs.arm(steps)
 
-    def generator_states(self) -> dict[str, Any]:
+    def generator_states(self) -> dict[str, object]:
         """The envs' generator states a checkpoint saves (see :meth:`arm`)."""
         return self.envs.generator_states()
 
@@ -405,7 +405,7 @@ class NumpyEnvsDeviceReplay(NumpyBackend):
 def make_backend(
     on_device: bool,
     env_id: str,
-    env_kwargs: dict[str, Any],
+    env_kwargs: dict[str, object],
     device: torch.device,
     replay_on_device: bool = False,
 ) -> Backend:
@@ -438,7 +438,7 @@ def _with_final_obs(
     return real_next, infos
 
 
-def _final(info: dict[str, Any], key: str, i: int) -> Any:
+def _final(info: dict[str, Any], key: str, i: int) -> object:
     """Entry ``key`` of sub-env ``i``'s final info (same-step autoreset)."""
     final = info["final_info"]
     if isinstance(final, dict):  # SyncVectorEnv: a dict of per-env arrays

@@ -43,7 +43,7 @@ class EnvWorkerError(RuntimeError):
     """A worker process stepping training envs failed (its env raised, or it died)."""
 
 
-def check_sendable(env_id: str, source: object, env_kwargs: dict[str, Any]) -> None:
+def check_sendable(env_id: str, source: object, env_kwargs: dict[str, object]) -> None:
     """A ValueError naming the env and ``--env-workers 1`` when what builds it (``source``,
     see :func:`worker_source`) or its kwargs cannot be sent to a worker process."""
     try:
@@ -65,7 +65,7 @@ class _GroupInfo:
 
     __slots__ = ("info",)
 
-    def __init__(self, info: dict[str, Any]) -> None:
+    def __init__(self, info: dict[str, object]) -> None:
         self.info = info
 
 
@@ -96,7 +96,7 @@ class EnvGroup(gym.Env):
     def __init__(
         self,
         source: str | gym.envs.registration.EnvSpec,
-        env_kwargs: dict[str, Any],
+        env_kwargs: dict[str, object],
         first: int,
         count: int,
         mode: gym.vector.AutoresetMode,
@@ -115,13 +115,13 @@ class EnvGroup(gym.Env):
         self.action_space = envs.action_space
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Resets every sub-env of the group."""
         obs, info = self.envs.reset(seed=seed, options=options)
         return obs, {"group": _GroupInfo(info)}
 
-    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    def step(self, action: object) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Steps every sub-env of the group; rewards and flags are arrays, one per sub-env."""
         obs, rewards, terminated, truncated, info = self.envs.step(action)
         return obs, rewards, terminated, truncated, {"group": _GroupInfo(info)}
@@ -130,14 +130,14 @@ class EnvGroup(gym.Env):
         """:meth:`GeneratorSnapshot.arm` of the group's envs."""
         self.envs.arm(steps)
 
-    def generator_states(self) -> dict[str, Any]:
+    def generator_states(self) -> dict[str, object]:
         """The group's generator states under the run's sub-env indices."""
         return {
             _renumber(name, self.first): state
             for name, state in self.envs.generator_states().items()
         }
 
-    def restore_generators(self, states: dict[str, Any]) -> list[str]:
+    def restore_generators(self, states: dict[str, object]) -> list[str]:
         """Restores the group's share of the run's ``states``; returns the names of its own
         that did not match."""
         mine = {}
@@ -174,7 +174,7 @@ class EnvWorkers(gym.vector.VectorEnv):
     def __init__(
         self,
         env_id: str,
-        env_kwargs: dict[str, Any],
+        env_kwargs: dict[str, object],
         num_envs: int,
         workers: int,
         mode: gym.vector.AutoresetMode,
@@ -213,7 +213,7 @@ class EnvWorkers(gym.vector.VectorEnv):
         return [int(process.pid) for process in self.pool.processes if process.pid is not None]
 
     def reset(
-        self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | Sequence[int] | None = None, options: dict[str, object] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Resets every sub-env; ``seed`` seeds sub-env ``i`` with ``seed + i``."""
         if isinstance(seed, int | np.integer):
@@ -243,14 +243,14 @@ class EnvWorkers(gym.vector.VectorEnv):
         """:meth:`GeneratorSnapshot.arm` in every worker."""
         self._guarded(lambda: self.pool.call("arm", steps))
 
-    def generator_states(self) -> dict[str, Any]:
+    def generator_states(self) -> dict[str, object]:
         """Every sub-env's generator states, named as a ``SyncVectorEnv`` of them names them."""
-        states: dict[str, Any] = {}
+        states: dict[str, object] = {}
         for part in self._guarded(lambda: self.pool.call("generator_states")):
             states.update(part)
         return states
 
-    def restore_generators(self, states: dict[str, Any]) -> list[str]:
+    def restore_generators(self, states: dict[str, object]) -> list[str]:
         """Sets every worker's generators back to ``states``; returns the names that did
         not match."""
         missed = {name for name in states if not 0 <= _index(name) < self.num_envs}
@@ -323,16 +323,16 @@ class EnvWorkers(gym.vector.VectorEnv):
         """Observations ``(workers, k, ...)`` as ``(num_envs, ...)``."""
         return {key: value.reshape(self.num_envs, *value.shape[2:]) for key, value in obs.items()}
 
-    def _merged(self, info: dict[str, Any]) -> dict[str, Any]:
+    def _merged(self, info: dict[str, Any]) -> dict[str, object]:
         """The groups' vector infos as one, as a ``SyncVectorEnv`` of every sub-env gives."""
         return _merge_infos([packed.info for packed in info["group"]], self.group_size)
 
 
-def _merge_infos(infos: list[dict[str, Any]], size: int) -> dict[str, Any]:
+def _merge_infos(infos: list[dict[str, object]], size: int) -> dict[str, object]:
     """Per-group vector infos (each over ``size`` sub-envs) as one over all of them: an
     entry a group lacks is zero (None for objects) there, and its ``_key`` mask False."""
     total = size * len(infos)
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     for key in dict.fromkeys(key for info in infos for key in info):
         values = [info.get(key) for info in infos]
         if any(isinstance(value, dict) for value in values):

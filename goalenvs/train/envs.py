@@ -143,7 +143,7 @@ def goal_function(
     observation_space: Any = env.observation_space
     goal_ndim = len(observation_space["achieved_goal"].shape)
 
-    def batched(achieved_goal: Any, desired_goal: Any, info: object) -> Any:
+    def batched(achieved_goal: Any, desired_goal: Any, info: object) -> object:
         if host_arrays and isinstance(achieved_goal, torch.Tensor):
             device = achieved_goal.device
             result = batched(
@@ -170,7 +170,7 @@ def goal_function(
     return batched
 
 
-def _host_array(value: object) -> Any:
+def _host_array(value: object) -> object:
     """A tensor as a numpy array in host memory (anything else as it is)."""
     return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
 

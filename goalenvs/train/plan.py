@@ -97,7 +97,7 @@ class RunPlan:
     precision: str  # "bf16" (autocast) or "fp32"
     cuda_graphs: bool  # the updates run as captured CUDA graphs
     torch_threads: int  # torch's intra-op threads
-    machine: dict[str, Any] = field(default_factory=dict)
+    machine: dict[str, object] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # why, for each choice the config left to the machine
     preflight_seconds: float | None = None  # what the pre-training checks cost
 
@@ -106,7 +106,7 @@ class RunPlan:
         """``device`` as a torch device."""
         return torch.device(self.device)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready values (``config.json``'s ``plan``)."""
         data = dataclasses.asdict(self)
         data["clip_range"] = None if self.clip_range is None else list(self.clip_range)
@@ -150,7 +150,7 @@ class RunPlan:
         ]
 
 
-def follow_recorded(config: TrainConfig, recorded: dict[str, Any] | None) -> TrainConfig:
+def follow_recorded(config: TrainConfig, recorded: dict[str, object] | None) -> TrainConfig:
     """``config`` of a resumed run with every choice it leaves to the machine (``auto``,
     None) set to what the run recorded (its plan in ``config.json``). A value the config
     sets (a flag given at the resume) is kept; a device other than the recorded one
@@ -160,7 +160,7 @@ def follow_recorded(config: TrainConfig, recorded: dict[str, Any] | None) -> Tra
         return config
     device = str(recorded.get("device", "cpu")).split(":")[0]
     moved = config.device not in ("auto", device)
-    values: dict[str, Any] = {
+    values: dict[str, object] = {
         "device": device,
         "env_device": recorded.get("env_device"),
         "replay_device": recorded.get("replay_device"),
@@ -179,7 +179,7 @@ def follow_recorded(config: TrainConfig, recorded: dict[str, Any] | None) -> Tra
     return dataclasses.replace(config, **follows) if follows else config
 
 
-def check_device(config: TrainConfig, recorded: dict[str, Any] | None) -> str:
+def check_device(config: TrainConfig, recorded: dict[str, object] | None) -> str:
     """``config.device``, or a :class:`PlanError` when a resumed run recorded a CUDA device
     and this machine has none."""
     if recorded and config.device == "cuda" and not torch.cuda.is_available():
@@ -190,7 +190,7 @@ def check_device(config: TrainConfig, recorded: dict[str, Any] | None) -> str:
     return config.device
 
 
-def check_recorded(config: TrainConfig, recorded: dict[str, Any] | None) -> list[str]:
+def check_recorded(config: TrainConfig, recorded: dict[str, object] | None) -> list[str]:
     """Raises :class:`PlanError` when this machine cannot give what a resumed run's
     recorded plan asks (and the config still asks it); returns one line for each change
     it can give, only slower."""

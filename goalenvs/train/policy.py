@@ -29,7 +29,7 @@ class Policy:
         self.agent = agent.eval()
         self.metadata = metadata
         self.env_id: str = metadata["env_id"]
-        self.env_kwargs: dict[str, Any] = dict(metadata.get("env_kwargs", {}))
+        self.env_kwargs: dict[str, object] = dict(metadata.get("env_kwargs", {}))
         # the time limit the run put on the env (--max-episode-steps, or the length the
         # env truncated at); None: the env's own
         self.max_episode_steps: int | None = (metadata.get("config") or {}).get("max_episode_steps")
@@ -42,7 +42,7 @@ class Policy:
         )
         self.action_space: spaces.Space = agent.action_space
 
-    def predict(self, observation: dict[str, Any], deterministic: bool = True) -> np.ndarray:
+    def predict(self, observation: dict[str, object], deterministic: bool = True) -> np.ndarray:
         """The action for one observation dict, or actions for a batch of them.
 
         A batch (every entry with one more leading dimension than the space, as a vector

@@ -58,7 +58,7 @@ def find_generators(obj: object) -> dict[str, np.random.Generator]:
     return found
 
 
-def generator_states(obj: object) -> dict[str, Any]:
+def generator_states(obj: object) -> dict[str, object]:
     """``{path: bit_generator.state}`` of :func:`find_generators` (plain values)."""
     return {name: g.bit_generator.state for name, g in find_generators(obj).items()}
 
@@ -135,27 +135,27 @@ class GeneratorSnapshot(gym.vector.VectorWrapper):
         """Takes the snapshot before the ``steps``-th step from now."""
         self._steps_taken, self._armed_step, self._states = 0, steps, None
 
-    def step(self, actions: Any) -> Any:
+    def step(self, actions: object) -> Any:
         """Steps the envs (after taking the snapshot when this is the armed step)."""
         self._steps_taken += 1
         if self._steps_taken == self._armed_step:
             self._states = env_generator_states(self.env.unwrapped)
         return self.env.step(actions)
 
-    def generator_states(self) -> dict[str, Any]:
+    def generator_states(self) -> dict[str, object]:
         """The states before the last step when it was the armed one, else the current."""
         if self._states is not None and self._steps_taken == self._armed_step:
             return self._states
         return env_generator_states(self.env.unwrapped)
 
-    def restore_generators(self, states: dict[str, Any]) -> list[str]:
+    def restore_generators(self, states: dict[str, object]) -> list[str]:
         """Sets the generators back to ``states``; returns the names that did not match."""
         return restore_env_generators(self.env.unwrapped, states)
 
 
 def capture_random_state(
-    agent: Agent, buffer: ReplayBuffer, env_states: dict[str, Any]
-) -> dict[str, Any]:
+    agent: Agent, buffer: ReplayBuffer, env_states: dict[str, object]
+) -> dict[str, object]:
     """Every random generator a resume restores: torch's, the agent's and the buffer's
     (numpy and torch), and the envs' ``env_states``."""
     return {
@@ -174,7 +174,7 @@ def capture_random_state(
 
 def restore_random_state(
     state: dict[str, Any], agent: Agent, buffer: ReplayBuffer
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Sets torch's, the agent's and the buffer's generators back to ``state`` (from
     :func:`capture_random_state`); returns the envs' states, which the envs restore."""
     torch.set_rng_state(state["torch"].cpu())

@@ -102,7 +102,7 @@ class Restored:
     counters: Counters
     success: float  # the eval success rate of that epoch
     buffer: ReplayBuffer | None  # its replay buffer (None: not saved, or by the other backend)
-    random_state: dict[str, Any] | None  # this worker's generators (None: another world size)
+    random_state: dict[str, object] | None  # this worker's generators (None: another world size)
 
 
 class RunFolder:
@@ -130,7 +130,7 @@ class RunFolder:
         loss_names: tuple[str, ...],
         buffer_file: str,
         device: torch.device,
-        plan: dict[str, Any] | None = None,
+        plan: dict[str, object] | None = None,
     ) -> None:
         if config.resume or config.out:
             self.path = Path(config.resume or config.out or "")
@@ -142,7 +142,7 @@ class RunFolder:
         self.device = device
         self.config = config
         self.rank, self.world, self.main = rank, world, rank == 0
-        self.describe: dict[str, Any] = {
+        self.describe: dict[str, object] = {
             "env_id": config.env_id,
             "env_kwargs": config.env_kwargs,
             "env_file": config.env_file,  # where a path/to/file.py env's file is: play finds it
@@ -355,7 +355,7 @@ class RunFolder:
         best: bool,
         agent: Agent,
         buffer: ReplayBuffer,
-        random_state: dict[str, Any],
+        random_state: dict[str, object],
     ) -> None:
         """Commits the finished epoch as one unit, then updates the files derived from it.
 

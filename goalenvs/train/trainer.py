@@ -93,7 +93,7 @@ class TrainResult:
     interrupted: bool  # True when Ctrl-C or SIGTERM stopped the run
     # the budget that ended the run ("max_env_steps" or "max_minutes"), None if none did
     budget_spent: str | None = None
-    history: list[dict[str, Any]] = field(default_factory=list)  # progress rows of this call
+    history: list[dict[str, object]] = field(default_factory=list)  # progress rows of this call
 
     @property
     def best_policy(self) -> Path:
@@ -145,7 +145,7 @@ class Trainer:
         callback: Callable | None = None,
         *,
         env: gym.Env | None = None,
-        recorded: dict[str, Any] | None = None,
+        recorded: dict[str, object] | None = None,
     ) -> None:
         """Builds the run's parts in the order they depend on each other: this worker's
         place, the env and the run's plan (:func:`~goalenvs.train.plan.make_plan`: every

@@ -74,7 +74,7 @@ class CrashPenaltyInReward(gym.Wrapper):
         )
 
     def compute_reward(
-        self, achieved_goal: Any, desired_goal: Any, info: object
+        self, achieved_goal: object, desired_goal: object, info: object
     ) -> np.ndarray | float:
         """The wrapped env's reward plus ``penalty`` where ``info[key]`` is true: an array
         for a batch of goals, a float for one pair (as the wrapped env returns)."""

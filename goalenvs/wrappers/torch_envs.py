@@ -51,14 +51,16 @@ class SubEnvView(gym.Env):
         }
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Resets the sub-env (``seed`` seeds the twin's device generator)."""
         super().reset(seed=seed)
         obs, info = self.vector_env.reset(seed=seed, options=options)
         return self._obs(obs), self._info(info)
 
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    def step(
+        self, action: object
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """One step of the sub-env with ``action`` (the single action space's shape)."""
         obs, reward, terminated, truncated, info = self.vector_env.step(np.asarray(action)[None])
         return (
@@ -69,18 +71,20 @@ class SubEnvView(gym.Env):
             self._info(info),
         )
 
-    def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: InfoLike) -> np.ndarray:
+    def compute_reward(
+        self, achieved_goal: object, desired_goal: object, info: InfoLike
+    ) -> np.ndarray:
         """The twin's ``compute_reward`` run on its device, returned as numpy."""
         return self._on_device("compute_reward", achieved_goal, desired_goal, info)
 
     def compute_terminated(
-        self, achieved_goal: Any, desired_goal: Any, info: InfoLike
+        self, achieved_goal: object, desired_goal: object, info: InfoLike
     ) -> np.ndarray:
         """The twin's ``compute_terminated`` run on its device, returned as numpy."""
         return self._on_device("compute_terminated", achieved_goal, desired_goal, info)
 
     def compute_truncated(
-        self, achieved_goal: Any, desired_goal: Any, info: InfoLike
+        self, achieved_goal: object, desired_goal: object, info: InfoLike
     ) -> np.ndarray:
         """The twin's ``compute_truncated`` run on its device, returned as numpy."""
         return self._on_device("compute_truncated", achieved_goal, desired_goal, info)
@@ -99,7 +103,7 @@ class SubEnvView(gym.Env):
     def _obs(self, obs: dict[str, Any]) -> dict[str, np.ndarray]:
         return {key: self.vector_env.to_numpy(value[0]) for key, value in obs.items()}
 
-    def _info(self, info: dict[str, Any]) -> dict[str, Any]:
+    def _info(self, info: dict[str, Any]) -> dict[str, object]:
         # The sub-env's entry of every per-env info array (``is_success``, Parking's
         # ``crashed``, ...) as a Python scalar; gymnasium's ``_key`` masks are dropped.
         return {
@@ -108,7 +112,9 @@ class SubEnvView(gym.Env):
             if not key.startswith("_") and key not in ("final_obs", "final_info")
         }
 
-    def _on_device(self, name: str, achieved_goal: Any, desired_goal: Any, info: object) -> Any:
+    def _on_device(
+        self, name: str, achieved_goal: object, desired_goal: object, info: object
+    ) -> Any:
         twin = self.vector_env
         if twin.device is not None:
             # Goals the caller passes as numpy become tensors on the device, as written:

@@ -48,7 +48,7 @@ def check_compat_goalenvs(ctx: Context, out: Outcome) -> None:
     space = goal_space(ctx)
     info_keys = tuple(needed_keys_or_none(ctx))
 
-    def fill_and_sample() -> Any:
+    def fill_and_sample() -> object:
         buffer = HerReplayBuffer(
             len(transitions) + 8,
             space,
@@ -89,7 +89,7 @@ def check_compat_sb3(ctx: Context, out: Outcome) -> None:
     space = goal_space(ctx)
     copy_info_dict = bool(needed_keys_or_none(ctx))
 
-    def fill_and_sample() -> Any:
+    def fill_and_sample() -> object:
         vec_env = DummyVecEnv([lambda: ctx.env])
         buffer = HerReplayBuffer(
             len(transitions) + 8,

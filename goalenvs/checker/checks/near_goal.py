@@ -42,7 +42,7 @@ _NEAR_GOAL_SAMPLES = 200
 _MIN_AWAY_STEPS = 5
 
 
-def _flat(value: Any) -> np.ndarray:
+def _flat(value: object) -> np.ndarray:
     return np.asarray(value, np.float64).reshape(-1)
 
 
@@ -240,7 +240,7 @@ def check_episode_length_declared(ctx: Context, out: Outcome) -> None:
     )
 
 
-def _solved_at_reset(ctx: Context, fn: Any, obs: Any, info: Any) -> bool:
+def _solved_at_reset(ctx: Context, fn: Any, obs: Any, info: object) -> bool:
     if isinstance(info, Mapping) and is_bool_like(info.get("is_success", None)):
         return bool(np.asarray(info["is_success"]).reshape(-1)[0])
     ag, dg = obs["achieved_goal"], obs["desired_goal"]

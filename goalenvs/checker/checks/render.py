@@ -23,8 +23,8 @@ _RENDER_FORMS = {
 }
 
 
-def _render_problem(mode: str, frame: Any) -> str | None:
-    def rgb(x: Any) -> bool:
+def _render_problem(mode: str, frame: object) -> str | None:
+    def rgb(x: object) -> bool:
         return (
             isinstance(x, np.ndarray)
             and x.dtype == np.uint8
@@ -71,7 +71,7 @@ def _no_gl(error: BaseException) -> bool:
 _GL_FAILED: dict[str, EnvCallError] = {}
 
 
-def _renderer_family(env: Any) -> str:
+def _renderer_family(env: object) -> str:
     if uses_mujoco(env):  # one OpenGL context family, whichever env failed it first
         return "mujoco"
     cls = type(getattr(env, "unwrapped", env))

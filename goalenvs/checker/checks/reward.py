@@ -155,7 +155,7 @@ def _first_wrong_result(ctx: Context, out: Outcome, problem: Callable[[Any], str
 
 @register("reward.type", "error", "compute_reward returns a numpy array for a batch")
 def check_reward_type(ctx: Context, out: Outcome) -> None:
-    def problem(r: Any) -> str | None:
+    def problem(r: object) -> str | None:
         if isinstance(r, np.ndarray) and r.dtype.kind in "fiu":
             return None
         kind = type(r).__name__ + (f" of dtype {r.dtype}" if isinstance(r, np.ndarray) else "")
@@ -194,7 +194,7 @@ def check_reward_shape(ctx: Context, out: Outcome) -> None:
 
 @register("reward.dtype", "warning", "compute_reward returns float32 (the goal-env convention)")
 def check_reward_dtype(ctx: Context, out: Outcome) -> None:
-    def problem(r: Any) -> str | None:
+    def problem(r: object) -> str | None:
         dtype = np.asarray(r).dtype
         if dtype == np.float32:
             return None

@@ -71,7 +71,7 @@ def _goals(run: VecRun) -> tuple[np.ndarray, np.ndarray]:
     return achieved, desired
 
 
-def rows_equal(a: Any, b: Any) -> np.ndarray:
+def rows_equal(a: object, b: object) -> np.ndarray:
     """Per row (first axis): whether two batches hold the same values (NaN equals NaN)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
@@ -164,7 +164,7 @@ def check_vector_spaces(ctx: Context, out: Outcome) -> None:
             )
 
 
-def _space_difference(batched: Any, expected: spaces.Space) -> str:
+def _space_difference(batched: object, expected: spaces.Space) -> str:
     if isinstance(expected, spaces.Dict) and isinstance(batched, spaces.Dict):
         keys = set(expected.spaces) ^ set(batched.spaces)
         if keys:
@@ -175,7 +175,7 @@ def _space_difference(batched: Any, expected: spaces.Space) -> str:
     return f"it is {_brief(batched)}, expected {_brief(expected)}"
 
 
-def _brief(space: Any) -> str:
+def _brief(space: object) -> str:
     if isinstance(space, spaces.Box):
         return f"Box(shape={space.shape}, dtype={space.dtype})"
     text = repr(space)
@@ -574,18 +574,18 @@ def _step_rows(run: VecRun) -> tuple[np.ndarray, np.ndarray]:
     return normal, finals
 
 
-def _info_for(run: VecRun, methods: GoalMethods, mask: np.ndarray) -> Any:
+def _info_for(run: VecRun, methods: GoalMethods, mask: np.ndarray) -> object:
     """The info of the masked (t, i) rows, in the form the goal functions take."""
     n = run.num_envs
     if methods.per_row:
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         for t, s in enumerate(run.steps):
             index = np.flatnonzero(mask[t])
             if index.size:
                 rows += row_infos(s.info, n, index.tolist())
         return rows
     keys = [k for k in run.steps[0].info if not k.startswith("_")]
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key in keys:
         values = stacked_info(run, key)
         if values is not None:
@@ -617,7 +617,7 @@ def _final_inputs(
 
 
 def _goal_values(
-    ctx: Context, fn: Any, name: str, run: VecRun, ag: np.ndarray, dg: np.ndarray, info: Any
+    ctx: Context, fn: Any, name: str, run: VecRun, ag: np.ndarray, dg: np.ndarray, info: object
 ) -> np.ndarray | None:
     """``fn`` of a flat batch of goal pairs as numpy, a constant broadcast for the flags
     (Fetch's ``compute_terminated`` returns ``False`` for any batch); None when the

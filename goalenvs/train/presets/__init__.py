@@ -58,7 +58,7 @@ class Preset:
     envs: tuple[str, ...] = ()  # fnmatch patterns of the env ids it is the default for
     algo: str | None = None  # the algorithm its config fields are for (None: any)
     config: dict[str, Any] = field(default_factory=dict)  # config fields it sets
-    device: dict[str, Any] = field(default_factory=dict)  # on top of them on a GPU's device loop
+    device: dict[str, object] = field(default_factory=dict)  # on top of them on a GPU's device loop
     measured: dict[str, Any] = field(default_factory=dict)  # env_steps_per_s, machine
 
 
@@ -180,7 +180,9 @@ def runs_on_cuda(device: str) -> bool:
     return device == "cuda" or (device == "auto" and torch.cuda.is_available())
 
 
-def takes_device_section(env_id: str, overrides: dict[str, Any], settings: dict[str, Any]) -> bool:
+def takes_device_section(
+    env_id: str, overrides: dict[str, object], settings: dict[str, object]
+) -> bool:
     """Whether a preset's ``[device]`` section applies: the run trains on a GPU (device
     "cuda" asked, or "auto" on a machine that has one; an override, or the preset's own
     setting), and its envs run where the section means them to. An env with a torch twin
