@@ -1478,9 +1478,11 @@ def _manipulation(name: str) -> tuple[dict[str, Any], list[dict[str, float]]]:
 
 
 def _run_code(meta: dict[str, Any]) -> str:
-    """The commit and the update precision a kept run trained with: a config from before
-    the precision setting had float32 updates only."""
-    precision = meta["config"].get("precision", "fp32")
+    """The commit and the update precision a kept run trained with: the resolved one its
+    plan recorded, else its config's (a config from before the precision setting had
+    float32 updates only; "auto" from before plans were recorded)."""
+    precision = meta["config"].get("plan", {}).get("precision")
+    precision = precision or meta["config"].get("precision", "fp32")
     return (
         f"{meta.get('commit') or 'commit not recorded'}, "
         f"{'precision auto' if precision == 'auto' else precision}"
@@ -1565,7 +1567,11 @@ def preset_panda_push() -> str:
         f"3x128) did not learn PandaPush: best eval success "
         f"{max(p[2] for p in longest['curve']):.2f} in {longest['curve'][-1][1]:,.0f} env "
         f"steps (benchmarks/results/panda.jsonl, seed {longest['seed']}). Measured with this "
-        "one on PandaPush-v3 " + _manipulation_words(["panda_push_s0"]) + "."
+        "one on PandaPush-v3 "
+        + _manipulation_words(
+            sorted(path.stem for path in (RESULTS / "manipulation").glob("panda_push_s[0-9].json"))
+        )
+        + "."
     )
 
 
