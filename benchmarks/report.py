@@ -1545,7 +1545,9 @@ def preset_fetch_push() -> str:
         f"{statistics.pstdev(best):.2f} on 5 seeds of {min(seconds) / 60:.0f}-"
         f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv). This one "
         f"on FetchPush-v4 "
-        + _manipulation_words(["push_s0", "push_s1"])
+        + _manipulation_words(
+            sorted(path.stem for path in (RESULTS / "manipulation").glob("push_s[0-9].json"))
+        )
         + f" (the floor: bare env steps + bare updates, where the updates took {share:.0%} "
         "of a cycle). On FetchPickAndPlace-v4, this schedule at an older commit "
         + _manipulation_words(["pick_and_place_s0"])
