@@ -206,9 +206,49 @@ def record(
         if floor
         else None
     )
+    if task == "parking":
+        meta["best_policy"] = parking_outcomes(run)
     meta = portable(meta, {run.resolve().parent: "runs"})
     (RESULTS / f"{task}_s{seed}.json").write_text(json.dumps(meta, indent=1) + "\n")
     return target
+
+
+PARKING_EPISODES = 100  # fixed episodes, reset with seeds PARKING_SEED ..
+PARKING_SEED = 10_000
+
+
+def parking_outcomes(run: Path, episodes: int = PARKING_EPISODES) -> dict[str, Any]:
+    """Success and crash rate of ``run``'s best policy (deterministic) on ``episodes``
+    fixed episodes of its parking env (the run's env kwargs and episode length), one after
+    another: success = ``info["is_success"]`` at the episode's end, a crash = an episode
+    that ended with ``info["crashed"]``."""
+    import gymnasium as gym
+
+    from goalenvs.train.policy import load_policy
+
+    config = json.loads((run / "config.json").read_text())
+    policy = load_policy(run / "policy_best.pt")
+    limit = config.get("max_episode_steps")
+    env = gym.make(config["env_id"], **config.get("env_kwargs", {}))
+    if limit:
+        env = gym.wrappers.TimeLimit(env, limit)
+    successes = crashes = 0
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=PARKING_SEED + episode)
+        while True:
+            obs, _, terminated, truncated, info = env.step(policy.predict(obs))
+            if terminated or truncated:
+                break
+        successes += bool(info["is_success"])
+        crashes += bool(info["crashed"])
+    env.close()
+    return {
+        "policy": "policy_best.pt",
+        "episodes": episodes,
+        "seeds": f"{PARKING_SEED}-{PARKING_SEED + episodes - 1}",
+        "success": successes / episodes,
+        "crash_rate": crashes / episodes,
+    }
 
 
 def _commit() -> str:
@@ -416,6 +456,11 @@ def main(argv: list[str] | None = None) -> None:
     keep.add_argument("--train-command", required=True, help="the goalenvs train command it ran")
     floor = sub.add_parser("floor", help="measure the floor of kept runs again, into their JSON")
     floor.add_argument("names", nargs="+", help="kept runs, e.g. push_s0")
+    outcomes = sub.add_parser(
+        "outcomes", help="success and crash rate of a kept parking run's best policy, into its JSON"
+    )
+    outcomes.add_argument("name", help="a kept parking run, e.g. parking_s0")
+    outcomes.add_argument("--run", type=Path, required=True, help="its run folder")
     draw = sub.add_parser("plot", help="tables and PNGs from the kept logs")
     draw.add_argument("--runs", nargs="*", default=[], help="name=progress.csv pairs")
     args = parser.parse_args(argv)
@@ -450,6 +495,17 @@ def main(argv: list[str] | None = None) -> None:
             )
             path.write_text(json.dumps(meta, indent=1) + "\n")
             print(name, meta["floor"], "ratio", meta["ratio_to_floor"])
+        return
+    if args.command == "outcomes":
+        path = RESULTS / f"{args.name}.json"
+        if not path.is_file():
+            raise SystemExit(f"outcomes: no kept run {args.name!r} ({path} is missing)")
+        if not (args.run / "policy_best.pt").is_file():
+            raise SystemExit(f"outcomes: --run {args.run} holds no policy_best.pt")
+        meta = json.loads(path.read_text())
+        meta["best_policy"] = parking_outcomes(args.run)
+        path.write_text(json.dumps(meta, indent=1) + "\n")
+        print(args.name, meta["best_policy"])
         return
     for task, runs in kept_runs(args.runs).items():
         if not runs:

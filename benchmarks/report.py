@@ -999,7 +999,23 @@ def manipulation() -> str:
             parts.append(
                 f"`{fetch.TASKS[task]}`\n\n{fetch.table(task, dict(sorted(runs.items())))}"
             )
+            parts += _best_policy_lines(task)
     return "\n\n".join(parts)
+
+
+def _best_policy_lines(task: str) -> list[str]:
+    """For the kept runs of ``task`` whose JSON holds their best policy's outcomes
+    (``fetch.py outcomes``: parking's crash rate), one sentence each."""
+    lines = []
+    for path in sorted((RESULTS / "manipulation").glob(f"{task}_s[0-9].json")):
+        best = json.loads(path.read_text()).get("best_policy")
+        if best:
+            lines.append(
+                f"{path.stem}'s best policy on {best['episodes']} fixed episodes (reset seeds "
+                f"{best['seeds']}, deterministic): success {best['success']:.2f}, crash rate "
+                f"{best['crash_rate']:.2f} (`benchmarks/fetch.py outcomes`)."
+            )
+    return lines
 
 
 def fetch_push_floor() -> str:
