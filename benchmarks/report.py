@@ -997,7 +997,8 @@ def manipulation() -> str:
     for task, runs in fetch.kept_runs([]).items():
         if runs:
             parts.append(
-                f"`{fetch.TASKS[task]}`\n\n{fetch.table(task, dict(sorted(runs.items())))}"
+                f"`{fetch.TASKS[task]}`{fetch.TASK_NOTES.get(task, '')}\n\n"
+                f"{fetch.table(task, dict(sorted(runs.items())))}"
             )
             parts += _best_policy_lines(task)
     return "\n\n".join(parts)
