@@ -152,6 +152,12 @@ def train(
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=300)
+    if not (out / "progress.csv").is_file():
+        load.stop()
+        raise SystemExit(
+            f"{task} seed {seed}: goalenvs train exited with {proc.returncode} before its "
+            "first epoch (its error is above); nothing to keep"
+        )
     return record(task, seed, out, load_before, load.stop(), command)
 
 
