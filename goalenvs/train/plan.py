@@ -36,6 +36,7 @@ from goalenvs.agents.precision import cpu_has_bf16, uses_bf16
 from goalenvs.agents.registry import get_algo
 from goalenvs.checker.preflight import Preflight, preflight
 from goalenvs.core import episode_length
+from goalenvs.core.types import GoalFunction
 from goalenvs.train.envs import (
     device_twin_problem,
     goal_function,
@@ -262,7 +263,8 @@ def make_plan(
             "why), though this CPU has bfloat16 instructions"
         )
     info_keys = config.info_keys if config.info_keys is not None else scalar_info_keys(env)
-    if goal_function(env, env, "compute_reward") is None:
+    compute_reward = goal_function(env, env, "compute_reward")
+    if compute_reward is None:
         raise ValueError(
             f"{config.env_id} has no compute_reward(achieved_goal, desired_goal, info): HER "
             f"cannot relabel its transitions. Run `goalenvs check {config.env_id}`."
@@ -279,6 +281,7 @@ def make_plan(
         config.env_id,
         config.seed,
         env,
+        compute_reward,
         gamma,
         info_keys,
         notes,
@@ -470,12 +473,14 @@ def _clip_range(
     env_id: str,
     seed: int,
     env: gym.Env,
+    compute_reward: GoalFunction,
     gamma: float,
     info_keys: tuple[str, ...],
     notes: list[str],
 ) -> tuple[float, float] | None:
     """The range Bellman targets are clipped to (``clip_return``: the config's ``clip_range``,
-    else the returns ``env``'s rewards allow), None when they are not."""
+    else the returns ``env``'s rewards allow, probed with its ``compute_reward``), None
+    when they are not."""
     if not clip_return:
         return None
     if clip_range is not None:
@@ -484,8 +489,6 @@ def _clip_range(
     if declared is not None and np.all(np.isfinite(declared)):
         low, high = (float(x) for x in declared)
         return return_range(low, high, gamma)
-    compute_reward = goal_function(env, env, "compute_reward")
-    assert compute_reward is not None  # make_plan refused an env without one
     low, high = probe_rewards(env, compute_reward, info_keys, seed)
     if low >= -1.0 and high <= 0.0:
         return return_range(-1.0, 0.0, gamma)
