@@ -236,41 +236,32 @@ def record(
     return target
 
 
-PARKING_EPISODES = 100  # fixed episodes, reset with seeds PARKING_SEED ..
-PARKING_SEED = 10_000
+PARKING_EPISODES = 100
 
 
 def parking_outcomes(run: Path, episodes: int = PARKING_EPISODES) -> dict[str, Any]:
     """Success and crash rate of ``run``'s best policy (deterministic) on ``episodes``
-    fixed episodes of its parking env (the run's env kwargs and episode length), one after
-    another: success = ``info["is_success"]`` at the episode's end, a crash = an episode
-    that ended with ``info["crashed"]``."""
+    fixed episodes of its parking env (the run's env kwargs and episode length), as
+    ``highway_parking.evaluate`` counts them: success = ``info["is_success"]`` at the
+    episode's end, a crash = an episode that ended with ``info["crashed"]``."""
     import gymnasium as gym
+    import highway_parking
 
     from goalenvs.train.policy import load_policy
 
     config = json.loads((run / "config.json").read_text())
     policy = load_policy(run / "policy_best.pt")
-    limit = config.get("max_episode_steps")
     env = gym.make(config["env_id"], **config.get("env_kwargs", {}))
-    if limit:
-        env = gym.wrappers.TimeLimit(env, limit)
-    successes = crashes = 0
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=PARKING_SEED + episode)
-        while True:
-            obs, _, terminated, truncated, info = env.step(policy.predict(obs))
-            if terminated or truncated:
-                break
-        successes += bool(info["is_success"])
-        crashes += bool(info["crashed"])
-    env.close()
+    if config.get("max_episode_steps"):
+        env = gym.wrappers.TimeLimit(env, config["max_episode_steps"])
+    success, crash_rate = highway_parking.evaluate(policy.predict, episodes, env)
+    first = highway_parking.EVAL_SEED
     return {
         "policy": "policy_best.pt",
         "episodes": episodes,
-        "seeds": f"{PARKING_SEED}-{PARKING_SEED + episodes - 1}",
-        "success": successes / episodes,
-        "crash_rate": crashes / episodes,
+        "seeds": f"{first}-{first + episodes - 1}",
+        "success": success,
+        "crash_rate": crash_rate,
     }
 
 

@@ -61,10 +61,11 @@ TRAIN_IDS = {"ours": EVAL_ENV, "ours-crash": "goalenvs.wrappers.crash_penalty:pa
 WHO = ("ours", "ours-crash", "sb3")
 
 
-def evaluate(act, episodes: int = EVAL_EPISODES) -> tuple[float, float]:
+def evaluate(act, episodes: int = EVAL_EPISODES, env: gym.Env | None = None) -> tuple[float, float]:
     """Success and crash rate of ``act`` (a batch of observations -> actions) on the fixed
-    evaluation episodes of parking-v0."""
-    env = gym.make(EVAL_ENV)
+    evaluation episodes (reset seeds ``EVAL_SEED`` on) of ``env``, by default parking-v0
+    as installed; the env is closed after."""
+    env = env if env is not None else gym.make(EVAL_ENV)
     successes = crashes = 0
     for episode in range(episodes):
         obs, _ = env.reset(seed=EVAL_SEED + episode)
