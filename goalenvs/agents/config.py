@@ -19,7 +19,7 @@ from typing import ClassVar
 from goalenvs import envspec
 from goalenvs.core import check_choice, check_in_range, check_int, check_positive
 from goalenvs.her.goal_mix import GoalMix
-from goalenvs.her.settings import GoalSelectionStrategy
+from goalenvs.her.settings import PRIORITIES, GoalSelectionStrategy
 
 # The buffer's enum is the one list of strategies; configs and the CLI read it.
 STRATEGIES = tuple(strategy.value for strategy in GoalSelectionStrategy)
@@ -97,6 +97,10 @@ class TrainConfig:
     prioritized: bool = False  # prioritized replay (Schaul et al. 2016) by TD error
     priority_alpha: float = 0.6  # how much priorities skew sampling (0: uniform)
     priority_beta: float = 0.4  # importance-weight correction (1: full)
+    # What prioritized replay draws by: "td_error", or "goal_motion" (each episode by how
+    # far its achieved goal moved, set when it ends; no importance weights).
+    priority: str = "td_error"
+    motion_clip: float | None = None  # goal_motion: the most one step's move counts
     save_buffer: bool = False  # save the replay buffer with policy_latest.pt (for --resume)
     resume: str | None = None  # run folder to continue (its policy_latest.pt)
     tensorboard: bool = False  # also log scalars with torch.utils.tensorboard
@@ -137,6 +141,19 @@ class TrainConfig:
         if self.overlap is not None and not isinstance(self.overlap, bool):
             raise ValueError(f"overlap must be True, False or None (auto), got {self.overlap!r}")
         check_choice("goal_selection_strategy", self.goal_selection_strategy, STRATEGIES)
+        check_choice("priority", self.priority, PRIORITIES)
+        if self.priority != "td_error" and not self.prioritized:
+            raise ValueError(
+                f"priority {self.priority!r} sets what prioritized replay draws by, got "
+                "prioritized False: set prioritized True too (--priority sets both)"
+            )
+        if self.motion_clip is not None:
+            if self.priority != "goal_motion":
+                raise ValueError(
+                    f"motion_clip {self.motion_clip!r} only applies to priority "
+                    f"'goal_motion', got priority {self.priority!r}"
+                )
+            check_positive("motion_clip", self.motion_clip)
         check_choice("device", self.device, DEVICES)
         check_choice("env_device", self.env_device, ENV_DEVICES)
         check_choice("replay_device", self.replay_device, REPLAY_DEVICES)
@@ -187,6 +204,8 @@ class TrainConfig:
             "prioritized": self.prioritized,
             "alpha": self.priority_alpha,
             "beta": self.priority_beta,
+            "priority": self.priority,
+            "motion_clip": self.motion_clip,
         }
 
 

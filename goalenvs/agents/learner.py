@@ -123,7 +123,7 @@ class Learner:
 
     def optimize(self, buffer: ReplayBuffer, n_batches: int) -> dict[str, torch.Tensor]:
         """``n_batches`` times: sample ``batch_size`` transitions from ``buffer``, update
-        the agent on them, and set their replay priorities when ``buffer.prioritized``;
+        the agent on them, and set their replay priorities when ``buffer.prioritized`` by TD error;
         then the target networks move once (and every ``target_update_every`` updates
         before that, when the agent's config sets it).
 
@@ -133,7 +133,11 @@ class Learner:
         """
         check_positive("n_batches", n_batches, integer=True)
         agent, clock, updates = self.agent, self.clock, self.updates
-        prioritized = bool(getattr(buffer, "prioritized", False))
+        # TD errors set the priorities of a buffer prioritized by them (goal-motion
+        # priorities are set as episodes end).
+        prioritized = bool(getattr(buffer, "prioritized", False)) and (
+            getattr(buffer, "priority", "td_error") == "td_error"
+        )
         updates.begin()
         # mrl's schedule: the targets also move every K updates within the cycle
         every = agent.config.target_update_every

@@ -154,7 +154,8 @@ class HerReplayBuffer(ReplayBufferBase):
         beta: importance-sampling correction, in [0, 1] (1: full); ``weights`` are
             ``(N * P(i)) ** -beta`` over their batch maximum. May be changed between
             samples (annealed towards 1).
-        priority_eps: added to ``|td_error|`` so that no transition stops being drawn.
+        priority_eps: added to ``|td_error|`` (or to an episode's goal motion) so that no
+            transition stops being drawn.
         goal_mix: where the goals of sampled transitions come from, as fractions of
             future / final / episode / achieved / desired / original goals (a
             :class:`~goalenvs.her.goal_mix.GoalMix`, a dict or ``"future=0.4,desired=0.4,
@@ -163,6 +164,16 @@ class HerReplayBuffer(ReplayBufferBase):
             ``k / (k + 1)`` of its goals and the rest original.
         goal_mix_warmup: env steps stored (``add`` calls times ``n_envs``) before the mix
             applies; until then every sampled goal is a future one (mrl's warm-up).
+        priority: what a prioritized buffer draws by: ``"td_error"`` (above), or
+            ``"goal_motion"``: every transition of an episode gets, when the episode ends,
+            the path length of its achieved goal, ``sum_t min(|ag_{t+1} - ag_t|,
+            motion_clip)`` plus ``priority_eps`` (an env-agnostic, kinetic form of Zhao &
+            Tresp's energy-based prioritization, 2018): episodes where the object moved
+            are replayed more, those where nothing moved almost never once some did.
+            The draws carry no importance weights (``weights`` stay ones: the skew is the
+            point) and TD errors do not change them.
+        motion_clip: for ``"goal_motion"``, the most one step's move counts (a falling or
+            thrown object does not take over the draws); None: unclipped.
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -192,6 +203,8 @@ class HerReplayBuffer(ReplayBufferBase):
         priority_eps: float = 1e-6,
         goal_mix: GoalMix | Mapping[str, float] | str | None = None,
         goal_mix_warmup: int = 0,
+        priority: str = "td_error",
+        motion_clip: float | None = None,
     ) -> None:
         settings = BufferSettings(
             buffer_size,
@@ -209,6 +222,8 @@ class HerReplayBuffer(ReplayBufferBase):
             priority_eps,
             goal_mix,
             goal_mix_warmup,
+            priority,
+            motion_clip,
         )
         rng_state = dict(np.random.default_rng(seed).bit_generator.state)
         self._adopt(HerBufferState.empty(settings, rng_state), compute_reward, compute_terminated)
@@ -549,13 +564,39 @@ class HerReplayBuffer(ReplayBufferBase):
         storage.episode_length[first] = length
         if self._tree is not None:
             leaves = np.arange(flat.start, flat.stop) if isinstance(flat, slice) else flat
-            self._tree.update(leaves, self._max_priority**self.alpha)
+            if self.priority == "goal_motion":
+                motion = self._episode_motion(leaves, length, lockstep)
+                self._tree.update(leaves, (motion + self.priority_eps) ** self.alpha)
+            else:
+                self._tree.update(leaves, self._max_priority**self.alpha)
         storage.sampleable_to[envs] = steps
         storage.episodes_closed[envs] += 1
         storage.episode_start[envs] = head + 1
         self._at_episode_start[envs] = True
         self._n_at_episode_start += n if isinstance(envs, slice) else envs.size
         self._summarize()
+
+    def _episode_motion(
+        self, leaves: np.ndarray, length: int | np.ndarray, lockstep: bool
+    ) -> np.ndarray:
+        """For each of the closing episodes' transitions (at flat indices ``leaves``, laid
+        out as :meth:`_close_episodes` writes them), its episode's goal motion: the sum
+        over the episode of ``min(|ag_{t+1} - ag_t|, motion_clip)``, the achieved goals
+        read from the rows (a transition's next observation is the next row of its env).
+        """
+        n, flat_rows = self.n_envs, self._rows * self.n_envs
+        achieved = self._storage.observations["achieved_goal"]
+        here = achieved[leaves].reshape(leaves.size, -1).astype(np.float64)
+        after = achieved[(leaves + n) % flat_rows].reshape(leaves.size, -1)
+        step = np.linalg.norm(after - here, axis=1)
+        if self.motion_clip is not None:
+            np.minimum(step, self.motion_clip, out=step)
+        if lockstep:  # row-major: length rows of every env
+            return np.tile(step.reshape(int(length), n).sum(axis=0), int(length))
+        # One env's episode after another, each ``length[i]`` transitions long.
+        counts = np.asarray(length)
+        totals = np.add.reduceat(step, np.cumsum(counts) - counts)
+        return np.repeat(totals, counts)
 
     def _retire_overwritten(self, victim: np.ndarray) -> None:
         """Retires, whole, each env's oldest episodes that hold its row ``victim[env]``."""

@@ -92,6 +92,8 @@ class HerSampler:
         self.handle_timeout_termination = settings.handle_timeout_termination
         self.storage = storage
         self.tree = tree
+        # Goal-motion priorities are a curriculum, drawn without importance weights.
+        self.weighted = settings.priority == "td_error"
         self._achieved_goals = storage.observations["achieved_goal"]
         self._desired_goals = storage.observations["desired_goal"]
         self._reused: dict[int, _Outputs] = {}
@@ -143,6 +145,8 @@ class HerSampler:
             weights = None
         else:
             env, row, weights = self._draw_prioritized(rng, B, beta)
+            if not self.weighted:
+                weights = None
         if n == 1:
             index = row
             next_index = row + 1

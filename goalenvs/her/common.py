@@ -335,6 +335,18 @@ class ReplayBufferBase:
         return self._settings.prioritized
 
     @property
+    def priority(self) -> str:
+        """What a prioritized buffer draws by: ``"td_error"`` (set through
+        :meth:`update_priorities`) or ``"goal_motion"`` (set when an episode ends)."""
+        return self._settings.priority
+
+    @property
+    def motion_clip(self) -> float | None:
+        """The most one step's move of the achieved goal counts for ``"goal_motion"``
+        priorities (None: unclipped)."""
+        return self._settings.motion_clip
+
+    @property
     def alpha(self) -> float:
         """How much the priorities count, in [0, 1] (0: uniform)."""
         return self._settings.alpha
@@ -450,6 +462,11 @@ class ReplayBufferBase:
         if not self.prioritized:
             raise RuntimeError(
                 f"update_priorities needs a prioritized buffer: {self._NAME}(..., prioritized=True)"
+            )
+        if self.priority != "td_error":
+            raise RuntimeError(
+                f"update_priorities: this buffer draws by priority={self.priority!r}, set when "
+                "each episode ends; TD errors set the priorities of priority='td_error' only"
             )
         indices, td_errors = self._priority_input(indices), self._priority_input(td_errors)
         if indices.ndim != 1 or td_errors.ndim != 1 or indices.shape != td_errors.shape:

@@ -131,6 +131,9 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             ``n_sampled_goal``); None: the strategy's.
         goal_mix_warmup: env steps stored before the mix applies (only future goals
             until then).
+        priority: ``"td_error"`` only: the host buffer alone keeps ``"goal_motion"``
+            priorities (:class:`~goalenvs.her.buffer.HerReplayBuffer`).
+        motion_clip: None (it belongs to ``"goal_motion"``).
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -164,6 +167,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         priority_eps: float = 1e-6,
         goal_mix: GoalMix | Mapping[str, float] | str | None = None,
         goal_mix_warmup: int = 0,
+        priority: str = "td_error",
+        motion_clip: float | None = None,
         *,
         device: Any,
     ) -> None:
@@ -184,7 +189,14 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             priority_eps,
             goal_mix,
             goal_mix_warmup,
+            priority,
+            motion_clip,
         )
+        if settings.priority != "td_error":
+            raise ValueError(
+                f"priority={settings.priority!r}: {self._NAME} draws by TD error only; "
+                "HerReplayBuffer (host memory) keeps goal-motion priorities"
+            )
         generator = torch.Generator(device=device)
         if seed is None:
             generator.seed()

@@ -25,6 +25,12 @@ class ReplayBuffer(Protocol):
         ...
 
     @property
+    def priority(self) -> str:
+        """What a prioritized buffer draws by: ``"td_error"`` (set by
+        :meth:`update_priorities`) or ``"goal_motion"`` (set as episodes end)."""
+        ...
+
+    @property
     def n_transitions(self) -> int:
         """Transitions stored (and sampleable)."""
         ...

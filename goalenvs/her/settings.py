@@ -25,7 +25,13 @@ from goalenvs.core.io import space_from_json, space_to_json
 from goalenvs.core.types import Array, GoalFunction
 from goalenvs.her.goal_mix import GoalMix
 
-__all__ = ["BufferSettings", "GoalSelectionStrategy", "resolve_goal_function"]
+__all__ = ["PRIORITIES", "BufferSettings", "GoalSelectionStrategy", "resolve_goal_function"]
+
+#: What a prioritized buffer draws transitions by: ``"td_error"``, the learner's TD errors
+#: (Schaul et al. 2016); ``"goal_motion"``, how far the achieved goal moved over the
+#: transition's episode (a kinetic, env-agnostic form of Zhao & Tresp's energy-based
+#: prioritization, 2018).
+PRIORITIES = ("td_error", "goal_motion")
 
 
 # Where a space description lives, for the codec's errors.
@@ -125,11 +131,31 @@ class BufferSettings:
     priority_eps: float = 1e-6
     goal_mix: GoalMix | Mapping[str, float] | str | None = None
     goal_mix_warmup: int = 0
+    priority: str = "td_error"
+    motion_clip: float | None = None
 
     def __post_init__(self) -> None:
         check_int("n_envs", self.n_envs, minimum=1)
         if not isinstance(self.prioritized, (bool, np.bool_)):
             raise TypeError(f"prioritized must be a bool, got {self.prioritized!r}")
+        check_choice("priority", self.priority, PRIORITIES)
+        if self.priority != "td_error" and not self.prioritized:
+            raise ValueError(
+                f"priority={self.priority!r} sets what a prioritized buffer draws by, got "
+                "prioritized=False: pass prioritized=True too"
+            )
+        clip = self.motion_clip
+        if clip is not None:
+            if self.priority != "goal_motion":
+                raise ValueError(
+                    f"motion_clip={clip!r} only applies to priority='goal_motion', got "
+                    f"priority={self.priority!r}"
+                )
+            number = isinstance(clip, (int, float)) and not isinstance(clip, bool)
+            if not number or not 0 < clip < np.inf:
+                raise ValueError(
+                    f"motion_clip must be a positive finite distance (or None), got {clip!r}"
+                )
         check_in_range("alpha", self.alpha)
         check_in_range("beta", self.beta)
         eps = self.priority_eps
@@ -180,6 +206,7 @@ class BufferSettings:
             "alpha": float(self.alpha),
             "beta": float(self.beta),
             "priority_eps": float(eps),
+            "motion_clip": None if clip is None else float(clip),
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
@@ -242,13 +269,16 @@ class BufferSettings:
             "priority_eps": self.priority_eps,
             "goal_mix": None if self.goal_mix is None else GoalMix.parse(self.goal_mix).fractions(),
             "goal_mix_warmup": self.goal_mix_warmup,
+            "priority": self.priority,
+            "motion_clip": self.motion_clip,
         }
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> BufferSettings:
         """The settings a saved file's metadata describes, checked as a constructor's;
         files older than prioritized replay have no priority settings and get the
-        defaults, files older than goal mixes sample by their strategy as they did. A
+        defaults, files older than goal mixes sample by their strategy as they did, files older
+        than goal-motion priorities are prioritized by TD error. A
         missing entry raises KeyError naming it."""
         observation_space = space_from_json(meta["observation_space"], _FILE)
         if not isinstance(observation_space, spaces.Dict):
@@ -268,6 +298,8 @@ class BufferSettings:
             priority_eps=meta.get("priority_eps", 1e-6),
             goal_mix=meta.get("goal_mix"),
             goal_mix_warmup=meta.get("goal_mix_warmup", 0),
+            priority=meta.get("priority", "td_error"),
+            motion_clip=meta.get("motion_clip"),
         )
 
 

@@ -29,6 +29,7 @@ from goalenvs.agents.config import (
     ENV_DEVICES,
     GRAPH_MODES,
     PRECISIONS,
+    PRIORITIES,
     REPLAY_DEVICES,
     STRATEGIES,
     TrainConfig,
@@ -198,6 +199,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="prioritized replay by TD error (importance weights in the critic loss)",
     )
     parser.add_argument(
+        "--priority",
+        choices=PRIORITIES,
+        help="prioritized replay by this: td_error (as --prioritized), or goal_motion (each "
+        "episode by how far its achieved goal moved: episodes that moved the object are "
+        f"replayed more); {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
+        "--motion-clip",
+        type=float,
+        metavar="DISTANCE",
+        help=f"goal_motion: the most one step's move of the achieved goal counts; {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
         "--save-buffer", action="store_true", help="save the replay buffer too (for --resume)"
     )
     parser.add_argument(
@@ -241,6 +255,8 @@ OVERRIDES = {
     "strategy": "goal_selection_strategy",
     "goal_mix": "goal_mix",
     "goal_mix_warmup": "goal_mix_warmup",
+    "priority": "priority",
+    "motion_clip": "motion_clip",
     "device": "device",
     "env_device": "env_device",
     "replay_device": "replay_device",
@@ -314,7 +330,7 @@ def read_command(args: argparse.Namespace) -> Command:
         check_env_workers_flag(args.env_workers)
     if args.save_buffer:
         given["save_buffer"] = True
-    if args.prioritized:
+    if args.prioritized or args.priority is not None:
         given["prioritized"] = True
     if args.tensorboard:
         given["tensorboard"] = True

@@ -1,0 +1,300 @@
+"""Goal-motion priorities (``HerReplayBuffer(prioritized=True, priority="goal_motion")``).
+
+Every transition of an episode is drawn in proportion to ``(motion + eps) ** alpha``,
+where ``motion`` is the path length of the episode's achieved goal with each step's move
+clipped to ``motion_clip``. The buffer is fed tagged episodes whose achieved goal moves at
+a known speed (some not at all), through a ring that wraps and retires episodes, with envs
+that end episodes together (the lockstep writes) and apart.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.cli import main
+from goalenvs.her import HerReplayBuffer
+from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+from goalenvs.train.trainer import Trainer
+
+BIG = 1e6
+SPACE = spaces.Dict(
+    observation=spaces.Box(-BIG, BIG, (3,), np.float32),
+    achieved_goal=spaces.Box(-BIG, BIG, (3,), np.float32),
+    desired_goal=spaces.Box(-BIG, BIG, (3,), np.float32),
+)
+ACTIONS = spaces.Box(-1, 1, (2,), np.float32)
+EPS = 1e-6
+# Speeds of the achieved goal per step, exact in float32; (0, 0, 0): an episode where
+# nothing moved.
+SPEEDS = [(0.0, 0.0, 0.0), (0.25, 0.0, 0.0), (0.0, 0.5, 0.5), (1.0, 2.0, 2.0)]
+
+
+def reward(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: object) -> np.ndarray:
+    return -(np.abs(achieved_goal - desired_goal).sum(-1) > 0.01).astype(np.float32)
+
+
+class Feeder:
+    """Adds tagged transitions: observation ``(env, episode, step)``, an achieved goal
+    that starts at ``(env, episode, 0)`` and moves by ``SPEEDS[speed(env, episode)]``
+    each step, episodes of ``lengths`` cycled (env e starts e episodes into the cycle)."""
+
+    def __init__(self, buffer: HerReplayBuffer, lengths: list[int], speeds: list[int]) -> None:
+        self.buffer, self.lengths, self.speeds = buffer, lengths, speeds
+        n = buffer.n_envs
+        self.episode, self.step = [0] * n, [0] * n
+
+    def length(self, env: int, episode: int) -> int:
+        return self.lengths[(episode + env) % len(self.lengths)]
+
+    def velocity(self, env: int, episode: int) -> np.ndarray:
+        return np.array(SPEEDS[self.speeds[(episode + 2 * env) % len(self.speeds)]], np.float32)
+
+    def motion(self, env: int, episode: int, clip: float | None) -> float:
+        step = float(np.linalg.norm(self.velocity(env, episode).astype(np.float64)))
+        return self.length(env, episode) * (step if clip is None else min(step, clip))
+
+    def add(self) -> None:
+        n = self.buffer.n_envs
+
+        def obs(offset: int) -> dict[str, np.ndarray]:
+            tags = np.array(
+                [[e, self.episode[e], self.step[e] + offset] for e in range(n)], np.float32
+            )
+            start = tags.copy()
+            start[:, 2] = 0
+            moved = np.stack(
+                [(self.step[e] + offset) * self.velocity(e, self.episode[e]) for e in range(n)]
+            )
+            return {"observation": tags, "achieved_goal": start + moved, "desired_goal": start}
+
+        done = np.array(
+            [self.step[e] + 1 >= self.length(e, self.episode[e]) for e in range(n)], bool
+        )
+        action = np.zeros((n, 2), np.float32)
+        self.buffer.add(obs(0), obs(1), action, np.zeros(n), np.zeros(n, bool), done)
+        for e in range(n):
+            if done[e]:
+                self.episode[e] += 1
+                self.step[e] = 0
+            else:
+                self.step[e] += 1
+
+
+def make(n_envs: int, rows: int, alpha: float, clip: float | None, **kwargs) -> HerReplayBuffer:
+    return HerReplayBuffer(
+        rows * n_envs, SPACE, ACTIONS, reward, n_envs=n_envs, seed=0, prioritized=True,
+        alpha=alpha, priority_eps=EPS, priority="goal_motion", motion_clip=clip, **kwargs,
+    )  # fmt: skip
+
+
+def check_leaves(buffer: HerReplayBuffer, feeder: Feeder, alpha: float, clip: float | None) -> int:
+    """Every sampleable transition's leaf holds its episode's ``(motion + eps) ** alpha``
+    and every other leaf 0; returns how many are sampleable."""
+    state = buffer.state()
+    leaves = state.priorities
+    assert leaves is not None
+    live = np.flatnonzero(leaves)
+    assert live.size == buffer.n_transitions
+    tags = state.storage.observations["observation"][live].astype(int)
+    expected = [(feeder.motion(e, m, clip) + EPS) ** alpha for e, m, _ in tags.tolist()]
+    np.testing.assert_allclose(leaves[live], expected, rtol=1e-6)
+    return int(live.size)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_envs=st.integers(1, 3),
+    rows=st.integers(6, 30),
+    lengths=st.lists(st.integers(1, 5), min_size=1, max_size=4),
+    speeds=st.lists(st.integers(0, len(SPEEDS) - 1), min_size=1, max_size=5),
+    alpha=st.sampled_from([0.0, 0.6, 1.0]),
+    clip=st.sampled_from([None, 0.3, 5.0]),
+    adds=st.integers(1, 90),
+)
+def test_each_transition_carries_its_episodes_clipped_goal_motion(
+    n_envs: int,
+    rows: int,
+    lengths: list[int],
+    speeds: list[int],
+    alpha: float,
+    clip: float | None,
+    adds: int,
+) -> None:
+    buffer = make(n_envs, rows, alpha, clip)
+    feeder = Feeder(buffer, lengths, speeds)
+    for _ in range(adds):
+        feeder.add()
+        check_leaves(buffer, feeder, alpha, clip)
+    if buffer.can_sample():
+        batch = buffer.sample(16)
+        np.testing.assert_array_equal(batch.weights, np.ones(16, np.float32))
+
+
+def test_envs_ending_together_and_apart_write_the_same_priorities() -> None:
+    # Same lengths in every env: every episode closes in lockstep (the slice writes);
+    # lengths cycled per env: they close apart (the index-array writes).
+    for lengths in ([4], [2, 3, 5]):
+        buffer = make(3, 40, 1.0, None)
+        feeder = Feeder(buffer, lengths, [0, 1, 2, 3])
+        for _ in range(100):  # more than the ring's 40 rows: it wraps
+            feeder.add()
+        assert check_leaves(buffer, feeder, 1.0, None) > 20
+
+
+def test_draws_follow_the_goal_motion_within_their_binomial_interval() -> None:
+    # One env, episodes of 4 steps cycling speeds 0, 0.25, 0.5*sqrt(2), 3 per step.
+    buffer = make(1, 200, 1.0, None)
+    feeder = Feeder(buffer, [4], [0, 1, 2, 3])
+    for _ in range(4 * 4 * 3):  # three rounds of the four speeds
+        feeder.add()
+    draws = 100_000
+    batch = buffer.sample(draws)
+    episode = batch.observations["observation"][:, 1].astype(int)
+    speed = np.array([feeder.speeds[m % 4] for m in episode])
+    motion = np.array([4 * float(np.linalg.norm(SPEEDS[i])) + EPS for i in range(4)])
+    expected = motion / motion.sum()
+    for i in range(4):
+        share = np.mean(speed == i)
+        sigma = np.sqrt(expected[i] * (1 - expected[i]) / draws)
+        assert abs(share - expected[i]) <= 4 * sigma + 1e-9, (i, share, expected[i])
+    assert np.mean(speed == 0) < 1e-3  # the episodes where nothing moved: almost never
+    np.testing.assert_array_equal(batch.weights, 1.0)
+
+
+def test_a_buffer_where_nothing_moved_draws_uniformly() -> None:
+    buffer = make(2, 50, 1.0, None)
+    feeder = Feeder(buffer, [5], [0])
+    for _ in range(20):
+        feeder.add()
+    leaves = buffer.state().priorities
+    assert leaves is not None
+    np.testing.assert_allclose(leaves[leaves > 0], EPS)
+    steps = buffer.sample(20_000).observations["observation"][:, 2]
+    counts = np.bincount(steps.astype(int), minlength=5)
+    assert counts.min() > 3500  # 4000 expected per step
+
+
+def test_saved_and_loaded_buffer_keeps_its_priorities_and_settings(tmp_path) -> None:
+    # Saved between episodes (a save writes episodes in progress as truncated).
+    buffer = make(2, 30, 0.6, 0.3)
+    feeder = Feeder(buffer, [3], [0, 1, 2, 3])
+    for _ in range(24):
+        feeder.add()
+    path = tmp_path / "buffer.npz"
+    buffer.save(path)
+    loaded = HerReplayBuffer.load(path, reward)
+    assert (loaded.priority, loaded.motion_clip) == ("goal_motion", 0.3)
+    np.testing.assert_array_equal(loaded.state().priorities, buffer.state().priorities)
+    for _ in range(24):  # the loaded buffer goes on writing goal-motion priorities
+        feeder.buffer = loaded
+        feeder.add()
+    check_leaves(loaded, feeder, 0.6, 0.3)
+
+
+def test_td_errors_do_not_set_goal_motion_priorities() -> None:
+    buffer = make(1, 20, 1.0, None)
+    feeder = Feeder(buffer, [3], [1])
+    for _ in range(6):
+        feeder.add()
+    batch = buffer.sample(4)
+    with pytest.raises(RuntimeError, match=r"priority='goal_motion'.*TD errors set the"):
+        buffer.update_priorities(batch.indices, np.ones(4))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (
+            {"priority": "energy"},
+            ValueError,
+            r"priority='energy' is not valid; expected one of \['td_error', 'goal_motion'\]",
+        ),
+        ({"priority": "goal_motion"}, ValueError, "got prioritized=False: pass prioritized"),
+        (
+            {"prioritized": True, "motion_clip": 0.1},
+            ValueError,
+            "motion_clip=0.1 only applies to priority='goal_motion'",
+        ),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_clip": -1.0},
+            ValueError,
+            "motion_clip must be a positive finite distance",
+        ),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_clip": float("nan")},
+            ValueError,
+            "motion_clip must be a positive finite distance",
+        ),
+    ],
+)
+def test_bad_priority_settings_name_the_argument(kwargs, error, match) -> None:
+    with pytest.raises(error, match=match):
+        HerReplayBuffer(100, SPACE, ACTIONS, reward, **kwargs)
+
+
+def test_the_device_buffer_refuses_goal_motion_and_names_the_host_buffer() -> None:
+    with pytest.raises(ValueError, match="draws by TD error only; HerReplayBuffer"):
+        DeviceHerReplayBuffer(
+            100, SPACE, ACTIONS, reward, prioritized=True, priority="goal_motion", device="cpu"
+        )
+
+
+def test_a_trainer_with_goal_motion_leaves_the_priorities_to_the_episodes(tmp_path) -> None:
+    config = DDPGConfig(
+        env_id="goalenvs/PointReach-v0",
+        prioritized=True,
+        priority="goal_motion",
+        priority_alpha=1.0,
+        num_envs=2,
+        n_batches=3,
+        batch_size=32,
+        hidden_sizes=(16,),
+        device="cpu",
+        verbose=False,
+        out=str(tmp_path),
+    )
+    trainer = Trainer(config)
+    try:
+        buffer = trainer.buffer
+        assert isinstance(buffer, HerReplayBuffer) and buffer.priority == "goal_motion"
+        trainer.collector.reset(seed=0)
+        stats = {name: [] for name in ("success", *trainer.agent.loss_names)}
+        for _ in range(3):
+            rollout = trainer.collector.collect(trainer.agent)
+            stats["success"] += trainer.collector.store(rollout, trainer.buffer, trainer.agent)
+        before = buffer.state().priorities.copy()
+        assert len(np.unique(before[before > 0])) > 1  # episodes moved by different amounts
+        trainer.optimize(stats)  # no update_priorities: it would raise
+        np.testing.assert_array_equal(buffer.state().priorities, before)
+        np.testing.assert_array_equal(buffer.sample(64).weights, 1.0)
+    finally:
+        trainer.close()
+
+
+def test_the_priority_flag_reaches_the_config(capsys) -> None:
+    argv = ["train", "goalenvs/PointReach-v0", "--priority", "goal_motion", "--motion-clip"]
+    assert main([*argv, "0.05", "--show-config"]) == 0
+    out = capsys.readouterr().out
+    assert '"prioritized": true' in out and '"priority": "goal_motion"' in out
+    assert '"motion_clip": 0.05' in out
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"priority": "goal_motion"}, "priority 'goal_motion' sets what prioritized replay"),
+        ({"prioritized": True, "motion_clip": 0.1}, "motion_clip 0.1 only applies"),
+        (
+            {"prioritized": True, "priority": "energy"},
+            r"priority='energy' is not valid; expected one of \['td_error', 'goal_motion'\]",
+        ),
+    ],
+)
+def test_bad_priority_config_names_the_field(kwargs, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        DDPGConfig(**kwargs)
