@@ -132,6 +132,8 @@ def train(
     if (out / "config.json").is_file():
         # the run's config.json holds its flags (a --preset cannot change on a resume)
         command = [sys.executable, "-m", "goalenvs", "train", "--resume", str(out), "--quiet"]
+        if max_env_steps is not None:  # a run capped before continues to the new cap
+            command += ["--max-env-steps", str(max_env_steps)]
     else:
         command = [sys.executable, "-m", "goalenvs", "train", env_id, "--seed", str(seed)]
         command += ["--quiet", "--out", str(out), "--save-buffer", "--stop-success", "0.9"]
