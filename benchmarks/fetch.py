@@ -371,9 +371,10 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def table(task: str, runs: dict[str, list[dict[str, float]]]) -> str:
+def table(task: str, runs: dict[str, list[dict[str, float]]], folder: Path = RESULTS) -> str:
     """Markdown: per run the env steps and seconds to each target, best and final success,
-    env steps/s, its ratio to the floor and the load (from the run's JSON, when kept)."""
+    env steps/s, its ratio to the floor and the load (from the run's JSON in ``folder``,
+    when kept)."""
     head = ["run", "epochs", "env steps", "seconds"]
     for t in TARGETS:
         head += [f"env steps to {t}", f"seconds to {t}"]
@@ -390,7 +391,7 @@ def table(task: str, runs: dict[str, list[dict[str, float]]]) -> str:
             ]  # fmt: skip
         best = max(r["eval_success"] for r in rows)
         cells += [f"{best:.2f}", f"{last['eval_success']:.2f}"]
-        meta_path = RESULTS / f"{task}_{name}.json"
+        meta_path = folder / f"{task}_{name}.json"
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
         floor = meta.get("ratio_to_floor")
         # The load over the run when it was logged, else its ends.
@@ -433,10 +434,13 @@ def plot(task: str, runs: dict[str, list[dict[str, float]]], path: Path) -> Path
     return path
 
 
-def kept_runs(extra: list[str]) -> dict[str, dict[str, list[dict[str, float]]]]:
-    """The kept logs by task (``<task>_s<seed>.csv``), plus ``name=path`` pairs given."""
+def kept_runs(
+    extra: list[str], folder: Path = RESULTS
+) -> dict[str, dict[str, list[dict[str, float]]]]:
+    """The kept logs by task (``<task>_s<seed>.csv`` in ``folder``), plus ``name=path``
+    pairs given."""
     runs: dict[str, dict[str, list[dict[str, float]]]] = {task: {} for task in TASKS}
-    paths = {p.stem: p for p in sorted(RESULTS.glob("*_s*.csv"))}
+    paths = {p.stem: p for p in sorted(folder.glob("*_s*.csv"))}
     for item in extra:
         name, _, path = item.partition("=")
         paths[name] = Path(path)

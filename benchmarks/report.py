@@ -40,6 +40,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from evidence import RESULTS, machine_words, read_jsonl, read_record  # noqa: E402
 
 DOCS = ROOT / "docs"
+# The kept Fetch/Panda/parking runs of the presets as they are, and the fetch_push preset's
+# Fetch runs from before it replayed by goal motion.
+MANIPULATION = RESULTS / "manipulation"
+UNIFORM = MANIPULATION / "uniform"
 PRESETS = ROOT / "goalenvs" / "train" / "presets"
 BLOCK = re.compile(r"(<!-- report:([\w.-]+) -->\n)(.*?)(<!-- /report:\2 -->)", re.S)
 TOML_BLOCK = re.compile(r"(^# report:([\w.-]+)\n)(.*?)(^# /report:\2$)", re.S | re.M)
@@ -989,26 +993,34 @@ def long_run() -> str:
     )
 
 
-def manipulation() -> str:
-    """benchmarks/fetch.py's table per task, from manipulation/TASK_sSEED.csv and .json."""
+def manipulation(folder: Path | None = None) -> str:
+    """benchmarks/fetch.py's table per task, from TASK_sSEED.csv and .json in ``folder``
+    (manipulation/: the runs of the presets as they are)."""
     import fetch
 
+    folder = folder or RESULTS / "manipulation"
     parts = []
-    for task, runs in fetch.kept_runs([]).items():
+    for task, runs in fetch.kept_runs([], folder).items():
         if runs:
             parts.append(
                 f"`{fetch.TASKS[task]}`{fetch.TASK_NOTES.get(task, '')}\n\n"
-                f"{fetch.table(task, dict(sorted(runs.items())))}"
+                f"{fetch.table(task, dict(sorted(runs.items())), folder)}"
             )
-            parts += _best_policy_lines(task)
+            parts += _best_policy_lines(task, folder)
     return "\n\n".join(parts)
 
 
-def _best_policy_lines(task: str) -> list[str]:
-    """For the kept runs of ``task`` whose JSON holds their best policy's outcomes
-    (``fetch.py outcomes``: parking's crash rate), one sentence each."""
+def manipulation_uniform() -> str:
+    """The Fetch runs of the fetch_push preset before it replayed by goal motion
+    (manipulation/uniform/: uniform replay)."""
+    return manipulation(RESULTS / "manipulation" / "uniform")
+
+
+def _best_policy_lines(task: str, folder: Path) -> list[str]:
+    """For the kept runs of ``task`` in ``folder`` whose JSON holds their best policy's
+    outcomes (``fetch.py outcomes``: parking's crash rate), one sentence each."""
     lines = []
-    for path in sorted((RESULTS / "manipulation").glob(f"{task}_s[0-9].json")):
+    for path in sorted(folder.glob(f"{task}_s[0-9].json")):
         best = json.loads(path.read_text()).get("best_policy")
         if best:
             lines.append(
@@ -1131,7 +1143,7 @@ def fetch_push_tried() -> str:
     tried = RESULTS / "manipulation" / "tried"
     n80 = json.loads((tried / "push_n80_s0.json").read_text())
     n80_rows = _progress(tried / "push_n80_s0.csv")
-    seed0 = _progress(RESULTS / "manipulation" / "push_s0.csv")
+    seed0 = _progress(UNIFORM / "push_s0.csv")
     n160 = _progress(SCALING_H100 / "fetchpush_workers_cuda_n160_progress.csv")
     gpu40 = _progress(SCALING_H100 / "fetchpush_workers_cuda_progress.csv")
     n160_steps = n160[-1]["env_steps"]
@@ -1150,8 +1162,8 @@ def fetch_push_tried() -> str:
             "| the same preset on 2 workers (`torchrun --nproc-per-node 2`, gradients "
             "averaged) | no gain on 2 busy cores in 7 minutes (the workers table below) |",
             "| 16 envs x 50 steps, 40 updates of 2,048 (about 100 sampled transitions per env "
-            "step), 3x256, polyak 0.95, 2 threads: the preset now | >= 0.9 on every seed run "
-            "so far (the table above) |",
+            "step), 3x256, polyak 0.95, 2 threads: the preset's schedule | >= 0.9 on every seed "
+            "run, with uniform replay and by goal motion (the tables above) |",
             f"| the same with 80 updates a cycle (about 200 sampled transitions per env step; "
             f"{n80['commit']}, bf16 updates) | seed 0's first eval >= 0.9: {_tried_hit(n80_rows)} "
             f"env steps, against {_tried_hit(seed0)} with 40 updates; "
@@ -1170,11 +1182,12 @@ def fetch_push_levers() -> str:
     preset's own runs, push_s<seed>)."""
     tried = RESULTS / "manipulation" / "tried"
     lines = [
-        "| lever (one change to `fetch_push`), seed | first eval >= 0.9 | eval at 520,000 env "
-        "steps | env steps/s, load | commit, precision |",
+        "| lever (one change to `fetch_push` with uniform replay), seed | first eval >= 0.9 "
+        "| eval at 360,000 / 440,000 / 520,000 env steps | env steps/s, load | commit, "
+        "precision |",
         "|---|---|---|---|---|",
     ]
-    for path in sorted((RESULTS / "manipulation").glob("push_s[0-9].json")):
+    for path in sorted(UNIFORM.glob("push_s[0-9].json")):
         base = json.loads(path.read_text())
         seed = base["seed"]
         rows = _progress(path.with_suffix(".csv"))
@@ -1183,10 +1196,35 @@ def fetch_push_levers() -> str:
         resolved = base["config"].get("plan", {}).get("precision")
         precision = resolved or f"{base['config']['precision']} (bf16 on this CPU)"
         lines.append(
-            f"| none: the preset (push_s{seed}), seed {seed} | {_tried_hit(rows)} | "
-            f"{_at(rows, 520_000)} | {base['env_steps_per_s']:.0f}, load "
+            f"| none: uniform replay (uniform/push_s{seed}), seed {seed} | {_tried_hit(rows)} | "
+            f"{_marks(rows)} | {base['env_steps_per_s']:.0f}, load "
             f"{base['load']['min']:.1f}-{base['load']['max']:.1f} | {base['commit']}, "
             f"{precision} |"
+        )
+    # The preset now, against the uniform-replay runs' config: the keys it changed.
+    from goalenvs.agents.ddpg import DDPGConfig
+    from goalenvs.train.presets import load_preset
+
+    defaults = DDPGConfig().to_dict()
+    preset = {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in load_preset("fetch_push").config.items()
+    }
+    for path in sorted(MANIPULATION.glob("push_s[0-9].json")):
+        meta = json.loads(path.read_text())
+        before = json.loads((UNIFORM / "push_s0.json").read_text())["config"]
+        # (a key the older config lacks had its default; epochs are the run's length)
+        diff = ", ".join(
+            f"{key} {before.get(key, defaults[key])} -> {value}"
+            for key, value in preset.items()
+            if key != "epochs" and before.get(key, defaults[key]) != value
+        )
+        rows = _progress(path.with_suffix(".csv"))
+        lines.append(
+            f"| replay by goal motion: the preset now (push_s{meta['seed']}; `{diff}`), seed "
+            f"{meta['seed']} | {_tried_hit(rows)} | {_marks(rows)} | "
+            f"{meta['env_steps_per_s']:.0f}, load {meta['load']['min']:.1f}-"
+            f"{meta['load']['max']:.1f} | {meta['commit']}, {meta['config']['plan']['precision']} |"
         )
     for path in sorted(tried.glob("push_*_s[0-9].json")):
         meta = json.loads(path.read_text())
@@ -1198,14 +1236,22 @@ def fetch_push_levers() -> str:
             for key, change in meta["preset_diff"].items()
         )
         end = f"; stopped {meta['stopped']}" if "stopped" in meta else ""
+        cap = meta.get("env_steps_cap")
+        if not end and cap and _first(rows, 0.9) is None and rows[-1]["env_steps"] >= cap:
+            end = f" by {cap:,} (its cap)"
         load = meta["load"]
         lines.append(
             f"| {meta['lever']} (`{diff}`), seed {meta['seed']} | {_tried_hit(rows)}{end} | "
-            f"{_at(rows, 520_000)} | "
+            f"{_marks(rows)} | "
             f"{meta['env_steps_per_s']:.0f}, load {load['min']:.1f}-{load['max']:.1f} | "
             f"{meta['commit']}, {meta['precision'].split(' ')[0]} |"
         )
     return "\n".join(lines)
+
+
+def _marks(rows: list[dict[str, float]]) -> str:
+    """The evals at 360k (the target's mark), 440k and 520k env steps."""
+    return " / ".join(_at(rows, mark) for mark in (360_000, 440_000, 520_000))
 
 
 def _at(rows: list[dict[str, float]], env_steps: int) -> str:
@@ -1489,9 +1535,11 @@ def preset_fetch_reach() -> str:
     return _comment("Measured o" + fetch_reach_line().replace("`", "").removeprefix("O"))
 
 
-def _manipulation(name: str) -> tuple[dict[str, Any], list[dict[str, float]]]:
-    meta = json.loads((RESULTS / "manipulation" / f"{name}.json").read_text())
-    return meta, _progress(RESULTS / "manipulation" / f"{name}.csv")
+def _manipulation(
+    name: str, folder: Path = MANIPULATION
+) -> tuple[dict[str, Any], list[dict[str, float]]]:
+    meta = json.loads((folder / f"{name}.json").read_text())
+    return meta, _progress(folder / f"{name}.csv")
 
 
 def _run_code(meta: dict[str, Any]) -> str:
@@ -1506,11 +1554,13 @@ def _run_code(meta: dict[str, Any]) -> str:
     )
 
 
-def _manipulation_words(names: Sequence[str], mark: float = 0.9) -> str:
-    """The kept runs ``names`` in words: the commit and precision each ran, when it first
-    reached ``mark`` (or its best, when it did not), its speed and its ratio to the floor,
-    with the load over all of them."""
-    runs = [_manipulation(name) for name in names]
+def _manipulation_words(
+    names: Sequence[str], mark: float = 0.9, folder: Path = MANIPULATION
+) -> str:
+    """The kept runs ``names`` (in ``folder``) in words: the commit and precision each ran,
+    when it first reached ``mark`` (or its best, when it did not), its speed and its ratio
+    to the floor, with the load over all of them."""
+    runs = [_manipulation(name, folder) for name in names]
     loads = [x for meta, _ in runs for x in (meta["load_before"][0], meta["load_after"][0])]
     loads += [
         x
@@ -1543,38 +1593,47 @@ def _manipulation_words(names: Sequence[str], mark: float = 0.9) -> str:
             f"{meta['env_steps_per_s']:.0f} env steps/s{floor}"
         )
     return (
-        f"(benchmarks/results/manipulation/, 2 cores at load average {min(loads):.1f}-"
+        f"({folder.relative_to(ROOT)}/, 2 cores at load average {min(loads):.1f}-"
         f"{max(loads):.1f} from other work): " + "; ".join(parts)
     )
 
 
 def preset_fetch_push() -> str:
-    """fetch_push.toml: the earlier schedule's five seeds, and this one's runs."""
+    """fetch_push.toml: the earlier schedule's five seeds, this one's runs by goal motion
+    and with uniform replay."""
     best, seconds, _ = _old_fetch_push()
-    meta, _ = _manipulation("push_s1")
+    meta, _ = _manipulation("push_s1", UNIFORM)
     floor = meta["floor"]
     share = floor["update_seconds_per_cycle"] / (
         floor["update_seconds_per_cycle"] + floor["env_seconds_per_cycle"]
     )
-    return _comment(
+    text = (
         f"The schedule it replaces (4 envs, cycles of 10 steps and 20 updates of 512, 3x128) "
         f"reached best eval success {statistics.fmean(best):.2f} +- "
         f"{statistics.pstdev(best):.2f} on 5 seeds of {min(seconds) / 60:.0f}-"
-        f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv). This one "
-        f"on FetchPush-v4 "
-        + _manipulation_words(
-            sorted(path.stem for path in (RESULTS / "manipulation").glob("push_s[0-9].json"))
-        )
-        + f" (the floor: bare env steps + bare updates, where the updates took {share:.0%} "
-        "of a cycle). On FetchPickAndPlace-v4, this schedule at an older commit "
-        + _manipulation_words(["pick_and_place_s0"])
-        + "."
-        + (
-            " On FetchSlide-v4 " + _manipulation_words(["slide_s0"], mark=0.7) + "."
-            if (RESULTS / "manipulation" / "slide_s0.json").is_file()
-            else " Slide is not measured yet."
-        )
+        f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv)."
     )
+    for task, env, mark in (
+        ("push", "FetchPush-v4", 0.9),
+        ("pick_and_place", "FetchPickAndPlace-v4", 0.9),
+        ("slide", "FetchSlide-v4", 0.7),
+    ):
+        names = sorted(path.stem for path in MANIPULATION.glob(f"{task}_s[0-9].json"))
+        if names:
+            text += f" This one on {env} " + _manipulation_words(names, mark) + "."
+    text += " With uniform replay (the preset before goal motion)"
+    for task, env, mark in (
+        ("push", "FetchPush-v4", 0.9),
+        ("pick_and_place", "FetchPickAndPlace-v4", 0.9),
+        ("slide", "FetchSlide-v4", 0.7),
+    ):
+        names = sorted(path.stem for path in UNIFORM.glob(f"{task}_s[0-9].json"))
+        text += f" on {env} " + _manipulation_words(names, mark, UNIFORM) + ";"
+    text = text.removesuffix(";") + (
+        f" (the floor: bare env steps + bare updates, where the updates took {share:.0%} of "
+        "a FetchPush cycle)."
+    )
+    return _comment(text)
 
 
 def preset_panda_push() -> str:
@@ -1648,6 +1707,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "fetch_pick_and_place": fetch_runs("pick_and_place", [0]),
     "fetch_workers": workers,
     "manipulation": manipulation,
+    "manipulation_uniform": manipulation_uniform,
     "fetch_push_floor": fetch_push_floor,
     "long_run": long_run,
     "point_maze_umaze": new_envs("point_maze_umaze", [0, 1, 2]),

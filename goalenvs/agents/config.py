@@ -97,9 +97,8 @@ class TrainConfig:
     prioritized: bool = False  # prioritized replay (Schaul et al. 2016) by TD error
     priority_alpha: float = 0.6  # how much priorities skew sampling (0: uniform)
     priority_beta: float = 0.4  # importance-weight correction (1: full)
-    # What prioritized replay draws by: "td_error", or "goal_motion" (each episode by how
-    # far its achieved goal moved, set when it ends; no importance weights).
-    priority: str = "td_error"
+    # "goal_motion": each episode by how far its achieved goal moved (no importance weights)
+    priority: str = "td_error"  # what prioritized replay draws by: "td_error", "goal_motion"
     motion_clip: float | None = None  # goal_motion: the most one step's move counts
     save_buffer: bool = False  # save the replay buffer with policy_latest.pt (for --resume)
     resume: str | None = None  # run folder to continue (its policy_latest.pt)
