@@ -131,9 +131,10 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             ``n_sampled_goal``); None: the strategy's.
         goal_mix_warmup: env steps stored before the mix applies (only future goals
             until then).
-        priority: ``"td_error"`` only: the host buffer alone keeps ``"goal_motion"``
-            priorities (:class:`~goalenvs.her.buffer.HerReplayBuffer`).
-        motion_clip: None (it belongs to ``"goal_motion"``).
+        priority: ``"td_error"`` or ``"goal_motion"`` (each episode drawn by the path
+            length of its achieved goal, as :class:`~goalenvs.her.buffer.HerReplayBuffer`;
+            each row keeps the path up to its step, and a draw reads its episode's last).
+        motion_clip: for ``"goal_motion"``, the most one step's move counts.
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -192,11 +193,6 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             priority,
             motion_clip,
         )
-        if settings.priority != "td_error":
-            raise ValueError(
-                f"priority={settings.priority!r}: {self._NAME} draws by TD error only; "
-                "HerReplayBuffer (host memory) keeps goal-motion priorities"
-            )
         generator = torch.Generator(device=device)
         if seed is None:
             generator.seed()
@@ -234,6 +230,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         self._steps_added = state.steps_added
         storage.steps_added.fill_(state.steps_added)
         self._max_priority = state.max_priority
+        # goal_motion: a row's priority is its episode's path so far (see add).
+        self._by_motion = settings.priority == "goal_motion"
         # beta as a tensor: sampling reads it on the device, where a captured graph sees
         # its value at each replay.
         self._beta_tensor = torch.tensor(settings.beta, dtype=torch.float64, device=self.device)
@@ -414,7 +412,17 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             1,
         )
         if storage.priorities is not None:
-            storage.priorities[row] = self._max_priority**self.alpha
+            if self._by_motion:
+                # The achieved goal's path in the episode so far, this step included.
+                step = (next_obs["achieved_goal"] - obs["achieved_goal"]).reshape(n, -1)
+                moved = torch.linalg.vector_norm(step.float(), dim=1)
+                if self.motion_clip is not None:
+                    moved = moved.clamp_(max=self.motion_clip)
+                before = storage.priorities[(steps - 1) % rows]
+                started = storage.episode_start < steps
+                storage.priorities[row] = torch.where(started, before + moved, moved)
+            else:
+                storage.priorities[row] = self._max_priority**self.alpha
         if storage.priorities is not None or self._warmup:
             # Prioritized sampling and a warm-up read the count on the device (state()
             # refreshes it for a buffer whose sampling does not).
@@ -642,7 +650,15 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         sampleable ones: returns ``(env, t, weights)``."""
         storage, rows, n = self._storage, self.rows_per_env, self.n_envs
         assert storage.priorities is not None
-        mass = (storage.priorities * self._sampleable_rows()).reshape(-1)
+        if self._by_motion:
+            # Each row's episode's whole path: the prefix its last row holds.
+            episode = storage.row_meta[:, :, META_EPISODE] % rows
+            last = (storage.episode_end.gather(0, episode) - 1) % rows
+            path = storage.priorities.gather(0, last)
+            priority = (path.double() + self.priority_eps) ** self.alpha
+            mass = (priority * self._sampleable_rows()).reshape(-1)
+        else:
+            mass = (storage.priorities * self._sampleable_rows()).reshape(-1)
         cum = torch.cumsum(mass.double(), 0)
         total = cum[-1]
         u = self._uniform(count, torch.float64)
@@ -650,6 +666,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         row, env = flat // n, flat % n
         probability = mass.index_select(0, flat).double() / total
         n_valid = (storage.sampleable_to - storage.sampleable_from).sum()
+        if self._by_motion:  # a curriculum: no importance weights
+            return env, self._counter_of(row), torch.ones(count, device=self.device)
         weights = (n_valid * probability) ** -self._beta_tensor
         weights = (weights / weights.max()).float()
         return env, self._counter_of(row), weights

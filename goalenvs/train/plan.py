@@ -244,12 +244,6 @@ def make_plan(
     _check_schedule(config, horizon or rollout_steps, rollout_steps, world)
     env_device = _env_device(config.env_device, config.env_id, device, notes)
     replay_device = _replay_device(config.replay_device, env_device, device)
-    if replay_device == "device" and config.prioritized and config.priority != "td_error":
-        raise ValueError(
-            f"priority {config.priority!r} (--priority): the replay buffer on {device} "
-            "draws by TD error only; goal-motion priorities need it in host memory "
-            "(replay_device 'host', with env_device 'numpy')"
-        )
     recorded_seconds = (recorded or {}).get("step_seconds")
     env_workers, step_seconds = _env_workers(
         config.env_workers, config.env_id, config.num_envs, config.seed, env, env_device, notes

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,8 +35,10 @@ EPS = 1e-6
 SPEEDS = [(0.0, 0.0, 0.0), (0.25, 0.0, 0.0), (0.0, 0.5, 0.5), (1.0, 2.0, 2.0)]
 
 
-def reward(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: object) -> np.ndarray:
-    return -(np.abs(achieved_goal - desired_goal).sum(-1) > 0.01).astype(np.float32)
+def reward(achieved_goal, desired_goal, info: object):
+    """-1 unless the goals agree, for arrays and tensors alike."""
+    far = abs(achieved_goal - desired_goal).sum(-1) > 0.01
+    return -(far.float() if isinstance(far, torch.Tensor) else far.astype(np.float32))
 
 
 class Feeder:
@@ -85,11 +88,29 @@ class Feeder:
                 self.step[e] += 1
 
 
-def make(n_envs: int, rows: int, alpha: float, clip: float | None, **kwargs) -> HerReplayBuffer:
-    return HerReplayBuffer(
+def make(
+    n_envs: int, rows: int, alpha: float, clip: float | None, backend: str = "numpy"
+) -> HerReplayBuffer | DeviceHerReplayBuffer:
+    """A goal-motion buffer in host memory (``"numpy"``) or on the CPU device (``"torch"``)."""
+    kwargs = {"device": "cpu"} if backend == "torch" else {}
+    cls = DeviceHerReplayBuffer if backend == "torch" else HerReplayBuffer
+    return cls(
         rows * n_envs, SPACE, ACTIONS, reward, n_envs=n_envs, seed=0, prioritized=True,
         alpha=alpha, priority_eps=EPS, priority="goal_motion", motion_clip=clip, **kwargs,
     )  # fmt: skip
+
+
+def as_numpy(value: object) -> np.ndarray:
+    return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+
+
+def priorities(buffer: HerReplayBuffer | DeviceHerReplayBuffer) -> np.ndarray:
+    """The priorities a buffer's state holds (the device buffer keeps them in its storage:
+    each row's episode path so far)."""
+    state = buffer.state()
+    if isinstance(buffer, DeviceHerReplayBuffer):
+        return as_numpy(state.storage.priorities)
+    return state.priorities
 
 
 def check_leaves(buffer: HerReplayBuffer, feeder: Feeder, alpha: float, clip: float | None) -> int:
@@ -146,24 +167,34 @@ def test_envs_ending_together_and_apart_write_the_same_priorities() -> None:
         assert check_leaves(buffer, feeder, 1.0, None) > 20
 
 
-def test_draws_follow_the_goal_motion_within_their_binomial_interval() -> None:
-    # One env, episodes of 4 steps cycling speeds 0, 0.25, 0.5*sqrt(2), 3 per step.
-    buffer = make(1, 200, 1.0, None)
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize(("n_envs", "rows"), [(1, 200), (3, 30)])
+def test_draws_follow_the_goal_motion_within_their_binomial_interval(backend, n_envs, rows) -> None:
+    # Episodes of 4 steps cycling speeds 0, 0.25, 0.5*sqrt(2), 3 per step; with 3 envs in
+    # a ring of 30 rows that wraps and retires episodes.
+    buffer = make(n_envs, rows, 1.0, None, backend)
     feeder = Feeder(buffer, [4], [0, 1, 2, 3])
-    for _ in range(4 * 4 * 3):  # three rounds of the four speeds
+    for _ in range(4 * 4 * 3):  # three rounds of the four speeds: 12 episodes per env
         feeder.add()
+    # The episodes the ring holds: whole ones in its last rows (the host buffer writes an
+    # episode's final observation in a row of its own).
+    per_episode = 5 if backend == "numpy" else 4
+    held = {(e, m) for e in range(n_envs) for m in range(12) if per_episode * (12 - m) <= rows}
+    mass = np.zeros(4)
+    for e, m in held:
+        mass[feeder.speeds[(m + 2 * e) % 4]] += 4 * (feeder.motion(e, m, None) + EPS)
+    expected = mass / mass.sum()
     draws = 100_000
     batch = buffer.sample(draws)
-    episode = batch.observations["observation"][:, 1].astype(int)
-    speed = np.array([feeder.speeds[m % 4] for m in episode])
-    motion = np.array([4 * float(np.linalg.norm(SPEEDS[i])) + EPS for i in range(4)])
-    expected = motion / motion.sum()
+    tags = as_numpy(batch.observations["observation"]).astype(int)
+    assert {(e, m) for e, m, _ in tags.tolist()} <= held
+    speed = np.array([feeder.speeds[(m + 2 * e) % 4] for e, m, _ in tags.tolist()])
     for i in range(4):
         share = np.mean(speed == i)
         sigma = np.sqrt(expected[i] * (1 - expected[i]) / draws)
         assert abs(share - expected[i]) <= 4 * sigma + 1e-9, (i, share, expected[i])
     assert np.mean(speed == 0) < 1e-3  # the episodes where nothing moved: almost never
-    np.testing.assert_array_equal(batch.weights, 1.0)
+    np.testing.assert_array_equal(as_numpy(batch.weights), 1.0)
 
 
 def test_a_buffer_where_nothing_moved_draws_uniformly() -> None:
@@ -237,16 +268,29 @@ def test_bad_priority_settings_name_the_argument(kwargs, error, match) -> None:
         HerReplayBuffer(100, SPACE, ACTIONS, reward, **kwargs)
 
 
-def test_the_device_buffer_refuses_goal_motion_and_names_the_host_buffer() -> None:
-    with pytest.raises(ValueError, match="draws by TD error only; HerReplayBuffer"):
-        DeviceHerReplayBuffer(
-            100, SPACE, ACTIONS, reward, prioritized=True, priority="goal_motion", device="cpu"
-        )
+def test_the_device_buffer_keeps_its_goal_motion_across_a_save(tmp_path) -> None:
+    buffer = make(2, 30, 1.0, 0.3, "torch")
+    feeder = Feeder(buffer, [3], [0, 1, 2, 3])
+    for _ in range(24):
+        feeder.add()
+    path = tmp_path / "buffer.pt"
+    buffer.save(path)
+    loaded = DeviceHerReplayBuffer.load(path, reward, device="cpu")
+    assert (loaded.priority, loaded.motion_clip) == ("goal_motion", 0.3)
+    with pytest.raises(RuntimeError, match="TD errors set the priorities of priority='td_error'"):
+        loaded.update_priorities(torch.zeros(2, dtype=torch.long), torch.ones(2))
+    tags = as_numpy(loaded.sample(20_000).observations["observation"]).astype(int)
+    moved = {(e, m): feeder.motion(e, m, 0.3) for e, m, _ in tags.tolist()}
+    assert min(moved.values()) > 0  # no draw from an episode that did not move
 
 
-def test_a_trainer_with_goal_motion_leaves_the_priorities_to_the_episodes(tmp_path) -> None:
+@pytest.mark.parametrize("replay_device", ["host", "device"])
+def test_a_trainer_with_goal_motion_leaves_the_priorities_to_the_episodes(
+    replay_device, tmp_path
+) -> None:
     config = DDPGConfig(
         env_id="goalenvs/PointReach-v0",
+        replay_device=replay_device,
         prioritized=True,
         priority="goal_motion",
         priority_alpha=1.0,
@@ -261,17 +305,18 @@ def test_a_trainer_with_goal_motion_leaves_the_priorities_to_the_episodes(tmp_pa
     trainer = Trainer(config)
     try:
         buffer = trainer.buffer
-        assert isinstance(buffer, HerReplayBuffer) and buffer.priority == "goal_motion"
+        kind = HerReplayBuffer if replay_device == "host" else DeviceHerReplayBuffer
+        assert isinstance(buffer, kind) and buffer.priority == "goal_motion"
         trainer.collector.reset(seed=0)
         stats = {name: [] for name in ("success", *trainer.agent.loss_names)}
         for _ in range(3):
             rollout = trainer.collector.collect(trainer.agent)
             stats["success"] += trainer.collector.store(rollout, trainer.buffer, trainer.agent)
-        before = buffer.state().priorities.copy()
+        before = priorities(buffer).copy()
         assert len(np.unique(before[before > 0])) > 1  # episodes moved by different amounts
         trainer.optimize(stats)  # no update_priorities: it would raise
-        np.testing.assert_array_equal(buffer.state().priorities, before)
-        np.testing.assert_array_equal(buffer.sample(64).weights, 1.0)
+        np.testing.assert_array_equal(priorities(buffer), before)
+        np.testing.assert_array_equal(as_numpy(buffer.sample(64).weights), 1.0)
     finally:
         trainer.close()
 
