@@ -20,7 +20,6 @@ from goalenvs.agents.ddpg import DDPGConfig
 from goalenvs.cli import main
 from goalenvs.her import HerReplayBuffer
 from goalenvs.her.device_buffer import DeviceHerReplayBuffer
-from goalenvs.train.trainer import Trainer
 
 BIG = 1e6
 SPACE = spaces.Dict(
@@ -102,15 +101,6 @@ def make(
 
 def as_numpy(value: object) -> np.ndarray:
     return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-
-
-def priorities(buffer: HerReplayBuffer | DeviceHerReplayBuffer) -> np.ndarray:
-    """The priorities a buffer's state holds (the device buffer keeps them in its storage:
-    each row's episode path so far)."""
-    state = buffer.state()
-    if isinstance(buffer, DeviceHerReplayBuffer):
-        return as_numpy(state.storage.priorities)
-    return state.priorities
 
 
 def check_leaves(buffer: HerReplayBuffer, feeder: Feeder, alpha: float, clip: float | None) -> int:
@@ -282,43 +272,6 @@ def test_the_device_buffer_keeps_its_goal_motion_across_a_save(tmp_path) -> None
     tags = as_numpy(loaded.sample(20_000).observations["observation"]).astype(int)
     moved = {(e, m): feeder.motion(e, m, 0.3) for e, m, _ in tags.tolist()}
     assert min(moved.values()) > 0  # no draw from an episode that did not move
-
-
-@pytest.mark.parametrize("replay_device", ["host", "device"])
-def test_a_trainer_with_goal_motion_leaves_the_priorities_to_the_episodes(
-    replay_device, tmp_path
-) -> None:
-    config = DDPGConfig(
-        env_id="goalenvs/PointReach-v0",
-        replay_device=replay_device,
-        prioritized=True,
-        priority="goal_motion",
-        priority_alpha=1.0,
-        num_envs=2,
-        n_batches=3,
-        batch_size=32,
-        hidden_sizes=(16,),
-        device="cpu",
-        verbose=False,
-        out=str(tmp_path),
-    )
-    trainer = Trainer(config)
-    try:
-        buffer = trainer.buffer
-        kind = HerReplayBuffer if replay_device == "host" else DeviceHerReplayBuffer
-        assert isinstance(buffer, kind) and buffer.priority == "goal_motion"
-        trainer.collector.reset(seed=0)
-        stats = {name: [] for name in ("success", *trainer.agent.loss_names)}
-        for _ in range(3):
-            rollout = trainer.collector.collect(trainer.agent)
-            stats["success"] += trainer.collector.store(rollout, trainer.buffer, trainer.agent)
-        before = priorities(buffer).copy()
-        assert len(np.unique(before[before > 0])) > 1  # episodes moved by different amounts
-        trainer.optimize(stats)  # no update_priorities: it would raise
-        np.testing.assert_array_equal(priorities(buffer), before)
-        np.testing.assert_array_equal(as_numpy(buffer.sample(64).weights), 1.0)
-    finally:
-        trainer.close()
 
 
 def test_the_priority_flag_reaches_the_config(capsys) -> None:

@@ -1,24 +1,29 @@
-"""``--prioritized``: the trainers feed TD errors back as replay priorities."""
+"""``--prioritized``: the trainers feed TD errors back as replay priorities; goal-motion
+priorities are the episodes' own."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
+import torch
 
 from goalenvs.agents.ddpg import DDPGConfig
 from goalenvs.agents.dqn import DQNConfig
 from goalenvs.cli import main
+from goalenvs.her import HerReplayBuffer
+from goalenvs.her.device_buffer import DeviceHerReplayBuffer
 from goalenvs.train.trainer import Trainer
 
 
-@pytest.mark.parametrize(
-    ("config_cls", "env_id"),
-    [(DDPGConfig, "goalenvs/PointReach-v0"), (DQNConfig, "goalenvs/BitFlipping-v0")],
-)
-def test_updates_set_priorities_from_td_errors(config_cls, env_id, tmp_path):
+@contextlib.contextmanager
+def filled_trainer(config_cls, env_id: str, tmp_path, **kwargs) -> Iterator[tuple[Trainer, dict]]:
+    """A small trainer on ``env_id`` with ``kwargs``, after 3 collected cycles, and the
+    stats dict its ``optimize`` fills."""
     config = config_cls(
         env_id=env_id,
-        prioritized=True,
         num_envs=2,
         n_batches=3,
         batch_size=32,
@@ -26,15 +31,27 @@ def test_updates_set_priorities_from_td_errors(config_cls, env_id, tmp_path):
         device="cpu",
         verbose=False,
         out=str(tmp_path),
+        **kwargs,
     )
     trainer = Trainer(config)
     try:
-        assert trainer.buffer.prioritized
         trainer.collector.reset(seed=0)
         stats = {name: [] for name in ("success", *trainer.agent.loss_names)}
         for _ in range(3):
             rollout = trainer.collector.collect(trainer.agent)
             stats["success"] += trainer.collector.store(rollout, trainer.buffer, trainer.agent)
+        yield trainer, stats
+    finally:
+        trainer.close()
+
+
+@pytest.mark.parametrize(
+    ("config_cls", "env_id"),
+    [(DDPGConfig, "goalenvs/PointReach-v0"), (DQNConfig, "goalenvs/BitFlipping-v0")],
+)
+def test_updates_set_priorities_from_td_errors(config_cls, env_id, tmp_path):
+    with filled_trainer(config_cls, env_id, tmp_path, prioritized=True) as (trainer, stats):
+        assert trainer.buffer.prioritized
         leaves = trainer.buffer._tree.leaves
         before = np.unique(leaves[leaves > 0])
         assert len(before) == 1  # new transitions all enter at the max priority
@@ -45,8 +62,35 @@ def test_updates_set_priorities_from_td_errors(config_cls, env_id, tmp_path):
         weights = trainer.buffer.sample(64).weights
         assert weights.max() == pytest.approx(1.0) and weights.min() < 1.0
         assert all(np.isfinite(stats[name]).all() for name in trainer.agent.loss_names)
-    finally:
-        trainer.close()
+
+
+@pytest.mark.parametrize("replay_device", ["host", "device"])
+def test_goal_motion_priorities_are_left_to_the_episodes(replay_device, tmp_path) -> None:
+    kwargs = {"prioritized": True, "priority": "goal_motion", "priority_alpha": 1.0}
+    with filled_trainer(
+        DDPGConfig, "goalenvs/PointReach-v0", tmp_path, replay_device=replay_device, **kwargs
+    ) as (trainer, stats):
+        buffer = trainer.buffer
+        kind = HerReplayBuffer if replay_device == "host" else DeviceHerReplayBuffer
+        assert isinstance(buffer, kind) and buffer.priority == "goal_motion"
+        before = priorities(buffer).copy()
+        assert len(np.unique(before[before > 0])) > 1  # episodes moved by different amounts
+        trainer.optimize(stats)  # no update_priorities: it would raise
+        np.testing.assert_array_equal(priorities(buffer), before)
+        np.testing.assert_array_equal(as_numpy(buffer.sample(64).weights), 1.0)
+
+
+def priorities(buffer: HerReplayBuffer | DeviceHerReplayBuffer) -> np.ndarray:
+    """The priorities a buffer's state holds (the device buffer keeps them in its storage:
+    for goal motion, each row's episode path so far)."""
+    state = buffer.state()
+    if isinstance(buffer, DeviceHerReplayBuffer):
+        return state.storage.priorities.cpu().numpy()
+    return state.priorities
+
+
+def as_numpy(value: object) -> np.ndarray:
+    return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
 def test_prioritized_flag_reaches_the_config(tmp_path, capsys):
