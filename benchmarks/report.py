@@ -566,7 +566,7 @@ SCALING_H100 = RESULTS / "h100-2026-11-25-scaling"
 def scaling_cpu() -> str:
     """benchmarks/scaling.py's latest run on the CPU: env steps/s and the phase split per
     mode, against the older revision it ran beside."""
-    record = [r for r in read_jsonl("scaling.jsonl") if r["device"] == "cpu"][-1]
+    record = [r for r in read_jsonl("scaling.jsonl") if r["device"] == "cpu" and _all_modes(r)][-1]
     best: dict[str, dict[str, Any]] = {}
     for row in record["rows"]:
         if row["mode"] not in best or row["steps_per_s"] > best[row["mode"]]["steps_per_s"]:
@@ -592,6 +592,44 @@ def scaling_cpu() -> str:
             f"{shares} |"
         )
     return "\n".join(lines)
+
+
+def _all_modes(record: dict[str, Any]) -> bool:
+    """Whether a scaling.py record ran more modes than the preset (beside a revision)."""
+    return any(not row["mode"].startswith("preset") for row in record["rows"])
+
+
+def goal_motion_cost() -> str:
+    """The fetch_push preset's compute per env step with goal-motion replay against the
+    commit before it (uniform replay), in turns in one scaling.py run."""
+    record = [r for r in read_jsonl("scaling.jsonl") if not _all_modes(r)][-1]
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for row in record["rows"]:
+        runs.setdefault(row["mode"], []).append(row)
+    now, before = runs.pop("preset"), next(iter(runs.values()))
+    rev = next(iter(runs)).removeprefix("preset @ ")
+
+    def per_step(rows: list[dict[str, Any]]) -> float:
+        # microseconds of compute per env step (env, act, store, sample, update), best round
+        return min(
+            1e6
+            * sum(r[f"time_{p}"] for p in ("env", "act", "store", "sample", "update"))
+            / r["env_steps"]
+            for r in rows
+        )
+
+    loads = [r["load_before"] for r in record["rows"]]
+    a, b = per_step(now), per_step(before)
+    sample = min(r["time_sample"] for r in now) / min(r["time_sample"] for r in before)
+    return (
+        f"`{record['command']}` ({record['time'][:10]}, {record['machine']['cores']} CPU "
+        f"cores, {record['machine']['cpu']}, load average {min(loads):.1f}-{max(loads):.1f}; "
+        f"{record['env_id']}, {record['cycles']} cycles per round, the best of "
+        f"{len(now)} rounds each, in turns; benchmarks/results/scaling.jsonl): "
+        f"{a:,.0f} us of compute per env step with goal-motion replay against {b:,.0f} us "
+        f"at {rev} (uniform replay), **{a / b:.2f}x**; its sampling took {sample:.2f}x "
+        "the uniform draws' time."
+    )
 
 
 def _scaling_readme() -> dict[str, tuple[str, str]]:
@@ -1607,33 +1645,69 @@ def preset_fetch_push() -> str:
     share = floor["update_seconds_per_cycle"] / (
         floor["update_seconds_per_cycle"] + floor["env_seconds_per_cycle"]
     )
-    text = (
+    push = sorted(path.stem for path in MANIPULATION.glob("push_s[0-9].json"))
+    uniform = sorted(path.stem for path in UNIFORM.glob("push_s[0-9].json"))
+    return _comment(
         f"The schedule it replaces (4 envs, cycles of 10 steps and 20 updates of 512, 3x128) "
         f"reached best eval success {statistics.fmean(best):.2f} +- "
         f"{statistics.pstdev(best):.2f} on 5 seeds of {min(seconds) / 60:.0f}-"
-        f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv)."
+        f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv). This one "
+        "on FetchPush-v4 "
+        + _manipulation_words(push)
+        + ". With uniform replay (the preset before goal motion) "
+        + _manipulation_words(uniform, folder=UNIFORM)
+        + f" (the floor: bare env steps + bare updates, where the updates took {share:.0%} "
+        "of a cycle)."
     )
-    for task, env, mark in (
-        ("push", "FetchPush-v4", 0.9),
-        ("pick_and_place", "FetchPickAndPlace-v4", 0.9),
-        ("slide", "FetchSlide-v4", 0.7),
-    ):
-        names = sorted(path.stem for path in MANIPULATION.glob(f"{task}_s[0-9].json"))
-        if names:
-            text += f" This one on {env} " + _manipulation_words(names, mark) + "."
-    text += " With uniform replay (the preset before goal motion)"
-    for task, env, mark in (
-        ("push", "FetchPush-v4", 0.9),
-        ("pick_and_place", "FetchPickAndPlace-v4", 0.9),
-        ("slide", "FetchSlide-v4", 0.7),
-    ):
-        names = sorted(path.stem for path in UNIFORM.glob(f"{task}_s[0-9].json"))
-        text += f" on {env} " + _manipulation_words(names, mark, UNIFORM) + ";"
-    text = text.removesuffix(";") + (
-        f" (the floor: bare env steps + bare updates, where the updates took {share:.0%} of "
-        "a FetchPush cycle)."
+
+
+def preset_fetch_pick_slide() -> str:
+    """fetch_pick_slide.toml: its FetchPickAndPlace and FetchSlide runs."""
+    return _comment(
+        "On FetchPickAndPlace-v4 "
+        + _manipulation_words(["pick_and_place_s0"])
+        + ". On FetchSlide-v4 "
+        + _manipulation_words(["slide_s0"], mark=0.7)
+        + "."
     )
-    return _comment(text)
+
+
+def fetch_other_levers() -> str:
+    """Levers tried on FetchPickAndPlace and FetchSlide (manipulation/tried/
+    {pick_and_place,slide}_<lever>_s0.json) beside the preset's own run of the task."""
+    lines = [
+        "| task | run | first eval >= 0.9 | best eval success | eval at 700,000 / 1,000,000 "
+        "env steps | env steps/s, load | commit, precision |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for task, env in (("pick_and_place", "FetchPickAndPlace-v4"), ("slide", "FetchSlide-v4")):
+        base = MANIPULATION / f"{task}_s0.json"
+        tried = sorted((MANIPULATION / "tried").glob(f"{task}_*_s[0-9].json"))
+        for path in [base, *tried] if tried else []:
+            meta = json.loads(path.read_text())
+            rows = _progress(path.with_suffix(".csv"))
+            best = max(rows, key=lambda r: r["eval_success"])
+            if "lever" in meta:
+                diff = ", ".join(
+                    f"{key} {change['fetch_pick_slide']} -> {change['tried']}"
+                    for key, change in meta["preset_diff"].items()
+                )
+                run = f"{meta['lever']} (`{diff}`), seed {meta['seed']}"
+            else:
+                run = f"the preset, fetch_pick_slide ({task}_s{meta['seed']}), seed {meta['seed']}"
+            marks = " / ".join(_at(rows, mark) for mark in (700_000, 1_000_000))
+            load = meta.get("load") or {}
+            loads = (
+                f"load {load['min']:.1f}-{load['max']:.1f}"
+                if load
+                else f"load {meta['load_before'][0]:.1f}-{meta['load_after'][0]:.1f}"
+            )
+            lines.append(
+                f"| {env} | {run} | {_tried_hit(rows)} | {best['eval_success']:.2f} at "
+                f"{best['env_steps']:,.0f} | {marks} | {meta['env_steps_per_s']:.0f}, {loads} | "
+                f"{_run_code(meta)} |"
+            )
+    return "\n".join(lines)
 
 
 def preset_panda_push() -> str:
@@ -1708,6 +1782,8 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "fetch_workers": workers,
     "manipulation": manipulation,
     "manipulation_uniform": manipulation_uniform,
+    "fetch_other_levers": fetch_other_levers,
+    "preset.fetch_pick_slide": preset_fetch_pick_slide,
     "fetch_push_floor": fetch_push_floor,
     "long_run": long_run,
     "point_maze_umaze": new_envs("point_maze_umaze", [0, 1, 2]),
