@@ -1783,6 +1783,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "manipulation": manipulation,
     "manipulation_uniform": manipulation_uniform,
     "fetch_other_levers": fetch_other_levers,
+    "goal_motion_cost": goal_motion_cost,
     "preset.fetch_pick_slide": preset_fetch_pick_slide,
     "fetch_push_floor": fetch_push_floor,
     "long_run": long_run,
