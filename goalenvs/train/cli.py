@@ -29,7 +29,6 @@ from goalenvs.agents.config import (
     ENV_DEVICES,
     GRAPH_MODES,
     PRECISIONS,
-    PRIORITIES,
     REPLAY_DEVICES,
     STRATEGIES,
     TrainConfig,
@@ -38,6 +37,7 @@ from goalenvs.agents.registry import ALGOS
 from goalenvs.core import command_name, episode_length, parse_json_object
 from goalenvs.core.io import stdout_to_stderr
 from goalenvs.envspec import describe_error, renders_frames
+from goalenvs.her.settings import PRIORITIES
 
 if TYPE_CHECKING:
     import gymnasium as gym
