@@ -1220,7 +1220,8 @@ def fetch_push_levers() -> str:
     preset's own runs, push_s<seed>)."""
     tried = RESULTS / "manipulation" / "tried"
     lines = [
-        "| lever (one change to `fetch_push` with uniform replay), seed | first eval >= 0.9 "
+        "| lever (one change to `fetch_push`, with uniform replay unless it says goal motion), "
+        "seed | first eval >= 0.9 "
         "| eval at 360,000 / 440,000 / 520,000 env steps | env steps/s, load | commit, "
         "precision |",
         "|---|---|---|---|---|",
