@@ -145,8 +145,6 @@ class HerSampler:
             weights = None
         else:
             env, row, weights = self._draw_prioritized(rng, B, beta)
-            if not self.weighted:
-                weights = None
         if n == 1:
             index = row
             next_index = row + 1
@@ -227,11 +225,12 @@ class HerSampler:
 
     def _draw_prioritized(
         self, rng: np.random.Generator, count: int, beta: float
-    ) -> tuple[EnvIndex, np.ndarray, np.ndarray]:
+    ) -> tuple[EnvIndex, np.ndarray, np.ndarray | None]:
         """Draws ``count`` transitions in proportion to their priority ** alpha.
 
         Returns ``(env, row, weights)`` as :meth:`_draw_transitions`, with the
-        importance-sampling weights ``(N * P(i)) ** -beta`` over their largest.
+        importance-sampling weights ``(N * P(i)) ** -beta`` over their largest (None for
+        goal-motion priorities, which carry none).
         """
         tree = self.tree
         assert tree is not None
@@ -239,9 +238,11 @@ class HerSampler:
         if not total > 0:
             raise RuntimeError(NO_EPISODE_YET)
         flat = tree.find(rng.random(count) * total)
-        probability = tree.nodes[tree.size + flat] / total
-        weights = (self.n_transitions * probability) ** -beta
-        weights /= weights.max()
+        weights = None
+        if self.weighted:
+            probability = tree.nodes[tree.size + flat] / total
+            weights = (self.n_transitions * probability) ** -beta
+            weights /= weights.max()
         n = self.n_envs
         if n == 1:
             return 0, flat, weights

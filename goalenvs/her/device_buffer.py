@@ -664,10 +664,10 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         u = self._uniform(count, torch.float64)
         flat = torch.searchsorted(cum, u * total, right=True).clamp_(max=rows * n - 1)
         row, env = flat // n, flat % n
-        probability = mass.index_select(0, flat).double() / total
-        n_valid = (storage.sampleable_to - storage.sampleable_from).sum()
         if self._by_motion:  # a curriculum: no importance weights
             return env, self._counter_of(row), torch.ones(count, device=self.device)
+        probability = mass.index_select(0, flat).double() / total
+        n_valid = (storage.sampleable_to - storage.sampleable_from).sum()
         weights = (n_valid * probability) ** -self._beta_tensor
         weights = (weights / weights.max()).float()
         return env, self._counter_of(row), weights
