@@ -100,6 +100,8 @@ class TrainConfig:
     # "goal_motion": each episode by how far its achieved goal moved (no importance weights)
     priority: str = "td_error"  # what prioritized replay draws by: "td_error", "goal_motion"
     motion_clip: float | None = None  # goal_motion: the most one step's move counts
+    # e.g. (1, 1, 4): a Fetch object's lift counts four times a slide as long
+    motion_weights: tuple[float, ...] | None = None  # goal_motion: a weight per goal entry
     save_buffer: bool = False  # save the replay buffer with policy_latest.pt (for --resume)
     resume: str | None = None  # run folder to continue (its policy_latest.pt)
     tensorboard: bool = False  # also log scalars with torch.utils.tensorboard
@@ -153,6 +155,8 @@ class TrainConfig:
                     f"'goal_motion', got priority {self.priority!r}"
                 )
             check_positive("motion_clip", self.motion_clip)
+        if self.motion_weights is not None:
+            self.motion_weights = _motion_weights(self.motion_weights, self.priority)
         check_choice("device", self.device, DEVICES)
         check_choice("env_device", self.env_device, ENV_DEVICES)
         check_choice("replay_device", self.replay_device, REPLAY_DEVICES)
@@ -184,6 +188,8 @@ class TrainConfig:
         data["hidden_sizes"] = list(self.hidden_sizes)
         data["info_keys"] = None if self.info_keys is None else list(self.info_keys)
         data["clip_range"] = None if self.clip_range is None else list(self.clip_range)
+        if self.motion_weights is not None:
+            data["motion_weights"] = list(self.motion_weights)
         return {"algo": self.algo, **data}
 
     def her_settings(self) -> dict[str, object]:
@@ -205,7 +211,29 @@ class TrainConfig:
             "beta": self.priority_beta,
             "priority": self.priority,
             "motion_clip": self.motion_clip,
+            "motion_weights": self.motion_weights,
         }
+
+
+def _motion_weights(weights: object, priority: str) -> tuple[float, ...]:
+    """``motion_weights`` as a tuple of floats (text as the command line gives it,
+    ``"1,1,4"``, or a list as a preset does), or the error naming the field and value."""
+    if priority != "goal_motion":
+        raise ValueError(
+            f"motion_weights {weights!r} only applies to priority 'goal_motion', got "
+            f"priority {priority!r}"
+        )
+    expected = "finite weights >= 0, not all 0, one per achieved_goal entry (e.g. 1,1,4)"
+    parts = weights.split(",") if isinstance(weights, str) else weights
+    if not isinstance(parts, (list, tuple)) or any(isinstance(part, bool) for part in parts):
+        raise ValueError(f"motion_weights must be {expected}; got {weights!r}")
+    try:
+        values = tuple(float(part) for part in parts)
+    except (TypeError, ValueError):
+        raise ValueError(f"motion_weights must be {expected}; got {weights!r}") from None
+    if not values or not all(0 <= value < float("inf") for value in values) or max(values) == 0:
+        raise ValueError(f"motion_weights must be {expected}; got {weights!r}")
+    return values
 
 
 def _env_file(env_id: str, given: str | None) -> str | None:

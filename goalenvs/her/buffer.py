@@ -174,6 +174,10 @@ class HerReplayBuffer(ReplayBufferBase):
             point) and TD errors do not change them.
         motion_clip: for ``"goal_motion"``, the most one step's move counts (a falling or
             thrown object does not take over the draws); None: unclipped.
+        motion_weights: for ``"goal_motion"``, a weight per achieved-goal entry that
+            scales each step before its length is taken (and clipped): ``[1, 1, 4]`` makes
+            a Fetch object's lift count four times a slide as long (the height term of
+            Zhao & Tresp's energy); None: every entry counts alike.
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -205,6 +209,7 @@ class HerReplayBuffer(ReplayBufferBase):
         goal_mix_warmup: int = 0,
         priority: str = "td_error",
         motion_clip: float | None = None,
+        motion_weights: Sequence[float] | None = None,
     ) -> None:
         settings = BufferSettings(
             buffer_size,
@@ -224,6 +229,7 @@ class HerReplayBuffer(ReplayBufferBase):
             goal_mix_warmup,
             priority,
             motion_clip,
+            motion_weights,
         )
         rng_state = dict(np.random.default_rng(seed).bit_generator.state)
         self._adopt(HerBufferState.empty(settings, rng_state), compute_reward, compute_terminated)
@@ -247,6 +253,8 @@ class HerReplayBuffer(ReplayBufferBase):
         self._storage = storage
         self._steps_added = state.steps_added
         self._max_priority = float(state.max_priority)
+        weights = settings.motion_weights
+        self._motion_weights = None if weights is None else np.asarray(weights, np.float64)
         self._tree: SumTree | None = None
         if state.priorities is not None:
             # Leaf row * n_envs + env holds p ** alpha of that row's transition while it can
@@ -581,14 +589,17 @@ class HerReplayBuffer(ReplayBufferBase):
     ) -> np.ndarray:
         """For each of the closing episodes' transitions (at flat indices ``leaves``, laid
         out as :meth:`_close_episodes` writes them), its episode's goal motion: the sum
-        over the episode of ``min(|ag_{t+1} - ag_t|, motion_clip)``, the achieved goals
+        over the episode of ``min(|w * (ag_{t+1} - ag_t)|, motion_clip)``, the achieved goals
         read from the rows (a transition's next observation is the next row of its env).
         """
         n, flat_rows = self.n_envs, self._rows * self.n_envs
         achieved = self._storage.observations["achieved_goal"]
         here = achieved[leaves].reshape(leaves.size, -1).astype(np.float64)
         after = achieved[(leaves + n) % flat_rows].reshape(leaves.size, -1)
-        step = np.linalg.norm(after - here, axis=1)
+        moved = after - here
+        if self._motion_weights is not None:
+            moved *= self._motion_weights
+        step = np.linalg.norm(moved, axis=1)
         if self.motion_clip is not None:
             np.minimum(step, self.motion_clip, out=step)
         if lockstep:  # row-major: length rows of every env

@@ -347,6 +347,13 @@ class ReplayBufferBase:
         return self._settings.motion_clip
 
     @property
+    def motion_weights(self) -> tuple[float, ...] | None:
+        """Per-entry weights of the achieved goal's step for ``"goal_motion"`` priorities,
+        applied before its length is taken (None: all 1)."""
+        weights = self._settings.motion_weights
+        return None if weights is None else tuple(weights)
+
+    @property
     def alpha(self) -> float:
         """How much the priorities count, in [0, 1] (0: uniform)."""
         return self._settings.alpha

@@ -135,6 +135,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             length of its achieved goal, as :class:`~goalenvs.her.buffer.HerReplayBuffer`;
             each row keeps the path up to its step, and a draw reads its episode's last).
         motion_clip: for ``"goal_motion"``, the most one step's move counts.
+        motion_weights: for ``"goal_motion"``, a weight per achieved-goal entry applied to
+            each step before its length is taken; None: all 1.
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -170,6 +172,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         goal_mix_warmup: int = 0,
         priority: str = "td_error",
         motion_clip: float | None = None,
+        motion_weights: Sequence[float] | None = None,
         *,
         device: Any,
     ) -> None:
@@ -192,6 +195,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             goal_mix_warmup,
             priority,
             motion_clip,
+            motion_weights,
         )
         generator = torch.Generator(device=device)
         if seed is None:
@@ -232,6 +236,12 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         self._max_priority = state.max_priority
         # goal_motion: a row's priority is its episode's path so far (see add).
         self._by_motion = settings.priority == "goal_motion"
+        weights = settings.motion_weights
+        self._motion_weights = (
+            None
+            if weights is None
+            else torch.tensor(weights, dtype=torch.float32, device=self.device)
+        )
         # beta as a tensor: sampling reads it on the device, where a captured graph sees
         # its value at each replay.
         self._beta_tensor = torch.tensor(settings.beta, dtype=torch.float64, device=self.device)
@@ -414,8 +424,10 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         if storage.priorities is not None:
             if self._by_motion:
                 # The achieved goal's path in the episode so far, this step included.
-                step = (next_obs["achieved_goal"] - obs["achieved_goal"]).reshape(n, -1)
-                moved = torch.linalg.vector_norm(step.float(), dim=1)
+                step = (next_obs["achieved_goal"] - obs["achieved_goal"]).reshape(n, -1).float()
+                if self._motion_weights is not None:
+                    step = step * self._motion_weights
+                moved = torch.linalg.vector_norm(step, dim=1)
                 if self.motion_clip is not None:
                     moved = moved.clamp_(max=self.motion_clip)
                 before = storage.priorities[(steps - 1) % rows]

@@ -133,6 +133,7 @@ class BufferSettings:
     goal_mix_warmup: int = 0
     priority: str = "td_error"
     motion_clip: float | None = None
+    motion_weights: Sequence[float] | None = None
 
     def __post_init__(self) -> None:
         check_int("n_envs", self.n_envs, minimum=1)
@@ -156,6 +157,7 @@ class BufferSettings:
                 raise ValueError(
                     f"motion_clip must be a positive finite distance (or None), got {clip!r}"
                 )
+        weights = _check_motion_weights(self.motion_weights, self.priority)
         check_in_range("alpha", self.alpha)
         check_in_range("beta", self.beta)
         eps = self.priority_eps
@@ -175,6 +177,13 @@ class BufferSettings:
             raise ValueError(f"buffer_size={self.buffer_size}: at most 2**31 - 1 rows per env")
         _check_observation_space(self.observation_space)
         _check_action_space(self.action_space)
+        goal_size = int(np.prod(self.observation_space["achieved_goal"].shape or ()))
+        if weights is not None and len(weights) != goal_size:
+            raise ValueError(
+                f"motion_weights={list(weights)} has {len(weights)} weights; expected one per "
+                f"achieved_goal entry ({goal_size}, its shape "
+                f"{self.observation_space['achieved_goal'].shape})"
+            )
         keys = self.info_keys
         if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
             raise TypeError(f"info_keys must be a sequence of strings, got {keys!r}")
@@ -207,6 +216,7 @@ class BufferSettings:
             "beta": float(self.beta),
             "priority_eps": float(eps),
             "motion_clip": None if clip is None else float(clip),
+            "motion_weights": weights,
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
@@ -271,6 +281,7 @@ class BufferSettings:
             "goal_mix_warmup": self.goal_mix_warmup,
             "priority": self.priority,
             "motion_clip": self.motion_clip,
+            "motion_weights": None if self.motion_weights is None else list(self.motion_weights),
         }
 
     @classmethod
@@ -300,7 +311,33 @@ class BufferSettings:
             goal_mix_warmup=meta.get("goal_mix_warmup", 0),
             priority=meta.get("priority", "td_error"),
             motion_clip=meta.get("motion_clip"),
+            motion_weights=meta.get("motion_weights"),
         )
+
+
+def _check_motion_weights(weights: Any, priority: str) -> tuple[float, ...] | None:
+    """``motion_weights`` as a tuple of floats (None stays None), or the error naming it: a
+    sequence of finite weights >= 0, one of them positive, for ``priority="goal_motion"``."""
+    if weights is None:
+        return None
+    if priority != "goal_motion":
+        raise ValueError(
+            f"motion_weights={weights!r} only applies to priority='goal_motion', got "
+            f"priority={priority!r}"
+        )
+    expected = "a sequence of finite weights >= 0, one per achieved_goal entry, not all 0"
+    if isinstance(weights, np.ndarray):
+        weights = list(weights.reshape(-1)) if weights.ndim == 1 else weights
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
+        raise ValueError(f"motion_weights must be {expected}; got {weights!r}")
+    numbers = all(
+        isinstance(w, (int, float, np.integer, np.floating)) and not isinstance(w, bool)
+        for w in weights
+    )
+    values = tuple(float(w) for w in weights) if numbers else ()
+    if not values or not all(0 <= w < np.inf for w in values) or max(values) == 0:
+        raise ValueError(f"motion_weights must be {expected}; got {weights!r}")
+    return values
 
 
 def check_batch_size(batch_size: Any) -> int:

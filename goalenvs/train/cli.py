@@ -212,6 +212,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"goal_motion: the most one step's move of the achieved goal counts; {PRESET_DEFAULT}",
     )
     parser.add_argument(
+        "--motion-weights",
+        metavar="W,W,...",
+        help="goal_motion: a weight per achieved-goal entry, applied to each step before its "
+        f"length is taken (1,1,4: a lift counts four times a slide); {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
         "--save-buffer", action="store_true", help="save the replay buffer too (for --resume)"
     )
     parser.add_argument(
@@ -257,6 +263,7 @@ OVERRIDES = {
     "goal_mix_warmup": "goal_mix_warmup",
     "priority": "priority",
     "motion_clip": "motion_clip",
+    "motion_weights": "motion_weights",
     "device": "device",
     "env_device": "env_device",
     "replay_device": "replay_device",

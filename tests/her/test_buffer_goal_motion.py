@@ -2,7 +2,8 @@
 
 Every transition of an episode is drawn in proportion to ``(motion + eps) ** alpha``,
 where ``motion`` is the path length of the episode's achieved goal with each step's move
-clipped to ``motion_clip``. The buffer is fed tagged episodes whose achieved goal moves at
+clipped to ``motion_clip`` (and each step scaled per entry by ``motion_weights`` first).
+The buffer is fed tagged episodes whose achieved goal moves at
 a known speed (some not at all), through a ring that wraps and retires episodes, with envs
 that end episodes together (the lockstep writes) and apart.
 """
@@ -56,8 +57,13 @@ class Feeder:
     def velocity(self, env: int, episode: int) -> np.ndarray:
         return np.array(SPEEDS[self.speeds[(episode + 2 * env) % len(self.speeds)]], np.float32)
 
-    def motion(self, env: int, episode: int, clip: float | None) -> float:
-        step = float(np.linalg.norm(self.velocity(env, episode).astype(np.float64)))
+    def motion(
+        self, env: int, episode: int, clip: float | None, weights: tuple | None = None
+    ) -> float:
+        velocity = self.velocity(env, episode).astype(np.float64)
+        if weights is not None:
+            velocity = velocity * np.asarray(weights)
+        step = float(np.linalg.norm(velocity))
         return self.length(env, episode) * (step if clip is None else min(step, clip))
 
     def add(self) -> None:
@@ -88,10 +94,17 @@ class Feeder:
 
 
 def make(
-    n_envs: int, rows: int, alpha: float, clip: float | None, backend: str = "numpy"
+    n_envs: int,
+    rows: int,
+    alpha: float,
+    clip: float | None,
+    backend: str = "numpy",
+    weights: tuple | None = None,
 ) -> HerReplayBuffer | DeviceHerReplayBuffer:
     """A goal-motion buffer in host memory (``"numpy"``) or on the CPU device (``"torch"``)."""
-    kwargs = {"device": "cpu"} if backend == "torch" else {}
+    kwargs: dict = {"device": "cpu"} if backend == "torch" else {}
+    if weights is not None:
+        kwargs["motion_weights"] = weights
     cls = DeviceHerReplayBuffer if backend == "torch" else HerReplayBuffer
     return cls(
         rows * n_envs, SPACE, ACTIONS, reward, n_envs=n_envs, seed=0, prioritized=True,
@@ -103,7 +116,13 @@ def as_numpy(value: object) -> np.ndarray:
     return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
-def check_leaves(buffer: HerReplayBuffer, feeder: Feeder, alpha: float, clip: float | None) -> int:
+def check_leaves(
+    buffer: HerReplayBuffer,
+    feeder: Feeder,
+    alpha: float,
+    clip: float | None,
+    weights: tuple | None = None,
+) -> int:
     """Every sampleable transition's leaf holds its episode's ``(motion + eps) ** alpha``
     and every other leaf 0; returns how many are sampleable."""
     state = buffer.state()
@@ -112,7 +131,7 @@ def check_leaves(buffer: HerReplayBuffer, feeder: Feeder, alpha: float, clip: fl
     live = np.flatnonzero(leaves)
     assert live.size == buffer.n_transitions
     tags = state.storage.observations["observation"][live].astype(int)
-    expected = [(feeder.motion(e, m, clip) + EPS) ** alpha for e, m, _ in tags.tolist()]
+    expected = [(feeder.motion(e, m, clip, weights) + EPS) ** alpha for e, m, _ in tags.tolist()]
     np.testing.assert_allclose(leaves[live], expected, rtol=1e-6)
     return int(live.size)
 
@@ -125,6 +144,7 @@ def check_leaves(buffer: HerReplayBuffer, feeder: Feeder, alpha: float, clip: fl
     speeds=st.lists(st.integers(0, len(SPEEDS) - 1), min_size=1, max_size=5),
     alpha=st.sampled_from([0.0, 0.6, 1.0]),
     clip=st.sampled_from([None, 0.3, 5.0]),
+    weights=st.sampled_from([None, (1.0, 1.0, 4.0), (0.0, 2.0, 0.5)]),
     adds=st.integers(1, 90),
 )
 def test_each_transition_carries_its_episodes_clipped_goal_motion(
@@ -134,13 +154,14 @@ def test_each_transition_carries_its_episodes_clipped_goal_motion(
     speeds: list[int],
     alpha: float,
     clip: float | None,
+    weights: tuple | None,
     adds: int,
 ) -> None:
-    buffer = make(n_envs, rows, alpha, clip)
+    buffer = make(n_envs, rows, alpha, clip, weights=weights)
     feeder = Feeder(buffer, lengths, speeds)
     for _ in range(adds):
         feeder.add()
-        check_leaves(buffer, feeder, alpha, clip)
+        check_leaves(buffer, feeder, alpha, clip, weights)
     if buffer.can_sample():
         batch = buffer.sample(16)
         np.testing.assert_array_equal(batch.weights, np.ones(16, np.float32))
@@ -158,11 +179,16 @@ def test_envs_ending_together_and_apart_write_the_same_priorities() -> None:
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-@pytest.mark.parametrize(("n_envs", "rows"), [(1, 200), (3, 30)])
-def test_draws_follow_the_goal_motion_within_their_binomial_interval(backend, n_envs, rows) -> None:
+@pytest.mark.parametrize(
+    ("n_envs", "rows", "weights"), [(1, 200, None), (3, 30, None), (3, 30, (0.0, 1.0, 4.0))]
+)
+def test_draws_follow_the_goal_motion_within_their_binomial_interval(
+    backend, n_envs, rows, weights
+) -> None:
     # Episodes of 4 steps cycling speeds 0, 0.25, 0.5*sqrt(2), 3 per step; with 3 envs in
-    # a ring of 30 rows that wraps and retires episodes.
-    buffer = make(n_envs, rows, 1.0, None, backend)
+    # a ring of 30 rows that wraps and retires episodes. Weighted (0, 1, 4): the second
+    # speed (along x) counts nothing, the last two 0.5*sqrt(17) and 2*sqrt(65).
+    buffer = make(n_envs, rows, 1.0, None, backend, weights)
     feeder = Feeder(buffer, [4], [0, 1, 2, 3])
     for _ in range(4 * 4 * 3):  # three rounds of the four speeds: 12 episodes per env
         feeder.add()
@@ -172,7 +198,7 @@ def test_draws_follow_the_goal_motion_within_their_binomial_interval(backend, n_
     held = {(e, m) for e in range(n_envs) for m in range(12) if per_episode * (12 - m) <= rows}
     mass = np.zeros(4)
     for e, m in held:
-        mass[feeder.speeds[(m + 2 * e) % 4]] += 4 * (feeder.motion(e, m, None) + EPS)
+        mass[feeder.speeds[(m + 2 * e) % 4]] += 4 * (feeder.motion(e, m, None, weights) + EPS)
     expected = mass / mass.sum()
     draws = 100_000
     batch = buffer.sample(draws)
@@ -184,6 +210,8 @@ def test_draws_follow_the_goal_motion_within_their_binomial_interval(backend, n_
         sigma = np.sqrt(expected[i] * (1 - expected[i]) / draws)
         assert abs(share - expected[i]) <= 4 * sigma + 1e-9, (i, share, expected[i])
     assert np.mean(speed == 0) < 1e-3  # the episodes where nothing moved: almost never
+    if weights is not None:  # nor those that moved only along the axis weighted 0
+        assert np.mean(speed == 1) < 1e-3
     np.testing.assert_array_equal(as_numpy(batch.weights), 1.0)
 
 
@@ -215,6 +243,29 @@ def test_saved_and_loaded_buffer_keeps_its_priorities_and_settings(tmp_path) -> 
         feeder.buffer = loaded
         feeder.add()
     check_leaves(loaded, feeder, 0.6, 0.3)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_motion_weights_survive_a_save_and_weigh_the_new_episodes(tmp_path, backend) -> None:
+    weights = (0.0, 1.0, 4.0)
+    buffer = make(2, 30, 1.0, None, backend, weights)
+    feeder = Feeder(buffer, [3], [0, 1, 2, 3])
+    for _ in range(24):
+        feeder.add()
+    cls = type(buffer)
+    path = tmp_path / ("buffer.pt" if backend == "torch" else "buffer.npz")
+    buffer.save(path)
+    loaded = cls.load(path, reward, **({"device": "cpu"} if backend == "torch" else {}))
+    assert loaded.motion_weights == weights
+    feeder.buffer = loaded
+    for _ in range(24):  # the loaded buffer weighs the episodes it goes on storing
+        feeder.add()
+    if backend == "numpy":
+        check_leaves(loaded, feeder, 1.0, None, weights)
+    tags = as_numpy(loaded.sample(20_000).observations["observation"]).astype(int)
+    drawn = {(e, m) for e, m, _ in tags.tolist()}
+    assert min(feeder.motion(e, m, None, weights) for e, m in drawn) > 0
+    assert any(m >= 8 for _, m in drawn)  # episodes stored after the load are drawn
 
 
 def test_td_errors_do_not_set_goal_motion_priorities() -> None:
@@ -251,6 +302,32 @@ def test_td_errors_do_not_set_goal_motion_priorities() -> None:
             ValueError,
             "motion_clip must be a positive finite distance",
         ),
+        (
+            {"prioritized": True, "motion_weights": (1.0, 1.0, 4.0)},
+            ValueError,
+            r"motion_weights=\(1.0, 1.0, 4.0\) only applies to priority='goal_motion'",
+        ),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_weights": (1.0, 4.0)},
+            ValueError,
+            r"motion_weights=\[1.0, 4.0\] has 2 weights; expected one per achieved_goal "
+            r"entry \(3, its shape \(3,\)\)",
+        ),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_weights": (1, -1, 1)},
+            ValueError,
+            r"motion_weights must be a sequence of finite weights >= 0.*got \(1, -1, 1\)",
+        ),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_weights": (0, 0, 0)},
+            ValueError,
+            "not all 0",
+        ),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_weights": "1,1,4"},
+            ValueError,
+            "motion_weights must be a sequence of finite weights",
+        ),
     ],
 )
 def test_bad_priority_settings_name_the_argument(kwargs, error, match) -> None:
@@ -280,6 +357,15 @@ def test_the_priority_flag_reaches_the_config(capsys) -> None:
     out = capsys.readouterr().out
     assert '"prioritized": true' in out and '"priority": "goal_motion"' in out
     assert '"motion_clip": 0.05' in out
+    assert main([*argv, "0.05", "--motion-weights", "1,4", "--show-config"]) == 0
+    assert '"motion_weights": [\n    1.0,\n    4.0\n  ]' in capsys.readouterr().out
+
+
+def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(capsys) -> None:
+    argv = ["train", "goalenvs/PointReach-v0", "--priority", "goal_motion", "--epochs", "1"]
+    assert main([*argv, "--motion-weights", "1,1,4", "--quiet", "--no-preflight"]) == 2
+    err = capsys.readouterr().err
+    assert "motion_weights=[1.0, 1.0, 4.0] has 3 weights; expected one per achieved_goal" in err
 
 
 @pytest.mark.parametrize(
@@ -287,6 +373,19 @@ def test_the_priority_flag_reaches_the_config(capsys) -> None:
     [
         ({"priority": "goal_motion"}, "priority 'goal_motion' sets what prioritized replay"),
         ({"prioritized": True, "motion_clip": 0.1}, "motion_clip 0.1 only applies"),
+        ({"prioritized": True, "motion_weights": "1,1,4"}, "motion_weights '1,1,4' only applies"),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_weights": "1,x,4"},
+            r"motion_weights must be finite weights >= 0, not all 0.*got '1,x,4'",
+        ),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_weights": [1, True]},
+            r"motion_weights must be finite weights.*got \[1, True\]",
+        ),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_weights": "0,0"},
+            r"not all 0.*got '0,0'",
+        ),
         (
             {"prioritized": True, "priority": "energy"},
             r"priority='energy' is not valid; expected one of \['td_error', 'goal_motion'\]",
