@@ -1712,7 +1712,8 @@ def fetch_other_levers() -> str:
 
 
 def preset_panda_push() -> str:
-    """panda_push.toml: the panda preset's PandaPush runs, and this schedule's."""
+    """panda_push.toml: the panda preset's PandaPush runs, and this schedule's on PandaPush
+    and PandaPickAndPlace."""
     runs = [r for r in read_jsonl("panda.jsonl") if r["env"] == "PandaPush-v3"]
     longest = max(runs, key=lambda r: r["curve"][-1][1])
     return _comment(
@@ -1723,6 +1724,13 @@ def preset_panda_push() -> str:
         "one on PandaPush-v3 "
         + _manipulation_words(
             sorted(path.stem for path in (RESULTS / "manipulation").glob("panda_push_s[0-9].json"))
+        )
+        + ". On PandaPickAndPlace-v3 "
+        + _manipulation_words(
+            sorted(
+                path.stem
+                for path in (RESULTS / "manipulation").glob("panda_pick_and_place_s[0-9].json")
+            )
         )
         + "."
     )
