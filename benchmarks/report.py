@@ -1662,40 +1662,60 @@ def preset_fetch_push() -> str:
     )
 
 
-def preset_fetch_pick_slide() -> str:
-    """fetch_pick_slide.toml: its FetchPickAndPlace and FetchSlide runs."""
+def preset_fetch_pick_and_place() -> str:
+    """fetch_pick_and_place.toml: its FetchPickAndPlace runs, and uniform replay's."""
+    runs = sorted(path.stem for path in MANIPULATION.glob("pick_and_place_s[0-9].json"))
     return _comment(
         "On FetchPickAndPlace-v4 "
-        + _manipulation_words(["pick_and_place_s0"])
-        + ". On FetchSlide-v4 "
-        + _manipulation_words(["slide_s0"], mark=0.7)
+        + _manipulation_words(runs)
+        + ". Uniform replay, otherwise the same "
+        + _manipulation_words(["pick_and_place_s0"], folder=UNIFORM)
         + "."
     )
 
 
+def preset_fetch_slide() -> str:
+    """fetch_slide.toml: its FetchSlide runs."""
+    runs = sorted(path.stem for path in MANIPULATION.glob("slide_s[0-9].json"))
+    return _comment("On FetchSlide-v4 " + _manipulation_words(runs, mark=0.7) + ".")
+
+
+#: The preset gymnasium-robotics' FetchPickAndPlace and FetchSlide train with.
+OTHER_FETCH_PRESETS = {"pick_and_place": "fetch_pick_and_place", "slide": "fetch_slide"}
+
+
 def fetch_other_levers() -> str:
-    """Levers tried on FetchPickAndPlace and FetchSlide (manipulation/tried/
-    {pick_and_place,slide}_<lever>_s0.json) beside the preset's own run of the task."""
+    """Levers tried on FetchPickAndPlace and FetchSlide against uniform replay: the uniform
+    run (uniform/, or manipulation/ where the preset replays uniformly), each
+    manipulation/tried/{task}_<lever>_s0.json, and the preset's own run when it is a lever
+    (its JSON holds the lever and the preset diff, as the tried ones)."""
     lines = [
         "| task | run | first eval >= 0.9 | best eval success | eval at 700,000 / 1,000,000 "
         "env steps | env steps/s, load | commit, precision |",
         "|---|---|---|---|---|---|---|",
     ]
     for task, env in (("pick_and_place", "FetchPickAndPlace-v4"), ("slide", "FetchSlide-v4")):
-        base = MANIPULATION / f"{task}_s0.json"
+        preset = OTHER_FETCH_PRESETS[task]
+        current = MANIPULATION / f"{task}_s0.json"
+        uniform = UNIFORM / f"{task}_s0.json"
         tried = sorted((MANIPULATION / "tried").glob(f"{task}_*_s[0-9].json"))
-        for path in [base, *tried] if tried else []:
+        paths = [uniform, *tried, current] if uniform.exists() else [current, *tried]
+        for path in paths:
             meta = json.loads(path.read_text())
             rows = _progress(path.with_suffix(".csv"))
             best = max(rows, key=lambda r: r["eval_success"])
+            where = f"{path.parent.name}/{path.stem}" if path.parent != MANIPULATION else path.stem
             if "lever" in meta:
                 diff = ", ".join(
-                    f"{key} {change['fetch_pick_slide']} -> {change['tried']}"
+                    f"{key} {change['uniform']} -> {change['tried']}"
                     for key, change in meta["preset_diff"].items()
                 )
-                run = f"{meta['lever']} (`{diff}`), seed {meta['seed']}"
+                now = f": the preset now, {preset} ({where})" if path == current else ""
+                run = f"{meta['lever']}{now} (`{diff}`), seed {meta['seed']}"
+            elif path == current:
+                run = f"uniform replay: the preset, {preset} ({where}), seed {meta['seed']}"
             else:
-                run = f"the preset, fetch_pick_slide ({task}_s{meta['seed']}), seed {meta['seed']}"
+                run = f"uniform replay ({where}), seed {meta['seed']}"
             marks = " / ".join(_at(rows, mark) for mark in (700_000, 1_000_000))
             load = meta.get("load") or {}
             loads = (
@@ -1793,7 +1813,8 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "manipulation_uniform": manipulation_uniform,
     "fetch_other_levers": fetch_other_levers,
     "goal_motion_cost": goal_motion_cost,
-    "preset.fetch_pick_slide": preset_fetch_pick_slide,
+    "preset.fetch_pick_and_place": preset_fetch_pick_and_place,
+    "preset.fetch_slide": preset_fetch_slide,
     "fetch_push_floor": fetch_push_floor,
     "long_run": long_run,
     "point_maze_umaze": new_envs("point_maze_umaze", [0, 1, 2]),
