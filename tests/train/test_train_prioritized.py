@@ -65,14 +65,17 @@ def test_updates_set_priorities_from_td_errors(config_cls, env_id, tmp_path):
 
 
 @pytest.mark.parametrize("replay_device", ["host", "device"])
-def test_goal_motion_priorities_are_left_to_the_episodes(replay_device, tmp_path) -> None:
+@pytest.mark.parametrize("weights", [None, (1.0, 0.5)])
+def test_goal_motion_priorities_are_left_to_the_episodes(replay_device, weights, tmp_path) -> None:
     kwargs = {"prioritized": True, "priority": "goal_motion", "priority_alpha": 1.0}
+    kwargs["motion_weights"] = weights
     with filled_trainer(
         DDPGConfig, "goalenvs/PointReach-v0", tmp_path, replay_device=replay_device, **kwargs
     ) as (trainer, stats):
         buffer = trainer.buffer
         kind = HerReplayBuffer if replay_device == "host" else DeviceHerReplayBuffer
         assert isinstance(buffer, kind) and buffer.priority == "goal_motion"
+        assert buffer.motion_weights == weights  # the config's weights reach the buffer
         before = priorities(buffer).copy()
         assert len(np.unique(before[before > 0])) > 1  # episodes moved by different amounts
         trainer.optimize(stats)  # no update_priorities: it would raise
