@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -106,7 +107,9 @@ def portable(record: Any, folders: dict[Path, str]) -> Any:
     checkout's own path as ``.``: a result file names what ran, not where on whose disk."""
     text = json.dumps(record)
     for folder, name in {**folders, RESULTS.parent.parent: "."}.items():
-        text = text.replace(json.dumps(str(folder))[1:-1], name)
+        # Whole path components only: /x/runs/a names runs, /x/runs/a.toml stays itself.
+        escaped = re.escape(json.dumps(str(folder))[1:-1])
+        text = re.sub(escaped + r'(?=/|"|\s)', name.replace("\\", r"\\"), text)
     return json.loads(text)
 
 

@@ -60,3 +60,17 @@ def test_a_kept_fetch_run_records_the_described_machine(tmp_path, monkeypatch):
     meta = json.loads((tmp_path / "results" / "push_s0.json").read_text())
     assert meta["machine"] == describe_machine()
     assert meta["env_steps_per_s"] == 400.0
+
+
+def test_portable_names_a_folder_only_where_a_path_is_inside_it(tmp_path):
+    run_root = tmp_path / "pick"
+    record = {
+        "out": str(run_root),
+        "command": f"goalenvs train X --out {run_root}/s0 --preset {run_root}.toml",
+        "file": str(evidence.RESULTS.parent.parent / "README.md"),
+    }
+    out = evidence.portable(record, {run_root: "runs"})
+    assert out["out"] == "runs"
+    # The preset file beside the folder keeps its own path (it used to read runs.toml).
+    assert out["command"] == f"goalenvs train X --out runs/s0 --preset {run_root}.toml"
+    assert out["file"] == "./README.md"
