@@ -106,7 +106,9 @@ def portable(record: Any, folders: dict[Path, str]) -> Any:
     the short name given in ``folders`` (a run folder as ``runs/<name>``), and the
     checkout's own path as ``.``: a result file names what ran, not where on whose disk."""
     text = json.dumps(record)
-    for folder, name in {**folders, RESULTS.parent.parent: "."}.items():
+    named = {**folders, RESULTS.parent.parent: "."}
+    # Deepest first: a folder inside another is named before the outer one takes its path.
+    for folder, name in sorted(named.items(), key=lambda item: -len(str(item[0]))):
         # Whole path components only: /x/runs/a names runs, /x/runs/a.toml stays itself.
         escaped = re.escape(json.dumps(str(folder))[1:-1])
         text = re.sub(escaped + r'(?=/|"|\s)', name.replace("\\", r"\\"), text)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import itertools
 import json
 import math
 import os
@@ -233,9 +234,22 @@ def record(
     )
     if task.startswith("parking"):
         meta["best_policy"] = parking_outcomes(run)
-    meta = portable(meta, {run.resolve().parent: "runs"})
+    folders = {run.resolve().parent: "runs"}
+    preset = preset_file(command)
+    if preset is not None and not preset.is_relative_to(ROOT):
+        folders[preset.parent] = "presets"  # a preset file of the machine's: by its name
+    meta = portable(meta, folders)
     (RESULTS / f"{task}_s{seed}.json").write_text(json.dumps(meta, indent=1) + "\n")
     return target
+
+
+def preset_file(command: Sequence[str]) -> Path | None:
+    """The preset file a train ``command`` names after ``--preset`` (resolved), or None
+    when it names none or a preset by name."""
+    for flag, value in itertools.pairwise(command):
+        if flag == "--preset" and Path(value).is_file():
+            return Path(value).resolve()
+    return None
 
 
 PARKING_EPISODES = 100

@@ -74,3 +74,15 @@ def test_portable_names_a_folder_only_where_a_path_is_inside_it(tmp_path):
     # The preset file beside the folder keeps its own path (it used to read runs.toml).
     assert out["command"] == f"goalenvs train X --out runs/s0 --preset {run_root}.toml"
     assert out["file"] == "./README.md"
+
+
+def test_a_preset_file_of_the_machine_is_named_by_its_name(tmp_path):
+    preset = tmp_path / "pick.toml"
+    preset.write_text("[config]\n")
+    run_root = tmp_path / "pick"
+    command = ["python", "-m", "goalenvs", "train", "X", "--preset", str(preset)]
+    assert fetch.preset_file(command) == preset.resolve()
+    assert fetch.preset_file(["goalenvs", "train", "X", "--preset", "fetch_push"]) is None
+    folders = {run_root: "runs", preset.resolve().parent: "presets"}
+    text = f"--out {run_root}/s0 --preset {preset}"
+    assert evidence.portable(text, folders) == "--out runs/s0 --preset presets/pick.toml"
