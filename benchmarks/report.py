@@ -1669,7 +1669,10 @@ def preset_fetch_pick_and_place() -> str:
         "On FetchPickAndPlace-v4 "
         + _manipulation_words(runs)
         + ". Uniform replay, otherwise the same "
-        + _manipulation_words(["pick_and_place_s0"], folder=UNIFORM)
+        + _manipulation_words(
+            sorted(path.stem for path in UNIFORM.glob("pick_and_place_s[0-9].json")),
+            folder=UNIFORM,
+        )
         + "."
     )
 
