@@ -19,7 +19,7 @@ from typing import ClassVar
 from goalenvs import envspec
 from goalenvs.core import check_choice, check_in_range, check_int, check_positive
 from goalenvs.her.goal_mix import GoalMix
-from goalenvs.her.settings import PRIORITIES, GoalSelectionStrategy
+from goalenvs.her.settings import PRIORITIES, GoalSelectionStrategy, check_motion_weights
 
 # The buffer's enum is the one list of strategies; configs and the CLI read it.
 STRATEGIES = tuple(strategy.value for strategy in GoalSelectionStrategy)
@@ -156,7 +156,9 @@ class TrainConfig:
                 )
             check_positive("motion_clip", self.motion_clip)
         if self.motion_weights is not None:
-            self.motion_weights = _motion_weights(self.motion_weights, self.priority)
+            self.motion_weights = check_motion_weights(
+                self.motion_weights, self.priority, text=True
+            )
         check_choice("device", self.device, DEVICES)
         check_choice("env_device", self.env_device, ENV_DEVICES)
         check_choice("replay_device", self.replay_device, REPLAY_DEVICES)
@@ -213,27 +215,6 @@ class TrainConfig:
             "motion_clip": self.motion_clip,
             "motion_weights": self.motion_weights,
         }
-
-
-def _motion_weights(weights: object, priority: str) -> tuple[float, ...]:
-    """``motion_weights`` as a tuple of floats (text as the command line gives it,
-    ``"1,1,4"``, or a list as a preset does), or the error naming the field and value."""
-    if priority != "goal_motion":
-        raise ValueError(
-            f"motion_weights {weights!r} only applies to priority 'goal_motion', got "
-            f"priority {priority!r}"
-        )
-    expected = "finite weights >= 0, not all 0, one per achieved_goal entry (e.g. 1,1,4)"
-    parts = weights.split(",") if isinstance(weights, str) else weights
-    if not isinstance(parts, (list, tuple)) or any(isinstance(part, bool) for part in parts):
-        raise ValueError(f"motion_weights must be {expected}; got {weights!r}")
-    try:
-        values = tuple(float(part) for part in parts)
-    except (TypeError, ValueError):
-        raise ValueError(f"motion_weights must be {expected}; got {weights!r}") from None
-    if not values or not all(0 <= value < float("inf") for value in values) or max(values) == 0:
-        raise ValueError(f"motion_weights must be {expected}; got {weights!r}")
-    return values
 
 
 def _env_file(env_id: str, given: str | None) -> str | None:

@@ -157,7 +157,7 @@ class BufferSettings:
                 raise ValueError(
                     f"motion_clip must be a positive finite distance (or None), got {clip!r}"
                 )
-        weights = _check_motion_weights(self.motion_weights, self.priority)
+        weights = check_motion_weights(self.motion_weights, self.priority)
         check_in_range("alpha", self.alpha)
         check_in_range("beta", self.beta)
         eps = self.priority_eps
@@ -315,9 +315,12 @@ class BufferSettings:
         )
 
 
-def _check_motion_weights(weights: Any, priority: str) -> tuple[float, ...] | None:
+def check_motion_weights(
+    weights: Any, priority: str, *, text: bool = False
+) -> tuple[float, ...] | None:
     """``motion_weights`` as a tuple of floats (None stays None), or the error naming it: a
-    sequence of finite weights >= 0, one of them positive, for ``priority="goal_motion"``."""
+    sequence of finite weights >= 0, one of them positive, for ``priority="goal_motion"``.
+    With ``text`` a string is read as the command line gives it (``"1,1,4"``)."""
     if weights is None:
         return None
     if priority != "goal_motion":
@@ -325,16 +328,20 @@ def _check_motion_weights(weights: Any, priority: str) -> tuple[float, ...] | No
             f"motion_weights={weights!r} only applies to priority='goal_motion', got "
             f"priority={priority!r}"
         )
-    expected = "a sequence of finite weights >= 0, one per achieved_goal entry, not all 0"
-    if isinstance(weights, np.ndarray):
-        weights = list(weights.reshape(-1)) if weights.ndim == 1 else weights
-    if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
+    expected = "finite weights >= 0, one per achieved_goal entry, not all 0 (e.g. 1,1,4)"
+    parts = weights.split(",") if text and isinstance(weights, str) else weights
+    if isinstance(parts, np.ndarray):
+        parts = list(parts.reshape(-1)) if parts.ndim == 1 else parts
+    if isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence):
         raise ValueError(f"motion_weights must be {expected}; got {weights!r}")
-    numbers = all(
-        isinstance(w, (int, float, np.integer, np.floating)) and not isinstance(w, bool)
-        for w in weights
-    )
-    values = tuple(float(w) for w in weights) if numbers else ()
+    read = parts is not weights  # split from text: each part a number's text
+    number = (str,) if read else (int, float, np.integer, np.floating)
+    values: tuple[float, ...] = ()
+    if all(isinstance(part, number) and not isinstance(part, bool) for part in parts):
+        try:
+            values = tuple(float(part) for part in parts)
+        except ValueError:
+            values = ()
     if not values or not all(0 <= w < np.inf for w in values) or max(values) == 0:
         raise ValueError(f"motion_weights must be {expected}; got {weights!r}")
     return values

@@ -316,7 +316,7 @@ def test_td_errors_do_not_set_goal_motion_priorities() -> None:
         (
             {"prioritized": True, "priority": "goal_motion", "motion_weights": (1, -1, 1)},
             ValueError,
-            r"motion_weights must be a sequence of finite weights >= 0.*got \(1, -1, 1\)",
+            r"motion_weights must be finite weights >= 0.*got \(1, -1, 1\)",
         ),
         (
             {"prioritized": True, "priority": "goal_motion", "motion_weights": (0, 0, 0)},
@@ -326,7 +326,7 @@ def test_td_errors_do_not_set_goal_motion_priorities() -> None:
         (
             {"prioritized": True, "priority": "goal_motion", "motion_weights": "1,1,4"},
             ValueError,
-            "motion_weights must be a sequence of finite weights",
+            "motion_weights must be finite weights",
         ),
     ],
 )
@@ -373,10 +373,10 @@ def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(caps
     [
         ({"priority": "goal_motion"}, "priority 'goal_motion' sets what prioritized replay"),
         ({"prioritized": True, "motion_clip": 0.1}, "motion_clip 0.1 only applies"),
-        ({"prioritized": True, "motion_weights": "1,1,4"}, "motion_weights '1,1,4' only applies"),
+        ({"prioritized": True, "motion_weights": "1,1,4"}, "motion_weights='1,1,4' only applies"),
         (
             {"prioritized": True, "priority": "goal_motion", "motion_weights": "1,x,4"},
-            r"motion_weights must be finite weights >= 0, not all 0.*got '1,x,4'",
+            r"motion_weights must be finite weights >= 0, one per achieved_goal entry.*got '1,x,4'",
         ),
         (
             {"prioritized": True, "priority": "goal_motion", "motion_weights": [1, True]},
