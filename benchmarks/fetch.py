@@ -426,6 +426,7 @@ def plot(task: str, runs: dict[str, list[dict[str, float]]], path: Path) -> Path
     """Eval success vs env steps and vs seconds, one line per run, a small PNG."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     fig = Figure(figsize=(9, 3.2), dpi=72)
     FigureCanvasAgg(fig)
@@ -435,6 +436,8 @@ def plot(task: str, runs: dict[str, list[dict[str, float]]], path: Path) -> Path
         ax_steps.plot([r["env_steps"] for r in rows], success, label=name)
         ax_time.plot([r["wall_time"] / 60 for r in rows], success, label=name)
     ax_steps.set(xlabel="env steps", ylabel="eval success", ylim=(-0.03, 1.03))
+    # thousands, so that the tick labels of a short run do not run into each other
+    ax_steps.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:.0f}k"))
     ax_time.set(xlabel="minutes of training (2 shared cores)")
     for ax in (ax_steps, ax_time):
         for t in TARGETS:

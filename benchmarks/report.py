@@ -44,6 +44,8 @@ DOCS = ROOT / "docs"
 # Fetch runs from before it replayed by goal motion.
 MANIPULATION = RESULTS / "manipulation"
 UNIFORM = MANIPULATION / "uniform"
+#: FetchPush runs of the fetch_push preset when it drew by goal motion at priority_alpha 1.0.
+MOTION_ALPHA1 = MANIPULATION / "motion_alpha1"
 PRESETS = ROOT / "goalenvs" / "train" / "presets"
 BLOCK = re.compile(r"(<!-- report:([\w.-]+) -->\n)(.*?)(<!-- /report:\2 -->)", re.S)
 TOML_BLOCK = re.compile(r"(^# report:([\w.-]+)\n)(.*?)(^# /report:\2$)", re.S | re.M)
@@ -1220,8 +1222,8 @@ def fetch_push_levers() -> str:
     preset's own runs, push_s<seed>)."""
     tried = RESULTS / "manipulation" / "tried"
     lines = [
-        "| lever (one change to `fetch_push`, with uniform replay unless it says goal motion), "
-        "seed | first eval >= 0.9 "
+        "| lever (one change to `fetch_push` as it was then: uniform replay, or goal motion at "
+        "priority_alpha 1.0 where it says goal motion), seed | first eval >= 0.9 "
         "| eval at 360,000 / 440,000 / 520,000 env steps | env steps/s, load | commit, "
         "precision |",
         "|---|---|---|---|---|",
@@ -1249,22 +1251,28 @@ def fetch_push_levers() -> str:
         key: list(value) if isinstance(value, tuple) else value
         for key, value in load_preset("fetch_push").config.items()
     }
-    for path in sorted(MANIPULATION.glob("push_s[0-9].json")):
-        meta = json.loads(path.read_text())
-        before = json.loads((UNIFORM / "push_s0.json").read_text())["config"]
-        # (a key the older config lacks had its default; epochs are the run's length)
-        diff = ", ".join(
-            f"{key} {before.get(key, defaults[key])} -> {value}"
-            for key, value in preset.items()
-            if key != "epochs" and before.get(key, defaults[key]) != value
-        )
-        rows = _progress(path.with_suffix(".csv"))
-        lines.append(
-            f"| replay by goal motion: the preset now (push_s{meta['seed']}; `{diff}`), seed "
-            f"{meta['seed']} | {_tried_hit(rows)} | {_marks(rows)} | "
-            f"{meta['env_steps_per_s']:.0f}, load {meta['load']['min']:.1f}-"
-            f"{meta['load']['max']:.1f} | {meta['commit']}, {meta['config']['plan']['precision']} |"
-        )
+    before = json.loads((UNIFORM / "push_s0.json").read_text())["config"]
+    for folder, what in (
+        (MOTION_ALPHA1, "replay by goal motion at priority_alpha 1.0: the preset before"),
+        (MANIPULATION, "replay by goal motion at priority_alpha 0.5: the preset now"),
+    ):
+        for path in sorted(folder.glob("push_s[0-9].json")):
+            meta = json.loads(path.read_text())
+            # The keys the run's config changed against the uniform-replay runs' config (a
+            # key the older config lacks had its default; epochs are the run's length).
+            diff = ", ".join(
+                f"{key} {before.get(key, defaults[key])} -> {meta['config'][key]}"
+                for key in preset
+                if key != "epochs" and before.get(key, defaults[key]) != meta["config"][key]
+            )
+            rows = _progress(path.with_suffix(".csv"))
+            name = path.relative_to(MANIPULATION).with_suffix("")
+            lines.append(
+                f"| {what} ({name}; `{diff}`), seed {meta['seed']} | {_tried_hit(rows)} | "
+                f"{_marks(rows)} | {meta['env_steps_per_s']:.0f}, load "
+                f"{meta['load']['min']:.1f}-{meta['load']['max']:.1f} | {meta['commit']}, "
+                f"{meta['config']['plan']['precision']} |"
+            )
     for path in sorted(tried.glob("push_*_s[0-9].json")):
         meta = json.loads(path.read_text())
         if "lever" not in meta:
@@ -1648,6 +1656,7 @@ def preset_fetch_push() -> str:
     )
     push = sorted(path.stem for path in MANIPULATION.glob("push_s[0-9].json"))
     uniform = sorted(path.stem for path in UNIFORM.glob("push_s[0-9].json"))
+    alpha1 = sorted(path.stem for path in MOTION_ALPHA1.glob("push_s[0-9].json"))
     return _comment(
         f"The schedule it replaces (4 envs, cycles of 10 steps and 20 updates of 512, 3x128) "
         f"reached best eval success {statistics.fmean(best):.2f} +- "
@@ -1655,6 +1664,8 @@ def preset_fetch_push() -> str:
         f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv). This one "
         "on FetchPush-v4 "
         + _manipulation_words(push)
+        + ". By goal motion at priority_alpha 1.0 (the preset before 0.5) "
+        + _manipulation_words(alpha1, folder=MOTION_ALPHA1)
         + ". With uniform replay (the preset before goal motion) "
         + _manipulation_words(uniform, folder=UNIFORM)
         + f" (the floor: bare env steps + bare updates, where the updates took {share:.0%} "
