@@ -206,6 +206,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"replayed more); {PRESET_DEFAULT}",
     )
     parser.add_argument(
+        "--priority-alpha",
+        type=float,
+        metavar="A",
+        help="prioritized replay: how far the priorities skew the draws, in [0, 1] (0: "
+        f"uniform, 1: in proportion); {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
+        "--priority-beta",
+        type=float,
+        metavar="B",
+        help="prioritized replay by td_error: how much the importance weights correct the "
+        f"skew, in [0, 1] (1: fully); {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
         "--motion-clip",
         type=float,
         metavar="DISTANCE",
@@ -262,6 +276,8 @@ OVERRIDES = {
     "goal_mix": "goal_mix",
     "goal_mix_warmup": "goal_mix_warmup",
     "priority": "priority",
+    "priority_alpha": "priority_alpha",
+    "priority_beta": "priority_beta",
     "motion_clip": "motion_clip",
     "motion_weights": "motion_weights",
     "device": "device",
@@ -379,10 +395,13 @@ def read_command(args: argparse.Namespace) -> Command:
         recorded_plan = data.get("plan")
         # a path/to/file.py env resumed from another folder: its recorded file
         data["env_id"] = envspec.locate(data["env_id"], data.get("env_file"))
+        before = config_from_dict(dict(data, resume=str(args.resume), out=None))
         data.update(given, resume=str(args.resume), out=None)
         config = config_from_dict(data)
+        _check_replay_unchanged(before, config)
         horizon = config.max_episode_steps or env_spec(config.env_id).max_episode_steps
         config = _fit_epochs(config, horizon, "epochs" in given)
+        _check_priority_flags(args, config)
         return Command(config, None, horizon, recorded=recorded_plan)
     if args.env_id is None:
         raise UsageError("ENV_ID is required (or --resume DIR)")
@@ -396,8 +415,62 @@ def read_command(args: argparse.Namespace) -> Command:
     except BaseException:
         env.close()
         raise
+    try:
+        _check_priority_flags(args, config)
+    except UsageError:
+        env.close()
+        raise
     horizon = episode_length(env)
     return Command(_fit_epochs(config, horizon, "epochs" in given), preset, horizon, env)
+
+
+#: The replay settings a resumed run keeps: its saved buffer was filled and is drawn by them.
+REPLAY_FIELDS = (
+    "goal_selection_strategy",
+    "n_sampled_goal",
+    "goal_mix",
+    "goal_mix_warmup",
+    "prioritized",
+    "priority",
+    "priority_alpha",
+    "priority_beta",
+    "motion_clip",
+    "motion_weights",
+)
+
+
+def _check_replay_unchanged(before: TrainConfig, after: TrainConfig) -> None:
+    """A :class:`UsageError` naming the flag of a replay setting that a resumed run's flags
+    change: the run's saved buffer keeps the settings it was filled with."""
+    flags = {field: "--" + name.replace("_", "-") for name, field in OVERRIDES.items()}
+    for field in REPLAY_FIELDS:
+        old, new = getattr(before, field), getattr(after, field)
+        if old != new:
+            flag = flags.get(field, "--prioritized")
+            raise UsageError(
+                f"{flag} cannot change when resuming a run: the run's replay has {field} "
+                f"{old!r}, the flags ask for {new!r} (start a new run to change it)"
+            )
+
+
+def _check_priority_flags(args: argparse.Namespace, config: TrainConfig) -> None:
+    """A :class:`UsageError` for a ``--priority-alpha`` or ``--priority-beta`` that the run
+    would ignore: replay that is not prioritized, or (beta) drawn by goal motion, which
+    carries no importance weights."""
+    for flag, value in (
+        ("--priority-alpha", args.priority_alpha),
+        ("--priority-beta", args.priority_beta),
+    ):
+        if value is not None and not config.prioritized:
+            raise UsageError(
+                f"{flag} {value} only applies to prioritized replay, and this run's is "
+                "uniform: add --prioritized (by TD error) or --priority goal_motion"
+            )
+    if args.priority_beta is not None and config.priority == "goal_motion":
+        raise UsageError(
+            f"--priority-beta {args.priority_beta} only applies to priority td_error: draws by "
+            "goal motion carry no importance weights"
+        )
 
 
 def _show_plan(command: Command) -> dict[str, object]:

@@ -4,6 +4,7 @@ priorities are the episodes' own."""
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 
 import numpy as np
@@ -106,3 +107,61 @@ def test_prioritized_flag_reaches_the_config(tmp_path, capsys):
 def test_priority_exponents_outside_0_1_name_the_field(name, value):
     with pytest.raises(ValueError, match=rf"{name} must be in \[0, 1\], got {value}"):
         DDPGConfig(**{name: value})
+
+
+def show_config(capsys, *flags: str) -> dict:
+    """The config ``goalenvs train goalenvs/PointReach-v0 FLAGS --show-config`` prints."""
+    assert main(["train", "goalenvs/PointReach-v0", *flags, "--show-config"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_priority_alpha_and_beta_flags_reach_the_config(capsys):
+    config = show_config(capsys, "--prioritized", "--priority-alpha", "0.5", "--priority-beta", "1")
+    assert (config["priority_alpha"], config["priority_beta"]) == (0.5, 1.0)
+    config = show_config(capsys, "--priority", "goal_motion", "--priority-alpha", "0.25")
+    assert (config["priority"], config["priority_alpha"]) == ("goal_motion", 0.25)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--priority-alpha", "0.5"],
+            "--priority-alpha 0.5 only applies to prioritized replay, and this run's is uniform",
+        ),
+        (
+            ["--priority-beta", "0.7"],
+            "--priority-beta 0.7 only applies to prioritized replay, and this run's is uniform",
+        ),
+        (
+            ["--priority", "goal_motion", "--priority-beta", "0.7"],
+            "--priority-beta 0.7 only applies to priority td_error: draws by goal motion carry",
+        ),
+        (["--prioritized", "--priority-alpha", "2"], "priority_alpha must be in [0, 1], got 2.0"),
+    ],
+)
+def test_priority_flags_the_run_would_ignore_stop_it(flags, message, capsys):
+    assert main(["train", "goalenvs/PointReach-v0", *flags, "--show-config"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_resumed_run_keeps_its_replay_settings(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "goalenvs/PointReach-v0", "--epochs", "1", "--cycles", "1"]
+    tiny = ["--num-envs", "2", "--batches", "2", "--batch-size", "16", "--quiet"]
+    flags = ["--priority", "goal_motion", "--priority-alpha", "0.5", "--save-buffer"]
+    assert main([*argv, *tiny, *flags, "--out", str(out)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    resume = ["train", "--resume", str(out), "--epochs", "2", "--quiet"]
+    # the flags that change the saved buffer's draws are refused, by name and value
+    assert main([*resume, "--priority-alpha", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--priority-alpha cannot change when resuming a run" in err
+    assert "priority_alpha 0.5, the flags ask for 1.0" in err
+    assert main([*resume, "--priority", "td_error"]) == 2
+    assert "--priority cannot change when resuming a run" in capsys.readouterr().err
+    assert main([*resume, "--n-sampled-goal", "8"]) == 2
+    assert "--n-sampled-goal cannot change" in capsys.readouterr().err
+    # the same values again are no change: the run goes on
+    assert main([*resume, "--priority", "goal_motion", "--priority-alpha", "0.5"]) == 0
+    assert json.loads((out / "config.json").read_text())["priority_alpha"] == 0.5
