@@ -1737,8 +1737,9 @@ def fetch_other_levers() -> str:
                 if load
                 else f"load {meta['load_before'][0]:.1f}-{meta['load_after'][0]:.1f}"
             )
+            hit = _tried_hit(rows) + (f"; stopped {meta['stopped']}" if "stopped" in meta else "")
             lines.append(
-                f"| {env} | {run} | {_tried_hit(rows)} | {best['eval_success']:.2f} at "
+                f"| {env} | {run} | {hit} | {best['eval_success']:.2f} at "
                 f"{best['env_steps']:,.0f} | {marks} | {meta['env_steps_per_s']:.0f}, {loads} | "
                 f"{_run_code(meta)} |"
             )
