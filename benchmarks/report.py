@@ -1689,9 +1689,16 @@ def preset_fetch_pick_and_place() -> str:
 
 
 def preset_fetch_slide() -> str:
-    """fetch_slide.toml: its FetchSlide runs."""
+    """fetch_slide.toml: its FetchSlide runs, and uniform replay's."""
     runs = sorted(path.stem for path in MANIPULATION.glob("slide_s[0-9].json"))
-    return _comment("On FetchSlide-v4 " + _manipulation_words(runs, mark=0.7) + ".")
+    uniform = sorted(path.stem for path in UNIFORM.glob("slide_s[0-9].json"))
+    return _comment(
+        "On FetchSlide-v4 "
+        + _manipulation_words(runs, mark=0.7)
+        + ". Uniform replay, otherwise the same "
+        + _manipulation_words(uniform, mark=0.7, folder=UNIFORM)
+        + "."
+    )
 
 
 #: The preset gymnasium-robotics' FetchPickAndPlace and FetchSlide train with.
@@ -1710,11 +1717,11 @@ def fetch_other_levers() -> str:
     ]
     for task, env in (("pick_and_place", "FetchPickAndPlace-v4"), ("slide", "FetchSlide-v4")):
         preset = OTHER_FETCH_PRESETS[task]
-        current = MANIPULATION / f"{task}_s0.json"
-        uniform = UNIFORM / f"{task}_s0.json"
+        currents = sorted(MANIPULATION.glob(f"{task}_s[0-9].json"))
+        uniforms = sorted(UNIFORM.glob(f"{task}_s[0-9].json"))
         tried = sorted((MANIPULATION / "tried").glob(f"{task}_*_s[0-9].json"))
-        paths = [uniform, *tried, current] if uniform.exists() else [current, *tried]
-        for path in paths:
+        for path in [*uniforms, *tried, *currents]:
+            current = path in currents
             meta = json.loads(path.read_text())
             rows = _progress(path.with_suffix(".csv"))
             best = max(rows, key=lambda r: r["eval_success"])
@@ -1724,9 +1731,9 @@ def fetch_other_levers() -> str:
                     f"{key} {change['uniform']} -> {change['tried']}"
                     for key, change in meta["preset_diff"].items()
                 )
-                now = f": the preset now, {preset} ({where})" if path == current else ""
+                now = f": the preset now, {preset} ({where})" if current else ""
                 run = f"{meta['lever']}{now} (`{diff}`), seed {meta['seed']}"
-            elif path == current:
+            elif current:
                 run = f"uniform replay: the preset, {preset} ({where}), seed {meta['seed']}"
             else:
                 run = f"uniform replay ({where}), seed {meta['seed']}"
