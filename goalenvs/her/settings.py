@@ -329,13 +329,13 @@ def check_motion_weights(
             f"priority={priority!r}"
         )
     expected = "finite weights >= 0, one per achieved_goal entry, not all 0 (e.g. 1,1,4)"
-    parts = weights.split(",") if text and isinstance(weights, str) else weights
+    from_text = text and isinstance(weights, str)
+    parts = weights.split(",") if from_text else weights
     if isinstance(parts, np.ndarray):
         parts = list(parts.reshape(-1)) if parts.ndim == 1 else parts
     if isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence):
         raise ValueError(f"motion_weights must be {expected}; got {weights!r}")
-    read = parts is not weights  # split from text: each part a number's text
-    number = (str,) if read else (int, float, np.integer, np.floating)
+    number = (str,) if from_text else (int, float, np.integer, np.floating)
     values: tuple[float, ...] = ()
     if all(isinstance(part, number) and not isinstance(part, bool) for part in parts):
         try:

@@ -395,3 +395,26 @@ def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(caps
 def test_bad_priority_config_names_the_field(kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         DDPGConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("weights", "text", "expected"),
+    [
+        (np.array([1.0, 1.0, 4.0]), False, (1.0, 1.0, 4.0)),  # a numpy row, as saved
+        ([np.float32(0.5), 2], False, (0.5, 2.0)),
+        ((0, 0, 1), False, (0.0, 0.0, 1.0)),
+        ("1, 1,4", True, (1.0, 1.0, 4.0)),  # command-line text
+    ],
+)
+def test_motion_weights_are_read_from_numbers_arrays_and_text(weights, text, expected) -> None:
+    from goalenvs.her.settings import check_motion_weights
+
+    assert check_motion_weights(weights, "goal_motion", text=text) == expected
+
+
+@pytest.mark.parametrize("weights", ["1,1,4", ["1", "4"]])
+def test_motion_weights_as_text_are_refused_where_numbers_are_expected(weights) -> None:
+    from goalenvs.her.settings import check_motion_weights
+
+    with pytest.raises(ValueError, match="motion_weights must be finite weights"):
+        check_motion_weights(weights, "goal_motion")
