@@ -412,12 +412,8 @@ def read_command(args: argparse.Namespace) -> Command:
     try:
         algo = args.algo or preset.algo or algo_for(env.action_space)
         config = resolve_config(args.env_id, preset.path, algo, env_kwargs=env_kwargs, **given)
-    except BaseException:
-        env.close()
-        raise
-    try:
         _check_priority_flags(args, config)
-    except UsageError:
+    except BaseException:
         env.close()
         raise
     horizon = episode_length(env)
