@@ -1601,6 +1601,11 @@ def _run_code(meta: dict[str, Any]) -> str:
     )
 
 
+def _seeds(task: str, folder: Path = MANIPULATION) -> list[str]:
+    """The kept runs of ``task`` in ``folder`` by name (``push_s0``, ...), in seed order."""
+    return sorted(path.stem for path in folder.glob(f"{task}_s[0-9].json"))
+
+
 def _manipulation_words(
     names: Sequence[str], mark: float = 0.9, folder: Path = MANIPULATION
 ) -> str:
@@ -1654,9 +1659,9 @@ def preset_fetch_push() -> str:
     share = floor["update_seconds_per_cycle"] / (
         floor["update_seconds_per_cycle"] + floor["env_seconds_per_cycle"]
     )
-    push = sorted(path.stem for path in MANIPULATION.glob("push_s[0-9].json"))
-    uniform = sorted(path.stem for path in UNIFORM.glob("push_s[0-9].json"))
-    alpha1 = sorted(path.stem for path in MOTION_ALPHA1.glob("push_s[0-9].json"))
+    push = _seeds("push")
+    uniform = _seeds("push", UNIFORM)
+    alpha1 = _seeds("push", MOTION_ALPHA1)
     return _comment(
         f"The schedule it replaces (4 envs, cycles of 10 steps and 20 updates of 512, 3x128) "
         f"reached best eval success {statistics.fmean(best):.2f} +- "
@@ -1675,13 +1680,13 @@ def preset_fetch_push() -> str:
 
 def preset_fetch_pick_and_place() -> str:
     """fetch_pick_and_place.toml: its FetchPickAndPlace runs, and uniform replay's."""
-    runs = sorted(path.stem for path in MANIPULATION.glob("pick_and_place_s[0-9].json"))
+    runs = _seeds("pick_and_place")
     return _comment(
         "On FetchPickAndPlace-v4 "
         + _manipulation_words(runs)
         + ". Uniform replay, otherwise the same "
         + _manipulation_words(
-            sorted(path.stem for path in UNIFORM.glob("pick_and_place_s[0-9].json")),
+            _seeds("pick_and_place", UNIFORM),
             folder=UNIFORM,
         )
         + "."
@@ -1690,8 +1695,8 @@ def preset_fetch_pick_and_place() -> str:
 
 def preset_fetch_slide() -> str:
     """fetch_slide.toml: its FetchSlide runs, and uniform replay's."""
-    runs = sorted(path.stem for path in MANIPULATION.glob("slide_s[0-9].json"))
-    uniform = sorted(path.stem for path in UNIFORM.glob("slide_s[0-9].json"))
+    runs = _seeds("slide")
+    uniform = _seeds("slide", UNIFORM)
     return _comment(
         "On FetchSlide-v4 "
         + _manipulation_words(runs, mark=0.7)
@@ -1764,16 +1769,9 @@ def preset_panda_push() -> str:
         f"{max(p[2] for p in longest['curve']):.2f} in {longest['curve'][-1][1]:,.0f} env "
         f"steps (benchmarks/results/panda.jsonl, seed {longest['seed']}). Measured with this "
         "one on PandaPush-v3 "
-        + _manipulation_words(
-            sorted(path.stem for path in (RESULTS / "manipulation").glob("panda_push_s[0-9].json"))
-        )
+        + _manipulation_words(_seeds("panda_push"))
         + ". On PandaPickAndPlace-v3 "
-        + _manipulation_words(
-            sorted(
-                path.stem
-                for path in (RESULTS / "manipulation").glob("panda_pick_and_place_s[0-9].json")
-            )
-        )
+        + _manipulation_words(_seeds("panda_pick_and_place"))
         + "."
     )
 
