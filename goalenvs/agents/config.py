@@ -97,6 +97,9 @@ class TrainConfig:
     prioritized: bool = False  # prioritized replay (Schaul et al. 2016) by TD error
     priority_alpha: float = 0.6  # how much priorities skew sampling (0: uniform)
     priority_beta: float = 0.4  # importance-weight correction (1: full)
+    # the draw weight of a transition with no |TD error|, or (goal_motion) of an episode
+    # whose object never moved: added to each priority before alpha
+    priority_eps: float = 1e-6  # a floor under every priority
     # "goal_motion": each episode by how far its achieved goal moved (no importance weights)
     priority: str = "td_error"  # what prioritized replay draws by: "td_error", "goal_motion"
     motion_clip: float | None = None  # goal_motion: the most one step's move counts
@@ -115,6 +118,7 @@ class TrainConfig:
             self.info_keys = tuple(self.info_keys)
         for name in ("priority_alpha", "priority_beta", "polyak"):
             check_in_range(name, getattr(self, name))
+        check_positive("priority_eps", self.priority_eps)
         if self.clip_range is not None:
             clip = tuple(float(x) for x in self.clip_range)
             if len(clip) != 2 or not clip[0] < clip[1]:
@@ -211,6 +215,7 @@ class TrainConfig:
             "prioritized": self.prioritized,
             "alpha": self.priority_alpha,
             "beta": self.priority_beta,
+            "priority_eps": self.priority_eps,
             "priority": self.priority,
             "motion_clip": self.motion_clip,
             "motion_weights": self.motion_weights,

@@ -220,6 +220,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"skew, in [0, 1] (1: fully); {PRESET_DEFAULT}",
     )
     parser.add_argument(
+        "--priority-eps",
+        type=float,
+        metavar="EPS",
+        help="prioritized replay: added to each |TD error| or episode's goal motion before "
+        "--priority-alpha, the draw weight of a transition with none (goal_motion: an "
+        f"episode whose object never moved); {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
         "--motion-clip",
         type=float,
         metavar="DISTANCE",
@@ -278,6 +286,7 @@ OVERRIDES = {
     "priority": "priority",
     "priority_alpha": "priority_alpha",
     "priority_beta": "priority_beta",
+    "priority_eps": "priority_eps",
     "motion_clip": "motion_clip",
     "motion_weights": "motion_weights",
     "device": "device",
@@ -430,6 +439,7 @@ REPLAY_FIELDS = (
     "priority",
     "priority_alpha",
     "priority_beta",
+    "priority_eps",
     "motion_clip",
     "motion_weights",
 )
@@ -450,12 +460,13 @@ def _check_replay_unchanged(before: TrainConfig, after: TrainConfig) -> None:
 
 
 def _check_priority_flags(args: argparse.Namespace, config: TrainConfig) -> None:
-    """A :class:`UsageError` for a ``--priority-alpha`` or ``--priority-beta`` that the run
-    would ignore: replay that is not prioritized, or (beta) drawn by goal motion, which
-    carries no importance weights."""
+    """A :class:`UsageError` for a ``--priority-alpha``, ``--priority-beta`` or
+    ``--priority-eps`` that the run would ignore: replay that is not prioritized, or (beta)
+    drawn by goal motion, which carries no importance weights."""
     for flag, value in (
         ("--priority-alpha", args.priority_alpha),
         ("--priority-beta", args.priority_beta),
+        ("--priority-eps", args.priority_eps),
     ):
         if value is not None and not config.prioritized:
             raise UsageError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -69,7 +70,7 @@ def test_updates_set_priorities_from_td_errors(config_cls, env_id, tmp_path):
 @pytest.mark.parametrize("weights", [None, (1.0, 0.5)])
 def test_goal_motion_priorities_are_left_to_the_episodes(replay_device, weights, tmp_path) -> None:
     kwargs = {"prioritized": True, "priority": "goal_motion", "priority_alpha": 1.0}
-    kwargs["motion_weights"] = weights
+    kwargs.update(motion_weights=weights, priority_eps=0.01)
     with filled_trainer(
         DDPGConfig, "goalenvs/PointReach-v0", tmp_path, replay_device=replay_device, **kwargs
     ) as (trainer, stats):
@@ -77,6 +78,7 @@ def test_goal_motion_priorities_are_left_to_the_episodes(replay_device, weights,
         kind = HerReplayBuffer if replay_device == "host" else DeviceHerReplayBuffer
         assert isinstance(buffer, kind) and buffer.priority == "goal_motion"
         assert buffer.motion_weights == weights  # the config's weights reach the buffer
+        assert buffer.priority_eps == 0.01  # and its floor
         before = priorities(buffer).copy()
         assert len(np.unique(before[before > 0])) > 1  # episodes moved by different amounts
         trainer.optimize(stats)  # no update_priorities: it would raise
@@ -109,6 +111,20 @@ def test_priority_exponents_outside_0_1_name_the_field(name, value):
         DDPGConfig(**{name: value})
 
 
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        (0.0, ValueError, "priority_eps must be > 0.0, got 0.0"),
+        (-0.01, ValueError, "priority_eps must be > 0.0, got -0.01"),
+        (float("nan"), ValueError, "priority_eps must be > 0.0, got nan"),
+        ("0.01", TypeError, "priority_eps must be a number, got '0.01' (str)"),
+    ],
+)
+def test_a_priority_floor_that_is_not_positive_names_the_field(value, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        DDPGConfig(priority_eps=value)
+
+
 def show_config(capsys, *flags: str) -> dict:
     """The config ``goalenvs train goalenvs/PointReach-v0 FLAGS --show-config`` prints."""
     assert main(["train", "goalenvs/PointReach-v0", *flags, "--show-config"]) == 0
@@ -120,6 +136,9 @@ def test_priority_alpha_and_beta_flags_reach_the_config(capsys):
     assert (config["priority_alpha"], config["priority_beta"]) == (0.5, 1.0)
     config = show_config(capsys, "--priority", "goal_motion", "--priority-alpha", "0.25")
     assert (config["priority"], config["priority_alpha"]) == ("goal_motion", 0.25)
+    assert config["priority_eps"] == 1e-6  # the buffers' floor unless a flag moves it
+    config = show_config(capsys, "--priority", "goal_motion", "--priority-eps", "0.01")
+    assert config["priority_eps"] == 0.01
 
 
 @pytest.mark.parametrize(
@@ -133,6 +152,11 @@ def test_priority_alpha_and_beta_flags_reach_the_config(capsys):
             ["--priority-beta", "0.7"],
             "--priority-beta 0.7 only applies to prioritized replay, and this run's is uniform",
         ),
+        (
+            ["--priority-eps", "0.01"],
+            "--priority-eps 0.01 only applies to prioritized replay, and this run's is uniform",
+        ),
+        (["--prioritized", "--priority-eps", "0"], "priority_eps must be > 0.0, got 0.0"),
         (
             ["--priority", "goal_motion", "--priority-beta", "0.7"],
             "--priority-beta 0.7 only applies to priority td_error: draws by goal motion carry",
@@ -162,6 +186,8 @@ def test_a_resumed_run_keeps_its_replay_settings(tmp_path, capsys):
     assert "--priority cannot change when resuming a run" in capsys.readouterr().err
     assert main([*resume, "--n-sampled-goal", "8"]) == 2
     assert "--n-sampled-goal cannot change" in capsys.readouterr().err
+    assert main([*resume, "--priority-eps", "0.01"]) == 2
+    assert "priority_eps 1e-06, the flags ask for 0.01" in capsys.readouterr().err
     # the same values again are no change: the run goes on
     assert main([*resume, "--priority", "goal_motion", "--priority-alpha", "0.5"]) == 0
     assert json.loads((out / "config.json").read_text())["priority_alpha"] == 0.5
