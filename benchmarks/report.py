@@ -1707,20 +1707,29 @@ def preset_fetch_slide() -> str:
 
 
 #: The preset gymnasium-robotics' FetchPickAndPlace and FetchSlide train with.
-OTHER_FETCH_PRESETS = {"pick_and_place": "fetch_pick_and_place", "slide": "fetch_slide"}
+OTHER_FETCH_PRESETS = {
+    "pick_and_place": "fetch_pick_and_place",
+    "slide": "fetch_slide",
+    "panda_push": "panda_push",
+}
 
 
 def fetch_other_levers() -> str:
-    """Levers tried on FetchPickAndPlace and FetchSlide against uniform replay: the uniform
+    """Levers tried on FetchPickAndPlace, FetchSlide and PandaPush against uniform replay: the uniform
     run (uniform/, or manipulation/ where the preset replays uniformly), each
     manipulation/tried/{task}_<lever>_s0.json, and the preset's own run when it is a lever
     (its JSON holds the lever and the preset diff, as the tried ones)."""
     lines = [
-        "| task | run | first eval >= 0.9 | best eval success | eval at 700,000 / 1,000,000 "
-        "env steps | env steps/s, load | commit, precision |",
+        "| task | run | first eval >= 0.9 | best eval success | eval at 300,000 / 700,000 / "
+        "1,000,000 env steps | env steps/s, load | commit, precision |",
         "|---|---|---|---|---|---|---|",
     ]
-    for task, env in (("pick_and_place", "FetchPickAndPlace-v4"), ("slide", "FetchSlide-v4")):
+    tasks = (
+        ("pick_and_place", "FetchPickAndPlace-v4"),
+        ("slide", "FetchSlide-v4"),
+        ("panda_push", "PandaPush-v3"),
+    )
+    for task, env in tasks:
         preset = OTHER_FETCH_PRESETS[task]
         currents = sorted(MANIPULATION.glob(f"{task}_s[0-9].json"))
         uniforms = sorted(UNIFORM.glob(f"{task}_s[0-9].json"))
@@ -1742,12 +1751,12 @@ def fetch_other_levers() -> str:
                 run = f"uniform replay: the preset, {preset} ({where}), seed {meta['seed']}"
             else:
                 run = f"uniform replay ({where}), seed {meta['seed']}"
-            marks = " / ".join(_at(rows, mark) for mark in (700_000, 1_000_000))
+            marks = " / ".join(_at(rows, mark) for mark in (300_000, 700_000, 1_000_000))
             load = meta.get("load") or {}
             loads = (
                 f"load {load['min']:.1f}-{load['max']:.1f}"
                 if load
-                else f"load {meta['load_before'][0]:.1f}-{meta['load_after'][0]:.1f}"
+                else f"load {meta['load_before'][0]:.1f} before, {meta['load_after'][0]:.1f} after"
             )
             hit = _tried_hit(rows) + (f"; stopped {meta['stopped']}" if "stopped" in meta else "")
             lines.append(
