@@ -105,6 +105,8 @@ class TrainConfig:
     motion_clip: float | None = None  # goal_motion: the most one step's move counts
     # e.g. (1, 1, 4): a Fetch object's lift counts four times a slide as long
     motion_weights: tuple[float, ...] | None = None  # goal_motion: a weight per goal entry
+    # e.g. 0.001: FetchSlide's puck, creeping ~0.1 mm a step untouched, counts as still
+    motion_threshold: float | None = None  # goal_motion: a shorter step counts as none
     save_buffer: bool = False  # save the replay buffer with policy_latest.pt (for --resume)
     resume: str | None = None  # run folder to continue (its policy_latest.pt)
     tensorboard: bool = False  # also log scalars with torch.utils.tensorboard
@@ -152,13 +154,21 @@ class TrainConfig:
                 f"priority {self.priority!r} sets what prioritized replay draws by, got "
                 "prioritized False: set prioritized True too (--priority sets both)"
             )
-        if self.motion_clip is not None:
-            if self.priority != "goal_motion":
-                raise ValueError(
-                    f"motion_clip {self.motion_clip!r} only applies to priority "
-                    f"'goal_motion', got priority {self.priority!r}"
-                )
-            check_positive("motion_clip", self.motion_clip)
+        for name in ("motion_clip", "motion_threshold"):
+            value = getattr(self, name)
+            if value is not None:
+                if self.priority != "goal_motion":
+                    raise ValueError(
+                        f"{name} {value!r} only applies to priority 'goal_motion', got "
+                        f"priority {self.priority!r}"
+                    )
+                check_positive(name, value)
+        clip, threshold = self.motion_clip, self.motion_threshold
+        if clip is not None and threshold is not None and threshold >= clip:
+            raise ValueError(
+                f"motion_threshold {threshold!r} must be below motion_clip {clip!r}: every "
+                "step would count as none"
+            )
         if self.motion_weights is not None:
             self.motion_weights = check_motion_weights(
                 self.motion_weights, self.priority, text=True
@@ -219,6 +229,7 @@ class TrainConfig:
             "priority": self.priority,
             "motion_clip": self.motion_clip,
             "motion_weights": self.motion_weights,
+            "motion_threshold": self.motion_threshold,
         }
 
 

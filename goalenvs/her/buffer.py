@@ -178,6 +178,10 @@ class HerReplayBuffer(ReplayBufferBase):
             scales each step before its length is taken (and clipped): ``[1, 1, 4]`` makes
             a Fetch object's lift count four times a slide as long (the height term of
             Zhao & Tresp's energy); None: every entry counts alike.
+        motion_threshold: for ``"goal_motion"``, a step shorter than this (after the
+            weights) counts as none: an object that creeps on its own (FetchSlide's puck
+            drifts ~0.1 mm a step untouched) then leaves its episodes at the floor,
+            ``priority_eps``, as a still one; None: every step counts.
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -210,6 +214,7 @@ class HerReplayBuffer(ReplayBufferBase):
         priority: str = "td_error",
         motion_clip: float | None = None,
         motion_weights: Sequence[float] | None = None,
+        motion_threshold: float | None = None,
     ) -> None:
         settings = BufferSettings(
             buffer_size,
@@ -230,6 +235,7 @@ class HerReplayBuffer(ReplayBufferBase):
             priority,
             motion_clip,
             motion_weights,
+            motion_threshold,
         )
         rng_state = dict(np.random.default_rng(seed).bit_generator.state)
         self._adopt(HerBufferState.empty(settings, rng_state), compute_reward, compute_terminated)
@@ -589,7 +595,8 @@ class HerReplayBuffer(ReplayBufferBase):
     ) -> np.ndarray:
         """For each of the closing episodes' transitions (at flat indices ``leaves``, laid
         out as :meth:`_close_episodes` writes them), its episode's goal motion: the sum
-        over the episode of ``min(|w * (ag_{t+1} - ag_t)|, motion_clip)``, the achieved goals
+        over the episode of ``min(|w * (ag_{t+1} - ag_t)|, motion_clip)`` (0 for a step below
+        ``motion_threshold``), the achieved goals
         read from the rows (a transition's next observation is the next row of its env).
         """
         n, flat_rows = self.n_envs, self._rows * self.n_envs
@@ -600,6 +607,8 @@ class HerReplayBuffer(ReplayBufferBase):
         if self._motion_weights is not None:
             moved *= self._motion_weights
         step = np.linalg.norm(moved, axis=1)
+        if self.motion_threshold is not None:
+            step[step < self.motion_threshold] = 0.0
         if self.motion_clip is not None:
             np.minimum(step, self.motion_clip, out=step)
         if lockstep:  # row-major: length rows of every env

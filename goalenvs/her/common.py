@@ -354,13 +354,20 @@ class ReplayBufferBase:
         return None if weights is None else tuple(weights)
 
     @property
+    def motion_threshold(self) -> float | None:
+        """For ``"goal_motion"`` priorities, a step of the achieved goal shorter than this
+        counts as none (an object creeping on its own; None: every step counts)."""
+        return self._settings.motion_threshold
+
+    @property
     def alpha(self) -> float:
         """How much the priorities count, in [0, 1] (0: uniform)."""
         return self._settings.alpha
 
     @property
     def priority_eps(self) -> float:
-        """Added to ``|td_error|`` so that no transition stops being drawn."""
+        """Added to ``|td_error|`` (or an episode's goal motion) so that no transition stops
+        being drawn."""
         return self._settings.priority_eps
 
     @property

@@ -126,7 +126,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         prioritized: proportional prioritized replay over the sampleable transitions.
         alpha: how much the priorities count, in [0, 1] (0: uniform).
         beta: importance-sampling correction, in [0, 1]; may be changed between samples.
-        priority_eps: added to ``|td_error|`` so that no transition stops being drawn.
+        priority_eps: added to ``|td_error|`` (or an episode's goal motion) so that no
+            transition stops being drawn.
         goal_mix: the relabelling mix (replaces ``goal_selection_strategy`` and
             ``n_sampled_goal``); None: the strategy's.
         goal_mix_warmup: env steps stored before the mix applies (only future goals
@@ -137,6 +138,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         motion_clip: for ``"goal_motion"``, the most one step's move counts.
         motion_weights: for ``"goal_motion"``, a weight per achieved-goal entry applied to
             each step before its length is taken; None: all 1.
+        motion_threshold: for ``"goal_motion"``, a step shorter than this (after the
+            weights) counts as none; None: every step counts.
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -173,6 +176,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         priority: str = "td_error",
         motion_clip: float | None = None,
         motion_weights: Sequence[float] | None = None,
+        motion_threshold: float | None = None,
         *,
         device: Any,
     ) -> None:
@@ -196,6 +200,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             priority,
             motion_clip,
             motion_weights,
+            motion_threshold,
         )
         generator = torch.Generator(device=device)
         if seed is None:
@@ -428,6 +433,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
                 if self._motion_weights is not None:
                     step = step * self._motion_weights
                 moved = torch.linalg.vector_norm(step, dim=1)
+                if self.motion_threshold is not None:
+                    moved = moved.masked_fill_(moved < self.motion_threshold, 0.0)
                 if self.motion_clip is not None:
                     moved = moved.clamp_(max=self.motion_clip)
                 before = storage.priorities[(steps - 1) % rows]

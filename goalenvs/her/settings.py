@@ -134,6 +134,7 @@ class BufferSettings:
     priority: str = "td_error"
     motion_clip: float | None = None
     motion_weights: Sequence[float] | None = None
+    motion_threshold: float | None = None
 
     def __post_init__(self) -> None:
         check_int("n_envs", self.n_envs, minimum=1)
@@ -158,6 +159,24 @@ class BufferSettings:
                     f"motion_clip must be a positive finite distance (or None), got {clip!r}"
                 )
         weights = check_motion_weights(self.motion_weights, self.priority)
+        threshold = self.motion_threshold
+        if threshold is not None:
+            if self.priority != "goal_motion":
+                raise ValueError(
+                    f"motion_threshold={threshold!r} only applies to priority='goal_motion', "
+                    f"got priority={self.priority!r}"
+                )
+            number = isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
+            if not number or not 0 < threshold < np.inf:
+                raise ValueError(
+                    "motion_threshold must be a positive finite distance (or None), got "
+                    f"{threshold!r}"
+                )
+            if clip is not None and threshold >= clip:
+                raise ValueError(
+                    f"motion_threshold={threshold!r} must be below motion_clip={clip!r}: "
+                    "every step would count as none"
+                )
         check_in_range("alpha", self.alpha)
         check_in_range("beta", self.beta)
         eps = self.priority_eps
@@ -217,6 +236,7 @@ class BufferSettings:
             "priority_eps": float(eps),
             "motion_clip": None if clip is None else float(clip),
             "motion_weights": weights,
+            "motion_threshold": None if threshold is None else float(threshold),
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
@@ -282,6 +302,7 @@ class BufferSettings:
             "priority": self.priority,
             "motion_clip": self.motion_clip,
             "motion_weights": None if self.motion_weights is None else list(self.motion_weights),
+            "motion_threshold": self.motion_threshold,
         }
 
     @classmethod
@@ -289,7 +310,8 @@ class BufferSettings:
         """The settings a saved file's metadata describes, checked as a constructor's;
         files older than prioritized replay have no priority settings and get the
         defaults, files older than goal mixes sample by their strategy as they did, files older
-        than goal-motion priorities are prioritized by TD error. A
+        than goal-motion priorities are prioritized by TD error, files older than a
+        motion threshold count every step's move. A
         missing entry raises KeyError naming it."""
         observation_space = space_from_json(meta["observation_space"], _FILE)
         if not isinstance(observation_space, spaces.Dict):
@@ -312,6 +334,7 @@ class BufferSettings:
             priority=meta.get("priority", "td_error"),
             motion_clip=meta.get("motion_clip"),
             motion_weights=meta.get("motion_weights"),
+            motion_threshold=meta.get("motion_threshold"),
         )
 
 

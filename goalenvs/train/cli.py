@@ -234,6 +234,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"goal_motion: the most one step's move of the achieved goal counts; {PRESET_DEFAULT}",
     )
     parser.add_argument(
+        "--motion-threshold",
+        type=float,
+        metavar="DISTANCE",
+        help="goal_motion: a step of the achieved goal shorter than this counts as none (an "
+        f"object that creeps on its own stays 'still'); {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
         "--motion-weights",
         metavar="W,W,...",
         help="goal_motion: a weight per achieved-goal entry, applied to each step before its "
@@ -289,6 +296,7 @@ OVERRIDES = {
     "priority_eps": "priority_eps",
     "motion_clip": "motion_clip",
     "motion_weights": "motion_weights",
+    "motion_threshold": "motion_threshold",
     "device": "device",
     "env_device": "env_device",
     "replay_device": "replay_device",
@@ -442,6 +450,7 @@ REPLAY_FIELDS = (
     "priority_eps",
     "motion_clip",
     "motion_weights",
+    "motion_threshold",
 )
 
 

@@ -2,7 +2,8 @@
 
 Every transition of an episode is drawn in proportion to ``(motion + eps) ** alpha``,
 where ``motion`` is the path length of the episode's achieved goal with each step's move
-clipped to ``motion_clip`` (and each step scaled per entry by ``motion_weights`` first).
+clipped to ``motion_clip`` (and each step scaled per entry by ``motion_weights`` first,
+then counted as none below ``motion_threshold``).
 The buffer is fed tagged episodes whose achieved goal moves at
 a known speed (some not at all), through a ring that wraps and retires episodes, with envs
 that end episodes together (the lockstep writes) and apart.
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from goalenvs.agents.ddpg import DDPGConfig
@@ -58,12 +59,19 @@ class Feeder:
         return np.array(SPEEDS[self.speeds[(episode + 2 * env) % len(self.speeds)]], np.float32)
 
     def motion(
-        self, env: int, episode: int, clip: float | None, weights: tuple | None = None
+        self,
+        env: int,
+        episode: int,
+        clip: float | None,
+        weights: tuple | None = None,
+        threshold: float | None = None,
     ) -> float:
         velocity = self.velocity(env, episode).astype(np.float64)
         if weights is not None:
             velocity = velocity * np.asarray(weights)
         step = float(np.linalg.norm(velocity))
+        if threshold is not None and step < threshold:
+            step = 0.0
         return self.length(env, episode) * (step if clip is None else min(step, clip))
 
     def add(self) -> None:
@@ -100,11 +108,14 @@ def make(
     clip: float | None,
     backend: str = "numpy",
     weights: tuple | None = None,
+    threshold: float | None = None,
 ) -> HerReplayBuffer | DeviceHerReplayBuffer:
     """A goal-motion buffer in host memory (``"numpy"``) or on the CPU device (``"torch"``)."""
     kwargs: dict = {"device": "cpu"} if backend == "torch" else {}
     if weights is not None:
         kwargs["motion_weights"] = weights
+    if threshold is not None:
+        kwargs["motion_threshold"] = threshold
     cls = DeviceHerReplayBuffer if backend == "torch" else HerReplayBuffer
     return cls(
         rows * n_envs, SPACE, ACTIONS, reward, n_envs=n_envs, seed=0, prioritized=True,
@@ -122,6 +133,7 @@ def check_leaves(
     alpha: float,
     clip: float | None,
     weights: tuple | None = None,
+    threshold: float | None = None,
 ) -> int:
     """Every sampleable transition's leaf holds its episode's ``(motion + eps) ** alpha``
     and every other leaf 0; returns how many are sampleable."""
@@ -131,7 +143,9 @@ def check_leaves(
     live = np.flatnonzero(leaves)
     assert live.size == buffer.n_transitions
     tags = state.storage.observations["observation"][live].astype(int)
-    expected = [(feeder.motion(e, m, clip, weights) + EPS) ** alpha for e, m, _ in tags.tolist()]
+    expected = [
+        (feeder.motion(e, m, clip, weights, threshold) + EPS) ** alpha for e, m, _ in tags.tolist()
+    ]
     np.testing.assert_allclose(leaves[live], expected, rtol=1e-6)
     return int(live.size)
 
@@ -145,6 +159,8 @@ def check_leaves(
     alpha=st.sampled_from([0.0, 0.6, 1.0]),
     clip=st.sampled_from([None, 0.3, 5.0]),
     weights=st.sampled_from([None, (1.0, 1.0, 4.0), (0.0, 2.0, 0.5)]),
+    # step lengths here: 0.25, 0.71 and 3 (weighted: 1.03, 4.12; 0.25, 2.06, 8.31)
+    threshold=st.sampled_from([None, 0.4, 1.0]),
     adds=st.integers(1, 90),
 )
 def test_each_transition_carries_its_episodes_clipped_goal_motion(
@@ -155,13 +171,15 @@ def test_each_transition_carries_its_episodes_clipped_goal_motion(
     alpha: float,
     clip: float | None,
     weights: tuple | None,
+    threshold: float | None,
     adds: int,
 ) -> None:
-    buffer = make(n_envs, rows, alpha, clip, weights=weights)
+    assume(clip is None or threshold is None or threshold < clip)
+    buffer = make(n_envs, rows, alpha, clip, weights=weights, threshold=threshold)
     feeder = Feeder(buffer, lengths, speeds)
     for _ in range(adds):
         feeder.add()
-        check_leaves(buffer, feeder, alpha, clip, weights)
+        check_leaves(buffer, feeder, alpha, clip, weights, threshold)
     if buffer.can_sample():
         batch = buffer.sample(16)
         np.testing.assert_array_equal(batch.weights, np.ones(16, np.float32))
@@ -180,15 +198,23 @@ def test_envs_ending_together_and_apart_write_the_same_priorities() -> None:
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize(
-    ("n_envs", "rows", "weights"), [(1, 200, None), (3, 30, None), (3, 30, (0.0, 1.0, 4.0))]
+    ("n_envs", "rows", "weights", "threshold"),
+    [
+        (1, 200, None, None),
+        (3, 30, None, None),
+        (3, 30, (0.0, 1.0, 4.0), None),
+        (3, 30, None, 0.5),
+        (1, 200, None, 0.5),
+    ],
 )
 def test_draws_follow_the_goal_motion_within_their_binomial_interval(
-    backend, n_envs, rows, weights
+    backend, n_envs, rows, weights, threshold
 ) -> None:
     # Episodes of 4 steps cycling speeds 0, 0.25, 0.5*sqrt(2), 3 per step; with 3 envs in
     # a ring of 30 rows that wraps and retires episodes. Weighted (0, 1, 4): the second
-    # speed (along x) counts nothing, the last two 0.5*sqrt(17) and 2*sqrt(65).
-    buffer = make(n_envs, rows, 1.0, None, backend, weights)
+    # speed (along x) counts nothing, the last two 0.5*sqrt(17) and 2*sqrt(65). With a
+    # threshold of 0.5 the second speed's steps count as none: a creeping object's.
+    buffer = make(n_envs, rows, 1.0, None, backend, weights, threshold)
     feeder = Feeder(buffer, [4], [0, 1, 2, 3])
     for _ in range(4 * 4 * 3):  # three rounds of the four speeds: 12 episodes per env
         feeder.add()
@@ -198,7 +224,8 @@ def test_draws_follow_the_goal_motion_within_their_binomial_interval(
     held = {(e, m) for e in range(n_envs) for m in range(12) if per_episode * (12 - m) <= rows}
     mass = np.zeros(4)
     for e, m in held:
-        mass[feeder.speeds[(m + 2 * e) % 4]] += 4 * (feeder.motion(e, m, None, weights) + EPS)
+        motion = feeder.motion(e, m, None, weights, threshold)
+        mass[feeder.speeds[(m + 2 * e) % 4]] += 4 * (motion + EPS)
     expected = mass / mass.sum()
     draws = 100_000
     batch = buffer.sample(draws)
@@ -210,8 +237,8 @@ def test_draws_follow_the_goal_motion_within_their_binomial_interval(
         sigma = np.sqrt(expected[i] * (1 - expected[i]) / draws)
         assert abs(share - expected[i]) <= 4 * sigma + 1e-9, (i, share, expected[i])
     assert np.mean(speed == 0) < 1e-3  # the episodes where nothing moved: almost never
-    if weights is not None:  # nor those that moved only along the axis weighted 0
-        assert np.mean(speed == 1) < 1e-3
+    if weights is not None or threshold is not None:  # nor those that moved only along
+        assert np.mean(speed == 1) < 1e-3  # the axis weighted 0, or slower than the threshold
     np.testing.assert_array_equal(as_numpy(batch.weights), 1.0)
 
 
@@ -230,19 +257,23 @@ def test_a_buffer_where_nothing_moved_draws_uniformly() -> None:
 
 def test_saved_and_loaded_buffer_keeps_its_priorities_and_settings(tmp_path) -> None:
     # Saved between episodes (a save writes episodes in progress as truncated).
-    buffer = make(2, 30, 0.6, 0.3)
+    buffer = make(2, 30, 0.6, 0.3, threshold=0.26)
     feeder = Feeder(buffer, [3], [0, 1, 2, 3])
     for _ in range(24):
         feeder.add()
     path = tmp_path / "buffer.npz"
     buffer.save(path)
     loaded = HerReplayBuffer.load(path, reward)
-    assert (loaded.priority, loaded.motion_clip) == ("goal_motion", 0.3)
+    assert (loaded.priority, loaded.motion_clip, loaded.motion_threshold) == (
+        "goal_motion",
+        0.3,
+        0.26,
+    )
     np.testing.assert_array_equal(loaded.state().priorities, buffer.state().priorities)
     for _ in range(24):  # the loaded buffer goes on writing goal-motion priorities
         feeder.buffer = loaded
         feeder.add()
-    check_leaves(loaded, feeder, 0.6, 0.3)
+    check_leaves(loaded, feeder, 0.6, 0.3, threshold=0.26)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
@@ -303,6 +334,31 @@ def test_td_errors_do_not_set_goal_motion_priorities() -> None:
             "motion_clip must be a positive finite distance",
         ),
         (
+            {"prioritized": True, "motion_threshold": 0.001},
+            ValueError,
+            "motion_threshold=0.001 only applies to priority='goal_motion'",
+        ),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_threshold": 0.0},
+            ValueError,
+            r"motion_threshold must be a positive finite distance \(or None\), got 0.0",
+        ),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_threshold": "0.1"},
+            ValueError,
+            "motion_threshold must be a positive finite distance",
+        ),
+        (
+            {
+                "prioritized": True,
+                "priority": "goal_motion",
+                "motion_clip": 0.05,
+                "motion_threshold": 0.05,
+            },
+            ValueError,
+            "motion_threshold=0.05 must be below motion_clip=0.05: every step would count",
+        ),
+        (
             {"prioritized": True, "motion_weights": (1.0, 1.0, 4.0)},
             ValueError,
             r"motion_weights=\(1.0, 1.0, 4.0\) only applies to priority='goal_motion'",
@@ -336,14 +392,18 @@ def test_bad_priority_settings_name_the_argument(kwargs, error, match) -> None:
 
 
 def test_the_device_buffer_keeps_its_goal_motion_across_a_save(tmp_path) -> None:
-    buffer = make(2, 30, 1.0, 0.3, "torch")
+    buffer = make(2, 30, 1.0, 0.3, "torch", threshold=0.2)
     feeder = Feeder(buffer, [3], [0, 1, 2, 3])
     for _ in range(24):
         feeder.add()
     path = tmp_path / "buffer.pt"
     buffer.save(path)
     loaded = DeviceHerReplayBuffer.load(path, reward, device="cpu")
-    assert (loaded.priority, loaded.motion_clip) == ("goal_motion", 0.3)
+    assert (loaded.priority, loaded.motion_clip, loaded.motion_threshold) == (
+        "goal_motion",
+        0.3,
+        0.2,
+    )
     with pytest.raises(RuntimeError, match="TD errors set the priorities of priority='td_error'"):
         loaded.update_priorities(torch.zeros(2, dtype=torch.long), torch.ones(2))
     tags = as_numpy(loaded.sample(20_000).observations["observation"]).astype(int)
@@ -359,6 +419,8 @@ def test_the_priority_flag_reaches_the_config(capsys) -> None:
     assert '"motion_clip": 0.05' in out
     assert main([*argv, "0.05", "--motion-weights", "1,4", "--show-config"]) == 0
     assert '"motion_weights": [\n    1.0,\n    4.0\n  ]' in capsys.readouterr().out
+    assert main([*argv, "0.05", "--motion-threshold", "0.001", "--show-config"]) == 0
+    assert '"motion_threshold": 0.001' in capsys.readouterr().out
 
 
 def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(capsys) -> None:
@@ -373,6 +435,20 @@ def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(caps
     [
         ({"priority": "goal_motion"}, "priority 'goal_motion' sets what prioritized replay"),
         ({"prioritized": True, "motion_clip": 0.1}, "motion_clip 0.1 only applies"),
+        ({"prioritized": True, "motion_threshold": 0.1}, "motion_threshold 0.1 only applies"),
+        (
+            {"prioritized": True, "priority": "goal_motion", "motion_threshold": -0.1},
+            r"motion_threshold must be > 0.0, got -0.1",
+        ),
+        (
+            {
+                "prioritized": True,
+                "priority": "goal_motion",
+                "motion_clip": 0.05,
+                "motion_threshold": 0.1,
+            },
+            "motion_threshold 0.1 must be below motion_clip 0.05: every step would count",
+        ),
         ({"prioritized": True, "motion_weights": "1,1,4"}, "motion_weights='1,1,4' only applies"),
         (
             {"prioritized": True, "priority": "goal_motion", "motion_weights": "1,x,4"},
