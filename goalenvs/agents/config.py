@@ -163,11 +163,11 @@ class TrainConfig:
                         f"priority {self.priority!r}"
                     )
                 check_positive(name, value)
-        clip, threshold = self.motion_clip, self.motion_threshold
-        if clip is not None and threshold is not None and threshold >= clip:
+        most, least = self.motion_clip, self.motion_threshold
+        if most is not None and least is not None and least >= most:
             raise ValueError(
-                f"motion_threshold {threshold!r} must be below motion_clip {clip!r}: every "
-                "step would count as none"
+                f"motion_threshold {least!r} must be below motion_clip {most!r}: every step "
+                "would count as none"
             )
         if self.motion_weights is not None:
             self.motion_weights = check_motion_weights(

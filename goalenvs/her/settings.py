@@ -146,37 +146,14 @@ class BufferSettings:
                 f"priority={self.priority!r} sets what a prioritized buffer draws by, got "
                 "prioritized=False: pass prioritized=True too"
             )
-        clip = self.motion_clip
-        if clip is not None:
-            if self.priority != "goal_motion":
-                raise ValueError(
-                    f"motion_clip={clip!r} only applies to priority='goal_motion', got "
-                    f"priority={self.priority!r}"
-                )
-            number = isinstance(clip, (int, float)) and not isinstance(clip, bool)
-            if not number or not 0 < clip < np.inf:
-                raise ValueError(
-                    f"motion_clip must be a positive finite distance (or None), got {clip!r}"
-                )
+        clip = _check_motion_distance("motion_clip", self.motion_clip, self.priority)
         weights = check_motion_weights(self.motion_weights, self.priority)
-        threshold = self.motion_threshold
-        if threshold is not None:
-            if self.priority != "goal_motion":
-                raise ValueError(
-                    f"motion_threshold={threshold!r} only applies to priority='goal_motion', "
-                    f"got priority={self.priority!r}"
-                )
-            number = isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
-            if not number or not 0 < threshold < np.inf:
-                raise ValueError(
-                    "motion_threshold must be a positive finite distance (or None), got "
-                    f"{threshold!r}"
-                )
-            if clip is not None and threshold >= clip:
-                raise ValueError(
-                    f"motion_threshold={threshold!r} must be below motion_clip={clip!r}: "
-                    "every step would count as none"
-                )
+        threshold = _check_motion_distance("motion_threshold", self.motion_threshold, self.priority)
+        if clip is not None and threshold is not None and threshold >= clip:
+            raise ValueError(
+                f"motion_threshold={threshold!r} must be below motion_clip={clip!r}: every step "
+                "would count as none"
+            )
         check_in_range("alpha", self.alpha)
         check_in_range("beta", self.beta)
         eps = self.priority_eps
@@ -336,6 +313,24 @@ class BufferSettings:
             motion_weights=meta.get("motion_weights"),
             motion_threshold=meta.get("motion_threshold"),
         )
+
+
+def _check_motion_distance(name: str, value: Any, priority: str) -> float | None:
+    """``value`` of the goal-motion distance ``name`` (``motion_clip``,
+    ``motion_threshold``) as it was given, or the error naming it: None, or a positive
+    finite number with ``priority="goal_motion"``."""
+    if value is None:
+        return None
+    if priority != "goal_motion":
+        raise ValueError(
+            f"{name}={value!r} only applies to priority='goal_motion', got priority={priority!r}"
+        )
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, bool
+    )
+    if not number or not 0 < value < np.inf:
+        raise ValueError(f"{name} must be a positive finite distance (or None), got {value!r}")
+    return value
 
 
 def check_motion_weights(
