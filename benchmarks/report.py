@@ -1706,17 +1706,17 @@ def preset_fetch_slide() -> str:
     )
 
 
-#: The preset gymnasium-robotics' FetchPickAndPlace and FetchSlide train with.
-OTHER_FETCH_PRESETS = {
-    "pick_and_place": "fetch_pick_and_place",
-    "slide": "fetch_slide",
-    "panda_push": "panda_push",
+#: The levers table's tasks beside FetchPush: each task's env and the preset it trains with.
+OTHER_LEVER_TASKS = {
+    "pick_and_place": ("FetchPickAndPlace-v4", "fetch_pick_and_place"),
+    "slide": ("FetchSlide-v4", "fetch_slide"),
+    "panda_push": ("PandaPush-v3", "panda_push"),
 }
 
 
 def fetch_other_levers() -> str:
-    """Levers tried on FetchPickAndPlace, FetchSlide and PandaPush against uniform replay: the uniform
-    run (uniform/, or manipulation/ where the preset replays uniformly), each
+    """Levers tried on FetchPickAndPlace, FetchSlide and PandaPush against uniform replay:
+    the uniform run (uniform/, or manipulation/ where the preset replays uniformly), each
     manipulation/tried/{task}_<lever>_s0.json, and the preset's own run when it is a lever
     (its JSON holds the lever and the preset diff, as the tried ones)."""
     lines = [
@@ -1724,13 +1724,7 @@ def fetch_other_levers() -> str:
         "1,000,000 env steps | env steps/s, load | commit, precision |",
         "|---|---|---|---|---|---|---|",
     ]
-    tasks = (
-        ("pick_and_place", "FetchPickAndPlace-v4"),
-        ("slide", "FetchSlide-v4"),
-        ("panda_push", "PandaPush-v3"),
-    )
-    for task, env in tasks:
-        preset = OTHER_FETCH_PRESETS[task]
+    for task, (env, preset) in OTHER_LEVER_TASKS.items():
         currents = sorted(MANIPULATION.glob(f"{task}_s[0-9].json"))
         uniforms = sorted(UNIFORM.glob(f"{task}_s[0-9].json"))
         tried = sorted((MANIPULATION / "tried").glob(f"{task}_*_s[0-9].json"))
