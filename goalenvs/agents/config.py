@@ -19,7 +19,12 @@ from typing import ClassVar
 from goalenvs import envspec
 from goalenvs.core import check_choice, check_in_range, check_int, check_positive
 from goalenvs.her.goal_mix import GoalMix
-from goalenvs.her.settings import PRIORITIES, GoalSelectionStrategy, check_motion_weights
+from goalenvs.her.settings import (
+    PRIORITIES,
+    GoalSelectionStrategy,
+    check_motion_distances,
+    check_motion_weights,
+)
 
 # The buffer's enum is the one list of strategies; configs and the CLI read it.
 STRATEGIES = tuple(strategy.value for strategy in GoalSelectionStrategy)
@@ -154,21 +159,7 @@ class TrainConfig:
                 f"priority {self.priority!r} sets what prioritized replay draws by, got "
                 "prioritized False: set prioritized True too (--priority sets both)"
             )
-        for name in ("motion_clip", "motion_threshold"):
-            value = getattr(self, name)
-            if value is not None:
-                if self.priority != "goal_motion":
-                    raise ValueError(
-                        f"{name} {value!r} only applies to priority 'goal_motion', got "
-                        f"priority {self.priority!r}"
-                    )
-                check_positive(name, value)
-        most, least = self.motion_clip, self.motion_threshold
-        if most is not None and least is not None and least >= most:
-            raise ValueError(
-                f"motion_threshold {least!r} must be below motion_clip {most!r}: every step "
-                "would count as none"
-            )
+        check_motion_distances(self.motion_clip, self.motion_threshold, self.priority)
         if self.motion_weights is not None:
             self.motion_weights = check_motion_weights(
                 self.motion_weights, self.priority, text=True

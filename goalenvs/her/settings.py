@@ -146,14 +146,10 @@ class BufferSettings:
                 f"priority={self.priority!r} sets what a prioritized buffer draws by, got "
                 "prioritized=False: pass prioritized=True too"
             )
-        clip = _check_motion_distance("motion_clip", self.motion_clip, self.priority)
+        clip, threshold = check_motion_distances(
+            self.motion_clip, self.motion_threshold, self.priority
+        )
         weights = check_motion_weights(self.motion_weights, self.priority)
-        threshold = _check_motion_distance("motion_threshold", self.motion_threshold, self.priority)
-        if clip is not None and threshold is not None and threshold >= clip:
-            raise ValueError(
-                f"motion_threshold={threshold!r} must be below motion_clip={clip!r}: every step "
-                "would count as none"
-            )
         check_in_range("alpha", self.alpha)
         check_in_range("beta", self.beta)
         eps = self.priority_eps
@@ -331,6 +327,22 @@ def _check_motion_distance(name: str, value: Any, priority: str) -> float | None
     if not number or not 0 < value < np.inf:
         raise ValueError(f"{name} must be a positive finite distance (or None), got {value!r}")
     return value
+
+
+def check_motion_distances(
+    clip: Any, threshold: Any, priority: str
+) -> tuple[float | None, float | None]:
+    """``motion_clip`` and ``motion_threshold`` as given, or the error naming the one that
+    is wrong: each None or a positive finite number with ``priority="goal_motion"``, the
+    threshold below the clip."""
+    clip = _check_motion_distance("motion_clip", clip, priority)
+    threshold = _check_motion_distance("motion_threshold", threshold, priority)
+    if clip is not None and threshold is not None and threshold >= clip:
+        raise ValueError(
+            f"motion_threshold={threshold!r} must be below motion_clip={clip!r}: every step "
+            "would count as none"
+        )
+    return clip, threshold
 
 
 def check_motion_weights(

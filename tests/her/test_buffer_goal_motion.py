@@ -434,11 +434,11 @@ def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(caps
     ("kwargs", "match"),
     [
         ({"priority": "goal_motion"}, "priority 'goal_motion' sets what prioritized replay"),
-        ({"prioritized": True, "motion_clip": 0.1}, "motion_clip 0.1 only applies"),
-        ({"prioritized": True, "motion_threshold": 0.1}, "motion_threshold 0.1 only applies"),
+        ({"prioritized": True, "motion_clip": 0.1}, "motion_clip=0.1 only applies"),
+        ({"prioritized": True, "motion_threshold": 0.1}, "motion_threshold=0.1 only applies"),
         (
             {"prioritized": True, "priority": "goal_motion", "motion_threshold": -0.1},
-            r"motion_threshold must be > 0.0, got -0.1",
+            r"motion_threshold must be a positive finite distance \(or None\), got -0.1",
         ),
         (
             {
@@ -447,7 +447,7 @@ def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(caps
                 "motion_clip": 0.05,
                 "motion_threshold": 0.1,
             },
-            "motion_threshold 0.1 must be below motion_clip 0.05: every step would count",
+            "motion_threshold=0.1 must be below motion_clip=0.05: every step would count",
         ),
         ({"prioritized": True, "motion_weights": "1,1,4"}, "motion_weights='1,1,4' only applies"),
         (
