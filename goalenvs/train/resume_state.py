@@ -93,11 +93,17 @@ def torch_generator_states(obj: object) -> dict[str, torch.Tensor]:
 
 def restore_torch_generators(obj: object, states: dict[str, torch.Tensor]) -> list[str]:
     """Sets the torch generators of ``obj`` back to ``states``; returns the names that did
-    not match (saved but absent, or present but not saved)."""
+    not match: saved but absent, present but not saved, or saved by a generator of another
+    device (a run recorded on CUDA and resumed on the CPU: a CUDA generator's state is 16
+    bytes, a CPU one's 5,056), which keeps its seeded state."""
     current = {k: v for k, v in vars(obj).items() if isinstance(v, torch.Generator)}
+    missed = current.keys() ^ states.keys()
     for name in current.keys() & states.keys():
-        current[name].set_state(states[name])
-    return sorted(current.keys() ^ states.keys())
+        try:
+            current[name].set_state(states[name])
+        except RuntimeError:  # torch refuses a state of another size before setting any
+            missed.add(name)
+    return sorted(missed)
 
 
 def env_generator_states(env: object) -> dict[str, Any]:
@@ -184,7 +190,12 @@ def restore_random_state(
     for name, obj in (("agent", agent), ("buffer", buffer)):
         missed = restore_torch_generators(obj, state.get("torch_generators", {}).get(name, {}))
         if missed:
-            logger.warning("%s torch generators %s were not restored", name, missed)
+            logger.warning(
+                "%s torch generators %s were not restored (saved on another device?); they "
+                "draw on from their seeds",
+                name,
+                missed,
+            )
         missed = restore_generators(obj, state[name])
         if missed:
             logger.warning("%s generators %s were not restored", name, missed)

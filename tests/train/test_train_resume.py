@@ -112,3 +112,25 @@ def test_nan_loss_stops_with_epoch_and_keeps_last_good_checkpoint(tmp_path, monk
     assert torch.load(run / "policy_latest.pt", weights_only=True)["metadata"]["epoch"] == 1
     assert len(progress(run)) == 1
     assert np.isfinite(progress(run)[0]["q_loss"])
+
+
+def test_torch_generator_states_of_another_device_are_skipped_and_named():
+    # A run recorded on CUDA saves 16-byte CUDA generator states; resumed on the CPU (the
+    # plan's --device cpu), each such generator keeps its seeded state instead of stopping
+    # the resume with torch's "Expected a CPUGeneratorImplState of size 5056".
+    from goalenvs.train.resume_state import restore_torch_generators
+
+    class Holder:
+        def __init__(self) -> None:
+            self.generator = torch.Generator().manual_seed(3)
+            self.other = torch.Generator().manual_seed(4)
+
+    holder, source = Holder(), torch.Generator().manual_seed(5)
+    seeded = holder.generator.get_state().clone()
+    cuda_like = torch.zeros(16, dtype=torch.uint8)  # the size of a CUDA generator's state
+    missed = restore_torch_generators(
+        holder, {"generator": cuda_like, "other": source.get_state(), "gone": cuda_like}
+    )
+    assert missed == ["generator", "gone"]
+    assert torch.equal(holder.generator.get_state(), seeded)
+    assert torch.equal(holder.other.get_state(), source.get_state())
