@@ -338,11 +338,16 @@ def _env_names(module: ModuleType) -> list[str]:
     )
 
 
+# The module name of a file a `file.py:Name` spec loads: known to this process only (a
+# worker process loads the file itself, see goalenvs.train.env_workers.worker_source).
+USER_MODULE_PREFIX = "_goalenvs_user_"
+
+
 def _import_file(text: str, path: Path) -> ModuleType:
     if not path.is_file():
         raise EnvSpecError(f"env {text!r}: no such file: {path}")
     resolved = path.resolve()
-    name = f"_goalenvs_user_{path.stem}_{abs(hash(str(resolved)))}"
+    name = f"{USER_MODULE_PREFIX}{path.stem}_{abs(hash(str(resolved)))}"
     if name in sys.modules:
         return sys.modules[name]
     # As `python path/to/file.py` does: the file's folder is importable, so that the

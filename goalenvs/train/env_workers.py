@@ -26,6 +26,7 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -43,17 +44,32 @@ class EnvWorkerError(RuntimeError):
     """A worker process stepping training envs failed (its env raised, or it died)."""
 
 
-def check_sendable(env_id: str, source: object, env_kwargs: dict[str, object]) -> None:
-    """A ValueError naming the env and ``--env-workers 1`` when what builds it (``source``,
-    see :func:`worker_source`) or its kwargs cannot be sent to a worker process."""
+def worker_problem(env_id: str, env_kwargs: dict[str, object]) -> str | None:
+    """Why worker processes cannot build ``env_id``'s envs with ``env_kwargs`` (None when
+    they can): an id registered in this process only whose entry point a fresh process
+    cannot import (a class of a script's ``__main__`` or of a function), or kwargs that
+    cannot be sent (pickled) to a worker. The plan then keeps the envs in the trainer's
+    process; ``--env-workers N`` asked for is refused with this reason."""
+    try:
+        source = worker_source(env_id)
+    except ValueError as exc:
+        return str(exc)
     try:
         pickle.dumps((source, env_kwargs))
     except Exception as exc:  # pickling raises many kinds (PicklingError, TypeError, ...)
-        raise ValueError(
+        return (
             f"{env_id} with env_kwargs {sorted(env_kwargs)} cannot be sent to an env worker "
-            f"process ({type(exc).__name__}: {exc}); train it in the trainer's process with "
-            "--env-workers 1"
-        ) from None
+            f"process ({type(exc).__name__}: {exc})"
+        )
+    return None
+
+
+def check_sendable(env_id: str, env_kwargs: dict[str, object]) -> None:
+    """A ValueError naming the env and ``--env-workers 1`` when worker processes cannot
+    build its envs (see :func:`worker_problem`)."""
+    problem = worker_problem(env_id, env_kwargs)
+    if problem is not None:
+        raise ValueError(f"{problem}; train it in the trainer's process with --env-workers 1")
 
 
 # --------------------------------------------------------------------------- workers
@@ -77,12 +93,43 @@ def _make_env(source: str | gym.envs.registration.EnvSpec, env_kwargs: dict[str,
 
 
 def worker_source(env_id: str) -> str | gym.envs.registration.EnvSpec:
-    """What a worker process builds ``env_id``'s envs from: its gymnasium spec when the
-    entry point is an import path (an id registered in this process only, by a script or a
-    test, is found so too), else the env id's text, which the worker resolves itself (a
-    ``file.py:Class`` spec loads the file there)."""
+    """What a worker process builds ``env_id``'s envs from.
+
+    Its gymnasium spec when a fresh process can import the entry point: an import path, or
+    a class or function of an importable module (so an id registered in this process only,
+    by a script or a test, is found too). Else the spec's text when it names its own import
+    (``module:Name``, ``file.py:Name``: the worker loads the file itself). Raises a
+    ValueError for an id registered here with an entry point no other process can import
+    (defined in ``__main__`` or inside a function).
+    """
     spec = envspec.env_spec(env_id)
-    return spec if isinstance(spec.entry_point, str) else env_id
+    entry = spec.entry_point
+    if isinstance(entry, str) or _importable(entry):
+        return spec
+    if ":" in env_id:
+        return env_id
+    name = getattr(entry, "__qualname__", repr(entry))
+    module = getattr(entry, "__module__", None)
+    raise ValueError(
+        f"{env_id} is registered in this process with entry point {module}.{name}, which an "
+        "env worker process cannot import; register it with an import path "
+        "(entry_point='module:Class')"
+    )
+
+
+def _importable(entry: object) -> bool:
+    """Whether a fresh process finds ``entry`` by its module and name (what pickle sends):
+    not in ``__main__``, a function's locals, or a file a ``file.py:Name`` spec loaded."""
+    module = getattr(entry, "__module__", None)
+    qualname = getattr(entry, "__qualname__", None)
+    if not module or not qualname or "<locals>" in qualname:
+        return False
+    if module == "__main__" or module.startswith(envspec.USER_MODULE_PREFIX):
+        return False
+    found: object = sys.modules.get(module)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return found is entry
 
 
 class EnvGroup(gym.Env):
@@ -181,8 +228,8 @@ class EnvWorkers(gym.vector.VectorEnv):
     ) -> None:
         if num_envs % workers:
             raise ValueError(f"workers={workers} must divide num_envs={num_envs}")
+        check_sendable(env_id, env_kwargs)
         source = worker_source(env_id)
-        check_sendable(env_id, source, env_kwargs)
         self.env_id = env_id
         self.workers = workers
         self.group_size = num_envs // workers

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from goalenvs.agents.ddpg import DDPGConfig
+from goalenvs.envs.point_reach import PointReachEnv
 from goalenvs.train.env_workers import EnvWorkerError, EnvWorkers
 from goalenvs.train.envs import make_vector_env
 from goalenvs.train.machine import (
@@ -269,9 +270,14 @@ def test_the_default_keeps_native_twins_and_small_machines_in_one_process():
     assert default_env_workers(16, native_twin=False, cores=16, step_seconds=1.8e-3) == 16
 
 
-def test_an_id_registered_only_in_this_process_reaches_the_workers():
+@pytest.mark.parametrize(
+    "entry_point",
+    ["goalenvs.envs.point_reach:PointReachEnv", PointReachEnv],
+    ids=["import-path", "class-of-a-module"],
+)
+def test_an_id_registered_only_in_this_process_reaches_the_workers(entry_point):
     env_id = "test_workers/PointReachHere-v0"
-    gym.register(env_id, entry_point="goalenvs.envs.point_reach:PointReachEnv", max_episode_steps=5)
+    gym.register(env_id, entry_point=entry_point, max_episode_steps=5)
     try:
         workers = EnvWorkers(env_id, {}, 2, 2, SAME_STEP)
         alone = make_vector_env(env_id, {}, 2, SAME_STEP)
@@ -284,6 +290,48 @@ def test_an_id_registered_only_in_this_process_reaches_the_workers():
             alone.close()
     finally:
         gym.registry.pop(env_id)
+
+
+def test_an_id_whose_class_no_worker_can_import_stays_in_the_trainers_process(
+    tmp_path, monkeypatch
+):
+    # A class defined in a function (or a script's __main__) is found by no fresh process:
+    # asked for, worker processes are refused up front with the reason and the flag; left
+    # to the plan on a many-core machine, the envs stay in the trainer's process.
+    from goalenvs.train import machine as machine_module
+    from goalenvs.train import plan as plan_module
+
+    class HereOnly(PointReachEnv):
+        pass
+
+    env_id = "test_workers/HereOnly-v0"
+    gym.register(env_id, entry_point=HereOnly, max_episode_steps=10)
+    try:
+        with pytest.raises(ValueError) as caught:
+            EnvWorkers(env_id, {}, 4, 2, SAME_STEP)
+        message = str(caught.value)
+        assert message.startswith(f"{env_id} is registered in this process with entry point ")
+        assert "HereOnly, which an env worker process cannot import" in message
+        assert message.endswith("with --env-workers 1")
+        for module in (plan_module, machine_module):
+            monkeypatch.setattr(module, "usable_cores", lambda *args: 4)
+        monkeypatch.setattr(plan_module, "measure_step_seconds", lambda env, seed: 2e-3)
+        cpu = torch.device("cpu")
+        plan = plan_module.make_plan(
+            config(tmp_path, env_id=env_id, env_kwargs={}), gym.make(env_id), cpu
+        )
+        assert plan.env_workers == 1
+        note = next(n for n in plan.notes if n.startswith("env workers 1, not 4: "))
+        assert "cannot import" in note
+        # The same env from an importable class gets the workers.
+        gym.registry.pop(env_id)
+        gym.register(env_id, entry_point=PointReachEnv, max_episode_steps=10)
+        plan = plan_module.make_plan(
+            config(tmp_path, env_id=env_id, env_kwargs={}), gym.make(env_id), cpu
+        )
+        assert plan.env_workers == 4
+    finally:
+        gym.registry.pop(env_id, None)
 
 
 def test_a_native_twin_refuses_worker_processes(tmp_path):
