@@ -3,6 +3,8 @@ on CUDA the captured graphs against the eager updates."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -451,10 +453,12 @@ def test_cuda_graphs_give_the_eager_numbers(algo, buffer_device):
 def test_cuda_graphs_are_captured_again_after_the_optimizer_state_is_replaced():
     agent, learner, _ = cuda_cycles("ddpg", "on", "host", cycles=2)
     graphs = dict(learner.updates._graphs)
-    # The old state stays alive, so the loaded one cannot take its addresses: the graphs
-    # read tensors that are no longer the optimizer's, and must be captured again.
+    # A checkpoint's state is new tensors (a copy here; torch's load_state_dict keeps the
+    # very tensors of a state_dict() of the same device and dtype, whose addresses do not
+    # move). The old state stays alive, so the loaded one cannot take its addresses: the
+    # graphs read tensors that are no longer the optimizer's, and must be captured again.
     old_state = [v for s in agent.critic_optimizer.state.values() for v in s.values()]
-    agent.critic_optimizer.load_state_dict(agent.critic_optimizer.state_dict())
+    agent.critic_optimizer.load_state_dict(copy.deepcopy(agent.critic_optimizer.state_dict()))
     assert old_state
     action_space = ALGOS["ddpg"][2]
     before = [p.detach().clone() for p in agent.critic.parameters()]

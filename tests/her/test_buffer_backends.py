@@ -867,6 +867,9 @@ def test_a_sample_captured_in_a_cuda_graph_replays_fresh_draws_of_what_the_buffe
     graph.register_generator_state(buffer.generator)
     with torch.cuda.graph(graph):
         batch = buffer.sample(256)
+    # A capture runs no kernel: the batch holds draws only after a replay (the priorities
+    # below are set at its indices).
+    graph.replay()
     indices = []
     for _ in range(4):
         for _ in range(25):  # ends 10 episodes, retires the oldest

@@ -159,6 +159,7 @@ def test_max_env_steps_sets_the_epochs_and_ends_the_run_resumable(tmp_path, caps
     out = tmp_path / "run"
     argv = ["train", "goalenvs/PointReach-v0", "--cycles", "1", "--num-envs", "2"]
     argv += ["--batches", "1", "--batch-size", "8", "--quiet", "--out", str(out)]
+    argv += ["--device", "cpu"]  # the preset's CPU rollout (its [device] one is longer)
     # an epoch: 1 cycle x 5 steps (the preset's rollout) x 2 envs = 10 env steps
     assert main([*argv, "--max-env-steps", "25", "--show-config"]) == 0
     assert json.loads(capsys.readouterr().out)["epochs"] == 3
