@@ -207,7 +207,9 @@ def checkout(version: str, folder: Path, whole: bool = False) -> Path:
 
 def run_part(part: str, package_root: Path) -> dict[str, float]:
     """One worker in a fresh process importing goalenvs from ``package_root``."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(package_root), str(BENCH)]))
+    from evidence import child_env
+
+    env = child_env(package_root, BENCH)
     env.setdefault("SDL_VIDEODRIVER", "dummy")
     done = subprocess.run(
         [sys.executable, __file__, "--worker", part],

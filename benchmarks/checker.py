@@ -26,6 +26,7 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evidence import child_env  # noqa: E402
 from gymnasium.utils.env_checker import check_env as gym_check_env  # noqa: E402
 from stable_baselines3.common.env_checker import check_env as sb3_check_env  # noqa: E402
 
@@ -150,7 +151,7 @@ def goalenvs_check_cpu() -> None:
     print()
     print("| goalenvs env | errors | warnings | CPU s (footer) | target |")
     print("|---|---|---|---|---|")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SDL_AUDIODRIVER": "dummy"}
+    env = child_env(ROOT, SDL_AUDIODRIVER="dummy")
     for entry in ENTRIES:
         try:
             importlib.import_module(entry.module)

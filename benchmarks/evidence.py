@@ -87,6 +87,16 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def child_env(*first: str | Path, **extra: str) -> dict[str, str]:
+    """The environment of a child process that imports goalenvs from the folders ``first``
+    (the checkout under test first): they lead PYTHONPATH and whatever it held stays after
+    them, so packages found through it (a machine without the project's install) are still
+    found. ``extra`` variables are set too."""
+    held = os.environ.get("PYTHONPATH")
+    path = os.pathsep.join([*(str(folder) for folder in first), *filter(None, [held])])
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
 def run_info(**extra: Any) -> dict[str, Any]:
     """Metadata for one result record: date (UTC), command, machine, load, versions.
 

@@ -45,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's goalenvs, also for the launched trainers
 
-from evidence import machine, portable  # noqa: E402
+from evidence import child_env, machine, portable  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "manipulation"
 IMG = ROOT / "docs" / "images"
@@ -145,7 +145,7 @@ def train(
                 str(-(-max_env_steps // epoch_env_steps(env_id, TASK_FLAGS.get(task, []) + extra))),
             ]
         command += extra
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = child_env(ROOT, OMP_NUM_THREADS="1")
     env.pop("MUJOCO_GL", None)
     print(" ".join(command[1:]), flush=True)
     load = LoadLog()
@@ -187,7 +187,7 @@ def load_from_log(path: Path, run: Path) -> dict[str, Any]:
 def epoch_env_steps(env_id: str, extra: list[str]) -> int:
     """Env steps in one epoch of ``goalenvs train env_id *extra`` (from its config)."""
     command = [sys.executable, "-m", "goalenvs", "train", env_id, *extra, "--show-config"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env(ROOT)
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     config = json.loads(done.stdout)
     return config["n_cycles"] * config["num_envs"] * (config["rollout_steps"] or 50)

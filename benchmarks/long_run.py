@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from evidence import machine, portable  # noqa: E402
+from evidence import child_env, machine, portable  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "long_run.jsonl"
 
@@ -90,7 +90,7 @@ def train_until(command: list[str], seconds: float, start: float, samples: list)
     """Runs ``command`` for up to ``seconds``, sampling memory once a minute into
     ``samples`` (minutes since ``start``, MB, load); returns its exit code, or None when
     it was still running (it is then SIGKILLed)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = child_env(ROOT, OMP_NUM_THREADS="1")
     env.pop("MUJOCO_GL", None)
     proc = subprocess.Popen(command, env=env)
     deadline = time.time() + seconds

@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from before_after import checkout  # noqa: E402
-from evidence import machine  # noqa: E402
+from evidence import child_env, machine  # noqa: E402
 
 from goalenvs.train.machine import usable_cores  # noqa: E402
 
@@ -70,7 +70,7 @@ def run_training(
         train = ["-m", "goalenvs", "train", env_id, "--epochs", "1", "--cycles", str(cycles)]
         command = [*(launcher or [sys.executable]), *train, "--seed", "0", "--quiet"]
         command += ["--out", str(out), *flags]
-        env = {**os.environ, "PYTHONPATH": str(package), "OMP_NUM_THREADS": "1"}
+        env = child_env(package, OMP_NUM_THREADS="1")
         env.pop("MUJOCO_GL", None)
         start = time.perf_counter()
         done = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True)
@@ -220,7 +220,7 @@ def floor(
 def preset_schedule(env_id: str, package: Path) -> dict[str, Any]:
     """The preset's resolved config (num_envs, rollout steps, batches, batch size)."""
     command = [sys.executable, "-m", "goalenvs", "train", env_id, "--show-config"]
-    env = {**os.environ, "PYTHONPATH": str(package)}
+    env = child_env(package)
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 

@@ -39,6 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's goalenvs, also for the launched trainers
+
+from evidence import child_env  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "fetch"
 CONFIGS = {
     "1": "1 worker",
@@ -76,7 +79,7 @@ def launch(key: str, train_args: list[str], budget: float) -> list[float]:
     """Runs one configuration for ``budget`` seconds, then SIGTERM to every launcher
     (torchrun passes it on; the trainer stops after the cycle, committed epochs stay).
     Returns the 1-minute load averages sampled every 10 s meanwhile."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = child_env(ROOT, OMP_NUM_THREADS="1")
     env.pop("MUJOCO_GL", None)
     procs = []
     for command in commands(key, train_args):
