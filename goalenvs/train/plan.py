@@ -246,7 +246,16 @@ def make_plan(
     env_device = _env_device(config.env_device, config.env_id, device, notes)
     replay_device = _replay_device(config.replay_device, env_device, device)
     recorded_seconds = (recorded or {}).get("step_seconds")
-    env_workers, step_seconds = _env_workers(config, env, env_device, notes)
+    env_workers, step_seconds = _env_workers(
+        config.env_workers,
+        config.env_id,
+        config.env_kwargs,
+        config.num_envs,
+        config.seed,
+        env,
+        env_device,
+        notes,
+    )
     if config.env_workers is not None and env_device != "device":
         step_seconds = recorded_seconds
     overlap = _overlap(config.overlap, env_workers, env_device)
@@ -392,12 +401,18 @@ def _replay_device(asked: str, env_device: str, device: torch.device) -> str:
 
 
 def _env_workers(
-    config: TrainConfig, env: gym.Env, env_device: str, notes: list[str]
+    asked: int | None,
+    env_id: str,
+    env_kwargs: dict[str, object],
+    num_envs: int,
+    seed: int,
+    env: gym.Env,
+    env_device: str,
+    notes: list[str],
 ) -> tuple[int, float | None]:
-    """The processes that step the config's training envs and the step time that chose
-    them (the config's ``env_workers`` as asked, or, when None, timed on a step of ``env``
-    and kept at 1 for an env that worker processes cannot build)."""
-    asked, env_id, num_envs = config.env_workers, config.env_id, config.num_envs
+    """The processes that step the ``num_envs`` training envs and the step time that chose
+    them (``asked``: the config's ``env_workers``; None: timed on a step of ``env``, and 1
+    for an env that worker processes cannot build with ``env_kwargs``)."""
     if env_device == "device":
         if asked not in (None, 1):
             raise ValueError(
@@ -410,9 +425,9 @@ def _env_workers(
     if has_native_twin(env_id):
         notes.append("env workers 1: the native vector twin steps every env in one call")
         return 1, None
-    seconds = measure_step_seconds(env, seed=config.seed)
+    seconds = measure_step_seconds(env, seed=seed)
     workers = default_env_workers(num_envs, False, step_seconds=seconds)
-    problem = worker_problem(env_id, config.env_kwargs) if workers > 1 else None
+    problem = worker_problem(env_id, env_kwargs) if workers > 1 else None
     if problem is not None:
         notes.append(f"env workers 1, not {workers}: {problem}")
         return 1, seconds
