@@ -23,6 +23,7 @@ from goalenvs.her.settings import (
     PRIORITIES,
     GoalSelectionStrategy,
     check_motion_distances,
+    check_motion_scope,
     check_motion_weights,
 )
 
@@ -112,6 +113,8 @@ class TrainConfig:
     motion_weights: tuple[float, ...] | None = None  # goal_motion: a weight per goal entry
     # e.g. 0.001: FetchSlide's puck, creeping ~0.1 mm a step untouched, counts as still
     motion_threshold: float | None = None  # goal_motion: a shorter step counts as none
+    # "ahead": a transition weighs the motion from its step on, not its whole episode's
+    motion_scope: str = "episode"  # goal_motion: "episode" or "ahead"
     save_buffer: bool = False  # save the replay buffer with policy_latest.pt (for --resume)
     resume: str | None = None  # run folder to continue (its policy_latest.pt)
     tensorboard: bool = False  # also log scalars with torch.utils.tensorboard
@@ -160,6 +163,7 @@ class TrainConfig:
                 "prioritized False: set prioritized True too (--priority sets both)"
             )
         check_motion_distances(self.motion_clip, self.motion_threshold, self.priority)
+        check_motion_scope(self.motion_scope, self.priority)
         if self.motion_weights is not None:
             self.motion_weights = check_motion_weights(
                 self.motion_weights, self.priority, text=True
@@ -221,6 +225,7 @@ class TrainConfig:
             "motion_clip": self.motion_clip,
             "motion_weights": self.motion_weights,
             "motion_threshold": self.motion_threshold,
+            "motion_scope": self.motion_scope,
         }
 
 

@@ -360,6 +360,13 @@ class ReplayBufferBase:
         return self._settings.motion_threshold
 
     @property
+    def motion_scope(self) -> str:
+        """For ``"goal_motion"`` priorities, what a transition's motion counts:
+        ``"episode"`` (its episode's whole path) or ``"ahead"`` (the path from its step to
+        the episode's end)."""
+        return self._settings.motion_scope
+
+    @property
     def alpha(self) -> float:
         """How much the priorities count, in [0, 1] (0: uniform)."""
         return self._settings.alpha

@@ -140,6 +140,9 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             each step before its length is taken; None: all 1.
         motion_threshold: for ``"goal_motion"``, a step shorter than this (after the
             weights) counts as none; None: every step counts.
+        motion_scope: for ``"goal_motion"``, ``"episode"`` (a row is drawn by its
+            episode's whole path) or ``"ahead"`` (by the path from its step to the
+            episode's end: its episode's path less the path before its step).
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -177,6 +180,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         motion_clip: float | None = None,
         motion_weights: Sequence[float] | None = None,
         motion_threshold: float | None = None,
+        motion_scope: str = "episode",
         *,
         device: Any,
     ) -> None:
@@ -201,6 +205,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             motion_clip,
             motion_weights,
             motion_threshold,
+            motion_scope,
         )
         generator = torch.Generator(device=device)
         if seed is None:
@@ -241,6 +246,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         self._max_priority = state.max_priority
         # goal_motion: a row's priority is its episode's path so far (see add).
         self._by_motion = settings.priority == "goal_motion"
+        self._motion_ahead = settings.motion_scope == "ahead"
+        self._row_index = torch.arange(settings.rows_per_env, device=self.device)[:, None]
         weights = settings.motion_weights
         self._motion_weights = (
             None
@@ -674,6 +681,12 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             episode = storage.row_meta[:, :, META_EPISODE] % rows
             last = (storage.episode_end.gather(0, episode) - 1) % rows
             path = storage.priorities.gather(0, last)
+            if self._motion_ahead:
+                # Less the path before each row's step: the previous row's (the same env's
+                # row before, around the ring), 0 at an episode's first row.
+                first = storage.row_meta[:, :, META_START] % rows == self._row_index
+                before = storage.priorities.roll(1, 0).masked_fill(first, 0.0)
+                path = (path - before).clamp_(min=0.0)
             priority = (path.double() + self.priority_eps) ** self.alpha
             mass = (priority * self._sampleable_rows()).reshape(-1)
         else:

@@ -32,6 +32,9 @@ __all__ = ["PRIORITIES", "BufferSettings", "GoalSelectionStrategy", "resolve_goa
 #: transition's episode (a kinetic, env-agnostic form of Zhao & Tresp's energy-based
 #: prioritization, 2018).
 PRIORITIES = ("td_error", "goal_motion")
+# What a transition's goal motion counts: its whole episode's path, or the path from its
+# step to the episode's end (what its future goals can still differ by).
+MOTION_SCOPES = ("episode", "ahead")
 
 
 # Where a space description lives, for the codec's errors.
@@ -135,6 +138,7 @@ class BufferSettings:
     motion_clip: float | None = None
     motion_weights: Sequence[float] | None = None
     motion_threshold: float | None = None
+    motion_scope: str = "episode"
 
     def __post_init__(self) -> None:
         check_int("n_envs", self.n_envs, minimum=1)
@@ -150,6 +154,7 @@ class BufferSettings:
             self.motion_clip, self.motion_threshold, self.priority
         )
         weights = check_motion_weights(self.motion_weights, self.priority)
+        check_motion_scope(self.motion_scope, self.priority)
         check_in_range("alpha", self.alpha)
         check_in_range("beta", self.beta)
         eps = self.priority_eps
@@ -210,6 +215,7 @@ class BufferSettings:
             "motion_clip": None if clip is None else float(clip),
             "motion_weights": weights,
             "motion_threshold": None if threshold is None else float(threshold),
+            "motion_scope": str(self.motion_scope),
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
@@ -276,6 +282,7 @@ class BufferSettings:
             "motion_clip": self.motion_clip,
             "motion_weights": None if self.motion_weights is None else list(self.motion_weights),
             "motion_threshold": self.motion_threshold,
+            "motion_scope": self.motion_scope,
         }
 
     @classmethod
@@ -284,7 +291,8 @@ class BufferSettings:
         files older than prioritized replay have no priority settings and get the
         defaults, files older than goal mixes sample by their strategy as they did, files older
         than goal-motion priorities are prioritized by TD error, files older than a
-        motion threshold count every step's move. A
+        motion threshold count every step's move, files older than a motion scope count
+        the whole episode's. A
         missing entry raises KeyError naming it."""
         observation_space = space_from_json(meta["observation_space"], _FILE)
         if not isinstance(observation_space, spaces.Dict):
@@ -308,6 +316,7 @@ class BufferSettings:
             motion_clip=meta.get("motion_clip"),
             motion_weights=meta.get("motion_weights"),
             motion_threshold=meta.get("motion_threshold"),
+            motion_scope=meta.get("motion_scope", "episode"),
         )
 
 
@@ -343,6 +352,19 @@ def check_motion_distances(
             "would count as none"
         )
     return clip, threshold
+
+
+def check_motion_scope(scope: Any, priority: str) -> str:
+    """``motion_scope`` as given, or the error naming it: ``"episode"`` (a transition is
+    drawn by its whole episode's goal motion) or ``"ahead"`` (by the motion from its step
+    to the episode's end), the latter with ``priority="goal_motion"`` only."""
+    check_choice("motion_scope", scope, MOTION_SCOPES)
+    if scope != "episode" and priority != "goal_motion":
+        raise ValueError(
+            f"motion_scope={scope!r} only applies to priority='goal_motion', got "
+            f"priority={priority!r}"
+        )
+    return str(scope)
 
 
 def check_motion_weights(

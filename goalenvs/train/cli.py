@@ -241,6 +241,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"object that creeps on its own stays 'still'); {PRESET_DEFAULT}",
     )
     parser.add_argument(
+        "--motion-scope",
+        choices=["episode", "ahead"],
+        help="goal_motion: what a transition's motion counts, its episode's whole path or "
+        "the path from its step to the episode's end (the steps after the object's last "
+        f"move fall to the floor); {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
         "--motion-weights",
         metavar="W,W,...",
         help="goal_motion: a weight per achieved-goal entry, applied to each step before its "
@@ -297,6 +304,7 @@ OVERRIDES = {
     "motion_clip": "motion_clip",
     "motion_weights": "motion_weights",
     "motion_threshold": "motion_threshold",
+    "motion_scope": "motion_scope",
     "device": "device",
     "env_device": "env_device",
     "replay_device": "replay_device",
@@ -451,6 +459,7 @@ REPLAY_FIELDS = (
     "motion_clip",
     "motion_weights",
     "motion_threshold",
+    "motion_scope",
 )
 
 
