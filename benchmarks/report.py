@@ -46,6 +46,7 @@ MANIPULATION = RESULTS / "manipulation"
 UNIFORM = MANIPULATION / "uniform"
 #: FetchPush runs of the fetch_push preset when it drew by goal motion at priority_alpha 1.0.
 MOTION_ALPHA1 = MANIPULATION / "motion_alpha1"
+MOTION_ALPHA05 = MANIPULATION / "motion_alpha05"
 PRESETS = ROOT / "goalenvs" / "train" / "presets"
 BLOCK = re.compile(r"(<!-- report:([\w.-]+) -->\n)(.*?)(<!-- /report:\2 -->)", re.S)
 TOML_BLOCK = re.compile(r"(^# report:([\w.-]+)\n)(.*?)(^# /report:\2$)", re.S | re.M)
@@ -1223,7 +1224,8 @@ def fetch_push_levers() -> str:
     tried = RESULTS / "manipulation" / "tried"
     lines = [
         "| lever (one change to `fetch_push` as it was then, as the row says: uniform replay, "
-        "or goal motion at priority_alpha 1.0 or 0.5), seed | first eval >= 0.9 "
+        "or goal motion at priority_alpha 1.0 or 0.5, the latter with polyak 0.95 or 0.9), seed "
+        "| first eval >= 0.9 "
         "| eval at 300,000 / 360,000 / 440,000 / 520,000 env steps | env steps/s, load | commit, "
         "precision |",
         "|---|---|---|---|---|",
@@ -1254,7 +1256,8 @@ def fetch_push_levers() -> str:
     before = json.loads((UNIFORM / "push_s0.json").read_text())["config"]
     for folder, what in (
         (MOTION_ALPHA1, "replay by goal motion at priority_alpha 1.0: the preset before"),
-        (MANIPULATION, "replay by goal motion at priority_alpha 0.5: the preset now"),
+        (MOTION_ALPHA05, "replay by goal motion at priority_alpha 0.5: the preset before"),
+        (MANIPULATION, "replay by goal motion at priority_alpha 0.5, polyak 0.9: the preset now"),
     ):
         for path in sorted(folder.glob("push_s[0-9].json")):
             meta = json.loads(path.read_text())
@@ -1662,6 +1665,7 @@ def preset_fetch_push() -> str:
     push = _seeds("push")
     uniform = _seeds("push", UNIFORM)
     alpha1 = _seeds("push", MOTION_ALPHA1)
+    alpha05 = _seeds("push", MOTION_ALPHA05)
     return _comment(
         f"The schedule it replaces (4 envs, cycles of 10 steps and 20 updates of 512, 3x128) "
         f"reached best eval success {statistics.fmean(best):.2f} +- "
@@ -1669,6 +1673,8 @@ def preset_fetch_push() -> str:
         f"{max(seconds) / 60:.0f} minutes (benchmarks/results/fetch/push_s*.csv). This one "
         "on FetchPush-v4 "
         + _manipulation_words(push)
+        + ". With polyak 0.95 (the preset before polyak 0.9) "
+        + _manipulation_words(alpha05, folder=MOTION_ALPHA05)
         + ". By goal motion at priority_alpha 1.0 (the preset before 0.5) "
         + _manipulation_words(alpha1, folder=MOTION_ALPHA1)
         + ". With uniform replay (the preset before goal motion) "
