@@ -46,6 +46,7 @@ MANIPULATION = RESULTS / "manipulation"
 UNIFORM = MANIPULATION / "uniform"
 #: FetchPush runs of the fetch_push preset when it drew by goal motion at priority_alpha 1.0.
 MOTION_ALPHA1 = MANIPULATION / "motion_alpha1"
+#: FetchPush and FetchSlide runs of their presets at priority_alpha 0.5 with polyak 0.95.
 MOTION_ALPHA05 = MANIPULATION / "motion_alpha05"
 PRESETS = ROOT / "goalenvs" / "train" / "presets"
 BLOCK = re.compile(r"(<!-- report:([\w.-]+) -->\n)(.*?)(<!-- /report:\2 -->)", re.S)
@@ -1703,9 +1704,16 @@ def preset_fetch_slide() -> str:
     """fetch_slide.toml: its FetchSlide runs, and uniform replay's."""
     runs = _seeds("slide")
     uniform = _seeds("slide", UNIFORM)
+    before = _seeds("slide", MOTION_ALPHA05)
     return _comment(
         "On FetchSlide-v4 "
         + _manipulation_words(runs, mark=0.7)
+        + (
+            ". With polyak 0.95 (the preset before polyak 0.9) "
+            + _manipulation_words(before, mark=0.7, folder=MOTION_ALPHA05)
+            if before
+            else ""
+        )
         + ". Uniform replay, otherwise the same "
         + _manipulation_words(uniform, mark=0.7, folder=UNIFORM)
         + "."
@@ -1723,8 +1731,9 @@ OTHER_LEVER_TASKS = {
 def fetch_other_levers() -> str:
     """Levers tried on FetchPickAndPlace, FetchSlide and PandaPush against uniform replay:
     the uniform run (uniform/, or manipulation/ where the preset replays uniformly), each
-    manipulation/tried/{task}_<lever>_s0.json, and the preset's own run when it is a lever
-    (its JSON holds the lever and the preset diff, as the tried ones)."""
+    manipulation/tried/{task}_<lever>_s<seed>.json, the preset's runs before its last change
+    (motion_alpha05/) and the preset's own runs when they are a lever (their JSON holds the
+    lever and the preset diff, as the tried ones)."""
     lines = [
         "| task | run | first eval >= 0.9 | best eval success | eval at 300,000 / 700,000 / "
         "1,000,000 env steps | env steps/s, load | commit, precision |",
@@ -1734,7 +1743,8 @@ def fetch_other_levers() -> str:
         currents = sorted(MANIPULATION.glob(f"{task}_s[0-9].json"))
         uniforms = sorted(UNIFORM.glob(f"{task}_s[0-9].json"))
         tried = sorted((MANIPULATION / "tried").glob(f"{task}_*_s[0-9].json"))
-        for path in [*uniforms, *tried, *currents]:
+        before = sorted(MOTION_ALPHA05.glob(f"{task}_s[0-9].json"))  # the preset's runs before
+        for path in [*uniforms, *tried, *before, *currents]:
             current = path in currents
             meta = json.loads(path.read_text())
             rows = _progress(path.with_suffix(".csv"))
