@@ -1708,12 +1708,8 @@ def preset_fetch_slide() -> str:
     return _comment(
         "On FetchSlide-v4 "
         + _manipulation_words(runs, mark=0.7)
-        + (
-            ". With polyak 0.95 (the preset before polyak 0.9) "
-            + _manipulation_words(before, mark=0.7, folder=MOTION_ALPHA05)
-            if before
-            else ""
-        )
+        + ". With polyak 0.95 (the preset before polyak 0.9) "
+        + _manipulation_words(before, mark=0.7, folder=MOTION_ALPHA05)
         + ". Uniform replay, otherwise the same "
         + _manipulation_words(uniform, mark=0.7, folder=UNIFORM)
         + "."
