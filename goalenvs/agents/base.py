@@ -14,7 +14,8 @@ of that same method.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+import copy
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -94,6 +95,14 @@ class Agent(nn.Module):
         self._noise_generator: torch.Generator | None = None
         self.prepare_actions(action_space)
         self.make_networks()
+        # config.policy_average: an averaged copy of each acting network ("actor" ->
+        # "actor_average"), what deterministic acting uses while acting_average is True.
+        self.average_names: tuple[str, ...] = ()
+        self.acting_average = config.policy_average > 0
+        if config.policy_average > 0:
+            self.average_names = tuple(f"{name}_average" for name in self.policy_module_names)
+            for name, average in zip(self.policy_module_names, self.average_names, strict=True):
+                setattr(self, average, copy.deepcopy(getattr(self, name)).requires_grad_(False))
 
     def prepare_actions(self, action_space: spaces.Space) -> None:
         """Reads what the networks need of ``action_space`` (nothing by default)."""
@@ -166,13 +175,41 @@ class Agent(nn.Module):
         return target.clamp(self.clip_low, self.clip_high)
 
     @torch.no_grad()
-    def soft_update(self, target: nn.Module, online: nn.Module) -> None:
-        """``target <- polyak * target + (1 - polyak) * online``, every tensor in one call."""
+    def soft_update(self, target: nn.Module, online: nn.Module, keep: float | None = None) -> None:
+        """``target <- keep * target + (1 - keep) * online``, every tensor in one call;
+        ``keep`` defaults to ``config.polyak``."""
+        keep = self.config.polyak if keep is None else keep
         targets: list[torch.Tensor] = list(target.parameters())
         onlines: list[torch.Tensor] = list(online.parameters())
         if len(targets) != len(onlines):
             raise ValueError(f"{len(targets)} target parameters for {len(onlines)} online ones")
-        torch._foreach_lerp_(targets, onlines, 1.0 - self.config.polyak)
+        torch._foreach_lerp_(targets, onlines, 1.0 - keep)
+
+    def update_averages(self) -> None:
+        """Moves each averaged acting network ``1 - config.policy_average`` of the way to
+        the trained one (nothing when ``policy_average`` is 0); the learner calls it after
+        each cycle's updates."""
+        keep = self.config.policy_average
+        for name, average in zip(self.policy_module_names, self.average_names, strict=False):
+            self.soft_update(getattr(self, average), getattr(self, name), keep)
+
+    def acting_module(self, name: str, explore: bool) -> nn.Module:
+        """The network ``act`` uses for the policy module ``name``: its average when acting
+        deterministically with ``config.policy_average`` set (see :meth:`online_acting`),
+        else the trained network itself."""
+        if self.average_names and self.acting_average and not explore:
+            return getattr(self, f"{name}_average")
+        return getattr(self, name)
+
+    @contextlib.contextmanager
+    def online_acting(self) -> Iterator[None]:
+        """Within it, deterministic acting uses the trained networks, not their averages
+        (the trainer's evaluation of the policy itself beside its average)."""
+        before, self.acting_average = self.acting_average, False
+        try:
+            yield
+        finally:
+            self.acting_average = before
 
     def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
         """Actions for a batch of observations; ``explore`` adds the training exploration.
@@ -198,9 +235,10 @@ class Agent(nn.Module):
         raise NotImplementedError
 
     def policy_modules(self) -> dict[str, nn.Module]:
-        """The modules a saved policy needs to act: the normalizer and
-        ``policy_module_names``."""
-        named = {name: getattr(self, name) for name in self.policy_module_names}
+        """The modules a saved policy needs to act: the normalizer,
+        ``policy_module_names`` and, with ``config.policy_average``, their averages."""
+        names = (*self.policy_module_names, *self.average_names)
+        named = {name: getattr(self, name) for name in names}
         return {"normalizer": self.normalizer, **named}
 
     def training_modules(self) -> dict[str, Any]:

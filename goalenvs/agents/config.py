@@ -68,6 +68,11 @@ class TrainConfig:
     gamma: float | None = None  # discount; None: 1 - 1/T with T the episode length
     polyak: float = 0.95  # target <- polyak * target + (1 - polyak) * online, once a cycle
     target_update_every: int = 0  # also move the targets every K updates of a cycle (0: no)
+    # e.g. 0.9: deterministic acting (the evaluation, the saved policy's predict) by an
+    # average of the policy's weights that moves 10% of the way to them after each cycle's
+    # updates, as polyak moves the targets; each epoch also evaluates the policy itself
+    # (progress.csv's eval_success_online). Exploring always acts by the policy itself.
+    policy_average: float = 0.0  # 0: deterministic acting by the policy itself
     clip_return: bool = True  # clip targets to the return range the env's rewards allow
     clip_range: tuple[float, float] | None = None  # that range given; None: from the rewards
     hidden_sizes: tuple[int, ...] = (256, 256, 256)  # hidden layers of every network
@@ -128,6 +133,8 @@ class TrainConfig:
             self.info_keys = tuple(self.info_keys)
         for name in ("priority_alpha", "priority_beta", "polyak"):
             check_in_range(name, getattr(self, name))
+        # 1 would keep the average at the untrained networks forever
+        check_in_range("policy_average", self.policy_average, open_high=True)
         check_positive("priority_eps", self.priority_eps)
         if self.clip_range is not None:
             clip = tuple(float(x) for x in self.clip_range)

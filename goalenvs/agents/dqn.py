@@ -100,7 +100,7 @@ class DQN(Agent):
     def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:
         """Greedy actions; exploring replaces each with a random one with prob. random_eps.
         Tensor observations give a tensor of actions on their device."""
-        actions = self.q(self.inputs(observations)).argmax(dim=1)
+        actions = self.acting_module("q", explore)(self.inputs(observations)).argmax(dim=1)
         if isinstance(observations["observation"], torch.Tensor):
             # Tensor observations: explored on their device, a tensor of actions out.
             if explore:

@@ -125,7 +125,8 @@ class Learner:
         """``n_batches`` times: sample ``batch_size`` transitions from ``buffer``, update
         the agent on them, and set their replay priorities when ``buffer.prioritized`` by TD error;
         then the target networks move once (and every ``target_update_every`` updates
-        before that, when the agent's config sets it).
+        before that, when the agent's config sets it), and the averaged acting networks
+        once (``policy_average``).
 
         Returns the mean of each of the agent's ``loss_names`` over the batches, as 0-dim
         tensors on the agent's device (read them once per cycle: each read waits for the
@@ -158,6 +159,7 @@ class Learner:
                     agent.update_targets()
         with clock("update"):
             agent.update_targets()
+            agent.update_averages()
             updates.end()
         return {name: total / n_batches for name, total in updates.totals.items()}
 

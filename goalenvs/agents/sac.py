@@ -198,7 +198,7 @@ class SAC(BoxAgent):
         if explore:
             actions, _ = self.actor.sample(inputs, self.noise_generator())
         else:
-            actions = torch.tanh(self.actor(inputs)[0])
+            actions = torch.tanh(self.acting_module("actor", explore)(inputs)[0])
         if isinstance(observations["observation"], torch.Tensor):
             return self.env_actions(actions)
         return self.env_actions(actions.cpu().numpy())

@@ -32,6 +32,9 @@ def plot_curves(
     axes = fig.subplots(1, 3 if losses else 2)
     ax_success, ax_return = axes[0], axes[1]
     ax_success.plot(steps, [r["eval_success"] for r in rows], marker=".", label="eval")
+    if rows and "eval_success_online" in rows[0]:  # policy_average: the policy itself
+        online = [r["eval_success_online"] for r in rows]
+        ax_success.plot(steps, online, marker=".", alpha=0.6, label="eval, not averaged")
     ax_success.plot(steps, [r["train_success"] for r in rows], alpha=0.6, label="training")
     ax_success.set(xlabel="env steps", ylabel="success rate", ylim=(-0.03, 1.03))
     ax_success.legend(loc="lower right")

@@ -161,9 +161,12 @@ class RunFolder:
 
     def columns(self) -> list[str]:
         """The progress.csv header."""
+        # with policy_average, eval_success is the averaged policy's, beside the policy's own
+        online = ["eval_success_online"] if self.config.policy_average > 0 else []
         return [
             "epoch", "env_steps", "updates", "wall_time", "steps_per_s", "train_success",
-            "eval_success", "eval_return", "eval_length", *self.loss_names, *TIME_COLUMNS,
+            "eval_success", "eval_return", "eval_length", *online, *self.loss_names,
+            *TIME_COLUMNS,
         ]  # fmt: skip
 
     # ---- opening

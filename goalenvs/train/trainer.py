@@ -417,6 +417,11 @@ class Trainer:
             if self._agreed_stop():
                 return None
         success, eval_return, length = self.evaluate()
+        online = {}
+        if cfg.policy_average > 0:
+            # the averaged policy acted above; the trained one on the same episodes
+            with self.agent.online_acting():
+                online = {"eval_success_online": self.evaluate()[0]}
         self.success = success
         counters.epoch += 1
         elapsed = time.perf_counter() - start
@@ -431,6 +436,7 @@ class Trainer:
             "eval_success": success,
             "eval_return": eval_return,
             "eval_length": length,
+            **online,
             **{name: mean_or_nan(stats[name]) for name in self.agent.loss_names},
             **collector.clock.columns(),
         }
@@ -473,7 +479,8 @@ class Trainer:
             stats[name].append(value)
 
     def evaluate(self) -> tuple[float, float, float]:
-        """Mean success, return and length of deterministic episodes on the eval envs."""
+        """Mean success, return and length of deterministic episodes on the eval envs (the
+        same episodes at each call of an epoch: their seed is the epoch's)."""
         n = self.config.n_eval_episodes
         seed = np.random.SeedSequence([self.config.seed, self.rank, self.counters.epoch])
         totals = self.collector.evaluate(

@@ -1,0 +1,162 @@
+"""policy_average: deterministic acting by an exponential average of the policy's weights,
+moved once a cycle; training, exploring and the trained networks as without it."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+import torch
+
+from goalenvs.agents import DDPGConfig, DQNConfig, Learner
+from goalenvs.train.policy import load_policy
+from goalenvs.train.trainer import Trainer, train
+from tests.agents.test_learner import ALGOS, OBS_SPACE, ReplayStub
+
+torch.set_num_threads(1)
+
+ACTING = {"ddpg": "actor", "td3": "actor", "sac": "actor", "dqn": "q"}
+
+
+def make(algo: str, seed: int = 0, **kwargs):
+    cls, config_cls, action_space = ALGOS[algo]
+    torch.manual_seed(seed)
+    config = config_cls(hidden_sizes=(32, 32), precision="fp32", device="cpu", **kwargs)
+    return cls(OBS_SPACE, action_space, config, 0.9, seed=seed), action_space
+
+
+def observations(n: int = 64) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    return {
+        key: rng.normal(size=(n, *space.shape)).astype(np.float32)
+        for key, space in OBS_SPACE.spaces.items()
+    }
+
+
+def parameters(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in module.parameters()]
+
+
+@pytest.mark.parametrize("algo", sorted(ALGOS))
+def test_the_average_moves_by_its_weight_after_each_cycle_and_training_is_unchanged(algo):
+    agent, action_space = make(algo, policy_average=0.75)
+    reference, _ = make(algo)  # the same networks, no average
+    name = ACTING[algo]
+    average = parameters(getattr(agent, f"{name}_average"))
+    for online, start in zip(average, getattr(agent, name).parameters(), strict=True):
+        torch.testing.assert_close(online, start.detach(), rtol=0, atol=0)  # starts equal
+    for cycle in range(3):
+        for learner in (Learner(agent, 16), Learner(reference, 16)):
+            torch.manual_seed(10 + cycle)  # TD3's target noise and SAC's actions draw on it
+            learner.optimize(ReplayStub(action_space, seed=cycle), 4)
+        trained = parameters(getattr(agent, name))
+        average = [0.75 * a + 0.25 * t for a, t in zip(average, trained, strict=True)]
+        moved = parameters(getattr(agent, f"{name}_average"))
+        for got, want in zip(moved, average, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
+        assert any(not torch.equal(a, t) for a, t in zip(moved, trained, strict=True))
+    # What trains (networks, targets, optimizers) is the run without an average, exactly.
+    state = {k: v for k, v in agent.state_dict().items() if "_average." not in k}
+    assert state.keys() == reference.state_dict().keys()
+    for key, tensor in reference.state_dict().items():
+        torch.testing.assert_close(state[key], tensor, rtol=0, atol=0, msg=key)
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac", "dqn"])
+def test_deterministic_acting_uses_the_average_and_exploring_the_policy(algo):
+    no_exploration = {} if algo == "sac" else {"random_eps": 0.0}
+    if algo in ("ddpg", "td3"):
+        no_exploration["noise_eps"] = 0.0
+    agent, _ = make(algo, policy_average=0.5, **no_exploration)
+    other, _ = make(algo, seed=1)  # networks the average is set to
+    own, _ = make(algo)  # the agent's own trained networks, alone
+    name = ACTING[algo]
+    getattr(agent, f"{name}_average").load_state_dict(getattr(other, name).state_dict())
+    obs = observations()
+    np.testing.assert_array_equal(agent.act(obs, explore=False), other.act(obs, explore=False))
+    with agent.online_acting():
+        np.testing.assert_array_equal(agent.act(obs, explore=False), own.act(obs, explore=False))
+    assert agent.acting_average  # restored on leaving
+    assert not np.array_equal(own.act(obs, explore=False), other.act(obs, explore=False))
+    if algo != "sac":  # with no exploration, exploring acts by the trained networks
+        np.testing.assert_array_equal(agent.act(obs, explore=True), own.act(obs, explore=False))
+    tensors = {k: torch.from_numpy(v) for k, v in obs.items()}  # a device twin's path
+    torch.testing.assert_close(
+        agent.act(tensors, explore=False), torch.as_tensor(other.act(obs, explore=False))
+    )
+
+
+def test_saved_policies_hold_the_average_and_old_configs_have_none():
+    agent, _ = make("ddpg", policy_average=0.9)
+    assert sorted(agent.policy_modules()) == ["actor", "actor_average", "normalizer"]
+    plain, _ = make("ddpg")
+    assert sorted(plain.policy_modules()) == ["actor", "normalizer"]
+    assert not hasattr(plain, "actor_average") and not plain.acting_average
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        (1.0, ValueError, r"policy_average must be in \[0, 1\), got 1.0"),
+        (-0.1, ValueError, r"policy_average must be in \[0, 1\), got -0.1"),
+        ("0.9", TypeError, r"policy_average must be a float in \[0, 1\), got '0.9'"),
+    ],
+)
+def test_a_bad_policy_average_names_itself(value, error, message):
+    with pytest.raises(error, match=message):
+        DDPGConfig(policy_average=value)
+
+
+def run_config(tmp_path, **kwargs) -> DQNConfig:
+    base = {
+        "env_id": "goalenvs/BitFlipping-v0",
+        "env_kwargs": {"n_bits": 4},
+        "hidden_sizes": (32,),
+        "num_envs": 4,
+        "n_cycles": 3,
+        "n_batches": 4,
+        "batch_size": 32,
+        "n_eval_episodes": 8,
+        "device": "cpu",
+        "preflight": False,
+        "policy_average": 0.5,
+        "out": str(tmp_path / "run"),
+        "verbose": False,
+    }
+    return DQNConfig(**{**base, **kwargs})
+
+
+def test_a_run_logs_both_evaluations_saves_the_average_and_resumes_it(tmp_path):
+    first = train(run_config(tmp_path, epochs=2, save_buffer=True))
+    with open(first.run_dir / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    evals = ["eval_success", "eval_return", "eval_length", "eval_success_online"]
+    assert list(rows[0])[6:10] == evals
+    assert len(rows) == 2
+    for row in rows:
+        assert 0.0 <= float(row["eval_success_online"]) <= 1.0
+    saved = torch.load(first.latest_policy, weights_only=True)["policy"]
+    assert set(saved) == {"normalizer", "q", "q_average"}
+    assert any(not torch.equal(saved["q"][k], saved["q_average"][k]) for k in saved["q"])
+    # The saved policy acts by the average, as the evaluation did.
+    policy = load_policy(first.latest_policy)
+    obs = {
+        "observation": np.array([[0, 1, 1, 0]], dtype=np.float32),
+        "achieved_goal": np.array([[0, 1, 1, 0]], dtype=np.float32),
+        "desired_goal": np.array([[1, 1, 0, 0]], dtype=np.float32),
+    }
+    with torch.no_grad():
+        by_average = policy.agent.q_average(policy.agent.inputs(obs)).argmax(dim=1).numpy()
+    np.testing.assert_array_equal(policy.predict(obs), by_average)
+    for key, tensor in saved["q_average"].items():
+        torch.testing.assert_close(policy.agent.q_average.state_dict()[key], tensor)
+    # A resumed run starts from the saved average and keeps the header.
+    trainer = Trainer(run_config(tmp_path, epochs=3, save_buffer=True, resume=str(first.run_dir)))
+    trainer.start()
+    for key, tensor in saved["q_average"].items():
+        torch.testing.assert_close(trainer.agent.q_average.state_dict()[key], tensor)
+    trainer.close()
+    resumed = train(run_config(tmp_path, epochs=3, save_buffer=True, resume=str(first.run_dir)))
+    with open(resumed.run_dir / "progress.csv", newline="") as f:
+        assert [row["epoch"] for row in csv.DictReader(f)] == ["1", "2", "3"]
