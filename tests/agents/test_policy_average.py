@@ -13,6 +13,7 @@ from goalenvs.agents import DDPGConfig, DQNConfig, Learner
 from goalenvs.train.policy import load_policy
 from goalenvs.train.trainer import Trainer, train
 from tests.agents.test_learner import ALGOS, OBS_SPACE, ReplayStub
+from tests.train.test_train_resume import config as resume_config
 
 torch.set_num_threads(1)
 
@@ -109,22 +110,8 @@ def test_a_bad_policy_average_names_itself(value, error, message):
 
 
 def run_config(tmp_path, **kwargs) -> DQNConfig:
-    base = {
-        "env_id": "goalenvs/BitFlipping-v0",
-        "env_kwargs": {"n_bits": 4},
-        "hidden_sizes": (32,),
-        "num_envs": 4,
-        "n_cycles": 3,
-        "n_batches": 4,
-        "batch_size": 32,
-        "n_eval_episodes": 8,
-        "device": "cpu",
-        "preflight": False,
-        "policy_average": 0.5,
-        "out": str(tmp_path / "run"),
-        "verbose": False,
-    }
-    return DQNConfig(**{**base, **kwargs})
+    """test_train_resume's small BitFlipping run, evaluated by an average of its Q-network."""
+    return resume_config(tmp_path, policy_average=0.5, **kwargs)
 
 
 def test_a_run_logs_both_evaluations_saves_the_average_and_resumes_it(tmp_path):
