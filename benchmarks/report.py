@@ -1773,6 +1773,70 @@ def fetch_other_levers() -> str:
     return "\n".join(lines)
 
 
+def _evals(rows: list[dict[str, float]], column: str, cap: int = 1_000_000) -> str:
+    """``column`` (an eval success) at 700,000 env steps, its best within ``cap`` and the
+    last five evaluations within ``cap``."""
+    within = [r for r in rows if r["env_steps"] <= cap]
+    at = next((r for r in rows if r["env_steps"] >= 700_000), None)
+    best = max(within, key=lambda r: r[column])
+    last = ", ".join(f"{r[column]:.2f}" for r in within[-5:])
+    at_700k = "-" if at is None else f"{at[column]:.2f}"
+    return f"{at_700k} | {best[column]:.2f} at {best['env_steps']:,.0f} | {last}"
+
+
+def policy_average() -> str:
+    """The runs evaluated by an average of the policy (``policy_average``), each epoch's
+    evaluation of the average beside that of the trained networks on the same episodes."""
+    lines = [
+        "| task | run | acting by | at 700,000 env steps | best within 1,000,000 | last five "
+        "evaluations within 1,000,000 | commit, precision |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for path in sorted(MANIPULATION.rglob("*_s[0-9].json")):
+        rows = _progress(path.with_suffix(".csv"))
+        if not rows or "eval_success_online" not in rows[0]:
+            continue
+        meta = json.loads(path.read_text())
+        keep = meta["config"]["policy_average"]
+        env = meta["env_id"].partition(":")[2]
+        run = f"{path.parent.name}/{path.stem}, seed {meta['seed']}"
+        for who, column in (
+            (f"the average ({keep})", "eval_success"),
+            ("the trained actor", "eval_success_online"),
+        ):
+            lines.append(f"| {env} | {run} | {who} | {_evals(rows, column)} | {_run_code(meta)} |")
+    return "\n".join(lines)
+
+
+def average_actor() -> str:
+    """benchmarks/average_actor.py's rows: each checkpoint's actor, target actor and (in a
+    run made with policy_average) average on the same 200 episodes."""
+    records = read_jsonl("average_actor.jsonl")
+    latest = {(r["run"], r["epoch"]): r for r in records}
+    lines = [
+        "| run | epoch | env steps | actor | target actor (polyak) | average |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in latest.values():
+        rates = r["success"]
+        average = f"{rates['average']:.3f}" if "average" in rates else "-"
+        lines.append(
+            f"| {r['run']} | {r['epoch']} | {r['env_steps']:,} | {rates['actor']:.3f} | "
+            f"{rates['target']:.3f} ({r['polyak']}) | {average} |"
+        )
+    first = records[0]
+    return "\n".join(
+        [
+            f"`{first['command']}` ({first['date']} UTC, {machine_words(first['machine'])}, "
+            f"load average {first['load'][0]:.1f} from a training run beside it; "
+            f"{first['episodes']} episodes each, reset seeds 10,000 on; "
+            "benchmarks/results/average_actor.jsonl):",
+            "",
+            *lines,
+        ]
+    )
+
+
 def preset_panda_push() -> str:
     """panda_push.toml: the panda preset's PandaPush runs, and this schedule's on PandaPush
     and PandaPickAndPlace."""
@@ -1847,6 +1911,8 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "manipulation": manipulation,
     "manipulation_uniform": manipulation_uniform,
     "fetch_other_levers": fetch_other_levers,
+    "policy_average": policy_average,
+    "average_actor": average_actor,
     "goal_motion_cost": goal_motion_cost,
     "preset.fetch_pick_and_place": preset_fetch_pick_and_place,
     "preset.fetch_slide": preset_fetch_slide,
