@@ -1721,6 +1721,7 @@ OTHER_LEVER_TASKS = {
     "pick_and_place": ("FetchPickAndPlace-v4", "fetch_pick_and_place"),
     "slide": ("FetchSlide-v4", "fetch_slide"),
     "panda_push": ("PandaPush-v3", "panda_push"),
+    "panda_pick_and_place": ("PandaPickAndPlace-v3", "panda_push"),
 }
 
 
