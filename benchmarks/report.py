@@ -1305,9 +1305,9 @@ def _marks(rows: list[dict[str, float]]) -> str:
     return " / ".join(_at(rows, mark) for mark in (300_000, 360_000, 440_000, 520_000))
 
 
-def _at(rows: list[dict[str, float]], env_steps: int) -> str:
+def _at(rows: list[dict[str, float]], env_steps: int, column: str = "eval_success") -> str:
     row = next((r for r in rows if r["env_steps"] >= env_steps), None)
-    return "-" if row is None else f"{row['eval_success']:.2f}"
+    return "-" if row is None else f"{row[column]:.2f}"
 
 
 def _tried_hit(rows: list[dict[str, float]]) -> str:
@@ -1778,11 +1778,9 @@ def _evals(rows: list[dict[str, float]], column: str, cap: int = 1_000_000) -> s
     """``column`` (an eval success) at 700,000 env steps, its best within ``cap`` and the
     last five evaluations within ``cap``."""
     within = [r for r in rows if r["env_steps"] <= cap]
-    at = next((r for r in rows if r["env_steps"] >= 700_000), None)
     best = max(within, key=lambda r: r[column])
     last = ", ".join(f"{r[column]:.2f}" for r in within[-5:])
-    at_700k = "-" if at is None else f"{at[column]:.2f}"
-    return f"{at_700k} | {best[column]:.2f} at {best['env_steps']:,.0f} | {last}"
+    return f"{_at(rows, 700_000, column)} | {best[column]:.2f} at {best['env_steps']:,.0f} | {last}"
 
 
 def policy_average() -> str:
@@ -1811,7 +1809,7 @@ def policy_average() -> str:
 
 def average_actor() -> str:
     """benchmarks/average_actor.py's rows: each checkpoint's actor, target actor and (in a
-    run made with policy_average) average on the same 200 episodes."""
+    run made with policy_average) average on the same episodes."""
     records = read_jsonl("average_actor.jsonl")
     latest = {(r["run"], r["epoch"]): r for r in records}
     lines = [

@@ -45,6 +45,6 @@ def test_the_target_actor_is_the_average_at_the_same_rate(tmp_path):
     assert set(rates) == {"actor", "target", "average"}
     assert all(0.0 <= rate <= 1.0 for rate in rates.values())
     assert rates["target"] == rates["average"]
-    saved = torch.load(result.latest_policy, weights_only=True)
+    saved = torch.load(result.latest_policy, map_location="cpu", weights_only=True)
     for key, tensor in saved["policy"]["actor_average"].items():
         torch.testing.assert_close(saved["training"]["actor_target"][key], tensor)

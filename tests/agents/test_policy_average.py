@@ -123,7 +123,7 @@ def test_a_run_logs_both_evaluations_saves_the_average_and_resumes_it(tmp_path):
     assert len(rows) == 2
     for row in rows:
         assert 0.0 <= float(row["eval_success_online"]) <= 1.0
-    saved = torch.load(first.latest_policy, weights_only=True)["policy"]
+    saved = torch.load(first.latest_policy, map_location="cpu", weights_only=True)["policy"]
     assert set(saved) == {"normalizer", "q", "q_average"}
     assert any(not torch.equal(saved["q"][k], saved["q_average"][k]) for k in saved["q"])
     # The saved policy acts by the average, as the evaluation did.
