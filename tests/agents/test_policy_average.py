@@ -12,7 +12,15 @@ import torch
 from goalenvs.agents import DDPGConfig, DQNConfig, Learner
 from goalenvs.train.policy import load_policy
 from goalenvs.train.trainer import Trainer, train
-from tests.agents.test_learner import ALGOS, OBS_SPACE, ReplayStub
+from tests.agents.test_learner import (
+    ALGOS,
+    OBS_SPACE,
+    ReplayStub,
+    assert_same_state,
+    cuda_cycles,
+    needs_cuda,
+)
+from tests.agents.test_learner import make as make_on
 from tests.train.test_train_resume import config as resume_config
 
 torch.set_num_threads(1)
@@ -62,6 +70,25 @@ def test_the_average_moves_by_its_weight_after_each_cycle_and_training_is_unchan
     assert state.keys() == reference.state_dict().keys()
     for key, tensor in reference.state_dict().items():
         torch.testing.assert_close(state[key], tensor, rtol=0, atol=0, msg=key)
+
+
+@needs_cuda
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "dqn"])
+def test_the_average_moves_outside_the_cuda_graphs_as_in_the_eager_updates(algo):
+    kwargs = {"policy_average": 0.9, **({"target_noise": 0.0} if algo == "td3" else {})}
+    name = ACTING[algo]
+    start = parameters(getattr(make_on(algo, "cuda", **kwargs)[0], f"{name}_average"))
+    graphed, learner, _ = cuda_cycles(algo, "on", "cuda", cycles=1, **kwargs)
+    assert learner.graphs
+    trained = parameters(getattr(graphed, name))
+    average = getattr(graphed, f"{name}_average").parameters()
+    for got, s, t in zip(average, start, trained, strict=True):
+        assert got.device.type == "cuda"
+        torch.testing.assert_close(got.detach(), 0.9 * s + 0.1 * t, rtol=1e-6, atol=1e-7)
+    # Three cycles: the averages (and everything else) as the eager updates leave them.
+    graphed, _, _ = cuda_cycles(algo, "on", "cuda", **kwargs)
+    eager, _, _ = cuda_cycles(algo, "off", "cuda", **kwargs)
+    assert_same_state(eager, graphed, rtol=1e-3, atol=5e-4)
 
 
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac", "dqn"])
