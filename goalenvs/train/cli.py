@@ -254,6 +254,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"length is taken (1,1,4: a lift counts four times a slide); {PRESET_DEFAULT}",
     )
     parser.add_argument(
+        "--policy-average",
+        type=float,
+        metavar="W",
+        help="evaluate, save and play an average of the policy's weights that moves 1 - W of "
+        "the way to the trained ones after each cycle, in [0, 1) (0: the policy itself; "
+        f"training and exploring are unchanged); {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
         "--save-buffer", action="store_true", help="save the replay buffer too (for --resume)"
     )
     parser.add_argument(
@@ -305,6 +313,7 @@ OVERRIDES = {
     "motion_weights": "motion_weights",
     "motion_threshold": "motion_threshold",
     "motion_scope": "motion_scope",
+    "policy_average": "policy_average",
     "device": "device",
     "env_device": "env_device",
     "replay_device": "replay_device",
@@ -424,6 +433,12 @@ def read_command(args: argparse.Namespace) -> Command:
         data.update(given, resume=str(args.resume), out=None)
         config = config_from_dict(data)
         _check_replay_unchanged(before, config)
+        if config.policy_average != before.policy_average:
+            raise UsageError(
+                f"--policy-average cannot change when resuming a run: its checkpoints hold the "
+                f"networks of policy_average {before.policy_average!r}, the flags ask for "
+                f"{config.policy_average!r} (start a new run to change it)"
+            )
         horizon = config.max_episode_steps or env_spec(config.env_id).max_episode_steps
         config = _fit_epochs(config, horizon, "epochs" in given)
         _check_priority_flags(args, config)

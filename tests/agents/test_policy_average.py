@@ -4,12 +4,14 @@ moved once a cycle; training, exploring and the trained networks as without it."
 from __future__ import annotations
 
 import csv
+import json
 
 import numpy as np
 import pytest
 import torch
 
 from goalenvs.agents import DDPGConfig, DQNConfig, Learner
+from goalenvs.cli import main
 from goalenvs.train.policy import load_policy
 from goalenvs.train.trainer import Trainer, train
 from tests.agents.test_learner import (
@@ -174,3 +176,23 @@ def test_a_run_logs_both_evaluations_saves_the_average_and_resumes_it(tmp_path):
     resumed = train(run_config(tmp_path, epochs=3, save_buffer=True, resume=str(first.run_dir)))
     with open(resumed.run_dir / "progress.csv", newline="") as f:
         assert [row["epoch"] for row in csv.DictReader(f)] == ["1", "2", "3"]
+
+
+def test_the_flag_sets_it_a_bad_value_names_it_and_a_resume_keeps_it(tmp_path, capsys):
+    argv = ["train", "goalenvs/PointReach-v0", "--epochs", "1", "--cycles", "1", "--quiet"]
+    tiny = ["--num-envs", "2", "--batches", "2", "--batch-size", "16", "--device", "cpu"]
+    assert main([*argv, "--policy-average", "1", "--show-config"]) == 2
+    assert "policy_average must be in [0, 1), got 1.0" in capsys.readouterr().err
+    out = tmp_path / "run"
+    assert main([*argv, *tiny, "--policy-average", "0.8", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert json.loads((out / "config.json").read_text())["policy_average"] == 0.8
+    saved = torch.load(out / "policy_latest.pt", map_location="cpu", weights_only=True)
+    assert set(saved["policy"]) == {"normalizer", "actor", "actor_average"}
+    resume = ["train", "--resume", str(out), "--epochs", "2", "--quiet"]
+    for value in ("0", "0.9"):
+        assert main([*resume, "--policy-average", value]) == 2
+        err = capsys.readouterr().err
+        assert "--policy-average cannot change when resuming a run" in err
+        assert f"policy_average 0.8, the flags ask for {float(value)}" in err
+    assert main([*resume, "--policy-average", "0.8"]) == 0, capsys.readouterr().err
