@@ -25,6 +25,9 @@ EOF
 
 workers=()
 if $python -c "import xdist" 2>/dev/null; then workers=(-n 8); fi
+# A test that hangs fails with its stack (pytest-timeout, where installed), so the log
+# names it instead of the whole suite running into the limit below.
+if $python -c "import pytest_timeout" 2>/dev/null; then workers+=(--timeout 200); fi
 timeout 330 $python -m pytest -q -p no:cacheprovider -rfE "${workers[@]}" tests \
     > "$out/suite.txt" 2>&1
 echo "suite: exit $? ($(tail -n 1 "$out/suite.txt"))"
