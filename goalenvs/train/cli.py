@@ -432,13 +432,7 @@ def read_command(args: argparse.Namespace) -> Command:
         before = config_from_dict(dict(data, resume=str(args.resume), out=None))
         data.update(given, resume=str(args.resume), out=None)
         config = config_from_dict(data)
-        _check_replay_unchanged(before, config)
-        if config.policy_average != before.policy_average:
-            raise UsageError(
-                f"--policy-average cannot change when resuming a run: its checkpoints hold the "
-                f"networks of policy_average {before.policy_average!r}, the flags ask for "
-                f"{config.policy_average!r} (start a new run to change it)"
-            )
+        _check_kept_on_resume(before, config)
         horizon = config.max_episode_steps or env_spec(config.env_id).max_episode_steps
         config = _fit_epochs(config, horizon, "epochs" in given)
         _check_priority_flags(args, config)
@@ -478,17 +472,25 @@ REPLAY_FIELDS = (
 )
 
 
-def _check_replay_unchanged(before: TrainConfig, after: TrainConfig) -> None:
-    """A :class:`UsageError` naming the flag of a replay setting that a resumed run's flags
-    change: the run's saved buffer keeps the settings it was filled with."""
+#: Each setting a resumed run keeps -> what holds it: the replay settings its saved buffer
+#: was filled and is drawn by, the policy average its checkpoints' networks include.
+KEPT_ON_RESUME = {
+    **{field: "the run's replay has" for field in REPLAY_FIELDS},
+    "policy_average": "its checkpoints hold the networks of",
+}
+
+
+def _check_kept_on_resume(before: TrainConfig, after: TrainConfig) -> None:
+    """A :class:`UsageError` naming the flag of a setting that a resumed run keeps
+    (:data:`KEPT_ON_RESUME`) and its flags change."""
     flags = {field: "--" + name.replace("_", "-") for name, field in OVERRIDES.items()}
-    for field in REPLAY_FIELDS:
+    for field, holder in KEPT_ON_RESUME.items():
         old, new = getattr(before, field), getattr(after, field)
         if old != new:
             flag = flags.get(field, "--prioritized")
             raise UsageError(
-                f"{flag} cannot change when resuming a run: the run's replay has {field} "
-                f"{old!r}, the flags ask for {new!r} (start a new run to change it)"
+                f"{flag} cannot change when resuming a run: {holder} {field} {old!r}, the "
+                f"flags ask for {new!r} (start a new run to change it)"
             )
 
 
