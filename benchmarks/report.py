@@ -1809,31 +1809,35 @@ def policy_average() -> str:
 
 def average_actor() -> str:
     """benchmarks/average_actor.py's rows: each checkpoint's actor, target actor and (in a
-    run made with policy_average) average on the same episodes."""
-    records = read_jsonl("average_actor.jsonl")
-    latest = {(r["run"], r["epoch"]): r for r in records}
-    lines = [
-        "| run | epoch | env steps | actor | target actor (polyak) | average |",
-        "|---|---|---|---|---|---|",
-    ]
+    run made with policy_average) average on the same episodes, one table per measuring
+    command (each names its own date, machine and load)."""
+    latest = {(r["run"], r["epoch"]): r for r in read_jsonl("average_actor.jsonl")}
+    groups: dict[str, list[dict[str, Any]]] = {}
     for r in latest.values():
-        rates = r["success"]
-        average = f"{rates['average']:.3f}" if "average" in rates else "-"
-        lines.append(
-            f"| {r['run']} | {r['epoch']} | {r['env_steps']:,} | {rates['actor']:.3f} | "
-            f"{rates['target']:.3f} ({r['polyak']}) | {average} |"
-        )
-    first = records[0]
-    return "\n".join(
-        [
-            f"`{first['command']}` ({first['date']} UTC, {machine_words(first['machine'])}, "
-            f"load average {first['load'][0]:.1f} from a training run beside it; "
+        groups.setdefault(r["command"], []).append(r)
+    parts = []
+    for command, records in groups.items():
+        first = records[0]
+        loads = sorted(r["load"][0] for r in records)
+        load = f"{loads[0]:.1f}" if loads[0] == loads[-1] else f"{loads[0]:.1f}-{loads[-1]:.1f}"
+        lines = [
+            f"`{command}` ({first['date']} UTC, {machine_words(first['machine'])}, "
+            f"load average {load} from a training run beside it; "
             f"{first['episodes']} episodes each, reset seeds 10,000 on; "
             "benchmarks/results/average_actor.jsonl):",
             "",
-            *lines,
+            "| run | epoch | env steps | actor | target actor (polyak) | average |",
+            "|---|---|---|---|---|---|",
         ]
-    )
+        for r in records:
+            rates = r["success"]
+            average = f"{rates['average']:.3f}" if "average" in rates else "-"
+            lines.append(
+                f"| {r['run']} | {r['epoch']} | {r['env_steps']:,} | {rates['actor']:.3f} | "
+                f"{rates['target']:.3f} ({r['polyak']}) | {average} |"
+            )
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
 
 
 def preset_panda_push() -> str:

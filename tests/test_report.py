@@ -139,3 +139,35 @@ def test_the_readmes_fetch_push_figure_is_the_files():
     )
     figure = f">= 0.9 in {span}k env steps"
     assert figure in (ROOT / "README.md").read_text(), figure
+
+
+def test_each_average_actor_command_names_its_own_date_and_load(monkeypatch):
+    """Rows measured by a later command are not described by the first command's header."""
+    machine = {"cpu": "AMD EPYC", "cores": 2, "torch": "2.13.0+cpu", "cpu_bf16": True}
+
+    def record(run: str, epoch: int, command: str, date: str, load: float) -> dict:
+        return {
+            "run": run,
+            "epoch": epoch,
+            "env_steps": epoch * 20_000,
+            "polyak": 0.9,
+            "episodes": 200,
+            "success": {"actor": 0.7, "target": 0.75},
+            "date": date,
+            "command": command,
+            "machine": machine,
+            "load": [load, load, load],
+        }
+
+    records = [
+        record("a", 49, "python average_actor.py a", "2026-01-01 01:00", 3.2),
+        record("a", 50, "python average_actor.py a", "2026-01-01 01:02", 3.5),
+        record("b", 50, "python average_actor.py b", "2026-01-02 07:00", 1.1),
+    ]
+    monkeypatch.setattr(report, "read_jsonl", lambda name: records)
+    text = report.average_actor()
+    headers = [line for line in text.splitlines() if line.startswith("`python")]
+    assert len(headers) == 2
+    assert "2026-01-01 01:00 UTC" in headers[0] and "load average 3.2-3.5" in headers[0]
+    assert "2026-01-02 07:00 UTC" in headers[1] and "load average 1.1 from" in headers[1]
+    assert text.index("| b | 50 |") > text.index(headers[1]) > text.index("| a | 50 |")
