@@ -125,8 +125,9 @@ def train(
     """Trains one seed for ``budget`` seconds (then SIGINT: the trainer stops after the
     cycle, keeping every committed epoch), or resumes the run in ``out`` when it holds one,
     and keeps its progress.csv and JSON in RESULTS. The replay buffer is saved with every
-    epoch, so a run cut by its budget (or by a kill) continues with ``--resume``.
-    ``max_env_steps`` caps the run (its epochs), ``--stop-success 0.9`` ends it at the mark."""
+    epoch, so a run cut by its budget (or by a kill) continues with ``--resume``; the kept
+    JSON then keeps the first part's commit, command and load, and ``resumed`` says where
+    and at which commit it went on. ``max_env_steps`` caps the run (its epochs), ``--stop-success 0.9`` ends it at the mark."""
     env_id = TASKS[task]
     load_before = os.getloadavg()
     out = out or Path(tempfile.mkdtemp(prefix=f"fetch_{task}_s{seed}_")) / "run"
@@ -208,6 +209,7 @@ def record(
     ran where: the command, config, commit, machine, load, versions and the floor."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     target = RESULTS / f"{task}_s{seed}.csv"
+    earlier = _earlier_part(target, run / "progress.csv")
     shutil.copyfile(run / "progress.csv", target)
     meta = {
         "task": task,
@@ -223,6 +225,8 @@ def record(
         "python": platform.python_version(),
         "versions": _versions(),
     }
+    if earlier is not None:
+        meta = _join_resumed(earlier, meta)
     rows = read_progress(target)
     meta["env_steps_per_s"] = round(rows[-1]["env_steps"] / rows[-1]["wall_time"], 1)
     # The floor is measured alone on the machine; beside another run it says nothing.
@@ -241,6 +245,56 @@ def record(
     meta = portable(meta, folders)
     (RESULTS / f"{task}_s{seed}.json").write_text(json.dumps(meta, indent=1) + "\n")
     return target
+
+
+def _earlier_part(kept_csv: Path, progress: Path) -> dict[str, Any] | None:
+    """The kept JSON of this run's earlier part, when ``kept_csv`` (what was kept before)
+    holds fewer epochs than the run's ``progress`` and each of them as the run has it: the
+    run was resumed, and its record must keep what the first part ran with. None otherwise
+    (a new run in the same place replaces the old record)."""
+    kept_json = kept_csv.with_suffix(".json")
+    if not (kept_csv.is_file() and kept_json.is_file()):
+        return None
+    before = kept_csv.read_text().splitlines()
+    now = progress.read_text().splitlines()
+    if len(before) < 2 or len(before) >= len(now) or now[: len(before)] != before:
+        return None
+    earlier = json.loads(kept_json.read_text())
+    earlier["_rows"] = read_progress(kept_csv)
+    return earlier
+
+
+def _join_resumed(earlier: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """The record of a resumed run: ``meta`` (what the resuming part ran) keeping the first
+    part's commit, command and load before it, with ``resumed`` saying where and at
+    which commit it went on, and the load samples of both parts on the run's own clock."""
+    last = earlier.pop("_rows")[-1]
+    first_commit = str(earlier["commit"]).split(" (resumed at ")[0]
+    joined = {**meta, "command": earlier["command"]}
+    joined["load_before"] = earlier["load_before"]
+    joined["commit"] = (
+        first_commit
+        if meta["commit"] == first_commit
+        else f"{first_commit} (resumed at {meta['commit']})"
+    )
+    joined["resumed"] = {
+        "at_env_steps": int(last["env_steps"]),
+        "commit": meta["commit"],
+        "command": meta["command"],
+    }
+    both = [(earlier.get("load"), 0.0), (meta.get("load"), last["wall_time"])]
+    parts: list[tuple[dict[str, Any], float]] = [(p, shift) for p, shift in both if p]
+    if parts:
+        samples = [[round(t + shift), load] for part, shift in parts for t, load in part["samples"]]
+        values = [load for _, load in samples]
+        joined["load"] = {
+            "every_s": parts[0][0]["every_s"],
+            "min": min(values),
+            "max": max(values),
+            "mean": round(sum(values) / len(values), 2),
+            "samples": samples,
+        }
+    return joined
 
 
 def preset_file(command: Sequence[str]) -> Path | None:

@@ -62,6 +62,49 @@ def test_a_kept_fetch_run_records_the_described_machine(tmp_path, monkeypatch):
     assert meta["env_steps_per_s"] == 400.0
 
 
+def test_a_resumed_fetch_run_keeps_its_first_commit_command_and_load(tmp_path, monkeypatch):
+    run = tmp_path / "runs" / "slide_s0"
+    run.mkdir(parents=True)
+    header = "epoch,env_steps,wall_time,eval_success\n"
+    (run / "progress.csv").write_text(header + "1,800,2.0,0.1\n2,1600,4.0,0.2\n")
+    (run / "config.json").write_text(json.dumps({"env_id": fetch.TASKS["slide"]}))
+    monkeypatch.setattr(fetch, "RESULTS", tmp_path / "results")
+    first = [
+        "python",
+        "-m",
+        "goalenvs",
+        "train",
+        "gymnasium_robotics:FetchSlide-v4",
+        "--out",
+        str(run),
+    ]
+    load = {"every_s": 60, "min": 1.0, "max": 2.0, "mean": 1.5, "samples": [[0, 1.0], [2, 2.0]]}
+    fetch.record("slide", 0, run, [0.5] * 3, load, first, commit="aaa1111", floor=False)
+    # The budget stopped it; the same command resumes it at another commit.
+    with (run / "progress.csv").open("a") as f:
+        f.write("3,2400,7.0,0.4\n")
+    resume = ["python", "-m", "goalenvs", "train", "--resume", str(run), "--quiet"]
+    later = {"every_s": 60, "min": 3.0, "max": 3.0, "mean": 3.0, "samples": [[0, 3.0]]}
+    fetch.record("slide", 0, run, [2.5] * 3, later, resume, commit="bbb2222", floor=False)
+    meta = json.loads((tmp_path / "results" / "slide_s0.json").read_text())
+    assert meta["commit"] == "aaa1111 (resumed at bbb2222)"
+    assert meta["command"] == "goalenvs train gymnasium_robotics:FetchSlide-v4 --out runs/slide_s0"
+    assert meta["resumed"] == {
+        "at_env_steps": 1600,
+        "commit": "bbb2222",
+        "command": "goalenvs train --resume runs/slide_s0 --quiet",
+    }
+    assert meta["load_before"] == [0.5] * 3
+    assert meta["load"]["samples"] == [[0, 1.0], [2, 2.0], [4, 3.0]]
+    assert (meta["load"]["min"], meta["load"]["max"], meta["load"]["mean"]) == (1.0, 3.0, 2.0)
+    assert meta["env_steps_per_s"] == round(2400 / 7.0, 1)
+    # A new run in the same place (its first epoch differs) replaces the record.
+    (run / "progress.csv").write_text(header + "1,800,2.5,0.0\n2,1600,5.0,0.1\n3,2400,8,0.2\n")
+    fetch.record("slide", 0, run, [0.1] * 3, None, first, commit="ccc3333", floor=False)
+    meta = json.loads((tmp_path / "results" / "slide_s0.json").read_text())
+    assert meta["commit"] == "ccc3333" and "resumed" not in meta
+
+
 def test_portable_names_a_folder_only_where_a_path_is_inside_it(tmp_path):
     run_root = tmp_path / "pick"
     record = {
