@@ -127,7 +127,8 @@ def train(
     and keeps its progress.csv and JSON in RESULTS. The replay buffer is saved with every
     epoch, so a run cut by its budget (or by a kill) continues with ``--resume``; the kept
     JSON then keeps the first part's commit, command and load, and ``resumed`` says where
-    and at which commit it went on. ``max_env_steps`` caps the run (its epochs), ``--stop-success 0.9`` ends it at the mark."""
+    and at which commit it went on. ``max_env_steps`` caps the run (its epochs),
+    ``--stop-success 0.9`` ends it at the mark."""
     env_id = TASKS[task]
     load_before = os.getloadavg()
     out = out or Path(tempfile.mkdtemp(prefix=f"fetch_{task}_s{seed}_")) / "run"
