@@ -104,14 +104,20 @@ class LoadLog:
         """Stops sampling; the summary a run's JSON keeps."""
         self._stop.set()
         self._thread.join()
-        loads = [load for _, load in self.samples]
-        return {
-            "every_s": 60,
-            "min": round(min(loads), 2),
-            "max": round(max(loads), 2),
-            "mean": round(sum(loads) / len(loads), 2),
-            "samples": [[t, round(load, 2)] for t, load in self.samples],
-        }
+        return load_summary([[t, round(load, 2)] for t, load in self.samples])
+
+
+def load_summary(samples: list[list[float]], every_s: int = 60) -> dict[str, Any]:
+    """What a run's JSON keeps of its load: ``samples`` (``[seconds into the run, 1-minute
+    load]``, one every ``every_s``) with their least, most and mean."""
+    loads = [load for _, load in samples]
+    return {
+        "every_s": every_s,
+        "min": round(min(loads), 2),
+        "max": round(max(loads), 2),
+        "mean": round(sum(loads) / len(loads), 2),
+        "samples": samples,
+    }
 
 
 def train(
@@ -176,14 +182,7 @@ def load_from_log(path: Path, run: Path) -> dict[str, Any]:
         stamp, load1, *_ = line.split()
         if start <= float(stamp) <= end:
             samples.append([round(float(stamp) - start), float(load1)])
-    loads = [load for _, load in samples]
-    return {
-        "every_s": 60,
-        "min": min(loads),
-        "max": max(loads),
-        "mean": round(sum(loads) / len(loads), 2),
-        "samples": samples,
-    }
+    return load_summary(samples)
 
 
 def epoch_env_steps(env_id: str, extra: list[str]) -> int:
@@ -227,7 +226,7 @@ def record(
         "versions": _versions(),
     }
     if earlier is not None:
-        meta = _join_resumed(earlier, meta)
+        meta = _join_resumed(*earlier, meta)
     rows = read_progress(target)
     meta["env_steps_per_s"] = round(rows[-1]["env_steps"] / rows[-1]["wall_time"], 1)
     # The floor is measured alone on the machine; beside another run it says nothing.
@@ -248,11 +247,12 @@ def record(
     return target
 
 
-def _earlier_part(kept_csv: Path, progress: Path) -> dict[str, Any] | None:
-    """The kept JSON of this run's earlier part, when ``kept_csv`` (what was kept before)
-    holds fewer epochs than the run's ``progress`` and each of them as the run has it: the
-    run was resumed, and its record must keep what the first part ran with. None otherwise
-    (a new run in the same place replaces the old record)."""
+def _earlier_part(kept_csv: Path, progress: Path) -> tuple[dict[str, Any], dict[str, float]] | None:
+    """The kept JSON of this run's earlier part and its last progress row, when
+    ``kept_csv`` (what was kept before) holds fewer epochs than the run's ``progress`` and
+    each of them as the run has it: the run was resumed, and its record must keep what the
+    first part ran with. None otherwise (a new run in the same place replaces the old
+    record)."""
     kept_json = kept_csv.with_suffix(".json")
     if not (kept_csv.is_file() and kept_json.is_file()):
         return None
@@ -260,16 +260,16 @@ def _earlier_part(kept_csv: Path, progress: Path) -> dict[str, Any] | None:
     now = progress.read_text().splitlines()
     if len(before) < 2 or len(before) >= len(now) or now[: len(before)] != before:
         return None
-    earlier = json.loads(kept_json.read_text())
-    earlier["_rows"] = read_progress(kept_csv)
-    return earlier
+    return json.loads(kept_json.read_text()), read_progress(kept_csv)[-1]
 
 
-def _join_resumed(earlier: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+def _join_resumed(
+    earlier: dict[str, Any], last: dict[str, float], meta: dict[str, Any]
+) -> dict[str, Any]:
     """The record of a resumed run: ``meta`` (what the resuming part ran) keeping the first
-    part's commit, command and load before it, with ``resumed`` saying where and at
-    which commit it went on, and the load samples of both parts on the run's own clock."""
-    last = earlier.pop("_rows")[-1]
+    part's commit, command and load before it (``earlier``, whose last epoch was ``last``),
+    with ``resumed`` saying where and at which commit it went on, and the load samples of
+    both parts on the run's own clock."""
     first_commit = str(earlier["commit"]).split(" (resumed at ")[0]
     joined = {**meta, "command": earlier["command"]}
     joined["load_before"] = earlier["load_before"]
@@ -287,14 +287,7 @@ def _join_resumed(earlier: dict[str, Any], meta: dict[str, Any]) -> dict[str, An
     parts: list[tuple[dict[str, Any], float]] = [(p, shift) for p, shift in both if p]
     if parts:
         samples = [[round(t + shift), load] for part, shift in parts for t, load in part["samples"]]
-        values = [load for _, load in samples]
-        joined["load"] = {
-            "every_s": parts[0][0]["every_s"],
-            "min": min(values),
-            "max": max(values),
-            "mean": round(sum(values) / len(values), 2),
-            "samples": samples,
-        }
+        joined["load"] = load_summary(samples, parts[0][0]["every_s"])
     return joined
 
 
