@@ -90,6 +90,7 @@ class LoadLog:
 
     def __init__(self, every: float = 60.0) -> None:
         self.samples: list[tuple[float, float]] = []  # (seconds since start, 1-minute load)
+        self._every = every
         self._stop = threading.Event()
         self._start = time.time()
         self._thread = threading.Thread(target=self._run, args=(every,), daemon=True)
@@ -104,7 +105,7 @@ class LoadLog:
         """Stops sampling; the summary a run's JSON keeps."""
         self._stop.set()
         self._thread.join()
-        return load_summary([[t, round(load, 2)] for t, load in self.samples])
+        return load_summary([[t, round(load, 2)] for t, load in self.samples], round(self._every))
 
 
 def load_summary(samples: list[list[float]], every_s: int = 60) -> dict[str, Any]:

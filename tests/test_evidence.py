@@ -5,6 +5,7 @@ and benchmarks/fetch.py)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -103,6 +104,21 @@ def test_a_resumed_fetch_run_keeps_its_first_commit_command_and_load(tmp_path, m
     fetch.record("slide", 0, run, [0.1] * 3, None, first, commit="ccc3333", floor=False)
     meta = json.loads((tmp_path / "results" / "slide_s0.json").read_text())
     assert meta["commit"] == "ccc3333" and "resumed" not in meta
+
+
+def test_a_load_log_read_from_a_file_keeps_only_the_run_s_minutes(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    (run / "progress.csv").write_text("epoch\n")
+    start = (run / "config.json").stat().st_mtime
+    os.utime(run / "progress.csv", (start + 120, start + 120))
+    lines = [f"{start - 60} 9.0 0 0", f"{start} 1.0 0 0", f"{start + 60} 2.5 0 0"]
+    lines += [f"{start + 120} 3.0 0 0", f"{start + 180} 8.0 0 0"]
+    (tmp_path / "load.log").write_text("\n".join(lines) + "\n")
+    load = fetch.load_from_log(tmp_path / "load.log", run)
+    assert load["samples"] == [[0, 1.0], [60, 2.5], [120, 3.0]]
+    assert (load["min"], load["max"], load["mean"], load["every_s"]) == (1.0, 3.0, 2.17, 60)
 
 
 def test_portable_names_a_folder_only_where_a_path_is_inside_it(tmp_path):
