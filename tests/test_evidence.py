@@ -111,7 +111,8 @@ def test_a_load_log_read_from_a_file_keeps_only_the_run_s_minutes(tmp_path):
     run.mkdir()
     (run / "config.json").write_text("{}")
     (run / "progress.csv").write_text("epoch\n")
-    start = (run / "config.json").stat().st_mtime
+    start = 1_700_000_000  # whole seconds: exact through utime and stat
+    os.utime(run / "config.json", (start, start))
     os.utime(run / "progress.csv", (start + 120, start + 120))
     lines = [f"{start - 60} 9.0 0 0", f"{start} 1.0 0 0", f"{start + 60} 2.5 0 0"]
     lines += [f"{start + 120} 3.0 0 0", f"{start + 180} 8.0 0 0"]
