@@ -48,6 +48,8 @@ UNIFORM = MANIPULATION / "uniform"
 MOTION_ALPHA1 = MANIPULATION / "motion_alpha1"
 #: FetchPush and FetchSlide runs of their presets at priority_alpha 0.5 with polyak 0.95.
 MOTION_ALPHA05 = MANIPULATION / "motion_alpha05"
+#: FetchSlide runs of fetch_slide when it trained by DDPG (goal motion at 0.5, polyak 0.9).
+SLIDE_DDPG = MANIPULATION / "ddpg"
 PRESETS = ROOT / "goalenvs" / "train" / "presets"
 BLOCK = re.compile(r"(<!-- report:([\w.-]+) -->\n)(.*?)(<!-- /report:\2 -->)", re.S)
 TOML_BLOCK = re.compile(r"(^# report:([\w.-]+)\n)(.*?)(^# /report:\2$)", re.S | re.M)
@@ -1704,10 +1706,13 @@ def preset_fetch_slide() -> str:
     """fetch_slide.toml: its FetchSlide runs, and uniform replay's."""
     runs = _seeds("slide")
     uniform = _seeds("slide", UNIFORM)
+    ddpg = _seeds("slide", SLIDE_DDPG)
     before = _seeds("slide", MOTION_ALPHA05)
     return _comment(
         "On FetchSlide-v4 "
         + _manipulation_words(runs, mark=0.7)
+        + ". Trained by DDPG and evaluated by the actor itself (the preset before TD3) "
+        + _manipulation_words(ddpg, mark=0.7, folder=SLIDE_DDPG)
         + ". With polyak 0.95 (the preset before polyak 0.9) "
         + _manipulation_words(before, mark=0.7, folder=MOTION_ALPHA05)
         + ". Uniform replay, otherwise the same "
@@ -1728,8 +1733,8 @@ OTHER_LEVER_TASKS = {
 def fetch_other_levers() -> str:
     """Levers tried on FetchPickAndPlace, FetchSlide and PandaPush against uniform replay:
     the uniform run (uniform/, or manipulation/ where the preset replays uniformly), each
-    manipulation/tried/{task}_<lever>_s<seed>.json, the preset's runs before its last change
-    (motion_alpha05/) and the preset's own runs when they are a lever (their JSON holds the
+    manipulation/tried/{task}_<lever>_s<seed>.json, the preset's runs before its last changes
+    (motion_alpha05/, ddpg/) and the preset's own runs when they are a lever (their JSON holds the
     lever and the preset diff, as the tried ones)."""
     lines = [
         "| task | run | first eval >= 0.9 | best eval success | eval at 300,000 / 700,000 / "
@@ -1740,7 +1745,10 @@ def fetch_other_levers() -> str:
         currents = sorted(MANIPULATION.glob(f"{task}_s[0-9].json"))
         uniforms = sorted(UNIFORM.glob(f"{task}_s[0-9].json"))
         tried = sorted((MANIPULATION / "tried").glob(f"{task}_*_s[0-9].json"))
-        before = sorted(MOTION_ALPHA05.glob(f"{task}_s[0-9].json"))  # the preset's runs before
+        before = [  # the preset's runs before its last changes
+            *sorted(MOTION_ALPHA05.glob(f"{task}_s[0-9].json")),
+            *sorted(SLIDE_DDPG.glob(f"{task}_s[0-9].json")),
+        ]
         for path in [*uniforms, *tried, *before, *currents]:
             current = path in currents
             meta = json.loads(path.read_text())
