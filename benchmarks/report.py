@@ -605,36 +605,66 @@ def _all_modes(record: dict[str, Any]) -> bool:
     return any(not row["mode"].startswith("preset") for row in record["rows"])
 
 
-def goal_motion_cost() -> str:
-    """The fetch_push preset's compute per env step with goal-motion replay against the
-    commit before it (uniform replay), in turns in one scaling.py run."""
-    record = [r for r in read_jsonl("scaling.jsonl") if not _all_modes(r)][-1]
+def _preset_beside(
+    env: str,
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], str]:
+    """The latest scaling.py run of the preset mode beside an older revision on ``env``:
+    the record, its rows of this checkout, those of the revision, and the revision."""
+    record = [
+        r for r in read_jsonl("scaling.jsonl") if not _all_modes(r) and r["env_id"].endswith(env)
+    ][-1]
     runs: dict[str, list[dict[str, Any]]] = {}
     for row in record["rows"]:
         runs.setdefault(row["mode"], []).append(row)
     now, before = runs.pop("preset"), next(iter(runs.values()))
-    rev = next(iter(runs)).removeprefix("preset @ ")
+    return record, now, before, next(iter(runs)).removeprefix("preset @ ")
 
-    def per_step(rows: list[dict[str, Any]]) -> float:
-        # microseconds of compute per env step (env, act, store, sample, update), best round
-        return min(
-            1e6
-            * sum(r[f"time_{p}"] for p in ("env", "act", "store", "sample", "update"))
-            / r["env_steps"]
-            for r in rows
-        )
 
+def _compute_per_step(rows: list[dict[str, Any]]) -> float:
+    """Microseconds of compute per env step (env, act, store, sample, update), best round."""
+    phases = ("env", "act", "store", "sample", "update")
+    return min(1e6 * sum(r[f"time_{p}"] for p in phases) / r["env_steps"] for r in rows)
+
+
+def _beside_words(record: dict[str, Any], now: list[dict[str, Any]]) -> str:
+    """The command, date, machine and load of a scaling.py run in turns."""
     loads = [r["load_before"] for r in record["rows"]]
-    a, b = per_step(now), per_step(before)
-    sample = min(r["time_sample"] for r in now) / min(r["time_sample"] for r in before)
     return (
         f"`{record['command']}` ({record['time'][:10]}, {record['machine']['cores']} CPU "
         f"cores, {record['machine']['cpu']}, load average {min(loads):.1f}-{max(loads):.1f}; "
         f"{record['env_id']}, {record['cycles']} cycles per round, the best of "
-        f"{len(now)} rounds each, in turns; benchmarks/results/scaling.jsonl): "
+        f"{len(now)} rounds each, in turns; benchmarks/results/scaling.jsonl)"
+    )
+
+
+def goal_motion_cost() -> str:
+    """The fetch_push preset's compute per env step with goal-motion replay against the
+    commit before it (uniform replay), in turns in one scaling.py run."""
+    record, now, before, rev = _preset_beside("FetchPush-v4")
+    a, b = _compute_per_step(now), _compute_per_step(before)
+    sample = min(r["time_sample"] for r in now) / min(r["time_sample"] for r in before)
+    return (
+        f"{_beside_words(record, now)}: "
         f"{a:,.0f} us of compute per env step with goal-motion replay against {b:,.0f} us "
         f"at {rev} (uniform replay), **{a / b:.2f}x**; its sampling took {sample:.2f}x "
         "the uniform draws' time."
+    )
+
+
+def fetch_slide_cost() -> str:
+    """The fetch_slide preset (TD3, the policy average) against the commit before it
+    (DDPG), in turns in one scaling.py run: compute per env step, the updates' time, and a
+    round's whole process (start, training, the evaluations)."""
+    record, now, before, rev = _preset_beside("FetchSlide-v4")
+    a, b = _compute_per_step(now), _compute_per_step(before)
+    update = min(r["time_update"] for r in now) / min(r["time_update"] for r in before)
+    whole = min(r["process_seconds"] for r in now) / min(r["process_seconds"] for r in before)
+    return (
+        f"{_beside_words(record, now)}: "
+        f"{a:,.0f} us of compute per env step with TD3 and the average against {b:,.0f} us "
+        f"at {rev} (DDPG), **{a / b:.2f}x**; the updates took {update:.2f}x DDPG's time, "
+        f"and a round's whole process (start, the epoch's training, its evaluation of both "
+        f"the actor and the average) {whole:.2f}x."
     )
 
 
@@ -1925,6 +1955,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "policy_average": policy_average,
     "average_actor": average_actor,
     "goal_motion_cost": goal_motion_cost,
+    "fetch_slide_cost": fetch_slide_cost,
     "preset.fetch_pick_and_place": preset_fetch_pick_and_place,
     "preset.fetch_slide": preset_fetch_slide,
     "fetch_push_floor": fetch_push_floor,
