@@ -626,6 +626,11 @@ def _compute_per_step(rows: list[dict[str, Any]]) -> float:
     return min(1e6 * sum(r[f"time_{p}"] for p in phases) / r["env_steps"] for r in rows)
 
 
+def _best_ratio(now: list[dict[str, Any]], before: list[dict[str, Any]], key: str) -> float:
+    """``key``'s best (smallest) round of this checkout over the revision's."""
+    return min(r[key] for r in now) / min(r[key] for r in before)
+
+
 def _beside_words(record: dict[str, Any], now: list[dict[str, Any]]) -> str:
     """The command, date, machine and load of a scaling.py run in turns."""
     loads = [r["load_before"] for r in record["rows"]]
@@ -642,7 +647,7 @@ def goal_motion_cost() -> str:
     commit before it (uniform replay), in turns in one scaling.py run."""
     record, now, before, rev = _preset_beside("FetchPush-v4")
     a, b = _compute_per_step(now), _compute_per_step(before)
-    sample = min(r["time_sample"] for r in now) / min(r["time_sample"] for r in before)
+    sample = _best_ratio(now, before, "time_sample")
     return (
         f"{_beside_words(record, now)}: "
         f"{a:,.0f} us of compute per env step with goal-motion replay against {b:,.0f} us "
@@ -657,8 +662,8 @@ def fetch_slide_cost() -> str:
     round's whole process (start, training, the evaluations)."""
     record, now, before, rev = _preset_beside("FetchSlide-v4")
     a, b = _compute_per_step(now), _compute_per_step(before)
-    update = min(r["time_update"] for r in now) / min(r["time_update"] for r in before)
-    whole = min(r["process_seconds"] for r in now) / min(r["process_seconds"] for r in before)
+    update = _best_ratio(now, before, "time_update")
+    whole = _best_ratio(now, before, "process_seconds")
     return (
         f"{_beside_words(record, now)}: "
         f"{a:,.0f} us of compute per env step with TD3 and the average against {b:,.0f} us "
