@@ -13,6 +13,7 @@ from goalenvs.agents import DDPGConfig
 from goalenvs.cli import main
 from goalenvs.train.trainer import Trainer, train
 from tests.agents.test_learner import ALGOS, OBS_SPACE
+from tests.agents.test_policy_average import train_argv
 from tests.train.test_train_resume import config as resume_config
 
 torch.set_num_threads(1)
@@ -94,8 +95,7 @@ def test_a_run_follows_the_schedule_logs_it_and_a_resume_goes_on_from_it(tmp_pat
 
 
 def test_the_flags_set_it_and_a_resume_keeps_it(tmp_path, capsys):
-    argv = ["train", "goalenvs/PointReach-v0", "--epochs", "2", "--cycles", "1", "--quiet"]
-    tiny = ["--num-envs", "2", "--batches", "2", "--batch-size", "16", "--device", "cpu"]
+    argv, tiny = train_argv(epochs=2)
     assert main([*argv, "--lr-decay-to", "0", "--show-config"]) == 2
     assert "lr_decay_to must be in (0, 1], got 0.0" in capsys.readouterr().err
     out = tmp_path / "run"

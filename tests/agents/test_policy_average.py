@@ -178,9 +178,16 @@ def test_a_run_logs_both_evaluations_saves_the_average_and_resumes_it(tmp_path):
         assert [row["epoch"] for row in csv.DictReader(f)] == ["1", "2", "3"]
 
 
-def test_the_flag_sets_it_a_bad_value_names_it_and_a_resume_keeps_it(tmp_path, capsys):
-    argv = ["train", "goalenvs/PointReach-v0", "--epochs", "1", "--cycles", "1", "--quiet"]
+def train_argv(epochs: int) -> tuple[list[str], list[str]]:
+    """A PointReach run's command line of ``epochs`` one-cycle epochs, and the flags that
+    make its cycles tiny (a --show-config check leaves them off)."""
+    argv = ["train", "goalenvs/PointReach-v0", "--epochs", str(epochs), "--cycles", "1"]
     tiny = ["--num-envs", "2", "--batches", "2", "--batch-size", "16", "--device", "cpu"]
+    return [*argv, "--quiet"], tiny
+
+
+def test_the_flag_sets_it_a_bad_value_names_it_and_a_resume_keeps_it(tmp_path, capsys):
+    argv, tiny = train_argv(epochs=1)
     assert main([*argv, "--policy-average", "1", "--show-config"]) == 2
     assert "policy_average must be in [0, 1), got 1.0" in capsys.readouterr().err
     out = tmp_path / "run"
