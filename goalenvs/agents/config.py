@@ -200,12 +200,18 @@ class TrainConfig:
         if self.max_minutes is not None:
             check_positive("max_minutes", self.max_minutes)
 
+    @property
+    def lr_decays(self) -> bool:
+        """True when the learning rates follow the ``lr_decay_to`` schedule (progress.csv
+        then has an ``lr_factor`` column)."""
+        return self.lr_decay_to != 1.0
+
     def lr_factor(self, epoch: int) -> float:
         """The learning rates' factor in epoch ``epoch`` (0 the first) of ``epochs``: 1
         until the epochs done at its end pass ``lr_decay_from`` of the run, then falling
         linearly to ``lr_decay_to`` in the last epoch."""
         check_int("epoch", epoch, minimum=0)
-        if self.lr_decay_to == 1.0:
+        if not self.lr_decays:
             return 1.0
         done = min(epoch + 1, self.epochs) / self.epochs
         past = max(0.0, done - self.lr_decay_from) / (1.0 - self.lr_decay_from)

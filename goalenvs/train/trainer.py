@@ -403,7 +403,7 @@ class Trainer:
         stats: dict[str, list] = {name: [] for name in ("success", *self.agent.loss_names)}
         collector.clock.reset()
         lr = {}
-        if cfg.lr_decay_to != 1.0:  # the schedule's rates for this epoch, resumed ones too
+        if cfg.lr_decays:  # the schedule's rates for this epoch, resumed ones too
             lr = {"lr_factor": round(cfg.lr_factor(counters.epoch), 6)}
             self.agent.set_lr_factor(lr["lr_factor"])
         collector.arm(cfg.n_cycles * self.plan.rollout_steps)
