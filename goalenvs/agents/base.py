@@ -168,10 +168,17 @@ class Agent(nn.Module):
         return self.normalizer(tensors)
 
     def targets(
-        self, rewards: torch.Tensor, dones: torch.Tensor, next_values: torch.Tensor
+        self,
+        rewards: torch.Tensor,
+        dones: torch.Tensor,
+        next_values: torch.Tensor,
+        discounts: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Bellman targets ``r + gamma * (1 - done) * Q'``, clipped to the return range."""
-        target = rewards + self.gamma * (1.0 - dones) * next_values
+        """Bellman targets ``r + gamma * (1 - done) * Q'``, clipped to the return range;
+        an n-step batch's ``discounts`` (``gamma ** m`` per transition) take ``gamma``'s
+        place."""
+        discount = self.gamma if discounts is None else discounts.to(next_values.dtype)
+        target = rewards + discount * (1.0 - dones) * next_values
         return target.clamp(self.clip_low, self.clip_high)
 
     @torch.no_grad()

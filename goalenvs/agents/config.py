@@ -66,6 +66,10 @@ class TrainConfig:
     goal_mix: dict[str, float] | None = None  # None: the strategy's mix (future k=4: 80/20)
     goal_mix_warmup: int = 0  # env steps stored in the buffer before the mix: only future
     gamma: float | None = None  # discount; None: 1 - 1/T with T the episode length
+    # e.g. 3: each sampled transition's target sums its reward and the next two of its
+    # episode (recomputed for a relabeled goal), discounted, and bootstraps from the third
+    # next observation with gamma ** 3 (fewer steps near an episode's end or a termination)
+    n_step: int = 1  # steps of each sampled return; 1: one-step targets
     polyak: float = 0.95  # target <- polyak * target + (1 - polyak) * online, once a cycle
     target_update_every: int = 0  # also move the targets every K updates of a cycle (0: no)
     # e.g. 0.9: deterministic acting (the evaluation, the saved policy's predict) by an
@@ -161,6 +165,7 @@ class TrainConfig:
             # plain dict of its nonzero fractions (what config.json records).
             self.goal_mix = GoalMix.parse(self.goal_mix).fractions()
         check_int("goal_mix_warmup", self.goal_mix_warmup, minimum=0)
+        check_int("n_step", self.n_step, minimum=1)
         check_int("save_every", self.save_every, minimum=0)
         check_int("target_update_every", self.target_update_every, minimum=0)
         if self.env_workers is not None:
@@ -235,9 +240,11 @@ class TrainConfig:
             data["motion_weights"] = list(self.motion_weights)
         return {"algo": self.algo, **data}
 
-    def her_settings(self) -> dict[str, object]:
-        """The replay buffer's HER and priority settings, under the buffers' argument names
-        (``goal_mix``, when set, in place of the strategy and ``n_sampled_goal``)."""
+    def her_settings(self, gamma: float | None = None) -> dict[str, object]:
+        """The replay buffer's HER, priority and n-step settings, under the buffers'
+        argument names (``goal_mix``, when set, in place of the strategy and
+        ``n_sampled_goal``); ``gamma`` is the run's resolved discount, which n-step
+        returns are summed with (``config.gamma`` when that is set)."""
         if self.goal_mix is not None:
             relabelling: dict[str, object] = {"goal_mix": GoalMix.parse(self.goal_mix)}
         else:
@@ -258,6 +265,8 @@ class TrainConfig:
             "motion_weights": self.motion_weights,
             "motion_threshold": self.motion_threshold,
             "motion_scope": self.motion_scope,
+            "n_step": self.n_step,
+            "gamma": (self.gamma if self.gamma is not None else gamma) if self.n_step > 1 else None,
         }
 
 

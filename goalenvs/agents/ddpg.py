@@ -74,7 +74,9 @@ class DDPG(BoxAgent):
         with self.autocast():
             with torch.no_grad():
                 next_values = self.critic_target(next_inputs, self.actor_target(next_inputs))
-                target = self.targets(batch.rewards, batch.dones, next_values)
+                target = self.targets(
+                    batch.rewards, batch.dones, next_values, getattr(batch, "discounts", None)
+                )
             td_errors = self.critic(inputs, actions) - target
             critic_loss = weighted_mean(td_errors.square(), getattr(batch, "weights", None))
             pi = self.actor(inputs)

@@ -80,7 +80,9 @@ class DQN(Agent):
                 # Double DQN: the online net picks the next action, the target net values it.
                 next_actions = self.q(next_inputs).argmax(dim=1, keepdim=True)
                 next_values = self.q_target(next_inputs).gather(1, next_actions).squeeze(1)
-                target = self.targets(batch.rewards, batch.dones, next_values)
+                target = self.targets(
+                    batch.rewards, batch.dones, next_values, getattr(batch, "discounts", None)
+                )
             q = self.q(inputs).gather(1, actions).squeeze(1)
             delta = self.config.huber_delta
             losses = functional.huber_loss(q, target, delta=delta, reduction="none")

@@ -387,7 +387,7 @@ class StaticUpdates:
 
 def _batch_fields(batch: HerBatch) -> list[Array | None]:
     """The update's inputs of a HER batch in a fixed order: observations (by key),
-    actions, rewards, next observations, dones, weights (None where absent)."""
+    actions, rewards, next observations, dones, weights, discounts (None where absent)."""
     return [
         *(batch.observations[key] for key in sorted(batch.observations)),
         batch.actions,
@@ -395,6 +395,7 @@ def _batch_fields(batch: HerBatch) -> list[Array | None]:
         *(batch.next_observations[key] for key in sorted(batch.next_observations)),
         batch.dones,
         getattr(batch, "weights", None),
+        getattr(batch, "discounts", None),
     ]
 
 
@@ -405,5 +406,7 @@ def _batch_from_fields(batch: HerBatch, fields: list[torch.Tensor | None]) -> He
     observations = {key: next(values) for key in sorted(batch.observations)}
     actions, rewards = next(values), next(values)
     next_observations = {key: next(values) for key in sorted(batch.next_observations)}
-    dones, weights = next(values), next(values)
-    return HerBatch(observations, actions, rewards, next_observations, dones, weights)
+    dones, weights, discounts = next(values), next(values), next(values)
+    return HerBatch(
+        observations, actions, rewards, next_observations, dones, weights, None, discounts
+    )

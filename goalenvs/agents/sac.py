@@ -158,7 +158,9 @@ class SAC(BoxAgent):
                     self.critic2_target(next_inputs, next_actions),
                 )
                 soft_values = next_values - alpha * next_log_prob
-                target = self.targets(batch.rewards, batch.dones, soft_values)
+                target = self.targets(
+                    batch.rewards, batch.dones, soft_values, getattr(batch, "discounts", None)
+                )
             q1, q2 = self.critic1(inputs, actions), self.critic2(inputs, actions)
             critic_loss = twin_critic_loss(q1, q2, target, getattr(batch, "weights", None))
         critics = [*self.critic1.parameters(), *self.critic2.parameters()]

@@ -101,7 +101,9 @@ class TD3(DDPG):
                     self.critic_target(next_inputs, next_actions),
                     self.critic2_target(next_inputs, next_actions),
                 )
-                target = self.targets(batch.rewards, batch.dones, next_values)
+                target = self.targets(
+                    batch.rewards, batch.dones, next_values, getattr(batch, "discounts", None)
+                )
             q1, q2 = self.critic(inputs, actions), self.critic2(inputs, actions)
             critic_loss = twin_critic_loss(q1, q2, target, getattr(batch, "weights", None))
         critics = [*self.critic.parameters(), *self.critic2.parameters()]

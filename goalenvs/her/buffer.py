@@ -187,6 +187,14 @@ class HerReplayBuffer(ReplayBufferBase):
             ``"ahead"`` (the path from its own step to the episode's end: the steps after
             the object's last move, whose future goals all equal their achieved goal, fall
             to the floor, and those before it are drawn more).
+        n_step: the steps of each sampled return: ``rewards`` sums the rewards of the
+            transition and of the ``n_step - 1`` after it in its episode (each recomputed
+            for a relabeled goal), discounted by ``gamma``, ``next_observations`` is the
+            observation after the last of them and ``discounts`` is ``gamma`` to the
+            power of the steps summed (fewer near an episode's end or a termination).
+            1 (the default): one-step transitions, ``discounts`` None.
+        gamma: the discount of n-step returns, in (0, 1): the agent's. Needed when
+            ``n_step > 1``.
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -221,6 +229,8 @@ class HerReplayBuffer(ReplayBufferBase):
         motion_weights: Sequence[float] | None = None,
         motion_threshold: float | None = None,
         motion_scope: str = "episode",
+        n_step: int = 1,
+        gamma: float | None = None,
     ) -> None:
         settings = BufferSettings(
             buffer_size,
@@ -243,6 +253,8 @@ class HerReplayBuffer(ReplayBufferBase):
             motion_weights,
             motion_threshold,
             motion_scope,
+            n_step,
+            gamma,
         )
         rng_state = dict(np.random.default_rng(seed).bit_generator.state)
         self._adopt(HerBufferState.empty(settings, rng_state), compute_reward, compute_terminated)

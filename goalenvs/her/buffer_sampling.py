@@ -34,7 +34,7 @@ __all__ = ["HerSampler"]
 class _Outputs:
     """The arrays one batch size samples into, and the torch views of them."""
 
-    def __init__(self, batch_size: int, storage: HerStorage) -> None:
+    def __init__(self, batch_size: int, storage: HerStorage, n_step: int = 1) -> None:
         B, records = batch_size, storage.records
         observations = storage.observations
 
@@ -48,6 +48,7 @@ class _Outputs:
         self.dones = np.empty(B, np.float32)
         self.weights = np.ones(B, np.float32)  # stays all ones for a uniform buffer
         self.indices = np.empty(B, np.int64)
+        self.discounts = np.empty(B, np.float32) if n_step > 1 else None
         # The gathered records of the transitions and of their next rows, and the
         # (output, field of a gathered record) pairs that sample() copies.
         self.records = np.empty(B, records.dtype)
@@ -71,6 +72,7 @@ class _Outputs:
             self.dones,
             self.weights,
             self.indices,
+            self.discounts,
         )
 
 
@@ -90,6 +92,8 @@ class HerSampler:
         self.warmup_mix = _MixDraws(FUTURE_ONLY)
         self.goal_mix_warmup = settings.goal_mix_warmup
         self.handle_timeout_termination = settings.handle_timeout_termination
+        self.n_step = settings.n_step
+        self.gamma = settings.gamma
         self.storage = storage
         self.tree = tree
         # Goal-motion priorities are a curriculum, drawn without importance weights.
@@ -156,7 +160,7 @@ class HerSampler:
         mix = self.warmup_mix if warming_up else self.mix
         relabel, goals = self._draw_goals(rng, mix, B, env, row, index)
 
-        out = _Outputs(B, storage) if copy else self._outputs(B)
+        out = _Outputs(B, storage, self.n_step) if copy else self._outputs(B)
         obs, next_obs = out.observations, out.next_observations
         np.copyto(out.indices, index)
         if weights is not None:
@@ -191,8 +195,80 @@ class HerSampler:
             terminated = np.where(relabel, new_terminated, terminated)
         if not self.handle_timeout_termination:
             terminated |= storage.truncated[index]
+        if self.n_step > 1:
+            terminated = self._sum_steps(
+                out, compute_reward, compute_terminated, relabel, env, row, index, terminated
+            )
         np.copyto(out.dones, terminated)
         return _deliver(out, device)
+
+    def _sum_steps(
+        self,
+        out: _Outputs,
+        compute_reward: GoalFunction,
+        compute_terminated: GoalFunction | None,
+        relabel: np.ndarray,
+        env: EnvIndex,
+        row: np.ndarray,
+        index: np.ndarray,
+        terminated: np.ndarray,
+    ) -> np.ndarray:
+        """Makes ``out``'s one-step transitions n-step returns: adds the discounted rewards
+        of the up to ``n_step - 1`` transitions after each one in its episode (for its
+        goal, relabeled or not), stopping at the episode's last transition or at a
+        termination, sets ``discounts`` to ``gamma`` to the power of the steps summed and
+        the next observations to those after the last step. Returns the dones of the
+        last step summed."""
+        R, n, storage, gamma = self.rows_per_env, self.n_envs, self.storage, self.gamma
+        assert gamma is not None  # BufferSettings requires it with n_step > 1
+        B = len(row)
+        offset = storage.offset_in_episode[index]
+        length = storage.episode_length[((row - offset) % R) * n + env]
+        goals = out.observations["desired_goal"]
+        returns = out.rewards.astype(np.float64)
+        discounts = np.full(B, gamma)
+        steps = np.ones(B, np.int64)  # transitions summed so far
+        alive = np.ones(B, bool)  # whether the return goes on
+        ended = terminated.copy()  # whether the last step summed terminated
+        for k in range(1, self.n_step):
+            alive &= (offset + k < length) & ~ended
+            if not alive.any():
+                break
+            step = ((row + k) % R) * n + env
+            next_achieved = self._achieved_goals[((row + k + 1) % R) * n + env]
+            info = {key: values[step] for key, values in storage.infos.items()}
+            reward = np.where(
+                relabel,
+                _rewards_of(
+                    compute_reward,
+                    compute_reward(next_achieved, goals, info),
+                    B,
+                    next_achieved.shape,
+                ),
+                storage.rewards[step],
+            )
+            step_terminated = storage.terminated[step]
+            if compute_terminated is not None:
+                new_terminated = _batch_of(
+                    "compute_terminated", compute_terminated(next_achieved, goals, info), B
+                ).astype(bool)
+                step_terminated = np.where(relabel, new_terminated, step_terminated)
+            if not self.handle_timeout_termination:
+                step_terminated = step_terminated | storage.truncated[step]
+            returns += np.where(alive, gamma**k * reward, 0.0)
+            discounts = np.where(alive, gamma ** (k + 1), discounts)
+            steps += alive
+            ended = np.where(alive, step_terminated, ended)
+        np.copyto(out.rewards, returns, casting="unsafe")
+        assert out.discounts is not None
+        np.copyto(out.discounts, discounts, casting="unsafe")
+        # The observation after the last step summed, with the (relabeled) goal.
+        np.take(storage.records, ((row + steps) % R) * n + env, out=out.next_records)
+        for key, values in out.next_observations.items():
+            np.copyto(values, out.next_records[f"obs/{key}"])
+        mask = relabel.reshape((B,) + (1,) * (goals.ndim - 1))
+        np.copyto(out.next_observations["desired_goal"], goals, where=mask)
+        return ended
 
     def _draw_transitions(
         self, rng: np.random.Generator, count: int
@@ -352,7 +428,7 @@ class HerSampler:
         """The reused output arrays of ``batch_size``."""
         out = self._reused.get(batch_size)
         if out is None:
-            out = self._reused[batch_size] = _Outputs(batch_size, self.storage)
+            out = self._reused[batch_size] = _Outputs(batch_size, self.storage, self.n_step)
         return out
 
 
@@ -373,6 +449,7 @@ def _deliver(out: _Outputs, device: DeviceLike) -> HerBatch:
             torch.from_numpy(batch.dones),
             torch.from_numpy(batch.weights),
             torch.from_numpy(batch.indices),
+            None if batch.discounts is None else torch.from_numpy(batch.discounts),
         )
     if torch.device(device).type == "cpu":
         return views

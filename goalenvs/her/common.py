@@ -43,7 +43,9 @@ class HerBatch(NamedTuple):
 
     ``observations["desired_goal"]`` and ``next_observations["desired_goal"]`` hold the
     (possibly relabeled) goal, ``rewards`` (float32) are the rewards for that goal, and
-    ``dones`` (float32) is 1.0 where the target must not bootstrap. Discrete actions come
+    ``dones`` (float32) is 1.0 where the target must not bootstrap (an n-step buffer's
+    ``rewards`` are the discounted sums of its returns, with ``discounts`` beside them:
+    the target is ``rewards + discounts * (1 - dones) * Q'``). Discrete actions come
     as int64 of shape ``(batch_size,)``. ``weights`` and ``indices`` serve prioritized
     replay (ones and the sampled indices for a uniform buffer, so agents can always use
     them).
@@ -64,6 +66,10 @@ class HerBatch(NamedTuple):
     weights: Any = None
     #: The transitions' storage indices (int64): pass them back to ``update_priorities``.
     indices: Any = None
+    #: Per transition, the discount of the bootstrapped value: ``gamma ** m`` for the ``m``
+    #: steps an n-step return summed (float32); None for one-step transitions, whose
+    #: discount is the agent's ``gamma``.
+    discounts: Any = None
 
 
 def batch_to(batch: HerBatch, device: DeviceLike) -> HerBatch:
@@ -76,6 +82,7 @@ def batch_to(batch: HerBatch, device: DeviceLike) -> HerBatch:
         batch.dones.to(device),
         batch.weights.to(device),
         batch.indices.to(device),
+        None if batch.discounts is None else batch.discounts.to(device),
     )
 
 
@@ -365,6 +372,16 @@ class ReplayBufferBase:
         ``"episode"`` (its episode's whole path) or ``"ahead"`` (the path from its step to
         the episode's end)."""
         return self._settings.motion_scope
+
+    @property
+    def n_step(self) -> int:
+        """The steps each sampled return sums (1: one-step transitions)."""
+        return self._settings.n_step
+
+    @property
+    def gamma(self) -> float | None:
+        """The discount n-step returns are summed with (None for one-step transitions)."""
+        return self._settings.gamma
 
     @property
     def alpha(self) -> float:

@@ -143,6 +143,10 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         motion_scope: for ``"goal_motion"``, ``"episode"`` (a row is drawn by its
             episode's whole path) or ``"ahead"`` (by the path from its step to the
             episode's end: its episode's path less the path before its step).
+        n_step: the steps of each sampled return, as
+            :class:`~goalenvs.her.buffer.HerReplayBuffer`'s (static shapes: every batch
+            gathers ``n_step`` steps, masked past an episode's end or a termination).
+        gamma: the discount of n-step returns, in (0, 1); needed when ``n_step > 1``.
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -181,6 +185,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         motion_weights: Sequence[float] | None = None,
         motion_threshold: float | None = None,
         motion_scope: str = "episode",
+        n_step: int = 1,
+        gamma: float | None = None,
         *,
         device: Any,
     ) -> None:
@@ -206,6 +212,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             motion_weights,
             motion_threshold,
             motion_scope,
+            n_step,
+            gamma,
         )
         generator = torch.Generator(device=device)
         if seed is None:
@@ -619,25 +627,104 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             tuple(next_obs["achieved_goal"].shape),
         )
         rewards = torch.where(relabel, new_reward, values["reward"])
-        if self.compute_terminated is None and self.handle_timeout_termination:
-            dones = meta[:, META_TERMINATED].to(torch.float32)
-        else:
-            terminated = meta[:, META_TERMINATED].bool()
-            if self.compute_terminated is not None:
-                new_terminated = self._batch_of(
-                    "compute_terminated",
-                    self.compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
-                    B,
-                    torch.bool,
-                )
-                terminated = torch.where(relabel, new_terminated, terminated)
-            if not self.handle_timeout_termination:
-                terminated = terminated | meta[:, META_TRUNCATED].bool()
-            dones = terminated.to(torch.float32)
-        batch = HerBatch(obs, values["action"], rewards, next_obs, dones, weights, index)
+        terminated = self._terminated(
+            meta, relabel, next_obs["achieved_goal"], obs["desired_goal"], info
+        )
+        discounts = None
+        if self.n_step > 1:
+            rewards, terminated, discounts, next_obs = self._sum_steps(
+                env, t, meta, relabel, obs["desired_goal"], rewards, terminated, next_obs
+            )
+        dones = terminated.to(torch.float32)
+        batch = HerBatch(obs, values["action"], rewards, next_obs, dones, weights, index, discounts)
         if target is None or target == self.device:
             return batch
         return batch_to(batch, target)
+
+    def _terminated(
+        self,
+        meta: torch.Tensor,
+        relabel: torch.Tensor,
+        next_achieved: torch.Tensor,
+        goals: torch.Tensor,
+        info: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """Whether each transition (rows' ``meta``, reaching ``next_achieved`` for
+        ``goals``) must not bootstrap: its stored ``terminated``, recomputed for a
+        relabeled goal by ``compute_terminated``, or truncated too without
+        ``handle_timeout_termination``."""
+        terminated = meta[:, META_TERMINATED].bool()
+        if self.compute_terminated is not None:
+            new_terminated = self._batch_of(
+                "compute_terminated",
+                self.compute_terminated(next_achieved, goals, info),
+                len(relabel),
+                torch.bool,
+            )
+            terminated = torch.where(relabel, new_terminated, terminated)
+        if not self.handle_timeout_termination:
+            terminated = terminated | meta[:, META_TRUNCATED].bool()
+        return terminated
+
+    def _sum_steps(
+        self,
+        env: torch.Tensor,
+        t: torch.Tensor,
+        meta: torch.Tensor,
+        relabel: torch.Tensor,
+        goals: torch.Tensor,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        next_obs: dict[str, torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """The n-step returns of the transitions (counter ``t`` of ``env``, their rows'
+        ``meta``, one-step ``rewards`` and ``terminated`` for their ``goals``): the
+        discounted rewards of the up to ``n_step - 1`` transitions after each in its
+        episode added, stopping at the episode's last transition or a termination.
+        Returns ``(returns, terminated, discounts, next_obs)`` of the last step summed.
+        Static shapes: each step is gathered for the whole batch and masked."""
+        gamma = self.gamma
+        assert gamma is not None  # BufferSettings requires it with n_step > 1
+        B = len(t)
+        end = self._episode_end_flat.index_select(0, self._flat_index(meta[:, META_EPISODE], env))
+        reward_field = next(field for field in self._record_fields if field.name == "reward")
+        returns = rewards.to(torch.float64)
+        discounts = torch.full((B,), gamma, dtype=torch.float64, device=self.device)
+        last = self._flat_index(t, env)  # the row of the last step summed
+        alive = torch.ones(B, dtype=torch.bool, device=self.device)
+        ended = terminated
+        for k in range(1, self.n_step):
+            alive = alive & (t + k < end) & ~ended
+            step = self._flat_index(t + k, env)
+            step_meta = self._meta_flat.index_select(0, step)
+            next_achieved = self._goal_flat.index_select(0, step)
+            info = {key: _take(store, step) for key, store in self._storage.infos.items()}
+            new_reward = self._rewards_of(
+                self.compute_reward(next_achieved, goals, info), B, tuple(next_achieved.shape)
+            )
+            stored = self._records_flat[:, reward_field.start].index_select(0, step)
+            reward = torch.where(relabel, new_reward.to(stored.dtype), stored)
+            step_terminated = self._terminated(step_meta, relabel, next_achieved, goals, info)
+            returns = returns + torch.where(alive, gamma**k * reward.double(), 0.0)
+            discounts = torch.where(alive, torch.full_like(discounts, gamma ** (k + 1)), discounts)
+            last = torch.where(alive, step, last)
+            ended = torch.where(alive, step_terminated, ended)
+        # The observation after the last step summed, with the (relabeled) goal.
+        records = self._records_flat.index_select(0, last)
+        fields = {field.name: field for field in self._record_fields}
+        after = {}
+        for key in next_obs:
+            name = f"next_obs/{key}"
+            if name in fields:
+                value = _columns(records, fields[name])
+            else:
+                value = _take(self._storage.separate[name], last)
+            after[key] = value
+        mask = relabel.reshape((B,) + (1,) * (goals.ndim - 1))
+        after["desired_goal"] = torch.where(
+            mask, goals.to(after["desired_goal"].dtype), after["desired_goal"]
+        )
+        return returns.to(torch.float32), ended, discounts.to(torch.float32), after
 
     def _flat_index(self, counter: torch.Tensor, env: torch.Tensor) -> torch.Tensor:
         """The flat index ``row * n_envs + env`` of each ``(counter, env)``: every

@@ -140,6 +140,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             "desired": 0.4, "original": 0.2}`` or the same as text.
         goal_mix_warmup: env steps stored before the mix applies (only future goals
             until then).
+        n_step: must be 1: stable-baselines3's algorithms bootstrap with their own
+            gamma (goalenvs' trainers take ``--n-step``).
     """
 
     def __init__(
@@ -161,7 +163,17 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         prioritized: bool = False,
         goal_mix: Any = None,
         goal_mix_warmup: int = 0,
+        n_step: int = 1,
     ) -> None:
+        if n_step != 1:
+            # SB3's algorithms bootstrap every transition with their own gamma: the batch's
+            # per-transition discounts of n-step returns would be dropped.
+            raise ValueError(
+                f"n_step={n_step!r} is not supported under stable-baselines3 (its algorithms "
+                "bootstrap every transition with their own gamma and read no per-transition "
+                "discounts); use goalenvs' own trainers (`goalenvs train ENV --n-step 3`) or "
+                "pass n_step=1"
+            )
         if prioritized:
             # SB3's algorithms neither weight their losses nor report TD errors back, so a
             # prioritized buffer under them would only bias the samples.

@@ -139,6 +139,8 @@ class BufferSettings:
     motion_weights: Sequence[float] | None = None
     motion_threshold: float | None = None
     motion_scope: str = "episode"
+    n_step: int = 1
+    gamma: float | None = None
 
     def __post_init__(self) -> None:
         check_int("n_envs", self.n_envs, minimum=1)
@@ -196,6 +198,7 @@ class BufferSettings:
                 "is future=0.8,original=0.2)"
             )
         check_int("goal_mix_warmup", self.goal_mix_warmup, minimum=0)
+        check_n_step(self.n_step, self.gamma)
         seed = self.seed
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {seed!r}")
@@ -216,6 +219,8 @@ class BufferSettings:
             "motion_weights": weights,
             "motion_threshold": None if threshold is None else float(threshold),
             "motion_scope": str(self.motion_scope),
+            "n_step": int(self.n_step),
+            "gamma": None if self.gamma is None else float(self.gamma),
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
@@ -283,6 +288,8 @@ class BufferSettings:
             "motion_weights": None if self.motion_weights is None else list(self.motion_weights),
             "motion_threshold": self.motion_threshold,
             "motion_scope": self.motion_scope,
+            "n_step": self.n_step,
+            "gamma": self.gamma,
         }
 
     @classmethod
@@ -292,7 +299,7 @@ class BufferSettings:
         defaults, files older than goal mixes sample by their strategy as they did, files older
         than goal-motion priorities are prioritized by TD error, files older than a
         motion threshold count every step's move, files older than a motion scope count
-        the whole episode's. A
+        the whole episode's, files older than n-step returns sample one step. A
         missing entry raises KeyError naming it."""
         observation_space = space_from_json(meta["observation_space"], _FILE)
         if not isinstance(observation_space, spaces.Dict):
@@ -317,6 +324,8 @@ class BufferSettings:
             motion_weights=meta.get("motion_weights"),
             motion_threshold=meta.get("motion_threshold"),
             motion_scope=meta.get("motion_scope", "episode"),
+            n_step=meta.get("n_step", 1),
+            gamma=meta.get("gamma"),
         )
 
 
@@ -352,6 +361,19 @@ def check_motion_distances(
             "would count as none"
         )
     return clip, threshold
+
+
+def check_n_step(n_step: Any, gamma: Any) -> int:
+    """``n_step`` as given, or the error naming it: an int of at least 1; more than one
+    step needs ``gamma`` in (0, 1), the discount the returns are summed with."""
+    check_int("n_step", n_step, minimum=1)
+    if int(n_step) > 1 and gamma is None:
+        raise ValueError(
+            f"n_step={n_step} sums {n_step} rewards with a discount: pass gamma, the "
+            "agent's discount, in (0, 1)"
+        )
+    check_in_range("gamma", gamma, open_low=True, open_high=True, none_ok=True)
+    return int(n_step)
 
 
 def check_motion_scope(scope: Any, priority: str) -> str:

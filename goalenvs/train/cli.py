@@ -276,6 +276,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"start to fall, in [0, 1); {PRESET_DEFAULT}",
     )
     parser.add_argument(
+        "--n-step",
+        type=int,
+        metavar="N",
+        help="steps of each sampled return: the target sums a transition's reward and the "
+        "next N-1 of its episode (recomputed for a relabeled goal) and bootstraps with "
+        f"gamma**N (1: one-step targets); {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
         "--save-buffer", action="store_true", help="save the replay buffer too (for --resume)"
     )
     parser.add_argument(
@@ -327,6 +335,7 @@ OVERRIDES = {
     "motion_weights": "motion_weights",
     "motion_threshold": "motion_threshold",
     "motion_scope": "motion_scope",
+    "n_step": "n_step",
     "policy_average": "policy_average",
     "lr_decay_to": "lr_decay_to",
     "lr_decay_from": "lr_decay_from",
@@ -485,6 +494,7 @@ REPLAY_FIELDS = (
     "motion_weights",
     "motion_threshold",
     "motion_scope",
+    "n_step",
 )
 
 

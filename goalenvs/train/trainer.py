@@ -239,7 +239,7 @@ class Trainer:
                 info_keys=plan.info_keys,
                 compute_terminated=self.compute_terminated,
                 seed=seed,
-                **cfg.her_settings(),
+                **cfg.her_settings(plan.gamma),
             )
             self.run_folder = RunFolder(
                 cfg,

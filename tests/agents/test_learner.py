@@ -85,6 +85,8 @@ class ReplayStub:
             *(
                 {k: torch.from_numpy(v).to(device) for k, v in field.items()}
                 if isinstance(field, dict)
+                else None
+                if field is None
                 else torch.from_numpy(field).to(device)
                 for field in batch
             )

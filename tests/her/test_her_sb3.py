@@ -480,6 +480,12 @@ def test_prioritized_under_sb3_is_a_clear_error():
         )
 
 
+def test_n_step_under_sb3_is_a_clear_error():
+    env = gym.make("goalenvs/PointReach-v0")
+    with pytest.raises(ValueError, match=r"^n_step=3 is not supported under stable-baselines3"):
+        HerReplayBuffer(100, env.observation_space, env.action_space, env, device="cpu", n_step=3)
+
+
 def test_a_buffer_pickled_by_goalenvs_0_1_0_loads_and_samples_as_it_did() -> None:
     # model.save_replay_buffer pickles the adapter; this file was pickled by goalenvs
     # 0.1.0 (2 envs, 27 steps of random values, one episode in progress per env), and the
