@@ -146,3 +146,24 @@ def test_a_preset_file_of_the_machine_is_named_by_its_name(tmp_path):
     folders = {run_root: "runs", preset.resolve().parent: "presets"}
     text = f"--out {run_root}/s0 --preset {preset}"
     assert evidence.portable(text, folders) == "--out runs/s0 --preset presets/pick.toml"
+
+
+def test_fetch_runs_stop_at_the_mark_and_slide_runs_go_on_to_their_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(fetch, "epoch_env_steps", lambda env_id, extra: 20_000)
+    push = fetch.train_command("push", 1, tmp_path / "push", ["--preset", "p.toml"], 700_000)
+    assert push[3:5] == ["train", fetch.TASKS["push"]]
+    assert push[push.index("--stop-success") + 1] == "0.9"
+    assert push[push.index("--epochs") + 1] == "35"
+    assert push[-2:] == ["--preset", "p.toml"]
+    # FetchSlide's mark reads the last five evaluations of the run: it stops only at 1.
+    slide = fetch.train_command("slide", 0, tmp_path / "slide", [], 1_000_000)
+    assert slide[slide.index("--stop-success") + 1] == "1"
+    assert slide[slide.index("--epochs") + 1] == "50"
+    # A resume keeps its flags (config.json) but the stop, which is not kept on resume.
+    (tmp_path / "slide").mkdir()
+    (tmp_path / "slide" / "config.json").write_text("{}")
+    resume = fetch.train_command("slide", 0, tmp_path / "slide", ["--preset", "x"], 1_000_000)
+    assert resume[3:] == [
+        "train", "--resume", str(tmp_path / "slide"), "--quiet", "--stop-success", "1",
+        "--max-env-steps", "1000000",
+    ]  # fmt: skip
