@@ -185,22 +185,39 @@ class HerSampler:
         )
         np.copyto(out.rewards, new_reward, where=relabel, casting="unsafe")
 
-        terminated = storage.terminated[index]
-        if compute_terminated is not None:
-            new_terminated = _batch_of(
-                "compute_terminated",
-                compute_terminated(next_obs["achieved_goal"], obs["desired_goal"], info),
-                B,
-            ).astype(bool)
-            terminated = np.where(relabel, new_terminated, terminated)
-        if not self.handle_timeout_termination:
-            terminated |= storage.truncated[index]
+        terminated = self._terminated(
+            compute_terminated, index, relabel, next_obs["achieved_goal"], obs["desired_goal"], info
+        )
         if self.n_step > 1:
             terminated = self._sum_steps(
                 out, compute_reward, compute_terminated, relabel, env, row, index, terminated
             )
         np.copyto(out.dones, terminated)
         return _deliver(out, device)
+
+    def _terminated(
+        self,
+        compute_terminated: GoalFunction | None,
+        index: np.ndarray,
+        relabel: np.ndarray,
+        next_achieved: np.ndarray,
+        goals: np.ndarray,
+        info: dict[str, np.ndarray],
+    ) -> np.ndarray:
+        """Whether each transition (flat ``index``, reaching ``next_achieved`` for
+        ``goals``) must not bootstrap: its stored ``terminated``, recomputed for a
+        relabeled goal by ``compute_terminated``, or truncated too without
+        ``handle_timeout_termination``."""
+        storage = self.storage
+        terminated = storage.terminated[index]
+        if compute_terminated is not None:
+            new_terminated = _batch_of(
+                "compute_terminated", compute_terminated(next_achieved, goals, info), len(index)
+            ).astype(bool)
+            terminated = np.where(relabel, new_terminated, terminated)
+        if not self.handle_timeout_termination:
+            terminated = terminated | storage.truncated[index]
+        return terminated
 
     def _sum_steps(
         self,
@@ -226,7 +243,6 @@ class HerSampler:
         length = storage.episode_length[((row - offset) % R) * n + env]
         goals = out.observations["desired_goal"]
         returns = out.rewards.astype(np.float64)
-        discounts = np.full(B, gamma)
         steps = np.ones(B, np.int64)  # transitions summed so far
         alive = np.ones(B, bool)  # whether the return goes on
         ended = terminated.copy()  # whether the last step summed terminated
@@ -247,21 +263,15 @@ class HerSampler:
                 ),
                 storage.rewards[step],
             )
-            step_terminated = storage.terminated[step]
-            if compute_terminated is not None:
-                new_terminated = _batch_of(
-                    "compute_terminated", compute_terminated(next_achieved, goals, info), B
-                ).astype(bool)
-                step_terminated = np.where(relabel, new_terminated, step_terminated)
-            if not self.handle_timeout_termination:
-                step_terminated = step_terminated | storage.truncated[step]
+            step_terminated = self._terminated(
+                compute_terminated, step, relabel, next_achieved, goals, info
+            )
             returns += np.where(alive, gamma**k * reward, 0.0)
-            discounts = np.where(alive, gamma ** (k + 1), discounts)
             steps += alive
             ended = np.where(alive, step_terminated, ended)
         np.copyto(out.rewards, returns, casting="unsafe")
         assert out.discounts is not None
-        np.copyto(out.discounts, discounts, casting="unsafe")
+        np.copyto(out.discounts, gamma**steps, casting="unsafe")
         # The observation after the last step summed, with the (relabeled) goal.
         np.take(storage.records, ((row + steps) % R) * n + env, out=out.next_records)
         for key, values in out.next_observations.items():

@@ -689,8 +689,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         end = self._episode_end_flat.index_select(0, self._flat_index(meta[:, META_EPISODE], env))
         reward_field = next(field for field in self._record_fields if field.name == "reward")
         returns = rewards.to(torch.float64)
-        discounts = torch.full((B,), gamma, dtype=torch.float64, device=self.device)
-        last = self._flat_index(t, env)  # the row of the last step summed
+        steps = torch.ones_like(t)  # transitions summed so far
         alive = torch.ones(B, dtype=torch.bool, device=self.device)
         ended = terminated
         for k in range(1, self.n_step):
@@ -706,10 +705,10 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             reward = torch.where(relabel, new_reward.to(stored.dtype), stored)
             step_terminated = self._terminated(step_meta, relabel, next_achieved, goals, info)
             returns = returns + torch.where(alive, gamma**k * reward.double(), 0.0)
-            discounts = torch.where(alive, torch.full_like(discounts, gamma ** (k + 1)), discounts)
-            last = torch.where(alive, step, last)
+            steps = steps + alive
             ended = torch.where(alive, step_terminated, ended)
         # The observation after the last step summed, with the (relabeled) goal.
+        last = self._flat_index(t + steps - 1, env)  # the row of the last step summed
         records = self._records_flat.index_select(0, last)
         fields = {field.name: field for field in self._record_fields}
         after = {}
@@ -724,6 +723,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         after["desired_goal"] = torch.where(
             mask, goals.to(after["desired_goal"].dtype), after["desired_goal"]
         )
+        discounts = torch.full_like(returns, gamma).pow(steps)
         return returns.to(torch.float32), ended, discounts.to(torch.float32), after
 
     def _flat_index(self, counter: torch.Tensor, env: torch.Tensor) -> torch.Tensor:
