@@ -25,6 +25,7 @@ from goalenvs.her.settings import (
     check_motion_distances,
     check_motion_scope,
     check_motion_weights,
+    check_n_step_until,
 )
 
 # The buffer's enum is the one list of strategies; configs and the CLI read it.
@@ -70,6 +71,10 @@ class TrainConfig:
     # episode (recomputed for a relabeled goal), discounted, and bootstraps from the third
     # next observation with gamma ** 3 (fewer steps near an episode's end or a termination)
     n_step: int = 1  # steps of each sampled return; 1: one-step targets
+    # e.g. 400_000 with n_step 3: 3-step returns until the buffer has stored 400k env steps
+    # (they spread a sparse reward back sooner), one-step returns after (without the bias of
+    # summing the exploring behaviour's rewards)
+    n_step_until: int = 0  # env steps stored after which returns are one step; 0: never
     polyak: float = 0.95  # target <- polyak * target + (1 - polyak) * online, once a cycle
     target_update_every: int = 0  # also move the targets every K updates of a cycle (0: no)
     # e.g. 0.9: deterministic acting (the evaluation, the saved policy's predict) by an
@@ -166,6 +171,7 @@ class TrainConfig:
             self.goal_mix = GoalMix.parse(self.goal_mix).fractions()
         check_int("goal_mix_warmup", self.goal_mix_warmup, minimum=0)
         check_int("n_step", self.n_step, minimum=1)
+        check_n_step_until(self.n_step_until, self.n_step)
         check_int("save_every", self.save_every, minimum=0)
         check_int("target_update_every", self.target_update_every, minimum=0)
         if self.env_workers is not None:
@@ -267,6 +273,7 @@ class TrainConfig:
             "motion_scope": self.motion_scope,
             "n_step": self.n_step,
             "gamma": (self.gamma if self.gamma is not None else gamma) if self.n_step > 1 else None,
+            "n_step_until": self.n_step_until,
         }
 
 

@@ -195,6 +195,10 @@ class HerReplayBuffer(ReplayBufferBase):
             1 (the default): one-step transitions, ``discounts`` None.
         gamma: the discount of n-step returns, in (0, 1): the agent's. Needed when
             ``n_step > 1``.
+        n_step_until: env steps stored (``add`` calls times ``n_envs``) after which every
+            sampled return is one step (``discounts`` then all ``gamma``): n-step returns
+            spread a sparse reward back faster early on, one-step ones hold no bias from
+            the exploring behaviour later. 0 (the default): ``n_step`` throughout.
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -231,6 +235,7 @@ class HerReplayBuffer(ReplayBufferBase):
         motion_scope: str = "episode",
         n_step: int = 1,
         gamma: float | None = None,
+        n_step_until: int = 0,
     ) -> None:
         settings = BufferSettings(
             buffer_size,
@@ -255,6 +260,7 @@ class HerReplayBuffer(ReplayBufferBase):
             motion_scope,
             n_step,
             gamma,
+            n_step_until,
         )
         rng_state = dict(np.random.default_rng(seed).bit_generator.state)
         self._adopt(HerBufferState.empty(settings, rng_state), compute_reward, compute_terminated)

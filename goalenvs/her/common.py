@@ -379,6 +379,11 @@ class ReplayBufferBase:
         return self._settings.n_step
 
     @property
+    def n_step_until(self) -> int:
+        """Env steps stored after which each sampled return is one step (0: never)."""
+        return self._settings.n_step_until
+
+    @property
     def gamma(self) -> float | None:
         """The discount n-step returns are summed with (None for one-step transitions)."""
         return self._settings.gamma

@@ -147,6 +147,9 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             :class:`~goalenvs.her.buffer.HerReplayBuffer`'s (static shapes: every batch
             gathers ``n_step`` steps, masked past an episode's end or a termination).
         gamma: the discount of n-step returns, in (0, 1); needed when ``n_step > 1``.
+        n_step_until: env steps stored after which the returns fall to one step, as
+            :class:`~goalenvs.her.buffer.HerReplayBuffer`'s (a mask read on the device:
+            the batch keeps its ``discounts``, and a captured graph stays valid).
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
@@ -187,6 +190,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         motion_scope: str = "episode",
         n_step: int = 1,
         gamma: float | None = None,
+        n_step_until: int = 0,
         *,
         device: Any,
     ) -> None:
@@ -214,6 +218,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             motion_scope,
             n_step,
             gamma,
+            n_step_until,
         )
         generator = torch.Generator(device=device)
         if seed is None:
@@ -296,6 +301,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         # every batch (future too while a warm-up may need it).
         mix = settings.relabel_mix
         self._warmup = settings.goal_mix_warmup
+        self._n_step_until = settings.n_step_until
         self._thresholds = torch.tensor(mix.thresholds(), device=self.device)
         self._warmup_thresholds = torch.tensor(FUTURE_ONLY.thresholds(), device=self.device)
         drawn = set(mix.sources) | ({"future"} if self._warmup else set())
@@ -457,9 +463,9 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
                 storage.priorities[row] = torch.where(started, before + moved, moved)
             else:
                 storage.priorities[row] = self._max_priority**self.alpha
-        if storage.priorities is not None or self._warmup:
-            # Prioritized sampling and a warm-up read the count on the device (state()
-            # refreshes it for a buffer whose sampling does not).
+        if storage.priorities is not None or self._warmup or self._n_step_until:
+            # Prioritized sampling, a warm-up and an n-step schedule read the count on the
+            # device (state() refreshes it for a buffer whose sampling does not).
             storage.steps_added.fill_(steps + 1)
         for key, value in info_values.items():
             storage.infos[key][row] = value
@@ -680,7 +686,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         """The n-step returns of the transitions (counter ``t`` of ``env``, their rows'
         ``meta``, one-step ``rewards`` and ``terminated`` for their ``goals``): the
         discounted rewards of the up to ``n_step - 1`` transitions after each in its
-        episode added, stopping at the episode's last transition or a termination.
+        episode added, stopping at the episode's last transition or a termination (none
+        added once ``n_step_until`` env steps are stored).
         Returns ``(returns, terminated, discounts, next_obs)`` of the last step summed.
         Static shapes: each step is gathered for the whole batch and masked."""
         gamma = self.gamma
@@ -691,6 +698,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         returns = rewards.to(torch.float64)
         steps = torch.ones_like(t)  # transitions summed so far
         alive = torch.ones(B, dtype=torch.bool, device=self.device)
+        if self._n_step_until:  # one step once n_step_until env steps are stored
+            alive = alive & (self._storage.steps_added * self.n_envs < self._n_step_until)
         ended = terminated
         for k in range(1, self.n_step):
             alive = alive & (t + k < end) & ~ended

@@ -141,6 +141,7 @@ class BufferSettings:
     motion_scope: str = "episode"
     n_step: int = 1
     gamma: float | None = None
+    n_step_until: int = 0
 
     def __post_init__(self) -> None:
         check_int("n_envs", self.n_envs, minimum=1)
@@ -199,6 +200,7 @@ class BufferSettings:
             )
         check_int("goal_mix_warmup", self.goal_mix_warmup, minimum=0)
         check_n_step(self.n_step, self.gamma)
+        check_n_step_until(self.n_step_until, self.n_step)
         seed = self.seed
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {seed!r}")
@@ -221,6 +223,7 @@ class BufferSettings:
             "motion_scope": str(self.motion_scope),
             "n_step": int(self.n_step),
             "gamma": None if self.gamma is None else float(self.gamma),
+            "n_step_until": int(self.n_step_until),
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
@@ -290,6 +293,7 @@ class BufferSettings:
             "motion_scope": self.motion_scope,
             "n_step": self.n_step,
             "gamma": self.gamma,
+            "n_step_until": self.n_step_until,
         }
 
     @classmethod
@@ -299,7 +303,8 @@ class BufferSettings:
         defaults, files older than goal mixes sample by their strategy as they did, files older
         than goal-motion priorities are prioritized by TD error, files older than a
         motion threshold count every step's move, files older than a motion scope count
-        the whole episode's, files older than n-step returns sample one step. A
+        the whole episode's, files older than n-step returns sample one step, files older
+        than an n-step schedule keep their n_step throughout. A
         missing entry raises KeyError naming it."""
         observation_space = space_from_json(meta["observation_space"], _FILE)
         if not isinstance(observation_space, spaces.Dict):
@@ -326,6 +331,7 @@ class BufferSettings:
             motion_scope=meta.get("motion_scope", "episode"),
             n_step=meta.get("n_step", 1),
             gamma=meta.get("gamma"),
+            n_step_until=meta.get("n_step_until", 0),
         )
 
 
@@ -374,6 +380,19 @@ def check_n_step(n_step: Any, gamma: Any) -> int:
         )
     check_in_range("gamma", gamma, open_low=True, open_high=True, none_ok=True)
     return int(n_step)
+
+
+def check_n_step_until(n_step_until: Any, n_step: int) -> int:
+    """``n_step_until`` as given, or the error naming it: an int of at least 0 (0: the
+    returns keep ``n_step`` steps throughout), and a positive one only with ``n_step``
+    above 1 (it ends the n-step returns there is no other way to have)."""
+    check_int("n_step_until", n_step_until, minimum=0)
+    if int(n_step_until) > 0 and int(n_step) == 1:
+        raise ValueError(
+            f"n_step_until={n_step_until} ends n-step returns after that many env steps, got "
+            "n_step=1 (one-step returns throughout): pass n_step > 1 too, or n_step_until=0"
+        )
+    return int(n_step_until)
 
 
 def check_motion_scope(scope: Any, priority: str) -> str:

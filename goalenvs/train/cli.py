@@ -284,6 +284,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"gamma**N (1: one-step targets); {PRESET_DEFAULT}",
     )
     parser.add_argument(
+        "--n-step-until",
+        type=int,
+        metavar="STEPS",
+        help="--n-step: env steps stored after which each return is one step again (n-step "
+        f"returns early, none of their bias later; 0: --n-step throughout); {PRESET_DEFAULT}",
+    )
+    parser.add_argument(
         "--save-buffer", action="store_true", help="save the replay buffer too (for --resume)"
     )
     parser.add_argument(
@@ -336,6 +343,7 @@ OVERRIDES = {
     "motion_threshold": "motion_threshold",
     "motion_scope": "motion_scope",
     "n_step": "n_step",
+    "n_step_until": "n_step_until",
     "policy_average": "policy_average",
     "lr_decay_to": "lr_decay_to",
     "lr_decay_from": "lr_decay_from",
@@ -495,6 +503,7 @@ REPLAY_FIELDS = (
     "motion_threshold",
     "motion_scope",
     "n_step",
+    "n_step_until",
 )
 
 

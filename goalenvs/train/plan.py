@@ -322,7 +322,8 @@ def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world
     """A ValueError naming the field and its value when the schedule cannot run: a batch
     larger than the replay buffer (``buffer_size`` shared by ``world`` workers), a buffer
     whose stream per env cannot hold one ``episode`` (its transitions could never be
-    sampled), or a goal-mix warm-up that outlasts the run (its mix would never be drawn)."""
+    sampled), a goal-mix warm-up that outlasts the run (its mix would never be drawn), or
+    an n-step schedule that does (its returns would never fall to one step)."""
     size = config.buffer_size // world
     share = f"buffer_size {config.buffer_size}" + (f" over {world} workers" if world > 1 else "")
     if config.batch_size > size:
@@ -345,6 +346,12 @@ def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world
             f"buffer stores {stored:,} env steps (epochs {config.epochs} x n_cycles "
             f"{config.n_cycles} x {rollout_steps} steps x num_envs {config.num_envs}); "
             "lower goal_mix_warmup or lengthen the run"
+        )
+    if config.n_step_until > stored:
+        raise ValueError(
+            f"n_step_until {config.n_step_until} is longer than the run: each replay buffer "
+            f"stores {stored:,} env steps, so its returns would keep n_step {config.n_step} "
+            "throughout; lower n_step_until, or pass 0 for n-step returns throughout"
         )
 
 
