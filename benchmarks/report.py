@@ -50,6 +50,8 @@ MOTION_ALPHA1 = MANIPULATION / "motion_alpha1"
 MOTION_ALPHA05 = MANIPULATION / "motion_alpha05"
 #: FetchSlide runs of fetch_slide when it trained by DDPG (goal motion at 0.5, polyak 0.9).
 SLIDE_DDPG = MANIPULATION / "ddpg"
+#: FetchSlide runs of fetch_slide on one-step returns (TD3, the policy average 0.9).
+SLIDE_ONE_STEP = MANIPULATION / "one_step"
 PRESETS = ROOT / "goalenvs" / "train" / "presets"
 BLOCK = re.compile(r"(<!-- report:([\w.-]+) -->\n)(.*?)(<!-- /report:\2 -->)", re.S)
 TOML_BLOCK = re.compile(r"(^# report:([\w.-]+)\n)(.*?)(^# /report:\2$)", re.S | re.M)
@@ -1741,11 +1743,14 @@ def preset_fetch_slide() -> str:
     """fetch_slide.toml: its FetchSlide runs, and uniform replay's."""
     runs = _seeds("slide")
     uniform = _seeds("slide", UNIFORM)
+    one_step = _seeds("slide", SLIDE_ONE_STEP)
     ddpg = _seeds("slide", SLIDE_DDPG)
     before = _seeds("slide", MOTION_ALPHA05)
     return _comment(
         "On FetchSlide-v4 "
         + _manipulation_words(runs, mark=0.7)
+        + ". On one-step returns (the preset before n_step 2) "
+        + _manipulation_words(one_step, mark=0.7, folder=SLIDE_ONE_STEP)
         + ". Trained by DDPG and evaluated by the actor itself (the preset before TD3) "
         + _manipulation_words(ddpg, mark=0.7, folder=SLIDE_DDPG)
         + ". With polyak 0.95 (the preset before polyak 0.9) "
@@ -1769,8 +1774,8 @@ def fetch_other_levers() -> str:
     """Levers tried on FetchPickAndPlace, FetchSlide and PandaPush against uniform replay:
     the uniform run (uniform/, or manipulation/ where the preset replays uniformly), each
     manipulation/tried/{task}_<lever>_s<seed>.json, the preset's runs before its last changes
-    (motion_alpha05/, ddpg/) and the preset's own runs when they are a lever (their JSON holds the
-    lever and the preset diff, as the tried ones)."""
+    (motion_alpha05/, ddpg/, one_step/) and the preset's own runs when they are a lever (their
+    JSON holds the lever and the preset diff, as the tried ones)."""
     lines = [
         "| task | run | first eval >= 0.9 | best eval success | eval at 300,000 / 700,000 / "
         "1,000,000 env steps | env steps/s, load | commit, precision |",
@@ -1783,6 +1788,7 @@ def fetch_other_levers() -> str:
         before = [  # the preset's runs before its last changes
             *sorted(MOTION_ALPHA05.glob(f"{task}_s[0-9].json")),
             *sorted(SLIDE_DDPG.glob(f"{task}_s[0-9].json")),
+            *sorted(SLIDE_ONE_STEP.glob(f"{task}_s[0-9].json")),
         ]
         for path in [*uniforms, *tried, *before, *currents]:
             current = path in currents
