@@ -52,6 +52,9 @@ MOTION_ALPHA05 = MANIPULATION / "motion_alpha05"
 SLIDE_DDPG = MANIPULATION / "ddpg"
 #: FetchSlide runs of fetch_slide on one-step returns (TD3, the policy average 0.9).
 SLIDE_ONE_STEP = MANIPULATION / "one_step"
+#: FetchSlide runs of fetch_slide on 2-step returns with the exploration and the policy
+#: average of fetch_push (N(0, 0.2) noise, 30% random actions, policy_average 0.9).
+SLIDE_TWO_STEP = MANIPULATION / "two_step"
 PRESETS = ROOT / "goalenvs" / "train" / "presets"
 BLOCK = re.compile(r"(<!-- report:([\w.-]+) -->\n)(.*?)(<!-- /report:\2 -->)", re.S)
 TOML_BLOCK = re.compile(r"(^# report:([\w.-]+)\n)(.*?)(^# /report:\2$)", re.S | re.M)
@@ -608,13 +611,22 @@ def _all_modes(record: dict[str, Any]) -> bool:
 
 
 def _preset_beside(
-    env: str,
+    env: str, rev: str | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], str]:
-    """The latest scaling.py run of the preset mode beside an older revision on ``env``:
-    the record, its rows of this checkout, those of the revision, and the revision."""
-    record = [
-        r for r in read_jsonl("scaling.jsonl") if not _all_modes(r) and r["env_id"].endswith(env)
-    ][-1]
+    """The latest scaling.py run of the preset mode beside an older revision on ``env``
+    (beside ``rev`` when given): the record, its rows of this checkout, those of the
+    revision, and the revision."""
+    records = [
+        r
+        for r in read_jsonl("scaling.jsonl")
+        if not _all_modes(r)
+        and r["env_id"].endswith(env)
+        and (rev is None or any(row["mode"] == f"preset @ {rev}" for row in r["rows"]))
+    ]
+    if not records:
+        beside = f" beside {rev}" if rev else ""
+        raise SystemExit(f"report: scaling.jsonl holds no preset run on {env}{beside}")
+    record = records[-1]
     runs: dict[str, list[dict[str, Any]]] = {}
     for row in record["rows"]:
         runs.setdefault(row["mode"], []).append(row)
@@ -662,7 +674,7 @@ def fetch_slide_cost() -> str:
     """The fetch_slide preset (TD3, the policy average) against the commit before it
     (DDPG), in turns in one scaling.py run: compute per env step, the updates' time, and a
     round's whole process (start, training, the evaluations)."""
-    record, now, before, rev = _preset_beside("FetchSlide-v4")
+    record, now, before, rev = _preset_beside("FetchSlide-v4", "b7f69dc")
     a, b = _compute_per_step(now), _compute_per_step(before)
     update = _best_ratio(now, before, "time_update")
     whole = _best_ratio(now, before, "process_seconds")
@@ -1663,8 +1675,15 @@ def _manipulation_words(
         if meta.get("load")
         for x in (meta["load"]["min"], meta["load"]["max"])
     ]
+    cpus = {_cpu_words(meta["machine"]) for meta, _ in runs} - {""}
     parts = []
     for meta, rows in runs:
+        # each run names its CPU when the runs trained on more than one kind
+        cpu = (
+            f", {_cpu_words(meta['machine'])}"
+            if len(cpus) > 1 and _cpu_words(meta["machine"])
+            else ""
+        )
         floor = (
             f", {meta['ratio_to_floor']:.2f} of the floor"
             if meta.get("ratio_to_floor") is not None
@@ -1684,13 +1703,22 @@ def _manipulation_words(
                 f"({hit['wall_time'] / 60:.1f} min)"
             )
         parts.append(
-            f"seed {meta['seed']} ({_run_code(meta)}) {reached}, "
+            f"seed {meta['seed']} ({_run_code(meta)}{cpu}) {reached}, "
             f"{meta['env_steps_per_s']:.0f} env steps/s{floor}"
         )
+    machines = f" of {' or '.join(sorted(cpus))}" if cpus else ""
     return (
-        f"({folder.relative_to(ROOT)}/, 2 cores at load average {min(loads):.1f}-"
-        f"{max(loads):.1f} from other work): " + "; ".join(parts)
+        f"({folder.relative_to(ROOT)}/, 2 cores{machines} at load average "
+        f"{min(loads):.1f}-{max(loads):.1f} from other work): " + "; ".join(parts)
     )
+
+
+def _cpu_words(machine: dict[str, Any] | str) -> str:
+    """A kept run's CPU model as a reader names it ('Intel(R) Xeon(R) Processor' -> 'Intel
+    Xeon'); "" where its record names none (older records keep the machine as a line of
+    text, 'x86_64, 2 cores, AMD EPYC', the model after the cores when it was known)."""
+    cpu = machine["cpu"] if isinstance(machine, dict) else machine.split("cores,")[-1]
+    return re.sub(r"\((R|TM)\)| (Processor|CPU)\b", "", cpu).strip()
 
 
 def preset_fetch_push() -> str:
@@ -1743,12 +1771,16 @@ def preset_fetch_slide() -> str:
     """fetch_slide.toml: its FetchSlide runs, and uniform replay's."""
     runs = _seeds("slide")
     uniform = _seeds("slide", UNIFORM)
+    two_step = _seeds("slide", SLIDE_TWO_STEP)
     one_step = _seeds("slide", SLIDE_ONE_STEP)
     ddpg = _seeds("slide", SLIDE_DDPG)
     before = _seeds("slide", MOTION_ALPHA05)
     return _comment(
         "On FetchSlide-v4 "
-        + _manipulation_words(runs, mark=0.7)
+        + _manipulation_words(runs, mark=0.8)
+        + ". With fetch_push's exploration and the average 0.9 (the preset before mrl's "
+        + "exploration and the average 0.97) "
+        + _manipulation_words(two_step, mark=0.8, folder=SLIDE_TWO_STEP)
         + ". On one-step returns (the preset before n_step 2) "
         + _manipulation_words(one_step, mark=0.7, folder=SLIDE_ONE_STEP)
         + ". Trained by DDPG and evaluated by the actor itself (the preset before TD3) "
@@ -1774,8 +1806,8 @@ def fetch_other_levers() -> str:
     """Levers tried on FetchPickAndPlace, FetchSlide and PandaPush against uniform replay:
     the uniform run (uniform/, or manipulation/ where the preset replays uniformly), each
     manipulation/tried/{task}_<lever>_s<seed>.json, the preset's runs before its last changes
-    (motion_alpha05/, ddpg/, one_step/) and the preset's own runs when they are a lever (their
-    JSON holds the lever and the preset diff, as the tried ones)."""
+    (motion_alpha05/, ddpg/, one_step/, two_step/) and the preset's own runs when they are a
+    lever (their JSON holds the lever and the preset diff, as the tried ones)."""
     lines = [
         "| task | run | first eval >= 0.9 | best eval success | eval at 300,000 / 700,000 / "
         "1,000,000 env steps | env steps/s, load | commit, precision |",
@@ -1789,6 +1821,7 @@ def fetch_other_levers() -> str:
             *sorted(MOTION_ALPHA05.glob(f"{task}_s[0-9].json")),
             *sorted(SLIDE_DDPG.glob(f"{task}_s[0-9].json")),
             *sorted(SLIDE_ONE_STEP.glob(f"{task}_s[0-9].json")),
+            *sorted(SLIDE_TWO_STEP.glob(f"{task}_s[0-9].json")),
         ]
         for path in [*uniforms, *tried, *before, *currents]:
             current = path in currents
