@@ -670,21 +670,45 @@ def goal_motion_cost() -> str:
     )
 
 
-def fetch_slide_cost() -> str:
-    """The fetch_slide preset (TD3, the policy average) against the commit before it
-    (DDPG), in turns in one scaling.py run: compute per env step, the updates' time, and a
-    round's whole process (start, training, the evaluations)."""
-    record, now, before, rev = _preset_beside("FetchSlide-v4", "b7f69dc")
+def _slide_beside(rev: str, now_words: str, before_words: str, phase: str, part: str) -> str:
+    """fetch_slide now beside its preset at ``rev`` (``before_words`` say what that was)
+    in one scaling.py run: compute per env step (``now_words`` say what it runs with),
+    ``phase``'s time in the words ``part`` ({ratio} where the ratio goes) and a round's
+    whole process (start, the epoch's training, its evaluations)."""
+    record, now, before, rev = _preset_beside("FetchSlide-v4", rev)
     a, b = _compute_per_step(now), _compute_per_step(before)
-    update = _best_ratio(now, before, "time_update")
+    ratio = _best_ratio(now, before, f"time_{phase}")
     whole = _best_ratio(now, before, "process_seconds")
     return (
         f"{_beside_words(record, now)}: "
-        f"{a:,.0f} us of compute per env step with TD3 and the average against {b:,.0f} us "
-        f"at {rev} (DDPG), **{a / b:.2f}x**; the updates took {update:.2f}x DDPG's time, "
+        f"{a:,.0f} us of compute per env step{now_words} against {b:,.0f} us "
+        f"at {rev} ({before_words}), **{a / b:.2f}x**; {part.format(ratio=f'{ratio:.2f}x')}, "
         f"and a round's whole process (start, the epoch's training, its evaluation of both "
         f"the actor and the average) {whole:.2f}x."
     )
+
+
+def fetch_slide_cost() -> str:
+    """The fetch_slide preset with TD3 and the policy average against the commit before
+    them (DDPG), in turns in one scaling.py run."""
+    words = " with TD3 and the average"
+    return _slide_beside("b7f69dc", words, "DDPG", "update", "the updates took {ratio} DDPG's time")
+
+
+def fetch_slide_n_step_cost() -> str:
+    """fetch_slide now (2-step returns) against the commit before n_step 2 (one-step
+    returns), in turns in one scaling.py run; the 2-step gather is in the sampling."""
+    part = "the sampling, which gathers the second step, took {ratio} its time"
+    return _slide_beside("874c6ff", " on 2-step returns", "one-step returns", "sample", part)
+
+
+def fetch_slide_total_cost() -> str:
+    """fetch_slide now against fetch_slide of 7bceb3c (uniform replay, DDPG, one-step
+    returns: the preset every FetchSlide lever since was measured against), in turns in
+    one scaling.py run; goal-motion replay's draws and the 2-step gather are in the
+    sampling."""
+    before = "uniform replay, DDPG, one-step returns"
+    return _slide_beside("7bceb3c", "", before, "sample", "the sampling took {ratio} its time")
 
 
 def _scaling_readme() -> dict[str, tuple[str, str]]:
@@ -2000,6 +2024,8 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "average_actor": average_actor,
     "goal_motion_cost": goal_motion_cost,
     "fetch_slide_cost": fetch_slide_cost,
+    "fetch_slide_n_step_cost": fetch_slide_n_step_cost,
+    "fetch_slide_total_cost": fetch_slide_total_cost,
     "preset.fetch_pick_and_place": preset_fetch_pick_and_place,
     "preset.fetch_slide": preset_fetch_slide,
     "fetch_push_floor": fetch_push_floor,

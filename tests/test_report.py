@@ -171,3 +171,19 @@ def test_each_average_actor_command_names_its_own_date_and_load(monkeypatch):
     assert "2026-01-01 01:00 UTC" in headers[0] and "load average 3.2-3.5" in headers[0]
     assert "2026-01-02 07:00 UTC" in headers[1] and "load average 1.1 from" in headers[1]
     assert text.index("| b | 50 |") > text.index(headers[1]) > text.index("| a | 50 |")
+
+
+def test_a_kept_runs_cpu_is_named_as_a_reader_names_it():
+    assert report._cpu_words({"cpu": "Intel(R) Xeon(R) Processor"}) == "Intel Xeon"
+    assert report._cpu_words({"cpu": "AMD EPYC 7B13 64-Core Processor"}) == "AMD EPYC 7B13 64-Core"
+    # older records keep the machine as a line of text, the model after the cores or none
+    assert report._cpu_words("x86_64, 2 cores, AMD EPYC") == "AMD EPYC"
+    assert report._cpu_words("x86_64, 2 cores, ") == ""
+
+
+def test_a_scaling_block_beside_a_revision_never_measured_names_env_and_revision():
+    with pytest.raises(SystemExit, match="no preset run on FetchSlide-v4 beside 0000000"):
+        report._preset_beside("FetchSlide-v4", "0000000")
+    _, now, before, rev = report._preset_beside("FetchSlide-v4", "b7f69dc")
+    assert rev == "b7f69dc" and now and before
+    assert all(row["mode"] == "preset @ b7f69dc" for row in before)
