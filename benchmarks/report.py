@@ -650,7 +650,7 @@ def _beside_words(record: dict[str, Any], now: list[dict[str, Any]]) -> str:
     loads = [r["load_before"] for r in record["rows"]]
     return (
         f"`{record['command']}` ({record['time'][:10]}, {record['machine']['cores']} CPU "
-        f"cores, {record['machine']['cpu']}, load average {min(loads):.1f}-{max(loads):.1f}; "
+        f"cores, {_cpu_words(record['machine'])}, load average {min(loads):.1f}-{max(loads):.1f}; "
         f"{record['env_id']}, {record['cycles']} cycles per round, the best of "
         f"{len(now)} rounds each, in turns; benchmarks/results/scaling.jsonl)"
     )
@@ -1699,15 +1699,12 @@ def _manipulation_words(
         if meta.get("load")
         for x in (meta["load"]["min"], meta["load"]["max"])
     ]
-    cpus = {_cpu_words(meta["machine"]) for meta, _ in runs} - {""}
+    names = [_cpu_words(meta["machine"]) for meta, _ in runs]
+    cpus = set(names) - {""}
     parts = []
-    for meta, rows in runs:
+    for (meta, rows), name in zip(runs, names, strict=True):
         # each run names its CPU when the runs trained on more than one kind
-        cpu = (
-            f", {_cpu_words(meta['machine'])}"
-            if len(cpus) > 1 and _cpu_words(meta["machine"])
-            else ""
-        )
+        cpu = f", {name}" if len(cpus) > 1 and name else ""
         floor = (
             f", {meta['ratio_to_floor']:.2f} of the floor"
             if meta.get("ratio_to_floor") is not None
