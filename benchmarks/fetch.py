@@ -60,9 +60,9 @@ TASKS = {
     "parking": "highway_env:parking-v0",
     "parking_no_walls": "highway_env:parking-v0",
     "hand_reach": "gymnasium_robotics:HandReach-v3",
-    "hand_egg_full": "gymnasium_robotics:HandManipulateEggFull-v1",
-    "hand_pen_rotate": "gymnasium_robotics:HandManipulatePenRotate-v1",
-    "hand_block_rotate_z": "gymnasium_robotics:HandManipulateBlockRotateZ-v1",
+    "hand_egg_full": "goalenvs.wrappers.hand_goals:HandManipulateEggFullBatched-v1",
+    "hand_pen_rotate": "goalenvs.wrappers.hand_goals:HandManipulatePenRotateBatched-v1",
+    "hand_block_rotate_z": "goalenvs.wrappers.hand_goals:HandManipulateBlockRotateZBatched-v1",
 }
 # The goalenvs train flags of a task beyond its env id, and how its table names them:
 # parking-v0 without its walls never ends an episode by a crash into one, so it runs

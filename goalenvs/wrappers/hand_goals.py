@@ -1,0 +1,178 @@
+"""The Shadow Hand's in-hand manipulation envs with a goal distance that takes any batch.
+
+gymnasium-robotics' ``HandManipulate*`` envs (1.4) compare goals (a position and a
+quaternion) in ``_goal_distance``, which ``compute_reward`` calls. Two defects meet a HER
+buffer there (``goalenvs check`` reports both):
+
+- With ``ignore_z_target_rotation`` (the ``*Rotate`` pen tasks, and every env built with
+  ``target_rotation="parallel"``), it writes ``euler_a[2] = euler_b[2]`` to drop the z
+  angle. On one goal that is the z angle; on a batch of goals it overwrites the whole
+  third goal instead, so the relabelled rewards of a batch are not the rewards its
+  steps were paid (``reward.batch``).
+- Its quaternion product handles one goal or a ``(B, 7)`` batch only: a batch with more
+  leading dimensions fails (``reward.leading_dims``).
+- It reads the angle between two orientations as ``2 arccos(w)`` of their quaternion
+  difference, so ``q`` and ``-q``, one orientation, lie a full turn apart: after the
+  euler round trip of the ``*Rotate`` pen tasks, ``compute_reward(g, g)`` can miss its own
+  goal (``reward.success_at_goal``).
+
+:class:`HandGoalDistance` replaces ``compute_reward`` with the same comparison written
+over the last axis: the position distance, then the angle between the two orientations
+(with the z angle made equal first where the env ignores it) as ``2 arccos(|w|)``,
+against the env's ``distance_threshold`` and ``rotation_threshold``. Quaternions are
+normalized before they are compared, so ``compute_reward(g, g)`` is the success reward
+for any goal ``g``, including one drawn from the unbounded goal space. Each step's reward
+and ``info["is_success"]`` are read from the same comparison, so the step and a
+relabelled batch agree; they differ from the unwrapped env's only where its angle counts
+``-q`` as a full turn from ``q``.
+
+Importing this module registers ``<Name>Batched-v1`` for every ``HandManipulate<Name>-v1``
+id of gymnasium-robotics, so ``goalenvs train
+goalenvs.wrappers.hand_goals:HandManipulatePenRotateBatched-v1`` trains on the fixed env.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+SUFFIX = "Batched"
+
+
+def quat_mul(q0: np.ndarray, q1: np.ndarray) -> np.ndarray:
+    """The Hamilton product of quaternions ``(w, x, y, z)`` over the last axis."""
+    w0, x0, y0, z0 = np.moveaxis(q0, -1, 0)
+    w1, x1, y1, z1 = np.moveaxis(q1, -1, 0)
+    return np.stack(
+        [
+            w0 * w1 - x0 * x1 - y0 * y1 - z0 * z1,
+            w0 * x1 + x0 * w1 + y0 * z1 - z0 * y1,
+            w0 * y1 + y0 * w1 + z0 * x1 - x0 * z1,
+            w0 * z1 + z0 * w1 + x0 * y1 - y0 * x1,
+        ],
+        axis=-1,
+    )
+
+
+def _unit(q: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(q, axis=-1, keepdims=True)
+    return q / np.where(norm > 0, norm, 1.0)
+
+
+class HandGoalDistance(gym.Wrapper):
+    """A ``HandManipulate*`` env whose ``compute_reward`` takes goals of any leading shape.
+
+    Args:
+        env: a gymnasium-robotics hand manipulation env (``target_position``,
+            ``target_rotation``, ``ignore_z_target_rotation``, ``distance_threshold``,
+            ``rotation_threshold`` and ``reward_type`` on its unwrapped env).
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        base = env.unwrapped
+        missing = [
+            name
+            for name in (
+                "target_position",
+                "target_rotation",
+                "ignore_z_target_rotation",
+                "distance_threshold",
+                "rotation_threshold",
+                "reward_type",
+            )
+            if not hasattr(base, name)
+        ]
+        if missing:
+            raise TypeError(
+                f"env={base!r} lacks {missing}: HandGoalDistance wraps gymnasium-robotics' "
+                "HandManipulate* envs"
+            )
+
+    def goal_distance(self, goal_a: Any, goal_b: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The position distance and the rotation angle between two goals (or batches of
+        goals, shape ``(..., 7)``), as gymnasium-robotics defines them."""
+        from gymnasium_robotics.utils import rotations
+
+        base: Any = self.env.unwrapped
+        a, b = np.asarray(goal_a, np.float64), np.asarray(goal_b, np.float64)
+        if a.shape != b.shape or a.shape[-1:] != (7,):
+            raise ValueError(
+                f"achieved_goal and desired_goal must have one shape (..., 7), got {a.shape} "
+                f"and {b.shape}"
+            )
+        d_pos = np.zeros(a.shape[:-1])
+        d_rot = np.zeros(a.shape[:-1])
+        if base.target_position != "ignore":
+            d_pos = np.linalg.norm(a[..., :3] - b[..., :3], axis=-1)
+        if base.target_rotation != "ignore":
+            quat_a, quat_b = _unit(a[..., 3:]), _unit(b[..., 3:])
+            if base.ignore_z_target_rotation:
+                euler_a = rotations.quat2euler(quat_a)
+                euler_b = rotations.quat2euler(quat_b)
+                euler_a[..., 2] = euler_b[..., 2]  # each goal's z angle, not the third goal
+                quat_a = rotations.euler2quat(euler_a)
+            quat_diff = quat_mul(quat_a, quat_b * np.array([1.0, -1.0, -1.0, -1.0]))
+            d_rot = 2 * np.arccos(np.clip(np.abs(quat_diff[..., 0]), 0.0, 1.0))
+        return d_pos, d_rot
+
+    def is_success(self, achieved_goal: Any, desired_goal: Any) -> np.ndarray:
+        """Both distances under the env's thresholds, for goals of any leading shape."""
+        base: Any = self.env.unwrapped
+        d_pos, d_rot = self.goal_distance(achieved_goal, desired_goal)
+        return (d_pos < base.distance_threshold) & (d_rot < base.rotation_threshold)
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """The env's step, its reward and ``is_success`` read from :meth:`compute_reward`."""
+        obs, _, terminated, truncated, info = self.env.step(action)
+        info = {
+            **info,
+            "is_success": bool(self.is_success(obs["achieved_goal"], obs["desired_goal"])),
+        }
+        reward = self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info)
+        return obs, reward, terminated, truncated, info
+
+    def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+        """The env's reward for any batch of goal pairs: sparse ``0`` on success (both
+        distances under their thresholds) and ``-1`` otherwise, or the dense
+        ``-(10 * position distance + angle)``; float32, of the goals' leading shape."""
+        base: Any = self.env.unwrapped
+        if base.reward_type == "sparse":
+            success = self.is_success(achieved_goal, desired_goal)
+            reward = success.astype(np.float32) - np.float32(1.0)
+        else:
+            d_pos, d_rot = self.goal_distance(achieved_goal, desired_goal)
+            reward = (-(10.0 * d_pos + d_rot)).astype(np.float32)
+        return reward if reward.ndim else reward.item()
+
+
+def _make(hand_id: str) -> Any:
+    def make(**kwargs: Any) -> gym.Env:
+        return HandGoalDistance(gym.make(hand_id, **kwargs).unwrapped)
+
+    make.__doc__ = f"gymnasium-robotics' {hand_id} with :class:`HandGoalDistance`."
+    return make
+
+
+def _register() -> None:
+    try:
+        import gymnasium_robotics
+    except ImportError:
+        return  # nothing to fix; a spec naming one of the ids says what to install
+    gym.register_envs(gymnasium_robotics)
+    for hand_id, spec in list(gym.registry.items()):
+        if not hand_id.startswith("HandManipulate") or spec.version is None:
+            continue
+        name = f"{spec.name}{SUFFIX}-v{spec.version}"
+        if name not in gym.registry:
+            gym.register(
+                name,
+                entry_point=_make(hand_id),
+                max_episode_steps=spec.max_episode_steps,
+                kwargs=dict(spec.kwargs),
+            )
+
+
+_register()
