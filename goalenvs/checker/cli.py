@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
             # Taken before the checks, on an env of its own: what the checks do to the
             # process (pybullet's, numpy's global state) cannot move it.
             try:
-                verdict = _fingerprint(args.fingerprint, env, factory, kwargs, args.timeout)
+                verdict = _fingerprint(args, env, factory, kwargs)
             except FingerprintError as error:  # a file that is not one of this env
                 print(f"goalenvs check: {error}", file=sys.stderr)
                 return 2
@@ -189,26 +189,29 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _fingerprint(
-    path: str, env: Any, factory: Callable[..., Any], kwargs: dict[str, Any], timeout: float
+    args: argparse.Namespace, env: Any, factory: Callable[..., Any], kwargs: dict[str, Any]
 ) -> Any:
-    """The fingerprint verdict of ``path`` (:func:`goalenvs.checker.fingerprint.check`) on
-    an env built by ``factory``. A file of another env raises its one-line
-    ``FingerprintError``; an env that raises or hangs while it is taken gets the verdict
-    ``error``, whose message says so."""
+    """The verdict of ``--fingerprint`` (:func:`goalenvs.checker.fingerprint.check`) on an
+    env built by ``factory`` (``kwargs``: those of ``--env-kwargs``). A file of another env
+    raises its one-line ``FingerprintError``; an env that raises or hangs while it is taken
+    gets the verdict ``error``, whose message says so."""
     from goalenvs import envspec
     from goalenvs.checker import LoadError, fingerprint
 
+    path = args.fingerprint
     env_id = fingerprint.env_id(env, path)
 
     def take() -> Any:
         own = factory()
         try:
-            return fingerprint.check(own, env_id, path, kwargs)
+            return fingerprint.check(
+                own, env_id, path, env_kwargs=kwargs, max_episode_steps=args.max_episode_steps
+            )
         finally:
             own.close()
 
     # --timeout bounds each env call; the fingerprint makes this many at most
-    limit = timeout * (
+    limit = args.timeout * (
         len(fingerprint.SEEDS) * (fingerprint.STEPS + fingerprint.PATH_POINTS + 1) + 1
     )
     try:

@@ -84,13 +84,15 @@ class Verdict:
 def take(
     env: gym.Env,
     env_id: str,
-    env_kwargs: dict[str, Any] | None = None,
     *,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
     seeds: tuple[int, ...] = SEEDS,
     steps: int = STEPS,
     actions: dict[int, list] | None = None,
 ) -> dict[str, Any]:
-    """The fingerprint of ``env`` as plain JSON data (what :func:`write` stores).
+    """The fingerprint of ``env`` as plain JSON data (what :func:`write` stores), with the
+    ``env_kwargs`` and ``max_episode_steps`` it was built with.
 
     ``actions`` maps a seed to the action sequence to replay (a stored fingerprint's);
     a seed without one gets ``steps`` actions drawn from ``numpy.random.default_rng(seed)``
@@ -105,7 +107,7 @@ def take(
     return {
         "format_version": FORMAT_VERSION,
         "env_id": env_id,
-        "env_kwargs": _plain(env_kwargs or {}),
+        **_settings(env_kwargs, max_episode_steps),
         "observation_space": _space(env.observation_space),
         "action_space": _space(env.action_space),
         "rtol": RTOL,
@@ -322,14 +324,21 @@ def env_id(env: Any, path: str | os.PathLike = "FILE") -> str:
 
 
 def check(
-    env: gym.Env, env_id: str, path: str | os.PathLike, env_kwargs: dict[str, Any] | None = None
+    env: gym.Env,
+    env_id: str,
+    path: str | os.PathLike,
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
 ) -> Verdict:
-    """Writes the fingerprint of ``env`` to ``path`` when there is no such file, else
-    compares the env with it. Raises :class:`FingerprintError` for a file that cannot be
-    compared (another env id or kwargs, format version, observation or action space)."""
+    """Writes the fingerprint of ``env`` (built with ``env_kwargs`` and
+    ``max_episode_steps``) to ``path`` when there is no such file, else compares the env
+    with it. Raises :class:`FingerprintError` for a file that cannot be compared (another
+    env id, kwargs or episode length, format version, observation or action space)."""
     shown = os.fspath(path)
+    built: dict[str, Any] = {"env_kwargs": env_kwargs, "max_episode_steps": max_episode_steps}
     if not Path(path).exists():
-        data = take(env, env_id, env_kwargs)
+        data = take(env, env_id, **built)
         write(path, data)
         steps = sum(len(r["actions"]) for r in data["rollouts"])
         return Verdict(
@@ -339,11 +348,11 @@ def check(
             "later runs compare against it",
         )
     expected = read(path)
-    ensure_comparable(expected, env, env_id, env_kwargs, shown)
+    ensure_comparable(expected, env, env_id, shown, **built)
     stored = {r["seed"]: r["actions"] for r in expected["rollouts"]}
     for seed, sequence in stored.items():
         _ensure_actions(env.action_space, seed, sequence, shown)
-    actual = take(env, env_id, env_kwargs, seeds=tuple(stored), actions=stored)
+    actual = take(env, env_id, **built, seeds=tuple(stored), actions=stored)
     try:
         moved = compare(expected, actual)
     except (TypeError, ValueError, KeyError, IndexError, AttributeError) as error:
@@ -372,26 +381,40 @@ def _ensure_actions(space: spaces.Space, seed: int, actions: Any, shown: str) ->
             )
 
 
+def _settings(env_kwargs: dict[str, Any] | None, max_episode_steps: int | None) -> dict:
+    """How the env was built, as a fingerprint stores it."""
+    return {"env_kwargs": _plain(env_kwargs or {}), "max_episode_steps": max_episode_steps}
+
+
+def _setting(value: Any) -> str:
+    return "none" if value is None else json.dumps(value)
+
+
 def ensure_comparable(
     expected: dict[str, Any],
     env: gym.Env,
     env_id: str,
-    env_kwargs: dict[str, Any] | None,
     shown: str,
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
 ) -> None:
     """Raises :class:`FingerprintError` naming what differs when the fingerprint is of
-    another env id, other env kwargs, or another observation or action space."""
+    another env id, env kwargs or episode length, or another observation or action
+    space."""
     if expected.get("env_id") != env_id:
         raise FingerprintError(
             f"--fingerprint {shown}: a fingerprint of env {expected.get('env_id')!r}, not of "
             f"{env_id!r}"
         )
-    kwargs = _plain(env_kwargs or {})
-    if expected.get("env_kwargs", {}) != kwargs:
-        raise FingerprintError(
-            f"--fingerprint {shown}: taken with --env-kwargs "
-            f"{json.dumps(expected.get('env_kwargs'))}, this run has {json.dumps(kwargs)}"
-        )
+    flags = {"env_kwargs": "--env-kwargs", "max_episode_steps": "--max-episode-steps"}
+    for key, now in _settings(env_kwargs, max_episode_steps).items():
+        then = expected.get(key, {} if key == "env_kwargs" else None)
+        if then != now:
+            raise FingerprintError(
+                f"--fingerprint {shown}: taken with {flags[key]} {_setting(then)}, this run "
+                f"has {_setting(now)}"
+            )
     for name in ("observation_space", "action_space"):
         current = _space(getattr(env, name))
         if expected.get(name) != current:

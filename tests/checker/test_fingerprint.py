@@ -107,6 +107,9 @@ def test_fetch_push_fingerprint_fails_on_another_initial_object_range():
     found = verdict(env, committed(FETCH_PUSH))
     assert found.changed
     assert "seed 0, step 0, observation[3]: 1.20783 in the file, 1.25374 now" in found.message
+    # docs/checks.md shows this line as the example of a changed fingerprint
+    shown = found.message.replace(str(committed(FETCH_PUSH)), "fingerprints/FetchPush-v4.json")
+    assert f"```text\n{shown}\n```" in (ROOT / "docs" / "checks.md").read_text()
 
 
 class ShiftObject(gym.Wrapper):
@@ -133,6 +136,33 @@ def test_fetch_push_fingerprint_fails_on_an_object_start_one_millimetre_away():
     assert "seed 0, step 0, observation[3]: 1.20783 in the file, 1.20883 now (by 0.001)" in (
         found.message
     )
+
+
+class Jitter(gym.Wrapper):
+    """Moves every MuJoCo joint position and velocity by ``scale`` times a normal draw
+    after every reset: far more than the last bits another CPU computes differently."""
+
+    def __init__(self, env: gym.Env, scale: float) -> None:
+        super().__init__(env)
+        self.scale = scale
+        self.rng = np.random.default_rng(7)
+
+    def reset(self, **kwargs):
+        _, info = self.env.reset(**kwargs)
+        sim = self.env.unwrapped
+        sim.data.qpos[:] += self.scale * self.rng.standard_normal(sim.data.qpos.shape)
+        sim.data.qvel[:] += self.scale * self.rng.standard_normal(sim.data.qvel.shape)
+        sim._mujoco.mj_forward(sim.model, sim.data)
+        return sim._get_obs(), info
+
+
+def test_fetch_push_fingerprint_holds_under_a_billionth_of_a_metre_of_noise():
+    # 1e-9 in every joint (the object pushed in seed 1 included) is 10^7 times float64's
+    # last bit here: what another CPU computes differently stays inside the tolerance
+    found = verdict(Jitter(build(FETCH_PUSH), 1e-9), committed(FETCH_PUSH))
+    assert found.status == "unchanged", found.message
+    pushed = json.loads(committed(FETCH_PUSH).read_text())["rollouts"][1]["observation"]
+    assert abs(pushed[-1][3] - pushed[0][3]) > 0.01  # the object moved: contact is pinned
 
 
 # --------------------------------------------------------------------------- comparing
@@ -318,6 +348,10 @@ def _space_shape(data):
             'taken with --env-kwargs {"penalty": true}, this run has {}',
         ),
         (
+            lambda d: d.update(max_episode_steps=10),
+            "taken with --max-episode-steps 10, this run has none",
+        ),
+        (
             lambda d: d["rollouts"][0]["actions"].__setitem__(2, [5.0, 0.0]),
             "seed 0's action 3 ([5.0, 0.0]) is not in the action space Box(-1.0, 1.0, (2,), "
             "float32)",
@@ -328,7 +362,15 @@ def _space_shape(data):
             "by goalenvs check --fingerprint",
         ),
     ],
-    ids=["env_id", "format_version", "observation_space", "env_kwargs", "actions", "rollouts"],
+    ids=[
+        "env_id",
+        "format_version",
+        "observation_space",
+        "env_kwargs",
+        "max_episode_steps",
+        "actions",
+        "rollouts",
+    ],
 )
 def test_a_fingerprint_of_another_env_is_one_line_exit_2(written, capsys, change, message):
     assert check("--fingerprint", str(edited(written, change))) == 2
