@@ -102,7 +102,7 @@ def take(
     for seed in seeds:
         sequence = (actions or {}).get(seed)
         if sequence is None:
-            sequence = draw_actions(env.action_space, seed, steps)
+            sequence = _draw_actions(env.action_space, seed, steps)
         rollouts.append(_rollout(env, seed, sequence))
     return {
         "format_version": FORMAT_VERSION,
@@ -116,7 +116,7 @@ def take(
     }
 
 
-def draw_actions(space: spaces.Space, seed: int, steps: int) -> list:
+def _draw_actions(space: spaces.Space, seed: int, steps: int) -> list:
     """``steps`` actions of ``space`` from ``numpy.random.default_rng(seed)``, as JSON
     lists (a Box's values rounded to 3 decimals, inside its bounds; an unbounded side
     draws from [-1, 1])."""
@@ -348,7 +348,7 @@ def check(
             "later runs compare against it",
         )
     expected = read(path)
-    ensure_comparable(expected, env, env_id, shown, **built)
+    _ensure_comparable(expected, env, env_id, shown, **built)
     stored = {r["seed"]: r["actions"] for r in expected["rollouts"]}
     for seed, sequence in stored.items():
         _ensure_actions(env.action_space, seed, sequence, shown)
@@ -390,7 +390,7 @@ def _setting(value: Any) -> str:
     return "none" if value is None else json.dumps(value)
 
 
-def ensure_comparable(
+def _ensure_comparable(
     expected: dict[str, Any],
     env: gym.Env,
     env_id: str,
