@@ -1,7 +1,10 @@
 """``goalenvs check SPEC``: check a goal env and print the report.
 
 Exit status: 0 when no error was found (warnings allowed unless ``--strict``), 1 when a
-check found an error, 2 when the env could not be loaded or built.
+check found an error, 2 when the env could not be loaded or built (or an argument is
+wrong: a ``--fingerprint`` file that is not one of this env). With ``--fingerprint``, an
+env that moved away from its fingerprint adds :data:`FINGERPRINT_CHANGED` to that
+status: 3 (changed, no error), 4 (changed, and a check found an error).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import json
 import sys
 import threading
 from collections.abc import Callable
@@ -16,6 +20,9 @@ from typing import Any
 
 from goalenvs.core import parse_json_object
 from goalenvs.core.io import stdout_to_stderr
+
+# Added to the exit status when the env moved away from its --fingerprint file.
+FINGERPRINT_CHANGED = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: %(default)s)",
     )
     parser.add_argument("--verbose", action="store_true", help="list passed and skipped checks too")
+    parser.add_argument(
+        "--fingerprint",
+        metavar="FILE",
+        help="also compare seeded rollouts of the env with FILE (written when missing); "
+        f"exit status +{FINGERPRINT_CHANGED} when they moved",
+    )
     vector = parser.add_argument_group(
         "vector envs",
         "check a batched env (gymnasium.vector.VectorEnv); a SPEC that builds one is "
@@ -97,6 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Loads the env, runs every check, prints the report; returns the exit status."""
     from goalenvs.checker import LoadError, check_goal_env, load, load_vector
+    from goalenvs.checker.fingerprint import FingerprintError
 
     try:
         kwargs = parse_json_object("--env-kwargs", args.kwargs)
@@ -141,6 +155,15 @@ def run(args: argparse.Namespace) -> int:
         except LoadError as error:
             print(f"goalenvs check: cannot load {args.spec}: {error}", file=sys.stderr)
             return 2
+        verdict = None
+        if getattr(args, "fingerprint", None) is not None:
+            # Taken before the checks, on an env of its own: what the checks do to the
+            # process (pybullet's, numpy's global state) cannot move it.
+            try:
+                verdict = _fingerprint(args, env, factory, kwargs)
+            except FingerprintError as error:  # a file that is not one of this env
+                print(f"goalenvs check: {error}", file=sys.stderr)
+                return 2
         report = check_goal_env(
             env,
             steps=args.steps,
@@ -151,17 +174,60 @@ def run(args: argparse.Namespace) -> int:
             single=single,
         )
     if args.json:
-        print(report.to_json())
+        data = report.to_dict()
+        if verdict is not None:
+            data["fingerprint"] = verdict.to_dict()
+        print(json.dumps(data, indent=2))
     else:
         report.render(verbose=args.verbose)
-    if report.errors:
+        if verdict is not None:
+            print(verdict.message)
+    status = 1 if report.errors or (args.strict and report.warnings) else 0
+    if verdict is not None and verdict.status == "error":  # the env raised or hung
         return 1
-    return 1 if args.strict and report.warnings else 0
+    return status + FINGERPRINT_CHANGED if verdict is not None and verdict.changed else status
 
 
-def _load_with_timeout(build: Callable[[], Any], timeout: float) -> Any:
+def _fingerprint(
+    args: argparse.Namespace, env: Any, factory: Callable[..., Any], kwargs: dict[str, Any]
+) -> Any:
+    """The verdict of ``--fingerprint`` (:func:`goalenvs.checker.fingerprint.check`) on an
+    env built by ``factory`` (``kwargs``: those of ``--env-kwargs``). A file of another env
+    raises its one-line ``FingerprintError``; an env that raises or hangs while it is taken
+    gets the verdict ``error``, whose message says so."""
+    from goalenvs import envspec
+    from goalenvs.checker import LoadError, fingerprint
+
+    path = args.fingerprint
+    env_id = fingerprint.env_id(env, path)
+
+    def take() -> Any:
+        own = factory()
+        try:
+            return fingerprint.check(
+                own, env_id, path, env_kwargs=kwargs, max_episode_steps=args.max_episode_steps
+            )
+        finally:
+            own.close()
+
+    # --timeout bounds each env call; the fingerprint makes this many at most
+    limit = args.timeout * (
+        len(fingerprint.SEEDS) * (fingerprint.STEPS + fingerprint.PATH_POINTS + 1) + 1
+    )
+    try:
+        return _load_with_timeout(
+            take, limit, f"taking the fingerprint did not return within {limit:g} s"
+        )
+    except fingerprint.FingerprintError:
+        raise
+    except Exception as error:
+        cause = str(error) if isinstance(error, LoadError) else envspec.describe_error(error)
+        return fingerprint.Verdict(path, "error", f"fingerprint not taken ({path}): {cause}")
+
+
+def _load_with_timeout(build: Callable[[], Any], timeout: float, late: str = "") -> Any:
     """``build()`` (the loader with its arguments) on a daemon thread: a constructor that
-    hangs is a load error."""
+    hangs is a load error (``late``, when given, is its message)."""
     from goalenvs.checker import LoadError
 
     box: list = []
@@ -176,7 +242,7 @@ def _load_with_timeout(build: Callable[[], Any], timeout: float) -> Any:
     thread.start()
     thread.join(timeout)
     if not box:
-        raise LoadError(f"building the env did not return within --timeout {timeout:g} s")
+        raise LoadError(late or f"building the env did not return within --timeout {timeout:g} s")
     ok, value = box[0]
     if not ok:
         raise value
