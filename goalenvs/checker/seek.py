@@ -212,7 +212,7 @@ def _copies_step_alike(ctx: Context, env: gym.Env, action: object) -> str | None
     return None
 
 
-def _record(probe: GoalProbe, ret: object, action: object) -> StepRecord | None:
+def _record(probe: GoalProbe, ret: object, action: object, before: object) -> StepRecord | None:
     parsed = parse_step(ret, "goal probe", [])
     if parsed is None:
         return None
@@ -228,6 +228,7 @@ def _record(probe: GoalProbe, ret: object, action: object) -> StepRecord | None:
         truncated,
         copy_info(info),
         info,
+        before,
     )
     probe.samples.append(sample)
     probe.closest = min(probe.closest, goal_distance(sample.obs))
@@ -323,18 +324,19 @@ def _advance(
     if not probe.copied:
         action = model.action(obs, 0.5) if model is not None else None
         action = sampler.sample() if action is None else action
+        before = copy_obs(obs)
         ret = ctx.call("goal probe: step", env.step, action)
-        sample = _record(probe, ret, action)
+        sample = _record(probe, ret, action, before)
         if sample is None or not isinstance(sample.obs, Mapping):
             raise SkipCheckError("the goal probe's step did not return a goal observation")
         return env, ret[0], sample.terminated or sample.truncated
-    best = None
+    best, before = None, copy_obs(obs)
     actions = _candidates(model, sampler, obs)
     stepped = ctx.call_with_limit(
         ctx.timeout * len(actions), "goal probe: deepcopy(env).step", _copy_steps, env, actions
     )
     for action, (twin, ret) in zip(actions, stepped, strict=True):
-        sample = _record(probe, ret, action)
+        sample = _record(probe, ret, action, before)
         if sample is None or not isinstance(sample.obs, Mapping):
             continue
         key = (goal_distance(sample.obs), -sample.reward)
