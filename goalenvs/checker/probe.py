@@ -62,7 +62,7 @@ def fmt(value: object) -> str:
 
 
 def _short_float(x: float) -> str:
-    x = float(x)
+    x = float(x) + 0.0  # -0.0 (what -(False) gives) reads as 0.0
     if not np.isfinite(x) or x == 0 or 1e-4 <= abs(x) < 1e6:
         return repr(round(x, 4))
     return f"{x:.4g}"
