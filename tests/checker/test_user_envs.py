@@ -13,7 +13,7 @@ from goalenvs.checker import CHECKS, check_goal_env
 from tests.checker import user_envs
 from tests.checker.broken_envs import DEFECTS
 from tests.checker.broken_vector_envs import SINGLE_DEFECTS, TORCH_DEFECTS, VECTOR_DEFECTS
-from tests.checker.user_envs import USER_DEFECTS
+from tests.checker.user_envs import CONSEQUENCES, USER_DEFECTS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "checks.md"
@@ -31,6 +31,7 @@ PINNED_ELSEWHERE = {
     "gym.warnings": "test_unbounded_observation_box_is_a_note_and_real_gym_warnings_stay_warnings",
     "gym.notes": "test_unbounded_observation_box_is_a_note_and_real_gym_warnings_stay_warnings",
     "vector.num_envs": "test_one_sub_env_is_a_warning_and_the_loader_checks_two_instead",
+    "probe.reached": "test_probe_that_cannot_reach_the_goal_says_so_in_the_plain_report",
 }
 
 
@@ -91,12 +92,47 @@ def test_user_defect_is_caught_with_its_check_id_and_severity(defect):
     report = run(user_envs.make(defect), functools.partial(user_envs.make, defect))
     result = report.result(check_id)
     assert result.status == "failed" and result.severity == severity, str(report)
-    assert report.failed_ids() == {check_id}, str(report)
+    assert report.failed_ids() == {check_id} | CONSEQUENCES.get(defect, set()), str(report)
 
 
 def test_correct_cursor_and_push_like_look_alike_are_clean():
-    assert_clean(run(user_envs.make(), user_envs.make))
-    assert_clean(run(user_envs.make_push_like(), user_envs.make_push_like))
+    cursor = run(user_envs.make(), user_envs.make)
+    assert_clean(cursor)
+    assert cursor.result("probe.reached").status == "passed"
+    push = run(user_envs.make_push_like(), user_envs.make_push_like)
+    assert_clean(push)
+    # no single action moves the block before contact: neither now nor a step later
+    assert push.result("goal.achieved_current").status == "passed", str(push)
+
+
+def test_probe_that_cannot_reach_the_goal_says_so_in_the_plain_report():
+    report = run(user_envs.make_push_like(), user_envs.make_push_like)
+    (note,) = report.result("probe.reached").findings
+    closest = float(re.search(r"no closer to desired_goal than ([0-9.]+)", note.message).group(1))
+    assert closest == pytest.approx(report.probe["closest_distance"], abs=1e-4)
+    assert closest > user_envs.RADIUS
+    assert "success.near_goal could not run" in note.message
+    assert report.result("success.near_goal").status == "skipped"
+    text = str(report)  # the plain report, not --verbose
+    assert "NOTE" in text and "probe.reached" in text and "success.near_goal could not" in text
+
+
+def test_lagging_observation_is_named_and_its_reward_near_the_goal_is_an_error():
+    report = run(user_envs.make("obs_lags"), functools.partial(user_envs.make, "obs_lags"))
+    (lag,) = report.result("goal.achieved_current").findings
+    assert lag.where == "goal probe"
+    assert "read before the state update, so it answers each action a step late" in lag.message
+    unmoved, late = map(
+        int, re.search(r"\((\d+) copied steps\).*? apart on (\d+)", lag.message).groups()
+    )
+    assert unmoved == late > 0
+    # the probe judged candidates a step ahead, reached the goal, and saw the reward there
+    (reward,) = report.result("reward.step_match").findings
+    assert reward.where.startswith("goal-probe step")
+    assert "the two part near the goal" in reward.message
+    assert "achieved_goal answers each action a step late" in reward.message
+    assert report.probe["closest_distance"] <= user_envs.RADIUS
+    assert report.result("probe.reached").status == "passed"
 
 
 def test_smaller_success_radius_names_both_lines_and_the_step():

@@ -47,7 +47,15 @@ USER_DEFECTS: dict[str, tuple[str, str, str]] = {
         "error",
         "is_success judged on the distance before the step (one step late)",
     ),
+    "obs_lags": (
+        "goal.achieved_current",
+        "warning",
+        "the observation is built before the state update; reward and is_success after it",
+    ),
 }
+# What else a defect breaks, truly: a lagging observation makes the reward (paid for the
+# state after the step) differ from compute_reward of the goals returned, near the goal.
+CONSEQUENCES: dict[str, set[str]] = {"obs_lags": {"reward.step_match"}}
 
 
 def _distance(achieved_goal: Any, desired_goal: Any) -> np.ndarray:
@@ -92,6 +100,7 @@ class Cursor(gym.Env):
 
     def step(self, action: Any) -> tuple:
         before = float(_distance(self.position, self.goal))
+        stale = self._obs()  # "obs_lags" returns this
         move = SPEED * np.clip(np.asarray(action, np.float32), -1.0, 1.0)
         self.position = np.clip(self.position + move, -1.0, 1.0).astype(np.float32)
         obs = self._obs()
@@ -103,7 +112,7 @@ class Cursor(gym.Env):
             success = before <= RADIUS
         info = {"is_success": bool(success)}
         reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info))
-        return obs, reward, False, False, info
+        return stale if self.defect == "obs_lags" else obs, reward, False, False, info
 
 
 class PushLike(Cursor):

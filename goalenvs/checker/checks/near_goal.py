@@ -142,6 +142,28 @@ def _label(s: StepRecord) -> str:
     return f"goal-probe step {s.t}"
 
 
+@register("probe.reached", "info", "the goal-seeking probe reached the goal")
+def check_probe_reached(ctx: Context, out: Outcome) -> None:
+    probe, judged = near_goal_judged(ctx)
+    if probe_missed(probe, judged) is None:
+        return
+    cause = (
+        " (goal.achieved_current: achieved_goal answers each action a step late, so no "
+        "candidate action looked better than another)"
+        if probe.lags()
+        else ""
+    )
+    out.fail(
+        f"the goal-seeking probe came no closer to desired_goal than {probe.closest:.4g} "
+        f"({probe.start_distance:.4g} at reset) in {len(probe.samples)} steps, and no step "
+        "reported is_success=True or was paid what compute_reward pays at the goal"
+        f"{cause}: success.near_goal could not run, and terminated.at_goal and "
+        "reward.step_match saw no step at the goal. Where no single action moves the "
+        "achieved goal (a block before contact) that is expected",
+        "goal probe",
+    )
+
+
 @register(
     "terminated.at_goal", "error", "at and near the goal, terminated equals compute_terminated"
 )
