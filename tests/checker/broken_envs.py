@@ -459,7 +459,7 @@ class ToyReach(GoalEnv):
             self.successes += 1
             terminated = self.successes % self.terminate_every == 1
         # "length_varies": episodes toward a goal on the right are cut short
-        limit = MAX_STEPS - 10 * (self.defect == "length_varies" and self.goal[0] > 0)
+        limit = MAX_STEPS - (10 if self.defect == "length_varies" and self.goal[0] > 0 else 0)
         truncated = self.t >= limit and self.defect != "never_ends"
         if self.defect == "step_four_values":
             return obs, reward, terminated or truncated, info
