@@ -7,7 +7,9 @@ import functools
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
+from gymnasium.wrappers import TimeLimit
 
 from goalenvs.checker import CHECKS, check_goal_env
 from tests.checker import user_envs
@@ -168,3 +170,28 @@ def test_late_success_names_the_step_that_reached_and_the_step_that_left():
     assert left and float(left.group(1)) > user_envs.RADIUS, message
     assert "Judge is_success on the achieved_goal the step returns" in message
     assert "from the goals the step returns" in report.result("success.near_goal").fix
+
+
+class _WideLate(user_envs.Cursor):
+    """A late is_success on a radius so wide that random actions cross it often."""
+
+    wide = 0.6
+
+    def compute_reward(self, achieved_goal, desired_goal, info):
+        distance = np.linalg.norm(np.asarray(achieved_goal) - np.asarray(desired_goal), axis=-1)
+        return -(distance > self.wide).astype(np.float32)
+
+    def step(self, action):
+        before = float(np.linalg.norm(self.position - self.goal))
+        obs, reward, terminated, truncated, _ = super().step(action)
+        return obs, reward, terminated, truncated, {"is_success": before <= self.wide}
+
+
+def test_late_success_in_the_random_rollout_is_named_by_success_consistent():
+    def build():
+        return TimeLimit(_WideLate(), user_envs.EPISODE_STEPS)
+
+    report = run(build(), build, checks=["success.consistent"])
+    first = report.result("success.consistent").findings[0].message
+    assert first.startswith("is_success is one step late"), str(report)
+    assert "step " in first and "Judge is_success on the achieved_goal" in first
