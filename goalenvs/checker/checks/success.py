@@ -140,9 +140,13 @@ def judge(ctx: Context, fn: Callable, flagged: Sequence[tuple[StepRecord, bool]]
 
     def run() -> list[Judged]:
         judged = []
+        before: dict[int, bool | None] = {}  # the probe's candidates share where they start
         for s, ok in flagged:
             gap = s.reward - at_goal(s.obs["achieved_goal"], s.info)
-            judged.append(Judged(s, ok, abs(gap) <= ATOL, paid(s.before, s.info), gap))
+            key = id(s.before)
+            if key not in before:
+                before[key] = paid(s.before, s.info)
+            judged.append(Judged(s, ok, abs(gap) <= ATOL, before[key], gap))
         return judged
 
     return ctx.call("compute_reward(g, g) of every step with is_success", run)
