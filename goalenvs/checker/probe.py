@@ -62,7 +62,7 @@ def fmt(value: object) -> str:
 
 
 def _short_float(x: float) -> str:
-    x = float(x)
+    x = float(x) + 0.0  # -0.0 (what -(False) gives) reads as 0.0
     if not np.isfinite(x) or x == 0 or 1e-4 <= abs(x) < 1e6:
         return repr(round(x, 4))
     return f"{x:.4g}"
@@ -149,6 +149,7 @@ class StepRecord:
     truncated: bool
     info: dict
     info_ref: object = None  # the info object step returned (info.fresh compares identities)
+    before: Any = None  # a copy of the observation the step started from (reset's or a step's)
 
 
 @dataclass
@@ -276,7 +277,9 @@ def _record_rollout(ctx: Context) -> Rollout:
             ro.stopped = "step did not return five values"
             return ro
         obs, reward, terminated, truncated, info = parsed_step
-        ro.episodes[-1].steps.append(
+        episode = ro.episodes[-1]
+        before = episode.steps[-1].obs if episode.steps else episode.reset_obs
+        episode.steps.append(
             StepRecord(
                 len(ro.episodes) - 1,
                 t,
@@ -288,6 +291,7 @@ def _record_rollout(ctx: Context) -> Rollout:
                 truncated,
                 copy_info(info),
                 info,
+                before,
             )
         )
         if (terminated or truncated) and t + 1 < len(ro.actions):

@@ -14,6 +14,7 @@ SEVERITIES = ("error", "warning", "info")
 # Findings shown per check in the table; JSON keeps every one.
 _SHOWN_FINDINGS = 3
 _STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+_MARKS = {"error": "FAIL", "warning": "WARN", "info": "NOTE"}  # a failed check's mark
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ class Report:
             "errors": len(self.errors),
             "warnings": len(self.warnings),
             "infos": len(self.infos),
+            "failed_checks": self.failed_counts(),
             "cpu_seconds": round(self.cpu_seconds, 3),
             "wall_seconds": round(self.wall_seconds, 3),
             "settings": self.settings,
@@ -180,15 +182,25 @@ class Report:
         """The report as a JSON string (see :meth:`to_dict`)."""
         return json.dumps(self.to_dict(), indent=indent)
 
-    def summary(self) -> str:
-        """The footer line: counts, CPU and wall time."""
-        counts = {s: 0 for s in ("passed", "failed", "skipped")}
+    def failed_counts(self) -> dict[str, int]:
+        """How many checks failed, by severity (``info``: the checks that left a note)."""
+        counts = dict.fromkeys(SEVERITIES, 0)
         for r in self.results:
-            counts[r.status] += 1
+            if r.status == "failed":
+                counts[r.severity] += 1
+        return counts
+
+    def summary(self) -> str:
+        """The footer line: checks by outcome (passed, failed by severity and skipped add
+        up to the checks run), the findings they made, CPU and wall time."""
+        passed = sum(1 for r in self.results if r.status == "passed")
+        skipped = sum(1 for r in self.results if r.status == "skipped")
+        failed = self.failed_counts()
+        findings = sum(len(r.findings) for r in self.results if r.status == "failed")
         return (
-            f"{self.env_name}: {len(self.results)} checks, {counts['passed']} passed, "
-            f"{len(self.errors)} error(s), {len(self.warnings)} warning(s), "
-            f"{len(self.infos)} note(s), {counts['skipped']} skipped; "
+            f"{self.env_name}: {len(self.results)} checks, {passed} passed, "
+            f"{failed['error']} error(s), {failed['warning']} warning(s), "
+            f"{failed['info']} note(s), {skipped} skipped ({findings} finding(s)); "
             f"CPU {self.cpu_seconds:.2f} s, wall {self.wall_seconds:.2f} s"
         )
 
@@ -284,7 +296,7 @@ class Report:
         for r in shown:
             severity = Text(r.severity, style=_STYLES[r.severity])
             if r.status == "failed":
-                mark = Text("NOTE" if r.severity == "info" else "FAIL", style=_STYLES[r.severity])
+                mark = Text(_MARKS[r.severity], style=_STYLES[r.severity])
                 title = Text(f"{r.title} ({len(r.findings)} finding(s))")
             elif r.status == "skipped":
                 mark, title = Text("skip", style="dim"), Text(f"{r.title}\n{r.note}", style="dim")

@@ -77,6 +77,13 @@ class GoalProbe:
     start_distance: float = float("nan")  # the goal distance at the first reset
     stopped: str | None = None  # why it stopped before its planned episodes
     seconds: float = 0.0
+    # Copied steps where the candidate actions gave different achieved goals (the goal
+    # answers an action in the step that takes it), where they gave one achieved goal,
+    # and of those, where one more step with a common action moved them apart (it
+    # answers a step later: an achieved goal read before the state update).
+    answered_now: int = 0
+    unmoved: int = 0
+    answered_late: int = 0
 
     def summary(self) -> dict[str, object]:
         """A JSON-ready description for the report."""
@@ -94,6 +101,12 @@ class GoalProbe:
             "stopped_early": self.stopped,
             "seconds": round(self.seconds, 3),
         }
+
+    def lags(self) -> bool:
+        """Whether achieved_goal answers the probe's actions one step late: never in the
+        step that takes them, and in the next one on at least half the steps (a block no
+        single action moves, as in Push, moves in neither)."""
+        return self.answered_now == 0 and self.answered_late >= max(3, self.unmoved / 2)
 
 
 def _rounded(value: float) -> float | None:
@@ -185,6 +198,11 @@ def _copy_step(env: gym.Env, action: object) -> tuple[gym.Env, Any]:
     return twin, twin.step(action)
 
 
+def _look_ahead(twins: list[gym.Env], action: object) -> list[Any]:
+    """The observation each twin returns after one more step with ``action`` (on copies)."""
+    return [copy.deepcopy(twin).step(action)[0] for twin in twins]
+
+
 def _copy_steps(env: gym.Env, actions: list) -> list[tuple[gym.Env, Any]]:
     # one call to the env's thread for every candidate: a hand-over per candidate costs
     # more than a small env's step
@@ -212,7 +230,7 @@ def _copies_step_alike(ctx: Context, env: gym.Env, action: object) -> str | None
     return None
 
 
-def _record(probe: GoalProbe, ret: object, action: object) -> StepRecord | None:
+def _record(probe: GoalProbe, ret: object, action: object, before: object) -> StepRecord | None:
     parsed = parse_step(ret, "goal probe", [])
     if parsed is None:
         return None
@@ -228,6 +246,7 @@ def _record(probe: GoalProbe, ret: object, action: object) -> StepRecord | None:
         truncated,
         copy_info(info),
         info,
+        before,
     )
     probe.samples.append(sample)
     probe.closest = min(probe.closest, goal_distance(sample.obs))
@@ -323,23 +342,71 @@ def _advance(
     if not probe.copied:
         action = model.action(obs, 0.5) if model is not None else None
         action = sampler.sample() if action is None else action
+        before = copy_obs(obs)
         ret = ctx.call("goal probe: step", env.step, action)
-        sample = _record(probe, ret, action)
+        sample = _record(probe, ret, action, before)
         if sample is None or not isinstance(sample.obs, Mapping):
             raise SkipCheckError("the goal probe's step did not return a goal observation")
         return env, ret[0], sample.terminated or sample.truncated
-    best = None
+    before = copy_obs(obs)
     actions = _candidates(model, sampler, obs)
     stepped = ctx.call_with_limit(
         ctx.timeout * len(actions), "goal probe: deepcopy(env).step", _copy_steps, env, actions
     )
+    kept = []  # (sample, twin, observation returned)
     for action, (twin, ret) in zip(actions, stepped, strict=True):
-        sample = _record(probe, ret, action)
-        if sample is None or not isinstance(sample.obs, Mapping):
-            continue
-        key = (goal_distance(sample.obs), -sample.reward)
-        if best is None or key < best[0]:
-            best = (key, twin, ret[0], sample.terminated or sample.truncated)
-    if best is None:
+        sample = _record(probe, ret, action, before)
+        if sample is not None and isinstance(sample.obs, Mapping):
+            kept.append((sample, twin, ret[0]))
+    if not kept:
         raise SkipCheckError("no step of the goal probe returned a goal observation")
-    return best[1], best[2], best[3]
+    keys = [(goal_distance(s.obs), -s.reward) for s, _, _ in kept]
+    ahead = _answer(ctx, probe, kept, actions[0])
+    if ahead is not None:
+        # the goal answers a step late: judge each candidate by where it is a step on
+        keys = [(goal_distance(obs), key[1]) for obs, key in zip(ahead, keys, strict=True)]
+    best = min(range(len(kept)), key=keys.__getitem__)
+    sample, twin, returned = kept[best]
+    return twin, returned, sample.terminated or sample.truncated
+
+
+def _achieved(obs: Any) -> np.ndarray | None:
+    try:
+        return np.asarray(obs["achieved_goal"], np.float64).reshape(-1)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _apart(observations: list[Any]) -> bool:
+    goals = [_achieved(obs) for obs in observations]
+    first = goals[0]
+    return first is not None and any(
+        g is not None and (g.shape != first.shape or not np.array_equal(g, first))
+        for g in goals[1:]
+    )
+
+
+def _answer(
+    ctx: Context, probe: GoalProbe, kept: list[tuple[StepRecord, gym.Env, Any]], common: object
+) -> list[Any] | None:
+    """Counts when achieved_goal answered the candidates; where it did not in this step,
+    the observations one more ``common`` step returns when they are apart, else None."""
+    if len(kept) < 2:
+        return None
+    if _apart([s.obs for s, _, _ in kept]):
+        probe.answered_now += 1
+        return None
+    if any(s.terminated or s.truncated for s, _, _ in kept):
+        return None  # an ended episode takes no further step
+    probe.unmoved += 1
+    twins = [twin for _, twin, _ in kept]
+    try:
+        ahead = ctx.call_with_limit(
+            ctx.timeout * len(twins), "goal probe: one step ahead", _look_ahead, twins, common
+        )
+    except EnvCallError:
+        return None
+    if not _apart(ahead):
+        return None
+    probe.answered_late += 1
+    return ahead

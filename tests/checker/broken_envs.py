@@ -132,6 +132,12 @@ DEFECTS: dict[str, tuple[str, str, str, str]] = {
         "termination",
         "ends on success, no compute_terminated",
     ),
+    "truncated_not_vectorized": (
+        "truncated.batch",
+        "error",
+        "termination",
+        "compute_truncated returns one bool",
+    ),
     "truncated_ignored": (
         "truncated.step_match",
         "error",
@@ -177,6 +183,12 @@ DEFECTS: dict[str, tuple[str, str, str, str]] = {
         "step terminates within 0.2, compute_terminated within 0.05",
     ),
     "never_ends": ("episode.ends", "error", "episodes", "no truncation, no time limit"),
+    "length_varies": (
+        "episode.length",
+        "error",
+        "episodes",
+        "truncates itself after 20 or 30 steps, declares no length",
+    ),
     "length_undeclared": (
         "episode.length_declared",
         "warning",
@@ -251,7 +263,7 @@ class ToyReach(GoalEnv):
         self.terminate_every = terminate_every
         # the episode length it declares (goalenvs.core.episode_length reads it)
         self.max_episode_steps = (
-            None if defect in ("never_ends", "length_undeclared") else MAX_STEPS
+            None if defect in ("never_ends", "length_undeclared", "length_varies") else MAX_STEPS
         )
         self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
         self.pos = np.zeros(2, np.float32)
@@ -336,9 +348,12 @@ class ToyReach(GoalEnv):
         return np.linalg.norm(ag - dg, axis=-1) <= radius
 
     def compute_truncated(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
-        shape, ag, _ = goal_arrays(achieved_goal, desired_goal)
+        shape, ag, dg = goal_arrays(achieved_goal, desired_goal)
         if self.defect == "truncated_ignored":
             return np.abs(ag).max(axis=-1) > 0.3  # the step never applies it
+        if self.defect == "truncated_not_vectorized":
+            # one norm over the whole batch: no single pair is 3 apart, a batch often is
+            return bool(np.linalg.norm(ag - dg) > 3.0)
         return np.zeros(shape, bool)
 
     # ---- gymnasium API
@@ -443,7 +458,9 @@ class ToyReach(GoalEnv):
         if self.terminate_every is not None and terminated:
             self.successes += 1
             terminated = self.successes % self.terminate_every == 1
-        truncated = self.t >= MAX_STEPS and self.defect != "never_ends"
+        # "length_varies": episodes toward a goal on the right are cut short
+        limit = MAX_STEPS - (10 if self.defect == "length_varies" and self.goal[0] > 0 else 0)
+        truncated = self.t >= limit and self.defect != "never_ends"
         if self.defect == "step_four_values":
             return obs, reward, terminated or truncated, info
         return obs, reward, terminated, truncated, info

@@ -144,6 +144,12 @@ VECTOR_DEFECTS: dict[str, tuple[str, str, str, str]] = {
         "next_step",
         "autoresets draw from an unseeded generator",
     ),
+    "replays_first_episode": (
+        "vector.episodes_vary",
+        "warning",
+        "next_step",
+        "each autoreset re-seeds its sub-env with its first seed: the first episode again",
+    ),
 }
 
 # Defects of the torch variant (ToyTorchVecReach).
@@ -281,6 +287,7 @@ class ToyVecReach(gym.vector.VectorEnv):
             self.observation_space = self.single_observation_space
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.rngs = [seeding.np_random(None)[0] for _ in range(num_envs)]
+        self.seeds: list[int | None] = [None] * num_envs  # the seeds reset was given
         self.position = np.zeros((num_envs, 2), np.float32)
         self.goal = np.zeros((num_envs, 2), np.float32)
         self.last_action = np.zeros((num_envs, 2), np.float32)
@@ -307,6 +314,8 @@ class ToyVecReach(gym.vector.VectorEnv):
             rng = self.rngs[i]
             if self.defect == "unseeded_autoreset" and self.steps_taken > 0:
                 rng = np.random.default_rng()
+            if self.defect == "replays_first_episode":
+                rng = self.rngs[i] = seeding.np_random(self.seeds[i])[0]
             position, goal = _draw(rng)
             # In place: a view of these rows sees the new episode (final_obs_aliased).
             self.position[i] = position
@@ -340,6 +349,7 @@ class ToyVecReach(gym.vector.VectorEnv):
                 else [seed + i for i in range(self.num_envs)]
             )
             self.rngs = [seeding.np_random(s)[0] for s in seeds]
+            self.seeds = seeds
             self.steps_taken = 0
         if mask is None or self.defect == "ignores_reset_mask":
             rows = np.arange(self.num_envs)

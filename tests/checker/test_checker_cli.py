@@ -49,17 +49,24 @@ def test_error_exits_1_and_prints_the_evidence(capsys):
 def test_warning_exits_0_unless_strict(capsys):
     assert check(TOY, "--kwargs", '{"defect": "goal_moves"}') == 0
     assert check(TOY, "--kwargs", '{"defect": "goal_moves"}', "--strict") == 1
-    assert "goal.fixed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "goal.fixed" in out
+    # a warning is marked WARN in the table, never FAIL
+    row = next(line for line in out.splitlines() if "goal.fixed" in line and "│" in line)
+    assert "WARN" in row and "FAIL" not in row, out
 
 
 def test_notes_never_fail_a_run_even_with_strict(capsys):
     # unbounded observation Box: gymnasium's two remarks become notes
     assert check(TOY, "--kwargs", '{"infinite_obs": true}', "--strict") == 0
     out = capsys.readouterr().out
-    assert "0 error(s), 0 warning(s), 2 note(s)" in out and "NOTE" in out and "gym.notes" in out
+    # the footer counts checks (gym.notes made both notes), the findings beside them
+    assert "0 error(s), 0 warning(s), 1 note(s)" in out and "NOTE" in out and "gym.notes" in out
+    assert "(2 finding(s))" in out
     assert check(TOY, "--kwargs", '{"infinite_obs": true}', "--strict", "--json") == 0
     data = json.loads(capsys.readouterr().out)
     assert (data["errors"], data["warnings"], data["infos"], data["ok"]) == (0, 0, 2, True)
+    assert data["failed_checks"] == {"error": 0, "warning": 0, "info": 1}
 
 
 def test_json_parses_and_lists_every_check(capsys):

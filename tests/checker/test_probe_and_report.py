@@ -16,7 +16,6 @@ import pytest
 from rich.console import Console
 
 from goalenvs.checker import CHECKS, check_goal_env, seek
-from goalenvs.checker.checks import near_goal
 from goalenvs.checker.fixes import FIXES
 from tests.checker.broken_envs import SUCCESS_RADIUS, ToyReach, WrongSliceReach, make
 from tests.checker.fix_lines import docs_fix_lines
@@ -275,10 +274,8 @@ def test_probe_finds_near_goal_defects_a_random_rollout_never_reaches(
     assert report.probe["closest_distance"] < SUCCESS_RADIUS
 
 
-def test_near_goal_check_reads_every_success_the_probe_footer_counts(monkeypatch):
-    # Compare only 5 probe samples: they must include the probe's successes, never say
-    # the probe did not reach the goal while the footer counts its successes.
-    monkeypatch.setattr(near_goal, "_NEAR_GOAL_SAMPLES", 5)
+def test_near_goal_check_reads_every_success_the_probe_footer_counts():
+    # never say the probe did not reach the goal while the footer counts its successes
     report = check_goal_env(make(), steps=STEPS, factory=make, checks=["success.near_goal"])
     assert report.probe["successes"] > 0
     result = report.result("success.near_goal")
@@ -326,6 +323,10 @@ def test_two_success_radii_still_blame_the_thresholds():
         assert messages and "achieved_goal may not be" not in messages, str(report)
     (near,) = report.result("success.near_goal").findings
     assert near.message.endswith("success and reward draw the line at different distances")
+    # each line named by the farthest goal distance it accepts (success ends the episode
+    # as soon as the reward's 0.2 is reached: no probe step came within 0.05)
+    assert "is_success is True on no step" in near.message, near.message
+    assert "compute_reward pays the goal reward up to goal distance 0.19" in near.message
 
 
 def test_an_env_holding_a_mujoco_env_counts_as_mujoco():

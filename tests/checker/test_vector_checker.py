@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import re
 from typing import Any
 
 import gymnasium as gym
@@ -104,6 +105,7 @@ def test_the_defect_library_covers_every_vector_check_but_num_envs():
     assert {d for d, (_, s, _, _) in ALL_DEFECTS.items() if s == "warning"} == {
         "copies",
         "unseeded_autoreset",
+        "replays_first_episode",
     }
 
 
@@ -125,6 +127,32 @@ def test_vector_defect_is_caught_with_its_check_id_and_severity(defect):
         )
     else:
         assert report.ok and report.failed_ids() == {check_id}, str(report)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_replayed_first_episode_is_found_in_every_mode_and_its_twin_varies(mode):
+    broken = run_check(ToyVecReach(num_envs=8, autoreset_mode=mode, defect="replays_first_episode"))
+    (finding,) = broken.result("vector.episodes_vary").findings
+    t, i = map(int, re.match(r"step (\d+), sub-env (\d+)", finding.where).groups())
+    assert f"sub-env {i}'s episode from step {t} starts at" in finding.message
+    assert "training sees one episode per sub-env" in finding.message
+    assert broken.failed_ids() == {"vector.episodes_vary"}, str(broken)
+    twin = run_check(ToyVecReach(num_envs=8, autoreset_mode=mode))
+    assert twin.result("vector.episodes_vary").status == "passed", str(twin)
+
+
+def test_an_unseeded_autoreset_names_the_sub_env_and_the_step_of_its_autoreset():
+    report = run_check(make("unseeded_autoreset"))
+    (finding,) = report.result("vector.seed").findings
+    t, i = map(int, re.match(r"step (\d+), sub-env (\d+)$", finding.where).groups())
+    ended = re.search(
+        rf"sub-env {i} drew another episode at its autoreset in step (\d+) "
+        r"\(its episode ended at step (\d+)\)",
+        finding.message,
+    )
+    assert ended, finding.message
+    assert int(ended.group(1)) == int(ended.group(2)) + 1 <= t  # next-step: the step after
+    assert f"at step {t} it gave" in finding.message
 
 
 def test_each_defect_alone_leaves_the_others_checks_quiet_on_its_correct_twin():

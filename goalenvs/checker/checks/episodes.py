@@ -11,6 +11,7 @@ from gymnasium import spaces
 from goalenvs.checker.context import Context, EnvCallError, SkipCheckError
 from goalenvs.checker.probe import copy_info, copy_obs, fmt, goal_space, rollout, same, same_value
 from goalenvs.checker.registry import Outcome, register
+from goalenvs.checker.seek import goal_probe
 
 # --------------------------------------------------------------------------- episodes and seeding
 
@@ -39,6 +40,30 @@ def check_goal_fixed(ctx: Context, out: Outcome) -> None:
     "achieved_goal is the state after the step, not the one before it",
 )
 def check_achieved_current(ctx: Context, out: Outcome) -> None:
+    skipped = None
+    try:
+        _copies_observation_before(ctx, out)
+    except SkipCheckError as reason:
+        skipped = reason
+    if out.failed:
+        return
+    probe = goal_probe(ctx)
+    if probe.lags():
+        out.fail(
+            f"no candidate action of the goal probe moved achieved_goal in the step that "
+            f"took it ({probe.unmoved} copied steps), while one more step with a common "
+            f"action moved them apart on {probe.answered_late}: achieved_goal (and the "
+            "observation built with it) is read before the state update, so it answers "
+            "each action a step late. The policy sees where it was, not where it is, and "
+            "every relabeled reward is paid for the step before",
+            "goal probe",
+        )
+    elif skipped is not None:
+        raise skipped
+
+
+def _copies_observation_before(ctx: Context, out: Outcome) -> None:
+    """Fails when achieved_goal equals a slice of the previous step's observation."""
     space = goal_space(ctx)
     if not isinstance(space["observation"], (spaces.Box, spaces.MultiBinary)):
         raise SkipCheckError("needs a Box or MultiBinary 'observation' to compare with")

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from goalenvs.checker.checks.success import success_off_achieved_goal
+from goalenvs.checker.checks.success import Judged, judge, success_disagreement
 from goalenvs.checker.context import Context, EnvCallError, SkipCheckError
 from goalenvs.checker.probe import (
     ATOL,
@@ -36,9 +36,6 @@ _SPARSE_VALUES = 4
 # (a correct env's own limit may be longer than a short rollout: only this many count).
 _ENDLESS_STEPS = 200
 _EXTRA_RESETS = 3
-# Probe samples whose reward is compared with compute_reward(g, g): every success, then
-# the samples nearest the goal, this many in all (a copied env gives over a thousand).
-_NEAR_GOAL_SAMPLES = 200
 _MIN_AWAY_STEPS = 5
 
 
@@ -97,63 +94,74 @@ def _where(s: StepRecord) -> str:
     return f"{_label(s)}, goal distance {goal_distance(s.obs):.4g}"
 
 
+def near_goal_judged(ctx: Context) -> tuple[GoalProbe, list[Judged]]:
+    """Every goal-probe step with a bool is_success, judged against compute_reward."""
+
+    def build(ctx: Context) -> tuple[GoalProbe, list[Judged]]:
+        fn = method(ctx, "compute_reward")
+        probe, samples = _near_goal_samples(ctx)
+        flagged = [(s, ok) for s in samples if (ok := _success(s)) is not None]
+        if not flagged:
+            raise SkipCheckError(
+                "no probe step reports a bool info['is_success'] (see success.bool)"
+            )
+        try:
+            return probe, judge(ctx, fn, flagged)
+        except (EnvCallError, TypeError, ValueError, IndexError, KeyError):
+            raise SkipCheckError(
+                "compute_reward(g, g) cannot be read (see the reward checks)"
+            ) from None
+
+    return ctx.cached("near_goal_judged", build)
+
+
+def probe_missed(probe: GoalProbe, judged: list[Judged]) -> str | None:
+    """Why the near-goal comparison has nothing to compare, or None when it has."""
+    if any(j.ok or j.paid for j in judged):
+        return None
+    return (
+        "no goal-probe step reported is_success=True or was paid what compute_reward "
+        f"pays at the goal (closest goal distance {probe.closest:.4g})"
+    )
+
+
 @register("success.near_goal", "error", "near the goal, is_success and a sparse reward agree")
 def check_success_near_goal(ctx: Context, out: Outcome) -> None:
-    fn = method(ctx, "compute_reward")
-    probe, samples = _near_goal_samples(ctx)
-    flagged = [(s, ok) for s in samples if (ok := _success(s)) is not None]
-    if not flagged:
-        raise SkipCheckError("no probe step reports a bool info['is_success'] (see success.bool)")
-    rows = []
-    try:
-        for s, ok in _compared(flagged):
-            ag = s.obs["achieved_goal"]
-            at_goal = float(_flat(call_goal(ctx, "compute_reward(g, g)", fn, ag, ag, s.info))[0])
-            rows.append((s, ok, s.reward - at_goal))
-    except (EnvCallError, TypeError, ValueError, IndexError):
-        raise SkipCheckError(
-            "compute_reward(g, g) cannot be read (see the reward checks)"
-        ) from None
-    gaps = {round(gap, 6) for _, _, gap in rows}
-    if len(gaps) > _SPARSE_VALUES:
+    probe, judged = near_goal_judged(ctx)
+    if len({round(j.gap, 6) for j in judged}) > _SPARSE_VALUES:
         raise SkipCheckError("the reward is dense: it draws no line for is_success to match")
-    reached = [(s, ok, abs(gap) <= ATOL) for s, ok, gap in rows]
-    if not any(ok or paid for _, ok, paid in reached):
-        # _compared keeps every success: none was reported (the probe's footer says 0)
-        raise SkipCheckError(
-            "no goal-probe step reported is_success=True or was paid what compute_reward "
-            f"pays at the goal (closest goal distance {probe.closest:.4g})"
-        )
-    both_ways = {(ok, paid) for _, ok, paid in reached} >= {(True, False), (False, True)}
-    for s, ok, paid in reached:
-        if ok != paid:
-            says = "pays" if paid else "does not pay"
-            seen = (
-                f"is_success={ok} but the reward {fmt(s.reward)} {says} what compute_reward "
-                f"pays at the goal, for achieved_goal={fmt(s.obs['achieved_goal'])}, "
-                f"desired_goal={fmt(s.obs['desired_goal'])}"
-            )
-            cause = success_off_achieved_goal(flagged, _label, both_ways)
-            out.fail(
-                f"{cause}. Here {seen}"
-                if cause
-                else f"{seen}: success and reward draw the line at different distances",
-                _where(s),
-            )
-            return
+    missed = probe_missed(probe, judged)
+    if missed is not None:
+        raise SkipCheckError(missed)
+    found = success_disagreement(judged, _label)
+    if found is not None:
+        out.fail(found[0], _where(found[1]))
 
 
 def _label(s: StepRecord) -> str:
     return f"goal-probe step {s.t}"
 
 
-def _compared(flagged: list[tuple[StepRecord, bool]]) -> list[tuple[StepRecord, bool]]:
-    """The samples success.near_goal compares: every success (up to the limit), then the
-    samples nearest the goal, :data:`_NEAR_GOAL_SAMPLES` in all, in the probe's order."""
-    by_distance = sorted(
-        range(len(flagged)), key=lambda i: (not flagged[i][1], goal_distance(flagged[i][0].obs))
+@register("probe.reached", "info", "the goal-seeking probe reached the goal")
+def check_probe_reached(ctx: Context, out: Outcome) -> None:
+    probe, judged = near_goal_judged(ctx)
+    if probe_missed(probe, judged) is None:
+        return
+    cause = (
+        " (goal.achieved_current: achieved_goal answers each action a step late, so no "
+        "candidate action looked better than another)"
+        if probe.lags()
+        else ""
     )
-    return [flagged[i] for i in sorted(by_distance[:_NEAR_GOAL_SAMPLES])]
+    out.fail(
+        f"the goal-seeking probe came no closer to desired_goal than {probe.closest:.4g} "
+        f"({probe.start_distance:.4g} at reset) in {len(probe.samples)} steps, and no step "
+        "reported is_success=True or was paid what compute_reward pays at the goal"
+        f"{cause}: success.near_goal could not run, and terminated.at_goal and "
+        "reward.step_match saw no step at the goal. Where no single action moves the "
+        "achieved goal (a block before contact) that is expected",
+        "goal probe",
+    )
 
 
 @register(

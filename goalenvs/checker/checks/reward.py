@@ -4,7 +4,7 @@ pays, deterministic, and paying success at the goal."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from goalenvs.checker.probe import (
     values_close,
 )
 from goalenvs.checker.registry import Outcome, register
+from goalenvs.checker.seek import goal_probe
 
 # --------------------------------------------------------------------------- compute_reward
 
@@ -357,6 +358,48 @@ def check_reward_info_keys(ctx: Context, out: Outcome) -> None:
 @register("reward.step_match", "error", "every step's reward equals compute_reward of its goals")
 def check_rewardstep_match(ctx: Context, out: Outcome) -> None:
     step_match(ctx, out, "compute_reward", "reward")
+    if not out.failed:
+        _probe_reward_match(ctx, out)
+
+
+def _probe_reward_match(ctx: Context, out: Outcome) -> None:
+    """The same comparison on the goal-seeking probe's steps, which reach the goal where
+    a random rollout does not (a reward that disagrees only there)."""
+    fn = method(ctx, "compute_reward")
+    samples = [
+        s
+        for s in goal_probe(ctx).samples
+        if isinstance(s.obs, Mapping) and all(k in s.obs for k in ("achieved_goal", "desired_goal"))
+    ]
+
+    def computed() -> list[float]:
+        values = []
+        for s in samples:
+            ag, dg = s.obs["achieved_goal"], s.obs["desired_goal"]
+            value = fn(np.array(ag, copy=True), np.array(dg, copy=True), copy_info(s.info))
+            values.append(float(np.asarray(value, np.float64).reshape(-1)[0]))
+        return values
+
+    try:
+        values = ctx.call("compute_reward of every goal-probe step", computed)
+    except (EnvCallError, TypeError, ValueError, IndexError):
+        return  # a compute_reward that cannot be read is the other reward checks' finding
+    wrong = [(s, v) for s, v in zip(samples, values, strict=True) if not values_close(s.reward, v)]
+    if wrong:
+        s, value = wrong[0]
+        lag = (
+            "; achieved_goal answers each action a step late (goal.achieved_current), while "
+            "the reward answers it in its own step"
+            if goal_probe(ctx).lags()
+            else ""
+        )
+        out.fail(
+            f"step returned reward = {fmt(s.reward)} but compute_reward(achieved_goal="
+            f"{fmt(s.obs['achieved_goal'])}, desired_goal={fmt(s.obs['desired_goal'])}, "
+            f"info={fmt(s.info)}) = {fmt(value)} ({len(wrong)} of {len(samples)} goal-probe "
+            f"steps disagree; the rollout's steps agree, so the two part near the goal){lag}",
+            f"goal-probe step {s.t}",
+        )
 
 
 def step_match(ctx: Context, out: Outcome, name: str, attr: str) -> None:

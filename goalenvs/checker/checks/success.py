@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from goalenvs.checker.probe import (
     ATOL,
     StepRecord,
     call_goal,
+    copy_info,
     fmt,
     goal_sampler,
     is_bool_like,
@@ -19,6 +21,8 @@ from goalenvs.checker.probe import (
 )
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.checker.seek import goal_distance
+
+GOAL_PAIR = ("achieved_goal", "desired_goal")
 
 # --------------------------------------------------------------------------- is_success
 
@@ -106,6 +110,125 @@ def _reward_far_from_goal(ctx: Context, fn: Callable, s: StepRecord) -> float:
 _FARTHER = 2.0
 
 
+@dataclass(frozen=True)
+class Judged:
+    """A step with its is_success and whether compute_reward pays it the goal reward."""
+
+    step: StepRecord
+    ok: bool  # info["is_success"]
+    paid: bool  # the step's reward is what compute_reward(g, g) pays at the goal
+    # whether the goals the step started from are paid the goal reward (None: no such goals)
+    paid_before: bool | None
+    gap: float  # the step's reward minus the goal reward
+
+
+def judge(ctx: Context, fn: Callable, flagged: Sequence[tuple[StepRecord, bool]]) -> list[Judged]:
+    """Every step of ``flagged`` judged against ``compute_reward`` (one call to the env's
+    thread for all of them: the goal probe gives over a thousand)."""
+
+    def at_goal(ag: object, info: object) -> float:
+        ag = np.array(ag, copy=True)
+        value = fn(ag, np.array(ag, copy=True), copy_info(info))
+        return float(np.asarray(value, float).reshape(-1)[0])
+
+    def paid(goals: object, info: object) -> bool | None:
+        if not isinstance(goals, Mapping) or not all(k in goals for k in GOAL_PAIR):
+            return None
+        ag, dg = goals["achieved_goal"], goals["desired_goal"]
+        value = fn(np.array(ag, copy=True), np.array(dg, copy=True), copy_info(info))
+        return abs(float(np.asarray(value, float).reshape(-1)[0]) - at_goal(ag, info)) <= ATOL
+
+    def run() -> list[Judged]:
+        judged = []
+        before: dict[int, bool | None] = {}  # the probe's candidates share where they start
+        for s, ok in flagged:
+            gap = s.reward - at_goal(s.obs["achieved_goal"], s.info)
+            key = id(s.before)
+            if key not in before:
+                before[key] = paid(s.before, s.info)
+            judged.append(Judged(s, ok, abs(gap) <= ATOL, before[key], gap))
+        return judged
+
+    return ctx.call("compute_reward(g, g) of every step with is_success", run)
+
+
+def success_disagreement(
+    judged: Sequence[Judged], label: Callable[[StepRecord], str]
+) -> tuple[str, StepRecord] | None:
+    """What is wrong when ``is_success`` and the sparse reward disagree, with the step
+    that shows it, or None when they agree.
+
+    Three causes, tried in this order: ``is_success`` judged on the goals the step
+    started from (it then equals the goal reward of the state before the step on the
+    steps where it disagrees with the reward of the state after it, both ways: on a step
+    that reached the goal and on one that left it); ``achieved_goal``
+    not measuring what ``is_success`` does (:func:`success_off_achieved_goal`); two
+    thresholds on the one distance (each named by the farthest goal distance it accepts
+    and the nearest it refuses).
+    """
+    wrong = [j for j in judged if j.ok != j.paid]
+    if not wrong:
+        return None
+    late = _one_step_late(judged, wrong, label)
+    if late is not None:
+        return late
+    both_ways = {(j.ok, j.paid) for j in judged} >= {(True, False), (False, True)}
+    first = min(wrong, key=lambda j: goal_distance(j.step.obs))
+    says = "is" if first.paid else "is not"
+    seen = (
+        f"is_success={first.ok} but the reward {fmt(first.step.reward)} {says} what "
+        f"compute_reward pays at the goal, for achieved_goal="
+        f"{fmt(first.step.obs['achieved_goal'])}, desired_goal="
+        f"{fmt(first.step.obs['desired_goal'])}"
+    )
+    cause = success_off_achieved_goal([(j.step, j.ok) for j in judged], label, both_ways)
+    if cause is not None:
+        return f"{cause}. Here {seen}", first.step
+    return (
+        f"{seen}; is_success is True {_line(judged, lambda j: j.ok)}, compute_reward pays "
+        f"the goal reward {_line(judged, lambda j: j.paid)}: success and reward draw the "
+        "line at different distances",
+        first.step,
+    )
+
+
+def _line(judged: Sequence[Judged], inside: Callable[[Judged], bool]) -> str:
+    """Where a threshold on the goal distance sits: the farthest step inside, the nearest out."""
+    near = [goal_distance(j.step.obs) for j in judged if inside(j)]
+    far = [goal_distance(j.step.obs) for j in judged if not inside(j)]
+    if not near:
+        return "on no step"
+    text = f"up to goal distance {max(near):.4g}"
+    return text + (f" (not from {min(far):.4g})" if far else " (on every step)")
+
+
+def _one_step_late(
+    judged: Sequence[Judged], wrong: Sequence[Judged], label: Callable[[StepRecord], str]
+) -> tuple[str, StepRecord] | None:
+    """The finding when is_success answers for the state before the step, else None."""
+    before = [j for j in judged if j.paid_before is not None]
+    missed = sum(1 for j in before if j.ok != j.paid_before)
+    entered = [j for j in wrong if j.paid]  # the step reached the goal, is_success says no
+    left = [j for j in wrong if j.ok]  # the step left it, is_success still says yes
+    # Both ways: a step one threshold refuses never shows the other (two radii disagree
+    # one way, and an is_success that is rarely True agrees with almost anything).
+    if len(before) < len(judged) or not (entered and left) or missed * 10 > len(wrong):
+        return None
+    shown = [
+        f"{label(j.step)} {'reached' if j.paid else 'left'} the goal (achieved_goal "
+        f"{goal_distance(j.step.obs):.4g} from desired_goal, reward {fmt(j.step.reward)}) "
+        f"and reports is_success={j.ok}"
+        for j in (entered[:1] + left[:1])
+    ]
+    return (
+        "is_success is one step late: it says whether the goals the step started from were "
+        f"at the goal, not the goals it returned (on {len(before) - missed} of "
+        f"{len(before)} steps); {' and '.join(shown)}. Judge is_success on the "
+        "achieved_goal the step returns",
+        (entered or left)[0].step,
+    )
+
+
 def success_off_achieved_goal(
     flagged: Sequence[tuple[StepRecord, bool]],
     label: Callable[[StepRecord], str],
@@ -144,6 +267,22 @@ def success_off_achieved_goal(
 
 def _first(pair: tuple[float, StepRecord]) -> float:
     return pair[0]
+
+
+def _step_label(s: StepRecord) -> str:
+    return f"step {s.t}"
+
+
+def _late_in_rollout(
+    ctx: Context, fn: Callable, flagged: Sequence[tuple[StepRecord, bool]]
+) -> str | None:
+    try:
+        judged = judge(ctx, fn, flagged)
+    except (EnvCallError, TypeError, ValueError, IndexError, KeyError):
+        return None  # a broken compute_reward is the reward checks' finding
+    wrong = [j for j in judged if j.ok != j.paid]
+    late = _one_step_late(judged, wrong, _step_label) if wrong else None
+    return None if late is None else late[0]
 
 
 @register("success.consistent", "error", "is_success agrees with the reward compute_reward pays")
@@ -215,10 +354,10 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
                     None,
                 )
             )
-    if found and goals_ok:
-        # the likely cause first: the reward follows achieved_goal, is_success may not
-        cause = success_off_achieved_goal(
-            flagged, lambda s: f"step {s.t}", both_ways=paid_loss and unpaid_win
+    if found and goals_ok and fn is not None:
+        # the likely cause first: is_success a step late, or not measuring achieved_goal
+        cause = _late_in_rollout(ctx, fn, flagged) or success_off_achieved_goal(
+            flagged, _step_label, both_ways=paid_loss and unpaid_win
         )
         if cause is not None:
             out.fail(cause)

@@ -1083,17 +1083,95 @@ def check_vector_seed(ctx: Context, out: Outcome) -> None:
             "reset",
         )
         return
-    restarted = [s for s in range(t + 1) if first.steps[s].done[i]] if t > 0 else []
-    after = (
-        f"; sub-env {i} had restarted after step {restarted[-1]}: autoresets draw from a "
-        "generator that reset(seed=...) does not seed"
-        if restarted
-        else ""
-    )
+    autoreset = _last_autoreset(first, t, i)
+    if autoreset is None:
+        out.fail(
+            f"replaying reset(seed={ctx.seed}) and the same actions gave sub-env {i} {what} = "
+            f"{fmt(y)} at step {t}, the first run {fmt(x)}",
+            f"step {t}, sub-env {i}",
+        )
+        return
     out.fail(
-        f"replaying reset(seed={ctx.seed}) and the same actions gave sub-env {i} {what} = "
-        f"{fmt(y)} at step {t}, the first run {fmt(x)}{after}",
-        f"step {t}",
+        f"sub-env {i} drew another episode at its autoreset {autoreset} when reset(seed="
+        f"{ctx.seed}) and the same actions were replayed: at step {t} it gave {what} = "
+        f"{fmt(y)}, the first run {fmt(x)}: autoresets draw from a generator that "
+        "reset(seed=...) does not seed (draw them from the sub-env's own seeded generator)",
+        f"step {t}, sub-env {i}",
+    )
+
+
+def _last_autoreset(run: VecRun, t: int, i: int) -> str | None:
+    """When sub-env ``i`` last restarted by itself at or before step ``t``, in words."""
+    for s in range(min(t, len(run.steps) - 1), -1, -1):
+        if not run.steps[s].done[i]:
+            continue
+        if run.mode == AutoresetMode.SAME_STEP:
+            return f"in step {s} (its episode ended there)"
+        if run.mode == AutoresetMode.NEXT_STEP and s < t:
+            return f"in step {s + 1} (its episode ended at step {s})"
+        if run.mode == AutoresetMode.DISABLED and s < t:
+            return f"by reset(options={{'reset_mask': ...}}) after step {s}"
+    return None
+
+
+def episode_starts(run: VecRun) -> list[list[tuple[int, dict[str, np.ndarray]]]]:
+    """Each sub-env's episode starts, in order: ``(step, its first observation)``, the
+    reset's as step -1, then every autoreset's (a masked reset's after the step it follows)."""
+    if not isinstance(run.reset_obs, Mapping):
+        return [[] for _ in range(run.num_envs)]
+
+    def row(obs: Mapping, i: int) -> dict[str, np.ndarray]:
+        return {k: np.asarray(v)[i] for k, v in obs.items()}
+
+    starts = [[(-1, row(run.reset_obs, i))] for i in range(run.num_envs)]
+    for t, step in enumerate(run.steps):
+        if not isinstance(step.obs, Mapping):
+            break
+        for i in np.flatnonzero(_new_starts(run, t)).tolist():
+            starts[i].append((t, row(step.obs, i)))
+        if step.mask_reset is not None and isinstance(step.mask_reset_obs, Mapping):
+            for i in np.flatnonzero(step.mask_reset).tolist():
+                starts[i].append((t, row(step.mask_reset_obs, i)))
+    return starts
+
+
+def _same_start(a: Mapping, b: Mapping) -> bool:
+    return a.keys() == b.keys() and all(
+        np.shape(a[k]) == np.shape(b[k]) and bool(np.array_equal(a[k], b[k])) for k in a
+    )
+
+
+@register(
+    "vector.episodes_vary",
+    "warning",
+    "each sub-env's autoresets draw new episodes, not its first one again",
+    VECTOR,
+)
+def check_episodes_vary(ctx: Context, out: Outcome) -> None:
+    single_space(ctx)
+    run = vector_rollout(ctx)
+    starts = episode_starts(run)
+    restarted = [i for i, s in enumerate(starts) if len(s) > 1]
+    if not restarted:
+        raise SkipCheckError("no sub-env restarted in the rollout")
+    firsts = [s[0][1] for s in starts if s]
+    if all(_same_start(f, firsts[0]) for f in firsts[1:]) and len(firsts) > 1:
+        raise SkipCheckError("every sub-env starts alike (see vector.sub_envs_differ)")
+    if any(
+        not _same_start(start, starts[i][0][1]) for i in restarted for _, start in starts[i][1:]
+    ):
+        return
+    i = restarted[0]
+    t, start = starts[i][1]
+    count = sum(len(starts[j]) - 1 for j in restarted)
+    out.fail(
+        f"each of the {count} autoresets of {len(restarted)} sub-envs restarted its sub-env "
+        f"in the episode it drew at reset(seed={ctx.seed}): sub-env {i}'s episode from step "
+        f"{t} starts at desired_goal={fmt(start.get('desired_goal'))}, achieved_goal="
+        f"{fmt(start.get('achieved_goal'))}, as at the reset. Its generator is seeded again "
+        "with its first seed at every autoreset, so training sees one episode per sub-env: "
+        "seed it at reset(seed=...) only and let autoresets continue its draws",
+        f"step {t}, sub-env {i}",
     )
 
 
