@@ -476,14 +476,16 @@ def read_command(args: argparse.Namespace) -> Command:
     preset = load_preset(args.preset if args.preset is not None else preset_for(args.env_id))
     limit = {} if args.max_episode_steps is None else {"max_episode_steps": args.max_episode_steps}
     env = validate_training_env(args.env_id, {**env_kwargs, **limit}, args.algo or preset.algo)
+    horizon = episode_length(env)
     try:
         algo = args.algo or preset.algo or algo_for(env.action_space)
-        config = resolve_config(args.env_id, preset.path, algo, env_kwargs=env_kwargs, **given)
+        config = resolve_config(
+            args.env_id, preset.path, algo, horizon, env_kwargs=env_kwargs, **given
+        )
         _check_priority_flags(args, config)
     except BaseException:
         env.close()
         raise
-    horizon = episode_length(env)
     return Command(_fit_epochs(config, horizon, "epochs" in given), preset, horizon, env)
 
 
@@ -587,6 +589,7 @@ def run(args: argparse.Namespace) -> int:
     """``goalenvs train``: 0 when training finished, 1 when it failed, 2 on bad input."""
     from goalenvs.train.checkpoint import CheckpointError
     from goalenvs.train.env_workers import EnvWorkerError
+    from goalenvs.train.estimate import estimate
     from goalenvs.train.plan import PlanError, PreflightError
     from goalenvs.train.presets import run_length
     from goalenvs.train.trainer import Trainer, TrainingError
@@ -609,11 +612,12 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(shown, indent=2))
             print(f"{source}: {length}", file=sys.stderr)
             return 0
-        if main_worker:
-            print(f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}")
         trainer = Trainer(config, env=command.env, recorded=command.recorded)
         command.env = None  # the trainer's now: it closes it
         if main_worker:
+            timed = estimate(trainer) if command.preset is not None else None
+            length = length if timed is None else f"{length}; {timed.line()}"
+            print(f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}")
             for line in trainer.plan_lines():
                 print(f"goalenvs train: {line}", flush=True)
         result = trainer.run()
