@@ -39,3 +39,10 @@ class CursorEnv(gym.Env):
         success = bool(np.linalg.norm(self.cursor - self.goal) <= RADIUS)
         reward = float(self.compute_reward(self.cursor, self.goal, None))
         return self._obs(), reward, False, False, {"is_success": success}
+
+
+class Float64Cursor(CursorEnv):
+    """The same env with a common slip: float64 observations from float32 spaces."""
+
+    def _obs(self):
+        return {key: value.astype(np.float64) for key, value in super()._obs().items()}
