@@ -125,6 +125,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, type=int, help=f"{text}; {PRESET_DEFAULT}")
     parser.add_argument("--seed", type=int, help="random seed; default: the preset's, else 0")
     parser.add_argument(
+        "--seeds",
+        metavar="RANGE",
+        help="train one run per seed (0-4, or 0,3,7) one after another into one folder "
+        "(--out), then draw the set's curves (goalenvs.train.seeds)",
+    )
+    parser.add_argument(
         "--n-sampled-goal",
         type=int,
         help=f"HER's k: relabeled goals per real one; {PRESET_DEFAULT}",
@@ -585,6 +591,21 @@ def _fit_epochs(config: TrainConfig, horizon: int | None, epochs_given: bool) ->
     return config
 
 
+def _seeds(args: argparse.Namespace) -> list[int] | None:
+    """``--seeds``' list (None when not given); with ``--seed``, ``--resume`` or torchrun
+    a :class:`UsageError`."""
+    if args.seeds is None:
+        return None
+    from goalenvs.train.seeds import parse_seeds
+
+    for flag, given in (("--seed", args.seed), ("--resume", args.resume)):
+        if given is not None:
+            raise UsageError(f"--seeds {args.seeds} and {flag} {given}: give one of them")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise UsageError(f"--seeds {args.seeds}: runs one process per seed, not under torchrun")
+    return parse_seeds(args.seeds)
+
+
 def run(args: argparse.Namespace) -> int:
     """``goalenvs train``: 0 when training finished, 1 when it failed, 2 on bad input."""
     from goalenvs.train.checkpoint import CheckpointError
@@ -597,6 +618,7 @@ def run(args: argparse.Namespace) -> int:
     main_worker = int(os.environ.get("RANK", "0")) == 0  # under torchrun, worker 0 reports
     command = None
     try:
+        seeds = _seeds(args)
         shown = None
         # --show-config's JSON is for programs: what an env's C library prints to stdout
         # while it is built and probed (pybullet's banner) goes to stderr
@@ -612,6 +634,12 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(shown, indent=2))
             print(f"{source}: {length}", file=sys.stderr)
             return 0
+        if seeds is not None:
+            from goalenvs.train.seeds import train_seeds
+
+            header = f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}"
+            built, command.env = command.env, None  # the first seed's trainer closes it
+            return train_seeds(config, built, seeds, header)
         trainer = Trainer(config, env=command.env, recorded=command.recorded)
         command.env = None  # the trainer's now: it closes it
         if main_worker:
