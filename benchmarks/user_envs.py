@@ -40,7 +40,7 @@ ENVS = (
     ("noframes_env.py", "noframes_env.py:Reach", ()),
     ("cursor_env.py", "cursor_env.py:CursorEnv", ("--max-episode-steps", "50")),
 )
-ESTIMATE = re.compile(r"about (\d+(?:\.\d+)?) (s|minutes|hours) on this machine")
+ESTIMATE = re.compile(r"about (\d+(?:\.\d+)?) (s|minutes|hours) on this machine")  # all epochs
 
 
 def commit() -> str:

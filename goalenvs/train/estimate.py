@@ -39,10 +39,12 @@ class Estimate:
     seconds: float  # the run: env steps, acting, updates and evaluation
 
     def line(self) -> str:
-        """E.g. ``about 3 minutes on this machine (a step 24 us, an update 4.1 ms)``."""
+        """E.g. ``all epochs about 3 minutes on this machine (measured now: ...)``: the
+        whole schedule, which an early stop (``stop_success``) or a budget cuts short."""
         return (
-            f"about {duration(self.seconds)} on this machine (measured now: an env step "
-            f"{1e6 * self.step_seconds:.0f} us, an update {1e3 * self.update_seconds:.1f} ms)"
+            f"all epochs about {duration(self.seconds)} on this machine (measured now: an "
+            f"env step {1e6 * self.step_seconds:.0f} us, "
+            f"an update {1e3 * self.update_seconds:.1f} ms)"
         )
 
 

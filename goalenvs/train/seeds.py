@@ -63,7 +63,9 @@ def train_seeds(config: TrainConfig, env: gym.Env | None, seeds: list[int], head
         trainer = Trainer(seeded, env=env if index == 0 else None)
         if index == 0:
             timed = estimate(trainer)
-            total = "" if timed is None else f"; about {duration(timed.seconds * len(seeds))}"
+            total = ""
+            if timed is not None:
+                total = f"; all their epochs about {duration(timed.seconds * len(seeds))}"
             print(f"{header}; {len(seeds)} seeds one after another into {folder}{total}")
             for line in trainer.plan_lines():
                 print(f"goalenvs train: {line}", flush=True)

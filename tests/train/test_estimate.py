@@ -40,4 +40,4 @@ def test_the_estimate_adds_up_the_schedule_of_timed_parts(algo, tmp_path):
     steps = config.epochs * config.n_cycles * trainer.plan.rollout_steps
     least = updates * timed.update_seconds + steps * (timed.step_seconds + timed.act_seconds)
     assert least <= timed.seconds <= 10 * least
-    assert timed.line().startswith(f"about {duration(timed.seconds)} on this machine")
+    assert timed.line().startswith(f"all epochs about {duration(timed.seconds)} on this machine")
