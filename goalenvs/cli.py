@@ -1,4 +1,4 @@
-"""The ``goalenvs`` command: ``list``, ``check``, ``train``, ``play``.
+"""The ``goalenvs`` command: ``list``, ``check``, ``train``, ``play``, ``plot``.
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and
 ``run(args) -> int`` and is imported only when its subcommand runs (so ``goalenvs list``
@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "check": ("goalenvs.checker.cli", "check a goal env against the goal-env contract"),
     "train": ("goalenvs.train.cli", "train a registered HER algorithm on a goal env"),
     "play": ("goalenvs.play", "drive an env with the keyboard, or watch a saved policy"),
+    "plot": ("goalenvs.train.plot", "draw eval success across seeds"),
 }
 
 

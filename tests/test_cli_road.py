@@ -89,7 +89,7 @@ def test_train_in_a_users_folder_prints_a_play_command_that_runs(user_folder, sp
     assert "Traceback" not in trained.stderr
     # The plan comes first, then one plain line per epoch (output is not a terminal).
     lines = trained.stdout.splitlines()
-    assert lines[0].startswith(f"goalenvs train: ddpg on {spec}, preset baselines: 1 epochs x 2")
+    assert lines[0].startswith(f"goalenvs train: ddpg on {spec}, preset one_cpu: 1 epochs x 2")
     # The plan, every resolved choice, on the next lines (printed with --quiet too).
     assert re.fullmatch(
         r"goalenvs train: plan: networks on (cpu|cuda:?\d*), (bf16|fp32) updates, .*", lines[1]

@@ -108,22 +108,23 @@ def _run(args: argparse.Namespace) -> int:
         raise PlayError("--headless needs --policy PATH: keyboard play needs a window")
 
     policy = None
+    limit = args.max_episode_steps
     if policy_path is not None:
         policy = _load_policy(policy_path)
         if env_id is None:
             env_id = getattr(policy, "env_id", None)
             if not env_id:
                 raise PlayError(f"{policy_path} does not name its env; pass ENV_ID")
-        # The checkpoint's env arguments belong to its env; another id gets only its own.
+        # The checkpoint's env arguments and time limit belong to its env; another id gets
+        # only its own. Decided once here, before the spec is rewritten to a findable path.
         if env_id == getattr(policy, "env_id", None):
             if args.env_kwargs is None:
                 env_kwargs = dict(getattr(policy, "env_kwargs", None) or {})
+            if limit is None:
+                limit = getattr(policy, "max_episode_steps", None)  # the run's time limit
             env_id = _find_env(env_id, getattr(policy, "env_file", None), policy_path)
     if env_id is None:
         raise PlayError("give an ENV_ID to drive, or --policy PATH to watch")
-    limit = args.max_episode_steps
-    if limit is None and policy is not None and env_id == getattr(policy, "env_id", None):
-        limit = getattr(policy, "max_episode_steps", None)  # the run's time limit
     if limit is not None:
         env_kwargs = {**env_kwargs, "max_episode_steps": limit}
 

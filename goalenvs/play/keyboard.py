@@ -11,7 +11,15 @@ import numpy as np
 from gymnasium import spaces
 
 from goalenvs.envs.canvas import Window, import_pygame
-from goalenvs.play.screen import EpisodeStats, PlayError, Recorder, Screen, is_success, render_fps
+from goalenvs.play.screen import (
+    EpisodeStats,
+    PlayError,
+    Recorder,
+    Screen,
+    episode_cap,
+    is_success,
+    render_fps,
+)
 
 # Turn-based envs only change on input, so their window polls at least this often
 # (BitFlipping's render_fps of 4 would make a key press wait up to 250 ms).
@@ -208,8 +216,9 @@ def drive(
     steps the env with the controller's actions, records every new frame, and shows the
     latest one at ``fps`` (default: the env's ``render_fps``, at least
     ``TURN_BASED_POLL_FPS`` for turn-based envs). A window made here is
-    closed on return; a ``window`` passed in stays open. Returns the finished episodes'
-    statistics.
+    closed on return; a ``window`` passed in stays open. An episode the env does not end
+    stops at its declared length or a ceiling (:func:`~goalenvs.play.screen.episode_cap`).
+    Returns the finished episodes' statistics.
     """
     if env.render_mode != "rgb_array":
         raise PlayError(
@@ -223,6 +232,7 @@ def drive(
             fps = max(fps, TURN_BASED_POLL_FPS)
     screen = Screen(env, fps, window, True, recorder)
     stats = EpisodeStats()
+    cap, why = episode_cap(env)
     try:
         env.reset(seed=seed)
         frame = screen.capture()
@@ -240,7 +250,9 @@ def drive(
                     length += 1
                     frame = screen.capture()
                     if not (terminated or truncated):
-                        continue
+                        if length < cap:
+                            continue
+                        print(f"episode {stats.episodes + 1} stopped after {length} steps: {why}")
                     line = stats.add(episode_return, length, is_success(info))
                     if verbose:
                         print(line)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from goalenvs.core import episode_length
 from goalenvs.envs.canvas import Window
 
 RECORD_FORMATS = (".gif", ".mp4")
@@ -70,6 +71,22 @@ class EpisodeStats:
             f"episode length {float(np.mean(self.lengths)):.1f} "
             f"(min {min(self.lengths)}, max {max(self.lengths)})"
         )
+
+
+EPISODE_CEILING = 1000  # steps of an episode of an env that declares no length
+
+
+def episode_cap(env: Any) -> tuple[int, str]:
+    """The step count past which play cuts an episode the env did not end, and the reason
+    it then prints: the env's declared length (:func:`goalenvs.core.episode_length`), or
+    :data:`EPISODE_CEILING` where it declares none."""
+    declared = episode_length(env)
+    if declared is not None:
+        return declared, f"the episode length {declared} passed and the env did not end it"
+    return EPISODE_CEILING, (
+        f"the env declares no episode length and did not end it in {EPISODE_CEILING} steps; "
+        "give one with --max-episode-steps N"
+    )
 
 
 def render_fps(env: Any, fps: int | None) -> int:

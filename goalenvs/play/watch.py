@@ -12,7 +12,15 @@ import numpy as np
 from gymnasium import spaces
 
 from goalenvs.envs.canvas import Window
-from goalenvs.play.screen import EpisodeStats, PlayError, Recorder, Screen, is_success, render_fps
+from goalenvs.play.screen import (
+    EpisodeStats,
+    PlayError,
+    Recorder,
+    Screen,
+    episode_cap,
+    is_success,
+    render_fps,
+)
 
 DEFAULT_WATCH_EPISODES = 10
 
@@ -37,7 +45,9 @@ def watch(
     ``fps`` (default the env's ``render_fps``; ``show=False`` for none) and written to
     ``record`` (a ``.gif`` / ``.mp4`` path, written on return, or a :class:`Recorder`
     the caller closes). Esc or closing the window stops early; the statistics then cover
-    the finished episodes. An env in ``human`` mode draws its own window.
+    the finished episodes. An env in ``human`` mode draws its own window. An episode the
+    env does not end stops at its declared length, or at a ceiling where it declares none
+    (:func:`~goalenvs.play.screen.episode_cap`), with a line that says so.
     """
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
@@ -50,6 +60,7 @@ def watch(
         )
     screen = Screen(env, fps, window, show, recorder)
     stats = EpisodeStats()
+    cap, why = episode_cap(env)
     try:
         for episode in range(int(episodes)):
             obs, info = env.reset(seed=seed if episode == 0 else None)
@@ -61,6 +72,9 @@ def watch(
                 episode_return += float(reward)
                 length += 1
                 done = bool(terminated or truncated)
+                if not done and length >= cap:
+                    done = True
+                    print(f"episode {stats.episodes + 1} stopped after {length} steps: {why}")
                 frame = screen.capture()
                 running = screen.display(frame) and not screen.quit_asked()
             if not done:

@@ -125,6 +125,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, type=int, help=f"{text}; {PRESET_DEFAULT}")
     parser.add_argument("--seed", type=int, help="random seed; default: the preset's, else 0")
     parser.add_argument(
+        "--seeds",
+        metavar="RANGE",
+        help="train one run per seed (0-4, or 0,3,7) one after another into one folder "
+        "(--out), then draw the set's curves (goalenvs.train.seeds)",
+    )
+    parser.add_argument(
         "--n-sampled-goal",
         type=int,
         help=f"HER's k: relabeled goals per real one; {PRESET_DEFAULT}",
@@ -476,14 +482,16 @@ def read_command(args: argparse.Namespace) -> Command:
     preset = load_preset(args.preset if args.preset is not None else preset_for(args.env_id))
     limit = {} if args.max_episode_steps is None else {"max_episode_steps": args.max_episode_steps}
     env = validate_training_env(args.env_id, {**env_kwargs, **limit}, args.algo or preset.algo)
+    horizon = episode_length(env)
     try:
         algo = args.algo or preset.algo or algo_for(env.action_space)
-        config = resolve_config(args.env_id, preset.path, algo, env_kwargs=env_kwargs, **given)
+        config = resolve_config(
+            args.env_id, preset.path, algo, horizon, env_kwargs=env_kwargs, **given
+        )
         _check_priority_flags(args, config)
     except BaseException:
         env.close()
         raise
-    horizon = episode_length(env)
     return Command(_fit_epochs(config, horizon, "epochs" in given), preset, horizon, env)
 
 
@@ -583,10 +591,26 @@ def _fit_epochs(config: TrainConfig, horizon: int | None, epochs_given: bool) ->
     return config
 
 
+def _seeds(args: argparse.Namespace) -> list[int] | None:
+    """``--seeds``' list (None when not given); with ``--seed``, ``--resume`` or torchrun
+    a :class:`UsageError`."""
+    if args.seeds is None:
+        return None
+    from goalenvs.train.seeds import parse_seeds
+
+    for flag, given in (("--seed", args.seed), ("--resume", args.resume)):
+        if given is not None:
+            raise UsageError(f"--seeds {args.seeds} and {flag} {given}: give one of them")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise UsageError(f"--seeds {args.seeds}: runs one process per seed, not under torchrun")
+    return parse_seeds(args.seeds)
+
+
 def run(args: argparse.Namespace) -> int:
     """``goalenvs train``: 0 when training finished, 1 when it failed, 2 on bad input."""
     from goalenvs.train.checkpoint import CheckpointError
     from goalenvs.train.env_workers import EnvWorkerError
+    from goalenvs.train.estimate import estimate
     from goalenvs.train.plan import PlanError, PreflightError
     from goalenvs.train.presets import run_length
     from goalenvs.train.trainer import Trainer, TrainingError
@@ -594,6 +618,7 @@ def run(args: argparse.Namespace) -> int:
     main_worker = int(os.environ.get("RANK", "0")) == 0  # under torchrun, worker 0 reports
     command = None
     try:
+        seeds = _seeds(args)
         shown = None
         # --show-config's JSON is for programs: what an env's C library prints to stdout
         # while it is built and probed (pybullet's banner) goes to stderr
@@ -609,11 +634,18 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(shown, indent=2))
             print(f"{source}: {length}", file=sys.stderr)
             return 0
-        if main_worker:
-            print(f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}")
+        if seeds is not None:
+            from goalenvs.train.seeds import train_seeds
+
+            header = f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}"
+            built, command.env = command.env, None  # the first seed's trainer closes it
+            return train_seeds(config, built, seeds, header)
         trainer = Trainer(config, env=command.env, recorded=command.recorded)
         command.env = None  # the trainer's now: it closes it
         if main_worker:
+            timed = estimate(trainer) if command.preset is not None else None
+            length = length if timed is None else f"{length}; {timed.line()}"
+            print(f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}")
             for line in trainer.plan_lines():
                 print(f"goalenvs train: {line}", flush=True)
         result = trainer.run()

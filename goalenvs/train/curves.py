@@ -5,6 +5,33 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+
+def format_env_steps(value: float, _position: object = None) -> str:
+    """An env-step count as a tick reads it: ``0``, ``800``, ``12k``, ``1.5M``."""
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.0f}"
+
+
+def env_steps_axis(ax: Any) -> None:
+    """An x axis of env steps: a few ticks, each in k / M (``100k``, ``150k``), so long
+    counts never run together."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
+    ax.xaxis.set_major_formatter(FuncFormatter(format_env_steps))
+    ax.set_xlabel("env steps")
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Writes ``fig`` to ``path``, replaced atomically, so a viewer never sees half an image."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
+    fig.savefig(tmp)
+    os.replace(tmp, path)
+    return path
 
 
 def plot_curves(
@@ -47,10 +74,8 @@ def plot_curves(
         axes[2].legend(loc="best", fontsize="small")
     for ax in axes:
         ax.grid(alpha=0.3)
+        env_steps_axis(ax)
     if title:
         fig.suptitle(title)
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.88, wspace=0.25)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
-    fig.savefig(tmp)
-    os.replace(tmp, path)
-    return path
+    return save_figure(fig, path)

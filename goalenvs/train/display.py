@@ -78,9 +78,11 @@ class Display:
 
     def epoch(self, row: dict[str, Any], best: float) -> None:
         """Prints the epoch's summary line."""
-        losses = "  ".join(
-            f"{LABELS.get(name, name)} {row[name]:.3g}" for name in loss_names(self.config.algo)
-        )
+        names = loss_names(self.config.algo)
+        losses = "  ".join(f"{LABELS.get(name, name)} {row[name]:.3g}" for name in names)
+        if not any(np.isfinite(row[name]) for name in names):
+            # no loss to show: the replay buffer never held a batch's worth this epoch
+            losses = "no update yet (the buffer fills first)"
         line = (
             f"epoch {row['epoch']:>3}/{self.config.epochs}  steps {row['env_steps']:>7}  "
             f"success {row['eval_success']:.2f} (best {best:.2f})  "

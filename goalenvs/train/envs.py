@@ -5,6 +5,7 @@ reading its goal functions and reward range."""
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +57,42 @@ def validate_training_env(env_id: str, env_kwargs: dict[str, Any], algo: str | N
         env.close()
         raise
     return env
+
+
+# gymnasium's passive checker on an observation of another dtype than its space's (the
+# second follows from the first: a Box holds only what casts safely to its dtype)
+_DTYPE_WARNINGS = (
+    r".*The obs returned by the `(reset|step)\(\)` method "
+    r"(was expecting numpy array dtype|is not within the observation space)"
+)
+
+
+def observation_dtype_note(env: gym.Env, env_id: str, seed: int) -> str | None:
+    """One line when ``env``'s reset observation has entries of another dtype than its
+    space declares (float64 from a float32 Box, say), which training casts to the space's;
+    then gymnasium's own warnings about it, four a run in colour, are silenced. None when
+    every entry has its space's dtype."""
+    space = env.observation_space
+    assert isinstance(space, spaces.Dict)  # validate_training_env checked it
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_DTYPE_WARNINGS, category=UserWarning)
+        obs, _ = env.reset(seed=seed)
+    found = {
+        key: (np.asarray(obs[key]).dtype, space[key].dtype)
+        for key in space.spaces
+        if key in obs
+        and space[key].dtype is not None
+        and np.asarray(obs[key]).dtype != space[key].dtype
+    }
+    if not found:
+        return None
+    warnings.filterwarnings("ignore", message=_DTYPE_WARNINGS, category=UserWarning)
+    entries = ", ".join(f"{key} {got} (space {want})" for key, (got, want) in found.items())
+    return (
+        f"{env_id} returns observations of another dtype than its space: {entries}; "
+        "training casts them to the space's (`goalenvs check` calls it api.obs_dtype; "
+        "`.astype(space.dtype)` in the env fixes it)"
+    )
 
 
 def device_twin_problem(env_id: str) -> str | None:

@@ -42,6 +42,7 @@ from goalenvs.train.envs import (
     device_twin_problem,
     goal_function,
     has_native_twin,
+    observation_dtype_note,
     probe_rewards,
     return_range,
     scalar_info_keys,
@@ -231,6 +232,9 @@ def make_plan(
     machine can give it: :func:`check_recorded`)."""
     notes: list[str] = list(check_recorded(config, recorded))
     checked = _preflight(config, env, notes)
+    dtype_note = observation_dtype_note(env, config.env_id, config.seed)
+    if dtype_note is not None:
+        notes.append(dtype_note)
     horizon = episode_length(env)
     if horizon is None and checked is not None and checked.episode_length is not None:
         horizon = checked.episode_length

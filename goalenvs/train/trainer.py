@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import logging
 import math
@@ -66,6 +67,7 @@ from goalenvs.train.collectors import Collector, make_backend
 from goalenvs.train.display import Display, mean_or_nan
 from goalenvs.train.envs import goal_function, has_native_twin, validate_training_env
 from goalenvs.train.plan import check_device, follow_recorded, make_plan, target_clip
+from goalenvs.train.policy import Policy, load_policy
 from goalenvs.train.resume_state import capture_random_state, restore_random_state
 from goalenvs.train.run_folder import (
     Counters,
@@ -104,6 +106,11 @@ class TrainResult:
     def latest_policy(self) -> Path:
         """Path of ``policy_latest.pt``."""
         return self.run_dir / "policy_latest.pt"
+
+    @functools.cached_property
+    def policy(self) -> Policy:
+        """The best policy, loaded on the CPU (``result.policy.predict(obs)``)."""
+        return load_policy(self.best_policy)
 
 
 def training_device(name: str) -> torch.device:

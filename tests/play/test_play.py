@@ -327,6 +327,18 @@ def test_drive_counts_finished_episodes_and_resets(window):
     env.close()
 
 
+def test_drive_ends_an_episode_at_the_declared_length_the_env_ignores(window, capsys):
+    class Declares(DotEnv):
+        max_episode_steps = 6  # declared, but step() never truncates
+
+    env = Declares(render_mode="rgb_array")
+    stats = drive(env, window=window, frames=8, fps=1000, seed=0)
+    assert stats.lengths == [6] and stats.successes == [False]
+    out = capsys.readouterr().out
+    assert "episode 1 stopped after 6 steps: the episode length 6 passed" in out
+    env.close()
+
+
 class FrameCounter:
     """A recorder that only counts the frames it is handed."""
 

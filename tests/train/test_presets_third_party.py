@@ -19,7 +19,7 @@ from goalenvs.train.presets import preset_for, resolve_config
         ("panda_gym:PandaReachDense-v3", "panda"),
         # goalenvs' own Parking twin keeps its preset (ids are matched case-sensitively).
         ("goalenvs/Parking-v0", "parking"),
-        ("highway_env:highway-v0", "baselines"),
+        ("highway_env:highway-v0", "one_cpu"),  # no preset of its own: the CPU default
     ],
 )
 def test_third_party_ids_get_their_preset(env_id, preset):

@@ -87,7 +87,8 @@ def test_no_preflight_skips_the_checks_and_the_buffer_still_refuses_a_scalar_rew
 ):
     out = tmp_path / "run"
     argv = ["train", spec("scalar_reward"), *TINY, "--out", str(out), "--no-preflight"]
-    code = main([*argv, "--max-episode-steps", "20"])
+    # baselines' cycles of one whole episode: the buffer samples in the first cycle
+    code = main([*argv, "--max-episode-steps", "20", "--preset", "baselines"])
     err = capsys.readouterr().err
     assert code == 2
     assert "Reach2D.compute_reward returned shape () for a batch of" in err

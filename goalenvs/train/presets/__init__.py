@@ -1,14 +1,18 @@
 """Presets: hyperparameters that work, one TOML file per env family, chosen by env id.
 
-``goalenvs train ENV_ID`` starts from the preset whose ``envs`` patterns match ENV_ID
-(``baselines``, the config dataclasses' defaults, when none does); ``--preset NAME|PATH``
-picks another; command-line flags override the preset. A preset file holds::
+``goalenvs train ENV_ID`` starts from the preset whose ``envs`` patterns match ENV_ID;
+when none does, ``one_cpu`` (a schedule for one CPU, sized to the env's episode length)
+serves every env outside goalenvs' own ids, and ``baselines`` (the config dataclasses'
+defaults) goalenvs' own; ``--preset NAME|PATH`` picks another; command-line flags
+override the preset. A preset file holds::
 
     description = "one line"
     envs = ["goalenvs/PointReach-v*"]  # fnmatch patterns of the ids it is the default for
     algo = "ddpg"                      # optional: the algorithm its fields are for
     [config]                           # fields of that algorithm's config dataclass
     epochs = 30
+    [per_episode_step]                 # optional: fields sized to the episode length T:
+    n_cycles = 0.4                     # round(0.4 x T), at least 1 (T unknown: [config]'s)
     [device]                           # optional: fields set on top of [config] when the
     num_envs = 2048                    # run trains on a GPU (see takes_device_section)
     [measured]                         # optional: the speed measured with [config]
@@ -43,7 +47,8 @@ from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.registry import get_algo
 
 PRESET_DIR = Path(__file__).resolve().parent
-DEFAULT_PRESET = "baselines"
+DEFAULT_PRESET = "baselines"  # goalenvs' own ids that no preset names
+OTHER_ENVS_PRESET = "one_cpu"  # every other env that no preset names: a user's, say
 # Fields a config takes as tuples; TOML has arrays.
 _TUPLE_FIELDS = ("hidden_sizes", "info_keys", "clip_range")
 
@@ -60,6 +65,7 @@ class Preset:
     config: dict[str, Any] = field(default_factory=dict)  # config fields it sets
     device: dict[str, object] = field(default_factory=dict)  # on top of them on a GPU's device loop
     measured: dict[str, Any] = field(default_factory=dict)  # env_steps_per_s, machine
+    per_episode_step: dict[str, float] = field(default_factory=dict)  # field -> x episode length
 
 
 def preset_names() -> list[str]:
@@ -90,7 +96,7 @@ def load_preset(name_or_path: str | os.PathLike) -> Preset:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"preset {str(path)!r} is not valid TOML: {exc}") from None
-    known = {"description", "envs", "algo", "config", "device", "measured"}
+    known = {"description", "envs", "algo", "config", "device", "measured", "per_episode_step"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"preset {str(path)!r}: unknown keys {unknown}; expected {sorted(known)}")
@@ -98,10 +104,17 @@ def load_preset(name_or_path: str | os.PathLike) -> Preset:
     if algo is not None:
         get_algo(algo, argument=f"preset {path.stem!r}: algo")
     config, device = data.get("config", {}), data.get("device", {})
-    measured = data.get("measured", {})
-    for name, table in (("config", config), ("device", device), ("measured", measured)):
+    measured, per_step = data.get("measured", {}), data.get("per_episode_step", {})
+    tables = (("config", config), ("device", device), ("measured", measured))
+    for name, table in (*tables, ("per_episode_step", per_step)):
         if not isinstance(table, dict):
             raise ValueError(f"preset {str(path)!r}: [{name}] must be a table")
+    for name, factor in per_step.items():
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+            raise ValueError(
+                f"preset {str(path)!r}: [per_episode_step] {name} = {factor!r}: expected a "
+                "number > 0 (the field is that many times the episode length)"
+            )
     if measured and (
         set(measured) != {"env_steps_per_s", "machine"}
         or not isinstance(measured["env_steps_per_s"], (int, float))
@@ -120,6 +133,7 @@ def load_preset(name_or_path: str | os.PathLike) -> Preset:
         config=dict(config),
         device=dict(device),
         measured=dict(measured),
+        per_episode_step=dict(per_step),
     )
 
 
@@ -164,12 +178,14 @@ def _bare_id(env_id: str) -> str:
 
 
 def preset_for(env_id: str) -> str:
-    """The name of the shipped preset whose ``envs`` match ``env_id`` (``baselines`` if none)."""
+    """The name of the shipped preset whose ``envs`` match ``env_id``; when none does,
+    ``baselines`` for goalenvs' own ids and ``one_cpu`` for any other env (a user's own,
+    a third party's), which the machine at hand, likely a CPU, must train."""
     for name in preset_names():
         preset = load_preset(name)
         if any(fnmatch.fnmatchcase(_bare_id(env_id), pattern) for pattern in preset.envs):
             return name
-    return DEFAULT_PRESET
+    return DEFAULT_PRESET if _bare_id(env_id).startswith("goalenvs/") else OTHER_ENVS_PRESET
 
 
 def runs_on_cuda(device: str) -> bool:
@@ -205,9 +221,14 @@ def resolve_config(
     env_id: str,
     preset: str | os.PathLike | None = None,
     algo: str | None = None,
+    horizon: int | None = None,
     **overrides: Any,
 ) -> TrainConfig:
     """The config for ``env_id``: ``preset`` (default: :func:`preset_for`), then ``overrides``.
+
+    ``horizon``, the env's episode length, sizes the preset's ``[per_episode_step]``
+    fields (each ``round(factor x horizon)``, at least 1); without it they keep their
+    ``[config]`` values.
 
     ``algo`` defaults to the preset's; one of them must name it. The preset's ``[device]``
     fields join its ``[config]`` ones when :func:`takes_device_section`. With another algorithm
@@ -237,6 +258,9 @@ def resolve_config(
             f"preset {chosen.name!r} sets {unknown}, not fields of {cls.__name__} (algo "
             f"{algo!r}); valid fields: {sorted(names)}"
         )
+    if horizon is not None:
+        for name, factor in chosen.per_episode_step.items():
+            settings[name] = max(1, round(factor * horizon))
     settings = {**settings, "env_id": env_id, **overrides}
     for key in _TUPLE_FIELDS:
         if isinstance(settings.get(key), list):

@@ -1,0 +1,86 @@
+"""A run of a user's env that never ends an episode itself, played from a folder other than
+the one it trained in: play takes the episode length the run recorded, and an env with no
+length at all is cut at a ceiling with a line that says why, never played without end."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from goalenvs.play.screen import EPISODE_CEILING
+from goalenvs.play.watch import watch
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+USER_ENV = ROOT / "tests" / "user_envs" / "cursor_env.py"
+LENGTH = 12
+EPISODE = re.compile(r"^episode \d+: return -?\d+\.\d\d, length (\d+), success", re.MULTILINE)
+
+
+def goalenvs(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "SDL_VIDEODRIVER": "dummy"}
+    return subprocess.run(
+        [sys.executable, "-m", "goalenvs", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=240,
+    )
+
+
+def test_a_run_of_a_never_ending_env_plays_its_recorded_length_from_another_folder(tmp_path):
+    user, elsewhere = tmp_path / "user", tmp_path / "elsewhere"
+    user.mkdir()
+    elsewhere.mkdir()
+    shutil.copy(USER_ENV, user / "cursor_env.py")
+    tiny = ["--epochs", "1", "--cycles", "2", "--batches", "1", "--batch-size", "16"]
+    argv = ["train", "cursor_env.py:CursorEnv", "--max-episode-steps", str(LENGTH), *tiny]
+    trained = goalenvs([*argv, "--out", "run", "--quiet"], user)
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    policy = user / "run" / "policy_best.pt"
+
+    played = goalenvs(["play", str(policy), "--headless", "--episodes", "2"], elsewhere)
+    assert played.returncode == 0, played.stderr
+    assert [int(n) for n in EPISODE.findall(played.stdout)] == [LENGTH, LENGTH]
+    assert "stopped after" not in played.stdout  # the recorded TimeLimit ended them
+
+
+def test_an_env_declaring_no_length_stops_at_the_ceiling_with_one_line(capsys):
+    sys.path.insert(0, str(USER_ENV.parent))
+    try:
+        from cursor_env import CursorEnv
+    finally:
+        sys.path.remove(str(USER_ENV.parent))
+    env = CursorEnv()
+    stats = watch(env, lambda obs: env.action_space.sample() * 0, episodes=1, show=False)
+    assert stats.lengths == [EPISODE_CEILING]
+    out = capsys.readouterr().out
+    assert (
+        f"episode 1 stopped after {EPISODE_CEILING} steps: the env declares no episode length"
+        in out
+    )
+    assert "--max-episode-steps N" in out
+
+
+def test_a_declared_length_the_env_ignores_still_ends_the_episode(capsys):
+    sys.path.insert(0, str(USER_ENV.parent))
+    try:
+        from cursor_env import CursorEnv
+    finally:
+        sys.path.remove(str(USER_ENV.parent))
+
+    class Declares(CursorEnv):
+        max_episode_steps = 7  # declared, but step() never truncates
+
+    stats = watch(Declares(), lambda obs: [0.0, 0.0], episodes=2, show=False)
+    assert stats.lengths == [7, 7]
+    assert capsys.readouterr().out.count("stopped after 7 steps: the episode length 7") == 2
