@@ -757,10 +757,10 @@ def h100_scaling() -> str:
         ),
     ]
     lines = [
-        "Measured on one NVIDIA H100 80GB machine with 16 CPU cores, 2026-11-25, each run "
-        f"alone on it (`benchmarks/results/{H100.name}/` and "
-        f"`benchmarks/results/{SCALING_H100.name}/`, whose READMEs name the commands and "
-        "versions); every run was stopped by a time limit.",
+        "Measured on one NVIDIA H100 80GB machine with 16 CPU cores, 2026-11-25 "
+        f"(`benchmarks/results/{H100.name}/` and "
+        f"`benchmarks/results/{SCALING_H100.name}/`, whose READMEs name the commands, the "
+        "versions and what else ran on the machine); every run was stopped by a time limit.",
         "",
         "| run | env steps/s (median epoch) | env steps (seconds) to eval 0.5 | to 0.7 | best eval "
         "success (env steps, seconds) | seconds when stopped |",
@@ -1963,7 +1963,8 @@ def preset_panda_push() -> str:
 
 def preset_panda() -> str:
     """panda.toml: PandaPush's env step in the floor, PandaReach's runs (panda.jsonl)."""
-    meta, _ = _manipulation("panda_push_s0")
+    name = _seeds("panda_push")[0]
+    meta, _ = _manipulation(name)
     per_step = meta["floor"]["env_seconds_per_cycle"] / (16 * 50) * 1e3
     reach = sorted(
         (r for r in read_jsonl("panda.jsonl") if r["env"] == "PandaReach-v3"),
@@ -1973,7 +1974,7 @@ def preset_panda() -> str:
     first = [r["curve"][0] for r in reach]
     return _comment(
         f"A PandaPush step took {per_step:.2f} ms in bare SyncVectorEnv steps of 16 envs "
-        f"(benchmarks/results/manipulation/panda_push_s0.json, the floor, 2 cores at load "
+        f"(benchmarks/results/manipulation/{name}.json, the floor, 2 cores at load "
         f"average {meta['load_after'][0]:.1f}-{meta['load_before'][0]:.1f}). PandaReach-v3 "
         f"with this preset (benchmarks/results/panda.jsonl, seeds {reach[0]['seed']}-"
         f"{reach[-1]['seed']}, load average {min(loads):.1f}-{max(loads):.1f}): eval success "
