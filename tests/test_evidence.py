@@ -167,3 +167,51 @@ def test_fetch_runs_stop_at_the_mark_and_slide_runs_go_on_to_their_cap(tmp_path,
         "train", "--resume", str(tmp_path / "slide"), "--quiet", "--stop-success", "1",
         "--max-env-steps", "1000000",
     ]  # fmt: skip
+
+
+# ------------------------------------------------------------ the records on disk
+
+# bf16 updates became the CPU default at 9127ab6 (2026-11-27 01:41 UTC): a run recorded
+# before it trained in float32.
+BF16_DEFAULT = "2026-11-27 01:41"
+
+
+def _preset_precision(name: str) -> str:
+    from goalenvs.train.presets import load_preset
+
+    return str(load_preset(name).config.get("precision", "auto"))
+
+
+def test_a_preset_measured_before_bf16_pins_fp32():
+    """parking (train.jsonl) and fetch_reach (tuned_sb3/runs.jsonl) were measured in
+    float32; on a CPU with bf16 instructions ``auto`` would train otherwise."""
+    measured = {
+        "parking": [
+            r["date"]
+            for r in evidence.read_jsonl("train.jsonl")
+            if r["task"] == "parking" and r["who"].startswith("goalenvs")
+        ],
+        "fetch_reach": [
+            r["date"]
+            for r in evidence.read_jsonl("tuned_sb3/runs.jsonl")
+            if r["task"] == "fetch_reach" and r["who"] == "ours"
+        ],
+    }
+    for preset, dates in measured.items():
+        assert dates and max(dates) < BF16_DEFAULT, preset
+        assert _preset_precision(preset) == "fp32", preset
+
+
+def test_a_kept_run_trained_in_the_precision_its_preset_resolves():
+    """Each kept run in manipulation/ resolved the precision its preset asks for now: the
+    pinned one, or bf16 from ``auto`` on a CPU with bf16 instructions."""
+    from goalenvs.train.presets import preset_for
+
+    runs = sorted((evidence.RESULTS / "manipulation").glob("*_s[0-9].json"))
+    assert runs
+    for path in runs:
+        meta = json.loads(path.read_text())
+        ran = meta["config"]["plan"]["precision"]
+        pinned = _preset_precision(preset_for(meta["env_id"]))
+        bf16 = meta["config"]["plan"]["machine"]["cpu_bf16"]
+        assert ran == (pinned if pinned != "auto" else ("bf16" if bf16 else "fp32")), path.name
