@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import evidence  # noqa: E402
 import fetch  # noqa: E402
+import report  # noqa: E402
 
 from goalenvs.train.machine import cpu_model, describe_machine, usable_cores  # noqa: E402
 
@@ -171,9 +172,55 @@ def test_fetch_runs_stop_at_the_mark_and_slide_runs_go_on_to_their_cap(tmp_path,
 
 # ------------------------------------------------------------ the records on disk
 
-# bf16 updates became the CPU default at 9127ab6 (2026-11-27 01:41 UTC): a run recorded
-# before it trained in float32.
-BF16_DEFAULT = "2026-11-27 01:41"
+
+def result_records() -> list[tuple[str, dict]]:
+    """(file and line, record) of every record under benchmarks/results/: each .json, each
+    line of a .jsonl, each .log written by ``evidence.py record``. Any other file there
+    sits beside a record of the same stem (a run's progress.csv, a tried run's preset) or
+    is named by a record (a preset file a run trained with)."""
+    found, others = [], []
+    for path in sorted(evidence.RESULTS.rglob("*")):
+        name = str(path.relative_to(evidence.RESULTS))
+        if path.suffix == ".json":
+            found.append((name, json.loads(path.read_text())))
+        elif path.suffix == ".jsonl":
+            lines = path.read_text().splitlines()
+            found += [(f"{name}:{n}", json.loads(line)) for n, line in enumerate(lines, 1)]
+        elif path.suffix == ".log":
+            found.append((name, evidence.read_record(path)[0]))
+        elif path.is_file():
+            others.append((name, path))
+    named = " ".join(json.dumps(record) for _, record in found)
+    for name, path in others:
+        runs = path.parent.glob(f"{path.stem}_s[0-9].json")
+        beside = path.with_suffix(".json").is_file() or any(runs)
+        assert beside or name in named, f"{name}: no record, beside none, named by none"
+    return found
+
+
+def test_every_result_record_names_its_commit_and_cpu_model():
+    """A figure in the docs comes from a record that says which tree trained it and on
+    which CPU (benchmarks/report.py draws no table from anything else)."""
+    records = result_records()
+    assert len(records) > 100
+    missing = [
+        name
+        for name, record in records
+        if not record.get("commit") or not cpu_model_of(record.get("machine"))
+    ]
+    assert not missing, f"records without a commit or a CPU model: {missing}"
+
+
+def cpu_model_of(machine) -> str:
+    """The CPU model a record's machine names ("" for none: a bare architecture)."""
+
+    return report.cpu_words(machine)
+
+
+def test_a_record_without_a_cpu_model_is_seen():
+    assert cpu_model_of({"cpu": "AMD EPYC", "cores": 2}) == "AMD EPYC"
+    for machine in ({"cores": 2, "cpu": "x86_64"}, "x86_64, 2 cores, ", "x86_64, 2 cores", None):
+        assert cpu_model_of(machine) == "", machine
 
 
 def _preset_precision(name: str) -> str:
@@ -182,23 +229,11 @@ def _preset_precision(name: str) -> str:
     return str(load_preset(name).config.get("precision", "auto"))
 
 
-def test_a_preset_measured_before_bf16_pins_fp32():
-    """parking (train.jsonl) and fetch_reach (tuned_sb3/runs.jsonl) were measured in
-    float32; on a CPU with bf16 instructions ``auto`` would train otherwise."""
-    measured = {
-        "parking": [
-            r["date"]
-            for r in evidence.read_jsonl("train.jsonl")
-            if r["task"] == "parking" and r["who"].startswith("goalenvs")
-        ],
-        "fetch_reach": [
-            r["date"]
-            for r in evidence.read_jsonl("tuned_sb3/runs.jsonl")
-            if r["task"] == "fetch_reach" and r["who"] == "ours"
-        ],
-    }
-    for preset, dates in measured.items():
-        assert dates and max(dates) < BF16_DEFAULT, preset
+def test_a_preset_tuned_before_bf16_pins_fp32():
+    """parking and fetch_reach were tuned and measured in float32 (their presets' git
+    history is older than the bf16 default); ``auto`` would train them otherwise on a CPU
+    with bf16 instructions. point_reach pins it for its own measured reason."""
+    for preset in ("parking", "fetch_reach", "point_reach"):
         assert _preset_precision(preset) == "fp32", preset
 
 
