@@ -360,7 +360,7 @@ def render(text: str, tables: dict[str, dict[str, Any]], found: set[str], toml: 
     def replace(match: re.Match[str]) -> str:
         name = match.group(2)
         if name not in tables:
-            raise KeyError(f"report:{name} is declared nowhere in benchmarks/tables.toml")
+            raise ReportError(f"report:{name} is declared nowhere in benchmarks/tables.toml")
         found.add(name)
         body = draw(name, tables[name]).rstrip()
         if toml:
