@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +18,12 @@ import fetch  # noqa: E402
 import report  # noqa: E402
 
 from goalenvs.train.machine import cpu_model, describe_machine, usable_cores  # noqa: E402
+
+
+def test_a_result_record_names_the_commit_it_measured():
+    info = evidence.run_info()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True)
+    assert info["commit"].rstrip("+") == head.stdout.decode().strip() != ""
 
 
 def test_a_result_record_holds_the_described_machine():
