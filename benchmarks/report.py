@@ -159,7 +159,10 @@ def records(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """The records a table's ``source`` names (``rows_data``: the table's own), ``rows``
     unnested, ``defaults`` and ``set`` filled in, each with ``_file`` and ``cpu``."""
     if spec.get("kind") == "data":
-        return [{**row, "_file": "benchmarks/tables.toml"} for row in spec["rows_data"]]
+        rows = spec["rows_data"]
+        if isinstance(rows, str):  # the rows of the table it names
+            rows = declared()[rows]["rows_data"]
+        return [{**row, "_file": "benchmarks/tables.toml"} for row in rows]
     sources = spec["source"] if isinstance(spec["source"], list) else [spec["source"]]
     found: list[dict[str, Any]] = []
     for path in sorted(path for source in sources for path in RESULTS.glob(source)):
