@@ -7,8 +7,9 @@ files. A script that only prints is recorded through this module's command line:
     python benchmarks/evidence.py record checker.log -- python benchmarks/checker.py
 
 which runs the command and writes its output to ``benchmarks/results/checker.log`` between
-two lines of JSON (:func:`read_record` reads them back): the first with the date, command,
-machine, load and versions, the last with the load at the end and the seconds taken.
+two lines of JSON (:func:`read_record` reads them back): the first with the commit, date,
+command, machine, load and versions, the last with the load at the end and the seconds
+taken.
 """
 
 from __future__ import annotations
@@ -97,11 +98,24 @@ def child_env(*first: str | Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, **extra}
 
 
+def commit() -> str:
+    """The checkout's commit (short hash), ``+`` where its tracked files differ from it:
+    the tree a record measured. "" outside a git checkout."""
+    root = RESULTS.parent.parent
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True)
+    if head.returncode != 0:
+        return ""
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=root, capture_output=True)
+    return head.stdout.decode().strip() + ("+" if dirty.returncode == 1 else "")
+
+
 def run_info(**extra: Any) -> dict[str, Any]:
-    """Metadata for one result record: date (UTC), command, machine, load, versions.
+    """Metadata for one result record: the commit of the tree measured, date (UTC),
+    command, machine, load, versions.
 
     ``extra`` entries are added (and win over the defaults)."""
     return {
+        "commit": commit(),
         "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "command": " ".join(["python", *sys.argv]),
         "machine": machine(),

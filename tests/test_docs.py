@@ -156,3 +156,77 @@ def test_the_docs_link_only_to_files_that_exist_or_come_with_the_evidence():
         for target in re.findall(r"\]\(([^)#]+\.md)\)", path.read_text()):
             linked = (path.parent / target).resolve().relative_to(ROOT).as_posix()
             assert (ROOT / linked).is_file() or linked in expected_elsewhere, (path, target)
+
+
+# ------------------------------------------------------------------ measured figures
+
+# A measured figure: a rate (env steps/s, updates/s), env steps something took ("at 260,000
+# env steps"; "N env steps an epoch" and "a cycle" are settings), a duration, a ratio
+# ("1.32x"; "3x256" is a network) or a count in thousands ("340k"). Outside a block that
+# benchmarks/report.py draws from benchmarks/results/, README, docs and the presets'
+# comments hold none.
+MEASURED_FIGURE = re.compile(
+    r"\b\d[\d,.]*\s*[kKM]?\s+(?:env steps|steps|updates|transitions)/s\b"
+    r"|\b\d[\d,.]*[kM]?\s+env steps\b(?! an epoch| a cycle)"
+    r"|\b\d[\d,.]*\s*(?:min|minutes|hours?|seconds|s|ms|us|µs)\b(?![-\w])"
+    r"|\b\d+(?:\.\d+)?x\b(?!\d)"
+    r"|\b\d+(?:\.\d+)?k\b",
+)
+GENERATED = re.compile(r"<!-- report:([\w.-]+) -->\n.*?<!-- /report:\1 -->", re.S)
+GENERATED_TOML = re.compile(r"^# report:([\w.-]+)\n.*?^# /report:\1$", re.S | re.M)
+PRESETS = sorted((ROOT / "goalenvs" / "train" / "presets").glob("*.toml"))
+
+
+def figures_outside_blocks(text: str, blocks: re.Pattern[str] = GENERATED) -> list[str]:
+    """``line N: figure`` for each measured figure of ``text`` outside generated blocks."""
+    rest = blocks.sub(lambda block: "\n" * block.group(0).count("\n"), text)
+    return [
+        f"line {number}: {match.group(0)!r}"
+        for number, line in enumerate(rest.splitlines(), 1)
+        for match in MEASURED_FIGURE.finditer(line)
+    ]
+
+
+def test_the_figure_pattern_sees_figures_and_passes_settings():
+    for figure in (
+        "reached 0.9 at 260,000 env steps",
+        "at 664 env steps/s",
+        "after 16.6 s",
+        "a 58.4 s first epoch",
+        "1.32x the single env",
+        "in 260-300k",
+        "45.4 min",
+        "20 updates/s",
+        "643 us",
+    ):
+        assert MEASURED_FIGURE.search(figure), figure
+    for setting in (
+        "16 envs x 50 steps a cycle, 40 updates of 2,048, 3x256",
+        "= 6,000 env steps an epoch, 900,000 in all",
+        "`--minutes 30`",
+        "mujoco==3.3.7 for its Fetch envs",
+        "torch==2.13.0",
+        "goalenvs/PointReach-v0",
+    ):
+        assert not MEASURED_FIGURE.search(setting), setting
+
+
+def test_a_figure_inside_a_block_is_not_counted():
+    text = "a\n<!-- report:t -->\n| 260,000 env steps |\n<!-- /report:t -->\nat 1.5x\n"
+    assert figures_outside_blocks(text) == ["line 5: '1.5x'"]
+
+
+@pytest.mark.parametrize("path", _params())
+def test_every_measured_figure_stands_in_a_generated_block(path):
+    found = figures_outside_blocks(path.read_text())
+    assert not found, f"{_name(path)} quotes measured figures by hand: {found}"
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.name)
+def test_a_preset_comment_quotes_figures_only_in_its_generated_line(path):
+    text = GENERATED_TOML.sub(lambda block: "\n" * block.group(0).count("\n"), path.read_text())
+    comments = "\n".join(
+        line if line.lstrip().startswith("#") else "" for line in text.splitlines()
+    )
+    found = figures_outside_blocks(comments, GENERATED_TOML)
+    assert not found, f"{path.name} quotes measured figures by hand: {found}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,8 +15,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import evidence  # noqa: E402
 import fetch  # noqa: E402
+import report  # noqa: E402
 
 from goalenvs.train.machine import cpu_model, describe_machine, usable_cores  # noqa: E402
+
+
+def test_a_result_record_names_the_commit_it_measured():
+    info = evidence.run_info()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True)
+    assert info["commit"].rstrip("+") == head.stdout.decode().strip() != ""
 
 
 def test_a_result_record_holds_the_described_machine():
@@ -167,3 +175,85 @@ def test_fetch_runs_stop_at_the_mark_and_slide_runs_go_on_to_their_cap(tmp_path,
         "train", "--resume", str(tmp_path / "slide"), "--quiet", "--stop-success", "1",
         "--max-env-steps", "1000000",
     ]  # fmt: skip
+
+
+# ------------------------------------------------------------ the records on disk
+
+
+def result_records() -> list[tuple[str, dict]]:
+    """(file and line, record) of every record under benchmarks/results/: each .json, each
+    line of a .jsonl, each .log written by ``evidence.py record``. Any other file there
+    sits beside a record of the same stem (a run's progress.csv, a tried run's preset) or
+    is named by a record (a preset file a run trained with)."""
+    found, others = [], []
+    for path in sorted(evidence.RESULTS.rglob("*")):
+        name = str(path.relative_to(evidence.RESULTS))
+        if path.suffix == ".json":
+            found.append((name, json.loads(path.read_text())))
+        elif path.suffix == ".jsonl":
+            lines = path.read_text().splitlines()
+            found += [(f"{name}:{n}", json.loads(line)) for n, line in enumerate(lines, 1)]
+        elif path.suffix == ".log":
+            found.append((name, evidence.read_record(path)[0]))
+        elif path.is_file():
+            others.append((name, path))
+    named = " ".join(json.dumps(record) for _, record in found)
+    for name, path in others:
+        runs = path.parent.glob(f"{path.stem}_s[0-9].json")
+        beside = path.with_suffix(".json").is_file() or any(runs)
+        assert beside or name in named, f"{name}: no record, beside none, named by none"
+    return found
+
+
+def test_every_result_record_names_its_commit_and_cpu_model():
+    """A figure in the docs comes from a record that says which tree trained it and on
+    which CPU (benchmarks/report.py draws no table from anything else)."""
+    records = result_records()
+    assert len(records) > 100
+    missing = [
+        name
+        for name, record in records
+        if not record.get("commit") or not cpu_model_of(record.get("machine"))
+    ]
+    assert not missing, f"records without a commit or a CPU model: {missing}"
+
+
+def cpu_model_of(machine) -> str:
+    """The CPU model a record's machine names ("" for none: a bare architecture)."""
+
+    return report.cpu_words(machine)
+
+
+def test_a_record_without_a_cpu_model_is_seen():
+    assert cpu_model_of({"cpu": "AMD EPYC", "cores": 2}) == "AMD EPYC"
+    for machine in ({"cores": 2, "cpu": "x86_64"}, "x86_64, 2 cores, ", "x86_64, 2 cores", None):
+        assert cpu_model_of(machine) == "", machine
+
+
+def _preset_precision(name: str) -> str:
+    from goalenvs.train.presets import load_preset
+
+    return str(load_preset(name).config.get("precision", "auto"))
+
+
+def test_a_preset_tuned_before_bf16_pins_fp32():
+    """parking and fetch_reach were tuned and measured in float32 (their presets' git
+    history is older than the bf16 default); ``auto`` would train them otherwise on a CPU
+    with bf16 instructions. point_reach pins it for its own measured reason."""
+    for preset in ("parking", "fetch_reach", "point_reach"):
+        assert _preset_precision(preset) == "fp32", preset
+
+
+def test_a_kept_run_trained_in_the_precision_its_preset_resolves():
+    """Each kept run in manipulation/ resolved the precision its preset asks for now: the
+    pinned one, or bf16 from ``auto`` on a CPU with bf16 instructions."""
+    from goalenvs.train.presets import preset_for
+
+    runs = sorted((evidence.RESULTS / "manipulation").glob("*_s[0-9].json"))
+    assert runs
+    for path in runs:
+        meta = json.loads(path.read_text())
+        ran = meta["config"]["plan"]["precision"]
+        pinned = _preset_precision(preset_for(meta["env_id"]))
+        bf16 = meta["config"]["plan"]["machine"]["cpu_bf16"]
+        assert ran == (pinned if pinned != "auto" else ("bf16" if bf16 else "fp32")), path.name
