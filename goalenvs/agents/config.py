@@ -36,6 +36,14 @@ REPLAY_DEVICES = ("auto", "host", "device")  # replay_device: where the replay b
 PRECISIONS = ("auto", "bf16", "fp32")
 GRAPH_MODES = ("auto", "on", "off")  # cuda_graphs: goalenvs.agents.learner.Learner's graphs
 
+#: Settings goalenvs had and no longer has -> the value at which they did nothing and a
+#: commit that has them: a config.json of an older run that holds that value still loads.
+RETIRED: dict[str, tuple[object, str]] = {
+    "lr_decay_to": (1.0, "41a2076"),
+    "lr_decay_from": (0.0, "41a2076"),
+    "target_update_every": (0, "ab85a68"),
+}
+
 
 @dataclass
 class TrainConfig:
@@ -76,17 +84,11 @@ class TrainConfig:
     # summing the exploring behaviour's rewards)
     n_step_until: int = 0  # env steps stored after which returns are one step; 0: never
     polyak: float = 0.95  # target <- polyak * target + (1 - polyak) * online, once a cycle
-    target_update_every: int = 0  # also move the targets every K updates of a cycle (0: no)
     # e.g. 0.9: deterministic acting (the evaluation, the saved policy's predict) by an
     # average of the policy's weights that moves 10% of the way to them after each cycle's
     # updates, as polyak moves the targets; each epoch also evaluates the policy itself
     # (progress.csv's eval_success_online). Exploring always acts by the policy itself.
     policy_average: float = 0.0  # 0: deterministic acting by the policy itself
-    # e.g. 0.1 and 0.5: every optimizer's learning rate holds for the first half of the run's
-    # epochs, then falls linearly, epoch by epoch, to 0.1 of itself in the last epoch
-    # (progress.csv's lr_factor); the algorithm's own rates (actor_lr, ...) are the 1.
-    lr_decay_to: float = 1.0  # the learning rates' factor in the last epoch; 1: constant
-    lr_decay_from: float = 0.0  # the fraction of the epochs done before they start to fall
     clip_return: bool = True  # clip targets to the return range the env's rewards allow
     clip_range: tuple[float, float] | None = None  # that range given; None: from the rewards
     hidden_sizes: tuple[int, ...] = (256, 256, 256)  # hidden layers of every network
@@ -149,9 +151,6 @@ class TrainConfig:
             check_in_range(name, getattr(self, name))
         # 1 would keep the average at the untrained networks forever
         check_in_range("policy_average", self.policy_average, open_high=True)
-        # 0 would stop the training in its last epoch
-        check_in_range("lr_decay_to", self.lr_decay_to, open_low=True)
-        check_in_range("lr_decay_from", self.lr_decay_from, open_high=True)
         check_positive("priority_eps", self.priority_eps)
         if self.clip_range is not None:
             clip = tuple(float(x) for x in self.clip_range)
@@ -173,7 +172,6 @@ class TrainConfig:
         check_int("n_step", self.n_step, minimum=1)
         check_n_step_until(self.n_step_until, self.n_step)
         check_int("save_every", self.save_every, minimum=0)
-        check_int("target_update_every", self.target_update_every, minimum=0)
         if self.env_workers is not None:
             check_int("env_workers", self.env_workers, minimum=1)
         for name in ("layer_norm", "preflight"):
@@ -210,23 +208,6 @@ class TrainConfig:
                 check_positive(name, getattr(self, name), integer=True)
         if self.max_minutes is not None:
             check_positive("max_minutes", self.max_minutes)
-
-    @property
-    def lr_decays(self) -> bool:
-        """True when the learning rates follow the ``lr_decay_to`` schedule (progress.csv
-        then has an ``lr_factor`` column)."""
-        return self.lr_decay_to != 1.0
-
-    def lr_factor(self, epoch: int) -> float:
-        """The learning rates' factor in epoch ``epoch`` (0 the first) of ``epochs``: 1
-        until the epochs done at its end pass ``lr_decay_from`` of the run, then falling
-        linearly to ``lr_decay_to`` in the last epoch."""
-        check_int("epoch", epoch, minimum=0)
-        if not self.lr_decays:
-            return 1.0
-        done = min(epoch + 1, self.epochs) / self.epochs
-        past = max(0.0, done - self.lr_decay_from) / (1.0 - self.lr_decay_from)
-        return 1.0 - (1.0 - self.lr_decay_to) * past
 
     def make_kwargs(self) -> dict[str, object]:
         """The keyword arguments every env of the run is built with (``gym.make``,

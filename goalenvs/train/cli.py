@@ -262,20 +262,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"training and exploring are unchanged); {PRESET_DEFAULT}",
     )
     parser.add_argument(
-        "--lr-decay-to",
-        type=float,
-        metavar="F",
-        help="let every learning rate fall linearly, epoch by epoch, to F times itself in the "
-        f"last epoch, in (0, 1] (1: constant); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--lr-decay-from",
-        type=float,
-        metavar="P",
-        help="--lr-decay-to: the fraction of the run's epochs done before the learning rates "
-        f"start to fall, in [0, 1); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
         "--n-step",
         type=int,
         metavar="N",
@@ -345,8 +331,6 @@ OVERRIDES = {
     "n_step": "n_step",
     "n_step_until": "n_step_until",
     "policy_average": "policy_average",
-    "lr_decay_to": "lr_decay_to",
-    "lr_decay_from": "lr_decay_from",
     "device": "device",
     "env_device": "env_device",
     "replay_device": "replay_device",
@@ -508,13 +492,10 @@ REPLAY_FIELDS = (
 
 
 #: Each setting a resumed run keeps -> what holds it: the replay settings its saved buffer
-#: was filled and is drawn by, the policy average its checkpoints' networks include, the
-#: learning-rate schedule its epochs followed (and progress.csv's lr_factor column shows).
+#: was filled and is drawn by, the policy average its checkpoints' networks include.
 KEPT_ON_RESUME = {
     **{field: "the run's replay has" for field in REPLAY_FIELDS},
     "policy_average": "its checkpoints hold the networks of",
-    "lr_decay_to": "its learning rates followed",
-    "lr_decay_from": "its learning rates followed",
 }
 
 

@@ -67,6 +67,15 @@ def test_config_from_dict_rejects_unknown_fields():
         config_from_dict({})
 
 
+def test_a_retired_setting_loads_at_its_idle_value_and_is_refused_at_any_other():
+    recorded = {**DDPGConfig(seed=3).to_dict(), "lr_decay_to": 1.0, "target_update_every": 0}
+    assert config_from_dict(recorded) == DDPGConfig(seed=3)  # an older run's config.json
+    with pytest.raises(
+        ValueError, match=r"^lr_decay_to 0.2: goalenvs no longer has this setting.*commit 41a2076"
+    ):
+        config_from_dict({**recorded, "lr_decay_to": 0.2})
+
+
 def test_normalizer_matches_numpy_statistics_and_clips():
     rng = np.random.default_rng(0)
     data = rng.normal([3.0, -1.0, 0.0], [2.0, 0.5, 0.0], size=(1000, 3))
