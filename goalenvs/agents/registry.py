@@ -169,9 +169,4 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
         raise ValueError(
             f"unknown {cls.__name__} fields {unknown}; expected some of {sorted(names)}"
         )
-    if "hidden_sizes" in data:
-        data["hidden_sizes"] = tuple(data["hidden_sizes"])
-    for key in ("info_keys", "clip_range"):
-        if data.get(key) is not None:
-            data[key] = tuple(data[key])
     return cls(**data)

@@ -44,8 +44,6 @@ from goalenvs.agents.registry import get_algo
 
 PRESET_DIR = Path(__file__).resolve().parent
 DEFAULT_PRESET = "baselines"
-# Fields a config takes as tuples; TOML has arrays.
-_TUPLE_FIELDS = ("hidden_sizes", "info_keys", "clip_range")
 
 
 @dataclass(frozen=True)
@@ -237,8 +235,4 @@ def resolve_config(
             f"preset {chosen.name!r} sets {unknown}, not fields of {cls.__name__} (algo "
             f"{algo!r}); valid fields: {sorted(names)}"
         )
-    settings = {**settings, "env_id": env_id, **overrides}
-    for key in _TUPLE_FIELDS:
-        if isinstance(settings.get(key), list):
-            settings[key] = tuple(settings[key])
-    return cls(**settings)
+    return cls(**{**settings, "env_id": env_id, **overrides})
