@@ -22,6 +22,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -258,7 +259,8 @@ def read_command(args: argparse.Namespace) -> Command:
         data["env_id"] = envspec.locate(data["env_id"], data.get("env_file"))
         before = config_from_dict(dict(data, resume=str(args.resume), out=None))
         data.update(given, resume=str(args.resume), out=None)
-        config = config_from_dict(data)
+        with _flag_named(given, args):
+            config = config_from_dict(data)
         _check_kept_on_resume(before, config)
         horizon = config.max_episode_steps or env_spec(config.env_id).max_episode_steps
         config = _fit_epochs(config, horizon, "epochs" in given)
@@ -273,7 +275,8 @@ def read_command(args: argparse.Namespace) -> Command:
     try:
         algo = args.algo or preset.algo or algo_for(env.action_space)
         _check_algo_has(given, get_algo(algo).config_class(), args)
-        config = resolve_config(args.env_id, preset.path, algo, env_kwargs=env_kwargs, **given)
+        with _flag_named(given, args):
+            config = resolve_config(args.env_id, preset.path, algo, env_kwargs=env_kwargs, **given)
         _check_priority_flags(given, config, args)
     except BaseException:
         env.close()
@@ -285,6 +288,19 @@ def read_command(args: argparse.Namespace) -> Command:
 def flag_of(name: str, args: argparse.Namespace | None = None) -> str:
     """The flag of config field ``name`` as ``args`` gave it, else its own (``--n-step``)."""
     return getattr(args, "typed_flags", {}).get(name) or config_flags()[name].flags[0]
+
+
+@contextlib.contextmanager
+def _flag_named(given: dict[str, Any], args: argparse.Namespace) -> Iterator[None]:
+    """A config's refusal of a value a flag gave, as a :class:`UsageError` that starts with
+    the flag and the value (``--n-step 0: n_step must be >= 1, got 0``)."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        name = next((n for n in given if re.match(rf"{n}\b(?!_)", str(exc))), None)
+        if name is None:
+            raise
+        raise UsageError(f"{flag_of(name, args)} {given[name]}: {exc}") from None
 
 
 def _check_algo_has(

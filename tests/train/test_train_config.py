@@ -447,3 +447,29 @@ def test_an_unknown_flag_gets_the_flags_meant_in_one_line(flag, meant, capsys):
         + ("; " if "did" in meant else " ")
         + meant
     ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--n-step", "0"], "--n-step 0: n_step must be >= 1, got 0"),
+        (["--cycles", "0"], "--cycles 0: n_cycles must be > 0.0, got 0"),
+        (["--gamma", "1"], "--gamma 1.0: gamma must be in (0, 1) or None, got 1.0"),
+    ],
+)
+def test_a_value_the_config_refuses_is_named_by_its_flag(flags, message, capsys):
+    from goalenvs.cli import main
+
+    assert main(["train", "goalenvs/PointReach-v0", *flags, "--show-config"]) == 2
+    assert capsys.readouterr().err.strip() == f"goalenvs train: error: {message}"
+
+
+def test_a_value_a_preset_file_gives_wrong_is_named_with_the_preset(tmp_path):
+    from goalenvs.train.presets import resolve_config
+
+    bad = tmp_path / "mine.toml"
+    bad.write_text('algo = "ddpg"\n[config]\nn_step = 0\n')
+    with pytest.raises(ValueError, match=r"^preset 'mine': n_step must be >= 1, got 0$"):
+        resolve_config("goalenvs/PointReach-v0", str(bad))
+    with pytest.raises(ValueError, match=r"^n_step must be >= 1, got -1$"):  # a flag's value
+        resolve_config("goalenvs/PointReach-v0", str(bad), n_step=-1)

@@ -30,6 +30,7 @@ import dataclasses
 import difflib
 import fnmatch
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,4 +236,11 @@ def resolve_config(
             f"preset {chosen.name!r} sets {unknown}, not fields of {cls.__name__} (algo "
             f"{algo!r}); valid fields: {sorted(names)}"
         )
-    return cls(**{**settings, "env_id": env_id, **overrides})
+    try:
+        return cls(**{**settings, "env_id": env_id, **overrides})
+    except (ValueError, TypeError) as exc:
+        # a value the preset gave (not an override): the message names the preset too
+        own = set(settings) - set(overrides)
+        if any(re.match(rf"{name}\b(?!_)", str(exc)) for name in own):
+            raise type(exc)(f"preset {chosen.name!r}: {exc}") from None
+        raise
