@@ -408,8 +408,6 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name, (f, opt) in options(type(self)).items():
             value = getattr(self, name)
-            if isinstance(value, list) and value_type(f).startswith("tuple"):
-                value = tuple(value)  # as JSON and TOML give it
             if value is None and f.default is None:
                 continue
             if value_type(f) == "bool" and not isinstance(value, bool):
@@ -422,7 +420,10 @@ class TrainConfig:
             setattr(self, name, value)
         self.env_kwargs = dict(self.env_kwargs)
         self.env_file = _env_file(self.env_id, self.env_file)
+        # tuples, as lists from JSON and TOML
         self.hidden_sizes = tuple(int(h) for h in self.hidden_sizes)
+        if self.info_keys is not None:
+            self.info_keys = tuple(self.info_keys)
         if not self.hidden_sizes or min(self.hidden_sizes) < 1:
             raise ValueError(f"hidden_sizes must be positive layer widths, got {self.hidden_sizes}")
         if self.clip_range is not None:
