@@ -124,8 +124,7 @@ class Learner:
     def optimize(self, buffer: ReplayBuffer, n_batches: int) -> dict[str, torch.Tensor]:
         """``n_batches`` times: sample ``batch_size`` transitions from ``buffer``, update
         the agent on them, and set their replay priorities when ``buffer.prioritized`` by TD error;
-        then the target networks move once, and the averaged acting networks once
-        (``policy_average``).
+        then the target networks move once, and the averaged acting networks once.
 
         Returns the mean of each of the agent's ``loss_names`` over the batches, as 0-dim
         tensors on the agent's device (read them once per cycle: each read waits for the

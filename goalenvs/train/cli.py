@@ -286,14 +286,14 @@ def read_command(args: argparse.Namespace) -> Command:
 
 
 def flag_of(name: str, args: argparse.Namespace | None = None) -> str:
-    """The flag of config field ``name`` as ``args`` gave it, else its own (``--n-step``)."""
+    """The flag of config field ``name`` as ``args`` gave it, else its own (``--n-cycles``)."""
     return getattr(args, "typed_flags", {}).get(name) or config_flags()[name].flags[0]
 
 
 @contextlib.contextmanager
 def _flag_named(given: dict[str, Any], args: argparse.Namespace) -> Iterator[None]:
     """A config's refusal of a value a flag gave, as a :class:`UsageError` that starts with
-    the flag and the value (``--n-step 0: n_step must be >= 1, got 0``)."""
+    the flag and the value (``--cycles 0: n_cycles must be > 0.0, got 0``)."""
     try:
         yield
     except (ValueError, TypeError) as exc:
