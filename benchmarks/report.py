@@ -84,7 +84,7 @@ def cpu_words(machine: Any) -> str:
 
 
 def _span(values: Sequence[float], form: str = "{:.1f}") -> str:
-    """"low-high" of ``values`` in ``form``, one value where both read the same."""
+    """ "low-high" of ``values`` in ``form``, one value where both read the same."""
     low, high = form.format(min(values)), form.format(max(values))
     return low if low == high else f"{low}-{high}"
 

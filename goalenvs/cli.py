@@ -39,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, every subcommand's arguments included."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser, with every subcommand's arguments, or ``command``'s alone (the
+    others get their one-line help: ``goalenvs check`` never imports the algorithms)."""
     # allow_abbrev=False: a prefix (--epoch, --stric) is an unknown flag with a
     # did-you-mean, never silently taken for the flag it starts
     parser = argparse.ArgumentParser(
@@ -52,25 +53,37 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)
         help_text = getattr(module, "SUMMARY", help_text)
-        sub_parser = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)
-        module.add_arguments(sub_parser)
+        usage = getattr(module, "USAGE", None)
+        sub_parser = sub.add_parser(
+            name, help=help_text, description=help_text, usage=usage, allow_abbrev=False
+        )
+        if command in (None, name):
+            module.add_arguments(sub_parser)
         sub_parser.set_defaults(_module=module, _parser=sub_parser)
     return parser
 
 
+def close_flags(flag: str, known: Sequence[str]) -> list[str]:
+    """Up to three of the ``known`` flags meant by ``flag``: those whose words hold all of
+    its words (``--lr`` -> ``--actor-lr``, ``--critic-lr``), else the closest spellings
+    (``--epoch`` -> ``--epochs``)."""
+    words = set(flag.removeprefix("--").split("-"))
+    holding = [k for k in known if words <= set(k.removeprefix("--").split("-"))]
+    return holding[:3] or difflib.get_close_matches(flag, known, n=3, cutoff=0.6)
+
+
 def unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
-    """The error for arguments ``parser`` does not know, with the flag meant where one is
-    close (``--kwargs`` -> ``--env-kwargs``)."""
+    """The error for arguments ``parser`` does not know, with the flags meant where some
+    are close (``--kwargs`` -> ``--env-kwargs``), else where to find them."""
     message = f"unrecognized arguments: {' '.join(extra)}"
-    known = [option for option in parser._option_string_actions if option.startswith("--")]
+    known = [o for o in parser._option_string_actions if o.startswith("--") and o != "--help"]
     for word in extra:
         flag = word.split("=", 1)[0]
-        if flag.startswith("--"):
-            close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
-            if close:
-                message += f"; did you mean {close[0]}?"
-                break
-    return message
+        close = close_flags(flag, known) if flag.startswith("--") else []
+        if close:
+            meant = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+            return f"{message}; did you mean {meant}?"
+    return f"{message} ({parser.prog} --help lists them)"
 
 
 def unknown_command(argv: Sequence[str]) -> str | None:
@@ -90,11 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(f"goalenvs: error: {problem}", file=sys.stderr)
         return 2
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    parser = build_parser(words[0] if words and words[0] in SUBCOMMANDS else "")
+    args, extra = parser.parse_known_args(words)
     if extra:
-        # Reported by the subcommand's parser: "goalenvs train: error: ...", its usage.
-        args._parser.error(unrecognized(args._parser, extra))
+        # One line from the subcommand's parser, "goalenvs train: error: ...", no usage.
+        args._parser.exit(2, f"{args._parser.prog}: error: {unrecognized(args._parser, extra)}\n")
     return int(args._module.run(args) or 0)
 
 

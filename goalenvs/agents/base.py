@@ -26,7 +26,7 @@ from torch import nn
 from goalenvs.agents import distributed, precision
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.normalizer import GoalNormalizer
-from goalenvs.core import GOAL_KEYS, check_in_range
+from goalenvs.core import GOAL_KEYS
 from goalenvs.her.common import HerBatch
 
 
@@ -199,17 +199,6 @@ class Agent(nn.Module):
         keep = self.config.policy_average
         for name, average in zip(self.policy_module_names, self.average_names, strict=False):
             self.soft_update(getattr(self, average), getattr(self, name), keep)
-
-    def set_lr_factor(self, factor: float) -> None:
-        """Sets every optimizer's learning rate to ``factor`` times its own rate (the one it
-        was built with, kept in each parameter group's ``initial_lr``, as torch's schedulers
-        keep it): the trainer's ``lr_decay_to`` schedule, set once an epoch."""
-        check_in_range("factor", factor, open_low=True)
-        for name in self.optimizer_names:
-            optimizer: torch.optim.Optimizer = getattr(self, name)
-            for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
-                group["lr"] = group["initial_lr"] * float(factor)
 
     def acting_module(self, name: str, explore: bool) -> nn.Module:
         """The network ``act`` uses for the policy module ``name``: its average when acting

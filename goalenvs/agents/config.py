@@ -7,19 +7,28 @@ the HER paper's bit-flipping setup (Andrychowicz et al. 2017) for DQN+HER. A tra
 epoch is ``n_cycles`` cycles; a cycle collects ``rollout_steps`` steps on each of the
 ``num_envs`` vector sub-envs, then runs ``n_batches`` gradient steps of ``batch_size``
 and moves the target networks towards the online ones (``polyak``).
+
+Each field is declared once, with :func:`option`: its help, its check and whether a
+resumed run keeps it. The ``goalenvs train`` flag (``--field-name``), the preset key, the
+resume rule and docs/training.md's option table are derived from it (:func:`options`).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from dataclasses import dataclass, field
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from goalenvs import envspec
 from goalenvs.core import check_choice, check_in_range, check_int, check_positive
 from goalenvs.her.goal_mix import GoalMix
 from goalenvs.her.settings import (
+    MOTION_SCOPES,
     PRIORITIES,
     GoalSelectionStrategy,
     check_motion_distances,
@@ -36,6 +45,95 @@ REPLAY_DEVICES = ("auto", "host", "device")  # replay_device: where the replay b
 PRECISIONS = ("auto", "bf16", "fp32")
 GRAPH_MODES = ("auto", "on", "off")  # cuda_graphs: goalenvs.agents.learner.Learner's graphs
 
+#: Settings goalenvs had and no longer has -> the value at which they did nothing and a
+#: commit that has them: a config.json of an older run that holds that value still loads.
+RETIRED: dict[str, tuple[object, str]] = {
+    "lr_decay_to": (1.0, "41a2076"),
+    "lr_decay_from": (0.0, "41a2076"),
+    "target_update_every": (0, "ab85a68"),
+}
+
+_T = TypeVar("_T")
+Check = Callable[[str, Any], Any]  # (field name, value) -> the value kept, or raises
+
+
+@dataclass(frozen=True)
+class Option:
+    """What a config field is to its users, declared beside it with :func:`option`."""
+
+    help: str  # one line: --help, the preset key's meaning, docs/training.md's table
+    check: Check | None = None  # the value's check; None is let through where it is the default
+    choices: tuple[str, ...] = ()  # the values it takes (checked; the flag's choices)
+    kept: str = ""  # a resumed run keeps it, held by this ("the run's replay has"); "": free
+    flags: tuple[str, ...] = ()  # short names the flag also takes (--cycles for n_cycles)
+    metavar: str | None = None  # the flag's value in --help
+    cli: bool = True  # False: no flag of its own (a preset sets it, or another flag does)
+
+
+def option(
+    default: _T,
+    help: str,
+    *,
+    check: Check | None = None,
+    choices: tuple[str, ...] = (),
+    kept: str = "",
+    flags: tuple[str, ...] = (),
+    metavar: str | None = None,
+    cli: bool = True,
+) -> _T:
+    """A config field with its :class:`Option` (a dict or list default is copied per config)."""
+    metadata = {"option": Option(help, check, choices, kept, flags, metavar, cli)}
+    if isinstance(default, (dict, list)):
+        return dataclasses.field(default_factory=lambda: copy.copy(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+_OPTIONS: dict[type, dict[str, tuple[dataclasses.Field, Option]]] = {}
+
+
+def options(cls: type) -> dict[str, tuple[dataclasses.Field, Option]]:
+    """Each field of the config class ``cls`` -> (the field, its :class:`Option`); a field
+    a subclass declares again with a plain default (DQN's ``batch_size``) keeps its base's,
+    and a plain field of a config declared elsewhere gets no flag."""
+    if cls not in _OPTIONS:
+        found = {}
+        for f in dataclasses.fields(cls):
+            declared = (getattr(c, "__dataclass_fields__", {}).get(f.name) for c in cls.__mro__)
+            given = (d.metadata["option"] for d in declared if d and "option" in d.metadata)
+            found[f.name] = (f, next(given, Option("", cli=False)))
+        _OPTIONS[cls] = found
+    return _OPTIONS[cls]
+
+
+def value_type(f: dataclasses.Field) -> str:
+    """The annotation of ``f`` without ``| None``: "int", "float", "str", "bool", "tuple[...]"."""
+    return str(f.type).replace(" | None", "")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def at_least_zero(name: str, value: Any) -> Any:
+    """``value`` when it is a finite number >= 0, else the error naming ``name``."""
+    if not (_number(value) and value >= 0):
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+    return value
+
+
+def finite(name: str, value: Any) -> Any:
+    """``value`` when it is a finite number, else the error naming ``name``."""
+    if not _number(value):
+        raise ValueError(f"{name} must be a finite number or None, got {value!r}")
+    return value
+
+
+POSITIVE: Check = check_positive
+POSITIVE_INT: Check = functools.partial(check_positive, integer=True)
+FRACTION: Check = check_in_range  # in [0, 1]
+COUNT: Check = functools.partial(check_int, minimum=0)
+REPLAY = "the run's replay has"  # what holds a replay setting on resume: its saved buffer
+
 
 @dataclass
 class TrainConfig:
@@ -44,145 +142,296 @@ class TrainConfig:
 
     algo: ClassVar[str] = ""
 
-    env_id: str = "goalenvs/PointReach-v0"  # gymnasium id of a goal env (Dict observation)
-    env_kwargs: dict[str, object] = field(default_factory=dict)  # passed to gym.make / make_vec
-    max_episode_steps: int | None = None  # gymnasium's time limit on every env; None: the env's
+    env_id: str = option("goalenvs/PointReach-v0", "gymnasium id of a goal env", cli=False)
+    env_kwargs: dict[str, object] = option(  # noqa: RUF009 (a field specifier)
+        {}, "env constructor arguments, passed to gym.make / make_vec", cli=False
+    )
+    max_episode_steps: int | None = option(
+        None,
+        "end every episode after N steps (gymnasium's TimeLimit), for an env that declares no "
+        "episode length or to change it; default: the env's own",
+        check=POSITIVE_INT,
+    )
     # Recorded in config.json and the checkpoints, so that `goalenvs play` finds the file
     # from any folder; None: resolved from the current folder (for env_id's other forms: None).
-    env_file: str | None = None  # absolute path of a path/to/file.py:Name env_id's file
-    seed: int = 0  # seeds torch, the buffer, the training envs and (offset) the eval envs
-    epochs: int = 50  # training epochs; evaluation, logging and checkpoints once per epoch
-    n_cycles: int = 50  # cycles per epoch: collect, then n_batches updates, then targets
-    rollout_steps: int | None = None  # vector steps collected per cycle; None: one episode
-    n_batches: int = 40  # gradient steps per cycle
-    batch_size: int = 256  # transitions per gradient step
-    num_envs: int = 2  # parallel sub-envs of the native vector env (baselines: 2 per worker)
-    buffer_size: int = 1_000_000  # transitions kept by the replay buffer
-    n_sampled_goal: int = 4  # HER's k: relabeled goals per real one (k=4 relabels 80%)
-    goal_selection_strategy: str = "future"  # where relabeled goals come from
-    # A relabelling mix, fractions summing to 1 of future / final / episode / achieved
-    # (anywhere in the buffer) / desired (other episodes' desired goals) / original goals,
-    # e.g. {"future": 0.4, "desired": 0.4, "original": 0.2} (mrl's futureactual); when set
-    # it replaces goal_selection_strategy and n_sampled_goal (goalenvs.her.goal_mix).
-    goal_mix: dict[str, float] | None = None  # None: the strategy's mix (future k=4: 80/20)
-    goal_mix_warmup: int = 0  # env steps stored in the buffer before the mix: only future
-    gamma: float | None = None  # discount; None: 1 - 1/T with T the episode length
-    # e.g. 3: each sampled transition's target sums its reward and the next two of its
-    # episode (recomputed for a relabeled goal), discounted, and bootstraps from the third
-    # next observation with gamma ** 3 (fewer steps near an episode's end or a termination)
-    n_step: int = 1  # steps of each sampled return; 1: one-step targets
-    # e.g. 400_000 with n_step 3: 3-step returns until the buffer has stored 400k env steps
-    # (they spread a sparse reward back sooner), one-step returns after (without the bias of
-    # summing the exploring behaviour's rewards)
-    n_step_until: int = 0  # env steps stored after which returns are one step; 0: never
-    polyak: float = 0.95  # target <- polyak * target + (1 - polyak) * online, once a cycle
-    target_update_every: int = 0  # also move the targets every K updates of a cycle (0: no)
-    # e.g. 0.9: deterministic acting (the evaluation, the saved policy's predict) by an
-    # average of the policy's weights that moves 10% of the way to them after each cycle's
-    # updates, as polyak moves the targets; each epoch also evaluates the policy itself
-    # (progress.csv's eval_success_online). Exploring always acts by the policy itself.
-    policy_average: float = 0.0  # 0: deterministic acting by the policy itself
-    # e.g. 0.1 and 0.5: every optimizer's learning rate holds for the first half of the run's
-    # epochs, then falls linearly, epoch by epoch, to 0.1 of itself in the last epoch
-    # (progress.csv's lr_factor); the algorithm's own rates (actor_lr, ...) are the 1.
-    lr_decay_to: float = 1.0  # the learning rates' factor in the last epoch; 1: constant
-    lr_decay_from: float = 0.0  # the fraction of the epochs done before they start to fall
-    clip_return: bool = True  # clip targets to the return range the env's rewards allow
-    clip_range: tuple[float, float] | None = None  # that range given; None: from the rewards
-    hidden_sizes: tuple[int, ...] = (256, 256, 256)  # hidden layers of every network
-    layer_norm: bool = False  # LayerNorm after each hidden layer's Linear (as mrl's networks)
-    norm_clip: float = 5.0  # normalized inputs are clipped to +-norm_clip
-    norm_eps: float = 0.01  # smallest standard deviation the normalizer divides by
-    clip_obs: float = 200.0  # raw observations and goals are clipped to +-clip_obs first
-    info_keys: tuple[str, ...] | None = None  # info kept for compute_reward; None: every scalar
-    n_eval_episodes: int = 10  # deterministic evaluation episodes per epoch, separate envs
-    stop_success: float | None = None  # stop early once eval success reaches this
-    preflight: bool = True  # run the checker's pre-training checks before the first step
-    max_env_steps: int | None = None  # end at the first epoch that reaches this many env steps
-    max_minutes: float | None = None  # end at the first epoch past this many minutes of a call
-    device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda"
-    # "numpy": the numpy twins, batches copied to `device` per update; "device": the torch
-    # twins on `device`, with the replay buffer there too (no host copy per step; goalenvs
-    # twins only); "auto": "device" when `device` is cuda and the env has a torch twin.
-    env_device: str = "auto"  # where the training envs run: "auto", "numpy" or "device"
-    # "host": the numpy buffer; "device": the torch buffer on `device`, sampled there (numpy
-    # envs' steps are copied there as they are stored, and their goal functions get numpy
-    # arrays back); "auto": beside the envs ("device" with env_device "device", else "host").
-    replay_device: str = "auto"  # where the replay buffer lives: "auto", "host" or "device"
-    torch_threads: int = 1  # torch intra-op threads; small nets gain nothing from more
-    env_workers: int | None = None  # env processes (1: the trainer's); None: from the cores
-    overlap: bool | None = None  # collect the next cycle beside the updates; None: with workers
-    # "bf16": autocast, bfloat16 hidden layers with float32 weights, optimizer state and
-    # output layers; "auto": bf16 on a CPU with bfloat16 instructions, else fp32
-    # (goalenvs.agents.precision).
-    precision: str = "auto"  # the networks' arithmetic in the updates: "auto", "bf16", "fp32"
-    cuda_graphs: str = "auto"  # updates as captured CUDA graphs: "auto" (on CUDA), "on", "off"
-    out: str | None = None  # run folder; None: runs/<env>-<algo>-<seed>-<time>
-    save_every: int = 0  # also keep policy_epoch_K.pt every K epochs; 0: never
-    prioritized: bool = False  # prioritized replay (Schaul et al. 2016) by TD error
-    priority_alpha: float = 0.6  # how much priorities skew sampling (0: uniform)
-    priority_beta: float = 0.4  # importance-weight correction (1: full)
-    # the draw weight of a transition with no |TD error|, or (goal_motion) of an episode
-    # whose object never moved: added to each priority before alpha
-    priority_eps: float = 1e-6  # a floor under every priority
-    # "goal_motion": each episode by how far its achieved goal moved (no importance weights)
-    priority: str = "td_error"  # what prioritized replay draws by: "td_error", "goal_motion"
-    motion_clip: float | None = None  # goal_motion: the most one step's move counts
-    # e.g. (1, 1, 4): a Fetch object's lift counts four times a slide as long
-    motion_weights: tuple[float, ...] | None = None  # goal_motion: a weight per goal entry
-    # e.g. 0.001: FetchSlide's puck, creeping ~0.1 mm a step untouched, counts as still
-    motion_threshold: float | None = None  # goal_motion: a shorter step counts as none
-    # "ahead": a transition weighs the motion from its step on, not its whole episode's
-    motion_scope: str = "episode"  # goal_motion: "episode" or "ahead"
-    save_buffer: bool = False  # save the replay buffer with policy_latest.pt (for --resume)
-    resume: str | None = None  # run folder to continue (its policy_latest.pt)
-    tensorboard: bool = False  # also log scalars with torch.utils.tensorboard
-    verbose: bool = True  # show the progress display
+    env_file: str | None = option(
+        None, "absolute path of a path/to/file.py:Name env_id's file", cli=False
+    )
+    seed: int = option(
+        0, "seeds torch, the buffer, the training envs and (offset) the eval envs", check=COUNT
+    )
+    epochs: int = option(
+        50,
+        "training epochs (total, when resuming); evaluation, logging and checkpoints once per "
+        "epoch",
+        check=POSITIVE_INT,
+    )
+    n_cycles: int = option(
+        50,
+        "cycles per epoch: collect, then n_batches updates, then the targets move",
+        check=POSITIVE_INT,
+        flags=("--cycles",),
+    )
+    rollout_steps: int | None = option(
+        None, "vector steps collected per cycle; None: one episode", check=POSITIVE_INT
+    )
+    n_batches: int = option(
+        40, "gradient steps per cycle", check=POSITIVE_INT, flags=("--batches",)
+    )
+    batch_size: int = option(256, "transitions per gradient step", check=POSITIVE_INT)
+    num_envs: int = option(
+        2, "parallel envs per worker (baselines: 2 per worker)", check=POSITIVE_INT
+    )
+    buffer_size: int = option(
+        1_000_000, "transitions kept by the replay buffer", check=POSITIVE_INT
+    )
+    n_sampled_goal: int = option(
+        4, "HER's k: relabeled goals per real one (k=4 relabels 80%)", check=COUNT, kept=REPLAY
+    )
+    goal_selection_strategy: str = option(
+        "future",
+        "where HER's relabeled goals come from",
+        choices=STRATEGIES,
+        kept=REPLAY,
+        flags=("--strategy",),
+    )
+    # text as the command line gives it, or a table as a preset does: kept as the plain
+    # dict of its nonzero fractions (what config.json records)
+    goal_mix: dict[str, float] | None = option(  # noqa: RUF009 (a field specifier)
+        None,
+        "a relabelling mix in place of the strategy and n_sampled_goal: fractions of future, "
+        "final, episode, achieved (anywhere in the buffer), desired (other episodes' desired "
+        "goals) and original goals that sum to 1, e.g. future=0.4,desired=0.4,original=0.2 (mrl's "
+        "futureactual); None: the strategy's mix (future k=4: 80/20)",
+        check=lambda name, mix: GoalMix.parse(mix).fractions(),
+        kept=REPLAY,
+        metavar="SOURCE=FRACTION,...",
+    )
+    goal_mix_warmup: int = option(
+        0,
+        "env steps stored before the goal mix applies (future goals only until then)",
+        check=COUNT,
+        kept=REPLAY,
+    )
+    gamma: float | None = option(
+        None,
+        "discount; None: 1 - 1/T with T the episode length",
+        check=functools.partial(check_in_range, open_low=True, open_high=True, none_ok=True),
+    )
+    n_step: int = option(
+        1,
+        "steps of each sampled return: the target sums a transition's reward and the next N-1 of "
+        "its episode (recomputed for a relabeled goal) and bootstraps with gamma**N (fewer steps "
+        "near an episode's end or a termination); 1: one-step targets",
+        check=functools.partial(check_int, minimum=1),
+        kept=REPLAY,
+    )
+    n_step_until: int = option(
+        0,
+        "with n_step: env steps stored after which each return is one step again (n-step returns "
+        "early, none of their bias later); 0: n_step throughout",
+        kept=REPLAY,
+    )
+    polyak: float = option(
+        0.95, "target <- polyak * target + (1 - polyak) * online, once a cycle", check=FRACTION
+    )
+    # 1 would keep the average at the untrained networks forever
+    policy_average: float = option(
+        0.0,
+        "evaluate, save and play an average of the policy's weights that moves 1 - W of the way to"
+        " the trained ones after each cycle's updates, in [0, 1) (each epoch also evaluates the "
+        "policy itself: progress.csv's eval_success_online; training and exploring are unchanged);"
+        " 0: the policy itself",
+        check=functools.partial(check_in_range, open_high=True),
+        kept="its checkpoints hold the networks of",
+        metavar="W",
+    )
+    clip_return: bool = option(True, "clip targets to the return range the env's rewards allow")
+    clip_range: tuple[float, float] | None = option(
+        None, "that range, (low, high); None: from the rewards", cli=False
+    )
+    hidden_sizes: tuple[int, ...] = option(
+        (256, 256, 256), "hidden layers of every network", cli=False
+    )
+    layer_norm: bool = option(
+        False, "a LayerNorm after each hidden layer's Linear (as mrl's networks)"
+    )
+    norm_clip: float = option(5.0, "normalized inputs are clipped to +-norm_clip", check=POSITIVE)
+    norm_eps: float = option(
+        0.01, "smallest standard deviation the normalizer divides by", check=POSITIVE
+    )
+    clip_obs: float = option(
+        200.0, "raw observations and goals are clipped to +-clip_obs first", check=POSITIVE
+    )
+    info_keys: tuple[str, ...] | None = option(
+        None, "info entries kept for compute_reward; None: every scalar", cli=False
+    )
+    n_eval_episodes: int = option(
+        10, "deterministic evaluation episodes per epoch, on separate envs", check=POSITIVE_INT
+    )
+    stop_success: float | None = option(
+        None,
+        "stop early once the eval success rate reaches this",
+        check=functools.partial(check_in_range, open_low=True, none_ok=True),
+    )
+    preflight: bool = option(
+        True,
+        "run the goal-env checks before the first step (the cheap ones of `goalenvs check`: goal "
+        "Dict, batched goal functions, is_success, episode length, the replay buffer)",
+    )
+    max_env_steps: int | None = option(
+        None,
+        "end at the first epoch that reaches N env steps (the run's total, resumed epochs "
+        "included); without --epochs the run gets the epochs N needs",
+        check=POSITIVE_INT,
+    )
+    max_minutes: float | None = option(
+        None,
+        "end at the first epoch that ends past M minutes of this call (committed, so --resume "
+        "continues it)",
+        check=POSITIVE,
+        flags=("--minutes",),
+        metavar="M",
+    )
+    device: str = option(
+        "auto",
+        "where the networks (and with env_device device, the envs and the replay buffer) live; "
+        "auto: cuda when torch sees one, else cpu",
+        choices=DEVICES,
+    )
+    env_device: str = option(
+        "auto",
+        "where the training envs run: numpy twins (batches copied to device per update), or torch "
+        "twins on device with the replay buffer there too (device; goalenvs twins only); auto: "
+        "device when device is cuda and the env has a torch twin",
+        choices=ENV_DEVICES,
+    )
+    replay_device: str = option(
+        "auto",
+        "where the replay buffer lives: host memory (numpy) or device (torch, sampled there; numpy"
+        " envs' steps are copied there as they are stored); auto: beside the envs",
+        choices=REPLAY_DEVICES,
+    )
+    torch_threads: int = option(
+        1, "torch intra-op threads; small nets gain nothing from more", check=POSITIVE_INT
+    )
+    env_workers: int | None = option(
+        None,
+        "processes that step the training envs (1: the trainer's own); None: from the machine's "
+        "cores, 1 for envs with a native vector twin",
+        check=functools.partial(check_int, minimum=1),
+    )
+    overlap: bool | None = option(
+        None,
+        "collect the next cycle in the background while the learner updates (one cycle of policy "
+        "lag); None: on with env worker processes",
+    )
+    precision: str = option(
+        "auto",
+        "the networks' arithmetic in the updates: bf16 autocast (bfloat16 hidden layers, float32 "
+        "weights, optimizer state and output layers) or fp32; auto: bf16 on a CPU with bfloat16 "
+        "instructions, else fp32 (goalenvs.agents.precision)",
+        choices=PRECISIONS,
+    )
+    cuda_graphs: str = option(
+        "auto",
+        "run each update as a captured CUDA graph; auto: on a CUDA device",
+        choices=GRAPH_MODES,
+    )
+    out: str | None = option(None, "run folder; None: runs/<env>-<algo>-s<seed>-<time>")
+    save_every: int = option(0, "also keep policy_epoch_K.pt every K epochs; 0: never", check=COUNT)
+    prioritized: bool = option(
+        False,
+        "prioritized replay (Schaul et al. 2016) by TD error (importance weights in the critic "
+        "loss)",
+        kept=REPLAY,
+    )
+    priority_alpha: float = option(
+        0.6,
+        "prioritized replay: how far the priorities skew the draws, in [0, 1] (0: uniform, 1: in "
+        "proportion)",
+        check=FRACTION,
+        kept=REPLAY,
+    )
+    priority_beta: float = option(
+        0.4,
+        "prioritized replay by td_error: how much the importance weights correct the skew, in [0, "
+        "1] (1: fully)",
+        check=FRACTION,
+        kept=REPLAY,
+    )
+    priority_eps: float = option(
+        1e-6,
+        "prioritized replay: added to each |TD error| or episode's goal motion before "
+        "priority_alpha, the draw weight of a transition with none (goal_motion: an episode whose "
+        "object never moved)",
+        check=POSITIVE,
+        kept=REPLAY,
+    )
+    priority: str = option(
+        "td_error",
+        "what prioritized replay draws by: td_error, or goal_motion (each episode by how far its "
+        "achieved goal moved, no importance weights); the flag sets prioritized too",
+        choices=PRIORITIES,
+        kept=REPLAY,
+    )
+    motion_clip: float | None = option(
+        None, "goal_motion: the most one step's move of the achieved goal counts", kept=REPLAY
+    )
+    motion_weights: tuple[float, ...] | None = option(
+        None,
+        "goal_motion: a weight per achieved-goal entry, applied to each step before its length is "
+        "taken (1,1,4: a Fetch object's lift counts four times a slide as long)",
+        kept=REPLAY,
+        metavar="W,W,...",
+    )
+    motion_threshold: float | None = option(
+        None,
+        "goal_motion: a step of the achieved goal shorter than this counts as none (0.001: "
+        "FetchSlide's puck, creeping ~0.1 mm a step untouched, counts as still)",
+        kept=REPLAY,
+    )
+    motion_scope: str = option(
+        "episode",
+        "goal_motion: what a transition's motion counts, its episode's whole path or the path from"
+        " its step to the episode's end (ahead)",
+        choices=MOTION_SCOPES,
+        kept=REPLAY,
+    )
+    save_buffer: bool = option(
+        False, "save the replay buffer with policy_latest.pt too (for --resume)"
+    )
+    resume: str | None = option(None, "run folder to continue (its policy_latest.pt)", cli=False)
+    tensorboard: bool = option(False, "also log scalars with torch.utils.tensorboard")
+    verbose: bool = option(True, "show the progress display", flags=("--quiet",))
 
     def __post_init__(self) -> None:
+        for name, (f, opt) in options(type(self)).items():
+            value = getattr(self, name)
+            if value is None and f.default is None:
+                continue
+            if value_type(f) == "bool" and not isinstance(value, bool):
+                none = ", or None" if f.default is None else ""
+                raise ValueError(f"{name} must be True or False{none}, got {value!r}")
+            if opt.choices:
+                check_choice(name, value, opt.choices)
+            elif opt.check is not None:
+                value = opt.check(name, value)
+            setattr(self, name, value)
         self.env_kwargs = dict(self.env_kwargs)
         self.env_file = _env_file(self.env_id, self.env_file)
+        # tuples, as lists from JSON and TOML
         self.hidden_sizes = tuple(int(h) for h in self.hidden_sizes)
         if self.info_keys is not None:
             self.info_keys = tuple(self.info_keys)
-        for name in ("priority_alpha", "priority_beta", "polyak"):
-            check_in_range(name, getattr(self, name))
-        # 1 would keep the average at the untrained networks forever
-        check_in_range("policy_average", self.policy_average, open_high=True)
-        # 0 would stop the training in its last epoch
-        check_in_range("lr_decay_to", self.lr_decay_to, open_low=True)
-        check_in_range("lr_decay_from", self.lr_decay_from, open_high=True)
-        check_positive("priority_eps", self.priority_eps)
+        if not self.hidden_sizes or min(self.hidden_sizes) < 1:
+            raise ValueError(f"hidden_sizes must be positive layer widths, got {self.hidden_sizes}")
         if self.clip_range is not None:
             clip = tuple(float(x) for x in self.clip_range)
             if len(clip) != 2 or not clip[0] < clip[1]:
                 raise ValueError(f"clip_range must be (low, high) with low < high, got {clip}")
             self.clip_range = (clip[0], clip[1])
-        for name in ("epochs", "n_cycles", "n_batches", "batch_size", "num_envs", "buffer_size"):
-            check_positive(name, getattr(self, name), integer=True)
-        check_positive("n_eval_episodes", self.n_eval_episodes, integer=True)
-        check_positive("torch_threads", self.torch_threads, integer=True)
-        if self.rollout_steps is not None:
-            check_positive("rollout_steps", self.rollout_steps, integer=True)
-        check_int("n_sampled_goal", self.n_sampled_goal, minimum=0)
-        if self.goal_mix is not None:
-            # Text as the command line gives it, or a table as a preset does: kept as the
-            # plain dict of its nonzero fractions (what config.json records).
-            self.goal_mix = GoalMix.parse(self.goal_mix).fractions()
-        check_int("goal_mix_warmup", self.goal_mix_warmup, minimum=0)
-        check_int("n_step", self.n_step, minimum=1)
         check_n_step_until(self.n_step_until, self.n_step)
-        check_int("save_every", self.save_every, minimum=0)
-        check_int("target_update_every", self.target_update_every, minimum=0)
-        if self.env_workers is not None:
-            check_int("env_workers", self.env_workers, minimum=1)
-        for name in ("layer_norm", "preflight"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.overlap is not None and not isinstance(self.overlap, bool):
-            raise ValueError(f"overlap must be True, False or None (auto), got {self.overlap!r}")
-        check_choice("goal_selection_strategy", self.goal_selection_strategy, STRATEGIES)
-        check_choice("priority", self.priority, PRIORITIES)
         if self.priority != "td_error" and not self.prioritized:
             raise ValueError(
                 f"priority {self.priority!r} sets what prioritized replay draws by, got "
@@ -194,39 +443,6 @@ class TrainConfig:
             self.motion_weights = check_motion_weights(
                 self.motion_weights, self.priority, text=True
             )
-        check_choice("device", self.device, DEVICES)
-        check_choice("env_device", self.env_device, ENV_DEVICES)
-        check_choice("replay_device", self.replay_device, REPLAY_DEVICES)
-        check_choice("precision", self.precision, PRECISIONS)
-        check_choice("cuda_graphs", self.cuda_graphs, GRAPH_MODES)
-        check_in_range("gamma", self.gamma, open_low=True, open_high=True, none_ok=True)
-        if not self.hidden_sizes or min(self.hidden_sizes) < 1:
-            raise ValueError(f"hidden_sizes must be positive layer widths, got {self.hidden_sizes}")
-        for name in ("norm_clip", "norm_eps", "clip_obs"):
-            check_positive(name, getattr(self, name))
-        check_in_range("stop_success", self.stop_success, open_low=True, none_ok=True)
-        for name in ("max_episode_steps", "max_env_steps"):
-            if getattr(self, name) is not None:
-                check_positive(name, getattr(self, name), integer=True)
-        if self.max_minutes is not None:
-            check_positive("max_minutes", self.max_minutes)
-
-    @property
-    def lr_decays(self) -> bool:
-        """True when the learning rates follow the ``lr_decay_to`` schedule (progress.csv
-        then has an ``lr_factor`` column)."""
-        return self.lr_decay_to != 1.0
-
-    def lr_factor(self, epoch: int) -> float:
-        """The learning rates' factor in epoch ``epoch`` (0 the first) of ``epochs``: 1
-        until the epochs done at its end pass ``lr_decay_from`` of the run, then falling
-        linearly to ``lr_decay_to`` in the last epoch."""
-        check_int("epoch", epoch, minimum=0)
-        if not self.lr_decays:
-            return 1.0
-        done = min(epoch + 1, self.epochs) / self.epochs
-        past = max(0.0, done - self.lr_decay_from) / (1.0 - self.lr_decay_from)
-        return 1.0 - (1.0 - self.lr_decay_to) * past
 
     def make_kwargs(self) -> dict[str, object]:
         """The keyword arguments every env of the run is built with (``gym.make``,
@@ -239,11 +455,7 @@ class TrainConfig:
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready values, with the algorithm name under ``"algo"``."""
         data = dataclasses.asdict(self)
-        data["hidden_sizes"] = list(self.hidden_sizes)
-        data["info_keys"] = None if self.info_keys is None else list(self.info_keys)
-        data["clip_range"] = None if self.clip_range is None else list(self.clip_range)
-        if self.motion_weights is not None:
-            data["motion_weights"] = list(self.motion_weights)
+        data = {key: list(v) if isinstance(v, tuple) else v for key, v in data.items()}
         return {"algo": self.algo, **data}
 
     def her_settings(self, gamma: float | None = None) -> dict[str, object]:

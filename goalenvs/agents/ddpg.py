@@ -16,10 +16,9 @@ import numpy as np
 import torch
 
 from goalenvs.agents.base import BoxAgent, adam
-from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.config import FRACTION, POSITIVE, TrainConfig, at_least_zero, option
 from goalenvs.agents.losses import weighted_mean
 from goalenvs.agents.networks import Actor, Critic
-from goalenvs.core import check_in_range, check_positive
 
 
 @dataclass
@@ -28,21 +27,23 @@ class DDPGConfig(TrainConfig):
 
     algo: ClassVar[str] = "ddpg"
 
-    actor_lr: float = 1e-3  # Adam step size of the policy (baselines' pi_lr)
-    critic_lr: float = 1e-3  # Adam step size of the Q-function (baselines' Q_lr)
-    action_l2: float = 1.0  # weight of the squared (scaled) action penalty in the actor loss
-    random_eps: float = 0.3  # probability of a uniformly random action while collecting
-    noise_eps: float = 0.2  # std of the Gaussian action noise, as a fraction of the range
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("actor_lr", self.actor_lr)
-        check_positive("critic_lr", self.critic_lr)
-        if self.action_l2 < 0:
-            raise ValueError(f"action_l2 must be >= 0, got {self.action_l2}")
-        check_in_range("random_eps", self.random_eps)
-        if self.noise_eps < 0:
-            raise ValueError(f"noise_eps must be >= 0, got {self.noise_eps}")
+    actor_lr: float = option(
+        1e-3, "Adam step size of the policy (baselines' pi_lr)", check=POSITIVE
+    )
+    critic_lr: float = option(
+        1e-3, "Adam step size of the Q-function (baselines' Q_lr)", check=POSITIVE
+    )
+    action_l2: float = option(
+        1.0, "weight of the squared (scaled) action penalty in the actor loss", check=at_least_zero
+    )
+    random_eps: float = option(
+        0.3, "probability of a uniformly random action while collecting", check=FRACTION
+    )
+    noise_eps: float = option(
+        0.2,
+        "std of the Gaussian action noise, on actions scaled to [-1, 1]",
+        check=at_least_zero,
+    )
 
 
 class DDPG(BoxAgent):

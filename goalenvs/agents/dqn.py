@@ -18,10 +18,9 @@ from gymnasium import spaces
 from torch.nn import functional
 
 from goalenvs.agents.base import Agent, adam
-from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.config import FRACTION, POSITIVE, TrainConfig, option
 from goalenvs.agents.losses import weighted_mean
 from goalenvs.agents.networks import mlp
-from goalenvs.core import check_in_range, check_positive
 
 
 @dataclass
@@ -33,15 +32,11 @@ class DQNConfig(TrainConfig):
     hidden_sizes: tuple[int, ...] = (256,)  # the HER paper: one hidden layer of 256 units
     batch_size: int = 128  # transitions per gradient step (the HER paper's bit flipping)
     num_envs: int = 16  # the HER paper collects 16 episodes per cycle
-    learning_rate: float = 1e-3  # Adam step size of the Q-network
-    random_eps: float = 0.2  # epsilon of the epsilon-greedy exploration
-    huber_delta: float = 1.0  # the Huber loss is quadratic below this TD error, linear above
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("learning_rate", self.learning_rate)
-        check_positive("huber_delta", self.huber_delta)
-        check_in_range("random_eps", self.random_eps)
+    learning_rate: float = option(1e-3, "Adam step size of the Q-network", check=POSITIVE)
+    random_eps: float = option(0.2, "epsilon of the epsilon-greedy exploration", check=FRACTION)
+    huber_delta: float = option(
+        1.0, "the Huber loss is quadratic below this TD error, linear above", check=POSITIVE
+    )
 
 
 class DQN(Agent):

@@ -124,9 +124,7 @@ class Learner:
     def optimize(self, buffer: ReplayBuffer, n_batches: int) -> dict[str, torch.Tensor]:
         """``n_batches`` times: sample ``batch_size`` transitions from ``buffer``, update
         the agent on them, and set their replay priorities when ``buffer.prioritized`` by TD error;
-        then the target networks move once (and every ``target_update_every`` updates
-        before that, when the agent's config sets it), and the averaged acting networks
-        once (``policy_average``).
+        then the target networks move once, and the averaged acting networks once.
 
         Returns the mean of each of the agent's ``loss_names`` over the batches, as 0-dim
         tensors on the agent's device (read them once per cycle: each read waits for the
@@ -140,9 +138,7 @@ class Learner:
             getattr(buffer, "priority", "td_error") == "td_error"
         )
         updates.begin()
-        # mrl's schedule: the targets also move every K updates within the cycle
-        every = agent.config.target_update_every
-        for i, options in enumerate(agent.update_options(n_batches)):
+        for options in agent.update_options(n_batches):
             with clock("sample"):
                 batch = updates.sample(buffer, self.batch_size)
             with clock("update"):
@@ -154,9 +150,6 @@ class Learner:
             if prioritized:
                 with clock("sample"):
                     buffer.update_priorities(batch.indices, td_errors)
-            if every and (i + 1) % every == 0 and i + 1 < n_batches:
-                with clock("update"):
-                    agent.update_targets()
         with clock("update"):
             agent.update_targets()
             agent.update_averages()

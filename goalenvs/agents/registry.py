@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gymnasium import spaces
 
-from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.config import RETIRED, TrainConfig
 
 if TYPE_CHECKING:
     from goalenvs.agents.base import Agent
@@ -156,15 +156,17 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
     data = dict(data)
     data.pop("plan", None)  # a run folder's resolved plan (goalenvs.train.plan), not a field
     cls = get_algo(data.pop("algo", None)).config_class()
+    for name, (idle, commit) in RETIRED.items():
+        value = data.pop(name, idle)
+        if value != idle:
+            raise ValueError(
+                f"{name} {value!r}: goalenvs no longer has this setting (its runs are in "
+                f"docs/baselines.md's tried tables; commit {commit} has it)"
+            )
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
         raise ValueError(
             f"unknown {cls.__name__} fields {unknown}; expected some of {sorted(names)}"
         )
-    if "hidden_sizes" in data:
-        data["hidden_sizes"] = tuple(data["hidden_sizes"])
-    for key in ("info_keys", "clip_range"):
-        if data.get(key) is not None:
-            data[key] = tuple(data[key])
     return cls(**data)

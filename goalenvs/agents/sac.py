@@ -25,10 +25,9 @@ from torch import nn
 from torch.nn import functional
 
 from goalenvs.agents.base import BoxAgent, adam
-from goalenvs.agents.config import TrainConfig
+from goalenvs.agents.config import POSITIVE, TrainConfig, finite, option
 from goalenvs.agents.losses import twin_critic_loss
 from goalenvs.agents.networks import Critic, mlp
-from goalenvs.core import check_positive
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # keeps sigma in a range where log-probs stay finite
 
@@ -39,20 +38,15 @@ class SACConfig(TrainConfig):
 
     algo: ClassVar[str] = "sac"
 
-    actor_lr: float = 1e-3  # Adam step size of the policy
-    critic_lr: float = 1e-3  # Adam step size of both Q-functions
-    alpha_lr: float = 1e-3  # Adam step size of log(alpha), the temperature
-    initial_alpha: float = 0.1  # starting temperature; 1.0 (SB3's) drowns a -1/step reward
-    target_entropy: float | None = None  # the entropy alpha steers towards; None: -|A|
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("actor_lr", "critic_lr", "alpha_lr", "initial_alpha"):
-            check_positive(name, getattr(self, name))
-        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
-            raise ValueError(
-                f"target_entropy must be a finite number or None, got {self.target_entropy!r}"
-            )
+    actor_lr: float = option(1e-3, "Adam step size of the policy", check=POSITIVE)
+    critic_lr: float = option(1e-3, "Adam step size of both Q-functions", check=POSITIVE)
+    alpha_lr: float = option(1e-3, "Adam step size of log(alpha), the temperature", check=POSITIVE)
+    initial_alpha: float = option(
+        0.1, "starting temperature; 1.0 (SB3's) drowns a -1/step reward", check=POSITIVE
+    )
+    target_entropy: float | None = option(
+        None, "the entropy alpha steers towards; None: -|A|", check=finite
+    )
 
 
 class GaussianActor(nn.Module):

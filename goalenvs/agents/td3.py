@@ -21,10 +21,10 @@ import torch
 from torch import nn
 
 from goalenvs.agents.base import adam
+from goalenvs.agents.config import POSITIVE_INT, at_least_zero, option
 from goalenvs.agents.ddpg import DDPG, DDPGConfig
 from goalenvs.agents.losses import twin_critic_loss
 from goalenvs.agents.networks import Critic
-from goalenvs.core import check_positive
 
 
 @dataclass
@@ -33,17 +33,15 @@ class TD3Config(DDPGConfig):
 
     algo: ClassVar[str] = "td3"
 
-    policy_delay: int = 2  # the actor (and its loss) steps once per policy_delay critic steps
-    target_noise: float = 0.2  # std of the noise on the target action (in [-1, 1] units)
-    target_noise_clip: float = 0.5  # that noise is clipped to +-target_noise_clip
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("policy_delay", self.policy_delay, integer=True)
-        if self.target_noise < 0:
-            raise ValueError(f"target_noise must be >= 0, got {self.target_noise}")
-        if self.target_noise_clip < 0:
-            raise ValueError(f"target_noise_clip must be >= 0, got {self.target_noise_clip}")
+    policy_delay: int = option(
+        2, "the actor (and its loss) steps once per policy_delay critic steps", check=POSITIVE_INT
+    )
+    target_noise: float = option(
+        0.2, "std of the noise on the target action (in [-1, 1] units)", check=at_least_zero
+    )
+    target_noise_clip: float = option(
+        0.5, "that noise is clipped to +-target_noise_clip", check=at_least_zero
+    )
 
 
 class TD3(DDPG):

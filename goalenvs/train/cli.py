@@ -15,29 +15,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import functools
 import json
 import os
+import re
 import shlex
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from goalenvs import envspec
-from goalenvs.agents.config import (
-    DEVICES,
-    ENV_DEVICES,
-    GRAPH_MODES,
-    PRECISIONS,
-    REPLAY_DEVICES,
-    STRATEGIES,
-    TrainConfig,
-)
+from goalenvs.agents.config import Option, TrainConfig, options, value_type
 from goalenvs.agents.registry import ALGOS
 from goalenvs.core import command_name, episode_length, parse_json_object
 from goalenvs.core.io import stdout_to_stderr
 from goalenvs.envspec import describe_error, renders_frames
-from goalenvs.her.settings import PRIORITIES
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -54,6 +49,7 @@ def _algo_names() -> str:
 # The one-line help of ``goalenvs train`` in ``goalenvs --help``, from the registry.
 SUMMARY = f"train {_algo_names()} on a goal env"
 PRESET_DEFAULT = "default: the preset's"
+USAGE = "%(prog)s [ENV_ID] [--preset NAME|PATH] [--FIELD VALUE ...] (--help lists them)"
 
 
 # The forms of ENV_ID that train and play take (goalenvs.envspec resolves them).
@@ -61,15 +57,6 @@ ENV_ID_FORMS = (
     "a registered id (goalenvs/PointReach-v0), module:EnvId, module:ClassOrFactory or "
     "path/to/file.py:ClassOrFactory"
 )
-
-# flag -> help of the integer settings of a run's schedule, each the preset's by default
-SCHEDULE_FLAGS = {
-    "--epochs": "training epochs (total, when resuming)",
-    "--cycles": "cycles per epoch",
-    "--batches": "gradient steps per cycle",
-    "--batch-size": "transitions per gradient step",
-    "--num-envs": "parallel envs per worker",
-}
 
 
 def add_env_id(parser: argparse.ArgumentParser, what: str, note: str = "") -> None:
@@ -80,13 +67,8 @@ def add_env_id(parser: argparse.ArgumentParser, what: str, note: str = "") -> No
 def add_max_episode_steps(parser: argparse.ArgumentParser) -> None:
     """``--max-episode-steps N``: gymnasium's time limit on the env (``check``, ``train``
     and ``play`` take it alike)."""
-    parser.add_argument(
-        "--max-episode-steps",
-        type=int,
-        metavar="N",
-        help="end every episode after N steps (gymnasium's TimeLimit), for an env that "
-        "declares no episode length or to change it; default: the env's own",
-    )
+    help = options(TrainConfig)["max_episode_steps"][1].help
+    parser.add_argument("--max-episode-steps", type=int, metavar="N", help=help)
 
 
 def add_env_kwargs(parser: argparse.ArgumentParser, example: str) -> None:
@@ -99,8 +81,71 @@ def add_env_kwargs(parser: argparse.ArgumentParser, example: str) -> None:
     )
 
 
+@dataclass(frozen=True)
+class Flag:
+    """The command-line face of one config field (:func:`goalenvs.agents.config.option`)."""
+
+    name: str  # the config field
+    field: dataclasses.Field
+    option: Option
+    algos: tuple[str, ...]  # the algorithms whose config has it; (): every one
+
+    @property
+    def flags(self) -> list[str]:
+        """``--field-name`` (``--no-field-name`` for a switch that is on by default), then
+        the short names the field also takes."""
+        off = value_type(self.field) == "bool" and self.field.default is True
+        return ["--" + ("no-" if off else "") + self.name.replace("_", "-"), *self.option.flags]
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        """The flag, its help ending with where its default comes from."""
+        help = self.option.help.replace("%", "%%")
+        help += f" ({', '.join(self.algos)})" if self.algos else ""
+        help += "" if "default" in help else f"; {PRESET_DEFAULT}"
+        kind = value_type(self.field)
+        settings: dict[str, Any] = {"dest": self.name, "help": help, "default": None}
+        if kind == "bool" and self.field.default is None:
+            settings["action"] = argparse.BooleanOptionalAction
+        elif kind == "bool":
+            settings.update(action="store_const", const=self.field.default is not True)
+        elif self.option.choices:
+            settings["choices"] = self.option.choices
+        else:
+            settings["action"] = _Typed
+            settings["type"] = {"int": int, "float": float}.get(kind, str)
+            settings["metavar"] = self.option.metavar or ("N" if kind == "int" else "X")
+            if kind == "str" and not self.option.metavar:
+                settings["metavar"] = self.name.split("_")[-1].upper()
+        parser.add_argument(*self.flags, **settings)
+
+
+class _Typed(argparse.Action):
+    """Stores a flag's value and the flag as typed (``--minutes`` for ``max_minutes``), so
+    that a message about it names what the user wrote."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.__dict__.setdefault("typed_flags", {})[self.dest] = option
+
+
+@functools.cache
+def config_flags() -> dict[str, Flag]:
+    """Every field with a flag of every registered algorithm's config, by name (imports
+    the algorithms: ``goalenvs train`` alone builds its flags)."""
+    shared = options(TrainConfig)
+    found: dict[str, tuple[dataclasses.Field, Option, list[str]]] = {}
+    for algo in ALGOS.values():
+        for name, (f, option) in options(algo.config_class()).items():
+            found.setdefault(name, (f, option, []))[2].append(algo.name)
+    return {
+        name: Flag(name, f, option, () if name in shared else tuple(algos))
+        for name, (f, option, algos) in found.items()
+        if option.cli
+    }
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``goalenvs train``."""
+    """Arguments of ``goalenvs train``: ENV_ID, the run's own, then a flag per config field."""
     add_env_id(parser, "the goal env")
     parser.add_argument(
         "--algo",
@@ -121,252 +166,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print the resolved config as JSON (and, on stderr, the preset and the run's "
         "length) and exit",
     )
-    for flag, text in SCHEDULE_FLAGS.items():
-        parser.add_argument(flag, type=int, help=f"{text}; {PRESET_DEFAULT}")
-    parser.add_argument("--seed", type=int, help="random seed; default: the preset's, else 0")
+    parser.add_argument("--resume", metavar="DIR", help="continue the run in this folder")
     parser.add_argument(
         "--seeds",
         metavar="RANGE",
         help="train one run per seed (0-4, or 0,3,7) one after another into one folder "
         "(--out), then draw the set's curves (goalenvs.train.seeds)",
     )
-    parser.add_argument(
-        "--n-sampled-goal",
-        type=int,
-        help=f"HER's k: relabeled goals per real one; {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--strategy", choices=STRATEGIES, help=f"HER goal selection strategy; {PRESET_DEFAULT}"
-    )
-    parser.add_argument(
-        "--goal-mix",
-        metavar="SOURCE=FRACTION,...",
-        help="HER relabelling mix in place of --strategy and --n-sampled-goal: fractions of "
-        "future, final, episode, achieved, desired (other episodes' desired goals) and "
-        f"original goals that sum to 1, e.g. future=0.4,desired=0.4,original=0.2; {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--goal-mix-warmup",
-        type=int,
-        metavar="STEPS",
-        help=f"env steps stored before the goal mix applies (future goals only until then); "
-        f"{PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--device",
-        choices=DEVICES,
-        help="where the networks (and with --env-device device, the envs and the replay "
-        "buffer) live; auto: cuda when torch sees one, else cpu; default: the preset's, "
-        "else auto",
-    )
-    parser.add_argument(
-        "--env-device",
-        choices=ENV_DEVICES,
-        help="where the training envs run: numpy twins, or torch twins on --device with the "
-        "replay buffer there too (device); default auto: device when --device is cuda",
-    )
-    parser.add_argument(
-        "--replay-device",
-        choices=REPLAY_DEVICES,
-        help="where the replay buffer lives: host memory (numpy) or --device (torch, sampled "
-        "there); default auto: beside the envs",
-    )
-    parser.add_argument(
-        "--env-workers",
-        type=int,
-        metavar="N",
-        help="processes that step the training envs (1: the trainer's own); default: from "
-        "the machine's cores, 1 for envs with a native vector twin",
-    )
-    parser.add_argument(
-        "--overlap",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="collect the next cycle in the background while the learner updates (one cycle "
-        "of policy lag); default: on with env worker processes",
-    )
-    parser.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        help="the networks' arithmetic in the updates: bf16 autocast or fp32; default: the "
-        "preset's, else auto (bf16 on a CPU with bfloat16 instructions, fp32 elsewhere)",
-    )
-    parser.add_argument(
-        "--cuda-graphs",
-        choices=GRAPH_MODES,
-        help="run each update as a captured CUDA graph; default auto: on a CUDA device",
-    )
-    parser.add_argument("--out", help="run folder (default runs/<env>-<algo>-s<seed>-<time>)")
-    parser.add_argument("--resume", metavar="DIR", help="continue the run in this folder")
-    parser.add_argument("--save-every", type=int, help="keep policy_epoch_K.pt every K epochs")
-    parser.add_argument(
-        "--prioritized",
-        action="store_true",
-        help="prioritized replay by TD error (importance weights in the critic loss)",
-    )
-    parser.add_argument(
-        "--priority",
-        choices=PRIORITIES,
-        help="prioritized replay by this: td_error (as --prioritized), or goal_motion (each "
-        "episode by how far its achieved goal moved: episodes that moved the object are "
-        f"replayed more); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--priority-alpha",
-        type=float,
-        metavar="A",
-        help="prioritized replay: how far the priorities skew the draws, in [0, 1] (0: "
-        f"uniform, 1: in proportion); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--priority-beta",
-        type=float,
-        metavar="B",
-        help="prioritized replay by td_error: how much the importance weights correct the "
-        f"skew, in [0, 1] (1: fully); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--priority-eps",
-        type=float,
-        metavar="EPS",
-        help="prioritized replay: added to each |TD error| or episode's goal motion before "
-        "--priority-alpha, the draw weight of a transition with none (goal_motion: an "
-        f"episode whose object never moved); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--motion-clip",
-        type=float,
-        metavar="DISTANCE",
-        help=f"goal_motion: the most one step's move of the achieved goal counts; {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--motion-threshold",
-        type=float,
-        metavar="DISTANCE",
-        help="goal_motion: a step of the achieved goal shorter than this counts as none (an "
-        f"object that creeps on its own stays 'still'); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--motion-scope",
-        choices=["episode", "ahead"],
-        help="goal_motion: what a transition's motion counts, its episode's whole path or "
-        "the path from its step to the episode's end (the steps after the object's last "
-        f"move fall to the floor); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--motion-weights",
-        metavar="W,W,...",
-        help="goal_motion: a weight per achieved-goal entry, applied to each step before its "
-        f"length is taken (1,1,4: a lift counts four times a slide); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--policy-average",
-        type=float,
-        metavar="W",
-        help="evaluate, save and play an average of the policy's weights that moves 1 - W of "
-        "the way to the trained ones after each cycle, in [0, 1) (0: the policy itself; "
-        f"training and exploring are unchanged); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--lr-decay-to",
-        type=float,
-        metavar="F",
-        help="let every learning rate fall linearly, epoch by epoch, to F times itself in the "
-        f"last epoch, in (0, 1] (1: constant); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--lr-decay-from",
-        type=float,
-        metavar="P",
-        help="--lr-decay-to: the fraction of the run's epochs done before the learning rates "
-        f"start to fall, in [0, 1); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--n-step",
-        type=int,
-        metavar="N",
-        help="steps of each sampled return: the target sums a transition's reward and the "
-        "next N-1 of its episode (recomputed for a relabeled goal) and bootstraps with "
-        f"gamma**N (1: one-step targets); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--n-step-until",
-        type=int,
-        metavar="STEPS",
-        help="--n-step: env steps stored after which each return is one step again (n-step "
-        f"returns early, none of their bias later; 0: --n-step throughout); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--save-buffer", action="store_true", help="save the replay buffer too (for --resume)"
-    )
-    parser.add_argument(
-        "--stop-success", type=float, help="stop once the eval success rate reaches this"
-    )
-    parser.add_argument(
-        "--max-env-steps",
-        type=int,
-        metavar="N",
-        help="end at the first epoch that reaches N env steps (the run's total, resumed "
-        "epochs included); without --epochs the run gets the epochs N needs",
-    )
-    parser.add_argument(
-        "--minutes",
-        type=float,
-        metavar="M",
-        help="end at the first epoch that ends past M minutes of this call (committed, so "
-        "--resume continues it)",
-    )
-    parser.add_argument(
-        "--no-preflight",
-        action="store_true",
-        help="skip the goal-env checks run before the first step (the cheap ones of "
-        "`goalenvs check`: goal Dict, batched goal functions, is_success, episode length, "
-        "the replay buffer)",
-    )
-    add_max_episode_steps(parser)
     add_env_kwargs(parser, '{"n_bits": 50}')
-    parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
-
-
-OVERRIDES = {
-    "epochs": "epochs",
-    "cycles": "n_cycles",
-    "batches": "n_batches",
-    "batch_size": "batch_size",
-    "num_envs": "num_envs",
-    "seed": "seed",
-    "n_sampled_goal": "n_sampled_goal",
-    "strategy": "goal_selection_strategy",
-    "goal_mix": "goal_mix",
-    "goal_mix_warmup": "goal_mix_warmup",
-    "priority": "priority",
-    "priority_alpha": "priority_alpha",
-    "priority_beta": "priority_beta",
-    "priority_eps": "priority_eps",
-    "motion_clip": "motion_clip",
-    "motion_weights": "motion_weights",
-    "motion_threshold": "motion_threshold",
-    "motion_scope": "motion_scope",
-    "n_step": "n_step",
-    "n_step_until": "n_step_until",
-    "policy_average": "policy_average",
-    "lr_decay_to": "lr_decay_to",
-    "lr_decay_from": "lr_decay_from",
-    "device": "device",
-    "env_device": "env_device",
-    "replay_device": "replay_device",
-    "env_workers": "env_workers",
-    "overlap": "overlap",
-    "precision": "precision",
-    "cuda_graphs": "cuda_graphs",
-    "out": "out",
-    "save_every": "save_every",
-    "stop_success": "stop_success",
-    "max_env_steps": "max_env_steps",
-    "minutes": "max_minutes",
-    "max_episode_steps": "max_episode_steps",
-}
+    for flag in config_flags().values():
+        flag.add_to(parser)
 
 
 # the config field of a budget -> its flag
@@ -413,34 +222,19 @@ class Command:
 
 def read_command(args: argparse.Namespace) -> Command:
     """The :class:`Command` of the parsed arguments; bad input is a :class:`UsageError`."""
-    from goalenvs.agents.registry import algo_for, config_from_dict
+    from goalenvs.agents.registry import algo_for, config_from_dict, get_algo
     from goalenvs.train.envs import env_spec, validate_training_env
     from goalenvs.train.presets import load_preset, preset_for, resolve_config
 
-    given = {
-        field: getattr(args, name)
-        for name, field in OVERRIDES.items()
-        if getattr(args, name) is not None
-    }
-    if args.env_workers is not None:
-        check_env_workers_flag(args.env_workers)
-    if args.save_buffer:
-        given["save_buffer"] = True
-    if args.prioritized or args.priority is not None:
+    given = {name: getattr(args, name) for name in config_flags()}
+    given = {name: value for name, value in given.items() if value is not None}
+    if "env_workers" in given:
+        check_env_workers_flag(given["env_workers"])
+    if "priority" in given:
         given["prioritized"] = True
-    if args.tensorboard:
-        given["tensorboard"] = True
-    if args.quiet:
-        given["verbose"] = False
-    if args.no_preflight:
-        given["preflight"] = False
-    for flag, value in (
-        ("--max-env-steps", args.max_env_steps),
-        ("--minutes", args.minutes),
-        ("--max-episode-steps", args.max_episode_steps),
-    ):
-        if value is not None and not value > 0:
-            raise UsageError(f"{flag} {value}: expected a positive number")
+    for name in ("max_env_steps", "max_minutes", "max_episode_steps"):
+        if name in given and not given[name] > 0:
+            raise UsageError(f"{flag_of(name, args)} {given[name]}: expected a positive number")
     if args.resume:
         config_path = Path(args.resume) / "config.json"
         if not config_path.is_file():
@@ -465,16 +259,18 @@ def read_command(args: argparse.Namespace) -> Command:
         if args.preset is not None:
             raise UsageError("--preset cannot change when resuming a run (its config.json is kept)")
         given.pop("out", None)
+        _check_algo_has(given, get_algo(data.get("algo")).config_class(), args)
         recorded_plan = data.get("plan")
         # a path/to/file.py env resumed from another folder: its recorded file
         data["env_id"] = envspec.locate(data["env_id"], data.get("env_file"))
         before = config_from_dict(dict(data, resume=str(args.resume), out=None))
         data.update(given, resume=str(args.resume), out=None)
-        config = config_from_dict(data)
+        with _flag_named(given, args):
+            config = config_from_dict(data)
         _check_kept_on_resume(before, config)
         horizon = config.max_episode_steps or env_spec(config.env_id).max_episode_steps
         config = _fit_epochs(config, horizon, "epochs" in given)
-        _check_priority_flags(args, config)
+        _check_priority_flags(given, config, args)
         return Command(config, None, horizon, recorded=recorded_plan)
     if args.env_id is None:
         raise UsageError("ENV_ID is required (or --resume DIR)")
@@ -485,79 +281,77 @@ def read_command(args: argparse.Namespace) -> Command:
     horizon = episode_length(env)
     try:
         algo = args.algo or preset.algo or algo_for(env.action_space)
-        config = resolve_config(
-            args.env_id, preset.path, algo, horizon, env_kwargs=env_kwargs, **given
-        )
-        _check_priority_flags(args, config)
+        _check_algo_has(given, get_algo(algo).config_class(), args)
+        with _flag_named(given, args):
+            config = resolve_config(
+                args.env_id, preset.path, algo, horizon, env_kwargs=env_kwargs, **given
+            )
+        _check_priority_flags(given, config, args)
     except BaseException:
         env.close()
         raise
     return Command(_fit_epochs(config, horizon, "epochs" in given), preset, horizon, env)
 
 
-#: The replay settings a resumed run keeps: its saved buffer was filled and is drawn by them.
-REPLAY_FIELDS = (
-    "goal_selection_strategy",
-    "n_sampled_goal",
-    "goal_mix",
-    "goal_mix_warmup",
-    "prioritized",
-    "priority",
-    "priority_alpha",
-    "priority_beta",
-    "priority_eps",
-    "motion_clip",
-    "motion_weights",
-    "motion_threshold",
-    "motion_scope",
-    "n_step",
-    "n_step_until",
-)
+def flag_of(name: str, args: argparse.Namespace | None = None) -> str:
+    """The flag of config field ``name`` as ``args`` gave it, else its own (``--n-cycles``)."""
+    return getattr(args, "typed_flags", {}).get(name) or config_flags()[name].flags[0]
 
 
-#: Each setting a resumed run keeps -> what holds it: the replay settings its saved buffer
-#: was filled and is drawn by, the policy average its checkpoints' networks include, the
-#: learning-rate schedule its epochs followed (and progress.csv's lr_factor column shows).
-KEPT_ON_RESUME = {
-    **{field: "the run's replay has" for field in REPLAY_FIELDS},
-    "policy_average": "its checkpoints hold the networks of",
-    "lr_decay_to": "its learning rates followed",
-    "lr_decay_from": "its learning rates followed",
-}
+@contextlib.contextmanager
+def _flag_named(given: dict[str, Any], args: argparse.Namespace) -> Iterator[None]:
+    """A config's refusal of a value a flag gave, as a :class:`UsageError` that starts with
+    the flag and the value (``--cycles 0: n_cycles must be > 0.0, got 0``)."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        name = next((n for n in given if re.match(rf"{n}\b(?!_)", str(exc))), None)
+        if name is None:
+            raise
+        raise UsageError(f"{flag_of(name, args)} {given[name]}: {exc}") from None
+
+
+def _check_algo_has(
+    given: dict[str, Any], cls: type[TrainConfig], args: argparse.Namespace
+) -> None:
+    """A :class:`UsageError` for a flag of a field the run's algorithm has not."""
+    for name, value in given.items():
+        if name not in options(cls):
+            algos = ", ".join(config_flags()[name].algos)
+            raise UsageError(
+                f"{flag_of(name, args)} {value}: the {cls.algo} algorithm has no {name} (a "
+                f"setting of {algos}; choose one with --algo)"
+            )
 
 
 def _check_kept_on_resume(before: TrainConfig, after: TrainConfig) -> None:
-    """A :class:`UsageError` naming the flag of a setting that a resumed run keeps
-    (:data:`KEPT_ON_RESUME`) and its flags change."""
-    flags = {field: "--" + name.replace("_", "-") for name, field in OVERRIDES.items()}
-    for field, holder in KEPT_ON_RESUME.items():
-        old, new = getattr(before, field), getattr(after, field)
-        if old != new:
-            flag = flags.get(field, "--prioritized")
+    """A :class:`UsageError` naming the flag of a setting that a resumed run keeps (its
+    option's ``kept``: what holds it) and its flags change."""
+    for name, (_, option) in options(type(before)).items():
+        old, new = getattr(before, name), getattr(after, name)
+        if option.kept and old != new:
             raise UsageError(
-                f"{flag} cannot change when resuming a run: {holder} {field} {old!r}, the "
-                f"flags ask for {new!r} (start a new run to change it)"
+                f"{flag_of(name)} cannot change when resuming a run: {option.kept} {name} "
+                f"{old!r}, the flags ask for {new!r} (start a new run to change it)"
             )
 
 
-def _check_priority_flags(args: argparse.Namespace, config: TrainConfig) -> None:
+def _check_priority_flags(
+    given: dict[str, Any], config: TrainConfig, args: argparse.Namespace
+) -> None:
     """A :class:`UsageError` for a ``--priority-alpha``, ``--priority-beta`` or
     ``--priority-eps`` that the run would ignore: replay that is not prioritized, or (beta)
     drawn by goal motion, which carries no importance weights."""
-    for flag, value in (
-        ("--priority-alpha", args.priority_alpha),
-        ("--priority-beta", args.priority_beta),
-        ("--priority-eps", args.priority_eps),
-    ):
-        if value is not None and not config.prioritized:
+    for name in ("priority_alpha", "priority_beta", "priority_eps"):
+        if name in given and not config.prioritized:
             raise UsageError(
-                f"{flag} {value} only applies to prioritized replay, and this run's is "
-                "uniform: add --prioritized (by TD error) or --priority goal_motion"
+                f"{flag_of(name, args)} {given[name]} only applies to prioritized replay, and this "
+                "run's is uniform: add --prioritized (by TD error) or --priority goal_motion"
             )
-    if args.priority_beta is not None and config.priority == "goal_motion":
+    if "priority_beta" in given and config.priority == "goal_motion":
         raise UsageError(
-            f"--priority-beta {args.priority_beta} only applies to priority td_error: draws by "
-            "goal motion carry no importance weights"
+            f"--priority-beta {given['priority_beta']} only applies to priority td_error: "
+            "draws by goal motion carry no importance weights"
         )
 
 
@@ -688,3 +482,55 @@ def run(args: argparse.Namespace) -> int:
             more = f" --max-env-steps {2 * config.max_env_steps}"
         print(f"continue with: {goalenvs} train --resume {shlex.quote(str(result.run_dir))}{more}")
     return 0
+
+
+OPTION_TABLE = re.compile(r"(<!-- options -->\n).*?(<!-- /options -->)", re.DOTALL)
+
+
+def option_table() -> str:
+    """docs/training.md's table of every config field: its flags, default, the algorithms
+    that have it, whether a resumed run keeps it, and its help."""
+    rows = [
+        "| field (preset key) | flag | default | algorithms | on resume | what it sets |",
+        "|---|---|---|---|---|---|",
+    ]
+    classes = {algo.name: algo.config_class() for algo in ALGOS.values()}
+    names = dict.fromkeys(name for cls in classes.values() for name in options(cls))
+    for name in names:
+        having = {algo: cls for algo, cls in classes.items() if name in options(cls)}
+        option = next(options(cls)[name][1] for cls in having.values())
+        helps: dict[str, str] = {}  # each help -> the first algorithm that gives it
+        for algo, cls in having.items():
+            helps.setdefault(options(cls)[name][1].help, algo)
+        first, *others = helps
+        said = "; ".join([first, *(f"{helps[help]}: {help}" for help in others)])
+        defaults = {algo: _default(options(cls)[name][0]) for algo, cls in having.items()}
+        usual = _default(options(TrainConfig)[name][0]) if name in options(TrainConfig) else None
+        usual = usual or next(iter(defaults.values()))
+        other = [f"{algo}: {value}" for algo, value in defaults.items() if value != usual]
+        flags = ", ".join(f"`{flag}`" for flag in config_flags()[name].flags) if option.cli else "-"
+        algos = "all" if len(having) == len(classes) else ", ".join(having)
+        cells = [
+            f"`{name}`",
+            flags,
+            usual + (f" ({', '.join(other)})" if other else ""),
+            algos,
+            "kept" if option.kept else "",
+            said.replace("|", "\\|"),
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _default(f: dataclasses.Field) -> str:
+    value = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[operator]
+    return f"`{value!r}`"
+
+
+def with_option_table(text: str) -> str:
+    """``text`` (docs/training.md) with its ``<!-- options -->`` block rebuilt::
+
+    python -c "import pathlib, goalenvs.train.cli as c; p = pathlib.Path('docs/training.md');
+    p.write_text(c.with_option_table(p.read_text()))"
+    """
+    return OPTION_TABLE.sub(lambda m: f"{m.group(1)}{option_table()}\n{m.group(2)}", text)

@@ -163,10 +163,9 @@ class RunFolder:
         """The progress.csv header."""
         # with policy_average, eval_success is the averaged policy's, beside the policy's own
         online = ["eval_success_online"] if self.config.policy_average > 0 else []
-        lr = ["lr_factor"] if self.config.lr_decays else []  # the schedule's factor
         return [
             "epoch", "env_steps", "updates", "wall_time", "steps_per_s", "train_success",
-            "eval_success", "eval_return", "eval_length", *online, *lr, *self.loss_names,
+            "eval_success", "eval_return", "eval_length", *online, *self.loss_names,
             *TIME_COLUMNS,
         ]  # fmt: skip
 

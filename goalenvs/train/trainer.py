@@ -409,10 +409,6 @@ class Trainer:
         start, steps_before = time.perf_counter(), counters.env_steps
         stats: dict[str, list] = {name: [] for name in ("success", *self.agent.loss_names)}
         collector.clock.reset()
-        lr = {}
-        if cfg.lr_decays:  # the schedule's rates for this epoch, resumed ones too
-            lr = {"lr_factor": round(cfg.lr_factor(counters.epoch), 6)}
-            self.agent.set_lr_factor(lr["lr_factor"])
         collector.arm(cfg.n_cycles * self.plan.rollout_steps)
         rollout = collector.collect(self.agent)
         for cycle in range(cfg.n_cycles):
@@ -448,7 +444,6 @@ class Trainer:
             "eval_return": eval_return,
             "eval_length": length,
             **online,
-            **lr,
             **{name: mean_or_nan(stats[name]) for name in self.agent.loss_names},
             **collector.clock.columns(),
         }

@@ -293,29 +293,6 @@ def test_a_checkpoint_of_a_capturable_optimizer_steps_eagerly_on_the_cpu():
     )
 
 
-@pytest.mark.parametrize("algo", ["ddpg", "td3"])
-def test_targets_move_every_k_updates_as_k_update_cycles_would_move_them(algo):
-    # target_update_every=2 over a cycle of 6: the targets move after updates 2, 4 and 6
-    agent, action_space = make(algo, target_update_every=2)
-    reference, _ = make(algo)
-    torch.manual_seed(1)  # TD3's target smoothing draws from torch's generator: the same
-    Learner(agent, 8).optimize(ReplayStub(action_space), 6)
-    stub = ReplayStub(action_space)
-    torch.manual_seed(1)
-    for _ in range(3):
-        Learner(reference, 8).optimize(stub, 2)  # three cycles of two: the same moves
-    assert_same_state(agent, reference)
-    once, _ = make(algo)
-    torch.manual_seed(1)
-    Learner(once, 8).optimize(ReplayStub(action_space), 6)
-    moved = agent.state_dict()
-    assert any(
-        not torch.equal(moved[name], value)
-        for name, value in once.state_dict().items()
-        if "_target" in name
-    )
-
-
 def test_a_failed_capture_falls_back_to_eager_updates_with_one_line(monkeypatch, caplog):
     # On the CPU a capture is made to fail as a real one fails: inside torch.cuda.graph.
     from goalenvs.agents import learner as learner_module

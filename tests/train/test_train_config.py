@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 
 import numpy as np
 import pytest
 import torch
 
+from goalenvs.agents.config import options
 from goalenvs.agents.ddpg import DDPGConfig
 from goalenvs.agents.dqn import DQNConfig
 from goalenvs.agents.normalizer import Normalizer
@@ -20,11 +20,13 @@ from goalenvs.core import GOAL_KEYS
 
 
 @pytest.mark.parametrize("cls", [DDPGConfig, DQNConfig, SACConfig, TD3Config])
-def test_every_config_field_is_documented_on_its_line(cls):
-    sources = "".join(inspect.getsource(c) for c in cls.__mro__ if dataclasses.is_dataclass(c))
-    for f in dataclasses.fields(cls):
-        lines = [line for line in sources.splitlines() if line.strip().startswith(f"{f.name}:")]
-        assert lines and all("  # " in line for line in lines), f.name
+def test_every_config_field_carries_its_help(cls):
+    found = options(cls)
+    assert list(found) == [f.name for f in dataclasses.fields(cls)]
+    for name, (_, option) in found.items():
+        assert option.help.strip() and "\n" not in option.help, name
+    # a field declared again with a plain default keeps its base's help and check
+    assert options(DQNConfig)["batch_size"][1] == options(DDPGConfig)["batch_size"][1]
 
 
 @pytest.mark.parametrize("cls", [DDPGConfig, DQNConfig, SACConfig, TD3Config])
@@ -65,6 +67,15 @@ def test_config_from_dict_rejects_unknown_fields():
         config_from_dict({"algo": "dqn", "actor_lr": 0.1})
     with pytest.raises(ValueError, match="algo=None is not a registered algorithm"):
         config_from_dict({})
+
+
+def test_a_retired_setting_loads_at_its_idle_value_and_is_refused_at_any_other():
+    recorded = {**DDPGConfig(seed=3).to_dict(), "lr_decay_to": 1.0, "target_update_every": 0}
+    assert config_from_dict(recorded) == DDPGConfig(seed=3)  # an older run's config.json
+    with pytest.raises(
+        ValueError, match=r"^lr_decay_to 0.2: goalenvs no longer has this setting.*commit 41a2076"
+    ):
+        config_from_dict({**recorded, "lr_decay_to": 0.2})
 
 
 def test_normalizer_matches_numpy_statistics_and_clips():
@@ -368,3 +379,97 @@ def test_a_file_env_records_its_absolute_path_and_keeps_it_from_another_folder(
     other = dataclasses.replace(config, env_id="other.py:Reach")
     assert other.env_file == str(elsewhere.resolve() / "other.py")
     assert dataclasses.replace(config, env_id="goalenvs/PointReach-v0").env_file is None
+
+
+# --------------------------------------------------------------------------- options
+
+
+def test_the_training_docs_option_table_is_written_from_the_config_fields():
+    from pathlib import Path
+
+    from goalenvs.train.cli import option_table, with_option_table
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
+    assert with_option_table(text) == text, "rebuild it: goalenvs.train.cli.with_option_table"
+    table = option_table()
+    assert "| `n_step` | `--n-step` | `1` | all | kept |" in table
+    assert "| `actor_lr` | `--actor-lr` | `0.001` | ddpg, sac, td3 |  |" in table
+    assert "| `batch_size` | `--batch-size` | `256` (dqn: `128`) | all |" in table
+    assert "| `n_cycles` | `--n-cycles`, `--cycles` | `50` |" in table
+
+
+def test_every_number_or_choice_field_has_a_flag_under_its_own_name():
+    from goalenvs.agents.config import value_type
+    from goalenvs.agents.registry import ALGOS
+    from goalenvs.cli import build_parser
+
+    parser = build_parser("train")
+    train = parser._subparsers._group_actions[0].choices["train"]
+    flags = set(train._option_string_actions)
+    for algo in ALGOS.values():
+        for name, (f, option) in options(algo.config_class()).items():
+            if value_type(f) in ("int", "float") or option.choices:
+                assert "--" + name.replace("_", "-") in flags, name
+    args = parser.parse_args(["train", "--actor-lr", "0.01", "--cycles", "3", "--quiet"])
+    assert (args.actor_lr, args.n_cycles, args.verbose) == (0.01, 3, False)
+
+
+def test_a_flag_of_another_algorithms_field_is_refused_naming_the_algorithms(capsys):
+    from goalenvs.cli import main
+
+    argv = ["train", "goalenvs/BitFlipping-v0", "--env-kwargs", '{"n_bits": 3}', "--show-config"]
+    assert main([*argv, "--actor-lr", "0.01"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "goalenvs train: error: --actor-lr 0.01: the dqn algorithm has no actor_lr (a setting "
+        "of ddpg, sac, td3; choose one with --algo)"
+    )
+    assert main([*argv, "--learning-rate", "0.01"]) == 0
+    assert json.loads(capsys.readouterr().out)["learning_rate"] == 0.01
+
+
+@pytest.mark.parametrize(
+    ("flag", "meant"),
+    [
+        ("--lr", "did you mean --actor-lr, --critic-lr or --alpha-lr?"),
+        ("--epoch", "did you mean --epochs?"),
+        ("--zzz", "(goalenvs train --help lists them)"),
+    ],
+)
+def test_an_unknown_flag_gets_the_flags_meant_in_one_line(flag, meant, capsys):
+    from goalenvs.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["train", "goalenvs/PointReach-v0", flag, "1"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"goalenvs train: error: unrecognized arguments: {flag} 1"
+        + ("; " if "did" in meant else " ")
+        + meant
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--n-step", "0"], "--n-step 0: n_step must be >= 1, got 0"),
+        (["--cycles", "0"], "--cycles 0: n_cycles must be > 0.0, got 0"),
+        (["--gamma", "1"], "--gamma 1.0: gamma must be in (0, 1) or None, got 1.0"),
+    ],
+)
+def test_a_value_the_config_refuses_is_named_by_its_flag(flags, message, capsys):
+    from goalenvs.cli import main
+
+    assert main(["train", "goalenvs/PointReach-v0", *flags, "--show-config"]) == 2
+    assert capsys.readouterr().err.strip() == f"goalenvs train: error: {message}"
+
+
+def test_a_value_a_preset_file_gives_wrong_is_named_with_the_preset(tmp_path):
+    from goalenvs.train.presets import resolve_config
+
+    bad = tmp_path / "mine.toml"
+    bad.write_text('algo = "ddpg"\n[config]\nn_step = 0\n')
+    with pytest.raises(ValueError, match=r"^preset 'mine': n_step must be >= 1, got 0$"):
+        resolve_config("goalenvs/PointReach-v0", str(bad))
+    with pytest.raises(ValueError, match=r"^n_step must be >= 1, got -1$"):  # a flag's value
+        resolve_config("goalenvs/PointReach-v0", str(bad), n_step=-1)

@@ -34,6 +34,7 @@ import dataclasses
 import difflib
 import fnmatch
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,6 @@ from goalenvs.agents.registry import get_algo
 PRESET_DIR = Path(__file__).resolve().parent
 DEFAULT_PRESET = "baselines"  # goalenvs' own ids that no preset names
 OTHER_ENVS_PRESET = "one_cpu"  # every other env that no preset names: a user's, say
-# Fields a config takes as tuples; TOML has arrays.
-_TUPLE_FIELDS = ("hidden_sizes", "info_keys", "clip_range")
 
 
 @dataclass(frozen=True)
@@ -261,8 +260,11 @@ def resolve_config(
     if horizon is not None:
         for name, factor in chosen.per_episode_step.items():
             settings[name] = max(1, round(factor * horizon))
-    settings = {**settings, "env_id": env_id, **overrides}
-    for key in _TUPLE_FIELDS:
-        if isinstance(settings.get(key), list):
-            settings[key] = tuple(settings[key])
-    return cls(**settings)
+    try:
+        return cls(**{**settings, "env_id": env_id, **overrides})
+    except (ValueError, TypeError) as exc:
+        # a value the preset gave (not an override): the message names the preset too
+        own = set(settings) - set(overrides)
+        if any(re.match(rf"{name}\b(?!_)", str(exc)) for name in own):
+            raise type(exc)(f"preset {chosen.name!r}: {exc}") from None
+        raise
