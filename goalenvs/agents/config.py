@@ -22,10 +22,8 @@ from goalenvs.her.goal_mix import GoalMix
 from goalenvs.her.settings import (
     PRIORITIES,
     GoalSelectionStrategy,
-    check_motion_distances,
-    check_motion_scope,
+    check_motion_clip,
     check_motion_weights,
-    check_n_step_until,
 )
 
 # The buffer's enum is the one list of strategies; configs and the CLI read it.
@@ -71,10 +69,6 @@ class TrainConfig:
     # episode (recomputed for a relabeled goal), discounted, and bootstraps from the third
     # next observation with gamma ** 3 (fewer steps near an episode's end or a termination)
     n_step: int = 1  # steps of each sampled return; 1: one-step targets
-    # e.g. 400_000 with n_step 3: 3-step returns until the buffer has stored 400k env steps
-    # (they spread a sparse reward back sooner), one-step returns after (without the bias of
-    # summing the exploring behaviour's rewards)
-    n_step_until: int = 0  # env steps stored after which returns are one step; 0: never
     polyak: float = 0.95  # target <- polyak * target + (1 - polyak) * online, once a cycle
     target_update_every: int = 0  # also move the targets every K updates of a cycle (0: no)
     # e.g. 0.9: deterministic acting (the evaluation, the saved policy's predict) by an
@@ -130,10 +124,6 @@ class TrainConfig:
     motion_clip: float | None = None  # goal_motion: the most one step's move counts
     # e.g. (1, 1, 4): a Fetch object's lift counts four times a slide as long
     motion_weights: tuple[float, ...] | None = None  # goal_motion: a weight per goal entry
-    # e.g. 0.001: FetchSlide's puck, creeping ~0.1 mm a step untouched, counts as still
-    motion_threshold: float | None = None  # goal_motion: a shorter step counts as none
-    # "ahead": a transition weighs the motion from its step on, not its whole episode's
-    motion_scope: str = "episode"  # goal_motion: "episode" or "ahead"
     save_buffer: bool = False  # save the replay buffer with policy_latest.pt (for --resume)
     resume: str | None = None  # run folder to continue (its policy_latest.pt)
     tensorboard: bool = False  # also log scalars with torch.utils.tensorboard
@@ -171,7 +161,6 @@ class TrainConfig:
             self.goal_mix = GoalMix.parse(self.goal_mix).fractions()
         check_int("goal_mix_warmup", self.goal_mix_warmup, minimum=0)
         check_int("n_step", self.n_step, minimum=1)
-        check_n_step_until(self.n_step_until, self.n_step)
         check_int("save_every", self.save_every, minimum=0)
         check_int("target_update_every", self.target_update_every, minimum=0)
         if self.env_workers is not None:
@@ -188,8 +177,7 @@ class TrainConfig:
                 f"priority {self.priority!r} sets what prioritized replay draws by, got "
                 "prioritized False: set prioritized True too (--priority sets both)"
             )
-        check_motion_distances(self.motion_clip, self.motion_threshold, self.priority)
-        check_motion_scope(self.motion_scope, self.priority)
+        check_motion_clip(self.motion_clip, self.priority)
         if self.motion_weights is not None:
             self.motion_weights = check_motion_weights(
                 self.motion_weights, self.priority, text=True
@@ -269,11 +257,8 @@ class TrainConfig:
             "priority": self.priority,
             "motion_clip": self.motion_clip,
             "motion_weights": self.motion_weights,
-            "motion_threshold": self.motion_threshold,
-            "motion_scope": self.motion_scope,
             "n_step": self.n_step,
             "gamma": (self.gamma if self.gamma is not None else gamma) if self.n_step > 1 else None,
-            "n_step_until": self.n_step_until,
         }
 
 

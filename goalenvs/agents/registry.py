@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from gymnasium import spaces
 
 from goalenvs.agents.config import TrainConfig
+from goalenvs.her.settings import RETIRED, RETIRED_AT
 
 if TYPE_CHECKING:
     from goalenvs.agents.base import Agent
@@ -152,11 +153,24 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
     """Rebuilds a config written by :meth:`TrainConfig.to_dict` (e.g. a run's config.json).
 
     ``data["algo"]`` names a registered algorithm (:data:`goalenvs.agents.registry.ALGOS`).
+    A retired replay setting (:data:`goalenvs.her.settings.RETIRED`) at its off value is
+    dropped; at another, it is the ValueError that names it.
     """
     data = dict(data)
     data.pop("plan", None)  # a run folder's resolved plan (goalenvs.train.plan), not a field
     cls = get_algo(data.pop("algo", None)).config_class()
     names = {f.name for f in dataclasses.fields(cls)}
+    # A config.json written before a replay setting was retired: at its off value it
+    # meant nothing and is dropped; any other value asked for what this code cannot do.
+    for name, off in RETIRED.items():
+        if name not in names and name in data:
+            value = data.pop(name)
+            if value != off:
+                raise ValueError(
+                    f"{name} {value!r}: a replay setting goalenvs no longer has (the last "
+                    f"version with it is {RETIRED_AT}); run it there, or drop {name} to train "
+                    "without it"
+                )
     unknown = sorted(set(data) - names)
     if unknown:
         raise ValueError(

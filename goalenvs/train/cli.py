@@ -234,20 +234,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"goal_motion: the most one step's move of the achieved goal counts; {PRESET_DEFAULT}",
     )
     parser.add_argument(
-        "--motion-threshold",
-        type=float,
-        metavar="DISTANCE",
-        help="goal_motion: a step of the achieved goal shorter than this counts as none (an "
-        f"object that creeps on its own stays 'still'); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--motion-scope",
-        choices=["episode", "ahead"],
-        help="goal_motion: what a transition's motion counts, its episode's whole path or "
-        "the path from its step to the episode's end (the steps after the object's last "
-        f"move fall to the floor); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
         "--motion-weights",
         metavar="W,W,...",
         help="goal_motion: a weight per achieved-goal entry, applied to each step before its "
@@ -282,13 +268,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="steps of each sampled return: the target sums a transition's reward and the "
         "next N-1 of its episode (recomputed for a relabeled goal) and bootstraps with "
         f"gamma**N (1: one-step targets); {PRESET_DEFAULT}",
-    )
-    parser.add_argument(
-        "--n-step-until",
-        type=int,
-        metavar="STEPS",
-        help="--n-step: env steps stored after which each return is one step again (n-step "
-        f"returns early, none of their bias later; 0: --n-step throughout); {PRESET_DEFAULT}",
     )
     parser.add_argument(
         "--save-buffer", action="store_true", help="save the replay buffer too (for --resume)"
@@ -340,10 +319,7 @@ OVERRIDES = {
     "priority_eps": "priority_eps",
     "motion_clip": "motion_clip",
     "motion_weights": "motion_weights",
-    "motion_threshold": "motion_threshold",
-    "motion_scope": "motion_scope",
     "n_step": "n_step",
-    "n_step_until": "n_step_until",
     "policy_average": "policy_average",
     "lr_decay_to": "lr_decay_to",
     "lr_decay_from": "lr_decay_from",
@@ -500,10 +476,7 @@ REPLAY_FIELDS = (
     "priority_eps",
     "motion_clip",
     "motion_weights",
-    "motion_threshold",
-    "motion_scope",
     "n_step",
-    "n_step_until",
 )
 
 
