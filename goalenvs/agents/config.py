@@ -28,13 +28,10 @@ from goalenvs import envspec
 from goalenvs.core import check_choice, check_in_range, check_int, check_positive
 from goalenvs.her.goal_mix import GoalMix
 from goalenvs.her.settings import (
-    MOTION_SCOPES,
     PRIORITIES,
     GoalSelectionStrategy,
-    check_motion_distances,
-    check_motion_scope,
+    check_motion_clip,
     check_motion_weights,
-    check_n_step_until,
 )
 
 # The buffer's enum is the one list of strategies; configs and the CLI read it.
@@ -51,6 +48,9 @@ RETIRED: dict[str, tuple[object, str]] = {
     "lr_decay_to": (1.0, "41a2076"),
     "lr_decay_from": (0.0, "41a2076"),
     "target_update_every": (0, "ab85a68"),
+    "n_step_until": (0, "148f048"),
+    "motion_threshold": (None, "148f048"),
+    "motion_scope": ("episode", "148f048"),
 }
 
 _T = TypeVar("_T")
@@ -226,12 +226,6 @@ class TrainConfig:
         check=functools.partial(check_int, minimum=1),
         kept=REPLAY,
     )
-    n_step_until: int = option(
-        0,
-        "with n_step: env steps stored after which each return is one step again (n-step returns "
-        "early, none of their bias later); 0: n_step throughout",
-        kept=REPLAY,
-    )
     polyak: float = option(
         0.95, "target <- polyak * target + (1 - polyak) * online, once a cycle", check=FRACTION
     )
@@ -385,19 +379,6 @@ class TrainConfig:
         kept=REPLAY,
         metavar="W,W,...",
     )
-    motion_threshold: float | None = option(
-        None,
-        "goal_motion: a step of the achieved goal shorter than this counts as none (0.001: "
-        "FetchSlide's puck, creeping ~0.1 mm a step untouched, counts as still)",
-        kept=REPLAY,
-    )
-    motion_scope: str = option(
-        "episode",
-        "goal_motion: what a transition's motion counts, its episode's whole path or the path from"
-        " its step to the episode's end (ahead)",
-        choices=MOTION_SCOPES,
-        kept=REPLAY,
-    )
     save_buffer: bool = option(
         False, "save the replay buffer with policy_latest.pt too (for --resume)"
     )
@@ -431,14 +412,12 @@ class TrainConfig:
             if len(clip) != 2 or not clip[0] < clip[1]:
                 raise ValueError(f"clip_range must be (low, high) with low < high, got {clip}")
             self.clip_range = (clip[0], clip[1])
-        check_n_step_until(self.n_step_until, self.n_step)
         if self.priority != "td_error" and not self.prioritized:
             raise ValueError(
                 f"priority {self.priority!r} sets what prioritized replay draws by, got "
                 "prioritized False: set prioritized True too (--priority sets both)"
             )
-        check_motion_distances(self.motion_clip, self.motion_threshold, self.priority)
-        check_motion_scope(self.motion_scope, self.priority)
+        check_motion_clip(self.motion_clip, self.priority)
         if self.motion_weights is not None:
             self.motion_weights = check_motion_weights(
                 self.motion_weights, self.priority, text=True
@@ -481,11 +460,8 @@ class TrainConfig:
             "priority": self.priority,
             "motion_clip": self.motion_clip,
             "motion_weights": self.motion_weights,
-            "motion_threshold": self.motion_threshold,
-            "motion_scope": self.motion_scope,
             "n_step": self.n_step,
             "gamma": (self.gamma if self.gamma is not None else gamma) if self.n_step > 1 else None,
-            "n_step_until": self.n_step_until,
         }
 
 

@@ -178,15 +178,6 @@ class HerReplayBuffer(ReplayBufferBase):
             scales each step before its length is taken (and clipped): ``[1, 1, 4]`` makes
             a Fetch object's lift count four times a slide as long (the height term of
             Zhao & Tresp's energy); None: every entry counts alike.
-        motion_threshold: for ``"goal_motion"``, a step shorter than this (after the
-            weights) counts as none: an object that creeps on its own (FetchSlide's puck
-            drifts ~0.1 mm a step untouched) then leaves its episodes at the floor,
-            ``priority_eps``, as a still one; None: every step counts.
-        motion_scope: for ``"goal_motion"``, what a transition's motion is: ``"episode"``
-            (its whole episode's path: every transition of an episode alike) or
-            ``"ahead"`` (the path from its own step to the episode's end: the steps after
-            the object's last move, whose future goals all equal their achieved goal, fall
-            to the floor, and those before it are drawn more).
         n_step: the steps of each sampled return: ``rewards`` sums the rewards of the
             transition and of the ``n_step - 1`` after it in its episode (each recomputed
             for a relabeled goal), discounted by ``gamma``, ``next_observations`` is the
@@ -195,11 +186,6 @@ class HerReplayBuffer(ReplayBufferBase):
             1 (the default): one-step transitions, ``discounts`` None.
         gamma: the discount of n-step returns, in (0, 1): the agent's. Needed when
             ``n_step > 1``.
-        n_step_until: env steps stored (``add`` calls times ``n_envs``) after which every
-            sampled return is one step (``discounts`` then all ``gamma``): n-step returns
-            spread a sparse reward back faster early on, one-step ones hold no bias from
-            the exploring behaviour later. 0 (the default): ``n_step`` throughout.
-
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
     """
@@ -231,11 +217,8 @@ class HerReplayBuffer(ReplayBufferBase):
         priority: str = "td_error",
         motion_clip: float | None = None,
         motion_weights: Sequence[float] | None = None,
-        motion_threshold: float | None = None,
-        motion_scope: str = "episode",
         n_step: int = 1,
         gamma: float | None = None,
-        n_step_until: int = 0,
     ) -> None:
         settings = BufferSettings(
             buffer_size,
@@ -256,11 +239,8 @@ class HerReplayBuffer(ReplayBufferBase):
             priority,
             motion_clip,
             motion_weights,
-            motion_threshold,
-            motion_scope,
             n_step,
             gamma,
-            n_step_until,
         )
         rng_state = dict(np.random.default_rng(seed).bit_generator.state)
         self._adopt(HerBufferState.empty(settings, rng_state), compute_reward, compute_terminated)
@@ -619,11 +599,9 @@ class HerReplayBuffer(ReplayBufferBase):
         self, leaves: np.ndarray, length: int | np.ndarray, lockstep: bool
     ) -> np.ndarray:
         """For each of the closing episodes' transitions (at flat indices ``leaves``, laid
-        out as :meth:`_close_episodes` writes them), its goal motion: the sum of
-        ``min(|w * (ag_{t+1} - ag_t)|, motion_clip)`` (0 for a step below
-        ``motion_threshold``) over its episode, or, with ``motion_scope="ahead"``, over the
-        steps from its own to the episode's end; the achieved goals are read from the rows
-        (a transition's next observation is the next row of its env).
+        out as :meth:`_close_episodes` writes them), its episode's goal motion: the sum of
+        ``min(|w * (ag_{t+1} - ag_t)|, motion_clip)`` over the episode; the achieved goals
+        are read from the rows (a transition's next observation is the next row of its env).
         """
         n, flat_rows = self.n_envs, self._rows * self.n_envs
         achieved = self._storage.observations["achieved_goal"]
@@ -633,22 +611,12 @@ class HerReplayBuffer(ReplayBufferBase):
         if self._motion_weights is not None:
             moved *= self._motion_weights
         step = np.linalg.norm(moved, axis=1)
-        if self.motion_threshold is not None:
-            step[step < self.motion_threshold] = 0.0
         if self.motion_clip is not None:
             np.minimum(step, self.motion_clip, out=step)
-        ahead = self.motion_scope == "ahead"
         if lockstep:  # row-major: length rows of every env
-            steps = step.reshape(int(length), n)
-            if ahead:  # each row's sum from it to the last row
-                return np.cumsum(steps[::-1], axis=0)[::-1].reshape(-1)
-            return np.tile(steps.sum(axis=0), int(length))
+            return np.tile(step.reshape(int(length), n).sum(axis=0), int(length))
         # One env's episode after another, each ``length[i]`` transitions long.
         counts = np.asarray(length)
-        if ahead:  # the episode's total less the steps before each one
-            running = np.cumsum(step)
-            ends = np.repeat(running[np.cumsum(counts) - 1], counts)
-            return np.maximum(ends - running + step, 0.0)
         totals = np.add.reduceat(step, np.cumsum(counts) - counts)
         return np.repeat(totals, counts)
 

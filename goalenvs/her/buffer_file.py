@@ -113,6 +113,8 @@ def _from_archive(path: Any, data: Any) -> HerBufferState:
         settings = BufferSettings.from_meta(meta)
     except KeyError as error:
         raise ValueError(f"{name}: the metadata has no {error} entry") from None
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
     state = HerBufferState.empty(settings, meta["rng_state"])
     storage = state.storage
     targets = {f"obs__{k}": v for k, v in storage.observations.items()}

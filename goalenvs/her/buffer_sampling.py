@@ -93,7 +93,6 @@ class HerSampler:
         self.goal_mix_warmup = settings.goal_mix_warmup
         self.handle_timeout_termination = settings.handle_timeout_termination
         self.n_step = settings.n_step
-        self.n_step_until = settings.n_step_until
         self.gamma = settings.gamma
         self.storage = storage
         self.tree = tree
@@ -114,11 +113,6 @@ class HerSampler:
         (the mix has some, and its warm-up is over)."""
         warming_up = steps_added * self.n_envs < self.goal_mix_warmup
         return "desired" in self.mix.sources and not warming_up
-
-    def n_steps_on(self, steps_added: int) -> bool:
-        """Whether a sample after ``steps_added`` adds sums ``n_step`` steps (else one):
-        always, unless ``n_step_until`` env steps are stored."""
-        return not self.n_step_until or steps_added * self.n_envs < self.n_step_until
 
     def holds_two_episodes(self) -> bool:
         """Whether the sampleable transitions span at least two episodes: those of two
@@ -195,10 +189,8 @@ class HerSampler:
             compute_terminated, index, relabel, next_obs["achieved_goal"], obs["desired_goal"], info
         )
         if self.n_step > 1:
-            # Past n_step_until the returns are one step, the batch keeping its discounts.
-            steps = self.n_step if self.n_steps_on(steps_added) else 1
             terminated = self._sum_steps(
-                out, compute_reward, compute_terminated, relabel, env, row, index, terminated, steps
+                out, compute_reward, compute_terminated, relabel, env, row, index, terminated
             )
         np.copyto(out.dones, terminated)
         return _deliver(out, device)
@@ -237,7 +229,6 @@ class HerSampler:
         row: np.ndarray,
         index: np.ndarray,
         terminated: np.ndarray,
-        n_step: int,
     ) -> np.ndarray:
         """Makes ``out``'s one-step transitions n-step returns: adds the discounted rewards
         of the up to ``n_step - 1`` transitions after each one in its episode (for its
@@ -246,6 +237,7 @@ class HerSampler:
         the next observations to those after the last step. Returns the dones of the
         last step summed."""
         R, n, storage, gamma = self.rows_per_env, self.n_envs, self.storage, self.gamma
+        n_step = self.n_step
         assert gamma is not None  # BufferSettings requires it with n_step > 1
         B = len(row)
         offset = storage.offset_in_episode[index]

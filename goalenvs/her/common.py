@@ -361,27 +361,9 @@ class ReplayBufferBase:
         return None if weights is None else tuple(weights)
 
     @property
-    def motion_threshold(self) -> float | None:
-        """For ``"goal_motion"`` priorities, a step of the achieved goal shorter than this
-        counts as none (an object creeping on its own; None: every step counts)."""
-        return self._settings.motion_threshold
-
-    @property
-    def motion_scope(self) -> str:
-        """For ``"goal_motion"`` priorities, what a transition's motion counts:
-        ``"episode"`` (its episode's whole path) or ``"ahead"`` (the path from its step to
-        the episode's end)."""
-        return self._settings.motion_scope
-
-    @property
     def n_step(self) -> int:
         """The steps each sampled return sums (1: one-step transitions)."""
         return self._settings.n_step
-
-    @property
-    def n_step_until(self) -> int:
-        """Env steps stored after which each sampled return is one step (0: never)."""
-        return self._settings.n_step_until
 
     @property
     def gamma(self) -> float | None:

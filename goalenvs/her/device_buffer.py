@@ -138,19 +138,10 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         motion_clip: for ``"goal_motion"``, the most one step's move counts.
         motion_weights: for ``"goal_motion"``, a weight per achieved-goal entry applied to
             each step before its length is taken; None: all 1.
-        motion_threshold: for ``"goal_motion"``, a step shorter than this (after the
-            weights) counts as none; None: every step counts.
-        motion_scope: for ``"goal_motion"``, ``"episode"`` (a row is drawn by its
-            episode's whole path) or ``"ahead"`` (by the path from its step to the
-            episode's end: its episode's path less the path before its step).
         n_step: the steps of each sampled return, as
             :class:`~goalenvs.her.buffer.HerReplayBuffer`'s (static shapes: every batch
             gathers ``n_step`` steps, masked past an episode's end or a termination).
         gamma: the discount of n-step returns, in (0, 1); needed when ``n_step > 1``.
-        n_step_until: env steps stored after which the returns fall to one step, as
-            :class:`~goalenvs.her.buffer.HerReplayBuffer`'s (a mask read on the device:
-            the batch keeps its ``discounts``, and a captured graph stays valid).
-
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
     """
@@ -186,11 +177,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         priority: str = "td_error",
         motion_clip: float | None = None,
         motion_weights: Sequence[float] | None = None,
-        motion_threshold: float | None = None,
-        motion_scope: str = "episode",
         n_step: int = 1,
         gamma: float | None = None,
-        n_step_until: int = 0,
         *,
         device: Any,
     ) -> None:
@@ -214,11 +202,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             priority,
             motion_clip,
             motion_weights,
-            motion_threshold,
-            motion_scope,
             n_step,
             gamma,
-            n_step_until,
         )
         generator = torch.Generator(device=device)
         if seed is None:
@@ -259,8 +244,6 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         self._max_priority = state.max_priority
         # goal_motion: a row's priority is its episode's path so far (see add).
         self._by_motion = settings.priority == "goal_motion"
-        self._motion_ahead = settings.motion_scope == "ahead"
-        self._row_index = torch.arange(settings.rows_per_env, device=self.device)[:, None]
         weights = settings.motion_weights
         self._motion_weights = (
             None
@@ -301,7 +284,6 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         # every batch (future too while a warm-up may need it).
         mix = settings.relabel_mix
         self._warmup = settings.goal_mix_warmup
-        self._n_step_until = settings.n_step_until
         self._thresholds = torch.tensor(mix.thresholds(), device=self.device)
         self._warmup_thresholds = torch.tensor(FUTURE_ONLY.thresholds(), device=self.device)
         drawn = set(mix.sources) | ({"future"} if self._warmup else set())
@@ -454,8 +436,6 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
                 if self._motion_weights is not None:
                     step = step * self._motion_weights
                 moved = torch.linalg.vector_norm(step, dim=1)
-                if self.motion_threshold is not None:
-                    moved = moved.masked_fill_(moved < self.motion_threshold, 0.0)
                 if self.motion_clip is not None:
                     moved = moved.clamp_(max=self.motion_clip)
                 before = storage.priorities[(steps - 1) % rows]
@@ -463,8 +443,8 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
                 storage.priorities[row] = torch.where(started, before + moved, moved)
             else:
                 storage.priorities[row] = self._max_priority**self.alpha
-        if storage.priorities is not None or self._warmup or self._n_step_until:
-            # Prioritized sampling, a warm-up and an n-step schedule read the count on the
+        if storage.priorities is not None or self._warmup:
+            # Prioritized sampling and a warm-up read the count on the
             # device (state() refreshes it for a buffer whose sampling does not).
             storage.steps_added.fill_(steps + 1)
         for key, value in info_values.items():
@@ -686,8 +666,7 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         """The n-step returns of the transitions (counter ``t`` of ``env``, their rows'
         ``meta``, one-step ``rewards`` and ``terminated`` for their ``goals``): the
         discounted rewards of the up to ``n_step - 1`` transitions after each in its
-        episode added, stopping at the episode's last transition or a termination (none
-        added once ``n_step_until`` env steps are stored).
+        episode added, stopping at the episode's last transition or a termination.
         Returns ``(returns, terminated, discounts, next_obs)`` of the last step summed.
         Static shapes: each step is gathered for the whole batch and masked."""
         gamma = self.gamma
@@ -698,8 +677,6 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
         returns = rewards.to(torch.float64)
         steps = torch.ones_like(t)  # transitions summed so far
         alive = torch.ones(B, dtype=torch.bool, device=self.device)
-        if self._n_step_until:  # one step once n_step_until env steps are stored
-            alive = alive & (self._storage.steps_added * self.n_envs < self._n_step_until)
         ended = terminated
         for k in range(1, self.n_step):
             alive = alive & (t + k < end) & ~ended
@@ -777,12 +754,6 @@ class DeviceHerReplayBuffer(ReplayBufferBase):
             episode = storage.row_meta[:, :, META_EPISODE] % rows
             last = (storage.episode_end.gather(0, episode) - 1) % rows
             path = storage.priorities.gather(0, last)
-            if self._motion_ahead:
-                # Less the path before each row's step: the previous row's (the same env's
-                # row before, around the ring), 0 at an episode's first row.
-                first = storage.row_meta[:, :, META_START] % rows == self._row_index
-                before = storage.priorities.roll(1, 0).masked_fill(first, 0.0)
-                path = (path - before).clamp_(min=0.0)
             priority = (path.double() + self.priority_eps) ** self.alpha
             mass = (priority * self._sampleable_rows()).reshape(-1)
         else:

@@ -99,6 +99,8 @@ def read_device_file(path: str | os.PathLike, device: DeviceLike = None) -> Devi
         steps_added = int(meta["t"])
     except KeyError as error:
         raise ValueError(f"{name}: the metadata has no {error} entry") from None
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
     target = resolve_device(saved_device if device is None else device)
     generator_state = tensors.get("generator")
     if not isinstance(generator_state, torch.Tensor) or saved_device.type != target.type:

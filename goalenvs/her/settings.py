@@ -32,9 +32,11 @@ __all__ = ["PRIORITIES", "BufferSettings", "GoalSelectionStrategy", "resolve_goa
 #: transition's episode (a kinetic, env-agnostic form of Zhao & Tresp's energy-based
 #: prioritization, 2018).
 PRIORITIES = ("td_error", "goal_motion")
-# What a transition's goal motion counts: its whole episode's path, or the path from its
-# step to the episode's end (what its future goals can still differ by).
-MOTION_SCOPES = ("episode", "ahead")
+# Settings older files may carry that this buffer no longer has, each with the value that
+# meant "off": a file at that value loads, one with another is refused (see from_meta).
+RETIRED = {"n_step_until": 0, "motion_threshold": None, "motion_scope": "episode"}
+# The last commit whose buffer had them.
+RETIRED_AT = "148f048"
 
 
 # Where a space description lives, for the codec's errors.
@@ -137,11 +139,8 @@ class BufferSettings:
     priority: str = "td_error"
     motion_clip: float | None = None
     motion_weights: Sequence[float] | None = None
-    motion_threshold: float | None = None
-    motion_scope: str = "episode"
     n_step: int = 1
     gamma: float | None = None
-    n_step_until: int = 0
 
     def __post_init__(self) -> None:
         check_int("n_envs", self.n_envs, minimum=1)
@@ -153,11 +152,8 @@ class BufferSettings:
                 f"priority={self.priority!r} sets what a prioritized buffer draws by, got "
                 "prioritized=False: pass prioritized=True too"
             )
-        clip, threshold = check_motion_distances(
-            self.motion_clip, self.motion_threshold, self.priority
-        )
+        clip = check_motion_clip(self.motion_clip, self.priority)
         weights = check_motion_weights(self.motion_weights, self.priority)
-        check_motion_scope(self.motion_scope, self.priority)
         check_in_range("alpha", self.alpha)
         check_in_range("beta", self.beta)
         eps = self.priority_eps
@@ -200,7 +196,6 @@ class BufferSettings:
             )
         check_int("goal_mix_warmup", self.goal_mix_warmup, minimum=0)
         check_n_step(self.n_step, self.gamma)
-        check_n_step_until(self.n_step_until, self.n_step)
         seed = self.seed
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {seed!r}")
@@ -219,11 +214,8 @@ class BufferSettings:
             "priority_eps": float(eps),
             "motion_clip": None if clip is None else float(clip),
             "motion_weights": weights,
-            "motion_threshold": None if threshold is None else float(threshold),
-            "motion_scope": str(self.motion_scope),
             "n_step": int(self.n_step),
             "gamma": None if self.gamma is None else float(self.gamma),
-            "n_step_until": int(self.n_step_until),
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
@@ -289,11 +281,8 @@ class BufferSettings:
             "priority": self.priority,
             "motion_clip": self.motion_clip,
             "motion_weights": None if self.motion_weights is None else list(self.motion_weights),
-            "motion_threshold": self.motion_threshold,
-            "motion_scope": self.motion_scope,
             "n_step": self.n_step,
             "gamma": self.gamma,
-            "n_step_until": self.n_step_until,
         }
 
     @classmethod
@@ -301,11 +290,16 @@ class BufferSettings:
         """The settings a saved file's metadata describes, checked as a constructor's;
         files older than prioritized replay have no priority settings and get the
         defaults, files older than goal mixes sample by their strategy as they did, files older
-        than goal-motion priorities are prioritized by TD error, files older than a
-        motion threshold count every step's move, files older than a motion scope count
-        the whole episode's, files older than n-step returns sample one step, files older
-        than an n-step schedule keep their n_step throughout. A
-        missing entry raises KeyError naming it."""
+        than goal-motion priorities are prioritized by TD error, files older than n-step
+        returns sample one step. A missing entry raises KeyError naming it; a file that
+        sets a retired setting (:data:`RETIRED`) to other than its off value, the
+        ValueError that names it and what to do."""
+        for name, off in RETIRED.items():
+            if meta.get(name, off) != off:
+                raise ValueError(
+                    f"written with {name}={meta[name]!r}, a setting this version no longer "
+                    f"has: sample it with goalenvs {RETIRED_AT} or earlier, or start a new buffer"
+                )
         observation_space = space_from_json(meta["observation_space"], _FILE)
         if not isinstance(observation_space, spaces.Dict):
             raise ValueError(f"{_FILE} describes observation_space {observation_space}: not a Dict")
@@ -327,46 +321,25 @@ class BufferSettings:
             priority=meta.get("priority", "td_error"),
             motion_clip=meta.get("motion_clip"),
             motion_weights=meta.get("motion_weights"),
-            motion_threshold=meta.get("motion_threshold"),
-            motion_scope=meta.get("motion_scope", "episode"),
             n_step=meta.get("n_step", 1),
             gamma=meta.get("gamma"),
-            n_step_until=meta.get("n_step_until", 0),
         )
 
 
-def _check_motion_distance(name: str, value: Any, priority: str) -> float | None:
-    """``value`` of the goal-motion distance ``name`` (``motion_clip``,
-    ``motion_threshold``) as it was given, or the error naming it: None, or a positive
-    finite number with ``priority="goal_motion"``."""
-    if value is None:
+def check_motion_clip(clip: Any, priority: str) -> float | None:
+    """``motion_clip`` as given, or the error naming it: None, or a positive finite
+    distance with ``priority="goal_motion"``."""
+    if clip is None:
         return None
     if priority != "goal_motion":
         raise ValueError(
-            f"{name}={value!r} only applies to priority='goal_motion', got priority={priority!r}"
+            f"motion_clip={clip!r} only applies to priority='goal_motion', got "
+            f"priority={priority!r}"
         )
-    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, bool
-    )
-    if not number or not 0 < value < np.inf:
-        raise ValueError(f"{name} must be a positive finite distance (or None), got {value!r}")
-    return value
-
-
-def check_motion_distances(
-    clip: Any, threshold: Any, priority: str
-) -> tuple[float | None, float | None]:
-    """``motion_clip`` and ``motion_threshold`` as given, or the error naming the one that
-    is wrong: each None or a positive finite number with ``priority="goal_motion"``, the
-    threshold below the clip."""
-    clip = _check_motion_distance("motion_clip", clip, priority)
-    threshold = _check_motion_distance("motion_threshold", threshold, priority)
-    if clip is not None and threshold is not None and threshold >= clip:
-        raise ValueError(
-            f"motion_threshold={threshold!r} must be below motion_clip={clip!r}: every step "
-            "would count as none"
-        )
-    return clip, threshold
+    number = isinstance(clip, (int, float, np.integer, np.floating)) and not isinstance(clip, bool)
+    if not number or not 0 < clip < np.inf:
+        raise ValueError(f"motion_clip must be a positive finite distance (or None), got {clip!r}")
+    return clip
 
 
 def check_n_step(n_step: Any, gamma: Any) -> int:
@@ -380,32 +353,6 @@ def check_n_step(n_step: Any, gamma: Any) -> int:
         )
     check_in_range("gamma", gamma, open_low=True, open_high=True, none_ok=True)
     return int(n_step)
-
-
-def check_n_step_until(n_step_until: Any, n_step: int) -> int:
-    """``n_step_until`` as given, or the error naming it: an int of at least 0 (0: the
-    returns keep ``n_step`` steps throughout), and a positive one only with ``n_step``
-    above 1 (it ends the n-step returns there is no other way to have)."""
-    check_int("n_step_until", n_step_until, minimum=0)
-    if int(n_step_until) > 0 and int(n_step) == 1:
-        raise ValueError(
-            f"n_step_until={n_step_until} ends n-step returns after that many env steps, got "
-            "n_step=1 (one-step returns throughout): pass n_step > 1 too, or n_step_until=0"
-        )
-    return int(n_step_until)
-
-
-def check_motion_scope(scope: Any, priority: str) -> str:
-    """``motion_scope`` as given, or the error naming it: ``"episode"`` (a transition is
-    drawn by its whole episode's goal motion) or ``"ahead"`` (by the motion from its step
-    to the episode's end), the latter with ``priority="goal_motion"`` only."""
-    check_choice("motion_scope", scope, MOTION_SCOPES)
-    if scope != "episode" and priority != "goal_motion":
-        raise ValueError(
-            f"motion_scope={scope!r} only applies to priority='goal_motion', got "
-            f"priority={priority!r}"
-        )
-    return str(scope)
 
 
 def check_motion_weights(

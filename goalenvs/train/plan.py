@@ -351,12 +351,6 @@ def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world
             f"{config.n_cycles} x {rollout_steps} steps x num_envs {config.num_envs}); "
             "lower goal_mix_warmup or lengthen the run"
         )
-    if config.n_step_until > stored:
-        raise ValueError(
-            f"n_step_until {config.n_step_until} is longer than the run: each replay buffer "
-            f"stores {stored:,} env steps, so its returns would keep n_step {config.n_step} "
-            "throughout; lower n_step_until, or pass 0 for n-step returns throughout"
-        )
 
 
 def _preflight(config: TrainConfig, env: gym.Env, notes: list[str]) -> Preflight | None:

@@ -2,9 +2,8 @@
 
 Every transition of an episode is drawn in proportion to ``(motion + eps) ** alpha``,
 where ``motion`` is the path length of the episode's achieved goal with each step's move
-clipped to ``motion_clip`` (and each step scaled per entry by ``motion_weights`` first,
-then counted as none below ``motion_threshold``); with ``motion_scope="ahead"`` only the
-steps from the transition's own to the episode's end count. The buffer is fed tagged
+clipped to ``motion_clip`` (and each step scaled per entry by ``motion_weights`` first).
+The buffer is fed tagged
 episodes whose achieved goal moves at a known speed (some not at all), through a ring that
 wraps and retires episodes, with envs that end episodes together (the lockstep writes) and
 apart.
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from goalenvs.agents.ddpg import DDPGConfig
@@ -67,19 +66,13 @@ class Feeder:
         episode: int,
         clip: float | None,
         weights: tuple | None = None,
-        threshold: float | None = None,
-        ahead_of: int | None = None,
     ) -> float:
-        """The episode's clipped path, or from step ``ahead_of`` on (``motion_scope``
-        "ahead")."""
+        """The episode's clipped path."""
         velocity = self.velocity(env, episode).astype(np.float64)
         if weights is not None:
             velocity = velocity * np.asarray(weights)
         step = float(np.linalg.norm(velocity))
-        if threshold is not None and step < threshold:
-            step = 0.0
-        steps = self.length(env, episode) - (ahead_of or 0)
-        return steps * (step if clip is None else min(step, clip))
+        return self.length(env, episode) * (step if clip is None else min(step, clip))
 
     def add(self) -> None:
         n = self.buffer.n_envs
@@ -115,17 +108,11 @@ def make(
     clip: float | None,
     backend: str = "numpy",
     weights: tuple | None = None,
-    threshold: float | None = None,
-    scope: str = "episode",
 ) -> HerReplayBuffer | DeviceHerReplayBuffer:
     """A goal-motion buffer in host memory (``"numpy"``) or on the CPU device (``"torch"``)."""
     kwargs: dict = {"device": "cpu"} if backend == "torch" else {}
-    if scope != "episode":
-        kwargs["motion_scope"] = scope
     if weights is not None:
         kwargs["motion_weights"] = weights
-    if threshold is not None:
-        kwargs["motion_threshold"] = threshold
     cls = DeviceHerReplayBuffer if backend == "torch" else HerReplayBuffer
     return cls(
         rows * n_envs, SPACE, ACTIONS, reward, n_envs=n_envs, seed=0, prioritized=True,
@@ -143,23 +130,16 @@ def check_leaves(
     alpha: float,
     clip: float | None,
     weights: tuple | None = None,
-    threshold: float | None = None,
-    scope: str = "episode",
 ) -> int:
-    """Every sampleable transition's leaf holds its ``(motion + eps) ** alpha`` (its
-    episode's, or from its step on) and every other leaf 0; returns how many are
-    sampleable."""
+    """Every sampleable transition's leaf holds its episode's ``(motion + eps) ** alpha``
+    and every other leaf 0; returns how many are sampleable."""
     state = buffer.state()
     leaves = state.priorities
     assert leaves is not None
     live = np.flatnonzero(leaves)
     assert live.size == buffer.n_transitions
     tags = state.storage.observations["observation"][live].astype(int)
-    ahead = scope == "ahead"
-    expected = [
-        (feeder.motion(e, m, clip, weights, threshold, t if ahead else None) + EPS) ** alpha
-        for e, m, t in tags.tolist()
-    ]
+    expected = [(feeder.motion(e, m, clip, weights) + EPS) ** alpha for e, m, _ in tags.tolist()]
     np.testing.assert_allclose(leaves[live], expected, rtol=1e-6)
     return int(live.size)
 
@@ -173,9 +153,6 @@ def check_leaves(
     alpha=st.sampled_from([0.0, 0.6, 1.0]),
     clip=st.sampled_from([None, 0.3, 5.0]),
     weights=st.sampled_from([None, (1.0, 1.0, 4.0), (0.0, 2.0, 0.5)]),
-    # step lengths here: 0.25, 0.71 and 3 (weighted: 1.03, 4.12; 0.25, 2.06, 8.31)
-    threshold=st.sampled_from([None, 0.4, 1.0]),
-    scope=st.sampled_from(["episode", "ahead"]),
     adds=st.integers(1, 90),
 )
 def test_each_transition_carries_its_episodes_clipped_goal_motion(
@@ -186,16 +163,13 @@ def test_each_transition_carries_its_episodes_clipped_goal_motion(
     alpha: float,
     clip: float | None,
     weights: tuple | None,
-    threshold: float | None,
-    scope: str,
     adds: int,
 ) -> None:
-    assume(clip is None or threshold is None or threshold < clip)
-    buffer = make(n_envs, rows, alpha, clip, weights=weights, threshold=threshold, scope=scope)
+    buffer = make(n_envs, rows, alpha, clip, weights=weights)
     feeder = Feeder(buffer, lengths, speeds)
     for _ in range(adds):
         feeder.add()
-        check_leaves(buffer, feeder, alpha, clip, weights, threshold, scope)
+        check_leaves(buffer, feeder, alpha, clip, weights)
     if buffer.can_sample():
         batch = buffer.sample(16)
         np.testing.assert_array_equal(batch.weights, np.ones(16, np.float32))
@@ -204,37 +178,26 @@ def test_each_transition_carries_its_episodes_clipped_goal_motion(
 def test_envs_ending_together_and_apart_write_the_same_priorities() -> None:
     # Same lengths in every env: every episode closes in lockstep (the slice writes);
     # lengths cycled per env: they close apart (the index-array writes).
-    for lengths, scope in itertools.product(([4], [2, 3, 5]), ("episode", "ahead")):
-        buffer = make(3, 40, 1.0, None, scope=scope)
+    for lengths in ([4], [2, 3, 5]):
+        buffer = make(3, 40, 1.0, None)
         feeder = Feeder(buffer, lengths, [0, 1, 2, 3])
         for _ in range(100):  # more than the ring's 40 rows: it wraps
             feeder.add()
-        assert check_leaves(buffer, feeder, 1.0, None, scope=scope) > 20
+        assert check_leaves(buffer, feeder, 1.0, None) > 20
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize(
-    ("n_envs", "rows", "weights", "threshold", "scope"),
-    [
-        (1, 200, None, None, "episode"),
-        (3, 30, None, None, "episode"),
-        (3, 30, (0.0, 1.0, 4.0), None, "episode"),
-        (3, 30, None, 0.5, "episode"),
-        (1, 200, None, 0.5, "episode"),
-        (1, 200, None, None, "ahead"),
-        (3, 30, None, 0.5, "ahead"),
-    ],
+    ("n_envs", "rows", "weights"),
+    [(1, 200, None), (3, 30, None), (3, 30, (0.0, 1.0, 4.0))],
 )
 def test_draws_follow_the_goal_motion_within_their_binomial_interval(
-    backend, n_envs, rows, weights, threshold, scope
+    backend, n_envs, rows, weights
 ) -> None:
     # Episodes of 4 steps cycling speeds 0, 0.25, 0.5*sqrt(2), 3 per step; with 3 envs in
     # a ring of 30 rows that wraps and retires episodes. Weighted (0, 1, 4): the second
-    # speed (along x) counts nothing, the last two 0.5*sqrt(17) and 2*sqrt(65). With a
-    # threshold of 0.5 the second speed's steps count as none: a creeping object's. With
-    # scope "ahead" step t of a moving episode counts 4 - t of its 4 steps: its draws
-    # fall 4 : 3 : 2 : 1 over the steps.
-    buffer = make(n_envs, rows, 1.0, None, backend, weights, threshold, scope)
+    # speed (along x) counts nothing, the last two 0.5*sqrt(17) and 2*sqrt(65).
+    buffer = make(n_envs, rows, 1.0, None, backend, weights)
     feeder = Feeder(buffer, [4], [0, 1, 2, 3])
     for _ in range(4 * 4 * 3):  # three rounds of the four speeds: 12 episodes per env
         feeder.add()
@@ -245,7 +208,7 @@ def test_draws_follow_the_goal_motion_within_their_binomial_interval(
     mass = np.zeros((4, 4))  # by speed and step
     for e, m in held:
         for t in range(4):
-            motion = feeder.motion(e, m, None, weights, threshold, t if scope == "ahead" else None)
+            motion = feeder.motion(e, m, None, weights)
             mass[feeder.speeds[(m + 2 * e) % 4], t] += motion + EPS
     expected = mass / mass.sum()
     draws = 100_000
@@ -257,13 +220,9 @@ def test_draws_follow_the_goal_motion_within_their_binomial_interval(
         share = np.mean((speed == i) & (tags[:, 2] == t))
         sigma = np.sqrt(expected[i, t] * (1 - expected[i, t]) / draws)
         assert abs(share - expected[i, t]) <= 4 * sigma + 1e-9, (i, t, share, expected[i, t])
-    if scope == "ahead":  # a moving episode's first step is drawn 4 times as its last
-        moving = speed == 3
-        first, last = (np.mean(tags[moving, 2] == t) for t in (0, 3))
-        assert first == pytest.approx(0.4, abs=0.02) and last == pytest.approx(0.1, abs=0.02)
     assert np.mean(speed == 0) < 1e-3  # the episodes where nothing moved: almost never
-    if weights is not None or threshold is not None:  # nor those that moved only along
-        assert np.mean(speed == 1) < 1e-3  # the axis weighted 0, or slower than the threshold
+    if weights is not None:  # nor those that moved only along the axis weighted 0
+        assert np.mean(speed == 1) < 1e-3
     np.testing.assert_array_equal(as_numpy(batch.weights), 1.0)
 
 
@@ -282,24 +241,19 @@ def test_a_buffer_where_nothing_moved_draws_uniformly() -> None:
 
 def test_saved_and_loaded_buffer_keeps_its_priorities_and_settings(tmp_path) -> None:
     # Saved between episodes (a save writes episodes in progress as truncated).
-    buffer = make(2, 30, 0.6, 0.3, threshold=0.26, scope="ahead")
+    buffer = make(2, 30, 0.6, 0.3)
     feeder = Feeder(buffer, [3], [0, 1, 2, 3])
     for _ in range(24):
         feeder.add()
     path = tmp_path / "buffer.npz"
     buffer.save(path)
     loaded = HerReplayBuffer.load(path, reward)
-    assert (loaded.priority, loaded.motion_clip, loaded.motion_threshold) == (
-        "goal_motion",
-        0.3,
-        0.26,
-    )
-    assert loaded.motion_scope == "ahead"
+    assert (loaded.priority, loaded.motion_clip) == ("goal_motion", 0.3)
     np.testing.assert_array_equal(loaded.state().priorities, buffer.state().priorities)
     for _ in range(24):  # the loaded buffer goes on writing goal-motion priorities
         feeder.buffer = loaded
         feeder.add()
-    check_leaves(loaded, feeder, 0.6, 0.3, threshold=0.26, scope="ahead")
+    check_leaves(loaded, feeder, 0.6, 0.3)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
@@ -360,31 +314,6 @@ def test_td_errors_do_not_set_goal_motion_priorities() -> None:
             "motion_clip must be a positive finite distance",
         ),
         (
-            {"prioritized": True, "motion_threshold": 0.001},
-            ValueError,
-            "motion_threshold=0.001 only applies to priority='goal_motion'",
-        ),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_threshold": 0.0},
-            ValueError,
-            r"motion_threshold must be a positive finite distance \(or None\), got 0.0",
-        ),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_threshold": "0.1"},
-            ValueError,
-            "motion_threshold must be a positive finite distance",
-        ),
-        (
-            {
-                "prioritized": True,
-                "priority": "goal_motion",
-                "motion_clip": 0.05,
-                "motion_threshold": 0.05,
-            },
-            ValueError,
-            "motion_threshold=0.05 must be below motion_clip=0.05: every step would count",
-        ),
-        (
             {"prioritized": True, "motion_weights": (1.0, 1.0, 4.0)},
             ValueError,
             r"motion_weights=\(1.0, 1.0, 4.0\) only applies to priority='goal_motion'",
@@ -410,16 +339,6 @@ def test_td_errors_do_not_set_goal_motion_priorities() -> None:
             ValueError,
             "motion_weights must be finite weights",
         ),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_scope": "future"},
-            ValueError,
-            r"motion_scope='future' is not valid; expected one of \['episode', 'ahead'\]",
-        ),
-        (
-            {"prioritized": True, "motion_scope": "ahead"},
-            ValueError,
-            "motion_scope='ahead' only applies to priority='goal_motion', got priority='td_error'",
-        ),
     ],
 )
 def test_bad_priority_settings_name_the_argument(kwargs, error, match) -> None:
@@ -428,19 +347,14 @@ def test_bad_priority_settings_name_the_argument(kwargs, error, match) -> None:
 
 
 def test_the_device_buffer_keeps_its_goal_motion_across_a_save(tmp_path) -> None:
-    buffer = make(2, 30, 1.0, 0.3, "torch", threshold=0.2, scope="ahead")
+    buffer = make(2, 30, 1.0, 0.3, "torch")
     feeder = Feeder(buffer, [3], [0, 1, 2, 3])
     for _ in range(24):
         feeder.add()
     path = tmp_path / "buffer.pt"
     buffer.save(path)
     loaded = DeviceHerReplayBuffer.load(path, reward, device="cpu")
-    assert (loaded.priority, loaded.motion_clip, loaded.motion_threshold) == (
-        "goal_motion",
-        0.3,
-        0.2,
-    )
-    assert loaded.motion_scope == "ahead"
+    assert (loaded.priority, loaded.motion_clip) == ("goal_motion", 0.3)
     with pytest.raises(RuntimeError, match="TD errors set the priorities of priority='td_error'"):
         loaded.update_priorities(torch.zeros(2, dtype=torch.long), torch.ones(2))
     tags = as_numpy(loaded.sample(20_000).observations["observation"]).astype(int)
@@ -456,14 +370,6 @@ def test_the_priority_flag_reaches_the_config(capsys) -> None:
     assert '"motion_clip": 0.05' in out
     assert main([*argv, "0.05", "--motion-weights", "1,4", "--show-config"]) == 0
     assert '"motion_weights": [\n    1.0,\n    4.0\n  ]' in capsys.readouterr().out
-    assert main([*argv, "0.05", "--motion-threshold", "0.001", "--show-config"]) == 0
-    assert '"motion_threshold": 0.001' in capsys.readouterr().out
-    assert main([*argv, "0.05", "--motion-scope", "ahead", "--show-config"]) == 0
-    assert '"motion_scope": "ahead"' in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        main([*argv, "0.05", "--motion-scope", "future", "--show-config"])
-    err = capsys.readouterr().err
-    assert "--motion-scope: invalid choice: 'future'" in err and "'ahead'" in err
 
 
 def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(capsys) -> None:
@@ -478,20 +384,6 @@ def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(caps
     [
         ({"priority": "goal_motion"}, "priority 'goal_motion' sets what prioritized replay"),
         ({"prioritized": True, "motion_clip": 0.1}, "motion_clip=0.1 only applies"),
-        ({"prioritized": True, "motion_threshold": 0.1}, "motion_threshold=0.1 only applies"),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_threshold": -0.1},
-            r"motion_threshold must be a positive finite distance \(or None\), got -0.1",
-        ),
-        (
-            {
-                "prioritized": True,
-                "priority": "goal_motion",
-                "motion_clip": 0.05,
-                "motion_threshold": 0.1,
-            },
-            "motion_threshold=0.1 must be below motion_clip=0.05: every step would count",
-        ),
         ({"prioritized": True, "motion_weights": "1,1,4"}, "motion_weights='1,1,4' only applies"),
         (
             {"prioritized": True, "priority": "goal_motion", "motion_weights": "1,x,4"},
@@ -508,11 +400,6 @@ def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(caps
         (
             {"prioritized": True, "priority": "energy"},
             r"priority='energy' is not valid; expected one of \['td_error', 'goal_motion'\]",
-        ),
-        ({"prioritized": True, "motion_scope": "ahead"}, "motion_scope='ahead' only applies"),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_scope": 1},
-            r"motion_scope=1 is not valid; expected one of \['episode', 'ahead'\]",
         ),
     ],
 )

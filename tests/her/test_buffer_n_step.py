@@ -228,95 +228,71 @@ def test_the_flag_sets_it_a_bad_value_names_it_and_a_resume_keeps_it(
     assert main([*resume, "--n-step", "3"]) == 0, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_returns_fall_to_one_step_once_n_step_until_env_steps_are_stored(backend: str) -> None:
-    """Two envs: 99 adds store 198 env steps (3-step returns still), the 100th reaches 200,
-    n_step_until, and every later batch is one-step returns that keep their discounts."""
-    buffer = make_buffer(backend, 160, 2, n_step=3, gamma=GAMMA, seed=3, n_step_until=200)
-    assert buffer.n_step_until == 200
-    writer = Writer(buffer, [[5, 1, 7, 3, 2] * 12, [2, 6, 4, 1, 7] * 12])
-    for _ in range(99):
-        writer.add_step()
-    before = arrays(buffer.sample(2000))
-    assert set(np.unique(before["discounts"])) == {GAMMA, GAMMA**2, GAMMA**3}
-    writer.add_step()
-    for _ in range(2):  # right at the switch, and after more adds
-        intact = writer.intact_episodes()
-        got = arrays(buffer.sample(2000))
-        relabeled = got["goal"][:, 0] >= 0
-        np.testing.assert_array_equal(got["discounts"], GAMMA)
-        for row, (e, m, i) in enumerate(got["tags"]):
-            assert i + 1 <= intact[(e, m)]
-            np.testing.assert_array_equal(got["next"][row], [e, m, i + 1])
-            want = expected_return(e, m, i, 1, got["goal"][row], bool(relabeled[row]))
-            assert got["rewards"][row] == pytest.approx(want, rel=1e-6, abs=1e-3)
-        np.testing.assert_array_equal(got["dones"], 0.0)
-        for _ in range(30):
-            writer.add_step()
-
-
-@pytest.mark.parametrize("backend", ["numpy", "cpu"])
-def test_n_step_until_survives_save_and_load(backend: str, tmp_path: Any) -> None:
-    """A saved buffer keeps its schedule: one short of the switch it still sums three
-    steps after a load, and one add later it sums one."""
-    buffer = make_buffer(backend, 160, 2, n_step=3, gamma=GAMMA, seed=3, n_step_until=200)
-    writer = Writer(buffer, [[5, 1, 7, 3, 2] * 12, [2, 6, 4, 1, 7] * 12])
-    for _ in range(99):
-        writer.add_step()
-    path = tmp_path / ("buffer.npz" if backend == "numpy" else "buffer.pt")
-    buffer.save(path)
-    loaded = type(buffer).load(
-        path, tag_reward, None, **({} if backend == "numpy" else {"device": "cpu"})
-    )
-    assert (loaded.n_step, loaded.n_step_until) == (3, 200)
-    assert to_numpy(loaded.sample(512).discounts).min() == GAMMA**3
-    writer.buffer = loaded
-    writer.add_step()
-    np.testing.assert_array_equal(to_numpy(loaded.sample(512).discounts), GAMMA)
+def _with_meta(path: Any, **entries: object) -> None:
+    """Rewrites the metadata of the buffer file at ``path`` with ``entries`` added, as a
+    file written by an older version that had them would read."""
+    if str(path).endswith(".npz"):
+        with np.load(path) as data:
+            arrays = {key: data[key] for key in data.files}
+        arrays["meta"] = np.array(json.dumps({**json.loads(str(arrays["meta"])), **entries}))
+        np.savez(path, **arrays)
+    else:
+        data = torch.load(path, weights_only=True)
+        data["meta"] = json.dumps({**json.loads(data["meta"]), **entries})
+        torch.save(data, path)
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
-    [
-        ({"n_step_until": -1}, ValueError, r"n_step_until must be >= 0, got -1"),
-        ({"n_step_until": 1.5}, TypeError, r"n_step_until must be an int, got 1\.5"),
-        (
-            {"n_step": 1, "n_step_until": 400},
-            ValueError,
-            r"n_step_until=400 ends n-step returns after that many env steps, got n_step=1",
-        ),
-    ],
+    ("entry", "value"),
+    [("n_step_until", 200), ("motion_threshold", 0.001), ("motion_scope", "ahead")],
 )
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])
-def test_bad_n_step_until_names_the_field(
-    backend: str, kwargs: dict[str, Any], error: type, match: str
+def test_a_file_with_a_retired_setting_loads_at_its_off_value_and_is_refused_at_another(
+    backend: str, entry: str, value: object, tmp_path: Any
 ) -> None:
-    settings = {"n_step": 3, "gamma": 0.9, **kwargs}
-    with pytest.raises(error, match=match):
-        make_buffer(backend, 160, 2, **settings)
+    """Files written before n_step_until, motion_threshold and motion_scope were retired
+    carry them: at the value that meant "off" they load and sample as before; at another,
+    the load is one line that names the file, the setting and what to do."""
+    buffer, _ = filled(backend, 3)
+    path = tmp_path / ("buffer.npz" if backend == "numpy" else "buffer.pt")
+    buffer.save(path)
+    load_kwargs: dict[str, Any] = {} if backend == "numpy" else {"device": "cpu"}
+    as_saved = arrays(type(buffer).load(path, tag_reward, None, **load_kwargs).sample(64))
+    off = {"n_step_until": 0, "motion_threshold": None, "motion_scope": "episode"}[entry]
+    _with_meta(path, **{entry: off})
+    loaded = type(buffer).load(path, tag_reward, None, **load_kwargs)
+    assert loaded.n_step == 3
+    for key, values in arrays(loaded.sample(64)).items():
+        np.testing.assert_array_equal(values, as_saved[key], err_msg=key)
+    _with_meta(path, **{entry: value})
+    with pytest.raises(ValueError) as caught:
+        type(buffer).load(path, tag_reward, None, **load_kwargs)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: written with {entry}={value!r}, a setting this version")
+    assert "148f048" in message and "\n" not in message
 
 
-def test_a_run_ends_its_n_step_returns_where_it_says(tmp_path: Any, capsys: Any) -> None:
-    """The trainer hands the buffer n_step_until; the flag sets it, a schedule that
-    outlasts the run is refused by name, and a resume keeps it."""
-    trainer = Trainer(resume_config(tmp_path / "direct", epochs=1, n_step=3, n_step_until=8))
-    try:
-        trainer.run()
-        assert trainer.buffer.n_step_until == 8
-        np.testing.assert_array_equal(to_numpy(trainer.buffer.sample(512).discounts), 0.75)
-    finally:
-        trainer.close()
+def test_a_run_folder_with_a_retired_setting_resumes_at_its_off_value(
+    tmp_path: Any, capsys: Any
+) -> None:
+    """A run folder written before the retirement records n_step_until 0 (and the motion
+    settings' off values) in config.json: it resumes; one that used the setting is refused
+    in one line, and the flag is gone."""
     argv, tiny = train_argv(epochs=1)
-    assert main([*argv, "--n-step-until", "100", "--show-config"]) == 2
-    assert "n_step_until=100 ends n-step returns" in capsys.readouterr().err
-    long = ["--n-step", "3", "--n-step-until", "10000000", "--out", str(tmp_path / "long")]
-    assert main([*argv, *tiny, *long]) == 2
-    assert "n_step_until 10000000 is longer than the run" in capsys.readouterr().err
     out = tmp_path / "run"
-    assert main([*argv, *tiny, "--n-step", "3", "--n-step-until", "6", "--out", str(out)]) == 0
+    assert main([*argv, *tiny, "--n-step", "3", "--out", str(out)]) == 0
     capsys.readouterr()
-    assert json.loads((out / "config.json").read_text())["n_step_until"] == 6
+    config_path = out / "config.json"
+    written = json.loads(config_path.read_text())
+    old = {"n_step_until": 0, "motion_threshold": None, "motion_scope": "episode"}
+    config_path.write_text(json.dumps({**written, **old}))
     resume = ["train", "--resume", str(out), "--epochs", "2", "--quiet"]
-    assert main([*resume, "--n-step-until", "0"]) == 2
-    assert "--n-step-until cannot change when resuming a run" in capsys.readouterr().err
     assert main(resume) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    config_path.write_text(json.dumps({**written, **old, "n_step_until": 400}))
+    assert main([*resume[:3], "--epochs", "3", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "n_step_until 400: goalenvs no longer has this setting" in err
+    with pytest.raises(SystemExit):
+        main([*argv, "--n-step-until", "100", "--show-config"])
+    assert "unrecognized arguments: --n-step-until" in capsys.readouterr().err

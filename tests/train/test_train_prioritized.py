@@ -188,10 +188,8 @@ def test_a_resumed_run_keeps_its_replay_settings(tmp_path, capsys):
     assert "--n-sampled-goal cannot change" in capsys.readouterr().err
     assert main([*resume, "--priority-eps", "0.01"]) == 2
     assert "priority_eps 1e-06, the flags ask for 0.01" in capsys.readouterr().err
-    assert main([*resume, "--motion-threshold", "0.001"]) == 2
-    assert "motion_threshold None, the flags ask for 0.001" in capsys.readouterr().err
-    assert main([*resume, "--motion-scope", "ahead"]) == 2
-    assert "motion_scope 'episode', the flags ask for 'ahead'" in capsys.readouterr().err
+    assert main([*resume, "--motion-clip", "0.05"]) == 2
+    assert "motion_clip None, the flags ask for 0.05" in capsys.readouterr().err
     # the same values again are no change: the run goes on
     assert main([*resume, "--priority", "goal_motion", "--priority-alpha", "0.5"]) == 0
     assert json.loads((out / "config.json").read_text())["priority_alpha"] == 0.5
