@@ -205,6 +205,24 @@ def describe_error(error: BaseException) -> str:
     return f"{text}; {hint}" if hint else text
 
 
+def rendering_error(error: BaseException) -> str | None:
+    """One line for an error raised because MuJoCo found no OpenGL context to draw a frame
+    with, and what to set instead (``MUJOCO_GL``); None for any other error."""
+    chain = _causes(error)
+    if not any(_about_opengl(one) for one in chain):
+        return None
+    hint = (
+        _gl_hint(chain)
+        or "set "
+        + " or ".join(
+            f"MUJOCO_GL={name} ({needs})" for name, needs in GL_BACKENDS.items() if name != "glfw"
+        )
+        + " to draw offscreen"
+    )
+    root = chain[-1]
+    return f"{type(root).__name__}: {_message(root)}; {hint}"
+
+
 # --------------------------------------------------------------------------- helpers
 
 

@@ -39,6 +39,7 @@ import os
 import re
 import shlex
 import sys
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -157,8 +158,20 @@ def _run(args: argparse.Namespace) -> int:
                 record=recorder,
                 fps=fps,
             )
+    except Exception as exc:
+        from goalenvs import envspec
+
+        line = envspec.rendering_error(exc)
+        if line is None:
+            raise
+        raise PlayError(
+            f"{env_id} could not draw a frame ({line}); --headless without --record watches "
+            "without frames"
+        ) from None
     finally:
-        env.close()
+        with warnings.catch_warnings():  # MuJoCo's viewer warns as it closes unopened GLFW
+            warnings.simplefilter("ignore")
+            env.close()
         if recorder is not None:
             count = recorder.close()
             if count:

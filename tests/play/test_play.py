@@ -617,3 +617,39 @@ def test_a_policy_without_spaces_is_probed_with_one_prediction(capsys, monkeypat
     rc, err = run_cli(capsys, DOT_ID, "--policy", checkpoints["point_reach"], "--headless")
     assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "does not match playtest/Dot-v0 (trained on goalenvs/PointReach-v0): " in err
+
+
+_NO_GL_ENV = '''
+import numpy as np
+from goalenvs.envs.point_reach import PointReachEnv
+
+
+class NoGLEnv(PointReachEnv):
+    """PointReach whose frames fail as MuJoCo's do on a machine without an OpenGL context."""
+
+    def render(self):
+        raise RuntimeError(
+            "an OpenGL platform library has not been loaded into this process, this most "
+            "likely means that a valid OpenGL context has not been created"
+        )
+'''
+
+
+def test_a_frame_mujoco_cannot_draw_is_one_line_naming_mujoco_gl(tmp_path, monkeypatch, capsys):
+    (tmp_path / "nogl_env.py").write_text(_NO_GL_ENV)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    out = tmp_path / "x.gif"
+    assert cli_main(["play", "nogl_env.py:NoGLEnv", "--episodes", "1", "--record", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("goalenvs play: error: nogl_env.py:NoGLEnv"), err
+    assert "MUJOCO_GL=egl (needs libEGL) or MUJOCO_GL=osmesa (needs libOSMesa)" in err[0]
+    assert not out.exists()
+
+
+def test_other_errors_from_rendering_are_not_taken_for_opengl():
+    from goalenvs import envspec
+
+    assert envspec.rendering_error(ValueError("frame of shape (3,)")) is None
+    line = envspec.rendering_error(RuntimeError("GLFW: no display"))
+    assert line is not None and line.startswith("RuntimeError: GLFW: no display; set MUJOCO_GL=egl")
