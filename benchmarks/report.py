@@ -43,6 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from evidence import RESULTS, read_record
 
+from goalenvs.train.plot import mark_summary
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
@@ -336,6 +338,8 @@ AGGREGATE: dict[str, Any] = {
     "span": lambda xs, f: _span(xs, "{:,.0f}" if f in ("", "int") else "{:.2f}"),
     "mean": lambda xs, f: cell(sum(xs) / len(xs), f),
     "min": lambda xs, f: cell(min(xs), f),
+    # the seeds' median and IQR of first env steps to a mark, as `goalenvs plot` prints them
+    "seeds": lambda xs, f: mark_summary([x for x in xs if x is not None]).removeprefix(": "),
 }
 
 
