@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_goalenvs(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_goalenvs(*args: str, timeout: float = 120, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """``python -m goalenvs ARGS`` from this checkout, wherever the suite was started:
     this checkout first on PYTHONPATH (replacing it would lose packages found through it),
     and without PYTHONUNBUFFERED, which unbuffers C's stdout too (a pipe block-buffers it
@@ -23,6 +23,6 @@ def run_goalenvs(*args: str, timeout: float = 120) -> subprocess.CompletedProces
         capture_output=True,
         text=True,
         env=env,
-        cwd=ROOT,
+        cwd=cwd,
         timeout=timeout,
     )

@@ -4,10 +4,8 @@ length at all is cut at a ceiling with a line that says why, never played withou
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 
 from goalenvs.play.screen import EPISODE_CEILING
 from goalenvs.play.watch import watch
+from tests.console import run_goalenvs
 
 pytest.importorskip("torch")
 
@@ -24,19 +23,6 @@ LENGTH = 12
 EPISODE = re.compile(r"^episode \d+: return -?\d+\.\d\d, length (\d+), success", re.MULTILINE)
 
 
-def goalenvs(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "SDL_VIDEODRIVER": "dummy"}
-    return subprocess.run(
-        [sys.executable, "-m", "goalenvs", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=240,
-    )
-
-
 def test_a_run_of_a_never_ending_env_plays_its_recorded_length_from_another_folder(tmp_path):
     user, elsewhere = tmp_path / "user", tmp_path / "elsewhere"
     user.mkdir()
@@ -44,11 +30,13 @@ def test_a_run_of_a_never_ending_env_plays_its_recorded_length_from_another_fold
     shutil.copy(USER_ENV, user / "cursor_env.py")
     tiny = ["--epochs", "1", "--cycles", "2", "--batches", "1", "--batch-size", "16"]
     argv = ["train", "cursor_env.py:CursorEnv", "--max-episode-steps", str(LENGTH), *tiny]
-    trained = goalenvs([*argv, "--out", "run", "--quiet"], user)
+    trained = run_goalenvs(*argv, "--out", "run", "--quiet", cwd=user, timeout=240)
     assert trained.returncode == 0, trained.stdout + trained.stderr
     policy = user / "run" / "policy_best.pt"
 
-    played = goalenvs(["play", str(policy), "--headless", "--episodes", "2"], elsewhere)
+    played = run_goalenvs(
+        "play", str(policy), "--headless", "--episodes", "2", cwd=elsewhere, timeout=240
+    )
     assert played.returncode == 0, played.stderr
     assert [int(n) for n in EPISODE.findall(played.stdout)] == [LENGTH, LENGTH]
     assert "stopped after" not in played.stdout  # the recorded TimeLimit ended them
