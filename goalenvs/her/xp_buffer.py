@@ -37,13 +37,18 @@ batch, every step of an n-step return included, come from one ``compute_reward``
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
+import os
+import zipfile
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from goalenvs.core.backend import is_tensor, resolve_device, torch_dtype
+from goalenvs.core.io import atomic_write
 from goalenvs.her.common import (
     NO_EPISODE_YET,
     HerBatch,
@@ -298,6 +303,23 @@ class BufferState:
     max_priority: float
     rng_state: Any
 
+    def copy(self) -> BufferState:
+        """A copy that shares no array with this state."""
+
+        def fresh(value: Any) -> Any:
+            return value.clone() if is_tensor(value) else copy.deepcopy(value)
+
+        return BufferState(
+            self.settings,
+            self.device,
+            {name: fresh(value) for name, value in self.fields.items()},
+            {name: fresh(value) for name, value in self.counters.items()},
+            self.steps_added,
+            None if self.priorities is None else fresh(self.priorities),
+            self.max_priority,
+            fresh(self.rng_state),
+        )
+
 
 #: Per env: where its episode in progress starts, its sampleable counters [from, to),
 #: and where its newest complete episode starts.
@@ -379,8 +401,27 @@ class XpHerBuffer(ReplayBufferBase):
         self._other_episode_until = -1
 
     # ------------------------------------------------------------------ state
-    def state(self) -> BufferState:
-        """The buffer's content, on its own arrays (no copy)."""
+    def state(self, *, truncate_in_progress: bool = False) -> BufferState:
+        """The buffer's content, on its own arrays (no copy: ``state().copy()`` for a
+        snapshot). With ``truncate_in_progress`` the episodes in progress end at their last
+        stored transition, as truncations, in copies of the arrays that changes: the live
+        buffer goes on with them."""
+        state = self._state()
+        if not truncate_in_progress:
+            return state
+        fields = dict(state.fields)
+        for name in ("truncated", "episode_end"):
+            fields[name] = copy.copy(fields[name]) if self.xp is np else fields[name].clone()
+        counters = {
+            name: value.copy() if self.xp is np else value.clone()
+            for name, value in state.counters.items()
+        }
+        cut = dataclasses.replace(state, fields=fields, counters=counters)
+        closed = type(self).from_state(cut, self.compute_reward, self.compute_terminated)
+        closed.truncate_last_trajectory()
+        return closed._state()
+
+    def _state(self) -> BufferState:
         return BufferState(
             self.settings,
             self.device,
@@ -591,6 +632,25 @@ class XpHerBuffer(ReplayBufferBase):
         last = (t - 1) % rows
         return (t - 1) - ((last - self.ops.arange(rows)) % rows)
 
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the buffer to ``path`` as an uncompressed ``.npz`` (no pickle), the same
+        file on numpy and on torch; episodes in progress are written as truncated (the
+        live buffer keeps them), atomically (a crash never leaves half a file)."""
+        write_file(self.state(truncate_in_progress=True), path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike,
+        compute_reward: object,
+        compute_terminated: object = None,
+        device: Any = "saved",
+    ) -> XpHerBuffer:
+        """Reads a file :meth:`save` wrote, where it was saved from (numpy, or its torch
+        device), on numpy (``device=None``) or on ``device``; a file of another kind is
+        the ValueError that names it."""
+        return cls.from_state(read_file(path, device), compute_reward, compute_terminated)
+
     @property
     def generator(self) -> Any:
         """The torch generator of every draw (register it with a CUDA graph that captures
@@ -773,6 +833,103 @@ class XpHerBuffer(ReplayBufferBase):
                 self.compute_reward, tuple(value.shape), count, tuple(achieved.shape)
             )
         return value.reshape(count)
+
+
+# ---------------------------------------------------------------------- the file
+FILE_FORMAT = "goalenvs.her.buffer"
+FILE_VERSION = 3  # after the numpy buffer's 2 and the device buffer's 1
+
+
+def write_file(state: BufferState, path: str | os.PathLike) -> None:
+    """Writes ``state`` to ``path`` (see :meth:`XpHerBuffer.save`)."""
+
+    def host(value: Any) -> np.ndarray:
+        return value.detach().cpu().numpy() if is_tensor(value) else np.asarray(value)
+
+    torch_rng = is_tensor(state.rng_state)
+    meta = {
+        "format": FILE_FORMAT,
+        "version": FILE_VERSION,
+        **state.settings.to_meta(),
+        "steps_added": state.steps_added,
+        "max_priority": state.max_priority,
+        "rng_state": None if torch_rng else state.rng_state,
+        "device": None if state.device is None else str(state.device),
+    }
+    arrays: dict[str, Any] = {f"field__{name}": host(v) for name, v in state.fields.items()}
+    arrays.update({f"counter__{name}": host(value) for name, value in state.counters.items()})
+    if state.priorities is not None:
+        arrays["priorities"] = host(state.priorities)
+    if torch_rng:
+        arrays["torch_generator"] = host(state.rng_state)
+    arrays["meta"] = np.array(json.dumps(meta))
+    atomic_write(path, lambda file: np.savez(file, **arrays))
+
+
+def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
+    """The state :func:`write_file` wrote to ``path``, where it was saved from
+    (``"saved"``), as numpy arrays (``device=None``) or as tensors on ``device``, or the
+    ValueError that names the file and what to do."""
+    name = os.fspath(path)
+    try:
+        data = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        raise ValueError(
+            f"{name} cannot be read as a HER buffer file ({type(error).__name__}): it is "
+            "truncated, corrupt or not written by HerReplayBuffer.save (a device buffer "
+            "file of goalenvs 148f048 or earlier is a torch file: load it there, or start "
+            "with an empty buffer)"
+        ) from None
+    with data:
+        meta = json.loads(str(data["meta"])) if "meta" in data.files else {}
+        kind = meta.get("format") if isinstance(meta, dict) else None
+        if kind != FILE_FORMAT or meta.get("version") != FILE_VERSION:
+            raise ValueError(
+                f"{name} is not a HER buffer file of this goalenvs (format {kind!r}, version "
+                f"{meta.get('version') if isinstance(meta, dict) else None!r}; expected "
+                f"{FILE_FORMAT!r} version {FILE_VERSION}): a file of goalenvs 148f048 or "
+                "earlier loads there; here, start with an empty buffer"
+            )
+        try:
+            settings = BufferSettings.from_meta(meta)
+        except KeyError as error:
+            raise ValueError(f"{name}: the metadata has no {error} entry") from None
+        except ValueError as error:
+            raise ValueError(f"{name}: {error}") from None
+        if device == "saved":
+            device = meta.get("device")
+        ops = _NumpyOps() if device is None else _TorchOps(device)
+        empty = _empty_state(settings, ops)
+        fields = {}
+        for key in data.files:
+            if key.startswith("field__"):
+                fields[key[7:]] = ops.asarray(data[key])
+        counters = {key: ops.asarray(data[f"counter__{key}"]) for key in COUNTERS}
+        for field, value in empty.fields.items():
+            if field not in fields or tuple(fields[field].shape) != tuple(value.shape):
+                raise ValueError(f"{name}: the field {field!r} is missing or of another shape")
+        priorities = ops.asarray(data["priorities"]) if "priorities" in data.files else None
+        rng_state: Any = meta.get("rng_state")
+        if device is None:
+            rng_state = rng_state or empty.rng_state
+        elif "torch_generator" in data.files and ops.device.type == "cpu":
+            import torch
+
+            rng_state = torch.from_numpy(data["torch_generator"])
+        else:  # another kind of generator: a fresh seed
+            rng_state = empty.rng_state
+    return BufferState(
+        settings,
+        ops.device,
+        fields,
+        counters,
+        int(meta["steps_added"]),
+        priorities,
+        float(meta["max_priority"]),
+        rng_state,
+    )
 
 
 def _flat_view(value: Any) -> Any:
