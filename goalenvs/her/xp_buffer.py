@@ -883,8 +883,12 @@ def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
             "with an empty buffer)"
         ) from None
     with data:
-        meta = json.loads(str(data["meta"])) if "meta" in data.files else {}
+        if "meta" not in data.files:  # a torch file: the old device buffer's?
+            return _read_old_device_file(name, device)
+        meta = json.loads(str(data["meta"]))
         kind = meta.get("format") if isinstance(meta, dict) else None
+        if kind == _OLD_NUMPY_FORMAT and meta.get("version") == 2:
+            return _read_old_numpy_file(name, data, meta, device)
         if kind != FILE_FORMAT or meta.get("version") != FILE_VERSION:
             raise ValueError(
                 f"{name} is not a HER buffer file of this goalenvs (format {kind!r}, version "
@@ -930,6 +934,182 @@ def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
         float(meta["max_priority"]),
         rng_state,
     )
+
+
+# The files of goalenvs 148f048 and earlier: the numpy buffer's .npz (its own layout, an
+# extra row per episode for the final observation) and the device buffer's torch file
+# (this layout, packed). Both convert into a BufferState; files were saved with every
+# episode in progress truncated, so every env starts a new episode after the load.
+_OLD_NUMPY_FORMAT = "goalenvs.her.HerReplayBuffer"
+_OLD_DEVICE_FORMAT = "goalenvs.her.DeviceHerReplayBuffer"
+
+
+def _settings_of(name: str, meta: Mapping[str, Any]) -> BufferSettings:
+    try:
+        return BufferSettings.from_meta(meta)
+    except KeyError as error:
+        raise ValueError(f"{name}: the metadata has no {error} entry") from None
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
+
+
+def _as_state(
+    settings: BufferSettings,
+    device: Any,
+    host: dict[str, Any],
+    steps_added: int,
+    max_priority: float,
+    rng_state: Any,
+) -> BufferState:
+    """A state from numpy arrays ``host`` (fields and counters by name, ``priorities``),
+    on numpy (``device`` None) or torch on ``device``."""
+    ops = _NumpyOps() if device is None else _TorchOps(device)
+    empty = _empty_state(settings, ops)
+    fields = {key: ops.asarray(value) for key, value in host.items() if key in empty.fields}
+    fields.update({k: ops.asarray(v) for k, v in host.items() if k.startswith("info/")})
+    counters = {key: ops.asarray(host[key]) for key in COUNTERS}
+    priorities = host.get("priorities")
+    if settings.prioritized and priorities is None:
+        priorities = np.zeros((settings.rows_per_env, settings.n_envs))
+    priorities = None if priorities is None else ops.asarray(priorities, np.float64)
+    if rng_state is None:
+        rng_state = empty.rng_state
+    return BufferState(
+        settings, ops.device, fields, counters, steps_added, priorities, max_priority, rng_state
+    )
+
+
+def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any) -> BufferState:
+    """The state of a file of the old numpy buffer, in this layout: each env's counters
+    ``[t_lo, t_hi)`` (its sampleable transitions) copied to rows ``k % rows``."""
+    device = None if device == "saved" else device  # it was saved from the host
+    settings = _settings_of(name, meta)
+    R, n = settings.rows_per_env, settings.n_envs
+    steps = int(data["t_count"][0])
+    empty = _empty_state(settings, _NumpyOps())
+    host: dict[str, Any] = {key: np.zeros_like(value) for key, value in empty.fields.items()}
+    lo, hi = data["t_lo"].astype(np.int64), data["t_hi"].astype(np.int64)
+    offset_of, length_of = data["to_start"], data["ep_len"]
+    transition_row = data["trans_row"]
+    old = {f"obs/{key}": data[f"obs__{key}"] for key in settings.observation_space.spaces}
+    old_infos = {key[6:]: data[key] for key in data.files if key.startswith("info__")}
+    for key, value in old_infos.items():
+        host[f"info/{key}"] = np.zeros((R, n, *value.shape[1:]), value.dtype)
+    old_priorities = data["priorities"] if "priorities" in data.files else None
+    priorities = np.zeros((R, n)) if settings.prioritized else None
+    newest = np.zeros(n, np.int64)
+    for e in range(n):
+        k = np.arange(lo[e], hi[e])
+        if k.size == 0:
+            continue
+        row = transition_row[(k % R) * n + e].astype(np.int64)
+        flat, next_flat = row * n + e, ((row + 1) % R) * n + e
+        start = k - offset_of[flat]
+        end = start + length_of[((row - offset_of[flat]) % R) * n + e]
+        at = k % R
+        for key, values in old.items():
+            host[key][at, e] = values[flat]
+            host["next_" + key][at, e] = values[next_flat]
+        host["action"][at, e] = data["actions"][flat]
+        host["reward"][at, e] = data["rewards"][flat]
+        host["terminated"][at, e] = data["terminated"][flat]
+        host["truncated"][at, e] = data["truncated"][flat]
+        host["episode_start"][at, e] = start
+        host["episode_end"][start % R, e] = end
+        for key, value in old_infos.items():
+            host[f"info/{key}"][at, e] = value[flat]
+        newest[e] = start[-1]
+        if priorities is not None and old_priorities is not None:
+            leaf = old_priorities[flat]
+            if settings.priority == "goal_motion":
+                # The old leaves hold each episode's (motion + eps) ** alpha: its path.
+                alpha = settings.alpha
+                path = leaf ** (1 / alpha) - settings.priority_eps if alpha > 0 else 0 * leaf
+                host["motion"][at, e] = np.maximum(path, 0.0)
+            else:
+                priorities[at, e] = leaf
+    host.update(
+        current_start=np.full(n, steps, np.int64),
+        sampleable_from=lo,
+        sampleable_to=hi,
+        newest_start=newest,
+        priorities=priorities,
+    )
+    rng_state = meta.get("rng_state") if device is None else None
+    max_priority = float(meta.get("max_priority", 1.0))
+    return _as_state(settings, device, host, steps, max_priority, rng_state)
+
+
+def _read_old_device_file(name: str, device: Any) -> BufferState:
+    """The state of a file of the old device buffer: its packed records unpacked."""
+    import torch
+
+    try:
+        data = torch.load(name, map_location="cpu", weights_only=True)
+        meta, tensors = json.loads(data["meta"]), data["tensors"]
+    except Exception as error:  # torch raises many kinds on a file that is not its own
+        raise ValueError(
+            f"{name} is not a HER buffer file ({type(error).__name__}): it is truncated, "
+            "corrupt or not written by HerReplayBuffer.save; save the buffer again (or "
+            "start with an empty one)"
+        ) from None
+    if meta.get("format") != _OLD_DEVICE_FORMAT or meta.get("version") != 1:
+        raise ValueError(
+            f"{name} is not a HER buffer file this goalenvs reads (format "
+            f"{meta.get('format')!r}, version {meta.get('version')!r})"
+        )
+    settings = _settings_of(name, meta)
+    R, n = settings.rows_per_env, settings.n_envs
+    spaces_ = settings.observation_space.spaces
+    host: dict[str, Any] = {}
+    names = [f"{side}/{key}" for side in ("obs", "next_obs") for key in sorted(spaces_)]
+    shapes = [tuple(spaces_[field.split("/")[1]].shape or ()) for field in names]
+    dtypes = [np.dtype(spaces_[field.split("/")[1]].dtype) for field in names]
+    names += ["action", "reward"]
+    shapes += [settings.action_shape, ()]
+    dtypes += [np.dtype(settings.action_dtype), np.dtype(np.float32)]
+    records, at = tensors["records"].numpy(), 0
+    for field, shape, dtype in zip(names, shapes, dtypes, strict=True):
+        if dtype == np.float32:  # packed side by side in records, as the old layout had
+            size = int(np.prod(shape))
+            host[field] = records[:, :, at : at + size].reshape(R, n, *shape).copy()
+            at += size
+        else:
+            side, _, key = field.partition("/")
+            host[field] = tensors[f"{side}__{key}"].numpy()
+    meta_rows = tensors["row_meta"].numpy()
+    host["terminated"] = tensors["terminated"].numpy()
+    host["truncated"] = tensors["truncated"].numpy()
+    start, episode = meta_rows[..., 0], meta_rows[..., 1]
+    host["episode_start"] = start.copy()
+    end = np.zeros((R, n), np.int64)
+    old_end = tensors["episode_end"].numpy()
+    envs = np.broadcast_to(np.arange(n), (R, n))
+    end[start % R, envs] = old_end[episode % R, envs]
+    host["episode_end"] = end
+    for key, value in tensors.items():
+        if key.startswith("info__"):
+            host[f"info/{key[6:]}"] = value.numpy()
+    if "priorities" in tensors:
+        if settings.priority == "goal_motion":  # the old rows held the path so far
+            host["motion"] = tensors["priorities"].numpy().astype(np.float64)
+        else:
+            host["priorities"] = tensors["priorities"].numpy()
+    host.update(
+        current_start=tensors["episode_start"].numpy(),
+        sampleable_from=tensors["t_lo"].numpy(),
+        sampleable_to=tensors["t_hi"].numpy(),
+        newest_start=tensors["newest_start"].numpy(),
+    )
+    if device == "saved":
+        device = meta.get("device")
+    generator = tensors.get("generator")
+    same_kind = device is not None and str(meta.get("device", "")).split(":")[0] == str(
+        resolve_device(device).type
+    )
+    rng_state = generator if same_kind and generator is not None else None
+    max_priority = float(tensors["max_priority"]) if "max_priority" in tensors else 1.0
+    return _as_state(settings, device, host, int(meta["t"]), max_priority, rng_state)
 
 
 def _flat_view(value: Any) -> Any:
