@@ -444,6 +444,18 @@ class XpHerBuffer(ReplayBufferBase):
         c = self.counters
         return int((c["sampleable_to"] - c["sampleable_from"]).sum())
 
+    @property
+    def episodes_in_progress(self) -> int:
+        """Envs whose current episode has stored transitions but has not ended."""
+        return int((self.counters["current_start"] < self.steps_added).sum())
+
+    def __repr__(self) -> str:
+        where = "" if self.device is None else f", device={str(self.device)!r}"
+        return (
+            f"{type(self).__name__}(buffer_size={self.buffer_size}, n_envs={self.n_envs}, "
+            f"{self._relabelling_repr()}{where}, n_transitions={self.n_transitions})"
+        )
+
     def can_sample(self) -> bool:
         """Whether a batch can be drawn (a complete episode, two for ``desired`` goals).
         It reads the device only when its last reading no longer vouches for it."""
