@@ -111,6 +111,15 @@ class _NumpyOps:
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.asarray(value)
 
+    def fits(self, value: Any, shape: tuple[int, ...]) -> bool:
+        """Whether ``value`` is an array of this module (and device) of ``shape``."""
+        return type(value) is np.ndarray and value.shape == shape
+
+    def may_hold(self, mask: Any) -> bool:
+        """Whether ``mask`` may have a true element: exactly, where that costs no host
+        read (numpy); always True on torch, whose writes are masked instead."""
+        return bool(mask.any())
+
     def rng_state(self) -> Any:
         return dict(self.rng.bit_generator.state)
 
@@ -171,6 +180,16 @@ class _TorchOps(_NumpyOps):
 
     def to_numpy(self, value: Any) -> np.ndarray:
         return value.detach().cpu().numpy()
+
+    def fits(self, value: Any, shape: tuple[int, ...]) -> bool:
+        return (
+            isinstance(value, self.xp.Tensor)
+            and value.shape == shape
+            and value.device == self.device
+        )
+
+    def may_hold(self, mask: Any) -> bool:
+        return True
 
     def rng_state(self) -> Any:
         return self.generator.get_state()
@@ -393,6 +412,8 @@ class XpHerBuffer(ReplayBufferBase):
         weights = settings.motion_weights
         self._motion_weights = None if weights is None else ops.asarray(weights, np.float64)
         self._envs = ops.arange(settings.n_envs)
+        self._action_shape = (settings.n_envs, *settings.action_shape)
+        self._bool = f["terminated"].dtype
         # Flat (rows * n_envs, ...) views of every field, gathered by row * n_envs + env.
         self._flat = {name: _flat_view(value) for name, value in f.items()}
         # What the host last read of the device (see _read_horizons): -1, nothing yet.
@@ -553,12 +574,29 @@ class XpHerBuffer(ReplayBufferBase):
         ``next_obs`` is the true next observation (the final one at an episode's end)."""
         xp, ops, f, c = self.xp, self.ops, self.fields, self.counters
         rows, n, t = self.rows, self.n_envs, self.steps_added
-        obs = self._check_obs_fully("obs", obs)
-        next_obs = self._check_obs_fully("next_obs", next_obs)
-        action = self._check_action(action)
-        reward = self._per_env("reward", reward, None)
-        terminated = self._per_env("terminated", terminated, None) != 0
-        truncated = self._per_env("truncated", truncated, None) != 0
+        # The hot path: values of the stored shapes and array type go straight in; any
+        # other goes through the careful checks, which coerce or explain.
+        fits, shapes = self.ops.fits, self._obs_shapes
+
+        def fitting(values: Any) -> bool:
+            return (
+                isinstance(values, Mapping)
+                and len(values) == len(shapes)
+                and all(fits(values.get(key), shape) for key, shape in shapes.items())
+            )
+
+        if not fitting(obs):
+            obs = self._check_obs_fully("obs", obs)
+        if not fitting(next_obs):
+            next_obs = self._check_obs_fully("next_obs", next_obs)
+        if not fits(action, self._action_shape):
+            action = self._check_action(action)
+        if not fits(reward, (n,)):
+            reward = self._per_env("reward", reward, None)
+        if not (fits(terminated, (n,)) and terminated.dtype == self._bool):
+            terminated = self._per_env("terminated", terminated, None) != 0
+        if not (fits(truncated, (n,)) and truncated.dtype == self._bool):
+            truncated = self._per_env("truncated", truncated, None) != 0
         info_values = {key: self._info_value(infos, key) for key in self.info_keys}
         if t >= self._no_overflow_before:
             self._read_horizons()
@@ -573,10 +611,11 @@ class XpHerBuffer(ReplayBufferBase):
         if t >= rows:
             old = t - rows  # the counter this add overwrites
             hit = c["sampleable_from"] == old  # its env's oldest episode loses its first row
-            end = f["episode_end"][row]
-            if self.priorities is not None:
-                self.priorities.retired(hit, old, end)
-            c["sampleable_from"][...] = xp.where(hit, end, c["sampleable_from"])
+            if ops.may_hold(hit):
+                end = f["episode_end"][row]
+                if self.priorities is not None:
+                    self.priorities.retired(hit, old, end)
+                c["sampleable_from"][...] = xp.where(hit, end, c["sampleable_from"])
         for key in obs:
             f[f"obs/{key}"][row] = obs[key]
             f[f"next_obs/{key}"][row] = next_obs[key]
@@ -601,7 +640,9 @@ class XpHerBuffer(ReplayBufferBase):
         elif self.priorities is not None:
             self.priorities.raw[row] = self.max_priority**self.alpha
         self.steps_added = t + 1
-        self._close(terminated | truncated, t)
+        done = terminated | truncated
+        if ops.may_hold(done):
+            self._close(done, t)
 
     def _close(self, done: Any, t: int) -> None:
         """Ends the episodes ``[current_start, t]`` of the envs where ``done``."""
