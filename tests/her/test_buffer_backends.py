@@ -5,8 +5,7 @@ The buffers are filled with *tagged* transitions (as test_buffer.py): every obse
 env ``e``, episode ``m`` (counted per env), step ``i`` carries ``(e, m, i)`` in its
 observation and achieved goal, and the episode's own desired goal is ``(-1, e, m)``, so a
 sampled batch says where every value came from. :class:`Writer` models which episodes are
-complete and intact for either backend's ring (the numpy buffer spends ``T + 1`` rows on
-an episode of ``T`` transitions, the device buffer ``T``).
+complete and intact in the ring (an episode of ``T`` transitions spends ``T`` rows).
 """
 
 from __future__ import annotations
@@ -97,7 +96,7 @@ class Writer:
         self.lengths = lengths
         n = buffer.n_envs
         self.device = getattr(buffer, "device", None)
-        self.final_row = 0 if self.device is not None else 1  # rows an episode spends extra
+        self.final_row = 0  # rows an episode spends beyond its transitions
         self.episode = [0] * n
         self.step = [0] * n
         self.rows_written = [0] * n
