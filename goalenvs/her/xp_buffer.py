@@ -53,6 +53,7 @@ from goalenvs.her.common import (
     NO_EPISODE_YET,
     HerBatch,
     ReplayBufferBase,
+    batch_shape_error,
     no_other_episode_error,
     reward_shape_error,
 )
@@ -753,8 +754,11 @@ class XpHerBuffer(ReplayBufferBase):
         )
         done_k = self._take("terminated", step_index)
         if self.compute_terminated is not None:
-            recomputed = self.compute_terminated(achieved, desired, info)
-            recomputed = ops.asarray(_plain(recomputed), bool).reshape(steps * B)
+            value = ops.asarray(_plain(self.compute_terminated(achieved, desired, info)), bool)
+            if value.ndim and tuple(value.shape) not in ((steps * B,), (steps * B, 1)):
+                raise batch_shape_error("compute_terminated", tuple(value.shape), steps * B)
+            # One value stands for the whole batch (a constant rule), unlike a reward.
+            recomputed = value.reshape(-1) if value.ndim else (done_k & False) | value
             done_k = xp.where(relabel_k, recomputed, done_k)
         if not s.handle_timeout_termination:
             done_k = done_k | self._take("truncated", step_index)
