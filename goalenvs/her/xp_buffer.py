@@ -100,11 +100,19 @@ class _NumpyOps:
         return np.take_along_axis(value, rows, 0)
 
     def take(self, value: Any, index: Any) -> Any:
-        """The rows ``index`` (1-d) of ``value``: a gather along the first axis."""
-        return np.take(value, index, axis=0)
+        """The rows ``index`` (1-d) of ``value``: a gather along the first axis (np.take
+        copies a strided source whole first: a view of the records is indexed instead)."""
+        if value.flags.c_contiguous:
+            return np.take(value, index, axis=0)
+        return value[index]
 
     def float32(self, value: Any) -> Any:
         return value.astype(np.float32)
+
+    def write_row(self, records: Any, row: int, parts: list[Any]) -> None:
+        """Writes ``parts`` (each ``(n_envs, k)``) side by side into ``records[row]``;
+        arrays of another module or device raise before anything is written."""
+        np.concatenate(parts, axis=1, out=records[row])
 
     def arange(self, n: int) -> Any:
         return np.arange(n)
@@ -120,6 +128,10 @@ class _NumpyOps:
         """Whether ``mask`` may have a true element: exactly, where that costs no host
         read (numpy); always True on torch, whose writes are masked instead."""
         return bool(mask.any())
+
+    def lowest(self, value: Any) -> int:
+        """``value.min()`` as an int where that costs no device read; torch: 0."""
+        return int(value.min())
 
     def rng_state(self) -> Any:
         return dict(self.rng.bit_generator.state)
@@ -176,6 +188,9 @@ class _TorchOps(_NumpyOps):
     def float32(self, value: Any) -> Any:
         return value.float()
 
+    def write_row(self, records: Any, row: int, parts: list[Any]) -> None:
+        records[row] = self.xp.cat(parts, 1)
+
     def arange(self, n: int) -> Any:
         return self.xp.arange(n, device=self.device)
 
@@ -191,6 +206,9 @@ class _TorchOps(_NumpyOps):
 
     def may_hold(self, mask: Any) -> bool:
         return True
+
+    def lowest(self, value: Any) -> int:
+        return 0
 
     def rng_state(self) -> Any:
         return self.generator.get_state()
@@ -322,6 +340,9 @@ class BufferState:
     priorities: Any
     max_priority: float
     rng_state: Any
+    #: ``(rows, n_envs, width)`` float32, when the float32 fields of :data:`PACKED` are
+    #: views of it (side by side, in that order); None: the fields are arrays of their own.
+    records: Any = None
 
     def copy(self) -> BufferState:
         """A copy that shares no array with this state."""
@@ -346,16 +367,34 @@ class BufferState:
 COUNTERS = ("current_start", "sampleable_from", "sampleable_to", "newest_start")
 
 
+def _packed_names(settings: BufferSettings) -> list[tuple[str, tuple[int, ...]]]:
+    """The float32 fields packed side by side into one records array, with their shapes
+    per row and env: a row is written with one copy and a batch gathered with one take."""
+    spaces_ = settings.observation_space.spaces
+    packed = [
+        (f"{side}/{key}", tuple(spaces_[key].shape or ()))
+        for side in ("obs", "next_obs")
+        for key in sorted(spaces_)
+        if np.dtype(spaces_[key].dtype).kind == "f"
+    ]
+    if np.dtype(settings.action_dtype) == np.float32:
+        packed.append(("action", tuple(settings.action_shape)))
+    return [*packed, ("reward", ())]
+
+
 def _empty_state(settings: BufferSettings, ops: _NumpyOps) -> BufferState:
     rows, n = settings.rows_per_env, settings.n_envs
-    fields: dict[str, Any] = {}
+    packed = _packed_names(settings)
+    width = sum(int(np.prod(shape)) for _, shape in packed)
+    records = ops.zeros((rows, n, width), np.float32)
+    fields: dict[str, Any] = _views(records, packed)
     for key, space in settings.observation_space.spaces.items():
-        shape = tuple(space.shape or ())
-        dtype = np.float32 if np.dtype(space.dtype).kind == "f" else np.dtype(space.dtype)
-        for side in ("obs", "next_obs"):
-            fields[f"{side}/{key}"] = ops.zeros((rows, n, *shape), dtype)
-    fields["action"] = ops.zeros((rows, n, *settings.action_shape), settings.action_dtype)
-    fields["reward"] = ops.zeros((rows, n), np.float32)
+        if np.dtype(space.dtype).kind != "f":
+            for side in ("obs", "next_obs"):
+                shape = (rows, n, *(space.shape or ()))
+                fields[f"{side}/{key}"] = ops.zeros(shape, np.dtype(space.dtype))
+    if "action" not in fields:
+        fields["action"] = ops.zeros((rows, n, *settings.action_shape), settings.action_dtype)
     fields["terminated"] = ops.zeros((rows, n), bool)
     fields["truncated"] = ops.zeros((rows, n), bool)
     fields["episode_start"] = ops.zeros((rows, n), np.int64)
@@ -364,7 +403,33 @@ def _empty_state(settings: BufferSettings, ops: _NumpyOps) -> BufferState:
         fields["motion"] = ops.zeros((rows, n), np.float64)
     counters = {name: ops.zeros((n,), np.int64) for name in COUNTERS}
     priorities = ops.zeros((rows, n), np.float64) if settings.prioritized else None
-    return BufferState(settings, ops.device, fields, counters, 0, priorities, 1.0, ops.rng_state())
+    rng = ops.rng_state()
+    return BufferState(settings, ops.device, fields, counters, 0, priorities, 1.0, rng, records)
+
+
+def _width(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape))
+
+
+def _views(records: Any, packed: list[tuple[str, tuple[int, ...]]]) -> dict[str, Any]:
+    """The fields ``packed`` as views of ``records`` ``(rows, n_envs, width)``."""
+    rows, n = records.shape[:2]
+    views, at = {}, 0
+    for name, shape in packed:
+        size = int(np.prod(shape))
+        views[name] = records[:, :, at : at + size].reshape(rows, n, *shape)
+        at += size
+    return views
+
+
+def _slices(packed: list[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, int, tuple]]:
+    """Each packed field's columns ``[lo, hi)`` in a records row, and its shape."""
+    out, at = {}, 0
+    for name, shape in packed:
+        size = int(np.prod(shape))
+        out[name] = (at, at + size, shape)
+        at += size
+    return out
 
 
 # ---------------------------------------------------------------------- the buffer
@@ -396,7 +461,20 @@ class XpHerBuffer(ReplayBufferBase):
         ops = _NumpyOps() if state.device is None else _TorchOps(state.device)
         ops.set_rng_state(state.rng_state)
         self.ops, self.xp, self.device = ops, ops.xp, ops.device
-        f = state.fields
+        f = dict(state.fields)
+        packed = _packed_names(settings)
+        records = state.records
+        if records is None:  # fields of their own (a file, a copy): packed side by side
+            records = ops.zeros(
+                (settings.rows_per_env, settings.n_envs, sum(_width(s) for _, s in packed)),
+                np.float32,
+            )
+            for name, view in _views(records, packed).items():
+                view[...] = f[name]
+                f[name] = view
+        self.records = records
+        self._packed = _slices(packed)
+        self._records_flat = _flat_view(records)
         keys = sorted(settings.observation_space.spaces)
         obs_dtypes = {key: f[f"obs/{key}"].dtype for key in keys}
         self._configure(settings, compute_reward, terminated, obs_dtypes, f["action"].dtype)
@@ -414,6 +492,27 @@ class XpHerBuffer(ReplayBufferBase):
         self._motion_weights = None if weights is None else ops.asarray(weights, np.float64)
         self._envs = ops.arange(settings.n_envs)
         self._action_shape = (settings.n_envs, *settings.action_shape)
+        # add(): the shapes it takes straight in (obs and next_obs by key, action, reward)
+        # and which of them go into the records row, in its order.
+        self._obs_keys = keys
+        self._add_shapes = [self._obs_shapes[k] for k in keys] * 2
+        self._add_shapes += [self._action_shape, (settings.n_envs,)]
+        names = [f"obs/{k}" for k in keys] + [f"next_obs/{k}" for k in keys]
+        names += ["action", "reward"]
+        index = [names.index(name) for name in self._packed]
+        self._pack_index = None if index == list(range(len(names))) else index
+        self._unpacked_obs = [k for k in keys if f"obs/{k}" not in self._packed]
+        self._action_packed = "action" in self._packed
+        self._reshape_parts = any(
+            len(shape) != 1 for _, _, shape in list(self._packed.values())[:-1]
+        )
+        self._no_flags = ops.zeros((settings.n_envs,), bool)
+        self._all_false = self._no_flags.tobytes() if ops.xp is np else None
+        self._rows = settings.rows_per_env
+        self._motion = "motion" in f
+        # No add before the one that overwrites counter _retire_from retires an episode
+        # (numpy reads it; torch, which would have to read the device, masks every add).
+        self._retire_from = ops.lowest(state.counters["sampleable_from"])
         self._bool = f["terminated"].dtype
         # Flat (rows * n_envs, ...) views of every field, gathered by row * n_envs + env.
         self._flat = {name: _flat_view(value) for name, value in f.items()}
@@ -453,6 +552,7 @@ class XpHerBuffer(ReplayBufferBase):
             None if self.priorities is None else self.priorities.raw,
             self.max_priority,
             self.ops.rng_state(),
+            self.records,
         )
 
     @property
@@ -574,30 +674,16 @@ class XpHerBuffer(ReplayBufferBase):
         """Stores one transition per env (values with leading dimension ``n_envs``);
         ``next_obs`` is the true next observation (the final one at an episode's end)."""
         xp, ops, f, c = self.xp, self.ops, self.fields, self.counters
-        rows, n, t = self.rows, self.n_envs, self.steps_added
-        # The hot path: values of the stored shapes and array type go straight in; any
-        # other goes through the careful checks, which coerce or explain.
-        fits, shapes = self.ops.fits, self._obs_shapes
-
-        def fitting(values: Any) -> bool:
-            return (
-                isinstance(values, Mapping)
-                and len(values) == len(shapes)
-                and all(fits(values.get(key), shape) for key, shape in shapes.items())
-            )
-
-        if not fitting(obs):
-            obs = self._check_obs_fully("obs", obs)
-        if not fitting(next_obs):
-            next_obs = self._check_obs_fully("next_obs", next_obs)
-        if not fits(action, self._action_shape):
-            action = self._check_action(action)
-        if not fits(reward, (n,)):
-            reward = self._per_env("reward", reward, None)
-        if not (fits(terminated, (n,)) and terminated.dtype == self._bool):
-            terminated = self._per_env("terminated", terminated, None) != 0
-        if not (fits(truncated, (n,)) and truncated.dtype == self._bool):
-            truncated = self._per_env("truncated", truncated, None) != 0
+        rows, n, t = self._rows, self.n_envs, self.steps_added
+        # The hot path: values of the stored shapes go straight into one records row;
+        # any other goes through the careful checks, which coerce or explain. On numpy,
+        # a mid-episode step's flags are recognized by their bytes (cheaper than any()).
+        ending = True
+        if self._all_false is not None and _all_false(terminated, truncated, self._all_false):
+            ending = False
+        else:
+            terminated = self._flags("terminated", terminated)
+            truncated = self._flags("truncated", truncated)
         info_values = {key: self._info_value(infos, key) for key in self.info_keys}
         if t >= self._no_overflow_before:
             self._read_horizons()
@@ -609,7 +695,14 @@ class XpHerBuffer(ReplayBufferBase):
                     f"{self.buffer_size} // n_envs={n}); use a larger buffer_size"
                 )
         row = t % rows
-        if t >= rows:
+        if not self._write_packed(row, obs, next_obs, action, reward):
+            obs = self._check_obs_fully("obs", obs)
+            next_obs = self._check_obs_fully("next_obs", next_obs)
+            action = self._check_action(action)
+            reward = self._per_env("reward", reward, None)
+            written = self._write_packed(row, obs, next_obs, action, reward)
+            assert written, "checked values fit"
+        if t >= rows and t - rows >= self._retire_from:
             old = t - rows  # the counter this add overwrites
             hit = c["sampleable_from"] == old  # its env's oldest episode loses its first row
             if ops.may_hold(hit):
@@ -617,18 +710,19 @@ class XpHerBuffer(ReplayBufferBase):
                 if self.priorities is not None:
                     self.priorities.retired(hit, old, end)
                 c["sampleable_from"][...] = xp.where(hit, end, c["sampleable_from"])
-        for key in obs:
+                self._retire_from = ops.lowest(c["sampleable_from"])
+        for key in self._unpacked_obs:
             f[f"obs/{key}"][row] = obs[key]
             f[f"next_obs/{key}"][row] = next_obs[key]
-        f["action"][row] = action
-        f["reward"][row] = reward
+        if not self._action_packed:
+            f["action"][row] = action
         f["terminated"][row] = terminated
         f["truncated"][row] = truncated
         start = c["current_start"]
         f["episode_start"][row] = start
         for key, value in info_values.items():
             self._write_info(key, row, value)
-        if "motion" in f:
+        if self._motion:
             step = ops.asarray(next_obs["achieved_goal"] - obs["achieved_goal"], np.float64)
             step = step.reshape(n, -1)
             if self._motion_weights is not None:
@@ -641,9 +735,38 @@ class XpHerBuffer(ReplayBufferBase):
         elif self.priorities is not None:
             self.priorities.raw[row] = self.max_priority**self.alpha
         self.steps_added = t + 1
-        done = terminated | truncated
-        if ops.may_hold(done):
-            self._close(done, t)
+        if ending:
+            done = terminated | truncated
+            if ops.may_hold(done):
+                self._close(done, t)
+
+    def _flags(self, name: str, value: Any) -> Any:
+        """A step's ``terminated`` or ``truncated`` as ``(n_envs,)`` bools of this module."""
+        if type(value) is type(self._no_flags) and value.shape == (self.n_envs,):
+            return value if value.dtype == self._bool else value != 0
+        return self._per_env(name, value, None) != 0
+
+    def _write_packed(self, row: int, obs: Any, next_obs: Any, action: Any, reward: Any) -> bool:
+        """Writes the packed fields of one add into records row ``row``, with one copy;
+        False, writing nothing, when a value is not an array of its stored shape (the
+        careful checks then coerce it or say why)."""
+        keys = self._obs_keys
+        try:
+            values = [obs[k] for k in keys] + [next_obs[k] for k in keys] + [action, reward]
+            if (
+                len(obs) != len(keys)
+                or len(next_obs) != len(keys)
+                or [v.shape for v in values] != self._add_shapes
+            ):
+                return False
+            values[-1] = reward.reshape(self.n_envs, 1)
+            parts = values if self._pack_index is None else [values[i] for i in self._pack_index]
+            if self._reshape_parts:
+                parts = [part.reshape(self.n_envs, -1) for part in parts]
+            self.ops.write_row(self.records, row, parts)
+        except (KeyError, TypeError, AttributeError, RuntimeError, ValueError):
+            return False
+        return True
 
     def _close(self, done: Any, t: int) -> None:
         """Ends the episodes ``[current_start, t]`` of the envs where ``done``."""
@@ -734,24 +857,28 @@ class XpHerBuffer(ReplayBufferBase):
             weights = self._importance(mass, total, B)
         n = self.n_envs
         index = (counter % rows) * n + env
+        at_index = self._gather(index)  # every packed field of the drawn rows, one take
         start = self._take("episode_start", index)
         end = self._take("episode_end", (start % rows) * n + env)
         relabel, goals = self._draw_goals(B, env, counter, start, end)
-        own = self._take("obs/desired_goal", index)
+        own = at_index.get("obs/desired_goal")
+        if own is None:
+            own = self._take("obs/desired_goal", index)
         goals = xp.where(relabel.reshape(B, *([1] * (own.ndim - 1))), goals, own)
         # Every step k of every return, as one batch of steps * B: counter + k while it is
         # inside the episode (the last counter of the episode past its end: masked below).
         steps = s.n_step
         ks = xp.stack([counter + k for k in range(steps)])
         alive = ks < end
-        step_index = ((xp.minimum(ks, end - 1) % rows) * n + env).reshape(-1)
-        achieved = self._take("next_obs/achieved_goal", step_index)
+        step_index = (
+            index if steps == 1 else ((xp.minimum(ks, end - 1) % rows) * n + env).reshape(-1)
+        )
+        at_step = at_index if steps == 1 else self._gather(step_index)
+        achieved = self._field(at_step, "next_obs/achieved_goal", step_index)
         desired = xp.concatenate([goals] * steps)
         info = {key[5:]: self._take(key, step_index) for key in f if key.startswith("info/")}
         relabel_k = xp.concatenate([relabel] * steps)
-        reward_k = xp.where(
-            relabel_k, self._rewards(achieved, desired, info), self._take("reward", step_index)
-        )
+        reward_k = xp.where(relabel_k, self._rewards(achieved, desired, info), at_step["reward"])
         done_k = self._take("terminated", step_index)
         if self.compute_terminated is not None:
             value = ops.asarray(_plain(self.compute_terminated(achieved, desired, info)), bool)
@@ -783,15 +910,16 @@ class XpHerBuffer(ReplayBufferBase):
                 going = take & ~done_k[k]
             last = ((counter + summed - 1) % rows) * n + env
             discounts = ops.float32(gamma**summed)
-        observations = {key[4:]: self._take(key, index) for key in f if key.startswith("obs/")}
+        at_last = at_index if steps == 1 else self._gather(last)
+        observations = {k[4:]: self._field(at_index, k, index) for k in f if k[:4] == "obs/"}
         observations["desired_goal"] = goals
         next_observations = {
-            key[9:]: self._take(key, last) for key in f if key.startswith("next_obs/")
+            k[9:]: self._field(at_last, k, last) for k in f if k[:9] == "next_obs/"
         }
         next_observations["desired_goal"] = goals
         return HerBatch(
             observations,
-            self._take("action", index),
+            self._field(at_index, "action", index),
             ops.float32(returns),
             next_observations,
             ops.float32(ended),
@@ -803,6 +931,21 @@ class XpHerBuffer(ReplayBufferBase):
     def _take(self, name: str, index: Any) -> Any:
         """Field ``name`` at the flat indices ``index``."""
         return self.ops.take(self._flat[name], index)
+
+    def _gather(self, index: Any) -> dict[str, Any]:
+        """Every packed field at the flat indices ``index``: one take of the records,
+        then views of its columns (fresh arrays: no later call writes into them)."""
+        rows = self.ops.take(self._records_flat, index)
+        count = rows.shape[0]
+        return {
+            name: rows[:, lo:hi].reshape(count, *shape)
+            for name, (lo, hi, shape) in self._packed.items()
+        }
+
+    def _field(self, gathered: dict[str, Any], name: str, index: Any) -> Any:
+        """Field ``name`` at ``index``: from ``gathered`` where packed, else its own take."""
+        value = gathered.get(name)
+        return self._take(name, index) if value is None else value
 
     def _importance(self, mass: Any, total: Any, B: int) -> Any:
         s = self.settings
@@ -1167,6 +1310,21 @@ def _read_old_device_file(name: str, device: Any) -> BufferState:
     rng_state = generator if same_kind and generator is not None else None
     max_priority = float(tensors["max_priority"]) if "max_priority" in tensors else 1.0
     return _as_state(settings, device, host, int(meta["t"]), max_priority, rng_state)
+
+
+def _all_false(terminated: Any, truncated: Any, all_false: bytes) -> bool:
+    """Whether both flags are numpy bool arrays of ``n_envs`` False values, ``all_false``
+    being the bytes of one: add()'s test on every mid-episode step. Anything else (a flag
+    set, another type or dtype or size) is False, and add() reads the flags with care."""
+    try:
+        return (
+            terminated.dtype == np.bool_
+            and truncated.dtype == np.bool_
+            and terminated.tobytes() == all_false
+            and truncated.tobytes() == all_false
+        )
+    except AttributeError:
+        return False
 
 
 def _flat_view(value: Any) -> Any:
