@@ -218,14 +218,6 @@ class ReplayBufferBase:
         """Makes this (new or unpickled) object the buffer ``state`` describes."""
         raise NotImplementedError
 
-    def _state_from_legacy(self, pickled: dict[str, object]) -> Any:
-        """The state of a buffer pickled by an earlier goalenvs (its ``__dict__``)."""
-        raise ValueError(
-            f"this {self._NAME} was pickled by an earlier goalenvs, whose layout this one "
-            f"does not read: load that goalenvs, save the buffer with {self._NAME}.save and "
-            f"read the file with {self._NAME}.load"
-        )
-
     @classmethod
     def from_state(
         cls: type[_Buffer], state: Any, compute_reward: object, compute_terminated: object = None
@@ -248,11 +240,6 @@ class ReplayBufferBase:
             "compute_reward": self.compute_reward,
             "compute_terminated": self.compute_terminated,
         }
-
-    def __setstate__(self, pickled: dict[str, object]) -> None:
-        # A pickle of an earlier goalenvs holds the buffer's __dict__, not its state.
-        state = pickled["state"] if "state" in pickled else self._state_from_legacy(pickled)
-        self._adopt(state, pickled["compute_reward"], pickled.get("compute_terminated"))
 
     # ------------------------------------------------------------------ settings
     @property

@@ -440,17 +440,27 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
     def _public(self, name: str) -> object:
         # The goalenvs storage is SB3's layout, (buffer_size, n_envs) with position t % R:
         # each public array is a masked, read-only copy of a field, cached until an add.
+        cache = self._cache()
+        if name not in cache:
+            cache[name] = self._assemble(name, cache["held"], cache["closed"])
+        return cache[name]
+
+    def _masks(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(held, closed)``, ``(buffer_size, n_envs)``: the positions whose transition
+        the ring still holds, and those of them in a complete episode."""
+        cache = self._cache()
+        return cache["held"], cache["closed"]
+
+    def _cache(self) -> dict[str, Any]:
         c = self.core.counters
-        key = (self.core, self._transitions_added(), c["sampleable_from"].tobytes())
+        key = (self.core, self._transitions_added(), *(c[k].tobytes() for k in sorted(c)))
         cache = self._public_cache
         if cache is None or cache["key"] != key:
             t = self.core.counter_of_rows()[:, None]  # negative: never written
             held = (t >= 0) & (t >= c["sampleable_from"])  # not retired by the ring
             closed = held & (t < c["sampleable_to"])  # in a complete episode
             cache = self._public_cache = {"key": key, "held": held, "closed": closed}
-        if name not in cache:
-            cache[name] = self._assemble(name, cache["held"], cache["closed"])
-        return cache[name]
+        return cache
 
     def _assemble(self, name: str, held: np.ndarray, closed: np.ndarray) -> object:
         f = self.core.fields

@@ -57,6 +57,7 @@ from goalenvs.her.common import (
     no_other_episode_error,
     reward_shape_error,
 )
+from goalenvs.her.buffer_state import HerStorage
 from goalenvs.her.goal_mix import FUTURE_ONLY, RELABELLING
 from goalenvs.her.settings import BufferSettings, check_batch_size
 from goalenvs.her.sumtree import SumTree
@@ -520,6 +521,13 @@ class XpHerBuffer(ReplayBufferBase):
         self._no_overflow_before = -1
         self._nonempty_until = -1
         self._other_episode_until = -1
+
+    def __setstate__(self, pickled: dict[str, Any]) -> None:
+        # A pickle of goalenvs 148f048 or earlier holds the old numpy buffer's state.
+        state = pickled.get("state")
+        if not isinstance(state, BufferState):
+            state = legacy_state(pickled)
+        self._adopt(state, pickled["compute_reward"], pickled.get("compute_terminated"))
 
     # ------------------------------------------------------------------ state
     def state(self, *, truncate_in_progress: bool = False) -> BufferState:
@@ -1088,7 +1096,8 @@ def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
         meta = json.loads(str(data["meta"]))
         kind = meta.get("format") if isinstance(meta, dict) else None
         if kind == _OLD_NUMPY_FORMAT and meta.get("version") == 2:
-            return _read_old_numpy_file(name, data, meta, device)
+            arrays = {key: data[key] for key in data.files}
+            return _read_old_numpy_file(name, arrays, meta, device)
         if kind != FILE_FORMAT or meta.get("version") != FILE_VERSION:
             raise ValueError(
                 f"{name} is not a HER buffer file of this goalenvs (format {kind!r}, version "
@@ -1180,8 +1189,10 @@ def _as_state(
 
 
 def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any) -> BufferState:
-    """The state of a file of the old numpy buffer, in this layout: each env's counters
-    ``[t_lo, t_hi)`` (its sampleable transitions) copied to rows ``k % rows``."""
+    """The state of a file (or pickle) of the old numpy buffer, in this layout: each
+    env's sampleable counters ``[t_lo, t_hi)`` and the episode in progress after them
+    ``[t_hi, t_count)`` (none in a file, which saved them truncated) copied to rows
+    ``k % rows``."""
     device = None if device == "saved" else device  # it was saved from the host
     settings = _settings_of(name, meta)
     R, n = settings.rows_per_env, settings.n_envs
@@ -1192,20 +1203,23 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
     offset_of, length_of = data["to_start"], data["ep_len"]
     transition_row = data["trans_row"]
     old = {f"obs/{key}": data[f"obs__{key}"] for key in settings.observation_space.spaces}
-    old_infos = {key[6:]: data[key] for key in data.files if key.startswith("info__")}
+    old_infos = {key[6:]: data[key] for key in data if key.startswith("info__")}
     for key, value in old_infos.items():
         host[f"info/{key}"] = np.zeros((R, n, *value.shape[1:]), value.dtype)
-    old_priorities = data["priorities"] if "priorities" in data.files else None
+    old_priorities = data["priorities"] if "priorities" in data else None
     priorities = np.zeros((R, n)) if settings.prioritized else None
     newest = np.zeros(n, np.int64)
     for e in range(n):
-        k = np.arange(lo[e], hi[e])
+        k = np.arange(lo[e], steps)
         if k.size == 0:
             continue
         row = transition_row[(k % R) * n + e].astype(np.int64)
         flat, next_flat = row * n + e, ((row + 1) % R) * n + e
-        start = k - offset_of[flat]
-        end = start + length_of[((row - offset_of[flat]) % R) * n + e]
+        complete = k < hi[e]
+        start = np.where(complete, k - offset_of[flat], hi[e])
+        first = start[complete]
+        end = first + length_of[((row[complete] - offset_of[flat[complete]]) % R) * n + e]
+        host["episode_end"][first % R, e] = end
         at = k % R
         for key, values in old.items():
             host[key][at, e] = values[flat]
@@ -1215,10 +1229,9 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
         host["terminated"][at, e] = data["terminated"][flat]
         host["truncated"][at, e] = data["truncated"][flat]
         host["episode_start"][at, e] = start
-        host["episode_end"][start % R, e] = end
         for key, value in old_infos.items():
             host[f"info/{key}"][at, e] = value[flat]
-        newest[e] = start[-1]
+        newest[e] = first[-1] if first.size else 0
         if priorities is not None and old_priorities is not None:
             leaf = old_priorities[flat]
             if settings.priority == "goal_motion":
@@ -1229,7 +1242,7 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
             else:
                 priorities[at, e] = leaf
     host.update(
-        current_start=np.full(n, steps, np.int64),
+        current_start=hi.copy(),
         sampleable_from=lo,
         sampleable_to=hi,
         newest_start=newest,
@@ -1238,6 +1251,60 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
     rng_state = meta.get("rng_state") if device is None else None
     max_priority = float(meta.get("max_priority", 1.0))
     return _as_state(settings, device, host, steps, max_priority, rng_state)
+
+
+def legacy_state(pickled: Mapping[str, Any]) -> BufferState:
+    """The state of a numpy buffer pickled by goalenvs 148f048 or earlier: its
+    ``{"state": HerBufferState}`` (see :mod:`goalenvs.her.buffer_state`), or the bare
+    ``__dict__`` that 0.1.0 pickled; episodes in progress stay in progress."""
+    old = pickled.get("state")
+    if old is not None:
+        storage, settings = old.storage, old.settings
+        steps, priorities = old.steps_added, old.priorities
+        max_priority, rng_state = old.max_priority, old.rng_state
+    else:  # 0.1.0: the buffer's own attributes
+        names = ("_records", "_terminated", "_truncated", "_infos", "_to_start", "_ep_len")
+        names += ("_trans_row", "_ep_start", "_valid_lo", "_t_lo", "_t_hi", "_skip")
+        storage = HerStorage(*(pickled[name] for name in names))
+        settings = BufferSettings(
+            pickled["buffer_size"],
+            pickled["observation_space"],
+            pickled["action_space"],
+            n_envs=pickled["n_envs"],
+            n_sampled_goal=pickled["n_sampled_goal"],
+            goal_selection_strategy=pickled["goal_selection_strategy"],
+            handle_timeout_termination=pickled["handle_timeout_termination"],
+            info_keys=pickled["info_keys"],
+            prioritized=pickled.get("prioritized", False),
+            alpha=pickled.get("alpha", 0.6),
+            beta=pickled.get("_beta", 0.4),
+            priority_eps=pickled.get("priority_eps", 1e-6),
+        )
+        tree = pickled.get("_tree")
+        steps, priorities = int(pickled["_t"]), None if tree is None else tree.leaves
+        max_priority = float(pickled.get("_max_priority", 1.0))
+        rng_state = dict(pickled["_rng"].bit_generator.state)
+    records = storage.records
+    data: dict[str, Any] = {
+        f"obs__{key[4:]}": records[key] for key in records.dtype.names if key[:4] == "obs/"
+    }
+    data.update({f"info__{key}": value for key, value in storage.infos.items()})
+    data.update(
+        actions=records["action"],
+        rewards=records["reward"],
+        terminated=storage.terminated,
+        truncated=storage.truncated,
+        to_start=storage.offset_in_episode,
+        ep_len=storage.episode_length,
+        trans_row=storage.transition_row,
+        t_lo=storage.sampleable_from,
+        t_hi=storage.sampleable_to,
+        t_count=[steps],
+    )
+    if priorities is not None:
+        data["priorities"] = np.asarray(priorities)
+    meta = {**settings.to_meta(), "rng_state": rng_state, "max_priority": max_priority}
+    return _read_old_numpy_file("a pickled HerReplayBuffer", data, meta, None)
 
 
 def _read_old_device_file(name: str, device: Any) -> BufferState:
