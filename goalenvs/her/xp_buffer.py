@@ -163,6 +163,8 @@ class _TorchOps(_NumpyOps):
 
     def asarray(self, value: Any, dtype: Any = None) -> Any:
         dtype = None if dtype is None else torch_dtype(dtype)
+        if isinstance(value, np.ndarray) and not value.dtype.isnative:  # torch refuses it
+            value = value.astype(value.dtype.newbyteorder("="))
         return self.xp.as_tensor(value, dtype=dtype, device=self.device)
 
     def uniform(self, count: int) -> Any:
@@ -457,7 +459,16 @@ class XpHerBuffer(ReplayBufferBase):
         self._adopt(_empty_state(checked, ops), compute_reward, compute_terminated)
 
     def _adopt(self, state: BufferState, compute_reward: object, terminated: object) -> None:
+        if not isinstance(state, BufferState):
+            raise TypeError(f"state must be a BufferState, got {type(state).__name__}")
         settings = state.settings
+        lead = (settings.rows_per_env, settings.n_envs)
+        for name, value in state.fields.items():
+            if tuple(value.shape[:2]) != lead:
+                raise ValueError(
+                    f"state.fields[{name!r}] has shape {tuple(value.shape)}; expected its "
+                    f"first two dimensions {lead} (rows_per_env, n_envs)"
+                )
         ops = _NumpyOps() if state.device is None else _TorchOps(state.device)
         ops.set_rng_state(state.rng_state)
         self.ops, self.xp, self.device = ops, ops.xp, ops.device
@@ -472,6 +483,8 @@ class XpHerBuffer(ReplayBufferBase):
             for name, view in _views(records, packed).items():
                 view[...] = f[name]
                 f[name] = view
+        else:  # its views (a pickle brings them back as arrays of their own: stale)
+            f.update(_views(records, packed))
         self.records = records
         self._packed = _slices(packed)
         self._records_flat = _flat_view(records)
@@ -882,6 +895,7 @@ class XpHerBuffer(ReplayBufferBase):
         done_k = self._take("terminated", step_index)
         if self.compute_terminated is not None:
             value = ops.asarray(_plain(self.compute_terminated(achieved, desired, info)), bool)
+            value = value.reshape(()) if tuple(value.shape) == (1,) else value  # one value
             if value.ndim and tuple(value.shape) not in ((steps * B,), (steps * B, 1)):
                 raise batch_shape_error("compute_terminated", tuple(value.shape), steps * B)
             # One value stands for the whole batch (a constant rule), unlike a reward.
