@@ -1086,6 +1086,26 @@ def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
     ValueError that names the file and what to do."""
     name = os.fspath(path)
     try:
+        return _read_file(path, device)
+    except ValueError as error:
+        if name in str(error):
+            raise
+        failure: Exception = error
+    except (OSError, EOFError, KeyError, zipfile.BadZipFile) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        failure = error
+    # A member's array read lazily, after the archive opened: a corrupt member, a missing
+    # entry.
+    raise ValueError(
+        f"{name} cannot be read as a HER buffer file ({type(failure).__name__}: {failure}): "
+        "it is truncated, corrupt or not written by HerReplayBuffer.save"
+    ) from None
+
+
+def _read_file(path: str | os.PathLike, device: Any) -> BufferState:
+    name = os.fspath(path)
+    try:
         data = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise
@@ -1096,6 +1116,8 @@ def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
             "file of goalenvs 148f048 or earlier is a torch file: load it there, or start "
             "with an empty buffer)"
         ) from None
+    if not hasattr(data, "files"):  # a .npy file: one array
+        raise ValueError(f"{name} is not a HER buffer file: it holds one array, not an .npz")
     with data:
         if "meta" not in data.files:  # a torch file: the old device buffer's?
             return _read_old_device_file(name, device)
