@@ -143,6 +143,15 @@ class Writer:
         }
 
 
+def tagged(backend: str, size: int, lengths: list[list[int]], steps: int, **kwargs: Any) -> Any:
+    """A buffer of ``len(lengths)`` envs fed ``steps`` tagged steps, and its Writer."""
+    buffer = make_buffer(backend, size, len(lengths), **kwargs)
+    writer = Writer(buffer, lengths)
+    for _ in range(steps):
+        writer.add_step()
+    return buffer, writer
+
+
 def check_batch(batch: HerBatch, writer: Writer, strategy: GoalSelectionStrategy) -> np.ndarray:
     """Asserts every provenance rule on a tagged batch; returns the relabeled mask."""
     batch = numpy_batch(batch)
@@ -266,10 +275,7 @@ def test_only_intact_episodes_are_sampled_for_any_lengths(
 def test_an_episode_leaves_whole_when_its_first_transition_is_overwritten(backend: str) -> None:
     # rows = 4, one env: episodes [0, 3) and [3, 4); add 4 overwrites counter 0, and
     # counters 1, 2 leave with it.
-    buffer = make_buffer(backend, 4, 1, seed=0, n_sampled_goal=0)
-    writer = Writer(buffer, [[3, 1, 5]])
-    for _ in range(4):
-        writer.add_step()
+    buffer, writer = tagged(backend, 4, [[3, 1, 5]], 4, seed=0, n_sampled_goal=0)
     assert buffer.n_transitions == 4
     counters = {k: to_numpy(v).tolist() for k, v in buffer.state().counters.items()}
     assert counters["sampleable_from"] == [0] and counters["sampleable_to"] == [4]
@@ -321,20 +327,14 @@ def test_can_sample_follows_the_episodes_that_end_and_leave(backend: str) -> Non
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_episode_longer_than_the_ring_is_an_error(backend: str) -> None:
-    buffer = make_buffer(backend, 8, 1)
-    writer = Writer(buffer, [[100]])
-    for _ in range(8):
-        writer.add_step()  # 8 transitions fit in 8 rows
+    _, writer = tagged(backend, 8, [[100]], 8)  # 8 transitions fit in 8 rows
     with pytest.raises(ValueError, match=r"env 0 has reached 8 transitions.*larger buffer_size"):
         writer.add_step()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_truncate_last_trajectory_makes_episodes_in_progress_sampleable(backend: str) -> None:
-    buffer = make_buffer(backend, 100, 2, n_sampled_goal=0, seed=0)
-    writer = Writer(buffer, [[3, 10], [10]])
-    for _ in range(6):
-        writer.add_step()
+    buffer, _ = tagged(backend, 100, [[3, 10], [10]], 6, n_sampled_goal=0, seed=0)
     assert buffer.n_transitions == 3 and buffer.episodes_in_progress == 2
     buffer.truncate_last_trajectory()
     assert buffer.n_transitions == 12 and buffer.episodes_in_progress == 0
@@ -353,10 +353,9 @@ def test_truncate_last_trajectory_makes_episodes_in_progress_sampleable(backend:
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("n_sampled_goal", [1, 4])
 def test_relabel_fraction_is_k_over_k_plus_one(backend: str, n_sampled_goal: int) -> None:
-    buffer = make_buffer(backend, 200, 2, n_sampled_goal=n_sampled_goal, seed=1)
-    writer = Writer(buffer, [[5] * 40, [7] * 40])
-    for _ in range(60):
-        writer.add_step()
+    buffer, _ = tagged(
+        backend, 200, [[5] * 40, [7] * 40], 60, n_sampled_goal=n_sampled_goal, seed=1
+    )
     batch = numpy_batch(buffer.sample(20_000))
     fraction = (batch.observations["desired_goal"][:, 0] >= 0).mean()
     # Binomial sd at 20k draws is <= 0.0036: 0.015 is > 4 sd.
@@ -365,10 +364,7 @@ def test_relabel_fraction_is_k_over_k_plus_one(backend: str, n_sampled_goal: int
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_transitions_are_sampled_uniformly_across_envs_and_episodes(backend: str) -> None:
-    buffer = make_buffer(backend, 200, 2, seed=0)
-    writer = Writer(buffer, [[2, 9, 4, 1] * 30, [6] * 100])
-    for _ in range(40):
-        writer.add_step()
+    buffer, writer = tagged(backend, 200, [[2, 9, 4, 1] * 30, [6] * 100], 40, seed=0)
     intact = writer.intact_episodes()
     n, total = 40_000, sum(intact.values())
     tags = to_numpy(buffer.sample(n).observations["observation"]).astype(int)
@@ -385,10 +381,7 @@ def test_both_modules_agree_on_the_law_of_relabel_offsets(strategy: str) -> None
     lengths = [[3, 8, 5, 2, 6, 99], [4, 7, 1, 5, 9, 99], [6, 6, 6, 6, 6, 99]]
     batches = []
     for backend in ("numpy", "cpu"):
-        buffer = make_buffer(backend, 3 * 64, 3, goal_selection_strategy=strategy, seed=11)
-        writer = Writer(buffer, lengths)
-        for _ in range(30):
-            writer.add_step()
+        buffer, _ = tagged(backend, 3 * 64, lengths, 30, goal_selection_strategy=strategy, seed=11)
         batches.append(numpy_batch(buffer.sample(40_000)))
     law: dict[int, float] = {}
     episodes = [(e, m, n) for e, per_env in enumerate(lengths) for m, n in enumerate(per_env)]
@@ -417,10 +410,7 @@ def test_both_modules_agree_on_the_law_of_relabel_offsets(strategy: str) -> None
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_each_sample_returns_fresh_arrays_the_next_one_leaves_alone(backend: str) -> None:
-    buffer = make_buffer(backend, 60, 2, seed=0)
-    writer = Writer(buffer, [[5] * 20] * 2)
-    for _ in range(12):
-        writer.add_step()
+    buffer, writer = tagged(backend, 60, [[5] * 20] * 2, 12, seed=0)
 
     def snapshot(batch: HerBatch) -> list[np.ndarray]:
         values = [*batch.observations.values(), *batch.next_observations.values()]
@@ -537,10 +527,9 @@ def test_compute_terminated_recomputes_done_for_relabeled_goals_only(
 ) -> None:
     # A constant (Fetch's compute_terminated returns a plain False) stands for the batch.
     terminated = rule if callable(rule) else lambda a, d, i: rule
-    buffer = make_buffer(backend, 120, 2, compute_terminated=terminated, seed=4)
-    writer = Writer(buffer, [[4] * 20, [6] * 20])
-    for _ in range(40):
-        writer.add_step()
+    buffer, writer = tagged(
+        backend, 120, [[4] * 20, [6] * 20], 40, compute_terminated=terminated, seed=4
+    )
     batch = buffer.sample(2000)
     relabeled = check_batch(batch, writer, GoalSelectionStrategy.FUTURE)
     batch = numpy_batch(batch)
@@ -562,10 +551,7 @@ def test_a_reward_of_one_value_for_the_batch_is_refused_and_so_is_a_wrong_shape(
     def constant_reward(achieved_goal: Any, desired_goal: Any, info: Any) -> float:
         return -1.0
 
-    buffer = make_buffer(backend, 40, 1, seed=0, compute_reward=constant_reward)
-    writer = Writer(buffer, [[5] * 20])
-    for _ in range(12):
-        writer.add_step()
+    buffer, _ = tagged(backend, 40, [[5] * 20], 12, seed=0, compute_reward=constant_reward)
     with pytest.raises(
         ValueError,
         match=r"^constant_reward returned shape \(\) for a batch of 200 goal pairs "
@@ -621,10 +607,9 @@ def test_info_values_are_stored_by_key_and_the_batch_rewarded_in_one_call(
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_prioritized_draws_follow_priorities_and_weights_correct_them(backend: str) -> None:
-    buffer = make_buffer(backend, 40, 1, prioritized=True, alpha=1.0, beta=1.0, seed=5)
-    writer = Writer(buffer, [[4] * 10])
-    for _ in range(8):
-        writer.add_step()  # episodes 0 and 1: 8 transitions at priority 1
+    buffer, writer = tagged(
+        backend, 40, [[4] * 10], 8, prioritized=True, alpha=1.0, beta=1.0, seed=5
+    )  # episodes 0 and 1: 8 transitions at priority 1
     batch = buffer.sample(500)
     first = numpy_batch(batch)
     np.testing.assert_array_equal(first.weights, np.ones(500))  # equal priorities
@@ -662,10 +647,7 @@ def test_prioritized_draws_only_intact_episodes_through_ring_wraps(backend: str)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_update_priorities_rejects_what_it_cannot_use(backend: str) -> None:
     # It never clamps an index nor keeps a priority that is not finite.
-    buffer = make_buffer(backend, 20, 1, prioritized=True, seed=0)
-    writer = Writer(buffer, [[4] * 5])
-    for _ in range(8):
-        writer.add_step()
+    buffer, writer = tagged(backend, 20, [[4] * 5], 8, prioritized=True, seed=0)
     indices = to_numpy(buffer.sample(4).indices)
     before = host_state(buffer)
     for bad in (-1, 10_000):
@@ -788,10 +770,7 @@ def test_the_torch_face_names_a_bad_device(backend: str) -> None:
 
 def filled(backend: str, **kwargs: Any) -> Any:
     """One env, episodes of 4 (truncated): two complete and one in progress (2 steps)."""
-    buffer = make_buffer(backend, 20, 1, seed=0, **kwargs)
-    writer = Writer(buffer, [[4] * 10])
-    for _ in range(10):
-        writer.add_step()
+    buffer, writer = tagged(backend, 20, [[4] * 10], 10, seed=0, **kwargs)
     assert buffer.episodes_in_progress == 1 and buffer.n_transitions == 8
     return buffer, writer
 
@@ -1047,10 +1026,7 @@ def test_sample_reads_nothing_on_the_host_once_can_sample_said_yes(
 
 @pytest.mark.parametrize("backend", TORCH)
 def test_sample_draws_from_the_buffers_generator(backend: str) -> None:
-    buffer = make_buffer(backend, 2 * 30, 2, seed=1, prioritized=True)
-    writer = Writer(buffer, [[5] * 20] * 2)
-    for _ in range(12):
-        writer.add_step()
+    buffer, _ = tagged(backend, 2 * 30, [[5] * 20] * 2, 12, seed=1, prioritized=True)
     assert isinstance(buffer.generator, torch.Generator)
     assert buffer.generator.device == buffer.device
     batches = []
@@ -1070,10 +1046,9 @@ def test_a_sample_captured_in_a_cuda_graph_replays_fresh_draws_of_what_the_buffe
 ) -> None:
     # The trainer captures its update, sampling included: each replay must draw anew from
     # the buffer as it is then (new episodes in, old ones retired), and a new beta counts.
-    buffer = make_buffer("cuda", 4 * 40, 4, seed=0, prioritized=prioritized, beta=1.0)
-    writer = Writer(buffer, [[10] * 100] * 4)
-    for _ in range(30):
-        writer.add_step()
+    buffer, writer = tagged(
+        "cuda", 4 * 40, [[10] * 100] * 4, 30, seed=0, prioritized=prioritized, beta=1.0
+    )
     assert buffer.can_sample()  # reads the horizons now, not inside the capture
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
