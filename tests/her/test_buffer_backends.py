@@ -229,33 +229,24 @@ def assert_same_batches(a: Any, b: Any, rounds: int = 3) -> None:
 @settings(max_examples=25, deadline=None)
 @given(
     n_envs=st.integers(1, 4),
-    rows_per_env=st.integers(10, 40),
-    strategy=st.sampled_from(STRATEGIES),
-    n_sampled_goal=st.integers(0, 6),
-    steps=st.integers(1, 120),
+    rows=st.integers(10, 40),
     lengths=st.lists(st.integers(1, 9), min_size=4, max_size=30),
-    seed=st.integers(0, 2**16),
-    prioritized=st.booleans(),
+    steps=st.integers(1, 120),
+    kwargs=st.fixed_dictionaries(
+        {
+            "goal_selection_strategy": st.sampled_from(STRATEGIES),
+            "n_sampled_goal": st.integers(0, 6),
+            "seed": st.integers(0, 2**16),
+            "prioritized": st.booleans(),
+        }
+    ),
 )
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])
 def test_only_intact_episodes_are_sampled_for_any_lengths(
-    backend: str,
-    n_envs: int,
-    rows_per_env: int,
-    strategy: GoalSelectionStrategy,
-    n_sampled_goal: int,
-    steps: int,
-    lengths: list[int],
-    seed: int,
-    prioritized: bool,
+    backend: str, n_envs: int, rows: int, lengths: list[int], steps: int, kwargs: dict
 ) -> None:
-    buffer = make_buffer(
-        backend, rows_per_env * n_envs, n_envs, goal_selection_strategy=strategy, seed=seed,
-        n_sampled_goal=n_sampled_goal, prioritized=prioritized,
-    )  # fmt: skip
-    writer = Writer(buffer, [(lengths[e:] + lengths[:e]) * 100 for e in range(n_envs)])
-    for _ in range(steps):
-        writer.add_step()
+    per_env = [(lengths[e:] + lengths[:e]) * 100 for e in range(n_envs)]
+    buffer, writer = tagged(backend, rows * n_envs, per_env, steps, **kwargs)
     intact = writer.intact_episodes()
     assert buffer.n_transitions == sum(intact.values())
     assert buffer.can_sample() == bool(intact)
@@ -264,10 +255,10 @@ def test_only_intact_episodes_are_sampled_for_any_lengths(
             buffer.sample(8)
         return
     batch = buffer.sample(256)
-    if prioritized:
+    if kwargs["prioritized"]:
         batch = batch._replace(weights=np.ones(256, np.float32))  # not all ones
-    relabeled = check_batch(batch, writer, strategy)
-    if n_sampled_goal == 0:
+    relabeled = check_batch(batch, writer, kwargs["goal_selection_strategy"])
+    if kwargs["n_sampled_goal"] == 0:
         assert not relabeled.any()
 
 
@@ -290,12 +281,8 @@ def test_an_episode_leaves_whole_when_its_first_transition_is_overwritten(backen
 @pytest.mark.parametrize("prioritized", [False, True])
 def test_an_env_holds_exactly_rows_transitions(backend: str, prioritized: bool) -> None:
     # Two episodes of 4 fill 8 rows exactly: every transition is drawn, the oldest too.
-    buffer = make_buffer(backend, 16, 2, prioritized=prioritized, seed=2)
-    assert buffer.rows_per_env == 8
-    writer = Writer(buffer, [[4] * 4, [8] * 2])
-    for _ in range(8):
-        writer.add_step()
-    assert buffer.n_transitions == 16
+    buffer, writer = tagged(backend, 16, [[4] * 4, [8] * 2], 8, prioritized=prioritized, seed=2)
+    assert buffer.rows_per_env == 8 and buffer.n_transitions == 16
     tags = to_numpy(buffer.sample(3000).observations["observation"]).astype(int)
     expected = {(0, m, i) for m in (0, 1) for i in range(4)} | {(1, 0, i) for i in range(8)}
     assert {tuple(t) for t in tags} == expected
