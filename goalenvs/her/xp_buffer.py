@@ -164,6 +164,8 @@ class _TorchOps(_NumpyOps):
 
     def asarray(self, value: Any, dtype: Any = None) -> Any:
         dtype = None if dtype is None else torch_dtype(dtype)
+        if isinstance(value, np.ndarray) and not value.dtype.isnative:  # torch refuses it
+            value = value.astype(value.dtype.newbyteorder("="))
         return self.xp.as_tensor(value, dtype=dtype, device=self.device)
 
     def uniform(self, count: int) -> Any:
@@ -458,7 +460,16 @@ class XpHerBuffer(ReplayBufferBase):
         self._adopt(_empty_state(checked, ops), compute_reward, compute_terminated)
 
     def _adopt(self, state: BufferState, compute_reward: object, terminated: object) -> None:
+        if not isinstance(state, BufferState):
+            raise TypeError(f"state must be a BufferState, got {type(state).__name__}")
         settings = state.settings
+        lead = (settings.rows_per_env, settings.n_envs)
+        for name, value in state.fields.items():
+            if tuple(value.shape[:2]) != lead:
+                raise ValueError(
+                    f"state.fields[{name!r}] has shape {tuple(value.shape)}; expected its "
+                    f"first two dimensions {lead} (rows_per_env, n_envs)"
+                )
         ops = _NumpyOps() if state.device is None else _TorchOps(state.device)
         ops.set_rng_state(state.rng_state)
         self.ops, self.xp, self.device = ops, ops.xp, ops.device
@@ -473,6 +484,8 @@ class XpHerBuffer(ReplayBufferBase):
             for name, view in _views(records, packed).items():
                 view[...] = f[name]
                 f[name] = view
+        else:  # its views (a pickle brings them back as arrays of their own: stale)
+            f.update(_views(records, packed))
         self.records = records
         self._packed = _slices(packed)
         self._records_flat = _flat_view(records)
@@ -890,6 +903,7 @@ class XpHerBuffer(ReplayBufferBase):
         done_k = self._take("terminated", step_index)
         if self.compute_terminated is not None:
             value = ops.asarray(_plain(self.compute_terminated(achieved, desired, info)), bool)
+            value = value.reshape(()) if tuple(value.shape) == (1,) else value  # one value
             if value.ndim and tuple(value.shape) not in ((steps * B,), (steps * B, 1)):
                 raise batch_shape_error("compute_terminated", tuple(value.shape), steps * B)
             # One value stands for the whole batch (a constant rule), unlike a reward.
@@ -1080,6 +1094,26 @@ def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
     ValueError that names the file and what to do."""
     name = os.fspath(path)
     try:
+        return _read_file(path, device)
+    except ValueError as error:
+        if name in str(error):
+            raise
+        failure: Exception = error
+    except (OSError, EOFError, KeyError, zipfile.BadZipFile) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        failure = error
+    # A member's array read lazily, after the archive opened: a corrupt member, a missing
+    # entry.
+    raise ValueError(
+        f"{name} cannot be read as a HER buffer file ({type(failure).__name__}: {failure}): "
+        "it is truncated, corrupt or not written by HerReplayBuffer.save"
+    ) from None
+
+
+def _read_file(path: str | os.PathLike, device: Any) -> BufferState:
+    name = os.fspath(path)
+    try:
         data = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise
@@ -1090,6 +1124,8 @@ def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
             "file of goalenvs 148f048 or earlier is a torch file: load it there, or start "
             "with an empty buffer)"
         ) from None
+    if not hasattr(data, "files"):  # a .npy file: one array
+        raise ValueError(f"{name} is not a HER buffer file: it holds one array, not an .npz")
     with data:
         if "meta" not in data.files:  # a torch file: the old device buffer's?
             return _read_old_device_file(name, device)
