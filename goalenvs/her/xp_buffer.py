@@ -49,6 +49,7 @@ import numpy as np
 
 from goalenvs.core.backend import is_tensor, resolve_device, torch_dtype
 from goalenvs.core.io import atomic_write
+from goalenvs.her.buffer_state import HerStorage
 from goalenvs.her.common import (
     NO_EPISODE_YET,
     HerBatch,
@@ -57,7 +58,6 @@ from goalenvs.her.common import (
     no_other_episode_error,
     reward_shape_error,
 )
-from goalenvs.her.buffer_state import HerStorage
 from goalenvs.her.goal_mix import FUTURE_ONLY, RELABELLING
 from goalenvs.her.settings import BufferSettings, check_batch_size
 from goalenvs.her.sumtree import SumTree
@@ -1242,7 +1242,7 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
     old_infos = {key[6:]: data[key] for key in data if key.startswith("info__")}
     for key, value in old_infos.items():
         host[f"info/{key}"] = np.zeros((R, n, *value.shape[1:]), value.dtype)
-    old_priorities = data["priorities"] if "priorities" in data else None
+    old_priorities = data.get("priorities")
     priorities = np.zeros((R, n)) if settings.prioritized else None
     newest = np.zeros(n, np.int64)
     for e in range(n):
