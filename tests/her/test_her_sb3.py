@@ -202,23 +202,19 @@ def success_rate(model, episodes: int = 50) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "buffer_class", [HerReplayBuffer, SB3HerReplayBuffer], ids=["goalenvs", "sb3"]
-)
-def test_sac_learns_point_reach_with_the_adapter_as_with_sb3s_buffer(buffer_class: type) -> None:
-    # The same budget for both buffers: 5000 steps, one gradient step each (about 40 s
-    # each on an idle core). Success over 50 episodes (benchmarks/sb3_her.py sac), seeds
-    # 0-4: goalenvs' adapter 0.94 0.86 0.92 0.96 0.90 (seeds 5, 6: 0.90 0.96), SB3's buffer
-    # 0.92 0.92 0.94 0.94 0.92. This seed (1) sat at 0.86 against a line of 0.9 on another
-    # machine, and here: the line now keeps a margin of 0.16 below the lowest of either
-    # buffer; whether both learn equally well is the benchmark's comparison, not this test.
+def test_sac_learns_point_reach_with_the_adapter() -> None:
+    # 5000 steps, one gradient step each (about 40 s on an idle core). Success over 50
+    # episodes (benchmarks/sb3_her.py sac), seeds 0-4: goalenvs' adapter 0.94 0.86 0.92
+    # 0.96 0.90 (seeds 5, 6: 0.90 0.96), SB3's buffer 0.92 0.92 0.94 0.94 0.92. The line
+    # keeps a margin of 0.16 below the lowest; whether both buffers learn equally well is
+    # the benchmark's comparison (SB3's own buffer learning is SB3's test, not ours).
     import goalenvs  # noqa: F401  (registers goalenvs/PointReach-v0)
 
     venv = make_vec_env("goalenvs/PointReach-v0", n_envs=1, seed=1)
     model = SAC(
         "MultiInputPolicy",
         venv,
-        replay_buffer_class=buffer_class,
+        replay_buffer_class=HerReplayBuffer,
         replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
         learning_starts=300,
         batch_size=128,
