@@ -375,7 +375,7 @@ def _packed_names(settings: BufferSettings) -> list[tuple[str, tuple[int, ...]]]
         (f"{side}/{key}", tuple(spaces_[key].shape or ()))
         for side in ("obs", "next_obs")
         for key in sorted(spaces_)
-        if np.dtype(spaces_[key].dtype).kind == "f"
+        if np.dtype(spaces_[key].dtype) == np.float32
     ]
     if np.dtype(settings.action_dtype) == np.float32:
         packed.append(("action", tuple(settings.action_shape)))
@@ -389,7 +389,7 @@ def _empty_state(settings: BufferSettings, ops: _NumpyOps) -> BufferState:
     records = ops.zeros((rows, n, width), np.float32)
     fields: dict[str, Any] = _views(records, packed)
     for key, space in settings.observation_space.spaces.items():
-        if np.dtype(space.dtype).kind != "f":
+        if np.dtype(space.dtype) != np.float32:
             for side in ("obs", "next_obs"):
                 shape = (rows, n, *(space.shape or ()))
                 fields[f"{side}/{key}"] = ops.zeros(shape, np.dtype(space.dtype))
