@@ -800,6 +800,13 @@ class XpHerBuffer(ReplayBufferBase):
             store = self.ops.zeros(shape, _numpy_dtype(value.dtype))
             self.fields[f"info/{key}"] = store
             self._flat[f"info/{key}"] = _flat_view(store)
+        elif store.dtype != value.dtype:  # widened to a later value's (an int, then 0.75)
+            old = _numpy_dtype(store.dtype)
+            wider = np.result_type(old, _numpy_dtype(value.dtype))
+            if wider != old:
+                store = self.ops.asarray(store, wider)
+                self.fields[f"info/{key}"] = store
+                self._flat[f"info/{key}"] = _flat_view(store)
         store[row] = value.reshape(self.n_envs, *store.shape[2:])
 
     def counter_of_rows(self) -> Any:
