@@ -1122,6 +1122,9 @@ def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
             if field not in fields or tuple(fields[field].shape) != tuple(value.shape):
                 raise ValueError(f"{name}: the field {field!r} is missing or of another shape")
         priorities = ops.asarray(data["priorities"]) if "priorities" in data.files else None
+        held = data["priorities"] if priorities is not None else np.zeros(0)
+        if not (np.isfinite(held) & (held >= 0)).all():
+            raise ValueError(f"{name}: priorities hold negative or NaN values")
         rng_state: Any = meta.get("rng_state")
         if device is None:
             rng_state = rng_state or empty.rng_state
