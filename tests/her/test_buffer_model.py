@@ -189,8 +189,9 @@ def feed(buffers: list[Any], model: Model, steps: int = 1, infos: str = "dict") 
 def batch_arrays(batch: HerBatch) -> dict[str, np.ndarray]:
     out = {f"obs/{k}": to_numpy(v) for k, v in batch.observations.items()}
     out.update({f"next/{k}": to_numpy(v) for k, v in batch.next_observations.items()})
-    for name in ("actions", "rewards", "dones", "weights", "indices"):
-        out[name] = to_numpy(getattr(batch, name))
+    for name in ("actions", "rewards", "dones", "weights", "indices", "discounts"):
+        if getattr(batch, name) is not None:
+            out[name] = to_numpy(getattr(batch, name))
     return out
 
 
