@@ -177,60 +177,28 @@ def test_a_saved_buffer_keeps_its_goal_motion_and_settings(device: Any, tmp_path
         loaded.update_priorities(batch.indices[:4], np.ones(4))
 
 
+GM = {"prioritized": True, "priority": "goal_motion"}
+ENERGY = r"priority='energy' is not valid; expected one of \['td_error', 'goal_motion'\]"
+
+
 @pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
+    ("kwargs", "match"),
     [
-        (
-            {"priority": "energy"},
-            ValueError,
-            r"priority='energy' is not valid; expected one of \['td_error', 'goal_motion'\]",
-        ),
-        ({"priority": "goal_motion"}, ValueError, "got prioritized=False: pass prioritized"),
-        (
-            {"prioritized": True, "motion_clip": 0.1},
-            ValueError,
-            "motion_clip=0.1 only applies to priority='goal_motion'",
-        ),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_clip": -1.0},
-            ValueError,
-            "motion_clip must be a positive finite distance",
-        ),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_clip": float("nan")},
-            ValueError,
-            "motion_clip must be a positive finite distance",
-        ),
-        (
-            {"prioritized": True, "motion_weights": (1.0, 1.0, 4.0)},
-            ValueError,
-            r"motion_weights=\(1.0, 1.0, 4.0\) only applies to priority='goal_motion'",
-        ),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_weights": (1.0, 4.0)},
-            ValueError,
-            r"motion_weights=\[1.0, 4.0\] has 2 weights; expected one per achieved_goal "
-            r"entry \(3, its shape \(3,\)\)",
-        ),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_weights": (1, -1, 1)},
-            ValueError,
-            r"motion_weights must be finite weights >= 0.*got \(1, -1, 1\)",
-        ),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_weights": (0, 0, 0)},
-            ValueError,
-            "not all 0",
-        ),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_weights": "1,1,4"},
-            ValueError,
-            "motion_weights must be finite weights",
-        ),
+        ({"priority": "energy"}, ENERGY),
+        ({"priority": "goal_motion"}, "got prioritized=False: pass prioritized"),
+        ({"prioritized": True, "motion_clip": 0.1}, "motion_clip=0.1 only applies to priority="),
+        ({**GM, "motion_clip": -1.0}, "motion_clip must be a positive finite distance"),
+        ({**GM, "motion_clip": float("nan")}, "motion_clip must be a positive finite distance"),
+        ({"prioritized": True, "motion_weights": (1, 1, 4)}, r"motion_weights=\(1, 1, 4\) only"),
+        ({**GM, "motion_weights": (1.0, 4.0)}, r"motion_weights=\[1.0, 4.0\] has 2 weights; "
+         r"expected one per achieved_goal entry \(3, its shape \(3,\)\)"),
+        ({**GM, "motion_weights": (1, -1, 1)}, r"finite weights >= 0.*got \(1, -1, 1\)"),
+        ({**GM, "motion_weights": (0, 0, 0)}, "not all 0"),
+        ({**GM, "motion_weights": "1,1,4"}, "motion_weights must be finite weights"),
     ],
-)
-def test_bad_priority_settings_name_the_argument(kwargs, error, match) -> None:
-    with pytest.raises(error, match=match):
+)  # fmt: skip
+def test_bad_priority_settings_name_the_argument(kwargs, match) -> None:
+    with pytest.raises(ValueError, match=match):
         make(None, 100, **kwargs)
 
 
@@ -257,43 +225,26 @@ def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(caps
         ({"priority": "goal_motion"}, "priority 'goal_motion' sets what prioritized replay"),
         ({"prioritized": True, "motion_clip": 0.1}, "motion_clip=0.1 only applies"),
         ({"prioritized": True, "motion_weights": "1,1,4"}, "motion_weights='1,1,4' only applies"),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_weights": "1,x,4"},
-            r"motion_weights must be finite weights >= 0, one per achieved_goal entry.*got '1,x,4'",
-        ),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_weights": [1, True]},
-            r"motion_weights must be finite weights.*got \[1, True\]",
-        ),
-        (
-            {"prioritized": True, "priority": "goal_motion", "motion_weights": "0,0"},
-            r"not all 0.*got '0,0'",
-        ),
-        (
-            {"prioritized": True, "priority": "energy"},
-            r"priority='energy' is not valid; expected one of \['td_error', 'goal_motion'\]",
-        ),
+        ({**GM, "motion_weights": "1,x,4"},
+         r"motion_weights must be finite weights >= 0, one per achieved_goal entry.*got '1,x,4'"),
+        ({**GM, "motion_weights": [1, True]}, r"finite weights.*got \[1, True\]"),
+        ({**GM, "motion_weights": "0,0"}, r"not all 0.*got '0,0'"),
+        ({"prioritized": True, "priority": "energy"}, ENERGY),
     ],
-)
+)  # fmt: skip
 def test_bad_priority_config_names_the_field(kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         DDPGConfig(**kwargs)
 
 
-@pytest.mark.parametrize(
-    ("weights", "text", "expected"),
-    [
+def test_motion_weights_are_read_from_numbers_arrays_and_text_only_where_text_is_allowed() -> None:
+    for weights, text, expected in [
         (np.array([1.0, 1.0, 4.0]), False, (1.0, 1.0, 4.0)),  # a numpy row, as saved
         ([np.float32(0.5), 2], False, (0.5, 2.0)),
         ((0, 0, 1), False, (0.0, 0.0, 1.0)),
         ("1, 1,4", True, (1.0, 1.0, 4.0)),  # command-line text
-    ],
-)
-def test_motion_weights_are_read_from_numbers_arrays_and_text(weights, text, expected) -> None:
-    assert check_motion_weights(weights, "goal_motion", text=text) == expected
-
-
-@pytest.mark.parametrize("weights", ["1,1,4", ["1", "4"]])
-def test_motion_weights_as_text_are_refused_where_numbers_are_expected(weights) -> None:
-    with pytest.raises(ValueError, match="motion_weights must be finite weights"):
-        check_motion_weights(weights, "goal_motion")
+    ]:
+        assert check_motion_weights(weights, "goal_motion", text=text) == expected
+    for weights in ("1,1,4", ["1", "4"]):
+        with pytest.raises(ValueError, match="motion_weights must be finite weights"):
+            check_motion_weights(weights, "goal_motion")

@@ -183,23 +183,6 @@ def test_a_run_samples_n_step_returns_with_its_own_discount(tmp_path: Any) -> No
     assert DQNConfig().her_settings(0.9)["gamma"] is None  # one step: no discount to hand
 
 
-def test_the_flag_sets_it_a_bad_value_names_it_and_a_resume_keeps_it(
-    tmp_path: Any, capsys: Any
-) -> None:
-    argv, tiny = train_argv(epochs=1)
-    assert main([*argv, "--n-step", "0", "--show-config"]) == 2
-    assert "n_step must be >= 1, got 0" in capsys.readouterr().err
-    out = tmp_path / "run"
-    assert main([*argv, *tiny, "--n-step", "3", "--out", str(out)]) == 0
-    capsys.readouterr()
-    assert json.loads((out / "config.json").read_text())["n_step"] == 3
-    resume = ["train", "--resume", str(out), "--epochs", "2", "--quiet"]
-    assert main([*resume, "--n-step", "2"]) == 2
-    err = capsys.readouterr().err
-    assert "--n-step cannot change when resuming a run: the run's replay has n_step 3" in err
-    assert main([*resume, "--n-step", "3"]) == 0, capsys.readouterr().err
-
-
 def _with_meta(path: Any, **entries: object) -> None:
     """Rewrites the metadata of the buffer file at ``path`` with ``entries`` added, as a
     file written by an older version that had them would read."""
@@ -240,27 +223,33 @@ def test_n_step_survives_a_save_and_a_retired_setting_loads_only_at_its_off_valu
     assert "148f048" in message and "\n" not in message
 
 
-def test_a_run_folder_with_a_retired_setting_resumes_at_its_off_value(
+def test_the_flag_sets_it_a_resume_keeps_it_and_a_retired_setting_resumes_only_off(
     tmp_path: Any, capsys: Any
 ) -> None:
-    """A run folder written before the retirement records n_step_until 0 (and the motion
-    settings' off values) in config.json: it resumes; one that used the setting is refused
-    in one line, and the flag is gone."""
+    """A bad value names it; a resume keeps it. A run folder written before the
+    retirement records n_step_until 0 (and the motion settings' off values) in
+    config.json: it resumes; one that used the setting is refused in one line, and the
+    flag is gone."""
     argv, tiny = train_argv(epochs=1)
+    assert main([*argv, "--n-step", "0", "--show-config"]) == 2
+    assert "n_step must be >= 1, got 0" in capsys.readouterr().err
     out = tmp_path / "run"
     assert main([*argv, *tiny, "--n-step", "3", "--out", str(out)]) == 0
     capsys.readouterr()
     config_path = out / "config.json"
     written = json.loads(config_path.read_text())
+    assert written["n_step"] == 3
+    resume = ["train", "--resume", str(out), "--epochs", "2", "--quiet"]
+    assert main([*resume, "--n-step", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--n-step cannot change when resuming a run: the run's replay has n_step 3" in err
     old = {"n_step_until": 0, "motion_threshold": None, "motion_scope": "episode"}
     config_path.write_text(json.dumps({**written, **old}))
-    resume = ["train", "--resume", str(out), "--epochs", "2", "--quiet"]
-    assert main(resume) == 0, capsys.readouterr().err
+    assert main([*resume, "--n-step", "3"]) == 0, capsys.readouterr().err
     capsys.readouterr()
     config_path.write_text(json.dumps({**written, **old, "n_step_until": 400}))
     assert main([*resume[:3], "--epochs", "3", "--quiet"]) == 2
-    err = capsys.readouterr().err
-    assert "n_step_until 400: goalenvs no longer has this setting" in err
+    assert "n_step_until 400: goalenvs no longer has this setting" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([*argv, "--n-step-until", "100", "--show-config"])
     assert "unrecognized arguments: --n-step-until" in capsys.readouterr().err
