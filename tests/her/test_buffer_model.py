@@ -53,13 +53,8 @@ def to_numpy(value: Any) -> np.ndarray:
 def goal_reward(achieved_goal: Any, desired_goal: Any, info: Any = None) -> Any:
     """Differs for every (achieved, desired) pair of tags (numpy or torch)."""
     a, d = achieved_goal, desired_goal
-    return (
-        a[..., 0]
-        + 10 * a[..., 1]
-        + 100 * a[..., 2]
-        - 3 * d[..., 0]
-        - 7 * d[..., 1]
-        - 11 * d[..., 2]
+    return sum(
+        w * a[..., k] - v * d[..., k] for k, (w, v) in enumerate([(1, 3), (10, 7), (100, 11)])
     )
 
 
@@ -449,6 +444,7 @@ def test_an_info_value_is_not_silently_cast_to_the_dtype_of_the_first_add(device
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_spaces_dtypes_are_kept_exactly(device: Any) -> None:
+    """float64 observations (not packed into float32), int8 goals, Discrete actions."""
     space = spaces.Dict(
         observation=spaces.Box(-BIG, BIG, (2,), np.float64),
         achieved_goal=spaces.MultiBinary(4),
@@ -462,18 +458,10 @@ def test_the_spaces_dtypes_are_kept_exactly(device: Any) -> None:
         (HerReplayBuffer, {}) if device is None else (DeviceHerReplayBuffer, {"device": device})
     )
     buffer = cls(30, space, spaces.Discrete(5), mismatches, n_sampled_goal=10**6, seed=0, **extra)
-    bits = np.eye(4, dtype=np.int8)  # step i achieves bit i - 1; the goal is never achieved
+    bits, goal = np.eye(5, 4, -1, dtype=np.int8), np.ones((1, 4), np.int8)  # step i: bit i - 1
     for i in range(3):
-        obs = {
-            "observation": np.array([[1 + 1e-12 * i, i]]),  # not representable in float32
-            "achieved_goal": np.zeros((1, 4), np.int8) if i == 0 else bits[i - 1 : i],
-            "desired_goal": np.ones((1, 4), np.int8),
-        }
-        nxt = {
-            "observation": np.array([[1 + 1e-12 * (i + 1), i + 1]]),
-            "achieved_goal": bits[i : i + 1],
-            "desired_goal": np.ones((1, 4), np.int8),
-        }
+        obs, nxt = ({"observation": np.array([[1 + 1e-12 * j, j]]), "desired_goal": goal,
+                     "achieved_goal": bits[j : j + 1]} for j in (i, i + 1))  # fmt: skip
         args = (obs, nxt, np.array([[i + 1]]), np.zeros(1, np.float32), np.zeros(1, bool))
         buffer.add(*[on(buffer, a) for a in args], on(buffer, np.array([i == 2])))
     b = batch_arrays(buffer.sample(500))
@@ -486,6 +474,5 @@ def test_the_spaces_dtypes_are_kept_exactly(device: Any) -> None:
     # future goals: one-hot bits j in step..2, i.e. one of the next achieved goals
     goal_bit = b["obs/desired_goal"].argmax(1)
     assert (b["obs/desired_goal"].sum(1) == 1).all() and (goal_bit >= step).all()
-    np.testing.assert_array_equal(
-        b["rewards"], mismatches(b["next/achieved_goal"], b["obs/desired_goal"], None)
-    )
+    want = mismatches(b["next/achieved_goal"], b["obs/desired_goal"], None)
+    np.testing.assert_array_equal(b["rewards"], want)

@@ -156,14 +156,19 @@ def test_priorities_follow_the_reference_as_the_ring_wraps(
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_draws_follow_the_priorities(device: Any) -> None:
+def test_draws_follow_the_priorities_set_through_torch_batches(device: Any) -> None:
     # Two 1-step episodes then priorities 1 : 3 (alpha 1): draws 1/4 : 3/4, weights 1 : 1/3.
     buffer = make(device, 20, seed=0, prioritized=True, alpha=1.0, beta=1.0)
     Reference(buffer, [1], alpha=1.0).add(2)
-    batch = buffer.sample(50)
+    batch = buffer.sample(50, device=device or "cpu")  # a batch handed to torch
+    assert batch.weights.dtype == torch.float32 and batch.indices.dtype == torch.int64
     episode = to_numpy(batch.observations["observation"])[:, 1].astype(int)
-    first = {m: int(i) for m, i in zip(episode, to_numpy(batch.indices), strict=True)}
-    buffer.update_priorities(on(buffer, np.array([first[0], first[1]])), np.array([1.0, -3.0]))
+    first = {m: i for m, i in zip(episode, batch.indices, strict=True)}
+    indices = torch.stack([first[0], first[1]])
+    td = torch.tensor([[1.0], [-3.0]], device=indices.device)  # a critic's (B, 1) output
+    buffer.update_priorities(indices, td)
+    raw = to_numpy(buffer.state().priorities).reshape(-1)[to_numpy(indices)]
+    np.testing.assert_allclose(raw, np.array([1.0, 3.0]) + buffer.priority_eps)
     n = 40_000
     batch = buffer.sample(n)
     episode, weights = to_numpy(batch.observations["observation"])[:, 1], to_numpy(batch.weights)
@@ -184,19 +189,6 @@ def test_uniform_buffer_gives_unit_weights_and_indices_that_locate_the_rows(devi
     )
     with pytest.raises(RuntimeError, match="prioritized=True"):
         buffer.update_priorities(batch.indices, np.zeros(64))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_torch_batches_carry_weights_and_indices(device: Any) -> None:
-    buffer = make(device, 20, seed=0, prioritized=True)
-    Reference(buffer, [3], alpha=0.6).add(6)
-    batch = buffer.sample(8, device=device or "cpu")
-    assert batch.weights.dtype == torch.float32 and batch.indices.dtype == torch.int64
-    td = torch.arange(8, dtype=torch.float32, device=batch.indices.device).reshape(8, 1)
-    buffer.update_priorities(batch.indices, td)  # a critic's (B, 1) output
-    raw = to_numpy(buffer.state().priorities).reshape(-1)
-    last = to_numpy(batch.indices)[-1]
-    np.testing.assert_allclose(raw[last], (7 + buffer.priority_eps) ** 0.6)
 
 
 @pytest.mark.parametrize("device", [None, "cpu"])
