@@ -23,6 +23,7 @@ from tests.her.test_buffer_model import (
     DEVICES,
     SPACE,
     Model,
+    Recorder,
     batch_arrays,
     feed,
     goal_reward,
@@ -55,14 +56,15 @@ def sampled(buffer: Any, count: int) -> tuple[dict[str, np.ndarray], np.ndarray,
 
 def expected_return(e: int, m: int, i: int, steps: int, goal: np.ndarray, relabeled: bool) -> float:
     """The discounted sum of ``steps`` rewards from step ``i`` of env ``e``'s episode ``m``."""
-    total = 0.0
-    for k in range(steps):
-        if relabeled:
-            reward = float(goal_reward(np.array([e, m, i + k + 1], np.float32), goal))
-        else:
-            reward = float(stored_reward(e, m, i + k))
-        total += GAMMA**k * reward
-    return total
+    return sum(
+        GAMMA**k
+        * float(
+            goal_reward(np.float32([e, m, i + k + 1]), goal)
+            if relabeled
+            else stored_reward(e, m, i + k)
+        )
+        for k in range(steps)
+    )
 
 
 def check_step(got: dict, row: int, tag: Any, steps: int, relabeled: bool) -> None:
@@ -78,8 +80,11 @@ def check_step(got: dict, row: int, tag: Any, steps: int, relabeled: bool) -> No
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n_step", [2, 3])
 def test_returns_sum_the_steps_left_in_the_episode(device: Any, n_step: int) -> None:
-    buffer, intact = filled(device, n_step)
+    recorder = Recorder()
+    buffer, intact = filled(device, n_step, compute_reward=recorder)
     got, tags, relabeled = sampled(buffer, 3000)
+    [(achieved, _, _)] = recorder.calls  # one compute_reward call for every step of every return
+    assert len(achieved) == n_step * 3000
     assert 0.6 < relabeled.mean() < 0.95  # future k=4 relabels 80%
     steps_seen = set()
     for row, (e, m, i) in enumerate(tags):
