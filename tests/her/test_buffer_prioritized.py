@@ -124,7 +124,7 @@ class Reference:
     lengths=st.lists(st.integers(1, 5), min_size=1, max_size=6),
     alpha=st.sampled_from([0.0, 0.6, 1.0]),
     beta=st.sampled_from([0.0, 0.4, 1.0]),
-    ops=st.lists(st.sampled_from(["add", "add", "add", "update", "save"]), max_size=80),
+    ops=st.lists(st.sampled_from(["add"] * 5 + ["update", "save"]), min_size=10, max_size=80),
     seed=st.integers(0, 2**16),
 )
 def test_priorities_follow_the_reference_as_the_ring_wraps(
