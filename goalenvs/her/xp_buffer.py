@@ -378,7 +378,7 @@ def _packed_names(settings: BufferSettings) -> list[tuple[str, tuple[int, ...]]]
         (f"{side}/{key}", tuple(spaces_[key].shape or ()))
         for side in ("obs", "next_obs")
         for key in sorted(spaces_)
-        if np.dtype(spaces_[key].dtype).kind == "f"
+        if np.dtype(spaces_[key].dtype) == np.float32
     ]
     if np.dtype(settings.action_dtype) == np.float32:
         packed.append(("action", tuple(settings.action_shape)))
@@ -392,7 +392,7 @@ def _empty_state(settings: BufferSettings, ops: _NumpyOps) -> BufferState:
     records = ops.zeros((rows, n, width), np.float32)
     fields: dict[str, Any] = _views(records, packed)
     for key, space in settings.observation_space.spaces.items():
-        if np.dtype(space.dtype).kind != "f":
+        if np.dtype(space.dtype) != np.float32:
             for side in ("obs", "next_obs"):
                 shape = (rows, n, *(space.shape or ()))
                 fields[f"{side}/{key}"] = ops.zeros(shape, np.dtype(space.dtype))
@@ -821,6 +821,13 @@ class XpHerBuffer(ReplayBufferBase):
             store = self.ops.zeros(shape, _numpy_dtype(value.dtype))
             self.fields[f"info/{key}"] = store
             self._flat[f"info/{key}"] = _flat_view(store)
+        elif store.dtype != value.dtype:  # widened to a later value's (an int, then 0.75)
+            old = _numpy_dtype(store.dtype)
+            wider = np.result_type(old, _numpy_dtype(value.dtype))
+            if wider != old:
+                store = self.ops.asarray(store, wider)
+                self.fields[f"info/{key}"] = store
+                self._flat[f"info/{key}"] = _flat_view(store)
         store[row] = value.reshape(self.n_envs, *store.shape[2:])
 
     def counter_of_rows(self) -> Any:
@@ -1160,6 +1167,9 @@ def _read_file(path: str | os.PathLike, device: Any) -> BufferState:
             if field not in fields or tuple(fields[field].shape) != tuple(value.shape):
                 raise ValueError(f"{name}: the field {field!r} is missing or of another shape")
         priorities = ops.asarray(data["priorities"]) if "priorities" in data.files else None
+        held = data["priorities"] if priorities is not None else np.zeros(0)
+        if not (np.isfinite(held) & (held >= 0)).all():
+            raise ValueError(f"{name}: priorities hold negative or NaN values")
         rng_state: Any = meta.get("rng_state")
         if device is None:
             rng_state = rng_state or empty.rng_state
