@@ -8,6 +8,7 @@ from pathlib import Path
 
 HER = Path(__file__).resolve().parents[2] / "goalenvs" / "her"
 
+
 def her_imports(path: Path) -> set[str]:
     """The modules of goalenvs.her that ``path`` imports (at any level of the file)."""
     found = set()
