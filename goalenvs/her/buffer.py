@@ -1,33 +1,199 @@
-"""The reference Hindsight Experience Replay buffer, in host memory (numpy).
+"""The reference Hindsight Experience Replay buffer, written once over the array module.
 
-:class:`HerReplayBuffer` is :class:`~goalenvs.her.xp_buffer.XpHerBuffer` on numpy: the one
-buffer, written once over the array module (its storage, sampling, priorities and file
-are described there).
+:class:`HerReplayBuffer` keeps its episodes in time-major rings ``(rows, n_envs)``, one
+stream per parallel env, as stable-baselines3's buffer does, in numpy arrays on the host
+or in torch tensors on any device (:class:`DeviceHerReplayBuffer`); every line below runs
+on both (``xp`` is the module), and the few operations the two spell differently sit in
+:class:`~goalenvs.her.buffer_state.NumpyOps` / :class:`~goalenvs.her.buffer_state.TorchOps`.
+Its state (:class:`~goalenvs.her.buffer_state.BufferState`) and its file
+(:mod:`goalenvs.her.buffer_file`) live beside it.
+
+Storage
+-------
+``rows = buffer_size // n_envs``. Each ``add`` writes row ``t % rows`` of every env, ``t``
+counting the adds (unwrapped: it only grows). A row holds one transition with both its
+observations. ``episode_start[row, env]`` is the counter of the first transition of the
+row's episode; ``episode_end[s % rows, env]`` is one past the counter of the last
+transition of the episode that starts at counter ``s``, written when it ends. An env's
+sampleable transitions are one range of counters ``[sampleable_from, sampleable_to)``:
+the end of its newest complete episode, and the start of its oldest intact one. When an
+add is about to overwrite the first row of that oldest episode, ``sampleable_from`` jumps
+to its end: the whole episode leaves at once.
+
+Example, rows = 4, one env: episodes [0, 3) and [3, 4) stored; add 4 overwrites counter
+0 (row 0), so ``sampleable_from`` goes 0 -> 3 and counters 1, 2 leave with it.
+
+Sampling
+--------
+A transition is drawn uniformly over the sampleable counters of every env (a cumulative
+sum over the envs and a ``searchsorted``), or by priority (:class:`Priorities`). Its goal
+source is drawn from the relabelling mix (:class:`~goalenvs.her.goal_mix.GoalMix`): for a
+transition at counter ``c`` of an episode ``[s, e)``, ``future`` takes the next achieved
+goal of a counter uniform in ``c .. e-1``, ``final`` of ``e-1``, ``episode`` of one uniform
+in ``s .. e-1``, ``achieved`` of any sampleable transition, ``desired`` the desired goal of
+a transition of another episode, ``original`` keeps its own. The rewards of the whole
+batch, every step of an n-step return included, come from one ``compute_reward`` call.
+
+Priorities
+----------
+:class:`Priorities` (torch: a masked cumulative sum and a ``searchsorted``, no host read)
+and :class:`TreePriorities` (numpy: a sum tree, ``O(log N)`` a draw) are the one small
+interface: ``draw``, ``update``, and the hooks ``closed`` / ``retired`` as episodes end
+and leave.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.her.goal_mix import GoalMix
-from goalenvs.her.settings import GoalSelectionStrategy
-from goalenvs.her.xp_buffer import XpHerBuffer
+from goalenvs.core.backend import is_tensor
+from goalenvs.core.types import DeviceLike
+from goalenvs.her.buffer_file import legacy_state, read_file, write_file
+from goalenvs.her.buffer_state import (
+    BufferState,
+    NumpyOps,
+    TorchOps,
+    empty_state,
+    field_views,
+    flat_view,
+    numpy_dtype,
+    packed_names,
+    packed_slices,
+    width_of,
+)
+from goalenvs.her.common import (
+    NO_EPISODE_YET,
+    HerBatch,
+    ReplayBufferBase,
+    batch_shape_error,
+    no_other_episode_error,
+    reward_shape_error,
+)
+from goalenvs.her.goal_mix import FUTURE_ONLY, RELABELLING, GoalMix
+from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
+from goalenvs.her.sumtree import SumTree
 
-__all__ = ["HerReplayBuffer"]
+__all__ = ["DeviceHerReplayBuffer", "HerReplayBuffer", "Priorities", "TreePriorities"]
 
 
-class HerReplayBuffer(XpHerBuffer):
-    """Hindsight Experience Replay buffer with relabeling at sample time.
+# ---------------------------------------------------------------------- priorities
+class Priorities:
+    """The draws of a prioritized buffer, in proportion to ``p ** alpha``.
+
+    ``raw[row, env]`` holds each row's ``p ** alpha`` (TD-error priorities; goal motion
+    reads the buffer's ``motion`` path instead). This face, torch's, keeps no other
+    state: a draw masks the rows that cannot be sampled and takes a cumulative sum and a
+    ``searchsorted`` (``O(rows * n_envs)``, no host read, capturable).
+    :class:`TreePriorities`, numpy's, keeps a sum tree of the sampleable rows' weights
+    instead (``O(log N)`` a draw), written as episodes end and leave.
+    """
+
+    def __init__(self, buffer: HerReplayBuffer, raw: Any) -> None:
+        self.buffer, self.raw = buffer, raw
+
+    def closed(self, done: Any, start: Any, t: int) -> None:
+        """The episodes ``[start, t]`` of the envs where ``done`` became sampleable."""
+
+    def retired(self, hit: Any, old: int, end: Any) -> None:
+        """The episodes ``[old, end)`` of the envs where ``hit`` left the buffer."""
+
+    def weights(self) -> Any:
+        """Every row's draw weight, 0 where it cannot be sampled: ``(rows, n_envs)``."""
+        b = self.buffer
+        xp, f, c = b.xp, b.fields, b.counters
+        counter = b.counter_of_rows()[:, None]
+        live = (counter >= c["sampleable_from"]) & (counter < c["sampleable_to"])
+        if "motion" in f:
+            # Each row's episode's whole path: the path its last row holds.
+            start = f["episode_start"] % b.rows
+            last = (b.ops.take_rows(f["episode_end"], start) - 1) % b.rows
+            s = b.settings
+            weight = (b.ops.take_rows(f["motion"], last) + s.priority_eps) ** s.alpha
+        else:
+            weight = self.raw
+        return xp.where(live, weight, 0.0)
+
+    def draw(self, count: int) -> tuple[Any, Any, Any, Any]:
+        """``count`` rows drawn in proportion to their weight: ``(row, env, weight of
+        each, total weight)``."""
+        b = self.buffer
+        weights = self.weights().reshape(-1)
+        cum = b.xp.cumsum(weights, 0)
+        total = cum[-1]
+        flat = b.ops.searchsorted(cum, b.ops.uniform(count) * total)
+        flat = b.xp.minimum(flat, b.ops.asarray(weights.shape[0] - 1))
+        return flat // b.n_envs, flat % b.n_envs, weights[flat], total
+
+    def update(self, flat: Any, value: Any) -> None:
+        """Sets the TD-error weights of the sampleable rows among ``flat``."""
+        live = self.weights().reshape(-1)[flat] > 0
+        raw = self.raw.reshape(-1)  # a view
+        raw[flat] = self.buffer.xp.where(live, value, raw[flat])
+
+
+class TreePriorities(Priorities):
+    """:class:`Priorities` over a sum tree of the sampleable rows' weights (numpy)."""
+
+    def __init__(self, buffer: HerReplayBuffer, raw: Any) -> None:
+        super().__init__(buffer, raw)
+        self.tree = SumTree(raw.size)
+        self.tree.set_all(super().weights().reshape(-1))
+
+    def _episode_rows(self, envs: np.ndarray, first: np.ndarray, stop: np.ndarray) -> Any:
+        """The flat indices of counters ``first[i] .. stop[i] - 1`` of ``envs[i]``."""
+        length = stop - first
+        offset = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
+        rows = (np.repeat(first, length) + offset) % self.buffer.rows
+        return rows * self.buffer.n_envs + np.repeat(envs, length), length
+
+    def closed(self, done: Any, start: Any, t: int) -> None:
+        envs = np.flatnonzero(done)
+        if envs.size == 0:
+            return
+        b = self.buffer
+        flat, length = self._episode_rows(envs, start[envs], np.full(envs.size, t + 1))
+        if "motion" in b.fields:
+            path = b.fields["motion"][t % b.rows, envs]
+            value = np.repeat((path + b.settings.priority_eps) ** b.settings.alpha, length)
+        else:
+            value = self.raw.reshape(-1)[flat]
+        self.tree.update(flat, value)
+
+    def retired(self, hit: Any, old: int, end: Any) -> None:
+        envs = np.flatnonzero(hit)
+        if envs.size:
+            flat, _ = self._episode_rows(envs, np.full(envs.size, old), end[envs])
+            self.tree.update(flat, 0.0)
+
+    def weights(self) -> Any:
+        return self.tree.leaves.reshape(self.raw.shape)
+
+    def draw(self, count: int) -> tuple[Any, Any, Any, Any]:
+        tree, n = self.tree, self.buffer.n_envs
+        flat = tree.find(self.buffer.ops.uniform(count) * tree.total)
+        return flat // n, flat % n, tree.nodes[tree.size + flat], tree.total
+
+    def update(self, flat: Any, value: Any) -> None:
+        live = self.tree.nodes[self.tree.size + flat] > 0
+        self.raw.reshape(-1)[flat[live]] = value[live]
+        self.tree.update(flat[live], value[live])
+
+
+class HerReplayBuffer(ReplayBufferBase):
+    """Hindsight Experience Replay buffer with relabeling at sample time, in host memory
+    (numpy) or on a torch device.
 
     Args:
-        buffer_size: rows of storage over all envs (each env gets ``buffer_size // n_envs``).
-            A row holds one transition; each stored episode also uses one row for its final
-            observation, so episodes of ``T`` steps fill ``T / (T + 1)`` of it with
-            transitions.
+        buffer_size: transitions held over all envs: each env keeps the last
+            ``buffer_size // n_envs`` (``rows_per_env``), each with both its observations;
+            an episode may be up to ``rows_per_env`` transitions long.
         observation_space: the single-env goal Dict space (``observation``,
             ``achieved_goal``, ``desired_goal``; other keys are stored alike).
         action_space: the single-env action space (Box, Discrete or MultiBinary).
@@ -46,7 +212,9 @@ class HerReplayBuffer(XpHerBuffer):
             stored as arrays and passed back as a dict of batched arrays.
         compute_terminated: None keeps the stored ``terminated`` for relabeled goals (as
             stable-baselines3); a goal env or callable recomputes it for relabeled goals.
-        seed: seed of the numpy Generator (``rng``) that draws every sample.
+        seed: seed of the generator that draws every sample (numpy's ``rng``, or torch's
+            :attr:`generator` on ``device``): samples are reproducible on one array
+            module and device, not equal across them.
         prioritized: proportional prioritized replay (Schaul et al. 2016) over the stored
             transitions instead of uniform draws: transition ``i`` is drawn with probability
             ``p_i ** alpha / sum_j p_j ** alpha``; relabeling still happens at sample time.
@@ -88,11 +256,19 @@ class HerReplayBuffer(XpHerBuffer):
             1 (the default): one-step transitions, ``discounts`` None.
         gamma: the discount of n-step returns, in (0, 1): the agent's. Needed when
             ``n_step > 1``.
+        device: None keeps the storage in numpy arrays in host memory; a torch device
+            (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``) keeps it in tensors
+            there, and ``add`` and ``sample`` are tensor operations on it
+            (:class:`DeviceHerReplayBuffer` is this buffer with ``device`` required).
+            There ``compute_reward`` (and ``compute_terminated``) receive tensors on
+            ``device`` and should return tensors there (a numpy result is copied back: a
+            host round trip per batch).
+
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
-    :class:`~goalenvs.her.device_buffer.DeviceHerReplayBuffer` is the same buffer on a
-    torch device.
     """
+
+    _NAME = "HerReplayBuffer"
 
     def __init__(
         self,
@@ -118,31 +294,696 @@ class HerReplayBuffer(XpHerBuffer):
         motion_weights: Sequence[float] | None = None,
         n_step: int = 1,
         gamma: float | None = None,
+        *,
+        device: DeviceLike | None = None,
     ) -> None:
-        super().__init__(
-            buffer_size, observation_space, action_space, compute_reward, compute_terminated,
-            None, n_envs=n_envs, n_sampled_goal=n_sampled_goal,
-            goal_selection_strategy=goal_selection_strategy,
+        checked = BufferSettings(
+            buffer_size, observation_space, action_space, n_envs=n_envs,
+            n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
             handle_timeout_termination=handle_timeout_termination, info_keys=info_keys,
             seed=seed, prioritized=prioritized, alpha=alpha, beta=beta,
             priority_eps=priority_eps, goal_mix=goal_mix, goal_mix_warmup=goal_mix_warmup,
             priority=priority, motion_clip=motion_clip, motion_weights=motion_weights,
             n_step=n_step, gamma=gamma,
         )  # fmt: skip
+        ops = NumpyOps(seed) if device is None else TorchOps(device, checked.seed)
+        self._adopt(empty_state(checked, ops), compute_reward, compute_terminated)
+
+    def _adopt(self, state: BufferState, compute_reward: object, terminated: object) -> None:
+        if not isinstance(state, BufferState):
+            raise TypeError(f"state must be a BufferState, got {type(state).__name__}")
+        settings = state.settings
+        lead = (settings.rows_per_env, settings.n_envs)
+        for name, value in state.fields.items():
+            if tuple(value.shape[:2]) != lead:
+                raise ValueError(
+                    f"state.fields[{name!r}] has shape {tuple(value.shape)}; expected its "
+                    f"first two dimensions {lead} (rows_per_env, n_envs)"
+                )
+        ops = NumpyOps() if state.device is None else TorchOps(state.device)
+        ops.set_rng_state(state.rng_state)
+        self.ops, self.xp, self.device = ops, ops.xp, ops.device
+        f = dict(state.fields)
+        packed = packed_names(settings)
+        records = state.records
+        if records is None:  # fields of their own (a file, a copy): packed side by side
+            records = ops.zeros(
+                (settings.rows_per_env, settings.n_envs, sum(width_of(s) for _, s in packed)),
+                np.float32,
+            )
+            for name, view in field_views(records, packed).items():
+                view[...] = f[name]
+                f[name] = view
+        else:  # its views (a pickle brings them back as arrays of their own: stale)
+            f.update(field_views(records, packed))
+        self.records = records
+        self._packed = packed_slices(packed)
+        self._records_flat = flat_view(records)
+        keys = sorted(settings.observation_space.spaces)
+        obs_dtypes = {key: f[f"obs/{key}"].dtype for key in keys}
+        self._configure(settings, compute_reward, terminated, obs_dtypes, f["action"].dtype)
+        self.fields, self.counters = f, state.counters
+        self.steps_added = state.steps_added
+        self.max_priority = state.max_priority
+        self.priorities: Priorities | None = None
+        if state.priorities is not None:
+            face = TreePriorities if ops.xp is np else Priorities
+            self.priorities = face(self, state.priorities)
+        mix = settings.relabel_mix
+        self._mix, self._thresholds = mix, ops.asarray(mix.thresholds(), np.float64)
+        self._warmup_thresholds = ops.asarray(FUTURE_ONLY.thresholds(), np.float64)
+        weights = settings.motion_weights
+        self._motion_weights = None if weights is None else ops.asarray(weights, np.float64)
+        self._envs = ops.arange(settings.n_envs)
+        self._action_shape = (settings.n_envs, *settings.action_shape)
+        # add(): the shapes it takes straight in (obs and next_obs by key, action, reward)
+        # and which of them go into the records row, in its order.
+        self._obs_keys = keys
+        self._add_shapes = [self._obs_shapes[k] for k in keys] * 2
+        self._add_shapes += [self._action_shape, (settings.n_envs,)]
+        names = [f"obs/{k}" for k in keys] + [f"next_obs/{k}" for k in keys]
+        names += ["action", "reward"]
+        index = [names.index(name) for name in self._packed]
+        self._pack_index = None if index == list(range(len(names))) else index
+        self._unpacked_obs = [k for k in keys if f"obs/{k}" not in self._packed]
+        self._action_packed = "action" in self._packed
+        self._reshape_parts = any(
+            len(shape) != 1 for _, _, shape in list(self._packed.values())[:-1]
+        )
+        self._no_flags = ops.zeros((settings.n_envs,), bool)
+        self._all_false = self._no_flags.tobytes() if ops.xp is np else None
+        self._rows = settings.rows_per_env
+        self._motion = "motion" in f
+        # No add before the one that overwrites counter _retire_from retires an episode
+        # (numpy reads it; torch, which would have to read the device, masks every add).
+        self._retire_from = ops.lowest(state.counters["sampleable_from"])
+        self._bool = f["terminated"].dtype
+        # Flat (rows * n_envs, ...) views of every field, gathered by row * n_envs + env.
+        self._flat = {name: flat_view(value) for name, value in f.items()}
+        # What the host last read of the device (see _read_horizons): -1, nothing yet.
+        self._no_overflow_before = -1
+        self._nonempty_until = -1
+        self._other_episode_until = -1
+
+    def __setstate__(self, pickled: dict[str, Any]) -> None:
+        # A pickle of goalenvs 148f048 or earlier holds the old numpy buffer's state.
+        state = pickled.get("state")
+        if not isinstance(state, BufferState):
+            state = legacy_state(pickled, self._NAME)
+        self._adopt(state, pickled["compute_reward"], pickled.get("compute_terminated"))
+
+    # ------------------------------------------------------------------ state
+    def state(self, *, truncate_in_progress: bool = False) -> BufferState:
+        """The buffer's content, on its own arrays (no copy: ``state().copy()`` for a
+        snapshot). With ``truncate_in_progress`` the episodes in progress end at their last
+        stored transition, as truncations, in copies of the arrays that changes: the live
+        buffer goes on with them."""
+        state = self._state()
+        if not truncate_in_progress:
+            return state
+        fields = dict(state.fields)
+        for name in ("truncated", "episode_end"):
+            fields[name] = copy.copy(fields[name]) if self.xp is np else fields[name].clone()
+        counters = {
+            name: value.copy() if self.xp is np else value.clone()
+            for name, value in state.counters.items()
+        }
+        cut = dataclasses.replace(state, fields=fields, counters=counters)
+        closed = type(self).from_state(cut, self.compute_reward, self.compute_terminated)
+        closed.truncate_last_trajectory()
+        return closed._state()
+
+    def _state(self) -> BufferState:
+        return BufferState(
+            self.settings,
+            self.device,
+            self.fields,
+            self.counters,
+            self.steps_added,
+            None if self.priorities is None else self.priorities.raw,
+            self.max_priority,
+            self.ops.rng_state(),
+            self.records,
+        )
 
     @property
-    def rng(self) -> np.random.Generator:
-        """The generator of every draw of :meth:`sample`."""
-        return self.ops.rng
+    def rows(self) -> int:
+        return self.settings.rows_per_env
+
+    @property
+    def n_transitions(self) -> int:
+        """Transitions that can be sampled: those of complete, intact episodes (a host
+        read on torch: for logs, not the inner loop)."""
+        c = self.counters
+        return int((c["sampleable_to"] - c["sampleable_from"]).sum())
+
+    @property
+    def episodes_in_progress(self) -> int:
+        """Envs whose current episode has stored transitions but has not ended."""
+        return int((self.counters["current_start"] < self.steps_added).sum())
+
+    def __repr__(self) -> str:
+        where = "" if self.device is None else f", device={str(self.device)!r}"
+        return (
+            f"{type(self).__name__}(buffer_size={self.buffer_size}, n_envs={self.n_envs}, "
+            f"{self._relabelling_repr()}{where}, n_transitions={self.n_transitions})"
+        )
+
+    def can_sample(self) -> bool:
+        """Whether a batch can be drawn (a complete episode, two for ``desired`` goals).
+        It reads the device only when its last reading no longer vouches for it."""
+        if self.steps_added > self._nonempty_until:
+            self._read_horizons()
+        if self.steps_added > self._nonempty_until:
+            return False
+        if self._needs_other_episode() and self.steps_added > self._other_episode_until:
+            self._read_other_episode()
+            return self.steps_added <= self._other_episode_until
+        return True
+
+    def _needs_other_episode(self) -> bool:
+        warm = self.steps_added * self.n_envs < self.settings.goal_mix_warmup
+        return "desired" in self._mix.sources and not warm
+
+    def _read_horizons(self) -> None:
+        """The one host read of add() and sample(): after it, no episode in progress can
+        outgrow the ring before add number ``_no_overflow_before`` (an episode that
+        starts at ``s`` has ``rows`` transitions after add ``s + rows - 1``), and the
+        newest ended episode is intact while at most ``_nonempty_until`` adds have been
+        made (its first row ``s`` is overwritten by add ``s + rows``); -1 when none has
+        ended."""
+        c, rows = self.counters, self.rows
+        ended = c["sampleable_from"] < c["sampleable_to"]
+        newest = self.xp.where(ended, c["newest_start"], -1).max()
+        oldest_open = int(c["current_start"].min())
+        self._no_overflow_before = oldest_open + rows
+        self._nonempty_until = int(newest) + rows if int(newest) >= 0 else -1
+
+    def _read_other_episode(self) -> None:
+        """After it, two complete intact episodes are held while at most
+        ``_other_episode_until`` adds have been made: the two newest ended episodes are
+        among each env's newest and the one before it; the older stays intact until add
+        ``start + rows`` overwrites its first row."""
+        xp, f, c, rows = self.xp, self.fields, self.counters, self.rows
+        ended = c["sampleable_from"] < c["sampleable_to"]
+        newest = xp.where(ended, c["newest_start"], -1)
+        has_previous = ended & (c["newest_start"] > c["sampleable_from"])
+        previous_start = f["episode_start"][(c["newest_start"] - 1) % rows, self._envs]
+        previous = xp.where(has_previous, previous_start, -1)
+        starts = sorted(self.ops.to_numpy(xp.concatenate([newest, previous])).tolist())
+        second = starts[-2] if len(starts) > 1 else -1
+        self._other_episode_until = second + rows if second >= 0 else -1
+
+    # ------------------------------------------------------------------ input checks
+    def _convert(self, name: str, value: object, dtype: Any) -> Any:
+        if is_tensor(value):
+            if self.device is None:
+                return value.detach().cpu().numpy()
+            if value.device != self.device:
+                raise ValueError(
+                    f"{name} is a tensor on {value.device}, expected one on {self.device}"
+                )
+            return value
+        return self.ops.asarray(np.asarray(value))
+
+    def _priority_input(self, value: object) -> Any:
+        array = self._convert("indices", value, None)
+        return array.reshape(-1) if array.ndim == 2 and array.shape[1] == 1 else array
+
+    def _priority_indices_are_integers(self, indices: Any) -> bool:
+        return not (
+            indices.dtype.is_floating_point
+            if is_tensor(indices)
+            else (not np.issubdtype(indices.dtype, np.integer))
+        )
+
+    def _priority_capacity(self) -> int:
+        return self.rows * self.n_envs
+
+    def _priority_of(self, indices: Any, td_errors: Any, capacity: int) -> tuple[object, ...]:
+        if int(indices.min()) < 0 or int(indices.max()) >= capacity:
+            return indices, None, True, False
+        priority = self.xp.abs(self.ops.asarray(td_errors, np.float64)) + self.priority_eps
+        return indices, priority, False, not bool(self.xp.isfinite(priority).all())
+
+    def _priority_set(self, indices: Any, priority: Any) -> None:
+        assert self.priorities is not None
+        self.priorities.update(self.ops.to_int(indices), priority**self.alpha)
+        self.max_priority = max(self.max_priority, float(priority.max()))
+
+    # ------------------------------------------------------------------ writing
+    def add(
+        self,
+        obs: Mapping[str, Any],
+        next_obs: Mapping[str, Any],
+        action: Any,
+        reward: Any,
+        terminated: Any,
+        truncated: Any,
+        infos: Any = None,
+    ) -> None:
+        """Stores one transition per env (values with leading dimension ``n_envs``);
+        ``next_obs`` is the true next observation (the final one at an episode's end)."""
+        xp, ops, f, c = self.xp, self.ops, self.fields, self.counters
+        rows, n, t = self._rows, self.n_envs, self.steps_added
+        # The hot path: values of the stored shapes go straight into one records row;
+        # any other goes through the careful checks, which coerce or explain. On numpy,
+        # a mid-episode step's flags are recognized by their bytes (cheaper than any()).
+        ending = True
+        if self._all_false is not None and _all_false(terminated, truncated, self._all_false):
+            ending = False
+        else:
+            terminated = self._flags("terminated", terminated)
+            truncated = self._flags("truncated", truncated)
+        info_values = {key: self._info_value(infos, key) for key in self.info_keys}
+        if t >= self._no_overflow_before:
+            self._read_horizons()
+            if t >= self._no_overflow_before:
+                env = int(xp.argmin(c["current_start"]))
+                raise ValueError(
+                    f"the episode of env {env} has reached {rows} transitions without "
+                    f"ending: it no longer fits in its {rows} rows (buffer_size="
+                    f"{self.buffer_size} // n_envs={n}); use a larger buffer_size"
+                )
+        row = t % rows
+        if not self._write_packed(row, obs, next_obs, action, reward):
+            obs = self._check_obs_fully("obs", obs)
+            next_obs = self._check_obs_fully("next_obs", next_obs)
+            action = self._check_action(action)
+            reward = self._per_env("reward", reward, None)
+            written = self._write_packed(row, obs, next_obs, action, reward)
+            assert written, "checked values fit"
+        if t >= rows and t - rows >= self._retire_from:
+            old = t - rows  # the counter this add overwrites
+            hit = c["sampleable_from"] == old  # its env's oldest episode loses its first row
+            if ops.may_hold(hit):
+                end = f["episode_end"][row]
+                if self.priorities is not None:
+                    self.priorities.retired(hit, old, end)
+                c["sampleable_from"][...] = xp.where(hit, end, c["sampleable_from"])
+                self._retire_from = ops.lowest(c["sampleable_from"])
+        for key in self._unpacked_obs:
+            f[f"obs/{key}"][row] = obs[key]
+            f[f"next_obs/{key}"][row] = next_obs[key]
+        if not self._action_packed:
+            f["action"][row] = action
+        f["terminated"][row] = terminated
+        f["truncated"][row] = truncated
+        start = c["current_start"]
+        f["episode_start"][row] = start
+        for key, value in info_values.items():
+            self._write_info(key, row, value)
+        if self._motion:
+            step = ops.asarray(next_obs["achieved_goal"] - obs["achieved_goal"], np.float64)
+            step = step.reshape(n, -1)
+            if self._motion_weights is not None:
+                step = step * self._motion_weights
+            moved = ops.norm(step)
+            if self.motion_clip is not None:
+                moved = xp.minimum(moved, ops.asarray(self.motion_clip, np.float64))
+            before = f["motion"][(t - 1) % rows]
+            f["motion"][row] = xp.where(start < t, before + moved, moved)
+        elif self.priorities is not None:
+            self.priorities.raw[row] = self.max_priority**self.alpha
+        self.steps_added = t + 1
+        if ending:
+            done = terminated | truncated
+            if ops.may_hold(done):
+                self._close(done, t)
+
+    def _flags(self, name: str, value: Any) -> Any:
+        """A step's ``terminated`` or ``truncated`` as ``(n_envs,)`` bools of this module."""
+        if type(value) is type(self._no_flags) and value.shape == (self.n_envs,):
+            return value if value.dtype == self._bool else value != 0
+        return self._per_env(name, value, None) != 0
+
+    def _write_packed(self, row: int, obs: Any, next_obs: Any, action: Any, reward: Any) -> bool:
+        """Writes the packed fields of one add into records row ``row``, with one copy;
+        False, writing nothing, when a value is not an array of its stored shape (the
+        careful checks then coerce it or say why)."""
+        keys = self._obs_keys
+        try:
+            values = [obs[k] for k in keys] + [next_obs[k] for k in keys] + [action, reward]
+            if (
+                len(obs) != len(keys)
+                or len(next_obs) != len(keys)
+                or [v.shape for v in values] != self._add_shapes
+            ):
+                return False
+            values[-1] = reward.reshape(self.n_envs, 1)
+            parts = values if self._pack_index is None else [values[i] for i in self._pack_index]
+            if self._reshape_parts:
+                parts = [part.reshape(self.n_envs, -1) for part in parts]
+            self.ops.write_row(self.records, row, parts)
+        except (KeyError, TypeError, AttributeError, RuntimeError, ValueError):
+            return False
+        return True
+
+    def _close(self, done: Any, t: int) -> None:
+        """Ends the episodes ``[current_start, t]`` of the envs where ``done``."""
+        xp, f, c, rows = self.xp, self.fields, self.counters, self.rows
+        start = c["current_start"]
+        first = start % rows
+        f["episode_end"][first, self._envs] = xp.where(
+            done, t + 1, f["episode_end"][first, self._envs]
+        )
+        c["sampleable_to"][...] = xp.where(done, t + 1, c["sampleable_to"])
+        c["newest_start"][...] = xp.where(done, start, c["newest_start"])
+        if self.priorities is not None:
+            self.priorities.closed(done, start, t)
+        c["current_start"][...] = xp.where(done, t + 1, start)
+
+    def truncate_last_trajectory(self) -> None:
+        """Ends every episode in progress at its last stored transition, as a truncation."""
+        c, f, t = self.counters, self.fields, self.steps_added
+        open_ = c["current_start"] < t
+        if not bool(open_.any()):
+            return
+        f["truncated"][(t - 1) % self.rows] |= open_
+        self._close(open_, t - 1)
+        self._no_overflow_before = self._nonempty_until = self._other_episode_until = -1
+
+    def _write_info(self, key: str, row: int, value: Any) -> None:
+        value = self._convert(f"infos[{key!r}]", value, None)
+        store = self.fields.get(f"info/{key}")
+        if store is None:
+            shape = (self.rows, self.n_envs, *value.shape[1:])
+            store = self.ops.zeros(shape, numpy_dtype(value.dtype))
+            self.fields[f"info/{key}"] = store
+            self._flat[f"info/{key}"] = flat_view(store)
+        elif store.dtype != value.dtype:  # widened to a later value's (an int, then 0.75)
+            old = numpy_dtype(store.dtype)
+            wider = np.result_type(old, numpy_dtype(value.dtype))
+            if wider != old:
+                store = self.ops.asarray(store, wider)
+                self.fields[f"info/{key}"] = store
+                self._flat[f"info/{key}"] = flat_view(store)
+        store[row] = value.reshape(self.n_envs, *store.shape[2:])
+
+    def counter_of_rows(self) -> Any:
+        """The counter each row holds now: the newest ``t`` with ``t % rows == row``
+        (negative for a row not written yet)."""
+        rows, t = self.rows, self.steps_added
+        last = (t - 1) % rows
+        return (t - 1) - ((last - self.ops.arange(rows)) % rows)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the buffer to ``path`` as an uncompressed ``.npz`` (no pickle), the same
+        file on numpy and on torch; episodes in progress are written as truncated (the
+        live buffer keeps them), atomically (a crash never leaves half a file)."""
+        write_file(self.state(truncate_in_progress=True), path)
 
     @classmethod
     def load(
         cls,
-        path: Any,
+        path: str | os.PathLike,
         compute_reward: object,
         compute_terminated: object = None,
         device: Any = None,
-    ) -> Any:
-        """Reads a file ``save`` wrote (this buffer's, or a device buffer's, or one of
-        goalenvs 148f048 and earlier) into host memory."""
+    ) -> HerReplayBuffer:
+        """Reads a file :meth:`save` wrote (on numpy or torch, or a file of goalenvs
+        148f048 and earlier) into host memory (``device=None``), onto a torch ``device``,
+        or where it was saved from (``"saved"``); a file of another kind is the ValueError
+        that names it."""
+        return cls.from_state(read_file(path, device), compute_reward, compute_terminated)
+
+    @property
+    def rng(self) -> np.random.Generator | None:
+        """The numpy generator of every draw of :meth:`sample`; None on torch."""
+        return getattr(self.ops, "rng", None)
+
+    @property
+    def generator(self) -> Any:
+        """The torch generator of every draw (register it with a CUDA graph that captures
+        :meth:`sample`); None on numpy, whose draws come from a numpy Generator."""
+        return getattr(self.ops, "generator", None)
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, batch_size: int, device: Any = None) -> HerBatch:
+        """``batch_size`` relabeled transitions; fresh arrays, which the next call leaves
+        alone (tensors on ``device`` when given)."""
+        batch = self._sample(check_batch_size(batch_size))
+        return batch if device is None else _batch_on(batch, device)
+
+    def _sample(self, B: int) -> HerBatch:
+        xp, ops, f, s = self.xp, self.ops, self.fields, self.settings
+        rows = self.rows
+        if not self.can_sample():
+            if self.steps_added > self._nonempty_until:
+                raise RuntimeError(NO_EPISODE_YET)
+            raise no_other_episode_error(self._mix, self.n_transitions)
+        weights = None
+        if self.priorities is None:
+            env, counter = self._draw_uniform(B)
+        else:
+            row, env, mass, total = self.priorities.draw(B)
+            counter = self.counter_of_rows()[row]
+            weights = self._importance(mass, total, B)
+        n = self.n_envs
+        index = (counter % rows) * n + env
+        at_index = self._gather(index)  # every packed field of the drawn rows, one take
+        start = self._take("episode_start", index)
+        end = self._take("episode_end", (start % rows) * n + env)
+        relabel, goals = self._draw_goals(B, env, counter, start, end)
+        own = at_index.get("obs/desired_goal")
+        if own is None:
+            own = self._take("obs/desired_goal", index)
+        goals = xp.where(relabel.reshape(B, *([1] * (own.ndim - 1))), goals, own)
+        # Every step k of every return, as one batch of steps * B: counter + k while it is
+        # inside the episode (the last counter of the episode past its end: masked below).
+        steps = s.n_step
+        ks = xp.stack([counter + k for k in range(steps)])
+        alive = ks < end
+        step_index = (
+            index if steps == 1 else ((xp.minimum(ks, end - 1) % rows) * n + env).reshape(-1)
+        )
+        at_step = at_index if steps == 1 else self._gather(step_index)
+        achieved = self._field(at_step, "next_obs/achieved_goal", step_index)
+        desired = xp.concatenate([goals] * steps)
+        info = {key[5:]: self._take(key, step_index) for key in f if key.startswith("info/")}
+        relabel_k = xp.concatenate([relabel] * steps)
+        reward_k = xp.where(relabel_k, self._rewards(achieved, desired, info), at_step["reward"])
+        done_k = self._take("terminated", step_index)
+        if self.compute_terminated is not None:
+            value = ops.asarray(_plain(self.compute_terminated(achieved, desired, info)), bool)
+            value = value.reshape(()) if tuple(value.shape) == (1,) else value  # one value
+            if value.ndim and tuple(value.shape) not in ((steps * B,), (steps * B, 1)):
+                raise batch_shape_error("compute_terminated", tuple(value.shape), steps * B)
+            # One value stands for the whole batch (a constant rule), unlike a reward.
+            recomputed = value.reshape(-1) if value.ndim else (done_k & False) | value
+            done_k = xp.where(relabel_k, recomputed, done_k)
+        if not s.handle_timeout_termination:
+            done_k = done_k | self._take("truncated", step_index)
+        reward_k, done_k = reward_k.reshape(steps, B), done_k.reshape(steps, B)
+        if steps == 1:
+            returns, ended, last = reward_k[0], done_k[0], index
+            discounts = None
+        else:
+            # Sum while inside the episode and not yet done: the returns, the steps summed
+            # and the done of the last one.
+            gamma = s.gamma
+            assert gamma is not None  # BufferSettings requires it with n_step > 1
+            returns = ops.asarray(reward_k[0], np.float64)
+            summed = ops.full((B,), 1, np.int64)
+            ended = done_k[0]
+            going = ~ended
+            for k in range(1, steps):
+                take = going & alive[k]
+                returns = returns + xp.where(take, gamma**k * reward_k[k], 0.0)
+                summed = summed + take
+                ended = xp.where(take, done_k[k], ended)
+                going = take & ~done_k[k]
+            last = ((counter + summed - 1) % rows) * n + env
+            discounts = ops.float32(gamma**summed)
+        at_last = at_index if steps == 1 else self._gather(last)
+        observations = {k[4:]: self._field(at_index, k, index) for k in f if k[:4] == "obs/"}
+        observations["desired_goal"] = goals
+        next_observations = {
+            k[9:]: self._field(at_last, k, last) for k in f if k[:9] == "next_obs/"
+        }
+        next_observations["desired_goal"] = goals
+        return HerBatch(
+            observations,
+            self._field(at_index, "action", index),
+            ops.float32(returns),
+            next_observations,
+            ops.float32(ended),
+            ops.float32(weights) if weights is not None else ops.full((B,), 1.0, np.float32),
+            index,
+            discounts,
+        )
+
+    def _take(self, name: str, index: Any) -> Any:
+        """Field ``name`` at the flat indices ``index``."""
+        return self.ops.take(self._flat[name], index)
+
+    def _gather(self, index: Any) -> dict[str, Any]:
+        """Every packed field at the flat indices ``index``: one take of the records,
+        then views of its columns (fresh arrays: no later call writes into them)."""
+        rows = self.ops.take(self._records_flat, index)
+        count = rows.shape[0]
+        return {
+            name: rows[:, lo:hi].reshape(count, *shape)
+            for name, (lo, hi, shape) in self._packed.items()
+        }
+
+    def _field(self, gathered: dict[str, Any], name: str, index: Any) -> Any:
+        """Field ``name`` at ``index``: from ``gathered`` where packed, else its own take."""
+        value = gathered.get(name)
+        return self._take(name, index) if value is None else value
+
+    def _importance(self, mass: Any, total: Any, B: int) -> Any:
+        s = self.settings
+        if s.priority == "goal_motion":  # a curriculum: no importance weights
+            return self.ops.full((B,), 1.0, np.float64)
+        c = self.counters
+        count = (c["sampleable_to"] - c["sampleable_from"]).sum()  # on the device
+        weights = (count * mass / total) ** -s.beta
+        return weights / weights.max()
+
+    def _sampleable_numbers(self) -> tuple[Any, Any, Any]:
+        c = self.counters
+        width = c["sampleable_to"] - c["sampleable_from"]
+        cum = self.xp.cumsum(width, 0)
+        return width, cum, cum[-1]
+
+    def _locate(self, x: Any) -> tuple[Any, Any]:
+        """The ``(env, counter)`` of the sampleable transitions numbered ``x``: the envs'
+        ranges laid end to end. Widths (2, 0, 3) give cum (2, 2, 5); x = 3 lies in env 2
+        (the first cum > 3), at sampleable_from[2] + 3 - 2."""
+        width, cum, _ = self._sampleable_numbers()
+        env = self.ops.searchsorted(cum, x)
+        env = self.xp.minimum(env, self.ops.asarray(self.n_envs - 1))
+        return env, x + (self.counters["sampleable_from"] - (cum - width))[env]
+
+    def _draw_uniform(self, count: int) -> tuple[Any, Any]:
+        _, _, total = self._sampleable_numbers()
+        u = self.ops.uniform(count)
+        x = self.xp.minimum(self.ops.to_int(u * total), total - 1)
+        return self._locate(x)
+
+    def _draw_goals(self, B: int, env: Any, counter: Any, start: Any, end: Any) -> tuple[Any, Any]:
+        """Which transitions are relabeled, and each one's new goal (any goal on those
+        that keep theirs)."""
+        xp, ops = self.xp, self.ops
+        rows = self.rows
+        warm = self.steps_added * self.n_envs < self.settings.goal_mix_warmup
+        thresholds = self._warmup_thresholds if warm else self._thresholds
+        u = ops.uniform(B)
+        relabel = u < thresholds[-1]
+        source = ops.searchsorted(thresholds, u)  # position in RELABELLING; len: original
+        # In-episode sources: a counter in [first, first + span).
+        final, episode = RELABELLING.index("final"), RELABELLING.index("episode")
+        first = xp.where(source == final, end - 1, xp.where(source == episode, start, counter))
+        span = xp.where(source == final, 1, xp.where(source == episode, end - start, end - counter))
+        span = xp.maximum(span, ops.asarray(1))
+        pick = xp.minimum(ops.to_int(ops.uniform(B) * span), span - 1)
+        goal_counter, goal_env = first + pick, env
+        if "achieved" in self._mix.sources:
+            other_env, other_counter = self._draw_uniform(B)
+            chosen = source == RELABELLING.index("achieved")
+            goal_counter = xp.where(chosen, other_counter, goal_counter)
+            goal_env = xp.where(chosen, other_env, goal_env)
+        goals = self._take("next_obs/achieved_goal", (goal_counter % rows) * self.n_envs + goal_env)
+        if "desired" in self._mix.sources and not warm:
+            other_env, other_counter = self._draw_other_episode(B, env, start, end)
+            desired = self._take(
+                "obs/desired_goal", (other_counter % rows) * self.n_envs + other_env
+            )
+            chosen = (source == RELABELLING.index("desired")).reshape(B, *[1] * (goals.ndim - 1))
+            goals = xp.where(chosen, desired, goals)
+        return relabel, goals
+
+    def _draw_other_episode(self, B: int, env: Any, start: Any, end: Any) -> tuple[Any, Any]:
+        """For each transition (of ``env``, in the episode ``[start, end)``), a transition
+        drawn uniformly from every other sampleable episode. Its own episode occupies the
+        numbers ``x0 .. x0 + T - 1`` of the envs' ranges laid end to end; a number ``y``
+        uniform in ``[0, total - T)`` skips over them."""
+        xp, ops = self.xp, self.ops
+        width, cum, total = self._sampleable_numbers()
+        length = end - start
+        x0 = (cum - width)[env] + start - self.counters["sampleable_from"][env]
+        others = xp.maximum(total - length, ops.asarray(1))
+        y = xp.minimum(ops.to_int(ops.uniform(B) * others), others - 1)
+        return self._locate(xp.where(y < x0, y, y + length))
+
+    def _rewards(self, achieved: Any, desired: Any, info: dict[str, Any]) -> Any:
+        """One ``compute_reward`` call for the whole batch; one reward per pair, never a
+        broadcast scalar."""
+        value = self.compute_reward(achieved, desired, info)
+        value = self.ops.asarray(value if is_tensor(value) else np.asarray(value))
+        count = achieved.shape[0]
+        if tuple(value.shape) not in ((count,), (count, 1)):
+            raise reward_shape_error(
+                self.compute_reward, tuple(value.shape), count, tuple(achieved.shape)
+            )
+        return value.reshape(count)
+
+
+class DeviceHerReplayBuffer(HerReplayBuffer):
+    """:class:`HerReplayBuffer` on a torch device, ``device`` required (its arguments and
+    their meaning are :class:`HerReplayBuffer`'s). ``sample`` reads nothing on the host
+    once ``can_sample()`` has said yes, draws from :attr:`generator` and has static
+    shapes, so it can be captured in a CUDA graph
+    (``graph.register_generator_state(buffer.generator)``)."""
+
+    _NAME = "DeviceHerReplayBuffer"
+    _INFO_VALUES = "values"
+    _OBS_VALUES = "tensors"
+
+    def __init__(self, *args: Any, device: DeviceLike, **kwargs: Any) -> None:
+        super().__init__(*args, device=device, **kwargs)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike,
+        compute_reward: object,
+        compute_terminated: object = None,
+        device: Any = "saved",
+    ) -> HerReplayBuffer:
+        """Reads a file :meth:`save` wrote onto ``device`` (``"saved"``: where it was saved
+        from; see :meth:`HerReplayBuffer.load`)."""
         return super().load(path, compute_reward, compute_terminated, device)
+
+
+def _all_false(terminated: Any, truncated: Any, all_false: bytes) -> bool:
+    """Whether both flags are numpy bool arrays of ``n_envs`` False values, ``all_false``
+    being the bytes of one: add()'s test on every mid-episode step. Anything else (a flag
+    set, another type or dtype or size) is False, and add() reads the flags with care."""
+    try:
+        return (
+            terminated.dtype == np.bool_
+            and truncated.dtype == np.bool_
+            and terminated.tobytes() == all_false
+            and truncated.tobytes() == all_false
+        )
+    except AttributeError:
+        return False
+
+
+def _batch_on(batch: HerBatch, device: Any) -> HerBatch:
+    """``batch`` as torch tensors on ``device`` (numpy arrays without a copy on the CPU)."""
+    import torch
+
+    def move(value: Any) -> Any:
+        if value is None:
+            return None
+        tensor = value if is_tensor(value) else torch.from_numpy(value)
+        return tensor.to(device)
+
+    return HerBatch(
+        {key: move(value) for key, value in batch.observations.items()},
+        move(batch.actions),
+        move(batch.rewards),
+        {key: move(value) for key, value in batch.next_observations.items()},
+        move(batch.dones),
+        move(batch.weights),
+        move(batch.indices),
+        move(batch.discounts),
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A goal function's result as an array or tensor."""
+    return value if is_tensor(value) else np.asarray(value)

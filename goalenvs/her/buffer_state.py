@@ -1,15 +1,309 @@
-"""Only for unpickling: the numpy buffer's state classes of goalenvs 148f048 and earlier.
+"""The HER buffer's state, and the array modules it is written over.
 
-A stable-baselines3 model's ``save_replay_buffer`` pickles its buffer, and a pickle names
-the classes it holds: one saved then refers to these two by this module's path. Unpickled,
-they are read into today's buffer by :func:`goalenvs.her.xp_buffer.legacy_state`.
+:class:`BufferState` is everything a :class:`~goalenvs.her.buffer.HerReplayBuffer` holds
+but its goal functions: ``(rows, n_envs, ...)`` fields, per-env counters, the priorities,
+the generator's state; its float32 fields are views of one packed ``records`` array (one
+copy per ``add``, one gather per batch). :class:`NumpyOps` and :class:`TorchOps` are the
+few operations numpy and torch spell differently.
+
+:class:`HerStorage` and :class:`HerBufferState` are only for unpickling: the numpy
+buffer's state classes of goalenvs 148f048 and earlier, which a stable-baselines3 model's
+``save_replay_buffer`` pickle of that time names by this module's path; unpickled, they
+are read into today's layout by :func:`goalenvs.her.buffer_file.legacy_state`.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any, NamedTuple
 
+import numpy as np
 
+from goalenvs.core.backend import is_tensor, resolve_device, torch_dtype
+from goalenvs.her.settings import BufferSettings
+
+__all__ = ["COUNTERS", "BufferState", "HerBufferState", "HerStorage", "NumpyOps", "TorchOps"]
+
+
+class NumpyOps:
+    """The operations numpy and torch spell differently, numpy's way."""
+
+    device: Any = None
+    xp = np
+
+    def __init__(self, seed: Any = None) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return np.zeros(shape, dtype)
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: Any) -> Any:
+        return np.full(shape, value, dtype)
+
+    def asarray(self, value: Any, dtype: Any = None) -> Any:
+        return np.asarray(value, dtype)
+
+    def uniform(self, count: int) -> Any:
+        return self.rng.random(count)
+
+    def to_int(self, value: Any) -> Any:
+        return value.astype(np.int64)
+
+    def searchsorted(self, sorted_: Any, values: Any) -> Any:
+        return np.searchsorted(sorted_, values, side="right")
+
+    def norm(self, value: Any) -> Any:
+        return np.linalg.norm(value, axis=1)
+
+    def take_rows(self, value: Any, rows: Any) -> Any:
+        """``value[rows[i, j], j]`` for every ``i, j``."""
+        return np.take_along_axis(value, rows, 0)
+
+    def take(self, value: Any, index: Any) -> Any:
+        """The rows ``index`` (1-d) of ``value``: a gather along the first axis (np.take
+        copies a strided source whole first: a view of the records is indexed instead)."""
+        if value.flags.c_contiguous:
+            return np.take(value, index, axis=0)
+        return value[index]
+
+    def float32(self, value: Any) -> Any:
+        return value.astype(np.float32)
+
+    def write_row(self, records: Any, row: int, parts: list[Any]) -> None:
+        """Writes ``parts`` (each ``(n_envs, k)``) side by side into ``records[row]``;
+        arrays of another module or device raise before anything is written."""
+        np.concatenate(parts, axis=1, out=records[row])
+
+    def arange(self, n: int) -> Any:
+        return np.arange(n)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return np.asarray(value)
+
+    def fits(self, value: Any, shape: tuple[int, ...]) -> bool:
+        """Whether ``value`` is an array of this module (and device) of ``shape``."""
+        return type(value) is np.ndarray and value.shape == shape
+
+    def may_hold(self, mask: Any) -> bool:
+        """Whether ``mask`` may have a true element: exactly, where that costs no host
+        read (numpy); always True on torch, whose writes are masked instead."""
+        return bool(mask.any())
+
+    def lowest(self, value: Any) -> int:
+        """``value.min()`` as an int where that costs no device read; torch: 0."""
+        return int(value.min())
+
+    def rng_state(self) -> Any:
+        return dict(self.rng.bit_generator.state)
+
+    def set_rng_state(self, state: Any) -> None:
+        self.rng.bit_generator.state = dict(state)
+
+
+class TorchOps(NumpyOps):
+    """:class:`NumpyOps` for tensors on the torch device ``device``; every draw comes from
+    :attr:`generator`, so a CUDA graph that registers it replays fresh draws."""
+
+    def __init__(self, device: Any, seed: Any = None) -> None:
+        import torch
+
+        self.xp = torch
+        self.device = resolve_device(device)
+        self.generator = torch.Generator(device=self.device)
+        if seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(int(seed))
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return self.xp.zeros(shape, dtype=torch_dtype(dtype), device=self.device)
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: Any) -> Any:
+        return self.xp.full(shape, value, dtype=torch_dtype(dtype), device=self.device)
+
+    def asarray(self, value: Any, dtype: Any = None) -> Any:
+        dtype = None if dtype is None else torch_dtype(dtype)
+        if isinstance(value, np.ndarray) and not value.dtype.isnative:  # torch refuses it
+            value = value.astype(value.dtype.newbyteorder("="))
+        return self.xp.as_tensor(value, dtype=dtype, device=self.device)
+
+    def uniform(self, count: int) -> Any:
+        torch = self.xp
+        return torch.rand(count, generator=self.generator, dtype=torch.float64, device=self.device)
+
+    def to_int(self, value: Any) -> Any:
+        return value.long()
+
+    def searchsorted(self, sorted_: Any, values: Any) -> Any:
+        return self.xp.searchsorted(sorted_, values, right=True)
+
+    def norm(self, value: Any) -> Any:
+        return self.xp.linalg.vector_norm(value, dim=1)
+
+    def take_rows(self, value: Any, rows: Any) -> Any:
+        return value.gather(0, rows)
+
+    def take(self, value: Any, index: Any) -> Any:
+        # index_select on one index: several times faster than indexing by two.
+        return value.index_select(0, index)
+
+    def float32(self, value: Any) -> Any:
+        return value.float()
+
+    def write_row(self, records: Any, row: int, parts: list[Any]) -> None:
+        records[row] = self.xp.cat(parts, 1)
+
+    def arange(self, n: int) -> Any:
+        return self.xp.arange(n, device=self.device)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return value.detach().cpu().numpy()
+
+    def fits(self, value: Any, shape: tuple[int, ...]) -> bool:
+        return (
+            isinstance(value, self.xp.Tensor)
+            and value.shape == shape
+            and value.device == self.device
+        )
+
+    def may_hold(self, mask: Any) -> bool:
+        return True
+
+    def lowest(self, value: Any) -> int:
+        return 0
+
+    def rng_state(self) -> Any:
+        return self.generator.get_state()
+
+    def set_rng_state(self, state: Any) -> None:
+        self.generator.set_state(state)
+
+
+@dataclasses.dataclass
+class BufferState:
+    """The buffer's whole content but its goal functions (arrays of one module).
+
+    ``fields`` maps ``obs/KEY``, ``next_obs/KEY``, ``action``, ``reward``, ``terminated``,
+    ``truncated``, ``episode_start``, ``episode_end``, ``info/KEY`` (and ``motion``, the
+    path of the achieved goal so far in its episode, for goal-motion priorities) to
+    ``(rows, n_envs, ...)`` arrays; ``counters`` maps :data:`COUNTERS` to ``(n_envs,)``
+    int64 arrays; ``priorities`` is each row's ``p ** alpha`` (prioritized by TD error).
+    """
+
+    settings: BufferSettings
+    device: Any
+    fields: dict[str, Any]
+    counters: dict[str, Any]
+    steps_added: int
+    priorities: Any
+    max_priority: float
+    rng_state: Any
+    #: ``(rows, n_envs, width)`` float32, when the float32 fields of :data:`PACKED` are
+    #: views of it (side by side, in that order); None: the fields are arrays of their own.
+    records: Any = None
+
+    def copy(self) -> BufferState:
+        """A copy that shares no array with this state."""
+
+        def fresh(value: Any) -> Any:
+            return value.clone() if is_tensor(value) else copy.deepcopy(value)
+
+        return BufferState(
+            self.settings,
+            self.device,
+            {name: fresh(value) for name, value in self.fields.items()},
+            {name: fresh(value) for name, value in self.counters.items()},
+            self.steps_added,
+            None if self.priorities is None else fresh(self.priorities),
+            self.max_priority,
+            fresh(self.rng_state),
+        )
+
+
+#: Per env: where its episode in progress starts, its sampleable counters [from, to),
+#: and where its newest complete episode starts.
+COUNTERS = ("current_start", "sampleable_from", "sampleable_to", "newest_start")
+
+
+def packed_names(settings: BufferSettings) -> list[tuple[str, tuple[int, ...]]]:
+    """The float32 fields packed side by side into one records array, with their shapes
+    per row and env: a row is written with one copy and a batch gathered with one take."""
+    spaces_ = settings.observation_space.spaces
+    packed = [
+        (f"{side}/{key}", tuple(spaces_[key].shape or ()))
+        for side in ("obs", "next_obs")
+        for key in sorted(spaces_)
+        if np.dtype(spaces_[key].dtype) == np.float32
+    ]
+    if np.dtype(settings.action_dtype) == np.float32:
+        packed.append(("action", tuple(settings.action_shape)))
+    return [*packed, ("reward", ())]
+
+
+def empty_state(settings: BufferSettings, ops: NumpyOps) -> BufferState:
+    rows, n = settings.rows_per_env, settings.n_envs
+    packed = packed_names(settings)
+    width = sum(int(np.prod(shape)) for _, shape in packed)
+    records = ops.zeros((rows, n, width), np.float32)
+    fields: dict[str, Any] = field_views(records, packed)
+    for key, space in settings.observation_space.spaces.items():
+        if np.dtype(space.dtype) != np.float32:
+            for side in ("obs", "next_obs"):
+                shape = (rows, n, *(space.shape or ()))
+                fields[f"{side}/{key}"] = ops.zeros(shape, np.dtype(space.dtype))
+    if "action" not in fields:
+        fields["action"] = ops.zeros((rows, n, *settings.action_shape), settings.action_dtype)
+    fields["terminated"] = ops.zeros((rows, n), bool)
+    fields["truncated"] = ops.zeros((rows, n), bool)
+    fields["episode_start"] = ops.zeros((rows, n), np.int64)
+    fields["episode_end"] = ops.zeros((rows, n), np.int64)
+    if settings.priority == "goal_motion":
+        fields["motion"] = ops.zeros((rows, n), np.float64)
+    counters = {name: ops.zeros((n,), np.int64) for name in COUNTERS}
+    priorities = ops.zeros((rows, n), np.float64) if settings.prioritized else None
+    rng = ops.rng_state()
+    return BufferState(settings, ops.device, fields, counters, 0, priorities, 1.0, rng, records)
+
+
+def width_of(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape))
+
+
+def field_views(records: Any, packed: list[tuple[str, tuple[int, ...]]]) -> dict[str, Any]:
+    """The fields ``packed`` as views of ``records`` ``(rows, n_envs, width)``."""
+    rows, n = records.shape[:2]
+    views, at = {}, 0
+    for name, shape in packed:
+        size = int(np.prod(shape))
+        views[name] = records[:, :, at : at + size].reshape(rows, n, *shape)
+        at += size
+    return views
+
+
+def packed_slices(packed: list[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, int, tuple]]:
+    """Each packed field's columns ``[lo, hi)`` in a records row, and its shape."""
+    out, at = {}, 0
+    for name, shape in packed:
+        size = int(np.prod(shape))
+        out[name] = (at, at + size, shape)
+        at += size
+    return out
+
+
+def flat_view(value: Any) -> Any:
+    """``value`` of shape ``(rows, n_envs, ...)`` as ``(rows * n_envs, ...)``, no copy."""
+    return value.reshape(value.shape[0] * value.shape[1], *value.shape[2:])
+
+
+def numpy_dtype(dtype: Any) -> Any:
+    """A numpy dtype for a numpy dtype or a torch one."""
+    if isinstance(dtype, np.dtype):
+        return dtype
+    return np.dtype(str(dtype).removeprefix("torch."))
+
+
+# The classes of pickles of goalenvs 148f048 and earlier.
 class HerStorage(NamedTuple):
     """The old numpy buffer's arrays, in their pickled order."""
 

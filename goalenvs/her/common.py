@@ -50,10 +50,7 @@ class HerBatch(NamedTuple):
     replay (ones and the sampled indices for a uniform buffer, so agents can always use
     them).
 
-    The numpy buffer's arrays belong to the buffer unless sampled with ``copy=True``: the
-    next ``sample`` of the same batch size overwrites them (see
-    :meth:`goalenvs.her.buffer.HerReplayBuffer.sample`). The device buffer returns fresh
-    tensors each call.
+    Every ``sample`` returns fresh arrays (or tensors), which no later call writes into.
     """
 
     observations: dict[str, Any]

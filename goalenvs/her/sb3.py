@@ -30,8 +30,8 @@ Differences from stable-baselines3's buffer:
   change and cached until the next ``add``: O(buffer_size) time and memory once, free
   after (benchmarks/sb3_her.py prints the cost). Writes through them raise; change the
   data with ``add``, ``truncate_last_trajectory`` or ``reset``. Positions whose transition
-  our ring has already retired read zeros (it keeps one extra row per episode, so it
-  wraps a little sooner than SB3's).
+  our ring has already retired read zeros (it retires a whole episode once its first
+  transition is overwritten, where SB3's keeps the rest of it).
 - The ``"random"`` strategy is available too. The strategy is goalenvs'
   :class:`~goalenvs.her.settings.GoalSelectionStrategy`, read as
   ``buffer.core.goal_selection_strategy``. ``goal_mix`` (with ``goal_mix_warmup``) takes
@@ -109,10 +109,9 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
     allocated.
 
     Args:
-        buffer_size: rows kept over all envs: transitions plus one row per stored episode
-            for its final observation (50-step episodes: 50/51 of it are transitions). The
-            ``buffer_size`` attribute is SB3's: ``buffer_size // n_envs``, the positions
-            per env of the public arrays.
+        buffer_size: transitions kept over all envs, as SB3's. The ``buffer_size``
+            attribute is SB3's: ``buffer_size // n_envs``, the positions per env of the
+            public arrays.
         observation_space: the goal Dict observation space.
         action_space: the action space.
         env: the training VecEnv (stable-baselines3 passes it); its first sub-env's
@@ -217,7 +216,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         # Validates the arguments now; rebuilt at the first add when info keys are inferred.
         self._core = self._make_core(tuple(info_keys), None)
         # stable-baselines3's meaning: transitions kept per env, the first dimension of the
-        # public arrays (here the rows per env, shared with the episodes' final observations).
+        # public arrays.
         self.buffer_size = self.core.rows_per_env
         obs_shape = get_obs_shape(observation_space)
         assert isinstance(obs_shape, dict)  # a Dict space: the core buffer checked it
@@ -409,8 +408,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         calls' time), then cached until the next add. Writes through it are not supported
         (numpy raises "read-only"): change the data with add(),
         truncate_last_trajectory() or reset(). Positions whose transition the goalenvs
-        buffer no longer holds (its ring keeps one final observation per episode, so it
-        wraps sooner than SB3's) read as zeros, as never-written positions do.
+        buffer no longer holds (a whole episode leaves once its first transition is
+        overwritten) read as zeros, as never-written positions do.
         """
     )
     next_observations = _PublicArray(

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import goalenvs  # noqa: F401  (registers the env ids)
 from goalenvs.her import GoalSelectionStrategy, HerBatch, HerReplayBuffer
-from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+from goalenvs.her.buffer import DeviceHerReplayBuffer
 
 torch.set_num_threads(1)
 

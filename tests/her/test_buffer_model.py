@@ -1,4 +1,4 @@
-"""The one HER buffer (xp_buffer) against a slow reference model, on numpy and torch.
+"""The one HER buffer against a slow reference model, on numpy and torch.
 
 The model keeps every episode every env wrote and decides which ones the buffer holds:
 each env's ring keeps its last ``rows`` transitions, and an episode leaves whole when its
@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from goalenvs.her import HerBatch, HerReplayBuffer
-from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+from goalenvs.her.buffer import DeviceHerReplayBuffer
 
 BIG = 1e6
 SPACE = spaces.Dict(

@@ -317,8 +317,9 @@ def test_public_arrays_are_sb3s_for_the_same_steps_and_truncation(
     np.testing.assert_array_equal(before["dones"][: pos - 1], ours.dones[: pos - 1])
     assert_public_arrays_equal(ours, theirs)
 
-    # Past the ring's end: SB3's ring holds 60 transitions per env, ours one row fewer per
-    # stored episode, so positions of retired episodes read zeros; the rest is SB3's.
+    # Past the ring's end: both rings hold 60 transitions per env, but ours retires an
+    # episode whole once its first one is overwritten, so those positions read zeros; the
+    # rest is SB3's.
     feed_both(ours, theirs, 150, seed=10 + n_envs, end_p=0.15)
     assert ours.full and theirs.full
     held = assert_public_arrays_equal(ours, theirs)
