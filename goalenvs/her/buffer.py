@@ -371,6 +371,8 @@ class HerReplayBuffer(ReplayBufferBase):
             len(shape) != 1 for _, _, shape in list(self._packed.values())[:-1]
         )
         self._no_flags = ops.zeros((settings.n_envs,), bool)
+        self._one, self._last_env = ops.asarray(1), ops.asarray(settings.n_envs - 1)
+        self._numbers: tuple[Any, ...] | None = None
         self._all_false = self._no_flags.tobytes() if ops.xp is np else None
         self._rows = settings.rows_per_env
         self._motion = "motion" in f
@@ -722,7 +724,10 @@ class HerReplayBuffer(ReplayBufferBase):
     def sample(self, batch_size: int, device: Any = None) -> HerBatch:
         """``batch_size`` relabeled transitions; fresh arrays, which the next call leaves
         alone (tensors on ``device`` when given)."""
-        batch = self._sample(check_batch_size(batch_size))
+        try:
+            batch = self._sample(check_batch_size(batch_size))
+        finally:
+            self._numbers = None  # the counters may change before the next sample
         return batch if device is None else _batch_on(batch, device)
 
     def _sample(self, B: int) -> HerBatch:
@@ -752,16 +757,17 @@ class HerReplayBuffer(ReplayBufferBase):
         # Every step k of every return, as one batch of steps * B: counter + k while it is
         # inside the episode (the last counter of the episode past its end: masked below).
         steps = s.n_step
-        ks = xp.stack([counter + k for k in range(steps)])
-        alive = ks < end
-        step_index = (
-            index if steps == 1 else ((xp.minimum(ks, end - 1) % rows) * n + env).reshape(-1)
-        )
-        at_step = at_index if steps == 1 else self._gather(step_index)
+        if steps == 1:
+            step_index, at_step, desired, relabel_k = index, at_index, goals, relabel
+        else:
+            ks = xp.stack([counter + k for k in range(steps)])
+            alive = ks < end
+            step_index = ((xp.minimum(ks, end - 1) % rows) * n + env).reshape(-1)
+            at_step = self._gather(step_index)
+            desired = xp.concatenate([goals] * steps)
+            relabel_k = xp.concatenate([relabel] * steps)
         achieved = self._field(at_step, "next_obs/achieved_goal", step_index)
-        desired = xp.concatenate([goals] * steps)
         info = {key[5:]: self._take(key, step_index) for key in f if key.startswith("info/")}
-        relabel_k = xp.concatenate([relabel] * steps)
         reward_k = xp.where(relabel_k, self._rewards(achieved, desired, info), at_step["reward"])
         done_k = self._take("terminated", step_index)
         if self.compute_terminated is not None:
@@ -813,6 +819,9 @@ class HerReplayBuffer(ReplayBufferBase):
             discounts,
         )
 
+    def _zeros_like(self, value: Any) -> Any:
+        return value * 0
+
     def _take(self, name: str, index: Any) -> Any:
         """Field ``name`` at the flat indices ``index``."""
         return self.ops.take(self._flat[name], index)
@@ -841,23 +850,28 @@ class HerReplayBuffer(ReplayBufferBase):
         weights = (count * mass / total) ** -s.beta
         return weights / weights.max()
 
-    def _sampleable_numbers(self) -> tuple[Any, Any, Any]:
-        c = self.counters
-        width = c["sampleable_to"] - c["sampleable_from"]
-        cum = self.xp.cumsum(width, 0)
-        return width, cum, cum[-1]
+    def _sampleable_numbers(self) -> tuple[Any, Any, Any, Any]:
+        """Each env's sampleable width, their cumulative sum and total, and each env's
+        offset from a number to its counter (``sampleable_from - (cum - width)``)."""
+        if self._numbers is None:
+            c = self.counters
+            width = c["sampleable_to"] - c["sampleable_from"]
+            cum = self.xp.cumsum(width, 0)
+            self._numbers = width, cum, cum[-1], c["sampleable_from"] - (cum - width)
+        return self._numbers
 
     def _locate(self, x: Any) -> tuple[Any, Any]:
         """The ``(env, counter)`` of the sampleable transitions numbered ``x``: the envs'
         ranges laid end to end. Widths (2, 0, 3) give cum (2, 2, 5); x = 3 lies in env 2
         (the first cum > 3), at sampleable_from[2] + 3 - 2."""
-        width, cum, _ = self._sampleable_numbers()
-        env = self.ops.searchsorted(cum, x)
-        env = self.xp.minimum(env, self.ops.asarray(self.n_envs - 1))
-        return env, x + (self.counters["sampleable_from"] - (cum - width))[env]
+        _, cum, _, offset = self._sampleable_numbers()
+        if self.n_envs == 1:
+            return self._zeros_like(x), x + offset[0]
+        env = self.xp.minimum(self.ops.searchsorted(cum, x), self._last_env)
+        return env, x + offset[env]
 
     def _draw_uniform(self, count: int) -> tuple[Any, Any]:
-        _, _, total = self._sampleable_numbers()
+        total = self._sampleable_numbers()[2]
         u = self.ops.uniform(count)
         x = self.xp.minimum(self.ops.to_int(u * total), total - 1)
         return self._locate(x)
@@ -872,11 +886,15 @@ class HerReplayBuffer(ReplayBufferBase):
         u = ops.uniform(B)
         relabel = u < thresholds[-1]
         source = ops.searchsorted(thresholds, u)  # position in RELABELLING; len: original
-        # In-episode sources: a counter in [first, first + span).
-        final, episode = RELABELLING.index("final"), RELABELLING.index("episode")
-        first = xp.where(source == final, end - 1, xp.where(source == episode, start, counter))
-        span = xp.where(source == final, 1, xp.where(source == episode, end - start, end - counter))
-        span = xp.maximum(span, ops.asarray(1))
+        # In-episode sources: a counter in [first, first + span) (future: counter .. end-1).
+        first, span = counter, end - counter
+        if "final" in self._mix.sources:
+            final = source == RELABELLING.index("final")
+            first, span = xp.where(final, end - 1, first), xp.where(final, 1, span)
+        if "episode" in self._mix.sources:
+            episode = source == RELABELLING.index("episode")
+            first, span = xp.where(episode, start, first), xp.where(episode, end - start, span)
+        span = xp.maximum(span, self._one)
         pick = xp.minimum(ops.to_int(ops.uniform(B) * span), span - 1)
         goal_counter, goal_env = first + pick, env
         if "achieved" in self._mix.sources:
@@ -900,10 +918,10 @@ class HerReplayBuffer(ReplayBufferBase):
         numbers ``x0 .. x0 + T - 1`` of the envs' ranges laid end to end; a number ``y``
         uniform in ``[0, total - T)`` skips over them."""
         xp, ops = self.xp, self.ops
-        width, cum, total = self._sampleable_numbers()
+        _, _, total, offset = self._sampleable_numbers()
         length = end - start
-        x0 = (cum - width)[env] + start - self.counters["sampleable_from"][env]
-        others = xp.maximum(total - length, ops.asarray(1))
+        x0 = start - offset[env]
+        others = xp.maximum(total - length, self._one)
         y = xp.minimum(ops.to_int(ops.uniform(B) * others), others - 1)
         return self._locate(xp.where(y < x0, y, y + length))
 

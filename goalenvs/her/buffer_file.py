@@ -281,8 +281,8 @@ def legacy_state(pickled: Mapping[str, Any], name: str = "HerReplayBuffer") -> B
         steps, priorities = old.steps_added, old.priorities
         max_priority, rng_state = old.max_priority, old.rng_state
     else:  # 0.1.0: the buffer's own attributes
-        names = ("_records", "_terminated", "_truncated", "_infos", "_to_start", "_ep_len")
-        names += ("_trans_row", "_ep_start", "_valid_lo", "_t_lo", "_t_hi", "_skip")
+        names = ["_records", "_terminated", "_truncated", "_infos", "_to_start", "_ep_len"]
+        names += ["_trans_row", "_ep_start", "_valid_lo", "_t_lo", "_t_hi", "_skip"]
         storage = HerStorage(*(pickled[name] for name in names))
         settings = BufferSettings(
             pickled["buffer_size"],
