@@ -164,11 +164,8 @@ def build(kind: str, n_envs: int) -> tuple:
     else:
         from goalenvs.her import HerReplayBuffer
 
-        # One extra row per episode for its final observation: size it so that 1e6
-        # transitions fit (1e6 * 51 / 50 rows).
-        rows = TRANSITIONS * (EPISODE + 1) // EPISODE
         buffer = HerReplayBuffer(
-            rows, venv.observation_space, venv.action_space, venv, n_envs=n_envs, seed=0
+            TRANSITIONS, venv.observation_space, venv.action_space, venv, n_envs=n_envs, seed=0
         )
 
         def add(step: tuple) -> None:
