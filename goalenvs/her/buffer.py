@@ -351,6 +351,7 @@ class HerReplayBuffer(ReplayBufferBase):
             self.priorities = face(self, state.priorities)
         mix = settings.relabel_mix
         self._mix, self._thresholds = mix, ops.asarray(mix.thresholds(), np.float64)
+        self._sources = frozenset(mix.sources)
         self._warmup_thresholds = ops.asarray(FUTURE_ONLY.thresholds(), np.float64)
         weights = settings.motion_weights
         self._motion_weights = None if weights is None else ops.asarray(weights, np.float64)
@@ -465,7 +466,7 @@ class HerReplayBuffer(ReplayBufferBase):
 
     def _needs_other_episode(self) -> bool:
         warm = self.steps_added * self.n_envs < self.settings.goal_mix_warmup
-        return "desired" in self._mix.sources and not warm
+        return "desired" in self._sources and not warm
 
     def _read_horizons(self) -> None:
         """The one host read of add() and sample(): after it, no episode in progress can
@@ -682,12 +683,13 @@ class HerReplayBuffer(ReplayBufferBase):
                 self._flat[f"info/{key}"] = flat_view(store)
         store[row] = value.reshape(self.n_envs, *store.shape[2:])
 
-    def counter_of_rows(self) -> Any:
-        """The counter each row holds now: the newest ``t`` with ``t % rows == row``
-        (negative for a row not written yet)."""
-        rows, t = self.rows, self.steps_added
-        last = (t - 1) % rows
-        return (t - 1) - ((last - self.ops.arange(rows)) % rows)
+    def counter_of_rows(self, rows: Any = None) -> Any:
+        """The counter each of ``rows`` (default: every row) holds now: the newest ``t``
+        with ``t % self.rows == row`` (negative for a row not written yet)."""
+        if rows is None:
+            rows = self.ops.arange(self.rows)
+        last = (self.steps_added - 1) % self.rows
+        return (self.steps_added - 1) - ((last - rows) % self.rows)
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the buffer to ``path`` as an uncompressed ``.npz`` (no pickle), the same
@@ -742,7 +744,7 @@ class HerReplayBuffer(ReplayBufferBase):
             env, counter = self._draw_uniform(B)
         else:
             row, env, mass, total = self.priorities.draw(B)
-            counter = self.counter_of_rows()[row]
+            counter = self.counter_of_rows(row)
             weights = self._importance(mass, total, B)
         n = self.n_envs
         index = (counter % rows) * n + env
@@ -888,22 +890,22 @@ class HerReplayBuffer(ReplayBufferBase):
         source = ops.searchsorted(thresholds, u)  # position in RELABELLING; len: original
         # In-episode sources: a counter in [first, first + span) (future: counter .. end-1).
         first, span = counter, end - counter
-        if "final" in self._mix.sources:
+        if "final" in self._sources:
             final = source == RELABELLING.index("final")
             first, span = xp.where(final, end - 1, first), xp.where(final, 1, span)
-        if "episode" in self._mix.sources:
+        if "episode" in self._sources:
             episode = source == RELABELLING.index("episode")
             first, span = xp.where(episode, start, first), xp.where(episode, end - start, span)
         span = xp.maximum(span, self._one)
         pick = xp.minimum(ops.to_int(ops.uniform(B) * span), span - 1)
         goal_counter, goal_env = first + pick, env
-        if "achieved" in self._mix.sources:
+        if "achieved" in self._sources:
             other_env, other_counter = self._draw_uniform(B)
             chosen = source == RELABELLING.index("achieved")
             goal_counter = xp.where(chosen, other_counter, goal_counter)
             goal_env = xp.where(chosen, other_env, goal_env)
         goals = self._take("next_obs/achieved_goal", (goal_counter % rows) * self.n_envs + goal_env)
-        if "desired" in self._mix.sources and not warm:
+        if "desired" in self._sources and not warm:
             other_env, other_counter = self._draw_other_episode(B, env, start, end)
             desired = self._take(
                 "obs/desired_goal", (other_counter % rows) * self.n_envs + other_env
