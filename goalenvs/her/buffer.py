@@ -313,6 +313,7 @@ class HerReplayBuffer(ReplayBufferBase):
         if not isinstance(state, BufferState):
             raise TypeError(f"state must be a BufferState, got {type(state).__name__}")
         settings = state.settings
+        self._rows, self._n = settings.rows_per_env, settings.n_envs
         lead = (settings.rows_per_env, settings.n_envs)
         for name, value in state.fields.items():
             if tuple(value.shape[:2]) != lead:
@@ -375,7 +376,6 @@ class HerReplayBuffer(ReplayBufferBase):
         self._one, self._last_env = ops.asarray(1), ops.asarray(settings.n_envs - 1)
         self._numbers: tuple[Any, ...] | None = None
         self._all_false = self._no_flags.tobytes() if ops.xp is np else None
-        self._rows = settings.rows_per_env
         self._motion = "motion" in f
         # No add before the one that overwrites counter _retire_from retires an episode
         # (numpy reads it; torch, which would have to read the device, masks every add).
@@ -431,7 +431,8 @@ class HerReplayBuffer(ReplayBufferBase):
 
     @property
     def rows(self) -> int:
-        return self.settings.rows_per_env
+        """Transitions each env keeps: ``buffer_size // n_envs``."""
+        return self._rows
 
     @property
     def n_transitions(self) -> int:
@@ -448,7 +449,7 @@ class HerReplayBuffer(ReplayBufferBase):
     def __repr__(self) -> str:
         where = "" if self.device is None else f", device={str(self.device)!r}"
         return (
-            f"{type(self).__name__}(buffer_size={self.buffer_size}, n_envs={self.n_envs}, "
+            f"{type(self).__name__}(buffer_size={self.buffer_size}, n_envs={self._n}, "
             f"{self._relabelling_repr()}{where}, n_transitions={self.n_transitions})"
         )
 
@@ -465,7 +466,7 @@ class HerReplayBuffer(ReplayBufferBase):
         return True
 
     def _needs_other_episode(self) -> bool:
-        warm = self.steps_added * self.n_envs < self.settings.goal_mix_warmup
+        warm = self.steps_added * self._n < self.settings.goal_mix_warmup
         return "desired" in self._sources and not warm
 
     def _read_horizons(self) -> None:
@@ -475,7 +476,7 @@ class HerReplayBuffer(ReplayBufferBase):
         newest ended episode is intact while at most ``_nonempty_until`` adds have been
         made (its first row ``s`` is overwritten by add ``s + rows``); -1 when none has
         ended."""
-        c, rows = self.counters, self.rows
+        c, rows = self.counters, self._rows
         ended = c["sampleable_from"] < c["sampleable_to"]
         newest = self.xp.where(ended, c["newest_start"], -1).max()
         oldest_open = int(c["current_start"].min())
@@ -487,7 +488,7 @@ class HerReplayBuffer(ReplayBufferBase):
         ``_other_episode_until`` adds have been made: the two newest ended episodes are
         among each env's newest and the one before it; the older stays intact until add
         ``start + rows`` overwrites its first row."""
-        xp, f, c, rows = self.xp, self.fields, self.counters, self.rows
+        xp, f, c, rows = self.xp, self.fields, self.counters, self._rows
         ended = c["sampleable_from"] < c["sampleable_to"]
         newest = xp.where(ended, c["newest_start"], -1)
         has_previous = ended & (c["newest_start"] > c["sampleable_from"])
@@ -521,7 +522,7 @@ class HerReplayBuffer(ReplayBufferBase):
         )
 
     def _priority_capacity(self) -> int:
-        return self.rows * self.n_envs
+        return self._rows * self._n
 
     def _priority_of(self, indices: Any, td_errors: Any, capacity: int) -> tuple[object, ...]:
         if int(indices.min()) < 0 or int(indices.max()) >= capacity:
@@ -548,7 +549,7 @@ class HerReplayBuffer(ReplayBufferBase):
         """Stores one transition per env (values with leading dimension ``n_envs``);
         ``next_obs`` is the true next observation (the final one at an episode's end)."""
         xp, ops, f, c = self.xp, self.ops, self.fields, self.counters
-        rows, n, t = self._rows, self.n_envs, self.steps_added
+        rows, n, t = self._rows, self._n, self.steps_added
         # The hot path: values of the stored shapes go straight into one records row;
         # any other goes through the careful checks, which coerce or explain. On numpy,
         # a mid-episode step's flags are recognized by their bytes (cheaper than any()).
@@ -616,7 +617,7 @@ class HerReplayBuffer(ReplayBufferBase):
 
     def _flags(self, name: str, value: Any) -> Any:
         """A step's ``terminated`` or ``truncated`` as ``(n_envs,)`` bools of this module."""
-        if type(value) is type(self._no_flags) and value.shape == (self.n_envs,):
+        if type(value) is type(self._no_flags) and value.shape == (self._n,):
             return value if value.dtype == self._bool else value != 0
         return self._per_env(name, value, None) != 0
 
@@ -633,10 +634,10 @@ class HerReplayBuffer(ReplayBufferBase):
                 or [v.shape for v in values] != self._add_shapes
             ):
                 return False
-            values[-1] = reward.reshape(self.n_envs, 1)
+            values[-1] = reward.reshape(self._n, 1)
             parts = values if self._pack_index is None else [values[i] for i in self._pack_index]
             if self._reshape_parts:
-                parts = [part.reshape(self.n_envs, -1) for part in parts]
+                parts = [part.reshape(self._n, -1) for part in parts]
             self.ops.write_row(self.records, row, parts)
         except (KeyError, TypeError, AttributeError, RuntimeError, ValueError):
             return False
@@ -644,7 +645,7 @@ class HerReplayBuffer(ReplayBufferBase):
 
     def _close(self, done: Any, t: int) -> None:
         """Ends the episodes ``[current_start, t]`` of the envs where ``done``."""
-        xp, f, c, rows = self.xp, self.fields, self.counters, self.rows
+        xp, f, c, rows = self.xp, self.fields, self.counters, self._rows
         start = c["current_start"]
         first = start % rows
         f["episode_end"][first, self._envs] = xp.where(
@@ -662,7 +663,7 @@ class HerReplayBuffer(ReplayBufferBase):
         open_ = c["current_start"] < t
         if not bool(open_.any()):
             return
-        f["truncated"][(t - 1) % self.rows] |= open_
+        f["truncated"][(t - 1) % self._rows] |= open_
         self._close(open_, t - 1)
         self._no_overflow_before = self._nonempty_until = self._other_episode_until = -1
 
@@ -670,7 +671,7 @@ class HerReplayBuffer(ReplayBufferBase):
         value = self._convert(f"infos[{key!r}]", value, None)
         store = self.fields.get(f"info/{key}")
         if store is None:
-            shape = (self.rows, self.n_envs, *value.shape[1:])
+            shape = (self._rows, self._n, *value.shape[1:])
             store = self.ops.zeros(shape, numpy_dtype(value.dtype))
             self.fields[f"info/{key}"] = store
             self._flat[f"info/{key}"] = flat_view(store)
@@ -681,15 +682,15 @@ class HerReplayBuffer(ReplayBufferBase):
                 store = self.ops.asarray(store, wider)
                 self.fields[f"info/{key}"] = store
                 self._flat[f"info/{key}"] = flat_view(store)
-        store[row] = value.reshape(self.n_envs, *store.shape[2:])
+        store[row] = value.reshape(self._n, *store.shape[2:])
 
     def counter_of_rows(self, rows: Any = None) -> Any:
         """The counter each of ``rows`` (default: every row) holds now: the newest ``t``
-        with ``t % self.rows == row`` (negative for a row not written yet)."""
+        with ``t % self._rows == row`` (negative for a row not written yet)."""
         if rows is None:
-            rows = self.ops.arange(self.rows)
-        last = (self.steps_added - 1) % self.rows
-        return (self.steps_added - 1) - ((last - rows) % self.rows)
+            rows = self.ops.arange(self._rows)
+        last = (self.steps_added - 1) % self._rows
+        return (self.steps_added - 1) - ((last - rows) % self._rows)
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the buffer to ``path`` as an uncompressed ``.npz`` (no pickle), the same
@@ -734,7 +735,7 @@ class HerReplayBuffer(ReplayBufferBase):
 
     def _sample(self, B: int) -> HerBatch:
         xp, ops, f, s = self.xp, self.ops, self.fields, self.settings
-        rows = self.rows
+        rows = self._rows
         if not self.can_sample():
             if self.steps_added > self._nonempty_until:
                 raise RuntimeError(NO_EPISODE_YET)
@@ -746,7 +747,7 @@ class HerReplayBuffer(ReplayBufferBase):
             row, env, mass, total = self.priorities.draw(B)
             counter = self.counter_of_rows(row)
             weights = self._importance(mass, total, B)
-        n = self.n_envs
+        n = self._n
         index = (counter % rows) * n + env
         at_index = self._gather(index)  # every packed field of the drawn rows, one take
         start = self._take("episode_start", index)
@@ -867,7 +868,7 @@ class HerReplayBuffer(ReplayBufferBase):
         ranges laid end to end. Widths (2, 0, 3) give cum (2, 2, 5); x = 3 lies in env 2
         (the first cum > 3), at sampleable_from[2] + 3 - 2."""
         _, cum, _, offset = self._sampleable_numbers()
-        if self.n_envs == 1:
+        if self._n == 1:
             return self._zeros_like(x), x + offset[0]
         env = self.xp.minimum(self.ops.searchsorted(cum, x), self._last_env)
         return env, x + offset[env]
@@ -882,8 +883,8 @@ class HerReplayBuffer(ReplayBufferBase):
         """Which transitions are relabeled, and each one's new goal (any goal on those
         that keep theirs)."""
         xp, ops = self.xp, self.ops
-        rows = self.rows
-        warm = self.steps_added * self.n_envs < self.settings.goal_mix_warmup
+        rows = self._rows
+        warm = self.steps_added * self._n < self.settings.goal_mix_warmup
         thresholds = self._warmup_thresholds if warm else self._thresholds
         u = ops.uniform(B)
         relabel = u < thresholds[-1]
@@ -904,12 +905,10 @@ class HerReplayBuffer(ReplayBufferBase):
             chosen = source == RELABELLING.index("achieved")
             goal_counter = xp.where(chosen, other_counter, goal_counter)
             goal_env = xp.where(chosen, other_env, goal_env)
-        goals = self._take("next_obs/achieved_goal", (goal_counter % rows) * self.n_envs + goal_env)
+        goals = self._take("next_obs/achieved_goal", (goal_counter % rows) * self._n + goal_env)
         if "desired" in self._sources and not warm:
             other_env, other_counter = self._draw_other_episode(B, env, start, end)
-            desired = self._take(
-                "obs/desired_goal", (other_counter % rows) * self.n_envs + other_env
-            )
+            desired = self._take("obs/desired_goal", (other_counter % rows) * self._n + other_env)
             chosen = (source == RELABELLING.index("desired")).reshape(B, *[1] * (goals.ndim - 1))
             goals = xp.where(chosen, desired, goals)
         return relabel, goals
