@@ -18,7 +18,8 @@ Parts (every figure is per round; the table gives the best round of each side):
   second (best of that script's interleaved rounds);
 - ``buffer``: our HerReplayBuffer on ``benchmarks/her_buffer.py``'s Fetch-like episodes
   (16 envs): CPU microseconds per ``add`` of one vector step over a fill of
-  ``BUFFER_TRANSITIONS``, and per ``sample`` of 256 and 2048;
+  ``BUFFER_TRANSITIONS``, and per ``sample`` of 256 and 2048, on numpy and on torch
+  (``DeviceHerReplayBuffer`` on the CPU, fed the same steps as tensors);
 - ``point_reach``: DDPG+HER on PointReach-v0 with the demo's settings, seeds 0-2: the
   env steps and the wall seconds to the first evaluation at 0.95 (what
   ``benchmarks/train.py --tasks point_reach`` measures). The env steps are the same on
@@ -110,6 +111,43 @@ def buffer_worker() -> dict[str, float]:
     for batch in (256, 2048):
         seconds = her_buffer.best_time(lambda b=batch: sample(b), 40_000 // batch + 40)
         result[f"buffer sample {batch} (us)"] = seconds * 1e6
+    # The torch buffer on the CPU, fed the same steps as tensors.
+    from goalenvs.her import DeviceHerReplayBuffer
+
+    space = her_buffer.fetch_like_env()().observation_space
+
+    def reward(achieved: Any, desired: Any, info: Any) -> Any:
+        return -((achieved - desired).norm(dim=-1) > 0.05).float()
+
+    device = DeviceHerReplayBuffer(
+        BUFFER_TRANSITIONS,
+        space,
+        her_buffer.fetch_like_env()().action_space,
+        reward,
+        n_envs=BUFFER_ENVS,
+        seed=0,
+        device="cpu",
+    )
+    tensors = [
+        (
+            {k: torch.from_numpy(v) for k, v in obs.items()},
+            {k: torch.from_numpy(v) for k, v in next_obs.items()},
+            torch.from_numpy(action),
+            torch.from_numpy(rewards),
+            torch.from_numpy(terminated),
+            torch.from_numpy(truncated),
+        )
+        for obs, next_obs, action, rewards, truncated, _, terminated in steps
+    ]
+    start = time.process_time()
+    for i in range(n_steps):
+        device.add(*tensors[i % len(tensors)])
+    result["torch buffer (CPU) add, 16 envs (us/step)"] = (
+        (time.process_time() - start) / n_steps * 1e6
+    )
+    for batch in (256, 2048):
+        seconds = her_buffer.best_time(lambda b=batch: device.sample(b), 40_000 // batch + 40)
+        result[f"torch buffer (CPU) sample {batch} (us)"] = seconds * 1e6
     return result
 
 

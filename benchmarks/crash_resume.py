@@ -107,7 +107,7 @@ def cost(size: int, folder: Path) -> None:
         atomic_write_file(unit / "buffer_rank0.npz", buffer.save)
 
     def buffer_compressed() -> None:
-        arrays = {f"obs__{k}": v for k, v in buffer.state().storage.observations.items()}
+        arrays = {k.replace("/", "__"): v for k, v in buffer.state().fields.items()}
         atomic_write(unit / "compressed.npz", lambda f: np.savez_compressed(f, **arrays))
 
     small = timed(policy_and_state)

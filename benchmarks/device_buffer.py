@@ -42,7 +42,7 @@ import torch
 from gymnasium import spaces
 
 from goalenvs.her import HerReplayBuffer
-from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+from goalenvs.her.buffer import DeviceHerReplayBuffer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from evidence import append_jsonl, run_info

@@ -78,9 +78,11 @@ def buffer_megabytes(config: dict[str, Any]) -> float:
             compute_reward=env.unwrapped.compute_reward,
             n_envs=config["num_envs"],
         )
-        storage = buffer.state().storage
-        arrays = sum(a.nbytes for a in storage if isinstance(a, np.ndarray))
-        infos = len(config.get("info_keys") or ("is_success",)) * 8 * len(storage.records)
+        state = buffer.state()
+        own = [v for v in state.fields.values() if not np.shares_memory(v, state.records)]
+        arrays = state.records.nbytes + sum(v.nbytes for v in own)
+        rows = state.records.shape[0] * state.records.shape[1]
+        infos = len(config.get("info_keys") or ("is_success",)) * 8 * rows
         return (arrays + infos) / 1e6
     finally:
         env.close()

@@ -1,131 +1,199 @@
-"""The reference Hindsight Experience Replay buffer.
+"""The reference Hindsight Experience Replay buffer, written once over the array module.
 
-:class:`HerReplayBuffer` writes episodes into the storage that
-:mod:`goalenvs.her.buffer_state` describes (flat ring buffers, one stream per env, one
-row per observation) and samples them through its :class:`~goalenvs.her.buffer_sampling.
-HerSampler`: a transition is drawn uniformly among all complete, intact episodes of every
-stream, relabeled with probability ``k / (k + 1)`` (``k = n_sampled_goal``), and the
-rewards of the whole batch come from one ``compute_reward(next_achieved_goal,
-desired_goal, info)`` call. Its file is :mod:`goalenvs.her.buffer_file`'s; what both HER
-buffers share (settings, input checks, copies, prioritized replay's rules) lives in
-:mod:`goalenvs.her.settings` and :mod:`goalenvs.her.common`.
+:class:`HerReplayBuffer` keeps its episodes in time-major rings ``(rows, n_envs)``, one
+stream per parallel env, as stable-baselines3's buffer does, in numpy arrays on the host
+or in torch tensors on any device (:class:`DeviceHerReplayBuffer`); every line below runs
+on both (``xp`` is the module), and the few operations the two spell differently sit in
+:class:`~goalenvs.her.buffer_state.NumpyOps` / :class:`~goalenvs.her.buffer_state.TorchOps`.
+Its state (:class:`~goalenvs.her.buffer_state.BufferState`) and its file
+(:mod:`goalenvs.her.buffer_file`) live beside it.
+
+Storage
+-------
+``rows = buffer_size // n_envs``. Each ``add`` writes row ``t % rows`` of every env, ``t``
+counting the adds (unwrapped: it only grows). A row holds one transition with both its
+observations. ``episode_start[row, env]`` is the counter of the first transition of the
+row's episode; ``episode_end[s % rows, env]`` is one past the counter of the last
+transition of the episode that starts at counter ``s``, written when it ends. An env's
+sampleable transitions are one range of counters ``[sampleable_from, sampleable_to)``:
+the end of its newest complete episode, and the start of its oldest intact one. When an
+add is about to overwrite the first row of that oldest episode, ``sampleable_from`` jumps
+to its end: the whole episode leaves at once.
+
+Example, rows = 4, one env: episodes [0, 3) and [3, 4) stored; add 4 overwrites counter
+0 (row 0), so ``sampleable_from`` goes 0 -> 3 and counters 1, 2 leave with it.
+
+Sampling
+--------
+A transition is drawn uniformly over the sampleable counters of every env (a cumulative
+sum over the envs and a ``searchsorted``), or by priority (:class:`Priorities`). Its goal
+source is drawn from the relabelling mix (:class:`~goalenvs.her.goal_mix.GoalMix`): for a
+transition at counter ``c`` of an episode ``[s, e)``, ``future`` takes the next achieved
+goal of a counter uniform in ``c .. e-1``, ``final`` of ``e-1``, ``episode`` of one uniform
+in ``s .. e-1``, ``achieved`` of any sampleable transition, ``desired`` the desired goal of
+a transition of another episode, ``original`` keeps its own. The rewards of the whole
+batch, every step of an n-step return included, come from one ``compute_reward`` call.
+
+Priorities
+----------
+:class:`Priorities` (torch: a masked cumulative sum and a ``searchsorted``, no host read)
+and :class:`TreePriorities` (numpy: a sum tree, ``O(log N)`` a draw) are the one small
+interface: ``draw``, ``update``, and the hooks ``closed`` / ``retired`` as episodes end
+and leave.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.core.backend import is_tensor
 from goalenvs.core.types import DeviceLike
-from goalenvs.her.buffer_file import read_buffer_file, write_buffer_file
-from goalenvs.her.buffer_sampling import HerSampler
-from goalenvs.her.buffer_state import HerBufferState, HerStorage
-from goalenvs.her.common import HerBatch, ReplayBufferBase, to_numpy
-from goalenvs.her.goal_mix import GoalMix
+from goalenvs.her.buffer_file import legacy_state, read_file, write_file
+from goalenvs.her.buffer_state import (
+    BufferState,
+    NumpyOps,
+    TorchOps,
+    empty_state,
+    field_views,
+    flat_view,
+    numpy_dtype,
+    packed_names,
+    packed_slices,
+    width_of,
+)
+from goalenvs.her.common import (
+    NO_EPISODE_YET,
+    HerBatch,
+    ReplayBufferBase,
+    batch_shape_error,
+    no_other_episode_error,
+    reward_shape_error,
+)
+from goalenvs.her.goal_mix import FUTURE_ONLY, RELABELLING, GoalMix
 from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
 from goalenvs.her.sumtree import SumTree
 
-__all__ = ["HerReplayBuffer"]
-
-# Where a step is written in the (rows, n_envs) views: one row for every env (episodes
-# that end together), else a pair of index arrays (rows, envs).
-Row = int | tuple[np.ndarray, np.ndarray]
-
-_BOOL = np.dtype(bool)
+__all__ = ["DeviceHerReplayBuffer", "HerReplayBuffer", "Priorities", "TreePriorities"]
 
 
-class _StepBytes(NamedTuple):
-    """Where the bytes of a one-env mid-episode step go: the action and reward of record
-    ``row`` and the observation keys of record ``row + 1`` lie in one contiguous run of the
-    records' bytes (when the records have no padding), so add() writes them with one
-    bytes join and one copy, where a numpy assignment per field costs about twice as much.
+# ---------------------------------------------------------------------- priorities
+class Priorities:
+    """The draws of a prioritized buffer, in proportion to ``p ** alpha``.
+
+    ``raw[row, env]`` holds each row's ``p ** alpha`` (TD-error priorities; goal motion
+    reads the buffer's ``motion`` path instead). This face, torch's, keeps no other
+    state: a draw masks the rows that cannot be sampled and takes a cumulative sum and a
+    ``searchsorted`` (``O(rows * n_envs)``, no host read, capturable).
+    :class:`TreePriorities`, numpy's, keeps a sum tree of the sampleable rows' weights
+    instead (``O(log N)`` a draw), written as episodes end and leave.
     """
 
-    #: The records' bytes.
-    memory: memoryview
-    #: Bytes per record.
-    record_size: int
-    #: Where the action starts within a record.
-    action_offset: int
-    action_dtype: np.dtype
-    reward_dtype: np.dtype
-    #: (key, shape of the one env's value, dtype) per observation key, in the records' order.
-    observation_layout: tuple[tuple[str, tuple[int, ...], np.dtype], ...]
+    def __init__(self, buffer: HerReplayBuffer, raw: Any) -> None:
+        self.buffer, self.raw = buffer, raw
 
-    @classmethod
-    def of(cls, records: np.ndarray) -> _StepBytes | None:
-        """The layout of ``records``, or None when its fields are padded."""
-        layout = records.dtype
-        names = layout.names or ()
-        by_name: Mapping[str, Any] = layout.fields or {}
-        fields = [by_name[name] for name in names]
-        offsets = [offset for _, offset, *_ in fields]
-        sizes = [dtype.itemsize for dtype, *_ in fields]
-        if offsets != list(np.cumsum([0, *sizes[:-1]])) or sum(sizes) != layout.itemsize:
-            return None
-        observation_layout = tuple(
-            (name[4:], (1, *dtype.shape), dtype.base)
-            for name, (dtype, *_) in zip(names, fields, strict=True)
-            if name.startswith("obs/")
-        )
-        action, reward = records["action"], records["reward"]
-        return cls(
-            memory=records.view(np.uint8).data,
-            record_size=layout.itemsize,
-            action_offset=by_name["action"][1],
-            action_dtype=action.dtype,
-            reward_dtype=reward.dtype,
-            observation_layout=observation_layout,
-        )
+    def closed(self, done: Any, start: Any, t: int) -> None:
+        """The episodes ``[start, t]`` of the envs where ``done`` became sampleable."""
 
-    def join(self, action: np.ndarray, reward: np.ndarray, next_obs: Any) -> bytes | None:
-        """The bytes of a step (action, reward, then the next observation's keys), or None
-        when a key of ``next_obs`` is missing or not an array of the expected shape (add()
-        then checks it the careful way)."""
-        # Each value's bytes in the records' dtype, cast first where it has another one
-        # (written out rather than a helper call: add() runs this once per env step).
-        action_dtype, reward_dtype = self.action_dtype, self.reward_dtype
-        parts = [
-            action.tobytes()
-            if action.dtype is action_dtype
-            else action.astype(action_dtype).tobytes(),
-            reward.tobytes()
-            if reward.dtype is reward_dtype
-            else reward.astype(reward_dtype).tobytes(),
-        ]
-        try:
-            if len(next_obs) != len(self.observation_layout):
-                return None
-            for key, shape, dtype in self.observation_layout:
-                value = next_obs[key]
-                if type(value) is not np.ndarray or value.shape != shape:
-                    return None
-                parts.append(
-                    value.tobytes() if value.dtype is dtype else value.astype(dtype).tobytes()
-                )
-        except (TypeError, KeyError):
-            return None
-        return b"".join(parts)
+    def retired(self, hit: Any, old: int, end: Any) -> None:
+        """The episodes ``[old, end)`` of the envs where ``hit`` left the buffer."""
 
-    def write(self, row: int, step: bytes) -> None:
-        """Writes a step's bytes (see :meth:`join`) from the action of record ``row`` on."""
-        at = self.record_size * row + self.action_offset
-        self.memory[at : at + len(step)] = step
+    def weights(self) -> Any:
+        """Every row's draw weight, 0 where it cannot be sampled: ``(rows, n_envs)``."""
+        b = self.buffer
+        xp, f, c = b.xp, b.fields, b.counters
+        counter = b.counter_of_rows()[:, None]
+        live = (counter >= c["sampleable_from"]) & (counter < c["sampleable_to"])
+        if "motion" in f:
+            # Each row's episode's whole path: the path its last row holds.
+            start = f["episode_start"] % b.rows
+            last = (b.ops.take_rows(f["episode_end"], start) - 1) % b.rows
+            s = b.settings
+            weight = (b.ops.take_rows(f["motion"], last) + s.priority_eps) ** s.alpha
+        else:
+            weight = self.raw
+        return xp.where(live, weight, 0.0)
+
+    def draw(self, count: int) -> tuple[Any, Any, Any, Any]:
+        """``count`` rows drawn in proportion to their weight: ``(row, env, weight of
+        each, total weight)``."""
+        b = self.buffer
+        weights = self.weights().reshape(-1)
+        cum = b.xp.cumsum(weights, 0)
+        total = cum[-1]
+        flat = b.ops.searchsorted(cum, b.ops.uniform(count) * total)
+        flat = b.xp.minimum(flat, b.ops.asarray(weights.shape[0] - 1))
+        return flat // b.n_envs, flat % b.n_envs, weights[flat], total
+
+    def update(self, flat: Any, value: Any) -> None:
+        """Sets the TD-error weights of the sampleable rows among ``flat``."""
+        live = self.weights().reshape(-1)[flat] > 0
+        raw = self.raw.reshape(-1)  # a view
+        raw[flat] = self.buffer.xp.where(live, value, raw[flat])
+
+
+class TreePriorities(Priorities):
+    """:class:`Priorities` over a sum tree of the sampleable rows' weights (numpy)."""
+
+    def __init__(self, buffer: HerReplayBuffer, raw: Any) -> None:
+        super().__init__(buffer, raw)
+        self.tree = SumTree(raw.size)
+        self.tree.set_all(super().weights().reshape(-1))
+
+    def _episode_rows(self, envs: np.ndarray, first: np.ndarray, stop: np.ndarray) -> Any:
+        """The flat indices of counters ``first[i] .. stop[i] - 1`` of ``envs[i]``."""
+        length = stop - first
+        offset = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
+        rows = (np.repeat(first, length) + offset) % self.buffer.rows
+        return rows * self.buffer.n_envs + np.repeat(envs, length), length
+
+    def closed(self, done: Any, start: Any, t: int) -> None:
+        envs = np.flatnonzero(done)
+        if envs.size == 0:
+            return
+        b = self.buffer
+        flat, length = self._episode_rows(envs, start[envs], np.full(envs.size, t + 1))
+        if "motion" in b.fields:
+            path = b.fields["motion"][t % b.rows, envs]
+            value = np.repeat((path + b.settings.priority_eps) ** b.settings.alpha, length)
+        else:
+            value = self.raw.reshape(-1)[flat]
+        self.tree.update(flat, value)
+
+    def retired(self, hit: Any, old: int, end: Any) -> None:
+        envs = np.flatnonzero(hit)
+        if envs.size:
+            flat, _ = self._episode_rows(envs, np.full(envs.size, old), end[envs])
+            self.tree.update(flat, 0.0)
+
+    def weights(self) -> Any:
+        return self.tree.leaves.reshape(self.raw.shape)
+
+    def draw(self, count: int) -> tuple[Any, Any, Any, Any]:
+        tree, n = self.tree, self.buffer.n_envs
+        flat = tree.find(self.buffer.ops.uniform(count) * tree.total)
+        return flat // n, flat % n, tree.nodes[tree.size + flat], tree.total
+
+    def update(self, flat: Any, value: Any) -> None:
+        live = self.tree.nodes[self.tree.size + flat] > 0
+        self.raw.reshape(-1)[flat[live]] = value[live]
+        self.tree.update(flat[live], value[live])
 
 
 class HerReplayBuffer(ReplayBufferBase):
-    """Hindsight Experience Replay buffer with relabeling at sample time.
+    """Hindsight Experience Replay buffer with relabeling at sample time, in host memory
+    (numpy) or on a torch device.
 
     Args:
-        buffer_size: rows of storage over all envs (each env gets ``buffer_size // n_envs``).
-            A row holds one transition; each stored episode also uses one row for its final
-            observation, so episodes of ``T`` steps fill ``T / (T + 1)`` of it with
-            transitions.
+        buffer_size: transitions held over all envs: each env keeps the last
+            ``buffer_size // n_envs`` (``rows_per_env``), each with both its observations;
+            an episode may be up to ``rows_per_env`` transitions long.
         observation_space: the single-env goal Dict space (``observation``,
             ``achieved_goal``, ``desired_goal``; other keys are stored alike).
         action_space: the single-env action space (Box, Discrete or MultiBinary).
@@ -144,7 +212,9 @@ class HerReplayBuffer(ReplayBufferBase):
             stored as arrays and passed back as a dict of batched arrays.
         compute_terminated: None keeps the stored ``terminated`` for relabeled goals (as
             stable-baselines3); a goal env or callable recomputes it for relabeled goals.
-        seed: seed of the numpy Generator (``rng``) that draws every sample.
+        seed: seed of the generator that draws every sample (numpy's ``rng``, or torch's
+            :attr:`generator` on ``device``): samples are reproducible on one array
+            module and device, not equal across them.
         prioritized: proportional prioritized replay (Schaul et al. 2016) over the stored
             transitions instead of uniform draws: transition ``i`` is drawn with probability
             ``p_i ** alpha / sum_j p_j ** alpha``; relabeling still happens at sample time.
@@ -186,14 +256,19 @@ class HerReplayBuffer(ReplayBufferBase):
             1 (the default): one-step transitions, ``discounts`` None.
         gamma: the discount of n-step returns, in (0, 1): the agent's. Needed when
             ``n_step > 1``.
+        device: None keeps the storage in numpy arrays in host memory; a torch device
+            (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``) keeps it in tensors
+            there, and ``add`` and ``sample`` are tensor operations on it
+            (:class:`DeviceHerReplayBuffer` is this buffer with ``device`` required).
+            There ``compute_reward`` (and ``compute_terminated``) receive tensors on
+            ``device`` and should return tensors there (a numpy result is copied back: a
+            host round trip per batch).
+
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
     copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
     """
 
     _NAME = "HerReplayBuffer"
-
-    #: The generator of every draw of :meth:`sample`.
-    rng: np.random.Generator
 
     def __init__(
         self,
@@ -219,551 +294,409 @@ class HerReplayBuffer(ReplayBufferBase):
         motion_weights: Sequence[float] | None = None,
         n_step: int = 1,
         gamma: float | None = None,
+        *,
+        device: DeviceLike | None = None,
     ) -> None:
-        settings = BufferSettings(
-            buffer_size,
-            observation_space,
-            action_space,
-            n_envs,
-            n_sampled_goal,
-            goal_selection_strategy,
-            handle_timeout_termination,
-            info_keys,
-            seed,
-            prioritized,
-            alpha,
-            beta,
-            priority_eps,
-            goal_mix,
-            goal_mix_warmup,
-            priority,
-            motion_clip,
-            motion_weights,
-            n_step,
-            gamma,
-        )
-        rng_state = dict(np.random.default_rng(seed).bit_generator.state)
-        self._adopt(HerBufferState.empty(settings, rng_state), compute_reward, compute_terminated)
+        checked = BufferSettings(
+            buffer_size, observation_space, action_space, n_envs=n_envs,
+            n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
+            handle_timeout_termination=handle_timeout_termination, info_keys=info_keys,
+            seed=seed, prioritized=prioritized, alpha=alpha, beta=beta,
+            priority_eps=priority_eps, goal_mix=goal_mix, goal_mix_warmup=goal_mix_warmup,
+            priority=priority, motion_clip=motion_clip, motion_weights=motion_weights,
+            n_step=n_step, gamma=gamma,
+        )  # fmt: skip
+        ops = NumpyOps(seed) if device is None else TorchOps(device, checked.seed)
+        self._adopt(empty_state(checked, ops), compute_reward, compute_terminated)
 
-    def _adopt(
-        self, state: HerBufferState, compute_reward: object, compute_terminated: object
-    ) -> None:
-        """Makes this object the buffer ``state`` describes, on the state's arrays."""
-        if not isinstance(state, HerBufferState):
-            raise TypeError(f"state must be a HerBufferState, got {type(state).__name__}")
-        state.check()
-        settings, storage = state.settings, state.storage
-        self._configure(
-            settings,
-            compute_reward,
-            compute_terminated,
-            {key: values.dtype for key, values in storage.observations.items()},
-            storage.actions.dtype,
-        )
-        self.rng = _generator_from_state(state.rng_state)
-        self._storage = storage
-        self._steps_added = state.steps_added
-        self._max_priority = float(state.max_priority)
-        weights = settings.motion_weights
-        self._motion_weights = None if weights is None else np.asarray(weights, np.float64)
-        self._tree: SumTree | None = None
+    def _adopt(self, state: BufferState, compute_reward: object, terminated: object) -> None:
+        if not isinstance(state, BufferState):
+            raise TypeError(f"state must be a BufferState, got {type(state).__name__}")
+        settings = state.settings
+        self._rows, self._n = settings.rows_per_env, settings.n_envs
+        lead = (settings.rows_per_env, settings.n_envs)
+        for name, value in state.fields.items():
+            if tuple(value.shape[:2]) != lead:
+                raise ValueError(
+                    f"state.fields[{name!r}] has shape {tuple(value.shape)}; expected its "
+                    f"first two dimensions {lead} (rows_per_env, n_envs)"
+                )
+        ops = NumpyOps() if state.device is None else TorchOps(state.device)
+        ops.set_rng_state(state.rng_state)
+        self.ops, self.xp, self.device = ops, ops.xp, ops.device
+        f = dict(state.fields)
+        packed = packed_names(settings)
+        records = state.records
+        if records is None:  # fields of their own (a file, a copy): packed side by side
+            records = ops.zeros(
+                (settings.rows_per_env, settings.n_envs, sum(width_of(s) for _, s in packed)),
+                np.float32,
+            )
+            for name, view in field_views(records, packed).items():
+                view[...] = f[name]
+                f[name] = view
+        else:  # its views (a pickle brings them back as arrays of their own: stale)
+            f.update(field_views(records, packed))
+        self.records = records
+        self._packed = packed_slices(packed)
+        self._records_flat = flat_view(records)
+        keys = sorted(settings.observation_space.spaces)
+        obs_dtypes = {key: f[f"obs/{key}"].dtype for key in keys}
+        self._configure(settings, compute_reward, terminated, obs_dtypes, f["action"].dtype)
+        self.fields, self.counters = f, state.counters
+        self.steps_added = state.steps_added
+        self.max_priority = state.max_priority
+        self.priorities: Priorities | None = None
         if state.priorities is not None:
-            # Leaf row * n_envs + env holds p ** alpha of that row's transition while it can
-            # be sampled (its episode is complete and intact), 0 otherwise.
-            self._tree = SumTree(state.priorities.size)
-            self._tree.set_all(state.priorities)
-        self._sampler = HerSampler(settings, storage, self._tree)
-
-        n, rows = settings.n_envs, settings.rows_per_env
-        self._rows = rows  # rows_per_env, read once per add()
-        self._env_index = np.arange(n, dtype=np.int64)
-        head = self._steps_added + storage.episodes_closed
-        # Envs whose next add() starts an episode: those with no transition in progress.
-        self._at_episode_start = storage.episode_start == head
-        self._n_at_episode_start = int(self._at_episode_start.sum())
-        # (rows, n_envs) views of the per-row values that add() writes.
-        self._obs_rows = tuple(
-            (key, values.reshape(rows, n, *values.shape[1:]))
-            for key, values in storage.observations.items()
+            face = TreePriorities if ops.xp is np else Priorities
+            self.priorities = face(self, state.priorities)
+        mix = settings.relabel_mix
+        self._mix, self._thresholds = mix, ops.asarray(mix.thresholds(), np.float64)
+        self._sources = frozenset(mix.sources)
+        self._warmup_thresholds = ops.asarray(FUTURE_ONLY.thresholds(), np.float64)
+        weights = settings.motion_weights
+        self._motion_weights = None if weights is None else ops.asarray(weights, np.float64)
+        self._envs = ops.arange(settings.n_envs)
+        self._action_shape = (settings.n_envs, *settings.action_shape)
+        # add(): the shapes it takes straight in (obs and next_obs by key, action, reward)
+        # and which of them go into the records row, in its order.
+        self._obs_keys = keys
+        self._add_shapes = [self._obs_shapes[k] for k in keys] * 2
+        self._add_shapes += [self._action_shape, (settings.n_envs,)]
+        names = [f"obs/{k}" for k in keys] + [f"next_obs/{k}" for k in keys]
+        names += ["action", "reward"]
+        index = [names.index(name) for name in self._packed]
+        self._pack_index = None if index == list(range(len(names))) else index
+        self._unpacked_obs = [k for k in keys if f"obs/{k}" not in self._packed]
+        self._action_packed = "action" in self._packed
+        self._reshape_parts = any(
+            len(shape) != 1 for _, _, shape in list(self._packed.values())[:-1]
         )
-        self._action_rows = storage.actions.reshape(rows, n, *storage.actions.shape[1:])
-        self._reward_rows = storage.rewards.reshape(rows, n)
-        self._step_bytes = _StepBytes.of(storage.records) if n == 1 else None
-        self._action_full_shape = (n, *self.action_shape)
-        self._per_env_shape = (n,)
-        # Episode offsets 0 0 .. 1 1 .. (each repeated n_envs times), grown on demand: the
-        # offset_in_episode values of episodes that every env ends together.
-        self._lockstep_offsets = np.zeros(0, dtype=np.int32)
-        self._all_false = bytes(n)  # the bytes of an all-False flag array of n_envs
-        self._summarize()
+        self._no_flags = ops.zeros((settings.n_envs,), bool)
+        self._one, self._last_env = ops.asarray(1), ops.asarray(settings.n_envs - 1)
+        self._numbers: tuple[Any, ...] | None = None
+        self._all_false = self._no_flags.tobytes() if ops.xp is np else None
+        self._motion = "motion" in f
+        # No add before the one that overwrites counter _retire_from retires an episode
+        # (numpy reads it; torch, which would have to read the device, masks every add).
+        self._retire_from = ops.lowest(state.counters["sampleable_from"])
+        self._bool = f["terminated"].dtype
+        # Flat (rows * n_envs, ...) views of every field, gathered by row * n_envs + env.
+        self._flat = {name: flat_view(value) for name, value in f.items()}
+        # What the host last read of the device (see _read_horizons): -1, nothing yet.
+        self._no_overflow_before = -1
+        self._nonempty_until = -1
+        self._other_episode_until = -1
+
+    def __setstate__(self, pickled: dict[str, Any]) -> None:
+        # A pickle of goalenvs 148f048 or earlier holds the old numpy buffer's state.
+        state = pickled.get("state")
+        if not isinstance(state, BufferState):
+            state = legacy_state(pickled, self._NAME)
+        self._adopt(state, pickled["compute_reward"], pickled.get("compute_terminated"))
 
     # ------------------------------------------------------------------ state
-    def state(self, *, truncate_in_progress: bool = False) -> HerBufferState:
-        """The buffer's whole content but its goal functions, on the buffer's own arrays
-        (no copy: ``state().copy()`` for a snapshot).
-
-        With ``truncate_in_progress``, the episodes in progress are ended at their last
-        stored transition, as :meth:`truncate_last_trajectory` would, in copies of the
-        bookkeeping arrays that this leaves to the state (the records and infos stay
-        shared): the live buffer goes on with its episodes in progress.
-        """
-        tree = self._tree
-        state = HerBufferState(
-            settings=self._settings,
-            storage=self._storage,
-            steps_added=self._steps_added,
-            priorities=None if tree is None else tree.leaves,
-            max_priority=self._max_priority,
-            rng_state=dict(self.rng.bit_generator.state),
-        )
-        if not truncate_in_progress or self._n_at_episode_start == self.n_envs:
+    def state(self, *, truncate_in_progress: bool = False) -> BufferState:
+        """The buffer's content, on its own arrays (no copy: ``state().copy()`` for a
+        snapshot). With ``truncate_in_progress`` the episodes in progress end at their last
+        stored transition, as truncations, in copies of the arrays that changes: the live
+        buffer goes on with them."""
+        state = self._state()
+        if not truncate_in_progress:
             return state
-        closed = self.from_state(
-            dataclasses.replace(state, storage=self._storage.with_copied_bookkeeping()),
-            self.compute_reward,
-            self.compute_terminated,
-        )
+        fields = dict(state.fields)
+        for name in ("truncated", "episode_end"):
+            fields[name] = copy.copy(fields[name]) if self.xp is np else fields[name].clone()
+        counters = {
+            name: value.copy() if self.xp is np else value.clone()
+            for name, value in state.counters.items()
+        }
+        cut = dataclasses.replace(state, fields=fields, counters=counters)
+        closed = type(self).from_state(cut, self.compute_reward, self.compute_terminated)
         closed.truncate_last_trajectory()
-        return closed.state()
+        return closed._state()
 
-    def _state_from_legacy(self, pickled: dict[str, Any]) -> HerBufferState:
-        """The state of a buffer pickled by goalenvs 0.1.0's code (its ``__dict__``)."""
-        if "_records" not in pickled:
-            return super()._state_from_legacy(pickled)
-        settings = BufferSettings(
-            pickled["buffer_size"],
-            pickled["observation_space"],
-            pickled["action_space"],
-            pickled["n_envs"],
-            pickled["n_sampled_goal"],
-            pickled["goal_selection_strategy"],
-            pickled["handle_timeout_termination"],
-            pickled["info_keys"],
-            None,
-            pickled.get("prioritized", False),
-            pickled.get("alpha", 0.6),
-            pickled.get("_beta", 0.4),
-            pickled.get("priority_eps", 1e-6),
-        )
-        storage = HerStorage(
-            records=pickled["_records"],
-            terminated=pickled["_terminated"],
-            truncated=pickled["_truncated"],
-            infos=pickled["_infos"],
-            offset_in_episode=pickled["_to_start"],
-            episode_length=pickled["_ep_len"],
-            transition_row=pickled["_trans_row"],
-            episode_start=pickled["_ep_start"],
-            intact_start=pickled["_valid_lo"],
-            sampleable_from=pickled["_t_lo"],
-            sampleable_to=pickled["_t_hi"],
-            episodes_closed=pickled["_skip"],
-        )
-        tree = pickled.get("_tree")
-        return HerBufferState(
-            settings=settings,
-            storage=storage,
-            steps_added=int(pickled["_t"]),
-            priorities=None if tree is None else np.array(tree.leaves),
-            max_priority=float(pickled.get("_max_priority", 1.0)),
-            rng_state=dict(pickled["_rng"].bit_generator.state),
+    def _state(self) -> BufferState:
+        return BufferState(
+            self.settings,
+            self.device,
+            self.fields,
+            self.counters,
+            self.steps_added,
+            None if self.priorities is None else self.priorities.raw,
+            self.max_priority,
+            self.ops.rng_state(),
+            self.records,
         )
 
-    def _summarize(self) -> None:
-        """Rewrites the two summaries of the per-env counters that add() tests.
+    @property
+    def rows(self) -> int:
+        """Transitions each env keeps: ``buffer_size // n_envs``."""
+        return self._rows
 
-        Called wherever ``episodes_closed`` or ``intact_start`` change (closing, retiring,
-        adopting a state), so the summaries are never stale. While every env has closed
-        the same number of episodes, every env writes the same row and
-        ``_common_episodes_closed`` is that number (else None). add() must retire an old
-        episode once ``_steps_added`` reaches ``_next_retire_step``: the step whose next
-        observation lands on the first row of an env's oldest intact episode.
-        """
-        storage = self._storage
-        closed = storage.episodes_closed
-        self._common_episodes_closed = int(closed[0]) if _all_equal(closed) else None
-        oldest = int(np.subtract(storage.intact_start, closed).min())
-        self._next_retire_step = oldest + self.rows_per_env - 1
-
-    # ------------------------------------------------------------------ properties
     @property
     def n_transitions(self) -> int:
-        """Transitions that can be sampled: those of complete, intact episodes."""
-        return self._sampler.n_transitions
+        """Transitions that can be sampled: those of complete, intact episodes (a host
+        read on torch: for logs, not the inner loop)."""
+        c = self.counters
+        return int((c["sampleable_to"] - c["sampleable_from"]).sum())
 
     @property
     def episodes_in_progress(self) -> int:
         """Envs whose current episode has stored transitions but has not ended."""
-        return self.n_envs - self._n_at_episode_start
-
-    def can_sample(self) -> bool:
-        """Whether the buffer holds a complete, intact episode (``sample`` works), and a
-        second one once the mix draws other episodes' desired goals."""
-        if self.n_transitions == 0:
-            return False
-        return not self._sampler.needs_other_episode(self._steps_added) or (
-            self._sampler.holds_two_episodes()
-        )
+        return int((self.counters["current_start"] < self.steps_added).sum())
 
     def __repr__(self) -> str:
+        where = "" if self.device is None else f", device={str(self.device)!r}"
         return (
-            f"HerReplayBuffer(buffer_size={self.buffer_size}, n_envs={self.n_envs}, "
-            f"{self._relabelling_repr()}, n_transitions={self.n_transitions})"
+            f"{type(self).__name__}(buffer_size={self.buffer_size}, n_envs={self._n}, "
+            f"{self._relabelling_repr()}{where}, n_transitions={self.n_transitions})"
         )
+
+    def can_sample(self) -> bool:
+        """Whether a batch can be drawn (a complete episode, two for ``desired`` goals).
+        It reads the device only when its last reading no longer vouches for it."""
+        if self.steps_added > self._nonempty_until:
+            self._read_horizons()
+        if self.steps_added > self._nonempty_until:
+            return False
+        if self._needs_other_episode() and self.steps_added > self._other_episode_until:
+            self._read_other_episode()
+            return self.steps_added <= self._other_episode_until
+        return True
+
+    def _needs_other_episode(self) -> bool:
+        warm = self.steps_added * self._n < self.settings.goal_mix_warmup
+        return "desired" in self._sources and not warm
+
+    def _read_horizons(self) -> None:
+        """The one host read of add() and sample(): after it, no episode in progress can
+        outgrow the ring before add number ``_no_overflow_before`` (an episode that
+        starts at ``s`` has ``rows`` transitions after add ``s + rows - 1``), and the
+        newest ended episode is intact while at most ``_nonempty_until`` adds have been
+        made (its first row ``s`` is overwritten by add ``s + rows``); -1 when none has
+        ended."""
+        c, rows = self.counters, self._rows
+        ended = c["sampleable_from"] < c["sampleable_to"]
+        newest = self.xp.where(ended, c["newest_start"], -1).max()
+        oldest_open = int(c["current_start"].min())
+        self._no_overflow_before = oldest_open + rows
+        self._nonempty_until = int(newest) + rows if int(newest) >= 0 else -1
+
+    def _read_other_episode(self) -> None:
+        """After it, two complete intact episodes are held while at most
+        ``_other_episode_until`` adds have been made: the two newest ended episodes are
+        among each env's newest and the one before it; the older stays intact until add
+        ``start + rows`` overwrites its first row."""
+        xp, f, c, rows = self.xp, self.fields, self.counters, self._rows
+        ended = c["sampleable_from"] < c["sampleable_to"]
+        newest = xp.where(ended, c["newest_start"], -1)
+        has_previous = ended & (c["newest_start"] > c["sampleable_from"])
+        previous_start = f["episode_start"][(c["newest_start"] - 1) % rows, self._envs]
+        previous = xp.where(has_previous, previous_start, -1)
+        starts = sorted(self.ops.to_numpy(xp.concatenate([newest, previous])).tolist())
+        second = starts[-2] if len(starts) > 1 else -1
+        self._other_episode_until = second + rows if second >= 0 else -1
+
+    # ------------------------------------------------------------------ input checks
+    def _convert(self, name: str, value: object, dtype: Any) -> Any:
+        if is_tensor(value):
+            if self.device is None:
+                return value.detach().cpu().numpy()
+            if value.device != self.device:
+                raise ValueError(
+                    f"{name} is a tensor on {value.device}, expected one on {self.device}"
+                )
+            return value
+        return self.ops.asarray(np.asarray(value))
+
+    def _priority_input(self, value: object) -> Any:
+        array = self._convert("indices", value, None)
+        return array.reshape(-1) if array.ndim == 2 and array.shape[1] == 1 else array
+
+    def _priority_indices_are_integers(self, indices: Any) -> bool:
+        return not (
+            indices.dtype.is_floating_point
+            if is_tensor(indices)
+            else (not np.issubdtype(indices.dtype, np.integer))
+        )
+
+    def _priority_capacity(self) -> int:
+        return self._rows * self._n
+
+    def _priority_of(self, indices: Any, td_errors: Any, capacity: int) -> tuple[object, ...]:
+        if int(indices.min()) < 0 or int(indices.max()) >= capacity:
+            return indices, None, True, False
+        priority = self.xp.abs(self.ops.asarray(td_errors, np.float64)) + self.priority_eps
+        return indices, priority, False, not bool(self.xp.isfinite(priority).all())
+
+    def _priority_set(self, indices: Any, priority: Any) -> None:
+        assert self.priorities is not None
+        self.priorities.update(self.ops.to_int(indices), priority**self.alpha)
+        self.max_priority = max(self.max_priority, float(priority.max()))
 
     # ------------------------------------------------------------------ writing
     def add(
         self,
-        obs: Mapping[str, np.ndarray],
-        next_obs: Mapping[str, np.ndarray],
-        action: np.ndarray,
-        reward: np.ndarray,
-        terminated: np.ndarray,
-        truncated: np.ndarray,
-        infos: Mapping[str, np.ndarray] | Sequence[Mapping[str, object]] | None = None,
+        obs: Mapping[str, Any],
+        next_obs: Mapping[str, Any],
+        action: Any,
+        reward: Any,
+        terminated: Any,
+        truncated: Any,
+        infos: Any = None,
     ) -> None:
-        """Stores one transition per env; every array has leading dimension ``n_envs``.
-
-        ``next_obs`` is the true next observation (the final one on an episode's last
-        step, not the reset observation of the next episode). An env's episode ends when
-        ``terminated | truncated``; its next ``add`` starts a new episode. Within an
-        episode ``obs`` is the previous ``next_obs``: it is neither stored nor checked again.
-        ``infos`` is a dict of per-env arrays (gymnasium vector envs) or a sequence of
-        per-env dicts (stable-baselines3); only ``info_keys`` are read.
-        """
-        rows = self._rows
-        # ``obs`` is read only where an episode starts (mid-episode it is the stored
-        # previous next_obs), so only then is it checked.
-        if self._n_at_episode_start:
-            obs = self._check_obs("obs", obs)
-        if type(action) is not np.ndarray or action.shape != self._action_full_shape:
-            action = self._check_action(action)
-        if type(reward) is not np.ndarray or reward.shape != self._per_env_shape:
-            reward = self._per_env("reward", reward, None)
-        step_bytes = self._step_bytes
-        step = None if step_bytes is None else step_bytes.join(action, reward, next_obs)
-        if step is None:
-            next_obs = self._check_obs("next_obs", next_obs)
-        if _both_all_false(terminated, truncated, self._all_false):
+        """Stores one transition per env (values with leading dimension ``n_envs``);
+        ``next_obs`` is the true next observation (the final one at an episode's end)."""
+        xp, ops, f, c = self.xp, self.ops, self.fields, self.counters
+        rows, n, t = self._rows, self._n, self.steps_added
+        # The hot path: values of the stored shapes go straight into one records row;
+        # any other goes through the careful checks, which coerce or explain. On numpy,
+        # a mid-episode step's flags are recognized by their bytes (cheaper than any()).
+        ending = True
+        if self._all_false is not None and _all_false(terminated, truncated, self._all_false):
             ending = False
         else:
-            terminated, truncated, done, ending = self._read_flags(terminated, truncated)
-        info_values = self._info_values(infos) if self._settings.info_keys else None
-
-        steps = self._steps_added
-        if steps >= self._next_retire_step:
-            # Writing next_obs at row head + 1 overwrites row head + 1 - rows of its
-            # stream: first retire, whole, the oldest episode that row belongs to.
-            self._retire_overwritten(steps + 1 - rows + self._storage.episodes_closed)
-        # Each env writes its observation (at an episode's start) and transition at its
-        # head row, its next observation at the row after, in the (rows, n_envs) views: an
-        # int row while every env writes the same one (episodes that end together), else
-        # a pair of index arrays (rows, envs).
-        closed = self._common_episodes_closed
-        row: Row
-        next_row: Row
-        if closed is not None:
-            row = (steps + closed) % rows
-            next_row = row + 1 if row + 1 < rows else 0
-        else:
-            head = steps + self._storage.episodes_closed
-            row = (head % rows, self._env_index)
-            next_row = ((head + 1) % rows, self._env_index)
-        if self._n_at_episode_start:
-            self._write_first_obs(obs, row)
-        if step is not None and step_bytes is not None and isinstance(row, int) and next_row:
-            # One env, and the next observation's record follows the transition's.
-            step_bytes.write(row, step)
-        else:
-            for key, values in self._obs_rows:
-                values[next_row] = next_obs[key]
-            self._action_rows[row] = action
-            self._reward_rows[row] = reward
-        if info_values:
-            self._write_infos(info_values, row)
-        self._steps_added = steps + 1
-        if ending:
-            self._close_done(done, terminated, truncated)
-
-    def _read_flags(
-        self, terminated: object, truncated: object
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-        """The flags of a step read the careful way (add()'s fast test did not vouch for
-        them): ``(terminated, truncated, done, whether any episode ends)``."""
-        ended = self._per_env("terminated", terminated, None).astype(bool, copy=False)
-        cut = self._per_env("truncated", truncated, None).astype(bool, copy=False)
-        done = ended | cut
-        return ended, cut, done, bool(done.any())
-
-    def _write_first_obs(self, obs: Mapping[str, np.ndarray], row: Row) -> None:
-        """Writes the first observation of each env that starts an episode at ``row`` (an
-        int while every env writes the same row, else a pair ``(rows, envs)``)."""
-        if self._n_at_episode_start == self.n_envs:
-            for key, values in self._obs_rows:
-                values[row] = obs[key]
-        else:
-            envs = np.flatnonzero(self._at_episode_start)
-            first = (row if isinstance(row, int) else row[0][envs], envs)
-            for key, values in self._obs_rows:
-                values[first] = np.asarray(obs[key])[envs]
-        self._at_episode_start[:] = False
-        self._n_at_episode_start = 0
-
-    def _write_infos(self, values: dict[str, np.ndarray], row: Row) -> None:
-        """Writes a step's info values at ``row`` (as add() indexes the row views)."""
-        rows, n = self.rows_per_env, self.n_envs
-        for key, value in values.items():
-            store = self._storage.infos[key]
-            store.reshape(rows, n, *store.shape[1:])[row] = value
-
-    def _close_done(self, done: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
-        """Ends the episodes of the envs where ``done`` (flags one per env)."""
-        if done.all():
-            self._close_episodes(slice(None), terminated, truncated)
-        else:
-            envs = np.flatnonzero(done)
-            self._close_episodes(envs, terminated[envs], truncated[envs])
-
-    def _close_episodes(
-        self, envs: slice | np.ndarray, terminated: np.ndarray, truncated: np.ndarray
-    ) -> None:
-        """Ends the episodes in progress of ``envs`` (an index array, or ``slice(None)``
-        for every env) with the given flags, one per env of ``envs``.
-
-        The final observation already sits at the env's head row (written as the last
-        next_obs); the next episode starts after it. Only an episode's last transition can
-        be terminated or truncated: the flags, the row offsets and the transitions' rows
-        are written once per episode, here. The writes go through index arrays, which are
-        slices (and the per-env values scalars) when every env ends an episode of the same
-        rows: the common case of a time limit over envs reset together.
-        """
-        rows, n, storage = self.rows_per_env, self.n_envs, self._storage
-        steps = self._steps_added
-        closed = self._common_episodes_closed
-        # Slices when every env ends an episode of the same rows and transitions, neither
-        # wrapping around the ring.
-        lockstep = False
-        if isinstance(envs, slice) and closed is not None:
-            starts = storage.episode_start[envs]
-            if _all_equal(starts):
-                start = int(starts[0])
-                length = steps + closed - start
-                first_row, first_k = start % rows, (steps - length) % rows
-                lockstep = first_row + length <= rows and first_k + length <= rows
-        if lockstep:
-            head: int | np.ndarray = start + length
-            count = length * n
-            if self._lockstep_offsets.size < count:
-                self._lockstep_offsets = np.repeat(np.arange(max(length, 64), dtype=np.int32), n)
-            offset = self._lockstep_offsets[:count]
-            episode_rows = offset + first_row
-            lo = first_row * n
-            flat: slice | np.ndarray = slice(lo, lo + count)
-            transitions: slice | np.ndarray = slice(first_k * n, first_k * n + count)
-            last: slice | np.ndarray = slice(lo + count - n, lo + count)
-            first: slice | np.ndarray = slice(lo, lo + n)
-        else:
-            env = self._env_index[envs]
-            first_rows = storage.episode_start[envs]
-            head = steps + storage.episodes_closed[envs]
-            length = head - first_rows
-            offset = _offsets_within(length)
-            episode_rows = (np.repeat(first_rows, length) + offset) % rows
-            flat = episode_rows * n + np.repeat(env, length)
-            k = (np.repeat(steps - length, length) + offset) % rows
-            transitions = k * n + np.repeat(env, length)
-            last = ((head - 1) % rows) * n + env
-            first = (first_rows % rows) * n + env
-        storage.offset_in_episode[flat] = offset
-        storage.transition_row[transitions] = episode_rows
-        storage.terminated[flat] = False
-        storage.truncated[flat] = False
-        storage.terminated[last] = terminated
-        storage.truncated[last] = truncated
-        storage.episode_length[first] = length
-        if self._tree is not None:
-            leaves = np.arange(flat.start, flat.stop) if isinstance(flat, slice) else flat
-            if self.priority == "goal_motion":
-                motion = self._episode_motion(leaves, length, lockstep)
-                self._tree.update(leaves, (motion + self.priority_eps) ** self.alpha)
-            else:
-                self._tree.update(leaves, self._max_priority**self.alpha)
-        storage.sampleable_to[envs] = steps
-        storage.episodes_closed[envs] += 1
-        storage.episode_start[envs] = head + 1
-        self._at_episode_start[envs] = True
-        self._n_at_episode_start += n if isinstance(envs, slice) else envs.size
-        self._summarize()
-
-    def _episode_motion(
-        self, leaves: np.ndarray, length: int | np.ndarray, lockstep: bool
-    ) -> np.ndarray:
-        """For each of the closing episodes' transitions (at flat indices ``leaves``, laid
-        out as :meth:`_close_episodes` writes them), its episode's goal motion: the sum of
-        ``min(|w * (ag_{t+1} - ag_t)|, motion_clip)`` over the episode; the achieved goals
-        are read from the rows (a transition's next observation is the next row of its env).
-        """
-        n, flat_rows = self.n_envs, self._rows * self.n_envs
-        achieved = self._storage.observations["achieved_goal"]
-        here = achieved[leaves].reshape(leaves.size, -1).astype(np.float64)
-        after = achieved[(leaves + n) % flat_rows].reshape(leaves.size, -1)
-        moved = after - here
-        if self._motion_weights is not None:
-            moved *= self._motion_weights
-        step = np.linalg.norm(moved, axis=1)
-        if self.motion_clip is not None:
-            np.minimum(step, self.motion_clip, out=step)
-        if lockstep:  # row-major: length rows of every env
-            return np.tile(step.reshape(int(length), n).sum(axis=0), int(length))
-        # One env's episode after another, each ``length[i]`` transitions long.
-        counts = np.asarray(length)
-        totals = np.add.reduceat(step, np.cumsum(counts) - counts)
-        return np.repeat(totals, counts)
-
-    def _retire_overwritten(self, victim: np.ndarray) -> None:
-        """Retires, whole, each env's oldest episodes that hold its row ``victim[env]``."""
-        rows, n, storage = self.rows_per_env, self.n_envs, self._storage
-        intact_start = storage.intact_start
-        while True:
-            hit = victim >= intact_start
-            if not hit.any():
-                break
-            envs = slice(None) if hit.all() else np.flatnonzero(hit)
-            oldest = intact_start[envs]
-            if (oldest >= storage.episode_start[envs]).any():
-                env = int(np.flatnonzero(hit & (intact_start >= storage.episode_start))[0])
+            terminated = self._flags("terminated", terminated)
+            truncated = self._flags("truncated", truncated)
+        info_values = {key: self._info_value(infos, key) for key in self.info_keys}
+        if t >= self._no_overflow_before:
+            self._read_horizons()
+            if t >= self._no_overflow_before:
+                env = int(xp.argmin(c["current_start"]))
                 raise ValueError(
-                    f"the episode of env {env} has reached {rows - 1} transitions without "
+                    f"the episode of env {env} has reached {rows} transitions without "
                     f"ending: it no longer fits in its {rows} rows (buffer_size="
                     f"{self.buffer_size} // n_envs={n}); use a larger buffer_size"
                 )
-            envs_hit = self._env_index[envs]
-            length = storage.episode_length[(oldest % rows) * n + envs_hit]
-            if self._tree is not None:
-                offset = _offsets_within(length)
-                episode_rows = (np.repeat(oldest, length) + offset) % rows
-                self._tree.update(episode_rows * n + np.repeat(envs_hit, length), 0.0)
-            storage.sampleable_from[envs] += length
-            intact_start[envs] = oldest + length + 1
-        self._summarize()
+        row = t % rows
+        if not self._write_packed(row, obs, next_obs, action, reward):
+            obs = self._check_obs_fully("obs", obs)
+            next_obs = self._check_obs_fully("next_obs", next_obs)
+            action = self._check_action(action)
+            reward = self._per_env("reward", reward, None)
+            written = self._write_packed(row, obs, next_obs, action, reward)
+            assert written, "checked values fit"
+        if t >= rows and t - rows >= self._retire_from:
+            old = t - rows  # the counter this add overwrites
+            hit = c["sampleable_from"] == old  # its env's oldest episode loses its first row
+            if ops.may_hold(hit):
+                end = f["episode_end"][row]
+                if self.priorities is not None:
+                    self.priorities.retired(hit, old, end)
+                c["sampleable_from"][...] = xp.where(hit, end, c["sampleable_from"])
+                self._retire_from = ops.lowest(c["sampleable_from"])
+        for key in self._unpacked_obs:
+            f[f"obs/{key}"][row] = obs[key]
+            f[f"next_obs/{key}"][row] = next_obs[key]
+        if not self._action_packed:
+            f["action"][row] = action
+        f["terminated"][row] = terminated
+        f["truncated"][row] = truncated
+        start = c["current_start"]
+        f["episode_start"][row] = start
+        for key, value in info_values.items():
+            self._write_info(key, row, value)
+        if self._motion:
+            step = ops.asarray(next_obs["achieved_goal"] - obs["achieved_goal"], np.float64)
+            step = step.reshape(n, -1)
+            if self._motion_weights is not None:
+                step = step * self._motion_weights
+            moved = ops.norm(step)
+            if self.motion_clip is not None:
+                moved = xp.minimum(moved, ops.asarray(self.motion_clip, np.float64))
+            before = f["motion"][(t - 1) % rows]
+            f["motion"][row] = xp.where(start < t, before + moved, moved)
+        elif self.priorities is not None:
+            self.priorities.raw[row] = self.max_priority**self.alpha
+        self.steps_added = t + 1
+        if ending:
+            done = terminated | truncated
+            if ops.may_hold(done):
+                self._close(done, t)
+
+    def _flags(self, name: str, value: Any) -> Any:
+        """A step's ``terminated`` or ``truncated`` as ``(n_envs,)`` bools of this module."""
+        if type(value) is type(self._no_flags) and value.shape == (self._n,):
+            return value if value.dtype == self._bool else value != 0
+        return self._per_env(name, value, None) != 0
+
+    def _write_packed(self, row: int, obs: Any, next_obs: Any, action: Any, reward: Any) -> bool:
+        """Writes the packed fields of one add into records row ``row``, with one copy;
+        False, writing nothing, when a value is not an array of its stored shape (the
+        careful checks then coerce it or say why)."""
+        keys = self._obs_keys
+        try:
+            values = [obs[k] for k in keys] + [next_obs[k] for k in keys] + [action, reward]
+            if (
+                len(obs) != len(keys)
+                or len(next_obs) != len(keys)
+                or [v.shape for v in values] != self._add_shapes
+            ):
+                return False
+            values[-1] = reward.reshape(self._n, 1)
+            parts = values if self._pack_index is None else [values[i] for i in self._pack_index]
+            if self._reshape_parts:
+                parts = [part.reshape(self._n, -1) for part in parts]
+            self.ops.write_row(self.records, row, parts)
+        except (KeyError, TypeError, AttributeError, RuntimeError, ValueError):
+            return False
+        return True
+
+    def _close(self, done: Any, t: int) -> None:
+        """Ends the episodes ``[current_start, t]`` of the envs where ``done``."""
+        xp, f, c, rows = self.xp, self.fields, self.counters, self._rows
+        start = c["current_start"]
+        first = start % rows
+        f["episode_end"][first, self._envs] = xp.where(
+            done, t + 1, f["episode_end"][first, self._envs]
+        )
+        c["sampleable_to"][...] = xp.where(done, t + 1, c["sampleable_to"])
+        c["newest_start"][...] = xp.where(done, start, c["newest_start"])
+        if self.priorities is not None:
+            self.priorities.closed(done, start, t)
+        c["current_start"][...] = xp.where(done, t + 1, start)
 
     def truncate_last_trajectory(self) -> None:
-        """Ends every episode in progress at its last stored transition, as a truncation.
-
-        Use it when collection stops mid-episode for good (for example before saving a
-        buffer that will not be resumed): the cut episodes become sampleable and bootstrap
-        from their last observation (when ``handle_timeout_termination``).
-        """
-        envs = np.flatnonzero(~self._at_episode_start)
-        if envs.size == 0:
+        """Ends every episode in progress at its last stored transition, as a truncation."""
+        c, f, t = self.counters, self.fields, self.steps_added
+        open_ = c["current_start"] < t
+        if not bool(open_.any()):
             return
-        self._close_episodes(envs, np.zeros(envs.size, bool), np.ones(envs.size, bool))
+        f["truncated"][(t - 1) % self._rows] |= open_
+        self._close(open_, t - 1)
+        self._no_overflow_before = self._nonempty_until = self._other_episode_until = -1
 
-    # ------------------------------------------------------------------ input checks
-    def _check_obs(self, name: str, obs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
-        # The hot path of add(): one shape comparison per key; anything else falls through
-        # to the careful checks, which coerce or explain.
-        try:
-            if len(obs) == len(self._obs_shapes):
-                for key, expected in self._obs_shapes.items():
-                    if obs[key].shape != expected:
-                        break
-                else:
-                    return obs
-        except (TypeError, KeyError, AttributeError):
-            pass
-        return self._check_obs_fully(name, obs)
+    def _write_info(self, key: str, row: int, value: Any) -> None:
+        value = self._convert(f"infos[{key!r}]", value, None)
+        store = self.fields.get(f"info/{key}")
+        if store is None:
+            shape = (self._rows, self._n, *value.shape[1:])
+            store = self.ops.zeros(shape, numpy_dtype(value.dtype))
+            self.fields[f"info/{key}"] = store
+            self._flat[f"info/{key}"] = flat_view(store)
+        elif store.dtype != value.dtype:  # widened to a later value's (an int, then 0.75)
+            old = numpy_dtype(store.dtype)
+            wider = np.result_type(old, numpy_dtype(value.dtype))
+            if wider != old:
+                store = self.ops.asarray(store, wider)
+                self.fields[f"info/{key}"] = store
+                self._flat[f"info/{key}"] = flat_view(store)
+        store[row] = value.reshape(self._n, *store.shape[2:])
 
-    def _convert(self, name: str, value: object, dtype: object) -> np.ndarray:
-        # Stored as given: the store's assignment casts, as numpy does.
-        return np.asarray(value)
+    def counter_of_rows(self, rows: Any = None) -> Any:
+        """The counter each of ``rows`` (default: every row) holds now: the newest ``t``
+        with ``t % self._rows == row`` (negative for a row not written yet)."""
+        if rows is None:
+            rows = self.ops.arange(self._rows)
+        last = (self.steps_added - 1) % self._rows
+        return (self.steps_added - 1) - ((last - rows) % self._rows)
 
-    def _info_values(self, infos: object) -> dict[str, np.ndarray]:
-        n, rows, stores = self.n_envs, self.rows_per_env, self._storage.infos
-        values = {}
-        for key in self.info_keys:
-            value = np.asarray(self._info_value(infos, key))
-            if value.ndim == 0 or value.shape[0] != n or value.dtype == object:
-                raise ValueError(
-                    f"infos[{key!r}] has shape {value.shape} (dtype {value.dtype}), expected a "
-                    f"numeric array with leading dimension n_envs={n}"
-                )
-            store = stores.get(key)
-            if store is None:
-                stores[key] = np.zeros((rows * n, *value.shape[1:]), dtype=value.dtype)
-            elif value.shape[1:] != store.shape[1:]:
-                raise ValueError(
-                    f"infos[{key!r}] has shape {value.shape}, expected {(n, *store.shape[1:])}"
-                )
-            elif not np.can_cast(value.dtype, store.dtype, "safe"):
-                # The store took the dtype of the first value seen (an int 0, say); a later
-                # value it cannot hold widens it rather than being cast down silently.
-                stores[key] = store.astype(np.result_type(store.dtype, value.dtype))
-            values[key] = value
-        return values
-
-    # ------------------------------------------------------------------ sampling
-    def sample(self, batch_size: int, device: DeviceLike = None, *, copy: bool = False) -> HerBatch:
-        """Samples ``batch_size`` transitions, each one's goal drawn from the relabelling
-        mix (relabeled with probability k/(k+1) by a strategy's).
-
-        Returns numpy arrays when ``device`` is None, else torch tensors on ``device``
-        (on the CPU without a copy: ``torch.from_numpy`` of the same arrays).
-
-        The arrays are preallocated per batch size and **reused by the next call with the
-        same batch_size**: consume a batch before sampling the next one, or pass
-        ``copy=True`` for arrays the caller owns.
-        """
-        return self._sampler.sample(
-            check_batch_size(batch_size),
-            self.rng,
-            self.compute_reward,
-            self.compute_terminated,
-            self.beta,
-            self._steps_added,
-            device,
-            copy,
-        )
-
-    # The array operations of ReplayBufferBase.update_priorities.
-    def _priority_input(self, value: object) -> np.ndarray:
-        return to_numpy(value)
-
-    def _priority_indices_are_integers(self, indices: np.ndarray) -> bool:
-        return bool(np.issubdtype(indices.dtype, np.integer))
-
-    def _priority_capacity(self) -> int:
-        assert self._tree is not None
-        return self._tree.capacity
-
-    def _priority_of(
-        self, indices: np.ndarray, td_errors: np.ndarray, capacity: int
-    ) -> tuple[object, ...]:
-        if indices.min() < 0 or indices.max() >= capacity:
-            return indices, None, True, False
-        priority = np.abs(td_errors.astype(np.float64)) + self.priority_eps
-        return indices, priority, False, not np.isfinite(priority).all()
-
-    def _priority_set(self, indices: np.ndarray, priority: np.ndarray) -> None:
-        tree = self._tree
-        assert tree is not None
-        live = tree.nodes[tree.size + indices] > 0
-        tree.update(indices[live], priority[live] ** self.alpha)
-        self._max_priority = max(self._max_priority, float(priority.max()))
-
-    # ------------------------------------------------------------------ save / load
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the whole buffer to ``path`` as an uncompressed ``.npz`` (no pickle).
-
-        The file holds the storage, the episode bookkeeping, the configuration and the
-        sampling generator's state. Episodes in progress are written as truncated at their
-        last stored transition (as :meth:`truncate_last_trajectory` would make them); the
-        live buffer is left as it was, so collection goes on across a save. The file is
-        written whole to a temporary file beside ``path`` and then renamed over it: a
-        crash never leaves a half-written ``path``. The reward function is not saved: pass
-        it again to :meth:`load`.
-        """
-        write_buffer_file(self.state(truncate_in_progress=True), path)
+        """Writes the buffer to ``path`` as an uncompressed ``.npz`` (no pickle), the same
+        file on numpy and on torch; episodes in progress are written as truncated (the
+        live buffer keeps them), atomically (a crash never leaves half a file)."""
+        write_file(self.state(truncate_in_progress=True), path)
 
     @classmethod
     def load(
@@ -771,54 +704,305 @@ class HerReplayBuffer(ReplayBufferBase):
         path: str | os.PathLike,
         compute_reward: object,
         compute_terminated: object = None,
+        device: Any = None,
     ) -> HerReplayBuffer:
-        """Reads a buffer written by :meth:`save`; sampling continues where it left off.
+        """Reads a file :meth:`save` wrote (on numpy or torch, or a file of goalenvs
+        148f048 and earlier) into host memory (``device=None``), onto a torch ``device``,
+        or where it was saved from (``"saved"``); a file of another kind is the ValueError
+        that names it."""
+        return cls.from_state(read_file(path, device), compute_reward, compute_terminated)
 
-        A file that is truncated, corrupt or not written by :meth:`save` raises a
-        ValueError naming the file.
-        """
-        return cls.from_state(read_buffer_file(path), compute_reward, compute_terminated)
+    @property
+    def rng(self) -> np.random.Generator | None:
+        """The numpy generator of every draw of :meth:`sample`; None on torch."""
+        return getattr(self.ops, "rng", None)
+
+    @property
+    def generator(self) -> Any:
+        """The torch generator of every draw (register it with a CUDA graph that captures
+        :meth:`sample`); None on numpy, whose draws come from a numpy Generator."""
+        return getattr(self.ops, "generator", None)
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, batch_size: int, device: Any = None) -> HerBatch:
+        """``batch_size`` relabeled transitions; fresh arrays, which the next call leaves
+        alone (tensors on ``device`` when given)."""
+        try:
+            batch = self._sample(check_batch_size(batch_size))
+        finally:
+            self._numbers = None  # the counters may change before the next sample
+        return batch if device is None else _batch_on(batch, device)
+
+    def _sample(self, B: int) -> HerBatch:
+        xp, ops, f, s = self.xp, self.ops, self.fields, self.settings
+        rows = self._rows
+        if not self.can_sample():
+            if self.steps_added > self._nonempty_until:
+                raise RuntimeError(NO_EPISODE_YET)
+            raise no_other_episode_error(self._mix, self.n_transitions)
+        weights = None
+        if self.priorities is None:
+            env, counter = self._draw_uniform(B)
+        else:
+            row, env, mass, total = self.priorities.draw(B)
+            counter = self.counter_of_rows(row)
+            weights = self._importance(mass, total, B)
+        n = self._n
+        index = (counter % rows) * n + env
+        at_index = self._gather(index)  # every packed field of the drawn rows, one take
+        start = self._take("episode_start", index)
+        end = self._take("episode_end", (start % rows) * n + env)
+        relabel, goals = self._draw_goals(B, env, counter, start, end)
+        own = at_index.get("obs/desired_goal")
+        if own is None:
+            own = self._take("obs/desired_goal", index)
+        goals = xp.where(relabel.reshape(B, *([1] * (own.ndim - 1))), goals, own)
+        # Every step k of every return, as one batch of steps * B: counter + k while it is
+        # inside the episode (the last counter of the episode past its end: masked below).
+        steps = s.n_step
+        if steps == 1:
+            step_index, at_step, desired, relabel_k = index, at_index, goals, relabel
+        else:
+            ks = xp.stack([counter + k for k in range(steps)])
+            alive = ks < end
+            step_index = ((xp.minimum(ks, end - 1) % rows) * n + env).reshape(-1)
+            at_step = self._gather(step_index)
+            desired = xp.concatenate([goals] * steps)
+            relabel_k = xp.concatenate([relabel] * steps)
+        achieved = self._field(at_step, "next_obs/achieved_goal", step_index)
+        info = {key[5:]: self._take(key, step_index) for key in f if key.startswith("info/")}
+        reward_k = xp.where(relabel_k, self._rewards(achieved, desired, info), at_step["reward"])
+        done_k = self._take("terminated", step_index)
+        if self.compute_terminated is not None:
+            value = ops.asarray(_plain(self.compute_terminated(achieved, desired, info)), bool)
+            value = value.reshape(()) if tuple(value.shape) == (1,) else value  # one value
+            if value.ndim and tuple(value.shape) not in ((steps * B,), (steps * B, 1)):
+                raise batch_shape_error("compute_terminated", tuple(value.shape), steps * B)
+            # One value stands for the whole batch (a constant rule), unlike a reward.
+            recomputed = value.reshape(-1) if value.ndim else (done_k & False) | value
+            done_k = xp.where(relabel_k, recomputed, done_k)
+        if not s.handle_timeout_termination:
+            done_k = done_k | self._take("truncated", step_index)
+        reward_k, done_k = reward_k.reshape(steps, B), done_k.reshape(steps, B)
+        if steps == 1:
+            returns, ended, last = reward_k[0], done_k[0], index
+            discounts = None
+        else:
+            # Sum while inside the episode and not yet done: the returns, the steps summed
+            # and the done of the last one.
+            gamma = s.gamma
+            assert gamma is not None  # BufferSettings requires it with n_step > 1
+            returns = ops.asarray(reward_k[0], np.float64)
+            summed = ops.full((B,), 1, np.int64)
+            ended = done_k[0]
+            going = ~ended
+            for k in range(1, steps):
+                take = going & alive[k]
+                returns = returns + xp.where(take, gamma**k * reward_k[k], 0.0)
+                summed = summed + take
+                ended = xp.where(take, done_k[k], ended)
+                going = take & ~done_k[k]
+            last = ((counter + summed - 1) % rows) * n + env
+            discounts = ops.float32(gamma**summed)
+        at_last = at_index if steps == 1 else self._gather(last)
+        observations = {k[4:]: self._field(at_index, k, index) for k in f if k[:4] == "obs/"}
+        observations["desired_goal"] = goals
+        next_observations = {
+            k[9:]: self._field(at_last, k, last) for k in f if k[:9] == "next_obs/"
+        }
+        next_observations["desired_goal"] = goals
+        return HerBatch(
+            observations,
+            self._field(at_index, "action", index),
+            ops.float32(returns),
+            next_observations,
+            ops.float32(ended),
+            ops.float32(weights) if weights is not None else ops.full((B,), 1.0, np.float32),
+            index,
+            discounts,
+        )
+
+    def _zeros_like(self, value: Any) -> Any:
+        return value * 0
+
+    def _take(self, name: str, index: Any) -> Any:
+        """Field ``name`` at the flat indices ``index``."""
+        return self.ops.take(self._flat[name], index)
+
+    def _gather(self, index: Any) -> dict[str, Any]:
+        """Every packed field at the flat indices ``index``: one take of the records,
+        then views of its columns (fresh arrays: no later call writes into them)."""
+        rows = self.ops.take(self._records_flat, index)
+        count = rows.shape[0]
+        return {
+            name: rows[:, lo:hi].reshape(count, *shape)
+            for name, (lo, hi, shape) in self._packed.items()
+        }
+
+    def _field(self, gathered: dict[str, Any], name: str, index: Any) -> Any:
+        """Field ``name`` at ``index``: from ``gathered`` where packed, else its own take."""
+        value = gathered.get(name)
+        return self._take(name, index) if value is None else value
+
+    def _importance(self, mass: Any, total: Any, B: int) -> Any:
+        s = self.settings
+        if s.priority == "goal_motion":  # a curriculum: no importance weights
+            return self.ops.full((B,), 1.0, np.float64)
+        c = self.counters
+        count = (c["sampleable_to"] - c["sampleable_from"]).sum()  # on the device
+        weights = (count * mass / total) ** -s.beta
+        return weights / weights.max()
+
+    def _sampleable_numbers(self) -> tuple[Any, Any, Any, Any]:
+        """Each env's sampleable width, their cumulative sum and total, and each env's
+        offset from a number to its counter (``sampleable_from - (cum - width)``)."""
+        if self._numbers is None:
+            c = self.counters
+            width = c["sampleable_to"] - c["sampleable_from"]
+            cum = self.xp.cumsum(width, 0)
+            self._numbers = width, cum, cum[-1], c["sampleable_from"] - (cum - width)
+        return self._numbers
+
+    def _locate(self, x: Any) -> tuple[Any, Any]:
+        """The ``(env, counter)`` of the sampleable transitions numbered ``x``: the envs'
+        ranges laid end to end. Widths (2, 0, 3) give cum (2, 2, 5); x = 3 lies in env 2
+        (the first cum > 3), at sampleable_from[2] + 3 - 2."""
+        _, cum, _, offset = self._sampleable_numbers()
+        if self._n == 1:
+            return self._zeros_like(x), x + offset[0]
+        env = self.xp.minimum(self.ops.searchsorted(cum, x), self._last_env)
+        return env, x + offset[env]
+
+    def _draw_uniform(self, count: int) -> tuple[Any, Any]:
+        total = self._sampleable_numbers()[2]
+        u = self.ops.uniform(count)
+        x = self.xp.minimum(self.ops.to_int(u * total), total - 1)
+        return self._locate(x)
+
+    def _draw_goals(self, B: int, env: Any, counter: Any, start: Any, end: Any) -> tuple[Any, Any]:
+        """Which transitions are relabeled, and each one's new goal (any goal on those
+        that keep theirs)."""
+        xp, ops = self.xp, self.ops
+        rows = self._rows
+        warm = self.steps_added * self._n < self.settings.goal_mix_warmup
+        thresholds = self._warmup_thresholds if warm else self._thresholds
+        u = ops.uniform(B)
+        relabel = u < thresholds[-1]
+        source = ops.searchsorted(thresholds, u)  # position in RELABELLING; len: original
+        # In-episode sources: a counter in [first, first + span) (future: counter .. end-1).
+        first, span = counter, end - counter
+        if "final" in self._sources:
+            final = source == RELABELLING.index("final")
+            first, span = xp.where(final, end - 1, first), xp.where(final, 1, span)
+        if "episode" in self._sources:
+            episode = source == RELABELLING.index("episode")
+            first, span = xp.where(episode, start, first), xp.where(episode, end - start, span)
+        span = xp.maximum(span, self._one)
+        pick = xp.minimum(ops.to_int(ops.uniform(B) * span), span - 1)
+        goal_counter, goal_env = first + pick, env
+        if "achieved" in self._sources:
+            other_env, other_counter = self._draw_uniform(B)
+            chosen = source == RELABELLING.index("achieved")
+            goal_counter = xp.where(chosen, other_counter, goal_counter)
+            goal_env = xp.where(chosen, other_env, goal_env)
+        goals = self._take("next_obs/achieved_goal", (goal_counter % rows) * self._n + goal_env)
+        if "desired" in self._sources and not warm:
+            other_env, other_counter = self._draw_other_episode(B, env, start, end)
+            desired = self._take("obs/desired_goal", (other_counter % rows) * self._n + other_env)
+            chosen = (source == RELABELLING.index("desired")).reshape(B, *[1] * (goals.ndim - 1))
+            goals = xp.where(chosen, desired, goals)
+        return relabel, goals
+
+    def _draw_other_episode(self, B: int, env: Any, start: Any, end: Any) -> tuple[Any, Any]:
+        """For each transition (of ``env``, in the episode ``[start, end)``), a transition
+        drawn uniformly from every other sampleable episode. Its own episode occupies the
+        numbers ``x0 .. x0 + T - 1`` of the envs' ranges laid end to end; a number ``y``
+        uniform in ``[0, total - T)`` skips over them."""
+        xp, ops = self.xp, self.ops
+        _, _, total, offset = self._sampleable_numbers()
+        length = end - start
+        x0 = start - offset[env]
+        others = xp.maximum(total - length, self._one)
+        y = xp.minimum(ops.to_int(ops.uniform(B) * others), others - 1)
+        return self._locate(xp.where(y < x0, y, y + length))
+
+    def _rewards(self, achieved: Any, desired: Any, info: dict[str, Any]) -> Any:
+        """One ``compute_reward`` call for the whole batch; one reward per pair, never a
+        broadcast scalar."""
+        value = self.compute_reward(achieved, desired, info)
+        value = self.ops.asarray(value if is_tensor(value) else np.asarray(value))
+        count = achieved.shape[0]
+        if tuple(value.shape) not in ((count,), (count, 1)):
+            raise reward_shape_error(
+                self.compute_reward, tuple(value.shape), count, tuple(achieved.shape)
+            )
+        return value.reshape(count)
 
 
-# ---------------------------------------------------------------------- helpers
+class DeviceHerReplayBuffer(HerReplayBuffer):
+    """:class:`HerReplayBuffer` on a torch device, ``device`` required (its arguments and
+    their meaning are :class:`HerReplayBuffer`'s). ``sample`` reads nothing on the host
+    once ``can_sample()`` has said yes, draws from :attr:`generator` and has static
+    shapes, so it can be captured in a CUDA graph
+    (``graph.register_generator_state(buffer.generator)``)."""
+
+    _NAME = "DeviceHerReplayBuffer"
+    _INFO_VALUES = "values"
+    _OBS_VALUES = "tensors"
+
+    def __init__(self, *args: Any, device: DeviceLike, **kwargs: Any) -> None:
+        super().__init__(*args, device=device, **kwargs)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike,
+        compute_reward: object,
+        compute_terminated: object = None,
+        device: Any = "saved",
+    ) -> HerReplayBuffer:
+        """Reads a file :meth:`save` wrote onto ``device`` (``"saved"``: where it was saved
+        from; see :meth:`HerReplayBuffer.load`)."""
+        return super().load(path, compute_reward, compute_terminated, device)
 
 
-def _generator_from_state(state: Mapping[str, object]) -> np.random.Generator:
-    """A numpy Generator in ``state`` (a ``bit_generator.state``)."""
-    name = state.get("bit_generator") if isinstance(state, Mapping) else None
-    bit_generator = getattr(np.random, str(name), None)
-    if not (isinstance(bit_generator, type) and issubclass(bit_generator, np.random.BitGenerator)):
-        raise ValueError(f"rng_state names no numpy bit generator: {name!r}")
-    generator = np.random.Generator(bit_generator())
-    generator.bit_generator.state = dict(state)
-    return generator
-
-
-def _both_all_false(terminated: Any, truncated: Any, all_false: bytes) -> bool:
-    """Whether both flag arrays are bool arrays of n_envs False values, ``all_false``
-    being the bytes of such an array: the test add() makes on every mid-episode step,
-    where comparing bytes is several times cheaper than ``any()``. Anything else (a flag
-    set, another dtype or type, a wrong size) is False: add() then reads the flags the
-    careful way."""
+def _all_false(terminated: Any, truncated: Any, all_false: bytes) -> bool:
+    """Whether both flags are numpy bool arrays of ``n_envs`` False values, ``all_false``
+    being the bytes of one: add()'s test on every mid-episode step. Anything else (a flag
+    set, another type or dtype or size) is False, and add() reads the flags with care."""
     try:
         return (
-            terminated.dtype is _BOOL
-            and truncated.dtype is _BOOL
+            terminated.dtype == np.bool_
+            and truncated.dtype == np.bool_
             and terminated.tobytes() == all_false
             and truncated.tobytes() == all_false
         )
-    except AttributeError:  # not arrays
+    except AttributeError:
         return False
 
 
-def _offsets_within(length: np.ndarray) -> np.ndarray:
-    """Each row's offset in its episode, for episodes of ``length`` rows laid end to end:
-    lengths (2, 3) give 0 1 | 0 1 2."""
-    return np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
+def _batch_on(batch: HerBatch, device: Any) -> HerBatch:
+    """``batch`` as torch tensors on ``device`` (numpy arrays without a copy on the CPU)."""
+    import torch
+
+    def move(value: Any) -> Any:
+        if value is None:
+            return None
+        tensor = value if is_tensor(value) else torch.from_numpy(value)
+        return tensor.to(device)
+
+    return HerBatch(
+        {key: move(value) for key, value in batch.observations.items()},
+        move(batch.actions),
+        move(batch.rewards),
+        {key: move(value) for key, value in batch.next_observations.items()},
+        move(batch.dones),
+        move(batch.weights),
+        move(batch.indices),
+        move(batch.discounts),
+    )
 
 
-def _all_equal(values: np.ndarray) -> bool:
-    """Whether every element of the 1-d contiguous array ``values`` equals the first
-    (compared as bytes: several times cheaper than numpy on a few elements)."""
-    raw = values.tobytes()
-    return raw == raw[: values.itemsize] * values.size
+def _plain(value: Any) -> Any:
+    """A goal function's result as an array or tensor."""
+    return value if is_tensor(value) else np.asarray(value)

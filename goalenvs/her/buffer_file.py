@@ -1,176 +1,397 @@
-"""The file of a :class:`~goalenvs.her.buffer.HerReplayBuffer`: its
-:class:`~goalenvs.her.buffer_state.HerBufferState` as one uncompressed ``.npz`` (no pickle).
-
-The archive holds a JSON ``meta`` entry (format, version, the settings, the sampling
-generator's state, the largest priority) and one array per store: ``obs__KEY``,
-``actions``, ``rewards``, ``terminated``, ``truncated``, ``info__KEY``, ``priorities`` and
-the bookkeeping under their file names (``to_start``, ``ep_len``, ``trans_row`` per row;
-``head``, ``ep_start``, ``valid_lo``, ``t_count``, ``t_lo``, ``t_hi`` per env, where an env's
-``head`` is its next row and ``t_count`` the transitions it added).
+"""The HER buffer's file: one ``.npz`` (no pickle), the same on numpy and on torch, and
+the files of the two buffers it replaced (goalenvs 148f048 and earlier: the numpy
+buffer's ``.npz``, the device buffer's torch file) and their pickles, read into it.
+Anything else is the ValueError that names the file and what to do.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import zipfile
-import zlib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from goalenvs.core.backend import is_tensor, resolve_device
 from goalenvs.core.io import atomic_write
-from goalenvs.her.buffer_state import HerBufferState
-from goalenvs.her.common import version_error
+from goalenvs.her.buffer_state import (
+    COUNTERS,
+    BufferState,
+    HerBufferState,
+    HerStorage,
+    NumpyOps,
+    TorchOps,
+    empty_state,
+)
 from goalenvs.her.settings import BufferSettings
 
-__all__ = ["FILE_FORMAT", "FILE_VERSION", "read_buffer_file", "write_buffer_file"]
-
-FILE_FORMAT = "goalenvs.her.HerReplayBuffer"
-FILE_VERSION = 2
-
-# File name -> HerStorage field of the bookkeeping arrays stored as they are.
-_STORED = {
-    "terminated": "terminated",
-    "truncated": "truncated",
-    "to_start": "offset_in_episode",
-    "ep_len": "episode_length",
-    "trans_row": "transition_row",
-    "ep_start": "episode_start",
-    "valid_lo": "intact_start",
-    "t_lo": "sampleable_from",
-    "t_hi": "sampleable_to",
-}
+__all__ = ["FILE_FORMAT", "FILE_VERSION", "legacy_state", "read_file", "write_file"]
 
 
-def write_buffer_file(state: HerBufferState, path: str | os.PathLike) -> None:
-    """Writes ``state`` to ``path``, atomically (see :meth:`HerReplayBuffer.save`)."""
-    storage = state.storage
+FILE_FORMAT = "goalenvs.her.buffer"
+FILE_VERSION = 3  # after the numpy buffer's 2 and the device buffer's 1
+
+
+def write_file(state: BufferState, path: str | os.PathLike) -> None:
+    """Writes ``state`` to ``path`` (see :meth:`HerReplayBuffer.save`)."""
+
+    def host(value: Any) -> np.ndarray:
+        return value.detach().cpu().numpy() if is_tensor(value) else np.asarray(value)
+
+    torch_rng = is_tensor(state.rng_state)
     meta = {
         "format": FILE_FORMAT,
         "version": FILE_VERSION,
         **state.settings.to_meta(),
-        "rng_state": state.rng_state,
+        "steps_added": state.steps_added,
         "max_priority": state.max_priority,
+        "rng_state": None if torch_rng else state.rng_state,
+        "device": None if state.device is None else str(state.device),
     }
-    n = state.settings.n_envs
-    arrays: dict[str, Any] = {f"obs__{k}": v for k, v in storage.observations.items()}
+    arrays: dict[str, Any] = {f"field__{name}": host(v) for name, v in state.fields.items()}
+    arrays.update({f"counter__{name}": host(value) for name, value in state.counters.items()})
     if state.priorities is not None:
-        arrays["priorities"] = state.priorities
-    arrays.update({f"info__{k}": v for k, v in storage.infos.items()})
-    arrays["actions"] = storage.actions
-    arrays["rewards"] = storage.rewards
-    arrays.update({name: getattr(storage, field) for name, field in _STORED.items()})
-    arrays["head"] = state.steps_added + storage.episodes_closed
-    arrays["t_count"] = np.full(n, state.steps_added, dtype=np.int64)
-    atomic_write(path, lambda file: np.savez(file, meta=np.array(json.dumps(meta)), **arrays))
+        arrays["priorities"] = host(state.priorities)
+    if torch_rng:
+        arrays["torch_generator"] = host(state.rng_state)
+    arrays["meta"] = np.array(json.dumps(meta))
+    atomic_write(path, lambda file: np.savez(file, **arrays))
 
 
-def read_buffer_file(path: str | os.PathLike) -> HerBufferState:
-    """The state :func:`write_buffer_file` wrote to ``path``, or the ValueError that names
-    the file and says why it is not one this code reads."""
+def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
+    """The state :func:`write_file` wrote to ``path``, where it was saved from
+    (``"saved"``), as numpy arrays (``device=None``) or as tensors on ``device``, or the
+    ValueError that names the file and what to do."""
+    name = os.fspath(path)
+    try:
+        return _read_file(path, device)
+    except ValueError as error:
+        if name in str(error):
+            raise
+        failure: Exception = error
+    except (OSError, EOFError, KeyError, zipfile.BadZipFile) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        failure = error
+    # A member's array read lazily, after the archive opened: a corrupt member, a missing
+    # entry.
+    raise ValueError(
+        f"{name} cannot be read as a HER buffer file ({type(failure).__name__}: {failure}): "
+        "it is truncated, corrupt or not written by HerReplayBuffer.save"
+    ) from None
+
+
+def _read_file(path: str | os.PathLike, device: Any) -> BufferState:
+    name = os.fspath(path)
     try:
         data = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        raise _unreadable(path, error) from None
-    if not isinstance(data, np.lib.npyio.NpzFile):
         raise ValueError(
-            f"{os.fspath(path)} is not a goalenvs HER buffer file: it holds one array, "
-            "not the .npz archive HerReplayBuffer.save writes"
-        )
-    try:
-        return _from_archive(path, data)
-    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
-        raise _unreadable(path, error) from None
-    finally:
-        data.close()
-
-
-def _from_archive(path: Any, data: Any) -> HerBufferState:
-    name = os.fspath(path)
-    files = set(data.files)
-    if "meta" not in files:
-        raise ValueError(
-            f"{name} is not a goalenvs HER buffer file: it has no 'meta' entry "
-            f"(found {sorted(files)[:8]})"
-        )
-    try:
+            f"{name} cannot be read as a HER buffer file ({type(error).__name__}): it is "
+            "truncated, corrupt or not written by HerReplayBuffer.save (a device buffer "
+            "file of goalenvs 148f048 or earlier is a torch file: load it there, or start "
+            "with an empty buffer)"
+        ) from None
+    if not hasattr(data, "files"):  # a .npy file: one array
+        raise ValueError(f"{name} is not a HER buffer file: it holds one array, not an .npz")
+    with data:
+        if "meta" not in data.files:  # a torch file: the old device buffer's?
+            return _read_old_device_file(name, device)
         meta = json.loads(str(data["meta"]))
-    except (ValueError, TypeError):
-        raise ValueError(f"{name}: unreadable 'meta' entry") from None
-    if not isinstance(meta, dict) or meta.get("format") != FILE_FORMAT:
-        raise ValueError(
-            f"{name} is not a goalenvs HER buffer file: format "
-            f"{meta.get('format') if isinstance(meta, dict) else meta!r}, "
-            f"expected {FILE_FORMAT!r}"
-        )
-    if meta.get("version") != FILE_VERSION:
-        raise version_error(name, "HER buffer", meta.get("version"), FILE_VERSION)
+        kind = meta.get("format") if isinstance(meta, dict) else None
+        if kind == _OLD_NUMPY_FORMAT and meta.get("version") == 2:
+            arrays = {key: data[key] for key in data.files}
+            return _read_old_numpy_file(name, arrays, meta, device)
+        if kind != FILE_FORMAT or meta.get("version") != FILE_VERSION:
+            raise ValueError(
+                f"{name} is not a HER buffer file of this goalenvs (format {kind!r}, version "
+                f"{meta.get('version') if isinstance(meta, dict) else None!r}; expected "
+                f"{FILE_FORMAT!r} version {FILE_VERSION}): a file of goalenvs 148f048 or "
+                "earlier loads there; here, start with an empty buffer"
+            )
+        try:
+            settings = BufferSettings.from_meta(meta)
+        except KeyError as error:
+            raise ValueError(f"{name}: the metadata has no {error} entry") from None
+        except ValueError as error:
+            raise ValueError(f"{name}: {error}") from None
+        if device == "saved":
+            device = meta.get("device")
+        ops = NumpyOps() if device is None else TorchOps(device)
+        empty = empty_state(settings, ops)
+        fields = {}
+        for key in data.files:
+            if key.startswith("field__"):
+                fields[key[7:]] = ops.asarray(data[key])
+        counters = {key: ops.asarray(data[f"counter__{key}"]) for key in COUNTERS}
+        for field, value in empty.fields.items():
+            if field not in fields or tuple(fields[field].shape) != tuple(value.shape):
+                raise ValueError(f"{name}: the field {field!r} is missing or of another shape")
+        priorities = ops.asarray(data["priorities"]) if "priorities" in data.files else None
+        held = data["priorities"] if priorities is not None else np.zeros(0)
+        if not (np.isfinite(held) & (held >= 0)).all():
+            raise ValueError(f"{name}: priorities hold negative or NaN values")
+        rng_state: Any = meta.get("rng_state")
+        if device is None:
+            rng_state = rng_state or empty.rng_state
+        elif "torch_generator" in data.files and ops.device.type == "cpu":
+            import torch
+
+            rng_state = torch.from_numpy(data["torch_generator"])
+        else:  # another kind of generator: a fresh seed
+            rng_state = empty.rng_state
+    return BufferState(
+        settings,
+        ops.device,
+        fields,
+        counters,
+        int(meta["steps_added"]),
+        priorities,
+        float(meta["max_priority"]),
+        rng_state,
+    )
+
+
+# The files of goalenvs 148f048 and earlier: the numpy buffer's .npz (its own layout, an
+# extra row per episode for the final observation) and the device buffer's torch file
+# (this layout, packed). Both convert into a BufferState; files were saved with every
+# episode in progress truncated, so every env starts a new episode after the load.
+_OLD_NUMPY_FORMAT = "goalenvs.her.HerReplayBuffer"
+_OLD_DEVICE_FORMAT = "goalenvs.her.DeviceHerReplayBuffer"
+
+
+def _settings_of(name: str, meta: Mapping[str, Any]) -> BufferSettings:
     try:
-        settings = BufferSettings.from_meta(meta)
+        return BufferSettings.from_meta(meta)
     except KeyError as error:
         raise ValueError(f"{name}: the metadata has no {error} entry") from None
     except ValueError as error:
         raise ValueError(f"{name}: {error}") from None
-    state = HerBufferState.empty(settings, meta["rng_state"])
-    storage = state.storage
-    targets = {f"obs__{k}": v for k, v in storage.observations.items()}
-    targets["actions"] = storage.actions
-    targets["rewards"] = storage.rewards
-    targets.update({file_name: getattr(storage, field) for file_name, field in _STORED.items()})
-    for entry, target in targets.items():
-        _restore(name, data, entry, target)
-    n = settings.n_envs
-    head, t_count = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    _restore(name, data, "head", head)
-    _restore(name, data, "t_count", t_count)
-    if (t_count != t_count[0]).any() or (head < t_count).any():
+
+
+def _as_state(
+    settings: BufferSettings,
+    device: Any,
+    host: dict[str, Any],
+    steps_added: int,
+    max_priority: float,
+    rng_state: Any,
+) -> BufferState:
+    """A state from numpy arrays ``host`` (fields and counters by name, ``priorities``),
+    on numpy (``device`` None) or torch on ``device``."""
+    ops = NumpyOps() if device is None else TorchOps(device)
+    empty = empty_state(settings, ops)
+    fields = {key: ops.asarray(value) for key, value in host.items() if key in empty.fields}
+    fields.update({k: ops.asarray(v) for k, v in host.items() if k.startswith("info/")})
+    counters = {key: ops.asarray(host[key]) for key in COUNTERS}
+    priorities = host.get("priorities")
+    if settings.prioritized and priorities is None:
+        priorities = np.zeros((settings.rows_per_env, settings.n_envs))
+    priorities = None if priorities is None else ops.asarray(priorities, np.float64)
+    if rng_state is None:
+        rng_state = empty.rng_state
+    return BufferState(
+        settings, ops.device, fields, counters, steps_added, priorities, max_priority, rng_state
+    )
+
+
+def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any) -> BufferState:
+    """The state of a file (or pickle) of the old numpy buffer, in this layout: each
+    env's sampleable counters ``[t_lo, t_hi)`` and the episode in progress after them
+    ``[t_hi, t_count)`` (none in a file, which saved them truncated) copied to rows
+    ``k % rows``."""
+    device = None if device == "saved" else device  # it was saved from the host
+    settings = _settings_of(name, meta)
+    R, n = settings.rows_per_env, settings.n_envs
+    steps = int(data["t_count"][0])
+    empty = empty_state(settings, NumpyOps())
+    host: dict[str, Any] = {key: np.zeros_like(value) for key, value in empty.fields.items()}
+    lo, hi = data["t_lo"].astype(np.int64), data["t_hi"].astype(np.int64)
+    offset_of, length_of = data["to_start"], data["ep_len"]
+    transition_row = data["trans_row"]
+    old = {f"obs/{key}": data[f"obs__{key}"] for key in settings.observation_space.spaces}
+    old_infos = {key[6:]: data[key] for key in data if key.startswith("info__")}
+    for key, value in old_infos.items():
+        host[f"info/{key}"] = np.zeros((R, n, *value.shape[1:]), value.dtype)
+    old_priorities = data.get("priorities")
+    priorities = np.zeros((R, n)) if settings.prioritized else None
+    newest = np.zeros(n, np.int64)
+    for e in range(n):
+        k = np.arange(lo[e], steps)
+        if k.size == 0:
+            continue
+        row = transition_row[(k % R) * n + e].astype(np.int64)
+        flat, next_flat = row * n + e, ((row + 1) % R) * n + e
+        complete = k < hi[e]
+        start = np.where(complete, k - offset_of[flat], hi[e])
+        first = start[complete]
+        end = first + length_of[((row[complete] - offset_of[flat[complete]]) % R) * n + e]
+        host["episode_end"][first % R, e] = end
+        at = k % R
+        for key, values in old.items():
+            host[key][at, e] = values[flat]
+            host["next_" + key][at, e] = values[next_flat]
+        host["action"][at, e] = data["actions"][flat]
+        host["reward"][at, e] = data["rewards"][flat]
+        host["terminated"][at, e] = data["terminated"][flat]
+        host["truncated"][at, e] = data["truncated"][flat]
+        host["episode_start"][at, e] = start
+        for key, value in old_infos.items():
+            host[f"info/{key}"][at, e] = value[flat]
+        newest[e] = first[-1] if first.size else 0
+        if priorities is not None and old_priorities is not None:
+            leaf = old_priorities[flat]
+            if settings.priority == "goal_motion":
+                # The old leaves hold each episode's (motion + eps) ** alpha: its path.
+                alpha = settings.alpha
+                path = leaf ** (1 / alpha) - settings.priority_eps if alpha > 0 else 0 * leaf
+                host["motion"][at, e] = np.maximum(path, 0.0)
+            else:
+                priorities[at, e] = leaf
+    host.update(
+        current_start=hi.copy(),
+        sampleable_from=lo,
+        sampleable_to=hi,
+        newest_start=newest,
+        priorities=priorities,
+    )
+    rng_state = meta.get("rng_state") if device is None else None
+    max_priority = float(meta.get("max_priority", 1.0))
+    return _as_state(settings, device, host, steps, max_priority, rng_state)
+
+
+def legacy_state(pickled: Mapping[str, Any], name: str = "HerReplayBuffer") -> BufferState:
+    """The state of a numpy buffer pickled by goalenvs 148f048 or earlier: its
+    ``{"state": HerBufferState}`` (see :mod:`goalenvs.her.buffer_state`), or the bare
+    ``__dict__`` that 0.1.0 pickled; episodes in progress stay in progress. Any other
+    pickle (0.1.0's device buffer) is the ValueError that says what to do."""
+    old = pickled.get("state")
+    if not isinstance(old, HerBufferState) and "_records" not in pickled:
         raise ValueError(
-            f"{name}: t_count {t_count[:8]} and head {head[:8]} are not those of a buffer "
-            "that adds one transition per env at a time"
+            f"this {name} was pickled by an earlier goalenvs, whose layout this one does "
+            f"not read: load that goalenvs, save the buffer with {name}.save and read the "
+            f"file with {name}.load"
         )
-    steps_added = int(t_count[0])
-    storage.episodes_closed[:] = head - steps_added
-    for key in settings.info_keys:
-        entry = f"info__{key}"
-        if entry in files:
-            stored = data[entry]
-            if stored.shape[:1] != (settings.rows_per_env * n,):
-                raise ValueError(
-                    f"{name}: {entry} has shape {stored.shape}, expected "
-                    f"{settings.rows_per_env * n} rows"
-                )
-            storage.infos[key] = stored.copy()
-    priorities = state.priorities
+    if old is not None:
+        storage, settings = old.storage, old.settings
+        steps, priorities = old.steps_added, old.priorities
+        max_priority, rng_state = old.max_priority, old.rng_state
+    else:  # 0.1.0: the buffer's own attributes
+        names = ["_records", "_terminated", "_truncated", "_infos", "_to_start", "_ep_len"]
+        names += ["_trans_row", "_ep_start", "_valid_lo", "_t_lo", "_t_hi", "_skip"]
+        storage = HerStorage(*(pickled[name] for name in names))
+        settings = BufferSettings(
+            pickled["buffer_size"],
+            pickled["observation_space"],
+            pickled["action_space"],
+            n_envs=pickled["n_envs"],
+            n_sampled_goal=pickled["n_sampled_goal"],
+            goal_selection_strategy=pickled["goal_selection_strategy"],
+            handle_timeout_termination=pickled["handle_timeout_termination"],
+            info_keys=pickled["info_keys"],
+            prioritized=pickled.get("prioritized", False),
+            alpha=pickled.get("alpha", 0.6),
+            beta=pickled.get("_beta", 0.4),
+            priority_eps=pickled.get("priority_eps", 1e-6),
+        )
+        tree = pickled.get("_tree")
+        steps, priorities = int(pickled["_t"]), None if tree is None else tree.leaves
+        max_priority = float(pickled.get("_max_priority", 1.0))
+        rng_state = dict(pickled["_rng"].bit_generator.state)
+    records = storage.records
+    data: dict[str, Any] = {
+        f"obs__{key[4:]}": records[key] for key in records.dtype.names if key[:4] == "obs/"
+    }
+    data.update({f"info__{key}": value for key, value in storage.infos.items()})
+    data.update(
+        actions=records["action"],
+        rewards=records["reward"],
+        terminated=storage.terminated,
+        truncated=storage.truncated,
+        to_start=storage.offset_in_episode,
+        ep_len=storage.episode_length,
+        trans_row=storage.transition_row,
+        t_lo=storage.sampleable_from,
+        t_hi=storage.sampleable_to,
+        t_count=[steps],
+    )
     if priorities is not None:
-        _restore(name, data, "priorities", priorities)
-        if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
-            raise ValueError(f"{name}: priorities hold negative or NaN values")
-    return dataclasses.replace(
-        state, steps_added=steps_added, max_priority=float(meta.get("max_priority", 1.0))
-    )
+        data["priorities"] = np.asarray(priorities)
+    meta = {**settings.to_meta(), "rng_state": rng_state, "max_priority": max_priority}
+    return _read_old_numpy_file("a pickled HerReplayBuffer", data, meta, None)
 
 
-def _unreadable(path: Any, error: BaseException) -> ValueError:
-    return ValueError(
-        f"{os.fspath(path)} cannot be read as a HER buffer file ({type(error).__name__}: "
-        f"{error}): it is truncated, corrupt or not written by HerReplayBuffer.save; "
-        "save the buffer again (or start with an empty one)"
-    )
+def _read_old_device_file(name: str, device: Any) -> BufferState:
+    """The state of a file of the old device buffer: its packed records unpacked."""
+    import torch
 
-
-def _restore(name: str, data: Any, entry: str, target: np.ndarray) -> None:
-    """Copies the archive's ``entry`` into ``target``, or raises the ValueError that
-    names the file and what differs."""
-    if entry not in data.files:
-        raise ValueError(f"{name}: HER buffer file has no {entry!r} entry (another layout?)")
-    stored = data[entry]
-    if stored.shape != target.shape or stored.dtype != target.dtype:
+    try:
+        data = torch.load(name, map_location="cpu", weights_only=True)
+        meta, tensors = json.loads(data["meta"]), data["tensors"]
+    except Exception as error:  # torch raises many kinds on a file that is not its own
         raise ValueError(
-            f"{name}: {entry} has shape {stored.shape} dtype {stored.dtype}, "
-            f"expected shape {target.shape} dtype {target.dtype}"
+            f"{name} is not a HER buffer file ({type(error).__name__}): it is truncated, "
+            "corrupt or not written by HerReplayBuffer.save; save the buffer again (or "
+            "start with an empty one)"
+        ) from None
+    if meta.get("format") != _OLD_DEVICE_FORMAT or meta.get("version") != 1:
+        raise ValueError(
+            f"{name} is not a HER buffer file this goalenvs reads (format "
+            f"{meta.get('format')!r}, version {meta.get('version')!r})"
         )
-    target[...] = stored
+    settings = _settings_of(name, meta)
+    R, n = settings.rows_per_env, settings.n_envs
+    spaces_ = settings.observation_space.spaces
+    host: dict[str, Any] = {}
+    names = [f"{side}/{key}" for side in ("obs", "next_obs") for key in sorted(spaces_)]
+    shapes = [tuple(spaces_[field.split("/")[1]].shape or ()) for field in names]
+    dtypes = [np.dtype(spaces_[field.split("/")[1]].dtype) for field in names]
+    names += ["action", "reward"]
+    shapes += [settings.action_shape, ()]
+    dtypes += [np.dtype(settings.action_dtype), np.dtype(np.float32)]
+    records, at = tensors["records"].numpy(), 0
+    for field, shape, dtype in zip(names, shapes, dtypes, strict=True):
+        if dtype == np.float32:  # packed side by side in records, as the old layout had
+            size = int(np.prod(shape))
+            host[field] = records[:, :, at : at + size].reshape(R, n, *shape).copy()
+            at += size
+        else:
+            side, _, key = field.partition("/")
+            host[field] = tensors[f"{side}__{key}"].numpy()
+    meta_rows = tensors["row_meta"].numpy()
+    host["terminated"] = tensors["terminated"].numpy()
+    host["truncated"] = tensors["truncated"].numpy()
+    start, episode = meta_rows[..., 0], meta_rows[..., 1]
+    host["episode_start"] = start.copy()
+    end = np.zeros((R, n), np.int64)
+    old_end = tensors["episode_end"].numpy()
+    envs = np.broadcast_to(np.arange(n), (R, n))
+    end[start % R, envs] = old_end[episode % R, envs]
+    host["episode_end"] = end
+    for key, value in tensors.items():
+        if key.startswith("info__"):
+            host[f"info/{key[6:]}"] = value.numpy()
+    if "priorities" in tensors:
+        if settings.priority == "goal_motion":  # the old rows held the path so far
+            host["motion"] = tensors["priorities"].numpy().astype(np.float64)
+        else:
+            host["priorities"] = tensors["priorities"].numpy()
+    host.update(
+        current_start=tensors["episode_start"].numpy(),
+        sampleable_from=tensors["t_lo"].numpy(),
+        sampleable_to=tensors["t_hi"].numpy(),
+        newest_start=tensors["newest_start"].numpy(),
+    )
+    if device == "saved":
+        device = meta.get("device")
+    generator = tensors.get("generator")
+    same_kind = device is not None and str(meta.get("device", "")).split(":")[0] == str(
+        resolve_device(device).type
+    )
+    rng_state = generator if same_kind and generator is not None else None
+    max_priority = float(tensors["max_priority"]) if "max_priority" in tensors else 1.0
+    return _as_state(settings, device, host, int(meta["t"]), max_priority, rng_state)

@@ -1,239 +1,333 @@
-"""The public state of a :class:`~goalenvs.her.buffer.HerReplayBuffer`: its storage by name.
+"""The HER buffer's state, and the array modules it is written over.
 
-:meth:`HerReplayBuffer.state` returns a :class:`HerBufferState`,
-:meth:`HerReplayBuffer.from_state` rebuilds a buffer from one, and
-:mod:`goalenvs.her.buffer_file` writes one to a file and reads it back. The state holds
-everything the buffer holds but its goal functions: the settings, the arrays
-(:class:`HerStorage`), the count of ``add`` calls, the priorities and the sampling
-generator's state.
+:class:`BufferState` is everything a :class:`~goalenvs.her.buffer.HerReplayBuffer` holds
+but its goal functions: ``(rows, n_envs, ...)`` fields, per-env counters, the priorities,
+the generator's state; its float32 fields are views of one packed ``records`` array (one
+copy per ``add``, one gather per batch). :class:`NumpyOps` and :class:`TorchOps` are the
+few operations numpy and torch spell differently.
 
-Storage
--------
-Each parallel env writes its own *stream* of ``rows_per_env = buffer_size // n_envs``
-rows, used as a ring. A row holds one observation (every key of the observation Dict, in
-the space's dtype) and the transition taken from it (action, reward, terminated,
-truncated and the declared info values). An episode of ``T`` transitions occupies
-``T + 1`` consecutive rows: row ``t`` holds ``obs_t`` and transition ``t``, and the next
-observation of transition ``t`` is simply row ``t + 1``, so ``next_obs`` is never stored
-twice. The extra last row holds the episode's final observation and no transition.
-
-The streams are interleaved: row ``r`` of env ``e`` is element ``r * n_envs + e`` (its
-*flat row*) of every per-row array, so that envs which write the same row (all of them,
-while their episodes end together, as under a time limit) store a step with one slice per
-array. The observation keys, the action and the reward of a row live together in one
-record of a structured array (``records``, fields ``obs/KEY``, ``action``, ``reward``):
-sampling gathers whole records in one pass. The flags and the info values are separate
-arrays.
-
-Every stream counts rows and transitions with *unwrapped* counters that only grow (the
-physical row is ``counter % rows_per_env``): ``episode_start`` (first row of the episode
-in progress), ``intact_start`` (first row of the oldest intact episode) and the range of
-sampleable transitions ``[sampleable_from, sampleable_to)``. An env's next row is
-``steps_added + episodes_closed[env]``: one row per transition added, plus one per closed
-episode for its final observation. When a write would overwrite a row at or after
-``intact_start``, the whole oldest episode leaves the sampleable range first, so a
-half-overwritten episode is never sampled.
-
-Three int32 per-row arrays make sampling and relabeling pure index arithmetic:
-``transition_row[k]`` is the physical row of the stream's transition ``k`` (a ring too),
-``offset_in_episode[row]`` the row's offset in its episode, and ``episode_length[row]``
-(at the episode's first row, written when the episode ends) its number of transitions.
+:class:`HerStorage` and :class:`HerBufferState` are only for unpickling: the numpy
+buffer's state classes of goalenvs 148f048 and earlier, which a stable-baselines3 model's
+``save_replay_buffer`` pickle of that time names by this module's path; unpickled, they
+are read into today's layout by :func:`goalenvs.her.buffer_file.legacy_state`.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from goalenvs.core.backend import is_tensor, resolve_device, torch_dtype
 from goalenvs.her.settings import BufferSettings
 
-__all__ = ["HerBufferState", "HerStorage", "record_dtype"]
+__all__ = ["COUNTERS", "BufferState", "HerBufferState", "HerStorage", "NumpyOps", "TorchOps"]
 
 
-def record_dtype(settings: BufferSettings) -> np.dtype:
-    """The dtype of one record: the observation keys (``obs/KEY``, in the space's order),
-    the action and the reward."""
-    fields: list[tuple[str, Any, tuple[int, ...]]] = [
-        (f"obs/{key}", space.dtype, tuple(space.shape or ()))
-        for key, space in settings.observation_space.spaces.items()
-    ]
-    fields += [("action", settings.action_dtype, settings.action_shape), ("reward", np.float32, ())]
-    return np.dtype(fields, align=True)
+class NumpyOps:
+    """The operations numpy and torch spell differently, numpy's way."""
+
+    device: Any = None
+    xp = np
+
+    def __init__(self, seed: Any = None) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return np.zeros(shape, dtype)
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: Any) -> Any:
+        return np.full(shape, value, dtype)
+
+    def asarray(self, value: Any, dtype: Any = None) -> Any:
+        return np.asarray(value, dtype)
+
+    def uniform(self, count: int) -> Any:
+        return self.rng.random(count)
+
+    def to_int(self, value: Any) -> Any:
+        return value.astype(np.int64)
+
+    def searchsorted(self, sorted_: Any, values: Any) -> Any:
+        return np.searchsorted(sorted_, values, side="right")
+
+    def norm(self, value: Any) -> Any:
+        return np.linalg.norm(value, axis=1)
+
+    def take_rows(self, value: Any, rows: Any) -> Any:
+        """``value[rows[i, j], j]`` for every ``i, j``."""
+        return np.take_along_axis(value, rows, 0)
+
+    def take(self, value: Any, index: Any) -> Any:
+        """The rows ``index`` (1-d) of ``value``: a gather along the first axis (np.take
+        copies a strided source whole first: a view of the records is indexed instead)."""
+        if value.flags.c_contiguous:
+            return np.take(value, index, axis=0)
+        return value[index]
+
+    def float32(self, value: Any) -> Any:
+        return value.astype(np.float32)
+
+    def write_row(self, records: Any, row: int, parts: list[Any]) -> None:
+        """Writes ``parts`` (each ``(n_envs, k)``) side by side into ``records[row]``;
+        arrays of another module or device raise before anything is written."""
+        np.concatenate(parts, axis=1, out=records[row])
+
+    def arange(self, n: int) -> Any:
+        return np.arange(n)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return np.asarray(value)
+
+    def fits(self, value: Any, shape: tuple[int, ...]) -> bool:
+        """Whether ``value`` is an array of this module (and device) of ``shape``."""
+        return type(value) is np.ndarray and value.shape == shape
+
+    def may_hold(self, mask: Any) -> bool:
+        """Whether ``mask`` may have a true element: exactly, where that costs no host
+        read (numpy); always True on torch, whose writes are masked instead."""
+        return bool(mask.any())
+
+    def lowest(self, value: Any) -> int:
+        """``value.min()`` as an int where that costs no device read; torch: 0."""
+        return int(value.min())
+
+    def rng_state(self) -> Any:
+        return dict(self.rng.bit_generator.state)
+
+    def set_rng_state(self, state: Any) -> None:
+        self.rng.bit_generator.state = dict(state)
 
 
-class HerStorage(NamedTuple):
-    """The arrays of a numpy HER buffer, by name (see the module docstring).
+class TorchOps(NumpyOps):
+    """:class:`NumpyOps` for tensors on the torch device ``device``; every draw comes from
+    :attr:`generator`, so a CUDA graph that registers it replays fresh draws."""
 
-    Per-row arrays have ``rows_per_env * n_envs`` elements, indexed by flat row
-    ``row * n_envs + env``; per-env arrays have ``n_envs``.
-    """
+    def __init__(self, device: Any, seed: Any = None) -> None:
+        import torch
 
-    #: Per row: the observation keys, the action and the reward (see :func:`record_dtype`).
-    records: np.ndarray
-    #: Per row, bool: the transition ended its episode by termination / by truncation.
-    terminated: np.ndarray
-    truncated: np.ndarray
-    #: Info key -> per-row values; a key's array is made at the first ``add``, in the
-    #: dtype of its values.
-    infos: dict[str, np.ndarray]
-    #: Per row, int32: the row's offset in its episode (written when the episode ends).
-    offset_in_episode: np.ndarray
-    #: Per row, int32: at an episode's first row, its number of transitions.
-    episode_length: np.ndarray
-    #: Per stream transition ``k`` (at ``k % rows_per_env``), int32: its physical row.
-    transition_row: np.ndarray
-    #: Per env, int64, unwrapped: the first row of the episode in progress.
-    episode_start: np.ndarray
-    #: Per env, int64, unwrapped: the first row of the oldest intact episode.
-    intact_start: np.ndarray
-    #: Per env, int64: the stream's sampleable transitions are ``[from, to)``.
-    sampleable_from: np.ndarray
-    sampleable_to: np.ndarray
-    #: Per env, int64: episodes the env has closed (each took a row for its final
-    #: observation).
-    episodes_closed: np.ndarray
+        self.xp = torch
+        self.device = resolve_device(device)
+        self.generator = torch.Generator(device=self.device)
+        if seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(int(seed))
 
-    @property
-    def observations(self) -> dict[str, np.ndarray]:
-        """Observation key -> its per-row values: views of ``records``."""
-        names = self.records.dtype.names or ()
-        return {name[4:]: self.records[name] for name in names if name.startswith("obs/")}
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return self.xp.zeros(shape, dtype=torch_dtype(dtype), device=self.device)
 
-    @property
-    def actions(self) -> np.ndarray:
-        """The per-row actions: a view of ``records``."""
-        return self.records["action"]
+    def full(self, shape: tuple[int, ...], value: Any, dtype: Any) -> Any:
+        return self.xp.full(shape, value, dtype=torch_dtype(dtype), device=self.device)
 
-    @property
-    def rewards(self) -> np.ndarray:
-        """The per-row stored rewards: a view of ``records``."""
-        return self.records["reward"]
+    def asarray(self, value: Any, dtype: Any = None) -> Any:
+        dtype = None if dtype is None else torch_dtype(dtype)
+        if isinstance(value, np.ndarray) and not value.dtype.isnative:  # torch refuses it
+            value = value.astype(value.dtype.newbyteorder("="))
+        return self.xp.as_tensor(value, dtype=dtype, device=self.device)
 
-    def copy(self) -> HerStorage:
-        """A storage of copies of every array."""
-        return self.with_copied_bookkeeping()._replace(
-            records=self.records.copy(),
-            infos={key: value.copy() for key, value in self.infos.items()},
+    def uniform(self, count: int) -> Any:
+        torch = self.xp
+        return torch.rand(count, generator=self.generator, dtype=torch.float64, device=self.device)
+
+    def to_int(self, value: Any) -> Any:
+        return value.long()
+
+    def searchsorted(self, sorted_: Any, values: Any) -> Any:
+        return self.xp.searchsorted(sorted_, values, right=True)
+
+    def norm(self, value: Any) -> Any:
+        return self.xp.linalg.vector_norm(value, dim=1)
+
+    def take_rows(self, value: Any, rows: Any) -> Any:
+        return value.gather(0, rows)
+
+    def take(self, value: Any, index: Any) -> Any:
+        # index_select on one index: several times faster than indexing by two.
+        return value.index_select(0, index)
+
+    def float32(self, value: Any) -> Any:
+        return value.float()
+
+    def write_row(self, records: Any, row: int, parts: list[Any]) -> None:
+        records[row] = self.xp.cat(parts, 1)
+
+    def arange(self, n: int) -> Any:
+        return self.xp.arange(n, device=self.device)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return value.detach().cpu().numpy()
+
+    def fits(self, value: Any, shape: tuple[int, ...]) -> bool:
+        return (
+            isinstance(value, self.xp.Tensor)
+            and value.shape == shape
+            and value.device == self.device
         )
 
-    def with_copied_bookkeeping(self) -> HerStorage:
-        """A storage that shares ``records`` and ``infos`` and copies every other array:
-        what closing episodes writes, so that closing them in it leaves this one alone."""
-        copies = {name: getattr(self, name).copy() for name in self._fields if name not in _SHARED}
-        return self._replace(infos=dict(self.infos), **copies)
+    def may_hold(self, mask: Any) -> bool:
+        return True
+
+    def lowest(self, value: Any) -> int:
+        return 0
+
+    def rng_state(self) -> Any:
+        return self.generator.get_state()
+
+    def set_rng_state(self, state: Any) -> None:
+        self.generator.set_state(state)
 
 
-_SHARED = ("records", "infos")
+@dataclasses.dataclass
+class BufferState:
+    """The buffer's whole content but its goal functions (arrays of one module).
 
-
-@dataclasses.dataclass(frozen=True)
-class HerBufferState:
-    """Everything a :class:`~goalenvs.her.buffer.HerReplayBuffer` holds but its goal
-    functions.
-
-    Returned by :meth:`HerReplayBuffer.state` with the buffer's own arrays (no copy: it
-    changes as the buffer does; :meth:`copy` for a snapshot), taken by
-    :meth:`HerReplayBuffer.from_state` without a copy.
+    ``fields`` maps ``obs/KEY``, ``next_obs/KEY``, ``action``, ``reward``, ``terminated``,
+    ``truncated``, ``episode_start``, ``episode_end``, ``info/KEY`` (and ``motion``, the
+    path of the achieved goal so far in its episode, for goal-motion priorities) to
+    ``(rows, n_envs, ...)`` arrays; ``counters`` maps :data:`COUNTERS` to ``(n_envs,)``
+    int64 arrays; ``priorities`` is each row's ``p ** alpha`` (prioritized by TD error).
     """
 
-    #: The settings, with the live ``beta``.
     settings: BufferSettings
-    storage: HerStorage
-    #: ``add`` calls so far (each stored one transition per env).
+    device: Any
+    fields: dict[str, Any]
+    counters: dict[str, Any]
     steps_added: int
-    #: Per flat row, float64: ``priority ** alpha`` of the row's transition while it can be
-    #: sampled, 0 otherwise; None unless ``settings.prioritized``.
-    priorities: np.ndarray | None
-    #: The largest priority seen so far: what new transitions start at.
+    priorities: Any
     max_priority: float
-    #: The sampling generator's ``bit_generator.state``.
-    rng_state: dict[str, object]
+    rng_state: Any
+    #: ``(rows, n_envs, width)`` float32, when the float32 fields of :data:`PACKED` are
+    #: views of it (side by side, in that order); None: the fields are arrays of their own.
+    records: Any = None
 
-    @classmethod
-    def empty(cls, settings: BufferSettings, rng_state: dict[str, object]) -> HerBufferState:
-        """The state of a new buffer: zeroed storage, no transition added."""
-        n = settings.n_envs
-        total = settings.rows_per_env * n
+    def copy(self) -> BufferState:
+        """A copy that shares no array with this state."""
 
-        def per_env() -> np.ndarray:
-            return np.zeros(n, dtype=np.int64)
+        def fresh(value: Any) -> Any:
+            return value.clone() if is_tensor(value) else copy.deepcopy(value)
 
-        storage = HerStorage(
-            records=np.zeros(total, record_dtype(settings)),
-            terminated=np.zeros(total, dtype=bool),
-            truncated=np.zeros(total, dtype=bool),
-            infos={},
-            offset_in_episode=np.zeros(total, dtype=np.int32),
-            episode_length=np.zeros(total, dtype=np.int32),
-            transition_row=np.zeros(total, dtype=np.int32),
-            episode_start=per_env(),
-            intact_start=per_env(),
-            sampleable_from=per_env(),
-            sampleable_to=per_env(),
-            episodes_closed=per_env(),
-        )
-        priorities = np.zeros(total) if settings.prioritized else None
-        return cls(settings, storage, 0, priorities, 1.0, rng_state)
-
-    def copy(self) -> HerBufferState:
-        """A state of copies of every array (a snapshot of a live buffer's state)."""
-        return dataclasses.replace(
-            self,
-            storage=self.storage.copy(),
-            priorities=None if self.priorities is None else self.priorities.copy(),
-            rng_state=_copy_nested(self.rng_state),
+        return BufferState(
+            self.settings,
+            self.device,
+            {name: fresh(value) for name, value in self.fields.items()},
+            {name: fresh(value) for name, value in self.counters.items()},
+            self.steps_added,
+            None if self.priorities is None else fresh(self.priorities),
+            self.max_priority,
+            fresh(self.rng_state),
         )
 
-    def check(self) -> None:
-        """Raises a ValueError naming the first array whose shape or dtype does not match
-        the settings, or a counter out of its range."""
-        settings = self.settings
-        n, total = settings.n_envs, settings.rows_per_env * settings.n_envs
-        expected: dict[str, tuple[tuple[int, ...], np.dtype]] = {
-            "records": ((total,), record_dtype(settings)),
-            "terminated": ((total,), np.dtype(bool)),
-            "truncated": ((total,), np.dtype(bool)),
-            "offset_in_episode": ((total,), np.dtype(np.int32)),
-            "episode_length": ((total,), np.dtype(np.int32)),
-            "transition_row": ((total,), np.dtype(np.int32)),
-        }
-        for name in ("episode_start", "intact_start", "sampleable_from", "sampleable_to"):
-            expected[name] = ((n,), np.dtype(np.int64))
-        expected["episodes_closed"] = ((n,), np.dtype(np.int64))
-        for name, (shape, dtype) in expected.items():
-            _check_array(f"storage.{name}", getattr(self.storage, name), shape, dtype)
-        for key, values in self.storage.infos.items():
-            if key not in settings.info_keys:
-                raise ValueError(f"storage.infos has {key!r}, not one of {settings.info_keys}")
-            if not isinstance(values, np.ndarray) or values.shape[:1] != (total,):
-                raise ValueError(f"storage.infos[{key!r}] must be an array of {total} rows")
-        if settings.prioritized:
-            if self.priorities is None:
-                raise ValueError("priorities is None for a prioritized buffer")
-            _check_array("priorities", self.priorities, (total,), np.dtype(np.float64))
-        elif self.priorities is not None:
-            raise ValueError("priorities must be None for a buffer that is not prioritized")
-        if self.steps_added < 0 or (self.storage.episodes_closed < 0).any():
-            raise ValueError(
-                f"steps_added {self.steps_added} and episodes_closed "
-                f"{self.storage.episodes_closed[:8]} must not be negative"
-            )
+
+#: Per env: where its episode in progress starts, its sampleable counters [from, to),
+#: and where its newest complete episode starts.
+COUNTERS = ("current_start", "sampleable_from", "sampleable_to", "newest_start")
 
 
-def _check_array(name: str, value: object, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    if not isinstance(value, np.ndarray) or value.shape != shape or value.dtype != dtype:
-        got = (
-            f"shape {value.shape} dtype {value.dtype}"
-            if isinstance(value, np.ndarray)
-            else type(value).__name__
-        )
-        raise ValueError(f"{name} has {got}, expected shape {shape} dtype {dtype}")
+def packed_names(settings: BufferSettings) -> list[tuple[str, tuple[int, ...]]]:
+    """The float32 fields packed side by side into one records array, with their shapes
+    per row and env: a row is written with one copy and a batch gathered with one take."""
+    spaces_ = settings.observation_space.spaces
+    packed = [
+        (f"{side}/{key}", tuple(spaces_[key].shape or ()))
+        for side in ("obs", "next_obs")
+        for key in sorted(spaces_)
+        if np.dtype(spaces_[key].dtype) == np.float32
+    ]
+    if np.dtype(settings.action_dtype) == np.float32:
+        packed.append(("action", tuple(settings.action_shape)))
+    return [*packed, ("reward", ())]
 
 
-def _copy_nested(value: object) -> Any:
-    """A copy of nested dicts of plain values (a bit generator's state)."""
-    if isinstance(value, dict):
-        return {key: _copy_nested(item) for key, item in value.items()}
-    return value
+def empty_state(settings: BufferSettings, ops: NumpyOps) -> BufferState:
+    rows, n = settings.rows_per_env, settings.n_envs
+    packed = packed_names(settings)
+    width = sum(int(np.prod(shape)) for _, shape in packed)
+    records = ops.zeros((rows, n, width), np.float32)
+    fields: dict[str, Any] = field_views(records, packed)
+    for key, space in settings.observation_space.spaces.items():
+        if np.dtype(space.dtype) != np.float32:
+            for side in ("obs", "next_obs"):
+                shape = (rows, n, *(space.shape or ()))
+                fields[f"{side}/{key}"] = ops.zeros(shape, np.dtype(space.dtype))
+    if "action" not in fields:
+        fields["action"] = ops.zeros((rows, n, *settings.action_shape), settings.action_dtype)
+    fields["terminated"] = ops.zeros((rows, n), bool)
+    fields["truncated"] = ops.zeros((rows, n), bool)
+    fields["episode_start"] = ops.zeros((rows, n), np.int64)
+    fields["episode_end"] = ops.zeros((rows, n), np.int64)
+    if settings.priority == "goal_motion":
+        fields["motion"] = ops.zeros((rows, n), np.float64)
+    counters = {name: ops.zeros((n,), np.int64) for name in COUNTERS}
+    priorities = ops.zeros((rows, n), np.float64) if settings.prioritized else None
+    rng = ops.rng_state()
+    return BufferState(settings, ops.device, fields, counters, 0, priorities, 1.0, rng, records)
+
+
+def width_of(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape))
+
+
+def field_views(records: Any, packed: list[tuple[str, tuple[int, ...]]]) -> dict[str, Any]:
+    """The fields ``packed`` as views of ``records`` ``(rows, n_envs, width)``."""
+    rows, n = records.shape[:2]
+    views, at = {}, 0
+    for name, shape in packed:
+        size = int(np.prod(shape))
+        views[name] = records[:, :, at : at + size].reshape(rows, n, *shape)
+        at += size
+    return views
+
+
+def packed_slices(packed: list[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, int, tuple]]:
+    """Each packed field's columns ``[lo, hi)`` in a records row, and its shape."""
+    out, at = {}, 0
+    for name, shape in packed:
+        size = int(np.prod(shape))
+        out[name] = (at, at + size, shape)
+        at += size
+    return out
+
+
+def flat_view(value: Any) -> Any:
+    """``value`` of shape ``(rows, n_envs, ...)`` as ``(rows * n_envs, ...)``, no copy."""
+    return value.reshape(value.shape[0] * value.shape[1], *value.shape[2:])
+
+
+def numpy_dtype(dtype: Any) -> Any:
+    """A numpy dtype for a numpy dtype or a torch one."""
+    if isinstance(dtype, np.dtype):
+        return dtype
+    return np.dtype(str(dtype).removeprefix("torch."))
+
+
+# The classes of pickles of goalenvs 148f048 and earlier.
+class HerStorage(NamedTuple):
+    """The old numpy buffer's arrays, in their pickled order."""
+
+    records: Any
+    terminated: Any
+    truncated: Any
+    infos: Any
+    offset_in_episode: Any
+    episode_length: Any
+    transition_row: Any
+    episode_start: Any
+    intact_start: Any
+    sampleable_from: Any
+    sampleable_to: Any
+    episodes_closed: Any
+
+
+class HerBufferState:
+    """The old numpy buffer's state: ``settings``, ``storage`` (a :class:`HerStorage`),
+    ``steps_added``, ``priorities``, ``max_priority`` and ``rng_state``, as pickled."""
+
+    settings: Any
+    storage: HerStorage
+    steps_added: int
+    priorities: Any
+    max_priority: float
+    rng_state: Any

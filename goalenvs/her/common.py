@@ -13,11 +13,10 @@ back to these, which coerce or explain.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
-from gymnasium import spaces
 
 from goalenvs.core.backend import is_tensor
 from goalenvs.core.types import DeviceLike, GoalFunction
@@ -50,10 +49,7 @@ class HerBatch(NamedTuple):
     replay (ones and the sampled indices for a uniform buffer, so agents can always use
     them).
 
-    The numpy buffer's arrays belong to the buffer unless sampled with ``copy=True``: the
-    next ``sample`` of the same batch size overwrites them (see
-    :meth:`goalenvs.her.buffer.HerReplayBuffer.sample`). The device buffer returns fresh
-    tensors each call.
+    Every ``sample`` returns fresh arrays (or tensors), which no later call writes into.
     """
 
     observations: dict[str, Any]
@@ -149,6 +145,20 @@ def version_error(name: str, kind: str, version: object, expected: int) -> Value
     )
 
 
+def _setting(name: str, doc: str, convert: Callable[[Any], Any] | None = None) -> Any:
+    """A read-only property of the buffer's setting ``name`` (through ``convert``)."""
+
+    def read(self: ReplayBufferBase) -> Any:
+        value = getattr(self._settings, name)
+        return value if convert is None else convert(value)
+
+    return property(read, doc=doc)
+
+
+def _tuple_or_none(value: Any) -> tuple[float, ...] | None:
+    return None if value is None else tuple(value)
+
+
 class ReplayBufferBase:
     """The settings, copy and pickle rules, input checks and prioritized-replay rules of
     both HER buffers.
@@ -218,14 +228,6 @@ class ReplayBufferBase:
         """Makes this (new or unpickled) object the buffer ``state`` describes."""
         raise NotImplementedError
 
-    def _state_from_legacy(self, pickled: dict[str, object]) -> Any:
-        """The state of a buffer pickled by an earlier goalenvs (its ``__dict__``)."""
-        raise ValueError(
-            f"this {self._NAME} was pickled by an earlier goalenvs, whose layout this one "
-            f"does not read: load that goalenvs, save the buffer with {self._NAME}.save and "
-            f"read the file with {self._NAME}.load"
-        )
-
     @classmethod
     def from_state(
         cls: type[_Buffer], state: Any, compute_reward: object, compute_terminated: object = None
@@ -249,11 +251,6 @@ class ReplayBufferBase:
             "compute_terminated": self.compute_terminated,
         }
 
-    def __setstate__(self, pickled: dict[str, object]) -> None:
-        # A pickle of an earlier goalenvs holds the buffer's __dict__, not its state.
-        state = pickled["state"] if "state" in pickled else self._state_from_legacy(pickled)
-        self._adopt(state, pickled["compute_reward"], pickled.get("compute_terminated"))
-
     # ------------------------------------------------------------------ settings
     @property
     def settings(self) -> BufferSettings:
@@ -261,56 +258,35 @@ class ReplayBufferBase:
         with the live ``beta``."""
         return self._settings
 
-    @property
-    def buffer_size(self) -> int:
-        """Rows of storage over all envs."""
-        return self._settings.buffer_size
-
-    @property
-    def observation_space(self) -> spaces.Dict:
-        """The single-env goal Dict space."""
-        return self._settings.observation_space
-
-    @property
-    def action_space(self) -> spaces.Space:
-        """The single-env action space."""
-        return self._settings.action_space
-
-    @property
-    def n_envs(self) -> int:
-        """Parallel envs writing into the buffer."""
-        return self._settings.n_envs
-
-    @property
-    def rows_per_env(self) -> int:
-        """Rows of storage each env writes: ``buffer_size // n_envs``."""
-        return self._settings.rows_per_env
-
-    @property
-    def n_sampled_goal(self) -> int:
-        """HER's ``k``: a sampled transition is relabeled with probability ``k / (k + 1)``."""
-        return self._settings.n_sampled_goal
-
-    @property
-    def her_ratio(self) -> float:
-        """The probability that a sampled transition is relabeled: ``k / (k + 1)``."""
-        return self._settings.her_ratio
-
-    @property
-    def goal_selection_strategy(self) -> GoalSelectionStrategy:
-        """Where relabeled goals come from (unused when ``goal_mix`` was given)."""
-        return GoalSelectionStrategy.parse(self._settings.goal_selection_strategy)
-
-    @property
-    def goal_mix(self) -> GoalMix:
-        """The relabelling mix sampling draws from: the one given, or the strategy's
-        (future k=4: ``GoalMix(future=0.8, original=0.2)``)."""
-        return self._settings.relabel_mix
-
-    @property
-    def goal_mix_warmup(self) -> int:
-        """Env steps stored before the mix applies (only future goals until then)."""
-        return self._settings.goal_mix_warmup
+    # The settings, read-only (each one's meaning: HerReplayBuffer's docstring).
+    buffer_size = _setting("buffer_size", "Transitions held over all envs.")
+    observation_space = _setting("observation_space", "The single-env goal Dict space.")
+    action_space = _setting("action_space", "The single-env action space.")
+    n_envs = _setting("n_envs", "Parallel envs writing into the buffer.")
+    rows_per_env = _setting("rows_per_env", "Transitions each env keeps: buffer_size // n_envs.")
+    n_sampled_goal = _setting("n_sampled_goal", "HER's k: relabeled with probability k/(k+1).")
+    her_ratio = _setting("her_ratio", "The probability k/(k+1) that a sample is relabeled.")
+    goal_selection_strategy = _setting(
+        "goal_selection_strategy", "Where relabeled goals come from.", GoalSelectionStrategy.parse
+    )
+    goal_mix = _setting("relabel_mix", "The relabelling mix: the one given, or the strategy's.")
+    goal_mix_warmup = _setting("goal_mix_warmup", "Env steps stored before the mix applies.")
+    handle_timeout_termination = _setting(
+        "handle_timeout_termination", "Whether a truncated transition still bootstraps."
+    )
+    info_keys = _setting("info_keys", "The info keys stored for the goal functions.", tuple)
+    prioritized = _setting("prioritized", "Whether draws follow the priorities.")
+    priority = _setting(
+        "priority", 'What a prioritized buffer draws by: "td_error", "goal_motion".'
+    )
+    motion_clip = _setting("motion_clip", "The most one step's goal motion counts.")
+    motion_weights = _setting(
+        "motion_weights", "Per-entry weights of the goal's motion.", _tuple_or_none
+    )
+    n_step = _setting("n_step", "The steps each sampled return sums.")
+    gamma = _setting("gamma", "The discount of n-step returns (None for one-step).")
+    alpha = _setting("alpha", "How much the priorities count, in [0, 1].")
+    priority_eps = _setting("priority_eps", "The floor added to every priority.")
 
     def _relabelling_repr(self) -> str:
         """The relabelling settings as a repr shows them: the strategy and k, or the mix."""
@@ -325,61 +301,6 @@ class ReplayBufferBase:
         if settings.goal_mix_warmup:
             text += f", goal_mix_warmup={settings.goal_mix_warmup}"
         return text
-
-    @property
-    def handle_timeout_termination(self) -> bool:
-        """Whether a truncated (time-limit) transition still bootstraps."""
-        return self._settings.handle_timeout_termination
-
-    @property
-    def info_keys(self) -> tuple[str, ...]:
-        """The info keys stored with every transition and passed to the goal functions."""
-        return tuple(self._settings.info_keys)
-
-    @property
-    def prioritized(self) -> bool:
-        """Whether transitions are drawn in proportion to their priority."""
-        return self._settings.prioritized
-
-    @property
-    def priority(self) -> str:
-        """What a prioritized buffer draws by: ``"td_error"`` (set through
-        :meth:`update_priorities`) or ``"goal_motion"`` (set when an episode ends)."""
-        return self._settings.priority
-
-    @property
-    def motion_clip(self) -> float | None:
-        """The most one step's move of the achieved goal counts for ``"goal_motion"``
-        priorities (None: unclipped)."""
-        return self._settings.motion_clip
-
-    @property
-    def motion_weights(self) -> tuple[float, ...] | None:
-        """Per-entry weights of the achieved goal's step for ``"goal_motion"`` priorities,
-        applied before its length is taken (None: all 1)."""
-        weights = self._settings.motion_weights
-        return None if weights is None else tuple(weights)
-
-    @property
-    def n_step(self) -> int:
-        """The steps each sampled return sums (1: one-step transitions)."""
-        return self._settings.n_step
-
-    @property
-    def gamma(self) -> float | None:
-        """The discount n-step returns are summed with (None for one-step transitions)."""
-        return self._settings.gamma
-
-    @property
-    def alpha(self) -> float:
-        """How much the priorities count, in [0, 1] (0: uniform)."""
-        return self._settings.alpha
-
-    @property
-    def priority_eps(self) -> float:
-        """Added to ``|td_error|`` (or an episode's goal motion) so that no transition stops
-        being drawn."""
-        return self._settings.priority_eps
 
     @property
     def beta(self) -> float:

@@ -30,8 +30,8 @@ Differences from stable-baselines3's buffer:
   change and cached until the next ``add``: O(buffer_size) time and memory once, free
   after (benchmarks/sb3_her.py prints the cost). Writes through them raise; change the
   data with ``add``, ``truncate_last_trajectory`` or ``reset``. Positions whose transition
-  our ring has already retired read zeros (it keeps one extra row per episode, so it
-  wraps a little sooner than SB3's).
+  our ring has already retired read zeros (it retires a whole episode once its first
+  transition is overwritten, where SB3's keeps the rest of it).
 - The ``"random"`` strategy is available too. The strategy is goalenvs'
   :class:`~goalenvs.her.settings.GoalSelectionStrategy`, read as
   ``buffer.core.goal_selection_strategy``. ``goal_mix`` (with ``goal_mix_warmup``) takes
@@ -63,7 +63,6 @@ from stable_baselines3.common.vec_env import VecNormalize
 from stable_baselines3.her.her_replay_buffer import HerReplayBuffer as _SB3HerReplayBuffer
 
 from goalenvs.her.buffer import HerReplayBuffer as CoreBuffer
-from goalenvs.her.buffer_state import HerStorage
 from goalenvs.her.settings import GoalSelectionStrategy, resolve_goal_function
 
 __all__ = ["HerReplayBuffer"]
@@ -110,10 +109,9 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
     allocated.
 
     Args:
-        buffer_size: rows kept over all envs: transitions plus one row per stored episode
-            for its final observation (50-step episodes: 50/51 of it are transitions). The
-            ``buffer_size`` attribute is SB3's: ``buffer_size // n_envs``, the positions
-            per env of the public arrays.
+        buffer_size: transitions kept over all envs, as SB3's. The ``buffer_size``
+            attribute is SB3's: ``buffer_size // n_envs``, the positions per env of the
+            public arrays.
         observation_space: the goal Dict observation space.
         action_space: the action space.
         env: the training VecEnv (stable-baselines3 passes it); its first sub-env's
@@ -218,7 +216,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         # Validates the arguments now; rebuilt at the first add when info keys are inferred.
         self._core = self._make_core(tuple(info_keys), None)
         # stable-baselines3's meaning: transitions kept per env, the first dimension of the
-        # public arrays (here the rows per env, shared with the episodes' final observations).
+        # public arrays.
         self.buffer_size = self.core.rows_per_env
         obs_shape = get_obs_shape(observation_space)
         assert isinstance(obs_shape, dict)  # a Dict space: the core buffer checked it
@@ -343,7 +341,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         # keeps would change under it at the next sample(). stable-baselines3's buffer hands
         # out fresh tensors: so does this one (on the CPU fresh arrays, elsewhere the copy
         # to the device).
-        batch = self.core.sample(batch_size, copy=self.device.type == "cpu")
+        batch = self.core.sample(batch_size)
         observations, next_observations = batch.observations, batch.next_observations
         rewards = batch.rewards.reshape(-1, 1)
         if env is not None:
@@ -395,7 +393,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
     @property
     def _current_ep_start(self) -> np.ndarray:
         """Position of each env's episode in progress (== pos when none is), SB3's name."""
-        return self._storage().sampleable_to % self.buffer_size
+        return self.core.counters["current_start"] % self.buffer_size
 
     @_current_ep_start.setter
     def _current_ep_start(self, value: np.ndarray) -> None:
@@ -410,8 +408,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         calls' time), then cached until the next add. Writes through it are not supported
         (numpy raises "read-only"): change the data with add(),
         truncate_last_trajectory() or reset(). Positions whose transition the goalenvs
-        buffer no longer holds (its ring keeps one final observation per episode, so it
-        wraps sooner than SB3's) read as zeros, as never-written positions do.
+        buffer no longer holds (a whole episode leaves once its first transition is
+        overwritten) read as zeros, as never-written positions do.
         """
     )
     next_observations = _PublicArray(
@@ -436,101 +434,60 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
 
     def _transitions_added(self) -> int:
         # Every add() adds one transition per env: the goalenvs buffer counts its adds.
-        return self.core.state().steps_added
-
-    def _storage(self) -> HerStorage:
-        return self.core.state().storage
+        return self.core.steps_added
 
     def _public(self, name: str) -> object:
-        storage = self._storage()
-        added = self._transitions_added()
-        key = (
-            self.core,
-            added,
-            storage.sampleable_from.tobytes(),
-            storage.sampleable_to.tobytes(),
-        )
-        cache = self._public_cache
-        if cache is None or cache["key"] != key:
-            cache = self._public_cache = {"key": key, "index": self._public_index(added)}
+        # The goalenvs storage is SB3's layout, (buffer_size, n_envs) with position t % R:
+        # each public array is a masked, read-only copy of a field, cached until an add.
+        cache = self._cache()
         if name not in cache:
-            cache[name] = self._assemble(name, cache["index"])
+            cache[name] = self._assemble(name, cache["held"], cache["closed"])
         return cache[name]
 
-    def _public_index(self, added: int) -> dict[str, np.ndarray]:
-        """Where each SB3 position's transition lies in the goalenvs storage.
+    def _masks(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(held, closed)``, ``(buffer_size, n_envs)``: the positions whose transition
+        the ring still holds, and those of them in a complete episode."""
+        cache = self._cache()
+        return cache["held"], cache["closed"]
 
-        Example: buffer_size R = 4, 6 transitions added (pos = 2): positions 0 and 1 hold
-        transitions 4 and 5, positions 2 and 3 transitions 2 and 3; t = 5 - ((5 - p) % 4).
-        """
-        c = self._storage()
-        R, n = self.buffer_size, self.n_envs
-        position = np.arange(R)[:, None]
-        t = added - 1 - ((added - 1 - position) % R)  # (R, 1); negative: never written
-        held = (t >= 0) & (t >= c.sampleable_from)  # (R, n): not yet retired by the ring
-        closed = held & (t < c.sampleable_to)  # in a complete episode
-        # Complete episodes recorded each transition's row at their end (transition_row,
-        # at position t % R); the episode in progress runs from row episode_start on.
-        row = np.where(
-            closed,
-            c.transition_row.reshape(R, n),
-            (c.episode_start + (t - c.sampleable_to)) % R,
-        ).astype(np.int64)
-        env = np.arange(n)
-        flat = row * n + env
-        # Transitions since the episode's start.
-        offset = np.where(closed, c.offset_in_episode[flat], t - c.sampleable_to)
-        first_flat = ((row - offset) % R) * n + env
-        return {
-            "held": held,
-            "closed": closed,
-            # Positions not held point at row 0 and are zeroed after the gather.
-            "flat": np.where(held, flat, 0).ravel(),
-            "next_flat": np.where(held, ((row + 1) % R) * n + env, 0).ravel(),
-            "ep_start": np.where(held, (t - offset) % R, 0),
-            "ep_length": np.where(closed, c.episode_length[first_flat], 0),
-        }
+    def _cache(self) -> dict[str, Any]:
+        c = self.core.counters
+        key = (self.core, self._transitions_added(), *(c[k].tobytes() for k in sorted(c)))
+        cache = self._public_cache
+        if cache is None or cache["key"] != key:
+            t = self.core.counter_of_rows()[:, None]  # negative: never written
+            held = (t >= 0) & (t >= c["sampleable_from"])  # not retired by the ring
+            closed = held & (t < c["sampleable_to"])  # in a complete episode
+            cache = self._public_cache = {"key": key, "held": held, "closed": closed}
+        return cache
 
-    def _assemble(self, name: str, index: dict[str, np.ndarray]) -> object:
-        c = self._storage()
-        R, n = self.buffer_size, self.n_envs
-        held, flat = index["held"], index["flat"]
-        empty = None if held.all() else ~held
+    def _assemble(self, name: str, held: np.ndarray, closed: np.ndarray) -> object:
+        f = self.core.fields
 
-        def finish(out: np.ndarray) -> np.ndarray:
-            if empty is not None:
-                out[empty] = 0
+        def masked(value: np.ndarray, where: np.ndarray = held) -> np.ndarray:
+            mask = where.reshape(*where.shape, *[1] * (value.ndim - 2))
+            out = np.where(mask, value, np.zeros((), value.dtype))
             out.flags.writeable = False
             return out
-
-        def gather(store: np.ndarray, where: np.ndarray, dtype: object = None) -> np.ndarray:
-            out = store[where].reshape(R, n, *store.shape[1:])
-            return finish(out if dtype is None else out.astype(dtype, copy=False))
 
         if name in ("observations", "next_observations"):
-            where = flat if name == "observations" else index["next_flat"]
-            return {key: gather(store, where) for key, store in c.observations.items()}
+            side = "obs" if name == "observations" else "next_obs"
+            return {key: masked(f[f"{side}/{key}"]) for key in self.core.observation_space.spaces}
         if name == "actions":
-            # SB3 stores float64 actions as float32, other dtypes as they are.
-            dtype = np.float32 if c.actions.dtype == np.float64 else None
-            return gather(c.actions.reshape(R * n, self.action_dim), flat, dtype)
+            actions = f["action"].reshape(*f["action"].shape[:2], self.action_dim)
+            return masked(actions)
         if name == "rewards":
-            return gather(c.rewards, flat)
-        if name in ("dones", "timeouts"):
-            if name == "dones":
-                flags = c.terminated | c.truncated
-            elif self.handle_timeout_termination:
-                flags = c.truncated
-            else:
-                flags = np.zeros_like(c.truncated)
-            # Only an episode's end carries a flag; rows of the episode in progress may still
-            # hold those of the episode they overwrote.
-            out = np.where(index["closed"], flags[flat].reshape(R, n), False).astype(np.float32)
-            out.flags.writeable = False
-            return out
-        out = index[name].astype(np.int64)
-        out.flags.writeable = False
-        return out
+            return masked(f["reward"])
+        if name == "dones":
+            return masked((f["terminated"] | f["truncated"]).astype(np.float32))
+        if name == "timeouts":
+            flags = f["truncated"] if self.handle_timeout_termination else f["truncated"] & False
+            return masked(flags.astype(np.float32))
+        if name == "ep_start":
+            return masked(f["episode_start"] % self.buffer_size)
+        start = f["episode_start"]
+        end = np.take_along_axis(f["episode_end"], start % self.buffer_size, 0)
+        return masked(end - start, closed)
 
     def truncate_last_trajectory(self) -> None:
         """Ends the episodes in progress (stable-baselines3 calls it after loading)."""

@@ -2,7 +2,7 @@
 
 :class:`BufferSettings` holds the constructor arguments of
 :class:`goalenvs.her.buffer.HerReplayBuffer` and
-:class:`goalenvs.her.device_buffer.DeviceHerReplayBuffer` (all but the goal functions and
+:class:`goalenvs.her.buffer.DeviceHerReplayBuffer` (all but the goal functions and
 the device) and checks them in ``__post_init__``, with the messages the buffers have always
 given; :meth:`BufferSettings.to_meta` and :meth:`BufferSettings.from_meta` are the part of
 a saved file's metadata that describes them. :class:`GoalSelectionStrategy` and

@@ -226,7 +226,7 @@ class DeviceBackend(Backend):
 
     def new_buffer(self, size: int, compute_reward: GoalFunction, **kwargs: Any) -> ReplayBuffer:
         """An empty replay buffer on the device."""
-        from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+        from goalenvs.her.buffer import DeviceHerReplayBuffer
 
         return DeviceHerReplayBuffer(
             size, compute_reward=compute_reward, device=self.device, **kwargs
@@ -236,7 +236,7 @@ class DeviceBackend(Backend):
         self, path: Path, compute_reward: GoalFunction, compute_terminated: GoalFunction | None
     ) -> ReplayBuffer:
         """A replay buffer saved on a device, loaded onto this one."""
-        from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+        from goalenvs.her.buffer import DeviceHerReplayBuffer
 
         return DeviceHerReplayBuffer.load(
             path, compute_reward, compute_terminated, device=self.device

@@ -1,33 +1,28 @@
-"""goalenvs.her.buffer against a slow reference model (the behaviour tests are test_buffer.py).
+"""The one HER buffer against a slow reference model, on numpy and torch.
 
-An independent reading of HerReplayBuffer's index arithmetic, checked against a slow model.
-
-The model keeps every episode every env ever wrote (a list of episodes per env, each with
-its start row, length and how it ended) and decides which ones a ring of
-``rows_per_env`` rows still holds whole. Every value written into the buffer names its own
-origin: observations, achieved goals, actions and the ``tag`` info are ``(env, episode,
-step)``, the episode's desired goal is ``(-1, env, episode)``, the stored reward is a
-function of the three. A sampled batch is then checked field by field against the model:
-which episodes may appear, which goal indices each strategy may draw, which reward, which
-done, which info row, and that a saved-and-loaded buffer or a torch batch gives exactly the
-same values as a twin that never went through either.
+The model keeps every episode every env wrote and decides which ones the buffer holds:
+each env's ring keeps its last ``rows`` transitions, and an episode leaves whole when its
+first row is overwritten (it is intact while ``start >= adds - rows``). Every value written
+names its origin: observations, achieved goals, actions and the ``tag`` info are ``(env,
+episode, step)``, the desired goal is ``(-1, env, episode)``, the stored reward a function
+of the three. A batch is checked field by field against the model. The other buffer test
+files of this set (prioritized, goal motion, n-step) reuse this model.
 """
 
 from __future__ import annotations
 
-import copy
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from goalenvs.her import GoalSelectionStrategy, HerBatch, HerReplayBuffer
+from goalenvs.her import HerBatch, HerReplayBuffer
+from goalenvs.her.buffer import DeviceHerReplayBuffer
 
 BIG = 1e6
 SPACE = spaces.Dict(
@@ -36,48 +31,70 @@ SPACE = spaces.Dict(
     desired_goal=spaces.Box(-BIG, BIG, (3,), np.float32),
 )
 ACTIONS = spaces.Box(-BIG, BIG, (3,), np.float32)
-FUTURE, FINAL, EPISODE, RANDOM = (
-    GoalSelectionStrategy.FUTURE,
-    GoalSelectionStrategy.FINAL,
-    GoalSelectionStrategy.EPISODE,
-    GoalSelectionStrategy.RANDOM,
-)
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+#: numpy (device None), torch on the CPU, torch on CUDA where there is one.
+DEVICES = [None, "cpu", pytest.param("cuda", marks=CUDA)]
+# Each mix: (the buffer's settings, the sources its relabeled goals may come from).
+MIXES = [
+    ({"goal_selection_strategy": "future"}, {"future"}),
+    ({"goal_selection_strategy": "final", "n_sampled_goal": 1}, {"final"}),
+    ({"goal_selection_strategy": "episode", "n_sampled_goal": 2}, {"episode"}),
+    ({"goal_selection_strategy": "random"}, {"achieved"}),
+    ({"n_sampled_goal": 0}, set()),
+    ({"goal_mix": "future=0.3,final=0.1,episode=0.1,achieved=0.2,desired=0.2,original=0.1"},
+     {"future", "final", "episode", "achieved", "desired"}),
+]  # fmt: skip
 
 
-def goal_reward(achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
-    """Differs for every (achieved, desired) pair of tags, so a wrong pairing shows."""
-    return (achieved_goal * [1.0, 10.0, 100.0]).sum(-1) - (desired_goal * [3.0, 7.0, 11.0]).sum(-1)
+def to_numpy(value: Any) -> np.ndarray:
+    return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+
+
+def goal_reward(achieved_goal: Any, desired_goal: Any, info: Any = None) -> Any:
+    """Differs for every (achieved, desired) pair of tags (numpy or torch)."""
+    a, d = achieved_goal, desired_goal
+    return sum(
+        w * a[..., k] - v * d[..., k] for k, (w, v) in enumerate([(1, 3), (10, 7), (100, 11)])
+    )
+
+
+def reached(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+    return (achieved_goal == desired_goal).all(-1)
 
 
 def stored_reward(env: Any, episode: Any, step: Any) -> np.ndarray:
     """What add() is given: never a goal_reward value (those are integers)."""
     return np.asarray(
-        0.25 + np.asarray(env) + 100.0 * np.asarray(episode) + 0.001 * np.asarray(step), np.float32
+        0.25 + env + 100.0 * np.asarray(episode) + 0.001 * np.asarray(step), np.float32
     )
 
 
-class RecordingReward:
-    """compute_reward / compute_terminated that remember every call's arguments."""
+class Recorder:
+    """A compute_reward that keeps every call's arguments, as numpy."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = []
 
-    def reward(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
-        self.calls.append(
-            (achieved_goal.copy(), desired_goal.copy(), {k: v.copy() for k, v in info.items()})
-        )
+    def __call__(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+        info_np = {k: to_numpy(v) for k, v in info.items()}
+        self.calls.append((to_numpy(achieved_goal), to_numpy(desired_goal), info_np))
         return goal_reward(achieved_goal, desired_goal)
 
-    @staticmethod
-    def reached(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
-        return np.all(achieved_goal == desired_goal, axis=-1)
+
+def make(device: Any, buffer_size: int, compute_reward: Any = goal_reward, **kwargs: Any) -> Any:
+    """The numpy face (device None) or the torch face on ``device``."""
+    if device is None:
+        return HerReplayBuffer(buffer_size, SPACE, ACTIONS, compute_reward, **kwargs)
+    return DeviceHerReplayBuffer(
+        buffer_size, SPACE, ACTIONS, compute_reward, device=device, **kwargs
+    )
 
 
 @dataclass
 class Episode:
     env: int
     number: int  # per env
-    start: int  # unwrapped row of the first observation
+    start: int  # the counter (add number) of its first transition
     length: int = 0
     terminated: bool = False
     truncated: bool = False
@@ -85,521 +102,372 @@ class Episode:
 
 
 class Model:
-    """The slow reference: every episode, and which ones a ring of R rows holds whole."""
+    """Every episode of every env; env e runs ``plans[e]`` (length, how it ends), cycled."""
 
-    def __init__(self, n_envs: int, rows_per_env: int, plans: list[list[tuple[int, str]]]):
-        self.n, self.R = n_envs, rows_per_env
-        self.plans = plans  # per env: (length, how it ends) of its successive episodes
-        self.planned = [0] * n_envs  # index into plans of the episode in progress
+    def __init__(self, n_envs: int, rows: int, plans: list[list[tuple[int, str]]]) -> None:
+        self.n, self.rows, self.plans, self.t = n_envs, rows, plans, 0
         self.episodes: list[list[Episode]] = [[] for _ in range(n_envs)]
-        self.next_start = [0] * n_envs
-        self.last_row = [-1] * n_envs  # highest unwrapped row ever written
 
     def current(self, e: int) -> Episode:
         eps = self.episodes[e]
         if not eps or eps[-1].complete:
-            eps.append(Episode(e, len(eps), self.next_start[e]))
+            eps.append(Episode(e, len(eps), self.t))
         return eps[-1]
 
-    def step_arrays(self) -> dict[str, np.ndarray]:
-        """The arguments of the next add(), and the model advanced past it."""
+    def overflowing(self) -> int | None:
+        """The env whose episode in progress already holds ``rows`` transitions: the next
+        add would overwrite its first row (an error)."""
+        for eps in self.episodes:
+            if eps and not eps[-1].complete and eps[-1].length >= self.rows:
+                return eps[-1].env
+        return None
+
+    def step(self, infos: str = "dict") -> tuple[Any, ...]:
+        """The arguments of the next add(), the model advanced past it."""
         n = self.n
-        tag, next_tag = np.zeros((n, 3), np.float32), np.zeros((n, 3), np.float32)
-        goal = np.zeros((n, 3), np.float32)
+        tag, goal = np.zeros((n, 3), np.float32), np.zeros((n, 3), np.float32)
         terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
         for e in range(n):
             ep = self.current(e)
-            i = ep.length
-            tag[e], next_tag[e], goal[e] = (
-                (e, ep.number, i),
-                (e, ep.number, i + 1),
-                (-1, e, ep.number),
-            )
+            tag[e], goal[e] = (e, ep.number, ep.length), (-1, e, ep.number)
             ep.length += 1
-            self.last_row[e] = ep.start + ep.length
-            length, end = self.plans[e][self.planned[e] % len(self.plans[e])]
+            length, end = self.plans[e][ep.number % len(self.plans[e])]
             if ep.length >= length:
-                ep.terminated, ep.truncated = (
-                    end in ("terminated", "both"),
-                    end in ("truncated", "both"),
-                )
-                terminated[e], truncated[e] = ep.terminated, ep.truncated
-                self.close(ep)
-        return {
-            "tag": tag,
-            "next_tag": next_tag,
-            "goal": goal,
-            "terminated": terminated,
-            "truncated": truncated,
-        }
+                ep.terminated, ep.truncated = end in ("terminated", "both"), end != "terminated"
+                terminated[e], truncated[e], ep.complete = ep.terminated, ep.truncated, True
+        self.t += 1
+        nxt = tag + np.float32([0, 0, 1])
+        odd = tag[:, 2].astype(int) % 2 == 1
+        info: Any = {"tag": tag, "odd": odd, "_odd": ~odd}
+        if infos == "list":
+            info = [{"tag": tag[e], "odd": bool(odd[e]), "other": "x"} for e in range(n)]
+        return (
+            {"observation": tag, "achieved_goal": tag.copy(), "desired_goal": goal},
+            {"observation": nxt, "achieved_goal": nxt.copy(), "desired_goal": goal.copy()},
+            tag.copy(), stored_reward(tag[:, 0], tag[:, 1], tag[:, 2]), terminated, truncated, info,
+        )  # fmt: skip
 
-    def close(self, ep: Episode) -> None:
-        ep.complete = True
-        self.next_start[ep.env] = ep.start + ep.length + 1
-        self.planned[ep.env] += 1
-
-    def truncate_last_trajectory(self) -> None:
-        for e in range(self.n):
-            eps = self.episodes[e]
+    def truncate(self) -> None:
+        for eps in self.episodes:
             if eps and not eps[-1].complete:
-                eps[-1].truncated = True
-                self.close(eps[-1])
+                eps[-1].truncated = eps[-1].complete = True
 
     def live(self) -> dict[tuple[int, int], Episode]:
-        """Complete episodes none of whose rows has been written over."""
+        """The complete episodes whose first row no add has overwritten."""
         return {
             (ep.env, ep.number): ep
-            for e in range(self.n)
-            for ep in self.episodes[e]
-            if ep.complete and ep.start > self.last_row[e] - self.R
+            for eps in self.episodes
+            for ep in eps
+            if ep.complete and ep.start >= self.t - self.rows
         }
 
+    def in_progress(self) -> int:
+        return sum(1 for eps in self.episodes if eps and not eps[-1].complete)
 
-def add_step(buffers: list[HerReplayBuffer], model: Model, dict_infos: bool) -> None:
-    a = model.step_arrays()
-    tag, nxt, goal = a["tag"], a["next_tag"], a["goal"]
-    obs = {"observation": tag, "achieved_goal": tag.copy(), "desired_goal": goal}
-    next_obs = {"observation": nxt, "achieved_goal": nxt.copy(), "desired_goal": goal.copy()}
-    odd = tag[:, 2].astype(int) % 2 == 1
-    infos: Any = (
-        {"tag": tag.copy(), "odd": odd, "_odd": np.ones_like(odd)}
-        if dict_infos
-        else [{"tag": tag[e].copy(), "odd": bool(odd[e]), "other": "x"} for e in range(model.n)]
-    )
-    reward = stored_reward(tag[:, 0], tag[:, 1], tag[:, 2])
-    for buffer in buffers:
-        buffer.add(obs, next_obs, tag.copy(), reward, a["terminated"], a["truncated"], infos)
+
+def on(buffer: Any, value: Any) -> Any:
+    """``value`` (arrays, dicts of arrays) as the buffer's own arrays."""
+    if isinstance(value, dict):
+        return {k: on(buffer, v) for k, v in value.items()}
+    if buffer.device is None or not isinstance(value, np.ndarray):
+        return value
+    return torch.as_tensor(value, device=buffer.device)
+
+
+def feed(buffers: list[Any], model: Model, steps: int = 1, infos: str = "dict") -> None:
+    for _ in range(steps):
+        args = model.step(infos)
+        for buffer in buffers:
+            buffer.add(*[on(buffer, a) for a in args])
+
+
+def batch_arrays(batch: HerBatch) -> dict[str, np.ndarray]:
+    out = {f"obs/{k}": to_numpy(v) for k, v in batch.observations.items()}
+    out.update({f"next/{k}": to_numpy(v) for k, v in batch.next_observations.items()})
+    for name in ("actions", "rewards", "dones", "weights", "indices", "discounts"):
+        if getattr(batch, name) is not None:
+            out[name] = to_numpy(getattr(batch, name))
+    return out
 
 
 def check_batch(
     batch: HerBatch,
     model: Model,
-    strategy: GoalSelectionStrategy,
-    recorder: RecordingReward,
-    handle_timeout: bool,
-    recompute_terminated: bool,
+    sources: set[str],
+    recorder: Recorder,
+    handle_timeout: bool = True,
+    recompute: bool = False,
 ) -> np.ndarray:
     """Every provenance rule on one batch; returns the relabeled mask."""
-    live = model.live()
-    obs, nxt = batch.observations, batch.next_observations
-    tags = obs["observation"].astype(np.int64)
+    live, b = model.live(), batch_arrays(batch)
+    tags = b["obs/observation"].astype(np.int64)
     for e, m, i in tags:
         assert (e, m) in live, f"sampled env {e} episode {m}: not complete and intact"
         assert 0 <= i < live[(e, m)].length
-    np.testing.assert_array_equal(obs["achieved_goal"], obs["observation"])
-    np.testing.assert_array_equal(batch.actions, obs["observation"])
-    # The next observation is the same episode's next step, also for its last transition
-    # (the stored final observation, not the next episode's first one).
-    np.testing.assert_array_equal(nxt["observation"], obs["observation"] + [0, 0, 1])
-    np.testing.assert_array_equal(nxt["achieved_goal"], nxt["observation"])
-    goal = obs["desired_goal"]
-    np.testing.assert_array_equal(nxt["desired_goal"], goal)
-    relabeled = goal[:, 0] >= 0
-    original = ~relabeled
-    np.testing.assert_array_equal(goal[original, 0], -1.0)
-    np.testing.assert_array_equal(goal[original, 1:], tags[original, :2])
-
-    # Exactly one compute_reward call for the whole batch, fed the batch's own goals and
-    # the info of the transition that produced next_obs.
-    assert len(recorder.calls) == 1
+    for name in ("obs/achieved_goal", "actions"):
+        np.testing.assert_array_equal(b[name], b["obs/observation"])
+    # The next observation is the same episode's next step, also after its last one.
+    np.testing.assert_array_equal(b["next/observation"], b["obs/observation"] + [0, 0, 1])
+    np.testing.assert_array_equal(b["next/achieved_goal"], b["next/observation"])
+    goal = b["obs/desired_goal"]
+    np.testing.assert_array_equal(b["next/desired_goal"], goal)
+    relabeled = (goal != np.c_[np.full(len(tags), -1), tags[:, :2]]).any(1)
+    for (e, m, i), (ge, gm, gj) in zip(tags[relabeled], goal[relabeled].astype(int), strict=True):
+        length = live[(e, m)].length
+        if ge == -1:  # a desired goal: of another intact episode
+            assert "desired" in sources and (gm, gj) in live and (gm, gj) != (e, m)
+            continue
+        mine = (ge, gm) == (e, m)
+        allowed = {
+            "future": mine and i + 1 <= gj <= length,  # next achieved goals of i..T-1
+            "final": mine and gj == length,
+            "episode": mine and 1 <= gj <= length,
+            "achieved": (ge, gm) in live and 1 <= gj <= live[(ge, gm)].length,
+        }
+        assert any(allowed.get(s) for s in sources), (sources, (e, m, i), (ge, gm, gj))
+    # One compute_reward call for the whole batch, with the batch's goals and the info of
+    # the transition that produced next_obs.
     achieved, desired, info = recorder.calls.pop()
-    np.testing.assert_array_equal(achieved, nxt["achieved_goal"])
+    assert not recorder.calls
+    np.testing.assert_array_equal(achieved, b["next/achieved_goal"])
     np.testing.assert_array_equal(desired, goal)
-    assert set(info) == {"tag", "odd"}
-    np.testing.assert_array_equal(info["tag"], obs["observation"])
-    assert info["odd"].dtype == bool
+    assert set(info) == {"tag", "odd"} and info["odd"].dtype == bool
+    np.testing.assert_array_equal(info["tag"], b["obs/observation"])
     np.testing.assert_array_equal(info["odd"], tags[:, 2] % 2 == 1)
-
-    expected_reward = stored_reward(tags[:, 0], tags[:, 1], tags[:, 2])
-    expected_reward[relabeled] = goal_reward(nxt["achieved_goal"], goal)[relabeled]
-    np.testing.assert_array_equal(batch.rewards, expected_reward)
-    assert batch.rewards.dtype == np.float32 and batch.dones.dtype == np.float32
-
+    want = np.where(relabeled, goal_reward(achieved, goal), stored_reward(*tags.T))
+    np.testing.assert_array_equal(b["rewards"], want.astype(np.float32))
+    assert b["rewards"].dtype == np.float32 and b["dones"].dtype == np.float32
     last = np.array([i == live[(e, m)].length - 1 for e, m, i in tags], bool)
     term = last & np.array([live[(e, m)].terminated for e, m, _ in tags], bool)
     trunc = last & np.array([live[(e, m)].truncated for e, m, _ in tags], bool)
-    if recompute_terminated:
-        term = np.where(relabeled, np.all(nxt["achieved_goal"] == goal, axis=1), term)
-    done = term if handle_timeout else term | trunc
-    np.testing.assert_array_equal(batch.dones, done.astype(np.float32))
-
-    for (e, m, i), (ge, gm, gj) in zip(tags[relabeled], goal[relabeled].astype(int), strict=True):
-        length = live[(e, m)].length
-        if strategy is RANDOM:
-            # the next achieved goal of any live transition, of any env
-            assert (ge, gm) in live and 1 <= gj <= live[(ge, gm)].length, (ge, gm, gj)
-            continue
-        assert (ge, gm) == (e, m), "a relabeled goal came from another episode"
-        allowed = {
-            FUTURE: range(i + 1, length + 1),  # next achieved goals of t..T-1
-            FINAL: range(length, length + 1),
-            EPISODE: range(1, length + 1),
-        }[strategy]
-        assert gj in allowed, f"{strategy.value}: goal step {gj} for step {i} of {length}"
+    if recompute:
+        term = np.where(relabeled, (b["next/achieved_goal"] == goal).all(1), term)
+    np.testing.assert_array_equal(b["dones"], term | (trunc & (not handle_timeout)))
+    np.testing.assert_array_equal(b["weights"], 1.0)
     return relabeled
 
 
 def assert_same_batch(a: HerBatch, b: HerBatch) -> None:
-    def arr(x: Any) -> np.ndarray:
-        return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
-
-    for key in SPACE.spaces:
-        np.testing.assert_array_equal(arr(a.observations[key]), arr(b.observations[key]))
-        np.testing.assert_array_equal(arr(a.next_observations[key]), arr(b.next_observations[key]))
-    for name in ("actions", "rewards", "dones"):
-        np.testing.assert_array_equal(arr(getattr(a, name)), arr(getattr(b, name)))
-
-
-def make_buffer(
-    rows: int, n_envs: int, recorder: RecordingReward, spare: int = 0, **kwargs: Any
-) -> HerReplayBuffer:
-    """``rows`` per env; ``spare`` (< n_envs) extra buffer_size rows that no env can use."""
-    return HerReplayBuffer(
-        rows * n_envs + spare,
-        SPACE,
-        ACTIONS,
-        recorder.reward,
-        n_envs=n_envs,
-        info_keys=("tag", "odd"),
-        **kwargs,
-    )
+    for (key, x), y in zip(batch_arrays(a).items(), batch_arrays(b).values(), strict=True):
+        np.testing.assert_array_equal(x, y, err_msg=key)
 
 
 plan_entry = st.tuples(st.integers(1, 5), st.sampled_from(["terminated", "truncated", "both"]))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
+    device=st.sampled_from([None, "cpu"]),
     n_envs=st.integers(1, 3),
-    rows=st.integers(6, 16),
-    strategy=st.sampled_from(list(GoalSelectionStrategy)),
-    n_sampled_goal=st.integers(0, 4),
+    rows=st.integers(2, 14),
+    mix=st.sampled_from(range(len(MIXES))),
     handle_timeout=st.booleans(),
-    recompute_terminated=st.booleans(),
-    plan=st.lists(plan_entry, min_size=1, max_size=12),
+    recompute=st.booleans(),
+    plan=st.lists(plan_entry, min_size=1, max_size=10),
     lockstep=st.booleans(),
-    dict_infos=st.booleans(),
-    # 0: truncate_last_trajectory, 1: save and load, 2-3: sample, otherwise 1-3 add()s
-    ops=st.lists(st.integers(0, 15), min_size=1, max_size=90),
+    infos=st.sampled_from(["dict", "list"]),
+    # 0: truncate_last_trajectory, 1: save and load, k > 1: k - 1 add()s
+    ops=st.lists(st.sampled_from([0, 1, *[2, 3, 4, 5] * 4]), min_size=5, max_size=60),
     seed=st.integers(0, 2**20),
-    spare=st.integers(0, 2),
 )
 def test_every_sample_matches_the_reference_model(
-    n_envs: int,
-    rows: int,
-    strategy: GoalSelectionStrategy,
-    n_sampled_goal: int,
-    handle_timeout: bool,
-    recompute_terminated: bool,
-    plan: list[tuple[int, str]],
-    lockstep: bool,
-    dict_infos: bool,
-    ops: list[int],
-    seed: int,
-    spare: int,
-) -> None:
-    torch = pytest.importorskip("torch")
+    device, n_envs, rows, mix, handle_timeout, recompute, plan, lockstep, infos, ops, seed,
+    tmp_path_factory,
+) -> None:  # fmt: skip
     torch.set_num_threads(1)
     plans = [
         plan if lockstep else plan[e % len(plan) :] + plan[: e % len(plan)] for e in range(n_envs)
     ]
     model = Model(n_envs, rows, plans)
-    recorder, twin_recorder = RecordingReward(), RecordingReward()
-    options = {
-        "n_sampled_goal": n_sampled_goal,
-        "goal_selection_strategy": strategy,
-        "handle_timeout_termination": handle_timeout,
-        "compute_terminated": RecordingReward.reached if recompute_terminated else None,
-        "seed": seed,
-        "spare": min(spare, n_envs - 1),
-    }
-    buffer = make_buffer(rows, n_envs, recorder, **options)
-    # The twin sees the same calls but is never saved and loaded, and samples as torch.
-    twin = make_buffer(rows, n_envs, twin_recorder, **options)
+    options, sources = MIXES[mix]
+    recorder, twin_recorder = Recorder(), Recorder()
+    kwargs = {
+        "n_envs": n_envs, "info_keys": ("tag", "odd"), "seed": seed,
+        "handle_timeout_termination": handle_timeout, **options,
+        "compute_terminated": reached if recompute else None,
+    }  # fmt: skip
+    buffer = make(device, rows * n_envs + seed % n_envs, recorder, **kwargs)  # spare rows unused
+    twin = make(device, rows * n_envs, twin_recorder, **kwargs)  # never saved and loaded
     assert buffer.rows_per_env == rows
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "buffer.npz"
-        for op in [*ops, 2]:
-            if op == 0:
-                model.truncate_last_trajectory()
-                buffer.truncate_last_trajectory()
-                twin.truncate_last_trajectory()
-            elif op == 1:
-                # The file holds the open episodes truncated: the loaded buffer goes on
-                # as the twin does after truncate_last_trajectory().
-                model.truncate_last_trajectory()
-                twin.truncate_last_trajectory()
-                buffer.save(path)
-                buffer = HerReplayBuffer.load(
-                    path, recorder.reward, compute_terminated=options["compute_terminated"]
-                )
-            elif op in (2, 3):
-                live = model.live()
-                assert (
-                    buffer.n_transitions
-                    == twin.n_transitions
-                    == sum(ep.length for ep in live.values())
-                )
-                assert buffer.episodes_in_progress == sum(
-                    1 for eps in model.episodes if eps and not eps[-1].complete
-                )
-                if not live:
-                    with pytest.raises(RuntimeError, match="no complete episode"):
-                        buffer.sample(4)
-                    continue
-                batch = buffer.sample(64)
-                check_batch(batch, model, strategy, recorder, handle_timeout, recompute_terminated)
-                assert_same_batch(batch, twin.sample(64, device="cpu"))
-                twin_recorder.calls.clear()
-            else:
-                for _ in range(1 + op % 3):
-                    add_step([buffer, twin], model, dict_infos)
+    path = tmp_path_factory.mktemp("model") / "buffer.npz"
+    for op in ops:  # every op is followed by a sample checked against the model
+        if op == 0:
+            model.truncate()
+            buffer.truncate_last_trajectory()
+            twin.truncate_last_trajectory()
+        elif op == 1:  # the file holds the open episodes truncated; the live buffer goes on
+            buffer.save(path)
+            assert buffer.episodes_in_progress == model.in_progress()
+            terminated = kwargs["compute_terminated"]
+            buffer = type(buffer).load(path, recorder, compute_terminated=terminated)
+            assert buffer.device == twin.device and buffer.episodes_in_progress == 0
+            model.truncate()
+            twin.truncate_last_trajectory()
+        for _ in range(op - 1 if op > 1 else 0):
+            env = model.overflowing()
+            if env is not None:  # an episode longer than rows: the error that names it
+                match = rf"env {env} .*no longer fits.*buffer_size={buffer.buffer_size}"
+                with pytest.raises(ValueError, match=match):
+                    feed([buffer], model, infos=infos)
+                return
+            feed([buffer, twin], model, infos=infos)
+        live = model.live()
+        assert buffer.n_transitions == twin.n_transitions == sum(e.length for e in live.values())
+        assert buffer.episodes_in_progress == model.in_progress()
+        if not live:
+            with pytest.raises(RuntimeError, match="no complete episode"):
+                buffer.sample(4)
+        elif "desired" in sources and len(live) < 2:
+            with pytest.raises(RuntimeError, match="holds a single complete episode"):
+                buffer.sample(4)
+        else:
+            batch = buffer.sample(64)
+            check_batch(batch, model, sources, recorder, handle_timeout, recompute)
+            assert_same_batch(batch, twin.sample(64))
+            twin_recorder.calls.clear()
 
 
-def fill(buffer: HerReplayBuffer, model: Model, steps: int) -> None:
-    for _ in range(steps):
-        add_step([buffer], model, dict_infos=True)
-
-
-def straddling_buffer(
-    strategy: GoalSelectionStrategy, k: int = 1_000_000
-) -> tuple[HerReplayBuffer, Model, RecordingReward]:
-    """One env, 10 rows: episode 0 (4 steps) at rows 0..4, episode 1 (5 steps) at rows
-    5..10, i.e. physical rows 5..9 and 0: the second episode straddles the ring's end
-    and retired the first one by writing its final observation over row 0."""
-    recorder = RecordingReward()
-    buffer = make_buffer(
-        10, 1, recorder, n_sampled_goal=k, goal_selection_strategy=strategy, seed=7
-    )
-    model = Model(1, 10, [[(4, "truncated"), (5, "terminated")]])
-    fill(buffer, model, 9)
-    assert set(model.live()) == {(0, 1)}
-    return buffer, model, recorder
-
-
-@pytest.mark.parametrize("strategy", [FUTURE, FINAL, EPISODE])
-def test_goal_indices_of_an_episode_straddling_the_ring_end_are_uniform_and_exact(
-    strategy: GoalSelectionStrategy,
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("strategy", ["future", "final", "episode", "random"])
+def test_goals_of_an_episode_straddling_the_ring_end_are_uniform_over_their_source(
+    device: Any, strategy: str
 ) -> None:
-    buffer, model, recorder = straddling_buffer(strategy)
-    assert buffer.n_transitions == 5
-    batch = buffer.sample(20_000)
-    check_batch(batch, model, strategy, recorder, True, False)
-    step = batch.observations["observation"][:, 2].astype(int)
-    goal_step = batch.observations["desired_goal"][:, 2].astype(int)
-    # the final observation, sitting at physical row 0, is the next observation of step 4
-    np.testing.assert_array_equal(
-        batch.next_observations["observation"][step == 4], [[0, 1, 5]] * int((step == 4).sum())
-    )
-    for t in range(5):
-        allowed = {FUTURE: range(t + 1, 6), FINAL: range(5, 6), EPISODE: range(1, 6)}[strategy]
-        drawn = goal_step[step == t]
-        assert set(drawn) == set(allowed)
-        for j in allowed:  # uniform over the allowed indices, within 5 standard deviations
-            p = 1 / len(allowed)
-            assert abs(np.mean(drawn == j) - p) < 5 * np.sqrt(p * (1 - p) / len(drawn)) + 1e-9
-
-
-def test_random_goals_are_uniform_over_live_next_achieved_goals_of_every_env() -> None:
-    recorder = RecordingReward()
-    buffer = make_buffer(
-        12, 3, recorder, n_sampled_goal=1_000_000, goal_selection_strategy="random", seed=3
-    )
-    plans = [
-        [(3, "truncated"), (5, "terminated")],
-        [(2, "terminated")],
-        [(7, "both"), (1, "truncated")],
-    ]
-    model = Model(3, 12, plans)
-    fill(buffer, model, 23)
+    """Rows 7, two envs: env 0's episode 1 (counters 4..8) sits in rows 4, 5, 6, 0, 1 and
+    its episode 0 (0..3) left when add 7 overwrote row 0; env 1 keeps three episodes."""
+    recorder = Recorder()
+    buffer = make(device, 14, recorder, n_envs=2, n_sampled_goal=10**6, seed=7,
+                  goal_selection_strategy=strategy, info_keys=("tag", "odd"))  # fmt: skip
+    model = Model(2, 7, [[(4, "truncated"), (5, "terminated")], [(2, "terminated"), (1, "both")]])
+    feed([buffer], model, 9)
     live = model.live()
-    batch = buffer.sample(30_000)
-    check_batch(batch, model, RANDOM, recorder, True, False)
-    goals = [tuple(g) for g in batch.observations["desired_goal"].astype(int)]
-    allowed = {(e, m, j) for (e, m), ep in live.items() for j in range(1, ep.length + 1)}
-    assert set(goals) == allowed  # every live next achieved goal, and nothing else
-    p = 1 / len(allowed)
-    counts = {g: 0 for g in allowed}
-    for g in goals:
-        counts[g] += 1
-    for g, c in counts.items():
-        assert abs(c / len(goals) - p) < 5 * np.sqrt(p * (1 - p) / len(goals)), g
+    assert (0, 0) not in live and (0, 1) in live and buffer.n_transitions == 5 + 7
+    n = 40_000
+    batch = buffer.sample(n)
+    check_batch(batch, model, {"achieved" if strategy == "random" else strategy}, recorder)
+    tags = to_numpy(batch.observations["observation"]).astype(int)
+    goals = [tuple(g) for g in to_numpy(batch.observations["desired_goal"]).astype(int)]
+    for (e, m), ep in live.items():
+        for i in range(ep.length):
+            drawn = [g for g, t in zip(goals, tags.tolist(), strict=True) if t == [e, m, i]]
+            allowed = {
+                "future": {(e, m, j) for j in range(i + 1, ep.length + 1)},
+                "final": {(e, m, ep.length)},
+                "episode": {(e, m, j) for j in range(1, ep.length + 1)},
+                "random": {(f, k, j) for (f, k), o in live.items() for j in range(1, o.length + 1)},
+            }[strategy]
+            assert set(drawn) <= allowed and len(drawn) > 1000
+            p = 1 / len(allowed)  # uniform, within 5 standard deviations
+            for g in allowed:
+                assert abs(drawn.count(g) / len(drawn) - p) <= 5 * np.sqrt(p * (1 - p) / len(drawn))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n_sampled_goal", [0, 2])
-def test_relabel_fraction_and_k_zero(n_sampled_goal: int) -> None:
-    recorder = RecordingReward()
-    buffer = make_buffer(30, 2, recorder, n_sampled_goal=n_sampled_goal, seed=1)
+def test_the_relabelled_fraction_is_k_over_k_plus_one(device: Any, n_sampled_goal: int) -> None:
+    recorder = Recorder()
+    buffer = make(device, 60, recorder, n_envs=2, n_sampled_goal=n_sampled_goal, seed=1,
+                  info_keys=("tag", "odd"))  # fmt: skip
     model = Model(2, 30, [[(4, "truncated"), (6, "terminated")], [(3, "terminated")]])
-    fill(buffer, model, 50)
+    feed([buffer], model, 50)
     n = 20_000
-    relabeled = check_batch(buffer.sample(n), model, FUTURE, recorder, True, False)
+    relabeled = check_batch(buffer.sample(n), model, {"future"}, recorder)
     p = n_sampled_goal / (n_sampled_goal + 1)
-    if n_sampled_goal == 0:
-        assert not relabeled.any()
-    else:
-        assert abs(relabeled.mean() - p) < 5 * np.sqrt(p * (1 - p) / n)
+    assert abs(relabeled.mean() - p) <= 5 * np.sqrt(p * (1 - p) / n)
 
 
-def test_episodes_of_length_one_in_a_ring_of_two_rows() -> None:
-    recorder = RecordingReward()
-    buffer = make_buffer(2, 2, recorder, seed=0, handle_timeout_termination=False)
-    model = Model(2, 2, [[(1, "terminated"), (1, "truncated")], [(1, "both")]])
-    for step in range(6):
-        fill(buffer, model, 1)
-        # each one-step episode fills both rows of its stream, retiring the previous one
-        assert buffer.n_transitions == 2
-        batch = buffer.sample(200)
-        check_batch(batch, model, FUTURE, recorder, False, False)
-        assert set(batch.observations["observation"][:, 1].astype(int)) == {step}
-        # every transition ends its episode: done for both envs (no timeout handling)
-        np.testing.assert_array_equal(batch.dones, 1.0)
-
-
-def test_an_exactly_full_ring_keeps_every_episode_until_the_next_write() -> None:
-    recorder = RecordingReward()
-    buffer = make_buffer(9, 1, recorder, seed=0)
-    model = Model(1, 9, [[(2, "terminated")]])
-    fill(buffer, model, 6)  # three episodes of 3 rows each: rows 0..8, the whole ring
-    assert buffer.n_transitions == 6 and len(model.live()) == 3
-    check_batch(buffer.sample(300), model, FUTURE, recorder, True, False)
-    fill(buffer, model, 1)  # the next episode's rows 9, 10 = physical rows 0, 1
-    assert buffer.n_transitions == 4 and set(model.live()) == {(0, 1), (0, 2)}
-    check_batch(buffer.sample(300), model, FUTURE, recorder, True, False)
-
-
-def test_the_longest_episode_that_fits_is_rows_minus_one_and_one_more_is_an_error() -> None:
-    recorder = RecordingReward()
-    buffer = make_buffer(8, 1, recorder, seed=0, n_sampled_goal=3)
-    model = Model(1, 8, [[(7, "truncated")]])
-    for _ in range(3):  # each 7-step episode takes all 8 rows and retires its predecessor
-        fill(buffer, model, 7)
-        assert buffer.n_transitions == 7
-        check_batch(buffer.sample(500), model, FUTURE, recorder, True, False)
-    recorder = RecordingReward()
-    too_small = make_buffer(8, 2, recorder, seed=0)
+@pytest.mark.parametrize("device", DEVICES)
+def test_episodes_leave_whole_and_the_longest_that_fits_is_rows(device: Any) -> None:
+    recorder = Recorder()
+    buffer = make(device, 12, recorder, n_envs=2, seed=0, info_keys=("tag", "odd"))
+    model = Model(2, 6, [[(2, "terminated")], [(6, "truncated")]])
+    feed([buffer], model, 6)  # env 0: three episodes fill its ring; env 1: one of 6 rows
+    assert buffer.n_transitions == 12 and len(model.live()) == 4
+    check_batch(buffer.sample(300), model, {"future"}, recorder)
+    feed([buffer], model, 1)  # row 0 overwritten: env 0's first episode leaves with row 1,
+    assert buffer.n_transitions == 4  # env 1's whole episode of 6 with rows 1..5
+    assert set(model.live()) == {(0, 1), (0, 2)}
+    check_batch(buffer.sample(300), model, {"future"}, recorder)
+    one_row = make(device, 4, recorder, n_envs=2, seed=0, info_keys=("tag", "odd"),
+                   handle_timeout_termination=False)  # fmt: skip
+    ones = Model(2, 2, [[(1, "terminated"), (1, "truncated")], [(1, "both")]])
+    for step in range(1, 5):  # each add retires the episode before the one before it
+        feed([one_row], ones)
+        assert one_row.n_transitions == 2 * min(step, 2)
+        batch = one_row.sample(50)
+        check_batch(batch, ones, {"future"}, recorder, handle_timeout=False)  # every one done
+        assert set(to_numpy(batch.observations["observation"])[:, 1]) == {step - 2, step - 1} - {-1}
+    too_long = make(device, 16, recorder, n_envs=2, seed=0, info_keys=("tag", "odd"))
     model = Model(2, 8, [[(3, "terminated")], [(50, "terminated")]])
-    fill(too_small, model, 7)
-    with pytest.raises(ValueError, match=r"env 1 .*no longer fits.*buffer_size=16"):
-        fill(too_small, model, 1)
+    feed([too_long], model, 8)
+    with pytest.raises(ValueError, match=r"env 1 has reached 8 .*no longer fits.*buffer_size=16"):
+        feed([too_long], model)
 
 
-def test_sample_arrays_are_reused_per_batch_size_and_torch_views_share_them() -> None:
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(1)
-    buffer, _, _ = straddling_buffer(FUTURE, k=1)
+@pytest.mark.parametrize("device", DEVICES)
+def test_sample_returns_fresh_arrays_and_a_seed_replays_the_draws(device: Any) -> None:
+    def filled() -> Any:
+        buffer = make(device, 20, n_envs=2, seed=3, info_keys=("tag", "odd"))
+        feed([buffer], Model(2, 10, [[(3, "truncated")], [(4, "terminated")]]), 9)
+        return buffer
+
+    buffer = filled()
     first = buffer.sample(32)
-    kept = {k: v.copy() for k, v in first.observations.items()}
+    kept = batch_arrays(first)
     second = buffer.sample(32)
-    assert second.observations["observation"] is first.observations["observation"]
-    assert second.rewards is first.rewards
-    other_size = buffer.sample(33)
-    assert not np.shares_memory(other_size.rewards, first.rewards)
-    owned = buffer.sample(32, copy=True)
-    assert not np.shares_memory(owned.rewards, first.rewards)
-    tensors = buffer.sample(32, device="cpu")
-    assert np.shares_memory(tensors.rewards.numpy(), first.rewards)
-    # a fresh seeded buffer replays the same draws: the first batch was what it was
-    again, _, _ = straddling_buffer(FUTURE, k=1)
-    np.testing.assert_array_equal(
-        again.sample(32).observations["desired_goal"], kept["desired_goal"]
-    )
+    for key, value in batch_arrays(first).items():  # the next sample left the first alone
+        np.testing.assert_array_equal(value, kept[key], err_msg=key)
+    assert not np.shares_memory(to_numpy(second.rewards), to_numpy(first.rewards))
+    assert_same_batch(filled().sample(32), first)
+    moved = buffer.sample(32, device="cpu")  # a batch handed to torch
+    assert isinstance(moved.rewards, torch.Tensor) and moved.rewards.device.type == "cpu"
 
 
-def test_save_after_the_ring_wrapped_writes_the_truncated_twin_and_the_live_one_goes_on(
-    tmp_path: Path,
-) -> None:
-    recorder, twin_recorder = RecordingReward(), RecordingReward()
-    options = {"goal_selection_strategy": "episode", "seed": 5, "handle_timeout_termination": False}
-    buffer = make_buffer(11, 3, recorder, **options)
-    twin = make_buffer(11, 3, twin_recorder, **options)
-    plans = [
-        [(3, "truncated"), (4, "terminated")],
-        [(2, "both"), (5, "truncated")],
-        [(6, "terminated")],
-    ]
-    model = Model(3, 11, plans)
-    for _ in range(40):  # every stream has wrapped several times; all stop mid-episode
-        add_step([buffer, twin], model, dict_infos=False)
-    assert all(eps[-1].complete is False for eps in model.episodes)
-    truncated = copy.deepcopy(buffer)
-    truncated.truncate_last_trajectory()
-    buffer.save(tmp_path / "ring.npz")
-    loaded = HerReplayBuffer.load(tmp_path / "ring.npz", recorder.reward)
-    assert loaded.episodes_in_progress == 0 and buffer.episodes_in_progress == 3
-    assert loaded.n_transitions == truncated.n_transitions
-    assert_same_batch(loaded.sample(256), truncated.sample(256))
-    recorder.calls.clear()
-    for _ in range(4):  # the saved buffer keeps retiring whole episodes as the twin does
-        for _ in range(9):
-            add_step([buffer, twin], model, dict_infos=True)
-        assert buffer.n_transitions == sum(ep.length for ep in model.live().values())
-        batch = buffer.sample(256)
-        check_batch(batch, model, EPISODE, recorder, False, False)
-        assert_same_batch(batch, twin.sample(256))
-        twin_recorder.calls.clear()
-
-
-def test_an_info_value_is_not_silently_cast_to_the_dtype_of_the_first_add() -> None:
-    seen: list[dict[str, np.ndarray]] = []
-
-    def reward(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
-        seen.append(info)
-        return goal_reward(achieved_goal, desired_goal)
-
-    buffer = HerReplayBuffer(20, SPACE, ACTIONS, reward, info_keys=("distance",), seed=0)
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_info_value_is_not_silently_cast_to_the_dtype_of_the_first_add(device: Any) -> None:
+    recorder = Recorder()
+    buffer = make(device, 20, recorder, info_keys=("distance",), seed=0)
     model = Model(1, 20, [[(2, "truncated")]])
-    for distance in ([0], [0.75]):  # SB3-style infos: the first value happens to be an int
-        a = model.step_arrays()
-        obs = {"observation": a["tag"], "achieved_goal": a["tag"], "desired_goal": a["goal"]}
-        nxt = {k: a["next_tag"] if k != "desired_goal" else a["goal"] for k in SPACE.spaces}
-        infos = [{"distance": distance[0]}]
-        buffer.add(obs, nxt, a["tag"], np.zeros(1), a["terminated"], a["truncated"], infos)
-    batch = buffer.sample(64)
-    step = batch.observations["observation"][:, 2]
-    # The int first value did not fix the column's dtype: 0.75 comes back as 0.75, not 0.
-    assert np.issubdtype(seen[0]["distance"].dtype, np.floating)
-    np.testing.assert_array_equal(seen[0]["distance"], np.where(step == 1, 0.75, 0.0))
-    assert (step == 1).any()  # the sample holds the 0.75 transition
+    for distance in (0, 0.75):  # SB3-style infos: the first value happens to be an int
+        obs, nxt, action, _, terminated, truncated, _ = model.step()
+        args = (obs, nxt, action, np.zeros(1, np.float32), terminated, truncated)
+        buffer.add(*[on(buffer, a) for a in args], [{"distance": distance}])
+    step = to_numpy(buffer.sample(64).observations["observation"])[:, 2]
+    seen = recorder.calls[-1][2]["distance"]
+    assert np.issubdtype(seen.dtype, np.floating) and (step == 1).any()
+    np.testing.assert_array_equal(seen, np.where(step == 1, 0.75, 0.0))
 
 
-def test_the_spaces_dtypes_are_kept_exactly() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_spaces_dtypes_are_kept_exactly(device: Any) -> None:
+    """float64 observations (not packed into float32), int8 goals, Discrete actions."""
     space = spaces.Dict(
         observation=spaces.Box(-BIG, BIG, (2,), np.float64),
         achieved_goal=spaces.MultiBinary(4),
         desired_goal=spaces.MultiBinary(4),
     )
 
-    def mismatches(achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
-        return -(achieved_goal != desired_goal).sum(-1).astype(np.float32)
+    def mismatches(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+        return -(achieved_goal != desired_goal).sum(-1) * 1.0
 
-    buffer = HerReplayBuffer(
-        30, space, spaces.Discrete(5), mismatches, n_sampled_goal=1_000_000, seed=0
+    cls, extra = (
+        (HerReplayBuffer, {}) if device is None else (DeviceHerReplayBuffer, {"device": device})
     )
-    bits = np.eye(4, dtype=np.int8)  # step i achieves bit i - 1; the goal is never achieved
+    buffer = cls(30, space, spaces.Discrete(5), mismatches, n_sampled_goal=10**6, seed=0, **extra)
+    bits, goal = np.eye(5, 4, -1, dtype=np.int8), np.ones((1, 4), np.int8)  # step i: bit i - 1
     for i in range(3):
-        obs = {
-            "observation": np.array([[1 + 1e-12 * i, i]]),  # not representable in float32
-            "achieved_goal": np.zeros((1, 4), np.int8) if i == 0 else bits[i - 1 : i],
-            "desired_goal": np.ones((1, 4), np.int8),
-        }
-        nxt = {
-            "observation": np.array([[1 + 1e-12 * (i + 1), i + 1]]),
-            "achieved_goal": bits[i : i + 1],
-            "desired_goal": np.ones((1, 4), np.int8),
-        }
-        buffer.add(obs, nxt, np.array([[i + 1]]), np.zeros(1), [False], [i == 2])
-    batch = buffer.sample(500)
-    obs, nxt = batch.observations, batch.next_observations
-    assert obs["observation"].dtype == np.float64 and obs["desired_goal"].dtype == np.int8
-    step = obs["observation"][:, 1].astype(int)
-    np.testing.assert_array_equal(obs["observation"][:, 0], 1 + 1e-12 * step)
-    np.testing.assert_array_equal(nxt["observation"][:, 0], 1 + 1e-12 * (step + 1))
-    np.testing.assert_array_equal(batch.actions, step + 1)
-    assert batch.actions.dtype == np.int64
+        obs, nxt = ({"observation": np.array([[1 + 1e-12 * j, j]]), "desired_goal": goal,
+                     "achieved_goal": bits[j : j + 1]} for j in (i, i + 1))  # fmt: skip
+        args = (obs, nxt, np.array([[i + 1]]), np.zeros(1, np.float32), np.zeros(1, bool))
+        buffer.add(*[on(buffer, a) for a in args], on(buffer, np.array([i == 2])))
+    b = batch_arrays(buffer.sample(500))
+    assert b["obs/observation"].dtype == np.float64 and b["obs/desired_goal"].dtype == np.int8
+    step = b["obs/observation"][:, 1].astype(int)
+    np.testing.assert_array_equal(b["obs/observation"][:, 0], 1 + 1e-12 * step)
+    np.testing.assert_array_equal(b["next/observation"][:, 0], 1 + 1e-12 * (step + 1))
+    np.testing.assert_array_equal(b["actions"], step + 1)
+    assert b["actions"].dtype == np.int64
     # future goals: one-hot bits j in step..2, i.e. one of the next achieved goals
-    goal_bit = obs["desired_goal"].argmax(1)
-    assert (obs["desired_goal"].sum(1) == 1).all() and (goal_bit >= step).all()
-    np.testing.assert_array_equal(
-        batch.rewards, mismatches(nxt["achieved_goal"], obs["desired_goal"], None)
-    )
+    goal_bit = b["obs/desired_goal"].argmax(1)
+    assert (b["obs/desired_goal"].sum(1) == 1).all() and (goal_bit >= step).all()
+    want = mismatches(b["next/achieved_goal"], b["obs/desired_goal"], None)
+    np.testing.assert_array_equal(b["rewards"], want)

@@ -1,6 +1,5 @@
-"""The buffers' modules are cut by responsibility: no two modules of goalenvs.her import
-each other, and the file modules serialise a buffer's public state without reading a
-private name of it."""
+"""The modules of goalenvs.her are cut by responsibility: no two of them import each
+other, and they import in an order (no cycle)."""
 
 from __future__ import annotations
 
@@ -8,9 +7,6 @@ import ast
 from pathlib import Path
 
 HER = Path(__file__).resolve().parents[2] / "goalenvs" / "her"
-
-# The NamedTuple methods a state's storage offers (public API despite the underscore).
-NAMED_TUPLE_API = {"_asdict", "_replace", "_fields"}
 
 
 def her_imports(path: Path) -> set[str]:
@@ -31,7 +27,7 @@ def her_imports(path: Path) -> set[str]:
 
 def test_no_two_modules_of_her_import_each_other() -> None:
     modules = {path.stem: her_imports(path) for path in HER.glob("*.py")}
-    assert {"buffer", "buffer_file", "device_buffer", "device_file"} <= modules.keys()
+    assert {"buffer", "buffer_file", "buffer_state", "sb3"} <= modules.keys()
     pairs = sorted(
         (a, b) for a in modules for b in modules[a] if a < b and a in modules.get(b, set())
     )
@@ -42,20 +38,3 @@ def test_no_two_modules_of_her_import_each_other() -> None:
         ready = {m for m, deps in modules.items() if m not in done and deps - {m} <= done}
         assert ready, f"a cycle among {sorted(set(modules) - done)}"
         done |= ready
-
-
-def test_the_file_modules_read_no_private_name_of_a_buffer() -> None:
-    for name in ("buffer_file.py", "device_file.py"):
-        tree = ast.parse((HER / name).read_text())
-        private = sorted(
-            {
-                node.attr
-                for node in ast.walk(tree)
-                if isinstance(node, ast.Attribute)
-                and node.attr.startswith("_")
-                and not node.attr.startswith("__")
-                and node.attr not in NAMED_TUPLE_API
-            }
-        )
-        assert private == [], (name, private)
-        assert not {"buffer", "device_buffer"} & her_imports(HER / name), name

@@ -1,9 +1,9 @@
-"""Seeded samples of both buffers, pinned: the digests below were taken from the buffers'
-code before their settings, checks and save/load were shared and their long methods split,
-so any change in the random draw order or the index arithmetic shows here.
+"""Seeded samples of the buffer, pinned on numpy and on torch (each module's generator
+draws its own numbers): any change in the draw order or the index arithmetic shows here.
 
-The files under ``data/`` were written by that code too: they must keep loading, and the
-loaded buffers must keep sampling the same batches.
+The files under ``data/`` were written by the two buffers this one replaced (goalenvs
+148f048 and earlier): they must keep loading, on either module, with the transitions they
+held.
 """
 
 from __future__ import annotations
@@ -135,61 +135,93 @@ def build(backend: str, case: tuple[Any, ...]) -> Any:
     return buffer
 
 
-NUMPY_PINNED: dict[int, list[str]] = {
-    0: ["0ff0b4cc0b23902c", "7230208466c7cfa2", "406c399607cae024"],
-    1: ["adf237d59b6dcec1", "e524c306ce0bd7f8", "e389fa1373d210ec"],
-    2: ["9889019ef3265da9", "e4b26308e99330cd", "f23ff5a1bcdf8e95"],
-    3: ["841320e0acd8ca48", "91ad2296eaa76c98", "c4cf473b84e1181d"],
-    4: ["df7b3a4423b92ac8", "d0453065d4f98169", "2ced28b4c5734da2"],
-    5: ["a114300e539d2d25", "439c31e9ba9173c4", "cc326a316cbc60a1"],
+# The seeded draws of the one buffer (numpy's Generator, torch's on the CPU).
+PINNED: dict[str, dict[int, list[str]]] = {
+    "numpy": {
+        0: ["02167c055d018725", "63cd9a4882a3b216", "f28802ed10dc2572"],
+        1: ["900bc404b6ca29d4", "4fa8e8fe01370afb", "f33cbdb1c820c599"],
+        2: ["5f9f3913a7bc16ba", "79abfe696574cd12", "cdf7deae932b3365"],
+        3: ["de5873d0da4251d5", "0bb6d5718be2a0ba", "6f375c1b0cdc3bc5"],
+        4: ["2b6f725a72f10ab5", "72793bc20c0bbb2d", "071e0a6797875105"],
+        5: ["c824216fe4f9026a", "32040894428526e3", "b15704623d16e0a7"],
+    },
+    "cpu": {
+        0: ["fcc6af7396637f33", "1ad61704fc47073f", "d7cde7c3c3101f01"],
+        1: ["03d1862075029a47", "6f9b38a64ecf4b85", "a9efc3fbaacf9b87"],
+        2: ["91a52a2c82cfca7e", "ae40ef4fccd0ca57", "df933583ea4556ab"],
+        3: ["e913efe42fb3e5b7", "e0e40891bb2d4a1e", "6fcceb1bff805300"],
+        4: ["12dc6f5ecf449f53", "b61f86a57aeaf6ec", "7f885112c3f5574c"],
+        5: ["f0597a9f2951efde", "d75506b73381d619", "ce191da49e1900cd"],
+    },
 }
-DEVICE_PINNED: dict[int, list[str]] = {
-    0: ["8599db9413519531", "670a4c4d197d3aa7", "ed04d4ac3471a8a7"],
-    1: ["24095b13d8b41525", "609e18908dfa2b5f", "148a1edd26e259e7"],
-    2: ["bf81437188d50aa5", "db045ff1f5d8557e", "24419b76b822b9f1"],
-    3: ["55b92c7d1400f413", "2e672d330efef2d4", "c01f78877dee5535"],
-    4: ["1893be62e5072e9f", "54cb7fec627996e8", "7b143f63bfd156a8"],
-    5: ["3c339be0232581ee", "806ad781ff5621c6", "89a0567f20e90720"],
-}
 
 
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_numpy_buffer_samples_stay_as_pinned(case: int) -> None:
-    buffer = build("numpy", CASES[case])
-    assert run(buffer, CASES[case][3]) == NUMPY_PINNED[case]
+def test_seeded_samples_stay_as_pinned(backend: str, case: int) -> None:
+    buffer = build(backend, CASES[case])
+    assert run(buffer, CASES[case][3]) == PINNED[backend][case]
 
 
-@pytest.mark.parametrize("case", range(len(CASES)))
-def test_device_buffer_samples_stay_as_pinned(case: int) -> None:
-    buffer = build("cpu", CASES[case])
-    assert run(buffer, CASES[case][3]) == DEVICE_PINNED[case]
-
-
-# Files written by the buffers' earlier code: case -> file name.
+# Files written by the two buffers this one replaced (goalenvs 148f048 and earlier): the
+# numpy buffer's .npz and the device buffer's torch file, of cases 4 and 5 filled as above.
 SAVED = {4: "pinned_case4", 5: "pinned_case5"}
-SAVED_NUMPY: dict[int, list[str]] = {
-    4: ["08c69e1e32bd3e79", "a2292417c7c6de84", "47b3564a496c9eef"],
-    5: ["45846a15da244aa2", "17776674127991b7", "559687377690e5db"],
-}
-SAVED_DEVICE: dict[int, list[str]] = {
-    4: ["17b82e341d67bf14", "99a491b46302a8d0", "866bd807b2d4874b"],
-    5: ["45c9606052a22c1e", "028f27862e9daa0c", "626db2839b783423"],
-}
+# The transitions each held, sampleable: the numpy buffer's layout took a row more per
+# episode than the device buffer's, so its file of case 4 holds fewer.
+SAVED_TRANSITIONS = {(4, ".npz"): 44, (4, ".pt"): 59, (5, ".npz"): 40, (5, ".pt"): 40}
 
 
+def generated(case: tuple[Any, ...]) -> set[tuple[float, ...]]:
+    """Every transition :func:`fill` adds for ``case``, as :func:`transitions` reads one."""
+    recorder = _Recorder()
+    fill(recorder, case[0], 40, case[2], as_tensor=False)
+    return recorder.rows
+
+
+class _Recorder:
+    """Takes add() calls and keeps each env's (observation, next observation, action)."""
+
+    def __init__(self) -> None:
+        self.rows: set[tuple[float, ...]] = set()
+
+    def add(self, obs: Any, nxt: Any, action: Any, *rest: Any) -> None:
+        actions = np.asarray(action, np.float64).reshape(len(obs["observation"]), -1)
+        both = np.concatenate([obs["observation"], nxt["observation"], actions], axis=1)
+        self.rows |= {tuple(row) for row in np.round(both, 4).tolist()}
+
+
+def transitions(batch: Any) -> set[tuple[float, ...]]:
+    """Each sampled transition as (observation, next observation, action), rounded."""
+
+    def host(value: Any) -> np.ndarray:
+        return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+
+    obs = host(batch.observations["observation"])
+    nxt = host(batch.next_observations["observation"])
+    actions = host(batch.actions).astype(np.float64).reshape(len(obs), -1)
+    rows = np.round(np.concatenate([obs, nxt, actions], axis=1), 4)
+    return {tuple(row) for row in rows.tolist()}
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+@pytest.mark.parametrize("suffix", [".npz", ".pt"])
 @pytest.mark.parametrize("case", sorted(SAVED))
-def test_numpy_files_saved_by_earlier_code_load_and_sample_as_pinned(case: int) -> None:
-    recompute = CASES[case][5]
-    buffer = HerReplayBuffer.load(
-        DATA / f"{SAVED[case]}.npz", reward, terminated_fn if recompute else None
-    )
-    assert run(buffer, CASES[case][3]) == SAVED_NUMPY[case]
-
-
-@pytest.mark.parametrize("case", sorted(SAVED))
-def test_device_files_saved_by_earlier_code_load_and_sample_as_pinned(case: int) -> None:
-    recompute = CASES[case][5]
-    buffer = DeviceHerReplayBuffer.load(
-        DATA / f"{SAVED[case]}.pt", reward, terminated_fn if recompute else None
-    )
-    assert run(buffer, CASES[case][3]) == SAVED_DEVICE[case]
+def test_files_of_the_replaced_buffers_load_with_their_transitions(
+    case: int, suffix: str, device: str | None, tmp_path: Path
+) -> None:
+    recompute = terminated_fn if CASES[case][5] else None
+    path = DATA / f"{SAVED[case]}{suffix}"
+    face = HerReplayBuffer if device is None else DeviceHerReplayBuffer
+    kwargs = {} if device is None else {"device": device}
+    buffer = face.load(path, reward, recompute, **kwargs)
+    assert buffer.n_transitions == SAVED_TRANSITIONS[case, suffix]
+    # 5,000 draws of a few dozen transitions: each one of them, and each one fill() added.
+    drawn = transitions(buffer.sample(5000))
+    assert len(drawn) == SAVED_TRANSITIONS[case, suffix]
+    assert drawn <= generated(CASES[case])
+    # Saved again, in the one file format, it loads on the other array module alike.
+    again = tmp_path / "again.npz"
+    buffer.save(again)
+    other = HerReplayBuffer if device is not None else DeviceHerReplayBuffer
+    moved = other.load(again, reward, recompute, **({"device": "cpu"} if device is None else {}))
+    assert transitions(moved.sample(5000)) == drawn

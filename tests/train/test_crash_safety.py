@@ -279,9 +279,9 @@ def test_resume_continues_the_run_with_the_same_numbers(tmp_path, env_id):
     for name, tensor in straight.agent.state_dict().items():
         torch.testing.assert_close(cut.agent.state_dict()[name], tensor, rtol=0, atol=0)
     assert straight.buffer.n_transitions == cut.buffer.n_transitions
-    stored = cut.buffer.state().storage.observations
-    for key, value in straight.buffer.state().storage.observations.items():
-        np.testing.assert_array_equal(stored[key], value)
+    stored = cut.buffer.state().fields
+    for key, value in straight.buffer.state().fields.items():
+        np.testing.assert_array_equal(stored[key], value, err_msg=key)
 
 
 # ------------------------------------------------------------------ fault injection

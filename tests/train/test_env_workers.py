@@ -372,7 +372,7 @@ def test_torchrun_workers_share_the_cores_instead_of_oversubscribing_them(tmp_pa
 
 
 def test_numpy_envs_fill_a_replay_buffer_on_the_device_and_resume_from_its_file(tmp_path):
-    from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+    from goalenvs.her.buffer import DeviceHerReplayBuffer
 
     numpy_only = f"{ENVS}:NumpyOnlyReach"
     settings = dict(env_id=numpy_only, replay_device="device", save_buffer=True)

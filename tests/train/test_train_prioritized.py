@@ -16,7 +16,7 @@ from goalenvs.agents.ddpg import DDPGConfig
 from goalenvs.agents.dqn import DQNConfig
 from goalenvs.cli import main
 from goalenvs.her import HerReplayBuffer
-from goalenvs.her.device_buffer import DeviceHerReplayBuffer
+from goalenvs.her.buffer import DeviceHerReplayBuffer
 from goalenvs.train.trainer import Trainer
 
 
@@ -54,11 +54,11 @@ def filled_trainer(config_cls, env_id: str, tmp_path, **kwargs) -> Iterator[tupl
 def test_updates_set_priorities_from_td_errors(config_cls, env_id, tmp_path):
     with filled_trainer(config_cls, env_id, tmp_path, prioritized=True) as (trainer, stats):
         assert trainer.buffer.prioritized
-        leaves = trainer.buffer._tree.leaves
+        leaves = priorities(trainer.buffer)
         before = np.unique(leaves[leaves > 0])
         assert len(before) == 1  # new transitions all enter at the max priority
         trainer.optimize(stats)
-        leaves = trainer.buffer._tree.leaves
+        leaves = priorities(trainer.buffer)
         after = np.unique(leaves[leaves > 0])
         assert len(after) > 1  # the sampled ones now carry their own |TD error|
         weights = trainer.buffer.sample(64).weights
@@ -87,12 +87,9 @@ def test_goal_motion_priorities_are_left_to_the_episodes(replay_device, weights,
 
 
 def priorities(buffer: HerReplayBuffer | DeviceHerReplayBuffer) -> np.ndarray:
-    """The priorities a buffer's state holds (the device buffer keeps them in its storage:
-    for goal motion, each row's episode path so far)."""
-    state = buffer.state()
-    if isinstance(buffer, DeviceHerReplayBuffer):
-        return state.storage.priorities.cpu().numpy()
-    return state.priorities
+    """Each row's draw weight, 0 where it cannot be drawn (for goal motion, its episode's
+    path; for TD errors, its ``|TD error| ** alpha``)."""
+    return as_numpy(buffer.priorities.weights())
 
 
 def as_numpy(value: object) -> np.ndarray:
