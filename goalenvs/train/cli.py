@@ -170,8 +170,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seeds",
         metavar="RANGE",
-        help="train one run per seed (0-4, or 0,3,7) one after another into one folder "
-        "(--out), then draw the set's curves (goalenvs.train.seeds)",
+        help="train one run per seed (0-4, or 0,3,7) into one folder (--out), side by side "
+        "where the cores allow, then draw the set's curves (goalenvs.train.seeds)",
+    )
+    parser.add_argument(
+        "--seeds-at-once",
+        metavar="N",
+        help="with --seeds: how many train side by side, each in its own process (default: "
+        "as many as the cores hold; 1: one after another)",
     )
     add_env_kwargs(parser, '{"n_bits": 50}')
     for flag in config_flags().values():
@@ -385,6 +391,18 @@ def _fit_epochs(config: TrainConfig, horizon: int | None, epochs_given: bool) ->
     return config
 
 
+def _seeds_at_once(args: argparse.Namespace) -> int | None:
+    """``--seeds-at-once`` as a count (None: not given), or the :class:`UsageError`."""
+    given = args.seeds_at_once
+    if given is None:
+        return None
+    if args.seeds is None:
+        raise UsageError(f"--seeds-at-once {given}: it sets how --seeds trains; give --seeds")
+    if not given.isdigit() or int(given) < 1:
+        raise UsageError(f"--seeds-at-once {given!r}: expected a whole number >= 1")
+    return int(given)
+
+
 def _seeds(args: argparse.Namespace) -> list[int] | None:
     """``--seeds``' list (None when not given); with ``--seed``, ``--resume`` or torchrun
     a :class:`UsageError`."""
@@ -412,7 +430,7 @@ def run(args: argparse.Namespace) -> int:
     main_worker = int(os.environ.get("RANK", "0")) == 0  # under torchrun, worker 0 reports
     command = None
     try:
-        seeds = _seeds(args)
+        seeds, at_once = _seeds(args), _seeds_at_once(args)
         shown = None
         # --show-config's JSON is for programs: what an env's C library prints to stdout
         # while it is built and probed (pybullet's banner) goes to stderr
@@ -433,7 +451,7 @@ def run(args: argparse.Namespace) -> int:
 
             header = f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}"
             built, command.env = command.env, None  # the first seed's trainer closes it
-            return train_seeds(config, built, seeds, header)
+            return train_seeds(config, built, seeds, header, at_once)
         trainer = Trainer(config, env=command.env, recorded=command.recorded)
         command.env = None  # the trainer's now: it closes it
         if main_worker:

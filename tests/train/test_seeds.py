@@ -12,8 +12,9 @@ import pytest
 
 from goalenvs.cli import main
 from goalenvs.train.curves import format_env_steps
+from goalenvs.train.plan import RunPlan
 from goalenvs.train.plot import SeedRun, bootstrap_band, iqm, on_grid, read_runs, seed_table
-from goalenvs.train.seeds import parse_seeds
+from goalenvs.train.seeds import parse_seeds, side_by_side
 
 USER_ENV = Path(__file__).resolve().parents[1] / "user_envs" / "cursor_env.py"
 
@@ -112,7 +113,8 @@ def test_plot_draws_the_set_and_refuses_mixed_envs_or_an_empty_folder(tmp_path, 
 def test_train_seeds_runs_each_seed_into_one_folder_and_draws_the_set(tmp_path, capsys):
     argv = ["train", f"{USER_ENV}:CursorEnv", "--max-episode-steps", "10", "--seeds", "0-1"]
     tiny = ["--epochs", "1", "--cycles", "2", "--batches", "1", "--batch-size", "16"]
-    assert main([*argv, *tiny, "--out", str(tmp_path / "set"), "--quiet"]) == 0
+    out_flags = ["--out", str(tmp_path / "set"), "--quiet", "--seeds-at-once", "1"]
+    assert main([*argv, *tiny, *out_flags]) == 0
     out = capsys.readouterr().out
     assert "; 2 seeds one after another into " in out.splitlines()[0]
     for seed in (0, 1):
@@ -121,3 +123,68 @@ def test_train_seeds_runs_each_seed_into_one_folder_and_draws_the_set(tmp_path, 
         assert f"seed {seed}: best success " in out
     assert (tmp_path / "set" / "curves.png").stat().st_size > 0
     assert "seed  env steps to 0.9  best  last" in out
+
+
+def numbers(run: Path) -> list[dict[str, str]]:
+    """A run's progress.csv rows without the columns that time it."""
+    import csv
+
+    with open(run / "progress.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    return [
+        {
+            k: v
+            for k, v in row.items()
+            if k != "wall_time" and not k.startswith(("time_", "steps_per"))
+        }
+        for row in rows
+    ]
+
+
+def test_seeds_side_by_side_train_what_one_after_another_trains(tmp_path, capsys):
+    argv = ["train", f"{USER_ENV}:CursorEnv", "--max-episode-steps", "10", "--seeds", "0-1"]
+    tiny = ["--epochs", "2", "--cycles", "2", "--batches", "2", "--batch-size", "16", "--quiet"]
+    assert main([*argv, *tiny, "--out", str(tmp_path / "apart"), "--seeds-at-once", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "; 2 seeds 2 side by side into " in out.splitlines()[0]
+    assert main([*argv, *tiny, "--out", str(tmp_path / "after"), "--seeds-at-once", "1"]) == 0
+    for seed in (0, 1):
+        apart, after = tmp_path / "apart" / f"seed_{seed}", tmp_path / "after" / f"seed_{seed}"
+        assert len(numbers(apart)) == 2
+        assert numbers(apart) == numbers(after)  # losses, returns, successes: to the digit
+        assert "train.log" in {path.name for path in apart.iterdir()}
+        assert f"seed {seed}: best success " in out
+    assert (tmp_path / "apart" / "curves.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--seeds", "0-1", "--seeds-at-once", "0"],
+            "--seeds-at-once '0': expected a whole number >= 1",
+        ),
+        (
+            ["--seeds", "0-1", "--seeds-at-once", "two"],
+            "--seeds-at-once 'two': expected a whole number >= 1",
+        ),
+        (["--seeds-at-once", "2"], "--seeds-at-once 2: it sets how --seeds trains; give --seeds"),
+    ],
+)
+def test_a_bad_seeds_at_once_is_one_line_naming_it(flags, message, capsys):
+    assert main(["train", "goalenvs/PointReach-v0", *flags]) == 2
+    assert capsys.readouterr().err.strip() == f"goalenvs train: error: {message}"
+
+
+def test_side_by_side_counts_each_runs_threads_and_workers():
+    def plan(device="cpu", threads=1, workers=1, evals=1):
+        fields = {name: None for name in RunPlan.__dataclass_fields__}
+        fields.update(device=device, torch_threads=threads, env_workers=workers)
+        fields.update(eval_workers=evals, machine={}, notes=())
+        return RunPlan(**fields)
+
+    assert side_by_side(plan(), 5, cores=2) == 2
+    assert side_by_side(plan(threads=2), 5, cores=2) == 1
+    assert side_by_side(plan(threads=2, workers=3), 5, cores=16) == 4  # 2 + 2 more processes
+    assert side_by_side(plan(), 3, cores=16) == 3  # never more than the seeds
+    assert side_by_side(plan(device="cuda"), 5, cores=16) == 1  # one GPU: one after another
