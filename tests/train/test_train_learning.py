@@ -40,7 +40,8 @@ def test_ddpg_her_reaches_90_percent_on_point_reach(tmp_path, precision):
     # Margin, from benchmarks/results/seed_margins.jsonl (python benchmarks/seed_margins.py
     # --algos ddpg --precision bf16 fp32 --threshold 0.95: point_reach preset, 12 epochs of
     # 800 env steps, no early stop, seeds 0-4): first eval >= 0.9 at epoch 5 / 5 / 7 / 7 /
-    # 5 in bf16 and 6 / 7 / 5 / 5 / 6 in float32, best 1.0 on every seed. The budget leaves
+    # 5 in bf16 and 6 / 7 / 5 / 5 / 6 in float32, best 1.0 on every seed; on the one HER
+    # buffer (ebf41c5, --algos ddpg sac td3) 4 / 6 / 7 / 7 / 5 in float32. The budget leaves
     # 5 epochs to the slowest seed of each. The device and the arithmetic are pinned: the
     # numpy envs on the CPU, bf16 autocast (which runs on any CPU, natively with bfloat16
     # instructions) or float32, whatever GPU the machine has.
