@@ -51,7 +51,7 @@ class NumpyOps:
         return value.astype(np.int64)
 
     def searchsorted(self, sorted_: Any, values: Any) -> Any:
-        return np.searchsorted(sorted_, values, side="right")
+        return sorted_.searchsorted(values, "right")
 
     def norm(self, value: Any) -> Any:
         return np.linalg.norm(value, axis=1)
@@ -64,11 +64,15 @@ class NumpyOps:
         """The rows ``index`` (1-d) of ``value``: a gather along the first axis (np.take
         copies a strided source whole first: a view of the records is indexed instead)."""
         if value.flags.c_contiguous:
-            return np.take(value, index, axis=0)
+            return value.take(index, 0)
         return value[index]
 
     def float32(self, value: Any) -> Any:
         return value.astype(np.float32)
+
+    def cast(self, value: Any, dtype: Any) -> Any:
+        """``value`` as ``dtype`` (one of this module's dtypes)."""
+        return value.astype(dtype)
 
     def write_row(self, records: Any, row: int, parts: list[Any]) -> None:
         """Writes ``parts`` (each ``(n_envs, k)``) side by side into ``records[row]``;
@@ -150,6 +154,9 @@ class TorchOps(NumpyOps):
 
     def float32(self, value: Any) -> Any:
         return value.float()
+
+    def cast(self, value: Any, dtype: Any) -> Any:
+        return value.to(dtype)
 
     def write_row(self, records: Any, row: int, parts: list[Any]) -> None:
         records[row] = self.xp.cat(parts, 1)

@@ -464,6 +464,35 @@ def test_values_of_other_dtypes_layouts_and_types_are_stored_as_given(backend: s
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_one_env_values_of_another_dtype_are_cast_not_copied_as_bytes(backend: str) -> None:
+    # One env on numpy writes a row as the bytes of its values: an int32 goal has the
+    # bytes of no float32 number it holds, a float64 twice the bytes, a view no bytes of
+    # its own. Each must arrive as the number, like a float32 array of its shape.
+    buffer = make_buffer(backend, 40, 1)
+    wide = np.arange(12, dtype=np.float32).reshape(1, 12)
+    obs = {
+        "observation": wide[:, ::4],  # a strided view
+        "achieved_goal": np.array([[1, 2, 3]], np.int32),
+        "desired_goal": np.array([[7, 8, 9]], np.float64),
+    }
+    next_obs = {key: np.asarray(value, np.float32) + 10 for key, value in obs.items()}
+    action = np.array([[0.5, -1, 2]], np.int32)
+    buffer.add(obs, next_obs, action, np.array([-1], np.int32), [False], [True])
+    f = {name: to_numpy(value) for name, value in buffer.state().fields.items()}
+    for side, values in (("obs", obs), ("next_obs", next_obs)):
+        for key, value in values.items():
+            np.testing.assert_array_equal(f[f"{side}/{key}"][0], np.asarray(value, np.float32))
+    np.testing.assert_array_equal(f["action"][0], [[0, -1, 2]])
+    assert f["reward"][0, 0] == -1.0
+    # float32 values of the stored shapes take the fast write: the same numbers.
+    buffer.add(next_obs, next_obs, np.float32(action), np.array([-2], np.float32), [0], [1])
+    f = {name: to_numpy(value) for name, value in buffer.state().fields.items()}
+    np.testing.assert_array_equal(f["obs/observation"][1], [[10, 14, 18]])
+    np.testing.assert_array_equal(f["action"][1], [[0, -1, 2]])
+    assert f["reward"][1, 0] == -2.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_done_flags_of_any_dtype_end_exactly_the_flagged_episodes(backend: str) -> None:
     buffer = make_buffer(backend, 40, 2)
     obs = {key: np.zeros((2, 3), np.float32) for key in TAG_SPACE.spaces}
