@@ -10,9 +10,8 @@ Two ways to run the same :meth:`Agent.update <goalenvs.agents.base.Agent.update>
   shapes and addresses, and ``agent.update`` on those tensors (normalization, the critic
   and actor steps, capturable Adam, the losses added up on the device) is captured once
   as a CUDA graph and replayed for every later batch: one launch per update instead of
-  hundreds, and no host sync per update. Batches sampled on the host travel through
-  pinned memory with non-blocking copies, so the host samples the next batch while the
-  GPU runs this one. The buffer's ``sample`` itself runs outside the graph.
+  hundreds, and no host sync per update. The buffer's ``sample`` runs outside the graph
+  (on the device where the replay buffer is there, as the plan puts it on a GPU).
 
 Graphs are ``torch.cuda.CUDAGraph`` captures of the eager method rather than
 ``torch.compile``: the captured function is the readable one, nothing compiles at start,
@@ -26,9 +25,8 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
-import numpy as np
 import torch
 
 from goalenvs.agents import distributed
@@ -211,164 +209,92 @@ class EagerUpdates:
         return out["td_errors"]
 
 
-class StaticUpdates:
-    """``agent.update`` on static input tensors: copied into, then updated on; with
-    ``capture`` each kind of update (each set of options) is a CUDA graph after
-    :data:`WARMUP_UPDATES` eager runs, without it every update runs eagerly on the same
-    tensors (what the CPU tests hold to :class:`EagerUpdates`' numbers).
-    """
+class StaticUpdates(EagerUpdates):
+    """``agent.update`` on static input tensors, each batch copied into them first; with
+    ``capture`` each kind of update (each set of options) becomes a CUDA graph after
+    :data:`WARMUP_UPDATES` eager runs on a side stream, replayed from then on; without it
+    every update runs eagerly on the same tensors (the path the CPU tests hold to
+    :class:`EagerUpdates`' numbers). A graph reads the agent's tensors where they were and
+    holds its settings: the graphs are captured again when either changed."""
 
     def __init__(self, agent: Agent, *, capture: bool) -> None:
-        self.agent = agent
+        super().__init__(agent)
         self.capture = capture
-        self.device = agent.device
-        self.totals = {name: torch.zeros((), device=self.device) for name in agent.loss_names}
+        self._static: list[torch.Tensor | None] | None = None
         self._inputs: HerBatch | None = None
-        self._input_fields: list[torch.Tensor | None] = []
-        # Host batches reach the device through two pinned copies used in turn: the host
-        # fills one while the device may still read the other.
-        self._pinned: list[list[torch.Tensor | None]] = []
-        self._copied: list[torch.cuda.Event | None] = [None, None]
-        self._slot = 0
-        self._graphs: dict[_Options, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
-        self._warmups: dict[_Options, int] = {}
-        self._side_stream: torch.cuda.Stream | None = None
+        self._shapes: list[tuple[int, ...] | None] = []
+        # options -> (graph, its td_errors) once captured, or the eager runs made so far
+        self._graphs: dict[_Options, Any] = {}
         self._fingerprint: tuple | None = None
 
     def begin(self) -> None:
-        """Starts a cycle: the loss sums back to zero; graphs whose tensors moved or whose
-        settings changed since the last cycle are dropped (captured again), and before a
-        capture the optimizers are made capturable."""
         for total in self.totals.values():
             total.zero_()
         if self._graphs and self._state_fingerprint() != self._fingerprint:
             self._graphs.clear()
-            self._warmups.clear()
-        if not self._graphs:
+        if not self._graphs:  # before a capture, the optimizers made capturable
             _set_capturable(self.agent, self.capture)
 
     def end(self) -> None:
-        """Ends a cycle: remembers where the agent's tensors are and its settings."""
-        if self.capture:
-            self._fingerprint = self._state_fingerprint()
+        self._fingerprint = self._state_fingerprint() if self.capture else None
 
     def sample(self, buffer: ReplayBuffer, batch_size: int) -> HerBatch:
-        """A batch from ``buffer`` where it samples (host arrays or device tensors)."""
+        """A batch where ``buffer`` samples (host arrays or device tensors)."""
         return buffer.sample(batch_size)
 
     def step(self, batch: HerBatch, options: dict[str, Any]) -> torch.Tensor:
         """Copies ``batch`` into the static inputs and runs one update on them (a graph's
-        replay once captured); returns its per-sample TD errors, which the next step
-        overwrites."""
-        self._load(batch)
-        if not self.capture:
-            return self._update(options)
+        replay once captured); the TD errors it returns, the next step overwrites."""
+        fields = _batch_fields(batch)
+        shapes = [None if value is None else tuple(value.shape) for value in fields]
+        if self._static is None:
+            self._static = [_empty_like(value, self.agent.device) for value in fields]
+            self._inputs, self._shapes = _batch_from_fields(batch, self._static), shapes
+        for got, first in zip(shapes, self._shapes, strict=True):
+            if got != first:
+                raise ValueError(
+                    f"a batch field has shape {got}, the static input {first}: every batch "
+                    "must have the first one's shapes"
+                )
+        # Host arrays go to a GPU through pinned memory (torch's caching host allocator
+        # keeps each block until its copy is done), so the copies run beside the host.
+        pin = self.agent.device.type == "cuda"
+        for static, value in zip(self._static, fields, strict=True):
+            if static is not None:
+                source = torch.as_tensor(value)
+                if pin and source.device.type == "cpu":
+                    source = source.pin_memory()
+                static.copy_(source, non_blocking=True)
+        inputs = cast(HerBatch, self._inputs)
         key = tuple(sorted(options.items()))
-        captured = self._graphs.get(key)
-        if captured is None:
-            runs = self._warmups.get(key, 0)
-            if runs < WARMUP_UPDATES:
-                self._warmups[key] = runs + 1
-                return self._update_on_side_stream(options)
+        runs = self._graphs.get(key, 0)
+        if not self.capture or (isinstance(runs, int) and runs < WARMUP_UPDATES):
+            if not self.capture:
+                return super().step(inputs, options)
+            self._graphs[key] = runs + 1
+            device = self.agent.device
+            side, main = torch.cuda.Stream(device), torch.cuda.current_stream(device)
+            side.wait_stream(main)  # warm-ups on a side stream, as torch's notes do
+            with torch.cuda.stream(side), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "This instance was constructed with capturable")
+                td_errors = super().step(inputs, options)
+            main.wait_stream(side)
+            return td_errors
+        if isinstance(runs, int):
             graph = torch.cuda.CUDAGraph()
             try:
                 with torch.cuda.graph(graph):
-                    td_errors = self._update(options)
+                    self._graphs[key] = (graph, super().step(inputs, options))
             except RuntimeError as error:  # an op the capture cannot hold, a driver limit
                 raise GraphCaptureError(str(error).splitlines()[0]) from error
-            captured = self._graphs[key] = (graph, td_errors)
-        graph, td_errors = captured
+        graph, td_errors = self._graphs[key]
         graph.replay()
         return td_errors
 
-    def _update(self, options: dict[str, object]) -> torch.Tensor:
-        """The update on the static inputs, its losses added to the sums: what a graph
-        holds."""
-        assert self._inputs is not None  # _load made them from the first batch
-        out = self.agent.update(self._inputs, **options)
-        for name, total in self.totals.items():
-            total.add_(out[name])
-        return out["td_errors"]
-
-    def _update_on_side_stream(self, options: dict[str, object]) -> torch.Tensor:
-        """An eager warm-up update on a side stream, ordered after the work before it."""
-        if self._side_stream is None:
-            self._side_stream = torch.cuda.Stream(self.device)
-        stream, main = self._side_stream, torch.cuda.current_stream(self.device)
-        stream.wait_stream(main)
-        with torch.cuda.stream(stream), warnings.catch_warnings():
-            # Adam warns that a capturable instance steps uncaptured: here it is meant to.
-            warnings.filterwarnings("ignore", "This instance was constructed with capturable")
-            td_errors = self._update(options)
-        main.wait_stream(stream)
-        return td_errors
-
-    def _load(self, batch: HerBatch) -> None:
-        """Copies ``batch``'s fields into the static inputs (made from the first batch)."""
-        fields = _batch_fields(batch)
-        if self._inputs is None:
-            self._allocate(batch, fields)
-        if len(fields) != len(self._input_fields):
-            raise ValueError(
-                f"a batch has {len(fields)} fields, the first had {len(self._input_fields)}"
-            )
-        host = any(isinstance(value, np.ndarray) for value in fields)
-        pinned: list[torch.Tensor | None] = []
-        if host and self.device.type == "cuda":
-            pinned = self._pinned[self._slot]
-            copied = self._copied[self._slot]
-            if copied is not None:
-                copied.synchronize()
-        for index, (static, value) in enumerate(zip(self._input_fields, fields, strict=True)):
-            if static is None or value is None:
-                if static is not value:
-                    raise ValueError("a batch field that was None in the first batch is not")
-                continue
-            if tuple(value.shape) != tuple(static.shape):
-                raise ValueError(
-                    f"a batch field has shape {tuple(value.shape)}, the static input "
-                    f"{tuple(static.shape)}: every batch must have the first one's shapes"
-                )
-            if isinstance(value, np.ndarray):
-                staged = pinned[index] if pinned else None
-                if staged is not None:
-                    np.copyto(staged.numpy(), value, casting="no")
-                    value = staged
-                else:
-                    value = torch.from_numpy(value)
-            static.copy_(value, non_blocking=True)
-        if pinned:
-            event = self._copied[self._slot] or torch.cuda.Event()
-            event.record(torch.cuda.current_stream(self.device))
-            self._copied[self._slot] = event
-            self._slot = 1 - self._slot
-
-    def _allocate(self, batch: HerBatch, fields: list[Array | None]) -> None:
-        """The static inputs (and pinned staging copies on CUDA), shaped as ``batch``."""
-
-        def empty(value: Array | None, **where: Any) -> torch.Tensor | None:
-            if value is None:
-                return None
-            if isinstance(value, np.ndarray):
-                dtype = torch.from_numpy(np.empty(0, value.dtype)).dtype
-            else:
-                dtype = value.dtype
-            return torch.empty(tuple(value.shape), dtype=dtype, **where)
-
-        self._input_fields = [empty(value, device=self.device) for value in fields]
-        if self.device.type == "cuda":
-            self._pinned = [
-                [empty(value, pin_memory=True) if isinstance(value, np.ndarray) else None
-                 for value in fields]
-                for _ in range(2)
-            ]  # fmt: skip
-        self._inputs = _batch_from_fields(batch, self._input_fields)
-
     def _state_fingerprint(self) -> tuple:
         """Where every tensor a graph reads lives, and the settings it holds."""
-        agent = self.agent
+        agent, rates = self.agent, []
         tensors = [*agent.parameters(), *agent.buffers()]
-        rates: list[float] = []
         for name in agent.optimizer_names:
             optimizer: torch.optim.Optimizer = getattr(agent, name)
             for state in optimizer.state.values():
@@ -376,6 +302,13 @@ class StaticUpdates:
             rates += [float(group["lr"]) for group in optimizer.param_groups]
         pointers = tuple(tensor.data_ptr() for tensor in tensors)
         return pointers, agent.clip_low, agent.clip_high, tuple(rates)
+
+
+def _empty_like(value: Array | None, device: torch.device) -> torch.Tensor | None:
+    """An uninitialized tensor on ``device`` of ``value``'s shape and dtype."""
+    if value is None:
+        return None
+    return torch.empty_like(torch.as_tensor(value), device=device)
 
 
 def _batch_fields(batch: HerBatch) -> list[Array | None]:
