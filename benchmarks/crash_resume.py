@@ -16,6 +16,10 @@ epoch, wall time adding up).
 
     python benchmarks/crash_resume.py            # both parts (about 4 minutes on 2 cores)
     python benchmarks/crash_resume.py --kills 10 --skip-cost
+    python benchmarks/crash_resume.py --skip-cost --replay-device device   # the torch buffer
+
+The kills' figures go, with the machine, load and commit, as one JSON line per run to
+benchmarks/results/crash_resume.jsonl.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ from goalenvs.agents.registry import make_agent
 from goalenvs.core.io import atomic_write, atomic_write_file
 from goalenvs.her.buffer import HerReplayBuffer
 from goalenvs.train.checkpoint import commit_unit, save_checkpoint, save_torch_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from evidence import RESULTS, append_jsonl, load, run_info
 
 
 def fetch_like_buffer(size: int, n_envs: int = 16, horizon: int = 50) -> HerReplayBuffer:
@@ -143,14 +150,16 @@ def epochs_in(run: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def kills(n: int, folder: Path, seed: int, window: float) -> None:
+def kills(n: int, folder: Path, seed: int, window: float, replay_device: str) -> None:
     run = folder / "run"
+    fast = [*FAST, "--replay-device", replay_device]
+    info = run_info(kills=n, window=window, seed=seed, replay_device=replay_device)
     rng = random.Random(seed)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     ok, resumed_at, delays = 0, [], []
     for i in range(n):
         args = ["goalenvs/PointReach-v0", "--epochs", "400", "--out", str(run)]
-        command = TRAIN + ([*args, *FIRST] if i == 0 else ["--resume", str(run)]) + FAST
+        command = TRAIN + ([*args, *FIRST] if i == 0 else ["--resume", str(run)]) + fast
         config = run / "config.json"
         before = config.stat().st_mtime_ns if config.exists() else 0
         proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
@@ -171,7 +180,7 @@ def kills(n: int, folder: Path, seed: int, window: float) -> None:
     resumed_at.append(len(epochs_in(run)))
     last = max((int(r["epoch"]) for r in epochs_in(run)), default=0)
     final = subprocess.run(
-        [*TRAIN, "--resume", str(run), "--epochs", str(last + 2), *FAST],
+        [*TRAIN, "--resume", str(run), "--epochs", str(last + 2), *fast],
         env=env, capture_output=True, text=True,
     )  # fmt: skip
     ok += final.returncode == 0
@@ -198,6 +207,18 @@ def kills(n: int, folder: Path, seed: int, window: float) -> None:
     print(f"temporary files / uncommitted units:   {len(temp)} / {len(open_units)} {left}")
     print(f"env steps 200/epoch, updates 4/epoch:  {steps_ok and updates_ok}")
     print(f"wall time adds up across sessions:     {walls == sorted(walls)}")
+    figures = {
+        "resumes_ok": ok,
+        "last_exit_code": final.returncode,
+        "resumed_at": resumed_at,
+        "epochs_once_each": once,
+        "temporary_files": len(temp),
+        "open_units": len(open_units),
+        "steps_and_updates_continue": steps_ok and updates_ok,
+        "wall_time_adds_up": walls == sorted(walls),
+    }
+    path = append_jsonl(RESULTS / "crash_resume.jsonl", {**info, **figures, "load_after": load()})
+    print(f"recorded in {path}")
 
 
 def main() -> None:
@@ -208,13 +229,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-cost", action="store_true")
     parser.add_argument("--skip-kills", action="store_true")
+    parser.add_argument(
+        "--replay-device",
+        choices=("host", "device"),
+        default="host",
+        help="the numpy buffer (host) or the torch one on the CPU (device)",
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="crash_resume_"))
     try:
         if not args.skip_cost:
             cost(args.size, folder / "cost")
         if not args.skip_kills:
-            kills(args.kills, folder / "kills", args.seed, args.window)
+            kills(args.kills, folder / "kills", args.seed, args.window, args.replay_device)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
