@@ -218,6 +218,60 @@ def check_recorded(config: TrainConfig, recorded: dict[str, object] | None) -> l
     return notes
 
 
+@dataclass(frozen=True)
+class EnvFacts:
+    """What the plan knows of the env, asked once (:func:`look_at`): every choice after is
+    made from this record and the config."""
+
+    episode_length: int | None  # declared, else where the pre-training checks saw it end
+    info_keys: tuple[str, ...]  # the config's, else the env's scalar info entries
+    compute_reward: GoalFunction | None  # batched (None: the env has none)
+    has_compute_terminated: bool
+    native_twin: bool  # a goalenvs vector twin steps every env in one call
+    step_seconds: float | None  # one step timed (only where it picks the env workers)
+    reward_range: tuple[float, float] | None  # declared finite, else probed; None: not needed
+    reward_declared: bool  # reward_range is the env's declared one (not a probe's)
+    preflight_seconds: float | None  # what the pre-training checks cost (None: skipped)
+
+
+def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
+    """One look at ``env`` (built with ``config.make_kwargs()``; stepped, not closed): the
+    pre-training checks, its reset observation's dtypes, episode length, info keys, goal
+    functions, one timed step where the env workers are left to the machine, and its
+    reward range where the targets are clipped; each finding worth a line goes to
+    ``notes``."""
+    checked = _preflight(config, env, notes)
+    dtype_note = observation_dtype_note(env, config.env_id, config.seed)
+    if dtype_note is not None:
+        notes.append(dtype_note)
+    horizon = episode_length(env)
+    if horizon is None and checked is not None:
+        horizon = checked.episode_length
+    native_twin = has_native_twin(config.env_id)
+    timed = config.env_workers is None and not native_twin
+    step_seconds = measure_step_seconds(env, seed=config.seed) if timed else None
+    info_keys = config.info_keys if config.info_keys is not None else scalar_info_keys(env)
+    compute_reward = goal_function(env, env, "compute_reward")
+    reward_range, declared = None, getattr(env.unwrapped, "reward_range", None)
+    finite = declared is not None and bool(np.all(np.isfinite(declared)))
+    if compute_reward is not None and config.clip_return and config.clip_range is None:
+        if declared is not None and finite:
+            reward_range = (float(declared[0]), float(declared[1]))
+        else:
+            reward_range = probe_rewards(env, compute_reward, tuple(info_keys), config.seed)
+    return EnvFacts(
+        episode_length=horizon,
+        info_keys=tuple(info_keys),
+        compute_reward=compute_reward,
+        has_compute_terminated=goal_function(env, env, "compute_terminated") is not None,
+        native_twin=native_twin,
+        step_seconds=step_seconds,
+        reward_range=reward_range,
+        reward_declared=finite,
+        preflight_seconds=None if checked is None else round(checked.seconds, 3),
+    )
+
+
 def make_plan(
     config: TrainConfig,
     env: gym.Env,
@@ -227,17 +281,12 @@ def make_plan(
     recorded: dict[str, Any] | None = None,
 ) -> RunPlan:
     """The plan of ``config`` on this machine (``device``, this worker's ``rank`` of
-    ``world``), from one look at ``env`` (built with ``config.make_kwargs()``; stepped,
-    not closed). A resumed run passes its ``recorded`` plan (taken as it is where this
-    machine can give it: :func:`check_recorded`)."""
+    ``world``), from one look at ``env`` (:func:`look_at`). A resumed run passes its
+    ``recorded`` plan (taken as it is where this machine can give it:
+    :func:`check_recorded`)."""
     notes: list[str] = list(check_recorded(config, recorded))
-    checked = _preflight(config, env, notes)
-    dtype_note = observation_dtype_note(env, config.env_id, config.seed)
-    if dtype_note is not None:
-        notes.append(dtype_note)
-    horizon = episode_length(env)
-    if horizon is None and checked is not None and checked.episode_length is not None:
-        horizon = checked.episode_length
+    facts = look_at(config, env, notes)
+    horizon = facts.episode_length
     if horizon is None and (config.rollout_steps is None or config.gamma is None):
         raise ValueError(
             f"{config.env_id} declares no episode length: give it one with "
@@ -249,19 +298,9 @@ def make_plan(
     _check_schedule(config, horizon or rollout_steps, rollout_steps, world)
     env_device = _env_device(config.env_device, config.env_id, device, notes)
     replay_device = _replay_device(config.replay_device, env_device, device)
-    recorded_seconds = (recorded or {}).get("step_seconds")
-    env_workers, step_seconds = _env_workers(
-        config.env_workers,
-        config.env_id,
-        config.env_kwargs,
-        config.num_envs,
-        config.seed,
-        env,
-        env_device,
-        notes,
-    )
+    env_workers, step_seconds = _env_workers(config, facts, env_device, notes)
     if config.env_workers is not None and env_device != "device":
-        step_seconds = recorded_seconds
+        step_seconds = (recorded or {}).get("step_seconds")
     overlap = _overlap(config.overlap, env_workers, env_device)
     precision = "bf16" if uses_bf16(config.precision, device) else "fp32"
     if config.precision == "auto":
@@ -274,30 +313,17 @@ def make_plan(
             "precision fp32 as the config sets it (a flag, or the preset: its comment says "
             "why), though this CPU has bfloat16 instructions"
         )
-    info_keys = config.info_keys if config.info_keys is not None else scalar_info_keys(env)
-    compute_reward = goal_function(env, env, "compute_reward")
-    if compute_reward is None:
+    if facts.compute_reward is None:
         raise ValueError(
             f"{config.env_id} has no compute_reward(achieved_goal, desired_goal, info): HER "
             f"cannot relabel its transitions. Run `goalenvs check {config.env_id}`."
         )
-    if goal_function(env, env, "compute_terminated") is None:
+    if not facts.has_compute_terminated:
         notes.append(
             f"{config.env_id} has no compute_terminated: relabeled transitions keep the "
             "terminated flag their real goal gave (a relabeled goal reached early does "
             "not end its episode), as stable-baselines3's HER does"
         )
-    clip_range = _clip_range(
-        config.clip_return,
-        config.clip_range,
-        config.env_id,
-        config.seed,
-        env,
-        compute_reward,
-        gamma,
-        info_keys,
-        notes,
-    )
     return RunPlan(
         device=str(device),
         rank=rank,
@@ -305,8 +331,8 @@ def make_plan(
         episode_length=horizon,
         rollout_steps=rollout_steps,
         gamma=gamma,
-        clip_range=clip_range,
-        info_keys=tuple(info_keys),
+        clip_range=_clip_range(config, facts, gamma, notes),
+        info_keys=facts.info_keys,
         env_device=env_device,
         replay_device=replay_device,
         env_workers=env_workers,
@@ -318,7 +344,7 @@ def make_plan(
         torch_threads=_torch_threads(config.torch_threads, notes),
         machine=describe_machine(),
         notes=tuple(notes),
-        preflight_seconds=None if checked is None else round(checked.seconds, 3),
+        preflight_seconds=facts.preflight_seconds,
     )
 
 
@@ -406,18 +432,12 @@ def _replay_device(asked: str, env_device: str, device: torch.device) -> str:
 
 
 def _env_workers(
-    asked: int | None,
-    env_id: str,
-    env_kwargs: dict[str, object],
-    num_envs: int,
-    seed: int,
-    env: gym.Env,
-    env_device: str,
-    notes: list[str],
+    config: TrainConfig, facts: EnvFacts, env_device: str, notes: list[str]
 ) -> tuple[int, float | None]:
     """The processes that step the ``num_envs`` training envs and the step time that chose
-    them (``asked``: the config's ``env_workers``; None: timed on a step of ``env``, and 1
-    for an env that worker processes cannot build with ``env_kwargs``)."""
+    them (the config's ``env_workers``; None: from the timed step, and 1 for an env that
+    worker processes cannot build with its ``env_kwargs``)."""
+    asked = config.env_workers
     if env_device == "device":
         if asked not in (None, 1):
             raise ValueError(
@@ -426,13 +446,14 @@ def _env_workers(
             )
         return 1, None
     if asked is not None:
-        return check_env_workers(asked, num_envs), None
-    if has_native_twin(env_id):
+        return check_env_workers(asked, config.num_envs), None
+    if facts.native_twin:
         notes.append("env workers 1: the native vector twin steps every env in one call")
         return 1, None
-    seconds = measure_step_seconds(env, seed=seed)
-    workers = default_env_workers(num_envs, False, step_seconds=seconds)
-    problem = worker_problem(env_id, env_kwargs) if workers > 1 else None
+    seconds = facts.step_seconds
+    assert seconds is not None  # look_at timed it: no workers asked, no native twin
+    workers = default_env_workers(config.num_envs, False, step_seconds=seconds)
+    problem = worker_problem(config.env_id, config.env_kwargs) if workers > 1 else None
     if problem is not None:
         notes.append(f"env workers 1, not {workers}: {problem}")
         return 1, seconds
@@ -487,32 +508,23 @@ def _torch_threads(threads: int, notes: list[str]) -> int:
 
 
 def _clip_range(
-    clip_return: bool,
-    clip_range: tuple[float, float] | None,
-    env_id: str,
-    seed: int,
-    env: gym.Env,
-    compute_reward: GoalFunction,
-    gamma: float,
-    info_keys: tuple[str, ...],
-    notes: list[str],
+    config: TrainConfig, facts: EnvFacts, gamma: float, notes: list[str]
 ) -> tuple[float, float] | None:
-    """The range Bellman targets are clipped to (``clip_return``: the config's ``clip_range``,
-    else the returns ``env``'s rewards allow, probed with its ``compute_reward``), None
-    when they are not."""
-    if not clip_return:
+    """The range Bellman targets are clipped to (``clip_return``: the config's
+    ``clip_range``, else the returns the env's rewards allow: its declared range, or
+    baselines' [-1, 0] where a probe paid inside it), None when they are not."""
+    if not config.clip_return:
         return None
-    if clip_range is not None:
-        return clip_range
-    declared = getattr(env.unwrapped, "reward_range", None)
-    if declared is not None and np.all(np.isfinite(declared)):
-        low, high = (float(x) for x in declared)
+    if config.clip_range is not None:
+        return config.clip_range
+    assert facts.reward_range is not None  # look_at read or probed it
+    low, high = facts.reward_range
+    if facts.reward_declared:
         return return_range(low, high, gamma)
-    low, high = probe_rewards(env, compute_reward, info_keys, seed)
     if low >= -1.0 and high <= 0.0:
         return return_range(-1.0, 0.0, gamma)
     notes.append(
-        f"clip_return is off: {env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
+        f"clip_return is off: {config.env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
         "random probe, outside baselines' [-1, 0], and declares no finite reward_range; "
         "set clip_range to clip the targets"
     )
