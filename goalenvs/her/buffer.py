@@ -317,15 +317,10 @@ class HerReplayBuffer:
         *,
         device: DeviceLike | None = None,
     ) -> None:
+        given = locals()  # every argument but the goal functions and the device: a setting
         checked = BufferSettings(
-            buffer_size, observation_space, action_space, n_envs=n_envs,
-            n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
-            handle_timeout_termination=handle_timeout_termination, info_keys=info_keys,
-            seed=seed, prioritized=prioritized, alpha=alpha, beta=beta,
-            priority_eps=priority_eps, goal_mix=goal_mix, goal_mix_warmup=goal_mix_warmup,
-            priority=priority, motion_clip=motion_clip, motion_weights=motion_weights,
-            n_step=n_step, gamma=gamma,
-        )  # fmt: skip
+            **{f.name: given[f.name] for f in dataclasses.fields(BufferSettings)}
+        )
         ops = NumpyOps(seed) if device is None else TorchOps(device, checked.seed)
         self._adopt(empty_state(checked, ops), compute_reward, compute_terminated)
 
@@ -1236,27 +1231,17 @@ def _batch_on(batch: HerBatch, device: Any) -> HerBatch:
     import torch
 
     target = torch.device(device)
-    on_host = target.type == "cpu"
 
     def move(value: Any) -> Any:
-        if value is None:
-            return None
+        if isinstance(value, dict):
+            return {key: move(item) for key, item in value.items()}
         if isinstance(value, np.ndarray):
             value = torch.from_numpy(value)
-            if on_host:  # .to would return it as it is, at a cost per array
+            if target.type == "cpu":  # .to would return it as it is, at a cost per array
                 return value
-        return value.to(target)
+        return None if value is None else value.to(target)
 
-    return HerBatch(
-        {key: move(value) for key, value in batch.observations.items()},
-        move(batch.actions),
-        move(batch.rewards),
-        {key: move(value) for key, value in batch.next_observations.items()},
-        move(batch.dones),
-        move(batch.weights),
-        move(batch.indices),
-        move(batch.discounts),
-    )
+    return HerBatch(*map(move, batch))
 
 
 def _plain(value: Any) -> Any:

@@ -24,6 +24,8 @@ from goalenvs.her.buffer_state import (
     NumpyOps,
     TorchOps,
     empty_state,
+    field_views,
+    packed_names,
 )
 from goalenvs.her.settings import IN_EVERY_FILE, BufferSettings
 
@@ -318,21 +320,11 @@ def _read_old_device_file(name: str, device: Any) -> BufferState:
         )
     settings = _settings_of(name, meta)
     R, n = settings.rows_per_env, settings.n_envs
-    spaces_ = settings.observation_space.spaces
-    host: dict[str, Any] = {}
-    names = [f"{side}/{key}" for side in ("obs", "next_obs") for key in sorted(spaces_)]
-    shapes = [tuple(spaces_[field.split("/")[1]].shape or ()) for field in names]
-    dtypes = [np.dtype(spaces_[field.split("/")[1]].dtype) for field in names]
-    names += ["action", "reward"]
-    shapes += [settings.action_shape, ()]
-    dtypes += [np.dtype(settings.action_dtype), np.dtype(np.float32)]
-    records, at = tensors["records"].numpy(), 0
-    for field, shape, dtype in zip(names, shapes, dtypes, strict=True):
-        if dtype == np.float32:  # packed side by side in records, as the old layout had
-            size = int(np.prod(shape))
-            host[field] = records[:, :, at : at + size].reshape(R, n, *shape).copy()
-            at += size
-        else:
+    # The old records packed the float32 fields as today's do; the others had their own.
+    host = field_views(tensors["records"].numpy(), packed_names(settings))
+    keys = settings.observation_space.spaces
+    for field in [f"{side}/{key}" for side in ("obs", "next_obs") for key in keys] + ["action"]:
+        if field not in host:
             side, _, key = field.partition("/")
             host[field] = tensors[f"{side}__{key}"].numpy()
     meta_rows = tensors["row_meta"].numpy()

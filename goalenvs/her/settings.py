@@ -44,15 +44,10 @@ _FILE = "a HER buffer file"
 
 
 class GoalSelectionStrategy(str, enum.Enum):
-    """Where a relabeled goal comes from, for a transition ``t`` of an episode of ``T`` steps.
-
-    - ``future``: the next achieved goal of a transition ``j`` drawn uniformly in
-      ``t..T-1`` (inclusive of ``t`` itself, as stable-baselines3);
-    - ``final``: the episode's last achieved goal (``j = T-1``);
-    - ``episode``: ``j`` drawn uniformly in ``0..T-1``;
-    - ``random``: the next achieved goal of any transition in the buffer (drawn
-      uniformly over the complete episodes of every env).
-    """
+    """Where a relabeled goal comes from: ``future``, ``final``, ``episode``, or ``random``
+    (any transition in the buffer): the :class:`~goalenvs.her.goal_mix.GoalMix` sources
+    ``future``, ``final``, ``episode`` and ``achieved``, whose docstring says how each is
+    drawn."""
 
     FUTURE = "future"
     FINAL = "final"
