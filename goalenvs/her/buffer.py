@@ -33,13 +33,6 @@ goal of a counter uniform in ``c .. e-1``, ``final`` of ``e-1``, ``episode`` of 
 in ``s .. e-1``, ``achieved`` of any sampleable transition, ``desired`` the desired goal of
 a transition of another episode, ``original`` keeps its own. The rewards of the whole
 batch, every step of an n-step return included, come from one ``compute_reward`` call.
-
-Priorities
-----------
-:class:`Priorities` (torch: a masked cumulative sum and a ``searchsorted``, no host read)
-and :class:`TreePriorities` (numpy: a sum tree, ``O(log N)`` a draw) are the one small
-interface: ``draw``, ``update``, and the hooks ``closed`` / ``retired`` as episodes end
-and leave.
 """
 
 from __future__ import annotations
@@ -54,6 +47,7 @@ from typing import Any, TypeVar
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.core import check_int
 from goalenvs.core.backend import is_tensor
 from goalenvs.core.types import DeviceLike, GoalFunction
 from goalenvs.her.buffer_file import legacy_state, read_file, write_file
@@ -74,7 +68,6 @@ from goalenvs.her.goal_mix import FUTURE_ONLY, RELABELLING, GoalMix
 from goalenvs.her.settings import (
     BufferSettings,
     GoalSelectionStrategy,
-    check_batch_size,
     resolve_goal_function,
 )
 from goalenvs.her.sumtree import SumTree
@@ -654,7 +647,7 @@ class HerReplayBuffer:
         """``action`` as an array of shape ``(n_envs, *action_shape)``; Discrete actions
         may come as ``(n_envs, 1)``, as stable-baselines3 stores them."""
         action = self._convert("action", action, self._action_dtype)
-        expected = (self._n, *self.action_shape)
+        expected = self._action_shape
         if tuple(action.shape) != expected:
             if self.action_shape or tuple(action.shape) != (self._n, 1):
                 raise ValueError(
@@ -955,7 +948,7 @@ class HerReplayBuffer:
         """``batch_size`` relabeled transitions; fresh arrays, which the next call leaves
         alone (tensors on ``device`` when given)."""
         try:
-            batch = self._sample(check_batch_size(batch_size))
+            batch = self._sample(int(check_int("batch_size", batch_size, minimum=1)))
         finally:
             self._numbers = None  # the counters may change before the next sample
         return batch if device is None else _batch_on(batch, device)

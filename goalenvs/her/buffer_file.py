@@ -196,10 +196,14 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
     lo, hi = data["t_lo"].astype(np.int64), data["t_hi"].astype(np.int64)
     offset_of, length_of = data["to_start"], data["ep_len"]
     transition_row = data["trans_row"]
-    old = {f"obs/{key}": data[f"obs__{key}"] for key in settings.observation_space.spaces}
-    old_infos = {key[6:]: data[key] for key in data if key.startswith("info__")}
-    for key, value in old_infos.items():
-        host[f"info/{key}"] = np.zeros((R, n, *value.shape[1:]), value.dtype)
+    # Each field's values by the old row * n + env (a next observation is its next row's).
+    observations = [f"obs/{key}" for key in settings.observation_space.spaces]
+    old = {key: data[key.replace("/", "__")] for key in observations}
+    old.update(action=data["actions"], reward=data["rewards"])
+    old.update(terminated=data["terminated"], truncated=data["truncated"])
+    old.update({f"info/{key[6:]}": data[key] for key in data if key.startswith("info__")})
+    for key, value in old.items():
+        host.setdefault(key, np.zeros((R, n, *value.shape[1:]), value.dtype))
     old_priorities = data.get("priorities")
     priorities = np.zeros((R, n)) if settings.prioritized else None
     newest = np.zeros(n, np.int64)
@@ -217,14 +221,9 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
         at = k % R
         for key, values in old.items():
             host[key][at, e] = values[flat]
-            host["next_" + key][at, e] = values[next_flat]
-        host["action"][at, e] = data["actions"][flat]
-        host["reward"][at, e] = data["rewards"][flat]
-        host["terminated"][at, e] = data["terminated"][flat]
-        host["truncated"][at, e] = data["truncated"][flat]
+        for key in observations:
+            host["next_" + key][at, e] = old[key][next_flat]
         host["episode_start"][at, e] = start
-        for key, value in old_infos.items():
-            host[f"info/{key}"][at, e] = value[flat]
         newest[e] = first[-1] if first.size else 0
         if priorities is not None and old_priorities is not None:
             leaf = old_priorities[flat]

@@ -365,11 +365,6 @@ def check_motion_weights(
     return values
 
 
-def check_batch_size(batch_size: Any) -> int:
-    """``batch_size`` as an int, or the error that names it."""
-    return int(check_int("batch_size", batch_size, minimum=1))
-
-
 def _check_observation_space(space: object) -> None:
     if not isinstance(space, spaces.Dict):
         raise TypeError(
