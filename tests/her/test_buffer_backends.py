@@ -313,13 +313,6 @@ def test_can_sample_follows_the_episodes_that_end_and_leave(backend: str) -> Non
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_an_episode_longer_than_the_ring_is_an_error(backend: str) -> None:
-    _, writer = tagged(backend, 8, [[100]], 8)  # 8 transitions fit in 8 rows
-    with pytest.raises(ValueError, match=r"env 0 has reached 8 transitions.*larger buffer_size"):
-        writer.add_step()
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_truncate_last_trajectory_makes_episodes_in_progress_sampleable(backend: str) -> None:
     buffer, _ = tagged(backend, 100, [[3, 10], [10]], 6, n_sampled_goal=0, seed=0)
     assert buffer.n_transitions == 3 and buffer.episodes_in_progress == 2

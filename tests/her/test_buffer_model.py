@@ -399,7 +399,8 @@ def test_episodes_leave_whole_and_the_longest_that_fits_is_rows(device: Any) -> 
     too_long = make(device, 16, recorder, n_envs=2, seed=0, info_keys=("tag", "odd"))
     model = Model(2, 8, [[(3, "terminated")], [(50, "terminated")]])
     feed([too_long], model, 8)
-    with pytest.raises(ValueError, match=r"env 1 has reached 8 .*no longer fits.*buffer_size=16"):
+    message = r"env 1 has reached 8 .*no longer fits.*buffer_size=16 .*use a larger buffer_size"
+    with pytest.raises(ValueError, match=message):
         feed([too_long], model)
 
 
