@@ -4,7 +4,7 @@
   torch device (:class:`DeviceHerReplayBuffer`), with its state
   (:mod:`~goalenvs.her.buffer_state`) and its file (:mod:`~goalenvs.her.buffer_file`);
 - :mod:`~goalenvs.her.settings`: its checked settings; :mod:`~goalenvs.her.common`: the
-  batch it returns, its input checks and its priority rules;
+  batch it returns;
 - :mod:`~goalenvs.her.goal_mix`: :class:`GoalMix`, where relabeled goals come from;
 - :mod:`~goalenvs.her.sb3`: the stable-baselines3 adapter.
 

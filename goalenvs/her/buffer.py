@@ -33,13 +33,6 @@ goal of a counter uniform in ``c .. e-1``, ``final`` of ``e-1``, ``episode`` of 
 in ``s .. e-1``, ``achieved`` of any sampleable transition, ``desired`` the desired goal of
 a transition of another episode, ``original`` keeps its own. The rewards of the whole
 batch, every step of an n-step return included, come from one ``compute_reward`` call.
-
-Priorities
-----------
-:class:`Priorities` (torch: a masked cumulative sum and a ``searchsorted``, no host read)
-and :class:`TreePriorities` (numpy: a sum tree, ``O(log N)`` a draw) are the one small
-interface: ``draw``, ``update``, and the hooks ``closed`` / ``retired`` as episodes end
-and leave.
 """
 
 from __future__ import annotations
@@ -49,13 +42,14 @@ import dataclasses
 import operator
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from gymnasium import spaces
 
+from goalenvs.core import check_int
 from goalenvs.core.backend import is_tensor
-from goalenvs.core.types import DeviceLike
+from goalenvs.core.types import DeviceLike, GoalFunction
 from goalenvs.her.buffer_file import legacy_state, read_file, write_file
 from goalenvs.her.buffer_state import (
     BufferState,
@@ -67,24 +61,32 @@ from goalenvs.her.buffer_state import (
     numpy_dtype,
     packed_names,
     packed_slices,
-    width_of,
+    record_width,
 )
-from goalenvs.her.common import (
-    NO_EPISODE_YET,
-    HerBatch,
-    ReplayBufferBase,
-    batch_shape_error,
-    no_other_episode_error,
-    reward_shape_error,
-)
+from goalenvs.her.common import HerBatch
 from goalenvs.her.goal_mix import FUTURE_ONLY, RELABELLING, GoalMix
-from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, check_batch_size
+from goalenvs.her.settings import (
+    BufferSettings,
+    GoalSelectionStrategy,
+    resolve_goal_function,
+)
 from goalenvs.her.sumtree import SumTree
 
 #: A value's (shape, dtype): add() takes values of the stored ones as they are.
 _SIGNATURE = operator.attrgetter("shape", "dtype")
+_Buffer = TypeVar("_Buffer", bound="HerReplayBuffer")
 
 __all__ = ["DeviceHerReplayBuffer", "HerReplayBuffer", "Priorities", "TreePriorities"]
+
+
+def _setting(name: str, doc: str, convert: Any = None) -> Any:
+    """A read-only property of the buffer's setting ``name`` (through ``convert``)."""
+
+    def read(self: HerReplayBuffer) -> Any:
+        value = getattr(self._settings, name)
+        return value if convert is None else convert(value)
+
+    return property(read, doc=doc)
 
 
 # ---------------------------------------------------------------------- priorities
@@ -190,7 +192,7 @@ class TreePriorities(Priorities):
         self.tree.update(flat[live], value[live])
 
 
-class HerReplayBuffer(ReplayBufferBase):
+class HerReplayBuffer:
     """Hindsight Experience Replay buffer with relabeling at sample time, in host memory
     (numpy) or on a torch device.
 
@@ -269,10 +271,17 @@ class HerReplayBuffer(ReplayBufferBase):
             host round trip per batch).
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
-    copies and pickles go through it (see :class:`~goalenvs.her.common.ReplayBufferBase`).
+    copies and pickles go through it: ``copy.copy`` gives a buffer with copies of every
+    array and the generator's state that shares the goal functions; ``copy.deepcopy``
+    copies the goal functions too (the env behind them included); a pickle holds the state
+    and the goal functions, which must then be picklable. Episodes in progress stay in
+    progress in all three. ``__getstate__`` hands out the live state (the pickle copies
+    it): an object given it by hand through ``__setstate__`` shares the buffer's arrays.
     """
 
-    _NAME = "HerReplayBuffer"
+    #: The batched goal functions (see :func:`goalenvs.her.settings.resolve_goal_function`).
+    compute_reward: GoalFunction
+    compute_terminated: GoalFunction | None
 
     def __init__(
         self,
@@ -301,15 +310,10 @@ class HerReplayBuffer(ReplayBufferBase):
         *,
         device: DeviceLike | None = None,
     ) -> None:
+        given = locals()  # every argument but the goal functions and the device: a setting
         checked = BufferSettings(
-            buffer_size, observation_space, action_space, n_envs=n_envs,
-            n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
-            handle_timeout_termination=handle_timeout_termination, info_keys=info_keys,
-            seed=seed, prioritized=prioritized, alpha=alpha, beta=beta,
-            priority_eps=priority_eps, goal_mix=goal_mix, goal_mix_warmup=goal_mix_warmup,
-            priority=priority, motion_clip=motion_clip, motion_weights=motion_weights,
-            n_step=n_step, gamma=gamma,
-        )  # fmt: skip
+            **{f.name: given[f.name] for f in dataclasses.fields(BufferSettings)}
+        )
         ops = NumpyOps(seed) if device is None else TorchOps(device, checked.seed)
         self._adopt(empty_state(checked, ops), compute_reward, compute_terminated)
 
@@ -333,7 +337,7 @@ class HerReplayBuffer(ReplayBufferBase):
         records = state.records
         if records is None:  # fields of their own (a file, a copy): packed side by side
             records = ops.zeros(
-                (settings.rows_per_env, settings.n_envs, sum(width_of(s) for _, s in packed)),
+                (settings.rows_per_env, settings.n_envs, record_width(packed)),
                 np.float32,
             )
             for name, view in field_views(records, packed).items():
@@ -345,8 +349,17 @@ class HerReplayBuffer(ReplayBufferBase):
         self._packed = packed_slices(packed)
         self._records_flat = flat_view(records)
         keys = sorted(settings.observation_space.spaces)
-        obs_dtypes = {key: f[f"obs/{key}"].dtype for key in keys}
-        self._configure(settings, compute_reward, terminated, obs_dtypes, f["action"].dtype)
+        self._settings = settings
+        self.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
+        self.compute_terminated = (
+            None if terminated is None else resolve_goal_function(terminated, "compute_terminated")
+        )
+        #: The shape of one stored action: ``()`` for Discrete.
+        self.action_shape = settings.action_shape
+        spaces_, n = settings.observation_space.spaces, settings.n_envs
+        self._obs_shapes = {key: (n, *(spaces_[key].shape or ())) for key in keys}
+        self._obs_dtypes = {key: f[f"obs/{key}"].dtype for key in keys}
+        self._action_dtype = f["action"].dtype
         self.fields, self.counters = f, state.counters
         self.steps_added = state.steps_added
         self.max_priority = state.max_priority
@@ -405,8 +418,82 @@ class HerReplayBuffer(ReplayBufferBase):
         # A pickle of goalenvs 148f048 or earlier holds the old numpy buffer's state.
         state = pickled.get("state")
         if not isinstance(state, BufferState):
-            state = legacy_state(pickled, self._NAME)
+            state = legacy_state(pickled, type(self).__name__)
         self._adopt(state, pickled["compute_reward"], pickled.get("compute_terminated"))
+
+    def __getstate__(self) -> dict[str, object]:
+        return {
+            "state": self.state(),
+            "compute_reward": self.compute_reward,
+            "compute_terminated": self.compute_terminated,
+        }
+
+    def __copy__(self: _Buffer) -> _Buffer:
+        return self.from_state(self.state().copy(), self.compute_reward, self.compute_terminated)
+
+    @classmethod
+    def from_state(
+        cls: type[_Buffer], state: Any, compute_reward: object, compute_terminated: object = None
+    ) -> _Buffer:
+        """The buffer ``state`` describes, with these goal functions (as the constructor's).
+
+        The buffer takes the state's arrays as its own, without a copy: pass
+        ``state.copy()`` to keep the state's arrays apart from the new buffer's.
+        """
+        buffer = cls.__new__(cls)
+        buffer._adopt(state, compute_reward, compute_terminated)
+        return buffer
+
+    # ------------------------------------------------------------------ settings
+    @property
+    def settings(self) -> BufferSettings:
+        """The checked constructor arguments (all but the goal functions and the device),
+        with the live ``beta``."""
+        return self._settings
+
+    # The settings, read-only (each one's meaning: the class docstring).
+    buffer_size = _setting("buffer_size", "Transitions held over all envs.")
+    observation_space = _setting("observation_space", "The single-env goal Dict space.")
+    action_space = _setting("action_space", "The single-env action space.")
+    n_envs = _setting("n_envs", "Parallel envs writing into the buffer.")
+    rows_per_env = _setting("rows_per_env", "Transitions each env keeps: buffer_size // n_envs.")
+    n_sampled_goal = _setting("n_sampled_goal", "HER's k: relabeled with probability k/(k+1).")
+    her_ratio = _setting("her_ratio", "The probability k/(k+1) that a sample is relabeled.")
+    goal_selection_strategy = _setting(
+        "goal_selection_strategy", "Where relabeled goals come from.", GoalSelectionStrategy.parse
+    )
+    goal_mix = _setting("relabel_mix", "The relabelling mix: the one given, or the strategy's.")
+    goal_mix_warmup = _setting("goal_mix_warmup", "Env steps stored before the mix applies.")
+    handle_timeout_termination = _setting(
+        "handle_timeout_termination", "Whether a truncated transition still bootstraps."
+    )
+    info_keys = _setting("info_keys", "The info keys stored for the goal functions.", tuple)
+    prioritized = _setting("prioritized", "Whether draws follow the priorities.")
+    priority = _setting(
+        "priority", 'What a prioritized buffer draws by: "td_error", "goal_motion".'
+    )
+    motion_clip = _setting("motion_clip", "The most one step's goal motion counts.")
+    motion_weights = _setting(
+        "motion_weights",
+        "Per-entry weights of the goal's motion.",
+        lambda value: None if value is None else tuple(value),
+    )
+    n_step = _setting("n_step", "The steps each sampled return sums.")
+    gamma = _setting("gamma", "The discount of n-step returns (None for one-step).")
+    alpha = _setting("alpha", "How much the priorities count, in [0, 1].")
+    priority_eps = _setting("priority_eps", "The floor added to every priority.")
+
+    @property
+    def beta(self) -> float:
+        """The importance-sampling exponent of prioritized replay, in [0, 1]."""
+        return self._settings.beta
+
+    @beta.setter
+    def beta(self, value: float) -> None:
+        self._settings = dataclasses.replace(self._settings, beta=value)
+
+    def __len__(self) -> int:
+        return self.n_transitions
 
     # ------------------------------------------------------------------ state
     def state(self, *, truncate_in_progress: bool = False) -> BufferState:
@@ -460,10 +547,20 @@ class HerReplayBuffer(ReplayBufferBase):
         return int((self.counters["current_start"] < self.steps_added).sum())
 
     def __repr__(self) -> str:
+        s = self._settings
+        if s.goal_mix is None:
+            mix = (
+                f"n_sampled_goal={s.n_sampled_goal}, "
+                f"goal_selection_strategy={self.goal_selection_strategy.value!r}"
+            )
+        else:
+            mix = f"goal_mix={str(self.goal_mix)!r}"
+        if s.goal_mix_warmup:
+            mix += f", goal_mix_warmup={s.goal_mix_warmup}"
         where = "" if self.device is None else f", device={str(self.device)!r}"
         return (
             f"{type(self).__name__}(buffer_size={self.buffer_size}, n_envs={self._n}, "
-            f"{self._relabelling_repr()}{where}, n_transitions={self.n_transitions})"
+            f"{mix}{where}, n_transitions={self.n_transitions})"
         )
 
     def can_sample(self) -> bool:
@@ -512,7 +609,8 @@ class HerReplayBuffer(ReplayBufferBase):
         self._other_episode_until = second + rows if second >= 0 else -1
 
     # ------------------------------------------------------------------ input checks
-    def _convert(self, name: str, value: object, dtype: Any) -> Any:
+    def _convert(self, name: str, value: Any, dtype: Any) -> Any:
+        """``value`` as this buffer's array type (of ``dtype``, where the buffer casts)."""
         if is_tensor(value):
             if self.device is None:
                 value = value.detach().cpu().numpy()
@@ -524,28 +622,127 @@ class HerReplayBuffer(ReplayBufferBase):
             value = self.ops.asarray(np.asarray(value))
         return value if dtype is None or value.dtype == dtype else self.ops.cast(value, dtype)
 
-    def _priority_input(self, value: object) -> Any:
-        array = self._convert("indices", value, None)
-        return array.reshape(-1) if array.ndim == 2 and array.shape[1] == 1 else array
+    def _check_obs_fully(self, name: str, obs: object) -> dict[str, Any]:
+        """``obs`` as a dict of arrays of the stored shapes, or the error that says what
+        is wrong."""
+        if not isinstance(obs, Mapping):
+            values = "arrays" if self.device is None else "tensors"
+            raise TypeError(f"{name} must be a dict of {values}, got {type(obs).__name__}")
+        if obs.keys() != self._obs_shapes.keys():
+            raise ValueError(
+                f"{name} has keys {sorted(obs.keys())}, expected {sorted(self._obs_shapes)}"
+            )
+        checked = {}
+        for key, expected in self._obs_shapes.items():
+            value = self._convert(f"{name}[{key!r}]", obs[key], self._obs_dtypes[key])
+            if tuple(value.shape) != expected:
+                raise ValueError(
+                    f"{name}[{key!r}] has shape {tuple(value.shape)}, expected {expected} "
+                    f"(n_envs, *shape of {self.observation_space[key]})"
+                )
+            checked[key] = value
+        return checked
 
-    def _priority_indices_are_integers(self, indices: Any) -> bool:
-        return not (
-            indices.dtype.is_floating_point
-            if is_tensor(indices)
-            else (not np.issubdtype(indices.dtype, np.integer))
+    def _check_action(self, action: Any) -> Any:
+        """``action`` as an array of shape ``(n_envs, *action_shape)``; Discrete actions
+        may come as ``(n_envs, 1)``, as stable-baselines3 stores them."""
+        action = self._convert("action", action, self._action_dtype)
+        expected = self._action_shape
+        if tuple(action.shape) != expected:
+            if self.action_shape or tuple(action.shape) != (self._n, 1):
+                raise ValueError(
+                    f"action has shape {tuple(action.shape)}, expected {expected} "
+                    f"(n_envs, *action shape) for {self.action_space}"
+                )
+            action = action.reshape(self._n)
+        return action
+
+    def _per_env(self, name: str, value: Any, dtype: object) -> Any:
+        """``value`` as an array of shape ``(n_envs,)`` (any shape of ``n_envs`` values)."""
+        value = self._convert(name, value, dtype)
+        n = self._n
+        if tuple(value.shape) != (n,):
+            if int(np.prod(value.shape)) != n:
+                raise ValueError(
+                    f"{name} has shape {tuple(value.shape)}, expected ({n},) (one per env)"
+                )
+            value = value.reshape(n)
+        return value
+
+    def _info_value(self, infos: object, key: str) -> object:
+        """The per-env values of info ``key``: ``infos[key]`` of a dict, or the key's
+        values gathered from a sequence of ``n_envs`` dicts."""
+        n = self._n
+        if isinstance(infos, Mapping):
+            if key not in infos:
+                raise KeyError(f"infos has no {key!r} (declared in info_keys)")
+            return infos[key]
+        if isinstance(infos, (Sequence, np.ndarray)) and len(infos) == n:
+            try:
+                return np.asarray([info[key] for info in infos])
+            except KeyError:
+                raise KeyError(f"an info dict has no {key!r} (declared in info_keys)") from None
+        values = "arrays" if self.device is None else "values"
+        raise TypeError(
+            f"infos must be a dict of per-env {values} or a sequence of {n} dicts "
+            f"holding {list(self.info_keys)}, got {type(infos).__name__}"
         )
 
-    def _priority_capacity(self) -> int:
-        return self._rows * self._n
+    # ------------------------------------------------------------------ priorities
+    def update_priorities(self, indices: Any, td_errors: Any) -> None:
+        """Sets the priorities of sampled transitions to ``|td_error| + priority_eps``.
 
-    def _priority_of(self, indices: Any, td_errors: Any, capacity: int) -> tuple[object, ...]:
-        if int(indices.min()) < 0 or int(indices.max()) >= capacity:
-            return indices, None, True, False
+        ``indices`` are a batch's ``indices`` (numpy arrays, or torch tensors on any
+        device), ``td_errors`` one value per index (the critic's TD errors, any sign; shape
+        ``(B,)`` or ``(B, 1)``). Call it before more ``add()`` calls reuse the rows: an
+        index whose row no longer holds a transition of a complete episode is skipped. New
+        transitions start at the largest priority seen so far. An index out of range or a
+        TD error that is not finite is an error, never clamped or kept.
+        """
+        if self.priorities is None:
+            raise RuntimeError(
+                "update_priorities needs a prioritized buffer: "
+                f"{type(self).__name__}(..., prioritized=True)"
+            )
+        if self.priority != "td_error":
+            raise RuntimeError(
+                f"update_priorities: this buffer draws by priority={self.priority!r}, set when "
+                "each episode ends; TD errors set the priorities of priority='td_error' only"
+            )
+
+        def flat(value: object) -> Any:
+            array = self._convert("indices", value, None)
+            return array.reshape(-1) if array.ndim == 2 and array.shape[1] == 1 else array
+
+        indices, td_errors = flat(indices), flat(td_errors)
+        if indices.ndim != 1 or td_errors.ndim != 1 or indices.shape != td_errors.shape:
+            raise ValueError(
+                f"update_priorities: indices has shape {tuple(indices.shape)} and td_errors "
+                f"shape {tuple(td_errors.shape)}; expected two 1-d arrays of the same length"
+            )
+        if indices.shape[0] == 0:
+            return
+        floating = (
+            indices.dtype.is_floating_point
+            if is_tensor(indices)
+            else not np.issubdtype(indices.dtype, np.integer)
+        )
+        if floating:
+            raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
+        capacity = self._rows * self._n
+        low, high = int(indices.min()), int(indices.max())
+        if low < 0 or high >= capacity:
+            raise ValueError(
+                f"update_priorities: indices must be in [0, {capacity}) (a batch's indices), "
+                f"got values {low}..{high}"
+            )
         priority = self.xp.abs(self.ops.asarray(td_errors, np.float64)) + self.priority_eps
-        return indices, priority, False, not bool(self.xp.isfinite(priority).all())
-
-    def _priority_set(self, indices: Any, priority: Any) -> None:
-        assert self.priorities is not None
+        if not bool(self.xp.isfinite(priority).all()):
+            bad = int(np.flatnonzero(~np.isfinite(self.ops.to_numpy(priority)))[0])
+            raise ValueError(
+                f"update_priorities: td_errors[{bad}] = "
+                f"{float(self.ops.to_numpy(td_errors)[bad])}; expected finite values"
+            )
         self.priorities.update(self.ops.to_int(indices), priority**self.alpha)
         self.max_priority = max(self.max_priority, float(priority.max()))
 
@@ -751,7 +948,7 @@ class HerReplayBuffer(ReplayBufferBase):
         """``batch_size`` relabeled transitions; fresh arrays, which the next call leaves
         alone (tensors on ``device`` when given)."""
         try:
-            batch = self._sample(check_batch_size(batch_size))
+            batch = self._sample(int(check_int("batch_size", batch_size, minimum=1)))
         finally:
             self._numbers = None  # the counters may change before the next sample
         return batch if device is None else _batch_on(batch, device)
@@ -761,8 +958,16 @@ class HerReplayBuffer(ReplayBufferBase):
         rows = self._rows
         if not self.can_sample():
             if self.steps_added > self._nonempty_until:
-                raise RuntimeError(NO_EPISODE_YET)
-            raise no_other_episode_error(self._mix, self.n_transitions)
+                raise RuntimeError(
+                    "cannot sample before an episode has ended: the buffer holds no complete "
+                    "episode yet (start learning after at least one full episode)"
+                )
+            raise RuntimeError(
+                f"goal_mix desired={self._mix.desired:g} draws the desired goals of other "
+                f"episodes, but the buffer holds a single complete episode "
+                f"({self.n_transitions} transitions): sample once a second episode is "
+                "stored, or let a future-only warm-up run first (goal_mix_warmup)"
+            )
         weights = None
         if self.priorities is None:
             env, counter = self._draw_uniform(B)
@@ -800,7 +1005,10 @@ class HerReplayBuffer(ReplayBufferBase):
             value = ops.asarray(_plain(self.compute_terminated(achieved, desired, info)), bool)
             value = value.reshape(()) if tuple(value.shape) == (1,) else value  # one value
             if value.ndim and tuple(value.shape) not in ((steps * B,), (steps * B, 1)):
-                raise batch_shape_error("compute_terminated", tuple(value.shape), steps * B)
+                raise ValueError(
+                    f"compute_terminated returned shape {tuple(value.shape)} for a batch of "
+                    f"{steps * B} goals; expected ({steps * B},) or a scalar"
+                )
             # One value stands for the whole batch (a constant rule), unlike a reward.
             recomputed = value.reshape(-1) if value.ndim else (done_k & False) | value
             done_k = xp.where(relabel_k, recomputed, done_k)
@@ -844,9 +1052,6 @@ class HerReplayBuffer(ReplayBufferBase):
             index,
             discounts,
         )
-
-    def _zeros_like(self, value: Any) -> Any:
-        return value * 0
 
     def _take(self, name: str, index: Any) -> Any:
         """Field ``name`` at the flat indices ``index``."""
@@ -892,7 +1097,7 @@ class HerReplayBuffer(ReplayBufferBase):
         (the first cum > 3), at sampleable_from[2] + 3 - 2."""
         _, cum, _, offset = self._sampleable_numbers()
         if self._n == 1:
-            return self._zeros_like(x), x + offset[0]
+            return x * 0, x + offset[0]
         env = self.xp.minimum(self.ops.searchsorted(cum, x), self._last_env)
         return env, x + offset[env]
 
@@ -956,8 +1161,22 @@ class HerReplayBuffer(ReplayBufferBase):
         value = self.ops.asarray(value if is_tensor(value) else np.asarray(value))
         count = achieved.shape[0]
         if tuple(value.shape) not in ((count,), (count, 1)):
-            raise reward_shape_error(
-                self.compute_reward, tuple(value.shape), count, tuple(achieved.shape)
+            # A scalar for the batch included: broadcast, it would pay every relabeled
+            # transition the reward of one pair.
+            function = self.compute_reward
+            owner, name = getattr(function, "__self__", None), getattr(function, "__name__", "")
+            qualname = getattr(function, "__qualname__", "")
+            if owner is not None and name:
+                name = f"{type(owner).__name__}.{name}"
+            elif qualname and "<locals>" not in qualname:
+                name = qualname
+            raise ValueError(
+                f"{name or function} returned shape {tuple(value.shape)} for a batch of "
+                f"{count} goal pairs (achieved_goal and desired_goal of shape "
+                f"{tuple(achieved.shape)}); expected ({count},), one reward per pair: compute "
+                "it over the leading dimensions (e.g. np.linalg.norm(achieved_goal - "
+                "desired_goal, axis=-1)), as the HER buffers never broadcast one value to a "
+                "batch"
             )
         return value.reshape(count)
 
@@ -968,10 +1187,6 @@ class DeviceHerReplayBuffer(HerReplayBuffer):
     once ``can_sample()`` has said yes, draws from :attr:`generator` and has static
     shapes, so it can be captured in a CUDA graph
     (``graph.register_generator_state(buffer.generator)``)."""
-
-    _NAME = "DeviceHerReplayBuffer"
-    _INFO_VALUES = "values"
-    _OBS_VALUES = "tensors"
 
     def __init__(self, *args: Any, device: DeviceLike, **kwargs: Any) -> None:
         super().__init__(*args, device=device, **kwargs)
@@ -1009,27 +1224,17 @@ def _batch_on(batch: HerBatch, device: Any) -> HerBatch:
     import torch
 
     target = torch.device(device)
-    on_host = target.type == "cpu"
 
     def move(value: Any) -> Any:
-        if value is None:
-            return None
+        if isinstance(value, dict):
+            return {key: move(item) for key, item in value.items()}
         if isinstance(value, np.ndarray):
             value = torch.from_numpy(value)
-            if on_host:  # .to would return it as it is, at a cost per array
+            if target.type == "cpu":  # .to would return it as it is, at a cost per array
                 return value
-        return value.to(target)
+        return None if value is None else value.to(target)
 
-    return HerBatch(
-        {key: move(value) for key, value in batch.observations.items()},
-        move(batch.actions),
-        move(batch.rewards),
-        {key: move(value) for key, value in batch.next_observations.items()},
-        move(batch.dones),
-        move(batch.weights),
-        move(batch.indices),
-        move(batch.discounts),
-    )
+    return HerBatch(*map(move, batch))
 
 
 def _plain(value: Any) -> Any:

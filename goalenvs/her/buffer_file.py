@@ -24,8 +24,10 @@ from goalenvs.her.buffer_state import (
     NumpyOps,
     TorchOps,
     empty_state,
+    field_views,
+    packed_names,
 )
-from goalenvs.her.settings import BufferSettings
+from goalenvs.her.settings import IN_EVERY_FILE, BufferSettings
 
 __all__ = ["FILE_FORMAT", "FILE_VERSION", "legacy_state", "read_file", "write_file"]
 
@@ -113,47 +115,23 @@ def _read_file(path: str | os.PathLike, device: Any) -> BufferState:
                 f"{FILE_FORMAT!r} version {FILE_VERSION}): a file of goalenvs 148f048 or "
                 "earlier loads there; here, start with an empty buffer"
             )
-        try:
-            settings = BufferSettings.from_meta(meta)
-        except KeyError as error:
-            raise ValueError(f"{name}: the metadata has no {error} entry") from None
-        except ValueError as error:
-            raise ValueError(f"{name}: {error}") from None
+        settings = _settings_of(name, meta)
         if device == "saved":
             device = meta.get("device")
-        ops = NumpyOps() if device is None else TorchOps(device)
-        empty = empty_state(settings, ops)
-        fields = {}
-        for key in data.files:
-            if key.startswith("field__"):
-                fields[key[7:]] = ops.asarray(data[key])
-        counters = {key: ops.asarray(data[f"counter__{key}"]) for key in COUNTERS}
-        for field, value in empty.fields.items():
-            if field not in fields or tuple(fields[field].shape) != tuple(value.shape):
-                raise ValueError(f"{name}: the field {field!r} is missing or of another shape")
-        priorities = ops.asarray(data["priorities"]) if "priorities" in data.files else None
-        held = data["priorities"] if priorities is not None else np.zeros(0)
-        if not (np.isfinite(held) & (held >= 0)).all():
-            raise ValueError(f"{name}: priorities hold negative or NaN values")
-        rng_state: Any = meta.get("rng_state")
-        if device is None:
-            rng_state = rng_state or empty.rng_state
-        elif "torch_generator" in data.files and ops.device.type == "cpu":
+        host = {key[7:]: data[key] for key in data.files if key.startswith("field__")}
+        host.update({key: data[f"counter__{key}"] for key in COUNTERS})
+        if "priorities" in data.files:
+            host["priorities"] = data["priorities"]
+            if not (np.isfinite(host["priorities"]) & (host["priorities"] >= 0)).all():
+                raise ValueError(f"{name}: priorities hold negative or NaN values")
+        rng_state: Any = meta.get("rng_state") if device is None else None
+        saved_generator = "torch_generator" in data.files  # of a torch buffer on the CPU
+        if saved_generator and device is not None and resolve_device(device).type == "cpu":
             import torch
 
             rng_state = torch.from_numpy(data["torch_generator"])
-        else:  # another kind of generator: a fresh seed
-            rng_state = empty.rng_state
-    return BufferState(
-        settings,
-        ops.device,
-        fields,
-        counters,
-        int(meta["steps_added"]),
-        priorities,
-        float(meta["max_priority"]),
-        rng_state,
-    )
+        steps, max_priority = int(meta["steps_added"]), float(meta["max_priority"])
+    return _as_state(settings, device, host, steps, max_priority, rng_state, name)
 
 
 # The files of goalenvs 148f048 and earlier: the numpy buffer's .npz (its own layout, an
@@ -180,13 +158,18 @@ def _as_state(
     steps_added: int,
     max_priority: float,
     rng_state: Any,
+    name: str,
 ) -> BufferState:
     """A state from numpy arrays ``host`` (fields and counters by name, ``priorities``),
-    on numpy (``device`` None) or torch on ``device``."""
+    on numpy (``device`` None) or torch on ``device``; a missing field or one of another
+    shape is the ValueError that names the file ``name``."""
     ops = NumpyOps() if device is None else TorchOps(device)
     empty = empty_state(settings, ops)
     fields = {key: ops.asarray(value) for key, value in host.items() if key in empty.fields}
     fields.update({k: ops.asarray(v) for k, v in host.items() if k.startswith("info/")})
+    for field, value in empty.fields.items():
+        if field not in fields or tuple(fields[field].shape) != tuple(value.shape):
+            raise ValueError(f"{name}: the field {field!r} is missing or of another shape")
     counters = {key: ops.asarray(host[key]) for key in COUNTERS}
     priorities = host.get("priorities")
     if settings.prioritized and priorities is None:
@@ -213,10 +196,14 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
     lo, hi = data["t_lo"].astype(np.int64), data["t_hi"].astype(np.int64)
     offset_of, length_of = data["to_start"], data["ep_len"]
     transition_row = data["trans_row"]
-    old = {f"obs/{key}": data[f"obs__{key}"] for key in settings.observation_space.spaces}
-    old_infos = {key[6:]: data[key] for key in data if key.startswith("info__")}
-    for key, value in old_infos.items():
-        host[f"info/{key}"] = np.zeros((R, n, *value.shape[1:]), value.dtype)
+    # Each field's values by the old row * n + env (a next observation is its next row's).
+    observations = [f"obs/{key}" for key in settings.observation_space.spaces]
+    old = {key: data[key.replace("/", "__")] for key in observations}
+    old.update(action=data["actions"], reward=data["rewards"])
+    old.update(terminated=data["terminated"], truncated=data["truncated"])
+    old.update({f"info/{key[6:]}": data[key] for key in data if key.startswith("info__")})
+    for key, value in old.items():
+        host.setdefault(key, np.zeros((R, n, *value.shape[1:]), value.dtype))
     old_priorities = data.get("priorities")
     priorities = np.zeros((R, n)) if settings.prioritized else None
     newest = np.zeros(n, np.int64)
@@ -234,14 +221,9 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
         at = k % R
         for key, values in old.items():
             host[key][at, e] = values[flat]
-            host["next_" + key][at, e] = values[next_flat]
-        host["action"][at, e] = data["actions"][flat]
-        host["reward"][at, e] = data["rewards"][flat]
-        host["terminated"][at, e] = data["terminated"][flat]
-        host["truncated"][at, e] = data["truncated"][flat]
+        for key in observations:
+            host["next_" + key][at, e] = old[key][next_flat]
         host["episode_start"][at, e] = start
-        for key, value in old_infos.items():
-            host[f"info/{key}"][at, e] = value[flat]
         newest[e] = first[-1] if first.size else 0
         if priorities is not None and old_priorities is not None:
             leaf = old_priorities[flat]
@@ -261,7 +243,7 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
     )
     rng_state = meta.get("rng_state") if device is None else None
     max_priority = float(meta.get("max_priority", 1.0))
-    return _as_state(settings, device, host, steps, max_priority, rng_state)
+    return _as_state(settings, device, host, steps, max_priority, rng_state, name)
 
 
 def legacy_state(pickled: Mapping[str, Any], name: str = "HerReplayBuffer") -> BufferState:
@@ -284,19 +266,11 @@ def legacy_state(pickled: Mapping[str, Any], name: str = "HerReplayBuffer") -> B
         names = ["_records", "_terminated", "_truncated", "_infos", "_to_start", "_ep_len"]
         names += ["_trans_row", "_ep_start", "_valid_lo", "_t_lo", "_t_hi", "_skip"]
         storage = HerStorage(*(pickled[name] for name in names))
+        earlier = ("prioritized", "alpha", "priority_eps")
         settings = BufferSettings(
-            pickled["buffer_size"],
-            pickled["observation_space"],
-            pickled["action_space"],
-            n_envs=pickled["n_envs"],
-            n_sampled_goal=pickled["n_sampled_goal"],
-            goal_selection_strategy=pickled["goal_selection_strategy"],
-            handle_timeout_termination=pickled["handle_timeout_termination"],
-            info_keys=pickled["info_keys"],
-            prioritized=pickled.get("prioritized", False),
-            alpha=pickled.get("alpha", 0.6),
+            **{key: pickled[key] for key in IN_EVERY_FILE},
+            **{key: pickled[key] for key in earlier if key in pickled},
             beta=pickled.get("_beta", 0.4),
-            priority_eps=pickled.get("priority_eps", 1e-6),
         )
         tree = pickled.get("_tree")
         steps, priorities = int(pickled["_t"]), None if tree is None else tree.leaves
@@ -345,21 +319,11 @@ def _read_old_device_file(name: str, device: Any) -> BufferState:
         )
     settings = _settings_of(name, meta)
     R, n = settings.rows_per_env, settings.n_envs
-    spaces_ = settings.observation_space.spaces
-    host: dict[str, Any] = {}
-    names = [f"{side}/{key}" for side in ("obs", "next_obs") for key in sorted(spaces_)]
-    shapes = [tuple(spaces_[field.split("/")[1]].shape or ()) for field in names]
-    dtypes = [np.dtype(spaces_[field.split("/")[1]].dtype) for field in names]
-    names += ["action", "reward"]
-    shapes += [settings.action_shape, ()]
-    dtypes += [np.dtype(settings.action_dtype), np.dtype(np.float32)]
-    records, at = tensors["records"].numpy(), 0
-    for field, shape, dtype in zip(names, shapes, dtypes, strict=True):
-        if dtype == np.float32:  # packed side by side in records, as the old layout had
-            size = int(np.prod(shape))
-            host[field] = records[:, :, at : at + size].reshape(R, n, *shape).copy()
-            at += size
-        else:
+    # The old records packed the float32 fields as today's do; the others had their own.
+    host = field_views(tensors["records"].numpy(), packed_names(settings))
+    keys = settings.observation_space.spaces
+    for field in [f"{side}/{key}" for side in ("obs", "next_obs") for key in keys] + ["action"]:
+        if field not in host:
             side, _, key = field.partition("/")
             host[field] = tensors[f"{side}__{key}"].numpy()
     meta_rows = tensors["row_meta"].numpy()
@@ -394,4 +358,4 @@ def _read_old_device_file(name: str, device: Any) -> BufferState:
     )
     rng_state = generator if same_kind and generator is not None else None
     max_priority = float(tensors["max_priority"]) if "max_priority" in tensors else 1.0
-    return _as_state(settings, device, host, int(meta["t"]), max_priority, rng_state)
+    return _as_state(settings, device, host, int(meta["t"]), max_priority, rng_state, name)

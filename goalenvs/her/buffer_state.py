@@ -85,10 +85,6 @@ class NumpyOps:
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.asarray(value)
 
-    def fits(self, value: Any, shape: tuple[int, ...]) -> bool:
-        """Whether ``value`` is an array of this module (and device) of ``shape``."""
-        return type(value) is np.ndarray and value.shape == shape
-
     def may_hold(self, mask: Any) -> bool:
         """Whether ``mask`` may have a true element: exactly, where that costs no host
         read (numpy); always True on torch, whose writes are masked instead."""
@@ -167,13 +163,6 @@ class TorchOps(NumpyOps):
     def to_numpy(self, value: Any) -> np.ndarray:
         return value.detach().cpu().numpy()
 
-    def fits(self, value: Any, shape: tuple[int, ...]) -> bool:
-        return (
-            isinstance(value, self.xp.Tensor)
-            and value.shape == shape
-            and value.device == self.device
-        )
-
     def may_hold(self, mask: Any) -> bool:
         return True
 
@@ -251,8 +240,7 @@ def packed_names(settings: BufferSettings) -> list[tuple[str, tuple[int, ...]]]:
 def empty_state(settings: BufferSettings, ops: NumpyOps) -> BufferState:
     rows, n = settings.rows_per_env, settings.n_envs
     packed = packed_names(settings)
-    width = sum(int(np.prod(shape)) for _, shape in packed)
-    records = ops.zeros((rows, n, width), np.float32)
+    records = ops.zeros((rows, n, record_width(packed)), np.float32)
     fields: dict[str, Any] = field_views(records, packed)
     for key, space in settings.observation_space.spaces.items():
         if np.dtype(space.dtype) != np.float32:
@@ -273,19 +261,18 @@ def empty_state(settings: BufferSettings, ops: NumpyOps) -> BufferState:
     return BufferState(settings, ops.device, fields, counters, 0, priorities, 1.0, rng, records)
 
 
-def width_of(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape))
-
-
 def field_views(records: Any, packed: list[tuple[str, tuple[int, ...]]]) -> dict[str, Any]:
     """The fields ``packed`` as views of ``records`` ``(rows, n_envs, width)``."""
     rows, n = records.shape[:2]
-    views, at = {}, 0
-    for name, shape in packed:
-        size = int(np.prod(shape))
-        views[name] = records[:, :, at : at + size].reshape(rows, n, *shape)
-        at += size
-    return views
+    return {
+        name: records[:, :, lo:hi].reshape(rows, n, *shape)
+        for name, (lo, hi, shape) in packed_slices(packed).items()
+    }
+
+
+def record_width(packed: list[tuple[str, tuple[int, ...]]]) -> int:
+    """The float32 columns of a records row."""
+    return sum(int(np.prod(shape)) for _, shape in packed)
 
 
 def packed_slices(packed: list[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, int, tuple]]:

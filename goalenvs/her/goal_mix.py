@@ -17,14 +17,12 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["COMPONENTS", "FUTURE_ONLY", "IN_EPISODE", "RELABELLING", "GoalMix"]
+__all__ = ["COMPONENTS", "FUTURE_ONLY", "RELABELLING", "GoalMix"]
 
 #: The sources of a goal, in the order the buffers draw them; "original" last.
 COMPONENTS = ("future", "final", "episode", "achieved", "desired", "original")
 #: The sources that replace the goal (every one but "original").
 RELABELLING = COMPONENTS[:-1]
-#: The sources that take an achieved goal of the transition's own episode.
-IN_EPISODE = ("future", "final", "episode")
 # How far the fractions' sum may stray from 1 (decimal fractions such as 0.1 + 0.2 + 0.7).
 _SUM_TOLERANCE = 1e-6
 _EXAMPLE = "'future=0.4,desired=0.4,original=0.2'"
@@ -34,11 +32,12 @@ _EXAMPLE = "'future=0.4,desired=0.4,original=0.2'"
 class GoalMix:
     """The fraction of sampled transitions whose goal comes from each source.
 
-    For a transition ``t`` of an episode of ``T`` transitions (see
-    :class:`goalenvs.her.settings.GoalSelectionStrategy` for the first three):
+    For a transition ``t`` of an episode of ``T`` transitions (the first three and
+    ``achieved`` are :class:`goalenvs.her.settings.GoalSelectionStrategy`'s ``future``,
+    ``final``, ``episode`` and ``random``):
 
     - ``future``: the next achieved goal of a transition ``j`` drawn uniformly in
-      ``t .. T-1`` (``t`` included);
+      ``t .. T-1`` (``t`` included, as stable-baselines3);
     - ``final``: the episode's last achieved goal;
     - ``episode``: the next achieved goal of a ``j`` drawn uniformly in ``0 .. T-1``;
     - ``achieved``: the next achieved goal of a transition drawn uniformly from the whole

@@ -72,9 +72,9 @@ _BOOKKEEPING_KEYS = ("terminal_observation", "TimeLimit.truncated", "episode", "
 
 
 class _PublicArray:
-    """One of stable-baselines3's public buffer arrays, read-only as a property is: reading
-    it returns ``buffer._public(name)`` (assembled on demand and cached, see
-    :meth:`HerReplayBuffer._public`), assigning to it raises AttributeError."""
+    """One of stable-baselines3's public buffer arrays (or ``pos``, ``full``), read-only as
+    a property is: reading it returns ``buffer._public(name)`` (assembled on demand and
+    cached, see :meth:`HerReplayBuffer._public`), assigning to it raises AttributeError."""
 
     def __init__(self, doc: str) -> None:
         self.__doc__ = doc
@@ -89,16 +89,10 @@ class _PublicArray:
         return buffer._public(self.name)
 
     def __set__(self, buffer: object, value: object) -> None:
-        _read_only(self.name)
-
-
-def _read_only(name: str) -> None:
-    """Raises the error of a write to one of stable-baselines3's buffer fields, which this
-    buffer derives from its storage."""
-    raise AttributeError(
-        f"{name} of the HER buffer is a read-only value assembled from its storage; change "
-        "the data with add(), truncate_last_trajectory() or reset()"
-    )
+        raise AttributeError(
+            f"{self.name} of the HER buffer is a read-only value assembled from its storage; "
+            "change the data with add(), truncate_last_trajectory() or reset()"
+        )
 
 
 class HerReplayBuffer(_SB3HerReplayBuffer):
@@ -108,23 +102,17 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
     algorithms recognise it and pass it the env; none of the parent's storage is
     allocated.
 
-    Args:
+    Args (those of :class:`goalenvs.her.HerReplayBuffer` mean what they mean there):
         buffer_size: transitions kept over all envs, as SB3's. The ``buffer_size``
             attribute is SB3's: ``buffer_size // n_envs``, the positions per env of the
             public arrays.
-        observation_space: the goal Dict observation space.
-        action_space: the action space.
         env: the training VecEnv (stable-baselines3 passes it); its first sub-env's
             ``compute_reward`` rewards relabeled goals.
         device: torch device of the sampled tensors; ``"auto"`` is SB3's choice (CUDA where
             there is a GPU). On the CPU each sample gets fresh arrays: a batch an
             algorithm keeps is never overwritten by the next ``sample``.
-        n_envs: parallel envs.
         optimize_memory_usage: must be False.
-        handle_timeout_termination: a time-limit truncation bootstraps when True.
-        n_sampled_goal: virtual transitions per real one: relabel probability k/(k+1).
-        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"``, ``"random"``, or
-            a stable-baselines3 ``GoalSelectionStrategy``.
+        goal_selection_strategy: also a stable-baselines3 ``GoalSelectionStrategy``.
         copy_info_dict: store the info values ``compute_reward`` needs (see the module
             docstring).
         info_keys: the info keys to store (implies ``copy_info_dict``).
@@ -132,14 +120,9 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             ``compute_terminated`` (stable-baselines3 keeps the original, its issue #627).
         seed: seed of the sampling generator; None draws one from numpy's global
             generator, which stable-baselines3 seeds from the algorithm's ``seed``.
-        goal_mix: a relabelling mix in place of ``goal_selection_strategy`` and
-            ``n_sampled_goal`` (leave those at their defaults): a
-            :class:`~goalenvs.her.goal_mix.GoalMix`, a dict such as ``{"future": 0.4,
-            "desired": 0.4, "original": 0.2}`` or the same as text.
-        goal_mix_warmup: env steps stored before the mix applies (only future goals
-            until then).
-        n_step: must be 1: stable-baselines3's algorithms bootstrap with their own
-            gamma (goalenvs' trainers take ``--n-step``).
+        prioritized: must be False, and ``n_step`` 1: stable-baselines3's algorithms take
+            no importance weights, report no TD errors and bootstrap with their own gamma
+            (goalenvs' trainers take ``--prioritized`` and ``--n-step``).
     """
 
     def __init__(
@@ -212,9 +195,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         # The global generator on purpose: stable-baselines3 seeds it from its own seed.
         self._seed = int(np.random.randint(2**31 - 1)) if seed is None else seed  # noqa: NPY002
         self.env = None
-        self._core: CoreBuffer | None = None
         # Validates the arguments now; rebuilt at the first add when info keys are inferred.
-        self._core = self._make_core(tuple(info_keys), None)
+        self._core: CoreBuffer | None = self._make_core(tuple(info_keys), None)
         # stable-baselines3's meaning: transitions kept per env, the first dimension of the
         # public arrays.
         self.buffer_size = self.core.rows_per_env
@@ -226,7 +208,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             self.set_env(env)
 
     def _make_core(self, info_keys: tuple[str, ...], env: Any) -> CoreBuffer:
-        buffer = CoreBuffer(
+        return CoreBuffer(
             self._total_size,
             self.observation_space,
             self.action_space,
@@ -241,7 +223,13 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             compute_terminated=env if (self.recompute_terminated and env is not None) else None,
             seed=self._seed,
         )
-        return buffer
+
+    def _rebuild(self, info_keys: tuple[str, ...]) -> None:
+        """A new, empty goalenvs buffer with ``info_keys``, rewarded by the same env."""
+        env, self.env = self.env, None
+        self._core = self._make_core(info_keys, None)
+        if env is not None:
+            self.set_env(env)
 
     @property
     def core(self) -> CoreBuffer:
@@ -288,10 +276,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
 
     def reset(self) -> None:
         """Empties the buffer."""
-        env, self.env = self.env, None
-        self._core = self._make_core(self.core.info_keys, None)
-        if env is not None:
-            self.set_env(env)
+        self._rebuild(self.core.info_keys)
 
     def add(  # type: ignore[override]
         self,
@@ -323,10 +308,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             and not key.startswith("_")
             and np.asarray(value).dtype.kind in "biuf"
         )
-        env, self.env = self.env, None
-        self._core = self._make_core(keys, None)
-        if env is not None:
-            self.set_env(env)
+        self._rebuild(keys)
 
     def sample(  # type: ignore[override]
         self, batch_size: int, env: VecNormalize | None = None
@@ -372,33 +354,11 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
     # it has SB3's layout. The arrays below are assembled from it at the first read after
     # a change and cached until the next add / truncate_last_trajectory / reset.
 
-    @property
-    def pos(self) -> int:
-        """Position the next transition goes to: transitions added so far % buffer_size."""
-        return self._transitions_added() % self.buffer_size
-
-    @pos.setter
-    def pos(self, value: int) -> None:
-        _read_only("pos")
-
-    @property
-    def full(self) -> bool:
-        """Whether buffer_size transitions per env have been added (the ring wrapped)."""
-        return self._transitions_added() >= self.buffer_size
-
-    @full.setter
-    def full(self, value: bool) -> None:
-        _read_only("full")
-
-    @property
-    def _current_ep_start(self) -> np.ndarray:
-        """Position of each env's episode in progress (== pos when none is), SB3's name."""
-        return self.core.counters["current_start"] % self.buffer_size
-
-    @_current_ep_start.setter
-    def _current_ep_start(self, value: np.ndarray) -> None:
-        _read_only("_current_ep_start")
-
+    pos = _PublicArray("Position the next transition goes to: transitions added % buffer_size.")
+    full = _PublicArray("Whether buffer_size transitions per env have been added (it wrapped).")
+    _current_ep_start = _PublicArray(
+        "Position of each env's episode in progress (== pos when none is), SB3's name."
+    )
     observations = _PublicArray(
         """``observations[key][pos, env]``: SB3's layout, ``(buffer_size, n_envs, *shape)``.
 
@@ -432,13 +392,16 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         "Length of each transition's episode; 0 while it is in progress (int64)."
     )
 
-    def _transitions_added(self) -> int:
-        # Every add() adds one transition per env: the goalenvs buffer counts its adds.
-        return self.core.steps_added
-
     def _public(self, name: str) -> object:
         # The goalenvs storage is SB3's layout, (buffer_size, n_envs) with position t % R:
         # each public array is a masked, read-only copy of a field, cached until an add.
+        # Every add() adds one transition per env: the goalenvs buffer counts its adds.
+        if name == "pos":
+            return self.core.steps_added % self.buffer_size
+        if name == "full":
+            return self.core.steps_added >= self.buffer_size
+        if name == "_current_ep_start":
+            return self.core.counters["current_start"] % self.buffer_size
         cache = self._cache()
         if name not in cache:
             cache[name] = self._assemble(name, cache["held"], cache["closed"])
@@ -452,7 +415,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
 
     def _cache(self) -> dict[str, Any]:
         c = self.core.counters
-        key = (self.core, self._transitions_added(), *(c[k].tobytes() for k in sorted(c)))
+        key = (self.core, self.core.steps_added, *(c[k].tobytes() for k in sorted(c)))
         cache = self._public_cache
         if cache is None or cache["key"] != key:
             t = self.core.counter_of_rows()[:, None]  # negative: never written

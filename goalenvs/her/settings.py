@@ -44,15 +44,10 @@ _FILE = "a HER buffer file"
 
 
 class GoalSelectionStrategy(str, enum.Enum):
-    """Where a relabeled goal comes from, for a transition ``t`` of an episode of ``T`` steps.
-
-    - ``future``: the next achieved goal of a transition ``j`` drawn uniformly in
-      ``t..T-1`` (inclusive of ``t`` itself, as stable-baselines3);
-    - ``final``: the episode's last achieved goal (``j = T-1``);
-    - ``episode``: ``j`` drawn uniformly in ``0..T-1``;
-    - ``random``: the next achieved goal of any transition in the buffer (drawn
-      uniformly over the complete episodes of every env).
-    """
+    """Where a relabeled goal comes from: ``future``, ``final``, ``episode``, or ``random``
+    (any transition in the buffer): the :class:`~goalenvs.her.goal_mix.GoalMix` sources
+    ``future``, ``final``, ``episode`` and ``achieved``, whose docstring says how each is
+    drawn."""
 
     FUTURE = "future"
     FINAL = "final"
@@ -261,69 +256,52 @@ class BufferSettings:
     def to_meta(self) -> dict[str, object]:
         """The settings as the plain JSON values a saved file's metadata holds (the seed
         aside: a saved buffer carries its generator's state instead)."""
-        return {
-            "buffer_size": self.buffer_size,
-            "n_envs": self.n_envs,
-            "n_sampled_goal": self.n_sampled_goal,
-            "goal_selection_strategy": GoalSelectionStrategy.parse(
-                self.goal_selection_strategy
-            ).value,
-            "handle_timeout_termination": self.handle_timeout_termination,
-            "info_keys": list(self.info_keys),
-            "observation_space": space_to_json(self.observation_space, _FILE),
-            "action_space": space_to_json(self.action_space, _FILE),
-            "prioritized": self.prioritized,
-            "alpha": self.alpha,
-            "beta": self.beta,
-            "priority_eps": self.priority_eps,
-            "goal_mix": None if self.goal_mix is None else GoalMix.parse(self.goal_mix).fractions(),
-            "goal_mix_warmup": self.goal_mix_warmup,
-            "priority": self.priority,
-            "motion_clip": self.motion_clip,
-            "motion_weights": None if self.motion_weights is None else list(self.motion_weights),
-            "n_step": self.n_step,
-            "gamma": self.gamma,
-        }
+        meta: dict[str, object] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name.endswith("_space"):
+                value = space_to_json(value, _FILE)
+            elif field.name == "goal_selection_strategy":
+                value = GoalSelectionStrategy.parse(value).value
+            elif field.name == "goal_mix" and value is not None:
+                value = GoalMix.parse(value).fractions()
+            elif isinstance(value, tuple):  # info_keys, motion_weights
+                value = list(value)
+            if field.name != "seed":
+                meta[field.name] = value
+        return meta
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> BufferSettings:
-        """The settings a saved file's metadata describes, checked as a constructor's;
-        files older than prioritized replay have no priority settings and get the
-        defaults, files older than goal mixes sample by their strategy as they did, files older
-        than goal-motion priorities are prioritized by TD error, files older than n-step
-        returns sample one step. A missing entry raises KeyError naming it; a file that
-        sets a retired setting (:data:`RETIRED`) to other than its off value, the
-        ValueError that names it and what to do."""
+        """The settings a saved file's metadata describes, checked as a constructor's.
+        Every file holds the settings up to ``info_keys``; a later one a file lacks (it is
+        older than that setting: prioritized replay, goal mixes, goal-motion priorities,
+        n-step returns) gets its default, which samples as that file did. A missing entry
+        raises KeyError naming it; a file that sets a retired setting (:data:`RETIRED`) to
+        other than its off value, the ValueError that names it and what to do."""
         for name, off in RETIRED.items():
             if meta.get(name, off) != off:
                 raise ValueError(
                     f"written with {name}={meta[name]!r}, a setting this version no longer "
                     f"has: sample it with goalenvs {RETIRED_AT} or earlier, or start a new buffer"
                 )
-        observation_space = space_from_json(meta["observation_space"], _FILE)
+        values = {
+            field.name: meta[field.name]
+            if field.name in IN_EVERY_FILE
+            else meta.get(field.name, field.default)
+            for field in dataclasses.fields(cls)
+            if field.name != "seed"
+        }
+        observation_space = space_from_json(values["observation_space"], _FILE)
         if not isinstance(observation_space, spaces.Dict):
             raise ValueError(f"{_FILE} describes observation_space {observation_space}: not a Dict")
-        return cls(
-            buffer_size=meta["buffer_size"],
-            observation_space=observation_space,
-            action_space=space_from_json(meta["action_space"], _FILE),
-            n_envs=meta["n_envs"],
-            n_sampled_goal=meta["n_sampled_goal"],
-            goal_selection_strategy=meta["goal_selection_strategy"],
-            handle_timeout_termination=meta["handle_timeout_termination"],
-            info_keys=meta["info_keys"],
-            prioritized=meta.get("prioritized", False),
-            alpha=meta.get("alpha", 0.6),
-            beta=meta.get("beta", 0.4),
-            priority_eps=meta.get("priority_eps", 1e-6),
-            goal_mix=meta.get("goal_mix"),
-            goal_mix_warmup=meta.get("goal_mix_warmup", 0),
-            priority=meta.get("priority", "td_error"),
-            motion_clip=meta.get("motion_clip"),
-            motion_weights=meta.get("motion_weights"),
-            n_step=meta.get("n_step", 1),
-            gamma=meta.get("gamma"),
-        )
+        values["observation_space"] = observation_space
+        values["action_space"] = space_from_json(values["action_space"], _FILE)
+        return cls(**values)
+
+
+#: The settings every saved file (and pickle) holds; those after them have defaults there.
+IN_EVERY_FILE = tuple(field.name for field in dataclasses.fields(BufferSettings))[:8]
 
 
 def check_motion_clip(clip: Any, priority: str) -> float | None:
@@ -385,11 +363,6 @@ def check_motion_weights(
     if not values or not all(0 <= w < np.inf for w in values) or max(values) == 0:
         raise ValueError(f"motion_weights must be {expected}; got {weights!r}")
     return values
-
-
-def check_batch_size(batch_size: Any) -> int:
-    """``batch_size`` as an int, or the error that names it."""
-    return int(check_int("batch_size", batch_size, minimum=1))
 
 
 def _check_observation_space(space: object) -> None:
