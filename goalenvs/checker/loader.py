@@ -88,17 +88,8 @@ def load(
     def make(**extra: Any) -> gym.Env:
         return factory(**{**kwargs, **extra})
 
-    try:
-        env = make()
-    except envspec.EnvSpecError as error:  # a registered id, resolved when it is built
-        raise LoadError(str(error)) from None
-    except Exception as error:
-        raise LoadError(f"building {spec} failed: {envspec.describe_error(error)}") from error
-    if not isinstance(env, (gym.Env, gym.vector.VectorEnv)):
-        raise LoadError(
-            f"{spec} built a {type(env).__name__}; expected a gymnasium.Env or a "
-            "gymnasium.vector.VectorEnv"
-        )
+    env = _build(spec, make)  # a registered id is resolved when it is built
+    _ensure_env(spec, env)
     return env, make, name
 
 
@@ -238,11 +229,7 @@ def _vector_of_factory(
                 f"{resolved.name} takes no num_envs argument: checking its {env.num_envs} sub-envs"
             )
         return LoadedVector(env, make, resolved.name, None, notes)
-    if not isinstance(env, gym.Env):
-        raise LoadError(
-            f"{resolved.text} built a {type(env).__name__}; expected a gymnasium.Env or a "
-            "gymnasium.vector.VectorEnv"
-        )
+    _ensure_env(resolved.text, env)
     if device is not None:
         raise LoadError(
             f"--device {device}: {resolved.name} builds a single env, and gymnasium's "
@@ -282,6 +269,15 @@ def _build(text: str, make: Callable[[], Any]) -> Any:
         raise
     except Exception as error:
         raise LoadError(f"building {text} failed: {envspec.describe_error(error)}") from error
+
+
+def _ensure_env(text: str, env: object) -> None:
+    """Raises :class:`LoadError` unless ``env`` is a gymnasium env or vector env."""
+    if not isinstance(env, (gym.Env, gym.vector.VectorEnv)):
+        raise LoadError(
+            f"{text} built a {type(env).__name__}; expected a gymnasium.Env or a "
+            "gymnasium.vector.VectorEnv"
+        )
 
 
 def _single_of(text: str, kwargs: dict[str, Any]) -> Callable[[], gym.Env]:

@@ -241,36 +241,48 @@ def rollout(ctx: Context) -> Rollout:
     return ctx.cached("rollout", _record_rollout)
 
 
+_STOPPED = object()  # what an env call that stopped the rollout returns
+
+
 def _record_rollout(ctx: Context) -> Rollout:
     env, ro = ctx.env, Rollout()
-    try:
-        ctx.call("action_space.seed", env.action_space.seed, ctx.seed)
-        ro.actions = [env.action_space.sample() for _ in range(ctx.steps)]
-        ret = ctx.call(f"reset(seed={ctx.seed})", env.reset, seed=ctx.seed)
-    except EnvCallError as error:
-        ro.reset_problems.append(("reset", str(error)))
-        ro.causes["reset"] = error.cause
-        ro.stopped = str(error)
-        return ro
-    except (EnvTimeoutError, EnvHungError) as error:
-        ro.stopped = str(error)
-        return ro
-    parsed = parse_reset(ret, "reset", ro.reset_problems)
-    if parsed is None:
-        ro.stopped = "reset did not return (obs, info)"
-        return ro
-    ro.episodes.append(Episode(copy_obs(parsed[0]), parsed[0], copy_info(parsed[1])))
-    for t, action in enumerate(ro.actions):
-        where = f"step {t}"
+
+    def call(
+        where: str, problems: list, description: str, fn: Callable, *args: Any, **kw: Any
+    ) -> Any:
+        """``fn(*args, **kw)`` on the env's thread, or :data:`_STOPPED` with the reason kept."""
         try:
-            ret = ctx.call(f"step {t}: step({fmt(action)})", env.step, action)
+            return ctx.call(description, fn, *args, **kw)
         except EnvCallError as error:
-            ro.step_problems.append((where, str(error)))
+            problems.append((where, str(error)))
             ro.causes[where] = error.cause
             ro.stopped = str(error)
-            return ro
         except (EnvTimeoutError, EnvHungError) as error:
             ro.stopped = str(error)
+        return _STOPPED
+
+    def reset(where: str, description: str, **kw: Any) -> bool:
+        """A reset recorded as a new episode's start; False when it stopped the rollout."""
+        ret = call(where, ro.reset_problems, description, env.reset, **kw)
+        if ret is _STOPPED:
+            return False
+        parsed = parse_reset(ret, where, ro.reset_problems)
+        if parsed is None:
+            ro.stopped = "reset did not return (obs, info)"
+            return False
+        ro.episodes.append(Episode(copy_obs(parsed[0]), parsed[0], copy_info(parsed[1])))
+        return True
+
+    seeded = call("reset", ro.reset_problems, "action_space.seed", env.action_space.seed, ctx.seed)
+    if seeded is _STOPPED:
+        return ro
+    ro.actions = [env.action_space.sample() for _ in range(ctx.steps)]
+    if not reset("reset", f"reset(seed={ctx.seed})", seed=ctx.seed):
+        return ro
+    for t, action in enumerate(ro.actions):
+        where = f"step {t}"
+        ret = call(where, ro.step_problems, f"step {t}: step({fmt(action)})", env.step, action)
+        if ret is _STOPPED:
             return ro
         parsed_step = parse_step(ret, where, ro.step_problems)
         if parsed_step is None:
@@ -279,37 +291,11 @@ def _record_rollout(ctx: Context) -> Rollout:
         obs, reward, terminated, truncated, info = parsed_step
         episode = ro.episodes[-1]
         before = episode.steps[-1].obs if episode.steps else episode.reset_obs
-        episode.steps.append(
-            StepRecord(
-                len(ro.episodes) - 1,
-                t,
-                action,
-                copy_obs(obs),
-                obs,
-                reward,
-                terminated,
-                truncated,
-                copy_info(info),
-                info,
-                before,
-            )
-        )
-        if (terminated or truncated) and t + 1 < len(ro.actions):
-            try:
-                ret = ctx.call(f"reset after step {t}", env.reset)
-            except EnvCallError as error:
-                ro.reset_problems.append((f"reset after step {t}", str(error)))
-                ro.causes[f"reset after step {t}"] = error.cause
-                ro.stopped = str(error)
-                return ro
-            except (EnvTimeoutError, EnvHungError) as error:
-                ro.stopped = str(error)
-                return ro
-            parsed = parse_reset(ret, f"reset after step {t}", ro.reset_problems)
-            if parsed is None:
-                ro.stopped = "reset did not return (obs, info)"
-                return ro
-            ro.episodes.append(Episode(copy_obs(parsed[0]), parsed[0], copy_info(parsed[1])))
+        copies = (copy_obs(obs), obs, reward, terminated, truncated, copy_info(info), info)
+        episode.steps.append(StepRecord(len(ro.episodes) - 1, t, action, *copies, before))
+        ended = (terminated or truncated) and t + 1 < len(ro.actions)
+        if ended and not reset(f"reset after step {t}", f"reset after step {t}"):
+            return ro
     return ro
 
 
@@ -408,40 +394,17 @@ def goal_pairs(ctx: Context, n: int) -> list[Pair]:
     for i in range(n):
         step = steps[int(ctx.rng.integers(len(steps)))]
         other = steps[int(ctx.rng.integers(len(steps)))]
-        kind = i % 4
+        ag, dg, kind = step.obs["achieved_goal"], step.obs["desired_goal"], i % 4
         if kind == 0:
-            pairs.append(
-                Pair(
-                    step.obs["achieved_goal"], step.obs["desired_goal"], step.info, f"step {step.t}"
-                )
-            )
+            pair = (ag, dg, f"step {step.t}")
         elif kind == 1:
-            pairs.append(
-                Pair(
-                    np.asarray(goal_sp.sample()),
-                    np.asarray(goal_sp.sample()),
-                    step.info,
-                    "goal-space draws",
-                )
-            )
+            pair = (np.asarray(goal_sp.sample()), np.asarray(goal_sp.sample()), "goal-space draws")
         elif kind == 2:
-            pairs.append(
-                Pair(
-                    step.obs["achieved_goal"],
-                    step.obs["achieved_goal"],
-                    step.info,
-                    f"achieved goal of step {step.t} as both goals",
-                )
-            )
+            pair = (ag, ag, f"achieved goal of step {step.t} as both goals")
         else:
-            pairs.append(
-                Pair(
-                    other.obs["achieved_goal"],
-                    step.obs["desired_goal"],
-                    step.info,
-                    f"achieved goal of step {other.t}, desired goal of step {step.t}",
-                )
-            )
+            origin = f"achieved goal of step {other.t}, desired goal of step {step.t}"
+            pair = (other.obs["achieved_goal"], dg, origin)
+        pairs.append(Pair(pair[0], pair[1], step.info, pair[2]))
     return pairs
 
 

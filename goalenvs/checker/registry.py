@@ -63,6 +63,7 @@ class Outcome:
     def __init__(self, result: CheckResult) -> None:
         self._result = result
         self._dropped = 0
+        self._kinds: set[object] = set()
 
     def fail(self, message: str, where: str | None = None, cause: str | None = None) -> None:
         """Records one finding with its evidence; ``cause`` names an exception of the
@@ -72,6 +73,13 @@ class Outcome:
             r.findings.append(Finding(r.id, r.severity, r.title, message, where, cause))
         else:
             self._dropped += 1
+
+    def fail_once(self, kind: object, message: str, where: str | None = None) -> None:
+        """:meth:`fail`, for the first finding of its ``kind`` only (a defect seen at
+        every step is reported where it first shows)."""
+        if kind not in self._kinds:
+            self._kinds.add(kind)
+            self.fail(message, where)
 
     @property
     def failed(self) -> bool:

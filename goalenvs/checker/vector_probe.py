@@ -393,7 +393,7 @@ class VecRun:
         """``step t``, noting an autoreset step."""
         restarted = np.flatnonzero(self.reset_rows(t))
         if restarted.size:
-            return f"step {t} (autoreset of sub-envs {_listing(restarted)})"
+            return f"step {t} (autoreset of sub-envs {listing(restarted)})"
         return f"step {t}"
 
 
@@ -401,15 +401,11 @@ def _rows(mask: np.ndarray, value: np.ndarray) -> np.ndarray:
     return mask.reshape((-1,) + (1,) * (np.ndim(value) - 1))
 
 
-def _listing(rows: Any, limit: int = 6) -> str:
+def listing(rows: Any, limit: int = 6) -> str:
+    """``1, 4, 7, ... (12 in all)``: sub-env indices for a message."""
     rows = [int(i) for i in rows]
     text = ", ".join(str(i) for i in rows[:limit])
     return text + (f", ... ({len(rows)} in all)" if len(rows) > limit else "")
-
-
-def listing(rows: object, limit: int = 6) -> str:
-    """``1, 4, 7, ... (12 in all)``: sub-env indices for a message."""
-    return _listing(rows, limit)
 
 
 # The most steps the rollout takes on its own to see two whole episodes (more only when
@@ -467,9 +463,7 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
     try:
         ret = ctx.call(f"{label}reset(seed={seed})", env.reset, seed=seed)
     except EnvCallError as error:
-        run.problems.append((f"{label}reset", str(error)))
-        run.cause, run.stopped = error.cause, str(error)
-        return run
+        return _raised(run, f"{label}reset", error)
     if not isinstance(ret, tuple) or len(ret) != 2 or not isinstance(ret[1], Mapping):
         run.problems.append(
             (f"{label}reset", f"reset returned {_shape_of(ret)}, expected (obs, infos)")
@@ -486,9 +480,7 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
         try:
             ret = ctx.call(where, env.step, run.arrays(batch))
         except EnvCallError as error:
-            run.problems.append((where, str(error)))
-            run.cause, run.stopped = error.cause, str(error)
-            return run
+            return _raised(run, where, error)
         step = _parse_step(run, t, where, batch, ret)
         if step is None:
             return run
@@ -504,9 +496,7 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
                     reset_where, env.reset, options={"reset_mask": run.arrays(done.copy())}
                 )
             except EnvCallError as error:
-                run.problems.append((reset_where, str(error)))
-                run.cause, run.stopped = error.cause, str(error)
-                return run
+                return _raised(run, reset_where, error)
             if not isinstance(ret, tuple) or len(ret) != 2:
                 run.problems.append((reset_where, f"reset returned {_shape_of(ret)}"))
                 run.stopped = "a masked reset did not return (obs, infos)"
@@ -514,6 +504,13 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
             step.mask_reset = done.copy()
             step.mask_reset_obs = to_numpy(ret[0])
             step.mask_reset_info = per_env_info(ret[1]) if isinstance(ret[1], Mapping) else {}
+    return run
+
+
+def _raised(run: VecRun, where: str, error: EnvCallError) -> VecRun:
+    """``run`` stopped by an env call that raised."""
+    run.problems.append((where, str(error)))
+    run.cause, run.stopped = error.cause, str(error)
     return run
 
 
@@ -685,6 +682,12 @@ class GoalMethods:
     per_row: bool
     source: str
 
+    def named(self) -> dict[str, Callable | None]:
+        """Each goal function by its name."""
+        return dict(
+            zip(GOAL_FUNCTIONS, (self.reward, self.terminated, self.truncated), strict=True)
+        )
+
 
 def goal_methods(ctx: Context) -> GoalMethods:
     """Where the goal functions of the checked vector env are: on the env (a native twin,
@@ -693,8 +696,11 @@ def goal_methods(ctx: Context) -> GoalMethods:
     return ctx.cached("vector_goal_methods", _find_goal_methods)
 
 
+GOAL_FUNCTIONS = ("compute_reward", "compute_terminated", "compute_truncated")
+
+
 def _find_goal_methods(ctx: Context) -> GoalMethods:
-    names = ("compute_reward", "compute_terminated", "compute_truncated")
+    names = GOAL_FUNCTIONS
     for holder in (ctx.env, getattr(ctx.env, "unwrapped", None)):
         found = [getattr(holder, name, None) for name in names]
         if callable(found[0]):

@@ -127,6 +127,9 @@ def test_every_check_has_a_fix_line_and_an_anchor_in_the_docs():
     anchors = set(re.findall(r'<a id="([^"]+)"></a>', text))
     assert set(CHECKS) <= anchors
     assert set(CHECKS) == set(FIXES)
+    headings = [line for line in text.splitlines() if line.startswith("### ")]
+    for check_id in CHECKS:  # each explained under a heading that names it
+        assert any(f"`{check_id}`" in h for h in headings), check_id
 
 
 def test_fix_lines_are_the_docs_fix_paragraphs():

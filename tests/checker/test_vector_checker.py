@@ -101,6 +101,8 @@ def test_the_defect_library_covers_every_vector_check_but_num_envs():
     assert vector_ids - caught == {"vector.num_envs"}  # not a defect: see the bad-input tests
     for check_id, severity, _, _ in ALL_DEFECTS.values():
         assert CHECKS[check_id].severity == severity, check_id
+    # each defect's correct twin (the toy in its mode) is test_the_correct_toy_is_clean_...
+    assert {mode for _, _, mode, _ in ALL_DEFECTS.values()} <= set(MODES)
     # the seeding defects are warnings, every other family an error
     assert {d for d, (_, s, _, _) in ALL_DEFECTS.items() if s == "warning"} == {
         "copies",
@@ -153,12 +155,6 @@ def test_an_unseeded_autoreset_names_the_sub_env_and_the_step_of_its_autoreset()
     assert ended, finding.message
     assert int(ended.group(1)) == int(ended.group(2)) + 1 <= t  # next-step: the step after
     assert f"at step {t} it gave" in finding.message
-
-
-def test_each_defect_alone_leaves_the_others_checks_quiet_on_its_correct_twin():
-    # The correct toy in the mode each defect runs in: the defect is the only difference.
-    for mode in {m for _, _, m, _ in ALL_DEFECTS.values()}:
-        assert_clean(run_check(ToyVecReach(num_envs=8, autoreset_mode=mode)), _toy_skips(mode))
 
 
 def _toy_skips(mode: str, torch: bool = False, single: bool = False) -> set[str]:

@@ -27,6 +27,7 @@ from goalenvs.checker.vector_probe import (
     SINGLE_ROWS,
     GoalMethods,
     VecRun,
+    VecStep,
     declared_limit,
     declared_mode,
     drive,
@@ -223,12 +224,9 @@ def check_obs_batch(ctx: Context, out: Outcome) -> None:
     space = single_space(ctx)
     run = vector_rollout(ctx)
     n = run.num_envs
-    reported: set[tuple[str, str]] = set()
 
     def fail(key: str, kind: str, message: str, where: str) -> None:
-        if (key, kind) not in reported:
-            reported.add((key, kind))
-            out.fail(message, where)
+        out.fail_once((key, kind), message, where)
 
     for where, obs in _batches(run):
         if not isinstance(obs, Mapping):
@@ -450,13 +448,7 @@ def check_final_obs(ctx: Context, out: Outcome) -> None:
     if not ends:
         raise SkipCheckError(f"no episode ended in the rollout's {len(run.steps)} steps")
     dg = "desired_goal"
-    reported: set[str] = set()
-
-    def fail(kind: str, message: str, where: str) -> None:
-        if kind not in reported:
-            reported.add(kind)
-            out.fail(message, where)
-
+    fail = out.fail_once
     for t in ends:
         s = run.steps[t]
         rows = np.flatnonzero(s.done)
@@ -546,11 +538,7 @@ def check_final_obs(ctx: Context, out: Outcome) -> None:
 
 def _methods(ctx: Context, name: str) -> tuple[GoalMethods, Any]:
     methods = goal_methods(ctx)
-    fn = {
-        "compute_reward": methods.reward,
-        "compute_terminated": methods.terminated,
-        "compute_truncated": methods.truncated,
-    }[name]
+    fn = methods.named()[name]
     if fn is None:
         if name == "compute_reward" and methods.source == "" and ctx.single_factory is None:
             unwrapped = getattr(ctx.env, "unwrapped", ctx.env)
@@ -738,40 +726,19 @@ def check_goal_batch(ctx: Context, out: Outcome) -> None:
         }
         per_step = [info_argument(methods, rows, arrays) for rows in infos]
     picks = sorted({0, 1, n // 2, n - 1} & set(range(n)))
-    for name, fn in (
-        ("compute_reward", methods.reward),
-        ("compute_terminated", methods.terminated),
-        ("compute_truncated", methods.truncated),
-    ):
+
+    def call(name: str, fn: Any, what: str, a: np.ndarray, d: np.ndarray, info: Any) -> np.ndarray:
+        return np.asarray(to_numpy(ctx.call(f"{name} of {what}", fn, arrays(a), arrays(d), info)))
+
+    for name, fn in methods.named().items():
         if fn is None:
             continue
         constant_ok = name != "compute_reward"
-        full = np.asarray(
-            to_numpy(
-                ctx.call(f"{name} of a {(steps, n)} batch", fn, arrays(ag), arrays(dg), leading)
-            )
-        )
-        rows = [
-            np.asarray(
-                to_numpy(
-                    ctx.call(f"{name} of step {t}", fn, arrays(ag[t]), arrays(dg[t]), per_step[t])
-                )
-            )
-            for t in range(steps)
-        ]
+
+        full = call(name, fn, f"a {(steps, n)} batch", ag, dg, leading)
+        rows = [call(name, fn, f"step {t}", ag[t], dg[t], per_step[t]) for t in range(steps)]
         singles = {
-            i: np.asarray(
-                to_numpy(
-                    ctx.call(
-                        f"{name} of sub-env {i}",
-                        fn,
-                        arrays(ag[0, i]),
-                        arrays(dg[0, i]),
-                        infos[0][i],
-                    )
-                )
-            )
-            for i in picks
+            i: call(name, fn, f"sub-env {i}", ag[0, i], dg[0, i], infos[0][i]) for i in picks
         }
         for i, value in singles.items():
             if value.size != 1:
@@ -829,13 +796,7 @@ def check_vector_success(ctx: Context, out: Outcome) -> None:
     n = run.num_envs
     if not any("is_success" in s.info for s in run.steps):
         raise SkipCheckError("the env sets no info['is_success']")
-    reported: set[str] = set()
-
-    def fail(kind: str, message: str, where: str) -> None:
-        if kind not in reported:
-            reported.add(kind)
-            out.fail(message, where)
-
+    fail = out.fail_once
     for t, s in enumerate(run.steps):
         where = f"step {t}"
         # Rows a next-step autoreset restarts carry their reset's info (often without
@@ -1013,6 +974,15 @@ def _not_goal_truncated(
 # --------------------------------------------------------------------------- sub-envs apart
 
 
+def _step_pairs(a: VecStep, b: VecStep, success: str) -> list[tuple[str, Any, Any]]:
+    """(what, value in a, value in b) of everything two runs' step returned."""
+    pairs = [(f"obs[{k!r}]", a.obs[k], b.obs.get(k)) for k in a.obs]
+    pairs += [(f, getattr(a, f), getattr(b, f)) for f in ("reward", "terminated", "truncated")]
+    if "is_success" in a.info and "is_success" in b.info:
+        pairs.append((success, a.info["is_success"], b.info["is_success"]))
+    return pairs
+
+
 def _first_difference(
     a: VecRun, b: VecRun, rows: Any = None
 ) -> tuple[int, int, str, Any, Any] | None:
@@ -1028,14 +998,7 @@ def _first_difference(
                 return -1, i, f"obs[{key!r}]", x[i], y[i]
     for t in range(min(len(a.steps), len(b.steps))):
         sa, sb = a.steps[t], b.steps[t]
-        pairs = [(f"obs[{k!r}]", sa.obs[k], sb.obs.get(k)) for k in sa.obs]
-        pairs += [
-            ("reward", sa.reward, sb.reward),
-            ("terminated", sa.terminated, sb.terminated),
-            ("truncated", sa.truncated, sb.truncated),
-        ]
-        if "is_success" in sa.info and "is_success" in sb.info:
-            pairs.append(("is_success", sa.info["is_success"], sb.info["is_success"]))
+        pairs = _step_pairs(sa, sb, "is_success")
         if isinstance(sa.mask_reset_obs, Mapping) and isinstance(sb.mask_reset_obs, Mapping):
             pairs += [
                 (
@@ -1261,15 +1224,7 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
                 prior = again.steps[t - 1].mask_reset
                 if prior is not None:
                     active &= ~prior
-        pairs = [(f"obs[{k!r}]", a.obs[k], b.obs.get(k)) for k in a.obs]
-        pairs += [
-            ("reward", a.reward, b.reward),
-            ("terminated", a.terminated, b.terminated),
-            ("truncated", a.truncated, b.truncated),
-        ]
-        if "is_success" in a.info and "is_success" in b.info:
-            pairs.append(("info['is_success']", a.info["is_success"], b.info["is_success"]))
-        for what, x, y in pairs:
+        for what, x, y in _step_pairs(a, b, "info['is_success']"):
             if np.ndim(x) == 0 or np.shape(x) != np.shape(y):
                 continue  # not one value per sub-env: vector.success
             changed = ~rows_equal(x, y) & active
@@ -1335,11 +1290,7 @@ def check_vector_device(ctx: Context, out: Outcome) -> None:
     if achieved is None or desired is None:
         return
     info = info_argument(methods, row_infos(run.steps[0].info, run.num_envs), run.arrays)
-    for name, fn in (
-        ("compute_reward", methods.reward),
-        ("compute_terminated", methods.terminated),
-        ("compute_truncated", methods.truncated),
-    ):
+    for name, fn in methods.named().items():
         if fn is None:
             continue
         result = ctx.call(
