@@ -412,10 +412,6 @@ class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, Goa
         hud = hud_line(self._elapsed, self._last_reward, success)
         _draw_bits(canvas, self._layout, state, goal, hud)
 
-    def close(self) -> None:
-        """Closes the human window, if one is open."""
-        self._close_canvas()
-
     def bit_at_pixel(self, column: int, row: int) -> int | None:
         """The bit whose cell (state or goal row) holds the frame pixel, or None."""
         return self._layout.bit_at(int(column), int(row))
@@ -556,11 +552,6 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):  
 
     def _draw_frame(self, canvas: Canvas) -> None:
         # Sub-env 0, as BitFlippingEnv draws it.
-        reward = None if self._rewards is None else float(self._rewards[0])
-        hud = hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0]))
+        hud = self._sub_env_hud(bool(self._success[0]))
         state, goal = self.to_numpy(self._state[0]), self.to_numpy(self._goal[0])
         _draw_bits(canvas, self._layout, state, goal, hud)
-
-    def close_extras(self, **kwargs: object) -> None:
-        """Releases the drawing surface."""
-        self._canvas = None

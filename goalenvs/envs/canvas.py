@@ -388,12 +388,16 @@ class CanvasRendering:
     The canvas is made on first use by ``_new_canvas()``; each frame is drawn by
     ``_draw_frame(canvas)``, then shown in the window (``human``) or returned
     (``rgb_array``). A single env closes with :meth:`_close_canvas`; a vector twin drops
-    its canvas in ``close_extras``.
+    its canvas in :meth:`close_extras`.
     """
 
     _canvas: Canvas | None = None
     render_mode: str | None
     metadata: dict[str, Any]
+    # A vector twin's: the step counts, and this step's rewards (None after sub-env 0's
+    # reset), for the heads-up text of sub-env 0.
+    elapsed_steps: Any
+    _rewards: Any = None
 
     def _new_canvas(self) -> Canvas:
         raise NotImplementedError
@@ -422,3 +426,12 @@ class CanvasRendering:
         if self._canvas is not None:
             self._canvas.close()
             self._canvas = None
+
+    def _sub_env_hud(self, success: bool) -> str:
+        """A vector twin's heads-up text: sub-env 0's step count, reward and ``success``."""
+        reward = None if self._rewards is None else float(self._rewards[0])
+        return hud_line(int(self.elapsed_steps[0]), reward, success)
+
+    def close_extras(self, **kwargs: object) -> None:
+        """A vector twin's close: releases the drawing surface."""
+        self._canvas = None

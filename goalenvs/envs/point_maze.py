@@ -37,11 +37,12 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import constant_like, is_tensor
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.canvas import Canvas, CanvasRendering, import_pygame
 from goalenvs.envs.planar import (
     FLOOR,
     FRAME,
     TRAIL_LENGTH,
+    PlanarGoals,
     PlanarRendering,
     draw_point_mass,
     goal_distance,
@@ -257,8 +258,9 @@ def _cell_y(y: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- goal functions
 
 
-class _PointMazeGoals:
-    """The goal functions of both faces, defined once (they read ``self.params``).
+class _PointMazeGoals(PlanarGoals):
+    """The goal functions of both faces, defined once (they read ``self.params``): the
+    planar ones, but for the dense reward's maze distance.
 
     Numpy goals give numpy results; torch tensors give tensors on their device.
     """
@@ -274,22 +276,15 @@ class _PointMazeGoals:
         cells, or the straight distance when they share a cell: a wall between them
         makes it longer, never shorter.
         """
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
         p = self.params
-        if p.reward_type == "dense":
-            # The maze's tables, copied once to each device that asks.
-            cache = self.__dict__.setdefault("_tables_on", ({}, {}))
-            walls_up = constant_like(p.walls_up, achieved, cache[0])
-            path_lengths = constant_like(p.path_lengths, achieved, cache[1])
-            return -maze_distance(achieved, desired, walls_up, path_lengths, xp)
-        return sparse_reward(achieved, desired, p.distance_threshold, xp)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
+        if p.reward_type != "dense":
+            return super().compute_reward(achieved_goal, desired_goal, info)
         _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
+        # The maze's tables, copied once to each device that asks.
+        cache = self.__dict__.setdefault("_tables_on", ({}, {}))
+        walls_up = constant_like(p.walls_up, achieved, cache[0])
+        path_lengths = constant_like(p.path_lengths, achieved, cache[1])
+        return -maze_distance(achieved, desired, walls_up, path_lengths, xp)
 
 
 # --------------------------------------------------------------------------- kernel
@@ -298,18 +293,6 @@ class _PointMazeGoals:
 def _index(x: ArrayT, xp: ModuleType) -> ArrayT:
     """Integer cell indices from whole-number floats (the one backend-specific line)."""
     return x.long() if is_tensor(x) else x.astype(np.int64)
-
-
-def sparse_reward(
-    achieved: ArrayT, desired: ArrayT, distance_threshold: float, xp: ModuleType
-) -> ArrayT:
-    """0 within ``distance_threshold`` of the goal, else -1 (float32)."""
-    reached = goal_distance(achieved, desired, xp) < distance_threshold
-    return (
-        reached.float() - 1
-        if is_tensor(reached)
-        else xp.where(reached, 0.0, -1.0).astype(np.float32)
-    )
 
 
 def maze_distance(
@@ -454,16 +437,12 @@ def draw_episodes(
 _WALL_COLOR = (70, 70, 80)
 
 
-def _make_canvas(params: PointMazeParams) -> Canvas:
+def _new_maze_canvas(params: PointMazeParams) -> Canvas:
     import_pygame()
     rows, cols = params.shape
     margin = 0.05 * max(rows, cols)
-    return Canvas(
-        FRAME,
-        (-margin, cols + margin, -margin, rows + 5 * margin),
-        background=(255, 255, 255),
-        title="goalenvs PointMaze",
-    )
+    bounds = (-margin, cols + margin, -margin, rows + 5 * margin)
+    return Canvas(FRAME, bounds, background=(255, 255, 255), title="goalenvs PointMaze")
 
 
 def _draw_maze(
@@ -475,8 +454,8 @@ def _draw_maze(
     trail: deque[np.ndarray],
     hud: str,
 ) -> None:
-    canvas.clear()
     rows, cols = params.shape
+    canvas.clear()
     canvas.rect(0, 0, cols, rows, FLOOR)
     for r, c in np.argwhere(params.walls):
         y = rows - 1 - r
@@ -646,20 +625,12 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
         }
 
     def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params)
+        return _new_maze_canvas(self.params)
 
     def _draw_frame(self, canvas: Canvas) -> None:
-        hud = hud_line(self._elapsed, self._last_reward, self._success)
+        hud = self._hud()
         position, velocity, goal = self._position[0], self._velocity[0], self._goal[0]
         _draw_maze(canvas, self.params, position, velocity, goal, self._trail, hud)
-
-    def close(self) -> None:
-        """Closes the human window, if one is open."""
-        self._close_canvas()
-
-    def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
-        """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``."""
-        return arrow_keys()
 
 
 # --------------------------------------------------------------------------- vector env
@@ -771,17 +742,12 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
         return self.fresh(reward), self.fresh(info["is_success"]), None
 
     def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params)
+        return _new_maze_canvas(self.params)
 
     def _draw_frame(self, canvas: Canvas) -> None:
         # Sub-env 0, as PointMazeEnv draws it.
-        reward = None if self._rewards is None else float(self._rewards[0])
-        hud = hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0]))
+        hud = self._sub_env_hud(bool(self._success[0]))
         position, velocity, goal = (
             self.to_numpy(a[0]) for a in (self._position, self._velocity, self._goal)
         )
         _draw_maze(canvas, self.params, position, velocity, goal, self._trail, hud)
-
-    def close_extras(self, **kwargs: object) -> None:
-        """Releases the drawing surface."""
-        self._canvas = None

@@ -1,11 +1,11 @@
 """PointReach: a 2D point mass accelerates to a goal position.
 
-In this order: :class:`PointReachParams` (the checked constants), the goal functions of both
-faces (:class:`_PointReachGoals`), the kernel (pure functions of arrays and their array
-module ``xp`` over a leading batch dimension, so numpy and torch run the same lines),
-:class:`PointReachEnv` (one env) and :class:`PointReachVectorEnv` (N envs in one call, the
-ids' ``vector_entry_point``). Both faces draw episodes with :func:`draw_episodes` from one
-generator per (sub-)env and step with :func:`reach_step`.
+In this order: :class:`PointReachParams` (the checked constants; the goal functions of both
+faces are :class:`~goalenvs.envs.planar.PlanarGoals`), the kernel (pure functions of arrays
+and their array module ``xp`` over a leading batch dimension, so numpy and torch run the
+same lines), :class:`PointReachEnv` (one env) and :class:`PointReachVectorEnv` (N envs in
+one call, the ids' ``vector_entry_point``). Both faces draw episodes with
+:func:`draw_episodes` from one generator per (sub-)env and step with :func:`reach_step`.
 """
 
 from __future__ import annotations
@@ -23,23 +23,23 @@ from gymnasium.vector import AutoresetMode
 from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
-    InfoLike,
     check_choice,
     check_positive,
-    goal_batch,
     goal_dict_space,
     twin_metadata,
 )
 from goalenvs.core.backend import clear_points
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.canvas import Canvas, CanvasRendering
 from goalenvs.envs.planar import (
     FLOOR,
-    FRAME,
     TRAIL_LENGTH,
+    PlanarGoals,
     PlanarRendering,
+    arena_canvas,
     draw_point_mass,
     goal_distance,
+    reach_reward,
 )
 from goalenvs.envs.single import EpisodeBookkeeping
 
@@ -83,46 +83,7 @@ class PointReachParams:
         return goal_dict_space(observation, goal), spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
-# --------------------------------------------------------------------------- goal functions
-
-
-class _PointReachGoals:
-    """The goal functions of both faces, defined once (they read ``self.params``)."""
-
-    params: PointReachParams
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        p = self.params
-        distance = goal_distance(achieved, desired, xp)  # float64 for float64 goals
-        reward = reach_reward(distance, p.distance_threshold, p.reward_type, xp)
-        return reward.astype(np.float32) if xp is np else reward.float()
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
-
-
 # --------------------------------------------------------------------------- kernel
-
-
-def reach_reward(
-    distance: ArrayT, distance_threshold: float, reward_type: str, xp: ModuleType
-) -> ArrayT:
-    """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance.
-
-    Same float dtype as ``distance`` (float32 in both faces).
-    """
-    if reward_type == "dense":
-        return -distance
-    zero = xp.zeros_like(distance)
-    return xp.where(distance < distance_threshold, zero, zero - 1.0)
 
 
 def reach_step(
@@ -209,18 +170,6 @@ def draw_episodes_on_device(
 _WALL = (60, 60, 60)
 
 
-def _make_canvas(bound: float) -> Canvas:
-    import_pygame()
-    # A tenth of the arena spare around it, and a band above it for the heads-up text.
-    margin = 0.1 * bound
-    return Canvas(
-        FRAME,
-        (-bound - margin, bound + margin, -bound - margin, bound + 3.2 * margin),
-        background=(255, 255, 255),
-        title="goalenvs PointReach",
-    )
-
-
 def _draw_reach(
     canvas: Canvas,
     params: PointReachParams,
@@ -243,7 +192,7 @@ def _draw_reach(
 # --------------------------------------------------------------------------- single env
 
 
-class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
+class PointReachEnv(PlanarGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     """A point mass in a square arena accelerates to a goal position.
 
     ## Description
@@ -389,23 +338,12 @@ class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalE
         }
 
     def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params.bound)
+        return arena_canvas(self.params.bound, "goalenvs PointReach")
 
     def _draw_frame(self, canvas: Canvas) -> None:
-        hud = hud_line(self._elapsed, self._last_reward, self._success)
+        hud = self._hud()
         position, velocity, goal = self._position[0], self._velocity[0], self._goal[0]
         _draw_reach(canvas, self.params, position, velocity, goal, self._trail, hud)
-
-    def close(self) -> None:
-        """Closes the human window, if one is open."""
-        self._close_canvas()
-
-    def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
-        """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``.
-
-        Actions are float32; the no-op is ``np.zeros(2, np.float32)``.
-        """
-        return arrow_keys()
 
 
 # --------------------------------------------------------------------------- vector env
@@ -413,7 +351,7 @@ class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalE
 
 # render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
 # every sub-env's frames: a deliberate difference that mypy reports on the class.
-class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
+class PointReachVectorEnv(PlanarGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` point-reach envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws from its
@@ -426,6 +364,7 @@ class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):  # 
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
+    params: PointReachParams
     metadata: dict[str, object] = twin_metadata(PointReachEnv)
 
     def __init__(
@@ -505,18 +444,12 @@ class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):  # 
         return self._rewards, self.fresh(info["is_success"]), None
 
     def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params.bound)
+        return arena_canvas(self.params.bound, "goalenvs PointReach")
 
     def _draw_frame(self, canvas: Canvas) -> None:
         # Sub-env 0, as PointReachEnv draws it.
-        reward = None if self._rewards is None else float(self._rewards[0])
-        success = bool(self._distance[0] < self.params.distance_threshold)
-        hud = hud_line(int(self.elapsed_steps[0]), reward, success)
+        hud = self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))
         position, velocity, goal = (
             self.to_numpy(a[0]) for a in (self._position, self._velocity, self._goal)
         )
         _draw_reach(canvas, self.params, position, velocity, goal, self._trail, hud)
-
-    def close_extras(self, **kwargs: object) -> None:
-        """Releases the drawing surface."""
-        self._canvas = None

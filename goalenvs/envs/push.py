@@ -4,10 +4,11 @@ The 2D cousin of Fetch Push, the task that made HER famous: the goal is the bloc
 position, not the agent's, so most random episodes never move it and a sparse reward
 says nothing until hindsight relabels the block's own path as goals.
 
-In this order: :class:`PushParams` (the checked constants), the goal functions of both
-faces (:class:`_PushGoals`), the kernel (pure functions of arrays and their array module
-``xp`` over a leading batch dimension), :class:`PushEnv` (one env) and
-:class:`PushVectorEnv` (N envs in one call, the ids' ``vector_entry_point``).
+In this order: :class:`PushParams` (the checked constants; the goal functions of both
+faces are :class:`~goalenvs.envs.planar.PlanarGoals`, of the block's position), the
+kernel (pure functions of arrays and their array module ``xp`` over a leading batch
+dimension), :class:`PushEnv` (one env) and :class:`PushVectorEnv` (N envs in one call,
+the ids' ``vector_entry_point``).
 """
 
 from __future__ import annotations
@@ -23,17 +24,25 @@ from gymnasium.vector import AutoresetMode
 from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
-    InfoLike,
     check_choice,
     check_positive,
-    goal_batch,
     goal_dict_space,
     twin_metadata,
 )
-from goalenvs.core.backend import clear_points, is_tensor
+from goalenvs.core.backend import clear_points
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
-from goalenvs.envs.planar import PlanarRendering, goal_distance
+from goalenvs.envs.canvas import Canvas, CanvasRendering
+from goalenvs.envs.planar import (
+    AGENT,
+    GOAL,
+    GOAL_RING,
+    TEXT,
+    PlanarGoals,
+    PlanarRendering,
+    arena_canvas,
+    goal_distance,
+    reach_reward,
+)
 from goalenvs.envs.single import EpisodeBookkeeping
 
 REWARD_TYPES = ("sparse", "dense")
@@ -98,43 +107,7 @@ class PushParams:
         return goal_dict_space(observation, goal), action
 
 
-# --------------------------------------------------------------------------- goal functions
-
-
-class _PushGoals:
-    """The goal functions of both faces, defined once (they read ``self.params``).
-
-    Numpy goals give numpy results; torch tensors give tensors on their device.
-    """
-
-    params: PushParams
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse 0 / -1, or dense minus the block's distance to the target (float32)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        distance = goal_distance(achieved, desired, xp)
-        return push_reward(distance, self.params, xp)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True when the block is within ``distance_threshold`` of the target (bool)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
-
-
 # --------------------------------------------------------------------------- kernel
-
-
-def push_reward(distance: ArrayT, params: PushParams, xp: ModuleType) -> ArrayT:
-    """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance."""
-    if params.reward_type == "dense":
-        reward = -distance
-    else:
-        reward = xp.where(distance < params.distance_threshold, 0.0, -1.0)
-    return reward.float() if is_tensor(reward) else reward.astype(np.float32)
 
 
 def push_step(
@@ -245,21 +218,7 @@ def observation(
 
 # --------------------------------------------------------------------------- rendering
 
-_TABLE, _EDGE = (232, 222, 200), (90, 70, 50)
-_GOAL, _GOAL_RING = (120, 210, 140), (30, 130, 60)
-_BLOCK, _AGENT, _TEXT = (200, 60, 50), (40, 90, 200), (30, 30, 30)
-_FRAME = (400, 440)
-
-
-def _make_canvas(bound: float) -> Canvas:
-    import_pygame()
-    margin = 0.1 * bound
-    return Canvas(
-        _FRAME,
-        (-bound - margin, bound + margin, -bound - margin, bound + 3.2 * margin),
-        background=(255, 255, 255),
-        title="goalenvs Push",
-    )
+_TABLE, _EDGE, _BLOCK = (232, 222, 200), (90, 70, 50), (200, 60, 50)
 
 
 def _draw_push(
@@ -268,17 +227,17 @@ def _draw_push(
     canvas.clear()
     canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _TABLE)
     canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _EDGE, 2)
-    canvas.circle(goal, max(p.distance_threshold, p.block_radius), _GOAL)
-    canvas.circle(goal, max(p.distance_threshold, p.block_radius), _GOAL_RING, 2)
+    canvas.circle(goal, max(p.distance_threshold, p.block_radius), GOAL)
+    canvas.circle(goal, max(p.distance_threshold, p.block_radius), GOAL_RING, 2)
     canvas.circle(block, p.block_radius, _BLOCK)
-    canvas.circle(pusher, p.pusher_radius, _AGENT)
-    canvas.text(hud, (8, 8), _TEXT, 20)
+    canvas.circle(pusher, p.pusher_radius, AGENT)
+    canvas.text(hud, (8, 8), TEXT, 20)
 
 
 # --------------------------------------------------------------------------- single env
 
 
-class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
+class PushEnv(PlanarGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     """A disc pusher shoves a disc block onto a target spot.
 
     ## Description
@@ -425,7 +384,8 @@ class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
         self._elapsed += 1
         distance = goal_distance(self._block, self._goal, np)
         self._success = bool(distance[0] < self.params.distance_threshold)
-        reward = float(push_reward(distance, self.params, np)[0])
+        p = self.params
+        reward = float(reach_reward(distance, p.distance_threshold, p.reward_type, np)[0])
         self._last_reward = reward
         self._show_frame()
         return self._obs(), reward, self._success, False, {"is_success": self._success}
@@ -441,19 +401,11 @@ class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
         }
 
     def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params.bound)
+        return arena_canvas(self.params.bound, "goalenvs Push")
 
     def _draw_frame(self, canvas: Canvas) -> None:
-        hud = hud_line(self._elapsed, self._last_reward, self._success)
+        hud = self._hud()
         _draw_push(canvas, self.params, self._pusher[0], self._block[0], self._goal[0], hud)
-
-    def close(self) -> None:
-        """Closes the human window, if one is open."""
-        self._close_canvas()
-
-    def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
-        """Arrow keys accelerate the pusher (two at once diagonally), for keyboard play."""
-        return arrow_keys()
 
 
 # --------------------------------------------------------------------------- vector env
@@ -461,7 +413,7 @@ class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
 
 # render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
 # every sub-env's frames: a deliberate difference that mypy reports on the class.
-class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
+class PushVectorEnv(PlanarGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` Push envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PushEnv` exactly (same kernel, same draws from its own
@@ -473,6 +425,7 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
+    params: PushParams
     metadata: dict[str, object] = twin_metadata(PushEnv)
 
     def __init__(
@@ -551,20 +504,15 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
         # This step's distances are what compute_reward recomputes from obs.
-        self._rewards = push_reward(self._distance, self.params, self.xp)
+        p = self.params
+        self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
         return self.fresh(self._rewards), self.fresh(info["is_success"]), None
 
     def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params.bound)
+        return arena_canvas(self.params.bound, "goalenvs Push")
 
     def _draw_frame(self, canvas: Canvas) -> None:
         # Sub-env 0, as PushEnv draws it.
-        reward = None if self._rewards is None else float(self._rewards[0])
-        success = bool(self._distance[0] < self.params.distance_threshold)
-        hud = hud_line(int(self.elapsed_steps[0]), reward, success)
+        hud = self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))
         pusher, block, goal = (self.to_numpy(a[0]) for a in (self._pusher, self._block, self._goal))
         _draw_push(canvas, self.params, pusher, block, goal, hud)
-
-    def close_extras(self, **kwargs: object) -> None:
-        """Releases the drawing surface."""
-        self._canvas = None

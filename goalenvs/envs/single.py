@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from goalenvs.core import check_action, check_choice, check_goal_option
+from goalenvs.envs.canvas import hud_line
 
 
 class EpisodeBookkeeping:
@@ -53,6 +54,14 @@ class EpisodeBookkeeping:
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
         return check_action(action, self.action_space)
+
+    def _hud(self) -> str:
+        """The heads-up text: the step count, the last reward and the success."""
+        return hud_line(self._elapsed, self._last_reward, self._success)
+
+    def close(self) -> None:
+        """Closes the human window, if one is open."""
+        self._close_canvas()  # type: ignore[attr-defined]
 
     def _show_frame(self) -> None:
         """Draws the frame in the window when rendering for a human."""
