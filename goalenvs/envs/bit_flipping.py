@@ -371,9 +371,7 @@ class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, Goa
         super().reset(seed=seed)
         goal = self._pinned_goal(options, self.params.check_goal)
         self._state, self._goal = draw_episodes([self.np_random], self.params, goal)
-        self._episode_started()
-        self._show_frame()
-        return self._obs(), {"is_success": False}
+        return self._started()
 
     def step(
         self, action: object
@@ -383,17 +381,8 @@ class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, Goa
         self._state = flip_bits(self._state, np.asarray(action)[None], self.continuous, np)
         self._elapsed += 1
         matched = bits_match(self._state, self._goal, np)
-        success = bool(matched[0])
         reward = float(sparse_reward(matched, np)[0])
-        self._last_reward = reward
-        self._show_frame()
-        return (
-            self._obs(),
-            reward,
-            success,
-            self._elapsed >= self.max_episode_steps,
-            {"is_success": success},
-        )
+        return self._stepped(reward, bool(matched[0]), self._elapsed >= self.max_episode_steps)
 
     def _obs(self) -> dict[str, np.ndarray]:
         state = self._state[0]

@@ -5,6 +5,7 @@ dense minus the distance), the arena's canvas, the arrow keys, and the point-mas
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
@@ -105,6 +106,59 @@ def arena_canvas(bound: float, title: str) -> Canvas:
         background=(255, 255, 255),
         title=title,
     )
+
+
+class PointMassEnv(PlanarRendering):
+    """The state of a single point-mass env (reach, maze): ``(1, 2)`` float32
+    ``_position``, ``_velocity`` and ``_goal`` (the twins' layout, a batch of one), its
+    observation, and the trail of positions its frame draws (kept while rendering)."""
+
+    render_mode: str | None
+
+    def _init_point_mass(self) -> None:
+        self._position = np.zeros((1, 2), np.float32)
+        self._velocity = np.zeros((1, 2), np.float32)
+        self._goal = np.zeros((1, 2), np.float32)
+        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {
+            "observation": np.concatenate((self._position[0], self._velocity[0])),
+            "achieved_goal": self._position[0].copy(),
+            "desired_goal": self._goal[0].copy(),
+        }
+
+    def _show_frame(self) -> None:
+        """Adds the position to the trail (when rendering), then shows the frame."""
+        if self.render_mode is not None:
+            self._trail.append(self._position[0].copy())
+        super()._show_frame()  # type: ignore[misc]
+
+
+class PointMassTwin:
+    """A point-mass vector twin's (reach, maze) ``(num_envs, 2)`` state: its observation,
+    and sub-env 0's trail, restarted with its episodes."""
+
+    render_mode: str | None
+    xp: Any
+    _position: Any
+    _velocity: Any
+    _goal: Any
+    _trail: deque[np.ndarray]
+    _rewards: Any
+
+    def _episodes_started(self, index: Any) -> None:
+        if self.render_mode is not None and 0 in index:
+            self._trail.clear()
+            self._trail.append(self.to_numpy(self._position[0]))  # type: ignore[attr-defined]
+            self._rewards = None
+
+    def _observation(self) -> dict[str, Any]:
+        return {
+            "observation": self.xp.concatenate((self._position, self._velocity), axis=1),
+            "achieved_goal": self.fresh(self._position),  # type: ignore[attr-defined]
+            "desired_goal": self.fresh(self._goal),  # type: ignore[attr-defined]
+        }
 
 
 def draw_point_mass(

@@ -43,7 +43,8 @@ from goalenvs.envs.planar import (
     FRAME,
     TRAIL_LENGTH,
     PlanarGoals,
-    PlanarRendering,
+    PointMassEnv,
+    PointMassTwin,
     draw_point_mass,
     goal_distance,
 )
@@ -467,7 +468,7 @@ def _draw_maze(
 # --------------------------------------------------------------------------- single env
 
 
-class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
+class PointMazeEnv(_PointMazeGoals, PointMassEnv, EpisodeBookkeeping, GoalEnv):
     """A point mass finds its way through a maze to a goal.
 
     ## Description
@@ -573,10 +574,7 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
         self._setup(render_mode)
-        self._position = np.zeros((1, 2), np.float32)
-        self._velocity = np.zeros((1, 2), np.float32)
-        self._goal = np.zeros((1, 2), np.float32)
-        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
+        self._init_point_mass()
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
@@ -587,13 +585,8 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
         start, target = draw_episode(self.np_random, self.params, goal)
         self._position, self._goal = start[None], target[None]
         self._velocity = np.zeros((1, 2), np.float32)
-        self._success = bool(goal_distance(start, target, np) < self.distance_threshold)
-        self._episode_started()
         self._trail.clear()
-        if self.render_mode is not None:
-            self._trail.append(start.copy())
-        self._show_frame()
-        return self._obs(), {"is_success": self._success}
+        return self._started(bool(goal_distance(start, target, np) < self.distance_threshold))
 
     def step(
         self, action: object
@@ -606,23 +599,9 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
             p.max_speed, np,
         )  # fmt: skip
         self._elapsed += 1
-        obs = self._obs()
-        reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], None))
-        self._success = bool(
-            goal_distance(self._position, self._goal, np)[0] < p.distance_threshold
-        )
-        self._last_reward = reward
-        if self.render_mode is not None:
-            self._trail.append(self._position[0].copy())
-        self._show_frame()
-        return obs, reward, self._success, False, {"is_success": self._success}
-
-    def _obs(self) -> dict[str, np.ndarray]:
-        return {
-            "observation": np.concatenate((self._position[0], self._velocity[0])),
-            "achieved_goal": self._position[0].copy(),
-            "desired_goal": self._goal[0].copy(),
-        }
+        reward = float(self.compute_reward(self._position[0], self._goal[0], None))
+        success = bool(goal_distance(self._position, self._goal, np)[0] < p.distance_threshold)
+        return self._stepped(reward, success)
 
     def _new_canvas(self) -> Canvas:
         return _new_maze_canvas(self.params)
@@ -638,7 +617,7 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
 
 # render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
 # every sub-env's frames: a deliberate difference that mypy reports on the class.
-class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
+class PointMazeVectorEnv(_PointMazeGoals, PointMassTwin, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` point mazes stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointMazeEnv` exactly (same kernel, same draws from its
@@ -701,12 +680,6 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
         noise = self.params.position_noise
         return draw_episodes(self.torch_generator, self._free_cells, noise, count, goal)
 
-    def _episodes_started(self, index: Any) -> None:
-        if self.render_mode is not None and 0 in index:
-            self._trail.clear()
-            self._trail.append(self.to_numpy(self._position[0]))
-            self._rewards = None
-
     def _step_envs(self, actions: np.ndarray) -> None:
         p = self.params
         self._position, self._velocity = maze_step(
@@ -715,13 +688,6 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
         )  # fmt: skip
         if self.render_mode is not None:
             self._trail.append(self.to_numpy(self._position[0]))
-
-    def _observation(self) -> dict[str, object]:
-        return {
-            "observation": self.xp.concatenate((self._position, self._velocity), axis=1),
-            "achieved_goal": self.fresh(self._position),
-            "desired_goal": self.fresh(self._goal),
-        }
 
     def _step_info(self) -> dict[str, object]:
         distance = goal_distance(self._position, self._goal, self.xp)

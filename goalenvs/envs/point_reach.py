@@ -35,7 +35,8 @@ from goalenvs.envs.planar import (
     FLOOR,
     TRAIL_LENGTH,
     PlanarGoals,
-    PlanarRendering,
+    PointMassEnv,
+    PointMassTwin,
     arena_canvas,
     draw_point_mass,
     goal_distance,
@@ -192,7 +193,7 @@ def _draw_reach(
 # --------------------------------------------------------------------------- single env
 
 
-class PointReachEnv(PlanarGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
+class PointReachEnv(PlanarGoals, PointMassEnv, EpisodeBookkeeping, GoalEnv):
     """A point mass in a square arena accelerates to a goal position.
 
     ## Description
@@ -290,10 +291,7 @@ class PointReachEnv(PlanarGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
         self.reward_type = self.params.reward_type
         self.distance_threshold = self.params.distance_threshold
         self._setup(render_mode)
-        self._position = np.zeros((1, 2), np.float32)
-        self._velocity = np.zeros((1, 2), np.float32)
-        self._goal = np.zeros((1, 2), np.float32)
-        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
+        self._init_point_mass()
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
@@ -303,13 +301,8 @@ class PointReachEnv(PlanarGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
         goal = self._pinned_goal(options)
         self._position, self._goal = draw_episodes([self.np_random], self.params, goal)
         self._velocity = np.zeros((1, 2), np.float32)
-        self._success = False  # draw_episodes keeps the start out of the goal's radius
-        self._episode_started()
         self._trail.clear()
-        if self.render_mode is not None:
-            self._trail.append(self._position[0].copy())
-        self._show_frame()
-        return self._obs(), {"is_success": False}
+        return self._started()  # draw_episodes keeps the start out of the goal's radius
 
     def step(
         self, action: object
@@ -322,20 +315,8 @@ class PointReachEnv(PlanarGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
         )
         self._elapsed += 1
         distance = goal_distance(self._position, self._goal, np)
-        self._success = bool(distance[0] < p.distance_threshold)
         reward = float(reach_reward(distance, p.distance_threshold, p.reward_type, np)[0])
-        self._last_reward = reward
-        if self.render_mode is not None:
-            self._trail.append(self._position[0].copy())
-        self._show_frame()
-        return self._obs(), reward, self._success, False, {"is_success": self._success}
-
-    def _obs(self) -> dict[str, np.ndarray]:
-        return {
-            "observation": np.concatenate((self._position[0], self._velocity[0])),
-            "achieved_goal": self._position[0].copy(),
-            "desired_goal": self._goal[0].copy(),
-        }
+        return self._stepped(reward, bool(distance[0] < p.distance_threshold))
 
     def _new_canvas(self) -> Canvas:
         return arena_canvas(self.params.bound, "goalenvs PointReach")
@@ -351,7 +332,7 @@ class PointReachEnv(PlanarGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
 
 # render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
 # every sub-env's frames: a deliberate difference that mypy reports on the class.
-class PointReachVectorEnv(PlanarGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
+class PointReachVectorEnv(PlanarGoals, PointMassTwin, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` point-reach envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws from its
@@ -408,25 +389,12 @@ class PointReachVectorEnv(PlanarGoals, CanvasRendering, GoalVectorEnv):  # type:
     def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
         return draw_episodes_on_device(self.torch_generator, self.params, count, goal)
 
-    def _episodes_started(self, index: Any) -> None:
-        if self.render_mode is not None and 0 in index:
-            self._trail.clear()
-            self._trail.append(self.to_numpy(self._position[0]))
-            self._rewards = None
-
     def _step_envs(self, actions: np.ndarray) -> None:
         self._position, self._velocity = reach_step(
             self._position, self._velocity, actions, self.params, self.xp
         )
         if self.render_mode is not None:
             self._trail.append(self.to_numpy(self._position[0]))
-
-    def _observation(self) -> dict[str, np.ndarray]:
-        return {
-            "observation": self.xp.concatenate((self._position, self._velocity), axis=1),
-            "achieved_goal": self.fresh(self._position),
-            "desired_goal": self.fresh(self._goal),
-        }
 
     def _step_info(self) -> dict[str, np.ndarray]:
         # Called after this step's resets (GoalVectorEnv.step), so it measures the state

@@ -367,10 +367,7 @@ class PushEnv(PlanarGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
         self._pusher, self._block, self._goal = pusher[None], block[None], target[None]
         self._pusher_velocity = np.zeros((1, 2), np.float32)
         self._block_velocity = np.zeros((1, 2), np.float32)
-        self._success = False
-        self._episode_started()
-        self._show_frame()
-        return self._obs(), {"is_success": False}
+        return self._started()
 
     def step(
         self, action: object
@@ -382,13 +379,9 @@ class PushEnv(PlanarGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
             action[None], self.params, np,
         )  # fmt: skip
         self._elapsed += 1
-        distance = goal_distance(self._block, self._goal, np)
-        self._success = bool(distance[0] < self.params.distance_threshold)
-        p = self.params
+        distance, p = goal_distance(self._block, self._goal, np), self.params
         reward = float(reach_reward(distance, p.distance_threshold, p.reward_type, np)[0])
-        self._last_reward = reward
-        self._show_frame()
-        return self._obs(), reward, self._success, False, {"is_success": self._success}
+        return self._stepped(reward, bool(distance[0] < p.distance_threshold))
 
     def _obs(self) -> dict[str, np.ndarray]:
         obs = observation(
