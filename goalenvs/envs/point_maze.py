@@ -37,7 +37,7 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import constant_like, is_tensor
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, import_pygame
+from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, import_pygame
 from goalenvs.envs.planar import (
     FLOOR,
     FRAME,
@@ -438,37 +438,38 @@ def draw_episodes(
 _WALL_COLOR = (70, 70, 80)
 
 
-def _new_maze_canvas(params: PointMazeParams) -> Canvas:
-    import_pygame()
-    rows, cols = params.shape
-    margin = 0.05 * max(rows, cols)
-    bounds = (-margin, cols + margin, -margin, rows + 5 * margin)
-    return Canvas(FRAME, bounds, background=(255, 255, 255), title="goalenvs PointMaze")
+class _PointMazeFaces(_PointMazeGoals, CanvasRendering):
+    """What both faces share: the goal functions and the frame (the twin's shows sub-env 0)."""
 
+    _position: Any
+    _velocity: Any
+    _goal: Any
+    _trail: deque[np.ndarray]
 
-def _draw_maze(
-    canvas: Canvas,
-    params: PointMazeParams,
-    position: np.ndarray,
-    velocity: np.ndarray,
-    goal: np.ndarray,
-    trail: deque[np.ndarray],
-    hud: str,
-) -> None:
-    rows, cols = params.shape
-    canvas.clear()
-    canvas.rect(0, 0, cols, rows, FLOOR)
-    for r, c in np.argwhere(params.walls):
-        y = rows - 1 - r
-        canvas.rect(c, y, c + 1, y + 1, _WALL_COLOR)
-    tip = position + 0.1 * velocity
-    draw_point_mass(canvas, trail, goal, params.distance_threshold, position, tip, 0.12, hud)
+    def _new_canvas(self) -> Canvas:
+        import_pygame()
+        rows, cols = self.params.shape
+        margin = 0.05 * max(rows, cols)
+        bounds = (-margin, cols + margin, -margin, rows + 5 * margin)
+        return Canvas(FRAME, bounds, background=(255, 255, 255), title="goalenvs PointMaze")
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        p = self.params
+        position, velocity, goal = self._rows(self._position, self._velocity, self._goal)
+        rows, cols = p.shape
+        canvas.clear()
+        canvas.rect(0, 0, cols, rows, FLOOR)
+        for r, c in np.argwhere(p.walls):
+            y = rows - 1 - r
+            canvas.rect(c, y, c + 1, y + 1, _WALL_COLOR)
+        tip, hud = position + 0.1 * velocity, self._frame_hud()
+        draw_point_mass(canvas, self._trail, goal, p.distance_threshold, position, tip, 0.12, hud)
 
 
 # --------------------------------------------------------------------------- single env
 
 
-class PointMazeEnv(_PointMazeGoals, PointMassEnv, EpisodeBookkeeping, GoalEnv):
+class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
     """A point mass finds its way through a maze to a goal.
 
     ## Description
@@ -603,21 +604,13 @@ class PointMazeEnv(_PointMazeGoals, PointMassEnv, EpisodeBookkeeping, GoalEnv):
         success = bool(goal_distance(self._position, self._goal, np)[0] < p.distance_threshold)
         return self._stepped(reward, success)
 
-    def _new_canvas(self) -> Canvas:
-        return _new_maze_canvas(self.params)
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        hud = self._hud()
-        position, velocity, goal = self._position[0], self._velocity[0], self._goal[0]
-        _draw_maze(canvas, self.params, position, velocity, goal, self._trail, hud)
-
 
 # --------------------------------------------------------------------------- vector env
 
 
 # render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
 # every sub-env's frames: a deliberate difference that mypy reports on the class.
-class PointMazeVectorEnv(_PointMazeGoals, PointMassTwin, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
+class PointMazeVectorEnv(_PointMazeFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` point mazes stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointMazeEnv` exactly (same kernel, same draws from its
@@ -662,7 +655,6 @@ class PointMazeVectorEnv(_PointMazeGoals, PointMassTwin, CanvasRendering, GoalVe
         self._path_lengths = self.constant(self.params.path_lengths)
         self._free_cells = self.constant(self.params.free_cells)
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
-        self._rewards: np.ndarray | None = None
 
     episode_state = ("_position", "_goal")
     zeroed_on_reset = ("_velocity",)
@@ -707,13 +699,5 @@ class PointMazeVectorEnv(_PointMazeGoals, PointMassTwin, CanvasRendering, GoalVe
         self._rewards = reward
         return self.fresh(reward), self.fresh(info["is_success"]), None
 
-    def _new_canvas(self) -> Canvas:
-        return _new_maze_canvas(self.params)
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        # Sub-env 0, as PointMazeEnv draws it.
-        hud = self._sub_env_hud(bool(self._success[0]))
-        position, velocity, goal = (
-            self.to_numpy(a[0]) for a in (self._position, self._velocity, self._goal)
-        )
-        _draw_maze(canvas, self.params, position, velocity, goal, self._trail, hud)
+    def _frame_hud(self) -> str:
+        return self._sub_env_hud(bool(self._success[0]))

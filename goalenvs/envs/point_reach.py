@@ -30,7 +30,7 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import clear_points
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering
+from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering
 from goalenvs.envs.planar import (
     FLOOR,
     TRAIL_LENGTH,
@@ -171,29 +171,33 @@ def draw_episodes_on_device(
 _WALL = (60, 60, 60)
 
 
-def _draw_reach(
-    canvas: Canvas,
-    params: PointReachParams,
-    position: np.ndarray,
-    velocity: np.ndarray,
-    goal: np.ndarray,
-    trail: deque[np.ndarray],
-    hud: str,
-) -> None:
-    bound = params.bound
-    canvas.clear()
-    canvas.rect(-bound, -bound, bound, bound, FLOOR)
-    canvas.rect(-bound, -bound, bound, bound, _WALL, 2)
-    tip = position + 0.25 * velocity
-    draw_point_mass(
-        canvas, trail, goal, params.distance_threshold, position, tip, 0.035 * bound, hud
-    )
+class _PointReachFaces(PlanarGoals, CanvasRendering):
+    """What both faces share: the planar goal functions and the frame (the twin's shows
+    sub-env 0)."""
+
+    params: PointReachParams
+    _position: Any
+    _velocity: Any
+    _goal: Any
+    _trail: deque[np.ndarray]
+
+    def _new_canvas(self) -> Canvas:
+        return arena_canvas(self.params.bound, "goalenvs PointReach")
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        p, bound = self.params, self.params.bound
+        position, velocity, goal = self._rows(self._position, self._velocity, self._goal)
+        canvas.clear()
+        canvas.rect(-bound, -bound, bound, bound, FLOOR)
+        canvas.rect(-bound, -bound, bound, bound, _WALL, 2)
+        tip, radius, hud = position + 0.25 * velocity, 0.035 * bound, self._frame_hud()
+        draw_point_mass(canvas, self._trail, goal, p.distance_threshold, position, tip, radius, hud)
 
 
 # --------------------------------------------------------------------------- single env
 
 
-class PointReachEnv(PlanarGoals, PointMassEnv, EpisodeBookkeeping, GoalEnv):
+class PointReachEnv(_PointReachFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
     """A point mass in a square arena accelerates to a goal position.
 
     ## Description
@@ -318,21 +322,13 @@ class PointReachEnv(PlanarGoals, PointMassEnv, EpisodeBookkeeping, GoalEnv):
         reward = float(reach_reward(distance, p.distance_threshold, p.reward_type, np)[0])
         return self._stepped(reward, bool(distance[0] < p.distance_threshold))
 
-    def _new_canvas(self) -> Canvas:
-        return arena_canvas(self.params.bound, "goalenvs PointReach")
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        hud = self._hud()
-        position, velocity, goal = self._position[0], self._velocity[0], self._goal[0]
-        _draw_reach(canvas, self.params, position, velocity, goal, self._trail, hud)
-
 
 # --------------------------------------------------------------------------- vector env
 
 
 # render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
 # every sub-env's frames: a deliberate difference that mypy reports on the class.
-class PointReachVectorEnv(PlanarGoals, PointMassTwin, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
+class PointReachVectorEnv(_PointReachFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` point-reach envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws from its
@@ -345,7 +341,6 @@ class PointReachVectorEnv(PlanarGoals, PointMassTwin, CanvasRendering, GoalVecto
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    params: PointReachParams
     metadata: dict[str, object] = twin_metadata(PointReachEnv)
 
     def __init__(
@@ -375,8 +370,6 @@ class PointReachVectorEnv(PlanarGoals, PointMassTwin, CanvasRendering, GoalVecto
         self._goal = self.zeros((self.num_envs, 2), np.float32)
         self._distance = self.zeros(self.num_envs, np.float32) + 1
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
-        # This step's rewards (the array step returns), for the heads-up text.
-        self._rewards: np.ndarray | None = None
 
     episode_state = ("_position", "_goal")
     zeroed_on_reset = ("_velocity",)
@@ -411,13 +404,5 @@ class PointReachVectorEnv(PlanarGoals, PointMassTwin, CanvasRendering, GoalVecto
         self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
         return self._rewards, self.fresh(info["is_success"]), None
 
-    def _new_canvas(self) -> Canvas:
-        return arena_canvas(self.params.bound, "goalenvs PointReach")
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        # Sub-env 0, as PointReachEnv draws it.
-        hud = self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))
-        position, velocity, goal = (
-            self.to_numpy(a[0]) for a in (self._position, self._velocity, self._goal)
-        )
-        _draw_reach(canvas, self.params, position, velocity, goal, self._trail, hud)
+    def _frame_hud(self) -> str:
+        return self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))

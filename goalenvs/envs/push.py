@@ -31,7 +31,7 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import clear_points
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering
+from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering
 from goalenvs.envs.planar import (
     AGENT,
     GOAL,
@@ -221,23 +221,35 @@ def observation(
 _TABLE, _EDGE, _BLOCK = (232, 222, 200), (90, 70, 50), (200, 60, 50)
 
 
-def _draw_push(
-    canvas: Canvas, p: PushParams, pusher: np.ndarray, block: np.ndarray, goal: np.ndarray, hud: str
-) -> None:
-    canvas.clear()
-    canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _TABLE)
-    canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _EDGE, 2)
-    canvas.circle(goal, max(p.distance_threshold, p.block_radius), GOAL)
-    canvas.circle(goal, max(p.distance_threshold, p.block_radius), GOAL_RING, 2)
-    canvas.circle(block, p.block_radius, _BLOCK)
-    canvas.circle(pusher, p.pusher_radius, AGENT)
-    canvas.text(hud, (8, 8), TEXT, 20)
+class _PushFaces(PlanarGoals, CanvasRendering):
+    """What both faces share: the planar goal functions (of the block's position) and the
+    frame (the twin's shows sub-env 0)."""
+
+    params: PushParams
+    _pusher: Any
+    _block: Any
+    _goal: Any
+
+    def _new_canvas(self) -> Canvas:
+        return arena_canvas(self.params.bound, "goalenvs Push")
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        p = self.params
+        pusher, block, goal = self._rows(self._pusher, self._block, self._goal)
+        canvas.clear()
+        canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _TABLE)
+        canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _EDGE, 2)
+        canvas.circle(goal, max(p.distance_threshold, p.block_radius), GOAL)
+        canvas.circle(goal, max(p.distance_threshold, p.block_radius), GOAL_RING, 2)
+        canvas.circle(block, p.block_radius, _BLOCK)
+        canvas.circle(pusher, p.pusher_radius, AGENT)
+        canvas.text(self._frame_hud(), (8, 8), TEXT, 20)
 
 
 # --------------------------------------------------------------------------- single env
 
 
-class PushEnv(PlanarGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
+class PushEnv(_PushFaces, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     """A disc pusher shoves a disc block onto a target spot.
 
     ## Description
@@ -393,20 +405,13 @@ class PushEnv(PlanarGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
             "desired_goal": self._goal[0].copy(),
         }
 
-    def _new_canvas(self) -> Canvas:
-        return arena_canvas(self.params.bound, "goalenvs Push")
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        hud = self._hud()
-        _draw_push(canvas, self.params, self._pusher[0], self._block[0], self._goal[0], hud)
-
 
 # --------------------------------------------------------------------------- vector env
 
 
 # render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
 # every sub-env's frames: a deliberate difference that mypy reports on the class.
-class PushVectorEnv(PlanarGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
+class PushVectorEnv(_PushFaces, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` Push envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PushEnv` exactly (same kernel, same draws from its own
@@ -418,7 +423,6 @@ class PushVectorEnv(PlanarGoals, CanvasRendering, GoalVectorEnv):  # type: ignor
     ``render_mode="rgb_array"`` draws sub-env 0.
     """
 
-    params: PushParams
     metadata: dict[str, object] = twin_metadata(PushEnv)
 
     def __init__(
@@ -457,7 +461,6 @@ class PushVectorEnv(PlanarGoals, CanvasRendering, GoalVectorEnv):  # type: ignor
         self._block_velocity = self.zeros((n, 2), np.float32)
         self._goal = self.zeros((n, 2), np.float32)
         self._distance = self.zeros(n, np.float32) + 1
-        self._rewards: np.ndarray | None = None
 
     episode_state = ("_pusher", "_block", "_goal")
     zeroed_on_reset = ("_pusher_velocity", "_block_velocity")
@@ -469,10 +472,6 @@ class PushVectorEnv(PlanarGoals, CanvasRendering, GoalVectorEnv):  # type: ignor
 
     def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any, Any]:
         return draw_episodes(self.torch_generator, self.params, count, goal)
-
-    def _episodes_started(self, index: Any) -> None:
-        if 0 in index:
-            self._rewards = None
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
@@ -501,11 +500,5 @@ class PushVectorEnv(PlanarGoals, CanvasRendering, GoalVectorEnv):  # type: ignor
         self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
         return self.fresh(self._rewards), self.fresh(info["is_success"]), None
 
-    def _new_canvas(self) -> Canvas:
-        return arena_canvas(self.params.bound, "goalenvs Push")
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        # Sub-env 0, as PushEnv draws it.
-        hud = self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))
-        pusher, block, goal = (self.to_numpy(a[0]) for a in (self._pusher, self._block, self._goal))
-        _draw_push(canvas, self.params, pusher, block, goal, hud)
+    def _frame_hud(self) -> str:
+        return self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))

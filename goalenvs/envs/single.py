@@ -69,9 +69,13 @@ class EpisodeBookkeeping:
             raise RuntimeError("call reset() before step()")
         return check_action(action, self.action_space)
 
-    def _hud(self) -> str:
+    def _frame_hud(self) -> str:
         """The heads-up text: the step count, the last reward and the success."""
         return hud_line(self._elapsed, self._last_reward, self._success)
+
+    def _rows(self, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The frame's rows of the state arrays (a batch of one)."""
+        return tuple(a[0] for a in arrays)
 
     def close(self) -> None:
         """Closes the human window, if one is open."""
