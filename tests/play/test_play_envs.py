@@ -121,5 +121,6 @@ def test_human_mode_opens_and_closes_a_window(env_id):
     assert shown is not None
     pixels = pygame.surfarray.array3d(shown)
     assert pixels.std() > 0  # the env's frame, not an empty window
+    assert env.render() is None  # human mode shows the frame, returns nothing
     env.close()
     assert not pygame.display.get_init()
