@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 
 import goalenvs  # noqa: F401  (registers the ids)
-from goalenvs.envs.planar import goal_distance
+from goalenvs.envs.planar import goal_distance, reach_reward
 from goalenvs.envs.point_reach import (
     PointReachEnv,
     PointReachParams,
     PointReachVectorEnv,
     draw_episodes,
-    reach_reward,
     reach_step,
 )
 
