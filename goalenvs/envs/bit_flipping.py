@@ -31,7 +31,7 @@ from goalenvs.core import (
     twin_metadata,
 )
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, hud_line, import_pygame
+from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, import_pygame
 from goalenvs.envs.single import EpisodeBookkeeping
 
 
@@ -238,30 +238,43 @@ class _Layout:
         return None
 
 
-def _draw_bits(
-    canvas: Canvas,
-    layout: _Layout,
-    state: np.ndarray,
-    goal: np.ndarray,
-    hud: str,
-) -> None:
-    pg = canvas.pygame
-    canvas.clear()
-    canvas.text(hud, (layout.margin, 6), _TEXT, 20)
-    for row, (name, bits, on, off) in enumerate(
-        (("state", state, _STATE_ON, _STATE_OFF), ("goal", goal, _GOAL_ON, _GOAL_OFF))
-    ):
-        canvas.text(name, (4, layout.tops[row] + layout.cell // 2 - 6), _TEXT, 18)
-        for bit in range(layout.n_bits):
-            rect = layout.cell_rect(bit, row)
-            pg.draw.rect(canvas.surface, on if bits[bit] > 0.5 else off, rect)
-            pg.draw.rect(canvas.surface, (255, 255, 255), rect, 1)
-            if row == 0 and state[bit] != goal[bit]:
-                border = max(2, layout.cell // 10)
-                pg.draw.rect(canvas.surface, _MISMATCH, rect, border)
+class _BitFlippingFaces(_BitFlippingGoals, CanvasRendering):
+    """What both faces share: the goal functions and the frame (the twin's shows sub-env 0)."""
+
+    _layout: _Layout
+    _state: Any
+    _goal: Any
+
+    def _new_canvas(self) -> Canvas:
+        import_pygame()
+        layout = self._layout
+        # World units are pixels (y up), so the layout's pixel rectangles draw as they are.
+        return Canvas(
+            (layout.width, layout.height),
+            (0, layout.width, 0, layout.height),
+            background=(250, 250, 250),
+            title="goalenvs BitFlipping",
+        )
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        pg, layout = canvas.pygame, self._layout
+        state, goal = self._rows(self._state, self._goal)
+        canvas.clear()
+        canvas.text(self._frame_hud(), (layout.margin, 6), _TEXT, 20)
+        for row, (name, bits, on, off) in enumerate(
+            (("state", state, _STATE_ON, _STATE_OFF), ("goal", goal, _GOAL_ON, _GOAL_OFF))
+        ):
+            canvas.text(name, (4, layout.tops[row] + layout.cell // 2 - 6), _TEXT, 18)
+            for bit in range(layout.n_bits):
+                rect = layout.cell_rect(bit, row)
+                pg.draw.rect(canvas.surface, on if bits[bit] > 0.5 else off, rect)
+                pg.draw.rect(canvas.surface, (255, 255, 255), rect, 1)
+                if row == 0 and state[bit] != goal[bit]:
+                    border = max(2, layout.cell // 10)
+                    pg.draw.rect(canvas.surface, _MISMATCH, rect, border)
 
 
-class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, GoalEnv):
+class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
     """Flip bits until the state matches the goal pattern: the HER paper's bit flipping.
 
     ## Description
@@ -371,9 +384,7 @@ class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, Goa
         super().reset(seed=seed)
         goal = self._pinned_goal(options, self.params.check_goal)
         self._state, self._goal = draw_episodes([self.np_random], self.params, goal)
-        self._episode_started()
-        self._show_frame()
-        return self._obs(), {"is_success": False}
+        return self._started()
 
     def step(
         self, action: object
@@ -383,17 +394,8 @@ class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, Goa
         self._state = flip_bits(self._state, np.asarray(action)[None], self.continuous, np)
         self._elapsed += 1
         matched = bits_match(self._state, self._goal, np)
-        success = bool(matched[0])
         reward = float(sparse_reward(matched, np)[0])
-        self._last_reward = reward
-        self._show_frame()
-        return (
-            self._obs(),
-            reward,
-            success,
-            self._elapsed >= self.max_episode_steps,
-            {"is_success": success},
-        )
+        return self._stepped(reward, bool(matched[0]), self._elapsed >= self.max_episode_steps)
 
     def _obs(self) -> dict[str, np.ndarray]:
         state = self._state[0]
@@ -402,19 +404,6 @@ class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, Goa
             "achieved_goal": state.copy(),
             "desired_goal": self._goal[0].copy(),
         }
-
-    def _new_canvas(self) -> Canvas:
-        return _make_canvas(self._layout)
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        state, goal = self._state[0], self._goal[0]
-        success = bool(bits_match(state, goal, np)) and self._has_reset
-        hud = hud_line(self._elapsed, self._last_reward, success)
-        _draw_bits(canvas, self._layout, state, goal, hud)
-
-    def close(self) -> None:
-        """Closes the human window, if one is open."""
-        self._close_canvas()
 
     def bit_at_pixel(self, column: int, row: int) -> int | None:
         """The bit whose cell (state or goal row) holds the frame pixel, or None."""
@@ -447,23 +436,12 @@ class BitFlippingEnv(_BitFlippingGoals, EpisodeBookkeeping, CanvasRendering, Goa
         }
 
 
-def _make_canvas(layout: _Layout) -> Canvas:
-    import_pygame()
-    # World units are pixels (y up), so the layout's pixel rectangles draw as they are.
-    return Canvas(
-        (layout.width, layout.height),
-        (0, layout.width, 0, layout.height),
-        background=(250, 250, 250),
-        title="goalenvs BitFlipping",
-    )
-
-
 # --------------------------------------------------------------------------- vector env
 
 
 # render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
 # every sub-env's frames: a deliberate difference that mypy reports on the class.
-class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
+class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` bit flipping envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`BitFlippingEnv` exactly (same kernel, same draws from its
@@ -492,22 +470,14 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):  
         self.n_bits = self.params.n_bits
         self.continuous = self.params.continuous
         self.fixed_goal = self.params.fixed_goal
-        observation_space, action_space = self.params.spaces()
+        steps = self.n_bits if max_episode_steps is None else max_episode_steps
         super().__init__(
-            num_envs,
-            observation_space,
-            action_space,
-            self.n_bits if max_episode_steps is None else max_episode_steps,
-            autoreset_mode,
-            render_mode,
-            device,
+            num_envs, *self.params.spaces(), steps, autoreset_mode, render_mode, device
         )
         self._state = self.zeros((self.num_envs, self.n_bits), np.float32)
         self._goal = self.zeros((self.num_envs, self.n_bits), np.float32)
         self._success = self.zeros(self.num_envs, bool)
         self._layout = _Layout(self.n_bits)
-        # This step's rewards (the array step returns), for the heads-up text.
-        self._rewards: np.ndarray | None = None
 
     episode_state = ("_state", "_goal")
 
@@ -522,10 +492,6 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):  
 
     def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any]:
         return draw_episodes_on_device(self.torch_generator, self.params, count, goal)
-
-    def _episodes_started(self, index: Any) -> None:
-        if self.render_mode is not None and 0 in index:
-            self._rewards = None
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self._state = flip_bits(self._state, actions, self.continuous, self.xp)
@@ -551,16 +517,5 @@ class BitFlippingVectorEnv(_BitFlippingGoals, CanvasRendering, GoalVectorEnv):  
         self._rewards = sparse_reward(self._success, self.xp)
         return self._rewards, self.fresh(self._success), None
 
-    def _new_canvas(self) -> Canvas:
-        return _make_canvas(self._layout)
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        # Sub-env 0, as BitFlippingEnv draws it.
-        reward = None if self._rewards is None else float(self._rewards[0])
-        hud = hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0]))
-        state, goal = self.to_numpy(self._state[0]), self.to_numpy(self._goal[0])
-        _draw_bits(canvas, self._layout, state, goal, hud)
-
-    def close_extras(self, **kwargs: object) -> None:
-        """Releases the drawing surface."""
-        self._canvas = None
+    def _frame_hud(self) -> str:
+        return self._sub_env_hud(bool(self._success[0]))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -387,13 +387,17 @@ class CanvasRendering:
 
     The canvas is made on first use by ``_new_canvas()``; each frame is drawn by
     ``_draw_frame(canvas)``, then shown in the window (``human``) or returned
-    (``rgb_array``). A single env closes with :meth:`_close_canvas`; a vector twin drops
-    its canvas in ``close_extras``.
+    (``rgb_array``). A single env closes with :meth:`_close_canvas`; a vector twin's
+    rendering is :class:`TwinRendering`.
     """
 
     _canvas: Canvas | None = None
     render_mode: str | None
     metadata: dict[str, Any]
+    # The face's (a single env's, or a twin's sub-env 0's) rows of its state arrays, as
+    # numpy arrays, and its heads-up text, for the frame.
+    _rows: Callable[..., tuple[np.ndarray, ...]]
+    _frame_hud: Callable[[], str]
 
     def _new_canvas(self) -> Canvas:
         raise NotImplementedError
@@ -422,3 +426,30 @@ class CanvasRendering:
         if self._canvas is not None:
             self._canvas.close()
             self._canvas = None
+
+
+class TwinRendering(CanvasRendering):
+    """:class:`CanvasRendering` of a vector twin: sub-env 0's frame, whose heads-up text
+    shows its step count, this step's reward (``_rewards``, None after sub-env 0's reset)
+    and its success (``_frame_hud``); ``close_extras`` drops the canvas. ``_rows`` gives
+    the frame sub-env 0's rows of state arrays, as numpy arrays."""
+
+    elapsed_steps: Any
+    _rewards: Any = None
+
+    def _rows(self, *arrays: Any) -> tuple[np.ndarray, ...]:
+        return tuple(self.to_numpy(a[0]) for a in arrays)  # type: ignore[attr-defined]
+
+    def _episodes_started(self, index: Any) -> None:
+        """Sub-env 0's new episode shows no reward yet."""
+        if self.render_mode is not None and 0 in index:
+            self._rewards = None
+
+    def _sub_env_hud(self, success: bool) -> str:
+        """The heads-up text: sub-env 0's step count, reward and ``success``."""
+        reward = None if self._rewards is None else float(self._rewards[0])
+        return hud_line(int(self.elapsed_steps[0]), reward, success)
+
+    def close_extras(self, **kwargs: object) -> None:
+        """Releases the drawing surface."""
+        self._canvas = None

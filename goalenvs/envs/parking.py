@@ -34,6 +34,7 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import info_tensor, is_tensor
 from goalenvs.core.types import ArrayT, DeviceLike
+from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering
 from goalenvs.envs.parking_lot import (
     GOAL_SIZE,
     LANE_HALF_WIDTH,
@@ -56,6 +57,7 @@ from goalenvs.envs.parking_lot import (
     keys_to_action,
     spot_at,
 )
+from goalenvs.envs.single import EpisodeBookkeeping
 
 # The most a substep may turn the car by half (radians): each substep drives one arc,
 # and short arcs keep the per-substep speed limit close to a continuous one. The default
@@ -452,10 +454,24 @@ def draw_episodes_on_device(
     return (x, y, torch.cos(heading), torch.sin(heading), v), desired, parked
 
 
+# --------------------------------------------------------------------------- rendering
+
+
+class _LotRendering(CanvasRendering):
+    """Both faces' rendering: a :class:`LotPainter` draws on the canvas it makes."""
+
+    params: ParkingParams
+    _painter: LotPainter
+
+    def _new_canvas(self) -> Canvas:
+        self._painter = LotPainter(self.params.length, self.params.width)
+        return self._painter.canvas
+
+
 # --------------------------------------------------------------------------- single env
 
 
-class ParkingEnv(_ParkingGoals, GoalEnv):
+class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
     """Park a car in a goal spot of a walled lot, without hitting walls or parked cars.
 
     ## Description
@@ -609,19 +625,12 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
             reward_type, n_parked, length, width, max_acceleration, max_steering_deg,
             max_speed, step_time, substeps, success_threshold, collision_penalty, reward_weights,
         )  # fmt: skip
-        if render_mode is not None:
-            check_choice("render_mode", render_mode, self.metadata["render_modes"])
-        self.render_mode = render_mode
-        self.observation_space, self.action_space = self.params.spaces()
+        self._setup(render_mode)
         # The kernel's batch of shape (): (x, y, cos, sin, speed) as float64 scalars.
         self._state = tuple(np.float64(value) for value in (0.0, 0.0, 1.0, 0.0, 0.0))
         self._goal = np.zeros(GOAL_SIZE, dtype=np.float32)
         self._parked = np.zeros(N_SPOTS, dtype=bool)
         self._crashed = False
-        self._success = False
-        self._steps = 0
-        self._last_reward: float | None = None
-        self._painter: LotPainter | None = None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
@@ -637,11 +646,10 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
         state, goal, parked = start_episode(self.np_random, self.params, goal, car)
         self._state = tuple(np.float64(value) for value in state)
         self._goal, self._parked = goal, parked
-        self._steps = 0
+        self._elapsed = 0
         self._last_reward = None
         obs, _ = self._evaluate()
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         return obs, {"is_success": self._success, "crashed": self._crashed}
 
     def step(
@@ -650,10 +658,9 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
         """Advances one policy step (``step_time`` seconds)."""
         action = check_action(action, self.action_space)
         self._state = advance(self._state, action.astype(np.float64), self.params, np)
-        self._steps += 1
+        self._elapsed += 1
         obs, self._last_reward = self._evaluate()
-        if self.render_mode == "human":
-            self.render()
+        self._show_frame()
         info = {"is_success": self._success, "crashed": self._crashed}
         return obs, self._last_reward, self._crashed, False, info
 
@@ -670,32 +677,23 @@ class ParkingEnv(_ParkingGoals, GoalEnv):
         }
         return obs, float(reward)
 
-    def render(self) -> np.ndarray | None:
-        """Draws the lot; ``rgb_array`` returns an ``(352, 576, 3)`` uint8 frame."""
-        if self.render_mode is None:
-            return None
-        self._painter = self._painter or LotPainter(
-            self.params.length, self.params.width, self.metadata["render_fps"]
-        )
+    def _draw_frame(self, canvas: Canvas) -> None:
+        # The frame: rgb_array renders are (352, 576, 3) uint8.
         car, goal, parked = tuple(map(float, self._state)), self._goal, self._parked
-        outcome = (self._crashed, self._success, self._steps, self._last_reward)
-        return self._painter.draw(self.render_mode, car, goal, parked, *outcome)
+        outcome = (self._crashed, self._success, self._elapsed, self._last_reward)
+        self._painter.draw(car, goal, parked, *outcome)
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys: up/down throttle, left/right steering (float32 actions)."""
         return keys_to_action()
 
-    def close(self) -> None:
-        """Closes the human window, if one is open."""
-        if self._painter is not None:
-            self._painter.close()
-            self._painter = None
-
 
 # --------------------------------------------------------------------------- vector env
 
 
-class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
+# render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
+# every sub-env's frames: a deliberate difference that mypy reports on the class.
+class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` parking lots stepped in one numpy call on the :class:`ParkingEnv` kernel,
     or one torch call on ``device``.
 
@@ -752,7 +750,6 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         self._crashed = self.zeros(n, bool)
         self._spot_centers = self.constant(SPOT_CENTERS)
         self._spot_goals = self.constant(SPOT_GOALS)
-        self._painter: LotPainter | None = None
 
     def _reset_options(self, options: dict[str, object] | None) -> dict[str, np.ndarray]:
         pinned = super()._reset_options(options)
@@ -808,24 +805,11 @@ class ParkingVectorEnv(_ParkingGoals, GoalVectorEnv):
         # hold the two equal); a crash terminates.
         return self.fresh(self._reward), self.fresh(self._crashed), None
 
-    # Sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of every
-    # sub-env's frames: a deliberate difference that mypy reports on the override.
-    def render(self) -> np.ndarray | None:  # type: ignore[override]
-        """Sub-env 0's frame (``rgb_array``), as :meth:`ParkingEnv.render` draws it."""
-        if self.render_mode is None:
-            return None
-        self._painter = self._painter or LotPainter(
-            self.params.length, self.params.width, self.metadata["render_fps"]
-        )
+    def _draw_frame(self, canvas: Canvas) -> None:
+        # Sub-env 0, as ParkingEnv draws it.
         steps = int(self.elapsed_steps[0])
         car = tuple(float(a[0]) for a in self._state)
         goal, parked = self.to_numpy(self._goal[0]), self.to_numpy(self._parked[0])
         reward = float(self._reward[0]) if steps else None
         outcome = (bool(self._crashed[0]), bool(self._success[0]), steps, reward)
-        return self._painter.draw(self.render_mode, car, goal, parked, *outcome)
-
-    def close_extras(self, **kwargs: object) -> None:
-        """Releases the renderer."""
-        if self._painter is not None:
-            self._painter.close()
-            self._painter = None
+        self._painter.draw(car, goal, parked, *outcome)

@@ -112,7 +112,7 @@ class LotPainter:
     drawn once per episode into a snapshot that each frame starts from.
     """
 
-    def __init__(self, car_length: float, car_width: float, render_fps: int) -> None:
+    def __init__(self, car_length: float, car_width: float) -> None:
         size = (
             int((_WORLD_BOUNDS[1] - _WORLD_BOUNDS[0]) * _PIXELS_PER_METRE),
             int((_WORLD_BOUNDS[3] - _WORLD_BOUNDS[2]) * _PIXELS_PER_METRE),
@@ -120,7 +120,6 @@ class LotPainter:
         self.canvas = Canvas(size, _WORLD_BOUNDS, _COLORS["ground"], title="goalenvs Parking")
         self.car_length = car_length
         self.car_width = car_width
-        self.render_fps = render_fps
         self._background: object = None
         self._background_key: object = None
 
@@ -160,7 +159,6 @@ class LotPainter:
 
     def draw(
         self,
-        mode: str,
         car: tuple[float, ...],
         desired_goal: np.ndarray,
         parked: np.ndarray,
@@ -168,8 +166,8 @@ class LotPainter:
         success: bool,
         steps: int,
         reward: float | None,
-    ) -> np.ndarray | None:
-        """Draws a frame: shown in the window (``human``) or returned (``rgb_array``)."""
+    ) -> None:
+        """Draws a frame on :attr:`canvas`."""
         key = (desired_goal.tobytes(), parked.tobytes())
         if key != self._background_key:
             self._draw_background(desired_goal, parked)
@@ -189,13 +187,6 @@ class LotPainter:
             cv.circle((x, y), 0.75 * length, _COLORS["crash"], width=3)
             hud = "CRASH  " + hud
         cv.text(hud, (8, 6), _COLORS["crash"] if crashed else _COLORS["hud"], size=20)
-        if mode == "rgb_array":
-            return self.canvas.rgb_array()
-        self.canvas.show(self.render_fps)
-        return None
-
-    def close(self) -> None:
-        self.canvas.close()
 
 
 def keys_to_action() -> dict[tuple[int, ...], np.ndarray]:

@@ -1,17 +1,20 @@
 """What the planar goal envs (point reach, point maze, push) share: positions are 2-D
-points and a goal is reached within a Euclidean distance of it; the point-mass envs
+points, a goal is reached within a Euclidean distance of it (sparse 0 / -1 rewards, or
+dense minus the distance), the arena's canvas, the arrow keys, and the point-mass envs
 (reach, maze) also draw alike."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from goalenvs.core import InfoLike, goal_batch
 from goalenvs.core.types import ArrayT
-from goalenvs.envs.canvas import Canvas, CanvasRendering
+from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, import_pygame
 
 
 def goal_distance(achieved: ArrayT, desired: ArrayT, xp: ModuleType) -> ArrayT:
@@ -25,15 +28,63 @@ def goal_distance(achieved: ArrayT, desired: ArrayT, xp: ModuleType) -> ArrayT:
     return xp.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
 
 
+def reach_reward(
+    distance: ArrayT, distance_threshold: float, reward_type: str, xp: ModuleType
+) -> ArrayT:
+    """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance.
+
+    Same float dtype as ``distance`` (float32 in both faces).
+    """
+    if reward_type == "dense":
+        return -distance
+    zero = xp.zeros_like(distance)
+    return xp.where(distance < distance_threshold, zero, zero - 1.0)
+
+
+class PlanarGoals:
+    """The goal functions of both faces of a planar env, defined once: they read
+    ``self.params`` (its ``distance_threshold`` and ``reward_type``).
+
+    Numpy goals give numpy results; torch tensors give tensors on their device.
+    """
+
+    params: Any
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
+        p = self.params
+        distance = goal_distance(achieved, desired, xp)  # float64 for float64 goals
+        reward = reach_reward(distance, p.distance_threshold, p.reward_type, xp)
+        return reward.astype(np.float32) if xp is np else reward.float()
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
+        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
+
+
 # --------------------------------------------------------------------------- drawing
 
 
 class PlanarRendering(CanvasRendering):
-    """:class:`CanvasRendering` of a single planar env, whose frame maps the plane."""
+    """:class:`CanvasRendering` of a single planar env, whose frame maps the plane and
+    whose 2-D force is driven by the arrow keys."""
 
     def world_to_pixel(self, xy: Any) -> tuple[int, int]:
         """The frame pixel ``(column, row)`` that shows the world point ``xy``."""
         return self._get_canvas().to_pixel(xy)
+
+    def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
+        """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``.
+
+        Actions are float32; the no-op is ``np.zeros(2, np.float32)``.
+        """
+        return arrow_keys()
 
 
 FLOOR = (246, 246, 240)
@@ -42,6 +93,72 @@ AGENT, ARROW, TRAIL = (40, 90, 200), (230, 120, 20), (120, 150, 220)
 TEXT = (30, 30, 30)
 FRAME = (400, 440)  # pixels: the arena and a band above it for the heads-up text
 TRAIL_LENGTH = 40  # positions kept for the fading trail
+
+
+def arena_canvas(bound: float, title: str) -> Canvas:
+    """The :data:`FRAME` canvas of the square arena ``[-bound, bound]^2``: a tenth of the
+    arena spare around it, and a band above it for the heads-up text."""
+    import_pygame()
+    margin = 0.1 * bound
+    return Canvas(
+        FRAME,
+        (-bound - margin, bound + margin, -bound - margin, bound + 3.2 * margin),
+        background=(255, 255, 255),
+        title=title,
+    )
+
+
+class PointMassEnv(PlanarRendering):
+    """The state of a single point-mass env (reach, maze): ``(1, 2)`` float32
+    ``_position``, ``_velocity`` and ``_goal`` (the twins' layout, a batch of one), its
+    observation, and the trail of positions its frame draws (kept while rendering)."""
+
+    render_mode: str | None
+
+    def _init_point_mass(self) -> None:
+        self._position = np.zeros((1, 2), np.float32)
+        self._velocity = np.zeros((1, 2), np.float32)
+        self._goal = np.zeros((1, 2), np.float32)
+        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {
+            "observation": np.concatenate((self._position[0], self._velocity[0])),
+            "achieved_goal": self._position[0].copy(),
+            "desired_goal": self._goal[0].copy(),
+        }
+
+    def _show_frame(self) -> None:
+        """Adds the position to the trail (when rendering), then shows the frame."""
+        if self.render_mode is not None:
+            self._trail.append(self._position[0].copy())
+        super()._show_frame()  # type: ignore[misc]
+
+
+class PointMassTwin:
+    """A point-mass vector twin's (reach, maze) ``(num_envs, 2)`` state: its observation,
+    and sub-env 0's trail, restarted with its episodes."""
+
+    render_mode: str | None
+    xp: Any
+    _position: Any
+    _velocity: Any
+    _goal: Any
+    _trail: deque[np.ndarray]
+    _rewards: Any
+
+    def _episodes_started(self, index: Any) -> None:
+        if self.render_mode is not None and 0 in index:
+            self._trail.clear()
+            self._trail.append(self.to_numpy(self._position[0]))  # type: ignore[attr-defined]
+            self._rewards = None
+
+    def _observation(self) -> dict[str, Any]:
+        return {
+            "observation": self.xp.concatenate((self._position, self._velocity), axis=1),
+            "achieved_goal": self.fresh(self._position),  # type: ignore[attr-defined]
+            "desired_goal": self.fresh(self._goal),  # type: ignore[attr-defined]
+        }
 
 
 def draw_point_mass(

@@ -37,12 +37,14 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import constant_like, is_tensor
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, import_pygame
 from goalenvs.envs.planar import (
     FLOOR,
     FRAME,
     TRAIL_LENGTH,
-    PlanarRendering,
+    PlanarGoals,
+    PointMassEnv,
+    PointMassTwin,
     draw_point_mass,
     goal_distance,
 )
@@ -257,8 +259,9 @@ def _cell_y(y: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- goal functions
 
 
-class _PointMazeGoals:
-    """The goal functions of both faces, defined once (they read ``self.params``).
+class _PointMazeGoals(PlanarGoals):
+    """The goal functions of both faces, defined once (they read ``self.params``): the
+    planar ones, but for the dense reward's maze distance.
 
     Numpy goals give numpy results; torch tensors give tensors on their device.
     """
@@ -274,22 +277,15 @@ class _PointMazeGoals:
         cells, or the straight distance when they share a cell: a wall between them
         makes it longer, never shorter.
         """
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
         p = self.params
-        if p.reward_type == "dense":
-            # The maze's tables, copied once to each device that asks.
-            cache = self.__dict__.setdefault("_tables_on", ({}, {}))
-            walls_up = constant_like(p.walls_up, achieved, cache[0])
-            path_lengths = constant_like(p.path_lengths, achieved, cache[1])
-            return -maze_distance(achieved, desired, walls_up, path_lengths, xp)
-        return sparse_reward(achieved, desired, p.distance_threshold, xp)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
+        if p.reward_type != "dense":
+            return super().compute_reward(achieved_goal, desired_goal, info)
         _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
+        # The maze's tables, copied once to each device that asks.
+        cache = self.__dict__.setdefault("_tables_on", ({}, {}))
+        walls_up = constant_like(p.walls_up, achieved, cache[0])
+        path_lengths = constant_like(p.path_lengths, achieved, cache[1])
+        return -maze_distance(achieved, desired, walls_up, path_lengths, xp)
 
 
 # --------------------------------------------------------------------------- kernel
@@ -298,18 +294,6 @@ class _PointMazeGoals:
 def _index(x: ArrayT, xp: ModuleType) -> ArrayT:
     """Integer cell indices from whole-number floats (the one backend-specific line)."""
     return x.long() if is_tensor(x) else x.astype(np.int64)
-
-
-def sparse_reward(
-    achieved: ArrayT, desired: ArrayT, distance_threshold: float, xp: ModuleType
-) -> ArrayT:
-    """0 within ``distance_threshold`` of the goal, else -1 (float32)."""
-    reached = goal_distance(achieved, desired, xp) < distance_threshold
-    return (
-        reached.float() - 1
-        if is_tensor(reached)
-        else xp.where(reached, 0.0, -1.0).astype(np.float32)
-    )
 
 
 def maze_distance(
@@ -454,41 +438,38 @@ def draw_episodes(
 _WALL_COLOR = (70, 70, 80)
 
 
-def _make_canvas(params: PointMazeParams) -> Canvas:
-    import_pygame()
-    rows, cols = params.shape
-    margin = 0.05 * max(rows, cols)
-    return Canvas(
-        FRAME,
-        (-margin, cols + margin, -margin, rows + 5 * margin),
-        background=(255, 255, 255),
-        title="goalenvs PointMaze",
-    )
+class _PointMazeFaces(_PointMazeGoals, CanvasRendering):
+    """What both faces share: the goal functions and the frame (the twin's shows sub-env 0)."""
 
+    _position: Any
+    _velocity: Any
+    _goal: Any
+    _trail: deque[np.ndarray]
 
-def _draw_maze(
-    canvas: Canvas,
-    params: PointMazeParams,
-    position: np.ndarray,
-    velocity: np.ndarray,
-    goal: np.ndarray,
-    trail: deque[np.ndarray],
-    hud: str,
-) -> None:
-    canvas.clear()
-    rows, cols = params.shape
-    canvas.rect(0, 0, cols, rows, FLOOR)
-    for r, c in np.argwhere(params.walls):
-        y = rows - 1 - r
-        canvas.rect(c, y, c + 1, y + 1, _WALL_COLOR)
-    tip = position + 0.1 * velocity
-    draw_point_mass(canvas, trail, goal, params.distance_threshold, position, tip, 0.12, hud)
+    def _new_canvas(self) -> Canvas:
+        import_pygame()
+        rows, cols = self.params.shape
+        margin = 0.05 * max(rows, cols)
+        bounds = (-margin, cols + margin, -margin, rows + 5 * margin)
+        return Canvas(FRAME, bounds, background=(255, 255, 255), title="goalenvs PointMaze")
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        p = self.params
+        position, velocity, goal = self._rows(self._position, self._velocity, self._goal)
+        rows, cols = p.shape
+        canvas.clear()
+        canvas.rect(0, 0, cols, rows, FLOOR)
+        for r, c in np.argwhere(p.walls):
+            y = rows - 1 - r
+            canvas.rect(c, y, c + 1, y + 1, _WALL_COLOR)
+        tip, hud = position + 0.1 * velocity, self._frame_hud()
+        draw_point_mass(canvas, self._trail, goal, p.distance_threshold, position, tip, 0.12, hud)
 
 
 # --------------------------------------------------------------------------- single env
 
 
-class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
+class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
     """A point mass finds its way through a maze to a goal.
 
     ## Description
@@ -594,10 +575,7 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
         self.reward_type = reward_type
         self.distance_threshold = float(distance_threshold)
         self._setup(render_mode)
-        self._position = np.zeros((1, 2), np.float32)
-        self._velocity = np.zeros((1, 2), np.float32)
-        self._goal = np.zeros((1, 2), np.float32)
-        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
+        self._init_point_mass()
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
@@ -608,13 +586,8 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
         start, target = draw_episode(self.np_random, self.params, goal)
         self._position, self._goal = start[None], target[None]
         self._velocity = np.zeros((1, 2), np.float32)
-        self._success = bool(goal_distance(start, target, np) < self.distance_threshold)
-        self._episode_started()
         self._trail.clear()
-        if self.render_mode is not None:
-            self._trail.append(start.copy())
-        self._show_frame()
-        return self._obs(), {"is_success": self._success}
+        return self._started(bool(goal_distance(start, target, np) < self.distance_threshold))
 
     def step(
         self, action: object
@@ -627,39 +600,9 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
             p.max_speed, np,
         )  # fmt: skip
         self._elapsed += 1
-        obs = self._obs()
-        reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], None))
-        self._success = bool(
-            goal_distance(self._position, self._goal, np)[0] < p.distance_threshold
-        )
-        self._last_reward = reward
-        if self.render_mode is not None:
-            self._trail.append(self._position[0].copy())
-        self._show_frame()
-        return obs, reward, self._success, False, {"is_success": self._success}
-
-    def _obs(self) -> dict[str, np.ndarray]:
-        return {
-            "observation": np.concatenate((self._position[0], self._velocity[0])),
-            "achieved_goal": self._position[0].copy(),
-            "desired_goal": self._goal[0].copy(),
-        }
-
-    def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params)
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        hud = hud_line(self._elapsed, self._last_reward, self._success)
-        position, velocity, goal = self._position[0], self._velocity[0], self._goal[0]
-        _draw_maze(canvas, self.params, position, velocity, goal, self._trail, hud)
-
-    def close(self) -> None:
-        """Closes the human window, if one is open."""
-        self._close_canvas()
-
-    def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
-        """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``."""
-        return arrow_keys()
+        reward = float(self.compute_reward(self._position[0], self._goal[0], None))
+        success = bool(goal_distance(self._position, self._goal, np)[0] < p.distance_threshold)
+        return self._stepped(reward, success)
 
 
 # --------------------------------------------------------------------------- vector env
@@ -667,7 +610,7 @@ class PointMazeEnv(_PointMazeGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv
 
 # render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
 # every sub-env's frames: a deliberate difference that mypy reports on the class.
-class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
+class PointMazeVectorEnv(_PointMazeFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` point mazes stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointMazeEnv` exactly (same kernel, same draws from its
@@ -712,7 +655,6 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
         self._path_lengths = self.constant(self.params.path_lengths)
         self._free_cells = self.constant(self.params.free_cells)
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
-        self._rewards: np.ndarray | None = None
 
     episode_state = ("_position", "_goal")
     zeroed_on_reset = ("_velocity",)
@@ -730,12 +672,6 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
         noise = self.params.position_noise
         return draw_episodes(self.torch_generator, self._free_cells, noise, count, goal)
 
-    def _episodes_started(self, index: Any) -> None:
-        if self.render_mode is not None and 0 in index:
-            self._trail.clear()
-            self._trail.append(self.to_numpy(self._position[0]))
-            self._rewards = None
-
     def _step_envs(self, actions: np.ndarray) -> None:
         p = self.params
         self._position, self._velocity = maze_step(
@@ -744,13 +680,6 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
         )  # fmt: skip
         if self.render_mode is not None:
             self._trail.append(self.to_numpy(self._position[0]))
-
-    def _observation(self) -> dict[str, object]:
-        return {
-            "observation": self.xp.concatenate((self._position, self._velocity), axis=1),
-            "achieved_goal": self.fresh(self._position),
-            "desired_goal": self.fresh(self._goal),
-        }
 
     def _step_info(self) -> dict[str, object]:
         distance = goal_distance(self._position, self._goal, self.xp)
@@ -770,18 +699,5 @@ class PointMazeVectorEnv(_PointMazeGoals, CanvasRendering, GoalVectorEnv):  # ty
         self._rewards = reward
         return self.fresh(reward), self.fresh(info["is_success"]), None
 
-    def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params)
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        # Sub-env 0, as PointMazeEnv draws it.
-        reward = None if self._rewards is None else float(self._rewards[0])
-        hud = hud_line(int(self.elapsed_steps[0]), reward, bool(self._success[0]))
-        position, velocity, goal = (
-            self.to_numpy(a[0]) for a in (self._position, self._velocity, self._goal)
-        )
-        _draw_maze(canvas, self.params, position, velocity, goal, self._trail, hud)
-
-    def close_extras(self, **kwargs: object) -> None:
-        """Releases the drawing surface."""
-        self._canvas = None
+    def _frame_hud(self) -> str:
+        return self._sub_env_hud(bool(self._success[0]))

@@ -1,11 +1,11 @@
 """PointReach: a 2D point mass accelerates to a goal position.
 
-In this order: :class:`PointReachParams` (the checked constants), the goal functions of both
-faces (:class:`_PointReachGoals`), the kernel (pure functions of arrays and their array
-module ``xp`` over a leading batch dimension, so numpy and torch run the same lines),
-:class:`PointReachEnv` (one env) and :class:`PointReachVectorEnv` (N envs in one call, the
-ids' ``vector_entry_point``). Both faces draw episodes with :func:`draw_episodes` from one
-generator per (sub-)env and step with :func:`reach_step`.
+In this order: :class:`PointReachParams` (the checked constants; the goal functions of both
+faces are :class:`~goalenvs.envs.planar.PlanarGoals`), the kernel (pure functions of arrays
+and their array module ``xp`` over a leading batch dimension, so numpy and torch run the
+same lines), :class:`PointReachEnv` (one env) and :class:`PointReachVectorEnv` (N envs in
+one call, the ids' ``vector_entry_point``). Both faces draw episodes with
+:func:`draw_episodes` from one generator per (sub-)env and step with :func:`reach_step`.
 """
 
 from __future__ import annotations
@@ -23,23 +23,24 @@ from gymnasium.vector import AutoresetMode
 from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
-    InfoLike,
     check_choice,
     check_positive,
-    goal_batch,
     goal_dict_space,
     twin_metadata,
 )
 from goalenvs.core.backend import clear_points
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
+from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering
 from goalenvs.envs.planar import (
     FLOOR,
-    FRAME,
     TRAIL_LENGTH,
-    PlanarRendering,
+    PlanarGoals,
+    PointMassEnv,
+    PointMassTwin,
+    arena_canvas,
     draw_point_mass,
     goal_distance,
+    reach_reward,
 )
 from goalenvs.envs.single import EpisodeBookkeeping
 
@@ -83,46 +84,7 @@ class PointReachParams:
         return goal_dict_space(observation, goal), spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
-# --------------------------------------------------------------------------- goal functions
-
-
-class _PointReachGoals:
-    """The goal functions of both faces, defined once (they read ``self.params``)."""
-
-    params: PointReachParams
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        p = self.params
-        distance = goal_distance(achieved, desired, xp)  # float64 for float64 goals
-        reward = reach_reward(distance, p.distance_threshold, p.reward_type, xp)
-        return reward.astype(np.float32) if xp is np else reward.float()
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
-
-
 # --------------------------------------------------------------------------- kernel
-
-
-def reach_reward(
-    distance: ArrayT, distance_threshold: float, reward_type: str, xp: ModuleType
-) -> ArrayT:
-    """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance.
-
-    Same float dtype as ``distance`` (float32 in both faces).
-    """
-    if reward_type == "dense":
-        return -distance
-    zero = xp.zeros_like(distance)
-    return xp.where(distance < distance_threshold, zero, zero - 1.0)
 
 
 def reach_step(
@@ -209,41 +171,33 @@ def draw_episodes_on_device(
 _WALL = (60, 60, 60)
 
 
-def _make_canvas(bound: float) -> Canvas:
-    import_pygame()
-    # A tenth of the arena spare around it, and a band above it for the heads-up text.
-    margin = 0.1 * bound
-    return Canvas(
-        FRAME,
-        (-bound - margin, bound + margin, -bound - margin, bound + 3.2 * margin),
-        background=(255, 255, 255),
-        title="goalenvs PointReach",
-    )
+class _PointReachFaces(PlanarGoals, CanvasRendering):
+    """What both faces share: the planar goal functions and the frame (the twin's shows
+    sub-env 0)."""
 
+    params: PointReachParams
+    _position: Any
+    _velocity: Any
+    _goal: Any
+    _trail: deque[np.ndarray]
 
-def _draw_reach(
-    canvas: Canvas,
-    params: PointReachParams,
-    position: np.ndarray,
-    velocity: np.ndarray,
-    goal: np.ndarray,
-    trail: deque[np.ndarray],
-    hud: str,
-) -> None:
-    bound = params.bound
-    canvas.clear()
-    canvas.rect(-bound, -bound, bound, bound, FLOOR)
-    canvas.rect(-bound, -bound, bound, bound, _WALL, 2)
-    tip = position + 0.25 * velocity
-    draw_point_mass(
-        canvas, trail, goal, params.distance_threshold, position, tip, 0.035 * bound, hud
-    )
+    def _new_canvas(self) -> Canvas:
+        return arena_canvas(self.params.bound, "goalenvs PointReach")
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        p, bound = self.params, self.params.bound
+        position, velocity, goal = self._rows(self._position, self._velocity, self._goal)
+        canvas.clear()
+        canvas.rect(-bound, -bound, bound, bound, FLOOR)
+        canvas.rect(-bound, -bound, bound, bound, _WALL, 2)
+        tip, radius, hud = position + 0.25 * velocity, 0.035 * bound, self._frame_hud()
+        draw_point_mass(canvas, self._trail, goal, p.distance_threshold, position, tip, radius, hud)
 
 
 # --------------------------------------------------------------------------- single env
 
 
-class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
+class PointReachEnv(_PointReachFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
     """A point mass in a square arena accelerates to a goal position.
 
     ## Description
@@ -341,10 +295,7 @@ class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalE
         self.reward_type = self.params.reward_type
         self.distance_threshold = self.params.distance_threshold
         self._setup(render_mode)
-        self._position = np.zeros((1, 2), np.float32)
-        self._velocity = np.zeros((1, 2), np.float32)
-        self._goal = np.zeros((1, 2), np.float32)
-        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
+        self._init_point_mass()
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
@@ -354,13 +305,8 @@ class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalE
         goal = self._pinned_goal(options)
         self._position, self._goal = draw_episodes([self.np_random], self.params, goal)
         self._velocity = np.zeros((1, 2), np.float32)
-        self._success = False  # draw_episodes keeps the start out of the goal's radius
-        self._episode_started()
         self._trail.clear()
-        if self.render_mode is not None:
-            self._trail.append(self._position[0].copy())
-        self._show_frame()
-        return self._obs(), {"is_success": False}
+        return self._started()  # draw_episodes keeps the start out of the goal's radius
 
     def step(
         self, action: object
@@ -373,39 +319,8 @@ class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalE
         )
         self._elapsed += 1
         distance = goal_distance(self._position, self._goal, np)
-        self._success = bool(distance[0] < p.distance_threshold)
         reward = float(reach_reward(distance, p.distance_threshold, p.reward_type, np)[0])
-        self._last_reward = reward
-        if self.render_mode is not None:
-            self._trail.append(self._position[0].copy())
-        self._show_frame()
-        return self._obs(), reward, self._success, False, {"is_success": self._success}
-
-    def _obs(self) -> dict[str, np.ndarray]:
-        return {
-            "observation": np.concatenate((self._position[0], self._velocity[0])),
-            "achieved_goal": self._position[0].copy(),
-            "desired_goal": self._goal[0].copy(),
-        }
-
-    def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params.bound)
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        hud = hud_line(self._elapsed, self._last_reward, self._success)
-        position, velocity, goal = self._position[0], self._velocity[0], self._goal[0]
-        _draw_reach(canvas, self.params, position, velocity, goal, self._trail, hud)
-
-    def close(self) -> None:
-        """Closes the human window, if one is open."""
-        self._close_canvas()
-
-    def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
-        """Arrow keys accelerate (two at once go diagonally), for ``gymnasium.utils.play``.
-
-        Actions are float32; the no-op is ``np.zeros(2, np.float32)``.
-        """
-        return arrow_keys()
+        return self._stepped(reward, bool(distance[0] < p.distance_threshold))
 
 
 # --------------------------------------------------------------------------- vector env
@@ -413,7 +328,7 @@ class PointReachEnv(_PointReachGoals, EpisodeBookkeeping, PlanarRendering, GoalE
 
 # render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
 # every sub-env's frames: a deliberate difference that mypy reports on the class.
-class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
+class PointReachVectorEnv(_PointReachFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` point-reach envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws from its
@@ -455,8 +370,6 @@ class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):  # 
         self._goal = self.zeros((self.num_envs, 2), np.float32)
         self._distance = self.zeros(self.num_envs, np.float32) + 1
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
-        # This step's rewards (the array step returns), for the heads-up text.
-        self._rewards: np.ndarray | None = None
 
     episode_state = ("_position", "_goal")
     zeroed_on_reset = ("_velocity",)
@@ -469,25 +382,12 @@ class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):  # 
     def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
         return draw_episodes_on_device(self.torch_generator, self.params, count, goal)
 
-    def _episodes_started(self, index: Any) -> None:
-        if self.render_mode is not None and 0 in index:
-            self._trail.clear()
-            self._trail.append(self.to_numpy(self._position[0]))
-            self._rewards = None
-
     def _step_envs(self, actions: np.ndarray) -> None:
         self._position, self._velocity = reach_step(
             self._position, self._velocity, actions, self.params, self.xp
         )
         if self.render_mode is not None:
             self._trail.append(self.to_numpy(self._position[0]))
-
-    def _observation(self) -> dict[str, np.ndarray]:
-        return {
-            "observation": self.xp.concatenate((self._position, self._velocity), axis=1),
-            "achieved_goal": self.fresh(self._position),
-            "desired_goal": self.fresh(self._goal),
-        }
 
     def _step_info(self) -> dict[str, np.ndarray]:
         # Called after this step's resets (GoalVectorEnv.step), so it measures the state
@@ -504,19 +404,5 @@ class PointReachVectorEnv(_PointReachGoals, CanvasRendering, GoalVectorEnv):  # 
         self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
         return self._rewards, self.fresh(info["is_success"]), None
 
-    def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params.bound)
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        # Sub-env 0, as PointReachEnv draws it.
-        reward = None if self._rewards is None else float(self._rewards[0])
-        success = bool(self._distance[0] < self.params.distance_threshold)
-        hud = hud_line(int(self.elapsed_steps[0]), reward, success)
-        position, velocity, goal = (
-            self.to_numpy(a[0]) for a in (self._position, self._velocity, self._goal)
-        )
-        _draw_reach(canvas, self.params, position, velocity, goal, self._trail, hud)
-
-    def close_extras(self, **kwargs: object) -> None:
-        """Releases the drawing surface."""
-        self._canvas = None
+    def _frame_hud(self) -> str:
+        return self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))

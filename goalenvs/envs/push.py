@@ -4,10 +4,11 @@ The 2D cousin of Fetch Push, the task that made HER famous: the goal is the bloc
 position, not the agent's, so most random episodes never move it and a sparse reward
 says nothing until hindsight relabels the block's own path as goals.
 
-In this order: :class:`PushParams` (the checked constants), the goal functions of both
-faces (:class:`_PushGoals`), the kernel (pure functions of arrays and their array module
-``xp`` over a leading batch dimension), :class:`PushEnv` (one env) and
-:class:`PushVectorEnv` (N envs in one call, the ids' ``vector_entry_point``).
+In this order: :class:`PushParams` (the checked constants; the goal functions of both
+faces are :class:`~goalenvs.envs.planar.PlanarGoals`, of the block's position), the
+kernel (pure functions of arrays and their array module ``xp`` over a leading batch
+dimension), :class:`PushEnv` (one env) and :class:`PushVectorEnv` (N envs in one call,
+the ids' ``vector_entry_point``).
 """
 
 from __future__ import annotations
@@ -23,17 +24,25 @@ from gymnasium.vector import AutoresetMode
 from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
-    InfoLike,
     check_choice,
     check_positive,
-    goal_batch,
     goal_dict_space,
     twin_metadata,
 )
-from goalenvs.core.backend import clear_points, is_tensor
+from goalenvs.core.backend import clear_points
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, hud_line, import_pygame
-from goalenvs.envs.planar import PlanarRendering, goal_distance
+from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering
+from goalenvs.envs.planar import (
+    AGENT,
+    GOAL,
+    GOAL_RING,
+    TEXT,
+    PlanarGoals,
+    PlanarRendering,
+    arena_canvas,
+    goal_distance,
+    reach_reward,
+)
 from goalenvs.envs.single import EpisodeBookkeeping
 
 REWARD_TYPES = ("sparse", "dense")
@@ -98,43 +107,7 @@ class PushParams:
         return goal_dict_space(observation, goal), action
 
 
-# --------------------------------------------------------------------------- goal functions
-
-
-class _PushGoals:
-    """The goal functions of both faces, defined once (they read ``self.params``).
-
-    Numpy goals give numpy results; torch tensors give tensors on their device.
-    """
-
-    params: PushParams
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse 0 / -1, or dense minus the block's distance to the target (float32)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        distance = goal_distance(achieved, desired, xp)
-        return push_reward(distance, self.params, xp)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True when the block is within ``distance_threshold`` of the target (bool)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
-
-
 # --------------------------------------------------------------------------- kernel
-
-
-def push_reward(distance: ArrayT, params: PushParams, xp: ModuleType) -> ArrayT:
-    """Sparse: 0 within ``distance_threshold``, else -1. Dense: minus the distance."""
-    if params.reward_type == "dense":
-        reward = -distance
-    else:
-        reward = xp.where(distance < params.distance_threshold, 0.0, -1.0)
-    return reward.float() if is_tensor(reward) else reward.astype(np.float32)
 
 
 def push_step(
@@ -245,40 +218,38 @@ def observation(
 
 # --------------------------------------------------------------------------- rendering
 
-_TABLE, _EDGE = (232, 222, 200), (90, 70, 50)
-_GOAL, _GOAL_RING = (120, 210, 140), (30, 130, 60)
-_BLOCK, _AGENT, _TEXT = (200, 60, 50), (40, 90, 200), (30, 30, 30)
-_FRAME = (400, 440)
+_TABLE, _EDGE, _BLOCK = (232, 222, 200), (90, 70, 50), (200, 60, 50)
 
 
-def _make_canvas(bound: float) -> Canvas:
-    import_pygame()
-    margin = 0.1 * bound
-    return Canvas(
-        _FRAME,
-        (-bound - margin, bound + margin, -bound - margin, bound + 3.2 * margin),
-        background=(255, 255, 255),
-        title="goalenvs Push",
-    )
+class _PushFaces(PlanarGoals, CanvasRendering):
+    """What both faces share: the planar goal functions (of the block's position) and the
+    frame (the twin's shows sub-env 0)."""
 
+    params: PushParams
+    _pusher: Any
+    _block: Any
+    _goal: Any
 
-def _draw_push(
-    canvas: Canvas, p: PushParams, pusher: np.ndarray, block: np.ndarray, goal: np.ndarray, hud: str
-) -> None:
-    canvas.clear()
-    canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _TABLE)
-    canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _EDGE, 2)
-    canvas.circle(goal, max(p.distance_threshold, p.block_radius), _GOAL)
-    canvas.circle(goal, max(p.distance_threshold, p.block_radius), _GOAL_RING, 2)
-    canvas.circle(block, p.block_radius, _BLOCK)
-    canvas.circle(pusher, p.pusher_radius, _AGENT)
-    canvas.text(hud, (8, 8), _TEXT, 20)
+    def _new_canvas(self) -> Canvas:
+        return arena_canvas(self.params.bound, "goalenvs Push")
+
+    def _draw_frame(self, canvas: Canvas) -> None:
+        p = self.params
+        pusher, block, goal = self._rows(self._pusher, self._block, self._goal)
+        canvas.clear()
+        canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _TABLE)
+        canvas.rect(-p.bound, -p.bound, p.bound, p.bound, _EDGE, 2)
+        canvas.circle(goal, max(p.distance_threshold, p.block_radius), GOAL)
+        canvas.circle(goal, max(p.distance_threshold, p.block_radius), GOAL_RING, 2)
+        canvas.circle(block, p.block_radius, _BLOCK)
+        canvas.circle(pusher, p.pusher_radius, AGENT)
+        canvas.text(self._frame_hud(), (8, 8), TEXT, 20)
 
 
 # --------------------------------------------------------------------------- single env
 
 
-class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
+class PushEnv(_PushFaces, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     """A disc pusher shoves a disc block onto a target spot.
 
     ## Description
@@ -408,10 +379,7 @@ class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
         self._pusher, self._block, self._goal = pusher[None], block[None], target[None]
         self._pusher_velocity = np.zeros((1, 2), np.float32)
         self._block_velocity = np.zeros((1, 2), np.float32)
-        self._success = False
-        self._episode_started()
-        self._show_frame()
-        return self._obs(), {"is_success": False}
+        return self._started()
 
     def step(
         self, action: object
@@ -423,12 +391,9 @@ class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
             action[None], self.params, np,
         )  # fmt: skip
         self._elapsed += 1
-        distance = goal_distance(self._block, self._goal, np)
-        self._success = bool(distance[0] < self.params.distance_threshold)
-        reward = float(push_reward(distance, self.params, np)[0])
-        self._last_reward = reward
-        self._show_frame()
-        return self._obs(), reward, self._success, False, {"is_success": self._success}
+        distance, p = goal_distance(self._block, self._goal, np), self.params
+        reward = float(reach_reward(distance, p.distance_threshold, p.reward_type, np)[0])
+        return self._stepped(reward, bool(distance[0] < p.distance_threshold))
 
     def _obs(self) -> dict[str, np.ndarray]:
         obs = observation(
@@ -440,28 +405,13 @@ class PushEnv(_PushGoals, EpisodeBookkeeping, PlanarRendering, GoalEnv):
             "desired_goal": self._goal[0].copy(),
         }
 
-    def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params.bound)
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        hud = hud_line(self._elapsed, self._last_reward, self._success)
-        _draw_push(canvas, self.params, self._pusher[0], self._block[0], self._goal[0], hud)
-
-    def close(self) -> None:
-        """Closes the human window, if one is open."""
-        self._close_canvas()
-
-    def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
-        """Arrow keys accelerate the pusher (two at once diagonally), for keyboard play."""
-        return arrow_keys()
-
 
 # --------------------------------------------------------------------------- vector env
 
 
 # render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
 # every sub-env's frames: a deliberate difference that mypy reports on the class.
-class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore[misc]
+class PushVectorEnv(_PushFaces, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
     """``num_envs`` Push envs stepped in one numpy call, or one torch call on ``device``.
 
     Sub-env ``i`` follows :class:`PushEnv` exactly (same kernel, same draws from its own
@@ -511,7 +461,6 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore
         self._block_velocity = self.zeros((n, 2), np.float32)
         self._goal = self.zeros((n, 2), np.float32)
         self._distance = self.zeros(n, np.float32) + 1
-        self._rewards: np.ndarray | None = None
 
     episode_state = ("_pusher", "_block", "_goal")
     zeroed_on_reset = ("_pusher_velocity", "_block_velocity")
@@ -523,10 +472,6 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore
 
     def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any, Any]:
         return draw_episodes(self.torch_generator, self.params, count, goal)
-
-    def _episodes_started(self, index: Any) -> None:
-        if 0 in index:
-            self._rewards = None
 
     def _step_envs(self, actions: np.ndarray) -> None:
         self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
@@ -551,20 +496,9 @@ class PushVectorEnv(_PushGoals, CanvasRendering, GoalVectorEnv):  # type: ignore
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
         # This step's distances are what compute_reward recomputes from obs.
-        self._rewards = push_reward(self._distance, self.params, self.xp)
+        p = self.params
+        self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
         return self.fresh(self._rewards), self.fresh(info["is_success"]), None
 
-    def _new_canvas(self) -> Canvas:
-        return _make_canvas(self.params.bound)
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        # Sub-env 0, as PushEnv draws it.
-        reward = None if self._rewards is None else float(self._rewards[0])
-        success = bool(self._distance[0] < self.params.distance_threshold)
-        hud = hud_line(int(self.elapsed_steps[0]), reward, success)
-        pusher, block, goal = (self.to_numpy(a[0]) for a in (self._pusher, self._block, self._goal))
-        _draw_push(canvas, self.params, pusher, block, goal, hud)
-
-    def close_extras(self, **kwargs: object) -> None:
-        """Releases the drawing surface."""
-        self._canvas = None
+    def _frame_hud(self) -> str:
+        return self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from goalenvs.core import check_action, check_choice, check_goal_option
+from goalenvs.envs.canvas import hud_line
 
 
 class EpisodeBookkeeping:
@@ -42,17 +43,46 @@ class EpisodeBookkeeping:
             return None
         return check(options["goal"], self.observation_space["desired_goal"])
 
-    def _episode_started(self) -> None:
-        """Counts a new episode from step 0, with no reward yet."""
+    def _started(self, success: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Ends a reset: counts a new episode from step 0 with no reward yet and
+        ``success``, shows its frame, and returns ``(obs, info)``."""
         self._elapsed = 0
         self._last_reward = None
+        self._success = success
         self._has_reset = True
+        self._show_frame()
+        return self._obs(), {"is_success": success}
+
+    def _stepped(
+        self, reward: float, success: bool, truncated: bool = False
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """Ends a step (``_elapsed`` already counts it): keeps its reward and success for
+        the frame, shows it, and returns gymnasium's five values (success terminates)."""
+        self._last_reward = reward
+        self._success = success
+        self._show_frame()
+        return self._obs(), reward, success, truncated, {"is_success": success}
 
     def _checked_action(self, action: object) -> np.ndarray:
         """``action`` checked with :func:`~goalenvs.core.check_action`, after a reset."""
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
         return check_action(action, self.action_space)
+
+    def _frame_hud(self) -> str:
+        """The heads-up text: the step count, the last reward and the success."""
+        return hud_line(self._elapsed, self._last_reward, self._success)
+
+    def _rows(self, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The frame's rows of the state arrays (a batch of one)."""
+        return tuple(a[0] for a in arrays)
+
+    def close(self) -> None:
+        """Closes the human window, if one is open."""
+        self._close_canvas()  # type: ignore[attr-defined]
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
 
     def _show_frame(self) -> None:
         """Draws the frame in the window when rendering for a human."""

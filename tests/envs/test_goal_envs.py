@@ -448,19 +448,6 @@ def test_vector_twin_renders_its_first_env_like_the_single_env(env_id):
 
 
 @pytest.mark.parametrize("env_id", IDS)
-def test_human_mode_opens_and_close_releases_the_window(env_id):
-    import pygame
-
-    env = gym.make(env_id, render_mode="human")
-    env.reset(seed=0)
-    env.step(env.action_space.sample())
-    assert pygame.display.get_init() and pygame.display.get_surface() is not None
-    assert env.render() is None
-    env.close()
-    assert not pygame.display.get_init()
-
-
-@pytest.mark.parametrize("env_id", IDS)
 def test_keys_to_action_works_with_gymnasium_play(env_id):
     from gymnasium.utils.play import PlayableGame
 

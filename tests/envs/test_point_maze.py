@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import goalenvs  # noqa: F401  (registers the ids)
-from goalenvs.checker import check_goal_env
 from goalenvs.envs.point_maze import (
     PointMazeEnv,
     PointMazeParams,
@@ -19,15 +18,6 @@ from goalenvs.envs.point_maze import (
     maze_step,
     parse_maze_map,
 )
-
-IDS = [
-    "goalenvs/PointMaze-v0",
-    "goalenvs/PointMazeMedium-v0",
-    "goalenvs/PointMazeLarge-v0",
-    "goalenvs/PointMazeDense-v0",
-    "goalenvs/PointMazeMediumDense-v0",
-    "goalenvs/PointMazeLargeDense-v0",
-]
 
 
 def _free(params: PointMazeParams, xy: np.ndarray) -> np.ndarray:
@@ -154,52 +144,6 @@ def test_dense_reward_is_the_bfs_path_not_the_straight_line():
     assert reward(np.array([1.2, 1.5]), np.array([1.5, 1.9]), None) == pytest.approx(-0.5)
     # Neighbouring cells: one step.
     assert reward(np.array([1.5, 1.5]), np.array([2.5, 1.5]), None) == pytest.approx(-1.0)
-
-
-@pytest.mark.parametrize("env_id", IDS)
-def test_compute_functions_are_batched(env_id):
-    env = gym.make(env_id)
-    space = env.observation_space["achieved_goal"]
-    rng = np.random.default_rng(1)
-    achieved = rng.uniform(space.low, space.high, (3, 5, 2)).astype(np.float32)
-    desired = np.where(rng.random((3, 5, 1)) < 0.4, achieved + 0.1, achieved + 1.3)
-    desired = desired.astype(np.float32)
-    for info in (None, {}, [{}] * 15):
-        infos = info if not isinstance(info, list) else np.array(info, dtype=object).reshape(3, 5)
-        reward = env.unwrapped.compute_reward(achieved, desired, infos)
-        terminated = env.unwrapped.compute_terminated(achieved, desired, infos)
-        truncated = env.unwrapped.compute_truncated(achieved, desired, infos)
-        assert reward.shape == terminated.shape == truncated.shape == (3, 5)
-        assert reward.dtype == np.float32 and terminated.dtype == bool
-        assert not truncated.any()
-        for i in range(3):
-            for j in range(5):
-                one = env.unwrapped.compute_reward(achieved[i, j], desired[i, j], None)
-                assert reward[i, j] == one
-                done = env.unwrapped.compute_terminated(achieved[i, j], desired[i, j], None)
-                assert terminated[i, j] == done
-    assert terminated.any() and not terminated.all()
-
-
-@pytest.mark.parametrize("env_id", IDS)
-def test_checker_finds_nothing(env_id):
-    report = check_goal_env(gym.make(env_id))
-    assert report.errors == [] and report.warnings == []
-
-
-def test_step_reward_and_success_match_compute_functions():
-    env = gym.make("goalenvs/PointMazeDense-v0")
-    obs, info = env.reset(seed=4)
-    assert info["is_success"] is False
-    env.action_space.seed(4)
-    for _ in range(100):
-        obs, reward, terminated, _, info = env.step(env.action_space.sample())
-        a, d = obs["achieved_goal"], obs["desired_goal"]
-        assert reward == env.unwrapped.compute_reward(a, d, info)
-        assert terminated == env.unwrapped.compute_terminated(a, d, info)
-        assert info["is_success"] == (np.linalg.norm(a - d) < 0.3)
-        if terminated:
-            break
 
 
 def test_pinned_goal_is_kept_and_the_start_is_elsewhere():

@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 
 import goalenvs  # noqa: F401  (registers the ids)
-from goalenvs.envs.planar import goal_distance
+from goalenvs.envs.planar import goal_distance, reach_reward
 from goalenvs.envs.point_reach import (
     PointReachEnv,
     PointReachParams,
     PointReachVectorEnv,
     draw_episodes,
-    reach_reward,
     reach_step,
 )
 
@@ -202,6 +201,7 @@ def test_frame_shows_goal_and_point_at_their_pixels_and_a_trail():
     for _ in range(6):
         env.step(np.array([1.0, 0.0], np.float32))
     frame = env.render()
+    assert frame.shape == (440, 400, 3)
     position = env._position[0]
     column, row = env.world_to_pixel(env._goal[0])
     assert tuple(frame[row, column]) == (120, 210, 140)  # goal disc
