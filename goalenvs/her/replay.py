@@ -1,7 +1,7 @@
 """What the trainer asks of a replay buffer: the :class:`ReplayBuffer` protocol.
 
-Both HER buffers (:class:`~goalenvs.her.buffer.HerReplayBuffer` in host memory,
-:class:`~goalenvs.her.buffer.DeviceHerReplayBuffer` on a torch device) satisfy it,
+The HER buffer (:class:`~goalenvs.her.buffer.HerReplayBuffer`, in host memory or, as
+:class:`~goalenvs.her.buffer.DeviceHerReplayBuffer`, on a torch device) satisfies it,
 and the collector, the learner and the run folder take any object that does, so the type
 checker follows a batch from the envs to the update.
 """
