@@ -182,6 +182,9 @@ def records(spec: dict[str, Any]) -> list[dict[str, Any]]:
             for row in unnest(item, spec.get("rows", ()), spec.get("names", ())):
                 record = {**spec.get("defaults", {}), **flat(row), "_file": name}
                 record["cpu"] = cpu_words(item.get("machine"))
+                load, after = item.get("load"), item.get("load_after")
+                if isinstance(load, list) and isinstance(after, list) and load and after:
+                    record.setdefault("load_span", _span([load[0], after[0]]))
                 for field, rule in spec.get("set", {}).items():
                     if field not in record:
                         record[field] = rule["values"][str(record[rule["from"]])]
