@@ -235,12 +235,24 @@ class EnvFacts:
 
 
 def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
-    """One look at ``env`` (built with ``config.make_kwargs()``; stepped, not closed): the
-    pre-training checks, its reset observation's dtypes, episode length, info keys, goal
-    functions, one timed step where the env workers are left to the machine, and its
-    reward range where the targets are clipped; each finding worth a line goes to
-    ``notes``."""
-    checked = _preflight(config, env, notes)
+    """One look at ``env`` (built with ``config.make_kwargs()``; stepped, not closed):
+    the pre-training checks (unless ``config.preflight`` is off; an error is a
+    :class:`PreflightError`, each warning a note), its reset observation's dtypes,
+    episode length, info keys and goal functions, one timed step where the env workers
+    are left to the machine, and its reward range where the targets are clipped; each
+    finding worth a line goes to ``notes``."""
+    checked: Preflight | None = None
+    if config.preflight:  # an error stops the run here, before any run folder
+        needs_length = config.rollout_steps is None or config.gamma is None
+        checked = preflight(env, seed=config.seed, needs_length=needs_length)
+        if not checked.ok:
+            raise PreflightError(checked.error_line(config.env_id))
+        notes.extend(checked.notes)
+        if checked.episode_length is not None and config.max_episode_steps is None:
+            notes.append(
+                f"the episode length is taken as {checked.episode_length} steps, where "
+                f"{config.env_id} truncated its episodes (--max-episode-steps sets it)"
+            )
     dtype_note = observation_dtype_note(env, config.env_id, config.seed)
     if dtype_note is not None:
         notes.append(dtype_note)
@@ -298,7 +310,15 @@ def make_plan(
     _check_schedule(config, horizon or rollout_steps, rollout_steps, world)
     env_device = _env_device(config.env_device, config.env_id, device, notes)
     replay_device = _replay_device(config.replay_device, env_device, device)
-    env_workers, step_seconds = _env_workers(config, facts, env_device, notes)
+    env_workers, step_seconds = _env_workers(
+        config.env_workers,
+        config.env_id,
+        config.env_kwargs,
+        config.num_envs,
+        facts,
+        env_device,
+        notes,
+    )
     if config.env_workers is not None and env_device != "device":
         step_seconds = (recorded or {}).get("step_seconds")
     overlap = _overlap(config.overlap, env_workers, env_device)
@@ -331,7 +351,9 @@ def make_plan(
         episode_length=horizon,
         rollout_steps=rollout_steps,
         gamma=gamma,
-        clip_range=_clip_range(config, facts, gamma, notes),
+        clip_range=_clip_range(
+            config.clip_return, config.clip_range, config.env_id, facts, gamma, notes
+        ),
         info_keys=facts.info_keys,
         env_device=env_device,
         replay_device=replay_device,
@@ -379,24 +401,6 @@ def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world
         )
 
 
-def _preflight(config: TrainConfig, env: gym.Env, notes: list[str]) -> Preflight | None:
-    """The pre-training checks (unless ``config.preflight`` is off): an error stops the
-    run here, before any env step of training or a run folder; each warning is a note."""
-    if not config.preflight:
-        return None
-    needs_length = config.rollout_steps is None or config.gamma is None
-    result = preflight(env, seed=config.seed, needs_length=needs_length)
-    if not result.ok:
-        raise PreflightError(result.error_line(config.env_id))
-    notes.extend(result.notes)
-    if result.episode_length is not None and config.max_episode_steps is None:
-        notes.append(
-            f"the episode length is taken as {result.episode_length} steps, where "
-            f"{config.env_id} truncated its episodes (--max-episode-steps sets it)"
-        )
-    return result
-
-
 def _env_device(asked: str, env_id: str, device: torch.device, notes: list[str]) -> str:
     """ "device" when the training envs of ``env_id`` run as torch twins on ``device``,
     else "numpy" (``asked``: the config's ``env_device``)."""
@@ -432,12 +436,17 @@ def _replay_device(asked: str, env_device: str, device: torch.device) -> str:
 
 
 def _env_workers(
-    config: TrainConfig, facts: EnvFacts, env_device: str, notes: list[str]
+    asked: int | None,
+    env_id: str,
+    env_kwargs: dict[str, object],
+    num_envs: int,
+    facts: EnvFacts,
+    env_device: str,
+    notes: list[str],
 ) -> tuple[int, float | None]:
     """The processes that step the ``num_envs`` training envs and the step time that chose
-    them (the config's ``env_workers``; None: from the timed step, and 1 for an env that
-    worker processes cannot build with its ``env_kwargs``)."""
-    asked = config.env_workers
+    them (``asked``: the config's ``env_workers``; None: from the timed step, and 1 for an
+    env that worker processes cannot build with ``env_kwargs``)."""
     if env_device == "device":
         if asked not in (None, 1):
             raise ValueError(
@@ -446,14 +455,14 @@ def _env_workers(
             )
         return 1, None
     if asked is not None:
-        return check_env_workers(asked, config.num_envs), None
+        return check_env_workers(asked, num_envs), None
     if facts.native_twin:
         notes.append("env workers 1: the native vector twin steps every env in one call")
         return 1, None
     seconds = facts.step_seconds
     assert seconds is not None  # look_at timed it: no workers asked, no native twin
-    workers = default_env_workers(config.num_envs, False, step_seconds=seconds)
-    problem = worker_problem(config.env_id, config.env_kwargs) if workers > 1 else None
+    workers = default_env_workers(num_envs, False, step_seconds=seconds)
+    problem = worker_problem(env_id, env_kwargs) if workers > 1 else None
     if problem is not None:
         notes.append(f"env workers 1, not {workers}: {problem}")
         return 1, seconds
@@ -508,15 +517,20 @@ def _torch_threads(threads: int, notes: list[str]) -> int:
 
 
 def _clip_range(
-    config: TrainConfig, facts: EnvFacts, gamma: float, notes: list[str]
+    clip_return: bool,
+    clip_range: tuple[float, float] | None,
+    env_id: str,
+    facts: EnvFacts,
+    gamma: float,
+    notes: list[str],
 ) -> tuple[float, float] | None:
     """The range Bellman targets are clipped to (``clip_return``: the config's
     ``clip_range``, else the returns the env's rewards allow: its declared range, or
     baselines' [-1, 0] where a probe paid inside it), None when they are not."""
-    if not config.clip_return:
+    if not clip_return:
         return None
-    if config.clip_range is not None:
-        return config.clip_range
+    if clip_range is not None:
+        return clip_range
     assert facts.reward_range is not None  # look_at read or probed it
     low, high = facts.reward_range
     if facts.reward_declared:
@@ -524,7 +538,7 @@ def _clip_range(
     if low >= -1.0 and high <= 0.0:
         return return_range(-1.0, 0.0, gamma)
     notes.append(
-        f"clip_return is off: {config.env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
+        f"clip_return is off: {env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
         "random probe, outside baselines' [-1, 0], and declares no finite reward_range; "
         "set clip_range to clip the targets"
     )
