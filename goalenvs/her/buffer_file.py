@@ -196,6 +196,9 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
     lo, hi = data["t_lo"].astype(np.int64), data["t_hi"].astype(np.int64)
     offset_of, length_of = data["to_start"], data["ep_len"]
     transition_row = data["trans_row"]
+    # The old row of each env's episode in progress (a pickle's; a file holds none): its
+    # transitions run on from it, while transition_row holds complete episodes' alone.
+    open_row = data.get("open_row")
     # Each field's values by the old row * n + env (a next observation is its next row's).
     observations = [f"obs/{key}" for key in settings.observation_space.spaces]
     old = {key: data[key.replace("/", "__")] for key in observations}
@@ -212,6 +215,8 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
         if k.size == 0:
             continue
         row = transition_row[(k % R) * n + e].astype(np.int64)
+        if open_row is not None:
+            row = np.where(k < hi[e], row, (int(open_row[e]) + k - hi[e]) % R)
         flat, next_flat = row * n + e, ((row + 1) % R) * n + e
         complete = k < hi[e]
         start = np.where(complete, k - offset_of[flat], hi[e])
@@ -221,6 +226,8 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
         at = k % R
         for key, values in old.items():
             host[key][at, e] = values[flat]
+        for key in ("terminated", "truncated"):  # the old rows' flags were set at the end
+            host[key][at, e] &= complete
         for key in observations:
             host["next_" + key][at, e] = old[key][next_flat]
         host["episode_start"][at, e] = start
@@ -292,6 +299,7 @@ def legacy_state(pickled: Mapping[str, Any], name: str = "HerReplayBuffer") -> B
         t_lo=storage.sampleable_from,
         t_hi=storage.sampleable_to,
         t_count=[steps],
+        open_row=storage.episode_start,
     )
     if priorities is not None:
         data["priorities"] = np.asarray(priorities)

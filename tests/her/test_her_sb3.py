@@ -484,6 +484,71 @@ def test_n_step_under_sb3_is_a_clear_error():
         HerReplayBuffer(100, env.observation_space, env.action_space, env, device="cpu", n_step=3)
 
 
+def feed_seeded_episodes(buffer: HerReplayBuffer) -> None:
+    """27 steps of seeded random values into a 2-env adapter of PointReach's spaces, as
+    stable-baselines3 adds them: episodes of 4-9 steps, one in progress per env at the
+    end. tests/her/data/sb3_adapter_148f048.pkl is this, fed and pickled by goalenvs
+    148f048 (whose buffer kept an observation once, one row more per episode)."""
+    space = buffer.observation_space.spaces
+    rng = np.random.default_rng(7)
+    lengths = [[5, 4, 7, 6, 9], [6, 7, 4, 5, 8]]
+    left = [lengths[0].pop(0), lengths[1].pop(0)]
+    obs = {k: rng.uniform(-1, 1, (2, *s.shape)).astype(np.float32) for k, s in space.items()}
+    for _ in range(27):
+        nxt = {k: rng.uniform(-1, 1, (2, *s.shape)).astype(np.float32) for k, s in space.items()}
+        left = [n - 1 for n in left]
+        done = np.array([n == 0 for n in left])
+        infos = [{"TimeLimit.truncated": bool(d)} for d in done]
+        action = rng.uniform(-1, 1, (2, 2)).astype(np.float32)
+        reward = rng.uniform(-1, 0, 2).astype(np.float32)
+        buffer.add(obs, nxt, action, reward, done, infos)
+        for e in range(2):
+            if done[e]:
+                left[e] = lengths[e].pop(0)
+                for k in nxt:
+                    nxt[k][e] = rng.uniform(-1, 1, nxt[k][e].shape)
+        obs = nxt
+
+
+def test_a_buffer_pickled_by_goalenvs_148f048_holds_what_was_written() -> None:
+    # Every transition the old buffer still held, the two episodes in progress included
+    # (the old layout kept their rows apart from the complete episodes'), reads back as
+    # today's buffer fed the same steps holds it; the old one's smaller ring had retired
+    # one more episode of env 0.
+    import pickle
+
+    env = gym.make("goalenvs/PointReach-v0")
+    with open(Path(__file__).parent / "data" / "sb3_adapter_148f048.pkl", "rb") as f:
+        loaded = pickle.load(f)
+    fresh = HerReplayBuffer(
+        40, env.observation_space, env.action_space, env, device="cpu", n_envs=2,
+        n_sampled_goal=2, seed=3,
+    )  # fmt: skip
+    feed_seeded_episodes(fresh)
+    old, new = loaded.core, fresh.core
+    assert (old.n_transitions, old.episodes_in_progress, old.steps_added) == (15, 2, 27)
+    assert old.counters["sampleable_from"].tolist() == [16, 13]
+    for name in ("current_start", "sampleable_to", "newest_start"):
+        assert old.counters[name].tolist() == new.counters[name].tolist(), name
+    rows = new.rows
+    for e in range(2):
+        held = np.arange(int(old.counters["sampleable_from"][e]), 27) % rows
+        for name, values in new.fields.items():
+            if name != "episode_end":
+                np.testing.assert_array_equal(
+                    old.fields[name][held, e], values[held, e], err_msg=f"env {e} {name}"
+                )
+        starts = np.unique(new.fields["episode_start"][held[:-5], e]) % rows
+        np.testing.assert_array_equal(
+            old.fields["episode_end"][starts, e], new.fields["episode_end"][starts, e]
+        )
+    # It goes on: the episodes in progress end as the next steps come.
+    loaded.set_env(env)
+    feed_seeded_episodes(loaded)
+    assert loaded.core.episodes_in_progress == 2 and loaded.core.steps_added == 54
+    assert loaded.sample(8).rewards.shape == (8, 1)
+
+
 def test_a_buffer_pickled_by_goalenvs_0_1_0_loads_and_samples_as_it_did() -> None:
     # model.save_replay_buffer pickles the adapter; this file was pickled by goalenvs
     # 0.1.0 (2 envs, 27 steps of random values, one episode in progress per env), and the
