@@ -295,8 +295,9 @@ def _join_resumed(
 ) -> dict[str, Any]:
     """The record of a resumed run: ``meta`` (what the resuming part ran) keeping the first
     part's commit, command and load before it (``earlier``, whose last epoch was ``last``),
-    with ``resumed`` saying where and at which commit it went on, and the load samples of
-    both parts on the run's own clock."""
+    with ``resumed`` saying where and at which commit it went on (and, under ``earlier``,
+    where an earlier resume did), its lever, and the load samples of both parts on the
+    run's own clock."""
     first_commit = str(earlier["commit"]).split(" (resumed at ")[0]
     joined = {**meta, "command": earlier["command"]}
     joined["load_before"] = earlier["load_before"]
@@ -309,7 +310,10 @@ def _join_resumed(
         "at_env_steps": int(last["env_steps"]),
         "commit": meta["commit"],
         "command": meta["command"],
+        **({"earlier": earlier["resumed"]} if "resumed" in earlier else {}),
     }
+    if "lever" in earlier:  # what the run tried stays what its first part tried
+        joined["lever"] = earlier["lever"]
     both = [(earlier.get("load"), 0.0), (meta.get("load"), last["wall_time"])]
     parts: list[tuple[dict[str, Any], float]] = [(p, shift) for p, shift in both if p]
     if parts:

@@ -107,6 +107,17 @@ def test_a_resumed_fetch_run_keeps_its_first_commit_command_and_load(tmp_path, m
     assert meta["load"]["samples"] == [[0, 1.0], [2, 2.0], [4, 3.0]]
     assert (meta["load"]["min"], meta["load"]["max"], meta["load"]["mean"]) == (1.0, 3.0, 2.0)
     assert meta["env_steps_per_s"] == round(2400 / 7.0, 1)
+    # Resumed once more: the first resume stays under the second, the lever with the run.
+    meta["lever"] = "a lever"
+    (tmp_path / "results" / "slide_s0.json").write_text(json.dumps(meta))
+    with (run / "progress.csv").open("a") as f:
+        f.write("4,3200,9.0,0.5\n")
+    fetch.record("slide", 0, run, [2.5] * 3, later, resume, commit="ddd4444", floor=False)
+    again = json.loads((tmp_path / "results" / "slide_s0.json").read_text())
+    assert again["commit"] == "aaa1111 (resumed at ddd4444)"
+    assert again["resumed"]["at_env_steps"] == 2400
+    assert again["resumed"]["earlier"] == meta["resumed"]
+    assert again["lever"] == "a lever"
     # A new run in the same place (its first epoch differs) replaces the record.
     (run / "progress.csv").write_text(header + "1,800,2.5,0.0\n2,1600,5.0,0.1\n3,2400,8,0.2\n")
     fetch.record("slide", 0, run, [0.1] * 3, None, first, commit="ccc3333", floor=False)
