@@ -186,8 +186,9 @@ def records(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 if isinstance(load, list) and isinstance(after, list) and load and after:
                     record.setdefault("load_span", _span([load[0], after[0]]))
                 for field, rule in spec.get("set", {}).items():
-                    if field not in record:
-                        record[field] = rule["values"][str(record[rule["from"]])]
+                    key = str(record[rule["from"]])
+                    if field not in record or key in rule.get("over", ()):
+                        record[field] = rule["values"][key]
                 found.append(record)
     return found
 
@@ -295,7 +296,8 @@ def draw(name: str, spec: dict[str, Any]) -> str:
 def log_body(record: dict[str, Any]) -> str:
     """A recorded command's output: its markdown tables as they are, its other lines in a
     text block, under a line naming the command, commit and CPU."""
-    parts = [f"`{record['command']}` at commit {record['commit']} on {record['cpu']}."]
+    load = f", load {record['load_span']}" if record.get("load_span") else ""
+    parts = [f"`{record['command']}` at commit {record['commit']} on {record['cpu']}{load}."]
     table: list[str] = []
     text: list[str] = []
     for line in [*record["output"].strip().splitlines(), ""]:
@@ -343,6 +345,11 @@ AGGREGATE: dict[str, Any] = {
     "min": lambda xs, f: cell(min(xs), f),
     # the seeds' median and IQR of first env steps to a mark, as `goalenvs plot` prints them
     "seeds": lambda xs, f: mark_summary([x for x in xs if x is not None]).removeprefix(": "),
+    # the same after how many of the seeds reached it, as `goalenvs plot` prints it
+    "reached": lambda xs, f: (
+        f"{sum(x is not None for x in xs)} of {len(xs)} reached"
+        + mark_summary([x for x in xs if x is not None])
+    ),
 }
 
 
