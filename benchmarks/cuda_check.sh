@@ -32,7 +32,7 @@ timeout 330 $python -m pytest -q -p no:cacheprovider -rfE "${workers[@]}" tests 
     > "$out/suite.txt" 2>&1
 echo "suite: exit $? ($(tail -n 1 "$out/suite.txt"))"
 
-before=$(wc -l < benchmarks/results/scaling.jsonl)
+before=$(cat benchmarks/results/scaling.jsonl 2>/dev/null | wc -l)  # none yet: 0
 timeout 240 $python benchmarks/scaling.py --device cuda --cycles 5 \
     --modes preset workers replay floor > "$out/scaling.txt" 2>&1
 echo "scaling: exit $?"
