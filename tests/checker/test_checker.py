@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import re
+import threading
 from types import ModuleType
 
 import gymnasium as gym
@@ -25,7 +27,7 @@ from goalenvs.checker import (
     check_goal_env,
     load,
 )
-from goalenvs.checker.context import Context
+from goalenvs.checker.context import WALL_FACTOR, Context, EnvTimeoutError, Worker, timed_out
 from goalenvs.checker.probe import fmt, perturbed
 from goalenvs.checker.registry import Check
 from goalenvs.checker.report import CheckResult
@@ -358,6 +360,37 @@ def test_hanging_step_is_a_finding_and_the_run_still_reports():
     assert any("hung" in (r.note or "") for r in skipped)
     # Checks that need no env call still ran.
     assert report.result("space.dict").status == "passed"
+
+
+def test_a_call_times_out_on_cpu_and_wall_time_or_long_wall_time_never_on_load_alone():
+    limit = 10.0
+    assert not timed_out(wall=4 * limit, cpu=0.5 * limit, limit=limit)  # a loaded machine
+    assert timed_out(wall=1.2 * limit, cpu=limit, limit=limit)  # a busy loop
+    assert timed_out(wall=WALL_FACTOR * limit, cpu=0.0, limit=limit)  # a sleep
+    assert not timed_out(wall=0.9 * limit, cpu=0.9 * limit, limit=limit)
+
+    # Fake clocks: each read of the wall clock is a second later, the CPU clock a tenth.
+    def clocks(release=None, at=0.0):
+        ticks = itertools.count()
+
+        def wall():
+            now = float(next(ticks))
+            if release is not None and now >= at:
+                release.set()
+            return now
+
+        return wall, lambda: 0.1 * wall()
+
+    loaded = threading.Event()
+    worker = Worker(clocks(loaded, at=3 * 2.0))  # returns after 3x its limit of wall time
+    assert worker.run(lambda: loaded.wait() and "done", (), {}, 2.0) == "done"
+    asleep = threading.Event()
+    hung = Worker(clocks())
+    with pytest.raises(EnvTimeoutError, match="did not return within 2 s"):
+        hung.run(asleep.wait, (), {}, 2.0)
+    asleep.set()
+    worker.close()
+    hung.close()
 
 
 def test_exception_inside_a_check_is_a_finding_not_a_crash():
