@@ -389,9 +389,15 @@ class VecRun:
                         value[i] = obs[key]
         return value
 
+    def new_starts(self, t: int) -> np.ndarray:
+        """Rows whose returned observation at step ``t`` is a new episode's first."""
+        if self.mode == AutoresetMode.SAME_STEP:
+            return self.steps[t].done.copy()
+        return self.reset_rows(t)  # next-step's restarted rows; none when disabled
+
     def where(self, t: int) -> str:
-        """``step t``, noting an autoreset step."""
-        restarted = np.flatnonzero(self.reset_rows(t))
+        """``step t``, noting the sub-envs it restarted."""
+        restarted = np.flatnonzero(self.new_starts(t))
         if restarted.size:
             return f"step {t} (autoreset of sub-envs {listing(restarted)})"
         return f"step {t}"

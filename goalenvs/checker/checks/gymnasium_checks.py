@@ -7,9 +7,6 @@ import re
 from goalenvs.checker.context import Context
 from goalenvs.checker.registry import Outcome, register
 
-# --------------------------------------------------------------------------- gymnasium
-
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

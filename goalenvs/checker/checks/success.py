@@ -24,8 +24,6 @@ from goalenvs.checker.seek import goal_distance
 
 GOAL_PAIR = ("achieved_goal", "desired_goal")
 
-# --------------------------------------------------------------------------- is_success
-
 _SUCCESS_LIKE = re.compile(r"succe|reached|solved|goal_achieved", re.IGNORECASE)
 
 

@@ -48,11 +48,6 @@ from goalenvs.core import GOAL_KEYS
 from goalenvs.core.backend import is_tensor
 
 VECTOR = ("vector",)
-_MODE_NAMES = {
-    AutoresetMode.NEXT_STEP: "next-step",
-    AutoresetMode.SAME_STEP: "same-step",
-    AutoresetMode.DISABLED: "disabled",
-}
 
 # --------------------------------------------------------------------------- helpers
 
@@ -90,16 +85,7 @@ def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _mode_name(mode: AutoresetMode) -> str:
-    return _MODE_NAMES.get(mode, str(mode))
-
-
-def _new_starts(run: VecRun, t: int) -> np.ndarray:
-    """Rows whose returned observation at step ``t`` is a new episode's first."""
-    if run.mode == AutoresetMode.NEXT_STEP:
-        return run.reset_rows(t)
-    if run.mode == AutoresetMode.SAME_STEP:
-        return run.steps[t].done.copy()
-    return np.zeros(run.num_envs, bool)
+    return mode.name.lower().replace("_", "-")  # next-step, same-step, disabled
 
 
 # --------------------------------------------------------------------------- the batch
@@ -199,19 +185,12 @@ def check_result_batch(ctx: Context, out: Outcome) -> None:
 def _batches(run: VecRun) -> list[tuple[str, Any]]:
     found: list[tuple[str, Any]] = [("reset", run.reset_obs)]
     for t, step in enumerate(run.steps):
-        found.append(
-            (run.where(t) if run.mode != AutoresetMode.SAME_STEP else _same_where(run, t), step.obs)
-        )
+        found.append((run.where(t), step.obs))
         if step.mask_reset_obs is not None:
             found.append(
                 (f"reset(options={{'reset_mask': ...}}) after step {t}", step.mask_reset_obs)
             )
     return found
-
-
-def _same_where(run: VecRun, t: int) -> str:
-    ended = np.flatnonzero(run.steps[t].done)
-    return f"step {t} (autoreset of sub-envs {listing(ended)})" if ended.size else f"step {t}"
 
 
 @register(
@@ -715,9 +694,7 @@ def check_goal_batch(ctx: Context, out: Outcome) -> None:
     infos = [row_infos(run.steps[t].info, n) for t in range(steps)]
     if methods.per_row:
         leading: Any = np.empty((steps, n), dtype=object)
-        for t in range(steps):
-            for i in range(n):
-                leading[t, i] = infos[t][i]
+        leading[:] = infos  # a (steps, n) object array of the per-row dicts
         per_step = infos
     else:
         leading = {
@@ -974,9 +951,16 @@ def _not_goal_truncated(
 # --------------------------------------------------------------------------- sub-envs apart
 
 
+def _obs_pairs(a: object, b: object, suffix: str = "") -> list[tuple[str, Any, Any]]:
+    """(what, value in a, value in b) of each key of two observation dicts."""
+    if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
+        return []
+    return [(f"obs[{k!r}]{suffix}", a[k], b.get(k)) for k in a]
+
+
 def _step_pairs(a: VecStep, b: VecStep, success: str) -> list[tuple[str, Any, Any]]:
     """(what, value in a, value in b) of everything two runs' step returned."""
-    pairs = [(f"obs[{k!r}]", a.obs[k], b.obs.get(k)) for k in a.obs]
+    pairs = _obs_pairs(a.obs, b.obs)
     pairs += [(f, getattr(a, f), getattr(b, f)) for f in ("reward", "terminated", "truncated")]
     if "is_success" in a.info and "is_success" in b.info:
         pairs.append((success, a.info["is_success"], b.info["is_success"]))
@@ -989,34 +973,19 @@ def _first_difference(
     """The first (step, row, what, value in a, value in b) where two runs differ; step -1
     is the reset."""
     select = slice(None) if rows is None else rows
-    if isinstance(a.reset_obs, Mapping) and isinstance(b.reset_obs, Mapping):
-        for key in a.reset_obs:
-            x, y = np.asarray(a.reset_obs[key])[select], np.asarray(b.reset_obs.get(key))[select]
-            diff = np.flatnonzero(~rows_equal(x, y))
-            if diff.size:
-                i = int(diff[0])
-                return -1, i, f"obs[{key!r}]", x[i], y[i]
-    for t in range(min(len(a.steps), len(b.steps))):
-        sa, sb = a.steps[t], b.steps[t]
-        pairs = _step_pairs(sa, sb, "is_success")
-        if isinstance(sa.mask_reset_obs, Mapping) and isinstance(sb.mask_reset_obs, Mapping):
-            pairs += [
-                (
-                    f"obs[{k!r}] after the masked reset",
-                    sa.mask_reset_obs[k],
-                    sb.mask_reset_obs.get(k),
-                )
-                for k in sa.mask_reset_obs
-            ]
-        for what, x, y in pairs:
-            x, y = np.asarray(x), np.asarray(y)
-            if x.ndim == 0 or y.ndim == 0:
-                continue  # not one value per sub-env: vector.success / vector.result_batch
-            x, y = x[select], y[select]
-            diff = np.flatnonzero(~rows_equal(x, y))
-            if diff.size:
-                i = int(diff[0])
-                return t, i, what, x[i], y[i]
+    compared = [(-1, *pair) for pair in _obs_pairs(a.reset_obs, b.reset_obs)]
+    for t, (sa, sb) in enumerate(zip(a.steps, b.steps, strict=False)):
+        masked = _obs_pairs(sa.mask_reset_obs, sb.mask_reset_obs, " after the masked reset")
+        compared += [(t, *pair) for pair in _step_pairs(sa, sb, "is_success") + masked]
+    for t, what, x, y in compared:
+        x, y = np.asarray(x), np.asarray(y)
+        if x.ndim == 0 or y.ndim == 0:
+            continue  # not one value per sub-env: vector.success / vector.result_batch
+        x, y = x[select], y[select]
+        diff = np.flatnonzero(~rows_equal(x, y))
+        if diff.size:
+            i = int(diff[0])
+            return t, i, what, x[i], y[i]
     return None
 
 
@@ -1090,7 +1059,7 @@ def episode_starts(run: VecRun) -> list[list[tuple[int, dict[str, np.ndarray]]]]
     for t, step in enumerate(run.steps):
         if not isinstance(step.obs, Mapping):
             break
-        for i in np.flatnonzero(_new_starts(run, t)).tolist():
+        for i in np.flatnonzero(run.new_starts(t)).tolist():
             starts[i].append((t, row(step.obs, i)))
         if step.mask_reset is not None and isinstance(step.mask_reset_obs, Mapping):
             for i in np.flatnonzero(step.mask_reset).tolist():
@@ -1165,7 +1134,7 @@ def check_sub_envs_differ(ctx: Context, out: Outcome) -> None:
         return
     alike, groups = 0, 0
     for t in range(len(run.steps)):
-        rows = np.flatnonzero(_new_starts(run, t))
+        rows = np.flatnonzero(run.new_starts(t))
         if rows.size < 2:
             continue
         groups += 1
@@ -1219,7 +1188,7 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
     for t in range(min(len(again.steps), len(probe.steps))):
         a, b = again.steps[t], probe.steps[t]
         if diverged is not None and t >= diverged:
-            active &= ~(_new_starts(again, t) | _new_starts(probe, t))
+            active &= ~(again.new_starts(t) | probe.new_starts(t))
             if t > 0:
                 prior = again.steps[t - 1].mask_reset
                 if prior is not None:
