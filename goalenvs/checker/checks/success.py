@@ -368,11 +368,7 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
         )
 
 
-@register(
-    "success.terminates",
-    "warning",
-    "success ends the episode always or never",
-)
+@register("success.terminates", "warning", "success ends the episode always or never")
 def check_success_terminates(ctx: Context, out: Outcome) -> None:
     wins = [s for s, ok in _success_steps(ctx) if ok]
     ended = [s for s in wins if s.terminated]

@@ -47,8 +47,6 @@ from goalenvs.checker.vector_probe import (
 from goalenvs.core import GOAL_KEYS
 from goalenvs.core.backend import is_tensor
 
-VECTOR = ("vector",)
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -91,12 +89,7 @@ def _mode_name(mode: AutoresetMode) -> str:
 # --------------------------------------------------------------------------- the batch
 
 
-@register(
-    "vector.num_envs",
-    "warning",
-    "the vector env has two sub-envs or more",
-    VECTOR,
-)
+@register("vector.num_envs", "warning", "the vector env has two sub-envs or more")
 def check_num_envs(ctx: Context, out: Outcome) -> None:
     if num_envs(ctx) == 1:
         out.fail(
@@ -108,10 +101,7 @@ def check_num_envs(ctx: Context, out: Outcome) -> None:
 
 
 @register(
-    "vector.spaces",
-    "error",
-    "the batched spaces are the single spaces batched num_envs times",
-    VECTOR,
+    "vector.spaces", "error", "the batched spaces are the single spaces batched num_envs times"
 )
 def check_vector_spaces(ctx: Context, out: Outcome) -> None:
     env = ctx.env
@@ -173,7 +163,6 @@ def _brief(space: object) -> str:
     "vector.result_batch",
     "error",
     "reset and step return gymnasium's vector API with one value per sub-env",
-    VECTOR,
 )
 def check_result_batch(ctx: Context, out: Outcome) -> None:
     run = vector_rollout(ctx)
@@ -197,7 +186,6 @@ def _batches(run: VecRun) -> list[tuple[str, Any]]:
     "vector.obs_batch",
     "error",
     "every observation batch has num_envs rows of the single space's shape and dtype",
-    VECTOR,
 )
 def check_obs_batch(ctx: Context, out: Outcome) -> None:
     space = single_space(ctx)
@@ -260,7 +248,6 @@ def _rows_outside(space: spaces.Space, value: np.ndarray) -> np.ndarray:
     "vector.obs_fresh",
     "error",
     "returned batches are fresh arrays, not views of env state changed by later steps",
-    VECTOR,
 )
 def check_vector_obs_fresh(ctx: Context, out: Outcome) -> None:
     run = _run(ctx)
@@ -284,7 +271,6 @@ def check_vector_obs_fresh(ctx: Context, out: Outcome) -> None:
     "vector.autoreset_mode",
     "error",
     "the env resets ended sub-envs the way metadata['autoreset_mode'] declares",
-    VECTOR,
 )
 def check_autoreset_mode(ctx: Context, out: Outcome) -> None:
     mode, problem = declared_mode(ctx.env)
@@ -414,7 +400,6 @@ def _check_masked_resets(run: VecRun, out: Outcome) -> None:
     "vector.final_obs",
     "error",
     "same-step autoreset: final_obs and final_info hold each ended episode's last step",
-    VECTOR,
 )
 def check_final_obs(ctx: Context, out: Outcome) -> None:
     space = single_space(ctx)
@@ -657,7 +642,6 @@ def _match(ctx: Context, out: Outcome, name: str, field: str) -> None:
     "vector.reward_match",
     "error",
     "rewards equal compute_reward of each sub-env's returned goals (final_obs where it ended)",
-    VECTOR,
 )
 def check_vector_reward_match(ctx: Context, out: Outcome) -> None:
     _match(ctx, out, "compute_reward", "reward")
@@ -667,7 +651,6 @@ def check_vector_reward_match(ctx: Context, out: Outcome) -> None:
     "vector.terminated_match",
     "error",
     "terminations equal compute_terminated of each sub-env's returned goals",
-    VECTOR,
 )
 def check_vector_terminated_match(ctx: Context, out: Outcome) -> None:
     _match(ctx, out, "compute_terminated", "terminated")
@@ -677,7 +660,6 @@ def check_vector_terminated_match(ctx: Context, out: Outcome) -> None:
     "vector.goal_batch",
     "error",
     "the goal functions give each sub-env its own value on every leading shape",
-    VECTOR,
 )
 def check_goal_batch(ctx: Context, out: Outcome) -> None:
     methods = goal_methods(ctx)
@@ -763,10 +745,7 @@ def check_goal_batch(ctx: Context, out: Outcome) -> None:
 
 
 @register(
-    "vector.success",
-    "error",
-    "info['is_success'] holds one value per sub-env, with its mask",
-    VECTOR,
+    "vector.success", "error", "info['is_success'] holds one value per sub-env, with its mask"
 )
 def check_vector_success(ctx: Context, out: Outcome) -> None:
     run = _run(ctx)
@@ -839,10 +818,7 @@ def check_vector_success(ctx: Context, out: Outcome) -> None:
 
 
 @register(
-    "vector.goal_fixed",
-    "error",
-    "each sub-env keeps its desired goal until its own episode ends",
-    VECTOR,
+    "vector.goal_fixed", "error", "each sub-env keeps its desired goal until its own episode ends"
 )
 def check_vector_goal_fixed(ctx: Context, out: Outcome) -> None:
     single_space(ctx)
@@ -875,12 +851,7 @@ def check_vector_goal_fixed(ctx: Context, out: Outcome) -> None:
         out.fail(f"{first[0]} ({count} rows over the rollout)", first[1])
 
 
-@register(
-    "vector.time_limit",
-    "error",
-    "each sub-env counts its own steps to the time limit",
-    VECTOR,
-)
+@register("vector.time_limit", "error", "each sub-env counts its own steps to the time limit")
 def check_vector_time_limit(ctx: Context, out: Outcome) -> None:
     run = _run(ctx)
     n = run.num_envs
@@ -990,10 +961,7 @@ def _first_difference(
 
 
 @register(
-    "vector.seed",
-    "warning",
-    "the same seed and actions give the same batch, autoresets included",
-    VECTOR,
+    "vector.seed", "warning", "the same seed and actions give the same batch, autoresets included"
 )
 def check_vector_seed(ctx: Context, out: Outcome) -> None:
     first = _run(ctx)
@@ -1077,7 +1045,6 @@ def _same_start(a: Mapping, b: Mapping) -> bool:
     "vector.episodes_vary",
     "warning",
     "each sub-env's autoresets draw new episodes, not its first one again",
-    VECTOR,
 )
 def check_episodes_vary(ctx: Context, out: Outcome) -> None:
     single_space(ctx)
@@ -1107,12 +1074,7 @@ def check_episodes_vary(ctx: Context, out: Outcome) -> None:
     )
 
 
-@register(
-    "vector.sub_envs_differ",
-    "warning",
-    "the sub-envs are not copies of one another",
-    VECTOR,
-)
+@register("vector.sub_envs_differ", "warning", "the sub-envs are not copies of one another")
 def check_sub_envs_differ(ctx: Context, out: Outcome) -> None:
     single_space(ctx)
     run = vector_rollout(ctx)
@@ -1149,12 +1111,7 @@ def check_sub_envs_differ(ctx: Context, out: Outcome) -> None:
         )
 
 
-@register(
-    "vector.isolation",
-    "error",
-    "changing one sub-env's actions changes no other sub-env",
-    VECTOR,
-)
+@register("vector.isolation", "error", "changing one sub-env's actions changes no other sub-env")
 def check_isolation(ctx: Context, out: Outcome) -> None:
     run = _run(ctx)
     n = run.num_envs
@@ -1219,7 +1176,6 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
     "vector.device",
     "error",
     "a torch env returns every result, mask and goal-function value on its device",
-    VECTOR,
 )
 def check_vector_device(ctx: Context, out: Outcome) -> None:
     run = vector_rollout(ctx)
@@ -1278,7 +1234,6 @@ def check_vector_device(ctx: Context, out: Outcome) -> None:
     "vector.single_equal",
     "error",
     "the vector env equals gymnasium's SyncVectorEnv of its single env",
-    VECTOR,
 )
 def check_single_equal(ctx: Context, out: Outcome) -> None:
     if ctx.single_factory is None:
