@@ -195,14 +195,9 @@ def declared_limit(env: object) -> int | None:
 
 # Keyword arguments a vector env's spec carries that a single env does not take.
 VECTOR_ONLY_KWARGS = (
-    "num_envs",
-    "vectorization_mode",
-    "vector_kwargs",
-    "wrappers",
-    "autoreset_mode",
-    "device",
+    "num_envs", "vectorization_mode", "vector_kwargs", "wrappers", "autoreset_mode", "device",
     "max_episode_steps",
-)
+)  # fmt: skip
 
 
 def single_env_factory(env: object) -> Callable[[], gym.Env] | None:
