@@ -543,19 +543,20 @@ def _parse_step(
     run: VecRun, t: int, where: str, actions: np.ndarray, ret: object
 ) -> VecStep | None:
     n = run.num_envs
+
+    def problem(message: str) -> None:
+        run.problems.append((where, message))
+
     if not isinstance(ret, tuple) or len(ret) != 5:
-        run.problems.append(
-            (
-                where,
-                f"step returned {_shape_of(ret)}, expected (obs, rewards, terminations, "
-                "truncations, infos)",
-            )
+        problem(
+            f"step returned {_shape_of(ret)}, expected (obs, rewards, terminations, "
+            "truncations, infos)"
         )
         run.stopped = "step did not return five values"
         return None
     obs, reward, terminated, truncated, info = ret
     if not isinstance(info, Mapping):
-        run.problems.append((where, f"infos is a {type(info).__name__}, expected a dict"))
+        problem(f"infos is a {type(info).__name__}, expected a dict")
         info = {}
     _note_kinds(
         run, where, obs, info, rewards=reward, terminations=terminated, truncations=truncated
@@ -568,19 +569,17 @@ def _parse_step(
     ):
         array = np.asarray(to_numpy(value))
         if array.shape != (n,):
-            run.problems.append(
-                (where, f"{name} has shape {array.shape}, expected (num_envs,) = ({n},)")
-            )
+            problem(f"{name} has shape {array.shape}, expected (num_envs,) = ({n},)")
             if array.size == 1:
                 array = np.full(n, array.reshape(-1)[0])
             else:
                 run.stopped = f"{name} does not hold one value per sub-env"
                 return None
         if kind == "b" and array.dtype != np.bool_:
-            run.problems.append((where, f"{name} has dtype {array.dtype}, expected bool"))
+            problem(f"{name} has dtype {array.dtype}, expected bool")
             array = array.astype(bool)
         if kind == "f" and array.dtype.kind not in "fiu":
-            run.problems.append((where, f"{name} has dtype {array.dtype}, expected float"))
+            problem(f"{name} has dtype {array.dtype}, expected float")
             array = array.astype(np.float64)
         arrays[name] = array
     step = VecStep(
