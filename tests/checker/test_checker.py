@@ -572,38 +572,6 @@ def test_goalenvs_env_passes_with_no_error_and_no_warning(env_id):
 
 
 @pytest.mark.slow
-def test_highway_parking_pays_its_collision_penalty_outside_compute_reward():
-    installed("highway_env")
-    env, factory, _ = load("highway_env:parking-v0")
-    report = check_goal_env(env, factory=factory, steps=60, checks=["reward.step_match"])
-    (finding,) = report.result("reward.step_match").findings
-    assert "'crashed': True" in finding.message
-    step_reward = float(finding.message.split("step returned reward = ")[1].split(" ")[0])
-    computed = float(finding.message.split(") = ")[-1].split(" ")[0])
-    # highway_env/envs/parking_env.py: reward += config["collision_reward"] * crashed
-    assert step_reward - computed == pytest.approx(-5.0, abs=1e-4)
-
-
-@pytest.mark.slow
-def test_point_maze_terminated_is_not_vectorized_and_success_key_differs():
-    robotics = installed("gymnasium_robotics")
-    gym.register_envs(robotics)
-    env = gym.make("PointMaze_UMaze-v3", continuing_task=False)
-    report = check_goal_env(
-        env, steps=50, checks=["terminated.batch", "success.present", "reward.batch"]
-    )
-    assert report.result("reward.batch").status == "passed"
-    assert "not vectorized" in _messages(report, "terminated.batch")
-    assert "['success']" in _messages(report, "success.present")
-    terminated = env.get_wrapper_attr("compute_terminated")
-    ag = np.zeros((2, 2))
-    dg = np.array([[0.0, 0.0], [5.0, 5.0]])
-    # the defect itself: one pair at its goal, one far away, and one bool for both
-    assert terminated(ag[0], dg[0], None) is True
-    assert terminated(ag, dg, None) is False
-
-
-@pytest.mark.slow
 def test_point_maze_verdict_two_errors_one_warning_and_the_new_checks_clean():
     robotics = installed("gymnasium_robotics")
     gym.register_envs(robotics)
@@ -611,6 +579,15 @@ def test_point_maze_verdict_two_errors_one_warning_and_the_new_checks_clean():
     report = check_goal_env(make_maze(), factory=make_maze)
     assert report.failed_ids("error") == {"terminated.batch", "success.present"}, str(report)
     assert report.failed_ids("warning") == {"reward.dtype"}, str(report)
+    assert report.result("reward.batch").status == "passed"
+    assert "not vectorized" in _messages(report, "terminated.batch")
+    assert "['success']" in _messages(report, "success.present")  # the key it uses
+    # the defect itself: one pair at its goal, one far away, and one bool for both
+    terminated = make_maze().get_wrapper_attr("compute_terminated")
+    ag = np.zeros((2, 2))
+    dg = np.array([[0.0, 0.0], [5.0, 5.0]])
+    assert terminated(ag[0], dg[0], None) is True
+    assert terminated(ag, dg, None) is False
     # a MuJoCo env is not deep-copied (the copy would break its renderer's OpenGL state):
     # the probe says so and steps the env itself
     assert "a MuJoCo env" in report.probe["not_copied"]
@@ -663,6 +640,12 @@ def test_highway_parking_verdict_two_errors_and_the_missing_compute_terminated()
     # the crash penalty paid outside compute_reward, and no episode length: it declares
     # none and ends episodes by crashes and a duration in seconds
     assert report.failed_ids("error") == {"reward.step_match", "episode.length"}, str(report)
+    (finding,) = report.result("reward.step_match").findings
+    assert "'crashed': True" in finding.message
+    step_reward = float(finding.message.split("step returned reward = ")[1].split(" ")[0])
+    computed = float(finding.message.split(") = ")[-1].split(" ")[0])
+    # highway_env/envs/parking_env.py: reward += config["collision_reward"] * crashed
+    assert step_reward - computed == pytest.approx(-5.0, abs=1e-4)
     assert report.failed_ids("warning") == {"reward.dtype", "terminated.present"}, str(report)
     assert "terminations of relabeled goals are not recomputed" in _messages(
         report, "terminated.present"
