@@ -147,15 +147,14 @@ def test_vector_defect_is_caught_with_its_check_id_and_severity(defect):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_replayed_first_episode_is_found_in_every_mode_and_its_twin_varies(mode):
+def test_a_replayed_first_episode_is_found_in_every_mode(mode):
     broken = run_check(ToyVecReach(num_envs=8, autoreset_mode=mode, defect="replays_first_episode"))
     (finding,) = broken.result("vector.episodes_vary").findings
     t, i = map(int, re.match(r"step (\d+), sub-env (\d+)", finding.where).groups())
     assert f"sub-env {i}'s episode from step {t} starts at" in finding.message
     assert "training sees one episode per sub-env" in finding.message
     assert broken.failed_ids() == {"vector.episodes_vary"}, str(broken)
-    twin = run_check(ToyVecReach(num_envs=8, autoreset_mode=mode))
-    assert twin.result("vector.episodes_vary").status == "passed", str(twin)
+    # its twin, the correct toy in the same mode: test_the_correct_toy_is_clean_in_every_mode
 
 
 def test_an_unseeded_autoreset_names_the_sub_env_and_the_step_of_its_autoreset():
