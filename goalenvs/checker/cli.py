@@ -122,9 +122,7 @@ def run(args: argparse.Namespace) -> int:
         ("--max-episode-steps", args.max_episode_steps, 1),
     )
     for name, value, minimum in limits:
-        if value is None:
-            continue
-        if value < minimum:
+        if value is not None and value < minimum:
             print(f"goalenvs check: {name} must be >= {minimum}, got {value}", file=sys.stderr)
             return 2
     if not args.timeout > 0:

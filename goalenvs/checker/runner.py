@@ -38,9 +38,7 @@ def _run_one(ctx: Context, check: Check) -> CheckResult:
     start = time.perf_counter()
     try:
         check.func(ctx, out)
-    except SkipCheckError as reason:
-        result.status, result.note = "skipped", str(reason)
-    except EnvHungError as reason:
+    except (SkipCheckError, EnvHungError) as reason:
         result.status, result.note = "skipped", str(reason)
     except EnvTimeoutError as reason:
         result.status = "skipped"
