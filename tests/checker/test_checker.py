@@ -366,7 +366,9 @@ def test_a_call_times_out_on_cpu_and_wall_time_or_long_wall_time_never_on_load_a
     assert timed_out(wall=WALL_FACTOR * limit, cpu=0.0, limit=limit)  # a sleep
     assert not timed_out(wall=0.9 * limit, cpu=0.9 * limit, limit=limit)
 
-    # Fake clocks: each read of the wall clock is a second later, the CPU clock a tenth.
+    # Fake clocks: every read moves the wall clock a second on, and the process gets a
+    # tenth of it in CPU time (a loaded machine); at ``at`` the call is let go and the
+    # clocks stop, so how fast the threads really run does not matter.
     def clocks(release=None, at=0.0):
         ticks = itertools.count()
 
@@ -374,6 +376,7 @@ def test_a_call_times_out_on_cpu_and_wall_time_or_long_wall_time_never_on_load_a
             now = float(next(ticks))
             if release is not None and now >= at:
                 release.set()
+                return at
             return now
 
         return wall, lambda: 0.1 * wall()
