@@ -454,13 +454,11 @@ def test_render_check_draws_off_screen_with_the_dummy_driver_unless_one_is_chose
 
 
 def test_table_rendering_shows_failures_evidence_and_footer():
-    report = run_check(make("reward_constant"))
-    text = str(report)
-    assert "reward.goal_dependent" in text
-    assert "compute_reward = -1.0 for all" in text
-    assert "CPU" in text and "error(s)" in text
-    # the footer counts failed checks, not findings, and the findings apart
+    # (a defect's evidence in the printed table: test_error_exits_1_and_prints_the_evidence)
     report = run_check(make("success_inverted"))  # 2 checks fail with 4 findings
+    text = str(report)
+    assert "success.consistent" in text and "is_success=" in text and "CPU" in text
+    # the footer counts failed checks, not findings, and the findings apart
     failed = report.failed_ids("error")
     findings = sum(len(report.result(c).findings) for c in report.failed_ids())
     assert len(report.errors) > len(failed), "the example needs a check with two findings"
