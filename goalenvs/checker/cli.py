@@ -14,7 +14,6 @@ import contextlib
 import functools
 import json
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -65,8 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="seconds one env call may take before it is reported and the env abandoned "
-        "(default: %(default)s)",
+        help="seconds one env call may take, in wall and CPU time (or 5x that in wall time "
+        "alone), before it is reported and the env abandoned (default: %(default)s)",
     )
     parser.add_argument("--verbose", action="store_true", help="list passed and skipped checks too")
     parser.add_argument(
@@ -123,9 +122,7 @@ def run(args: argparse.Namespace) -> int:
         ("--max-episode-steps", args.max_episode_steps, 1),
     )
     for name, value, minimum in limits:
-        if value is None:
-            continue
-        if value < minimum:
+        if value is not None and value < minimum:
             print(f"goalenvs check: {name} must be >= {minimum}, got {value}", file=sys.stderr)
             return 2
     if not args.timeout > 0:
@@ -226,24 +223,17 @@ def _fingerprint(
 
 
 def _load_with_timeout(build: Callable[[], Any], timeout: float, late: str = "") -> Any:
-    """``build()`` (the loader with its arguments) on a daemon thread: a constructor that
-    hangs is a load error (``late``, when given, is its message)."""
+    """``build()`` (the loader with its arguments) on a daemon thread, timed out as an env
+    call is: a constructor that hangs is a load error (``late``, when given, is its message)."""
     from goalenvs.checker import LoadError
+    from goalenvs.checker.context import EnvTimeoutError, Worker
 
-    box: list = []
-
-    def target() -> None:
-        try:
-            box.append((True, build()))
-        except BaseException as error:  # handed to the caller
-            box.append((False, error))
-
-    thread = threading.Thread(target=target, name="goalenvs-check-load", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if not box:
-        raise LoadError(late or f"building the env did not return within --timeout {timeout:g} s")
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
+    worker = Worker()
+    try:
+        return worker.run(build, (), {}, timeout)
+    except EnvTimeoutError:
+        raise LoadError(
+            late or f"building the env did not return within --timeout {timeout:g} s"
+        ) from None
+    finally:
+        worker.close()

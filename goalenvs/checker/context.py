@@ -14,6 +14,7 @@ import contextlib
 import os
 import queue
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -81,10 +82,25 @@ def error_origin(error: BaseException) -> str | None:
     return f"{path}:{frame.lineno}, in {frame.name}"
 
 
-class _Worker:
-    """One daemon thread that runs env calls; a caller waits at most ``timeout`` seconds."""
+# A call is timed out once it has run for the limit both in wall time and in the process's
+# CPU time (all its threads: a busy loop), or for WALL_FACTOR times the limit in wall time
+# whatever its CPU time (a sleep, a lock, a pipe that never answers). A slow call on a
+# loaded machine gets more wall time instead of a false api.timeout.
+WALL_FACTOR = 5.0
+CLOCKS = (time.perf_counter, time.process_time)  # (wall, CPU): the tests pass fake ones
 
-    def __init__(self) -> None:
+
+def timed_out(wall: float, cpu: float, limit: float) -> bool:
+    """Whether a call that has run ``wall`` seconds, the process using ``cpu`` seconds of
+    CPU time meanwhile, is past its time ``limit``."""
+    return wall >= limit and (cpu >= limit or wall >= WALL_FACTOR * limit)
+
+
+class Worker:
+    """One daemon thread that runs env calls; a caller waits until :func:`timed_out`."""
+
+    def __init__(self, clocks: tuple[Callable[[], float], Callable[[], float]] = CLOCKS) -> None:
+        self._clocks = clocks
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="goalenvs-check-env", daemon=True)
         self._thread.start()
@@ -102,11 +118,15 @@ class _Worker:
             done.set()
 
     def run(self, fn: Callable, args: tuple, kwargs: dict, timeout: float) -> object:
+        """``fn(*args, **kwargs)`` on the thread; :class:`EnvTimeoutError` once timed out."""
         box: list = []
         done = threading.Event()
         self._jobs.put((fn, args, kwargs, box, done))
-        if not done.wait(timeout):
-            raise EnvTimeoutError(f"did not return within {timeout:g} s")
+        wall, cpu = self._clocks
+        wall0, cpu0 = wall(), cpu()
+        while not done.wait(min(timeout, 0.1)):
+            if timed_out(wall() - wall0, cpu() - cpu0, timeout):
+                raise EnvTimeoutError(f"did not return within {timeout:g} s")
         ok, value = box[0]
         if not ok:
             raise value
@@ -144,7 +164,7 @@ class Context:
         self.hung: str | None = None
         # (source, message) of the warnings gymnasium emitted about this env
         self.gym_warnings: list[tuple[str, str]] = []
-        self._worker = _Worker()
+        self._worker = Worker()
         self._cache: dict[str, object] = {}
         self._cache_errors: dict[str, BaseException] = {}
         # what checks measured about the env for its users (the episode length an env

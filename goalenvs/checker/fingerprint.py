@@ -43,14 +43,9 @@ DIGITS = 6
 # The per-step keys in the order they are compared; step 0 (the reset) has no reward,
 # terminated or truncated.
 STEP_KEYS = (
-    "observation",
-    "achieved_goal",
-    "desired_goal",
-    "reward",
-    "terminated",
-    "truncated",
+    "observation", "achieved_goal", "desired_goal", "reward", "terminated", "truncated",
     "is_success",
-)
+)  # fmt: skip
 
 
 class FingerprintError(ValueError):

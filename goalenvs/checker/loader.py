@@ -1,18 +1,9 @@
 """Turns a SPEC string into an env and a factory that builds more of the same env.
 
-SPEC forms:
-
-- a registered id: ``goalenvs/PointReach-v0`` (gymnasium's ``gym.make``);
-- gymnasium's ``module:EnvId``: ``highway_env:parking-v0`` (imports the module, which
-  registers the id, then ``gym.make``);
-- ``package.module:ClassOrFactory``: an env class or a function returning an env;
-- ``path/to/file.py:ClassOrFactory``: the same, from a file.
-
-The forms are :mod:`goalenvs.envspec`'s, shared by every command. A class or factory may
-build a :class:`gymnasium.vector.VectorEnv`: it is detected and checked as one.
-:func:`load_vector` builds a vector env from any form: a registered id through
-``gym.make_vec`` (``num_envs``, ``vectorization_mode``, ``device``), a factory with those
-keywords, or gymnasium's ``SyncVectorEnv`` of a single env's copies.
+The SPEC forms (a registered id, ``module:EnvId``, ``package.module:ClassOrFactory``,
+``path/to/file.py:ClassOrFactory``) are :mod:`goalenvs.envspec`'s, shared by every
+command; a class or factory may build a vector env, which is then checked as one.
+:func:`load_vector` builds a vector env from any form.
 """
 
 from __future__ import annotations

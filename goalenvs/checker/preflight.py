@@ -24,23 +24,11 @@ from goalenvs.checker.runner import check_goal_env
 # runs the goal-seeking probe; together they cost one rollout of PREFLIGHT_STEPS steps
 # and a few batched goal-function calls.
 PREFLIGHT_CHECKS = (
-    "api.reset",
-    "api.step",
-    "space.dict",
-    "space.goal_match",
-    "reward.present",
-    "reward.signature",
-    "reward.shape",
-    "reward.batch",
-    "terminated.batch",
-    "truncated.batch",
-    "success.present",
-    "success.bool",
-    "episode.ends",
-    "episode.length",
-    "episode.length_declared",
-    "compat.goalenvs_her",
-)
+    "api.reset", "api.step", "space.dict", "space.goal_match", "reward.present",
+    "reward.signature", "reward.shape", "reward.batch", "terminated.batch", "truncated.batch",
+    "success.present", "success.bool", "episode.ends", "episode.length",
+    "episode.length_declared", "compat.goalenvs_her",
+)  # fmt: skip
 # As the checker's default rollout: an episode this long without truncation never ends.
 PREFLIGHT_STEPS = 200
 

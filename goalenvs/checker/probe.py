@@ -196,44 +196,35 @@ def parse_step(ret: object, where: str, problems: list) -> tuple | None:
     """``(obs, reward, terminated, truncated, info)`` of what ``step`` returned, as a float
     and two bools, or None when it is not a 5-tuple; each deviation from gymnasium's API
     is appended to ``problems`` as ``(where, message)``."""
+
+    def problem(message: str) -> None:
+        problems.append((where, message))
+
     if not isinstance(ret, tuple) or len(ret) != 5:
         n = f"length {len(ret)}" if isinstance(ret, tuple) else "not a tuple"
-        problems.append(
-            (
-                where,
-                f"step returned {type(ret).__name__} ({n}), expected "
-                "(obs, reward, terminated, truncated, info)",
-            )
+        problem(
+            f"step returned {type(ret).__name__} ({n}), expected "
+            "(obs, reward, terminated, truncated, info)"
         )
         return None
     obs, reward, terminated, truncated, info = ret
     if not is_real_scalar(reward):
-        problems.append(
-            (
-                where,
-                f"reward is {fmt(reward)} of type {type(reward).__name__}, expected a real "
-                "scalar (float)",
-            )
+        problem(
+            f"reward is {fmt(reward)} of type {type(reward).__name__}, expected a real "
+            "scalar (float)"
         )
     for name, value in (("terminated", terminated), ("truncated", truncated)):
         if not isinstance(value, (bool, np.bool_)):
-            problems.append(
-                (where, f"{name} is {fmt(value)} of type {type(value).__name__}, expected a bool")
-            )
+            problem(f"{name} is {fmt(value)} of type {type(value).__name__}, expected a bool")
     if not isinstance(info, dict):
-        problems.append((where, f"info is a {type(info).__name__}, expected a dict"))
+        problem(f"info is a {type(info).__name__}, expected a dict")
         info = {}
     try:
         reward_value = float(np.asarray(reward, dtype=np.float64).reshape(-1)[0])
     except (TypeError, ValueError, IndexError):
         reward_value = float("nan")
-    return (
-        obs,
-        reward_value,
-        bool(np.asarray(terminated).reshape(-1)[0]),
-        bool(np.asarray(truncated).reshape(-1)[0]),
-        info,
-    )
+    flags = [bool(np.asarray(flag).reshape(-1)[0]) for flag in (terminated, truncated)]
+    return obs, reward_value, *flags, info
 
 
 def rollout(ctx: Context) -> Rollout:

@@ -39,10 +39,13 @@ CHECKS: dict[str, Check] = {}
 
 
 def register(
-    check_id: str, severity: str, title: str, targets: tuple[str, ...] = ("env",)
+    check_id: str, severity: str, title: str, targets: tuple[str, ...] | None = None
 ) -> Callable:
     """Decorator that registers ``func(ctx, out)`` as check ``check_id``; ``targets`` says
-    whether it checks single envs, vector envs or both."""
+    whether it checks single envs, vector envs or both (default: vector envs for the
+    ``vector.*`` ids, single envs for the others)."""
+    if targets is None:
+        targets = ("vector",) if check_id.startswith("vector.") else ("env",)
     if severity not in SEVERITIES:
         raise ValueError(f"severity={severity!r} is not valid; expected one of {SEVERITIES}")
     if not targets or any(t not in TARGETS for t in targets):

@@ -38,9 +38,7 @@ def _run_one(ctx: Context, check: Check) -> CheckResult:
     start = time.perf_counter()
     try:
         check.func(ctx, out)
-    except SkipCheckError as reason:
-        result.status, result.note = "skipped", str(reason)
-    except EnvHungError as reason:
+    except (SkipCheckError, EnvHungError) as reason:
         result.status, result.note = "skipped", str(reason)
     except EnvTimeoutError as reason:
         result.status = "skipped"
@@ -85,8 +83,9 @@ def check_goal_env(
             for a vector env, batched steps, and at least two episodes of its declared
             length.
         seed: seeds the rollouts, the action space and the checker's own random draws.
-        timeout: seconds one env call may take before it is a finding and the env is
-            abandoned.
+        timeout: seconds one env call may take, in wall time and in the process's CPU
+            time (or five times that in wall time alone: a sleep), before it is a finding
+            and the env is abandoned; load on the machine alone never times a call out.
         factory: builds a fresh env with extra keyword arguments (``render_mode=...``);
             by default ``gym.make(env.spec, ...)`` when the env has a spec, else only the
             env's own render mode is checked.

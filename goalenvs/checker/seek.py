@@ -1,23 +1,9 @@
-"""The goal-seeking probe: steps at and near the desired goal.
+"""The goal-seeking probe: steps at and near the desired goal, which a random rollout
+rarely reaches (docs/checks.md#goal-probe says how it drives the env there).
 
-A random-action rollout rarely comes near the goal of a small continuous task, so what
-only shows there (is_success and the reward drawing the line at different distances, a
-step that terminates on success while compute_terminated disagrees) needs steps that go
-there on purpose. The probe drives the env toward its desired goal:
-
-* where the env can be deep-copied, every step tries several candidate actions, each on
-  a copy of the current state, and keeps the copy that ends nearest the goal (the step's
-  reward breaks ties); every candidate step is kept as a sample, so the samples cover
-  many distances from the goal;
-* where it cannot (copies that do not step alike share state with the env, as a physics
-  server does), it steps the env itself with the action a linear model of the rollout
-  predicts to halve the distance to the goal.
-
-Candidate actions: the model's action at several scales and a few random actions for a
-``Box``; every action of a small ``Discrete`` space. The probe runs on a separate env
-built by the factory (never the env under check, whose state the copies could share)
-and stops at :data:`SEEK_SECONDS` of CPU time or :data:`SEEK_WALL_SECONDS` of wall time
-(an env that waits: a simulator process, a sleep); :class:`GoalProbe` says how it went.
+It runs on a separate env built by the factory (never the env under check, whose state
+the copies could share) and stops at :data:`SEEK_SECONDS` of CPU time or
+:data:`SEEK_WALL_SECONDS` of wall time; :class:`GoalProbe` says how it went.
 """
 
 from __future__ import annotations

@@ -195,14 +195,9 @@ def declared_limit(env: object) -> int | None:
 
 # Keyword arguments a vector env's spec carries that a single env does not take.
 VECTOR_ONLY_KWARGS = (
-    "num_envs",
-    "vectorization_mode",
-    "vector_kwargs",
-    "wrappers",
-    "autoreset_mode",
-    "device",
+    "num_envs", "vectorization_mode", "vector_kwargs", "wrappers", "autoreset_mode", "device",
     "max_episode_steps",
-)
+)  # fmt: skip
 
 
 def single_env_factory(env: object) -> Callable[[], gym.Env] | None:
@@ -275,19 +270,13 @@ def info_rows(info: Mapping, rows: list[int]) -> dict[int, dict[str, object]]:
         for key, value in info.items():
             if key.startswith("_") or key in FINAL_KEYS:
                 continue
-            mask = info.get("_" + key)
-            if isinstance(value, Mapping):
-                nested = info_rows(value, rows)
-                for i in rows:
-                    if mask is None or bool(np.asarray(to_numpy(mask))[i]):
-                        out[i][key] = nested[i]
+            keep = _mask(info.get("_" + key))
+            nested = isinstance(value, Mapping)
+            array: Any = info_rows(value, rows) if nested else to_numpy(value)
+            if not nested and (not isinstance(array, np.ndarray) or array.ndim == 0):
                 continue
-            array = to_numpy(value)
-            if not isinstance(array, np.ndarray) or array.ndim == 0:
-                continue
-            keep = None if mask is None else np.asarray(to_numpy(mask))
             for i in rows:
-                if i < len(array) and (keep is None or bool(keep[i])):
+                if (nested or i < len(array)) and (keep is None or bool(keep[i])):
                     out[i][key] = array[i]
         return out
     items = list(info) if isinstance(info, (list, tuple, np.ndarray)) else []
@@ -325,13 +314,11 @@ class VecStep:
     final_info_present: bool = False
     final_info: dict[int, dict[str, object]] = field(default_factory=dict)
     final_info_mask: np.ndarray | None = None
-    final_info_form: str | None = None  # "dict of arrays" / "array of dicts"
     final_ref: object = None  # info["final_obs"] as returned (read again after the next step)
     obs_ref: object = None  # the obs as returned (read again after the next step)
     # disabled autoreset: the reset(options={"reset_mask": ...}) the driver sent after it
     mask_reset: np.ndarray | None = None
     mask_reset_obs: Any = None
-    mask_reset_info: dict[str, object] | None = None
 
     @property
     def done(self) -> np.ndarray:
@@ -347,7 +334,6 @@ class VecRun:
     num_envs: int
     seed: int
     reset_obs: Any = None
-    reset_info: dict[str, object] = field(default_factory=dict)
     steps: list[VecStep] = field(default_factory=list)
     # (where, what) of every value whose kind (numpy, tensor on a device) was seen,
     # first sighting of each (what, kind)
@@ -389,9 +375,15 @@ class VecRun:
                         value[i] = obs[key]
         return value
 
+    def new_starts(self, t: int) -> np.ndarray:
+        """Rows whose returned observation at step ``t`` is a new episode's first."""
+        if self.mode == AutoresetMode.SAME_STEP:
+            return self.steps[t].done.copy()
+        return self.reset_rows(t)  # next-step's restarted rows; none when disabled
+
     def where(self, t: int) -> str:
-        """``step t``, noting an autoreset step."""
-        restarted = np.flatnonzero(self.reset_rows(t))
+        """``step t``, noting the sub-envs it restarted."""
+        restarted = np.flatnonzero(self.new_starts(t))
         if restarted.size:
             return f"step {t} (autoreset of sub-envs {listing(restarted)})"
         return f"step {t}"
@@ -472,7 +464,6 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
         return run
     run.arrays = env_arrays(ret[0])
     run.reset_obs = to_numpy(ret[0])
-    run.reset_info = per_env_info(ret[1])
     _note_kinds(run, "reset", ret[0], ret[1])
     previous: VecStep | None = None
     for t, batch in enumerate(actions):
@@ -503,7 +494,6 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
                 return run
             step.mask_reset = done.copy()
             step.mask_reset_obs = to_numpy(ret[0])
-            step.mask_reset_info = per_env_info(ret[1]) if isinstance(ret[1], Mapping) else {}
     return run
 
 
@@ -553,19 +543,20 @@ def _parse_step(
     run: VecRun, t: int, where: str, actions: np.ndarray, ret: object
 ) -> VecStep | None:
     n = run.num_envs
+
+    def problem(message: str) -> None:
+        run.problems.append((where, message))
+
     if not isinstance(ret, tuple) or len(ret) != 5:
-        run.problems.append(
-            (
-                where,
-                f"step returned {_shape_of(ret)}, expected (obs, rewards, terminations, "
-                "truncations, infos)",
-            )
+        problem(
+            f"step returned {_shape_of(ret)}, expected (obs, rewards, terminations, "
+            "truncations, infos)"
         )
         run.stopped = "step did not return five values"
         return None
     obs, reward, terminated, truncated, info = ret
     if not isinstance(info, Mapping):
-        run.problems.append((where, f"infos is a {type(info).__name__}, expected a dict"))
+        problem(f"infos is a {type(info).__name__}, expected a dict")
         info = {}
     _note_kinds(
         run, where, obs, info, rewards=reward, terminations=terminated, truncations=truncated
@@ -578,19 +569,17 @@ def _parse_step(
     ):
         array = np.asarray(to_numpy(value))
         if array.shape != (n,):
-            run.problems.append(
-                (where, f"{name} has shape {array.shape}, expected (num_envs,) = ({n},)")
-            )
+            problem(f"{name} has shape {array.shape}, expected (num_envs,) = ({n},)")
             if array.size == 1:
                 array = np.full(n, array.reshape(-1)[0])
             else:
                 run.stopped = f"{name} does not hold one value per sub-env"
                 return None
         if kind == "b" and array.dtype != np.bool_:
-            run.problems.append((where, f"{name} has dtype {array.dtype}, expected bool"))
+            problem(f"{name} has dtype {array.dtype}, expected bool")
             array = array.astype(bool)
         if kind == "f" and array.dtype.kind not in "fiu":
-            run.problems.append((where, f"{name} has dtype {array.dtype}, expected float"))
+            problem(f"{name} has dtype {array.dtype}, expected float")
             array = array.astype(np.float64)
         arrays[name] = array
     step = VecStep(
@@ -603,23 +592,21 @@ def _parse_step(
         per_env_info(info),
         obs_ref=obs,
     )
-    done = step.done
-    ended = np.flatnonzero(done).tolist()
+    ended = np.flatnonzero(step.done).tolist()
     final = info.get("final_obs", info.get("final_observation"))
     if final is not None:
-        step.final_present = True
-        step.final_ref = final
-        mask = info.get("_final_obs", info.get("_final_observation"))
-        step.final_obs_mask = None if mask is None else np.asarray(to_numpy(mask))
+        step.final_present, step.final_ref = True, final
+        step.final_obs_mask = _mask(info.get("_final_obs", info.get("_final_observation")))
         step.final_obs = final_obs_rows(final, ended)
     if "final_info" in info:
         step.final_info_present = True
-        value = info["final_info"]
-        step.final_info_form = "dict of arrays" if isinstance(value, Mapping) else "array of dicts"
-        mask = info.get("_final_info")
-        step.final_info_mask = None if mask is None else np.asarray(to_numpy(mask))
-        step.final_info = info_rows(value, ended)
+        step.final_info_mask = _mask(info.get("_final_info"))
+        step.final_info = info_rows(info["final_info"], ended)
     return step
+
+
+def _mask(value: object) -> np.ndarray | None:
+    return None if value is None else np.asarray(to_numpy(value))
 
 
 def _compare_refs(run: VecRun, step: VecStep, where: str) -> None:

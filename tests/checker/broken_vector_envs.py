@@ -29,154 +29,67 @@ SPEED = 0.1  # an action of 1 moves the point this far along an axis
 LIMIT = 20  # steps per episode
 
 # defect -> (check id that must catch it, severity, autoreset mode it runs in, what is wrong)
+# fmt: off
 VECTOR_DEFECTS: dict[str, tuple[str, str, str, str]] = {
-    "unbatched_space": (
-        "vector.spaces",
-        "error",
-        "next_step",
-        "observation_space is the single space, not batched",
-    ),
-    "final_obs_missing": (
-        "vector.final_obs",
-        "error",
-        "same_step",
-        "same-step autoreset without final_obs: the last observation is lost",
-    ),
-    "final_obs_aliased": (
-        "vector.final_obs",
-        "error",
-        "same_step",
-        "final_obs holds views of the state the reset overwrites",
-    ),
-    "declares_next_does_same": (
-        "vector.autoreset_mode",
-        "error",
-        "next_step",
-        "declares next-step, resets in the step that ends the episode",
-    ),
-    "mode_string": (
-        "vector.autoreset_mode",
-        "error",
-        "next_step",
-        "metadata['autoreset_mode'] is the string 'next_step'",
-    ),
-    "ignores_reset_mask": (
-        "vector.autoreset_mode",
-        "error",
-        "disabled",
-        "reset(options={'reset_mask': m}) resets every sub-env",
-    ),
-    "reward_after_reset": (
-        "vector.reward_match",
-        "error",
-        "same_step",
-        "reward computed after the reset: a success pays -1",
-    ),
-    "redraw_all_goals": (
-        "vector.goal_fixed",
-        "error",
-        "next_step",
-        "an autoreset redraws every sub-env's goal",
-    ),
-    "shared_counter": (
-        "vector.time_limit",
-        "error",
-        "next_step",
-        "one step counter for the whole vector",
-    ),
-    "counter_reset_by_any": (
-        "vector.time_limit",
-        "error",
-        "next_step",
-        "the step counter restarts whenever any sub-env resets",
-    ),
-    "norm_axis1": (
-        "vector.goal_batch",
-        "error",
-        "next_step",
-        "compute_reward reduces over axis=1: (T, N, k) goals break",
-    ),
-    "success_terminates_all": (
-        "vector.terminated_match",
-        "error",
-        "next_step",
-        "one sub-env's success terminates all",
-    ),
-    "actions_scaled_by_batch": (
-        "vector.isolation",
-        "error",
-        "next_step",
-        "step divides the actions by the batch's largest",
-    ),
-    "success_scalar": (
-        "vector.success",
-        "error",
-        "next_step",
-        "info['is_success'] is one number for the batch",
-    ),
-    "dtype_drift": (
-        "vector.obs_batch",
-        "error",
-        "next_step",
-        "autoreset steps return float64 observations",
-    ),
-    "obs_view": (
-        "vector.obs_fresh",
-        "error",
-        "next_step",
-        "obs['achieved_goal'] is a view of the positions",
-    ),
-    "step_raises": (
-        "vector.result_batch",
-        "error",
-        "next_step",
-        "step raises on the 6th step",
-    ),
-    "copies": (
-        "vector.sub_envs_differ",
-        "warning",
-        "next_step",
-        "every sub-env seeded with the same seed",
-    ),
-    "unseeded_autoreset": (
-        "vector.seed",
-        "warning",
-        "next_step",
-        "autoresets draw from an unseeded generator",
-    ),
-    "replays_first_episode": (
-        "vector.episodes_vary",
-        "warning",
-        "next_step",
-        "each autoreset re-seeds its sub-env with its first seed: the first episode again",
-    ),
+    "unbatched_space": ("vector.spaces", "error", "next_step",
+        "observation_space is the single space, not batched"),
+    "final_obs_missing": ("vector.final_obs", "error", "same_step",
+        "same-step autoreset without final_obs: the last observation is lost"),
+    "final_obs_aliased": ("vector.final_obs", "error", "same_step",
+        "final_obs holds views of the state the reset overwrites"),
+    "declares_next_does_same": ("vector.autoreset_mode", "error", "next_step",
+        "declares next-step, resets in the step that ends the episode"),
+    "mode_string": ("vector.autoreset_mode", "error", "next_step",
+        "metadata['autoreset_mode'] is the string 'next_step'"),
+    "ignores_reset_mask": ("vector.autoreset_mode", "error", "disabled",
+        "reset(options={'reset_mask': m}) resets every sub-env"),
+    "reward_after_reset": ("vector.reward_match", "error", "same_step",
+        "reward computed after the reset: a success pays -1"),
+    "redraw_all_goals": ("vector.goal_fixed", "error", "next_step",
+        "an autoreset redraws every sub-env's goal"),
+    "shared_counter": ("vector.time_limit", "error", "next_step",
+        "one step counter for the whole vector"),
+    "counter_reset_by_any": ("vector.time_limit", "error", "next_step",
+        "the step counter restarts whenever any sub-env resets"),
+    "norm_axis1": ("vector.goal_batch", "error", "next_step",
+        "compute_reward reduces over axis=1: (T, N, k) goals break"),
+    "success_terminates_all": ("vector.terminated_match", "error", "next_step",
+        "one sub-env's success terminates all"),
+    "actions_scaled_by_batch": ("vector.isolation", "error", "next_step",
+        "step divides the actions by the batch's largest"),
+    "success_scalar": ("vector.success", "error", "next_step",
+        "info['is_success'] is one number for the batch"),
+    "dtype_drift": ("vector.obs_batch", "error", "next_step",
+        "autoreset steps return float64 observations"),
+    "obs_view": ("vector.obs_fresh", "error", "next_step",
+        "obs['achieved_goal'] is a view of the positions"),
+    "step_raises": ("vector.result_batch", "error", "next_step", "step raises on the 6th step"),
+    "copies": ("vector.sub_envs_differ", "warning", "next_step",
+        "every sub-env seeded with the same seed"),
+    "unseeded_autoreset": ("vector.seed", "warning", "next_step",
+        "autoresets draw from an unseeded generator"),
+    "replays_first_episode": ("vector.episodes_vary", "warning", "next_step",
+        "each autoreset re-seeds its sub-env with its first seed: the first episode again"),
 }
+# fmt: on
 
 # Defects of the torch variant (ToyTorchVecReach).
+# fmt: off
 TORCH_DEFECTS: dict[str, tuple[str, str, str, str]] = {
-    "numpy_rewards": (
-        "vector.device",
-        "error",
-        "next_step",
-        "a torch env returns its rewards as numpy",
-    ),
-    "numpy_compute_reward": (
-        "vector.device",
-        "error",
-        "next_step",
-        "compute_reward of tensors returns numpy",
-    ),
+    "numpy_rewards": ("vector.device", "error", "next_step",
+        "a torch env returns its rewards as numpy"),
+    "numpy_compute_reward": ("vector.device", "error", "next_step",
+        "compute_reward of tensors returns numpy"),
 }
+# fmt: on
 
 # Defects seen only against the single env (gym.make_vec of TOY_VEC_ID).
+# fmt: off
 SINGLE_DEFECTS: dict[str, tuple[str, str, str, str]] = {
-    "single_drift": (
-        "vector.single_equal",
-        "error",
-        "next_step",
-        "the vector env moves 10% further than its single env",
-    ),
+    "single_drift": ("vector.single_equal", "error", "next_step",
+        "the vector env moves 10% further than its single env"),
 }
+# fmt: on
 
 
 def _observation_space() -> spaces.Dict:

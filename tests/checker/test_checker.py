@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import re
+import threading
 from types import ModuleType
 
 import gymnasium as gym
@@ -25,7 +27,7 @@ from goalenvs.checker import (
     check_goal_env,
     load,
 )
-from goalenvs.checker.context import Context
+from goalenvs.checker.context import WALL_FACTOR, Context, EnvTimeoutError, Worker, timed_out
 from goalenvs.checker.probe import fmt, perturbed
 from goalenvs.checker.registry import Check
 from goalenvs.checker.report import CheckResult
@@ -73,6 +75,42 @@ def test_library_has_at_least_twenty_distinct_defects_across_categories():
         assert CHECKS[check_id].severity == severity
 
 
+# What a defect's findings say (a check's skip note included): defect -> check -> texts.
+EVIDENCE = {
+    "success_always": {
+        "success.consistent": (
+            "is_success=True (every step of the rollout says so)",
+            "reward -1",
+            "0 at the goal",
+        )
+    },
+    "reward_noise": {"reward.batch": ("batch reward[", "single reward = ", "achieved_goal=[")},
+    "success_key": {"success.present": ("['success']",)},  # the key the env uses
+    "info_none_fails": {
+        "reward.info_forms": (
+            "with info as None",
+            "works with info as: a list of the step info dicts",
+        )
+    },
+    "info_required": {
+        "reward.info_forms": (
+            "with info as [{}] * B (SB3's default): KeyError: 'penalty'",
+            "HerReplayBuffer(copy_info_dict=True)",
+            "HerReplayBuffer(info_keys=('penalty',))",
+        )
+    },
+    "aliased_obs": {"api.obs_fresh": ("obs['achieved_goal'] returned as [", "later read [")},
+    # the env's exception in compute_reward is a finding, named with the call
+    "info_key_missing": {
+        "reward.step_match": ("compute_reward(step goals, step info) raised KeyError: 'penalty'",)
+    },
+    # an uncallable signature is reported once, not by every reward check
+    "two_arg_reward": {"reward.batch": ("see reward.signature",)},
+    # the env has no spec: seeding is checked on the object
+    "global_rng": {"seed.reset": ("reset(seed=1000) returned obs['desired_goal']",)},
+}
+
+
 @pytest.mark.parametrize("defect", list(DEFECTS))
 def test_defect_is_caught_with_its_check_id_and_severity(defect):
     check_id, severity, _, _ = DEFECTS[defect]
@@ -84,6 +122,9 @@ def test_defect_is_caught_with_its_check_id_and_severity(defect):
     assert result.status == "failed", str(report)
     assert result.severity == severity
     assert result.findings and all(f.message for f in result.findings)
+    for check_id, texts in EVIDENCE.get(defect, {}).items():
+        said = _messages(report, check_id) + (report.result(check_id).note or "")
+        assert all(text in said for text in texts), (texts, said)
     if severity == "error":
         assert not report.ok
     else:
@@ -189,15 +230,6 @@ class _WideActions(ToyReach):
         self.action_space = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
 
 
-def test_always_successful_is_success_contradicting_the_rewards_is_an_error():
-    report = run_check(make("success_always"))
-    assert "success.consistent" in report.failed_ids("error")
-    text = _messages(report, "success.consistent")
-    assert "is_success=True (every step of the rollout says so)" in text
-    assert "reward -1" in text and "0 at the goal" in text
-    assert not report.ok
-
-
 def test_success_that_ends_the_episode_only_sometimes_is_a_warning():
     env = ToyReach(terminate_every=2)
     report = run_check(env, checks=["success.consistent", "success.terminates"])
@@ -283,13 +315,6 @@ def test_step_match_evidence_names_step_goals_and_both_rewards():
     assert step_reward < computed  # the action penalty lowers the step's reward
 
 
-def test_batch_evidence_names_the_element_and_both_values():
-    report = run_check(make("reward_noise"))
-    text = _messages(report, "reward.batch")
-    assert "batch reward[" in text and "single reward = " in text
-    assert "achieved_goal=[" in text
-
-
 def test_unvectorized_reward_is_reported_once_with_all_batch_sizes_hidden():
     report = run_check(make("not_vectorized"))
     findings = report.result("reward.batch").findings
@@ -321,32 +346,6 @@ def test_random_reward_is_not_reported_as_reading_info():
     assert "reward.deterministic" in report.failed_ids("error")
 
 
-def test_success_key_warning_names_the_key_the_env_uses():
-    report = run_check(make("success_key"))
-    assert "['success']" in _messages(report, "success.present")
-
-
-def test_info_forms_failure_says_which_forms_work():
-    report = run_check(make("info_none_fails"))
-    text = _messages(report, "reward.info_forms")
-    assert "with info as None" in text
-    assert "works with info as: a list of the step info dicts" in text
-
-
-def test_info_forms_failure_names_the_her_setting_it_needs():
-    report = run_check(make("info_required"))
-    text = _messages(report, "reward.info_forms")
-    assert "with info as [{}] * B (SB3's default): KeyError: 'penalty'" in text
-    assert "HerReplayBuffer(copy_info_dict=True)" in text
-    assert "HerReplayBuffer(info_keys=('penalty',))" in text
-
-
-def test_aliasing_evidence_shows_returned_and_later_values():
-    report = run_check(make("aliased_obs"))
-    text = _messages(report, "api.obs_fresh")
-    assert "obs['achieved_goal'] returned as [" in text and "later read [" in text
-
-
 # --------------------------------------------------------------------------- robustness
 
 
@@ -358,6 +357,40 @@ def test_hanging_step_is_a_finding_and_the_run_still_reports():
     assert any("hung" in (r.note or "") for r in skipped)
     # Checks that need no env call still ran.
     assert report.result("space.dict").status == "passed"
+
+
+def test_a_call_times_out_on_cpu_and_wall_time_or_long_wall_time_never_on_load_alone():
+    limit = 10.0
+    assert not timed_out(wall=4 * limit, cpu=0.5 * limit, limit=limit)  # a loaded machine
+    assert timed_out(wall=1.2 * limit, cpu=limit, limit=limit)  # a busy loop
+    assert timed_out(wall=WALL_FACTOR * limit, cpu=0.0, limit=limit)  # a sleep
+    assert not timed_out(wall=0.9 * limit, cpu=0.9 * limit, limit=limit)
+
+    # Fake clocks: every read moves the wall clock a second on, and the process gets a
+    # tenth of it in CPU time (a loaded machine); at ``at`` the call is let go and the
+    # clocks stop, so how fast the threads really run does not matter.
+    def clocks(release=None, at=0.0):
+        ticks = itertools.count()
+
+        def wall():
+            now = float(next(ticks))
+            if release is not None and now >= at:
+                release.set()
+                return at
+            return now
+
+        return wall, lambda: 0.1 * wall()
+
+    loaded = threading.Event()
+    worker = Worker(clocks(loaded, at=3 * 2.0))  # returns after 3x its limit of wall time
+    assert worker.run(lambda: loaded.wait() and "done", (), {}, 2.0) == "done"
+    asleep = threading.Event()
+    hung = Worker(clocks())
+    with pytest.raises(EnvTimeoutError, match="did not return within 2 s"):
+        hung.run(asleep.wait, (), {}, 2.0)
+    asleep.set()
+    worker.close()
+    hung.close()
 
 
 def test_exception_inside_a_check_is_a_finding_not_a_crash():
@@ -374,25 +407,6 @@ def test_exception_inside_a_check_is_a_finding_not_a_crash():
     assert "ZeroDivisionError: boom" in result.findings[0].message
 
 
-def test_env_exception_in_compute_reward_is_a_finding():
-    report = run_check(make("info_key_missing"))
-    text = _messages(report, "reward.step_match")
-    assert "compute_reward(step goals, step info) raised KeyError: 'penalty'" in text
-
-
-def test_uncallable_signature_is_reported_once_not_by_every_reward_check():
-    report = run_check(make("two_arg_reward"))
-    assert "reward.signature" in report.failed_ids("error")
-    assert "see reward.signature" in (report.result("reward.batch").note or "")
-
-
-def test_seeding_checked_when_spec_is_none():
-    env = make("global_rng")
-    assert env.spec is None
-    report = run_check(env)
-    assert "reset(seed=1000) returned obs['desired_goal']" in _messages(report, "seed.reset")
-
-
 def test_bad_arguments_name_the_argument():
     with pytest.raises(ValueError, match="steps must be a positive integer, got 0"):
         check_goal_env(ToyReach(), steps=0)
@@ -403,17 +417,6 @@ def test_bad_arguments_name_the_argument():
 
 
 # --------------------------------------------------------------------------- report, API
-
-
-def test_json_lists_every_check_with_status_and_findings():
-    report = run_check(make("reward_float64"), checks=None)
-    data = json.loads(report.to_json())
-    # a single env's report: every check of single envs (vector.* are a vector env's)
-    assert [c["id"] for c in data["checks"]] == [c for c in CHECKS if "env" in CHECKS[c].targets]
-    assert data["ok"] is True and data["warnings"] == 1
-    dtype = next(c for c in data["checks"] if c["id"] == "reward.dtype")
-    assert dtype["status"] == "failed" and "float64" in dtype["findings"][0]["message"]
-    assert data["cpu_seconds"] > 0
 
 
 def test_sb3_her_finding_gives_the_shape_it_got_and_the_one_expected():
@@ -451,13 +454,11 @@ def test_render_check_draws_off_screen_with_the_dummy_driver_unless_one_is_chose
 
 
 def test_table_rendering_shows_failures_evidence_and_footer():
-    report = run_check(make("reward_constant"))
-    text = str(report)
-    assert "reward.goal_dependent" in text
-    assert "compute_reward = -1.0 for all" in text
-    assert "CPU" in text and "error(s)" in text
-    # the footer counts failed checks, not findings, and the findings apart
+    # (a defect's evidence in the printed table: test_error_exits_1_and_prints_the_evidence)
     report = run_check(make("success_inverted"))  # 2 checks fail with 4 findings
+    text = str(report)
+    assert "success.consistent" in text and "is_success=" in text and "CPU" in text
+    # the footer counts failed checks, not findings, and the findings apart
     failed = report.failed_ids("error")
     findings = sum(len(report.result(c).findings) for c in report.failed_ids())
     assert len(report.errors) > len(failed), "the example needs a check with two findings"
@@ -561,38 +562,6 @@ def test_goalenvs_env_passes_with_no_error_and_no_warning(env_id):
 
 
 @pytest.mark.slow
-def test_highway_parking_pays_its_collision_penalty_outside_compute_reward():
-    installed("highway_env")
-    env, factory, _ = load("highway_env:parking-v0")
-    report = check_goal_env(env, factory=factory, steps=60, checks=["reward.step_match"])
-    (finding,) = report.result("reward.step_match").findings
-    assert "'crashed': True" in finding.message
-    step_reward = float(finding.message.split("step returned reward = ")[1].split(" ")[0])
-    computed = float(finding.message.split(") = ")[-1].split(" ")[0])
-    # highway_env/envs/parking_env.py: reward += config["collision_reward"] * crashed
-    assert step_reward - computed == pytest.approx(-5.0, abs=1e-4)
-
-
-@pytest.mark.slow
-def test_point_maze_terminated_is_not_vectorized_and_success_key_differs():
-    robotics = installed("gymnasium_robotics")
-    gym.register_envs(robotics)
-    env = gym.make("PointMaze_UMaze-v3", continuing_task=False)
-    report = check_goal_env(
-        env, steps=50, checks=["terminated.batch", "success.present", "reward.batch"]
-    )
-    assert report.result("reward.batch").status == "passed"
-    assert "not vectorized" in _messages(report, "terminated.batch")
-    assert "['success']" in _messages(report, "success.present")
-    terminated = env.get_wrapper_attr("compute_terminated")
-    ag = np.zeros((2, 2))
-    dg = np.array([[0.0, 0.0], [5.0, 5.0]])
-    # the defect itself: one pair at its goal, one far away, and one bool for both
-    assert terminated(ag[0], dg[0], None) is True
-    assert terminated(ag, dg, None) is False
-
-
-@pytest.mark.slow
 def test_point_maze_verdict_two_errors_one_warning_and_the_new_checks_clean():
     robotics = installed("gymnasium_robotics")
     gym.register_envs(robotics)
@@ -600,6 +569,15 @@ def test_point_maze_verdict_two_errors_one_warning_and_the_new_checks_clean():
     report = check_goal_env(make_maze(), factory=make_maze)
     assert report.failed_ids("error") == {"terminated.batch", "success.present"}, str(report)
     assert report.failed_ids("warning") == {"reward.dtype"}, str(report)
+    assert report.result("reward.batch").status == "passed"
+    assert "not vectorized" in _messages(report, "terminated.batch")
+    assert "['success']" in _messages(report, "success.present")  # the key it uses
+    # the defect itself: one pair at its goal, one far away, and one bool for both
+    terminated = make_maze().get_wrapper_attr("compute_terminated")
+    ag = np.zeros((2, 2))
+    dg = np.array([[0.0, 0.0], [5.0, 5.0]])
+    assert terminated(ag[0], dg[0], None) is True
+    assert terminated(ag, dg, None) is False
     # a MuJoCo env is not deep-copied (the copy would break its renderer's OpenGL state):
     # the probe says so and steps the env itself
     assert "a MuJoCo env" in report.probe["not_copied"]
@@ -652,6 +630,12 @@ def test_highway_parking_verdict_two_errors_and_the_missing_compute_terminated()
     # the crash penalty paid outside compute_reward, and no episode length: it declares
     # none and ends episodes by crashes and a duration in seconds
     assert report.failed_ids("error") == {"reward.step_match", "episode.length"}, str(report)
+    (finding,) = report.result("reward.step_match").findings
+    assert "'crashed': True" in finding.message
+    step_reward = float(finding.message.split("step returned reward = ")[1].split(" ")[0])
+    computed = float(finding.message.split(") = ")[-1].split(" ")[0])
+    # highway_env/envs/parking_env.py: reward += config["collision_reward"] * crashed
+    assert step_reward - computed == pytest.approx(-5.0, abs=1e-4)
     assert report.failed_ids("warning") == {"reward.dtype", "terminated.present"}, str(report)
     assert "terminations of relabeled goals are not recomputed" in _messages(
         report, "terminated.present"

@@ -76,6 +76,9 @@ def test_json_parses_and_lists_every_check(capsys):
     assert [c["id"] for c in data["checks"]] == [c for c in CHECKS if "env" in CHECKS[c].targets]
     assert {c["status"] for c in data["checks"]} <= {"passed", "failed", "skipped"}
     assert data["warnings"] == 1 and data["errors"] == 0 and data["settings"]["steps"] == 100
+    assert data["ok"] is True and data["cpu_seconds"] > 0
+    dtype = next(c for c in data["checks"] if c["id"] == "reward.dtype")
+    assert dtype["status"] == "failed" and "float64" in dtype["findings"][0]["message"]
 
 
 def test_timeout_flag_reports_a_hanging_env(capsys):

@@ -97,18 +97,18 @@ def test_user_defect_is_caught_with_its_check_id_and_severity(defect):
     assert report.failed_ids() == {check_id} | CONSEQUENCES.get(defect, set()), str(report)
 
 
-def test_correct_cursor_and_push_like_look_alike_are_clean():
+def test_correct_cursor_is_clean():
     cursor = run(user_envs.make(), user_envs.make)
     assert_clean(cursor)
     assert cursor.result("probe.reached").status == "passed"
-    push = run(user_envs.make_push_like(), user_envs.make_push_like)
-    assert_clean(push)
-    # no single action moves the block before contact: neither now nor a step later
-    assert push.result("goal.achieved_current").status == "passed", str(push)
 
 
 def test_probe_that_cannot_reach_the_goal_says_so_in_the_plain_report():
+    # the push look-alike is correct: clean, but no single action moves its block before
+    # contact (neither now nor a step later), so the probe never reaches the goal
     report = run(user_envs.make_push_like(), user_envs.make_push_like)
+    assert_clean(report)
+    assert report.result("goal.achieved_current").status == "passed", str(report)
     (note,) = report.result("probe.reached").findings
     closest = float(re.search(r"no closer to desired_goal than ([0-9.]+)", note.message).group(1))
     assert closest == pytest.approx(report.probe["closest_distance"], abs=1e-4)

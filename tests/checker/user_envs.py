@@ -36,23 +36,16 @@ EPISODE_STEPS = 50  # the TimeLimit make() adds
 CONTACT = 0.1  # PushLike: the cursor moves the block within this distance
 
 # defect -> (check id that must catch it, its severity, what is wrong)
+# fmt: off
 USER_DEFECTS: dict[str, tuple[str, str, str]] = {
-    "success_radius_small": (
-        "success.near_goal",
-        "error",
-        "is_success within 0.02, the reward within 0.05, no termination",
-    ),
-    "success_late": (
-        "success.near_goal",
-        "error",
-        "is_success judged on the distance before the step (one step late)",
-    ),
-    "obs_lags": (
-        "goal.achieved_current",
-        "warning",
-        "the observation is built before the state update; reward and is_success after it",
-    ),
+    "success_radius_small": ("success.near_goal", "error",
+        "is_success within 0.02, the reward within 0.05, no termination"),
+    "success_late": ("success.near_goal", "error",
+        "is_success judged on the distance before the step (one step late)"),
+    "obs_lags": ("goal.achieved_current", "warning",
+        "the observation is built before the state update; reward and is_success after it"),
 }
+# fmt: on
 # What else a defect breaks, truly: a lagging observation makes the reward (paid for the
 # state after the step) differ from compute_reward of the goals returned, near the goal.
 CONSEQUENCES: dict[str, set[str]] = {"obs_lags": {"reward.step_match"}}

@@ -27,18 +27,9 @@ __all__ = ["CHECKS", "FAMILIES"]
 # The report order: family by family (each family keeps its own order of definition),
 # whatever order the imports above ran in.
 FAMILIES = (
-    "spaces",
-    "api",
-    "reward",
-    "termination",
-    "success",
-    "episodes",
-    "near_goal",
-    "render",
-    "compat",
-    "vector",
-    "gymnasium_checks",
-)
+    "spaces", "api", "reward", "termination", "success", "episodes", "near_goal", "render",
+    "compat", "vector", "gymnasium_checks",
+)  # fmt: skip
 
 
 def _family_rank(check_id: str) -> int:

@@ -13,8 +13,6 @@ from goalenvs.checker.context import Context, SkipCheckError
 from goalenvs.checker.probe import Rollout, fmt, goal_space, rollout, same
 from goalenvs.checker.registry import Outcome, register
 
-# --------------------------------------------------------------------------- API
-
 
 @register("api.reset", "error", "reset(seed=, options=) returns (obs, info)")
 def check_reset(ctx: Context, out: Outcome) -> None:

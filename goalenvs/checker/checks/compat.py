@@ -17,8 +17,6 @@ from goalenvs.checker.probe import (
 )
 from goalenvs.checker.registry import Outcome, register
 
-# --------------------------------------------------------------------------- compatibility
-
 
 def _transitions(ctx: Context) -> list[tuple[Any, StepRecord]]:
     """(previous obs, step) for every rollout step, the last step marked as an episode end."""

@@ -13,8 +13,6 @@ from goalenvs.checker.probe import copy_info, copy_obs, fmt, goal_space, rollout
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.checker.seek import goal_probe
 
-# --------------------------------------------------------------------------- episodes and seeding
-
 
 @register("goal.fixed", "warning", "the desired goal stays fixed within an episode")
 def check_goal_fixed(ctx: Context, out: Outcome) -> None:

@@ -7,9 +7,6 @@ import re
 from goalenvs.checker.context import Context
 from goalenvs.checker.registry import Outcome, register
 
-# --------------------------------------------------------------------------- gymnasium
-
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -66,10 +63,7 @@ def check_gym_notes(ctx: Context, out: Outcome) -> None:
 
 
 @register(
-    "api.timeout",
-    "error",
-    "every env call returns within the timeout",
-    targets=("env", "vector"),
+    "api.timeout", "error", "every env call returns within the timeout", targets=("env", "vector")
 )
 def check_timeout(ctx: Context, out: Outcome) -> None:
     for message in ctx.timeouts:

@@ -229,11 +229,7 @@ def check_episode_length(ctx: Context, out: Outcome) -> None:
     )
 
 
-@register(
-    "episode.length_declared",
-    "warning",
-    "the episode length is declared, not only measured",
-)
+@register("episode.length_declared", "warning", "the episode length is declared, not only measured")
 def check_episode_length_declared(ctx: Context, out: Outcome) -> None:
     if episode_length(ctx.env) is not None:
         return

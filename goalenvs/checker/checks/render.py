@@ -13,8 +13,6 @@ import numpy as np
 from goalenvs.checker.context import Context, EnvCallError, SkipCheckError, uses_mujoco
 from goalenvs.checker.registry import Outcome, register
 
-# --------------------------------------------------------------------------- rendering
-
 _RENDER_FORMS = {
     "rgb_array": "a uint8 array of shape (H, W, 3)",
     "rgb_array_list": "a list of uint8 arrays of shape (H, W, 3)",

@@ -36,8 +36,6 @@ from goalenvs.checker.probe import (
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.checker.seek import goal_probe
 
-# --------------------------------------------------------------------------- compute_reward
-
 
 @register("reward.present", "error", "compute_reward is defined and reachable through wrappers")
 def check_reward_present(ctx: Context, out: Outcome) -> None:

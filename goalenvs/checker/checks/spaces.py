@@ -10,8 +10,6 @@ from goalenvs.checker.probe import fmt, goal_space
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.core import GOAL_KEYS
 
-# --------------------------------------------------------------------------- spaces
-
 
 @register("space.dict", "error", "observation space is a Dict with the three goal keys")
 def check_space_dict(ctx: Context, out: Outcome) -> None:

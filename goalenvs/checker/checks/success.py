@@ -24,8 +24,6 @@ from goalenvs.checker.seek import goal_distance
 
 GOAL_PAIR = ("achieved_goal", "desired_goal")
 
-# --------------------------------------------------------------------------- is_success
-
 _SUCCESS_LIKE = re.compile(r"succe|reached|solved|goal_achieved", re.IGNORECASE)
 
 
@@ -370,11 +368,7 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
         )
 
 
-@register(
-    "success.terminates",
-    "warning",
-    "success ends the episode always or never",
-)
+@register("success.terminates", "warning", "success ends the episode always or never")
 def check_success_terminates(ctx: Context, out: Outcome) -> None:
     wins = [s for s, ok in _success_steps(ctx) if ok]
     ended = [s for s in wins if s.terminated]

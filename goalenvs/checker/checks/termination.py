@@ -11,8 +11,6 @@ from goalenvs.checker.context import Context
 from goalenvs.checker.probe import BATCH_SHAPES, evaluate_batches, fmt, goal_steps, is_bool_like
 from goalenvs.checker.registry import Outcome, register
 
-# --------------------------------------------------------------------------- terminated / truncated
-
 
 def _flag_checks(flag: str, step_title: str) -> tuple[Callable, Callable]:
     """Registers the batch and the step check of ``compute_<flag>``; returns them."""

@@ -47,13 +47,6 @@ from goalenvs.checker.vector_probe import (
 from goalenvs.core import GOAL_KEYS
 from goalenvs.core.backend import is_tensor
 
-VECTOR = ("vector",)
-_MODE_NAMES = {
-    AutoresetMode.NEXT_STEP: "next-step",
-    AutoresetMode.SAME_STEP: "same-step",
-    AutoresetMode.DISABLED: "disabled",
-}
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -90,27 +83,13 @@ def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _mode_name(mode: AutoresetMode) -> str:
-    return _MODE_NAMES.get(mode, str(mode))
-
-
-def _new_starts(run: VecRun, t: int) -> np.ndarray:
-    """Rows whose returned observation at step ``t`` is a new episode's first."""
-    if run.mode == AutoresetMode.NEXT_STEP:
-        return run.reset_rows(t)
-    if run.mode == AutoresetMode.SAME_STEP:
-        return run.steps[t].done.copy()
-    return np.zeros(run.num_envs, bool)
+    return mode.name.lower().replace("_", "-")  # next-step, same-step, disabled
 
 
 # --------------------------------------------------------------------------- the batch
 
 
-@register(
-    "vector.num_envs",
-    "warning",
-    "the vector env has two sub-envs or more",
-    VECTOR,
-)
+@register("vector.num_envs", "warning", "the vector env has two sub-envs or more")
 def check_num_envs(ctx: Context, out: Outcome) -> None:
     if num_envs(ctx) == 1:
         out.fail(
@@ -122,10 +101,7 @@ def check_num_envs(ctx: Context, out: Outcome) -> None:
 
 
 @register(
-    "vector.spaces",
-    "error",
-    "the batched spaces are the single spaces batched num_envs times",
-    VECTOR,
+    "vector.spaces", "error", "the batched spaces are the single spaces batched num_envs times"
 )
 def check_vector_spaces(ctx: Context, out: Outcome) -> None:
     env = ctx.env
@@ -187,7 +163,6 @@ def _brief(space: object) -> str:
     "vector.result_batch",
     "error",
     "reset and step return gymnasium's vector API with one value per sub-env",
-    VECTOR,
 )
 def check_result_batch(ctx: Context, out: Outcome) -> None:
     run = vector_rollout(ctx)
@@ -199,9 +174,7 @@ def check_result_batch(ctx: Context, out: Outcome) -> None:
 def _batches(run: VecRun) -> list[tuple[str, Any]]:
     found: list[tuple[str, Any]] = [("reset", run.reset_obs)]
     for t, step in enumerate(run.steps):
-        found.append(
-            (run.where(t) if run.mode != AutoresetMode.SAME_STEP else _same_where(run, t), step.obs)
-        )
+        found.append((run.where(t), step.obs))
         if step.mask_reset_obs is not None:
             found.append(
                 (f"reset(options={{'reset_mask': ...}}) after step {t}", step.mask_reset_obs)
@@ -209,16 +182,10 @@ def _batches(run: VecRun) -> list[tuple[str, Any]]:
     return found
 
 
-def _same_where(run: VecRun, t: int) -> str:
-    ended = np.flatnonzero(run.steps[t].done)
-    return f"step {t} (autoreset of sub-envs {listing(ended)})" if ended.size else f"step {t}"
-
-
 @register(
     "vector.obs_batch",
     "error",
     "every observation batch has num_envs rows of the single space's shape and dtype",
-    VECTOR,
 )
 def check_obs_batch(ctx: Context, out: Outcome) -> None:
     space = single_space(ctx)
@@ -281,7 +248,6 @@ def _rows_outside(space: spaces.Space, value: np.ndarray) -> np.ndarray:
     "vector.obs_fresh",
     "error",
     "returned batches are fresh arrays, not views of env state changed by later steps",
-    VECTOR,
 )
 def check_vector_obs_fresh(ctx: Context, out: Outcome) -> None:
     run = _run(ctx)
@@ -305,7 +271,6 @@ def check_vector_obs_fresh(ctx: Context, out: Outcome) -> None:
     "vector.autoreset_mode",
     "error",
     "the env resets ended sub-envs the way metadata['autoreset_mode'] declares",
-    VECTOR,
 )
 def check_autoreset_mode(ctx: Context, out: Outcome) -> None:
     mode, problem = declared_mode(ctx.env)
@@ -435,7 +400,6 @@ def _check_masked_resets(run: VecRun, out: Outcome) -> None:
     "vector.final_obs",
     "error",
     "same-step autoreset: final_obs and final_info hold each ended episode's last step",
-    VECTOR,
 )
 def check_final_obs(ctx: Context, out: Outcome) -> None:
     space = single_space(ctx)
@@ -678,7 +642,6 @@ def _match(ctx: Context, out: Outcome, name: str, field: str) -> None:
     "vector.reward_match",
     "error",
     "rewards equal compute_reward of each sub-env's returned goals (final_obs where it ended)",
-    VECTOR,
 )
 def check_vector_reward_match(ctx: Context, out: Outcome) -> None:
     _match(ctx, out, "compute_reward", "reward")
@@ -688,7 +651,6 @@ def check_vector_reward_match(ctx: Context, out: Outcome) -> None:
     "vector.terminated_match",
     "error",
     "terminations equal compute_terminated of each sub-env's returned goals",
-    VECTOR,
 )
 def check_vector_terminated_match(ctx: Context, out: Outcome) -> None:
     _match(ctx, out, "compute_terminated", "terminated")
@@ -698,7 +660,6 @@ def check_vector_terminated_match(ctx: Context, out: Outcome) -> None:
     "vector.goal_batch",
     "error",
     "the goal functions give each sub-env its own value on every leading shape",
-    VECTOR,
 )
 def check_goal_batch(ctx: Context, out: Outcome) -> None:
     methods = goal_methods(ctx)
@@ -715,9 +676,7 @@ def check_goal_batch(ctx: Context, out: Outcome) -> None:
     infos = [row_infos(run.steps[t].info, n) for t in range(steps)]
     if methods.per_row:
         leading: Any = np.empty((steps, n), dtype=object)
-        for t in range(steps):
-            for i in range(n):
-                leading[t, i] = infos[t][i]
+        leading[:] = infos  # a (steps, n) object array of the per-row dicts
         per_step = infos
     else:
         leading = {
@@ -786,10 +745,7 @@ def check_goal_batch(ctx: Context, out: Outcome) -> None:
 
 
 @register(
-    "vector.success",
-    "error",
-    "info['is_success'] holds one value per sub-env, with its mask",
-    VECTOR,
+    "vector.success", "error", "info['is_success'] holds one value per sub-env, with its mask"
 )
 def check_vector_success(ctx: Context, out: Outcome) -> None:
     run = _run(ctx)
@@ -862,10 +818,7 @@ def check_vector_success(ctx: Context, out: Outcome) -> None:
 
 
 @register(
-    "vector.goal_fixed",
-    "error",
-    "each sub-env keeps its desired goal until its own episode ends",
-    VECTOR,
+    "vector.goal_fixed", "error", "each sub-env keeps its desired goal until its own episode ends"
 )
 def check_vector_goal_fixed(ctx: Context, out: Outcome) -> None:
     single_space(ctx)
@@ -898,12 +851,7 @@ def check_vector_goal_fixed(ctx: Context, out: Outcome) -> None:
         out.fail(f"{first[0]} ({count} rows over the rollout)", first[1])
 
 
-@register(
-    "vector.time_limit",
-    "error",
-    "each sub-env counts its own steps to the time limit",
-    VECTOR,
-)
+@register("vector.time_limit", "error", "each sub-env counts its own steps to the time limit")
 def check_vector_time_limit(ctx: Context, out: Outcome) -> None:
     run = _run(ctx)
     n = run.num_envs
@@ -974,9 +922,16 @@ def _not_goal_truncated(
 # --------------------------------------------------------------------------- sub-envs apart
 
 
+def _obs_pairs(a: object, b: object, suffix: str = "") -> list[tuple[str, Any, Any]]:
+    """(what, value in a, value in b) of each key of two observation dicts."""
+    if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
+        return []
+    return [(f"obs[{k!r}]{suffix}", a[k], b.get(k)) for k in a]
+
+
 def _step_pairs(a: VecStep, b: VecStep, success: str) -> list[tuple[str, Any, Any]]:
     """(what, value in a, value in b) of everything two runs' step returned."""
-    pairs = [(f"obs[{k!r}]", a.obs[k], b.obs.get(k)) for k in a.obs]
+    pairs = _obs_pairs(a.obs, b.obs)
     pairs += [(f, getattr(a, f), getattr(b, f)) for f in ("reward", "terminated", "truncated")]
     if "is_success" in a.info and "is_success" in b.info:
         pairs.append((success, a.info["is_success"], b.info["is_success"]))
@@ -989,42 +944,24 @@ def _first_difference(
     """The first (step, row, what, value in a, value in b) where two runs differ; step -1
     is the reset."""
     select = slice(None) if rows is None else rows
-    if isinstance(a.reset_obs, Mapping) and isinstance(b.reset_obs, Mapping):
-        for key in a.reset_obs:
-            x, y = np.asarray(a.reset_obs[key])[select], np.asarray(b.reset_obs.get(key))[select]
-            diff = np.flatnonzero(~rows_equal(x, y))
-            if diff.size:
-                i = int(diff[0])
-                return -1, i, f"obs[{key!r}]", x[i], y[i]
-    for t in range(min(len(a.steps), len(b.steps))):
-        sa, sb = a.steps[t], b.steps[t]
-        pairs = _step_pairs(sa, sb, "is_success")
-        if isinstance(sa.mask_reset_obs, Mapping) and isinstance(sb.mask_reset_obs, Mapping):
-            pairs += [
-                (
-                    f"obs[{k!r}] after the masked reset",
-                    sa.mask_reset_obs[k],
-                    sb.mask_reset_obs.get(k),
-                )
-                for k in sa.mask_reset_obs
-            ]
-        for what, x, y in pairs:
-            x, y = np.asarray(x), np.asarray(y)
-            if x.ndim == 0 or y.ndim == 0:
-                continue  # not one value per sub-env: vector.success / vector.result_batch
-            x, y = x[select], y[select]
-            diff = np.flatnonzero(~rows_equal(x, y))
-            if diff.size:
-                i = int(diff[0])
-                return t, i, what, x[i], y[i]
+    compared = [(-1, *pair) for pair in _obs_pairs(a.reset_obs, b.reset_obs)]
+    for t, (sa, sb) in enumerate(zip(a.steps, b.steps, strict=False)):
+        masked = _obs_pairs(sa.mask_reset_obs, sb.mask_reset_obs, " after the masked reset")
+        compared += [(t, *pair) for pair in _step_pairs(sa, sb, "is_success") + masked]
+    for t, what, x, y in compared:
+        x, y = np.asarray(x), np.asarray(y)
+        if x.ndim == 0 or y.ndim == 0:
+            continue  # not one value per sub-env: vector.success / vector.result_batch
+        x, y = x[select], y[select]
+        diff = np.flatnonzero(~rows_equal(x, y))
+        if diff.size:
+            i = int(diff[0])
+            return t, i, what, x[i], y[i]
     return None
 
 
 @register(
-    "vector.seed",
-    "warning",
-    "the same seed and actions give the same batch, autoresets included",
-    VECTOR,
+    "vector.seed", "warning", "the same seed and actions give the same batch, autoresets included"
 )
 def check_vector_seed(ctx: Context, out: Outcome) -> None:
     first = _run(ctx)
@@ -1090,7 +1027,7 @@ def episode_starts(run: VecRun) -> list[list[tuple[int, dict[str, np.ndarray]]]]
     for t, step in enumerate(run.steps):
         if not isinstance(step.obs, Mapping):
             break
-        for i in np.flatnonzero(_new_starts(run, t)).tolist():
+        for i in np.flatnonzero(run.new_starts(t)).tolist():
             starts[i].append((t, row(step.obs, i)))
         if step.mask_reset is not None and isinstance(step.mask_reset_obs, Mapping):
             for i in np.flatnonzero(step.mask_reset).tolist():
@@ -1108,7 +1045,6 @@ def _same_start(a: Mapping, b: Mapping) -> bool:
     "vector.episodes_vary",
     "warning",
     "each sub-env's autoresets draw new episodes, not its first one again",
-    VECTOR,
 )
 def check_episodes_vary(ctx: Context, out: Outcome) -> None:
     single_space(ctx)
@@ -1138,12 +1074,7 @@ def check_episodes_vary(ctx: Context, out: Outcome) -> None:
     )
 
 
-@register(
-    "vector.sub_envs_differ",
-    "warning",
-    "the sub-envs are not copies of one another",
-    VECTOR,
-)
+@register("vector.sub_envs_differ", "warning", "the sub-envs are not copies of one another")
 def check_sub_envs_differ(ctx: Context, out: Outcome) -> None:
     single_space(ctx)
     run = vector_rollout(ctx)
@@ -1165,7 +1096,7 @@ def check_sub_envs_differ(ctx: Context, out: Outcome) -> None:
         return
     alike, groups = 0, 0
     for t in range(len(run.steps)):
-        rows = np.flatnonzero(_new_starts(run, t))
+        rows = np.flatnonzero(run.new_starts(t))
         if rows.size < 2:
             continue
         groups += 1
@@ -1180,12 +1111,7 @@ def check_sub_envs_differ(ctx: Context, out: Outcome) -> None:
         )
 
 
-@register(
-    "vector.isolation",
-    "error",
-    "changing one sub-env's actions changes no other sub-env",
-    VECTOR,
-)
+@register("vector.isolation", "error", "changing one sub-env's actions changes no other sub-env")
 def check_isolation(ctx: Context, out: Outcome) -> None:
     run = _run(ctx)
     n = run.num_envs
@@ -1219,7 +1145,7 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
     for t in range(min(len(again.steps), len(probe.steps))):
         a, b = again.steps[t], probe.steps[t]
         if diverged is not None and t >= diverged:
-            active &= ~(_new_starts(again, t) | _new_starts(probe, t))
+            active &= ~(again.new_starts(t) | probe.new_starts(t))
             if t > 0:
                 prior = again.steps[t - 1].mask_reset
                 if prior is not None:
@@ -1250,7 +1176,6 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
     "vector.device",
     "error",
     "a torch env returns every result, mask and goal-function value on its device",
-    VECTOR,
 )
 def check_vector_device(ctx: Context, out: Outcome) -> None:
     run = vector_rollout(ctx)
@@ -1309,7 +1234,6 @@ def check_vector_device(ctx: Context, out: Outcome) -> None:
     "vector.single_equal",
     "error",
     "the vector env equals gymnasium's SyncVectorEnv of its single env",
-    VECTOR,
 )
 def check_single_equal(ctx: Context, out: Outcome) -> None:
     if ctx.single_factory is None:
