@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import gymnasium as gym
@@ -587,21 +588,28 @@ def test_policy_spaces_are_compared_key_by_key(capsys, checkpoints):
     assert "this env's is Box(-1.0, 1.0, (2,), float32)" in err
 
 
-def test_cli_watches_a_policy_named_by_its_checkpoint(capsys, checkpoints, tmp_path):
+@pytest.mark.parametrize(("name", "longest"), [("dot", 20), ("bits", 2)])
+def test_cli_watches_a_policy_named_by_its_checkpoint(name, longest, capsys, checkpoints, tmp_path):
+    # The checkpoint names its env, its env kwargs and its time limit: Dot's 20-step limit,
+    # and BitFlipping's n_bits=2 (the default 10 bits would not fit the policy) bound them.
     out = tmp_path / "watch.gif"
-    argv = ["play", checkpoints["dot"], "--headless", "--episodes", "2", "--record", str(out)]
+    argv = ["play", checkpoints[name], "--headless", "--episodes", "2", "--record", str(out)]
     assert cli_main([*argv, "--seed", "0"]) == 0
     printed = capsys.readouterr().out
-    lengths = [
-        int(line.split("length ")[1].split(",")[0])
-        for line in printed.splitlines()
-        if line.startswith("episode ")
-    ]
-    # The checkpoint names playtest/Dot-v0: its 20-step time limit bounds every episode.
-    assert len(lengths) == 2 and all(1 <= n <= 20 for n in lengths)
+    lengths = [int(n) for n in re.findall(r"^episode \d+: .*length (\d+),", printed, re.M)]
+    assert len(lengths) == 2 and all(1 <= n <= longest for n in lengths)
     assert "2 episodes: success rate" in printed
     assert f"recorded {sum(lengths) + 2} frames" in printed
     assert len(gif_frames(out)) == sum(lengths) + 2
+
+
+def test_a_checkpoint_for_other_env_kwargs_is_refused_in_one_line(checkpoints, capsys):
+    argv = ["play", "goalenvs/BitFlipping-v0", "--policy", checkpoints["bits"], "--headless"]
+    assert cli_main([*argv, "--env-kwargs", '{"n_bits": 6}']) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "does not match goalenvs/BitFlipping-v0" in err
+    assert 'trained on goalenvs/BitFlipping-v0 (env kwargs {"n_bits": 2})' in err
 
 
 def test_a_policy_without_spaces_is_probed_with_one_prediction(capsys, monkeypatch, checkpoints):
