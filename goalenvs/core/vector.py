@@ -37,6 +37,13 @@ if TYPE_CHECKING:
 class GoalVectorEnv(GoalFunctions, VectorEnv):
     """Base class of the native vector twins: N goal envs stepped in one batched call.
 
+    A twin takes its single env's arguments plus ``num_envs``, ``max_episode_steps``
+    (``gym.make_vec`` passes the registered one), gymnasium's ``autoreset_mode`` and
+    ``device``; numpy sub-env ``i`` of a twin reset with ``seed=s`` reproduces the single
+    env reset with ``s + i`` given the same actions (same kernel, same draws), and
+    ``render_mode="rgb_array"`` draws sub-env 0 (one frame where gymnasium's
+    ``VectorEnv.render`` types a tuple: mypy's ``misc`` on each twin's class line).
+
     Subclasses implement the batched dynamics:
 
     - ``_draw_episode(rng, goal=...)``: one new episode from a sub-env's own generator
