@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-import pygame
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -187,18 +186,6 @@ def test_rgb_array_shows_walls_goal_and_point_where_they_are():
     assert color((2.5, 1.5)) == [246, 246, 240]  # open floor
     assert color((1.5, 3.5)) == [120, 210, 140]  # goal
     assert color((3.5, 1.5)) == [40, 90, 200]  # the point
-
-
-def test_arrow_keys_accelerate_the_point():
-    env = gym.make("goalenvs/PointMaze-v0")
-    env.reset(seed=0, options={"goal": (1.5, 3.5)})
-    env.unwrapped._position = np.array([[2.5, 1.5]], np.float32)
-    keys = env.unwrapped.get_keys_to_action()
-    obs, *_ = env.step(keys[(pygame.K_RIGHT,)])
-    assert obs["observation"][2] > 0 and obs["observation"][3] == 0
-    obs, *_ = env.step(keys[tuple(sorted((pygame.K_UP, pygame.K_LEFT)))])
-    assert obs["observation"][3] > 0
-    assert len(keys) == 8
 
 
 # --------------------------------------------------------------------------- bad input

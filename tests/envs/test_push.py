@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-import pygame
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -183,15 +182,6 @@ def test_rgb_array_shows_goal_block_and_pusher_where_they_are():
     assert color((0.2, 0.1)) == [200, 60, 50]  # block
     assert color((-0.5, -0.5)) == [40, 90, 200]  # pusher
     assert color((0.0, 0.7)) == [232, 222, 200]  # bare table
-
-
-def test_arrow_keys_move_the_pusher():
-    env = gym.make("goalenvs/Push-v0")
-    env.reset(seed=0)
-    _place(env, pusher=(-0.5, -0.5), block=(0.5, 0.5))
-    keys = env.unwrapped.get_keys_to_action()
-    obs, *_ = env.step(keys[(pygame.K_UP,)])
-    assert obs["observation"][3] > 0 and obs["observation"][2] == 0
 
 
 # --------------------------------------------------------------------------- bad input

@@ -10,7 +10,7 @@ import pytest
 
 import goalenvs
 from goalenvs.envs.canvas import Window
-from goalenvs.play.keyboard import drive, keyboard_controller
+from goalenvs.play.keyboard import drive
 
 pygame = pytest.importorskip("pygame")
 
@@ -82,15 +82,6 @@ def test_up_arrow_drives_the_parking_car_forward(window):
     heading = start[4:6]  # (cos, sin) of the heading
     assert np.dot(last[:2] - start[:2], heading) > 0
     env.close()
-
-
-def test_parking_arrows_map_to_throttle_and_steering():
-    controller = keyboard_controller(gym.make("goalenvs/Parking-v0", render_mode="rgb_array"))
-    assert not controller.turn_based
-    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_UP)]).actions
-    assert action.dtype == np.float32 and action[0] > 0 and action[1] == 0
-    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_LEFT)]).actions
-    assert action[0] > 0 and action[1] != 0
 
 
 @pytest.mark.parametrize("env_id", goalenvs.ENV_IDS)
