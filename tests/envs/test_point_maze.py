@@ -13,7 +13,6 @@ from goalenvs.envs.point_maze import (
     PointMazeEnv,
     PointMazeParams,
     draw_episode,
-    maze_step,
     parse_maze_map,
 )
 
@@ -114,20 +113,6 @@ def test_no_tunnelling_at_full_speed(case):
         assert _free(p, new) and _free(p, corner), (position, new)
         assert np.all(np.abs(np.floor(new) - np.floor(position)) <= 1)
         position = new
-
-
-def test_kernel_is_batch_independent():
-    p = PointMazeParams("medium")
-    rng = np.random.default_rng(0)
-    position = p.free_cells[rng.integers(len(p.free_cells), size=64)] + 0.5
-    velocity = rng.uniform(-3, 3, (64, 2)).astype(np.float32)
-    action = rng.uniform(-1, 1, (64, 2)).astype(np.float32)
-    args = (p.walls_up, p.action_scale, p.dt, p.max_speed, np)
-    batch = maze_step(position, velocity, action, *args)
-    for i in range(64):
-        one = maze_step(position[i : i + 1], velocity[i : i + 1], action[i : i + 1], *args)
-        np.testing.assert_array_equal(one[0][0], batch[0][i])
-        np.testing.assert_array_equal(one[1][0], batch[1][i])
 
 
 # --------------------------------------------------------------------------- goals
