@@ -46,14 +46,10 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
 
     Subclasses implement the batched dynamics:
 
-    - ``_draw_episode(rng, goal=...)``: one new episode from a sub-env's own generator
-      (``self.np_randoms[i]``), exactly as the single env draws it, as its row of each
-      state array named in ``episode_state``; or, where the draw vectorizes over
-      episodes, ``_draw_episodes(rngs, goal=...)``, whole rows, one per generator. On a
-      torch device ``_draw_episodes_on_device(count, goal=...)`` draws them in one batch
-      from ``self.torch_generator``. The reset itself (the ``reset_mask``, the pinned
-      ``options["goal"]`` rows, writing the state, zeroing ``zeroed_on_reset``) is this
-      class's ``_reset_envs``, which a subclass may still replace whole;
+    - :meth:`_draw_episode` or :meth:`_draw_episodes` (numpy) and
+      :meth:`_draw_episodes_on_device` (torch): new episodes as the single env draws
+      them, the rows of the state arrays named in ``episode_state``; the reset itself is
+      :meth:`_reset_envs`, which a subclass may still replace whole;
     - ``_step_envs(actions)``: advance every sub-env by one step (validated actions);
     - ``_observation()``: the batched observation dict (fresh arrays);
     - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included;
