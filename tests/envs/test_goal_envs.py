@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import goalenvs  # noqa: F401  (registers the ids)
+from tests.envs.twin_runs import run_singles_and_vector
 
 # Every registered goalenvs id: adding an env (its file + one registry entry) adds it here.
 # Parking's goals are not reached by random walks, which several checks below rely on
@@ -166,45 +167,12 @@ def test_vector_step_reward_equals_compute_reward(env_id):
 # --------------------------------------------------------------------------- single == vector
 
 
-def _run_singles_and_vector(env_id, seed, steps, autoreset_mode=AutoresetMode.NEXT_STEP, **kwargs):
-    n = 4
-    envs = gym.make_vec(env_id, num_envs=n, autoreset_mode=autoreset_mode, **kwargs)
-    singles = [gym.make(env_id, **kwargs) for _ in range(n)]
-    action_space = singles[0].action_space
-    action_space.seed(seed)
-    vector_obs, _ = envs.reset(seed=seed)
-    single_obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(singles)]
-    for key in vector_obs:
-        np.testing.assert_array_equal(vector_obs[key], np.stack([o[key] for o in single_obs]))
-    ended = [False] * n
-    episodes_ended = 0
-    for _ in range(steps):
-        actions = [action_space.sample() for _ in range(n)]
-        vector_obs, reward, terminated, truncated, info = envs.step(np.stack(actions))
-        for i, env in enumerate(singles):
-            if ended[i] and autoreset_mode == AutoresetMode.NEXT_STEP:
-                obs, r, te, tr = env.reset()[0], 0.0, False, False
-            else:
-                obs, r, te, tr, _ = env.step(actions[i])
-            ended[i] = te or tr
-            episodes_ended += ended[i]
-            if ended[i] and autoreset_mode == AutoresetMode.SAME_STEP:
-                final_obs = info["final_obs"][i]
-                for key in obs:
-                    np.testing.assert_array_equal(final_obs[key], obs[key])
-                obs = env.reset()[0]
-            for key in obs:
-                np.testing.assert_array_equal(vector_obs[key][i], obs[key])
-            assert (reward[i], terminated[i], truncated[i]) == (r, te, tr)
-    return episodes_ended
-
-
 @pytest.mark.parametrize("env_id", ALL_IDS)
 def test_vector_twin_follows_single_envs_across_autoresets(env_id):
     # Shorter episodes, so that the mazes' and lots' long ones also cross several autoresets.
     long = env_id.startswith(("goalenvs/PointMaze", "goalenvs/Parking"))
     short = {"max_episode_steps": 25} if long else {}
-    episodes_ended = _run_singles_and_vector(env_id, seed=3, steps=150, **short)
+    episodes_ended = run_singles_and_vector(env_id, seed=3, steps=150, **short)
     assert episodes_ended >= 8  # several autoresets were crossed
 
 
@@ -212,16 +180,16 @@ def test_vector_twin_follows_single_envs_in_same_step_mode_and_with_other_consta
     # Each run crosses several autoresets.
     same_step = {"autoreset_mode": AutoresetMode.SAME_STEP}
     ended = [
-        _run_singles_and_vector("goalenvs/BitFlipping-v0", 11, 120, **same_step),
-        _run_singles_and_vector("goalenvs/PointReach-v0", 11, 120, **same_step),
-        _run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 60, n_bits=3, fixed_goal=True),
+        run_singles_and_vector("goalenvs/BitFlipping-v0", 11, 120, **same_step),
+        run_singles_and_vector("goalenvs/PointReach-v0", 11, 120, **same_step),
+        run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 60, n_bits=3, fixed_goal=True),
         # Two bits: a quarter of the random goals equal their start and are redrawn.
-        _run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 60, n_bits=2),
+        run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 60, n_bits=2),
         # Past 64 bits a pattern spans two random words.
-        _run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 30, n_bits=70, max_episode_steps=4),
-        _run_singles_and_vector("goalenvs/PointReach-v0", 5, 60, distance_threshold=0.3, dt=0.1),
+        run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 30, n_bits=70, max_episode_steps=4),
+        run_singles_and_vector("goalenvs/PointReach-v0", 5, 60, distance_threshold=0.3, dt=0.1),
         # Crowded and dense at once, which no id registers.
-        _run_singles_and_vector(
+        run_singles_and_vector(
             "goalenvs/ParkingCrowded-v0", 5, 60, reward_type="dense", max_episode_steps=20
         ),
     ]
