@@ -244,16 +244,6 @@ def test_bit_at_pixel_inverts_cell_pixel_and_is_none_elsewhere():
     assert env.action_at_pixel(0, 0) is None
 
 
-def test_clicking_a_continuous_bit_flips_it_alone():
-    env = BitFlippingEnv(n_bits=4, continuous=True, render_mode="rgb_array")
-    obs, _ = env.reset(seed=0)
-    action = env.action_at_pixel(*env.cell_pixel(2, goal=True))
-    assert action.dtype == np.float32
-    np.testing.assert_array_equal(action, [-1, -1, 1, -1])
-    after, *_ = env.step(action)
-    np.testing.assert_array_equal(np.flatnonzero(after["observation"] != obs["observation"]), [2])
-
-
 def test_keys_flip_bits_one_to_nine_zero_then_letters():
     import pygame
 
