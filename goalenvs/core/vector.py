@@ -52,7 +52,8 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
       :meth:`_reset_envs`, which a subclass may still replace whole;
     - ``_step_envs(actions)``: advance every sub-env by one step (validated actions);
     - ``_observation()``: the batched observation dict (fresh arrays);
-    - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included;
+    - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included (called
+      after the step's resets, so it sees the state the observation shows);
     - ``compute_reward`` / ``compute_terminated`` (usually the env's kernel functions);
 
     and this class supplies ``reset``, ``step``, seeding, the time limit

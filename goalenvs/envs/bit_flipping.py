@@ -464,16 +464,12 @@ class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # 
         }
 
     def _step_info(self) -> dict[str, np.ndarray]:
-        # Called after this step's resets (GoalVectorEnv.step), so it sees the state
-        # that the observation shows.
         self._success = bits_match(self._state, self._goal, self.xp)
         return {"is_success": self.fresh(self._success)}
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
-        # This step's success is what compute_reward / compute_terminated recompute from
-        # obs; reusing it skips their validation and a second comparison.
         self._rewards = sparse_reward(self._success, self.xp)
         return self._rewards, self.fresh(self._success), None
 

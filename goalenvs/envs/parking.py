@@ -768,8 +768,6 @@ class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEn
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
-        # The kernel's reward is compute_reward of these very goals and crashes (tests
-        # hold the two equal); a crash terminates.
         return self.fresh(self._reward), self.fresh(self._crashed), None
 
     def _draw_frame(self, canvas: Canvas) -> None:

@@ -357,16 +357,12 @@ class PointReachVectorEnv(_PointReachFaces, PointMassTwin, TwinRendering, GoalVe
             self._trail.append(self.to_numpy(self._position[0]))
 
     def _step_info(self) -> dict[str, np.ndarray]:
-        # Called after this step's resets (GoalVectorEnv.step), so it measures the state
-        # that the observation shows.
         self._distance = goal_distance(self._position, self._goal, self.xp)
         return {"is_success": self._distance < self.params.distance_threshold}
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
-        # This step's distances are what compute_reward / compute_terminated recompute
-        # from obs; reusing them skips their validation and a second distance.
         p = self.params
         self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
         return self._rewards, self.fresh(info["is_success"]), None

@@ -464,7 +464,6 @@ class PushVectorEnv(_PushFaces, TwinRendering, GoalVectorEnv):  # type: ignore[m
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
-        # This step's distances are what compute_reward recomputes from obs.
         p = self.params
         self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
         return self.fresh(self._rewards), self.fresh(info["is_success"]), None
