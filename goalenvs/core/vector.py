@@ -37,19 +37,23 @@ if TYPE_CHECKING:
 class GoalVectorEnv(GoalFunctions, VectorEnv):
     """Base class of the native vector twins: N goal envs stepped in one batched call.
 
+    A twin takes its single env's arguments plus ``num_envs``, ``max_episode_steps``
+    (``gym.make_vec`` passes the registered one), gymnasium's ``autoreset_mode`` and
+    ``device``; numpy sub-env ``i`` of a twin reset with ``seed=s`` reproduces the single
+    env reset with ``s + i`` given the same actions (same kernel, same draws), and
+    ``render_mode="rgb_array"`` draws sub-env 0 (one frame where gymnasium's
+    ``VectorEnv.render`` types a tuple: mypy's ``misc`` on each twin's class line).
+
     Subclasses implement the batched dynamics:
 
-    - ``_draw_episode(rng, goal=...)``: one new episode from a sub-env's own generator
-      (``self.np_randoms[i]``), exactly as the single env draws it, as its row of each
-      state array named in ``episode_state``; or, where the draw vectorizes over
-      episodes, ``_draw_episodes(rngs, goal=...)``, whole rows, one per generator. On a
-      torch device ``_draw_episodes_on_device(count, goal=...)`` draws them in one batch
-      from ``self.torch_generator``. The reset itself (the ``reset_mask``, the pinned
-      ``options["goal"]`` rows, writing the state, zeroing ``zeroed_on_reset``) is this
-      class's ``_reset_envs``, which a subclass may still replace whole;
+    - :meth:`_draw_episode` or :meth:`_draw_episodes` (numpy) and
+      :meth:`_draw_episodes_on_device` (torch): new episodes as the single env draws
+      them, the rows of the state arrays named in ``episode_state``; the reset itself is
+      :meth:`_reset_envs`, which a subclass may still replace whole;
     - ``_step_envs(actions)``: advance every sub-env by one step (validated actions);
     - ``_observation()``: the batched observation dict (fresh arrays);
-    - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included;
+    - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included (called
+      after the step's resets, so it sees the state the observation shows);
     - ``compute_reward`` / ``compute_terminated`` (usually the env's kernel functions);
 
     and this class supplies ``reset``, ``step``, seeding, the time limit

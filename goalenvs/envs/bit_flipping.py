@@ -1,11 +1,8 @@
 """Bit flipping (Andrychowicz et al. 2017, "Hindsight Experience Replay", section 3.1).
 
-In this order: :class:`BitFlippingParams` (the checked constants), the goal functions of
-both faces (:class:`_BitFlippingGoals`), the kernel (pure functions of arrays and their
-array module ``xp`` over a leading batch dimension, so numpy and torch run the same lines),
-:class:`BitFlippingEnv` (one env) and :class:`BitFlippingVectorEnv` (N envs in one call, the
-ids' ``vector_entry_point``). Both faces draw episodes with :func:`draw_episodes` from one
-generator per (sub-)env and step with :func:`flip_bits`.
+The checked constants (``*Params``), the kernel (pure functions of arrays and their array
+module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
+vector twin (the ids' ``vector_entry_point``).
 """
 
 from __future__ import annotations
@@ -290,26 +287,14 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
 
     - discrete (default): ``Discrete(n_bits)``, the index of the one bit to flip;
     - ``continuous=True``: ``Box(-1, 1, (n_bits,), float32)``, every bit whose action is
-      > 0 flips (so one step may flip several bits, or none).
-
-    Finite continuous actions outside [-1, 1] are clipped (which does not change which
-    bits flip); NaN or inf, a wrong shape or dtype, and a discrete action outside
-    ``[0, n_bits)`` raise an error naming the action and the space.
+      > 0 flips (so one step may flip several bits, or none; clipping changes none).
 
     ## Observation Space
 
     ``Dict(observation, achieved_goal, desired_goal)``, each ``Box(0, 1, (n_bits,),
-    float32)`` holding 0.0 or 1.0:
-
-    | Key           | Index | Meaning       | Min | Max |
-    |---------------|-------|---------------|-----|-----|
-    | observation   | i     | state bit i   | 0   | 1   |
-    | achieved_goal | i     | state bit i   | 0   | 1   |
-    | desired_goal  | i     | goal bit i    | 0   | 1   |
-
-    Float32 boxes rather than ``MultiBinary``: networks, HER buffers and normalizers
-    consume them as they are, and a goal that HER substitutes is the same dtype as the
-    one it replaces.
+    float32)`` holding 0.0 or 1.0: the state's bits (twice) and the goal's. Float32 boxes
+    rather than ``MultiBinary``: networks, HER buffers and normalizers consume them as they
+    are, and a goal that HER substitutes is the same dtype as the one it replaces.
 
     ## Goal
 
@@ -317,42 +302,27 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
     (the paper's setting), or all ones with ``fixed_goal=True`` (stable-baselines3's
     ``BitFlippingEnv``), or the pattern passed as ``reset(options={"goal": bits})``.
 
-    ## Success
+    ## Success, rewards, start
 
-    ``info["is_success"]`` is True when every bit of ``achieved_goal`` equals
-    ``desired_goal``.
-
-    ## Rewards
-
-    Sparse: 0 on success, -1 otherwise, from :meth:`compute_reward`.
-
-    ## Starting State
-
-    Uniformly random bits, redrawn while they equal the goal.
+    Success (``info["is_success"]``, which terminates): every bit of ``achieved_goal``
+    equals ``desired_goal``. Sparse rewards from :meth:`compute_reward`: 0 on success,
+    else -1. The start: uniformly random bits, redrawn while they equal the goal.
 
     ## Episode End
 
-    - Termination: success.
-    - Truncation: after ``max_episode_steps`` steps (default ``n_bits``, the paper's
-      horizon). The env counts its own steps: the ids are registered without a
-      ``TimeLimit`` so that ``gym.make(id, n_bits=50)`` gives 50-step episodes.
-      ``gym.make(id, max_episode_steps=k)`` is gymnasium's own argument: it adds a
-      ``TimeLimit(k)``, which can shorten episodes but not lengthen them past
-      ``n_bits``; for longer ones construct ``BitFlippingEnv(max_episode_steps=k)`` or
-      pass it to ``gym.make_vec``.
+    Truncation: after ``max_episode_steps`` steps (default ``n_bits``, the paper's
+    horizon). The env counts its own steps: the ids are registered without a
+    ``TimeLimit`` so that ``gym.make(id, n_bits=50)`` gives 50-step episodes.
+    ``gym.make(id, max_episode_steps=k)`` is gymnasium's own argument: it adds a
+    ``TimeLimit(k)``, which can shorten episodes but not lengthen them past ``n_bits``;
+    for longer ones construct ``BitFlippingEnv(max_episode_steps=k)`` or pass it to
+    ``gym.make_vec``.
 
     ## Arguments
 
-    - ``n_bits`` (int, 10): number of bits, >= 1.
-    - ``continuous`` (bool, False): Box actions instead of Discrete.
-    - ``fixed_goal`` (bool, False): always the all-ones goal.
-    - ``max_episode_steps`` (int | None, None): episode length; None means ``n_bits``.
-    - ``render_mode`` (None, "human", "rgb_array"): two rows of cells, the state over the
-      goal, mismatched state bits outlined in red, and the step, reward and success.
-
-    ## Version History
-
-    - v0: initial version.
+    ``n_bits`` (10, >= 1), ``continuous``, ``fixed_goal``, ``max_episode_steps`` (above),
+    and ``render_mode`` (None, "human", "rgb_array"): two rows of cells, the state over the
+    goal, mismatched state bits outlined in red, and the step, reward and success.
     """
 
     metadata: dict[str, object] = {"render_modes": ["human", "rgb_array"], "render_fps": 4}
@@ -439,19 +409,9 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-# render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
-# every sub-env's frames: a deliberate difference that mypy reports on the class.
 class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """``num_envs`` bit flipping envs stepped in one numpy call, or one torch call on ``device``.
-
-    Sub-env ``i`` follows :class:`BitFlippingEnv` exactly (same kernel, same draws from its
-    own generator): a vector env reset with ``seed=s`` and given actions reproduces the
-    single envs reset with ``s + i`` and given the same actions. Same arguments as
-    :class:`BitFlippingEnv`, plus ``num_envs`` and gymnasium's ``autoreset_mode``
-    (``next_step`` by default, ``same_step`` or ``disabled``); ``max_episode_steps`` None
-    means ``n_bits``; ``device`` None is numpy, a torch device keeps tensors there (seeded
-    per device, see :class:`GoalVectorEnv`). ``render_mode="rgb_array"`` draws sub-env 0.
-    """
+    """The vector twin of :class:`BitFlippingEnv` (see :class:`GoalVectorEnv` for what a twin
+    adds and guarantees); ``max_episode_steps`` None means ``n_bits``."""
 
     metadata: dict[str, object] = twin_metadata(BitFlippingEnv)
 
@@ -504,16 +464,12 @@ class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # 
         }
 
     def _step_info(self) -> dict[str, np.ndarray]:
-        # Called after this step's resets (GoalVectorEnv.step), so it sees the state
-        # that the observation shows.
         self._success = bits_match(self._state, self._goal, self.xp)
         return {"is_success": self.fresh(self._success)}
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
-        # This step's success is what compute_reward / compute_terminated recompute from
-        # obs; reusing it skips their validation and a second comparison.
         self._rewards = sparse_reward(self._success, self.xp)
         return self._rewards, self.fresh(self._success), None
 

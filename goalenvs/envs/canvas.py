@@ -1,11 +1,7 @@
 """The shared pygame drawing layer: world coordinates to pixels, primitives, window, frames.
 
-Every goalenvs env draws on a :class:`Canvas`: an offscreen surface with a world-to-pixel
-transform (world ``y`` points up, pixel ``y`` down). ``rgb_array`` reads the surface into
-an ``(H, W, 3)`` uint8 array; ``show`` blits it to a :class:`Window` that drains the event
-queue every frame (so the window never reads as "not responding"), keeps the events for
-whoever wants them (keyboard play), and ticks at the env's ``render_fps``. It works
-headless: with ``SDL_VIDEODRIVER=dummy`` the human window is a dummy one.
+Every goalenvs env draws on a :class:`Canvas` (world ``y`` up, pixel ``y`` down), shown in
+a :class:`Window` for ``human`` rendering; with ``SDL_VIDEODRIVER=dummy`` it is a dummy one.
 
 pygame is imported on first use, so the envs run and train without it, and only the
 pygame modules a call needs are initialised (drawing offscreen needs none of them; the
@@ -92,9 +88,10 @@ class Window:
     def show(self, image: object, fps: int | None = None) -> bool:
         """Shows a pygame Surface or an ``(H, W, 3)`` uint8 frame, opening the window first.
 
-        Drains the event queue (kept for :meth:`events`), and ticks at ``fps`` frames per
-        second when given. Returns False, and shows nothing, once the user has closed the
-        window; :meth:`close` followed by another ``show`` opens a fresh one.
+        Drains the event queue (so the window never reads as "not responding"; the events
+        are kept for :meth:`events`), and ticks at ``fps`` frames per second when given.
+        Returns False, and shows nothing, once the user has closed the window;
+        :meth:`close` followed by another ``show`` opens a fresh one.
         """
         if self.closed:
             return False
@@ -328,13 +325,8 @@ class Canvas:
         return self._pixels.copy()
 
     def show(self, fps: int | None) -> None:
-        """Shows the surface in the human window, opening it on first use.
-
-        The window drains the event queue every frame (keeping events for the caller,
-        e.g. keyboard play, in ``canvas.window.events()``) and ticks the clock at ``fps``
-        frames per second. Once the user closes the window this shows nothing until
-        :meth:`close`.
-        """
+        """Shows the surface in the human window (:meth:`Window.show`; its events are
+        ``canvas.window.events()``)."""
         self.window.show(self.surface, fps)
 
     def close(self) -> None:

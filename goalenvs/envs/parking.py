@@ -1,11 +1,8 @@
 """Parking: a kinematic car parks into a goal spot of a walled lot, optionally between parked cars.
 
-In this order: :class:`ParkingParams` (the checked constants), the goal functions of both
-faces (:class:`_ParkingGoals`), the kernel (pure functions of arrays and their array module
-``xp`` over a leading batch dimension: numpy, or torch tensors for the device twin),
-:class:`ParkingEnv` (one env, a batch of one for the kernel) and :class:`ParkingVectorEnv`
-(N envs in one call, the ids' ``vector_entry_point``). The lot itself (its layout and its
-drawing) is :mod:`goalenvs.envs.parking_lot`.
+The checked constants (``*Params``), the kernel (pure functions of arrays and their array
+module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
+vector twin (the ids' ``vector_entry_point``).
 """
 
 from __future__ import annotations
@@ -494,8 +491,7 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
     ``Box(-1, 1, (2,), float32)``: ``(throttle, steering)``. Throttle maps to an
     acceleration of +-``max_acceleration`` = 5 m/s^2 (negative brakes, then reverses);
     steering maps to a front-wheel angle of +-``max_steering_deg`` = 45 degrees (positive
-    turns left, counter-clockwise). Finite values outside [-1, 1] are clipped; NaN, inf or
-    a wrong shape raise an error.
+    turns left, counter-clockwise).
 
     ## Observation Space
 
@@ -581,26 +577,9 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
 
     ## Arguments
 
-    ``gym.make("goalenvs/Parking-v0", **kwargs)`` accepts:
-
-    * ``render_mode``: None, ``"human"`` or ``"rgb_array"`` (576 x 352 pixels, 8 px/m;
-      works headless with ``SDL_VIDEODRIVER=dummy``).
-    * ``reward_type``: ``"sparse"`` (default) or ``"dense"``.
-    * ``n_parked``: parked cars, 0 to 27 (default 0; ParkingCrowded-v0 uses 20).
-    * ``length``, ``width``: the car, 5.0 m and 2.0 m (parked cars are the same size).
-    * ``max_acceleration``: 5.0 m/s^2 at full throttle.
-    * ``max_steering_deg``: 45.0 degrees at full lock.
-    * ``max_speed``: 10.0 m/s, forwards and in reverse.
-    * ``step_time``: 0.2 s per policy step; ``substeps``: 3.
-    * ``success_threshold``: 0.12 (see Success); ``reward_weights``: the six weights.
-    * ``collision_penalty``: 50.0.
-
-    :meth:`get_keys_to_action` maps the arrow keys (up/down throttle, left/right
-    steering) for :func:`gymnasium.utils.play.play`.
-
-    ## Version History
-
-    * v0: initial version (goalenvs 0.1.0).
+    The constants above (``n_parked`` 0 to 27; ``length`` and ``width`` are parked cars'
+    too), and ``render_mode`` (None, "human", "rgb_array": 576 x 352 pixels, 8 px/m).
+    :meth:`get_keys_to_action` maps the arrow keys (up/down throttle, left/right steering).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["human", "rgb_array"], "render_fps": 5}
@@ -691,22 +670,10 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-# render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
-# every sub-env's frames: a deliberate difference that mypy reports on the class.
 class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """``num_envs`` parking lots stepped in one numpy call on the :class:`ParkingEnv` kernel,
-    or one torch call on ``device``.
-
-    Sub-env ``i`` of a numpy vector env reset with seed ``s`` follows the single env
-    seeded ``s + i`` exactly, for the same actions (same kernel, same draws from its own
-    generator). Same arguments as :class:`ParkingEnv`, plus ``num_envs``,
-    ``max_episode_steps`` (100; ``gym.make_vec`` passes the registered one),
-    gymnasium's ``autoreset_mode`` and ``device`` (None: numpy; a torch device: tensors
-    there, episodes drawn in one batch from the device's seeded generator by
-    :func:`draw_episodes_on_device`, see :class:`GoalVectorEnv`).
-    ``options={"car": ...}`` and ``{"goal": ...}`` take one value for all sub-envs or
-    one row each. ``render_mode="rgb_array"`` draws sub-env 0.
-    """
+    """The vector twin of :class:`ParkingEnv` (see :class:`GoalVectorEnv` for what a twin
+    adds and guarantees); ``options={"car": ...}`` and ``{"goal": ...}`` take one value for
+    all sub-envs or one row each."""
 
     metadata: dict[str, Any] = twin_metadata(ParkingEnv)
 
@@ -801,8 +768,6 @@ class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEn
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
-        # The kernel's reward is compute_reward of these very goals and crashes (tests
-        # hold the two equal); a crash terminates.
         return self.fresh(self._reward), self.fresh(self._crashed), None
 
     def _draw_frame(self, canvas: Canvas) -> None:

@@ -6,10 +6,9 @@ umaze, medium and large. Collisions are exact: the point moves one axis at a tim
 move, shorter than a cell, stops on the face of the wall cell it would enter, so it can
 never tunnel through a wall or cut a corner.
 
-In this order: :class:`PointMazeParams` (the checked constants), the goal functions of both
-faces (:class:`_PointMazeGoals`), the kernel (pure functions of arrays and their array
-module ``xp`` over a leading batch dimension), :class:`PointMazeEnv` (one env) and
-:class:`PointMazeVectorEnv` (N envs in one call, the ids' ``vector_entry_point``).
+The checked constants (``*Params``), the kernel (pure functions of arrays and their array
+module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
+vector twin (the ids' ``vector_entry_point``).
 """
 
 from __future__ import annotations
@@ -484,8 +483,7 @@ class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
     ## Action Space
 
     ``Box(-1, 1, (2,), float32)``: the acceleration along x and y, in units of
-    ``action_scale``. Finite actions outside [-1, 1] are clipped to it; NaN or inf, or a
-    wrong shape or dtype, raise an error naming the action and the space.
+    ``action_scale`` (30 cells/s^2).
 
     ## Observation Space
 
@@ -508,17 +506,14 @@ class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
     ``position_noise`` per axis, or the point passed as ``reset(options={"goal": (x, y)})``,
     which must lie in a free cell (a ValueError says so otherwise).
 
-    ## Success
+    ## Success and rewards
 
-    ``info["is_success"]`` is True when the distance from ``achieved_goal`` to
-    ``desired_goal`` is below ``distance_threshold`` (0.3 cells).
-
-    ## Rewards
-
-    From :meth:`compute_reward`: sparse (``goalenvs/PointMaze-v0`` and the Medium / Large
-    ids) 0 on success, else -1; dense (the ``Dense`` ids) minus the maze distance: the
-    BFS shortest path in cells between the cells of the two goals, or the straight
-    distance when they share a cell. It is never the distance through a wall.
+    Success (``info["is_success"]``, which terminates) is a distance below
+    ``distance_threshold`` (0.3 cells). Rewards, from :meth:`compute_reward`: sparse
+    (``goalenvs/PointMaze-v0`` and the Medium / Large ids) 0 on success, else -1; dense (the
+    ``Dense`` ids) minus the maze distance: the BFS shortest path in cells between the cells
+    of the two goals, or the straight distance when they share a cell. It is never the
+    distance through a wall.
 
     ## Dynamics
 
@@ -527,33 +522,18 @@ class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
     then along y. A move that would enter a wall cell stops 0.001 short of the wall's face
     and zeroes that velocity component. ``max_speed * dt`` must be below one cell.
 
-    ## Starting State
+    ## Start and end
 
     At rest at the centre of a free cell other than the goal's, plus a uniform offset of
-    at most ``position_noise`` per axis.
-
-    ## Episode End
-
-    - Termination: success.
-    - Truncation: by the registered ``TimeLimit``: 100 steps (umaze), 200 (medium),
-      300 (large).
+    at most ``position_noise`` per axis. Truncation: the registered ``TimeLimit``, 100
+    steps (umaze), 200 (medium), 300 (large).
 
     ## Arguments
 
-    - ``maze_map`` (layout name "umaze" / "medium" / "large", or rows: strings of "#"
-      and ".", or lists of 0/1 with 1 a wall; "umaze")
-    - ``reward_type`` ("sparse" or "dense", "sparse")
-    - ``action_scale`` (float, 30.0): acceleration of a unit action, cells/s^2.
-    - ``dt`` (float, 0.05): seconds per step.
-    - ``max_speed`` (float, 3.0): speed cap, cells/s.
-    - ``distance_threshold`` (float, 0.3): success radius, cells.
-    - ``position_noise`` (float, 0.25): offset of starts and goals from cell centres.
-    - ``render_mode`` (None, "human", "rgb_array"): walls, goal with its success radius,
-      the point with its velocity arrow and trail, and the step, reward and success.
-
-    ## Version History
-
-    - v0: initial version.
+    ``maze_map``: a layout name ("umaze", the default; "medium", "large") or rows (strings
+    of "#" and ".", or lists of 0/1 with 1 a wall); the constants above (``position_noise``
+    0.25); ``render_mode`` (None, "human", "rgb_array"): walls, goal with its success
+    radius, the point with its velocity arrow and trail, and the step, reward and success.
     """
 
     metadata: dict[str, object] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
@@ -608,19 +588,9 @@ class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-# render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
-# every sub-env's frames: a deliberate difference that mypy reports on the class.
 class PointMazeVectorEnv(_PointMazeFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """``num_envs`` point mazes stepped in one numpy call, or one torch call on ``device``.
-
-    Sub-env ``i`` follows :class:`PointMazeEnv` exactly (same kernel, same draws from its
-    own generator): a vector env reset with ``seed=s`` and given actions reproduces the
-    single envs reset with ``s + i`` and given the same actions. Same arguments as
-    :class:`PointMazeEnv`, plus ``num_envs``, ``max_episode_steps`` (``gym.make_vec``
-    passes the registered one), gymnasium's ``autoreset_mode`` and ``device`` (None:
-    numpy; a torch device: tensors there, seeded per device, see :class:`GoalVectorEnv`).
-    ``render_mode="rgb_array"`` draws sub-env 0.
-    """
+    """The vector twin of :class:`PointMazeEnv` (see :class:`GoalVectorEnv` for what a twin
+    adds and guarantees)."""
 
     metadata: dict[str, object] = twin_metadata(PointMazeEnv)
 

@@ -1,11 +1,8 @@
 """PointReach: a 2D point mass accelerates to a goal position.
 
-In this order: :class:`PointReachParams` (the checked constants; the goal functions of both
-faces are :class:`~goalenvs.envs.planar.PlanarGoals`), the kernel (pure functions of arrays
-and their array module ``xp`` over a leading batch dimension, so numpy and torch run the
-same lines), :class:`PointReachEnv` (one env) and :class:`PointReachVectorEnv` (N envs in
-one call, the ids' ``vector_entry_point``). Both faces draw episodes with
-:func:`draw_episodes` from one generator per (sub-)env and step with :func:`reach_step`.
+The checked constants (``*Params``), the kernel (pure functions of arrays and their array
+module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
+vector twin (the ids' ``vector_entry_point``).
 """
 
 from __future__ import annotations
@@ -211,8 +208,7 @@ class PointReachEnv(_PointReachFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv)
     ## Action Space
 
     ``Box(-1, 1, (2,), float32)``: the acceleration along x and y, in units of
-    ``action_scale`` (10 by default). Finite actions outside [-1, 1] are clipped to it;
-    NaN or inf, or a wrong shape or dtype, raise an error naming the action and the space.
+    ``action_scale`` (10 by default).
 
     ## Observation Space
 
@@ -233,14 +229,11 @@ class PointReachEnv(_PointReachFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv)
     start, or the one passed as ``reset(options={"goal": (x, y)})`` (it must lie inside
     the arena).
 
-    ## Success
+    ## Success and rewards
 
-    ``info["is_success"]`` is True when the distance from ``achieved_goal`` to
-    ``desired_goal`` is below ``distance_threshold`` (0.05).
-
-    ## Rewards
-
-    From :meth:`compute_reward`: sparse (``goalenvs/PointReach-v0``) 0 on success, else
+    Success (``info["is_success"]``, which terminates) is a distance from ``achieved_goal``
+    to ``desired_goal`` below ``distance_threshold`` (0.05). Rewards, from
+    :meth:`compute_reward`: sparse (``goalenvs/PointReach-v0``) 0 on success, else
     -1; dense (``goalenvs/PointReachDense-v0``) minus the distance to the goal.
 
     ## Dynamics
@@ -250,31 +243,16 @@ class PointReachEnv(_PointReachFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv)
     inelastic: a point that would cross one stops on it and loses the velocity component
     into it, and may slide along it.
 
-    ## Starting State
+    ## Start and end
 
-    A uniform position in the arena, at rest.
-
-    ## Episode End
-
-    - Termination: success.
-    - Truncation: after 50 steps, by the ``TimeLimit`` the ids are registered with
-      (``gym.make(id, max_episode_steps=...)`` changes it).
+    A uniform position in the arena, at rest. Truncation: after 50 steps, by the
+    ``TimeLimit`` the ids are registered with (``gym.make(id, max_episode_steps=...)``).
 
     ## Arguments
 
-    - ``reward_type`` ("sparse" or "dense", "sparse")
-    - ``action_scale`` (float, 10.0): acceleration of a unit action.
-    - ``dt`` (float, 0.05): seconds per step.
-    - ``max_speed`` (float, 1.0): speed cap (norm of the velocity).
-    - ``distance_threshold`` (float, 0.05): success radius.
-    - ``bound`` (float, 1.0): the arena and the goals span ``[-bound, bound]^2``.
-    - ``render_mode`` (None, "human", "rgb_array"): the arena, the point with its velocity
-      arrow and fading trail, the goal with its success radius, and the step, reward and
-      success.
-
-    ## Version History
-
-    - v0: initial version.
+    The constants above, and ``render_mode`` (None, "human", "rgb_array"): the arena, the
+    point with its velocity arrow and fading trail, the goal with its success radius, and
+    the step, reward and success.
     """
 
     metadata: dict[str, object] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
@@ -326,20 +304,9 @@ class PointReachEnv(_PointReachFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv)
 # --------------------------------------------------------------------------- vector env
 
 
-# render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
-# every sub-env's frames: a deliberate difference that mypy reports on the class.
 class PointReachVectorEnv(_PointReachFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """``num_envs`` point-reach envs stepped in one numpy call, or one torch call on ``device``.
-
-    Sub-env ``i`` follows :class:`PointReachEnv` exactly (same kernel, same draws from its
-    own generator): a vector env reset with ``seed=s`` and given actions reproduces the
-    single envs reset with ``s + i`` and given the same actions. Same arguments as
-    :class:`PointReachEnv`, plus ``num_envs``, ``max_episode_steps`` (``gym.make_vec``
-    passes the registered 50), gymnasium's ``autoreset_mode`` (``next_step`` by
-    default, ``same_step`` or ``disabled``) and ``device`` (None: numpy; a torch device:
-    tensors there, seeded per device, see :class:`GoalVectorEnv`).
-    ``render_mode="rgb_array"`` draws sub-env 0.
-    """
+    """The vector twin of :class:`PointReachEnv` (see :class:`GoalVectorEnv` for what a twin
+    adds and guarantees)."""
 
     metadata: dict[str, object] = twin_metadata(PointReachEnv)
 
@@ -390,16 +357,12 @@ class PointReachVectorEnv(_PointReachFaces, PointMassTwin, TwinRendering, GoalVe
             self._trail.append(self.to_numpy(self._position[0]))
 
     def _step_info(self) -> dict[str, np.ndarray]:
-        # Called after this step's resets (GoalVectorEnv.step), so it measures the state
-        # that the observation shows.
         self._distance = goal_distance(self._position, self._goal, self.xp)
         return {"is_success": self._distance < self.params.distance_threshold}
 
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
-        # This step's distances are what compute_reward / compute_terminated recompute
-        # from obs; reusing them skips their validation and a second distance.
         p = self.params
         self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
         return self._rewards, self.fresh(info["is_success"]), None

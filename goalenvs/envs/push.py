@@ -4,11 +4,9 @@ The 2D cousin of Fetch Push, the task that made HER famous: the goal is the bloc
 position, not the agent's, so most random episodes never move it and a sparse reward
 says nothing until hindsight relabels the block's own path as goals.
 
-In this order: :class:`PushParams` (the checked constants; the goal functions of both
-faces are :class:`~goalenvs.envs.planar.PlanarGoals`, of the block's position), the
-kernel (pure functions of arrays and their array module ``xp`` over a leading batch
-dimension), :class:`PushEnv` (one env) and :class:`PushVectorEnv` (N envs in one call,
-the ids' ``vector_entry_point``).
+The checked constants (``*Params``), the kernel (pure functions of arrays and their array
+module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
+vector twin (the ids' ``vector_entry_point``).
 """
 
 from __future__ import annotations
@@ -262,8 +260,7 @@ class PushEnv(_PushFaces, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     ## Action Space
 
     ``Box(-1, 1, (2,), float32)``: the pusher's acceleration along x and y, in units of
-    ``action_scale`` (10). Finite actions outside [-1, 1] are clipped to it; NaN or inf,
-    or a wrong shape or dtype, raise an error naming the action and the space.
+    ``action_scale`` (10).
 
     ## Observation Space
 
@@ -287,15 +284,12 @@ class PushEnv(_PushFaces, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     ``reset(options={"goal": (x, y)})``, which must lie on the table within ``lim``
     (a ValueError says so otherwise).
 
-    ## Success
+    ## Success and rewards
 
-    ``info["is_success"]`` is True when the block's centre is within
-    ``distance_threshold`` (0.05) of the target.
-
-    ## Rewards
-
-    From :meth:`compute_reward`: sparse (``goalenvs/Push-v0``) 0 on success, else -1;
-    dense (``goalenvs/PushDense-v0``) minus the block's distance to the target.
+    Success (``info["is_success"]``, which terminates) is the block's centre within
+    ``distance_threshold`` (0.05) of the target. Rewards, from :meth:`compute_reward`:
+    sparse (``goalenvs/Push-v0``) 0 on success, else -1; dense (``goalenvs/PushDense-v0``)
+    minus the block's distance to the target.
 
     ## Dynamics
 
@@ -307,36 +301,21 @@ class PushEnv(_PushFaces, EpisodeBookkeeping, PlanarRendering, GoalEnv):
     stops the block; a pusher pressing it there is held back. ``max_speed * dt`` must be
     below the sum of the radii, so the pusher never passes through the block.
 
-    ## Starting State
+    ## Start and end
 
     Both at rest: the block uniform in ``[-block_range, block_range]^2`` (0.2), the
     pusher uniform in ``[-pusher_range, pusher_range]^2`` (0.3) at least ``block_radius``
     clear of the block. The ranges follow Fetch Push's proportions (object and target a
     few pusher lengths apart), which DDPG+HER learns within 15 minutes on a CPU
-    (docs/baselines.md); the table around them leaves room to overshoot.
-
-    ## Episode End
-
-    - Termination: success.
-    - Truncation: after 50 steps, by the registered ``TimeLimit``.
+    (docs/baselines.md); the table around them leaves room to overshoot. Truncation:
+    after 50 steps, by the registered ``TimeLimit``.
 
     ## Arguments
 
-    - ``reward_type`` ("sparse" or "dense", "sparse")
-    - ``action_scale`` (10.0), ``dt`` (0.05), ``max_speed`` (1.0): the pusher's controls.
-    - ``friction`` (10.0): the block's deceleration while sliding, per second (a block
-      that slides on after the pusher stops is hard to place within the success radius).
-    - ``pusher_radius`` (0.05), ``block_radius`` (0.08).
-    - ``distance_threshold`` (0.05): success radius.
-    - ``bound`` (1.0): the table spans ``[-bound, bound]^2``.
-    - ``block_range`` (0.2), ``goal_range`` (0.3), ``pusher_range`` (0.3): where blocks,
-      targets and the pusher are drawn.
-    - ``render_mode`` (None, "human", "rgb_array"): table, target spot, block, pusher, and
-      the step, reward and success.
-
-    ## Version History
-
-    - v0: initial version.
+    The constants above (``friction`` 10 per second: a block that slides on after the
+    pusher stops is hard to place within the success radius; ``pusher_radius`` 0.05,
+    ``block_radius`` 0.08) and ``render_mode`` (None, "human", "rgb_array"): table, target
+    spot, block, pusher, and the step, reward and success.
     """
 
     metadata: dict[str, object] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
@@ -409,19 +388,9 @@ class PushEnv(_PushFaces, EpisodeBookkeeping, PlanarRendering, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-# render() returns sub-env 0's frame, where gymnasium's VectorEnv.render types a tuple of
-# every sub-env's frames: a deliberate difference that mypy reports on the class.
 class PushVectorEnv(_PushFaces, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """``num_envs`` Push envs stepped in one numpy call, or one torch call on ``device``.
-
-    Sub-env ``i`` follows :class:`PushEnv` exactly (same kernel, same draws from its own
-    generator): a vector env reset with ``seed=s`` and given actions reproduces the
-    single envs reset with ``s + i`` and given the same actions. Same arguments as
-    :class:`PushEnv`, plus ``num_envs``, ``max_episode_steps`` (``gym.make_vec`` passes
-    the registered 50), gymnasium's ``autoreset_mode`` and ``device`` (None: numpy; a
-    torch device: tensors there, seeded per device, see :class:`GoalVectorEnv`).
-    ``render_mode="rgb_array"`` draws sub-env 0.
-    """
+    """The vector twin of :class:`PushEnv` (see :class:`GoalVectorEnv` for what a twin adds
+    and guarantees)."""
 
     metadata: dict[str, object] = twin_metadata(PushEnv)
 
@@ -495,7 +464,6 @@ class PushVectorEnv(_PushFaces, TwinRendering, GoalVectorEnv):  # type: ignore[m
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
-        # This step's distances are what compute_reward recomputes from obs.
         p = self.params
         self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
         return self.fresh(self._rewards), self.fresh(info["is_success"]), None

@@ -7,28 +7,13 @@ Command line::
     goalenvs play goalenvs/Parking-v0 --policy runs/x/policy_best.pt --record parking.gif
     goalenvs play runs/x/policy_best.pt --headless --episodes 100   # env id from the file
 
-Keyboard: the env's ``get_keys_to_action()`` (gymnasium.utils.play's format) maps keys to
-actions. Envs with continuous actions step every frame with the action of the keys held
-(no key: the zero action); envs with discrete actions, and envs that offer
-``action_at_pixel(column, row)`` (the action a click there sends, or None), step once per
-key press or mouse click. R (or Backspace)
-resets, Esc or closing the window quits.
-
-Python::
-
-    from goalenvs.play import watch
-    stats = watch(gym.make("goalenvs/PointReach-v0", render_mode="rgb_array"),
-                  lambda obs: policy(obs), episodes=10, record="reach.gif")
-    stats.success_rate, stats.mean_return, stats.lengths
-
-Recordings hold one frame per reset and one per step. ``.gif`` needs Pillow; ``.mp4``
-needs imageio with imageio-ffmpeg. A GIF stores consecutive identical frames once (with
-their durations summed), as every GIF encoder does.
-
-One module per job: :mod:`~goalenvs.play.keyboard` (keyboard play, :func:`drive`),
-:mod:`~goalenvs.play.watch` (watching a policy, :func:`watch`) and
-:mod:`~goalenvs.play.screen` (what both loops share: the window, the recording, episode
-statistics); this module is the command line.
+Keys come from the env's ``get_keys_to_action()`` (gymnasium.utils.play's format): see
+:class:`~goalenvs.play.keyboard.KeyboardController`. Python: :func:`watch` (a policy,
+:mod:`~goalenvs.play.watch`) and :func:`drive` (the keyboard, :mod:`~goalenvs.play.keyboard`)
+share :mod:`~goalenvs.play.screen` (the window, the recording, episode statistics); this
+module is the command line. Recordings hold one frame per reset and one per step (a GIF
+stores consecutive identical frames once, their durations summed, as every GIF encoder
+does); ``.gif`` needs Pillow, ``.mp4`` imageio with imageio-ffmpeg.
 """
 
 from __future__ import annotations

@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import goalenvs  # noqa: F401  (registers the ids)
+from tests.envs.twin_runs import run_singles_and_vector
 
 # Every registered goalenvs id: adding an env (its file + one registry entry) adds it here.
-# Parking's goals are not reached by random walks, which several checks below rely on;
-# tests/envs/test_parking.py holds its contract tests. Every other id is picked up here.
+# Parking's goals are not reached by random walks, which several checks below rely on
+# (and it steps before a reset); tests/envs/test_parking.py holds those of its checks.
 IDS = sorted(
     env_id
     for env_id in gym.registry
@@ -166,66 +167,33 @@ def test_vector_step_reward_equals_compute_reward(env_id):
 # --------------------------------------------------------------------------- single == vector
 
 
-def _run_singles_and_vector(env_id, seed, steps, autoreset_mode=AutoresetMode.NEXT_STEP, **kwargs):
-    n = 4
-    envs = gym.make_vec(env_id, num_envs=n, autoreset_mode=autoreset_mode, **kwargs)
-    singles = [gym.make(env_id, **kwargs) for _ in range(n)]
-    action_space = singles[0].action_space
-    action_space.seed(seed)
-    vector_obs, _ = envs.reset(seed=seed)
-    single_obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(singles)]
-    for key in vector_obs:
-        np.testing.assert_array_equal(vector_obs[key], np.stack([o[key] for o in single_obs]))
-    ended = [False] * n
-    episodes_ended = 0
-    for _ in range(steps):
-        actions = [action_space.sample() for _ in range(n)]
-        vector_obs, reward, terminated, truncated, info = envs.step(np.stack(actions))
-        for i, env in enumerate(singles):
-            if ended[i] and autoreset_mode == AutoresetMode.NEXT_STEP:
-                obs, r, te, tr = env.reset()[0], 0.0, False, False
-            else:
-                obs, r, te, tr, _ = env.step(actions[i])
-            ended[i] = te or tr
-            episodes_ended += ended[i]
-            if ended[i] and autoreset_mode == AutoresetMode.SAME_STEP:
-                final_obs = info["final_obs"][i]
-                for key in obs:
-                    np.testing.assert_array_equal(final_obs[key], obs[key])
-                obs = env.reset()[0]
-            for key in obs:
-                np.testing.assert_array_equal(vector_obs[key][i], obs[key])
-            assert (reward[i], terminated[i], truncated[i]) == (r, te, tr)
-    return episodes_ended
-
-
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_vector_twin_follows_single_envs_across_autoresets(env_id):
-    # Shorter episodes, so that the mazes' long ones also cross several autoresets.
-    short = {"max_episode_steps": 25} if env_id.startswith("goalenvs/PointMaze") else {}
-    episodes_ended = _run_singles_and_vector(env_id, seed=3, steps=150, **short)
+    # Shorter episodes, so that the mazes' and lots' long ones also cross several autoresets.
+    long = env_id.startswith(("goalenvs/PointMaze", "goalenvs/Parking"))
+    short = {"max_episode_steps": 25} if long else {}
+    episodes_ended = run_singles_and_vector(env_id, seed=3, steps=150, **short)
     assert episodes_ended >= 8  # several autoresets were crossed
 
 
-@pytest.mark.parametrize("env_id", ["goalenvs/BitFlipping-v0", "goalenvs/PointReach-v0"])
-def test_vector_twin_follows_single_envs_in_same_step_mode(env_id):
-    assert (
-        _run_singles_and_vector(env_id, seed=11, steps=120, autoreset_mode=AutoresetMode.SAME_STEP)
-        >= 8
-    )
-
-
-def test_vector_twin_follows_single_envs_with_other_constants():
-    # Each run crosses several autoresets (measured: 67, 89, 24 and 7 episode ends).
+def test_vector_twin_follows_single_envs_in_same_step_mode_and_with_other_constants():
+    # Each run crosses several autoresets.
+    same_step = {"autoreset_mode": AutoresetMode.SAME_STEP}
     ended = [
-        _run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 60, n_bits=3, fixed_goal=True),
+        run_singles_and_vector("goalenvs/BitFlipping-v0", 11, 120, **same_step),
+        run_singles_and_vector("goalenvs/PointReach-v0", 11, 120, **same_step),
+        run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 60, n_bits=3, fixed_goal=True),
         # Two bits: a quarter of the random goals equal their start and are redrawn.
-        _run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 60, n_bits=2),
+        run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 60, n_bits=2),
         # Past 64 bits a pattern spans two random words.
-        _run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 30, n_bits=70, max_episode_steps=4),
-        _run_singles_and_vector("goalenvs/PointReach-v0", 5, 60, distance_threshold=0.3, dt=0.1),
+        run_singles_and_vector("goalenvs/BitFlipping-v0", 5, 30, n_bits=70, max_episode_steps=4),
+        run_singles_and_vector("goalenvs/PointReach-v0", 5, 60, distance_threshold=0.3, dt=0.1),
+        # Crowded and dense at once, which no id registers.
+        run_singles_and_vector(
+            "goalenvs/ParkingCrowded-v0", 5, 60, reward_type="dense", max_episode_steps=20
+        ),
     ]
-    assert min(ended) >= 5, ended
+    assert min(ended[:2]) >= 8 and min(ended) >= 5, ended
 
 
 # --------------------------------------------------------------------------- reset, seeding
@@ -252,7 +220,7 @@ def test_seeded_reset_reproduces_start_and_goal_and_seeds_differ(env_id):
     assert len(goals) > 10
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_vector_reseed_after_steps_reproduces_the_first_reset_and_its_episodes(env_id):
     # Sub-envs draw from their own generators only when they reset: after a reseed the
     # vector env starts over exactly, whatever it drew in between (two autoresets here).
@@ -270,7 +238,7 @@ def test_vector_reseed_after_steps_reproduces_the_first_reset_and_its_episodes(e
     assert not np.array_equal(runs[0][0]["desired_goal"], envs.reset(seed=6)[0]["desired_goal"])
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_masked_reset_draws_only_from_the_reset_sub_envs_generators(env_id):
     envs = gym.make_vec(env_id, num_envs=4, autoreset_mode="disabled").unwrapped
     envs.reset(seed=2)
@@ -287,7 +255,7 @@ def test_masked_reset_draws_only_from_the_reset_sub_envs_generators(env_id):
         np.testing.assert_array_equal(obs[key][1], expected[key])
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_masked_reset_pins_each_reset_sub_env_to_its_own_goal_row(env_id):
     envs = gym.make_vec(env_id, num_envs=4, autoreset_mode="disabled").unwrapped
     drawn = [envs.reset(seed=s)[0]["desired_goal"].copy() for s in (1, 2)]
@@ -305,7 +273,7 @@ def test_masked_reset_pins_each_reset_sub_env_to_its_own_goal_row(env_id):
         np.testing.assert_array_equal(same[key], pinned[key])
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_reset_info_and_step_info_carry_a_bool_is_success(env_id):
     env = gym.make(env_id)
     _, info = env.reset(seed=0)
@@ -315,7 +283,7 @@ def test_reset_info_and_step_info_carry_a_bool_is_success(env_id):
         assert type(info["is_success"]) is bool
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_returned_arrays_are_fresh_copies(env_id):
     env = gym.make(env_id)
     obs, _ = env.reset(seed=0)
@@ -334,7 +302,7 @@ def test_returned_arrays_are_fresh_copies(env_id):
     assert not any(np.shares_memory(vobs[k], vobs2[k]) for k in vobs)
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_reset_goal_option_pins_the_goal_and_rejects_goals_outside_the_space(env_id):
     env = gym.make(env_id)
     space = env.observation_space["desired_goal"]
@@ -358,7 +326,7 @@ def test_reset_goal_option_pins_the_goal_and_rejects_goals_outside_the_space(env
         envs.reset(options={"goal": outside})
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_metadata_render_fps_is_an_int_and_vector_declares_autoreset(env_id):
     env = gym.make(env_id)
     assert type(env.metadata["render_fps"]) is int
@@ -370,7 +338,7 @@ def test_metadata_render_fps_is_an_int_and_vector_declares_autoreset(env_id):
 # --------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_bad_actions_fail_with_clear_errors(env_id):
     env = gym.make(env_id).unwrapped
     env.reset(seed=0)
@@ -415,7 +383,7 @@ def test_step_before_reset_is_an_error(env_id):
 # --------------------------------------------------------------------------- rendering
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_rgb_array_frames_are_uint8_not_blank_and_change_with_steps(env_id):
     env = gym.make(env_id, render_mode="rgb_array")
     env.reset(seed=1)
@@ -432,7 +400,7 @@ def test_rgb_array_frames_are_uint8_not_blank_and_change_with_steps(env_id):
     env.close()
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_vector_twin_renders_its_first_env_like_the_single_env(env_id):
     envs = gym.make_vec(env_id, num_envs=3, render_mode="rgb_array")
     single = gym.make(env_id, render_mode="rgb_array")
@@ -447,7 +415,7 @@ def test_vector_twin_renders_its_first_env_like_the_single_env(env_id):
     envs.close()
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_keys_to_action_works_with_gymnasium_play(env_id):
     from gymnasium.utils.play import PlayableGame
 

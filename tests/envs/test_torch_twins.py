@@ -30,40 +30,29 @@ DEVICES = [
     ),
 ]
 
-# Each twin's state, as attributes: what "the same state" copies across backends.
-STATE = {
-    "goalenvs/BitFlipping-v0": ("_state", "_goal"),
-    "goalenvs/BitFlippingContinuous-v0": ("_state", "_goal"),
-    "goalenvs/PointReach-v0": ("_position", "_velocity", "_goal"),
-    "goalenvs/PointReachDense-v0": ("_position", "_velocity", "_goal"),
-    "goalenvs/PointMaze-v0": ("_position", "_velocity", "_goal"),
-    "goalenvs/PointMazeDense-v0": ("_position", "_velocity", "_goal"),
-    "goalenvs/Push-v0": ("_pusher", "_pusher_velocity", "_block", "_block_velocity", "_goal"),
-    "goalenvs/PushDense-v0": ("_pusher", "_pusher_velocity", "_block", "_block_velocity", "_goal"),
-    # Parking's state tuple (x, y, cos, sin, speed) and its cached evaluation.
-    "goalenvs/Parking-v0": ("_state", "_goal", "_parked", "_achieved", "_crashed"),
-    "goalenvs/ParkingCrowded-v0": ("_state", "_goal", "_parked", "_achieved", "_crashed"),
-    "goalenvs/ParkingDense-v0": ("_state", "_goal", "_parked", "_achieved", "_crashed"),
+# Each family's state, as attributes (what "the same state" copies across backends), and
+# where its success lies (setting the goal there makes the next step succeed). Parking's
+# state is the tuple (x, y, cos, sin, speed) and its cached evaluation.
+FAMILIES = {
+    "BitFlipping": (("_state", "_goal"), "_state"),
+    "PointReach": (("_position", "_velocity", "_goal"), "_position"),
+    "PointMaze": (("_position", "_velocity", "_goal"), "_position"),
+    "Push": (("_pusher", "_pusher_velocity", "_block", "_block_velocity", "_goal"), "_block"),
+    "Parking": (("_state", "_goal", "_parked", "_achieved", "_crashed"), "_achieved"),
 }
-IDS = list(STATE)
-# Where each env's success lies: setting the goal there makes the next step succeed.
-ACHIEVED = {
-    "BitFlipping": "_state",
-    "PointReach": "_position",
-    "PointMaze": "_position",
-    "Push": "_block",
-    "Parking": "_achieved",
-}
+VARIANTS = """BitFlipping BitFlippingContinuous PointReach PointReachDense PointMaze
+    PointMazeDense Push PushDense Parking ParkingCrowded ParkingDense"""
+IDS = [f"goalenvs/{name}-v0" for name in VARIANTS.split()]
 
 
-def _achieved_attr(env_id: str) -> str:
-    return next(attr for family, attr in ACHIEVED.items() if family in env_id)
+def _family(env_id: str) -> tuple[tuple[str, ...], str]:
+    return next(value for family, value in FAMILIES.items() if family in env_id)
 
 
 def _copy_state(env_id: str, src, dst, index) -> None:
     """Copies sub-envs ``index`` of the numpy twin ``src`` into the torch twin ``dst``."""
     rows = torch.as_tensor(index, dtype=torch.int64, device=dst.device)
-    for name in STATE[env_id]:
+    for name in _family(env_id)[0]:
         source, target = getattr(src, name), getattr(dst, name)
         if not isinstance(source, tuple):  # a tuple of state arrays, or one array
             source, target = (source,), (target,)
@@ -131,7 +120,7 @@ def test_same_state_and_actions_give_the_same_trajectory(env_id, autoreset_mode,
     ref.reset(seed=3)
     twin.reset(seed=3)
     # A quarter of the sub-envs start on their goal: terminations as well as truncations.
-    achieved = _achieved_attr(env_id)
+    achieved = _family(env_id)[1]
     ref._goal[: n // 4] = getattr(ref, achieved)[: n // 4]
     _copy_state(env_id, ref, twin, np.arange(n))
     rng = np.random.default_rng(0)

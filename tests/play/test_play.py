@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import gymnasium as gym
@@ -12,6 +13,7 @@ from gymnasium import spaces
 from goalenvs import play
 from goalenvs.cli import main as cli_main
 from goalenvs.core import GoalEnv, goal_dict_space
+from goalenvs.envs.bit_flipping import BitFlippingEnv
 from goalenvs.envs.canvas import Canvas, Window
 from goalenvs.play.keyboard import (
     RESET,
@@ -27,7 +29,6 @@ pygame = pytest.importorskip("pygame")
 Image = pytest.importorskip("PIL.Image")
 
 DOT_ID = "playtest/Dot-v0"
-BITS_ID = "playtest/Bits-v0"
 NO_RGB_ID = "playtest/NoRgb-v0"
 
 
@@ -105,70 +106,13 @@ class DotEnv(GoalEnv):
         }
 
 
-class BitsEnv(GoalEnv):
-    """Four bits drawn as 25-pixel cells in a row; Discrete(4) flips one."""
-
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
-
-    def __init__(self, render_mode: str | None = None) -> None:
-        bits = spaces.Box(0.0, 1.0, (4,), np.float32)
-        self.observation_space = goal_dict_space(bits, bits)
-        self.action_space = spaces.Discrete(4)
-        self.render_mode = render_mode
-        self.canvas: Canvas | None = None
-        self.bits = np.zeros(4, np.float32)
-        self.goal = np.ones(4, np.float32)
-
-    def _obs(self):
-        return {
-            "observation": self.bits.copy(),
-            "achieved_goal": self.bits.copy(),
-            "desired_goal": self.goal.copy(),
-        }
-
-    def compute_reward(self, achieved_goal, desired_goal, info):
-        return -np.any(achieved_goal != desired_goal, axis=-1).astype(np.float32)
-
-    def compute_terminated(self, achieved_goal, desired_goal, info):
-        return np.all(achieved_goal == desired_goal, axis=-1)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.bits = np.zeros(4, np.float32)
-        return self._obs(), {"is_success": False}
-
-    def step(self, action):
-        self.bits[int(action)] = 1.0 - self.bits[int(action)]
-        obs = self._obs()
-        done = bool(np.all(self.bits == self.goal))
-        return obs, -float(not done), done, False, {"is_success": done}
-
-    def render(self):
-        if self.canvas is None:
-            self.canvas = Canvas((100, 25), (0, 4, 0, 1))
-        self.canvas.clear()
-        for i, bit in enumerate(self.bits):
-            self.canvas.rect(i, 0, i + 1, 1, (0, 0, 0) if bit else (255, 255, 255))
-        return self.canvas.rgb_array()
-
-    def action_at_pixel(self, column: int, row: int) -> int | None:
-        return column // 25 if 0 <= column < 100 and 0 <= row < 25 else None
-
-    def get_keys_to_action(self) -> dict[str, int]:
-        return {str(i + 1): i for i in range(4)}
-
-
 class NoRgbEnv(DotEnv):
     metadata = {"render_modes": ["human"], "render_fps": 30}
 
 
-for env_id, entry_point, steps in (
-    (DOT_ID, DotEnv, 20),
-    (BITS_ID, BitsEnv, 8),
-    (NO_RGB_ID, NoRgbEnv, 20),
-):
+for env_id, entry_point in ((DOT_ID, DotEnv), (NO_RGB_ID, NoRgbEnv)):
     if env_id not in gym.registry:
-        gym.register(env_id, entry_point=entry_point, max_episode_steps=steps)
+        gym.register(env_id, entry_point=entry_point, max_episode_steps=20)
 
 
 def key(kind: int, code: int) -> Any:
@@ -254,18 +198,16 @@ def test_reset_key_r_yields_to_an_env_that_maps_r():
 
 
 def test_turn_based_keys_and_clicks_send_one_action_each():
-    env = BitsEnv()
-    controller = KeyboardController(
-        env.action_space, env.get_keys_to_action(), action_at_pixel=env.action_at_pixel
-    )
+    env = BitFlippingEnv(n_bits=4, render_mode="rgb_array")
+    controller = keyboard_controller(env)
     assert controller.turn_based
     assert controller.process([]).actions == []
     events = [
         key(pygame.KEYDOWN, pygame.K_3),
         key(pygame.KEYUP, pygame.K_3),
-        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(80, 10)),
-        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(80, 60)),  # off the bits
-        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=3, pos=(10, 10)),  # right button
+        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=env.cell_pixel(3)),
+        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(0, 0)),  # off the bits
+        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=3, pos=env.cell_pixel(1)),  # right
     ]
     assert controller.process(events).actions == [2, 3]
     assert controller.process([]).actions == []  # a held key does not repeat
@@ -303,27 +245,20 @@ def test_posted_arrow_key_moves_the_point_in_the_pressed_direction(window):
     env.close()
 
 
-def test_posted_number_key_and_click_flip_the_chosen_bits(window):
-    env = gym.make(BITS_ID, render_mode="rgb_array")
-    post(
-        key(pygame.KEYDOWN, pygame.K_2),
-        key(pygame.KEYUP, pygame.K_2),
-        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(90, 5)),
-    )
-    drive(env, window=window, frames=3, fps=1000, seed=0, verbose=False)
-    np.testing.assert_array_equal(env.unwrapped.bits, [0, 1, 0, 1])
-    shown = np.transpose(pygame.surfarray.array3d(pygame.display.get_surface()), (1, 0, 2))
-    assert tuple(shown[10, 30]) == (0, 0, 0) and tuple(shown[10, 5]) == (255, 255, 255)
-    env.close()
-
-
 def test_drive_counts_finished_episodes_and_resets(window):
-    env = gym.make(BITS_ID, render_mode="rgb_array")
-    post(*[key(pygame.KEYDOWN, k) for k in (pygame.K_1, pygame.K_2, pygame.K_3, pygame.K_4)])
-    post(key(pygame.KEYDOWN, pygame.K_1), key(pygame.KEYDOWN, pygame.K_r))
+    # drive's resets replayed on a second env: seeded, then unseeded after an episode or R.
+    ref = BitFlippingEnv(n_bits=4)
+    first, second, third = ref.reset(seed=0)[0], ref.reset()[0], ref.reset()[0]
+    wrong = np.flatnonzero(first["achieved_goal"] != first["desired_goal"])
+    right = np.flatnonzero(second["achieved_goal"] == second["desired_goal"])
+    post(*[key(pygame.KEYDOWN, pygame.K_1 + int(bit)) for bit in wrong])  # solves the first
+    post(key(pygame.KEYDOWN, pygame.K_1 + int(right[0])), key(pygame.KEYDOWN, pygame.K_r))
+    env = gym.make("goalenvs/BitFlipping-v0", n_bits=4, render_mode="rgb_array")
     stats = drive(env, window=window, frames=3, fps=1000, seed=0, verbose=False)
-    assert stats.lengths == [4] and stats.successes == [True] and stats.returns == [-3.0]
-    np.testing.assert_array_equal(env.unwrapped.bits, [0, 0, 0, 0])  # R reset the next one
+    assert stats.lengths == [len(wrong)] and stats.successes == [True]
+    assert stats.returns == [1.0 - len(wrong)]  # -1 a step, 0 for the one that succeeds
+    # The second episode, one step in, was not counted: R reset it to the third.
+    np.testing.assert_array_equal(env.unwrapped._state[0], third["observation"])
     env.close()
 
 
@@ -587,21 +522,28 @@ def test_policy_spaces_are_compared_key_by_key(capsys, checkpoints):
     assert "this env's is Box(-1.0, 1.0, (2,), float32)" in err
 
 
-def test_cli_watches_a_policy_named_by_its_checkpoint(capsys, checkpoints, tmp_path):
+@pytest.mark.parametrize(("name", "longest"), [("dot", 20), ("bits", 2)])
+def test_cli_watches_a_policy_named_by_its_checkpoint(name, longest, capsys, checkpoints, tmp_path):
+    # The checkpoint names its env, its env kwargs and its time limit: Dot's 20-step limit,
+    # and BitFlipping's n_bits=2 (the default 10 bits would not fit the policy) bound them.
     out = tmp_path / "watch.gif"
-    argv = ["play", checkpoints["dot"], "--headless", "--episodes", "2", "--record", str(out)]
+    argv = ["play", checkpoints[name], "--headless", "--episodes", "2", "--record", str(out)]
     assert cli_main([*argv, "--seed", "0"]) == 0
     printed = capsys.readouterr().out
-    lengths = [
-        int(line.split("length ")[1].split(",")[0])
-        for line in printed.splitlines()
-        if line.startswith("episode ")
-    ]
-    # The checkpoint names playtest/Dot-v0: its 20-step time limit bounds every episode.
-    assert len(lengths) == 2 and all(1 <= n <= 20 for n in lengths)
+    lengths = [int(n) for n in re.findall(r"^episode \d+: .*length (\d+),", printed, re.M)]
+    assert len(lengths) == 2 and all(1 <= n <= longest for n in lengths)
     assert "2 episodes: success rate" in printed
     assert f"recorded {sum(lengths) + 2} frames" in printed
     assert len(gif_frames(out)) == sum(lengths) + 2
+
+
+def test_a_checkpoint_for_other_env_kwargs_is_refused_in_one_line(checkpoints, capsys):
+    argv = ["play", "goalenvs/BitFlipping-v0", "--policy", checkpoints["bits"], "--headless"]
+    assert cli_main([*argv, "--env-kwargs", '{"n_bits": 6}']) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "does not match goalenvs/BitFlipping-v0" in err
+    assert 'trained on goalenvs/BitFlipping-v0 (env kwargs {"n_bits": 2})' in err
 
 
 def test_a_policy_without_spaces_is_probed_with_one_prediction(capsys, monkeypatch, checkpoints):
