@@ -471,7 +471,7 @@ class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # 
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
         self._rewards = sparse_reward(self._success, self.xp)
-        return self._rewards, self.fresh(self._success), None
+        return self.fresh(self._rewards), self.fresh(self._success), None
 
     def _frame_hud(self) -> str:
         return self._sub_env_hud(bool(self._success[0]))

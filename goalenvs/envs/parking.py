@@ -20,7 +20,6 @@ from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
     InfoLike,
-    check_action,
     check_choice,
     check_goal_option,
     check_positive,
@@ -627,6 +626,7 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
         self._goal, self._parked = goal, parked
         self._elapsed = 0
         self._last_reward = None
+        self._has_reset = True
         obs, _ = self._evaluate()
         self._show_frame()
         return obs, {"is_success": self._success, "crashed": self._crashed}
@@ -635,7 +635,7 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
         self, action: object
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Advances one policy step (``step_time`` seconds)."""
-        action = check_action(action, self.action_space)
+        action = self._checked_action(action)
         self._state = advance(self._state, action.astype(np.float64), self.params, np)
         self._elapsed += 1
         obs, self._last_reward = self._evaluate()

@@ -365,7 +365,7 @@ class PointReachVectorEnv(_PointReachFaces, PointMassTwin, TwinRendering, GoalVe
     ) -> tuple[np.ndarray, np.ndarray, None]:
         p = self.params
         self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
-        return self._rewards, self.fresh(info["is_success"]), None
+        return self.fresh(self._rewards), self.fresh(info["is_success"]), None
 
     def _frame_hud(self) -> str:
         return self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))

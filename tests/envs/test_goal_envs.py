@@ -17,7 +17,7 @@ from tests.envs.twin_runs import run_singles_and_vector
 
 # Every registered goalenvs id: adding an env (its file + one registry entry) adds it here.
 # Parking's goals are not reached by random walks, which several checks below rely on
-# (and it steps before a reset); tests/envs/test_parking.py holds those of its checks.
+# tests/envs/test_parking.py holds those of its checks.
 IDS = sorted(
     env_id
     for env_id in gym.registry
@@ -296,10 +296,14 @@ def test_returned_arrays_are_fresh_copies(env_id):
     obs3, *_ = env.step(env.action_space.sample())
     assert not any(np.shares_memory(obs2[k], obs3[k]) for k in obs2)
 
-    envs = gym.make_vec(env_id, num_envs=3)
+    envs = gym.make_vec(env_id, num_envs=3, render_mode="rgb_array")
     vobs, _ = envs.reset(seed=0)
-    vobs2, *_ = envs.step(envs.action_space.sample())
+    vobs2, reward, *_ = envs.step(envs.action_space.sample())
     assert not any(np.shares_memory(vobs[k], vobs2[k]) for k in vobs)
+    # The step's reward is the caller's too: writing to it leaves sub-env 0's frame alone.
+    frame = envs.render()
+    reward[...] = 123.0
+    np.testing.assert_array_equal(envs.render(), frame)
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
@@ -373,7 +377,7 @@ def test_bad_actions_fail_with_clear_errors(env_id):
             envs.step(bad)
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_step_before_reset_is_an_error(env_id):
     env = gym.make(env_id).unwrapped
     with pytest.raises(RuntimeError, match="reset"):
