@@ -212,9 +212,8 @@ class Collector:
         self.backend = backend
         self.rollout_steps = rollout_steps
         self.info_keys = info_keys
-        self.workers, self.eval_workers = workers, eval_workers  # None: as the plan has it
-        if eval_workers is None:
-            self.eval_workers = eval_env_workers(n_eval_episodes, workers)
+        self.workers = workers
+        self.eval_workers = eval_workers or eval_env_workers(n_eval_episodes, workers)
         self.clock = PhaseClock()  # collection charges its env, act and store phases here
         envs = backend.make_envs(num_envs, backend.autoreset, workers)
         # Worker processes keep their own snapshots; in-process envs get the wrapper.

@@ -370,7 +370,7 @@ class RunFolder:
         if not self.main:
             return
         self._write_progress()
-        extra = {"world_size": self.world, "env_steps": counters.env_steps}
+        extra: dict[str, object] = {"world_size": self.world, "env_steps": counters.env_steps}
         extra.update(best_epoch=counters.best_epoch, save_buffer=bool(cfg.save_buffer))
         commit_unit(unit, counters.epoch, extra)
         atomic_copy(unit / "policy.pt", self.path / "policy_latest.pt")
