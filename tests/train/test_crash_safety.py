@@ -10,7 +10,6 @@ import logging
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from goalenvs.agents.registry import config_from_dict
 from goalenvs.envs.point_reach import PointReachEnv
 from goalenvs.train.checkpoint import CheckpointError
 from goalenvs.train.trainer import Trainer, train
+from tests.train.test_train_distributed import free_port
 
 torch.set_num_threads(1)
 
@@ -365,12 +365,6 @@ def test_sigkill_at_random_moments_every_resume_succeeds(tmp_path, env_device, k
 
 
 # ------------------------------------------------------------------ several workers
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sigterm_worker(rank: int, port: int, tmp: str, epochs: int, resume: bool) -> None:
