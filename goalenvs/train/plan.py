@@ -109,22 +109,15 @@ class RunPlan:
         """The plan as ``goalenvs train`` prints it: a few short lines."""
         workers = f", worker {self.rank} of {self.world}" if self.world > 1 else ""
         length = "none declared" if self.episode_length is None else f"{self.episode_length}"
-        clip = (
-            "off"
-            if self.clip_range is None
-            else f"[{self.clip_range[0]:g}, {self.clip_range[1]:g}]"
-        )
+        low, high = self.clip_range or (0, 0)
+        clip = "off" if self.clip_range is None else f"[{low:g}, {high:g}]"
         envs = "torch twins on the device" if self.env_device == "device" else "numpy"
-        where = (
-            "in the trainer's process"
-            if self.env_workers == 1
-            else f"in {self.env_workers} worker processes"
-        )
+        where = f"in {self.env_workers} worker processes"
+        where = "in the trainer's process" if self.env_workers == 1 else where
         timed = "" if self.step_seconds is None else f" (a step {1e6 * self.step_seconds:.0f} us)"
         # the eval pool lives as long as the training one: a run holds both
-        evaluation = (
-            "" if self.eval_workers == 1 else f", eval envs in {self.eval_workers} more processes"
-        )
+        evaluation = f", eval envs in {self.eval_workers} more processes"
+        evaluation = "" if self.eval_workers == 1 else evaluation
         replay = "in host memory" if self.replay_device == "host" else f"on {self.device}"
         machine = self.machine
         cores, total = machine.get("cores", "?"), machine.get("cores_total")

@@ -51,7 +51,7 @@ from goalenvs.core import episode_length
 from goalenvs.her.replay import ReplayBuffer
 from goalenvs.train.collectors import Backend, Collector, DeviceBackend
 from goalenvs.train.display import Display, mean_or_nan
-from goalenvs.train.envs import goal_function, has_native_twin, validate_training_env
+from goalenvs.train.envs import goal_function, validate_training_env
 from goalenvs.train.plan import check_device, follow_recorded, make_plan, target_clip
 from goalenvs.train.policy import Policy, load_policy
 from goalenvs.train.resume_state import capture_random_state, restore_random_state
@@ -242,22 +242,6 @@ class Trainer:
         self._stop = False
 
     # ---- building
-
-    def placement(self) -> str:
-        """One line: where the envs, the replay buffer and the networks run."""
-        cfg, plan = self.config, self.plan
-        if plan.env_device == "device":
-            envs = f"{cfg.num_envs} envs, the torch twin on {self.device}"
-            buffer = f"on {self.device}"
-        else:
-            twin = ", the numpy twin," if has_native_twin(cfg.env_id) else ""
-            workers = plan.env_workers
-            where = "in the trainer's process" if workers == 1 else f"in {workers} worker processes"
-            envs = f"{cfg.num_envs} envs{twin} {where}"
-            if plan.overlap:
-                envs += ", collecting beside the updates"
-            buffer = f"on {self.device}" if plan.replay_device == "device" else "in host memory"
-        return f"envs: {envs}; replay buffer {buffer}; networks on {self.device}"
 
     def plan_lines(self) -> list[str]:
         """The lines ``goalenvs train`` prints before the first epoch: the placement, the

@@ -363,7 +363,7 @@ def test_numpy_envs_fill_a_replay_buffer_on_the_device_and_resume_from_its_file(
     try:
         assert isinstance(trainer.buffer, DeviceHerReplayBuffer)
         assert trainer.buffer.device == torch.device("cpu")
-        assert "replay buffer on cpu" in trainer.placement()
+        assert "replay buffer on cpu" in trainer.plan.lines()[-1]
         trainer.run()
         # Every relabeled batch went through the env's numpy-only goal function.
         assert trainer.buffer.n_transitions == 2 * 10 * 4
