@@ -258,11 +258,8 @@ class Collector:
             # networks are the policy's alone, and it explores with the agent's own
             # generators, which only collection draws from.
             memo: dict[int, object] = {id(m): None for m in agent.training_modules().values()}
-            shared = [
-                agent.rng,
-                *(g for g in vars(agent).values() if isinstance(g, torch.Generator)),
-            ]
-            memo.update({id(g): g for g in shared})
+            torch_generators = [g for g in vars(agent).values() if isinstance(g, torch.Generator)]
+            memo.update({id(g): g for g in (agent.rng, *torch_generators)})
             self._behaviour = copy.deepcopy(agent, memo).to("cpu")
         for name, module in agent.policy_modules().items():
             self._behaviour.policy_modules()[name].load_state_dict(module.state_dict())

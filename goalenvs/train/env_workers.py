@@ -216,13 +216,14 @@ class EnvWorkers(gym.vector.VectorEnv):
         self.metadata = {**self.pool.metadata, "autoreset_mode": gym.vector.AutoresetMode(mode)}
         self.render_mode = None
         probe = _make_env(source, env_kwargs)  # the spaces of one sub-env
-        self.single_observation_space = probe.observation_space
-        self.single_action_space = probe.action_space
-        probe.close()
-        self.observation_space = gym.vector.utils.batch_space(
-            self.single_observation_space, num_envs
+        self.single_observation_space, self.single_action_space = (
+            probe.observation_space,
+            probe.action_space,
         )
-        self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+        probe.close()
+        batch = gym.vector.utils.batch_space
+        self.observation_space = batch(self.single_observation_space, num_envs)
+        self.action_space = batch(self.single_action_space, num_envs)
 
     def pids(self) -> list[int]:
         """The worker processes' ids, worker 0 first (what their memory is read by)."""

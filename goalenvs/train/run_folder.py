@@ -67,6 +67,8 @@ from goalenvs.train.checkpoint import (
 from goalenvs.train.timing import TIME_COLUMNS
 
 KEEP_UNITS = 2  # committed epochs kept in checkpoints/: the newest and one to fall back on
+# a unit as read: its policy checkpoint (with its manifest), this worker's state and buffer
+Unit = tuple[dict, dict | None, ReplayBuffer | None]
 logger = logging.getLogger(__name__)
 
 
@@ -229,8 +231,7 @@ class RunFolder:
                 + "). Restore the files from a backup, or start a new run with out=<folder>"
             )
         assert unit is not None  # the loop ends early only on a unit every worker read
-        data, state, buffer = unit
-        restored = self._apply_unit(agent, epoch, data, state, buffer)
+        restored = self._apply_unit(agent, epoch, unit)
         if epoch != epochs[0]:
             logger.warning("resuming from epoch %d, the last readable checkpoint", epoch)
         if self.main:
@@ -243,9 +244,7 @@ class RunFolder:
             self.progress_rows = self._read_progress_rows(epoch)
         return restored
 
-    def _read_unit(
-        self, unit: Path, load_buffer: Callable[[Path], ReplayBuffer]
-    ) -> tuple[dict, dict | None, ReplayBuffer | None]:
+    def _read_unit(self, unit: Path, load_buffer: Callable[[Path], ReplayBuffer]) -> Unit:
         """Reads every part of a unit this worker needs, applying nothing yet."""
         manifest = read_manifest(unit)
         epoch = manifest["epoch"]
@@ -284,15 +283,9 @@ class RunFolder:
             )
         return data, state, buffer
 
-    def _apply_unit(
-        self,
-        agent: Agent,
-        epoch: int,
-        data: dict,
-        state: dict | None,
-        buffer: ReplayBuffer | None,
-    ) -> Restored:
+    def _apply_unit(self, agent: Agent, epoch: int, unit: Unit) -> Restored:
         """Loads the unit's networks into ``agent``; the counters and the rest returned."""
+        data, state, buffer = unit
         meta = data["metadata"]
         # a file.py env resumed from another folder is named by its recorded file there
         same_file = (

@@ -161,13 +161,13 @@ class Trainer:
             opened.callback(env.close)
             # a resume takes what its config left to the machine as it was recorded
             followed = follow_recorded(cfg, recorded)
-            workers = join_workers(check_device(followed, recorded))
-            self.workers = workers
+            workers = self.workers = join_workers(check_device(followed, recorded))
             self.device, self.rank, self.world = workers.device, workers.rank, workers.world
             self.main = workers.rank == 0
             self.loud = self.main and cfg.verbose
-            plan = make_plan(followed, env, self.device, self.rank, self.world, recorded)
-            self.plan = plan
+            plan = self.plan = make_plan(
+                followed, env, self.device, self.rank, self.world, recorded
+            )
             if plan.episode_length is not None and episode_length(env) is None:
                 # the length the env truncates at, measured: every env of the run gets it
                 cfg.max_episode_steps = plan.episode_length
