@@ -449,12 +449,9 @@ def run(args: argparse.Namespace) -> int:
             for line in trainer.plan_lines():
                 print(f"goalenvs train: {line}", flush=True)
         result = trainer.run()
-    except (PreflightError, PlanError) as exc:
+    except (PreflightError, PlanError, TrainingError, EnvWorkerError) as exc:
         print(f"goalenvs train: {exc}", file=sys.stderr)
-        return 2
-    except (TrainingError, EnvWorkerError) as exc:
-        print(f"goalenvs train: {exc}", file=sys.stderr)
-        return 1
+        return 1 if isinstance(exc, (TrainingError, EnvWorkerError)) else 2
     except (ValueError, TypeError, CheckpointError, RuntimeError) as exc:
         print(f"goalenvs train: error: {exc}", file=sys.stderr)
         return 2

@@ -323,23 +323,23 @@ class Trainer:
         calls it unless it was called."""
         cfg = self.config
         restored = self.run_folder.open(self.agent, self._load_buffer)
-        self.started = True
         seed = cfg.seed + self.rank * cfg.num_envs
         if restored is None:
             self.collector.reset(seed)
-            return
-        # The checkpoint's optimizer state replaced tensors a captured update reads.
-        self.learner = self._new_learner()
-        self.counters, self.success = restored.counters, restored.success
-        env_states = None
-        if restored.random_state is not None:
-            if restored.buffer is not None:
-                restored.buffer.truncate_last_trajectory()  # the envs start new episodes
-                self.buffer = restored.buffer
-            env_states = restore_random_state(restored.random_state, self.agent, self.buffer)
-        missed = self.collector.reset(seed, env_states)
-        if missed:
-            logger.warning("env generators %s were not restored (another env version?)", missed)
+        else:
+            self.counters, self.success = restored.counters, restored.success
+            env_states = None
+            if restored.random_state is not None:
+                if restored.buffer is not None:
+                    restored.buffer.truncate_last_trajectory()  # the envs start new episodes
+                    self.buffer = restored.buffer
+                env_states = restore_random_state(restored.random_state, self.agent, self.buffer)
+            missed = self.collector.reset(seed, env_states)
+            if missed:
+                logger.warning("env generators %s were not restored (another env version?)", missed)
+            # The checkpoint's optimizer state replaced tensors a captured update reads.
+            self.learner = self._new_learner()
+        self.started = True
 
     def _train_epoch(self, display: Display | None) -> dict[str, Any] | None:
         """One epoch: ``n_cycles`` of (collect, store, update), then evaluate and commit it.
