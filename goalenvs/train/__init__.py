@@ -1,9 +1,7 @@
-"""The training loop: collection and evaluation per backend, the run folder and resume,
-checkpoints, presets, display and curves, and ``goalenvs train``.
+"""The training loop, the run folder and resume, checkpoints, presets and ``goalenvs train``.
 
 Importing this package loads nothing else. The package is also the one-call function:
-``goalenvs.train(env_id, **fields)`` is :func:`goalenvs.train.api.train_env`, and
-:func:`goalenvs.train.trainer.train` trains a config.
+``goalenvs.train(env_id, **fields)`` is :func:`goalenvs.train.api.train_env`.
 """
 
 from __future__ import annotations
@@ -17,9 +15,8 @@ if TYPE_CHECKING:
 
 
 class _TrainPackage(types.ModuleType):
-    """This package, callable: a module's class may be a ModuleType subclass (Python's
-    "customizing module attribute access"), so ``goalenvs.train`` stays the package and
-    ``goalenvs.train(...)`` trains, whichever of the two was imported first."""
+    """This package, callable (a module's class may be a ModuleType subclass): it stays the
+    package and ``goalenvs.train(...)`` trains, whichever of the two was imported first."""
 
     def __call__(self, env_id: str, **fields: Any) -> TrainResult:
         """Trains ``env_id``: :func:`goalenvs.train.api.train_env`."""

@@ -37,13 +37,9 @@ def train_env(
     **fields: Any,
 ) -> TrainResult:
     """Trains ``env_id`` (any env spec ``goalenvs train`` takes) and returns the
-    :class:`~goalenvs.train.trainer.TrainResult`, whose ``.policy`` predicts.
-
-    ``preset`` (a shipped name or a .toml path) and ``algo`` default as on the command
-    line; ``fields`` override the preset, each a field of the algorithm's config
-    dataclass (a keyword that is none is a ValueError naming it and the nearest fields).
-    ``callback(row)`` is called with each epoch's progress row.
-    """
+    :class:`~goalenvs.train.trainer.TrainResult`, whose ``.policy`` predicts. ``preset``
+    and ``algo`` default as on the command line; ``fields`` override the preset, each a
+    field of the algorithm's config; ``callback(row)`` gets each epoch's progress row."""
     _check_fields(fields, algo)
     chosen = load_preset(preset if preset is not None else preset_for(env_id))
     env_kwargs = dict(fields.pop("env_kwargs", None) or {})

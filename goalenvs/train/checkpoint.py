@@ -9,16 +9,13 @@ A checkpoint is a dict saved with ``torch.save``::
      "training": {critic, targets, optimizers}}        # only in policy_latest.pt
 
 It loads with ``torch.load(weights_only=True)``, which refuses any pickled object, so
-loading a policy from an untrusted file cannot execute code. Files are written to a
-temporary name and renamed over the target, so a crash never leaves half a checkpoint.
+loading a policy from an untrusted file cannot execute code; it is written atomically.
 
-Every torch file goalenvs writes here (checkpoints, the random state of a run's units)
-carries the sha256 of its own bytes, as the comment of its zip archive (torch.save writes
-a zip; the comment is the archive's last field, which torch ignores): ``goalenvs-sha256:``
-and the hex digest of the file as written with an empty comment. :func:`load_torch_file`
-checks it before it loads anything, so a file changed in place, at any byte, is refused
-in one line naming it. A file written before goalenvs wrote checksums (no comment) loads
-as before.
+Every torch file goalenvs writes here carries the sha256 of its own bytes as the comment
+of its zip archive (which torch ignores): ``goalenvs-sha256:`` and the hex digest of the
+file as written with an empty comment. :func:`load_torch_file` checks it first, so a file
+changed at any byte is refused in one line; a file without a comment (written before
+goalenvs wrote checksums) loads as before.
 """
 
 from __future__ import annotations
@@ -63,10 +60,7 @@ def space_to_dict(space: spaces.Space) -> dict[str, object]:
 
 
 def space_from_dict(data: dict[str, object]) -> spaces.Space:
-    """Inverse of :func:`space_to_dict` (reads every format a checkpoint has stored).
-
-    Raises :class:`CheckpointError` for an unknown space type.
-    """
+    """Inverse of :func:`space_to_dict` (a :class:`CheckpointError` for an unknown type)."""
     return space_from_json(data, "checkpoint metadata", CheckpointError)
 
 
@@ -76,11 +70,8 @@ def save_checkpoint(
     policy: Mapping[str, object],
     training: Mapping[str, object] | None = None,
 ) -> Path:
-    """Writes a checkpoint atomically (temporary file, then ``os.replace``).
-
-    ``policy`` and ``training`` map names to modules or optimizers (their state dicts are
-    stored) or to state dicts. ``metadata`` must hold plain values only.
-    """
+    """Writes a checkpoint atomically. ``policy`` and ``training`` map names to modules,
+    optimizers or state dicts; ``metadata`` holds plain values only."""
     path = Path(path)
     _check_plain(metadata, "metadata")
     payload: dict[str, object] = {
@@ -95,8 +86,7 @@ def save_checkpoint(
 
 
 def save_torch_file(path: str | os.PathLike, data: object) -> Path:
-    """``torch.save(data)`` written atomically to ``path``, with the sha256 of the file's
-    bytes in its zip comment (see the module docstring)."""
+    """``torch.save(data)`` written atomically to ``path``, sealed with its sha256."""
     archive = io.BytesIO()
     torch.save(data, archive)
     sealed = seal(archive.getvalue())
@@ -104,8 +94,7 @@ def save_torch_file(path: str | os.PathLike, data: object) -> Path:
 
 
 def seal(archive: bytes) -> bytes:
-    """``archive``, a zip without a comment (as ``torch.save`` writes it), with the sha256
-    of its bytes as its comment."""
+    """``archive``, a zip without a comment, with the sha256 of its bytes as its comment."""
     if archive[-_END_SIZE : -_END_SIZE + 4] != _END_RECORD or archive[-2:] != b"\0\0":
         raise ValueError("seal expects a zip archive without a comment, as torch.save writes")
     digest = hashlib.sha256(archive).hexdigest().encode("ascii")
@@ -113,12 +102,8 @@ def seal(archive: bytes) -> bytes:
 
 
 def check_seal(data: bytes, path: str | os.PathLike) -> bool:
-    """Checks the bytes ``data`` of the file ``path`` against the checksum they carry.
-
-    Returns True when it matches, False for a zip without a comment (a file written
-    before goalenvs wrote checksums). Raises :class:`CheckpointError`, one line naming
-    ``path``, when the bytes do not match it (or the comment is not goalenvs' checksum).
-    """
+    """Whether the bytes ``data`` of ``path`` carry a checksum that matches (False: no
+    comment, an older file); a :class:`CheckpointError` naming ``path`` when not."""
     if data[-_END_SIZE : -_END_SIZE + 4] == _END_RECORD and data[-2:] == b"\0\0":
         return False
     end = len(data) - _COMMENT_SIZE - _END_SIZE
@@ -175,8 +160,7 @@ def error_summary(exc: BaseException) -> str:
 def load_torch_file(
     path: Path, map_location: str | torch.device = "cpu", what: str = "checkpoint"
 ) -> object:
-    """``torch.load(path, weights_only=True)``, refusing pickled Python objects and files
-    whose bytes do not match their checksum (:func:`check_seal`); a
+    """``torch.load(path, weights_only=True)`` of a file whose checksum matches; a
     :class:`CheckpointError` naming ``path`` and the cause when it cannot be read."""
     unreadable = f"{str(path)!r} is not a readable {what} (truncated, corrupt, or not a torch file)"
     try:
@@ -200,8 +184,7 @@ def load_torch_file(
 
 
 def _is_zip(data: bytes) -> bool:
-    """Whether ``data`` ends as a zip archive does (``zipfile.is_zipfile`` raises, rather
-    than answer False, on some damaged end records)."""
+    """Whether ``data`` ends as a zip archive does (``is_zipfile`` raises on some)."""
     try:
         return zipfile.is_zipfile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError, ValueError):
@@ -233,18 +216,10 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
 
 # --------------------------------------------------------------------------- crash safety
 #
-# A run folder's resumable state is a sequence of *units*, one per finished epoch::
-#
-#     checkpoints/epoch_000012/policy.pt          policy + training state (metadata epoch 12)
-#     checkpoints/epoch_000012/state_rank0.pt     random generator states of worker 0
-#     checkpoints/epoch_000012/buffer_rank0.npz   worker 0's replay buffer (save_buffer)
-#     checkpoints/epoch_000012/manifest.json      written last: the unit is committed
-#
-# Every file is written atomically (temporary name in the same folder, flush, fsync,
-# rename, fsync of the folder). A reader trusts only a unit whose manifest exists, names
-# the same epoch as its folder and lists files of the sizes found; it falls back to the
-# previous unit when the newest is damaged (as Orbax and torch.distributed.checkpoint
-# commit a step with its metadata written last).
+# A run folder's resumable state is one unit per finished epoch (checkpoints/epoch_N/:
+# policy.pt, state_rankR.pt, buffer_rankR.npz, manifest.json written last). A reader
+# trusts only a unit whose manifest names its epoch and lists files of the sizes found,
+# and falls back to the previous unit when the newest is damaged (as Orbax does).
 
 UNIT_FORMAT = "goalenvs-run-checkpoint"
 UNIT_VERSION = 1
@@ -260,11 +235,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def atomic_copy(source: str | os.PathLike, path: str | os.PathLike) -> Path:
-    """Copies ``source`` to ``path`` atomically (policy_latest.pt from the committed unit).
-
-    A copy, not a hard link: a user who overwrites policy_latest.pt in place must not
-    damage the unit that --resume reads. A policy file is a few MB.
-    """
+    """Copies ``source`` to ``path`` atomically: a copy, not a hard link, so that a user
+    who overwrites policy_latest.pt in place does not damage the unit --resume reads."""
     source = Path(source)
     return atomic_write(path, lambda f: f.write(source.read_bytes()))
 
@@ -288,32 +260,21 @@ def unit_epochs(run_dir: str | os.PathLike) -> list[int]:
 
 
 def commit_unit(unit: Path, epoch: int, extra: dict[str, object]) -> Path:
-    """Writes the manifest of ``unit``: the last write of an epoch, which commits it.
-
-    The manifest lists every file of the folder with its size; ``extra`` holds plain
-    values (world size, best epoch, ...).
-    """
+    """Writes the manifest of ``unit`` (every file with its size, and the plain values of
+    ``extra``): the last write of an epoch, which commits it."""
     files = {
         p.name: {"size": p.stat().st_size}
         for p in sorted(unit.iterdir())
         if p.is_file() and p.name != MANIFEST and not p.name.startswith(".")
     }
-    manifest = {
-        "format": UNIT_FORMAT,
-        "version": UNIT_VERSION,
-        "epoch": int(epoch),
-        "files": files,
-        **extra,
-    }
+    manifest = {"format": UNIT_FORMAT, "version": UNIT_VERSION, "epoch": int(epoch)}
+    manifest = {**manifest, "files": files, **extra}
     return atomic_write_text(unit / MANIFEST, json.dumps(manifest, indent=1) + "\n")
 
 
 def read_manifest(unit: Path) -> dict[str, Any]:
-    """The manifest of a committed unit, checked against its folder.
-
-    Raises :class:`CheckpointError` naming the file when the unit is not committed or
-    does not match it (another epoch, a file missing or of another size).
-    """
+    """The manifest of a committed unit; a :class:`CheckpointError` naming the file when
+    the unit is not committed or does not match it."""
     path = unit / MANIFEST
     if not path.is_file():
         raise CheckpointError(f"{str(unit)!r} is not committed: it has no {MANIFEST}")
@@ -351,18 +312,13 @@ def read_manifest(unit: Path) -> dict[str, Any]:
 
 
 def remove_debris(run_dir: str | os.PathLike) -> list[Path]:
-    """Removes what killed writes left in a run folder; returns what it removed.
-
-    That is: temporary files of atomic writes (``.NAME.PID.tmp``), unit folders without
-    a manifest (an epoch whose save was cut), and files inside a committed unit that its
-    manifest does not list. Call it only while no worker writes into the folder.
-    """
+    """Removes what killed writes left in a run folder (temporary files, units without a
+    manifest, files a manifest does not list) while no worker writes; returns them."""
     run_dir = Path(run_dir)
     removed: list[Path] = []
     if not run_dir.is_dir():
         return removed
-    folders = [run_dir, run_dir / CHECKPOINTS]
-    for folder in folders:
+    for folder in (run_dir, run_dir / CHECKPOINTS):
         if folder.is_dir():
             for p in folder.iterdir():
                 if p.is_file() and is_temporary(p):

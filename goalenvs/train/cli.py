@@ -65,20 +65,15 @@ def add_env_id(parser: argparse.ArgumentParser, what: str, note: str = "") -> No
 
 
 def add_max_episode_steps(parser: argparse.ArgumentParser) -> None:
-    """``--max-episode-steps N``: gymnasium's time limit on the env (``check``, ``train``
-    and ``play`` take it alike)."""
+    """``--max-episode-steps N`` (``check``, ``train`` and ``play`` take it alike)."""
     help = options(TrainConfig)["max_episode_steps"][1].help
     parser.add_argument("--max-episode-steps", type=int, metavar="N", help=help)
 
 
 def add_env_kwargs(parser: argparse.ArgumentParser, example: str) -> None:
     """``--env-kwargs JSON``, with ``example`` (a JSON object) in its help."""
-    parser.add_argument(
-        "--env-kwargs",
-        default=None,
-        metavar="JSON",
-        help=f"env constructor arguments as a JSON object, e.g. '{example}'",
-    )
+    help = f"env constructor arguments as a JSON object, e.g. '{example}'"
+    parser.add_argument("--env-kwargs", default=None, metavar="JSON", help=help)
 
 
 @dataclass(frozen=True)
@@ -92,8 +87,8 @@ class Flag:
 
     @property
     def flags(self) -> list[str]:
-        """``--field-name`` (``--no-field-name`` for a switch that is on by default), then
-        the short names the field also takes."""
+        """``--field-name`` (``--no-field-name`` for a switch on by default), then its
+        other names."""
         off = value_type(self.field) == "bool" and self.field.default is True
         return ["--" + ("no-" if off else "") + self.name.replace("_", "-"), *self.option.flags]
 
@@ -120,8 +115,7 @@ class Flag:
 
 
 class _Typed(argparse.Action):
-    """Stores a flag's value and the flag as typed (``--minutes`` for ``max_minutes``), so
-    that a message about it names what the user wrote."""
+    """Stores a flag's value and the flag as typed, which a message about it names."""
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
         setattr(namespace, self.dest, values)
@@ -130,8 +124,7 @@ class _Typed(argparse.Action):
 
 @functools.cache
 def config_flags() -> dict[str, Flag]:
-    """Every field with a flag of every registered algorithm's config, by name (imports
-    the algorithms: ``goalenvs train`` alone builds its flags)."""
+    """Every field with a flag of every registered algorithm's config, by name."""
     shared = options(TrainConfig)
     found: dict[str, tuple[dataclasses.Field, Option, list[str]]] = {}
     for algo in ALGOS.values():
@@ -201,8 +194,7 @@ def parse_env_kwargs(text: str | None) -> dict[str, object]:
 
 
 def check_env_workers_flag(workers: int) -> None:
-    """A :class:`UsageError` naming ``--env-workers``, its value and the range this
-    machine takes."""
+    """A :class:`UsageError` naming ``--env-workers``, its value and this machine's range."""
     from goalenvs.train.machine import WORKERS_PER_CORE, usable_cores
 
     cores = usable_cores()
@@ -215,9 +207,9 @@ def check_env_workers_flag(workers: int) -> None:
 
 @dataclass
 class Command:
-    """What a ``goalenvs train`` command line asks: the config, the preset it started
-    from (None when resuming), the env's episode length (or None), one env of the run
-    built (None when resuming: the trainer builds it) and a resumed run's recorded plan."""
+    """What a ``goalenvs train`` command line asks: the config, its preset, the episode
+    length, one env of the run built (the last two None when resuming: the trainer builds
+    it) and a resumed run's recorded plan."""
 
     config: TrainConfig
     preset: Preset | None
@@ -229,7 +221,7 @@ class Command:
 def read_command(args: argparse.Namespace) -> Command:
     """The :class:`Command` of the parsed arguments; bad input is a :class:`UsageError`."""
     from goalenvs.agents.registry import algo_for, config_from_dict, get_algo
-    from goalenvs.train.envs import env_spec, validate_training_env
+    from goalenvs.train.envs import validate_training_env
     from goalenvs.train.presets import load_preset, preset_for, resolve_config
 
     given = {name: getattr(args, name) for name in config_flags()}
@@ -274,7 +266,7 @@ def read_command(args: argparse.Namespace) -> Command:
         with _flag_named(given, args):
             config = config_from_dict(data)
         _check_kept_on_resume(before, config)
-        horizon = config.max_episode_steps or env_spec(config.env_id).max_episode_steps
+        horizon = config.max_episode_steps or envspec.env_spec(config.env_id).max_episode_steps
         config = _fit_epochs(config, horizon, "epochs" in given)
         _check_priority_flags(given, config, args)
         return Command(config, None, horizon, recorded=recorded_plan)
@@ -331,8 +323,8 @@ def _check_algo_has(
 
 
 def _check_kept_on_resume(before: TrainConfig, after: TrainConfig) -> None:
-    """A :class:`UsageError` naming the flag of a setting that a resumed run keeps (its
-    option's ``kept``: what holds it) and its flags change."""
+    """A :class:`UsageError` naming the flag of a setting a resumed run keeps that its
+    flags change."""
     for name, (_, option) in options(type(before)).items():
         old, new = getattr(before, name), getattr(after, name)
         if option.kept and old != new:
@@ -345,9 +337,7 @@ def _check_kept_on_resume(before: TrainConfig, after: TrainConfig) -> None:
 def _check_priority_flags(
     given: dict[str, Any], config: TrainConfig, args: argparse.Namespace
 ) -> None:
-    """A :class:`UsageError` for a ``--priority-alpha``, ``--priority-beta`` or
-    ``--priority-eps`` that the run would ignore: replay that is not prioritized, or (beta)
-    drawn by goal motion, which carries no importance weights."""
+    """A :class:`UsageError` for a ``--priority-*`` flag the run would ignore."""
     for name in ("priority_alpha", "priority_beta", "priority_eps"):
         if name in given and not config.prioritized:
             raise UsageError(
@@ -362,8 +352,7 @@ def _check_priority_flags(
 
 
 def _show_plan(command: Command) -> dict[str, object]:
-    """The plan of ``command`` for ``--show-config`` (worked out as the run would, without
-    joining a torchrun group or building the envs)."""
+    """The plan of ``command`` for ``--show-config``, without joining a torchrun group."""
     from goalenvs.train.envs import validate_training_env
     from goalenvs.train.plan import follow_recorded, make_plan
     from goalenvs.train.trainer import training_device
@@ -380,8 +369,7 @@ def _show_plan(command: Command) -> dict[str, object]:
 
 
 def _fit_epochs(config: TrainConfig, horizon: int | None, epochs_given: bool) -> TrainConfig:
-    """``config`` with the epochs its ``max_env_steps`` needs, unless ``--epochs`` was
-    given (then the first of the two ends the run)."""
+    """``config`` with the epochs its ``max_env_steps`` needs, unless ``--epochs`` was given."""
     if config.max_env_steps is None or epochs_given:
         return config
     steps = config.rollout_steps or horizon
@@ -404,8 +392,8 @@ def _seeds_at_once(args: argparse.Namespace) -> int | None:
 
 
 def _seeds(args: argparse.Namespace) -> list[int] | None:
-    """``--seeds``' list (None when not given); with ``--seed``, ``--resume`` or torchrun
-    a :class:`UsageError`."""
+    """``--seeds``' list (None: not given); a :class:`UsageError` beside ``--seed``,
+    ``--resume`` or torchrun."""
     if args.seeds is None:
         return None
     from goalenvs.train.seeds import parse_seeds
@@ -461,12 +449,9 @@ def run(args: argparse.Namespace) -> int:
             for line in trainer.plan_lines():
                 print(f"goalenvs train: {line}", flush=True)
         result = trainer.run()
-    except (PreflightError, PlanError) as exc:
+    except (PreflightError, PlanError, TrainingError, EnvWorkerError) as exc:
         print(f"goalenvs train: {exc}", file=sys.stderr)
-        return 2
-    except (TrainingError, EnvWorkerError) as exc:
-        print(f"goalenvs train: {exc}", file=sys.stderr)
-        return 1
+        return 1 if isinstance(exc, (TrainingError, EnvWorkerError)) else 2
     except (ValueError, TypeError, CheckpointError, RuntimeError) as exc:
         print(f"goalenvs train: error: {exc}", file=sys.stderr)
         return 2
@@ -506,8 +491,8 @@ OPTION_TABLE = re.compile(r"(<!-- options -->\n).*?(<!-- /options -->)", re.DOTA
 
 
 def option_table() -> str:
-    """docs/training.md's table of every config field: its flags, default, the algorithms
-    that have it, whether a resumed run keeps it, and its help."""
+    """docs/training.md's table of every config field: flags, default, algorithms, whether
+    a resume keeps it, and its help."""
     rows = [
         "| field (preset key) | flag | default | algorithms | on resume | what it sets |",
         "|---|---|---|---|---|---|",

@@ -8,25 +8,18 @@ One cycle of collection is one loop (:meth:`Collector.collect`)::
         keep (obs, step); obs = step.start
 
 and its steps go to the replay buffer and the normalizer afterwards
-(:meth:`Collector.store`). Where the envs run is a :class:`Backend`, chosen once:
+(:meth:`Collector.store`). Where the envs run is a :class:`Backend`, chosen once: numpy
+vector envs with same-step autoreset (a goalenvs twin, gymnasium's ``SyncVectorEnv``, or
+:class:`~goalenvs.train.env_workers.EnvWorkers` processes), or (:class:`DeviceBackend`)
+the torch twins on the training device with autoreset disabled, where per step the host
+learns one bool (did an episode end?). Either turns what the envs return into one
+:class:`EnvStep`, so the loop is the same for both.
 
-- :class:`NumpyBackend`: numpy vector envs with same-step autoreset (a goalenvs twin,
-  gymnasium's ``SyncVectorEnv`` around any goal env, or :class:`~goalenvs.train.
-  env_workers.EnvWorkers` stepping it in worker processes) and the numpy replay buffer;
-- :class:`DeviceBackend`: the torch twins on the training device with autoreset
-  disabled, and the replay buffer there too: per step the host learns one bool (did an
-  episode end?), the successes come to it once per cycle.
-
-A backend turns what the envs return into one :class:`EnvStep` where the values leave
-the envs, so the loop is the same for both.
-
-Overlap: with ``overlap`` on, :meth:`Collector.collect_ahead` steps the next cycle in a
-background thread with a copy of the policy as it is when the call is made, while the
-learner runs the current cycle's updates (one cycle of lag, as asynchronous
-actor-learner designs do). Its steps reach the buffer only through :meth:`store`, after
-the updates, so sampling never races the writes. The copy explores with the agent's own
-numpy generator, which only collection draws from, so a seed gives the same run with
-overlap on, whatever the thread timing.
+Overlap: :meth:`Collector.collect_ahead` steps the next cycle in a background thread with
+a copy of the policy while the learner runs this cycle's updates (one cycle of lag). Its
+steps reach the buffer only through :meth:`Collector.store`, after the updates, and the
+copy explores with the agent's own generator, so a seed gives the same run whatever the
+thread timing.
 """
 
 from __future__ import annotations
@@ -58,9 +51,8 @@ class EnvStep(NamedTuple):
     """One vector step of the training envs, as the loop and the replay buffer take it."""
 
     actions: Array  # the actions taken, in the action space's dtype
-    next_obs: Mapping[
-        str, Array
-    ]  # every sub-env's true next observation (the final one where it ended)
+    # every sub-env's true next observation (the final one where it ended)
+    next_obs: Mapping[str, Array]
     rewards: Array
     terminated: Array
     truncated: Array
@@ -77,74 +69,42 @@ class Rollout(NamedTuple):
 
 
 class Backend:
-    """Where the envs run: how they are made, what a step gives, and the replay buffer
-    that lives beside them. Subclasses set the class attributes and the methods."""
-
-    autoreset: ClassVar[gym.vector.AutoresetMode]  # the training envs' autoreset mode
-    buffer_suffix: ClassVar[str]  # the file type of a saved replay buffer
-    other_suffix: ClassVar[str]  # the other backend's (a resume warns about it)
-    xp: ClassVar[ModuleType]  # the array module of the envs' values: numpy or torch
-
-    def __init__(self, env_id: str, env_kwargs: dict[str, object], device: torch.device) -> None:
-        self.env_id = env_id
-        self.env_kwargs = env_kwargs
-        self.device = device  # where the agent trains
-
-    def make_envs(
-        self, num_envs: int, mode: gym.vector.AutoresetMode, workers: int = 1
-    ) -> gym.vector.VectorEnv:
-        """``num_envs`` vector envs of the run's env in autoreset ``mode``."""
-        raise NotImplementedError
-
-    def step(
-        self, envs: gym.vector.VectorEnv, actions: Array, info_keys: tuple[str, ...]
-    ) -> EnvStep:
-        """Steps ``envs`` with ``actions``; the step as one :class:`EnvStep`."""
-        raise NotImplementedError
-
-    def successes(self, steps: list[EnvStep]) -> list[float]:
-        """The successes of the episodes that ended in ``steps``, as floats on the host."""
-        raise NotImplementedError
-
-    def zeros(self, n: int) -> Array:
-        """``n`` float64 zeros where the envs' values live."""
-        raise NotImplementedError
-
-    def new_buffer(self, size: int, compute_reward: GoalFunction, **kwargs: Any) -> ReplayBuffer:
-        """An empty replay buffer of this backend holding ``size`` transitions; ``kwargs``
-        are the buffer's (spaces, HER and priority settings)."""
-        raise NotImplementedError
-
-    def load_buffer(
-        self, path: Path, compute_reward: GoalFunction, compute_terminated: GoalFunction | None
-    ) -> ReplayBuffer:
-        """A replay buffer this backend saved."""
-        raise NotImplementedError
-
-
-class NumpyBackend(Backend):
-    """Numpy vector envs with same-step autoreset (in the trainer's process or in worker
-    processes); the numpy replay buffer."""
+    """Where the envs run: numpy vector envs with same-step autoreset (in the trainer's
+    process or in worker processes), and the replay buffer beside them: the numpy one in
+    host memory, or (``replay_on_device``) the torch one on the training ``device``, each
+    step's arrays copied there when they are stored. :class:`DeviceBackend` runs the envs
+    on the device too."""
 
     # The step that ends an episode already returns the next episode's first observation;
     # the final one is read from the info.
     autoreset: ClassVar[gym.vector.AutoresetMode] = gym.vector.AutoresetMode.SAME_STEP
-    buffer_suffix: ClassVar[str] = "npz"
-    other_suffix: ClassVar[str] = "pt"
-    xp: ClassVar[ModuleType] = np
+    xp: ClassVar[ModuleType] = np  # the array module of the envs' values
+
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, object],
+        device: torch.device,
+        replay_on_device: bool = False,
+    ) -> None:
+        self.env_id, self.env_kwargs = env_id, env_kwargs
+        self.device = device  # where the agent trains
+        self.replay_on_device = replay_on_device
+        self.buffer_suffix = "pt" if replay_on_device else "npz"  # a saved buffer's file type
 
     def make_envs(
         self, num_envs: int, mode: gym.vector.AutoresetMode, workers: int = 1
     ) -> gym.vector.VectorEnv:
-        """The env's native twin, gymnasium's SyncVectorEnv, or ``workers`` processes."""
+        """``num_envs`` vector envs in autoreset ``mode``: the env's native twin,
+        gymnasium's SyncVectorEnv, or ``workers`` processes."""
         return make_vector_env(self.env_id, self.env_kwargs, num_envs, mode, workers=workers)
 
     def step(
         self, envs: gym.vector.VectorEnv, actions: Array, info_keys: tuple[str, ...]
     ) -> EnvStep:
-        """With same-step autoreset the final observations and infos of the episodes that
-        ended come from the info; the envs and the buffer get the action space's dtype
-        (float64 Boxes are common)."""
+        """Steps ``envs`` with ``actions`` (cast to the action space's dtype: float64 Boxes
+        are common); the final observations and infos of the episodes that ended come
+        from the info."""
         actions = np.asarray(actions).astype(envs.single_action_space.dtype, copy=False)
         next_obs, rewards, terminated, truncated, info = envs.step(actions)
         done = terminated | truncated
@@ -153,39 +113,49 @@ class NumpyBackend(Backend):
         return EnvStep(actions, real_next, rewards, terminated, truncated, infos, next_obs, ended)
 
     def successes(self, steps: list[EnvStep]) -> list[float]:
-        """The successes as floats."""
+        """The successes of the episodes that ended in ``steps``, as floats on the host."""
         return [float(v) for step in steps for v in step.ended]
 
     def zeros(self, n: int) -> Array:
-        """``n`` float64 zeros."""
+        """``n`` float64 zeros where the envs' values live."""
         return np.zeros(n)
 
     def new_buffer(self, size: int, compute_reward: GoalFunction, **kwargs: Any) -> ReplayBuffer:
-        """An empty numpy replay buffer."""
-        from goalenvs.her.buffer import HerReplayBuffer
+        """An empty replay buffer holding ``size`` transitions; ``kwargs`` are the
+        buffer's (spaces, HER and priority settings)."""
+        from goalenvs.her.buffer import DeviceHerReplayBuffer, HerReplayBuffer
 
+        if self.replay_on_device:
+            return DeviceHerReplayBuffer(
+                size, compute_reward=compute_reward, device=self.device, **kwargs
+            )
         return HerReplayBuffer(size, compute_reward=compute_reward, **kwargs)
 
     def load_buffer(
         self, path: Path, compute_reward: GoalFunction, compute_terminated: GoalFunction | None
     ) -> ReplayBuffer:
-        """A numpy replay buffer this backend saved."""
-        from goalenvs.her.buffer import HerReplayBuffer
+        """A replay buffer this backend saved (a device one loaded onto this device)."""
+        from goalenvs.her.buffer import DeviceHerReplayBuffer, HerReplayBuffer
 
+        if self.replay_on_device:
+            return DeviceHerReplayBuffer.load(
+                path, compute_reward, compute_terminated, device=self.device
+            )
         return HerReplayBuffer.load(path, compute_reward, compute_terminated)
 
 
 class DeviceBackend(Backend):
-    """The torch twins on the training device with autoreset disabled; the replay buffer
-    on that device too."""
+    """The torch twins on the training device with autoreset disabled, and the replay
+    buffer there too."""
 
     # The loop resets finished sub-envs itself: the step's observation is then the final
     # one of every sub-env, one batched tensor, where same-step autoreset hands them out
     # one sub-env at a time.
     autoreset: ClassVar[gym.vector.AutoresetMode] = gym.vector.AutoresetMode.DISABLED
-    buffer_suffix: ClassVar[str] = "pt"
-    other_suffix: ClassVar[str] = "npz"
     xp: ClassVar[ModuleType] = torch
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, object], device: torch.device) -> None:
+        super().__init__(env_id, env_kwargs, device, replay_on_device=True)
 
     def make_envs(
         self, num_envs: int, mode: gym.vector.AutoresetMode, workers: int = 1
@@ -224,28 +194,9 @@ class DeviceBackend(Backend):
         """``n`` float64 zeros on the device."""
         return torch.zeros(n, dtype=torch.float64, device=self.device)
 
-    def new_buffer(self, size: int, compute_reward: GoalFunction, **kwargs: Any) -> ReplayBuffer:
-        """An empty replay buffer on the device."""
-        from goalenvs.her.buffer import DeviceHerReplayBuffer
-
-        return DeviceHerReplayBuffer(
-            size, compute_reward=compute_reward, device=self.device, **kwargs
-        )
-
-    def load_buffer(
-        self, path: Path, compute_reward: GoalFunction, compute_terminated: GoalFunction | None
-    ) -> ReplayBuffer:
-        """A replay buffer saved on a device, loaded onto this one."""
-        from goalenvs.her.buffer import DeviceHerReplayBuffer
-
-        return DeviceHerReplayBuffer.load(
-            path, compute_reward, compute_terminated, device=self.device
-        )
-
 
 class Collector:
-    """The training and eval envs of a run, the observation collection goes on from, and
-    the loops that step them (see the module docstring)."""
+    """The training and eval envs of a run and the loops that step them."""
 
     def __init__(
         self,
@@ -262,10 +213,7 @@ class Collector:
         self.rollout_steps = rollout_steps
         self.info_keys = info_keys
         self.workers = workers
-        # None: as the plan works it out (eval_env_workers)
-        self.eval_workers = (
-            eval_env_workers(n_eval_episodes, workers) if eval_workers is None else eval_workers
-        )
+        self.eval_workers = eval_workers or eval_env_workers(n_eval_episodes, workers)
         self.clock = PhaseClock()  # collection charges its env, act and store phases here
         envs = backend.make_envs(num_envs, backend.autoreset, workers)
         # Worker processes keep their own snapshots; in-process envs get the wrapper.
@@ -280,8 +228,7 @@ class Collector:
 
     def reset(self, seed: int, generator_states: dict[str, Any] | None = None) -> list[str]:
         """Starts the training envs' episodes: sub-env ``i`` seeded ``seed + i``, or (a
-        resume) from saved ``generator_states``, where an episode in progress at the save
-        starts anew. Returns the generator names that were not restored."""
+        resume) from saved ``generator_states``; returns the names not restored."""
         self.obs, _ = self.envs.reset(seed=seed)
         if generator_states is None:
             return []
@@ -304,18 +251,15 @@ class Collector:
 
     def collect_ahead(self, agent: Agent) -> Future[Rollout]:
         """:meth:`collect` in the background with a copy of ``agent``'s policy as it is now
-        (needs ``overlap``); the future's result is the rollout."""
+        (needs ``overlap``)."""
         assert self._ahead is not None, "collect_ahead needs a Collector made with overlap=True"
         if self._behaviour is None:
             # An acting copy on the CPU (a GPU learner's queue never delays it): its
             # networks are the policy's alone, and it explores with the agent's own
             # generators, which only collection draws from.
             memo: dict[int, object] = {id(m): None for m in agent.training_modules().values()}
-            shared = [
-                agent.rng,
-                *(g for g in vars(agent).values() if isinstance(g, torch.Generator)),
-            ]
-            memo.update({id(g): g for g in shared})
+            torch_generators = [g for g in vars(agent).values() if isinstance(g, torch.Generator)]
+            memo.update({id(g): g for g in (agent.rng, *torch_generators)})
             self._behaviour = copy.deepcopy(agent, memo).to("cpu")
         for name, module in agent.policy_modules().items():
             self._behaviour.policy_modules()[name].load_state_dict(module.state_dict())
@@ -367,8 +311,7 @@ class Collector:
             return torch.tensor([float(v.sum()) for v in (success, returns, lengths)]).double()
 
     def arm(self, steps: int) -> None:
-        """Keeps the envs' generator states from before the ``steps``-th step from now (the
-        epoch's last), which a checkpoint of the epoch saves."""
+        """Keeps the envs' generator states from before the ``steps``-th step from now."""
         self.envs.arm(steps)
 
     def generator_states(self) -> dict[str, object]:
@@ -376,8 +319,7 @@ class Collector:
         return self.envs.generator_states()
 
     def worker_pids(self) -> dict[str, list[int]]:
-        """The ids of the processes stepping the training envs (``"envs"``) and the eval
-        envs (``"eval"``); empty where they run in the trainer's process."""
+        """The ids of the processes stepping the training (``"envs"``) and eval envs."""
         return {
             name: list(envs.pids()) if hasattr(envs, "pids") else []
             for name, envs in (("envs", self.envs), ("eval", self.eval_envs))
@@ -391,39 +333,11 @@ class Collector:
         self.eval_envs.close()
 
 
-class NumpyEnvsDeviceReplay(NumpyBackend):
-    """Numpy vector envs, as :class:`NumpyBackend` steps them, and the replay buffer on the
-    training device, as :class:`DeviceBackend` keeps it: each step's arrays are copied there
-    when they are stored, and batches are sampled there."""
-
-    buffer_suffix: ClassVar[str] = DeviceBackend.buffer_suffix
-    other_suffix: ClassVar[str] = DeviceBackend.other_suffix
-    new_buffer = DeviceBackend.new_buffer
-    load_buffer = DeviceBackend.load_buffer
-
-
-def make_backend(
-    on_device: bool,
-    env_id: str,
-    env_kwargs: dict[str, object],
-    device: torch.device,
-    replay_on_device: bool = False,
-) -> Backend:
-    """Where the run's envs run, on ``device`` (torch twins) or on numpy, and where the
-    replay buffer lives (always beside torch twins; on ``device`` with numpy envs when
-    ``replay_on_device``)."""
-    if on_device:
-        return DeviceBackend(env_id, env_kwargs, device)
-    cls = NumpyEnvsDeviceReplay if replay_on_device else NumpyBackend
-    return cls(env_id, env_kwargs, device)
-
-
 def _with_final_obs(
     next_obs: dict[str, np.ndarray], info: dict[str, Any], done: np.ndarray, keys: tuple[str, ...]
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """The true next observations and info values of a step: with gymnasium's same-step
-    autoreset, a finished sub-env's ``next_obs`` is already the next episode's first, and
-    its last observation and info sit in ``info["final_obs"]`` / ``info["final_info"]``."""
+    """The true next observations and info values of a same-step autoreset step: a finished
+    sub-env's last ones sit in ``info["final_obs"]`` / ``info["final_info"]``."""
     infos = {k: np.asarray(info[k]) for k in keys}
     if not done.any():
         return next_obs, infos

@@ -17,8 +17,7 @@ def format_env_steps(value: float, _position: object = None) -> str:
 
 
 def env_steps_axis(ax: Any) -> None:
-    """An x axis of env steps: a few ticks, each in k / M (``100k``, ``150k``), so long
-    counts never run together."""
+    """An x axis of env steps: a few ticks, each in k / M (``100k``, ``150k``)."""
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
@@ -40,14 +39,9 @@ def plot_curves(
     title: str = "",
     losses: Sequence[str] = (),
 ) -> Path:
-    """Draws eval (and training) success rate, eval return and ``losses`` against env steps.
-
-    ``losses`` are progress columns (the algorithm's ``loss_names`` from
-    :data:`goalenvs.agents.registry.ALGOS`), drawn in a third panel when given.
-
-    Uses matplotlib's Agg canvas directly (no pyplot, no display needed) and replaces the
-    file atomically, so a viewer never sees half an image.
-    """
+    """Draws eval (and training) success rate, eval return and ``losses`` (progress
+    columns, a third panel when given) against env steps; matplotlib's Agg canvas, no
+    display needed."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -67,9 +61,9 @@ def plot_curves(
     ax_success.legend(loc="lower right")
     ax_return.plot(steps, [r["eval_return"] for r in rows], marker=".", color="C2")
     ax_return.set(xlabel="env steps", ylabel="eval return")
+    for name in losses:
+        axes[2].plot(steps, [r[name] for r in rows], label=name)
     if losses:
-        for name in losses:
-            axes[2].plot(steps, [r[name] for r in rows], label=name)
         axes[2].set(xlabel="env steps", ylabel="loss / value")
         axes[2].legend(loc="best", fontsize="small")
     for ax in axes:

@@ -8,15 +8,10 @@ import numpy as np
 
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.registry import get_algo
-from goalenvs.train.timing import TIME_COLUMNS
+from goalenvs.train.timing import TIME_COLUMNS, shares
 
 # Short names of the losses on the progress display (others are shown as they are).
 LABELS = {"critic_loss": "critic", "actor_loss": "actor", "q_loss": "loss", "q_mean": "Q"}
-
-
-def loss_names(algo: str) -> tuple[str, ...]:
-    """The losses algorithm ``algo`` logs (its agent's ``loss_names``)."""
-    return get_algo(algo).loss_names
 
 
 def mean_or_nan(values: list[float]) -> float:
@@ -25,25 +20,22 @@ def mean_or_nan(values: list[float]) -> float:
 
 
 def _time_shares(row: dict[str, Any]) -> str:
-    """``  time: env 28%  act 4% ...``: where the epoch's time went (empty without the
-    phase columns)."""
+    """``  time: env 28%  act 4% ...``: where the epoch's time went (empty without it)."""
     seconds = {k[5:]: row[k] for k in TIME_COLUMNS if isinstance(row.get(k), int | float)}
-    total = sum(seconds.values())
-    if total <= 0:
-        return ""
-    return "  time: " + "  ".join(f"{p} {100 * s / total:.0f}%" for p, s in seconds.items())
+    line = shares(seconds)
+    return f"  time: {line}" if line else ""
 
 
 class Display:
     """The progress display: on a terminal, a rich bar over epochs with a live status line
-    and one summary line per epoch; with output redirected (a log file, a pipe), only the
-    summary lines, plain, one per epoch (a live line would leave cut copies in the file)."""
+    and one summary line per epoch; with output redirected, only the summary lines."""
 
     def __init__(self, config: TrainConfig, first_epoch: int) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         self.config = config
+        self.loss_names = get_algo(config.algo).loss_names
         self.progress: Progress | None = None
         if not Console().is_terminal:
             return
@@ -60,13 +52,12 @@ class Display:
         self.progress.start()
 
     def cycle(self, cycle: int, env_steps: int, stats: dict[str, list]) -> None:
-        """Refreshes the status line after cycle ``cycle`` (from 0) with the run's env steps
-        and the epoch's stats so far (on a terminal only)."""
+        """Refreshes the status line after cycle ``cycle`` (from 0) (on a terminal only)."""
         if self.progress is None:
             return
         losses = "  ".join(
             f"{LABELS.get(name, name)} {stats[name][-1]:.3g}"
-            for name in loss_names(self.config.algo)
+            for name in self.loss_names
             if stats[name]
         )
         status = (
@@ -78,7 +69,7 @@ class Display:
 
     def epoch(self, row: dict[str, Any], best: float) -> None:
         """Prints the epoch's summary line."""
-        names = loss_names(self.config.algo)
+        names = self.loss_names
         losses = "  ".join(f"{LABELS.get(name, name)} {row[name]:.3g}" for name in names)
         if not any(np.isfinite(row[name]) for name in names):
             # no loss to show: the replay buffer never held a batch's worth this epoch

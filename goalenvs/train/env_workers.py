@@ -1,24 +1,16 @@
 """The training envs in worker processes.
 
-An env without a native vector twin (MuJoCo's Fetch, panda-gym, highway-env, a user's
-env) steps one sub-env at a time in Python. :class:`EnvWorkers` spreads its sub-envs over
-``workers`` processes through gymnasium's :class:`~gymnasium.vector.AsyncVectorEnv` with
-shared memory: worker ``w`` holds sub-envs ``w * k .. w * k + k - 1`` (``k = num_envs //
-workers``) as one :class:`EnvGroup`, a gymnasium ``SyncVectorEnv`` of its share seen by
-the ``AsyncVectorEnv`` as one env. The main process sees one vector env of ``num_envs``
-sub-envs with the observations, rewards and infos a ``SyncVectorEnv`` of all of them
+An env without a native vector twin (MuJoCo's Fetch, panda-gym, a user's env) steps one
+sub-env at a time in Python. :class:`EnvWorkers` spreads its sub-envs over ``workers``
+processes through gymnasium's ``AsyncVectorEnv`` with shared memory: worker ``w`` holds
+sub-envs ``w * k .. w * k + k - 1`` as one :class:`EnvGroup` (a ``SyncVectorEnv`` of its
+share, seen as one env). The main process sees what a ``SyncVectorEnv`` of all of them
 gives; sub-env ``i`` is seeded ``seed + i`` either way, so a seed draws the same episodes
 with one worker or many.
 
-Workers are started with the ``forkserver`` method (``spawn`` where there is none), as
-stable-baselines3's ``SubprocVecEnv`` does: a fork of a process that runs torch threads
-can deadlock. Each worker builds its envs from the env id and kwargs, so only those
-travel to it. A worker whose env raises stops the run with the env's own traceback (logged
-by gymnasium) and an :class:`EnvWorkerError` naming the worker; one that dies (a segfault
-in a simulator, a kill) stops it with the signal, and every worker process is reaped.
-
-Each :class:`EnvGroup` keeps what a resume needs from its envs inside its worker
-(:class:`~goalenvs.train.resume_state.GeneratorSnapshot`).
+Workers start with ``forkserver`` (``spawn`` where there is none): a fork of a process
+that runs torch threads can deadlock. A worker whose env raises, or that dies, stops the
+run with an :class:`EnvWorkerError` naming it, and every worker process is reaped.
 """
 
 from __future__ import annotations
@@ -46,10 +38,8 @@ class EnvWorkerError(RuntimeError):
 
 def worker_problem(env_id: str, env_kwargs: dict[str, object]) -> str | None:
     """Why worker processes cannot build ``env_id``'s envs with ``env_kwargs`` (None when
-    they can): an id registered in this process only whose entry point a fresh process
-    cannot import (a class of a script's ``__main__`` or of a function), or kwargs that
-    cannot be sent (pickled) to a worker. The plan then keeps the envs in the trainer's
-    process; ``--env-workers N`` asked for is refused with this reason."""
+    they can): an entry point a fresh process cannot import, or kwargs that cannot be
+    pickled."""
     try:
         source = worker_source(env_id)
     except ValueError as exc:
@@ -62,14 +52,6 @@ def worker_problem(env_id: str, env_kwargs: dict[str, object]) -> str | None:
             f"process ({type(exc).__name__}: {exc})"
         )
     return None
-
-
-def check_sendable(env_id: str, env_kwargs: dict[str, object]) -> None:
-    """A ValueError naming the env and ``--env-workers 1`` when worker processes cannot
-    build its envs (see :func:`worker_problem`)."""
-    problem = worker_problem(env_id, env_kwargs)
-    if problem is not None:
-        raise ValueError(f"{problem}; train it in the trainer's process with --env-workers 1")
 
 
 # --------------------------------------------------------------------------- workers
@@ -93,15 +75,9 @@ def _make_env(source: str | gym.envs.registration.EnvSpec, env_kwargs: dict[str,
 
 
 def worker_source(env_id: str) -> str | gym.envs.registration.EnvSpec:
-    """What a worker process builds ``env_id``'s envs from.
-
-    Its gymnasium spec when a fresh process can import the entry point: an import path, or
-    a class or function of an importable module (so an id registered in this process only,
-    by a script or a test, is found too). Else the spec's text when it names its own import
-    (``module:Name``, ``file.py:Name``: the worker loads the file itself). Raises a
-    ValueError for an id registered here with an entry point no other process can import
-    (defined in ``__main__`` or inside a function).
-    """
+    """What a worker process builds ``env_id``'s envs from: its gymnasium spec when a
+    fresh process can import the entry point, else the id's text when it names its own
+    import (``module:Name``, ``file.py:Name``); a ValueError when neither."""
     spec = envspec.env_spec(env_id)
     entry = spec.entry_point
     if isinstance(entry, str) or _importable(entry):
@@ -118,8 +94,7 @@ def worker_source(env_id: str) -> str | gym.envs.registration.EnvSpec:
 
 
 def _importable(entry: object) -> bool:
-    """Whether a fresh process finds ``entry`` by its module and name (what pickle sends):
-    not in ``__main__``, a function's locals, or a file a ``file.py:Name`` spec loaded."""
+    """Whether a fresh process finds ``entry`` by its module and name (what pickle sends)."""
     module = getattr(entry, "__module__", None)
     qualname = getattr(entry, "__qualname__", None)
     if not module or not qualname or "<locals>" in qualname:
@@ -134,11 +109,7 @@ def _importable(entry: object) -> bool:
 
 class EnvGroup(gym.Env):
     """``count`` sub-envs of one worker process, from index ``first`` of the run's envs:
-    a ``SyncVectorEnv`` in autoreset ``mode`` seen as one env with batched spaces.
-
-    Its info is the ``SyncVectorEnv``'s, wrapped whole; ``reset(seed=s)`` seeds sub-env
-    ``j`` with ``s + j``, as the ``SyncVectorEnv`` does.
-    """
+    a ``SyncVectorEnv`` in autoreset ``mode`` seen as one env (its info wrapped whole)."""
 
     def __init__(
         self,
@@ -149,9 +120,8 @@ class EnvGroup(gym.Env):
         mode: gym.vector.AutoresetMode,
     ) -> None:
         self.first = first
-        # Ctrl-C reaches every process of the terminal's group, SIGTERM every one a
-        # scheduler signals: the trainer alone decides when to stop, finishes its cycle and
-        # closes the workers, so they ignore both.
+        # Ctrl-C and a scheduler's SIGTERM reach every process: the trainer alone decides
+        # when to stop and closes the workers, so they ignore both.
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_IGN)
         envs = gym.vector.SyncVectorEnv(
@@ -185,8 +155,7 @@ class EnvGroup(gym.Env):
         }
 
     def restore_generators(self, states: dict[str, object]) -> list[str]:
-        """Restores the group's share of the run's ``states``; returns the names of its own
-        that did not match."""
+        """Restores the group's share of ``states``; returns its names that did not match."""
         mine = {}
         for name, state in states.items():
             local = _renumber(name, -self.first)
@@ -228,12 +197,12 @@ class EnvWorkers(gym.vector.VectorEnv):
     ) -> None:
         if num_envs % workers:
             raise ValueError(f"workers={workers} must divide num_envs={num_envs}")
-        check_sendable(env_id, env_kwargs)
+        problem = worker_problem(env_id, env_kwargs)
+        if problem is not None:
+            raise ValueError(f"{problem}; train it in the trainer's process with --env-workers 1")
         source = worker_source(env_id)
-        self.env_id = env_id
-        self.workers = workers
+        self.env_id, self.workers, self.num_envs = env_id, workers, num_envs
         self.group_size = num_envs // workers
-        self.num_envs = num_envs
         methods = multiprocessing.get_all_start_methods()
         context = "forkserver" if "forkserver" in methods else "spawn"
         group = partial(EnvGroup, source, dict(env_kwargs), count=self.group_size, mode=mode)
@@ -247,13 +216,14 @@ class EnvWorkers(gym.vector.VectorEnv):
         self.metadata = {**self.pool.metadata, "autoreset_mode": gym.vector.AutoresetMode(mode)}
         self.render_mode = None
         probe = _make_env(source, env_kwargs)  # the spaces of one sub-env
-        self.single_observation_space = probe.observation_space
-        self.single_action_space = probe.action_space
-        probe.close()
-        self.observation_space = gym.vector.utils.batch_space(
-            self.single_observation_space, num_envs
+        self.single_observation_space, self.single_action_space = (
+            probe.observation_space,
+            probe.action_space,
         )
-        self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+        probe.close()
+        batch = gym.vector.utils.batch_space
+        self.observation_space = batch(self.single_observation_space, num_envs)
+        self.action_space = batch(self.single_action_space, num_envs)
 
     def pids(self) -> list[int]:
         """The worker processes' ids, worker 0 first (what their memory is read by)."""
@@ -298,8 +268,7 @@ class EnvWorkers(gym.vector.VectorEnv):
         return states
 
     def restore_generators(self, states: dict[str, object]) -> list[str]:
-        """Sets every worker's generators back to ``states``; returns the names that did
-        not match."""
+        """Sets every worker's generators back to ``states``; returns the names not matched."""
         missed = {name for name in states if not 0 <= _index(name) < self.num_envs}
         for part in self._guarded(lambda: self.pool.call("restore_generators", states)):
             missed.update(part)
@@ -316,8 +285,8 @@ class EnvWorkers(gym.vector.VectorEnv):
     # ---- the main process's side of the pipes
 
     def _guarded(self, call: Callable[[], _T]) -> _T:
-        """Runs ``call`` on the pool; a worker that raised or died becomes an
-        :class:`EnvWorkerError` after every worker is stopped."""
+        """Runs ``call`` on the pool; a worker that raised or died is an
+        :class:`EnvWorkerError` once every worker is stopped."""
         try:
             return call()
         except (EOFError, OSError, BrokenPipeError):
@@ -376,8 +345,8 @@ class EnvWorkers(gym.vector.VectorEnv):
 
 
 def _merge_infos(infos: list[dict[str, object]], size: int) -> dict[str, object]:
-    """Per-group vector infos (each over ``size`` sub-envs) as one over all of them: an
-    entry a group lacks is zero (None for objects) there, and its ``_key`` mask False."""
+    """Per-group vector infos (each over ``size`` sub-envs) as one: an entry a group lacks
+    is zero (None for objects) there, and its ``_key`` mask False."""
     total = size * len(infos)
     merged: dict[str, object] = {}
     for key in dict.fromkeys(key for info in infos for key in info):

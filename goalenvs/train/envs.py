@@ -14,28 +14,15 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from goalenvs import envspec
 from goalenvs.agents.registry import algo_for, check_action_space, get_algo
 from goalenvs.core import GOAL_KEYS, GoalVectorEnv
+from goalenvs.envspec import env_spec  # the gymnasium spec of any form of env id
 from goalenvs.train.env_workers import EnvWorkers
-
-
-def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """The gymnasium spec of ``env_id``, in any form :func:`goalenvs.envspec.resolve` takes
-    (``module:EnvId``, ``module:Class``, ``path/to/file.py:Class`` included).
-
-    A missing package is one clear line naming it (and the goalenvs extra providing it).
-    """
-    return envspec.env_spec(env_id)
 
 
 def validate_training_env(env_id: str, env_kwargs: dict[str, Any], algo: str | None) -> gym.Env:
     """Makes one env and checks the trainer can drive it: a goal Dict observation and an
-    action space the algorithm (a registered name, or None for any) fits.
-
-    This is the trainer's quick gate, not the goal-env contract: ``goalenvs check``
-    (:func:`goalenvs.checker.check_goal_env`) checks that.
-    """
+    action space the algorithm (None: any) fits (``goalenvs check`` checks the contract)."""
     if algo is not None:
         get_algo(algo)
     spec = env_spec(env_id)
@@ -69,9 +56,8 @@ _DTYPE_WARNINGS = (
 
 def observation_dtype_note(env: gym.Env, env_id: str, seed: int) -> str | None:
     """One line when ``env``'s reset observation has entries of another dtype than its
-    space declares (float64 from a float32 Box, say), which training casts to the space's;
-    then gymnasium's own warnings about it, four a run in colour, are silenced. None when
-    every entry has its space's dtype."""
+    space declares (training casts them), and gymnasium's own warnings about it silenced;
+    None when every entry has its space's dtype."""
     space = env.observation_space
     assert isinstance(space, spaces.Dict)  # validate_training_env checked it
     with warnings.catch_warnings():
@@ -96,11 +82,8 @@ def observation_dtype_note(env: gym.Env, env_id: str, seed: int) -> str | None:
 
 
 def device_twin_problem(env_id: str) -> str | None:
-    """Why ``env_id`` cannot run as a torch twin on a device, or None when it can.
-
-    It can when its vector entry point is a goalenvs twin (:class:`GoalVectorEnv`) that
-    takes a ``device`` argument.
-    """
+    """Why ``env_id`` cannot run as a torch twin on a device (a :class:`GoalVectorEnv`
+    taking ``device``), or None when it can."""
     entry = env_spec(env_id).vector_entry_point
     if entry is None:
         return "it has no native vector twin (gymnasium's SyncVectorEnv steps it on numpy)"
@@ -113,8 +96,7 @@ def device_twin_problem(env_id: str) -> str | None:
 
 
 def has_native_twin(env_id: str) -> bool:
-    """Whether ``env_id`` registers a native vector env (a goalenvs twin steps all its
-    sub-envs in one numpy call)."""
+    """Whether ``env_id`` registers a native vector env (one call steps all sub-envs)."""
     return env_spec(env_id).vector_entry_point is not None
 
 
@@ -127,9 +109,7 @@ def make_vector_env(
     workers: int = 1,
 ) -> gym.vector.VectorEnv:
     """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``;
-    with ``device``, the torch twin on it (see :func:`device_twin_problem`); with
-    ``workers`` > 1, its sub-envs stepped in that many worker processes
-    (:class:`~goalenvs.train.env_workers.EnvWorkers`)."""
+    with ``device``, the torch twin on it; with ``workers`` > 1, :class:`EnvWorkers`."""
     mode = gym.vector.AutoresetMode(mode)
     if device is not None:
         problem = device_twin_problem(env_id)
@@ -162,12 +142,10 @@ def goal_function(
 ) -> Callable | None:
     """The batched ``compute_reward`` / ``compute_terminated`` of the env (None if absent).
 
-    A ``compute_terminated`` result is broadcast to the batch: Fetch's returns one scalar
-    ``False`` for a whole batch of goals. A ``compute_reward`` result is never broadcast:
-    the replay buffer refuses one that is not one reward per goal pair (one value would
-    pay every relabeled transition alike). With ``host_arrays`` (a numpy env's
-    functions for a replay buffer on a torch device) tensors reach the env's function as
-    numpy arrays, and its result goes back to their device as a tensor.
+    A ``compute_terminated`` result is broadcast to the batch (Fetch's is one ``False``);
+    a ``compute_reward`` one never is (the buffer refuses one that is not one reward per
+    goal pair). With ``host_arrays`` tensors reach the env's function as numpy arrays, and
+    its result goes back to their device.
     """
     fn = getattr(vector_env.unwrapped, name, None)
     if not callable(fn):
@@ -213,11 +191,8 @@ def _host_array(value: object) -> object:
 
 
 def scalar_info_keys(env: gym.Env) -> tuple[str, ...]:
-    """The numeric or boolean scalar entries of the env's info, ``is_success`` aside.
-
-    Storing them all lets HER recompute rewards that read the info (a collision
-    penalty, say) without the user naming them; they cost a few bytes per transition.
-    """
+    """The numeric or boolean scalar entries of the env's info, ``is_success`` aside: HER
+    recomputes rewards that read them (a collision penalty) without the user naming them."""
     _, info = env.reset(seed=0)
     return tuple(
         key
@@ -232,12 +207,9 @@ def scalar_info_keys(env: gym.Env) -> tuple[str, ...]:
 def probe_rewards(
     env: gym.Env, compute_reward: Callable, info_keys: tuple[str, ...], seed: int, steps: int = 200
 ) -> tuple[float, float]:
-    """The lowest and highest reward ``compute_reward`` paid on a random-action probe.
-
-    Goals reached in ``steps`` random steps are paired with other episodes' desired goals
-    and with themselves (success), under the info seen and with every boolean info entry
-    set both ways (a crash flag, say), so penalties the info carries are found too.
-    """
+    """The lowest and highest reward ``compute_reward`` paid on a random-action probe:
+    goals reached in ``steps`` random steps paired with other desired goals and with
+    themselves, under the info seen and with every boolean info entry set both ways."""
     env.action_space.seed(seed)
     obs, info = env.reset(seed=seed)
     achieved, desired = [], []
@@ -267,8 +239,6 @@ def probe_rewards(
 
 
 def return_range(reward_low: float, reward_high: float, gamma: float) -> tuple[float, float]:
-    """Bounds of any discounted return of rewards in ``[reward_low, reward_high]``.
-
-    An episode may end at any step, so 0 (no more reward) is inside the range too.
-    """
+    """Bounds of any discounted return of rewards in ``[reward_low, reward_high]`` (0
+    included: an episode may end at any step)."""
     return min(reward_low, 0.0) / (1.0 - gamma), max(reward_high, 0.0) / (1.0 - gamma)

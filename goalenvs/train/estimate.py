@@ -1,11 +1,8 @@
 """How long a run will take on this machine, measured before it starts: one env step, one
-act of the policy on the run's envs and one gradient update, each timed a few times on
-throwaway copies (the run's own agent, envs and random streams are not touched), then
-multiplied by the counts the run's schedule makes of each.
-
-It reads what the cost of a CPU run is made of (env steps, acting, updates, evaluation);
-it leaves out what it cannot see in a second (HER sampling, checkpoints, a machine that
-gets busier), so it is an estimate, printed as one: "about 3 minutes".
+act of the policy and one gradient update, each timed a few times on throwaway copies,
+then multiplied by the counts the run's schedule makes of each. It leaves out what it
+cannot see in a second (HER sampling, checkpoints, a machine that gets busier), so it is
+printed as an estimate: "about 3 minutes".
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ class Estimate:
     seconds: float  # the run: env steps, acting, updates and evaluation
 
     def line(self) -> str:
-        """E.g. ``all epochs about 3 minutes on this machine (measured now: ...)``: the
-        whole schedule, which an early stop (``stop_success``) or a budget cuts short."""
+        """E.g. ``all epochs about 3 minutes on this machine (measured now: ...)``."""
         return (
             f"all epochs about {duration(self.seconds)} on this machine (measured now: an "
             f"env step {1e6 * self.step_seconds:.0f} us, "

@@ -1,14 +1,11 @@
 """The machine a run trains on: the CPU cores it may use, how many env worker processes
 they carry, and the description a run folder and a result file record.
 
-A container sees every core of its host in ``os.cpu_count()`` and usually in its CPU
-affinity too, while the scheduler gives it only the share its cgroup's CPU quota allows:
-a 2-CPU container on a 64-core host runs 64 processes on 2 CPUs' time. The cores a run
-may use are therefore the fewer of the two, the affinity and the quota rounded up
-(:func:`usable_cores`), as the JVM and Go's automaxprocs count them. The quota is read
-where a container sees its own cgroup, at the root of the cgroup file system: cgroup v2's
-``cpu.max`` (``"max 100000"``: no limit; ``"200000 100000"``: two CPUs) and cgroup v1's
-``cpu/cpu.cfs_quota_us`` over ``cpu/cpu.cfs_period_us`` (a quota of -1: no limit).
+A container sees every core of its host in ``os.cpu_count()`` and its affinity, while its
+cgroup's CPU quota may grant it only a few: the cores a run may use are the fewer of the
+affinity and the quota rounded up (:func:`usable_cores`), as the JVM and Go's
+automaxprocs count them. The quota is cgroup v2's ``cpu.max`` (``"200000 100000"``: two
+CPUs) or cgroup v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``.
 """
 
 from __future__ import annotations
@@ -40,8 +37,7 @@ CGROUP_V1_CPU = ("cpu", "cpu,cpuacct")
 
 
 def affinity_cores() -> int:
-    """The CPU cores this process may be scheduled on (its affinity; all cores where the
-    system has no affinity call, as macOS and Windows)."""
+    """The CPU cores this process may be scheduled on (all where there is no affinity)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
@@ -56,9 +52,7 @@ def _read(path: Path) -> str | None:
 
 
 def _quota(quota: str, period: str) -> float | None:
-    """``quota / period`` in CPUs, None for no limit (``max``, a negative quota) or text
-    that is not two numbers (a cgroup file a kernel writes otherwise is no reason to stop
-    a run)."""
+    """``quota / period`` in CPUs; None for no limit or text that is not two numbers."""
     if quota == "max":
         return None
     try:
@@ -71,10 +65,8 @@ def _quota(quota: str, period: str) -> float | None:
 
 
 def cpu_quota(cgroup_root: Path | None = None) -> float | None:
-    """The CPUs the cgroup CPU quota grants this container (may be fractional: 1.5), or
-    None when it sets no limit or no cgroup file says one: cgroup v2's ``cpu.max`` under
-    ``cgroup_root`` (None: :data:`CGROUP_ROOT`) first, then cgroup v1's
-    ``cfs_quota_us`` / ``cfs_period_us``."""
+    """The CPUs the cgroup CPU quota under ``cgroup_root`` (None: :data:`CGROUP_ROOT`)
+    grants (1.5, say), or None when no cgroup file sets a limit; v2 first, then v1."""
     cgroup_root = CGROUP_ROOT if cgroup_root is None else cgroup_root
     v2 = _read(cgroup_root / "cpu.max")
     if v2 is not None:
@@ -89,9 +81,8 @@ def cpu_quota(cgroup_root: Path | None = None) -> float | None:
 
 
 def usable_cores(cgroup_root: Path | None = None, affinity: int | None = None) -> int:
-    """The CPU cores this process may use: its affinity (``affinity``; None: this
-    process's), bounded by the cgroup CPU quota rounded up (1.5 CPUs: 2 cores), read
-    under ``cgroup_root`` (None: :data:`CGROUP_ROOT`). At least 1."""
+    """The CPU cores this process may use: its ``affinity`` (None: this process's) bounded
+    by the cgroup CPU quota under ``cgroup_root`` rounded up; at least 1."""
     cores = affinity_cores() if affinity is None else affinity
     quota = cpu_quota(cgroup_root)
     if quota is not None:
@@ -100,8 +91,7 @@ def usable_cores(cgroup_root: Path | None = None, affinity: int | None = None) -
 
 
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
-    """The CPU's model name (``/proc/cpuinfo``'s first ``model name``; elsewhere
-    ``platform.processor()``, or the architecture when that is empty too)."""
+    """The CPU's model name (``/proc/cpuinfo``'s, else ``platform``'s)."""
     text = _read(cpuinfo) or ""
     for line in text.splitlines():
         key, _, value = line.partition(":")
@@ -113,12 +103,9 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 def describe_machine(
     cgroup_root: Path | None = None, cpuinfo: Path = Path("/proc/cpuinfo")
 ) -> dict[str, object]:
-    """The machine as a run folder's plan and a result file record it: ``cpu`` (the model
-    name), ``cores`` (usable under the affinity and the cgroup quota: what the trainer
-    sizes its workers and threads by), ``cores_total`` (the host's, ``os.cpu_count()``),
-    ``cpu_quota`` (the cgroup's CPUs, None: no limit), ``torch`` (its version),
-    ``cpu_bf16`` (bfloat16 instructions: what precision "auto" reads), ``cuda`` (the
-    device's name, None without one) and ``platform`` (system, release, architecture)."""
+    """The machine as a run folder's plan and a result file record it: CPU model, usable
+    and total cores, cgroup quota, torch version, bfloat16 instructions, CUDA device and
+    platform."""
     return {
         "cpu": cpu_model(cpuinfo),
         "cores": usable_cores(cgroup_root),
@@ -132,8 +119,7 @@ def describe_machine(
 
 
 def resident_mb(pid: int) -> float:
-    """The resident memory (RSS, Linux's ``VmRSS``) of process ``pid`` in MB; 0.0 where it
-    cannot be read (the process is gone, or no /proc)."""
+    """The resident memory (``VmRSS``) of process ``pid`` in MB; 0.0 where unreadable."""
     for line in (_read(Path(f"/proc/{pid}/status")) or "").splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
@@ -150,9 +136,7 @@ def divisors(n: int) -> list[int]:
 
 def eval_env_workers(n_eval_episodes: int, env_workers: int) -> int:
     """How many processes step the ``n_eval_episodes`` eval envs beside ``env_workers``
-    training ones: the largest divisor of ``n_eval_episodes`` up to ``env_workers`` (1:
-    the trainer's process). The eval pool lives as long as the training one, so a run
-    holds both: 16 env workers and 50 eval episodes are 16 + 10 processes."""
+    training ones: the largest divisor of ``n_eval_episodes`` up to ``env_workers``."""
     return max(d for d in divisors(n_eval_episodes) if d <= env_workers)
 
 
@@ -162,17 +146,11 @@ def default_env_workers(
     cores: int | None = None,
     step_seconds: float | None = None,
 ) -> int:
-    """How many processes step ``num_envs`` training envs on this machine by default.
-
-    A native twin steps all its envs in one numpy (or torch) call: it stays in the main
-    process (1), as does an env whose step costs less than
-    :data:`WORKER_MIN_STEP_SECONDS` (``step_seconds``, measured by
-    :func:`measure_step_seconds`; None: not measured, taken as costly). Other envs get the
-    largest divisor of ``num_envs`` that the machine's cores carry; on two cores or fewer
-    they stay in the main process, where worker processes measured no faster
-    (benchmarks/scaling.py: 424 env steps/s in one process against 424-428 with two
-    workers, FetchPush on 2 cores).
-    """
+    """How many processes step ``num_envs`` training envs on this machine by default: 1
+    for a native twin, a step cheaper than :data:`WORKER_MIN_STEP_SECONDS`
+    (``step_seconds``; None: taken as costly) or two cores or fewer (benchmarks/scaling.py
+    measured two workers no faster there); else the largest divisor of ``num_envs`` the
+    cores carry."""
     cores = usable_cores() if cores is None else cores
     cheap = step_seconds is not None and step_seconds < WORKER_MIN_STEP_SECONDS
     if native_twin or cheap or cores <= 2:
@@ -181,8 +159,7 @@ def default_env_workers(
 
 
 def measure_step_seconds(env: gym.Env, steps: int = 20, seed: int = 0) -> float:
-    """Seconds one step of ``env`` takes (random actions, the mean over ``steps``; resets
-    are not counted)."""
+    """Seconds one step of ``env`` takes (random actions, the mean over ``steps``)."""
     env.action_space.seed(seed)
     env.reset(seed=seed)
     total = 0.0
@@ -197,8 +174,7 @@ def measure_step_seconds(env: gym.Env, steps: int = 20, seed: int = 0) -> float:
 
 
 def check_env_workers(workers: int, num_envs: int, cores: int | None = None) -> int:
-    """``workers`` when it can step ``num_envs`` envs on this machine, else a ValueError
-    naming the setting, the value and the range."""
+    """``workers`` when it can step ``num_envs`` envs on this machine, else a ValueError."""
     cores = usable_cores() if cores is None else cores
     most = WORKERS_PER_CORE * cores
     if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:

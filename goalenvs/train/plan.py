@@ -1,22 +1,17 @@
 """A run's plan: every choice ``goalenvs train`` makes for the machine it runs on, worked
 out once, before any part of the run is built.
 
-:func:`make_plan` turns the config, the machine (its device, cores, bf16 instructions)
-and one look at the env (the pre-training checks of :mod:`goalenvs.checker.preflight`,
-a timed step, the info keys, a reward probe) into a frozen :class:`RunPlan`: where the
-networks, the envs and the replay buffer are, the episode length, rollout length,
-discount and target clip, the env workers and overlap, the update's precision and CUDA
-graphs, each with why when the config left it to the machine. The CLI prints it, the
-run folder records it in ``config.json`` with the machine, and the
+:func:`make_plan` turns the config, the machine and one look at the env (:func:`look_at`)
+into a frozen :class:`RunPlan`: where the networks, the envs and the replay buffer are,
+the episode length, rollout length, discount and target clip, the env workers and
+overlap, the update's precision and CUDA graphs, each with why when the config left it
+to the machine. The CLI prints it, config.json records it, and the
 :class:`~goalenvs.train.trainer.Trainer` builds its parts from it alone.
 
-A resume follows the recorded plan (:func:`follow_recorded`): what the config left to
-the machine is taken as it was recorded, not worked out again here, while ``config.json``
-keeps what was asked. Where this machine
-cannot give it (no CUDA device, fewer cores than the workers need) the run is refused in
-one line that names what was recorded, what this machine gives and the flag that
-accepts the change; where it can, only slower (bf16 without bfloat16 instructions), it
-says so in one line and goes on.
+A resume follows the recorded plan (:func:`follow_recorded`) where the config leaves a
+choice to the machine. Where this machine cannot give it the run is refused in one line
+naming what was recorded, what this machine gives and the flag that accepts the change;
+where it can, only slower, it says so and goes on.
 """
 
 from __future__ import annotations
@@ -70,13 +65,11 @@ AUTO = {
 
 
 class PreflightError(ValueError):
-    """The env failed a check the trainer cannot survive; the message is one line with the
-    check id, the finding, its fix and the ``goalenvs check`` command for the rest."""
+    """The env failed a check the trainer cannot survive (one line: check, finding, fix)."""
 
 
 class PlanError(ValueError):
-    """The recorded plan of a resumed run asks what this machine cannot give; the message
-    names what was recorded, what this machine gives and the flag that accepts it."""
+    """The recorded plan of a resumed run asks what this machine cannot give."""
 
 
 @dataclass(frozen=True)
@@ -104,11 +97,6 @@ class RunPlan:
     notes: tuple[str, ...] = ()  # why, for each choice the config left to the machine
     preflight_seconds: float | None = None  # what the pre-training checks cost
 
-    @property
-    def torch_device(self) -> torch.device:
-        """``device`` as a torch device."""
-        return torch.device(self.device)
-
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready values (``config.json``'s ``plan``)."""
         data = dataclasses.asdict(self)
@@ -121,22 +109,15 @@ class RunPlan:
         """The plan as ``goalenvs train`` prints it: a few short lines."""
         workers = f", worker {self.rank} of {self.world}" if self.world > 1 else ""
         length = "none declared" if self.episode_length is None else f"{self.episode_length}"
-        clip = (
-            "off"
-            if self.clip_range is None
-            else f"[{self.clip_range[0]:g}, {self.clip_range[1]:g}]"
-        )
+        low, high = self.clip_range or (0, 0)
+        clip = "off" if self.clip_range is None else f"[{low:g}, {high:g}]"
         envs = "torch twins on the device" if self.env_device == "device" else "numpy"
-        where = (
-            "in the trainer's process"
-            if self.env_workers == 1
-            else f"in {self.env_workers} worker processes"
-        )
+        where = f"in {self.env_workers} worker processes"
+        where = "in the trainer's process" if self.env_workers == 1 else where
         timed = "" if self.step_seconds is None else f" (a step {1e6 * self.step_seconds:.0f} us)"
         # the eval pool lives as long as the training one: a run holds both
-        evaluation = (
-            "" if self.eval_workers == 1 else f", eval envs in {self.eval_workers} more processes"
-        )
+        evaluation = f", eval envs in {self.eval_workers} more processes"
+        evaluation = "" if self.eval_workers == 1 else evaluation
         replay = "in host memory" if self.replay_device == "host" else f"on {self.device}"
         machine = self.machine
         cores, total = machine.get("cores", "?"), machine.get("cores_total")
@@ -155,10 +136,8 @@ class RunPlan:
 
 def follow_recorded(config: TrainConfig, recorded: dict[str, object] | None) -> TrainConfig:
     """``config`` of a resumed run with every choice it leaves to the machine (``auto``,
-    None) set to what the run recorded (its plan in ``config.json``). A value the config
-    sets (a flag given at the resume) is kept; a device other than the recorded one
-    leaves the choices that depend on it (where the envs and the buffer run, CUDA graphs)
-    to the machine again."""
+    None) set to what the run recorded. A flag given at the resume is kept; a device other
+    than the recorded one leaves the choices that depend on it to the machine again."""
     if not recorded:
         return config
     device = str(recorded.get("device", "cpu")).split(":")[0]
@@ -194,9 +173,8 @@ def check_device(config: TrainConfig, recorded: dict[str, object] | None) -> str
 
 
 def check_recorded(config: TrainConfig, recorded: dict[str, object] | None) -> list[str]:
-    """Raises :class:`PlanError` when this machine cannot give what a resumed run's
-    recorded plan asks (and the config still asks it); returns one line for each change
-    it can give, only slower."""
+    """A :class:`PlanError` when this machine cannot give what a resumed run's recorded
+    plan asks; one line for each change it can give, only slower."""
     if not recorded:
         return []
     notes = []
@@ -220,8 +198,7 @@ def check_recorded(config: TrainConfig, recorded: dict[str, object] | None) -> l
 
 @dataclass(frozen=True)
 class EnvFacts:
-    """What the plan knows of the env, asked once (:func:`look_at`): every choice after is
-    made from this record and the config."""
+    """What the plan knows of the env, asked once (:func:`look_at`)."""
 
     episode_length: int | None  # declared, else where the pre-training checks saw it end
     info_keys: tuple[str, ...]  # the config's, else the env's scalar info entries
@@ -235,12 +212,10 @@ class EnvFacts:
 
 
 def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
-    """One look at ``env`` (built with ``config.make_kwargs()``; stepped, not closed):
-    the pre-training checks (unless ``config.preflight`` is off; an error is a
-    :class:`PreflightError`, each warning a note), its reset observation's dtypes,
-    episode length, info keys and goal functions, one timed step where the env workers
-    are left to the machine, and its reward range where the targets are clipped; each
-    finding worth a line goes to ``notes``."""
+    """One look at ``env`` (stepped, not closed): the pre-training checks (an error is a
+    :class:`PreflightError`), its observation dtypes, episode length, info keys and goal
+    functions, a timed step where the env workers are left to the machine, and its reward
+    range where the targets are clipped; each finding worth a line goes to ``notes``."""
     checked: Preflight | None = None
     if config.preflight:  # an error stops the run here, before any run folder
         needs_length = config.rollout_steps is None or config.gamma is None
@@ -292,10 +267,8 @@ def make_plan(
     world: int = 1,
     recorded: dict[str, Any] | None = None,
 ) -> RunPlan:
-    """The plan of ``config`` on this machine (``device``, this worker's ``rank`` of
-    ``world``), from one look at ``env`` (:func:`look_at`). A resumed run passes its
-    ``recorded`` plan (taken as it is where this machine can give it:
-    :func:`check_recorded`)."""
+    """The plan of ``config`` on this machine (``device``, worker ``rank`` of ``world``),
+    from one look at ``env``; a resumed run passes its ``recorded`` plan."""
     notes: list[str] = list(check_recorded(config, recorded))
     facts = look_at(config, env, notes)
     horizon = facts.episode_length
@@ -372,10 +345,8 @@ def make_plan(
 
 def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world: int) -> None:
     """A ValueError naming the field and its value when the schedule cannot run: a batch
-    larger than the replay buffer (``buffer_size`` shared by ``world`` workers), a buffer
-    whose stream per env cannot hold one ``episode`` (its transitions could never be
-    sampled), a goal-mix warm-up that outlasts the run (its mix would never be drawn), or
-    an n-step schedule that does (its returns would never fall to one step)."""
+    larger than the buffer, a buffer too small for one episode per env, or a goal-mix
+    warm-up that outlasts the run."""
     size = config.buffer_size // world
     share = f"buffer_size {config.buffer_size}" + (f" over {world} workers" if world > 1 else "")
     if config.batch_size > size:
@@ -402,8 +373,7 @@ def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world
 
 
 def _env_device(asked: str, env_id: str, device: torch.device, notes: list[str]) -> str:
-    """ "device" when the training envs of ``env_id`` run as torch twins on ``device``,
-    else "numpy" (``asked``: the config's ``env_device``)."""
+    """ "device" when the training envs run as torch twins on ``device``, else "numpy"."""
     if asked == "numpy":
         return "numpy"
     problem = device_twin_problem(env_id)
@@ -424,8 +394,7 @@ def _env_device(asked: str, env_id: str, device: torch.device, notes: list[str])
 
 
 def _replay_device(asked: str, env_device: str, device: torch.device) -> str:
-    """Where the replay buffer lives: beside torch twins always; for numpy envs in host
-    memory unless ``asked`` (the config's ``replay_device``) is the device."""
+    """Where the replay buffer lives: beside torch twins; for numpy envs, as ``asked``."""
     if env_device == "device" and asked == "host":
         raise ValueError(
             f"replay_device (--replay-device) 'host': the torch twins step on {device} and "
@@ -444,9 +413,8 @@ def _env_workers(
     env_device: str,
     notes: list[str],
 ) -> tuple[int, float | None]:
-    """The processes that step the ``num_envs`` training envs and the step time that chose
-    them (``asked``: the config's ``env_workers``; None: from the timed step, and 1 for an
-    env that worker processes cannot build with ``env_kwargs``)."""
+    """The processes that step the training envs and the step time that chose them
+    (``asked`` None: from the timed step; 1 for an env worker processes cannot build)."""
     if env_device == "device":
         if asked not in (None, 1):
             raise ValueError(
@@ -485,8 +453,7 @@ def _overlap(asked: bool | None, env_workers: int, env_device: str) -> bool:
 
 
 def _cuda_graphs(asked: str, algo: str, device: torch.device, world: int) -> bool:
-    """Whether the updates will run as captured CUDA graphs (the learner's rule: a CUDA
-    device, one worker, an algorithm whose update is graph-safe; ``asked`` "on" insists)."""
+    """Whether the updates run as captured CUDA graphs (the learner's rule; "on" insists)."""
     safe = get_algo(algo).agent_class().graph_safe_update
     possible = device.type == "cuda" and world == 1 and safe
     if asked == "on" and not possible:
@@ -502,9 +469,8 @@ def _cuda_graphs(asked: str, algo: str, device: torch.device, world: int) -> boo
 
 
 def _torch_threads(threads: int, notes: list[str]) -> int:
-    """``threads`` (the config's ``torch_threads``), or fewer when the workers torchrun
-    started on this machine (``LOCAL_WORLD_SIZE``) would otherwise ask more threads than
-    it has cores."""
+    """``threads``, or fewer when torchrun's workers on this machine (``LOCAL_WORLD_SIZE``)
+    would ask more threads than it has cores."""
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     fair = max(1, usable_cores() // local)
     if threads > fair:
@@ -524,9 +490,8 @@ def _clip_range(
     gamma: float,
     notes: list[str],
 ) -> tuple[float, float] | None:
-    """The range Bellman targets are clipped to (``clip_return``: the config's
-    ``clip_range``, else the returns the env's rewards allow: its declared range, or
-    baselines' [-1, 0] where a probe paid inside it), None when they are not."""
+    """The range Bellman targets are clipped to: ``clip_range``, else the returns the env's
+    declared rewards allow, or baselines' [-1, 0] where a probe paid inside it; None: not."""
     if not clip_return:
         return None
     if clip_range is not None:

@@ -1,12 +1,10 @@
 """``goalenvs plot RUN...``: eval success across seeds, as the field reports it.
 
-Each RUN is a run folder (its ``progress.csv``) or a folder of them (what ``goalenvs train
---seeds`` writes); all must be runs of one env. The picture draws each seed's eval success
-faintly, their interquartile mean (IQM: the mean of the middle half of the seeds) as a
-line and a 95% bootstrap confidence band around it (seeds resampled with replacement), as
-rliable does (Agarwal et al. 2021). A seed that ended early (``stop_success``, a budget)
-keeps its last value to the right of its end. The table gives each seed's first env
-steps at which eval success reached the mark, and their median and interquartile range.
+Each RUN is a run folder or a folder of them (what ``goalenvs train --seeds`` writes), all
+of one env. The picture draws each seed's eval success faintly, their interquartile mean
+(IQM) as a line and a 95% bootstrap band around it, as rliable does (Agarwal et al. 2021);
+a seed that ended early keeps its last value. The table gives each seed's first env steps
+at which eval success reached the mark, and their median and interquartile range.
 
     goalenvs plot runs/my-seeds                  # writes runs/my-seeds/curves.png
     goalenvs plot runs/a runs/b runs/c --mark 0.95 --out seeds.png
@@ -48,8 +46,8 @@ class SeedRun:
 
 
 def run_folders(paths: Sequence[str | Path]) -> list[Path]:
-    """The run folders in ``paths``: each one with a ``progress.csv``, or its subfolders
-    that have one. A path with neither is a ValueError naming it."""
+    """The run folders in ``paths`` (each, or its subfolders with a ``progress.csv``); a
+    path with neither is a ValueError naming it."""
     found: list[Path] = []
     for text in paths:
         path = Path(text)
@@ -67,8 +65,8 @@ def run_folders(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def read_runs(paths: Sequence[str | Path]) -> list[SeedRun]:
-    """The runs of ``paths`` (see :func:`run_folders`), all of one env: runs of different
-    envs, or a run with no finished epoch, are a ValueError naming them."""
+    """The runs of ``paths``, all of one env (else, or for a run with no finished epoch, a
+    ValueError naming them)."""
     runs = []
     for folder in run_folders(paths):
         config = json.loads((folder / "config.json").read_text())
@@ -93,8 +91,7 @@ def read_runs(paths: Sequence[str | Path]) -> list[SeedRun]:
 
 
 def iqm(values: np.ndarray) -> np.ndarray:
-    """The interquartile mean over axis -2 (the seeds): the mean of the middle half, a
-    quarter of the seeds cut at each end (scipy's ``trim_mean(x, 0.25)``)."""
+    """The interquartile mean over axis -2 (the seeds): scipy's ``trim_mean(x, 0.25)``."""
     n = values.shape[-2]
     cut = int(0.25 * n)
     return np.sort(values, axis=-2)[..., cut : n - cut, :].mean(axis=-2)
@@ -103,8 +100,7 @@ def iqm(values: np.ndarray) -> np.ndarray:
 def bootstrap_band(
     values: np.ndarray, level: float = LEVEL, resamples: int = BOOTSTRAP, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The percentile bootstrap interval of the IQM of ``values`` (seeds x points): the
-    seeds resampled with replacement ``resamples`` times."""
+    """The percentile bootstrap interval of the IQM of ``values`` (seeds x points)."""
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, values.shape[0], (resamples, values.shape[0]))
     means = iqm(values[picks])  # (resamples, points)
@@ -114,8 +110,7 @@ def bootstrap_band(
 
 
 def on_grid(runs: Sequence[SeedRun]) -> tuple[np.ndarray, np.ndarray]:
-    """Every run's eval success at the union of their env steps (seeds x points), each
-    run's last value kept past its end and its first before its start."""
+    """Every run's eval success at the union of their env steps (seeds x points)."""
     grid = np.unique(np.concatenate([run.env_steps for run in runs]))
     values = np.stack(
         [
@@ -145,7 +140,7 @@ def seed_table(runs: Sequence[SeedRun], mark: float) -> list[str]:
 
 def mark_summary(reached: Sequence[float]) -> str:
     """``: median 280k env steps, IQR 270k-290k`` of the seeds' first env steps to a mark
-    (empty when none reached it): what ``goalenvs plot`` and the docs' tables print."""
+    (empty when none reached it)."""
     if not len(reached):
         return ""
     q1, median, q3 = np.percentile(reached, [25, 50, 75])

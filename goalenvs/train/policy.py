@@ -16,25 +16,18 @@ from goalenvs.train.checkpoint import CheckpointError, read_checkpoint, space_fr
 
 
 class Policy:
-    """A trained policy restored from a checkpoint.
-
-    Attributes: ``env_id``, ``env_kwargs`` and ``max_episode_steps`` (what it was trained
-    on), ``env_file`` (the absolute path of a ``path/to/file.py`` env's file when trained,
-    else None), ``algo``,
-    ``observation_space`` and ``action_space`` (single-env spaces), ``metadata`` (all of
-    the checkpoint's plain metadata: epoch, env steps, success rate, config).
-    """
+    """A trained policy restored from a checkpoint: ``env_id``, ``env_kwargs``,
+    ``max_episode_steps``, ``env_file`` (what it was trained on), ``algo``, the single-env
+    ``observation_space`` and ``action_space``, and all of its plain ``metadata``."""
 
     def __init__(self, agent: Agent, metadata: dict[str, Any]) -> None:
         self.agent = agent.eval()
         self.metadata = metadata
         self.env_id: str = metadata["env_id"]
         self.env_kwargs: dict[str, object] = dict(metadata.get("env_kwargs", {}))
-        # the time limit the run put on the env (--max-episode-steps, or the length the
-        # env truncated at); None: the env's own
+        # the time limit the run put on the env; None: the env's own
         self.max_episode_steps: int | None = (metadata.get("config") or {}).get("max_episode_steps")
-        # The absolute path of a path/to/file.py env's file (None: another form, or a
-        # checkpoint written before goalenvs recorded it).
+        # a path/to/file.py env's absolute path (None: another form, or an older checkpoint)
         self.env_file: str | None = metadata.get("env_file")
         self.algo: str = metadata["algo"]
         self.observation_space: spaces.Dict = spaces.Dict(
@@ -43,12 +36,8 @@ class Policy:
         self.action_space: spaces.Space = agent.action_space
 
     def predict(self, observation: dict[str, object], deterministic: bool = True) -> np.ndarray:
-        """The action for one observation dict, or actions for a batch of them.
-
-        A batch (every entry with one more leading dimension than the space, as a vector
-        env returns) gives an array of actions, one per row; a single observation gives
-        one action. ``deterministic=False`` adds the exploration used in training.
-        """
+        """The action for one observation dict, or an array of actions for a batch (every
+        entry one leading dimension more); ``deterministic=False`` explores as training."""
         if not isinstance(observation, dict) or any(k not in observation for k in GOAL_KEYS):
             got = sorted(observation) if isinstance(observation, dict) else type(observation)
             raise ValueError(f"observation must be a dict with keys {list(GOAL_KEYS)}, got {got}")
@@ -71,11 +60,8 @@ class Policy:
 
 
 def load_policy(path: str | os.PathLike, device: str | torch.device = "cpu") -> Policy:
-    """Restores the policy saved in a checkpoint (``policy_best.pt``, ``policy_latest.pt``...).
-
-    Raises :class:`~goalenvs.train.checkpoint.CheckpointError` for a corrupt, foreign or
-    unsafe (pickled object) file.
-    """
+    """Restores the policy saved in a checkpoint (``policy_best.pt``, ...); a
+    :class:`CheckpointError` for a corrupt, foreign or unsafe file."""
     data = read_checkpoint(path, map_location=device)
     meta = data["metadata"]
     try:

@@ -1,15 +1,9 @@
-"""What a resume restores besides the networks: every random generator of a run.
-
-A run draws from torch's generators, the agent's and the replay buffer's (numpy and
-torch), and the envs' (each sub-env's numpy generator, a device twin's torch ones). A
-committed epoch saves them all (:func:`capture_random_state`), and a resume sets them
-back (:func:`restore_random_state`), so a resumed run draws what the uninterrupted one
-draws. The envs' states are taken just before an epoch's last step
-(:class:`GeneratorSnapshot`): a sub-env whose episode ends in that step draws its next
-episode inside it, and the resume's reset draws that episode again from the state before.
-Generators are found by duck typing (:func:`find_generators`), so any env or agent is
-followed; names that do not match between the save and the resume are returned to the
-caller, which says so.
+"""What a resume restores besides the networks: every random generator of a run (torch's,
+the agent's, the replay buffer's and the envs'), so that a resumed run draws what the
+uninterrupted one draws. The envs' states are taken just before an epoch's last step
+(:class:`GeneratorSnapshot`). Generators are found by duck typing
+(:func:`find_generators`); names that do not match between the save and the resume are
+returned to the caller, which says so.
 """
 
 from __future__ import annotations
@@ -30,13 +24,9 @@ TORCH_GENERATORS = "torch_generators"  # key of a device twin's generators in th
 
 
 def find_generators(obj: object) -> dict[str, np.random.Generator]:
-    """The numpy generators ``obj`` holds, by attribute path, each object once.
-
-    Duck-typed so that it follows any env or agent: attributes that are a
-    ``np.random.Generator`` or a list / tuple of them (a native vector env's per-sub-env
-    generators), and for a vector env with sub-envs (gymnasium's ``SyncVectorEnv``) each
-    sub-env's ``np_random``.
-    """
+    """The numpy generators ``obj`` holds, by attribute path, each object once: attributes
+    that are one or a list / tuple of them, and each sub-env's ``np_random`` of a vector
+    env with sub-envs."""
     found: dict[str, np.random.Generator] = {}
     seen: set[int] = set()
 
@@ -64,11 +54,8 @@ def generator_states(obj: object) -> dict[str, object]:
 
 
 def restore_generators(obj: object, states: dict[str, Any]) -> list[str]:
-    """Sets the generators of ``obj`` back to ``states`` (in place: aliases follow).
-
-    Returns the paths that did not match (saved but absent, or present but not saved):
-    an empty list when every generator was restored.
-    """
+    """Sets the generators of ``obj`` back to ``states`` (in place: aliases follow);
+    returns the paths that did not match (saved but absent, or present but not saved)."""
     current = find_generators(obj)
     mismatched = sorted(set(current) ^ set(states))
     for name, generator in current.items():
@@ -82,8 +69,7 @@ def restore_generators(obj: object, states: dict[str, Any]) -> list[str]:
 
 
 def torch_generator_states(obj: object) -> dict[str, torch.Tensor]:
-    """``{attribute: state}`` of the ``torch.Generator`` attributes of ``obj`` (a device
-    twin's, the device buffer's, the agent's exploration)."""
+    """``{attribute: state}`` of the ``torch.Generator`` attributes of ``obj``."""
     return {
         name: value.get_state()
         for name, value in sorted(vars(obj).items())
@@ -93,9 +79,7 @@ def torch_generator_states(obj: object) -> dict[str, torch.Tensor]:
 
 def restore_torch_generators(obj: object, states: dict[str, torch.Tensor]) -> list[str]:
     """Sets the torch generators of ``obj`` back to ``states``; returns the names that did
-    not match: saved but absent, present but not saved, or saved by a generator of another
-    device (a run recorded on CUDA and resumed on the CPU: a CUDA generator's state is 16
-    bytes, a CPU one's 5,056), which keeps its seeded state."""
+    not match, or were saved on another device (those keep their seeded state)."""
     current = {k: v for k, v in vars(obj).items() if isinstance(v, torch.Generator)}
     missed = current.keys() ^ states.keys()
     for name in current.keys() & states.keys():
@@ -124,13 +108,9 @@ def restore_env_generators(env: object, states: dict[str, Any]) -> list[str]:
 
 
 class GeneratorSnapshot(gym.vector.VectorWrapper):
-    """The envs' generator states from just before the last step of an epoch.
-
-    A sub-env whose episode ends in that step (same-step autoreset) draws its next
-    episode inside it; saving the states from before the step lets the resume's reset
-    draw that same episode again. Sub-envs that did not reset drew nothing in the step,
-    so their state is the current one either way. Costs one comparison per step.
-    """
+    """The envs' generator states from just before the last step of an epoch: a sub-env
+    whose episode ends in that step draws its next episode inside it, which the resume's
+    reset then draws again."""
 
     def __init__(self, env: gym.vector.VectorEnv) -> None:
         super().__init__(env)
@@ -162,8 +142,7 @@ class GeneratorSnapshot(gym.vector.VectorWrapper):
 def capture_random_state(
     agent: Agent, buffer: ReplayBuffer, env_states: dict[str, object]
 ) -> dict[str, object]:
-    """Every random generator a resume restores: torch's, the agent's and the buffer's
-    (numpy and torch), and the envs' ``env_states``."""
+    """Every random generator a resume restores, the envs' ``env_states`` among them."""
     return {
         "torch": torch.get_rng_state(),
         "cuda": list(torch.cuda.get_rng_state_all()) if torch.cuda.is_available() else [],
@@ -181,8 +160,8 @@ def capture_random_state(
 def restore_random_state(
     state: dict[str, Any], agent: Agent, buffer: ReplayBuffer
 ) -> dict[str, object]:
-    """Sets torch's, the agent's and the buffer's generators back to ``state`` (from
-    :func:`capture_random_state`); returns the envs' states, which the envs restore."""
+    """Sets torch's, the agent's and the buffer's generators back to ``state``; returns the
+    envs' states, which the envs restore."""
     torch.set_rng_state(state["torch"].cpu())
     cuda = state["cuda"]
     if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():

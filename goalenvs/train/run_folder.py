@@ -15,15 +15,11 @@
                        manifest.json
 
 Every file is written atomically and an epoch's unit is committed by its manifest,
-written last (after the epoch's progress.csv row), so a kill at any moment leaves a
-folder that ``--resume`` continues from the last committed epoch: rows of later epochs
-are dropped from progress.csv (and purged from TensorBoard), temporary files of cut
-writes are removed, and a damaged newest unit falls back to the one before (logged).
-
-:class:`RunFolder` writes and reads those files. It holds no training state of its own:
-:meth:`RunFolder.commit_epoch` takes the :class:`Counters`, the agent, the replay buffer
-and the random state to save, and :meth:`RunFolder.open` loads a resumed epoch's networks
-into the agent it is given and returns the rest as a :class:`Restored`.
+written last, so a kill at any moment leaves a folder that ``--resume`` continues from
+the last committed epoch (later rows dropped, debris removed, a damaged newest unit
+falling back to the one before). :class:`RunFolder` holds no training state of its own:
+:meth:`RunFolder.commit_epoch` is given what to save, and :meth:`RunFolder.open` loads a
+resumed epoch's networks into the agent and returns the rest as a :class:`Restored`.
 """
 
 from __future__ import annotations
@@ -71,6 +67,8 @@ from goalenvs.train.checkpoint import (
 from goalenvs.train.timing import TIME_COLUMNS
 
 KEEP_UNITS = 2  # committed epochs kept in checkpoints/: the newest and one to fall back on
+# a unit as read: its policy checkpoint (with its manifest), this worker's state and buffer
+Unit = tuple[dict, dict | None, ReplayBuffer | None]
 logger = logging.getLogger(__name__)
 
 
@@ -96,8 +94,7 @@ class Counters:
 
 @dataclass
 class Restored:
-    """What :meth:`RunFolder.open` read back from a committed epoch, besides the networks
-    it loaded into the agent."""
+    """What :meth:`RunFolder.open` read back besides the networks it loaded."""
 
     counters: Counters
     success: float  # the eval success rate of that epoch
@@ -106,16 +103,13 @@ class Restored:
 
 
 class RunFolder:
-    """The folder of one run, as worker ``rank`` of ``world`` reads and writes it.
+    """The folder of one run, as worker ``rank`` of ``world`` reads and writes it:
+    ``config.resume``, else ``config.out``, else a new one under ``runs/``.
 
-    The folder is ``config.resume``, else ``config.out``, else a new one under ``runs/``
-    named for the env, the algorithm, the seed and the time. Every checkpoint carries
-    ``describe``, the run's plain metadata (env, algorithm, spaces, ``gamma``, config),
-    besides its counters; ``loss_names`` are the losses progress.csv
-    logs; ``buffer_file`` names this worker's saved replay buffer in a unit; a resume
-    loads the networks onto ``device``; ``plan`` (the run's resolved
-    :class:`~goalenvs.train.plan.RunPlan` as plain values) is recorded in config.json
-    beside the config.
+    Every checkpoint carries ``describe`` (env, algorithm, spaces, ``gamma``, config)
+    besides its counters; ``loss_names`` are progress.csv's losses; ``buffer_file`` names
+    this worker's saved replay buffer; a resume loads onto ``device``; ``plan`` (the
+    :class:`~goalenvs.train.plan.RunPlan` as plain values) goes into config.json.
     """
 
     def __init__(
@@ -138,9 +132,7 @@ class RunFolder:
             name = config.env_id.replace("/", "_").replace(":", "_")
             stamp = time.strftime("%Y%m%d-%H%M%S")
             self.path = Path(f"runs/{name}-{config.algo}-s{config.seed}-{stamp}")
-        self.plan = plan
-        self.device = device
-        self.config = config
+        self.plan, self.device, self.config = plan, device, config
         self.rank, self.world, self.main = rank, world, rank == 0
         self.describe: dict[str, object] = {
             "env_id": config.env_id,
@@ -153,8 +145,7 @@ class RunFolder:
             "action_space": space_to_dict(action_space),
             "config": config.to_dict(),
         }
-        self.loss_names = loss_names
-        self.buffer_file = buffer_file
+        self.loss_names, self.buffer_file = loss_names, buffer_file
         self.progress_rows: list[list[str]] = []
         self.writer: Any = None  # a TensorBoard SummaryWriter (tensorboard=True)
         self._plotter: threading.Thread | None = None
@@ -172,14 +163,12 @@ class RunFolder:
     # ---- opening
 
     def open(self, agent: Agent, load_buffer: Callable[[Path], ReplayBuffer]) -> Restored | None:
-        """Creates the folder, or reopens it to resume (``config.resume``): the last
-        committed epoch's networks go into ``agent``, the rest is returned (None for a
-        fresh run). ``load_buffer(path)`` reads a saved replay buffer."""
+        """Creates the folder, or reopens it to resume: the last committed epoch's networks
+        go into ``agent``, the rest is returned (None: a fresh run). ``load_buffer(path)``
+        reads a saved replay buffer."""
         cfg = self.config
-        restored = None
-        if cfg.resume:
-            restored = self._restore(agent, load_buffer)
-        elif self.main:
+        restored = self._restore(agent, load_buffer) if cfg.resume else None
+        if not cfg.resume and self.main:
             self.path.mkdir(parents=True, exist_ok=True)
             if (self.path / "policy_latest.pt").exists() or unit_epochs(self.path):
                 raise ValueError(
@@ -221,20 +210,19 @@ class RunFolder:
             return None
         failures = []
         for epoch in epochs:
+            unit, error = None, None
             try:
                 unit = self._read_unit(unit_dir(self.path, epoch), load_buffer)
-                error = None
             except CheckpointError as exc:
-                unit, error = None, str(exc)
+                error = str(exc)
             ok = float(error is None)
             if float(distributed.all_reduce_sum(torch.tensor([ok]))[0]) == self.world:
                 break
-            failures.append(f"epoch {epoch}: {error or 'damaged on another worker'}")
+            error = error or "damaged on another worker"
+            failures.append(f"epoch {epoch}: {error}")
+            before = "; trying the epoch before" if epoch != epochs[-1] else ""
             logger.warning(
-                "the checkpoint of epoch %d cannot be resumed (%s)%s",
-                epoch,
-                error or "damaged on another worker",
-                "; trying the epoch before" if epoch != epochs[-1] else "",
+                "the checkpoint of epoch %d cannot be resumed (%s)%s", epoch, error, before
             )
         else:
             raise CheckpointError(
@@ -243,8 +231,7 @@ class RunFolder:
                 + "). Restore the files from a backup, or start a new run with out=<folder>"
             )
         assert unit is not None  # the loop ends early only on a unit every worker read
-        data, state, buffer = unit
-        restored = self._apply_unit(agent, epoch, data, state, buffer)
+        restored = self._apply_unit(agent, epoch, unit)
         if epoch != epochs[0]:
             logger.warning("resuming from epoch %d, the last readable checkpoint", epoch)
         if self.main:
@@ -257,9 +244,7 @@ class RunFolder:
             self.progress_rows = self._read_progress_rows(epoch)
         return restored
 
-    def _read_unit(
-        self, unit: Path, load_buffer: Callable[[Path], ReplayBuffer]
-    ) -> tuple[dict, dict | None, ReplayBuffer | None]:
+    def _read_unit(self, unit: Path, load_buffer: Callable[[Path], ReplayBuffer]) -> Unit:
         """Reads every part of a unit this worker needs, applying nothing yet."""
         manifest = read_manifest(unit)
         epoch = manifest["epoch"]
@@ -298,15 +283,9 @@ class RunFolder:
             )
         return data, state, buffer
 
-    def _apply_unit(
-        self,
-        agent: Agent,
-        epoch: int,
-        data: dict,
-        state: dict | None,
-        buffer: ReplayBuffer | None,
-    ) -> Restored:
+    def _apply_unit(self, agent: Agent, epoch: int, unit: Unit) -> Restored:
         """Loads the unit's networks into ``agent``; the counters and the rest returned."""
+        data, state, buffer = unit
         meta = data["metadata"]
         # a file.py env resumed from another folder is named by its recorded file there
         same_file = (
@@ -340,13 +319,11 @@ class RunFolder:
             best_epoch=int(data["manifest"].get("best_epoch", epoch)),
         )
         if state is None:
+            saved = data["manifest"].get("world_size")
             logger.warning(
                 "epoch %d was saved by %s workers, this run has %d: the networks resume, the "
-                "random generators and replay buffers start anew",
-                epoch,
-                data["manifest"].get("world_size"),
-                self.world,
-            )
+                "random generators and replay buffers start anew", epoch, saved, self.world
+            )  # fmt: skip
         return Restored(counters, float(meta["success_rate"]), buffer, state)
 
     # ---- committing an epoch
@@ -360,15 +337,10 @@ class RunFolder:
         buffer: ReplayBuffer,
         random_state: dict[str, object],
     ) -> None:
-        """Commits the finished epoch as one unit, then updates the files derived from it.
-
-        Order: every worker writes its part of ``checkpoints/epoch_N`` (policy and training
-        state from worker 0, random state and buffer from each), progress.csv gets the
-        row, and worker 0 writes the manifest, which commits the epoch. Only then are
-        policy_latest.pt, policy_best.pt (when ``best``) and policy_epoch_K.pt updated and
-        older units removed. A kill before the manifest leaves epoch N-1 as the last
-        committed one.
-        """
+        """Commits the finished epoch as one unit: every worker writes its part of
+        ``checkpoints/epoch_N``, progress.csv gets the row, and worker 0 writes the
+        manifest, which commits it. Only then are policy_latest.pt, policy_best.pt (when
+        ``best``) and policy_epoch_K.pt updated and older units removed."""
         cfg, success = self.config, row["eval_success"]
         unit = unit_dir(self.path, counters.epoch)
         self.progress_rows.append([str(row[c]) for c in self.columns()])
@@ -380,14 +352,8 @@ class RunFolder:
         if self.main:
             name = unit.relative_to(self.path) / "policy.pt"
             self._save(agent, name, counters, success, training=True)
-        state = {
-            "format": STATE_FORMAT,
-            "version": 1,
-            "epoch": counters.epoch,
-            "rank": self.rank,
-            "world_size": self.world,
-            **random_state,
-        }
+        state = dict(format=STATE_FORMAT, version=1, epoch=counters.epoch, rank=self.rank)
+        state = {**state, "world_size": self.world, **random_state}
         save_torch_file(unit / f"state_rank{self.rank}.pt", state)
         if cfg.save_buffer:
             # The live buffer is saved as it is (episodes in progress included): a resume
@@ -397,16 +363,9 @@ class RunFolder:
         if not self.main:
             return
         self._write_progress()
-        commit_unit(
-            unit,
-            counters.epoch,
-            {
-                "world_size": self.world,
-                "env_steps": counters.env_steps,
-                "best_epoch": counters.best_epoch,
-                "save_buffer": bool(cfg.save_buffer),
-            },
-        )
+        extra: dict[str, object] = {"world_size": self.world, "env_steps": counters.env_steps}
+        extra.update(best_epoch=counters.best_epoch, save_buffer=bool(cfg.save_buffer))
+        commit_unit(unit, counters.epoch, extra)
         atomic_copy(unit / "policy.pt", self.path / "policy_latest.pt")
         if best:
             self._save(agent, "policy_best.pt", counters, success, training=False)
@@ -480,10 +439,7 @@ class RunFolder:
     # ---- what follows a commit
 
     def log(self, row: dict[str, Any]) -> None:
-        """Sends the committed epoch's row to TensorBoard and redraws the curves (worker 0).
-
-        progress.csv already holds the row: :meth:`commit_epoch` writes it with the epoch.
-        """
+        """Sends the committed epoch's row to TensorBoard and redraws the curves (worker 0)."""
         from goalenvs.train.curves import plot_curves
 
         if not self.main:
@@ -522,8 +478,7 @@ class RunFolder:
 
 
 def read_checkpoint_like(path: Path, format_name: str) -> dict:
-    """Loads a small torch file of ours (tensors and plain values) with the checks and
-    errors of :func:`~goalenvs.train.checkpoint.read_checkpoint`."""
+    """Loads a small torch file of ours with :func:`read_checkpoint`'s checks and errors."""
     if not path.is_file():
         raise CheckpointError(f"{str(path)!r} is missing")
     data = load_torch_file(path, what=f"{format_name} file")

@@ -59,9 +59,8 @@ def set_folder(config: TrainConfig, seeds: list[int]) -> Path:
 
 
 def side_by_side(plan: RunPlan, n_seeds: int, cores: int | None = None) -> int:
-    """How many seeds train at once: as many runs as ``cores`` (None: this machine's
-    usable cores) hold, each taking its torch threads and its env worker processes, at
-    most ``n_seeds``; 1 when the run trains on a GPU (the seeds would share it)."""
+    """How many seeds train at once: as many runs as ``cores`` (None: this machine's) hold,
+    each taking its torch threads and env workers, at most ``n_seeds``; 1 on a GPU."""
     if plan.device != "cpu":
         return 1
     per_run = plan.torch_threads + max(0, plan.env_workers - 1) + max(0, plan.eval_workers - 1)
@@ -76,11 +75,10 @@ def train_seeds(
     header: str,
     at_once: int | None = None,
 ) -> int:
-    """Trains ``config`` once per seed into one folder; prints ``header`` (the run's first
-    line) with the estimate for all seeds, one line per seed as it ends, the table and
-    where the set's curves are. ``at_once`` seeds train side by side, each in its own
-    process logging to its folder's ``train.log`` (None: :func:`side_by_side`); ``env``,
-    one env of the run already built, goes to the first seed's trainer, which closes it.
+    """Trains ``config`` once per seed into one folder, printing ``header`` with the
+    estimate, a line per seed, the table and the set's curves. ``at_once`` seeds train
+    side by side, each in its own process logging to its ``train.log`` (None:
+    :func:`side_by_side`); ``env`` goes to the first seed's trainer, which closes it.
     Returns 0, or 130 when a seed was interrupted."""
     folder = set_folder(config, seeds)
     runs = [dataclasses.replace(config, seed=s, out=str(folder / f"seed_{s}")) for s in seeds]
@@ -131,9 +129,8 @@ def _report(seed: int, summary: dict[str, object]) -> bool:
 
 
 def _train_apart(runs: list[TrainConfig], at_once: int) -> bool:
-    """Trains ``runs`` in ``at_once`` fresh processes at a time (spawned: nothing of this
-    process's state leaks in), printing each seed's line as it ends; whether one was
-    interrupted (Ctrl-C reaches every process: each saves its run, to resume)."""
+    """Trains ``runs`` in ``at_once`` spawned processes at a time, printing each seed's line
+    as it ends; whether one was interrupted (each saves its run, to resume)."""
     context = multiprocessing.get_context("spawn")
     interrupted = False
     with ProcessPoolExecutor(max_workers=at_once, mp_context=context) as pool:

@@ -1,11 +1,9 @@
 """Where a training cycle's time goes: seconds per phase, summed over an epoch.
 
-The phases are the parts of the loop that can bound it: stepping the envs, acting
-(the policy's forward pass and exploration noise), storing transitions and normalizer
-statistics, sampling batches (with HER relabeling), the gradient steps (with the target
-move), and the evaluation episodes. On a CPU the sum is the epoch's wall time up to the
-loop's own bookkeeping; with CUDA the phases are host time (kernels run asynchronously,
-so a phase that launches work may be charged to the next one that waits for it).
+The phases are the parts of the loop that can bound it: stepping the envs, acting,
+storing transitions and normalizer statistics, sampling batches (with HER relabeling),
+the gradient steps, and the evaluation episodes. With CUDA the phases are host time: a
+phase that launches kernels may be charged to the next one that waits for them.
 """
 
 from __future__ import annotations
@@ -33,10 +31,8 @@ class _Phase:
 
 
 class PhaseClock:
-    """Adds up wall-clock seconds per phase; ``with clock("env"): ...`` times one.
-
-    Each phase is one reusable context object (about 0.4 us a block here, a third of
-    ``contextlib.contextmanager``'s): the env phase wraps every vector step."""
+    """Adds up wall-clock seconds per phase; ``with clock("env"): ...`` times one (a
+    reusable context object per phase: a third of ``contextmanager``'s cost)."""
 
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(PHASES, 0.0)
@@ -55,11 +51,16 @@ class PhaseClock:
 
     def shares(self) -> str:
         """One line, e.g. ``env 28%  act 4%  store 3%  sample 6%  update 58%  eval 1%``."""
-        total = sum(self.seconds.values())
-        if total <= 0:
-            return ""
-        return "  ".join(f"{p} {100 * s / total:.0f}%" for p, s in self.seconds.items())
+        return shares(self.seconds)
 
     def reset(self) -> None:
         """Starts a new epoch's sums."""
         self.seconds = dict.fromkeys(PHASES, 0.0)
+
+
+def shares(seconds: dict[str, float]) -> str:
+    """Each phase's share of the ``seconds`` per phase, in one line (empty without any)."""
+    total = sum(seconds.values())
+    if total <= 0:
+        return ""
+    return "  ".join(f"{p} {100 * s / total:.0f}%" for p, s in seconds.items())

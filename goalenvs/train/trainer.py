@@ -1,17 +1,10 @@
 """The HER training loop: epochs of (collect, update, move targets) cycles, then evaluate.
 
-``train(config)`` builds a :class:`Trainer` and runs it. A trainer is its parts, built
-top to bottom in :meth:`Trainer.__init__`:
-
-- the envs and where they run (:class:`~goalenvs.train.collectors.Collector`: numpy
-  twins or any goal env in the trainer's process or in worker processes, or torch twins
-  on a device),
-- the agent (:mod:`goalenvs.agents`: networks, normalizer, the update's equations) and the
-  replay buffer beside the envs,
-- the run folder (:class:`~goalenvs.train.run_folder.RunFolder`: config.json,
-  progress.csv, checkpoints, resume) and the progress display,
-
-and :meth:`Trainer.run` is the loop::
+``train(config)`` builds a :class:`Trainer` and runs it. :meth:`Trainer.__init__` builds
+its parts from the run's plan: the envs (a :class:`~goalenvs.train.collectors.Collector`
+over numpy envs, worker processes or torch twins on a device), the agent and its
+:class:`~goalenvs.agents.learner.Learner`, the replay buffer beside the envs, and the
+:class:`~goalenvs.train.run_folder.RunFolder`. :meth:`Trainer.run` is the loop::
 
     for each epoch:
         for each of n_cycles:
@@ -20,18 +13,11 @@ and :meth:`Trainer.run` is the loop::
             n_batches updates, then the targets move    updates)
         evaluate; commit the epoch to the run folder
 
-On the device path (``env_device``: "device", or "auto" with ``device`` cuda) the
-training and eval envs are the torch twins on the training device, the replay buffer
-keeps its tensors there, and collecting, exploring, normalizing and evaluating are tensor
-operations on it. Resuming restores the networks, optimizers, normalizer, replay buffer
-(``save_buffer``) and every random generator, per worker; the envs start new episodes
-(an episode in progress at the save is stored as cut). Where no episode is in progress at
-an epoch's end (``rollout_steps`` = the episode length and no early termination, as
-Fetch), a resumed run draws exactly what the uninterrupted run draws.
-
-Ctrl-C or SIGTERM (what SLURM, Kubernetes and torchrun send before a kill) stops the
-run after the current cycle (all workers agree on it); the folder keeps the last
-finished epoch, and the cycles of the unfinished one are dropped.
+A resume restores the networks, optimizers, normalizer, replay buffer (``save_buffer``)
+and every random generator, per worker; the envs start new episodes. Where no episode is
+in progress at an epoch's end, a resumed run draws what the uninterrupted run draws.
+Ctrl-C or SIGTERM stops the run after the current cycle (all workers agree on it); the
+folder keeps the last finished epoch.
 """
 
 from __future__ import annotations
@@ -63,17 +49,13 @@ from goalenvs.agents.learner import Learner
 from goalenvs.agents.registry import make_agent
 from goalenvs.core import episode_length
 from goalenvs.her.replay import ReplayBuffer
-from goalenvs.train.collectors import Collector, make_backend
+from goalenvs.train.collectors import Backend, Collector, DeviceBackend
 from goalenvs.train.display import Display, mean_or_nan
-from goalenvs.train.envs import goal_function, has_native_twin, validate_training_env
+from goalenvs.train.envs import goal_function, validate_training_env
 from goalenvs.train.plan import check_device, follow_recorded, make_plan, target_clip
 from goalenvs.train.policy import Policy, load_policy
 from goalenvs.train.resume_state import capture_random_state, restore_random_state
-from goalenvs.train.run_folder import (
-    Counters,
-    Restored,
-    RunFolder,
-)
+from goalenvs.train.run_folder import Counters, RunFolder
 
 logger = logging.getLogger(__name__)
 
@@ -154,12 +136,10 @@ class Trainer:
         env: gym.Env | None = None,
         recorded: dict[str, object] | None = None,
     ) -> None:
-        """Builds the run's parts in the order they depend on each other: this worker's
-        place, the env and the run's plan (:func:`~goalenvs.train.plan.make_plan`: every
-        choice made once), the envs where the plan runs them, the agent, the replay
-        buffer, the run folder. ``env`` is one env of the run already built with
-        ``config.make_kwargs()`` (the CLI's; built here when None); ``recorded`` is the
-        plan a resumed run recorded, which this one follows where the machine can."""
+        """Builds the run's parts in the order they depend on each other, from its plan
+        (:func:`~goalenvs.train.plan.make_plan`). ``env``: one env of the run built with
+        ``config.make_kwargs()`` (None: built here); ``recorded``: a resumed run's plan,
+        followed where this machine can."""
         cfg = self.config = config
         if cfg.tensorboard:
             try:
@@ -181,13 +161,13 @@ class Trainer:
             opened.callback(env.close)
             # a resume takes what its config left to the machine as it was recorded
             followed = follow_recorded(cfg, recorded)
-            workers = join_workers(check_device(followed, recorded))
-            self.workers = workers
+            workers = self.workers = join_workers(check_device(followed, recorded))
             self.device, self.rank, self.world = workers.device, workers.rank, workers.world
             self.main = workers.rank == 0
             self.loud = self.main and cfg.verbose
-            plan = make_plan(followed, env, self.device, self.rank, self.world, recorded)
-            self.plan = plan
+            plan = self.plan = make_plan(
+                followed, env, self.device, self.rank, self.world, recorded
+            )
             if plan.episode_length is not None and episode_length(env) is None:
                 # the length the env truncates at, measured: every env of the run gets it
                 cfg.max_episode_steps = plan.episode_length
@@ -201,16 +181,16 @@ class Trainer:
                     f"{torch.distributed.get_backend()} on {self.device.type}"
                 )
             # A goal Dict: validate_training_env checked it.
-            self.observation_space = cast(spaces.Dict, env.observation_space)
-            self.action_space = env.action_space
+            obs_space = self.observation_space = cast(spaces.Dict, env.observation_space)
+            action_space = self.action_space = env.action_space
+            kwargs = cfg.make_kwargs()
+            backend = (
+                DeviceBackend(cfg.env_id, kwargs, self.device)
+                if plan.env_device == "device"
+                else Backend(cfg.env_id, kwargs, self.device, plan.replay_device == "device")
+            )
             self.collector = Collector(
-                make_backend(
-                    plan.env_device == "device",
-                    cfg.env_id,
-                    cfg.make_kwargs(),
-                    self.device,
-                    replay_on_device=plan.replay_device == "device",
-                ),
+                backend,
                 cfg.num_envs,
                 cfg.n_eval_episodes,
                 plan.rollout_steps,
@@ -224,25 +204,19 @@ class Trainer:
 
             seed = cfg.seed + self.rank
             torch.manual_seed(cfg.seed)
-            # the agent reads the resolved precision, never "auto"
-            self.agent = make_agent(
-                dataclasses.replace(cfg, precision=plan.precision),
-                self.observation_space,
-                self.action_space,
-                plan.gamma,
-                seed,
-            )
+            resolved = dataclasses.replace(cfg, precision=plan.precision)  # never "auto"
+            self.agent = make_agent(resolved, obs_space, action_space, plan.gamma, seed)
             self.agent.to(self.device)
             self.agent.noise_generator()  # made now, so that a resume finds it to restore
             distributed.broadcast_module(self.agent)
             self.agent.set_return_range(*target_clip(plan))
             self.learner = self._new_learner()
 
-            self.buffer = self.collector.backend.new_buffer(
+            self.buffer = backend.new_buffer(
                 cfg.buffer_size // self.world,
                 self.compute_reward,
-                observation_space=self.observation_space,
-                action_space=self.action_space,
+                observation_space=obs_space,
+                action_space=action_space,
                 info_keys=plan.info_keys,
                 compute_terminated=self.compute_terminated,
                 seed=seed,
@@ -253,10 +227,10 @@ class Trainer:
                 rank=self.rank,
                 world=self.world,
                 gamma=plan.gamma,
-                observation_space=self.observation_space,
-                action_space=self.action_space,
+                observation_space=obs_space,
+                action_space=action_space,
                 loss_names=self.agent.loss_names,
-                buffer_file=f"buffer_rank{self.rank}.{self.collector.backend.buffer_suffix}",
+                buffer_file=f"buffer_rank{self.rank}.{backend.buffer_suffix}",
                 device=self.device,
                 plan=plan.to_dict(),
             )
@@ -268,22 +242,6 @@ class Trainer:
         self._stop = False
 
     # ---- building
-
-    def placement(self) -> str:
-        """One line: where the envs, the replay buffer and the networks run."""
-        cfg, plan = self.config, self.plan
-        if plan.env_device == "device":
-            envs = f"{cfg.num_envs} envs, the torch twin on {self.device}"
-            buffer = f"on {self.device}"
-        else:
-            twin = ", the numpy twin," if has_native_twin(cfg.env_id) else ""
-            workers = plan.env_workers
-            where = "in the trainer's process" if workers == 1 else f"in {workers} worker processes"
-            envs = f"{cfg.num_envs} envs{twin} {where}"
-            if plan.overlap:
-                envs += ", collecting beside the updates"
-            buffer = f"on {self.device}" if plan.replay_device == "device" else "in host memory"
-        return f"envs: {envs}; replay buffer {buffer}; networks on {self.device}"
 
     def plan_lines(self) -> list[str]:
         """The lines ``goalenvs train`` prints before the first epoch: the placement, the
@@ -298,13 +256,11 @@ class Trainer:
         return [*self.plan.lines(), checks]
 
     def _new_learner(self) -> Learner:
-        """The learner of the agent as it is now (its updates captured as CUDA graphs on a
-        GPU unless ``cuda_graphs`` is "off")."""
+        """The learner of the agent as it is now (its updates captured as CUDA graphs where
+        the plan says)."""
+        graphs = "on" if self.plan.cuda_graphs else "off"
         return Learner(
-            self.agent,
-            self.config.batch_size,
-            graphs="on" if self.plan.cuda_graphs else "off",
-            clock=self.collector.clock,
+            self.agent, self.config.batch_size, graphs=graphs, clock=self.collector.clock
         )
 
     def note(self, message: str) -> None:
@@ -314,9 +270,8 @@ class Trainer:
             print(f"note: {message}", file=sys.stderr)
 
     def _goal_functions(self) -> tuple[Callable, Callable | None]:
-        """The env's batched ``compute_reward`` and ``compute_terminated`` (a device twin's
-        run on its device; a numpy env's get numpy arrays from a replay buffer on a
-        device)."""
+        """The env's batched ``compute_reward`` and ``compute_terminated`` (a numpy env's
+        get numpy arrays from a replay buffer on a device)."""
         envs, plan = self.collector.envs, self.plan
         host_arrays = plan.replay_device == "device" and plan.env_device == "numpy"
         compute_reward = goal_function(envs, self.env, "compute_reward", host_arrays)
@@ -333,12 +288,8 @@ class Trainer:
     def run(self) -> TrainResult:
         """Trains until ``config.epochs`` epochs are done (or Ctrl-C / SIGTERM, or
         ``stop_success``)."""
-        cfg = self.config
-        previous = self._catch_signals()
-        display = None
-        stopped = False
-        spent = None
-        called = time.perf_counter()
+        cfg, previous, called = self.config, self._catch_signals(), time.perf_counter()
+        display, stopped, spent = None, False, None
         try:
             if not self.started:
                 self.start()
@@ -359,48 +310,36 @@ class Trainer:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.close()
-        counters = self.counters
+        c = self.counters
         return TrainResult(
-            run_dir=self.run_folder.path,
-            best_success_rate=counters.best_success,
-            final_success_rate=self.success,
-            epochs=counters.epoch,
-            env_steps=counters.env_steps,
-            wall_time=counters.wall_time,
-            interrupted=stopped,
-            budget_spent=spent,
-            history=self.history,
-        )
+            self.run_folder.path, best_success_rate=c.best_success, final_success_rate=self.success,
+            epochs=c.epoch, env_steps=c.env_steps, wall_time=c.wall_time, interrupted=stopped,
+            budget_spent=spent, history=self.history,
+        )  # fmt: skip
 
     def start(self) -> None:
-        """Opens the run folder (a resume restores its last committed epoch into the
-        trainer's parts) and starts the envs' episodes; :meth:`run` calls it unless it
-        was called."""
-        restored = self.run_folder.open(self.agent, self._load_buffer)
-        self._take(restored)
-        if restored is not None:
-            # The checkpoint's optimizer state replaced tensors a captured update reads.
-            self.learner = self._new_learner()
-        self.started = True
-
-    def _take(self, restored: Restored | None) -> None:
-        """Takes a resumed run's counters, buffer and random generators, and starts the
-        envs' episodes."""
+        """Opens the run folder (a resume restores its last committed epoch: networks,
+        counters, buffer, random generators) and starts the envs' episodes; :meth:`run`
+        calls it unless it was called."""
         cfg = self.config
+        restored = self.run_folder.open(self.agent, self._load_buffer)
         seed = cfg.seed + self.rank * cfg.num_envs
         if restored is None:
             self.collector.reset(seed)
-            return
-        self.counters, self.success = restored.counters, restored.success
-        env_states = None
-        if restored.random_state is not None:
-            if restored.buffer is not None:
-                restored.buffer.truncate_last_trajectory()  # the envs start new episodes
-                self.buffer = restored.buffer
-            env_states = restore_random_state(restored.random_state, self.agent, self.buffer)
-        missed = self.collector.reset(seed, env_states)
-        if missed:
-            logger.warning("env generators %s were not restored (another env version?)", missed)
+        else:
+            self.counters, self.success = restored.counters, restored.success
+            env_states = None
+            if restored.random_state is not None:
+                if restored.buffer is not None:
+                    restored.buffer.truncate_last_trajectory()  # the envs start new episodes
+                    self.buffer = restored.buffer
+                env_states = restore_random_state(restored.random_state, self.agent, self.buffer)
+            missed = self.collector.reset(seed, env_states)
+            if missed:
+                logger.warning("env generators %s were not restored (another env version?)", missed)
+            # The checkpoint's optimizer state replaced tensors a captured update reads.
+            self.learner = self._new_learner()
+        self.started = True
 
     def _train_epoch(self, display: Display | None) -> dict[str, Any] | None:
         """One epoch: ``n_cycles`` of (collect, store, update), then evaluate and commit it.
@@ -429,9 +368,8 @@ class Trainer:
             # the averaged policy acted above; the trained one on the same episodes
             with self.agent.online_acting():
                 online = {"eval_success_online": self.evaluate()[0]}
-        self.success = success
+        self.success, elapsed = success, time.perf_counter() - start
         counters.epoch += 1
-        elapsed = time.perf_counter() - start
         counters.wall_time += elapsed
         row = {
             "epoch": counters.epoch,
@@ -473,12 +411,10 @@ class Trainer:
         for name, mean in losses.items():
             value = float(mean)  # the cycle's one read of each loss from the device
             if not math.isfinite(value):
-                kept = (
-                    f"the last good checkpoint is kept in "
-                    f"{self.run_folder.path / 'policy_latest.pt'}"
-                    if self.counters.epoch
-                    else "no epoch had finished, so there is no checkpoint"
-                )
+                latest = self.run_folder.path / "policy_latest.pt"
+                kept = f"the last good checkpoint is kept in {latest}"
+                if not self.counters.epoch:
+                    kept = "no epoch had finished, so there is no checkpoint"
                 raise TrainingError(
                     f"{name} became {value} in epoch {self.counters.epoch + 1}: training "
                     f"stopped; {kept}"
@@ -488,19 +424,16 @@ class Trainer:
     def evaluate(self) -> tuple[float, float, float]:
         """Mean success, return and length of deterministic episodes on the eval envs (the
         same episodes at each call of an epoch: their seed is the epoch's)."""
-        n = self.config.n_eval_episodes
-        seed = np.random.SeedSequence([self.config.seed, self.rank, self.counters.epoch])
-        totals = self.collector.evaluate(
-            self.agent, int(seed.generate_state(1)[0]), self.plan.episode_length or 100_000
-        )
-        totals = distributed.all_reduce_sum(totals) / (n * self.world)
+        seeds = np.random.SeedSequence([self.config.seed, self.rank, self.counters.epoch])
+        seed, limit = int(seeds.generate_state(1)[0]), self.plan.episode_length or 100_000
+        totals = distributed.all_reduce_sum(self.collector.evaluate(self.agent, seed, limit))
+        totals = totals / (self.config.n_eval_episodes * self.world)
         return float(totals[0]), float(totals[1]), float(totals[2])
 
     def _load_buffer(self, path: Path) -> ReplayBuffer:
         """A replay buffer this run's backend saved at ``path``."""
-        return self.collector.backend.load_buffer(
-            path, self.compute_reward, self.compute_terminated
-        )
+        backend = self.collector.backend
+        return backend.load_buffer(path, self.compute_reward, self.compute_terminated)
 
     def _budget_spent(self, called: float) -> str | None:
         """The budget that is spent at this epoch boundary: ``"max_env_steps"`` (env steps
@@ -511,18 +444,19 @@ class Trainer:
             return "max_env_steps"
         if cfg.max_minutes is None or not self.history:
             return None
-        late = time.perf_counter() - called >= 60.0 * cfg.max_minutes
-        if self.world > 1:
-            late = float(distributed.all_reduce_sum(torch.tensor([float(late)]))[0]) > 0
+        late = self._any_worker(time.perf_counter() - called >= 60.0 * cfg.max_minutes)
         return "max_minutes" if late else None
 
     def _agreed_stop(self) -> bool:
-        """True once any worker was asked to stop; every worker calls it at the same points
-        (one tiny all-reduce), so all leave the loop together."""
+        """True once any worker was asked to stop."""
+        return self._any_worker(self._stop)
+
+    def _any_worker(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any worker: one tiny all-reduce, which every worker
+        calls at the same points, so that all leave the loop together."""
         if self.world == 1:
-            return self._stop
-        asked = torch.tensor([float(self._stop)])
-        return bool(float(distributed.all_reduce_sum(asked)[0]) > 0)
+            return flag
+        return float(distributed.all_reduce_sum(torch.tensor([float(flag)]))[0]) > 0
 
     def _catch_signals(self) -> dict[int, Any]:
         """The first Ctrl-C (SIGINT) or SIGTERM asks the loop to stop after the current
@@ -535,9 +469,9 @@ class Trainer:
             again = signal.default_int_handler if signum == signal.SIGINT else previous[signum]
             signal.signal(signum, again)
 
-        previous: dict[int, Any] = {}
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, handler)
+        previous: dict[int, Any] = {
+            s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)
+        }
         return previous
 
     def close(self) -> None:
@@ -555,7 +489,5 @@ class Trainer:
 
 def train(config: TrainConfig, callback: Callable[[dict], object] | None = None) -> TrainResult:
     """Trains the registered algorithm ``config.algo`` as ``config`` says; returns the result.
-
-    ``callback(row)``, when given, is called with each epoch's progress row.
-    """
+    ``callback(row)``, when given, is called with each epoch's progress row."""
     return Trainer(config, callback).run()

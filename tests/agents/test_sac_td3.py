@@ -19,17 +19,10 @@ from goalenvs.agents.td3 import TD3, TD3Config
 from goalenvs.train.policy import load_policy
 from goalenvs.train.presets import resolve_config
 from goalenvs.train.trainer import train
+from tests.agents.test_learner import BOX as ACTION_SPACE
+from tests.agents.test_learner import OBS_SPACE
 
 torch.set_num_threads(1)
-
-OBS_SPACE = spaces.Dict(
-    {
-        "observation": spaces.Box(-10, 10, (3,)),
-        "achieved_goal": spaces.Box(-10, 10, (2,)),
-        "desired_goal": spaces.Box(-10, 10, (2,)),
-    }
-)
-ACTION_SPACE = spaces.Box(-2.0, 2.0, (2,))
 
 
 def random_batch(size: int = 32, seed: int = 0, weights: torch.Tensor | None = None):

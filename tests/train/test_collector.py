@@ -13,7 +13,7 @@ import torch
 
 from goalenvs.core import GOAL_KEYS
 from goalenvs.her import HerReplayBuffer
-from goalenvs.train.collectors import Collector, make_backend
+from goalenvs.train.collectors import Backend, Collector
 
 ENV = "goalenvs/PointReach-v0"
 
@@ -39,7 +39,7 @@ class RandomAgent:
 
 
 def collector(num_envs: int = 4, rollout_steps: int = 7, **kwargs: Any) -> Collector:
-    backend = make_backend(False, ENV, {"max_episode_steps": 10}, torch.device("cpu"))
+    backend = Backend(ENV, {"max_episode_steps": 10}, torch.device("cpu"))
     return Collector(backend, num_envs, 3, rollout_steps, (), **kwargs)
 
 

@@ -10,7 +10,6 @@ import logging
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from goalenvs.agents.registry import config_from_dict
 from goalenvs.envs.point_reach import PointReachEnv
 from goalenvs.train.checkpoint import CheckpointError
 from goalenvs.train.trainer import Trainer, train
+from tests.train.test_train_distributed import free_port
+from tests.train.test_train_resume import stop_at_epoch
 
 torch.set_num_threads(1)
 
@@ -185,25 +186,6 @@ def test_resume_of_a_folder_killed_before_its_first_epoch_starts_over(tmp_path, 
         result = train(resumed(config, 1))
     assert "holds no finished epoch yet" in caplog.text
     assert result.epochs == 1 and epochs_in_csv(run) == [1] and debris(run) == []
-
-
-def stop_at_epoch(epoch: int, signum: int):
-    def callback(row):
-        if row["epoch"] == epoch:
-            signal.raise_signal(signum)
-
-    return callback
-
-
-def test_sigterm_stops_after_the_cycle_keeping_the_last_finished_epoch(tmp_path):
-    config = dqn(tmp_path, epochs=5, n_cycles=3)
-    previous = signal.getsignal(signal.SIGTERM)
-    result = train(config, callback=stop_at_epoch(2, signal.SIGTERM))
-    assert result.interrupted and result.epochs == 2
-    assert signal.getsignal(signal.SIGTERM) is previous  # handler restored
-    run = Path(config.out)
-    assert epochs_in_csv(run) == [1, 2] and units(run) == ["epoch_000001", "epoch_000002"]
-    assert train(resumed(config, 3)).epochs == 3
 
 
 def test_saving_the_buffer_leaves_episodes_in_progress_alone(tmp_path):
@@ -365,12 +347,6 @@ def test_sigkill_at_random_moments_every_resume_succeeds(tmp_path, env_device, k
 
 
 # ------------------------------------------------------------------ several workers
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sigterm_worker(rank: int, port: int, tmp: str, epochs: int, resume: bool) -> None:

@@ -354,23 +354,6 @@ def test_the_cli_names_the_flag_of_a_worker_count_beyond_the_machine(capsys):
     assert "Traceback" not in err
 
 
-def test_torchrun_workers_share_the_cores_instead_of_oversubscribing_them(tmp_path, monkeypatch):
-    from goalenvs.train import plan as plan_module
-
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    monkeypatch.setattr(plan_module, "usable_cores", lambda: 4)
-    previous = torch.get_num_threads()
-    try:
-        trainer = Trainer(config(tmp_path, env_workers=1, torch_threads=2))
-        trainer.close()
-        assert torch.get_num_threads() == 1
-        assert "torch_threads 2 lowered to 1: 4 workers share this machine's 4 cores" in (
-            trainer.notes
-        )
-    finally:
-        torch.set_num_threads(previous)
-
-
 def test_numpy_envs_fill_a_replay_buffer_on_the_device_and_resume_from_its_file(tmp_path):
     from goalenvs.her.buffer import DeviceHerReplayBuffer
 
@@ -380,7 +363,7 @@ def test_numpy_envs_fill_a_replay_buffer_on_the_device_and_resume_from_its_file(
     try:
         assert isinstance(trainer.buffer, DeviceHerReplayBuffer)
         assert trainer.buffer.device == torch.device("cpu")
-        assert "replay buffer on cpu" in trainer.placement()
+        assert "replay buffer on cpu" in trainer.plan.lines()[-1]
         trainer.run()
         # Every relabeled batch went through the env's numpy-only goal function.
         assert trainer.buffer.n_transitions == 2 * 10 * 4

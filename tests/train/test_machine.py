@@ -39,33 +39,22 @@ def cgroup_v1(root: Path, quota: int, period: int = 100000, folder: str = "cpu")
 
 
 @pytest.mark.parametrize(
-    ("text", "cores"),
+    ("v2", "v1", "affinity", "cores"),
     [
-        ("200000 100000", 2),  # a 2-CPU container
-        ("150000 100000", 2),  # 1.5 CPUs: rounded up
-        ("50000 100000", 1),  # half a CPU: still one core
-        ("800000 200000", 4),  # another period
-        ("max 100000", 64),  # no limit: the affinity
+        ("200000 100000", None, 64, 2),  # a 2-CPU container
+        ("150000 100000", None, 64, 2),  # 1.5 CPUs: rounded up
+        ("50000 100000", None, 64, 1),  # half a CPU: still one core
+        ("800000 200000", None, 64, 4),  # another period
+        ("max 100000", None, 64, 64),  # no limit: the affinity
+        ("800000 100000", None, 3, 3),  # the affinity bounds the cores below the quota
+        (None, (200000, 100000, "cpu"), 64, 2),
+        (None, (250000, 100000, "cpu,cpuacct"), 64, 3),  # where some hosts mount v1's cpu
+        (None, (-1, 100000, "cpu"), 64, 64),  # -1: no limit
     ],
 )
-def test_cgroup_v2_cpu_max_bounds_the_cores(tmp_path, text, cores):
-    assert usable_cores(cgroup_v2(tmp_path, text), affinity=64) == cores
-
-
-@pytest.mark.parametrize(
-    ("quota", "period", "folder", "cores"),
-    [
-        (200000, 100000, "cpu", 2),
-        (250000, 100000, "cpu,cpuacct", 3),  # where some hosts mount the v1 cpu controller
-        (-1, 100000, "cpu", 64),  # -1: no limit
-    ],
-)
-def test_cgroup_v1_cfs_quota_bounds_the_cores(tmp_path, quota, period, folder, cores):
-    assert usable_cores(cgroup_v1(tmp_path, quota, period, folder), affinity=64) == cores
-
-
-def test_the_affinity_bounds_the_cores_below_the_quota(tmp_path):
-    assert usable_cores(cgroup_v2(tmp_path, "800000 100000"), affinity=3) == 3
+def test_the_cgroup_quota_bounds_the_affinitys_cores(tmp_path, v2, v1, affinity, cores):
+    root = cgroup_v2(tmp_path, v2) if v2 is not None else cgroup_v1(tmp_path, *v1)
+    assert usable_cores(root, affinity=affinity) == cores
 
 
 def test_without_cgroup_files_or_with_unreadable_ones_the_affinity_counts(tmp_path):
@@ -92,29 +81,24 @@ def test_a_two_cpu_container_on_a_64_core_host_gets_the_workers_of_two_cores(tmp
     assert default_env_workers(16, False, step_seconds=FETCH_STEP) == 8
 
 
-def test_torchrun_workers_split_the_quota_not_the_host(tmp_path, monkeypatch):
+def test_torchrun_workers_split_the_quota_not_the_host_and_torch_takes_their_share(
+    tmp_path, monkeypatch
+):
     monkeypatch.setattr(machine, "CGROUP_ROOT", cgroup_v2(tmp_path, "400000 100000"))
     monkeypatch.setattr(machine, "affinity_cores", lambda: 64)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     previous = torch.get_num_threads()
+    config = DDPGConfig(
+        env_id="goalenvs/PointReach-v0", num_envs=2, n_eval_episodes=2, hidden_sizes=(16,),
+        batch_size=16, torch_threads=8, device="cpu", verbose=False, out=str(tmp_path / "run"),
+    )  # fmt: skip
     try:
-        trainer = Trainer(
-            DDPGConfig(
-                env_id="goalenvs/PointReach-v0",
-                num_envs=2,
-                n_eval_episodes=2,
-                hidden_sizes=(16,),
-                batch_size=16,
-                torch_threads=8,
-                device="cpu",
-                verbose=False,
-                out=str(tmp_path / "run"),
-            )
-        )
+        trainer = Trainer(config)
         trainer.close()
+        threads = torch.get_num_threads()  # what the run set torch to
     finally:
         torch.set_num_threads(previous)
-    assert trainer.plan.torch_threads == 2  # 4 CPUs over 2 workers, not 64 over 2
+    assert trainer.plan.torch_threads == threads == 2  # 4 CPUs over 2 workers, not 64 over 2
     assert "torch_threads 8 lowered to 2: 2 workers share this machine's 4 cores" in trainer.notes
     assert (trainer.plan.machine["cores"], trainer.plan.machine["cpu_quota"]) == (4, 4.0)
 

@@ -108,29 +108,10 @@ def test_checkpoint_is_tensors_and_plain_metadata(tmp_path):
     assert "training" not in torch.load(run / "policy_best.pt", weights_only=True)
 
 
-def test_truncated_file_raises_clear_error(tmp_path):
-    _, result = tiny_run(tmp_path, DQNConfig, "goalenvs/BitFlipping-v0")
-    raw = result.best_policy.read_bytes()
-    cut = tmp_path / "cut.pt"
-    cut.write_bytes(raw[: len(raw) // 2])
-    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
-        load_policy(cut)
-    text = tmp_path / "notes.pt"
-    text.write_text("hello")
-    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
-        load_policy(text)
-
-
-def test_foreign_torch_file_raises_clear_error(tmp_path):
-    path = tmp_path / "model.pt"
-    torch.save({"state_dict": {"weight": torch.zeros(3)}}, path)
-    with pytest.raises(CheckpointError, match="not a goalenvs checkpoint"):
-        load_policy(path)
-    torch.save(torch.zeros(3), path)
-    with pytest.raises(CheckpointError, match="not a goalenvs checkpoint"):
-        load_policy(path)
-    with pytest.raises(FileNotFoundError, match="does not exist"):
-        load_policy(tmp_path / "missing.pt")
+@pytest.fixture(scope="module")
+def dqn_run(tmp_path_factory):
+    """A finished one-epoch DQN run on 4-bit BitFlipping, shared by the tests that read it."""
+    return tiny_run(tmp_path_factory.mktemp("dqn"), DQNConfig, "goalenvs/BitFlipping-v0")[1]
 
 
 class Payload:
@@ -143,30 +124,33 @@ class Payload:
         return (open, (self.marker, "w"))
 
 
-def test_checkpoint_holding_a_pickled_object_is_refused(tmp_path):
-    _, result = tiny_run(tmp_path, DQNConfig, "goalenvs/BitFlipping-v0")
-    data = torch.load(result.best_policy, weights_only=True)
+def test_a_cut_foreign_unsafe_or_newer_file_is_refused_naming_why(tmp_path, dqn_run):
+    raw = dqn_run.best_policy.read_bytes()
+    path = tmp_path / "file.pt"
+    for cut_or_text in (raw[: len(raw) // 2], b"hello"):
+        path.write_bytes(cut_or_text)
+        with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+            load_policy(path)
+    for foreign in ({"state_dict": {"weight": torch.zeros(3)}}, torch.zeros(3)):
+        torch.save(foreign, path)
+        with pytest.raises(CheckpointError, match="not a goalenvs checkpoint"):
+            load_policy(path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_policy(tmp_path / "missing.pt")
+    data = torch.load(dqn_run.best_policy, weights_only=True)
+    torch.save({**data, "version": 99}, path)
+    with pytest.raises(CheckpointError, match="version 99"):
+        read_checkpoint(path)
     marker = tmp_path / "code_ran"
     data["metadata"]["extra"] = Payload(str(marker))
-    evil = tmp_path / "evil.pt"
-    torch.save(data, evil)
+    torch.save(data, path)
     with pytest.raises(CheckpointError, match="pickled Python objects"):
-        load_policy(evil)
+        load_policy(path)
     assert not marker.exists()
 
 
-def test_checkpoint_from_a_newer_format_is_refused(tmp_path):
-    _, result = tiny_run(tmp_path, DQNConfig, "goalenvs/BitFlipping-v0")
-    data = torch.load(result.best_policy, weights_only=True)
-    data["version"] = 99
-    path = tmp_path / "future.pt"
-    torch.save(data, path)
-    with pytest.raises(CheckpointError, match="version 99"):
-        read_checkpoint(path)
-
-
-def test_policy_names_the_expected_shapes_on_a_wrong_observation(tmp_path):
-    _, result = tiny_run(tmp_path, DQNConfig, "goalenvs/BitFlipping-v0")
+def test_policy_names_the_expected_shapes_on_a_wrong_observation(dqn_run):
+    result = dqn_run
     policy = load_policy(result.best_policy)
     with pytest.raises(ValueError, match=r"match neither one observation"):
         policy.predict(observations(5, 3))

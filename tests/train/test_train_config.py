@@ -336,29 +336,25 @@ def test_another_algo_keeps_the_env_presets_schedule_without_its_algo_knobs():
     assert (td3.action_l2, td3.noise_eps, td3.random_eps) == (0.1, 0.1, 0.2)
 
 
-def test_a_batch_larger_than_the_buffer_is_named_with_its_value(tmp_path):
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        ({"batch_size": 2048}, r"batch_size 2048 is larger than the replay buffer "),
+        (
+            {"batch_size": 64, "num_envs": 64},
+            r"buffer_size 1000 gives each of the num_envs 64 envs 15 rows, fewer than one "
+            r"episode of 50 steps takes \(51\).* at least 3264 or lower num_envs",
+        ),
+    ],
+)
+def test_a_buffer_too_small_for_a_batch_or_an_episode_per_env_is_named(tmp_path, sizes, message):
     from goalenvs.train.trainer import Trainer
 
     config = DDPGConfig(
-        env_id="goalenvs/PointReach-v0", buffer_size=1000, batch_size=2048, device="cpu",
-        out=str(tmp_path / "run"), verbose=False,
+        env_id="goalenvs/PointReach-v0", buffer_size=1000, device="cpu",
+        out=str(tmp_path / "run"), verbose=False, **sizes,
     )  # fmt: skip
-    with pytest.raises(ValueError, match=r"batch_size 2048 is larger than the replay buffer "):
-        Trainer(config)
-
-
-def test_a_buffer_too_small_for_one_episode_per_env_is_named(tmp_path):
-    from goalenvs.train.trainer import Trainer
-
-    config = DDPGConfig(
-        env_id="goalenvs/PointReach-v0", buffer_size=1000, batch_size=64, num_envs=64,
-        device="cpu", out=str(tmp_path / "run"), verbose=False,
-    )  # fmt: skip
-    with pytest.raises(
-        ValueError,
-        match=r"buffer_size 1000 gives each of the num_envs 64 envs 15 rows, fewer than one "
-        r"episode of 50 steps takes \(51\).* at least 3264 or lower num_envs",
-    ):
+    with pytest.raises(ValueError, match=message):
         Trainer(config)
 
 

@@ -96,30 +96,25 @@ def as_numpy(value: object) -> np.ndarray:
     return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
-def test_prioritized_flag_reaches_the_config(tmp_path, capsys):
-    assert main(["train", "goalenvs/PointReach-v0", "--prioritized", "--show-config"]) == 0
-    assert '"prioritized": true' in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("name", ["priority_alpha", "priority_beta"])
-@pytest.mark.parametrize("value", [-0.1, 1.5])
-def test_priority_exponents_outside_0_1_name_the_field(name, value):
-    with pytest.raises(ValueError, match=rf"{name} must be in \[0, 1\], got {value}"):
-        DDPGConfig(**{name: value})
-
-
 @pytest.mark.parametrize(
-    ("value", "error", "message"),
+    ("kwargs", "error", "message"),
     [
-        (0.0, ValueError, "priority_eps must be > 0.0, got 0.0"),
-        (-0.01, ValueError, "priority_eps must be > 0.0, got -0.01"),
-        (float("nan"), ValueError, "priority_eps must be > 0.0, got nan"),
-        ("0.01", TypeError, "priority_eps must be a number, got '0.01' (str)"),
+        *(
+            ({name: value}, ValueError, f"{name} must be in [0, 1], got {value}")
+            for name in ("priority_alpha", "priority_beta")
+            for value in (-0.1, 1.5)
+        ),
+        ({"priority_eps": 0.0}, ValueError, "priority_eps must be > 0.0, got 0.0"),
+        ({"priority_eps": -0.01}, ValueError, "priority_eps must be > 0.0, got -0.01"),
+        ({"priority_eps": float("nan")}, ValueError, "priority_eps must be > 0.0, got nan"),
+        ({"priority_eps": "0.01"}, TypeError, "priority_eps must be a number, got '0.01' (str)"),
     ],
 )
-def test_a_priority_floor_that_is_not_positive_names_the_field(value, error, message):
+def test_priority_exponents_outside_0_1_and_a_floor_not_positive_name_the_field(
+    kwargs, error, message
+):
     with pytest.raises(error, match=re.escape(message)):
-        DDPGConfig(priority_eps=value)
+        DDPGConfig(**kwargs)
 
 
 def show_config(capsys, *flags: str) -> dict:
@@ -128,7 +123,8 @@ def show_config(capsys, *flags: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_priority_alpha_and_beta_flags_reach_the_config(capsys):
+def test_prioritized_and_priority_alpha_and_beta_flags_reach_the_config(capsys):
+    assert show_config(capsys, "--prioritized")["prioritized"] is True
     config = show_config(capsys, "--prioritized", "--priority-alpha", "0.5", "--priority-beta", "1")
     assert (config["priority_alpha"], config["priority_beta"]) == (0.5, 1.0)
     config = show_config(capsys, "--priority", "goal_motion", "--priority-alpha", "0.25")

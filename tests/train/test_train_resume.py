@@ -37,21 +37,25 @@ def progress(run_dir) -> list[dict[str, float]]:
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
-def interrupt_at_epoch(epoch: int):
+def stop_at_epoch(epoch: int, signum: int):
     def callback(row):
         if row["epoch"] == epoch:
-            signal.raise_signal(signal.SIGINT)  # what Ctrl-C delivers
+            signal.raise_signal(signum)  # SIGINT: what Ctrl-C delivers; SIGTERM: a scheduler
 
     return callback
 
 
-def test_ctrl_c_saves_latest_and_resume_continues_step_count_and_best(tmp_path):
-    before = signal.getsignal(signal.SIGINT)  # SIG_IGN when pytest runs in the background
-    first = train(config(tmp_path, epochs=5, save_buffer=True), callback=interrupt_at_epoch(2))
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stops_after_the_cycle_and_resume_continues_steps_and_best(
+    tmp_path, signum
+):
+    before = signal.getsignal(signum)  # SIGINT: SIG_IGN when pytest runs in the background
+    first = train(config(tmp_path, epochs=5, save_buffer=True), callback=stop_at_epoch(2, signum))
     assert first.interrupted and first.epochs == 2
     steps_per_epoch = 3 * 4 * 4  # cycles x envs x n_bits steps
     assert first.env_steps == 2 * steps_per_epoch
-    assert signal.getsignal(signal.SIGINT) is before  # handler restored
+    assert signal.getsignal(signum) is before  # handler restored
+    assert [r["epoch"] for r in progress(first.run_dir)] == [1, 2]  # the unfinished one dropped
     assert (first.run_dir / "checkpoints" / "epoch_000002" / "buffer_rank0.npz").exists()
 
     second = train(config(tmp_path, epochs=5, save_buffer=True, resume=str(first.run_dir)))
@@ -85,12 +89,6 @@ def test_resume_refuses_a_run_of_another_env(tmp_path):
     other = config(tmp_path, epochs=2, env_kwargs={"n_bits": 5}, resume=str(first.run_dir))
     with pytest.raises(ValueError, match="does not fit this config's networks"):
         train(other)
-
-
-def test_out_folder_with_a_run_is_not_overwritten(tmp_path):
-    train(config(tmp_path, epochs=1))
-    with pytest.raises(ValueError, match="already holds a run"):
-        train(config(tmp_path, epochs=1))
 
 
 def test_nan_loss_stops_with_epoch_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):

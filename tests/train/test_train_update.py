@@ -307,7 +307,8 @@ def test_parkings_crash_penalty_is_not_cut_without_an_explicit_clip_range(tmp_pa
 def test_module_env_ids_resolve_and_a_missing_package_names_the_extra(monkeypatch):
     import importlib
 
-    from goalenvs.train.envs import env_spec, validate_training_env
+    from goalenvs.envspec import env_spec
+    from goalenvs.train.envs import validate_training_env
 
     with pytest.raises(ValueError, match=r"needs the package 'nopkg_xyz', which is not installed"):
         validate_training_env("nopkg_xyz:Foo-v0", {}, None)

@@ -19,13 +19,10 @@ override the preset. A preset file holds::
     env_steps_per_s = 580              # (a CPU run), and the machine and load it was on
     machine = "2 CPU cores, the run alone on them"
 
-A ``module:EnvId`` id matches on ``EnvId``. The ``[device]`` section is the schedule for a
-machine with a GPU: a run whose device is CUDA takes it (``--device cuda``, or no
-``--device`` on a machine where torch sees a GPU). For an env with a torch twin it serves
-the on-device loop (env, buffer and networks on the GPU, see ``TrainConfig.env_device``),
-where thousands of envs cost little, unless ``--env-device numpy`` keeps the envs on the
-host; for any other env it serves a GPU learner beside env worker processes.
-``--device cpu`` keeps the CPU schedule on any machine.
+A ``module:EnvId`` id matches on ``EnvId``. The ``[device]`` section is the schedule of a
+run whose device is CUDA (``--device cuda``, or none on a machine where torch sees a GPU):
+for an env with a torch twin the on-device loop, unless ``--env-device numpy`` keeps the
+envs on the host; for any other env a GPU learner beside env worker processes.
 """
 
 from __future__ import annotations
@@ -73,10 +70,8 @@ def preset_names() -> list[str]:
 
 
 def load_preset(name_or_path: str | os.PathLike) -> Preset:
-    """The preset named ``name_or_path`` (a shipped one) or read from that TOML file.
-
-    An unknown name is a ValueError listing the shipped presets.
-    """
+    """The shipped preset named ``name_or_path``, or that TOML file (an unknown name is a
+    ValueError listing the shipped presets)."""
     text = str(name_or_path)
     if text in preset_names():
         path = PRESET_DIR / f"{text}.toml"
@@ -139,14 +134,10 @@ def load_preset(name_or_path: str | os.PathLike) -> Preset:
 def run_length(
     config: TrainConfig, horizon: int | None, preset: Preset | None = None, workers: int = 1
 ) -> str:
-    """One line: how long a run of ``config`` is (epochs x cycles x steps x envs, env steps
-    an epoch and in all) and, when ``preset`` records a measured speed and the run trains
-    on the CPU in one process, about how many minutes that is on the machine it was
-    measured on.
-
-    ``horizon`` is the env's episode length (a cycle's steps when ``rollout_steps`` is
-    None); ``workers`` multiplies the env steps (torchrun).
-    """
+    """One line: how long a run of ``config`` is (epochs x cycles x steps x envs) and, when
+    ``preset`` records a measured speed and the run trains on the CPU in one process,
+    about how long on the machine measured. ``horizon`` is the episode length (a cycle's
+    steps without ``rollout_steps``); ``workers`` multiplies the env steps (torchrun)."""
     steps = config.rollout_steps or horizon
     if steps is None:
         return (
@@ -178,8 +169,7 @@ def _bare_id(env_id: str) -> str:
 
 def preset_for(env_id: str) -> str:
     """The name of the shipped preset whose ``envs`` match ``env_id``; when none does,
-    ``baselines`` for goalenvs' own ids and ``one_cpu`` for any other env (a user's own,
-    a third party's), which the machine at hand, likely a CPU, must train."""
+    ``baselines`` for goalenvs' own ids and ``one_cpu`` for any other env."""
     for name in preset_names():
         preset = load_preset(name)
         if any(fnmatch.fnmatchcase(_bare_id(env_id), pattern) for pattern in preset.envs):
@@ -188,8 +178,7 @@ def preset_for(env_id: str) -> str:
 
 
 def runs_on_cuda(device: str) -> bool:
-    """Whether a run with ``config.device`` = ``device`` trains on a GPU: "cuda", or
-    "auto" on a machine where torch sees one."""
+    """Whether a run on ``device`` trains on a GPU: "cuda", or "auto" where torch sees one."""
     import torch
 
     return device == "cuda" or (device == "auto" and torch.cuda.is_available())
@@ -198,11 +187,9 @@ def runs_on_cuda(device: str) -> bool:
 def takes_device_section(
     env_id: str, overrides: dict[str, object], settings: dict[str, object]
 ) -> bool:
-    """Whether a preset's ``[device]`` section applies: the run trains on a GPU (device
-    "cuda" asked, or "auto" on a machine that has one; an override, or the preset's own
-    setting), and its envs run where the section means them to. An env with a torch twin
-    runs it on the GPU (``env_device`` "device" or "auto"; "numpy" keeps the CPU
-    schedule); any other env steps on the host beside the GPU learner."""
+    """Whether a preset's ``[device]`` section applies: the run (``overrides``, else the
+    preset's ``settings``) trains on a GPU, and an env with a torch twin runs it there
+    (``env_device`` "numpy" keeps the CPU schedule)."""
     from goalenvs.train.envs import device_twin_problem
 
     def value(name: str) -> Any:
@@ -225,15 +212,11 @@ def resolve_config(
 ) -> TrainConfig:
     """The config for ``env_id``: ``preset`` (default: :func:`preset_for`), then ``overrides``.
 
-    ``horizon``, the env's episode length, sizes the preset's ``[per_episode_step]``
-    fields (each ``round(factor x horizon)``, at least 1); without it they keep their
-    ``[config]`` values.
-
-    ``algo`` defaults to the preset's; one of them must name it. The preset's ``[device]``
-    fields join its ``[config]`` ones when :func:`takes_device_section`. With another algorithm
-    than the preset's, the preset algorithm's own fields that ``algo`` lacks are left out
-    (the schedule carries over). Any other preset field that is not a field of the
-    algorithm's config is a ValueError naming it and the valid fields.
+    ``horizon``, the episode length, sizes the ``[per_episode_step]`` fields (without it
+    they keep their ``[config]`` values); ``[device]`` joins ``[config]`` when
+    :func:`takes_device_section`. ``algo`` defaults to the preset's; with another one, the
+    preset algorithm's own fields that ``algo`` lacks are left out, and any other field
+    that is not one of the config's is a ValueError naming it and the valid fields.
     """
     chosen = load_preset(preset if preset is not None else preset_for(env_id))
     if chosen.device and takes_device_section(env_id, overrides, chosen.config):
