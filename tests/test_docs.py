@@ -230,3 +230,13 @@ def test_a_preset_comment_quotes_figures_only_in_its_generated_line(path):
     )
     found = figures_outside_blocks(comments, GENERATED_TOML)
     assert not found, f"{path.name} quotes measured figures by hand: {found}"
+
+
+@pytest.mark.parametrize(
+    ("path", "most"),
+    [("README.md", 200), ("docs/baselines.md", 500), ("benchmarks/report.py", 800)],
+)
+def test_the_readme_the_results_page_and_the_renderer_stay_short(path, most):
+    # A manual and a results page, not a notebook: each grows by a link, not a chapter.
+    count = len((ROOT / path).read_text().splitlines())
+    assert count <= most, f"{path} has {count} lines; at most {most}"
