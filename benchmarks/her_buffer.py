@@ -204,10 +204,12 @@ def floor_writer(width: int, rows: int, n_envs: int):
     The goalenvs layout (``rows`` rows of ``n_envs`` packed float32 records of ``width``,
     zeroed as the buffer's are, so that first writes to fresh memory cost both alike): per
     step one concatenation of the observation's and next observation's keys, the action
-    and the reward into the row. No checks, no bookkeeping: the time any buffer of this
-    layout spends in numpy, whatever its Python code.
+    and the reward into the row's first columns (the flags and episode start after them
+    are left alone). No checks, no bookkeeping: the time any buffer of this layout spends
+    in numpy, whatever its Python code.
     """
     records = np.zeros((rows, n_envs, width), np.float32)
+    values = records[:, :, : 2 * (OBS + 2 * GOAL) + ACTION + 1]
     keys = ("achieved_goal", "desired_goal", "observation")
     state = {"row": 0}
 
@@ -215,7 +217,7 @@ def floor_writer(width: int, rows: int, n_envs: int):
         obs, next_obs, action, reward = step[:4]
         parts = [obs[k] for k in keys] + [next_obs[k] for k in keys]
         parts += [action, reward.reshape(n_envs, 1)]
-        np.concatenate(parts, axis=1, out=records[state["row"]])
+        np.concatenate(parts, axis=1, out=values[state["row"]])
         state["row"] = (state["row"] + 1) % rows
 
     return add

@@ -12,8 +12,9 @@ Storage
 -------
 ``rows = buffer_size // n_envs``. Each ``add`` writes row ``t % rows`` of every env, ``t``
 counting the adds (unwrapped: it only grows). A row holds one transition with both its
-observations. ``episode_start[row, env]`` is the counter of the first transition of the
-row's episode; ``episode_end[s % rows, env]`` is one past the counter of the last
+observations, its flags and its episode's start, side by side in one float32 ``records``
+row (one copy an add). ``episode_start[row, env]`` is the counter of the first transition
+of the row's episode; ``episode_end[s % rows, env]`` is one past the counter of the last
 transition of the episode that starts at counter ``s``, written when it ends. An env's
 sampleable transitions are one range of counters ``[sampleable_from, sampleable_to)``:
 the end of its newest complete episode, and the start of its oldest intact one. When an
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import operator
 import os
 from collections.abc import Mapping, Sequence
@@ -72,8 +74,9 @@ from goalenvs.her.settings import (
 )
 from goalenvs.her.sumtree import SumTree
 
-#: A value's (shape, dtype): add() takes values of the stored ones as they are.
-_SIGNATURE = operator.attrgetter("shape", "dtype")
+#: add() takes values of the stored shapes and dtypes as they are.
+_SHAPE, _DTYPE = operator.attrgetter("shape"), operator.attrgetter("dtype")
+_BOOL = np.dtype(bool)
 _Buffer = TypeVar("_Buffer", bound="HerReplayBuffer")
 
 __all__ = ["DeviceHerReplayBuffer", "HerReplayBuffer", "Priorities", "TreePriorities"]
@@ -334,12 +337,10 @@ class HerReplayBuffer:
         self.ops, self.xp, self.device = ops, ops.xp, ops.device
         f = dict(state.fields)
         packed = packed_names(settings)
-        records = state.records
-        if records is None:  # fields of their own (a file, a copy): packed side by side
-            records = ops.zeros(
-                (settings.rows_per_env, settings.n_envs, record_width(packed)),
-                np.float32,
-            )
+        records, width = state.records, record_width(packed)
+        if records is None or tuple(records.shape[2:]) != (width,):
+            # Fields of their own (a file, a copy, a pickle of an earlier layout): packed.
+            records = ops.zeros((settings.rows_per_env, settings.n_envs, width), np.float32)
             for name, view in field_views(records, packed).items():
                 view[...] = f[name]
                 f[name] = view
@@ -377,15 +378,14 @@ class HerReplayBuffer:
         self._action_shape = (settings.n_envs, *settings.action_shape)
         # add(): the shapes it takes straight in (obs and next_obs by key, action, reward)
         # and which of them go into the records row, in its order.
-        self._obs_keys, self._info_keys = keys, tuple(settings.info_keys)
+        self._info_keys = tuple(settings.info_keys)
         names = [f"obs/{k}" for k in keys] + [f"next_obs/{k}" for k in keys]
         names += ["action", "reward"]
         shapes = [self._obs_shapes[k] for k in keys] * 2
         shapes += [self._action_shape, (settings.n_envs,)]
-        # (shape, dtype) of each value add() takes as it is: the stored field's.
-        self._add_signature = [
-            (shape, f[name].dtype) for name, shape in zip(names, shapes, strict=True)
-        ]
+        # The shape and dtype of each value add() takes as it is: the stored field's.
+        self._add_shapes, self._add_dtypes = tuple(shapes), tuple(f[name].dtype for name in names)
+        self._obs_values, self._n_keys = operator.itemgetter(*keys), len(keys)
         index = [names.index(name) for name in self._packed]
         self._pack_index = None if index == list(range(len(names))) else index
         self._unpacked_obs = [k for k in keys if f"obs/{k}" not in self._packed]
@@ -393,26 +393,46 @@ class HerReplayBuffer:
         self._reshape_parts = any(
             len(shape) != 1 for _, _, shape in list(self._packed.values())[:-1]
         )
-        # One env on numpy: a row's packed values are its bytes, joined and copied in one
-        # go (a quarter of np.concatenate's time, which add() would spend on every step).
-        self._row_bytes = None
-        if ops.xp is np and settings.n_envs == 1 and records.flags.c_contiguous:
-            self._row_bytes = (records.reshape(-1).view(np.uint8).data, records[0].nbytes)
-        self._no_flags = ops.zeros((settings.n_envs,), bool)
+        # On numpy a row's packed values, then its flags (False) and episode start (each
+        # env's current one: _meta, renewed as episodes end), are the bytes they join
+        # into: one env copies them into its row, more envs into a staging row that one
+        # take orders by env (a third of np.concatenate's time, spent on every add).
+        self._meta = self._stage = None
+        if ops.xp is np:
+            floats, n = self._packed["reward"][1], settings.n_envs
+            self._meta = np.zeros((n, width - floats), np.float32)
+            self._meta_start = self._meta[:, -2:].view(np.int64)[:, 0]
+            if records.flags.c_contiguous:
+                # Part [lo, hi) of the joined values is (n_envs, hi - lo), from n_envs * lo.
+                edges, joined = [*(lo for lo, _, _ in self._packed.values()), floats, width], []
+                for lo, hi in itertools.pairwise(edges):
+                    joined.append(np.arange(n * lo, n * hi).reshape(n, hi - lo))
+                order = np.concatenate(joined, axis=1).reshape(-1)  # by env, as in a row
+                staging = np.zeros(order.size, np.float32)
+                memory, staged = records.reshape(-1).view(np.uint8).data, staging.data.cast("B")
+                by_row = records.reshape(settings.rows_per_env, -1)
+                self._stage = (memory, order.size * 4, by_row, staging, staged, order)
         self._one, self._last_env = ops.asarray(1), ops.asarray(settings.n_envs - 1)
         self._numbers: tuple[Any, ...] | None = None
-        self._all_false = self._no_flags.tobytes() if ops.xp is np else None
+        self._all_false = bytes(settings.n_envs) if ops.xp is np else None  # n_envs Falses
         self._motion = "motion" in f
+        # Whether add() may take its hot path (before add number _quiet_until).
+        self._hot = (
+            ops.xp is np
+            and not (self._info_keys or self._unpacked_obs or self._motion)
+            and self._action_packed
+            and state.priorities is None
+        )
         # No add before the one that overwrites counter _retire_from retires an episode
         # (numpy reads it; torch, which would have to read the device, masks every add).
         self._retire_from = ops.lowest(state.counters["sampleable_from"])
         self._bool = f["terminated"].dtype
+        self._renew_meta()
         # Flat (rows * n_envs, ...) views of every field, gathered by row * n_envs + env.
         self._flat = {name: flat_view(value) for name, value in f.items()}
         # What the host last read of the device (see _read_horizons): -1, nothing yet.
-        self._no_overflow_before = -1
-        self._nonempty_until = -1
-        self._other_episode_until = -1
+        self._no_overflow_before = self._nonempty_until = self._other_episode_until = -1
+        self._quiet_until = -1
 
     def __setstate__(self, pickled: dict[str, Any]) -> None:
         # A pickle of goalenvs 148f048 or earlier holds the old numpy buffer's state.
@@ -499,20 +519,11 @@ class HerReplayBuffer:
     def state(self, *, truncate_in_progress: bool = False) -> BufferState:
         """The buffer's content, on its own arrays (no copy: ``state().copy()`` for a
         snapshot). With ``truncate_in_progress`` the episodes in progress end at their last
-        stored transition, as truncations, in copies of the arrays that changes: the live
-        buffer goes on with them."""
+        stored transition, as truncations, in a copy: the live buffer goes on with them."""
         state = self._state()
         if not truncate_in_progress:
             return state
-        fields = dict(state.fields)
-        for name in ("truncated", "episode_end"):
-            fields[name] = copy.copy(fields[name]) if self.xp is np else fields[name].clone()
-        counters = {
-            name: value.copy() if self.xp is np else value.clone()
-            for name, value in state.counters.items()
-        }
-        cut = dataclasses.replace(state, fields=fields, counters=counters)
-        closed = type(self).from_state(cut, self.compute_reward, self.compute_terminated)
+        closed = type(self).from_state(state.copy(), self.compute_reward, self.compute_terminated)
         closed.truncate_last_trajectory()
         return closed._state()
 
@@ -759,15 +770,27 @@ class HerReplayBuffer:
     ) -> None:
         """Stores one transition per env (values with leading dimension ``n_envs``);
         ``next_obs`` is the true next observation (the final one at an episode's end)."""
+        t = self.steps_added
+        row = t % self._rows
+        # The hot path (numpy, no info keys, priorities or goal motion): a mid-episode
+        # step (both flags all False, as their bytes say) before the next add that may
+        # retire an episode or find one outgrowing the ring, of values of the stored
+        # shapes and dtypes, is one copy into its records row, flags and episode start
+        # included. Anything else takes the careful path, which coerces or explains.
+        try:
+            calm = (
+                terminated.dtype is truncated.dtype is _BOOL
+                and terminated.tobytes() == self._all_false == truncated.tobytes()
+            )
+        except AttributeError:
+            calm = False
+        quiet = calm and t < self._quiet_until
+        if quiet and self._write_packed(row, obs, next_obs, action, reward):
+            self.steps_added = t + 1
+            return
         xp, ops, f, c = self.xp, self.ops, self.fields, self.counters
-        rows, n, t = self._rows, self._n, self.steps_added
-        # The hot path: values of the stored shapes go straight into one records row;
-        # any other goes through the careful checks, which coerce or explain. On numpy,
-        # a mid-episode step's flags are recognized by their bytes (cheaper than any()).
-        ending = True
-        if self._all_false is not None and _all_false(terminated, truncated, self._all_false):
-            ending = False
-        else:
+        rows, n = self._rows, self._n
+        if not calm:
             terminated = self._flags("terminated", terminated)
             truncated = self._flags("truncated", truncated)
         info_values = {key: self._info_value(infos, key) for key in self._info_keys}
@@ -780,7 +803,6 @@ class HerReplayBuffer:
                     f"ending: it no longer fits in its {rows} rows (buffer_size="
                     f"{self.buffer_size} // n_envs={n}); use a larger buffer_size"
                 )
-        row = t % rows
         if not self._write_packed(row, obs, next_obs, action, reward):
             obs = self._check_obs_fully("obs", obs)
             next_obs = self._check_obs_fully("next_obs", next_obs)
@@ -821,51 +843,67 @@ class HerReplayBuffer:
         elif self.priorities is not None:
             self.priorities.raw[row] = self.max_priority**self.alpha
         self.steps_added = t + 1
-        if ending:
-            done = terminated | truncated
-            if ops.may_hold(done):
-                self._close(done, t)
+        if not calm and ops.may_hold(done := terminated | truncated):
+            self._close(done, t)
+        if self._hot:
+            self._quiet_until = min(self._no_overflow_before, rows + self._retire_from)
 
     def _flags(self, name: str, value: Any) -> Any:
         """A step's ``terminated`` or ``truncated`` as ``(n_envs,)`` bools of this module."""
-        if type(value) is type(self._no_flags) and value.shape == (self._n,):
+        if type(value) is type(self.records) and value.shape == (self._n,):
             return value if value.dtype == self._bool else value != 0
         return self._per_env(name, value, None) != 0
 
     def _write_packed(self, row: int, obs: Any, next_obs: Any, action: Any, reward: Any) -> bool:
-        """Writes the packed fields of one add into records row ``row``, with one copy;
-        False, writing nothing, when a value is not an array of its stored shape (the
-        careful checks then coerce it or say why)."""
-        keys = self._obs_keys
+        """Writes the packed fields of one add into records row ``row``, with one copy (on
+        numpy with flags False and the episode's start after them); False, writing
+        nothing, when a value is not an array of its stored shape and dtype (the careful
+        checks then coerce it or say why)."""
+        get = self._obs_values
         try:
-            values = [obs[k] for k in keys] + [next_obs[k] for k in keys] + [action, reward]
+            values = (*get(obs), *get(next_obs), action, reward)
             if (
-                len(obs) != len(keys)
-                or len(next_obs) != len(keys)
-                or list(map(_SIGNATURE, values)) != self._add_signature
+                len(obs) != self._n_keys
+                or len(next_obs) != self._n_keys
+                or tuple(map(_SHAPE, values)) != self._add_shapes
+                or tuple(map(_DTYPE, values)) != self._add_dtypes
             ):
                 return False
             parts = values if self._pack_index is None else [values[i] for i in self._pack_index]
-            if self._row_bytes is not None:
+            if self._stage is not None:
                 try:
-                    joined = b"".join(parts)
+                    joined = b"".join((*parts, self._meta_bytes))
                 except TypeError:  # a view of no bytes of its own: np.concatenate below
                     pass
                 else:
-                    memory, width = self._row_bytes
-                    memory[row * width : (row + 1) * width] = joined
+                    memory, size, rows, staging, staged, order = self._stage
+                    if self._n == 1:
+                        memory[row * size : (row + 1) * size] = joined
+                    else:
+                        staged[:] = joined
+                        staging.take(order, out=rows[row], mode="clip")
                     return True
-            parts[-1] = reward.reshape(self._n, 1)
+            parts = [*parts[:-1], reward.reshape(self._n, 1)]
             if self._reshape_parts:
                 parts = [part.reshape(self._n, -1) for part in parts]
-            self.ops.write_row(self.records, row, parts)
+            meta = [] if self._meta is None else [self._meta]  # torch: add() writes them
+            self.ops.write_row(self.records, row, [*parts, *meta])
         except (KeyError, TypeError, AttributeError, RuntimeError, ValueError):
             return False
         return True
 
-    def _close(self, done: Any, t: int) -> None:
-        """Ends the episodes ``[current_start, t]`` of the envs where ``done``."""
-        xp, f, c, rows = self.xp, self.fields, self.counters, self._rows
+    def _renew_meta(self) -> None:
+        """The flags (False) and episode starts that add() writes after a row's values."""
+        if self._meta is not None:
+            self._meta_start[:] = self.counters["current_start"]
+            self._meta_bytes = self._meta.tobytes()
+
+    def _close(self, done: Any, t: int, f: Any = None, c: Any = None) -> None:
+        """Ends the episodes ``[current_start, t]`` of the envs where ``done``: in the
+        buffer, or only in ``f`` and ``c``, copies of its fields and counters."""
+        live = f is None
+        xp, rows = self.xp, self._rows
+        f, c = (self.fields, self.counters) if live else (f, c)
         start = c["current_start"]
         first = start % rows
         f["episode_end"][first, self._envs] = xp.where(
@@ -873,19 +911,28 @@ class HerReplayBuffer:
         )
         c["sampleable_to"][...] = xp.where(done, t + 1, c["sampleable_to"])
         c["newest_start"][...] = xp.where(done, start, c["newest_start"])
-        if self.priorities is not None:
+        if live and self.priorities is not None:
             self.priorities.closed(done, start, t)
         c["current_start"][...] = xp.where(done, t + 1, start)
+        if live:
+            self._renew_meta()
 
     def truncate_last_trajectory(self) -> None:
         """Ends every episode in progress at its last stored transition, as a truncation."""
-        c, f, t = self.counters, self.fields, self.steps_added
-        open_ = c["current_start"] < t
+        if self._truncate():
+            self._no_overflow_before = self._nonempty_until = self._other_episode_until = -1
+            self._quiet_until = -1
+
+    def _truncate(self, f: Any = None, c: Any = None) -> bool:
+        """:meth:`truncate_last_trajectory` in the buffer, or only in ``f`` and ``c`` (as
+        :meth:`_close`); whether an episode was in progress."""
+        t = self.steps_added
+        open_ = (self.counters if c is None else c)["current_start"] < t
         if not bool(open_.any()):
-            return
-        f["truncated"][(t - 1) % self._rows] |= open_
-        self._close(open_, t - 1)
-        self._no_overflow_before = self._nonempty_until = self._other_episode_until = -1
+            return False
+        (self.fields if f is None else f)["truncated"][(t - 1) % self._rows] |= open_
+        self._close(open_, t - 1, f, c)
+        return True
 
     def _write_info(self, key: str, row: int, value: Any) -> None:
         value = self._convert(f"infos[{key!r}]", value, None)
@@ -916,7 +963,12 @@ class HerReplayBuffer:
         """Writes the buffer to ``path`` as an uncompressed ``.npz`` (no pickle), the same
         file on numpy and on torch; episodes in progress are written as truncated (the
         live buffer keeps them), atomically (a crash never leaves half a file)."""
-        write_file(self.state(truncate_in_progress=True), path)
+        state = self._state()
+        clone = copy.copy if self.xp is np else lambda value: value.clone()
+        f = {**state.fields, **{k: clone(state.fields[k]) for k in ("truncated", "episode_end")}}
+        c = {name: clone(value) for name, value in state.counters.items()}
+        self._truncate(f, c)  # in the copies: the file's fields, not records
+        write_file(dataclasses.replace(state, fields=f, counters=c, records=None), path)
 
     @classmethod
     def load(
@@ -1202,21 +1254,6 @@ class DeviceHerReplayBuffer(HerReplayBuffer):
         """Reads a file :meth:`save` wrote onto ``device`` (``"saved"``: where it was saved
         from; see :meth:`HerReplayBuffer.load`)."""
         return super().load(path, compute_reward, compute_terminated, device)
-
-
-def _all_false(terminated: Any, truncated: Any, all_false: bytes) -> bool:
-    """Whether both flags are numpy bool arrays of ``n_envs`` False values, ``all_false``
-    being the bytes of one: add()'s test on every mid-episode step. Anything else (a flag
-    set, another type or dtype or size) is False, and add() reads the flags with care."""
-    try:
-        return (
-            terminated.dtype == np.bool_
-            and truncated.dtype == np.bool_
-            and terminated.tobytes() == all_false
-            and truncated.tobytes() == all_false
-        )
-    except AttributeError:
-        return False
 
 
 def _batch_on(batch: HerBatch, device: Any) -> HerBatch:

@@ -328,7 +328,7 @@ def _read_old_device_file(name: str, device: Any) -> BufferState:
     settings = _settings_of(name, meta)
     R, n = settings.rows_per_env, settings.n_envs
     # The old records packed the float32 fields as today's do; the others had their own.
-    host = field_views(tensors["records"].numpy(), packed_names(settings))
+    host = field_views(tensors["records"].numpy(), packed_names(settings), flags=False)
     keys = settings.observation_space.spaces
     for field in [f"{side}/{key}" for side in ("obs", "next_obs") for key in keys] + ["action"]:
         if field not in host:

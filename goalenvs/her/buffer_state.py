@@ -2,9 +2,10 @@
 
 :class:`BufferState` is everything a :class:`~goalenvs.her.buffer.HerReplayBuffer` holds
 but its goal functions: ``(rows, n_envs, ...)`` fields, per-env counters, the priorities,
-the generator's state; its float32 fields are views of one packed ``records`` array (one
-copy per ``add``, one gather per batch). :class:`NumpyOps` and :class:`TorchOps` are the
-few operations numpy and torch spell differently.
+the generator's state; its float32 fields, the flags and the episode starts are views of
+one packed ``records`` array (one copy per ``add``, one gather per batch).
+:class:`NumpyOps` and :class:`TorchOps` are the few operations numpy and torch spell
+differently.
 
 :class:`HerStorage` and :class:`HerBufferState` are only for unpickling: the numpy
 buffer's state classes of goalenvs 148f048 and earlier, which a stable-baselines3 model's
@@ -155,7 +156,8 @@ class TorchOps(NumpyOps):
         return value.to(dtype)
 
     def write_row(self, records: Any, row: int, parts: list[Any]) -> None:
-        records[row] = self.xp.cat(parts, 1)
+        joined = self.xp.cat(parts, 1)  # the first columns (the caller writes the flags)
+        records[row, :, : joined.shape[1]] = joined
 
     def arange(self, n: int) -> Any:
         return self.xp.arange(n, device=self.device)
@@ -195,8 +197,9 @@ class BufferState:
     priorities: Any
     max_priority: float
     rng_state: Any
-    #: ``(rows, n_envs, width)`` float32, when the float32 fields of :data:`PACKED` are
-    #: views of it (side by side, in that order); None: the fields are arrays of their own.
+    #: ``(rows, n_envs, width)`` float32, when the float32 fields (:func:`packed_names`),
+    #: the flags and the episode starts are views of it (:func:`field_views`); None, or
+    #: another width (a pickle of goalenvs 1a3bdcd or earlier): the fields are their own.
     records: Any = None
 
     def copy(self) -> BufferState:
@@ -249,9 +252,6 @@ def empty_state(settings: BufferSettings, ops: NumpyOps) -> BufferState:
                 fields[f"{side}/{key}"] = ops.zeros(shape, np.dtype(space.dtype))
     if "action" not in fields:
         fields["action"] = ops.zeros((rows, n, *settings.action_shape), settings.action_dtype)
-    fields["terminated"] = ops.zeros((rows, n), bool)
-    fields["truncated"] = ops.zeros((rows, n), bool)
-    fields["episode_start"] = ops.zeros((rows, n), np.int64)
     fields["episode_end"] = ops.zeros((rows, n), np.int64)
     if settings.priority == "goal_motion":
         fields["motion"] = ops.zeros((rows, n), np.float64)
@@ -261,18 +261,32 @@ def empty_state(settings: BufferSettings, ops: NumpyOps) -> BufferState:
     return BufferState(settings, ops.device, fields, counters, 0, priorities, 1.0, rng, records)
 
 
-def field_views(records: Any, packed: list[tuple[str, tuple[int, ...]]]) -> dict[str, Any]:
-    """The fields ``packed`` as views of ``records`` ``(rows, n_envs, width)``."""
+def field_views(
+    records: Any, packed: list[tuple[str, tuple[int, ...]]], flags: bool = True
+) -> dict[str, Any]:
+    """The fields ``packed`` as views of ``records`` ``(rows, n_envs, width)``, and (with
+    ``flags``) ``terminated``, ``truncated`` and ``episode_start`` after them: the flags
+    the first two bytes of one column, the start an int64 in the last two (8-byte aligned:
+    the width is even)."""
     rows, n = records.shape[:2]
-    return {
+    slices = packed_slices(packed)
+    views = {
         name: records[:, :, lo:hi].reshape(rows, n, *shape)
-        for name, (lo, hi, shape) in packed_slices(packed).items()
+        for name, (lo, hi, shape) in slices.items()
     }
+    if flags:
+        as_ = torch_dtype if is_tensor(records) else np.dtype
+        floats = slices["reward"][1]
+        flag_bytes = records[:, :, floats : floats + 1].view(as_(np.bool_))
+        views["terminated"], views["truncated"] = flag_bytes[..., 0], flag_bytes[..., 1]
+        views["episode_start"] = records[:, :, -2:].view(as_(np.int64))[..., 0]
+    return views
 
 
 def record_width(packed: list[tuple[str, tuple[int, ...]]]) -> int:
-    """The float32 columns of a records row."""
-    return sum(int(np.prod(shape)) for _, shape in packed)
+    """The columns of a records row: the float32 fields', the flags' and the start's."""
+    floats = sum(int(np.prod(shape)) for _, shape in packed)
+    return floats + 4 - floats % 2
 
 
 def packed_slices(packed: list[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, int, tuple]]:

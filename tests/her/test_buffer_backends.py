@@ -473,6 +473,20 @@ def test_one_env_values_of_another_dtype_are_cast_not_copied_as_bytes(backend: s
     assert f["reward"][1, 0] == -2.0
 
 
+@pytest.mark.parametrize("backend", TORCH)
+def test_a_device_buffer_stores_numpy_steps_as_the_numpy_buffer_does(backend: str) -> None:
+    # Numpy envs feeding a device buffer: every value, the all-False flags of the steps
+    # within an episode included, is copied onto the device.
+    ours, theirs = make_buffer(backend, 40, 2), make_buffer("numpy", 40, 2)
+    for t in range(12):
+        obs = {key: np.full((2, 3), t, np.float32) for key in TAG_SPACE.spaces}
+        step = (obs, obs, np.full((2, 3), -t, np.float32), np.full(2, t, np.float32))
+        flags = (np.zeros(2, bool), np.array([t % 5 == 4, t % 3 == 2]))
+        for buffer in (ours, theirs):
+            buffer.add(*step, *flags)
+    assert_same_arrays(host_state(ours), host_state(theirs))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_done_flags_of_any_dtype_end_exactly_the_flagged_episodes(backend: str) -> None:
     buffer = make_buffer(backend, 40, 2)

@@ -549,6 +549,36 @@ def test_a_buffer_pickled_by_goalenvs_148f048_holds_what_was_written() -> None:
     assert loaded.sample(8).rewards.shape == (8, 1)
 
 
+def test_an_adapter_pickled_by_goalenvs_1a3bdcd_is_todays_fed_the_same_steps() -> None:
+    # goalenvs 1a3bdcd kept the flags and episode starts in arrays of their own beside the
+    # float32 records; its pickle reads back into today's records, episodes in progress
+    # included, and samples what today's buffer fed the same steps samples.
+    import pickle
+
+    env = gym.make("goalenvs/PointReach-v0")
+    with open(Path(__file__).parent / "data" / "sb3_adapter_1a3bdcd.pkl", "rb") as f:
+        loaded = pickle.load(f)
+    fresh = HerReplayBuffer(
+        40, env.observation_space, env.action_space, env, device="cpu", n_envs=2,
+        n_sampled_goal=2, seed=3,
+    )  # fmt: skip
+    feed_seeded_episodes(fresh)
+    old, new = loaded.core.state(), fresh.core.state()
+    assert loaded.core.episodes_in_progress == 2 and old.steps_added == new.steps_added == 27
+    assert old.fields.keys() == new.fields.keys()
+    for name, value in new.fields.items():
+        np.testing.assert_array_equal(old.fields[name], value, err_msg=name)
+    for name, value in new.counters.items():
+        np.testing.assert_array_equal(old.counters[name], value, err_msg=name)
+    loaded.set_env(env)
+    for _ in range(3):
+        a, b = loaded.sample(8), fresh.sample(8)
+        for key in a.observations:
+            torch.testing.assert_close(a.observations[key], b.observations[key])
+        torch.testing.assert_close(a.rewards, b.rewards)
+        torch.testing.assert_close(a.dones, b.dones)
+
+
 def test_a_buffer_pickled_by_goalenvs_0_1_0_loads_and_samples_as_it_did() -> None:
     # model.save_replay_buffer pickles the adapter; this file was pickled by goalenvs
     # 0.1.0 (2 envs, 27 steps of random values, one episode in progress per env), and the
