@@ -510,21 +510,28 @@ def feed_seeded_episodes(buffer: HerReplayBuffer) -> None:
         obs = nxt
 
 
-def test_a_buffer_pickled_by_goalenvs_148f048_holds_what_was_written() -> None:
-    # Every transition the old buffer still held, the two episodes in progress included
-    # (the old layout kept their rows apart from the complete episodes'), reads back as
-    # today's buffer fed the same steps holds it; the old one's smaller ring had retired
-    # one more episode of env 0.
+def _pickled_and_fed(name: str) -> tuple:
+    """PointReach, the adapter pickled in tests/her/data/``name`` and today's adapter of
+    the same settings fed :func:`feed_seeded_episodes`'s steps, as the pickle's was."""
     import pickle
 
     env = gym.make("goalenvs/PointReach-v0")
-    with open(Path(__file__).parent / "data" / "sb3_adapter_148f048.pkl", "rb") as f:
+    with open(Path(__file__).parent / "data" / name, "rb") as f:
         loaded = pickle.load(f)
     fresh = HerReplayBuffer(
         40, env.observation_space, env.action_space, env, device="cpu", n_envs=2,
         n_sampled_goal=2, seed=3,
     )  # fmt: skip
     feed_seeded_episodes(fresh)
+    return env, loaded, fresh
+
+
+def test_a_buffer_pickled_by_goalenvs_148f048_holds_what_was_written() -> None:
+    # Every transition the old buffer still held, the two episodes in progress included
+    # (the old layout kept their rows apart from the complete episodes'), reads back as
+    # today's buffer fed the same steps holds it; the old one's smaller ring had retired
+    # one more episode of env 0.
+    env, loaded, fresh = _pickled_and_fed("sb3_adapter_148f048.pkl")
     old, new = loaded.core, fresh.core
     assert (old.n_transitions, old.episodes_in_progress, old.steps_added) == (15, 2, 27)
     assert old.counters["sampleable_from"].tolist() == [16, 13]
@@ -553,16 +560,7 @@ def test_an_adapter_pickled_by_goalenvs_1a3bdcd_is_todays_fed_the_same_steps() -
     # goalenvs 1a3bdcd kept the flags and episode starts in arrays of their own beside the
     # float32 records; its pickle reads back into today's records, episodes in progress
     # included, and samples what today's buffer fed the same steps samples.
-    import pickle
-
-    env = gym.make("goalenvs/PointReach-v0")
-    with open(Path(__file__).parent / "data" / "sb3_adapter_1a3bdcd.pkl", "rb") as f:
-        loaded = pickle.load(f)
-    fresh = HerReplayBuffer(
-        40, env.observation_space, env.action_space, env, device="cpu", n_envs=2,
-        n_sampled_goal=2, seed=3,
-    )  # fmt: skip
-    feed_seeded_episodes(fresh)
+    env, loaded, fresh = _pickled_and_fed("sb3_adapter_1a3bdcd.pkl")
     old, new = loaded.core.state(), fresh.core.state()
     assert loaded.core.episodes_in_progress == 2 and old.steps_added == new.steps_added == 27
     assert old.fields.keys() == new.fields.keys()
