@@ -25,8 +25,8 @@ TORCH_GENERATORS = "torch_generators"  # key of a device twin's generators in th
 
 def find_generators(obj: object) -> dict[str, np.random.Generator]:
     """The numpy generators ``obj`` holds, by attribute path, each object once: attributes
-    that are one or a list / tuple of them, and each sub-env's ``np_random`` of a vector
-    env with sub-envs."""
+    that are one or a list / tuple of them, its ``rng`` (a replay buffer's), and each
+    sub-env's ``np_random`` of a vector env with sub-envs."""
     found: dict[str, np.random.Generator] = {}
     seen: set[int] = set()
 
@@ -41,6 +41,9 @@ def find_generators(obj: object) -> dict[str, np.random.Generator]:
                 add(f"{name}[{i}]", item)
         else:
             add(name, value)
+    # A replay buffer's sampling generator, as buffers before the one buffer held it: a run
+    # folder of theirs restores into today's buffer.
+    add("rng", getattr(obj, "rng", None))
     for i, env in enumerate(getattr(obj, "envs", None) or []):
         inner = getattr(env, "unwrapped", env)
         generator = getattr(inner, "_np_random", None)
@@ -176,6 +179,8 @@ def restore_random_state(
                 missed,
             )
         missed = restore_generators(obj, state[name])
+        if name == "buffer":  # its file restores its own generator: only a saved one can miss
+            missed = [path for path in missed if path in state[name]]
         if missed:
             logger.warning("%s generators %s were not restored", name, missed)
     return state["envs"]

@@ -132,3 +132,26 @@ def test_torch_generator_states_of_another_device_are_skipped_and_named():
     assert missed == ["generator", "gone"]
     assert torch.equal(holder.generator.get_state(), seeded)
     assert torch.equal(holder.other.get_state(), source.get_state())
+
+
+def test_a_run_folder_of_the_two_buffers_restores_the_buffer_generator(caplog):
+    # Before the one buffer, a run's random state held the numpy buffer's generator as
+    # {"rng": state}; today's buffer keeps it in its own file too. Either way it resumes
+    # the saved stream, and neither form is reported as missed.
+    import gymnasium as gym
+
+    from goalenvs.her import HerReplayBuffer
+    from goalenvs.train.resume_state import capture_random_state, restore_random_state
+
+    env = gym.make("goalenvs/PointReach-v0")
+    agent = DQN(env.observation_space, gym.spaces.Discrete(3), DQNConfig(), gamma=0.9, seed=0)
+    buffer = HerReplayBuffer(100, env.observation_space, env.action_space, env, seed=1)
+    saved = np.random.default_rng(7).bit_generator.state
+    state = capture_random_state(agent, buffer, {})
+    assert state["buffer"]["rng"] == buffer.rng.bit_generator.state
+    for held in ({"rng": saved}, {}):  # the two buffers' run folder, then a save without it
+        caplog.clear()
+        before = buffer.rng.bit_generator.state
+        restore_random_state({**state, "buffer": held}, agent, buffer)
+        assert buffer.rng.bit_generator.state == (saved if held else before)
+        assert "were not restored" not in caplog.text
