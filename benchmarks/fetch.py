@@ -454,6 +454,46 @@ def measure_floor(config: dict, cycles: int = 3) -> dict[str, float]:
     }
 
 
+#: progress.csv's training time of an epoch: env steps, acting, storing, sampling, updates.
+TRAINING_TIME = ("time_env", "time_act", "time_store", "time_sample", "time_update")
+
+
+def compute(tasks: Sequence[str], rounds: int = 3, cycles: int = 5) -> dict[str, Any]:
+    """Training seconds per env step of each task's preset, measured side by side: each
+    round trains every task in turn (``goalenvs train ENV`` with no flags but 2 epochs of
+    ``cycles`` cycles and 10 eval episodes, a fresh run folder) and reads its second
+    epoch's training time (:data:`TRAINING_TIME`; evaluation left out, the first epoch's
+    warm-up too) over that epoch's env steps. Returns per task each round's milliseconds
+    per env step, their median, the median over the first task's, and the precision the
+    run resolved."""
+    measured: dict[str, dict[str, Any]] = {task: {"rounds": []} for task in tasks}
+    with tempfile.TemporaryDirectory() as tmp:
+        for index, task in itertools.product(range(rounds), tasks):
+            out = Path(tmp) / f"{task}_r{index}"
+            command = [sys.executable, "-m", "goalenvs", "train", TASKS[task], "--seed", "0"]
+            command += ["--quiet", "--out", str(out), "--epochs", "2", "--cycles", str(cycles)]
+            command += ["--n-eval-episodes", "10", *TASK_FLAGS.get(task, [])]
+            done = subprocess.run(command, cwd=ROOT, env=child_env(ROOT), capture_output=True)
+            if done.returncode != 0:
+                tail = done.stderr.decode(errors="replace")[-1500:]
+                raise SystemExit(f"compute: {task} exited {done.returncode}: {tail}")
+            first, second = read_progress(out / "progress.csv")[:2]
+            steps = second["env_steps"] - first["env_steps"]
+            seconds = sum(second[part] for part in TRAINING_TIME)
+            measured[task]["rounds"].append(round(1000 * seconds / steps, 4))
+            config = json.loads((out / "config.json").read_text())
+            measured[task]["precision"] = config.get("plan", {}).get(
+                "precision", config["precision"]
+            )
+    for task in tasks:
+        ms = sorted(measured[task]["rounds"])
+        measured[task]["ms_per_env_step"] = ms[len(ms) // 2]
+    base = measured[tasks[0]]["ms_per_env_step"]
+    for task in tasks:
+        measured[task]["x_first"] = round(measured[task]["ms_per_env_step"] / base, 3)
+    return measured
+
+
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -572,6 +612,12 @@ def main(argv: list[str] | None = None) -> None:
     keep.add_argument("--train-command", required=True, help="the goalenvs train command it ran")
     floor = sub.add_parser("floor", help="measure the floor of kept runs again, into their JSON")
     floor.add_argument("names", nargs="+", help="kept runs, e.g. push_s0")
+    side = sub.add_parser(
+        "compute", help="training seconds per env step of tasks' presets, side by side"
+    )
+    side.add_argument("tasks", nargs="+", choices=list(TASKS), help="the first is the base")
+    side.add_argument("--rounds", type=int, default=3)
+    side.add_argument("--cycles", type=int, default=5, help="cycles of each measured epoch")
     outcomes = sub.add_parser(
         "outcomes", help="success and crash rate of a kept parking run's best policy, into its JSON"
     )
@@ -611,6 +657,19 @@ def main(argv: list[str] | None = None) -> None:
             )
             path.write_text(json.dumps(meta, indent=1) + "\n")
             print(name, meta["floor"], "ratio", meta["ratio_to_floor"])
+        return
+    if args.command == "compute":
+        if args.rounds < 1 or args.cycles < 1:
+            raise SystemExit(
+                f"compute: --rounds and --cycles must be >= 1, got {args.rounds}, {args.cycles}"
+            )
+        from evidence import append_jsonl, load, run_info
+
+        info = run_info()
+        info["tasks"] = compute(args.tasks, args.rounds, args.cycles)
+        info["load_after"] = load()
+        print(json.dumps(info["tasks"], indent=1))
+        print("kept", append_jsonl("compute.jsonl", info))
         return
     if args.command == "outcomes":
         path = RESULTS / f"{args.name}.json"

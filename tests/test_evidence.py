@@ -188,6 +188,37 @@ def test_fetch_runs_stop_at_the_mark_and_slide_runs_go_on_to_their_cap(tmp_path,
     ]  # fmt: skip
 
 
+def test_compute_reads_the_second_epochs_training_time_over_its_env_steps(monkeypatch):
+    header = "epoch,env_steps," + ",".join(fetch.TRAINING_TIME) + ",time_eval\n"
+    per_step = {"push": 2.0, "hand_reach": 3.0}  # ms per env step in the second epoch
+    ran = []
+
+    def fake_run(command, **_):
+        env_id, out = command[4], Path(command[command.index("--out") + 1])
+        task = next(t for t, e in fetch.TASKS.items() if e == env_id)
+        ran.append(task)
+        out.mkdir(parents=True)
+        second = per_step[task] * 800 / 1000 / len(fetch.TRAINING_TIME)
+        rows = [
+            "1,800," + ",".join(["9.0"] * 5) + ",7.0",
+            f"2,1600,{','.join([str(second)] * 5)},7.0",
+        ]
+        (out / "progress.csv").write_text(header + "\n".join(rows) + "\n")
+        (out / "config.json").write_text(
+            json.dumps({"precision": "auto", "plan": {"precision": "bf16"}})
+        )
+        return subprocess.CompletedProcess(command, 0, b"", b"")
+
+    monkeypatch.setattr(fetch.subprocess, "run", fake_run)
+    measured = fetch.compute(["push", "hand_reach"], rounds=2, cycles=3)
+    assert ran == ["push", "hand_reach", "push", "hand_reach"]  # side by side, round by round
+    assert measured["push"]["rounds"] == [2.0, 2.0] and measured["push"]["x_first"] == 1.0
+    assert measured["hand_reach"]["ms_per_env_step"] == 3.0
+    assert (
+        measured["hand_reach"]["x_first"] == 1.5 and measured["hand_reach"]["precision"] == "bf16"
+    )
+
+
 # ------------------------------------------------------------ the records on disk
 
 
