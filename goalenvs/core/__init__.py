@@ -32,6 +32,7 @@ from goalenvs.core.contract import (
     goal_arrays,
     goal_batch,
     goal_dict_space,
+    goal_obs,
 )
 from goalenvs.core.io import command_name
 from goalenvs.core.validate import (
@@ -66,6 +67,7 @@ __all__ = [
     "goal_arrays",
     "goal_batch",
     "goal_dict_space",
+    "goal_obs",
     "info_values",
     "is_tensor",
     "parse_autoreset_mode",

@@ -32,6 +32,13 @@ def is_tensor(value: object) -> TypeIs[torch.Tensor]:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
+def cast(array: Any, dtype: str) -> Any:
+    """``array``, a numpy array (or scalar) or a tensor, as the dtype named ``dtype``."""
+    return (
+        array.to(getattr(sys.modules["torch"], dtype)) if is_tensor(array) else array.astype(dtype)
+    )
+
+
 def torch_goal_arrays(
     achieved_goal: object, desired_goal: Any, goal_size: int | None = None
 ) -> tuple[tuple[int, ...], Any, Any, Any]:
@@ -375,51 +382,38 @@ class TorchArrays(NumpyArrays):
 
     @property
     def xp(self) -> ModuleType:
-        """The array module: torch."""
         import torch
 
         return torch
 
     def zeros(self, shape: int | tuple[int, ...], dtype: object) -> Any:
-        """Zeros of a numpy ``dtype`` (float32, int64, bool), as a tensor on the device."""
         return self.xp.zeros(shape, dtype=torch_dtype(dtype), device=self.device)
 
     def constant(self, value: object) -> Any:
-        """A numpy constant (a wall map, bounds) as a tensor on the device."""
         return self.xp.as_tensor(np.asarray(value), device=self.device)
 
     def fresh(self, value: Any) -> Any:
-        """A copy that shares no memory with ``value``."""
         return value.clone()
 
     def float32(self, value: Any) -> Any:
-        """``value`` (bool, int or float) as float32."""
         return value.float()
 
     def to_numpy(self, value: Any) -> np.ndarray:
-        """A numpy copy of ``value`` (for drawing and printing)."""
         return value.detach().cpu().numpy().copy()
 
     def any(self, mask: Any) -> bool:
-        """Whether any element of ``mask`` is true."""
         return bool(mask.any())
 
     def where_true(self, mask: Any) -> Any:
-        """The indices of the true elements of a 1-D ``mask``."""
         return mask.nonzero(as_tuple=True)[0]
 
     def arange(self, n: int) -> Any:
-        """The indices ``0 .. n - 1``."""
         return self.xp.arange(n, device=self.device)
 
     def rows(self, value: np.ndarray, index: object) -> Any:
-        """A checked numpy option (one value, or one row per sub-env) for the sub-envs
-        ``index``, as a tensor on the device."""
         return self.constant(value if value.ndim < 2 else value[self.to_numpy(index)])
 
     def reset_mask(self, mask: Any, num_envs: int) -> Any:
-        """``options["reset_mask"]`` as a bool tensor on the device; a ValueError names a
-        wrong one."""
         torch = self.xp
         if not isinstance(mask, torch.Tensor):
             mask = torch.as_tensor(np.asarray(mask))
@@ -430,7 +424,6 @@ class TorchArrays(NumpyArrays):
     def outcomes(
         self, reward: object, terminated: object, truncated: object
     ) -> tuple[Any, Any, Any]:
-        """Fresh, writable float32 / bool / bool tensors on the device."""
         torch = self.xp
         return (
             torch.as_tensor(reward, device=self.device).float().clone(),

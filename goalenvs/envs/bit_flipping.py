@@ -1,9 +1,4 @@
-"""Bit flipping (Andrychowicz et al. 2017, "Hindsight Experience Replay", section 3.1).
-
-The checked constants (``*Params``), the kernel (pure functions of arrays and their array
-module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
-vector twin (the ids' ``vector_entry_point``).
-"""
+"""Bit flipping (Andrychowicz et al. 2017, "Hindsight Experience Replay", section 3.1)."""
 
 from __future__ import annotations
 
@@ -25,6 +20,7 @@ from goalenvs.core import (
     check_positive,
     goal_batch,
     goal_dict_space,
+    goal_obs,
     twin_metadata,
 )
 from goalenvs.core.types import ArrayT, DeviceLike
@@ -352,7 +348,7 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": bits}`` pins the goal."""
         super().reset(seed=seed)
-        goal = self._pinned_goal(options, self.params.check_goal)
+        goal = self._pinned_goal(options)
         self._state, self._goal = draw_episodes([self.np_random], self.params, goal)
         return self._started()
 
@@ -369,11 +365,7 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
 
     def _obs(self) -> dict[str, np.ndarray]:
         state = self._state[0]
-        return {
-            "observation": state.copy(),
-            "achieved_goal": state.copy(),
-            "desired_goal": self._goal[0].copy(),
-        }
+        return goal_obs(state.copy(), state.copy(), self._goal[0].copy())
 
     def bit_at_pixel(self, column: int, row: int) -> int | None:
         """The bit whose cell (state or goal row) holds the frame pixel, or None."""
@@ -410,8 +402,8 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
 
 
 class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """The vector twin of :class:`BitFlippingEnv` (see :class:`GoalVectorEnv` for what a twin
-    adds and guarantees); ``max_episode_steps`` None means ``n_bits``."""
+    """The vector twin of :class:`BitFlippingEnv` (:class:`GoalVectorEnv`);
+    ``max_episode_steps`` None means ``n_bits``."""
 
     metadata: dict[str, object] = twin_metadata(BitFlippingEnv)
 
@@ -441,10 +433,6 @@ class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # 
 
     episode_state = ("_state", "_goal")
 
-    def _check_goal(self, goal: object) -> np.ndarray:
-        space = self.single_observation_space["desired_goal"]
-        return self.params.check_goal(goal, space, self.num_envs)
-
     def _draw_episodes(
         self, rngs: list[np.random.Generator], **pinned: Any
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -457,11 +445,7 @@ class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # 
         self._state = flip_bits(self._state, actions, self.continuous, self.xp)
 
     def _observation(self) -> dict[str, np.ndarray]:
-        return {
-            "observation": self.fresh(self._state),
-            "achieved_goal": self.fresh(self._state),
-            "desired_goal": self.fresh(self._goal),
-        }
+        return goal_obs(self.fresh(self._state), self.fresh(self._state), self.fresh(self._goal))
 
     def _step_info(self) -> dict[str, np.ndarray]:
         self._success = bits_match(self._state, self._goal, self.xp)

@@ -1,9 +1,4 @@
-"""Parking: a kinematic car parks into a goal spot of a walled lot, optionally between parked cars.
-
-The checked constants (``*Params``), the kernel (pure functions of arrays and their array
-module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
-vector twin (the ids' ``vector_entry_point``).
-"""
+"""Parking: a kinematic car parks into a goal spot of a walled lot, maybe between parked cars."""
 
 from __future__ import annotations
 
@@ -21,14 +16,14 @@ from goalenvs.core import (
     GoalVectorEnv,
     InfoLike,
     check_choice,
-    check_goal_option,
     check_positive,
     goal_batch,
     goal_dict_space,
+    goal_obs,
     info_values,
     twin_metadata,
 )
-from goalenvs.core.backend import info_tensor, is_tensor
+from goalenvs.core.backend import cast, info_tensor, is_tensor
 from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering
 from goalenvs.envs.parking_lot import (
@@ -189,12 +184,12 @@ class _ParkingGoals:
         """
         shape, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
         p = self.params
-        difference = _cast(achieved, "float64", xp) - _cast(desired, "float64", xp)
+        difference = cast(achieved, "float64") - cast(desired, "float64")
         distance = weighted_distance(difference, p.reward_weights, xp)
         reward, _ = goal_reward(distance, _crashed(info, shape, achieved, xp), p)
         if xp is np:
             return np.asarray(reward, dtype=np.float32).reshape(shape)
-        return _cast(reward, "float32", xp).reshape(shape)
+        return cast(reward, "float32").reshape(shape)
 
     def compute_terminated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
@@ -216,11 +211,6 @@ def _crashed(info: InfoLike, shape: tuple[int, ...], like: ArrayT, xp: ModuleTyp
 # shape, in metres and m/s. Every function returns new arrays. The batch shape may be
 # empty: the single env passes numpy float64 scalars, which cost a tenth of a call on
 # 1-element arrays and round alike (the same ufunc loops, IEEE arithmetic).
-
-
-def _cast(array: ArrayT, dtype: str, xp: ModuleType) -> ArrayT:
-    """``array`` as ``xp``'s dtype named ``dtype`` (backend-specific)."""
-    return array.to(getattr(xp, dtype)) if is_tensor(array) else array.astype(getattr(xp, dtype))
 
 
 def _clip(array: ArrayT, low: float, high: float, xp: ModuleType) -> ArrayT:
@@ -280,7 +270,7 @@ def achieved_goals(state: tuple[ArrayT, ...], xp: ModuleType) -> ArrayT:
     x, y, c, s, v = state
     columns = (x / POSITION_SCALE, y / POSITION_SCALE, v * c / VELOCITY_SCALE,
                v * s / VELOCITY_SCALE, c, s)  # fmt: skip
-    return _cast(xp.stack(columns, axis=-1), "float32", xp)
+    return cast(xp.stack(columns, axis=-1), "float32")
 
 
 def weighted_distance(difference: ArrayT, weights: tuple[float, ...], xp: ModuleType) -> ArrayT:
@@ -356,11 +346,11 @@ def evaluate(
     The reward is :meth:`ParkingEnv.compute_reward` of the float32 goals, to the bit.
     """
     achieved = achieved_goals(state, xp)
-    difference = _cast(achieved, "float64", xp) - _cast(desired_goal, "float64", xp)
+    difference = cast(achieved, "float64") - cast(desired_goal, "float64")
     distance = weighted_distance(difference, params.reward_weights, xp)
     crashed = crashes(state, parked, spot_centers, params, xp)
     reward, success = goal_reward(distance, crashed, params)
-    return achieved, _cast(reward, "float32", xp), success, crashed
+    return achieved, cast(reward, "float32"), success, crashed
 
 
 def draw_episode(
@@ -615,15 +605,11 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Starts an episode; ``options`` may pin ``"goal"`` (scaled) and ``"car"``."""
         super().reset(seed=seed)
-        goal = car = None
-        if options:
-            if options.get("goal") is not None:
-                goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
-            if options.get("car") is not None:
-                car = check_car_option(options["car"], self.params.max_speed)
-        state, goal, parked = start_episode(self.np_random, self.params, goal, car)
+        goal, car = self._pinned_goal(options), (options or {}).get("car")
+        if car is not None:
+            car = check_car_option(car, self.params.max_speed)
+        state, self._goal, self._parked = start_episode(self.np_random, self.params, goal, car)
         self._state = tuple(np.float64(value) for value in state)
-        self._goal, self._parked = goal, parked
         self._elapsed = 0
         self._last_reward = None
         self._has_reset = True
@@ -649,11 +635,7 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
             self._state, self._goal, self._parked, SPOT_CENTERS, self.params, np
         )
         self._success, self._crashed = bool(success), bool(crashed)
-        obs = {
-            "observation": achieved,
-            "achieved_goal": achieved.copy(),
-            "desired_goal": self._goal.copy(),
-        }
+        obs = goal_obs(achieved, achieved.copy(), self._goal.copy())
         return obs, float(reward)
 
     def _draw_frame(self, canvas: Canvas) -> None:
@@ -671,9 +653,8 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
 
 
 class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """The vector twin of :class:`ParkingEnv` (see :class:`GoalVectorEnv` for what a twin
-    adds and guarantees); ``options={"car": ...}`` and ``{"goal": ...}`` take one value for
-    all sub-envs or one row each."""
+    """The vector twin of :class:`ParkingEnv` (:class:`GoalVectorEnv`); ``options`` ``"car"``
+    and ``"goal"`` take one value for all sub-envs or one row each."""
 
     metadata: dict[str, Any] = twin_metadata(ParkingEnv)
 
@@ -748,7 +729,7 @@ class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEn
             column[index] = value
 
     def _step_envs(self, actions: np.ndarray) -> None:
-        self._state = advance(self._state, _cast(actions, "float64", self.xp), self.params, self.xp)
+        self._state = advance(self._state, cast(actions, "float64"), self.params, self.xp)
 
     def _observation(self) -> dict[str, np.ndarray]:
         # GoalVectorEnv asks for it once after each step or reset, when the sub-envs that
@@ -756,11 +737,9 @@ class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEn
         self._achieved, self._reward, self._success, self._crashed = evaluate(
             self._state, self._goal, self._parked, self._spot_centers, self.params, self.xp
         )
-        return {
-            "observation": self.fresh(self._achieved),
-            "achieved_goal": self.fresh(self._achieved),
-            "desired_goal": self.fresh(self._goal),
-        }
+        return goal_obs(
+            self.fresh(self._achieved), self.fresh(self._achieved), self.fresh(self._goal)
+        )
 
     def _step_info(self) -> dict[str, np.ndarray]:
         return {"is_success": self.fresh(self._success), "crashed": self.fresh(self._crashed)}

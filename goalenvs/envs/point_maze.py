@@ -5,10 +5,6 @@ The maze is a grid of square cells of side 1, walls or free, given as ``maze_map
 umaze, medium and large. Collisions are exact: the point moves one axis at a time and each
 move, shorter than a cell, stops on the face of the wall cell it would enter, so it can
 never tunnel through a wall or cut a corner.
-
-The checked constants (``*Params``), the kernel (pure functions of arrays and their array
-module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
-vector twin (the ids' ``vector_entry_point``).
 """
 
 from __future__ import annotations
@@ -34,7 +30,7 @@ from goalenvs.core import (
     goal_dict_space,
     twin_metadata,
 )
-from goalenvs.core.backend import constant_like, is_tensor
+from goalenvs.core.backend import cast, constant_like
 from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, import_pygame
 from goalenvs.envs.planar import (
@@ -290,11 +286,6 @@ class _PointMazeGoals(PlanarGoals):
 # --------------------------------------------------------------------------- kernel
 
 
-def _index(x: ArrayT, xp: ModuleType) -> ArrayT:
-    """Integer cell indices from whole-number floats (the one backend-specific line)."""
-    return x.long() if is_tensor(x) else x.astype(np.int64)
-
-
 def maze_distance(
     achieved: ArrayT, desired: ArrayT, walls_up: ArrayT, path_lengths: ArrayT, xp: ModuleType
 ) -> ArrayT:
@@ -303,8 +294,8 @@ def maze_distance(
     top_y, top_x = walls_up.shape[0] - 1, cols - 1
 
     def flat_cell(g: Any) -> Any:
-        ix = xp.clip(_index(xp.floor(g[..., 0]), xp) + 1, 0, top_x)
-        iy = xp.clip(_index(xp.floor(g[..., 1]), xp) + 1, 0, top_y)
+        ix = xp.clip(cast(xp.floor(g[..., 0]), "int64") + 1, 0, top_x)
+        iy = xp.clip(cast(xp.floor(g[..., 1]), "int64") + 1, 0, top_y)
         return iy * cols + ix
 
     if xp is np:
@@ -313,7 +304,7 @@ def maze_distance(
         a, d = xp.broadcast_tensors(flat_cell(achieved), flat_cell(desired))
     straight = goal_distance(achieved, desired, xp)
     distance = xp.where(a == d, straight, path_lengths[a, d])
-    return distance.astype(np.float32) if xp is np else distance.float()
+    return cast(distance, "float32")
 
 
 def _move_axis(
@@ -334,8 +325,8 @@ def _move_axis(
     """
     target = moving + speed * dt
     cell = xp.floor(moving)
-    other_index = _index(xp.floor(other), xp) + 1
-    target_index = _index(xp.floor(target), xp) + 1
+    other_index = cast(xp.floor(other), "int64") + 1
+    target_index = cast(xp.floor(target), "int64") + 1
     hit = walls_up[other_index, target_index] if along_x else walls_up[target_index, other_index]
     face = xp.where(speed > 0, cell + (1 - _SKIN), cell + _SKIN)
     return xp.where(hit, face, target), xp.where(hit, 0.0 * speed, speed)
@@ -562,7 +553,7 @@ class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": (x, y)}`` pins the goal."""
         super().reset(seed=seed)
-        goal = self._pinned_goal(options, self.params.check_goal)
+        goal = self._pinned_goal(options)
         start, target = draw_episode(self.np_random, self.params, goal)
         self._position, self._goal = start[None], target[None]
         self._velocity = np.zeros((1, 2), np.float32)
@@ -589,8 +580,7 @@ class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
 
 
 class PointMazeVectorEnv(_PointMazeFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """The vector twin of :class:`PointMazeEnv` (see :class:`GoalVectorEnv` for what a twin
-    adds and guarantees)."""
+    """The vector twin of :class:`PointMazeEnv` (:class:`GoalVectorEnv`)."""
 
     metadata: dict[str, object] = twin_metadata(PointMazeEnv)
 
@@ -628,10 +618,6 @@ class PointMazeVectorEnv(_PointMazeFaces, PointMassTwin, TwinRendering, GoalVect
 
     episode_state = ("_position", "_goal")
     zeroed_on_reset = ("_velocity",)
-
-    def _check_goal(self, goal: object) -> np.ndarray:
-        space = self.single_observation_space["desired_goal"]
-        return self.params.check_goal(goal, space, self.num_envs)
 
     def _draw_episode(
         self, rng: np.random.Generator, goal: np.ndarray | None = None

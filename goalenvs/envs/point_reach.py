@@ -1,9 +1,4 @@
-"""PointReach: a 2D point mass accelerates to a goal position.
-
-The checked constants (``*Params``), the kernel (pure functions of arrays and their array
-module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
-vector twin (the ids' ``vector_entry_point``).
-"""
+"""PointReach: a 2D point mass accelerates to a goal position."""
 
 from __future__ import annotations
 
@@ -305,8 +300,7 @@ class PointReachEnv(_PointReachFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv)
 
 
 class PointReachVectorEnv(_PointReachFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """The vector twin of :class:`PointReachEnv` (see :class:`GoalVectorEnv` for what a twin
-    adds and guarantees)."""
+    """The vector twin of :class:`PointReachEnv` (:class:`GoalVectorEnv`)."""
 
     metadata: dict[str, object] = twin_metadata(PointReachEnv)
 
