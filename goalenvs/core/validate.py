@@ -112,20 +112,15 @@ def check_action(action: object, space: spaces.Space, name: str = "action") -> n
         return np.minimum(np.maximum(arr, space.low), space.high).astype(space.dtype, copy=False)
     if isinstance(space, spaces.Discrete):
         if isinstance(action, (int, np.integer)) and not isinstance(action, bool):
-            # The common case, an int: no array round trip.
-            if not space.start <= action < space.start + space.n:
-                raise ValueError(
-                    f"{name}={action} is outside {space}: expected an integer in "
-                    f"[{space.start}, {space.start + space.n})"
+            value = action  # the common case, an int: no array round trip
+        else:
+            arr = np.asarray(action)
+            if arr.shape not in ((), (1,)) or arr.dtype.kind not in "iu":
+                raise TypeError(
+                    f"{name} must be an integer for {space}, got {action!r} "
+                    f"(shape {arr.shape}, dtype {arr.dtype})"
                 )
-            return np.asarray(action, dtype=np.int64)
-        arr = np.asarray(action)
-        if arr.shape not in ((), (1,)) or arr.dtype.kind not in "iu":
-            raise TypeError(
-                f"{name} must be an integer for {space}, got {action!r} "
-                f"(shape {arr.shape}, dtype {arr.dtype})"
-            )
-        value = int(arr.reshape(()))
+            value = int(arr.reshape(()))
         if not space.start <= value < space.start + space.n:
             raise ValueError(
                 f"{name}={value} is outside {space}: expected an integer in "

@@ -234,9 +234,14 @@ class _Layout:
 class _BitFlippingFaces(_BitFlippingGoals, CanvasRendering):
     """What both faces share: the goal functions and the frame (the twin's shows sub-env 0)."""
 
-    _layout: _Layout
     _state: Any
     _goal: Any
+
+    def _set_params(self, n_bits: int, continuous: bool, fixed_goal: bool) -> None:
+        self.params = BitFlippingParams(n_bits, continuous, fixed_goal)
+        self.n_bits, self.continuous = self.params.n_bits, self.params.continuous
+        self.fixed_goal = self.params.fixed_goal
+        self._layout = _Layout(self.n_bits)
 
     def _new_canvas(self) -> Canvas:
         import_pygame()
@@ -331,17 +336,13 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
         max_episode_steps: int | None = None,
         render_mode: str | None = None,
     ) -> None:
-        self.params = BitFlippingParams(n_bits, continuous, fixed_goal)
-        self.n_bits = self.params.n_bits
-        self.continuous = self.params.continuous
-        self.fixed_goal = self.params.fixed_goal
+        self._set_params(n_bits, continuous, fixed_goal)
         if max_episode_steps is not None:
             check_positive("max_episode_steps", max_episode_steps, integer=True)
         self.max_episode_steps = self.n_bits if max_episode_steps is None else max_episode_steps
         self._setup(render_mode)
         self._state = np.zeros((1, self.n_bits), np.float32)
         self._goal = np.zeros((1, self.n_bits), np.float32)
-        self._layout = _Layout(self.n_bits)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
@@ -418,10 +419,7 @@ class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # 
         render_mode: str | None = None,
         device: DeviceLike = None,
     ) -> None:
-        self.params = BitFlippingParams(n_bits, continuous, fixed_goal)
-        self.n_bits = self.params.n_bits
-        self.continuous = self.params.continuous
-        self.fixed_goal = self.params.fixed_goal
+        self._set_params(n_bits, continuous, fixed_goal)
         steps = self.n_bits if max_episode_steps is None else max_episode_steps
         super().__init__(
             num_envs, *self.params.spaces(), steps, autoreset_mode, render_mode, device
@@ -429,7 +427,6 @@ class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # 
         self._state = self.zeros((self.num_envs, self.n_bits), np.float32)
         self._goal = self.zeros((self.num_envs, self.n_bits), np.float32)
         self._success = self.zeros(self.num_envs, bool)
-        self._layout = _Layout(self.n_bits)
 
     episode_state = ("_state", "_goal")
 
