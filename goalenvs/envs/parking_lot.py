@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
+from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line
 
 # --------------------------------------------------------------------------- lot layout
 # Two rows of spots face each other across a lane; walls enclose the lot (highway-env's
@@ -191,15 +191,4 @@ class LotPainter:
 
 def keys_to_action() -> dict[tuple[int, ...], np.ndarray]:
     """Arrow keys for :func:`gymnasium.utils.play.play`: up/down throttle, left/right steer."""
-    pg = import_pygame()
-    throttle = {pg.K_UP: 1.0, pg.K_DOWN: -1.0}
-    steering = {pg.K_LEFT: 1.0, pg.K_RIGHT: -1.0}
-    mapping: dict[tuple[int, ...], np.ndarray] = {}
-    for t_key in (None, *throttle):
-        for s_key in (None, *steering):
-            keys = tuple(sorted(k for k in (t_key, s_key) if k is not None))
-            if keys:
-                mapping[keys] = np.array(
-                    [throttle.get(t_key, 0.0), steering.get(s_key, 0.0)], dtype=np.float32
-                )
-    return mapping
+    return arrow_keys(up=(1.0, 0.0), left=(0.0, 1.0))
