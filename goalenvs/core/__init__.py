@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from goalenvs.core.backend import (
     InfoLike,
-    check_tensor_actions,
     info_values,
     is_tensor,
     resolve_device,
@@ -43,6 +42,7 @@ from goalenvs.core.validate import (
     check_in_range,
     check_int,
     check_positive,
+    check_tensor_actions,
     parse_autoreset_mode,
     parse_json_object,
 )

@@ -16,7 +16,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from gymnasium import spaces
 
 if TYPE_CHECKING:
     import torch
@@ -90,61 +89,6 @@ def constant_like(value: np.ndarray, like: object, cache: dict[Any, Any]) -> obj
 
         tensor = cache[like.device] = torch.as_tensor(value, device=like.device)
     return tensor
-
-
-def check_tensor_actions(
-    actions: object, single_space: spaces.Space, num_envs: int, device: Any, bounds: Any = None
-) -> object:
-    """:func:`goalenvs.core.check_actions` for a twin on a torch device: the same rules.
-
-    ``actions`` is a tensor on ``device`` or an array-like (copied there); ``bounds`` is
-    the Box's ``(low, high)`` as tensors on ``device`` or as two floats (the same bound
-    for every dimension). Returns a tensor on ``device``.
-    One host synchronisation per call: the finiteness / range test.
-    """
-    import torch
-
-    if isinstance(actions, torch.Tensor):
-        if actions.device != device:
-            raise ValueError(
-                f"actions is a tensor on {actions.device}, expected one on this env's device "
-                f"{device} (or an array-like)"
-            )
-        arr = actions
-    else:
-        arr = torch.as_tensor(np.asarray(actions), device=device)
-    if isinstance(single_space, spaces.Box):
-        expected = (num_envs, *single_space.shape)
-        if arr.is_complex() or arr.dtype == torch.bool:
-            raise TypeError(f"actions must be a real-valued array, got dtype {arr.dtype}")
-        if tuple(arr.shape) != expected:
-            raise ValueError(
-                f"actions has shape {tuple(arr.shape)}, expected {expected} "
-                f"(num_envs, *{single_space.shape})"
-            )
-        if arr.dtype != torch.float32:
-            arr = arr.to(torch.float32)
-        if not bool(torch.isfinite(arr).all()):
-            finite = torch.isfinite(arr).reshape(num_envs, -1).all(dim=1)
-            bad = (~finite).nonzero()[:8, 0].tolist()
-            raise ValueError(f"actions must be finite; sub-envs {bad} got {arr[bad[0]]!r}")
-        low, high = bounds
-        return torch.clamp(arr, low, high)
-    if isinstance(single_space, spaces.Discrete):
-        if arr.is_floating_point() or arr.is_complex() or arr.dtype == torch.bool:
-            raise TypeError(f"actions must be integers for {single_space}, got dtype {arr.dtype}")
-        if tuple(arr.shape) != (num_envs,):
-            raise ValueError(f"actions has shape {tuple(arr.shape)}, expected ({num_envs},)")
-        lo, hi = single_space.start, single_space.start + single_space.n
-        outside = (arr < lo) | (arr >= hi)
-        if bool(outside.any()):
-            first = int(outside.nonzero()[0, 0])
-            raise ValueError(
-                f"actions[{first}]={int(arr[first])} is outside {single_space}: expected "
-                f"integers in [{lo}, {hi})"
-            )
-        return arr.to(torch.int64)
-    raise TypeError(f"check_tensor_actions does not support {single_space}")
 
 
 def resolve_device(device: str | torch.device) -> torch.device:

@@ -19,7 +19,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from goalenvs.core.backend import InfoLike, array_backend, check_tensor_actions
+from goalenvs.core.backend import InfoLike, array_backend
 from goalenvs.core.contract import GoalFunctions, goal_batch
 from goalenvs.core.types import DeviceLike
 from goalenvs.core.validate import (
@@ -330,19 +330,13 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
 
     def step(self, actions: object) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
         """Steps every sub-env with one batched kernel call; actions are checked by
-        :func:`check_actions` (:func:`check_tensor_actions` on a device)."""
+        :func:`check_actions`."""
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
-        if self.device is None:
-            actions = check_actions(actions, self.single_action_space, self.num_envs)
-        else:
-            actions = check_tensor_actions(
-                actions,
-                self.single_action_space,
-                self.num_envs,
-                self.device,
-                getattr(self, "_action_bounds", None),
-            )
+        bounds = getattr(self, "_action_bounds", None)
+        actions = check_actions(
+            actions, self.single_action_space, self.num_envs, self.device, bounds
+        )
         if self.autoreset_mode == AutoresetMode.DISABLED and self.backend.any(self._needs_reset):
             raise RuntimeError(
                 f"sub-envs {self.backend.where_true(self._needs_reset)[:8].tolist()} ended their "
