@@ -234,7 +234,7 @@ class PointMazeParams:
     def check_goal(self, goal: object, space: Space, batch: int | None = None) -> np.ndarray:
         """A pinned ``options["goal"]``, checked to lie in the maze and in a free cell."""
         arr = check_goal_option(goal, space, batch)
-        inside_wall = self.walls_up[_cell_y(arr[..., 1]), _cell_x(arr[..., 0])]
+        inside_wall = self.walls_up[_cell(arr[..., 1]), _cell(arr[..., 0])]
         if np.any(inside_wall):
             raise ValueError(
                 f"options['goal']={arr.tolist()} lies inside a wall; expected a point in a free "
@@ -243,12 +243,9 @@ class PointMazeParams:
         return arr
 
 
-def _cell_x(x: np.ndarray) -> np.ndarray:
-    return np.clip(np.floor(x).astype(np.int64) + 1, 0, None)
-
-
-def _cell_y(y: np.ndarray) -> np.ndarray:
-    return np.clip(np.floor(y).astype(np.int64) + 1, 0, None)
+def _cell(coordinate: np.ndarray) -> np.ndarray:
+    """The index of a coordinate's cell in the bordered ``walls_up`` grid."""
+    return np.clip(np.floor(coordinate).astype(np.int64) + 1, 0, None)
 
 
 # --------------------------------------------------------------------------- goal functions
