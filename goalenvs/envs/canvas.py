@@ -46,11 +46,8 @@ class Window:
     """The one on-screen window: shows surfaces or RGB frames and collects input events.
 
     pygame has a single display, so the most recent window to show something owns it;
-    closing a window that no longer owns the display leaves the display alone.
-
-    Args:
-        size: (width, height) in pixels.
-        title: the window caption.
+    closing a window that no longer owns the display leaves the display alone. ``size``
+    is (width, height) in pixels.
     """
 
     _owner: Window | None = None

@@ -25,7 +25,7 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import cast, info_tensor, is_tensor
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering
+from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, arrow_keys
 from goalenvs.envs.parking_lot import (
     GOAL_SIZE,
     LANE_HALF_WIDTH,
@@ -45,7 +45,6 @@ from goalenvs.envs.parking_lot import (
     WALL_Y,
     LotPainter,
     check_car_option,
-    keys_to_action,
     spot_at,
 )
 from goalenvs.envs.single import EpisodeBookkeeping
@@ -646,7 +645,7 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys: up/down throttle, left/right steering (float32 actions)."""
-        return keys_to_action()
+        return arrow_keys(up=(1.0, 0.0), left=(0.0, 1.0))
 
 
 # --------------------------------------------------------------------------- vector env

@@ -1,6 +1,6 @@
 """The parking lot of :mod:`goalenvs.envs.parking`: its layout (the constants the
 kernel reads), the spot under a point, the check of a car placed in it
-(``options["car"]``), its drawing and its keyboard controls. It knows nothing of the car
+(``options["car"]``) and its drawing. It knows nothing of the car
 beyond the length and width it draws."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from goalenvs.envs.canvas import Canvas, arrow_keys, hud_line
+from goalenvs.envs.canvas import Canvas, hud_line
 
 # --------------------------------------------------------------------------- lot layout
 # Two rows of spots face each other across a lane; walls enclose the lot (highway-env's
@@ -187,8 +187,3 @@ class LotPainter:
             cv.circle((x, y), 0.75 * length, _COLORS["crash"], width=3)
             hud = "CRASH  " + hud
         cv.text(hud, (8, 6), _COLORS["crash"] if crashed else _COLORS["hud"], size=20)
-
-
-def keys_to_action() -> dict[tuple[int, ...], np.ndarray]:
-    """Arrow keys for :func:`gymnasium.utils.play.play`: up/down throttle, left/right steer."""
-    return arrow_keys(up=(1.0, 0.0), left=(0.0, 1.0))
