@@ -29,6 +29,21 @@ def goal_distance(achieved: ArrayT, desired: ArrayT, xp: ModuleType) -> ArrayT:
     return xp.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
 
 
+def accelerate(
+    velocity: ArrayT, action: ArrayT, action_scale: float, dt: float, max_speed: float,
+    xp: ModuleType,
+) -> ArrayT:  # fmt: skip
+    """The ``(batch, 2)`` velocities after a step of semi-implicit Euler: ``v += action *
+    action_scale * dt``, then rescaled to norm ``max_speed`` where faster (PointReach's,
+    PointMaze's and Push's pusher's)."""
+    v = velocity + action * (action_scale * dt)
+    speed = xp.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1])[:, None]
+    # divide, not /: torch's scalar / tensor multiplies by a reciprocal, numpy divides.
+    scale = xp.divide(max_speed, xp.clip(speed, max_speed, None))
+    # Clipping after the rescale only absorbs float32 rounding (the Box bound).
+    return xp.clip(v * scale, -max_speed, max_speed)
+
+
 def reach_reward(
     distance: ArrayT, distance_threshold: float, reward_type: str, xp: ModuleType
 ) -> ArrayT:

@@ -40,6 +40,7 @@ from goalenvs.envs.planar import (
     PlanarGoals,
     PointMassEnv,
     PointMassTwin,
+    accelerate,
     draw_point_mass,
     goal_distance,
 )
@@ -345,14 +346,8 @@ def maze_step(
     ``max_speed``, ``p += v * dt``), with the move split into x then y so that each axis
     stops at the wall it would enter (:func:`_move_axis`).
     """
-    v = velocity + action * (action_scale * dt)
+    v = accelerate(velocity, action, action_scale, dt, max_speed, xp)
     vx, vy = v[:, 0], v[:, 1]
-    speed = xp.sqrt(vx * vx + vy * vy)
-    # divide, not /: torch's scalar / tensor multiplies by a reciprocal, numpy divides.
-    scale = xp.divide(max_speed, xp.clip(speed, max_speed, None))
-    # Clipping after the rescale only absorbs float32 rounding (the Box bound).
-    vx = xp.clip(vx * scale, -max_speed, max_speed)
-    vy = xp.clip(vy * scale, -max_speed, max_speed)
     x, vx = _move_axis(position[:, 0], position[:, 1], vx, dt, walls_up, True, xp)
     y, vy = _move_axis(position[:, 1], x, vy, dt, walls_up, False, xp)
     return xp.stack([x, y], axis=1), xp.stack([vx, vy], axis=1)

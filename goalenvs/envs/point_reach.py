@@ -29,6 +29,7 @@ from goalenvs.envs.planar import (
     PlanarGoals,
     PointMassEnv,
     PointMassTwin,
+    accelerate,
     arena_canvas,
     draw_point_mass,
     goal_distance,
@@ -94,12 +95,7 @@ def reach_step(
     the wall and loses the velocity component into it (it can still slide along it).
     """
     p = params
-    v = velocity + action * (p.action_scale * p.dt)
-    vx, vy = v[:, 0], v[:, 1]
-    # divide, not /: torch's scalar / tensor multiplies by a reciprocal, numpy divides.
-    scale = xp.divide(p.max_speed, xp.clip(xp.sqrt(vx * vx + vy * vy), p.max_speed, None))
-    # Clipping after the rescale only absorbs float32 rounding (the Box bound).
-    v = xp.clip(xp.stack([vx * scale, vy * scale], axis=1), -p.max_speed, p.max_speed)
+    v = accelerate(velocity, action, p.action_scale, p.dt, p.max_speed, xp)
     moved = position + v * p.dt
     inside = xp.abs(moved) <= p.bound
     return xp.clip(moved, -p.bound, p.bound), xp.where(inside, v, 0.0)

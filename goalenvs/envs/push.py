@@ -34,6 +34,7 @@ from goalenvs.envs.planar import (
     TEXT,
     PlanarGoals,
     PlanarRendering,
+    accelerate,
     arena_canvas,
     goal_distance,
     reach_reward,
@@ -119,11 +120,7 @@ def push_step(
        overlap is left there pushes the pusher back instead.
     """
     # 1. pusher: PointReach's semi-implicit Euler with inelastic table edges.
-    v = pusher_velocity + action * (p.action_scale * p.dt)
-    speed = xp.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1])[:, None]
-    # divide, not /: torch's scalar / tensor multiplies by a reciprocal, numpy divides.
-    scale = xp.divide(p.max_speed, xp.clip(speed, p.max_speed, None))
-    v = xp.clip(v * scale, -p.max_speed, p.max_speed)
+    v = accelerate(pusher_velocity, action, p.action_scale, p.dt, p.max_speed, xp)
     moved = pusher + v * p.dt
     pusher = xp.clip(moved, -p.bound, p.bound)
     v = xp.where(moved == pusher, v, 0.0 * v)
