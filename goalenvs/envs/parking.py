@@ -28,7 +28,6 @@ from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, arrow_keys
 from goalenvs.envs.parking_lot import (
     GOAL_SIZE,
-    LANE_HALF_WIDTH,
     N_SPOTS,
     POSITION_SCALE,
     SPOT_CENTER_Y,
@@ -36,7 +35,6 @@ from goalenvs.envs.parking_lot import (
     SPOT_DEPTH,
     SPOT_GOALS,
     SPOT_WIDTH,
-    SPOT_X,
     SPOTS_PER_ROW,
     START_HALF_X,
     START_HALF_Y,
@@ -425,12 +423,10 @@ def draw_episodes_on_device(
     else:
         desired = goal.float().expand(count, GOAL_SIZE).clone()
         # A pinned goal inside an occupied spot swaps that spot with the drawn (free) one.
-        gx, gy = desired[:, 0].double() * POSITION_SCALE, desired[:, 1].double() * POSITION_SCALE
-        row_y = gy.abs() - LANE_HALF_WIDTH
-        column = torch.floor((gx - float(SPOT_X[0])) / SPOT_WIDTH + 0.5).long()
-        inside = (row_y >= 0) & (row_y <= SPOT_DEPTH) & (column >= 0) & (column < SPOTS_PER_ROW)
-        spot = (column + SPOTS_PER_ROW * (gy > 0).long()).clamp(0, N_SPOTS - 1)
-        swap = inside & parked[rows, spot]
+        scaled = desired[:, :2].double() * POSITION_SCALE
+        spot = spot_at(scaled[:, 0], scaled[:, 1], torch)
+        swap = (spot >= 0) & parked[rows, spot.clamp(min=0)]
+        spot = spot.clamp(min=0)
         parked[rows, spot] = parked[rows, spot] & ~swap
         parked[rows, goal_spot] = parked[rows, goal_spot] | swap
     if car is not None:

@@ -6,9 +6,12 @@ beyond the length and width it draws."""
 from __future__ import annotations
 
 import math
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
+from goalenvs.core.backend import cast
 from goalenvs.envs.canvas import Canvas, hud_line
 
 # --------------------------------------------------------------------------- lot layout
@@ -48,13 +51,12 @@ START_HALF_X = 4.0  # m: the car starts within +-4 m of the lot centre along the
 START_HALF_Y = 1.0  # m: and within +-1 m across it
 
 
-def spot_at(x: float, y: float) -> int:
-    """The spot containing the point (x, y) in metres, or -1."""
+def spot_at(x: Any, y: Any, xp: ModuleType = np) -> Any:
+    """The spot containing the point (x, y) in metres, or -1: floats, or arrays of ``xp``."""
     row_y = abs(y) - LANE_HALF_WIDTH
-    column = math.floor((x - SPOT_X[0]) / SPOT_WIDTH + 0.5)
-    if 0.0 <= row_y <= SPOT_DEPTH and 0 <= column < SPOTS_PER_ROW:
-        return column + (SPOTS_PER_ROW if y > 0 else 0)
-    return -1
+    column = cast(xp.floor((x - SPOT_X[0]) / SPOT_WIDTH + 0.5), "int64")
+    inside = (row_y >= 0) & (row_y <= SPOT_DEPTH) & (column >= 0) & (column < SPOTS_PER_ROW)
+    return xp.where(inside, column + SPOTS_PER_ROW * (y > 0), -1)
 
 
 # --------------------------------------------------------------------------- cars in the lot
