@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -23,6 +23,7 @@ from goalenvs.core import (
     goal_obs,
     twin_metadata,
 )
+from goalenvs.core.backend import NumpyArrays, TorchArrays
 from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, import_pygame
 from goalenvs.envs.single import EpisodeBookkeeping
@@ -136,63 +137,65 @@ def random_patterns(rngs: Sequence[np.random.Generator], n_bits: int, count: int
     return bits[..., :n_bits].astype(np.float32)
 
 
+def draw_bit_episodes(
+    patterns: Callable[[Any, int], Any],
+    count: int,
+    params: BitFlippingParams,
+    goal: Any,
+    arrays: NumpyArrays,
+) -> tuple[Any, Any]:
+    """``count`` episodes' ``(start, goal)``, float32 ``(count, n_bits)`` arrays of
+    ``arrays``' backend; ``patterns(rows, k)`` draws ``k`` new patterns for each episode of
+    ``rows`` (None: every one), ``(len(rows), k, n_bits)``.
+
+    The goal is ``goal`` when given (one, or one per episode), else all ones with
+    ``fixed_goal``, else a random pattern drawn after the start. A start equal to its goal
+    (an episode solved before it begins) is redrawn, one pattern at a time: the start when
+    the goal is fixed or given, else the goal.
+    """
+    xp, random_goal = arrays.xp, goal is None and not params.fixed_goal
+    drawn = patterns(None, 2 if random_goal else 1)
+    start = arrays.fresh(drawn[:, 0])
+    if random_goal:
+        target = arrays.fresh(drawn[:, 1])
+    else:
+        pinned = arrays.constant(np.ones(params.n_bits, np.float32)) if goal is None else goal
+        target = arrays.float32(arrays.fresh(xp.broadcast_to(pinned, start.shape)))
+    redrawn = target if random_goal else start
+    same = arrays.where_true(bits_match(start, target, xp))
+    while len(same):  # 2 ** -n_bits of the episodes
+        redrawn[same] = patterns(same, 1)[:, 0]
+        same = same[bits_match(start[same], target[same], xp)]
+    return start, target
+
+
 def draw_episodes(
     rngs: Sequence[np.random.Generator], params: BitFlippingParams, goal: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One episode per generator: ``(start, goal)``, float32 ``(len(rngs), n_bits)``.
+    """:func:`draw_bit_episodes` of one episode per generator, each reading
+    :func:`random_patterns` of its own generator only (so batching never changes it)."""
 
-    The goal is ``goal`` when given (one, or one per generator), else all ones with
-    ``fixed_goal``, else a random pattern drawn after the start. A start equal to its goal
-    (an episode solved before it begins) is redrawn, one pattern at a time from that
-    episode's generator: the start when the goal is fixed or given, else the goal.
-    Each episode reads only its own generator, so batching never changes it.
-    """
-    n, n_bits = len(rngs), params.n_bits
-    random_goal = goal is None and not params.fixed_goal
-    if random_goal:
-        start, target = np.moveaxis(random_patterns(rngs, n_bits, 2), 1, 0).copy()
-    else:
-        start = random_patterns(rngs, n_bits, 1)[:, 0]
-        target = np.array(np.broadcast_to(1.0 if goal is None else goal, (n, n_bits)), np.float32)
-    redrawn = target if random_goal else start
-    same = np.flatnonzero(bits_match(start, target, np))
-    while same.size:
-        redrawn[same] = random_patterns([rngs[i] for i in same.tolist()], n_bits, 1)[:, 0]
-        same = same[bits_match(start[same], target[same], np)]
-    return start, target
+    def patterns(rows: np.ndarray | None, k: int) -> np.ndarray:
+        chosen = rngs if rows is None else [rngs[i] for i in rows.tolist()]
+        return random_patterns(chosen, params.n_bits, k)
+
+    return draw_bit_episodes(patterns, len(rngs), params, goal, NumpyArrays())
 
 
 def draw_episodes_on_device(
     generator: Any, params: BitFlippingParams, count: int, goal: Any
 ) -> tuple[Any, Any]:
-    """:func:`draw_episodes` for ``count`` sub-envs of a device twin, from one
-    ``torch.Generator``: the same distribution (uniform random bits; the same goal
-    rules and redraws), in one batch on the generator's device. ``goal`` is None or
-    ``(n_bits,)`` / ``(count, n_bits)`` pinned goals as a tensor there. Returns float32
-    ``(count, n_bits)`` starts and goals.
-    """
+    """:func:`draw_bit_episodes` for ``count`` sub-envs of a device twin, uniform random
+    bits from one ``torch.Generator`` (``goal``: None, or pinned goals as a tensor there)."""
     import torch
 
-    n_bits, device = params.n_bits, generator.device
+    def patterns(rows: Any, k: int) -> Any:
+        shape = (count if rows is None else len(rows), params.n_bits)
+        device = generator.device
+        draws = [torch.randint(0, 2, shape, generator=generator, device=device) for _ in range(k)]
+        return torch.stack(draws, dim=1).float()
 
-    def patterns(n: int) -> Any:
-        shape = (n, n_bits)
-        return torch.randint(0, 2, shape, generator=generator, device=device).float()
-
-    random_goal = goal is None and not params.fixed_goal
-    start = patterns(count)
-    if random_goal:
-        target = patterns(count)
-    else:
-        fixed = torch.ones(n_bits, device=device) if goal is None else goal.float()
-        target = fixed.expand(count, n_bits).clone()
-    redrawn = target if random_goal else start
-    same = bits_match(start, target, torch)
-    while bool(same.any()):  # an episode solved before it begins: 2 ** -n_bits of them
-        rows = same.nonzero(as_tuple=True)[0]
-        redrawn[rows] = patterns(len(rows))
-        same = bits_match(start, target, torch)
-    return start, target
+    return draw_bit_episodes(patterns, count, params, goal, TorchArrays(generator.device))
 
 
 # --------------------------------------------------------------------------- rendering
