@@ -138,15 +138,12 @@ def random_patterns(rngs: Sequence[np.random.Generator], n_bits: int, count: int
 
 
 def draw_bit_episodes(
-    patterns: Callable[[Any, int], Any],
-    count: int,
-    params: BitFlippingParams,
-    goal: Any,
+    patterns: Callable[[Any, int], Any], count: int, params: BitFlippingParams, goal: Any,
     arrays: NumpyArrays,
-) -> tuple[Any, Any]:
-    """``count`` episodes' ``(start, goal)``, float32 ``(count, n_bits)`` arrays of
-    ``arrays``' backend; ``patterns(rows, k)`` draws ``k`` new patterns for each episode of
-    ``rows`` (None: every one), ``(len(rows), k, n_bits)``.
+) -> tuple[Any, Any]:  # fmt: skip
+    """``count`` episodes' float32 ``(count, n_bits)`` ``(start, goal)`` on ``arrays``'
+    backend; ``patterns(rows, k)`` draws ``(len(rows), k, n_bits)`` new patterns for the
+    episodes ``rows`` (None: all).
 
     The goal is ``goal`` when given (one, or one per episode), else all ones with
     ``fixed_goal``, else a random pattern drawn after the start. A start equal to its goal
@@ -190,8 +187,7 @@ def draw_episodes_on_device(
     import torch
 
     def patterns(rows: Any, k: int) -> Any:
-        shape = (count if rows is None else len(rows), params.n_bits)
-        device = generator.device
+        shape, device = (count if rows is None else len(rows), params.n_bits), generator.device
         draws = [torch.randint(0, 2, shape, generator=generator, device=device) for _ in range(k)]
         return torch.stack(draws, dim=1).float()
 
