@@ -396,13 +396,10 @@ def start_episode(
 def draw_episodes_on_device(
     generator: Any, params: ParkingParams, count: int, goal: Any, car: Any, spot_goals: Any
 ) -> tuple[tuple[object, ...], Any, Any]:
-    """:func:`start_episode` for ``count`` sub-envs at once, from one ``torch.Generator``.
-
-    The same distribution, in one batch on the generator's device: ``goal`` (``(6,)`` or
-    ``(count, 6)``) and ``car`` (``(4,)`` or ``(count, 4)``) pinned as tensors there, or
-    None; ``spot_goals`` is :data:`SPOT_GOALS` there. The parked spots are the first
-    ``n_parked`` of a uniform random order of the other spots (a batched permutation).
-    """
+    """:func:`start_episode`'s distribution for ``count`` sub-envs in one batch from one
+    ``torch.Generator``, on its device, where the pinned ``goal`` and ``car`` (one, or one
+    row each) and :data:`SPOT_GOALS` (``spot_goals``) lie. The parked spots are the first
+    ``n_parked`` of a uniform random order of the other spots (a batched permutation)."""
     import torch
 
     device = generator.device

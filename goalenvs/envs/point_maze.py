@@ -387,13 +387,9 @@ def draw_episode(
 def draw_episodes(
     generator: Any, free_cells: Any, position_noise: float, count: int, goal: Any
 ) -> tuple[Any, Any]:
-    """:func:`draw_episode` for ``count`` sub-envs at once, from one ``torch.Generator``.
-
-    The same distribution as the single env's draw, in one batch on the generator's
-    device (``free_cells`` is the params' table as a tensor there; ``goal`` None, or
-    ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there). Returns float32
-    ``(count, 2)`` starts and goals.
-    """
+    """:func:`draw_episode`'s distribution for ``count`` sub-envs in one batch from one
+    ``torch.Generator``: float32 ``(count, 2)`` starts and goals on its device, where
+    ``free_cells`` and the pinned ``goal`` (None, ``(2,)`` or ``(count, 2)``) lie."""
     import torch
 
     device = free_cells.device

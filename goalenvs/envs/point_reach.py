@@ -135,14 +135,9 @@ def draw_episodes(
 def draw_episodes_on_device(
     generator: torch.Generator, params: PointReachParams, count: int, goal: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`draw_episodes` for ``count`` sub-envs of a device twin, from one
-    ``torch.Generator``.
-
-    The same distribution, in one batch on the generator's device (``goal``: None, or
-    ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there), the redraw loop run
-    batched by :func:`goalenvs.core.backend.clear_points`. Returns float32 ``(count, 2)``
-    starts and goals.
-    """
+    """:func:`draw_episodes`' distribution for ``count`` sub-envs in one batch from one
+    ``torch.Generator`` (its redraws by :func:`goalenvs.core.backend.clear_points`): float32
+    ``(count, 2)`` starts and goals on its device, where a pinned ``goal`` lies."""
     import torch
 
     b, threshold = params.bound, params.distance_threshold

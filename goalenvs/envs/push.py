@@ -180,13 +180,9 @@ def draw_episode(
 def draw_episodes(
     generator: Any, params: PushParams, count: int, goal: Any
 ) -> tuple[Any, Any, Any]:
-    """:func:`draw_episode` for ``count`` sub-envs at once, from one ``torch.Generator``.
-
-    The same distribution, in one batch on the generator's device (``goal``: None, or
-    ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there), each rejection loop run
-    batched by :func:`goalenvs.core.backend.clear_points`. Returns float32 ``(count, 2)``
-    pushers, blocks and goals.
-    """
+    """:func:`draw_episode`'s distribution for ``count`` sub-envs in one batch from one
+    ``torch.Generator`` (its rejections by :func:`goalenvs.core.backend.clear_points`):
+    float32 ``(count, 2)`` pushers, blocks and goals on its device, as a pinned ``goal``."""
     import torch
 
     p = params
