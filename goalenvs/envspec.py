@@ -211,14 +211,7 @@ def rendering_error(error: BaseException) -> str | None:
     chain = _causes(error)
     if not any(_about_opengl(one) for one in chain):
         return None
-    hint = (
-        _gl_hint(chain)
-        or "set "
-        + " or ".join(
-            f"MUJOCO_GL={name} ({needs})" for name, needs in GL_BACKENDS.items() if name != "glfw"
-        )
-        + " to draw offscreen"
-    )
+    hint = _gl_hint(chain) or f"set {_backends_but('glfw')} to draw offscreen"
     root = chain[-1]
     return f"{type(root).__name__}: {_message(root)}; {hint}"
 
@@ -253,13 +246,15 @@ def _gl_hint(chain: list[BaseException]) -> str | None:
     value = os.environ.get("MUJOCO_GL", "").strip()
     if not value or not any(_about_opengl(error) for error in chain):
         return None
-    others = " or ".join(
-        f"MUJOCO_GL={name} ({needs})" for name, needs in GL_BACKENDS.items() if name != value
-    )
     return (
         f"MUJOCO_GL={value} is set and MuJoCo could not load that rendering backend here: "
-        f"unset MUJOCO_GL, or set {others}"
+        f"unset MUJOCO_GL, or set {_backends_but(value)}"
     )
+
+
+def _backends_but(value: str) -> str:
+    """``MUJOCO_GL=name (what it needs)`` for each backend but ``value``, joined by "or"."""
+    return " or ".join(f"MUJOCO_GL={n} ({needs})" for n, needs in GL_BACKENDS.items() if n != value)
 
 
 def _about_opengl(error: BaseException) -> bool:

@@ -31,14 +31,6 @@ def _module_name(path: Path) -> str:
 
 MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
-# The cycles not cut yet, each the set of modules that reach each other through their
-# imports. The list only shrinks: an entry that is no longer a cycle fails the test.
-KNOWN_CYCLES: list[set[str]] = []
-
-# (module, the private name it uses from another module) not made public or local yet; the
-# list only shrinks, as KNOWN_CYCLES.
-KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
-
 
 @dataclass(frozen=True)
 class Import:
@@ -138,11 +130,8 @@ def import_cycles(imports: dict[str, list[Import]]) -> list[set[str]]:
 
 def test_no_two_goalenvs_modules_import_each_other():
     imports = package_imports()
-    found = import_cycles(imports)
     described = []
-    for cycle in found:
-        if cycle in KNOWN_CYCLES:
-            continue
+    for cycle in import_cycles(imports):
         lines = sorted(
             {
                 f"{i.where} imports {i.module}"
@@ -156,8 +145,6 @@ def test_no_two_goalenvs_modules_import_each_other():
         "modules that import each other are one module, or a missing third one:\n"
         + "\n".join(described)
     )
-    gone = [sorted(cycle) for cycle in KNOWN_CYCLES if cycle not in found]
-    assert not gone, f"no longer a cycle, take it off KNOWN_CYCLES: {gone}"
 
 
 def test_the_cycle_finder_follows_imports_in_functions_and_under_type_checking():
@@ -224,18 +211,15 @@ def private_names_used(tree: ast.AST, module: str, package: str) -> set[str]:
 
 
 def test_no_goalenvs_module_uses_a_private_name_of_another():
-    found = {
+    found = sorted(
         (module, name)
         for module, path in MODULES.items()
         for name in private_names_used(_tree(path), module, _package_of(module))
-    }
-    new = sorted(found - KNOWN_PRIVATE_IMPORTS)
-    assert not new, (
-        "a name another module uses is public: drop its underscore (and document it), "
-        f"or keep its use inside its module: {new}"
     )
-    gone = sorted(KNOWN_PRIVATE_IMPORTS - found)
-    assert not gone, f"no longer used, take it off KNOWN_PRIVATE_IMPORTS: {gone}"
+    assert not found, (
+        "a name another module uses is public: drop its underscore (and document it), "
+        f"or keep its use inside its module: {found}"
+    )
 
 
 def test_the_private_name_finder_sees_imports_and_module_attributes():

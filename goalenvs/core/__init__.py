@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from goalenvs.core.backend import (
     InfoLike,
-    check_tensor_actions,
     info_values,
     is_tensor,
     resolve_device,
@@ -32,6 +31,7 @@ from goalenvs.core.contract import (
     goal_arrays,
     goal_batch,
     goal_dict_space,
+    goal_obs,
 )
 from goalenvs.core.io import command_name
 from goalenvs.core.validate import (
@@ -42,6 +42,7 @@ from goalenvs.core.validate import (
     check_in_range,
     check_int,
     check_positive,
+    check_tensor_actions,
     parse_autoreset_mode,
     parse_json_object,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "goal_arrays",
     "goal_batch",
     "goal_dict_space",
+    "goal_obs",
     "info_values",
     "is_tensor",
     "parse_autoreset_mode",

@@ -16,7 +16,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from gymnasium import spaces
 
 if TYPE_CHECKING:
     import torch
@@ -30,6 +29,13 @@ def is_tensor(value: object) -> TypeIs[torch.Tensor]:
     the type checker narrows ``value`` by it, to a tensor or to what else it may be."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(value, torch.Tensor)
+
+
+def cast(array: Any, dtype: str) -> Any:
+    """``array``, a numpy array (or scalar) or a tensor, as the dtype named ``dtype``."""
+    return (
+        array.to(getattr(sys.modules["torch"], dtype)) if is_tensor(array) else array.astype(dtype)
+    )
 
 
 def torch_goal_arrays(
@@ -83,61 +89,6 @@ def constant_like(value: np.ndarray, like: object, cache: dict[Any, Any]) -> obj
 
         tensor = cache[like.device] = torch.as_tensor(value, device=like.device)
     return tensor
-
-
-def check_tensor_actions(
-    actions: object, single_space: spaces.Space, num_envs: int, device: Any, bounds: Any = None
-) -> object:
-    """:func:`goalenvs.core.check_actions` for a twin on a torch device: the same rules.
-
-    ``actions`` is a tensor on ``device`` or an array-like (copied there); ``bounds`` is
-    the Box's ``(low, high)`` as tensors on ``device`` or as two floats (the same bound
-    for every dimension). Returns a tensor on ``device``.
-    One host synchronisation per call: the finiteness / range test.
-    """
-    import torch
-
-    if isinstance(actions, torch.Tensor):
-        if actions.device != device:
-            raise ValueError(
-                f"actions is a tensor on {actions.device}, expected one on this env's device "
-                f"{device} (or an array-like)"
-            )
-        arr = actions
-    else:
-        arr = torch.as_tensor(np.asarray(actions), device=device)
-    if isinstance(single_space, spaces.Box):
-        expected = (num_envs, *single_space.shape)
-        if arr.is_complex() or arr.dtype == torch.bool:
-            raise TypeError(f"actions must be a real-valued array, got dtype {arr.dtype}")
-        if tuple(arr.shape) != expected:
-            raise ValueError(
-                f"actions has shape {tuple(arr.shape)}, expected {expected} "
-                f"(num_envs, *{single_space.shape})"
-            )
-        if arr.dtype != torch.float32:
-            arr = arr.to(torch.float32)
-        if not bool(torch.isfinite(arr).all()):
-            finite = torch.isfinite(arr).reshape(num_envs, -1).all(dim=1)
-            bad = (~finite).nonzero()[:8, 0].tolist()
-            raise ValueError(f"actions must be finite; sub-envs {bad} got {arr[bad[0]]!r}")
-        low, high = bounds
-        return torch.clamp(arr, low, high)
-    if isinstance(single_space, spaces.Discrete):
-        if arr.is_floating_point() or arr.is_complex() or arr.dtype == torch.bool:
-            raise TypeError(f"actions must be integers for {single_space}, got dtype {arr.dtype}")
-        if tuple(arr.shape) != (num_envs,):
-            raise ValueError(f"actions has shape {tuple(arr.shape)}, expected ({num_envs},)")
-        lo, hi = single_space.start, single_space.start + single_space.n
-        outside = (arr < lo) | (arr >= hi)
-        if bool(outside.any()):
-            first = int(outside.nonzero()[0, 0])
-            raise ValueError(
-                f"actions[{first}]={int(arr[first])} is outside {single_space}: expected "
-                f"integers in [{lo}, {hi})"
-            )
-        return arr.to(torch.int64)
-    raise TypeError(f"check_tensor_actions does not support {single_space}")
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -375,51 +326,38 @@ class TorchArrays(NumpyArrays):
 
     @property
     def xp(self) -> ModuleType:
-        """The array module: torch."""
         import torch
 
         return torch
 
     def zeros(self, shape: int | tuple[int, ...], dtype: object) -> Any:
-        """Zeros of a numpy ``dtype`` (float32, int64, bool), as a tensor on the device."""
         return self.xp.zeros(shape, dtype=torch_dtype(dtype), device=self.device)
 
     def constant(self, value: object) -> Any:
-        """A numpy constant (a wall map, bounds) as a tensor on the device."""
         return self.xp.as_tensor(np.asarray(value), device=self.device)
 
     def fresh(self, value: Any) -> Any:
-        """A copy that shares no memory with ``value``."""
         return value.clone()
 
     def float32(self, value: Any) -> Any:
-        """``value`` (bool, int or float) as float32."""
         return value.float()
 
     def to_numpy(self, value: Any) -> np.ndarray:
-        """A numpy copy of ``value`` (for drawing and printing)."""
         return value.detach().cpu().numpy().copy()
 
     def any(self, mask: Any) -> bool:
-        """Whether any element of ``mask`` is true."""
         return bool(mask.any())
 
     def where_true(self, mask: Any) -> Any:
-        """The indices of the true elements of a 1-D ``mask``."""
         return mask.nonzero(as_tuple=True)[0]
 
     def arange(self, n: int) -> Any:
-        """The indices ``0 .. n - 1``."""
         return self.xp.arange(n, device=self.device)
 
     def rows(self, value: np.ndarray, index: object) -> Any:
-        """A checked numpy option (one value, or one row per sub-env) for the sub-envs
-        ``index``, as a tensor on the device."""
         return self.constant(value if value.ndim < 2 else value[self.to_numpy(index)])
 
     def reset_mask(self, mask: Any, num_envs: int) -> Any:
-        """``options["reset_mask"]`` as a bool tensor on the device; a ValueError names a
-        wrong one."""
         torch = self.xp
         if not isinstance(mask, torch.Tensor):
             mask = torch.as_tensor(np.asarray(mask))
@@ -430,7 +368,6 @@ class TorchArrays(NumpyArrays):
     def outcomes(
         self, reward: object, terminated: object, truncated: object
     ) -> tuple[Any, Any, Any]:
-        """Fresh, writable float32 / bool / bool tensors on the device."""
         torch = self.xp
         return (
             torch.as_tensor(reward, device=self.device).float().clone(),

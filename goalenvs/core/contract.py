@@ -137,6 +137,15 @@ def goal_dict_space(observation: spaces.Space, goal: spaces.Space) -> spaces.Dic
     return spaces.Dict({"observation": observation, **goals})
 
 
+def goal_obs(observation: Any, achieved_goal: Any, desired_goal: Any) -> dict[str, Any]:
+    """The observation dict of :data:`GOAL_KEYS`, holding the arrays given (pass copies)."""
+    return {
+        "observation": observation,
+        "achieved_goal": achieved_goal,
+        "desired_goal": desired_goal,
+    }
+
+
 def episode_length(env: object) -> int | None:
     """The episode length ``env`` declares, or None: its spec's ``max_episode_steps``, a
     ``TimeLimit`` among its wrappers, or its own ``max_episode_steps`` attribute (the

@@ -3,9 +3,10 @@ what was expected."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from gymnasium import spaces
@@ -112,20 +113,15 @@ def check_action(action: object, space: spaces.Space, name: str = "action") -> n
         return np.minimum(np.maximum(arr, space.low), space.high).astype(space.dtype, copy=False)
     if isinstance(space, spaces.Discrete):
         if isinstance(action, (int, np.integer)) and not isinstance(action, bool):
-            # The common case, an int: no array round trip.
-            if not space.start <= action < space.start + space.n:
-                raise ValueError(
-                    f"{name}={action} is outside {space}: expected an integer in "
-                    f"[{space.start}, {space.start + space.n})"
+            value = action  # the common case, an int: no array round trip
+        else:
+            arr = np.asarray(action)
+            if arr.shape not in ((), (1,)) or arr.dtype.kind not in "iu":
+                raise TypeError(
+                    f"{name} must be an integer for {space}, got {action!r} "
+                    f"(shape {arr.shape}, dtype {arr.dtype})"
                 )
-            return np.asarray(action, dtype=np.int64)
-        arr = np.asarray(action)
-        if arr.shape not in ((), (1,)) or arr.dtype.kind not in "iu":
-            raise TypeError(
-                f"{name} must be an integer for {space}, got {action!r} "
-                f"(shape {arr.shape}, dtype {arr.dtype})"
-            )
-        value = int(arr.reshape(()))
+            value = int(arr.reshape(()))
         if not space.start <= value < space.start + space.n:
             raise ValueError(
                 f"{name}={value} is outside {space}: expected an integer in "
@@ -140,49 +136,85 @@ def check_action(action: object, space: spaces.Space, name: str = "action") -> n
     raise TypeError(f"check_action does not support {space}")
 
 
-def check_actions(actions: object, single_space: spaces.Space, num_envs: int) -> np.ndarray:
-    """Validates a batch of ``num_envs`` actions with the rules of :func:`check_action`."""
-    arr = np.asarray(actions)
+def check_actions(
+    actions: object,
+    single_space: spaces.Space,
+    num_envs: int,
+    device: Any = None,
+    bounds: Any = None,
+) -> Any:
+    """Validates a batch of ``num_envs`` actions with the rules of :func:`check_action`.
+
+    With a torch ``device`` (a vector twin's), ``actions`` is a tensor there or an
+    array-like (copied there) and comes back as a tensor there; ``bounds`` is the Box's
+    ``(low, high)``, as tensors there or two floats. One host synchronisation per call.
+    """
+    torch: Any = None
+    if device is None:
+        arr: Any = np.asarray(actions)
+        real, integer = arr.dtype.kind in "fiu", arr.dtype.kind in "iu"
+    else:
+        torch = importlib.import_module("torch")
+        if isinstance(actions, torch.Tensor) and actions.device != device:
+            raise ValueError(
+                f"actions is a tensor on {actions.device}, expected one on this env's device "
+                f"{device} (or an array-like)"
+            )
+        if not isinstance(actions, torch.Tensor):
+            actions = torch.as_tensor(np.asarray(actions), device=device)
+        arr = actions
+        real = not (arr.is_complex() or arr.dtype == torch.bool)
+        integer = real and not arr.is_floating_point()
+    shape = tuple(arr.shape)
     if isinstance(single_space, spaces.Box):
         expected = (num_envs, *single_space.shape)
-        if arr.dtype.kind not in "fiu":
+        if not real:
             raise TypeError(f"actions must be a real-valued array, got dtype {arr.dtype}")
-        if arr.shape != expected:
+        if shape != expected:
             raise ValueError(
-                f"actions has shape {arr.shape}, expected {expected} "
-                f"(num_envs, *{single_space.shape})"
+                f"actions has shape {shape}, expected {expected} (num_envs, *{single_space.shape})"
             )
-        # Fast path: every value inside every dimension's bounds needs no clipping and is
-        # finite (NaN fails both comparisons). Flat min/max cost a fraction of np.clip or
-        # of comparisons broadcast over a short last axis.
-        if (
-            arr.size
-            and arr.min() >= single_space.low.max()
-            and arr.max() <= single_space.high.min()
-        ):
+        low, high = (single_space.low, single_space.high) if torch is None else bounds
+        # Fast path (numpy): every value inside every dimension's bounds needs no clipping
+        # and is finite (NaN fails both comparisons). Flat min/max cost a fraction of
+        # np.clip or of comparisons broadcast over a short last axis.
+        if torch is None and arr.size and arr.min() >= low.max() and arr.max() <= high.min():
             return arr.astype(single_space.dtype, copy=False)
-        if not np.all(np.isfinite(arr)):
-            bad = np.flatnonzero(~np.isfinite(arr).reshape(num_envs, -1).all(axis=1))
-            raise ValueError(
-                f"actions must be finite; sub-envs {bad[:8].tolist()} got {arr[bad[0]]!r}"
-            )
-        clipped = np.minimum(np.maximum(arr, single_space.low), single_space.high)
-        return clipped.astype(single_space.dtype, copy=False)
+        if torch is not None and arr.dtype != torch.float32:
+            arr = arr.to(torch.float32)
+        finite = (np if torch is None else torch).isfinite(arr).reshape(num_envs, -1).all(1)
+        if not bool(finite.all()):
+            bad = [i for i, ok in enumerate(finite.tolist()) if not ok][:8]
+            raise ValueError(f"actions must be finite; sub-envs {bad} got {arr[bad[0]]!r}")
+        if torch is not None:
+            return torch.clamp(arr, low, high)
+        return np.minimum(np.maximum(arr, low), high).astype(single_space.dtype, copy=False)
     if isinstance(single_space, spaces.Discrete):
-        if arr.dtype.kind not in "iu":
+        if not integer:
             raise TypeError(f"actions must be integers for {single_space}, got dtype {arr.dtype}")
-        if arr.shape != (num_envs,):
-            raise ValueError(f"actions has shape {arr.shape}, expected ({num_envs},)")
+        if shape != (num_envs,):
+            raise ValueError(f"actions has shape {shape}, expected ({num_envs},)")
         lo, hi = single_space.start, single_space.start + single_space.n
-        # Two reductions first: the per-element scan only runs to name a bad sub-env.
-        if arr.size and (arr.min() < lo or arr.max() >= hi):
-            bad = np.flatnonzero((arr < lo) | (arr >= hi))
+        # numpy: two reductions first; the per-element scan only runs to name a bad sub-env.
+        if torch is None:
+            outside = bool(arr.size) and (arr.min() < lo or arr.max() >= hi)
+        else:
+            outside = bool(((arr < lo) | (arr >= hi)).any())
+        if outside:
+            first = next(i for i, a in enumerate(arr.tolist()) if not lo <= a < hi)
             raise ValueError(
-                f"actions[{bad[0]}]={arr[bad[0]]} is outside {single_space}: expected integers "
-                f"in [{lo}, {hi})"
+                f"actions[{first}]={int(arr[first])} is outside {single_space}: expected "
+                f"integers in [{lo}, {hi})"
             )
-        return arr.astype(np.int64, copy=False)
+        return arr.astype(np.int64, copy=False) if torch is None else arr.to(torch.int64)
     raise TypeError(f"check_actions does not support {single_space}")
+
+
+def check_tensor_actions(
+    actions: object, single_space: spaces.Space, num_envs: int, device: Any, bounds: Any = None
+) -> Any:
+    """:func:`check_actions` for a vector twin on the torch ``device``."""
+    return check_actions(actions, single_space, num_envs, device, bounds)
 
 
 def check_goal_option(goal: object, space: spaces.Space, batch: int | None = None) -> np.ndarray:

@@ -19,7 +19,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from goalenvs.core.backend import InfoLike, array_backend, check_tensor_actions
+from goalenvs.core.backend import InfoLike, array_backend
 from goalenvs.core.contract import GoalFunctions, goal_batch
 from goalenvs.core.types import DeviceLike
 from goalenvs.core.validate import (
@@ -133,34 +133,31 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         # Copied for every "_key" info mask: a copy costs a fraction of np.ones' wrapper.
         self._all_envs = self.fresh(self.zeros(self.num_envs, bool) == 0)
 
-    # ---- array helpers: numpy, or torch on self.device (self.backend)
+    # ---- array helpers: self.backend's (numpy, or torch on self.device)
     @property
     def xp(self) -> ModuleType:
-        """The array module of the state: numpy, or torch on a device.
-
-        A property, not an attribute: a module in the instance's dict would stop the
-        twin from being copied or pickled (a HER buffer keeps its goal functions so).
-        """
+        """The array module of the state (a property: a module in the instance's dict
+        would stop the twin from being copied or pickled)."""
         return self.backend.xp
 
     def zeros(self, shape: int | tuple[int, ...], dtype: object) -> Any:
-        """Zeros of a numpy ``dtype`` (float32, int64, bool) on this env's backend."""
+        """:meth:`NumpyArrays.zeros` on this env's backend."""
         return self.backend.zeros(shape, dtype)
 
     def constant(self, value: object) -> object:
-        """A numpy constant (a wall map, bounds) as an array of this env's backend."""
+        """:meth:`NumpyArrays.constant` on this env's backend."""
         return self.backend.constant(value)
 
     def fresh(self, value: object) -> Any:
-        """A copy that shares no memory with env state (``copy`` / ``clone``)."""
+        """:meth:`NumpyArrays.fresh` on this env's backend."""
         return self.backend.fresh(value)
 
     def float32(self, value: object) -> Any:
-        """``value`` (bool, int or float) as float32 on this env's backend."""
+        """:meth:`NumpyArrays.float32` on this env's backend."""
         return self.backend.float32(value)
 
     def to_numpy(self, value: object) -> np.ndarray:
-        """A numpy copy of an array of this env's backend (for drawing and printing)."""
+        """:meth:`NumpyArrays.to_numpy` on this env's backend."""
         return self.backend.to_numpy(value)
 
     # ---- subclass hooks
@@ -179,8 +176,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     #: The state arrays a reset sets to zero (velocities).
     zeroed_on_reset: tuple[str, ...] = ()
 
-    #: Whether the twin draws one episode at a time (it leaves _draw_episodes alone),
-    #: set for each subclass when it is defined.
+    #: Whether the twin draws one episode at a time (it leaves _draw_episodes alone).
     _draws_one_by_one: bool = False
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -188,22 +184,17 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         cls._draws_one_by_one = cls._draw_episodes is GoalVectorEnv._draw_episodes
 
     def _draw_episode(self, rng: np.random.Generator, goal: Any = None) -> tuple[object, ...]:
-        """Numpy twin, one episode at a time: the single env's own draw from one sub-env's
-        generator, its values in the order of :attr:`episode_state` (one row of each).
-        ``goal`` (None or one goal) and any further keyword a subclass adds are that
-        episode's row of what :meth:`_reset_options` pins. A twin defines this or
+        """Numpy twin: one episode, as the single env draws it from ``rng``, one row of
+        each :attr:`episode_state` array; ``goal`` and any keyword a subclass adds are
+        this episode's row of what :meth:`_reset_options` pins. A twin defines this or
         :meth:`_draw_episodes`."""
         raise NotImplementedError
 
     def _draw_episodes(self, rngs: list[np.random.Generator], **pinned: Any) -> tuple[Any, ...]:
-        """Numpy twin, batched: one new episode per generator (each sub-env's own), exactly
-        as the single env draws it: its state arrays, one row per generator, in the order
-        of :attr:`episode_state`. ``pinned`` (``goal`` and any keyword a subclass adds)
-        holds what :meth:`_reset_options` pins: one value for all, or one row each.
-
-        The default stacks :meth:`_draw_episode` over the generators. A twin whose draw
-        vectorizes over episodes overrides this instead; one that does not leaves it, and
-        the reset then writes each episode's rows in place without stacking them."""
+        """Numpy twin, batched: one episode per generator, as the single env draws it,
+        the :attr:`episode_state` arrays with one row per generator; ``pinned`` holds one
+        value for all, or one row each. The default stacks :meth:`_draw_episode`; a twin
+        whose draw vectorizes overrides this (one that does not is reset row by row)."""
         draw = self._draw_episode
         if pinned:
             episodes = [draw(rng, **_row(pinned, j)) for j, rng in enumerate(rngs)]
@@ -217,15 +208,16 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         raise NotImplementedError
 
     def _reset_options(self, options: dict[str, object] | None) -> dict[str, np.ndarray]:
-        """What ``options`` pins for the new episodes, checked: numpy arrays holding one
-        value, or one row per sub-env. The default reads ``options["goal"]``."""
+        """What ``options`` pins (by default ``"goal"``), checked: one value, or one row
+        per sub-env."""
         goal = None if options is None else options.get("goal")
         return {} if goal is None else {"goal": self._check_goal(goal)}
 
     def _check_goal(self, goal: object) -> np.ndarray:
-        """Checks ``options["goal"]`` (one goal, or one per sub-env): by default with
-        :func:`check_goal_option` against the desired-goal space."""
-        return check_goal_option(goal, self.single_observation_space["desired_goal"], self.num_envs)
+        """``options["goal"]`` (one, or one per sub-env) checked against the goal space by
+        the params' ``check_goal`` where they have one, else :func:`check_goal_option`."""
+        check = getattr(getattr(self, "params", None), "check_goal", check_goal_option)
+        return check(goal, self.single_observation_space["desired_goal"], self.num_envs)
 
     def _store_episodes(self, index: object, drawn: tuple[object, ...]) -> None:
         """Writes drawn episodes into the rows ``index`` of :attr:`episode_state`."""
@@ -233,13 +225,11 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
             getattr(self, name)[index] = rows
 
     def _episodes_started(self, index: object) -> None:
-        """Called after the sub-envs ``index`` started new episodes (render state)."""
+        """Called after the sub-envs ``index`` started new episodes."""
 
     def _reset_envs(self, index: Any, options: dict[str, object] | None) -> None:
-        """Starts new episodes in the sub-envs ``index`` (an int array, or a tensor on a
-        device): the pinned options for those rows, the subclass's draws (each sub-env's
-        own generator on numpy, the device's generator in one batch on torch), written
-        to :attr:`episode_state`, with :attr:`zeroed_on_reset` set to zero."""
+        """Starts new episodes in the sub-envs ``index``: draws them, writes them to
+        :attr:`episode_state` and zeroes :attr:`zeroed_on_reset`."""
         pinned = (
             {}  # autoresets, every step of a large twin: nothing to read
             if options is None
@@ -269,10 +259,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     def compute_truncated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
     ) -> np.ndarray:
-        """Goal-dependent truncation: never (the time limit is counted in ``step``).
-
-        Tensors in, a bool tensor on their device out; numpy in, numpy out.
-        """
+        """Goal-dependent truncation: never (``step`` counts the time limit)."""
         shape, achieved, _, xp = goal_batch(achieved_goal, desired_goal)
         if xp is np:
             return np.zeros(shape, dtype=bool)
@@ -281,14 +268,9 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     def _goal_outcomes(
         self, obs: dict[str, Any], info: dict[str, Any]
     ) -> tuple[Any, Any, Any | None]:
-        """This step's ``(reward, terminated, truncated)``: fresh, writable arrays.
-
-        The default calls the public ``compute_*`` methods. A subclass may return its
-        kernel's results directly to skip their input validation, provided they equal
-        what ``compute_*`` returns for ``obs`` and ``info`` (tests hold them to it).
-        ``truncated`` may be None where the env never truncates on goals: the step then
-        builds it from the time limit alone.
-        """
+        """This step's fresh ``(reward, terminated, truncated)``: by default from the
+        ``compute_*`` methods; a subclass may return its kernel's (equal) results, and
+        None for ``truncated`` where the env never truncates on goals."""
         achieved, desired = obs["achieved_goal"], obs["desired_goal"]
         reward = self.compute_reward(achieved, desired, info)
         terminated = self.compute_terminated(achieved, desired, info)
@@ -347,24 +329,14 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         self._np_random, self._np_random_seed = self.np_randoms[0], seeds[0]
 
     def step(self, actions: object) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
-        """Steps every sub-env with one batched kernel call.
-
-        Actions are validated with :func:`check_actions` (finite values outside the
-        bounds are clipped; NaN, inf or a wrong shape raise), on a torch device with
-        :func:`check_tensor_actions` (the same rules).
-        """
+        """Steps every sub-env with one batched kernel call; actions are checked by
+        :func:`check_actions`."""
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
-        if self.device is None:
-            actions = check_actions(actions, self.single_action_space, self.num_envs)
-        else:
-            actions = check_tensor_actions(
-                actions,
-                self.single_action_space,
-                self.num_envs,
-                self.device,
-                getattr(self, "_action_bounds", None),
-            )
+        bounds = getattr(self, "_action_bounds", None)
+        actions = check_actions(
+            actions, self.single_action_space, self.num_envs, self.device, bounds
+        )
         if self.autoreset_mode == AutoresetMode.DISABLED and self.backend.any(self._needs_reset):
             raise RuntimeError(
                 f"sub-envs {self.backend.where_true(self._needs_reset)[:8].tolist()} ended their "
@@ -438,13 +410,11 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
 
 
 def _row(pinned: dict[str, Any], j: int) -> dict[str, object]:
-    """Episode ``j``'s pinned values: a value with a row per episode gives its row ``j``;
-    None or one value for all (a single goal) is passed as it is."""
+    """Episode ``j``'s pinned values: row ``j`` of those with a row per episode."""
     return {k: v if v is None or v.ndim < 2 else v[j] for k, v in pinned.items()}
 
 
 def twin_metadata(single_env: type[gym.Env]) -> dict[str, object]:
-    """A vector twin's class ``metadata``: ``rgb_array`` rendering (of sub-env 0) at the
-    single env's ``render_fps``; each instance records its own ``autoreset_mode``."""
+    """A vector twin's class ``metadata``: ``rgb_array`` at the single env's ``render_fps``."""
     fps = single_env.metadata["render_fps"]
     return {"render_modes": ["rgb_array"], "render_fps": fps, "autoreset_mode": None}

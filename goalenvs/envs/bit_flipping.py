@@ -1,13 +1,8 @@
-"""Bit flipping (Andrychowicz et al. 2017, "Hindsight Experience Replay", section 3.1).
-
-The checked constants (``*Params``), the kernel (pure functions of arrays and their array
-module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
-vector twin (the ids' ``vector_entry_point``).
-"""
+"""Bit flipping (Andrychowicz et al. 2017, "Hindsight Experience Replay", section 3.1)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -25,8 +20,10 @@ from goalenvs.core import (
     check_positive,
     goal_batch,
     goal_dict_space,
+    goal_obs,
     twin_metadata,
 )
+from goalenvs.core.backend import NumpyArrays, TorchArrays
 from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, import_pygame
 from goalenvs.envs.single import EpisodeBookkeeping
@@ -140,63 +137,61 @@ def random_patterns(rngs: Sequence[np.random.Generator], n_bits: int, count: int
     return bits[..., :n_bits].astype(np.float32)
 
 
+def draw_bit_episodes(
+    patterns: Callable[[Any, int], Any], count: int, params: BitFlippingParams, goal: Any,
+    arrays: NumpyArrays,
+) -> tuple[Any, Any]:  # fmt: skip
+    """``count`` episodes' float32 ``(count, n_bits)`` ``(start, goal)`` on ``arrays``'
+    backend; ``patterns(rows, k)`` draws ``(len(rows), k, n_bits)`` new patterns for the
+    episodes ``rows`` (None: all).
+
+    The goal is ``goal`` when given (one, or one per episode), else all ones with
+    ``fixed_goal``, else a random pattern drawn after the start. A start equal to its goal
+    (an episode solved before it begins) is redrawn, one pattern at a time: the start when
+    the goal is fixed or given, else the goal.
+    """
+    xp, random_goal = arrays.xp, goal is None and not params.fixed_goal
+    drawn = patterns(None, 2 if random_goal else 1)
+    start = arrays.fresh(drawn[:, 0])
+    if random_goal:
+        target = arrays.fresh(drawn[:, 1])
+    else:
+        pinned = arrays.constant(np.ones(params.n_bits, np.float32)) if goal is None else goal
+        target = arrays.float32(arrays.fresh(xp.broadcast_to(pinned, start.shape)))
+    redrawn = target if random_goal else start
+    same = arrays.where_true(bits_match(start, target, xp))
+    while len(same):  # 2 ** -n_bits of the episodes
+        redrawn[same] = patterns(same, 1)[:, 0]
+        same = same[bits_match(start[same], target[same], xp)]
+    return start, target
+
+
 def draw_episodes(
     rngs: Sequence[np.random.Generator], params: BitFlippingParams, goal: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One episode per generator: ``(start, goal)``, float32 ``(len(rngs), n_bits)``.
+    """:func:`draw_bit_episodes` of one episode per generator, each reading
+    :func:`random_patterns` of its own generator only (so batching never changes it)."""
 
-    The goal is ``goal`` when given (one, or one per generator), else all ones with
-    ``fixed_goal``, else a random pattern drawn after the start. A start equal to its goal
-    (an episode solved before it begins) is redrawn, one pattern at a time from that
-    episode's generator: the start when the goal is fixed or given, else the goal.
-    Each episode reads only its own generator, so batching never changes it.
-    """
-    n, n_bits = len(rngs), params.n_bits
-    random_goal = goal is None and not params.fixed_goal
-    if random_goal:
-        start, target = np.moveaxis(random_patterns(rngs, n_bits, 2), 1, 0).copy()
-    else:
-        start = random_patterns(rngs, n_bits, 1)[:, 0]
-        target = np.array(np.broadcast_to(1.0 if goal is None else goal, (n, n_bits)), np.float32)
-    redrawn = target if random_goal else start
-    same = np.flatnonzero(bits_match(start, target, np))
-    while same.size:
-        redrawn[same] = random_patterns([rngs[i] for i in same.tolist()], n_bits, 1)[:, 0]
-        same = same[bits_match(start[same], target[same], np)]
-    return start, target
+    def patterns(rows: np.ndarray | None, k: int) -> np.ndarray:
+        chosen = rngs if rows is None else [rngs[i] for i in rows.tolist()]
+        return random_patterns(chosen, params.n_bits, k)
+
+    return draw_bit_episodes(patterns, len(rngs), params, goal, NumpyArrays())
 
 
 def draw_episodes_on_device(
     generator: Any, params: BitFlippingParams, count: int, goal: Any
 ) -> tuple[Any, Any]:
-    """:func:`draw_episodes` for ``count`` sub-envs of a device twin, from one
-    ``torch.Generator``: the same distribution (uniform random bits; the same goal
-    rules and redraws), in one batch on the generator's device. ``goal`` is None or
-    ``(n_bits,)`` / ``(count, n_bits)`` pinned goals as a tensor there. Returns float32
-    ``(count, n_bits)`` starts and goals.
-    """
+    """:func:`draw_bit_episodes` for ``count`` sub-envs of a device twin, uniform random
+    bits from one ``torch.Generator`` (``goal``: None, or pinned goals as a tensor there)."""
     import torch
 
-    n_bits, device = params.n_bits, generator.device
+    def patterns(rows: Any, k: int) -> Any:
+        shape, device = (count if rows is None else len(rows), params.n_bits), generator.device
+        draws = [torch.randint(0, 2, shape, generator=generator, device=device) for _ in range(k)]
+        return torch.stack(draws, dim=1).float()
 
-    def patterns(n: int) -> Any:
-        shape = (n, n_bits)
-        return torch.randint(0, 2, shape, generator=generator, device=device).float()
-
-    random_goal = goal is None and not params.fixed_goal
-    start = patterns(count)
-    if random_goal:
-        target = patterns(count)
-    else:
-        fixed = torch.ones(n_bits, device=device) if goal is None else goal.float()
-        target = fixed.expand(count, n_bits).clone()
-    redrawn = target if random_goal else start
-    same = bits_match(start, target, torch)
-    while bool(same.any()):  # an episode solved before it begins: 2 ** -n_bits of them
-        rows = same.nonzero(as_tuple=True)[0]
-        redrawn[rows] = patterns(len(rows))
-        same = bits_match(start, target, torch)
-    return start, target
+    return draw_bit_episodes(patterns, count, params, goal, TorchArrays(generator.device))
 
 
 # --------------------------------------------------------------------------- rendering
@@ -238,9 +233,14 @@ class _Layout:
 class _BitFlippingFaces(_BitFlippingGoals, CanvasRendering):
     """What both faces share: the goal functions and the frame (the twin's shows sub-env 0)."""
 
-    _layout: _Layout
     _state: Any
     _goal: Any
+
+    def _set_params(self, n_bits: int, continuous: bool, fixed_goal: bool) -> None:
+        self.params = BitFlippingParams(n_bits, continuous, fixed_goal)
+        self.n_bits, self.continuous = self.params.n_bits, self.params.continuous
+        self.fixed_goal = self.params.fixed_goal
+        self._layout = _Layout(self.n_bits)
 
     def _new_canvas(self) -> Canvas:
         import_pygame()
@@ -335,24 +335,20 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
         max_episode_steps: int | None = None,
         render_mode: str | None = None,
     ) -> None:
-        self.params = BitFlippingParams(n_bits, continuous, fixed_goal)
-        self.n_bits = self.params.n_bits
-        self.continuous = self.params.continuous
-        self.fixed_goal = self.params.fixed_goal
+        self._set_params(n_bits, continuous, fixed_goal)
         if max_episode_steps is not None:
             check_positive("max_episode_steps", max_episode_steps, integer=True)
         self.max_episode_steps = self.n_bits if max_episode_steps is None else max_episode_steps
         self._setup(render_mode)
         self._state = np.zeros((1, self.n_bits), np.float32)
         self._goal = np.zeros((1, self.n_bits), np.float32)
-        self._layout = _Layout(self.n_bits)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": bits}`` pins the goal."""
         super().reset(seed=seed)
-        goal = self._pinned_goal(options, self.params.check_goal)
+        goal = self._pinned_goal(options)
         self._state, self._goal = draw_episodes([self.np_random], self.params, goal)
         return self._started()
 
@@ -369,11 +365,7 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
 
     def _obs(self) -> dict[str, np.ndarray]:
         state = self._state[0]
-        return {
-            "observation": state.copy(),
-            "achieved_goal": state.copy(),
-            "desired_goal": self._goal[0].copy(),
-        }
+        return goal_obs(state.copy(), state.copy(), self._goal[0].copy())
 
     def bit_at_pixel(self, column: int, row: int) -> int | None:
         """The bit whose cell (state or goal row) holds the frame pixel, or None."""
@@ -410,8 +402,8 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
 
 
 class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """The vector twin of :class:`BitFlippingEnv` (see :class:`GoalVectorEnv` for what a twin
-    adds and guarantees); ``max_episode_steps`` None means ``n_bits``."""
+    """The vector twin of :class:`BitFlippingEnv` (:class:`GoalVectorEnv`);
+    ``max_episode_steps`` None means ``n_bits``."""
 
     metadata: dict[str, object] = twin_metadata(BitFlippingEnv)
 
@@ -426,10 +418,7 @@ class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # 
         render_mode: str | None = None,
         device: DeviceLike = None,
     ) -> None:
-        self.params = BitFlippingParams(n_bits, continuous, fixed_goal)
-        self.n_bits = self.params.n_bits
-        self.continuous = self.params.continuous
-        self.fixed_goal = self.params.fixed_goal
+        self._set_params(n_bits, continuous, fixed_goal)
         steps = self.n_bits if max_episode_steps is None else max_episode_steps
         super().__init__(
             num_envs, *self.params.spaces(), steps, autoreset_mode, render_mode, device
@@ -437,13 +426,8 @@ class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # 
         self._state = self.zeros((self.num_envs, self.n_bits), np.float32)
         self._goal = self.zeros((self.num_envs, self.n_bits), np.float32)
         self._success = self.zeros(self.num_envs, bool)
-        self._layout = _Layout(self.n_bits)
 
     episode_state = ("_state", "_goal")
-
-    def _check_goal(self, goal: object) -> np.ndarray:
-        space = self.single_observation_space["desired_goal"]
-        return self.params.check_goal(goal, space, self.num_envs)
 
     def _draw_episodes(
         self, rngs: list[np.random.Generator], **pinned: Any
@@ -457,11 +441,7 @@ class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # 
         self._state = flip_bits(self._state, actions, self.continuous, self.xp)
 
     def _observation(self) -> dict[str, np.ndarray]:
-        return {
-            "observation": self.fresh(self._state),
-            "achieved_goal": self.fresh(self._state),
-            "desired_goal": self.fresh(self._goal),
-        }
+        return goal_obs(self.fresh(self._state), self.fresh(self._state), self.fresh(self._goal))
 
     def _step_info(self) -> dict[str, np.ndarray]:
         self._success = bits_match(self._state, self._goal, self.xp)

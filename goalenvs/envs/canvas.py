@@ -46,11 +46,8 @@ class Window:
     """The one on-screen window: shows surfaces or RGB frames and collects input events.
 
     pygame has a single display, so the most recent window to show something owns it;
-    closing a window that no longer owns the display leaves the display alone.
-
-    Args:
-        size: (width, height) in pixels.
-        title: the window caption.
+    closing a window that no longer owns the display leaves the display alone. ``size``
+    is (width, height) in pixels.
     """
 
     _owner: Window | None = None
@@ -356,20 +353,23 @@ def hud_line(step: int, reward: float | None, success: bool) -> str:
     return f"step {step}   reward {shown}   success {'yes' if success else 'no'}"
 
 
-def arrow_keys() -> dict[tuple[int, ...], np.ndarray]:
-    """Arrow keys push along their axis (two at once go diagonally), for ``gymnasium.utils.play``.
+def arrow_keys(
+    up: tuple[float, float] = (0.0, 1.0), left: tuple[float, float] = (-1.0, 0.0)
+) -> dict[tuple[int, ...], np.ndarray]:
+    """Arrow keys to float32 2D actions, for ``gymnasium.utils.play``: up and left as given,
+    down and right their opposites, and an up/down key with a left/right one their sum.
 
-    The key map of every env driven by a 2D force (PointReach, PointMaze, Push).
+    The default pushes along the key's axis (PointReach, PointMaze, Push).
     """
     pg = import_pygame()
-    directions = {pg.K_LEFT: (-1.0, 0.0), pg.K_RIGHT: (1.0, 0.0), pg.K_UP: (0.0, 1.0)}
-    directions[pg.K_DOWN] = (0.0, -1.0)
+    ahead, side = np.array(up), np.array(left)
+    directions = {pg.K_LEFT: side, pg.K_RIGHT: 0.0 - side, pg.K_UP: ahead, pg.K_DOWN: 0.0 - ahead}
     mapping: dict[tuple[int, ...], np.ndarray] = {
-        (key,): np.array(direction, np.float32) for key, direction in directions.items()
+        (key,): direction.astype(np.float32) for key, direction in directions.items()
     }
     for vertical in (pg.K_UP, pg.K_DOWN):
         for horizontal in (pg.K_LEFT, pg.K_RIGHT):
-            combined = np.add(directions[vertical], directions[horizontal]).astype(np.float32)
+            combined = (directions[vertical] + directions[horizontal]).astype(np.float32)
             mapping[tuple(sorted((vertical, horizontal)))] = combined
     return mapping
 

@@ -1,9 +1,4 @@
-"""Parking: a kinematic car parks into a goal spot of a walled lot, optionally between parked cars.
-
-The checked constants (``*Params``), the kernel (pure functions of arrays and their array
-module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
-vector twin (the ids' ``vector_entry_point``).
-"""
+"""Parking: a kinematic car parks into a goal spot of a walled lot, maybe between parked cars."""
 
 from __future__ import annotations
 
@@ -21,19 +16,18 @@ from goalenvs.core import (
     GoalVectorEnv,
     InfoLike,
     check_choice,
-    check_goal_option,
     check_positive,
     goal_batch,
     goal_dict_space,
+    goal_obs,
     info_values,
     twin_metadata,
 )
-from goalenvs.core.backend import info_tensor, is_tensor
+from goalenvs.core.backend import cast, info_tensor, is_tensor
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering
+from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, arrow_keys
 from goalenvs.envs.parking_lot import (
     GOAL_SIZE,
-    LANE_HALF_WIDTH,
     N_SPOTS,
     POSITION_SCALE,
     SPOT_CENTER_Y,
@@ -41,7 +35,6 @@ from goalenvs.envs.parking_lot import (
     SPOT_DEPTH,
     SPOT_GOALS,
     SPOT_WIDTH,
-    SPOT_X,
     SPOTS_PER_ROW,
     START_HALF_X,
     START_HALF_Y,
@@ -50,7 +43,6 @@ from goalenvs.envs.parking_lot import (
     WALL_Y,
     LotPainter,
     check_car_option,
-    keys_to_action,
     spot_at,
 )
 from goalenvs.envs.single import EpisodeBookkeeping
@@ -189,12 +181,12 @@ class _ParkingGoals:
         """
         shape, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
         p = self.params
-        difference = _cast(achieved, "float64", xp) - _cast(desired, "float64", xp)
+        difference = cast(achieved, "float64") - cast(desired, "float64")
         distance = weighted_distance(difference, p.reward_weights, xp)
         reward, _ = goal_reward(distance, _crashed(info, shape, achieved, xp), p)
         if xp is np:
             return np.asarray(reward, dtype=np.float32).reshape(shape)
-        return _cast(reward, "float32", xp).reshape(shape)
+        return cast(reward, "float32").reshape(shape)
 
     def compute_terminated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
@@ -216,11 +208,6 @@ def _crashed(info: InfoLike, shape: tuple[int, ...], like: ArrayT, xp: ModuleTyp
 # shape, in metres and m/s. Every function returns new arrays. The batch shape may be
 # empty: the single env passes numpy float64 scalars, which cost a tenth of a call on
 # 1-element arrays and round alike (the same ufunc loops, IEEE arithmetic).
-
-
-def _cast(array: ArrayT, dtype: str, xp: ModuleType) -> ArrayT:
-    """``array`` as ``xp``'s dtype named ``dtype`` (backend-specific)."""
-    return array.to(getattr(xp, dtype)) if is_tensor(array) else array.astype(getattr(xp, dtype))
 
 
 def _clip(array: ArrayT, low: float, high: float, xp: ModuleType) -> ArrayT:
@@ -280,7 +267,7 @@ def achieved_goals(state: tuple[ArrayT, ...], xp: ModuleType) -> ArrayT:
     x, y, c, s, v = state
     columns = (x / POSITION_SCALE, y / POSITION_SCALE, v * c / VELOCITY_SCALE,
                v * s / VELOCITY_SCALE, c, s)  # fmt: skip
-    return _cast(xp.stack(columns, axis=-1), "float32", xp)
+    return cast(xp.stack(columns, axis=-1), "float32")
 
 
 def weighted_distance(difference: ArrayT, weights: tuple[float, ...], xp: ModuleType) -> ArrayT:
@@ -356,11 +343,11 @@ def evaluate(
     The reward is :meth:`ParkingEnv.compute_reward` of the float32 goals, to the bit.
     """
     achieved = achieved_goals(state, xp)
-    difference = _cast(achieved, "float64", xp) - _cast(desired_goal, "float64", xp)
+    difference = cast(achieved, "float64") - cast(desired_goal, "float64")
     distance = weighted_distance(difference, params.reward_weights, xp)
     crashed = crashes(state, parked, spot_centers, params, xp)
     reward, success = goal_reward(distance, crashed, params)
-    return achieved, _cast(reward, "float32", xp), success, crashed
+    return achieved, cast(reward, "float32"), success, crashed
 
 
 def draw_episode(
@@ -409,13 +396,10 @@ def start_episode(
 def draw_episodes_on_device(
     generator: Any, params: ParkingParams, count: int, goal: Any, car: Any, spot_goals: Any
 ) -> tuple[tuple[object, ...], Any, Any]:
-    """:func:`start_episode` for ``count`` sub-envs at once, from one ``torch.Generator``.
-
-    The same distribution, in one batch on the generator's device: ``goal`` (``(6,)`` or
-    ``(count, 6)``) and ``car`` (``(4,)`` or ``(count, 4)``) pinned as tensors there, or
-    None; ``spot_goals`` is :data:`SPOT_GOALS` there. The parked spots are the first
-    ``n_parked`` of a uniform random order of the other spots (a batched permutation).
-    """
+    """:func:`start_episode`'s distribution for ``count`` sub-envs in one batch from one
+    ``torch.Generator``, on its device, where the pinned ``goal`` and ``car`` (one, or one
+    row each) and :data:`SPOT_GOALS` (``spot_goals``) lie. The parked spots are the first
+    ``n_parked`` of a uniform random order of the other spots (a batched permutation)."""
     import torch
 
     device = generator.device
@@ -436,12 +420,10 @@ def draw_episodes_on_device(
     else:
         desired = goal.float().expand(count, GOAL_SIZE).clone()
         # A pinned goal inside an occupied spot swaps that spot with the drawn (free) one.
-        gx, gy = desired[:, 0].double() * POSITION_SCALE, desired[:, 1].double() * POSITION_SCALE
-        row_y = gy.abs() - LANE_HALF_WIDTH
-        column = torch.floor((gx - float(SPOT_X[0])) / SPOT_WIDTH + 0.5).long()
-        inside = (row_y >= 0) & (row_y <= SPOT_DEPTH) & (column >= 0) & (column < SPOTS_PER_ROW)
-        spot = (column + SPOTS_PER_ROW * (gy > 0).long()).clamp(0, N_SPOTS - 1)
-        swap = inside & parked[rows, spot]
+        scaled = desired[:, :2].double() * POSITION_SCALE
+        spot = spot_at(scaled[:, 0], scaled[:, 1], torch)
+        swap = (spot >= 0) & parked[rows, spot.clamp(min=0)]
+        spot = spot.clamp(min=0)
         parked[rows, spot] = parked[rows, spot] & ~swap
         parked[rows, goal_spot] = parked[rows, goal_spot] | swap
     if car is not None:
@@ -615,15 +597,11 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Starts an episode; ``options`` may pin ``"goal"`` (scaled) and ``"car"``."""
         super().reset(seed=seed)
-        goal = car = None
-        if options:
-            if options.get("goal") is not None:
-                goal = check_goal_option(options["goal"], self.observation_space["desired_goal"])
-            if options.get("car") is not None:
-                car = check_car_option(options["car"], self.params.max_speed)
-        state, goal, parked = start_episode(self.np_random, self.params, goal, car)
+        goal, car = self._pinned_goal(options), (options or {}).get("car")
+        if car is not None:
+            car = check_car_option(car, self.params.max_speed)
+        state, self._goal, self._parked = start_episode(self.np_random, self.params, goal, car)
         self._state = tuple(np.float64(value) for value in state)
-        self._goal, self._parked = goal, parked
         self._elapsed = 0
         self._last_reward = None
         self._has_reset = True
@@ -649,11 +627,7 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
             self._state, self._goal, self._parked, SPOT_CENTERS, self.params, np
         )
         self._success, self._crashed = bool(success), bool(crashed)
-        obs = {
-            "observation": achieved,
-            "achieved_goal": achieved.copy(),
-            "desired_goal": self._goal.copy(),
-        }
+        obs = goal_obs(achieved, achieved.copy(), self._goal.copy())
         return obs, float(reward)
 
     def _draw_frame(self, canvas: Canvas) -> None:
@@ -664,16 +638,15 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys: up/down throttle, left/right steering (float32 actions)."""
-        return keys_to_action()
+        return arrow_keys(up=(1.0, 0.0), left=(0.0, 1.0))
 
 
 # --------------------------------------------------------------------------- vector env
 
 
 class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """The vector twin of :class:`ParkingEnv` (see :class:`GoalVectorEnv` for what a twin
-    adds and guarantees); ``options={"car": ...}`` and ``{"goal": ...}`` take one value for
-    all sub-envs or one row each."""
+    """The vector twin of :class:`ParkingEnv` (:class:`GoalVectorEnv`); ``options`` ``"car"``
+    and ``"goal"`` take one value for all sub-envs or one row each."""
 
     metadata: dict[str, Any] = twin_metadata(ParkingEnv)
 
@@ -748,7 +721,7 @@ class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEn
             column[index] = value
 
     def _step_envs(self, actions: np.ndarray) -> None:
-        self._state = advance(self._state, _cast(actions, "float64", self.xp), self.params, self.xp)
+        self._state = advance(self._state, cast(actions, "float64"), self.params, self.xp)
 
     def _observation(self) -> dict[str, np.ndarray]:
         # GoalVectorEnv asks for it once after each step or reset, when the sub-envs that
@@ -756,11 +729,9 @@ class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEn
         self._achieved, self._reward, self._success, self._crashed = evaluate(
             self._state, self._goal, self._parked, self._spot_centers, self.params, self.xp
         )
-        return {
-            "observation": self.fresh(self._achieved),
-            "achieved_goal": self.fresh(self._achieved),
-            "desired_goal": self.fresh(self._goal),
-        }
+        return goal_obs(
+            self.fresh(self._achieved), self.fresh(self._achieved), self.fresh(self._goal)
+        )
 
     def _step_info(self) -> dict[str, np.ndarray]:
         return {"is_success": self.fresh(self._success), "crashed": self.fresh(self._crashed)}

@@ -1,15 +1,18 @@
 """The parking lot of :mod:`goalenvs.envs.parking`: its layout (the constants the
 kernel reads), the spot under a point, the check of a car placed in it
-(``options["car"]``), its drawing and its keyboard controls. It knows nothing of the car
+(``options["car"]``) and its drawing. It knows nothing of the car
 beyond the length and width it draws."""
 
 from __future__ import annotations
 
 import math
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
-from goalenvs.envs.canvas import Canvas, hud_line, import_pygame
+from goalenvs.core.backend import cast
+from goalenvs.envs.canvas import Canvas, hud_line
 
 # --------------------------------------------------------------------------- lot layout
 # Two rows of spots face each other across a lane; walls enclose the lot (highway-env's
@@ -48,13 +51,12 @@ START_HALF_X = 4.0  # m: the car starts within +-4 m of the lot centre along the
 START_HALF_Y = 1.0  # m: and within +-1 m across it
 
 
-def spot_at(x: float, y: float) -> int:
-    """The spot containing the point (x, y) in metres, or -1."""
+def spot_at(x: Any, y: Any, xp: ModuleType = np) -> Any:
+    """The spot containing the point (x, y) in metres, or -1: floats, or arrays of ``xp``."""
     row_y = abs(y) - LANE_HALF_WIDTH
-    column = math.floor((x - SPOT_X[0]) / SPOT_WIDTH + 0.5)
-    if 0.0 <= row_y <= SPOT_DEPTH and 0 <= column < SPOTS_PER_ROW:
-        return column + (SPOTS_PER_ROW if y > 0 else 0)
-    return -1
+    column = cast(xp.floor((x - SPOT_X[0]) / SPOT_WIDTH + 0.5), "int64")
+    inside = (row_y >= 0) & (row_y <= SPOT_DEPTH) & (column >= 0) & (column < SPOTS_PER_ROW)
+    return xp.where(inside, column + SPOTS_PER_ROW * (y > 0), -1)
 
 
 # --------------------------------------------------------------------------- cars in the lot
@@ -187,19 +189,3 @@ class LotPainter:
             cv.circle((x, y), 0.75 * length, _COLORS["crash"], width=3)
             hud = "CRASH  " + hud
         cv.text(hud, (8, 6), _COLORS["crash"] if crashed else _COLORS["hud"], size=20)
-
-
-def keys_to_action() -> dict[tuple[int, ...], np.ndarray]:
-    """Arrow keys for :func:`gymnasium.utils.play.play`: up/down throttle, left/right steer."""
-    pg = import_pygame()
-    throttle = {pg.K_UP: 1.0, pg.K_DOWN: -1.0}
-    steering = {pg.K_LEFT: 1.0, pg.K_RIGHT: -1.0}
-    mapping: dict[tuple[int, ...], np.ndarray] = {}
-    for t_key in (None, *throttle):
-        for s_key in (None, *steering):
-            keys = tuple(sorted(k for k in (t_key, s_key) if k is not None))
-            if keys:
-                mapping[keys] = np.array(
-                    [throttle.get(t_key, 0.0), steering.get(s_key, 0.0)], dtype=np.float32
-                )
-    return mapping

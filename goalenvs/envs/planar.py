@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from goalenvs.core import InfoLike, goal_batch
+from goalenvs.core import InfoLike, goal_batch, goal_obs
+from goalenvs.core.backend import cast
 from goalenvs.core.types import ArrayT
 from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, import_pygame
 
@@ -26,6 +27,21 @@ def goal_distance(achieved: ArrayT, desired: ArrayT, xp: ModuleType) -> ArrayT:
     """
     d = achieved - desired
     return xp.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
+
+
+def accelerate(
+    velocity: ArrayT, action: ArrayT, action_scale: float, dt: float, max_speed: float,
+    xp: ModuleType,
+) -> ArrayT:  # fmt: skip
+    """The ``(batch, 2)`` velocities after a step of semi-implicit Euler: ``v += action *
+    action_scale * dt``, then rescaled to norm ``max_speed`` where faster (PointReach's,
+    PointMaze's and Push's pusher's)."""
+    v = velocity + action * (action_scale * dt)
+    speed = xp.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1])[:, None]
+    # divide, not /: torch's scalar / tensor multiplies by a reciprocal, numpy divides.
+    scale = xp.divide(max_speed, xp.clip(speed, max_speed, None))
+    # Clipping after the rescale only absorbs float32 rounding (the Box bound).
+    return xp.clip(v * scale, -max_speed, max_speed)
 
 
 def reach_reward(
@@ -58,7 +74,7 @@ class PlanarGoals:
         p = self.params
         distance = goal_distance(achieved, desired, xp)  # float64 for float64 goals
         reward = reach_reward(distance, p.distance_threshold, p.reward_type, xp)
-        return reward.astype(np.float32) if xp is np else reward.float()
+        return cast(reward, "float32")
 
     def compute_terminated(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
@@ -122,11 +138,11 @@ class PointMassEnv(PlanarRendering):
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
 
     def _obs(self) -> dict[str, np.ndarray]:
-        return {
-            "observation": np.concatenate((self._position[0], self._velocity[0])),
-            "achieved_goal": self._position[0].copy(),
-            "desired_goal": self._goal[0].copy(),
-        }
+        return goal_obs(
+            np.concatenate((self._position[0], self._velocity[0])),
+            self._position[0].copy(),
+            self._goal[0].copy(),
+        )
 
     def _show_frame(self) -> None:
         """Adds the position to the trail (when rendering), then shows the frame."""
@@ -154,11 +170,9 @@ class PointMassTwin:
             self._rewards = None
 
     def _observation(self) -> dict[str, Any]:
-        return {
-            "observation": self.xp.concatenate((self._position, self._velocity), axis=1),
-            "achieved_goal": self.fresh(self._position),  # type: ignore[attr-defined]
-            "desired_goal": self.fresh(self._goal),  # type: ignore[attr-defined]
-        }
+        fresh = self.fresh  # type: ignore[attr-defined]
+        observation = self.xp.concatenate((self._position, self._velocity), axis=1)
+        return goal_obs(observation, fresh(self._position), fresh(self._goal))
 
 
 def draw_point_mass(

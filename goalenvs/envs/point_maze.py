@@ -5,10 +5,6 @@ The maze is a grid of square cells of side 1, walls or free, given as ``maze_map
 umaze, medium and large. Collisions are exact: the point moves one axis at a time and each
 move, shorter than a cell, stops on the face of the wall cell it would enter, so it can
 never tunnel through a wall or cut a corner.
-
-The checked constants (``*Params``), the kernel (pure functions of arrays and their array
-module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
-vector twin (the ids' ``vector_entry_point``).
 """
 
 from __future__ import annotations
@@ -34,7 +30,7 @@ from goalenvs.core import (
     goal_dict_space,
     twin_metadata,
 )
-from goalenvs.core.backend import constant_like, is_tensor
+from goalenvs.core.backend import cast, constant_like
 from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, import_pygame
 from goalenvs.envs.planar import (
@@ -44,6 +40,7 @@ from goalenvs.envs.planar import (
     PlanarGoals,
     PointMassEnv,
     PointMassTwin,
+    accelerate,
     draw_point_mass,
     goal_distance,
 )
@@ -238,7 +235,7 @@ class PointMazeParams:
     def check_goal(self, goal: object, space: Space, batch: int | None = None) -> np.ndarray:
         """A pinned ``options["goal"]``, checked to lie in the maze and in a free cell."""
         arr = check_goal_option(goal, space, batch)
-        inside_wall = self.walls_up[_cell_y(arr[..., 1]), _cell_x(arr[..., 0])]
+        inside_wall = self.walls_up[_cell(arr[..., 1]), _cell(arr[..., 0])]
         if np.any(inside_wall):
             raise ValueError(
                 f"options['goal']={arr.tolist()} lies inside a wall; expected a point in a free "
@@ -247,12 +244,9 @@ class PointMazeParams:
         return arr
 
 
-def _cell_x(x: np.ndarray) -> np.ndarray:
-    return np.clip(np.floor(x).astype(np.int64) + 1, 0, None)
-
-
-def _cell_y(y: np.ndarray) -> np.ndarray:
-    return np.clip(np.floor(y).astype(np.int64) + 1, 0, None)
+def _cell(coordinate: np.ndarray) -> np.ndarray:
+    """The index of a coordinate's cell in the bordered ``walls_up`` grid."""
+    return np.clip(np.floor(coordinate).astype(np.int64) + 1, 0, None)
 
 
 # --------------------------------------------------------------------------- goal functions
@@ -290,11 +284,6 @@ class _PointMazeGoals(PlanarGoals):
 # --------------------------------------------------------------------------- kernel
 
 
-def _index(x: ArrayT, xp: ModuleType) -> ArrayT:
-    """Integer cell indices from whole-number floats (the one backend-specific line)."""
-    return x.long() if is_tensor(x) else x.astype(np.int64)
-
-
 def maze_distance(
     achieved: ArrayT, desired: ArrayT, walls_up: ArrayT, path_lengths: ArrayT, xp: ModuleType
 ) -> ArrayT:
@@ -303,8 +292,8 @@ def maze_distance(
     top_y, top_x = walls_up.shape[0] - 1, cols - 1
 
     def flat_cell(g: Any) -> Any:
-        ix = xp.clip(_index(xp.floor(g[..., 0]), xp) + 1, 0, top_x)
-        iy = xp.clip(_index(xp.floor(g[..., 1]), xp) + 1, 0, top_y)
+        ix = xp.clip(cast(xp.floor(g[..., 0]), "int64") + 1, 0, top_x)
+        iy = xp.clip(cast(xp.floor(g[..., 1]), "int64") + 1, 0, top_y)
         return iy * cols + ix
 
     if xp is np:
@@ -313,7 +302,7 @@ def maze_distance(
         a, d = xp.broadcast_tensors(flat_cell(achieved), flat_cell(desired))
     straight = goal_distance(achieved, desired, xp)
     distance = xp.where(a == d, straight, path_lengths[a, d])
-    return distance.astype(np.float32) if xp is np else distance.float()
+    return cast(distance, "float32")
 
 
 def _move_axis(
@@ -334,8 +323,8 @@ def _move_axis(
     """
     target = moving + speed * dt
     cell = xp.floor(moving)
-    other_index = _index(xp.floor(other), xp) + 1
-    target_index = _index(xp.floor(target), xp) + 1
+    other_index = cast(xp.floor(other), "int64") + 1
+    target_index = cast(xp.floor(target), "int64") + 1
     hit = walls_up[other_index, target_index] if along_x else walls_up[target_index, other_index]
     face = xp.where(speed > 0, cell + (1 - _SKIN), cell + _SKIN)
     return xp.where(hit, face, target), xp.where(hit, 0.0 * speed, speed)
@@ -357,14 +346,8 @@ def maze_step(
     ``max_speed``, ``p += v * dt``), with the move split into x then y so that each axis
     stops at the wall it would enter (:func:`_move_axis`).
     """
-    v = velocity + action * (action_scale * dt)
+    v = accelerate(velocity, action, action_scale, dt, max_speed, xp)
     vx, vy = v[:, 0], v[:, 1]
-    speed = xp.sqrt(vx * vx + vy * vy)
-    # divide, not /: torch's scalar / tensor multiplies by a reciprocal, numpy divides.
-    scale = xp.divide(max_speed, xp.clip(speed, max_speed, None))
-    # Clipping after the rescale only absorbs float32 rounding (the Box bound).
-    vx = xp.clip(vx * scale, -max_speed, max_speed)
-    vy = xp.clip(vy * scale, -max_speed, max_speed)
     x, vx = _move_axis(position[:, 0], position[:, 1], vx, dt, walls_up, True, xp)
     y, vy = _move_axis(position[:, 1], x, vy, dt, walls_up, False, xp)
     return xp.stack([x, y], axis=1), xp.stack([vx, vy], axis=1)
@@ -404,13 +387,9 @@ def draw_episode(
 def draw_episodes(
     generator: Any, free_cells: Any, position_noise: float, count: int, goal: Any
 ) -> tuple[Any, Any]:
-    """:func:`draw_episode` for ``count`` sub-envs at once, from one ``torch.Generator``.
-
-    The same distribution as the single env's draw, in one batch on the generator's
-    device (``free_cells`` is the params' table as a tensor there; ``goal`` None, or
-    ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there). Returns float32
-    ``(count, 2)`` starts and goals.
-    """
+    """:func:`draw_episode`'s distribution for ``count`` sub-envs in one batch from one
+    ``torch.Generator``: float32 ``(count, 2)`` starts and goals on its device, where
+    ``free_cells`` and the pinned ``goal`` (None, ``(2,)`` or ``(count, 2)``) lie."""
     import torch
 
     device = free_cells.device
@@ -562,7 +541,7 @@ class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draws a new start and goal; ``options={"goal": (x, y)}`` pins the goal."""
         super().reset(seed=seed)
-        goal = self._pinned_goal(options, self.params.check_goal)
+        goal = self._pinned_goal(options)
         start, target = draw_episode(self.np_random, self.params, goal)
         self._position, self._goal = start[None], target[None]
         self._velocity = np.zeros((1, 2), np.float32)
@@ -589,8 +568,7 @@ class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
 
 
 class PointMazeVectorEnv(_PointMazeFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """The vector twin of :class:`PointMazeEnv` (see :class:`GoalVectorEnv` for what a twin
-    adds and guarantees)."""
+    """The vector twin of :class:`PointMazeEnv` (:class:`GoalVectorEnv`)."""
 
     metadata: dict[str, object] = twin_metadata(PointMazeEnv)
 
@@ -628,10 +606,6 @@ class PointMazeVectorEnv(_PointMazeFaces, PointMassTwin, TwinRendering, GoalVect
 
     episode_state = ("_position", "_goal")
     zeroed_on_reset = ("_velocity",)
-
-    def _check_goal(self, goal: object) -> np.ndarray:
-        space = self.single_observation_space["desired_goal"]
-        return self.params.check_goal(goal, space, self.num_envs)
 
     def _draw_episode(
         self, rng: np.random.Generator, goal: np.ndarray | None = None

@@ -1,9 +1,4 @@
-"""PointReach: a 2D point mass accelerates to a goal position.
-
-The checked constants (``*Params``), the kernel (pure functions of arrays and their array
-module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
-vector twin (the ids' ``vector_entry_point``).
-"""
+"""PointReach: a 2D point mass accelerates to a goal position."""
 
 from __future__ import annotations
 
@@ -34,6 +29,7 @@ from goalenvs.envs.planar import (
     PlanarGoals,
     PointMassEnv,
     PointMassTwin,
+    accelerate,
     arena_canvas,
     draw_point_mass,
     goal_distance,
@@ -99,12 +95,7 @@ def reach_step(
     the wall and loses the velocity component into it (it can still slide along it).
     """
     p = params
-    v = velocity + action * (p.action_scale * p.dt)
-    vx, vy = v[:, 0], v[:, 1]
-    # divide, not /: torch's scalar / tensor multiplies by a reciprocal, numpy divides.
-    scale = xp.divide(p.max_speed, xp.clip(xp.sqrt(vx * vx + vy * vy), p.max_speed, None))
-    # Clipping after the rescale only absorbs float32 rounding (the Box bound).
-    v = xp.clip(xp.stack([vx * scale, vy * scale], axis=1), -p.max_speed, p.max_speed)
+    v = accelerate(velocity, action, p.action_scale, p.dt, p.max_speed, xp)
     moved = position + v * p.dt
     inside = xp.abs(moved) <= p.bound
     return xp.clip(moved, -p.bound, p.bound), xp.where(inside, v, 0.0)
@@ -144,14 +135,9 @@ def draw_episodes(
 def draw_episodes_on_device(
     generator: torch.Generator, params: PointReachParams, count: int, goal: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`draw_episodes` for ``count`` sub-envs of a device twin, from one
-    ``torch.Generator``.
-
-    The same distribution, in one batch on the generator's device (``goal``: None, or
-    ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there), the redraw loop run
-    batched by :func:`goalenvs.core.backend.clear_points`. Returns float32 ``(count, 2)``
-    starts and goals.
-    """
+    """:func:`draw_episodes`' distribution for ``count`` sub-envs in one batch from one
+    ``torch.Generator`` (its redraws by :func:`goalenvs.core.backend.clear_points`): float32
+    ``(count, 2)`` starts and goals on its device, where a pinned ``goal`` lies."""
     import torch
 
     b, threshold = params.bound, params.distance_threshold
@@ -305,8 +291,7 @@ class PointReachEnv(_PointReachFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv)
 
 
 class PointReachVectorEnv(_PointReachFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """The vector twin of :class:`PointReachEnv` (see :class:`GoalVectorEnv` for what a twin
-    adds and guarantees)."""
+    """The vector twin of :class:`PointReachEnv` (:class:`GoalVectorEnv`)."""
 
     metadata: dict[str, object] = twin_metadata(PointReachEnv)
 

@@ -3,10 +3,6 @@
 The 2D cousin of Fetch Push, the task that made HER famous: the goal is the block's
 position, not the agent's, so most random episodes never move it and a sparse reward
 says nothing until hindsight relabels the block's own path as goals.
-
-The checked constants (``*Params``), the kernel (pure functions of arrays and their array
-module ``xp``, numpy or torch, over a leading batch dimension), the single env and its
-vector twin (the ids' ``vector_entry_point``).
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ from goalenvs.core import (
     check_choice,
     check_positive,
     goal_dict_space,
+    goal_obs,
     twin_metadata,
 )
 from goalenvs.core.backend import clear_points
@@ -37,6 +34,7 @@ from goalenvs.envs.planar import (
     TEXT,
     PlanarGoals,
     PlanarRendering,
+    accelerate,
     arena_canvas,
     goal_distance,
     reach_reward,
@@ -122,11 +120,7 @@ def push_step(
        overlap is left there pushes the pusher back instead.
     """
     # 1. pusher: PointReach's semi-implicit Euler with inelastic table edges.
-    v = pusher_velocity + action * (p.action_scale * p.dt)
-    speed = xp.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1])[:, None]
-    # divide, not /: torch's scalar / tensor multiplies by a reciprocal, numpy divides.
-    scale = xp.divide(p.max_speed, xp.clip(speed, p.max_speed, None))
-    v = xp.clip(v * scale, -p.max_speed, p.max_speed)
+    v = accelerate(pusher_velocity, action, p.action_scale, p.dt, p.max_speed, xp)
     moved = pusher + v * p.dt
     pusher = xp.clip(moved, -p.bound, p.bound)
     v = xp.where(moved == pusher, v, 0.0 * v)
@@ -186,13 +180,9 @@ def draw_episode(
 def draw_episodes(
     generator: Any, params: PushParams, count: int, goal: Any
 ) -> tuple[Any, Any, Any]:
-    """:func:`draw_episode` for ``count`` sub-envs at once, from one ``torch.Generator``.
-
-    The same distribution, in one batch on the generator's device (``goal``: None, or
-    ``(2,)`` / ``(count, 2)`` pinned goals as a tensor there), each rejection loop run
-    batched by :func:`goalenvs.core.backend.clear_points`. Returns float32 ``(count, 2)``
-    pushers, blocks and goals.
-    """
+    """:func:`draw_episode`'s distribution for ``count`` sub-envs in one batch from one
+    ``torch.Generator`` (its rejections by :func:`goalenvs.core.backend.clear_points`):
+    float32 ``(count, 2)`` pushers, blocks and goals on its device, as a pinned ``goal``."""
     import torch
 
     p = params
@@ -378,19 +368,14 @@ class PushEnv(_PushFaces, EpisodeBookkeeping, PlanarRendering, GoalEnv):
         obs = observation(
             self._pusher, self._pusher_velocity, self._block, self._block_velocity, np
         )
-        return {
-            "observation": obs[0],
-            "achieved_goal": self._block[0].copy(),
-            "desired_goal": self._goal[0].copy(),
-        }
+        return goal_obs(obs[0], self._block[0].copy(), self._goal[0].copy())
 
 
 # --------------------------------------------------------------------------- vector env
 
 
 class PushVectorEnv(_PushFaces, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
-    """The vector twin of :class:`PushEnv` (see :class:`GoalVectorEnv` for what a twin adds
-    and guarantees)."""
+    """The vector twin of :class:`PushEnv` (:class:`GoalVectorEnv`)."""
 
     metadata: dict[str, object] = twin_metadata(PushEnv)
 
@@ -449,13 +434,10 @@ class PushVectorEnv(_PushFaces, TwinRendering, GoalVectorEnv):  # type: ignore[m
         )  # fmt: skip
 
     def _observation(self) -> dict[str, object]:
-        return {
-            "observation": observation(
-                self._pusher, self._pusher_velocity, self._block, self._block_velocity, self.xp
-            ),
-            "achieved_goal": self.fresh(self._block),
-            "desired_goal": self.fresh(self._goal),
-        }
+        obs = observation(
+            self._pusher, self._pusher_velocity, self._block, self._block_velocity, self.xp
+        )
+        return goal_obs(obs, self.fresh(self._block), self.fresh(self._goal))
 
     def _step_info(self) -> dict[str, object]:
         self._distance = goal_distance(self._block, self._goal, self.xp)

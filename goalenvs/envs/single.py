@@ -4,7 +4,6 @@ comes before ``step``. Each single env calls these helpers instead of writing th
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,14 +32,12 @@ class EpisodeBookkeeping:
         self._last_reward: float | None = None
         self._has_reset = False
 
-    def _pinned_goal(
-        self,
-        options: dict[str, object] | None,
-        check: Callable[..., np.ndarray] = check_goal_option,
-    ) -> np.ndarray | None:
-        """``options["goal"]`` checked by ``check`` against the desired-goal space, or None."""
+    def _pinned_goal(self, options: dict[str, object] | None) -> np.ndarray | None:
+        """``options["goal"]`` checked against the goal space (by the params' ``check_goal``
+        where they have one), or None."""
         if options is None or options.get("goal") is None:
             return None
+        check = getattr(self.params, "check_goal", check_goal_option)
         return check(options["goal"], self.observation_space["desired_goal"])
 
     def _started(self, success: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

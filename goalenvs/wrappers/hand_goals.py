@@ -73,18 +73,9 @@ class HandGoalDistance(gym.Wrapper):
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         base = env.unwrapped
-        missing = [
-            name
-            for name in (
-                "target_position",
-                "target_rotation",
-                "ignore_z_target_rotation",
-                "distance_threshold",
-                "rotation_threshold",
-                "reward_type",
-            )
-            if not hasattr(base, name)
-        ]
+        needed = ("target_position", "target_rotation", "ignore_z_target_rotation",
+                  "distance_threshold", "rotation_threshold", "reward_type")  # fmt: skip
+        missing = [name for name in needed if not hasattr(base, name)]
         if missing:
             raise TypeError(
                 f"env={base!r} lacks {missing}: HandGoalDistance wraps gymnasium-robotics' "
@@ -103,8 +94,7 @@ class HandGoalDistance(gym.Wrapper):
                 f"achieved_goal and desired_goal must have one shape (..., 7), got {a.shape} "
                 f"and {b.shape}"
             )
-        d_pos = np.zeros(a.shape[:-1])
-        d_rot = np.zeros(a.shape[:-1])
+        d_pos = d_rot = np.zeros(a.shape[:-1])
         if base.target_position != "ignore":
             d_pos = np.linalg.norm(a[..., :3] - b[..., :3], axis=-1)
         if base.target_rotation != "ignore":

@@ -149,21 +149,6 @@ def test_compute_reward_matches_sb3_semantics_on_a_batch():
     assert env.compute_reward(np.array([1, 0, 1]), np.array([1, 0, 1]), {}) == 0.0
 
 
-@pytest.mark.parametrize("n_bits", [0, -3])
-def test_n_bits_below_one_is_rejected(n_bits):
-    with pytest.raises(ValueError, match=f"n_bits must be > 0(.0)?, got {n_bits}"):
-        BitFlippingEnv(n_bits=n_bits)
-    with pytest.raises(ValueError, match="n_bits"):
-        gym.make_vec("goalenvs/BitFlipping-v0", num_envs=2, n_bits=n_bits)
-
-
-def test_non_integer_n_bits_and_bad_render_mode_are_rejected():
-    with pytest.raises(TypeError, match="n_bits must be an integer"):
-        BitFlippingEnv(n_bits=2.5)
-    with pytest.raises(ValueError, match="render_mode='video'"):
-        BitFlippingEnv(render_mode="video")
-
-
 def test_reset_goal_must_be_bits():
     env = BitFlippingEnv(n_bits=3)
     with pytest.raises(ValueError, match=r"only bits \(0 or 1\)"):

@@ -7,6 +7,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.envs.registration import load_env_creator
 from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 from hypothesis import given, settings
@@ -375,6 +376,44 @@ def test_bad_actions_fail_with_clear_errors(env_id):
         bad[1, 0] = np.nan
         with pytest.raises(ValueError, match=r"sub-envs \[1\]"):
             envs.step(bad)
+
+
+BAD_CONSTANTS = [
+    ("PointReach", {"reward_type": "shaped"}, ValueError,
+     r"'shaped' is not valid; expected one of \['sparse', 'dense'\]"),
+    ("PointReach", {"dt": 0.0}, ValueError, "dt must be > 0"),
+    ("PointReach", {"max_speed": -1.0}, ValueError, "max_speed must be > 0"),
+    ("PointReach", {"distance_threshold": float("nan")}, ValueError, "distance_threshold"),
+    ("PointReach", {"action_scale": "10"}, TypeError, "action_scale must be a number"),
+    ("PointReach", {"distance_threshold": 1.5}, ValueError,
+     "distance_threshold=1.5 must be < bound"),
+    ("PointReach", {"render_mode": "video"}, ValueError, "render_mode='video'"),
+    ("BitFlipping", {"n_bits": 0}, ValueError, r"n_bits must be > 0(.0)?, got 0"),
+    ("BitFlipping", {"n_bits": -3}, ValueError, r"n_bits must be > 0(.0)?, got -3"),
+    ("BitFlipping", {"n_bits": 2.5}, TypeError, "n_bits must be an integer"),
+    ("BitFlipping", {"render_mode": "video"}, ValueError, "render_mode='video'"),
+    ("Parking", {"reward_type": "shaped"}, ValueError,
+     r"reward_type='shaped'.*\['sparse', 'dense'\]"),
+    ("Parking", {"n_parked": 28}, ValueError, r"n_parked=28.*<= 27"),
+    ("Parking", {"max_speed": 40.0, "substeps": 1}, ValueError, "substeps=1 is too few"),
+    ("Parking", {"max_speed": -1.0}, ValueError, "max_speed must be > 0"),
+    ("PointMaze", {"max_speed": 20.0}, ValueError, r"max_speed \* dt = 1.0 must be < 1 cell"),
+    ("PointMaze", {"reward_type": "shaped"}, ValueError, "reward_type='shaped'"),
+    ("PointMaze", {"position_noise": -0.1}, ValueError,
+     "position_noise=-0.1 must be a number >= 0"),
+    ("PointMaze", {"position_noise": 0.5}, ValueError, r"position_noise=0.5 must be < 0.5"),
+    ("Push", {"max_speed": 4.0}, ValueError, "tunnelling"),
+    ("Push", {"goal_range": 0.95}, ValueError, "goal_range=0.95 must be <= bound - block_radius"),
+    ("Push", {"friction": -1.0}, ValueError, "friction must be > 0"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("family", "kwargs", "error", "match"), BAD_CONSTANTS)
+def test_bad_constants_are_rejected_by_both_faces_naming_the_value(family, kwargs, error, match):
+    spec = gym.spec(f"goalenvs/{family}-v0")
+    for entry_point, extra in ((spec.entry_point, {}), (spec.vector_entry_point, {"num_envs": 2})):
+        with pytest.raises(error, match=match):
+            load_env_creator(entry_point)(**extra, **kwargs)
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)

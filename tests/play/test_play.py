@@ -154,20 +154,18 @@ def test_held_keys_set_the_continuous_action_and_combine():
     env = DotEnv()
     controller = KeyboardController(env.action_space, env.get_keys_to_action())
     assert not controller.turn_based
-    (action,) = controller.process([]).actions
-    np.testing.assert_array_equal(action, [0.0, 0.0])
-    assert action.dtype == np.float32
-    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_UP)]).actions
-    np.testing.assert_array_equal(action, [0.0, 1.0])
-    (action,) = controller.process([]).actions  # still held
-    np.testing.assert_array_equal(action, [0.0, 1.0])
-    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_LEFT)]).actions
-    np.testing.assert_array_equal(action, [-1.0, 1.0])  # no combo entry: summed
-    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_RIGHT)]).actions
-    np.testing.assert_array_equal(action, [0.0, 1.0])  # left and right cancel
-    controller.process([key(pygame.KEYUP, k) for k in (pygame.K_UP, pygame.K_LEFT)])
-    (action,) = controller.process([key(pygame.KEYDOWN, pygame.K_a)]).actions  # unmapped
-    np.testing.assert_array_equal(action, [1.0, 0.0])
+    down, up = pygame.KEYDOWN, pygame.KEYUP
+    for events, expected in [
+        ([], [0.0, 0.0]),
+        ([(down, pygame.K_UP)], [0.0, 1.0]),
+        ([], [0.0, 1.0]),  # still held
+        ([(down, pygame.K_LEFT)], [-1.0, 1.0]),  # no combo entry: summed
+        ([(down, pygame.K_RIGHT)], [0.0, 1.0]),  # left and right cancel
+        ([(up, pygame.K_UP), (up, pygame.K_LEFT), (down, pygame.K_a)], [1.0, 0.0]),  # a: unmapped
+    ]:
+        (action,) = controller.process([key(*event) for event in events]).actions
+        np.testing.assert_array_equal(action, expected)
+        assert action.dtype == np.float32
 
 
 def test_losing_focus_releases_the_held_keys():
