@@ -36,6 +36,7 @@ from goalenvs.checker.probe import (
     parse_step,
     rollout,
     same,
+    success_flag,
 )
 
 # Budgets of the probe's steps (building its env not counted). CPU time, so that a
@@ -82,7 +83,7 @@ class GoalProbe:
             "steps": len(self.samples),
             "start_distance": _rounded(self.start_distance),
             "closest_distance": _rounded(self.closest),
-            "successes": sum(1 for s in self.samples if _success(s) is True),
+            "successes": sum(1 for s in self.samples if success_flag(s.info)),
             "terminations": sum(1 for s in self.samples if s.terminated),
             "stopped_early": self.stopped,
             "seconds": round(self.seconds, 3),
@@ -97,14 +98,6 @@ class GoalProbe:
 
 def _rounded(value: float) -> float | None:
     return round(float(value), 6) if np.isfinite(value) else None
-
-
-def _success(s: StepRecord) -> bool | None:
-    value = s.info.get("is_success") if isinstance(s.info, Mapping) else None
-    try:
-        return None if value is None else bool(np.asarray(value).reshape(-1)[0])
-    except (TypeError, ValueError, IndexError):
-        return None
 
 
 def goal_distance(obs: Any) -> float:

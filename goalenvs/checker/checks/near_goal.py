@@ -21,9 +21,9 @@ from goalenvs.checker.probe import (
     fmt,
     goal_space,
     goal_steps,
-    is_bool_like,
     method,
     rollout,
+    success_flag,
 )
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.checker.seek import GoalProbe, goal_distance, goal_probe
@@ -75,13 +75,6 @@ def check_goal_visible(ctx: Context, out: Outcome) -> None:
             return
 
 
-def _success(s: StepRecord) -> bool | None:
-    value = s.info.get("is_success") if isinstance(s.info, Mapping) else None
-    if value is None or not is_bool_like(value):
-        return None
-    return bool(np.asarray(value).reshape(-1)[0])
-
-
 def _near_goal_samples(ctx: Context) -> tuple[GoalProbe, list[StepRecord]]:
     probe = goal_probe(ctx)
     samples = [s for s in probe.samples if isinstance(s.obs, Mapping) and "achieved_goal" in s.obs]
@@ -100,7 +93,7 @@ def near_goal_judged(ctx: Context) -> tuple[GoalProbe, list[Judged]]:
     def build(ctx: Context) -> tuple[GoalProbe, list[Judged]]:
         fn = method(ctx, "compute_reward")
         probe, samples = _near_goal_samples(ctx)
-        flagged = [(s, ok) for s in samples if (ok := _success(s)) is not None]
+        flagged = [(s, ok) for s in samples if (ok := success_flag(s.info)) is not None]
         if not flagged:
             raise SkipCheckError(
                 "no probe step reports a bool info['is_success'] (see success.bool)"
@@ -182,8 +175,8 @@ def check_terminated_at_goal(ctx: Context, out: Outcome) -> None:
         if computed != s.terminated:
             out.fail(
                 f"step returned terminated={s.terminated} but compute_terminated(achieved_goal="
-                f"{fmt(ag)}, desired_goal={fmt(dg)}) = {computed} (is_success={_success(s)}): "
-                "relabeled goals get the wrong terminations",
+                f"{fmt(ag)}, desired_goal={fmt(dg)}) = {computed} (is_success="
+                f"{success_flag(s.info)}): relabeled goals get the wrong terminations",
                 _where(s),
             )
             return
@@ -245,8 +238,8 @@ def check_episode_length_declared(ctx: Context, out: Outcome) -> None:
 
 
 def _solved_at_reset(ctx: Context, fn: Any, obs: Any, info: object) -> bool:
-    if isinstance(info, Mapping) and is_bool_like(info.get("is_success", None)):
-        return bool(np.asarray(info["is_success"]).reshape(-1)[0])
+    if (solved := success_flag(info)) is not None:
+        return solved
     ag, dg = obs["achieved_goal"], obs["desired_goal"]
     paid = float(_flat(call_goal(ctx, "compute_reward(reset goals)", fn, ag, dg, info))[0])
     at_goal = float(_flat(call_goal(ctx, "compute_reward(g, g)", fn, ag, ag, info))[0])
