@@ -50,6 +50,7 @@ RANDOM_CANDIDATES = 2
 # percent of the distance, where success and reward thresholds sit.
 MODEL_SCALES = (1.0, 0.98, 0.95, 0.9, 0.8, 0.65, 0.5, 0.25)
 MAX_DISCRETE = 32
+GOAL_PAIR = {"achieved_goal", "desired_goal"}
 
 
 @dataclass
@@ -88,6 +89,10 @@ class GoalProbe:
             "stopped_early": self.stopped,
             "seconds": round(self.seconds, 3),
         }
+
+    def goal_samples(self) -> list[StepRecord]:
+        """The samples whose observation holds both goals."""
+        return [s for s in self.samples if isinstance(s.obs, Mapping) and s.obs.keys() >= GOAL_PAIR]
 
     def lags(self) -> bool:
         """Whether achieved_goal answers the probe's actions one step late: never in the
@@ -145,12 +150,8 @@ class _Model:
         """The action predicted to cover ``fraction`` of the way to the goal, clipped."""
         if self.weights is None:
             return None
-        try:
-            ag = np.asarray(obs["achieved_goal"], np.float64).reshape(-1)
-            dg = np.asarray(obs["desired_goal"], np.float64).reshape(-1)
-        except (KeyError, TypeError, ValueError):
-            return None
-        if ag.shape[0] != self.weights.shape[1]:
+        ag, dg = _achieved(obs), _achieved(obs, "desired_goal")
+        if ag is None or dg is None or ag.shape[0] != self.weights.shape[1]:
             return None
         action = np.linalg.lstsq(self.weights.T, fraction * (dg - ag), rcond=None)[0]
         low, high = self.space.low.reshape(-1), self.space.high.reshape(-1)
@@ -349,9 +350,9 @@ def _advance(
     return twin, returned, sample.terminated or sample.truncated
 
 
-def _achieved(obs: Any) -> np.ndarray | None:
+def _achieved(obs: Any, key: str = "achieved_goal") -> np.ndarray | None:
     try:
-        return np.asarray(obs["achieved_goal"], np.float64).reshape(-1)
+        return np.asarray(obs[key], np.float64).reshape(-1)
     except (KeyError, TypeError, ValueError):
         return None
 

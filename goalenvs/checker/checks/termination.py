@@ -13,7 +13,6 @@ from goalenvs.checker.registry import Outcome, register
 
 
 def _flag_checks(flag: str, step_title: str) -> tuple[Callable, Callable]:
-    """Registers the batch and the step check of ``compute_<flag>``; returns them."""
     name = f"compute_{flag}"
 
     @register(f"{flag}.batch", "error", f"batched {name} equals per-element calls")
