@@ -29,7 +29,7 @@ from tests.checker.broken_vector_envs import (
     ToyVecReach,
     make,
 )
-from tests.checker.test_checker import installed
+from tests.checker.test_checker import assert_clean, installed
 
 STEPS = 100  # the toy's episodes last at most 20 steps: five or more per sub-env
 MODES = ("next_step", "same_step", "disabled")
@@ -95,13 +95,6 @@ def run_check(env: Any, **kwargs: Any):
     kwargs.setdefault("steps", STEPS)
     kwargs.setdefault("timeout", 5.0)
     return check_goal_env(env, **kwargs)
-
-
-def assert_clean(report, allow_skipped=()):
-    assert report.errors == [], str(report)
-    assert report.warnings == [], str(report)
-    skipped = {r.id for r in report.results if r.status == "skipped"}
-    assert skipped <= set(allow_skipped), str(report)
 
 
 # --------------------------------------------------------------------------- defects

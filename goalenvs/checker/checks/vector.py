@@ -337,7 +337,7 @@ def check_autoreset_mode(ctx: Context, out: Outcome) -> None:
         looks_next = [
             (t, i)
             for t, i in events
-            if i not in _moved_rows(moved, t)
+            if (t, i) not in moved
             and run.steps[t + 1].reward[i] == 0
             and not run.steps[t + 1].done[i]
             and not np.array_equal(run.steps[t + 1].obs[dg][i], run.steps[t].obs[dg][i])
@@ -354,10 +354,6 @@ def check_autoreset_mode(ctx: Context, out: Outcome) -> None:
             )
     if mode == AutoresetMode.DISABLED:
         _check_masked_resets(run, out)
-
-
-def _moved_rows(moved: list[tuple[int, int]], t: int) -> set[int]:
-    return {i for s, i in moved if s == t}
 
 
 def _check_masked_resets(run: VecRun, out: Outcome) -> None:
