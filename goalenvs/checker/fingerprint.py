@@ -137,7 +137,6 @@ def _draw_actions(space: spaces.Space, seed: int, steps: int) -> list:
 
 
 def _action(space: spaces.Space, value: Any) -> Any:
-    """A stored action as the space's own type."""
     if isinstance(space, spaces.Discrete):
         return np.int64(value)
     return np.asarray(value, dtype=space.dtype)
@@ -377,7 +376,6 @@ def _ensure_actions(space: spaces.Space, seed: int, actions: Any, shown: str) ->
 
 
 def _settings(env_kwargs: dict[str, Any] | None, max_episode_steps: int | None) -> dict:
-    """How the env was built, as a fingerprint stores it."""
     return {"env_kwargs": _plain(env_kwargs or {}), "max_episode_steps": max_episode_steps}
 
 

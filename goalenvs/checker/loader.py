@@ -243,7 +243,6 @@ def _vector_of_factory(
 
 
 def _accepts(factory: Callable[..., Any], name: str) -> bool:
-    """Whether ``factory`` takes the keyword ``name`` (or any keyword)."""
     try:
         parameters = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):
@@ -263,7 +262,6 @@ def _build(text: str, make: Callable[[], Any]) -> Any:
 
 
 def _ensure_env(text: str, env: object) -> None:
-    """Raises :class:`LoadError` unless ``env`` is a gymnasium env or vector env."""
     if not isinstance(env, (gym.Env, gym.vector.VectorEnv)):
         raise LoadError(
             f"{text} built a {type(env).__name__}; expected a gymnasium.Env or a "

@@ -90,6 +90,13 @@ def is_bool_like(value: object) -> bool:
     return False
 
 
+def success_flag(info: object) -> bool | None:
+    """``info["is_success"]`` as a bool, or None when it is missing or not bool-like: the
+    one rule every check and the probe's footer read success by (docs/checks.md#success.bool)."""
+    value = info.get("is_success") if isinstance(info, Mapping) else None
+    return None if value is None or not is_bool_like(value) else bool(value)
+
+
 def copy_obs(obs: object) -> object:
     if isinstance(obs, Mapping):
         return {k: np.array(v, copy=True) for k, v in obs.items()}

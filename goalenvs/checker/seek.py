@@ -36,6 +36,7 @@ from goalenvs.checker.probe import (
     parse_step,
     rollout,
     same,
+    success_flag,
 )
 
 # Budgets of the probe's steps (building its env not counted). CPU time, so that a
@@ -49,6 +50,7 @@ RANDOM_CANDIDATES = 2
 # percent of the distance, where success and reward thresholds sit.
 MODEL_SCALES = (1.0, 0.98, 0.95, 0.9, 0.8, 0.65, 0.5, 0.25)
 MAX_DISCRETE = 32
+GOAL_PAIR = {"achieved_goal", "desired_goal"}
 
 
 @dataclass
@@ -82,11 +84,15 @@ class GoalProbe:
             "steps": len(self.samples),
             "start_distance": _rounded(self.start_distance),
             "closest_distance": _rounded(self.closest),
-            "successes": sum(1 for s in self.samples if _success(s) is True),
+            "successes": sum(1 for s in self.samples if success_flag(s.info)),
             "terminations": sum(1 for s in self.samples if s.terminated),
             "stopped_early": self.stopped,
             "seconds": round(self.seconds, 3),
         }
+
+    def goal_samples(self) -> list[StepRecord]:
+        """The samples whose observation holds both goals."""
+        return [s for s in self.samples if isinstance(s.obs, Mapping) and s.obs.keys() >= GOAL_PAIR]
 
     def lags(self) -> bool:
         """Whether achieved_goal answers the probe's actions one step late: never in the
@@ -97,14 +103,6 @@ class GoalProbe:
 
 def _rounded(value: float) -> float | None:
     return round(float(value), 6) if np.isfinite(value) else None
-
-
-def _success(s: StepRecord) -> bool | None:
-    value = s.info.get("is_success") if isinstance(s.info, Mapping) else None
-    try:
-        return None if value is None else bool(np.asarray(value).reshape(-1)[0])
-    except (TypeError, ValueError, IndexError):
-        return None
 
 
 def goal_distance(obs: Any) -> float:
@@ -152,12 +150,8 @@ class _Model:
         """The action predicted to cover ``fraction`` of the way to the goal, clipped."""
         if self.weights is None:
             return None
-        try:
-            ag = np.asarray(obs["achieved_goal"], np.float64).reshape(-1)
-            dg = np.asarray(obs["desired_goal"], np.float64).reshape(-1)
-        except (KeyError, TypeError, ValueError):
-            return None
-        if ag.shape[0] != self.weights.shape[1]:
+        ag, dg = _achieved(obs), _achieved(obs, "desired_goal")
+        if ag is None or dg is None or ag.shape[0] != self.weights.shape[1]:
             return None
         action = np.linalg.lstsq(self.weights.T, fraction * (dg - ag), rcond=None)[0]
         low, high = self.space.low.reshape(-1), self.space.high.reshape(-1)
@@ -356,9 +350,9 @@ def _advance(
     return twin, returned, sample.terminated or sample.truncated
 
 
-def _achieved(obs: Any) -> np.ndarray | None:
+def _achieved(obs: Any, key: str = "achieved_goal") -> np.ndarray | None:
     try:
-        return np.asarray(obs["achieved_goal"], np.float64).reshape(-1)
+        return np.asarray(obs[key], np.float64).reshape(-1)
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -23,11 +23,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from goalenvs.checker.context import (
-    Context,
-    EnvCallError,
-    SkipCheckError,
-)
+from goalenvs.checker.context import Context, EnvCallError, SkipCheckError
 from goalenvs.core import GOAL_KEYS
 from goalenvs.core.backend import is_tensor
 from goalenvs.core.types import DeviceLike
@@ -498,7 +494,6 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
 
 
 def _raised(run: VecRun, where: str, error: EnvCallError) -> VecRun:
-    """``run`` stopped by an env call that raised."""
     run.problems.append((where, str(error)))
     run.cause, run.stopped = error.cause, str(error)
     return run

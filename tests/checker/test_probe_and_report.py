@@ -340,3 +340,17 @@ def test_an_env_holding_a_mujoco_env_counts_as_mujoco():
     import goalenvs  # noqa: F401  (registers the id)
 
     assert not uses_mujoco(gym.make("goalenvs/PointReach-v0"))
+
+
+def test_probe_footer_counts_only_bool_successes_as_the_near_goal_checks_do():
+    # is_success is the goal distance: truthy on almost every step, never a bool success
+    report = check_goal_env(
+        make("success_float"),
+        steps=STEPS,
+        factory=functools.partial(make, "success_float"),
+        checks=["success.near_goal"],
+    )
+    result = report.result("success.near_goal")
+    assert result.status == "skipped" and "bool info['is_success']" in result.note
+    assert report.probe["steps"] > 0 and report.probe["successes"] == 0
+    assert "0 success(es)" in report.probe_line()

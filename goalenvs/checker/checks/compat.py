@@ -9,12 +9,7 @@ import numpy as np
 
 from goalenvs.checker.checks.reward import needed_keys_or_none
 from goalenvs.checker.context import Context, SkipCheckError
-from goalenvs.checker.probe import (
-    StepRecord,
-    fmt,
-    goal_space,
-    rollout,
-)
+from goalenvs.checker.probe import StepRecord, fmt, goal_space, rollout
 from goalenvs.checker.registry import Outcome, register
 
 

@@ -138,12 +138,10 @@ def check_seed_rollout(ctx: Context, out: Outcome) -> None:
     if not steps:
         raise SkipCheckError(f"the rollout has no steps ({ro.stopped})")
     replay = steps[: min(len(steps), 100)]
-    ret = ctx.call(f"reset(seed={ctx.seed})", ctx.env.reset, seed=ctx.seed)
-    if not isinstance(ret, tuple) or len(ret) != 2:
-        raise SkipCheckError("reset does not return (obs, info) (see api.reset)")
-    if not same(copy_obs(ret[0]), ro.episodes[0].reset_obs):
+    obs, _ = _reset_obs(ctx, ctx.seed, "replay")
+    if not same(obs, ro.episodes[0].reset_obs):
         out.fail(
-            f"reset(seed={ctx.seed}) returned {fmt(ret[0])}, the first time "
+            f"reset(seed={ctx.seed}) returned {fmt(obs)}, the first time "
             f"{fmt(ro.episodes[0].reset_obs)}",
             "reset",
         )

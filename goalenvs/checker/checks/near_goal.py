@@ -21,9 +21,9 @@ from goalenvs.checker.probe import (
     fmt,
     goal_space,
     goal_steps,
-    is_bool_like,
     method,
     rollout,
+    success_flag,
 )
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.checker.seek import GoalProbe, goal_distance, goal_probe
@@ -41,6 +41,18 @@ _MIN_AWAY_STEPS = 5
 
 def _flat(value: object) -> np.ndarray:
     return np.asarray(value, np.float64).reshape(-1)
+
+
+def _slices_equal(
+    observations: np.ndarray, goals: np.ndarray, atol: float = 1e-8, rtol: float = 1e-5
+) -> list[int]:
+    """Offsets j where ``observations[:, j:j+k]`` equals the (T, k) ``goals`` on every row."""
+    k = goals.shape[1]
+    return [
+        j
+        for j in range(observations.shape[1] - k + 1)
+        if np.allclose(observations[:, j : j + k], goals, atol=atol, rtol=rtol)
+    ]
 
 
 @register("obs.goal_visible", "error", "the desired goal is not copied into obs['observation']")
@@ -61,30 +73,20 @@ def check_goal_visible(ctx: Context, out: Outcome) -> None:
         goals = np.stack([_flat(s.obs["desired_goal"]) for s in steps])
     except (KeyError, TypeError, ValueError) as error:
         raise SkipCheckError(f"observation or desired_goal is not a flat array ({error})") from None
-    k, m = goals.shape[1], observations.shape[1]
     if np.allclose(goals, goals[0]):
         raise SkipCheckError("the desired goal never changed in the rollout (see seed.goal_varies)")
-    for j in range(m - k + 1):
-        if np.allclose(observations[:, j : j + k], goals, atol=1e-6, rtol=0.0):
-            out.fail(
-                f"obs['observation'][{j}:{j + k}] equals desired_goal on all {len(steps)} rollout "
-                f"steps away from the goal (step {steps[0].t}: {fmt(goals[0])}): the policy "
-                "reads the real goal there, "
-                "so a relabeled desired_goal teaches it nothing"
-            )
-            return
-
-
-def _success(s: StepRecord) -> bool | None:
-    value = s.info.get("is_success") if isinstance(s.info, Mapping) else None
-    if value is None or not is_bool_like(value):
-        return None
-    return bool(np.asarray(value).reshape(-1)[0])
+    for j in _slices_equal(observations, goals, atol=1e-6, rtol=0.0)[:1]:
+        out.fail(
+            f"obs['observation'][{j}:{j + goals.shape[1]}] equals desired_goal on all "
+            f"{len(steps)} rollout steps away from the goal (step {steps[0].t}: "
+            f"{fmt(goals[0])}): the policy reads the real goal there, so a relabeled "
+            "desired_goal teaches it nothing"
+        )
 
 
 def _near_goal_samples(ctx: Context) -> tuple[GoalProbe, list[StepRecord]]:
     probe = goal_probe(ctx)
-    samples = [s for s in probe.samples if isinstance(s.obs, Mapping) and "achieved_goal" in s.obs]
+    samples = probe.goal_samples()
     if not samples:
         raise SkipCheckError(f"the goal-seeking probe took no step ({probe.stopped or 'no env'})")
     return probe, samples
@@ -100,7 +102,7 @@ def near_goal_judged(ctx: Context) -> tuple[GoalProbe, list[Judged]]:
     def build(ctx: Context) -> tuple[GoalProbe, list[Judged]]:
         fn = method(ctx, "compute_reward")
         probe, samples = _near_goal_samples(ctx)
-        flagged = [(s, ok) for s in samples if (ok := _success(s)) is not None]
+        flagged = [(s, ok) for s in samples if (ok := success_flag(s.info)) is not None]
         if not flagged:
             raise SkipCheckError(
                 "no probe step reports a bool info['is_success'] (see success.bool)"
@@ -182,8 +184,8 @@ def check_terminated_at_goal(ctx: Context, out: Outcome) -> None:
         if computed != s.terminated:
             out.fail(
                 f"step returned terminated={s.terminated} but compute_terminated(achieved_goal="
-                f"{fmt(ag)}, desired_goal={fmt(dg)}) = {computed} (is_success={_success(s)}): "
-                "relabeled goals get the wrong terminations",
+                f"{fmt(ag)}, desired_goal={fmt(dg)}) = {computed} (is_success="
+                f"{success_flag(s.info)}): relabeled goals get the wrong terminations",
                 _where(s),
             )
             return
@@ -245,8 +247,8 @@ def check_episode_length_declared(ctx: Context, out: Outcome) -> None:
 
 
 def _solved_at_reset(ctx: Context, fn: Any, obs: Any, info: object) -> bool:
-    if isinstance(info, Mapping) and is_bool_like(info.get("is_success", None)):
-        return bool(np.asarray(info["is_success"]).reshape(-1)[0])
+    if (solved := success_flag(info)) is not None:
+        return solved
     ag, dg = obs["achieved_goal"], obs["desired_goal"]
     paid = float(_flat(call_goal(ctx, "compute_reward(reset goals)", fn, ag, dg, info))[0])
     at_goal = float(_flat(call_goal(ctx, "compute_reward(g, g)", fn, ag, ag, info))[0])
@@ -301,7 +303,10 @@ def check_achieved_moves(ctx: Context, out: Outcome) -> None:
             for s in e.steps
         ):
             return  # achieved_goal moves
-        offsets = _mirroring_offsets(episodes)
+        offsets = _slices_equal(
+            np.stack([_flat(e.reset_obs["observation"]) for e in episodes]),
+            np.stack([_flat(e.reset_obs["achieved_goal"]) for e in episodes]),
+        )
     except (KeyError, TypeError, ValueError):
         raise SkipCheckError("observation or achieved_goal is not a flat array") from None
     for j in offsets:
@@ -325,23 +330,6 @@ def check_achieved_moves(ctx: Context, out: Outcome) -> None:
                     f"step {moved.t}",
                 )
                 return
-
-
-def _mirroring_offsets(episodes: list) -> list[int]:
-    """Offsets j where obs['observation'][j:j+k] equals achieved_goal at every reset."""
-    first = episodes[0].reset_obs
-    k = _flat(first["achieved_goal"]).shape[0]
-    m = _flat(first["observation"]).shape[0]
-    return [
-        j
-        for j in range(m - k + 1)
-        if all(
-            np.allclose(
-                _flat(e.reset_obs["observation"])[j : j + k], _flat(e.reset_obs["achieved_goal"])
-            )
-            for e in episodes
-        )
-    ]
 
 
 @register("api.info_fresh", "warning", "every step returns a new info dict")

@@ -4,7 +4,7 @@ pays, deterministic, and paying success at the goal."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -364,11 +364,7 @@ def _probe_reward_match(ctx: Context, out: Outcome) -> None:
     """The same comparison on the goal-seeking probe's steps, which reach the goal where
     a random rollout does not (a reward that disagrees only there)."""
     fn = method(ctx, "compute_reward")
-    samples = [
-        s
-        for s in goal_probe(ctx).samples
-        if isinstance(s.obs, Mapping) and all(k in s.obs for k in ("achieved_goal", "desired_goal"))
-    ]
+    samples = goal_probe(ctx).goal_samples()
 
     def computed() -> list[float]:
         values = []

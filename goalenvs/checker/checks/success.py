@@ -18,6 +18,7 @@ from goalenvs.checker.probe import (
     goal_sampler,
     is_bool_like,
     rollout,
+    success_flag,
 )
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.checker.seek import goal_distance
@@ -74,12 +75,10 @@ def check_success_bool(ctx: Context, out: Outcome) -> None:
 
 def _success_steps(ctx: Context) -> list[tuple[StepRecord, bool]]:
     steps = [s for _, _, s in _infos(ctx) if s is not None and "is_success" in s.info]
-    if not all(is_bool_like(s.info["is_success"]) for s in steps):
+    flags = [success_flag(s.info) for s in steps]
+    if None in flags:
         raise SkipCheckError("is_success is not bool-like (see success.bool)")
-    try:
-        flagged = [(s, bool(np.asarray(s.info["is_success"]).reshape(-1)[0])) for s in steps]
-    except (TypeError, ValueError, IndexError):
-        raise SkipCheckError("is_success is not bool-like (see success.bool)") from None
+    flagged = [(s, bool(ok)) for s, ok in zip(steps, flags, strict=True)]
     if not flagged:
         raise SkipCheckError("no step reports info['is_success'] (see success.present)")
     return flagged

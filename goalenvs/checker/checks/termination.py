@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import numpy as np
 
 from goalenvs.checker.checks.reward import compare_batches, step_match
 from goalenvs.checker.context import Context
-from goalenvs.checker.probe import BATCH_SHAPES, evaluate_batches, fmt, goal_steps, is_bool_like
+from goalenvs.checker.probe import BATCH_SHAPES, evaluate_batches, fmt, goal_steps, success_flag
 from goalenvs.checker.registry import Outcome, register
 
 
 def _flag_checks(flag: str, step_title: str) -> tuple[Callable, Callable]:
-    """Registers the batch and the step check of ``compute_<flag>``; returns them."""
     name = f"compute_{flag}"
 
     @register(f"{flag}.batch", "error", f"batched {name} equals per-element calls")
@@ -42,8 +41,7 @@ def check_terminated_present(ctx: Context, out: Outcome) -> None:
         return
     ended = None
     for s in goal_steps(ctx):
-        success = s.info.get("is_success") if isinstance(s.info, Mapping) else None
-        if s.terminated and is_bool_like(success) and bool(success):
+        if s.terminated and success_flag(s.info):
             ended = s
             break
     if ended is not None:

@@ -51,7 +51,6 @@ from goalenvs.core.backend import is_tensor
 
 
 def _run(ctx: Context) -> VecRun:
-    """The shared rollout; skipped when it has no step to read."""
     run = vector_rollout(ctx)
     if not run.steps:
         raise SkipCheckError(f"the rollout has no step ({run.stopped}; see vector.result_batch)")
@@ -338,7 +337,7 @@ def check_autoreset_mode(ctx: Context, out: Outcome) -> None:
         looks_next = [
             (t, i)
             for t, i in events
-            if i not in _moved_rows(moved, t)
+            if (t, i) not in moved
             and run.steps[t + 1].reward[i] == 0
             and not run.steps[t + 1].done[i]
             and not np.array_equal(run.steps[t + 1].obs[dg][i], run.steps[t].obs[dg][i])
@@ -355,11 +354,6 @@ def check_autoreset_mode(ctx: Context, out: Outcome) -> None:
             )
     if mode == AutoresetMode.DISABLED:
         _check_masked_resets(run, out)
-
-
-def _moved_rows(moved: list[tuple[int, int]], t: int) -> set[int]:
-    """The rows of ``moved`` at step ``t``."""
-    return {i for s, i in moved if s == t}
 
 
 def _check_masked_resets(run: VecRun, out: Outcome) -> None:
@@ -590,48 +584,39 @@ def _match(ctx: Context, out: Outcome, name: str, field: str) -> None:
     achieved, desired = _goals(run)
     normal, finals = _step_rows(run)
     returned = np.stack([getattr(s, field) for s in run.steps])
-
-    def disagree(expected: np.ndarray, result: np.ndarray) -> np.ndarray:
-        if field == "reward":
-            return ~_close(expected, result)
-        return expected != result.astype(bool)
-
+    where, f_ag, f_dg, f_info = _final_inputs(run, methods, finals)
+    normal_rows = [(int(t), int(i)) for t, i in np.argwhere(normal)]
+    groups = [
+        (normal_rows, achieved[normal], desired[normal], _info_for(run, methods, normal), ""),
+        (where, f_ag, f_dg, f_info, " ended"),
+    ]
     first: tuple[str, str] | None = None
     total = bad_total = 0
-    if normal.any():
-        ag, dg = achieved[normal], desired[normal]
-        result = _goal_values(ctx, fn, name, run, ag, dg, _info_for(run, methods, normal))
+    for rows, ag, dg, info, ended in groups:
+        if not rows:
+            continue
+        result = _goal_values(ctx, fn, name, run, ag, dg, info)
         if result is None:
-            out.fail(
-                f"{name} of {len(ag)} goal pairs is not one value per pair (see vector.goal_batch)"
-            )
-            return
-        expected = returned[normal]
-        bad = disagree(expected, result)
-        total, bad_total = len(ag), int(bad.sum())
-        if bad.any():
+            if not ended:
+                out.fail(
+                    f"{name} of {len(ag)} goal pairs is not one value per pair (see "
+                    "vector.goal_batch)"
+                )
+                return
+            continue
+        expected = np.array([returned[t, i] for t, i in rows])
+        bad = ~_close(expected, result) if field == "reward" else expected != result.astype(bool)
+        total, bad_total = total + len(rows), bad_total + int(bad.sum())
+        if bad.any() and (first is None or (ended and field == "reward")):
             k = int(np.flatnonzero(bad)[0])
-            t, i = np.argwhere(normal)[k]
+            t, i = rows[k]
+            goals = "its final_obs" if ended else "the returned goals"
+            late = f": the {field} was computed after the reset, from the next episode's first"
+            late = late + " observation" if ended else ""
             first = (
-                f"step {t}, sub-env {i}: step returned {field} {fmt(expected[k])} but {name} of "
-                f"the returned goals (achieved_goal={fmt(ag[k])}, desired_goal={fmt(dg[k])}) = "
-                f"{fmt(result[k])}",
-                f"step {t}",
-            )
-    where, f_ag, f_dg, f_info = _final_inputs(run, methods, finals)
-    result = _goal_values(ctx, fn, name, run, f_ag, f_dg, f_info) if where else None
-    if result is not None:
-        expected = np.array([returned[t, i] for t, i in where])
-        bad = disagree(expected, result)
-        total, bad_total = total + len(where), bad_total + int(bad.sum())
-        if bad.any() and (first is None or field == "reward"):
-            k = int(np.flatnonzero(bad)[0])
-            t, i = where[k]
-            first = (
-                f"step {t}, sub-env {i} ended: step returned {field} {fmt(expected[k])} but "
-                f"{name} of its final_obs (achieved_goal={fmt(f_ag[k])}, "
-                f"desired_goal={fmt(f_dg[k])}) = {fmt(result[k])}: the {field} was "
-                "computed after the reset, from the next episode's first observation",
+                f"step {t}, sub-env {i}{ended}: step returned {field} {fmt(expected[k])} but "
+                f"{name} of {goals} (achieved_goal={fmt(ag[k])}, desired_goal={fmt(dg[k])}) = "
+                f"{fmt(result[k])}{late}",
                 f"step {t}",
             )
     if first is not None:
@@ -923,14 +908,12 @@ def _not_goal_truncated(
 
 
 def _obs_pairs(a: object, b: object, suffix: str = "") -> list[tuple[str, Any, Any]]:
-    """(what, value in a, value in b) of each key of two observation dicts."""
     if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
         return []
     return [(f"obs[{k!r}]{suffix}", a[k], b.get(k)) for k in a]
 
 
 def _step_pairs(a: VecStep, b: VecStep, success: str) -> list[tuple[str, Any, Any]]:
-    """(what, value in a, value in b) of everything two runs' step returned."""
     pairs = _obs_pairs(a.obs, b.obs)
     pairs += [(f, getattr(a, f), getattr(b, f)) for f in ("reward", "terminated", "truncated")]
     if "is_success" in a.info and "is_success" in b.info:
