@@ -82,14 +82,12 @@ _Buffer = TypeVar("_Buffer", bound="HerReplayBuffer")
 __all__ = ["DeviceHerReplayBuffer", "HerReplayBuffer", "Priorities", "TreePriorities"]
 
 
-def _setting(name: str, doc: str, convert: Any = None) -> Any:
-    """A read-only property of the buffer's setting ``name`` (through ``convert``)."""
-
-    def read(self: HerReplayBuffer) -> Any:
-        value = getattr(self._settings, name)
-        return value if convert is None else convert(value)
-
-    return property(read, doc=doc)
+def _setting(name: str, doc: str = "") -> Any:
+    """A read-only property of the buffer's (checked, normalized) setting ``name``."""
+    return property(
+        lambda self: getattr(self._settings, name),
+        doc=doc or f"The ``{name}`` setting (see the class docstring).",
+    )
 
 
 # ---------------------------------------------------------------------- priorities
@@ -121,8 +119,8 @@ class Priorities:
         live = (counter >= c["sampleable_from"]) & (counter < c["sampleable_to"])
         if "motion" in f:
             # Each row's episode's whole path: the path its last row holds.
-            start = f["episode_start"] % b.rows
-            last = (b.ops.take_rows(f["episode_end"], start) - 1) % b.rows
+            start = f["episode_start"] % b._rows
+            last = (b.ops.take_rows(f["episode_end"], start) - 1) % b._rows
             s = b.settings
             weight = (b.ops.take_rows(f["motion"], last) + s.priority_eps) ** s.alpha
         else:
@@ -159,7 +157,7 @@ class TreePriorities(Priorities):
         """The flat indices of counters ``first[i] .. stop[i] - 1`` of ``envs[i]``."""
         length = stop - first
         offset = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
-        rows = (np.repeat(first, length) + offset) % self.buffer.rows
+        rows = (np.repeat(first, length) + offset) % self.buffer._rows
         return rows * self.buffer.n_envs + np.repeat(envs, length), length
 
     def closed(self, done: Any, start: Any, t: int) -> None:
@@ -169,7 +167,7 @@ class TreePriorities(Priorities):
         b = self.buffer
         flat, length = self._episode_rows(envs, start[envs], np.full(envs.size, t + 1))
         if "motion" in b.fields:
-            path = b.fields["motion"][t % b.rows, envs]
+            path = b.fields["motion"][t % b._rows, envs]
             value = np.repeat((path + b.settings.priority_eps) ** b.settings.alpha, length)
         else:
             value = self.raw.reshape(-1)[flat]
@@ -197,89 +195,54 @@ class TreePriorities(Priorities):
 
 class HerReplayBuffer:
     """Hindsight Experience Replay buffer with relabeling at sample time, in host memory
-    (numpy) or on a torch device.
+    (numpy) or on a torch device (docs/buffer.md walks through every option).
 
     Args:
         buffer_size: transitions held over all envs: each env keeps the last
-            ``buffer_size // n_envs`` (``rows_per_env``), each with both its observations;
-            an episode may be up to ``rows_per_env`` transitions long.
+            ``buffer_size // n_envs`` (``rows_per_env``), the longest episode it can hold.
         observation_space: the single-env goal Dict space (``observation``,
             ``achieved_goal``, ``desired_goal``; other keys are stored alike).
         action_space: the single-env action space (Box, Discrete or MultiBinary).
         compute_reward: a goal env (single or vector, possibly wrapped) or a callable
-            ``(achieved_goal, desired_goal, info) -> rewards`` over a batch: one reward per
-            goal pair (a single value for the whole batch is an error at ``sample``).
+            ``(achieved_goal, desired_goal, info) -> rewards``: one reward per goal pair.
         n_envs: parallel envs writing into the buffer, one transition each per ``add``.
-        n_sampled_goal: ``k``: a sampled transition is relabeled with probability
-            ``k / (k + 1)``; 0 disables relabeling.
-        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"`` or ``"random"``
-            (see :class:`GoalSelectionStrategy`).
-        handle_timeout_termination: when True, a truncated (time-limit) transition still
-            bootstraps (``dones`` = terminated); when False, ``dones`` = terminated or
-            truncated.
-        info_keys: keys of the step info that ``compute_reward`` needs; their values are
-            stored as arrays and passed back as a dict of batched arrays.
+        n_sampled_goal: ``k``: a sample is relabeled with probability ``k / (k + 1)``.
+        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"`` or ``"random"``.
+        handle_timeout_termination: True: a truncated transition still bootstraps
+            (``dones`` = terminated); False: ``dones`` = terminated or truncated.
+        info_keys: step-info keys ``compute_reward`` needs, stored and passed back batched.
         compute_terminated: None keeps the stored ``terminated`` for relabeled goals (as
-            stable-baselines3); a goal env or callable recomputes it for relabeled goals.
-        seed: seed of the generator that draws every sample (numpy's ``rng``, or torch's
-            :attr:`generator` on ``device``): samples are reproducible on one array
-            module and device, not equal across them.
-        prioritized: proportional prioritized replay (Schaul et al. 2016) over the stored
-            transitions instead of uniform draws: transition ``i`` is drawn with probability
-            ``p_i ** alpha / sum_j p_j ** alpha``; relabeling still happens at sample time.
-            New transitions get the largest priority seen so far; the learner reports TD
-            errors through :meth:`update_priorities`.
+            stable-baselines3); a goal env or callable recomputes it.
+        seed: seed of every draw (numpy's :attr:`rng`, or torch's :attr:`generator`):
+            reproducible on one array module and device, not across them.
+        prioritized: proportional prioritized replay (Schaul et al. 2016): transition
+            ``i`` is drawn with probability ``p_i ** alpha / sum_j p_j ** alpha``; new
+            transitions get the largest priority seen, :meth:`update_priorities` the rest.
         alpha: how much the priorities count, in [0, 1] (0: uniform).
-        beta: importance-sampling correction, in [0, 1] (1: full); ``weights`` are
-            ``(N * P(i)) ** -beta`` over their batch maximum. May be changed between
-            samples (annealed towards 1).
-        priority_eps: added to ``|td_error|`` (or to an episode's goal motion) so that no
-            transition stops being drawn.
-        goal_mix: where the goals of sampled transitions come from, as fractions of
-            future / final / episode / achieved / desired / original goals (a
-            :class:`~goalenvs.her.goal_mix.GoalMix`, a dict or ``"future=0.4,desired=0.4,
-            original=0.2"``); it replaces ``goal_selection_strategy`` and
-            ``n_sampled_goal`` (leave those at their defaults). None: the strategy's mix,
-            ``k / (k + 1)`` of its goals and the rest original.
-        goal_mix_warmup: env steps stored (``add`` calls times ``n_envs``) before the mix
-            applies; until then every sampled goal is a future one (mrl's warm-up).
-        priority: what a prioritized buffer draws by: ``"td_error"`` (above), or
-            ``"goal_motion"``: every transition of an episode gets, when the episode ends,
-            the path length of its achieved goal, ``sum_t min(|ag_{t+1} - ag_t|,
-            motion_clip)`` plus ``priority_eps`` (an env-agnostic, kinetic form of Zhao &
-            Tresp's energy-based prioritization, 2018): episodes where the object moved
-            are replayed more, those where nothing moved almost never once some did.
-            The draws carry no importance weights (``weights`` stay ones: the skew is the
-            point) and TD errors do not change them.
-        motion_clip: for ``"goal_motion"``, the most one step's move counts (a falling or
-            thrown object does not take over the draws); None: unclipped.
-        motion_weights: for ``"goal_motion"``, a weight per achieved-goal entry that
-            scales each step before its length is taken (and clipped): ``[1, 1, 4]`` makes
-            a Fetch object's lift count four times a slide as long (the height term of
-            Zhao & Tresp's energy); None: every entry counts alike.
-        n_step: the steps of each sampled return: ``rewards`` sums the rewards of the
-            transition and of the ``n_step - 1`` after it in its episode (each recomputed
-            for a relabeled goal), discounted by ``gamma``, ``next_observations`` is the
-            observation after the last of them and ``discounts`` is ``gamma`` to the
-            power of the steps summed (fewer near an episode's end or a termination).
-            1 (the default): one-step transitions, ``discounts`` None.
-        gamma: the discount of n-step returns, in (0, 1): the agent's. Needed when
-            ``n_step > 1``.
-        device: None keeps the storage in numpy arrays in host memory; a torch device
-            (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``) keeps it in tensors
-            there, and ``add`` and ``sample`` are tensor operations on it
-            (:class:`DeviceHerReplayBuffer` is this buffer with ``device`` required).
-            There ``compute_reward`` (and ``compute_terminated``) receive tensors on
-            ``device`` and should return tensors there (a numpy result is copied back: a
-            host round trip per batch).
+        beta: importance-sampling correction in [0, 1]: ``weights`` are
+            ``(N * P(i)) ** -beta`` over the batch's largest; may be annealed.
+        priority_eps: added to ``|td_error|`` (or to an episode's goal motion).
+        goal_mix: fractions of future / final / episode / achieved / desired / original
+            goals (a :class:`~goalenvs.her.goal_mix.GoalMix`, a dict or
+            ``"future=0.4,desired=0.4,original=0.2"``), instead of the strategy and ``k``.
+        goal_mix_warmup: env steps stored before the mix applies (future goals until then).
+        priority: ``"td_error"``, or ``"goal_motion"``: an episode's transitions are
+            drawn by the path length of its achieved goal, ``sum_t min(|ag_{t+1} -
+            ag_t|, motion_clip)`` (a kinetic form of Zhao & Tresp 2018), with no
+            importance weights; TD errors do not change them.
+        motion_clip: for ``"goal_motion"``, the most one step's move counts (None: no clip).
+        motion_weights: for ``"goal_motion"``, a weight per achieved-goal entry applied
+            before the length is taken (``[1, 1, 4]``: a lift counts four times a slide).
+        n_step: the steps each sampled return sums within its episode, discounted by
+            ``gamma`` (``discounts`` is ``gamma`` to the steps summed); 1: one-step.
+        gamma: the discount of n-step returns, in (0, 1); needed when ``n_step > 1``.
+        device: None: numpy arrays in host memory; a torch device: tensors there, where
+            the goal functions receive tensors and should return tensors.
 
-    Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
-    copies and pickles go through it: ``copy.copy`` gives a buffer with copies of every
-    array and the generator's state that shares the goal functions; ``copy.deepcopy``
-    copies the goal functions too (the env behind them included); a pickle holds the state
-    and the goal functions, which must then be picklable. Episodes in progress stay in
-    progress in all three. ``__getstate__`` hands out the live state (the pickle copies
-    it): an object given it by hand through ``__setstate__`` shares the buffer's arrays.
+    Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one.
+    ``copy.copy`` copies every array and the generator's state and shares the goal
+    functions; ``copy.deepcopy`` and pickles take the goal functions too. Episodes in
+    progress stay in progress in all three.
     """
 
     #: The batched goal functions (see :func:`goalenvs.her.settings.resolve_goal_function`).
@@ -472,36 +435,26 @@ class HerReplayBuffer:
         return self._settings
 
     # The settings, read-only (each one's meaning: the class docstring).
-    buffer_size = _setting("buffer_size", "Transitions held over all envs.")
-    observation_space = _setting("observation_space", "The single-env goal Dict space.")
-    action_space = _setting("action_space", "The single-env action space.")
-    n_envs = _setting("n_envs", "Parallel envs writing into the buffer.")
-    rows_per_env = _setting("rows_per_env", "Transitions each env keeps: buffer_size // n_envs.")
-    n_sampled_goal = _setting("n_sampled_goal", "HER's k: relabeled with probability k/(k+1).")
-    her_ratio = _setting("her_ratio", "The probability k/(k+1) that a sample is relabeled.")
-    goal_selection_strategy = _setting(
-        "goal_selection_strategy", "Where relabeled goals come from.", GoalSelectionStrategy.parse
-    )
+    buffer_size = _setting("buffer_size")
+    observation_space = _setting("observation_space")
+    action_space = _setting("action_space")
+    n_envs = _setting("n_envs")
+    rows_per_env = _setting("rows_per_env")
+    n_sampled_goal = _setting("n_sampled_goal")
+    her_ratio = _setting("her_ratio", "The probability that a sample is relabeled.")
+    goal_selection_strategy = _setting("goal_selection_strategy")
     goal_mix = _setting("relabel_mix", "The relabelling mix: the one given, or the strategy's.")
-    goal_mix_warmup = _setting("goal_mix_warmup", "Env steps stored before the mix applies.")
-    handle_timeout_termination = _setting(
-        "handle_timeout_termination", "Whether a truncated transition still bootstraps."
-    )
-    info_keys = _setting("info_keys", "The info keys stored for the goal functions.", tuple)
-    prioritized = _setting("prioritized", "Whether draws follow the priorities.")
-    priority = _setting(
-        "priority", 'What a prioritized buffer draws by: "td_error", "goal_motion".'
-    )
-    motion_clip = _setting("motion_clip", "The most one step's goal motion counts.")
-    motion_weights = _setting(
-        "motion_weights",
-        "Per-entry weights of the goal's motion.",
-        lambda value: None if value is None else tuple(value),
-    )
-    n_step = _setting("n_step", "The steps each sampled return sums.")
-    gamma = _setting("gamma", "The discount of n-step returns (None for one-step).")
-    alpha = _setting("alpha", "How much the priorities count, in [0, 1].")
-    priority_eps = _setting("priority_eps", "The floor added to every priority.")
+    goal_mix_warmup = _setting("goal_mix_warmup")
+    handle_timeout_termination = _setting("handle_timeout_termination")
+    info_keys = _setting("info_keys")
+    prioritized = _setting("prioritized")
+    priority = _setting("priority")
+    motion_clip = _setting("motion_clip")
+    motion_weights = _setting("motion_weights")
+    n_step = _setting("n_step")
+    gamma = _setting("gamma")
+    alpha = _setting("alpha")
+    priority_eps = _setting("priority_eps")
 
     @property
     def beta(self) -> float:
@@ -539,11 +492,6 @@ class HerReplayBuffer:
             self.ops.rng_state(),
             self.records,
         )
-
-    @property
-    def rows(self) -> int:
-        """Transitions each env keeps: ``buffer_size // n_envs``."""
-        return self._rows
 
     @property
     def n_transitions(self) -> int:
@@ -1033,9 +981,7 @@ class HerReplayBuffer:
         start = self._take("episode_start", index)
         end = self._take("episode_end", (start % rows) * n + env)
         relabel, goals = self._draw_goals(B, env, counter, start, end)
-        own = at_index.get("obs/desired_goal")
-        if own is None:
-            own = self._take("obs/desired_goal", index)
+        own = self._field(at_index, "obs/desired_goal", index)
         goals = xp.where(relabel.reshape(B, *([1] * (own.ndim - 1))), goals, own)
         # Every step k of every return, as one batch of steps * B: counter + k while it is
         # inside the episode (the last counter of the episode past its end: masked below).
@@ -1210,7 +1156,7 @@ class HerReplayBuffer:
         """One ``compute_reward`` call for the whole batch; one reward per pair, never a
         broadcast scalar."""
         value = self.compute_reward(achieved, desired, info)
-        value = self.ops.asarray(value if is_tensor(value) else np.asarray(value))
+        value = self.ops.asarray(_plain(value))
         count = achieved.shape[0]
         if tuple(value.shape) not in ((count,), (count, 1)):
             # A scalar for the batch included: broadcast, it would pay every relabeled

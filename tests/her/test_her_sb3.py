@@ -268,7 +268,7 @@ def assert_public_arrays_equal(ours: HerReplayBuffer, theirs: SB3HerReplayBuffer
     (and reads zeros elsewhere); returns how many (position, env) pairs it holds."""
     assert (ours.pos, ours.full) == (theirs.pos, theirs.full)
     np.testing.assert_array_equal(ours._current_ep_start, theirs._current_ep_start)
-    held = ours._masks()[0]
+    held = ours._cache()["held"]
     for name in ("observations", "next_observations"):
         for key in theirs.observations:
             mine, sb3 = getattr(ours, name)[key], getattr(theirs, name)[key]
@@ -537,7 +537,7 @@ def test_a_buffer_pickled_by_goalenvs_148f048_holds_what_was_written() -> None:
     assert old.counters["sampleable_from"].tolist() == [16, 13]
     for name in ("current_start", "sampleable_to", "newest_start"):
         assert old.counters[name].tolist() == new.counters[name].tolist(), name
-    rows = new.rows
+    rows = new.rows_per_env
     for e in range(2):
         held = np.arange(int(old.counters["sampleable_from"][e]), 27) % rows
         for name, values in new.fields.items():
@@ -608,7 +608,7 @@ def test_a_buffer_pickled_by_goalenvs_0_1_0_loads_and_samples_as_it_did() -> Non
     # Read into today's layout, each transition's next observation is the observation of
     # the one after it in its episode (the old layout stored it once, in the next row),
     # the episodes in progress included.
-    f, c, rows = core.fields, core.counters, core.rows
+    f, c, rows = core.fields, core.counters, core.rows_per_env
     for env in range(core.n_envs):
         for k in range(int(c["sampleable_from"][env]), core.steps_added - 1):
             if f["episode_start"][(k + 1) % rows, env] != f["episode_start"][k % rows, env]:
