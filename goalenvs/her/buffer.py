@@ -1,12 +1,10 @@
 """The reference Hindsight Experience Replay buffer, written once over the array module.
 
 :class:`HerReplayBuffer` keeps its episodes in time-major rings ``(rows, n_envs)``, one
-stream per parallel env, as stable-baselines3's buffer does, in numpy arrays on the host
-or in torch tensors on any device (:class:`DeviceHerReplayBuffer`); every line below runs
-on both (``xp`` is the module), and the few operations the two spell differently sit in
-:class:`~goalenvs.her.buffer_state.NumpyOps` / :class:`~goalenvs.her.buffer_state.TorchOps`.
-Its state (:class:`~goalenvs.her.buffer_state.BufferState`) and its file
-(:mod:`goalenvs.her.buffer_file`) live beside it.
+stream per parallel env, in numpy arrays or in torch tensors on any device
+(:class:`DeviceHerReplayBuffer`): every line runs on both (``xp`` is the module; what the
+two spell differently is in :mod:`~goalenvs.her.buffer_state`, beside its state; its file
+is :mod:`~goalenvs.her.buffer_file`).
 
 Storage
 -------
@@ -27,13 +25,11 @@ Example, rows = 4, one env: episodes [0, 3) and [3, 4) stored; add 4 overwrites 
 Sampling
 --------
 A transition is drawn uniformly over the sampleable counters of every env (a cumulative
-sum over the envs and a ``searchsorted``), or by priority (:class:`Priorities`). Its goal
-source is drawn from the relabelling mix (:class:`~goalenvs.her.goal_mix.GoalMix`): for a
-transition at counter ``c`` of an episode ``[s, e)``, ``future`` takes the next achieved
-goal of a counter uniform in ``c .. e-1``, ``final`` of ``e-1``, ``episode`` of one uniform
-in ``s .. e-1``, ``achieved`` of any sampleable transition, ``desired`` the desired goal of
-a transition of another episode, ``original`` keeps its own. The rewards of the whole
-batch, every step of an n-step return included, come from one ``compute_reward`` call.
+sum over the envs and a ``searchsorted``), or by priority (:class:`Priorities`); its goal
+source from the relabelling mix (:class:`~goalenvs.her.goal_mix.GoalMix`, whose sources
+``future``, ``final`` and ``episode`` are counters in the transition's episode ``[s, e)``).
+The rewards of the whole batch, every n-step return's steps included, come from one
+``compute_reward`` call.
 """
 
 from __future__ import annotations
@@ -77,6 +73,7 @@ from goalenvs.her.sumtree import SumTree
 #: add() takes values of the stored shapes and dtypes as they are.
 _SHAPE, _DTYPE = operator.attrgetter("shape"), operator.attrgetter("dtype")
 _BOOL = np.dtype(bool)
+_CLOSING = ("truncated", "episode_end")  # the fields that ending episodes write
 _Buffer = TypeVar("_Buffer", bound="HerReplayBuffer")
 
 __all__ = ["DeviceHerReplayBuffer", "HerReplayBuffer", "Priorities", "TreePriorities"]
@@ -92,14 +89,11 @@ def _setting(name: str, doc: str = "") -> Any:
 
 # ---------------------------------------------------------------------- priorities
 class Priorities:
-    """The draws of a prioritized buffer, in proportion to ``p ** alpha``.
+    """The draws of a prioritized buffer, in proportion to ``p ** alpha``, on torch.
 
-    ``raw[row, env]`` holds each row's ``p ** alpha`` (TD-error priorities; goal motion
-    reads the buffer's ``motion`` path instead). This face, torch's, keeps no other
-    state: a draw masks the rows that cannot be sampled and takes a cumulative sum and a
-    ``searchsorted`` (``O(rows * n_envs)``, no host read, capturable).
-    :class:`TreePriorities`, numpy's, keeps a sum tree of the sampleable rows' weights
-    instead (``O(log N)`` a draw), written as episodes end and leave.
+    ``raw[row, env]`` holds each row's TD-error ``p ** alpha`` (goal motion reads the
+    ``motion`` path instead). A draw masks the rows that cannot be sampled and takes a
+    cumulative sum and a ``searchsorted``: ``O(rows * n_envs)``, no host read, capturable.
     """
 
     def __init__(self, buffer: HerReplayBuffer, raw: Any) -> None:
@@ -146,7 +140,8 @@ class Priorities:
 
 
 class TreePriorities(Priorities):
-    """:class:`Priorities` over a sum tree of the sampleable rows' weights (numpy)."""
+    """:class:`Priorities` on numpy: a sum tree of the sampleable rows' weights, written as
+    episodes end and leave (``O(log N)`` a draw)."""
 
     def __init__(self, buffer: HerReplayBuffer, raw: Any) -> None:
         super().__init__(buffer, raw)
@@ -322,8 +317,6 @@ class HerReplayBuffer:
         self.action_shape = settings.action_shape
         spaces_, n = settings.observation_space.spaces, settings.n_envs
         self._obs_shapes = {key: (n, *(spaces_[key].shape or ())) for key in keys}
-        self._obs_dtypes = {key: f[f"obs/{key}"].dtype for key in keys}
-        self._action_dtype = f["action"].dtype
         self.fields, self.counters = f, state.counters
         self.steps_added = state.steps_added
         self.max_priority = state.max_priority
@@ -332,21 +325,17 @@ class HerReplayBuffer:
             face = TreePriorities if ops.xp is np else Priorities
             self.priorities = face(self, state.priorities)
         mix = settings.relabel_mix
-        self._mix, self._thresholds = mix, ops.asarray(mix.thresholds(), np.float64)
+        self._thresholds = ops.asarray(mix.thresholds(), np.float64)
         self._sources = frozenset(mix.sources)
         self._warmup_thresholds = ops.asarray(FUTURE_ONLY.thresholds(), np.float64)
         weights = settings.motion_weights
         self._motion_weights = None if weights is None else ops.asarray(weights, np.float64)
         self._envs = ops.arange(settings.n_envs)
         self._action_shape = (settings.n_envs, *settings.action_shape)
-        # add(): the shapes it takes straight in (obs and next_obs by key, action, reward)
-        # and which of them go into the records row, in its order.
-        self._info_keys = tuple(settings.info_keys)
-        names = [f"obs/{k}" for k in keys] + [f"next_obs/{k}" for k in keys]
-        names += ["action", "reward"]
-        shapes = [self._obs_shapes[k] for k in keys] * 2
-        shapes += [self._action_shape, (settings.n_envs,)]
-        # The shape and dtype of each value add() takes as it is: the stored field's.
+        # add(): the values it takes straight in, their stored shapes and dtypes, and the
+        # order the packed ones go into the records row.
+        names = [f"{side}/{k}" for side in ("obs", "next_obs") for k in keys] + ["action", "reward"]
+        shapes = [self._obs_shapes[k] for k in keys] * 2 + [self._action_shape, (n,)]
         self._add_shapes, self._add_dtypes = tuple(shapes), tuple(f[name].dtype for name in names)
         self._obs_values, self._n_keys = operator.itemgetter(*keys), len(keys)
         index = [names.index(name) for name in self._packed]
@@ -382,14 +371,13 @@ class HerReplayBuffer:
         # Whether add() may take its hot path (before add number _quiet_until).
         self._hot = (
             ops.xp is np
-            and not (self._info_keys or self._unpacked_obs or self._motion)
+            and not (self.info_keys or self._unpacked_obs or self._motion)
             and self._action_packed
             and state.priorities is None
         )
         # No add before the one that overwrites counter _retire_from retires an episode
         # (numpy reads it; torch, which would have to read the device, masks every add).
         self._retire_from = ops.lowest(state.counters["sampleable_from"])
-        self._bool = f["terminated"].dtype
         self._renew_meta()
         # Flat (rows * n_envs, ...) views of every field, gathered by row * n_envs + env.
         self._flat = {name: flat_view(value) for name, value in f.items()}
@@ -472,16 +460,9 @@ class HerReplayBuffer:
     def state(self, *, truncate_in_progress: bool = False) -> BufferState:
         """The buffer's content, on its own arrays (no copy: ``state().copy()`` for a
         snapshot). With ``truncate_in_progress`` the episodes in progress end at their last
-        stored transition, as truncations, in a copy: the live buffer goes on with them."""
-        state = self._state()
-        if not truncate_in_progress:
-            return state
-        closed = type(self).from_state(state.copy(), self.compute_reward, self.compute_terminated)
-        closed.truncate_last_trajectory()
-        return closed._state()
-
-    def _state(self) -> BufferState:
-        return BufferState(
+        stored transition, as truncations, in copies of the flags and counters that change
+        (the live buffer goes on with them; the other arrays are still shared)."""
+        state = BufferState(
             self.settings,
             self.device,
             self.fields,
@@ -492,6 +473,13 @@ class HerReplayBuffer:
             self.ops.rng_state(),
             self.records,
         )
+        if truncate_in_progress:
+            clone = copy.copy if self.xp is np else lambda value: value.clone()
+            f = {**state.fields, **{k: clone(state.fields[k]) for k in _CLOSING}}
+            c = {name: clone(value) for name, value in state.counters.items()}
+            self._truncate(f, c)  # in the copies: fields of their own, not records views
+            state = dataclasses.replace(state, fields=f, counters=c, records=None)
+        return state
 
     @property
     def n_transitions(self) -> int:
@@ -507,13 +495,10 @@ class HerReplayBuffer:
 
     def __repr__(self) -> str:
         s = self._settings
+        mix = f"goal_mix={str(self.goal_mix)!r}"
         if s.goal_mix is None:
-            mix = (
-                f"n_sampled_goal={s.n_sampled_goal}, "
-                f"goal_selection_strategy={self.goal_selection_strategy.value!r}"
-            )
-        else:
-            mix = f"goal_mix={str(self.goal_mix)!r}"
+            strategy = self.goal_selection_strategy.value
+            mix = f"n_sampled_goal={s.n_sampled_goal}, goal_selection_strategy={strategy!r}"
         if s.goal_mix_warmup:
             mix += f", goal_mix_warmup={s.goal_mix_warmup}"
         where = "" if self.device is None else f", device={str(self.device)!r}"
@@ -529,14 +514,12 @@ class HerReplayBuffer:
             self._read_horizons()
         if self.steps_added > self._nonempty_until:
             return False
-        if self._needs_other_episode() and self.steps_added > self._other_episode_until:
-            self._read_other_episode()
+        warm = self.steps_added * self._n < self.settings.goal_mix_warmup
+        if "desired" in self._sources and not warm:
+            if self.steps_added > self._other_episode_until:
+                self._read_other_episode()
             return self.steps_added <= self._other_episode_until
         return True
-
-    def _needs_other_episode(self) -> bool:
-        warm = self.steps_added * self._n < self.settings.goal_mix_warmup
-        return "desired" in self._sources and not warm
 
     def _read_horizons(self) -> None:
         """The one host read of add() and sample(): after it, no episode in progress can
@@ -593,7 +576,7 @@ class HerReplayBuffer:
             )
         checked = {}
         for key, expected in self._obs_shapes.items():
-            value = self._convert(f"{name}[{key!r}]", obs[key], self._obs_dtypes[key])
+            value = self._convert(f"{name}[{key!r}]", obs[key], self.fields[f"obs/{key}"].dtype)
             if tuple(value.shape) != expected:
                 raise ValueError(
                     f"{name}[{key!r}] has shape {tuple(value.shape)}, expected {expected} "
@@ -605,7 +588,7 @@ class HerReplayBuffer:
     def _check_action(self, action: Any) -> Any:
         """``action`` as an array of shape ``(n_envs, *action_shape)``; Discrete actions
         may come as ``(n_envs, 1)``, as stable-baselines3 stores them."""
-        action = self._convert("action", action, self._action_dtype)
+        action = self._convert("action", action, self.fields["action"].dtype)
         expected = self._action_shape
         if tuple(action.shape) != expected:
             if self.action_shape or tuple(action.shape) != (self._n, 1):
@@ -681,12 +664,8 @@ class HerReplayBuffer:
             )
         if indices.shape[0] == 0:
             return
-        floating = (
-            indices.dtype.is_floating_point
-            if is_tensor(indices)
-            else not np.issubdtype(indices.dtype, np.integer)
-        )
-        if floating:
+        torch_float = is_tensor(indices) and indices.dtype.is_floating_point
+        if torch_float or not (is_tensor(indices) or indices.dtype.kind in "iu"):
             raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
         capacity = self._rows * self._n
         low, high = int(indices.min()), int(indices.max())
@@ -741,7 +720,7 @@ class HerReplayBuffer:
         if not calm:
             terminated = self._flags("terminated", terminated)
             truncated = self._flags("truncated", truncated)
-        info_values = {key: self._info_value(infos, key) for key in self._info_keys}
+        info_values = {key: self._info_value(infos, key) for key in self.info_keys}
         if t >= self._no_overflow_before:
             self._read_horizons()
             if t >= self._no_overflow_before:
@@ -799,7 +778,7 @@ class HerReplayBuffer:
     def _flags(self, name: str, value: Any) -> Any:
         """A step's ``terminated`` or ``truncated`` as ``(n_envs,)`` bools of this module."""
         if type(value) is type(self.records) and value.shape == (self._n,):
-            return value if value.dtype == self._bool else value != 0
+            return value if value.dtype == self.fields["terminated"].dtype else value != 0
         return self._per_env(name, value, None) != 0
 
     def _write_packed(self, row: int, obs: Any, next_obs: Any, action: Any, reward: Any) -> bool:
@@ -883,20 +862,16 @@ class HerReplayBuffer:
         return True
 
     def _write_info(self, key: str, row: int, value: Any) -> None:
-        value = self._convert(f"infos[{key!r}]", value, None)
-        store = self.fields.get(f"info/{key}")
-        if store is None:
-            shape = (self._rows, self._n, *value.shape[1:])
-            store = self.ops.zeros(shape, numpy_dtype(value.dtype))
-            self.fields[f"info/{key}"] = store
-            self._flat[f"info/{key}"] = flat_view(store)
-        elif store.dtype != value.dtype:  # widened to a later value's (an int, then 0.75)
-            old = numpy_dtype(store.dtype)
-            wider = np.result_type(old, numpy_dtype(value.dtype))
-            if wider != old:
-                store = self.ops.asarray(store, wider)
-                self.fields[f"info/{key}"] = store
-                self._flat[f"info/{key}"] = flat_view(store)
+        value, name = self._convert(f"infos[{key!r}]", value, None), f"info/{key}"
+        old, dtype = self.fields.get(name), numpy_dtype(value.dtype)
+        store: Any = old
+        if old is None:
+            store = self.ops.zeros((self._rows, self._n, *value.shape[1:]), dtype)
+        elif np.result_type(numpy_dtype(old.dtype), dtype) != numpy_dtype(old.dtype):
+            # Widened to a later value's dtype (an int, then 0.75).
+            store = self.ops.asarray(old, np.result_type(numpy_dtype(old.dtype), dtype))
+        if store is not old:
+            self.fields[name], self._flat[name] = store, flat_view(store)
         store[row] = value.reshape(self._n, *store.shape[2:])
 
     def counter_of_rows(self, rows: Any = None) -> Any:
@@ -911,12 +886,7 @@ class HerReplayBuffer:
         """Writes the buffer to ``path`` as an uncompressed ``.npz`` (no pickle), the same
         file on numpy and on torch; episodes in progress are written as truncated (the
         live buffer keeps them), atomically (a crash never leaves half a file)."""
-        state = self._state()
-        clone = copy.copy if self.xp is np else lambda value: value.clone()
-        f = {**state.fields, **{k: clone(state.fields[k]) for k in ("truncated", "episode_end")}}
-        c = {name: clone(value) for name, value in state.counters.items()}
-        self._truncate(f, c)  # in the copies: the file's fields, not records
-        write_file(dataclasses.replace(state, fields=f, counters=c, records=None), path)
+        write_file(self.state(truncate_in_progress=True), path)
 
     @classmethod
     def load(
@@ -963,7 +933,7 @@ class HerReplayBuffer:
                     "episode yet (start learning after at least one full episode)"
                 )
             raise RuntimeError(
-                f"goal_mix desired={self._mix.desired:g} draws the desired goals of other "
+                f"goal_mix desired={self.goal_mix.desired:g} draws the desired goals of other "
                 f"episodes, but the buffer holds a single complete episode "
                 f"({self.n_transitions} transitions): sample once a second episode is "
                 "stored, or let a future-only warm-up run first (goal_mix_warmup)"

@@ -468,20 +468,17 @@ def test_device_is_explicit_and_auto_follows_sb3() -> None:
     assert HerReplayBuffer(*args).device == get_device("auto")  # CUDA where there is one
 
 
-def test_prioritized_under_sb3_is_a_clear_error():
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"prioritized": True}, r"^prioritized=True is not supported under stable-baselines3"),
+        ({"n_step": 3}, r"^n_step=3 is not supported under stable-baselines3"),
+    ],
+)
+def test_prioritized_or_n_step_under_sb3_is_a_clear_error(kwargs: dict, message: str) -> None:
     env = gym.make("goalenvs/PointReach-v0")
-    with pytest.raises(
-        ValueError, match="prioritized=True is not supported under stable-baselines3"
-    ):
-        HerReplayBuffer(
-            100, env.observation_space, env.action_space, env, device="cpu", prioritized=True
-        )
-
-
-def test_n_step_under_sb3_is_a_clear_error():
-    env = gym.make("goalenvs/PointReach-v0")
-    with pytest.raises(ValueError, match=r"^n_step=3 is not supported under stable-baselines3"):
-        HerReplayBuffer(100, env.observation_space, env.action_space, env, device="cpu", n_step=3)
+    with pytest.raises(ValueError, match=message):
+        HerReplayBuffer(100, env.observation_space, env.action_space, env, device="cpu", **kwargs)
 
 
 def feed_seeded_episodes(buffer: HerReplayBuffer) -> None:
