@@ -938,9 +938,9 @@ class HerReplayBuffer:
                 f"({self.n_transitions} transitions): sample once a second episode is "
                 "stored, or let a future-only warm-up run first (goal_mix_warmup)"
             )
-        weights = None
         if self.priorities is None:
             env, counter = self._draw_uniform(B)
+            weights = ops.full((B,), 1.0, np.float32)
         else:
             row, env, mass, total = self.priorities.draw(B)
             counter = self.counter_of_rows(row)
@@ -1002,7 +1002,7 @@ class HerReplayBuffer:
                 ended = xp.where(take, done_k[k], ended)
                 going = take & ~done_k[k]
             last = ((counter + summed - 1) % rows) * n + env
-            discounts = ops.float32(gamma**summed)
+            discounts = ops.asarray(gamma**summed, np.float32)
         at_last = at_index if steps == 1 else self._gather(last)
         observations = {k[4:]: self._field(at_index, k, index) for k in f if k[:4] == "obs/"}
         observations["desired_goal"] = goals
@@ -1013,10 +1013,10 @@ class HerReplayBuffer:
         return HerBatch(
             observations,
             self._field(at_index, "action", index),
-            ops.float32(returns),
+            ops.asarray(returns, np.float32),
             next_observations,
-            ops.float32(ended),
-            ops.float32(weights) if weights is not None else ops.full((B,), 1.0, np.float32),
+            ops.asarray(ended, np.float32),
+            ops.asarray(weights, np.float32),
             index,
             discounts,
         )

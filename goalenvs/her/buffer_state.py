@@ -60,9 +60,6 @@ class NumpyOps:
             return value.take(index, 0)
         return value[index]
 
-    def float32(self, value: Any) -> Any:
-        return value.astype(np.float32)
-
     def cast(self, value: Any, dtype: Any) -> Any:
         """``value`` as ``dtype`` (one of this module's dtypes)."""
         return value.astype(dtype)
@@ -140,9 +137,6 @@ class TorchOps(NumpyOps):
     def take(self, value: Any, index: Any) -> Any:
         # index_select on one index: several times faster than indexing by two.
         return value.index_select(0, index)
-
-    def float32(self, value: Any) -> Any:
-        return value.float()
 
     def cast(self, value: Any, dtype: Any) -> Any:
         return value.to(dtype)
