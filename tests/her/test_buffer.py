@@ -71,19 +71,6 @@ def test_compute_reward_from_env_vector_env_or_callable(source: Any) -> None:
     assert relabeled.any()
 
 
-def test_the_seed_makes_the_draws_and_rng_is_their_generator() -> None:
-    buffers = [make_buffer("numpy", 60, 2, seed=7) for _ in range(2)]
-    for buffer in buffers:
-        writer = Writer(buffer, [[5] * 20, [3] * 20])
-        for _ in range(15):
-            writer.add_step()
-    assert isinstance(buffers[0].rng, np.random.Generator)
-    assert_same_batches(*buffers)
-    buffers[1].rng.random()  # one draw more: the next batches differ
-    a, b = buffers[0].sample(64), buffers[1].sample(64)
-    assert (a.indices != b.indices).any()
-
-
 def test_fed_by_a_native_vector_env_with_terminations_and_saved_with_its_infos(
     tmp_path: Path,
 ) -> None:
