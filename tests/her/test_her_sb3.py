@@ -14,7 +14,7 @@ from goalenvs.core import GoalEnv
 pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")
 
-from stable_baselines3 import DQN, SAC  # noqa: E402
+from stable_baselines3 import SAC  # noqa: E402
 from stable_baselines3 import HerReplayBuffer as SB3HerReplayBuffer  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.vec_env import VecNormalize  # noqa: E402
@@ -163,28 +163,6 @@ def test_adapter_sb3_strategy_enum_info_keys_and_vecnormalize() -> None:
     venv.obs_rms["observation"].mean[:] = 0.5
     normalized = buffer.sample(200, env=venv)
     assert normalized.observations["observation"].abs().max() <= venv.clip_obs
-
-
-def test_adapter_under_sb3_dqn_and_pickled_buffer_round_trip(tmp_path: Path) -> None:
-    venv = make_env(1, discrete=True)
-    model = DQN(
-        "MultiInputPolicy",
-        venv,
-        replay_buffer_class=HerReplayBuffer,
-        replay_buffer_kwargs={"n_sampled_goal": 2, "goal_selection_strategy": "episode"},
-        learning_starts=60,
-        policy_kwargs={"net_arch": [16]},
-        device="cpu",
-        seed=0,
-    )
-    model.learn(160)
-    assert isinstance(model.replay_buffer, HerReplayBuffer)
-    assert model.replay_buffer.size() >= 100
-    model.save_replay_buffer(tmp_path / "buffer.pkl")
-    with pytest.warns(UserWarning, match="will be truncated"):
-        model.load_replay_buffer(tmp_path / "buffer.pkl")  # SB3 pickles it; set_env + truncate
-    assert model.replay_buffer.size() == 160  # the cut episode is now sampleable
-    model.learn(60, reset_num_timesteps=False)
 
 
 def success_rate(model, episodes: int = 50) -> float:
