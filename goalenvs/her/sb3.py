@@ -165,7 +165,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         self._seed = int(np.random.randint(2**31 - 1)) if seed is None else seed  # noqa: NPY002
         self.env = None
         # Validates the arguments now; rebuilt at the first add when info keys are inferred.
-        self._core: CoreBuffer | None = self._make_core(tuple(info_keys))
+        self._core = self._make_core(tuple(info_keys))
         self.buffer_size = self.core.rows_per_env
         obs_shape = get_obs_shape(observation_space)
         assert isinstance(obs_shape, dict)  # a Dict space: the core buffer checked it
@@ -201,7 +201,6 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
     @property
     def core(self) -> CoreBuffer:
         """The goalenvs buffer that holds the data."""
-        assert self._core is not None
         return self._core
 
     def set_env(self, env: Any) -> None:
@@ -217,9 +216,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         state = self.__dict__.copy()
         del state["env"]
         state["_public_cache"] = None  # copies of the storage: rebuilt on demand
-        if self._core is not None:
-            # The env is not pickled: the core is pickled with goal functions that ask for it.
-            state["_core"] = CoreBuffer.from_state(self._core.state(), _missing_env)
+        # The env is not pickled: the core is pickled with goal functions that ask for it.
+        state["_core"] = CoreBuffer.from_state(self._core.state(), _missing_env)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

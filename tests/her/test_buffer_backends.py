@@ -607,7 +607,19 @@ def test_update_priorities_rejects_what_it_cannot_use(backend: str) -> None:
     assert buffer.beta == 0.7
 
 
-# ---------------------------------------------------------------------- bad settings, input
+# ---------------------------------------------------------------------- settings, bad input
+
+
+def test_the_repr_names_the_settings_that_shape_the_draws() -> None:
+    assert repr(make_buffer("numpy", 20, 2, n_sampled_goal=2)) == (
+        "HerReplayBuffer(buffer_size=20, n_envs=2, n_sampled_goal=2, "
+        "goal_selection_strategy='future', n_transitions=0)"
+    )
+    mixed = make_buffer("cpu", 20, 1, goal_mix="future=0.5,original=0.5", goal_mix_warmup=8)
+    assert repr(mixed) == (
+        "DeviceHerReplayBuffer(buffer_size=20, n_envs=1, goal_mix='future=0.5,original=0.5', "
+        "goal_mix_warmup=8, device='cpu', n_transitions=0)"
+    )
 
 
 def built_error(backend: str, **kwargs: Any) -> BaseException:
