@@ -1,10 +1,10 @@
 """goalenvs.her.HerReplayBuffer, the numpy face of the one buffer: goal functions from
-envs, a native vector env's steps, its generator, and its file (written atomically, and
-refused with the file's name when it is not one).
+envs, a native vector env's steps, and its file (written atomically, and refused with
+the file's name when it is not one).
 
-The rules both faces share (relabeling, the ring, dones, inputs, copies, state, the file's
-round trip across modules) are test_buffer_backends.py, with the tagged Writer used here;
-the property tests against a slow reference model of the ring are test_buffer_model.py.
+The rules both faces share (relabeling, the ring, dones, inputs, the seed, copies, state,
+the file's round trip across modules) are test_buffer_backends.py, with the tagged Writer
+used here; the property tests against a slow reference model are test_buffer_model.py.
 """
 
 from __future__ import annotations
