@@ -1,16 +1,9 @@
 """Hindsight Experience Replay: the reference replay buffer.
 
-- :mod:`~goalenvs.her.buffer`: :class:`HerReplayBuffer`, the one buffer, on numpy or on a
-  torch device (:class:`DeviceHerReplayBuffer`), with its state
-  (:mod:`~goalenvs.her.buffer_state`) and its file (:mod:`~goalenvs.her.buffer_file`);
-- :mod:`~goalenvs.her.settings`: its checked settings; :mod:`~goalenvs.her.common`: the
-  batch it returns;
-- :mod:`~goalenvs.her.goal_mix`: :class:`GoalMix`, where relabeled goals come from;
-- :mod:`~goalenvs.her.sb3`: the stable-baselines3 adapter.
-
-The algorithms live in :mod:`goalenvs.agents` and the training loop in
-:mod:`goalenvs.train`. Importing this package stays light (numpy and gymnasium): torch is
-imported only where a tensor is made, and stable-baselines3 only by :mod:`goalenvs.her.sb3`.
+:class:`HerReplayBuffer` (:mod:`~goalenvs.her.buffer`, on numpy or a torch device), its
+settings, state and file beside it, :class:`GoalMix` (where relabeled goals come from) and
+the stable-baselines3 adapter (:mod:`~goalenvs.her.sb3`). Importing this package stays
+light: torch is imported only where a tensor is made, stable-baselines3 only by the adapter.
 """
 
 from __future__ import annotations

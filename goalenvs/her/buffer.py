@@ -1,12 +1,10 @@
 """The reference Hindsight Experience Replay buffer, written once over the array module.
 
 :class:`HerReplayBuffer` keeps its episodes in time-major rings ``(rows, n_envs)``, one
-stream per parallel env, as stable-baselines3's buffer does, in numpy arrays on the host
-or in torch tensors on any device (:class:`DeviceHerReplayBuffer`); every line below runs
-on both (``xp`` is the module), and the few operations the two spell differently sit in
-:class:`~goalenvs.her.buffer_state.NumpyOps` / :class:`~goalenvs.her.buffer_state.TorchOps`.
-Its state (:class:`~goalenvs.her.buffer_state.BufferState`) and its file
-(:mod:`goalenvs.her.buffer_file`) live beside it.
+stream per parallel env, in numpy arrays or in torch tensors on any device
+(:class:`DeviceHerReplayBuffer`): every line runs on both (``xp`` is the module; what the
+two spell differently is in :mod:`~goalenvs.her.buffer_state`, beside its state; its file
+is :mod:`~goalenvs.her.buffer_file`).
 
 Storage
 -------
@@ -27,13 +25,11 @@ Example, rows = 4, one env: episodes [0, 3) and [3, 4) stored; add 4 overwrites 
 Sampling
 --------
 A transition is drawn uniformly over the sampleable counters of every env (a cumulative
-sum over the envs and a ``searchsorted``), or by priority (:class:`Priorities`). Its goal
-source is drawn from the relabelling mix (:class:`~goalenvs.her.goal_mix.GoalMix`): for a
-transition at counter ``c`` of an episode ``[s, e)``, ``future`` takes the next achieved
-goal of a counter uniform in ``c .. e-1``, ``final`` of ``e-1``, ``episode`` of one uniform
-in ``s .. e-1``, ``achieved`` of any sampleable transition, ``desired`` the desired goal of
-a transition of another episode, ``original`` keeps its own. The rewards of the whole
-batch, every step of an n-step return included, come from one ``compute_reward`` call.
+sum over the envs and a ``searchsorted``), or by priority (:class:`Priorities`); its goal
+source from the relabelling mix (:class:`~goalenvs.her.goal_mix.GoalMix`, whose sources
+``future``, ``final`` and ``episode`` are counters in the transition's episode ``[s, e)``).
+The rewards of the whole batch, every n-step return's steps included, come from one
+``compute_reward`` call.
 """
 
 from __future__ import annotations
@@ -77,31 +73,27 @@ from goalenvs.her.sumtree import SumTree
 #: add() takes values of the stored shapes and dtypes as they are.
 _SHAPE, _DTYPE = operator.attrgetter("shape"), operator.attrgetter("dtype")
 _BOOL = np.dtype(bool)
+_CLOSING = ("truncated", "episode_end")  # the fields that ending episodes write
 _Buffer = TypeVar("_Buffer", bound="HerReplayBuffer")
 
 __all__ = ["DeviceHerReplayBuffer", "HerReplayBuffer", "Priorities", "TreePriorities"]
 
 
-def _setting(name: str, doc: str, convert: Any = None) -> Any:
-    """A read-only property of the buffer's setting ``name`` (through ``convert``)."""
-
-    def read(self: HerReplayBuffer) -> Any:
-        value = getattr(self._settings, name)
-        return value if convert is None else convert(value)
-
-    return property(read, doc=doc)
+def _setting(name: str, doc: str = "") -> Any:
+    """A read-only property of the buffer's (checked, normalized) setting ``name``."""
+    return property(
+        lambda self: getattr(self._settings, name),
+        doc=doc or f"The ``{name}`` setting (see the class docstring).",
+    )
 
 
 # ---------------------------------------------------------------------- priorities
 class Priorities:
-    """The draws of a prioritized buffer, in proportion to ``p ** alpha``.
+    """The draws of a prioritized buffer, in proportion to ``p ** alpha``, on torch.
 
-    ``raw[row, env]`` holds each row's ``p ** alpha`` (TD-error priorities; goal motion
-    reads the buffer's ``motion`` path instead). This face, torch's, keeps no other
-    state: a draw masks the rows that cannot be sampled and takes a cumulative sum and a
-    ``searchsorted`` (``O(rows * n_envs)``, no host read, capturable).
-    :class:`TreePriorities`, numpy's, keeps a sum tree of the sampleable rows' weights
-    instead (``O(log N)`` a draw), written as episodes end and leave.
+    ``raw[row, env]`` holds each row's TD-error ``p ** alpha`` (goal motion reads the
+    ``motion`` path instead). A draw masks the rows that cannot be sampled and takes a
+    cumulative sum and a ``searchsorted``: ``O(rows * n_envs)``, no host read, capturable.
     """
 
     def __init__(self, buffer: HerReplayBuffer, raw: Any) -> None:
@@ -121,8 +113,8 @@ class Priorities:
         live = (counter >= c["sampleable_from"]) & (counter < c["sampleable_to"])
         if "motion" in f:
             # Each row's episode's whole path: the path its last row holds.
-            start = f["episode_start"] % b.rows
-            last = (b.ops.take_rows(f["episode_end"], start) - 1) % b.rows
+            start = f["episode_start"] % b._rows
+            last = (b.ops.take_rows(f["episode_end"], start) - 1) % b._rows
             s = b.settings
             weight = (b.ops.take_rows(f["motion"], last) + s.priority_eps) ** s.alpha
         else:
@@ -148,7 +140,8 @@ class Priorities:
 
 
 class TreePriorities(Priorities):
-    """:class:`Priorities` over a sum tree of the sampleable rows' weights (numpy)."""
+    """:class:`Priorities` on numpy: a sum tree of the sampleable rows' weights, written as
+    episodes end and leave (``O(log N)`` a draw)."""
 
     def __init__(self, buffer: HerReplayBuffer, raw: Any) -> None:
         super().__init__(buffer, raw)
@@ -159,7 +152,7 @@ class TreePriorities(Priorities):
         """The flat indices of counters ``first[i] .. stop[i] - 1`` of ``envs[i]``."""
         length = stop - first
         offset = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
-        rows = (np.repeat(first, length) + offset) % self.buffer.rows
+        rows = (np.repeat(first, length) + offset) % self.buffer._rows
         return rows * self.buffer.n_envs + np.repeat(envs, length), length
 
     def closed(self, done: Any, start: Any, t: int) -> None:
@@ -169,7 +162,7 @@ class TreePriorities(Priorities):
         b = self.buffer
         flat, length = self._episode_rows(envs, start[envs], np.full(envs.size, t + 1))
         if "motion" in b.fields:
-            path = b.fields["motion"][t % b.rows, envs]
+            path = b.fields["motion"][t % b._rows, envs]
             value = np.repeat((path + b.settings.priority_eps) ** b.settings.alpha, length)
         else:
             value = self.raw.reshape(-1)[flat]
@@ -197,89 +190,54 @@ class TreePriorities(Priorities):
 
 class HerReplayBuffer:
     """Hindsight Experience Replay buffer with relabeling at sample time, in host memory
-    (numpy) or on a torch device.
+    (numpy) or on a torch device (docs/buffer.md walks through every option).
 
     Args:
         buffer_size: transitions held over all envs: each env keeps the last
-            ``buffer_size // n_envs`` (``rows_per_env``), each with both its observations;
-            an episode may be up to ``rows_per_env`` transitions long.
+            ``buffer_size // n_envs`` (``rows_per_env``), the longest episode it can hold.
         observation_space: the single-env goal Dict space (``observation``,
             ``achieved_goal``, ``desired_goal``; other keys are stored alike).
         action_space: the single-env action space (Box, Discrete or MultiBinary).
         compute_reward: a goal env (single or vector, possibly wrapped) or a callable
-            ``(achieved_goal, desired_goal, info) -> rewards`` over a batch: one reward per
-            goal pair (a single value for the whole batch is an error at ``sample``).
+            ``(achieved_goal, desired_goal, info) -> rewards``: one reward per goal pair.
         n_envs: parallel envs writing into the buffer, one transition each per ``add``.
-        n_sampled_goal: ``k``: a sampled transition is relabeled with probability
-            ``k / (k + 1)``; 0 disables relabeling.
-        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"`` or ``"random"``
-            (see :class:`GoalSelectionStrategy`).
-        handle_timeout_termination: when True, a truncated (time-limit) transition still
-            bootstraps (``dones`` = terminated); when False, ``dones`` = terminated or
-            truncated.
-        info_keys: keys of the step info that ``compute_reward`` needs; their values are
-            stored as arrays and passed back as a dict of batched arrays.
+        n_sampled_goal: ``k``: a sample is relabeled with probability ``k / (k + 1)``.
+        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"`` or ``"random"``.
+        handle_timeout_termination: True: a truncated transition still bootstraps
+            (``dones`` = terminated); False: ``dones`` = terminated or truncated.
+        info_keys: step-info keys ``compute_reward`` needs, stored and passed back batched.
         compute_terminated: None keeps the stored ``terminated`` for relabeled goals (as
-            stable-baselines3); a goal env or callable recomputes it for relabeled goals.
-        seed: seed of the generator that draws every sample (numpy's ``rng``, or torch's
-            :attr:`generator` on ``device``): samples are reproducible on one array
-            module and device, not equal across them.
-        prioritized: proportional prioritized replay (Schaul et al. 2016) over the stored
-            transitions instead of uniform draws: transition ``i`` is drawn with probability
-            ``p_i ** alpha / sum_j p_j ** alpha``; relabeling still happens at sample time.
-            New transitions get the largest priority seen so far; the learner reports TD
-            errors through :meth:`update_priorities`.
+            stable-baselines3); a goal env or callable recomputes it.
+        seed: seed of every draw (numpy's :attr:`rng`, or torch's :attr:`generator`):
+            reproducible on one array module and device, not across them.
+        prioritized: proportional prioritized replay (Schaul et al. 2016): transition
+            ``i`` is drawn with probability ``p_i ** alpha / sum_j p_j ** alpha``; new
+            transitions get the largest priority seen, :meth:`update_priorities` the rest.
         alpha: how much the priorities count, in [0, 1] (0: uniform).
-        beta: importance-sampling correction, in [0, 1] (1: full); ``weights`` are
-            ``(N * P(i)) ** -beta`` over their batch maximum. May be changed between
-            samples (annealed towards 1).
-        priority_eps: added to ``|td_error|`` (or to an episode's goal motion) so that no
-            transition stops being drawn.
-        goal_mix: where the goals of sampled transitions come from, as fractions of
-            future / final / episode / achieved / desired / original goals (a
-            :class:`~goalenvs.her.goal_mix.GoalMix`, a dict or ``"future=0.4,desired=0.4,
-            original=0.2"``); it replaces ``goal_selection_strategy`` and
-            ``n_sampled_goal`` (leave those at their defaults). None: the strategy's mix,
-            ``k / (k + 1)`` of its goals and the rest original.
-        goal_mix_warmup: env steps stored (``add`` calls times ``n_envs``) before the mix
-            applies; until then every sampled goal is a future one (mrl's warm-up).
-        priority: what a prioritized buffer draws by: ``"td_error"`` (above), or
-            ``"goal_motion"``: every transition of an episode gets, when the episode ends,
-            the path length of its achieved goal, ``sum_t min(|ag_{t+1} - ag_t|,
-            motion_clip)`` plus ``priority_eps`` (an env-agnostic, kinetic form of Zhao &
-            Tresp's energy-based prioritization, 2018): episodes where the object moved
-            are replayed more, those where nothing moved almost never once some did.
-            The draws carry no importance weights (``weights`` stay ones: the skew is the
-            point) and TD errors do not change them.
-        motion_clip: for ``"goal_motion"``, the most one step's move counts (a falling or
-            thrown object does not take over the draws); None: unclipped.
-        motion_weights: for ``"goal_motion"``, a weight per achieved-goal entry that
-            scales each step before its length is taken (and clipped): ``[1, 1, 4]`` makes
-            a Fetch object's lift count four times a slide as long (the height term of
-            Zhao & Tresp's energy); None: every entry counts alike.
-        n_step: the steps of each sampled return: ``rewards`` sums the rewards of the
-            transition and of the ``n_step - 1`` after it in its episode (each recomputed
-            for a relabeled goal), discounted by ``gamma``, ``next_observations`` is the
-            observation after the last of them and ``discounts`` is ``gamma`` to the
-            power of the steps summed (fewer near an episode's end or a termination).
-            1 (the default): one-step transitions, ``discounts`` None.
-        gamma: the discount of n-step returns, in (0, 1): the agent's. Needed when
-            ``n_step > 1``.
-        device: None keeps the storage in numpy arrays in host memory; a torch device
-            (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``) keeps it in tensors
-            there, and ``add`` and ``sample`` are tensor operations on it
-            (:class:`DeviceHerReplayBuffer` is this buffer with ``device`` required).
-            There ``compute_reward`` (and ``compute_terminated``) receive tensors on
-            ``device`` and should return tensors there (a numpy result is copied back: a
-            host round trip per batch).
+        beta: importance-sampling correction in [0, 1]: ``weights`` are
+            ``(N * P(i)) ** -beta`` over the batch's largest; may be annealed.
+        priority_eps: added to ``|td_error|`` (or to an episode's goal motion).
+        goal_mix: fractions of future / final / episode / achieved / desired / original
+            goals (a :class:`~goalenvs.her.goal_mix.GoalMix`, a dict or
+            ``"future=0.4,desired=0.4,original=0.2"``), instead of the strategy and ``k``.
+        goal_mix_warmup: env steps stored before the mix applies (future goals until then).
+        priority: ``"td_error"``, or ``"goal_motion"``: an episode's transitions are
+            drawn by the path length of its achieved goal, ``sum_t min(|ag_{t+1} -
+            ag_t|, motion_clip)`` (a kinetic form of Zhao & Tresp 2018), with no
+            importance weights; TD errors do not change them.
+        motion_clip: for ``"goal_motion"``, the most one step's move counts (None: no clip).
+        motion_weights: for ``"goal_motion"``, a weight per achieved-goal entry applied
+            before the length is taken (``[1, 1, 4]``: a lift counts four times a slide).
+        n_step: the steps each sampled return sums within its episode, discounted by
+            ``gamma`` (``discounts`` is ``gamma`` to the steps summed); 1: one-step.
+        gamma: the discount of n-step returns, in (0, 1); needed when ``n_step > 1``.
+        device: None: numpy arrays in host memory; a torch device: tensors there, where
+            the goal functions receive tensors and should return tensors.
 
-    Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one, and
-    copies and pickles go through it: ``copy.copy`` gives a buffer with copies of every
-    array and the generator's state that shares the goal functions; ``copy.deepcopy``
-    copies the goal functions too (the env behind them included); a pickle holds the state
-    and the goal functions, which must then be picklable. Episodes in progress stay in
-    progress in all three. ``__getstate__`` hands out the live state (the pickle copies
-    it): an object given it by hand through ``__setstate__`` shares the buffer's arrays.
+    Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one.
+    ``copy.copy`` copies every array and the generator's state and shares the goal
+    functions; ``copy.deepcopy`` and pickles take the goal functions too. Episodes in
+    progress stay in progress in all three.
     """
 
     #: The batched goal functions (see :func:`goalenvs.her.settings.resolve_goal_function`).
@@ -359,8 +317,6 @@ class HerReplayBuffer:
         self.action_shape = settings.action_shape
         spaces_, n = settings.observation_space.spaces, settings.n_envs
         self._obs_shapes = {key: (n, *(spaces_[key].shape or ())) for key in keys}
-        self._obs_dtypes = {key: f[f"obs/{key}"].dtype for key in keys}
-        self._action_dtype = f["action"].dtype
         self.fields, self.counters = f, state.counters
         self.steps_added = state.steps_added
         self.max_priority = state.max_priority
@@ -369,21 +325,17 @@ class HerReplayBuffer:
             face = TreePriorities if ops.xp is np else Priorities
             self.priorities = face(self, state.priorities)
         mix = settings.relabel_mix
-        self._mix, self._thresholds = mix, ops.asarray(mix.thresholds(), np.float64)
+        self._thresholds = ops.asarray(mix.thresholds(), np.float64)
         self._sources = frozenset(mix.sources)
         self._warmup_thresholds = ops.asarray(FUTURE_ONLY.thresholds(), np.float64)
         weights = settings.motion_weights
         self._motion_weights = None if weights is None else ops.asarray(weights, np.float64)
         self._envs = ops.arange(settings.n_envs)
         self._action_shape = (settings.n_envs, *settings.action_shape)
-        # add(): the shapes it takes straight in (obs and next_obs by key, action, reward)
-        # and which of them go into the records row, in its order.
-        self._info_keys = tuple(settings.info_keys)
-        names = [f"obs/{k}" for k in keys] + [f"next_obs/{k}" for k in keys]
-        names += ["action", "reward"]
-        shapes = [self._obs_shapes[k] for k in keys] * 2
-        shapes += [self._action_shape, (settings.n_envs,)]
-        # The shape and dtype of each value add() takes as it is: the stored field's.
+        # add(): the values it takes straight in, their stored shapes and dtypes, and the
+        # order the packed ones go into the records row.
+        names = [f"{side}/{k}" for side in ("obs", "next_obs") for k in keys] + ["action", "reward"]
+        shapes = [self._obs_shapes[k] for k in keys] * 2 + [self._action_shape, (n,)]
         self._add_shapes, self._add_dtypes = tuple(shapes), tuple(f[name].dtype for name in names)
         self._obs_values, self._n_keys = operator.itemgetter(*keys), len(keys)
         index = [names.index(name) for name in self._packed]
@@ -419,14 +371,13 @@ class HerReplayBuffer:
         # Whether add() may take its hot path (before add number _quiet_until).
         self._hot = (
             ops.xp is np
-            and not (self._info_keys or self._unpacked_obs or self._motion)
+            and not (self.info_keys or self._unpacked_obs or self._motion)
             and self._action_packed
             and state.priorities is None
         )
         # No add before the one that overwrites counter _retire_from retires an episode
         # (numpy reads it; torch, which would have to read the device, masks every add).
         self._retire_from = ops.lowest(state.counters["sampleable_from"])
-        self._bool = f["terminated"].dtype
         self._renew_meta()
         # Flat (rows * n_envs, ...) views of every field, gathered by row * n_envs + env.
         self._flat = {name: flat_view(value) for name, value in f.items()}
@@ -472,36 +423,26 @@ class HerReplayBuffer:
         return self._settings
 
     # The settings, read-only (each one's meaning: the class docstring).
-    buffer_size = _setting("buffer_size", "Transitions held over all envs.")
-    observation_space = _setting("observation_space", "The single-env goal Dict space.")
-    action_space = _setting("action_space", "The single-env action space.")
-    n_envs = _setting("n_envs", "Parallel envs writing into the buffer.")
-    rows_per_env = _setting("rows_per_env", "Transitions each env keeps: buffer_size // n_envs.")
-    n_sampled_goal = _setting("n_sampled_goal", "HER's k: relabeled with probability k/(k+1).")
-    her_ratio = _setting("her_ratio", "The probability k/(k+1) that a sample is relabeled.")
-    goal_selection_strategy = _setting(
-        "goal_selection_strategy", "Where relabeled goals come from.", GoalSelectionStrategy.parse
-    )
+    buffer_size = _setting("buffer_size")
+    observation_space = _setting("observation_space")
+    action_space = _setting("action_space")
+    n_envs = _setting("n_envs")
+    rows_per_env = _setting("rows_per_env")
+    n_sampled_goal = _setting("n_sampled_goal")
+    her_ratio = _setting("her_ratio", "The probability that a sample is relabeled.")
+    goal_selection_strategy = _setting("goal_selection_strategy")
     goal_mix = _setting("relabel_mix", "The relabelling mix: the one given, or the strategy's.")
-    goal_mix_warmup = _setting("goal_mix_warmup", "Env steps stored before the mix applies.")
-    handle_timeout_termination = _setting(
-        "handle_timeout_termination", "Whether a truncated transition still bootstraps."
-    )
-    info_keys = _setting("info_keys", "The info keys stored for the goal functions.", tuple)
-    prioritized = _setting("prioritized", "Whether draws follow the priorities.")
-    priority = _setting(
-        "priority", 'What a prioritized buffer draws by: "td_error", "goal_motion".'
-    )
-    motion_clip = _setting("motion_clip", "The most one step's goal motion counts.")
-    motion_weights = _setting(
-        "motion_weights",
-        "Per-entry weights of the goal's motion.",
-        lambda value: None if value is None else tuple(value),
-    )
-    n_step = _setting("n_step", "The steps each sampled return sums.")
-    gamma = _setting("gamma", "The discount of n-step returns (None for one-step).")
-    alpha = _setting("alpha", "How much the priorities count, in [0, 1].")
-    priority_eps = _setting("priority_eps", "The floor added to every priority.")
+    goal_mix_warmup = _setting("goal_mix_warmup")
+    handle_timeout_termination = _setting("handle_timeout_termination")
+    info_keys = _setting("info_keys")
+    prioritized = _setting("prioritized")
+    priority = _setting("priority")
+    motion_clip = _setting("motion_clip")
+    motion_weights = _setting("motion_weights")
+    n_step = _setting("n_step")
+    gamma = _setting("gamma")
+    alpha = _setting("alpha")
+    priority_eps = _setting("priority_eps")
 
     @property
     def beta(self) -> float:
@@ -519,16 +460,9 @@ class HerReplayBuffer:
     def state(self, *, truncate_in_progress: bool = False) -> BufferState:
         """The buffer's content, on its own arrays (no copy: ``state().copy()`` for a
         snapshot). With ``truncate_in_progress`` the episodes in progress end at their last
-        stored transition, as truncations, in a copy: the live buffer goes on with them."""
-        state = self._state()
-        if not truncate_in_progress:
-            return state
-        closed = type(self).from_state(state.copy(), self.compute_reward, self.compute_terminated)
-        closed.truncate_last_trajectory()
-        return closed._state()
-
-    def _state(self) -> BufferState:
-        return BufferState(
+        stored transition, as truncations, in copies of the flags and counters that change
+        (the live buffer goes on with them; the other arrays are still shared)."""
+        state = BufferState(
             self.settings,
             self.device,
             self.fields,
@@ -539,11 +473,13 @@ class HerReplayBuffer:
             self.ops.rng_state(),
             self.records,
         )
-
-    @property
-    def rows(self) -> int:
-        """Transitions each env keeps: ``buffer_size // n_envs``."""
-        return self._rows
+        if truncate_in_progress:
+            clone = copy.copy if self.xp is np else lambda value: value.clone()
+            f = {**state.fields, **{k: clone(state.fields[k]) for k in _CLOSING}}
+            c = {name: clone(value) for name, value in state.counters.items()}
+            self._truncate(f, c)  # in the copies: fields of their own, not records views
+            state = dataclasses.replace(state, fields=f, counters=c, records=None)
+        return state
 
     @property
     def n_transitions(self) -> int:
@@ -559,13 +495,10 @@ class HerReplayBuffer:
 
     def __repr__(self) -> str:
         s = self._settings
+        mix = f"goal_mix={str(self.goal_mix)!r}"
         if s.goal_mix is None:
-            mix = (
-                f"n_sampled_goal={s.n_sampled_goal}, "
-                f"goal_selection_strategy={self.goal_selection_strategy.value!r}"
-            )
-        else:
-            mix = f"goal_mix={str(self.goal_mix)!r}"
+            strategy = self.goal_selection_strategy.value
+            mix = f"n_sampled_goal={s.n_sampled_goal}, goal_selection_strategy={strategy!r}"
         if s.goal_mix_warmup:
             mix += f", goal_mix_warmup={s.goal_mix_warmup}"
         where = "" if self.device is None else f", device={str(self.device)!r}"
@@ -581,14 +514,12 @@ class HerReplayBuffer:
             self._read_horizons()
         if self.steps_added > self._nonempty_until:
             return False
-        if self._needs_other_episode() and self.steps_added > self._other_episode_until:
-            self._read_other_episode()
+        warm = self.steps_added * self._n < self.settings.goal_mix_warmup
+        if "desired" in self._sources and not warm:
+            if self.steps_added > self._other_episode_until:
+                self._read_other_episode()
             return self.steps_added <= self._other_episode_until
         return True
-
-    def _needs_other_episode(self) -> bool:
-        warm = self.steps_added * self._n < self.settings.goal_mix_warmup
-        return "desired" in self._sources and not warm
 
     def _read_horizons(self) -> None:
         """The one host read of add() and sample(): after it, no episode in progress can
@@ -645,7 +576,7 @@ class HerReplayBuffer:
             )
         checked = {}
         for key, expected in self._obs_shapes.items():
-            value = self._convert(f"{name}[{key!r}]", obs[key], self._obs_dtypes[key])
+            value = self._convert(f"{name}[{key!r}]", obs[key], self.fields[f"obs/{key}"].dtype)
             if tuple(value.shape) != expected:
                 raise ValueError(
                     f"{name}[{key!r}] has shape {tuple(value.shape)}, expected {expected} "
@@ -657,7 +588,7 @@ class HerReplayBuffer:
     def _check_action(self, action: Any) -> Any:
         """``action`` as an array of shape ``(n_envs, *action_shape)``; Discrete actions
         may come as ``(n_envs, 1)``, as stable-baselines3 stores them."""
-        action = self._convert("action", action, self._action_dtype)
+        action = self._convert("action", action, self.fields["action"].dtype)
         expected = self._action_shape
         if tuple(action.shape) != expected:
             if self.action_shape or tuple(action.shape) != (self._n, 1):
@@ -733,12 +664,8 @@ class HerReplayBuffer:
             )
         if indices.shape[0] == 0:
             return
-        floating = (
-            indices.dtype.is_floating_point
-            if is_tensor(indices)
-            else not np.issubdtype(indices.dtype, np.integer)
-        )
-        if floating:
+        torch_float = is_tensor(indices) and indices.dtype.is_floating_point
+        if torch_float or not (is_tensor(indices) or indices.dtype.kind in "iu"):
             raise TypeError(f"update_priorities: indices must be integers, got {indices.dtype}")
         capacity = self._rows * self._n
         low, high = int(indices.min()), int(indices.max())
@@ -793,7 +720,7 @@ class HerReplayBuffer:
         if not calm:
             terminated = self._flags("terminated", terminated)
             truncated = self._flags("truncated", truncated)
-        info_values = {key: self._info_value(infos, key) for key in self._info_keys}
+        info_values = {key: self._info_value(infos, key) for key in self.info_keys}
         if t >= self._no_overflow_before:
             self._read_horizons()
             if t >= self._no_overflow_before:
@@ -851,7 +778,7 @@ class HerReplayBuffer:
     def _flags(self, name: str, value: Any) -> Any:
         """A step's ``terminated`` or ``truncated`` as ``(n_envs,)`` bools of this module."""
         if type(value) is type(self.records) and value.shape == (self._n,):
-            return value if value.dtype == self._bool else value != 0
+            return value if value.dtype == self.fields["terminated"].dtype else value != 0
         return self._per_env(name, value, None) != 0
 
     def _write_packed(self, row: int, obs: Any, next_obs: Any, action: Any, reward: Any) -> bool:
@@ -935,20 +862,16 @@ class HerReplayBuffer:
         return True
 
     def _write_info(self, key: str, row: int, value: Any) -> None:
-        value = self._convert(f"infos[{key!r}]", value, None)
-        store = self.fields.get(f"info/{key}")
-        if store is None:
-            shape = (self._rows, self._n, *value.shape[1:])
-            store = self.ops.zeros(shape, numpy_dtype(value.dtype))
-            self.fields[f"info/{key}"] = store
-            self._flat[f"info/{key}"] = flat_view(store)
-        elif store.dtype != value.dtype:  # widened to a later value's (an int, then 0.75)
-            old = numpy_dtype(store.dtype)
-            wider = np.result_type(old, numpy_dtype(value.dtype))
-            if wider != old:
-                store = self.ops.asarray(store, wider)
-                self.fields[f"info/{key}"] = store
-                self._flat[f"info/{key}"] = flat_view(store)
+        value, name = self._convert(f"infos[{key!r}]", value, None), f"info/{key}"
+        old, dtype = self.fields.get(name), numpy_dtype(value.dtype)
+        store: Any = old
+        if old is None:
+            store = self.ops.zeros((self._rows, self._n, *value.shape[1:]), dtype)
+        elif np.result_type(numpy_dtype(old.dtype), dtype) != numpy_dtype(old.dtype):
+            # Widened to a later value's dtype (an int, then 0.75).
+            store = self.ops.asarray(old, np.result_type(numpy_dtype(old.dtype), dtype))
+        if store is not old:
+            self.fields[name], self._flat[name] = store, flat_view(store)
         store[row] = value.reshape(self._n, *store.shape[2:])
 
     def counter_of_rows(self, rows: Any = None) -> Any:
@@ -963,12 +886,7 @@ class HerReplayBuffer:
         """Writes the buffer to ``path`` as an uncompressed ``.npz`` (no pickle), the same
         file on numpy and on torch; episodes in progress are written as truncated (the
         live buffer keeps them), atomically (a crash never leaves half a file)."""
-        state = self._state()
-        clone = copy.copy if self.xp is np else lambda value: value.clone()
-        f = {**state.fields, **{k: clone(state.fields[k]) for k in ("truncated", "episode_end")}}
-        c = {name: clone(value) for name, value in state.counters.items()}
-        self._truncate(f, c)  # in the copies: the file's fields, not records
-        write_file(dataclasses.replace(state, fields=f, counters=c, records=None), path)
+        write_file(self.state(truncate_in_progress=True), path)
 
     @classmethod
     def load(
@@ -1015,14 +933,14 @@ class HerReplayBuffer:
                     "episode yet (start learning after at least one full episode)"
                 )
             raise RuntimeError(
-                f"goal_mix desired={self._mix.desired:g} draws the desired goals of other "
+                f"goal_mix desired={self.goal_mix.desired:g} draws the desired goals of other "
                 f"episodes, but the buffer holds a single complete episode "
                 f"({self.n_transitions} transitions): sample once a second episode is "
                 "stored, or let a future-only warm-up run first (goal_mix_warmup)"
             )
-        weights = None
         if self.priorities is None:
             env, counter = self._draw_uniform(B)
+            weights = ops.full((B,), 1.0, np.float32)
         else:
             row, env, mass, total = self.priorities.draw(B)
             counter = self.counter_of_rows(row)
@@ -1033,9 +951,7 @@ class HerReplayBuffer:
         start = self._take("episode_start", index)
         end = self._take("episode_end", (start % rows) * n + env)
         relabel, goals = self._draw_goals(B, env, counter, start, end)
-        own = at_index.get("obs/desired_goal")
-        if own is None:
-            own = self._take("obs/desired_goal", index)
+        own = self._field(at_index, "obs/desired_goal", index)
         goals = xp.where(relabel.reshape(B, *([1] * (own.ndim - 1))), goals, own)
         # Every step k of every return, as one batch of steps * B: counter + k while it is
         # inside the episode (the last counter of the episode past its end: masked below).
@@ -1086,7 +1002,7 @@ class HerReplayBuffer:
                 ended = xp.where(take, done_k[k], ended)
                 going = take & ~done_k[k]
             last = ((counter + summed - 1) % rows) * n + env
-            discounts = ops.float32(gamma**summed)
+            discounts = ops.asarray(gamma**summed, np.float32)
         at_last = at_index if steps == 1 else self._gather(last)
         observations = {k[4:]: self._field(at_index, k, index) for k in f if k[:4] == "obs/"}
         observations["desired_goal"] = goals
@@ -1097,10 +1013,10 @@ class HerReplayBuffer:
         return HerBatch(
             observations,
             self._field(at_index, "action", index),
-            ops.float32(returns),
+            ops.asarray(returns, np.float32),
             next_observations,
-            ops.float32(ended),
-            ops.float32(weights) if weights is not None else ops.full((B,), 1.0, np.float32),
+            ops.asarray(ended, np.float32),
+            ops.asarray(weights, np.float32),
             index,
             discounts,
         )
@@ -1210,7 +1126,7 @@ class HerReplayBuffer:
         """One ``compute_reward`` call for the whole batch; one reward per pair, never a
         broadcast scalar."""
         value = self.compute_reward(achieved, desired, info)
-        value = self.ops.asarray(value if is_tensor(value) else np.asarray(value))
+        value = self.ops.asarray(_plain(value))
         count = achieved.shape[0]
         if tuple(value.shape) not in ((count,), (count, 1)):
             # A scalar for the batch included: broadcast, it would pay every relabeled

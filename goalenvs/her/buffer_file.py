@@ -68,36 +68,23 @@ def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
     ValueError that names the file and what to do."""
     name = os.fspath(path)
     try:
-        return _read_file(path, device)
+        return _read_file(name, device)
+    except FileNotFoundError:
+        raise
     except ValueError as error:
         if name in str(error):
             raise
         failure: Exception = error
     except (OSError, EOFError, KeyError, zipfile.BadZipFile) as error:
-        if isinstance(error, FileNotFoundError):
-            raise
-        failure = error
-    # A member's array read lazily, after the archive opened: a corrupt member, a missing
-    # entry.
+        failure = error  # np.load's, or a member's read lazily after the archive opened
     raise ValueError(
         f"{name} cannot be read as a HER buffer file ({type(failure).__name__}: {failure}): "
         "it is truncated, corrupt or not written by HerReplayBuffer.save"
     ) from None
 
 
-def _read_file(path: str | os.PathLike, device: Any) -> BufferState:
-    name = os.fspath(path)
-    try:
-        data = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        raise ValueError(
-            f"{name} cannot be read as a HER buffer file ({type(error).__name__}): it is "
-            "truncated, corrupt or not written by HerReplayBuffer.save (a device buffer "
-            "file of goalenvs 148f048 or earlier is a torch file: load it there, or start "
-            "with an empty buffer)"
-        ) from None
+def _read_file(name: str, device: Any) -> BufferState:
+    data = np.load(name, allow_pickle=False)
     if not hasattr(data, "files"):  # a .npy file: one array
         raise ValueError(f"{name} is not a HER buffer file: it holds one array, not an .npz")
     with data:

@@ -1,16 +1,8 @@
-"""The HER buffer's state, and the array modules it is written over.
-
-:class:`BufferState` is everything a :class:`~goalenvs.her.buffer.HerReplayBuffer` holds
-but its goal functions: ``(rows, n_envs, ...)`` fields, per-env counters, the priorities,
-the generator's state; its float32 fields, the flags and the episode starts are views of
-one packed ``records`` array (one copy per ``add``, one gather per batch).
-:class:`NumpyOps` and :class:`TorchOps` are the few operations numpy and torch spell
-differently.
-
-:class:`HerStorage` and :class:`HerBufferState` are only for unpickling: the numpy
-buffer's state classes of goalenvs 148f048 and earlier, which a stable-baselines3 model's
-``save_replay_buffer`` pickle of that time names by this module's path; unpickled, they
-are read into today's layout by :func:`goalenvs.her.buffer_file.legacy_state`.
+"""The HER buffer's state (:class:`BufferState`) and the array modules it is written over
+(:class:`NumpyOps`, :class:`TorchOps`: the few operations numpy and torch spell
+differently). :class:`HerStorage` and :class:`HerBufferState` are only for unpickling the
+state classes of goalenvs 148f048 and earlier (read by
+:func:`goalenvs.her.buffer_file.legacy_state`).
 """
 
 from __future__ import annotations
@@ -67,9 +59,6 @@ class NumpyOps:
         if value.flags.c_contiguous:
             return value.take(index, 0)
         return value[index]
-
-    def float32(self, value: Any) -> Any:
-        return value.astype(np.float32)
 
     def cast(self, value: Any, dtype: Any) -> Any:
         """``value`` as ``dtype`` (one of this module's dtypes)."""
@@ -148,9 +137,6 @@ class TorchOps(NumpyOps):
     def take(self, value: Any, index: Any) -> Any:
         # index_select on one index: several times faster than indexing by two.
         return value.index_select(0, index)
-
-    def float32(self, value: Any) -> Any:
-        return value.float()
 
     def cast(self, value: Any, dtype: Any) -> Any:
         return value.to(dtype)

@@ -1,12 +1,8 @@
 """Relabelling mixes: where the goals of a sampled batch come from, as data.
 
-A :class:`GoalMix` gives the fraction of a batch's transitions whose goal comes from each
-source; both HER buffers draw each transition's source independently with these
-probabilities. ``goal_selection_strategy`` with ``n_sampled_goal = k`` is the mix of
-``k / (k + 1)`` of that strategy's goals and ``1 / (k + 1)`` original goals
-(:meth:`GoalMix.from_strategy`: future k=4 is 80% future, 20% original). mrl's
-"futureactual" mix is ``GoalMix(future=0.4, desired=0.4, original=0.2)`` with a warm-up of
-25,000 env steps, during which every goal is a future one.
+``goal_selection_strategy`` with ``n_sampled_goal = k`` is the mix of ``k / (k + 1)`` of
+that strategy's goals and the rest original (:meth:`GoalMix.from_strategy`); mrl's
+"futureactual" is ``GoalMix(future=0.4, desired=0.4, original=0.2)`` with a warm-up.
 """
 
 from __future__ import annotations
@@ -30,26 +26,18 @@ _EXAMPLE = "'future=0.4,desired=0.4,original=0.2'"
 
 @dataclasses.dataclass(frozen=True)
 class GoalMix:
-    """The fraction of sampled transitions whose goal comes from each source.
+    """The fraction of sampled transitions whose goal comes from each source. For a
+    transition ``t`` of an episode of ``T`` transitions:
 
-    For a transition ``t`` of an episode of ``T`` transitions (the first three and
-    ``achieved`` are :class:`goalenvs.her.settings.GoalSelectionStrategy`'s ``future``,
-    ``final``, ``episode`` and ``random``):
-
-    - ``future``: the next achieved goal of a transition ``j`` drawn uniformly in
-      ``t .. T-1`` (``t`` included, as stable-baselines3);
-    - ``final``: the episode's last achieved goal;
-    - ``episode``: the next achieved goal of a ``j`` drawn uniformly in ``0 .. T-1``;
-    - ``achieved``: the next achieved goal of a transition drawn uniformly from the whole
-      buffer (the ``random`` strategy);
-    - ``desired``: the desired goal of a transition drawn uniformly from the buffer's
-      other episodes (never the transition's own episode, never an achieved goal):
-      goals the env itself asks for;
+    - ``future``: the next achieved goal of a ``j`` uniform in ``t .. T-1`` (``t``
+      included, as stable-baselines3); ``final``: of ``T-1``; ``episode``: of a ``j``
+      uniform in ``0 .. T-1``;
+    - ``achieved``: the next achieved goal of any stored transition (strategy ``random``);
+    - ``desired``: the desired goal of a transition of another episode;
     - ``original``: the transition's own desired goal, not relabeled.
 
-    Every fraction is a number >= 0 and together they sum to 1; omitted ones are 0. A
-    bad value is a ValueError (a TypeError for a value that is not a number) naming
-    ``goal_mix``, the component and the value.
+    The fractions are numbers >= 0 that sum to 1 (omitted ones are 0); a bad one is the
+    error naming ``goal_mix``, the component and the value.
     """
 
     future: float = 0.0

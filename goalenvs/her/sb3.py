@@ -14,35 +14,21 @@
 
 It keeps stable-baselines3's argument names and hooks (``add`` with the list of infos,
 ``sample(batch_size, env=VecNormalize)``, ``set_env``, ``truncate_last_trajectory``) and
-stores everything in :class:`goalenvs.her.buffer.HerReplayBuffer`: a fraction of the memory,
-no scan of the whole buffer per sample, and one ``compute_reward`` call per batch.
-
-Differences from stable-baselines3's buffer:
+stores everything in :class:`goalenvs.her.buffer.HerReplayBuffer`. Differences from
+stable-baselines3's buffer:
 
 - ``compute_reward`` receives ``info`` as one dict of batched arrays (the values of
-  ``info_keys``), not a list of dicts. With ``copy_info_dict=True`` and no ``info_keys``,
-  the numeric info keys seen at the first ``add`` are stored (stable-baselines3's own
-  bookkeeping keys excepted). Goal envs that follow the goalenvs contract accept both.
-- SB3's public arrays (``observations[key]``, ``next_observations[key]``, ``actions``,
-  ``rewards``, ``dones``, ``timeouts``, ``ep_start``, ``ep_length``, ``_current_ep_start``,
-  and ``pos`` / ``full``) read as in SB3's layout, ``(buffer_size, n_envs, ...)``, but they
-  are read-only copies assembled from the goalenvs storage at the first read after a
-  change and cached until the next ``add``: O(buffer_size) time and memory once, free
-  after (benchmarks/sb3_her.py prints the cost). Writes through them raise; change the
-  data with ``add``, ``truncate_last_trajectory`` or ``reset``. Positions whose transition
-  our ring has already retired read zeros (it retires a whole episode once its first
-  transition is overwritten, where SB3's keeps the rest of it).
-- The ``"random"`` strategy is available too. The strategy is goalenvs'
-  :class:`~goalenvs.her.settings.GoalSelectionStrategy`, read as
-  ``buffer.core.goal_selection_strategy``. ``goal_mix`` (with ``goal_mix_warmup``) takes
-  a relabelling mix instead (:mod:`goalenvs.her.goal_mix`), read as
-  ``buffer.core.goal_mix``.
-- A ``compute_reward`` that returns one value for a batch is an error at ``sample`` that
-  names the env's function and the shapes.
-- ``pos``, ``full`` and ``_current_ep_start`` are read from the storage: assigning them
-  raises, as for the public arrays.
-- ``optimize_memory_usage`` is not supported (neither is it by stable-baselines3's HER);
-  the memory saving is built in.
+  ``info_keys``; with ``copy_info_dict=True`` and no ``info_keys``, the numeric keys of
+  the first ``add``'s info, SB3's bookkeeping keys excepted), not a list of dicts.
+- SB3's public arrays (``observations[key]``, ``actions``, ``dones``, ``ep_start``, ...,
+  ``pos``, ``full``) read in SB3's layout ``(buffer_size, n_envs, ...)`` as read-only
+  copies assembled at the first read after an ``add`` (O(buffer_size) once); assigning
+  them raises. Positions whose transition the ring has retired (a whole episode leaves
+  once its first transition is overwritten) read zeros.
+- The ``"random"`` strategy and ``goal_mix`` / ``goal_mix_warmup`` are available
+  (``buffer.core.goal_selection_strategy``, ``buffer.core.goal_mix``).
+- A ``compute_reward`` that returns one value for a batch is an error at ``sample``.
+- ``optimize_memory_usage`` is not supported (nor by SB3's HER); the saving is built in.
 
 This is the only goalenvs module that imports stable-baselines3 (the ``sb3`` extra).
 """
@@ -72,9 +58,7 @@ _BOOKKEEPING_KEYS = ("terminal_observation", "TimeLimit.truncated", "episode", "
 
 
 class _PublicArray:
-    """One of stable-baselines3's public buffer arrays (or ``pos``, ``full``), read-only as
-    a property is: reading it returns ``buffer._public(name)`` (assembled on demand and
-    cached, see :meth:`HerReplayBuffer._public`), assigning to it raises AttributeError."""
+    """One of SB3's public buffer arrays: reads ``buffer._public(name)``, refuses writes."""
 
     def __init__(self, doc: str) -> None:
         self.__doc__ = doc
@@ -96,33 +80,25 @@ class _PublicArray:
 
 
 class HerReplayBuffer(_SB3HerReplayBuffer):
-    """stable-baselines3 HER replay buffer backed by :class:`goalenvs.her.HerReplayBuffer`.
-
-    It subclasses stable-baselines3's ``HerReplayBuffer`` only so that off-policy
-    algorithms recognise it and pass it the env; none of the parent's storage is
-    allocated.
+    """stable-baselines3 HER replay buffer backed by :class:`goalenvs.her.HerReplayBuffer`
+    (a subclass of SB3's only so that its algorithms pass it the env; none of the
+    parent's storage is allocated).
 
     Args (those of :class:`goalenvs.her.HerReplayBuffer` mean what they mean there):
-        buffer_size: transitions kept over all envs, as SB3's. The ``buffer_size``
-            attribute is SB3's: ``buffer_size // n_envs``, the positions per env of the
-            public arrays.
-        env: the training VecEnv (stable-baselines3 passes it); its first sub-env's
-            ``compute_reward`` rewards relabeled goals.
-        device: torch device of the sampled tensors; ``"auto"`` is SB3's choice (CUDA where
-            there is a GPU). On the CPU each sample gets fresh arrays: a batch an
-            algorithm keeps is never overwritten by the next ``sample``.
+        buffer_size: transitions kept over all envs; the ``buffer_size`` attribute is
+            SB3's, ``buffer_size // n_envs``, the positions per env of the public arrays.
+        env: the training VecEnv; its first sub-env's ``compute_reward`` rewards goals.
+        device: torch device of the sampled tensors (``"auto"``: SB3's choice).
         optimize_memory_usage: must be False.
         goal_selection_strategy: also a stable-baselines3 ``GoalSelectionStrategy``.
-        copy_info_dict: store the info values ``compute_reward`` needs (see the module
-            docstring).
+        copy_info_dict: store the info values ``compute_reward`` needs (module docstring).
         info_keys: the info keys to store (implies ``copy_info_dict``).
         recompute_terminated: recompute ``terminated`` for relabeled goals with the env's
             ``compute_terminated`` (stable-baselines3 keeps the original, its issue #627).
         seed: seed of the sampling generator; None draws one from numpy's global
             generator, which stable-baselines3 seeds from the algorithm's ``seed``.
-        prioritized: must be False, and ``n_step`` 1: stable-baselines3's algorithms take
-            no importance weights, report no TD errors and bootstrap with their own gamma
-            (goalenvs' trainers take ``--prioritized`` and ``--n-step``).
+        prioritized: must be False, and ``n_step`` 1: SB3's algorithms take no importance
+            weights, report no TD errors and bootstrap with their own gamma.
     """
 
     def __init__(
@@ -147,8 +123,6 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         n_step: int = 1,
     ) -> None:
         if n_step != 1:
-            # SB3's algorithms bootstrap every transition with their own gamma: the batch's
-            # per-transition discounts of n-step returns would be dropped.
             raise ValueError(
                 f"n_step={n_step!r} is not supported under stable-baselines3 (its algorithms "
                 "bootstrap every transition with their own gamma and read no per-transition "
@@ -156,16 +130,12 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
                 "pass n_step=1"
             )
         if prioritized:
-            # SB3's algorithms neither weight their losses nor report TD errors back, so a
-            # prioritized buffer under them would only bias the samples.
             raise ValueError(
                 "prioritized=True is not supported under stable-baselines3 (its algorithms "
                 "take no importance weights and report no TD errors); use goalenvs' own "
                 "trainers (`goalenvs train ENV --prioritized`) or pass prioritized=False"
             )
-        # Not the parents' __init__: it would allocate the storage this class replaces, and
-        # pos / full are read from the goalenvs buffer here. These are the attributes
-        # stable-baselines3's BaseBuffer sets, with its meaning of buffer_size (per env).
+        # Not the parents' __init__ (it would allocate the storage): BaseBuffer's attributes.
         self.observation_space = observation_space
         self.action_space = action_space
         self.device = get_device(device)
@@ -184,8 +154,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             goal_selection_strategy = goal_selection_strategy.name.lower()
         self.handle_timeout_termination = handle_timeout_termination
         self.n_sampled_goal = n_sampled_goal
-        # goalenvs' strategy (it has "random"), not stable-baselines3's enum: kept apart from
-        # the parent's goal_selection_strategy attribute, which is that enum.
+        # goalenvs' strategy (it has "random"), apart from the parent's attribute (SB3's enum).
         self._strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
         self._goal_mix = goal_mix
         self._goal_mix_warmup = goal_mix_warmup
@@ -196,9 +165,7 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         self._seed = int(np.random.randint(2**31 - 1)) if seed is None else seed  # noqa: NPY002
         self.env = None
         # Validates the arguments now; rebuilt at the first add when info keys are inferred.
-        self._core: CoreBuffer | None = self._make_core(tuple(info_keys), None)
-        # stable-baselines3's meaning: transitions kept per env, the first dimension of the
-        # public arrays.
+        self._core = self._make_core(tuple(info_keys))
         self.buffer_size = self.core.rows_per_env
         obs_shape = get_obs_shape(observation_space)
         assert isinstance(obs_shape, dict)  # a Dict space: the core buffer checked it
@@ -207,12 +174,13 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         if env is not None:
             self.set_env(env)
 
-    def _make_core(self, info_keys: tuple[str, ...], env: Any) -> CoreBuffer:
+    def _make_core(self, info_keys: tuple[str, ...]) -> CoreBuffer:
+        """An empty goalenvs buffer of these settings; :meth:`set_env` gives it the env."""
         return CoreBuffer(
             self._total_size,
             self.observation_space,
             self.action_space,
-            compute_reward=_missing_env if env is None else env,
+            compute_reward=_missing_env,
             n_envs=self.n_envs,
             n_sampled_goal=self.n_sampled_goal,
             goal_selection_strategy=self._strategy,
@@ -220,21 +188,19 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             goal_mix_warmup=self._goal_mix_warmup,
             handle_timeout_termination=self.handle_timeout_termination,
             info_keys=info_keys,
-            compute_terminated=env if (self.recompute_terminated and env is not None) else None,
             seed=self._seed,
         )
 
     def _rebuild(self, info_keys: tuple[str, ...]) -> None:
         """A new, empty goalenvs buffer with ``info_keys``, rewarded by the same env."""
         env, self.env = self.env, None
-        self._core = self._make_core(info_keys, None)
+        self._core = self._make_core(info_keys)
         if env is not None:
             self.set_env(env)
 
     @property
     def core(self) -> CoreBuffer:
         """The goalenvs buffer that holds the data."""
-        assert self._core is not None
         return self._core
 
     def set_env(self, env: Any) -> None:
@@ -250,9 +216,8 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         state = self.__dict__.copy()
         del state["env"]
         state["_public_cache"] = None  # copies of the storage: rebuilt on demand
-        if self._core is not None:
-            # The env is not pickled: the core is pickled with goal functions that ask for it.
-            state["_core"] = CoreBuffer.from_state(self._core.state(), _missing_env)
+        # The env is not pickled: the core is pickled with goal functions that ask for it.
+        state["_core"] = CoreBuffer.from_state(self._core.state(), _missing_env)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -318,11 +283,6 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             raise RuntimeError(
                 "the HER buffer has no env to compute rewards: call set_env(env) after loading"
             )
-        # The goalenvs buffer reuses its output arrays from one sample to the next; a tensor
-        # made by torch.from_numpy on the CPU would share them, and a batch an algorithm
-        # keeps would change under it at the next sample(). stable-baselines3's buffer hands
-        # out fresh tensors: so does this one (on the CPU fresh arrays, elsewhere the copy
-        # to the device).
         batch = self.core.sample(batch_size)
         observations, next_observations = batch.observations, batch.next_observations
         rewards = batch.rewards.reshape(-1, 1)
@@ -347,55 +307,21 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         return th.from_numpy(array).to(self.device)
 
     # ------------------------------------------------------------------ SB3's public arrays
-    # stable-baselines3's buffer keeps transition t of env e at position t % buffer_size of
-    # (buffer_size, n_envs, ...) arrays, observation and next observation apart. The
-    # goalenvs buffer keeps one row per observation, an episode's final one included, so
-    # its rows drift from the transitions' positions by one per stored episode: no view of
-    # it has SB3's layout. The arrays below are assembled from it at the first read after
-    # a change and cached until the next add / truncate_last_trajectory / reset.
-
+    # Transition t of env e at position t % buffer_size of (buffer_size, n_envs, ...)
+    # arrays: the goalenvs ring's layout, masked where it no longer holds the transition.
     pos = _PublicArray("Position the next transition goes to: transitions added % buffer_size.")
     full = _PublicArray("Whether buffer_size transitions per env have been added (it wrapped).")
-    _current_ep_start = _PublicArray(
-        "Position of each env's episode in progress (== pos when none is), SB3's name."
-    )
-    observations = _PublicArray(
-        """``observations[key][pos, env]``: SB3's layout, ``(buffer_size, n_envs, *shape)``.
-
-        Like every public array here: a read-only copy assembled from the goalenvs storage
-        at the first read after a change, in O(buffer_size * n_envs) time and memory (see
-        benchmarks/sb3_her.py: a 100k-transition Fetch-sized buffer takes a few sample()
-        calls' time), then cached until the next add. Writes through it are not supported
-        (numpy raises "read-only"): change the data with add(),
-        truncate_last_trajectory() or reset(). Positions whose transition the goalenvs
-        buffer no longer holds (a whole episode leaves once its first transition is
-        overwritten) read as zeros, as never-written positions do.
-        """
-    )
-    next_observations = _PublicArray(
-        "``next_observations[key][pos, env]``, as :attr:`observations` (a cached copy)."
-    )
-    actions = _PublicArray(
-        "``(buffer_size, n_envs, action_dim)``, as :attr:`observations` (a cached copy)."
-    )
+    _current_ep_start = _PublicArray("Position of each env's episode in progress (or pos).")
+    observations = _PublicArray("``observations[key][pos, env]`` (a read-only cached copy).")
+    next_observations = _PublicArray("``next_observations[key][pos, env]`` (a cached copy).")
+    actions = _PublicArray("``(buffer_size, n_envs, action_dim)`` (a cached copy).")
     rewards = _PublicArray("Stored rewards ``(buffer_size, n_envs)`` float32 (a cached copy).")
-    dones = _PublicArray(
-        "``terminated or truncated`` ``(buffer_size, n_envs)`` float32 (a cached copy)."
-    )
-    timeouts = _PublicArray(
-        "Time-limit truncations (zeros without ``handle_timeout_termination``, as SB3)."
-    )
-    ep_start = _PublicArray(
-        "Position of the first transition of each transition's episode (int64)."
-    )
-    ep_length = _PublicArray(
-        "Length of each transition's episode; 0 while it is in progress (int64)."
-    )
+    dones = _PublicArray("``terminated or truncated`` float32 (a cached copy).")
+    timeouts = _PublicArray("Truncations (zeros without ``handle_timeout_termination``).")
+    ep_start = _PublicArray("Position of the first transition of each one's episode.")
+    ep_length = _PublicArray("Length of each transition's episode; 0 while in progress.")
 
     def _public(self, name: str) -> object:
-        # The goalenvs storage is SB3's layout, (buffer_size, n_envs) with position t % R:
-        # each public array is a masked, read-only copy of a field, cached until an add.
-        # Every add() adds one transition per env: the goalenvs buffer counts its adds.
         if name == "pos":
             return self.core.steps_added % self.buffer_size
         if name == "full":
@@ -407,13 +333,9 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
             cache[name] = self._assemble(name, cache["held"], cache["closed"])
         return cache[name]
 
-    def _masks(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(held, closed)``, ``(buffer_size, n_envs)``: the positions whose transition
-        the ring still holds, and those of them in a complete episode."""
-        cache = self._cache()
-        return cache["held"], cache["closed"]
-
     def _cache(self) -> dict[str, Any]:
+        """``held`` (positions the ring still holds) and ``closed`` (of them, those in a
+        complete episode), then each array assembled, until the counters change."""
         c = self.core.counters
         key = (self.core, self.core.steps_added, *(c[k].tobytes() for k in sorted(c)))
         cache = self._public_cache

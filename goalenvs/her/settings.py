@@ -1,12 +1,5 @@
-"""The settings both HER buffers share, checked once.
-
-:class:`BufferSettings` holds the constructor arguments of
-:class:`goalenvs.her.buffer.HerReplayBuffer` and
-:class:`goalenvs.her.buffer.DeviceHerReplayBuffer` (all but the goal functions and
-the device) and checks them in ``__post_init__``, with the messages the buffers have always
-given; :meth:`BufferSettings.to_meta` and :meth:`BufferSettings.from_meta` are the part of
-a saved file's metadata that describes them. :class:`GoalSelectionStrategy` and
-:func:`resolve_goal_function` are the strategy and the goal-function lookup of both.
+"""The HER buffer's settings, checked once (:class:`BufferSettings`, with the part of a
+saved file's metadata that describes them), its strategies and its goal-function lookup.
 """
 
 from __future__ import annotations
@@ -32,15 +25,11 @@ __all__ = ["PRIORITIES", "BufferSettings", "GoalSelectionStrategy", "resolve_goa
 #: transition's episode (a kinetic, env-agnostic form of Zhao & Tresp's energy-based
 #: prioritization, 2018).
 PRIORITIES = ("td_error", "goal_motion")
-# Settings older files may carry that this buffer no longer has, each with the value that
-# meant "off": a file at that value loads, one with another is refused (see from_meta).
+# Settings of older files that this buffer no longer has, each with its "off" value (a
+# file at it loads, one with another is refused), and the last commit that had them.
 RETIRED = {"n_step_until": 0, "motion_threshold": None, "motion_scope": "episode"}
-# The last commit whose buffer had them.
 RETIRED_AT = "148f048"
-
-
-# Where a space description lives, for the codec's errors.
-_FILE = "a HER buffer file"
+_FILE = "a HER buffer file"  # where a space description lives, for the codec's errors
 
 
 class GoalSelectionStrategy(str, enum.Enum):
@@ -108,13 +97,9 @@ def resolve_goal_function(source: Any, name: str) -> GoalFunction:
 
 @dataclasses.dataclass(frozen=True)
 class BufferSettings:
-    """The checked constructor arguments of both HER buffers (see
-    :class:`goalenvs.her.HerReplayBuffer` for each one's meaning).
-
-    ``__post_init__`` checks every field, in the order of the buffers' signature, and
-    normalizes them (ints, floats, a :class:`GoalSelectionStrategy`, a tuple of info keys),
-    so a buffer built from one never checks them again.
-    """
+    """The checked constructor arguments of the HER buffer (see
+    :class:`goalenvs.her.HerReplayBuffer`), normalized (ints, floats, a
+    :class:`GoalSelectionStrategy`, tuples) in ``__post_init__``."""
 
     buffer_size: int
     observation_space: spaces.Dict
@@ -195,21 +180,14 @@ class BufferSettings:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {seed!r}")
         normalized = {
-            "buffer_size": int(self.buffer_size),
-            "n_envs": int(self.n_envs),
-            "n_sampled_goal": int(self.n_sampled_goal),
+            **{k: int(getattr(self, k)) for k in _INTS},
+            **{k: float(getattr(self, k)) for k in ("alpha", "beta", "priority_eps")},
+            **{k: bool(getattr(self, k)) for k in ("handle_timeout_termination", "prioritized")},
             "goal_selection_strategy": strategy,
             "goal_mix": goal_mix,
-            "goal_mix_warmup": int(self.goal_mix_warmup),
-            "handle_timeout_termination": bool(self.handle_timeout_termination),
             "info_keys": tuple(keys),
-            "prioritized": bool(self.prioritized),
-            "alpha": float(self.alpha),
-            "beta": float(self.beta),
-            "priority_eps": float(eps),
             "motion_clip": None if clip is None else float(clip),
             "motion_weights": weights,
-            "n_step": int(self.n_step),
             "gamma": None if self.gamma is None else float(self.gamma),
         }
         for name, value in normalized.items():
@@ -300,6 +278,7 @@ class BufferSettings:
         return cls(**values)
 
 
+_INTS = ("buffer_size", "n_envs", "n_sampled_goal", "goal_mix_warmup", "n_step")
 #: The settings every saved file (and pickle) holds; those after them have defaults there.
 IN_EVERY_FILE = tuple(field.name for field in dataclasses.fields(BufferSettings))[:8]
 

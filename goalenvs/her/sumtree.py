@@ -1,19 +1,10 @@
 """A sum-tree over a fixed number of non-negative leaves, updated and searched in batches.
 
-The tree behind proportional prioritized replay (Schaul et al. 2016): leaf ``i`` holds a
-transition's priority ``p_i ** alpha``, every inner node the sum of its two children, so
-the root is the total and a uniform draw ``x`` in ``[0, total)`` finds the leaf whose
-prefix-sum interval holds it, i.e. leaf ``i`` with probability ``leaf_i / total``, in one
-walk of ``depth`` levels. Both operations take whole batches: one numpy operation per
-level, never a Python loop over indices.
-
-Layout: node 1 is the root, the children of node ``j`` are ``2j`` and ``2j + 1``, and leaf
-``i`` is node ``size + i`` with ``size`` the capacity rounded up to a power of two (the
-padding leaves stay 0). With capacity 3, size 4: leaves 0, 1, 2 are nodes 4, 5, 6; node 2
-= 4 + 5, node 3 = 6 + 7, node 1 = 2 + 3.
-
-Inner nodes are always recomputed as the sum of their children (never adjusted by a
-difference), so rounding errors do not accumulate over millions of updates.
+The tree of proportional prioritized replay (Schaul et al. 2016): leaf ``i`` holds
+``p_i ** alpha``, every inner node the sum of its two children (recomputed, never adjusted
+by a difference, so rounding never accumulates). Node 1 is the root, the children of ``j``
+are ``2j`` and ``2j + 1``, leaf ``i`` is node ``size + i`` (``size``: the capacity rounded
+up to a power of two, the padding leaves 0). Each operation is one numpy step per level.
 """
 
 from __future__ import annotations

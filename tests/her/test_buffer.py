@@ -1,10 +1,10 @@
 """goalenvs.her.HerReplayBuffer, the numpy face of the one buffer: goal functions from
-envs, a native vector env's steps, its generator, and its file (written atomically, and
-refused with the file's name when it is not one).
+envs, a native vector env's steps, and its file (written atomically, and refused with
+the file's name when it is not one).
 
-The rules both faces share (relabeling, the ring, dones, inputs, copies, state, the file's
-round trip across modules) are test_buffer_backends.py, with the tagged Writer used here;
-the property tests against a slow reference model of the ring are test_buffer_model.py.
+The rules both faces share (relabeling, the ring, dones, inputs, the seed, copies, state,
+the file's round trip across modules) are test_buffer_backends.py, with the tagged Writer
+used here; the property tests against a slow reference model are test_buffer_model.py.
 """
 
 from __future__ import annotations
@@ -69,19 +69,6 @@ def test_compute_reward_from_env_vector_env_or_callable(source: Any) -> None:
         writer.add_step()
     relabeled = check_batch(buffer.sample(300), writer, GoalSelectionStrategy.FUTURE)
     assert relabeled.any()
-
-
-def test_the_seed_makes_the_draws_and_rng_is_their_generator() -> None:
-    buffers = [make_buffer("numpy", 60, 2, seed=7) for _ in range(2)]
-    for buffer in buffers:
-        writer = Writer(buffer, [[5] * 20, [3] * 20])
-        for _ in range(15):
-            writer.add_step()
-    assert isinstance(buffers[0].rng, np.random.Generator)
-    assert_same_batches(*buffers)
-    buffers[1].rng.random()  # one draw more: the next batches differ
-    a, b = buffers[0].sample(64), buffers[1].sample(64)
-    assert (a.indices != b.indices).any()
 
 
 def test_fed_by_a_native_vector_env_with_terminations_and_saved_with_its_infos(

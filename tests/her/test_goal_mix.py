@@ -1,7 +1,7 @@
 """Relabelling mixes (goalenvs.her.goal_mix) in both HER buffers, with prioritized replay,
 in saved files, in the training config, presets and command line, and under the
-stable-baselines3 adapter; and the buffers' refusal of a ``compute_reward`` that returns
-one value for a batch.
+stable-baselines3 adapter (with its refusal of a ``compute_reward`` that returns one value
+for a batch).
 
 The buffers are filled with the tagged transitions of test_buffer_backends.py: env ``e``,
 episode ``m``, step ``i`` carries ``(e, m, i)`` in its observation and achieved goal, and
@@ -337,44 +337,7 @@ def test_both_buffers_reject_a_bad_mix_naming_the_field_and_value(
         assert re.search(message, str(error)), (message, str(error))
 
 
-# ---------------------------------------------------------------------- one reward per pair
-
-
-def one_reward_for_the_batch(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
-    """A reward that is not vectorized: the norm over the whole batch, one value."""
-    if isinstance(achieved_goal, torch.Tensor):
-        return -(torch.linalg.norm(achieved_goal - desired_goal) > 0.1).float()
-    return -np.float32(np.linalg.norm(achieved_goal - desired_goal) > 0.1)
-
-
-@pytest.mark.parametrize("backend", ALL_BACKENDS)
-def test_a_reward_of_one_value_for_the_batch_is_refused_by_both_buffers(backend: str) -> None:
-    buffer = make_buffer(backend, 60, 1, compute_reward=one_reward_for_the_batch, seed=0)
-    writer = Writer(buffer, [[5] * 20])
-    for _ in range(10):
-        writer.add_step()
-    with pytest.raises(
-        ValueError,
-        match=r"^one_reward_for_the_batch returned shape \(\) for a batch of 256 goal pairs "
-        r"\(achieved_goal and desired_goal of shape \(256, 3\)\); expected \(256,\), one "
-        r"reward per pair",
-    ):
-        buffer.sample(256)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_constant_compute_terminated_still_stands_for_the_batch(backend: str) -> None:
-    # Fetch's compute_terminated returns False whatever the batch: allowed, unlike a reward.
-    buffer = make_buffer(
-        backend, 60, 1, compute_terminated=lambda a, d, i: False, n_sampled_goal=1000, seed=0
-    )
-    writer = Writer(buffer, [[5] * 20])
-    for _ in range(10):
-        writer.add_step(terminated=True)
-    batch = numpy_batch(buffer.sample(64))
-    relabeled = batch.observations["desired_goal"][:, 0] >= 0
-    assert relabeled.sum() > 50
-    assert not batch.dones[relabeled].any()
+# ---------------------------------------------------------------------- the SB3 adapter
 
 
 def test_the_sb3_adapter_takes_a_mix_and_refuses_one_reward_for_the_batch() -> None:

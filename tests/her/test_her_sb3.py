@@ -14,7 +14,7 @@ from goalenvs.core import GoalEnv
 pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")
 
-from stable_baselines3 import DQN, SAC  # noqa: E402
+from stable_baselines3 import SAC  # noqa: E402
 from stable_baselines3 import HerReplayBuffer as SB3HerReplayBuffer  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.vec_env import VecNormalize  # noqa: E402
@@ -165,28 +165,6 @@ def test_adapter_sb3_strategy_enum_info_keys_and_vecnormalize() -> None:
     assert normalized.observations["observation"].abs().max() <= venv.clip_obs
 
 
-def test_adapter_under_sb3_dqn_and_pickled_buffer_round_trip(tmp_path: Path) -> None:
-    venv = make_env(1, discrete=True)
-    model = DQN(
-        "MultiInputPolicy",
-        venv,
-        replay_buffer_class=HerReplayBuffer,
-        replay_buffer_kwargs={"n_sampled_goal": 2, "goal_selection_strategy": "episode"},
-        learning_starts=60,
-        policy_kwargs={"net_arch": [16]},
-        device="cpu",
-        seed=0,
-    )
-    model.learn(160)
-    assert isinstance(model.replay_buffer, HerReplayBuffer)
-    assert model.replay_buffer.size() >= 100
-    model.save_replay_buffer(tmp_path / "buffer.pkl")
-    with pytest.warns(UserWarning, match="will be truncated"):
-        model.load_replay_buffer(tmp_path / "buffer.pkl")  # SB3 pickles it; set_env + truncate
-    assert model.replay_buffer.size() == 160  # the cut episode is now sampleable
-    model.learn(60, reset_num_timesteps=False)
-
-
 def success_rate(model, episodes: int = 50) -> float:
     env = gym.make("goalenvs/PointReach-v0")
     successes = 0
@@ -268,7 +246,7 @@ def assert_public_arrays_equal(ours: HerReplayBuffer, theirs: SB3HerReplayBuffer
     (and reads zeros elsewhere); returns how many (position, env) pairs it holds."""
     assert (ours.pos, ours.full) == (theirs.pos, theirs.full)
     np.testing.assert_array_equal(ours._current_ep_start, theirs._current_ep_start)
-    held = ours._masks()[0]
+    held = ours._cache()["held"]
     for name in ("observations", "next_observations"):
         for key in theirs.observations:
             mine, sb3 = getattr(ours, name)[key], getattr(theirs, name)[key]
@@ -468,20 +446,17 @@ def test_device_is_explicit_and_auto_follows_sb3() -> None:
     assert HerReplayBuffer(*args).device == get_device("auto")  # CUDA where there is one
 
 
-def test_prioritized_under_sb3_is_a_clear_error():
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"prioritized": True}, r"^prioritized=True is not supported under stable-baselines3"),
+        ({"n_step": 3}, r"^n_step=3 is not supported under stable-baselines3"),
+    ],
+)
+def test_prioritized_or_n_step_under_sb3_is_a_clear_error(kwargs: dict, message: str) -> None:
     env = gym.make("goalenvs/PointReach-v0")
-    with pytest.raises(
-        ValueError, match="prioritized=True is not supported under stable-baselines3"
-    ):
-        HerReplayBuffer(
-            100, env.observation_space, env.action_space, env, device="cpu", prioritized=True
-        )
-
-
-def test_n_step_under_sb3_is_a_clear_error():
-    env = gym.make("goalenvs/PointReach-v0")
-    with pytest.raises(ValueError, match=r"^n_step=3 is not supported under stable-baselines3"):
-        HerReplayBuffer(100, env.observation_space, env.action_space, env, device="cpu", n_step=3)
+    with pytest.raises(ValueError, match=message):
+        HerReplayBuffer(100, env.observation_space, env.action_space, env, device="cpu", **kwargs)
 
 
 def feed_seeded_episodes(buffer: HerReplayBuffer) -> None:
@@ -537,7 +512,7 @@ def test_a_buffer_pickled_by_goalenvs_148f048_holds_what_was_written() -> None:
     assert old.counters["sampleable_from"].tolist() == [16, 13]
     for name in ("current_start", "sampleable_to", "newest_start"):
         assert old.counters[name].tolist() == new.counters[name].tolist(), name
-    rows = new.rows
+    rows = new.rows_per_env
     for e in range(2):
         held = np.arange(int(old.counters["sampleable_from"][e]), 27) % rows
         for name, values in new.fields.items():
@@ -608,7 +583,7 @@ def test_a_buffer_pickled_by_goalenvs_0_1_0_loads_and_samples_as_it_did() -> Non
     # Read into today's layout, each transition's next observation is the observation of
     # the one after it in its episode (the old layout stored it once, in the next row),
     # the episodes in progress included.
-    f, c, rows = core.fields, core.counters, core.rows
+    f, c, rows = core.fields, core.counters, core.rows_per_env
     for env in range(core.n_envs):
         for k in range(int(c["sampleable_from"][env]), core.steps_added - 1):
             if f["episode_start"][(k + 1) % rows, env] != f["episode_start"][k % rows, env]:
