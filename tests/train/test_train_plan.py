@@ -25,19 +25,10 @@ TINY = ["--epochs", "1", "--cycles", "2", "--batches", "2", "--batch-size", "16"
 
 def reach_config(tmp_path: Path, **kwargs) -> DDPGConfig:
     base = dict(
-        env_id=REACH,
-        env_kwargs={"max_episode_steps": 10},
-        epochs=1,
-        n_cycles=1,
-        num_envs=4,
-        n_batches=1,
-        batch_size=16,
-        hidden_sizes=(16,),
-        n_eval_episodes=2,
-        device="cpu",
-        verbose=False,
-        out=str(tmp_path / "run"),
-    )
+        env_id=REACH, env_kwargs={"max_episode_steps": 10}, epochs=1, n_cycles=1, num_envs=4,
+        n_batches=1, batch_size=16, hidden_sizes=(16,), n_eval_episodes=2, device="cpu",
+        verbose=False, out=str(tmp_path / "run"),
+    )  # fmt: skip
     return DDPGConfig(**{**base, **kwargs})
 
 
