@@ -177,10 +177,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         flag.add_to(parser)
 
 
-# the config field of a budget -> its flag
-BUDGET_FLAGS = {"max_env_steps": "--max-env-steps", "max_minutes": "--minutes"}
-
-
 class UsageError(ValueError):
     """A command-line argument is wrong."""
 
@@ -465,7 +461,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     state = "interrupted; saved" if result.interrupted else "finished"
     if result.budget_spent is not None:
-        state = f"ended at its budget ({BUDGET_FLAGS[result.budget_spent]})"
+        state = f"ended at its budget ({flag_of(result.budget_spent, args)})"
     print(
         f"training {state}: {result.epochs} epochs, {result.env_steps} env steps, "
         f"{result.wall_time:.1f} s"

@@ -310,14 +310,6 @@ class Collector:
                     break
             return torch.tensor([float(v.sum()) for v in (success, returns, lengths)]).double()
 
-    def arm(self, steps: int) -> None:
-        """Keeps the envs' generator states from before the ``steps``-th step from now."""
-        self.envs.arm(steps)
-
-    def generator_states(self) -> dict[str, object]:
-        """The envs' generator states a checkpoint saves (see :meth:`arm`)."""
-        return self.envs.generator_states()
-
     def worker_pids(self) -> dict[str, list[int]]:
         """The ids of the processes stepping the training (``"envs"``) and eval envs."""
         return {

@@ -52,15 +52,10 @@ from goalenvs.train.machine import (
     usable_cores,
 )
 
-# The config fields a plan resolves, with the value that leaves each to the machine.
+# The config fields a plan resolves, with the default that leaves each to the machine.
+_RESOLVED = ("device", "env_device", "replay_device", "env_workers", "overlap", "precision")
 AUTO = {
-    "device": "auto",
-    "env_device": "auto",
-    "replay_device": "auto",
-    "env_workers": None,
-    "overlap": None,
-    "precision": "auto",
-    "cuda_graphs": "auto",
+    name: TrainConfig.__dataclass_fields__[name].default for name in (*_RESOLVED, "cuda_graphs")
 }
 
 

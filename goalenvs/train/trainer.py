@@ -348,7 +348,8 @@ class Trainer:
         start, steps_before = time.perf_counter(), counters.env_steps
         stats: dict[str, list] = {name: [] for name in ("success", *self.agent.loss_names)}
         collector.clock.reset()
-        collector.arm(cfg.n_cycles * self.plan.rollout_steps)
+        # the envs keep their generator states from before the epoch's last step (saved)
+        collector.envs.arm(cfg.n_cycles * self.plan.rollout_steps)
         rollout = collector.collect(self.agent)
         for cycle in range(cfg.n_cycles):
             stats["success"] += collector.store(rollout, self.buffer, self.agent)
@@ -386,7 +387,8 @@ class Trainer:
             **collector.clock.columns(),
         }
         best = counters.record_eval(success, eval_return)
-        random_state = capture_random_state(self.agent, self.buffer, collector.generator_states())
+        states = collector.envs.generator_states()
+        random_state = capture_random_state(self.agent, self.buffer, states)
         self.run_folder.commit_epoch(counters, row, best, self.agent, self.buffer, random_state)
         self.history.append(row)
         self.run_folder.log(row)
