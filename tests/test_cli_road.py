@@ -269,11 +269,6 @@ def test_parking_states_its_length_and_point_reach_the_speed_its_record_gives():
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (
-            ["train", "goalenvs/PointReach-v0", "--kwargs", "{}"],
-            "goalenvs train: error: unrecognized arguments: --kwargs {}; did you mean "
-            "--env-kwargs?",
-        ),
         (["play", "--bogus"], "goalenvs play: error: unrecognized arguments: --bogus"),
         (["check", "x:Y", "--stepz", "3"], "goalenvs check: error: unrecognized arguments: "),
     ],

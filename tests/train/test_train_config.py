@@ -472,6 +472,7 @@ def test_a_flag_of_another_algorithms_field_is_refused_naming_the_algorithms(cap
     [
         ("--lr", "did you mean --actor-lr, --critic-lr or --alpha-lr?"),
         ("--epoch", "did you mean --epochs?"),
+        ("--kwargs", "did you mean --env-kwargs?"),
         ("--zzz", "(goalenvs train --help lists them)"),
     ],
 )
