@@ -270,15 +270,8 @@ class Collector:
         normalizer; returns the successes of the episodes that ended in it."""
         with self.clock("store"):
             for obs, step in zip(rollout.observations, rollout.steps, strict=True):
-                buffer.add(
-                    obs,
-                    step.next_obs,
-                    step.actions,
-                    step.rewards,
-                    step.terminated,
-                    step.truncated,
-                    step.infos,
-                )
+                # step[2:6]: its rewards, terminated, truncated and infos
+                buffer.add(obs, step.next_obs, step.actions, *step[2:6])
             concatenate = self.backend.xp.concatenate
             agent.normalizer.update(
                 {k: concatenate([o[k] for o in rollout.observations]) for k in GOAL_KEYS}

@@ -190,15 +190,9 @@ class Trainer:
                 else Backend(cfg.env_id, kwargs, self.device, plan.replay_device == "device")
             )
             self.collector = Collector(
-                backend,
-                cfg.num_envs,
-                cfg.n_eval_episodes,
-                plan.rollout_steps,
-                plan.info_keys,
-                workers=plan.env_workers,
-                overlap=plan.overlap,
-                eval_workers=plan.eval_workers,
-            )
+                backend, cfg.num_envs, cfg.n_eval_episodes, plan.rollout_steps, plan.info_keys,
+                workers=plan.env_workers, overlap=plan.overlap, eval_workers=plan.eval_workers,
+            )  # fmt: skip
             opened.callback(self.collector.close)
             self.compute_reward, self.compute_terminated = self._goal_functions()
 
@@ -213,27 +207,18 @@ class Trainer:
             self.learner = self._new_learner()
 
             self.buffer = backend.new_buffer(
-                cfg.buffer_size // self.world,
-                self.compute_reward,
-                observation_space=obs_space,
-                action_space=action_space,
-                info_keys=plan.info_keys,
-                compute_terminated=self.compute_terminated,
-                seed=seed,
+                cfg.buffer_size // self.world, self.compute_reward, observation_space=obs_space,
+                action_space=action_space, info_keys=plan.info_keys,
+                compute_terminated=self.compute_terminated, seed=seed,
                 **cfg.her_settings(plan.gamma),
-            )
+            )  # fmt: skip
             self.run_folder = RunFolder(
-                cfg,
-                rank=self.rank,
-                world=self.world,
-                gamma=plan.gamma,
-                observation_space=obs_space,
-                action_space=action_space,
+                cfg, rank=self.rank, world=self.world, gamma=plan.gamma,
+                observation_space=obs_space, action_space=action_space,
                 loss_names=self.agent.loss_names,
                 buffer_file=f"buffer_rank{self.rank}.{backend.buffer_suffix}",
-                device=self.device,
-                plan=plan.to_dict(),
-            )
+                device=self.device, plan=plan.to_dict(),
+            )  # fmt: skip
             opened.pop_all()  # built: close() closes them from now on
         self.counters = Counters()
         self.history: list[dict[str, Any]] = []
