@@ -315,6 +315,12 @@ def test_preset_errors_name_the_presets_and_the_fields(tmp_path):
     assert (config.epochs, config.seed) == (3, 2)
     with pytest.raises(ValueError, match="no such file"):
         load_preset(str(tmp_path / "missing.toml"))
+    # a value the file gives wrong is named with the preset; an override's, alone
+    bad.write_text('algo = "ddpg"\n[config]\nn_step = 0\n')
+    with pytest.raises(ValueError, match=r"^preset 'mine': n_step must be >= 1, got 0$"):
+        resolve_config("goalenvs/PointReach-v0", str(bad))
+    with pytest.raises(ValueError, match=r"^n_step must be >= 1, got -1$"):
+        resolve_config("goalenvs/PointReach-v0", str(bad), n_step=-1)
 
 
 def test_cli_uses_the_env_preset_flags_override_and_show_config_prints_it(capsys):
@@ -503,14 +509,3 @@ def test_a_value_the_config_refuses_is_named_by_its_flag(flags, message, capsys)
 
     assert main(["train", "goalenvs/PointReach-v0", *flags, "--show-config"]) == 2
     assert capsys.readouterr().err.strip() == f"goalenvs train: error: {message}"
-
-
-def test_a_value_a_preset_file_gives_wrong_is_named_with_the_preset(tmp_path):
-    from goalenvs.train.presets import resolve_config
-
-    bad = tmp_path / "mine.toml"
-    bad.write_text('algo = "ddpg"\n[config]\nn_step = 0\n')
-    with pytest.raises(ValueError, match=r"^preset 'mine': n_step must be >= 1, got 0$"):
-        resolve_config("goalenvs/PointReach-v0", str(bad))
-    with pytest.raises(ValueError, match=r"^n_step must be >= 1, got -1$"):  # a flag's value
-        resolve_config("goalenvs/PointReach-v0", str(bad), n_step=-1)
