@@ -72,7 +72,7 @@ def add_max_episode_steps(parser: argparse.ArgumentParser) -> None:
 
 def add_env_kwargs(parser: argparse.ArgumentParser, example: str) -> None:
     """``--env-kwargs JSON``, with ``example`` (a JSON object) in its help."""
-    help = f"env constructor arguments as a JSON object, e.g. '{example}'"
+    help = f"{options(TrainConfig)['env_kwargs'][1].help}, as a JSON object, e.g. '{example}'"
     parser.add_argument("--env-kwargs", default=None, metavar="JSON", help=help)
 
 
@@ -159,7 +159,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print the resolved config as JSON (and, on stderr, the preset and the run's "
         "length) and exit",
     )
-    parser.add_argument("--resume", metavar="DIR", help="continue the run in this folder")
+    resume = options(TrainConfig)["resume"][1].help
+    parser.add_argument("--resume", metavar="DIR", help=resume)
     parser.add_argument(
         "--seeds",
         metavar="RANGE",
