@@ -109,15 +109,10 @@ def test_recorded_env_workers_beyond_this_machine_are_refused_with_the_flag(tmp_
 
 
 def test_follow_recorded_keeps_what_the_config_sets_and_a_new_device_resets_its_choices():
-    recorded = {
-        "device": "cuda:0",
-        "env_device": "device",
-        "replay_device": "device",
-        "env_workers": 1,
-        "overlap": False,
-        "precision": "fp32",
-        "cuda_graphs": True,
-    }
+    recorded = dict(
+        device="cuda:0", env_device="device", replay_device="device", env_workers=1,
+        overlap=False, precision="fp32", cuda_graphs=True,
+    )  # fmt: skip
     asked = DDPGConfig(env_id="goalenvs/PointReach-v0")
     followed = follow_recorded(asked, recorded)
     assert (followed.device, followed.env_device, followed.cuda_graphs) == ("cuda", "device", "on")
