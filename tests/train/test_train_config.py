@@ -256,7 +256,7 @@ def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
     [
         ("goalenvs/PointReach-v0", "point_reach"),
         ("goalenvs/PointReachDense-v0", "point_reach"),
-        ("goalenvs/Parking-v0", "parking"),
+        ("goalenvs/Parking-v0", "parking"),  # not highway's parking-v0: ids match by case
         ("gymnasium_robotics:FetchReach-v4", "fetch_reach"),
         ("FetchReach-v4", "fetch_reach"),
         ("gymnasium_robotics:FetchPush-v4", "fetch_push"),
@@ -268,6 +268,14 @@ def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
         ("goalenvs/PointMazeLargeDense-v0", "point_maze"),
         ("goalenvs/Push-v0", "push"),
         ("goalenvs/PushDense-v0", "push"),
+        ("highway_env:parking-v0", "highway"),
+        ("parking-v0", "highway"),
+        ("goalenvs.wrappers.crash_penalty:parking-crash-v0", "highway"),
+        ("panda_gym:PandaReach-v3", "panda"),
+        ("PandaPush-v3", "panda_push"),
+        ("panda_gym:PandaPickAndPlaceDense-v3", "panda_push"),
+        ("panda_gym:PandaReachDense-v3", "panda"),
+        ("highway_env:highway-v0", "one_cpu"),  # no preset of its own: the CPU default
     ],
 )
 def test_the_preset_is_chosen_by_env_id(env_id, preset):
