@@ -158,18 +158,8 @@ def test_an_env_without_render_mode_trains_and_its_printed_play_command_runs_hea
 
 
 def test_check_resolves_a_module_beside_the_user(user_folder):
-    checked = run_command(
-        [
-            *console_script(),
-            "check",
-            "line_env:LineEnv",
-            "--steps",
-            "50",
-            "--max-episode-steps",
-            "50",
-        ],
-        user_folder,
-    )
+    argv = ["check", "line_env:LineEnv", "--steps", "50", "--max-episode-steps", "50"]
+    checked = run_command([*console_script(), *argv], user_folder)
     assert checked.returncode == 0, checked.stderr
     assert "line_env:LineEnv: " in checked.stdout and "0 error(s), 0 warning(s)" in checked.stdout
 
@@ -268,26 +258,17 @@ def test_the_training_docs_quote_what_show_config_prints(capsys, cpu_machine):
     assert " ".join(printed) in " ".join(docs)
 
 
-def test_parking_preset_states_its_length():
-    preset = load_preset("parking")
-    assert (preset.config["epochs"], preset.config["n_cycles"]) == (150, 150)
-    assert preset.measured == {}  # its speed was recorded on no machine a record names
-
-
-def test_point_reach_preset_states_the_speed_its_record_gives():
-    preset = load_preset("point_reach")
-    assert preset.measured["machine"] == "2 CPU cores of AMD EPYC"
-    assert 100 < preset.measured["env_steps_per_s"] < 5000
+def test_parking_states_its_length_and_point_reach_the_speed_its_record_gives():
+    parking, point_reach = load_preset("parking"), load_preset("point_reach")
+    assert (parking.config["epochs"], parking.config["n_cycles"]) == (150, 150)
+    assert parking.measured == {}  # its speed was recorded on no machine a record names
+    assert point_reach.measured["machine"] == "2 CPU cores of AMD EPYC"
+    assert 100 < point_reach.measured["env_steps_per_s"] < 5000
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (
-            ["train", "goalenvs/PointReach-v0", "--kwargs", "{}"],
-            "goalenvs train: error: unrecognized arguments: --kwargs {}; did you mean "
-            "--env-kwargs?",
-        ),
         (["play", "--bogus"], "goalenvs play: error: unrecognized arguments: --bogus"),
         (["check", "x:Y", "--stepz", "3"], "goalenvs check: error: unrecognized arguments: "),
     ],

@@ -382,7 +382,9 @@ class TrainConfig:
     save_buffer: bool = option(
         False, "save the replay buffer with policy_latest.pt too (for --resume)"
     )
-    resume: str | None = option(None, "run folder to continue (its policy_latest.pt)", cli=False)
+    resume: str | None = option(
+        None, "continue the run in this folder, from its last committed epoch", cli=False
+    )
     tensorboard: bool = option(False, "also log scalars with torch.utils.tensorboard")
     verbose: bool = option(True, "show the progress display", flags=("--quiet",))
 

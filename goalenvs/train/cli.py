@@ -72,7 +72,7 @@ def add_max_episode_steps(parser: argparse.ArgumentParser) -> None:
 
 def add_env_kwargs(parser: argparse.ArgumentParser, example: str) -> None:
     """``--env-kwargs JSON``, with ``example`` (a JSON object) in its help."""
-    help = f"env constructor arguments as a JSON object, e.g. '{example}'"
+    help = f"{options(TrainConfig)['env_kwargs'][1].help}, as a JSON object, e.g. '{example}'"
     parser.add_argument("--env-kwargs", default=None, metavar="JSON", help=help)
 
 
@@ -159,7 +159,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print the resolved config as JSON (and, on stderr, the preset and the run's "
         "length) and exit",
     )
-    parser.add_argument("--resume", metavar="DIR", help="continue the run in this folder")
+    resume = options(TrainConfig)["resume"][1].help
+    parser.add_argument("--resume", metavar="DIR", help=resume)
     parser.add_argument(
         "--seeds",
         metavar="RANGE",
@@ -175,10 +176,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_env_kwargs(parser, '{"n_bits": 50}')
     for flag in config_flags().values():
         flag.add_to(parser)
-
-
-# the config field of a budget -> its flag
-BUDGET_FLAGS = {"max_env_steps": "--max-env-steps", "max_minutes": "--minutes"}
 
 
 class UsageError(ValueError):
@@ -465,7 +462,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     state = "interrupted; saved" if result.interrupted else "finished"
     if result.budget_spent is not None:
-        state = f"ended at its budget ({BUDGET_FLAGS[result.budget_spent]})"
+        state = f"ended at its budget ({flag_of(result.budget_spent, args)})"
     print(
         f"training {state}: {result.epochs} epochs, {result.env_steps} env steps, "
         f"{result.wall_time:.1f} s"

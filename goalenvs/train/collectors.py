@@ -270,15 +270,8 @@ class Collector:
         normalizer; returns the successes of the episodes that ended in it."""
         with self.clock("store"):
             for obs, step in zip(rollout.observations, rollout.steps, strict=True):
-                buffer.add(
-                    obs,
-                    step.next_obs,
-                    step.actions,
-                    step.rewards,
-                    step.terminated,
-                    step.truncated,
-                    step.infos,
-                )
+                # step[2:6]: its rewards, terminated, truncated and infos
+                buffer.add(obs, step.next_obs, step.actions, *step[2:6])
             concatenate = self.backend.xp.concatenate
             agent.normalizer.update(
                 {k: concatenate([o[k] for o in rollout.observations]) for k in GOAL_KEYS}
@@ -309,14 +302,6 @@ class Collector:
                 if bool(done.all()):
                     break
             return torch.tensor([float(v.sum()) for v in (success, returns, lengths)]).double()
-
-    def arm(self, steps: int) -> None:
-        """Keeps the envs' generator states from before the ``steps``-th step from now."""
-        self.envs.arm(steps)
-
-    def generator_states(self) -> dict[str, object]:
-        """The envs' generator states a checkpoint saves (see :meth:`arm`)."""
-        return self.envs.generator_states()
 
     def worker_pids(self) -> dict[str, list[int]]:
         """The ids of the processes stepping the training (``"envs"``) and eval envs."""

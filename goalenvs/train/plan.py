@@ -52,15 +52,10 @@ from goalenvs.train.machine import (
     usable_cores,
 )
 
-# The config fields a plan resolves, with the value that leaves each to the machine.
+# The config fields a plan resolves, with the default that leaves each to the machine.
+_RESOLVED = ("device", "env_device", "replay_device", "env_workers", "overlap", "precision")
 AUTO = {
-    "device": "auto",
-    "env_device": "auto",
-    "replay_device": "auto",
-    "env_workers": None,
-    "overlap": None,
-    "precision": "auto",
-    "cuda_graphs": "auto",
+    name: TrainConfig.__dataclass_fields__[name].default for name in (*_RESOLVED, "cuda_graphs")
 }
 
 
@@ -284,14 +279,9 @@ def make_plan(
     env_device = _env_device(config.env_device, config.env_id, device, notes)
     replay_device = _replay_device(config.replay_device, env_device, device)
     env_workers, step_seconds = _env_workers(
-        config.env_workers,
-        config.env_id,
-        config.env_kwargs,
-        config.num_envs,
-        facts,
-        env_device,
+        config.env_workers, config.env_id, config.env_kwargs, config.num_envs, facts, env_device,
         notes,
-    )
+    )  # fmt: skip
     if config.env_workers is not None and env_device != "device":
         step_seconds = (recorded or {}).get("step_seconds")
     overlap = _overlap(config.overlap, env_workers, env_device)

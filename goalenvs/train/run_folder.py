@@ -390,12 +390,8 @@ class RunFolder:
             "goalenvs_version": goalenvs.__version__,
             "torch_version": str(torch.__version__),
         }
-        return save_checkpoint(
-            self.path / name,
-            metadata,
-            agent.policy_modules(),
-            agent.training_modules() if training else None,
-        )
+        state = agent.training_modules() if training else None
+        return save_checkpoint(self.path / name, metadata, agent.policy_modules(), state)
 
     def _write_progress(self) -> None:
         """Rewrites progress.csv atomically with the header and every epoch's row so far."""
@@ -452,16 +448,9 @@ class RunFolder:
         rows = _read_progress(self.path / "progress.csv")
         # Drawing takes a few hundred ms: it runs beside the next epoch's training.
         self.wait_for_plot()
-        self._plotter = threading.Thread(
-            target=plot_curves,
-            args=(
-                rows,
-                self.path / "curves.png",
-                f"{self.config.env_id} {self.config.algo}",
-                self.loss_names,
-            ),
-            daemon=True,
-        )
+        title = f"{self.config.env_id} {self.config.algo}"
+        args = (rows, self.path / "curves.png", title, self.loss_names)
+        self._plotter = threading.Thread(target=plot_curves, args=args, daemon=True)
         self._plotter.start()
 
     def wait_for_plot(self) -> None:

@@ -190,15 +190,9 @@ class Trainer:
                 else Backend(cfg.env_id, kwargs, self.device, plan.replay_device == "device")
             )
             self.collector = Collector(
-                backend,
-                cfg.num_envs,
-                cfg.n_eval_episodes,
-                plan.rollout_steps,
-                plan.info_keys,
-                workers=plan.env_workers,
-                overlap=plan.overlap,
-                eval_workers=plan.eval_workers,
-            )
+                backend, cfg.num_envs, cfg.n_eval_episodes, plan.rollout_steps, plan.info_keys,
+                workers=plan.env_workers, overlap=plan.overlap, eval_workers=plan.eval_workers,
+            )  # fmt: skip
             opened.callback(self.collector.close)
             self.compute_reward, self.compute_terminated = self._goal_functions()
 
@@ -213,27 +207,18 @@ class Trainer:
             self.learner = self._new_learner()
 
             self.buffer = backend.new_buffer(
-                cfg.buffer_size // self.world,
-                self.compute_reward,
-                observation_space=obs_space,
-                action_space=action_space,
-                info_keys=plan.info_keys,
-                compute_terminated=self.compute_terminated,
-                seed=seed,
+                cfg.buffer_size // self.world, self.compute_reward, observation_space=obs_space,
+                action_space=action_space, info_keys=plan.info_keys,
+                compute_terminated=self.compute_terminated, seed=seed,
                 **cfg.her_settings(plan.gamma),
-            )
+            )  # fmt: skip
             self.run_folder = RunFolder(
-                cfg,
-                rank=self.rank,
-                world=self.world,
-                gamma=plan.gamma,
-                observation_space=obs_space,
-                action_space=action_space,
+                cfg, rank=self.rank, world=self.world, gamma=plan.gamma,
+                observation_space=obs_space, action_space=action_space,
                 loss_names=self.agent.loss_names,
                 buffer_file=f"buffer_rank{self.rank}.{backend.buffer_suffix}",
-                device=self.device,
-                plan=plan.to_dict(),
-            )
+                device=self.device, plan=plan.to_dict(),
+            )  # fmt: skip
             opened.pop_all()  # built: close() closes them from now on
         self.counters = Counters()
         self.history: list[dict[str, Any]] = []
@@ -348,7 +333,8 @@ class Trainer:
         start, steps_before = time.perf_counter(), counters.env_steps
         stats: dict[str, list] = {name: [] for name in ("success", *self.agent.loss_names)}
         collector.clock.reset()
-        collector.arm(cfg.n_cycles * self.plan.rollout_steps)
+        # the envs keep their generator states from before the epoch's last step (saved)
+        collector.envs.arm(cfg.n_cycles * self.plan.rollout_steps)
         rollout = collector.collect(self.agent)
         for cycle in range(cfg.n_cycles):
             stats["success"] += collector.store(rollout, self.buffer, self.agent)
@@ -386,7 +372,8 @@ class Trainer:
             **collector.clock.columns(),
         }
         best = counters.record_eval(success, eval_return)
-        random_state = capture_random_state(self.agent, self.buffer, collector.generator_states())
+        states = collector.envs.generator_states()
+        random_state = capture_random_state(self.agent, self.buffer, states)
         self.run_folder.commit_epoch(counters, row, best, self.agent, self.buffer, random_state)
         self.history.append(row)
         self.run_folder.log(row)

@@ -245,18 +245,15 @@ def test_the_clock_times_sampling_and_updates():
         ({"graphs": "yes"}, r"graphs='yes' is not valid; expected one of \['auto', 'on', 'off'\]"),
         ({"graphs": "on"}, r"graphs='on' cannot capture the updates: the agent is on cpu"),
         ({"batch_size": 0}, "batch_size"),
+        ({"n_batches": 0}, "n_batches"),  # optimize's
     ],
 )
 def test_bad_arguments_name_themselves(kwargs, message):
-    agent, _ = make("ddpg")
-    with pytest.raises(ValueError, match=message):
-        Learner(agent, **{"batch_size": 8, **kwargs})
-
-
-def test_bad_n_batches_names_itself():
     agent, action_space = make("ddpg")
-    with pytest.raises(ValueError, match="n_batches"):
-        Learner(agent, 8).optimize(ReplayStub(action_space), 0)
+    kwargs = {"batch_size": 8, "n_batches": 1, **kwargs}
+    n_batches = kwargs.pop("n_batches")
+    with pytest.raises(ValueError, match=message):
+        Learner(agent, **kwargs).optimize(ReplayStub(action_space), n_batches)
 
 
 def test_static_inputs_refuse_a_batch_of_another_shape():

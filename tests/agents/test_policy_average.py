@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from goalenvs.agents import DDPGConfig, DQNConfig, Learner
+from goalenvs.agents import DQNConfig, Learner
 from goalenvs.cli import main
 from goalenvs.train.policy import load_policy
 from goalenvs.train.trainer import Trainer, train
@@ -123,19 +123,6 @@ def test_saved_policies_hold_the_average_and_old_configs_have_none():
     plain, _ = make("ddpg")
     assert sorted(plain.policy_modules()) == ["actor", "normalizer"]
     assert not hasattr(plain, "actor_average") and not plain.acting_average
-
-
-@pytest.mark.parametrize(
-    ("value", "error", "message"),
-    [
-        (1.0, ValueError, r"policy_average must be in \[0, 1\), got 1.0"),
-        (-0.1, ValueError, r"policy_average must be in \[0, 1\), got -0.1"),
-        ("0.9", TypeError, r"policy_average must be a float in \[0, 1\), got '0.9'"),
-    ],
-)
-def test_a_bad_policy_average_names_itself(value, error, message):
-    with pytest.raises(error, match=message):
-        DDPGConfig(policy_average=value)
 
 
 def run_config(tmp_path, **kwargs) -> DQNConfig:

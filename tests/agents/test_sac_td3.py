@@ -13,7 +13,6 @@ from gymnasium import spaces
 
 from goalenvs.agents.ddpg import DDPG, DDPGConfig
 from goalenvs.agents.dqn import DQN, DQNConfig
-from goalenvs.agents.registry import ALGOS
 from goalenvs.agents.sac import SAC, SACConfig
 from goalenvs.agents.td3 import TD3, TD3Config
 from goalenvs.train.policy import load_policy
@@ -62,14 +61,6 @@ def changed(before: list[torch.Tensor], module: torch.nn.Module) -> bool:
     return any(not torch.equal(b, p) for b, p in zip(before, module.parameters(), strict=True))
 
 
-def test_sac_and_td3_are_registered_for_box_actions():
-    assert ALGOS["sac"].config_class() is SACConfig and ALGOS["sac"].agent_class() is SAC
-    assert ALGOS["td3"].config_class() is TD3Config and ALGOS["td3"].agent_class() is TD3
-    assert ALGOS["sac"].fits(ACTION_SPACE) and not ALGOS["sac"].fits(spaces.Discrete(3))
-    assert ALGOS["sac"].loss_names == ("critic_loss", "actor_loss", "alpha", "q_mean")
-    assert ALGOS["td3"].loss_names == ("critic_loss", "actor_loss", "q_mean")
-
-
 @pytest.mark.parametrize(
     ("cls", "config_cls"), [(SAC, SACConfig), (TD3, TD3Config), (DDPG, DDPGConfig)]
 )
@@ -84,25 +75,19 @@ def test_update_returns_the_declared_losses_and_one_td_error_per_sample(cls, con
 
 
 @pytest.mark.parametrize(
-    ("cls", "config_cls"),
-    [(SAC, SACConfig), (TD3, TD3Config), (DDPG, DDPGConfig)],
+    ("cls", "config_cls"), [(SAC, SACConfig), (TD3, TD3Config), (DDPG, DDPGConfig)]
 )
-def test_weights_of_one_give_the_unweighted_update(cls, config_cls):
+@pytest.mark.parametrize("weight", [1.0, 0.25])
+def test_importance_weights_scale_the_critic_loss(cls, config_cls, weight):
     plain, weighted = make(cls, config_cls), make(cls, config_cls)
     torch.manual_seed(5)
     a = plain.update(random_batch(16))
     torch.manual_seed(5)
-    b = weighted.update(random_batch(16, weights=torch.ones(16)))
-    assert torch.allclose(a["critic_loss"], b["critic_loss"])
-    for p, q in zip(plain.parameters(), weighted.parameters(), strict=True):
-        assert torch.allclose(p, q)
-
-
-def test_importance_weights_scale_the_critic_loss():
-    plain, weighted = make(DDPG, DDPGConfig), make(DDPG, DDPGConfig)
-    a = plain.update(random_batch(16))
-    b = weighted.update(random_batch(16, weights=torch.full((16,), 0.25)))
-    assert torch.allclose(b["critic_loss"], 0.25 * a["critic_loss"], rtol=1e-5)
+    b = weighted.update(random_batch(16, weights=torch.full((16,), weight)))
+    assert torch.allclose(b["critic_loss"], weight * a["critic_loss"], rtol=1e-5)
+    if weight == 1.0:  # weights of one give the unweighted update
+        for p, q in zip(plain.parameters(), weighted.parameters(), strict=True):
+            assert torch.allclose(p, q)
 
 
 def test_dqn_weighted_loss_and_td_errors():
@@ -206,22 +191,6 @@ def test_sac_collecting_beside_its_updates_gives_one_run_per_seed(tmp_path):
     assert first == run("b")  # whatever the timing of the collecting thread
 
 
-@pytest.mark.parametrize(
-    ("config_cls", "kwargs", "message"),
-    [
-        (SACConfig, {"initial_alpha": 0.0}, "initial_alpha"),
-        (SACConfig, {"alpha_lr": -1.0}, "alpha_lr"),
-        (SACConfig, {"target_entropy": float("nan")}, "target_entropy"),
-        (TD3Config, {"policy_delay": 0}, "policy_delay"),
-        (TD3Config, {"target_noise": -0.1}, "target_noise"),
-        (TD3Config, {"target_noise_clip": -1.0}, "target_noise_clip"),
-    ],
-)
-def test_bad_config_values_name_the_field(config_cls, kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        config_cls(**kwargs)
-
-
 # Seeds 0-4 with the point_reach preset (epochs of 800 env steps, one torch thread), first
 # epoch with eval success >= 0.9 per seed, from benchmarks/results/seed_margins.jsonl
 # (python benchmarks/seed_margins.py; best 1.0 on every seed within 12 epochs):
@@ -273,12 +242,10 @@ def test_layer_norm_puts_one_layernorm_after_each_hidden_linear(cls, config_cls,
     assert changed(before, agent) and torch.isfinite(out["critic_loss"])
 
 
-def test_dqn_layer_norm_and_a_bad_value_named():
+def test_dqn_layer_norm():
     config = DQNConfig(hidden_sizes=(8, 8), layer_norm=True)
     agent = DQN(OBS_SPACE, spaces.Discrete(3), config, 0.9, seed=0)
     assert sum(isinstance(m, torch.nn.LayerNorm) for m in agent.q.modules()) == 2
-    with pytest.raises(ValueError, match=r"layer_norm must be True or False, got 'yes'"):
-        DDPGConfig(layer_norm="yes")
 
 
 def test_a_layer_norm_policy_plays_as_trained_after_loading(tmp_path):

@@ -59,12 +59,6 @@ def test_the_update_autocast_is_bf16_or_nothing(bf16_cpu):
         assert not torch.is_autocast_enabled("cpu")
 
 
-def test_a_bad_precision_names_the_field_and_the_choices():
-    with pytest.raises(ValueError, match=r"precision='fp16' is not valid; expected one of"):
-        DDPGConfig(precision="fp16")
-    assert DDPGConfig().precision == "auto"
-
-
 def test_under_autocast_the_hidden_layers_are_bf16_and_the_output_layer_float32():
     torch.manual_seed(0)
     net = mlp(7, (16, 16), 3)

@@ -123,11 +123,8 @@ def test_a_file_written_before_checksums_loads_as_before(run, tmp_path):
     old = tmp_path / "old.pt"
     old.write_bytes(unsealed(sealed))
     assert zipfile.ZipFile(old).comment == b""
-    obs = {
-        "observation": np.array([0, 1, 1, 0], np.float32),
-        "achieved_goal": np.array([0, 1, 1, 0], np.float32),
-        "desired_goal": np.array([1, 1, 0, 0], np.float32),
-    }
+    bits, goal = np.array([0, 1, 1, 0], np.float32), np.array([1, 1, 0, 0], np.float32)
+    obs = {"observation": bits, "achieved_goal": bits, "desired_goal": goal}
     np.testing.assert_array_equal(
         load_policy(old).predict(obs), load_policy(run / "policy_best.pt").predict(obs)
     )

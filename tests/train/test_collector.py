@@ -102,10 +102,10 @@ def test_evaluation_sums_one_episode_per_eval_env():
 def test_the_envs_generators_restore_a_resumed_collection():
     first = collector()
     first.reset(seed=3)
-    states = first.generator_states()
+    states = first.envs.generator_states()
     again = collector()
     assert again.reset(seed=99, generator_states=states) == []
-    restored = again.generator_states()
+    restored = again.envs.generator_states()
     assert restored.keys() == states.keys()
     first.close()
     again.close()

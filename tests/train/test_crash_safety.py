@@ -4,7 +4,6 @@ moments."""
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import os
@@ -26,6 +25,7 @@ from goalenvs.agents.registry import config_from_dict
 from goalenvs.envs.point_reach import PointReachEnv
 from goalenvs.train.checkpoint import CheckpointError
 from goalenvs.train.trainer import Trainer, train
+from tests.train.runs import progress
 from tests.train.test_train_distributed import free_port
 from tests.train.test_train_resume import stop_at_epoch
 
@@ -40,21 +40,12 @@ if SYNC_ID not in gym.registry:
 
 
 def dqn(tmp_path, **kwargs) -> DQNConfig:
-    base = {
-        "env_id": "goalenvs/BitFlipping-v0",
-        "env_kwargs": {"n_bits": 4},
-        "hidden_sizes": (16,),
-        "num_envs": 2,
-        "n_cycles": 2,
-        "n_batches": 2,
-        "batch_size": 16,
-        "n_eval_episodes": 2,
-        "buffer_size": 4000,
-        "save_buffer": True,
-        "device": "cpu",  # the numpy buffer's files (buffer_rank0.npz), whatever the machine
-        "out": str(tmp_path / "run"),
-        "verbose": False,
-    }
+    # device cpu: the numpy buffer's files (buffer_rank0.npz), whatever the machine
+    base = dict(
+        env_id="goalenvs/BitFlipping-v0", env_kwargs={"n_bits": 4}, hidden_sizes=(16,),
+        num_envs=2, n_cycles=2, n_batches=2, batch_size=16, n_eval_episodes=2, buffer_size=4000,
+        save_buffer=True, device="cpu", out=str(tmp_path / "run"), verbose=False,
+    )  # fmt: skip
     return DQNConfig(**{**base, **kwargs})
 
 
@@ -64,8 +55,7 @@ def resumed(config: DQNConfig, epochs: int) -> DQNConfig:
 
 
 def epochs_in_csv(run: Path) -> list[int]:
-    with open(run / "progress.csv", newline="") as f:
-        return [int(row["epoch"]) for row in csv.DictReader(f)]
+    return [int(row["epoch"]) for row in progress(run)]
 
 
 def units(run: Path) -> list[str]:
@@ -116,8 +106,7 @@ def test_rows_past_the_last_committed_epoch_are_dropped_on_resume(tmp_path, capl
     trainer.close()
     result = train(resumed(config, 4))
     assert result.epochs == 4 and epochs_in_csv(run) == [1, 2, 3, 4]
-    with open(run / "progress.csv", newline="") as f:
-        steps = [int(row["env_steps"]) for row in csv.DictReader(f)]
+    steps = [int(row["env_steps"]) for row in progress(run)]
     assert steps == [2 * 2 * 4 * e for e in range(1, 5)]  # cycles x envs x n_bits
 
 
@@ -217,18 +206,6 @@ def _open_steps(buffer) -> int:
     return closed.n_transitions - buffer.n_transitions
 
 
-def progress_numbers(run: Path) -> list[dict[str, str]]:
-    with open(run / "progress.csv", newline="") as f:
-        return [
-            {
-                k: v
-                for k, v in row.items()
-                if k not in ("wall_time", "steps_per_s") and not k.startswith("time_")
-            }
-            for row in csv.DictReader(f)
-        ]
-
-
 @pytest.mark.parametrize("env_id", [SYNC_ID, "goalenvs/PointReach-v0"])
 def test_resume_continues_the_run_with_the_same_numbers(tmp_path, env_id):
     def config(name: str, epochs: int, **kwargs) -> DDPGConfig:
@@ -255,7 +232,7 @@ def test_resume_continues_the_run_with_the_same_numbers(tmp_path, env_id):
     train(config("cut", 2))
     cut = Trainer(config(None, 4, resume=str(tmp_path / "cut")))
     cut.run()
-    a, b = progress_numbers(tmp_path / "cut"), progress_numbers(tmp_path / "straight")
+    a, b = progress(tmp_path / "cut", untimed=True), progress(tmp_path / "straight", untimed=True)
     assert [r["epoch"] for r in a] == ["1", "2", "3", "4"]
     assert a == b  # losses, Q values, returns, env steps: every epoch, to the last digit
     for name, tensor in straight.agent.state_dict().items():
@@ -334,8 +311,7 @@ def test_sigkill_at_random_moments_every_resume_succeeds(tmp_path, env_device, k
     epochs = epochs_in_csv(run)
     assert epochs == list(range(1, len(epochs) + 1)) and len(epochs) >= last + 1
     assert debris(run) == []
-    with open(run / "progress.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = progress(run)
     # The numbers continue: 2 cycles x 2 envs x 50 steps and 2 x 2 updates per epoch,
     # wall time adding up over the sessions.
     assert [int(r["env_steps"]) for r in rows] == [200 * e for e in epochs]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import json
 import multiprocessing
 import os
 import signal
@@ -27,6 +25,7 @@ from goalenvs.train.machine import (
 )
 from goalenvs.train.resume_state import env_generator_states
 from goalenvs.train.trainer import Trainer, train
+from tests.train.runs import progress
 
 torch.set_num_threads(1)
 
@@ -37,26 +36,12 @@ SAME_STEP = gym.vector.AutoresetMode.SAME_STEP
 
 
 def config(tmp_path: Path, **kwargs) -> DDPGConfig:
-    base = {
-        "env_id": REACH,
-        "env_kwargs": {"max_episode_steps": 10},
-        "epochs": 2,
-        "n_cycles": 2,
-        "num_envs": 4,
-        "n_batches": 2,
-        "batch_size": 32,
-        "hidden_sizes": (16,),
-        "n_eval_episodes": 4,
-        "device": "cpu",
-        "verbose": False,
-        "out": str(tmp_path / "run"),
-    }
+    base = dict(
+        env_id=REACH, env_kwargs={"max_episode_steps": 10}, epochs=2, n_cycles=2, num_envs=4,
+        n_batches=2, batch_size=32, hidden_sizes=(16,), n_eval_episodes=4, device="cpu",
+        verbose=False, out=str(tmp_path / "run"),
+    )  # fmt: skip
     return DDPGConfig(**{**base, **kwargs})
-
-
-def progress(run_dir: Path) -> list[dict[str, str]]:
-    with open(run_dir / "progress.csv", newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def no_worker_left() -> bool:
@@ -345,15 +330,6 @@ def test_an_env_that_cannot_be_sent_to_a_worker_names_env_workers_1(tmp_path):
         EnvWorkers(REACH, kwargs, 4, 2, SAME_STEP)
 
 
-def test_the_cli_names_the_flag_of_a_worker_count_beyond_the_machine(capsys):
-    from goalenvs.cli import main
-
-    assert main(["train", "goalenvs/PointReach-v0", "--env-workers", "0"]) == 2
-    err = capsys.readouterr().err
-    assert "--env-workers 0: expected 1 (the envs in the trainer's process) to" in err
-    assert "Traceback" not in err
-
-
 def test_numpy_envs_fill_a_replay_buffer_on_the_device_and_resume_from_its_file(tmp_path):
     from goalenvs.her.buffer import DeviceHerReplayBuffer
 
@@ -381,20 +357,6 @@ def test_a_host_replay_beside_torch_twins_is_named_as_impossible(tmp_path):
     twin = config(tmp_path, env_id="goalenvs/PointReach-v0", env_kwargs={}, env_device="device")
     with pytest.raises(ValueError, match=r"replay_device \(--replay-device\) 'host': the torch"):
         Trainer(replace(twin, replay_device="host"))
-    with pytest.raises(ValueError, match=r"replay_device"):
-        DDPGConfig(replay_device="gpu")
-
-
-def test_the_cli_sets_the_replay_device(capsys):
-    from goalenvs.cli import main
-
-    argv = ["train", "goalenvs/PointReach-v0", "--replay-device", "device", "--show-config"]
-    assert main(argv) == 0
-    assert json.loads(capsys.readouterr().out)["replay_device"] == "device"
-    with pytest.raises(SystemExit) as exited:
-        main(["train", "goalenvs/PointReach-v0", "--replay-device", "gpu"])
-    assert exited.value.code == 2
-    assert "--replay-device: invalid choice: 'gpu'" in capsys.readouterr().err
 
 
 def test_the_eval_pool_takes_the_largest_divisor_of_its_episodes_up_to_the_workers():

@@ -1,29 +1,11 @@
-"""The highway and panda presets are the defaults for their ids, and only for theirs."""
+"""The highway and panda presets' schedules (test_train_config's preset table holds the ids
+they are the defaults for)."""
 
 from __future__ import annotations
 
 import pytest
 
-from goalenvs.train.presets import preset_for, resolve_config
-
-
-@pytest.mark.parametrize(
-    ("env_id", "preset"),
-    [
-        ("highway_env:parking-v0", "highway"),
-        ("parking-v0", "highway"),
-        ("goalenvs.wrappers.crash_penalty:parking-crash-v0", "highway"),
-        ("panda_gym:PandaReach-v3", "panda"),
-        ("PandaPush-v3", "panda_push"),
-        ("panda_gym:PandaPickAndPlaceDense-v3", "panda_push"),
-        ("panda_gym:PandaReachDense-v3", "panda"),
-        # goalenvs' own Parking twin keeps its preset (ids are matched case-sensitively).
-        ("goalenvs/Parking-v0", "parking"),
-        ("highway_env:highway-v0", "one_cpu"),  # no preset of its own: the CPU default
-    ],
-)
-def test_third_party_ids_get_their_preset(env_id, preset):
-    assert preset_for(env_id) == preset
+from goalenvs.train.presets import resolve_config
 
 
 def test_highway_and_panda_presets_resolve_to_their_schedules():
@@ -31,12 +13,8 @@ def test_highway_and_panda_presets_resolve_to_their_schedules():
     assert (highway.n_batches, highway.batch_size, highway.gamma) == (20, 512, 0.95)
     assert highway.clip_range == (-20.0, 0.0) and highway.hidden_sizes == (128, 128, 128)
     panda = resolve_config("panda_gym:PandaReach-v3", seed=3)
-    assert (panda.num_envs, panda.rollout_steps, panda.n_batches, panda.batch_size) == (
-        8,
-        5,
-        10,
-        512,
-    )
+    schedule = (panda.num_envs, panda.rollout_steps, panda.n_batches, panda.batch_size)
+    assert schedule == (8, 5, 10, 512)
     assert panda.gamma is None and panda.seed == 3 and panda.algo == "ddpg"
 
 

@@ -37,17 +37,10 @@ def parts(tmp_path: Path, **kwargs):
 def run_folder(config: DDPGConfig, env: gym.Env, gamma: float, **kwargs) -> RunFolder:
     """Worker 0's folder of a one-worker DDPG run on ``env`` on the CPU."""
     return RunFolder(
-        config,
-        rank=0,
-        world=1,
-        gamma=gamma,
-        observation_space=env.observation_space,
-        action_space=env.action_space,
-        loss_names=("critic_loss", "actor_loss", "q_mean"),
-        buffer_file="buffer_rank0.npz",
-        device=torch.device("cpu"),
-        **kwargs,
-    )
+        config, rank=0, world=1, gamma=gamma, observation_space=env.observation_space,
+        action_space=env.action_space, loss_names=("critic_loss", "actor_loss", "q_mean"),
+        buffer_file="buffer_rank0.npz", device=torch.device("cpu"), **kwargs,
+    )  # fmt: skip
 
 
 def commit(folder: RunFolder, agent, buffer, epoch: int, success: float) -> Counters:

@@ -15,6 +15,7 @@ from goalenvs.train.curves import format_env_steps
 from goalenvs.train.plan import RunPlan
 from goalenvs.train.plot import SeedRun, bootstrap_band, iqm, on_grid, read_runs, seed_table
 from goalenvs.train.seeds import parse_seeds, side_by_side
+from tests.train.runs import progress
 
 USER_ENV = Path(__file__).resolve().parents[1] / "user_envs" / "cursor_env.py"
 
@@ -125,22 +126,6 @@ def test_train_seeds_runs_each_seed_into_one_folder_and_draws_the_set(tmp_path, 
     assert "seed  env steps to 0.9  best  last" in out
 
 
-def numbers(run: Path) -> list[dict[str, str]]:
-    """A run's progress.csv rows without the columns that time it."""
-    import csv
-
-    with open(run / "progress.csv", newline="") as file:
-        rows = list(csv.DictReader(file))
-    return [
-        {
-            k: v
-            for k, v in row.items()
-            if k != "wall_time" and not k.startswith(("time_", "steps_per"))
-        }
-        for row in rows
-    ]
-
-
 def test_seeds_side_by_side_train_what_one_after_another_trains(tmp_path, capsys):
     argv = ["train", f"{USER_ENV}:CursorEnv", "--max-episode-steps", "10", "--seeds", "0-1"]
     tiny = ["--epochs", "2", "--cycles", "2", "--batches", "2", "--batch-size", "16", "--quiet"]
@@ -150,8 +135,9 @@ def test_seeds_side_by_side_train_what_one_after_another_trains(tmp_path, capsys
     assert main([*argv, *tiny, "--out", str(tmp_path / "after"), "--seeds-at-once", "1"]) == 0
     for seed in (0, 1):
         apart, after = tmp_path / "apart" / f"seed_{seed}", tmp_path / "after" / f"seed_{seed}"
-        assert len(numbers(apart)) == 2
-        assert numbers(apart) == numbers(after)  # losses, returns, successes: to the digit
+        assert len(progress(apart)) == 2
+        # losses, returns, successes: to the digit
+        assert progress(apart, untimed=True) == progress(after, untimed=True)
         assert "train.log" in {path.name for path in apart.iterdir()}
         assert f"seed {seed}: best success " in out
     assert (tmp_path / "apart" / "curves.png").stat().st_size > 0

@@ -21,15 +21,8 @@ TINY = {"epochs": 1, "n_cycles": 2, "n_batches": 2, "batch_size": 16, "n_eval_ep
 
 
 def tiny_run(tmp_path, config_cls, env_id, **kwargs):
-    config = config_cls(
-        env_id=env_id,
-        env_kwargs={"n_bits": 4},
-        hidden_sizes=(16, 16),
-        num_envs=2,
-        out=str(tmp_path / "run"),
-        verbose=False,
-        **{**TINY, **kwargs},
-    )
+    settings = dict(env_kwargs={"n_bits": 4}, hidden_sizes=(16, 16), num_envs=2, verbose=False)
+    config = config_cls(env_id=env_id, out=str(tmp_path / "run"), **{**settings, **TINY, **kwargs})
     trainer = Trainer(config)
     return trainer, trainer.run()
 
@@ -76,8 +69,7 @@ def test_round_trip_gives_identical_actions(tmp_path, config_cls, env_id):
 def test_checkpoint_is_tensors_and_plain_metadata(tmp_path):
     _, result = tiny_run(tmp_path, DDPGConfig, "goalenvs/BitFlippingContinuous-v0", save_every=1)
     run = result.run_dir
-    names = sorted(p.name for p in run.iterdir())
-    assert names == [
+    assert sorted(p.name for p in run.iterdir()) == [
         "checkpoints",
         "config.json",
         "curves.png",

@@ -60,11 +60,25 @@ def test_algo_is_ddpg_for_box_actions(tmp_path):
         (["--resume", "/nonexistent/run"], "no config.json there"),
         ([], "ENV_ID is required"),
         (["goalenvs/BitFlipping-v0", "--epochs", "0"], "epochs must be > 0"),
+        (
+            ["goalenvs/PointReach-v0", "--env-workers", "0"],
+            r"--env-workers 0: expected 1 \(the envs in the trainer's process\) to",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_a_clear_message(argv, message, capsys):
     assert main(["train", *argv, "--quiet"]) == 2
     assert re.search(message, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("flag", ["--env-device", "--replay-device"])
+def test_a_choice_flag_reaches_the_config_and_a_bad_choice_is_refused(flag, capsys):
+    assert main(["train", "goalenvs/PointReach-v0", flag, "device", "--show-config"]) == 0
+    assert json.loads(capsys.readouterr().out)[flag[2:].replace("-", "_")] == "device"
+    with pytest.raises(SystemExit) as exited:
+        main(["train", "goalenvs/PointReach-v0", flag, "gpu"])
+    assert exited.value.code == 2
+    assert f"{flag}: invalid choice: 'gpu'" in capsys.readouterr().err
 
 
 def test_cuda_on_a_machine_without_one_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys):

@@ -250,11 +250,6 @@ def test_env_device_auto_keeps_numpy_envs_off_cuda(tmp_path):
     trainer.close()
 
 
-def test_env_device_must_be_a_known_choice(tmp_path):
-    with pytest.raises(ValueError, match=r"env_device='gpu' is not valid; expected one of"):
-        tiny(tmp_path, env_device="gpu")
-
-
 def test_on_device_envs_for_an_env_without_a_twin_is_a_clear_error(tmp_path):
     env_id = "test_device/PointReachNoTwin-v0"
     gym.register(env_id, entry_point="goalenvs.envs.point_reach:PointReachEnv", max_episode_steps=5)
@@ -270,14 +265,6 @@ def test_on_device_envs_for_an_env_without_a_twin_is_a_clear_error(tmp_path):
         trainer.close()
     finally:
         gym.registry.pop(env_id)
-
-
-def test_the_cli_flag_sets_env_device(capsys):
-    argv = ["train", "goalenvs/PointReach-v0", "--env-device", "device", "--show-config"]
-    assert cli_main(argv) == 0
-    assert '"env_device": "device"' in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        cli_main(["train", "goalenvs/PointReach-v0", "--env-device", "gpu"])
 
 
 def test_the_preset_device_section_serves_cuda_runs_only(capsys, tmp_path):

@@ -27,17 +27,10 @@ def worker(rank: int, port: int, tmp: str) -> None:
     from goalenvs.train.trainer import Trainer
 
     config = DDPGConfig(
-        env_id="goalenvs/BitFlippingContinuous-v0",
-        env_kwargs={"n_bits": 4},
-        hidden_sizes=(16, 16),
-        epochs=2,
-        n_cycles=2,
-        n_batches=3,
-        batch_size=16,
-        n_eval_episodes=2,
-        out=os.path.join(tmp, "run"),
-        verbose=False,
-    )
+        env_id="goalenvs/BitFlippingContinuous-v0", env_kwargs={"n_bits": 4},
+        hidden_sizes=(16, 16), epochs=2, n_cycles=2, n_batches=3, batch_size=16,
+        n_eval_episodes=2, out=os.path.join(tmp, "run"), verbose=False,
+    )  # fmt: skip
     trainer = Trainer(config)
     initial = {k: v.clone() for k, v in trainer.agent.state_dict().items()}
     result = trainer.run()
@@ -81,20 +74,10 @@ def uneven_worker(rank: int, port: int, tmp: str) -> None:
     from goalenvs.train.trainer import Trainer
 
     config = DQNConfig(
-        env_id="goalenvs/BitFlipping-v0",
-        env_kwargs={"n_bits": 2},
-        hidden_sizes=(8,),
-        epochs=2,
-        n_cycles=4,
-        rollout_steps=1,
-        num_envs=1,
-        n_batches=2,
-        batch_size=4,
-        n_eval_episodes=1,
-        device="cpu",
-        out=os.path.join(tmp, "run"),
-        verbose=False,
-    )
+        env_id="goalenvs/BitFlipping-v0", env_kwargs={"n_bits": 2}, hidden_sizes=(8,), epochs=2,
+        n_cycles=4, rollout_steps=1, num_envs=1, n_batches=2, batch_size=4, n_eval_episodes=1,
+        device="cpu", out=os.path.join(tmp, "run"), verbose=False,
+    )  # fmt: skip
     trainer = Trainer(config)
     ready = []
     optimize = trainer.optimize

@@ -68,18 +68,10 @@ def test_dqn_her_reaches_90_percent_on_8_bit_flipping(tmp_path, precision):
     # 1 / 2 / 2 in float32, best 1.0 on every seed. The budget leaves 6 epochs to the
     # slowest seeds (0, 1 and 4; 1 tested here).
     config = DQNConfig(
-        env_id="goalenvs/BitFlipping-v0",
-        env_kwargs={"n_bits": 8},
-        seed=1,
-        epochs=8,
-        n_cycles=10,
-        stop_success=0.9,
-        n_eval_episodes=20,
-        device="cpu",
-        precision=precision,
-        out=str(tmp_path / "run"),
-        verbose=False,
-    )
+        env_id="goalenvs/BitFlipping-v0", env_kwargs={"n_bits": 8}, seed=1, epochs=8,
+        n_cycles=10, stop_success=0.9, n_eval_episodes=20, device="cpu", precision=precision,
+        out=str(tmp_path / "run"), verbose=False,
+    )  # fmt: skip
     if precision == "bf16" and EMULATED_BF16:
         config.epochs, config.stop_success = 1, None
         _short_bf16_run(config, train(config))

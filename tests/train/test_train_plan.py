@@ -25,19 +25,10 @@ TINY = ["--epochs", "1", "--cycles", "2", "--batches", "2", "--batch-size", "16"
 
 def reach_config(tmp_path: Path, **kwargs) -> DDPGConfig:
     base = dict(
-        env_id=REACH,
-        env_kwargs={"max_episode_steps": 10},
-        epochs=1,
-        n_cycles=1,
-        num_envs=4,
-        n_batches=1,
-        batch_size=16,
-        hidden_sizes=(16,),
-        n_eval_episodes=2,
-        device="cpu",
-        verbose=False,
-        out=str(tmp_path / "run"),
-    )
+        env_id=REACH, env_kwargs={"max_episode_steps": 10}, epochs=1, n_cycles=1, num_envs=4,
+        n_batches=1, batch_size=16, hidden_sizes=(16,), n_eval_episodes=2, device="cpu",
+        verbose=False, out=str(tmp_path / "run"),
+    )  # fmt: skip
     return DDPGConfig(**{**base, **kwargs})
 
 
@@ -118,15 +109,10 @@ def test_recorded_env_workers_beyond_this_machine_are_refused_with_the_flag(tmp_
 
 
 def test_follow_recorded_keeps_what_the_config_sets_and_a_new_device_resets_its_choices():
-    recorded = {
-        "device": "cuda:0",
-        "env_device": "device",
-        "replay_device": "device",
-        "env_workers": 1,
-        "overlap": False,
-        "precision": "fp32",
-        "cuda_graphs": True,
-    }
+    recorded = dict(
+        device="cuda:0", env_device="device", replay_device="device", env_workers=1,
+        overlap=False, precision="fp32", cuda_graphs=True,
+    )  # fmt: skip
     asked = DDPGConfig(env_id="goalenvs/PointReach-v0")
     followed = follow_recorded(asked, recorded)
     assert (followed.device, followed.env_device, followed.cuda_graphs) == ("cuda", "device", "on")

@@ -191,7 +191,6 @@ def test_minutes_ends_the_run_at_the_first_epoch_past_them(tmp_path, capsys):
     ("argv", "message"),
     [
         (["trian", "goalenvs/PointReach-v0"], "unknown command 'trian'.*did you mean 'train'"),
-        (["train", "goalenvs/PointReach-v0", "--epoch", "1"], "did you mean --epochs"),
         (["check", "goalenvs/PointReach-v0", "--stric"], "did you mean --strict"),
         (
             ["train", "goalenvs/PointReach-v0", "--preset", "point_rech", "--show-config"],

@@ -16,19 +16,11 @@ torch.set_num_threads(1)
 
 
 def config(tmp_path, **kwargs) -> DQNConfig:
-    base = {
-        "env_id": "goalenvs/BitFlipping-v0",
-        "env_kwargs": {"n_bits": 4},
-        "hidden_sizes": (32,),
-        "num_envs": 4,
-        "n_cycles": 3,
-        "n_batches": 4,
-        "batch_size": 32,
-        "n_eval_episodes": 8,
-        "device": "cpu",
-        "out": str(tmp_path / "run"),
-        "verbose": False,
-    }
+    base = dict(
+        env_id="goalenvs/BitFlipping-v0", env_kwargs={"n_bits": 4}, hidden_sizes=(32,),
+        num_envs=4, n_cycles=3, n_batches=4, batch_size=32, n_eval_episodes=8, device="cpu",
+        out=str(tmp_path / "run"), verbose=False,
+    )  # fmt: skip
     return DQNConfig(**{**base, **kwargs})
 
 

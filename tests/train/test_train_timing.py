@@ -12,6 +12,7 @@ from goalenvs.agents.ddpg import DDPGConfig
 from goalenvs.agents.registry import config_from_dict
 from goalenvs.train.timing import PHASES, TIME_COLUMNS, PhaseClock
 from goalenvs.train.trainer import train
+from tests.train.runs import progress
 
 
 def test_the_clock_charges_each_block_to_its_phase():
@@ -36,30 +37,18 @@ def test_an_unknown_phase_is_an_error_naming_it():
 
 
 def tiny(tmp_path: Path, **kwargs) -> DDPGConfig:
-    settings = {
-        "env_id": "goalenvs/PointReach-v0",
-        "epochs": 2,
-        "n_cycles": 4,
-        "rollout_steps": 25,  # 50-step episodes: updates start in the third cycle
-        "n_batches": 4,
-        "batch_size": 256,
-        "hidden_sizes": (16, 16),
-        "n_eval_episodes": 3,
-        "buffer_size": 5000,
-        "out": str(tmp_path / "run"),
-        "verbose": False,
-    }
+    # rollout_steps 25 of 50-step episodes: updates start in the third cycle
+    settings = dict(
+        env_id="goalenvs/PointReach-v0", epochs=2, n_cycles=4, rollout_steps=25, n_batches=4,
+        batch_size=256, hidden_sizes=(16, 16), n_eval_episodes=3, buffer_size=5000,
+        out=str(tmp_path / "run"), verbose=False,
+    )  # fmt: skip
     return DDPGConfig(**{**settings, **kwargs})
-
-
-def rows(run: Path) -> list[dict[str, str]]:
-    with open(run / "progress.csv", newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def test_every_epoch_row_says_where_its_time_went(tmp_path):
     result = train(tiny(tmp_path))
-    logged = rows(result.run_dir)
+    logged = progress(result.run_dir)
     assert len(logged) == 2
     for row in logged:
         seconds = {phase: float(row[f"time_{phase}"]) for phase in PHASES}
@@ -79,6 +68,6 @@ def test_a_progress_csv_from_before_the_time_columns_still_resumes(tmp_path):
         csv.writer(f, lineterminator="\n").writerows(old)
     resumed = config_from_dict({**config.to_dict(), "epochs": 2, "out": None, "resume": str(run)})
     train(resumed)
-    logged = rows(run)
+    logged = progress(run)
     assert [row["epoch"] for row in logged] == ["1", "2"]
     assert logged[0]["time_update"] == "" and float(logged[1]["time_update"]) > 0
