@@ -269,9 +269,10 @@ class Collector:
         """Adds a rollout's transitions to ``buffer`` and its observations to the agent's
         normalizer; returns the successes of the episodes that ended in it."""
         with self.clock("store"):
-            for obs, step in zip(rollout.observations, rollout.steps, strict=True):
-                # step[2:6]: its rewards, terminated, truncated and infos
-                buffer.add(obs, step.next_obs, step.actions, *step[2:6])
+            for obs, s in zip(rollout.observations, rollout.steps, strict=True):
+                buffer.add(
+                    obs, s.next_obs, s.actions, s.rewards, s.terminated, s.truncated, s.infos
+                )
             concatenate = self.backend.xp.concatenate
             agent.normalizer.update(
                 {k: concatenate([o[k] for o in rollout.observations]) for k in GOAL_KEYS}
