@@ -2,9 +2,8 @@
 envs, a native vector env's steps, and its file (written atomically, and refused with
 the file's name when it is not one).
 
-The rules both faces share (relabeling, the ring, dones, inputs, the seed, copies, state,
-the file's round trip across modules) are test_buffer_backends.py, with the tagged Writer
-used here; the property tests against a slow reference model are test_buffer_model.py.
+The rules both faces share are test_buffer_model.py (against the reference model of
+model.py, used here too) and test_buffer_backends.py.
 """
 
 from __future__ import annotations
@@ -20,15 +19,16 @@ import numpy as np
 import pytest
 
 from goalenvs.core import GoalEnv
-from goalenvs.her import GoalSelectionStrategy, HerReplayBuffer
-from tests.her.test_buffer_backends import (
-    TAG_ACTIONS,
-    TAG_SPACE,
-    Writer,
-    assert_same_batches,
+from goalenvs.her import HerReplayBuffer
+from tests.her.model import (
+    ACTIONS,
+    SPACE,
+    Model,
+    assert_same_draws,
     check_batch,
-    make_buffer,
-    tag_reward,
+    feed,
+    goal_reward,
+    tagged,
 )
 
 
@@ -36,10 +36,10 @@ class TinyGoalEnv(GoalEnv):
     """A goal env of the tagged spaces, enough to hand the buffer a real compute_reward."""
 
     def __init__(self) -> None:
-        self.observation_space, self.action_space = TAG_SPACE, TAG_ACTIONS
+        self.observation_space, self.action_space = SPACE, ACTIONS
 
     def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
-        return tag_reward(achieved_goal, desired_goal, info)
+        return goal_reward(achieved_goal, desired_goal, info)
 
     def compute_terminated(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
         return np.zeros(np.shape(achieved_goal)[:-1], bool)
@@ -63,11 +63,10 @@ class TinyGoalEnv(GoalEnv):
     ids=["wrapped-env", "sync-vector-env", "callable"],
 )
 def test_compute_reward_from_env_vector_env_or_callable(source: Any) -> None:
-    buffer = HerReplayBuffer(200, TAG_SPACE, TAG_ACTIONS, source(), seed=0)
-    writer = Writer(buffer, [[5] * 20])
-    for _ in range(12):
-        writer.add_step()
-    relabeled = check_batch(buffer.sample(300), writer, GoalSelectionStrategy.FUTURE)
+    buffer = HerReplayBuffer(200, SPACE, ACTIONS, source(), seed=0)
+    model = Model(200, [[5]])
+    feed([buffer], model, 12)
+    relabeled = check_batch(buffer.sample(300), model)
     assert relabeled.any()
 
 
@@ -124,14 +123,11 @@ def test_fed_by_a_native_vector_env_with_terminations_and_saved_with_its_infos(
     np.testing.assert_array_equal(stored, buffer.state().fields["info/is_success"])
     twin = copy.deepcopy(buffer)  # the file holds the open episodes truncated
     twin.truncate_last_trajectory()
-    assert_same_batches(twin, loaded)
+    assert_same_draws(twin, loaded)
 
 
 def saved(tmp_path: Path) -> Path:
-    buffer = make_buffer("numpy", 20, 1, seed=0)
-    writer = Writer(buffer, [[3] * 20])
-    for _ in range(6):
-        writer.add_step()
+    buffer, _ = tagged(None, 20, [[3]], 6, seed=0, prioritized=True)
     buffer.save(tmp_path / "buffer.npz")
     return tmp_path / "buffer.npz"
 
@@ -141,8 +137,8 @@ def test_a_failed_save_leaves_the_previous_file_whole(
 ) -> None:
     path = saved(tmp_path)
     before = path.read_bytes()
-    buffer = HerReplayBuffer.load(path, tag_reward)
-    Writer(buffer, [[3] * 20]).add_step()
+    buffer = HerReplayBuffer.load(path, goal_reward)
+    feed([buffer], Model(20, [[3]]))
 
     def broken_savez(file: Any, **arrays: Any) -> None:
         file.write(b"PK\x03\x04 half a file")
@@ -180,7 +176,7 @@ def test_load_of_a_truncated_corrupt_or_foreign_file_names_the_file(
     for name, (content, message) in cases.items():
         (tmp_path / name).write_bytes(content)
         with pytest.raises(ValueError, match=rf"{re.escape(name)}.*{message}"):
-            HerReplayBuffer.load(tmp_path / name, tag_reward, device=device)
+            HerReplayBuffer.load(tmp_path / name, goal_reward, device=device)
     np.savez(tmp_path / "other.npz", observations=np.zeros((4, 3)))
     torch.save({"weights": torch.zeros(3)}, tmp_path / "weights.pt")
     np.savez(tmp_path / "future.npz", **{**arrays, "meta": json.dumps({**meta, "version": 99})})
@@ -189,6 +185,10 @@ def test_load_of_a_truncated_corrupt_or_foreign_file_names_the_file(
     missing = {k: v for k, v in arrays.items() if k != "field__truncated"}
     np.savez(tmp_path / "missing.npz", **missing)
     np.save(tmp_path / "one_array.npy", np.zeros(3))
+    for bad, name in ((-1.0, "negative.npz"), (np.nan, "nan.npz"), (np.inf, "inf.npz")):
+        priorities = arrays["priorities"].copy()
+        priorities[0] = bad
+        np.savez(tmp_path / name, **{**arrays, "priorities": priorities})
     for name, message in [
         ("other.npz", "is not a HER buffer file"),
         ("weights.pt", "is not a HER buffer file"),
@@ -196,9 +196,13 @@ def test_load_of_a_truncated_corrupt_or_foreign_file_names_the_file(
         ("short.npz", "the field 'reward' is missing or of another shape"),
         ("missing.npz", "the field 'truncated' is missing or of another shape"),
         ("one_array.npy", "is not a HER buffer file: it holds one array"),
+        *[
+            (name, "priorities hold negative or NaN")
+            for name in ("negative.npz", "nan.npz", "inf.npz")
+        ],
     ]:
         with pytest.raises(ValueError, match=rf"{re.escape(name)}.*{message}"):
-            HerReplayBuffer.load(tmp_path / name, tag_reward, device=device)
+            HerReplayBuffer.load(tmp_path / name, goal_reward, device=device)
     with pytest.raises(FileNotFoundError):
-        HerReplayBuffer.load(tmp_path / "absent.npz", tag_reward, device=device)
-    assert HerReplayBuffer.load(path, tag_reward, device=device).n_transitions == 6
+        HerReplayBuffer.load(tmp_path / "absent.npz", goal_reward, device=device)
+    assert HerReplayBuffer.load(path, goal_reward, device=device).n_transitions == 6

@@ -3,7 +3,7 @@
 Every transition of an episode is drawn in proportion to ``(motion + eps) ** alpha``,
 where ``motion`` is the path length of the episode's achieved goal with each step's move
 scaled per entry by ``motion_weights`` and clipped to ``motion_clip``. The buffer is fed
-the tagged episodes of test_buffer_model.py, their achieved goal moving at a known speed
+the tagged episodes of model.py, their achieved goal moving at a known speed
 (some not at all), through rings that wrap and retire whole episodes, with envs that end
 episodes together and apart.
 """
@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from goalenvs.agents.ddpg import DDPGConfig
 from goalenvs.cli import main
 from goalenvs.her.settings import check_motion_weights
-from tests.her.test_buffer_model import DEVICES, Model, goal_reward, make, on, to_numpy
+from tests.her.model import DEVICES, Model, goal_reward, make, on, to_numpy
+from tests.her.test_buffer_backends import ENERGY, GM
 
 EPS = 1e-6
 # Speeds of the achieved goal per step, exact in float32; (0, 0, 0): nothing moved.
@@ -35,9 +36,9 @@ class Feeder:
 
     def __init__(self, buffer: Any, lengths: list[int], speeds: list[int]) -> None:
         n, k = buffer.n_envs, len(lengths)
-        plans = [[(lengths[(m + e) % k], "truncated") for m in range(k)] for e in range(n)]
+        plans = [[lengths[(m + e) % k] for m in range(k)] for e in range(n)]
         self.buffer, self.lengths, self.speeds = buffer, lengths, speeds
-        self.model = Model(n, buffer.rows_per_env, plans)
+        self.model = Model(buffer.rows_per_env, plans)
 
     def speed(self, env: int, episode: int) -> int:
         return self.speeds[(episode + 2 * env) % len(self.speeds)]
@@ -175,31 +176,6 @@ def test_a_saved_buffer_keeps_its_goal_motion_and_settings(device: Any, tmp_path
     assert any(m >= 8 for _, m in drawn)  # episodes stored after the load are drawn
     with pytest.raises(RuntimeError, match=r"priority='goal_motion'.*TD errors set the"):
         loaded.update_priorities(batch.indices[:4], np.ones(4))
-
-
-GM = {"prioritized": True, "priority": "goal_motion"}
-ENERGY = r"priority='energy' is not valid; expected one of \['td_error', 'goal_motion'\]"
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"priority": "energy"}, ENERGY),
-        ({"priority": "goal_motion"}, "got prioritized=False: pass prioritized"),
-        ({"prioritized": True, "motion_clip": 0.1}, "motion_clip=0.1 only applies to priority="),
-        ({**GM, "motion_clip": -1.0}, "motion_clip must be a positive finite distance"),
-        ({**GM, "motion_clip": float("nan")}, "motion_clip must be a positive finite distance"),
-        ({"prioritized": True, "motion_weights": (1, 1, 4)}, r"motion_weights=\(1, 1, 4\) only"),
-        ({**GM, "motion_weights": (1.0, 4.0)}, r"motion_weights=\[1.0, 4.0\] has 2 weights; "
-         r"expected one per achieved_goal entry \(3, its shape \(3,\)\)"),
-        ({**GM, "motion_weights": (1, -1, 1)}, r"finite weights >= 0.*got \(1, -1, 1\)"),
-        ({**GM, "motion_weights": (0, 0, 0)}, "not all 0"),
-        ({**GM, "motion_weights": "1,1,4"}, "motion_weights must be finite weights"),
-    ],
-)  # fmt: skip
-def test_bad_priority_settings_name_the_argument(kwargs, match) -> None:
-    with pytest.raises(ValueError, match=match):
-        make(None, 100, **kwargs)
 
 
 def test_the_priority_flag_reaches_the_config(capsys) -> None:

@@ -2,7 +2,7 @@
 is the discounted sum of the rewards of it and of up to ``n_step - 1`` transitions after it
 in its episode (recomputed for a relabeled goal), ``discounts`` is ``gamma`` to the power
 of the steps summed, and the next observation is the one after the last of them. The
-buffers hold the tagged episodes of test_buffer_model.py, so every value of a batch says
+buffers hold the tagged episodes of model.py, so every value of a batch says
 which steps it came from."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from goalenvs.agents import DDPG, DDPGConfig, DQNConfig
 from goalenvs.cli import main
 from goalenvs.train.trainer import Trainer
 from tests.agents.test_policy_average import train_argv
-from tests.her.test_buffer_model import (
+from tests.her.model import (
     ACTIONS,
     DEVICES,
     SPACE,
@@ -41,7 +41,7 @@ def filled(device: Any, n_step: int, end: str = "truncated", **kwargs: Any) -> t
     """Two envs with episodes of 1-7 transitions, filled well past one ring of 80 rows;
     the buffer and its intact episodes' lengths."""
     buffer = make(device, 160, n_envs=2, n_step=n_step, gamma=GAMMA, seed=3, **kwargs)
-    model = Model(2, 80, [[(length, end) for length in plan] for plan in LENGTHS])
+    model = Model(80, [[(length, end) for length in plan] for plan in LENGTHS])
     feed([buffer], model, 150)
     return buffer, {key: ep.length for key, ep in model.live().items()}
 
@@ -131,28 +131,10 @@ def test_a_relabeled_goal_reached_midway_stops_the_return_there(device: Any) -> 
 @pytest.mark.parametrize("device", DEVICES)
 def test_one_step_batches_carry_no_discounts(device: Any) -> None:
     one = make(device, 160, n_envs=2, seed=3)
-    feed([one], Model(2, 80, [[(5, "truncated")], [(3, "truncated")]]), 20)
+    feed([one], Model(80, [[5], [3]]), 20)
     assert one.sample(64).discounts is None and (one.n_step, one.gamma) == (1, None)
     explicit, _ = filled(device, 1)
     assert explicit.n_step == 1 and explicit.sample(64).discounts is None
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
-    [
-        ({"n_step": 0, "gamma": 0.9}, ValueError, r"n_step must be >= 1, got 0"),
-        ({"n_step": 2.5, "gamma": 0.9}, TypeError, r"n_step must be an int, got 2\.5"),
-        ({"n_step": "3", "gamma": 0.9}, TypeError, r"n_step must be an int, got '3'"),
-        ({"n_step": 3}, ValueError, r"n_step=3 sums 3 rewards with a discount: pass gamma"),
-        ({"n_step": 3, "gamma": 1.0}, ValueError, r"gamma must be in \(0, 1\) or None, got 1"),
-    ],
-)
-@pytest.mark.parametrize("device", [None, "cpu"])
-def test_bad_n_step_settings_name_the_field(
-    device: Any, kwargs: dict, error: type, match: str
-) -> None:
-    with pytest.raises(error, match=match):
-        make(device, 160, n_envs=2, **kwargs)
 
 
 def test_the_agents_bootstrap_with_the_batch_discounts() -> None:
