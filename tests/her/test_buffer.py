@@ -1,6 +1,5 @@
-"""goalenvs.her.HerReplayBuffer, the numpy face of the one buffer: goal functions from
-envs, a native vector env's steps, and its file (written atomically, and refused with
-the file's name when it is not one).
+"""Goal functions from envs, native vector envs' steps (numpy and torch) and the buffer's
+file (written atomically, and refused with the file's name when it is not one).
 
 The rules both faces share are test_buffer_model.py (against the reference model of
 model.py, used here too) and test_buffer_backends.py.
@@ -17,18 +16,24 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium import spaces
 
+import goalenvs  # noqa: F401  (registers the env ids)
 from goalenvs.core import GoalEnv
 from goalenvs.her import HerReplayBuffer
 from tests.her.model import (
     ACTIONS,
+    DEVICES,
     SPACE,
     Model,
     assert_same_draws,
     check_batch,
     feed,
     goal_reward,
+    make,
+    on,
     tagged,
+    to_numpy,
 )
 
 
@@ -70,57 +75,61 @@ def test_compute_reward_from_env_vector_env_or_callable(source: Any) -> None:
     assert relabeled.any()
 
 
-def test_fed_by_a_native_vector_env_with_terminations_and_saved_with_its_infos(
-    tmp_path: Path,
+@pytest.mark.parametrize("env_id", ["goalenvs/PointReach-v0", "goalenvs/BitFlipping-v0"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_vector_env_fills_the_buffer_lends_its_goal_functions_and_saves_its_infos(
+    device: Any, env_id: str, tmp_path: Path
 ) -> None:
-    from gymnasium.vector import AutoresetMode
-
-    import goalenvs  # noqa: F401  (registers the ids)
-
-    envs = gym.make_vec(
-        "goalenvs/BitFlipping-v0", num_envs=3, vectorization_mode="vector_entry_point",
-        autoreset_mode=AutoresetMode.SAME_STEP, n_bits=3,
-    )  # fmt: skip
-    buffer = HerReplayBuffer(
-        300,
-        envs.single_observation_space,
-        envs.single_action_space,
-        envs,
-        n_envs=3,
-        info_keys=("is_success",),
-        compute_terminated=envs,
-        seed=4,
-    )  # fmt: skip  (the native vector env lends its compute_reward and compute_terminated)
-    rng = np.random.default_rng(0)
-    obs, _ = envs.reset(seed=0)
-    ends = {"terminated": 0, "truncated": 0}
+    # A native vector env (numpy, or torch on the buffer's device) hands the buffer its
+    # compute_reward and compute_terminated; the ended episodes' last observations and
+    # infos are the final ones, as the trainer passes them.
+    bits = {"n_bits": 3} if "BitFlipping" in env_id else {}
+    env = gym.make_vec(env_id, num_envs=8, device=device, autoreset_mode="same_step", **bits)
+    space, actions = env.single_observation_space, env.single_action_space
+    discrete = isinstance(actions, spaces.Discrete)
+    buffer = make(device, 8 * 100, env, n_envs=8, observation_space=space, action_space=actions,
+                  info_keys=("is_success",), compute_terminated=env, seed=4)  # fmt: skip
+    rng, ends = np.random.default_rng(0), np.zeros(2, int)
+    obs, _ = env.reset(seed=0)
     for _ in range(150):
-        action = rng.integers(0, 3, 3)
-        obs_next, reward, terminated, truncated, info = envs.step(action)
-        next_obs = {k: v.copy() for k, v in obs_next.items()}
-        success = info["is_success"].copy()
-        for i in np.flatnonzero(terminated | truncated):  # same-step autoreset
-            for key in next_obs:
-                next_obs[key][i] = info["final_obs"][i][key]
-            success[i] = info["final_info"]["is_success"][i]
-        buffer.add(obs, next_obs, action, reward, terminated, truncated, {"is_success": success})
-        ends["terminated"] += int(terminated.sum())
-        ends["truncated"] += int(truncated.sum())
-        obs = obs_next
-    assert ends["terminated"] > 0 and ends["truncated"] > 0  # both kinds of episode end
+        action = on(
+            buffer, rng.integers(0, 3, 8) if discrete else np.float32(rng.uniform(-1, 1, (8, 2)))
+        )
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        real_next = {key: to_numpy(value).copy() for key, value in next_obs.items()}
+        success = to_numpy(info["is_success"]).copy()
+        for i in np.flatnonzero(to_numpy(terminated | truncated)):
+            for key in real_next:
+                real_next[key][i] = to_numpy(info["final_obs"][i][key])
+            success[i] = to_numpy(info["final_info"]["is_success"][i])
+        infos = {"is_success": on(buffer, success)}
+        buffer.add(obs, on(buffer, real_next), action, reward, terminated, truncated, infos)
+        ends += [int(terminated.sum()), int(truncated.sum())]
+        obs = next_obs
+    assert ends[1] > 0 and (ends[0] > 0 or not bits)  # random flips also end in success
     batch = buffer.sample(1000)
+    values = (*batch.observations.values(), batch.rewards, batch.dones, batch.indices)
+    assert all(type(value) is type(batch.rewards) for value in values)
+    assert device is None or all(value.device == buffer.device for value in values)
     achieved, goal = batch.next_observations["achieved_goal"], batch.observations["desired_goal"]
-    np.testing.assert_array_equal(batch.rewards, envs.unwrapped.compute_reward(achieved, goal, 0))
+    expected = env.unwrapped.compute_reward(achieved, goal, {})
+    np.testing.assert_array_equal(to_numpy(batch.rewards), to_numpy(expected))
     # Terminated (success) recomputed for relabeled goals, stored for the others: either
-    # way a sample is done exactly when its next achieved goal is its goal.
-    np.testing.assert_array_equal(batch.dones, np.all(achieved == goal, axis=1))
-    assert 0 < batch.dones.mean() < 1
-    buffer.save(tmp_path / "bits.npz")
-    loaded = HerReplayBuffer.load(tmp_path / "bits.npz", envs, compute_terminated=envs)
-    assert loaded.info_keys == ("is_success",)
-    stored = loaded.state().fields["info/is_success"]
-    assert stored.dtype == bool and stored.shape == (100, 3)
-    np.testing.assert_array_equal(stored, buffer.state().fields["info/is_success"])
+    # way a sample is done exactly when the env says its next achieved goal reached it.
+    success = to_numpy(env.unwrapped.compute_terminated(achieved, goal, {}))
+    np.testing.assert_array_equal(to_numpy(batch.dones), success)
+    assert 0 < success.mean() < 1
+    assert to_numpy(batch.actions).dtype == (np.int64 if discrete else np.float32)
+    assert to_numpy(batch.indices).dtype == np.int64
+    buffer.save(tmp_path / "buffer.npz")
+    loaded = type(buffer).load(tmp_path / "buffer.npz", env, compute_terminated=env)
+    assert loaded.info_keys == ("is_success",) and loaded.device == buffer.device
+    ours, theirs = loaded.state(), buffer.state(truncate_in_progress=True)
+    assert ours.fields.keys() == theirs.fields.keys()  # every column of the records included
+    for name, value in theirs.fields.items():
+        np.testing.assert_array_equal(to_numpy(ours.fields[name]), to_numpy(value), err_msg=name)
+    stored = to_numpy(ours.fields["info/is_success"])
+    assert stored.dtype == bool and stored.shape == (100, 8)
     twin = copy.deepcopy(buffer)  # the file holds the open episodes truncated
     twin.truncate_last_trajectory()
     assert_same_draws(twin, loaded)

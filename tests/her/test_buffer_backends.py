@@ -13,13 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
 
-import goalenvs  # noqa: F401  (registers the env ids)
 from goalenvs.her import GoalSelectionStrategy
 from goalenvs.her.buffer import DeviceHerReplayBuffer
 from tests.her.model import (
@@ -489,50 +487,6 @@ def test_a_saved_file_loads_on_either_module_as_the_truncated_twin(
 
 
 # ---------------------------------------------------------------------- torch specifics
-
-
-@pytest.mark.parametrize("env_id", ["goalenvs/PointReach-v0", "goalenvs/BitFlipping-v0"])
-@pytest.mark.parametrize("device", TORCH)
-def test_a_device_twin_fills_the_buffer_and_rewards_match_its_compute_reward(
-    device: Any, env_id: str, tmp_path: Path
-) -> None:
-    env = gym.make_vec(env_id, num_envs=16, device=device, autoreset_mode="same_step")
-    discrete = isinstance(env.single_action_space, spaces.Discrete)
-    buffer = DeviceHerReplayBuffer(
-        16 * 200, env.single_observation_space, env.single_action_space, env, n_envs=16,
-        device=device, seed=0,
-    )  # fmt: skip
-    obs, _ = env.reset(seed=0)
-    generator = torch.Generator(device=device).manual_seed(0)
-    for _ in range(120):
-        if discrete:  # an int64 store beside the float32 records
-            action = torch.randint(0, 10, (16,), generator=generator, device=device)
-        else:
-            action = torch.rand((16, 2), generator=generator, device=device) * 2 - 1
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        real_next = {k: v.clone() for k, v in next_obs.items()}
-        if "final_obs" in info:  # the ended episodes' last observations, as the trainer does
-            for i in np.flatnonzero(info["_final_obs"].cpu().numpy()):
-                for key in real_next:
-                    real_next[key][i] = info["final_obs"][i][key]
-        buffer.add(obs, real_next, action, reward, terminated, truncated, info)
-        obs = next_obs
-    assert buffer.n_transitions > 0
-    batch = buffer.sample(512)
-    for value in (*batch.observations.values(), batch.rewards, batch.dones, batch.indices):
-        assert value.device == buffer.device
-    expected = env.unwrapped.compute_reward(
-        batch.next_observations["achieved_goal"], batch.observations["desired_goal"], {}
-    )
-    torch.testing.assert_close(batch.rewards, expected)
-    assert batch.actions.dtype == (torch.int64 if discrete else torch.float32)
-    assert batch.indices.dtype == torch.int64
-    buffer.save(tmp_path / "buffer.npz")
-    loaded = DeviceHerReplayBuffer.load(tmp_path / "buffer.npz", env)
-    ours, theirs = loaded.state(), buffer.state(truncate_in_progress=True)
-    assert ours.fields.keys() == theirs.fields.keys()  # every column of the records included
-    for name, value in theirs.fields.items():
-        torch.testing.assert_close(ours.fields[name], value, msg=name)
 
 
 @pytest.mark.parametrize("device", TORCH)
