@@ -172,20 +172,6 @@ def test_transitions_are_sampled_uniformly_across_envs_and_episodes(device: Any)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("n_sampled_goal", [0, 2])
-def test_the_relabelled_fraction_is_k_over_k_plus_one(device: Any, n_sampled_goal: int) -> None:
-    recorder = Recorder()
-    buffer = make(device, 60, recorder, n_envs=2, n_sampled_goal=n_sampled_goal, seed=1,
-                  info_keys=("tag", "odd"))  # fmt: skip
-    model = Model(30, [[(4, "truncated"), (6, "terminated")], [(3, "terminated")]])
-    feed([buffer], model, 50)
-    n = 20_000
-    relabeled = check_batch(buffer.sample(n), model, "future", recorder)
-    p = n_sampled_goal / (n_sampled_goal + 1)
-    assert abs(relabeled.mean() - p) <= 5 * np.sqrt(p * (1 - p) / n)
-
-
-@pytest.mark.parametrize("device", DEVICES)
 def test_episodes_leave_whole_and_the_longest_that_fits_is_rows(device: Any) -> None:
     recorder = Recorder()
     buffer = make(device, 12, recorder, n_envs=2, seed=0, info_keys=("tag", "odd"))

@@ -100,7 +100,7 @@ MIXES = [
 
 
 @pytest.mark.parametrize("mix", MIXES, ids=str)
-@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("device", ALL_BACKENDS)
 def test_each_fraction_of_100k_samples_holds_to_its_binomial_interval(
     device: Any, mix: GoalMix
 ) -> None:
@@ -165,22 +165,11 @@ def test_a_desired_draw_needs_a_second_intact_episode(device: Any) -> None:
     assert not buffer.can_sample()
     with pytest.raises(RuntimeError, match=message):
         buffer.sample(8)
-    # With room for two episodes, the draw works once the second one is stored.
-    roomy, model = tagged(device, 20, [[6]], 11, goal_mix=mix, seed=0)
-    assert not roomy.can_sample()
-    feed([roomy], model)
-    assert roomy.can_sample()
-    sources = sources_of(roomy.sample(2000), model, mix)
-    assert sources["desired"].any()
+    # (Once two episodes are held, in one env or two, it draws: test_buffer_model.py.)
     # A warm-up leaves the draw unused: no error with one episode stored.
     warm, model = tagged(device, 20, [[6]], 6, goal_mix=mix, goal_mix_warmup=12, seed=0)
     assert warm.can_sample()
     assert sources_of(warm.sample(500), model, GoalMix(future=1.0))["future"].all()
-    # Two streams with an episode each hold two episodes.
-    pair, model = tagged(device, 40, [[6], [3]], 5, goal_mix=mix, seed=0)
-    assert not pair.can_sample()  # env 1's episode alone
-    feed([pair], model)
-    assert pair.can_sample()
 
 
 @pytest.mark.parametrize("device", BACKENDS)

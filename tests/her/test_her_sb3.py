@@ -149,6 +149,8 @@ def test_the_adapter_takes_a_mix_and_refuses_one_reward_for_the_batch() -> None:
 
 @pytest.mark.parametrize("discrete", [False, True])
 def test_adapter_batches_have_sb3_shapes_and_relabeled_rewards(discrete: bool) -> None:
+    from stable_baselines3.common.utils import get_device
+
     venv = make_env(2, discrete=discrete)
     args = (1000, venv.observation_space, venv.action_space, venv)
     ours = HerReplayBuffer(*args, n_envs=2, seed=0)
@@ -170,6 +172,16 @@ def test_adapter_batches_have_sb3_shapes_and_relabeled_rewards(discrete: bool) -
     )
     np.testing.assert_array_equal(a.rewards.cpu().numpy()[:, 0], expected)
     assert not a.dones.any()  # time-limit truncations bootstrap
+    # SB3's algorithms may keep a batch while sampling the next (and its buffer hands out
+    # fresh tensors): no tensor of ours may share memory with arrays the buffer reuses.
+    tensors = lambda x: [*x.observations.values(), x.actions, x.rewards, x.dones]  # noqa: E731
+    kept = [t.clone() for t in tensors(a)]
+    for _ in range(3):
+        ours.sample(64)
+    assert all(torch.equal(x, y) for x, y in zip(kept, tensors(a), strict=True))
+    # The device is "auto" as SB3 resolves it (CUDA where there is one), unless given.
+    assert ours.device == get_device("auto")
+    assert HerReplayBuffer(*args, device="cpu").device == torch.device("cpu")
 
 
 def test_adapter_sb3_strategy_enum_info_keys_and_vecnormalize() -> None:
@@ -449,35 +461,6 @@ def test_goal_strategies_relabel_with_achieved_goals_of_the_right_steps(strategy
     assert (original | relabeled).all()
     assert 0.7 < relabeled.mean() < 0.9  # k = 4: relabeled with probability 0.8
     np.testing.assert_array_equal(batch.next_observations["desired_goal"].cpu().numpy(), desired)
-
-
-def test_sampled_tensors_survive_the_next_sample() -> None:
-    # SB3's algorithms may keep a batch while sampling the next (and its buffer hands out
-    # fresh tensors): no tensor of ours may share memory with arrays the buffer reuses.
-    venv = make_env(1)
-    buffer = HerReplayBuffer(
-        1000, venv.observation_space, venv.action_space, venv, device="cpu", seed=0
-    )
-    collect(venv, [buffer], 120)
-    first = buffer.sample(64)
-    kept = {k: v.clone() for k, v in first.observations.items()}
-    kept_rest = [t.clone() for t in (first.actions, first.rewards, first.dones)]
-    for _ in range(3):
-        buffer.sample(64)
-    for key, value in kept.items():
-        assert torch.equal(first.observations[key], value), key
-    for before, after in zip(kept_rest, (first.actions, first.rewards, first.dones), strict=True):
-        assert torch.equal(before, after)
-    assert first.observations["observation"].device.type == "cpu"
-
-
-def test_device_is_explicit_and_auto_follows_sb3() -> None:
-    from stable_baselines3.common.utils import get_device
-
-    venv = make_env(1)
-    args = (1000, venv.observation_space, venv.action_space, venv)
-    assert HerReplayBuffer(*args, device="cpu").device == torch.device("cpu")
-    assert HerReplayBuffer(*args).device == get_device("auto")  # CUDA where there is one
 
 
 @pytest.mark.parametrize(
