@@ -77,55 +77,47 @@ def check_step(got: dict, row: int, tag: Any, steps: int, relabeled: bool) -> No
     assert got["rewards"][row] == pytest.approx(want, rel=1e-6, abs=1e-3)
 
 
+def step_reached(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+    return achieved_goal[..., 2] == desired_goal[..., 2]  # the goal's step index
+
+
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("n_step", [2, 3])
-def test_returns_sum_the_steps_left_in_the_episode(device: Any, n_step: int) -> None:
+@pytest.mark.parametrize(
+    ("n_step", "end", "kwargs"),
+    [
+        (2, "truncated", {}),
+        (3, "truncated", {}),
+        (3, "terminated", {"n_sampled_goal": 0}),
+        (4, "truncated", {"compute_terminated": step_reached}),
+    ],
+)
+def test_returns_sum_the_steps_left_in_the_episode_up_to_its_end_or_goal(
+    device: Any, n_step: int, end: str, kwargs: dict[str, Any]
+) -> None:
+    """A time limit bootstraps; a terminated episode ends the return and stops
+    bootstrapping, and so does a relabeled goal reached midway where compute_terminated
+    says so."""
     recorder = Recorder()
-    buffer, intact = filled(device, n_step, compute_reward=recorder)
+    buffer, intact = filled(device, n_step, end, compute_reward=recorder, **kwargs)
     got, tags, relabeled = sampled(buffer, 3000)
-    [(achieved, _, _)] = recorder.calls  # one compute_reward call for every step of every return
-    assert len(achieved) == n_step * 3000
-    assert 0.6 < relabeled.mean() < 0.95  # future k=4 relabels 80%
-    steps_seen = set()
+    if "n_sampled_goal" not in kwargs:
+        [(achieved, _, _)] = recorder.calls  # one call for every step of every return
+        assert len(achieved) == n_step * 3000
+        assert 0.6 < relabeled.mean() < 0.95  # future k=4 relabels 80%
+    steps_seen, stopped_early = set(), 0
     for row, (e, m, i) in enumerate(tags):
         steps = min(n_step, intact[(e, m)] - i)
-        steps_seen.add(steps)
-        check_step(got, row, (e, m, i), steps, bool(relabeled[row]))
-    assert steps_seen == set(range(1, n_step + 1))  # near the end fewer steps are left
-    np.testing.assert_array_equal(got["dones"], 0.0)  # time limits bootstrap
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_a_terminated_episode_ends_the_return_and_stops_bootstrapping(device: Any) -> None:
-    buffer, intact = filled(device, 3, "terminated", n_sampled_goal=0)
-    got, tags, _ = sampled(buffer, 2000)
-    for row, (e, m, i) in enumerate(tags):
-        reaches_end = i + 3 >= intact[(e, m)]
-        assert got["dones"][row] == float(reaches_end)
-        check_step(got, row, (e, m, i), min(3, intact[(e, m)] - i), False)
-    # Without a termination in reach, the return bootstraps from three steps on.
-    assert (got["discounts"][got["dones"] == 0] == GAMMA**3).all()
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_a_relabeled_goal_reached_midway_stops_the_return_there(device: Any) -> None:
-    def reached(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
-        return achieved_goal[..., 2] == desired_goal[..., 2]  # the goal's step index
-
-    buffer, intact = filled(device, 4, compute_terminated=reached)
-    got, tags, relabeled = sampled(buffer, 3000)
-    stopped_early = 0
-    for row, (e, m, i) in enumerate(tags):
-        steps = min(4, intact[(e, m)] - i)
-        done = False
-        if relabeled[row]:  # goal step g (a future achieved goal: g > i) is reached by g - 1
-            g = int(got["obs/desired_goal"][row, 2])
+        done = end == "terminated" and i + n_step >= intact[(e, m)]
+        if relabeled[row] and "compute_terminated" in kwargs:
+            g = int(got["obs/desired_goal"][row, 2])  # goal step g (> i) is reached by g - 1
             if g - i <= steps:
                 stopped_early += g - i < steps
                 steps, done = g - i, True
-        assert got["dones"][row] == float(done)  # the stored ones: time limits
+        steps_seen.add(steps)
+        assert got["dones"][row] == float(done)
         check_step(got, row, (e, m, i), steps, bool(relabeled[row]))
-    assert stopped_early > 100
+    assert steps_seen == set(range(1, n_step + 1))  # near the end fewer steps are left
+    assert "compute_terminated" not in kwargs or stopped_early > 100
 
 
 @pytest.mark.parametrize("device", DEVICES)
