@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.her.model import (
@@ -46,6 +46,15 @@ plan_entry = st.tuples(st.integers(1, 5), st.sampled_from(["terminated", "trunca
 
 
 @settings(max_examples=60, deadline=None)
+@example(  # episodes of one step in rings of two rows: each add retires the oldest two
+    device=None, n_envs=2, rows=2, mix=0, handle_timeout=False, recompute=False, seed=0,
+    plan=[(1, "terminated"), (1, "truncated"), (1, "both")], lockstep=False, infos="dict",
+    ops=[2] * 5,
+)  # fmt: skip
+@example(  # env 1's episode outgrows its 8 rows: the error that names it
+    device="cpu", n_envs=2, rows=8, mix=0, handle_timeout=True, recompute=False, seed=0,
+    plan=[(3, "terminated"), (50, "terminated")], lockstep=False, infos="list", ops=[5] * 3,
+)  # fmt: skip
 @given(
     device=st.sampled_from([None, "cpu"]),
     n_envs=st.integers(1, 3),
@@ -97,7 +106,10 @@ def test_every_sample_matches_the_reference_model(
         for _ in range(op - 1 if op > 1 else 0):
             env = model.overflowing()
             if env is not None:  # an episode longer than rows: the error that names it
-                match = rf"env {env} .*no longer fits.*buffer_size={buffer.buffer_size}"
+                match = (
+                    rf"env {env} has reached {rows} transitions .*no longer fits.*"
+                    rf"buffer_size={buffer.buffer_size} .*use a larger buffer_size"
+                )
                 with pytest.raises(ValueError, match=match):
                     feed([buffer], model, infos=infos)
                 return
@@ -191,21 +203,7 @@ def test_episodes_leave_whole_and_the_longest_that_fits_is_rows(device: Any) -> 
     assert to_numpy(counters["sampleable_from"]).tolist() == [2, 6]
     assert to_numpy(counters["sampleable_to"]).tolist() == [6, 6]
     check_batch(buffer.sample(300), model, "future", recorder)
-    one_row = make(device, 4, recorder, n_envs=2, seed=0, info_keys=("tag", "odd"),
-                   handle_timeout_termination=False)  # fmt: skip
-    ones = Model(2, [[(1, "terminated"), (1, "truncated")], [(1, "both")]])
-    for step in range(1, 5):  # each add retires the episode before the one before it
-        feed([one_row], ones)
-        assert one_row.n_transitions == 2 * min(step, 2)
-        batch = one_row.sample(50)
-        check_batch(batch, ones, "future", recorder, handle_timeout=False)  # every one done
-        assert set(to_numpy(batch.observations["observation"])[:, 1]) == {step - 2, step - 1} - {-1}
-    too_long = make(device, 16, recorder, n_envs=2, seed=0, info_keys=("tag", "odd"))
-    model = Model(8, [[(3, "terminated")], [(50, "terminated")]])
-    feed([too_long], model, 8)
-    message = r"env 1 has reached 8 .*no longer fits.*buffer_size=16 .*use a larger buffer_size"
-    with pytest.raises(ValueError, match=message):
-        feed([too_long], model)
+    # (Episodes of one step, and one too long for its rows: the property test's examples.)
 
 
 @pytest.mark.parametrize("device", DEVICES)
