@@ -1,10 +1,8 @@
-"""goalenvs.her.HerReplayBuffer, the numpy face of the one buffer: goal functions from
-envs, a native vector env's steps, and its file (written atomically, and refused with
-the file's name when it is not one).
+"""Goal functions from envs, native vector envs' steps (numpy and torch) and the buffer's
+file (written atomically, and refused with the file's name when it is not one).
 
-The rules both faces share (relabeling, the ring, dones, inputs, the seed, copies, state,
-the file's round trip across modules) are test_buffer_backends.py, with the tagged Writer
-used here; the property tests against a slow reference model are test_buffer_model.py.
+The rules both faces share are test_buffer_model.py (against the reference model of
+model.py, used here too) and test_buffer_backends.py.
 """
 
 from __future__ import annotations
@@ -18,17 +16,24 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium import spaces
 
+import goalenvs  # noqa: F401  (registers the env ids)
 from goalenvs.core import GoalEnv
-from goalenvs.her import GoalSelectionStrategy, HerReplayBuffer
-from tests.her.test_buffer_backends import (
-    TAG_ACTIONS,
-    TAG_SPACE,
-    Writer,
-    assert_same_batches,
+from goalenvs.her import HerReplayBuffer
+from tests.her.model import (
+    ACTIONS,
+    DEVICES,
+    SPACE,
+    Model,
+    assert_same_draws,
     check_batch,
-    make_buffer,
-    tag_reward,
+    feed,
+    goal_reward,
+    make,
+    on,
+    tagged,
+    to_numpy,
 )
 
 
@@ -36,10 +41,10 @@ class TinyGoalEnv(GoalEnv):
     """A goal env of the tagged spaces, enough to hand the buffer a real compute_reward."""
 
     def __init__(self) -> None:
-        self.observation_space, self.action_space = TAG_SPACE, TAG_ACTIONS
+        self.observation_space, self.action_space = SPACE, ACTIONS
 
     def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
-        return tag_reward(achieved_goal, desired_goal, info)
+        return goal_reward(achieved_goal, desired_goal, info)
 
     def compute_terminated(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
         return np.zeros(np.shape(achieved_goal)[:-1], bool)
@@ -63,75 +68,75 @@ class TinyGoalEnv(GoalEnv):
     ids=["wrapped-env", "sync-vector-env", "callable"],
 )
 def test_compute_reward_from_env_vector_env_or_callable(source: Any) -> None:
-    buffer = HerReplayBuffer(200, TAG_SPACE, TAG_ACTIONS, source(), seed=0)
-    writer = Writer(buffer, [[5] * 20])
-    for _ in range(12):
-        writer.add_step()
-    relabeled = check_batch(buffer.sample(300), writer, GoalSelectionStrategy.FUTURE)
+    buffer = HerReplayBuffer(200, SPACE, ACTIONS, source(), seed=0)
+    model = Model(200, [[5]])
+    feed([buffer], model, 12)
+    relabeled = check_batch(buffer.sample(300), model)
     assert relabeled.any()
 
 
-def test_fed_by_a_native_vector_env_with_terminations_and_saved_with_its_infos(
-    tmp_path: Path,
+@pytest.mark.parametrize("env_id", ["goalenvs/PointReach-v0", "goalenvs/BitFlipping-v0"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_vector_env_fills_the_buffer_lends_its_goal_functions_and_saves_its_infos(
+    device: Any, env_id: str, tmp_path: Path
 ) -> None:
-    from gymnasium.vector import AutoresetMode
-
-    import goalenvs  # noqa: F401  (registers the ids)
-
-    envs = gym.make_vec(
-        "goalenvs/BitFlipping-v0", num_envs=3, vectorization_mode="vector_entry_point",
-        autoreset_mode=AutoresetMode.SAME_STEP, n_bits=3,
-    )  # fmt: skip
-    buffer = HerReplayBuffer(
-        300,
-        envs.single_observation_space,
-        envs.single_action_space,
-        envs,
-        n_envs=3,
-        info_keys=("is_success",),
-        compute_terminated=envs,
-        seed=4,
-    )  # fmt: skip  (the native vector env lends its compute_reward and compute_terminated)
-    rng = np.random.default_rng(0)
-    obs, _ = envs.reset(seed=0)
-    ends = {"terminated": 0, "truncated": 0}
+    # A native vector env (numpy, or torch on the buffer's device) hands the buffer its
+    # compute_reward and compute_terminated; the ended episodes' last observations and
+    # infos are the final ones, as the trainer passes them.
+    bits = {"n_bits": 3} if "BitFlipping" in env_id else {}
+    env = gym.make_vec(env_id, num_envs=8, device=device, autoreset_mode="same_step", **bits)
+    space, actions = env.single_observation_space, env.single_action_space
+    discrete = isinstance(actions, spaces.Discrete)
+    buffer = make(device, 8 * 100, env, n_envs=8, observation_space=space, action_space=actions,
+                  info_keys=("is_success",), compute_terminated=env, seed=4)  # fmt: skip
+    rng, ends = np.random.default_rng(0), np.zeros(2, int)
+    obs, _ = env.reset(seed=0)
     for _ in range(150):
-        action = rng.integers(0, 3, 3)
-        obs_next, reward, terminated, truncated, info = envs.step(action)
-        next_obs = {k: v.copy() for k, v in obs_next.items()}
-        success = info["is_success"].copy()
-        for i in np.flatnonzero(terminated | truncated):  # same-step autoreset
-            for key in next_obs:
-                next_obs[key][i] = info["final_obs"][i][key]
-            success[i] = info["final_info"]["is_success"][i]
-        buffer.add(obs, next_obs, action, reward, terminated, truncated, {"is_success": success})
-        ends["terminated"] += int(terminated.sum())
-        ends["truncated"] += int(truncated.sum())
-        obs = obs_next
-    assert ends["terminated"] > 0 and ends["truncated"] > 0  # both kinds of episode end
+        action = on(
+            buffer, rng.integers(0, 3, 8) if discrete else np.float32(rng.uniform(-1, 1, (8, 2)))
+        )
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        real_next = {key: to_numpy(value).copy() for key, value in next_obs.items()}
+        success = to_numpy(info["is_success"]).copy()
+        for i in np.flatnonzero(to_numpy(terminated | truncated)):
+            for key in real_next:
+                real_next[key][i] = to_numpy(info["final_obs"][i][key])
+            success[i] = to_numpy(info["final_info"]["is_success"][i])
+        infos = {"is_success": on(buffer, success)}
+        buffer.add(obs, on(buffer, real_next), action, reward, terminated, truncated, infos)
+        ends += [int(terminated.sum()), int(truncated.sum())]
+        obs = next_obs
+    assert ends[1] > 0 and (ends[0] > 0 or not bits)  # random flips also end in success
     batch = buffer.sample(1000)
+    values = (*batch.observations.values(), batch.rewards, batch.dones, batch.indices)
+    assert all(type(value) is type(batch.rewards) for value in values)
+    assert device is None or all(value.device == buffer.device for value in values)
     achieved, goal = batch.next_observations["achieved_goal"], batch.observations["desired_goal"]
-    np.testing.assert_array_equal(batch.rewards, envs.unwrapped.compute_reward(achieved, goal, 0))
+    expected = env.unwrapped.compute_reward(achieved, goal, {})
+    np.testing.assert_array_equal(to_numpy(batch.rewards), to_numpy(expected))
     # Terminated (success) recomputed for relabeled goals, stored for the others: either
-    # way a sample is done exactly when its next achieved goal is its goal.
-    np.testing.assert_array_equal(batch.dones, np.all(achieved == goal, axis=1))
-    assert 0 < batch.dones.mean() < 1
-    buffer.save(tmp_path / "bits.npz")
-    loaded = HerReplayBuffer.load(tmp_path / "bits.npz", envs, compute_terminated=envs)
-    assert loaded.info_keys == ("is_success",)
-    stored = loaded.state().fields["info/is_success"]
-    assert stored.dtype == bool and stored.shape == (100, 3)
-    np.testing.assert_array_equal(stored, buffer.state().fields["info/is_success"])
+    # way a sample is done exactly when the env says its next achieved goal reached it.
+    success = to_numpy(env.unwrapped.compute_terminated(achieved, goal, {}))
+    np.testing.assert_array_equal(to_numpy(batch.dones), success)
+    assert 0 < success.mean() < 1
+    assert to_numpy(batch.actions).dtype == (np.int64 if discrete else np.float32)
+    assert to_numpy(batch.indices).dtype == np.int64
+    buffer.save(tmp_path / "buffer.npz")
+    loaded = type(buffer).load(tmp_path / "buffer.npz", env, compute_terminated=env)
+    assert loaded.info_keys == ("is_success",) and loaded.device == buffer.device
+    ours, theirs = loaded.state(), buffer.state(truncate_in_progress=True)
+    assert ours.fields.keys() == theirs.fields.keys()  # every column of the records included
+    for name, value in theirs.fields.items():
+        np.testing.assert_array_equal(to_numpy(ours.fields[name]), to_numpy(value), err_msg=name)
+    stored = to_numpy(ours.fields["info/is_success"])
+    assert stored.dtype == bool and stored.shape == (100, 8)
     twin = copy.deepcopy(buffer)  # the file holds the open episodes truncated
     twin.truncate_last_trajectory()
-    assert_same_batches(twin, loaded)
+    assert_same_draws(twin, loaded)
 
 
 def saved(tmp_path: Path) -> Path:
-    buffer = make_buffer("numpy", 20, 1, seed=0)
-    writer = Writer(buffer, [[3] * 20])
-    for _ in range(6):
-        writer.add_step()
+    buffer, _ = tagged(None, 20, [[3]], 6, seed=0, prioritized=True)
     buffer.save(tmp_path / "buffer.npz")
     return tmp_path / "buffer.npz"
 
@@ -141,8 +146,8 @@ def test_a_failed_save_leaves_the_previous_file_whole(
 ) -> None:
     path = saved(tmp_path)
     before = path.read_bytes()
-    buffer = HerReplayBuffer.load(path, tag_reward)
-    Writer(buffer, [[3] * 20]).add_step()
+    buffer = HerReplayBuffer.load(path, goal_reward)
+    feed([buffer], Model(20, [[3]]))
 
     def broken_savez(file: Any, **arrays: Any) -> None:
         file.write(b"PK\x03\x04 half a file")
@@ -180,7 +185,7 @@ def test_load_of_a_truncated_corrupt_or_foreign_file_names_the_file(
     for name, (content, message) in cases.items():
         (tmp_path / name).write_bytes(content)
         with pytest.raises(ValueError, match=rf"{re.escape(name)}.*{message}"):
-            HerReplayBuffer.load(tmp_path / name, tag_reward, device=device)
+            HerReplayBuffer.load(tmp_path / name, goal_reward, device=device)
     np.savez(tmp_path / "other.npz", observations=np.zeros((4, 3)))
     torch.save({"weights": torch.zeros(3)}, tmp_path / "weights.pt")
     np.savez(tmp_path / "future.npz", **{**arrays, "meta": json.dumps({**meta, "version": 99})})
@@ -189,6 +194,10 @@ def test_load_of_a_truncated_corrupt_or_foreign_file_names_the_file(
     missing = {k: v for k, v in arrays.items() if k != "field__truncated"}
     np.savez(tmp_path / "missing.npz", **missing)
     np.save(tmp_path / "one_array.npy", np.zeros(3))
+    for bad, name in ((-1.0, "negative.npz"), (np.nan, "nan.npz"), (np.inf, "inf.npz")):
+        priorities = arrays["priorities"].copy()
+        priorities[0] = bad
+        np.savez(tmp_path / name, **{**arrays, "priorities": priorities})
     for name, message in [
         ("other.npz", "is not a HER buffer file"),
         ("weights.pt", "is not a HER buffer file"),
@@ -196,9 +205,13 @@ def test_load_of_a_truncated_corrupt_or_foreign_file_names_the_file(
         ("short.npz", "the field 'reward' is missing or of another shape"),
         ("missing.npz", "the field 'truncated' is missing or of another shape"),
         ("one_array.npy", "is not a HER buffer file: it holds one array"),
+        *[
+            (name, "priorities hold negative or NaN")
+            for name in ("negative.npz", "nan.npz", "inf.npz")
+        ],
     ]:
         with pytest.raises(ValueError, match=rf"{re.escape(name)}.*{message}"):
-            HerReplayBuffer.load(tmp_path / name, tag_reward, device=device)
+            HerReplayBuffer.load(tmp_path / name, goal_reward, device=device)
     with pytest.raises(FileNotFoundError):
-        HerReplayBuffer.load(tmp_path / "absent.npz", tag_reward, device=device)
-    assert HerReplayBuffer.load(path, tag_reward, device=device).n_transitions == 6
+        HerReplayBuffer.load(tmp_path / "absent.npz", goal_reward, device=device)
+    assert HerReplayBuffer.load(path, goal_reward, device=device).n_transitions == 6

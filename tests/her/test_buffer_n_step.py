@@ -2,7 +2,7 @@
 is the discounted sum of the rewards of it and of up to ``n_step - 1`` transitions after it
 in its episode (recomputed for a relabeled goal), ``discounts`` is ``gamma`` to the power
 of the steps summed, and the next observation is the one after the last of them. The
-buffers hold the tagged episodes of test_buffer_model.py, so every value of a batch says
+buffers hold the tagged episodes of model.py, so every value of a batch says
 which steps it came from."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from goalenvs.agents import DDPG, DDPGConfig, DQNConfig
 from goalenvs.cli import main
 from goalenvs.train.trainer import Trainer
 from tests.agents.test_policy_average import train_argv
-from tests.her.test_buffer_model import (
+from tests.her.model import (
     ACTIONS,
     DEVICES,
     SPACE,
@@ -41,7 +41,7 @@ def filled(device: Any, n_step: int, end: str = "truncated", **kwargs: Any) -> t
     """Two envs with episodes of 1-7 transitions, filled well past one ring of 80 rows;
     the buffer and its intact episodes' lengths."""
     buffer = make(device, 160, n_envs=2, n_step=n_step, gamma=GAMMA, seed=3, **kwargs)
-    model = Model(2, 80, [[(length, end) for length in plan] for plan in LENGTHS])
+    model = Model(80, [[(length, end) for length in plan] for plan in LENGTHS])
     feed([buffer], model, 150)
     return buffer, {key: ep.length for key, ep in model.live().items()}
 
@@ -77,82 +77,56 @@ def check_step(got: dict, row: int, tag: Any, steps: int, relabeled: bool) -> No
     assert got["rewards"][row] == pytest.approx(want, rel=1e-6, abs=1e-3)
 
 
+def step_reached(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+    return achieved_goal[..., 2] == desired_goal[..., 2]  # the goal's step index
+
+
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("n_step", [2, 3])
-def test_returns_sum_the_steps_left_in_the_episode(device: Any, n_step: int) -> None:
+@pytest.mark.parametrize(
+    ("n_step", "end", "kwargs"),
+    [
+        (2, "truncated", {}),
+        (3, "truncated", {}),
+        (3, "terminated", {"n_sampled_goal": 0}),
+        (4, "truncated", {"compute_terminated": step_reached}),
+    ],
+)
+def test_returns_sum_the_steps_left_in_the_episode_up_to_its_end_or_goal(
+    device: Any, n_step: int, end: str, kwargs: dict[str, Any]
+) -> None:
+    """A time limit bootstraps; a terminated episode ends the return and stops
+    bootstrapping, and so does a relabeled goal reached midway where compute_terminated
+    says so."""
     recorder = Recorder()
-    buffer, intact = filled(device, n_step, compute_reward=recorder)
+    buffer, intact = filled(device, n_step, end, compute_reward=recorder, **kwargs)
     got, tags, relabeled = sampled(buffer, 3000)
-    [(achieved, _, _)] = recorder.calls  # one compute_reward call for every step of every return
-    assert len(achieved) == n_step * 3000
-    assert 0.6 < relabeled.mean() < 0.95  # future k=4 relabels 80%
-    steps_seen = set()
+    if "n_sampled_goal" not in kwargs:
+        [(achieved, _, _)] = recorder.calls  # one call for every step of every return
+        assert len(achieved) == n_step * 3000
+        assert 0.6 < relabeled.mean() < 0.95  # future k=4 relabels 80%
+    steps_seen, stopped_early = set(), 0
     for row, (e, m, i) in enumerate(tags):
         steps = min(n_step, intact[(e, m)] - i)
-        steps_seen.add(steps)
-        check_step(got, row, (e, m, i), steps, bool(relabeled[row]))
-    assert steps_seen == set(range(1, n_step + 1))  # near the end fewer steps are left
-    np.testing.assert_array_equal(got["dones"], 0.0)  # time limits bootstrap
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_a_terminated_episode_ends_the_return_and_stops_bootstrapping(device: Any) -> None:
-    buffer, intact = filled(device, 3, "terminated", n_sampled_goal=0)
-    got, tags, _ = sampled(buffer, 2000)
-    for row, (e, m, i) in enumerate(tags):
-        reaches_end = i + 3 >= intact[(e, m)]
-        assert got["dones"][row] == float(reaches_end)
-        check_step(got, row, (e, m, i), min(3, intact[(e, m)] - i), False)
-    # Without a termination in reach, the return bootstraps from three steps on.
-    assert (got["discounts"][got["dones"] == 0] == GAMMA**3).all()
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_a_relabeled_goal_reached_midway_stops_the_return_there(device: Any) -> None:
-    def reached(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
-        return achieved_goal[..., 2] == desired_goal[..., 2]  # the goal's step index
-
-    buffer, intact = filled(device, 4, compute_terminated=reached)
-    got, tags, relabeled = sampled(buffer, 3000)
-    stopped_early = 0
-    for row, (e, m, i) in enumerate(tags):
-        steps = min(4, intact[(e, m)] - i)
-        done = False
-        if relabeled[row]:  # goal step g (a future achieved goal: g > i) is reached by g - 1
-            g = int(got["obs/desired_goal"][row, 2])
+        done = end == "terminated" and i + n_step >= intact[(e, m)]
+        if relabeled[row] and "compute_terminated" in kwargs:
+            g = int(got["obs/desired_goal"][row, 2])  # goal step g (> i) is reached by g - 1
             if g - i <= steps:
                 stopped_early += g - i < steps
                 steps, done = g - i, True
-        assert got["dones"][row] == float(done)  # the stored ones: time limits
+        steps_seen.add(steps)
+        assert got["dones"][row] == float(done)
         check_step(got, row, (e, m, i), steps, bool(relabeled[row]))
-    assert stopped_early > 100
+    assert steps_seen == set(range(1, n_step + 1))  # near the end fewer steps are left
+    assert "compute_terminated" not in kwargs or stopped_early > 100
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_one_step_batches_carry_no_discounts(device: Any) -> None:
     one = make(device, 160, n_envs=2, seed=3)
-    feed([one], Model(2, 80, [[(5, "truncated")], [(3, "truncated")]]), 20)
+    feed([one], Model(80, [[5], [3]]), 20)
     assert one.sample(64).discounts is None and (one.n_step, one.gamma) == (1, None)
     explicit, _ = filled(device, 1)
     assert explicit.n_step == 1 and explicit.sample(64).discounts is None
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
-    [
-        ({"n_step": 0, "gamma": 0.9}, ValueError, r"n_step must be >= 1, got 0"),
-        ({"n_step": 2.5, "gamma": 0.9}, TypeError, r"n_step must be an int, got 2\.5"),
-        ({"n_step": "3", "gamma": 0.9}, TypeError, r"n_step must be an int, got '3'"),
-        ({"n_step": 3}, ValueError, r"n_step=3 sums 3 rewards with a discount: pass gamma"),
-        ({"n_step": 3, "gamma": 1.0}, ValueError, r"gamma must be in \(0, 1\) or None, got 1"),
-    ],
-)
-@pytest.mark.parametrize("device", [None, "cpu"])
-def test_bad_n_step_settings_name_the_field(
-    device: Any, kwargs: dict, error: type, match: str
-) -> None:
-    with pytest.raises(error, match=match):
-        make(device, 160, n_envs=2, **kwargs)
 
 
 def test_the_agents_bootstrap_with_the_batch_discounts() -> None:
@@ -231,13 +205,11 @@ def test_n_step_survives_a_save_and_a_retired_setting_loads_only_at_its_off_valu
 def test_the_flag_sets_it_a_resume_keeps_it_and_a_retired_setting_resumes_only_off(
     tmp_path: Any, capsys: Any
 ) -> None:
-    """A bad value names it; a resume keeps it. A run folder written before the
-    retirement records n_step_until 0 (and the motion settings' off values) in
-    config.json: it resumes; one that used the setting is refused in one line, and the
-    flag is gone."""
+    """A resume keeps it (a bad value: tests/train/test_train_config.py). A run folder
+    written before the retirement records n_step_until 0 (and the motion settings' off
+    values) in config.json: it resumes; one that used the setting is refused in one line,
+    and the flag is gone."""
     argv, tiny = train_argv(epochs=1)
-    assert main([*argv, "--n-step", "0", "--show-config"]) == 2
-    assert "n_step must be >= 1, got 0" in capsys.readouterr().err
     out = tmp_path / "run"
     assert main([*argv, *tiny, "--n-step", "3", "--out", str(out)]) == 0
     capsys.readouterr()

@@ -18,6 +18,7 @@ import torch
 from gymnasium import spaces
 
 from goalenvs.her import DeviceHerReplayBuffer, HerReplayBuffer
+from tests.her.model import assert_same_arrays, host_state, to_numpy
 
 DATA = Path(__file__).parent / "data"
 SPACE = spaces.Dict(
@@ -68,7 +69,7 @@ def digest(batch: Any) -> str:
     h = hashlib.sha256()
 
     def put(value: Any) -> None:
-        array = value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        array = to_numpy(value)
         h.update(str(array.dtype).encode() + str(array.shape).encode())
         h.update(np.ascontiguousarray(array).tobytes())
 
@@ -79,9 +80,8 @@ def digest(batch: Any) -> str:
         put(value)
     # The importance weights come from powers, whose last bit may differ between CPUs
     # (numpy picks SIMD kernels by CPU): pinned to 6 significant digits, not to the bit.
-    weights = batch.weights
-    weights = weights.cpu().numpy() if isinstance(weights, torch.Tensor) else weights
-    h.update(np.array2string(np.asarray(weights, np.float64), precision=6).encode())
+    weights = np.asarray(to_numpy(batch.weights), np.float64)
+    h.update(np.array2string(weights, precision=6).encode())
     return h.hexdigest()[:16]
 
 
@@ -192,13 +192,9 @@ class _Recorder:
 
 def transitions(batch: Any) -> set[tuple[float, ...]]:
     """Each sampled transition as (observation, next observation, action), rounded."""
-
-    def host(value: Any) -> np.ndarray:
-        return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-
-    obs = host(batch.observations["observation"])
-    nxt = host(batch.next_observations["observation"])
-    actions = host(batch.actions).astype(np.float64).reshape(len(obs), -1)
+    obs = to_numpy(batch.observations["observation"])
+    nxt = to_numpy(batch.next_observations["observation"])
+    actions = to_numpy(batch.actions).astype(np.float64).reshape(len(obs), -1)
     rows = np.round(np.concatenate([obs, nxt, actions], axis=1), 4)
     return {tuple(row) for row in rows.tolist()}
 
@@ -234,26 +230,8 @@ def test_files_of_the_replaced_buffers_load_with_their_transitions(
 PICKLED = [("numpy", 4), ("numpy", 5), ("cpu", 2)]
 
 
-def host_state(buffer: Any) -> dict[str, np.ndarray]:
-    """Copies of a buffer's fields, counters, priorities and steps, by name (numpy)."""
-
-    def host(value: Any) -> np.ndarray:
-        return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.array(value)
-
-    state = buffer.state()
-    out = {f"field {name}": host(value) for name, value in state.fields.items()}
-    out.update({f"counter {name}": host(value) for name, value in state.counters.items()})
-    if state.priorities is not None:
-        out["priorities"] = host(state.priorities)
-    out["steps_added"] = np.array(state.steps_added)
-    return out
-
-
 def assert_same_state(a: Any, b: Any) -> None:
-    first, second = host_state(a), host_state(b)
-    assert first.keys() == second.keys()
-    for name, value in first.items():
-        np.testing.assert_array_equal(value, second[name], err_msg=name)
+    assert_same_arrays(host_state(a), host_state(b))
 
 
 @pytest.mark.parametrize("key", PICKLED)

@@ -1,7 +1,7 @@
 """Prioritized HER (prioritized=True) and its sum tree, against slow models, on numpy and torch.
 
 The sum tree is checked against a plain cumulative sum. The buffer is fed the tagged
-episodes of test_buffer_model.py and checked against a reference that keeps one priority
+episodes of model.py and checked against a reference that keeps one priority
 per transition: a new one gets the largest priority seen so far, ``update_priorities``
 sets ``|td| + eps``, only transitions of complete intact episodes are drawn, and a batch's
 weights are ``(N * P(i)) ** -beta`` over their largest, ``P(i) = p_i ** alpha / sum_j``.
@@ -9,7 +9,6 @@ weights are ``(N * P(i)) ** -beta`` over their largest, ``P(i) = p_i ** alpha / 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from goalenvs.her.sumtree import SumTree
-from tests.her.test_buffer_model import DEVICES, Model, goal_reward, make, on, to_numpy
+from tests.her.model import DEVICES, Model, goal_reward, make, on, to_numpy
 
 EPS = 1e-6
 
@@ -69,9 +68,8 @@ class Reference:
     """Feeds ``buffer`` the model's episodes; keeps the priority of every transition."""
 
     def __init__(self, buffer: Any, lengths: list[int], alpha: float) -> None:
-        n = buffer.n_envs
-        plans = [[(length, "truncated") for length in lengths[e:] + lengths[:e]] for e in range(n)]
-        self.buffer, self.alpha, self.model = buffer, alpha, Model(n, buffer.rows_per_env, plans)
+        plans = [lengths[e:] + lengths[:e] for e in range(buffer.n_envs)]
+        self.buffer, self.alpha, self.model = buffer, alpha, Model(buffer.rows_per_env, plans)
         self.priority: dict[tuple[int, ...], float] = {}
         self.max_priority = 1.0
 
@@ -175,32 +173,3 @@ def test_draws_follow_the_priorities_set_through_torch_batches(device: Any) -> N
     assert abs((episode == 1).mean() - 0.75) <= 5 * np.sqrt(0.75 * 0.25 / n)
     np.testing.assert_allclose(weights[episode == 1], 1 / 3, rtol=1e-5)
     np.testing.assert_array_equal(weights[episode == 0], 1.0)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_uniform_buffer_gives_unit_weights_and_indices_that_locate_the_rows(device: Any) -> None:
-    buffer = make(device, 30, n_envs=3, seed=1)
-    Reference(buffer, [2, 3], alpha=1.0).add(9)
-    batch = buffer.sample(64)
-    np.testing.assert_array_equal(to_numpy(batch.weights), np.ones(64, np.float32))
-    rows = to_numpy(buffer.state().fields["obs/observation"]).reshape(-1, 3)  # row * n_envs + env
-    np.testing.assert_array_equal(
-        rows[to_numpy(batch.indices)], to_numpy(batch.observations["observation"])
-    )
-    with pytest.raises(RuntimeError, match="prioritized=True"):
-        buffer.update_priorities(batch.indices, np.zeros(64))
-
-
-@pytest.mark.parametrize("device", [None, "cpu"])
-def test_load_rejects_negative_or_nan_priorities(device: Any, tmp_path: Path) -> None:
-    buffer = make(device, 20, seed=0, prioritized=True)
-    Reference(buffer, [2], alpha=0.6).add(4)
-    buffer.save(tmp_path / "good.npz")
-    with np.load(tmp_path / "good.npz") as data:
-        arrays = dict(data)
-    for bad in (-1.0, np.nan, np.inf):
-        arrays["priorities"] = arrays["priorities"].copy()
-        arrays["priorities"][0] = bad
-        np.savez(tmp_path / "bad.npz", **arrays)
-        with pytest.raises(ValueError, match=r"bad\.npz: priorities hold negative or NaN"):
-            type(buffer).load(tmp_path / "bad.npz", goal_reward)
