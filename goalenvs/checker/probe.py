@@ -407,18 +407,21 @@ def stack_pairs(pairs: list[Pair], shape: tuple[int, ...]) -> tuple[np.ndarray, 
     return ag.reshape(*shape, *ag.shape[1:]), dg.reshape(*shape, *dg.shape[1:])
 
 
-def stack_infos(infos: Sequence[Mapping], kinds: str | None = None) -> dict[str, np.ndarray]:
+def stack_infos(
+    infos: Sequence[Mapping], kinds: str | None = None, convert: Callable[[Any], Any] = np.asarray
+) -> dict[str, Any]:
     """The infos as one dict of per-key arrays (as goalenvs' buffer stores them): the keys
-    every info holds whose values stack (into an array of dtype kind ``kinds``, if given)."""
+    every info holds whose values stack (into an array of dtype kind ``kinds``, if given)
+    and ``convert`` takes (a key it raises TypeError or ValueError on is left out)."""
     keys = set.intersection(*(set(d) for d in infos)) if infos else set()
     stacked = {}
     for key in sorted(keys, key=str):
         try:
             values = np.stack([np.asarray(d[key]) for d in infos])
+            if kinds is None or values.dtype.kind in kinds:
+                stacked[key] = convert(values)
         except (ValueError, TypeError):
             continue
-        if kinds is None or values.dtype.kind in kinds:
-            stacked[key] = values
     return stacked
 
 

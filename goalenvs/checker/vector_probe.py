@@ -686,7 +686,8 @@ def _find_goal_methods(ctx: Context) -> GoalMethods:
         single = ctx.cached("vector_single_env", lambda _: build())
         source = "a single env built from the spec"
     if single is not None:
-        found = [find_method(single, n) for n in GOAL_FUNCTIONS]
+        wrapped = hasattr(single, "get_wrapper_attr")  # read through its wrappers only
+        found = [find_method(single, n) if wrapped else None for n in GOAL_FUNCTIONS]
         return GoalMethods(found[0], found[1], found[2], True, source)
     return GoalMethods(None, None, None, False, "")
 
@@ -695,7 +696,7 @@ def info_argument(methods: GoalMethods, infos: list[dict[str, object]], arrays: 
     """The info to pass with a batch of goals whose rows carry ``infos`` (one dict per
     row): the list itself for a single env's methods; one dict of batched arrays (in the
     env's array kind) for a vector env's own."""
-    return infos if methods.per_row else {k: arrays(v) for k, v in stack_infos(infos).items()}
+    return infos if methods.per_row else stack_infos(infos, convert=arrays)
 
 
 def row_infos(info: Mapping[str, Any], n: int, rows: Any = None) -> list[dict[str, object]]:
