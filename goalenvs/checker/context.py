@@ -65,6 +65,16 @@ def uses_mujoco(env: object) -> bool:
     return any(hasattr(part, "mujoco_renderer") for part in parts)
 
 
+def find_method(env: object, name: str) -> Callable | None:
+    """``env``'s callable ``name``, found through its wrappers (``get_wrapper_attr``), or None."""
+    getter = getattr(env, "get_wrapper_attr", None)
+    try:
+        method = getter(name) if getter is not None else getattr(env, name)
+    except AttributeError:
+        return None
+    return method if callable(method) else None
+
+
 def error_origin(error: BaseException) -> str | None:
     """``file:line, in function`` of the innermost frame of ``error`` outside the checker."""
     frames = [
@@ -196,12 +206,7 @@ class Context:
 
     def goal_method(self, name: str) -> Callable | None:
         """The env's goal method ``name`` found through its wrappers, or None."""
-        getter = getattr(self.env, "get_wrapper_attr", None)
-        try:
-            method = getter(name) if getter is not None else getattr(self.env, name)
-        except AttributeError:
-            return None
-        return method if callable(method) else None
+        return find_method(self.env, name)
 
     def cached(self, key: str, build: Callable[[Context], Any]) -> Any:
         """``build(self)`` computed once; its exception, if any, is re-raised each time."""

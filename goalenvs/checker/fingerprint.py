@@ -504,14 +504,14 @@ def _difference(old: Any, new: Any, rtol: float, atol: float) -> tuple[int, str]
             return None
         index = int(np.argmin(close))
         return int((~close).sum()), (
-            f"[{index}]: {_number(a[index])} in the file, {_number(b[index])} now "
-            f"(by {_number(abs(b[index] - a[index]))})"
+            f"[{index}]: {a[index]:.6g} in the file, {b[index]:.6g} now "
+            f"(by {abs(b[index] - a[index]):.6g})"
         )
     if _is_number(old) and _is_number(new):
         x, y = float(old), float(new)
         if math.isclose(y, x, rel_tol=rtol, abs_tol=atol) or (math.isnan(x) and math.isnan(y)):
             return None
-        return 1, f": {_number(x)} in the file, {_number(y)} now (by {_number(abs(y - x))})"
+        return 1, f": {x:.6g} in the file, {y:.6g} now (by {abs(y - x):.6g})"
     if old == new:
         return None
     return 1, f": {_shown(old)} in the file, {_shown(new)} now"
@@ -523,10 +523,6 @@ def _is_number(value: Any) -> bool:
     if isinstance(value, (int, float)):
         return True
     return isinstance(value, str) and value in ("nan", "inf", "-inf")
-
-
-def _number(value: float) -> str:
-    return f"{value:.6g}"
 
 
 def _shown(value: Any) -> str:

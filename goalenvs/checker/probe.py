@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -329,13 +329,8 @@ def call_goal(
     A method that writes into its inputs must not corrupt the recorded rollout and make
     every later check report it; reward.no_mutation is the one that does.
     """
-    return ctx.call(
-        description,
-        fn,
-        np.array(achieved, copy=True),
-        np.array(desired, copy=True),
-        copy_info(info),
-    )
+    ag, dg = np.array(achieved, copy=True), np.array(desired, copy=True)
+    return ctx.call(description, fn, ag, dg, copy_info(info))
 
 
 def method(ctx: Context, name: str) -> Callable:
@@ -410,6 +405,24 @@ def stack_pairs(pairs: list[Pair], shape: tuple[int, ...]) -> tuple[np.ndarray, 
     ag = np.stack([np.asarray(p.achieved) for p in pairs])
     dg = np.stack([np.asarray(p.desired) for p in pairs])
     return ag.reshape(*shape, *ag.shape[1:]), dg.reshape(*shape, *dg.shape[1:])
+
+
+def stack_infos(
+    infos: Sequence[Mapping], kinds: str | None = None, convert: Callable[[Any], Any] = np.asarray
+) -> dict[str, Any]:
+    """The infos as one dict of per-key arrays (as goalenvs' buffer stores them): the keys
+    every info holds whose values stack (into an array of dtype kind ``kinds``, if given)
+    and ``convert`` takes (a key it raises TypeError or ValueError on is left out)."""
+    keys = set.intersection(*(set(d) for d in infos)) if infos else set()
+    stacked = {}
+    for key in sorted(keys, key=str):
+        try:
+            values = np.stack([np.asarray(d[key]) for d in infos])
+            if kinds is None or values.dtype.kind in kinds:
+                stacked[key] = convert(values)
+        except (ValueError, TypeError):
+            continue
+    return stacked
 
 
 def info_array(pairs: list[Pair], shape: tuple[int, ...]) -> np.ndarray:

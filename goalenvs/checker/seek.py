@@ -128,17 +128,14 @@ class _Model:
         self.space = space
         self.weights: np.ndarray | None = None
         xs, ys = [], []
-        for episode in rollout(ctx).episodes:
-            prev = episode.reset_obs
-            for s in episode.steps:
-                try:
-                    before = np.asarray(prev["achieved_goal"], np.float64).reshape(-1)
-                    after = np.asarray(s.obs["achieved_goal"], np.float64).reshape(-1)
-                    xs.append(np.asarray(s.action, np.float64).reshape(-1))
-                    ys.append(after - before)
-                except (KeyError, TypeError, ValueError, IndexError):
-                    pass
-                prev = s.obs
+        for s in rollout(ctx).steps:
+            try:
+                before = np.asarray(s.before["achieved_goal"], np.float64).reshape(-1)
+                after = np.asarray(s.obs["achieved_goal"], np.float64).reshape(-1)
+                xs.append(np.asarray(s.action, np.float64).reshape(-1))
+                ys.append(after - before)
+            except (KeyError, TypeError, ValueError, IndexError):
+                pass
         if len(xs) >= 2 * (space.shape[0] + 1) and all(len(y) == len(ys[0]) for y in ys):
             x = np.column_stack([np.asarray(xs), np.ones(len(xs))])
             solution = np.linalg.lstsq(x, np.asarray(ys), rcond=None)[0]
@@ -215,19 +212,8 @@ def _record(probe: GoalProbe, ret: object, action: object, before: object) -> St
     if parsed is None:
         return None
     obs, reward, terminated, truncated, info = parsed
-    sample = StepRecord(
-        -1,
-        len(probe.samples),
-        action,
-        copy_obs(obs),
-        None,
-        reward,
-        terminated,
-        truncated,
-        copy_info(info),
-        info,
-        before,
-    )
+    copies = (copy_obs(obs), None, reward, terminated, truncated, copy_info(info), info)
+    sample = StepRecord(-1, len(probe.samples), action, *copies, before)
     probe.samples.append(sample)
     probe.closest = min(probe.closest, goal_distance(sample.obs))
     return sample

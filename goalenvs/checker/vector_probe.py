@@ -23,7 +23,8 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from goalenvs.checker.context import Context, EnvCallError, SkipCheckError
+from goalenvs.checker.context import Context, EnvCallError, SkipCheckError, find_method
+from goalenvs.checker.probe import stack_infos
 from goalenvs.core import GOAL_KEYS
 from goalenvs.core.backend import is_tensor
 from goalenvs.core.types import DeviceLike
@@ -356,7 +357,8 @@ class VecRun:
             return before.obs
         mask = before.mask_reset
         return {
-            k: np.where(_rows(mask, v), before.mask_reset_obs[k], v) for k, v in before.obs.items()
+            k: np.where(mask.reshape((-1,) + (1,) * (np.ndim(v) - 1)), before.mask_reset_obs[k], v)
+            for k, v in before.obs.items()
         }
 
     def ended_obs(self, t: int, key: str) -> np.ndarray:
@@ -377,16 +379,18 @@ class VecRun:
             return self.steps[t].done.copy()
         return self.reset_rows(t)  # next-step's restarted rows; none when disabled
 
+    def goal_call(
+        self, ctx: Context, what: str, fn: Callable, ag: object, dg: object, info: object
+    ) -> np.ndarray:
+        """``fn(ag, dg, info)`` with the goals in the env's array kind, as a numpy array."""
+        return np.asarray(to_numpy(ctx.call(what, fn, self.arrays(ag), self.arrays(dg), info)))
+
     def where(self, t: int) -> str:
         """``step t``, noting the sub-envs it restarted."""
         restarted = np.flatnonzero(self.new_starts(t))
         if restarted.size:
             return f"step {t} (autoreset of sub-envs {listing(restarted)})"
         return f"step {t}"
-
-
-def _rows(mask: np.ndarray, value: np.ndarray) -> np.ndarray:
-    return mask.reshape((-1,) + (1,) * (np.ndim(value) - 1))
 
 
 def listing(rows: Any, limit: int = 6) -> str:
@@ -453,15 +457,11 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
     except EnvCallError as error:
         return _raised(run, f"{label}reset", error)
     if not isinstance(ret, tuple) or len(ret) != 2 or not isinstance(ret[1], Mapping):
-        run.problems.append(
-            (f"{label}reset", f"reset returned {_shape_of(ret)}, expected (obs, infos)")
-        )
-        run.stopped = "reset did not return (obs, infos)"
-        return run
+        problem = f"reset returned {_shape_of(ret)}, expected (obs, infos)"
+        return _stop(run, f"{label}reset", problem, "reset did not return (obs, infos)")
     run.arrays = env_arrays(ret[0])
     run.reset_obs = to_numpy(ret[0])
     _note_kinds(run, "reset", ret[0], ret[1])
-    previous: VecStep | None = None
     for t, batch in enumerate(actions):
         where = f"{label}step {t}"
         try:
@@ -471,10 +471,9 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
         step = _parse_step(run, t, where, batch, ret)
         if step is None:
             return run
-        if previous is not None:
-            _compare_refs(run, previous, f"{label}step {previous.t}")
+        if run.steps:
+            _compare_refs(run, run.steps[-1], f"{label}step {t - 1}")
         run.steps.append(step)
-        previous = step
         done = step.done
         if mode == AutoresetMode.DISABLED and done.any() and t + 1 < len(actions):
             reset_where = f"{label}reset(options={{'reset_mask': ...}}) after step {t}"
@@ -485,18 +484,22 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
             except EnvCallError as error:
                 return _raised(run, reset_where, error)
             if not isinstance(ret, tuple) or len(ret) != 2:
-                run.problems.append((reset_where, f"reset returned {_shape_of(ret)}"))
-                run.stopped = "a masked reset did not return (obs, infos)"
-                return run
+                stopped = "a masked reset did not return (obs, infos)"
+                return _stop(run, reset_where, f"reset returned {_shape_of(ret)}", stopped)
             step.mask_reset = done.copy()
             step.mask_reset_obs = to_numpy(ret[0])
     return run
 
 
-def _raised(run: VecRun, where: str, error: EnvCallError) -> VecRun:
-    run.problems.append((where, str(error)))
-    run.cause, run.stopped = error.cause, str(error)
+def _stop(run: VecRun, where: str, problem: str, stopped: str, cause: str | None = None) -> VecRun:
+    """``run``, stopped at ``where`` by ``problem``."""
+    run.problems.append((where, problem))
+    run.stopped, run.cause = stopped, cause
     return run
+
+
+def _raised(run: VecRun, where: str, error: EnvCallError) -> VecRun:
+    return _stop(run, where, str(error), str(error), error.cause)
 
 
 def _shape_of(ret: object) -> str:
@@ -577,15 +580,9 @@ def _parse_step(
             problem(f"{name} has dtype {array.dtype}, expected float")
             array = array.astype(np.float64)
         arrays[name] = array
+    r, te, tr = arrays.values()  # as numpy arrays of one value per sub-env
     step = VecStep(
-        t,
-        np.asarray(actions),
-        to_numpy(obs),
-        arrays["rewards"],
-        arrays["terminations"],
-        arrays["truncations"],
-        per_env_info(info),
-        obs_ref=obs,
+        t, np.asarray(actions), to_numpy(obs), r, te, tr, per_env_info(info), obs_ref=obs
     )
     ended = np.flatnonzero(step.done).tolist()
     final = info.get("final_obs", info.get("final_observation"))
@@ -628,23 +625,15 @@ def _compare_refs(run: VecRun, step: VecStep, where: str) -> None:
     step.obs_ref = step.final_ref = None  # compared once; let the env free them
 
 
-def stacked(run: VecRun, key: str) -> np.ndarray | None:
-    """``obs[key]`` of every step as one ``(T, N, ...)`` array (None when the batches do
-    not stack: a wrong shape is ``vector.obs_batch``'s finding)."""
+def stacked(run: VecRun, key: str, source: str = "obs") -> np.ndarray | None:
+    """``obs[key]`` (or ``info[key]``) of every step as one ``(T, N, ...)`` array (None
+    when the batches do not stack: a wrong shape is ``vector.obs_batch``'s finding)."""
     try:
-        return np.stack([np.asarray(s.obs[key]) for s in run.steps])
+        array = np.stack([np.asarray(getattr(s, source)[key]) for s in run.steps])
     except (KeyError, TypeError, ValueError, IndexError):
         return None
-
-
-def stacked_info(run: VecRun, key: str) -> np.ndarray | None:
-    """``info[key]`` of every step as one ``(T, N, ...)`` array, or None."""
-    try:
-        values = [np.asarray(s.info[key]) for s in run.steps]
-        array = np.stack(values)
-    except (KeyError, TypeError, ValueError):
-        return None
-    return array if array.ndim >= 2 and array.shape[1] == run.num_envs else None
+    rows = source == "obs" or (array.ndim >= 2 and array.shape[1] == run.num_envs)
+    return array if rows else None
 
 
 # --------------------------------------------------------------------------- goal functions
@@ -682,12 +671,10 @@ GOAL_FUNCTIONS = ("compute_reward", "compute_terminated", "compute_truncated")
 
 
 def _find_goal_methods(ctx: Context) -> GoalMethods:
-    names = GOAL_FUNCTIONS
     for holder in (ctx.env, getattr(ctx.env, "unwrapped", None)):
-        found = [getattr(holder, name, None) for name in names]
-        if callable(found[0]):
-            methods = [f if callable(f) else None for f in found]
-            return GoalMethods(methods[0], methods[1], methods[2], False, type(holder).__name__)
+        found = [f if callable(f := getattr(holder, n, None)) else None for n in GOAL_FUNCTIONS]
+        if found[0] is not None:
+            return GoalMethods(found[0], found[1], found[2], False, type(holder).__name__)
     unwrapped = getattr(ctx.env, "unwrapped", ctx.env)
     subs = getattr(unwrapped, "envs", None)
     single: Any = None
@@ -699,14 +686,9 @@ def _find_goal_methods(ctx: Context) -> GoalMethods:
         single = ctx.cached("vector_single_env", lambda _: build())
         source = "a single env built from the spec"
     if single is not None:
-        methods = []
-        for name in names:
-            try:
-                fn = single.get_wrapper_attr(name)
-            except AttributeError:
-                fn = None
-            methods.append(fn if callable(fn) else None)
-        return GoalMethods(methods[0], methods[1], methods[2], True, source)
+        wrapped = hasattr(single, "get_wrapper_attr")  # read through its wrappers only
+        found = [find_method(single, n) if wrapped else None for n in GOAL_FUNCTIONS]
+        return GoalMethods(found[0], found[1], found[2], True, source)
     return GoalMethods(None, None, None, False, "")
 
 
@@ -714,16 +696,7 @@ def info_argument(methods: GoalMethods, infos: list[dict[str, object]], arrays: 
     """The info to pass with a batch of goals whose rows carry ``infos`` (one dict per
     row): the list itself for a single env's methods; one dict of batched arrays (in the
     env's array kind) for a vector env's own."""
-    if methods.per_row:
-        return infos
-    keys = set.intersection(*(set(d) for d in infos)) if infos else set()
-    out: dict[str, object] = {}
-    for key in sorted(keys):
-        try:
-            out[key] = arrays(np.stack([np.asarray(d[key]) for d in infos]))
-        except (TypeError, ValueError):
-            continue
-    return out
+    return infos if methods.per_row else stack_infos(infos, convert=arrays)
 
 
 def row_infos(info: Mapping[str, Any], n: int, rows: Any = None) -> list[dict[str, object]]:

@@ -104,14 +104,11 @@ def check_obs_in_space(ctx: Context, out: Outcome) -> None:
 
 @register("api.obs_dtype", "error", "every observation array has its space's dtype")
 def check_obs_dtype(ctx: Context, out: Outcome) -> None:
-    reported: set[str] = set()
     for where, key, entry, sub in _entries(ctx):
-        if key in reported or sub.dtype is None:
-            continue
         dtype = np.asarray(entry).dtype
-        if dtype != sub.dtype:
-            reported.add(key)
-            out.fail(
+        if sub.dtype is not None and dtype != sub.dtype:
+            out.fail_once(
+                key,
                 f"obs[{key!r}] has dtype {dtype} but its space has dtype {sub.dtype} "
                 "(buffers and networks cast, or reject it)",
                 where,
@@ -126,17 +123,16 @@ def check_obs_dtype(ctx: Context, out: Outcome) -> None:
 def check_obs_fresh(ctx: Context, out: Outcome) -> None:
     goal_space(ctx)
     ro = rollout(ctx)
-    reported: set[str] = set()
     for where, obs, ref in _observations(ro):
         if not isinstance(ref, Mapping):
             continue
         for key, value in ref.items():
-            if key in reported or key not in obs:
+            if key not in obs:
                 continue
             now = np.asarray(value)
             if not same(now, obs[key]):
-                reported.add(key)
-                out.fail(
+                out.fail_once(
+                    key,
                     f"obs[{key!r}] returned as {fmt(obs[key])} later read {fmt(now)}: the env "
                     "returned a view of its state and changed it in place (a buffer storing "
                     "the reference stores the wrong value); return a copy",

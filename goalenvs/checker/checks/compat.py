@@ -16,12 +16,7 @@ from goalenvs.checker.registry import Outcome, register
 def _transitions(ctx: Context) -> list[tuple[Any, StepRecord]]:
     """(previous obs, step) for every rollout step, the last step marked as an episode end."""
     goal_space(ctx)
-    out = []
-    for e in rollout(ctx).episodes:
-        prev = e.reset_obs
-        for s in e.steps:
-            out.append((prev, s))
-            prev = s.obs
+    out = [(s.before, s) for s in rollout(ctx).steps]
     if len(out) < 2:
         raise SkipCheckError("the rollout has fewer than two steps")
     return out

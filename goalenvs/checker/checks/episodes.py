@@ -66,17 +66,14 @@ def _copies_observation_before(ctx: Context, out: Outcome) -> None:
     if not isinstance(space["observation"], (spaces.Box, spaces.MultiBinary)):
         raise SkipCheckError("needs a Box or MultiBinary 'observation' to compare with")
     prev, cur, achieved, where = [], [], [], []
-    for e in rollout(ctx).episodes:
-        before = e.reset_obs
-        for s in e.steps:
-            try:
-                prev.append(np.asarray(before["observation"], float).reshape(-1))
-                cur.append(np.asarray(s.obs["observation"], float).reshape(-1))
-                achieved.append(np.asarray(s.obs["achieved_goal"], float).reshape(-1))
-            except (KeyError, TypeError, ValueError):
-                raise SkipCheckError("observations are not numeric goal dicts") from None
-            where.append(s.t)
-            before = s.obs
+    for s in rollout(ctx).steps:
+        try:
+            prev.append(np.asarray(s.before["observation"], float).reshape(-1))
+            cur.append(np.asarray(s.obs["observation"], float).reshape(-1))
+            achieved.append(np.asarray(s.obs["achieved_goal"], float).reshape(-1))
+        except (KeyError, TypeError, ValueError):
+            raise SkipCheckError("observations are not numeric goal dicts") from None
+        where.append(s.t)
     if len(cur) < 10:
         raise SkipCheckError(f"needs 10 steps, the rollout has {len(cur)}")
     O_prev, O_cur, A = np.stack(prev), np.stack(cur), np.stack(achieved)

@@ -16,7 +16,6 @@ from goalenvs.checker.probe import (
     LEADING_SHAPE,
     RTOL,
     BatchEval,
-    Pair,
     call_goal,
     copy_info,
     evaluate_batches,
@@ -30,6 +29,7 @@ from goalenvs.checker.probe import (
     perturbed,
     same,
     same_value,
+    stack_infos,
     stack_pairs,
     values_close,
 )
@@ -227,11 +227,12 @@ def check_reward_info_forms(ctx: Context, out: Outcome) -> None:
         call_goal(ctx, "compute_reward(one pair)", fn, p.achieved, p.desired, p.info) for p in pairs
     ]
     ag, dg = stack_pairs(pairs, (16,))
+    infos = [p.info for p in pairs]
     # (form, info, whether the result must equal the singles, i.e. the infos are all there)
     forms = [
-        ("a list of the step info dicts (SB3, copy_info_dict=True)", [p.info for p in pairs], True),
+        ("a list of the step info dicts (SB3, copy_info_dict=True)", infos, True),
         ("an object array of the step info dicts", info_array(pairs, (16,)), True),
-        ("a dict of per-key arrays (goalenvs, info_keys=...)", _stacked_infos(pairs), True),
+        ("a dict of per-key arrays (goalenvs, info_keys=...)", stack_infos(infos, "fiub"), True),
         ("[{}] * B (SB3's default)", [{}] * 16, False),
         ("{} (goalenvs' default, no info_keys)", {}, False),
         ("None", None, False),
@@ -269,23 +270,6 @@ def check_reward_info_forms(ctx: Context, out: Outcome) -> None:
         out.fail(f"works with info as: {'; '.join(working)}{needs}")
     for problem in problems:
         out.fail(problem)
-
-
-def _stacked_infos(pairs: list[Pair]) -> dict[str, np.ndarray]:
-    """The step infos as one dict of per-key arrays, as goalenvs' buffer stores them.
-
-    Only keys every info holds, with numeric or bool values of one shape, can be stacked.
-    """
-    keys = set.intersection(*(set(p.info) for p in pairs)) if pairs else set()
-    stacked = {}
-    for key in sorted(keys, key=str):
-        try:
-            values = np.stack([np.asarray(p.info[key]) for p in pairs])
-        except (ValueError, TypeError):
-            continue
-        if values.dtype.kind in "fiub":
-            stacked[key] = values
-    return stacked
 
 
 def needed_info_keys(ctx: Context) -> tuple[list[str], tuple | None]:
@@ -402,14 +386,8 @@ def step_match(ctx: Context, out: Outcome, name: str, attr: str) -> None:
     mismatches = 0
     first = None
     for s in goal_steps(ctx):
-        value = call_goal(
-            ctx,
-            f"step {s.t}: {name}(step goals, step info)",
-            fn,
-            s.obs["achieved_goal"],
-            s.obs["desired_goal"],
-            s.info,
-        )
+        ag, dg = s.obs["achieved_goal"], s.obs["desired_goal"]
+        value = call_goal(ctx, f"step {s.t}: {name}(step goals, step info)", fn, ag, dg, s.info)
         got = getattr(s, attr)
         arr = np.asarray(value).reshape(-1)
         if arr.size != 1:

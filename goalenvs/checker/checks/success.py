@@ -243,9 +243,9 @@ def success_off_achieved_goal(
     unsuccessful step's, is_success measures something else than achieved_goal (most
     often another slice of the state). ``label`` names a step in the evidence.
     """
-    measured = [(goal_distance(s.obs), s, ok) for s, ok in flagged]
-    wins = sorted(((d, s) for d, s, ok in measured if ok and np.isfinite(d)), key=_first)
-    losses = sorted(((d, s) for d, s, ok in measured if not ok and np.isfinite(d)), key=_first)
+    measured = [(d, s, ok) for s, ok in flagged if np.isfinite(d := goal_distance(s.obs))]
+    wins = sorted(((d, s) for d, s, ok in measured if ok), key=lambda p: p[0])
+    losses = sorted(((d, s) for d, s, ok in measured if not ok), key=lambda p: p[0])
     if not wins or not losses:
         return None
     (far_win, win), (near_loss, loss) = wins[-1], losses[0]
@@ -260,10 +260,6 @@ def success_off_achieved_goal(
         f"achieved_goal only {near_loss:.4g} from it; no threshold on the distance between "
         "the two goals draws that line"
     )
-
-
-def _first(pair: tuple[float, StepRecord]) -> float:
-    return pair[0]
 
 
 def _step_label(s: StepRecord) -> str:
@@ -301,15 +297,13 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
                 at_goal = _reward_at_goal(ctx, fn, s)
                 if s.reward >= at_goal - ATOL:
                     paid_loss = True
-                    found.append(
-                        (
-                            f"is_success=False but the reward {fmt(s.reward)} is what "
-                            f"compute_reward pays at the goal (compute_reward(g, g) = "
-                            f"{fmt(at_goal)}) for achieved_goal={fmt(s.obs['achieved_goal'])}, "
-                            f"desired_goal={fmt(s.obs['desired_goal'])}",
-                            f"step {s.t}",
-                        )
+                    message = (
+                        f"is_success=False but the reward {fmt(s.reward)} is what "
+                        f"compute_reward pays at the goal (compute_reward(g, g) = "
+                        f"{fmt(at_goal)}) for achieved_goal={fmt(s.obs['achieved_goal'])}, "
+                        f"desired_goal={fmt(s.obs['desired_goal'])}"
                     )
+                    found.append((message, f"step {s.t}"))
                     break
         if wins and fn is not None and goals_ok:
             # A successful step is paid more than a miss: less than the success reward
@@ -321,17 +315,15 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
                 if at_goal > far + ATOL and s.reward < at_goal - ATOL and s.reward <= far + ATOL:
                     unpaid_win = True
                     every = " (every step of the rollout says so)" if not losses else ""
-                    found.append(
-                        (
-                            f"is_success=True{every} but the reward {fmt(s.reward)} is what "
-                            f"compute_reward pays away from the goal (median {fmt(far)} for "
-                            f"goals drawn from the goal space; {fmt(at_goal)} at the goal) for "
-                            f"achieved_goal={fmt(s.obs['achieved_goal'])}, "
-                            f"desired_goal={fmt(s.obs['desired_goal'])}: evaluation and "
-                            "--stop-success read is_success",
-                            f"step {s.t}",
-                        )
+                    message = (
+                        f"is_success=True{every} but the reward {fmt(s.reward)} is what "
+                        f"compute_reward pays away from the goal (median {fmt(far)} for "
+                        f"goals drawn from the goal space; {fmt(at_goal)} at the goal) for "
+                        f"achieved_goal={fmt(s.obs['achieved_goal'])}, "
+                        f"desired_goal={fmt(s.obs['desired_goal'])}: evaluation and "
+                        "--stop-success read is_success"
                     )
+                    found.append((message, f"step {s.t}"))
                     break
     except (EnvCallError, TypeError, ValueError, KeyError):
         # a broken compute_reward is the reward checks' finding
@@ -342,15 +334,12 @@ def check_success_consistent(ctx: Context, out: Outcome) -> None:
         worst_win = min(wins, key=lambda s: s.reward)
         best_loss = max(losses, key=lambda s: s.reward)
         if worst_win.reward < best_loss.reward - ATOL:
-            found.append(
-                (
-                    f"step {worst_win.t} has is_success=True with reward "
-                    f"{fmt(worst_win.reward)} but step {best_loss.t} has is_success=False "
-                    f"with the higher reward {fmt(best_loss.reward)}: success and reward "
-                    "disagree",
-                    None,
-                )
+            message = (
+                f"step {worst_win.t} has is_success=True with reward "
+                f"{fmt(worst_win.reward)} but step {best_loss.t} has is_success=False "
+                f"with the higher reward {fmt(best_loss.reward)}: success and reward disagree"
             )
+            found.append((message, None))
     if found and goals_ok and fn is not None:
         # the likely cause first: is_success a step late, or not measuring achieved_goal
         cause = _late_in_rollout(ctx, fn, flagged) or success_off_achieved_goal(

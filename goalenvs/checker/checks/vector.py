@@ -40,8 +40,6 @@ from goalenvs.checker.vector_probe import (
     row_infos,
     single_space,
     stacked,
-    stacked_info,
-    to_numpy,
     vector_rollout,
 )
 from goalenvs.core import GOAL_KEYS
@@ -76,8 +74,7 @@ def rows_equal(a: object, b: object) -> np.ndarray:
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return np.isclose(a, b, atol=ATOL, rtol=RTOL, equal_nan=True)
 
 
@@ -190,27 +187,27 @@ def check_obs_batch(ctx: Context, out: Outcome) -> None:
     space = single_space(ctx)
     run = vector_rollout(ctx)
     n = run.num_envs
-
-    def fail(key: str, kind: str, message: str, where: str) -> None:
-        out.fail_once((key, kind), message, where)
-
     for where, obs in _batches(run):
         if not isinstance(obs, Mapping):
-            fail("", "type", f"the observation is a {type(obs).__name__}, expected a dict", where)
+            out.fail_once(
+                ("", "type"), f"the observation is a {type(obs).__name__}, expected a dict", where
+            )
             continue
         for key, sub in space.spaces.items():
             if key not in obs:
-                fail(key, "missing", f"the observation has no {key!r} (keys {list(obs)})", where)
+                out.fail_once(
+                    (key, "missing"), f"the observation has no {key!r} (keys {list(obs)})", where
+                )
                 continue
             value = np.asarray(obs[key])
             shape = (n, *(sub.shape or ()))
             if value.shape != shape:
-                fail(key, "shape", f"obs[{key!r}] has shape {value.shape}, expected {shape}", where)
+                message = f"obs[{key!r}] has shape {value.shape}, expected {shape}"
+                out.fail_once((key, "shape"), message, where)
                 continue
             if sub.dtype is not None and value.dtype != sub.dtype:
-                fail(
-                    key,
-                    "dtype",
+                out.fail_once(
+                    (key, "dtype"),
                     f"obs[{key!r}] has dtype {value.dtype}, the space {sub.dtype}"
                     + (
                         ": the dtype drifts on autoreset steps (the new episodes' rows are "
@@ -224,9 +221,8 @@ def check_obs_batch(ctx: Context, out: Outcome) -> None:
             outside = _rows_outside(sub, value)
             if outside.size:
                 i = int(outside[0])
-                fail(
-                    key,
-                    "bounds",
+                out.fail_once(
+                    (key, "bounds"),
                     f"obs[{key!r}] of sub-env {i} is {fmt(value[i])}, outside {_brief(sub)}"
                     + (f" [{fmt(sub.low)}, {fmt(sub.high)}]" if isinstance(sub, spaces.Box) else "")
                     + f" ({outside.size} of {n} rows)",
@@ -250,12 +246,11 @@ def _rows_outside(space: spaces.Space, value: np.ndarray) -> np.ndarray:
 )
 def check_vector_obs_fresh(ctx: Context, out: Outcome) -> None:
     run = _run(ctx)
-    seen: set[str] = set()
     for where, name in run.fresh_problems:
-        if "final_obs" in name or name in seen:
-            continue  # final_obs: vector.final_obs
-        seen.add(name)
-        out.fail(
+        if "final_obs" in name:
+            continue  # vector.final_obs's
+        out.fail_once(
+            name,
             f"{name} returned at {where} changed when the env stepped again: it is a view "
             "of env state (a buffer storing the reference stores the wrong value); return "
             "a copy (.copy(), .clone())",
@@ -316,13 +311,8 @@ def check_autoreset_mode(ctx: Context, out: Outcome) -> None:
             f"step {t}",
         )
     if mode == AutoresetMode.NEXT_STEP:
-        not_reset = [
-            (t, i)
-            for t, i in events
-            if run.steps[t + 1].reward[i] != 0
-            or run.steps[t + 1].terminated[i]
-            or run.steps[t + 1].truncated[i]
-        ]
+        after = run.steps[1:]
+        not_reset = [(t, i) for t, i in events if after[t].reward[i] != 0 or after[t].done[i]]
         if not_reset:
             t, i = not_reset[0]
             s = run.steps[t + 1]
@@ -421,15 +411,8 @@ def check_final_obs(ctx: Context, out: Outcome) -> None:
                 where,
             )
             continue
-        if s.final_obs_mask is not None and not np.array_equal(
-            np.asarray(s.final_obs_mask, bool).reshape(-1), s.done
-        ):
-            fail(
-                "mask",
-                f"info['_final_obs'] is {fmt(s.final_obs_mask)}, but the sub-envs that ended "
-                f"are {listing(rows)}",
-                where,
-            )
+        if off := _mask_off("_final_obs", s.final_obs_mask, s):
+            fail("mask", off, where)
         start = run.start_obs(t)
         for i in rows.tolist():
             final = s.final_obs.get(i)
@@ -472,15 +455,8 @@ def check_final_obs(ctx: Context, out: Outcome) -> None:
                 "their last info (is_success, the terms compute_reward reads) is lost",
                 where,
             )
-        elif s.final_info_mask is not None and not np.array_equal(
-            np.asarray(s.final_info_mask, bool).reshape(-1), s.done
-        ):
-            fail(
-                "info_mask",
-                f"info['_final_info'] is {fmt(s.final_info_mask)}, but the sub-envs that "
-                f"ended are {listing(rows)}",
-                where,
-            )
+        elif off := _mask_off("_final_info", s.final_info_mask, s):
+            fail("info_mask", off, where)
     for where, name in run.fresh_problems:
         if "final_obs" in name:
             fail(
@@ -489,6 +465,13 @@ def check_final_obs(ctx: Context, out: Outcome) -> None:
                 "view of env state; copy the last observation before the reset",
                 where,
             )
+
+
+def _mask_off(key: str, mask: np.ndarray | None, s: VecStep) -> str | None:
+    if mask is None or np.array_equal(np.asarray(mask, bool).reshape(-1), s.done):
+        return None
+    ended = listing(np.flatnonzero(s.done))
+    return f"info[{key!r}] is {fmt(mask)}, but the sub-envs that ended are {ended}"
 
 
 # --------------------------------------------------------------------------- goal functions
@@ -533,7 +516,7 @@ def _info_for(run: VecRun, methods: GoalMethods, mask: np.ndarray) -> object:
     keys = [k for k in run.steps[0].info if not k.startswith("_")]
     out: dict[str, object] = {}
     for key in keys:
-        values = stacked_info(run, key)
+        values = stacked(run, key, "info")
         if values is not None:
             out[key] = run.arrays(values[mask])
     return out
@@ -562,18 +545,12 @@ def _final_inputs(
     return where, np.stack(achieved), np.stack(desired), info_arg
 
 
-def _goal_values(
-    ctx: Context, fn: Any, name: str, run: VecRun, ag: np.ndarray, dg: np.ndarray, info: object
-) -> np.ndarray | None:
-    """``fn`` of a flat batch of goal pairs as numpy, a constant broadcast for the flags
-    (Fetch's ``compute_terminated`` returns ``False`` for any batch); None when the
-    result does not hold one value per pair (``vector.goal_batch`` says why)."""
-    result = np.asarray(
-        to_numpy(ctx.call(f"{name} of {len(ag)} rows", fn, run.arrays(ag), run.arrays(dg), info))
-    )
-    if result.size == 1 and name != "compute_reward":
-        result = np.broadcast_to(result.reshape(()), (len(ag),))
-    return result if result.shape == (len(ag),) else None
+def _spread(name: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A flag function's one value broadcast to ``shape`` (Fetch's ``compute_terminated``
+    returns ``False`` for any batch); any other result as it is."""
+    if value.size == 1 and name != "compute_reward":
+        return np.broadcast_to(value.reshape(()), shape)
+    return value
 
 
 def _match(ctx: Context, out: Outcome, name: str, field: str) -> None:
@@ -595,8 +572,9 @@ def _match(ctx: Context, out: Outcome, name: str, field: str) -> None:
     for rows, ag, dg, info, ended in groups:
         if not rows:
             continue
-        result = _goal_values(ctx, fn, name, run, ag, dg, info)
-        if result is None:
+        result = run.goal_call(ctx, f"{name} of {len(ag)} rows", fn, ag, dg, info)
+        result = _spread(name, result, (len(ag),))
+        if result.shape != (len(ag),):  # vector.goal_batch says why
             if not ended:
                 out.fail(
                     f"{name} of {len(ag)} goal pairs is not one value per pair (see "
@@ -672,13 +650,11 @@ def check_goal_batch(ctx: Context, out: Outcome) -> None:
     picks = sorted({0, 1, n // 2, n - 1} & set(range(n)))
 
     def call(name: str, fn: Any, what: str, a: np.ndarray, d: np.ndarray, info: Any) -> np.ndarray:
-        return np.asarray(to_numpy(ctx.call(f"{name} of {what}", fn, arrays(a), arrays(d), info)))
+        return run.goal_call(ctx, f"{name} of {what}", fn, a, d, info)
 
     for name, fn in methods.named().items():
         if fn is None:
             continue
-        constant_ok = name != "compute_reward"
-
         full = call(name, fn, f"a {(steps, n)} batch", ag, dg, leading)
         rows = [call(name, fn, f"step {t}", ag[t], dg[t], per_step[t]) for t in range(steps)]
         singles = {
@@ -689,8 +665,7 @@ def check_goal_batch(ctx: Context, out: Outcome) -> None:
                 out.fail(f"{name} of one goal pair (sub-env {i}) returned shape {value.shape}")
                 return
         for t, value in enumerate(rows):
-            if constant_ok and value.size == 1:
-                value = np.broadcast_to(value.reshape(()), (n,))
+            value = _spread(name, value, (n,))
             if value.shape != (n,):
                 out.fail(
                     f"{name} of the ({n}, goal) batch of step {t} returned shape {value.shape}, "
@@ -707,8 +682,7 @@ def check_goal_batch(ctx: Context, out: Outcome) -> None:
                         "step 0",
                     )
                     return
-        if constant_ok and full.size == 1:
-            full = np.broadcast_to(full.reshape(()), (steps, n))
+        full = _spread(name, full, (steps, n))
         if full.shape != (steps, n):
             out.fail(
                 f"{name} of a ({steps}, {n}, goal) batch (steps x sub-envs, as a HER buffer "
@@ -891,16 +865,11 @@ def _not_goal_truncated(
     ag = np.stack([run.ended_obs(t, "achieved_goal")[i] for t, i, _ in early])
     dg = np.stack([run.ended_obs(t, "desired_goal")[i] for t, i, _ in early])
     infos = [row_infos(run.steps[t].info, run.num_envs, [i])[0] for t, i, _ in early]
-    result = to_numpy(
-        ctx.call(
-            "compute_truncated of the early truncations",
-            methods.truncated,
-            run.arrays(ag),
-            run.arrays(dg),
-            info_argument(methods, infos, run.arrays),
-        )
+    info = info_argument(methods, infos, run.arrays)
+    result = run.goal_call(
+        ctx, "compute_truncated of the early truncations", methods.truncated, ag, dg, info
     )
-    flags = np.broadcast_to(np.asarray(result, bool).reshape(-1), (len(early),))
+    flags = np.broadcast_to(result.astype(bool).reshape(-1), (len(early),))
     return [e for e, goal in zip(early, flags, strict=True) if not goal]
 
 
@@ -1118,11 +1087,8 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
     # Sub-env 0's own episodes now end elsewhere; from the first step they do, a sub-env
     # restarting may draw other numbers from a generator the sub-envs share (a torch
     # twin's one device generator): from its restart on, its rows may differ.
-    done0_a = [bool(s.done[0]) for s in again.steps]
-    done0_b = [bool(s.done[0]) for s in probe.steps]
-    diverged = next(
-        (t for t, (x, y) in enumerate(zip(done0_a, done0_b, strict=False)) if x != y), None
-    )
+    pairs = enumerate(zip(again.steps, probe.steps, strict=False))
+    diverged = next((t for t, (x, y) in pairs if x.done[0] != y.done[0]), None)
     active = np.ones(n, bool)
     active[0] = False
     for t in range(min(len(again.steps), len(probe.steps))):
@@ -1237,14 +1203,9 @@ def check_single_equal(ctx: Context, out: Outcome) -> None:
         [ctx.single_factory] * rows,
         autoreset_mode=run.mode,
     )
+    actions = [s.actions[:rows] for s in run.steps]
     try:
-        reference = drive(
-            ctx,
-            sync,
-            ctx.seed,
-            [s.actions[:rows] for s in run.steps],
-            "SyncVectorEnv of the single env: ",
-        )
+        reference = drive(ctx, sync, ctx.seed, actions, "SyncVectorEnv of the single env: ")
     finally:
         ctx.call("closing the SyncVectorEnv", sync.close)
     if reference.stopped:
