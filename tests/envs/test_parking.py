@@ -240,18 +240,12 @@ def test_vector_step_reward_equals_compute_reward_and_sb3_info_drops_the_crash()
 
 
 goal_batch = hnp.arrays(
-    np.float32,
-    st.tuples(st.integers(1, 6), st.just(6)),
-    elements=st.floats(-1, 1, width=32),
+    np.float32, st.tuples(st.integers(1, 6), st.just(6)), elements=st.floats(-1, 1, width=32)
 )
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    goals=goal_batch,
-    crashed_seed=st.integers(0, 2**16),
-    dense=st.booleans(),
-)
+@given(goals=goal_batch, crashed_seed=st.integers(0, 2**16), dense=st.booleans())
 def test_compute_functions_batch_equals_per_element(goals, crashed_seed, dense):
     env = ParkingEnv(reward_type="dense" if dense else "sparse")
     desired = np.roll(goals, 1, axis=0) * 0.5

@@ -9,12 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import goalenvs  # noqa: F401  (registers the ids)
-from goalenvs.envs.point_maze import (
-    PointMazeEnv,
-    PointMazeParams,
-    draw_episode,
-    parse_maze_map,
-)
+from goalenvs.envs.point_maze import PointMazeEnv, PointMazeParams, draw_episode, parse_maze_map
 
 
 def _free(params: PointMazeParams, xy: np.ndarray) -> np.ndarray:

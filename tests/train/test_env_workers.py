@@ -229,14 +229,8 @@ def test_a_worker_killed_from_outside_stops_training(tmp_path):
     [
         (0, r"env_workers \(--env-workers\) must be an integer from 1 .* to 8, got 0"),
         (-2, r"must be an integer from 1 .* to 8, got -2"),
-        (
-            64,
-            r"\(--env-workers\) 64 is far beyond this machine's 2 cores: expected 1 to 8",
-        ),
-        (
-            3,
-            r"\(--env-workers\) 3 does not divide num_envs 16: .* one of \[1, 2, 4, 8\]",
-        ),
+        (64, r"\(--env-workers\) 64 is far beyond this machine's 2 cores: expected 1 to 8"),
+        (3, r"\(--env-workers\) 3 does not divide num_envs 16: .* one of \[1, 2, 4, 8\]"),
     ],
 )
 def test_a_worker_count_the_machine_cannot_take_is_named_with_its_range(workers, message):
