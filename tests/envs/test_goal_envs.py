@@ -26,6 +26,7 @@ IDS = sorted(
 )
 # Every registered goalenvs id, Parking included: the checks that need no random walk.
 ALL_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("goalenvs/"))
+COMPUTE = ("compute_reward", "compute_terminated", "compute_truncated")
 
 
 def _is_bits(space: gym.spaces.Box) -> bool:
@@ -106,11 +107,7 @@ def test_compute_functions_batch_equals_per_element(env_id, vector, shape, seed,
     info = {"none": None, "dict": {}, "list": [{} for _ in range(n)]}[info_form]
     if info_form == "list" and not shape:
         info = {}
-    for name, dtype in (
-        ("compute_reward", np.float32),
-        ("compute_terminated", np.bool_),
-        ("compute_truncated", np.bool_),
-    ):
+    for name, dtype in zip(COMPUTE, (np.float32, np.bool_, np.bool_), strict=True):
         compute = attr(env, name)
         batch = np.asarray(compute(achieved, desired, info))
         assert batch.shape == shape and batch.dtype == dtype
@@ -275,13 +272,19 @@ def test_masked_reset_pins_each_reset_sub_env_to_its_own_goal_row(env_id):
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
-def test_reset_info_and_step_info_carry_a_bool_is_success(env_id):
+def test_infos_carry_a_bool_is_success_fps_is_an_int_and_step_needs_a_reset(env_id):
     env = gym.make(env_id)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.unwrapped.step(env.action_space.sample())
     _, info = env.reset(seed=0)
     assert type(info["is_success"]) is bool and info["is_success"] is False
     for _ in range(5):
         *_, info = env.step(env.action_space.sample())
         assert type(info["is_success"]) is bool
+    assert type(env.metadata["render_fps"]) is int
+    envs = gym.make_vec(env_id, num_envs=2)  # the vector twin declares its autoreset mode
+    assert isinstance(envs.metadata["autoreset_mode"], gym.vector.AutoresetMode)
+    assert type(envs.metadata["render_fps"]) is int
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
@@ -331,15 +334,6 @@ def test_reset_goal_option_pins_the_goal_and_rejects_goals_outside_the_space(env
         envs.reset(options={"goal": outside})
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
-def test_metadata_render_fps_is_an_int_and_vector_declares_autoreset(env_id):
-    env = gym.make(env_id)
-    assert type(env.metadata["render_fps"]) is int
-    envs = gym.make_vec(env_id, num_envs=2)
-    assert isinstance(envs.metadata["autoreset_mode"], gym.vector.AutoresetMode)
-    assert type(envs.metadata["render_fps"]) is int
-
-
 # --------------------------------------------------------------------------- bad input
 
 
@@ -349,23 +343,15 @@ def test_bad_actions_fail_with_clear_errors(env_id):
     env.reset(seed=0)
     space = env.action_space
     if isinstance(space, gym.spaces.Discrete):
-        with pytest.raises(ValueError, match=r"outside Discrete\(10\)"):
-            env.step(10)
-        with pytest.raises(ValueError, match="outside"):
-            env.step(-1)
-        with pytest.raises(TypeError, match="integer"):
-            env.step(1.5)
-        with pytest.raises(TypeError, match="integer"):
-            env.step(np.array([1, 2]))
+        bad = [(10, ValueError, r"outside Discrete\(10\)"), (-1, ValueError, "outside")]
+        bad += [(1.5, TypeError, "integer"), (np.array([1, 2]), TypeError, "integer")]
     else:
-        with pytest.raises(ValueError, match="finite"):
-            env.step(np.full(space.shape, np.nan, np.float32))
-        with pytest.raises(ValueError, match="finite"):
-            env.step(np.full(space.shape, np.inf, np.float32))
-        with pytest.raises(ValueError, match="shape"):
-            env.step(np.zeros(space.shape[0] + 1, np.float32))
-        with pytest.raises(TypeError, match="dtype"):
-            env.step(np.array(["a"] * space.shape[0]))
+        bad = [(np.full(space.shape, v, "f4"), ValueError, "finite") for v in (np.nan, np.inf)]
+        bad += [(np.zeros(space.shape[0] + 1, np.float32), ValueError, "shape")]
+        bad += [(np.array(["a"] * space.shape[0]), TypeError, "dtype")]
+    for action, error, match in bad:
+        with pytest.raises(error, match=match):
+            env.step(action)
 
     envs = gym.make_vec(env_id, num_envs=3)
     envs.reset(seed=0)
@@ -414,13 +400,6 @@ def test_bad_constants_are_rejected_by_both_faces_naming_the_value(family, kwarg
     for entry_point, extra in ((spec.entry_point, {}), (spec.vector_entry_point, {"num_envs": 2})):
         with pytest.raises(error, match=match):
             load_env_creator(entry_point)(**extra, **kwargs)
-
-
-@pytest.mark.parametrize("env_id", ALL_IDS)
-def test_step_before_reset_is_an_error(env_id):
-    env = gym.make(env_id).unwrapped
-    with pytest.raises(RuntimeError, match="reset"):
-        env.step(env.action_space.sample())
 
 
 # --------------------------------------------------------------------------- rendering

@@ -12,6 +12,7 @@ import gymnasium as gym
 import pytest
 
 from goalenvs.cli import main as cli_main
+from tests.console import refused
 
 torch = pytest.importorskip("torch")
 
@@ -102,10 +103,7 @@ def test_headless_play_builds_the_env_without_render_mode_and_prints_its_statist
 def test_play_with_a_window_names_the_render_modes_and_suggests_headless(
     spec, user_env, in_user_folder, capsys
 ):
-    _, policy = user_env
-    assert cli_main(["play", spec, "--policy", policy]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    err = refused(capsys, "play", spec, "--policy", user_env[1])
     assert f"{spec} has no 'rgb_array' render mode (it offers [])" in err
     assert "--policy PATH --headless watches a policy without them" in err
 
@@ -122,10 +120,7 @@ def test_play_with_a_window_names_the_render_modes_and_suggests_headless(
 def test_a_constructor_refusing_render_mode_is_named_not_the_env_kwargs(
     spec, rejected, user_env, in_user_folder, capsys
 ):
-    _, policy = user_env
-    assert cli_main(["play", spec, "--policy", policy, "--record", "out.gif"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    err = refused(capsys, "play", spec, "--policy", user_env[1], "--record", "out.gif")
     assert err.startswith(
         f"goalenvs play: error: {spec} takes no render_mode argument, which goalenvs play "
         "passes to draw frames (render_mode='rgb_array'): "
@@ -149,9 +144,6 @@ def test_env_kwargs_the_constructor_refuses_are_named_as_env_kwargs(
 
 
 def test_env_kwargs_cannot_choose_the_render_mode(user_env, in_user_folder, capsys):
-    _, policy = user_env
-    argv = ["play", ENV_ID, "--policy", policy, "--headless"]
-    assert cli_main([*argv, "--env-kwargs", '{"render_mode": "human"}']) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
+    argv = ["play", ENV_ID, "--policy", user_env[1], "--headless"]
+    err = refused(capsys, *argv, "--env-kwargs", '{"render_mode": "human"}')
     assert "--env-kwargs cannot set render_mode: goalenvs play chooses it" in err
