@@ -4,19 +4,36 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from importlib.resources import files
+from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 
-from goalenvs.agents.config import options
-from goalenvs.agents.ddpg import DDPGConfig
+import goalenvs
+from goalenvs.agents.base import Agent
+from goalenvs.agents.config import options, value_type
+from goalenvs.agents.ddpg import DDPG, DDPGConfig
 from goalenvs.agents.dqn import DQNConfig
 from goalenvs.agents.normalizer import Normalizer
-from goalenvs.agents.registry import config_from_dict
+from goalenvs.agents.registry import ALGOS, Algo, algo_for, config_from_dict, make_agent
 from goalenvs.agents.sac import SACConfig
 from goalenvs.agents.td3 import TD3Config
+from goalenvs.cli import build_parser, main
 from goalenvs.core import GOAL_KEYS
+from goalenvs.demo import parking_config, point_reach_config
+from goalenvs.train import presets
+from goalenvs.train.cli import option_table, with_option_table
+from goalenvs.train.policy import load_policy
+from goalenvs.train.presets import load_preset, preset_for, preset_names, resolve_config
+from goalenvs.train.trainer import Trainer, train
 
 
 @pytest.mark.parametrize("cls", [DDPGConfig, DQNConfig, SACConfig, TD3Config])
@@ -134,8 +151,6 @@ def test_normalizer_matches_numpy_statistics_and_clips():
 
 
 def test_info_entries_the_reward_reads_are_stored_for_her(tmp_path):
-    from goalenvs.train.trainer import Trainer
-
     def trainer(env_id, **kwargs):
         return Trainer(DDPGConfig(env_id=env_id, out=str(tmp_path), verbose=False, **kwargs))
 
@@ -148,9 +163,6 @@ def test_info_entries_the_reward_reads_are_stored_for_her(tmp_path):
 
 
 def test_parking_config_keeps_the_crash_penalty_and_caps_its_target(tmp_path):
-    from goalenvs.demo import parking_config
-    from goalenvs.train.trainer import Trainer
-
     config = parking_config(seed=3, epochs=1, out=str(tmp_path / "run"), verbose=False)
     assert (config.env_id, config.seed, config.epochs) == ("goalenvs/Parking-v0", 3, 1)
     trainer = Trainer(config)
@@ -171,11 +183,6 @@ def test_parking_config_keeps_the_crash_penalty_and_caps_its_target(tmp_path):
 
 
 def test_every_registered_algo_names_its_config_agent_and_losses():
-    from gymnasium import spaces
-
-    from goalenvs.agents.base import Agent
-    from goalenvs.agents.registry import ALGOS
-
     losses = {
         "ddpg": ("critic_loss", "actor_loss", "q_mean"),
         "dqn": ("q_loss", "q_mean"),
@@ -200,10 +207,6 @@ def test_an_unknown_algo_is_an_error_listing_the_registered_ones(algo):
 
 
 def test_algo_for_picks_by_action_space_and_names_what_is_missing():
-    from gymnasium import spaces
-
-    from goalenvs.agents.registry import algo_for, make_agent
-
     assert algo_for(spaces.Box(-1, 1, (2,))) == "ddpg"
     assert algo_for(spaces.Discrete(3)) == "dqn"
     with pytest.raises(ValueError, match=r"no registered HER algorithm .*\['box', 'discrete'\]"):
@@ -215,12 +218,6 @@ def test_algo_for_picks_by_action_space_and_names_what_is_missing():
 
 def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
     """A new entry trains, logs its own losses, and its checkpoint loads, with no other edit."""
-    from typing import ClassVar
-
-    from goalenvs.agents.ddpg import DDPG
-    from goalenvs.agents.registry import ALGOS, Algo
-    from goalenvs.train.policy import load_policy
-    from goalenvs.train.trainer import train
 
     @dataclasses.dataclass
     class LoudConfig(DDPGConfig):
@@ -279,8 +276,6 @@ def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
     ],
 )
 def test_the_preset_is_chosen_by_env_id(env_id, preset):
-    from goalenvs.train.presets import preset_for, resolve_config
-
     assert preset_for(env_id) == preset
     # Every shipped preset builds a valid config for the ids it claims.
     algo = "dqn" if env_id == "goalenvs/BitFlipping-v0" else "ddpg"
@@ -288,9 +283,6 @@ def test_the_preset_is_chosen_by_env_id(env_id, preset):
 
 
 def test_baselines_preset_is_the_dataclass_defaults_and_the_demo_reads_presets():
-    from goalenvs.demo import parking_config, point_reach_config
-    from goalenvs.train.presets import preset_names, resolve_config
-
     assert {"baselines", "point_reach", "parking", "fetch_reach"} <= set(preset_names())
     assert resolve_config("goalenvs/PointReach-v0", "baselines", "ddpg") == DDPGConfig()
     assert resolve_config("goalenvs/BitFlipping-v0", "baselines", "dqn") == DQNConfig(
@@ -305,8 +297,6 @@ def test_baselines_preset_is_the_dataclass_defaults_and_the_demo_reads_presets()
 
 
 def test_preset_errors_name_the_presets_and_the_fields(tmp_path):
-    from goalenvs.train.presets import load_preset, resolve_config
-
     with pytest.raises(
         ValueError, match=r"preset='fast' is not a preset; expected one of \[.*'baselines'"
     ):
@@ -332,8 +322,6 @@ def test_preset_errors_name_the_presets_and_the_fields(tmp_path):
 
 
 def test_cli_uses_the_env_preset_flags_override_and_show_config_prints_it(capsys):
-    from goalenvs.cli import main
-
     argv = ["train", "--show-config", "goalenvs/PointReach-v0", "--device", "cpu"]
     assert main([*argv, "--seed", "5"]) == 0
     shown = json.loads(capsys.readouterr().out)
@@ -350,16 +338,6 @@ def test_cli_uses_the_env_preset_flags_override_and_show_config_prints_it(capsys
 def test_presets_ship_as_package_data(tmp_path):
     # Builds the wheel from a copy of the sources (the build writes build/ beside them)
     # and looks for every preset file of the presets package inside it.
-    import shutil
-    import subprocess
-    import sys
-    import zipfile
-    from importlib.resources import files
-    from pathlib import Path
-
-    import goalenvs
-    from goalenvs.train import presets
-
     root = Path(goalenvs.__file__).resolve().parent.parent
     source = tmp_path / "src"
     source.mkdir()
@@ -382,8 +360,6 @@ def test_presets_ship_as_package_data(tmp_path):
 
 
 def test_another_algo_keeps_the_env_presets_schedule_without_its_algo_knobs():
-    from goalenvs.train.presets import resolve_config
-
     sac = resolve_config("goalenvs/Parking-v0", algo="sac")
     # The parking schedule carries over (gamma, batch size, nets, return range) ...
     assert (sac.gamma, sac.batch_size, sac.hidden_sizes) == (0.95, 1024, (128, 128, 128))
@@ -406,8 +382,6 @@ def test_another_algo_keeps_the_env_presets_schedule_without_its_algo_knobs():
     ],
 )
 def test_a_buffer_too_small_for_a_batch_or_an_episode_per_env_is_named(tmp_path, sizes, message):
-    from goalenvs.train.trainer import Trainer
-
     config = DDPGConfig(
         env_id="goalenvs/PointReach-v0", buffer_size=1000, device="cpu",
         out=str(tmp_path / "run"), verbose=False, **sizes,
@@ -439,10 +413,6 @@ def test_a_file_env_records_its_absolute_path_and_keeps_it_from_another_folder(
 
 
 def test_the_training_docs_option_table_is_written_from_the_config_fields():
-    from pathlib import Path
-
-    from goalenvs.train.cli import option_table, with_option_table
-
     text = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
     assert with_option_table(text) == text, "rebuild it: goalenvs.train.cli.with_option_table"
     table = option_table()
@@ -453,10 +423,6 @@ def test_the_training_docs_option_table_is_written_from_the_config_fields():
 
 
 def test_every_number_or_choice_field_has_a_flag_under_its_own_name():
-    from goalenvs.agents.config import value_type
-    from goalenvs.agents.registry import ALGOS
-    from goalenvs.cli import build_parser
-
     parser = build_parser("train")
     train = parser._subparsers._group_actions[0].choices["train"]
     flags = set(train._option_string_actions)
@@ -469,8 +435,6 @@ def test_every_number_or_choice_field_has_a_flag_under_its_own_name():
 
 
 def test_a_flag_of_another_algorithms_field_is_refused_naming_the_algorithms(capsys):
-    from goalenvs.cli import main
-
     argv = ["train", "goalenvs/BitFlipping-v0", "--env-kwargs", '{"n_bits": 3}', "--show-config"]
     assert main([*argv, "--actor-lr", "0.01"]) == 2
     assert capsys.readouterr().err.strip() == (
@@ -491,8 +455,6 @@ def test_a_flag_of_another_algorithms_field_is_refused_naming_the_algorithms(cap
     ],
 )
 def test_an_unknown_flag_gets_the_flags_meant_in_one_line(flag, meant, capsys):
-    from goalenvs.cli import main
-
     with pytest.raises(SystemExit) as info:
         main(["train", "goalenvs/PointReach-v0", flag, "1"])
     assert info.value.code == 2
@@ -513,7 +475,5 @@ def test_an_unknown_flag_gets_the_flags_meant_in_one_line(flag, meant, capsys):
     ],
 )
 def test_a_value_the_config_refuses_is_named_by_its_flag(flags, message, capsys):
-    from goalenvs.cli import main
-
     assert main(["train", "goalenvs/PointReach-v0", *flags, "--show-config"]) == 2
     assert capsys.readouterr().err.strip() == f"goalenvs train: error: {message}"
