@@ -29,8 +29,6 @@ from tests.train.runs import progress
 from tests.train.test_train_distributed import free_port, join, load_ranks
 from tests.train.test_train_resume import stop_at_epoch
 
-torch.set_num_threads(1)
-
 # A PointReach whose episodes end only at the time limit (the goal radius is out of
 # reach) and that gymnasium vectorizes with SyncVectorEnv: its sub-envs draw straight
 # from their np_random.
@@ -110,17 +108,12 @@ def test_rows_past_the_last_committed_epoch_are_dropped_on_resume(tmp_path, capl
     assert steps == [2 * 2 * 4 * e for e in range(1, 5)]  # cycles x envs x n_bits
 
 
-@pytest.mark.parametrize(
-    ("victim", "damage"),
-    [
-        ("policy.pt", "truncate"),
-        ("policy.pt", "garbage"),
-        ("state_rank0.pt", "garbage"),
-        ("buffer_rank0.npz", "truncate"),
-        ("buffer_rank0.npz", "garbage"),
-        ("manifest.json", "garbage"),
-    ],
-)
+DAMAGES = [("policy.pt", "truncate"), ("policy.pt", "garbage"), ("state_rank0.pt", "garbage"),
+           ("buffer_rank0.npz", "truncate"), ("buffer_rank0.npz", "garbage"),
+           ("manifest.json", "garbage")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("victim", "damage"), DAMAGES)
 def test_a_damaged_newest_unit_falls_back_to_the_one_before(tmp_path, caplog, victim, damage):
     config = dqn(tmp_path, epochs=3)
     train(config)

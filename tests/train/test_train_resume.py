@@ -19,8 +19,6 @@ from goalenvs.train.resume_state import (
 )
 from goalenvs.train.trainer import Trainer, TrainingError, train
 
-torch.set_num_threads(1)
-
 
 def config(tmp_path, **kwargs) -> DQNConfig:
     base = dict(

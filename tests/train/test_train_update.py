@@ -18,8 +18,6 @@ from goalenvs.envspec import env_spec
 from goalenvs.train.envs import validate_training_env
 from goalenvs.train.trainer import Trainer, train
 
-torch.set_num_threads(1)
-
 OBS_SPACE = goal_dict_space(spaces.Box(-10, 10, (1,)), spaces.Box(-10, 10, (1,)))
 
 
