@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import gymnasium as gym
@@ -25,6 +26,7 @@ from goalenvs.play.keyboard import (
 from goalenvs.play.screen import EpisodeStats, PlayError, Recorder
 from goalenvs.play.watch import watch
 from tests.console import refused
+from tests.train.runs import TINY
 
 pygame = pytest.importorskip("pygame")
 Image = pytest.importorskip("PIL.Image")
@@ -45,17 +47,14 @@ class DotEnv(GoalEnv):
         self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
         self.render_mode = render_mode
         self.canvas: Canvas | None = None
-        self.position = np.zeros(2)
-        self.goal = np.zeros(2)
-        self.steps = 0
+        self.position, self.goal, self.steps = np.zeros(2), np.zeros(2), 0
 
     def _obs(self) -> dict[str, np.ndarray]:
         p, goal = self.position.astype(np.float32), self.goal.copy()
         return {"observation": p.copy(), "achieved_goal": p.copy(), "desired_goal": goal}
 
     def compute_reward(self, achieved_goal, desired_goal, info):
-        d = np.linalg.norm(np.asarray(achieved_goal) - desired_goal, axis=-1)
-        return -(d > 0.05).astype(np.float32)
+        return self.compute_terminated(achieved_goal, desired_goal, info).astype(np.float32) - 1
 
     def compute_terminated(self, achieved_goal, desired_goal, info):
         return np.linalg.norm(np.asarray(achieved_goal) - desired_goal, axis=-1) <= 0.05
@@ -72,11 +71,10 @@ class DotEnv(GoalEnv):
         self.position = np.clip(self.position + 0.1 * np.asarray(action), -1, 1)
         self.steps += 1
         obs = self._obs()
-        reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], None))
         done = bool(self.compute_terminated(obs["achieved_goal"], obs["desired_goal"], None))
         if self.render_mode == "human":
             self.render()
-        return obs, reward, done, False, {"is_success": done}
+        return obs, float(done) - 1.0, done, False, {"is_success": done}  # -1 until reached
 
     def render(self):
         if self.canvas is None:
@@ -110,6 +108,10 @@ for env_id, entry_point in ((DOT_ID, DotEnv), (NO_RGB_ID, NoRgbEnv)):
 
 def key(kind: int, code: int) -> Any:
     return pygame.event.Event(kind, key=code)
+
+
+def click(pos: tuple[int, int], button: int = 1) -> Any:
+    return pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=button, pos=pos)
 
 
 def post(*events: Any) -> None:
@@ -198,9 +200,9 @@ def test_turn_based_keys_and_clicks_send_one_action_each():
     events = [
         key(pygame.KEYDOWN, pygame.K_3),
         key(pygame.KEYUP, pygame.K_3),
-        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=env.cell_pixel(3)),
-        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(0, 0)),  # off the bits
-        pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=3, pos=env.cell_pixel(1)),  # right
+        click(env.cell_pixel(3)),
+        click((0, 0)),  # off the bits
+        click(env.cell_pixel(1), button=3),  # the right button
     ]
     assert controller.process(events).actions == [2, 3]
     assert controller.process([]).actions == []  # a held key does not repeat
@@ -210,11 +212,8 @@ def test_click_sends_the_envs_action_at_that_pixel_and_makes_box_envs_turn_based
     env = gym.make("goalenvs/BitFlippingContinuous-v0", n_bits=4, render_mode="rgb_array")
     controller = keyboard_controller(env)
     assert controller.turn_based and "click" in controller.controls()
-    on_bit = pygame.event.Event(
-        pygame.MOUSEBUTTONDOWN, button=1, pos=env.unwrapped.cell_pixel(2, goal=True)
-    )
-    off_bits = pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(0, 0))
-    (action,) = controller.process([on_bit, off_bits]).actions
+    on_bit = click(env.unwrapped.cell_pixel(2, goal=True))
+    (action,) = controller.process([on_bit, click((0, 0))]).actions  # the second off the bits
     np.testing.assert_array_equal(action, [-1, -1, 1, -1])
     assert action.dtype == np.float32
     # An env without the hook: clicks do nothing and Box actions follow held keys.
@@ -267,16 +266,6 @@ def test_drive_ends_an_episode_at_the_declared_length_the_env_ignores(window, ca
     env.close()
 
 
-class FrameCounter:
-    """A recorder that only counts the frames it is handed."""
-
-    def __init__(self) -> None:
-        self.frames = 0
-
-    def add(self, frame: np.ndarray) -> None:
-        self.frames += 1
-
-
 def test_escape_ends_drive_and_its_own_window_closes():
     env = gym.make(DOT_ID, render_mode="rgb_array")
     win = Window((100, 100))
@@ -284,16 +273,17 @@ def test_escape_ends_drive_and_its_own_window_closes():
     post(key(pygame.KEYDOWN, pygame.K_UP))
     drive(env, window=win, frames=2, fps=1000, verbose=False)
     post(key(pygame.KEYDOWN, pygame.K_ESCAPE))
-    counter = FrameCounter()
-    drive(env, window=win, frames=50, fps=1000, recorder=counter, verbose=False)
+    frames = []
+    recorder = SimpleNamespace(add=frames.append)  # keeps the frames it is handed
+    drive(env, window=win, frames=50, fps=1000, recorder=recorder, verbose=False)
     np.testing.assert_allclose(env.unwrapped.position, [0.0, 0.0])  # reset, then quit
-    assert counter.frames == 1  # the reset's frame only: Esc stopped it before a step
+    assert len(frames) == 1  # the reset's frame only: Esc stopped it before a step
     assert win.is_open  # a window passed in stays open
     # With no window given, drive makes its own and closes it when Esc ends the loop.
     post(key(pygame.KEYDOWN, pygame.K_DOWN), key(pygame.KEYDOWN, pygame.K_ESCAPE))
-    counter = FrameCounter()
-    drive(env, frames=50, fps=1000, recorder=counter, verbose=False)
-    assert counter.frames == 1
+    frames.clear()
+    drive(env, frames=50, fps=1000, recorder=recorder, verbose=False)
+    assert len(frames) == 1
     assert Window._owner is None and not pygame.display.get_init()
     assert not win.is_open  # the one display went with it
     win.close()
@@ -467,11 +457,8 @@ def checkpoints(tmp_path_factory) -> dict[str, str]:
     from goalenvs.train.trainer import Trainer
 
     def tiny(config_class: Any, env_id: str, **kwargs: Any) -> str:
-        config = config_class(
-            env_id=env_id, hidden_sizes=(16, 16), num_envs=2, epochs=1, n_cycles=2,
-            n_batches=2, batch_size=16, n_eval_episodes=2, verbose=False,
-            out=str(tmp_path_factory.mktemp("run")), **kwargs,
-        )  # fmt: skip
+        out = str(tmp_path_factory.mktemp("run"))
+        config = config_class(env_id=env_id, out=out, **{**TINY, **kwargs})
         return str(Trainer(config).run().latest_policy)
 
     return {

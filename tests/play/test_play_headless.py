@@ -13,6 +13,7 @@ import pytest
 
 from goalenvs.cli import main as cli_main
 from tests.console import refused
+from tests.train.runs import TINY
 
 torch = pytest.importorskip("torch")
 
@@ -41,11 +42,8 @@ def user_env(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("user")
     shutil.copy(USER_ENV, folder / "noframes_env.py")
-    config = DDPGConfig(
-        env_id=f"{folder / 'noframes_env.py'}:{ENV_ID}", hidden_sizes=(16, 16), num_envs=2,
-        epochs=1, n_cycles=2, n_batches=2, batch_size=16, n_eval_episodes=2, verbose=False,
-        out=str(folder / "run"), device="cpu",
-    )  # fmt: skip
+    env_id = f"{folder / 'noframes_env.py'}:{ENV_ID}"
+    config = DDPGConfig(env_id=env_id, out=str(folder / "run"), device="cpu", **TINY)
     policy = str(Trainer(config).run().latest_policy)
     yield folder, policy
     gym.envs.registry.pop(ENV_ID, None)

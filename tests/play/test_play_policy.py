@@ -14,6 +14,7 @@ import pytest
 
 from goalenvs.cli import main as cli_main
 from tests.console import refused
+from tests.train.runs import TINY
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("goalenvs.train.trainer")
@@ -45,10 +46,8 @@ def file_env_run(tmp_path, monkeypatch):
     monkeypatch.chdir(user)
     monkeypatch.setattr(sys, "path", list(sys.path))
     config = DDPGConfig(
-        env_id="noframes_env.py:Reach", env_kwargs={"max_episode_steps": 10},
-        hidden_sizes=(16, 16), num_envs=2, epochs=1,
-        n_cycles=2, n_batches=2, batch_size=16, n_eval_episodes=2, env_workers=1,
-        out="run", verbose=False, device="cpu",
+        env_id="noframes_env.py:Reach", env_kwargs={"max_episode_steps": 10}, env_workers=1,
+        out="run", device="cpu", **TINY,
     )  # fmt: skip
     Trainer(config).run()
     yield user, user / "run"
