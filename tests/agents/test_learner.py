@@ -3,6 +3,7 @@ on CUDA the captured graphs against the eager updates."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import numpy as np
@@ -218,18 +219,13 @@ def test_the_loss_means_are_tensors_the_caller_owns():
 def test_the_clock_times_sampling_and_updates():
     seen: list[str] = []
 
-    class Phase:
-        def __init__(self, name):
-            self.name = name
-
-        def __enter__(self):
-            seen.append(self.name)
-
-        def __exit__(self, *exc):
-            return None
+    @contextlib.contextmanager
+    def phase(name):
+        seen.append(name)
+        yield
 
     agent, action_space = make("ddpg")
-    Learner(agent, 8, clock=Phase).optimize(ReplayStub(action_space, prioritized=True), 2)
+    Learner(agent, 8, clock=phase).optimize(ReplayStub(action_space, prioritized=True), 2)
     # Per batch: sample, update, priorities (charged to sampling); then the target move.
     assert seen == ["sample", "update", "sample"] * 2 + ["update"]
 
@@ -287,18 +283,13 @@ def test_a_failed_capture_falls_back_to_eager_updates_with_one_line(monkeypatch,
     # On the CPU a capture is made to fail as a real one fails: inside torch.cuda.graph.
     from goalenvs.agents import learner as learner_module
 
-    class FailingGraph:
-        def __init__(self, *args, **kwargs) -> None:
-            pass
-
-        def __enter__(self) -> None:
-            raise RuntimeError("operation not permitted when stream is capturing\nmore")
-
-        def __exit__(self, *exc) -> bool:
-            return False
+    @contextlib.contextmanager
+    def failing_graph(*args, **kwargs):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+        yield
 
     monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: None)
-    monkeypatch.setattr(torch.cuda, "graph", FailingGraph)
+    monkeypatch.setattr(torch.cuda, "graph", failing_graph)
     monkeypatch.setattr(learner_module, "WARMUP_UPDATES", 0)
     agent, action_space = make("ddpg")
     before = parameters(agent.critic)
@@ -327,12 +318,9 @@ def filled_buffer(kind: str, device: str = "cpu"):
         return -(distance > 0.5).astype(np.float32) if lib is np else -(distance > 0.5).float()
 
     settings = dict(n_envs=1, seed=3, prioritized=True)
-    if kind == "numpy":
-        buffer = HerReplayBuffer(100, OBS_SPACE, BOX, compute_reward, **settings)
-    else:
-        buffer = DeviceHerReplayBuffer(
-            100, OBS_SPACE, BOX, compute_reward, **settings, device=device
-        )
+    cls = HerReplayBuffer if kind == "numpy" else DeviceHerReplayBuffer
+    where = {} if kind == "numpy" else {"device": device}
+    buffer = cls(100, OBS_SPACE, BOX, compute_reward, **settings, **where)
     rng = np.random.default_rng(0)
     for _episode in range(3):
         obs = {k: rng.normal(size=(1, *v.shape)).astype(np.float32) for k, v in OBS_SPACE.items()}
