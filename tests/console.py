@@ -26,3 +26,13 @@ def run_goalenvs(*args: str, timeout: float = 120, cwd: Path = ROOT) -> subproce
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def refused(capsys, *argv: str) -> str:
+    """The one error line ``goalenvs ARGV`` (run in this process) exits 2 with."""
+    from goalenvs.cli import main
+
+    rc, err = main(list(argv)), capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"goalenvs {argv[0]}: error: "), err
+    return err

@@ -3,6 +3,7 @@ on CUDA the captured graphs against the eager updates."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import numpy as np
@@ -16,6 +17,7 @@ from goalenvs.agents.dqn import DQN
 from goalenvs.agents.learner import EagerUpdates, StaticUpdates, graph_obstacle
 from goalenvs.agents.sac import SAC
 from goalenvs.agents.td3 import TD3
+from goalenvs.core import goal_dict_space
 from goalenvs.her import HerBatch
 
 torch.set_num_threads(1)
@@ -23,13 +25,7 @@ torch.set_num_threads(1)
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="CUDA graphs are captured on a CUDA device only")
 
-OBS_SPACE = spaces.Dict(
-    {
-        "observation": spaces.Box(-10, 10, (3,)),
-        "achieved_goal": spaces.Box(-10, 10, (2,)),
-        "desired_goal": spaces.Box(-10, 10, (2,)),
-    }
-)
+OBS_SPACE = goal_dict_space(spaces.Box(-10, 10, (3,)), spaces.Box(-10, 10, (2,)))
 BOX = spaces.Box(-2.0, 2.0, (2,))
 DISCRETE = spaces.Discrete(3, start=1)
 ALGOS = {
@@ -38,6 +34,21 @@ ALGOS = {
     "sac": (SAC, SACConfig, BOX),
     "dqn": (DQN, DQNConfig, DISCRETE),
 }
+
+
+def on(device, value):
+    """``value`` (an array, a dict of arrays or None) as tensors on ``device``."""
+    if isinstance(value, dict):
+        return {k: torch.from_numpy(v).to(device) for k, v in value.items()}
+    return None if value is None else torch.from_numpy(value).to(device)
+
+
+def parameters(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in module.parameters()]
+
+
+def changed(before: list[torch.Tensor], module: torch.nn.Module) -> bool:
+    return any(not torch.equal(b, p) for b, p in zip(before, module.parameters(), strict=True))
 
 
 class ReplayStub:
@@ -79,18 +90,7 @@ class ReplayStub:
         )
         self.samples += 1
         device = self.home if device is None else device
-        if device is None:
-            return batch
-        return HerBatch(
-            *(
-                {k: torch.from_numpy(v).to(device) for k, v in field.items()}
-                if isinstance(field, dict)
-                else None
-                if field is None
-                else torch.from_numpy(field).to(device)
-                for field in batch
-            )
-        )
+        return batch if device is None else HerBatch(*(on(device, field) for field in batch))
 
     def update_priorities(self, indices, td_errors) -> None:
         if isinstance(indices, torch.Tensor):
@@ -103,13 +103,10 @@ def make(algo: str, device: str = "cpu", **kwargs):
     torch.manual_seed(0)
     config = config_cls(hidden_sizes=(32, 32), **{"precision": "fp32", **kwargs})
     agent = cls(OBS_SPACE, action_space, config, 0.9, seed=0).to(device)
-    # Distinct targets, so the target move is seen.
-    with torch.no_grad():
-        for name in agent.training_module_names:
-            module = getattr(agent, name)
-            if name.endswith("_target"):
-                for p in module.parameters():
-                    p.mul_(0.5)
+    with torch.no_grad():  # distinct targets, so the target move is seen
+        for name in [n for n in agent.training_module_names if n.endswith("_target")]:
+            for p in getattr(agent, name).parameters():
+                p.mul_(0.5)
     return agent, action_space
 
 
@@ -201,12 +198,11 @@ def test_td3_plans_its_delayed_actor_from_the_counter_across_cycles():
         {"actor_step": True},
         {"actor_step": False},
     ]
-    actor = [p.detach().clone() for p in agent.actor.parameters()]
+    actor = parameters(agent.actor)
     learner.optimize(ReplayStub(action_space), 2)
-    assert all(torch.equal(a, p) for a, p in zip(actor, agent.actor.parameters(), strict=True))
+    assert not changed(actor, agent.actor)
     learner.optimize(ReplayStub(action_space), 2)  # the third critic step brings the actor's
-    assert int(agent.critic_steps.count) == 4
-    assert not all(torch.equal(a, p) for a, p in zip(actor, agent.actor.parameters(), strict=True))
+    assert int(agent.critic_steps.count) == 4 and changed(actor, agent.actor)
     assert agent.update_options(2) == [{"actor_step": False}, {"actor_step": True}]
 
 
@@ -223,18 +219,13 @@ def test_the_loss_means_are_tensors_the_caller_owns():
 def test_the_clock_times_sampling_and_updates():
     seen: list[str] = []
 
-    class Phase:
-        def __init__(self, name):
-            self.name = name
-
-        def __enter__(self):
-            seen.append(self.name)
-
-        def __exit__(self, *exc):
-            return None
+    @contextlib.contextmanager
+    def phase(name):
+        seen.append(name)
+        yield
 
     agent, action_space = make("ddpg")
-    Learner(agent, 8, clock=Phase).optimize(ReplayStub(action_space, prioritized=True), 2)
+    Learner(agent, 8, clock=phase).optimize(ReplayStub(action_space, prioritized=True), 2)
     # Per batch: sample, update, priorities (charged to sampling); then the target move.
     assert seen == ["sample", "update", "sample"] * 2 + ["update"]
 
@@ -282,33 +273,26 @@ def test_a_checkpoint_of_a_capturable_optimizer_steps_eagerly_on_the_cpu():
     for group in state["param_groups"]:
         group["capturable"] = True  # as a run with CUDA graphs saves it
     agent.critic_optimizer.load_state_dict(state)
-    before = [p.detach().clone() for p in agent.critic.parameters()]
+    before = parameters(agent.critic)
     Learner(agent, 8).optimize(ReplayStub(action_space, seed=1), 1)
     assert all(not g["capturable"] for g in agent.critic_optimizer.param_groups)
-    assert not all(
-        torch.equal(b, p) for b, p in zip(before, agent.critic.parameters(), strict=True)
-    )
+    assert changed(before, agent.critic)
 
 
 def test_a_failed_capture_falls_back_to_eager_updates_with_one_line(monkeypatch, caplog):
     # On the CPU a capture is made to fail as a real one fails: inside torch.cuda.graph.
     from goalenvs.agents import learner as learner_module
 
-    class FailingGraph:
-        def __init__(self, *args, **kwargs) -> None:
-            pass
-
-        def __enter__(self) -> None:
-            raise RuntimeError("operation not permitted when stream is capturing\nmore")
-
-        def __exit__(self, *exc) -> bool:
-            return False
+    @contextlib.contextmanager
+    def failing_graph(*args, **kwargs):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+        yield
 
     monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: None)
-    monkeypatch.setattr(torch.cuda, "graph", FailingGraph)
+    monkeypatch.setattr(torch.cuda, "graph", failing_graph)
     monkeypatch.setattr(learner_module, "WARMUP_UPDATES", 0)
     agent, action_space = make("ddpg")
-    before = [p.detach().clone() for p in agent.critic.parameters()]
+    before = parameters(agent.critic)
     learner = Learner(agent, 8, graphs="off")
     learner.updates = StaticUpdates(agent, capture=True)  # as on a CUDA device
     with caplog.at_level("WARNING", logger="goalenvs.agents.learner"):
@@ -320,8 +304,7 @@ def test_a_failed_capture_falls_back_to_eager_updates_with_one_line(monkeypatch,
     assert "--cuda-graphs off" in line and "\n" not in line
     # the cycle went on: its batches were learned from and its losses are real numbers
     assert all(torch.isfinite(value) and value != 0 for value in losses.values())
-    after = list(agent.critic.parameters())
-    assert not all(torch.equal(b, a) for b, a in zip(before, after, strict=True))
+    assert changed(before, agent.critic)
 
 
 def filled_buffer(kind: str, device: str = "cpu"):
@@ -335,12 +318,9 @@ def filled_buffer(kind: str, device: str = "cpu"):
         return -(distance > 0.5).astype(np.float32) if lib is np else -(distance > 0.5).float()
 
     settings = dict(n_envs=1, seed=3, prioritized=True)
-    if kind == "numpy":
-        buffer = HerReplayBuffer(100, OBS_SPACE, BOX, compute_reward, **settings)
-    else:
-        buffer = DeviceHerReplayBuffer(
-            100, OBS_SPACE, BOX, compute_reward, **settings, device=device
-        )
+    cls = HerReplayBuffer if kind == "numpy" else DeviceHerReplayBuffer
+    where = {} if kind == "numpy" else {"device": device}
+    buffer = cls(100, OBS_SPACE, BOX, compute_reward, **settings, **where)
     rng = np.random.default_rng(0)
     for _episode in range(3):
         obs = {k: rng.normal(size=(1, *v.shape)).astype(np.float32) for k, v in OBS_SPACE.items()}
@@ -349,14 +329,7 @@ def filled_buffer(kind: str, device: str = "cpu"):
             next_obs["desired_goal"] = obs["desired_goal"]
             fields = [obs, next_obs, rng.uniform(-2, 2, (1, 2)).astype(np.float32)]
             fields += [-np.ones(1, np.float32), np.zeros(1, bool), np.full(1, step == 4)]
-            if kind != "numpy":
-                fields = [
-                    {k: torch.from_numpy(v).to(device) for k, v in f.items()}
-                    if isinstance(f, dict)
-                    else torch.from_numpy(f).to(device)
-                    for f in fields
-                ]
-            buffer.add(*fields)
+            buffer.add(*(fields if kind == "numpy" else [on(device, f) for f in fields]))
             obs = next_obs
     return buffer
 
@@ -437,13 +410,11 @@ def test_cuda_graphs_are_captured_again_after_the_optimizer_state_is_replaced():
     agent.critic_optimizer.load_state_dict(copy.deepcopy(agent.critic_optimizer.state_dict()))
     assert old_state
     action_space = ALGOS["ddpg"][2]
-    before = [p.detach().clone() for p in agent.critic.parameters()]
+    before = parameters(agent.critic)
     learner.optimize(ReplayStub(action_space, seed=9), 5)
     assert learner.updates._graphs.keys() == graphs.keys()
     assert all(learner.updates._graphs[k] is not graphs[k] for k in graphs)
-    assert not all(
-        torch.equal(b, p) for b, p in zip(before, agent.critic.parameters(), strict=True)
-    )
+    assert changed(before, agent.critic)
 
 
 @needs_cuda

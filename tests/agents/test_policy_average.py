@@ -3,7 +3,6 @@ moved once a cycle; training, exploring and the trained networks as without it."
 
 from __future__ import annotations
 
-import csv
 import json
 
 import numpy as np
@@ -21,8 +20,10 @@ from tests.agents.test_learner import (
     assert_same_state,
     cuda_cycles,
     needs_cuda,
+    parameters,
 )
 from tests.agents.test_learner import make as make_on
+from tests.train.runs import progress
 from tests.train.test_train_resume import config as resume_config
 
 torch.set_num_threads(1)
@@ -39,14 +40,7 @@ def make(algo: str, seed: int = 0, **kwargs):
 
 def observations(n: int = 64) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(7)
-    return {
-        key: rng.normal(size=(n, *space.shape)).astype(np.float32)
-        for key, space in OBS_SPACE.spaces.items()
-    }
-
-
-def parameters(module: torch.nn.Module) -> list[torch.Tensor]:
-    return [p.detach().clone() for p in module.parameters()]
+    return {k: rng.normal(size=(n, *s.shape)).astype(np.float32) for k, s in OBS_SPACE.items()}
 
 
 @pytest.mark.parametrize("algo", sorted(ALGOS))
@@ -132,8 +126,7 @@ def run_config(tmp_path, **kwargs) -> DQNConfig:
 
 def test_a_run_logs_both_evaluations_saves_the_average_and_resumes_it(tmp_path):
     first = train(run_config(tmp_path, epochs=2, save_buffer=True))
-    with open(first.run_dir / "progress.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = progress(first.run_dir)
     evals = ["eval_success", "eval_return", "eval_length", "eval_success_online"]
     assert list(rows[0])[6:10] == evals
     assert len(rows) == 2
@@ -144,11 +137,8 @@ def test_a_run_logs_both_evaluations_saves_the_average_and_resumes_it(tmp_path):
     assert any(not torch.equal(saved["q"][k], saved["q_average"][k]) for k in saved["q"])
     # The saved policy acts by the average, as the evaluation did.
     policy = load_policy(first.latest_policy)
-    obs = {
-        "observation": np.array([[0, 1, 1, 0]], dtype=np.float32),
-        "achieved_goal": np.array([[0, 1, 1, 0]], dtype=np.float32),
-        "desired_goal": np.array([[1, 1, 0, 0]], dtype=np.float32),
-    }
+    bits = np.array([[0, 1, 1, 0]], np.float32)
+    obs = {"observation": bits, "achieved_goal": bits, "desired_goal": np.roll(bits, -1, 1)}
     with torch.no_grad():
         by_average = policy.agent.q_average(policy.agent.inputs(obs)).argmax(dim=1).numpy()
     np.testing.assert_array_equal(policy.predict(obs), by_average)
@@ -161,8 +151,7 @@ def test_a_run_logs_both_evaluations_saves_the_average_and_resumes_it(tmp_path):
         torch.testing.assert_close(trainer.agent.q_average.state_dict()[key], tensor)
     trainer.close()
     resumed = train(run_config(tmp_path, epochs=3, save_buffer=True, resume=str(first.run_dir)))
-    with open(resumed.run_dir / "progress.csv", newline="") as f:
-        assert [row["epoch"] for row in csv.DictReader(f)] == ["1", "2", "3"]
+    assert [row["epoch"] for row in progress(resumed.run_dir)] == ["1", "2", "3"]
 
 
 def train_argv(epochs: int) -> tuple[list[str], list[str]]:

@@ -19,9 +19,10 @@ from goalenvs.train.policy import load_policy
 from goalenvs.train.presets import resolve_config
 from goalenvs.train.trainer import train
 from tests.agents.test_learner import BOX as ACTION_SPACE
-from tests.agents.test_learner import OBS_SPACE
+from tests.agents.test_learner import OBS_SPACE, changed, parameters
 
 torch.set_num_threads(1)
+CONTINUOUS = [(SAC, SACConfig), (TD3, TD3Config), (DDPG, DDPGConfig)]
 
 
 def random_batch(size: int = 32, seed: int = 0, weights: torch.Tensor | None = None):
@@ -53,17 +54,7 @@ def make(cls, config_cls, **kwargs):
     return cls(OBS_SPACE, ACTION_SPACE, config, 0.98, seed=0)
 
 
-def parameters(module: torch.nn.Module) -> list[torch.Tensor]:
-    return [p.detach().clone() for p in module.parameters()]
-
-
-def changed(before: list[torch.Tensor], module: torch.nn.Module) -> bool:
-    return any(not torch.equal(b, p) for b, p in zip(before, module.parameters(), strict=True))
-
-
-@pytest.mark.parametrize(
-    ("cls", "config_cls"), [(SAC, SACConfig), (TD3, TD3Config), (DDPG, DDPGConfig)]
-)
+@pytest.mark.parametrize(("cls", "config_cls"), CONTINUOUS)
 def test_update_returns_the_declared_losses_and_one_td_error_per_sample(cls, config_cls):
     agent = make(cls, config_cls)
     out = agent.update(random_batch(32))
@@ -74,9 +65,7 @@ def test_update_returns_the_declared_losses_and_one_td_error_per_sample(cls, con
     assert actions.shape == (5, 2) and np.all(np.abs(actions) <= 2.0)
 
 
-@pytest.mark.parametrize(
-    ("cls", "config_cls"), [(SAC, SACConfig), (TD3, TD3Config), (DDPG, DDPGConfig)]
-)
+@pytest.mark.parametrize(("cls", "config_cls"), CONTINUOUS)
 @pytest.mark.parametrize("weight", [1.0, 0.25])
 def test_importance_weights_scale_the_critic_loss(cls, config_cls, weight):
     plain, weighted = make(cls, config_cls), make(cls, config_cls)
@@ -91,10 +80,8 @@ def test_importance_weights_scale_the_critic_loss(cls, config_cls, weight):
 
 
 def test_dqn_weighted_loss_and_td_errors():
-    space = spaces.Discrete(3)
-    obs_space = OBS_SPACE
     torch.manual_seed(0)
-    agent = DQN(obs_space, space, DQNConfig(hidden_sizes=(8,)), 0.9, seed=0)
+    agent = DQN(OBS_SPACE, spaces.Discrete(3), DQNConfig(hidden_sizes=(8,)), 0.9, seed=0)
     clone = copy.deepcopy(agent)
     batch = random_batch(8)
     batch.actions = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
@@ -203,14 +190,9 @@ def test_sac_collecting_beside_its_updates_gives_one_run_per_seed(tmp_path):
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_agent_learns_point_reach_and_its_policy_loads(algo, tmp_path):
     config = resolve_config(
-        "goalenvs/PointReach-v0",
-        algo=algo,
-        epochs=10,
-        seed=0,
-        device="cpu",
-        verbose=False,
+        "goalenvs/PointReach-v0", algo=algo, epochs=10, seed=0, device="cpu", verbose=False,
         out=str(tmp_path / algo),
-    )
+    )  # fmt: skip
     result = train(config)
     assert result.best_success_rate >= 0.8
     policy = load_policy(result.best_policy)

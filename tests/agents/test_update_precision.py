@@ -13,17 +13,12 @@ from goalenvs.agents.dqn import DQN
 from goalenvs.agents.networks import mlp
 from goalenvs.agents.sac import SAC
 from goalenvs.agents.td3 import TD3
+from goalenvs.core import goal_dict_space
 
 torch.set_num_threads(1)
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
-OBS_SPACE = spaces.Dict(
-    {
-        "observation": spaces.Box(-10, 10, (5,)),
-        "achieved_goal": spaces.Box(-10, 10, (2,)),
-        "desired_goal": spaces.Box(-10, 10, (2,)),
-    }
-)
+OBS_SPACE = goal_dict_space(spaces.Box(-10, 10, (5,)), spaces.Box(-10, 10, (2,)))
 
 
 @pytest.fixture
@@ -78,10 +73,7 @@ def random_batch(size: int, discrete: bool, seed: int = 0):
     generator = torch.Generator().manual_seed(seed)
 
     def observation():
-        return {
-            key: torch.randn(size, *space.shape, generator=generator)
-            for key, space in OBS_SPACE.spaces.items()
-        }
+        return {k: torch.randn(size, *s.shape, generator=generator) for k, s in OBS_SPACE.items()}
 
     if discrete:
         actions = torch.randint(0, 3, (size,), generator=generator)
@@ -118,8 +110,7 @@ def test_bf16_updates_keep_float32_state_and_come_close_to_float32(cls, config_c
         assert tensor.dtype in (torch.float32, torch.float64, torch.int64)
     for optimizer_name in low.optimizer_names:
         for state in getattr(low, optimizer_name).state.values():
-            assert state["exp_avg"].dtype == torch.float32
-            assert state["exp_avg_sq"].dtype == torch.float32
+            assert state["exp_avg"].dtype == state["exp_avg_sq"].dtype == torch.float32
     for want, got in zip(losses["fp32"], losses["bf16"], strict=True):
         for name in cls.loss_names:
             assert got[name].dtype == torch.float32

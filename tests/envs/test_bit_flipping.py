@@ -165,8 +165,9 @@ def test_vector_explicit_resets_follow_single_envs():
     rng = np.random.default_rng(0)
 
     def check(vector_obs, single_obs):
-        for key in vector_obs:
-            np.testing.assert_array_equal(vector_obs[key], np.stack([o[key] for o in single_obs]))
+        np.testing.assert_equal(
+            vector_obs, {k: np.stack([o[k] for o in single_obs]) for k in vector_obs}
+        )
 
     check(envs.reset(seed=9)[0], [env.reset(seed=9 + i)[0] for i, env in enumerate(singles)])
     for _ in range(3):
@@ -184,9 +185,7 @@ def test_vector_explicit_resets_follow_single_envs():
         mask = np.array([True, False, True])
         vector_obs, _ = envs.reset(options={"reset_mask": mask})
         for i in np.flatnonzero(mask):
-            single = singles[i].reset()[0]
-            for key in single:
-                np.testing.assert_array_equal(vector_obs[key][i], single[key])
+            np.testing.assert_equal({k: v[i] for k, v in vector_obs.items()}, singles[i].reset()[0])
 
 
 # --------------------------------------------------------------------------- rendering
@@ -200,20 +199,15 @@ def test_frame_shows_state_over_goal_with_mismatches_outlined():
     state = obs["observation"]
     colours = {}
     for bit in range(6):
-        column, row = env.cell_pixel(bit)
-        colours[("state", state[bit])] = tuple(frame[row, column])
-        column, row = env.cell_pixel(bit, goal=True)
-        colours[("goal", goal[bit])] = tuple(frame[row, column])
-    assert len(set(colours.values())) == len(colours)  # on/off, state/goal all distinct
-    for bit in range(6):
-        column, row = env.cell_pixel(bit)
-        assert tuple(frame[row, column]) == colours[("state", state[bit])]
-        column, row = env.cell_pixel(bit, goal=True)
-        assert tuple(frame[row, column]) == colours[("goal", goal[bit])]
+        for kind, value in (("state", state[bit]), ("goal", goal[bit])):
+            column, row = env.cell_pixel(bit, goal=kind == "goal")
+            seen = tuple(frame[row, column])
+            assert colours.setdefault((kind, value), seen) == seen  # one colour per kind/value
         # The cell's edge (just inside its left border) is red exactly where bits differ.
         left = env.cell_pixel(bit)[0] - env._layout.cell // 2 + 1
         red = tuple(frame[env.cell_pixel(bit)[1], left]) == (220, 40, 40)
         assert red == (state[bit] != goal[bit])
+    assert len(set(colours.values())) == len(colours)  # on/off, state/goal all distinct
 
 
 def test_bit_at_pixel_inverts_cell_pixel_and_is_none_elsewhere():

@@ -9,10 +9,7 @@ from goalenvs.envs.canvas import Canvas, Window, box_corners
 
 pygame = pytest.importorskip("pygame")
 
-RED = (220, 30, 30)
-BLUE = (30, 30, 220)
-GREEN = (30, 200, 30)
-WHITE = (255, 255, 255)
+RED, BLUE, GREEN, WHITE = (220, 30, 30), (30, 30, 220), (30, 200, 30), (255, 255, 255)
 
 
 def make_canvas(size=(200, 100), bounds=(-1.0, 1.0, -1.0, 1.0)) -> Canvas:
@@ -53,8 +50,7 @@ def test_rgb_array_is_fresh_writable_uint8_of_shape_h_w_3():
     canvas = make_canvas(size=(64, 48))
     canvas.clear((1, 2, 3))
     frame = canvas.rgb_array()
-    assert frame.shape == (48, 64, 3)
-    assert frame.dtype == np.uint8
+    assert frame.shape == (48, 64, 3) and frame.dtype == np.uint8
     assert frame.flags.writeable and frame.flags.c_contiguous
     assert (frame == np.array([1, 2, 3], np.uint8)).all()
     frame[:] = 0

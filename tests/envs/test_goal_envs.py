@@ -1,4 +1,4 @@
-"""The goal-env contract, held for every BitFlipping and PointReach id and its vector twin."""
+"""The goal-env contract, held for every registered id and its vector twin; `goalenvs list`."""
 
 from __future__ import annotations
 
@@ -13,19 +13,17 @@ from gymnasium.vector import AutoresetMode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import goalenvs  # noqa: F401  (registers the ids)
+import goalenvs  # registers the ids
+from goalenvs.cli import main
+from goalenvs.core import GoalEnv, GoalVectorEnv
 from tests.envs.twin_runs import run_singles_and_vector
 
 # Every registered goalenvs id: adding an env (its file + one registry entry) adds it here.
+ALL_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("goalenvs/"))
 # Parking's goals are not reached by random walks, which several checks below rely on
 # tests/envs/test_parking.py holds those of its checks.
-IDS = sorted(
-    env_id
-    for env_id in gym.registry
-    if env_id.startswith("goalenvs/") and not env_id.startswith("goalenvs/Parking")
-)
-# Every registered goalenvs id, Parking included: the checks that need no random walk.
-ALL_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("goalenvs/"))
+IDS = [env_id for env_id in ALL_IDS if not env_id.startswith("goalenvs/Parking")]
+COMPUTE = ("compute_reward", "compute_terminated", "compute_truncated")
 
 
 def _is_bits(space: gym.spaces.Box) -> bool:
@@ -62,10 +60,8 @@ def test_gymnasium_check_env_passes_through_make_and_unwrapped(env_id):
             check_env(env)
             check_env(env.unwrapped)
         # gymnasium always says a wrapped env differs from its unwrapped one; nothing else.
-        messages = [
-            str(w.message) for w in caught if "different from the unwrapped" not in str(w.message)
-        ]
-        assert messages == []
+        messages = [str(w.message) for w in caught]
+        assert [m for m in messages if "different from the unwrapped" not in m] == []
         env.close()
 
 
@@ -97,8 +93,7 @@ def test_compute_functions_batch_equals_per_element(env_id, vector, shape, seed,
     def attr(env, name):
         return getattr(env, name) if vector else env.get_wrapper_attr(name)
 
-    space = attr(env, "single_observation_space" if vector else "observation_space")
-    space = space["desired_goal"]
+    space = attr(env, "single_observation_space" if vector else "observation_space")["desired_goal"]
     rng = np.random.default_rng(seed)
     achieved = _random_goals(space, shape, rng)
     desired = _goals_near(achieved, space, rng)
@@ -106,11 +101,7 @@ def test_compute_functions_batch_equals_per_element(env_id, vector, shape, seed,
     info = {"none": None, "dict": {}, "list": [{} for _ in range(n)]}[info_form]
     if info_form == "list" and not shape:
         info = {}
-    for name, dtype in (
-        ("compute_reward", np.float32),
-        ("compute_terminated", np.bool_),
-        ("compute_truncated", np.bool_),
-    ):
+    for name, dtype in zip(COMPUTE, (np.float32, np.bool_, np.bool_), strict=True):
         compute = attr(env, name)
         batch = np.asarray(compute(achieved, desired, info))
         assert batch.shape == shape and batch.dtype == dtype
@@ -154,12 +145,11 @@ def test_vector_step_reward_equals_compute_reward(env_id):
     ended = np.zeros(64, bool)
     for _ in range(200):
         obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
-        expected = envs.compute_reward(obs["achieved_goal"], obs["desired_goal"], info)
+        goals = obs["achieved_goal"], obs["desired_goal"]
+        expected = envs.compute_reward(*goals, info)
         expected[ended] = 0.0  # next-step autoreset: the reset step pays 0
         np.testing.assert_array_equal(reward, expected)
-        stepped_terminated = envs.compute_terminated(
-            obs["achieved_goal"], obs["desired_goal"], info
-        )
+        stepped_terminated = envs.compute_terminated(*goals, info)
         np.testing.assert_array_equal(terminated, stepped_terminated & ~ended)
         np.testing.assert_array_equal(info["is_success"], stepped_terminated)
         ended = terminated | truncated
@@ -207,9 +197,8 @@ def test_seeded_reset_reproduces_start_and_goal_and_seeds_differ(env_id):
     env.step(env.action_space.sample())
     again, _ = env.reset(seed=42)
     fresh, _ = gym.make(env_id).reset(seed=42)  # another instance, the same seed
-    for key in first:
-        np.testing.assert_array_equal(first[key], again[key])
-        np.testing.assert_array_equal(first[key], fresh[key])
+    np.testing.assert_equal(again, first)
+    np.testing.assert_equal(fresh, first)
     # Every other seed gives another start or goal than seed 42 did.
     others = [env.reset(seed=s)[0] for s in range(43, 48)]
     assert all(
@@ -228,41 +217,28 @@ def test_vector_reseed_after_steps_reproduces_the_first_reset_and_its_episodes(e
     envs = gym.make_vec(env_id, num_envs=8, max_episode_steps=12)
     envs.action_space.seed(0)
     actions = [envs.action_space.sample() for _ in range(30)]
-    runs = []
-    for _ in range(2):
-        observations = [envs.reset(seed=5)[0]]
-        observations += [envs.step(a)[0] for a in actions]
-        runs.append(observations)
-    for first, again in zip(*runs, strict=True):
-        for key in first:
-            np.testing.assert_array_equal(first[key], again[key])
+    runs = [[envs.reset(seed=5)[0]] + [envs.step(a)[0] for a in actions] for _ in range(2)]
+    np.testing.assert_equal(runs[1], runs[0])
     assert not np.array_equal(runs[0][0]["desired_goal"], envs.reset(seed=6)[0]["desired_goal"])
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
-def test_masked_reset_draws_only_from_the_reset_sub_envs_generators(env_id):
+def test_masked_reset_draws_from_the_reset_sub_envs_generators_and_pins_their_goals(env_id):
     envs = gym.make_vec(env_id, num_envs=4, autoreset_mode="disabled").unwrapped
+    mask = np.array([False, True, False, True])
     envs.reset(seed=2)
     before = [rng.bit_generator.state for rng in envs.np_randoms]
-    mask = np.array([False, True, False, True])
     obs, _ = envs.reset(options={"reset_mask": mask})
     after = [rng.bit_generator.state for rng in envs.np_randoms]
     assert [b != a for b, a in zip(before, after, strict=True)] == mask.tolist()
     # ... and sub-env 1 drew what a single env seeded 3 draws for its second episode.
     single = gym.make(env_id)
     single.reset(seed=3)
-    expected, _ = single.reset()
-    for key in expected:
-        np.testing.assert_array_equal(obs[key][1], expected[key])
-
-
-@pytest.mark.parametrize("env_id", ALL_IDS)
-def test_masked_reset_pins_each_reset_sub_env_to_its_own_goal_row(env_id):
-    envs = gym.make_vec(env_id, num_envs=4, autoreset_mode="disabled").unwrapped
+    np.testing.assert_equal({k: v[1] for k, v in obs.items()}, single.reset()[0])
+    # Each reset sub-env is pinned to its own row of the goals given.
     drawn = [envs.reset(seed=s)[0]["desired_goal"].copy() for s in (1, 2)]
     per_env = np.stack([drawn[0][0], drawn[1][0], drawn[0][1], drawn[1][1]])
     obs, _ = envs.reset(seed=0)
-    mask = np.array([False, True, False, True])
     pinned, _ = envs.reset(options={"reset_mask": mask, "goal": per_env})
     np.testing.assert_array_equal(pinned["desired_goal"][mask], per_env[mask])
     np.testing.assert_array_equal(pinned["desired_goal"][~mask], obs["desired_goal"][~mask])
@@ -270,18 +246,34 @@ def test_masked_reset_pins_each_reset_sub_env_to_its_own_goal_row(env_id):
     before = [rng.bit_generator.state for rng in envs.np_randoms]
     same, _ = envs.reset(options={"reset_mask": np.zeros(4, bool)})
     assert [rng.bit_generator.state for rng in envs.np_randoms] == before
-    for key in same:
-        np.testing.assert_array_equal(same[key], pinned[key])
+    np.testing.assert_equal(same, pinned)
+
+
+def test_goalenvs_list_prints_one_line_per_registered_id(capsys):
+    assert sorted(goalenvs.ENV_IDS) == ALL_IDS  # the ids these tests hold to the contract
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[0] for line in lines] == list(goalenvs.ENV_IDS)
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
-def test_reset_info_and_step_info_carry_a_bool_is_success(env_id):
+def test_infos_carry_a_bool_is_success_fps_is_an_int_and_step_needs_a_reset(env_id):
     env = gym.make(env_id)
-    _, info = env.reset(seed=0)
+    assert isinstance(env.unwrapped, GoalEnv)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.unwrapped.step(env.action_space.sample())
+    obs, info = env.reset(seed=0)
+    assert set(obs) == {"observation", "achieved_goal", "desired_goal"}
     assert type(info["is_success"]) is bool and info["is_success"] is False
     for _ in range(5):
         *_, info = env.step(env.action_space.sample())
         assert type(info["is_success"]) is bool
+    assert type(env.metadata["render_fps"]) is int
+    envs = gym.make_vec(env_id, num_envs=3)  # the native twin declares its autoreset mode
+    assert isinstance(envs.unwrapped, GoalVectorEnv)
+    assert envs.reset(seed=0)[0]["desired_goal"].shape[0] == 3
+    assert isinstance(envs.metadata["autoreset_mode"], gym.vector.AutoresetMode)
+    assert type(envs.metadata["render_fps"]) is int
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
@@ -331,15 +323,6 @@ def test_reset_goal_option_pins_the_goal_and_rejects_goals_outside_the_space(env
         envs.reset(options={"goal": outside})
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
-def test_metadata_render_fps_is_an_int_and_vector_declares_autoreset(env_id):
-    env = gym.make(env_id)
-    assert type(env.metadata["render_fps"]) is int
-    envs = gym.make_vec(env_id, num_envs=2)
-    assert isinstance(envs.metadata["autoreset_mode"], gym.vector.AutoresetMode)
-    assert type(envs.metadata["render_fps"]) is int
-
-
 # --------------------------------------------------------------------------- bad input
 
 
@@ -349,23 +332,15 @@ def test_bad_actions_fail_with_clear_errors(env_id):
     env.reset(seed=0)
     space = env.action_space
     if isinstance(space, gym.spaces.Discrete):
-        with pytest.raises(ValueError, match=r"outside Discrete\(10\)"):
-            env.step(10)
-        with pytest.raises(ValueError, match="outside"):
-            env.step(-1)
-        with pytest.raises(TypeError, match="integer"):
-            env.step(1.5)
-        with pytest.raises(TypeError, match="integer"):
-            env.step(np.array([1, 2]))
+        bad = [(10, ValueError, r"outside Discrete\(10\)"), (-1, ValueError, "outside")]
+        bad += [(1.5, TypeError, "integer"), (np.array([1, 2]), TypeError, "integer")]
     else:
-        with pytest.raises(ValueError, match="finite"):
-            env.step(np.full(space.shape, np.nan, np.float32))
-        with pytest.raises(ValueError, match="finite"):
-            env.step(np.full(space.shape, np.inf, np.float32))
-        with pytest.raises(ValueError, match="shape"):
-            env.step(np.zeros(space.shape[0] + 1, np.float32))
-        with pytest.raises(TypeError, match="dtype"):
-            env.step(np.array(["a"] * space.shape[0]))
+        bad = [(np.full(space.shape, v, "f4"), ValueError, "finite") for v in (np.nan, np.inf)]
+        bad += [(np.zeros(space.shape[0] + 1, np.float32), ValueError, "shape")]
+        bad += [(np.array(["a"] * space.shape[0]), TypeError, "dtype")]
+    for action, error, match in bad:
+        with pytest.raises(error, match=match):
+            env.step(action)
 
     envs = gym.make_vec(env_id, num_envs=3)
     envs.reset(seed=0)
@@ -416,18 +391,11 @@ def test_bad_constants_are_rejected_by_both_faces_naming_the_value(family, kwarg
             load_env_creator(entry_point)(**extra, **kwargs)
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
-def test_step_before_reset_is_an_error(env_id):
-    env = gym.make(env_id).unwrapped
-    with pytest.raises(RuntimeError, match="reset"):
-        env.step(env.action_space.sample())
-
-
 # --------------------------------------------------------------------------- rendering
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
-def test_rgb_array_frames_are_uint8_not_blank_and_change_with_steps(env_id):
+def test_rgb_array_frames_are_uint8_not_blank_change_with_steps_and_the_twin_draws_alike(env_id):
     env = gym.make(env_id, render_mode="rgb_array")
     env.reset(seed=1)
     frame = env.render()
@@ -441,10 +409,7 @@ def test_rgb_array_frames_are_uint8_not_blank_and_change_with_steps(env_id):
         assert not np.array_equal(next_frame, frame)
         frame = next_frame
     env.close()
-
-
-@pytest.mark.parametrize("env_id", ALL_IDS)
-def test_vector_twin_renders_its_first_env_like_the_single_env(env_id):
+    # The vector twin draws its first sub-env as the single env draws itself.
     envs = gym.make_vec(env_id, num_envs=3, render_mode="rgb_array")
     single = gym.make(env_id, render_mode="rgb_array")
     envs.reset(seed=7)

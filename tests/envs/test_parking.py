@@ -193,9 +193,7 @@ def random_rollout(env, steps: int, seed: int):
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
     for _ in range(steps):
-        obs, reward, terminated, truncated, info = env.step(
-            rng.uniform(-1, 1, 2).astype(np.float32)
-        )
+        obs, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, 2).astype("f4"))
         yield obs, reward, terminated, info
         if terminated or truncated:
             env.reset()
@@ -240,18 +238,12 @@ def test_vector_step_reward_equals_compute_reward_and_sb3_info_drops_the_crash()
 
 
 goal_batch = hnp.arrays(
-    np.float32,
-    st.tuples(st.integers(1, 6), st.just(6)),
-    elements=st.floats(-1, 1, width=32),
+    np.float32, st.tuples(st.integers(1, 6), st.just(6)), elements=st.floats(-1, 1, width=32)
 )
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    goals=goal_batch,
-    crashed_seed=st.integers(0, 2**16),
-    dense=st.booleans(),
-)
+@given(goals=goal_batch, crashed_seed=st.integers(0, 2**16), dense=st.booleans())
 def test_compute_functions_batch_equals_per_element(goals, crashed_seed, dense):
     env = ParkingEnv(reward_type="dense" if dense else "sparse")
     desired = np.roll(goals, 1, axis=0) * 0.5
@@ -334,13 +326,8 @@ def test_kernel_gives_the_same_numbers_on_torch_tensors_as_on_numpy():
     rng = np.random.default_rng(0)
     n = 512
     heading = rng.uniform(-np.pi, np.pi, n)
-    state = (
-        rng.uniform(-33, 33, n),
-        rng.uniform(-19, 19, n),
-        np.cos(heading),
-        np.sin(heading),
-        rng.uniform(-10, 10, n),
-    )
+    x, y, speed = rng.uniform(-33, 33, n), rng.uniform(-19, 19, n), rng.uniform(-10, 10, n)
+    state = (x, y, np.cos(heading), np.sin(heading), speed)
     actions = rng.uniform(-1, 1, (n, 2))
     actions[:8, 1] = 0.0  # straight driving takes the chord's 0 / 0 branch
     goals = SPOT_GOALS[rng.integers(0, N_SPOTS, n)]
@@ -366,9 +353,7 @@ def test_kernel_gives_the_same_numbers_on_torch_tensors_as_on_numpy():
     np.testing.assert_array_equal(torch_outcome[2], success)
     # The draw exercises both outcomes of the crash test, walls and parked cars.
     assert 0 < crashed.sum() < n
-    np.testing.assert_array_equal(
-        reward,
-        ParkingEnv(reward_type="dense").compute_reward(
-            achieved, goals.astype(np.float32), {"crashed": crashed}
-        ),
+    again = ParkingEnv(reward_type="dense").compute_reward(
+        achieved, goals.astype(np.float32), {"crashed": crashed}
     )
+    np.testing.assert_array_equal(reward, again)

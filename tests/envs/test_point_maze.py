@@ -9,12 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import goalenvs  # noqa: F401  (registers the ids)
-from goalenvs.envs.point_maze import (
-    PointMazeEnv,
-    PointMazeParams,
-    draw_episode,
-    parse_maze_map,
-)
+from goalenvs.envs.point_maze import PointMazeEnv, PointMazeParams, draw_episode, parse_maze_map
+from tests.envs.twin_runs import colour_at
 
 
 def _free(params: PointMazeParams, xy: np.ndarray) -> np.ndarray:
@@ -157,17 +153,11 @@ def test_rgb_array_shows_walls_goal_and_point_where_they_are():
     env.unwrapped._position = np.array([[3.5, 1.5]], np.float32)
     frame = env.render()
     assert frame.shape == (440, 400, 3) and frame.dtype == np.uint8
-    px = env.unwrapped.world_to_pixel
-
-    def color(xy):
-        c, r = px(xy)
-        return frame[r, c].tolist()
-
-    assert color((0.5, 0.5)) == [70, 70, 80]  # bottom-left corner cell: wall
-    assert color((1.5, 2.5)) == [70, 70, 80]  # the U's middle bar
-    assert color((2.5, 1.5)) == [246, 246, 240]  # open floor
-    assert color((1.5, 3.5)) == [120, 210, 140]  # goal
-    assert color((3.5, 1.5)) == [40, 90, 200]  # the point
+    assert colour_at(env, frame, (0.5, 0.5)) == [70, 70, 80]  # bottom-left corner cell: wall
+    assert colour_at(env, frame, (1.5, 2.5)) == [70, 70, 80]  # the U's middle bar
+    assert colour_at(env, frame, (2.5, 1.5)) == [246, 246, 240]  # open floor
+    assert colour_at(env, frame, (1.5, 3.5)) == [120, 210, 140]  # goal
+    assert colour_at(env, frame, (3.5, 1.5)) == [40, 90, 200]  # the point
 
 
 # --------------------------------------------------------------------------- bad input

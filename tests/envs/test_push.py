@@ -10,18 +10,15 @@ from hypothesis import strategies as st
 
 import goalenvs  # noqa: F401  (registers the ids)
 from goalenvs.envs.push import PushEnv, PushParams
-from tests.envs.twin_runs import run_singles_and_vector
+from tests.envs.twin_runs import colour_at, run_singles_and_vector
 
 IDS = ["goalenvs/Push-v0", "goalenvs/PushDense-v0"]
 
 
 def _place(env: gym.Env, pusher, block, goal=(0.6, 0.6)) -> None:
-    u = env.unwrapped
-    u._pusher = np.array([pusher], np.float32)
-    u._block = np.array([block], np.float32)
-    u._goal = np.array([goal], np.float32)
-    u._pusher_velocity = np.zeros((1, 2), np.float32)
-    u._block_velocity = np.zeros((1, 2), np.float32)
+    u, still = env.unwrapped, np.zeros((1, 2), np.float32)
+    u._pusher, u._block, u._goal = (np.array([v], np.float32) for v in (pusher, block, goal))
+    u._pusher_velocity, u._block_velocity = still.copy(), still.copy()
 
 
 def _scripted(obs: dict[str, np.ndarray], p: PushParams) -> np.ndarray:
@@ -47,19 +44,23 @@ def _scripted(obs: dict[str, np.ndarray], p: PushParams) -> np.ndarray:
     return np.clip((wanted - velocity) * 4, -1, 1).astype(np.float32)
 
 
+def _episode(env: gym.Env, policy, seed: int):
+    """One episode from ``reset(seed=seed)``: its start, last observation, reward and info."""
+    obs, _ = env.reset(seed=seed)
+    start = obs["achieved_goal"].copy()
+    for _ in range(100):
+        obs, reward, terminated, truncated, info = env.step(policy(obs))
+        if terminated or truncated:
+            return start, obs, reward, info
+    raise AssertionError("the episode did not end")
+
+
 def test_a_scripted_pusher_brings_the_block_to_the_goal():
     # Measured: 20 of 20 seeds succeed within the 50 steps.
     env = gym.make("goalenvs/Push-v0")
     successes = 0
     for seed in range(20):
-        obs, _ = env.reset(seed=seed)
-        start = obs["achieved_goal"].copy()
-        for _ in range(100):
-            obs, reward, terminated, truncated, info = env.step(
-                _scripted(obs, env.unwrapped.params)
-            )
-            if terminated or truncated:
-                break
+        start, obs, reward, info = _episode(env, lambda o: _scripted(o, env.unwrapped.params), seed)
         successes += bool(info["is_success"])
         if info["is_success"]:
             assert reward == 0.0 and np.linalg.norm(obs["achieved_goal"] - start) > 0.0
@@ -71,12 +72,7 @@ def test_random_actions_rarely_move_the_block():
     env.action_space.seed(0)
     moved = 0
     for seed in range(20):
-        obs, _ = env.reset(seed=seed)
-        start = obs["achieved_goal"].copy()
-        for _ in range(100):
-            obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-            if terminated or truncated:
-                break
+        start, obs, *_ = _episode(env, lambda o: env.action_space.sample(), seed)
         moved += bool(np.linalg.norm(obs["achieved_goal"] - start) > 0.05)
     # Measured: 0 of 20. The HER problem: most random episodes leave the block in place.
     assert moved <= 4
@@ -153,16 +149,10 @@ def test_rgb_array_shows_goal_block_and_pusher_where_they_are():
     _place(env, pusher=(-0.5, -0.5), block=(0.2, 0.1), goal=(0.6, -0.6))
     frame = env.render()
     assert frame.shape == (440, 400, 3)
-    px = env.unwrapped.world_to_pixel
-
-    def color(xy):
-        c, r = px(xy)
-        return frame[r, c].tolist()
-
-    assert color((0.6, -0.6)) == [120, 210, 140]  # target spot
-    assert color((0.2, 0.1)) == [200, 60, 50]  # block
-    assert color((-0.5, -0.5)) == [40, 90, 200]  # pusher
-    assert color((0.0, 0.7)) == [232, 222, 200]  # bare table
+    assert colour_at(env, frame, (0.6, -0.6)) == [120, 210, 140]  # target spot
+    assert colour_at(env, frame, (0.2, 0.1)) == [200, 60, 50]  # block
+    assert colour_at(env, frame, (-0.5, -0.5)) == [40, 90, 200]  # pusher
+    assert colour_at(env, frame, (0.0, 0.7)) == [232, 222, 200]  # bare table
 
 
 # --------------------------------------------------------------------------- bad input

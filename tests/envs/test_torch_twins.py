@@ -12,23 +12,22 @@ import re
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium import spaces
 
 import goalenvs  # noqa: F401  (registers the ids)
 from goalenvs.checker import check_goal_env
 from goalenvs.cli import main
+from goalenvs.core import check_tensor_actions
+from goalenvs.core.backend import clear_points, info_tensor
+from goalenvs.envs.parking_lot import SPOT_GOALS, START_HALF_X, START_HALF_Y
 from goalenvs.wrappers.torch_envs import sub_env_view
 
 torch = pytest.importorskip("torch")
 
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=pytest.mark.skipif(
-            not torch.cuda.is_available(), reason="no CUDA device on this machine"
-        ),
-    ),
-]
+NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+DEVICES = ["cpu", pytest.param("cuda", marks=NO_CUDA)]
+COMPUTE = {"compute_reward": torch.float32, "compute_terminated": torch.bool}
+COMPUTE["compute_truncated"] = torch.bool
 
 # Each family's state, as attributes (what "the same state" copies across backends), and
 # where its success lies (setting the goal there makes the next step succeed). Parking's
@@ -80,13 +79,9 @@ def test_device_twin_returns_tensors_on_its_device(env_id, device):
     assert set(obs) == {"observation", "achieved_goal", "desired_goal"}
     actions = _actions(env.single_action_space, 3, np.random.default_rng(0))
     obs, reward, terminated, truncated, info = env.step(actions)
-    expected = {
-        "reward": (reward, torch.float32),
-        "terminated": (terminated, torch.bool),
-        "truncated": (truncated, torch.bool),
-        "is_success": (info["is_success"], torch.bool),
-        "_is_success": (info["_is_success"], torch.bool),
-    }
+    expected = {"reward": (reward, torch.float32)}
+    for name, value in [("terminated", terminated), ("truncated", truncated), *info.items()]:
+        expected[name] = (value, torch.bool)
     for key, space in env.single_observation_space.spaces.items():
         expected[key] = (obs[key], torch.float32)
         assert tuple(obs[key].shape) == (3, *space.shape)
@@ -142,26 +137,24 @@ def test_same_state_and_actions_give_the_same_trajectory(env_id, autoreset_mode,
         same = ~fresh
         for key in r_obs:
             np.testing.assert_allclose(_numpy(t_obs[key])[same], r_obs[key][same], atol=1e-5)
-        np.testing.assert_array_equal(
-            _numpy(t_info["is_success"])[same], r_info["is_success"][same]
-        )
+        success = _numpy(t_info["is_success"])
+        np.testing.assert_array_equal(success[same], r_info["is_success"][same])
         if autoreset_mode == "next_step":
             assert not _numpy(t_rew)[was_done].any()  # the reset step pays 0
         elif not done.any():
             assert "final_obs" not in t_info and "final_obs" not in r_info
         else:
             np.testing.assert_array_equal(_numpy(t_info["_final_obs"]), done)
+            t_final, r_final = t_info["final_info"], r_info["final_info"]
             for i in np.flatnonzero(done):
                 for key, value in r_info["final_obs"][i].items():
                     got = _numpy(t_info["final_obs"][i][key])
                     np.testing.assert_allclose(got, value, atol=1e-5)
-                assert bool(t_info["final_info"]["is_success"][i]) == bool(
-                    r_info["final_info"]["is_success"][i]
-                )
+                assert bool(t_final["is_success"][i]) == bool(r_final["is_success"][i])
             # gymnasium's form: a dict of batched arrays, "_key" masking the ended rows
-            np.testing.assert_array_equal(_numpy(t_info["final_info"]["_is_success"]), done)
-            np.testing.assert_array_equal(r_info["final_info"]["_is_success"], done)
-            assert r_info["final_info"].keys() == t_info["final_info"].keys()
+            np.testing.assert_array_equal(_numpy(t_final["_is_success"]), done)
+            np.testing.assert_array_equal(r_final["_is_success"], done)
+            assert r_final.keys() == t_final.keys()
         ended_total += int(done.sum())
         _copy_state(env_id, ref, twin, np.flatnonzero(fresh))
     assert r_term.dtype == bool and ended_total >= n  # episodes did end along the way
@@ -189,11 +182,7 @@ def test_compute_functions_agree_with_numpy_on_the_same_goals(env_id, device):
         ta, td = torch.as_tensor(a, device=device), torch.as_tensor(d, device=device)
         if torch_info is not None:
             torch_info = {k: v.to(device) for k, v in torch_info.items()}
-        for name, dtype in (
-            ("compute_reward", torch.float32),
-            ("compute_terminated", torch.bool),
-            ("compute_truncated", torch.bool),
-        ):
+        for name, dtype in COMPUTE.items():
             want = getattr(ref, name)(a, d, info)
             for got in (
                 getattr(env, name)(ta, td, info),
@@ -343,10 +332,6 @@ def test_goalenvs_check_passes_the_device_twin(device, capsys):
 
 
 def test_tensor_action_check_clips_per_dimension_and_checks_discrete_ranges():
-    from gymnasium import spaces
-
-    from goalenvs.core import check_tensor_actions
-
     box = spaces.Box(np.array([-1.0, -2.0], np.float32), np.array([1.0, 2.0], np.float32))
     bounds = (torch.as_tensor(box.low), torch.as_tensor(box.high))
     got = check_tensor_actions([[5.0, 5.0], [-0.5, -3.0]], box, 2, torch.device("cpu"), bounds)
@@ -363,8 +348,6 @@ def test_tensor_action_check_clips_per_dimension_and_checks_discrete_ranges():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_info_tensor_reads_step_infos_and_lists_of_dicts_alike(device):
-    from goalenvs.core.backend import info_tensor
-
     like = torch.zeros(3, 2, device=device)
     step_info = {"crashed": torch.tensor([True, False, True], device=device)}
     listed = [{"crashed": True}, {}, {"crashed": True}]
@@ -379,8 +362,6 @@ def test_info_tensor_reads_step_infos_and_lists_of_dicts_alike(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_clear_points_rejects_until_every_row_is_clear(device):
-    from goalenvs.core.backend import clear_points
-
     generator = torch.Generator(device)
     generator.manual_seed(0)
     centres = torch.zeros((20000, 2), device=device)
@@ -446,8 +427,6 @@ def test_parking_crashes_match_numpy_from_the_same_state(device):
 def test_parking_device_draws_park_cars_as_the_single_env_does(device):
     env = gym.make_vec("goalenvs/ParkingCrowded-v0", num_envs=4096, device=device).unwrapped
     env.reset(seed=0)
-    from goalenvs.envs.parking_lot import SPOT_GOALS, START_HALF_X, START_HALF_Y
-
     parked, goal = _numpy(env._parked), _numpy(env._goal)
     x, y, c, s, v = (_numpy(a) for a in env._state)
     assert (parked.sum(axis=1) == env.params.n_parked).all()

@@ -41,12 +41,15 @@ def run_singles_and_vector(
             ended[i] = te or tr
             episodes_ended += ended[i]
             if ended[i] and autoreset_mode == AutoresetMode.SAME_STEP:
-                final_obs = info["final_obs"][i]
-                for key in obs:
-                    np.testing.assert_array_equal(final_obs[key], obs[key])
+                np.testing.assert_equal(info["final_obs"][i], obs)
                 obs = env.reset()[0]
-            for key in obs:
-                np.testing.assert_array_equal(vector_obs[key][i], obs[key])
+            np.testing.assert_equal({k: v[i] for k, v in vector_obs.items()}, obs)
             assert (reward[i], terminated[i], truncated[i]) == (r, te, tr)
             single_obs[i] = obs
     return episodes_ended
+
+
+def colour_at(env, frame: np.ndarray, xy) -> list[int]:
+    """The colour of ``frame`` at the world point ``xy`` of ``env``'s drawing."""
+    column, row = env.unwrapped.world_to_pixel(xy)
+    return frame[row, column].tolist()

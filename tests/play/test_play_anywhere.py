@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -42,31 +41,26 @@ def test_a_run_of_a_never_ending_env_plays_its_recorded_length_from_another_fold
     assert "stopped after" not in played.stdout  # the recorded TimeLimit ended them
 
 
-def test_an_env_declaring_no_length_stops_at_the_ceiling_with_one_line(capsys):
-    sys.path.insert(0, str(USER_ENV.parent))
-    try:
-        from cursor_env import CursorEnv
-    finally:
-        sys.path.remove(str(USER_ENV.parent))
-    env = CursorEnv()
+@pytest.fixture
+def cursor_env(monkeypatch):
+    """The user's CursorEnv class, imported from its folder."""
+    monkeypatch.syspath_prepend(str(USER_ENV.parent))
+    from cursor_env import CursorEnv
+
+    return CursorEnv
+
+
+def test_an_env_declaring_no_length_stops_at_the_ceiling_with_one_line(cursor_env, capsys):
+    env = cursor_env()
     stats = watch(env, lambda obs: env.action_space.sample() * 0, episodes=1, show=False)
     assert stats.lengths == [EPISODE_CEILING]
     out = capsys.readouterr().out
-    assert (
-        f"episode 1 stopped after {EPISODE_CEILING} steps: the env declares no episode length"
-        in out
-    )
+    assert f"episode 1 stopped after {EPISODE_CEILING} steps: the env declares no episode" in out
     assert "--max-episode-steps N" in out
 
 
-def test_a_declared_length_the_env_ignores_still_ends_the_episode(capsys):
-    sys.path.insert(0, str(USER_ENV.parent))
-    try:
-        from cursor_env import CursorEnv
-    finally:
-        sys.path.remove(str(USER_ENV.parent))
-
-    class Declares(CursorEnv):
+def test_a_declared_length_the_env_ignores_still_ends_the_episode(cursor_env, capsys):
+    class Declares(cursor_env):
         max_episode_steps = 7  # declared, but step() never truncates
 
     stats = watch(Declares(), lambda obs: [0.0, 0.0], episodes=2, show=False)

@@ -54,9 +54,7 @@ def test_arrow_key_accelerates_the_point_reach_point_that_way(window, arrow, dir
     velocity = env.last["observation"][2:] - env.start["observation"][2:]
     assert np.dot(moved, direction) > 0.01
     assert np.dot(velocity, direction) > 0.1
-    assert (
-        abs(velocity[0] * direction[1] - velocity[1] * direction[0]) < 1e-6
-    )  # nothing across the pressed direction
+    assert abs(velocity[0] * direction[1] - velocity[1] * direction[0]) < 1e-6  # none across
     env.close()
 
 

@@ -12,6 +12,8 @@ import gymnasium as gym
 import pytest
 
 from goalenvs.cli import main as cli_main
+from tests.console import refused
+from tests.train.runs import TINY
 
 torch = pytest.importorskip("torch")
 
@@ -40,11 +42,8 @@ def user_env(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("user")
     shutil.copy(USER_ENV, folder / "noframes_env.py")
-    config = DDPGConfig(
-        env_id=f"{folder / 'noframes_env.py'}:{ENV_ID}", hidden_sizes=(16, 16), num_envs=2,
-        epochs=1, n_cycles=2, n_batches=2, batch_size=16, n_eval_episodes=2, verbose=False,
-        out=str(folder / "run"), device="cpu",
-    )  # fmt: skip
+    env_id = f"{folder / 'noframes_env.py'}:{ENV_ID}"
+    config = DDPGConfig(env_id=env_id, out=str(folder / "run"), device="cpu", **TINY)
     policy = str(Trainer(config).run().latest_policy)
     yield folder, policy
     gym.envs.registry.pop(ENV_ID, None)
@@ -102,10 +101,7 @@ def test_headless_play_builds_the_env_without_render_mode_and_prints_its_statist
 def test_play_with_a_window_names_the_render_modes_and_suggests_headless(
     spec, user_env, in_user_folder, capsys
 ):
-    _, policy = user_env
-    assert cli_main(["play", spec, "--policy", policy]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    err = refused(capsys, "play", spec, "--policy", user_env[1])
     assert f"{spec} has no 'rgb_array' render mode (it offers [])" in err
     assert "--policy PATH --headless watches a policy without them" in err
 
@@ -122,10 +118,7 @@ def test_play_with_a_window_names_the_render_modes_and_suggests_headless(
 def test_a_constructor_refusing_render_mode_is_named_not_the_env_kwargs(
     spec, rejected, user_env, in_user_folder, capsys
 ):
-    _, policy = user_env
-    assert cli_main(["play", spec, "--policy", policy, "--record", "out.gif"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    err = refused(capsys, "play", spec, "--policy", user_env[1], "--record", "out.gif")
     assert err.startswith(
         f"goalenvs play: error: {spec} takes no render_mode argument, which goalenvs play "
         "passes to draw frames (render_mode='rgb_array'): "
@@ -149,9 +142,6 @@ def test_env_kwargs_the_constructor_refuses_are_named_as_env_kwargs(
 
 
 def test_env_kwargs_cannot_choose_the_render_mode(user_env, in_user_folder, capsys):
-    _, policy = user_env
-    argv = ["play", ENV_ID, "--policy", policy, "--headless"]
-    assert cli_main([*argv, "--env-kwargs", '{"render_mode": "human"}']) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
+    argv = ["play", ENV_ID, "--policy", user_env[1], "--headless"]
+    err = refused(capsys, *argv, "--env-kwargs", '{"render_mode": "human"}')
     assert "--env-kwargs cannot set render_mode: goalenvs play chooses it" in err

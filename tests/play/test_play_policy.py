@@ -13,6 +13,8 @@ import gymnasium as gym
 import pytest
 
 from goalenvs.cli import main as cli_main
+from tests.console import refused
+from tests.train.runs import TINY
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("goalenvs.train.trainer")
@@ -23,9 +25,8 @@ torch.set_num_threads(1)
 def test_a_file_that_is_not_a_checkpoint_is_refused_in_one_line(capsys, tmp_path):
     bad = tmp_path / "notes.pt"
     bad.write_text("not a checkpoint")
-    assert cli_main(["play", "goalenvs/BitFlipping-v0", "--policy", str(bad), "--headless"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("goalenvs play: error: --policy: ")
+    err = refused(capsys, "play", "goalenvs/BitFlipping-v0", "--policy", str(bad), "--headless")
+    assert err.startswith("goalenvs play: error: --policy: ")
     assert str(bad) in err and "not a readable checkpoint" in err
 
 
@@ -45,10 +46,8 @@ def file_env_run(tmp_path, monkeypatch):
     monkeypatch.chdir(user)
     monkeypatch.setattr(sys, "path", list(sys.path))
     config = DDPGConfig(
-        env_id="noframes_env.py:Reach", env_kwargs={"max_episode_steps": 10},
-        hidden_sizes=(16, 16), num_envs=2, epochs=1,
-        n_cycles=2, n_batches=2, batch_size=16, n_eval_episodes=2, env_workers=1,
-        out="run", verbose=False, device="cpu",
+        env_id="noframes_env.py:Reach", env_kwargs={"max_episode_steps": 10}, env_workers=1,
+        out="run", device="cpu", **TINY,
     )  # fmt: skip
     Trainer(config).run()
     yield user, user / "run"
@@ -93,9 +92,7 @@ def test_a_moved_env_file_is_one_line_naming_where_it_was_and_how_to_give_it(
     (user / "noframes_env.py").rename(user / "moved.py")
     monkeypatch.chdir(user.parent)
     policy = str(run / "policy_best.pt")
-    assert cli_main(["play", policy, "--headless", "--episodes", "1"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    err = refused(capsys, "play", policy, "--headless", "--episodes", "1")
     assert err.startswith("goalenvs play: error: env 'noframes_env.py:Reach': ")
     assert f"neither at {recorded} (where the run recorded it)" in err
     assert "give the env before --policy: " in err and f":Reach --policy {policy}" in err

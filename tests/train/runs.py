@@ -1,9 +1,13 @@
-"""What the training tests read back from a run folder."""
+"""The smallest run the tests train, and what they read back from a run folder."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
+
+# One epoch of two short cycles on two envs, small networks, quiet.
+TINY = dict(hidden_sizes=(16, 16), num_envs=2, epochs=1, n_cycles=2, n_batches=2, batch_size=16,
+            n_eval_episodes=2, verbose=False)  # fmt: skip
 
 
 def progress(run: Path, untimed: bool = False) -> list[dict[str, str]]:

@@ -14,15 +14,8 @@ import config_walk  # noqa: E402
 # Where a run's config may be read: the trainer that assembles the parts, the plan, the
 # agent (its registry, base class and DDPG, the default algorithm), the run folder that
 # records it, and the config's own methods.
-ROOMS = {
-    "goalenvs.train.trainer",
-    "goalenvs.train.plan",
-    "goalenvs.train.run_folder",
-    "goalenvs.agents.registry",
-    "goalenvs.agents.base",
-    "goalenvs.agents.ddpg",
-    "goalenvs.agents.config",
-}
+ROOMS = {f"goalenvs.train.{name}" for name in ("trainer", "plan", "run_folder")}
+ROOMS |= {f"goalenvs.agents.{name}" for name in ("registry", "base", "ddpg", "config")}
 
 
 def test_the_config_walk_from_the_trainer_stays_short():
@@ -40,14 +33,12 @@ def test_the_config_walk_from_the_trainer_stays_short():
 def test_the_walk_follows_the_config_into_a_function_it_is_passed_to(tmp_path):
     package = tmp_path / "goalenvs" / "train"
     package.mkdir(parents=True)
-    (tmp_path / "goalenvs" / "__init__.py").write_text("")
     (tmp_path / "goalenvs" / "agents").mkdir()
-    (tmp_path / "goalenvs" / "agents" / "__init__.py").write_text("")
+    for empty in ("__init__.py", "agents/__init__.py", "agents/registry.py", "train/__init__.py"):
+        (tmp_path / "goalenvs" / empty).write_text("")
     (tmp_path / "goalenvs" / "agents" / "config.py").write_text(
         "class TrainConfig:\n    def kwargs(self):\n        return {'a': self.a}\n"
     )
-    (tmp_path / "goalenvs" / "agents" / "registry.py").write_text("")
-    (package / "__init__.py").write_text("")
     (package / "helpers.py").write_text(
         "def size(config):\n    return config.width * 2\n\ndef untouched(config):\n    return 1\n"
     )

@@ -26,10 +26,8 @@ from goalenvs.envs.point_reach import PointReachEnv
 from goalenvs.train.checkpoint import CheckpointError
 from goalenvs.train.trainer import Trainer, train
 from tests.train.runs import progress
-from tests.train.test_train_distributed import free_port
+from tests.train.test_train_distributed import free_port, join, load_ranks
 from tests.train.test_train_resume import stop_at_epoch
-
-torch.set_num_threads(1)
 
 # A PointReach whose episodes end only at the time limit (the goal radius is out of
 # reach) and that gymnasium vectorizes with SyncVectorEnv: its sub-envs draw straight
@@ -110,17 +108,12 @@ def test_rows_past_the_last_committed_epoch_are_dropped_on_resume(tmp_path, capl
     assert steps == [2 * 2 * 4 * e for e in range(1, 5)]  # cycles x envs x n_bits
 
 
-@pytest.mark.parametrize(
-    ("victim", "damage"),
-    [
-        ("policy.pt", "truncate"),
-        ("policy.pt", "garbage"),
-        ("state_rank0.pt", "garbage"),
-        ("buffer_rank0.npz", "truncate"),
-        ("buffer_rank0.npz", "garbage"),
-        ("manifest.json", "garbage"),
-    ],
-)
+DAMAGES = [("policy.pt", "truncate"), ("policy.pt", "garbage"), ("state_rank0.pt", "garbage"),
+           ("buffer_rank0.npz", "truncate"), ("buffer_rank0.npz", "garbage"),
+           ("manifest.json", "garbage")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("victim", "damage"), DAMAGES)
 def test_a_damaged_newest_unit_falls_back_to_the_one_before(tmp_path, caplog, victim, damage):
     config = dqn(tmp_path, epochs=3)
     train(config)
@@ -210,22 +203,11 @@ def _open_steps(buffer) -> int:
 def test_resume_continues_the_run_with_the_same_numbers(tmp_path, env_id):
     def config(name: str, epochs: int, **kwargs) -> DDPGConfig:
         return DDPGConfig(
-            env_id=env_id,
-            env_kwargs={"distance_threshold": 1e-6},
-            hidden_sizes=(16,),
-            num_envs=2,
-            n_cycles=2,
-            n_batches=3,
-            batch_size=16,
-            n_eval_episodes=2,
-            buffer_size=2000,
-            epochs=epochs,
-            save_buffer=True,
-            device="cpu",
-            verbose=False,
-            out=None if name is None else str(tmp_path / name),
-            **kwargs,
-        )
+            env_id=env_id, env_kwargs={"distance_threshold": 1e-6}, hidden_sizes=(16,),
+            num_envs=2, n_cycles=2, n_batches=3, batch_size=16, n_eval_episodes=2,
+            buffer_size=2000, epochs=epochs, save_buffer=True, device="cpu", verbose=False,
+            out=None if name is None else str(tmp_path / name), **kwargs,
+        )  # fmt: skip
 
     straight = Trainer(config("straight", 4))
     straight.run()
@@ -326,27 +308,15 @@ def test_sigkill_at_random_moments_every_resume_succeeds(tmp_path, env_device, k
 
 
 def sigterm_worker(rank: int, port: int, tmp: str, epochs: int, resume: bool) -> None:
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2"
-    )
-    torch.set_num_threads(1)
+    join(rank, port)
     run = os.path.join(tmp, "run")
+    # device cpu: two gloo workers and the numpy buffer, whatever GPUs are there
     config = DDPGConfig(
-        env_id="goalenvs/BitFlippingContinuous-v0",
-        env_kwargs={"n_bits": 4},
-        hidden_sizes=(16,),
-        epochs=epochs,
-        n_cycles=3,
-        n_batches=2,
-        batch_size=16,
-        n_eval_episodes=2,
-        buffer_size=2000,
-        save_buffer=True,
-        device="cpu",  # two gloo workers and the numpy buffer, whatever GPUs are there
-        out=None if resume else run,
-        resume=run if resume else None,
-        verbose=False,
-    )
+        env_id="goalenvs/BitFlippingContinuous-v0", env_kwargs={"n_bits": 4}, hidden_sizes=(16,),
+        epochs=epochs, n_cycles=3, n_batches=2, batch_size=16, n_eval_episodes=2,
+        buffer_size=2000, save_buffer=True, device="cpu", out=None if resume else run,
+        resume=run if resume else None, verbose=False,
+    )  # fmt: skip
     # Only worker 1 gets SIGTERM (after epoch 1): both must leave the loop together.
     callback = stop_at_epoch(1, signal.SIGTERM) if rank == 1 and not resume else None
     result = train(config, callback=callback)
@@ -361,8 +331,7 @@ def test_sigterm_to_one_of_two_workers_stops_both_and_each_resumes_its_own_state
     import torch.multiprocessing as mp
 
     mp.spawn(sigterm_worker, args=(free_port(), str(tmp_path), 4, False), nprocs=2, join=True)
-    results = [torch.load(tmp_path / f"result{r}.pt", weights_only=True) for r in range(2)]
-    assert results == [{"interrupted": True, "epochs": 1}] * 2
+    assert load_ranks(tmp_path, "result") == [{"interrupted": True, "epochs": 1}] * 2
     run = tmp_path / "run"
     assert epochs_in_csv(run) == [1]
     manifest = json.loads((run / "checkpoints/epoch_000001/manifest.json").read_text())
@@ -370,12 +339,8 @@ def test_sigterm_to_one_of_two_workers_stops_both_and_each_resumes_its_own_state
     assert {"state_rank0.pt", "state_rank1.pt", "buffer_rank0.npz", "buffer_rank1.npz"} <= set(
         manifest["files"]
     )
-    states = [
-        torch.load(run / f"checkpoints/epoch_000001/state_rank{r}.pt", weights_only=True)
-        for r in range(2)
-    ]
+    states = load_ranks(run / "checkpoints/epoch_000001", "state_rank")
     assert states[0]["agent"] != states[1]["agent"]  # each worker explores with its own noise
     mp.spawn(sigterm_worker, args=(free_port(), str(tmp_path), 2, True), nprocs=2, join=True)
-    results = [torch.load(tmp_path / f"result{r}.pt", weights_only=True) for r in range(2)]
-    assert results == [{"interrupted": False, "epochs": 2}] * 2
+    assert load_ranks(tmp_path, "result") == [{"interrupted": False, "epochs": 2}] * 2
     assert epochs_in_csv(run) == [1, 2] and debris(run) == []

@@ -15,6 +15,9 @@ import torch
 
 from goalenvs.agents.ddpg import DDPGConfig
 from goalenvs.envs.point_reach import PointReachEnv
+from goalenvs.her.buffer import DeviceHerReplayBuffer
+from goalenvs.train import machine as machine_module
+from goalenvs.train import plan as plan_module
 from goalenvs.train.env_workers import EnvWorkerError, EnvWorkers
 from goalenvs.train.envs import make_vector_env
 from goalenvs.train.machine import (
@@ -26,8 +29,6 @@ from goalenvs.train.machine import (
 from goalenvs.train.resume_state import env_generator_states
 from goalenvs.train.trainer import Trainer, train
 from tests.train.runs import progress
-
-torch.set_num_threads(1)
 
 ENVS = Path(__file__).resolve().parent / "worker_envs.py"
 # PointReach built from its class: no native twin, so it steps one sub-env at a time.
@@ -56,28 +57,20 @@ def test_two_workers_step_the_same_episodes_as_one_process():
         assert workers.single_action_space == alone.single_action_space
         first, _ = workers.reset(seed=11)
         expected, _ = alone.reset(seed=11)
-        for key in expected:
-            np.testing.assert_array_equal(first[key], expected[key])
+        np.testing.assert_equal(first, expected)
         rng = np.random.default_rng(0)
         ended = 0
         for _ in range(20):
             actions = rng.uniform(-1, 1, (4, 2)).astype(np.float32)
             got, want = workers.step(actions), alone.step(actions)
-            for key in want[0]:
-                np.testing.assert_array_equal(got[0][key], want[0][key])
-            for i in (1, 2, 3):
-                np.testing.assert_array_equal(got[i], want[i])
-            assert sorted(got[4]) == sorted(want[4])
-            done = np.flatnonzero(want[2] | want[3])
+            np.testing.assert_equal(got[:4], want[:4])  # observations, rewards, ends
+            (info, expected_info), done = (got[4], want[4]), np.flatnonzero(want[2] | want[3])
+            assert sorted(info) == sorted(expected_info)
             ended += len(done)
             for i in done:
-                for key in want[4]["final_obs"][i]:
-                    np.testing.assert_array_equal(
-                        got[4]["final_obs"][i][key], want[4]["final_obs"][i][key]
-                    )
-                assert (
-                    got[4]["final_info"]["is_success"][i] == want[4]["final_info"]["is_success"][i]
-                )
+                np.testing.assert_equal(info["final_obs"][i], expected_info["final_obs"][i])
+                success = expected_info["final_info"]["is_success"][i]
+                assert info["final_info"]["is_success"][i] == success
         assert ended == 8  # every sub-env ended two 7-step episodes in 20 steps
         # A checkpoint names each sub-env's generator the same way either way.
         assert workers.generator_states().keys() == env_generator_states(alone.unwrapped).keys()
@@ -120,15 +113,9 @@ def test_training_with_two_workers_gives_the_run_of_one_process(tmp_path):
 def test_the_last_observation_of_every_episode_is_stored_not_the_reset_one(tmp_path, workers):
     # StepCounter's achieved goal counts the steps of its episode (0.01, 0.02, ...): each
     # episode's last stored next-observation is the 10th step's, never the next reset's 0
-    cfg = config(
-        tmp_path,
-        env_id=f"{ENVS}:StepCounter",
-        env_workers=workers,
-        overlap=False,
-        rollout_steps=7,  # episodes end mid-cycle
-        n_sampled_goal=0,
-        save_buffer=False,
-    )
+    # rollout_steps 7: episodes end mid-cycle
+    cfg = config(tmp_path, env_id=f"{ENVS}:StepCounter", env_workers=workers, overlap=False,
+                 rollout_steps=7, n_sampled_goal=0, save_buffer=False)  # fmt: skip
     trainer = Trainer(cfg)
     try:
         trainer.run()
@@ -229,14 +216,8 @@ def test_a_worker_killed_from_outside_stops_training(tmp_path):
     [
         (0, r"env_workers \(--env-workers\) must be an integer from 1 .* to 8, got 0"),
         (-2, r"must be an integer from 1 .* to 8, got -2"),
-        (
-            64,
-            r"\(--env-workers\) 64 is far beyond this machine's 2 cores: expected 1 to 8",
-        ),
-        (
-            3,
-            r"\(--env-workers\) 3 does not divide num_envs 16: .* one of \[1, 2, 4, 8\]",
-        ),
+        (64, r"\(--env-workers\) 64 is far beyond this machine's 2 cores: expected 1 to 8"),
+        (3, r"\(--env-workers\) 3 does not divide num_envs 16: .* one of \[1, 2, 4, 8\]"),
     ],
 )
 def test_a_worker_count_the_machine_cannot_take_is_named_with_its_range(workers, message):
@@ -283,9 +264,6 @@ def test_an_id_whose_class_no_worker_can_import_stays_in_the_trainers_process(
     # A class defined in a function (or a script's __main__) is found by no fresh process:
     # asked for, worker processes are refused up front with the reason and the flag; left
     # to the plan on a many-core machine, the envs stay in the trainer's process.
-    from goalenvs.train import machine as machine_module
-    from goalenvs.train import plan as plan_module
-
     class HereOnly(PointReachEnv):
         pass
 
@@ -301,20 +279,19 @@ def test_an_id_whose_class_no_worker_can_import_stays_in_the_trainers_process(
         for module in (plan_module, machine_module):
             monkeypatch.setattr(module, "usable_cores", lambda *args: 4)
         monkeypatch.setattr(plan_module, "measure_step_seconds", lambda env, seed: 2e-3)
-        cpu = torch.device("cpu")
-        plan = plan_module.make_plan(
-            config(tmp_path, env_id=env_id, env_kwargs={}), gym.make(env_id), cpu
-        )
-        assert plan.env_workers == 1
-        note = next(n for n in plan.notes if n.startswith("env workers 1, not 4: "))
+
+        def plan():
+            asked = config(tmp_path, env_id=env_id, env_kwargs={})
+            return plan_module.make_plan(asked, gym.make(env_id), torch.device("cpu"))
+
+        here = plan()
+        assert here.env_workers == 1
+        note = next(n for n in here.notes if n.startswith("env workers 1, not 4: "))
         assert "cannot import" in note
         # The same env from an importable class gets the workers.
         gym.registry.pop(env_id)
         gym.register(env_id, entry_point=PointReachEnv, max_episode_steps=10)
-        plan = plan_module.make_plan(
-            config(tmp_path, env_id=env_id, env_kwargs={}), gym.make(env_id), cpu
-        )
-        assert plan.env_workers == 4
+        assert plan().env_workers == 4
     finally:
         gym.registry.pop(env_id, None)
 
@@ -331,8 +308,6 @@ def test_an_env_that_cannot_be_sent_to_a_worker_names_env_workers_1(tmp_path):
 
 
 def test_numpy_envs_fill_a_replay_buffer_on_the_device_and_resume_from_its_file(tmp_path):
-    from goalenvs.her.buffer import DeviceHerReplayBuffer
-
     numpy_only = f"{ENVS}:NumpyOnlyReach"
     settings = dict(env_id=numpy_only, replay_device="device", save_buffer=True)
     trainer = Trainer(config(tmp_path, epochs=1, **settings))

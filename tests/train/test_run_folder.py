@@ -3,7 +3,6 @@ leaves on disk, and what a resume reads back, without a Trainer around it."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -17,19 +16,16 @@ from goalenvs.agents.registry import make_agent
 from goalenvs.her import HerReplayBuffer
 from goalenvs.train.checkpoint import unit_epochs
 from goalenvs.train.run_folder import Counters, RunFolder
-
-torch.set_num_threads(1)
+from tests.train.runs import progress
 
 
 def parts(tmp_path: Path, **kwargs):
     env = gym.make("goalenvs/PointReach-v0")
-    config = DDPGConfig(
-        hidden_sizes=(8,), out=str(tmp_path / "run"), save_buffer=True, verbose=False, **kwargs
-    )
-    agent = make_agent(config, env.observation_space, env.action_space, 0.98, 0)
-    buffer = HerReplayBuffer(
-        200, env.observation_space, env.action_space, compute_reward=env.unwrapped, n_envs=1
-    )
+    config = DDPGConfig(hidden_sizes=(8,), out=str(tmp_path / "run"), save_buffer=True,
+                        verbose=False, **kwargs)  # fmt: skip
+    spaces = env.observation_space, env.action_space
+    agent = make_agent(config, *spaces, 0.98, 0)
+    buffer = HerReplayBuffer(200, *spaces, compute_reward=env.unwrapped, n_envs=1)
     folder = run_folder(config, env, 0.98, plan={"precision": "fp32", "env_workers": 1})
     return folder, agent, buffer
 
@@ -72,8 +68,7 @@ def test_each_committed_epoch_is_a_unit_a_row_and_the_policies(tmp_path):
     commit(folder, agent, buffer, 2, 0.25)
     folder.close()
     assert sorted(unit_epochs(folder.path)) == [1, 2]  # the last two are kept
-    with open(folder.path / "progress.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = progress(folder.path)
     assert [(r["epoch"], r["eval_success"]) for r in rows] == [("1", "0.5"), ("2", "0.25")]
     assert (folder.path / "policy_latest.pt").is_file()
     assert (folder.path / "policy_best.pt").is_file()  # epoch 1's: 0.5 beats 0.25
@@ -107,11 +102,8 @@ def test_the_folder_is_named_for_the_run_without_out_and_describes_it(tmp_path, 
     assert folder.path.parts[0] == "runs"
     assert folder.path.name.startswith("goalenvs_PointReach-v0-ddpg-s3-")
     described = folder.describe
-    assert (described["env_id"], described["algo"], described["gamma"]) == (
-        "goalenvs/PointReach-v0",
-        "ddpg",
-        0.9,
-    )
+    assert (described["env_id"], described["algo"]) == ("goalenvs/PointReach-v0", "ddpg")
+    assert described["gamma"] == 0.9
     assert described["hidden_sizes"] == [8]
     assert described["observation_space"]["desired_goal"]["shape"] == [2]
     assert described["config"]["seed"] == 3

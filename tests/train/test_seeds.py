@@ -15,9 +15,11 @@ from goalenvs.train.curves import format_env_steps
 from goalenvs.train.plan import RunPlan
 from goalenvs.train.plot import SeedRun, bootstrap_band, iqm, on_grid, read_runs, seed_table
 from goalenvs.train.seeds import parse_seeds, side_by_side
+from tests.console import refused
 from tests.train.runs import progress
 
 USER_ENV = Path(__file__).resolve().parents[1] / "user_envs" / "cursor_env.py"
+WHOLE = "expected a whole number >= 1"
 
 
 def write_run(folder: Path, env_id: str, seed: int, success: list[float], every: int = 100):
@@ -43,14 +45,12 @@ def test_a_bad_seed_range_is_one_error_naming_it(text):
 
 
 def test_train_refuses_a_bad_seeds_range_in_one_line(capsys):
-    assert main(["train", "goalenvs/PointReach-v0", "--seeds", "4-0"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == (
+    assert refused(capsys, "train", "goalenvs/PointReach-v0", "--seeds", "4-0") == (
         "goalenvs train: error: --seeds '4-0': 4 > 0; expected a range FIRST-LAST (0-4), a "
-        "list (0,3,7) or one seed, each >= 0"
+        "list (0,3,7) or one seed, each >= 0\n"
     )
-    assert main(["train", "goalenvs/PointReach-v0", "--seeds", "0-4", "--seed", "3"]) == 2
-    assert capsys.readouterr().err.strip().endswith("--seeds 0-4 and --seed 3: give one of them")
+    err = refused(capsys, "train", "goalenvs/PointReach-v0", "--seeds", "0-4", "--seed", "3")
+    assert err.endswith("--seeds 0-4 and --seed 3: give one of them\n")
 
 
 @pytest.mark.parametrize(
@@ -98,16 +98,14 @@ def test_plot_draws_the_set_and_refuses_mixed_envs_or_an_empty_folder(tmp_path, 
     assert "3 of 3 seeds reached 0.9: median 200 env steps, IQR 200-200" in out
 
     write_run(tmp_path / "other", "goalenvs/Push-v0", 0, [0.5])
-    assert main(["plot", str(tmp_path / "set"), str(tmp_path / "other")]) == 2
-    err = capsys.readouterr().err.strip()
+    err = refused(capsys, "plot", str(tmp_path / "set"), str(tmp_path / "other"))
     assert err.startswith("goalenvs plot: error: the runs are of 2 envs, plot one env's runs: ")
-    assert "(goalenvs/Push-v0)" in err and "\n" not in err
+    assert "(goalenvs/Push-v0)" in err
 
     (tmp_path / "empty").mkdir()
-    assert main(["plot", str(tmp_path / "empty")]) == 2
-    assert capsys.readouterr().err.strip() == (
+    assert refused(capsys, "plot", str(tmp_path / "empty")) == (
         f"goalenvs plot: error: RUN {str(tmp_path / 'empty')!r}: no progress.csv in it or its "
-        "folders; expected a run folder or a folder of them"
+        "folders; expected a run folder or a folder of them\n"
     )
 
 
@@ -146,20 +144,16 @@ def test_seeds_side_by_side_train_what_one_after_another_trains(tmp_path, capsys
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (
-            ["--seeds", "0-1", "--seeds-at-once", "0"],
-            "--seeds-at-once '0': expected a whole number >= 1",
-        ),
-        (
-            ["--seeds", "0-1", "--seeds-at-once", "two"],
-            "--seeds-at-once 'two': expected a whole number >= 1",
+        *(
+            (["--seeds", "0-1", "--seeds-at-once", v], f"--seeds-at-once {v!r}: {WHOLE}")
+            for v in ("0", "two")
         ),
         (["--seeds-at-once", "2"], "--seeds-at-once 2: it sets how --seeds trains; give --seeds"),
     ],
 )
 def test_a_bad_seeds_at_once_is_one_line_naming_it(flags, message, capsys):
-    assert main(["train", "goalenvs/PointReach-v0", *flags]) == 2
-    assert capsys.readouterr().err.strip() == f"goalenvs train: error: {message}"
+    err = refused(capsys, "train", "goalenvs/PointReach-v0", *flags)
+    assert err == f"goalenvs train: error: {message}\n"
 
 
 def test_side_by_side_counts_each_runs_threads_and_workers():

@@ -14,15 +14,12 @@ from goalenvs.agents.dqn import DQNConfig
 from goalenvs.train.checkpoint import CheckpointError, read_checkpoint
 from goalenvs.train.policy import load_policy
 from goalenvs.train.trainer import Trainer
-
-torch.set_num_threads(1)
-
-TINY = {"epochs": 1, "n_cycles": 2, "n_batches": 2, "batch_size": 16, "n_eval_episodes": 2}
+from tests.train.runs import TINY
 
 
 def tiny_run(tmp_path, config_cls, env_id, **kwargs):
-    settings = dict(env_kwargs={"n_bits": 4}, hidden_sizes=(16, 16), num_envs=2, verbose=False)
-    config = config_cls(env_id=env_id, out=str(tmp_path / "run"), **{**settings, **TINY, **kwargs})
+    settings = {**TINY, "env_kwargs": {"n_bits": 4}, **kwargs}
+    config = config_cls(env_id=env_id, out=str(tmp_path / "run"), **settings)
     trainer = Trainer(config)
     return trainer, trainer.run()
 
@@ -79,11 +76,8 @@ def test_checkpoint_is_tensors_and_plain_metadata(tmp_path):
         "progress.csv",
     ]  # fmt: skip  (no temporary file left behind)
     unit = run / "checkpoints" / "epoch_000001"
-    assert sorted(p.name for p in unit.iterdir()) == [
-        "manifest.json",
-        "policy.pt",
-        "state_rank0.pt",
-    ]
+    names = sorted(p.name for p in unit.iterdir())
+    assert names == ["manifest.json", "policy.pt", "state_rank0.pt"]
     # policy_latest.pt is a copy of the committed unit's policy.
     assert (run / "policy_latest.pt").read_bytes() == (unit / "policy.pt").read_bytes()
     state = torch.load(unit / "state_rank0.pt", weights_only=True)
@@ -142,10 +136,9 @@ def test_a_cut_foreign_unsafe_or_newer_file_is_refused_naming_why(tmp_path, dqn_
 
 
 def test_policy_names_the_expected_shapes_on_a_wrong_observation(dqn_run):
-    result = dqn_run
-    policy = load_policy(result.best_policy)
+    policy = load_policy(dqn_run.best_policy)
     with pytest.raises(ValueError, match=r"match neither one observation"):
         policy.predict(observations(5, 3))
     with pytest.raises(ValueError, match="must be a dict with keys"):
         policy.predict(np.zeros(4))
-    assert not any(name.endswith(".tmp") for name in os.listdir(result.run_dir))
+    assert not any(name.endswith(".tmp") for name in os.listdir(dqn_run.run_dir))

@@ -12,8 +12,6 @@ import torch
 from goalenvs.cli import main
 from tests.console import run_goalenvs
 
-torch.set_num_threads(1)
-
 TINY = ["--epochs", "1", "--cycles", "2", "--batches", "2", "--batch-size", "16", "--quiet"]
 
 

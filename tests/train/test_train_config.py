@@ -4,19 +4,37 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from importlib.resources import files
+from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 
-from goalenvs.agents.config import options
-from goalenvs.agents.ddpg import DDPGConfig
+import goalenvs
+from goalenvs.agents.base import Agent
+from goalenvs.agents.config import options, value_type
+from goalenvs.agents.ddpg import DDPG, DDPGConfig
 from goalenvs.agents.dqn import DQNConfig
 from goalenvs.agents.normalizer import Normalizer
-from goalenvs.agents.registry import config_from_dict
+from goalenvs.agents.registry import ALGOS, Algo, algo_for, config_from_dict, make_agent
 from goalenvs.agents.sac import SACConfig
 from goalenvs.agents.td3 import TD3Config
+from goalenvs.cli import build_parser, main
 from goalenvs.core import GOAL_KEYS
+from goalenvs.demo import parking_config, point_reach_config
+from goalenvs.train import presets
+from goalenvs.train.cli import option_table, with_option_table
+from goalenvs.train.policy import load_policy
+from goalenvs.train.presets import load_preset, preset_for, preset_names, resolve_config
+from goalenvs.train.trainer import Trainer, train
+from tests.console import refused
 
 
 @pytest.mark.parametrize("cls", [DDPGConfig, DQNConfig, SACConfig, TD3Config])
@@ -72,12 +90,8 @@ def test_baselines_defaults():
         ),
         ({"priority_eps": "0.01"}, TypeError, r"priority_eps must be a number, got '0.01' \(str\)"),
         *(
-            (
-                {"policy_average": value},
-                ValueError,
-                rf"policy_average must be in \[0, 1\), got {value}",
-            )
-            for value in (1.0, -0.1)
+            ({"policy_average": v}, ValueError, rf"policy_average must be in \[0, 1\), got {v}")
+            for v in (1.0, -0.1)
         ),
         (
             {"policy_average": "0.9"},
@@ -102,8 +116,6 @@ def test_bad_config_values_name_the_field(kwargs, error, message):
 def test_config_from_dict_rejects_unknown_fields():
     with pytest.raises(ValueError, match=r"unknown DQNConfig fields \['actor_lr'\]"):
         config_from_dict({"algo": "dqn", "actor_lr": 0.1})
-    with pytest.raises(ValueError, match="algo=None is not a registered algorithm"):
-        config_from_dict({})
 
 
 def test_a_retired_setting_loads_at_its_idle_value_and_is_refused_at_any_other():
@@ -133,31 +145,19 @@ def test_normalizer_matches_numpy_statistics_and_clips():
     assert float(norm.count[0]) == 1001
 
 
-def test_info_entries_the_reward_reads_are_stored_for_her(tmp_path):
-    from goalenvs.train.trainer import Trainer
-
-    def trainer(env_id, **kwargs):
-        return Trainer(DDPGConfig(env_id=env_id, out=str(tmp_path), verbose=False, **kwargs))
-
-    parking = trainer("goalenvs/Parking-v0")  # its collision penalty reads info["crashed"]
-    assert parking.plan.info_keys == ("crashed",) and parking.buffer.info_keys == ("crashed",)
-    parking.close()
-    reach = trainer("goalenvs/PointReach-v0", info_keys=())
+def test_the_info_the_reward_reads_is_stored_and_parking_caps_its_crash_target(tmp_path):
+    reach = DDPGConfig(env_id="goalenvs/PointReach-v0", info_keys=(), out=str(tmp_path / "r"))
+    reach = Trainer(dataclasses.replace(reach, verbose=False))
     assert reach.plan.info_keys == ()
     reach.close()
-
-
-def test_parking_config_keeps_the_crash_penalty_and_caps_its_target(tmp_path):
-    from goalenvs.demo import parking_config
-    from goalenvs.train.trainer import Trainer
-
     config = parking_config(seed=3, epochs=1, out=str(tmp_path / "run"), verbose=False)
     assert (config.env_id, config.seed, config.epochs) == ("goalenvs/Parking-v0", 3, 1)
     trainer = Trainer(config)
     try:
-        # Relabeled rewards need info["crashed"]; at gamma 0.95 a crash's target (-51, a
-        # terminal step) is clipped to -20, the lowest value any state can have.
-        assert "crashed" in trainer.plan.info_keys
+        # Relabeled rewards need info["crashed"] (its collision penalty reads it); at gamma
+        # 0.95 a crash's target (-51, a terminal step) is clipped to -20, the lowest value
+        # any state can have.
+        assert trainer.plan.info_keys == trainer.buffer.info_keys == ("crashed",)
         assert trainer.plan.gamma == 0.95
         targets = trainer.agent.targets(
             torch.tensor([-51.0, -1.0]), torch.tensor([1.0, 0.0]), torch.tensor([0.0, -30.0])
@@ -171,11 +171,6 @@ def test_parking_config_keeps_the_crash_penalty_and_caps_its_target(tmp_path):
 
 
 def test_every_registered_algo_names_its_config_agent_and_losses():
-    from gymnasium import spaces
-
-    from goalenvs.agents.base import Agent
-    from goalenvs.agents.registry import ALGOS
-
     losses = {
         "ddpg": ("critic_loss", "actor_loss", "q_mean"),
         "dqn": ("q_loss", "q_mean"),
@@ -190,20 +185,14 @@ def test_every_registered_algo_names_its_config_agent_and_losses():
         assert algo.fits(spaces.Discrete(3) if name == "dqn" else spaces.Box(-1, 1, (2,)))
 
 
-@pytest.mark.parametrize("algo", ["ppo", None, "DDPG"])
-def test_an_unknown_algo_is_an_error_listing_the_registered_ones(algo):
-    with pytest.raises(
-        ValueError,
-        match=r"algo=.* is not a registered algorithm; .*\['ddpg', 'dqn', 'sac', 'td3'\]",
-    ):
-        config_from_dict({"algo": algo})
+@pytest.mark.parametrize("data", [{"algo": "ppo"}, {"algo": None}, {}, {"algo": "DDPG"}])
+def test_an_unknown_algo_is_an_error_listing_the_registered_ones(data):
+    registered = r"is not a registered algorithm; .*\['ddpg', 'dqn', 'sac', 'td3'\]"
+    with pytest.raises(ValueError, match=rf"algo={data.get('algo')!r} {registered}"):
+        config_from_dict(data)
 
 
 def test_algo_for_picks_by_action_space_and_names_what_is_missing():
-    from gymnasium import spaces
-
-    from goalenvs.agents.registry import algo_for, make_agent
-
     assert algo_for(spaces.Box(-1, 1, (2,))) == "ddpg"
     assert algo_for(spaces.Discrete(3)) == "dqn"
     with pytest.raises(ValueError, match=r"no registered HER algorithm .*\['box', 'discrete'\]"):
@@ -215,12 +204,6 @@ def test_algo_for_picks_by_action_space_and_names_what_is_missing():
 
 def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
     """A new entry trains, logs its own losses, and its checkpoint loads, with no other edit."""
-    from typing import ClassVar
-
-    from goalenvs.agents.ddpg import DDPG
-    from goalenvs.agents.registry import ALGOS, Algo
-    from goalenvs.train.policy import load_policy
-    from goalenvs.train.trainer import train
 
     @dataclasses.dataclass
     class LoudConfig(DDPGConfig):
@@ -279,8 +262,6 @@ def test_registering_an_algorithm_is_one_entry(tmp_path, monkeypatch):
     ],
 )
 def test_the_preset_is_chosen_by_env_id(env_id, preset):
-    from goalenvs.train.presets import preset_for, resolve_config
-
     assert preset_for(env_id) == preset
     # Every shipped preset builds a valid config for the ids it claims.
     algo = "dqn" if env_id == "goalenvs/BitFlipping-v0" else "ddpg"
@@ -288,9 +269,6 @@ def test_the_preset_is_chosen_by_env_id(env_id, preset):
 
 
 def test_baselines_preset_is_the_dataclass_defaults_and_the_demo_reads_presets():
-    from goalenvs.demo import parking_config, point_reach_config
-    from goalenvs.train.presets import preset_names, resolve_config
-
     assert {"baselines", "point_reach", "parking", "fetch_reach"} <= set(preset_names())
     assert resolve_config("goalenvs/PointReach-v0", "baselines", "ddpg") == DDPGConfig()
     assert resolve_config("goalenvs/BitFlipping-v0", "baselines", "dqn") == DQNConfig(
@@ -305,8 +283,6 @@ def test_baselines_preset_is_the_dataclass_defaults_and_the_demo_reads_presets()
 
 
 def test_preset_errors_name_the_presets_and_the_fields(tmp_path):
-    from goalenvs.train.presets import load_preset, resolve_config
-
     with pytest.raises(
         ValueError, match=r"preset='fast' is not a preset; expected one of \[.*'baselines'"
     ):
@@ -332,8 +308,6 @@ def test_preset_errors_name_the_presets_and_the_fields(tmp_path):
 
 
 def test_cli_uses_the_env_preset_flags_override_and_show_config_prints_it(capsys):
-    from goalenvs.cli import main
-
     argv = ["train", "--show-config", "goalenvs/PointReach-v0", "--device", "cpu"]
     assert main([*argv, "--seed", "5"]) == 0
     shown = json.loads(capsys.readouterr().out)
@@ -350,16 +324,6 @@ def test_cli_uses_the_env_preset_flags_override_and_show_config_prints_it(capsys
 def test_presets_ship_as_package_data(tmp_path):
     # Builds the wheel from a copy of the sources (the build writes build/ beside them)
     # and looks for every preset file of the presets package inside it.
-    import shutil
-    import subprocess
-    import sys
-    import zipfile
-    from importlib.resources import files
-    from pathlib import Path
-
-    import goalenvs
-    from goalenvs.train import presets
-
     root = Path(goalenvs.__file__).resolve().parent.parent
     source = tmp_path / "src"
     source.mkdir()
@@ -381,9 +345,30 @@ def test_presets_ship_as_package_data(tmp_path):
     assert expected <= shipped, sorted(expected - shipped)
 
 
-def test_another_algo_keeps_the_env_presets_schedule_without_its_algo_knobs():
-    from goalenvs.train.presets import resolve_config
+# The highway and panda presets' schedules (the table above holds the ids they serve).
+def test_highway_and_panda_presets_resolve_to_their_schedules():
+    highway = resolve_config("highway_env:parking-v0")
+    assert (highway.n_batches, highway.batch_size, highway.gamma) == (20, 512, 0.95)
+    assert highway.clip_range == (-20.0, 0.0) and highway.hidden_sizes == (128, 128, 128)
+    panda = resolve_config("panda_gym:PandaReach-v3", seed=3)
+    schedule = (panda.num_envs, panda.rollout_steps, panda.n_batches, panda.batch_size)
+    assert schedule == (8, 5, 10, 512)
+    assert panda.gamma is None and panda.seed == 3 and panda.algo == "ddpg"
 
+
+@pytest.mark.parametrize("env_id", ["gymnasium_robotics:FetchPush-v4", "panda_gym:PandaPush-v3"])
+def test_push_presets_fold_the_multi_worker_data_ratio_into_one_process(env_id):
+    config = resolve_config(env_id, device="cpu")
+    per_cycle = config.num_envs * config.rollout_steps
+    assert (config.num_envs, config.rollout_steps) == (16, 50) and per_cycle == 800
+    assert (config.n_batches, config.batch_size, config.hidden_sizes) == (40, 2048, (256,) * 3)
+    # About 100 sampled transitions per env step, as 8-19 baselines workers summing
+    # gradients.
+    assert config.n_batches * config.batch_size / per_cycle == pytest.approx(102.4)
+    assert config.torch_threads == 2 and config.n_eval_episodes >= 50
+
+
+def test_another_algo_keeps_the_env_presets_schedule_without_its_algo_knobs():
     sac = resolve_config("goalenvs/Parking-v0", algo="sac")
     # The parking schedule carries over (gamma, batch size, nets, return range) ...
     assert (sac.gamma, sac.batch_size, sac.hidden_sizes) == (0.95, 1024, (128, 128, 128))
@@ -406,8 +391,6 @@ def test_another_algo_keeps_the_env_presets_schedule_without_its_algo_knobs():
     ],
 )
 def test_a_buffer_too_small_for_a_batch_or_an_episode_per_env_is_named(tmp_path, sizes, message):
-    from goalenvs.train.trainer import Trainer
-
     config = DDPGConfig(
         env_id="goalenvs/PointReach-v0", buffer_size=1000, device="cpu",
         out=str(tmp_path / "run"), verbose=False, **sizes,
@@ -439,10 +422,6 @@ def test_a_file_env_records_its_absolute_path_and_keeps_it_from_another_folder(
 
 
 def test_the_training_docs_option_table_is_written_from_the_config_fields():
-    from pathlib import Path
-
-    from goalenvs.train.cli import option_table, with_option_table
-
     text = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
     assert with_option_table(text) == text, "rebuild it: goalenvs.train.cli.with_option_table"
     table = option_table()
@@ -453,10 +432,6 @@ def test_the_training_docs_option_table_is_written_from_the_config_fields():
 
 
 def test_every_number_or_choice_field_has_a_flag_under_its_own_name():
-    from goalenvs.agents.config import value_type
-    from goalenvs.agents.registry import ALGOS
-    from goalenvs.cli import build_parser
-
     parser = build_parser("train")
     train = parser._subparsers._group_actions[0].choices["train"]
     flags = set(train._option_string_actions)
@@ -469,13 +444,10 @@ def test_every_number_or_choice_field_has_a_flag_under_its_own_name():
 
 
 def test_a_flag_of_another_algorithms_field_is_refused_naming_the_algorithms(capsys):
-    from goalenvs.cli import main
-
     argv = ["train", "goalenvs/BitFlipping-v0", "--env-kwargs", '{"n_bits": 3}', "--show-config"]
-    assert main([*argv, "--actor-lr", "0.01"]) == 2
-    assert capsys.readouterr().err.strip() == (
+    assert refused(capsys, *argv, "--actor-lr", "0.01") == (
         "goalenvs train: error: --actor-lr 0.01: the dqn algorithm has no actor_lr (a setting "
-        "of ddpg, sac, td3; choose one with --algo)"
+        "of ddpg, sac, td3; choose one with --algo)\n"
     )
     assert main([*argv, "--learning-rate", "0.01"]) == 0
     assert json.loads(capsys.readouterr().out)["learning_rate"] == 0.01
@@ -491,8 +463,6 @@ def test_a_flag_of_another_algorithms_field_is_refused_naming_the_algorithms(cap
     ],
 )
 def test_an_unknown_flag_gets_the_flags_meant_in_one_line(flag, meant, capsys):
-    from goalenvs.cli import main
-
     with pytest.raises(SystemExit) as info:
         main(["train", "goalenvs/PointReach-v0", flag, "1"])
     assert info.value.code == 2
@@ -513,7 +483,5 @@ def test_an_unknown_flag_gets_the_flags_meant_in_one_line(flag, meant, capsys):
     ],
 )
 def test_a_value_the_config_refuses_is_named_by_its_flag(flags, message, capsys):
-    from goalenvs.cli import main
-
-    assert main(["train", "goalenvs/PointReach-v0", *flags, "--show-config"]) == 2
-    assert capsys.readouterr().err.strip() == f"goalenvs train: error: {message}"
+    err = refused(capsys, "train", "goalenvs/PointReach-v0", *flags, "--show-config")
+    assert err == f"goalenvs train: error: {message}\n"

@@ -19,9 +19,9 @@ from goalenvs.agents.normalizer import Normalizer
 from goalenvs.cli import main as cli_main
 from goalenvs.demo import point_reach_config
 from goalenvs.train.policy import load_policy
+from goalenvs.train.presets import resolve_config
 from goalenvs.train.trainer import Trainer, train
 
-torch.set_num_threads(1)
 CUDA = torch.cuda.is_available()
 
 
@@ -68,10 +68,8 @@ def leaves(value):
 
 def test_the_device_path_hands_the_buffer_tensors_on_the_device_only(device_run):
     trainer, result, calls = device_run
-    assert (
-        trainer.plan.env_device == "device"
-        and trainer.collector.envs.unwrapped.device == torch.device("cpu")
-    )
+    assert trainer.plan.env_device == "device"
+    assert trainer.collector.envs.unwrapped.device == torch.device("cpu")
     assert len(calls) == 2 * 2 * 25  # epochs x cycles x rollout steps
     values = list(leaves(calls))
     assert not [type(v) for v in values if not isinstance(v, torch.Tensor)]
@@ -144,9 +142,8 @@ def test_resume_on_the_device_restores_networks_buffer_and_generators(device_run
         torch.testing.assert_close(resumed.agent.actor.state_dict()[name], tensor)
     # The open episodes end where the save cut them: every stored transition counts.
     assert resumed.buffer.n_transitions == STEPS
-    state = torch.load(
-        result.run_dir / "checkpoints" / "epoch_000002" / "state_rank0.pt", weights_only=True
-    )
+    state = result.run_dir / "checkpoints" / "epoch_000002" / "state_rank0.pt"
+    state = torch.load(state, weights_only=True)
     noise = state["torch_generators"]["agent"]["_noise_generator"]
     assert torch.equal(resumed.agent.noise_generator().get_state(), noise)
     assert "torch_generators" in state["envs"]  # the twin's generator, restored by run()
@@ -161,11 +158,8 @@ def test_a_numpy_run_resumes_on_the_device_with_a_fresh_buffer(tmp_path, caplog)
     with caplog.at_level("WARNING", logger="goalenvs.train"):
         resumed.start()
     assert "holds a replay buffer of the other env_device" in caplog.text
-    assert (
-        resumed.plan.env_device == "device"
-        and resumed.buffer.n_transitions == 0
-        and resumed.counters.epoch == 1
-    )
+    assert (resumed.plan.env_device, resumed.buffer.n_transitions) == ("device", 0)
+    assert resumed.counters.epoch == 1
     assert resumed.run().env_steps == STEPS
 
 
@@ -268,12 +262,10 @@ def test_on_device_envs_for_an_env_without_a_twin_is_a_clear_error(tmp_path):
 
 
 def test_the_preset_device_section_serves_cuda_runs_only(capsys, tmp_path):
-    from goalenvs.train.presets import resolve_config
-
     plain = resolve_config("goalenvs/PointReach-v0", device="cpu")
     assert (plain.num_envs, plain.batch_size) == (8, 256)  # the CPU schedule
-    for kwargs in ({"device": "cpu", "env_device": "device"},):
-        assert resolve_config("goalenvs/PointReach-v0", **kwargs) == replace(plain, **kwargs)
+    kwargs = {"device": "cpu", "env_device": "device"}
+    assert resolve_config("goalenvs/PointReach-v0", **kwargs) == replace(plain, **kwargs)
     cuda = resolve_config("goalenvs/PointReach-v0", device="cuda")
     assert (cuda.num_envs, cuda.batch_size, cuda.n_eval_episodes) == (4096, 4096, 1000)
     assert (cuda.polyak, cuda.epochs) == (0.6, plain.epochs)  # the rest stays [config]
@@ -291,8 +283,6 @@ def test_the_preset_device_section_serves_cuda_runs_only(capsys, tmp_path):
 
 @pytest.mark.parametrize("gpu", [False, True])
 def test_no_device_flag_takes_the_machines_schedule(monkeypatch, gpu):
-    from goalenvs.train.presets import resolve_config
-
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
     auto = resolve_config("goalenvs/PointReach-v0")  # no --device: "auto"
     assert auto.device == "auto"

@@ -19,11 +19,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def worker(rank: int, port: int, tmp: str) -> None:
+def join(rank: int, port: int) -> None:
+    """Makes this process worker ``rank`` of two, on one torch thread."""
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2"
     )
     torch.set_num_threads(1)
+
+
+def load_ranks(tmp_path, name: str) -> list[dict]:
+    files = [tmp_path / f"{name}{r}.pt" for r in range(2)]
+    return [torch.load(f, map_location="cpu", weights_only=True) for f in files]
+
+
+def worker(rank: int, port: int, tmp: str) -> None:
+    join(rank, port)
     from goalenvs.train.trainer import Trainer
 
     config = DDPGConfig(
@@ -44,10 +54,7 @@ def worker(rank: int, port: int, tmp: str) -> None:
 @pytest.mark.slow
 def test_two_gloo_workers_keep_identical_parameters_and_statistics(tmp_path):
     mp.spawn(worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
-    ranks = [
-        torch.load(tmp_path / f"rank{r}.pt", map_location="cpu", weights_only=True)
-        for r in range(2)
-    ]
+    ranks = load_ranks(tmp_path, "rank")
     # Start: rank 0's initial parameters were broadcast.
     for name, tensor in ranks[0]["initial"].items():
         torch.testing.assert_close(ranks[1]["initial"][name], tensor, rtol=0, atol=0)
@@ -66,10 +73,7 @@ def test_two_gloo_workers_keep_identical_parameters_and_statistics(tmp_path):
 def uneven_worker(rank: int, port: int, tmp: str) -> None:
     """BitFlipping with 2 bits, one step per cycle: one worker ends an episode (a
     success can come at the first step) while the other has none yet."""
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2"
-    )
-    torch.set_num_threads(1)
+    join(rank, port)
     from goalenvs.agents.dqn import DQNConfig
     from goalenvs.train.trainer import Trainer
 
@@ -104,10 +108,7 @@ def test_workers_agree_to_skip_updates_until_all_have_an_episode(tmp_path):
             for process in context.processes:
                 process.kill()
             pytest.fail("the workers did not finish within 120 s (deadlock)")
-    ranks = [
-        torch.load(tmp_path / f"uneven{r}.pt", map_location="cpu", weights_only=True)
-        for r in range(2)
-    ]
+    ranks = load_ranks(tmp_path, "uneven")
     # The seeds give the workers different episodes: at some cycle one had a complete
     # episode and the other none (what deadlocked before), and both updated equally.
     assert any(a != b for a, b in zip(ranks[0]["ready"], ranks[1]["ready"], strict=True))
@@ -157,12 +158,10 @@ def all_reduce_worker(rank: int, port: int, tmp: str) -> None:
     from goalenvs.agents.dqn import DQN
     from goalenvs.agents.sac import SAC
     from goalenvs.agents.td3 import TD3
+    from goalenvs.core import goal_dict_space
     from goalenvs.her import HerBatch
 
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2"
-    )
-    torch.set_num_threads(1)
+    join(rank, port)
     dist.init_process_group("gloo")
     calls = []
     all_reduce = dist.all_reduce
@@ -172,10 +171,7 @@ def all_reduce_worker(rank: int, port: int, tmp: str) -> None:
         return all_reduce(tensor, *args, **kwargs)
 
     dist.all_reduce = counting
-    obs_space = spaces.Dict(
-        {key: spaces.Box(-5, 5, (size,)) for key, size in [("observation", 4),
-         ("achieved_goal", 2), ("desired_goal", 2)]}
-    )  # fmt: skip
+    obs_space = goal_dict_space(spaces.Box(-5, 5, (4,)), spaces.Box(-5, 5, (2,)))
 
     class Stub:
         prioritized = False
@@ -187,16 +183,13 @@ def all_reduce_worker(rank: int, port: int, tmp: str) -> None:
             rng = self.rng
 
             def observation():
-                return {
-                    k: torch.tensor(rng.normal(size=(batch_size, *s.shape)), dtype=torch.float32)
-                    for k, s in obs_space.spaces.items()
-                }
+                return {k: torch.from_numpy(rng.normal(size=(batch_size, *s.shape))).float()
+                        for k, s in obs_space.items()}  # fmt: skip
 
-            actions = (
-                torch.tensor(rng.integers(0, 3, batch_size))
-                if self.discrete
-                else torch.tensor(rng.uniform(-1, 1, (batch_size, 2)), dtype=torch.float32)
-            )
+            if self.discrete:
+                actions = torch.tensor(rng.integers(0, 3, batch_size))
+            else:
+                actions = torch.tensor(rng.uniform(-1, 1, (batch_size, 2)), dtype=torch.float32)
             rewards = -torch.tensor(rng.random(batch_size) < 0.5, dtype=torch.float32)
             ones = torch.ones(batch_size)
             return HerBatch(observation(), actions, rewards, observation(), 0 * ones, ones)
@@ -240,10 +233,7 @@ def all_reduce_worker(rank: int, port: int, tmp: str) -> None:
 @pytest.mark.slow
 def test_one_all_reduce_per_gradient_step_and_one_for_the_normalizer(tmp_path):
     mp.spawn(all_reduce_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
-    ranks = [
-        torch.load(tmp_path / f"all_reduce{r}.pt", map_location="cpu", weights_only=True)
-        for r in range(2)
-    ]
+    ranks = load_ranks(tmp_path, "all_reduce")
     # 4 updates: DDPG and DQN one all-reduce each (DDPG's two networks in one); TD3 one per
     # critic step and one per actor step (every 2nd); SAC one for its critics and one for
     # its actor and temperature together.

@@ -6,15 +6,12 @@ import json
 import math
 
 import pytest
-import torch
 
 from goalenvs.agents.dqn import DQNConfig
 from goalenvs.agents.precision import cpu_has_bf16
 from goalenvs.demo import point_reach_config
 from goalenvs.train.policy import load_policy
 from goalenvs.train.trainer import train
-
-torch.set_num_threads(1)
 
 # bf16 on a CPU without bfloat16 instructions is emulated, about 10x slower: there the
 # learning tests run in bf16 for a short run that checks the arithmetic (finite losses,

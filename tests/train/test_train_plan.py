@@ -16,8 +16,6 @@ from goalenvs.train import plan as plan_module
 from goalenvs.train.plan import PlanError, follow_recorded
 from goalenvs.train.trainer import Trainer
 
-torch.set_num_threads(1)
-
 ENVS = Path(__file__).resolve().parent / "worker_envs.py"
 REACH = f"{ENVS}:FailingReach"  # PointReach from its class: no native twin
 TINY = ["--epochs", "1", "--cycles", "2", "--batches", "2", "--batch-size", "16"]
@@ -109,10 +107,8 @@ def test_recorded_env_workers_beyond_this_machine_are_refused_with_the_flag(tmp_
 
 
 def test_follow_recorded_keeps_what_the_config_sets_and_a_new_device_resets_its_choices():
-    recorded = dict(
-        device="cuda:0", env_device="device", replay_device="device", env_workers=1,
-        overlap=False, precision="fp32", cuda_graphs=True,
-    )  # fmt: skip
+    recorded = dict(device="cuda:0", env_device="device", replay_device="device", env_workers=1)
+    recorded.update(overlap=False, precision="fp32", cuda_graphs=True)
     asked = DDPGConfig(env_id="goalenvs/PointReach-v0")
     followed = follow_recorded(asked, recorded)
     assert (followed.device, followed.env_device, followed.cuda_graphs) == ("cuda", "device", "on")

@@ -105,21 +105,14 @@ def test_prioritized_and_priority_alpha_and_beta_flags_reach_the_config(capsys):
     assert config["priority_eps"] == 0.01
 
 
+UNIFORM = "only applies to prioritized replay, and this run's is uniform"
+UNUSED = [("--priority-alpha", "0.5"), ("--priority-beta", "0.7"), ("--priority-eps", "0.01")]
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (
-            ["--priority-alpha", "0.5"],
-            "--priority-alpha 0.5 only applies to prioritized replay, and this run's is uniform",
-        ),
-        (
-            ["--priority-beta", "0.7"],
-            "--priority-beta 0.7 only applies to prioritized replay, and this run's is uniform",
-        ),
-        (
-            ["--priority-eps", "0.01"],
-            "--priority-eps 0.01 only applies to prioritized replay, and this run's is uniform",
-        ),
+        *(([flag, value], f"{flag} {value} {UNIFORM}") for flag, value in UNUSED),
         (["--prioritized", "--priority-eps", "0"], "priority_eps must be > 0.0, got 0.0"),
         (
             ["--priority", "goal_motion", "--priority-beta", "0.7"],
@@ -142,18 +135,16 @@ def test_a_resumed_run_keeps_its_replay_settings(tmp_path, capsys):
     capsys.readouterr()
     resume = ["train", "--resume", str(out), "--epochs", "2", "--quiet"]
     # the flags that change the saved buffer's draws are refused, by name and value
-    assert main([*resume, "--priority-alpha", "1"]) == 2
-    err = capsys.readouterr().err
-    assert "--priority-alpha cannot change when resuming a run" in err
-    assert "priority_alpha 0.5, the flags ask for 1.0" in err
-    assert main([*resume, "--priority", "td_error"]) == 2
-    assert "--priority cannot change when resuming a run" in capsys.readouterr().err
-    assert main([*resume, "--n-sampled-goal", "8"]) == 2
-    assert "--n-sampled-goal cannot change" in capsys.readouterr().err
-    assert main([*resume, "--priority-eps", "0.01"]) == 2
-    assert "priority_eps 1e-06, the flags ask for 0.01" in capsys.readouterr().err
-    assert main([*resume, "--motion-clip", "0.05"]) == 2
-    assert "motion_clip None, the flags ask for 0.05" in capsys.readouterr().err
+    for flags, said in [
+        (["--priority-alpha", "1"], "--priority-alpha cannot change when resuming a run"),
+        (["--priority-alpha", "1"], "priority_alpha 0.5, the flags ask for 1.0"),
+        (["--priority", "td_error"], "--priority cannot change when resuming a run"),
+        (["--n-sampled-goal", "8"], "--n-sampled-goal cannot change"),
+        (["--priority-eps", "0.01"], "priority_eps 1e-06, the flags ask for 0.01"),
+        (["--motion-clip", "0.05"], "motion_clip None, the flags ask for 0.05"),
+    ]:
+        assert main([*resume, *flags]) == 2
+        assert said in capsys.readouterr().err
     # the same values again are no change: the run goes on
     assert main([*resume, "--priority", "goal_motion", "--priority-alpha", "0.5"]) == 0
     assert json.loads((out / "config.json").read_text())["priority_alpha"] == 0.5

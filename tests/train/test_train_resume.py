@@ -5,14 +5,19 @@ from __future__ import annotations
 import csv
 import signal
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 from goalenvs.agents.dqn import DQN, DQNConfig
+from goalenvs.her import HerReplayBuffer
+from goalenvs.train.resume_state import (
+    capture_random_state,
+    restore_random_state,
+    restore_torch_generators,
+)
 from goalenvs.train.trainer import Trainer, TrainingError, train
-
-torch.set_num_threads(1)
 
 
 def config(tmp_path, **kwargs) -> DQNConfig:
@@ -108,8 +113,6 @@ def test_torch_generator_states_of_another_device_are_skipped_and_named():
     # A run recorded on CUDA saves 16-byte CUDA generator states; resumed on the CPU (the
     # plan's --device cpu), each such generator keeps its seeded state instead of stopping
     # the resume with torch's "Expected a CPUGeneratorImplState of size 5056".
-    from goalenvs.train.resume_state import restore_torch_generators
-
     class Holder:
         def __init__(self) -> None:
             self.generator = torch.Generator().manual_seed(3)
@@ -130,11 +133,6 @@ def test_a_run_folder_of_the_two_buffers_restores_the_buffer_generator(caplog):
     # Before the one buffer, a run's random state held the numpy buffer's generator as
     # {"rng": state}; today's buffer keeps it in its own file too. Either way it resumes
     # the saved stream, and neither form is reported as missed.
-    import gymnasium as gym
-
-    from goalenvs.her import HerReplayBuffer
-    from goalenvs.train.resume_state import capture_random_state, restore_random_state
-
     env = gym.make("goalenvs/PointReach-v0")
     agent = DQN(env.observation_space, gym.spaces.Discrete(3), DQNConfig(), gamma=0.9, seed=0)
     buffer = HerReplayBuffer(100, env.observation_space, env.action_space, env, seed=1)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 from types import SimpleNamespace
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -11,16 +13,12 @@ from gymnasium import spaces
 
 from goalenvs.agents.ddpg import DDPG, DDPGConfig
 from goalenvs.agents.dqn import DQN, DQNConfig
+from goalenvs.core import goal_dict_space, goal_obs
+from goalenvs.envspec import env_spec
+from goalenvs.train.envs import validate_training_env
+from goalenvs.train.trainer import Trainer, train
 
-torch.set_num_threads(1)
-
-OBS_SPACE = spaces.Dict(
-    {
-        "observation": spaces.Box(-10, 10, (1,)),
-        "achieved_goal": spaces.Box(-10, 10, (1,)),
-        "desired_goal": spaces.Box(-10, 10, (1,)),
-    }
-)
+OBS_SPACE = goal_dict_space(spaces.Box(-10, 10, (1,)), spaces.Box(-10, 10, (1,)))
 
 
 def numpy_mlp(module: torch.nn.Sequential, x: np.ndarray) -> np.ndarray:
@@ -94,12 +92,8 @@ def test_ddpg_update_matches_hand_computed_losses_and_clipped_targets():
     assert float(losses["actor_loss"]) == pytest.approx(expected_actor, rel=1e-5)
     assert float(losses["q_mean"]) == pytest.approx(q_pi.mean(), rel=1e-5)
     # Adam's first step moves every parameter with a non-zero gradient by about lr.
-    moved = torch.cat(
-        [
-            (p - o).abs().reshape(-1)
-            for p, o in zip(agent.actor.parameters(), old_actor, strict=True)
-        ]
-    )
+    pairs = zip(agent.actor.parameters(), old_actor, strict=True)
+    moved = torch.cat([(p - o).abs().reshape(-1) for p, o in pairs])
     assert torch.all(moved < 1.0001e-3) and moved.max() > 0.99e-3
 
 
@@ -184,19 +178,13 @@ class Reach1D:
 
             def __init__(self):
                 box = spaces.Box(-1.0, 1.0, (1,), np.float64)
-                self.observation_space = spaces.Dict(
-                    observation=box, achieved_goal=box, desired_goal=box
-                )
+                self.observation_space = goal_dict_space(box, box)
                 self.action_space = spaces.Box(-1.0, 1.0, (1,), np.dtype(action_dtype))
                 if reward == "declared":
                     self.reward_range = (-6.0, 0.0)
 
             def _obs(self):
-                return {
-                    "observation": self.pos.copy(),
-                    "achieved_goal": self.pos.copy(),
-                    "desired_goal": self.goal.copy(),
-                }
+                return goal_obs(self.pos.copy(), self.pos.copy(), self.goal.copy())
 
             def reset(self, *, seed=None, options=None):
                 super().reset(seed=seed)
@@ -225,8 +213,6 @@ class Reach1D:
 
 @pytest.fixture
 def reach1d():
-    import gymnasium as gym
-
     gym.register("test_trainer/Reach1D-v0", entry_point=Reach1D, max_episode_steps=10)
     yield "test_trainer/Reach1D-v0"
     gym.registry.pop("test_trainer/Reach1D-v0")
@@ -241,8 +227,6 @@ def tiny(env_id, tmp_path, **kwargs):
 
 
 def test_float64_box_actions_reach_the_env_and_the_update_as_they_should(reach1d, tmp_path):
-    from goalenvs.train.trainer import train
-
     config = tiny(reach1d, tmp_path, env_kwargs={"action_dtype": "float64"})
     result = train(config)  # the env raises on a float32 action; the critic on float64
     row = result.history[0]
@@ -253,8 +237,6 @@ def test_float64_box_actions_reach_the_env_and_the_update_as_they_should(reach1d
 def test_an_env_without_compute_terminated_trains_with_the_stored_flag_and_says_so(
     reach1d, tmp_path, capsys
 ):
-    from goalenvs.train.trainer import Trainer
-
     trainer = Trainer(tiny(reach1d, tmp_path, verbose=True))
     assert trainer.buffer.compute_terminated is None
     assert any("has no compute_terminated" in note for note in trainer.notes)
@@ -264,52 +246,36 @@ def test_an_env_without_compute_terminated_trains_with_the_stored_flag_and_says_
 
 
 @pytest.mark.parametrize(
-    ("reward", "expected"),
+    ("env_id", "kwargs", "clip", "note"),
     [
-        ("sparse", (-10.0, 0.0)),  # baselines' clip: [-1/(1-gamma), 0] with gamma 0.9
-        ("declared", (-60.0, 0.0)),  # reward_range (-6, 0) / (1 - gamma)
-        ("dense", (-np.inf, np.inf)),  # -3 x distance lies outside [-1, 0]: no clip, logged
+        ("reach1d", {"reward": "sparse"}, (-10.0, 0.0), None),  # [-1/(1-gamma), 0], gamma 0.9
+        ("reach1d", {"reward": "declared"}, (-60.0, 0.0), None),  # reward_range (-6, 0) / 0.1
+        ("reach1d", {"reward": "dense"}, (-np.inf, np.inf), ""),  # -3 x distance: not in [-1, 0]
+        ("goalenvs/PointReach-v0", {}, (-50.0, 0.0), None),  # gamma 1 - 1/50
+        ("goalenvs/PointReachDense-v0", {}, (-np.inf, np.inf), "outside baselines'"),
+        # The probe sets info["crashed"] both ways and finds the -51 crash reward: no clip
+        # without an explicit clip_range.
+        ("goalenvs/Parking-v0", {}, (-np.inf, np.inf), "-51"),
     ],
 )
-def test_clip_return_follows_the_env_rewards(reach1d, tmp_path, reward, expected):
-    from goalenvs.train.trainer import Trainer
-
-    trainer = Trainer(tiny(reach1d, tmp_path, env_kwargs={"reward": reward}))
+def test_clip_return_follows_the_env_rewards(reach1d, tmp_path, env_id, kwargs, clip, note):
+    env_id = reach1d if env_id == "reach1d" else env_id
+    settings = {"gamma": 0.95} if "Parking" in env_id else {}
+    trainer = Trainer(tiny(env_id, tmp_path, env_kwargs=kwargs, **settings))
     try:
-        assert (trainer.agent.clip_low, trainer.agent.clip_high) == pytest.approx(expected)
-        off = [note for note in trainer.notes if "clip_return is off" in note]
-        assert len(off) == (reward == "dense")
-        # A dense target of -25 stays as it is (it was cut to -10 before).
-        target = trainer.agent.targets(
-            torch.tensor([-5.0]), torch.tensor([0.0]), torch.tensor([-22.0])
-        )
-        assert float(target[0]) == pytest.approx(max(-5.0 + 0.9 * -22.0, expected[0]))
-    finally:
-        trainer.close()
-
-
-def test_parkings_crash_penalty_is_not_cut_without_an_explicit_clip_range(tmp_path):
-    from goalenvs.train.trainer import Trainer
-
-    trainer = Trainer(tiny("goalenvs/Parking-v0", tmp_path, gamma=0.95))
-    try:
-        # The probe sets info["crashed"] both ways and finds the -51 crash reward.
-        assert trainer.agent.clip_low == -np.inf
-        assert any("clip_return is off" in note and "-51" in note for note in trainer.notes)
-        target = trainer.agent.targets(
-            torch.tensor([-51.0]), torch.tensor([1.0]), torch.tensor([0.0])
-        )
-        assert float(target[0]) == -51.0
+        assert (trainer.agent.clip_low, trainer.agent.clip_high) == pytest.approx(clip)
+        off = [n for n in trainer.notes if "clip_return is off" in n]
+        assert len(off) == (note is not None) and all(note in n for n in off)
+        # A terminal crash's -51 and a dense -5 - gamma 22 stay as they are unless clipped.
+        r, d, q = np.array([[-51.0, -5.0], [1.0, 0.0], [0.0, -22.0]], np.float32)
+        target = trainer.agent.targets(*map(torch.from_numpy, (r, d, q)))
+        want = np.clip(r + trainer.plan.gamma * (1 - d) * q, *clip)
+        assert target.tolist() == pytest.approx(want.tolist())
     finally:
         trainer.close()
 
 
 def test_module_env_ids_resolve_and_a_missing_package_names_the_extra(monkeypatch):
-    import importlib
-
-    from goalenvs.envspec import env_spec
-    from goalenvs.train.envs import validate_training_env
-
     with pytest.raises(ValueError, match=r"needs the package 'nopkg_xyz', which is not installed"):
         validate_training_env("nopkg_xyz:Foo-v0", {}, None)
 
@@ -323,8 +289,6 @@ def test_module_env_ids_resolve_and_a_missing_package_names_the_extra(monkeypatc
 
 def test_fetch_reach_in_module_form_trains(tmp_path):
     pytest.importorskip("gymnasium_robotics", reason="gymnasium-robotics is not installed")
-    from goalenvs.train.trainer import train
-
     # Fetch's compute_terminated returns one scalar False for a batch: broadcast.
     result = train(tiny("gymnasium_robotics:FetchReach-v4", tmp_path, rollout_steps=50))
     row = result.history[0]
@@ -334,8 +298,6 @@ def test_fetch_reach_in_module_form_trains(tmp_path):
 @pytest.mark.slow
 def test_highway_parking_without_compute_terminated_trains(tmp_path):
     pytest.importorskip("highway_env", reason="highway-env is not installed")
-    from goalenvs.train.trainer import Trainer
-
     config = tiny("highway_env:parking-v0", tmp_path, rollout_steps=20, gamma=0.95, n_cycles=3)
     trainer = Trainer(config)
     assert trainer.buffer.compute_terminated is None
@@ -343,19 +305,3 @@ def test_highway_parking_without_compute_terminated_trains(tmp_path):
     result = trainer.run()
     assert result.history[0]["env_steps"] == 3 * 2 * 20
     assert np.isfinite(result.history[0]["critic_loss"])
-
-
-@pytest.mark.parametrize(
-    ("env_id", "low", "high"),
-    [("goalenvs/PointReach-v0", -50.0, 0.0), ("goalenvs/PointReachDense-v0", -np.inf, np.inf)],
-)
-def test_a_dense_goalenvs_task_is_not_clipped_to_the_sparse_range(tmp_path, env_id, low, high):
-    from goalenvs.train.trainer import Trainer
-
-    trainer = Trainer(tiny(env_id, tmp_path))  # gamma 1 - 1/50
-    try:
-        # Sparse -1/0 rewards: targets in [-1/(1-gamma), 0]; dense ones are not clipped.
-        assert trainer.agent.clip_low == pytest.approx(low)
-        assert trainer.agent.clip_high == high
-    finally:
-        trainer.close()

@@ -33,12 +33,8 @@ def test_zoo_entries_keep_the_zoo_numbers() -> None:
     assert reach["normalize"] is True
     # parking-v0 overrides the her-defaults anchor's gamma, lr, batch, tau and strategy,
     # and keeps its networks.
-    assert (parking["gamma"], parking["learning_rate"], parking["batch_size"]) == (
-        0.98,
-        0.0015,
-        512,
-    )
-    assert parking["tau"] == 0.005
+    assert (parking["gamma"], parking["learning_rate"], parking["tau"]) == (0.98, 0.0015, 0.005)
+    assert parking["batch_size"] == 512
     assert parking["replay_buffer_kwargs"]["goal_selection_strategy"] == "episode"
     assert parking["policy_kwargs"] == {"net_arch": [512, 512, 512], "n_critics": 2}
     assert "normalize" not in parking
@@ -101,17 +97,14 @@ def _log(tmp_path: Path, task: str, curves: dict[tuple[str, int], list[tuple]]) 
 
 
 def test_summary_from_fixed_csv_logs(tmp_path: Path) -> None:
-    _log(
-        tmp_path,
-        "fetch_reach",
-        {
-            ("ours", 0): [(10.0, 800, 0.5), (20.0, 1600, 0.95), (30.0, 2400, 0.9)],
-            ("ours", 1): [(12.0, 800, 0.96), (24.0, 1600, 1.0)],
-            # past the budget of 100 s (and its 1 s of slack): left out
-            ("ours", 2): [(11.0, 800, 0.1), (22.0, 1600, 0.2), (120.0, 3200, 1.0)],
-            ("sb3", 0): [(50.0, 1000, 0.0), (100.5, 1900, 0.3)],
-        },
-    )
+    curves = {
+        ("ours", 0): [(10.0, 800, 0.5), (20.0, 1600, 0.95), (30.0, 2400, 0.9)],
+        ("ours", 1): [(12.0, 800, 0.96), (24.0, 1600, 1.0)],
+        # past the budget of 100 s (and its 1 s of slack): left out
+        ("ours", 2): [(11.0, 800, 0.1), (22.0, 1600, 0.2), (120.0, 3200, 1.0)],
+        ("sb3", 0): [(50.0, 1000, 0.0), (100.5, 1900, 0.3)],
+    }
+    _log(tmp_path, "fetch_reach", curves)
     rows = tuned_sb3.logged_runs(tmp_path)
     late = {(r["who"], r["seed"]): r["past_budget"] for r in rows}
     assert late[("ours", 2)] == [(120.0, 3200, 1.0)] and late[("sb3", 0)] == []
@@ -128,13 +121,10 @@ def test_summary_from_fixed_csv_logs(tmp_path: Path) -> None:
     assert (sb3["reached"], sb3["seconds_to_target"], sb3["steps_to_target"]) == (0, None, None)
 
     text = tuned_sb3.table(rows, "fetch_reach").splitlines()
-    assert text[2] == (
-        "| goalenvs DDPG+HER (default preset) | 3 | 0.72 ± 0.37 | 2/3 | 16 | 1,200 | 1,600-2,400 |"
-    )
-    assert (
-        text[3]
-        == "| SB3 TQC+HER (zoo's tuned config) | 1 | 0.30 ± 0.00 | 0/1 | - | - | 1,900-1,900 |"
-    )
+    assert text[2:4] == [
+        "| goalenvs DDPG+HER (default preset) | 3 | 0.72 ± 0.37 | 2/3 | 16 | 1,200 | 1,600-2,400 |",
+        "| SB3 TQC+HER (zoo's tuned config) | 1 | 0.30 ± 0.00 | 0/1 | - | - | 1,900-1,900 |",
+    ]
     # Per run: to 0.5, to 0.9 and the task's own 0.95 (steps / seconds).
     assert text[7] == (
         "| goalenvs DDPG+HER (default preset) | 0 | 100 | 2,400 | 800 / 10 | 1,600 / 20 | "

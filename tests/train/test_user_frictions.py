@@ -11,6 +11,7 @@ import pytest
 
 from goalenvs.agents.ddpg import DDPGConfig
 from goalenvs.train.display import Display
+from goalenvs.train.trainer import Trainer
 
 USER_ENV = Path(__file__).resolve().parents[1] / "user_envs" / "cursor_env.py"
 TINY = dict(
@@ -36,8 +37,6 @@ def test_an_epoch_without_updates_says_so_instead_of_nan_losses(capsys):
 
 @pytest.mark.parametrize(("name", "noted"), [("Float64Cursor", True), ("CursorEnv", False)])
 def test_float64_observations_get_one_note_and_no_gymnasium_warnings(name, noted, tmp_path):
-    from goalenvs.train.trainer import Trainer
-
     config = DDPGConfig(env_id=f"{USER_ENV}:{name}", out=str(tmp_path), verbose=False, **TINY)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
