@@ -15,6 +15,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import report  # noqa: E402
 
+from tests.test_docs import MEASURED_FIGURE  # noqa: E402
+
 
 @pytest.fixture
 def docs_copy(tmp_path: Path) -> Path:
@@ -137,9 +139,12 @@ def test_a_records_cpu_is_named_as_a_reader_names_it():
     assert report.cpu_words({"cpu": "Intel(R) Xeon(R) Processor"}) == "Intel Xeon"
     assert report.cpu_words({"cpu": "AMD EPYC 7B13 64-Core Processor"}) == "AMD EPYC 7B13 64-Core"
     # older records keep the machine as a line of text, the model after the cores or none
-    assert report.cpu_words("x86_64, 2 cores, AMD EPYC") == "AMD EPYC"
+    for machine in ("x86_64, 2 cores, AMD EPYC", {"cpu": "AMD EPYC", "cores": 2}):
+        assert report.cpu_words(machine) == "AMD EPYC", machine
+    # a bare architecture, or nothing: no CPU model (test_evidence's records need one)
+    for machine in ({"cpu": "x86_64"}, {"cores": 2, "cpu": "x86_64"}, "x86_64, 2 cores", None):
+        assert report.cpu_words(machine) == "", machine
     assert report.cpu_words("x86_64, 2 cores, ") == ""
-    assert report.cpu_words({"cpu": "x86_64"}) == ""
 
 
 # ------------------------------------------------------------------ the presets' figures
@@ -194,10 +199,13 @@ def test_the_figure_pattern_sees_figures_and_passes_settings():
 def test_every_preset_figure_comes_from_a_generated_block(path):
     """Measured figures and [measured] tables sit in blocks that benchmarks/report.py
     writes from benchmarks/results/ (and --check holds to them); the hand-written
-    comments explain the settings and quote no measurement."""
+    comments explain the settings and quote no measurement, in words (MEASURED) or as the
+    docs' figures (test_docs.MEASURED_FIGURE)."""
     text = path.read_text()
     quoted = [
-        f"line {n}: {line}" for n, line in hand_written_comments(text) if MEASURED.search(line)
+        f"line {n}: {line}"
+        for n, line in hand_written_comments(text)
+        if MEASURED.search(line) or MEASURED_FIGURE.search(line)
     ]
     assert not quoted, f"{path.name} quotes figures outside a generated block: {quoted}"
     blocks = re.findall(r"^# report:(\S+)\n(.*?)^# /report:\1$", text, re.M | re.S)
