@@ -11,13 +11,9 @@ from gymnasium import spaces
 from goalenvs.core import check_action, check_actions, check_goal_option, goal_arrays, info_values
 
 
-def test_goal_arrays_broadcasts_leading_dimensions():
+def test_goal_arrays_broadcasts_leading_dimensions_of_the_right_goal_size():
     shape, a, d = goal_arrays(np.zeros((4, 1, 3)), np.ones((5, 3)), goal_size=3)
-    assert shape == (4, 5)
-    assert a.shape == (4, 1, 3) and d.shape == (5, 3)
-
-
-def test_goal_arrays_rejects_wrong_goal_size():
+    assert shape == (4, 5) and a.shape == (4, 1, 3) and d.shape == (5, 3)
     with pytest.raises(ValueError, match="goal size 2"):
         goal_arrays(np.zeros((4, 3)), np.zeros((4, 3)), goal_size=2)
 
@@ -84,24 +80,12 @@ def test_check_goal_option_names_a_goal_space_that_is_not_a_box():
         check_goal_option([0, 1, 0], spaces.MultiBinary(3))
 
 
-@pytest.mark.parametrize(
-    "name, expected",
-    [
-        ("next_step", "NextStep"),
-        ("NextStep", "NextStep"),
-        ("same_step", "SameStep"),
-        ("disabled", "Disabled"),
-    ],
-)
-def test_autoreset_mode_accepts_enum_values_and_snake_case(name, expected):
+def test_autoreset_mode_accepts_enum_values_and_snake_case_and_lists_them_else():
     from goalenvs.core import parse_autoreset_mode
 
-    assert parse_autoreset_mode(name).value == expected
-
-
-def test_unknown_autoreset_mode_lists_valid_names():
-    from goalenvs.core import parse_autoreset_mode
-
+    values = {"next_step": "NextStep", "NextStep": "NextStep", "same_step": "SameStep"}
+    for name, value in {**values, "disabled": "Disabled"}.items():
+        assert parse_autoreset_mode(name).value == value, name
     with pytest.raises(ValueError, match=r"autoreset_mode='sometimes'.*next_step"):
         parse_autoreset_mode("sometimes")
 
