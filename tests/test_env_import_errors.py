@@ -52,23 +52,11 @@ MODULES = {
         """
     ),
     # An env whose constructor imports the OpenGL platform when it is built.
-    "builds_gl.py": textwrap.dedent(
-        """
-        class Reach:
-            def __init__(self, **kwargs):
-                import gl_platform
-        """
-    ),
+    "builds_gl.py": "class Reach:\n    def __init__(self, **kwargs):\n        import gl_platform\n",
     # A module that registers an id whose entry point is a failing module, imported only
     # when the env is built (as gymnasium-robotics registers its envs).
-    "lazy_register.py": textwrap.dedent(
-        """
-        import gymnasium as gym
-
-        if "lazy/Reach-v0" not in gym.registry:
-            gym.register("lazy/Reach-v0", entry_point="deep_pkg.envs:Reach")
-        """
-    ),
+    "lazy_register.py": 'import gymnasium as gym\n\nif "lazy/Reach-v0" not in gym.registry:\n'
+    '    gym.register("lazy/Reach-v0", entry_point="deep_pkg.envs:Reach")\n',
 }
 DEEP = "ImportError: libsolver.so.2: cannot open shared object file: No such file or directory"
 EGL = (

@@ -20,14 +20,10 @@ import report  # noqa: E402
 from goalenvs.train.machine import cpu_model, describe_machine, usable_cores  # noqa: E402
 
 
-def test_a_result_record_names_the_commit_it_measured():
+def test_a_result_record_names_the_commit_it_measured_and_the_described_machine():
     info = evidence.run_info()
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True)
     assert info["commit"].rstrip("+") == head.stdout.decode().strip() != ""
-
-
-def test_a_result_record_holds_the_described_machine():
-    info = evidence.run_info()
     assert info["machine"] == describe_machine()
     assert info["machine"]["cpu"] == cpu_model() != ""  # never the empty processor() string
     assert info["machine"]["cores"] == usable_cores()

@@ -111,13 +111,11 @@ def test_a_filter_that_matches_no_record_fails():
 def test_the_shadow_hand_table_says_so_until_a_run_lands_and_then_shows_it(results):
     spec = report.declared()["runs_hand"]
     assert report.draw("runs_hand", spec) == spec["empty"]
-    for suffix in ("json", "csv"):  # a HandReach run as benchmarks/fetch.py keeps it
-        text = (results / "manipulation" / f"push_s0.{suffix}").read_text()
-        if suffix == "json":
-            meta = json.loads(text)
-            meta.update(task="hand_reach", env_id="gymnasium_robotics:HandReach-v3")
-            text = json.dumps(meta)
-        (results / "manipulation" / f"hand_reach_s0.{suffix}").write_text(text)
+    runs = results / "manipulation"  # a HandReach run as benchmarks/fetch.py keeps it
+    shutil.copy(runs / "push_s0.csv", runs / "hand_reach_s0.csv")
+    meta = json.loads((runs / "push_s0.json").read_text())
+    meta.update(task="hand_reach", env_id="gymnasium_robotics:HandReach-v3")
+    (runs / "hand_reach_s0.json").write_text(json.dumps(meta))
     table = report.draw("runs_hand", spec)
     assert table.startswith("`gymnasium_robotics:HandReach-v3`")
     assert "| 0 |" in table and "| 85f5e3d | Intel Xeon | bf16 |" in table
