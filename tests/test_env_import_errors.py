@@ -99,9 +99,8 @@ def run(command: str, spec: str, capsys) -> str:
     traceback; the prefix every line of that command starts with is removed."""
     head, tail, prefix = COMMANDS[command]
     assert main([*head, spec, *tail]) == 2
-    captured = capsys.readouterr()
-    err = captured.err
-    assert "Traceback" not in err and "Traceback" not in captured.out
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "Traceback" not in out
     assert err.count("\n") == 1, err
     prefix = prefix.format(spec=spec)
     assert err.startswith(prefix), err

@@ -57,21 +57,16 @@ def fetch_run(tmp_path: Path, monkeypatch, task: str, rows: str) -> Path:
     return run
 
 
-def test_a_kept_fetch_run_records_the_described_machine(tmp_path, monkeypatch):
-    run = fetch_run(tmp_path, monkeypatch, "push", "1,800,2.0,0.1\n")
-    command = ["python", "-m", "goalenvs", "train", "gymnasium_robotics:FetchPush-v4"]
-    fetch.record("push", 0, run, [0.5] * 3, None, command, commit="abc1234", floor=False)
-    meta = json.loads((tmp_path / "results" / "push_s0.json").read_text())
-    assert meta["machine"] == describe_machine()
-    assert meta["env_steps_per_s"] == 400.0
-
-
-def test_a_resumed_fetch_run_keeps_its_first_commit_command_and_load(tmp_path, monkeypatch):
+def test_a_kept_fetch_run_records_the_machine_and_a_resumed_one_its_first_commit_and_load(
+    tmp_path, monkeypatch
+):
     run = fetch_run(tmp_path, monkeypatch, "slide", "1,800,2.0,0.1\n2,1600,4.0,0.2\n")
     header = "epoch,env_steps,wall_time,eval_success\n"
     first = ["python", "-m", "goalenvs", "train", fetch.TASKS["slide"], "--out", str(run)]
     load = {"every_s": 60, "min": 1.0, "max": 2.0, "mean": 1.5, "samples": [[0, 1.0], [2, 2.0]]}
     fetch.record("slide", 0, run, [0.5] * 3, load, first, commit="aaa1111", floor=False)
+    meta = json.loads((tmp_path / "results" / "slide_s0.json").read_text())
+    assert meta["machine"] == describe_machine() and meta["env_steps_per_s"] == 400.0
     # The budget stopped it; the same command resumes it at another commit.
     with (run / "progress.csv").open("a") as f:
         f.write("3,2400,7.0,0.4\n")

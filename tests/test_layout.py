@@ -95,15 +95,6 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), str(path))
 
 
-@cache
-def package_imports() -> dict[str, list[Import]]:
-    """The goalenvs imports of every module of the package."""
-    return {
-        module: goalenvs_imports(_tree(path), _label(path), _package_of(module))
-        for module, path in MODULES.items()
-    }
-
-
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     seen: set[str] = set()
     stack = [start]
@@ -131,7 +122,10 @@ def import_cycles(imports: dict[str, list[Import]]) -> list[set[str]]:
 
 
 def test_no_two_goalenvs_modules_import_each_other():
-    imports = package_imports()
+    imports = {
+        module: goalenvs_imports(_tree(path), _label(path), _package_of(module))
+        for module, path in MODULES.items()
+    }
     described = []
     for cycle in import_cycles(imports):
         lines = sorted(
@@ -276,15 +270,14 @@ def _top_level_names(path: Path) -> set[str]:
 
 
 @cache
-def _public_face(module: str) -> frozenset[str]:
-    """The ``__all__`` of a package (its public face); nothing for a plain module."""
-    if MODULES[module].name != "__init__.py":
-        return frozenset()
-    return frozenset(getattr(importlib.import_module(module), "__all__", ()))
-
-
 def _defines(module: str, name: str) -> bool:
-    return name in _top_level_names(MODULES[module]) or name in _public_face(module)
+    """Whether ``module`` binds ``name`` itself or, a package, names it in ``__all__`` (its
+    public face)."""
+    if name in _top_level_names(MODULES[module]):
+        return True
+    return MODULES[module].name == "__init__.py" and name in getattr(
+        importlib.import_module(module), "__all__", ()
+    )
 
 
 def test_every_import_names_the_module_that_defines_the_name():
