@@ -31,17 +31,8 @@ ALGORITHMS = ("DQN", "SAC", "TD3", "DDPG")
 def pytest_addoption(parser: Any) -> None:
     """The plugin's two options (see the module docstring)."""
     group = parser.getgroup("sb3_swap_plugin")
-    group.addoption(
-        "--sb3-keep-buffer",
-        action="store_true",
-        help="keep stable-baselines3's own HerReplayBuffer (the peer run)",
-    )
-    group.addoption(
-        "--sb3-seed",
-        type=int,
-        default=None,
-        help="seed every SB3 algorithm the tests build with this seed",
-    )
+    group.addoption("--sb3-keep-buffer", action="store_true", help="keep SB3's own HerReplayBuffer")
+    group.addoption("--sb3-seed", type=int, default=None, help="seed every SB3 algorithm with N")
 
 
 def reseeded(algorithm: Any, seed: int) -> type:

@@ -52,23 +52,11 @@ MODULES = {
         """
     ),
     # An env whose constructor imports the OpenGL platform when it is built.
-    "builds_gl.py": textwrap.dedent(
-        """
-        class Reach:
-            def __init__(self, **kwargs):
-                import gl_platform
-        """
-    ),
+    "builds_gl.py": "class Reach:\n    def __init__(self, **kwargs):\n        import gl_platform\n",
     # A module that registers an id whose entry point is a failing module, imported only
     # when the env is built (as gymnasium-robotics registers its envs).
-    "lazy_register.py": textwrap.dedent(
-        """
-        import gymnasium as gym
-
-        if "lazy/Reach-v0" not in gym.registry:
-            gym.register("lazy/Reach-v0", entry_point="deep_pkg.envs:Reach")
-        """
-    ),
+    "lazy_register.py": 'import gymnasium as gym\n\nif "lazy/Reach-v0" not in gym.registry:\n'
+    '    gym.register("lazy/Reach-v0", entry_point="deep_pkg.envs:Reach")\n',
 }
 DEEP = "ImportError: libsolver.so.2: cannot open shared object file: No such file or directory"
 EGL = (
@@ -111,62 +99,49 @@ def run(command: str, spec: str, capsys) -> str:
     traceback; the prefix every line of that command starts with is removed."""
     head, tail, prefix = COMMANDS[command]
     assert main([*head, spec, *tail]) == 2
-    captured = capsys.readouterr()
-    err = captured.err
-    assert "Traceback" not in err and "Traceback" not in captured.out
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "Traceback" not in out
     assert err.count("\n") == 1, err
     prefix = prefix.format(spec=spec)
     assert err.startswith(prefix), err
     return err[len(prefix) :].rstrip("\n")
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-@pytest.mark.parametrize(
-    ("spec", "module"),
-    [
-        ("deep_pkg:Reach", "deep_pkg"),
-        ("deep_pkg/solver.py:Reach", "deep_pkg/solver.py"),
-        ("lazy_register:lazy/Reach-v0", "deep_pkg.envs"),
-    ],
+WRAPPED = (
+    'DependencyNotInstalled: MuJoCo is not installed, run `pip install "gymnasium[mujoco]"` '
+    f"(caused by {EGL})"
 )
-def test_an_import_error_deep_inside_names_the_module_and_the_exception(
-    command, spec, module, user_folder, capsys
+ALL = list(COMMANDS)
+# (spec, MUJOCO_GL, the commands run, the line each prints after "env {spec!r}: ")
+IMPORT_FAILURES = [
+    ("deep_pkg:Reach", None, ALL, f"importing deep_pkg failed: {DEEP}"),
+    ("deep_pkg/solver.py:Reach", None, ALL, f"importing deep_pkg/solver.py failed: {DEEP}"),
+    # a module that registers an id whose entry point fails, and an id registered so
+    ("lazy_register:lazy/Reach-v0", None, ALL, f"importing deep_pkg.envs failed: {DEEP}"),
+    ("lazy_id/Reach-v0", None, ALL, f"importing deep_pkg.envs failed: {DEEP}"),
+    # another exception type is one line too
+    ("config_env:Reach", None, ALL, "importing config_env failed: KeyError: 'REACH_SCALE_XYZ'"),
+    # a failed OpenGL import under MUJOCO_GL says what to set; without it, nothing to change
+    ("gl_env:Reach", "egl", ALL, f"importing gl_env failed: {EGL}; {GL_HINT}"),
+    ("wrapped_gl_env:Reach", "egl", ALL, f"importing wrapped_gl_env failed: {WRAPPED}; {GL_HINT}"),
+    ("gl_env:Reach", None, ["check"], f"importing gl_env failed: {EGL}"),
+    # MUJOCO_GL is not blamed for a failure that is not OpenGL's
+    ("deep_pkg:Reach", "egl", ["train"], f"importing deep_pkg failed: {DEEP}"),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "spec", "mujoco_gl", "line"),
+    [(c, spec, gl, line) for spec, gl, commands, line in IMPORT_FAILURES for c in commands],
+)
+def test_a_failed_import_names_the_module_and_the_exception(
+    command, spec, mujoco_gl, line, user_folder, monkeypatch, capsys
 ):
-    line = run(command, spec, capsys)
-    assert line == f"env {spec!r}: importing {module} failed: {DEEP}"
-
-
-@pytest.mark.parametrize("command", COMMANDS)
-def test_a_registered_id_whose_entry_point_fails_to_import_names_its_module(
-    command, user_folder, capsys
-):
-    gym.register("lazy_id/Reach-v0", entry_point="deep_pkg.envs:Reach")
-    line = run(command, "lazy_id/Reach-v0", capsys)
-    assert line == f"env 'lazy_id/Reach-v0': importing deep_pkg.envs failed: {DEEP}"
-
-
-@pytest.mark.parametrize("command", COMMANDS)
-def test_another_exception_while_importing_is_one_line_too(command, user_folder, capsys):
-    line = run(command, "config_env:Reach", capsys)
-    assert (
-        line == "env 'config_env:Reach': importing config_env failed: KeyError: 'REACH_SCALE_XYZ'"
-    )
-
-
-@pytest.mark.parametrize("command", COMMANDS)
-@pytest.mark.parametrize("module", ["gl_env", "wrapped_gl_env"])
-def test_a_failed_opengl_import_under_mujoco_gl_says_what_to_set(
-    command, module, user_folder, monkeypatch, capsys
-):
-    monkeypatch.setenv("MUJOCO_GL", "egl")
-    line = run(command, f"{module}:Reach", capsys)
-    failure = (
-        EGL
-        if module == "gl_env"
-        else 'DependencyNotInstalled: MuJoCo is not installed, run `pip install "gymnasium'
-        f'[mujoco]"` (caused by {EGL})'
-    )
-    assert line == f"env '{module}:Reach': importing {module} failed: {failure}; {GL_HINT}"
+    if mujoco_gl:
+        monkeypatch.setenv("MUJOCO_GL", mujoco_gl)
+    if spec == "lazy_id/Reach-v0":
+        gym.register(spec, entry_point="deep_pkg.envs:Reach")
+    assert run(command, spec, capsys) == f"env {spec!r}: {line}"
 
 
 @pytest.mark.parametrize(
@@ -182,19 +157,6 @@ def test_a_failed_import_while_the_env_is_built_is_one_line_with_the_setting(
 ):
     monkeypatch.setenv("MUJOCO_GL", "egl")
     assert run(command, "builds_gl:Reach", capsys) == f"{where}{EGL}; {GL_HINT}"
-
-
-def test_without_mujoco_gl_the_same_failure_has_no_setting_to_change(user_folder, capsys):
-    line = run("check", "gl_env:Reach", capsys)
-    assert line == f"env 'gl_env:Reach': importing gl_env failed: {EGL}"
-
-
-def test_mujoco_gl_is_not_blamed_for_a_failure_that_is_not_opengls(
-    user_folder, monkeypatch, capsys
-):
-    monkeypatch.setenv("MUJOCO_GL", "egl")
-    line = run("train", "deep_pkg:Reach", capsys)
-    assert line == f"env 'deep_pkg:Reach': importing deep_pkg failed: {DEEP}"
 
 
 @pytest.mark.parametrize(

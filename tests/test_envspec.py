@@ -176,22 +176,14 @@ def test_a_file_spec_is_recorded_absolute_and_located_from_any_folder(tmp_path, 
 
 def test_renders_frames_reads_the_declared_render_modes(tmp_path):
     (tmp_path / "frames.py").write_text(
-        textwrap.dedent(
-            """
-            import gymnasium as gym
-
-            class Drawn(gym.Env):
-                metadata = {"render_modes": ["human", "rgb_array"]}
-
-            class Blind(gym.Env):
-                metadata = {"render_modes": []}
-
-            def factory():
-                return Blind()
-            """
-        )
+        "import gymnasium as gym\n\n"
+        "class Drawn(gym.Env):\n    metadata = {'render_modes': ['human', 'rgb_array']}\n\n"
+        "class Blind(gym.Env):\n    metadata = {'render_modes': []}\n\n"
+        "def factory():\n    return Blind()\n"
     )
+    frames = tmp_path / "frames.py"
     assert envspec.renders_frames("goalenvs/PointReach-v0")
-    assert envspec.renders_frames(f"{tmp_path / 'frames.py'}:Drawn")
-    assert not envspec.renders_frames(f"{tmp_path / 'frames.py'}:Blind")
-    assert envspec.renders_frames(f"{tmp_path / 'frames.py'}:factory")  # declares none
+    assert envspec.renders_frames(f"{frames}:Drawn") and not envspec.renders_frames(
+        f"{frames}:Blind"
+    )
+    assert envspec.renders_frames(f"{frames}:factory")  # declares none

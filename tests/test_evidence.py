@@ -20,14 +20,10 @@ import report  # noqa: E402
 from goalenvs.train.machine import cpu_model, describe_machine, usable_cores  # noqa: E402
 
 
-def test_a_result_record_names_the_commit_it_measured():
+def test_a_result_record_names_the_commit_it_measured_and_the_described_machine():
     info = evidence.run_info()
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True)
     assert info["commit"].rstrip("+") == head.stdout.decode().strip() != ""
-
-
-def test_a_result_record_holds_the_described_machine():
-    info = evidence.run_info()
     assert info["machine"] == describe_machine()
     assert info["machine"]["cpu"] == cpu_model() != ""  # never the empty processor() string
     assert info["machine"]["cores"] == usable_cores()
@@ -35,16 +31,8 @@ def test_a_result_record_holds_the_described_machine():
 
 def test_machine_words_reads_old_sentences_and_new_dicts():
     assert evidence.machine_words("x86_64, 2 cores, AMD EPYC") == "x86_64, 2 cores, AMD EPYC"
-    described = {
-        "cpu": "AMD EPYC 9654",
-        "cores": 2,
-        "cores_total": 64,
-        "cpu_quota": 2.0,
-        "torch": "2.13.0+cpu",
-        "cpu_bf16": True,
-        "cuda": None,
-        "platform": "Linux-6.8-x86_64",
-    }
+    described = dict(cpu="AMD EPYC 9654", cores=2, cores_total=64, cpu_quota=2.0, cuda=None)
+    described.update(torch="2.13.0+cpu", cpu_bf16=True, platform="Linux-6.8-x86_64")
     assert evidence.machine_words(described) == (
         "AMD EPYC 9654, 2 of 64 cores usable, torch 2.13.0+cpu, bf16"
     )
@@ -58,37 +46,27 @@ def test_machine_words_reads_old_sentences_and_new_dicts():
     )
 
 
-def test_a_kept_fetch_run_records_the_described_machine(tmp_path, monkeypatch):
-    run = tmp_path / "runs" / "push_s0"
+def fetch_run(tmp_path: Path, monkeypatch, task: str, rows: str) -> Path:
+    """A run folder of ``task`` (its progress.csv ``rows`` under the header) and fetch's
+    RESULTS moved to ``tmp_path/results``."""
+    run = tmp_path / "runs" / f"{task}_s0"
     run.mkdir(parents=True)
-    (run / "progress.csv").write_text("epoch,env_steps,wall_time,eval_success\n1,800,2.0,0.1\n")
-    (run / "config.json").write_text(json.dumps({"env_id": fetch.TASKS["push"]}))
+    (run / "progress.csv").write_text("epoch,env_steps,wall_time,eval_success\n" + rows)
+    (run / "config.json").write_text(json.dumps({"env_id": fetch.TASKS[task]}))
     monkeypatch.setattr(fetch, "RESULTS", tmp_path / "results")
-    command = ["python", "-m", "goalenvs", "train", "gymnasium_robotics:FetchPush-v4"]
-    fetch.record("push", 0, run, [0.5] * 3, None, command, commit="abc1234", floor=False)
-    meta = json.loads((tmp_path / "results" / "push_s0.json").read_text())
-    assert meta["machine"] == describe_machine()
-    assert meta["env_steps_per_s"] == 400.0
+    return run
 
 
-def test_a_resumed_fetch_run_keeps_its_first_commit_command_and_load(tmp_path, monkeypatch):
-    run = tmp_path / "runs" / "slide_s0"
-    run.mkdir(parents=True)
+def test_a_kept_fetch_run_records_the_machine_and_a_resumed_one_its_first_commit_and_load(
+    tmp_path, monkeypatch
+):
+    run = fetch_run(tmp_path, monkeypatch, "slide", "1,800,2.0,0.1\n2,1600,4.0,0.2\n")
     header = "epoch,env_steps,wall_time,eval_success\n"
-    (run / "progress.csv").write_text(header + "1,800,2.0,0.1\n2,1600,4.0,0.2\n")
-    (run / "config.json").write_text(json.dumps({"env_id": fetch.TASKS["slide"]}))
-    monkeypatch.setattr(fetch, "RESULTS", tmp_path / "results")
-    first = [
-        "python",
-        "-m",
-        "goalenvs",
-        "train",
-        "gymnasium_robotics:FetchSlide-v4",
-        "--out",
-        str(run),
-    ]
+    first = ["python", "-m", "goalenvs", "train", fetch.TASKS["slide"], "--out", str(run)]
     load = {"every_s": 60, "min": 1.0, "max": 2.0, "mean": 1.5, "samples": [[0, 1.0], [2, 2.0]]}
     fetch.record("slide", 0, run, [0.5] * 3, load, first, commit="aaa1111", floor=False)
+    meta = json.loads((tmp_path / "results" / "slide_s0.json").read_text())
+    assert meta["machine"] == describe_machine() and meta["env_steps_per_s"] == 400.0
     # The budget stopped it; the same command resumes it at another commit.
     with (run / "progress.csv").open("a") as f:
         f.write("3,2400,7.0,0.4\n")
@@ -199,24 +177,18 @@ def test_compute_reads_the_second_epochs_training_time_over_its_env_steps(monkey
         ran.append(task)
         out.mkdir(parents=True)
         second = per_step[task] * 800 / 1000 / len(fetch.TRAINING_TIME)
-        rows = [
-            "1,800," + ",".join(["9.0"] * 5) + ",7.0",
-            f"2,1600,{','.join([str(second)] * 5)},7.0",
-        ]
-        (out / "progress.csv").write_text(header + "\n".join(rows) + "\n")
-        (out / "config.json").write_text(
-            json.dumps({"precision": "auto", "plan": {"precision": "bf16"}})
-        )
+        rows = f"1,800,{'9.0,' * 5}7.0\n2,1600,{f'{second},' * 5}7.0\n"
+        (out / "progress.csv").write_text(header + rows)
+        plan = {"precision": "auto", "plan": {"precision": "bf16"}}
+        (out / "config.json").write_text(json.dumps(plan))
         return subprocess.CompletedProcess(command, 0, b"", b"")
 
     monkeypatch.setattr(fetch.subprocess, "run", fake_run)
     measured = fetch.compute(["push", "hand_reach"], rounds=2, cycles=3)
     assert ran == ["push", "hand_reach", "push", "hand_reach"]  # side by side, round by round
     assert measured["push"]["rounds"] == [2.0, 2.0] and measured["push"]["x_first"] == 1.0
-    assert measured["hand_reach"]["ms_per_env_step"] == 3.0
-    assert (
-        measured["hand_reach"]["x_first"] == 1.5 and measured["hand_reach"]["precision"] == "bf16"
-    )
+    hand = measured["hand_reach"]
+    assert (hand["ms_per_env_step"], hand["x_first"], hand["precision"]) == (3.0, 1.5, "bf16")
 
 
 # ------------------------------------------------------------ the records on disk
@@ -255,21 +227,9 @@ def test_every_result_record_names_its_commit_and_cpu_model():
     missing = [
         name
         for name, record in records
-        if not record.get("commit") or not cpu_model_of(record.get("machine"))
+        if not record.get("commit") or not report.cpu_words(record.get("machine"))
     ]
     assert not missing, f"records without a commit or a CPU model: {missing}"
-
-
-def cpu_model_of(machine) -> str:
-    """The CPU model a record's machine names ("" for none: a bare architecture)."""
-
-    return report.cpu_words(machine)
-
-
-def test_a_record_without_a_cpu_model_is_seen():
-    assert cpu_model_of({"cpu": "AMD EPYC", "cores": 2}) == "AMD EPYC"
-    for machine in ({"cores": 2, "cpu": "x86_64"}, "x86_64, 2 cores, ", "x86_64, 2 cores", None):
-        assert cpu_model_of(machine) == "", machine
 
 
 def _preset_precision(name: str) -> str:

@@ -15,6 +15,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import report  # noqa: E402
 
+from tests.test_docs import MEASURED_FIGURE  # noqa: E402
+
 
 @pytest.fixture
 def docs_copy(tmp_path: Path) -> Path:
@@ -109,13 +111,11 @@ def test_a_filter_that_matches_no_record_fails():
 def test_the_shadow_hand_table_says_so_until_a_run_lands_and_then_shows_it(results):
     spec = report.declared()["runs_hand"]
     assert report.draw("runs_hand", spec) == spec["empty"]
-    for suffix in ("json", "csv"):  # a HandReach run as benchmarks/fetch.py keeps it
-        text = (results / "manipulation" / f"push_s0.{suffix}").read_text()
-        if suffix == "json":
-            meta = json.loads(text)
-            meta.update(task="hand_reach", env_id="gymnasium_robotics:HandReach-v3")
-            text = json.dumps(meta)
-        (results / "manipulation" / f"hand_reach_s0.{suffix}").write_text(text)
+    runs = results / "manipulation"  # a HandReach run as benchmarks/fetch.py keeps it
+    shutil.copy(runs / "push_s0.csv", runs / "hand_reach_s0.csv")
+    meta = json.loads((runs / "push_s0.json").read_text())
+    meta.update(task="hand_reach", env_id="gymnasium_robotics:HandReach-v3")
+    (runs / "hand_reach_s0.json").write_text(json.dumps(meta))
     table = report.draw("runs_hand", spec)
     assert table.startswith("`gymnasium_robotics:HandReach-v3`")
     assert "| 0 |" in table and "| 85f5e3d | Intel Xeon | bf16 |" in table
@@ -137,9 +137,12 @@ def test_a_records_cpu_is_named_as_a_reader_names_it():
     assert report.cpu_words({"cpu": "Intel(R) Xeon(R) Processor"}) == "Intel Xeon"
     assert report.cpu_words({"cpu": "AMD EPYC 7B13 64-Core Processor"}) == "AMD EPYC 7B13 64-Core"
     # older records keep the machine as a line of text, the model after the cores or none
-    assert report.cpu_words("x86_64, 2 cores, AMD EPYC") == "AMD EPYC"
+    for machine in ("x86_64, 2 cores, AMD EPYC", {"cpu": "AMD EPYC", "cores": 2}):
+        assert report.cpu_words(machine) == "AMD EPYC", machine
+    # a bare architecture, or nothing: no CPU model (test_evidence's records need one)
+    for machine in ({"cpu": "x86_64"}, {"cores": 2, "cpu": "x86_64"}, "x86_64, 2 cores", None):
+        assert report.cpu_words(machine) == "", machine
     assert report.cpu_words("x86_64, 2 cores, ") == ""
-    assert report.cpu_words({"cpu": "x86_64"}) == ""
 
 
 # ------------------------------------------------------------------ the presets' figures
@@ -194,10 +197,13 @@ def test_the_figure_pattern_sees_figures_and_passes_settings():
 def test_every_preset_figure_comes_from_a_generated_block(path):
     """Measured figures and [measured] tables sit in blocks that benchmarks/report.py
     writes from benchmarks/results/ (and --check holds to them); the hand-written
-    comments explain the settings and quote no measurement."""
+    comments explain the settings and quote no measurement, in words (MEASURED) or as the
+    docs' figures (test_docs.MEASURED_FIGURE)."""
     text = path.read_text()
     quoted = [
-        f"line {n}: {line}" for n, line in hand_written_comments(text) if MEASURED.search(line)
+        f"line {n}: {line}"
+        for n, line in hand_written_comments(text)
+        if MEASURED.search(line) or MEASURED_FIGURE.search(line)
     ]
     assert not quoted, f"{path.name} quotes figures outside a generated block: {quoted}"
     blocks = re.findall(r"^# report:(\S+)\n(.*?)^# /report:\1$", text, re.M | re.S)

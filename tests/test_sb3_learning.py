@@ -25,31 +25,36 @@ def _success_rate(model, env_id: str, episodes: int, **kwargs) -> float:
     return successes / episodes
 
 
-@pytest.mark.slow
-def test_sb3_dqn_with_her_solves_ten_random_bits():
+def _learn(algorithm: str, env_id: str, steps: int, env_kwargs: dict, **kwargs):
+    """An SB3 ``algorithm`` with its own HerReplayBuffer (future goals, 4 a transition)
+    trained ``steps`` on ``env_id``, with the settings both tests share."""
+    import stable_baselines3
     import torch
-    from stable_baselines3 import DQN, HerReplayBuffer
+    from stable_baselines3 import HerReplayBuffer
 
     torch.set_num_threads(1)
-    env = gym.make("goalenvs/BitFlipping-v0", n_bits=10)
-    model = DQN(
+    return getattr(stable_baselines3, algorithm)(
         "MultiInputPolicy",
-        env,
+        gym.make(env_id, **env_kwargs),
         device="cpu",
         replay_buffer_class=HerReplayBuffer,
         replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
         learning_rate=1e-3,
         buffer_size=100_000,
         batch_size=128,
-        gamma=0.9,
         learning_starts=500,
-        target_update_interval=250,
-        exploration_fraction=0.3,
-        exploration_final_eps=0.05,
         policy_kwargs={"net_arch": [128, 128]},
         seed=0,
-    )
-    model.learn(5_000)
+        **kwargs,
+    ).learn(steps)
+
+
+@pytest.mark.slow
+def test_sb3_dqn_with_her_solves_ten_random_bits():
+    model = _learn(
+        "DQN", "goalenvs/BitFlipping-v0", 5_000, {"n_bits": 10}, gamma=0.9,
+        target_update_interval=250, exploration_fraction=0.3, exploration_final_eps=0.05,
+    )  # fmt: skip
     # Success over 200 episodes, seeds 0-4 (benchmarks/sb3_her.py learning): SB3's buffer
     # 0.995 1.0 1.0 1.0 1.0, goalenvs' adapter 0.99 1.0 1.0 1.0 1.0. The line keeps a
     # margin of 0.14 below the lowest.
@@ -58,29 +63,10 @@ def test_sb3_dqn_with_her_solves_ten_random_bits():
 
 @pytest.mark.slow
 def test_sb3_ddpg_with_her_reaches_points():
-    import torch
-    from stable_baselines3 import DDPG, HerReplayBuffer
     from stable_baselines3.common.noise import NormalActionNoise
 
-    torch.set_num_threads(1)
-    env = gym.make("goalenvs/PointReach-v0")
-    model = DDPG(
-        "MultiInputPolicy",
-        env,
-        device="cpu",
-        replay_buffer_class=HerReplayBuffer,
-        replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
-        learning_rate=1e-3,
-        buffer_size=100_000,
-        batch_size=128,
-        gamma=0.95,
-        tau=0.05,
-        learning_starts=500,
-        action_noise=NormalActionNoise(np.zeros(2), np.full(2, 0.2)),
-        policy_kwargs={"net_arch": [128, 128]},
-        seed=0,
-    )
-    model.learn(4_000)
+    noise = {"action_noise": NormalActionNoise(np.zeros(2), np.full(2, 0.2))}
+    model = _learn("DDPG", "goalenvs/PointReach-v0", 4_000, {}, gamma=0.95, tau=0.05, **noise)
     # Success over 100 episodes, seeds 0-4 (benchmarks/sb3_her.py learning): SB3's buffer
     # 1.0 0.97 0.95 1.0 1.0, goalenvs' adapter 0.99 1.0 1.0 1.0 0.99. The line keeps a
     # margin of 0.15 below the lowest.

@@ -117,30 +117,12 @@ def test_sb3s_own_her_tests_pass_with_our_buffer(tmp_path: Path, capsys) -> None
         [str(HERE), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     )
     start = time.perf_counter()
+    # SB3's file runs under its own defaults (-c os.devnull), not our pytest settings.
+    argv = [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", "-rs"]
+    argv += ["-p", "sb3_swap_plugin", "-c", os.devnull, "--rootdir", str(tmp_path)]
+    argv += ["-k", " and ".join(f"not {name}" for name in LEFT_OUT)]
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(test_file),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-rs",
-            "-p",
-            "sb3_swap_plugin",
-            "-c",
-            os.devnull,  # SB3's file runs under its own defaults, not our pytest settings
-            "--rootdir",
-            str(tmp_path),
-            "-k",
-            " and ".join(f"not {name}" for name in LEFT_OUT),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
     )
     seconds = time.perf_counter() - start
     output = result.stdout + result.stderr

@@ -17,11 +17,8 @@ class CursorEnv(gym.Env):
         self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
 
     def _obs(self):
-        return {
-            "observation": self.cursor.copy(),
-            "achieved_goal": self.cursor.copy(),
-            "desired_goal": self.goal.copy(),
-        }
+        cursor, goal = self.cursor.copy(), self.goal.copy()
+        return {"observation": cursor, "achieved_goal": cursor.copy(), "desired_goal": goal}
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)

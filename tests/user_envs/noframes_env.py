@@ -20,11 +20,8 @@ class Reach(gym.Env):
         self.action_space = box
 
     def _obs(self):
-        return {
-            "observation": self.position.copy(),
-            "achieved_goal": self.position.copy(),
-            "desired_goal": self.goal.copy(),
-        }
+        position, goal = self.position.copy(), self.goal.copy()
+        return {"observation": position, "achieved_goal": position.copy(), "desired_goal": goal}
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)

@@ -29,11 +29,8 @@ class Reach2D(gym.Env):
         return -(distance > RADIUS).astype(np.float32)
 
     def _obs(self):
-        return {
-            "observation": self.position.copy(),
-            "achieved_goal": self.position.copy(),
-            "desired_goal": self.goal.copy(),
-        }
+        position, goal = self.position.copy(), self.goal.copy()
+        return {"observation": position, "achieved_goal": position.copy(), "desired_goal": goal}
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -53,11 +50,8 @@ class Reach2D(gym.Env):
             info = {}
         elif self.defect == "array_success":
             info = {"is_success": np.array([success])}
-        reward = float(
-            np.asarray(
-                self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info)
-            ).reshape(-1)[0]
-        )
+        reward = self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info)
+        reward = float(np.asarray(reward).reshape(-1)[0])
         truncated = self.t >= HORIZON and self.defect != "endless"
         return obs, reward, False, truncated, info
 

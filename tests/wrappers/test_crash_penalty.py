@@ -49,17 +49,12 @@ def test_compute_reward_adds_the_penalty_for_every_info_layout():
     assert env.penalty == -5.0  # read from config["collision_reward"]
     achieved = np.array([[1.0], [3.0], [0.5]])
     desired = np.array([[0.0], [0.0], [0.5]])
-    expected = np.array([-1.0, -8.0, 0.0])
     flags = np.array([False, True, False])
-    np.testing.assert_allclose(env.compute_reward(achieved, desired, {"crashed": flags}), expected)
     infos = [{"crashed": bool(f)} for f in flags]
-    np.testing.assert_allclose(env.compute_reward(achieved, desired, infos), expected)
-    np.testing.assert_allclose(
-        env.compute_reward(achieved, desired, np.array(infos, dtype=object)), expected
-    )
-    # No info, or no "crashed" in it: no crash.
-    np.testing.assert_allclose(env.compute_reward(achieved, desired, None), [-1.0, -3.0, 0.0])
-    np.testing.assert_allclose(env.compute_reward(achieved, desired, [{}] * 3), [-1.0, -3.0, 0.0])
+    for info in ({"crashed": flags}, infos, np.array(infos, dtype=object)):
+        np.testing.assert_allclose(env.compute_reward(achieved, desired, info), [-1, -8, 0])
+    for info in (None, [{}] * 3):  # no info, or no "crashed" in it: no crash
+        np.testing.assert_allclose(env.compute_reward(achieved, desired, info), [-1, -3, 0])
     assert env.compute_reward(np.array([3.0]), np.array([0.0]), {"crashed": True}) == -8.0
 
 
@@ -96,15 +91,9 @@ def test_relabeled_crash_keeps_its_penalty_only_when_wrapped(wrapped):
     for _ in range(3):
         action = np.array([1.0], np.float32)
         next_obs, reward, terminated, truncated, info = env.step(action)
-        buffer.add(
-            {k: v[None] for k, v in obs.items()},
-            {k: v[None] for k, v in next_obs.items()},
-            action[None],
-            np.array([reward]),
-            np.array([terminated]),
-            np.array([truncated]),
-            {"crashed": np.array([info["crashed"]])},
-        )
+        pair = [{k: v[None] for k, v in o.items()} for o in (obs, next_obs)]
+        rest = [np.array([x]) for x in (reward, terminated, truncated, info["crashed"])]
+        buffer.add(*pair, action[None], *rest[:3], {"crashed": rest[3]})
         obs = next_obs
     batch = buffer.sample(512)
     crash = batch.next_observations["achieved_goal"][:, 0] == 3.0
