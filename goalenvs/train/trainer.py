@@ -104,25 +104,17 @@ def training_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-@dataclass(frozen=True)
-class Workers:
-    """This worker's place in the run: its device, rank and the number of workers."""
-
-    device: torch.device  # where this worker trains (its own GPU in a multi-GPU run)
-    rank: int  # 0 for the main worker (the one that writes the run folder)
-    world: int  # number of workers (1 without torch.distributed)
-    owns_group: bool  # True when this run created the process group (and destroys it)
-
-
-def join_workers(device_name: str) -> Workers:
-    """Joins the process group torchrun describes, if any, and picks this worker's device."""
+def join_workers(device_name: str) -> tuple[torch.device, int, int, bool]:
+    """Joins the process group torchrun describes, if any: this worker's device (its own
+    GPU in a multi-GPU run), rank (0: the one that writes the run folder), the number of
+    workers, and whether this run created the group (and destroys it)."""
     device = training_device(device_name)
     owns_group = distributed.init_from_env(device)
     rank, world = distributed.rank(), distributed.world_size()
     if device.type == "cuda" and world > 1:
         device = torch.device("cuda", rank % torch.cuda.device_count())
         torch.cuda.set_device(device)
-    return Workers(device, rank, world, owns_group)
+    return device, rank, world, owns_group
 
 
 class Trainer:
@@ -161,9 +153,9 @@ class Trainer:
             opened.callback(env.close)
             # a resume takes what its config left to the machine as it was recorded
             followed = follow_recorded(cfg, recorded)
-            workers = self.workers = join_workers(check_device(followed, recorded))
-            self.device, self.rank, self.world = workers.device, workers.rank, workers.world
-            self.main = workers.rank == 0
+            joined = join_workers(check_device(followed, recorded))
+            self.device, self.rank, self.world, self.owns_group = joined
+            self.main = self.rank == 0
             self.loud = self.main and cfg.verbose
             plan = self.plan = make_plan(
                 followed, env, self.device, self.rank, self.world, recorded
@@ -466,7 +458,7 @@ class Trainer:
         self.run_folder.close()
         self.collector.close()
         self.env.close()
-        if self.workers.owns_group:
+        if self.owns_group:
             # Both workers leave together: one tearing its group down while the other is
             # still in its last collective aborts that one in gloo's threads.
             with contextlib.suppress(RuntimeError):
