@@ -50,7 +50,6 @@ class TD3(DDPG):
     config: TD3Config
     last_actor_loss: torch.Tensor
     last_q_pi: torch.Tensor
-    loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "q_mean")
     # DDPG's, plus the second critic, its target and the delay's step counter.
     training_module_names: ClassVar[tuple[str, ...]] = (
         *DDPG.training_module_names,

@@ -48,11 +48,10 @@ from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.learner import Learner
 from goalenvs.agents.registry import make_agent
 from goalenvs.core import episode_length
-from goalenvs.her.replay import ReplayBuffer
 from goalenvs.train.collectors import Backend, Collector, DeviceBackend
 from goalenvs.train.display import Display, mean_or_nan
 from goalenvs.train.envs import goal_function, validate_training_env
-from goalenvs.train.plan import check_device, follow_recorded, make_plan, target_clip
+from goalenvs.train.plan import check_device, follow_recorded, make_plan
 from goalenvs.train.policy import Policy, load_policy
 from goalenvs.train.resume_state import capture_random_state, restore_random_state
 from goalenvs.train.run_folder import Counters, RunFolder
@@ -195,7 +194,7 @@ class Trainer:
             self.agent.to(self.device)
             self.agent.noise_generator()  # made now, so that a resume finds it to restore
             distributed.broadcast_module(self.agent)
-            self.agent.set_return_range(*target_clip(plan))
+            self.agent.set_return_range(*(plan.clip_range or (-math.inf, math.inf)))
             self.learner = self._new_learner()
 
             self.buffer = backend.new_buffer(
@@ -299,7 +298,11 @@ class Trainer:
         counters, buffer, random generators) and starts the envs' episodes; :meth:`run`
         calls it unless it was called."""
         cfg = self.config
-        restored = self.run_folder.open(self.agent, self._load_buffer)
+        backend = self.collector.backend  # a saved buffer is loaded where it was kept
+        restored = self.run_folder.open(
+            self.agent,
+            lambda path: backend.load_buffer(path, self.compute_reward, self.compute_terminated),
+        )
         seed = cfg.seed + self.rank * cfg.num_envs
         if restored is None:
             self.collector.reset(seed)
@@ -408,11 +411,6 @@ class Trainer:
         totals = distributed.all_reduce_sum(self.collector.evaluate(self.agent, seed, limit))
         totals = totals / (self.config.n_eval_episodes * self.world)
         return float(totals[0]), float(totals[1]), float(totals[2])
-
-    def _load_buffer(self, path: Path) -> ReplayBuffer:
-        """A replay buffer this run's backend saved at ``path``."""
-        backend = self.collector.backend
-        return backend.load_buffer(path, self.compute_reward, self.compute_terminated)
 
     def _budget_spent(self, called: float) -> str | None:
         """The budget that is spent at this epoch boundary: ``"max_env_steps"`` (env steps
