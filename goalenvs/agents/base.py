@@ -66,6 +66,8 @@ class Agent(nn.Module):
     training_module_names: ClassVar[tuple[str, ...]] = ()
     # ... and optimizers.
     optimizer_names: ClassVar[tuple[str, ...]] = ()
+    # The online networks whose ``<name>_target`` copies update_targets moves.
+    target_networks: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -181,6 +183,12 @@ class Agent(nn.Module):
         target = rewards + discount * (1.0 - dones) * next_values
         return target.clamp(self.clip_low, self.clip_high)
 
+    def batch_targets(self, batch: Any, next_values: torch.Tensor) -> torch.Tensor:
+        """:meth:`targets` of a HER batch (its n-step ``discounts`` where it has them)."""
+        return self.targets(
+            batch.rewards, batch.dones, next_values, getattr(batch, "discounts", None)
+        )
+
     @torch.no_grad()
     def soft_update(self, target: nn.Module, online: nn.Module, keep: float | None = None) -> None:
         """``target <- keep * target + (1 - keep) * online``, every tensor in one call;
@@ -238,8 +246,9 @@ class Agent(nn.Module):
         return [{} for _ in range(n_batches)]
 
     def update_targets(self) -> None:
-        """Moves the target networks towards the online ones."""
-        raise NotImplementedError
+        """Polyak-averages each of ``target_networks``' targets towards it."""
+        for name in self.target_networks:
+            self.soft_update(getattr(self, f"{name}_target"), getattr(self, name))
 
     def policy_modules(self) -> dict[str, nn.Module]:
         """The modules a saved policy needs to act: the normalizer,

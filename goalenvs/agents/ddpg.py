@@ -55,6 +55,7 @@ class DDPG(BoxAgent):
     policy_module_names: ClassVar[tuple[str, ...]] = ("actor",)
     training_module_names: ClassVar[tuple[str, ...]] = ("critic", "actor_target", "critic_target")
     optimizer_names: ClassVar[tuple[str, ...]] = ("actor_optimizer", "critic_optimizer")
+    target_networks: ClassVar[tuple[str, ...]] = ("actor", "critic")
 
     def make_networks(self) -> None:
         """Actor, critic, their targets and one Adam per network."""
@@ -75,9 +76,7 @@ class DDPG(BoxAgent):
         with self.autocast():
             with torch.no_grad():
                 next_values = self.critic_target(next_inputs, self.actor_target(next_inputs))
-                target = self.targets(
-                    batch.rewards, batch.dones, next_values, getattr(batch, "discounts", None)
-                )
+                target = self.batch_targets(batch, next_values)
             td_errors = self.critic(inputs, actions) - target
             critic_loss = weighted_mean(td_errors.square(), getattr(batch, "weights", None))
             pi = self.actor(inputs)
@@ -97,11 +96,6 @@ class DDPG(BoxAgent):
             "q_mean": q_pi.detach().mean(),
             "td_errors": td_errors.detach(),
         }
-
-    def update_targets(self) -> None:
-        """Polyak-averages both target networks."""
-        self.soft_update(self.actor_target, self.actor)
-        self.soft_update(self.critic_target, self.critic)
 
     @torch.no_grad()
     def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:

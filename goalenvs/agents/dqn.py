@@ -49,6 +49,7 @@ class DQN(Agent):
     policy_module_names: ClassVar[tuple[str, ...]] = ("q",)
     training_module_names: ClassVar[tuple[str, ...]] = ("q_target",)
     optimizer_names: ClassVar[tuple[str, ...]] = ("optimizer",)
+    target_networks: ClassVar[tuple[str, ...]] = ("q",)
 
     def prepare_actions(self, action_space: spaces.Space) -> None:
         """The number of actions, one Q-value each."""
@@ -75,9 +76,7 @@ class DQN(Agent):
                 # Double DQN: the online net picks the next action, the target net values it.
                 next_actions = self.q(next_inputs).argmax(dim=1, keepdim=True)
                 next_values = self.q_target(next_inputs).gather(1, next_actions).squeeze(1)
-                target = self.targets(
-                    batch.rewards, batch.dones, next_values, getattr(batch, "discounts", None)
-                )
+                target = self.batch_targets(batch, next_values)
             q = self.q(inputs).gather(1, actions).squeeze(1)
             delta = self.config.huber_delta
             losses = functional.huber_loss(q, target, delta=delta, reduction="none")
@@ -88,10 +87,6 @@ class DQN(Agent):
             "q_mean": q.detach().mean(),
             "td_errors": (q - target).detach(),
         }
-
-    def update_targets(self) -> None:
-        """Polyak-averages the target network."""
-        self.soft_update(self.q_target, self.q)
 
     @torch.no_grad()
     def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:

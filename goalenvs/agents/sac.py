@@ -116,6 +116,7 @@ class SAC(BoxAgent):
         "critic_optimizer",
         "alpha_optimizer",
     )
+    target_networks: ClassVar[tuple[str, ...]] = ("critic1", "critic2")
 
     def make_networks(self) -> None:
         """The Gaussian actor, twin critics and their targets, the temperature, and their
@@ -152,9 +153,7 @@ class SAC(BoxAgent):
                     self.critic2_target(next_inputs, next_actions),
                 )
                 soft_values = next_values - alpha * next_log_prob
-                target = self.targets(
-                    batch.rewards, batch.dones, soft_values, getattr(batch, "discounts", None)
-                )
+                target = self.batch_targets(batch, soft_values)
             q1, q2 = self.critic1(inputs, actions), self.critic2(inputs, actions)
             critic_loss = twin_critic_loss(q1, q2, target, getattr(batch, "weights", None))
         critics = [*self.critic1.parameters(), *self.critic2.parameters()]
@@ -178,11 +177,6 @@ class SAC(BoxAgent):
             "q_mean": q_pi.detach().mean(),
             "td_errors": (torch.minimum(q1, q2) - target).detach(),
         }
-
-    def update_targets(self) -> None:
-        """Polyak-averages both critics' targets."""
-        self.soft_update(self.critic1_target, self.critic1)
-        self.soft_update(self.critic2_target, self.critic2)
 
     @torch.no_grad()
     def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:

@@ -50,7 +50,6 @@ class TD3(DDPG):
     config: TD3Config
     last_actor_loss: torch.Tensor
     last_q_pi: torch.Tensor
-    loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "q_mean")
     # DDPG's, plus the second critic, its target and the delay's step counter.
     training_module_names: ClassVar[tuple[str, ...]] = (
         *DDPG.training_module_names,
@@ -58,6 +57,7 @@ class TD3(DDPG):
         "critic2_target",
         "critic_steps",
     )
+    target_networks: ClassVar[tuple[str, ...]] = ("actor", "critic", "critic2")
 
     def make_networks(self) -> None:
         """DDPG's networks, a second critic and its target; one Adam over both critics."""
@@ -99,9 +99,7 @@ class TD3(DDPG):
                     self.critic_target(next_inputs, next_actions),
                     self.critic2_target(next_inputs, next_actions),
                 )
-                target = self.targets(
-                    batch.rewards, batch.dones, next_values, getattr(batch, "discounts", None)
-                )
+                target = self.batch_targets(batch, next_values)
             q1, q2 = self.critic(inputs, actions), self.critic2(inputs, actions)
             critic_loss = twin_critic_loss(q1, q2, target, getattr(batch, "weights", None))
         critics = [*self.critic.parameters(), *self.critic2.parameters()]
@@ -127,11 +125,6 @@ class TD3(DDPG):
         """Which of the next ``n_batches`` updates step the actor (one read of the counter)."""
         done, delay = int(self.critic_steps.count), self.config.policy_delay
         return [{"actor_step": (done + i + 1) % delay == 0} for i in range(n_batches)]
-
-    def update_targets(self) -> None:
-        """Polyak-averages the actor's and both critics' targets."""
-        super().update_targets()
-        self.soft_update(self.critic2_target, self.critic2)
 
 
 class StepCounter(nn.Module):

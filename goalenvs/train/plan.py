@@ -17,7 +17,6 @@ where it can, only slower, it says so and goes on.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,12 +50,6 @@ from goalenvs.train.machine import (
     measure_step_seconds,
     usable_cores,
 )
-
-# The config fields a plan resolves, with the default that leaves each to the machine.
-_RESOLVED = ("device", "env_device", "replay_device", "env_workers", "overlap", "precision")
-AUTO = {
-    name: TrainConfig.__dataclass_fields__[name].default for name in (*_RESOLVED, "cuda_graphs")
-}
 
 
 class PreflightError(ValueError):
@@ -150,7 +143,7 @@ def follow_recorded(config: TrainConfig, recorded: dict[str, object] | None) -> 
         name: value
         for name, value in values.items()
         if value is not None
-        and getattr(config, name) == AUTO[name]
+        and getattr(config, name) == TrainConfig.__dataclass_fields__[name].default
         and not (moved and name in ("env_device", "replay_device", "cuda_graphs"))
     }
     return dataclasses.replace(config, **follows) if follows else config
@@ -498,8 +491,3 @@ def _clip_range(
         "set clip_range to clip the targets"
     )
     return None
-
-
-def target_clip(plan: RunPlan) -> tuple[float, float]:
-    """The plan's clip range as the agent takes it (infinite bounds: no clip)."""
-    return plan.clip_range if plan.clip_range is not None else (-math.inf, math.inf)

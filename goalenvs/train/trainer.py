@@ -48,11 +48,10 @@ from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.learner import Learner
 from goalenvs.agents.registry import make_agent
 from goalenvs.core import episode_length
-from goalenvs.her.replay import ReplayBuffer
 from goalenvs.train.collectors import Backend, Collector, DeviceBackend
 from goalenvs.train.display import Display, mean_or_nan
 from goalenvs.train.envs import goal_function, validate_training_env
-from goalenvs.train.plan import check_device, follow_recorded, make_plan, target_clip
+from goalenvs.train.plan import check_device, follow_recorded, make_plan
 from goalenvs.train.policy import Policy, load_policy
 from goalenvs.train.resume_state import capture_random_state, restore_random_state
 from goalenvs.train.run_folder import Counters, RunFolder
@@ -104,25 +103,17 @@ def training_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-@dataclass(frozen=True)
-class Workers:
-    """This worker's place in the run: its device, rank and the number of workers."""
-
-    device: torch.device  # where this worker trains (its own GPU in a multi-GPU run)
-    rank: int  # 0 for the main worker (the one that writes the run folder)
-    world: int  # number of workers (1 without torch.distributed)
-    owns_group: bool  # True when this run created the process group (and destroys it)
-
-
-def join_workers(device_name: str) -> Workers:
-    """Joins the process group torchrun describes, if any, and picks this worker's device."""
+def join_workers(device_name: str) -> tuple[torch.device, int, int, bool]:
+    """Joins the process group torchrun describes, if any: this worker's device (its own
+    GPU in a multi-GPU run), rank (0: the one that writes the run folder), the number of
+    workers, and whether this run created the group (and destroys it)."""
     device = training_device(device_name)
     owns_group = distributed.init_from_env(device)
     rank, world = distributed.rank(), distributed.world_size()
     if device.type == "cuda" and world > 1:
         device = torch.device("cuda", rank % torch.cuda.device_count())
         torch.cuda.set_device(device)
-    return Workers(device, rank, world, owns_group)
+    return device, rank, world, owns_group
 
 
 class Trainer:
@@ -161,9 +152,9 @@ class Trainer:
             opened.callback(env.close)
             # a resume takes what its config left to the machine as it was recorded
             followed = follow_recorded(cfg, recorded)
-            workers = self.workers = join_workers(check_device(followed, recorded))
-            self.device, self.rank, self.world = workers.device, workers.rank, workers.world
-            self.main = workers.rank == 0
+            joined = join_workers(check_device(followed, recorded))
+            self.device, self.rank, self.world, self.owns_group = joined
+            self.main = self.rank == 0
             self.loud = self.main and cfg.verbose
             plan = self.plan = make_plan(
                 followed, env, self.device, self.rank, self.world, recorded
@@ -203,7 +194,7 @@ class Trainer:
             self.agent.to(self.device)
             self.agent.noise_generator()  # made now, so that a resume finds it to restore
             distributed.broadcast_module(self.agent)
-            self.agent.set_return_range(*target_clip(plan))
+            self.agent.set_return_range(*(plan.clip_range or (-math.inf, math.inf)))
             self.learner = self._new_learner()
 
             self.buffer = backend.new_buffer(
@@ -307,7 +298,11 @@ class Trainer:
         counters, buffer, random generators) and starts the envs' episodes; :meth:`run`
         calls it unless it was called."""
         cfg = self.config
-        restored = self.run_folder.open(self.agent, self._load_buffer)
+        backend = self.collector.backend  # a saved buffer is loaded where it was kept
+        restored = self.run_folder.open(
+            self.agent,
+            lambda path: backend.load_buffer(path, self.compute_reward, self.compute_terminated),
+        )
         seed = cfg.seed + self.rank * cfg.num_envs
         if restored is None:
             self.collector.reset(seed)
@@ -417,11 +412,6 @@ class Trainer:
         totals = totals / (self.config.n_eval_episodes * self.world)
         return float(totals[0]), float(totals[1]), float(totals[2])
 
-    def _load_buffer(self, path: Path) -> ReplayBuffer:
-        """A replay buffer this run's backend saved at ``path``."""
-        backend = self.collector.backend
-        return backend.load_buffer(path, self.compute_reward, self.compute_terminated)
-
     def _budget_spent(self, called: float) -> str | None:
         """The budget that is spent at this epoch boundary: ``"max_env_steps"`` (env steps
         of the whole run) or ``"max_minutes"`` (minutes since :meth:`run` was called, once
@@ -466,7 +456,7 @@ class Trainer:
         self.run_folder.close()
         self.collector.close()
         self.env.close()
-        if self.workers.owns_group:
+        if self.owns_group:
             # Both workers leave together: one tearing its group down while the other is
             # still in its last collective aborts that one in gloo's threads.
             with contextlib.suppress(RuntimeError):
