@@ -15,7 +15,7 @@ import numpy as np
 from goalenvs.core import InfoLike, goal_batch, goal_obs
 from goalenvs.core.backend import cast
 from goalenvs.core.types import ArrayT
-from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, import_pygame
+from goalenvs.envs.canvas import BatchRendering, Canvas, CanvasRendering, arrow_keys, import_pygame
 
 
 def goal_distance(achieved: ArrayT, desired: ArrayT, xp: ModuleType) -> ArrayT:
@@ -124,53 +124,28 @@ def arena_canvas(bound: float, title: str) -> Canvas:
     )
 
 
-class PointMassEnv(PlanarRendering):
-    """The state of a single point-mass env (reach, maze): ``(1, 2)`` float32
-    ``_position``, ``_velocity`` and ``_goal`` (the twins' layout, a batch of one), its
-    observation, and the trail of positions its frame draws (kept while rendering)."""
+class PointMassTwin(BatchRendering):
+    """The ``(n, 2)`` float32 state of a point-mass env (reach, maze; a single env is a
+    batch of one): ``_position``, ``_velocity`` and ``_goal``, its observation, and row
+    0's trail of positions that its frame draws (kept while rendering)."""
 
-    render_mode: str | None
-
-    def _init_point_mass(self) -> None:
-        self._position = np.zeros((1, 2), np.float32)
-        self._velocity = np.zeros((1, 2), np.float32)
-        self._goal = np.zeros((1, 2), np.float32)
+    def _allocate_point_mass(self, n: int) -> None:
+        zeros = self.zeros
+        self._position, self._velocity, self._goal = (zeros((n, 2), np.float32) for _ in "pvg")
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
 
-    def _obs(self) -> dict[str, np.ndarray]:
-        return goal_obs(
-            np.concatenate((self._position[0], self._velocity[0])),
-            self._position[0].copy(),
-            self._goal[0].copy(),
-        )
-
-    def _show_frame(self) -> None:
-        """Adds the position to the trail (when rendering), then shows the frame."""
+    def _trail_step(self) -> None:
         if self.render_mode is not None:
-            self._trail.append(self._position[0].copy())
-        super()._show_frame()  # type: ignore[misc]
-
-
-class PointMassTwin:
-    """A point-mass vector twin's (reach, maze) ``(num_envs, 2)`` state: its observation,
-    and sub-env 0's trail, restarted with its episodes."""
-
-    render_mode: str | None
-    xp: Any
-    _position: Any
-    _velocity: Any
-    _goal: Any
-    _trail: deque[np.ndarray]
-    _rewards: Any
+            self._trail.append(self.to_numpy(self._position[0]))
 
     def _episodes_started(self, index: Any) -> None:
         if self.render_mode is not None and 0 in index:
             self._trail.clear()
-            self._trail.append(self.to_numpy(self._position[0]))  # type: ignore[attr-defined]
+            self._trail_step()
             self._rewards = None
 
     def _observation(self) -> dict[str, Any]:
-        fresh = self.fresh  # type: ignore[attr-defined]
+        fresh = self.fresh
         observation = self.xp.concatenate((self._position, self._velocity), axis=1)
         return goal_obs(observation, fresh(self._position), fresh(self._goal))
 
