@@ -124,15 +124,48 @@ def arena_canvas(bound: float, title: str) -> Canvas:
     )
 
 
-class PointMassTwin(BatchRendering):
+class PlanarReach(PlanarGoals, BatchRendering):
+    """The twin hooks of a planar env reached within ``distance_threshold`` (point reach,
+    maze, push): a step measures ``_distance`` from ``_reached()`` (the achieved goal's
+    points) to ``_goal``, which gives the success, :func:`reach_reward`'s reward and the
+    heads-up text; ``reward_type`` and ``distance_threshold`` are the params'."""
+
+    _goal: Any
+
+    def _allocate_reach(self, n: int) -> None:
+        self.reward_type = self.params.reward_type
+        self.distance_threshold = float(self.params.distance_threshold)
+        self._distance = self.zeros(n, np.float32) + 1
+
+    def _reached(self) -> Any:
+        raise NotImplementedError
+
+    def _step_info(self) -> dict[str, Any]:
+        self._distance = goal_distance(self._reached(), self._goal, self.xp)
+        return {"is_success": self._distance < self.params.distance_threshold}
+
+    def _goal_outcomes(self, obs: dict[str, Any], info: dict[str, Any]) -> tuple[Any, Any, None]:
+        p = self.params
+        self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
+        return self.fresh(self._rewards), self.fresh(info["is_success"]), None
+
+    def _frame_hud(self) -> str:
+        return self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))
+
+
+class PointMassTwin(PlanarReach):
     """The ``(n, 2)`` float32 state of a point-mass env (reach, maze; a single env is a
     batch of one): ``_position``, ``_velocity`` and ``_goal``, its observation, and row
     0's trail of positions that its frame draws (kept while rendering)."""
 
     def _allocate_point_mass(self, n: int) -> None:
+        self._allocate_reach(n)
         zeros = self.zeros
         self._position, self._velocity, self._goal = (zeros((n, 2), np.float32) for _ in "pvg")
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
+
+    def _reached(self) -> Any:
+        return self._position
 
     def _trail_step(self) -> None:
         if self.render_mode is not None:

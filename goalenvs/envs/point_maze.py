@@ -422,10 +422,7 @@ class _PointMazeFaces(_PointMazeGoals, PointMassTwin):
     zeroed_on_reset = ("_velocity",)
 
     def _allocate(self, n: int) -> None:
-        self.reward_type = self.params.reward_type
-        self.distance_threshold = float(self.params.distance_threshold)
         self._allocate_point_mass(n)
-        self._success = self.zeros(n, bool)
         self._walls_up = self.constant(self.params.walls_up)
         self._path_lengths = self.constant(self.params.path_lengths)
 
@@ -442,26 +439,16 @@ class _PointMazeFaces(_PointMazeGoals, PointMassTwin):
         )  # fmt: skip
         self._trail_step()
 
-    def _step_info(self) -> dict[str, object]:
-        distance = goal_distance(self._position, self._goal, self.xp)
-        self._success = distance < self.params.distance_threshold
-        return {"is_success": self.fresh(self._success)}
-
     def _goal_outcomes(
         self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, None]:
-        # The sparse reward is the success already measured; the dense one needs the BFS.
-        if self.params.reward_type == "dense":
-            reward = -maze_distance(
-                self._position, self._goal, self._walls_up, self._path_lengths, self.xp
-            )
-        else:
-            reward = self.float32(self._success) - 1
-        self._rewards = reward
-        return self.fresh(reward), self.fresh(info["is_success"]), None
-
-    def _frame_hud(self) -> str:
-        return self._sub_env_hud(bool(self._success[0]))
+        # The dense reward is the maze distance (the BFS), not the straight one.
+        if self.params.reward_type != "dense":
+            return super()._goal_outcomes(obs, info)
+        self._rewards = -maze_distance(
+            self._position, self._goal, self._walls_up, self._path_lengths, self.xp
+        )
+        return self.fresh(self._rewards), self.fresh(info["is_success"]), None
 
     def _new_canvas(self) -> Canvas:
         import_pygame()

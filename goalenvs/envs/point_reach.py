@@ -24,14 +24,12 @@ from goalenvs.core.types import ArrayT, DeviceLike
 from goalenvs.envs.canvas import Canvas
 from goalenvs.envs.planar import (
     FLOOR,
-    PlanarGoals,
     PlanarRendering,
     PointMassTwin,
     accelerate,
     arena_canvas,
     draw_point_mass,
     goal_distance,
-    reach_reward,
 )
 from goalenvs.envs.single import SingleEnv
 
@@ -152,7 +150,7 @@ def draw_episodes_on_device(
 _WALL = (60, 60, 60)
 
 
-class _PointReachFaces(PlanarGoals, PointMassTwin):
+class _PointReachFaces(PointMassTwin):
     """What both faces share: the planar goal functions, the twin's hooks (a single env
     runs them on a batch of one) and the frame (the twin's shows sub-env 0)."""
 
@@ -161,10 +159,7 @@ class _PointReachFaces(PlanarGoals, PointMassTwin):
     zeroed_on_reset = ("_velocity",)
 
     def _allocate(self, n: int) -> None:
-        self.reward_type = self.params.reward_type
-        self.distance_threshold = self.params.distance_threshold
         self._allocate_point_mass(n)
-        self._distance = self.zeros(n, np.float32) + 1
 
     def _draw_episodes(
         self, rngs: list[np.random.Generator], **pinned: Any
@@ -176,20 +171,6 @@ class _PointReachFaces(PlanarGoals, PointMassTwin):
             self._position, self._velocity, actions, self.params, self.xp
         )
         self._trail_step()
-
-    def _step_info(self) -> dict[str, np.ndarray]:
-        self._distance = goal_distance(self._position, self._goal, self.xp)
-        return {"is_success": self._distance < self.params.distance_threshold}
-
-    def _goal_outcomes(
-        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, None]:
-        p = self.params
-        self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
-        return self.fresh(self._rewards), self.fresh(info["is_success"]), None
-
-    def _frame_hud(self) -> str:
-        return self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))
 
     def _new_canvas(self) -> Canvas:
         return arena_canvas(self.params.bound, "goalenvs PointReach")

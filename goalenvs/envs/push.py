@@ -26,18 +26,17 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import clear_points
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import BatchRendering, Canvas
+from goalenvs.envs.canvas import Canvas
 from goalenvs.envs.planar import (
     AGENT,
     GOAL,
     GOAL_RING,
     TEXT,
-    PlanarGoals,
+    PlanarReach,
     PlanarRendering,
     accelerate,
     arena_canvas,
     goal_distance,
-    reach_reward,
 )
 from goalenvs.envs.single import SingleEnv
 
@@ -209,7 +208,7 @@ def observation(
 _TABLE, _EDGE, _BLOCK = (232, 222, 200), (90, 70, 50), (200, 60, 50)
 
 
-class _PushFaces(PlanarGoals, BatchRendering):
+class _PushFaces(PlanarReach):
     """What both faces share: the planar goal functions (of the block's position) and the
     frame (the twin's shows sub-env 0)."""
 
@@ -218,12 +217,13 @@ class _PushFaces(PlanarGoals, BatchRendering):
     zeroed_on_reset = ("_pusher_velocity", "_block_velocity")
 
     def _allocate(self, n: int) -> None:
-        self.reward_type = self.params.reward_type
-        self.distance_threshold = float(self.params.distance_threshold)
+        self._allocate_reach(n)
         self._pusher, self._pusher_velocity, self._block, self._block_velocity, self._goal = (
             self.zeros((n, 2), np.float32) for _ in range(5)
         )
-        self._distance = self.zeros(n, np.float32) + 1
+
+    def _reached(self) -> Any:
+        return self._block
 
     def _draw_episode(
         self, rng: np.random.Generator, goal: np.ndarray | None = None
@@ -241,20 +241,6 @@ class _PushFaces(PlanarGoals, BatchRendering):
             self._pusher, self._pusher_velocity, self._block, self._block_velocity, self.xp
         )
         return goal_obs(obs, self.fresh(self._block), self.fresh(self._goal))
-
-    def _step_info(self) -> dict[str, object]:
-        self._distance = goal_distance(self._block, self._goal, self.xp)
-        return {"is_success": self._distance < self.params.distance_threshold}
-
-    def _goal_outcomes(
-        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, None]:
-        p = self.params
-        self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
-        return self.fresh(self._rewards), self.fresh(info["is_success"]), None
-
-    def _frame_hud(self) -> str:
-        return self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))
 
     def _new_canvas(self) -> Canvas:
         return arena_canvas(self.params.bound, "goalenvs Push")
