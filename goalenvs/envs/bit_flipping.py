@@ -68,29 +68,6 @@ class BitFlippingParams:
         return action
 
 
-# --------------------------------------------------------------------------- goal functions
-
-
-class _BitFlippingGoals:
-    """The goal functions of both faces, defined once (they read ``self.params``)."""
-
-    params: BitFlippingParams
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """0 where every bit matches, else -1 (float32, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, self.params.n_bits)
-        return sparse_reward(bits_match(achieved, desired, xp), xp)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True where every bit matches (bool, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, self.params.n_bits)
-        return bits_match(achieved, desired, xp)
-
-
 # --------------------------------------------------------------------------- kernel
 
 
@@ -230,10 +207,25 @@ class _Layout:
         return None
 
 
-class _BitFlippingFaces(_BitFlippingGoals, BatchRendering):
+class _BitFlippingFaces(BatchRendering):
     """What both faces share: the goal functions and the frame (the twin's shows sub-env 0)."""
 
     episode_state = ("_state", "_goal")
+    params: BitFlippingParams
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """0 where every bit matches, else -1 (float32, the goals' leading shape)."""
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, self.params.n_bits)
+        return sparse_reward(bits_match(achieved, desired, xp), xp)
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True where every bit matches (bool, the goals' leading shape)."""
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, self.params.n_bits)
+        return bits_match(achieved, desired, xp)
 
     def _set_params(self, n_bits: int, continuous: bool, fixed_goal: bool) -> None:
         self.params = BitFlippingParams(n_bits, continuous, fixed_goal)

@@ -164,38 +164,6 @@ class ParkingParams:
         return goal_dict_space(box, spaces.Box(-high, high, dtype=np.float32)), action
 
 
-# --------------------------------------------------------------------------- goal functions
-
-
-class _ParkingGoals:
-    """The goal functions of both faces, defined once (they read ``self.params``)."""
-
-    params: ParkingParams
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse -1/0 (or dense minus distance) minus the penalty where ``info["crashed"]``.
-
-        float32, the goals' leading shape; a missing ``"crashed"`` key means False.
-        """
-        shape, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
-        p = self.params
-        difference = cast(achieved, "float64") - cast(desired, "float64")
-        distance = weighted_distance(difference, p.reward_weights, xp)
-        reward, _ = goal_reward(distance, _crashed(info, shape, achieved, xp), p)
-        if xp is np:
-            return np.asarray(reward, dtype=np.float32).reshape(shape)
-        return cast(reward, "float32").reshape(shape)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True exactly where ``info["crashed"]`` (missing means False); success does not end."""
-        shape, achieved, _, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
-        return _crashed(info, shape, achieved, xp)
-
-
 def _crashed(info: InfoLike, shape: tuple[int, ...], like: ArrayT, xp: ModuleType) -> ArrayT:
     """``info["crashed"]`` (missing: False) over the goal batch, in ``like``'s array module."""
     if is_tensor(like):
@@ -435,7 +403,7 @@ def draw_episodes_on_device(
 # --------------------------------------------------------------------------- rendering
 
 
-class _ParkingFaces(_ParkingGoals, BatchRendering):
+class _ParkingFaces(BatchRendering):
     """What both faces share: the goal functions, the twin's hooks (a single env runs them
     on a batch of one) and the frame that a :class:`LotPainter` draws on the canvas it
     makes (the twin's shows sub-env 0)."""
@@ -443,6 +411,29 @@ class _ParkingFaces(_ParkingGoals, BatchRendering):
     params: ParkingParams
     _painter: LotPainter
     elapsed_steps: Any
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse -1/0 (or dense minus distance) minus the penalty where ``info["crashed"]``.
+
+        float32, the goals' leading shape; a missing ``"crashed"`` key means False.
+        """
+        shape, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
+        p = self.params
+        difference = cast(achieved, "float64") - cast(desired, "float64")
+        distance = weighted_distance(difference, p.reward_weights, xp)
+        reward, _ = goal_reward(distance, _crashed(info, shape, achieved, xp), p)
+        if xp is np:
+            return np.asarray(reward, dtype=np.float32).reshape(shape)
+        return cast(reward, "float32").reshape(shape)
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True exactly where ``info["crashed"]`` (missing means False); success does not end."""
+        shape, achieved, _, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
+        return _crashed(info, shape, achieved, xp)
 
     def _allocate(self, n: int) -> None:
         # (x, y, cos, sin, speed), arrays of shape (n,).

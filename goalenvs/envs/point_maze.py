@@ -35,7 +35,6 @@ from goalenvs.envs.canvas import Canvas, import_pygame
 from goalenvs.envs.planar import (
     FLOOR,
     FRAME,
-    PlanarGoals,
     PlanarRendering,
     PointMassTwin,
     accelerate,
@@ -247,38 +246,6 @@ def _cell(coordinate: np.ndarray) -> np.ndarray:
     return np.clip(np.floor(coordinate).astype(np.int64) + 1, 0, None)
 
 
-# --------------------------------------------------------------------------- goal functions
-
-
-class _PointMazeGoals(PlanarGoals):
-    """The goal functions of both faces, defined once (they read ``self.params``): the
-    planar ones, but for the dense reward's maze distance.
-
-    Numpy goals give numpy results; torch tensors give tensors on their device.
-    """
-
-    params: PointMazeParams
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse 0 / -1, or dense minus the maze distance (float32, the leading shape).
-
-        The dense distance is the shortest path in cells (BFS) between the two goals'
-        cells, or the straight distance when they share a cell: a wall between them
-        makes it longer, never shorter.
-        """
-        p = self.params
-        if p.reward_type != "dense":
-            return super().compute_reward(achieved_goal, desired_goal, info)
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        # The maze's tables, copied once to each device that asks.
-        cache = self.__dict__.setdefault("_tables_on", ({}, {}))
-        walls_up = constant_like(p.walls_up, achieved, cache[0])
-        path_lengths = constant_like(p.path_lengths, achieved, cache[1])
-        return -maze_distance(achieved, desired, walls_up, path_lengths, xp)
-
-
 # --------------------------------------------------------------------------- kernel
 
 
@@ -414,12 +381,32 @@ def draw_episodes(
 _WALL_COLOR = (70, 70, 80)
 
 
-class _PointMazeFaces(_PointMazeGoals, PointMassTwin):
+class _PointMazeFaces(PointMassTwin):
     """What both faces share: the goal functions, the twin's hooks (a single env runs them
     on a batch of one) and the frame (the twin's shows sub-env 0)."""
 
     episode_state = ("_position", "_goal")
     zeroed_on_reset = ("_velocity",)
+    params: PointMazeParams
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse 0 / -1, or dense minus the maze distance (float32, the leading shape).
+
+        The dense distance is the shortest path in cells (BFS) between the two goals'
+        cells, or the straight distance when they share a cell: a wall between them
+        makes it longer, never shorter.
+        """
+        p = self.params
+        if p.reward_type != "dense":
+            return super().compute_reward(achieved_goal, desired_goal, info)
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
+        # The maze's tables, copied once to each device that asks.
+        cache = self.__dict__.setdefault("_tables_on", ({}, {}))
+        walls_up = constant_like(p.walls_up, achieved, cache[0])
+        path_lengths = constant_like(p.path_lengths, achieved, cache[1])
+        return -maze_distance(achieved, desired, walls_up, path_lengths, xp)
 
     def _allocate(self, n: int) -> None:
         self._allocate_point_mass(n)

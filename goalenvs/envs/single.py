@@ -6,6 +6,7 @@ seeded ``s`` and sub-env ``i`` of a numpy twin seeded ``s - i`` thus run the sam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,12 @@ class SingleEnv(BatchRendering):
     observation_space: Any
     action_space: Any
     np_random: np.random.Generator
+    # The faces' hooks, as the twin's (see goalenvs.core.GoalVectorEnv).
+    _allocate: Callable[[int], None]
+    _step_envs: Callable[[Any], None]
+    _observation: Callable[[], dict[str, Any]]
+    _step_info: Callable[[], dict[str, Any]]
+    _goal_outcomes: Callable[[dict[str, Any], dict[str, Any]], tuple[Any, Any, Any]]
     # The twins' array helpers, numpy's (goalenvs.core.backend.NumpyArrays).
     xp = np
     zeros, constant = staticmethod(np.zeros), staticmethod(np.asarray)
@@ -46,9 +53,6 @@ class SingleEnv(BatchRendering):
         self.elapsed_steps = np.zeros(1, np.int64)
         self._has_reset = False
         self._allocate(1)
-
-    def _allocate(self, n: int) -> None:
-        raise NotImplementedError
 
     def _reset_options(self, options: dict[str, object] | None) -> dict[str, np.ndarray]:
         """``options["goal"]`` checked against the goal space (by the params'
@@ -107,15 +111,3 @@ class SingleEnv(BatchRendering):
     def close(self) -> None:
         """Closes the human window, if one is open."""
         self._close_canvas()
-
-    def _step_envs(self, actions: Any) -> None:
-        raise NotImplementedError
-
-    def _observation(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _step_info(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _goal_outcomes(self, obs: dict[str, Any], info: dict[str, Any]) -> tuple[Any, Any, Any]:
-        raise NotImplementedError
