@@ -119,11 +119,6 @@ class Window:
         self._events.clear()
         return out
 
-    def tick(self, fps: int | None) -> None:
-        """Waits so that successive calls run at ``fps`` per second (no-op when closed)."""
-        if fps and self._clock is not None:
-            self._clock.tick(int(fps))
-
     def _pump(self) -> None:
         pg = self.pygame
         for event in pg.event.get():

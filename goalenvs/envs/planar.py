@@ -57,33 +57,6 @@ def reach_reward(
     return xp.where(distance < distance_threshold, zero, zero - 1.0)
 
 
-class PlanarGoals:
-    """The goal functions of both faces of a planar env, defined once: they read
-    ``self.params`` (its ``distance_threshold`` and ``reward_type``).
-
-    Numpy goals give numpy results; torch tensors give tensors on their device.
-    """
-
-    params: Any
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        p = self.params
-        distance = goal_distance(achieved, desired, xp)  # float64 for float64 goals
-        reward = reach_reward(distance, p.distance_threshold, p.reward_type, xp)
-        return cast(reward, "float32")
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
-
-
 # --------------------------------------------------------------------------- drawing
 
 
@@ -124,13 +97,33 @@ def arena_canvas(bound: float, title: str) -> Canvas:
     )
 
 
-class PlanarReach(PlanarGoals, BatchRendering):
-    """The twin hooks of a planar env reached within ``distance_threshold`` (point reach,
-    maze, push): a step measures ``_distance`` from ``_reached()`` (the achieved goal's
-    points) to ``_goal``, which gives the success, :func:`reach_reward`'s reward and the
-    heads-up text; ``reward_type`` and ``distance_threshold`` are the params'."""
+class PlanarReach(BatchRendering):
+    """The goal functions and twin hooks of a planar env reached within
+    ``distance_threshold`` (point reach, maze, push), reading ``self.params`` (its
+    ``distance_threshold`` and ``reward_type``, which are also the env's): numpy goals
+    give numpy results, torch tensors give tensors on their device. A step measures
+    ``_distance`` from ``_reached()`` (the achieved goal's points) to ``_goal``, which
+    gives the success, :func:`reach_reward`'s reward and the heads-up text."""
 
+    params: Any
     _goal: Any
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
+        p = self.params
+        distance = goal_distance(achieved, desired, xp)  # float64 for float64 goals
+        reward = reach_reward(distance, p.distance_threshold, p.reward_type, xp)
+        return cast(reward, "float32")
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
+        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
 
     def _allocate_reach(self, n: int) -> None:
         self.reward_type = self.params.reward_type
