@@ -25,7 +25,7 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import NumpyArrays, TorchArrays
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import BatchRendering, Canvas, import_pygame
+from goalenvs.envs.canvas import Canvas, CanvasRendering, import_pygame
 from goalenvs.envs.single import SingleEnv
 
 
@@ -207,7 +207,7 @@ class _Layout:
         return None
 
 
-class _BitFlippingFaces(BatchRendering):
+class _BitFlippingFaces(CanvasRendering):
     """What both faces share: the goal functions and the frame (the twin's shows sub-env 0)."""
 
     episode_state = ("_state", "_goal")

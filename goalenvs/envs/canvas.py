@@ -370,21 +370,32 @@ def arrow_keys(
 
 
 class CanvasRendering:
-    """The rendering of an env (or of a vector twin's sub-env 0) drawn on one :class:`Canvas`.
+    """The rendering of an env drawn on one :class:`Canvas`: the frame of row 0 of its
+    batch of state arrays (a vector twin's sub-env 0, or a single env's one row).
 
     The canvas is made on first use by ``_new_canvas()``; each frame is drawn by
     ``_draw_frame(canvas)``, then shown in the window (``human``) or returned
-    (``rgb_array``). A single env closes with :meth:`_close_canvas`; the envs'
-    rendering is :class:`BatchRendering`.
+    (``rgb_array``). Its heads-up text (``_frame_hud``) shows row 0's step count, this
+    step's reward (``_rewards``, None after row 0's reset) and its success. A single env
+    closes with :meth:`_close_canvas`, a twin's ``close_extras`` drops the canvas. It
+    declares the array helpers (``xp``, ``zeros``, ...) and the state names that the
+    twin and the single env give the hooks of their shared faces.
     """
 
     _canvas: Canvas | None = None
     render_mode: str | None
     metadata: dict[str, Any]
-    # The face's (a single env's, or a twin's sub-env 0's) rows of its state arrays, as
-    # numpy arrays, and its heads-up text, for the frame.
-    _rows: Callable[..., tuple[np.ndarray, ...]]
     _frame_hud: Callable[[], str]
+    elapsed_steps: Any
+    _rewards: Any = None
+    xp: Any
+    zeros: Callable[..., Any]
+    constant: Callable[..., Any]
+    fresh: Callable[..., Any]
+    float32: Callable[..., Any]
+    to_numpy: Callable[..., np.ndarray]
+    episode_state: tuple[str, ...] = ()
+    zeroed_on_reset: tuple[str, ...] = ()
 
     def _new_canvas(self) -> Canvas:
         raise NotImplementedError
@@ -413,26 +424,6 @@ class CanvasRendering:
         if self._canvas is not None:
             self._canvas.close()
             self._canvas = None
-
-
-class BatchRendering(CanvasRendering):
-    """:class:`CanvasRendering` of row 0 of an env's batch of state arrays (a vector twin's
-    sub-env 0, or a single env's one row), whose heads-up text shows its step count, this
-    step's reward (``_rewards``, None after row 0's reset) and its success
-    (``_frame_hud``); ``close_extras`` drops the canvas. It declares the array helpers
-    (``xp``, ``zeros``, ...) and the state names that the twin and the single env give the
-    hooks of their shared faces."""
-
-    elapsed_steps: Any
-    _rewards: Any = None
-    xp: Any
-    zeros: Callable[..., Any]
-    constant: Callable[..., Any]
-    fresh: Callable[..., Any]
-    float32: Callable[..., Any]
-    to_numpy: Callable[..., np.ndarray]
-    episode_state: tuple[str, ...] = ()
-    zeroed_on_reset: tuple[str, ...] = ()
 
     def _rows(self, *arrays: Any) -> tuple[np.ndarray, ...]:
         return tuple(self.to_numpy(a[0]) for a in arrays)

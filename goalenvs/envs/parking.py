@@ -25,7 +25,7 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import cast, info_tensor, is_tensor
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import BatchRendering, Canvas, arrow_keys
+from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys
 from goalenvs.envs.parking_lot import (
     GOAL_SIZE,
     N_SPOTS,
@@ -403,7 +403,7 @@ def draw_episodes_on_device(
 # --------------------------------------------------------------------------- rendering
 
 
-class _ParkingFaces(BatchRendering):
+class _ParkingFaces(CanvasRendering):
     """What both faces share: the goal functions, the twin's hooks (a single env runs them
     on a batch of one) and the frame that a :class:`LotPainter` draws on the canvas it
     makes (the twin's shows sub-env 0)."""

@@ -15,7 +15,7 @@ import numpy as np
 from goalenvs.core import InfoLike, goal_batch, goal_obs
 from goalenvs.core.backend import cast
 from goalenvs.core.types import ArrayT
-from goalenvs.envs.canvas import BatchRendering, Canvas, CanvasRendering, arrow_keys, import_pygame
+from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, import_pygame
 
 
 def goal_distance(achieved: ArrayT, desired: ArrayT, xp: ModuleType) -> ArrayT:
@@ -97,7 +97,7 @@ def arena_canvas(bound: float, title: str) -> Canvas:
     )
 
 
-class PlanarReach(BatchRendering):
+class PlanarReach(CanvasRendering):
     """The goal functions and twin hooks of a planar env reached within
     ``distance_threshold`` (point reach, maze, push), reading ``self.params`` (its
     ``distance_threshold`` and ``reward_type``, which are also the env's): numpy goals

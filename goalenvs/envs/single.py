@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 
 from goalenvs.core import check_action, check_choice, check_goal_option
-from goalenvs.envs.canvas import BatchRendering
+from goalenvs.envs.canvas import CanvasRendering
 
 _ROW = (0,)  # the index of the one row, for the hooks that take the rows that reset
 
 
-class SingleEnv(BatchRendering):
+class SingleEnv(CanvasRendering):
     """Mixin of the single envs (before :class:`~goalenvs.core.GoalEnv` in the bases): the
     checked render mode, the params' spaces, ``reset`` (drawing from ``np_random``) before
     ``step``, one action checked by :func:`~goalenvs.core.check_action`, an optional
