@@ -37,7 +37,18 @@ class SingleEnv(CanvasRendering):
     # The twins' array helpers, numpy's (goalenvs.core.backend.NumpyArrays).
     xp = np
     zeros, constant = staticmethod(np.zeros), staticmethod(np.asarray)
-    fresh, to_numpy = staticmethod(np.copy), staticmethod(np.array)
+    to_numpy = staticmethod(np.array)
+    # The batch of one: its shape, the index of its row, the index that adds the row to an
+    # action. Parking's single env runs its kernel on scalars (shape ()): it is faster.
+    _batch: Any = 1
+    _row: Any = 0
+    _add_row: Any = None
+    max_episode_steps: int | None = None
+
+    @staticmethod
+    def fresh(value: Any) -> Any:
+        """``value`` itself: :meth:`_rows_out` copies the rows that the env hands out."""
+        return value
 
     @staticmethod
     def float32(value: Any) -> Any:
@@ -50,9 +61,9 @@ class SingleEnv(CanvasRendering):
             check_choice("render_mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode
         self.observation_space, self.action_space = self.params.spaces()
-        self.elapsed_steps = np.zeros(1, np.int64)
+        self.elapsed_steps = np.zeros(self._batch, np.int64)
         self._has_reset = False
-        self._allocate(1)
+        self._allocate(self._batch)
 
     def _reset_options(self, options: dict[str, object] | None) -> dict[str, np.ndarray]:
         """``options["goal"]`` checked against the goal space (by the params'
@@ -76,10 +87,10 @@ class SingleEnv(CanvasRendering):
         if hasattr(self, "_draw_episodes"):  # the twin's draw of a batch
             self._store_episodes(slice(None), self._draw_episodes([self.np_random], **pinned))
         else:
-            self._store_episodes(0, self._draw_episode(self.np_random, **pinned))  # type: ignore[attr-defined]
+            self._store_episodes(self._row, self._draw_episode(self.np_random, **pinned))  # type: ignore[attr-defined]
         for name in self.zeroed_on_reset:
-            getattr(self, name)[:] = 0
-        self.elapsed_steps[:] = 0
+            getattr(self, name)[...] = 0
+        self.elapsed_steps[...] = 0
         self._has_reset = True
         self._episodes_started(_ROW)
         return self._rows_out(self._observation(), self._step_info())
@@ -90,14 +101,14 @@ class SingleEnv(CanvasRendering):
         """Advances the episode one step with ``action`` (see the class docstring)."""
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
-        self._step_envs(check_action(action, self.action_space)[None])
+        self._step_envs(check_action(action, self.action_space)[self._add_row])
         self.elapsed_steps += 1
         obs, info = self._observation(), self._step_info()
         reward, terminated, _ = self._goal_outcomes(obs, info)
-        limit = getattr(self, "max_episode_steps", None)
-        truncated = limit is not None and int(self.elapsed_steps[0]) >= limit
+        row, limit = self._row, self.max_episode_steps
+        truncated = limit is not None and int(self.elapsed_steps[row]) >= limit
         obs, info = self._rows_out(obs, info)
-        return obs, float(reward[0]), bool(terminated[0]), truncated, info
+        return obs, float(reward[row]), bool(terminated[row]), truncated, info
 
     def _rows_out(
         self, obs: dict[str, Any], info: dict[str, Any]
@@ -106,7 +117,9 @@ class SingleEnv(CanvasRendering):
         the window when rendering for a human."""
         if self.render_mode == "human":
             self.render()
-        return {k: v[0] for k, v in obs.items()}, {k: v[0].item() for k, v in info.items()}
+        row = self._row
+        obs = {k: v[row].copy() for k, v in obs.items()}
+        return obs, {k: v[row].item() for k, v in info.items()}
 
     def close(self) -> None:
         """Closes the human window, if one is open."""

@@ -33,8 +33,8 @@ def drive(env: ParkingEnv, action, steps: int):
 
 
 def pose(env: ParkingEnv) -> tuple[float, float, float, float, float]:
-    """The exact float64 state (x, y, cos h, sin h, speed): the row of a batch of one."""
-    return tuple(float(value[0]) for value in env._state)
+    """The exact float64 state (x, y, cos h, sin h, speed)."""
+    return tuple(float(value) for value in env._state)
 
 
 # --------------------------------------------------------------------------- physics
@@ -134,7 +134,7 @@ def full_lot(**kwargs) -> tuple[ParkingEnv, int]:
 
 def test_parked_car_crash_is_detected_on_the_right_step():
     env, _ = full_lot()
-    assert env._parked.sum() == N_SPOTS - 1 and not env._parked[0, 0]
+    assert env._parked.sum() == N_SPOTS - 1 and not env._parked[0]
     # Drive straight up into upper spot 3 (parked car spans y in [11.5, 16.5]); the front
     # starts at y = 7.5 and closes 1 m per step, touching after step 4, overlapping on 5.
     column_x = float(SPOT_X[3])
@@ -158,7 +158,7 @@ def test_car_parked_exactly_in_its_spot_is_a_success_not_a_crash(spot):
     heading = math.pi / 2 if SPOT_CENTERS[spot, 1] > 0 else -math.pi / 2
     x, y = SPOT_CENTERS[spot]
     _, info = env.reset(seed=0, options={"goal": SPOT_GOALS[spot], "car": (x, y, heading, 0.0)})
-    assert env._parked.sum() == N_SPOTS - 1 and not env._parked[0, spot]
+    assert env._parked.sum() == N_SPOTS - 1 and not env._parked[spot]
     assert info == {"is_success": True, "crashed": False}
     obs, reward, terminated, _, info = env.step(COAST)
     assert reward == 0.0 and not terminated
@@ -274,7 +274,7 @@ def test_compute_functions_batch_equals_per_element(goals, crashed_seed, dense):
 def test_bad_input_fails_with_clear_messages():
     env = ParkingEnv()
     env.reset(seed=0)
-    np.testing.assert_array_equal(env.step(np.array([5.0, -3.0]))[0]["desired_goal"], env._goal[0])
+    np.testing.assert_array_equal(env.step(np.array([5.0, -3.0]))[0]["desired_goal"], env._goal)
     with pytest.raises(ValueError, match="outside the goal space"):
         env.reset(options={"goal": np.array([2.0, 0, 0, 0, 1, 0])})
     with pytest.raises(ValueError, match="outside the walls"):
