@@ -436,7 +436,11 @@ class CanvasRendering:
     def _sub_env_hud(self, success: bool) -> str:
         """The heads-up text: row 0's step count, reward and ``success``."""
         reward = None if self._rewards is None else float(self._rewards[0])
-        return hud_line(int(self.elapsed_steps[0]), reward, success)
+        return hud_line(self._steps(), reward, success)
+
+    def _steps(self) -> int:
+        """Row 0's step count."""
+        return int(self.elapsed_steps[0])
 
     def close_extras(self, **kwargs: object) -> None:
         """Releases the drawing surface."""

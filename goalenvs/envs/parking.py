@@ -498,7 +498,7 @@ class _ParkingFaces(CanvasRendering):
     def _draw_frame(self, canvas: Canvas) -> None:
         # rgb_array renders are (352, 576, 3) uint8.
         row = self._row
-        steps = int(self.elapsed_steps[row])
+        steps = self._steps()
         car = tuple(float(a[row]) for a in self._state)
         goal, parked = self.to_numpy(self._goal[row]), self.to_numpy(self._parked[row])
         reward = float(self._reward[row]) if steps else None

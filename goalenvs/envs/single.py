@@ -61,8 +61,7 @@ class SingleEnv(CanvasRendering):
             check_choice("render_mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode
         self.observation_space, self.action_space = self.params.spaces()
-        self.elapsed_steps = np.zeros(self._batch, np.int64)
-        self._has_reset = False
+        self._elapsed, self._has_reset = 0, False
         self._allocate(self._batch)
 
     def _reset_options(self, options: dict[str, object] | None) -> dict[str, np.ndarray]:
@@ -74,9 +73,14 @@ class SingleEnv(CanvasRendering):
         check = getattr(self.params, "check_goal", check_goal_option)
         return {"goal": check(goal, self.observation_space["desired_goal"])}
 
-    def _store_episodes(self, index: object, drawn: tuple[object, ...]) -> None:
+    def _store_episodes(self, index: object, drawn: tuple[Any, ...]) -> None:
+        # The drawn episode becomes the state, uncopied: rows of one (index None) or the
+        # one episode that _draw_episode draws (index 0).
         for name, rows in zip(self.episode_state, drawn, strict=True):
-            getattr(self, name)[index] = rows
+            setattr(self, name, rows if index is None else rows[None])
+
+    def _steps(self) -> int:
+        return self._elapsed
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
@@ -85,13 +89,12 @@ class SingleEnv(CanvasRendering):
         super().reset(seed=seed)  # type: ignore[misc]
         pinned = self._reset_options(options)
         if hasattr(self, "_draw_episodes"):  # the twin's draw of a batch
-            self._store_episodes(slice(None), self._draw_episodes([self.np_random], **pinned))
+            self._store_episodes(None, self._draw_episodes([self.np_random], **pinned))
         else:
             self._store_episodes(self._row, self._draw_episode(self.np_random, **pinned))  # type: ignore[attr-defined]
         for name in self.zeroed_on_reset:
             getattr(self, name)[...] = 0
-        self.elapsed_steps[...] = 0
-        self._has_reset = True
+        self._elapsed, self._has_reset = 0, True
         self._episodes_started(_ROW)
         return self._rows_out(self._observation(), self._step_info())
 
@@ -102,13 +105,13 @@ class SingleEnv(CanvasRendering):
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
         self._step_envs(check_action(action, self.action_space)[self._add_row])
-        self.elapsed_steps += 1
+        self._elapsed += 1
         obs, info = self._observation(), self._step_info()
         reward, terminated, _ = self._goal_outcomes(obs, info)
-        row, limit = self._row, self.max_episode_steps
-        truncated = limit is not None and int(self.elapsed_steps[row]) >= limit
+        limit = self.max_episode_steps
+        truncated = limit is not None and self._elapsed >= limit
         obs, info = self._rows_out(obs, info)
-        return obs, float(reward[row]), bool(terminated[row]), truncated, info
+        return obs, reward.item(), terminated.item(), truncated, info
 
     def _rows_out(
         self, obs: dict[str, Any], info: dict[str, Any]
@@ -119,7 +122,7 @@ class SingleEnv(CanvasRendering):
             self.render()
         row = self._row
         obs = {k: v[row].copy() for k, v in obs.items()}
-        return obs, {k: v[row].item() for k, v in info.items()}
+        return obs, {k: v.item() for k, v in info.items()}  # a batch of one: its row
 
     def close(self) -> None:
         """Closes the human window, if one is open."""
