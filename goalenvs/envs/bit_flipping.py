@@ -16,6 +16,7 @@ from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
     InfoLike,
+    check_action,
     check_goal_option,
     check_positive,
     goal_batch,
@@ -25,8 +26,8 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import NumpyArrays, TorchArrays
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, import_pygame
-from goalenvs.envs.single import EpisodeBookkeeping
+from goalenvs.envs.canvas import Canvas, CanvasRendering, import_pygame
+from goalenvs.envs.single import SingleEnv
 
 
 @dataclass(frozen=True)
@@ -66,29 +67,6 @@ class BitFlippingParams:
         action = np.full(self.n_bits, -1.0, np.float32)
         action[bit] = 1.0
         return action
-
-
-# --------------------------------------------------------------------------- goal functions
-
-
-class _BitFlippingGoals:
-    """The goal functions of both faces, defined once (they read ``self.params``)."""
-
-    params: BitFlippingParams
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """0 where every bit matches, else -1 (float32, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, self.params.n_bits)
-        return sparse_reward(bits_match(achieved, desired, xp), xp)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True where every bit matches (bool, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, self.params.n_bits)
-        return bits_match(achieved, desired, xp)
 
 
 # --------------------------------------------------------------------------- kernel
@@ -230,17 +208,60 @@ class _Layout:
         return None
 
 
-class _BitFlippingFaces(_BitFlippingGoals, CanvasRendering):
+class _BitFlippingFaces(CanvasRendering):
     """What both faces share: the goal functions and the frame (the twin's shows sub-env 0)."""
 
-    _state: Any
-    _goal: Any
+    episode_state = ("_state", "_goal")
+    params: BitFlippingParams
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """0 where every bit matches, else -1 (float32, the goals' leading shape)."""
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, self.params.n_bits)
+        return sparse_reward(bits_match(achieved, desired, xp), xp)
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True where every bit matches (bool, the goals' leading shape)."""
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, self.params.n_bits)
+        return bits_match(achieved, desired, xp)
 
     def _set_params(self, n_bits: int, continuous: bool, fixed_goal: bool) -> None:
         self.params = BitFlippingParams(n_bits, continuous, fixed_goal)
         self.n_bits, self.continuous = self.params.n_bits, self.params.continuous
         self.fixed_goal = self.params.fixed_goal
         self._layout = _Layout(self.n_bits)
+
+    def _allocate(self, n: int) -> None:
+        self._state = self.zeros((n, self.n_bits), np.float32)
+        self._goal = self.zeros((n, self.n_bits), np.float32)
+        self._success = self.zeros(n, bool)
+
+    def _draw_episodes(
+        self, rngs: list[np.random.Generator], **pinned: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return draw_episodes(rngs, self.params, **pinned)
+
+    def _step_envs(self, actions: np.ndarray) -> None:
+        self._state = flip_bits(self._state, actions, self.continuous, self.xp)
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        return goal_obs(self.fresh(self._state), self.fresh(self._state), self.fresh(self._goal))
+
+    def _step_info(self) -> dict[str, np.ndarray]:
+        self._success = bits_match(self._state, self._goal, self.xp)
+        return {"is_success": self.fresh(self._success)}
+
+    def _goal_outcomes(
+        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, None]:
+        self._rewards = sparse_reward(self._success, self.xp)
+        return self.fresh(self._rewards), self.fresh(self._success), None
+
+    def _frame_hud(self) -> str:
+        return self._sub_env_hud(bool(self._success[0]))
 
     def _new_canvas(self) -> Canvas:
         import_pygame()
@@ -271,7 +292,7 @@ class _BitFlippingFaces(_BitFlippingGoals, CanvasRendering):
                     pg.draw.rect(canvas.surface, _MISMATCH, rect, border)
 
 
-class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
+class BitFlippingEnv(_BitFlippingFaces, SingleEnv, GoalEnv):
     """Flip bits until the state matches the goal pattern: the HER paper's bit flipping.
 
     ## Description
@@ -338,34 +359,25 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
         self._set_params(n_bits, continuous, fixed_goal)
         if max_episode_steps is not None:
             check_positive("max_episode_steps", max_episode_steps, integer=True)
-        self.max_episode_steps = self.n_bits if max_episode_steps is None else max_episode_steps
+        self.max_episode_steps: int = max_episode_steps or self.n_bits
         self._setup(render_mode)
-        self._state = np.zeros((1, self.n_bits), np.float32)
-        self._goal = np.zeros((1, self.n_bits), np.float32)
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, object] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Draws a new start and goal; ``options={"goal": bits}`` pins the goal."""
-        super().reset(seed=seed)
-        goal = self._pinned_goal(options)
-        self._state, self._goal = draw_episodes([self.np_random], self.params, goal)
-        return self._started()
 
     def step(
         self, action: object
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        """Flips the chosen bit(s); see the class docstring for rewards and episode ends."""
-        action = self._checked_action(action)
-        self._state = flip_bits(self._state, np.asarray(action)[None], self.continuous, np)
+        """Flips the chosen bit(s): :class:`SingleEnv`'s step written out, for speed."""
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        self._step_envs(check_action(action, self.action_space)[None])
         self._elapsed += 1
-        matched = bits_match(self._state, self._goal, np)
-        reward = float(sparse_reward(matched, np)[0])
-        return self._stepped(reward, bool(matched[0]), self._elapsed >= self.max_episode_steps)
-
-    def _obs(self) -> dict[str, np.ndarray]:
-        state = self._state[0]
-        return goal_obs(state.copy(), state.copy(), self._goal[0].copy())
+        self._success = bits_match(self._state, self._goal, np)
+        self._rewards = sparse_reward(self._success, np)
+        if self.render_mode == "human":
+            self.render()
+        state, success = self._state[0], bool(self._success[0])
+        obs = goal_obs(state.copy(), state.copy(), self._goal[0].copy())
+        truncated = self._elapsed >= self.max_episode_steps
+        return obs, float(self._rewards[0]), success, truncated, {"is_success": success}
 
     def bit_at_pixel(self, column: int, row: int) -> int | None:
         """The bit whose cell (state or goal row) holds the frame pixel, or None."""
@@ -401,7 +413,7 @@ class BitFlippingEnv(_BitFlippingFaces, EpisodeBookkeeping, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
+class BitFlippingVectorEnv(_BitFlippingFaces, GoalVectorEnv):  # type: ignore[misc]
     """The vector twin of :class:`BitFlippingEnv` (:class:`GoalVectorEnv`);
     ``max_episode_steps`` None means ``n_bits``."""
 
@@ -423,35 +435,7 @@ class BitFlippingVectorEnv(_BitFlippingFaces, TwinRendering, GoalVectorEnv):  # 
         super().__init__(
             num_envs, *self.params.spaces(), steps, autoreset_mode, render_mode, device
         )
-        self._state = self.zeros((self.num_envs, self.n_bits), np.float32)
-        self._goal = self.zeros((self.num_envs, self.n_bits), np.float32)
-        self._success = self.zeros(self.num_envs, bool)
-
-    episode_state = ("_state", "_goal")
-
-    def _draw_episodes(
-        self, rngs: list[np.random.Generator], **pinned: Any
-    ) -> tuple[np.ndarray, np.ndarray]:
-        return draw_episodes(rngs, self.params, **pinned)
+        self._allocate(self.num_envs)
 
     def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any]:
         return draw_episodes_on_device(self.torch_generator, self.params, count, goal)
-
-    def _step_envs(self, actions: np.ndarray) -> None:
-        self._state = flip_bits(self._state, actions, self.continuous, self.xp)
-
-    def _observation(self) -> dict[str, np.ndarray]:
-        return goal_obs(self.fresh(self._state), self.fresh(self._state), self.fresh(self._goal))
-
-    def _step_info(self) -> dict[str, np.ndarray]:
-        self._success = bits_match(self._state, self._goal, self.xp)
-        return {"is_success": self.fresh(self._success)}
-
-    def _goal_outcomes(
-        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, None]:
-        self._rewards = sparse_reward(self._success, self.xp)
-        return self.fresh(self._rewards), self.fresh(self._success), None
-
-    def _frame_hud(self) -> str:
-        return self._sub_env_hud(bool(self._success[0]))

@@ -119,11 +119,6 @@ class Window:
         self._events.clear()
         return out
 
-    def tick(self, fps: int | None) -> None:
-        """Waits so that successive calls run at ``fps`` per second (no-op when closed)."""
-        if fps and self._clock is not None:
-            self._clock.tick(int(fps))
-
     def _pump(self) -> None:
         pg = self.pygame
         for event in pg.event.get():
@@ -375,21 +370,32 @@ def arrow_keys(
 
 
 class CanvasRendering:
-    """The rendering of an env (or of a vector twin's sub-env 0) drawn on one :class:`Canvas`.
+    """The rendering of an env drawn on one :class:`Canvas`: the frame of row 0 of its
+    batch of state arrays (a vector twin's sub-env 0, or a single env's one row).
 
     The canvas is made on first use by ``_new_canvas()``; each frame is drawn by
     ``_draw_frame(canvas)``, then shown in the window (``human``) or returned
-    (``rgb_array``). A single env closes with :meth:`_close_canvas`; a vector twin's
-    rendering is :class:`TwinRendering`.
+    (``rgb_array``). Its heads-up text (``_frame_hud``) shows row 0's step count, this
+    step's reward (``_rewards``, None after row 0's reset) and its success. A single env
+    closes with :meth:`_close_canvas`, a twin's ``close_extras`` drops the canvas. It
+    declares the array helpers (``xp``, ``zeros``, ...) and the state names that the
+    twin and the single env give the hooks of their shared faces.
     """
 
     _canvas: Canvas | None = None
     render_mode: str | None
     metadata: dict[str, Any]
-    # The face's (a single env's, or a twin's sub-env 0's) rows of its state arrays, as
-    # numpy arrays, and its heads-up text, for the frame.
-    _rows: Callable[..., tuple[np.ndarray, ...]]
     _frame_hud: Callable[[], str]
+    elapsed_steps: Any
+    _rewards: Any = None
+    xp: Any
+    zeros: Callable[..., Any]
+    constant: Callable[..., Any]
+    fresh: Callable[..., Any]
+    float32: Callable[..., Any]
+    to_numpy: Callable[..., np.ndarray]
+    episode_state: tuple[str, ...] = ()
+    zeroed_on_reset: tuple[str, ...] = ()
 
     def _new_canvas(self) -> Canvas:
         raise NotImplementedError
@@ -419,28 +425,22 @@ class CanvasRendering:
             self._canvas.close()
             self._canvas = None
 
-
-class TwinRendering(CanvasRendering):
-    """:class:`CanvasRendering` of a vector twin: sub-env 0's frame, whose heads-up text
-    shows its step count, this step's reward (``_rewards``, None after sub-env 0's reset)
-    and its success (``_frame_hud``); ``close_extras`` drops the canvas. ``_rows`` gives
-    the frame sub-env 0's rows of state arrays, as numpy arrays."""
-
-    elapsed_steps: Any
-    _rewards: Any = None
-
     def _rows(self, *arrays: Any) -> tuple[np.ndarray, ...]:
-        return tuple(self.to_numpy(a[0]) for a in arrays)  # type: ignore[attr-defined]
+        return tuple(self.to_numpy(a[0]) for a in arrays)
 
     def _episodes_started(self, index: Any) -> None:
-        """Sub-env 0's new episode shows no reward yet."""
+        """Row 0's new episode shows no reward yet."""
         if self.render_mode is not None and 0 in index:
             self._rewards = None
 
     def _sub_env_hud(self, success: bool) -> str:
-        """The heads-up text: sub-env 0's step count, reward and ``success``."""
+        """The heads-up text: row 0's step count, reward and ``success``."""
         reward = None if self._rewards is None else float(self._rewards[0])
-        return hud_line(int(self.elapsed_steps[0]), reward, success)
+        return hud_line(self._steps(), reward, success)
+
+    def _steps(self) -> int:
+        """Row 0's step count."""
+        return int(self.elapsed_steps[0])
 
     def close_extras(self, **kwargs: object) -> None:
         """Releases the drawing surface."""

@@ -15,6 +15,7 @@ from goalenvs.core import (
     GoalEnv,
     GoalVectorEnv,
     InfoLike,
+    check_action,
     check_choice,
     check_positive,
     goal_batch,
@@ -25,7 +26,7 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import cast, info_tensor, is_tensor
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, arrow_keys
+from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys
 from goalenvs.envs.parking_lot import (
     GOAL_SIZE,
     N_SPOTS,
@@ -45,7 +46,7 @@ from goalenvs.envs.parking_lot import (
     check_car_option,
     spot_at,
 )
-from goalenvs.envs.single import EpisodeBookkeeping
+from goalenvs.envs.single import SingleEnv
 
 # The most a substep may turn the car by half (radians): each substep drives one arc,
 # and short arcs keep the per-substep speed limit close to a continuous one. The default
@@ -162,38 +163,6 @@ class ParkingParams:
         box = spaces.Box(-high, high, dtype=np.float32)
         action = spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
         return goal_dict_space(box, spaces.Box(-high, high, dtype=np.float32)), action
-
-
-# --------------------------------------------------------------------------- goal functions
-
-
-class _ParkingGoals:
-    """The goal functions of both faces, defined once (they read ``self.params``)."""
-
-    params: ParkingParams
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse -1/0 (or dense minus distance) minus the penalty where ``info["crashed"]``.
-
-        float32, the goals' leading shape; a missing ``"crashed"`` key means False.
-        """
-        shape, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
-        p = self.params
-        difference = cast(achieved, "float64") - cast(desired, "float64")
-        distance = weighted_distance(difference, p.reward_weights, xp)
-        reward, _ = goal_reward(distance, _crashed(info, shape, achieved, xp), p)
-        if xp is np:
-            return np.asarray(reward, dtype=np.float32).reshape(shape)
-        return cast(reward, "float32").reshape(shape)
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True exactly where ``info["crashed"]`` (missing means False); success does not end."""
-        shape, achieved, _, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
-        return _crashed(info, shape, achieved, xp)
 
 
 def _crashed(info: InfoLike, shape: tuple[int, ...], like: ArrayT, xp: ModuleType) -> ArrayT:
@@ -435,21 +404,113 @@ def draw_episodes_on_device(
 # --------------------------------------------------------------------------- rendering
 
 
-class _LotRendering(CanvasRendering):
-    """Both faces' rendering: a :class:`LotPainter` draws on the canvas it makes."""
+class _ParkingFaces(CanvasRendering):
+    """What both faces share: the goal functions, the twin's hooks (a single env runs them
+    on a batch of one) and the frame that a :class:`LotPainter` draws on the canvas it
+    makes (the twin's shows sub-env 0)."""
 
     params: ParkingParams
     _painter: LotPainter
+    elapsed_steps: Any
+    _row: Any = 0  # the index of the row that the frame shows
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse -1/0 (or dense minus distance) minus the penalty where ``info["crashed"]``.
+
+        float32, the goals' leading shape; a missing ``"crashed"`` key means False.
+        """
+        shape, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
+        p = self.params
+        difference = cast(achieved, "float64") - cast(desired, "float64")
+        distance = weighted_distance(difference, p.reward_weights, xp)
+        reward, _ = goal_reward(distance, _crashed(info, shape, achieved, xp), p)
+        if xp is np:
+            return np.asarray(reward, dtype=np.float32).reshape(shape)
+        return cast(reward, "float32").reshape(shape)
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True exactly where ``info["crashed"]`` (missing means False); success does not end."""
+        shape, achieved, _, xp = goal_batch(achieved_goal, desired_goal, GOAL_SIZE)
+        return _crashed(info, shape, achieved, xp)
+
+    def _allocate(self, n: Any) -> None:
+        # (x, y, cos, sin, speed), arrays of shape (n,) (the single env's: scalars, n = ()).
+        self._state = tuple(
+            self.zeros(n, np.float64) + value for value in (0.0, 0.0, 1.0, 0.0, 0.0)
+        )
+        rows = (n,) if isinstance(n, int) else n
+        self._goal = self.zeros((*rows, GOAL_SIZE), np.float32)
+        self._parked = self.zeros((*rows, N_SPOTS), bool)
+        self._achieved = self.zeros((*rows, GOAL_SIZE), np.float32)
+        self._reward = self.zeros(n, np.float32)
+        self._success = self.zeros(n, bool)
+        self._crashed = self.zeros(n, bool)
+        self._spot_centers = self.constant(SPOT_CENTERS)
+
+    def _reset_options(self, options: dict[str, object] | None) -> dict[str, np.ndarray]:
+        pinned = super()._reset_options(options)  # type: ignore[misc]
+        if options and options.get("car") is not None:
+            batch = getattr(self, "num_envs", None)
+            pinned["car"] = check_car_option(options["car"], self.params.max_speed, batch)
+        return pinned
+
+    def _draw_episode(
+        self,
+        rng: np.random.Generator,
+        goal: np.ndarray | None = None,
+        car: np.ndarray | None = None,
+    ) -> tuple[object, ...]:
+        return start_episode(rng, self.params, goal, car)
+
+    def _store_episodes(self, index: object, drawn: tuple[Any, ...]) -> None:
+        state, self._goal[index], self._parked[index] = drawn
+        for column, value in zip(self._state, state, strict=True):
+            column[index] = value
+
+    def _step_envs(self, actions: np.ndarray) -> None:
+        self._state = advance(self._state, cast(actions, "float64"), self.params, self.xp)
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        # Asked for once after each step or reset, when the sub-envs that reset have been
+        # drawn: one evaluation of the whole batch serves both.
+        self._achieved, self._reward, self._success, self._crashed = evaluate(
+            self._state, self._goal, self._parked, self._spot_centers, self.params, self.xp
+        )
+        return goal_obs(
+            self.fresh(self._achieved), self.fresh(self._achieved), self.fresh(self._goal)
+        )
+
+    def _step_info(self) -> dict[str, np.ndarray]:
+        return {"is_success": self.fresh(self._success), "crashed": self.fresh(self._crashed)}
+
+    def _goal_outcomes(
+        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, None]:
+        return self.fresh(self._reward), self.fresh(self._crashed), None
 
     def _new_canvas(self) -> Canvas:
         self._painter = LotPainter(self.params.length, self.params.width)
         return self._painter.canvas
 
+    def _draw_frame(self, canvas: Canvas) -> None:
+        # rgb_array renders are (352, 576, 3) uint8.
+        row = self._row
+        steps = self._steps()
+        car = tuple(float(a[row]) for a in self._state)
+        goal, parked = self.to_numpy(self._goal[row]), self.to_numpy(self._parked[row])
+        reward = float(self._reward[row]) if steps else None
+        outcome = (bool(self._crashed[row]), bool(self._success[row]), steps, reward)
+        self._painter.draw(car, goal, parked, *outcome)
+
 
 # --------------------------------------------------------------------------- single env
 
 
-class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
+class ParkingEnv(_ParkingFaces, SingleEnv, GoalEnv):
     """Park a car in a goal spot of a walled lot, without hitting walls or parked cars.
 
     ## Description
@@ -586,55 +647,29 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
             max_speed, step_time, substeps, success_threshold, collision_penalty, reward_weights,
         )  # fmt: skip
         self._setup(render_mode)
-        # The kernel's batch of shape (): (x, y, cos, sin, speed) as float64 scalars.
-        self._state = tuple(np.float64(value) for value in (0.0, 0.0, 1.0, 0.0, 0.0))
-        self._goal = np.zeros(GOAL_SIZE, dtype=np.float32)
-        self._parked = np.zeros(N_SPOTS, dtype=bool)
-        self._crashed = False
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, object] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Starts an episode; ``options`` may pin ``"goal"`` (scaled) and ``"car"``."""
-        super().reset(seed=seed)
-        goal, car = self._pinned_goal(options), (options or {}).get("car")
-        if car is not None:
-            car = check_car_option(car, self.params.max_speed)
-        state, self._goal, self._parked = start_episode(self.np_random, self.params, goal, car)
+    # The kernel runs on scalars (a batch of shape ()): 2.5x the steps/s of one-row arrays.
+    _batch = _row = _add_row = ()
+
+    def _store_episodes(self, index: object, drawn: tuple[Any, ...]) -> None:
+        state, self._goal, self._parked = drawn
         self._state = tuple(np.float64(value) for value in state)
-        self._elapsed = 0
-        self._last_reward = None
-        self._has_reset = True
-        obs, _ = self._evaluate()
-        self._show_frame()
-        return obs, {"is_success": self._success, "crashed": self._crashed}
 
     def step(
         self, action: object
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        """Advances one policy step (``step_time`` seconds)."""
-        action = self._checked_action(action)
-        self._state = advance(self._state, action.astype(np.float64), self.params, np)
+        """Drives one policy step: :class:`SingleEnv`'s step written out, for speed."""
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        self._step_envs(check_action(action, self.action_space))
         self._elapsed += 1
-        obs, self._last_reward = self._evaluate()
-        self._show_frame()
-        info = {"is_success": self._success, "crashed": self._crashed}
-        return obs, self._last_reward, self._crashed, False, info
-
-    def _evaluate(self) -> tuple[dict[str, np.ndarray], float]:
-        """The observation and reward of the current state; sets success and crash."""
-        achieved, reward, success, crashed = evaluate(
-            self._state, self._goal, self._parked, SPOT_CENTERS, self.params, np
-        )
-        self._success, self._crashed = bool(success), bool(crashed)
+        self._observation()  # sets _achieved, _reward, _success and _crashed
+        if self.render_mode == "human":
+            self.render()
+        crashed, achieved = bool(self._crashed), self._achieved
         obs = goal_obs(achieved, achieved.copy(), self._goal.copy())
-        return obs, float(reward)
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        # The frame: rgb_array renders are (352, 576, 3) uint8.
-        car, goal, parked = tuple(map(float, self._state)), self._goal, self._parked
-        outcome = (self._crashed, self._success, self._elapsed, self._last_reward)
-        self._painter.draw(car, goal, parked, *outcome)
+        info = {"is_success": bool(self._success), "crashed": crashed}
+        return obs, float(self._reward), crashed, False, info
 
     def get_keys_to_action(self) -> dict[tuple[int, ...], np.ndarray]:
         """Arrow keys: up/down throttle, left/right steering (float32 actions)."""
@@ -644,7 +679,7 @@ class ParkingEnv(_ParkingGoals, EpisodeBookkeeping, _LotRendering, GoalEnv):
 # --------------------------------------------------------------------------- vector env
 
 
-class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
+class ParkingVectorEnv(_ParkingFaces, GoalVectorEnv):  # type: ignore[misc]
     """The vector twin of :class:`ParkingEnv` (:class:`GoalVectorEnv`); ``options`` ``"car"``
     and ``"goal"`` take one value for all sub-envs or one row each."""
 
@@ -677,33 +712,8 @@ class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEn
         super().__init__(
             num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
         )
-        n = self.num_envs
-        # (x, y, cos, sin, speed), arrays of shape (num_envs,).
-        self._state = tuple(
-            self.zeros(n, np.float64) + value for value in (0.0, 0.0, 1.0, 0.0, 0.0)
-        )
-        self._goal = self.zeros((n, GOAL_SIZE), np.float32)
-        self._parked = self.zeros((n, N_SPOTS), bool)
-        self._achieved = self.zeros((n, GOAL_SIZE), np.float32)
-        self._reward = self.zeros(n, np.float32)
-        self._success = self.zeros(n, bool)
-        self._crashed = self.zeros(n, bool)
-        self._spot_centers = self.constant(SPOT_CENTERS)
+        self._allocate(self.num_envs)
         self._spot_goals = self.constant(SPOT_GOALS)
-
-    def _reset_options(self, options: dict[str, object] | None) -> dict[str, np.ndarray]:
-        pinned = super()._reset_options(options)
-        if options and options.get("car") is not None:
-            pinned["car"] = check_car_option(options["car"], self.params.max_speed, self.num_envs)
-        return pinned
-
-    def _draw_episode(
-        self,
-        rng: np.random.Generator,
-        goal: np.ndarray | None = None,
-        car: np.ndarray | None = None,
-    ) -> tuple[object, ...]:
-        return start_episode(rng, self.params, goal, car)
 
     def _draw_episodes(self, rngs: list[np.random.Generator], **pinned: Any) -> tuple[object, ...]:
         # The car's state is five column arrays (self._state), each episode's car a tuple.
@@ -714,38 +724,3 @@ class ParkingVectorEnv(_ParkingGoals, _LotRendering, TwinRendering, GoalVectorEn
         return draw_episodes_on_device(
             self.torch_generator, self.params, count, goal, car, self._spot_goals
         )
-
-    def _store_episodes(self, index: object, drawn: tuple[Any, ...]) -> None:
-        state, self._goal[index], self._parked[index] = drawn
-        for column, value in zip(self._state, state, strict=True):
-            column[index] = value
-
-    def _step_envs(self, actions: np.ndarray) -> None:
-        self._state = advance(self._state, cast(actions, "float64"), self.params, self.xp)
-
-    def _observation(self) -> dict[str, np.ndarray]:
-        # GoalVectorEnv asks for it once after each step or reset, when the sub-envs that
-        # reset have been drawn: one evaluation of the whole batch serves both.
-        self._achieved, self._reward, self._success, self._crashed = evaluate(
-            self._state, self._goal, self._parked, self._spot_centers, self.params, self.xp
-        )
-        return goal_obs(
-            self.fresh(self._achieved), self.fresh(self._achieved), self.fresh(self._goal)
-        )
-
-    def _step_info(self) -> dict[str, np.ndarray]:
-        return {"is_success": self.fresh(self._success), "crashed": self.fresh(self._crashed)}
-
-    def _goal_outcomes(
-        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, None]:
-        return self.fresh(self._reward), self.fresh(self._crashed), None
-
-    def _draw_frame(self, canvas: Canvas) -> None:
-        # Sub-env 0, as ParkingEnv draws it.
-        steps = int(self.elapsed_steps[0])
-        car = tuple(float(a[0]) for a in self._state)
-        goal, parked = self.to_numpy(self._goal[0]), self.to_numpy(self._parked[0])
-        reward = float(self._reward[0]) if steps else None
-        outcome = (bool(self._crashed[0]), bool(self._success[0]), steps, reward)
-        self._painter.draw(car, goal, parked, *outcome)

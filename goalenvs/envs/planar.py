@@ -57,33 +57,6 @@ def reach_reward(
     return xp.where(distance < distance_threshold, zero, zero - 1.0)
 
 
-class PlanarGoals:
-    """The goal functions of both faces of a planar env, defined once: they read
-    ``self.params`` (its ``distance_threshold`` and ``reward_type``).
-
-    Numpy goals give numpy results; torch tensors give tensors on their device.
-    """
-
-    params: Any
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        p = self.params
-        distance = goal_distance(achieved, desired, xp)  # float64 for float64 goals
-        reward = reach_reward(distance, p.distance_threshold, p.reward_type, xp)
-        return cast(reward, "float32")
-
-    def compute_terminated(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
-
-
 # --------------------------------------------------------------------------- drawing
 
 
@@ -124,53 +97,81 @@ def arena_canvas(bound: float, title: str) -> Canvas:
     )
 
 
-class PointMassEnv(PlanarRendering):
-    """The state of a single point-mass env (reach, maze): ``(1, 2)`` float32
-    ``_position``, ``_velocity`` and ``_goal`` (the twins' layout, a batch of one), its
-    observation, and the trail of positions its frame draws (kept while rendering)."""
+class PlanarReach(CanvasRendering):
+    """The goal functions and twin hooks of a planar env reached within
+    ``distance_threshold`` (point reach, maze, push), reading ``self.params`` (its
+    ``distance_threshold`` and ``reward_type``, which are also the env's): numpy goals
+    give numpy results, torch tensors give tensors on their device. A step measures
+    ``_distance`` from ``_reached()`` (the achieved goal's points) to ``_goal``, which
+    gives the success, :func:`reach_reward`'s reward and the heads-up text."""
 
-    render_mode: str | None
+    params: Any
+    _goal: Any
 
-    def _init_point_mass(self) -> None:
-        self._position = np.zeros((1, 2), np.float32)
-        self._velocity = np.zeros((1, 2), np.float32)
-        self._goal = np.zeros((1, 2), np.float32)
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse 0 / -1 or dense minus the distance (float32, the goals' leading shape)."""
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
+        p = self.params
+        distance = goal_distance(achieved, desired, xp)  # float64 for float64 goals
+        reward = reach_reward(distance, p.distance_threshold, p.reward_type, xp)
+        return cast(reward, "float32")
+
+    def compute_terminated(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """True within ``distance_threshold`` of the goal (bool, the goals' leading shape)."""
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
+        return goal_distance(achieved, desired, xp) < self.params.distance_threshold
+
+    def _allocate_reach(self, n: int) -> None:
+        self.reward_type = self.params.reward_type
+        self.distance_threshold = float(self.params.distance_threshold)
+        self._distance = self.zeros(n, np.float32) + 1
+
+    def _reached(self) -> Any:
+        raise NotImplementedError
+
+    def _step_info(self) -> dict[str, Any]:
+        self._distance = goal_distance(self._reached(), self._goal, self.xp)
+        return {"is_success": self._distance < self.params.distance_threshold}
+
+    def _goal_outcomes(self, obs: dict[str, Any], info: dict[str, Any]) -> tuple[Any, Any, None]:
+        p = self.params
+        self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
+        return self.fresh(self._rewards), self.fresh(info["is_success"]), None
+
+    def _frame_hud(self) -> str:
+        return self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))
+
+
+class PointMassTwin(PlanarReach):
+    """The ``(n, 2)`` float32 state of a point-mass env (reach, maze; a single env is a
+    batch of one): ``_position``, ``_velocity`` and ``_goal``, its observation, and row
+    0's trail of positions that its frame draws (kept while rendering)."""
+
+    def _allocate_point_mass(self, n: int) -> None:
+        self._allocate_reach(n)
+        zeros = self.zeros
+        self._position, self._velocity, self._goal = (zeros((n, 2), np.float32) for _ in "pvg")
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
 
-    def _obs(self) -> dict[str, np.ndarray]:
-        return goal_obs(
-            np.concatenate((self._position[0], self._velocity[0])),
-            self._position[0].copy(),
-            self._goal[0].copy(),
-        )
+    def _reached(self) -> Any:
+        return self._position
 
-    def _show_frame(self) -> None:
-        """Adds the position to the trail (when rendering), then shows the frame."""
+    def _trail_step(self) -> None:
         if self.render_mode is not None:
-            self._trail.append(self._position[0].copy())
-        super()._show_frame()  # type: ignore[misc]
-
-
-class PointMassTwin:
-    """A point-mass vector twin's (reach, maze) ``(num_envs, 2)`` state: its observation,
-    and sub-env 0's trail, restarted with its episodes."""
-
-    render_mode: str | None
-    xp: Any
-    _position: Any
-    _velocity: Any
-    _goal: Any
-    _trail: deque[np.ndarray]
-    _rewards: Any
+            self._trail.append(self.to_numpy(self._position[0]))
 
     def _episodes_started(self, index: Any) -> None:
         if self.render_mode is not None and 0 in index:
             self._trail.clear()
-            self._trail.append(self.to_numpy(self._position[0]))  # type: ignore[attr-defined]
+            self._trail_step()
             self._rewards = None
 
     def _observation(self) -> dict[str, Any]:
-        fresh = self.fresh  # type: ignore[attr-defined]
+        fresh = self.fresh
         observation = self.xp.concatenate((self._position, self._velocity), axis=1)
         return goal_obs(observation, fresh(self._position), fresh(self._goal))
 

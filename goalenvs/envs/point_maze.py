@@ -9,7 +9,6 @@ never tunnel through a wall or cut a corner.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -32,19 +31,17 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import cast, constant_like
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering, import_pygame
+from goalenvs.envs.canvas import Canvas, import_pygame
 from goalenvs.envs.planar import (
     FLOOR,
     FRAME,
-    TRAIL_LENGTH,
-    PlanarGoals,
-    PointMassEnv,
+    PlanarRendering,
     PointMassTwin,
     accelerate,
     draw_point_mass,
     goal_distance,
 )
-from goalenvs.envs.single import EpisodeBookkeeping
+from goalenvs.envs.single import SingleEnv
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -249,38 +246,6 @@ def _cell(coordinate: np.ndarray) -> np.ndarray:
     return np.clip(np.floor(coordinate).astype(np.int64) + 1, 0, None)
 
 
-# --------------------------------------------------------------------------- goal functions
-
-
-class _PointMazeGoals(PlanarGoals):
-    """The goal functions of both faces, defined once (they read ``self.params``): the
-    planar ones, but for the dense reward's maze distance.
-
-    Numpy goals give numpy results; torch tensors give tensors on their device.
-    """
-
-    params: PointMazeParams
-
-    def compute_reward(
-        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
-    ) -> np.ndarray:
-        """Sparse 0 / -1, or dense minus the maze distance (float32, the leading shape).
-
-        The dense distance is the shortest path in cells (BFS) between the two goals'
-        cells, or the straight distance when they share a cell: a wall between them
-        makes it longer, never shorter.
-        """
-        p = self.params
-        if p.reward_type != "dense":
-            return super().compute_reward(achieved_goal, desired_goal, info)
-        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
-        # The maze's tables, copied once to each device that asks.
-        cache = self.__dict__.setdefault("_tables_on", ({}, {}))
-        walls_up = constant_like(p.walls_up, achieved, cache[0])
-        path_lengths = constant_like(p.path_lengths, achieved, cache[1])
-        return -maze_distance(achieved, desired, walls_up, path_lengths, xp)
-
-
 # --------------------------------------------------------------------------- kernel
 
 
@@ -416,13 +381,61 @@ def draw_episodes(
 _WALL_COLOR = (70, 70, 80)
 
 
-class _PointMazeFaces(_PointMazeGoals, CanvasRendering):
-    """What both faces share: the goal functions and the frame (the twin's shows sub-env 0)."""
+class _PointMazeFaces(PointMassTwin):
+    """What both faces share: the goal functions, the twin's hooks (a single env runs them
+    on a batch of one) and the frame (the twin's shows sub-env 0)."""
 
-    _position: Any
-    _velocity: Any
-    _goal: Any
-    _trail: deque[np.ndarray]
+    episode_state = ("_position", "_goal")
+    zeroed_on_reset = ("_velocity",)
+    params: PointMazeParams
+
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
+    ) -> np.ndarray:
+        """Sparse 0 / -1, or dense minus the maze distance (float32, the leading shape).
+
+        The dense distance is the shortest path in cells (BFS) between the two goals'
+        cells, or the straight distance when they share a cell: a wall between them
+        makes it longer, never shorter.
+        """
+        p = self.params
+        if p.reward_type != "dense":
+            return super().compute_reward(achieved_goal, desired_goal, info)
+        _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
+        # The maze's tables, copied once to each device that asks.
+        cache = self.__dict__.setdefault("_tables_on", ({}, {}))
+        walls_up = constant_like(p.walls_up, achieved, cache[0])
+        path_lengths = constant_like(p.path_lengths, achieved, cache[1])
+        return -maze_distance(achieved, desired, walls_up, path_lengths, xp)
+
+    def _allocate(self, n: int) -> None:
+        self._allocate_point_mass(n)
+        self._walls_up = self.constant(self.params.walls_up)
+        self._path_lengths = self.constant(self.params.path_lengths)
+
+    def _draw_episode(
+        self, rng: np.random.Generator, goal: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
+        return draw_episode(rng, self.params, goal)
+
+    def _step_envs(self, actions: np.ndarray) -> None:
+        p = self.params
+        self._position, self._velocity = maze_step(
+            self._position, self._velocity, actions, self._walls_up, p.action_scale, p.dt,
+            p.max_speed, self.xp,
+        )  # fmt: skip
+        self._trail_step()
+
+    def _goal_outcomes(
+        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, None]:
+        # The dense reward is the maze distance (the BFS), not the straight one.
+        if self.params.reward_type != "dense":
+            return super()._goal_outcomes(obs, info)
+        self._rewards = -maze_distance(
+            self._position, self._goal, self._walls_up, self._path_lengths, self.xp
+        )
+        return self.fresh(self._rewards), self.fresh(info["is_success"]), None
 
     def _new_canvas(self) -> Canvas:
         import_pygame()
@@ -447,7 +460,7 @@ class _PointMazeFaces(_PointMazeGoals, CanvasRendering):
 # --------------------------------------------------------------------------- single env
 
 
-class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
+class PointMazeEnv(_PointMazeFaces, PlanarRendering, SingleEnv, GoalEnv):
     """A point mass finds its way through a maze to a goal.
 
     ## Description
@@ -531,43 +544,13 @@ class PointMazeEnv(_PointMazeFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
         self.params = PointMazeParams(
             maze_map, reward_type, action_scale, dt, max_speed, distance_threshold, position_noise
         )
-        self.reward_type = reward_type
-        self.distance_threshold = float(distance_threshold)
         self._setup(render_mode)
-        self._init_point_mass()
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, object] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Draws a new start and goal; ``options={"goal": (x, y)}`` pins the goal."""
-        super().reset(seed=seed)
-        goal = self._pinned_goal(options)
-        start, target = draw_episode(self.np_random, self.params, goal)
-        self._position, self._goal = start[None], target[None]
-        self._velocity = np.zeros((1, 2), np.float32)
-        self._trail.clear()
-        return self._started(bool(goal_distance(start, target, np) < self.distance_threshold))
-
-    def step(
-        self, action: object
-    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        """Accelerates the point; see the class docstring for rewards and episode ends."""
-        action = self._checked_action(action)
-        p = self.params
-        self._position, self._velocity = maze_step(
-            self._position, self._velocity, action[None], p.walls_up, p.action_scale, p.dt,
-            p.max_speed, np,
-        )  # fmt: skip
-        self._elapsed += 1
-        reward = float(self.compute_reward(self._position[0], self._goal[0], None))
-        success = bool(goal_distance(self._position, self._goal, np)[0] < p.distance_threshold)
-        return self._stepped(reward, success)
 
 
 # --------------------------------------------------------------------------- vector env
 
 
-class PointMazeVectorEnv(_PointMazeFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
+class PointMazeVectorEnv(_PointMazeFaces, GoalVectorEnv):  # type: ignore[misc]
     """The vector twin of :class:`PointMazeEnv` (:class:`GoalVectorEnv`)."""
 
     metadata: dict[str, object] = twin_metadata(PointMazeEnv)
@@ -590,58 +573,12 @@ class PointMazeVectorEnv(_PointMazeFaces, PointMassTwin, TwinRendering, GoalVect
         self.params = PointMazeParams(
             maze_map, reward_type, action_scale, dt, max_speed, distance_threshold, position_noise
         )
-        self.reward_type = reward_type
-        self.distance_threshold = float(distance_threshold)
         super().__init__(
             num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
         )
-        self._position = self.zeros((self.num_envs, 2), np.float32)
-        self._velocity = self.zeros((self.num_envs, 2), np.float32)
-        self._goal = self.zeros((self.num_envs, 2), np.float32)
-        self._success = self.zeros(self.num_envs, bool)
-        self._walls_up = self.constant(self.params.walls_up)
-        self._path_lengths = self.constant(self.params.path_lengths)
+        self._allocate(self.num_envs)
         self._free_cells = self.constant(self.params.free_cells)
-        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
-
-    episode_state = ("_position", "_goal")
-    zeroed_on_reset = ("_velocity",)
-
-    def _draw_episode(
-        self, rng: np.random.Generator, goal: np.ndarray | None = None
-    ) -> tuple[np.ndarray, ...]:
-        return draw_episode(rng, self.params, goal)
 
     def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any]:
         noise = self.params.position_noise
         return draw_episodes(self.torch_generator, self._free_cells, noise, count, goal)
-
-    def _step_envs(self, actions: np.ndarray) -> None:
-        p = self.params
-        self._position, self._velocity = maze_step(
-            self._position, self._velocity, actions, self._walls_up, p.action_scale, p.dt,
-            p.max_speed, self.xp,
-        )  # fmt: skip
-        if self.render_mode is not None:
-            self._trail.append(self.to_numpy(self._position[0]))
-
-    def _step_info(self) -> dict[str, object]:
-        distance = goal_distance(self._position, self._goal, self.xp)
-        self._success = distance < self.params.distance_threshold
-        return {"is_success": self.fresh(self._success)}
-
-    def _goal_outcomes(
-        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, None]:
-        # The sparse reward is the success already measured; the dense one needs the BFS.
-        if self.params.reward_type == "dense":
-            reward = -maze_distance(
-                self._position, self._goal, self._walls_up, self._path_lengths, self.xp
-            )
-        else:
-            reward = self.float32(self._success) - 1
-        self._rewards = reward
-        return self.fresh(reward), self.fresh(info["is_success"]), None
-
-    def _frame_hud(self) -> str:
-        return self._sub_env_hud(bool(self._success[0]))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -22,20 +21,17 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import clear_points
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering
+from goalenvs.envs.canvas import Canvas
 from goalenvs.envs.planar import (
     FLOOR,
-    TRAIL_LENGTH,
-    PlanarGoals,
-    PointMassEnv,
+    PlanarRendering,
     PointMassTwin,
     accelerate,
     arena_canvas,
     draw_point_mass,
     goal_distance,
-    reach_reward,
 )
-from goalenvs.envs.single import EpisodeBookkeeping
+from goalenvs.envs.single import SingleEnv
 
 if TYPE_CHECKING:
     import torch
@@ -154,15 +150,27 @@ def draw_episodes_on_device(
 _WALL = (60, 60, 60)
 
 
-class _PointReachFaces(PlanarGoals, CanvasRendering):
-    """What both faces share: the planar goal functions and the frame (the twin's shows
-    sub-env 0)."""
+class _PointReachFaces(PointMassTwin):
+    """What both faces share: the planar goal functions, the twin's hooks (a single env
+    runs them on a batch of one) and the frame (the twin's shows sub-env 0)."""
 
     params: PointReachParams
-    _position: Any
-    _velocity: Any
-    _goal: Any
-    _trail: deque[np.ndarray]
+    episode_state = ("_position", "_goal")
+    zeroed_on_reset = ("_velocity",)
+
+    def _allocate(self, n: int) -> None:
+        self._allocate_point_mass(n)
+
+    def _draw_episodes(
+        self, rngs: list[np.random.Generator], **pinned: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return draw_episodes(rngs, self.params, **pinned)
+
+    def _step_envs(self, actions: np.ndarray) -> None:
+        self._position, self._velocity = reach_step(
+            self._position, self._velocity, actions, self.params, self.xp
+        )
+        self._trail_step()
 
     def _new_canvas(self) -> Canvas:
         return arena_canvas(self.params.bound, "goalenvs PointReach")
@@ -180,7 +188,7 @@ class _PointReachFaces(PlanarGoals, CanvasRendering):
 # --------------------------------------------------------------------------- single env
 
 
-class PointReachEnv(_PointReachFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv):
+class PointReachEnv(_PointReachFaces, PlanarRendering, SingleEnv, GoalEnv):
     """A point mass in a square arena accelerates to a goal position.
 
     ## Description
@@ -256,41 +264,13 @@ class PointReachEnv(_PointReachFaces, PointMassEnv, EpisodeBookkeeping, GoalEnv)
         self.params = PointReachParams(
             reward_type, action_scale, dt, max_speed, distance_threshold, bound
         )
-        self.reward_type = self.params.reward_type
-        self.distance_threshold = self.params.distance_threshold
         self._setup(render_mode)
-        self._init_point_mass()
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, object] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Draws a new start and goal; ``options={"goal": (x, y)}`` pins the goal."""
-        super().reset(seed=seed)
-        goal = self._pinned_goal(options)
-        self._position, self._goal = draw_episodes([self.np_random], self.params, goal)
-        self._velocity = np.zeros((1, 2), np.float32)
-        self._trail.clear()
-        return self._started()  # draw_episodes keeps the start out of the goal's radius
-
-    def step(
-        self, action: object
-    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        """Accelerates the point; see the class docstring for rewards and episode ends."""
-        action = self._checked_action(action)
-        p = self.params
-        self._position, self._velocity = reach_step(
-            self._position, self._velocity, action[None], p, np
-        )
-        self._elapsed += 1
-        distance = goal_distance(self._position, self._goal, np)
-        reward = float(reach_reward(distance, p.distance_threshold, p.reward_type, np)[0])
-        return self._stepped(reward, bool(distance[0] < p.distance_threshold))
 
 
 # --------------------------------------------------------------------------- vector env
 
 
-class PointReachVectorEnv(_PointReachFaces, PointMassTwin, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
+class PointReachVectorEnv(_PointReachFaces, GoalVectorEnv):  # type: ignore[misc]
     """The vector twin of :class:`PointReachEnv` (:class:`GoalVectorEnv`)."""
 
     metadata: dict[str, object] = twin_metadata(PointReachEnv)
@@ -312,45 +292,10 @@ class PointReachVectorEnv(_PointReachFaces, PointMassTwin, TwinRendering, GoalVe
         self.params = PointReachParams(
             reward_type, action_scale, dt, max_speed, distance_threshold, bound
         )
-        self.reward_type = self.params.reward_type
-        self.distance_threshold = self.params.distance_threshold
         super().__init__(
             num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
         )
-        self._position = self.zeros((self.num_envs, 2), np.float32)
-        self._velocity = self.zeros((self.num_envs, 2), np.float32)
-        self._goal = self.zeros((self.num_envs, 2), np.float32)
-        self._distance = self.zeros(self.num_envs, np.float32) + 1
-        self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)
-
-    episode_state = ("_position", "_goal")
-    zeroed_on_reset = ("_velocity",)
-
-    def _draw_episodes(
-        self, rngs: list[np.random.Generator], **pinned: Any
-    ) -> tuple[np.ndarray, np.ndarray]:
-        return draw_episodes(rngs, self.params, **pinned)
+        self._allocate(self.num_envs)
 
     def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
         return draw_episodes_on_device(self.torch_generator, self.params, count, goal)
-
-    def _step_envs(self, actions: np.ndarray) -> None:
-        self._position, self._velocity = reach_step(
-            self._position, self._velocity, actions, self.params, self.xp
-        )
-        if self.render_mode is not None:
-            self._trail.append(self.to_numpy(self._position[0]))
-
-    def _step_info(self) -> dict[str, np.ndarray]:
-        self._distance = goal_distance(self._position, self._goal, self.xp)
-        return {"is_success": self._distance < self.params.distance_threshold}
-
-    def _goal_outcomes(
-        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, None]:
-        p = self.params
-        self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
-        return self.fresh(self._rewards), self.fresh(info["is_success"]), None
-
-    def _frame_hud(self) -> str:
-        return self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))

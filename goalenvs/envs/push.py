@@ -26,20 +26,19 @@ from goalenvs.core import (
 )
 from goalenvs.core.backend import clear_points
 from goalenvs.core.types import ArrayT, DeviceLike
-from goalenvs.envs.canvas import Canvas, CanvasRendering, TwinRendering
+from goalenvs.envs.canvas import Canvas
 from goalenvs.envs.planar import (
     AGENT,
     GOAL,
     GOAL_RING,
     TEXT,
-    PlanarGoals,
+    PlanarReach,
     PlanarRendering,
     accelerate,
     arena_canvas,
     goal_distance,
-    reach_reward,
 )
-from goalenvs.envs.single import EpisodeBookkeeping
+from goalenvs.envs.single import SingleEnv
 
 REWARD_TYPES = ("sparse", "dense")
 
@@ -209,14 +208,39 @@ def observation(
 _TABLE, _EDGE, _BLOCK = (232, 222, 200), (90, 70, 50), (200, 60, 50)
 
 
-class _PushFaces(PlanarGoals, CanvasRendering):
+class _PushFaces(PlanarReach):
     """What both faces share: the planar goal functions (of the block's position) and the
     frame (the twin's shows sub-env 0)."""
 
     params: PushParams
-    _pusher: Any
-    _block: Any
-    _goal: Any
+    episode_state = ("_pusher", "_block", "_goal")
+    zeroed_on_reset = ("_pusher_velocity", "_block_velocity")
+
+    def _allocate(self, n: int) -> None:
+        self._allocate_reach(n)
+        self._pusher, self._pusher_velocity, self._block, self._block_velocity, self._goal = (
+            self.zeros((n, 2), np.float32) for _ in range(5)
+        )
+
+    def _reached(self) -> Any:
+        return self._block
+
+    def _draw_episode(
+        self, rng: np.random.Generator, goal: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
+        return draw_episode(rng, self.params, goal)
+
+    def _step_envs(self, actions: np.ndarray) -> None:
+        self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
+            self._pusher, self._pusher_velocity, self._block, self._block_velocity, actions,
+            self.params, self.xp,
+        )  # fmt: skip
+
+    def _observation(self) -> dict[str, object]:
+        obs = observation(
+            self._pusher, self._pusher_velocity, self._block, self._block_velocity, self.xp
+        )
+        return goal_obs(obs, self.fresh(self._block), self.fresh(self._goal))
 
     def _new_canvas(self) -> Canvas:
         return arena_canvas(self.params.bound, "goalenvs Push")
@@ -237,7 +261,7 @@ class _PushFaces(PlanarGoals, CanvasRendering):
 # --------------------------------------------------------------------------- single env
 
 
-class PushEnv(_PushFaces, EpisodeBookkeeping, PlanarRendering, GoalEnv):
+class PushEnv(_PushFaces, PlanarRendering, SingleEnv, GoalEnv):
     """A disc pusher shoves a disc block onto a target spot.
 
     ## Description
@@ -330,51 +354,13 @@ class PushEnv(_PushFaces, EpisodeBookkeeping, PlanarRendering, GoalEnv):
             reward_type, action_scale, dt, max_speed, friction, pusher_radius, block_radius,
             distance_threshold, bound, block_range, goal_range, pusher_range,
         )  # fmt: skip
-        self.reward_type = reward_type
-        self.distance_threshold = float(distance_threshold)
         self._setup(render_mode)
-        zeros = np.zeros((1, 2), np.float32)
-        self._pusher, self._pusher_velocity = zeros, zeros
-        self._block, self._block_velocity, self._goal = zeros, zeros, zeros
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, object] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Draws a new pusher, block and target; ``options={"goal": (x, y)}`` pins it."""
-        super().reset(seed=seed)
-        pusher, block, target = draw_episode(
-            self.np_random, self.params, self._pinned_goal(options)
-        )
-        self._pusher, self._block, self._goal = pusher[None], block[None], target[None]
-        self._pusher_velocity = np.zeros((1, 2), np.float32)
-        self._block_velocity = np.zeros((1, 2), np.float32)
-        return self._started()
-
-    def step(
-        self, action: object
-    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        """Moves the pusher (and the block it touches); see the class docstring."""
-        action = self._checked_action(action)
-        self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
-            self._pusher, self._pusher_velocity, self._block, self._block_velocity,
-            action[None], self.params, np,
-        )  # fmt: skip
-        self._elapsed += 1
-        distance, p = goal_distance(self._block, self._goal, np), self.params
-        reward = float(reach_reward(distance, p.distance_threshold, p.reward_type, np)[0])
-        return self._stepped(reward, bool(distance[0] < p.distance_threshold))
-
-    def _obs(self) -> dict[str, np.ndarray]:
-        obs = observation(
-            self._pusher, self._pusher_velocity, self._block, self._block_velocity, np
-        )
-        return goal_obs(obs[0], self._block[0].copy(), self._goal[0].copy())
 
 
 # --------------------------------------------------------------------------- vector env
 
 
-class PushVectorEnv(_PushFaces, TwinRendering, GoalVectorEnv):  # type: ignore[misc]
+class PushVectorEnv(_PushFaces, GoalVectorEnv):  # type: ignore[misc]
     """The vector twin of :class:`PushEnv` (:class:`GoalVectorEnv`)."""
 
     metadata: dict[str, object] = twin_metadata(PushEnv)
@@ -403,52 +389,10 @@ class PushVectorEnv(_PushFaces, TwinRendering, GoalVectorEnv):  # type: ignore[m
             reward_type, action_scale, dt, max_speed, friction, pusher_radius, block_radius,
             distance_threshold, bound, block_range, goal_range, pusher_range,
         )  # fmt: skip
-        self.reward_type = reward_type
-        self.distance_threshold = float(distance_threshold)
         super().__init__(
             num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
         )
-        n = self.num_envs
-        self._pusher = self.zeros((n, 2), np.float32)
-        self._pusher_velocity = self.zeros((n, 2), np.float32)
-        self._block = self.zeros((n, 2), np.float32)
-        self._block_velocity = self.zeros((n, 2), np.float32)
-        self._goal = self.zeros((n, 2), np.float32)
-        self._distance = self.zeros(n, np.float32) + 1
-
-    episode_state = ("_pusher", "_block", "_goal")
-    zeroed_on_reset = ("_pusher_velocity", "_block_velocity")
-
-    def _draw_episode(
-        self, rng: np.random.Generator, goal: np.ndarray | None = None
-    ) -> tuple[np.ndarray, ...]:
-        return draw_episode(rng, self.params, goal)
+        self._allocate(self.num_envs)
 
     def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any, Any]:
         return draw_episodes(self.torch_generator, self.params, count, goal)
-
-    def _step_envs(self, actions: np.ndarray) -> None:
-        self._pusher, self._pusher_velocity, self._block, self._block_velocity = push_step(
-            self._pusher, self._pusher_velocity, self._block, self._block_velocity, actions,
-            self.params, self.xp,
-        )  # fmt: skip
-
-    def _observation(self) -> dict[str, object]:
-        obs = observation(
-            self._pusher, self._pusher_velocity, self._block, self._block_velocity, self.xp
-        )
-        return goal_obs(obs, self.fresh(self._block), self.fresh(self._goal))
-
-    def _step_info(self) -> dict[str, object]:
-        self._distance = goal_distance(self._block, self._goal, self.xp)
-        return {"is_success": self._distance < self.params.distance_threshold}
-
-    def _goal_outcomes(
-        self, obs: dict[str, np.ndarray], info: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, None]:
-        p = self.params
-        self._rewards = reach_reward(self._distance, p.distance_threshold, p.reward_type, self.xp)
-        return self.fresh(self._rewards), self.fresh(info["is_success"]), None
-
-    def _frame_hud(self) -> str:
-        return self._sub_env_hud(bool(self._distance[0] < self.params.distance_threshold))
