@@ -81,6 +81,7 @@ def measure(checkpoint: Path, episodes: int) -> dict[str, Any]:
         "epoch": int(meta["epoch"]),
         "env_steps": int(meta["env_steps"]),
         "polyak": meta["config"]["polyak"],
+        "precision": meta["config"].get("plan", {}).get("precision"),  # what the run trained
         "episodes": episodes,
         "success": rates,
     }

@@ -187,6 +187,15 @@ def training_worker() -> dict[str, float]:
     return result
 
 
+def part_precision(part: str) -> dict[str, str] | str | None:
+    """The arithmetic of a part's updates, as its record names it: the training part's
+    runs pin theirs by flag, ``point_reach`` trains the point_reach preset (fp32); the env
+    and buffer parts and the suite train no network (None)."""
+    if part == "training":
+        return {name: flags[flags.index("--precision") + 1] for name, _, flags in TRAINING_RUNS}
+    return "fp32" if part == "point_reach" else None
+
+
 def suite_worker() -> dict[str, float]:
     """Wall seconds and test count of the version's own suite, run from its checkout."""
     start = time.perf_counter()
@@ -329,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{part}: {side} round {round_ + 1} done", file=sys.stderr)
             best = {side: best_of(r, HIGHER_IS_BETTER[part]) for side, r in rounds.items()}
             record["parts"][part] = {"rounds": rounds, "best": best}
+            if part_precision(part) is not None:
+                record["parts"][part]["precision"] = part_precision(part)
             print(f"\n### {part} ({'higher' if HIGHER_IS_BETTER[part] else 'lower'} is better)")
             print(table(best["before"], best["after"]))
         print("\nsaved to", append_jsonl("before_after.jsonl", record))

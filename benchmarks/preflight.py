@@ -74,6 +74,7 @@ def measure(env_id: str, rounds: int) -> dict:
         "first_epoch_s": round(first_epoch, 2),
         "first_epoch_env_steps": int(epoch["env_steps"]),
         "ratio": round(median / first_epoch, 4),
+        "precision": trainer.plan.precision,  # the first epoch's updates
         **info,
         "load_after": run_info()["load"],
     }

@@ -183,8 +183,9 @@ def records(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 record = {**spec.get("defaults", {}), **flat(row), "_file": name}
                 record["cpu"] = cpu_words(item.get("machine"))
                 load, after = item.get("load"), item.get("load_after")
-                if isinstance(load, list) and isinstance(after, list) and load and after:
-                    record.setdefault("load_span", _span([load[0], after[0]]))
+                if isinstance(load, list) and load:  # the 1-minute load at start (and end)
+                    ends = [load[0], after[0]] if isinstance(after, list) and after else load[:1]
+                    record.setdefault("load_span", _span(ends))
                 for field, rule in spec.get("set", {}).items():
                     key = str(record[rule["from"]])
                     if field not in record or key in rule.get("over", ()):

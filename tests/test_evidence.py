@@ -232,6 +232,34 @@ def test_every_result_record_names_its_commit_and_cpu_model():
     assert not missing, f"records without a commit or a CPU model: {missing}"
 
 
+# The records of scripts whose figures come from trained or updating networks.
+TRAINED = ("average_actor", "preflight", "seed_margins", "sb3_test_her", "sb3_left_out")
+TRAINED += ("crash_resume", "user_envs")
+
+
+def test_every_record_of_trained_networks_names_their_precision():
+    """bf16 and float32 updates differ in speed and in what they learn: a record whose
+    figures come from networks names the precision they ran in, or says why it cannot
+    (``precision_from``); before_after names it per part, compute per task."""
+    unnamed = []
+    for name, record in result_records():
+        stem = name.split(".")[0]
+        if stem in TRAINED:
+            named = [record]
+        elif stem == "before_after":
+            named = [p for k, p in record["parts"].items() if k in ("point_reach", "training")]
+        elif stem == "compute":
+            named = list(record["tasks"].values())
+        else:
+            continue
+        for item in named:
+            precision = item.get("precision")
+            known = precision in ("bf16", "fp32") or isinstance(precision, dict)
+            if not (known or item.get("precision_from")):
+                unnamed.append(name)
+    assert not unnamed, f"records that name no precision: {unnamed}"
+
+
 def _preset_precision(name: str) -> str:
     from goalenvs.train.presets import load_preset
 
