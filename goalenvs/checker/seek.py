@@ -1,10 +1,6 @@
 """The goal-seeking probe: steps at and near the desired goal, which a random rollout
-rarely reaches (docs/checks.md#goal-probe says how it drives the env there).
-
-It runs on a separate env built by the factory (never the env under check, whose state
-the copies could share) and stops at :data:`SEEK_SECONDS` of CPU time or
-:data:`SEEK_WALL_SECONDS` of wall time; :class:`GoalProbe` says how it went.
-"""
+rarely reaches (docs/checks.md#goal-probe), on a separate env built by the factory,
+within :data:`SEEK_SECONDS` of CPU and :data:`SEEK_WALL_SECONDS` of wall time."""
 
 from __future__ import annotations
 

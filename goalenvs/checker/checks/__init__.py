@@ -1,11 +1,5 @@
-"""Every check of ``goalenvs check``, by family, in the order they run and are reported.
-
-Each check is a function ``(ctx, out)`` registered with a stable id, a severity and a
-title (:mod:`goalenvs.checker.registry`); ``docs/checks.md`` explains each id. Most
-checks read one shared random-action rollout (:func:`goalenvs.checker.probe.rollout`),
-recorded once with copies of everything the env returned. Importing this package
-registers every check; :data:`FAMILIES` sets the order of the report.
-"""
+"""Every check of ``goalenvs check``, by family; importing this package registers them
+all, and :data:`FAMILIES` sets the order of the report."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Checks of vector envs: batched goal envs as HER buffers are fed from them.
-
-A :class:`gymnasium.vector.VectorEnv` (``gym.make_vec``, a native twin, an Isaac Lab,
-ManiSkill or Brax-style env, numpy or torch on a device) is driven by a seeded random
-rollout (:func:`goalenvs.checker.vector_probe.vector_rollout`), replayed with the same
-seed, and replayed again with only sub-env 0's actions changed. What each check finds
-corrupts what a HER buffer stores without an error: a last observation lost or
-overwritten at autoreset, a reward paid for the next episode's start, a goal redrawn
-mid-episode, one sub-env's actions or success reaching another.
-"""
+"""Checks of vector envs (docs/checks.md, "Vector envs"): a seeded random rollout
+(:func:`goalenvs.checker.vector_probe.vector_rollout`), its replay, and a replay with
+only sub-env 0's actions changed."""
 
 from __future__ import annotations
 
@@ -21,7 +14,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from goalenvs.checker.context import Context, SkipCheckError
-from goalenvs.checker.probe import ATOL, RTOL, fmt
+from goalenvs.checker.probe import ATOL, RTOL, fmt, is_goal_dict
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.checker.vector_probe import (
     SINGLE_ROWS,
@@ -107,9 +100,7 @@ def check_vector_spaces(ctx: Context, out: Outcome) -> None:
         return
     single_obs = getattr(env, "single_observation_space", None)
     single_act = getattr(env, "single_action_space", None)
-    if not isinstance(single_obs, spaces.Dict) or any(
-        k not in single_obs.spaces for k in GOAL_KEYS
-    ):
+    if not is_goal_dict(single_obs):
         out.fail(
             f"single_observation_space is {fmt(single_obs)}, expected Dict(observation=..., "
             "achieved_goal=..., desired_goal=...): one sub-env's goal Dict"
