@@ -83,10 +83,8 @@ def error_origin(error: BaseException) -> str | None:
     return f"{path}:{frame.lineno}, in {frame.name}"
 
 
-# A call is timed out once it has run for the limit both in wall time and in the process's
-# CPU time (all its threads: a busy loop), or for WALL_FACTOR times the limit in wall time
-# whatever its CPU time (a sleep, a lock, a pipe that never answers). A slow call on a
-# loaded machine gets more wall time instead of a false api.timeout.
+# A call times out past its limit in both wall and process CPU time (a busy loop), or past
+# WALL_FACTOR times it in wall time alone (a sleep, a lock): load alone never times out.
 WALL_FACTOR = 5.0
 CLOCKS = (time.perf_counter, time.process_time)  # (wall, CPU): the tests pass fake ones
 
@@ -165,8 +163,7 @@ class Context:
         self._worker = Worker()
         self._cache: dict[str, object] = {}
         self._cache_errors: dict[str, BaseException] = {}
-        # what checks measured about the env for its users (the episode length an env
-        # truncates at without declaring it): the report carries it
+        # what checks measured about the env (an undeclared episode length): in the report
         self.facts: dict[str, object] = {}
 
     def call(self, description: str, fn: Callable, *args: Any, **kwargs: object) -> Any:

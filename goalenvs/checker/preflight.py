@@ -12,9 +12,7 @@ import gymnasium as gym
 from goalenvs.checker.report import Finding, Report
 from goalenvs.checker.runner import check_goal_env
 
-# The cheap contract checks, in the order a user would fix them. None of them renders or
-# runs the goal-seeking probe; together they cost one rollout of PREFLIGHT_STEPS steps
-# and a few batched goal-function calls.
+# The cheap contract checks (no render, no goal probe), in the order a user would fix them.
 PREFLIGHT_CHECKS = (
     "api.reset", "api.step", "space.dict", "space.goal_match", "reward.present",
     "reward.signature", "reward.shape", "reward.batch", "terminated.batch", "truncated.batch",
@@ -31,8 +29,7 @@ class Preflight:
 
     report: Report
     seconds: float
-    # the length the env truncates its episodes at without declaring it (None: declared,
-    # or not measured)
+    # the length the env truncates its episodes at without declaring it, if measured
     episode_length: int | None = None
     notes: list[str] = field(default_factory=list)
 

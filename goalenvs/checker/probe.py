@@ -485,10 +485,8 @@ def evaluate_batches(ctx: Context, name: str) -> list[BatchEval]:
             ]
             ag, dg = stack_pairs(pairs, shape)
             ev = BatchEval(shape, pairs, singles)
-            # The step infos go with the batch, as with the singles: whether a method reads
-            # info cannot be told from a sample (a rare "crashed" key). None is the last
-            # resort, compared with singles that get None too; reward.info_forms reports
-            # the forms that fail.
+            # The step infos go with the batch, as with the singles; None is the last resort,
+            # compared with singles that get None too (reward.info_forms reports failures).
             forms: list[tuple[str, Any]] = [
                 ("an object array of the step infos", info_array(pairs, shape)),
                 ("a list of the step infos", [p.info for p in pairs]),

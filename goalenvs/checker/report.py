@@ -77,8 +77,7 @@ class Report:
     settings: dict[str, object] = field(default_factory=dict)
     # what the goal-seeking probe did (GoalProbe.summary()), when a check ran it
     probe: dict[str, Any] | None = None
-    # what the checks measured about the env (``episode_length``: the length it truncates
-    # its episodes at without declaring it)
+    # what the checks measured about the env (``episode_length``: an undeclared length)
     facts: dict[str, Any] = field(default_factory=dict)
 
     def _findings(self, severity: str) -> list[Finding]:

@@ -309,8 +309,7 @@ class VecRun:
     seed: int
     reset_obs: Any = None
     steps: list[VecStep] = field(default_factory=list)
-    # (where, what) of every value whose kind (numpy, tensor on a device) was seen,
-    # first sighting of each (what, kind)
+    # (what, kind) -> where each kind (numpy, tensor on a device) of a value was first seen
     kinds: dict[tuple[str, str], str] = field(default_factory=dict)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (where, API deviation)
     fresh_problems: list[tuple[str, str]] = field(default_factory=list)  # views of env state

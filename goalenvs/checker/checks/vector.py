@@ -1075,9 +1075,8 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
         batch[0] = other_action(space, batch[0], t)
         actions.append(batch)
     probe = drive(ctx, ctx.env, ctx.seed, actions, "isolation probe: ")
-    # Sub-env 0's own episodes now end elsewhere; from the first step they do, a sub-env
-    # restarting may draw other numbers from a generator the sub-envs share (a torch
-    # twin's one device generator): from its restart on, its rows may differ.
+    # Once sub-env 0's episodes end elsewhere, a restarting sub-env may draw from a
+    # generator the sub-envs share (a torch twin's): from its restart on, it may differ.
     pairs = enumerate(zip(again.steps, probe.steps, strict=False))
     diverged = next((t for t, (x, y) in pairs if x.done[0] != y.done[0]), None)
     active = np.ones(n, bool)
