@@ -180,45 +180,36 @@ def check_obs_batch(ctx: Context, out: Outcome) -> None:
     n = run.num_envs
     for where, obs in _batches(run):
         if not isinstance(obs, Mapping):
-            out.fail_once(
-                ("", "type"), f"the observation is a {type(obs).__name__}, expected a dict", where
-            )
+            message = f"the observation is a {type(obs).__name__}, expected a dict"
+            out.fail_once(("", "type"), message, where)
             continue
+        drift = "autoreset" in where or "reset_mask" in where
         for key, sub in space.spaces.items():
-            if key not in obs:
-                out.fail_once(
-                    (key, "missing"), f"the observation has no {key!r} (keys {list(obs)})", where
-                )
-                continue
-            value = np.asarray(obs[key])
+            value = np.asarray(obs[key]) if key in obs else None
             shape = (n, *(sub.shape or ()))
-            if value.shape != shape:
-                message = f"obs[{key!r}] has shape {value.shape}, expected {shape}"
-                out.fail_once((key, "shape"), message, where)
-                continue
-            if sub.dtype is not None and value.dtype != sub.dtype:
-                out.fail_once(
-                    (key, "dtype"),
-                    f"obs[{key!r}] has dtype {value.dtype}, the space {sub.dtype}"
-                    + (
-                        ": the dtype drifts on autoreset steps (the new episodes' rows are "
-                        "built another way)"
-                        if "autoreset" in where or "reset_mask" in where
-                        else ""
-                    ),
-                    where,
+            if value is None:
+                kind, message = "missing", f"the observation has no {key!r} (keys {list(obs)})"
+            elif value.shape != shape:
+                kind, message = "shape", f"obs[{key!r}] has shape {value.shape}, expected {shape}"
+            elif sub.dtype is not None and value.dtype != sub.dtype:
+                kind = "dtype"
+                message = f"obs[{key!r}] has dtype {value.dtype}, the space {sub.dtype}" + (
+                    ": the dtype drifts on autoreset steps (the new episodes' rows are built "
+                    "another way)"
+                    if drift
+                    else ""
                 )
-                continue
-            outside = _rows_outside(sub, value)
-            if outside.size:
+            elif (outside := _rows_outside(sub, value)).size:
                 i = int(outside[0])
-                out.fail_once(
-                    (key, "bounds"),
-                    f"obs[{key!r}] of sub-env {i} is {fmt(value[i])}, outside {_brief(sub)}"
-                    + (f" [{fmt(sub.low)}, {fmt(sub.high)}]" if isinstance(sub, spaces.Box) else "")
-                    + f" ({outside.size} of {n} rows)",
-                    where,
+                box = f" [{fmt(sub.low)}, {fmt(sub.high)}]" if isinstance(sub, spaces.Box) else ""
+                kind = "bounds"
+                message = (
+                    f"obs[{key!r}] of sub-env {i} is {fmt(value[i])}, outside {_brief(sub)}{box} "
+                    f"({outside.size} of {n} rows)"
                 )
+            else:
+                continue
+            out.fail_once((key, kind), message, where)
 
 
 def _rows_outside(space: spaces.Space, value: np.ndarray) -> np.ndarray:
