@@ -236,20 +236,16 @@ def _bounds(described: Any, uniform: bool) -> Any:
 def read(path: str | os.PathLike) -> dict[str, Any]:
     """The fingerprint stored in ``path``; :class:`FingerprintError` (one line) when it
     is not JSON, not a fingerprint or of another format version."""
+    expected = "expected a fingerprint written by goalenvs check --fingerprint"
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError) as error:
         raise FingerprintError(f"--fingerprint {path}: cannot read it ({error})") from None
     except json.JSONDecodeError as error:
-        raise FingerprintError(
-            f"--fingerprint {path}: not JSON ({error.msg} at line {error.lineno}); expected "
-            "a fingerprint written by goalenvs check --fingerprint"
-        ) from None
+        where = f"{error.msg} at line {error.lineno}"
+        raise FingerprintError(f"--fingerprint {path}: not JSON ({where}); {expected}") from None
     if not isinstance(data, dict) or "format_version" not in data:
-        raise FingerprintError(
-            f"--fingerprint {path}: no format_version; expected a fingerprint written by "
-            "goalenvs check --fingerprint"
-        )
+        raise FingerprintError(f"--fingerprint {path}: no format_version; {expected}")
     if data["format_version"] != FORMAT_VERSION:
         raise FingerprintError(
             f"--fingerprint {path}: format version {data['format_version']!r}, this goalenvs "
@@ -259,10 +255,8 @@ def read(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(rollouts, list) or not all(
         isinstance(r, dict) and isinstance(r.get("seed"), int) and "actions" in r for r in rollouts
     ):
-        raise FingerprintError(
-            f"--fingerprint {path}: its rollouts are not a list of seeded rollouts; expected a "
-            "fingerprint written by goalenvs check --fingerprint"
-        )
+        what = "its rollouts are not a list of seeded rollouts"
+        raise FingerprintError(f"--fingerprint {path}: {what}; {expected}")
     return data
 
 
