@@ -7,7 +7,7 @@ import copy
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from gymnasium import spaces
@@ -293,7 +293,7 @@ def _record_rollout(ctx: Context) -> Rollout:
     return ro
 
 
-def is_goal_dict(space: object) -> bool:
+def is_goal_dict(space: object) -> TypeGuard[spaces.Dict]:
     """Whether ``space`` is a Dict holding the three goal keys."""
     return isinstance(space, spaces.Dict) and all(k in space.spaces for k in GOAL_KEYS)
 
