@@ -1,15 +1,10 @@
-"""`goalenvs check`: the goal-env conformance checker.
+"""`goalenvs check`: the goal-env conformance checker (every check id is in docs/checks.md).
 
 >>> from goalenvs.checker import check_goal_env
 >>> report = check_goal_env(gym.make("goalenvs/PointReach-v0"))
->>> report.ok, report.errors, report.warnings
->>> print(report)            # a table; report.to_json() for machines
+>>> report.ok, report.errors, report.warnings  # print(report): a table; report.to_json()
 
-A vector env (``gym.make_vec(...)``, a native twin, numpy or torch) is detected and gets
-the vector checks (``vector.*``); ``load_vector`` builds one from any SPEC form.
-In a test suite, ``assert_goal_env(env)`` raises an AssertionError listing every error.
-Every check is documented in docs/checks.md by its id.
-"""
+A vector env gets the ``vector.*`` checks; ``assert_goal_env(env)`` is for test suites."""
 
 from __future__ import annotations
 

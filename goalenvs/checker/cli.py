@@ -1,11 +1,8 @@
 """``goalenvs check SPEC``: check a goal env and print the report.
 
-Exit status: 0 when no error was found (warnings allowed unless ``--strict``), 1 when a
-check found an error, 2 when the env could not be loaded or built (or an argument is
-wrong: a ``--fingerprint`` file that is not one of this env). With ``--fingerprint``, an
-env that moved away from its fingerprint adds :data:`FINGERPRINT_CHANGED` to that
-status: 3 (changed, no error), 4 (changed, and a check found an error).
-"""
+Exit status: 0 no error (warnings allowed unless ``--strict``), 1 an error, 2 the env
+could not be built or an argument is wrong; ``--fingerprint`` adds
+:data:`FINGERPRINT_CHANGED` when the env moved away from its file."""
 
 from __future__ import annotations
 
@@ -188,10 +185,8 @@ def run(args: argparse.Namespace) -> int:
 def _fingerprint(
     args: argparse.Namespace, env: Any, factory: Callable[..., Any], kwargs: dict[str, Any]
 ) -> Any:
-    """The verdict of ``--fingerprint`` (:func:`goalenvs.checker.fingerprint.check`) on an
-    env built by ``factory`` (``kwargs``: those of ``--env-kwargs``). A file of another env
-    raises its one-line ``FingerprintError``; an env that raises or hangs while it is taken
-    gets the verdict ``error``, whose message says so."""
+    """The verdict of ``--fingerprint`` on an env built by ``factory``; a file of another
+    env raises ``FingerprintError``, an env that raises or hangs gets the verdict ``error``."""
     from goalenvs import envspec
     from goalenvs.checker import LoadError, fingerprint
 

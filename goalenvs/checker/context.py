@@ -1,12 +1,7 @@
 """The context every check runs in: the env, guarded env calls and a cache.
 
-Every call into the env (reset, step, compute_reward, render, a buffer fill) runs on one
-persistent worker thread and is waited for with a timeout. A call that does not return
-in time is recorded, the env is abandoned (the hung thread is a daemon and is left
-behind), and the remaining checks that need the env are skipped, so a run always ends
-with its report. One thread serves every call because some renderers (OpenGL, SDL)
-bind their context to the thread that created it.
-"""
+Every env call runs on one persistent worker thread (renderers bind their context to a
+thread) with a timeout; an env that hangs is abandoned and the checks that need it skip."""
 
 from __future__ import annotations
 
@@ -36,12 +31,8 @@ class EnvHungError(Exception):
 
 
 class EnvCallError(Exception):
-    """An env call raised; ``call`` describes the call and ``error`` is the exception.
-
-    ``origin`` is where in the env's code it was raised (file, line, function) and
-    ``cause`` the exception with its origin: the same for every check it reaches, so the
-    report prints it once.
-    """
+    """An env call raised; ``call`` describes it, ``error`` is the exception, ``origin``
+    where the env raised it and ``cause`` both (the report prints a shared cause once)."""
 
     def __init__(self, call: str, error: BaseException) -> None:
         self.call = call
@@ -92,10 +83,8 @@ def error_origin(error: BaseException) -> str | None:
     return f"{path}:{frame.lineno}, in {frame.name}"
 
 
-# A call is timed out once it has run for the limit both in wall time and in the process's
-# CPU time (all its threads: a busy loop), or for WALL_FACTOR times the limit in wall time
-# whatever its CPU time (a sleep, a lock, a pipe that never answers). A slow call on a
-# loaded machine gets more wall time instead of a false api.timeout.
+# A call times out past its limit in both wall and process CPU time (a busy loop), or past
+# WALL_FACTOR times it in wall time alone (a sleep, a lock): load alone never times out.
 WALL_FACTOR = 5.0
 CLOCKS = (time.perf_counter, time.process_time)  # (wall, CPU): the tests pass fake ones
 
@@ -147,12 +136,9 @@ class Worker:
 
 
 class Context:
-    """What every check sees: the env, the settings, guarded env calls and a cache.
-
-    ``factory(**kwargs)`` builds a fresh env of the same spec (used for render modes);
-    it is None when only an env object was given. For a vector env, ``single_factory()``
-    builds one single env of its kind, when one is known (None otherwise).
-    """
+    """What every check sees: the env, the settings, guarded env calls and a cache;
+    ``factory(**kwargs)`` builds a fresh env (None when unknown), ``single_factory()`` one
+    single env of a vector env's kind."""
 
     def __init__(
         self,
@@ -177,16 +163,12 @@ class Context:
         self._worker = Worker()
         self._cache: dict[str, object] = {}
         self._cache_errors: dict[str, BaseException] = {}
-        # what checks measured about the env for its users (the episode length an env
-        # truncates at without declaring it): the report carries it
+        # what checks measured about the env (an undeclared episode length): in the report
         self.facts: dict[str, object] = {}
 
     def call(self, description: str, fn: Callable, *args: Any, **kwargs: object) -> Any:
-        """Runs ``fn`` on the worker thread with the timeout.
-
-        Raises :class:`EnvCallError` when it raises, :class:`EnvTimeoutError` when it hangs
-        (recorded for the ``api.timeout`` check), :class:`EnvHungError` once anything hung.
-        """
+        """Runs ``fn`` on the worker thread with the timeout: :class:`EnvCallError` when it
+        raises, :class:`EnvTimeoutError` when it hangs, :class:`EnvHungError` once anything hung."""
         return self.call_with_limit(self.timeout, description, fn, *args, **kwargs)
 
     def call_with_limit(

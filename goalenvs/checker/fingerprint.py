@@ -1,20 +1,10 @@
-"""Fingerprints: seeded rollouts of an env, written once and compared on every later run.
+"""Fingerprints: seeded rollouts of an env, written once and compared on every later run
+(``goalenvs check ENV --fingerprint FILE``; docs/checks.md says what one holds).
 
-``goalenvs check ENV --fingerprint FILE`` pins what an upgrade (of the env, of MuJoCo, of
-gymnasium-robotics) must not move. A fingerprint holds, for each of :data:`SEEDS`, the
-rollout of a fixed action sequence from ``reset(seed=seed)``: per step the observation's
-arrays (``observation``, ``achieved_goal``, ``desired_goal``), ``reward``, ``terminated``,
-``truncated`` and ``info["is_success"]`` (step 0 is the reset), and ``compute_reward`` on
-achieved goals placed along the line from the reset's achieved goal to its desired goal
-(which pins the success radius, a goal pair that the rollout's own steps rarely cross).
-It also holds the env id, the env kwargs, :data:`FORMAT_VERSION` and both spaces.
-
-The actions are drawn once, from a numpy generator seeded by the seed, and stored: a
-later run replays the stored actions, so a change in how a space samples moves nothing.
-Numbers are stored with 6 significant digits and compared with :data:`RTOL` and
-:data:`ATOL`: loose enough for another CPU's last bits, which short rollouts
-(:data:`STEPS`) keep from growing, and tight enough for any change a user means.
-"""
+For each of :data:`SEEDS`, a stored action sequence replayed from ``reset(seed=seed)``
+(the goal arrays, reward, flags and is_success per step) and ``compute_reward`` along
+the line from the reset's achieved goal to its desired goal; numbers kept to
+:data:`DIGITS` significant digits and compared with :data:`RTOL` and :data:`ATOL`."""
 
 from __future__ import annotations
 
@@ -55,9 +45,7 @@ class FingerprintError(ValueError):
 @dataclass(frozen=True)
 class Verdict:
     """What ``--fingerprint FILE`` found: ``status`` is ``written``, ``unchanged``,
-    ``changed`` or ``error`` (the env raised or hung while it was taken); ``message`` is
-    the one line printed (for ``changed``: the first seed, step and key that moved, and by
-    how much)."""
+    ``changed`` or ``error``; ``message`` is the one line printed."""
 
     path: str
     status: str
@@ -86,13 +74,8 @@ def take(
     steps: int = STEPS,
     actions: dict[int, list] | None = None,
 ) -> dict[str, Any]:
-    """The fingerprint of ``env`` as plain JSON data (what :func:`write` stores), with the
-    ``env_kwargs`` and ``max_episode_steps`` it was built with.
-
-    ``actions`` maps a seed to the action sequence to replay (a stored fingerprint's);
-    a seed without one gets ``steps`` actions drawn from ``numpy.random.default_rng(seed)``
-    over the action space.
-    """
+    """The fingerprint of ``env`` as plain JSON data; ``actions`` maps a seed to the
+    actions to replay, else they are drawn from ``numpy.random.default_rng(seed)``."""
     rollouts = []
     for seed in seeds:
         sequence = (actions or {}).get(seed)
@@ -253,20 +236,16 @@ def _bounds(described: Any, uniform: bool) -> Any:
 def read(path: str | os.PathLike) -> dict[str, Any]:
     """The fingerprint stored in ``path``; :class:`FingerprintError` (one line) when it
     is not JSON, not a fingerprint or of another format version."""
+    expected = "expected a fingerprint written by goalenvs check --fingerprint"
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError) as error:
         raise FingerprintError(f"--fingerprint {path}: cannot read it ({error})") from None
     except json.JSONDecodeError as error:
-        raise FingerprintError(
-            f"--fingerprint {path}: not JSON ({error.msg} at line {error.lineno}); expected "
-            "a fingerprint written by goalenvs check --fingerprint"
-        ) from None
+        where = f"{error.msg} at line {error.lineno}"
+        raise FingerprintError(f"--fingerprint {path}: not JSON ({where}); {expected}") from None
     if not isinstance(data, dict) or "format_version" not in data:
-        raise FingerprintError(
-            f"--fingerprint {path}: no format_version; expected a fingerprint written by "
-            "goalenvs check --fingerprint"
-        )
+        raise FingerprintError(f"--fingerprint {path}: no format_version; {expected}")
     if data["format_version"] != FORMAT_VERSION:
         raise FingerprintError(
             f"--fingerprint {path}: format version {data['format_version']!r}, this goalenvs "
@@ -276,10 +255,8 @@ def read(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(rollouts, list) or not all(
         isinstance(r, dict) and isinstance(r.get("seed"), int) and "actions" in r for r in rollouts
     ):
-        raise FingerprintError(
-            f"--fingerprint {path}: its rollouts are not a list of seeded rollouts; expected a "
-            "fingerprint written by goalenvs check --fingerprint"
-        )
+        what = "its rollouts are not a list of seeded rollouts"
+        raise FingerprintError(f"--fingerprint {path}: {what}; {expected}")
     return data
 
 
@@ -325,10 +302,8 @@ def check(
     env_kwargs: dict[str, Any] | None = None,
     max_episode_steps: int | None = None,
 ) -> Verdict:
-    """Writes the fingerprint of ``env`` (built with ``env_kwargs`` and
-    ``max_episode_steps``) to ``path`` when there is no such file, else compares the env
-    with it. Raises :class:`FingerprintError` for a file that cannot be compared (another
-    env id, kwargs or episode length, format version, observation or action space)."""
+    """Writes the fingerprint of ``env`` to ``path`` when missing, else compares with it;
+    :class:`FingerprintError` for a file that cannot be compared."""
     shown = os.fspath(path)
     built: dict[str, Any] = {"env_kwargs": env_kwargs, "max_episode_steps": max_episode_steps}
     if not Path(path).exists():

@@ -1,10 +1,5 @@
-"""Turns a SPEC string into an env and a factory that builds more of the same env.
-
-The SPEC forms (a registered id, ``module:EnvId``, ``package.module:ClassOrFactory``,
-``path/to/file.py:ClassOrFactory``) are :mod:`goalenvs.envspec`'s, shared by every
-command; a class or factory may build a vector env, which is then checked as one.
-:func:`load_vector` builds a vector env from any form.
-"""
+"""Turns a SPEC string (:mod:`goalenvs.envspec`'s forms) into an env and a factory that
+builds more of it; :func:`load_vector` builds a vector env from any form."""
 
 from __future__ import annotations
 
@@ -28,11 +23,7 @@ class LoadError(Exception):
 
 
 def resolve(spec: str) -> tuple[Callable[..., gym.Env], str]:
-    """Returns ``(factory, name)`` for a SPEC; ``factory(**kwargs)`` builds the env.
-
-    The SPEC is resolved by :func:`goalenvs.envspec.resolve`, as ``train`` and ``play``
-    resolve theirs; a class or factory is called directly, an id goes through ``gym.make``.
-    """
+    """Returns ``(factory, name)`` for a SPEC; ``factory(**kwargs)`` builds the env."""
     if isinstance(spec, str) and spec.strip() and ":" not in spec and not spec.endswith(".py"):
         # A registered id is looked up when the env is built (a build error names it).
         return (lambda **kw: gym.make(envspec.env_spec(spec), **kw)), spec
@@ -61,16 +52,9 @@ def _with_time_limit(factory: Callable[..., gym.Env]) -> Callable[..., gym.Env]:
 def load(
     spec: str, kwargs: dict[str, object] | None = None, max_episode_steps: int | None = None
 ) -> tuple[gym.Env, Callable, str]:
-    """Builds the env of ``spec`` with ``kwargs`` (and gymnasium's time limit of
-    ``max_episode_steps``, as ``gym.make`` applies it, when given): a single env, or the
-    vector env a class or factory builds (:func:`load_vector` builds one from any form).
-
-    Returns ``(env, factory, name)``, where ``factory(**extra)`` builds another env with
-    the same kwargs plus ``extra`` (the render check uses ``render_mode=...``).
-    Raises :class:`LoadError` with the underlying error's message on one line (a module
-    that fails to import: its name, the exception and its cause; see
-    :func:`goalenvs.envspec.describe_error`).
-    """
+    """Builds the env of ``spec`` with ``kwargs`` (and gymnasium's ``max_episode_steps``):
+    ``(env, factory, name)``, ``factory(**extra)`` building another with ``extra`` too.
+    Raises :class:`LoadError` with the underlying error on one line."""
     kwargs = dict(kwargs or {})
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
@@ -86,14 +70,8 @@ def load(
 
 @dataclass
 class LoadedVector:
-    """A vector env built by :func:`load_vector`.
-
-    ``factory(**extra)`` builds another with the same arguments; ``single()`` builds one
-    single env of its kind when one is known (for ``vector.single_equal`` and the goal
-    functions of an AsyncVectorEnv); ``notes`` are one line each on what was built
-    instead of what was asked (a SyncVectorEnv for an id with no vector entry point, two
-    sub-envs for ``num_envs=1``).
-    """
+    """A vector env built by :func:`load_vector`, its ``factory``, the ``single`` env of
+    its kind when known, and ``notes`` on what was built instead of what was asked."""
 
     env: gym.vector.VectorEnv
     factory: Callable[..., gym.vector.VectorEnv]
@@ -111,18 +89,10 @@ def load_vector(
     vectorization_mode: str | None = None,
     single: str | None = None,
 ) -> LoadedVector:
-    """Builds the vector env of ``spec``.
-
-    A registered id goes through ``gym.make_vec(spec, num_envs=num_envs,
-    vectorization_mode=vectorization_mode, device=device, **kwargs)`` (``num_envs``
-    defaults to :data:`DEFAULT_NUM_ENVS`; an id with no vector entry point gets
-    gymnasium's SyncVectorEnv, and a note says so). A class or factory is called with
-    ``kwargs`` plus ``num_envs`` and ``device`` where given; one that builds a single env
-    is vectorized by SyncVectorEnv. ``num_envs=1`` becomes 2 (one sub-env hides the
-    defects between sub-envs), with a note. ``single`` names the single env the vector
-    env must equal (any spec form); by default an id with both entry points gives it.
-    Raises :class:`LoadError` with one line naming the argument and what was expected.
-    """
+    """Builds the vector env of ``spec``: ``gym.make_vec`` of an id (SyncVectorEnv when it
+    has no vector entry point), or a class or factory called with ``num_envs`` and
+    ``device`` (SyncVectorEnv of a single env). ``num_envs=1`` becomes 2, with a note;
+    ``single`` names the single env it must equal. Raises :class:`LoadError` in one line."""
     kwargs = dict(kwargs or {})
     notes: list[str] = []
     if num_envs is not None:

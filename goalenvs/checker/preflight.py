@@ -1,14 +1,6 @@
-"""The checks ``goalenvs train`` runs before its first env step: one source of truth for
-"fit to train".
-
-Each is a registered check of ``goalenvs check``, with the same id, severity, wording and
-fix. Those of severity ``error`` are what the trainer cannot survive (an observation
-that is not a goal Dict, goal functions that do not return one value per goal pair, no
-``is_success`` or one that is not a scalar bool, episodes that never end, a replay
-buffer that cannot fill and sample); a failure stops a run in one line before it builds
-anything. Warnings are what the trainer tolerates: it says so in one line each and goes
-on (an episode length the env truncates at without declaring it is taken, with a note).
-"""
+"""The checks ``goalenvs train`` runs before its first env step: registered checks of
+``goalenvs check`` (same ids and wording). An error stops the run in one line; a warning
+is one line of note (an undeclared episode length is measured and taken)."""
 
 from __future__ import annotations
 
@@ -20,9 +12,7 @@ import gymnasium as gym
 from goalenvs.checker.report import Finding, Report
 from goalenvs.checker.runner import check_goal_env
 
-# The cheap contract checks, in the order a user would fix them. None of them renders or
-# runs the goal-seeking probe; together they cost one rollout of PREFLIGHT_STEPS steps
-# and a few batched goal-function calls.
+# The cheap contract checks (no render, no goal probe), in the order a user would fix them.
 PREFLIGHT_CHECKS = (
     "api.reset", "api.step", "space.dict", "space.goal_match", "reward.present",
     "reward.signature", "reward.shape", "reward.batch", "terminated.batch", "truncated.batch",
@@ -39,8 +29,7 @@ class Preflight:
 
     report: Report
     seconds: float
-    # the length the env truncates its episodes at without declaring it (None: declared,
-    # or not measured)
+    # the length the env truncates its episodes at without declaring it, if measured
     episode_length: int | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -73,14 +62,8 @@ def describe(finding: Finding, report: Report) -> str:
 def preflight(
     env: gym.Env, seed: int = 0, timeout: float = 30.0, needs_length: bool = True
 ) -> Preflight:
-    """Runs :data:`PREFLIGHT_CHECKS` on ``env`` (reset and stepped; not closed).
-
-    ``needs_length`` False (a config that sets both the rollout length and the discount,
-    as highway-env's parking presets do) leaves out ``episode.length``: that trainer needs
-    no episode length. The returned :class:`Preflight` says whether the trainer can go on,
-    its notes (one line per warning the trainer tolerates), and the episode length it
-    measured for an env that declares none.
-    """
+    """Runs :data:`PREFLIGHT_CHECKS` on ``env`` (``episode.length`` only when
+    ``needs_length``): whether the trainer can go on, its notes, the measured length."""
     start = time.perf_counter()
     checks = [c for c in PREFLIGHT_CHECKS if needs_length or c != "episode.length"]
     report = check_goal_env(env, steps=PREFLIGHT_STEPS, seed=seed, timeout=timeout, checks=checks)

@@ -1,9 +1,5 @@
-"""What the checker gathers from an env: the recorded rollout, goal pairs and batches.
-
-Everything here runs env code through :meth:`Context.call` (timeouts, exceptions as
-data) and keeps copies of what the env returned, so that a check can compare them later
-and quote them as evidence (:func:`fmt`).
-"""
+"""What the checker gathers from an env: the recorded rollout, goal pairs and batches,
+every env call through :meth:`Context.call` and every result copied."""
 
 from __future__ import annotations
 
@@ -11,7 +7,7 @@ import copy
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from gymnasium import spaces
@@ -297,10 +293,15 @@ def _record_rollout(ctx: Context) -> Rollout:
     return ro
 
 
+def is_goal_dict(space: object) -> TypeGuard[spaces.Dict]:
+    """Whether ``space`` is a Dict holding the three goal keys."""
+    return isinstance(space, spaces.Dict) and all(k in space.spaces for k in GOAL_KEYS)
+
+
 def goal_space(ctx: Context) -> spaces.Dict:
     """The observation space when it is a goal Dict, else the check is skipped."""
     space = ctx.env.observation_space
-    if not isinstance(space, spaces.Dict) or any(k not in space.spaces for k in GOAL_KEYS):
+    if not is_goal_dict(space):
         raise SkipCheckError("the observation space is not a goal Dict (see space.dict)")
     return space
 
@@ -324,11 +325,8 @@ def goal_steps(ctx: Context) -> list[StepRecord]:
 def call_goal(
     ctx: Context, description: str, fn: Callable, achieved: object, desired: object, info: object
 ) -> Any:
-    """Calls a goal method on copies of its arguments.
-
-    A method that writes into its inputs must not corrupt the recorded rollout and make
-    every later check report it; reward.no_mutation is the one that does.
-    """
+    """Calls a goal method on copies of its arguments (one that writes into them must not
+    corrupt the rollout; reward.no_mutation reports it)."""
     ag, dg = np.array(achieved, copy=True), np.array(desired, copy=True)
     return ctx.call(description, fn, ag, dg, copy_info(info))
 
@@ -487,10 +485,8 @@ def evaluate_batches(ctx: Context, name: str) -> list[BatchEval]:
             ]
             ag, dg = stack_pairs(pairs, shape)
             ev = BatchEval(shape, pairs, singles)
-            # The step infos go with the batch, as with the singles: whether a method reads
-            # info cannot be told from a sample (a rare "crashed" key). None is the last
-            # resort, compared with singles that get None too; reward.info_forms reports
-            # the forms that fail.
+            # The step infos go with the batch, as with the singles; None is the last resort,
+            # compared with singles that get None too (reward.info_forms reports failures).
             forms: list[tuple[str, Any]] = [
                 ("an object array of the step infos", info_array(pairs, shape)),
                 ("a list of the step infos", [p.info for p in pairs]),

@@ -1,8 +1,4 @@
-"""The check registry: every check's id, severity, title and function.
-
-The check modules (``goalenvs.checker.checks.*``) register into :data:`CHECKS` when they
-are imported; this module imports none of them, so any module may import it.
-"""
+"""The check registry: the check modules register into :data:`CHECKS` on import."""
 
 from __future__ import annotations
 

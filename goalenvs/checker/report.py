@@ -19,12 +19,8 @@ _MARKS = {"error": "FAIL", "warning": "WARN", "info": "NOTE"}  # a failed check'
 
 @dataclass(frozen=True)
 class Finding:
-    """One piece of evidence that a check failed.
-
-    ``where`` locates it (``"reset"``, ``"step 17"``, ``"batch of 16, element 3"``) and
-    ``message`` carries the inputs and the two values that disagree. ``cause`` names the
-    env's exception behind it (with its file and line) when other checks may share it.
-    """
+    """One piece of evidence that a check failed, ``where`` it shows; ``cause`` the env's
+    exception behind it when other checks may share it."""
 
     check_id: str
     severity: str
@@ -72,12 +68,7 @@ class Cause:
 
 @dataclass
 class Report:
-    """The outcome of :func:`goalenvs.checker.check_goal_env`.
-
-    ``ok`` is true when no check of severity ``error`` failed. ``errors`` and
-    ``warnings`` list the findings of failed checks of that severity; ``infos`` the
-    notes of ``info`` checks (a setting the env needs, not a defect).
-    """
+    """The outcome of :func:`goalenvs.checker.check_goal_env`; ``ok`` when no error."""
 
     env_name: str
     results: list[CheckResult]
@@ -86,8 +77,7 @@ class Report:
     settings: dict[str, object] = field(default_factory=dict)
     # what the goal-seeking probe did (GoalProbe.summary()), when a check ran it
     probe: dict[str, Any] | None = None
-    # what the checks measured about the env (``episode_length``: the length it truncates
-    # its episodes at without declaring it)
+    # what the checks measured about the env (``episode_length``: an undeclared length)
     facts: dict[str, Any] = field(default_factory=dict)
 
     def _findings(self, severity: str) -> list[Finding]:
@@ -224,13 +214,9 @@ class Report:
         return line + (f"; {p['stopped_early']}" if p["stopped_early"] else "")
 
     def render(self, console: Any = None, verbose: bool = False) -> None:
-        """Prints the report: a table of the checks that failed (every check when
-        ``verbose``), the causes several checks share (once each), every finding with
-        its fix line and docs anchor, what the goal probe did, then the summary line.
-
-        An env whose observations are not a goal Dict (``space.dict`` failed) gets the
-        short form instead (unless ``verbose``): the verdict, that finding with its fix,
-        and the ids of the other checks that failed."""
+        """Prints the report: the failed checks (every check when ``verbose``), shared
+        causes, findings with fix and docs, the goal probe and the summary; the short form
+        for an env that is not a goal Dict."""
         from rich.console import Console
         from rich.text import Text
 

@@ -1,7 +1,4 @@
-"""The runner: runs every registered check, isolating each one, and builds the report.
-
-Importing this module loads every check module (``goalenvs.checker.checks``).
-"""
+"""The runner: runs every registered check, isolating each one, and builds the report."""
 
 from __future__ import annotations
 
@@ -70,32 +67,13 @@ def check_goal_env(
     env_name: str | None = None,
     single: Callable[[], gym.Env] | None = None,
 ) -> Report:
-    """Checks ``env`` against the goal-env contract and returns a :class:`Report`.
+    """Checks ``env`` (single or vector, wrapped or not; reset and stepped, not closed)
+    and returns a :class:`Report`.
 
-    A vector env (a :class:`gymnasium.vector.VectorEnv`: ``gym.make_vec``, a native twin,
-    numpy or torch on a device) is detected and gets the vector checks (``vector.*``,
-    docs/checks.md's "Vector envs"); a single env gets the others.
-
-    Args:
-        env: the env to check, wrapped or not (goal methods are read with
-            ``env.get_wrapper_attr``). It is reset and stepped; it is not closed.
-        steps: env steps of the main random-action rollout (later checks replay part of it);
-            for a vector env, batched steps, and at least two episodes of its declared
-            length.
-        seed: seeds the rollouts, the action space and the checker's own random draws.
-        timeout: seconds one env call may take, in wall time and in the process's CPU
-            time (or five times that in wall time alone: a sleep), before it is a finding
-            and the env is abandoned; load on the machine alone never times a call out.
-        factory: builds a fresh env with extra keyword arguments (``render_mode=...``);
-            by default ``gym.make(env.spec, ...)`` when the env has a spec, else only the
-            env's own render mode is checked.
-        checks: ids of the checks to run (default: all that apply to the env).
-        env_name: the name shown in the report.
-        single: for a vector env, builds one single env of its kind; the vector env's
-            first sub-envs must then equal gymnasium's ``SyncVectorEnv`` of it under the
-            same seeds and actions (``vector.single_equal``). By default it is built from
-            the spec of an id with both entry points (``gym.make_vec`` of a native twin).
-    """
+    ``steps`` and ``seed`` set the main rollout; ``timeout`` the seconds an env call may
+    take in wall and CPU time (or five times that in wall time); ``factory`` builds
+    another env (default: ``gym.make`` of its spec); ``checks`` selects ids; ``single``
+    builds the single env a vector env must equal (``vector.single_equal``)."""
     if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
@@ -185,11 +163,8 @@ class GoalEnvCheckError(AssertionError):
 def assert_goal_env(
     env: gym.Env | gym.vector.VectorEnv, *, strict: bool = False, **kwargs: Any
 ) -> Report:
-    """Asserts that ``env`` passes :func:`check_goal_env` (for users' own test suites).
-
-    Raises :class:`GoalEnvCheckError` (an AssertionError) listing every error, and every
-    warning too when ``strict``. Returns the report when the env passes.
-    """
+    """Asserts that ``env`` passes :func:`check_goal_env`: raises
+    :class:`GoalEnvCheckError` listing every error (and warning when ``strict``)."""
     report = check_goal_env(env, **kwargs)
     bad = report.errors + (report.warnings if strict else [])
     if bad:

@@ -1,10 +1,6 @@
 """The goal-seeking probe: steps at and near the desired goal, which a random rollout
-rarely reaches (docs/checks.md#goal-probe says how it drives the env there).
-
-It runs on a separate env built by the factory (never the env under check, whose state
-the copies could share) and stops at :data:`SEEK_SECONDS` of CPU time or
-:data:`SEEK_WALL_SECONDS` of wall time; :class:`GoalProbe` says how it went.
-"""
+rarely reaches (docs/checks.md#goal-probe), on a separate env built by the factory,
+within :data:`SEEK_SECONDS` of CPU and :data:`SEEK_WALL_SECONDS` of wall time."""
 
 from __future__ import annotations
 
@@ -39,8 +35,8 @@ from goalenvs.checker.probe import (
     success_flag,
 )
 
-# Budgets of the probe's steps (building its env not counted). CPU time, so that a
-# loaded machine does not cut it short; wall time too, for an env that waits.
+# Budgets of the probe's steps in CPU time (a loaded machine does not cut it short) and
+# wall time (an env that waits).
 SEEK_SECONDS = 1.5
 SEEK_WALL_SECONDS = 10.0
 SEEK_EPISODES = 3
@@ -65,10 +61,8 @@ class GoalProbe:
     start_distance: float = float("nan")  # the goal distance at the first reset
     stopped: str | None = None  # why it stopped before its planned episodes
     seconds: float = 0.0
-    # Copied steps where the candidate actions gave different achieved goals (the goal
-    # answers an action in the step that takes it), where they gave one achieved goal,
-    # and of those, where one more step with a common action moved them apart (it
-    # answers a step later: an achieved goal read before the state update).
+    # Copied steps where the candidates' achieved goals differed, where they did not, and
+    # of those where one more common step moved them apart (the goal answers a step late)
     answered_now: int = 0
     unmoved: int = 0
     answered_late: int = 0
@@ -181,8 +175,7 @@ def _look_ahead(twins: list[gym.Env], action: object) -> list[Any]:
 
 
 def _copy_steps(env: gym.Env, actions: list) -> list[tuple[gym.Env, Any]]:
-    # one call to the env's thread for every candidate: a hand-over per candidate costs
-    # more than a small env's step
+    # one call to the env's thread for every candidate (a hand-over costs more than a step)
     return [_copy_step(env, action) for action in actions]
 
 

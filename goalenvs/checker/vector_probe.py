@@ -1,13 +1,5 @@
-"""What the checker gathers from a vector env: recorded batched rollouts and goal functions.
-
-A vector env (a :class:`gymnasium.vector.VectorEnv`, numpy or torch on a device) is
-driven with seeded random actions, every call through :meth:`Context.call`. Each batch it
-returns is copied to numpy at once (a view of env state, or a tensor on a GPU, is read
-before the next call can change it), so the checks of ``checks/vector.py`` compare copies
-and quote them as evidence. Where an episode ended depends on the autoreset mode the env
-declares (``metadata["autoreset_mode"]``, next-step when missing): :class:`VecRun` reads
-its steps through that mode, and ``vector.autoreset_mode`` checks that the env does what
-it declares.
+"""What the checker gathers from a vector env: recorded batched rollouts, every batch
+copied to numpy at once and read through the declared autoreset mode, and goal functions.
 """
 
 from __future__ import annotations
@@ -24,8 +16,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from goalenvs.checker.context import Context, EnvCallError, SkipCheckError, find_method
-from goalenvs.checker.probe import stack_infos
-from goalenvs.core import GOAL_KEYS
+from goalenvs.checker.probe import is_goal_dict, stack_infos
 from goalenvs.core.backend import is_tensor
 from goalenvs.core.types import DeviceLike
 
@@ -52,8 +43,7 @@ def array_kind(value: object) -> str:
 
 
 def to_numpy(value: object) -> object:
-    """A numpy copy of an array, tensor (any device) or scalar; a dict of them per key;
-    anything else as a deep copy."""
+    """A numpy copy of an array, tensor, scalar or dict of them; else a deep copy."""
     if isinstance(value, Mapping):
         return {k: to_numpy(v) for k, v in value.items()}
     if isinstance(value, np.ndarray):
@@ -88,8 +78,7 @@ class EnvArrays:
 
 
 def env_arrays(obs: object) -> EnvArrays:
-    """The array kind of an env from a batch it returned: torch on the device of its first
-    tensor, else numpy."""
+    """Torch on the device of the batch's first tensor, else numpy."""
     values = obs.values() if isinstance(obs, Mapping) else [obs]
     for value in values:
         if is_tensor(value):
@@ -125,9 +114,8 @@ def random_actions(space: spaces.Space, n: int, rng: np.random.Generator) -> np.
 
 
 def other_action(space: spaces.Space, action: np.ndarray, t: int) -> np.ndarray:
-    """An action of one sub-env unlike ``action``: a Box bound (high on even steps, low on
-    odd ones), the next value of a discrete space; what the isolation probe gives
-    sub-env 0, as far from the others' actions as the space allows."""
+    """An action unlike ``action`` for the isolation probe: a Box bound (high on even
+    steps, low on odd ones), the next value of a discrete space."""
     if isinstance(space, spaces.Box):
         bound = space.high if t % 2 == 0 else space.low
         bound = np.where(np.isfinite(bound), bound, np.sign(bound) * 10.0)
@@ -149,12 +137,8 @@ def other_action(space: spaces.Space, action: np.ndarray, t: int) -> np.ndarray:
 
 
 def declared_mode(env: object) -> tuple[AutoresetMode, str | None]:
-    """The autoreset mode ``env`` declares, and what is wrong with the declaration.
-
-    ``metadata["autoreset_mode"]`` missing means next-step (gymnasium's default). A value
-    that is not an :class:`AutoresetMode` (the string ``"same_step"``) is a problem, since
-    gymnasium's wrappers compare it with the enum; the rollout is then driven in the mode
-    the string names, when it names one."""
+    """The autoreset mode ``env`` declares (next-step when missing, the mode a string
+    names), and what is wrong with the declaration (not an :class:`AutoresetMode`)."""
     metadata = getattr(env, "metadata", None) or {}
     if "autoreset_mode" not in metadata:
         return AutoresetMode.NEXT_STEP, None
@@ -172,8 +156,7 @@ def declared_mode(env: object) -> tuple[AutoresetMode, str | None]:
 
 
 def declared_limit(env: object) -> int | None:
-    """The episode length the env declares: its ``max_episode_steps`` attribute, its
-    spec's ``max_episode_steps`` kwarg or field, or sub-env 0's spec (SyncVectorEnv)."""
+    """The declared episode length: the env's, its spec's or sub-env 0's spec's."""
     unwrapped = getattr(env, "unwrapped", env)
     for value in (
         getattr(unwrapped, "max_episode_steps", None),
@@ -198,9 +181,7 @@ VECTOR_ONLY_KWARGS = (
 
 
 def single_env_factory(env: object) -> Callable[[], gym.Env] | None:
-    """Builds one single env of a vector env's id when the id has both entry points and
-    the env was made by its vector entry point (``gym.make_vec`` of a native twin); None
-    otherwise (gymnasium's SyncVectorEnv already is the single env, vectorized)."""
+    """Builds one single env of a native twin's id (both entry points), else None."""
     spec = getattr(env, "spec", None)
     kwargs = dict(getattr(spec, "kwargs", None) or {})
     if (
@@ -214,8 +195,7 @@ def single_env_factory(env: object) -> Callable[[], gym.Env] | None:
 
 
 def single_env_builder(spec: Any, kwargs: dict[str, Any]) -> Callable[[], gym.Env]:
-    """``gym.make`` of ``spec`` with a vector env's ``kwargs`` less the vector-only ones
-    (its ``max_episode_steps`` kept as gymnasium's time limit)."""
+    """``gym.make`` of ``spec`` with ``kwargs`` less the vector-only ones."""
     single = copy.deepcopy(spec)
     single.kwargs = {k: v for k, v in kwargs.items() if k not in VECTOR_ONLY_KWARGS}
     single.vector_entry_point = None
@@ -238,7 +218,7 @@ def num_envs(ctx: Context) -> int:
 def single_space(ctx: Context) -> spaces.Dict:
     """``single_observation_space`` when it is a goal Dict, else the check is skipped."""
     space = getattr(ctx.env, "single_observation_space", None)
-    if not isinstance(space, spaces.Dict) or any(k not in space.spaces for k in GOAL_KEYS):
+    if not is_goal_dict(space):
         raise SkipCheckError("single_observation_space is not a goal Dict (see vector.spaces)")
     return space
 
@@ -247,8 +227,7 @@ def single_space(ctx: Context) -> spaces.Dict:
 
 
 def per_env_info(info: Mapping) -> dict[str, object]:
-    """A vector info's values as numpy copies, gymnasium's ``_key`` masks included; the
-    ``final_*`` entries and nested dicts left out (read by :func:`info_rows`)."""
+    """A vector info's values and masks as numpy copies, less ``final_*`` and dicts."""
     return {
         key: to_numpy(value)
         for key, value in info.items()
@@ -259,9 +238,8 @@ def per_env_info(info: Mapping) -> dict[str, object]:
 
 
 def info_rows(info: Mapping, rows: list[int]) -> dict[int, dict[str, object]]:
-    """Each row's own info dict from a vector info in either form: gymnasium's dict of
-    batched arrays with ``_key`` masks (a key counts for a row where its mask is true), or
-    an object array / list of per-row dicts."""
+    """Each row's info dict from a dict of batched arrays with ``_key`` masks, or from
+    per-row dicts."""
     if isinstance(info, Mapping):
         out: dict[int, dict[str, object]] = {i: {} for i in rows}
         for key, value in info.items():
@@ -283,8 +261,7 @@ def info_rows(info: Mapping, rows: list[int]) -> dict[int, dict[str, object]]:
 
 
 def final_obs_rows(value: object, rows: list[int]) -> dict[int, Any]:
-    """Each ended row's last observation from ``info["final_obs"]``: an object array or
-    list of per-row observations (gymnasium's form), or a dict of batched arrays."""
+    """Each ended row's last observation from ``info["final_obs"]`` (either form)."""
     if isinstance(value, Mapping):
         return {i: {k: to_numpy(v[i]) for k, v in value.items()} for i in rows}
     items = value if isinstance(value, (list, tuple, np.ndarray)) else []
@@ -332,8 +309,7 @@ class VecRun:
     seed: int
     reset_obs: Any = None
     steps: list[VecStep] = field(default_factory=list)
-    # (where, what) of every value whose kind (numpy, tensor on a device) was seen,
-    # first sighting of each (what, kind)
+    # (what, kind) -> where each kind (numpy, tensor on a device) of a value was first seen
     kinds: dict[tuple[str, str], str] = field(default_factory=dict)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (where, API deviation)
     fresh_problems: list[tuple[str, str]] = field(default_factory=list)  # views of env state
@@ -342,8 +318,7 @@ class VecRun:
     arrays: EnvArrays = field(default_factory=EnvArrays)
 
     def reset_rows(self, t: int) -> np.ndarray:
-        """Rows that step ``t`` restarted instead of stepping (next-step autoreset: those
-        that ended at step ``t - 1``)."""
+        """Rows that step ``t`` restarted instead of stepping (next-step autoreset)."""
         if self.mode != AutoresetMode.NEXT_STEP or t == 0:
             return np.zeros(self.num_envs, bool)
         return self.steps[t - 1].done.copy()
@@ -362,8 +337,7 @@ class VecRun:
         }
 
     def ended_obs(self, t: int, key: str) -> np.ndarray:
-        """Each row's observation ``key`` after step ``t``: ``final_obs`` for the rows a
-        same-step autoreset restarted at ``t``, the returned row otherwise."""
+        """Each row's observation ``key`` after step ``t`` (``final_obs`` where it ended)."""
         step = self.steps[t]
         value = step.obs[key].copy()
         if self.mode == AutoresetMode.SAME_STEP:
@@ -400,15 +374,12 @@ def listing(rows: Any, limit: int = 6) -> str:
     return text + (f", ... ({len(rows)} in all)" if len(rows) > limit else "")
 
 
-# The most steps the rollout takes on its own to see two whole episodes (more only when
-# --steps asks for more): an env declaring 10,000-step episodes is not run for 20,002.
+# The most steps the rollout takes on its own to see two whole episodes.
 MAX_EPISODE_STEPS_SEEN = 2_000
 
 
 def rollout_length(ctx: Context) -> int:
-    """Steps of the recorded rollout: ``--steps``, and at least two episodes of the
-    declared length (so autoresets, time limits and second episodes are seen), up to
-    :data:`MAX_EPISODE_STEPS_SEEN`."""
+    """``--steps``, and at least two declared episodes (up to the cap)."""
     limit = declared_limit(ctx.env)
     if limit is None:
         return ctx.steps
@@ -442,13 +413,9 @@ def replay(ctx: Context) -> VecRun:
 
 
 def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: str) -> VecRun:
-    """Resets ``env`` with ``seed`` and steps it with ``actions``, copying every batch.
-
-    With ``disabled`` autoreset, the rows that ended are reset with
-    ``reset(options={"reset_mask": done})`` after each step, as a user's loop does. An
-    env call that raises or hangs stops the run (``stopped``, ``cause``); a result that
-    breaks the vector API is recorded in ``problems`` and stops it too.
-    """
+    """Resets ``env`` with ``seed`` and steps it with ``actions``, copying every batch
+    (disabled autoreset: ended rows reset by ``reset_mask``); an env call that raises or
+    hangs, or a result off the vector API, stops the run."""
     mode, _ = declared_mode(env)
     n = int(env.num_envs)
     run = VecRun(mode, n, seed)
@@ -492,7 +459,6 @@ def drive(ctx: Context, env: Any, seed: int, actions: list[np.ndarray], label: s
 
 
 def _stop(run: VecRun, where: str, problem: str, stopped: str, cause: str | None = None) -> VecRun:
-    """``run``, stopped at ``where`` by ``problem``."""
     run.problems.append((where, problem))
     run.stopped, run.cause = stopped, cause
     return run
@@ -530,7 +496,6 @@ def _note_kinds(run: VecRun, where: str, obs: object, info: object, **results: A
 
 
 def _first_row(final_obs: object) -> object:
-    """One ended row's observation of ``info["final_obs"]`` (the dict form as it is)."""
     if isinstance(final_obs, Mapping):
         return final_obs
     rows = np.asarray(final_obs, dtype=object).reshape(-1)
@@ -602,8 +567,7 @@ def _mask(value: object) -> np.ndarray | None:
 
 
 def _compare_refs(run: VecRun, step: VecStep, where: str) -> None:
-    """Reads again what ``step`` returned (after the env took another step): a value
-    that changed was a view of env state."""
+    """A value ``step`` returned that changed since was a view of env state."""
     if isinstance(step.obs_ref, Mapping) and isinstance(step.obs, Mapping):
         for key, value in step.obs_ref.items():
             now = to_numpy(value)
@@ -626,8 +590,7 @@ def _compare_refs(run: VecRun, step: VecStep, where: str) -> None:
 
 
 def stacked(run: VecRun, key: str, source: str = "obs") -> np.ndarray | None:
-    """``obs[key]`` (or ``info[key]``) of every step as one ``(T, N, ...)`` array (None
-    when the batches do not stack: a wrong shape is ``vector.obs_batch``'s finding)."""
+    """``obs[key]`` (or ``info[key]``) of every step as one ``(T, N, ...)`` array, or None."""
     try:
         array = np.stack([np.asarray(getattr(s, source)[key]) for s in run.steps])
     except (KeyError, TypeError, ValueError, IndexError):
@@ -641,11 +604,8 @@ def stacked(run: VecRun, key: str, source: str = "obs") -> np.ndarray | None:
 
 @dataclass
 class GoalMethods:
-    """The goal functions of a vector env and how to pass them an info.
-
-    ``per_row`` is true when they are a single env's (sub-env 0 of a SyncVectorEnv, or a
-    single env built from the spec): their info is a list of per-row dicts; a vector
-    env's own take its info dict of batched arrays."""
+    """The goal functions of a vector env; ``per_row``: a single env's, taking a list of
+    per-row info dicts (a vector env's own take a dict of batched arrays)."""
 
     reward: Callable | None
     terminated: Callable | None
@@ -661,9 +621,7 @@ class GoalMethods:
 
 
 def goal_methods(ctx: Context) -> GoalMethods:
-    """Where the goal functions of the checked vector env are: on the env (a native twin,
-    an Isaac Lab or ManiSkill env), on sub-env 0 (gymnasium's SyncVectorEnv), or on a
-    single env built from the spec (AsyncVectorEnv's sub-envs live in other processes)."""
+    """The goal functions: the env's, sub-env 0's, or a single env's built from the spec."""
     return ctx.cached("vector_goal_methods", _find_goal_methods)
 
 
@@ -693,9 +651,7 @@ def _find_goal_methods(ctx: Context) -> GoalMethods:
 
 
 def info_argument(methods: GoalMethods, infos: list[dict[str, object]], arrays: EnvArrays) -> Any:
-    """The info to pass with a batch of goals whose rows carry ``infos`` (one dict per
-    row): the list itself for a single env's methods; one dict of batched arrays (in the
-    env's array kind) for a vector env's own."""
+    """The info of a batch of rows carrying ``infos``, in the form ``methods`` take."""
     return infos if methods.per_row else stack_infos(infos, convert=arrays)
 
 

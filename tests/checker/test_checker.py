@@ -60,17 +60,9 @@ def test_library_has_at_least_twenty_distinct_defects_across_categories():
     assert len({check_id for check_id, *_ in DEFECTS.values()}) >= 20
     categories = {category for _, _, category, _ in DEFECTS.values()}
     assert categories >= {
-        "spaces",
-        "api",
-        "reward",
-        "relabeling",
-        "termination",
-        "is_success",
-        "episodes",
-        "seeding",
-        "render",
-        "wrappers",
-    }
+        "spaces", "api", "reward", "relabeling", "termination", "is_success", "episodes",
+        "seeding", "render", "wrappers",
+    }  # fmt: skip
     for check_id, severity, _, _ in DEFECTS.values():
         assert CHECKS[check_id].severity == severity
 

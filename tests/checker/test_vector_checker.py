@@ -4,7 +4,6 @@ FetchReach and panda-gym's PandaReach under SyncVectorEnv), loading and bad inpu
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
 import re
@@ -405,10 +404,3 @@ def test_cli_defect_exits_1_with_its_fix_and_bad_input_exits_2_in_one_line(capsy
     assert main(["check", TOY_VEC_ID, "--num-envs", "1", "--steps", "60"]) == 0
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "checking with --num-envs 2" in err
-
-
-def test_the_toy_of_each_mode_and_backend_is_a_real_vector_env():
-    # guards the library itself: each class is a gymnasium VectorEnv with batched spaces
-    for env in (ToyVecReach(num_envs=3), functools.partial(make, "copies")()):
-        assert isinstance(env, gym.vector.VectorEnv)
-        assert env.observation_space["achieved_goal"].shape == (env.num_envs, 2)

@@ -1,23 +1,13 @@
-"""Goal envs written the way a new user writes one from the README, and broken the ways
+"""Goal envs written the way a new user writes one from the README, broken the ways
 users' envs break: the checker's user-style test library.
 
-``Cursor(defect=None)`` is a plain ``gymnasium.Env``: a 2-D cursor reaching a goal, a
-Dict observation, a batched ``compute_reward`` paying 0 within ``RADIUS`` and -1 beyond,
-``info["is_success"]``, no termination, and no episode length of its own
-(``make`` adds gymnasium's ``TimeLimit``, as ``--max-episode-steps 50`` does). Each
-defect of ``USER_DEFECTS`` breaks one thing; the correct twin is ``Cursor()``.
-
-What sets these apart from ``broken_envs.ToyReach``: the cursor never terminates, so the
-goal-seeking probe parks at the goal and most of its steps are successes at distance
-zero, and the radius (0.05) is small against the space ([-1, 1]^2). An
-``is_success`` judged on a smaller radius than the reward's, or on the distance before
-the step, disagrees with the reward only on the few steps around the line; ToyReach's
-``success_radius_differs`` (0.05 against 0.2, ending the episode at the reward's line)
-disagrees on many.
-
-``PushLike()`` is a correct look-alike of the Fetch object tasks: the achieved goal is a
-block that only moves when the cursor touches it, so no single action moves it while
-the cursor is away. It must stay free of warnings.
+``Cursor(defect=None)`` is a plain ``gymnasium.Env``: a 2-D cursor reaching a goal,
+paid 0 within ``RADIUS`` and -1 beyond, never terminating (``make`` adds a ``TimeLimit``);
+each defect of ``USER_DEFECTS`` breaks one thing. Unlike ``broken_envs.ToyReach``, the
+probe parks at the goal and the radius is small, so a wrong ``is_success`` disagrees
+with the reward only on the few steps around the line. ``PushLike()`` is a correct
+look-alike of the Fetch object tasks (no single action moves the block while the cursor
+is away) and must stay free of warnings.
 """
 
 from __future__ import annotations

@@ -28,9 +28,8 @@ def check_gym_env(ctx: Context, out: Outcome) -> None:
         ctx.gym_warnings.append(("gymnasium check_env", message))
 
 
-# gymnasium warnings that describe a normal goal env rather than a defect: every Fetch and
-# panda-gym env declares its observation Box unbounded (positions and velocities have no
-# natural bound). Reported as notes, not warnings.
+# gymnasium warnings that describe a normal goal env (Fetch's and panda-gym's unbounded
+# observation Box), reported as notes.
 _BENIGN_GYM = re.compile(
     r"Box observation space (minimum|maximum) value is (-)?infinity", re.IGNORECASE
 )

@@ -1,8 +1,5 @@
-"""Checks of what the policy can see, of steps at and near the goal, and of whole episodes.
-
-The near-goal checks read the goal-seeking probe (:mod:`goalenvs.checker.seek`), since a
-random rollout rarely gets there; the episode checks read the shared rollout.
-"""
+"""Checks of what the policy can see, of steps at and near the goal (read from the
+goal-seeking probe, :mod:`goalenvs.checker.seek`), and of whole episodes."""
 
 from __future__ import annotations
 

@@ -63,9 +63,8 @@ def _no_gl(error: BaseException) -> bool:
     return bool(_NO_GL.search(f"{type(error).__name__}: {error}"))
 
 
-# Renderer family -> the error its context creation raised in this process. mujoco fails
-# its context once and then blocks forever (holding the GIL) or aborts on the next
-# attempt in the same process, so a family that failed is not tried again.
+# Renderer family -> the error its context creation raised in this process: not tried
+# again (mujoco blocks or aborts on a second attempt).
 _GL_FAILED: dict[str, EnvCallError] = {}
 
 

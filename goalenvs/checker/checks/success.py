@@ -153,16 +153,8 @@ def success_disagreement(
     judged: Sequence[Judged], label: Callable[[StepRecord], str]
 ) -> tuple[str, StepRecord] | None:
     """What is wrong when ``is_success`` and the sparse reward disagree, with the step
-    that shows it, or None when they agree.
-
-    Three causes, tried in this order: ``is_success`` judged on the goals the step
-    started from (it then equals the goal reward of the state before the step on the
-    steps where it disagrees with the reward of the state after it, both ways: on a step
-    that reached the goal and on one that left it); ``achieved_goal``
-    not measuring what ``is_success`` does (:func:`success_off_achieved_goal`); two
-    thresholds on the one distance (each named by the farthest goal distance it accepts
-    and the nearest it refuses).
-    """
+    that shows it, or None: is_success one step late, judged on another measure than
+    ``achieved_goal`` (:func:`success_off_achieved_goal`), or another threshold."""
     wrong = [j for j in judged if j.ok != j.paid]
     if not wrong:
         return None
@@ -231,18 +223,10 @@ def success_off_achieved_goal(
     label: Callable[[StepRecord], str],
     both_ways: bool,
 ) -> str | None:
-    """Why ``is_success`` seems not to measure ``achieved_goal``, or None.
-
-    ``flagged`` pairs steps with their is_success; ``both_ways`` says that the reward
-    paid a step is_success called unsuccessful *and* refused a step it called
-    successful. Two thresholds on one distance disagree one way only, and a threshold on
-    the distance between achieved_goal and desired_goal (success within it, or,
-    inverted, beyond it) orders every successful step on one side of every unsuccessful
-    one. When no such order holds, and the disagreement goes both ways or a successful
-    step's achieved_goal lies :data:`_FARTHER` times as far from its desired_goal as an
-    unsuccessful step's, is_success measures something else than achieved_goal (most
-    often another slice of the state). ``label`` names a step in the evidence.
-    """
+    """Why ``is_success`` seems not to measure ``achieved_goal``, or None: no threshold on
+    the goal distance separates the successful steps from the others, and the reward
+    disagrees with is_success both ways (``both_ways``) or a successful step lies
+    :data:`_FARTHER` times as far from its goal as an unsuccessful one."""
     measured = [(d, s, ok) for s, ok in flagged if np.isfinite(d := goal_distance(s.obs))]
     wins = sorted(((d, s) for d, s, ok in measured if ok), key=lambda p: p[0])
     losses = sorted(((d, s) for d, s, ok in measured if not ok), key=lambda p: p[0])

@@ -1,13 +1,6 @@
-"""Checks of vector envs: batched goal envs as HER buffers are fed from them.
-
-A :class:`gymnasium.vector.VectorEnv` (``gym.make_vec``, a native twin, an Isaac Lab,
-ManiSkill or Brax-style env, numpy or torch on a device) is driven by a seeded random
-rollout (:func:`goalenvs.checker.vector_probe.vector_rollout`), replayed with the same
-seed, and replayed again with only sub-env 0's actions changed. What each check finds
-corrupts what a HER buffer stores without an error: a last observation lost or
-overwritten at autoreset, a reward paid for the next episode's start, a goal redrawn
-mid-episode, one sub-env's actions or success reaching another.
-"""
+"""Checks of vector envs (docs/checks.md, "Vector envs"): a seeded random rollout
+(:func:`goalenvs.checker.vector_probe.vector_rollout`), its replay, and a replay with
+only sub-env 0's actions changed."""
 
 from __future__ import annotations
 
@@ -21,7 +14,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from goalenvs.checker.context import Context, SkipCheckError
-from goalenvs.checker.probe import ATOL, RTOL, fmt
+from goalenvs.checker.probe import ATOL, RTOL, fmt, is_goal_dict
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.checker.vector_probe import (
     SINGLE_ROWS,
@@ -107,9 +100,7 @@ def check_vector_spaces(ctx: Context, out: Outcome) -> None:
         return
     single_obs = getattr(env, "single_observation_space", None)
     single_act = getattr(env, "single_action_space", None)
-    if not isinstance(single_obs, spaces.Dict) or any(
-        k not in single_obs.spaces for k in GOAL_KEYS
-    ):
+    if not is_goal_dict(single_obs):
         out.fail(
             f"single_observation_space is {fmt(single_obs)}, expected Dict(observation=..., "
             "achieved_goal=..., desired_goal=...): one sub-env's goal Dict"
@@ -189,45 +180,36 @@ def check_obs_batch(ctx: Context, out: Outcome) -> None:
     n = run.num_envs
     for where, obs in _batches(run):
         if not isinstance(obs, Mapping):
-            out.fail_once(
-                ("", "type"), f"the observation is a {type(obs).__name__}, expected a dict", where
-            )
+            message = f"the observation is a {type(obs).__name__}, expected a dict"
+            out.fail_once(("", "type"), message, where)
             continue
+        drift = "autoreset" in where or "reset_mask" in where
         for key, sub in space.spaces.items():
-            if key not in obs:
-                out.fail_once(
-                    (key, "missing"), f"the observation has no {key!r} (keys {list(obs)})", where
-                )
-                continue
-            value = np.asarray(obs[key])
+            value = np.asarray(obs[key]) if key in obs else None
             shape = (n, *(sub.shape or ()))
-            if value.shape != shape:
-                message = f"obs[{key!r}] has shape {value.shape}, expected {shape}"
-                out.fail_once((key, "shape"), message, where)
-                continue
-            if sub.dtype is not None and value.dtype != sub.dtype:
-                out.fail_once(
-                    (key, "dtype"),
-                    f"obs[{key!r}] has dtype {value.dtype}, the space {sub.dtype}"
-                    + (
-                        ": the dtype drifts on autoreset steps (the new episodes' rows are "
-                        "built another way)"
-                        if "autoreset" in where or "reset_mask" in where
-                        else ""
-                    ),
-                    where,
+            if value is None:
+                kind, message = "missing", f"the observation has no {key!r} (keys {list(obs)})"
+            elif value.shape != shape:
+                kind, message = "shape", f"obs[{key!r}] has shape {value.shape}, expected {shape}"
+            elif sub.dtype is not None and value.dtype != sub.dtype:
+                kind = "dtype"
+                message = f"obs[{key!r}] has dtype {value.dtype}, the space {sub.dtype}" + (
+                    ": the dtype drifts on autoreset steps (the new episodes' rows are built "
+                    "another way)"
+                    if drift
+                    else ""
                 )
-                continue
-            outside = _rows_outside(sub, value)
-            if outside.size:
+            elif (outside := _rows_outside(sub, value)).size:
                 i = int(outside[0])
-                out.fail_once(
-                    (key, "bounds"),
-                    f"obs[{key!r}] of sub-env {i} is {fmt(value[i])}, outside {_brief(sub)}"
-                    + (f" [{fmt(sub.low)}, {fmt(sub.high)}]" if isinstance(sub, spaces.Box) else "")
-                    + f" ({outside.size} of {n} rows)",
-                    where,
+                box = f" [{fmt(sub.low)}, {fmt(sub.high)}]" if isinstance(sub, spaces.Box) else ""
+                kind = "bounds"
+                message = (
+                    f"obs[{key!r}] of sub-env {i} is {fmt(value[i])}, outside {_brief(sub)}{box} "
+                    f"({outside.size} of {n} rows)"
                 )
+            else:
+                continue
+            out.fail_once((key, kind), message, where)
 
 
 def _rows_outside(space: spaces.Space, value: np.ndarray) -> np.ndarray:
@@ -1084,9 +1066,8 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
         batch[0] = other_action(space, batch[0], t)
         actions.append(batch)
     probe = drive(ctx, ctx.env, ctx.seed, actions, "isolation probe: ")
-    # Sub-env 0's own episodes now end elsewhere; from the first step they do, a sub-env
-    # restarting may draw other numbers from a generator the sub-envs share (a torch
-    # twin's one device generator): from its restart on, its rows may differ.
+    # Once sub-env 0's episodes end elsewhere, a restarting sub-env may draw from a
+    # generator the sub-envs share (a torch twin's): from its restart on, it may differ.
     pairs = enumerate(zip(again.steps, probe.steps, strict=False))
     diverged = next((t for t, (x, y) in pairs if x.done[0] != y.done[0]), None)
     active = np.ones(n, bool)
