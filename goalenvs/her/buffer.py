@@ -3,33 +3,25 @@
 :class:`HerReplayBuffer` keeps its episodes in time-major rings ``(rows, n_envs)``, one
 stream per parallel env, in numpy arrays or in torch tensors on any device
 (:class:`DeviceHerReplayBuffer`): every line runs on both (``xp`` is the module; what the
-two spell differently is in :mod:`~goalenvs.her.buffer_state`, beside its state; its file
-is :mod:`~goalenvs.her.buffer_file`).
+two spell differently, and the state, are in :mod:`~goalenvs.her.buffer_state`; the file
+in :mod:`~goalenvs.her.buffer_file`). What it does for its user: docs/buffer.md.
 
-Storage
--------
-``rows = buffer_size // n_envs``. Each ``add`` writes row ``t % rows`` of every env, ``t``
-counting the adds (unwrapped: it only grows). A row holds one transition with both its
-observations, its flags and its episode's start, side by side in one float32 ``records``
-row (one copy an add). ``episode_start[row, env]`` is the counter of the first transition
-of the row's episode; ``episode_end[s % rows, env]`` is one past the counter of the last
-transition of the episode that starts at counter ``s``, written when it ends. An env's
-sampleable transitions are one range of counters ``[sampleable_from, sampleable_to)``:
-the end of its newest complete episode, and the start of its oldest intact one. When an
-add is about to overwrite the first row of that oldest episode, ``sampleable_from`` jumps
-to its end: the whole episode leaves at once.
+Storage: ``rows = buffer_size // n_envs``; add number ``t`` (the counter, unwrapped)
+writes row ``t % rows`` of every env: one transition with both its observations, its
+flags and its episode's start, side by side in one float32 ``records`` row (one copy an
+add). ``episode_start[row, env]`` is the counter of the row's episode's first transition;
+``episode_end[s % rows, env]`` is one past the counter of the last transition of the
+episode that starts at ``s``, written when it ends. An env's sampleable transitions are
+the counters ``[sampleable_from, sampleable_to)``: the start of its oldest intact episode
+and the end of its newest complete one. An add about to overwrite the first row of that
+oldest episode moves ``sampleable_from`` to its end: the whole episode leaves at once
+(rows = 4, episodes [0, 3) and [3, 4): add 4 overwrites row 0, ``sampleable_from`` goes
+0 -> 3 and counters 1, 2 leave with it).
 
-Example, rows = 4, one env: episodes [0, 3) and [3, 4) stored; add 4 overwrites counter
-0 (row 0), so ``sampleable_from`` goes 0 -> 3 and counters 1, 2 leave with it.
-
-Sampling
---------
-A transition is drawn uniformly over the sampleable counters of every env (a cumulative
-sum over the envs and a ``searchsorted``), or by priority (:class:`Priorities`); its goal
-source from the relabelling mix (:class:`~goalenvs.her.goal_mix.GoalMix`, whose sources
-``future``, ``final`` and ``episode`` are counters in the transition's episode ``[s, e)``).
-The rewards of the whole batch, every n-step return's steps included, come from one
-``compute_reward`` call.
+Sampling draws transitions uniformly over every env's sampleable counters (a cumulative
+sum over the envs and a ``searchsorted``) or by priority (:class:`Priorities`), then each
+one's goal source from the mix (:class:`~goalenvs.her.goal_mix.GoalMix`), and rewards the
+whole batch, every n-step return's steps included, with one ``compute_reward`` call.
 """
 
 from __future__ import annotations
@@ -82,7 +74,7 @@ __all__ = ["DeviceHerReplayBuffer", "HerReplayBuffer", "Priorities", "TreePriori
 def _setting(name: str, doc: str = "") -> Any:
     """A read-only property of the buffer's (checked, normalized) setting ``name``."""
     return property(
-        lambda self: getattr(self._settings, name),
+        lambda self: getattr(self.settings, name),
         doc=doc or f"The ``{name}`` setting (see the class docstring).",
     )
 
@@ -190,7 +182,7 @@ class TreePriorities(Priorities):
 
 class HerReplayBuffer:
     """Hindsight Experience Replay buffer with relabeling at sample time, in host memory
-    (numpy) or on a torch device (docs/buffer.md walks through every option).
+    (numpy) or on a torch device; docs/buffer.md walks through every option.
 
     Args:
         buffer_size: transitions held over all envs: each env keeps the last
@@ -201,43 +193,28 @@ class HerReplayBuffer:
         compute_reward: a goal env (single or vector, possibly wrapped) or a callable
             ``(achieved_goal, desired_goal, info) -> rewards``: one reward per goal pair.
         n_envs: parallel envs writing into the buffer, one transition each per ``add``.
-        n_sampled_goal: ``k``: a sample is relabeled with probability ``k / (k + 1)``.
-        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"`` or ``"random"``.
-        handle_timeout_termination: True: a truncated transition still bootstraps
-            (``dones`` = terminated); False: ``dones`` = terminated or truncated.
+        n_sampled_goal, goal_selection_strategy: HER's ``k`` and ``"future"``, ``"final"``,
+            ``"episode"`` or ``"random"``: relabeled with probability ``k / (k + 1)``.
+        handle_timeout_termination: True: a truncated transition still bootstraps.
         info_keys: step-info keys ``compute_reward`` needs, stored and passed back batched.
         compute_terminated: None keeps the stored ``terminated`` for relabeled goals (as
             stable-baselines3); a goal env or callable recomputes it.
-        seed: seed of every draw (numpy's :attr:`rng`, or torch's :attr:`generator`):
-            reproducible on one array module and device, not across them.
-        prioritized: proportional prioritized replay (Schaul et al. 2016): transition
-            ``i`` is drawn with probability ``p_i ** alpha / sum_j p_j ** alpha``; new
-            transitions get the largest priority seen, :meth:`update_priorities` the rest.
-        alpha: how much the priorities count, in [0, 1] (0: uniform).
-        beta: importance-sampling correction in [0, 1]: ``weights`` are
-            ``(N * P(i)) ** -beta`` over the batch's largest; may be annealed.
-        priority_eps: added to ``|td_error|`` (or to an episode's goal motion).
-        goal_mix: fractions of future / final / episode / achieved / desired / original
-            goals (a :class:`~goalenvs.her.goal_mix.GoalMix`, a dict or
-            ``"future=0.4,desired=0.4,original=0.2"``), instead of the strategy and ``k``.
-        goal_mix_warmup: env steps stored before the mix applies (future goals until then).
-        priority: ``"td_error"``, or ``"goal_motion"``: an episode's transitions are
-            drawn by the path length of its achieved goal, ``sum_t min(|ag_{t+1} -
-            ag_t|, motion_clip)`` (a kinetic form of Zhao & Tresp 2018), with no
-            importance weights; TD errors do not change them.
-        motion_clip: for ``"goal_motion"``, the most one step's move counts (None: no clip).
-        motion_weights: for ``"goal_motion"``, a weight per achieved-goal entry applied
-            before the length is taken (``[1, 1, 4]``: a lift counts four times a slide).
-        n_step: the steps each sampled return sums within its episode, discounted by
-            ``gamma`` (``discounts`` is ``gamma`` to the steps summed); 1: one-step.
-        gamma: the discount of n-step returns, in (0, 1); needed when ``n_step > 1``.
+        seed: seed of every draw (:attr:`rng` on numpy, :attr:`generator` on torch).
+        prioritized, alpha, beta, priority_eps: proportional prioritized replay (Schaul et
+            al. 2016): ``P(i) ~ p_i ** alpha``, ``weights`` ``(N * P(i)) ** -beta`` over the
+            batch's largest, ``p_i = |td_error| + priority_eps`` (:meth:`update_priorities`).
+        goal_mix, goal_mix_warmup: fractions of each goal source (a
+            :class:`~goalenvs.her.goal_mix.GoalMix`, a dict or text) in place of the
+            strategy and ``k``, and the env steps stored before they apply.
+        priority, motion_clip, motion_weights: ``"td_error"``, or ``"goal_motion"``: an
+            episode drawn by its achieved goal's path, ``sum_t min(|w * (ag_{t+1} -
+            ag_t)|, motion_clip)``, with no importance weights.
+        n_step, gamma: each sampled return sums up to ``n_step`` rewards within its
+            episode, discounted by ``gamma`` (``discounts``: ``gamma`` to the steps summed).
         device: None: numpy arrays in host memory; a torch device: tensors there, where
             the goal functions receive tensors and should return tensors.
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one.
-    ``copy.copy`` copies every array and the generator's state and shares the goal
-    functions; ``copy.deepcopy`` and pickles take the goal functions too. Episodes in
-    progress stay in progress in all three.
     """
 
     #: The batched goal functions (see :func:`goalenvs.her.settings.resolve_goal_function`).
@@ -308,7 +285,8 @@ class HerReplayBuffer:
         self._packed = packed_slices(packed)
         self._records_flat = flat_view(records)
         keys = sorted(settings.observation_space.spaces)
-        self._settings = settings
+        #: The checked constructor arguments (all but the goal functions and the device).
+        self.settings = settings
         self.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
         self.compute_terminated = (
             None if terminated is None else resolve_goal_function(terminated, "compute_terminated")
@@ -416,12 +394,6 @@ class HerReplayBuffer:
         return buffer
 
     # ------------------------------------------------------------------ settings
-    @property
-    def settings(self) -> BufferSettings:
-        """The checked constructor arguments (all but the goal functions and the device),
-        with the live ``beta``."""
-        return self._settings
-
     # The settings, read-only (each one's meaning: the class docstring).
     buffer_size = _setting("buffer_size")
     observation_space = _setting("observation_space")
@@ -446,12 +418,12 @@ class HerReplayBuffer:
 
     @property
     def beta(self) -> float:
-        """The importance-sampling exponent of prioritized replay, in [0, 1]."""
-        return self._settings.beta
+        """The importance-sampling exponent of prioritized replay, in [0, 1] (settable)."""
+        return self.settings.beta
 
     @beta.setter
     def beta(self, value: float) -> None:
-        self._settings = dataclasses.replace(self._settings, beta=value)
+        self.settings = dataclasses.replace(self.settings, beta=value)
 
     def __len__(self) -> int:
         return self.n_transitions
@@ -494,7 +466,7 @@ class HerReplayBuffer:
         return int((self.counters["current_start"] < self.steps_added).sum())
 
     def __repr__(self) -> str:
-        s = self._settings
+        s = self.settings
         mix = f"goal_mix={str(self.goal_mix)!r}"
         if s.goal_mix is None:
             strategy = self.goal_selection_strategy.value
