@@ -384,11 +384,8 @@ class HerReplayBuffer:
     def from_state(
         cls: type[_Buffer], state: Any, compute_reward: object, compute_terminated: object = None
     ) -> _Buffer:
-        """The buffer ``state`` describes, with these goal functions (as the constructor's).
-
-        The buffer takes the state's arrays as its own, without a copy: pass
-        ``state.copy()`` to keep the state's arrays apart from the new buffer's.
-        """
+        """The buffer ``state`` describes, with these goal functions, on the state's own
+        arrays (pass ``state.copy()`` to keep them apart)."""
         buffer = cls.__new__(cls)
         buffer._adopt(state, compute_reward, compute_terminated)
         return buffer
@@ -430,10 +427,9 @@ class HerReplayBuffer:
 
     # ------------------------------------------------------------------ state
     def state(self, *, truncate_in_progress: bool = False) -> BufferState:
-        """The buffer's content, on its own arrays (no copy: ``state().copy()`` for a
-        snapshot). With ``truncate_in_progress`` the episodes in progress end at their last
-        stored transition, as truncations, in copies of the flags and counters that change
-        (the live buffer goes on with them; the other arrays are still shared)."""
+        """The buffer's content, on its own arrays (``state().copy()``: a snapshot). With
+        ``truncate_in_progress`` the episodes in progress end as truncations, in copies of
+        the flags and counters that change (the live buffer goes on with them)."""
         state = BufferState(
             self.settings,
             self.device,
@@ -455,8 +451,7 @@ class HerReplayBuffer:
 
     @property
     def n_transitions(self) -> int:
-        """Transitions that can be sampled: those of complete, intact episodes (a host
-        read on torch: for logs, not the inner loop)."""
+        """Transitions of complete, intact episodes (a host read on torch: for logs)."""
         c = self.counters
         return int((c["sampleable_to"] - c["sampleable_from"]).sum())
 
@@ -494,12 +489,10 @@ class HerReplayBuffer:
         return True
 
     def _read_horizons(self) -> None:
-        """The one host read of add() and sample(): after it, no episode in progress can
-        outgrow the ring before add number ``_no_overflow_before`` (an episode that
-        starts at ``s`` has ``rows`` transitions after add ``s + rows - 1``), and the
-        newest ended episode is intact while at most ``_nonempty_until`` adds have been
-        made (its first row ``s`` is overwritten by add ``s + rows``); -1 when none has
-        ended."""
+        """The one host read of add() and sample(): no episode in progress outgrows the ring
+        before add ``_no_overflow_before`` (one starting at ``s`` holds ``rows`` after add
+        ``s + rows - 1``), and the newest ended episode is intact while at most
+        ``_nonempty_until`` adds are made (add ``s + rows`` overwrites its first row)."""
         c, rows = self.counters, self._rows
         ended = c["sampleable_from"] < c["sampleable_to"]
         newest = self.xp.where(ended, c["newest_start"], -1).max()
@@ -508,10 +501,8 @@ class HerReplayBuffer:
         self._nonempty_until = int(newest) + rows if int(newest) >= 0 else -1
 
     def _read_other_episode(self) -> None:
-        """After it, two complete intact episodes are held while at most
-        ``_other_episode_until`` adds have been made: the two newest ended episodes are
-        among each env's newest and the one before it; the older stays intact until add
-        ``start + rows`` overwrites its first row."""
+        """Two complete intact episodes are held while at most ``_other_episode_until`` adds
+        are made: the two newest ended ones are among each env's newest and the one before."""
         xp, f, c, rows = self.xp, self.fields, self.counters, self._rows
         ended = c["sampleable_from"] < c["sampleable_to"]
         newest = xp.where(ended, c["newest_start"], -1)
@@ -604,15 +595,10 @@ class HerReplayBuffer:
 
     # ------------------------------------------------------------------ priorities
     def update_priorities(self, indices: Any, td_errors: Any) -> None:
-        """Sets the priorities of sampled transitions to ``|td_error| + priority_eps``.
-
-        ``indices`` are a batch's ``indices`` (numpy arrays, or torch tensors on any
-        device), ``td_errors`` one value per index (the critic's TD errors, any sign; shape
-        ``(B,)`` or ``(B, 1)``). Call it before more ``add()`` calls reuse the rows: an
-        index whose row no longer holds a transition of a complete episode is skipped. New
-        transitions start at the largest priority seen so far. An index out of range or a
-        TD error that is not finite is an error, never clamped or kept.
-        """
+        """Sets the priorities of a batch's ``indices`` (arrays or tensors on any device) to
+        ``|td_error| + priority_eps`` (``td_errors``: ``(B,)`` or ``(B, 1)``); an index whose
+        row no longer holds a complete episode's transition is skipped. New transitions
+        start at the largest priority seen. Bad indices or TD errors are errors."""
         if self.priorities is None:
             raise RuntimeError(
                 "update_priorities needs a prioritized buffer: "
@@ -671,11 +657,10 @@ class HerReplayBuffer:
         ``next_obs`` is the true next observation (the final one at an episode's end)."""
         t = self.steps_added
         row = t % self._rows
-        # The hot path (numpy, no info keys, priorities or goal motion): a mid-episode
-        # step (both flags all False, as their bytes say) before the next add that may
-        # retire an episode or find one outgrowing the ring, of values of the stored
-        # shapes and dtypes, is one copy into its records row, flags and episode start
-        # included. Anything else takes the careful path, which coerces or explains.
+        # The hot path (numpy, no info keys, priorities or goal motion): a mid-episode step
+        # (flags all False) of values of the stored shapes and dtypes, before the next add
+        # that may retire an episode or outgrow the ring, is one copy into its records row.
+        # Anything else takes the careful path, which coerces or explains.
         try:
             calm = (
                 terminated.dtype is truncated.dtype is _BOOL
@@ -754,10 +739,9 @@ class HerReplayBuffer:
         return self._per_env(name, value, None) != 0
 
     def _write_packed(self, row: int, obs: Any, next_obs: Any, action: Any, reward: Any) -> bool:
-        """Writes the packed fields of one add into records row ``row``, with one copy (on
-        numpy with flags False and the episode's start after them); False, writing
-        nothing, when a value is not an array of its stored shape and dtype (the careful
-        checks then coerce it or say why)."""
+        """Writes one add's packed fields (on numpy, flags False and the episode starts
+        after them) into records row ``row`` with one copy; False, writing nothing, when a
+        value is not an array of its stored shape and dtype."""
         get = self._obs_values
         try:
             values = (*get(obs), *get(next_obs), action, reward)
@@ -798,8 +782,8 @@ class HerReplayBuffer:
             self._meta_bytes = self._meta.tobytes()
 
     def _close(self, done: Any, t: int, f: Any = None, c: Any = None) -> None:
-        """Ends the episodes ``[current_start, t]`` of the envs where ``done``: in the
-        buffer, or only in ``f`` and ``c``, copies of its fields and counters."""
+        """Ends the episodes ``[current_start, t]`` of the envs where ``done``, in the buffer
+        or only in ``f`` and ``c``, copies of its fields and counters."""
         live = f is None
         xp, rows = self.xp, self._rows
         f, c = (self.fields, self.counters) if live else (f, c)
@@ -847,17 +831,16 @@ class HerReplayBuffer:
         store[row] = value.reshape(self._n, *store.shape[2:])
 
     def counter_of_rows(self, rows: Any = None) -> Any:
-        """The counter each of ``rows`` (default: every row) holds now: the newest ``t``
-        with ``t % self._rows == row`` (negative for a row not written yet)."""
+        """The counter each of ``rows`` (default: all) holds: the newest ``t`` with
+        ``t % rows_per_env == row`` (negative for a row not written yet)."""
         if rows is None:
             rows = self.ops.arange(self._rows)
         last = (self.steps_added - 1) % self._rows
         return (self.steps_added - 1) - ((last - rows) % self._rows)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the buffer to ``path`` as an uncompressed ``.npz`` (no pickle), the same
-        file on numpy and on torch; episodes in progress are written as truncated (the
-        live buffer keeps them), atomically (a crash never leaves half a file)."""
+        """Writes the buffer to ``path``, atomically, as an ``.npz`` (no pickle), episodes in
+        progress as truncated (the live buffer keeps them)."""
         write_file(self.state(truncate_in_progress=True), path)
 
     @classmethod
@@ -868,10 +851,8 @@ class HerReplayBuffer:
         compute_terminated: object = None,
         device: Any = None,
     ) -> HerReplayBuffer:
-        """Reads a file :meth:`save` wrote (on numpy or torch, or a file of goalenvs
-        148f048 and earlier) into host memory (``device=None``), onto a torch ``device``,
-        or where it was saved from (``"saved"``); a file of another kind is the ValueError
-        that names it."""
+        """Reads a file :meth:`save` (or goalenvs 148f048 and earlier) wrote into host memory
+        (``device=None``), onto a torch ``device`` or where it was saved from (``"saved"``)."""
         return cls.from_state(read_file(path, device), compute_reward, compute_terminated)
 
     @property
@@ -881,14 +862,13 @@ class HerReplayBuffer:
 
     @property
     def generator(self) -> Any:
-        """The torch generator of every draw (register it with a CUDA graph that captures
-        :meth:`sample`); None on numpy, whose draws come from a numpy Generator."""
+        """The torch generator of every draw (for a CUDA graph that captures :meth:`sample`);
+        None on numpy."""
         return getattr(self.ops, "generator", None)
 
     # ------------------------------------------------------------------ sampling
     def sample(self, batch_size: int, device: Any = None) -> HerBatch:
-        """``batch_size`` relabeled transitions; fresh arrays, which the next call leaves
-        alone (tensors on ``device`` when given)."""
+        """``batch_size`` relabeled transitions in fresh arrays (tensors on ``device``)."""
         try:
             batch = self._sample(int(check_int("batch_size", batch_size, minimum=1)))
         finally:
@@ -998,8 +978,7 @@ class HerReplayBuffer:
         return self.ops.take(self._flat[name], index)
 
     def _gather(self, index: Any) -> dict[str, Any]:
-        """Every packed field at the flat indices ``index``: one take of the records,
-        then views of its columns (fresh arrays: no later call writes into them)."""
+        """Every packed field at the flat indices ``index``: views of one fresh take."""
         rows = self.ops.take(self._records_flat, index)
         count = rows.shape[0]
         return {
@@ -1082,10 +1061,9 @@ class HerReplayBuffer:
         return relabel, goals
 
     def _draw_other_episode(self, B: int, env: Any, start: Any, end: Any) -> tuple[Any, Any]:
-        """For each transition (of ``env``, in the episode ``[start, end)``), a transition
-        drawn uniformly from every other sampleable episode. Its own episode occupies the
-        numbers ``x0 .. x0 + T - 1`` of the envs' ranges laid end to end; a number ``y``
-        uniform in ``[0, total - T)`` skips over them."""
+        """For each transition (of ``env``, in episode ``[start, end)``), one drawn uniformly
+        from the other episodes: its own holds the numbers ``x0 .. x0 + T - 1`` of the envs'
+        ranges laid end to end, which ``y`` uniform in ``[0, total - T)`` skips."""
         xp, ops = self.xp, self.ops
         _, _, total, offset = self._sampleable_numbers()
         length = end - start
@@ -1095,8 +1073,7 @@ class HerReplayBuffer:
         return self._locate(xp.where(y < x0, y, y + length))
 
     def _rewards(self, achieved: Any, desired: Any, info: dict[str, Any]) -> Any:
-        """One ``compute_reward`` call for the whole batch; one reward per pair, never a
-        broadcast scalar."""
+        """One ``compute_reward`` call, one reward per pair (never a broadcast scalar)."""
         value = self.compute_reward(achieved, desired, info)
         value = self.ops.asarray(_plain(value))
         count = achieved.shape[0]
@@ -1122,11 +1099,8 @@ class HerReplayBuffer:
 
 
 class DeviceHerReplayBuffer(HerReplayBuffer):
-    """:class:`HerReplayBuffer` on a torch device, ``device`` required (its arguments and
-    their meaning are :class:`HerReplayBuffer`'s). ``sample`` reads nothing on the host
-    once ``can_sample()`` has said yes, draws from :attr:`generator` and has static
-    shapes, so it can be captured in a CUDA graph
-    (``graph.register_generator_state(buffer.generator)``)."""
+    """:class:`HerReplayBuffer` on a torch device, ``device`` required; its ``sample`` can
+    be captured in a CUDA graph (docs/buffer.md)."""
 
     def __init__(self, *args: Any, device: DeviceLike, **kwargs: Any) -> None:
         super().__init__(*args, device=device, **kwargs)
@@ -1139,8 +1113,7 @@ class DeviceHerReplayBuffer(HerReplayBuffer):
         compute_terminated: object = None,
         device: Any = "saved",
     ) -> HerReplayBuffer:
-        """Reads a file :meth:`save` wrote onto ``device`` (``"saved"``: where it was saved
-        from; see :meth:`HerReplayBuffer.load`)."""
+        """:meth:`HerReplayBuffer.load`, by default where it was saved from."""
         return super().load(path, compute_reward, compute_terminated, device)
 
 

@@ -49,16 +49,13 @@ class _PublicArray:
     """One of SB3's public buffer arrays: reads ``buffer._public(name)``, refuses writes."""
 
     def __init__(self, doc: str) -> None:
-        self.__doc__ = doc
-        self.name = ""
+        self.__doc__, self.name = doc, ""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
     def __get__(self, buffer: Any, owner: type | None = None) -> Any:
-        if buffer is None:
-            return self
-        return buffer._public(self.name)
+        return self if buffer is None else buffer._public(self.name)
 
     def __set__(self, buffer: object, value: object) -> None:
         raise AttributeError(
