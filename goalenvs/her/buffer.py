@@ -73,10 +73,7 @@ __all__ = ["DeviceHerReplayBuffer", "HerReplayBuffer", "Priorities", "TreePriori
 
 def _setting(name: str, doc: str = "") -> Any:
     """A read-only property of the buffer's (checked, normalized) setting ``name``."""
-    return property(
-        lambda self: getattr(self.settings, name),
-        doc=doc or f"The ``{name}`` setting (see the class docstring).",
-    )
+    return property(operator.attrgetter(f"settings.{name}"), doc=doc or f"The ``{name}`` setting.")
 
 
 # ---------------------------------------------------------------------- priorities

@@ -220,13 +220,7 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
                 host["motion"][at, e] = np.maximum(path, 0.0)
             else:
                 priorities[at, e] = leaf
-    host.update(
-        current_start=hi.copy(),
-        sampleable_from=lo,
-        sampleable_to=hi,
-        newest_start=newest,
-        priorities=priorities,
-    )
+    host.update(zip(COUNTERS, (hi.copy(), lo, hi, newest), strict=True), priorities=priorities)
     rng_state = meta.get("rng_state") if device is None else None
     max_priority = float(meta.get("max_priority", 1.0))
     return _as_state(settings, device, host, steps, max_priority, rng_state, name)
