@@ -3,33 +3,25 @@
 :class:`HerReplayBuffer` keeps its episodes in time-major rings ``(rows, n_envs)``, one
 stream per parallel env, in numpy arrays or in torch tensors on any device
 (:class:`DeviceHerReplayBuffer`): every line runs on both (``xp`` is the module; what the
-two spell differently is in :mod:`~goalenvs.her.buffer_state`, beside its state; its file
-is :mod:`~goalenvs.her.buffer_file`).
+two spell differently, and the state, are in :mod:`~goalenvs.her.buffer_state`; the file
+in :mod:`~goalenvs.her.buffer_file`). What it does for its user: docs/buffer.md.
 
-Storage
--------
-``rows = buffer_size // n_envs``. Each ``add`` writes row ``t % rows`` of every env, ``t``
-counting the adds (unwrapped: it only grows). A row holds one transition with both its
-observations, its flags and its episode's start, side by side in one float32 ``records``
-row (one copy an add). ``episode_start[row, env]`` is the counter of the first transition
-of the row's episode; ``episode_end[s % rows, env]`` is one past the counter of the last
-transition of the episode that starts at counter ``s``, written when it ends. An env's
-sampleable transitions are one range of counters ``[sampleable_from, sampleable_to)``:
-the end of its newest complete episode, and the start of its oldest intact one. When an
-add is about to overwrite the first row of that oldest episode, ``sampleable_from`` jumps
-to its end: the whole episode leaves at once.
+Storage: ``rows = buffer_size // n_envs``; add number ``t`` (the counter, unwrapped)
+writes row ``t % rows`` of every env: one transition with both its observations, its
+flags and its episode's start, side by side in one float32 ``records`` row (one copy an
+add). ``episode_start[row, env]`` is the counter of the row's episode's first transition;
+``episode_end[s % rows, env]`` is one past the counter of the last transition of the
+episode that starts at ``s``, written when it ends. An env's sampleable transitions are
+the counters ``[sampleable_from, sampleable_to)``: the start of its oldest intact episode
+and the end of its newest complete one. An add about to overwrite the first row of that
+oldest episode moves ``sampleable_from`` to its end: the whole episode leaves at once
+(rows = 4, episodes [0, 3) and [3, 4): add 4 overwrites row 0, ``sampleable_from`` goes
+0 -> 3 and counters 1, 2 leave with it).
 
-Example, rows = 4, one env: episodes [0, 3) and [3, 4) stored; add 4 overwrites counter
-0 (row 0), so ``sampleable_from`` goes 0 -> 3 and counters 1, 2 leave with it.
-
-Sampling
---------
-A transition is drawn uniformly over the sampleable counters of every env (a cumulative
-sum over the envs and a ``searchsorted``), or by priority (:class:`Priorities`); its goal
-source from the relabelling mix (:class:`~goalenvs.her.goal_mix.GoalMix`, whose sources
-``future``, ``final`` and ``episode`` are counters in the transition's episode ``[s, e)``).
-The rewards of the whole batch, every n-step return's steps included, come from one
-``compute_reward`` call.
+Sampling draws transitions uniformly over every env's sampleable counters (a cumulative
+sum over the envs and a ``searchsorted``) or by priority (:class:`Priorities`), then each
+one's goal source from the mix (:class:`~goalenvs.her.goal_mix.GoalMix`), and rewards the
+whole batch, every n-step return's steps included, with one ``compute_reward`` call.
 """
 
 from __future__ import annotations
@@ -81,10 +73,7 @@ __all__ = ["DeviceHerReplayBuffer", "HerReplayBuffer", "Priorities", "TreePriori
 
 def _setting(name: str, doc: str = "") -> Any:
     """A read-only property of the buffer's (checked, normalized) setting ``name``."""
-    return property(
-        lambda self: getattr(self._settings, name),
-        doc=doc or f"The ``{name}`` setting (see the class docstring).",
-    )
+    return property(operator.attrgetter(f"settings.{name}"), doc=doc or f"The ``{name}`` setting.")
 
 
 # ---------------------------------------------------------------------- priorities
@@ -190,7 +179,7 @@ class TreePriorities(Priorities):
 
 class HerReplayBuffer:
     """Hindsight Experience Replay buffer with relabeling at sample time, in host memory
-    (numpy) or on a torch device (docs/buffer.md walks through every option).
+    (numpy) or on a torch device; docs/buffer.md walks through every option.
 
     Args:
         buffer_size: transitions held over all envs: each env keeps the last
@@ -201,43 +190,28 @@ class HerReplayBuffer:
         compute_reward: a goal env (single or vector, possibly wrapped) or a callable
             ``(achieved_goal, desired_goal, info) -> rewards``: one reward per goal pair.
         n_envs: parallel envs writing into the buffer, one transition each per ``add``.
-        n_sampled_goal: ``k``: a sample is relabeled with probability ``k / (k + 1)``.
-        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"`` or ``"random"``.
-        handle_timeout_termination: True: a truncated transition still bootstraps
-            (``dones`` = terminated); False: ``dones`` = terminated or truncated.
+        n_sampled_goal, goal_selection_strategy: HER's ``k`` and ``"future"``, ``"final"``,
+            ``"episode"`` or ``"random"``: relabeled with probability ``k / (k + 1)``.
+        handle_timeout_termination: True: a truncated transition still bootstraps.
         info_keys: step-info keys ``compute_reward`` needs, stored and passed back batched.
         compute_terminated: None keeps the stored ``terminated`` for relabeled goals (as
             stable-baselines3); a goal env or callable recomputes it.
-        seed: seed of every draw (numpy's :attr:`rng`, or torch's :attr:`generator`):
-            reproducible on one array module and device, not across them.
-        prioritized: proportional prioritized replay (Schaul et al. 2016): transition
-            ``i`` is drawn with probability ``p_i ** alpha / sum_j p_j ** alpha``; new
-            transitions get the largest priority seen, :meth:`update_priorities` the rest.
-        alpha: how much the priorities count, in [0, 1] (0: uniform).
-        beta: importance-sampling correction in [0, 1]: ``weights`` are
-            ``(N * P(i)) ** -beta`` over the batch's largest; may be annealed.
-        priority_eps: added to ``|td_error|`` (or to an episode's goal motion).
-        goal_mix: fractions of future / final / episode / achieved / desired / original
-            goals (a :class:`~goalenvs.her.goal_mix.GoalMix`, a dict or
-            ``"future=0.4,desired=0.4,original=0.2"``), instead of the strategy and ``k``.
-        goal_mix_warmup: env steps stored before the mix applies (future goals until then).
-        priority: ``"td_error"``, or ``"goal_motion"``: an episode's transitions are
-            drawn by the path length of its achieved goal, ``sum_t min(|ag_{t+1} -
-            ag_t|, motion_clip)`` (a kinetic form of Zhao & Tresp 2018), with no
-            importance weights; TD errors do not change them.
-        motion_clip: for ``"goal_motion"``, the most one step's move counts (None: no clip).
-        motion_weights: for ``"goal_motion"``, a weight per achieved-goal entry applied
-            before the length is taken (``[1, 1, 4]``: a lift counts four times a slide).
-        n_step: the steps each sampled return sums within its episode, discounted by
-            ``gamma`` (``discounts`` is ``gamma`` to the steps summed); 1: one-step.
-        gamma: the discount of n-step returns, in (0, 1); needed when ``n_step > 1``.
+        seed: seed of every draw (:attr:`rng` on numpy, :attr:`generator` on torch).
+        prioritized, alpha, beta, priority_eps: proportional prioritized replay (Schaul et
+            al. 2016): ``P(i) ~ p_i ** alpha``, ``weights`` ``(N * P(i)) ** -beta`` over the
+            batch's largest, ``p_i = |td_error| + priority_eps`` (:meth:`update_priorities`).
+        goal_mix, goal_mix_warmup: fractions of each goal source (a
+            :class:`~goalenvs.her.goal_mix.GoalMix`, a dict or text) in place of the
+            strategy and ``k``, and the env steps stored before they apply.
+        priority, motion_clip, motion_weights: ``"td_error"``, or ``"goal_motion"``: an
+            episode drawn by its achieved goal's path, ``sum_t min(|w * (ag_{t+1} -
+            ag_t)|, motion_clip)``, with no importance weights.
+        n_step, gamma: each sampled return sums up to ``n_step`` rewards within its
+            episode, discounted by ``gamma`` (``discounts``: ``gamma`` to the steps summed).
         device: None: numpy arrays in host memory; a torch device: tensors there, where
             the goal functions receive tensors and should return tensors.
 
     Its whole content is :meth:`state`; :meth:`from_state` rebuilds a buffer from one.
-    ``copy.copy`` copies every array and the generator's state and shares the goal
-    functions; ``copy.deepcopy`` and pickles take the goal functions too. Episodes in
-    progress stay in progress in all three.
     """
 
     #: The batched goal functions (see :func:`goalenvs.her.settings.resolve_goal_function`).
@@ -308,7 +282,8 @@ class HerReplayBuffer:
         self._packed = packed_slices(packed)
         self._records_flat = flat_view(records)
         keys = sorted(settings.observation_space.spaces)
-        self._settings = settings
+        #: The checked constructor arguments (all but the goal functions and the device).
+        self.settings = settings
         self.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
         self.compute_terminated = (
             None if terminated is None else resolve_goal_function(terminated, "compute_terminated")
@@ -406,22 +381,13 @@ class HerReplayBuffer:
     def from_state(
         cls: type[_Buffer], state: Any, compute_reward: object, compute_terminated: object = None
     ) -> _Buffer:
-        """The buffer ``state`` describes, with these goal functions (as the constructor's).
-
-        The buffer takes the state's arrays as its own, without a copy: pass
-        ``state.copy()`` to keep the state's arrays apart from the new buffer's.
-        """
+        """The buffer ``state`` describes, with these goal functions, on the state's own
+        arrays (pass ``state.copy()`` to keep them apart)."""
         buffer = cls.__new__(cls)
         buffer._adopt(state, compute_reward, compute_terminated)
         return buffer
 
     # ------------------------------------------------------------------ settings
-    @property
-    def settings(self) -> BufferSettings:
-        """The checked constructor arguments (all but the goal functions and the device),
-        with the live ``beta``."""
-        return self._settings
-
     # The settings, read-only (each one's meaning: the class docstring).
     buffer_size = _setting("buffer_size")
     observation_space = _setting("observation_space")
@@ -446,22 +412,21 @@ class HerReplayBuffer:
 
     @property
     def beta(self) -> float:
-        """The importance-sampling exponent of prioritized replay, in [0, 1]."""
-        return self._settings.beta
+        """The importance-sampling exponent of prioritized replay, in [0, 1] (settable)."""
+        return self.settings.beta
 
     @beta.setter
     def beta(self, value: float) -> None:
-        self._settings = dataclasses.replace(self._settings, beta=value)
+        self.settings = dataclasses.replace(self.settings, beta=value)
 
     def __len__(self) -> int:
         return self.n_transitions
 
     # ------------------------------------------------------------------ state
     def state(self, *, truncate_in_progress: bool = False) -> BufferState:
-        """The buffer's content, on its own arrays (no copy: ``state().copy()`` for a
-        snapshot). With ``truncate_in_progress`` the episodes in progress end at their last
-        stored transition, as truncations, in copies of the flags and counters that change
-        (the live buffer goes on with them; the other arrays are still shared)."""
+        """The buffer's content, on its own arrays (``state().copy()``: a snapshot). With
+        ``truncate_in_progress`` the episodes in progress end as truncations, in copies of
+        the flags and counters that change (the live buffer goes on with them)."""
         state = BufferState(
             self.settings,
             self.device,
@@ -483,8 +448,7 @@ class HerReplayBuffer:
 
     @property
     def n_transitions(self) -> int:
-        """Transitions that can be sampled: those of complete, intact episodes (a host
-        read on torch: for logs, not the inner loop)."""
+        """Transitions of complete, intact episodes (a host read on torch: for logs)."""
         c = self.counters
         return int((c["sampleable_to"] - c["sampleable_from"]).sum())
 
@@ -494,7 +458,7 @@ class HerReplayBuffer:
         return int((self.counters["current_start"] < self.steps_added).sum())
 
     def __repr__(self) -> str:
-        s = self._settings
+        s = self.settings
         mix = f"goal_mix={str(self.goal_mix)!r}"
         if s.goal_mix is None:
             strategy = self.goal_selection_strategy.value
@@ -522,12 +486,10 @@ class HerReplayBuffer:
         return True
 
     def _read_horizons(self) -> None:
-        """The one host read of add() and sample(): after it, no episode in progress can
-        outgrow the ring before add number ``_no_overflow_before`` (an episode that
-        starts at ``s`` has ``rows`` transitions after add ``s + rows - 1``), and the
-        newest ended episode is intact while at most ``_nonempty_until`` adds have been
-        made (its first row ``s`` is overwritten by add ``s + rows``); -1 when none has
-        ended."""
+        """The one host read of add() and sample(): no episode in progress outgrows the ring
+        before add ``_no_overflow_before`` (one starting at ``s`` holds ``rows`` after add
+        ``s + rows - 1``), and the newest ended episode is intact while at most
+        ``_nonempty_until`` adds are made (add ``s + rows`` overwrites its first row)."""
         c, rows = self.counters, self._rows
         ended = c["sampleable_from"] < c["sampleable_to"]
         newest = self.xp.where(ended, c["newest_start"], -1).max()
@@ -536,10 +498,8 @@ class HerReplayBuffer:
         self._nonempty_until = int(newest) + rows if int(newest) >= 0 else -1
 
     def _read_other_episode(self) -> None:
-        """After it, two complete intact episodes are held while at most
-        ``_other_episode_until`` adds have been made: the two newest ended episodes are
-        among each env's newest and the one before it; the older stays intact until add
-        ``start + rows`` overwrites its first row."""
+        """Two complete intact episodes are held while at most ``_other_episode_until`` adds
+        are made: the two newest ended ones are among each env's newest and the one before."""
         xp, f, c, rows = self.xp, self.fields, self.counters, self._rows
         ended = c["sampleable_from"] < c["sampleable_to"]
         newest = xp.where(ended, c["newest_start"], -1)
@@ -632,15 +592,10 @@ class HerReplayBuffer:
 
     # ------------------------------------------------------------------ priorities
     def update_priorities(self, indices: Any, td_errors: Any) -> None:
-        """Sets the priorities of sampled transitions to ``|td_error| + priority_eps``.
-
-        ``indices`` are a batch's ``indices`` (numpy arrays, or torch tensors on any
-        device), ``td_errors`` one value per index (the critic's TD errors, any sign; shape
-        ``(B,)`` or ``(B, 1)``). Call it before more ``add()`` calls reuse the rows: an
-        index whose row no longer holds a transition of a complete episode is skipped. New
-        transitions start at the largest priority seen so far. An index out of range or a
-        TD error that is not finite is an error, never clamped or kept.
-        """
+        """Sets the priorities of a batch's ``indices`` (arrays or tensors on any device) to
+        ``|td_error| + priority_eps`` (``td_errors``: ``(B,)`` or ``(B, 1)``); an index whose
+        row no longer holds a complete episode's transition is skipped. New transitions
+        start at the largest priority seen. Bad indices or TD errors are errors."""
         if self.priorities is None:
             raise RuntimeError(
                 "update_priorities needs a prioritized buffer: "
@@ -699,11 +654,10 @@ class HerReplayBuffer:
         ``next_obs`` is the true next observation (the final one at an episode's end)."""
         t = self.steps_added
         row = t % self._rows
-        # The hot path (numpy, no info keys, priorities or goal motion): a mid-episode
-        # step (both flags all False, as their bytes say) before the next add that may
-        # retire an episode or find one outgrowing the ring, of values of the stored
-        # shapes and dtypes, is one copy into its records row, flags and episode start
-        # included. Anything else takes the careful path, which coerces or explains.
+        # The hot path (numpy, no info keys, priorities or goal motion): a mid-episode step
+        # (flags all False) of values of the stored shapes and dtypes, before the next add
+        # that may retire an episode or outgrow the ring, is one copy into its records row.
+        # Anything else takes the careful path, which coerces or explains.
         try:
             calm = (
                 terminated.dtype is truncated.dtype is _BOOL
@@ -782,10 +736,9 @@ class HerReplayBuffer:
         return self._per_env(name, value, None) != 0
 
     def _write_packed(self, row: int, obs: Any, next_obs: Any, action: Any, reward: Any) -> bool:
-        """Writes the packed fields of one add into records row ``row``, with one copy (on
-        numpy with flags False and the episode's start after them); False, writing
-        nothing, when a value is not an array of its stored shape and dtype (the careful
-        checks then coerce it or say why)."""
+        """Writes one add's packed fields (on numpy, flags False and the episode starts
+        after them) into records row ``row`` with one copy; False, writing nothing, when a
+        value is not an array of its stored shape and dtype."""
         get = self._obs_values
         try:
             values = (*get(obs), *get(next_obs), action, reward)
@@ -826,8 +779,8 @@ class HerReplayBuffer:
             self._meta_bytes = self._meta.tobytes()
 
     def _close(self, done: Any, t: int, f: Any = None, c: Any = None) -> None:
-        """Ends the episodes ``[current_start, t]`` of the envs where ``done``: in the
-        buffer, or only in ``f`` and ``c``, copies of its fields and counters."""
+        """Ends the episodes ``[current_start, t]`` of the envs where ``done``, in the buffer
+        or only in ``f`` and ``c``, copies of its fields and counters."""
         live = f is None
         xp, rows = self.xp, self._rows
         f, c = (self.fields, self.counters) if live else (f, c)
@@ -875,17 +828,16 @@ class HerReplayBuffer:
         store[row] = value.reshape(self._n, *store.shape[2:])
 
     def counter_of_rows(self, rows: Any = None) -> Any:
-        """The counter each of ``rows`` (default: every row) holds now: the newest ``t``
-        with ``t % self._rows == row`` (negative for a row not written yet)."""
+        """The counter each of ``rows`` (default: all) holds: the newest ``t`` with
+        ``t % rows_per_env == row`` (negative for a row not written yet)."""
         if rows is None:
             rows = self.ops.arange(self._rows)
         last = (self.steps_added - 1) % self._rows
         return (self.steps_added - 1) - ((last - rows) % self._rows)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the buffer to ``path`` as an uncompressed ``.npz`` (no pickle), the same
-        file on numpy and on torch; episodes in progress are written as truncated (the
-        live buffer keeps them), atomically (a crash never leaves half a file)."""
+        """Writes the buffer to ``path``, atomically, as an ``.npz`` (no pickle), episodes in
+        progress as truncated (the live buffer keeps them)."""
         write_file(self.state(truncate_in_progress=True), path)
 
     @classmethod
@@ -896,10 +848,8 @@ class HerReplayBuffer:
         compute_terminated: object = None,
         device: Any = None,
     ) -> HerReplayBuffer:
-        """Reads a file :meth:`save` wrote (on numpy or torch, or a file of goalenvs
-        148f048 and earlier) into host memory (``device=None``), onto a torch ``device``,
-        or where it was saved from (``"saved"``); a file of another kind is the ValueError
-        that names it."""
+        """Reads a file :meth:`save` (or goalenvs 148f048 and earlier) wrote into host memory
+        (``device=None``), onto a torch ``device`` or where it was saved from (``"saved"``)."""
         return cls.from_state(read_file(path, device), compute_reward, compute_terminated)
 
     @property
@@ -909,14 +859,13 @@ class HerReplayBuffer:
 
     @property
     def generator(self) -> Any:
-        """The torch generator of every draw (register it with a CUDA graph that captures
-        :meth:`sample`); None on numpy, whose draws come from a numpy Generator."""
+        """The torch generator of every draw (for a CUDA graph that captures :meth:`sample`);
+        None on numpy."""
         return getattr(self.ops, "generator", None)
 
     # ------------------------------------------------------------------ sampling
     def sample(self, batch_size: int, device: Any = None) -> HerBatch:
-        """``batch_size`` relabeled transitions; fresh arrays, which the next call leaves
-        alone (tensors on ``device`` when given)."""
+        """``batch_size`` relabeled transitions in fresh arrays (tensors on ``device``)."""
         try:
             batch = self._sample(int(check_int("batch_size", batch_size, minimum=1)))
         finally:
@@ -1026,8 +975,7 @@ class HerReplayBuffer:
         return self.ops.take(self._flat[name], index)
 
     def _gather(self, index: Any) -> dict[str, Any]:
-        """Every packed field at the flat indices ``index``: one take of the records,
-        then views of its columns (fresh arrays: no later call writes into them)."""
+        """Every packed field at the flat indices ``index``: views of one fresh take."""
         rows = self.ops.take(self._records_flat, index)
         count = rows.shape[0]
         return {
@@ -1110,10 +1058,9 @@ class HerReplayBuffer:
         return relabel, goals
 
     def _draw_other_episode(self, B: int, env: Any, start: Any, end: Any) -> tuple[Any, Any]:
-        """For each transition (of ``env``, in the episode ``[start, end)``), a transition
-        drawn uniformly from every other sampleable episode. Its own episode occupies the
-        numbers ``x0 .. x0 + T - 1`` of the envs' ranges laid end to end; a number ``y``
-        uniform in ``[0, total - T)`` skips over them."""
+        """For each transition (of ``env``, in episode ``[start, end)``), one drawn uniformly
+        from the other episodes: its own holds the numbers ``x0 .. x0 + T - 1`` of the envs'
+        ranges laid end to end, which ``y`` uniform in ``[0, total - T)`` skips."""
         xp, ops = self.xp, self.ops
         _, _, total, offset = self._sampleable_numbers()
         length = end - start
@@ -1123,8 +1070,7 @@ class HerReplayBuffer:
         return self._locate(xp.where(y < x0, y, y + length))
 
     def _rewards(self, achieved: Any, desired: Any, info: dict[str, Any]) -> Any:
-        """One ``compute_reward`` call for the whole batch; one reward per pair, never a
-        broadcast scalar."""
+        """One ``compute_reward`` call, one reward per pair (never a broadcast scalar)."""
         value = self.compute_reward(achieved, desired, info)
         value = self.ops.asarray(_plain(value))
         count = achieved.shape[0]
@@ -1150,11 +1096,8 @@ class HerReplayBuffer:
 
 
 class DeviceHerReplayBuffer(HerReplayBuffer):
-    """:class:`HerReplayBuffer` on a torch device, ``device`` required (its arguments and
-    their meaning are :class:`HerReplayBuffer`'s). ``sample`` reads nothing on the host
-    once ``can_sample()`` has said yes, draws from :attr:`generator` and has static
-    shapes, so it can be captured in a CUDA graph
-    (``graph.register_generator_state(buffer.generator)``)."""
+    """:class:`HerReplayBuffer` on a torch device, ``device`` required; its ``sample`` can
+    be captured in a CUDA graph (docs/buffer.md)."""
 
     def __init__(self, *args: Any, device: DeviceLike, **kwargs: Any) -> None:
         super().__init__(*args, device=device, **kwargs)
@@ -1167,8 +1110,7 @@ class DeviceHerReplayBuffer(HerReplayBuffer):
         compute_terminated: object = None,
         device: Any = "saved",
     ) -> HerReplayBuffer:
-        """Reads a file :meth:`save` wrote onto ``device`` (``"saved"``: where it was saved
-        from; see :meth:`HerReplayBuffer.load`)."""
+        """:meth:`HerReplayBuffer.load`, by default where it was saved from."""
         return super().load(path, compute_reward, compute_terminated, device)
 
 

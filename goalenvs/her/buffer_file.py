@@ -1,8 +1,7 @@
-"""The HER buffer's file: one ``.npz`` (no pickle), the same on numpy and on torch, and
-the files of the two buffers it replaced (goalenvs 148f048 and earlier: the numpy
-buffer's ``.npz``, the device buffer's torch file) and their pickles, read into it.
-Anything else is the ValueError that names the file and what to do.
-"""
+"""The HER buffer's file: one ``.npz`` (no pickle), the same on numpy and on torch. The
+files and pickles of the two buffers it replaced (goalenvs 148f048 and earlier: the numpy
+buffer's ``.npz``, the device buffer's torch file) read into its state; anything else is
+the ValueError that names the file and what to do."""
 
 from __future__ import annotations
 
@@ -38,10 +37,6 @@ FILE_VERSION = 3  # after the numpy buffer's 2 and the device buffer's 1
 
 def write_file(state: BufferState, path: str | os.PathLike) -> None:
     """Writes ``state`` to ``path`` (see :meth:`HerReplayBuffer.save`)."""
-
-    def host(value: Any) -> np.ndarray:
-        return value.detach().cpu().numpy() if is_tensor(value) else np.asarray(value)
-
     torch_rng = is_tensor(state.rng_state)
     meta = {
         "format": FILE_FORMAT,
@@ -52,20 +47,20 @@ def write_file(state: BufferState, path: str | os.PathLike) -> None:
         "rng_state": None if torch_rng else state.rng_state,
         "device": None if state.device is None else str(state.device),
     }
-    arrays: dict[str, Any] = {f"field__{name}": host(v) for name, v in state.fields.items()}
-    arrays.update({f"counter__{name}": host(value) for name, value in state.counters.items()})
+    arrays: dict[str, Any] = {f"field__{name}": v for name, v in state.fields.items()}
+    arrays.update({f"counter__{name}": value for name, value in state.counters.items()})
     if state.priorities is not None:
-        arrays["priorities"] = host(state.priorities)
+        arrays["priorities"] = state.priorities
     if torch_rng:
-        arrays["torch_generator"] = host(state.rng_state)
+        arrays["torch_generator"] = state.rng_state
+    arrays = {k: v.detach().cpu().numpy() if is_tensor(v) else v for k, v in arrays.items()}
     arrays["meta"] = np.array(json.dumps(meta))
     atomic_write(path, lambda file: np.savez(file, **arrays))
 
 
 def read_file(path: str | os.PathLike, device: Any = "saved") -> BufferState:
-    """The state :func:`write_file` wrote to ``path``, where it was saved from
-    (``"saved"``), as numpy arrays (``device=None``) or as tensors on ``device``, or the
-    ValueError that names the file and what to do."""
+    """The state :func:`write_file` wrote to ``path``, on numpy (``device=None``), torch's
+    ``device`` or where it was saved from (``"saved"``)."""
     name = os.fspath(path)
     try:
         return _read_file(name, device)
@@ -123,8 +118,7 @@ def _read_file(name: str, device: Any) -> BufferState:
 
 # The files of goalenvs 148f048 and earlier: the numpy buffer's .npz (its own layout, an
 # extra row per episode for the final observation) and the device buffer's torch file
-# (this layout, packed). Both convert into a BufferState; files were saved with every
-# episode in progress truncated, so every env starts a new episode after the load.
+# (this layout, packed), saved with every episode in progress truncated.
 _OLD_NUMPY_FORMAT = "goalenvs.her.HerReplayBuffer"
 _OLD_DEVICE_FORMAT = "goalenvs.her.DeviceHerReplayBuffer"
 
@@ -147,9 +141,8 @@ def _as_state(
     rng_state: Any,
     name: str,
 ) -> BufferState:
-    """A state from numpy arrays ``host`` (fields and counters by name, ``priorities``),
-    on numpy (``device`` None) or torch on ``device``; a missing field or one of another
-    shape is the ValueError that names the file ``name``."""
+    """A state from numpy arrays ``host`` (fields and counters by name, ``priorities``) on
+    numpy (``device`` None) or torch's ``device``, or the ValueError naming the file."""
     ops = NumpyOps() if device is None else TorchOps(device)
     empty = empty_state(settings, ops)
     fields = {key: ops.asarray(value) for key, value in host.items() if key in empty.fields}
@@ -170,10 +163,9 @@ def _as_state(
 
 
 def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any) -> BufferState:
-    """The state of a file (or pickle) of the old numpy buffer, in this layout: each
-    env's sampleable counters ``[t_lo, t_hi)`` and the episode in progress after them
-    ``[t_hi, t_count)`` (none in a file, which saved them truncated) copied to rows
-    ``k % rows``."""
+    """The state of a file (or pickle) of the old numpy buffer: each env's sampleable
+    counters ``[t_lo, t_hi)`` and its episode in progress ``[t_hi, t_count)`` (a pickle's)
+    copied to rows ``k % rows``."""
     device = None if device == "saved" else device  # it was saved from the host
     settings = _settings_of(name, meta)
     R, n = settings.rows_per_env, settings.n_envs
@@ -228,23 +220,16 @@ def _read_old_numpy_file(name: str, data: Any, meta: dict[str, Any], device: Any
                 host["motion"][at, e] = np.maximum(path, 0.0)
             else:
                 priorities[at, e] = leaf
-    host.update(
-        current_start=hi.copy(),
-        sampleable_from=lo,
-        sampleable_to=hi,
-        newest_start=newest,
-        priorities=priorities,
-    )
+    host.update(zip(COUNTERS, (hi.copy(), lo, hi, newest), strict=True), priorities=priorities)
     rng_state = meta.get("rng_state") if device is None else None
     max_priority = float(meta.get("max_priority", 1.0))
     return _as_state(settings, device, host, steps, max_priority, rng_state, name)
 
 
 def legacy_state(pickled: Mapping[str, Any], name: str = "HerReplayBuffer") -> BufferState:
-    """The state of a numpy buffer pickled by goalenvs 148f048 or earlier: its
-    ``{"state": HerBufferState}`` (see :mod:`goalenvs.her.buffer_state`), or the bare
-    ``__dict__`` that 0.1.0 pickled; episodes in progress stay in progress. Any other
-    pickle (0.1.0's device buffer) is the ValueError that says what to do."""
+    """The state of a numpy buffer pickled by goalenvs 148f048 or earlier (its
+    ``{"state": HerBufferState}``, or 0.1.0's bare ``__dict__``), episodes in progress
+    kept; any other pickle (0.1.0's device buffer) is the ValueError saying what to do."""
     old = pickled.get("state")
     if not isinstance(old, HerBufferState) and "_records" not in pickled:
         raise ValueError(
@@ -321,30 +306,20 @@ def _read_old_device_file(name: str, device: Any) -> BufferState:
         if field not in host:
             side, _, key = field.partition("/")
             host[field] = tensors[f"{side}__{key}"].numpy()
-    meta_rows = tensors["row_meta"].numpy()
-    host["terminated"] = tensors["terminated"].numpy()
-    host["truncated"] = tensors["truncated"].numpy()
-    start, episode = meta_rows[..., 0], meta_rows[..., 1]
-    host["episode_start"] = start.copy()
-    end = np.zeros((R, n), np.int64)
-    old_end = tensors["episode_end"].numpy()
+    host.update({f"info/{key[6:]}": v.numpy() for key, v in tensors.items() if key[:6] == "info__"})
+    old = {key: tensors[key].numpy() for key in ("terminated", "truncated", "episode_end")}
+    start, episode = tensors["row_meta"].numpy()[..., 0], tensors["row_meta"].numpy()[..., 1]
     envs = np.broadcast_to(np.arange(n), (R, n))
-    end[start % R, envs] = old_end[episode % R, envs]
-    host["episode_end"] = end
-    for key, value in tensors.items():
-        if key.startswith("info__"):
-            host[f"info/{key[6:]}"] = value.numpy()
+    host["episode_end"] = np.zeros((R, n), np.int64)
+    host["episode_end"][start % R, envs] = old["episode_end"][episode % R, envs]
+    host.update(terminated=old["terminated"], truncated=old["truncated"], episode_start=start)
     if "priorities" in tensors:
         if settings.priority == "goal_motion":  # the old rows held the path so far
             host["motion"] = tensors["priorities"].numpy().astype(np.float64)
         else:
             host["priorities"] = tensors["priorities"].numpy()
-    host.update(
-        current_start=tensors["episode_start"].numpy(),
-        sampleable_from=tensors["t_lo"].numpy(),
-        sampleable_to=tensors["t_hi"].numpy(),
-        newest_start=tensors["newest_start"].numpy(),
-    )
+    counters = zip(COUNTERS, ("episode_start", "t_lo", "t_hi", "newest_start"), strict=True)
+    host.update({counter: tensors[old_name].numpy() for counter, old_name in counters})
     if device == "saved":
         device = meta.get("device")
     generator = tensors.get("generator")

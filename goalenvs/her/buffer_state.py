@@ -7,9 +7,11 @@ state classes of goalenvs 148f048 and earlier (read by
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -20,69 +22,41 @@ __all__ = ["COUNTERS", "BufferState", "HerBufferState", "HerStorage", "NumpyOps"
 
 
 class NumpyOps:
-    """The operations numpy and torch spell differently, numpy's way."""
+    """The operations numpy and torch spell differently, numpy's way (``take``: a gather
+    along the first axis; ``take_rows(value, rows)``: ``value[rows[i, j], j]``;
+    ``may_hold(mask)``: whether ``mask`` may have a true element, exact where that costs
+    no host read; ``lowest(value)``: ``value.min()`` where that costs no device read)."""
 
     device: Any = None
     xp = np
+    zeros: Callable[..., Any] = staticmethod(np.zeros)
+    full: Callable[..., Any] = staticmethod(np.full)
+    asarray: Callable[..., Any] = staticmethod(np.asarray)
+    to_int = staticmethod(lambda value: value.astype(np.int64))
+    searchsorted = staticmethod(lambda sorted_, values: sorted_.searchsorted(values, "right"))
+    norm = staticmethod(lambda value: np.linalg.norm(value, axis=1))
+    take_rows = staticmethod(lambda value, rows: np.take_along_axis(value, rows, 0))
+    cast = staticmethod(lambda value, dtype: value.astype(dtype))
+    arange: Callable[..., Any] = staticmethod(np.arange)
+    to_numpy: Callable[..., np.ndarray] = staticmethod(np.asarray)
+    may_hold = staticmethod(lambda mask: bool(mask.any()))
+    lowest = staticmethod(lambda value: int(value.min()))
 
     def __init__(self, seed: Any = None) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
-        return np.zeros(shape, dtype)
-
-    def full(self, shape: tuple[int, ...], value: Any, dtype: Any) -> Any:
-        return np.full(shape, value, dtype)
-
-    def asarray(self, value: Any, dtype: Any = None) -> Any:
-        return np.asarray(value, dtype)
-
     def uniform(self, count: int) -> Any:
         return self.rng.random(count)
 
-    def to_int(self, value: Any) -> Any:
-        return value.astype(np.int64)
-
-    def searchsorted(self, sorted_: Any, values: Any) -> Any:
-        return sorted_.searchsorted(values, "right")
-
-    def norm(self, value: Any) -> Any:
-        return np.linalg.norm(value, axis=1)
-
-    def take_rows(self, value: Any, rows: Any) -> Any:
-        """``value[rows[i, j], j]`` for every ``i, j``."""
-        return np.take_along_axis(value, rows, 0)
-
-    def take(self, value: Any, index: Any) -> Any:
-        """The rows ``index`` (1-d) of ``value``: a gather along the first axis (np.take
-        copies a strided source whole first: a view of the records is indexed instead)."""
-        if value.flags.c_contiguous:
-            return value.take(index, 0)
-        return value[index]
-
-    def cast(self, value: Any, dtype: Any) -> Any:
-        """``value`` as ``dtype`` (one of this module's dtypes)."""
-        return value.astype(dtype)
+    @staticmethod
+    def take(value: Any, index: Any) -> Any:
+        # np.take copies a strided source whole first: a view of the records is indexed.
+        return value.take(index, 0) if value.flags.c_contiguous else value[index]
 
     def write_row(self, records: Any, row: int, parts: list[Any]) -> None:
         """Writes ``parts`` (each ``(n_envs, k)``) side by side into ``records[row]``;
         arrays of another module or device raise before anything is written."""
         np.concatenate(parts, axis=1, out=records[row])
-
-    def arange(self, n: int) -> Any:
-        return np.arange(n)
-
-    def to_numpy(self, value: Any) -> np.ndarray:
-        return np.asarray(value)
-
-    def may_hold(self, mask: Any) -> bool:
-        """Whether ``mask`` may have a true element: exactly, where that costs no host
-        read (numpy); always True on torch, whose writes are masked instead."""
-        return bool(mask.any())
-
-    def lowest(self, value: Any) -> int:
-        """``value.min()`` as an int where that costs no device read; torch: 0."""
-        return int(value.min())
 
     def rng_state(self) -> Any:
         return dict(self.rng.bit_generator.state)
@@ -95,11 +69,19 @@ class TorchOps(NumpyOps):
     """:class:`NumpyOps` for tensors on the torch device ``device``; every draw comes from
     :attr:`generator`, so a CUDA graph that registers it replays fresh draws."""
 
+    to_int = staticmethod(lambda value: value.long())
+    take_rows = staticmethod(lambda value, rows: value.gather(0, rows))
+    # index_select on one index: several times faster than indexing by two.
+    take = staticmethod(lambda value, index: value.index_select(0, index))
+    cast = staticmethod(lambda value, dtype: value.to(dtype))
+    to_numpy = staticmethod(lambda value: value.detach().cpu().numpy())
+    may_hold = staticmethod(lambda mask: True)  # torch masks its writes instead
+    lowest = staticmethod(lambda value: 0)
+
     def __init__(self, device: Any, seed: Any = None) -> None:
         import torch
 
-        self.xp = torch
-        self.device = resolve_device(device)
+        self.xp, self.device = torch, resolve_device(device)
         self.generator = torch.Generator(device=self.device)
         if seed is None:
             self.generator.seed()
@@ -122,24 +104,8 @@ class TorchOps(NumpyOps):
         torch = self.xp
         return torch.rand(count, generator=self.generator, dtype=torch.float64, device=self.device)
 
-    def to_int(self, value: Any) -> Any:
-        return value.long()
-
     def searchsorted(self, sorted_: Any, values: Any) -> Any:
         return self.xp.searchsorted(sorted_, values, right=True)
-
-    def norm(self, value: Any) -> Any:
-        return self.xp.linalg.vector_norm(value, dim=1)
-
-    def take_rows(self, value: Any, rows: Any) -> Any:
-        return value.gather(0, rows)
-
-    def take(self, value: Any, index: Any) -> Any:
-        # index_select on one index: several times faster than indexing by two.
-        return value.index_select(0, index)
-
-    def cast(self, value: Any, dtype: Any) -> Any:
-        return value.to(dtype)
 
     def write_row(self, records: Any, row: int, parts: list[Any]) -> None:
         joined = self.xp.cat(parts, 1)  # the first columns (the caller writes the flags)
@@ -148,14 +114,8 @@ class TorchOps(NumpyOps):
     def arange(self, n: int) -> Any:
         return self.xp.arange(n, device=self.device)
 
-    def to_numpy(self, value: Any) -> np.ndarray:
-        return value.detach().cpu().numpy()
-
-    def may_hold(self, mask: Any) -> bool:
-        return True
-
-    def lowest(self, value: Any) -> int:
-        return 0
+    def norm(self, value: Any) -> Any:
+        return self.xp.linalg.vector_norm(value, dim=1)
 
     def rng_state(self) -> Any:
         return self.generator.get_state()
@@ -298,21 +258,12 @@ def numpy_dtype(dtype: Any) -> Any:
 
 
 # The classes of pickles of goalenvs 148f048 and earlier.
-class HerStorage(NamedTuple):
-    """The old numpy buffer's arrays, in their pickled order."""
-
-    records: Any
-    terminated: Any
-    truncated: Any
-    infos: Any
-    offset_in_episode: Any
-    episode_length: Any
-    transition_row: Any
-    episode_start: Any
-    intact_start: Any
-    sampleable_from: Any
-    sampleable_to: Any
-    episodes_closed: Any
+#: The old numpy buffer's arrays, in their pickled order.
+HerStorage = collections.namedtuple(
+    "HerStorage",
+    "records terminated truncated infos offset_in_episode episode_length transition_row "
+    "episode_start intact_start sampleable_from sampleable_to episodes_closed",
+)
 
 
 class HerBufferState:

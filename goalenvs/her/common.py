@@ -8,31 +8,15 @@ __all__ = ["HerBatch"]
 
 
 class HerBatch(NamedTuple):
-    """A sampled batch; arrays (or tensors) have leading dimension ``batch_size``.
-
-    ``observations["desired_goal"]`` and ``next_observations["desired_goal"]`` hold the
-    (possibly relabeled) goal, ``rewards`` (float32) are the rewards for that goal, and
-    ``dones`` (float32) is 1.0 where the target must not bootstrap (an n-step buffer's
-    ``rewards`` are the discounted sums of its returns, with ``discounts`` beside them:
-    the target is ``rewards + discounts * (1 - dones) * Q'``). Discrete actions come
-    as int64 of shape ``(batch_size,)``. ``weights`` and ``indices`` serve prioritized
-    replay (ones and the sampled indices for a uniform buffer, so agents can always use
-    them).
-
-    Every ``sample`` returns fresh arrays (or tensors), which no later call writes into.
-    """
+    """A sampled batch of fresh arrays (or tensors), leading dimension ``batch_size``; each
+    field is in docs/buffer.md's table. The target is ``rewards + gamma * (1 - dones) * Q'``
+    (``discounts`` in place of ``gamma`` after an n-step return)."""
 
     observations: dict[str, Any]
     actions: Any
     rewards: Any
     next_observations: dict[str, Any]
     dones: Any
-    #: Importance-sampling weights (float32), normalized by the batch's largest weight;
-    #: all ones unless the buffer is ``prioritized``. Multiply the per-sample losses by them.
-    weights: Any = None
-    #: The transitions' storage indices (int64): pass them back to ``update_priorities``.
-    indices: Any = None
-    #: Per transition, the discount of the bootstrapped value: ``gamma ** m`` for the ``m``
-    #: steps an n-step return summed (float32); None for one-step transitions, whose
-    #: discount is the agent's ``gamma``.
-    discounts: Any = None
+    weights: Any = None  # importance-sampling weights, max 1; ones unless prioritized
+    indices: Any = None  # storage indices (int64), for update_priorities
+    discounts: Any = None  # gamma ** steps summed (n-step); None for one-step transitions

@@ -1,9 +1,5 @@
-"""Relabelling mixes: where the goals of a sampled batch come from, as data.
-
-``goal_selection_strategy`` with ``n_sampled_goal = k`` is the mix of ``k / (k + 1)`` of
-that strategy's goals and the rest original (:meth:`GoalMix.from_strategy`); mrl's
-"futureactual" is ``GoalMix(future=0.4, desired=0.4, original=0.2)`` with a warm-up.
-"""
+"""Relabelling mixes: where the goals of a sampled batch come from, as data (the sources
+and the strategies' mixes: docs/buffer.md, "Goal mixes")."""
 
 from __future__ import annotations
 
@@ -26,19 +22,11 @@ _EXAMPLE = "'future=0.4,desired=0.4,original=0.2'"
 
 @dataclasses.dataclass(frozen=True)
 class GoalMix:
-    """The fraction of sampled transitions whose goal comes from each source. For a
-    transition ``t`` of an episode of ``T`` transitions:
-
-    - ``future``: the next achieved goal of a ``j`` uniform in ``t .. T-1`` (``t``
-      included, as stable-baselines3); ``final``: of ``T-1``; ``episode``: of a ``j``
-      uniform in ``0 .. T-1``;
-    - ``achieved``: the next achieved goal of any stored transition (strategy ``random``);
-    - ``desired``: the desired goal of a transition of another episode;
-    - ``original``: the transition's own desired goal, not relabeled.
-
-    The fractions are numbers >= 0 that sum to 1 (omitted ones are 0); a bad one is the
-    error naming ``goal_mix``, the component and the value.
-    """
+    """The fraction of sampled transitions whose goal comes from each source, for a
+    transition ``t`` of an episode of ``T``: ``future``, the next achieved goal of a ``j``
+    uniform in ``t .. T-1``; ``final``, of ``T-1``; ``episode``, of a ``j`` uniform in
+    ``0 .. T-1``; ``achieved``, of any stored transition; ``desired``, the desired goal of
+    another episode's transition; ``original``, its own. Numbers >= 0 that sum to 1."""
 
     future: float = 0.0
     final: float = 0.0
@@ -72,9 +60,7 @@ class GoalMix:
     @classmethod
     def parse(cls, value: GoalMix | Mapping[str, Any] | str) -> GoalMix:
         """The mix ``value`` describes: a :class:`GoalMix`, a mapping of components to
-        fractions (``{"future": 0.4, "desired": 0.4, "original": 0.2}``, a preset's TOML
-        table) or the same as text (``"future=0.4,desired=0.4,original=0.2"``, the
-        command line's)."""
+        fractions (a preset's TOML table) or text (``"future=0.4,original=0.6"``)."""
         if isinstance(value, GoalMix):
             return value
         if isinstance(value, str):
@@ -94,9 +80,8 @@ class GoalMix:
 
     @classmethod
     def from_strategy(cls, strategy: str, n_sampled_goal: int) -> GoalMix:
-        """The mix of a ``goal_selection_strategy`` (its value: ``"future"``, ``"final"``,
-        ``"episode"`` or ``"random"``) and ``n_sampled_goal = k``: ``k / (k + 1)`` of
-        that strategy's goals (``random`` draws "achieved" ones), the rest original."""
+        """The mix of a ``goal_selection_strategy`` value and ``n_sampled_goal = k``:
+        ``k / (k + 1)`` of that strategy's goals (``random``: "achieved"), the rest original."""
         original = 1.0 / (n_sampled_goal + 1)
         # 1 - 1/(k+1), not k/(k+1): the relabel probability the buffers have always
         # compared with, to the last bit, so seeded samples stay as they were.
@@ -114,11 +99,9 @@ class GoalMix:
         return tuple(name for name in RELABELLING if getattr(self, name) > 0)
 
     def thresholds(self) -> tuple[float, ...]:
-        """The cumulative fractions of the relabelling components (one per
-        :data:`RELABELLING` entry): a uniform draw ``u`` in [0, 1) picks the first
-        component ``i`` with ``u < thresholds[i]``, and "original" when ``u`` reaches the
-        last one. Example: future 0.4, desired 0.4, original 0.2 gives (0.4, 0.4, 0.4,
-        0.4, 0.8): u = 0.5 is a desired goal, u = 0.9 the original one."""
+        """The cumulative fractions of :data:`RELABELLING`: a uniform ``u`` in [0, 1) picks
+        the first ``i`` with ``u < thresholds[i]``, "original" past the last (future 0.4,
+        desired 0.4, original 0.2: (0.4, 0.4, 0.4, 0.4, 0.8); u = 0.5 is a desired goal)."""
         running, out = 0.0, []
         for name in RELABELLING:
             running += getattr(self, name)

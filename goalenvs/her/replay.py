@@ -1,10 +1,5 @@
-"""What the trainer asks of a replay buffer: the :class:`ReplayBuffer` protocol.
-
-The HER buffer (:class:`~goalenvs.her.buffer.HerReplayBuffer`, in host memory or, as
-:class:`~goalenvs.her.buffer.DeviceHerReplayBuffer`, on a torch device) satisfies it,
-and the collector, the learner and the run folder take any object that does, so the type
-checker follows a batch from the envs to the update.
-"""
+"""What the trainer asks of a replay buffer: the :class:`ReplayBuffer` protocol, which
+the HER buffer satisfies and the collector, the learner and the run folder take."""
 
 from __future__ import annotations
 
@@ -21,13 +16,12 @@ class ReplayBuffer(Protocol):
 
     @property
     def prioritized(self) -> bool:
-        """True when batches are drawn by priority (and take :meth:`update_priorities`)."""
+        """True when batches are drawn by priority."""
         ...
 
     @property
     def priority(self) -> str:
-        """What a prioritized buffer draws by: ``"td_error"`` (set by
-        :meth:`update_priorities`) or ``"goal_motion"`` (set as episodes end)."""
+        """What a prioritized buffer draws by: ``"td_error"`` or ``"goal_motion"``."""
         ...
 
     @property

@@ -12,24 +12,12 @@
         replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"),
     )
 
-It keeps stable-baselines3's argument names and hooks (``add`` with the list of infos,
-``sample(batch_size, env=VecNormalize)``, ``set_env``, ``truncate_last_trajectory``) and
-stores everything in :class:`goalenvs.her.buffer.HerReplayBuffer`. Differences from
-stable-baselines3's buffer:
-
-- ``compute_reward`` receives ``info`` as one dict of batched arrays (the values of
-  ``info_keys``; with ``copy_info_dict=True`` and no ``info_keys``, the numeric keys of
-  the first ``add``'s info, SB3's bookkeeping keys excepted), not a list of dicts.
-- SB3's public arrays (``observations[key]``, ``actions``, ``dones``, ``ep_start``, ...,
-  ``pos``, ``full``) read in SB3's layout ``(buffer_size, n_envs, ...)`` as read-only
-  copies assembled at the first read after an ``add`` (O(buffer_size) once); assigning
-  them raises. Positions whose transition the ring has retired (a whole episode leaves
-  once its first transition is overwritten) read zeros.
-- The ``"random"`` strategy and ``goal_mix`` / ``goal_mix_warmup`` are available
-  (``buffer.core.goal_selection_strategy``, ``buffer.core.goal_mix``).
-- A ``compute_reward`` that returns one value for a batch is an error at ``sample``.
-- ``optimize_memory_usage`` is not supported (nor by SB3's HER); the saving is built in.
-
+Its arguments and hooks are stable-baselines3's (``add`` with the list of infos,
+``sample(batch_size, env=VecNormalize)``, ``set_env``, ``truncate_last_trajectory``); its
+data lives in :class:`goalenvs.her.buffer.HerReplayBuffer` (:attr:`HerReplayBuffer.core`).
+How it differs from SB3's buffer, its public arrays included: docs/buffer.md. ``info``
+reaches ``compute_reward`` as one dict of batched arrays (the values of ``info_keys``; with
+``copy_info_dict=True`` and no ``info_keys``, the numeric keys of the first ``add``'s info).
 This is the only goalenvs module that imports stable-baselines3 (the ``sb3`` extra).
 """
 
@@ -61,16 +49,13 @@ class _PublicArray:
     """One of SB3's public buffer arrays: reads ``buffer._public(name)``, refuses writes."""
 
     def __init__(self, doc: str) -> None:
-        self.__doc__ = doc
-        self.name = ""
+        self.__doc__, self.name = doc, ""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
     def __get__(self, buffer: Any, owner: type | None = None) -> Any:
-        if buffer is None:
-            return self
-        return buffer._public(self.name)
+        return self if buffer is None else buffer._public(self.name)
 
     def __set__(self, buffer: object, value: object) -> None:
         raise AttributeError(
@@ -81,24 +66,19 @@ class _PublicArray:
 
 class HerReplayBuffer(_SB3HerReplayBuffer):
     """stable-baselines3 HER replay buffer backed by :class:`goalenvs.her.HerReplayBuffer`
-    (a subclass of SB3's only so that its algorithms pass it the env; none of the
-    parent's storage is allocated).
+    (a subclass of SB3's only so that its algorithms pass it the env; none of the parent's
+    storage is allocated). The arguments are SB3's and mean what they mean for
+    :class:`goalenvs.her.HerReplayBuffer`, except:
 
-    Args (those of :class:`goalenvs.her.HerReplayBuffer` mean what they mean there):
-        buffer_size: transitions kept over all envs; the ``buffer_size`` attribute is
-            SB3's, ``buffer_size // n_envs``, the positions per env of the public arrays.
-        env: the training VecEnv; its first sub-env's ``compute_reward`` rewards goals.
-        device: torch device of the sampled tensors (``"auto"``: SB3's choice).
-        optimize_memory_usage: must be False.
-        goal_selection_strategy: also a stable-baselines3 ``GoalSelectionStrategy``.
-        copy_info_dict: store the info values ``compute_reward`` needs (module docstring).
-        info_keys: the info keys to store (implies ``copy_info_dict``).
-        recompute_terminated: recompute ``terminated`` for relabeled goals with the env's
-            ``compute_terminated`` (stable-baselines3 keeps the original, its issue #627).
-        seed: seed of the sampling generator; None draws one from numpy's global
-            generator, which stable-baselines3 seeds from the algorithm's ``seed``.
-        prioritized: must be False, and ``n_step`` 1: SB3's algorithms take no importance
-            weights, report no TD errors and bootstrap with their own gamma.
+    - ``buffer_size``: transitions kept over all envs; the ``buffer_size`` attribute is
+      SB3's, ``buffer_size // n_envs``, the positions per env of the public arrays;
+    - ``env``: the training VecEnv; its first sub-env's ``compute_reward`` rewards goals;
+    - ``recompute_terminated``: recompute ``terminated`` for relabeled goals with the env's
+      ``compute_terminated`` (stable-baselines3 keeps the original, its issue #627);
+    - ``seed``: None draws one from numpy's global generator, which SB3 seeds;
+    - ``optimize_memory_usage`` and ``prioritized`` must be False and ``n_step`` 1: SB3's
+      algorithms take no importance weights, report no TD errors and bootstrap with their
+      own gamma.
     """
 
     def __init__(
@@ -135,6 +115,11 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
                 "take no importance weights and report no TD errors); use goalenvs' own "
                 "trainers (`goalenvs train ENV --prioritized`) or pass prioritized=False"
             )
+        if optimize_memory_usage:
+            raise ValueError(
+                "optimize_memory_usage=True is not supported by the HER buffer (the next "
+                "observation is already stored once); pass False"
+            )
         # Not the parents' __init__ (it would allocate the storage): BaseBuffer's attributes.
         self.observation_space = observation_space
         self.action_space = action_space
@@ -142,11 +127,6 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         self.n_envs = n_envs
         self._total_size = buffer_size
         self._public_cache: dict[str, Any] | None = None
-        if optimize_memory_usage:
-            raise ValueError(
-                "optimize_memory_usage=True is not supported by the HER buffer (the next "
-                "observation is already stored once); pass False"
-            )
         if isinstance(goal_selection_strategy, enum.Enum) and not isinstance(
             goal_selection_strategy, str
         ):

@@ -1,6 +1,5 @@
-"""The HER buffer's settings, checked once (:class:`BufferSettings`, with the part of a
-saved file's metadata that describes them), its strategies and its goal-function lookup.
-"""
+"""The HER buffer's settings, checked once (:class:`BufferSettings`, and a saved file's
+metadata of them), its strategies and its goal-function lookup."""
 
 from __future__ import annotations
 
@@ -20,10 +19,7 @@ from goalenvs.her.goal_mix import GoalMix
 
 __all__ = ["PRIORITIES", "BufferSettings", "GoalSelectionStrategy", "resolve_goal_function"]
 
-#: What a prioritized buffer draws transitions by: ``"td_error"``, the learner's TD errors
-#: (Schaul et al. 2016); ``"goal_motion"``, how far the achieved goal moved over the
-#: transition's episode (a kinetic, env-agnostic form of Zhao & Tresp's energy-based
-#: prioritization, 2018).
+#: What a prioritized buffer draws by: TD errors, or the achieved goal's path in an episode.
 PRIORITIES = ("td_error", "goal_motion")
 # Settings of older files that this buffer no longer has, each with its "off" value (a
 # file at it loads, one with another is refused), and the last commit that had them.
@@ -33,10 +29,8 @@ _FILE = "a HER buffer file"  # where a space description lives, for the codec's 
 
 
 class GoalSelectionStrategy(str, enum.Enum):
-    """Where a relabeled goal comes from: ``future``, ``final``, ``episode``, or ``random``
-    (any transition in the buffer): the :class:`~goalenvs.her.goal_mix.GoalMix` sources
-    ``future``, ``final``, ``episode`` and ``achieved``, whose docstring says how each is
-    drawn."""
+    """Where a relabeled goal comes from: the :class:`~goalenvs.her.goal_mix.GoalMix`
+    sources ``future``, ``final``, ``episode`` and (``random``) ``achieved``."""
 
     FUTURE = "future"
     FINAL = "final"
@@ -152,7 +146,10 @@ class BufferSettings:
         if rows >= 2**31:
             raise ValueError(f"buffer_size={self.buffer_size}: at most 2**31 - 1 rows per env")
         _check_observation_space(self.observation_space)
-        _check_action_space(self.action_space)
+        if not isinstance(self.action_space, (spaces.Box, spaces.Discrete, spaces.MultiBinary)):
+            raise TypeError(
+                f"action_space must be Box, Discrete or MultiBinary, got {self.action_space!r}"
+            )
         goal_size = int(np.prod(self.observation_space["achieved_goal"].shape or ()))
         if weights is not None and len(weights) != goal_size:
             raise ValueError(
@@ -175,7 +172,13 @@ class BufferSettings:
                 "is future=0.8,original=0.2)"
             )
         check_int("goal_mix_warmup", self.goal_mix_warmup, minimum=0)
-        check_n_step(self.n_step, self.gamma)
+        check_int("n_step", self.n_step, minimum=1)
+        if int(self.n_step) > 1 and self.gamma is None:
+            raise ValueError(
+                f"n_step={self.n_step} sums {self.n_step} rewards with a discount: pass "
+                "gamma, the agent's discount, in (0, 1)"
+            )
+        check_in_range("gamma", self.gamma, open_low=True, open_high=True, none_ok=True)
         seed = self.seed
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {seed!r}")
@@ -200,9 +203,7 @@ class BufferSettings:
 
     @property
     def relabel_mix(self) -> GoalMix:
-        """The mix sampling draws goals from: ``goal_mix``, or the one of
-        ``goal_selection_strategy`` and ``n_sampled_goal`` (future k=4: 80% future, 20%
-        original)."""
+        """The mix sampling draws goals from: ``goal_mix``, or the strategy's and ``k``'s."""
         if self.goal_mix is not None:
             return GoalMix.parse(self.goal_mix)
         strategy = GoalSelectionStrategy.parse(self.goal_selection_strategy)
@@ -210,8 +211,7 @@ class BufferSettings:
 
     @property
     def her_ratio(self) -> float:
-        """The probability that a sampled transition is relabeled once the warm-up is
-        over: ``k / (k + 1)``, or 1 minus ``goal_mix``'s original fraction."""
+        """The probability that a sample is relabeled (after the warm-up)."""
         return 1.0 - self.relabel_mix.original
 
     @property
@@ -223,17 +223,16 @@ class BufferSettings:
 
     @property
     def action_dtype(self) -> np.dtype:
-        """The numpy dtype actions are stored in: int64 for Discrete, float32 for a float64
-        Box (actors emit float32 whatever the Box says, as stable-baselines3 stores them),
-        the space's dtype else."""
+        """The stored actions' dtype: int64 for Discrete, float32 for a float64 Box (actors
+        emit float32, as stable-baselines3 stores them), the space's dtype else."""
         if isinstance(self.action_space, spaces.Discrete):
             return np.dtype(np.int64)
         dtype = np.dtype(self.action_space.dtype)
         return np.dtype(np.float32) if dtype == np.float64 else dtype
 
     def to_meta(self) -> dict[str, object]:
-        """The settings as the plain JSON values a saved file's metadata holds (the seed
-        aside: a saved buffer carries its generator's state instead)."""
+        """The settings as a saved file's JSON metadata (but the seed: a file holds the
+        generator's state)."""
         meta: dict[str, object] = {}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
@@ -251,12 +250,9 @@ class BufferSettings:
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> BufferSettings:
-        """The settings a saved file's metadata describes, checked as a constructor's.
-        Every file holds the settings up to ``info_keys``; a later one a file lacks (it is
-        older than that setting: prioritized replay, goal mixes, goal-motion priorities,
-        n-step returns) gets its default, which samples as that file did. A missing entry
-        raises KeyError naming it; a file that sets a retired setting (:data:`RETIRED`) to
-        other than its off value, the ValueError that names it and what to do."""
+        """The settings a saved file's metadata describes, checked as a constructor's. A
+        setting newer than the file gets its default (it samples as it did); a missing one
+        of :data:`IN_EVERY_FILE` raises KeyError, a :data:`RETIRED` one not off ValueError."""
         for name, off in RETIRED.items():
             if meta.get(name, off) != off:
                 raise ValueError(
@@ -286,30 +282,21 @@ IN_EVERY_FILE = tuple(field.name for field in dataclasses.fields(BufferSettings)
 def check_motion_clip(clip: Any, priority: str) -> float | None:
     """``motion_clip`` as given, or the error naming it: None, or a positive finite
     distance with ``priority="goal_motion"``."""
-    if clip is None:
+    if clip is None or _goal_motion_only("motion_clip", clip, priority):
         return None
-    if priority != "goal_motion":
-        raise ValueError(
-            f"motion_clip={clip!r} only applies to priority='goal_motion', got "
-            f"priority={priority!r}"
-        )
     number = isinstance(clip, (int, float, np.integer, np.floating)) and not isinstance(clip, bool)
     if not number or not 0 < clip < np.inf:
         raise ValueError(f"motion_clip must be a positive finite distance (or None), got {clip!r}")
     return clip
 
 
-def check_n_step(n_step: Any, gamma: Any) -> int:
-    """``n_step`` as given, or the error naming it: an int of at least 1; more than one
-    step needs ``gamma`` in (0, 1), the discount the returns are summed with."""
-    check_int("n_step", n_step, minimum=1)
-    if int(n_step) > 1 and gamma is None:
+def _goal_motion_only(name: str, value: Any, priority: str) -> bool:
+    """False, or the error saying that setting ``name`` applies to goal motion only."""
+    if priority != "goal_motion":
         raise ValueError(
-            f"n_step={n_step} sums {n_step} rewards with a discount: pass gamma, the "
-            "agent's discount, in (0, 1)"
+            f"{name}={value!r} only applies to priority='goal_motion', got priority={priority!r}"
         )
-    check_in_range("gamma", gamma, open_low=True, open_high=True, none_ok=True)
-    return int(n_step)
+    return False
 
 
 def check_motion_weights(
@@ -318,13 +305,8 @@ def check_motion_weights(
     """``motion_weights`` as a tuple of floats (None stays None), or the error naming it: a
     sequence of finite weights >= 0, one of them positive, for ``priority="goal_motion"``.
     With ``text`` a string is read as the command line gives it (``"1,1,4"``)."""
-    if weights is None:
+    if weights is None or _goal_motion_only("motion_weights", weights, priority):
         return None
-    if priority != "goal_motion":
-        raise ValueError(
-            f"motion_weights={weights!r} only applies to priority='goal_motion', got "
-            f"priority={priority!r}"
-        )
     expected = "finite weights >= 0, one per achieved_goal entry, not all 0 (e.g. 1,1,4)"
     from_text = text and isinstance(weights, str)
     parts = weights.split(",") if from_text else weights
@@ -363,8 +345,3 @@ def _check_observation_space(space: object) -> None:
             f"observation_space: achieved_goal {space['achieved_goal']} and desired_goal "
             f"{space['desired_goal']} must have the same shape"
         )
-
-
-def _check_action_space(space: object) -> None:
-    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiBinary)):
-        raise TypeError(f"action_space must be Box, Discrete or MultiBinary, got {space!r}")

@@ -1,11 +1,8 @@
-"""A sum-tree over a fixed number of non-negative leaves, updated and searched in batches.
-
-The tree of proportional prioritized replay (Schaul et al. 2016): leaf ``i`` holds
-``p_i ** alpha``, every inner node the sum of its two children (recomputed, never adjusted
-by a difference, so rounding never accumulates). Node 1 is the root, the children of ``j``
+"""The sum tree of proportional prioritized replay (Schaul et al. 2016), updated and
+searched in batches, one numpy step per level. Node 1 is the root, the children of ``j``
 are ``2j`` and ``2j + 1``, leaf ``i`` is node ``size + i`` (``size``: the capacity rounded
-up to a power of two, the padding leaves 0). Each operation is one numpy step per level.
-"""
+up to a power of two); inner sums are recomputed, never adjusted, so rounding never
+accumulates."""
 
 from __future__ import annotations
 
@@ -15,11 +12,7 @@ __all__ = ["SumTree"]
 
 
 class SumTree:
-    """``capacity`` float64 leaves, all 0 at first, with batched update and prefix search.
-
-    Args:
-        capacity: number of leaves (>= 1).
-    """
+    """``capacity`` (>= 1) float64 leaves, all 0 at first."""
 
     def __init__(self, capacity: int) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
@@ -77,11 +70,9 @@ class SumTree:
             nodes[lo : 2 * lo] = nodes[2 * lo : 4 * lo : 2] + nodes[2 * lo + 1 : 4 * lo : 2]
 
     def find(self, prefix: np.ndarray) -> np.ndarray:
-        """The leaf whose prefix-sum interval holds each value of ``prefix`` (in [0, total)).
-
-        Never returns a leaf of value 0 while the total is positive: a draw that rounding
-        pushes past a subtree's end stays in the last non-empty one.
-        """
+        """The leaf whose prefix-sum interval holds each value of ``prefix`` (in [0, total)):
+        never a leaf of 0 while the total is positive (rounding past a subtree's end stays
+        in the last non-empty one)."""
         x = np.array(prefix, dtype=np.float64).reshape(-1)
         nodes = self.nodes
         node = np.ones(x.shape, dtype=np.int64)
