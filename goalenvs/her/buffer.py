@@ -283,7 +283,7 @@ class HerReplayBuffer:
         self._records_flat = flat_view(records)
         keys = sorted(settings.observation_space.spaces)
         #: The checked constructor arguments (all but the goal functions and the device).
-        self.settings = settings
+        self._settings = settings
         self.compute_reward = resolve_goal_function(compute_reward, "compute_reward")
         self.compute_terminated = (
             None if terminated is None else resolve_goal_function(terminated, "compute_terminated")
@@ -411,13 +411,18 @@ class HerReplayBuffer:
     priority_eps = _setting("priority_eps")
 
     @property
+    def settings(self) -> BufferSettings:
+        """The buffer's settings (read-only; ``beta`` has its own setter)."""
+        return self._settings
+
+    @property
     def beta(self) -> float:
         """The importance-sampling exponent of prioritized replay, in [0, 1] (settable)."""
         return self.settings.beta
 
     @beta.setter
     def beta(self, value: float) -> None:
-        self.settings = dataclasses.replace(self.settings, beta=value)
+        self._settings = dataclasses.replace(self._settings, beta=value)
 
     def __len__(self) -> int:
         return self.n_transitions

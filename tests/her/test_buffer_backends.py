@@ -218,7 +218,9 @@ def test_update_priorities_rejects_what_it_cannot_use(device: Any) -> None:
     buffer.beta = 0.7
     with pytest.raises(ValueError, match=r"beta must be in \[0, 1\], got 1.2"):
         buffer.beta = 1.2
-    assert buffer.beta == 0.7
+    assert buffer.beta == 0.7 == buffer.settings.beta
+    with pytest.raises(AttributeError):  # the other settings are fixed at construction
+        buffer.settings = buffer.settings
 
 
 # ---------------------------------------------------------------------- settings, bad input
