@@ -39,42 +39,18 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
 
     A twin takes its single env's arguments plus ``num_envs``, ``max_episode_steps``
     (``gym.make_vec`` passes the registered one), gymnasium's ``autoreset_mode`` and
-    ``device``; numpy sub-env ``i`` of a twin reset with ``seed=s`` reproduces the single
-    env reset with ``s + i`` given the same actions (same kernel, same draws), and
-    ``render_mode="rgb_array"`` draws sub-env 0 (one frame where gymnasium's
-    ``VectorEnv.render`` types a tuple: mypy's ``misc`` on each twin's class line).
-
-    Subclasses implement the batched dynamics:
-
-    - :meth:`_draw_episode` or :meth:`_draw_episodes` (numpy) and
-      :meth:`_draw_episodes_on_device` (torch): new episodes as the single env draws
-      them, the rows of the state arrays named in ``episode_state``; the reset itself is
-      :meth:`_reset_envs`, which a subclass may still replace whole;
-    - ``_step_envs(actions)``: advance every sub-env by one step (validated actions);
-    - ``_observation()``: the batched observation dict (fresh arrays);
-    - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included (called
-      after the step's resets, so it sees the state the observation shows);
-    - ``compute_reward`` / ``compute_terminated`` (usually the env's kernel functions);
-
-    and this class supplies ``reset``, ``step``, seeding, the time limit
-    (``max_episode_steps``) and the autoreset modes ``next_step`` (gymnasium's default:
-    the step after an episode ends resets that sub-env and returns reward 0),
-    ``same_step`` (the finished sub-env resets inside the step; its last observation is in
-    ``info["final_obs"]``, an object array, and its last info in ``info["final_info"]``,
-    a dict of batched arrays with ``_key`` masks, as gymnasium's SyncVectorEnv) and
-    ``disabled`` (the caller resets with ``reset(options={"reset_mask": mask})``).
-
-    ``device``: None (the default) keeps state and results in numpy arrays. A torch
-    device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``) keeps the state as
-    tensors there and returns observations, rewards, terminated, truncated and the info
-    arrays as tensors on it; actions may be tensors on that device or array-likes. The
-    subclass writes its state with the array module ``self.xp`` and the helpers
-    :meth:`zeros`, :meth:`constant`, :meth:`fresh` and :meth:`float32`, so one code path
-    serves both. Seeding differs by backend: the numpy twin keeps one generator per
-    sub-env (sub-env ``i`` seeded ``s + i`` follows the single env seeded ``s + i``); a
-    device twin draws every sub-env's numbers from one ``torch.Generator`` on its
-    device, seeded by ``reset(seed=s)``: the same seed on the same device type gives the
-    same episodes, but not the numpy twin's (nor another device type's) numbers.
+    ``device`` (docs/gpu.md); ``render_mode="rgb_array"`` draws sub-env 0 (one frame where
+    gymnasium's ``VectorEnv.render`` types a tuple: mypy's ``misc`` on each twin's class).
+    A subclass writes its state with ``self.xp`` and the array helpers (``zeros``,
+    ``constant``, ``fresh``, ``float32``, ``to_numpy``: :class:`NumpyArrays`' on its
+    backend) and implements the draw of new episodes (:meth:`_draw_episode` or
+    :meth:`_draw_episodes`, and :meth:`_draw_episodes_on_device`, into the arrays named in
+    ``episode_state``), ``_step_envs(actions)``, ``_observation()`` (fresh arrays),
+    ``_step_info()`` (``is_success`` included, called after the step's resets) and the
+    goal functions; this class supplies seeding, ``reset``, ``step``, the time limit and
+    the autoreset modes ``next_step``, ``same_step`` (``info["final_obs"]`` an object
+    array, ``info["final_info"]`` batched arrays with ``_key`` masks, as gymnasium's
+    SyncVectorEnv) and ``disabled`` (``reset(options={"reset_mask": mask})``).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "autoreset_mode": None}
@@ -106,8 +82,10 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         self.single_action_space = single_action_space
         self.observation_space = batch_space(single_observation_space, self.num_envs)
         self.action_space = batch_space(single_action_space, self.num_envs)
-        self.backend = array_backend(device)
-        self.device = self.backend.device
+        backend = self.backend = array_backend(device)
+        self.device = backend.device
+        self.zeros, self.constant, self.fresh = backend.zeros, backend.constant, backend.fresh
+        self.float32, self.to_numpy = backend.float32, backend.to_numpy
         if self.device is None:
             self.np_randoms = [seeding.np_random(None)[0] for _ in range(self.num_envs)]
         else:
@@ -139,26 +117,6 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         """The array module of the state (a property: a module in the instance's dict
         would stop the twin from being copied or pickled)."""
         return self.backend.xp
-
-    def zeros(self, shape: int | tuple[int, ...], dtype: object) -> Any:
-        """:meth:`NumpyArrays.zeros` on this env's backend."""
-        return self.backend.zeros(shape, dtype)
-
-    def constant(self, value: object) -> object:
-        """:meth:`NumpyArrays.constant` on this env's backend."""
-        return self.backend.constant(value)
-
-    def fresh(self, value: object) -> Any:
-        """:meth:`NumpyArrays.fresh` on this env's backend."""
-        return self.backend.fresh(value)
-
-    def float32(self, value: object) -> Any:
-        """:meth:`NumpyArrays.float32` on this env's backend."""
-        return self.backend.float32(value)
-
-    def to_numpy(self, value: object) -> np.ndarray:
-        """:meth:`NumpyArrays.to_numpy` on this env's backend."""
-        return self.backend.to_numpy(value)
 
     # ---- subclass hooks
     def _step_envs(self, actions: Any) -> None:
