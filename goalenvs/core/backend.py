@@ -38,43 +38,55 @@ def cast(array: Any, dtype: str) -> Any:
     )
 
 
-def torch_goal_arrays(
-    achieved_goal: object, desired_goal: Any, goal_size: int | None = None
-) -> tuple[tuple[int, ...], Any, Any, Any]:
-    """The tensor half of :func:`goalenvs.core.goal_batch`: the same checks and messages as
-    :func:`goalenvs.core.goal_arrays`, on tensors; returns ``(shape, achieved, desired,
-    torch)`` with both goals as float tensors on the device of the one that is a tensor.
-    """
-    import torch
-
-    like = achieved_goal if is_tensor(achieved_goal) else desired_goal
+def goal_pair(
+    achieved_goal: object, desired_goal: object, goal_size: int | None, torch: Any = None
+) -> tuple[tuple[int, ...], Any, Any]:
+    """The checks of :func:`goalenvs.core.goal_arrays` (``torch`` None: numpy arrays) and of
+    :func:`torch_goal_arrays` (tensors on the device of the goal that is a tensor): the
+    pair as float arrays (integers become float32) and their broadcast leading shape."""
+    if torch is None:
+        as_array, xp = np.asarray, np
+    else:
+        device = (achieved_goal if is_tensor(achieved_goal) else desired_goal).device
+        as_array, xp = (lambda value: torch.as_tensor(value, device=device)), torch
     pair = []
     for name, value in (("achieved_goal", achieved_goal), ("desired_goal", desired_goal)):
-        arr = torch.as_tensor(value, device=like.device)
+        arr = as_array(value)
         if arr.ndim == 0:
             raise ValueError(f"{name} must have at least one dimension (the goal), got a scalar")
-        if arr.is_complex():
-            raise TypeError(f"{name} must be a real-valued tensor, got dtype {arr.dtype}")
+        if (arr.dtype.kind not in "fiub") if torch is None else arr.is_complex():
+            kind = "a numeric array" if torch is None else "a real-valued tensor"
+            raise TypeError(f"{name} must be {kind}, got dtype {arr.dtype}")
         if goal_size is not None and arr.shape[-1] != goal_size:
             raise ValueError(
                 f"{name} has shape {tuple(arr.shape)}: its last dimension must be the goal "
                 f"size {goal_size}"
             )
-        pair.append(arr if arr.is_floating_point() else arr.float())
+        is_float = arr.dtype.kind == "f" if torch is None else arr.is_floating_point()
+        pair.append(arr if is_float else cast(arr, "float32"))
     achieved, desired = pair
+    shapes = (
+        f"achieved_goal shape {tuple(achieved.shape)} and desired_goal shape {tuple(desired.shape)}"
+    )
     if achieved.shape[-1] != desired.shape[-1]:
-        raise ValueError(
-            f"achieved_goal shape {tuple(achieved.shape)} and desired_goal shape "
-            f"{tuple(desired.shape)} differ in the goal dimension"
-        )
+        raise ValueError(f"{shapes} differ in the goal dimension")
     try:
-        batch_shape = tuple(torch.broadcast_shapes(achieved.shape[:-1], desired.shape[:-1]))
-    except RuntimeError:
+        batch_shape = tuple(xp.broadcast_shapes(achieved.shape[:-1], desired.shape[:-1]))
+    except (ValueError, RuntimeError):
         raise ValueError(
-            f"achieved_goal shape {tuple(achieved.shape)} and desired_goal shape "
-            f"{tuple(desired.shape)} have leading (batch) dimensions that do not broadcast"
+            f"{shapes} have leading (batch) dimensions that do not broadcast"
         ) from None
-    return batch_shape, achieved, desired, torch
+    return batch_shape, achieved, desired
+
+
+def torch_goal_arrays(
+    achieved_goal: object, desired_goal: Any, goal_size: int | None = None
+) -> tuple[tuple[int, ...], Any, Any, Any]:
+    """The tensor half of :func:`goalenvs.core.goal_batch` (:func:`goal_pair` on tensors):
+    ``(shape, achieved, desired, torch)``."""
+    import torch
+
+    return (*goal_pair(achieved_goal, desired_goal, goal_size, torch), torch)
 
 
 def constant_like(value: np.ndarray, like: object, cache: dict[Any, Any]) -> object:
