@@ -44,14 +44,16 @@ def goal_pair(
     """The checks of :func:`goalenvs.core.goal_arrays` (``torch`` None: numpy arrays) and of
     :func:`torch_goal_arrays` (tensors on the device of the goal that is a tensor): the
     pair as float arrays (integers become float32) and their broadcast leading shape."""
+    as_array: Any
     if torch is None:
         as_array, xp = np.asarray, np
     else:
-        device = (achieved_goal if is_tensor(achieved_goal) else desired_goal).device
+        like: Any = achieved_goal if is_tensor(achieved_goal) else desired_goal
+        device = like.device
         as_array, xp = (lambda value: torch.as_tensor(value, device=device)), torch
     pair = []
     for name, value in (("achieved_goal", achieved_goal), ("desired_goal", desired_goal)):
-        arr = as_array(value)
+        arr: Any = as_array(value)
         if arr.ndim == 0:
             raise ValueError(f"{name} must have at least one dimension (the goal), got a scalar")
         if (arr.dtype.kind not in "fiub") if torch is None else arr.is_complex():
@@ -144,14 +146,9 @@ def torch_dtype(dtype: object) -> torch.dtype:
 def info_tensor(
     info: Any, key: str, like: Any, batch_shape: tuple[int, ...], default: object
 ) -> Any:
-    """:func:`info_values` for a goal batch of tensors: ``info[key]`` per
-    element as a tensor of ``batch_shape`` on ``like``'s device, with ``like``'s dtype
-    family chosen by ``default`` (bool for a bool default, else float32).
-
-    A dict of tensors (what a device twin's step returns) is read on the device, without a
-    host round trip; a dict of numpy values or a list of dicts goes through
-    :func:`info_values` and is copied to the device once.
-    """
+    """:func:`info_values` for a goal batch of tensors: ``info[key]`` per element as a bool
+    (bool ``default``) or float32 tensor of ``batch_shape`` on ``like``'s device; a dict of
+    tensors is read there without a host round trip."""
     import torch
 
     dtype = torch.bool if isinstance(default, bool) else torch.float32
@@ -172,14 +169,9 @@ def info_tensor(
 def clear_points(
     generator: Any, centres: Any, half_width: float, min_distance: float, tries: int = 8
 ) -> Any:
-    """For each row of ``centres`` ``(n, 2)``, a point uniform in ``[-half_width,
-    half_width]^2`` at least ``min_distance`` from it: rejection sampling, batched.
-
-    Each row draws ``tries`` candidates and keeps the first accepted one (the first
-    accepted of a sequence of draws, as a ``while`` loop over one row would keep); the
-    rows whose candidates all fail draw again, so only rare leftovers loop. The draws
-    come from ``generator``, on ``centres``' device. Returns a float32 ``(n, 2)`` tensor.
-    """
+    """For each row of ``centres`` ``(n, 2)``, a float32 point uniform in ``[-half_width,
+    half_width]^2`` at least ``min_distance`` from it, drawn from ``generator``: batched
+    rejection sampling, ``tries`` candidates a row (the first accepted is kept)."""
     import torch
 
     device = centres.device
@@ -260,12 +252,8 @@ def _reset_mask_error(num_envs: int, dtype: object, shape: tuple[int, ...]) -> V
 
 
 class NumpyArrays:
-    """The array helpers of a vector twin whose state lives in numpy arrays.
-
-    :class:`TorchArrays` has the same methods for tensors on a torch device, so a twin
-    writes each helper call once and the backend decides how it runs. Neither holds a
-    module, so a twin that keeps one can be copied and pickled.
-    """
+    """The array helpers of a vector twin whose state lives in numpy arrays
+    (:class:`TorchArrays`: the same for tensors; neither holds a module, so both pickle)."""
 
     device = None
 

@@ -1,10 +1,6 @@
-"""GoalVectorEnv, the base of the native vector twins.
-
-It owns seeding (one generator per sub-env, seeded like gymnasium's ``SyncVectorEnv`` so
-that sub-env ``i`` of a vector env seeded ``s`` follows the single env seeded ``s + i``),
-the time limit and the three gymnasium autoreset modes, so each env only writes its
-batched dynamics.
-"""
+"""GoalVectorEnv, the base of the native vector twins: seeding (sub-env ``i`` of a twin
+seeded ``s`` follows the single env seeded ``s + i``), the time limit and the autoreset
+modes, so each env only writes its batched dynamics."""
 
 from __future__ import annotations
 
@@ -142,17 +138,14 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         cls._draws_one_by_one = cls._draw_episodes is GoalVectorEnv._draw_episodes
 
     def _draw_episode(self, rng: np.random.Generator, goal: Any = None) -> tuple[object, ...]:
-        """Numpy twin: one episode, as the single env draws it from ``rng``, one row of
-        each :attr:`episode_state` array; ``goal`` and any keyword a subclass adds are
-        this episode's row of what :meth:`_reset_options` pins. A twin defines this or
-        :meth:`_draw_episodes`."""
+        """Numpy twin: one episode drawn from ``rng`` as the single env draws it, a row of
+        each :attr:`episode_state` array, with this episode's row of what
+        :meth:`_reset_options` pins. A twin defines this or :meth:`_draw_episodes`."""
         raise NotImplementedError
 
     def _draw_episodes(self, rngs: list[np.random.Generator], **pinned: Any) -> tuple[Any, ...]:
-        """Numpy twin, batched: one episode per generator, as the single env draws it,
-        the :attr:`episode_state` arrays with one row per generator; ``pinned`` holds one
-        value for all, or one row each. The default stacks :meth:`_draw_episode`; a twin
-        whose draw vectorizes overrides this (one that does not is reset row by row)."""
+        """Numpy twin, batched: one episode per generator (``pinned``: one value for all, or
+        one row each); by default :meth:`_draw_episode`'s, stacked."""
         draw = self._draw_episode
         if pinned:
             episodes = [draw(rng, **_row(pinned, j)) for j, rng in enumerate(rngs)]
@@ -186,8 +179,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         """Called after the sub-envs ``index`` started new episodes."""
 
     def _reset_envs(self, index: Any, options: dict[str, object] | None) -> None:
-        """Starts new episodes in the sub-envs ``index``: draws them, writes them to
-        :attr:`episode_state` and zeroes :attr:`zeroed_on_reset`."""
+        """Starts new episodes in the sub-envs ``index``."""
         pinned = (
             {}  # autoresets, every step of a large twin: nothing to read
             if options is None
@@ -226,9 +218,8 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     def _goal_outcomes(
         self, obs: dict[str, Any], info: dict[str, Any]
     ) -> tuple[Any, Any, Any | None]:
-        """This step's fresh ``(reward, terminated, truncated)``: by default from the
-        ``compute_*`` methods; a subclass may return its kernel's (equal) results, and
-        None for ``truncated`` where the env never truncates on goals."""
+        """This step's fresh ``(reward, terminated, truncated)``, by default from the
+        ``compute_*`` methods (a subclass: its kernel's, ``truncated`` None for never)."""
         achieved, desired = obs["achieved_goal"], obs["desired_goal"]
         reward = self.compute_reward(achieved, desired, info)
         terminated = self.compute_terminated(achieved, desired, info)

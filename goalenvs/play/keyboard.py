@@ -104,12 +104,9 @@ class KeyboardController:
         return self.noop
 
     def process(self, events: Iterable[Any]) -> Command:
-        """One frame's events -> a :class:`Command`.
-
-        Turn-based: one action per mapped key press or bit click, and a :data:`RESET`
-        per reset key, in order. Otherwise: a :data:`RESET` if a reset key was pressed,
-        then exactly one action, that of the keys held after these events.
-        """
+        """One frame's events -> a :class:`Command`: turn-based, an action per mapped key
+        press or click and a :data:`RESET` per reset key, in order; otherwise a
+        :data:`RESET` if a reset key was pressed, then the held keys' action."""
         pg = self.pygame
         command = Command()
         for event in events:
@@ -209,16 +206,13 @@ def drive(
     fps: int | None = None,
     verbose: bool = True,
 ) -> EpisodeStats:
-    """Keyboard play of an ``rgb_array`` env in a window, until Esc, the window closes,
-    ``episodes`` episodes finish or ``frames`` window frames pass.
+    """Keyboard play of an ``rgb_array`` env in a window until Esc, the window closes,
+    ``episodes`` episodes finish or ``frames`` frames pass; returns their statistics.
 
-    Each frame reads the window's events (events posted with ``pygame.event.post`` count),
-    steps the env with the controller's actions, records every new frame, and shows the
-    latest one at ``fps`` (default: the env's ``render_fps``, at least
-    ``TURN_BASED_POLL_FPS`` for turn-based envs). A window made here is
-    closed on return; a ``window`` passed in stays open. An episode the env does not end
-    stops at its declared length or a ceiling (:func:`~goalenvs.play.screen.episode_cap`).
-    Returns the finished episodes' statistics.
+    Each frame steps the env with the actions of the window's events, records each new
+    frame and shows the latest at ``fps`` (default: ``render_fps``, at least
+    ``TURN_BASED_POLL_FPS`` when turn-based). A ``window`` passed in stays open. An
+    episode the env does not end stops at :func:`~goalenvs.play.screen.episode_cap`.
     """
     if env.render_mode != "rgb_array":
         raise PlayError(
