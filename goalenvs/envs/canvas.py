@@ -37,12 +37,9 @@ def import_pygame() -> Any:
 
 
 class Window:
-    """The one on-screen window: shows surfaces or RGB frames and collects input events.
-
-    pygame has a single display, so the most recent window to show something owns it;
-    closing a window that no longer owns the display leaves the display alone. ``size``
-    is (width, height) in pixels.
-    """
+    """The one on-screen window of ``size`` (width, height) pixels: shows surfaces or RGB
+    frames and collects input events. The last window to show something owns pygame's one
+    display; closing one that no longer owns it leaves the display alone."""
 
     _owner: Window | None = None
 
@@ -133,16 +130,9 @@ class Window:
 
 
 class Canvas:
-    """An offscreen pygame surface with a world-to-pixel transform.
-
-    Args:
-        size: (width, height) in pixels.
-        world_bounds: (x_min, x_max, y_min, y_max) in world units mapped onto the surface;
-            the scale is the same on both axes (the smaller of the two fits) and the world
-            is centred on the surface.
-        background: fill colour of :meth:`clear`.
-        title: the human window's caption.
-    """
+    """An offscreen pygame surface of ``size`` (width, height) pixels onto which
+    ``world_bounds`` (x_min, x_max, y_min, y_max) map, centred, at one scale on both axes
+    (the smaller fits); ``background`` fills :meth:`clear`, ``title`` names the window."""
 
     def __init__(
         self,
@@ -225,10 +215,8 @@ class Canvas:
         color: Color,
         border: int = 0,
     ) -> np.ndarray:
-        """A rectangle of world ``length`` x ``width`` rotated by ``angle`` radians.
-
-        Returns its four world corners (front-left, front-right, rear-right, rear-left).
-        """
+        """A rectangle of world ``length`` x ``width`` rotated by ``angle`` radians; returns
+        its four world corners (front-left, front-right, rear-right, rear-left)."""
         corners = box_corners(center, length, width, angle)
         self.polygon(corners, color, border)
         return corners
