@@ -321,12 +321,10 @@ class BitFlippingEnv(_BitFlippingFaces, SingleEnv, GoalEnv):
     ## Episode End
 
     Truncation: after ``max_episode_steps`` steps (default ``n_bits``, the paper's
-    horizon). The env counts its own steps: the ids are registered without a
-    ``TimeLimit`` so that ``gym.make(id, n_bits=50)`` gives 50-step episodes.
-    ``gym.make(id, max_episode_steps=k)`` is gymnasium's own argument: it adds a
-    ``TimeLimit(k)``, which can shorten episodes but not lengthen them past ``n_bits``;
-    for longer ones construct ``BitFlippingEnv(max_episode_steps=k)`` or pass it to
-    ``gym.make_vec``.
+    horizon), counted by the env (the ids have no ``TimeLimit``, so ``gym.make(id,
+    n_bits=50)`` gives 50-step episodes; gymnasium's ``gym.make(id, max_episode_steps=k)``
+    adds a ``TimeLimit(k)``, which can only shorten them: pass longer ones to the
+    constructor or ``gym.make_vec``).
 
     ## Arguments
 

@@ -498,15 +498,10 @@ class ParkingEnv(_ParkingFaces, SingleEnv, GoalEnv):
     A top-down parking lot in the spirit of highway-env's ``parking-v0``: two rows of 14
     spots (4 m wide, 8 m deep) face each other across a 20 m lane, and walls enclose the
     lot at x = +-35 m and y = +-21 m. The car (5 m x 2 m) follows the kinematic bicycle
-    model with its reference point at the centre: slip angle
-    ``beta = arctan(tan(steering) / 2)``, ``x' = v cos(heading + beta)``,
-    ``y' = v sin(heading + beta)``, ``heading' = v sin(beta) / (length / 2)``,
-    ``v' = acceleration``. A policy step lasts ``step_time`` = 0.2 s, integrated in
-    ``substeps`` = 3 substeps (highway-env's 15 Hz simulation), each following its arc
-    exactly: the speed changes linearly within a substep and is limited to
-    +-``max_speed`` = 10 m/s at the end of each.
-    ``goalenvs/ParkingCrowded-v0`` fills ``n_parked`` = 20 of the other spots with parked
-    cars.
+    model about its centre (slip angle ``beta = arctan(tan(steering) / 2)``,
+    ``heading' = v sin(beta) / (length / 2)``, :func:`advance`): a ``step_time`` = 0.2 s
+    policy step is ``substeps`` = 3 exact arcs (highway-env's 15 Hz), the speed limited to
+    +-``max_speed`` = 10 m/s. ``goalenvs/ParkingCrowded-v0`` parks ``n_parked`` = 20 cars.
 
     ## Action Space
 
@@ -548,9 +543,8 @@ class ParkingEnv(_ParkingFaces, SingleEnv, GoalEnv):
     does not count), is at most ``success_threshold`` = 0.12, that is
     ``|dx| / 50 + 0.3 |dy| / 50 + 0.02 (|dcos| + |dsin|) <= 0.0144``. In metres and
     degrees, each error alone may reach 0.72 m sideways (x; the spot leaves 1 m either
-    side), 2.4 m in depth (y; the spot leaves 1.5 m) or 33.6 degrees of heading. The
-    errors share that one budget: 0.2 m sideways and 0.5 m deep leave 18.5 degrees,
-    0.3 m and 1.0 m leave 6.5 degrees.
+    side), 2.4 m in depth (y; the spot leaves 1.5 m) or 33.6 degrees of heading; they
+    share that budget (0.2 m sideways and 0.5 m deep leave 18.5 degrees).
 
     The weights and threshold are highway-env's (its HER agents learn them); the 50 m
     position scale (highway-env's is 100 m) halves its position tolerance.
@@ -576,10 +570,9 @@ class ParkingEnv(_ParkingFaces, SingleEnv, GoalEnv):
 
     ## Episode End
 
-    1. Termination: the car overlaps a wall or a parked car (``info["crashed"]``;
-       :meth:`compute_terminated` reads it). Reaching the goal does not end the episode:
-       the car has to stay parked.
-    2. Truncation: 100 policy steps (20 s), the registered ``max_episode_steps``.
+    Termination: the car overlaps a wall or a parked car (``info["crashed"]``, which
+    :meth:`compute_terminated` reads); reaching the goal does not end the episode.
+    Truncation: 100 policy steps (20 s), the registered ``max_episode_steps``.
 
     Collisions are tested on the pose at the end of each policy step (at most 2 m, less
     than any obstacle is deep). ``info`` holds ``is_success`` and ``crashed`` (bools).
