@@ -89,15 +89,11 @@ def flip_bits(state: ArrayT, action: ArrayT, continuous: bool, xp: ModuleType) -
     Discrete: ``action`` (batch,) holds the index of the bit to flip. Continuous:
     ``action`` (batch, n_bits) flips every bit whose value is > 0.
     """
-    flip = action > 0 if continuous else action[:, None] == _bit_indices(state, xp)
-    return xp.where(flip, 1.0 - state, state)
-
-
-def _bit_indices(state: ArrayT, xp: ModuleType) -> ArrayT:
-    """0 .. n_bits - 1 where ``state`` lives (the one backend-specific line: numpy 1.x's
-    ``arange`` takes no device)."""
-    n = state.shape[-1]
-    return np.arange(n) if isinstance(state, np.ndarray) else xp.arange(n, device=state.device)
+    if continuous:
+        return xp.where(action > 0, 1.0 - state, state)
+    n = state.shape[-1]  # numpy 1.x's arange takes no device
+    bits = np.arange(n) if isinstance(state, np.ndarray) else xp.arange(n, device=state.device)
+    return xp.where(action[:, None] == bits, 1.0 - state, state)
 
 
 def random_patterns(rngs: Sequence[np.random.Generator], n_bits: int, count: int) -> np.ndarray:

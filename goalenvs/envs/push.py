@@ -3,7 +3,7 @@ Fetch Push: the goal is the block's position, which random episodes rarely move)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import ModuleType
 from typing import Any
 
@@ -58,11 +58,8 @@ class PushParams:
 
     def __post_init__(self) -> None:
         check_choice("reward_type", self.reward_type, REWARD_TYPES)
-        for name in (
-            "action_scale", "dt", "max_speed", "friction", "pusher_radius", "block_radius",
-            "distance_threshold", "bound", "block_range", "goal_range", "pusher_range",
-        ):  # fmt: skip
-            check_positive(name, getattr(self, name))
+        for constant in fields(self)[1:]:  # every field after reward_type
+            check_positive(constant.name, getattr(self, constant.name))
         # A pusher that moved further than the two radii in one step could pass through
         # the block without touching it.
         if self.max_speed * self.dt >= self.pusher_radius + self.block_radius:
