@@ -51,18 +51,11 @@ def _is_reset(action: object) -> bool:
 
 
 class KeyboardController:
-    """Turns pygame events into env actions, following gymnasium.utils.play's key format.
-
-    Args:
-        action_space: the env's action space.
-        keys_to_action: ``{key combination: action}``; a combination is a tuple of pygame
-            key codes or one-character strings, or a string of characters.
-        action_at_pixel: optional ``(column, row) -> action | None``: a left click on
-            the frame sends the action it returns (None: the click does nothing).
-        turn_based: step once per key press / click (True) or every frame with the held
-            keys' action (False). Default: turn-based for non-Box action spaces and for
-            envs with ``action_at_pixel``.
-    """
+    """Turns pygame events into actions of ``action_space`` by ``keys_to_action``
+    (gymnasium.utils.play's format: key combinations of pygame codes or one-character
+    strings) and ``action_at_pixel`` (a left click's ``(column, row) -> action | None``).
+    ``turn_based`` steps once per press or click rather than every frame with the held
+    keys; by default for non-Box spaces and envs with ``action_at_pixel``."""
 
     def __init__(
         self,
@@ -88,8 +81,8 @@ class KeyboardController:
             self.noop = np.zeros(action_space.shape, dtype=action_space.dtype)
 
     def held_action(self) -> object:
-        """The action of the keys held now: their combination's entry if the mapping has
-        one, else (Box spaces) the clipped sum of each held key's own action, else noop."""
+        """The held keys' action: their combination's, else (Box) the clipped sum of each
+        key's, else the no-op."""
         combo = tuple(sorted(self.held & self.relevant_keys))
         if not combo:
             return self.noop

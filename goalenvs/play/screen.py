@@ -1,6 +1,5 @@
-"""What keyboard play and watching a policy share: the error ``goalenvs play`` prints,
-episode statistics, and the :class:`Screen` each loop's frames go to: a window and a
-:class:`Recorder`, which writes them to a ``.gif`` or ``.mp4`` file."""
+"""What keyboard play and watching a policy share: :class:`PlayError`, episode statistics,
+and the :class:`Screen` (a window and a :class:`Recorder`) each loop's frames go to."""
 
 from __future__ import annotations
 
