@@ -233,12 +233,9 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, object] | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Resets every sub-env, or those in ``options["reset_mask"]``.
-
-        ``seed`` is an int (sub-env ``i`` gets ``seed + i``, as gymnasium's vector envs) or
-        one seed per sub-env; on a torch device, an int that seeds the device's generator.
-        ``options["goal"]`` pins the goal (one for all, or one each).
-        """
+        """Resets every sub-env, or those in ``options["reset_mask"]``; ``seed`` is an int
+        (sub-env ``i`` gets ``seed + i``; on a device, the generator's) or one per sub-env,
+        ``options["goal"]`` pins the goal (one for all, or one each)."""
         if seed is not None:
             self._seed(seed)
         mask = None if options is None else options.get("reset_mask")
