@@ -1,16 +1,5 @@
-"""The goal-env contract and what every goalenvs environment shares.
-
-- :mod:`~goalenvs.core.contract`: :class:`GoalEnv`, :data:`GOAL_KEYS`, goal batches and
-  goal spaces;
-- :mod:`~goalenvs.core.vector`: :class:`GoalVectorEnv`, the base of the native vector
-  twins (seeding, resets, the time limit, the autoreset modes);
-- :mod:`~goalenvs.core.validate`: argument checks;
-- :mod:`~goalenvs.core.backend`: the numpy|torch helpers (imports nothing else from
-  goalenvs);
-- :mod:`~goalenvs.core.io`: the one atomic write and the one space<->JSON codec.
-
-The names below are what an env written against goalenvs uses, importable from
-``goalenvs.core`` itself.
+"""The goal-env contract and what every goalenvs environment shares (docs/layout.md names
+the modules); the names below are what an env written against goalenvs imports from here.
 """
 
 from __future__ import annotations

@@ -38,43 +38,57 @@ def cast(array: Any, dtype: str) -> Any:
     )
 
 
-def torch_goal_arrays(
-    achieved_goal: object, desired_goal: Any, goal_size: int | None = None
-) -> tuple[tuple[int, ...], Any, Any, Any]:
-    """The tensor half of :func:`goalenvs.core.goal_batch`: the same checks and messages as
-    :func:`goalenvs.core.goal_arrays`, on tensors; returns ``(shape, achieved, desired,
-    torch)`` with both goals as float tensors on the device of the one that is a tensor.
-    """
-    import torch
-
-    like = achieved_goal if is_tensor(achieved_goal) else desired_goal
+def goal_pair(
+    achieved_goal: object, desired_goal: object, goal_size: int | None, torch: Any = None
+) -> tuple[tuple[int, ...], Any, Any]:
+    """The checks of :func:`goalenvs.core.goal_arrays` (``torch`` None: numpy arrays) and of
+    :func:`torch_goal_arrays` (tensors on the device of the goal that is a tensor): the
+    pair as float arrays (integers become float32) and their broadcast leading shape."""
+    as_array: Any
+    if torch is None:
+        as_array, xp = np.asarray, np
+    else:
+        like: Any = achieved_goal if is_tensor(achieved_goal) else desired_goal
+        device = like.device
+        as_array, xp = (lambda value: torch.as_tensor(value, device=device)), torch
     pair = []
     for name, value in (("achieved_goal", achieved_goal), ("desired_goal", desired_goal)):
-        arr = torch.as_tensor(value, device=like.device)
+        arr: Any = as_array(value)
         if arr.ndim == 0:
             raise ValueError(f"{name} must have at least one dimension (the goal), got a scalar")
-        if arr.is_complex():
-            raise TypeError(f"{name} must be a real-valued tensor, got dtype {arr.dtype}")
+        if (arr.dtype.kind not in "fiub") if torch is None else arr.is_complex():
+            kind = "a numeric array" if torch is None else "a real-valued tensor"
+            raise TypeError(f"{name} must be {kind}, got dtype {arr.dtype}")
         if goal_size is not None and arr.shape[-1] != goal_size:
             raise ValueError(
                 f"{name} has shape {tuple(arr.shape)}: its last dimension must be the goal "
                 f"size {goal_size}"
             )
-        pair.append(arr if arr.is_floating_point() else arr.float())
+        is_float = arr.dtype.kind == "f" if torch is None else arr.is_floating_point()
+        pair.append(arr if is_float else cast(arr, "float32"))
     achieved, desired = pair
+    shapes = (
+        f"achieved_goal shape {tuple(achieved.shape)} and desired_goal shape {tuple(desired.shape)}"
+    )
     if achieved.shape[-1] != desired.shape[-1]:
-        raise ValueError(
-            f"achieved_goal shape {tuple(achieved.shape)} and desired_goal shape "
-            f"{tuple(desired.shape)} differ in the goal dimension"
-        )
+        raise ValueError(f"{shapes} differ in the goal dimension")
     try:
-        batch_shape = tuple(torch.broadcast_shapes(achieved.shape[:-1], desired.shape[:-1]))
-    except RuntimeError:
+        batch_shape = tuple(xp.broadcast_shapes(achieved.shape[:-1], desired.shape[:-1]))
+    except (ValueError, RuntimeError):
         raise ValueError(
-            f"achieved_goal shape {tuple(achieved.shape)} and desired_goal shape "
-            f"{tuple(desired.shape)} have leading (batch) dimensions that do not broadcast"
+            f"{shapes} have leading (batch) dimensions that do not broadcast"
         ) from None
-    return batch_shape, achieved, desired, torch
+    return batch_shape, achieved, desired
+
+
+def torch_goal_arrays(
+    achieved_goal: object, desired_goal: Any, goal_size: int | None = None
+) -> tuple[tuple[int, ...], Any, Any, Any]:
+    """The tensor half of :func:`goalenvs.core.goal_batch` (:func:`goal_pair` on tensors):
+    ``(shape, achieved, desired, torch)``."""
+    import torch
+
+    return (*goal_pair(achieved_goal, desired_goal, goal_size, torch), torch)
 
 
 def constant_like(value: np.ndarray, like: object, cache: dict[Any, Any]) -> object:
@@ -132,14 +146,9 @@ def torch_dtype(dtype: object) -> torch.dtype:
 def info_tensor(
     info: Any, key: str, like: Any, batch_shape: tuple[int, ...], default: object
 ) -> Any:
-    """:func:`info_values` for a goal batch of tensors: ``info[key]`` per
-    element as a tensor of ``batch_shape`` on ``like``'s device, with ``like``'s dtype
-    family chosen by ``default`` (bool for a bool default, else float32).
-
-    A dict of tensors (what a device twin's step returns) is read on the device, without a
-    host round trip; a dict of numpy values or a list of dicts goes through
-    :func:`info_values` and is copied to the device once.
-    """
+    """:func:`info_values` for a goal batch of tensors: ``info[key]`` per element as a bool
+    (bool ``default``) or float32 tensor of ``batch_shape`` on ``like``'s device; a dict of
+    tensors is read there without a host round trip."""
     import torch
 
     dtype = torch.bool if isinstance(default, bool) else torch.float32
@@ -160,14 +169,9 @@ def info_tensor(
 def clear_points(
     generator: Any, centres: Any, half_width: float, min_distance: float, tries: int = 8
 ) -> Any:
-    """For each row of ``centres`` ``(n, 2)``, a point uniform in ``[-half_width,
-    half_width]^2`` at least ``min_distance`` from it: rejection sampling, batched.
-
-    Each row draws ``tries`` candidates and keeps the first accepted one (the first
-    accepted of a sequence of draws, as a ``while`` loop over one row would keep); the
-    rows whose candidates all fail draw again, so only rare leftovers loop. The draws
-    come from ``generator``, on ``centres``' device. Returns a float32 ``(n, 2)`` tensor.
-    """
+    """For each row of ``centres`` ``(n, 2)``, a float32 point uniform in ``[-half_width,
+    half_width]^2`` at least ``min_distance`` from it, drawn from ``generator``: batched
+    rejection sampling, ``tries`` candidates a row (the first accepted is kept)."""
     import torch
 
     device = centres.device
@@ -248,12 +252,8 @@ def _reset_mask_error(num_envs: int, dtype: object, shape: tuple[int, ...]) -> V
 
 
 class NumpyArrays:
-    """The array helpers of a vector twin whose state lives in numpy arrays.
-
-    :class:`TorchArrays` has the same methods for tensors on a torch device, so a twin
-    writes each helper call once and the backend decides how it runs. Neither holds a
-    module, so a twin that keeps one can be copied and pickled.
-    """
+    """The array helpers of a vector twin whose state lives in numpy arrays
+    (:class:`TorchArrays`: the same for tensors; neither holds a module, so both pickle)."""
 
     device = None
 

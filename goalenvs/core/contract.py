@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from goalenvs.core.backend import InfoLike, is_tensor, torch_goal_arrays
+from goalenvs.core.backend import InfoLike, goal_pair, is_tensor, torch_goal_arrays
 
 GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 
@@ -83,35 +83,7 @@ def goal_arrays(
     broadcast against each other; the last dimension is the goal and must match
     ``goal_size`` when given.
     """
-    achieved = np.asarray(achieved_goal)
-    desired = np.asarray(desired_goal)
-    for name, arr in (("achieved_goal", achieved), ("desired_goal", desired)):
-        if arr.ndim == 0:
-            raise ValueError(f"{name} must have at least one dimension (the goal), got a scalar")
-        if arr.dtype.kind not in "fiub":
-            raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
-        if goal_size is not None and arr.shape[-1] != goal_size:
-            raise ValueError(
-                f"{name} has shape {arr.shape}: its last dimension must be the goal size "
-                f"{goal_size}"
-            )
-    if achieved.shape[-1] != desired.shape[-1]:
-        raise ValueError(
-            f"achieved_goal shape {achieved.shape} and desired_goal shape {desired.shape} "
-            "differ in the goal dimension"
-        )
-    try:
-        batch_shape = np.broadcast_shapes(achieved.shape[:-1], desired.shape[:-1])
-    except ValueError:
-        raise ValueError(
-            f"achieved_goal shape {achieved.shape} and desired_goal shape {desired.shape} "
-            "have leading (batch) dimensions that do not broadcast"
-        ) from None
-    if achieved.dtype.kind != "f":
-        achieved = achieved.astype(np.float32)
-    if desired.dtype.kind != "f":
-        desired = desired.astype(np.float32)
-    return batch_shape, achieved, desired
+    return goal_pair(achieved_goal, desired_goal, goal_size)
 
 
 def goal_batch(

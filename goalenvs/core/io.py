@@ -1,14 +1,6 @@
-"""What goalenvs writes to disk and to the console: one atomic write, one space<->JSON
-codec, the name of the ``goalenvs`` command, and stdout kept for what a program reads
-(:func:`stdout_to_stderr`).
-
-The atomic write: a file is written beside its destination, flushed, fsynced and
-renamed over it, so a kill at any moment leaves the old file or the new one, never a mix.
-
-The replay buffers' ``save`` and the training checkpoints both write through
-:func:`atomic_write`; its temporary files (``.NAME.PID.tmp``) are what
-:func:`goalenvs.train.checkpoint.remove_debris` clears after a killed write. Imports
-nothing else from goalenvs.
+"""What goalenvs writes to disk and to the console: one atomic write (buffers and
+checkpoints), one space<->JSON codec, the name of the ``goalenvs`` command, and stdout kept
+for what a program reads (:func:`stdout_to_stderr`). Imports nothing else from goalenvs.
 """
 
 from __future__ import annotations

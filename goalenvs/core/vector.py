@@ -1,10 +1,6 @@
-"""GoalVectorEnv, the base of the native vector twins.
-
-It owns seeding (one generator per sub-env, seeded like gymnasium's ``SyncVectorEnv`` so
-that sub-env ``i`` of a vector env seeded ``s`` follows the single env seeded ``s + i``),
-the time limit and the three gymnasium autoreset modes, so each env only writes its
-batched dynamics.
-"""
+"""GoalVectorEnv, the base of the native vector twins: seeding (sub-env ``i`` of a twin
+seeded ``s`` follows the single env seeded ``s + i``), the time limit and the autoreset
+modes, so each env only writes its batched dynamics."""
 
 from __future__ import annotations
 
@@ -39,42 +35,18 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
 
     A twin takes its single env's arguments plus ``num_envs``, ``max_episode_steps``
     (``gym.make_vec`` passes the registered one), gymnasium's ``autoreset_mode`` and
-    ``device``; numpy sub-env ``i`` of a twin reset with ``seed=s`` reproduces the single
-    env reset with ``s + i`` given the same actions (same kernel, same draws), and
-    ``render_mode="rgb_array"`` draws sub-env 0 (one frame where gymnasium's
-    ``VectorEnv.render`` types a tuple: mypy's ``misc`` on each twin's class line).
-
-    Subclasses implement the batched dynamics:
-
-    - :meth:`_draw_episode` or :meth:`_draw_episodes` (numpy) and
-      :meth:`_draw_episodes_on_device` (torch): new episodes as the single env draws
-      them, the rows of the state arrays named in ``episode_state``; the reset itself is
-      :meth:`_reset_envs`, which a subclass may still replace whole;
-    - ``_step_envs(actions)``: advance every sub-env by one step (validated actions);
-    - ``_observation()``: the batched observation dict (fresh arrays);
-    - ``_step_info()``: a dict of per-sub-env arrays, ``is_success`` included (called
-      after the step's resets, so it sees the state the observation shows);
-    - ``compute_reward`` / ``compute_terminated`` (usually the env's kernel functions);
-
-    and this class supplies ``reset``, ``step``, seeding, the time limit
-    (``max_episode_steps``) and the autoreset modes ``next_step`` (gymnasium's default:
-    the step after an episode ends resets that sub-env and returns reward 0),
-    ``same_step`` (the finished sub-env resets inside the step; its last observation is in
-    ``info["final_obs"]``, an object array, and its last info in ``info["final_info"]``,
-    a dict of batched arrays with ``_key`` masks, as gymnasium's SyncVectorEnv) and
-    ``disabled`` (the caller resets with ``reset(options={"reset_mask": mask})``).
-
-    ``device``: None (the default) keeps state and results in numpy arrays. A torch
-    device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``) keeps the state as
-    tensors there and returns observations, rewards, terminated, truncated and the info
-    arrays as tensors on it; actions may be tensors on that device or array-likes. The
-    subclass writes its state with the array module ``self.xp`` and the helpers
-    :meth:`zeros`, :meth:`constant`, :meth:`fresh` and :meth:`float32`, so one code path
-    serves both. Seeding differs by backend: the numpy twin keeps one generator per
-    sub-env (sub-env ``i`` seeded ``s + i`` follows the single env seeded ``s + i``); a
-    device twin draws every sub-env's numbers from one ``torch.Generator`` on its
-    device, seeded by ``reset(seed=s)``: the same seed on the same device type gives the
-    same episodes, but not the numpy twin's (nor another device type's) numbers.
+    ``device`` (docs/gpu.md); ``render_mode="rgb_array"`` draws sub-env 0 (one frame where
+    gymnasium's ``VectorEnv.render`` types a tuple: mypy's ``misc`` on each twin's class).
+    A subclass writes its state with ``self.xp`` and the array helpers (``zeros``,
+    ``constant``, ``fresh``, ``float32``, ``to_numpy``: :class:`NumpyArrays`' on its
+    backend) and implements the draw of new episodes (:meth:`_draw_episode` or
+    :meth:`_draw_episodes`, and :meth:`_draw_episodes_on_device`, into the arrays named in
+    ``episode_state``), ``_step_envs(actions)``, ``_observation()`` (fresh arrays),
+    ``_step_info()`` (``is_success`` included, called after the step's resets) and the
+    goal functions; this class supplies seeding, ``reset``, ``step``, the time limit and
+    the autoreset modes ``next_step``, ``same_step`` (``info["final_obs"]`` an object
+    array, ``info["final_info"]`` batched arrays with ``_key`` masks, as gymnasium's
+    SyncVectorEnv) and ``disabled`` (``reset(options={"reset_mask": mask})``).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "autoreset_mode": None}
@@ -106,8 +78,10 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         self.single_action_space = single_action_space
         self.observation_space = batch_space(single_observation_space, self.num_envs)
         self.action_space = batch_space(single_action_space, self.num_envs)
-        self.backend = array_backend(device)
-        self.device = self.backend.device
+        backend = self.backend = array_backend(device)
+        self.device = backend.device
+        self.zeros, self.constant, self.fresh = backend.zeros, backend.constant, backend.fresh
+        self.float32, self.to_numpy = backend.float32, backend.to_numpy
         if self.device is None:
             self.np_randoms = [seeding.np_random(None)[0] for _ in range(self.num_envs)]
         else:
@@ -140,26 +114,6 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         would stop the twin from being copied or pickled)."""
         return self.backend.xp
 
-    def zeros(self, shape: int | tuple[int, ...], dtype: object) -> Any:
-        """:meth:`NumpyArrays.zeros` on this env's backend."""
-        return self.backend.zeros(shape, dtype)
-
-    def constant(self, value: object) -> object:
-        """:meth:`NumpyArrays.constant` on this env's backend."""
-        return self.backend.constant(value)
-
-    def fresh(self, value: object) -> Any:
-        """:meth:`NumpyArrays.fresh` on this env's backend."""
-        return self.backend.fresh(value)
-
-    def float32(self, value: object) -> Any:
-        """:meth:`NumpyArrays.float32` on this env's backend."""
-        return self.backend.float32(value)
-
-    def to_numpy(self, value: object) -> np.ndarray:
-        """:meth:`NumpyArrays.to_numpy` on this env's backend."""
-        return self.backend.to_numpy(value)
-
     # ---- subclass hooks
     def _step_envs(self, actions: Any) -> None:
         raise NotImplementedError
@@ -184,17 +138,14 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         cls._draws_one_by_one = cls._draw_episodes is GoalVectorEnv._draw_episodes
 
     def _draw_episode(self, rng: np.random.Generator, goal: Any = None) -> tuple[object, ...]:
-        """Numpy twin: one episode, as the single env draws it from ``rng``, one row of
-        each :attr:`episode_state` array; ``goal`` and any keyword a subclass adds are
-        this episode's row of what :meth:`_reset_options` pins. A twin defines this or
-        :meth:`_draw_episodes`."""
+        """Numpy twin: one episode drawn from ``rng`` as the single env draws it, a row of
+        each :attr:`episode_state` array, with this episode's row of what
+        :meth:`_reset_options` pins. A twin defines this or :meth:`_draw_episodes`."""
         raise NotImplementedError
 
     def _draw_episodes(self, rngs: list[np.random.Generator], **pinned: Any) -> tuple[Any, ...]:
-        """Numpy twin, batched: one episode per generator, as the single env draws it,
-        the :attr:`episode_state` arrays with one row per generator; ``pinned`` holds one
-        value for all, or one row each. The default stacks :meth:`_draw_episode`; a twin
-        whose draw vectorizes overrides this (one that does not is reset row by row)."""
+        """Numpy twin, batched: one episode per generator (``pinned``: one value for all, or
+        one row each); by default :meth:`_draw_episode`'s, stacked."""
         draw = self._draw_episode
         if pinned:
             episodes = [draw(rng, **_row(pinned, j)) for j, rng in enumerate(rngs)]
@@ -228,8 +179,7 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         """Called after the sub-envs ``index`` started new episodes."""
 
     def _reset_envs(self, index: Any, options: dict[str, object] | None) -> None:
-        """Starts new episodes in the sub-envs ``index``: draws them, writes them to
-        :attr:`episode_state` and zeroes :attr:`zeroed_on_reset`."""
+        """Starts new episodes in the sub-envs ``index``."""
         pinned = (
             {}  # autoresets, every step of a large twin: nothing to read
             if options is None
@@ -268,9 +218,8 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     def _goal_outcomes(
         self, obs: dict[str, Any], info: dict[str, Any]
     ) -> tuple[Any, Any, Any | None]:
-        """This step's fresh ``(reward, terminated, truncated)``: by default from the
-        ``compute_*`` methods; a subclass may return its kernel's (equal) results, and
-        None for ``truncated`` where the env never truncates on goals."""
+        """This step's fresh ``(reward, terminated, truncated)``, by default from the
+        ``compute_*`` methods (a subclass: its kernel's, ``truncated`` None for never)."""
         achieved, desired = obs["achieved_goal"], obs["desired_goal"]
         reward = self.compute_reward(achieved, desired, info)
         terminated = self.compute_terminated(achieved, desired, info)
@@ -284,12 +233,9 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, object] | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Resets every sub-env, or those in ``options["reset_mask"]``.
-
-        ``seed`` is an int (sub-env ``i`` gets ``seed + i``, as gymnasium's vector envs) or
-        one seed per sub-env; on a torch device, an int that seeds the device's generator.
-        ``options["goal"]`` pins the goal (one for all, or one each).
-        """
+        """Resets every sub-env, or those in ``options["reset_mask"]``; ``seed`` is an int
+        (sub-env ``i`` gets ``seed + i``; on a device, the generator's) or one per sub-env,
+        ``options["goal"]`` pins the goal (one for all, or one each)."""
         if seed is not None:
             self._seed(seed)
         mask = None if options is None else options.get("reset_mask")

@@ -89,24 +89,16 @@ def flip_bits(state: ArrayT, action: ArrayT, continuous: bool, xp: ModuleType) -
     Discrete: ``action`` (batch,) holds the index of the bit to flip. Continuous:
     ``action`` (batch, n_bits) flips every bit whose value is > 0.
     """
-    flip = action > 0 if continuous else action[:, None] == _bit_indices(state, xp)
-    return xp.where(flip, 1.0 - state, state)
-
-
-def _bit_indices(state: ArrayT, xp: ModuleType) -> ArrayT:
-    """0 .. n_bits - 1 where ``state`` lives (the one backend-specific line: numpy 1.x's
-    ``arange`` takes no device)."""
-    n = state.shape[-1]
-    return np.arange(n) if isinstance(state, np.ndarray) else xp.arange(n, device=state.device)
+    if continuous:
+        return xp.where(action > 0, 1.0 - state, state)
+    n = state.shape[-1]  # numpy 1.x's arange takes no device
+    bits = np.arange(n) if isinstance(state, np.ndarray) else xp.arange(n, device=state.device)
+    return xp.where(action[:, None] == bits, 1.0 - state, state)
 
 
 def random_patterns(rngs: Sequence[np.random.Generator], n_bits: int, count: int) -> np.ndarray:
-    """``count`` random bit patterns from each generator: float32 ``(len(rngs), count, n_bits)``.
-
-    A pattern is ``ceil(n_bits / 64)`` raw 64-bit words of its generator, bit ``b`` being
-    bit ``b % 64`` of word ``b // 64`` (this layout fixes which episodes a seed gives).
-    One call per generator; the unpacking is one call for all.
-    """
+    """``count`` random bit patterns from each generator: float32 ``(len(rngs), count, n_bits)``,
+    bit ``b`` of a pattern being bit ``b % 64`` of its ``b // 64``-th raw 64-bit word."""
     per = -(-n_bits // 64)
     words = np.array(
         [rng.bit_generator.random_raw(count * per) for rng in rngs], dtype="<u8"
@@ -120,13 +112,9 @@ def draw_bit_episodes(
     arrays: NumpyArrays,
 ) -> tuple[Any, Any]:  # fmt: skip
     """``count`` episodes' float32 ``(count, n_bits)`` ``(start, goal)`` on ``arrays``'
-    backend; ``patterns(rows, k)`` draws ``(len(rows), k, n_bits)`` new patterns for the
-    episodes ``rows`` (None: all).
-
-    The goal is ``goal`` when given (one, or one per episode), else all ones with
-    ``fixed_goal``, else a random pattern drawn after the start. A start equal to its goal
-    (an episode solved before it begins) is redrawn, one pattern at a time: the start when
-    the goal is fixed or given, else the goal.
+    backend, ``patterns(rows, k)`` drawing ``(len(rows), k, n_bits)`` patterns for the
+    episodes ``rows`` (None: all). The goal is ``goal``, all ones (``fixed_goal``) or drawn
+    after the start; one equal to its start redraws (the goal if drawn, else the start).
     """
     xp, random_goal = arrays.xp, goal is None and not params.fixed_goal
     drawn = patterns(None, 2 if random_goal else 1)
@@ -297,11 +285,9 @@ class BitFlippingEnv(_BitFlippingFaces, SingleEnv, GoalEnv):
 
     ## Description
 
-    A state of ``n_bits`` bits and a goal pattern of ``n_bits`` bits. Each step flips
-    bits; the episode succeeds when the state equals the goal. With a random goal the
-    reward is almost never seen without Hindsight Experience Replay once ``n_bits``
-    exceeds about 15 (Andrychowicz et al. 2017), which makes this the smallest test of a
-    HER implementation. ``goalenvs/BitFlipping-v0`` has discrete actions,
+    Each step flips bits of an ``n_bits`` state until it equals the goal pattern; past
+    about 15 bits a random goal's reward is almost never seen without HER (the smallest
+    test of a HER implementation). ``goalenvs/BitFlipping-v0`` has discrete actions,
     ``goalenvs/BitFlippingContinuous-v0`` continuous ones.
 
     ## Action Space
@@ -313,9 +299,8 @@ class BitFlippingEnv(_BitFlippingFaces, SingleEnv, GoalEnv):
     ## Observation Space
 
     ``Dict(observation, achieved_goal, desired_goal)``, each ``Box(0, 1, (n_bits,),
-    float32)`` holding 0.0 or 1.0: the state's bits (twice) and the goal's. Float32 boxes
-    rather than ``MultiBinary``: networks, HER buffers and normalizers consume them as they
-    are, and a goal that HER substitutes is the same dtype as the one it replaces.
+    float32)`` holding 0.0 or 1.0 (not ``MultiBinary``: networks and buffers take floats):
+    the state's bits (twice) and the goal's.
 
     ## Goal
 
@@ -332,12 +317,10 @@ class BitFlippingEnv(_BitFlippingFaces, SingleEnv, GoalEnv):
     ## Episode End
 
     Truncation: after ``max_episode_steps`` steps (default ``n_bits``, the paper's
-    horizon). The env counts its own steps: the ids are registered without a
-    ``TimeLimit`` so that ``gym.make(id, n_bits=50)`` gives 50-step episodes.
-    ``gym.make(id, max_episode_steps=k)`` is gymnasium's own argument: it adds a
-    ``TimeLimit(k)``, which can shorten episodes but not lengthen them past ``n_bits``;
-    for longer ones construct ``BitFlippingEnv(max_episode_steps=k)`` or pass it to
-    ``gym.make_vec``.
+    horizon), counted by the env (the ids have no ``TimeLimit``, so ``gym.make(id,
+    n_bits=50)`` gives 50-step episodes; gymnasium's ``gym.make(id, max_episode_steps=k)``
+    adds a ``TimeLimit(k)``, which can only shorten them: pass longer ones to the
+    constructor or ``gym.make_vec``).
 
     ## Arguments
 

@@ -1,12 +1,6 @@
-"""The shared pygame drawing layer: world coordinates to pixels, primitives, window, frames.
-
-Every goalenvs env draws on a :class:`Canvas` (world ``y`` up, pixel ``y`` down), shown in
-a :class:`Window` for ``human`` rendering; with ``SDL_VIDEODRIVER=dummy`` it is a dummy one.
-
-pygame is imported on first use, so the envs run and train without it, and only the
-pygame modules a call needs are initialised (drawing offscreen needs none of them; the
-window needs the display, text the font module).
-"""
+"""The shared pygame drawing layer: every env draws on a :class:`Canvas` (world ``y`` up,
+pixel ``y`` down), shown in a :class:`Window` for ``human`` rendering. pygame is imported,
+and each of its modules initialised, on first use: the envs run and train without it."""
 
 from __future__ import annotations
 
@@ -43,12 +37,9 @@ def import_pygame() -> Any:
 
 
 class Window:
-    """The one on-screen window: shows surfaces or RGB frames and collects input events.
-
-    pygame has a single display, so the most recent window to show something owns it;
-    closing a window that no longer owns the display leaves the display alone. ``size``
-    is (width, height) in pixels.
-    """
+    """The one on-screen window of ``size`` (width, height) pixels: shows surfaces or RGB
+    frames and collects input events. The last window to show something owns pygame's one
+    display; closing one that no longer owns it leaves the display alone."""
 
     _owner: Window | None = None
 
@@ -83,13 +74,9 @@ class Window:
         Window._owner = self
 
     def show(self, image: object, fps: int | None = None) -> bool:
-        """Shows a pygame Surface or an ``(H, W, 3)`` uint8 frame, opening the window first.
-
-        Drains the event queue (so the window never reads as "not responding"; the events
-        are kept for :meth:`events`), and ticks at ``fps`` frames per second when given.
-        Returns False, and shows nothing, once the user has closed the window;
-        :meth:`close` followed by another ``show`` opens a fresh one.
-        """
+        """Shows a pygame Surface or an ``(H, W, 3)`` uint8 frame, opening the window first,
+        draining the event queue (kept for :meth:`events`) and ticking at ``fps``. Returns
+        False, showing nothing, once the user closed the window (until :meth:`close`)."""
         if self.closed:
             return False
         self.open()
@@ -143,16 +130,9 @@ class Window:
 
 
 class Canvas:
-    """An offscreen pygame surface with a world-to-pixel transform.
-
-    Args:
-        size: (width, height) in pixels.
-        world_bounds: (x_min, x_max, y_min, y_max) in world units mapped onto the surface;
-            the scale is the same on both axes (the smaller of the two fits) and the world
-            is centred on the surface.
-        background: fill colour of :meth:`clear`.
-        title: the human window's caption.
-    """
+    """An offscreen pygame surface of ``size`` (width, height) pixels onto which
+    ``world_bounds`` (x_min, x_max, y_min, y_max) map, centred, at one scale on both axes
+    (the smaller fits); ``background`` fills :meth:`clear`, ``title`` names the window."""
 
     def __init__(
         self,
@@ -235,10 +215,8 @@ class Canvas:
         color: Color,
         border: int = 0,
     ) -> np.ndarray:
-        """A rectangle of world ``length`` x ``width`` rotated by ``angle`` radians.
-
-        Returns its four world corners (front-left, front-right, rear-right, rear-left).
-        """
+        """A rectangle of world ``length`` x ``width`` rotated by ``angle`` radians; returns
+        its four world corners (front-left, front-right, rear-right, rear-left)."""
         corners = box_corners(center, length, width, angle)
         self.polygon(corners, color, border)
         return corners
@@ -287,11 +265,8 @@ class Canvas:
         background: Color | None = None,
         padding: int = 2,
     ) -> tuple[int, int, int, int]:
-        """Text with its top-left corner at a pixel position (heads-up display).
-
-        With ``background`` the text sits on a filled box ``padding`` pixels larger.
-        Returns the drawn rectangle ``(left, top, width, height)`` in pixels.
-        """
+        """Text with its top-left corner at a pixel position, on a filled box ``padding``
+        pixels larger with ``background``; returns the drawn ``(left, top, width, height)``."""
         rendered = self.font(size).render(text, True, color)
         left, top = int(pixel[0]), int(pixel[1])
         w, h = rendered.get_size()
@@ -351,11 +326,8 @@ def hud_line(step: int, reward: float | None, success: bool) -> str:
 def arrow_keys(
     up: tuple[float, float] = (0.0, 1.0), left: tuple[float, float] = (-1.0, 0.0)
 ) -> dict[tuple[int, ...], np.ndarray]:
-    """Arrow keys to float32 2D actions, for ``gymnasium.utils.play``: up and left as given,
-    down and right their opposites, and an up/down key with a left/right one their sum.
-
-    The default pushes along the key's axis (PointReach, PointMaze, Push).
-    """
+    """Arrow keys to float32 2D actions, for ``gymnasium.utils.play``: up and left as given
+    (by default along the key's axis), down and right their opposites, two keys their sum."""
     pg = import_pygame()
     ahead, side = np.array(up), np.array(left)
     directions = {pg.K_LEFT: side, pg.K_RIGHT: 0.0 - side, pg.K_UP: ahead, pg.K_DOWN: 0.0 - ahead}
@@ -370,17 +342,11 @@ def arrow_keys(
 
 
 class CanvasRendering:
-    """The rendering of an env drawn on one :class:`Canvas`: the frame of row 0 of its
-    batch of state arrays (a vector twin's sub-env 0, or a single env's one row).
-
-    The canvas is made on first use by ``_new_canvas()``; each frame is drawn by
-    ``_draw_frame(canvas)``, then shown in the window (``human``) or returned
-    (``rgb_array``). Its heads-up text (``_frame_hud``) shows row 0's step count, this
-    step's reward (``_rewards``, None after row 0's reset) and its success. A single env
-    closes with :meth:`_close_canvas`, a twin's ``close_extras`` drops the canvas. It
-    declares the array helpers (``xp``, ``zeros``, ...) and the state names that the
-    twin and the single env give the hooks of their shared faces.
-    """
+    """The rendering of row 0 of an env's state arrays (a twin's sub-env 0, a single env's
+    one row) on the :class:`Canvas` made by ``_new_canvas()``: ``_draw_frame(canvas)``
+    draws each frame, its heads-up text showing row 0's steps, reward (``_rewards``, None
+    after its reset) and success. It declares what the twin and the single env give the
+    hooks of their shared faces (the array helpers, the state names)."""
 
     _canvas: Canvas | None = None
     render_mode: str | None

@@ -191,13 +191,10 @@ def advance(
 ) -> tuple[ArrayT, ...]:
     """Integrates the kinematic bicycle model over one policy step of ``(*batch, 2)`` actions.
 
-    With the slip angle ``beta = arctan(tan(steering) / 2)`` fixed by the steering, the
-    heading turns by ``sin(beta) / half_length`` per metre driven and the centre moves
-    along ``heading + beta``: it follows a circle of radius ``half_length / sin(beta)``.
-    Each of the step's ``substeps`` arcs is driven exactly: the speed changes linearly
-    within it (the speed limit applies at its end), and it moves the centre along its
-    chord, which points along the arc's middle. The heading is renormalised once per
-    step. The faces pass float64 arrays.
+    The slip angle ``beta = arctan(tan(steering) / 2)`` makes the centre follow a circle of
+    radius ``half_length / sin(beta)``; each of the ``substeps`` arcs is driven exactly
+    (speed linear within it, limited at its end) along its chord, and the heading is
+    renormalised once per step.
     """
     x, y, c, s, v = state
     p = params
@@ -270,13 +267,9 @@ def crashes(
 ) -> ArrayT:
     """Whether each car overlaps a wall or a parked car: bool of the batch shape.
 
-    Walls: the box around the rotated car against the wall faces (exact for a rectangle
-    against a half-plane). Parked cars are axis-aligned, nose into their spot
-    (half_width along x, half_length along y), ``spot_centers`` ``(N_SPOTS, 2)`` and
-    ``parked`` ``(*batch, N_SPOTS)`` bool in the state's array module. Two boxes overlap
-    when no axis among x, y and the car's own two axes separates them; touching is not
-    an overlap. A car reaches only the parked cars of its own row (the rows' centres are
-    28 m apart, a car's reach in y under 8.5 m), so it is tested against those 14 spots.
+    Walls: the rotated car's bounding box against the wall faces (exact for half-planes).
+    Parked cars (axis-aligned, nose in; ``parked`` ``(*batch, N_SPOTS)``): separating axes
+    x, y and the car's two (touching is no overlap), against its own row's 14 spots only.
     """
     x, y, c, s, _ = state
     hl, hw = params.half_length, params.half_width
@@ -319,37 +312,24 @@ def evaluate(
     return achieved, cast(reward, "float32"), success, crashed
 
 
-def draw_episode(
-    rng: np.random.Generator, n_parked: int
-) -> tuple[float, float, float, float, int, np.ndarray]:
-    """One episode's random start: ``(x, y, cos h, sin h, goal_spot, parked_spots)``.
-
-    The single env and every sub-env of the vector env draw with this function from their
-    own generator, which is what makes them follow identical trajectories.
-    """
-    u0, u1, u2, u3 = rng.random(4).tolist()
-    heading = 2.0 * math.pi * u0
-    goal_spot = min(int(u3 * N_SPOTS), N_SPOTS - 1)
-    parked = np.zeros(N_SPOTS, dtype=bool)
-    if n_parked:
-        others = rng.permutation(N_SPOTS - 1)[:n_parked]
-        parked[others + (others >= goal_spot)] = True
-    x, y = START_HALF_X * (2.0 * u1 - 1.0), START_HALF_Y * (2.0 * u2 - 1.0)
-    return x, y, math.cos(heading), math.sin(heading), goal_spot, parked
-
-
 def start_episode(
     rng: np.random.Generator,
     params: ParkingParams,
     goal: np.ndarray | None,
     car: np.ndarray | None,
 ) -> tuple[tuple[float, ...], np.ndarray, np.ndarray]:
-    """One episode's ``(state, desired goal, parked)``, with an optional pinned goal and car.
-
-    A pinned goal inside an occupied spot swaps that spot with the drawn (free) one.
-    """
-    x, y, c, s, goal_spot, parked = draw_episode(rng, params.n_parked)
-    v = 0.0
+    """One episode's ``(state, desired goal, parked)`` from one generator, with an optional
+    pinned goal and car; a pinned goal inside an occupied spot swaps that spot with the
+    drawn (free) one."""
+    u0, u1, u2, u3 = rng.random(4).tolist()
+    heading = 2.0 * math.pi * u0
+    goal_spot = min(int(u3 * N_SPOTS), N_SPOTS - 1)
+    parked = np.zeros(N_SPOTS, dtype=bool)
+    if params.n_parked:
+        others = rng.permutation(N_SPOTS - 1)[: params.n_parked]
+        parked[others + (others >= goal_spot)] = True
+    x, y = START_HALF_X * (2.0 * u1 - 1.0), START_HALF_Y * (2.0 * u2 - 1.0)
+    c, s, v = math.cos(heading), math.sin(heading), 0.0
     if goal is None:
         goal = SPOT_GOALS[goal_spot]
     else:
@@ -518,15 +498,10 @@ class ParkingEnv(_ParkingFaces, SingleEnv, GoalEnv):
     A top-down parking lot in the spirit of highway-env's ``parking-v0``: two rows of 14
     spots (4 m wide, 8 m deep) face each other across a 20 m lane, and walls enclose the
     lot at x = +-35 m and y = +-21 m. The car (5 m x 2 m) follows the kinematic bicycle
-    model with its reference point at the centre: slip angle
-    ``beta = arctan(tan(steering) / 2)``, ``x' = v cos(heading + beta)``,
-    ``y' = v sin(heading + beta)``, ``heading' = v sin(beta) / (length / 2)``,
-    ``v' = acceleration``. A policy step lasts ``step_time`` = 0.2 s, integrated in
-    ``substeps`` = 3 substeps (highway-env's 15 Hz simulation), each following its arc
-    exactly: the speed changes linearly within a substep and is limited to
-    +-``max_speed`` = 10 m/s at the end of each.
-    ``goalenvs/ParkingCrowded-v0`` fills ``n_parked`` = 20 of the other spots with parked
-    cars.
+    model about its centre (slip angle ``beta = arctan(tan(steering) / 2)``,
+    ``heading' = v sin(beta) / (length / 2)``, :func:`advance`): a ``step_time`` = 0.2 s
+    policy step is ``substeps`` = 3 exact arcs (highway-env's 15 Hz), the speed limited to
+    +-``max_speed`` = 10 m/s. ``goalenvs/ParkingCrowded-v0`` parks ``n_parked`` = 20 cars.
 
     ## Action Space
 
@@ -568,17 +543,11 @@ class ParkingEnv(_ParkingFaces, SingleEnv, GoalEnv):
     does not count), is at most ``success_threshold`` = 0.12, that is
     ``|dx| / 50 + 0.3 |dy| / 50 + 0.02 (|dcos| + |dsin|) <= 0.0144``. In metres and
     degrees, each error alone may reach 0.72 m sideways (x; the spot leaves 1 m either
-    side), 2.4 m in depth (y; the spot leaves 1.5 m) or 33.6 degrees of heading. The
-    errors share that one budget: 0.2 m sideways and 0.5 m deep leave 18.5 degrees,
-    0.3 m and 1.0 m leave 6.5 degrees.
+    side), 2.4 m in depth (y; the spot leaves 1.5 m) or 33.6 degrees of heading; they
+    share that budget (0.2 m sideways and 0.5 m deep leave 18.5 degrees).
 
-    Why these numbers: HER has to learn this within minutes. The weights and the
-    threshold are highway-env's, whose HER agents learn its parking task; the 50 m
-    position scale (highway-env uses 100 m) keeps observations of order one and halves
-    highway-env's position tolerance, under which a car 4.8 m deep out of its spot (or
-    1.44 m sideways, over the spot's line) counted as parked, while leaving heading
-    errors a real share of the budget. Tighter thresholds make the sparse reward rarer
-    without making the parking meaningfully better.
+    The weights and threshold are highway-env's (its HER agents learn them); the 50 m
+    position scale (highway-env's is 100 m) halves its position tolerance.
 
     ## Rewards
 
@@ -586,36 +555,27 @@ class ParkingEnv(_ParkingFaces, SingleEnv, GoalEnv):
     crash subtracts ``collision_penalty`` = 50. The penalty is part of
     :meth:`compute_reward`, read from ``info["crashed"]``, so HER relabeling keeps it:
     every step's reward equals ``compute_reward(achieved_goal, desired_goal, info)``, crash
-    steps included. 50 makes crashing never a shortcut out of a hard episode: at any
-    discount up to 0.98 a sparse episode returns at least -50, while a crash pays -51
-    at once. Where ``info`` holds no ``"crashed"`` key, it defaults to False: the
-    stable-baselines3 HER buffer passes ``[{}] * B`` unless ``copy_info_dict=True``, so
-    with it the relabeled crash steps lose their penalty (and are not terminal for
-    :meth:`compute_terminated`); pass ``copy_info_dict=True`` to keep them.
+    steps included (50: at any discount up to 0.98 a sparse episode returns at least -50,
+    a crash -51 at once). A missing ``"crashed"`` key means False (stable-baselines3's
+    buffer needs ``copy_info_dict=True`` to keep it, docs/checks.md).
 
     ## Starting State
 
     At rest within +-4 m of the lot centre along the lane and +-1 m across it, with a
     uniformly random heading; the goal spot is uniform over the 28 spots and the parked
-    cars fill ``n_parked`` of the other 27, uniformly. Every goal lies 13 m to 34 m from
-    the start, a few seconds of driving within the 20 s episode, so random exploration
-    reaches spots and HER's relabeled goals resemble the real ones.
+    cars fill ``n_parked`` of the other 27, uniformly (every goal 13 m to 34 m away).
     ``reset(options={"car": (x, y, heading_rad, speed)})`` pins the start (metres,
     radians, m/s) and ``reset(options={"goal": g})`` the goal; a pinned goal's spot is
     kept free of parked cars.
 
     ## Episode End
 
-    1. Termination: the car overlaps a wall or a parked car (``info["crashed"]``;
-       :meth:`compute_terminated` reads it). Reaching the goal does not end the episode:
-       the car has to stay parked.
-    2. Truncation: 100 policy steps (20 s), the registered ``max_episode_steps``.
+    Termination: the car overlaps a wall or a parked car (``info["crashed"]``, which
+    :meth:`compute_terminated` reads); reaching the goal does not end the episode.
+    Truncation: 100 policy steps (20 s), the registered ``max_episode_steps``.
 
-    Collisions are tested on the pose at the end of each policy step (oriented-rectangle
-    separating-axis tests). At the default speed limit the car moves at most 2 m per step,
-    less than any obstacle is deep, so it cannot jump through one.
-
-    ``info`` holds ``is_success`` and ``crashed`` (bools) on every reset and step.
+    Collisions are tested on the pose at the end of each policy step (at most 2 m, less
+    than any obstacle is deep). ``info`` holds ``is_success`` and ``crashed`` (bools).
 
     ## Arguments
 

@@ -1,7 +1,5 @@
-"""The parking lot of :mod:`goalenvs.envs.parking`: its layout (the constants the
-kernel reads), the spot under a point, the check of a car placed in it
-(``options["car"]``) and its drawing. It knows nothing of the car
-beyond the length and width it draws."""
+"""The parking lot of :mod:`goalenvs.envs.parking`: its layout (the kernel's constants),
+the spot under a point, the check of ``options["car"]`` and its drawing."""
 
 from __future__ import annotations
 
@@ -107,12 +105,8 @@ _WORLD_BOUNDS = (
 
 
 class LotPainter:
-    """Draws one lot, its parked cars and a car of ``car_length`` x ``car_width`` metres on
-    a shared :class:`~goalenvs.envs.canvas.Canvas`.
-
-    The lot, the parked cars and the goal do not move within an episode, so they are
-    drawn once per episode into a snapshot that each frame starts from.
-    """
+    """Draws the lot, its parked cars and a car of ``car_length`` x ``car_width`` metres on
+    its :class:`~goalenvs.envs.canvas.Canvas`; the still scenery is drawn once an episode."""
 
     def __init__(self, car_length: float, car_width: float) -> None:
         size = (

@@ -1,7 +1,6 @@
-"""What the planar goal envs (point reach, point maze, push) share: positions are 2-D
-points, a goal is reached within a Euclidean distance of it (sparse 0 / -1 rewards, or
-dense minus the distance), the arena's canvas, the arrow keys, and the point-mass envs
-(reach, maze) also draw alike."""
+"""What the planar goal envs (point reach, point maze, push) share: 2-D goals reached
+within a Euclidean distance (sparse 0 / -1, or dense minus the distance), the arena's
+canvas, the arrow keys, and the point-mass envs' drawing."""
 
 from __future__ import annotations
 
@@ -19,12 +18,8 @@ from goalenvs.envs.canvas import Canvas, CanvasRendering, arrow_keys, import_pyg
 
 
 def goal_distance(achieved: ArrayT, desired: ArrayT, xp: ModuleType) -> ArrayT:
-    """Euclidean distance between 2-D goal positions, over the goals' leading shape.
-
-    Written out rather than a reduction or hypot: elementwise IEEE operations give the
-    same bits for any batch size, which the single env == vector env guarantee needs.
-    ``xp`` is the array module (numpy, or torch); the result keeps the goals' dtype.
-    """
+    """Euclidean distance between 2-D goal positions (of ``xp``, numpy or torch; the goals'
+    leading shape and dtype), written out elementwise: the same bits at any batch size."""
     d = achieved - desired
     return xp.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
 

@@ -1,11 +1,5 @@
-"""PointMaze: a point mass with PointReach's dynamics finds its way to a goal in a maze.
-
-The maze is a grid of square cells of side 1, walls or free, given as ``maze_map`` (rows of
-``"#"`` / ``"."`` strings, or 0 / 1 rows with 1 a wall); the registered layouts are D4RL's
-umaze, medium and large. Collisions are exact: the point moves one axis at a time and each
-move, shorter than a cell, stops on the face of the wall cell it would enter, so it can
-never tunnel through a wall or cut a corner.
-"""
+"""PointMaze: a point mass with PointReach's dynamics finds its way to a goal in a maze of
+unit cells (D4RL's umaze, medium and large layouts, or any ``maze_map``), with exact walls."""
 
 from __future__ import annotations
 
@@ -279,12 +273,8 @@ def _move_axis(
     along_x: bool,
     xp: ModuleType,
 ) -> tuple[ArrayT, ArrayT]:
-    """Moves one coordinate by ``speed * dt`` (< 1 cell) and stops it at a wall's face.
-
-    The destination lies in the current cell or a neighbour along this axis; when the
-    neighbour is a wall the point stops ``_SKIN`` short of the shared face and loses its
-    speed along this axis. The other coordinate stays put, so both cells checked lie on
-    the path and nothing is skipped.
+    """Moves one coordinate by ``speed * dt`` (< 1 cell, so into this cell or the next);
+    entering a wall cell stops it ``_SKIN`` short of the face, its speed along this axis 0.
     """
     target = moving + speed * dt
     cell = xp.floor(moving)
@@ -305,12 +295,8 @@ def maze_step(
     max_speed: float,
     xp: ModuleType,
 ) -> tuple[ArrayT, ArrayT]:
-    """One step of ``(batch, 2)`` positions and velocities: new arrays.
-
-    PointReach's semi-implicit Euler (``v += a * action_scale * dt``, the speed capped at
-    ``max_speed``, ``p += v * dt``), with the move split into x then y so that each axis
-    stops at the wall it would enter (:func:`_move_axis`).
-    """
+    """One step of ``(batch, 2)`` positions and velocities (new arrays): PointReach's
+    semi-implicit Euler, moving along x then y so that each axis stops at its wall."""
     v = accelerate(velocity, action, action_scale, dt, max_speed, xp)
     vx, vy = v[:, 0], v[:, 1]
     x, vx = _move_axis(position[:, 0], position[:, 1], vx, dt, walls_up, True, xp)
@@ -321,13 +307,9 @@ def maze_step(
 def draw_episode(
     rng: np.random.Generator, params: PointMazeParams, goal: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One episode's ``(start, goal)``, float32 (2,), from one sub-env's generator.
-
-    The goal cell is uniform over the free cells (or the pinned goal's), the start cell
-    uniform over the other free cells (the goal's own when it is the only one); each
-    point sits at its cell's centre plus a uniform offset of at most ``position_noise``.
-    Always four draws: two integers and one (2, 2) uniform block.
-    """
+    """One episode's float32 (2,) ``(start, goal)`` from one generator: goal and start
+    cells uniform over the free cells (the start's over the others, when there are), each
+    point at its cell's centre plus a uniform offset up to ``position_noise``."""
     free = params.free_cells
     n = len(free)
     if goal is None:
@@ -392,12 +374,8 @@ class _PointMazeFaces(PointMassTwin):
     def compute_reward(
         self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: InfoLike
     ) -> np.ndarray:
-        """Sparse 0 / -1, or dense minus the maze distance (float32, the leading shape).
-
-        The dense distance is the shortest path in cells (BFS) between the two goals'
-        cells, or the straight distance when they share a cell: a wall between them
-        makes it longer, never shorter.
-        """
+        """Sparse 0 / -1, or dense minus the maze distance (float32, the leading shape):
+        the BFS path in cells between the goals' cells, straight within one cell."""
         p = self.params
         if p.reward_type != "dense":
             return super().compute_reward(achieved_goal, desired_goal, info)
@@ -465,12 +443,9 @@ class PointMazeEnv(_PointMazeFaces, PlanarRendering, SingleEnv, GoalEnv):
 
     ## Description
 
-    A point of unit mass moves inside a grid maze of unit cells; the action accelerates
-    it and its speed is capped (PointReach's dynamics). It must come within
-    ``distance_threshold`` of a goal drawn in another cell, usually out of sight behind
-    walls: a straight dash at the goal runs into a wall, so the agent must learn the
-    corridors. Walls are exact: the point can slide along them but never pass through
-    one or cut a corner, at any speed.
+    PointReach's point mass inside a grid maze of unit cells must come within
+    ``distance_threshold`` of a goal in another cell, usually behind walls, which it can
+    slide along but never pass through or cut at any speed.
 
     ## Action Space
 
@@ -509,10 +484,9 @@ class PointMazeEnv(_PointMazeFaces, PlanarRendering, SingleEnv, GoalEnv):
 
     ## Dynamics
 
-    Each step of ``dt`` (0.05) seconds: ``v += action * action_scale * dt``, ``v`` is
-    rescaled to norm ``max_speed`` (3 cells/s) if faster, then the point moves along x,
-    then along y. A move that would enter a wall cell stops 0.001 short of the wall's face
-    and zeroes that velocity component. ``max_speed * dt`` must be below one cell.
+    PointReach's, each ``dt`` (0.05 s; ``max_speed`` 3 cells/s, ``max_speed * dt`` < 1
+    cell), moving along x then y: a move into a wall cell stops 0.001 short of its face and
+    zeroes that velocity component.
 
     ## Start and end
 

@@ -83,13 +83,8 @@ def reach_step(
     params: PointReachParams,
     xp: ModuleType,
 ) -> tuple[ArrayT, ArrayT]:
-    """One step of ``(batch, 2)`` float32 positions and velocities: new arrays.
-
-    Semi-implicit Euler: the acceleration ``action * action_scale`` changes the velocity,
-    whose norm is then capped at ``max_speed``, and the new velocity moves the point. The
-    arena's walls are inelastic: a point that would leave ``[-bound, bound]^2`` stops at
-    the wall and loses the velocity component into it (it can still slide along it).
-    """
+    """One step of ``(batch, 2)`` float32 positions and velocities (new arrays), as the
+    env's docstring's Dynamics say."""
     p = params
     v = accelerate(velocity, action, p.action_scale, p.dt, p.max_speed, xp)
     moved = position + v * p.dt
@@ -100,14 +95,9 @@ def reach_step(
 def draw_episodes(
     rngs: Sequence[np.random.Generator], params: PointReachParams, goal: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One episode per generator: ``(start, goal)``, float32 ``(len(rngs), 2)``.
-
-    Start and goal are uniform in ``[-bound, bound]^2``: four uniforms from the episode's
-    generator, or two for the start when the goal is given (one, or one per generator).
-    A start within ``distance_threshold`` of its goal is redrawn, two uniforms at a time
-    from that episode's generator: the goal when it was drawn, the start when given.
-    Each episode reads only its own generator, so batching never changes it.
-    """
+    """One episode per generator (only its own): float32 ``(len(rngs), 2)`` ``(start,
+    goal)`` uniform in ``[-bound, bound]^2``, the goal (the start when it is given)
+    redrawn two uniforms at a time while within ``distance_threshold`` of the other."""
     b = params.bound
 
     def points(generators: Sequence[np.random.Generator], count: int) -> np.ndarray:
@@ -193,11 +183,9 @@ class PointReachEnv(_PointReachFaces, PlanarRendering, SingleEnv, GoalEnv):
 
     ## Description
 
-    A point of unit mass moves in the plane inside the walled square ``[-bound, bound]^2``
-    (``bound`` = 1 by default). The action accelerates it; its speed is capped. The task
-    is to bring it within ``distance_threshold`` of a goal position: the smallest
-    continuous-control goal task, with physics simple enough to read in ten lines and a
-    success that a DDPG+HER agent reaches in a few thousand steps.
+    A point of unit mass in the walled square ``[-bound, bound]^2`` (``bound`` = 1),
+    accelerated by the action with its speed capped, must come within
+    ``distance_threshold`` of a goal position: the smallest continuous-control goal task.
 
     ## Action Space
 

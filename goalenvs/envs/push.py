@@ -1,13 +1,9 @@
-"""Push: a disc pusher shoves a disc block onto a target spot of a walled table.
-
-The 2D cousin of Fetch Push, the task that made HER famous: the goal is the block's
-position, not the agent's, so most random episodes never move it and a sparse reward
-says nothing until hindsight relabels the block's own path as goals.
-"""
+"""Push: a disc pusher shoves a disc block onto a target spot of a walled table (a 2D
+Fetch Push: the goal is the block's position, which random episodes rarely move)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import ModuleType
 from typing import Any
 
@@ -62,11 +58,8 @@ class PushParams:
 
     def __post_init__(self) -> None:
         check_choice("reward_type", self.reward_type, REWARD_TYPES)
-        for name in (
-            "action_scale", "dt", "max_speed", "friction", "pusher_radius", "block_radius",
-            "distance_threshold", "bound", "block_range", "goal_range", "pusher_range",
-        ):  # fmt: skip
-            check_positive(name, getattr(self, name))
+        for constant in fields(self)[1:]:  # every field after reward_type
+            check_positive(constant.name, getattr(self, constant.name))
         # A pusher that moved further than the two radii in one step could pass through
         # the block without touching it.
         if self.max_speed * self.dt >= self.pusher_radius + self.block_radius:
@@ -153,14 +146,9 @@ def push_step(
 def draw_episode(
     rng: np.random.Generator, params: PushParams, goal: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One episode's ``(pusher, block, goal)``, float32 (2,), from one sub-env's generator.
-
-    The block is uniform in ``[-block_range, block_range]^2`` and the goal in
-    ``[-goal_range, goal_range]^2`` (or pinned), redrawn until it lies beyond
-    ``distance_threshold`` of the block; the pusher is uniform in
-    ``[-pusher_range, pusher_range]^2``, redrawn until it clears the block by
-    ``block_radius``.
-    """
+    """One episode's float32 (2,) ``(pusher, block, goal)`` from one generator: uniform in
+    their ranges, the goal (or, when pinned, the block) redrawn until beyond
+    ``distance_threshold`` of the other, the pusher until it clears the block."""
     p = params
     block = rng.uniform(-p.block_range, p.block_range, 2).astype(np.float32)
     target = None if goal is None else np.asarray(goal, np.float32)
@@ -267,9 +255,7 @@ class PushEnv(_PushFaces, PlanarRendering, SingleEnv, GoalEnv):
     ## Description
 
     On a walled square table ``[-bound, bound]^2`` a pusher disc (PointReach's controls)
-    must shove a block disc until the block's centre lies within ``distance_threshold``
-    of a target spot. The reward is about the block, which the pusher only moves by
-    touching it: a random policy almost never succeeds, which is what HER is for.
+    must shove a block disc within ``distance_threshold`` of a target spot.
 
     ## Action Space
 
@@ -307,27 +293,20 @@ class PushEnv(_PushFaces, PlanarRendering, SingleEnv, GoalEnv):
 
     ## Dynamics
 
-    Each step of ``dt`` (0.05 s): the pusher moves as PointReach's point (speed cap 1,
-    inelastic table edges). The block slides with its velocity, which Coulomb friction
-    slows by ``friction * dt`` per step (a block shoved at full speed slides on 0.075). Where the
-    discs overlap, the block is set out to touch the pusher along the line of centres
-    and takes the pusher's speed along that line if it was slower. The table's edge
-    stops the block; a pusher pressing it there is held back. ``max_speed * dt`` must be
-    below the sum of the radii, so the pusher never passes through the block.
+    As :func:`push_step` (``dt`` 0.05 s): the pusher moves as PointReach's point; Coulomb
+    friction slows the block by ``friction * dt`` per step (one shoved at full speed slides
+    on 0.075); ``max_speed * dt`` must be below the sum of the radii (no tunnelling).
 
     ## Start and end
 
     Both at rest: the block uniform in ``[-block_range, block_range]^2`` (0.2), the
     pusher uniform in ``[-pusher_range, pusher_range]^2`` (0.3) at least ``block_radius``
-    clear of the block. The ranges follow Fetch Push's proportions (object and target a
-    few pusher lengths apart), which DDPG+HER learns within 15 minutes on a CPU
-    (docs/baselines.md); the table around them leaves room to overshoot. Truncation:
-    after 50 steps, by the registered ``TimeLimit``.
+    clear of the block (Fetch Push's proportions). Truncation: after 50 steps, by the
+    registered ``TimeLimit``.
 
     ## Arguments
 
-    The constants above (``friction`` 10 per second: a block that slides on after the
-    pusher stops is hard to place within the success radius; ``pusher_radius`` 0.05,
+    The constants above (``friction`` 10 per second, ``pusher_radius`` 0.05,
     ``block_radius`` 0.08) and ``render_mode`` (None, "human", "rgb_array"): table, target
     spot, block, pusher, and the step, reward and success.
     """

@@ -1,8 +1,6 @@
-"""The single envs are their twins at a batch of one: each env's faces class holds the
-twin's hooks (the episode draw, ``_step_envs``, ``_observation``, ``_step_info``,
-``_goal_outcomes`` and the frame), written with the array helpers, and :class:`SingleEnv`
-runs them on numpy arrays of one row inside gymnasium's single-env API. A single env
-seeded ``s`` and sub-env ``i`` of a numpy twin seeded ``s - i`` thus run the same code."""
+"""The single envs are their twins at a batch of one: :class:`SingleEnv` runs the hooks of
+each env's faces class (shared with its twin) on numpy arrays of one row, inside
+gymnasium's single-env API, so a single env and a numpy sub-env run the same code."""
 
 from __future__ import annotations
 

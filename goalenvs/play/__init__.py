@@ -7,13 +7,9 @@ Command line::
     goalenvs play goalenvs/Parking-v0 --policy runs/x/policy_best.pt --record parking.gif
     goalenvs play runs/x/policy_best.pt --headless --episodes 100   # env id from the file
 
-Keys come from the env's ``get_keys_to_action()`` (gymnasium.utils.play's format): see
-:class:`~goalenvs.play.keyboard.KeyboardController`. Python: :func:`watch` (a policy,
-:mod:`~goalenvs.play.watch`) and :func:`drive` (the keyboard, :mod:`~goalenvs.play.keyboard`)
-share :mod:`~goalenvs.play.screen` (the window, the recording, episode statistics); this
-module is the command line. Recordings hold one frame per reset and one per step (a GIF
-stores consecutive identical frames once, their durations summed, as every GIF encoder
-does); ``.gif`` needs Pillow, ``.mp4`` imageio with imageio-ffmpeg.
+Keys come from the env's ``get_keys_to_action()`` (gymnasium.utils.play's format). Python:
+:func:`watch` (a policy) and :func:`drive` (the keyboard) share :mod:`~goalenvs.play.screen`;
+this module is the command line. Recordings hold one frame per reset and per step.
 """
 
 from __future__ import annotations
@@ -197,13 +193,9 @@ def _find_env(env_id: str, recorded: str | None, policy_path: str) -> str:
 
 
 def make_env(env_id: str, env_kwargs: Mapping[str, Any], render_mode: str | None) -> Any:
-    """``gym.make`` with play's checks: a known env (any :mod:`goalenvs.envspec` form), the
-    needed render mode, valid kwargs.
-
-    ``render_mode`` None builds the env without a ``render_mode`` argument, so an env whose
-    constructor takes none plays headless; a render mode the env does not offer, or an
-    argument its constructor rejects, is a :class:`PlayError` naming it.
-    """
+    """``gym.make`` of any :mod:`goalenvs.envspec` form with ``render_mode`` (None: no such
+    argument, so an env whose constructor takes none plays headless); a render mode the env
+    lacks or an argument its constructor rejects is a :class:`PlayError` naming it."""
     import gymnasium as gym
 
     from goalenvs import envspec

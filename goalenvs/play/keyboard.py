@@ -51,18 +51,11 @@ def _is_reset(action: object) -> bool:
 
 
 class KeyboardController:
-    """Turns pygame events into env actions, following gymnasium.utils.play's key format.
-
-    Args:
-        action_space: the env's action space.
-        keys_to_action: ``{key combination: action}``; a combination is a tuple of pygame
-            key codes or one-character strings, or a string of characters.
-        action_at_pixel: optional ``(column, row) -> action | None``: a left click on
-            the frame sends the action it returns (None: the click does nothing).
-        turn_based: step once per key press / click (True) or every frame with the held
-            keys' action (False). Default: turn-based for non-Box action spaces and for
-            envs with ``action_at_pixel``.
-    """
+    """Turns pygame events into actions of ``action_space`` by ``keys_to_action``
+    (gymnasium.utils.play's format: key combinations of pygame codes or one-character
+    strings) and ``action_at_pixel`` (a left click's ``(column, row) -> action | None``).
+    ``turn_based`` steps once per press or click rather than every frame with the held
+    keys; by default for non-Box spaces and envs with ``action_at_pixel``."""
 
     def __init__(
         self,
@@ -88,8 +81,8 @@ class KeyboardController:
             self.noop = np.zeros(action_space.shape, dtype=action_space.dtype)
 
     def held_action(self) -> object:
-        """The action of the keys held now: their combination's entry if the mapping has
-        one, else (Box spaces) the clipped sum of each held key's own action, else noop."""
+        """The held keys' action: their combination's, else (Box) the clipped sum of each
+        key's, else the no-op."""
         combo = tuple(sorted(self.held & self.relevant_keys))
         if not combo:
             return self.noop
@@ -104,12 +97,9 @@ class KeyboardController:
         return self.noop
 
     def process(self, events: Iterable[Any]) -> Command:
-        """One frame's events -> a :class:`Command`.
-
-        Turn-based: one action per mapped key press or bit click, and a :data:`RESET`
-        per reset key, in order. Otherwise: a :data:`RESET` if a reset key was pressed,
-        then exactly one action, that of the keys held after these events.
-        """
+        """One frame's events -> a :class:`Command`: turn-based, an action per mapped key
+        press or click and a :data:`RESET` per reset key, in order; otherwise a
+        :data:`RESET` if a reset key was pressed, then the held keys' action."""
         pg = self.pygame
         command = Command()
         for event in events:
@@ -209,16 +199,13 @@ def drive(
     fps: int | None = None,
     verbose: bool = True,
 ) -> EpisodeStats:
-    """Keyboard play of an ``rgb_array`` env in a window, until Esc, the window closes,
-    ``episodes`` episodes finish or ``frames`` window frames pass.
+    """Keyboard play of an ``rgb_array`` env in a window until Esc, the window closes,
+    ``episodes`` episodes finish or ``frames`` frames pass; returns their statistics.
 
-    Each frame reads the window's events (events posted with ``pygame.event.post`` count),
-    steps the env with the controller's actions, records every new frame, and shows the
-    latest one at ``fps`` (default: the env's ``render_fps``, at least
-    ``TURN_BASED_POLL_FPS`` for turn-based envs). A window made here is
-    closed on return; a ``window`` passed in stays open. An episode the env does not end
-    stops at its declared length or a ceiling (:func:`~goalenvs.play.screen.episode_cap`).
-    Returns the finished episodes' statistics.
+    Each frame steps the env with the actions of the window's events, records each new
+    frame and shows the latest at ``fps`` (default: ``render_fps``, at least
+    ``TURN_BASED_POLL_FPS`` when turn-based). A ``window`` passed in stays open. An
+    episode the env does not end stops at :func:`~goalenvs.play.screen.episode_cap`.
     """
     if env.render_mode != "rgb_array":
         raise PlayError(

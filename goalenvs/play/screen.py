@@ -1,6 +1,5 @@
-"""What keyboard play and watching a policy share: the error ``goalenvs play`` prints,
-episode statistics, and the :class:`Screen` each loop's frames go to: a window and a
-:class:`Recorder`, which writes them to a ``.gif`` or ``.mp4`` file."""
+"""What keyboard play and watching a policy share: :class:`PlayError`, episode statistics,
+and the :class:`Screen` (a window and a :class:`Recorder`) each loop's frames go to."""
 
 from __future__ import annotations
 
@@ -77,9 +76,8 @@ EPISODE_CEILING = 1000  # steps of an episode of an env that declares no length
 
 
 def episode_cap(env: Any) -> tuple[int, str]:
-    """The step count past which play cuts an episode the env did not end, and the reason
-    it then prints: the env's declared length (:func:`goalenvs.core.episode_length`), or
-    :data:`EPISODE_CEILING` where it declares none."""
+    """The steps after which play cuts an episode (the env's declared length, else
+    :data:`EPISODE_CEILING`) and the reason it prints."""
     declared = episode_length(env)
     if declared is not None:
         return declared, f"the episode length {declared} passed and the env did not end it"
@@ -163,15 +161,8 @@ def _title(env: Any) -> str:
 
 
 class Recorder:
-    """Collects frames and writes them as a GIF (Pillow) or MP4 (imageio-ffmpeg).
-
-    The path, its format and the encoder are checked when the recorder is made, so a
-    bad ``--record`` fails before anything is played.
-
-    Args:
-        path: output file ending in ``.gif`` or ``.mp4``.
-        fps: playback frames per second.
-    """
+    """Collects frames and writes them to ``path``, a ``.gif`` (Pillow) or ``.mp4``
+    (imageio-ffmpeg) played at ``fps``; path, format and encoder are checked at once."""
 
     def __init__(self, path: str | os.PathLike[str], fps: int) -> None:
         self.path = Path(path)

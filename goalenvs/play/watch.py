@@ -37,17 +37,13 @@ def watch(
     window: Window | None = None,
     verbose: bool = True,
 ) -> EpisodeStats:
-    """Runs ``policy_fn`` (any callable ``obs -> action``) for ``episodes`` episodes.
+    """Runs ``policy_fn`` (``obs -> action``) for ``episodes`` episodes, printing a line per
+    episode and a summary, and returns the :class:`EpisodeStats`.
 
-    Prints one line per episode and a summary (success rate, mean return, episode
-    lengths), as stable-baselines' play script did, and returns the
-    :class:`EpisodeStats`. With an ``rgb_array`` env, frames are shown in a window at
-    ``fps`` (default the env's ``render_fps``; ``show=False`` for none) and written to
-    ``record`` (a ``.gif`` / ``.mp4`` path, written on return, or a :class:`Recorder`
-    the caller closes). Esc or closing the window stops early; the statistics then cover
-    the finished episodes. An env in ``human`` mode draws its own window. An episode the
-    env does not end stops at its declared length, or at a ceiling where it declares none
-    (:func:`~goalenvs.play.screen.episode_cap`), with a line that says so.
+    An ``rgb_array`` env's frames are shown at ``fps`` (default its ``render_fps``; none
+    with ``show=False``) and written to ``record`` (a ``.gif`` / ``.mp4`` path written on
+    return, or a :class:`Recorder` the caller closes); Esc or closing the window stops
+    early. An episode the env does not end stops at :func:`~goalenvs.play.screen.episode_cap`.
     """
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
@@ -92,12 +88,8 @@ def watch(
 
 
 def policy_function(policy: Any, env: Any, path: str = "the policy") -> Callable[[Any], Any]:
-    """``obs -> action`` from a loaded policy, after checking that it fits ``env``.
-
-    Compares the policy's spaces with the env's when the policy has them, then tries one
-    prediction on a reset observation: a policy trained on other spaces fails here with
-    one clear message instead of deep inside the loop.
-    """
+    """``obs -> action`` from a loaded policy, after checking that it fits ``env`` (its
+    spaces, where it has them, and one prediction on a reset observation)."""
     env_name = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
     trained_on = getattr(policy, "env_id", None) or "another env"
     if getattr(policy, "env_kwargs", None):

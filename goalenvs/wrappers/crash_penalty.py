@@ -1,12 +1,8 @@
 """A goal env whose collision penalty is paid outside ``compute_reward``, made HER-safe.
 
-highway-env's ``parking-v0`` pays ``collision_reward`` (-5) in its step reward only:
-``compute_reward(achieved_goal, desired_goal, info)`` ignores ``info["crashed"]``, so
-every reward HER recomputes for a relabeled goal forgets the crash (``goalenvs check
-highway_env:parking-v0`` reports it). :class:`CrashPenaltyInReward` moves the penalty
-into ``compute_reward``: it adds ``penalty * info["crashed"]``, and the trainer stores
-``crashed`` with each transition (every scalar info entry is kept by default), so a
-relabeled crash is still a crash. Step rewards are unchanged.
+highway-env's ``parking-v0`` pays ``collision_reward`` (-5) in its step reward only, so
+every reward HER recomputes forgets the crash (docs/training.md). :class:`CrashPenaltyInReward`
+adds ``penalty * info["crashed"]`` in ``compute_reward``; step rewards are unchanged.
 
 Importing this module registers ``parking-crash-v0`` (highway-env's ``parking-v0``,
 wrapped), so ``goalenvs train goalenvs.wrappers.crash_penalty:parking-crash-v0`` trains on it.

@@ -1,30 +1,12 @@
 """The Shadow Hand's in-hand manipulation envs with a goal distance that takes any batch.
 
 gymnasium-robotics' ``HandManipulate*`` envs (1.4) compare goals (a position and a
-quaternion) in ``_goal_distance``, which ``compute_reward`` calls. Two defects meet a HER
-buffer there (``goalenvs check`` reports both):
-
-- With ``ignore_z_target_rotation`` (the ``*Rotate`` pen tasks, and every env built with
-  ``target_rotation="parallel"``), it writes ``euler_a[2] = euler_b[2]`` to drop the z
-  angle. On one goal that is the z angle; on a batch of goals it overwrites the whole
-  third goal instead, so the relabelled rewards of a batch are not the rewards its
-  steps were paid (``reward.batch``).
-- Its quaternion product handles one goal or a ``(B, 7)`` batch only: a batch with more
-  leading dimensions fails (``reward.leading_dims``).
-- It reads the angle between two orientations as ``2 arccos(w)`` of their quaternion
-  difference, so ``q`` and ``-q``, one orientation, lie a full turn apart: after the
-  euler round trip of the ``*Rotate`` pen tasks, ``compute_reward(g, g)`` can miss its own
-  goal (``reward.success_at_goal``).
-
-:class:`HandGoalDistance` replaces ``compute_reward`` with the same comparison written
-over the last axis: the position distance, then the angle between the two orientations
-(with the z angle made equal first where the env ignores it) as ``2 arccos(|w|)``,
-against the env's ``distance_threshold`` and ``rotation_threshold``. Quaternions are
-normalized before they are compared, so ``compute_reward(g, g)`` is the success reward
-for any goal ``g``, including one drawn from the unbounded goal space. Each step's reward
-and ``info["is_success"]`` are read from the same comparison, so the step and a
-relabelled batch agree; they differ from the unwrapped env's only where its angle counts
-``-q`` as a full turn from ``q``.
+quaternion) in a ``_goal_distance`` that is wrong on a batch with ``ignore_z_target_rotation``
+(``reward.batch``), takes at most one leading dimension (``reward.leading_dims``) and reads
+``q`` and ``-q`` a full turn apart (``reward.success_at_goal``): docs/checks.md.
+:class:`HandGoalDistance` writes the comparison over the last axis (the angle as
+``2 arccos(|w|)`` of normalized quaternions) and reads each step's reward and
+``info["is_success"]`` from it.
 
 Importing this module registers ``<Name>Batched-v1`` for every ``HandManipulate<Name>-v1``
 id of gymnasium-robotics, so ``goalenvs train

@@ -1,11 +1,8 @@
 """One sub-env of a device twin seen as a plain numpy gymnasium env.
 
-The goal-env checker (``goalenvs check``, :func:`goalenvs.checker.check_goal_env`) drives
-single gymnasium envs with numpy actions and reads numpy observations. A twin on a torch
-device (``gym.make_vec(id, num_envs=1, device="cpu")``) is a vector env of tensors;
-:class:`SubEnvView` presents its one sub-env through the single-env API, converting at
-the edges only, so every check runs the twin's own torch code: its kernel, its batched
-episode draws from the device's generator and its ``compute_*`` functions on tensors::
+The goal-env checker drives single numpy envs; :class:`SubEnvView` presents the one
+sub-env of a device twin through that API, converting at the edges only, so every check
+runs the twin's own torch code::
 
     view = sub_env_view("goalenvs/PointMaze-v0", device="cpu")
     report = check_goal_env(view, factory=lambda **kw: sub_env_view(
@@ -26,12 +23,9 @@ from goalenvs.core.types import DeviceLike
 class SubEnvView(gym.Env):
     """The single sub-env of ``vector_env`` (``num_envs=1``) as a numpy gymnasium env.
 
-    Actions go in as numpy arrays (made a batch of one; the twin validates them);
-    observations, reward, terminated, truncated and the info values (``is_success``, and
-    any other per-env key such as Parking's ``crashed``) come out as numpy values and
-    Python scalars. The goal functions take numpy goals, compute them
-    on the twin's device and return numpy arrays. The vector env should run with
-    ``autoreset_mode="disabled"``: a single env is reset by its caller.
+    Actions go in and observations, rewards, flags and info values come out as numpy
+    values and Python scalars; the goal functions run on the twin's device and return
+    numpy. The vector env should run with ``autoreset_mode="disabled"``.
     """
 
     def __init__(self, vector_env: gym.vector.VectorEnv) -> None:

@@ -231,8 +231,3 @@ def test_keys_flip_bits_one_to_nine_zero_then_letters():
     assert keys[(pygame.K_1,)] == 0 and keys[(pygame.K_9,)] == 8
     assert keys[(pygame.K_0,)] == 9 and keys[(pygame.K_a,)] == 10 and keys[(pygame.K_b,)] == 11
     assert len(keys) == 12
-
-    env = BitFlippingEnv(n_bits=3, continuous=True)
-    action = env.get_keys_to_action()[(pygame.K_2,)]
-    assert action.dtype == np.float32
-    np.testing.assert_array_equal(action > 0, [False, True, False])

@@ -204,14 +204,13 @@ def test_step_reward_equals_compute_reward_on_every_step_crashes_included(env_id
     env = gym.make(env_id)
     compute_reward = env.get_wrapper_attr("compute_reward")
     compute_terminated = env.get_wrapper_attr("compute_terminated")
-    crashes = successes = 0
+    crashes = 0
     for obs, reward, terminated, info in random_rollout(env, 1500, seed=3):
         ag, dg = obs["achieved_goal"], obs["desired_goal"]
         assert compute_reward(ag, dg, info) == reward
         assert compute_terminated(ag, dg, info) == terminated
         assert isinstance(info["is_success"], bool)
         crashes += info["crashed"]
-        successes += info["is_success"]
     assert crashes >= 5
 
 

@@ -88,16 +88,6 @@ def test_every_constant_is_an_argument_of_both_faces():
     assert np.abs(goals).max() > 2.0  # goals fill the larger arena
 
 
-def test_start_is_never_already_at_the_goal():
-    env = PointReachEnv(distance_threshold=0.5)
-    for seed in range(100):
-        obs, info = env.reset(seed=seed)
-        assert np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"]) >= 0.5
-        assert not info["is_success"]
-    obs, _ = env.reset(seed=0, options={"goal": [0.0, 0.0]})
-    assert np.linalg.norm(obs["achieved_goal"]) >= 0.5
-
-
 def test_draw_episodes_read_four_uniforms_then_two_per_redraw_batched_or_alone():
     params = PointReachParams(distance_threshold=0.8)  # many starts fall inside the goal's radius
     batched = draw_episodes([np.random.default_rng(s) for s in range(40)], params)
