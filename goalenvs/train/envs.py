@@ -110,21 +110,12 @@ def make_vector_env(
 ) -> gym.vector.VectorEnv:
     """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``;
     with ``device``, the torch twin on it; with ``workers`` > 1, :class:`EnvWorkers`."""
-    mode = gym.vector.AutoresetMode(mode)
-    if device is not None:
-        problem = device_twin_problem(env_id)
-        if problem is not None:
-            raise ValueError(f"{env_id} cannot run on device {device}: {problem}")
+    mode, spec = gym.vector.AutoresetMode(mode), env_spec(env_id)
+    if device is not None:  # the plan checked that it can (device_twin_problem)
         return gym.make_vec(
-            env_spec(env_id), num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
+            spec, num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
         )
-    spec = env_spec(env_id)
-    if workers > 1:
-        if spec.vector_entry_point is not None:
-            raise ValueError(
-                f"env_workers (--env-workers) {workers}: {env_id} has a native vector twin, "
-                "which steps all its envs in one call in the trainer's process; expected 1"
-            )
+    if workers > 1:  # the plan checked that it has no native twin
         return EnvWorkers(env_id, env_kwargs, num_envs, workers, mode)
     if spec.vector_entry_point is not None:
         return gym.make_vec(spec, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)

@@ -19,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium import spaces
 
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.precision import cpu_has_bf16, uses_bf16
@@ -61,9 +62,30 @@ class PlanError(ValueError):
 
 
 @dataclass(frozen=True)
-class RunPlan:
-    """Every resolved choice of one run (worker ``rank`` of ``world``)."""
+class EnvFacts:
+    """What the run knows of its env, asked once (:func:`look_at`): the plan decides from
+    it, and the trainer builds its parts from it."""
 
+    observation_space: spaces.Dict  # a goal Dict (validate_training_env checked it)
+    action_space: spaces.Space
+    declared_length: int | None  # the time limit the env declares (None: none)
+    episode_length: int | None  # declared, else where the pre-training checks saw it end
+    info_keys: tuple[str, ...]  # the config's, else the env's scalar info entries
+    compute_reward: GoalFunction | None  # batched (None: the env has none)
+    has_compute_terminated: bool
+    native_twin: bool  # a goalenvs vector twin steps every env in one call
+    step_seconds: float | None  # one step timed (only where it picks the env workers)
+    reward_range: tuple[float, float] | None  # declared finite, else probed; None: not needed
+    reward_declared: bool  # reward_range is the env's declared one (not a probe's)
+    preflight_seconds: float | None  # what the pre-training checks cost (None: skipped)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Every resolved choice of one run (worker ``rank`` of ``world``), and the facts of
+    the env they were made from."""
+
+    facts: EnvFacts = field(repr=False, compare=False)  # not recorded: the env tells it again
     device: str  # where the networks train ("cpu", "cuda:0")
     rank: int  # this worker (0: the one that writes the run folder)
     world: int  # workers of the run (torchrun)
@@ -86,8 +108,8 @@ class RunPlan:
     preflight_seconds: float | None = None  # what the pre-training checks cost
 
     def to_dict(self) -> dict[str, object]:
-        """Plain JSON-ready values (``config.json``'s ``plan``)."""
-        data = dataclasses.asdict(self)
+        """Plain JSON-ready values (``config.json``'s ``plan``), the env's facts left out."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)[1:]}
         data["clip_range"] = None if self.clip_range is None else list(self.clip_range)
         data["info_keys"] = list(self.info_keys)
         data["notes"] = list(self.notes)
@@ -184,26 +206,12 @@ def check_recorded(config: TrainConfig, recorded: dict[str, object] | None) -> l
     return notes
 
 
-@dataclass(frozen=True)
-class EnvFacts:
-    """What the plan knows of the env, asked once (:func:`look_at`)."""
-
-    episode_length: int | None  # declared, else where the pre-training checks saw it end
-    info_keys: tuple[str, ...]  # the config's, else the env's scalar info entries
-    compute_reward: GoalFunction | None  # batched (None: the env has none)
-    has_compute_terminated: bool
-    native_twin: bool  # a goalenvs vector twin steps every env in one call
-    step_seconds: float | None  # one step timed (only where it picks the env workers)
-    reward_range: tuple[float, float] | None  # declared finite, else probed; None: not needed
-    reward_declared: bool  # reward_range is the env's declared one (not a probe's)
-    preflight_seconds: float | None  # what the pre-training checks cost (None: skipped)
-
-
 def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
     """One look at ``env`` (stepped, not closed): the pre-training checks (an error is a
-    :class:`PreflightError`), its observation dtypes, episode length, info keys and goal
-    functions, a timed step where the env workers are left to the machine, and its reward
-    range where the targets are clipped; each finding worth a line goes to ``notes``."""
+    :class:`PreflightError`), its spaces, observation dtypes, episode length, info keys
+    and goal functions, a timed step where the env workers are left to the machine, and
+    its reward range where the targets are clipped; each finding worth a line goes to
+    ``notes``."""
     checked: Preflight | None = None
     if config.preflight:  # an error stops the run here, before any run folder
         needs_length = config.rollout_steps is None or config.gamma is None
@@ -219,7 +227,8 @@ def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
     dtype_note = observation_dtype_note(env, config.env_id, config.seed)
     if dtype_note is not None:
         notes.append(dtype_note)
-    horizon = episode_length(env)
+    declared_length = episode_length(env)
+    horizon = declared_length
     if horizon is None and checked is not None:
         horizon = checked.episode_length
     native_twin = has_native_twin(config.env_id)
@@ -235,6 +244,9 @@ def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
         else:
             reward_range = probe_rewards(env, compute_reward, tuple(info_keys), config.seed)
     return EnvFacts(
+        observation_space=cast(spaces.Dict, env.observation_space),
+        action_space=env.action_space,
+        declared_length=declared_length,
         episode_length=horizon,
         info_keys=tuple(info_keys),
         compute_reward=compute_reward,
@@ -301,6 +313,7 @@ def make_plan(
             "not end its episode), as stable-baselines3's HER does"
         )
     return RunPlan(
+        facts=facts,
         device=str(device),
         rank=rank,
         world=world,
@@ -405,6 +418,11 @@ def _env_workers(
                 "the device in the trainer's process; expected 1 with env_device 'device'"
             )
         return 1, None
+    if asked not in (None, 1) and facts.native_twin:
+        raise ValueError(
+            f"env_workers (--env-workers) {asked}: {env_id} has a native vector twin, "
+            "which steps all its envs in one call in the trainer's process; expected 1"
+        )
     if asked is not None:
         return check_env_workers(asked, num_envs), None
     if facts.native_twin:
