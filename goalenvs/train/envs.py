@@ -95,11 +95,6 @@ def device_twin_problem(env_id: str) -> str | None:
     return None
 
 
-def has_native_twin(env_id: str) -> bool:
-    """Whether ``env_id`` registers a native vector env (one call steps all sub-envs)."""
-    return env_spec(env_id).vector_entry_point is not None
-
-
 def make_vector_env(
     env_id: str,
     env_kwargs: dict[str, Any],

@@ -32,11 +32,11 @@ from goalenvs.agents.registry import get_algo
 from goalenvs.checker.preflight import Preflight, preflight
 from goalenvs.core import episode_length
 from goalenvs.core.types import GoalFunction
+from goalenvs.envspec import env_spec
 from goalenvs.train.env_workers import worker_problem
 from goalenvs.train.envs import (
     device_twin_problem,
     goal_function,
-    has_native_twin,
     observation_dtype_note,
     probe_rewards,
     return_range,
@@ -73,7 +73,8 @@ class EnvFacts:
     info_keys: tuple[str, ...]  # the config's, else the env's scalar info entries
     compute_reward: GoalFunction | None  # batched (None: the env has none)
     has_compute_terminated: bool
-    native_twin: bool  # a goalenvs vector twin steps every env in one call
+    native_twin: bool  # a native vector twin steps every env in one call
+    twin_problem: str | None  # why it cannot run as a torch twin on a device (None: it can)
     step_seconds: float | None  # one step timed (only where it picks the env workers)
     reward_range: tuple[float, float] | None  # declared finite, else probed; None: not needed
     reward_declared: bool  # reward_range is the env's declared one (not a probe's)
@@ -231,7 +232,7 @@ def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
     horizon = declared_length
     if horizon is None and checked is not None:
         horizon = checked.episode_length
-    native_twin = has_native_twin(config.env_id)
+    native_twin = env_spec(config.env_id).vector_entry_point is not None
     timed = config.env_workers is None and not native_twin
     step_seconds = measure_step_seconds(env, seed=config.seed) if timed else None
     info_keys = config.info_keys if config.info_keys is not None else scalar_info_keys(env)
@@ -252,6 +253,7 @@ def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
         compute_reward=compute_reward,
         has_compute_terminated=goal_function(env, env, "compute_terminated") is not None,
         native_twin=native_twin,
+        twin_problem=device_twin_problem(config.env_id),
         step_seconds=step_seconds,
         reward_range=reward_range,
         reward_declared=finite,
@@ -281,7 +283,7 @@ def make_plan(
     rollout_steps = config.rollout_steps or int(horizon or 0)
     gamma = config.gamma if config.gamma is not None else 1.0 - 1.0 / (horizon or 1)
     _check_schedule(config, horizon or rollout_steps, rollout_steps, world)
-    env_device = _env_device(config.env_device, config.env_id, device, notes)
+    env_device = _env_device(config.env_device, config.env_id, device, facts, notes)
     replay_device = _replay_device(config.replay_device, env_device, device)
     env_workers, step_seconds = _env_workers(
         config.env_workers, config.env_id, config.env_kwargs, config.num_envs, facts, env_device,
@@ -368,11 +370,13 @@ def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world
         )
 
 
-def _env_device(asked: str, env_id: str, device: torch.device, notes: list[str]) -> str:
+def _env_device(
+    asked: str, env_id: str, device: torch.device, facts: EnvFacts, notes: list[str]
+) -> str:
     """ "device" when the training envs run as torch twins on ``device``, else "numpy"."""
     if asked == "numpy":
         return "numpy"
-    problem = device_twin_problem(env_id)
+    problem = facts.twin_problem
     if asked == "auto":
         if device.type != "cuda":
             return "numpy"
