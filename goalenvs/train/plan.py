@@ -1,11 +1,12 @@
 """A run's plan: every choice ``goalenvs train`` makes for the machine it runs on, worked
 out once, before any part of the run is built.
 
-:func:`make_plan` turns the config, the machine and one look at the env (:func:`look_at`)
-into a frozen :class:`RunPlan`: where the networks, the envs and the replay buffer are,
-the episode length, rollout length, discount and target clip, the env workers and
-overlap, the update's precision and CUDA graphs, each with why when the config left it
-to the machine. The CLI prints it, config.json records it, and the
+:func:`make_plan` turns the config, the machine and one look at the env (:func:`look_at`:
+its :class:`EnvFacts`, which the plan keeps) into a frozen :class:`RunPlan`: where the
+networks, the envs and the replay buffer are, the episode length, rollout length,
+discount and target clip, the env workers and overlap, the update's precision and CUDA
+graphs, each with why when the config left it to the machine. The CLI prints it,
+config.json records it (the facts aside), and the
 :class:`~goalenvs.train.trainer.Trainer` builds its parts from it alone.
 
 A resume follows the recorded plan (:func:`follow_recorded`) where the config leaves a
