@@ -371,7 +371,7 @@ SHOWN_CLASSES = {
     "goalenvs.her.common": ["HerBatch"],
     "goalenvs.her.settings": ["BufferSettings"],
     "goalenvs.train.collectors": ["Backend", "Collector"],
-    "goalenvs.train.plan": ["RunPlan"],
+    "goalenvs.train.plan": ["EnvFacts", "RunPlan"],
     "goalenvs.train.run_folder": ["Counters", "Restored", "RunFolder"],
     "goalenvs.train.trainer": ["Trainer"],
 }

@@ -95,11 +95,6 @@ def device_twin_problem(env_id: str) -> str | None:
     return None
 
 
-def has_native_twin(env_id: str) -> bool:
-    """Whether ``env_id`` registers a native vector env (one call steps all sub-envs)."""
-    return env_spec(env_id).vector_entry_point is not None
-
-
 def make_vector_env(
     env_id: str,
     env_kwargs: dict[str, Any],
@@ -110,21 +105,12 @@ def make_vector_env(
 ) -> gym.vector.VectorEnv:
     """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``;
     with ``device``, the torch twin on it; with ``workers`` > 1, :class:`EnvWorkers`."""
-    mode = gym.vector.AutoresetMode(mode)
-    if device is not None:
-        problem = device_twin_problem(env_id)
-        if problem is not None:
-            raise ValueError(f"{env_id} cannot run on device {device}: {problem}")
+    mode, spec = gym.vector.AutoresetMode(mode), env_spec(env_id)
+    if device is not None:  # the plan checked that it can (device_twin_problem)
         return gym.make_vec(
-            env_spec(env_id), num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
+            spec, num_envs=num_envs, autoreset_mode=mode, device=device, **env_kwargs
         )
-    spec = env_spec(env_id)
-    if workers > 1:
-        if spec.vector_entry_point is not None:
-            raise ValueError(
-                f"env_workers (--env-workers) {workers}: {env_id} has a native vector twin, "
-                "which steps all its envs in one call in the trainer's process; expected 1"
-            )
+    if workers > 1:  # the plan checked that it has no native twin
         return EnvWorkers(env_id, env_kwargs, num_envs, workers, mode)
     if spec.vector_entry_point is not None:
         return gym.make_vec(spec, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)

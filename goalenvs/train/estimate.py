@@ -17,7 +17,6 @@ from gymnasium import spaces
 
 from goalenvs.agents.registry import make_agent
 from goalenvs.her.common import HerBatch
-from goalenvs.train.envs import has_native_twin
 from goalenvs.train.machine import measure_step_seconds
 
 if TYPE_CHECKING:
@@ -59,15 +58,16 @@ def estimate(trainer: Trainer) -> Estimate | None:
     cfg, plan = trainer.config, trainer.plan
     if trainer.world > 1 or plan.env_device == "device" or trainer.device.type != "cpu":
         return None
+    facts = plan.facts
     step = plan.step_seconds or measure_step_seconds(trainer.env, steps=REPEATS, seed=cfg.seed)
-    agent = make_agent(cfg, trainer.observation_space, trainer.action_space, plan.gamma, cfg.seed)
-    act = _timed(lambda: agent.act(_observations(trainer.observation_space, cfg.num_envs), False))
-    batch = _batch(trainer.observation_space, trainer.action_space, cfg.batch_size)
+    obs_space, action_space = facts.observation_space, facts.action_space
+    agent = make_agent(cfg, obs_space, action_space, plan.gamma, cfg.seed)
+    act = _timed(lambda: agent.act(_observations(obs_space, cfg.num_envs), False))
+    batch = _batch(obs_space, action_space, cfg.batch_size)
     update = _timed(lambda: agent.update(batch))
     # one vector step of a gymnasium vector env steps each env; a native twin, all at once
-    vector_step = step if has_native_twin(cfg.env_id) else step * cfg.num_envs
-    vector_step /= max(1, plan.env_workers)
-    eval_step = step if has_native_twin(cfg.env_id) else step * cfg.n_eval_episodes
+    vector_step = step if facts.native_twin else step * cfg.num_envs / max(1, plan.env_workers)
+    eval_step = step if facts.native_twin else step * cfg.n_eval_episodes
     vector_steps = cfg.epochs * cfg.n_cycles * plan.rollout_steps
     eval_steps = cfg.epochs * (plan.episode_length or plan.rollout_steps)
     seconds = (

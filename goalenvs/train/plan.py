@@ -1,11 +1,12 @@
 """A run's plan: every choice ``goalenvs train`` makes for the machine it runs on, worked
 out once, before any part of the run is built.
 
-:func:`make_plan` turns the config, the machine and one look at the env (:func:`look_at`)
-into a frozen :class:`RunPlan`: where the networks, the envs and the replay buffer are,
-the episode length, rollout length, discount and target clip, the env workers and
-overlap, the update's precision and CUDA graphs, each with why when the config left it
-to the machine. The CLI prints it, config.json records it, and the
+:func:`make_plan` turns the config, the machine and one look at the env (:func:`look_at`:
+its :class:`EnvFacts`, which the plan keeps) into a frozen :class:`RunPlan`: where the
+networks, the envs and the replay buffer are, the episode length, rollout length,
+discount and target clip, the env workers and overlap, the update's precision and CUDA
+graphs, each with why when the config left it to the machine. The CLI prints it,
+config.json records it (the facts aside), and the
 :class:`~goalenvs.train.trainer.Trainer` builds its parts from it alone.
 
 A resume follows the recorded plan (:func:`follow_recorded`) where the config leaves a
@@ -19,11 +20,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium import spaces
 
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.precision import cpu_has_bf16, uses_bf16
@@ -31,11 +33,11 @@ from goalenvs.agents.registry import get_algo
 from goalenvs.checker.preflight import Preflight, preflight
 from goalenvs.core import episode_length
 from goalenvs.core.types import GoalFunction
+from goalenvs.envspec import env_spec
 from goalenvs.train.env_workers import worker_problem
 from goalenvs.train.envs import (
     device_twin_problem,
     goal_function,
-    has_native_twin,
     observation_dtype_note,
     probe_rewards,
     return_range,
@@ -61,9 +63,31 @@ class PlanError(ValueError):
 
 
 @dataclass(frozen=True)
-class RunPlan:
-    """Every resolved choice of one run (worker ``rank`` of ``world``)."""
+class EnvFacts:
+    """What the run knows of its env, asked once (:func:`look_at`): the plan decides from
+    it, and the trainer builds its parts from it."""
 
+    observation_space: spaces.Dict  # a goal Dict (validate_training_env checked it)
+    action_space: spaces.Space
+    declared_length: int | None  # the time limit the env declares (None: none)
+    episode_length: int | None  # declared, else where the pre-training checks saw it end
+    info_keys: tuple[str, ...]  # the config's, else the env's scalar info entries
+    compute_reward: GoalFunction | None  # batched (None: the env has none)
+    has_compute_terminated: bool
+    native_twin: bool  # a native vector twin steps every env in one call
+    twin_problem: str | None  # why it cannot run as a torch twin on a device (None: it can)
+    step_seconds: float | None  # one step timed (only where it picks the env workers)
+    reward_range: tuple[float, float] | None  # declared finite, else probed; None: not needed
+    reward_declared: bool  # reward_range is the env's declared one (not a probe's)
+    preflight_seconds: float | None  # what the pre-training checks cost (None: skipped)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Every resolved choice of one run (worker ``rank`` of ``world``), and the facts of
+    the env they were made from."""
+
+    facts: EnvFacts = field(repr=False, compare=False)  # not recorded: the env tells it again
     device: str  # where the networks train ("cpu", "cuda:0")
     rank: int  # this worker (0: the one that writes the run folder)
     world: int  # workers of the run (torchrun)
@@ -86,8 +110,8 @@ class RunPlan:
     preflight_seconds: float | None = None  # what the pre-training checks cost
 
     def to_dict(self) -> dict[str, object]:
-        """Plain JSON-ready values (``config.json``'s ``plan``)."""
-        data = dataclasses.asdict(self)
+        """Plain JSON-ready values (``config.json``'s ``plan``), the env's facts left out."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)[1:]}
         data["clip_range"] = None if self.clip_range is None else list(self.clip_range)
         data["info_keys"] = list(self.info_keys)
         data["notes"] = list(self.notes)
@@ -184,26 +208,12 @@ def check_recorded(config: TrainConfig, recorded: dict[str, object] | None) -> l
     return notes
 
 
-@dataclass(frozen=True)
-class EnvFacts:
-    """What the plan knows of the env, asked once (:func:`look_at`)."""
-
-    episode_length: int | None  # declared, else where the pre-training checks saw it end
-    info_keys: tuple[str, ...]  # the config's, else the env's scalar info entries
-    compute_reward: GoalFunction | None  # batched (None: the env has none)
-    has_compute_terminated: bool
-    native_twin: bool  # a goalenvs vector twin steps every env in one call
-    step_seconds: float | None  # one step timed (only where it picks the env workers)
-    reward_range: tuple[float, float] | None  # declared finite, else probed; None: not needed
-    reward_declared: bool  # reward_range is the env's declared one (not a probe's)
-    preflight_seconds: float | None  # what the pre-training checks cost (None: skipped)
-
-
 def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
     """One look at ``env`` (stepped, not closed): the pre-training checks (an error is a
-    :class:`PreflightError`), its observation dtypes, episode length, info keys and goal
-    functions, a timed step where the env workers are left to the machine, and its reward
-    range where the targets are clipped; each finding worth a line goes to ``notes``."""
+    :class:`PreflightError`), its spaces, observation dtypes, episode length, info keys
+    and goal functions, a timed step where the env workers are left to the machine, and
+    its reward range where the targets are clipped; each finding worth a line goes to
+    ``notes``."""
     checked: Preflight | None = None
     if config.preflight:  # an error stops the run here, before any run folder
         needs_length = config.rollout_steps is None or config.gamma is None
@@ -219,10 +229,11 @@ def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
     dtype_note = observation_dtype_note(env, config.env_id, config.seed)
     if dtype_note is not None:
         notes.append(dtype_note)
-    horizon = episode_length(env)
+    declared_length = episode_length(env)
+    horizon = declared_length
     if horizon is None and checked is not None:
         horizon = checked.episode_length
-    native_twin = has_native_twin(config.env_id)
+    native_twin = env_spec(config.env_id).vector_entry_point is not None
     timed = config.env_workers is None and not native_twin
     step_seconds = measure_step_seconds(env, seed=config.seed) if timed else None
     info_keys = config.info_keys if config.info_keys is not None else scalar_info_keys(env)
@@ -235,11 +246,15 @@ def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
         else:
             reward_range = probe_rewards(env, compute_reward, tuple(info_keys), config.seed)
     return EnvFacts(
+        observation_space=cast(spaces.Dict, env.observation_space),
+        action_space=env.action_space,
+        declared_length=declared_length,
         episode_length=horizon,
         info_keys=tuple(info_keys),
         compute_reward=compute_reward,
         has_compute_terminated=goal_function(env, env, "compute_terminated") is not None,
         native_twin=native_twin,
+        twin_problem=device_twin_problem(config.env_id),
         step_seconds=step_seconds,
         reward_range=reward_range,
         reward_declared=finite,
@@ -269,7 +284,7 @@ def make_plan(
     rollout_steps = config.rollout_steps or int(horizon or 0)
     gamma = config.gamma if config.gamma is not None else 1.0 - 1.0 / (horizon or 1)
     _check_schedule(config, horizon or rollout_steps, rollout_steps, world)
-    env_device = _env_device(config.env_device, config.env_id, device, notes)
+    env_device = _env_device(config.env_device, config.env_id, device, facts, notes)
     replay_device = _replay_device(config.replay_device, env_device, device)
     env_workers, step_seconds = _env_workers(
         config.env_workers, config.env_id, config.env_kwargs, config.num_envs, facts, env_device,
@@ -301,6 +316,7 @@ def make_plan(
             "not end its episode), as stable-baselines3's HER does"
         )
     return RunPlan(
+        facts=facts,
         device=str(device),
         rank=rank,
         world=world,
@@ -355,11 +371,13 @@ def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world
         )
 
 
-def _env_device(asked: str, env_id: str, device: torch.device, notes: list[str]) -> str:
+def _env_device(
+    asked: str, env_id: str, device: torch.device, facts: EnvFacts, notes: list[str]
+) -> str:
     """ "device" when the training envs run as torch twins on ``device``, else "numpy"."""
     if asked == "numpy":
         return "numpy"
-    problem = device_twin_problem(env_id)
+    problem = facts.twin_problem
     if asked == "auto":
         if device.type != "cuda":
             return "numpy"
@@ -405,6 +423,11 @@ def _env_workers(
                 "the device in the trainer's process; expected 1 with env_device 'device'"
             )
         return 1, None
+    if asked not in (None, 1) and facts.native_twin:
+        raise ValueError(
+            f"env_workers (--env-workers) {asked}: {env_id} has a native vector twin, "
+            "which steps all its envs in one call in the trainer's process; expected 1"
+        )
     if asked is not None:
         return check_env_workers(asked, num_envs), None
     if facts.native_twin:

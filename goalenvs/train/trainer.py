@@ -40,14 +40,13 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium import spaces
 
 import goalenvs  # noqa: F401  (importing registers the goalenvs ids)
 from goalenvs.agents import distributed
 from goalenvs.agents.config import TrainConfig
 from goalenvs.agents.learner import Learner
 from goalenvs.agents.registry import make_agent
-from goalenvs.core import episode_length
+from goalenvs.core.types import GoalFunction
 from goalenvs.train.collectors import Backend, Collector, DeviceBackend
 from goalenvs.train.display import Display, mean_or_nan
 from goalenvs.train.envs import goal_function, validate_training_env
@@ -159,10 +158,9 @@ class Trainer:
             plan = self.plan = make_plan(
                 followed, env, self.device, self.rank, self.world, recorded
             )
-            if plan.episode_length is not None and episode_length(env) is None:
-                # the length the env truncates at, measured: every env of the run gets it
+            facts = plan.facts
+            if facts.declared_length is None:  # measured: every env of the run gets it
                 cfg.max_episode_steps = plan.episode_length
-                self.env = env = gym.wrappers.TimeLimit(env, plan.episode_length)
             for line in plan.notes:
                 self.note(line)
             torch.set_num_threads(plan.torch_threads)
@@ -171,9 +169,6 @@ class Trainer:
                     f"{self.world} workers, torch.distributed backend "
                     f"{torch.distributed.get_backend()} on {self.device.type}"
                 )
-            # A goal Dict: validate_training_env checked it.
-            obs_space = self.observation_space = cast(spaces.Dict, env.observation_space)
-            action_space = self.action_space = env.action_space
             kwargs = cfg.make_kwargs()
             backend = (
                 DeviceBackend(cfg.env_id, kwargs, self.device)
@@ -185,11 +180,18 @@ class Trainer:
                 workers=plan.env_workers, overlap=plan.overlap, eval_workers=plan.eval_workers,
             )  # fmt: skip
             opened.callback(self.collector.close)
-            self.compute_reward, self.compute_terminated = self._goal_functions()
+            # the vector envs' own, else the env's, which the plan found (a numpy env's get
+            # numpy arrays from a replay buffer on a device)
+            host = plan.replay_device == "device" and plan.env_device == "numpy"
+            envs = self.collector.envs
+            reward = goal_function(envs, env, "compute_reward", host)
+            self.compute_reward = cast(GoalFunction, reward)
+            self.compute_terminated = goal_function(envs, env, "compute_terminated", host)
 
             seed = cfg.seed + self.rank
             torch.manual_seed(cfg.seed)
             resolved = dataclasses.replace(cfg, precision=plan.precision)  # never "auto"
+            obs_space, action_space = facts.observation_space, facts.action_space
             self.agent = make_agent(resolved, obs_space, action_space, plan.gamma, seed)
             self.agent.to(self.device)
             self.agent.noise_generator()  # made now, so that a resume finds it to restore
@@ -244,20 +246,6 @@ class Trainer:
         self.notes.append(message)
         if self.loud:
             print(f"note: {message}", file=sys.stderr)
-
-    def _goal_functions(self) -> tuple[Callable, Callable | None]:
-        """The env's batched ``compute_reward`` and ``compute_terminated`` (a numpy env's
-        get numpy arrays from a replay buffer on a device)."""
-        envs, plan = self.collector.envs, self.plan
-        host_arrays = plan.replay_device == "device" and plan.env_device == "numpy"
-        compute_reward = goal_function(envs, self.env, "compute_reward", host_arrays)
-        if compute_reward is None:  # the plan found the env's: its vector envs lost it
-            raise ValueError(
-                f"the vector envs of {type(self.env.unwrapped).__name__} have no "
-                "compute_reward(achieved_goal, desired_goal, info), though the env has one"
-            )
-        compute_terminated = goal_function(envs, self.env, "compute_terminated", host_arrays)
-        return compute_reward, compute_terminated
 
     # ---- the loop
 
