@@ -52,6 +52,10 @@ def reached(achieved_goal: Any, desired_goal: Any, info: Any = None) -> Any:
     return (achieved_goal == desired_goal).all(-1)
 
 
+def step_reached(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
+    return achieved_goal[..., 2] == desired_goal[..., 2]  # the goal's step index
+
+
 def stored_reward(env: Any, episode: Any, step: Any) -> np.ndarray:
     """What add() is given: never a goal_reward value (those are integers)."""
     return np.asarray(

@@ -36,6 +36,7 @@ from tests.her.model import (
     host_state,
     make,
     on,
+    step_reached,
     tagged,
     to_numpy,
 )
@@ -115,42 +116,30 @@ def test_values_of_other_dtypes_layouts_and_types_are_stored_as_given(device: An
     assert_same_arrays(host_state(buffer), before)
 
 
-@pytest.mark.parametrize("device", TORCH)
-def test_a_device_buffer_stores_numpy_steps_as_the_numpy_buffer_does(device: Any) -> None:
-    # Numpy envs feeding a device buffer: every value, the all-False flags of the steps
-    # within an episode included, is copied onto the device.
-    ours, theirs = make(device, 40, n_envs=2), make(None, 40, n_envs=2)
-    for t in range(12):
-        obs = {key: np.full((2, 3), t, np.float32) for key in SPACE.spaces}
-        step = (obs, obs, np.full((2, 3), -t, np.float32), np.full(2, t, np.float32))
-        flags = (np.zeros(2, bool), np.array([t % 5 == 4, t % 3 == 2]))
-        for buffer in (ours, theirs):
-            buffer.add(*step, *flags)
-    assert_same_arrays(host_state(ours), host_state(theirs))
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_done_flags_of_any_dtype_end_exactly_the_flagged_episodes(device: Any) -> None:
-    buffer = make(device, 40, n_envs=2)
-    obs = {key: np.zeros((2, 3), np.float32) for key in SPACE.spaces}
-    action, reward = np.zeros((2, 3), np.float32), np.zeros(2, np.float32)
+    # Numpy steps: a device buffer copies every value onto the device, the all-False flags
+    # of the steps within an episode included, and stores them as the numpy buffer does.
+    buffer, twin = make(device, 40, n_envs=2), make(None, 40, n_envs=2)
     flags = [
         (np.zeros(2, np.uint8), np.zeros(2, np.float64)),  # nothing ends
         (np.zeros(2, np.int8), np.array([0.0, 0.5])),  # env 1 truncated
         (np.array([1, 0], np.uint8), np.zeros(2, np.int64)),  # env 0 terminated
         (np.array([0, 3], np.int8), np.array([True, False])),  # env 1 terminated, 0 truncated
     ]
-    for terminated, truncated in flags:
-        buffer.add(obs, obs, action, reward, terminated, truncated)
-    assert buffer.n_transitions == 3 + 1 + 2 + 2 and buffer.episodes_in_progress == 0
+    flags += [(np.zeros(2, bool), np.array([t % 5 == 4, t % 3 == 2])) for t in range(4, 12)]
+    for t, (terminated, truncated) in enumerate(flags):
+        obs = {key: np.full((2, 3), t, np.float32) for key in SPACE.spaces}
+        step = (obs, obs, np.full((2, 3), -t, np.float32), np.full(2, t, np.float32))
+        for each in (buffer, twin):
+            each.add(*step, terminated, truncated)
+        if t == 3:
+            assert buffer.n_transitions == 3 + 1 + 2 + 2 and buffer.episodes_in_progress == 0
     f = {name: to_numpy(value)[:4] for name, value in buffer.state().fields.items()}
     np.testing.assert_array_equal(f["terminated"], [[0, 0], [0, 0], [1, 0], [0, 1]])
     np.testing.assert_array_equal(f["truncated"], [[0, 0], [0, 1], [0, 0], [1, 0]])
     np.testing.assert_array_equal(f["episode_start"], [[0, 0], [0, 0], [0, 2], [3, 2]])
-
-
-def step_reached(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
-    return achieved_goal[..., 2] == desired_goal[..., 2]  # the goal's step index
+    assert_same_arrays(host_state(buffer), host_state(twin))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -355,7 +344,12 @@ def test_add_and_sample_reject_bad_inputs_with_the_same_messages(device: Any) ->
 
 
 @pytest.mark.parametrize("device", TORCH)
-def test_the_torch_face_names_a_bad_device(device: Any) -> None:
+def test_the_torch_face_names_a_bad_device_and_is_exported_by_goalenvs_her(device: Any) -> None:
+    # (importing goalenvs.her loads no torch: tests/test_layout.py)
+    import goalenvs.her
+
+    assert goalenvs.her.DeviceHerReplayBuffer is DeviceHerReplayBuffer
+    assert "DeviceHerReplayBuffer" in goalenvs.her.__all__
     with pytest.raises(ValueError, match=r"device='tpu9' is not a torch device"):
         make("tpu9", 40, n_envs=2)
     with pytest.raises(TypeError, match="device"):
@@ -428,7 +422,7 @@ def test_a_buffer_rebuilt_from_its_state_is_the_same_buffer(device: Any) -> None
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_a_state_that_does_not_fit_its_settings_is_a_clear_error(device: Any) -> None:
+def test_a_state_that_does_not_fit_or_that_goalenvs_0_1_0_pickled_is_a_clear_error(device) -> None:
     buffer, _ = filled(device)
     state = buffer.state()
     short = dict(state.fields, episode_start=state.fields["episode_start"][:-1])
@@ -437,9 +431,6 @@ def test_a_state_that_does_not_fit_its_settings_is_a_clear_error(device: Any) ->
         type(buffer).from_state(bad, goal_reward)
     with pytest.raises(TypeError, match="state must be a BufferState, got dict"):
         type(buffer).from_state({"records": None}, goal_reward)
-
-
-def test_a_buffer_pickled_by_an_earlier_goalenvs_is_a_clear_error() -> None:
     # goalenvs 0.1.0 pickled a device buffer as its __dict__ (a "_state" dict of tensors).
     legacy = {"_state": {"records": torch.zeros(2, 1, 3)}, "compute_reward": goal_reward}
     bare = DeviceHerReplayBuffer.__new__(DeviceHerReplayBuffer)
@@ -642,11 +633,3 @@ def test_a_sample_captured_in_a_cuda_graph_replays_fresh_draws_of_what_the_buffe
         buffer.beta = 0.0  # no correction: every weight 1, in the next replay
         graph.replay()
         np.testing.assert_array_equal(to_numpy(batch.weights), np.ones(256, np.float32))
-
-
-def test_the_device_buffer_is_exported_by_goalenvs_her() -> None:
-    # (importing goalenvs.her loads no torch: tests/test_layout.py)
-    import goalenvs.her
-
-    assert goalenvs.her.DeviceHerReplayBuffer is DeviceHerReplayBuffer
-    assert "DeviceHerReplayBuffer" in goalenvs.her.__all__

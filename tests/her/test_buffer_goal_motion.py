@@ -175,19 +175,16 @@ def test_a_saved_buffer_keeps_its_goal_motion_and_settings(device: Any, tmp_path
         loaded.update_priorities(batch.indices[:4], np.ones(4))
 
 
-def test_the_priority_flag_reaches_the_config(capsys) -> None:
-    argv = ["train", "goalenvs/PointReach-v0", "--priority", "goal_motion", "--motion-clip"]
-    assert main([*argv, "0.05", "--show-config"]) == 0
+def test_the_priority_flags_reach_the_config_and_weights_that_do_not_fit_stop_train(capsys):
+    argv = ["train", "goalenvs/PointReach-v0", "--priority", "goal_motion"]
+    assert main([*argv, "--motion-clip", "0.05", "--show-config"]) == 0
     out = capsys.readouterr().out
     assert '"prioritized": true' in out and '"priority": "goal_motion"' in out
     assert '"motion_clip": 0.05' in out
-    assert main([*argv, "0.05", "--motion-weights", "1,4", "--show-config"]) == 0
+    assert main([*argv, "--motion-clip", "0.05", "--motion-weights", "1,4", "--show-config"]) == 0
     assert '"motion_weights": [\n    1.0,\n    4.0\n  ]' in capsys.readouterr().out
-
-
-def test_motion_weights_that_do_not_fit_the_goal_stop_train_with_the_reason(capsys) -> None:
-    argv = ["train", "goalenvs/PointReach-v0", "--priority", "goal_motion", "--epochs", "1"]
-    assert main([*argv, "--motion-weights", "1,1,4", "--quiet", "--no-preflight"]) == 2
+    tiny = ["--epochs", "1", "--quiet", "--no-preflight"]
+    assert main([*argv, *tiny, "--motion-weights", "1,1,4"]) == 2
     err = capsys.readouterr().err
     assert "motion_weights=[1.0, 1.0, 4.0] has 3 weights; expected one per achieved_goal" in err
 

@@ -26,7 +26,6 @@ from tests.her.model import (
     make,
     on,
     reached,
-    tagged,
     to_numpy,
 )
 
@@ -140,7 +139,7 @@ def test_every_sample_matches_the_reference_model(
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("strategy", ["future", "final", "episode", "random"])
-def test_goals_of_an_episode_straddling_the_ring_end_are_uniform_over_their_source(
+def test_transitions_and_goals_of_episodes_straddling_the_ring_end_are_drawn_uniformly(
     device: Any, strategy: str
 ) -> None:
     """Rows 7, two envs: env 0's episode 1 (counters 4..8) sits in rows 4, 5, 6, 0, 1 and
@@ -156,6 +155,9 @@ def test_goals_of_an_episode_straddling_the_ring_end_are_uniform_over_their_sour
     batch = buffer.sample(n)
     check_batch(batch, model, strategy, recorder)
     tags = to_numpy(batch.observations["observation"]).astype(int)
+    for (e, m), ep in live.items():  # transitions: uniform across envs and episodes
+        share, p = np.mean((tags[:, 0] == e) & (tags[:, 1] == m)), ep.length / 12
+        assert abs(share - p) < 5 * np.sqrt(p * (1 - p) / n), (e, m, share, p)
     goals = [tuple(g) for g in to_numpy(batch.observations["desired_goal"]).astype(int)]
     for (e, m), ep in live.items():
         for i in range(ep.length):
@@ -170,17 +172,6 @@ def test_goals_of_an_episode_straddling_the_ring_end_are_uniform_over_their_sour
             p = 1 / len(allowed)  # uniform, within 5 standard deviations
             for g in allowed:
                 assert abs(drawn.count(g) / len(drawn) - p) <= 5 * np.sqrt(p * (1 - p) / len(drawn))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_transitions_are_sampled_uniformly_across_envs_and_episodes(device: Any) -> None:
-    buffer, model = tagged(device, 200, [[2, 9, 4, 1], [6]], 40, seed=0)
-    live = model.live()
-    n, total = 40_000, sum(ep.length for ep in live.values())
-    tags = to_numpy(buffer.sample(n).observations["observation"]).astype(int)
-    for (e, m), ep in live.items():
-        share, p = np.mean((tags[:, 0] == e) & (tags[:, 1] == m)), ep.length / total
-        assert abs(share - p) < 5 * np.sqrt(p * (1 - p) / n), (e, m, share, p)
 
 
 @pytest.mark.parametrize("device", DEVICES)

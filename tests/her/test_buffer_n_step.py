@@ -28,6 +28,7 @@ from tests.her.model import (
     feed,
     goal_reward,
     make,
+    step_reached,
     stored_reward,
     to_numpy,
 )
@@ -75,10 +76,6 @@ def check_step(got: dict, row: int, tag: Any, steps: int, relabeled: bool) -> No
     assert got["discounts"][row] == GAMMA**steps
     want = expected_return(e, m, i, steps, got["obs/desired_goal"][row], relabeled)
     assert got["rewards"][row] == pytest.approx(want, rel=1e-6, abs=1e-3)
-
-
-def step_reached(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
-    return achieved_goal[..., 2] == desired_goal[..., 2]  # the goal's step index
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from goalenvs.her import DeviceHerReplayBuffer, HerReplayBuffer
-from tests.her.model import assert_same_arrays, host_state, to_numpy
+from tests.her.model import assert_same_arrays, host_state, make, to_numpy
 
 DATA = Path(__file__).parent / "data"
 SPACE = spaces.Dict(
@@ -52,15 +52,10 @@ def fill(buffer: Any, n_envs: int, steps: int, discrete: bool, as_tensor: bool) 
         terminated = ends & (rng.random(n_envs) < 0.3)
         truncated = ends & ~terminated
         scale = rng.uniform(0.5, 2.0, size=n_envs).astype(np.float32)
-        buffer.add(
-            {k: convert(v) for k, v in obs.items()},
-            {k: convert(v) for k, v in nxt.items()},
-            convert(action),
-            convert(rng.normal(size=n_envs).astype(np.float32)),
-            convert(terminated),
-            convert(truncated),
-            {"scale": convert(scale)},
-        )
+        reward = rng.normal(size=n_envs).astype(np.float32)
+        args = (obs, nxt, action, reward, terminated, truncated, {"scale": scale})
+        buffer.add(*[{k: convert(v) for k, v in a.items()} if isinstance(a, dict) else convert(a)
+                     for a in args])  # fmt: skip
         obs = nxt
 
 
@@ -115,21 +110,13 @@ def terminated_fn(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
 
 def build(backend: str, case: tuple[Any, ...]) -> Any:
     n_envs, strategy, discrete, prioritized, handle_timeout, recompute = case
-    kwargs = dict(
-        n_envs=n_envs,
-        n_sampled_goal=3,
-        goal_selection_strategy=strategy,
-        handle_timeout_termination=handle_timeout,
-        info_keys=("scale",),
-        compute_terminated=terminated_fn if recompute else None,
-        seed=11,
-        prioritized=prioritized,
-    )
-    actions = DISCRETE if discrete else BOX
-    if backend == "numpy":
-        buffer = HerReplayBuffer(60, SPACE, actions, reward, **kwargs)
-    else:
-        buffer = DeviceHerReplayBuffer(60, SPACE, actions, reward, device="cpu", **kwargs)
+    buffer = make(
+        None if backend == "numpy" else backend, 60, reward, n_envs=n_envs, n_sampled_goal=3,
+        goal_selection_strategy=strategy, handle_timeout_termination=handle_timeout,
+        info_keys=("scale",), compute_terminated=terminated_fn if recompute else None,
+        seed=11, prioritized=prioritized, observation_space=SPACE,
+        action_space=DISCRETE if discrete else BOX,
+    )  # fmt: skip
     # 40 steps per env wrap the ring (60 // n_envs rows per env for one env; 20 for three).
     fill(buffer, n_envs, 40, discrete, as_tensor=backend != "numpy")
     return buffer
@@ -171,32 +158,23 @@ SAVED = {4: "pinned_case4", 5: "pinned_case5"}
 SAVED_TRANSITIONS = {(4, ".npz"): 44, (4, ".pt"): 59, (5, ".npz"): 40, (5, ".pt"): 40}
 
 
-def generated(case: tuple[Any, ...]) -> set[tuple[float, ...]]:
-    """Every transition :func:`fill` adds for ``case``, as :func:`transitions` reads one."""
-    recorder = _Recorder()
-    fill(recorder, case[0], 40, case[2], as_tensor=False)
-    return recorder.rows
-
-
-class _Recorder:
-    """Takes add() calls and keeps each env's (observation, next observation, action)."""
-
-    def __init__(self) -> None:
-        self.rows: set[tuple[float, ...]] = set()
-
-    def add(self, obs: Any, nxt: Any, action: Any, *rest: Any) -> None:
-        actions = np.asarray(action, np.float64).reshape(len(obs["observation"]), -1)
-        both = np.concatenate([obs["observation"], nxt["observation"], actions], axis=1)
-        self.rows |= {tuple(row) for row in np.round(both, 4).tolist()}
+def rows_of(obs: Any, nxt: Any, action: Any) -> set[tuple[float, ...]]:
+    """Each transition as (observation, next observation, action), rounded."""
+    obs, nxt = to_numpy(obs["observation"]), to_numpy(nxt["observation"])
+    actions = to_numpy(action).astype(np.float64).reshape(len(obs), -1)
+    return {tuple(row) for row in np.round(np.concatenate([obs, nxt, actions], 1), 4).tolist()}
 
 
 def transitions(batch: Any) -> set[tuple[float, ...]]:
-    """Each sampled transition as (observation, next observation, action), rounded."""
-    obs = to_numpy(batch.observations["observation"])
-    nxt = to_numpy(batch.next_observations["observation"])
-    actions = to_numpy(batch.actions).astype(np.float64).reshape(len(obs), -1)
-    rows = np.round(np.concatenate([obs, nxt, actions], axis=1), 4)
-    return {tuple(row) for row in rows.tolist()}
+    return rows_of(batch.observations, batch.next_observations, batch.actions)
+
+
+def generated(case: tuple[Any, ...]) -> set[tuple[float, ...]]:
+    """Every transition :func:`fill` adds for ``case``, as :func:`transitions` reads one."""
+    rows: set[tuple[float, ...]] = set()
+    recorder = SimpleNamespace(add=lambda *args: rows.update(rows_of(*args[:3])))
+    fill(recorder, case[0], 40, case[2], as_tensor=False)
+    return rows
 
 
 @pytest.mark.parametrize("device", [None, "cpu"])
@@ -206,10 +184,8 @@ def test_files_of_the_replaced_buffers_load_with_their_transitions(
     case: int, suffix: str, device: str | None, tmp_path: Path
 ) -> None:
     recompute = terminated_fn if CASES[case][5] else None
-    path = DATA / f"{SAVED[case]}{suffix}"
-    face = HerReplayBuffer if device is None else DeviceHerReplayBuffer
-    kwargs = {} if device is None else {"device": device}
-    buffer = face.load(path, reward, recompute, **kwargs)
+    buffer = type(make(device, 20)).load(DATA / f"{SAVED[case]}{suffix}", reward, recompute,
+                                        device=device)  # fmt: skip
     assert buffer.n_transitions == SAVED_TRANSITIONS[case, suffix]
     # 5,000 draws of a few dozen transitions: each one of them, and each one fill() added.
     drawn = transitions(buffer.sample(5000))
@@ -218,8 +194,8 @@ def test_files_of_the_replaced_buffers_load_with_their_transitions(
     # Saved again, in the one file format, it loads on the other array module alike.
     again = tmp_path / "again.npz"
     buffer.save(again)
-    other = HerReplayBuffer if device is not None else DeviceHerReplayBuffer
-    moved = other.load(again, reward, recompute, **({"device": "cpu"} if device is None else {}))
+    other = None if device is not None else "cpu"
+    moved = type(make(other, 20)).load(again, reward, recompute, device=other)
     assert transitions(moved.sample(5000)) == drawn
 
 
@@ -261,11 +237,10 @@ def test_buffers_pickled_before_the_flags_joined_the_records_load_as_they_were(
 def test_a_file_saved_before_the_flags_joined_the_records_loads_as_todays(
     device: str | None, tmp_path: Path
 ) -> None:
-    face = HerReplayBuffer if device is None else DeviceHerReplayBuffer
-    kwargs = {} if device is None else {"device": device}
+    face = type(make(device, 20))
     build("numpy", CASES[4]).save(tmp_path / "today.npz")
-    old = face.load(DATA / "buffer_1a3bdcd.npz", reward, **kwargs)
-    today = face.load(tmp_path / "today.npz", reward, **kwargs)
+    old = face.load(DATA / "buffer_1a3bdcd.npz", reward, device=device)
+    today = face.load(tmp_path / "today.npz", reward, device=device)
     assert_same_state(old, today)
     if device is not None:  # a numpy file brings no torch generator: each load seeds its own
         old.generator.manual_seed(0)

@@ -203,7 +203,7 @@ def test_a_saved_buffer_restores_its_mix_and_samples_on(device: Any, tmp_path: P
 
 
 @pytest.mark.parametrize("device", BACKENDS)
-def test_a_strategy_is_its_mix_and_a_file_without_a_mix_samples_by_its_strategy(
+def test_a_strategy_is_its_mix_a_file_without_one_samples_by_it_and_a_mix_is_ordered(
     device: Any,
 ) -> None:
     buffer = make(device, 60, goal_selection_strategy="final", n_sampled_goal=3)
@@ -217,6 +217,14 @@ def test_a_strategy_is_its_mix_and_a_file_without_a_mix_samples_by_its_strategy(
     assert settings.goal_selection_strategy.value == "final"
     random = make(device, 60, goal_selection_strategy="random", n_sampled_goal=1)
     assert random.goal_mix == GoalMix(achieved=0.5, original=0.5)
+    assert GoalMix.from_strategy("future", 4) == GoalMix(future=0.8, original=0.2)
+    assert GoalMix.from_strategy("episode", 0) == GoalMix(original=1.0)
+    # A mix covers every component, in order.
+    assert COMPONENTS == ("future", "final", "episode", "achieved", "desired", "original")
+    mix = GoalMix.parse("future=0.4,desired=0.4,original=0.2")
+    assert mix.thresholds() == (0.4, 0.4, 0.4, 0.4, 0.8)
+    assert mix.sources == ("future", "desired")
+    assert str(mix) == "future=0.4,desired=0.4,original=0.2"
 
 
 # ---------------------------------------------------------------------- config, presets, CLI
@@ -284,13 +292,3 @@ def test_training_runs_with_a_mix_and_refuses_a_warm_up_longer_than_the_run(
         "goal_mix_warmup 17 is longer than the run: each replay buffer stores 16 env steps "
         "(epochs 1 x n_cycles 2 x 4 steps x num_envs 2)"
     ) in err
-
-
-def test_a_mix_covers_every_component_in_order() -> None:
-    assert COMPONENTS == ("future", "final", "episode", "achieved", "desired", "original")
-    mix = GoalMix.parse("future=0.4,desired=0.4,original=0.2")
-    assert mix.thresholds() == (0.4, 0.4, 0.4, 0.4, 0.8)
-    assert mix.sources == ("future", "desired")
-    assert str(mix) == "future=0.4,desired=0.4,original=0.2"
-    assert GoalMix.from_strategy("future", 4) == GoalMix(future=0.8, original=0.2)
-    assert GoalMix.from_strategy("episode", 0) == GoalMix(original=1.0)

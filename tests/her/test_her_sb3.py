@@ -21,39 +21,29 @@ from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.vec_env import VecNormalize  # noqa: E402
 
 from goalenvs.her.sb3 import HerReplayBuffer  # noqa: E402
+from tests.test_sb3_learning import _success_rate  # noqa: E402
 
 torch.set_num_threads(1)
 
 
 class PointGoalEnv(GoalEnv):
-    """A 2D point that moves by 0.1 * action toward a goal in [-1, 1]^2.
-
-    Small and fast for the adapter's plumbing tests (the learning test uses PointReach);
-    reward -1 until within 0.1, then 0.
-    ``crash_penalty`` adds an info-borne penalty (left half-plane), to exercise info_keys.
-    """
+    """A 2D point that moves by 0.1 * action toward a goal in [-1, 1]^2 (reward -1 until
+    within 0.1, then 0): small and fast for the adapter's plumbing tests. ``crash_penalty``
+    adds an info-borne penalty (left half-plane), to exercise info_keys."""
 
     def __init__(self, crash_penalty: float = 0.0, discrete: bool = False) -> None:
         box = spaces.Box(-1.0, 1.0, (2,), np.float32)
-        self.observation_space = spaces.Dict(
-            observation=box, achieved_goal=box, desired_goal=spaces.Box(-1.0, 1.0, (2,), np.float32)
-        )
-        self.discrete = discrete
+        self.observation_space = spaces.Dict(observation=box, achieved_goal=box, desired_goal=box)
+        self.discrete, self.crash_penalty = discrete, crash_penalty
         self.action_space = spaces.Discrete(4) if discrete else spaces.Box(-1, 1, (2,), np.float32)
-        self.crash_penalty = crash_penalty
 
     def _obs(self) -> dict[str, np.ndarray]:
-        return {
-            "observation": self.pos.copy(),
-            "achieved_goal": self.pos.copy(),
-            "desired_goal": self.goal.copy(),
-        }
+        pos, goal = self.pos.copy(), self.goal.copy()
+        return {"observation": pos, "achieved_goal": pos.copy(), "desired_goal": goal}
 
     def _info(self) -> dict[str, object]:
-        return {
-            "is_success": bool(np.linalg.norm(self.pos - self.goal) < 0.1),
-            "crashed": bool(self.pos[0] < 0),
-        }
+        near = bool(np.linalg.norm(self.pos - self.goal) < 0.1)
+        return {"is_success": near, "crashed": bool(self.pos[0] < 0)}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
         super().reset(seed=seed)
@@ -66,8 +56,7 @@ class PointGoalEnv(GoalEnv):
             action = np.array([[1, 0], [-1, 0], [0, 1], [0, -1]][int(action)], np.float32)
         move = 0.1 * np.clip(np.asarray(action, np.float32), -1, 1)
         self.pos = np.clip(self.pos + move, -1, 1).astype(np.float32)
-        info = self._info()
-        obs = self._obs()
+        obs, info = self._obs(), self._info()
         reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info))
         return obs, reward, False, False, info
 
@@ -147,17 +136,22 @@ def test_the_adapter_takes_a_mix_and_refuses_one_reward_for_the_batch() -> None:
         buffer.sample(32)
 
 
-@pytest.mark.parametrize("discrete", [False, True])
-def test_adapter_batches_have_sb3_shapes_and_relabeled_rewards(discrete: bool) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "discrete"),
+    [("future", False), ("future", True), ("final", False), ("episode", True)],
+)
+def test_adapter_batches_have_sb3_shapes_goals_of_the_right_steps_and_relabeled_rewards(
+    strategy: str, discrete: bool
+) -> None:
     from stable_baselines3.common.utils import get_device
 
     venv = make_env(2, discrete=discrete)
-    args = (1000, venv.observation_space, venv.action_space, venv)
-    ours = HerReplayBuffer(*args, n_envs=2, seed=0)
+    args = (2000, venv.observation_space, venv.action_space, venv)
+    ours = HerReplayBuffer(*args, n_envs=2, goal_selection_strategy=strategy, seed=3)
     theirs = SB3HerReplayBuffer(*args, n_envs=2)
     collect(venv, [ours, theirs], 130)  # two complete episodes per env, a third begun
     assert ours.size() == 200
-    a, b = ours.sample(64), theirs.sample(64)
+    a, b = ours.sample(512), theirs.sample(512)
     for key in a.observations:
         assert a.observations[key].shape == b.observations[key].shape
         assert a.observations[key].dtype == b.observations[key].dtype
@@ -165,13 +159,21 @@ def test_adapter_batches_have_sb3_shapes_and_relabeled_rewards(discrete: bool) -
     for name in ("actions", "rewards", "dones"):
         assert getattr(a, name).shape == getattr(b, name).shape, name
         assert getattr(a, name).dtype == getattr(b, name).dtype, name
-    expected = venv.envs[0].unwrapped.compute_reward(
-        a.next_observations["achieved_goal"].cpu().numpy(),
-        a.observations["desired_goal"].cpu().numpy(),
-        {},
-    )
+    desired = a.observations["desired_goal"].cpu().numpy()
+    next_achieved = a.next_observations["achieved_goal"].cpu().numpy()
+    expected = venv.envs[0].unwrapped.compute_reward(next_achieved, desired, {})
     np.testing.assert_array_equal(a.rewards.cpu().numpy()[:, 0], expected)
     assert not a.dones.any()  # time-limit truncations bootstrap
+    # Relabeled with the next achieved goal of a step the strategy allows.
+    stored_desired = ours.observations["desired_goal"].reshape(-1, 2)
+    allowed = ours.next_observations["achieved_goal"]
+    allowed = allowed[ours.dones == 1] if strategy == "final" else allowed.reshape(-1, 2)
+    original = (desired[:, None] == stored_desired[None]).all(-1).any(1)
+    relabeled = (desired[:, None] == allowed[None]).all(-1).any(1)
+    assert (original | relabeled).all()
+    assert 0.7 < relabeled.mean() < 0.9  # k = 4: relabeled with probability 0.8
+    next_desired = a.next_observations["desired_goal"].cpu().numpy()
+    np.testing.assert_array_equal(next_desired, desired)
     # SB3's algorithms may keep a batch while sampling the next (and its buffer hands out
     # fresh tensors): no tensor of ours may share memory with arrays the buffer reuses.
     tensors = lambda x: [*x.observations.values(), x.actions, x.rewards, x.dones]  # noqa: E731
@@ -189,43 +191,22 @@ def test_adapter_sb3_strategy_enum_info_keys_and_vecnormalize() -> None:
 
     venv = VecNormalize(make_env(1, crash_penalty=5.0), norm_reward=False)
     buffer = HerReplayBuffer(
-        500,
-        venv.observation_space,
-        venv.action_space,
-        venv,
-        goal_selection_strategy=GoalSelectionStrategy.FINAL,
-        copy_info_dict=True,
-        seed=1,
-    )
+        500, venv.observation_space, venv.action_space, venv,
+        goal_selection_strategy=GoalSelectionStrategy.FINAL, copy_info_dict=True, seed=1,
+    )  # fmt: skip
     assert buffer.core.goal_selection_strategy.value == "final"
     collect(venv.venv, [buffer], 250)
     assert buffer.core.info_keys == ("is_success", "crashed")  # inferred numeric keys
     raw = buffer.sample(400)
     next_achieved = raw.next_observations["achieved_goal"].cpu().numpy()
-    far = (
-        np.linalg.norm(next_achieved - raw.observations["desired_goal"].cpu().numpy(), axis=1)
-        >= 0.1
-    )
+    desired = raw.observations["desired_goal"].cpu().numpy()
+    far = np.linalg.norm(next_achieved - desired, axis=1) >= 0.1
     crashed = next_achieved[:, 0] < 0  # the stored info of the step
     assert crashed.any() and not crashed.all()
     np.testing.assert_array_equal(raw.rewards.cpu().numpy()[:, 0], -1.0 * far - 5.0 * crashed)
     venv.obs_rms["observation"].mean[:] = 0.5
     normalized = buffer.sample(200, env=venv)
     assert normalized.observations["observation"].abs().max() <= venv.clip_obs
-
-
-def success_rate(model, episodes: int = 50) -> float:
-    env = gym.make("goalenvs/PointReach-v0")
-    successes = 0
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=10_000 + episode)
-        done = False
-        while not done:
-            action, _ = model.predict(obs, deterministic=True)
-            obs, _, terminated, truncated, info = env.step(action)
-            done = terminated or truncated
-        successes += info["is_success"]
-    return successes / episodes
 
 
 @pytest.mark.slow
@@ -240,20 +221,13 @@ def test_sac_learns_point_reach_with_the_adapter() -> None:
 
     venv = make_vec_env("goalenvs/PointReach-v0", n_envs=1, seed=1)
     model = SAC(
-        "MultiInputPolicy",
-        venv,
-        replay_buffer_class=HerReplayBuffer,
+        "MultiInputPolicy", venv, replay_buffer_class=HerReplayBuffer,
         replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
-        learning_starts=300,
-        batch_size=128,
-        gamma=0.95,
-        learning_rate=1e-3,
-        policy_kwargs={"net_arch": [64, 64]},
-        device="cpu",
-        seed=1,
-    )
+        learning_starts=300, batch_size=128, gamma=0.95, learning_rate=1e-3,
+        policy_kwargs={"net_arch": [64, 64]}, device="cpu", seed=1,
+    )  # fmt: skip
     model.learn(5000)
-    assert success_rate(model) >= 0.7
+    assert _success_rate(model, "goalenvs/PointReach-v0", 50) >= 0.7
 
 
 # ------------------------------------------------------------------ SB3's public arrays
@@ -364,9 +338,7 @@ def test_public_arrays_are_cached_read_only_copies_until_the_next_add() -> None:
         dones[0, 0] = 1.0
     with pytest.raises(ValueError, match="read-only"):
         observations["observation"][0, 0, 0] = 1.0
-    public = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts",
-              "ep_start", "ep_length")  # fmt: skip
-    for name in public:
+    for name in ("observations", "next_observations", *PUBLIC):
         with pytest.raises(AttributeError, match=f"{name} of the HER buffer is a read-only"):
             setattr(buffer, name, None)
         assert getattr(HerReplayBuffer, name).__doc__  # documented, as a property is
@@ -390,18 +362,11 @@ def test_save_load_replay_buffer_keeps_every_array(
 
     venv = make_env(n_envs)
     model = SAC(
-        "MultiInputPolicy",
-        venv,
-        replay_buffer_class=HerReplayBuffer,
+        "MultiInputPolicy", venv, replay_buffer_class=HerReplayBuffer,
         replay_buffer_kwargs={"n_sampled_goal": 2, "goal_selection_strategy": "future"},
-        learning_starts=100,
-        gradient_steps=1,
-        train_freq=10,
-        buffer_size=20_000,
-        policy_kwargs={"net_arch": [16]},
-        device="cpu",
-        seed=0,
-    )
+        learning_starts=100, gradient_steps=1, train_freq=10, buffer_size=20_000,
+        policy_kwargs={"net_arch": [16]}, device="cpu", seed=0,
+    )  # fmt: skip
     model.learn(130)  # 130 or 70 steps per env: every env has an episode open at the save
     old = copy.deepcopy(model.replay_buffer)
     model.save_replay_buffer(tmp_path / "buffer.pkl")
@@ -432,35 +397,6 @@ def test_save_load_replay_buffer_keeps_every_array(
         assert new.size() == old.size()
     model.learn(60, reset_num_timesteps=truncate)  # training goes on from the loaded buffer
     assert new.pos == pos + 60 // n_envs
-
-
-@pytest.mark.parametrize("strategy", ["future", "final", "episode"])
-def test_goal_strategies_relabel_with_achieved_goals_of_the_right_steps(strategy: str) -> None:
-    venv = make_env(2)
-    buffer = HerReplayBuffer(
-        2000,
-        venv.observation_space,
-        venv.action_space,
-        venv,
-        device="cpu",
-        n_envs=2,
-        goal_selection_strategy=strategy,
-        seed=3,
-    )
-    collect(venv, [buffer], 150)  # three complete episodes per env
-    batch = buffer.sample(512)
-    desired = batch.observations["desired_goal"].cpu().numpy()
-    stored_desired = buffer.observations["desired_goal"].reshape(-1, 2)
-    next_achieved = buffer.next_observations["achieved_goal"]
-    if strategy == "final":
-        allowed = next_achieved[buffer.dones == 1]  # the episodes' final achieved goals
-    else:
-        allowed = next_achieved.reshape(-1, 2)
-    original = (desired[:, None] == stored_desired[None]).all(-1).any(1)
-    relabeled = (desired[:, None] == allowed[None]).all(-1).any(1)
-    assert (original | relabeled).all()
-    assert 0.7 < relabeled.mean() < 0.9  # k = 4: relabeled with probability 0.8
-    np.testing.assert_array_equal(batch.next_observations["desired_goal"].cpu().numpy(), desired)
 
 
 @pytest.mark.parametrize(
@@ -581,13 +517,11 @@ def test_a_buffer_pickled_by_goalenvs_0_1_0_loads_and_samples_as_it_did() -> Non
         return -far.astype(np.float32)
 
     def digest(batch) -> str:
-        h = hashlib.sha256()
-        for side in (batch.observations, batch.next_observations):
-            for key in sorted(side):
-                h.update(np.ascontiguousarray(side[key]).tobytes())
-        for value in (batch.actions, batch.rewards, batch.dones, batch.indices):
-            h.update(np.ascontiguousarray(value).tobytes())
-        return h.hexdigest()[:16]
+        sides = (batch.observations, batch.next_observations)
+        values = [*(side[key] for side in sides for key in sorted(side)), batch.actions,
+                  batch.rewards, batch.dones, batch.indices]  # fmt: skip
+        data = b"".join(np.ascontiguousarray(value).tobytes() for value in values)
+        return hashlib.sha256(data).hexdigest()[:16]
 
     path = Path(__file__).parent / "data" / "sb3_adapter_0.1.0.pkl"
     with open(path, "rb") as f:
