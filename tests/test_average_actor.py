@@ -23,21 +23,10 @@ def test_the_target_actor_is_the_average_at_the_same_rate(tmp_path):
     # polyak and policy_average both 0.8, both moved once a cycle from the same start: the
     # target actor and the average are the same weights, so they succeed alike.
     config = DDPGConfig(
-        env_id="goalenvs/PointReach-v0",
-        hidden_sizes=(32,),
-        epochs=2,
-        n_cycles=4,
-        n_batches=4,
-        batch_size=64,
-        num_envs=2,
-        n_eval_episodes=4,
-        polyak=0.8,
-        policy_average=0.8,
-        device="cpu",
-        preflight=False,
-        out=str(tmp_path / "run"),
-        verbose=False,
-    )
+        env_id="goalenvs/PointReach-v0", hidden_sizes=(32,), epochs=2, n_cycles=4, n_batches=4,
+        batch_size=64, num_envs=2, n_eval_episodes=4, polyak=0.8, policy_average=0.8,
+        device="cpu", preflight=False, out=str(tmp_path / "run"), verbose=False,
+    )  # fmt: skip
     result = train(config)
     row = average_actor.measure(result.run_dir / "checkpoints" / "epoch_000002" / "policy.pt", 30)
     assert row["epoch"] == 2 and row["episodes"] == 30 and row["polyak"] == 0.8

@@ -94,18 +94,16 @@ def test_every_python_block_runs_as_written(path, tmp_path, monkeypatch, one_tor
         )
 
 
-@pytest.mark.parametrize("path", _params())
-def test_docs_speak_of_the_project_alone(path):
-    found = [
-        f"line {text[: m.start()].count(chr(10)) + 1}: {m.group(0)!r}"
-        for text in [path.read_text()]
-        for m in BUILD_HISTORY.finditer(text)
-    ]
-    assert not found, f"{_name(path)} speaks of how it was built: {found}"
+def test_the_readme_starts_where_a_user_starts_keeps_its_setup_facts_and_names_every_env():
+    import goalenvs
 
-
-def test_the_readme_keeps_its_setup_facts():
-    text = " ".join(Path(ROOT / "README.md").read_text().split())
+    raw = (ROOT / "README.md").read_text()
+    first_screen = "\n".join(raw.splitlines()[:45])
+    for step in ("make demo", "pip install 'goalenvs[train]'", "goalenvs train ", "goalenvs play ",
+                 "goalenvs check ", "replay_buffer_class=HerReplayBuffer"):  # fmt: skip
+        assert step in first_screen, step
+    assert "|---|" not in first_screen  # no tables before the first commands
+    text = " ".join(raw.split())
     for fact in (
         "`make demo` — creates `.venv` if missing, installs, trains DDPG+HER on "
         "`goalenvs/PointReach-v0` to full success, and prints where the policy and the "
@@ -116,35 +114,13 @@ def test_the_readme_keeps_its_setup_facts():
         "pip install 'goalenvs[train]'",
     ):
         assert fact in text
-    makefile = (ROOT / "Makefile").read_text()
-    assert "TORCH := torch==2.13.0" in makefile
+    assert "TORCH := torch==2.13.0" in (ROOT / "Makefile").read_text()
     assert "mujoco==3.3.7" in (ROOT / "pyproject.toml").read_text()
-
-
-def test_the_readme_names_every_env_by_its_full_id_with_a_picture():
-    import goalenvs
-
-    text = (ROOT / "README.md").read_text()
-    table = text[text.index("## Environments") : text.index("PointMaze takes any layout")]
+    table = raw[raw.index("## Environments") : raw.index("PointMaze takes any layout")]
     for env_id in goalenvs.ENV_IDS:
         assert f"`{env_id}`" in table, env_id
     pictures = re.findall(r'<img src="(docs/images/[^"]+)"', table)
     assert len(pictures) == 5 and all((ROOT / p).is_file() for p in pictures)
-
-
-def test_the_readme_starts_where_a_user_starts():
-    lines = (ROOT / "README.md").read_text().splitlines()
-    first_screen = "\n".join(lines[:45])
-    for step in (
-        "make demo",
-        "pip install 'goalenvs[train]'",
-        "goalenvs train ",
-        "goalenvs play ",
-        "goalenvs check ",
-        "replay_buffer_class=HerReplayBuffer",
-    ):
-        assert step in first_screen, step
-    assert "|---|" not in first_screen  # no tables before the first commands
 
 
 def test_the_docs_link_only_to_files_that_exist_or_come_with_the_evidence():
@@ -182,7 +158,7 @@ def figures_outside_blocks(text: str) -> list[str]:
     ]
 
 
-def test_the_figure_pattern_sees_figures_and_passes_settings():
+def test_the_figure_pattern_sees_figures_outside_blocks_and_passes_settings():
     for figure in (
         "reached 0.9 at 260,000 env steps",
         "at 664 env steps/s",
@@ -204,16 +180,18 @@ def test_the_figure_pattern_sees_figures_and_passes_settings():
         "goalenvs/PointReach-v0",
     ):
         assert not MEASURED_FIGURE.search(setting), setting
-
-
-def test_a_figure_inside_a_block_is_not_counted():
+    # a figure inside a generated block is not counted
     text = "a\n<!-- report:t -->\n| 260,000 env steps |\n<!-- /report:t -->\nat 1.5x\n"
     assert figures_outside_blocks(text) == ["line 5: '1.5x'"]
 
 
 @pytest.mark.parametrize("path", _params())
-def test_every_measured_figure_stands_in_a_generated_block(path):
-    found = figures_outside_blocks(path.read_text())
+def test_docs_speak_of_the_project_alone_and_quote_figures_only_in_generated_blocks(path):
+    text = path.read_text()
+    found = [f"line {text[: m.start()].count(chr(10)) + 1}: {m.group(0)!r}"
+             for m in BUILD_HISTORY.finditer(text)]  # fmt: skip
+    assert not found, f"{_name(path)} speaks of how it was built: {found}"
+    found = figures_outside_blocks(text)
     assert not found, f"{_name(path)} quotes measured figures by hand: {found}"
 
 

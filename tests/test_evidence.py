@@ -219,9 +219,17 @@ def result_records() -> list[tuple[str, dict]]:
     return found
 
 
-def test_every_result_record_names_its_commit_and_cpu_model():
+# The records of scripts whose figures come from trained or updating networks.
+TRAINED = ("average_actor", "preflight", "seed_margins", "sb3_test_her", "sb3_left_out")
+TRAINED += ("crash_resume", "user_envs")
+
+
+def test_every_result_record_names_its_commit_cpu_model_and_networks_precision():
     """A figure in the docs comes from a record that says which tree trained it and on
-    which CPU (benchmarks/report.py draws no table from anything else)."""
+    which CPU (benchmarks/report.py draws no table from anything else). bf16 and float32
+    updates differ in speed and in what they learn: a record whose figures come from
+    networks names the precision they ran in, or says why it cannot (``precision_from``);
+    before_after names it per part, compute per task."""
     records = result_records()
     assert len(records) > 100
     missing = [
@@ -230,19 +238,8 @@ def test_every_result_record_names_its_commit_and_cpu_model():
         if not record.get("commit") or not report.cpu_words(record.get("machine"))
     ]
     assert not missing, f"records without a commit or a CPU model: {missing}"
-
-
-# The records of scripts whose figures come from trained or updating networks.
-TRAINED = ("average_actor", "preflight", "seed_margins", "sb3_test_her", "sb3_left_out")
-TRAINED += ("crash_resume", "user_envs")
-
-
-def test_every_record_of_trained_networks_names_their_precision():
-    """bf16 and float32 updates differ in speed and in what they learn: a record whose
-    figures come from networks names the precision they ran in, or says why it cannot
-    (``precision_from``); before_after names it per part, compute per task."""
     unnamed = []
-    for name, record in result_records():
+    for name, record in records:
         stem = name.split(".")[0]
         if stem in TRAINED:
             named = [record]

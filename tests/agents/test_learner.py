@@ -182,13 +182,6 @@ def test_prioritized_buffers_get_each_batch_s_td_errors(path):
     assert np.any(buffer.priorities[0][1] != buffer.priorities[1][1])  # not one static value
 
 
-def test_uniform_buffers_get_no_priorities():
-    agent, action_space = make("ddpg")
-    buffer = ReplayStub(action_space)
-    Learner(agent, 8).optimize(buffer, 3)
-    assert buffer.samples == 3 and buffer.priorities == []
-
-
 def test_td3_plans_its_delayed_actor_from_the_counter_across_cycles():
     agent, action_space = make("td3", policy_delay=3)
     learner = Learner(agent, 8)
@@ -206,10 +199,12 @@ def test_td3_plans_its_delayed_actor_from_the_counter_across_cycles():
     assert agent.update_options(2) == [{"actor_step": False}, {"actor_step": True}]
 
 
-def test_the_loss_means_are_tensors_the_caller_owns():
+def test_the_loss_means_are_tensors_the_caller_owns_and_uniform_buffers_get_no_priorities():
     agent, action_space = make("ddpg")
     learner = Learner(agent, 8)
-    first = learner.optimize(ReplayStub(action_space, seed=1), 2)
+    buffer = ReplayStub(action_space, seed=1)
+    first = learner.optimize(buffer, 3)
+    assert buffer.samples == 3 and buffer.priorities == []
     kept = {name: value.clone() for name, value in first.items()}
     learner.optimize(ReplayStub(action_space, seed=2), 2)
     for name, value in first.items():

@@ -149,8 +149,7 @@ def test_a_run_logs_both_evaluations_saves_the_average_and_resumes_it(tmp_path):
     trainer.start()
     for key, tensor in saved["q_average"].items():
         torch.testing.assert_close(trainer.agent.q_average.state_dict()[key], tensor)
-    trainer.close()
-    resumed = train(run_config(tmp_path, epochs=3, save_buffer=True, resume=str(first.run_dir)))
+    resumed = trainer.run()
     assert [row["epoch"] for row in progress(resumed.run_dir)] == ["1", "2", "3"]
 
 

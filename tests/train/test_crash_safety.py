@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,10 +70,23 @@ def debris(run: Path) -> list[str]:
     return found
 
 
-def test_each_epoch_is_one_committed_unit_and_two_are_kept(tmp_path):
-    config = dqn(tmp_path, epochs=3)
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A three-epoch run's folder, copied by each test that resumes or damages it."""
+    config = dqn(tmp_path_factory.mktemp("trained"), epochs=3)
     train(config)
-    run = Path(config.out)
+    return Path(config.out)
+
+
+@pytest.fixture
+def three(trained, tmp_path) -> DQNConfig:
+    """The config of a fresh copy of ``trained`` at ``tmp_path/run``."""
+    shutil.copytree(trained, tmp_path / "run")
+    return dqn(tmp_path, epochs=3)
+
+
+def test_each_epoch_is_one_committed_unit_and_two_are_kept(three):
+    run = Path(three.out)
     assert units(run) == ["epoch_000002", "epoch_000003"]
     manifest = json.loads((run / "checkpoints/epoch_000003/manifest.json").read_text())
     assert manifest["epoch"] == 3 and manifest["world_size"] == 1
@@ -85,15 +99,13 @@ def test_each_epoch_is_one_committed_unit_and_two_are_kept(tmp_path):
     assert debris(run) == []
 
 
-def test_rows_past_the_last_committed_epoch_are_dropped_on_resume(tmp_path, caplog):
-    config = dqn(tmp_path, epochs=3)
-    train(config)
-    run = Path(config.out)
+def test_rows_past_the_last_committed_epoch_are_dropped_on_resume(three, caplog):
+    run = Path(three.out)
     # A kill after epoch 3's row but before its manifest: the unit is not committed.
     (run / "checkpoints/epoch_000003/manifest.json").unlink()
     (run / ".policy_latest.pt.999.tmp").write_bytes(b"cut")  # a write cut by the kill
     (run / "checkpoints/epoch_000002/.buffer_rank0.npz.999.tmp.npz").write_bytes(b"PK")
-    trainer = Trainer(resumed(config, 4))
+    trainer = Trainer(resumed(three, 4))
     with caplog.at_level(logging.INFO, logger="goalenvs.train"):
         trainer.start()
     assert trainer.counters.epoch == 2
@@ -101,8 +113,7 @@ def test_rows_past_the_last_committed_epoch_are_dropped_on_resume(tmp_path, capl
     assert debris(run) == [] and units(run) == ["epoch_000002"]
     assert "dropped 1 rows past epoch 2" in caplog.text
     assert torch.load(run / "policy_latest.pt", weights_only=True)["metadata"]["epoch"] == 2
-    trainer.close()
-    result = train(resumed(config, 4))
+    result = trainer.run()
     assert result.epochs == 4 and epochs_in_csv(run) == [1, 2, 3, 4]
     steps = [int(row["env_steps"]) for row in progress(run)]
     assert steps == [2 * 2 * 4 * e for e in range(1, 5)]  # cycles x envs x n_bits
@@ -114,10 +125,8 @@ DAMAGES = [("policy.pt", "truncate"), ("policy.pt", "garbage"), ("state_rank0.pt
 
 
 @pytest.mark.parametrize(("victim", "damage"), DAMAGES)
-def test_a_damaged_newest_unit_falls_back_to_the_one_before(tmp_path, caplog, victim, damage):
-    config = dqn(tmp_path, epochs=3)
-    train(config)
-    run = Path(config.out)
+def test_a_damaged_newest_unit_falls_back_to_the_one_before(three, caplog, victim, damage):
+    run = Path(three.out)
     path = run / "checkpoints/epoch_000003" / victim
     size = path.stat().st_size
     if damage == "truncate":
@@ -125,7 +134,7 @@ def test_a_damaged_newest_unit_falls_back_to_the_one_before(tmp_path, caplog, vi
     else:  # same size, so only the reader can tell
         path.write_bytes(bytes(random.Random(0).randrange(256) for _ in range(size)))
     with caplog.at_level(logging.WARNING, logger="goalenvs.train"):
-        result = train(resumed(config, 4))
+        result = train(resumed(three, 4))
     assert f"the checkpoint of epoch 3 cannot be resumed ({str(path)!r}" in caplog.text or (
         victim == "manifest.json" and "epoch 3 cannot be resumed" in caplog.text
     )
@@ -133,27 +142,23 @@ def test_a_damaged_newest_unit_falls_back_to_the_one_before(tmp_path, caplog, vi
     assert result.epochs == 4 and epochs_in_csv(run) == [1, 2, 3, 4]
 
 
-def test_overwriting_policy_latest_in_place_does_not_touch_what_resume_reads(tmp_path):
-    config = dqn(tmp_path, epochs=1)
-    train(config)
-    run = Path(config.out)
+def test_overwriting_policy_latest_in_place_does_not_touch_what_resume_reads(three):
+    run = Path(three.out)
     with open(run / "policy_latest.pt", "r+b") as f:  # in place, as torch.save(x, path) does
         f.write(b"garbage")
-    result = train(resumed(config, 2))
-    assert result.epochs == 2 and epochs_in_csv(run) == [1, 2]
-    assert torch.load(run / "policy_latest.pt", weights_only=True)["metadata"]["epoch"] == 2
+    result = train(resumed(three, 4))
+    assert result.epochs == 4 and epochs_in_csv(run) == [1, 2, 3, 4]
+    assert torch.load(run / "policy_latest.pt", weights_only=True)["metadata"]["epoch"] == 4
 
 
-def test_no_readable_unit_is_a_clear_error_naming_the_file_and_the_way_out(tmp_path):
-    config = dqn(tmp_path, epochs=2)
-    train(config)
-    run = Path(config.out)
-    for unit in ("epoch_000001", "epoch_000002"):
+def test_no_readable_unit_is_a_clear_error_naming_the_file_and_the_way_out(three):
+    run = Path(three.out)
+    for unit in ("epoch_000002", "epoch_000003"):
         (run / "checkpoints" / unit / "policy.pt").write_text("hello")
     with pytest.raises(CheckpointError) as info:
-        train(resumed(config, 3))
+        train(resumed(three, 4))
     message = str(info.value)
-    assert "epoch_000002/policy.pt" in message and "epoch_000001/policy.pt" in message
+    assert "epoch_000003/policy.pt" in message and "epoch_000002/policy.pt" in message
     assert "truncated or overwritten" in message and "start a new run with out=" in message
 
 
@@ -284,11 +289,8 @@ def test_sigkill_at_random_moments_every_resume_succeeds(tmp_path, env_device, k
     last = max(epochs_in_csv(run), default=0)
     final = subprocess.run(
         [*TRAIN, "--resume", str(run), "--epochs", str(last + 1), *FAST],
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+        env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
     assert final.returncode == 0, final.stderr
     epochs = epochs_in_csv(run)
     assert epochs == list(range(1, len(epochs) + 1)) and len(epochs) >= last + 1

@@ -100,15 +100,6 @@ def test_generator_states_restore_into_another_number_of_workers():
         four.close()
 
 
-def test_training_with_two_workers_gives_the_run_of_one_process(tmp_path):
-    one = train(config(tmp_path / "one", env_workers=1, overlap=False))
-    two = train(config(tmp_path / "two", env_workers=2, overlap=False))
-    assert [r["env_steps"] for r in one.history] == [r["env_steps"] for r in two.history]
-    for name in ("eval_success", "eval_return", "critic_loss", "actor_loss", "q_mean"):
-        assert [r[name] for r in one.history] == [r[name] for r in two.history], name
-    assert no_worker_left()
-
-
 @pytest.mark.parametrize("workers", [1, 2])
 def test_the_last_observation_of_every_episode_is_stored_not_the_reset_one(tmp_path, workers):
     # StepCounter's achieved goal counts the steps of its episode (0.01, 0.02, ...): each
@@ -130,20 +121,23 @@ def test_the_last_observation_of_every_episode_is_stored_not_the_reset_one(tmp_p
     )
 
 
-def test_overlap_collects_with_a_cycle_of_lag_and_is_reproducible(tmp_path):
-    first = train(config(tmp_path / "a", env_workers=2, overlap=True, epochs=1, n_cycles=4))
-    again = train(config(tmp_path / "b", env_workers=2, overlap=True, epochs=1, n_cycles=4))
-    lagless = train(config(tmp_path / "c", env_workers=2, overlap=False, epochs=1, n_cycles=4))
-    losses = [r["critic_loss"] for r in first.history]
-    assert losses == [r["critic_loss"] for r in again.history]  # whatever the thread timing
-    assert first.env_steps == lagless.env_steps == 4 * 10 * 4
+def test_two_workers_give_one_process_run_and_overlap_lags_a_cycle_reproducibly(tmp_path):
+    one = train(config(tmp_path / "one", env_workers=1, overlap=False))
+    two = train(config(tmp_path / "two", env_workers=2, overlap=False))
+    assert [r["env_steps"] for r in one.history] == [r["env_steps"] for r in two.history]
+    for name in ("eval_success", "eval_return", "critic_loss", "actor_loss", "q_mean"):
+        assert [r[name] for r in one.history] == [r[name] for r in two.history], name
+    # Overlap (the default with workers) collects with a cycle of lag, the same whatever
+    # the thread timing; the buffer it saves changes nothing.
+    whole = train(config(tmp_path / "whole", env_workers=2, save_buffer=True))
+    again = train(config(tmp_path / "again", env_workers=2, overlap=True))
+    losses = [r["critic_loss"] for r in whole.history]
+    assert losses == [r["critic_loss"] for r in again.history]
+    assert whole.env_steps == two.env_steps == 2 * 2 * 10 * 4
     # The lag changes which policy collected cycles 2-4, so the numbers differ.
-    assert losses != [r["critic_loss"] for r in lagless.history]
-
-
-def test_a_resumed_worker_run_draws_what_the_uninterrupted_one_draws(tmp_path):
-    # rollout_steps = the episode length: no episode is in progress at an epoch's end.
-    whole = train(config(tmp_path / "whole", env_workers=2, epochs=2, save_buffer=True))
+    assert losses != [r["critic_loss"] for r in two.history]
+    # A resumed worker run draws what the uninterrupted one draws (rollout_steps = the
+    # episode length: no episode is in progress at an epoch's end).
     cut = config(tmp_path / "cut", env_workers=2, epochs=1, save_buffer=True)
     train(cut)
     resumed = train(config(tmp_path / "cut", env_workers=2, epochs=2, resume=cut.out))
@@ -151,6 +145,7 @@ def test_a_resumed_worker_run_draws_what_the_uninterrupted_one_draws(tmp_path):
         r["eval_return"] for r in progress(Path(whole.run_dir))
     ]
     assert resumed.epochs == 2
+    assert no_worker_left()
 
 
 def test_an_env_that_raises_in_a_worker_stops_the_run_with_its_error(tmp_path):

@@ -109,36 +109,26 @@ def test_plot_draws_the_set_and_refuses_mixed_envs_or_an_empty_folder(tmp_path, 
     )
 
 
-def test_train_seeds_runs_each_seed_into_one_folder_and_draws_the_set(tmp_path, capsys):
-    argv = ["train", f"{USER_ENV}:CursorEnv", "--max-episode-steps", "10", "--seeds", "0-1"]
-    tiny = ["--epochs", "1", "--cycles", "2", "--batches", "1", "--batch-size", "16"]
-    out_flags = ["--out", str(tmp_path / "set"), "--quiet", "--seeds-at-once", "1"]
-    assert main([*argv, *tiny, *out_flags]) == 0
-    out = capsys.readouterr().out
-    assert "; 2 seeds one after another into " in out.splitlines()[0]
-    for seed in (0, 1):
-        config = json.loads((tmp_path / "set" / f"seed_{seed}" / "config.json").read_text())
-        assert config["seed"] == seed
-        assert f"seed {seed}: best success " in out
-    assert (tmp_path / "set" / "curves.png").stat().st_size > 0
-    assert "seed  env steps to 0.9  best  last" in out
-
-
-def test_seeds_side_by_side_train_what_one_after_another_trains(tmp_path, capsys):
+def test_seeds_side_by_side_train_what_one_after_another_trains_into_one_folder(tmp_path, capsys):
     argv = ["train", f"{USER_ENV}:CursorEnv", "--max-episode-steps", "10", "--seeds", "0-1"]
     tiny = ["--epochs", "2", "--cycles", "2", "--batches", "2", "--batch-size", "16", "--quiet"]
     assert main([*argv, *tiny, "--out", str(tmp_path / "apart"), "--seeds-at-once", "2"]) == 0
     out = capsys.readouterr().out
     assert "; 2 seeds 2 side by side into " in out.splitlines()[0]
     assert main([*argv, *tiny, "--out", str(tmp_path / "after"), "--seeds-at-once", "1"]) == 0
+    after_out = capsys.readouterr().out
+    assert "; 2 seeds one after another into " in after_out.splitlines()[0]
+    assert "seed  env steps to 0.9  best  last" in after_out
     for seed in (0, 1):
         apart, after = tmp_path / "apart" / f"seed_{seed}", tmp_path / "after" / f"seed_{seed}"
+        assert json.loads((after / "config.json").read_text())["seed"] == seed
         assert len(progress(apart)) == 2
         # losses, returns, successes: to the digit
         assert progress(apart, untimed=True) == progress(after, untimed=True)
         assert "train.log" in {path.name for path in apart.iterdir()}
-        assert f"seed {seed}: best success " in out
-    assert (tmp_path / "apart" / "curves.png").stat().st_size > 0
+        assert f"seed {seed}: best success " in out and f"seed {seed}: best success " in after_out
+    for folder in ("apart", "after"):
+        assert (tmp_path / folder / "curves.png").stat().st_size > 0
 
 
 @pytest.mark.parametrize(

@@ -31,12 +31,23 @@ def observations(n_bits: int, n: int, seed: int = 0) -> dict[str, np.ndarray]:
     return {"observation": bits, "achieved_goal": bits.copy(), "desired_goal": goal}
 
 
-@pytest.mark.parametrize(
-    ("config_cls", "env_id"),
-    [(DDPGConfig, "goalenvs/BitFlippingContinuous-v0"), (DQNConfig, "goalenvs/BitFlipping-v0")],
-)
-def test_round_trip_gives_identical_actions(tmp_path, config_cls, env_id):
-    trainer, result = tiny_run(tmp_path, config_cls, env_id)
+@pytest.fixture(scope="module")
+def ddpg_run(tmp_path_factory):
+    """A finished one-epoch DDPG run on 4-bit BitFlippingContinuous, saving every epoch."""
+    tmp = tmp_path_factory.mktemp("ddpg")
+    return tiny_run(tmp, DDPGConfig, "goalenvs/BitFlippingContinuous-v0", save_every=1)
+
+
+@pytest.fixture(scope="module")
+def dqn_run(tmp_path_factory):
+    """A finished one-epoch DQN run on 4-bit BitFlipping, shared by the tests that read it."""
+    return tiny_run(tmp_path_factory.mktemp("dqn"), DQNConfig, "goalenvs/BitFlipping-v0")
+
+
+@pytest.mark.parametrize("trained", ["ddpg_run", "dqn_run"])
+def test_round_trip_gives_identical_actions(request, trained):
+    trainer, result = request.getfixturevalue(trained)
+    config_cls, env_id = type(trainer.config), trainer.config.env_id
     obs = observations(4, 32)
     policy = load_policy(result.latest_policy)  # on the CPU, whichever device trained it
     expected = trainer.agent.act(obs, explore=False)
@@ -63,9 +74,8 @@ def test_round_trip_gives_identical_actions(tmp_path, config_cls, env_id):
     )
 
 
-def test_checkpoint_is_tensors_and_plain_metadata(tmp_path):
-    _, result = tiny_run(tmp_path, DDPGConfig, "goalenvs/BitFlippingContinuous-v0", save_every=1)
-    run = result.run_dir
+def test_checkpoint_is_tensors_and_plain_metadata(ddpg_run):
+    run = ddpg_run[1].run_dir
     assert sorted(p.name for p in run.iterdir()) == [
         "checkpoints",
         "config.json",
@@ -94,12 +104,6 @@ def test_checkpoint_is_tensors_and_plain_metadata(tmp_path):
     assert "training" not in torch.load(run / "policy_best.pt", weights_only=True)
 
 
-@pytest.fixture(scope="module")
-def dqn_run(tmp_path_factory):
-    """A finished one-epoch DQN run on 4-bit BitFlipping, shared by the tests that read it."""
-    return tiny_run(tmp_path_factory.mktemp("dqn"), DQNConfig, "goalenvs/BitFlipping-v0")[1]
-
-
 class Payload:
     """An object whose unpickling would create a file (what a malicious checkpoint does)."""
 
@@ -111,7 +115,8 @@ class Payload:
 
 
 def test_a_cut_foreign_unsafe_or_newer_file_is_refused_naming_why(tmp_path, dqn_run):
-    raw = dqn_run.best_policy.read_bytes()
+    best = dqn_run[1].best_policy
+    raw = best.read_bytes()
     path = tmp_path / "file.pt"
     for cut_or_text in (raw[: len(raw) // 2], b"hello"):
         path.write_bytes(cut_or_text)
@@ -123,7 +128,7 @@ def test_a_cut_foreign_unsafe_or_newer_file_is_refused_naming_why(tmp_path, dqn_
             load_policy(path)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_policy(tmp_path / "missing.pt")
-    data = torch.load(dqn_run.best_policy, weights_only=True)
+    data = torch.load(best, weights_only=True)
     torch.save({**data, "version": 99}, path)
     with pytest.raises(CheckpointError, match="version 99"):
         read_checkpoint(path)
@@ -136,9 +141,10 @@ def test_a_cut_foreign_unsafe_or_newer_file_is_refused_naming_why(tmp_path, dqn_
 
 
 def test_policy_names_the_expected_shapes_on_a_wrong_observation(dqn_run):
-    policy = load_policy(dqn_run.best_policy)
+    result = dqn_run[1]
+    policy = load_policy(result.best_policy)
     with pytest.raises(ValueError, match=r"match neither one observation"):
         policy.predict(observations(5, 3))
     with pytest.raises(ValueError, match="must be a dict with keys"):
         policy.predict(np.zeros(4))
-    assert not any(name.endswith(".tmp") for name in os.listdir(dqn_run.run_dir))
+    assert not any(name.endswith(".tmp") for name in os.listdir(result.run_dir))

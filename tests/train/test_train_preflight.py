@@ -33,16 +33,14 @@ def spec(name: str) -> str:
 
 
 @pytest.mark.parametrize(("factory", "check_id"), DEFECTS.items())
-def test_a_defect_train_cannot_survive_is_an_error_of_check(factory, check_id, capsys):
+def test_a_defect_is_an_error_of_check_and_stops_train_before_its_first_step(
+    factory, check_id, tmp_path, capsys
+):
     code = main(["check", spec(factory), "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 1
     failed = {r["id"]: r for r in report["checks"] if r["status"] == "failed"}
     assert failed[check_id]["severity"] == "error"
-
-
-@pytest.mark.parametrize(("factory", "check_id"), DEFECTS.items())
-def test_train_stops_in_one_line_before_its_first_step(factory, check_id, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["train", spec(factory), *TINY, "--out", str(out)])
     err = capsys.readouterr().err.strip().splitlines()

@@ -68,7 +68,7 @@ def test_ctrl_c_or_sigterm_stops_after_the_cycle_and_resume_continues_steps_and_
     assert meta["success_rate"] == best and meta["best_success_rate"] == best
 
 
-def test_resume_restores_networks_optimizer_and_buffer(tmp_path):
+def test_resume_restores_networks_optimizer_and_buffer_and_refuses_another_env(tmp_path):
     first = train(config(tmp_path, epochs=1, save_buffer=True))
     trainer = Trainer(config(tmp_path, epochs=2, save_buffer=True, resume=str(first.run_dir)))
     trainer.start()
@@ -79,10 +79,6 @@ def test_resume_restores_networks_optimizer_and_buffer(tmp_path):
     assert trainer.buffer.n_transitions == 3 * 4 * 4
     assert trainer.counters.epoch == 1 and trainer.counters.env_steps == first.env_steps
     trainer.close()
-
-
-def test_resume_refuses_a_run_of_another_env(tmp_path):
-    first = train(config(tmp_path, epochs=1))
     other = config(tmp_path, epochs=2, env_kwargs={"n_bits": 5}, resume=str(first.run_dir))
     with pytest.raises(ValueError, match="does not fit this config's networks"):
         train(other)
