@@ -111,7 +111,8 @@ class RunPlan:
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready values (``config.json``'s ``plan``), the env's facts left out."""
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)[1:]}
+        fields = [f.name for f in dataclasses.fields(self) if f.name != "facts"]
+        data = {name: getattr(self, name) for name in fields}
         data["clip_range"] = None if self.clip_range is None else list(self.clip_range)
         data["info_keys"] = list(self.info_keys)
         data["notes"] = list(self.notes)
