@@ -33,7 +33,7 @@ a time.
 
 Each run writes its curve to ``benchmarks/results/tuned_sb3/TASK_WHO_sSEED.csv``
 (seconds, env_steps, success) and appends one line (budget, load average, date) to
-``benchmarks/results/tuned_sb3/runs.jsonl``.
+``benchmarks/results/tuned_sb3/runs.jsonl`` (see :func:`run`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import json
 import os
 import shutil
 import subprocess
@@ -62,6 +61,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 from curves import TARGETS, curve_cells, first_at, load_cell, load_runs, plot_runs  # noqa: E402
+from evidence import append_jsonl  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "tuned_sb3"
 IMAGES = ROOT / "docs" / "images"
@@ -202,8 +202,9 @@ class _BudgetSpentError(Exception):
     pass
 
 
-def run_ours(task: Task, seed: int, budget: float) -> list[tuple[float, int, float]]:
-    """goalenvs with the env's default preset; one (seconds, env steps, success) an epoch."""
+def run_ours(task: Task, seed: int, budget: float) -> tuple[list[tuple[float, int, float]], str]:
+    """goalenvs with the env's default preset: one (seconds, env steps, success) an epoch,
+    and the precision its updates ran in (the plan's)."""
     from goalenvs.train import trainer as trainer_module
     from goalenvs.train.presets import resolve_config
 
@@ -228,15 +229,17 @@ def run_ours(task: Task, seed: int, budget: float) -> list[tuple[float, int, flo
 
     trainer_module.Trainer.evaluate = fixed_evaluate
     try:
+        trainer = trainer_module.Trainer(config, callback)
         with contextlib.suppress(_BudgetSpentError):
-            trainer_module.train(config, callback=callback)
+            trainer.run()
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    return curve
+    return curve, trainer.plan.precision
 
 
-def run_sb3(task: Task, seed: int, budget: float) -> list[tuple[float, int, float]]:
-    """The zoo's TQC+HER; a point every ``task.eval_every`` env steps and at the budget."""
+def run_sb3(task: Task, seed: int, budget: float) -> tuple[list[tuple[float, int, float]], str]:
+    """The zoo's TQC+HER: a point every ``task.eval_every`` env steps and at the budget,
+    and its precision (SB3 trains in float32)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     clock = {"start": time.perf_counter(), "eval": 0.0}
@@ -262,7 +265,7 @@ def run_sb3(task: Task, seed: int, budget: float) -> list[tuple[float, int, floa
 
     model.learn(total_timesteps=10_000_000, callback=Evaluate())
     venv.close()
-    return curve
+    return curve, "fp32"
 
 
 # --------------------------------------------------------------------------- logs
@@ -293,28 +296,45 @@ def read_curve(path: Path) -> list[tuple[float, int, float]]:
 
 
 def run(task_name: str, who: str, seed: int, budget: float | None = None) -> dict[str, Any]:
-    """One run: its curve CSV written and its line appended to runs.jsonl when it ends."""
+    """One run: its curve CSV written and its record appended to runs.jsonl when it ends:
+    :func:`evidence.run_info` (commit, machine, load at the start), the precision trained
+    in, the load sampled every 15 s through the run, and the run's figures within the
+    budget (env steps and seconds to the task's target, best)."""
     import torch
     import torch._dynamo  # (the first Adam imports it: not on the clock)
+    from evidence import load, run_info
+    from fetch import LoadLog
 
     torch.set_num_threads(1)
     task = TASKS[task_name]
     budget = task.budget if budget is None else budget
-    load_before = os.getloadavg()[0]
-    curve = (run_sb3 if who == "sb3" else run_ours)(task, seed, budget)
+    info = run_info()
+    sampled = LoadLog(every=15.0)
+    curve, precision = (run_sb3 if who == "sb3" else run_ours)(task, seed, budget)
+    samples = sampled.stop()
     path = csv_path(task_name, who, seed)
     write_curve(path, curve)
+    counted = [point for point in curve if point[0] <= budget + BUDGET_SLACK]
+    hit = first_at(counted, task.target)
     row = {
         "task": task_name,
         "who": who,
+        "trainer": NAMES[who],
         "seed": seed,
         "budget": budget,
         "csv": path.name,
-        "load": [round(load_before, 2), round(os.getloadavg()[0], 2)],
-        "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "target": task.target,
+        "seconds_to_target": None if hit is None else round(hit[0], 1),
+        "steps_to_target": None if hit is None else hit[1],
+        "best": max(point[2] for point in counted),
+        "env_steps": counted[-1][1],
+        "precision": precision,
+        **info,
+        "load_after": load(),
+        "load_samples": samples,
+        "load_span": f"{samples['min']:.1f}-{samples['max']:.1f}",
     }
-    with open(RESULTS / "runs.jsonl", "a") as f:
-        f.write(json.dumps(row) + "\n")
+    append_jsonl(RESULTS / "runs.jsonl", row)
     return row
 
 
@@ -410,7 +430,8 @@ def table(rows: list[dict[str, Any]], task_name: str) -> str:
         if extra:
             hit = first_at(row["curve"], target)
             cells.insert(2 + len(TARGETS), "-" if hit is None else f"{hit[1]:,} / {hit[0]:.0f}")
-        cells = [NAMES[row["who"]], str(row["seed"]), *cells, load_cell(row)]
+        span = row.get("load_span") or load_cell(row)  # older rows: [start, end]
+        cells = [NAMES[row["who"]], str(row["seed"]), *cells, span]
         lines.append("| " + " | ".join(cells) + " |")
     late = [
         f"{row['who']} seed {row['seed']}: {point[2]:.2f} at {point[0]:.0f} s"
