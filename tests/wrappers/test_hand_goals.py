@@ -59,6 +59,10 @@ def test_batched_reward_equals_the_env_own_reward_goal_by_goal(hand_id):
     # the step pays what compute_reward pays, and is_success is its success
     np.testing.assert_array_equal(compute_reward(ag, dg, None), rewards.astype(np.float32))
     np.testing.assert_array_equal(success, rewards == 0)
+    # a step's own comparison, in plain floats, is the batch's goal by goal
+    d_pos, d_rot = env.get_wrapper_attr("goal_distance")(ag, goals)
+    one = [env.get_wrapper_attr("one_distance")(a, g) for a, g in zip(ag, goals, strict=True)]
+    np.testing.assert_allclose(one, np.stack([d_pos, d_rot], axis=-1), rtol=0, atol=1e-9)
     # any leading shape, and one pair gives a float
     assert compute_reward(ag.reshape(4, 10, 7), goals.reshape(4, 10, 7), None).shape == (4, 10)
     assert isinstance(compute_reward(ag[0], goals[0], None), float)
