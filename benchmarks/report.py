@@ -29,6 +29,7 @@ import argparse
 import csv
 import json
 import re
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -344,6 +345,10 @@ AGGREGATE: dict[str, Any] = {
     "span": lambda xs, f: _span(xs, "{:,.0f}" if f in ("", "int") else "{:.2f}"),
     "mean": lambda xs, f: cell(sum(xs) / len(xs), f),
     "min": lambda xs, f: cell(min(xs), f),
+    # over the records that hold a value ("-" where none does)
+    "median": lambda xs, f: cell(
+        statistics.median(ys) if (ys := [x for x in xs if x is not None]) else None, f
+    ),
     # the seeds' median and IQR of first env steps to a mark, as `goalenvs plot` prints them
     "seeds": lambda xs, f: mark_summary([x for x in xs if x is not None]).removeprefix(": "),
     # the same after how many of the seeds reached it, as `goalenvs plot` prints it
