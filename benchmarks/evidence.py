@@ -100,12 +100,14 @@ def child_env(*first: str | Path, **extra: str) -> dict[str, str]:
 
 def commit() -> str:
     """The checkout's commit (short hash), ``+`` where its tracked files differ from it:
-    the tree a record measured. "" outside a git checkout."""
+    the tree a record measured. Records written under benchmarks/results/ by an earlier
+    benchmark do not count: they are not the code measured. "" outside a git checkout."""
     root = RESULTS.parent.parent
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True)
     if head.returncode != 0:
         return ""
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=root, capture_output=True)
+    code = ["--", ".", f":!{RESULTS.relative_to(root).as_posix()}"]
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", *code], cwd=root, capture_output=True)
     return head.stdout.decode().strip() + ("+" if dirty.returncode == 1 else "")
 
 

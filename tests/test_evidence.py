@@ -29,6 +29,23 @@ def test_a_result_record_names_the_commit_it_measured_and_the_described_machine(
     assert info["machine"]["cores"] == usable_cores()
 
 
+def test_a_record_of_an_earlier_benchmark_does_not_mark_the_code_changed(tmp_path, monkeypatch):
+    root, git = tmp_path / "repo", ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    results = root / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (root / "code.py").write_text("x = 1\n")
+    (results / "a.jsonl").write_text("{}\n")
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "c"]):
+        subprocess.run([*git, *command], cwd=root, check=True)
+    monkeypatch.setattr(evidence, "RESULTS", results)
+    clean = evidence.commit()
+    assert clean and not clean.endswith("+")
+    (results / "a.jsonl").write_text("{}\n{}\n")  # a queue's earlier benchmark wrote it
+    assert evidence.commit() == clean
+    (root / "code.py").write_text("x = 2\n")
+    assert evidence.commit() == clean + "+"
+
+
 def test_machine_words_reads_old_sentences_and_new_dicts():
     assert evidence.machine_words("x86_64, 2 cores, AMD EPYC") == "x86_64, 2 cores, AMD EPYC"
     described = dict(cpu="AMD EPYC 9654", cores=2, cores_total=64, cpu_quota=2.0, cuda=None)
