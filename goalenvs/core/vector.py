@@ -114,7 +114,18 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         would stop the twin from being copied or pickled)."""
         return self.backend.xp
 
+    def _start(self, params: Any, num_envs: int, *settings: Any) -> None:
+        """Starts a twin of ``params`` (whose ``spaces()`` are a sub-env's) with
+        ``num_envs`` and :meth:`__init__`'s other ``settings`` (``max_episode_steps``,
+        ``autoreset_mode``, ``render_mode``, ``device``), then allocates its state."""
+        self.params = params
+        GoalVectorEnv.__init__(self, num_envs, *params.spaces(), *settings)
+        self._allocate(self.num_envs)
+
     # ---- subclass hooks
+    def _allocate(self, n: int) -> None:
+        raise NotImplementedError
+
     def _step_envs(self, actions: Any) -> None:
         raise NotImplementedError
 

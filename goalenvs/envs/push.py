@@ -329,11 +329,11 @@ class PushEnv(_PushFaces, PlanarRendering, SingleEnv, GoalEnv):
         pusher_range: float = 0.3,
         render_mode: str | None = None,
     ) -> None:
-        self.params = PushParams(
+        params = PushParams(
             reward_type, action_scale, dt, max_speed, friction, pusher_radius, block_radius,
             distance_threshold, bound, block_range, goal_range, pusher_range,
         )  # fmt: skip
-        self._setup(render_mode)
+        self._setup(params, render_mode)
 
 
 # --------------------------------------------------------------------------- vector env
@@ -364,14 +364,11 @@ class PushVectorEnv(_PushFaces, GoalVectorEnv):  # type: ignore[misc]
         render_mode: str | None = None,
         device: DeviceLike = None,
     ) -> None:
-        self.params = PushParams(
+        params = PushParams(
             reward_type, action_scale, dt, max_speed, friction, pusher_radius, block_radius,
             distance_threshold, bound, block_range, goal_range, pusher_range,
         )  # fmt: skip
-        super().__init__(
-            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
-        )
-        self._allocate(self.num_envs)
+        self._start(params, num_envs, max_episode_steps, autoreset_mode, render_mode, device)
 
     def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any, Any]:
         return draw_episodes(self.torch_generator, self.params, count, goal)
