@@ -170,16 +170,14 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         raise NotImplementedError
 
     def _reset_options(self, options: dict[str, object] | None) -> dict[str, np.ndarray]:
-        """What ``options`` pins (by default ``"goal"``), checked: one value, or one row
-        per sub-env."""
+        """What ``options`` pins (by default ``"goal"``: one, or one per sub-env, checked
+        against the goal space by the params' ``check_goal`` where they have one, else
+        :func:`check_goal_option`)."""
         goal = None if options is None else options.get("goal")
-        return {} if goal is None else {"goal": self._check_goal(goal)}
-
-    def _check_goal(self, goal: object) -> np.ndarray:
-        """``options["goal"]`` (one, or one per sub-env) checked against the goal space by
-        the params' ``check_goal`` where they have one, else :func:`check_goal_option`."""
+        if goal is None:
+            return {}
         check = getattr(getattr(self, "params", None), "check_goal", check_goal_option)
-        return check(goal, self.single_observation_space["desired_goal"], self.num_envs)
+        return {"goal": check(goal, self.single_observation_space["desired_goal"], self.num_envs)}
 
     def _store_episodes(self, index: object, drawn: tuple[object, ...]) -> None:
         """Writes drawn episodes into the rows ``index`` of :attr:`episode_state`."""

@@ -184,13 +184,6 @@ def draw_episodes(
     return clear_points(generator, block, p.pusher_range, clearance), block, target
 
 
-def observation(
-    pusher: ArrayT, pusher_velocity: ArrayT, block: ArrayT, block_velocity: ArrayT, xp: ModuleType
-) -> ArrayT:
-    """The (batch, 10) observation: pusher, its velocity, block, its velocity, block - pusher."""
-    return xp.concatenate((pusher, pusher_velocity, block, block_velocity, block - pusher), axis=1)
-
-
 # --------------------------------------------------------------------------- rendering
 
 _TABLE, _EDGE, _BLOCK = (232, 222, 200), (90, 70, 50), (200, 60, 50)
@@ -225,10 +218,11 @@ class _PushFaces(PlanarReach):
         )  # fmt: skip
 
     def _observation(self) -> dict[str, object]:
-        obs = observation(
-            self._pusher, self._pusher_velocity, self._block, self._block_velocity, self.xp
-        )
-        return goal_obs(obs, self.fresh(self._block), self.fresh(self._goal))
+        # (batch, 10): pusher, its velocity, block, its velocity, block - pusher.
+        pusher, block = self._pusher, self._block
+        parts = (pusher, self._pusher_velocity, block, self._block_velocity, block - pusher)
+        obs = self.xp.concatenate(parts, axis=1)
+        return goal_obs(obs, self.fresh(block), self.fresh(self._goal))
 
     def _new_canvas(self) -> Canvas:
         return arena_canvas(self.params.bound, "goalenvs Push")

@@ -76,9 +76,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    policy_path = args.policy
-    env_id = args.env_id
-    if env_id is not None and policy_path is None and _looks_like_checkpoint(env_id):
+    policy_path, env_id = args.policy, args.env_id
+    checkpoint = env_id is not None and (env_id.endswith(".pt") or os.path.isfile(env_id))
+    if policy_path is None and checkpoint:
         env_id, policy_path = None, env_id
     for name in ("episodes", "fps", "max_episode_steps"):
         value = getattr(args, name)
@@ -164,10 +164,6 @@ def _run(args: argparse.Namespace) -> int:
 def _close_display() -> None:
     if "pygame" in sys.modules and sys.modules["pygame"].display.get_init():
         sys.modules["pygame"].display.quit()
-
-
-def _looks_like_checkpoint(text: str) -> bool:
-    return text.endswith(".pt") or os.path.isfile(text)
 
 
 def _parse_env_kwargs(text: str | None) -> dict[str, object]:
