@@ -31,8 +31,6 @@ from goalenvs.play.screen import PlayError, Recorder, render_fps
 from goalenvs.play.watch import DEFAULT_WATCH_EPISODES, policy_function, watch
 from goalenvs.train.cli import add_env_id, add_env_kwargs, add_max_episode_steps
 
-# --------------------------------------------------------------------------- command line
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``goalenvs play``."""
