@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import inspect
 import re
 import warnings
 
@@ -17,6 +20,7 @@ from hypothesis import strategies as st
 import goalenvs  # registers the ids
 from goalenvs.cli import main
 from goalenvs.core import GoalEnv, GoalVectorEnv
+from goalenvs.registration import ENTRIES
 from tests.envs.twin_runs import run_singles_and_vector
 
 # Every registered goalenvs id: adding an env (its file + one registry entry) adds it here.
@@ -383,6 +387,21 @@ BAD_CONSTANTS = [
     ("Push", {"goal_range": 0.95}, ValueError, "goal_range=0.95 must be <= bound - block_radius"),
     ("Push", {"friction": -1.0}, ValueError, "friction must be > 0"),
 ]  # fmt: skip
+
+
+@pytest.mark.parametrize("module", sorted({entry.module for entry in ENTRIES}))
+def test_the_params_and_both_faces_declare_the_same_constants_in_order(module):
+    # Each constant is written three times (the params, the single env, the twin) so that
+    # users and the type checker read every signature; this holds the three alike.
+    faces = {"num_envs", "max_episode_steps", "autoreset_mode", "render_mode", "device"}
+    env_module = importlib.import_module(module)
+    entry = next(entry for entry in ENTRIES if entry.module == module)
+    params = next(v for k, v in vars(env_module).items() if k.endswith("Params"))
+    declared = [(f.name, f.default) for f in dataclasses.fields(params) if f.init]
+    for face in (entry.single, entry.vector):
+        signature = inspect.signature(getattr(env_module, face)).parameters.values()
+        taken = [(p.name, p.default) for p in signature if p.name not in faces]
+        assert taken == declared, face
 
 
 @pytest.mark.parametrize(("family", "kwargs", "error", "match"), BAD_CONSTANTS)
