@@ -37,15 +37,16 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     (``gym.make_vec`` passes the registered one), gymnasium's ``autoreset_mode`` and
     ``device`` (docs/gpu.md); ``render_mode="rgb_array"`` draws sub-env 0 (one frame where
     gymnasium's ``VectorEnv.render`` types a tuple: mypy's ``misc`` on each twin's class).
-    A subclass writes its state with ``self.xp`` and the array helpers (``zeros``,
-    ``constant``, ``fresh``, ``float32``, ``to_numpy``: :class:`NumpyArrays`' on its
-    backend) and implements the draw of new episodes (:meth:`_draw_episode` or
-    :meth:`_draw_episodes`, and :meth:`_draw_episodes_on_device`, into the arrays named in
-    ``episode_state``), ``_step_envs(actions)``, ``_observation()`` (fresh arrays),
-    ``_step_info()`` (``is_success`` included, called after the step's resets) and the
-    goal functions; this class supplies seeding, ``reset``, ``step``, the time limit and
-    the autoreset modes ``next_step``, ``same_step`` (``info["final_obs"]`` an object
-    array, ``info["final_info"]`` batched arrays with ``_key`` masks, as gymnasium's
+    A subclass allocates its state (``_allocate(n)``, which :meth:`_start` calls) with
+    ``self.xp`` and the array helpers (``zeros``, ``constant``, ``fresh``, ``float32``,
+    ``to_numpy``: :class:`NumpyArrays`' on its backend) and implements the draw of new
+    episodes (:meth:`_draw_episode` or :meth:`_draw_episodes`, and
+    :meth:`_draw_episodes_on_device`, into the arrays named in ``episode_state``),
+    ``_step_envs(actions)``, ``_observation()`` (fresh arrays), ``_step_info()``
+    (``is_success`` included, called after the step's resets) and the goal functions;
+    this class supplies seeding, ``reset``, ``step``, the time limit and the autoreset
+    modes ``next_step``, ``same_step`` (``info["final_obs"]`` an object array,
+    ``info["final_info"]`` batched arrays with ``_key`` masks, as gymnasium's
     SyncVectorEnv) and ``disabled`` (``reset(options={"reset_mask": mask})``).
     """
 

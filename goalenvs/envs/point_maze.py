@@ -387,7 +387,7 @@ class _PointMazeFaces(PointMassTwin):
         return -maze_distance(achieved, desired, walls_up, path_lengths, xp)
 
     def _allocate(self, n: int) -> None:
-        self._allocate_point_mass(n)
+        super()._allocate(n)
         self._walls_up = self.constant(self.params.walls_up)
         self._path_lengths = self.constant(self.params.path_lengths)
 

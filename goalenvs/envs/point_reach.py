@@ -148,9 +148,6 @@ class _PointReachFaces(PointMassTwin):
     episode_state = ("_position", "_goal")
     zeroed_on_reset = ("_velocity",)
 
-    def _allocate(self, n: int) -> None:
-        self._allocate_point_mass(n)
-
     def _draw_episodes(
         self, rngs: list[np.random.Generator], **pinned: Any
     ) -> tuple[np.ndarray, np.ndarray]:

@@ -198,7 +198,7 @@ class _PushFaces(PlanarReach):
     zeroed_on_reset = ("_pusher_velocity", "_block_velocity")
 
     def _allocate(self, n: int) -> None:
-        self._allocate_reach(n)
+        super()._allocate(n)
         self._pusher, self._pusher_velocity, self._block, self._block_velocity, self._goal = (
             self.zeros((n, 2), np.float32) for _ in range(5)
         )
