@@ -83,7 +83,10 @@ def _run(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             flag = name.replace("_", "-")
             raise PlayError(f"--{flag} must be a positive integer, got {value}")
-    env_kwargs = _parse_env_kwargs(args.env_kwargs)
+    try:
+        env_kwargs = parse_json_object("--env-kwargs", args.env_kwargs)
+    except ValueError as exc:
+        raise PlayError(str(exc)) from None
     if policy_path is None and args.headless:
         raise PlayError("--headless needs --policy PATH: keyboard play needs a window")
 
@@ -155,20 +158,10 @@ def _run(args: argparse.Namespace) -> int:
             count = recorder.close()
             if count:
                 print(f"recorded {count} frames to {recorder.path}")
-        _close_display()
+        pygame = sys.modules.get("pygame")
+        if pygame is not None and pygame.display.get_init():
+            pygame.display.quit()
     return 0
-
-
-def _close_display() -> None:
-    if "pygame" in sys.modules and sys.modules["pygame"].display.get_init():
-        sys.modules["pygame"].display.quit()
-
-
-def _parse_env_kwargs(text: str | None) -> dict[str, object]:
-    try:
-        return parse_json_object("--env-kwargs", text)
-    except ValueError as exc:
-        raise PlayError(str(exc)) from None
 
 
 def _find_env(env_id: str, recorded: str | None, policy_path: str) -> str:
