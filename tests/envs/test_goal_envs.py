@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import itertools
 import re
 import warnings
 
@@ -442,6 +443,27 @@ def test_rgb_array_frames_are_uint8_not_blank_change_with_steps_and_the_twin_dra
         single.step(action)
     np.testing.assert_array_equal(envs.render(), single.render())
     envs.close()
+
+
+# The action of the up and the left arrow; down and right are their opposites.
+ARROWS = {"PointReach": ((0, 1), (-1, 0)), "PointMaze": ((0, 1), (-1, 0)),
+          "Push": ((0, 1), (-1, 0)), "Parking": ((1, 0), (0, 1))}  # fmt: skip
+
+
+@pytest.mark.parametrize("family", ARROWS)
+def test_arrow_keys_give_float32_actions_and_two_keys_their_sum(family):
+    import pygame as pg
+
+    up, left = (np.array(a, np.float32) for a in ARROWS[family])
+    one = {pg.K_UP: up, pg.K_DOWN: -up, pg.K_LEFT: left, pg.K_RIGHT: -left}
+    expected = {(k,): a for k, a in one.items()}
+    for vertical, horizontal in itertools.product((pg.K_UP, pg.K_DOWN), (pg.K_LEFT, pg.K_RIGHT)):
+        expected[tuple(sorted((vertical, horizontal)))] = one[vertical] + one[horizontal]
+    keys = gym.make(f"goalenvs/{family}-v0").get_wrapper_attr("get_keys_to_action")()
+    assert keys.keys() == expected.keys()
+    for combo, action in keys.items():
+        assert action.dtype == np.float32
+        np.testing.assert_array_equal(action, expected[combo])
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)

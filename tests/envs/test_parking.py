@@ -303,17 +303,6 @@ def test_rgb_frame_shows_goal_spot_and_car_at_their_pixels_and_a_crash_in_red():
     assert np.all(frame == red, axis=-1).sum() > 500
 
 
-def test_keys_to_action_maps_arrows_to_float32_throttle_and_steering():
-    import pygame
-
-    keys = gym.make("goalenvs/Parking-v0").get_wrapper_attr("get_keys_to_action")()
-    np.testing.assert_array_equal(keys[(pygame.K_UP,)], [1.0, 0.0])
-    np.testing.assert_array_equal(keys[(pygame.K_DOWN,)], [-1.0, 0.0])
-    np.testing.assert_array_equal(keys[tuple(sorted((pygame.K_UP, pygame.K_LEFT)))], [1.0, 1.0])
-    np.testing.assert_array_equal(keys[(pygame.K_RIGHT,)], [0.0, -1.0])
-    assert all(a.dtype == np.float32 for a in keys.values()) and len(keys) == 8
-
-
 # --------------------------------------------------------------------------- kernel
 
 
