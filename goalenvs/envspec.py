@@ -105,7 +105,8 @@ def resolve(text: str) -> ResolvedEnv:
     module = _import_file(text, Path(left)) if from_file else _import_module(text, left)
     target = getattr(module, right, None) if right.isidentifier() else None
     if target is None:
-        if right.isidentifier() and not _looks_like_id(right) and right not in gym.envs.registry:
+        # ``Reach-v0`` is an id, ``Reach2D`` a Python name (ids carry a version).
+        if right.isidentifier() and "-v" not in right and right not in gym.envs.registry:
             defines = _env_names(module)
             hint = f"; it defines {', '.join(defines)}" if defines else ""
             raise EnvSpecError(f"env {text!r}: {left} defines no {right!r}{hint}")
@@ -298,11 +299,6 @@ def _entry_point(spec: EnvSpec, text: str) -> Callable[..., Any] | None:
             f"in {module_name}"
         )
     return target
-
-
-def _looks_like_id(name: str) -> bool:
-    """``Reach-v0`` is an id, ``Reach2D`` a Python name (ids carry a version)."""
-    return "-v" in name
 
 
 def _registered(env_id: str, text: str) -> EnvSpec:

@@ -37,15 +37,16 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
     (``gym.make_vec`` passes the registered one), gymnasium's ``autoreset_mode`` and
     ``device`` (docs/gpu.md); ``render_mode="rgb_array"`` draws sub-env 0 (one frame where
     gymnasium's ``VectorEnv.render`` types a tuple: mypy's ``misc`` on each twin's class).
-    A subclass writes its state with ``self.xp`` and the array helpers (``zeros``,
-    ``constant``, ``fresh``, ``float32``, ``to_numpy``: :class:`NumpyArrays`' on its
-    backend) and implements the draw of new episodes (:meth:`_draw_episode` or
-    :meth:`_draw_episodes`, and :meth:`_draw_episodes_on_device`, into the arrays named in
-    ``episode_state``), ``_step_envs(actions)``, ``_observation()`` (fresh arrays),
-    ``_step_info()`` (``is_success`` included, called after the step's resets) and the
-    goal functions; this class supplies seeding, ``reset``, ``step``, the time limit and
-    the autoreset modes ``next_step``, ``same_step`` (``info["final_obs"]`` an object
-    array, ``info["final_info"]`` batched arrays with ``_key`` masks, as gymnasium's
+    A subclass allocates its state (``_allocate(n)``, which :meth:`_start` calls) with
+    ``self.xp`` and the array helpers (``zeros``, ``constant``, ``fresh``, ``float32``,
+    ``to_numpy``: :class:`NumpyArrays`' on its backend) and implements the draw of new
+    episodes (:meth:`_draw_episode` or :meth:`_draw_episodes`, and
+    :meth:`_draw_episodes_on_device`, into the arrays named in ``episode_state``),
+    ``_step_envs(actions)``, ``_observation()`` (fresh arrays), ``_step_info()``
+    (``is_success`` included, called after the step's resets) and the goal functions;
+    this class supplies seeding, ``reset``, ``step``, the time limit and the autoreset
+    modes ``next_step``, ``same_step`` (``info["final_obs"]`` an object array,
+    ``info["final_info"]`` batched arrays with ``_key`` masks, as gymnasium's
     SyncVectorEnv) and ``disabled`` (``reset(options={"reset_mask": mask})``).
     """
 
@@ -114,7 +115,18 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         would stop the twin from being copied or pickled)."""
         return self.backend.xp
 
+    def _start(self, params: Any, num_envs: int, *settings: Any) -> None:
+        """Starts a twin of ``params`` (whose ``spaces()`` are a sub-env's) with
+        ``num_envs`` and :meth:`__init__`'s other ``settings`` (``max_episode_steps``,
+        ``autoreset_mode``, ``render_mode``, ``device``), then allocates its state."""
+        self.params = params
+        GoalVectorEnv.__init__(self, num_envs, *params.spaces(), *settings)
+        self._allocate(self.num_envs)
+
     # ---- subclass hooks
+    def _allocate(self, n: int) -> None:
+        raise NotImplementedError
+
     def _step_envs(self, actions: Any) -> None:
         raise NotImplementedError
 
@@ -159,16 +171,14 @@ class GoalVectorEnv(GoalFunctions, VectorEnv):
         raise NotImplementedError
 
     def _reset_options(self, options: dict[str, object] | None) -> dict[str, np.ndarray]:
-        """What ``options`` pins (by default ``"goal"``), checked: one value, or one row
-        per sub-env."""
+        """What ``options`` pins (by default ``"goal"``: one, or one per sub-env, checked
+        against the goal space by the params' ``check_goal`` where they have one, else
+        :func:`check_goal_option`)."""
         goal = None if options is None else options.get("goal")
-        return {} if goal is None else {"goal": self._check_goal(goal)}
-
-    def _check_goal(self, goal: object) -> np.ndarray:
-        """``options["goal"]`` (one, or one per sub-env) checked against the goal space by
-        the params' ``check_goal`` where they have one, else :func:`check_goal_option`."""
+        if goal is None:
+            return {}
         check = getattr(getattr(self, "params", None), "check_goal", check_goal_option)
-        return check(goal, self.single_observation_space["desired_goal"], self.num_envs)
+        return {"goal": check(goal, self.single_observation_space["desired_goal"], self.num_envs)}
 
     def _store_episodes(self, index: object, drawn: tuple[object, ...]) -> None:
         """Writes drawn episodes into the rows ``index`` of :attr:`episode_state`."""

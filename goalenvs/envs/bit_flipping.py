@@ -216,13 +216,10 @@ class _BitFlippingFaces(CanvasRendering):
         _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, self.params.n_bits)
         return bits_match(achieved, desired, xp)
 
-    def _set_params(self, n_bits: int, continuous: bool, fixed_goal: bool) -> None:
-        self.params = BitFlippingParams(n_bits, continuous, fixed_goal)
-        self.n_bits, self.continuous = self.params.n_bits, self.params.continuous
-        self.fixed_goal = self.params.fixed_goal
-        self._layout = _Layout(self.n_bits)
-
     def _allocate(self, n: int) -> None:
+        p = self.params
+        self.n_bits, self.continuous, self.fixed_goal = p.n_bits, p.continuous, p.fixed_goal
+        self._layout = _Layout(self.n_bits)
         self._state = self.zeros((n, self.n_bits), np.float32)
         self._goal = self.zeros((n, self.n_bits), np.float32)
         self._success = self.zeros(n, bool)
@@ -339,11 +336,11 @@ class BitFlippingEnv(_BitFlippingFaces, SingleEnv, GoalEnv):
         max_episode_steps: int | None = None,
         render_mode: str | None = None,
     ) -> None:
-        self._set_params(n_bits, continuous, fixed_goal)
+        params = BitFlippingParams(n_bits, continuous, fixed_goal)
         if max_episode_steps is not None:
             check_positive("max_episode_steps", max_episode_steps, integer=True)
-        self.max_episode_steps: int = max_episode_steps or self.n_bits
-        self._setup(render_mode)
+        self.max_episode_steps: int = max_episode_steps or params.n_bits
+        self._setup(params, render_mode)
 
     def step(
         self, action: object
@@ -413,12 +410,9 @@ class BitFlippingVectorEnv(_BitFlippingFaces, GoalVectorEnv):  # type: ignore[mi
         render_mode: str | None = None,
         device: DeviceLike = None,
     ) -> None:
-        self._set_params(n_bits, continuous, fixed_goal)
-        steps = self.n_bits if max_episode_steps is None else max_episode_steps
-        super().__init__(
-            num_envs, *self.params.spaces(), steps, autoreset_mode, render_mode, device
-        )
-        self._allocate(self.num_envs)
+        params = BitFlippingParams(n_bits, continuous, fixed_goal)
+        steps = params.n_bits if max_episode_steps is None else max_episode_steps
+        self._start(params, num_envs, steps, autoreset_mode, render_mode, device)
 
     def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any]:
         return draw_episodes_on_device(self.torch_generator, self.params, count, goal)

@@ -149,13 +149,11 @@ class Canvas:
         if not x_max > x_min or not y_max > y_min:
             raise ValueError(f"world_bounds={world_bounds} must have x_max > x_min, y_max > y_min")
         self.world_bounds = (x_min, x_max, y_min, y_max)
-        self.pixels_per_unit = min(self.width / (x_max - x_min), self.height / (y_max - y_min))
-        self._origin = np.array(
-            [
-                self.width / 2 - self.pixels_per_unit * (x_min + x_max) / 2,
-                self.height / 2 + self.pixels_per_unit * (y_min + y_max) / 2,
-            ]
-        )
+        ppu = min(self.width / (x_max - x_min), self.height / (y_max - y_min))
+        self.pixels_per_unit = ppu
+        centre_x, centre_y = (x_min + x_max) / 2, (y_min + y_max) / 2
+        self._origin = np.array([self.width / 2 - ppu * centre_x, self.height / 2 + ppu * centre_y])
+        self._scale = np.array([ppu, -ppu])  # pixels per world unit, pixel y down
         self.background = background
         self.title = title
         # The surface draws straight into this (H, W, 3) array, so a frame is one memcpy;
@@ -168,14 +166,7 @@ class Canvas:
     # ---- transform
     def to_pixels(self, xy: object) -> np.ndarray:
         """World coordinates ``(..., 2)`` to pixel coordinates (floats, y down)."""
-        xy = np.asarray(xy, dtype=np.float64)
-        return np.stack(
-            [
-                self._origin[0] + self.pixels_per_unit * xy[..., 0],
-                self._origin[1] - self.pixels_per_unit * xy[..., 1],
-            ],
-            axis=-1,
-        )
+        return self._origin + np.asarray(xy, dtype=np.float64) * self._scale
 
     def to_pixel(self, xy: Point) -> tuple[int, int]:
         """One world point to an integer pixel ``(column, row)``."""
@@ -270,13 +261,12 @@ class Canvas:
         rendered = self.font(size).render(text, True, color)
         left, top = int(pixel[0]), int(pixel[1])
         w, h = rendered.get_size()
+        box = (left, top, w, h)
         if background is not None:
             box = (left - padding, top - padding, w + 2 * padding, h + 2 * padding)
             self.pygame.draw.rect(self.surface, background, box)
-            self.surface.blit(rendered, (left, top))
-            return box
         self.surface.blit(rendered, (left, top))
-        return (left, top, w, h)
+        return box
 
     def snapshot(self) -> object:
         """A copy of the surface, for :meth:`restore` (static scenery drawn once)."""

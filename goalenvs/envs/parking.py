@@ -602,11 +602,11 @@ class ParkingEnv(_ParkingFaces, SingleEnv, GoalEnv):
         reward_weights: object = (1.0, 0.3, 0.0, 0.0, 0.02, 0.02),
         render_mode: str | None = None,
     ) -> None:
-        self.params = ParkingParams(
+        params = ParkingParams(
             reward_type, n_parked, length, width, max_acceleration, max_steering_deg,
             max_speed, step_time, substeps, success_threshold, collision_penalty, reward_weights,
         )  # fmt: skip
-        self._setup(render_mode)
+        self._setup(params, render_mode)
 
     # The kernel runs on scalars (a batch of shape ()): 2.5x the steps/s of one-row arrays.
     _batch = _row = _add_row = ()
@@ -665,14 +665,11 @@ class ParkingVectorEnv(_ParkingFaces, GoalVectorEnv):  # type: ignore[misc]
         render_mode: str | None = None,
         device: DeviceLike = None,
     ) -> None:
-        self.params = ParkingParams(
+        params = ParkingParams(
             reward_type, n_parked, length, width, max_acceleration, max_steering_deg,
             max_speed, step_time, substeps, success_threshold, collision_penalty, reward_weights,
         )  # fmt: skip
-        super().__init__(
-            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
-        )
-        self._allocate(self.num_envs)
+        self._start(params, num_envs, max_episode_steps, autoreset_mode, render_mode, device)
         self._spot_goals = self.constant(SPOT_GOALS)
 
     def _draw_episodes(self, rngs: list[np.random.Generator], **pinned: Any) -> tuple[object, ...]:

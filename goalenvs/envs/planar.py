@@ -120,7 +120,7 @@ class PlanarReach(CanvasRendering):
         _, achieved, desired, xp = goal_batch(achieved_goal, desired_goal, 2)
         return goal_distance(achieved, desired, xp) < self.params.distance_threshold
 
-    def _allocate_reach(self, n: int) -> None:
+    def _allocate(self, n: int) -> None:
         self.reward_type = self.params.reward_type
         self.distance_threshold = float(self.params.distance_threshold)
         self._distance = self.zeros(n, np.float32) + 1
@@ -146,8 +146,8 @@ class PointMassTwin(PlanarReach):
     batch of one): ``_position``, ``_velocity`` and ``_goal``, its observation, and row
     0's trail of positions that its frame draws (kept while rendering)."""
 
-    def _allocate_point_mass(self, n: int) -> None:
-        self._allocate_reach(n)
+    def _allocate(self, n: int) -> None:
+        super()._allocate(n)
         zeros = self.zeros
         self._position, self._velocity, self._goal = (zeros((n, 2), np.float32) for _ in "pvg")
         self._trail: deque[np.ndarray] = deque(maxlen=TRAIL_LENGTH)

@@ -387,7 +387,7 @@ class _PointMazeFaces(PointMassTwin):
         return -maze_distance(achieved, desired, walls_up, path_lengths, xp)
 
     def _allocate(self, n: int) -> None:
-        self._allocate_point_mass(n)
+        super()._allocate(n)
         self._walls_up = self.constant(self.params.walls_up)
         self._path_lengths = self.constant(self.params.path_lengths)
 
@@ -515,10 +515,10 @@ class PointMazeEnv(_PointMazeFaces, PlanarRendering, SingleEnv, GoalEnv):
         position_noise: float = 0.25,
         render_mode: str | None = None,
     ) -> None:
-        self.params = PointMazeParams(
+        params = PointMazeParams(
             maze_map, reward_type, action_scale, dt, max_speed, distance_threshold, position_noise
         )
-        self._setup(render_mode)
+        self._setup(params, render_mode)
 
 
 # --------------------------------------------------------------------------- vector env
@@ -544,13 +544,10 @@ class PointMazeVectorEnv(_PointMazeFaces, GoalVectorEnv):  # type: ignore[misc]
         render_mode: str | None = None,
         device: DeviceLike = None,
     ) -> None:
-        self.params = PointMazeParams(
+        params = PointMazeParams(
             maze_map, reward_type, action_scale, dt, max_speed, distance_threshold, position_noise
         )
-        super().__init__(
-            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
-        )
-        self._allocate(self.num_envs)
+        self._start(params, num_envs, max_episode_steps, autoreset_mode, render_mode, device)
         self._free_cells = self.constant(self.params.free_cells)
 
     def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any]:

@@ -148,9 +148,6 @@ class _PointReachFaces(PointMassTwin):
     episode_state = ("_position", "_goal")
     zeroed_on_reset = ("_velocity",)
 
-    def _allocate(self, n: int) -> None:
-        self._allocate_point_mass(n)
-
     def _draw_episodes(
         self, rngs: list[np.random.Generator], **pinned: Any
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -249,10 +246,10 @@ class PointReachEnv(_PointReachFaces, PlanarRendering, SingleEnv, GoalEnv):
         bound: float = 1.0,
         render_mode: str | None = None,
     ) -> None:
-        self.params = PointReachParams(
+        params = PointReachParams(
             reward_type, action_scale, dt, max_speed, distance_threshold, bound
         )
-        self._setup(render_mode)
+        self._setup(params, render_mode)
 
 
 # --------------------------------------------------------------------------- vector env
@@ -277,13 +274,10 @@ class PointReachVectorEnv(_PointReachFaces, GoalVectorEnv):  # type: ignore[misc
         render_mode: str | None = None,
         device: DeviceLike = None,
     ) -> None:
-        self.params = PointReachParams(
+        params = PointReachParams(
             reward_type, action_scale, dt, max_speed, distance_threshold, bound
         )
-        super().__init__(
-            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
-        )
-        self._allocate(self.num_envs)
+        self._start(params, num_envs, max_episode_steps, autoreset_mode, render_mode, device)
 
     def _draw_episodes_on_device(self, count: int, goal: Any = None) -> tuple[Any, Any]:
         return draw_episodes_on_device(self.torch_generator, self.params, count, goal)

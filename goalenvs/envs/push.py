@@ -184,13 +184,6 @@ def draw_episodes(
     return clear_points(generator, block, p.pusher_range, clearance), block, target
 
 
-def observation(
-    pusher: ArrayT, pusher_velocity: ArrayT, block: ArrayT, block_velocity: ArrayT, xp: ModuleType
-) -> ArrayT:
-    """The (batch, 10) observation: pusher, its velocity, block, its velocity, block - pusher."""
-    return xp.concatenate((pusher, pusher_velocity, block, block_velocity, block - pusher), axis=1)
-
-
 # --------------------------------------------------------------------------- rendering
 
 _TABLE, _EDGE, _BLOCK = (232, 222, 200), (90, 70, 50), (200, 60, 50)
@@ -205,7 +198,7 @@ class _PushFaces(PlanarReach):
     zeroed_on_reset = ("_pusher_velocity", "_block_velocity")
 
     def _allocate(self, n: int) -> None:
-        self._allocate_reach(n)
+        super()._allocate(n)
         self._pusher, self._pusher_velocity, self._block, self._block_velocity, self._goal = (
             self.zeros((n, 2), np.float32) for _ in range(5)
         )
@@ -225,10 +218,11 @@ class _PushFaces(PlanarReach):
         )  # fmt: skip
 
     def _observation(self) -> dict[str, object]:
-        obs = observation(
-            self._pusher, self._pusher_velocity, self._block, self._block_velocity, self.xp
-        )
-        return goal_obs(obs, self.fresh(self._block), self.fresh(self._goal))
+        # (batch, 10): pusher, its velocity, block, its velocity, block - pusher.
+        pusher, block = self._pusher, self._block
+        parts = (pusher, self._pusher_velocity, block, self._block_velocity, block - pusher)
+        obs = self.xp.concatenate(parts, axis=1)
+        return goal_obs(obs, self.fresh(block), self.fresh(self._goal))
 
     def _new_canvas(self) -> Canvas:
         return arena_canvas(self.params.bound, "goalenvs Push")
@@ -329,11 +323,11 @@ class PushEnv(_PushFaces, PlanarRendering, SingleEnv, GoalEnv):
         pusher_range: float = 0.3,
         render_mode: str | None = None,
     ) -> None:
-        self.params = PushParams(
+        params = PushParams(
             reward_type, action_scale, dt, max_speed, friction, pusher_radius, block_radius,
             distance_threshold, bound, block_range, goal_range, pusher_range,
         )  # fmt: skip
-        self._setup(render_mode)
+        self._setup(params, render_mode)
 
 
 # --------------------------------------------------------------------------- vector env
@@ -364,14 +358,11 @@ class PushVectorEnv(_PushFaces, GoalVectorEnv):  # type: ignore[misc]
         render_mode: str | None = None,
         device: DeviceLike = None,
     ) -> None:
-        self.params = PushParams(
+        params = PushParams(
             reward_type, action_scale, dt, max_speed, friction, pusher_radius, block_radius,
             distance_threshold, bound, block_range, goal_range, pusher_range,
         )  # fmt: skip
-        super().__init__(
-            num_envs, *self.params.spaces(), max_episode_steps, autoreset_mode, render_mode, device
-        )
-        self._allocate(self.num_envs)
+        self._start(params, num_envs, max_episode_steps, autoreset_mode, render_mode, device)
 
     def _draw_episodes_on_device(self, count: int, goal: object = None) -> tuple[Any, Any, Any]:
         return draw_episodes(self.torch_generator, self.params, count, goal)

@@ -53,8 +53,10 @@ class SingleEnv(CanvasRendering):
         """``value`` as float32."""
         return value.astype(np.float32)
 
-    def _setup(self, render_mode: str | None) -> None:
-        """Checks ``render_mode`` and sets it, the params' spaces and the state of one row."""
+    def _setup(self, params: Any, render_mode: str | None) -> None:
+        """Sets ``params``, checks ``render_mode`` and sets it, the params' spaces and the
+        state of one row."""
+        self.params = params
         if render_mode is not None:
             check_choice("render_mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode

@@ -31,8 +31,6 @@ from goalenvs.play.screen import PlayError, Recorder, render_fps
 from goalenvs.play.watch import DEFAULT_WATCH_EPISODES, policy_function, watch
 from goalenvs.train.cli import add_env_id, add_env_kwargs, add_max_episode_steps
 
-# --------------------------------------------------------------------------- command line
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``goalenvs play``."""
@@ -76,16 +74,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    policy_path = args.policy
-    env_id = args.env_id
-    if env_id is not None and policy_path is None and _looks_like_checkpoint(env_id):
+    policy_path, env_id = args.policy, args.env_id
+    checkpoint = env_id is not None and (env_id.endswith(".pt") or os.path.isfile(env_id))
+    if policy_path is None and checkpoint:
         env_id, policy_path = None, env_id
     for name in ("episodes", "fps", "max_episode_steps"):
         value = getattr(args, name)
         if value is not None and value < 1:
             flag = name.replace("_", "-")
             raise PlayError(f"--{flag} must be a positive integer, got {value}")
-    env_kwargs = _parse_env_kwargs(args.env_kwargs)
+    try:
+        env_kwargs = parse_json_object("--env-kwargs", args.env_kwargs)
+    except ValueError as exc:
+        raise PlayError(str(exc)) from None
     if policy_path is None and args.headless:
         raise PlayError("--headless needs --policy PATH: keyboard play needs a window")
 
@@ -157,24 +158,10 @@ def _run(args: argparse.Namespace) -> int:
             count = recorder.close()
             if count:
                 print(f"recorded {count} frames to {recorder.path}")
-        _close_display()
+        pygame = sys.modules.get("pygame")
+        if pygame is not None and pygame.display.get_init():
+            pygame.display.quit()
     return 0
-
-
-def _close_display() -> None:
-    if "pygame" in sys.modules and sys.modules["pygame"].display.get_init():
-        sys.modules["pygame"].display.quit()
-
-
-def _looks_like_checkpoint(text: str) -> bool:
-    return text.endswith(".pt") or os.path.isfile(text)
-
-
-def _parse_env_kwargs(text: str | None) -> dict[str, object]:
-    try:
-        return parse_json_object("--env-kwargs", text)
-    except ValueError as exc:
-        raise PlayError(str(exc)) from None
 
 
 def _find_env(env_id: str, recorded: str | None, policy_path: str) -> str:

@@ -24,12 +24,7 @@ from goalenvs.play.screen import (
 # Turn-based envs only change on input, so their window polls at least this often
 # (BitFlipping's render_fps of 4 would make a key press wait up to 250 ms).
 TURN_BASED_POLL_FPS = 30
-
-
-# --------------------------------------------------------------------------- keyboard
-
-
-RESET = "reset"
+RESET = "reset"  # the action a reset key sends
 
 
 @dataclass
@@ -136,11 +131,7 @@ class KeyboardController:
     def controls(self) -> str:
         """A one-line description of the keys, printed when play starts."""
         pg = self.pygame
-        names = []
-        for combo in self.mapping:
-            if len(combo) == 1:
-                names.append(pg.key.name(combo[0]))
-        keys = ", ".join(dict.fromkeys(names))
+        keys = ", ".join(dict.fromkeys(pg.key.name(c[0]) for c in self.mapping if len(c) == 1))
         how = "press to act" if self.turn_based else "hold to act"
         click = "; click to act" if self.action_at_pixel is not None else ""
         reset = "R or Backspace" if pg.K_r in self.reset_keys else "Backspace"

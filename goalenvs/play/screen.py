@@ -92,11 +92,6 @@ def render_fps(env: Any, fps: int | None) -> int:
     return int(fps if fps is not None else env.metadata.get("render_fps") or 30)
 
 
-def _frame(env: Any) -> np.ndarray | None:
-    frame = env.render() if env.render_mode == "rgb_array" else None
-    return None if frame is None else np.asarray(frame)
-
-
 def is_success(info: Mapping[str, object]) -> bool:
     """``info["is_success"]`` as a bool (False when the env does not report it)."""
     return bool(info.get("is_success", False))
@@ -109,7 +104,7 @@ def is_success(info: Mapping[str, object]) -> bool:
 class Screen:
     """Where a loop's frames go: an optional window (made on first use) and a recorder."""
 
-    env: object
+    env: Any
     fps: int
     window: Window | None
     show: bool
@@ -120,8 +115,11 @@ class Screen:
 
     def capture(self) -> np.ndarray | None:
         """The env's frame now (None without rgb_array), recorded if recording."""
-        frame = _frame(self.env)
-        if frame is not None and self.recorder is not None:
+        frame = self.env.render() if self.env.render_mode == "rgb_array" else None
+        if frame is None:
+            return None
+        frame = np.asarray(frame)
+        if self.recorder is not None:
             self.recorder.add(frame)
         return frame
 
@@ -144,17 +142,15 @@ class Screen:
         if frame is None or not self.show:
             return True
         if self.window is None:
-            self.window = Window(frame.shape[1::-1], title=_title(self.env))
+            spec = self.env.spec
+            title = "goalenvs play" + ("" if spec is None else f": {spec.id}")
+            self.window = Window(frame.shape[1::-1], title=title)
         return self.window.show(frame, self.fps)
 
     def close(self) -> None:
         """Closes the window this screen made (a window passed in stays open)."""
         if self.owns_window and self.window is not None:
             self.window.close()
-
-
-def _title(env: Any) -> str:
-    return f"goalenvs play: {env.spec.id}" if env.spec is not None else "goalenvs play"
 
 
 # --------------------------------------------------------------------------- recording

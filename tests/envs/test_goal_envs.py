@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import inspect
+import itertools
 import re
 import warnings
 
@@ -17,6 +21,7 @@ from hypothesis import strategies as st
 import goalenvs  # registers the ids
 from goalenvs.cli import main
 from goalenvs.core import GoalEnv, GoalVectorEnv
+from goalenvs.registration import ENTRIES
 from tests.envs.twin_runs import run_singles_and_vector
 
 # Every registered goalenvs id: adding an env (its file + one registry entry) adds it here.
@@ -385,6 +390,21 @@ BAD_CONSTANTS = [
 ]  # fmt: skip
 
 
+@pytest.mark.parametrize("module", sorted({entry.module for entry in ENTRIES}))
+def test_the_params_and_both_faces_declare_the_same_constants_in_order(module):
+    # Each constant is written three times (the params, the single env, the twin) so that
+    # users and the type checker read every signature; this holds the three alike.
+    faces = {"num_envs", "max_episode_steps", "autoreset_mode", "render_mode", "device"}
+    env_module = importlib.import_module(module)
+    entry = next(entry for entry in ENTRIES if entry.module == module)
+    params = next(v for k, v in vars(env_module).items() if k.endswith("Params"))
+    declared = [(f.name, f.default) for f in dataclasses.fields(params) if f.init]
+    for face in (entry.single, entry.vector):
+        signature = inspect.signature(getattr(env_module, face)).parameters.values()
+        taken = [(p.name, p.default) for p in signature if p.name not in faces]
+        assert taken == declared, face
+
+
 @pytest.mark.parametrize(("family", "kwargs", "error", "match"), BAD_CONSTANTS)
 def test_bad_constants_are_rejected_by_both_faces_naming_the_value(family, kwargs, error, match):
     spec = gym.spec(f"goalenvs/{family}-v0")
@@ -423,6 +443,27 @@ def test_rgb_array_frames_are_uint8_not_blank_change_with_steps_and_the_twin_dra
         single.step(action)
     np.testing.assert_array_equal(envs.render(), single.render())
     envs.close()
+
+
+# The action of the up and the left arrow; down and right are their opposites.
+ARROWS = {"PointReach": ((0, 1), (-1, 0)), "PointMaze": ((0, 1), (-1, 0)),
+          "Push": ((0, 1), (-1, 0)), "Parking": ((1, 0), (0, 1))}  # fmt: skip
+
+
+@pytest.mark.parametrize("family", ARROWS)
+def test_arrow_keys_give_float32_actions_and_two_keys_their_sum(family):
+    import pygame as pg
+
+    up, left = (np.array(a, np.float32) for a in ARROWS[family])
+    one = {pg.K_UP: up, pg.K_DOWN: -up, pg.K_LEFT: left, pg.K_RIGHT: -left}
+    expected = {(k,): a for k, a in one.items()}
+    for vertical, horizontal in itertools.product((pg.K_UP, pg.K_DOWN), (pg.K_LEFT, pg.K_RIGHT)):
+        expected[tuple(sorted((vertical, horizontal)))] = one[vertical] + one[horizontal]
+    keys = gym.make(f"goalenvs/{family}-v0").get_wrapper_attr("get_keys_to_action")()
+    assert keys.keys() == expected.keys()
+    for combo, action in keys.items():
+        assert action.dtype == np.float32
+        np.testing.assert_array_equal(action, expected[combo])
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)

@@ -135,14 +135,3 @@ def test_frame_shows_goal_and_point_at_their_pixels_and_a_trail():
     trail = frame[row, column].astype(int)
     assert tuple(trail) not in {(40, 90, 200), (246, 246, 240)}
     assert trail[2] > trail[0]  # bluish
-
-
-def test_arrow_keys_accelerate():
-    import pygame
-
-    keys = PointReachEnv().get_keys_to_action()
-    np.testing.assert_array_equal(keys[(pygame.K_UP,)], [0.0, 1.0])
-    np.testing.assert_array_equal(keys[(pygame.K_LEFT,)], [-1.0, 0.0])
-    both = tuple(sorted((pygame.K_DOWN, pygame.K_RIGHT)))
-    np.testing.assert_array_equal(keys[both], [1.0, -1.0])
-    assert all(a.dtype == np.float32 for a in keys.values())
