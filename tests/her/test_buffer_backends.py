@@ -438,16 +438,26 @@ def test_a_state_that_does_not_fit_or_that_goalenvs_0_1_0_pickled_is_a_clear_err
         bare.__setstate__(legacy)
 
 
+# Every setting a file must keep: a strategy and priorities, a goal mix and its warm-up,
+# n-step returns, goal-motion priorities (with the step's info, every one of them).
+SAVED_SETTINGS = {
+    "td_error": {"n_sampled_goal": 2, "goal_selection_strategy": "episode", "alpha": 0.5,
+                 "handle_timeout_termination": False, "prioritized": True, "priority_eps": 1e-4},
+    "goal_mix": {"goal_mix": "future=0.4,desired=0.4,original=0.2", "goal_mix_warmup": 90},
+    "n_step": {"n_step": 3, "gamma": 0.5},
+    "goal_motion": {"prioritized": True, "priority": "goal_motion", "motion_clip": 0.3,
+                    "motion_weights": (0.0, 1.0, 4.0)},
+}  # fmt: skip
+
+
 @pytest.mark.parametrize("saved_on", DEVICES)
 @pytest.mark.parametrize("loaded_on", DEVICES)
+@pytest.mark.parametrize("kind", SAVED_SETTINGS)
 def test_a_saved_file_loads_on_either_module_as_the_truncated_twin(
-    saved_on: Any, loaded_on: Any, tmp_path: Path
+    saved_on: Any, loaded_on: Any, kind: str, tmp_path: Path
 ) -> None:
-    buffer, model = tagged(
-        saved_on, 3 * 20, [[4, 6, 5, 3], [2, 9], [5]], 0, seed=9, n_sampled_goal=2,
-        goal_selection_strategy="episode", handle_timeout_termination=False, prioritized=True,
-        alpha=0.5, priority_eps=1e-4,
-    )  # fmt: skip
+    buffer, model = tagged(saved_on, 3 * 20, [[4, 6, 5, 3], [2, 9], [5]], 0, seed=9,
+                           info_keys=("tag", "odd"), **SAVED_SETTINGS[kind])  # fmt: skip
     buffer.beta = 0.55  # the live value is saved, not the constructor's
     feed([buffer], model, 37)  # wraps the 20-row rings; every env stops mid-episode
     before = host_state(buffer)
@@ -456,25 +466,32 @@ def test_a_saved_file_loads_on_either_module_as_the_truncated_twin(
     assert [p.name for p in tmp_path.iterdir()] == ["buffer.npz"]  # no temporary file left
     assert_same_arrays(host_state(buffer), before)  # the live buffer keeps its open episodes
     face = make(loaded_on, 20)
-    loaded = type(face).load(path, goal_reward, device=loaded_on)
-    assert loaded.device == face.device
-    for name in ("buffer_size", "n_envs", "n_sampled_goal", "goal_selection_strategy",
-                 "handle_timeout_termination", "info_keys", "prioritized", "alpha", "beta",
-                 "priority_eps", "observation_space", "action_space"):  # fmt: skip
-        assert getattr(loaded, name) == getattr(buffer, name), name
-    assert loaded.beta == 0.55 and loaded.episodes_in_progress == 0
+    where = {} if loaded_on == saved_on else {"device": loaded_on}  # default: where saved
+    loaded = type(face).load(path, goal_reward, **where)
+    assert loaded.device == face.device and loaded.episodes_in_progress == 0
+    assert loaded.settings.to_meta() == buffer.settings.to_meta() and loaded.beta == 0.55
     twin = copy.deepcopy(buffer)  # what the file holds: the open episodes truncated
     twin.truncate_last_trajectory()
     open_steps = sum(ep.length for ep in model.open())
     assert loaded.n_transitions == twin.n_transitions == buffer.n_transitions + open_steps
     assert_same_arrays(host_state(loaded), host_state(twin))
+    assert to_numpy(loaded.state().fields["info/odd"]).dtype == bool
     if saved_on == loaded_on:  # the generator's state was saved too
+        assert repr(loaded) == repr(twin)
         assert_same_draws(twin, loaded)
-    # It keeps collecting: the cut episodes ended, the envs go on with new ones.
+    # It keeps collecting as the live buffer does: the cut episodes ended, the envs go on
+    # with new ones, weighed alike.
     model.truncate()
-    feed([loaded], model, 12)
+    feed([loaded, twin], model, 12)
+    assert_same_arrays(host_state(loaded), host_state(twin))
+    if loaded.prioritized:
+        weights = [to_numpy(b.priorities.weights()) for b in (loaded, twin)]
+        np.testing.assert_allclose(*weights, rtol=1e-12)
     batch = loaded.sample(300)
-    check_batch(batch._replace(weights=np.ones(300)), model, "episode", handle_timeout=False)
+    if loaded.n_step == 1:
+        sources = loaded.goal_mix.sources
+        checked = batch._replace(weights=np.ones(300))
+        check_batch(checked, model, sources, handle_timeout=loaded.handle_timeout_termination)
     newest = max(m for _, m in model.live())
     assert to_numpy(batch.observations["observation"])[:, 1].max() == newest
 

@@ -13,7 +13,6 @@ goal (original), another episode's desired goal (desired), or the next achieved 
 from __future__ import annotations
 
 import json
-import pickle
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,8 @@ from goalenvs.her.goal_mix import COMPONENTS
 from tests.her.model import (
     CUDA,
     Model,
-    assert_same_batch,
     check_batch,
     feed,
-    goal_reward,
     make,
     tagged,
     to_numpy,
@@ -185,21 +182,6 @@ def test_prioritized_replay_draws_goals_from_the_mix(device: Any) -> None:
     assert not np.allclose(to_numpy(skewed.weights), 1.0)
     skewed = skewed._replace(weights=np.ones(N, np.float32))
     assert_fractions(sources_of(skewed, model, mix), mix)
-
-
-@pytest.mark.parametrize("device", BACKENDS)
-def test_a_saved_buffer_restores_its_mix_and_samples_on(device: Any, tmp_path: Path) -> None:
-    mix = GoalMix(future=0.4, desired=0.4, original=0.2)
-    # 120 env steps, the warm-up over; every episode complete
-    buffer, _ = tagged(device, 3 * 60, [[5]] * 3, 40, goal_mix=mix, goal_mix_warmup=90, seed=5)
-    path = tmp_path / ("buffer.npz" if device is None else "buffer.pt")
-    buffer.save(path)
-    loaded = type(buffer).load(path, goal_reward)
-    assert loaded.goal_mix == mix and loaded.goal_mix_warmup == 90
-    assert "goal_mix='future=0.4,desired=0.4,original=0.2', goal_mix_warmup=90" in repr(loaded)
-    assert_same_batch(loaded.sample(64), buffer.sample(64))
-    again = pickle.loads(pickle.dumps(buffer))
-    assert again.goal_mix == mix and again.goal_mix_warmup == 90
 
 
 @pytest.mark.parametrize("device", BACKENDS)
