@@ -59,8 +59,7 @@ def step_reached(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
 def stored_reward(env: Any, episode: Any, step: Any) -> np.ndarray:
     """What add() is given: never a goal_reward value (those are integers)."""
     return np.asarray(
-        0.25 + np.asarray(env) + 100.0 * np.asarray(episode) + 0.001 * np.asarray(step),
-        np.float32,
+        0.25 + np.asarray(env) + 100.0 * np.asarray(episode) + 0.001 * np.asarray(step), np.float32
     )
 
 

@@ -25,15 +25,7 @@ from goalenvs.agents.registry import config_from_dict
 from goalenvs.cli import main
 from goalenvs.her import GoalMix
 from goalenvs.her.goal_mix import COMPONENTS
-from tests.her.model import (
-    CUDA,
-    Model,
-    check_batch,
-    feed,
-    make,
-    tagged,
-    to_numpy,
-)
+from tests.her.model import CUDA, Model, check_batch, feed, make, tagged, to_numpy
 
 torch.set_num_threads(1)
 
