@@ -46,9 +46,6 @@ class TinyGoalEnv(GoalEnv):
     def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
         return goal_reward(achieved_goal, desired_goal, info)
 
-    def compute_terminated(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
-        return np.zeros(np.shape(achieved_goal)[:-1], bool)
-
     def reset(self, *, seed: Any = None, options: Any = None) -> Any:
         super().reset(seed=seed)
         zero = np.zeros(3, np.float32)

@@ -25,12 +25,11 @@ from goalenvs.agents.registry import config_from_dict
 from goalenvs.cli import main
 from goalenvs.her import GoalMix
 from goalenvs.her.goal_mix import COMPONENTS
-from tests.her.model import CUDA, Model, check_batch, feed, make, tagged, to_numpy
+from tests.her.model import DEVICES, Model, check_batch, feed, make, tagged, to_numpy
 
 torch.set_num_threads(1)
 
 BACKENDS = [None, "cpu"]
-ALL_BACKENDS = [*BACKENDS, pytest.param("cuda", marks=CUDA)]
 N = 100_000  # sampled transitions per fraction test
 Z = 4.5  # a fraction off by more than 4.5 standard deviations fails (about 7e-6 per check)
 FUTURELIKE = ("future", "final", "episode", "achieved")
@@ -89,7 +88,7 @@ MIXES = [
 
 
 @pytest.mark.parametrize("mix", MIXES, ids=str)
-@pytest.mark.parametrize("device", ALL_BACKENDS)
+@pytest.mark.parametrize("device", DEVICES)
 def test_each_fraction_of_100k_samples_holds_to_its_binomial_interval(
     device: Any, mix: GoalMix
 ) -> None:
@@ -124,7 +123,7 @@ def test_other_episodes_desired_goals_are_drawn_uniformly_over_their_transitions
     assert drawn[lengths == 0].sum() == 0
 
 
-@pytest.mark.parametrize("device", ALL_BACKENDS)
+@pytest.mark.parametrize("device", DEVICES)
 def test_during_the_warm_up_every_goal_is_a_future_one(device: Any) -> None:
     mix = GoalMix(desired=0.5, original=0.5)
     # 2 envs: the warm-up of 30 env steps ends with the 15th add.
@@ -137,7 +136,7 @@ def test_during_the_warm_up_every_goal_is_a_future_one(device: Any) -> None:
     assert_fractions(sources, mix)
 
 
-@pytest.mark.parametrize("device", ALL_BACKENDS)
+@pytest.mark.parametrize("device", DEVICES)
 def test_a_desired_draw_needs_a_second_intact_episode(device: Any) -> None:
     mix = GoalMix(future=0.5, desired=0.5)
     message = (
