@@ -44,21 +44,6 @@ from tests.her.model import (
 torch.set_num_threads(1)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_each_sample_returns_fresh_arrays_the_next_one_leaves_alone(device: Any) -> None:
-    buffer, model = tagged(device, 60, [[5], [5]], 12, seed=0)
-    first = buffer.sample(64)
-    kept = {name: value.copy() for name, value in batch_arrays(first).items()}
-    later = [buffer.sample(64) for _ in range(3)]
-    feed([buffer], model)
-    assert_same_arrays(batch_arrays(first), kept)
-    assert any((to_numpy(b.indices) != kept["indices"]).any() for b in later)  # other draws
-    moved = buffer.sample(64, device="cpu")  # tensors on the CPU, whatever the face
-    assert isinstance(moved.rewards, torch.Tensor) and moved.rewards.dtype == torch.float32
-    assert moved.rewards.device.type == "cpu"
-    check_batch(moved, model)
-
-
 # ---------------------------------------------------------------------- values in, values out
 
 
@@ -427,7 +412,8 @@ def test_a_state_that_does_not_fit_or_that_goalenvs_0_1_0_pickled_is_a_clear_err
 # n-step returns, goal-motion priorities (with the step's info, every one of them).
 SAVED_SETTINGS = {
     "td_error": {"n_sampled_goal": 2, "goal_selection_strategy": "episode", "alpha": 0.5,
-                 "handle_timeout_termination": False, "prioritized": True, "priority_eps": 1e-4},
+                 "handle_timeout_termination": False, "prioritized": True, "priority_eps": 1e-4,
+                 "gamma": 0.9},  # one step, whatever the gamma: no discounts
     "goal_mix": {"goal_mix": "future=0.4,desired=0.4,original=0.2", "goal_mix_warmup": 90},
     "n_step": {"n_step": 3, "gamma": 0.5},
     "goal_motion": {"prioritized": True, "priority": "goal_motion", "motion_clip": 0.3,
@@ -473,6 +459,7 @@ def test_a_saved_file_loads_on_either_module_as_the_truncated_twin(
         weights = [to_numpy(b.priorities.weights()) for b in (loaded, twin)]
         np.testing.assert_allclose(*weights, rtol=1e-12)
     batch = loaded.sample(300)
+    assert (batch.discounts is None) == (loaded.n_step == 1)
     if loaded.n_step == 1:
         sources = loaded.goal_mix.sources
         checked = batch._replace(weights=np.ones(300))
@@ -562,24 +549,35 @@ def test_sample_reads_nothing_on_the_host_once_can_sample_said_yes(
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("prioritized", [False, True])
-def test_the_seed_makes_the_draws_and_rng_or_generator_draws_them(
+def test_the_seed_makes_the_draws_and_each_sample_returns_fresh_arrays(
     device: Any, prioritized: bool
 ) -> None:
-    buffers = [
-        tagged(device, 60, [[5], [3]], 15, seed=7, prioritized=prioritized)[0] for _ in range(2)
-    ]
+    (buffer, model), (other, _) = (
+        tagged(device, 60, [[5], [3]], 15, seed=7, prioritized=prioritized) for _ in range(2)
+    )
     numpy_face = device is None
-    source = buffers[1].rng if numpy_face else buffers[1].generator
+    source = other.rng if numpy_face else other.generator
     assert isinstance(source, np.random.Generator if numpy_face else torch.Generator)
-    assert (buffers[1].generator if numpy_face else buffers[1].rng) is None
-    assert numpy_face or source.device == buffers[1].device
-    assert_same_draws(*buffers)
+    assert (other.generator if numpy_face else other.rng) is None
+    assert numpy_face or source.device == other.device
+    assert_same_draws(buffer, other)
     if numpy_face:  # one draw more: the next batches differ
         source.random()
     else:
         torch.rand(1, generator=source, device=source.device)
-    a, b = buffers[0].sample(64), buffers[1].sample(64)
-    assert (to_numpy(a.indices) != to_numpy(b.indices)).any()
+    first = buffer.sample(64)
+    assert (to_numpy(first.indices) != to_numpy(other.sample(64).indices)).any()
+    assert first.discounts is None and (buffer.n_step, buffer.gamma) == (1, None)  # defaults
+    # A batch is fresh arrays: the next samples and adds leave it alone.
+    kept = {name: value.copy() for name, value in batch_arrays(first).items()}
+    later = [buffer.sample(64) for _ in range(3)]
+    feed([buffer], model)
+    assert_same_arrays(batch_arrays(first), kept)
+    assert any((to_numpy(b.indices) != kept["indices"]).any() for b in later)  # other draws
+    moved = buffer.sample(64, device="cpu")  # tensors on the CPU, whatever the face
+    assert isinstance(moved.rewards, torch.Tensor) and moved.rewards.dtype == torch.float32
+    assert moved.rewards.device.type == "cpu"
+    check_batch(moved, model)
 
 
 @pytest.mark.parametrize("prioritized", [False, True])

@@ -117,15 +117,6 @@ def test_returns_sum_the_steps_left_in_the_episode_up_to_its_end_or_goal(
     assert "compute_terminated" not in kwargs or stopped_early > 100
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_one_step_batches_carry_no_discounts(device: Any) -> None:
-    one = make(device, 160, n_envs=2, seed=3)
-    feed([one], Model(80, [[5], [3]]), 20)
-    assert one.sample(64).discounts is None and (one.n_step, one.gamma) == (1, None)
-    explicit, _ = filled(device, 1)
-    assert explicit.n_step == 1 and explicit.sample(64).discounts is None
-
-
 def test_the_agents_bootstrap_with_the_batch_discounts() -> None:
     """The critic's target is ``r + discounts * (1 - done) * Q'`` when a batch carries
     discounts, ``r + gamma * (1 - done) * Q'`` when it does not."""
