@@ -55,11 +55,7 @@ from goalenvs.her.buffer_state import (
 )
 from goalenvs.her.common import HerBatch
 from goalenvs.her.goal_mix import FUTURE_ONLY, RELABELLING, GoalMix
-from goalenvs.her.settings import (
-    BufferSettings,
-    GoalSelectionStrategy,
-    resolve_goal_function,
-)
+from goalenvs.her.settings import BufferSettings, GoalSelectionStrategy, resolve_goal_function
 from goalenvs.her.sumtree import SumTree
 
 #: add() takes values of the stored shapes and dtypes as they are.

@@ -152,18 +152,12 @@ class BufferState:
         """A copy that shares no array with this state."""
 
         def fresh(value: Any) -> Any:
+            if isinstance(value, dict):  # the fields, the counters, numpy's generator state
+                return {name: fresh(item) for name, item in value.items()}
             return value.clone() if is_tensor(value) else copy.deepcopy(value)
 
-        return BufferState(
-            self.settings,
-            self.device,
-            {name: fresh(value) for name, value in self.fields.items()},
-            {name: fresh(value) for name, value in self.counters.items()},
-            self.steps_added,
-            None if self.priorities is None else fresh(self.priorities),
-            self.max_priority,
-            fresh(self.rng_state),
-        )
+        arrays = {k: getattr(self, k) for k in ("fields", "counters", "priorities", "rng_state")}
+        return dataclasses.replace(self, **fresh(arrays), records=None)
 
 
 #: Per env: where its episode in progress starts, its sampleable counters [from, to),

@@ -17,17 +17,14 @@ class ReplayBuffer(Protocol):
     @property
     def prioritized(self) -> bool:
         """True when batches are drawn by priority."""
-        ...
 
     @property
     def priority(self) -> str:
         """What a prioritized buffer draws by: ``"td_error"`` or ``"goal_motion"``."""
-        ...
 
     @property
     def n_transitions(self) -> int:
         """Transitions stored (and sampleable)."""
-        ...
 
     def add(
         self,
@@ -40,24 +37,18 @@ class ReplayBuffer(Protocol):
         infos: Any = None,
     ) -> None:
         """Stores one transition per env (arrays or tensors with leading ``n_envs``)."""
-        ...
 
     def can_sample(self) -> bool:
         """True once a batch can be drawn (an episode has been stored)."""
-        ...
 
     def sample(self, batch_size: int, device: DeviceLike = None) -> HerBatch:
         """A relabeled batch (tensors on ``device`` when given)."""
-        ...
 
     def update_priorities(self, indices: object, td_errors: object) -> None:
         """Sets the priorities of the sampled transitions from their TD errors."""
-        ...
 
     def truncate_last_trajectory(self) -> None:
         """Ends every episode in progress where it is (the envs start new ones)."""
-        ...
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the buffer, its episodes in progress included, to ``path``."""
-        ...

@@ -127,15 +127,13 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
         self.n_envs = n_envs
         self._total_size = buffer_size
         self._public_cache: dict[str, Any] | None = None
-        if isinstance(goal_selection_strategy, enum.Enum) and not isinstance(
-            goal_selection_strategy, str
-        ):
-            # stable-baselines3's GoalSelectionStrategy is an IntEnum: map it by name.
-            goal_selection_strategy = goal_selection_strategy.name.lower()
+        strategy = goal_selection_strategy
+        if isinstance(strategy, enum.Enum) and not isinstance(strategy, str):
+            strategy = strategy.name.lower()  # stable-baselines3's own enum: by name
         self.handle_timeout_termination = handle_timeout_termination
         self.n_sampled_goal = n_sampled_goal
         # goalenvs' strategy (it has "random"), apart from the parent's attribute (SB3's enum).
-        self._strategy = GoalSelectionStrategy.parse(goal_selection_strategy)
+        self._strategy = GoalSelectionStrategy.parse(strategy)
         self._goal_mix = goal_mix
         self._goal_mix_warmup = goal_mix_warmup
         self.copy_info_dict = bool(copy_info_dict or info_keys)
@@ -264,21 +262,17 @@ class HerReplayBuffer(_SB3HerReplayBuffer):
                 "the HER buffer has no env to compute rewards: call set_env(env) after loading"
             )
         batch = self.core.sample(batch_size)
-        observations, next_observations = batch.observations, batch.next_observations
+        sides: list[Any] = [batch.observations, batch.next_observations]
         rewards = batch.rewards.reshape(-1, 1)
         if env is not None:
-            normalized, normalized_next = (
-                env.normalize_obs(observations),
-                env.normalize_obs(next_observations),
-            )
-            # Dicts in, dicts out (VecNormalize normalizes each key).
-            assert isinstance(normalized, dict) and isinstance(normalized_next, dict)
-            observations, next_observations = normalized, normalized_next
+            sides = [env.normalize_obs(side) for side in sides]
+            assert all(isinstance(side, dict) for side in sides)  # VecNormalize: key by key
             rewards = env.normalize_reward(rewards).astype(np.float32, copy=False)
+        obs, next_obs = ({k: self._tensor(v) for k, v in side.items()} for side in sides)
         return DictReplayBufferSamples(
-            observations={k: self._tensor(v) for k, v in observations.items()},
+            observations=obs,
             actions=self._tensor(batch.actions.reshape(batch_size, self.action_dim)),
-            next_observations={k: self._tensor(v) for k, v in next_observations.items()},
+            next_observations=next_obs,
             dones=self._tensor(batch.dones.reshape(-1, 1)),
             rewards=self._tensor(rewards),
         )

@@ -59,8 +59,7 @@ def step_reached(achieved_goal: Any, desired_goal: Any, info: Any) -> Any:
 def stored_reward(env: Any, episode: Any, step: Any) -> np.ndarray:
     """What add() is given: never a goal_reward value (those are integers)."""
     return np.asarray(
-        0.25 + np.asarray(env) + 100.0 * np.asarray(episode) + 0.001 * np.asarray(step),
-        np.float32,
+        0.25 + np.asarray(env) + 100.0 * np.asarray(episode) + 0.001 * np.asarray(step), np.float32
     )
 
 
@@ -181,6 +180,58 @@ def feed(buffers: list[Any], model: Model, steps: int = 1, infos: str = "dict") 
         args = model.step(infos)
         for buffer in buffers:
             buffer.add(*[on(buffer, a) for a in args])
+
+
+#: Speeds of an achieved goal per step, exact in float32; (0, 0, 0): nothing moved.
+SPEEDS = [(0.0, 0.0, 0.0), (0.25, 0.0, 0.0), (0.0, 0.5, 0.5), (1.0, 2.0, 2.0)]
+
+
+class Feeder:
+    """Feeds ``buffer`` the model's truncated episodes (``lengths`` cycled, env e starting
+    e entries in) and keeps each transition's priority as prioritized replay sets it: the
+    largest seen when it is added, ``|td| + eps`` after :meth:`update`. With ``speeds``,
+    an episode's achieved goal starts at ``(env, episode, 0)`` and moves by
+    ``SPEEDS[speed(env, episode)]`` each step."""
+
+    def __init__(self, buffer: Any, lengths: list[int], speeds: list[int] | None = None) -> None:
+        k = len(lengths)
+        plans = [lengths[e % k :] + lengths[: e % k] for e in range(buffer.n_envs)]
+        self.buffer, self.lengths, self.speeds = buffer, lengths, speeds
+        self.model = Model(buffer.rows_per_env, plans)
+        self.priority: dict[tuple[int, ...], float] = {}
+        self.max_priority = 1.0
+
+    def speed(self, env: int, episode: int) -> int:
+        assert self.speeds is not None
+        return self.speeds[(episode + 2 * env) % len(self.speeds)]
+
+    def motion(self, env: int, episode: int, clip: float | None, weights: Any = None) -> float:
+        """The episode's clipped, weighted path."""
+        velocity = np.array(SPEEDS[self.speed(env, episode)]) * (1 if weights is None else weights)
+        step = float(np.linalg.norm(velocity))
+        length = self.lengths[(episode + env) % len(self.lengths)]
+        return length * (step if clip is None else min(step, clip))
+
+    def add(self, steps: int = 1) -> None:
+        for _ in range(steps):
+            obs, nxt, *rest = self.model.step()
+            for o in (obs, nxt) if self.speeds else ():
+                tags = o["observation"]
+                v = np.array([SPEEDS[self.speed(e, m)] for e, m, _ in tags.astype(int)], np.float32)
+                o["achieved_goal"] = tags * np.float32([1, 1, 0]) + tags[:, 2:] * v
+            self.buffer.add(*[on(self.buffer, a) for a in (obs, nxt, *rest)])
+            for tag in obs["observation"].astype(int).tolist():
+                self.priority[tuple(tag)] = self.max_priority
+
+    def live(self) -> dict[tuple[int, ...], float]:
+        """The priority of every transition of a complete intact episode."""
+        eps = self.model.live().items()
+        return {(e, m, i): self.priority[(e, m, i)] for (e, m), ep in eps for i in range(ep.length)}
+
+    def update(self, tags: np.ndarray, td_errors: np.ndarray, eps: float = 1e-6) -> None:
+        for tag, td in zip(tags.astype(int).tolist(), td_errors, strict=True):
+            self.priority[tuple(tag)] = abs(float(td)) + eps
+        self.max_priority = max(self.max_priority, float(np.abs(td_errors).max()) + eps)
 
 
 def tagged(device: Any, size: int, plans: list[list[Any]], steps: int, **kwargs: Any) -> Any:

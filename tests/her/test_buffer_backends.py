@@ -44,21 +44,6 @@ from tests.her.model import (
 torch.set_num_threads(1)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_each_sample_returns_fresh_arrays_the_next_one_leaves_alone(device: Any) -> None:
-    buffer, model = tagged(device, 60, [[5], [5]], 12, seed=0)
-    first = buffer.sample(64)
-    kept = {name: value.copy() for name, value in batch_arrays(first).items()}
-    later = [buffer.sample(64) for _ in range(3)]
-    feed([buffer], model)
-    assert_same_arrays(batch_arrays(first), kept)
-    assert any((to_numpy(b.indices) != kept["indices"]).any() for b in later)  # other draws
-    moved = buffer.sample(64, device="cpu")  # tensors on the CPU, whatever the face
-    assert isinstance(moved.rewards, torch.Tensor) and moved.rewards.dtype == torch.float32
-    assert moved.rewards.device.type == "cpu"
-    check_batch(moved, model)
-
-
 # ---------------------------------------------------------------------- values in, values out
 
 
@@ -372,18 +357,23 @@ def filled(device: Any, **kwargs: Any) -> Any:
     return buffer, model
 
 
+COPIES = {
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "pickle": lambda b: pickle.loads(pickle.dumps(b)),  # through __getstate__, __setstate__
+    "from_state": lambda b: type(b).from_state(b.state().copy(), goal_reward),
+}
+
+
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+@pytest.mark.parametrize("how", COPIES)
 def test_a_copy_or_unpickled_buffer_samples_alike_and_goes_on_alone(device: Any, how: str) -> None:
     buffer, model = filled(device, prioritized=True)
     before = host_state(buffer)
-    twin = {
-        "copy": copy.copy,
-        "deepcopy": copy.deepcopy,
-        "pickle": lambda b: pickle.loads(pickle.dumps(b)),
-    }[how](buffer)
+    twin = COPIES[how](buffer)
     assert type(twin) is type(buffer) and twin.device == buffer.device
     assert twin.episodes_in_progress == 1 and twin.n_transitions == 8
+    assert twin.settings == buffer.settings and twin.state().steps_added == 10
     assert how != "copy" or twin.compute_reward is buffer.compute_reward
     assert_same_arrays(host_state(twin), before)
     assert_same_draws(buffer, twin)
@@ -396,29 +386,9 @@ def test_a_copy_or_unpickled_buffer_samples_alike_and_goes_on_alone(device: Any,
     check_batch(twin.sample(300), twin_model)
     assert_same_arrays(host_state(buffer), after_sampling)
     assert buffer.n_transitions == 8 and buffer.episodes_in_progress == 1
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_a_buffer_rebuilt_from_its_state_is_the_same_buffer(device: Any) -> None:
-    buffer, model = filled(device)
-    state = buffer.state()
-    assert state.steps_added == 10 and state.settings == buffer.settings
-    rebuilt = type(buffer).from_state(state.copy(), goal_reward)
-    assert rebuilt.episodes_in_progress == 1 and rebuilt.n_transitions == 8
-    assert_same_arrays(host_state(rebuilt), host_state(buffer))
-    assert_same_draws(buffer, rebuilt)
-    feed([buffer], model)  # into the original only: the copy's arrays are its own
-    assert rebuilt.state().steps_added == 10
-    # Without copy() the rebuilt buffer works on the state's own arrays.
+    # Without copy() a rebuilt buffer works on the state's own arrays.
     shared = type(buffer).from_state(buffer.state(), goal_reward)
     assert shared.state().records is buffer.state().records
-    # A bare object brought to life by the two pickle hooks is the buffer too.
-    # (the state in between shares the buffer's arrays: a pickle copies them).
-    bare = type(buffer).__new__(type(buffer))
-    bare.__setstate__(buffer.__getstate__())
-    assert bare.episodes_in_progress == 1 and bare.n_transitions == 8
-    bare.truncate_last_trajectory()
-    assert bare.n_transitions == 11  # the open episode's three steps
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -438,16 +408,27 @@ def test_a_state_that_does_not_fit_or_that_goalenvs_0_1_0_pickled_is_a_clear_err
         bare.__setstate__(legacy)
 
 
+# Every setting a file must keep: a strategy and priorities, a goal mix and its warm-up,
+# n-step returns, goal-motion priorities (with the step's info, every one of them).
+SAVED_SETTINGS = {
+    "td_error": {"n_sampled_goal": 2, "goal_selection_strategy": "episode", "alpha": 0.5,
+                 "handle_timeout_termination": False, "prioritized": True, "priority_eps": 1e-4,
+                 "gamma": 0.9},  # one step, whatever the gamma: no discounts
+    "goal_mix": {"goal_mix": "future=0.4,desired=0.4,original=0.2", "goal_mix_warmup": 90},
+    "n_step": {"n_step": 3, "gamma": 0.5},
+    "goal_motion": {"prioritized": True, "priority": "goal_motion", "motion_clip": 0.3,
+                    "motion_weights": (0.0, 1.0, 4.0)},
+}  # fmt: skip
+
+
 @pytest.mark.parametrize("saved_on", DEVICES)
 @pytest.mark.parametrize("loaded_on", DEVICES)
+@pytest.mark.parametrize("kind", SAVED_SETTINGS)
 def test_a_saved_file_loads_on_either_module_as_the_truncated_twin(
-    saved_on: Any, loaded_on: Any, tmp_path: Path
+    saved_on: Any, loaded_on: Any, kind: str, tmp_path: Path
 ) -> None:
-    buffer, model = tagged(
-        saved_on, 3 * 20, [[4, 6, 5, 3], [2, 9], [5]], 0, seed=9, n_sampled_goal=2,
-        goal_selection_strategy="episode", handle_timeout_termination=False, prioritized=True,
-        alpha=0.5, priority_eps=1e-4,
-    )  # fmt: skip
+    buffer, model = tagged(saved_on, 3 * 20, [[4, 6, 5, 3], [2, 9], [5]], 0, seed=9,
+                           info_keys=("tag", "odd"), **SAVED_SETTINGS[kind])  # fmt: skip
     buffer.beta = 0.55  # the live value is saved, not the constructor's
     feed([buffer], model, 37)  # wraps the 20-row rings; every env stops mid-episode
     before = host_state(buffer)
@@ -456,25 +437,33 @@ def test_a_saved_file_loads_on_either_module_as_the_truncated_twin(
     assert [p.name for p in tmp_path.iterdir()] == ["buffer.npz"]  # no temporary file left
     assert_same_arrays(host_state(buffer), before)  # the live buffer keeps its open episodes
     face = make(loaded_on, 20)
-    loaded = type(face).load(path, goal_reward, device=loaded_on)
-    assert loaded.device == face.device
-    for name in ("buffer_size", "n_envs", "n_sampled_goal", "goal_selection_strategy",
-                 "handle_timeout_termination", "info_keys", "prioritized", "alpha", "beta",
-                 "priority_eps", "observation_space", "action_space"):  # fmt: skip
-        assert getattr(loaded, name) == getattr(buffer, name), name
-    assert loaded.beta == 0.55 and loaded.episodes_in_progress == 0
+    where = {} if loaded_on == saved_on else {"device": loaded_on}  # default: where saved
+    loaded = type(face).load(path, goal_reward, **where)
+    assert loaded.device == face.device and loaded.episodes_in_progress == 0
+    assert loaded.settings.to_meta() == buffer.settings.to_meta() and loaded.beta == 0.55
     twin = copy.deepcopy(buffer)  # what the file holds: the open episodes truncated
     twin.truncate_last_trajectory()
     open_steps = sum(ep.length for ep in model.open())
     assert loaded.n_transitions == twin.n_transitions == buffer.n_transitions + open_steps
     assert_same_arrays(host_state(loaded), host_state(twin))
+    assert to_numpy(loaded.state().fields["info/odd"]).dtype == bool
     if saved_on == loaded_on:  # the generator's state was saved too
+        assert repr(loaded) == repr(twin)
         assert_same_draws(twin, loaded)
-    # It keeps collecting: the cut episodes ended, the envs go on with new ones.
+    # It keeps collecting as the live buffer does: the cut episodes ended, the envs go on
+    # with new ones, weighed alike.
     model.truncate()
-    feed([loaded], model, 12)
+    feed([loaded, twin], model, 12)
+    assert_same_arrays(host_state(loaded), host_state(twin))
+    if loaded.prioritized:
+        weights = [to_numpy(b.priorities.weights()) for b in (loaded, twin)]
+        np.testing.assert_allclose(*weights, rtol=1e-12)
     batch = loaded.sample(300)
-    check_batch(batch._replace(weights=np.ones(300)), model, "episode", handle_timeout=False)
+    assert (batch.discounts is None) == (loaded.n_step == 1)
+    if loaded.n_step == 1:
+        sources = loaded.goal_mix.sources
+        checked = batch._replace(weights=np.ones(300))
+        check_batch(checked, model, sources, handle_timeout=loaded.handle_timeout_termination)
     newest = max(m for _, m in model.live())
     assert to_numpy(batch.observations["observation"])[:, 1].max() == newest
 
@@ -508,38 +497,25 @@ def test_the_host_reads_the_device_about_once_per_ring_cycle(
     assert 2 <= len(reads) <= 8, reads  # over 190 samples and 200 adds
 
 
-class _NoHostRead:
-    """Makes every Python-level way a tensor's value reaches the host raise (bool(),
-    int(), float(), .item(), .tolist(), .cpu(), .numpy(), nonzero): on the CPU, where
-    torch's sync debug mode does not look."""
+# Every Python-level way a tensor's value reaches the host (bool(), int(), float(),
+# .item(), .tolist(), .cpu(), .numpy(), nonzero): refused on the CPU, where torch's sync
+# debug mode does not look.
+HOST_READS = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "cpu",
+              "numpy", "nonzero")  # fmt: skip
 
-    NAMES = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "cpu",
-             "numpy", "nonzero")  # fmt: skip
 
-    def __enter__(self) -> None:
-        self.saved = {name: getattr(torch.Tensor, name) for name in self.NAMES}
+def _refuse(name: str) -> Any:
+    def method(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"sample read a tensor on the host: Tensor.{name}")
 
-        def refuse(name: str) -> Any:
-            def method(*args: Any, **kwargs: Any) -> Any:
-                raise AssertionError(f"sample read a tensor on the host: Tensor.{name}")
-
-            return method
-
-        for name in self.NAMES:
-            setattr(torch.Tensor, name, refuse(name))
-        self.nonzero, torch.nonzero = torch.nonzero, refuse("torch.nonzero")
-
-    def __exit__(self, *exc: Any) -> None:
-        for name, method in self.saved.items():
-            setattr(torch.Tensor, name, method)
-        torch.nonzero = self.nonzero
+    return method
 
 
 @pytest.mark.parametrize("prioritized", [False, True])
 @pytest.mark.parametrize("strategy", list(GoalSelectionStrategy))
 @pytest.mark.parametrize("device", TORCH)
 def test_sample_reads_nothing_on_the_host_once_can_sample_said_yes(
-    device: Any, strategy: GoalSelectionStrategy, prioritized: bool
+    device: Any, strategy: GoalSelectionStrategy, prioritized: bool, monkeypatch: Any
 ) -> None:
     # What a CUDA graph capture of sample needs: no host read, so no data-dependent shape
     # or branch, whatever the strategy, the handling of timeouts or the priorities.
@@ -560,7 +536,10 @@ def test_sample_reads_nothing_on_the_host_once_can_sample_said_yes(
         finally:
             torch.cuda.set_sync_debug_mode("default")
     else:
-        with _NoHostRead():
+        with monkeypatch.context() as patched:
+            for name in HOST_READS:
+                patched.setattr(torch.Tensor, name, _refuse(name))
+            patched.setattr(torch, "nonzero", _refuse("torch.nonzero"))
             batch = buffer.sample(128)
     if prioritized:
         batch = batch._replace(weights=torch.ones(128))
@@ -570,24 +549,35 @@ def test_sample_reads_nothing_on_the_host_once_can_sample_said_yes(
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("prioritized", [False, True])
-def test_the_seed_makes_the_draws_and_rng_or_generator_draws_them(
+def test_the_seed_makes_the_draws_and_each_sample_returns_fresh_arrays(
     device: Any, prioritized: bool
 ) -> None:
-    buffers = [
-        tagged(device, 60, [[5], [3]], 15, seed=7, prioritized=prioritized)[0] for _ in range(2)
-    ]
+    (buffer, model), (other, _) = (
+        tagged(device, 60, [[5], [3]], 15, seed=7, prioritized=prioritized) for _ in range(2)
+    )
     numpy_face = device is None
-    source = buffers[1].rng if numpy_face else buffers[1].generator
+    source = other.rng if numpy_face else other.generator
     assert isinstance(source, np.random.Generator if numpy_face else torch.Generator)
-    assert (buffers[1].generator if numpy_face else buffers[1].rng) is None
-    assert numpy_face or source.device == buffers[1].device
-    assert_same_draws(*buffers)
+    assert (other.generator if numpy_face else other.rng) is None
+    assert numpy_face or source.device == other.device
+    assert_same_draws(buffer, other)
     if numpy_face:  # one draw more: the next batches differ
         source.random()
     else:
         torch.rand(1, generator=source, device=source.device)
-    a, b = buffers[0].sample(64), buffers[1].sample(64)
-    assert (to_numpy(a.indices) != to_numpy(b.indices)).any()
+    first = buffer.sample(64)
+    assert (to_numpy(first.indices) != to_numpy(other.sample(64).indices)).any()
+    assert first.discounts is None and (buffer.n_step, buffer.gamma) == (1, None)  # defaults
+    # A batch is fresh arrays: the next samples and adds leave it alone.
+    kept = {name: value.copy() for name, value in batch_arrays(first).items()}
+    later = [buffer.sample(64) for _ in range(3)]
+    feed([buffer], model)
+    assert_same_arrays(batch_arrays(first), kept)
+    assert any((to_numpy(b.indices) != kept["indices"]).any() for b in later)  # other draws
+    moved = buffer.sample(64, device="cpu")  # tensors on the CPU, whatever the face
+    assert isinstance(moved.rewards, torch.Tensor) and moved.rewards.dtype == torch.float32
+    assert moved.rewards.device.type == "cpu"
+    check_batch(moved, model)
 
 
 @pytest.mark.parametrize("prioritized", [False, True])

@@ -21,43 +21,10 @@ from hypothesis import strategies as st
 from goalenvs.agents.ddpg import DDPGConfig
 from goalenvs.cli import main
 from goalenvs.her.settings import check_motion_weights
-from tests.her.model import DEVICES, Model, goal_reward, make, on, to_numpy
+from tests.her.model import DEVICES, SPEEDS, Feeder, make, to_numpy
 from tests.her.test_buffer_backends import ENERGY, GM
 
 EPS = 1e-6
-# Speeds of the achieved goal per step, exact in float32; (0, 0, 0): nothing moved.
-SPEEDS = [(0.0, 0.0, 0.0), (0.25, 0.0, 0.0), (0.0, 0.5, 0.5), (1.0, 2.0, 2.0)]
-
-
-class Feeder:
-    """The model's episodes (``lengths`` cycled, env e starting e episodes in), whose
-    achieved goal starts at ``(env, episode, 0)`` and moves by ``SPEEDS[speed(env,
-    episode)]`` each step."""
-
-    def __init__(self, buffer: Any, lengths: list[int], speeds: list[int]) -> None:
-        n, k = buffer.n_envs, len(lengths)
-        plans = [[lengths[(m + e) % k] for m in range(k)] for e in range(n)]
-        self.buffer, self.lengths, self.speeds = buffer, lengths, speeds
-        self.model = Model(buffer.rows_per_env, plans)
-
-    def speed(self, env: int, episode: int) -> int:
-        return self.speeds[(episode + 2 * env) % len(self.speeds)]
-
-    def motion(self, env: int, episode: int, clip: float | None, weights: Any = None) -> float:
-        """The episode's clipped, weighted path."""
-        velocity = np.array(SPEEDS[self.speed(env, episode)]) * (1 if weights is None else weights)
-        step = float(np.linalg.norm(velocity))
-        length = self.lengths[(episode + env) % len(self.lengths)]
-        return length * (step if clip is None else min(step, clip))
-
-    def add(self, steps: int = 1) -> None:
-        for _ in range(steps):
-            obs, nxt, *rest, _ = self.model.step()
-            for o in (obs, nxt):
-                tags = o["observation"]
-                v = np.array([SPEEDS[self.speed(e, m)] for e, m, _ in tags.astype(int)], np.float32)
-                o["achieved_goal"] = tags * np.float32([1, 1, 0]) + tags[:, 2:] * v
-            self.buffer.add(*[on(self.buffer, a) for a in (obs, nxt, *rest)])
 
 
 def goal_motion(
@@ -68,16 +35,15 @@ def goal_motion(
                 priority_eps=EPS, priority="goal_motion", motion_clip=clip, **extra)  # fmt: skip
 
 
-def check_leaves(buffer: Any, feeder: Feeder, alpha: float, clip: Any, weights: Any = None) -> int:
+def check_leaves(buffer: Any, feeder: Feeder, alpha: float, clip: Any, weights: Any = None) -> None:
     """Every sampleable row's draw weight is its episode's ``(motion + eps) ** alpha``
-    and every other row's 0; returns how many rows are sampleable."""
+    and every other row's 0."""
     leaves = to_numpy(buffer.priorities.weights()).reshape(-1)
     live = np.flatnonzero(leaves)
     assert live.size == buffer.n_transitions
     tags = to_numpy(buffer.state().fields["obs/observation"]).reshape(-1, 3)[live].astype(int)
     expected = [(feeder.motion(e, m, clip, weights) + EPS) ** alpha for e, m, _ in tags.tolist()]
     np.testing.assert_allclose(leaves[live], expected, rtol=1e-6)
-    return int(live.size)
 
 
 @settings(max_examples=50, deadline=None)
@@ -102,7 +68,10 @@ def test_each_transition_carries_its_episodes_clipped_goal_motion(
         feeder.add()
         check_leaves(buffer, feeder, alpha, clip, weights)
     if buffer.can_sample():
-        np.testing.assert_array_equal(to_numpy(buffer.sample(16).weights), 1.0)
+        batch = buffer.sample(16)
+        np.testing.assert_array_equal(to_numpy(batch.weights), 1.0)
+        with pytest.raises(RuntimeError, match=r"priority='goal_motion'.*TD errors set the"):
+            buffer.update_priorities(batch.indices[:4], np.ones(4))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -143,36 +112,6 @@ def test_draws_follow_the_goal_motion_within_their_binomial_interval(
     if weights is not None:  # nor those that moved only along the axis weighted 0
         assert np.mean(speed == 1) < 1e-3
     np.testing.assert_array_equal(to_numpy(batch.weights), 1.0)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_a_saved_buffer_keeps_its_goal_motion_and_settings(device: Any, tmp_path: Any) -> None:
-    """Saved between episodes; the loaded buffer goes on weighing new episodes, and TD
-    errors set no goal-motion priority."""
-    weights = (0.0, 1.0, 4.0)
-    buffer = goal_motion(device, 2, 30, 1.0, 0.3, weights)
-    feeder = Feeder(buffer, [3], [0, 1, 2, 3])
-    feeder.add(24)
-    buffer.save(tmp_path / "buffer.npz")
-    loaded = type(buffer).load(tmp_path / "buffer.npz", goal_reward)
-    assert (loaded.priority, loaded.motion_clip, loaded.motion_weights) == (
-        "goal_motion",
-        0.3,
-        weights,
-    )
-    assert loaded.device == buffer.device
-    np.testing.assert_array_equal(
-        to_numpy(loaded.priorities.weights()), to_numpy(buffer.priorities.weights())
-    )
-    feeder.buffer = loaded
-    feeder.add(24)
-    check_leaves(loaded, feeder, 1.0, 0.3, weights)
-    batch = loaded.sample(20_000)
-    drawn = {(e, m) for e, m, _ in to_numpy(batch.observations["observation"]).astype(int).tolist()}
-    assert min(feeder.motion(e, m, 0.3, weights) for e, m in drawn) > 0
-    assert any(m >= 8 for _, m in drawn)  # episodes stored after the load are drawn
-    with pytest.raises(RuntimeError, match=r"priority='goal_motion'.*TD errors set the"):
-        loaded.update_priorities(batch.indices[:4], np.ones(4))
 
 
 def test_the_priority_flags_reach_the_config_and_weights_that_do_not_fit_stop_train(capsys):

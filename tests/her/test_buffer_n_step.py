@@ -117,15 +117,6 @@ def test_returns_sum_the_steps_left_in_the_episode_up_to_its_end_or_goal(
     assert "compute_terminated" not in kwargs or stopped_early > 100
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_one_step_batches_carry_no_discounts(device: Any) -> None:
-    one = make(device, 160, n_envs=2, seed=3)
-    feed([one], Model(80, [[5], [3]]), 20)
-    assert one.sample(64).discounts is None and (one.n_step, one.gamma) == (1, None)
-    explicit, _ = filled(device, 1)
-    assert explicit.n_step == 1 and explicit.sample(64).discounts is None
-
-
 def test_the_agents_bootstrap_with_the_batch_discounts() -> None:
     """The critic's target is ``r + discounts * (1 - done) * Q'`` when a batch carries
     discounts, ``r + gamma * (1 - done) * Q'`` when it does not."""
@@ -157,46 +148,6 @@ def test_a_run_samples_n_step_returns_with_its_own_discount(tmp_path: Any) -> No
     assert DQNConfig(n_step=3).her_settings(0.9)["gamma"] == 0.9
     assert DQNConfig(n_step=3, gamma=0.8).her_settings(0.9)["gamma"] == 0.8
     assert DQNConfig().her_settings(0.9)["gamma"] is None  # one step: no discount to hand
-
-
-def _with_meta(path: Any, **entries: object) -> None:
-    """Rewrites the metadata of the buffer file at ``path`` with ``entries`` added, as a
-    file written by an older version that had them would read."""
-    with np.load(path) as data:
-        arrays = {key: data[key] for key in data.files}
-    arrays["meta"] = np.array(json.dumps({**json.loads(str(arrays["meta"])), **entries}))
-    np.savez(path, **arrays)
-
-
-@pytest.mark.parametrize(
-    ("entry", "value"),
-    [("n_step_until", 200), ("motion_threshold", 0.001), ("motion_scope", "ahead")],
-)
-@pytest.mark.parametrize("device", [None, "cpu"])
-def test_n_step_survives_a_save_and_a_retired_setting_loads_only_at_its_off_value(
-    device: Any, entry: str, value: object, tmp_path: Any
-) -> None:
-    """Files written before n_step_until, motion_threshold and motion_scope were retired
-    carry them: at the value that meant "off" they load and sample as before; at another,
-    the load is one line that names the file, the setting and what to do."""
-    buffer, _ = filled(device, 3)
-    path = tmp_path / "buffer.npz"
-    buffer.save(path)
-    loaded = type(buffer).load(path, goal_reward, None)
-    assert (loaded.n_step, loaded.gamma, loaded.device) == (3, GAMMA, buffer.device)
-    as_saved = batch_arrays(loaded.sample(64))
-    assert as_saved["discounts"].min() >= GAMMA**3
-    off = {"n_step_until": 0, "motion_threshold": None, "motion_scope": "episode"}[entry]
-    _with_meta(path, **{entry: off})
-    again = batch_arrays(type(buffer).load(path, goal_reward, None).sample(64))
-    for key, values in again.items():
-        np.testing.assert_array_equal(values, as_saved[key], err_msg=key)
-    _with_meta(path, **{entry: value})
-    with pytest.raises(ValueError) as caught:
-        type(buffer).load(path, goal_reward, None)
-    message = str(caught.value)
-    assert message.startswith(f"{path}: written with {entry}={value!r}, a setting this version")
-    assert "148f048" in message and "\n" not in message
 
 
 def test_the_flag_sets_it_a_resume_keeps_it_and_a_retired_setting_resumes_only_off(

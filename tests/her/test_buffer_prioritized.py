@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from goalenvs.her.sumtree import SumTree
-from tests.her.model import DEVICES, Model, goal_reward, make, on, to_numpy
+from tests.her.model import DEVICES, Feeder, goal_reward, make, on, to_numpy
 
 EPS = 1e-6
 
@@ -64,54 +64,30 @@ def test_sum_tree_edges_and_bad_arguments() -> None:
         SumTree(4).update(np.array([4]), np.array([1.0]))
 
 
-class Reference:
-    """Feeds ``buffer`` the model's episodes; keeps the priority of every transition."""
-
-    def __init__(self, buffer: Any, lengths: list[int], alpha: float) -> None:
-        plans = [lengths[e:] + lengths[:e] for e in range(buffer.n_envs)]
-        self.buffer, self.alpha, self.model = buffer, alpha, Model(buffer.rows_per_env, plans)
-        self.priority: dict[tuple[int, ...], float] = {}
-        self.max_priority = 1.0
-
-    def add(self, steps: int = 1) -> None:
-        for _ in range(steps):
-            args = self.model.step()
-            self.buffer.add(*[on(self.buffer, a) for a in args])
-            for tag in args[0]["observation"].astype(int).tolist():
-                self.priority[tuple(tag)] = self.max_priority
-
-    def live(self) -> dict[tuple[int, ...], float]:
-        eps = self.model.live().items()
-        return {(e, m, i): self.priority[(e, m, i)] for (e, m), ep in eps for i in range(ep.length)}
-
-    def update(self, tags: np.ndarray, td_errors: np.ndarray) -> None:
-        for tag, td in zip(tags.astype(int).tolist(), td_errors, strict=True):
-            self.priority[tuple(tag)] = abs(float(td)) + EPS
-        self.max_priority = max(self.max_priority, float(np.abs(td_errors).max()) + EPS)
-
-    def check(self, batch_size: int, beta: float) -> Any:
-        buffer, live = self.buffer, self.live()
-        assert buffer.n_transitions == len(live)
-        # Every row's draw weight (the sum tree's leaves on numpy, torch's masked rows):
-        # p ** alpha on the live transitions, 0 on every other row.
-        weights = to_numpy(buffer.priorities.weights()).reshape(-1)
-        tags = to_numpy(buffer.state().fields["obs/observation"]).reshape(-1, 3).astype(int)
-        held = {tuple(tags[i]): weights[i] for i in np.flatnonzero(weights)}
-        assert set(held) == set(live)
-        np.testing.assert_allclose([held[t] for t in live], [p**self.alpha for p in live.values()])
-        total = sum(p**self.alpha for p in live.values())
-        batch = buffer.sample(batch_size)
-        drawn = to_numpy(batch.observations["observation"]).astype(int)
-        np.testing.assert_array_equal(tags[to_numpy(batch.indices)], drawn)
-        p = np.array([live[tuple(t)] for t in drawn.tolist()]) ** self.alpha
-        np.testing.assert_allclose(
-            to_numpy(buffer.state().priorities).reshape(-1)[to_numpy(batch.indices)], p
-        )
-        want = (len(live) * p / total) ** -beta
-        got = to_numpy(batch.weights)
-        np.testing.assert_allclose(got, want / want.max(), rtol=1e-5)
-        assert got.dtype == np.float32 and got.max() == 1.0
-        return batch
+def check(feeder: Feeder, batch_size: int, alpha: float, beta: float) -> Any:
+    """The buffer holds the feeder's priorities and draws a batch by them, weighted."""
+    buffer, live = feeder.buffer, feeder.live()
+    assert buffer.n_transitions == len(live)
+    # Every row's draw weight (the sum tree's leaves on numpy, torch's masked rows):
+    # p ** alpha on the live transitions, 0 on every other row.
+    weights = to_numpy(buffer.priorities.weights()).reshape(-1)
+    tags = to_numpy(buffer.state().fields["obs/observation"]).reshape(-1, 3).astype(int)
+    held = {tuple(tags[i]): weights[i] for i in np.flatnonzero(weights)}
+    assert set(held) == set(live)
+    np.testing.assert_allclose([held[t] for t in live], [p**alpha for p in live.values()])
+    total = sum(p**alpha for p in live.values())
+    batch = buffer.sample(batch_size)
+    drawn = to_numpy(batch.observations["observation"]).astype(int)
+    np.testing.assert_array_equal(tags[to_numpy(batch.indices)], drawn)
+    p = np.array([live[tuple(t)] for t in drawn.tolist()]) ** alpha
+    np.testing.assert_allclose(
+        to_numpy(buffer.state().priorities).reshape(-1)[to_numpy(batch.indices)], p
+    )
+    want = (len(live) * p / total) ** -beta
+    got = to_numpy(batch.weights)
+    np.testing.assert_allclose(got, want / want.max(), rtol=1e-5)
+    assert got.dtype == np.float32 and got.max() == 1.0
+    return batch
 
 
 @settings(max_examples=50, deadline=None)
@@ -130,15 +106,15 @@ def test_priorities_follow_the_reference_as_the_ring_wraps(
 ) -> None:
     buffer = make(device, rows * n_envs, n_envs=n_envs, seed=seed, prioritized=True,
                   alpha=alpha, beta=beta, priority_eps=EPS)  # fmt: skip
-    ref, rng = Reference(buffer, lengths, alpha), np.random.default_rng(seed)
+    feeder, rng = Feeder(buffer, lengths), np.random.default_rng(seed)
     for op in [*ops, "add"]:
         if op == "add":
-            ref.add()
-        elif ref.live() and op == "update":
-            batch = ref.check(16, beta)
+            feeder.add()
+        elif feeder.live() and op == "update":
+            batch = check(feeder, 16, alpha, beta)
             td = rng.normal(size=16) * rng.choice([0.01, 1.0, 100.0])
             buffer.update_priorities(batch.indices, on(buffer, td))
-            ref.update(to_numpy(batch.observations["observation"]), td)
+            feeder.update(to_numpy(batch.observations["observation"]), td, EPS)
         elif op == "save":  # the file keeps the priorities (the live buffer goes on)
             path = tmp_path_factory.mktemp("prioritized") / "buffer.npz"
             buffer.save(path)
@@ -149,15 +125,15 @@ def test_priorities_follow_the_reference_as_the_ring_wraps(
                 np.testing.assert_array_equal(
                     to_numpy(loaded.priorities.weights()), to_numpy(buffer.priorities.weights())
                 )
-        if ref.live():
-            ref.check(32, beta)
+        if feeder.live():
+            check(feeder, 32, alpha, beta)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_draws_follow_the_priorities_set_through_torch_batches(device: Any) -> None:
     # Two 1-step episodes then priorities 1 : 3 (alpha 1): draws 1/4 : 3/4, weights 1 : 1/3.
     buffer = make(device, 20, seed=0, prioritized=True, alpha=1.0, beta=1.0)
-    Reference(buffer, [1], alpha=1.0).add(2)
+    Feeder(buffer, [1]).add(2)
     batch = buffer.sample(50, device=device or "cpu")  # a batch handed to torch
     assert batch.weights.dtype == torch.float32 and batch.indices.dtype == torch.int64
     episode = to_numpy(batch.observations["observation"])[:, 1].astype(int)
