@@ -19,6 +19,7 @@ from goalenvs.checker.probe import (
     goal_space,
     goal_steps,
     method,
+    mismatch,
     rollout,
     success_flag,
 )
@@ -179,10 +180,10 @@ def check_terminated_at_goal(ctx: Context, out: Outcome) -> None:
                 "compute_terminated returns no bool (see terminated.batch)"
             ) from None
         if computed != s.terminated:
+            text = mismatch("terminated", s.terminated, "compute_terminated", (ag, dg), computed)
             out.fail(
-                f"step returned terminated={s.terminated} but compute_terminated(achieved_goal="
-                f"{fmt(ag)}, desired_goal={fmt(dg)}) = {computed} (is_success="
-                f"{success_flag(s.info)}): relabeled goals get the wrong terminations",
+                f"{text} (is_success={success_flag(s.info)}): relabeled goals get the wrong "
+                "terminations",
                 _where(s),
             )
             return

@@ -18,6 +18,7 @@ from goalenvs.checker.probe import (
     BatchEval,
     call_goal,
     copy_info,
+    disagree,
     evaluate_batches,
     fmt,
     goal_pairs,
@@ -25,6 +26,7 @@ from goalenvs.checker.probe import (
     goal_steps,
     info_array,
     method,
+    mismatch,
     pair_text,
     perturbed,
     same,
@@ -362,20 +364,21 @@ def _probe_reward_match(ctx: Context, out: Outcome) -> None:
         values = ctx.call("compute_reward of every goal-probe step", computed)
     except (EnvCallError, TypeError, ValueError, IndexError):
         return  # a compute_reward that cannot be read is the other reward checks' finding
-    wrong = [(s, v) for s, v in zip(samples, values, strict=True) if not values_close(s.reward, v)]
-    if wrong:
-        s, value = wrong[0]
+    bad = disagree("reward", [s.reward for s in samples], values)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        s, value = samples[k], values[k]
         lag = (
             "; achieved_goal answers each action a step late (goal.achieved_current), while "
             "the reward answers it in its own step"
             if goal_probe(ctx).lags()
             else ""
         )
+        ag, dg = s.obs["achieved_goal"], s.obs["desired_goal"]
         out.fail(
-            f"step returned reward = {fmt(s.reward)} but compute_reward(achieved_goal="
-            f"{fmt(s.obs['achieved_goal'])}, desired_goal={fmt(s.obs['desired_goal'])}, "
-            f"info={fmt(s.info)}) = {fmt(value)} ({len(wrong)} of {len(samples)} goal-probe "
-            f"steps disagree; the rollout's steps agree, so the two part near the goal){lag}",
+            f"{mismatch('reward', s.reward, 'compute_reward', (ag, dg, s.info), value)} "
+            f"({int(bad.sum())} of {len(samples)} goal-probe steps disagree; the rollout's "
+            f"steps agree, so the two part near the goal){lag}",
             f"goal-probe step {s.t}",
         )
 
@@ -383,32 +386,24 @@ def _probe_reward_match(ctx: Context, out: Outcome) -> None:
 def step_match(ctx: Context, out: Outcome, name: str, attr: str) -> None:
     """Fails where goal method ``name`` disagrees with what step returned as ``attr``."""
     fn = method(ctx, name)
-    mismatches = 0
-    first = None
-    for s in goal_steps(ctx):
+    steps = goal_steps(ctx)
+    computed = []
+    for s in steps:
         ag, dg = s.obs["achieved_goal"], s.obs["desired_goal"]
         value = call_goal(ctx, f"step {s.t}: {name}(step goals, step info)", fn, ag, dg, s.info)
-        got = getattr(s, attr)
         arr = np.asarray(value).reshape(-1)
         if arr.size != 1:
             out.fail(f"{name} of one pair returned shape {np.shape(value)}", f"step {s.t}")
             return
-        if attr == "reward":
-            agree = values_close(got, float(arr[0]))
-        elif attr == "terminated":
-            agree = got == bool(arr[0])
-        else:  # goal-dependent truncation must end the episode; a time limit may add more
-            agree = got or not bool(arr[0])
-        if not agree:
-            mismatches += 1
-            first = first or (s, got, arr[0])
-    if first:
-        s, got, computed = first
+        computed.append(arr[0])
+    bad = disagree(attr, [getattr(s, attr) for s in steps], computed)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        s = steps[k]
+        ag, dg = s.obs["achieved_goal"], s.obs["desired_goal"]
         out.fail(
-            f"step returned {attr} = {fmt(got)} but {name}(achieved_goal="
-            f"{fmt(s.obs['achieved_goal'])}, desired_goal={fmt(s.obs['desired_goal'])}, "
-            f"info={fmt(s.info)}) = {fmt(computed)}"
-            f" ({mismatches} of {len(goal_steps(ctx))} steps disagree)",
+            f"{mismatch(attr, getattr(s, attr), name, (ag, dg, s.info), computed[k])} "
+            f"({int(bad.sum())} of {len(steps)} steps disagree)",
             f"step {s.t}",
         )
 
