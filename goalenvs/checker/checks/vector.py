@@ -13,6 +13,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from goalenvs.checker.checks.spaces import goal_dict_problem, goals_apart
 from goalenvs.checker.context import Context, SkipCheckError
 from goalenvs.checker.probe import (
     ATOL,
@@ -20,7 +21,6 @@ from goalenvs.checker.probe import (
     disagree,
     fmt,
     goal_moved,
-    is_goal_dict,
     mismatch,
     replay_text,
     view_text,
@@ -110,18 +110,11 @@ def check_vector_spaces(ctx: Context, out: Outcome) -> None:
         return
     single_obs = getattr(env, "single_observation_space", None)
     single_act = getattr(env, "single_action_space", None)
-    if not is_goal_dict(single_obs):
-        out.fail(
-            f"single_observation_space is {fmt(single_obs)}, expected Dict(observation=..., "
-            "achieved_goal=..., desired_goal=...): one sub-env's goal Dict"
-        )
-    else:
-        ag, dg = single_obs["achieved_goal"], single_obs["desired_goal"]
-        if type(ag) is not type(dg) or ag.shape != dg.shape or ag.dtype != dg.dtype:
-            out.fail(
-                f"single_observation_space's achieved_goal is {ag!r} but desired_goal is "
-                f"{dg!r}: a relabeled goal would not fit"
-            )
+    problem = goal_dict_problem(single_obs, "single_observation_space")
+    if problem is None:
+        problem = goals_apart(single_obs, "single_observation_space's ")
+    if problem is not None:
+        out.fail(problem)
     for name, batched, single in (
         ("observation_space", getattr(env, "observation_space", None), single_obs),
         ("action_space", getattr(env, "action_space", None), single_act),
