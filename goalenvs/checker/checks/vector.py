@@ -4,6 +4,7 @@ only sub-env 0's actions changed."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -556,22 +557,13 @@ def _match(ctx: Context, out: Outcome, name: str, field: str) -> None:
         out.fail(f"{first[0]} ({bad_total} of {total} rows disagree)", first[1])
 
 
-@register(
-    "vector.reward_match",
-    "error",
-    "rewards equal compute_reward of each sub-env's returned goals (final_obs where it ended)",
-)
-def check_vector_reward_match(ctx: Context, out: Outcome) -> None:
-    _match(ctx, out, "compute_reward", "reward")
-
-
-@register(
-    "vector.terminated_match",
-    "error",
-    "terminations equal compute_terminated of each sub-env's returned goals",
-)
-def check_vector_terminated_match(ctx: Context, out: Outcome) -> None:
-    _match(ctx, out, "compute_terminated", "terminated")
+for _field, _title in {
+    "reward": "rewards equal compute_reward of each sub-env's returned goals (final_obs where "
+    "it ended)",
+    "terminated": "terminations equal compute_terminated of each sub-env's returned goals",
+}.items():
+    _check = functools.partial(_match, name=f"compute_{_field}", field=_field)
+    register(f"vector.{_field}_match", "error", _title)(_check)
 
 
 @register(
