@@ -69,8 +69,9 @@ def values_close(a: Any, b: Any) -> bool:
 
 
 def disagree(field: str, returned: Any, computed: Any) -> np.ndarray:
-    """Per transition (a single env's step, a batch's row): whether step's ``field`` breaks
-    its goal function's rule (reward close, terminated equal, goal truncations made)."""
+    """Per transition (a single env's step, a batch's row): whether the ``field`` returned
+    breaks its goal function's rule: a reward close to it, a goal truncation made (a time
+    limit may add more), any other flag equal to it as a bool."""
     got, value = np.asarray(returned), np.asarray(computed)
     if field == "reward":
         a, b = got.astype(np.float64), value.astype(np.float64)

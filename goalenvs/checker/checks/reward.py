@@ -108,23 +108,19 @@ def compare_batches(
             )
             continue
         flat = result.reshape(-1)
-        for i, (p, single) in enumerate(zip(ev.pairs, ev.singles, strict=True)):
-            single_value = np.asarray(single).reshape(-1)
-            if single_value.size != 1:
-                out.fail(f"{name} of one pair returned shape {np.shape(single)}", where)
-                break
-            if kind == "reward":
-                agree = values_close(flat[i], single_value[0])
-            else:
-                agree = bool(flat[i]) == bool(single_value[0])
-            if not agree:
-                index = np.unravel_index(i, ev.shape)
-                out.fail(
-                    f"batch {noun}[{', '.join(map(str, index))}] = {fmt(flat[i])}, single {noun} = "
-                    f"{fmt(single_value[0])} for {pair_text(p)}",
-                    where,
-                )
-                break
+        wide = next((i for i, x in enumerate(ev.singles) if np.size(x) != 1), n)
+        values = [np.asarray(x).reshape(-1)[0] for x in ev.singles[:wide]]
+        bad = np.flatnonzero(disagree(kind, flat[:wide], values))
+        if bad.size:
+            i = int(bad[0])
+            index = ", ".join(map(str, np.unravel_index(i, ev.shape)))
+            out.fail(
+                f"batch {noun}[{index}] = {fmt(flat[i])}, single {noun} = {fmt(values[i])} for "
+                f"{pair_text(ev.pairs[i])}",
+                where,
+            )
+        elif wide < n:
+            out.fail(f"{name} of one pair returned shape {np.shape(ev.singles[wide])}", where)
 
 
 @register("reward.batch", "error", "batched compute_reward equals per-element calls")

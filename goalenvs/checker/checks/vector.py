@@ -15,6 +15,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from goalenvs.checker.checks.spaces import goal_dict_problem, goals_apart
+from goalenvs.checker.checks.success import no_success_text
 from goalenvs.checker.context import Context, SkipCheckError
 from goalenvs.checker.probe import (
     ATOL,
@@ -668,12 +669,8 @@ def check_vector_success(ctx: Context, out: Outcome) -> None:
         stepped = ~run.reset_rows(t)
         if "is_success" not in s.info:
             if stepped.any():
-                fail(
-                    "missing",
-                    f"info has no 'is_success' at step {t}, where sub-envs "
-                    f"{listing(np.flatnonzero(stepped))} stepped (keys {list(s.info)})",
-                    where,
-                )
+                who = f" for sub-envs {listing(np.flatnonzero(stepped))}, which stepped"
+                fail("missing", no_success_text(s.info, who), where)
             continue
         value = np.asarray(s.info["is_success"])
         if value.shape != (n,):
