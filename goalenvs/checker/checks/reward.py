@@ -177,16 +177,11 @@ def check_reward_shape(ctx: Context, out: Outcome) -> None:
             "(B,) targets into a (B, B) loss)" + (f"; also wrong for {others}" if others else ""),
             f"batch of shape {wrong[0].shape}",
         )
-    steps = goal_steps(ctx)
-    fn = method(ctx, "compute_reward")
-    s = steps[0]
-    one = call_goal(
-        ctx, "compute_reward(one pair)", fn, s.obs["achieved_goal"], s.obs["desired_goal"], s.info
-    )
-    if np.shape(one) != ():
-        out.fail(
-            f"compute_reward of one pair returned shape {np.shape(one)}, expected ()", f"step {s.t}"
-        )
+    s, fn = goal_steps(ctx)[0], method(ctx, "compute_reward")
+    ag, dg = s.obs["achieved_goal"], s.obs["desired_goal"]
+    shape = np.shape(call_goal(ctx, "compute_reward(one pair)", fn, ag, dg, s.info))
+    if shape != ():
+        out.fail(f"compute_reward of one pair returned shape {shape}, expected ()", f"step {s.t}")
 
 
 @register("reward.dtype", "warning", "compute_reward returns float32 (the goal-env convention)")

@@ -23,6 +23,7 @@ from goalenvs.checker.probe import (
     disagree,
     fmt,
     goal_moved,
+    is_goal_dict,
     mismatch,
     replay_text,
     view_text,
@@ -113,7 +114,7 @@ def check_vector_spaces(ctx: Context, out: Outcome) -> None:
     single_obs = getattr(env, "single_observation_space", None)
     single_act = getattr(env, "single_action_space", None)
     problem = goal_dict_problem(single_obs, "single_observation_space")
-    if problem is None:
+    if is_goal_dict(single_obs):
         problem = goals_apart(single_obs, "single_observation_space's ")
     if problem is not None:
         out.fail(problem)
