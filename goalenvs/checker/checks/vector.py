@@ -1024,8 +1024,7 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
     # generator the sub-envs share (a torch twin's): from its restart on, it may differ.
     pairs = enumerate(zip(again.steps, probe.steps, strict=False))
     diverged = next((t for t, (x, y) in pairs if x.done[0] != y.done[0]), None)
-    active = np.ones(n, bool)
-    active[0] = False
+    active = np.arange(n) > 0  # every sub-env but 0
     for t in range(min(len(again.steps), len(probe.steps))):
         a, b = again.steps[t], probe.steps[t]
         if diverged is not None and t >= diverged:
@@ -1049,8 +1048,6 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
                     f"step {t}",
                 )
                 return
-        if probe.stopped and t == len(probe.steps) - 1:
-            break
 
 
 # --------------------------------------------------------------------------- devices
