@@ -491,11 +491,11 @@ def _transitions(run: VecRun, methods: GoalMethods) -> list[tuple[list, Any, Any
     rows = [(int(t), int(i)) for t, i in np.argwhere(normal)]
     groups = [(rows, achieved[normal], desired[normal], info, "")]
     ends = [
-        (t, i, s.final_obs.get(i))
+        (t, i, final)
         for t, s in enumerate(run.steps)
         for i in (np.flatnonzero(s.done).tolist() if same_step else [])
+        if isinstance(final := s.final_obs.get(i), Mapping) and "achieved_goal" in final
     ]
-    ends = [e for e in ends if isinstance(e[2], Mapping) and "achieved_goal" in e[2]]
     if ends:
         infos = [
             {**row_infos(run.steps[t].info, n, [i])[0], **run.steps[t].final_info.get(i, {})}
