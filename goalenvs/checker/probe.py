@@ -68,6 +68,53 @@ def values_close(a: Any, b: Any) -> bool:
     return bool(np.allclose(a, b, atol=ATOL, rtol=RTOL, equal_nan=True))
 
 
+def disagree(field: str, returned: Any, computed: Any) -> np.ndarray:
+    """Per transition (a single env's step, a batch's row): whether the ``field`` returned
+    breaks its goal function's rule: a reward close to it, a goal truncation made (a time
+    limit may add more), any other flag equal to it as a bool."""
+    got, value = np.asarray(returned), np.asarray(computed)
+    if field == "reward":
+        a, b = got.astype(np.float64), value.astype(np.float64)
+        return ~np.isclose(a, b, atol=ATOL, rtol=RTOL, equal_nan=True)
+    if field == "truncated":
+        return value.astype(bool) & ~got.astype(bool)
+    return got.astype(bool) != value.astype(bool)
+
+
+def mismatch(field: str, got: Any, name: str, args: tuple, value: Any, source: str = "") -> str:
+    """The one wording of a step whose ``field`` disagrees with goal function ``name`` of
+    ``args``: (achieved_goal, desired_goal), and the info when it is shown."""
+    keys = ("achieved_goal", "desired_goal", "info")
+    shown = ", ".join(f"{k}={fmt(v)}" for k, v in zip(keys, args, strict=False))
+    return f"step returned {field} = {fmt(got)} but {name}({shown}){source} = {fmt(value)}"
+
+
+def view_text(name: str, where: str, change: str = "", fix: str = "return a copy") -> str:
+    """The one wording of a returned value a later step changed: a view of env state."""
+    return (
+        f"{name} returned at {where} changed when the env stepped again{change}: it is a view "
+        f"of env state (a buffer storing the reference stores the wrong value); {fix}"
+    )
+
+
+def replay_text(seed: int, what: str, now: object, then: object, where: str = "") -> str:
+    """The one wording of a replay unlike the first run (at the reset when no ``where``)."""
+    if not where:
+        return f"reset(seed={seed}) gave {what} = {fmt(now)}, the first time {fmt(then)}"
+    return (
+        f"replaying reset(seed={seed}) and the same actions gave {what} = {fmt(now)} at "
+        f"{where}, the first run {fmt(then)}"
+    )
+
+
+def goal_moved(who: str, was: object, now: object, t: int, context: str = "") -> str:
+    """The one wording of a desired goal that moved within an episode of ``who``."""
+    return (
+        f"{who} desired_goal moved from {fmt(was)} to {fmt(now)} at step {t} without its "
+        f"episode ending{context}: HER assumes one goal per episode"
+    )
+
+
 def is_real_scalar(value: object) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return False

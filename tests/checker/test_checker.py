@@ -91,7 +91,7 @@ EVIDENCE = {
             "HerReplayBuffer(info_keys=('penalty',))",
         )
     },
-    "aliased_obs": {"api.obs_fresh": ("obs['achieved_goal'] returned as [", "later read [")},
+    "aliased_obs": {"api.obs_fresh": ("obs['achieved_goal'] returned at", "(from [", "] to [")},
     # the env's exception in compute_reward is a finding, named with the call
     "info_key_missing": {
         "reward.step_match": ("compute_reward(step goals, step info) raised KeyError: 'penalty'",)

@@ -61,8 +61,8 @@ CONSEQUENCES: dict[str, set[str]] = {
 # What a defect's findings say: defect -> texts of its own check's findings.
 EVIDENCE = {
     "reward_after_reset": (
-        "ended: step returned reward -1.0 but compute_reward of its final_obs",
-        "= 0.0: the reward was computed after the reset",
+        "ended: step returned reward = -1.0 but compute_reward(achieved_goal=",
+        "of its final_obs = 0.0: the reward was computed after the reset",
     ),
     "declares_next_does_same": (  # which mode the env runs
         "declares next-step autoreset but restarts sub-envs in the step that ends",

@@ -10,7 +10,7 @@ import numpy as np
 from gymnasium import spaces
 
 from goalenvs.checker.context import Context, SkipCheckError
-from goalenvs.checker.probe import Rollout, fmt, goal_space, rollout, same
+from goalenvs.checker.probe import Rollout, fmt, goal_space, rollout, same, view_text
 from goalenvs.checker.registry import Outcome, register
 
 
@@ -131,10 +131,5 @@ def check_obs_fresh(ctx: Context, out: Outcome) -> None:
                 continue
             now = np.asarray(value)
             if not same(now, obs[key]):
-                out.fail_once(
-                    key,
-                    f"obs[{key!r}] returned as {fmt(obs[key])} later read {fmt(now)}: the env "
-                    "returned a view of its state and changed it in place (a buffer storing "
-                    "the reference stores the wrong value); return a copy",
-                    where,
-                )
+                change = f" (from {fmt(obs[key])} to {fmt(now)})"
+                out.fail_once(key, view_text(f"obs[{key!r}]", where, change), where)

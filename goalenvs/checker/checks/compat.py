@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -13,13 +13,24 @@ from goalenvs.checker.probe import StepRecord, fmt, goal_space, rollout
 from goalenvs.checker.registry import Outcome, register
 
 
-def _transitions(ctx: Context) -> list[tuple[Any, StepRecord]]:
-    """(previous obs, step) for every rollout step, the last step marked as an episode end."""
+def _fill_and_sample(ctx: Context, label: str, build: Callable, add: Callable) -> Any:
+    """A buffer ``build(size)`` filled with every rollout step through ``add(buffer, (obs,
+    next_obs, action, reward), step, last)`` (the last step ends an episode), then a sample
+    of 32, on the env's thread."""
     goal_space(ctx)
-    out = [(s.before, s) for s in rollout(ctx).steps]
-    if len(out) < 2:
+    steps = rollout(ctx).steps
+    if len(steps) < 2:
         raise SkipCheckError("the rollout has fewer than two steps")
-    return out
+
+    def fill_and_sample() -> object:
+        buffer = build(len(steps) + 8)
+        for i, s in enumerate(steps):
+            action, reward = np.asarray(s.action)[None], np.asarray([s.reward], np.float32)
+            arrays = (_batched(s.before), _batched(s.obs), action, reward)
+            add(buffer, arrays, s, i == len(steps) - 1)
+        return buffer.sample(32)
+
+    return ctx.call_with_limit(ctx.timeout * 10, f"{label} fill and sample", fill_and_sample)
 
 
 def _batched(obs: Mapping) -> dict[str, np.ndarray]:
@@ -32,35 +43,19 @@ def check_compat_goalenvs(ctx: Context, out: Outcome) -> None:
         from goalenvs.her.buffer import HerReplayBuffer
     except ImportError as error:
         raise SkipCheckError(f"goalenvs.her.buffer is not importable ({error})") from None
-    transitions = _transitions(ctx)
     space = goal_space(ctx)
     info_keys = tuple(needed_keys_or_none(ctx))
 
-    def fill_and_sample() -> object:
-        buffer = HerReplayBuffer(
-            len(transitions) + 8,
-            space,
-            ctx.env.action_space,
-            compute_reward=ctx.env,
-            info_keys=info_keys,
-            seed=ctx.seed,
+    def build(size: int) -> Any:
+        return HerReplayBuffer(
+            size, space, ctx.env.action_space, ctx.env, info_keys=info_keys, seed=ctx.seed
         )
-        for i, (prev, s) in enumerate(transitions):
-            last = i == len(transitions) - 1
-            buffer.add(
-                _batched(prev),
-                _batched(s.obs),
-                np.asarray(s.action)[None],
-                np.asarray([s.reward], np.float32),
-                np.asarray([s.terminated]),
-                np.asarray([s.truncated or last]),
-                [s.info],
-            )
-        return buffer.sample(32)
 
-    batch = ctx.call_with_limit(
-        ctx.timeout * 10, "goalenvs HerReplayBuffer fill and sample", fill_and_sample
-    )
+    def add(buffer: Any, arrays: tuple, s: StepRecord, last: bool) -> None:
+        flags = np.asarray([s.terminated]), np.asarray([s.truncated or last])
+        buffer.add(*arrays, *flags, [s.info])
+
+    batch = _fill_and_sample(ctx, "goalenvs HerReplayBuffer", build, add)
     rewards = np.asarray(batch.rewards)
     if rewards.shape != (32,) or not np.all(np.isfinite(rewards)):
         out.fail(f"sampled rewards have shape {rewards.shape}, values {fmt(rewards)}")
@@ -73,38 +68,20 @@ def check_compat_sb3(ctx: Context, out: Outcome) -> None:
         from stable_baselines3.common.vec_env import DummyVecEnv
     except ImportError:
         raise SkipCheckError("stable-baselines3 is not installed") from None
-    transitions = _transitions(ctx)
     space = goal_space(ctx)
     copy_info_dict = bool(needed_keys_or_none(ctx))
 
-    def fill_and_sample() -> object:
-        vec_env = DummyVecEnv([lambda: ctx.env])
-        buffer = HerReplayBuffer(
-            len(transitions) + 8,
-            space,
-            ctx.env.action_space,
-            env=vec_env,
-            device="cpu",
-            copy_info_dict=copy_info_dict,
+    def build(size: int) -> Any:
+        env = DummyVecEnv([lambda: ctx.env])
+        return HerReplayBuffer(
+            size, space, ctx.env.action_space, env=env, device="cpu", copy_info_dict=copy_info_dict
         )
-        for i, (prev, s) in enumerate(transitions):
-            last = i == len(transitions) - 1
-            done = s.terminated or s.truncated or last
-            info = dict(s.info)
-            info["TimeLimit.truncated"] = (s.truncated or last) and not s.terminated
-            buffer.add(
-                _batched(prev),
-                _batched(s.obs),
-                np.asarray(s.action)[None],
-                np.asarray([s.reward], np.float32),
-                np.asarray([done]),
-                [info],
-            )
-        return buffer.sample(32)
 
-    batch = ctx.call_with_limit(
-        ctx.timeout * 10, "SB3 HerReplayBuffer fill and sample", fill_and_sample
-    )
+    def add(buffer: Any, arrays: tuple, s: StepRecord, last: bool) -> None:
+        info = {**s.info, "TimeLimit.truncated": (s.truncated or last) and not s.terminated}
+        buffer.add(*arrays, np.asarray([s.terminated or s.truncated or last]), [info])
+
+    batch = _fill_and_sample(ctx, "SB3 HerReplayBuffer", build, add)
     rewards = batch.rewards.numpy()
     if rewards.size != 32 or not np.all(np.isfinite(rewards)):
         fewer = (

@@ -9,7 +9,17 @@ import numpy as np
 from gymnasium import spaces
 
 from goalenvs.checker.context import Context, EnvCallError, SkipCheckError
-from goalenvs.checker.probe import copy_info, copy_obs, fmt, goal_space, rollout, same, same_value
+from goalenvs.checker.probe import (
+    copy_info,
+    copy_obs,
+    fmt,
+    goal_moved,
+    goal_space,
+    replay_text,
+    rollout,
+    same,
+    same_value,
+)
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.checker.seek import goal_probe
 
@@ -23,12 +33,8 @@ def check_goal_fixed(ctx: Context, out: Outcome) -> None:
         first = e.reset_obs["desired_goal"]
         for s in e.steps:
             if isinstance(s.obs, Mapping) and not same(s.obs.get("desired_goal"), first):
-                out.fail(
-                    f"desired_goal was {fmt(first)} at the reset of episode {i} and "
-                    f"{fmt(s.obs.get('desired_goal'))} at step {s.t}: HER assumes one goal per "
-                    "episode",
-                    f"step {s.t}",
-                )
+                now = s.obs.get("desired_goal")
+                out.fail(goal_moved(f"episode {i}'s", first, now, s.t), f"step {s.t}")
                 return
 
 
@@ -137,11 +143,7 @@ def check_seed_rollout(ctx: Context, out: Outcome) -> None:
     replay = steps[: min(len(steps), 100)]
     obs, _ = _reset_obs(ctx, ctx.seed, "replay")
     if not same(obs, ro.episodes[0].reset_obs):
-        out.fail(
-            f"reset(seed={ctx.seed}) returned {fmt(obs)}, the first time "
-            f"{fmt(ro.episodes[0].reset_obs)}",
-            "reset",
-        )
+        out.fail(replay_text(ctx.seed, "obs", obs, ro.episodes[0].reset_obs), "reset")
         return
     for s in replay:
         ret = ctx.call(f"step {s.t}", ctx.env.step, s.action)
@@ -157,11 +159,8 @@ def check_seed_rollout(ctx: Context, out: Outcome) -> None:
         for name, now, then in fields:
             equal = same_value(now, then) if name == "reward" else same(now, then)
             if not equal:
-                out.fail(
-                    f"replaying the same seed and actions gives {name} = {fmt(now)}, the first "
-                    f"rollout had {fmt(then)} (action {fmt(s.action)})",
-                    f"step {s.t}",
-                )
+                where = f"step {s.t} (action {fmt(s.action)})"
+                out.fail(replay_text(ctx.seed, name, now, then, where), f"step {s.t}")
                 return
         if (bool(terminated) or bool(truncated)) and s is not replay[-1]:
             ctx.call(f"reset after step {s.t}", ctx.env.reset)

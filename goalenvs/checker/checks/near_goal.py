@@ -19,6 +19,7 @@ from goalenvs.checker.probe import (
     goal_space,
     goal_steps,
     method,
+    mismatch,
     rollout,
     success_flag,
 )
@@ -179,10 +180,10 @@ def check_terminated_at_goal(ctx: Context, out: Outcome) -> None:
                 "compute_terminated returns no bool (see terminated.batch)"
             ) from None
         if computed != s.terminated:
+            text = mismatch("terminated", s.terminated, "compute_terminated", (ag, dg), computed)
             out.fail(
-                f"step returned terminated={s.terminated} but compute_terminated(achieved_goal="
-                f"{fmt(ag)}, desired_goal={fmt(dg)}) = {computed} (is_success="
-                f"{success_flag(s.info)}): relabeled goals get the wrong terminations",
+                f"{text} (is_success={success_flag(s.info)}): relabeled goals get the wrong "
+                "terminations",
                 _where(s),
             )
             return
@@ -210,13 +211,16 @@ def truncation_lengths(ctx: Context) -> list[int]:
     return [len(e.steps) for e in rollout(ctx).episodes if e.steps and e.steps[-1].truncated]
 
 
+def _undeclared_lengths(ctx: Context) -> list[int] | None:
+    """The truncation lengths seen, in order, when the env declares no episode length."""
+    return None if episode_length(ctx.env) is not None else sorted(set(truncation_lengths(ctx)))
+
+
 @register("episode.length", "error", "the env declares an episode length, or truncates at one")
 def check_episode_length(ctx: Context, out: Outcome) -> None:
-    if episode_length(ctx.env) is not None:
-        return
-    lengths = sorted(set(truncation_lengths(ctx)))
-    if len(lengths) == 1:
-        return  # measured: episode.length_declared says the rest
+    lengths = _undeclared_lengths(ctx)
+    if lengths is None or len(lengths) == 1:
+        return  # declared, or measured: episode.length_declared says the rest
     seen = (
         f"truncated its episodes after {lengths} steps"
         if lengths
@@ -230,9 +234,9 @@ def check_episode_length(ctx: Context, out: Outcome) -> None:
 
 @register("episode.length_declared", "warning", "the episode length is declared, not only measured")
 def check_episode_length_declared(ctx: Context, out: Outcome) -> None:
-    if episode_length(ctx.env) is not None:
+    lengths = _undeclared_lengths(ctx)
+    if lengths is None:
         return
-    lengths = sorted(set(truncation_lengths(ctx)))
     if len(lengths) != 1:
         raise SkipCheckError("no single truncation length was seen (see episode.length)")
     ctx.facts["episode_length"] = lengths[0]

@@ -21,20 +21,17 @@ _RENDER_FORMS = {
 }
 
 
-def _render_problem(mode: str, frame: object) -> str | None:
-    def rgb(x: object) -> bool:
-        return (
-            isinstance(x, np.ndarray)
-            and x.dtype == np.uint8
-            and x.ndim == 3
-            and x.shape[-1] == 3
-            and x.size > 0
-        )
+def _rgb(x: object) -> bool:
+    if not isinstance(x, np.ndarray):
+        return False
+    return x.dtype == np.uint8 and x.ndim == 3 and x.shape[-1] == 3 and x.size > 0
 
+
+def _render_problem(mode: str, frame: object) -> str | None:
     ok = {
-        "rgb_array": lambda: rgb(frame),
+        "rgb_array": lambda: _rgb(frame),
         "rgb_array_list": lambda: (
-            isinstance(frame, list) and len(frame) > 0 and all(rgb(x) for x in frame)
+            isinstance(frame, list) and len(frame) > 0 and all(map(_rgb, frame))
         ),
         "depth_array": lambda: isinstance(frame, np.ndarray) and frame.ndim == 2,
         "ansi": lambda: isinstance(frame, str),

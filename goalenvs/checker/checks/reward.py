@@ -18,6 +18,7 @@ from goalenvs.checker.probe import (
     BatchEval,
     call_goal,
     copy_info,
+    disagree,
     evaluate_batches,
     fmt,
     goal_pairs,
@@ -25,6 +26,7 @@ from goalenvs.checker.probe import (
     goal_steps,
     info_array,
     method,
+    mismatch,
     pair_text,
     perturbed,
     same,
@@ -106,23 +108,19 @@ def compare_batches(
             )
             continue
         flat = result.reshape(-1)
-        for i, (p, single) in enumerate(zip(ev.pairs, ev.singles, strict=True)):
-            single_value = np.asarray(single).reshape(-1)
-            if single_value.size != 1:
-                out.fail(f"{name} of one pair returned shape {np.shape(single)}", where)
-                break
-            if kind == "reward":
-                agree = values_close(flat[i], single_value[0])
-            else:
-                agree = bool(flat[i]) == bool(single_value[0])
-            if not agree:
-                index = np.unravel_index(i, ev.shape)
-                out.fail(
-                    f"batch {noun}[{', '.join(map(str, index))}] = {fmt(flat[i])}, single {noun} = "
-                    f"{fmt(single_value[0])} for {pair_text(p)}",
-                    where,
-                )
-                break
+        wide = next((i for i, x in enumerate(ev.singles) if np.size(x) != 1), n)
+        values = [np.asarray(x).reshape(-1)[0] for x in ev.singles[:wide]]
+        bad = np.flatnonzero(disagree(kind, flat[:wide], values))
+        if bad.size:
+            i = int(bad[0])
+            index = ", ".join(map(str, np.unravel_index(i, ev.shape)))
+            out.fail(
+                f"batch {noun}[{index}] = {fmt(flat[i])}, single {noun} = {fmt(values[i])} for "
+                f"{pair_text(ev.pairs[i])}",
+                where,
+            )
+        elif wide < n:
+            out.fail(f"{name} of one pair returned shape {np.shape(ev.singles[wide])}", where)
 
 
 @register("reward.batch", "error", "batched compute_reward equals per-element calls")
@@ -179,16 +177,11 @@ def check_reward_shape(ctx: Context, out: Outcome) -> None:
             "(B,) targets into a (B, B) loss)" + (f"; also wrong for {others}" if others else ""),
             f"batch of shape {wrong[0].shape}",
         )
-    steps = goal_steps(ctx)
-    fn = method(ctx, "compute_reward")
-    s = steps[0]
-    one = call_goal(
-        ctx, "compute_reward(one pair)", fn, s.obs["achieved_goal"], s.obs["desired_goal"], s.info
-    )
-    if np.shape(one) != ():
-        out.fail(
-            f"compute_reward of one pair returned shape {np.shape(one)}, expected ()", f"step {s.t}"
-        )
+    s, fn = goal_steps(ctx)[0], method(ctx, "compute_reward")
+    ag, dg = s.obs["achieved_goal"], s.obs["desired_goal"]
+    shape = np.shape(call_goal(ctx, "compute_reward(one pair)", fn, ag, dg, s.info))
+    if shape != ():
+        out.fail(f"compute_reward of one pair returned shape {shape}, expected ()", f"step {s.t}")
 
 
 @register("reward.dtype", "warning", "compute_reward returns float32 (the goal-env convention)")
@@ -362,20 +355,21 @@ def _probe_reward_match(ctx: Context, out: Outcome) -> None:
         values = ctx.call("compute_reward of every goal-probe step", computed)
     except (EnvCallError, TypeError, ValueError, IndexError):
         return  # a compute_reward that cannot be read is the other reward checks' finding
-    wrong = [(s, v) for s, v in zip(samples, values, strict=True) if not values_close(s.reward, v)]
-    if wrong:
-        s, value = wrong[0]
+    bad = disagree("reward", [s.reward for s in samples], values)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        s, value = samples[k], values[k]
         lag = (
             "; achieved_goal answers each action a step late (goal.achieved_current), while "
             "the reward answers it in its own step"
             if goal_probe(ctx).lags()
             else ""
         )
+        ag, dg = s.obs["achieved_goal"], s.obs["desired_goal"]
         out.fail(
-            f"step returned reward = {fmt(s.reward)} but compute_reward(achieved_goal="
-            f"{fmt(s.obs['achieved_goal'])}, desired_goal={fmt(s.obs['desired_goal'])}, "
-            f"info={fmt(s.info)}) = {fmt(value)} ({len(wrong)} of {len(samples)} goal-probe "
-            f"steps disagree; the rollout's steps agree, so the two part near the goal){lag}",
+            f"{mismatch('reward', s.reward, 'compute_reward', (ag, dg, s.info), value)} "
+            f"({int(bad.sum())} of {len(samples)} goal-probe steps disagree; the rollout's "
+            f"steps agree, so the two part near the goal){lag}",
             f"goal-probe step {s.t}",
         )
 
@@ -383,32 +377,24 @@ def _probe_reward_match(ctx: Context, out: Outcome) -> None:
 def step_match(ctx: Context, out: Outcome, name: str, attr: str) -> None:
     """Fails where goal method ``name`` disagrees with what step returned as ``attr``."""
     fn = method(ctx, name)
-    mismatches = 0
-    first = None
-    for s in goal_steps(ctx):
+    steps = goal_steps(ctx)
+    computed = []
+    for s in steps:
         ag, dg = s.obs["achieved_goal"], s.obs["desired_goal"]
         value = call_goal(ctx, f"step {s.t}: {name}(step goals, step info)", fn, ag, dg, s.info)
-        got = getattr(s, attr)
         arr = np.asarray(value).reshape(-1)
         if arr.size != 1:
             out.fail(f"{name} of one pair returned shape {np.shape(value)}", f"step {s.t}")
             return
-        if attr == "reward":
-            agree = values_close(got, float(arr[0]))
-        elif attr == "terminated":
-            agree = got == bool(arr[0])
-        else:  # goal-dependent truncation must end the episode; a time limit may add more
-            agree = got or not bool(arr[0])
-        if not agree:
-            mismatches += 1
-            first = first or (s, got, arr[0])
-    if first:
-        s, got, computed = first
+        computed.append(arr[0])
+    bad = disagree(attr, [getattr(s, attr) for s in steps], computed)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        s = steps[k]
+        ag, dg = s.obs["achieved_goal"], s.obs["desired_goal"]
         out.fail(
-            f"step returned {attr} = {fmt(got)} but {name}(achieved_goal="
-            f"{fmt(s.obs['achieved_goal'])}, desired_goal={fmt(s.obs['desired_goal'])}, "
-            f"info={fmt(s.info)}) = {fmt(computed)}"
-            f" ({mismatches} of {len(goal_steps(ctx))} steps disagree)",
+            f"{mismatch(attr, getattr(s, attr), name, (ag, dg, s.info), computed[k])} "
+            f"({int(bad.sum())} of {len(steps)} steps disagree)",
             f"step {s.t}",
         )
 

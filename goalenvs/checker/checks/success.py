@@ -39,24 +39,29 @@ def _infos(ctx: Context) -> list[tuple[str, dict, StepRecord | None]]:
     return items
 
 
+def no_success_text(info: dict, who: str = "") -> str:
+    """The one wording of an info without ``is_success`` (``who``: a batch's sub-envs),
+    naming a key that looks like one."""
+    others = [k for k in info if _SUCCESS_LIKE.search(str(k))]
+    hint = (
+        f"; the env reports {others} instead: rename it 'is_success', the key HER evaluation "
+        "and SB3 read"
+        if others
+        else ""
+    )
+    return (
+        f"info has no 'is_success'{who} (keys {sorted(map(str, info))}){hint}: HER evaluation "
+        "and goalenvs train read it at every episode end"
+    )
+
+
 @register("success.present", "error", "info['is_success'] is set on every step")
 def check_success_present(ctx: Context, out: Outcome) -> None:
     # Only steps: HER buffers and evaluation read the step infos, and the reference envs
     # (gymnasium-robotics' Fetch) return an empty info from reset.
     for where, info, s in _infos(ctx):
         if s is not None and "is_success" not in info:
-            others = [k for k in info if _SUCCESS_LIKE.search(str(k))]
-            hint = (
-                f"; the env reports {others} instead: rename it 'is_success', the key HER "
-                "evaluation and SB3 read"
-                if others
-                else ""
-            )
-            out.fail(
-                f"info has no 'is_success' (keys {sorted(map(str, info))}){hint}: HER "
-                "evaluation and goalenvs train read it at every episode end",
-                where,
-            )
+            out.fail(no_success_text(info), where)
             return
 
 

@@ -4,6 +4,7 @@ only sub-env 0's actions changed."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,8 +14,20 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from goalenvs.checker.checks.spaces import goal_dict_problem, goals_apart
+from goalenvs.checker.checks.success import no_success_text
 from goalenvs.checker.context import Context, SkipCheckError
-from goalenvs.checker.probe import ATOL, RTOL, fmt, is_goal_dict
+from goalenvs.checker.probe import (
+    ATOL,
+    RTOL,
+    disagree,
+    fmt,
+    goal_moved,
+    is_goal_dict,
+    mismatch,
+    replay_text,
+    view_text,
+)
 from goalenvs.checker.registry import Outcome, register
 from goalenvs.checker.vector_probe import (
     SINGLE_ROWS,
@@ -100,18 +113,11 @@ def check_vector_spaces(ctx: Context, out: Outcome) -> None:
         return
     single_obs = getattr(env, "single_observation_space", None)
     single_act = getattr(env, "single_action_space", None)
-    if not is_goal_dict(single_obs):
-        out.fail(
-            f"single_observation_space is {fmt(single_obs)}, expected Dict(observation=..., "
-            "achieved_goal=..., desired_goal=...): one sub-env's goal Dict"
-        )
-    else:
-        ag, dg = single_obs["achieved_goal"], single_obs["desired_goal"]
-        if type(ag) is not type(dg) or ag.shape != dg.shape or ag.dtype != dg.dtype:
-            out.fail(
-                f"single_observation_space's achieved_goal is {ag!r} but desired_goal is "
-                f"{dg!r}: a relabeled goal would not fit"
-            )
+    problem = goal_dict_problem(single_obs, "single_observation_space")
+    if is_goal_dict(single_obs):
+        problem = goals_apart(single_obs, "single_observation_space's ")
+    if problem is not None:
+        out.fail(problem)
     for name, batched, single in (
         ("observation_space", getattr(env, "observation_space", None), single_obs),
         ("action_space", getattr(env, "action_space", None), single_act),
@@ -231,13 +237,7 @@ def check_vector_obs_fresh(ctx: Context, out: Outcome) -> None:
     for where, name in run.fresh_problems:
         if "final_obs" in name:
             continue  # vector.final_obs's
-        out.fail_once(
-            name,
-            f"{name} returned at {where} changed when the env stepped again: it is a view "
-            "of env state (a buffer storing the reference stores the wrong value); return "
-            "a copy (.copy(), .clone())",
-            where,
-        )
+        out.fail_once(name, view_text(name, where, fix="return a copy (.copy(), .clone())"), where)
 
 
 # --------------------------------------------------------------------------- autoreset
@@ -441,12 +441,8 @@ def check_final_obs(ctx: Context, out: Outcome) -> None:
             fail("info_mask", off, where)
     for where, name in run.fresh_problems:
         if "final_obs" in name:
-            fail(
-                "fresh",
-                f"{name} returned at {where} changed when the env stepped again: it is a "
-                "view of env state; copy the last observation before the reset",
-                where,
-            )
+            fix = "copy the last observation before the reset"
+            fail("fresh", view_text(name, where, fix=fix), where)
 
 
 def _mask_off(key: str, mask: np.ndarray | None, s: VecStep) -> str | None:
@@ -474,57 +470,49 @@ def _methods(ctx: Context, name: str) -> tuple[GoalMethods, Any]:
     return methods, fn
 
 
-def _step_rows(run: VecRun) -> tuple[np.ndarray, np.ndarray]:
-    """(rows whose step result is read from the returned observation, rows that ended
-    with a same-step autoreset), each a (T, N) mask."""
+def _transitions(run: VecRun, methods: GoalMethods) -> list[tuple[list, Any, Any, Any, str]]:
+    """The batch's transitions as (rows (t, i), achieved goals, desired goals, info in the
+    goal functions' form, label): the rows that stepped, read from the returned goals, then
+    the rows a same-step autoreset ended, read from their final_obs."""
+    achieved, desired = _goals(run)
+    n, same_step = run.num_envs, run.mode == AutoresetMode.SAME_STEP
     normal = np.stack([~run.reset_rows(t) for t in range(len(run.steps))])
-    finals = np.zeros_like(normal)
-    if run.mode == AutoresetMode.SAME_STEP:
-        finals = np.stack([s.done for s in run.steps]) & normal
-        normal &= ~finals
-    return normal, finals
-
-
-def _info_for(run: VecRun, methods: GoalMethods, mask: np.ndarray) -> object:
-    """The info of the masked (t, i) rows, in the form the goal functions take."""
-    n = run.num_envs
+    if same_step:
+        normal &= ~np.stack([s.done for s in run.steps])
     if methods.per_row:
-        rows: list[dict[str, object]] = []
-        for t, s in enumerate(run.steps):
-            index = np.flatnonzero(mask[t])
-            if index.size:
-                rows += row_infos(s.info, n, index.tolist())
-        return rows
-    keys = [k for k in run.steps[0].info if not k.startswith("_")]
-    out: dict[str, object] = {}
-    for key in keys:
-        values = stacked(run, key, "info")
-        if values is not None:
-            out[key] = run.arrays(values[mask])
-    return out
-
-
-def _final_inputs(
-    run: VecRun, methods: GoalMethods, finals: np.ndarray
-) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray, Any]:
-    where: list[tuple[int, int]] = []
-    achieved, desired, infos = [], [], []
-    n = run.num_envs
-    for t, s in enumerate(run.steps):
-        for i in np.flatnonzero(finals[t]).tolist():
-            final = s.final_obs.get(i)
-            if not isinstance(final, Mapping) or "achieved_goal" not in final:
-                continue
-            where.append((t, i))
-            achieved.append(np.asarray(final["achieved_goal"]))
-            desired.append(np.asarray(final["desired_goal"]))
-            info = row_infos(s.info, n, [i])[0]
-            info.update(s.final_info.get(i, {}))
-            infos.append(info)
-    if not where:
-        return where, np.zeros(0), np.zeros(0), None
-    info_arg = info_argument(methods, infos, run.arrays)
-    return where, np.stack(achieved), np.stack(desired), info_arg
+        info: Any = [
+            d
+            for t, s in enumerate(run.steps)
+            for d in row_infos(s.info, n, np.flatnonzero(normal[t]).tolist())
+        ]
+    else:
+        stacks = {k: stacked(run, k, "info") for k in run.steps[0].info if not k.startswith("_")}
+        info = {k: run.arrays(v[normal]) for k, v in stacks.items() if v is not None}
+    rows = [(int(t), int(i)) for t, i in np.argwhere(normal)]
+    groups = [(rows, achieved[normal], desired[normal], info, "")]
+    ends = [
+        (t, i, final)
+        for t, s in enumerate(run.steps)
+        for i in (np.flatnonzero(s.done).tolist() if same_step else [])
+        if isinstance(final := s.final_obs.get(i), Mapping) and "achieved_goal" in final
+    ]
+    if ends:
+        infos = [
+            {**row_infos(run.steps[t].info, n, [i])[0], **run.steps[t].final_info.get(i, {})}
+            for t, i, _ in ends
+        ]
+        ag = np.stack([np.asarray(f["achieved_goal"]) for *_, f in ends])
+        dg = np.stack([np.asarray(f["desired_goal"]) for *_, f in ends])
+        groups.append(
+            (
+                [(t, i) for t, i, _ in ends],
+                ag,
+                dg,
+                info_argument(methods, infos, run.arrays),
+                " ended",
+            )
+        )
+    return groups
 
 
 def _spread(name: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -540,18 +528,10 @@ def _match(ctx: Context, out: Outcome, name: str, field: str) -> None:
     for the rows that stepped, ``final_obs`` for the rows a same-step autoreset ended."""
     methods, fn = _methods(ctx, name)
     run = _run(ctx)
-    achieved, desired = _goals(run)
-    normal, finals = _step_rows(run)
     returned = np.stack([getattr(s, field) for s in run.steps])
-    where, f_ag, f_dg, f_info = _final_inputs(run, methods, finals)
-    normal_rows = [(int(t), int(i)) for t, i in np.argwhere(normal)]
-    groups = [
-        (normal_rows, achieved[normal], desired[normal], _info_for(run, methods, normal), ""),
-        (where, f_ag, f_dg, f_info, " ended"),
-    ]
     first: tuple[str, str] | None = None
     total = bad_total = 0
-    for rows, ag, dg, info, ended in groups:
+    for rows, ag, dg, info, ended in _transitions(run, methods):
         if not rows:
             continue
         result = run.goal_call(ctx, f"{name} of {len(ag)} rows", fn, ag, dg, info)
@@ -565,40 +545,27 @@ def _match(ctx: Context, out: Outcome, name: str, field: str) -> None:
                 return
             continue
         expected = np.array([returned[t, i] for t, i in rows])
-        bad = ~_close(expected, result) if field == "reward" else expected != result.astype(bool)
+        bad = disagree(field, expected, result)
         total, bad_total = total + len(rows), bad_total + int(bad.sum())
         if bad.any() and (first is None or (ended and field == "reward")):
             k = int(np.flatnonzero(bad)[0])
             t, i = rows[k]
-            goals = "its final_obs" if ended else "the returned goals"
+            goals = " of its final_obs" if ended else " of the returned goals"
+            text = mismatch(field, expected[k], name, (ag[k], dg[k]), result[k], goals)
             late = f": the {field} was computed after the reset, from the next episode's first"
             late = late + " observation" if ended else ""
-            first = (
-                f"step {t}, sub-env {i}{ended}: step returned {field} {fmt(expected[k])} but "
-                f"{name} of {goals} (achieved_goal={fmt(ag[k])}, desired_goal={fmt(dg[k])}) = "
-                f"{fmt(result[k])}{late}",
-                f"step {t}",
-            )
+            first = (f"step {t}, sub-env {i}{ended}: {text}{late}", f"step {t}")
     if first is not None:
         out.fail(f"{first[0]} ({bad_total} of {total} rows disagree)", first[1])
 
 
-@register(
-    "vector.reward_match",
-    "error",
-    "rewards equal compute_reward of each sub-env's returned goals (final_obs where it ended)",
-)
-def check_vector_reward_match(ctx: Context, out: Outcome) -> None:
-    _match(ctx, out, "compute_reward", "reward")
-
-
-@register(
-    "vector.terminated_match",
-    "error",
-    "terminations equal compute_terminated of each sub-env's returned goals",
-)
-def check_vector_terminated_match(ctx: Context, out: Outcome) -> None:
-    _match(ctx, out, "compute_terminated", "terminated")
+for _field, _title in {
+    "reward": "rewards equal compute_reward of each sub-env's returned goals (final_obs where "
+    "it ended)",
+    "terminated": "terminations equal compute_terminated of each sub-env's returned goals",
+}.items():
+    _check = functools.partial(_match, name=f"compute_{_field}", field=_field)
+    register(f"vector.{_field}_match", "error", _title)(_check)
 
 
 @register(
@@ -638,32 +605,36 @@ def check_goal_batch(ctx: Context, out: Outcome) -> None:
         if fn is None:
             continue
         full = call(name, fn, f"a {(steps, n)} batch", ag, dg, leading)
-        rows = [call(name, fn, f"step {t}", ag[t], dg[t], per_step[t]) for t in range(steps)]
+        rows = [
+            _spread(name, call(name, fn, f"step {t}", ag[t], dg[t], per_step[t]), (n,))
+            for t in range(steps)
+        ]
         singles = {
             i: call(name, fn, f"sub-env {i}", ag[0, i], dg[0, i], infos[0][i]) for i in picks
         }
-        for i, value in singles.items():
-            if value.size != 1:
-                out.fail(f"{name} of one goal pair (sub-env {i}) returned shape {value.shape}")
-                return
+        wide = [i for i, value in singles.items() if value.size != 1]
+        if wide:
+            i = wide[0]
+            out.fail(f"{name} of one goal pair (sub-env {i}) returned shape {singles[i].shape}")
+            return
         for t, value in enumerate(rows):
-            value = _spread(name, value, (n,))
             if value.shape != (n,):
                 out.fail(
                     f"{name} of the ({n}, goal) batch of step {t} returned shape {value.shape}, "
                     f"expected ({n},): one value per sub-env"
                 )
                 return
-            for i, single in singles.items():
-                if t == 0 and not _close(value[i], single.reshape(())):
-                    out.fail(
-                        f"{name} of the step-0 batch gives sub-env {i} {fmt(value[i])}, the call "
-                        f"for its goal pair alone {fmt(single.reshape(()))} (achieved_goal="
-                        f"{fmt(ag[0, i])}, desired_goal={fmt(dg[0, i])}; sub-env 0 was set at "
-                        "its goal): the batch is reduced across sub-envs",
-                        "step 0",
-                    )
-                    return
+            apart = [i for i, one in singles.items() if t == 0 and not _close(value[i], one)]
+            if apart:
+                i, one = apart[0], singles[apart[0]].reshape(())
+                out.fail(
+                    f"{name} of the step-0 batch gives sub-env {i} {fmt(value[i])}, the call "
+                    f"for its goal pair alone {fmt(one)} (achieved_goal={fmt(ag[0, i])}, "
+                    f"desired_goal={fmt(dg[0, i])}; sub-env 0 was set at its goal): the batch "
+                    "is reduced across sub-envs",
+                    "step 0",
+                )
+                return
         full = _spread(name, full, (steps, n))
         if full.shape != (steps, n):
             out.fail(
@@ -672,17 +643,15 @@ def check_goal_batch(ctx: Context, out: Outcome) -> None:
                 "over the last axis only (axis=-1, never axis=1)"
             )
             return
-        for t, value in enumerate(rows):
-            value = np.broadcast_to(value, (n,))
-            bad = ~_close(full[t], value)
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                out.fail(
-                    f"{name} of a ({steps}, {n}, goal) batch gives [{t}, {i}] = {fmt(full[t, i])}, "
-                    f"the ({n}, goal) batch of step {t} gives {fmt(value[i])}: the leading "
-                    "dimensions are not handled (axis=1 instead of axis=-1?)"
-                )
-                return
+        bad = np.argwhere(~_close(full, np.stack(rows)))
+        if bad.size:
+            t, i = map(int, bad[0])
+            out.fail(
+                f"{name} of a ({steps}, {n}, goal) batch gives [{t}, {i}] = {fmt(full[t, i])}, "
+                f"the ({n}, goal) batch of step {t} gives {fmt(rows[t][i])}: the leading "
+                "dimensions are not handled (axis=1 instead of axis=-1?)"
+            )
+            return
 
 
 @register(
@@ -701,12 +670,8 @@ def check_vector_success(ctx: Context, out: Outcome) -> None:
         stepped = ~run.reset_rows(t)
         if "is_success" not in s.info:
             if stepped.any():
-                fail(
-                    "missing",
-                    f"info has no 'is_success' at step {t}, where sub-envs "
-                    f"{listing(np.flatnonzero(stepped))} stepped (keys {list(s.info)})",
-                    where,
-                )
+                who = f" for sub-envs {listing(np.flatnonzero(stepped))}, which stepped"
+                fail("missing", no_success_text(s.info, who), where)
             continue
         value = np.asarray(s.info["is_success"])
         if value.shape != (n,):
@@ -778,16 +743,12 @@ def check_vector_goal_fixed(ctx: Context, out: Outcome) -> None:
                 i = int(np.flatnonzero(moved)[0])
                 ended = np.flatnonzero(run.steps[t].done | run.reset_rows(t))
                 context = (
-                    f"; sub-envs {listing(ended)} were resetting at that step: the autoreset "
-                    "redrew every sub-env's goal"
+                    f" (sub-envs {listing(ended)} were resetting at that step: the autoreset "
+                    "redrew every sub-env's goal)"
                     if ended.size
                     else ""
                 )
-                first = (
-                    f"sub-env {i}'s desired_goal moved from {fmt(start[i])} to {fmt(end[i])} at "
-                    f"step {t} without its episode ending{context}",
-                    f"step {t}",
-                )
+                first = (goal_moved(f"sub-env {i}'s", start[i], end[i], t, context), f"step {t}")
     if first is not None:
         out.fail(f"{first[0]} ({count} rows over the rollout)", first[1])
 
@@ -910,20 +871,13 @@ def check_vector_seed(ctx: Context, out: Outcome) -> None:
         return
     t, i, what, x, y = diff
     if t < 0:
-        out.fail(
-            f"reset(seed={ctx.seed}) gave sub-env {i} {what} = {fmt(y)}, the first time "
-            f"{fmt(x)}: seed every sub-env from reset's seed (seed + i, as gymnasium's vector "
-            "envs)",
-            "reset",
-        )
+        seeding = ": seed every sub-env from reset's seed (seed + i, as gymnasium's vector envs)"
+        out.fail(replay_text(ctx.seed, f"sub-env {i} {what}", y, x) + seeding, "reset")
         return
     autoreset = _last_autoreset(first, t, i)
     if autoreset is None:
-        out.fail(
-            f"replaying reset(seed={ctx.seed}) and the same actions gave sub-env {i} {what} = "
-            f"{fmt(y)} at step {t}, the first run {fmt(x)}",
-            f"step {t}, sub-env {i}",
-        )
+        text = replay_text(ctx.seed, f"sub-env {i} {what}", y, x, f"step {t}")
+        out.fail(text, f"step {t}, sub-env {i}")
         return
     out.fail(
         f"sub-env {i} drew another episode at its autoreset {autoreset} when reset(seed="
@@ -1070,8 +1024,7 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
     # generator the sub-envs share (a torch twin's): from its restart on, it may differ.
     pairs = enumerate(zip(again.steps, probe.steps, strict=False))
     diverged = next((t for t, (x, y) in pairs if x.done[0] != y.done[0]), None)
-    active = np.ones(n, bool)
-    active[0] = False
+    active = np.arange(n) > 0  # every sub-env but 0
     for t in range(min(len(again.steps), len(probe.steps))):
         a, b = again.steps[t], probe.steps[t]
         if diverged is not None and t >= diverged:
@@ -1095,8 +1048,6 @@ def check_isolation(ctx: Context, out: Outcome) -> None:
                     f"step {t}",
                 )
                 return
-        if probe.stopped and t == len(probe.steps) - 1:
-            break
 
 
 # --------------------------------------------------------------------------- devices
