@@ -50,36 +50,37 @@ def mlp(
     return MLP(*layers)
 
 
-class Actor(nn.Module):
-    """Deterministic policy ``pi(s, g)`` with outputs in [-1, 1] (tanh), one per action dim."""
+class Network(nn.Module):
+    """A network whose ``net`` is an :func:`mlp` from ``input_size`` inputs (and the action,
+    for a critic) to the outputs :meth:`sizes` gives for ``action_size``."""
 
     def __init__(
-        self,
-        input_size: int,
-        hidden_sizes: Sequence[int],
-        action_size: int,
+        self, input_size: int, hidden_sizes: Sequence[int], action_size: int,
         layer_norm: bool = False,
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__()
-        self.net = mlp(input_size, hidden_sizes, action_size, layer_norm)
+        inputs, outputs = self.sizes(input_size, action_size)
+        self.net = mlp(inputs, hidden_sizes, outputs, layer_norm)
+
+    def sizes(self, input_size: int, action_size: int) -> tuple[int, int]:
+        """The MLP's input and output sizes (an actor's: one output per action dim)."""
+        return input_size, action_size
+
+
+class Actor(Network):
+    """Deterministic policy ``pi(s, g)`` with outputs in [-1, 1] (tanh), one per action dim."""
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """Actions in [-1, 1] for normalized inputs ``(B, input_size)``."""
         return torch.tanh(self.net(inputs))
 
 
-class Critic(nn.Module):
+class Critic(Network):
     """Action-value ``Q(s, g, a)`` of an action scaled to [-1, 1]."""
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_sizes: Sequence[int],
-        action_size: int,
-        layer_norm: bool = False,
-    ) -> None:
-        super().__init__()
-        self.net = mlp(input_size + action_size, hidden_sizes, 1, layer_norm)
+    def sizes(self, input_size: int, action_size: int) -> tuple[int, int]:
+        """The state, goal and action in; one value out."""
+        return input_size + action_size, 1
 
     def forward(self, inputs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """``(B,)`` values for inputs ``(B, input_size)`` and actions ``(B, action_size)``."""

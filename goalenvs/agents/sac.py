@@ -27,7 +27,7 @@ from torch.nn import functional
 from goalenvs.agents.base import BoxAgent, adam
 from goalenvs.agents.config import POSITIVE, TrainConfig, finite, option
 from goalenvs.agents.losses import twin_critic_loss
-from goalenvs.agents.networks import Critic, mlp
+from goalenvs.agents.networks import Critic, Network
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # keeps sigma in a range where log-probs stay finite
 
@@ -49,18 +49,12 @@ class SACConfig(TrainConfig):
     )
 
 
-class GaussianActor(nn.Module):
+class GaussianActor(Network):
     """The squashed-Gaussian policy: a mean and a log-std per action dim."""
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_sizes: tuple[int, ...],
-        action_size: int,
-        layer_norm: bool = False,
-    ) -> None:
-        super().__init__()
-        self.net = mlp(input_size, hidden_sizes, 2 * action_size, layer_norm)
+    def sizes(self, input_size: int, action_size: int) -> tuple[int, int]:
+        """The state and goal in; a mean and a log-std per action dim out."""
+        return input_size, 2 * action_size
 
     def forward(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean, log_std)`` of the pre-squash Gaussian, each ``(B, A)``."""
@@ -105,12 +99,8 @@ class SAC(BoxAgent):
     loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "alpha", "q_mean")
     policy_module_names: ClassVar[tuple[str, ...]] = ("actor",)
     training_module_names: ClassVar[tuple[str, ...]] = (
-        "critic1",
-        "critic2",
-        "critic1_target",
-        "critic2_target",
-        "temperature",
-    )
+        "critic1", "critic2", "critic1_target", "critic2_target", "temperature",
+    )  # fmt: skip
     optimizer_names: ClassVar[tuple[str, ...]] = (
         "actor_optimizer",
         "critic_optimizer",
@@ -171,12 +161,9 @@ class SAC(BoxAgent):
             ]
         )
         return {
-            "critic_loss": critic_loss.detach(),
-            "actor_loss": actor_loss.detach(),
-            "alpha": alpha,
-            "q_mean": q_pi.detach().mean(),
-            "td_errors": (torch.minimum(q1, q2) - target).detach(),
-        }
+            "critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha": alpha,
+            "q_mean": q_pi.detach().mean(), "td_errors": (torch.minimum(q1, q2) - target).detach(),
+        }  # fmt: skip
 
     @torch.no_grad()
     def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:
