@@ -70,13 +70,9 @@ class Agent(nn.Module):
     target_networks: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
-        self,
-        observation_space: spaces.Dict,
-        action_space: spaces.Space,
-        config: TrainConfig,
-        gamma: float,
-        seed: int | None = None,
-    ) -> None:
+        self, observation_space: spaces.Dict, action_space: spaces.Space, config: TrainConfig,
+        gamma: float, seed: int | None = None,
+    ) -> None:  # fmt: skip
         super().__init__()
         self.config = config
         self.action_space = action_space
@@ -86,11 +82,9 @@ class Agent(nn.Module):
         self.clip_low, self.clip_high = -float("inf"), float("inf")
         self.normalizer = GoalNormalizer(
             flat_size(observation_space["observation"]),
-            flat_size(observation_space["desired_goal"]),
-            eps=config.norm_eps,
-            clip=config.norm_clip,
-            clip_obs=config.clip_obs,
-        )
+            flat_size(observation_space["desired_goal"]), eps=config.norm_eps,
+            clip=config.norm_clip, clip_obs=config.clip_obs,
+        )  # fmt: skip
         self.rng = np.random.default_rng(seed)
         # Exploration of tensor observations draws on their device (see noise_generator).
         self._noise_seed = int(np.random.SeedSequence(seed).generate_state(1)[0])
@@ -159,23 +153,18 @@ class Agent(nn.Module):
 
     def inputs(self, observations: dict[str, Any]) -> torch.Tensor:
         """Normalized network inputs from a batched observation dict (arrays or tensors)."""
-        tensors = {
-            key: torch.as_tensor(
-                np.asarray(observations[key], dtype=np.float32), device=self.device
-            )
-            if not isinstance(observations[key], torch.Tensor)
-            else observations[key].to(self.device, torch.float32)
-            for key in GOAL_KEYS
-        }
-        return self.normalizer(tensors)
+        return self.normalizer({key: self.as_float(observations[key]) for key in GOAL_KEYS})
+
+    def as_float(self, value: Any) -> torch.Tensor:
+        """``value`` (an array or a tensor) as a float32 tensor on the agent's device."""
+        if isinstance(value, torch.Tensor):
+            return value.to(self.device, torch.float32)
+        return torch.as_tensor(np.asarray(value, dtype=np.float32), device=self.device)
 
     def targets(
-        self,
-        rewards: torch.Tensor,
-        dones: torch.Tensor,
-        next_values: torch.Tensor,
+        self, rewards: torch.Tensor, dones: torch.Tensor, next_values: torch.Tensor,
         discounts: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    ) -> torch.Tensor:  # fmt: skip
         """Bellman targets ``r + gamma * (1 - done) * Q'``, clipped to the return range;
         an n-step batch's ``discounts`` (``gamma ** m`` per transition) take ``gamma``'s
         place."""
@@ -185,9 +174,8 @@ class Agent(nn.Module):
 
     def batch_targets(self, batch: Any, next_values: torch.Tensor) -> torch.Tensor:
         """:meth:`targets` of a HER batch (its n-step ``discounts`` where it has them)."""
-        return self.targets(
-            batch.rewards, batch.dones, next_values, getattr(batch, "discounts", None)
-        )
+        discounts = getattr(batch, "discounts", None)
+        return self.targets(batch.rewards, batch.dones, next_values, discounts)
 
     @torch.no_grad()
     def soft_update(self, target: nn.Module, online: nn.Module, keep: float | None = None) -> None:

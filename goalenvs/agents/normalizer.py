@@ -94,13 +94,9 @@ class GoalNormalizer(nn.Module):
     """
 
     def __init__(
-        self,
-        obs_size: int,
-        goal_size: int,
-        eps: float = 0.01,
-        clip: float = 5.0,
+        self, obs_size: int, goal_size: int, eps: float = 0.01, clip: float = 5.0,
         clip_obs: float = 200.0,
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__()
         self.clip_obs = float(clip_obs)
         self.obs = Normalizer(obs_size, eps, clip)

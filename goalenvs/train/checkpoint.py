@@ -65,21 +65,17 @@ def space_from_dict(data: dict[str, object]) -> spaces.Space:
 
 
 def save_checkpoint(
-    path: str | os.PathLike,
-    metadata: Mapping[str, object],
-    policy: Mapping[str, object],
+    path: str | os.PathLike, metadata: Mapping[str, object], policy: Mapping[str, object],
     training: Mapping[str, object] | None = None,
-) -> Path:
+) -> Path:  # fmt: skip
     """Writes a checkpoint atomically. ``policy`` and ``training`` map names to modules,
     optimizers or state dicts; ``metadata`` holds plain values only."""
     path = Path(path)
     _check_plain(metadata, "metadata")
     payload: dict[str, object] = {
-        "format": FORMAT,
-        "version": VERSION,
-        "metadata": metadata,
+        "format": FORMAT, "version": VERSION, "metadata": metadata,
         "policy": {name: _state(obj) for name, obj in policy.items()},
-    }
+    }  # fmt: skip
     if training is not None:
         payload["training"] = {name: _state(obj) for name, obj in training.items()}
     return save_torch_file(path, payload)
@@ -251,12 +247,9 @@ def unit_epochs(run_dir: str | os.PathLike) -> list[int]:
     root = Path(run_dir) / CHECKPOINTS
     if not root.is_dir():
         return []
-    epochs = []
-    for child in root.iterdir():
-        name = child.name
-        if child.is_dir() and name.startswith(_UNIT_PREFIX) and name[len(_UNIT_PREFIX) :].isdigit():
-            epochs.append(int(name[len(_UNIT_PREFIX) :]))
-    return sorted(epochs, reverse=True)
+    units = [c.name for c in root.iterdir() if c.is_dir() and c.name.startswith(_UNIT_PREFIX)]
+    numbers = [name[len(_UNIT_PREFIX) :] for name in units]
+    return sorted((int(number) for number in numbers if number.isdigit()), reverse=True)
 
 
 def commit_unit(unit: Path, epoch: int, extra: dict[str, object]) -> Path:

@@ -511,13 +511,9 @@ def option_table() -> str:
         flags = ", ".join(f"`{flag}`" for flag in config_flags()[name].flags) if option.cli else "-"
         algos = "all" if len(having) == len(classes) else ", ".join(having)
         cells = [
-            f"`{name}`",
-            flags,
-            usual + (f" ({', '.join(other)})" if other else ""),
-            algos,
-            "kept" if option.kept else "",
-            said.replace("|", "\\|"),
-        ]
+            f"`{name}`", flags, usual + (f" ({', '.join(other)})" if other else ""), algos,
+            "kept" if option.kept else "", said.replace("|", "\\|"),
+        ]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

@@ -81,12 +81,9 @@ class Backend:
     xp: ClassVar[ModuleType] = np  # the array module of the envs' values
 
     def __init__(
-        self,
-        env_id: str,
-        env_kwargs: dict[str, object],
-        device: torch.device,
+        self, env_id: str, env_kwargs: dict[str, object], device: torch.device,
         replay_on_device: bool = False,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.env_id, self.env_kwargs = env_id, env_kwargs
         self.device = device  # where the agent trains
         self.replay_on_device = replay_on_device
@@ -123,25 +120,21 @@ class Backend:
     def new_buffer(self, size: int, compute_reward: GoalFunction, **kwargs: Any) -> ReplayBuffer:
         """An empty replay buffer holding ``size`` transitions; ``kwargs`` are the
         buffer's (spaces, HER and priority settings)."""
-        from goalenvs.her.buffer import DeviceHerReplayBuffer, HerReplayBuffer
-
-        if self.replay_on_device:
-            return DeviceHerReplayBuffer(
-                size, compute_reward=compute_reward, device=self.device, **kwargs
-            )
-        return HerReplayBuffer(size, compute_reward=compute_reward, **kwargs)
+        return self._buffer_class()(size, compute_reward=compute_reward, **self._on(), **kwargs)
 
     def load_buffer(
         self, path: Path, compute_reward: GoalFunction, compute_terminated: GoalFunction | None
     ) -> ReplayBuffer:
         """A replay buffer this backend saved (a device one loaded onto this device)."""
+        return self._buffer_class().load(path, compute_reward, compute_terminated, **self._on())
+
+    def _buffer_class(self) -> Any:
         from goalenvs.her.buffer import DeviceHerReplayBuffer, HerReplayBuffer
 
-        if self.replay_on_device:
-            return DeviceHerReplayBuffer.load(
-                path, compute_reward, compute_terminated, device=self.device
-            )
-        return HerReplayBuffer.load(path, compute_reward, compute_terminated)
+        return DeviceHerReplayBuffer if self.replay_on_device else HerReplayBuffer
+
+    def _on(self) -> dict[str, torch.device]:
+        return {"device": self.device} if self.replay_on_device else {}
 
 
 class DeviceBackend(Backend):
@@ -199,16 +192,10 @@ class Collector:
     """The training and eval envs of a run and the loops that step them."""
 
     def __init__(
-        self,
-        backend: Backend,
-        num_envs: int,
-        n_eval_episodes: int,
-        rollout_steps: int,
-        info_keys: tuple[str, ...],
-        workers: int = 1,
-        overlap: bool = False,
+        self, backend: Backend, num_envs: int, n_eval_episodes: int, rollout_steps: int,
+        info_keys: tuple[str, ...], workers: int = 1, overlap: bool = False,
         eval_workers: int | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.backend = backend
         self.rollout_steps = rollout_steps
         self.info_keys = info_keys

@@ -112,13 +112,9 @@ class EnvGroup(gym.Env):
     a ``SyncVectorEnv`` in autoreset ``mode`` seen as one env (its info wrapped whole)."""
 
     def __init__(
-        self,
-        source: str | gym.envs.registration.EnvSpec,
-        env_kwargs: dict[str, object],
-        first: int,
-        count: int,
-        mode: gym.vector.AutoresetMode,
-    ) -> None:
+        self, source: str | gym.envs.registration.EnvSpec, env_kwargs: dict[str, object],
+        first: int, count: int, mode: gym.vector.AutoresetMode,
+    ) -> None:  # fmt: skip
         self.first = first
         # Ctrl-C and a scheduler's SIGTERM reach every process: the trainer alone decides
         # when to stop and closes the workers, so they ignore both.
@@ -149,10 +145,8 @@ class EnvGroup(gym.Env):
 
     def generator_states(self) -> dict[str, object]:
         """The group's generator states under the run's sub-env indices."""
-        return {
-            _renumber(name, self.first): state
-            for name, state in self.envs.generator_states().items()
-        }
+        states = self.envs.generator_states().items()
+        return {_renumber(name, self.first): state for name, state in states}
 
     def restore_generators(self, states: dict[str, object]) -> list[str]:
         """Restores the group's share of ``states``; returns its names that did not match."""
@@ -170,17 +164,13 @@ class EnvGroup(gym.Env):
 
 def _index(name: str) -> int:
     """The sub-env index of a generator name ``envs[i]...`` (-1 for any other name)."""
-    if not name.startswith("envs["):
-        return -1
-    return int(name[5 : name.index("]")])
+    return int(name[5 : name.index("]")]) if name.startswith("envs[") else -1
 
 
 def _renumber(name: str, offset: int) -> str:
     """``envs[i]...`` as ``envs[i + offset]...`` (names of other generators unchanged)."""
     index = _index(name)
-    if index < 0:
-        return name
-    return f"envs[{index + offset}]{name[name.index(']') + 1 :]}"
+    return name if index < 0 else f"envs[{index + offset}]{name[name.index(']') + 1 :]}"
 
 
 class EnvWorkers(gym.vector.VectorEnv):
@@ -188,13 +178,9 @@ class EnvWorkers(gym.vector.VectorEnv):
     docstring); what it returns is what a ``SyncVectorEnv`` of them returns."""
 
     def __init__(
-        self,
-        env_id: str,
-        env_kwargs: dict[str, object],
-        num_envs: int,
-        workers: int,
+        self, env_id: str, env_kwargs: dict[str, object], num_envs: int, workers: int,
         mode: gym.vector.AutoresetMode,
-    ) -> None:
+    ) -> None:  # fmt: skip
         if num_envs % workers:
             raise ValueError(f"workers={workers} must divide num_envs={num_envs}")
         problem = worker_problem(env_id, env_kwargs)
@@ -208,18 +194,14 @@ class EnvWorkers(gym.vector.VectorEnv):
         group = partial(EnvGroup, source, dict(env_kwargs), count=self.group_size, mode=mode)
         # Sub-envs autoreset inside their group; the group itself never ends.
         self.pool = gym.vector.AsyncVectorEnv(
-            [partial(group, first=w * self.group_size) for w in range(workers)],
-            shared_memory=True,
-            context=context,
-            autoreset_mode=gym.vector.AutoresetMode.DISABLED,
-        )
+            [partial(group, first=w * self.group_size) for w in range(workers)], shared_memory=True,
+            context=context, autoreset_mode=gym.vector.AutoresetMode.DISABLED,
+        )  # fmt: skip
         self.metadata = {**self.pool.metadata, "autoreset_mode": gym.vector.AutoresetMode(mode)}
         self.render_mode = None
         probe = _make_env(source, env_kwargs)  # the spaces of one sub-env
-        self.single_observation_space, self.single_action_space = (
-            probe.observation_space,
-            probe.action_space,
-        )
+        self.single_observation_space = probe.observation_space
+        self.single_action_space = probe.action_space
         probe.close()
         batch = gym.vector.utils.batch_space
         self.observation_space = batch(self.single_observation_space, num_envs)
@@ -249,12 +231,9 @@ class EnvWorkers(gym.vector.VectorEnv):
         actions = np.asarray(actions).reshape(self.workers, self.group_size, *np.shape(actions)[1:])
         obs, rewards, terminated, truncated, info = self._guarded(lambda: self.pool.step(actions))
         return (
-            self._flat(obs),
-            rewards.reshape(self.num_envs),
-            terminated.reshape(self.num_envs),
-            truncated.reshape(self.num_envs),
-            self._merged(info),
-        )
+            self._flat(obs), rewards.reshape(self.num_envs), terminated.reshape(self.num_envs),
+            truncated.reshape(self.num_envs), self._merged(info),
+        )  # fmt: skip
 
     def arm(self, steps: int) -> None:
         """:meth:`GeneratorSnapshot.arm` in every worker."""
@@ -357,11 +336,8 @@ def _merge_infos(infos: list[dict[str, object]], size: int) -> dict[str, object]
         present = [(group, np.asarray(v)) for group, v in enumerate(values) if v is not None]
         first = present[0][1]
         shape = (total, *first.shape[1:])
-        array = (
-            np.full(shape, None, dtype=object)
-            if first.dtype == object
-            else np.zeros(shape, dtype=first.dtype)
-        )
+        # an object entry a group lacks is None there (np.empty's objects), any other zero
+        array = np.empty(shape, object) if first.dtype == object else np.zeros(shape, first.dtype)
         for group, value in present:
             array[group * size : (group + 1) * size] = value
         merged[key] = array

@@ -96,13 +96,9 @@ def device_twin_problem(env_id: str) -> str | None:
 
 
 def make_vector_env(
-    env_id: str,
-    env_kwargs: dict[str, Any],
-    num_envs: int,
-    mode: gym.vector.AutoresetMode,
-    device: torch.device | None = None,
-    workers: int = 1,
-) -> gym.vector.VectorEnv:
+    env_id: str, env_kwargs: dict[str, Any], num_envs: int, mode: gym.vector.AutoresetMode,
+    device: torch.device | None = None, workers: int = 1,
+) -> gym.vector.VectorEnv:  # fmt: skip
     """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``;
     with ``device``, the torch twin on it; with ``workers`` > 1, :class:`EnvWorkers`."""
     mode, spec = gym.vector.AutoresetMode(mode), env_spec(env_id)
@@ -115,12 +111,9 @@ def make_vector_env(
     if spec.vector_entry_point is not None:
         return gym.make_vec(spec, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)
     return gym.make_vec(
-        spec,
-        num_envs=num_envs,
-        vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": mode},
+        spec, num_envs=num_envs, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode},
         **env_kwargs,
-    )
+    )  # fmt: skip
 
 
 def goal_function(

@@ -155,15 +155,9 @@ def follow_recorded(config: TrainConfig, recorded: dict[str, object] | None) -> 
         return config
     device = str(recorded.get("device", "cpu")).split(":")[0]
     moved = config.device not in ("auto", device)
-    values: dict[str, object] = {
-        "device": device,
-        "env_device": recorded.get("env_device"),
-        "replay_device": recorded.get("replay_device"),
-        "env_workers": recorded.get("env_workers"),
-        "overlap": recorded.get("overlap"),
-        "precision": recorded.get("precision"),
-        "cuda_graphs": "on" if recorded.get("cuda_graphs") else "off",
-    }
+    kept = ("env_device", "replay_device", "env_workers", "overlap", "precision")
+    values: dict[str, object] = {"device": device, **{name: recorded.get(name) for name in kept}}
+    values["cuda_graphs"] = "on" if recorded.get("cuda_graphs") else "off"
     follows: dict[str, Any] = {
         name: value
         for name, value in values.items()
@@ -231,9 +225,8 @@ def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
     if dtype_note is not None:
         notes.append(dtype_note)
     declared_length = episode_length(env)
-    horizon = declared_length
-    if horizon is None and checked is not None:
-        horizon = checked.episode_length
+    seen = None if checked is None else checked.episode_length
+    horizon = declared_length if declared_length is not None else seen
     native_twin = env_spec(config.env_id).vector_entry_point is not None
     timed = config.env_workers is None and not native_twin
     step_seconds = measure_step_seconds(env, seed=config.seed) if timed else None
@@ -248,29 +241,19 @@ def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
             reward_range = probe_rewards(env, compute_reward, tuple(info_keys), config.seed)
     return EnvFacts(
         observation_space=cast(spaces.Dict, env.observation_space),
-        action_space=env.action_space,
-        declared_length=declared_length,
-        episode_length=horizon,
-        info_keys=tuple(info_keys),
-        compute_reward=compute_reward,
+        action_space=env.action_space, declared_length=declared_length, episode_length=horizon,
+        info_keys=tuple(info_keys), compute_reward=compute_reward,
         has_compute_terminated=goal_function(env, env, "compute_terminated") is not None,
-        native_twin=native_twin,
-        twin_problem=device_twin_problem(config.env_id),
-        step_seconds=step_seconds,
-        reward_range=reward_range,
-        reward_declared=finite,
+        native_twin=native_twin, twin_problem=device_twin_problem(config.env_id),
+        step_seconds=step_seconds, reward_range=reward_range, reward_declared=finite,
         preflight_seconds=None if checked is None else round(checked.seconds, 3),
-    )
+    )  # fmt: skip
 
 
 def make_plan(
-    config: TrainConfig,
-    env: gym.Env,
-    device: torch.device,
-    rank: int = 0,
-    world: int = 1,
+    config: TrainConfig, env: gym.Env, device: torch.device, rank: int = 0, world: int = 1,
     recorded: dict[str, Any] | None = None,
-) -> RunPlan:
+) -> RunPlan:  # fmt: skip
     """The plan of ``config`` on this machine (``device``, worker ``rank`` of ``world``),
     from one look at ``env``; a resumed run passes its ``recorded`` plan."""
     notes: list[str] = list(check_recorded(config, recorded))
@@ -285,12 +268,9 @@ def make_plan(
     rollout_steps = config.rollout_steps or int(horizon or 0)
     gamma = config.gamma if config.gamma is not None else 1.0 - 1.0 / (horizon or 1)
     _check_schedule(config, horizon or rollout_steps, rollout_steps, world)
-    env_device = _env_device(config.env_device, config.env_id, device, facts, notes)
+    env_device = _env_device(config, device, facts, notes)
     replay_device = _replay_device(config.replay_device, env_device, device)
-    env_workers, step_seconds = _env_workers(
-        config.env_workers, config.env_id, config.env_kwargs, config.num_envs, facts, env_device,
-        notes,
-    )  # fmt: skip
+    env_workers, step_seconds = _env_workers(config, facts, env_device, notes)
     if config.env_workers is not None and env_device != "device":
         step_seconds = (recorded or {}).get("step_seconds")
     overlap = _overlap(config.overlap, env_workers, env_device)
@@ -317,30 +297,16 @@ def make_plan(
             "not end its episode), as stable-baselines3's HER does"
         )
     return RunPlan(
-        facts=facts,
-        device=str(device),
-        rank=rank,
-        world=world,
-        episode_length=horizon,
-        rollout_steps=rollout_steps,
-        gamma=gamma,
-        clip_range=_clip_range(
-            config.clip_return, config.clip_range, config.env_id, facts, gamma, notes
-        ),
-        info_keys=facts.info_keys,
-        env_device=env_device,
-        replay_device=replay_device,
-        env_workers=env_workers,
+        facts=facts, device=str(device), rank=rank, world=world, episode_length=horizon,
+        rollout_steps=rollout_steps, gamma=gamma,
+        clip_range=_clip_range(config, facts, gamma, notes), info_keys=facts.info_keys,
+        env_device=env_device, replay_device=replay_device, env_workers=env_workers,
         eval_workers=eval_env_workers(config.n_eval_episodes, env_workers),
-        step_seconds=step_seconds,
-        overlap=overlap,
-        precision=precision,
+        step_seconds=step_seconds, overlap=overlap, precision=precision,
         cuda_graphs=_cuda_graphs(config.cuda_graphs, config.algo, device, world),
-        torch_threads=_torch_threads(config.torch_threads, notes),
-        machine=describe_machine(),
-        notes=tuple(notes),
-        preflight_seconds=facts.preflight_seconds,
-    )
+        torch_threads=_torch_threads(config.torch_threads, notes), machine=describe_machine(),
+        notes=tuple(notes), preflight_seconds=facts.preflight_seconds,
+    )  # fmt: skip
 
 
 def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world: int) -> None:
@@ -373,9 +339,10 @@ def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world
 
 
 def _env_device(
-    asked: str, env_id: str, device: torch.device, facts: EnvFacts, notes: list[str]
+    config: TrainConfig, device: torch.device, facts: EnvFacts, notes: list[str]
 ) -> str:
     """ "device" when the training envs run as torch twins on ``device``, else "numpy"."""
+    asked, env_id = config.env_device, config.env_id
     if asked == "numpy":
         return "numpy"
     problem = facts.twin_problem
@@ -407,16 +374,11 @@ def _replay_device(asked: str, env_device: str, device: torch.device) -> str:
 
 
 def _env_workers(
-    asked: int | None,
-    env_id: str,
-    env_kwargs: dict[str, object],
-    num_envs: int,
-    facts: EnvFacts,
-    env_device: str,
-    notes: list[str],
+    config: TrainConfig, facts: EnvFacts, env_device: str, notes: list[str]
 ) -> tuple[int, float | None]:
     """The processes that step the training envs and the step time that chose them
-    (``asked`` None: from the timed step; 1 for an env worker processes cannot build)."""
+    (``env_workers`` None: from the timed step; 1 for an env worker processes cannot build)."""
+    asked, env_id, num_envs = config.env_workers, config.env_id, config.num_envs
     if env_device == "device":
         if asked not in (None, 1):
             raise ValueError(
@@ -437,7 +399,7 @@ def _env_workers(
     seconds = facts.step_seconds
     assert seconds is not None  # look_at timed it: no workers asked, no native twin
     workers = default_env_workers(num_envs, False, step_seconds=seconds)
-    problem = worker_problem(env_id, env_kwargs) if workers > 1 else None
+    problem = worker_problem(env_id, config.env_kwargs) if workers > 1 else None
     if problem is not None:
         notes.append(f"env workers 1, not {workers}: {problem}")
         return 1, seconds
@@ -490,19 +452,12 @@ def _torch_threads(threads: int, notes: list[str]) -> int:
 
 
 def _clip_range(
-    clip_return: bool,
-    clip_range: tuple[float, float] | None,
-    env_id: str,
-    facts: EnvFacts,
-    gamma: float,
-    notes: list[str],
+    config: TrainConfig, facts: EnvFacts, gamma: float, notes: list[str]
 ) -> tuple[float, float] | None:
     """The range Bellman targets are clipped to: ``clip_range``, else the returns the env's
     declared rewards allow, or baselines' [-1, 0] where a probe paid inside it; None: not."""
-    if not clip_return:
-        return None
-    if clip_range is not None:
-        return clip_range
+    if not config.clip_return or config.clip_range is not None:
+        return config.clip_range if config.clip_return else None
     assert facts.reward_range is not None  # look_at read or probed it
     low, high = facts.reward_range
     if facts.reward_declared:
@@ -510,7 +465,7 @@ def _clip_range(
     if low >= -1.0 and high <= 0.0:
         return return_range(-1.0, 0.0, gamma)
     notes.append(
-        f"clip_return is off: {env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
+        f"clip_return is off: {config.env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
         "random probe, outside baselines' [-1, 0], and declares no finite reward_range; "
         "set clip_range to clip the targets"
     )

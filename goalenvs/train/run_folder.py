@@ -113,19 +113,10 @@ class RunFolder:
     """
 
     def __init__(
-        self,
-        config: TrainConfig,
-        *,
-        rank: int,
-        world: int,
-        gamma: float,
-        observation_space: spaces.Dict,
-        action_space: spaces.Space,
-        loss_names: tuple[str, ...],
-        buffer_file: str,
-        device: torch.device,
-        plan: dict[str, object] | None = None,
-    ) -> None:
+        self, config: TrainConfig, *, rank: int, world: int, gamma: float,
+        observation_space: spaces.Dict, action_space: spaces.Space, loss_names: tuple[str, ...],
+        buffer_file: str, device: torch.device, plan: dict[str, object] | None = None,
+    ) -> None:  # fmt: skip
         if config.resume or config.out:
             self.path = Path(config.resume or config.out or "")
         else:
@@ -310,14 +301,11 @@ class RunFolder:
                 f"({type(exc).__name__}: {str(exc).splitlines()[0]})"
             ) from None
         counters = Counters(
-            epoch=int(meta["epoch"]),
-            env_steps=int(meta["env_steps"]),
-            updates=int(meta["updates"]),
-            wall_time=float(meta["wall_time"]),
-            best_success=float(meta["best_success_rate"]),
-            best_return=float(meta.get("best_return", -math.inf)),
-            best_epoch=int(data["manifest"].get("best_epoch", epoch)),
-        )
+            int(meta["epoch"]), int(meta["env_steps"]), int(meta["updates"]),
+            float(meta["wall_time"]), float(meta["best_success_rate"]),
+            float(meta.get("best_return", -math.inf)),
+            int(data["manifest"].get("best_epoch", epoch)),
+        )  # fmt: skip
         if state is None:
             saved = data["manifest"].get("world_size")
             logger.warning(
@@ -329,14 +317,9 @@ class RunFolder:
     # ---- committing an epoch
 
     def commit_epoch(
-        self,
-        counters: Counters,
-        row: dict[str, Any],
-        best: bool,
-        agent: Agent,
-        buffer: ReplayBuffer,
-        random_state: dict[str, object],
-    ) -> None:
+        self, counters: Counters, row: dict[str, Any], best: bool, agent: Agent,
+        buffer: ReplayBuffer, random_state: dict[str, object],
+    ) -> None:  # fmt: skip
         """Commits the finished epoch as one unit: every worker writes its part of
         ``checkpoints/epoch_N``, progress.csv gets the row, and worker 0 writes the
         manifest, which commits it. Only then are policy_latest.pt, policy_best.pt (when
@@ -378,18 +361,13 @@ class RunFolder:
         self, agent: Agent, name: str | Path, counters: Counters, success: float, training: bool
     ) -> Path:
         """Writes one checkpoint of the run; ``name`` is relative to the run folder."""
+        c = counters
         metadata = {
-            **self.describe,
-            "epoch": counters.epoch,
-            "env_steps": counters.env_steps,
-            "updates": counters.updates,
-            "wall_time": counters.wall_time,
-            "success_rate": success,
-            "best_success_rate": counters.best_success,
-            "best_return": counters.best_return,
-            "goalenvs_version": goalenvs.__version__,
+            **self.describe, "epoch": c.epoch, "env_steps": c.env_steps, "updates": c.updates,
+            "wall_time": c.wall_time, "success_rate": success, "best_success_rate": c.best_success,
+            "best_return": c.best_return, "goalenvs_version": goalenvs.__version__,
             "torch_version": str(torch.__version__),
-        }
+        }  # fmt: skip
         state = agent.training_modules() if training else None
         return save_checkpoint(self.path / name, metadata, agent.policy_modules(), state)
 
