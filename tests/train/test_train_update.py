@@ -35,12 +35,10 @@ def batch(obs, goal, actions, rewards, dones, next_obs):
         return {"observation": o, "achieved_goal": o.clone(), "desired_goal": torch.tensor(goal)}
 
     return SimpleNamespace(
-        observations=as_dict(obs),
-        next_observations=as_dict(next_obs),
-        actions=torch.tensor(actions),
-        rewards=torch.tensor(rewards, dtype=torch.float32),
+        observations=as_dict(obs), next_observations=as_dict(next_obs),
+        actions=torch.tensor(actions), rewards=torch.tensor(rewards, dtype=torch.float32),
         dones=torch.tensor(dones, dtype=torch.float32),
-    )
+    )  # fmt: skip
 
 
 def net_inputs(obs, goal):
