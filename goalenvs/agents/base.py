@@ -42,23 +42,16 @@ def adam(parameters: Iterable[nn.Parameter], lr: float) -> torch.optim.Adam:
 
 
 class Agent(nn.Module):
-    """Base of the HER agents: the normalizer, the discount and target clipping.
-
-    A subclass declares ``loss_names``, the keys of the dict its :meth:`update` returns
-    (the trainer logs them in that order), builds its networks in :meth:`make_networks`,
-    names the attributes a checkpoint saves in ``policy_module_names``,
-    ``training_module_names`` and ``optimizer_names``, and is registered in
-    :data:`goalenvs.agents.registry.ALGOS`.
-
-    An update that a CUDA graph can capture (``graph_safe_update``) reads no tensor on the
-    host and branches on no tensor's value: what varies between its steps comes in as the
-    keyword options :meth:`update_options` plans ahead, one cycle at a time.
-    """
+    """Base of the HER agents: the normalizer, the discount and target clipping (the module
+    docstring says what a subclass declares); a subclass is registered in
+    :data:`goalenvs.agents.registry.ALGOS`."""
 
     config: TrainConfig
+    # the keys of the dict update() returns, which the trainer logs in that order
     loss_names: ClassVar[tuple[str, ...]] = ()
-    # True when update() on tensors of fixed shapes runs without a host sync or a branch
-    # on a tensor's value (its options aside), so the Learner may capture it.
+    # True when update() on tensors of fixed shapes reads no tensor on the host and branches
+    # on no tensor's value, so the Learner may capture it: what varies between its steps
+    # comes in as the options update_options plans ahead, one cycle at a time.
     graph_safe_update: ClassVar[bool] = False
     # Attributes a saved policy holds besides the normalizer (the acting network).
     policy_module_names: ClassVar[tuple[str, ...]] = ()

@@ -77,10 +77,8 @@ class Learner:
         clock: ``clock(phase)`` gives the context that times a phase (``"sample"``,
             ``"update"``), as the trainer's ``PhaseClock``; None: no timing.
 
-    A graph holds the agent's settings as they were at its capture (the return range,
-    the learning rates) and reads its tensors at the addresses they had: the graphs are
-    captured again when a setting changed or a tensor was replaced (a checkpoint's
-    optimizer state loaded). An agent moved to another device needs a new Learner.
+    Graphs are captured again when a setting they hold or a tensor they read changed
+    (:class:`StaticUpdates`); an agent moved to another device needs a new Learner.
     """
 
     def __init__(
@@ -214,8 +212,10 @@ class StaticUpdates(EagerUpdates):
     ``capture`` each kind of update (each set of options) becomes a CUDA graph after
     :data:`WARMUP_UPDATES` eager runs on a side stream, replayed from then on; without it
     every update runs eagerly on the same tensors (the path the CPU tests hold to
-    :class:`EagerUpdates`' numbers). A graph reads the agent's tensors where they were and
-    holds its settings: the graphs are captured again when either changed."""
+    :class:`EagerUpdates`' numbers). A graph holds the agent's settings at its capture (the
+    return range, the learning rates) and reads its tensors at the addresses they had: the
+    graphs are captured again when a setting changed or a tensor was replaced (a
+    checkpoint's optimizer state loaded)."""
 
     def __init__(self, agent: Agent, *, capture: bool) -> None:
         super().__init__(agent)

@@ -52,16 +52,12 @@ def _read(path: Path) -> str | None:
 
 
 def _quota(quota: str, period: str) -> float | None:
-    """``quota / period`` in CPUs; None for no limit or text that is not two numbers."""
-    if quota == "max":
-        return None
+    """``quota / period`` in CPUs; None for no limit ("max") or text that is not two numbers."""
     try:
         q, p = int(quota), int(period)
     except ValueError:
         return None
-    if q <= 0 or p <= 0:
-        return None
-    return q / p
+    return q / p if q > 0 and p > 0 else None
 
 
 def cpu_quota(cgroup_root: Path | None = None) -> float | None:

@@ -72,6 +72,12 @@ Unit = tuple[dict, dict | None, ReplayBuffer | None]
 logger = logging.getLogger(__name__)
 
 
+def new_run_path(config: TrainConfig, tag: str) -> Path:
+    """``runs/<env>-<algo>-<tag>-<time>``: a new run folder's (or seed set's) path."""
+    name = config.env_id.replace("/", "_").replace(":", "_")
+    return Path(f"runs/{name}-{config.algo}-{tag}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
 @dataclass
 class Counters:
     """How far a run has come (all workers together), as its checkpoints record it."""
@@ -117,12 +123,8 @@ class RunFolder:
         observation_space: spaces.Dict, action_space: spaces.Space, loss_names: tuple[str, ...],
         buffer_file: str, device: torch.device, plan: dict[str, object] | None = None,
     ) -> None:  # fmt: skip
-        if config.resume or config.out:
-            self.path = Path(config.resume or config.out or "")
-        else:
-            name = config.env_id.replace("/", "_").replace(":", "_")
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            self.path = Path(f"runs/{name}-{config.algo}-s{config.seed}-{stamp}")
+        given = config.resume or config.out
+        self.path = Path(given) if given else new_run_path(config, f"s{config.seed}")
         self.plan, self.device, self.config = plan, device, config
         self.rank, self.world, self.main = rank, world, rank == 0
         self.describe: dict[str, object] = {
