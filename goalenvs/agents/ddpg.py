@@ -40,9 +40,7 @@ class DDPGConfig(TrainConfig):
         0.3, "probability of a uniformly random action while collecting", check=FRACTION
     )
     noise_eps: float = option(
-        0.2,
-        "std of the Gaussian action noise, on actions scaled to [-1, 1]",
-        check=at_least_zero,
+        0.2, "std of the Gaussian action noise, on actions scaled to [-1, 1]", check=at_least_zero
     )
 
 
@@ -60,9 +58,7 @@ class DDPG(BoxAgent):
     def make_networks(self) -> None:
         """Actor, critic, their targets and one Adam per network."""
         config = self.config
-        size, hidden = self.normalizer.input_size, config.hidden_sizes
-        self.actor = Actor(size, hidden, self.action_size, config.layer_norm)
-        self.critic = Critic(size, hidden, self.action_size, config.layer_norm)
+        self.actor, self.critic = self.network(Actor), self.network(Critic)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_optimizer = adam(self.actor.parameters(), lr=config.actor_lr)

@@ -85,3 +85,10 @@ class Critic(Network):
     def forward(self, inputs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """``(B,)`` values for inputs ``(B, input_size)`` and actions ``(B, action_size)``."""
         return self.net(torch.cat([inputs, actions], dim=-1)).squeeze(-1)
+
+
+def twin_min(
+    critics: tuple[Critic, Critic], inputs: torch.Tensor, actions: torch.Tensor
+) -> torch.Tensor:
+    """The smaller of two critics' values: twin critics' pessimistic estimate (TD3, SAC)."""
+    return torch.minimum(critics[0](inputs, actions), critics[1](inputs, actions))

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from goalenvs.agents import distributed
+from goalenvs.core import GOAL_KEYS
 
 
 class Normalizer(nn.Module):
@@ -107,11 +108,7 @@ class GoalNormalizer(nn.Module):
         """Adds collected observations and goals (arrays or tensors ``(..., size)``) to the
         statistics."""
         clip = self.clip_obs
-        for key, normalizer in (
-            ("observation", self.obs),
-            ("achieved_goal", self.goal),
-            ("desired_goal", self.goal),
-        ):
+        for key, normalizer in self._parts():
             value = observations[key]
             if isinstance(value, torch.Tensor):
                 normalizer.update(value.clamp(-clip, clip))
@@ -129,11 +126,10 @@ class GoalNormalizer(nn.Module):
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         """``(B, input_size)`` normalized inputs from a dict of ``(B, size)`` tensors."""
         clip = self.clip_obs
-        return torch.cat(
-            [
-                self.obs(observations["observation"].flatten(1).clamp(-clip, clip)),
-                self.goal(observations["achieved_goal"].flatten(1).clamp(-clip, clip)),
-                self.goal(observations["desired_goal"].flatten(1).clamp(-clip, clip)),
-            ],
-            dim=-1,
-        )
+        parts = [n(observations[key].flatten(1).clamp(-clip, clip)) for key, n in self._parts()]
+        return torch.cat(parts, dim=-1)
+
+    def _parts(self) -> tuple[tuple[str, Normalizer], ...]:
+        """Each key of the input (:data:`GOAL_KEYS`' order) with the normalizer it goes
+        through."""
+        return tuple(zip(GOAL_KEYS, (self.obs, self.goal, self.goal), strict=True))

@@ -27,7 +27,7 @@ from torch.nn import functional
 from goalenvs.agents.base import BoxAgent, adam
 from goalenvs.agents.config import POSITIVE, TrainConfig, finite, option
 from goalenvs.agents.losses import twin_critic_loss
-from goalenvs.agents.networks import Critic, Network
+from goalenvs.agents.networks import Critic, Network, twin_min
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # keeps sigma in a range where log-probs stay finite
 
@@ -112,11 +112,8 @@ class SAC(BoxAgent):
         """The Gaussian actor, twin critics and their targets, the temperature, and their
         Adams (one over both critics)."""
         config = self.config
-        size, hidden = self.normalizer.input_size, config.hidden_sizes
-        norm = config.layer_norm
-        self.actor = GaussianActor(size, hidden, self.action_size, norm)
-        self.critic1 = Critic(size, hidden, self.action_size, norm)
-        self.critic2 = Critic(size, hidden, self.action_size, norm)
+        self.actor = self.network(GaussianActor)
+        self.critic1, self.critic2 = self.network(Critic), self.network(Critic)
         self.critic1_target = copy.deepcopy(self.critic1).requires_grad_(False)
         self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
         self.temperature = Temperature(config.initial_alpha)
@@ -138,10 +135,8 @@ class SAC(BoxAgent):
         with self.autocast():
             with torch.no_grad():
                 next_actions, next_log_prob = self.actor.sample(next_inputs)
-                next_values = torch.minimum(
-                    self.critic1_target(next_inputs, next_actions),
-                    self.critic2_target(next_inputs, next_actions),
-                )
+                targets = (self.critic1_target, self.critic2_target)
+                next_values = twin_min(targets, next_inputs, next_actions)
                 soft_values = next_values - alpha * next_log_prob
                 target = self.batch_targets(batch, soft_values)
             q1, q2 = self.critic1(inputs, actions), self.critic2(inputs, actions)
@@ -151,7 +146,7 @@ class SAC(BoxAgent):
 
         with self.autocast():
             pi, log_prob = self.actor.sample(inputs)
-            q_pi = torch.minimum(self.critic1(inputs, pi), self.critic2(inputs, pi))
+            q_pi = twin_min((self.critic1, self.critic2), inputs, pi)
             actor_loss = (alpha * log_prob - q_pi).mean()
         alpha_loss = -(self.temperature.log_alpha * (log_prob.detach() + self.target_entropy))
         self.gradient_steps(

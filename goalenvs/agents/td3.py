@@ -24,7 +24,7 @@ from goalenvs.agents.base import adam
 from goalenvs.agents.config import POSITIVE_INT, at_least_zero, option
 from goalenvs.agents.ddpg import DDPG, DDPGConfig
 from goalenvs.agents.losses import twin_critic_loss
-from goalenvs.agents.networks import Critic
+from goalenvs.agents.networks import Critic, twin_min
 
 
 @dataclass
@@ -60,9 +60,7 @@ class TD3(DDPG):
         """DDPG's networks, a second critic and its target; one Adam over both critics."""
         super().make_networks()
         config = self.config
-        self.critic2 = Critic(
-            self.normalizer.input_size, config.hidden_sizes, self.action_size, config.layer_norm
-        )
+        self.critic2 = self.network(Critic)
         self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
         self.critic_optimizer = adam(
             [*self.critic.parameters(), *self.critic2.parameters()], lr=config.critic_lr
@@ -92,10 +90,8 @@ class TD3(DDPG):
                     -cfg.target_noise_clip, cfg.target_noise_clip
                 )
                 next_actions = (next_pi + noise).clamp(-1.0, 1.0)
-                next_values = torch.minimum(
-                    self.critic_target(next_inputs, next_actions),
-                    self.critic2_target(next_inputs, next_actions),
-                )
+                targets = (self.critic_target, self.critic2_target)
+                next_values = twin_min(targets, next_inputs, next_actions)
                 target = self.batch_targets(batch, next_values)
             q1, q2 = self.critic(inputs, actions), self.critic2(inputs, actions)
             critic_loss = twin_critic_loss(q1, q2, target, getattr(batch, "weights", None))

@@ -73,17 +73,17 @@ def restore_generators(obj: object, states: dict[str, Any]) -> list[str]:
 
 def torch_generator_states(obj: object) -> dict[str, torch.Tensor]:
     """``{attribute: state}`` of the ``torch.Generator`` attributes of ``obj``."""
-    return {
-        name: value.get_state()
-        for name, value in sorted(vars(obj).items())
-        if isinstance(value, torch.Generator)
-    }
+    return {name: generator.get_state() for name, generator in _torch_generators(obj).items()}
+
+
+def _torch_generators(obj: object) -> dict[str, torch.Generator]:
+    return {k: v for k, v in sorted(vars(obj).items()) if isinstance(v, torch.Generator)}
 
 
 def restore_torch_generators(obj: object, states: dict[str, torch.Tensor]) -> list[str]:
     """Sets the torch generators of ``obj`` back to ``states``; returns the names that did
     not match, or were saved on another device (those keep their seeded state)."""
-    current = {k: v for k, v in vars(obj).items() if isinstance(v, torch.Generator)}
+    current = _torch_generators(obj)
     missed = current.keys() ^ states.keys()
     for name in current.keys() & states.keys():
         try:
@@ -174,10 +174,8 @@ def restore_random_state(
         if missed:
             logger.warning(
                 "%s torch generators %s were not restored (saved on another device?); they "
-                "draw on from their seeds",
-                name,
-                missed,
-            )
+                "draw on from their seeds", name, missed,
+            )  # fmt: skip
         missed = restore_generators(obj, state[name])
         if name == "buffer":  # its file restores its own generator: only a saved one can miss
             missed = [path for path in missed if path in state[name]]
