@@ -35,11 +35,8 @@ def cpu_has_bf16() -> bool:
 
 def uses_bf16(precision: str, device: torch.device) -> bool:
     """True when the updates on ``device`` run in bf16 under ``precision``."""
-    if precision == "bf16":
-        return True
-    if precision == "auto":
-        return AUTO_BF16_ON_CPU and device.type == "cpu" and cpu_has_bf16()
-    return False
+    auto = AUTO_BF16_ON_CPU and device.type == "cpu" and cpu_has_bf16()
+    return precision == "bf16" or (precision == "auto" and auto)
 
 
 def update_autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
