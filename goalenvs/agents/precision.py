@@ -35,8 +35,8 @@ def cpu_has_bf16() -> bool:
 
 def uses_bf16(precision: str, device: torch.device) -> bool:
     """True when the updates on ``device`` run in bf16 under ``precision``."""
-    auto = AUTO_BF16_ON_CPU and device.type == "cpu" and cpu_has_bf16()
-    return precision == "bf16" or (precision == "auto" and auto)
+    auto = precision == "auto" and AUTO_BF16_ON_CPU and device.type == "cpu"
+    return precision == "bf16" or (auto and cpu_has_bf16())
 
 
 def update_autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
