@@ -309,20 +309,20 @@ def remove_debris(run_dir: str | os.PathLike) -> list[Path]:
     manifest, files a manifest does not list) while no worker writes; returns them."""
     run_dir = Path(run_dir)
     removed: list[Path] = []
-    if not run_dir.is_dir():
-        return removed
-    for folder in (run_dir, run_dir / CHECKPOINTS):
-        if folder.is_dir():
-            for p in folder.iterdir():
-                if p.is_file() and is_temporary(p):
-                    p.unlink()
-                    removed.append(p)
+
+    def remove(path: Path) -> None:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        removed.append(path)
+
+    folders = [f for f in (run_dir, run_dir / CHECKPOINTS) if f.is_dir()]
+    for p in [p for folder in folders for p in folder.iterdir()]:
+        if p.is_file() and is_temporary(p):
+            remove(p)
     for epoch in unit_epochs(run_dir):
         unit = unit_dir(run_dir, epoch)
         manifest_path = unit / MANIFEST
         if not manifest_path.is_file():
-            shutil.rmtree(unit)
-            removed.append(unit)
+            remove(unit)
             continue
         try:
             listed = set(json.loads(manifest_path.read_text(encoding="utf-8"))["files"])
@@ -330,9 +330,5 @@ def remove_debris(run_dir: str | os.PathLike) -> list[Path]:
             continue  # a damaged manifest: the resume reports it and falls back
         for p in unit.iterdir():
             if p.name != MANIFEST and p.name not in listed:
-                if p.is_dir():
-                    shutil.rmtree(p)
-                else:
-                    p.unlink()
-                removed.append(p)
+                remove(p)
     return removed
