@@ -197,10 +197,9 @@ class TrainConfig:
         check=COUNT, kept=REPLAY,
     )  # fmt: skip
     gamma: float | None = option(
-        None,
-        "discount; None: 1 - 1/T with T the episode length",
+        None, "discount; None: 1 - 1/T with T the episode length",
         check=functools.partial(check_in_range, open_low=True, open_high=True, none_ok=True),
-    )
+    )  # fmt: skip
     n_step: int = option(
         1,
         "steps of each sampled return: the target sums a transition's reward and the next N-1 of "
@@ -247,10 +246,9 @@ class TrainConfig:
         10, "deterministic evaluation episodes per epoch, on separate envs", check=POSITIVE_INT
     )
     stop_success: float | None = option(
-        None,
-        "stop early once the eval success rate reaches this",
+        None, "stop early once the eval success rate reaches this",
         check=functools.partial(check_in_range, open_low=True, none_ok=True),
-    )
+    )  # fmt: skip
     preflight: bool = option(
         True,
         "run the goal-env checks before the first step (the cheap ones of `goalenvs check`: goal "
@@ -311,10 +309,9 @@ class TrainConfig:
         choices=PRECISIONS,
     )
     cuda_graphs: str = option(
-        "auto",
-        "run each update as a captured CUDA graph; auto: on a CUDA device",
+        "auto", "run each update as a captured CUDA graph; auto: on a CUDA device",
         choices=GRAPH_MODES,
-    )
+    )  # fmt: skip
     out: str | None = option(None, "run folder; None: runs/<env>-<algo>-s<seed>-<time>")
     save_every: int = option(0, "also keep policy_epoch_K.pt every K epochs; 0: never", check=COUNT)
     prioritized: bool = option(

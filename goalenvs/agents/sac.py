@@ -102,10 +102,8 @@ class SAC(BoxAgent):
         "critic1", "critic2", "critic1_target", "critic2_target", "temperature",
     )  # fmt: skip
     optimizer_names: ClassVar[tuple[str, ...]] = (
-        "actor_optimizer",
-        "critic_optimizer",
-        "alpha_optimizer",
-    )
+        "actor_optimizer", "critic_optimizer", "alpha_optimizer",
+    )  # fmt: skip
     target_networks: ClassVar[tuple[str, ...]] = ("critic1", "critic2")
 
     def make_networks(self) -> None:

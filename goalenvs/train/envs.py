@@ -141,10 +141,9 @@ def goal_function(
         if host_arrays and isinstance(achieved_goal, torch.Tensor):
             device = achieved_goal.device
             result = batched(
-                _host_array(achieved_goal),
-                _host_array(desired_goal),
+                _host_array(achieved_goal), _host_array(desired_goal),
                 {k: _host_array(v) for k, v in info.items()} if isinstance(info, dict) else info,
-            )
+            )  # fmt: skip
             return torch.as_tensor(np.array(result), device=device)
         result = fn(achieved_goal, desired_goal, info)
         if isinstance(achieved_goal, torch.Tensor):  # a device twin's: tensors stay there
