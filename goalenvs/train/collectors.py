@@ -69,11 +69,9 @@ class Rollout(NamedTuple):
 
 
 class Backend:
-    """Where the envs run: numpy vector envs with same-step autoreset (in the trainer's
-    process or in worker processes), and the replay buffer beside them: the numpy one in
-    host memory, or (``replay_on_device``) the torch one on the training ``device``, each
-    step's arrays copied there when they are stored. :class:`DeviceBackend` runs the envs
-    on the device too."""
+    """Where the envs run (numpy vector envs, see the module docstring) and the replay
+    buffer beside them: the numpy one in host memory, or (``replay_on_device``) the torch
+    one on the training ``device``, each step's arrays copied there as they are stored."""
 
     # The step that ends an episode already returns the next episode's first observation;
     # the final one is read from the info.
