@@ -266,11 +266,11 @@ class StaticUpdates(EagerUpdates):
                     source = source.pin_memory()
                 static.copy_(source, non_blocking=True)
         inputs = cast(HerBatch, self._inputs)
+        if not self.capture:
+            return super().step(inputs, options)
         key = tuple(sorted(options.items()))
         runs = self._graphs.get(key, 0)
-        if not self.capture or (isinstance(runs, int) and runs < WARMUP_UPDATES):
-            if not self.capture:
-                return super().step(inputs, options)
+        if isinstance(runs, int) and runs < WARMUP_UPDATES:
             self._graphs[key] = runs + 1
             device = self.agent.device
             side, main = torch.cuda.Stream(device), torch.cuda.current_stream(device)
