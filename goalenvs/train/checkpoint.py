@@ -179,6 +179,14 @@ def load_torch_file(
         raise CheckpointError(f"{unreadable}: {error_summary(exc)}") from None
 
 
+def _check_version(path: Path, what: str, found: object, version: int) -> None:
+    """A :class:`CheckpointError` naming ``path`` when its ``what`` version is not ours."""
+    if found != version:
+        raise CheckpointError(
+            f"{str(path)!r} has {what} version {found!r}; this goalenvs reads version {version}"
+        )
+
+
 def _is_zip(data: bytes) -> bool:
     """Whether ``data`` ends as a zip archive does (``is_zipfile`` raises on some)."""
     try:
@@ -199,11 +207,7 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
             f"{str(path)!r} is a torch file but not a goalenvs checkpoint: expected a dict with "
             f"'format': {FORMAT!r}, found {found}"
         )
-    if data.get("version") != VERSION:
-        raise CheckpointError(
-            f"{str(path)!r} has checkpoint version {data.get('version')!r}; this goalenvs "
-            f"reads version {VERSION}"
-        )
+    _check_version(path, "checkpoint", data.get("version"), VERSION)
     for key in ("metadata", "policy"):
         if not isinstance(data.get(key), dict):
             raise CheckpointError(f"{str(path)!r} lacks its {key!r} section")
@@ -277,11 +281,7 @@ def read_manifest(unit: Path) -> dict[str, Any]:
         raise CheckpointError(f"{str(path)!r} is not readable JSON ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != UNIT_FORMAT:
         raise CheckpointError(f"{str(path)!r} is not a goalenvs checkpoint manifest")
-    if manifest.get("version") != UNIT_VERSION:
-        raise CheckpointError(
-            f"{str(path)!r} has manifest version {manifest.get('version')!r}; this goalenvs "
-            f"reads version {UNIT_VERSION}"
-        )
+    _check_version(path, "manifest", manifest.get("version"), UNIT_VERSION)
     epoch = int(unit.name[len(_UNIT_PREFIX) :])
     if manifest.get("epoch") != epoch:
         raise CheckpointError(
