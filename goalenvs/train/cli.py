@@ -425,18 +425,17 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(shown, indent=2))
             print(f"{source}: {length}", file=sys.stderr)
             return 0
+        header = f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}"
         if seeds is not None:
             from goalenvs.train.seeds import train_seeds
 
-            header = f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}"
             built, command.env = command.env, None  # the first seed's trainer closes it
             return train_seeds(config, built, seeds, header, at_once)
         trainer = Trainer(config, env=command.env, recorded=command.recorded)
         command.env = None  # the trainer's now: it closes it
         if main_worker:
             timed = estimate(trainer) if command.preset is not None else None
-            length = length if timed is None else f"{length}; {timed.line()}"
-            print(f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}")
+            print(header if timed is None else f"{header}; {timed.line()}")
             for line in trainer.plan_lines():
                 print(f"goalenvs train: {line}", flush=True)
         result = trainer.run()
