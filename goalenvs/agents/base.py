@@ -212,10 +212,8 @@ class Agent(nn.Module):
 
     def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
         """Actions for a batch of observations; ``explore`` adds the training exploration.
-
         Arrays in, an array out; tensors in (a device twin's), a tensor on the agent's
-        device out, drawn there with no host copy.
-        """
+        device out, drawn there with no host copy."""
         raise NotImplementedError
 
     def update(self, batch: HerBatch) -> dict[str, torch.Tensor]:

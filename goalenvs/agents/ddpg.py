@@ -95,9 +95,7 @@ class DDPG(BoxAgent):
     def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:
         """Deterministic ``pi(s, g)`` (by the averaged actor with ``policy_average``);
         exploring adds Gaussian noise and random actions to the trained actor's.
-
-        Tensor observations give a tensor of actions, explored on their device.
-        """
+        Tensor observations give a tensor of actions, explored on their device."""
         actions = self.acting_module("actor", explore)(self.inputs(observations))
         if isinstance(observations["observation"], torch.Tensor):
             if explore:

@@ -32,10 +32,8 @@ def world_size() -> int:
 
 def init_from_env(device: torch.device) -> bool:
     """Joins the process group torchrun describes (``WORLD_SIZE`` > 1) if not joined yet.
-
     The backend follows the device (:func:`backend_for`). Returns True when this call
-    created the group (the caller then destroys it at the end).
-    """
+    created the group (the caller then destroys it at the end)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1 or not dist.is_available() or dist.is_initialized():
         return False
@@ -46,10 +44,8 @@ def init_from_env(device: torch.device) -> bool:
 
 def backend_for(device: torch.device, world: int, gpus: int) -> str:
     """``nccl`` when every worker of ``world`` has its own CUDA device, else ``gloo``.
-
     NCCL refuses two ranks on one GPU ("Duplicate GPU detected"), so more workers than
-    GPUs share them through gloo, which reduces CUDA tensors too.
-    """
+    GPUs share them through gloo, which reduces CUDA tensors too."""
     return "nccl" if device.type == "cuda" and gpus >= world else "gloo"
 
 

@@ -78,8 +78,7 @@ class Learner:
             ``"update"``), as the trainer's ``PhaseClock``; None: no timing.
 
     Graphs are captured again when a setting they hold or a tensor they read changed
-    (:class:`StaticUpdates`); an agent moved to another device needs a new Learner.
-    """
+    (:class:`StaticUpdates`); an agent moved to another device needs a new Learner."""
 
     def __init__(
         self, agent: Agent, batch_size: int, *, graphs: str = "auto", clock: Clock | None = None
@@ -121,11 +120,9 @@ class Learner:
         """``n_batches`` times: sample ``batch_size`` transitions from ``buffer``, update
         the agent on them, and set their replay priorities when ``buffer.prioritized`` by TD error;
         then the target networks move once, and the averaged acting networks once.
-
         Returns the mean of each of the agent's ``loss_names`` over the batches, as 0-dim
         tensors on the agent's device (read them once per cycle: each read waits for the
-        device).
-        """
+        device)."""
         check_positive("n_batches", n_batches, integer=True)
         agent, clock, updates = self.agent, self.clock, self.updates
         # TD errors set the priorities of a buffer prioritized by them (goal-motion

@@ -10,12 +10,10 @@ from torch import nn
 
 class MLP(nn.Sequential):
     """``Linear -> ReLU`` layers, then a linear output layer that computes in float32.
-
     Under autocast (bf16 updates, :mod:`goalenvs.agents.precision`) the hidden layers run
     in the low precision and the output layer takes their result back in float32: the
     outputs (Q-values, action means) keep float32's resolution at the cost of one small
-    matrix product. Without autocast it is an ``nn.Sequential``, with the same state dict.
-    """
+    matrix product. Without autocast it is an ``nn.Sequential``, with the same state dict."""
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """The output ``(..., output_size)`` for inputs ``(..., input_size)``."""

@@ -18,10 +18,8 @@ from goalenvs.core import GOAL_KEYS
 
 class Normalizer(nn.Module):
     """Normalizes vectors of ``size`` to ``clip((x - mean) / std, -clip, clip)``.
-
     ``std = sqrt(max(eps**2, E[x**2] - E[x]**2))``: the floor keeps constant inputs (a goal
-    coordinate that never changes) from blowing up.
-    """
+    coordinate that never changes) from blowing up."""
 
     sum: torch.Tensor
     sumsq: torch.Tensor
@@ -89,10 +87,8 @@ class Normalizer(nn.Module):
 
 class GoalNormalizer(nn.Module):
     """Turns a goal observation dict into one normalized network input.
-
     The input is ``[observation, achieved_goal, desired_goal]``, the two goals sharing one
-    normalizer (they live in the same space). Raw values are clipped to ``+-clip_obs``.
-    """
+    normalizer (they live in the same space). Raw values are clipped to ``+-clip_obs``."""
 
     def __init__(
         self, obs_size: int, goal_size: int, eps: float = 0.01, clip: float = 5.0,

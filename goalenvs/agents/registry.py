@@ -147,9 +147,7 @@ def make_agent(
 
 def config_from_dict(data: dict[str, Any]) -> TrainConfig:
     """Rebuilds a config written by :meth:`TrainConfig.to_dict` (e.g. a run's config.json).
-
-    ``data["algo"]`` names a registered algorithm (:data:`goalenvs.agents.registry.ALGOS`).
-    """
+    ``data["algo"]`` names a registered algorithm (:data:`goalenvs.agents.registry.ALGOS`)."""
     data = dict(data)
     data.pop("plan", None)  # a run folder's resolved plan (goalenvs.train.plan), not a field
     cls = get_algo(data.pop("algo", None)).config_class()

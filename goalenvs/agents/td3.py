@@ -73,10 +73,8 @@ class TD3(DDPG):
 
     def update(self, batch: Any, actor_step: bool | None = None) -> dict[str, torch.Tensor]:
         """One step of both critics; one actor step every ``policy_delay`` calls.
-
         ``actor_step`` says whether this call steps the actor; None reads it from the step
-        counter (:meth:`update_options` plans it ahead without reading the device).
-        """
+        counter (:meth:`update_options` plans it ahead without reading the device)."""
         cfg = self.config
         if actor_step is None:
             actor_step = (int(self.critic_steps.count) + 1) % cfg.policy_delay == 0

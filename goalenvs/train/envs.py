@@ -120,12 +120,10 @@ def goal_function(
     vector_env: Any, env: gym.Env, name: str, host_arrays: bool = False
 ) -> Callable | None:
     """The batched ``compute_reward`` / ``compute_terminated`` of the env (None if absent).
-
     A ``compute_terminated`` result is broadcast to the batch (Fetch's is one ``False``);
     a ``compute_reward`` one never is (the buffer refuses one that is not one reward per
     goal pair). With ``host_arrays`` tensors reach the env's function as numpy arrays, and
-    its result goes back to their device.
-    """
+    its result goes back to their device."""
     fn = getattr(vector_env.unwrapped, name, None)
     if not callable(fn):
         try:

@@ -111,12 +111,10 @@ class Restored:
 class RunFolder:
     """The folder of one run, as worker ``rank`` of ``world`` reads and writes it:
     ``config.resume``, else ``config.out``, else a new one under ``runs/``.
-
     Every checkpoint carries ``describe`` (env, algorithm, spaces, ``gamma``, config)
     besides its counters; ``loss_names`` are progress.csv's losses; ``buffer_file`` names
     this worker's saved replay buffer; a resume loads onto ``device``; ``plan`` (the
-    :class:`~goalenvs.train.plan.RunPlan` as plain values) goes into config.json.
-    """
+    :class:`~goalenvs.train.plan.RunPlan` as plain values) goes into config.json."""
 
     def __init__(
         self, config: TrainConfig, *, rank: int, world: int, gamma: float,

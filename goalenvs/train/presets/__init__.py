@@ -202,13 +202,11 @@ def resolve_config(
     horizon: int | None = None, **overrides: Any,
 ) -> TrainConfig:  # fmt: skip
     """The config for ``env_id``: ``preset`` (default: :func:`preset_for`), then ``overrides``.
-
     ``horizon``, the episode length, sizes the ``[per_episode_step]`` fields (without it
     they keep their ``[config]`` values); ``[device]`` joins ``[config]`` when
     :func:`takes_device_section`. ``algo`` defaults to the preset's; with another one, the
     preset algorithm's own fields that ``algo`` lacks are left out, and any other field
-    that is not one of the config's is a ValueError naming it and the valid fields.
-    """
+    that is not one of the config's is a ValueError naming it and the valid fields."""
     chosen = load_preset(preset if preset is not None else preset_for(env_id))
     if chosen.device and takes_device_section(env_id, overrides, chosen.config):
         chosen = dataclasses.replace(chosen, config={**chosen.config, **chosen.device})
