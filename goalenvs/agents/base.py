@@ -8,8 +8,7 @@ a run needs (critics, target networks, optimizers). An algorithm's file names th
 
 :meth:`Agent.update` is one gradient step written as the equations read; the
 :class:`goalenvs.agents.learner.Learner` runs a cycle of them, on CUDA as captured graphs
-of that same method.
-"""
+of that same method."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Critic:  minimize (Q(s, g, a) - y)^2,  y = clip(r + gamma * Q'(s', g, pi'(s', g)), -1/(1-gamma), 0)
 Actor:   minimize -Q(s, g, pi(s, g)) + action_l2 * mean(pi(s, g)^2)
 Targets: theta' <- polyak * theta' + (1 - polyak) * theta, once per cycle.
-Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds.
-"""
+Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds."""
 
 from __future__ import annotations
 

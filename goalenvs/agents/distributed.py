@@ -3,8 +3,7 @@ envs and buffer; gradients and normalizer statistics are averaged across workers
 
 Launch with ``torchrun --nproc-per-node N -m goalenvs train ...`` (or on several
 machines, as torchrun documents). Without a process group every helper here is a no-op,
-so single-process training pays nothing.
-"""
+so single-process training pays nothing."""
 
 from __future__ import annotations
 

@@ -16,8 +16,7 @@ Two ways to run the same :meth:`Agent.update <goalenvs.agents.base.Agent.update>
 Graphs are ``torch.cuda.CUDAGraph`` captures of the eager method rather than
 ``torch.compile``: the captured function is the readable one, nothing compiles at start,
 and the launches it removes are the update's cost on a GPU (a plain-torch DDPG update of
-2,048 through 3x256: 6.4 ms eager, 0.96 ms as one graph on an H100).
-"""
+2,048 through 3x256: 6.4 ms eager, 0.96 ms as one graph on an H100)."""
 
 from __future__ import annotations
 

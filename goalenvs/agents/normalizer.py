@@ -3,8 +3,7 @@
 Statistics accumulate as float64 sums (sum, sum of squares, count). With several workers
 each one adds its new sums into ``pending`` and :meth:`Normalizer.recompute` all-reduces
 the pending sums before folding them in, so every worker normalizes identically
-(:meth:`GoalNormalizer.recompute` does both normalizers' in one all-reduce).
-"""
+(:meth:`GoalNormalizer.recompute` does both normalizers' in one all-reduce)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ where bfloat16 would round them to a quarter.
 
 ``TrainConfig.precision`` chooses: ``"fp32"``; ``"bf16"``; or ``"auto"``, which resolves
 to bf16 on a CPU with bfloat16 instructions when :data:`AUTO_BF16_ON_CPU` is True, and
-to fp32 everywhere else (a GPU included).
-"""
+to fp32 everywhere else (a GPU included)."""
 
 from __future__ import annotations
 

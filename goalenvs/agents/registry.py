@@ -17,8 +17,7 @@ env check, :func:`algo_for`, the checkpoint loader (:func:`goalenvs.train.policy
 :func:`goalenvs.agents.config.config_from_dict` all read this table. An unknown name is an
 error listing the registered ones.
 
-Importing this module stays light (no torch): agent classes load on first use.
-"""
+Importing this module stays light (no torch): agent classes load on first use."""
 
 from __future__ import annotations
 

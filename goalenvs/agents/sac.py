@@ -9,8 +9,7 @@ Targets move once per cycle (``update_targets``), as DDPG+HER's.
 Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds.
 The actor's loss is taken after the critics' step; the temperature's loss needs only the
 actor's log-probabilities, so the actor and the temperature step together (one
-all-reduce across workers for the critics, one for those two).
-"""
+all-reduce across workers for the critics, one for those two)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ Critics:  minimize (Q1(s, g, a) - y)^2 + (Q2(s, g, a) - y)^2
 Actor:    minimize -Q1(s, g, pi(s, g)) + action_l2 * mean(pi(s, g)^2)
 Targets move once per cycle (``update_targets``), as DDPG+HER's.
 The actor's loss is taken after the critics' step (the paper's order), so a step with the
-actor all-reduces gradients twice across workers, once per network.
-"""
+actor all-reduces gradients twice across workers, once per network."""
 
 from __future__ import annotations
 

@@ -15,8 +15,7 @@ Every torch file goalenvs writes here carries the sha256 of its own bytes as the
 of its zip archive (which torch ignores): ``goalenvs-sha256:`` and the hex digest of the
 file as written with an empty comment. :func:`load_torch_file` checks it first, so a file
 changed at any byte is refused in one line; a file without a comment (written before
-goalenvs wrote checksums) loads as before.
-"""
+goalenvs wrote checksums) loads as before."""
 
 from __future__ import annotations
 

@@ -19,8 +19,7 @@ Overlap: :meth:`Collector.collect_ahead` steps the next cycle in a background th
 a copy of the policy while the learner runs this cycle's updates (one cycle of lag). Its
 steps reach the buffer only through :meth:`Collector.store`, after the updates, and the
 copy explores with the agent's own generator, so a seed gives the same run whatever the
-thread timing.
-"""
+thread timing."""
 
 from __future__ import annotations
 

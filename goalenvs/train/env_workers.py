@@ -10,8 +10,7 @@ with one worker or many.
 
 Workers start with ``forkserver`` (``spawn`` where there is none): a fork of a process
 that runs torch threads can deadlock. A worker whose env raises, or that dies, stops the
-run with an :class:`EnvWorkerError` naming it, and every worker process is reaped.
-"""
+run with an :class:`EnvWorkerError` naming it, and every worker process is reaped."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ A container sees every core of its host in ``os.cpu_count()`` and its affinity, 
 cgroup's CPU quota may grant it only a few: the cores a run may use are the fewer of the
 affinity and the quota rounded up (:func:`usable_cores`), as the JVM and Go's
 automaxprocs count them. The quota is cgroup v2's ``cpu.max`` (``"200000 100000"``: two
-CPUs) or cgroup v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``.
-"""
+CPUs) or cgroup v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``."""
 
 from __future__ import annotations
 

@@ -12,8 +12,7 @@ config.json records it (the facts aside), and the
 A resume follows the recorded plan (:func:`follow_recorded`) where the config leaves a
 choice to the machine. Where this machine cannot give it the run is refused in one line
 naming what was recorded, what this machine gives and the flag that accepts the change;
-where it can, only slower, it says so and goes on.
-"""
+where it can, only slower, it says so and goes on."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ the agent's, the replay buffer's and the envs'), so that a resumed run draws wha
 uninterrupted one draws. The envs' states are taken just before an epoch's last step
 (:class:`GeneratorSnapshot`). Generators are found by duck typing
 (:func:`find_generators`); names that do not match between the save and the resume are
-returned to the caller, which says so.
-"""
+returned to the caller, which says so."""
 
 from __future__ import annotations
 

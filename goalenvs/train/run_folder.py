@@ -19,8 +19,7 @@ written last, so a kill at any moment leaves a folder that ``--resume`` continue
 the last committed epoch (later rows dropped, debris removed, a damaged newest unit
 falling back to the one before). :class:`RunFolder` holds no training state of its own:
 :meth:`RunFolder.commit_epoch` is given what to save, and :meth:`RunFolder.open` loads a
-resumed epoch's networks into the agent and returns the rest as a :class:`Restored`.
-"""
+resumed epoch's networks into the agent and returns the rest as a :class:`Restored`."""
 
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ A resume restores the networks, optimizers, normalizer, replay buffer (``save_bu
 and every random generator, per worker; the envs start new episodes. Where no episode is
 in progress at an epoch's end, a resumed run draws what the uninterrupted run draws.
 Ctrl-C or SIGTERM stops the run after the current cycle (all workers agree on it); the
-folder keeps the last finished epoch.
-"""
+folder keeps the last finished epoch."""
 
 from __future__ import annotations
 

@@ -22,8 +22,7 @@ override the preset. A preset file holds::
 A ``module:EnvId`` id matches on ``EnvId``. The ``[device]`` section is the schedule of a
 run whose device is CUDA (``--device cuda``, or none on a machine where torch sees a GPU):
 for an env with a torch twin the on-device loop, unless ``--env-device numpy`` keeps the
-envs on the host; for any other env a GPU learner beside env worker processes.
-"""
+envs on the host; for any other env a GPU learner beside env worker processes."""
 
 from __future__ import annotations
 
