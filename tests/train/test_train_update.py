@@ -163,8 +163,7 @@ class Reach1D:
 
     ``action_dtype`` sets the Box's dtype (its ``step`` rejects any other), ``reward`` is
     "sparse" (-1/0), "dense" (-3 x distance, below -1) or "declared" (dense, with a
-    declared ``reward_range``).
-    """
+    declared ``reward_range``)."""
 
     def __new__(cls, action_dtype="float32", reward="sparse"):
         import gymnasium as gym
