@@ -302,9 +302,7 @@ class StaticUpdates(EagerUpdates):
 
 def _empty_like(value: Array | None, device: torch.device) -> torch.Tensor | None:
     """An uninitialized tensor on ``device`` of ``value``'s shape and dtype."""
-    if value is None:
-        return None
-    return torch.empty_like(torch.as_tensor(value), device=device)
+    return None if value is None else torch.empty_like(torch.as_tensor(value), device=device)
 
 
 def _batch_fields(batch: HerBatch) -> list[Array | None]:

@@ -324,7 +324,5 @@ def _with_final_obs(
 
 def _final(info: dict[str, Any], key: str, i: int) -> object:
     """Entry ``key`` of sub-env ``i``'s final info (same-step autoreset)."""
-    final = info["final_info"]
-    if isinstance(final, dict):  # SyncVectorEnv: a dict of per-env arrays
-        return final[key][i]
-    return final[i][key]
+    final = info["final_info"]  # SyncVectorEnv's: a dict of per-env arrays
+    return final[key][i] if isinstance(final, dict) else final[i][key]
