@@ -1,4 +1,4 @@
-"""The smallest run the tests train, and what they read back from a run folder."""
+"""The small runs the tests train (TINY, reach_config) and what they read of a run folder."""
 
 from __future__ import annotations
 
