@@ -108,9 +108,8 @@ class Flag:
         else:
             settings["action"] = _Typed
             settings["type"] = {"int": int, "float": float}.get(kind, str)
-            settings["metavar"] = self.option.metavar or ("N" if kind == "int" else "X")
-            if kind == "str" and not self.option.metavar:
-                settings["metavar"] = self.name.split("_")[-1].upper()
+            shown = {"int": "N", "str": self.name.split("_")[-1].upper()}.get(kind, "X")
+            settings["metavar"] = self.option.metavar or shown
         parser.add_argument(*self.flags, **settings)
 
 
