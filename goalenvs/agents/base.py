@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -24,12 +24,9 @@ from torch import nn
 
 from goalenvs.agents import distributed, precision
 from goalenvs.agents.config import TrainConfig
-from goalenvs.agents.networks import Network
 from goalenvs.agents.normalizer import GoalNormalizer
 from goalenvs.core import GOAL_KEYS
 from goalenvs.her.common import HerBatch
-
-_Net = TypeVar("_Net", bound=Network)
 
 
 def flat_size(space: spaces.Space) -> int:
@@ -264,11 +261,6 @@ class BoxAgent(Agent):
         high = np.asarray(action_space.high, dtype=np.float32).reshape(-1)
         self.register_buffer("action_scale", torch.from_numpy((high - low) / 2.0))
         self.register_buffer("action_bias", torch.from_numpy((high + low) / 2.0))
-
-    def network(self, cls: type[_Net]) -> _Net:
-        """A ``cls`` network of the agent's input, hidden and action sizes and layer norm."""
-        sizes = (self.normalizer.input_size, self.config.hidden_sizes, self.action_size)
-        return cls(*sizes, self.config.layer_norm)
 
     def scaled_actions(self, actions: torch.Tensor, batch_size: int) -> torch.Tensor:
         """Stored env actions ``(B, ...)`` as float32 ``(B, A)`` in the networks' [-1, 1]."""

@@ -57,7 +57,9 @@ class DDPG(BoxAgent):
     def make_networks(self) -> None:
         """Actor, critic, their targets and one Adam per network."""
         config = self.config
-        self.actor, self.critic = self.network(Actor), self.network(Critic)
+        size, hidden = self.normalizer.input_size, config.hidden_sizes
+        self.actor = Actor(size, hidden, self.action_size, config.layer_norm)
+        self.critic = Critic(size, hidden, self.action_size, config.layer_norm)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_optimizer = adam(self.actor.parameters(), lr=config.actor_lr)

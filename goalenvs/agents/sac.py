@@ -109,8 +109,11 @@ class SAC(BoxAgent):
         """The Gaussian actor, twin critics and their targets, the temperature, and their
         Adams (one over both critics)."""
         config = self.config
-        self.actor = self.network(GaussianActor)
-        self.critic1, self.critic2 = self.network(Critic), self.network(Critic)
+        size, hidden = self.normalizer.input_size, config.hidden_sizes
+        norm = config.layer_norm
+        self.actor = GaussianActor(size, hidden, self.action_size, norm)
+        self.critic1 = Critic(size, hidden, self.action_size, norm)
+        self.critic2 = Critic(size, hidden, self.action_size, norm)
         self.critic1_target = copy.deepcopy(self.critic1).requires_grad_(False)
         self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
         self.temperature = Temperature(config.initial_alpha)

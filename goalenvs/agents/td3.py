@@ -59,7 +59,8 @@ class TD3(DDPG):
         """DDPG's networks, a second critic and its target; one Adam over both critics."""
         super().make_networks()
         config = self.config
-        self.critic2 = self.network(Critic)
+        size, hidden = self.normalizer.input_size, config.hidden_sizes
+        self.critic2 = Critic(size, hidden, self.action_size, config.layer_norm)
         self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
         self.critic_optimizer = adam(
             [*self.critic.parameters(), *self.critic2.parameters()], lr=config.critic_lr

@@ -267,9 +267,12 @@ def make_plan(
     rollout_steps = config.rollout_steps or int(horizon or 0)
     gamma = config.gamma if config.gamma is not None else 1.0 - 1.0 / (horizon or 1)
     _check_schedule(config, horizon or rollout_steps, rollout_steps, world)
-    env_device = _env_device(config, device, facts, notes)
+    env_device = _env_device(config.env_device, config.env_id, device, facts, notes)
     replay_device = _replay_device(config.replay_device, env_device, device)
-    env_workers, step_seconds = _env_workers(config, facts, env_device, notes)
+    env_workers, step_seconds = _env_workers(
+        config.env_workers, config.env_id, config.env_kwargs, config.num_envs, facts, env_device,
+        notes,
+    )  # fmt: skip
     if config.env_workers is not None and env_device != "device":
         step_seconds = (recorded or {}).get("step_seconds")
     overlap = _overlap(config.overlap, env_workers, env_device)
@@ -295,10 +298,11 @@ def make_plan(
             "terminated flag their real goal gave (a relabeled goal reached early does "
             "not end its episode), as stable-baselines3's HER does"
         )
+    clip = _clip_range(config.clip_return, config.clip_range, config.env_id, facts, gamma, notes)
     return RunPlan(
         facts=facts, device=str(device), rank=rank, world=world, episode_length=horizon,
         rollout_steps=rollout_steps, gamma=gamma,
-        clip_range=_clip_range(config, facts, gamma, notes), info_keys=facts.info_keys,
+        clip_range=clip, info_keys=facts.info_keys,
         env_device=env_device, replay_device=replay_device, env_workers=env_workers,
         eval_workers=eval_env_workers(config.n_eval_episodes, env_workers),
         step_seconds=step_seconds, overlap=overlap, precision=precision,
@@ -338,10 +342,9 @@ def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world
 
 
 def _env_device(
-    config: TrainConfig, device: torch.device, facts: EnvFacts, notes: list[str]
+    asked: str, env_id: str, device: torch.device, facts: EnvFacts, notes: list[str]
 ) -> str:
     """ "device" when the training envs run as torch twins on ``device``, else "numpy"."""
-    asked, env_id = config.env_device, config.env_id
     if asked == "numpy":
         return "numpy"
     problem = facts.twin_problem
@@ -373,11 +376,11 @@ def _replay_device(asked: str, env_device: str, device: torch.device) -> str:
 
 
 def _env_workers(
-    config: TrainConfig, facts: EnvFacts, env_device: str, notes: list[str]
-) -> tuple[int, float | None]:
+    asked: int | None, env_id: str, env_kwargs: dict[str, object], num_envs: int,
+    facts: EnvFacts, env_device: str, notes: list[str],
+) -> tuple[int, float | None]:  # fmt: skip
     """The processes that step the training envs and the step time that chose them
-    (``env_workers`` None: from the timed step; 1 for an env worker processes cannot build)."""
-    asked, env_id, num_envs = config.env_workers, config.env_id, config.num_envs
+    (``asked`` None: from the timed step; 1 for an env worker processes cannot build)."""
     if env_device == "device":
         if asked not in (None, 1):
             raise ValueError(
@@ -398,7 +401,7 @@ def _env_workers(
     seconds = facts.step_seconds
     assert seconds is not None  # look_at timed it: no workers asked, no native twin
     workers = default_env_workers(num_envs, False, step_seconds=seconds)
-    problem = worker_problem(env_id, config.env_kwargs) if workers > 1 else None
+    problem = worker_problem(env_id, env_kwargs) if workers > 1 else None
     if problem is not None:
         notes.append(f"env workers 1, not {workers}: {problem}")
         return 1, seconds
@@ -451,12 +454,13 @@ def _torch_threads(threads: int, notes: list[str]) -> int:
 
 
 def _clip_range(
-    config: TrainConfig, facts: EnvFacts, gamma: float, notes: list[str]
-) -> tuple[float, float] | None:
+    clip_return: bool, clip_range: tuple[float, float] | None, env_id: str, facts: EnvFacts,
+    gamma: float, notes: list[str],
+) -> tuple[float, float] | None:  # fmt: skip
     """The range Bellman targets are clipped to: ``clip_range``, else the returns the env's
     declared rewards allow, or baselines' [-1, 0] where a probe paid inside it; None: not."""
-    if not config.clip_return or config.clip_range is not None:
-        return config.clip_range if config.clip_return else None
+    if not clip_return or clip_range is not None:
+        return clip_range if clip_return else None
     assert facts.reward_range is not None  # look_at read or probed it
     low, high = facts.reward_range
     if facts.reward_declared:
@@ -464,7 +468,7 @@ def _clip_range(
     if low >= -1.0 and high <= 0.0:
         return return_range(-1.0, 0.0, gamma)
     notes.append(
-        f"clip_return is off: {config.env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
+        f"clip_return is off: {env_id} paid rewards in [{low:.3g}, {high:.3g}] on a "
         "random probe, outside baselines' [-1, 0], and declares no finite reward_range; "
         "set clip_range to clip the targets"
     )

@@ -71,10 +71,10 @@ Unit = tuple[dict, dict | None, ReplayBuffer | None]
 logger = logging.getLogger(__name__)
 
 
-def new_run_path(config: TrainConfig, tag: str) -> Path:
+def new_run_path(env_id: str, algo: str, tag: str) -> Path:
     """``runs/<env>-<algo>-<tag>-<time>``: a new run folder's (or seed set's) path."""
-    name = config.env_id.replace("/", "_").replace(":", "_")
-    return Path(f"runs/{name}-{config.algo}-{tag}-{time.strftime('%Y%m%d-%H%M%S')}")
+    name = env_id.replace("/", "_").replace(":", "_")
+    return Path(f"runs/{name}-{algo}-{tag}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
 @dataclass
@@ -121,7 +121,9 @@ class RunFolder:
         buffer_file: str, device: torch.device, plan: dict[str, object] | None = None,
     ) -> None:  # fmt: skip
         given = config.resume or config.out
-        self.path = Path(given) if given else new_run_path(config, f"s{config.seed}")
+        self.path = (
+            Path(given) if given else new_run_path(config.env_id, config.algo, f"s{config.seed}")
+        )
         self.plan, self.device, self.config = plan, device, config
         self.rank, self.world, self.main = rank, world, rank == 0
         self.describe: dict[str, object] = {

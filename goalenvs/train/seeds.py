@@ -51,7 +51,11 @@ def parse_seeds(text: str) -> list[int]:
 
 def set_folder(config: TrainConfig, seeds: list[int]) -> Path:
     """The seed set's folder: ``--out``, else a new one under ``runs/``."""
-    return Path(config.out) if config.out else new_run_path(config, f"seeds{seeds[0]}-{seeds[-1]}")
+    return (
+        Path(config.out)
+        if config.out
+        else new_run_path(config.env_id, config.algo, f"seeds{seeds[0]}-{seeds[-1]}")
+    )
 
 
 def side_by_side(plan: RunPlan, n_seeds: int, cores: int | None = None) -> int:
