@@ -62,9 +62,13 @@ class Agent(nn.Module):
     target_networks: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
-        self, observation_space: spaces.Dict, action_space: spaces.Space, config: TrainConfig,
-        gamma: float, seed: int | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        observation_space: spaces.Dict,
+        action_space: spaces.Space,
+        config: TrainConfig,
+        gamma: float,
+        seed: int | None = None,
+    ) -> None:
         super().__init__()
         self.config = config
         self.action_space = action_space
@@ -74,9 +78,11 @@ class Agent(nn.Module):
         self.clip_low, self.clip_high = -float("inf"), float("inf")
         self.normalizer = GoalNormalizer(
             flat_size(observation_space["observation"]),
-            flat_size(observation_space["desired_goal"]), eps=config.norm_eps,
-            clip=config.norm_clip, clip_obs=config.clip_obs,
-        )  # fmt: skip
+            flat_size(observation_space["desired_goal"]),
+            eps=config.norm_eps,
+            clip=config.norm_clip,
+            clip_obs=config.clip_obs,
+        )
         self.rng = np.random.default_rng(seed)
         # Exploration of tensor observations draws on their device (see noise_generator).
         self._noise_seed = int(np.random.SeedSequence(seed).generate_state(1)[0])
@@ -154,9 +160,12 @@ class Agent(nn.Module):
         return torch.as_tensor(np.asarray(value, dtype=np.float32), device=self.device)
 
     def targets(
-        self, rewards: torch.Tensor, dones: torch.Tensor, next_values: torch.Tensor,
+        self,
+        rewards: torch.Tensor,
+        dones: torch.Tensor,
+        next_values: torch.Tensor,
         discounts: torch.Tensor | None = None,
-    ) -> torch.Tensor:  # fmt: skip
+    ) -> torch.Tensor:
         """Bellman targets ``r + gamma * (1 - done) * Q'``, clipped to the return range;
         an n-step batch's ``discounts`` (``gamma ** m`` per transition) take ``gamma``'s
         place."""

@@ -44,10 +44,13 @@ GRAPH_MODES = ("auto", "on", "off")  # cuda_graphs: goalenvs.agents.learner.Lear
 #: Settings goalenvs had and no longer has -> the value at which they did nothing and a
 #: commit that has them: a config.json of an older run that holds that value still loads.
 RETIRED: dict[str, tuple[object, str]] = {
-    "lr_decay_to": (1.0, "41a2076"), "lr_decay_from": (0.0, "41a2076"),
-    "target_update_every": (0, "ab85a68"), "n_step_until": (0, "148f048"),
-    "motion_threshold": (None, "148f048"), "motion_scope": ("episode", "148f048"),
-}  # fmt: skip
+    "lr_decay_to": (1.0, "41a2076"),
+    "lr_decay_from": (0.0, "41a2076"),
+    "target_update_every": (0, "ab85a68"),
+    "n_step_until": (0, "148f048"),
+    "motion_threshold": (None, "148f048"),
+    "motion_scope": ("episode", "148f048"),
+}
 
 _T = TypeVar("_T")
 Check = Callable[[str, Any], Any]  # (field name, value) -> the value kept, or raises
@@ -67,9 +70,16 @@ class Option:
 
 
 def option(
-    default: _T, help: str, *, check: Check | None = None, choices: tuple[str, ...] = (),
-    kept: str = "", flags: tuple[str, ...] = (), metavar: str | None = None, cli: bool = True,
-) -> _T:  # fmt: skip
+    default: _T,
+    help: str,
+    *,
+    check: Check | None = None,
+    choices: tuple[str, ...] = (),
+    kept: str = "",
+    flags: tuple[str, ...] = (),
+    metavar: str | None = None,
+    cli: bool = True,
+) -> _T:
     """A config field with its :class:`Option` (a dict or list default is copied per config)."""
     metadata = {"option": Option(help, check, choices, kept, flags, metavar, cli)}
     if isinstance(default, (dict, list)):
@@ -156,9 +166,11 @@ class TrainConfig:
         check=POSITIVE_INT,
     )
     n_cycles: int = option(
-        50, "cycles per epoch: collect, then n_batches updates, then the targets move",
-        check=POSITIVE_INT, flags=("--cycles",),
-    )  # fmt: skip
+        50,
+        "cycles per epoch: collect, then n_batches updates, then the targets move",
+        check=POSITIVE_INT,
+        flags=("--cycles",),
+    )
     rollout_steps: int | None = option(
         None, "vector steps collected per cycle; None: one episode", check=POSITIVE_INT
     )
@@ -176,9 +188,12 @@ class TrainConfig:
         4, "HER's k: relabeled goals per real one (k=4 relabels 80%)", check=COUNT, kept=REPLAY
     )
     goal_selection_strategy: str = option(
-        "future", "where HER's relabeled goals come from", choices=STRATEGIES, kept=REPLAY,
+        "future",
+        "where HER's relabeled goals come from",
+        choices=STRATEGIES,
+        kept=REPLAY,
         flags=("--strategy",),
-    )  # fmt: skip
+    )
     # text as the command line gives it, or a table as a preset does: kept as the plain
     # dict of its nonzero fractions (what config.json records)
     goal_mix: dict[str, float] | None = option(  # noqa: RUF009 (a field specifier)
@@ -192,13 +207,16 @@ class TrainConfig:
         metavar="SOURCE=FRACTION,...",
     )
     goal_mix_warmup: int = option(
-        0, "env steps stored before the goal mix applies (future goals only until then)",
-        check=COUNT, kept=REPLAY,
-    )  # fmt: skip
+        0,
+        "env steps stored before the goal mix applies (future goals only until then)",
+        check=COUNT,
+        kept=REPLAY,
+    )
     gamma: float | None = option(
-        None, "discount; None: 1 - 1/T with T the episode length",
+        None,
+        "discount; None: 1 - 1/T with T the episode length",
         check=functools.partial(check_in_range, open_low=True, open_high=True, none_ok=True),
-    )  # fmt: skip
+    )
     n_step: int = option(
         1,
         "steps of each sampled return: the target sums a transition's reward and the next N-1 of "
@@ -245,9 +263,10 @@ class TrainConfig:
         10, "deterministic evaluation episodes per epoch, on separate envs", check=POSITIVE_INT
     )
     stop_success: float | None = option(
-        None, "stop early once the eval success rate reaches this",
+        None,
+        "stop early once the eval success rate reaches this",
         check=functools.partial(check_in_range, open_low=True, none_ok=True),
-    )  # fmt: skip
+    )
     preflight: bool = option(
         True,
         "run the goal-env checks before the first step (the cheap ones of `goalenvs check`: goal "
@@ -308,9 +327,10 @@ class TrainConfig:
         choices=PRECISIONS,
     )
     cuda_graphs: str = option(
-        "auto", "run each update as a captured CUDA graph; auto: on a CUDA device",
+        "auto",
+        "run each update as a captured CUDA graph; auto: on a CUDA device",
         choices=GRAPH_MODES,
-    )  # fmt: skip
+    )
     out: str | None = option(None, "run folder; None: runs/<env>-<algo>-s<seed>-<time>")
     save_every: int = option(0, "also keep policy_epoch_K.pt every K epochs; 0: never", check=COUNT)
     prioritized: bool = option(
@@ -431,13 +451,19 @@ class TrainConfig:
                 "goal_selection_strategy": self.goal_selection_strategy,
             }
         return {
-            "n_envs": self.num_envs, **relabelling, "goal_mix_warmup": self.goal_mix_warmup,
-            "prioritized": self.prioritized, "alpha": self.priority_alpha,
-            "beta": self.priority_beta, "priority_eps": self.priority_eps,
-            "priority": self.priority, "motion_clip": self.motion_clip,
-            "motion_weights": self.motion_weights, "n_step": self.n_step,
+            "n_envs": self.num_envs,
+            **relabelling,
+            "goal_mix_warmup": self.goal_mix_warmup,
+            "prioritized": self.prioritized,
+            "alpha": self.priority_alpha,
+            "beta": self.priority_beta,
+            "priority_eps": self.priority_eps,
+            "priority": self.priority,
+            "motion_clip": self.motion_clip,
+            "motion_weights": self.motion_weights,
+            "n_step": self.n_step,
             "gamma": (self.gamma if self.gamma is not None else gamma) if self.n_step > 1 else None,
-        }  # fmt: skip
+        }
 
 
 def _env_file(env_id: str, given: str | None) -> str | None:

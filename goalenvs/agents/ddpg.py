@@ -88,9 +88,11 @@ class DDPG(BoxAgent):
             ]
         )
         return {
-            "critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
-            "q_mean": q_pi.detach().mean(), "td_errors": td_errors.detach(),
-        }  # fmt: skip
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": actor_loss.detach(),
+            "q_mean": q_pi.detach().mean(),
+            "td_errors": td_errors.detach(),
+        }
 
     @torch.no_grad()
     def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:

@@ -82,9 +82,10 @@ class DQN(Agent):
             loss = weighted_mean(losses, getattr(batch, "weights", None))
         self.gradient_step(self.optimizer, loss, list(self.q.parameters()))
         return {
-            "q_loss": loss.detach(), "q_mean": q.detach().mean(),
+            "q_loss": loss.detach(),
+            "q_mean": q.detach().mean(),
             "td_errors": (q - target).detach(),
-        }  # fmt: skip
+        }
 
     @torch.no_grad()
     def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:

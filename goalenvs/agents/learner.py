@@ -309,10 +309,14 @@ def _batch_fields(batch: HerBatch) -> list[Array | None]:
     """The update's inputs of a HER batch in a fixed order: observations (by key),
     actions, rewards, next observations, dones, weights, discounts (None where absent)."""
     return [
-        *(batch.observations[key] for key in sorted(batch.observations)), batch.actions,
-        batch.rewards, *(batch.next_observations[key] for key in sorted(batch.next_observations)),
-        batch.dones, getattr(batch, "weights", None), getattr(batch, "discounts", None),
-    ]  # fmt: skip
+        *(batch.observations[key] for key in sorted(batch.observations)),
+        batch.actions,
+        batch.rewards,
+        *(batch.next_observations[key] for key in sorted(batch.next_observations)),
+        batch.dones,
+        getattr(batch, "weights", None),
+        getattr(batch, "discounts", None),
+    ]
 
 
 def _batch_from_fields(batch: HerBatch, fields: list[torch.Tensor | None]) -> HerBatch:

@@ -53,9 +53,12 @@ class Network(nn.Module):
     for a critic) to the outputs :meth:`sizes` gives for ``action_size``."""
 
     def __init__(
-        self, input_size: int, hidden_sizes: Sequence[int], action_size: int,
+        self,
+        input_size: int,
+        hidden_sizes: Sequence[int],
+        action_size: int,
         layer_norm: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__()
         inputs, outputs = self.sizes(input_size, action_size)
         self.net = mlp(inputs, hidden_sizes, outputs, layer_norm)

@@ -90,9 +90,13 @@ class GoalNormalizer(nn.Module):
     normalizer (they live in the same space). Raw values are clipped to ``+-clip_obs``."""
 
     def __init__(
-        self, obs_size: int, goal_size: int, eps: float = 0.01, clip: float = 5.0,
+        self,
+        obs_size: int,
+        goal_size: int,
+        eps: float = 0.01,
+        clip: float = 5.0,
         clip_obs: float = 200.0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__()
         self.clip_obs = float(clip_obs)
         self.obs = Normalizer(obs_size, eps, clip)

@@ -136,9 +136,12 @@ def check_action_space(name: str, action_space: spaces.Space, env_id: str) -> No
 
 
 def make_agent(
-    config: TrainConfig, observation_space: spaces.Dict, action_space: spaces.Space, gamma: float,
+    config: TrainConfig,
+    observation_space: spaces.Dict,
+    action_space: spaces.Space,
+    gamma: float,
     seed: int | None = None,
-) -> Agent:  # fmt: skip
+) -> Agent:
     """The agent of the algorithm ``config`` belongs to (``config.algo``)."""
     algo = get_algo(config.algo)
     return algo.agent_class()(observation_space, action_space, config, gamma, seed)

@@ -98,11 +98,17 @@ class SAC(BoxAgent):
     loss_names: ClassVar[tuple[str, ...]] = ("critic_loss", "actor_loss", "alpha", "q_mean")
     policy_module_names: ClassVar[tuple[str, ...]] = ("actor",)
     training_module_names: ClassVar[tuple[str, ...]] = (
-        "critic1", "critic2", "critic1_target", "critic2_target", "temperature",
-    )  # fmt: skip
+        "critic1",
+        "critic2",
+        "critic1_target",
+        "critic2_target",
+        "temperature",
+    )
     optimizer_names: ClassVar[tuple[str, ...]] = (
-        "actor_optimizer", "critic_optimizer", "alpha_optimizer",
-    )  # fmt: skip
+        "actor_optimizer",
+        "critic_optimizer",
+        "alpha_optimizer",
+    )
     target_networks: ClassVar[tuple[str, ...]] = ("critic1", "critic2")
 
     def make_networks(self) -> None:
@@ -156,9 +162,12 @@ class SAC(BoxAgent):
             ]
         )
         return {
-            "critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha": alpha,
-            "q_mean": q_pi.detach().mean(), "td_errors": (torch.minimum(q1, q2) - target).detach(),
-        }  # fmt: skip
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": actor_loss.detach(),
+            "alpha": alpha,
+            "q_mean": q_pi.detach().mean(),
+            "td_errors": (torch.minimum(q1, q2) - target).detach(),
+        }
 
     @torch.no_grad()
     def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:

@@ -51,8 +51,11 @@ class TD3(DDPG):
     last_q_pi: torch.Tensor
     # DDPG's, plus the second critic, its target and the delay's step counter.
     training_module_names: ClassVar[tuple[str, ...]] = (
-        *DDPG.training_module_names, "critic2", "critic2_target", "critic_steps",
-    )  # fmt: skip
+        *DDPG.training_module_names,
+        "critic2",
+        "critic2_target",
+        "critic_steps",
+    )
     target_networks: ClassVar[tuple[str, ...]] = ("actor", "critic", "critic2")
 
     def make_networks(self) -> None:
@@ -106,10 +109,11 @@ class TD3(DDPG):
             self.last_actor_loss.copy_(actor_loss.detach())
             self.last_q_pi.copy_(q_pi.detach().mean())
         return {
-            "critic_loss": critic_loss.detach(), "actor_loss": self.last_actor_loss.clone(),
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": self.last_actor_loss.clone(),
             "q_mean": self.last_q_pi.clone(),
             "td_errors": (torch.minimum(q1, q2) - target).detach(),
-        }  # fmt: skip
+        }
 
     def update_options(self, n_batches: int) -> list[dict[str, object]]:
         """Which of the next ``n_batches`` updates step the actor (one read of the counter)."""

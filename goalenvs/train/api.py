@@ -29,9 +29,13 @@ from goalenvs.train.trainer import Trainer, TrainResult
 
 
 def train_env(
-    env_id: str, *, preset: str | os.PathLike[str] | None = None, algo: str | None = None,
-    callback: Callable[[dict], object] | None = None, **fields: Any,
-) -> TrainResult:  # fmt: skip
+    env_id: str,
+    *,
+    preset: str | os.PathLike[str] | None = None,
+    algo: str | None = None,
+    callback: Callable[[dict], object] | None = None,
+    **fields: Any,
+) -> TrainResult:
     """Trains ``env_id`` (any env spec ``goalenvs train`` takes) and returns the
     :class:`~goalenvs.train.trainer.TrainResult`, whose ``.policy`` predicts. ``preset``
     and ``algo`` default as on the command line; ``fields`` override the preset, each a

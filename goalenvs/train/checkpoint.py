@@ -64,17 +64,21 @@ def space_from_dict(data: dict[str, object]) -> spaces.Space:
 
 
 def save_checkpoint(
-    path: str | os.PathLike, metadata: Mapping[str, object], policy: Mapping[str, object],
+    path: str | os.PathLike,
+    metadata: Mapping[str, object],
+    policy: Mapping[str, object],
     training: Mapping[str, object] | None = None,
-) -> Path:  # fmt: skip
+) -> Path:
     """Writes a checkpoint atomically. ``policy`` and ``training`` map names to modules,
     optimizers or state dicts; ``metadata`` holds plain values only."""
     path = Path(path)
     _check_plain(metadata, "metadata")
     payload: dict[str, object] = {
-        "format": FORMAT, "version": VERSION, "metadata": metadata,
+        "format": FORMAT,
+        "version": VERSION,
+        "metadata": metadata,
         "policy": {name: _state(obj) for name, obj in policy.items()},
-    }  # fmt: skip
+    }
     if training is not None:
         payload["training"] = {name: _state(obj) for name, obj in training.items()}
     return save_torch_file(path, payload)

@@ -141,31 +141,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_env_id(parser, "the goal env")
     kinds = ", ".join(f"{a.name}: {a.action_space}" for a in ALGOS.values())
     parser.add_argument(
-        "--algo", choices=list(ALGOS),
+        "--algo",
+        choices=list(ALGOS),
         help=f"a registered algorithm; default: the first that fits the action space ({kinds})",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--preset", metavar="NAME|PATH",
+        "--preset",
+        metavar="NAME|PATH",
         help="hyperparameter preset: a shipped name (baselines = Plappert et al.'s schedule) "
         "or a .toml file; default: the preset made for ENV_ID; flags override it",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--show-config", action="store_true",
+        "--show-config",
+        action="store_true",
         help="print the resolved config as JSON (and, on stderr, the preset and the run's "
         "length) and exit",
-    )  # fmt: skip
+    )
     resume = options(TrainConfig)["resume"][1].help
     parser.add_argument("--resume", metavar="DIR", help=resume)
     parser.add_argument(
-        "--seeds", metavar="RANGE",
+        "--seeds",
+        metavar="RANGE",
         help="train one run per seed (0-4, or 0,3,7) into one folder (--out), side by side "
         "where the cores allow, then draw the set's curves (goalenvs.train.seeds)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--seeds-at-once", metavar="N",
+        "--seeds-at-once",
+        metavar="N",
         help="with --seeds: how many train side by side, each in its own process (default: "
         "as many as the cores hold; 1: one after another)",
-    )  # fmt: skip
+    )
     add_env_kwargs(parser, '{"n_bits": 50}')
     for flag in config_flags().values():
         flag.add_to(parser)
@@ -503,9 +508,13 @@ def option_table() -> str:
         flags = ", ".join(f"`{flag}`" for flag in config_flags()[name].flags) if option.cli else "-"
         algos = "all" if len(having) == len(classes) else ", ".join(having)
         cells = [
-            f"`{name}`", flags, usual + (f" ({', '.join(other)})" if other else ""), algos,
-            "kept" if option.kept else "", said.replace("|", "\\|"),
-        ]  # fmt: skip
+            f"`{name}`",
+            flags,
+            usual + (f" ({', '.join(other)})" if other else ""),
+            algos,
+            "kept" if option.kept else "",
+            said.replace("|", "\\|"),
+        ]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

@@ -78,9 +78,12 @@ class Backend:
     xp: ClassVar[ModuleType] = np  # the array module of the envs' values
 
     def __init__(
-        self, env_id: str, env_kwargs: dict[str, object], device: torch.device,
+        self,
+        env_id: str,
+        env_kwargs: dict[str, object],
+        device: torch.device,
         replay_on_device: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.env_id, self.env_kwargs = env_id, env_kwargs
         self.device = device  # where the agent trains
         self.replay_on_device = replay_on_device
@@ -189,10 +192,16 @@ class Collector:
     """The training and eval envs of a run and the loops that step them."""
 
     def __init__(
-        self, backend: Backend, num_envs: int, n_eval_episodes: int, rollout_steps: int,
-        info_keys: tuple[str, ...], workers: int = 1, overlap: bool = False,
+        self,
+        backend: Backend,
+        num_envs: int,
+        n_eval_episodes: int,
+        rollout_steps: int,
+        info_keys: tuple[str, ...],
+        workers: int = 1,
+        overlap: bool = False,
         eval_workers: int | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.backend = backend
         self.rollout_steps = rollout_steps
         self.info_keys = info_keys

@@ -34,9 +34,11 @@ def save_figure(fig: Any, path: Path) -> Path:
 
 
 def plot_curves(
-    rows: Sequence[dict[str, object]], path: str | os.PathLike, title: str = "",
+    rows: Sequence[dict[str, object]],
+    path: str | os.PathLike,
+    title: str = "",
     losses: Sequence[str] = (),
-) -> Path:  # fmt: skip
+) -> Path:
     """Draws eval (and training) success rate, eval return and ``losses`` (progress
     columns, a third panel when given) against env steps; matplotlib's Agg canvas, no
     display needed."""

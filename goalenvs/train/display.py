@@ -45,9 +45,12 @@ class Display:
         if not Console().is_terminal:
             return
         self.progress = Progress(
-            TextColumn("[bold]epoch"), MofNCompleteColumn(), BarColumn(),
-            TextColumn("{task.fields[status]}"), auto_refresh=False,
-        )  # fmt: skip
+            TextColumn("[bold]epoch"),
+            MofNCompleteColumn(),
+            BarColumn(),
+            TextColumn("{task.fields[status]}"),
+            auto_refresh=False,
+        )
         self.task = self.progress.add_task(
             "train", total=config.epochs, completed=first_epoch, status=""
         )

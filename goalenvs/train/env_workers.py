@@ -111,9 +111,13 @@ class EnvGroup(gym.Env):
     a ``SyncVectorEnv`` in autoreset ``mode`` seen as one env (its info wrapped whole)."""
 
     def __init__(
-        self, source: str | gym.envs.registration.EnvSpec, env_kwargs: dict[str, object],
-        first: int, count: int, mode: gym.vector.AutoresetMode,
-    ) -> None:  # fmt: skip
+        self,
+        source: str | gym.envs.registration.EnvSpec,
+        env_kwargs: dict[str, object],
+        first: int,
+        count: int,
+        mode: gym.vector.AutoresetMode,
+    ) -> None:
         self.first = first
         # Ctrl-C and a scheduler's SIGTERM reach every process: the trainer alone decides
         # when to stop and closes the workers, so they ignore both.
@@ -177,9 +181,13 @@ class EnvWorkers(gym.vector.VectorEnv):
     docstring); what it returns is what a ``SyncVectorEnv`` of them returns."""
 
     def __init__(
-        self, env_id: str, env_kwargs: dict[str, object], num_envs: int, workers: int,
+        self,
+        env_id: str,
+        env_kwargs: dict[str, object],
+        num_envs: int,
+        workers: int,
         mode: gym.vector.AutoresetMode,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if num_envs % workers:
             raise ValueError(f"workers={workers} must divide num_envs={num_envs}")
         problem = worker_problem(env_id, env_kwargs)
@@ -193,9 +201,11 @@ class EnvWorkers(gym.vector.VectorEnv):
         group = partial(EnvGroup, source, dict(env_kwargs), count=self.group_size, mode=mode)
         # Sub-envs autoreset inside their group; the group itself never ends.
         self.pool = gym.vector.AsyncVectorEnv(
-            [partial(group, first=w * self.group_size) for w in range(workers)], shared_memory=True,
-            context=context, autoreset_mode=gym.vector.AutoresetMode.DISABLED,
-        )  # fmt: skip
+            [partial(group, first=w * self.group_size) for w in range(workers)],
+            shared_memory=True,
+            context=context,
+            autoreset_mode=gym.vector.AutoresetMode.DISABLED,
+        )
         self.metadata = {**self.pool.metadata, "autoreset_mode": gym.vector.AutoresetMode(mode)}
         self.render_mode = None
         probe = _make_env(source, env_kwargs)  # the spaces of one sub-env
@@ -230,9 +240,12 @@ class EnvWorkers(gym.vector.VectorEnv):
         actions = np.asarray(actions).reshape(self.workers, self.group_size, *np.shape(actions)[1:])
         obs, rewards, terminated, truncated, info = self._guarded(lambda: self.pool.step(actions))
         return (
-            self._flat(obs), rewards.reshape(self.num_envs), terminated.reshape(self.num_envs),
-            truncated.reshape(self.num_envs), self._merged(info),
-        )  # fmt: skip
+            self._flat(obs),
+            rewards.reshape(self.num_envs),
+            terminated.reshape(self.num_envs),
+            truncated.reshape(self.num_envs),
+            self._merged(info),
+        )
 
     def arm(self, steps: int) -> None:
         """:meth:`GeneratorSnapshot.arm` in every worker."""

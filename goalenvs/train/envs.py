@@ -93,9 +93,13 @@ def device_twin_problem(env_id: str) -> str | None:
 
 
 def make_vector_env(
-    env_id: str, env_kwargs: dict[str, Any], num_envs: int, mode: gym.vector.AutoresetMode,
-    device: torch.device | None = None, workers: int = 1,
-) -> gym.vector.VectorEnv:  # fmt: skip
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    num_envs: int,
+    mode: gym.vector.AutoresetMode,
+    device: torch.device | None = None,
+    workers: int = 1,
+) -> gym.vector.VectorEnv:
     """The env's native vector twin (or gymnasium's SyncVectorEnv) in autoreset ``mode``;
     with ``device``, the torch twin on it; with ``workers`` > 1, :class:`EnvWorkers`."""
     mode, spec = gym.vector.AutoresetMode(mode), env_spec(env_id)
@@ -108,9 +112,12 @@ def make_vector_env(
     if spec.vector_entry_point is not None:
         return gym.make_vec(spec, num_envs=num_envs, autoreset_mode=mode, **env_kwargs)
     return gym.make_vec(
-        spec, num_envs=num_envs, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode},
+        spec,
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": mode},
         **env_kwargs,
-    )  # fmt: skip
+    )
 
 
 def goal_function(
@@ -136,9 +143,10 @@ def goal_function(
         if host_arrays and isinstance(achieved_goal, torch.Tensor):
             device = achieved_goal.device
             result = batched(
-                _host_array(achieved_goal), _host_array(desired_goal),
+                _host_array(achieved_goal),
+                _host_array(desired_goal),
                 {k: _host_array(v) for k, v in info.items()} if isinstance(info, dict) else info,
-            )  # fmt: skip
+            )
             return torch.as_tensor(np.array(result), device=device)
         result = fn(achieved_goal, desired_goal, info)
         if isinstance(achieved_goal, torch.Tensor):  # a device twin's: tensors stay there

@@ -105,7 +105,9 @@ def _batch(observation_space: spaces.Dict, action_space: spaces.Space, n: int) -
     zeros = torch.zeros(n, dtype=torch.float32)
     return HerBatch(
         observations=_observations(observation_space, n),
-        actions=torch.as_tensor(_sample(action_space, n)), rewards=zeros,
-        next_observations=_observations(observation_space, n), dones=zeros,
+        actions=torch.as_tensor(_sample(action_space, n)),
+        rewards=zeros,
+        next_observations=_observations(observation_space, n),
+        dones=zeros,
         weights=torch.ones(n, dtype=torch.float32),
-    )  # fmt: skip
+    )

@@ -102,12 +102,15 @@ def describe_machine(
     and total cores, cgroup quota, torch version, bfloat16 instructions, CUDA device and
     platform."""
     return {
-        "cpu": cpu_model(cpuinfo), "cores": usable_cores(cgroup_root),
-        "cores_total": os.cpu_count() or 1, "cpu_quota": cpu_quota(cgroup_root),
-        "torch": torch.__version__, "cpu_bf16": cpu_has_bf16(),
+        "cpu": cpu_model(cpuinfo),
+        "cores": usable_cores(cgroup_root),
+        "cores_total": os.cpu_count() or 1,
+        "cpu_quota": cpu_quota(cgroup_root),
+        "torch": torch.__version__,
+        "cpu_bf16": cpu_has_bf16(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "platform": platform.platform(),
-    }  # fmt: skip
+    }
 
 
 def resident_mb(pid: int) -> float:
@@ -133,8 +136,11 @@ def eval_env_workers(n_eval_episodes: int, env_workers: int) -> int:
 
 
 def default_env_workers(
-    num_envs: int, native_twin: bool, cores: int | None = None, step_seconds: float | None = None,
-) -> int:  # fmt: skip
+    num_envs: int,
+    native_twin: bool,
+    cores: int | None = None,
+    step_seconds: float | None = None,
+) -> int:
     """How many processes step ``num_envs`` training envs on this machine by default: 1
     for a native twin, a step cheaper than :data:`WORKER_MIN_STEP_SECONDS`
     (``step_seconds``; None: taken as costly) or two cores or fewer (benchmarks/scaling.py

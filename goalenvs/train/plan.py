@@ -250,9 +250,13 @@ def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
 
 
 def make_plan(
-    config: TrainConfig, env: gym.Env, device: torch.device, rank: int = 0, world: int = 1,
+    config: TrainConfig,
+    env: gym.Env,
+    device: torch.device,
+    rank: int = 0,
+    world: int = 1,
     recorded: dict[str, Any] | None = None,
-) -> RunPlan:  # fmt: skip
+) -> RunPlan:
     """The plan of ``config`` on this machine (``device``, worker ``rank`` of ``world``),
     from one look at ``env``; a resumed run passes its ``recorded`` plan."""
     notes: list[str] = list(check_recorded(config, recorded))
@@ -376,9 +380,14 @@ def _replay_device(asked: str, env_device: str, device: torch.device) -> str:
 
 
 def _env_workers(
-    asked: int | None, env_id: str, env_kwargs: dict[str, object], num_envs: int,
-    facts: EnvFacts, env_device: str, notes: list[str],
-) -> tuple[int, float | None]:  # fmt: skip
+    asked: int | None,
+    env_id: str,
+    env_kwargs: dict[str, object],
+    num_envs: int,
+    facts: EnvFacts,
+    env_device: str,
+    notes: list[str],
+) -> tuple[int, float | None]:
     """The processes that step the training envs and the step time that chose them
     (``asked`` None: from the timed step; 1 for an env worker processes cannot build)."""
     if env_device == "device":
@@ -454,9 +463,13 @@ def _torch_threads(threads: int, notes: list[str]) -> int:
 
 
 def _clip_range(
-    clip_return: bool, clip_range: tuple[float, float] | None, env_id: str, facts: EnvFacts,
-    gamma: float, notes: list[str],
-) -> tuple[float, float] | None:  # fmt: skip
+    clip_return: bool,
+    clip_range: tuple[float, float] | None,
+    env_id: str,
+    facts: EnvFacts,
+    gamma: float,
+    notes: list[str],
+) -> tuple[float, float] | None:
     """The range Bellman targets are clipped to: ``clip_range``, else the returns the env's
     declared rewards allow, or baselines' [-1, 0] where a probe paid inside it; None: not."""
     if not clip_return or clip_range is not None:

@@ -173,9 +173,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``goalenvs plot``."""
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders, or folders of them")
     parser.add_argument(
-        "--mark", type=float, default=DEFAULT_MARK,
+        "--mark",
+        type=float,
+        default=DEFAULT_MARK,
         help=f"the eval success whose first env steps the table gives (default {DEFAULT_MARK})",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--out", help="the picture (default: RUN/curves.png for one folder of runs, else seeds.png)"
     )

@@ -173,8 +173,10 @@ def restore_random_state(
         if missed:
             logger.warning(
                 "%s torch generators %s were not restored (saved on another device?); they "
-                "draw on from their seeds", name, missed,
-            )  # fmt: skip
+                "draw on from their seeds",
+                name,
+                missed,
+            )
         missed = restore_generators(obj, state[name])
         if name == "buffer":  # its file restores its own generator: only a saved one can miss
             missed = [path for path in missed if path in state[name]]

@@ -116,10 +116,19 @@ class RunFolder:
     :class:`~goalenvs.train.plan.RunPlan` as plain values) goes into config.json."""
 
     def __init__(
-        self, config: TrainConfig, *, rank: int, world: int, gamma: float,
-        observation_space: spaces.Dict, action_space: spaces.Space, loss_names: tuple[str, ...],
-        buffer_file: str, device: torch.device, plan: dict[str, object] | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        config: TrainConfig,
+        *,
+        rank: int,
+        world: int,
+        gamma: float,
+        observation_space: spaces.Dict,
+        action_space: spaces.Space,
+        loss_names: tuple[str, ...],
+        buffer_file: str,
+        device: torch.device,
+        plan: dict[str, object] | None = None,
+    ) -> None:
         given = config.resume or config.out
         self.path = (
             Path(given) if given else new_run_path(config.env_id, config.algo, f"s{config.seed}")
@@ -318,9 +327,14 @@ class RunFolder:
     # ---- committing an epoch
 
     def commit_epoch(
-        self, counters: Counters, row: dict[str, Any], best: bool, agent: Agent,
-        buffer: ReplayBuffer, random_state: dict[str, object],
-    ) -> None:  # fmt: skip
+        self,
+        counters: Counters,
+        row: dict[str, Any],
+        best: bool,
+        agent: Agent,
+        buffer: ReplayBuffer,
+        random_state: dict[str, object],
+    ) -> None:
         """Commits the finished epoch as one unit: every worker writes its part of
         ``checkpoints/epoch_N``, progress.csv gets the row, and worker 0 writes the
         manifest, which commits it. Only then are policy_latest.pt, policy_best.pt (when
@@ -364,11 +378,17 @@ class RunFolder:
         """Writes one checkpoint of the run; ``name`` is relative to the run folder."""
         c = counters
         metadata = {
-            **self.describe, "epoch": c.epoch, "env_steps": c.env_steps, "updates": c.updates,
-            "wall_time": c.wall_time, "success_rate": success, "best_success_rate": c.best_success,
-            "best_return": c.best_return, "goalenvs_version": goalenvs.__version__,
+            **self.describe,
+            "epoch": c.epoch,
+            "env_steps": c.env_steps,
+            "updates": c.updates,
+            "wall_time": c.wall_time,
+            "success_rate": success,
+            "best_success_rate": c.best_success,
+            "best_return": c.best_return,
+            "goalenvs_version": goalenvs.__version__,
             "torch_version": str(torch.__version__),
-        }  # fmt: skip
+        }
         state = agent.training_modules() if training else None
         return save_checkpoint(self.path / name, metadata, agent.policy_modules(), state)
 

@@ -69,9 +69,12 @@ def side_by_side(plan: RunPlan, n_seeds: int, cores: int | None = None) -> int:
 
 
 def train_seeds(
-    config: TrainConfig, env: gym.Env | None, seeds: list[int], header: str,
+    config: TrainConfig,
+    env: gym.Env | None,
+    seeds: list[int],
+    header: str,
     at_once: int | None = None,
-) -> int:  # fmt: skip
+) -> int:
     """Trains ``config`` once per seed into one folder, printing ``header`` with the
     estimate, a line per seed, the table and the set's curves. ``at_once`` seeds train
     side by side, each in its own process logging to its ``train.log`` (None:

@@ -118,9 +118,13 @@ class Trainer:
     """One training run (one worker of a multi-worker run): its parts, and the loop."""
 
     def __init__(
-        self, config: TrainConfig, callback: Callable | None = None, *, env: gym.Env | None = None,
+        self,
+        config: TrainConfig,
+        callback: Callable | None = None,
+        *,
+        env: gym.Env | None = None,
         recorded: dict[str, object] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Builds the run's parts in the order they depend on each other, from its plan
         (:func:`~goalenvs.train.plan.make_plan`). ``env``: one env of the run built with
         ``config.make_kwargs()`` (None: built here); ``recorded``: a resumed run's plan,
@@ -334,14 +338,19 @@ class Trainer:
         counters.epoch += 1
         counters.wall_time += elapsed
         row = {
-            "epoch": counters.epoch, "env_steps": counters.env_steps, "updates": counters.updates,
+            "epoch": counters.epoch,
+            "env_steps": counters.env_steps,
+            "updates": counters.updates,
             "wall_time": round(counters.wall_time, 3),
             "steps_per_s": round((counters.env_steps - steps_before) / elapsed, 1),
-            "train_success": mean_or_nan(stats["success"]), "eval_success": success,
-            "eval_return": eval_return, "eval_length": length, **online,
+            "train_success": mean_or_nan(stats["success"]),
+            "eval_success": success,
+            "eval_return": eval_return,
+            "eval_length": length,
+            **online,
             **{name: mean_or_nan(stats[name]) for name in self.agent.loss_names},
             **collector.clock.columns(),
-        }  # fmt: skip
+        }
         best = counters.record_eval(success, eval_return)
         states = collector.envs.generator_states()
         random_state = capture_random_state(self.agent, self.buffer, states)

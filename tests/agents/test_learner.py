@@ -29,9 +29,11 @@ OBS_SPACE = goal_dict_space(spaces.Box(-10, 10, (3,)), spaces.Box(-10, 10, (2,))
 BOX = spaces.Box(-2.0, 2.0, (2,))
 DISCRETE = spaces.Discrete(3, start=1)
 ALGOS = {
-    "ddpg": (DDPG, DDPGConfig, BOX), "td3": (TD3, TD3Config, BOX), "sac": (SAC, SACConfig, BOX),
+    "ddpg": (DDPG, DDPGConfig, BOX),
+    "td3": (TD3, TD3Config, BOX),
+    "sac": (SAC, SACConfig, BOX),
     "dqn": (DQN, DQNConfig, DISCRETE),
-}  # fmt: skip
+}
 
 
 def on(device, value):
@@ -78,10 +80,14 @@ class ReplayStub:
         else:
             actions = rng.uniform(-2, 2, (B, 2)).astype(np.float32)
         batch = HerBatch(
-            observation(), actions, -(rng.random(B) < 0.7).astype(np.float32), observation(),
-            (rng.random(B) < 0.1).astype(np.float32), rng.uniform(0.2, 1.0, B).astype(np.float32),
+            observation(),
+            actions,
+            -(rng.random(B) < 0.7).astype(np.float32),
+            observation(),
+            (rng.random(B) < 0.1).astype(np.float32),
+            rng.uniform(0.2, 1.0, B).astype(np.float32),
             np.arange(B, dtype=np.int64) + B * self.samples,
-        )  # fmt: skip
+        )
         self.samples += 1
         device = self.home if device is None else device
         return batch if device is None else HerBatch(*(on(device, field) for field in batch))
@@ -170,8 +176,11 @@ def test_td3_plans_its_delayed_actor_from_the_counter_across_cycles():
     agent, action_space = make("td3", policy_delay=3)
     learner = Learner(agent, 8)
     assert agent.update_options(4) == [
-        {"actor_step": False}, {"actor_step": False}, {"actor_step": True}, {"actor_step": False},
-    ]  # fmt: skip
+        {"actor_step": False},
+        {"actor_step": False},
+        {"actor_step": True},
+        {"actor_step": False},
+    ]
     actor = parameters(agent.actor)
     learner.optimize(ReplayStub(action_space), 2)
     assert not changed(actor, agent.actor)

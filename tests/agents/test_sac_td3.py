@@ -36,11 +36,12 @@ def random_batch(size: int = 32, seed: int = 0, weights: torch.Tensor | None = N
         }
 
     fields = {
-        "observations": observation(), "next_observations": observation(),
+        "observations": observation(),
+        "next_observations": observation(),
         "actions": torch.tensor(rng.uniform(-2, 2, (size, 2)), dtype=torch.float32),
         "rewards": -torch.tensor(rng.random(size) < 0.7, dtype=torch.float32),
         "dones": torch.zeros(size),
-    }  # fmt: skip
+    }
     if weights is not None:
         fields["weights"] = weights
     return SimpleNamespace(**fields)

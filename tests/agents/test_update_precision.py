@@ -80,10 +80,13 @@ def random_batch(size: int, discrete: bool, seed: int = 0):
     else:
         actions = torch.rand(size, 2, generator=generator) * 2 - 1
     return SimpleNamespace(
-        observations=observation(), next_observations=observation(), actions=actions,
-        rewards=-(torch.rand(size, generator=generator) < 0.7).float(), dones=torch.zeros(size),
+        observations=observation(),
+        next_observations=observation(),
+        actions=actions,
+        rewards=-(torch.rand(size, generator=generator) < 0.7).float(),
+        dones=torch.zeros(size),
         weights=torch.ones(size),
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(

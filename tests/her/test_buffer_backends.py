@@ -458,9 +458,20 @@ def test_a_saved_file_loads_on_either_module_as_the_truncated_twin(
     face = make(loaded_on, 20)
     loaded = type(face).load(path, goal_reward, device=loaded_on)
     assert loaded.device == face.device
-    for name in ("buffer_size", "n_envs", "n_sampled_goal", "goal_selection_strategy",
-                 "handle_timeout_termination", "info_keys", "prioritized", "alpha", "beta",
-                 "priority_eps", "observation_space", "action_space"):  # fmt: skip
+    for name in (
+        "buffer_size",
+        "n_envs",
+        "n_sampled_goal",
+        "goal_selection_strategy",
+        "handle_timeout_termination",
+        "info_keys",
+        "prioritized",
+        "alpha",
+        "beta",
+        "priority_eps",
+        "observation_space",
+        "action_space",
+    ):
         assert getattr(loaded, name) == getattr(buffer, name), name
     assert loaded.beta == 0.55 and loaded.episodes_in_progress == 0
     twin = copy.deepcopy(buffer)  # what the file holds: the open episodes truncated

@@ -19,10 +19,19 @@ REACH = f"{ENVS}:FailingReach"
 def reach_config(tmp_path: Path, **kwargs: Any) -> DDPGConfig:
     """A short quiet DDPG run on :data:`REACH` (episodes of 10 steps, 4 envs) on the CPU."""
     base = dict(
-        env_id=REACH, env_kwargs={"max_episode_steps": 10}, epochs=1, n_cycles=1, num_envs=4,
-        n_batches=1, batch_size=16, hidden_sizes=(16,), n_eval_episodes=2, device="cpu",
-        verbose=False, out=str(tmp_path / "run"),
-    )  # fmt: skip
+        env_id=REACH,
+        env_kwargs={"max_episode_steps": 10},
+        epochs=1,
+        n_cycles=1,
+        num_envs=4,
+        n_batches=1,
+        batch_size=16,
+        hidden_sizes=(16,),
+        n_eval_episodes=2,
+        device="cpu",
+        verbose=False,
+        out=str(tmp_path / "run"),
+    )
     return DDPGConfig(**{**base, **kwargs})
 
 

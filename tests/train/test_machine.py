@@ -119,9 +119,12 @@ def test_describe_machine_records_model_cores_quota_torch_and_bf16(tmp_path):
     root.mkdir()
     described = describe_machine(cgroup_v2(root, "200000 100000"), cpuinfo=info)
     assert described == {
-        "cpu": "Intel(R) Xeon(R) Platinum 8480+", "cores": min(2, machine.affinity_cores()),
-        "cores_total": os.cpu_count(), "cpu_quota": 2.0, "torch": torch.__version__,
+        "cpu": "Intel(R) Xeon(R) Platinum 8480+",
+        "cores": min(2, machine.affinity_cores()),
+        "cores_total": os.cpu_count(),
+        "cpu_quota": 2.0,
+        "torch": torch.__version__,
         "cpu_bf16": cpu_has_bf16(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "platform": platform.platform(),
-    }  # fmt: skip
+    }

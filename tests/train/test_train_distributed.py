@@ -196,9 +196,11 @@ def all_reduce_worker(rank: int, port: int, tmp: str) -> None:
 
     box, discrete = spaces.Box(-1.0, 1.0, (2,)), spaces.Discrete(3)
     algos = {
-        "ddpg": (DDPG, DDPGConfig, box), "td3": (TD3, TD3Config, box), "sac": (SAC, SACConfig, box),
+        "ddpg": (DDPG, DDPGConfig, box),
+        "td3": (TD3, TD3Config, box),
+        "sac": (SAC, SACConfig, box),
         "dqn": (DQN, DQNConfig, discrete),
-    }  # fmt: skip
+    }
     results = {}
     for name, (cls, config_cls, action_space) in algos.items():
         torch.manual_seed(0)  # the same start on both workers
@@ -213,9 +215,11 @@ def all_reduce_worker(rank: int, port: int, tmp: str) -> None:
         calls.clear()
         learner.optimize(Stub(action_space is discrete), 4)
         results[name] = {
-            "calls": len(calls), "graphs": learner.graphs, "refusal": refusal,
+            "calls": len(calls),
+            "graphs": learner.graphs,
+            "refusal": refusal,
             "state": {k: v.clone() for k, v in agent.state_dict().items()},
-        }  # fmt: skip
+        }
     agent.normalizer.update(
         {k: np.full((3, s.shape[0]), rank + 1.0) for k, s in obs_space.spaces.items()}
     )

@@ -118,10 +118,16 @@ def load_preset(name_or_path: str | os.PathLike) -> Preset:
             f"machine (where and under what load), got {measured}"
         )
     return Preset(
-        name=path.stem, path=path, description=str(data.get("description", "")),
-        envs=tuple(data.get("envs", ())), algo=algo, config=dict(config), device=dict(device),
-        measured=dict(measured), per_episode_step=dict(per_step),
-    )  # fmt: skip
+        name=path.stem,
+        path=path,
+        description=str(data.get("description", "")),
+        envs=tuple(data.get("envs", ())),
+        algo=algo,
+        config=dict(config),
+        device=dict(device),
+        measured=dict(measured),
+        per_episode_step=dict(per_step),
+    )
 
 
 def run_length(
@@ -197,9 +203,12 @@ def takes_device_section(
 
 
 def resolve_config(
-    env_id: str, preset: str | os.PathLike | None = None, algo: str | None = None,
-    horizon: int | None = None, **overrides: Any,
-) -> TrainConfig:  # fmt: skip
+    env_id: str,
+    preset: str | os.PathLike | None = None,
+    algo: str | None = None,
+    horizon: int | None = None,
+    **overrides: Any,
+) -> TrainConfig:
     """The config for ``env_id``: ``preset`` (default: :func:`preset_for`), then ``overrides``.
     ``horizon``, the episode length, sizes the ``[per_episode_step]`` fields (without it
     they keep their ``[config]`` values); ``[device]`` joins ``[config]`` when
