@@ -2,8 +2,7 @@
 the shared base, networks, normalizer and loss helpers, and the registry
 (:mod:`goalenvs.agents.registry`).
 
-Importing this package stays light (no torch): the names below load on first use.
-"""
+Importing this package stays light (no torch): the names below load on first use."""
 
 from __future__ import annotations
 

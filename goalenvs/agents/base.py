@@ -8,8 +8,7 @@ a run needs (critics, target networks, optimizers). An algorithm's file names th
 
 :meth:`Agent.update` is one gradient step written as the equations read; the
 :class:`goalenvs.agents.learner.Learner` runs a cycle of them, on CUDA as captured graphs
-of that same method.
-"""
+of that same method."""
 
 from __future__ import annotations
 
@@ -42,23 +41,16 @@ def adam(parameters: Iterable[nn.Parameter], lr: float) -> torch.optim.Adam:
 
 
 class Agent(nn.Module):
-    """Base of the HER agents: the normalizer, the discount and target clipping.
-
-    A subclass declares ``loss_names``, the keys of the dict its :meth:`update` returns
-    (the trainer logs them in that order), builds its networks in :meth:`make_networks`,
-    names the attributes a checkpoint saves in ``policy_module_names``,
-    ``training_module_names`` and ``optimizer_names``, and is registered in
-    :data:`goalenvs.agents.registry.ALGOS`.
-
-    An update that a CUDA graph can capture (``graph_safe_update``) reads no tensor on the
-    host and branches on no tensor's value: what varies between its steps comes in as the
-    keyword options :meth:`update_options` plans ahead, one cycle at a time.
-    """
+    """Base of the HER agents: the normalizer, the discount and target clipping (the module
+    docstring says what a subclass declares); a subclass is registered in
+    :data:`goalenvs.agents.registry.ALGOS`."""
 
     config: TrainConfig
+    # the keys of the dict update() returns, which the trainer logs in that order
     loss_names: ClassVar[tuple[str, ...]] = ()
-    # True when update() on tensors of fixed shapes runs without a host sync or a branch
-    # on a tensor's value (its options aside), so the Learner may capture it.
+    # True when update() on tensors of fixed shapes reads no tensor on the host and branches
+    # on no tensor's value, so the Learner may capture it: what varies between its steps
+    # comes in as the options update_options plans ahead, one cycle at a time.
     graph_safe_update: ClassVar[bool] = False
     # Attributes a saved policy holds besides the normalizer (the acting network).
     policy_module_names: ClassVar[tuple[str, ...]] = ()
@@ -159,15 +151,13 @@ class Agent(nn.Module):
 
     def inputs(self, observations: dict[str, Any]) -> torch.Tensor:
         """Normalized network inputs from a batched observation dict (arrays or tensors)."""
-        tensors = {
-            key: torch.as_tensor(
-                np.asarray(observations[key], dtype=np.float32), device=self.device
-            )
-            if not isinstance(observations[key], torch.Tensor)
-            else observations[key].to(self.device, torch.float32)
-            for key in GOAL_KEYS
-        }
-        return self.normalizer(tensors)
+        return self.normalizer({key: self.as_float(observations[key]) for key in GOAL_KEYS})
+
+    def as_float(self, value: Any) -> torch.Tensor:
+        """``value`` (an array or a tensor) as a float32 tensor on the agent's device."""
+        if isinstance(value, torch.Tensor):
+            return value.to(self.device, torch.float32)
+        return torch.as_tensor(np.asarray(value, dtype=np.float32), device=self.device)
 
     def targets(
         self,
@@ -185,9 +175,8 @@ class Agent(nn.Module):
 
     def batch_targets(self, batch: Any, next_values: torch.Tensor) -> torch.Tensor:
         """:meth:`targets` of a HER batch (its n-step ``discounts`` where it has them)."""
-        return self.targets(
-            batch.rewards, batch.dones, next_values, getattr(batch, "discounts", None)
-        )
+        discounts = getattr(batch, "discounts", None)
+        return self.targets(batch.rewards, batch.dones, next_values, discounts)
 
     @torch.no_grad()
     def soft_update(self, target: nn.Module, online: nn.Module, keep: float | None = None) -> None:
@@ -228,10 +217,8 @@ class Agent(nn.Module):
 
     def act(self, observations: dict[str, Any], explore: bool) -> np.ndarray | torch.Tensor:
         """Actions for a batch of observations; ``explore`` adds the training exploration.
-
         Arrays in, an array out; tensors in (a device twin's), a tensor on the agent's
-        device out, drawn there with no host copy.
-        """
+        device out, drawn there with no host copy."""
         raise NotImplementedError
 
     def update(self, batch: HerBatch) -> dict[str, torch.Tensor]:

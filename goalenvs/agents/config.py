@@ -10,8 +10,7 @@ and moves the target networks towards the online ones (``polyak``).
 
 Each field is declared once, with :func:`option`: its help, its check and whether a
 resumed run keeps it. The ``goalenvs train`` flag (``--field-name``), the preset key, the
-resume rule and docs/training.md's option table are derived from it (:func:`options`).
-"""
+resume rule and docs/training.md's option table are derived from it (:func:`options`)."""
 
 from __future__ import annotations
 

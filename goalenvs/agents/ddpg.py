@@ -3,8 +3,7 @@
 Critic:  minimize (Q(s, g, a) - y)^2,  y = clip(r + gamma * Q'(s', g, pi'(s', g)), -1/(1-gamma), 0)
 Actor:   minimize -Q(s, g, pi(s, g)) + action_l2 * mean(pi(s, g)^2)
 Targets: theta' <- polyak * theta' + (1 - polyak) * theta, once per cycle.
-Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds.
-"""
+Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds."""
 
 from __future__ import annotations
 
@@ -40,9 +39,7 @@ class DDPGConfig(TrainConfig):
         0.3, "probability of a uniformly random action while collecting", check=FRACTION
     )
     noise_eps: float = option(
-        0.2,
-        "std of the Gaussian action noise, on actions scaled to [-1, 1]",
-        check=at_least_zero,
+        0.2, "std of the Gaussian action noise, on actions scaled to [-1, 1]", check=at_least_zero
     )
 
 
@@ -101,9 +98,7 @@ class DDPG(BoxAgent):
     def act(self, observations: dict[str, object], explore: bool) -> np.ndarray | torch.Tensor:
         """Deterministic ``pi(s, g)`` (by the averaged actor with ``policy_average``);
         exploring adds Gaussian noise and random actions to the trained actor's.
-
-        Tensor observations give a tensor of actions, explored on their device.
-        """
+        Tensor observations give a tensor of actions, explored on their device."""
         actions = self.acting_module("actor", explore)(self.inputs(observations))
         if isinstance(observations["observation"], torch.Tensor):
             if explore:

@@ -3,8 +3,7 @@ envs and buffer; gradients and normalizer statistics are averaged across workers
 
 Launch with ``torchrun --nproc-per-node N -m goalenvs train ...`` (or on several
 machines, as torchrun documents). Without a process group every helper here is a no-op,
-so single-process training pays nothing.
-"""
+so single-process training pays nothing."""
 
 from __future__ import annotations
 
@@ -32,14 +31,10 @@ def world_size() -> int:
 
 def init_from_env(device: torch.device) -> bool:
     """Joins the process group torchrun describes (``WORLD_SIZE`` > 1) if not joined yet.
-
     The backend follows the device (:func:`backend_for`). Returns True when this call
-    created the group (the caller then destroys it at the end).
-    """
+    created the group (the caller then destroys it at the end)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1 or not dist.is_available():
-        return False
-    if dist.is_initialized():
+    if world <= 1 or not dist.is_available() or dist.is_initialized():
         return False
     gpus = torch.cuda.device_count() if device.type == "cuda" else 0
     dist.init_process_group(backend=backend_for(device, world, gpus))
@@ -48,13 +43,9 @@ def init_from_env(device: torch.device) -> bool:
 
 def backend_for(device: torch.device, world: int, gpus: int) -> str:
     """``nccl`` when every worker of ``world`` has its own CUDA device, else ``gloo``.
-
     NCCL refuses two ranks on one GPU ("Duplicate GPU detected"), so more workers than
-    GPUs share them through gloo, which reduces CUDA tensors too.
-    """
-    if device.type == "cuda" and gpus >= world:
-        return "nccl"
-    return "gloo"
+    GPUs share them through gloo, which reduces CUDA tensors too."""
+    return "nccl" if device.type == "cuda" and gpus >= world else "gloo"
 
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
@@ -62,11 +53,8 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     if not is_active():
         return tensor
     # nccl reduces CUDA tensors only (on this worker's device); gloo takes them where they are.
-    device = (
-        torch.device("cuda", torch.cuda.current_device())
-        if dist.get_backend() == "nccl"
-        else tensor.device
-    )
+    nccl = dist.get_backend() == "nccl"
+    device = torch.device("cuda", torch.cuda.current_device()) if nccl else tensor.device
     total = tensor.to(device, copy=True)
     dist.all_reduce(total, op=dist.ReduceOp.SUM)
     return total.to(tensor.device)

@@ -3,8 +3,7 @@
 Loss:    huber(Q(s, g, a) - y)
          y = clip(r + gamma * Q'(s', g, argmax_a Q(s', g, a)), -1/(1-gamma), 0)
 Targets: theta' <- polyak * theta' + (1 - polyak) * theta, once per cycle.
-Acting:  epsilon-greedy while collecting, greedy otherwise.
-"""
+Acting:  epsilon-greedy while collecting, greedy otherwise."""
 
 from __future__ import annotations
 

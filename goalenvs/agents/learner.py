@@ -16,8 +16,7 @@ Two ways to run the same :meth:`Agent.update <goalenvs.agents.base.Agent.update>
 Graphs are ``torch.cuda.CUDAGraph`` captures of the eager method rather than
 ``torch.compile``: the captured function is the readable one, nothing compiles at start,
 and the launches it removes are the update's cost on a GPU (a plain-torch DDPG update of
-2,048 through 3x256: 6.4 ms eager, 0.96 ms as one graph on an H100).
-"""
+2,048 through 3x256: 6.4 ms eager, 0.96 ms as one graph on an H100)."""
 
 from __future__ import annotations
 
@@ -77,11 +76,8 @@ class Learner:
         clock: ``clock(phase)`` gives the context that times a phase (``"sample"``,
             ``"update"``), as the trainer's ``PhaseClock``; None: no timing.
 
-    A graph holds the agent's settings as they were at its capture (the return range,
-    the learning rates) and reads its tensors at the addresses they had: the graphs are
-    captured again when a setting changed or a tensor was replaced (a checkpoint's
-    optimizer state loaded). An agent moved to another device needs a new Learner.
-    """
+    Graphs are captured again when a setting they hold or a tensor they read changed
+    (:class:`StaticUpdates`); an agent moved to another device needs a new Learner."""
 
     def __init__(
         self, agent: Agent, batch_size: int, *, graphs: str = "auto", clock: Clock | None = None
@@ -123,11 +119,9 @@ class Learner:
         """``n_batches`` times: sample ``batch_size`` transitions from ``buffer``, update
         the agent on them, and set their replay priorities when ``buffer.prioritized`` by TD error;
         then the target networks move once, and the averaged acting networks once.
-
         Returns the mean of each of the agent's ``loss_names`` over the batches, as 0-dim
         tensors on the agent's device (read them once per cycle: each read waits for the
-        device).
-        """
+        device)."""
         check_positive("n_batches", n_batches, integer=True)
         agent, clock, updates = self.agent, self.clock, self.updates
         # TD errors set the priorities of a buffer prioritized by them (goal-motion
@@ -214,8 +208,10 @@ class StaticUpdates(EagerUpdates):
     ``capture`` each kind of update (each set of options) becomes a CUDA graph after
     :data:`WARMUP_UPDATES` eager runs on a side stream, replayed from then on; without it
     every update runs eagerly on the same tensors (the path the CPU tests hold to
-    :class:`EagerUpdates`' numbers). A graph reads the agent's tensors where they were and
-    holds its settings: the graphs are captured again when either changed."""
+    :class:`EagerUpdates`' numbers). A graph holds the agent's settings at its capture (the
+    return range, the learning rates) and reads its tensors at the addresses they had: the
+    graphs are captured again when a setting changed or a tensor was replaced (a
+    checkpoint's optimizer state loaded)."""
 
     def __init__(self, agent: Agent, *, capture: bool) -> None:
         super().__init__(agent)
@@ -266,11 +262,11 @@ class StaticUpdates(EagerUpdates):
                     source = source.pin_memory()
                 static.copy_(source, non_blocking=True)
         inputs = cast(HerBatch, self._inputs)
+        if not self.capture:
+            return super().step(inputs, options)
         key = tuple(sorted(options.items()))
         runs = self._graphs.get(key, 0)
-        if not self.capture or (isinstance(runs, int) and runs < WARMUP_UPDATES):
-            if not self.capture:
-                return super().step(inputs, options)
+        if isinstance(runs, int) and runs < WARMUP_UPDATES:
             self._graphs[key] = runs + 1
             device = self.agent.device
             side, main = torch.cuda.Stream(device), torch.cuda.current_stream(device)
@@ -306,9 +302,7 @@ class StaticUpdates(EagerUpdates):
 
 def _empty_like(value: Array | None, device: torch.device) -> torch.Tensor | None:
     """An uninitialized tensor on ``device`` of ``value``'s shape and dtype."""
-    if value is None:
-        return None
-    return torch.empty_like(torch.as_tensor(value), device=device)
+    return None if value is None else torch.empty_like(torch.as_tensor(value), device=device)
 
 
 def _batch_fields(batch: HerBatch) -> list[Array | None]:

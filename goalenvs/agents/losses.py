@@ -8,9 +8,7 @@ import torch
 def weighted_mean(values: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
     """``mean(weights * values)``: prioritized replay's importance-weighted loss; the plain
     mean when ``weights`` is None."""
-    if weights is None:
-        return values.mean()
-    return (weights.to(values.dtype) * values).mean()
+    return values.mean() if weights is None else (weights.to(values.dtype) * values).mean()
 
 
 def twin_critic_loss(

@@ -3,8 +3,7 @@
 Statistics accumulate as float64 sums (sum, sum of squares, count). With several workers
 each one adds its new sums into ``pending`` and :meth:`Normalizer.recompute` all-reduces
 the pending sums before folding them in, so every worker normalizes identically
-(:meth:`GoalNormalizer.recompute` does both normalizers' in one all-reduce).
-"""
+(:meth:`GoalNormalizer.recompute` does both normalizers' in one all-reduce)."""
 
 from __future__ import annotations
 
@@ -13,14 +12,13 @@ import torch
 from torch import nn
 
 from goalenvs.agents import distributed
+from goalenvs.core import GOAL_KEYS
 
 
 class Normalizer(nn.Module):
     """Normalizes vectors of ``size`` to ``clip((x - mean) / std, -clip, clip)``.
-
     ``std = sqrt(max(eps**2, E[x**2] - E[x]**2))``: the floor keeps constant inputs (a goal
-    coordinate that never changes) from blowing up.
-    """
+    coordinate that never changes) from blowing up."""
 
     sum: torch.Tensor
     sumsq: torch.Tensor
@@ -88,10 +86,8 @@ class Normalizer(nn.Module):
 
 class GoalNormalizer(nn.Module):
     """Turns a goal observation dict into one normalized network input.
-
     The input is ``[observation, achieved_goal, desired_goal]``, the two goals sharing one
-    normalizer (they live in the same space). Raw values are clipped to ``+-clip_obs``.
-    """
+    normalizer (they live in the same space). Raw values are clipped to ``+-clip_obs``."""
 
     def __init__(
         self,
@@ -111,11 +107,7 @@ class GoalNormalizer(nn.Module):
         """Adds collected observations and goals (arrays or tensors ``(..., size)``) to the
         statistics."""
         clip = self.clip_obs
-        for key, normalizer in (
-            ("observation", self.obs),
-            ("achieved_goal", self.goal),
-            ("desired_goal", self.goal),
-        ):
+        for key, normalizer in self._parts():
             value = observations[key]
             if isinstance(value, torch.Tensor):
                 normalizer.update(value.clamp(-clip, clip))
@@ -133,11 +125,10 @@ class GoalNormalizer(nn.Module):
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         """``(B, input_size)`` normalized inputs from a dict of ``(B, size)`` tensors."""
         clip = self.clip_obs
-        return torch.cat(
-            [
-                self.obs(observations["observation"].flatten(1).clamp(-clip, clip)),
-                self.goal(observations["achieved_goal"].flatten(1).clamp(-clip, clip)),
-                self.goal(observations["desired_goal"].flatten(1).clamp(-clip, clip)),
-            ],
-            dim=-1,
-        )
+        parts = [n(observations[key].flatten(1).clamp(-clip, clip)) for key, n in self._parts()]
+        return torch.cat(parts, dim=-1)
+
+    def _parts(self) -> tuple[tuple[str, Normalizer], ...]:
+        """Each key of the input (:data:`GOAL_KEYS`' order) with the normalizer it goes
+        through."""
+        return tuple(zip(GOAL_KEYS, (self.obs, self.goal, self.goal), strict=True))

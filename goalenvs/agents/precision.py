@@ -8,8 +8,7 @@ where bfloat16 would round them to a quarter.
 
 ``TrainConfig.precision`` chooses: ``"fp32"``; ``"bf16"``; or ``"auto"``, which resolves
 to bf16 on a CPU with bfloat16 instructions when :data:`AUTO_BF16_ON_CPU` is True, and
-to fp32 everywhere else (a GPU included).
-"""
+to fp32 everywhere else (a GPU included)."""
 
 from __future__ import annotations
 
@@ -35,11 +34,8 @@ def cpu_has_bf16() -> bool:
 
 def uses_bf16(precision: str, device: torch.device) -> bool:
     """True when the updates on ``device`` run in bf16 under ``precision``."""
-    if precision == "bf16":
-        return True
-    if precision == "auto":
-        return AUTO_BF16_ON_CPU and device.type == "cpu" and cpu_has_bf16()
-    return False
+    auto = precision == "auto" and AUTO_BF16_ON_CPU and device.type == "cpu"
+    return precision == "bf16" or (auto and cpu_has_bf16())
 
 
 def update_autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:

@@ -17,8 +17,7 @@ env check, :func:`algo_for`, the checkpoint loader (:func:`goalenvs.train.policy
 :func:`goalenvs.agents.config.config_from_dict` all read this table. An unknown name is an
 error listing the registered ones.
 
-Importing this module stays light (no torch): agent classes load on first use.
-"""
+Importing this module stays light (no torch): agent classes load on first use."""
 
 from __future__ import annotations
 
@@ -150,9 +149,7 @@ def make_agent(
 
 def config_from_dict(data: dict[str, Any]) -> TrainConfig:
     """Rebuilds a config written by :meth:`TrainConfig.to_dict` (e.g. a run's config.json).
-
-    ``data["algo"]`` names a registered algorithm (:data:`goalenvs.agents.registry.ALGOS`).
-    """
+    ``data["algo"]`` names a registered algorithm (:data:`goalenvs.agents.registry.ALGOS`)."""
     data = dict(data)
     data.pop("plan", None)  # a run folder's resolved plan (goalenvs.train.plan), not a field
     cls = get_algo(data.pop("algo", None)).config_class()

@@ -9,8 +9,7 @@ Targets move once per cycle (``update_targets``), as DDPG+HER's.
 Actions are handled in [-1, 1] and mapped affinely onto the env's Box bounds.
 The actor's loss is taken after the critics' step; the temperature's loss needs only the
 actor's log-probabilities, so the actor and the temperature step together (one
-all-reduce across workers for the critics, one for those two).
-"""
+all-reduce across workers for the critics, one for those two)."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ from torch.nn import functional
 from goalenvs.agents.base import BoxAgent, adam
 from goalenvs.agents.config import POSITIVE, TrainConfig, finite, option
 from goalenvs.agents.losses import twin_critic_loss
-from goalenvs.agents.networks import Critic, mlp
+from goalenvs.agents.networks import Critic, Network, twin_min
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # keeps sigma in a range where log-probs stay finite
 
@@ -49,18 +48,12 @@ class SACConfig(TrainConfig):
     )
 
 
-class GaussianActor(nn.Module):
+class GaussianActor(Network):
     """The squashed-Gaussian policy: a mean and a log-std per action dim."""
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_sizes: tuple[int, ...],
-        action_size: int,
-        layer_norm: bool = False,
-    ) -> None:
-        super().__init__()
-        self.net = mlp(input_size, hidden_sizes, 2 * action_size, layer_norm)
+    def sizes(self, input_size: int, action_size: int) -> tuple[int, int]:
+        """The state and goal in; a mean and a log-std per action dim out."""
+        return input_size, 2 * action_size
 
     def forward(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean, log_std)`` of the pre-squash Gaussian, each ``(B, A)``."""
@@ -148,10 +141,8 @@ class SAC(BoxAgent):
         with self.autocast():
             with torch.no_grad():
                 next_actions, next_log_prob = self.actor.sample(next_inputs)
-                next_values = torch.minimum(
-                    self.critic1_target(next_inputs, next_actions),
-                    self.critic2_target(next_inputs, next_actions),
-                )
+                targets = (self.critic1_target, self.critic2_target)
+                next_values = twin_min(targets, next_inputs, next_actions)
                 soft_values = next_values - alpha * next_log_prob
                 target = self.batch_targets(batch, soft_values)
             q1, q2 = self.critic1(inputs, actions), self.critic2(inputs, actions)
@@ -161,7 +152,7 @@ class SAC(BoxAgent):
 
         with self.autocast():
             pi, log_prob = self.actor.sample(inputs)
-            q_pi = torch.minimum(self.critic1(inputs, pi), self.critic2(inputs, pi))
+            q_pi = twin_min((self.critic1, self.critic2), inputs, pi)
             actor_loss = (alpha * log_prob - q_pi).mean()
         alpha_loss = -(self.temperature.log_alpha * (log_prob.detach() + self.target_entropy))
         self.gradient_steps(

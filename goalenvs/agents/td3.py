@@ -8,8 +8,7 @@ Critics:  minimize (Q1(s, g, a) - y)^2 + (Q2(s, g, a) - y)^2
 Actor:    minimize -Q1(s, g, pi(s, g)) + action_l2 * mean(pi(s, g)^2)
 Targets move once per cycle (``update_targets``), as DDPG+HER's.
 The actor's loss is taken after the critics' step (the paper's order), so a step with the
-actor all-reduces gradients twice across workers, once per network.
-"""
+actor all-reduces gradients twice across workers, once per network."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ from goalenvs.agents.base import adam
 from goalenvs.agents.config import POSITIVE_INT, at_least_zero, option
 from goalenvs.agents.ddpg import DDPG, DDPGConfig
 from goalenvs.agents.losses import twin_critic_loss
-from goalenvs.agents.networks import Critic
+from goalenvs.agents.networks import Critic, twin_min
 
 
 @dataclass
@@ -63,9 +62,8 @@ class TD3(DDPG):
         """DDPG's networks, a second critic and its target; one Adam over both critics."""
         super().make_networks()
         config = self.config
-        self.critic2 = Critic(
-            self.normalizer.input_size, config.hidden_sizes, self.action_size, config.layer_norm
-        )
+        size, hidden = self.normalizer.input_size, config.hidden_sizes
+        self.critic2 = Critic(size, hidden, self.action_size, config.layer_norm)
         self.critic2_target = copy.deepcopy(self.critic2).requires_grad_(False)
         self.critic_optimizer = adam(
             [*self.critic.parameters(), *self.critic2.parameters()], lr=config.critic_lr
@@ -78,10 +76,8 @@ class TD3(DDPG):
 
     def update(self, batch: Any, actor_step: bool | None = None) -> dict[str, torch.Tensor]:
         """One step of both critics; one actor step every ``policy_delay`` calls.
-
         ``actor_step`` says whether this call steps the actor; None reads it from the step
-        counter (:meth:`update_options` plans it ahead without reading the device).
-        """
+        counter (:meth:`update_options` plans it ahead without reading the device)."""
         cfg = self.config
         if actor_step is None:
             actor_step = (int(self.critic_steps.count) + 1) % cfg.policy_delay == 0
@@ -95,10 +91,8 @@ class TD3(DDPG):
                     -cfg.target_noise_clip, cfg.target_noise_clip
                 )
                 next_actions = (next_pi + noise).clamp(-1.0, 1.0)
-                next_values = torch.minimum(
-                    self.critic_target(next_inputs, next_actions),
-                    self.critic2_target(next_inputs, next_actions),
-                )
+                targets = (self.critic_target, self.critic2_target)
+                next_values = twin_min(targets, next_inputs, next_actions)
                 target = self.batch_targets(batch, next_values)
             q1, q2 = self.critic(inputs, actions), self.critic2(inputs, actions)
             critic_loss = twin_critic_loss(q1, q2, target, getattr(batch, "weights", None))

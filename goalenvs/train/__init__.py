@@ -1,8 +1,7 @@
 """The training loop, the run folder and resume, checkpoints, presets and ``goalenvs train``.
 
 Importing this package loads nothing else. The package is also the one-call function:
-``goalenvs.train(env_id, **fields)`` is :func:`goalenvs.train.api.train_env`.
-"""
+``goalenvs.train(env_id, **fields)`` is :func:`goalenvs.train.api.train_env`."""
 
 from __future__ import annotations
 

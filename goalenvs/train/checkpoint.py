@@ -15,8 +15,7 @@ Every torch file goalenvs writes here carries the sha256 of its own bytes as the
 of its zip archive (which torch ignores): ``goalenvs-sha256:`` and the hex digest of the
 file as written with an empty comment. :func:`load_torch_file` checks it first, so a file
 changed at any byte is refused in one line; a file without a comment (written before
-goalenvs wrote checksums) loads as before.
-"""
+goalenvs wrote checksums) loads as before."""
 
 from __future__ import annotations
 
@@ -183,6 +182,14 @@ def load_torch_file(
         raise CheckpointError(f"{unreadable}: {error_summary(exc)}") from None
 
 
+def _check_version(path: Path, what: str, found: object, version: int) -> None:
+    """A :class:`CheckpointError` naming ``path`` when its ``what`` version is not ours."""
+    if found != version:
+        raise CheckpointError(
+            f"{str(path)!r} has {what} version {found!r}; this goalenvs reads version {version}"
+        )
+
+
 def _is_zip(data: bytes) -> bool:
     """Whether ``data`` ends as a zip archive does (``is_zipfile`` raises on some)."""
     try:
@@ -203,11 +210,7 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
             f"{str(path)!r} is a torch file but not a goalenvs checkpoint: expected a dict with "
             f"'format': {FORMAT!r}, found {found}"
         )
-    if data.get("version") != VERSION:
-        raise CheckpointError(
-            f"{str(path)!r} has checkpoint version {data.get('version')!r}; this goalenvs "
-            f"reads version {VERSION}"
-        )
+    _check_version(path, "checkpoint", data.get("version"), VERSION)
     for key in ("metadata", "policy"):
         if not isinstance(data.get(key), dict):
             raise CheckpointError(f"{str(path)!r} lacks its {key!r} section")
@@ -251,12 +254,9 @@ def unit_epochs(run_dir: str | os.PathLike) -> list[int]:
     root = Path(run_dir) / CHECKPOINTS
     if not root.is_dir():
         return []
-    epochs = []
-    for child in root.iterdir():
-        name = child.name
-        if child.is_dir() and name.startswith(_UNIT_PREFIX) and name[len(_UNIT_PREFIX) :].isdigit():
-            epochs.append(int(name[len(_UNIT_PREFIX) :]))
-    return sorted(epochs, reverse=True)
+    units = [c.name for c in root.iterdir() if c.is_dir() and c.name.startswith(_UNIT_PREFIX)]
+    numbers = [name[len(_UNIT_PREFIX) :] for name in units]
+    return sorted((int(number) for number in numbers if number.isdigit()), reverse=True)
 
 
 def commit_unit(unit: Path, epoch: int, extra: dict[str, object]) -> Path:
@@ -284,11 +284,7 @@ def read_manifest(unit: Path) -> dict[str, Any]:
         raise CheckpointError(f"{str(path)!r} is not readable JSON ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != UNIT_FORMAT:
         raise CheckpointError(f"{str(path)!r} is not a goalenvs checkpoint manifest")
-    if manifest.get("version") != UNIT_VERSION:
-        raise CheckpointError(
-            f"{str(path)!r} has manifest version {manifest.get('version')!r}; this goalenvs "
-            f"reads version {UNIT_VERSION}"
-        )
+    _check_version(path, "manifest", manifest.get("version"), UNIT_VERSION)
     epoch = int(unit.name[len(_UNIT_PREFIX) :])
     if manifest.get("epoch") != epoch:
         raise CheckpointError(
@@ -316,20 +312,20 @@ def remove_debris(run_dir: str | os.PathLike) -> list[Path]:
     manifest, files a manifest does not list) while no worker writes; returns them."""
     run_dir = Path(run_dir)
     removed: list[Path] = []
-    if not run_dir.is_dir():
-        return removed
-    for folder in (run_dir, run_dir / CHECKPOINTS):
-        if folder.is_dir():
-            for p in folder.iterdir():
-                if p.is_file() and is_temporary(p):
-                    p.unlink()
-                    removed.append(p)
+
+    def remove(path: Path) -> None:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        removed.append(path)
+
+    folders = [f for f in (run_dir, run_dir / CHECKPOINTS) if f.is_dir()]
+    for p in [p for folder in folders for p in folder.iterdir()]:
+        if p.is_file() and is_temporary(p):
+            remove(p)
     for epoch in unit_epochs(run_dir):
         unit = unit_dir(run_dir, epoch)
         manifest_path = unit / MANIFEST
         if not manifest_path.is_file():
-            shutil.rmtree(unit)
-            removed.append(unit)
+            remove(unit)
             continue
         try:
             listed = set(json.loads(manifest_path.read_text(encoding="utf-8"))["files"])
@@ -337,9 +333,5 @@ def remove_debris(run_dir: str | os.PathLike) -> list[Path]:
             continue  # a damaged manifest: the resume reports it and falls back
         for p in unit.iterdir():
             if p.name != MANIFEST and p.name not in listed:
-                if p.is_dir():
-                    shutil.rmtree(p)
-                else:
-                    p.unlink()
-                removed.append(p)
+                remove(p)
     return removed

@@ -108,9 +108,8 @@ class Flag:
         else:
             settings["action"] = _Typed
             settings["type"] = {"int": int, "float": float}.get(kind, str)
-            settings["metavar"] = self.option.metavar or ("N" if kind == "int" else "X")
-            if kind == "str" and not self.option.metavar:
-                settings["metavar"] = self.name.split("_")[-1].upper()
+            shown = {"int": "N", "str": self.name.split("_")[-1].upper()}.get(kind, "X")
+            settings["metavar"] = self.option.metavar or shown
         parser.add_argument(*self.flags, **settings)
 
 
@@ -140,12 +139,11 @@ def config_flags() -> dict[str, Flag]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``goalenvs train``: ENV_ID, the run's own, then a flag per config field."""
     add_env_id(parser, "the goal env")
+    kinds = ", ".join(f"{a.name}: {a.action_space}" for a in ALGOS.values())
     parser.add_argument(
         "--algo",
         choices=list(ALGOS),
-        help="a registered algorithm; default: the first that fits the action space ("
-        + ", ".join(f"{a.name}: {a.action_space}" for a in ALGOS.values())
-        + ")",
+        help=f"a registered algorithm; default: the first that fits the action space ({kinds})",
     )
     parser.add_argument(
         "--preset",
@@ -431,18 +429,17 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(shown, indent=2))
             print(f"{source}: {length}", file=sys.stderr)
             return 0
+        header = f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}"
         if seeds is not None:
             from goalenvs.train.seeds import train_seeds
 
-            header = f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}"
             built, command.env = command.env, None  # the first seed's trainer closes it
             return train_seeds(config, built, seeds, header, at_once)
         trainer = Trainer(config, env=command.env, recorded=command.recorded)
         command.env = None  # the trainer's now: it closes it
         if main_worker:
             timed = estimate(trainer) if command.preset is not None else None
-            length = length if timed is None else f"{length}; {timed.line()}"
-            print(f"goalenvs train: {config.algo} on {config.env_id}, {source}: {length}")
+            print(header if timed is None else f"{header}; {timed.line()}")
             for line in trainer.plan_lines():
                 print(f"goalenvs train: {line}", flush=True)
         result = trainer.run()

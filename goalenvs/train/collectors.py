@@ -19,8 +19,7 @@ Overlap: :meth:`Collector.collect_ahead` steps the next cycle in a background th
 a copy of the policy while the learner runs this cycle's updates (one cycle of lag). Its
 steps reach the buffer only through :meth:`Collector.store`, after the updates, and the
 copy explores with the agent's own generator, so a seed gives the same run whatever the
-thread timing.
-"""
+thread timing."""
 
 from __future__ import annotations
 
@@ -69,11 +68,9 @@ class Rollout(NamedTuple):
 
 
 class Backend:
-    """Where the envs run: numpy vector envs with same-step autoreset (in the trainer's
-    process or in worker processes), and the replay buffer beside them: the numpy one in
-    host memory, or (``replay_on_device``) the torch one on the training ``device``, each
-    step's arrays copied there when they are stored. :class:`DeviceBackend` runs the envs
-    on the device too."""
+    """Where the envs run (numpy vector envs, see the module docstring) and the replay
+    buffer beside them: the numpy one in host memory, or (``replay_on_device``) the torch
+    one on the training ``device``, each step's arrays copied there as they are stored."""
 
     # The step that ends an episode already returns the next episode's first observation;
     # the final one is read from the info.
@@ -123,25 +120,21 @@ class Backend:
     def new_buffer(self, size: int, compute_reward: GoalFunction, **kwargs: Any) -> ReplayBuffer:
         """An empty replay buffer holding ``size`` transitions; ``kwargs`` are the
         buffer's (spaces, HER and priority settings)."""
-        from goalenvs.her.buffer import DeviceHerReplayBuffer, HerReplayBuffer
-
-        if self.replay_on_device:
-            return DeviceHerReplayBuffer(
-                size, compute_reward=compute_reward, device=self.device, **kwargs
-            )
-        return HerReplayBuffer(size, compute_reward=compute_reward, **kwargs)
+        return self._buffer_class()(size, compute_reward=compute_reward, **self._on(), **kwargs)
 
     def load_buffer(
         self, path: Path, compute_reward: GoalFunction, compute_terminated: GoalFunction | None
     ) -> ReplayBuffer:
         """A replay buffer this backend saved (a device one loaded onto this device)."""
+        return self._buffer_class().load(path, compute_reward, compute_terminated, **self._on())
+
+    def _buffer_class(self) -> Any:
         from goalenvs.her.buffer import DeviceHerReplayBuffer, HerReplayBuffer
 
-        if self.replay_on_device:
-            return DeviceHerReplayBuffer.load(
-                path, compute_reward, compute_terminated, device=self.device
-            )
-        return HerReplayBuffer.load(path, compute_reward, compute_terminated)
+        return DeviceHerReplayBuffer if self.replay_on_device else HerReplayBuffer
+
+    def _on(self) -> dict[str, torch.device]:
+        return {"device": self.device} if self.replay_on_device else {}
 
 
 class DeviceBackend(Backend):
@@ -340,7 +333,5 @@ def _with_final_obs(
 
 def _final(info: dict[str, Any], key: str, i: int) -> object:
     """Entry ``key`` of sub-env ``i``'s final info (same-step autoreset)."""
-    final = info["final_info"]
-    if isinstance(final, dict):  # SyncVectorEnv: a dict of per-env arrays
-        return final[key][i]
-    return final[i][key]
+    final = info["final_info"]  # SyncVectorEnv's: a dict of per-env arrays
+    return final[key][i] if isinstance(final, dict) else final[i][key]

@@ -19,6 +19,11 @@ def mean_or_nan(values: list[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
+def _losses(values: dict[str, float]) -> str:
+    """``critic 0.12  actor -3.4``: the losses under their short names."""
+    return "  ".join(f"{LABELS.get(name, name)} {value:.3g}" for name, value in values.items())
+
+
 def _time_shares(row: dict[str, Any]) -> str:
     """``  time: env 28%  act 4% ...``: where the epoch's time went (empty without it)."""
     seconds = {k[5:]: row[k] for k in TIME_COLUMNS if isinstance(row.get(k), int | float)}
@@ -55,11 +60,7 @@ class Display:
         """Refreshes the status line after cycle ``cycle`` (from 0) (on a terminal only)."""
         if self.progress is None:
             return
-        losses = "  ".join(
-            f"{LABELS.get(name, name)} {stats[name][-1]:.3g}"
-            for name in self.loss_names
-            if stats[name]
-        )
+        losses = _losses({name: stats[name][-1] for name in self.loss_names if stats[name]})
         status = (
             f"cycle {cycle + 1}/{self.config.n_cycles}  steps {env_steps}  "
             f"train success {mean_or_nan(stats['success'][-50:]):.2f}  {losses}"
@@ -70,7 +71,7 @@ class Display:
     def epoch(self, row: dict[str, Any], best: float) -> None:
         """Prints the epoch's summary line."""
         names = self.loss_names
-        losses = "  ".join(f"{LABELS.get(name, name)} {row[name]:.3g}" for name in names)
+        losses = _losses({name: row[name] for name in names})
         if not any(np.isfinite(row[name]) for name in names):
             # no loss to show: the replay buffer never held a batch's worth this epoch
             losses = "no update yet (the buffer fills first)"

@@ -10,8 +10,7 @@ with one worker or many.
 
 Workers start with ``forkserver`` (``spawn`` where there is none): a fork of a process
 that runs torch threads can deadlock. A worker whose env raises, or that dies, stops the
-run with an :class:`EnvWorkerError` naming it, and every worker process is reaped.
-"""
+run with an :class:`EnvWorkerError` naming it, and every worker process is reaped."""
 
 from __future__ import annotations
 
@@ -149,10 +148,8 @@ class EnvGroup(gym.Env):
 
     def generator_states(self) -> dict[str, object]:
         """The group's generator states under the run's sub-env indices."""
-        return {
-            _renumber(name, self.first): state
-            for name, state in self.envs.generator_states().items()
-        }
+        states = self.envs.generator_states().items()
+        return {_renumber(name, self.first): state for name, state in states}
 
     def restore_generators(self, states: dict[str, object]) -> list[str]:
         """Restores the group's share of ``states``; returns its names that did not match."""
@@ -170,17 +167,13 @@ class EnvGroup(gym.Env):
 
 def _index(name: str) -> int:
     """The sub-env index of a generator name ``envs[i]...`` (-1 for any other name)."""
-    if not name.startswith("envs["):
-        return -1
-    return int(name[5 : name.index("]")])
+    return int(name[5 : name.index("]")]) if name.startswith("envs[") else -1
 
 
 def _renumber(name: str, offset: int) -> str:
     """``envs[i]...`` as ``envs[i + offset]...`` (names of other generators unchanged)."""
     index = _index(name)
-    if index < 0:
-        return name
-    return f"envs[{index + offset}]{name[name.index(']') + 1 :]}"
+    return name if index < 0 else f"envs[{index + offset}]{name[name.index(']') + 1 :]}"
 
 
 class EnvWorkers(gym.vector.VectorEnv):
@@ -216,10 +209,8 @@ class EnvWorkers(gym.vector.VectorEnv):
         self.metadata = {**self.pool.metadata, "autoreset_mode": gym.vector.AutoresetMode(mode)}
         self.render_mode = None
         probe = _make_env(source, env_kwargs)  # the spaces of one sub-env
-        self.single_observation_space, self.single_action_space = (
-            probe.observation_space,
-            probe.action_space,
-        )
+        self.single_observation_space = probe.observation_space
+        self.single_action_space = probe.action_space
         probe.close()
         batch = gym.vector.utils.batch_space
         self.observation_space = batch(self.single_observation_space, num_envs)
@@ -357,11 +348,8 @@ def _merge_infos(infos: list[dict[str, object]], size: int) -> dict[str, object]
         present = [(group, np.asarray(v)) for group, v in enumerate(values) if v is not None]
         first = present[0][1]
         shape = (total, *first.shape[1:])
-        array = (
-            np.full(shape, None, dtype=object)
-            if first.dtype == object
-            else np.zeros(shape, dtype=first.dtype)
-        )
+        # an object entry a group lacks is None there (np.empty's objects), any other zero
+        array = np.empty(shape, object) if first.dtype == object else np.zeros(shape, first.dtype)
         for group, value in present:
             array[group * size : (group + 1) * size] = value
         merged[key] = array

@@ -63,12 +63,9 @@ def observation_dtype_note(env: gym.Env, env_id: str, seed: int) -> str | None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_DTYPE_WARNINGS, category=UserWarning)
         obs, _ = env.reset(seed=seed)
+    dtypes = {key: (np.asarray(obs[key]).dtype, space[key].dtype) for key in space if key in obs}
     found = {
-        key: (np.asarray(obs[key]).dtype, space[key].dtype)
-        for key in space.spaces
-        if key in obs
-        and space[key].dtype is not None
-        and np.asarray(obs[key]).dtype != space[key].dtype
+        k: (got, want) for k, (got, want) in dtypes.items() if want is not None and got != want
     }
     if not found:
         return None
@@ -127,12 +124,10 @@ def goal_function(
     vector_env: Any, env: gym.Env, name: str, host_arrays: bool = False
 ) -> Callable | None:
     """The batched ``compute_reward`` / ``compute_terminated`` of the env (None if absent).
-
     A ``compute_terminated`` result is broadcast to the batch (Fetch's is one ``False``);
     a ``compute_reward`` one never is (the buffer refuses one that is not one reward per
     goal pair). With ``host_arrays`` tensors reach the env's function as numpy arrays, and
-    its result goes back to their device.
-    """
+    its result goes back to their device."""
     fn = getattr(vector_env.unwrapped, name, None)
     if not callable(fn):
         try:
@@ -180,14 +175,8 @@ def scalar_info_keys(env: gym.Env) -> tuple[str, ...]:
     """The numeric or boolean scalar entries of the env's info, ``is_success`` aside: HER
     recomputes rewards that read them (a collision penalty) without the user naming them."""
     _, info = env.reset(seed=0)
-    return tuple(
-        key
-        for key, value in info.items()
-        if key != "is_success"
-        and not key.startswith("_")
-        and np.ndim(value) == 0
-        and np.asarray(value).dtype.kind in "biuf"
-    )
+    named = [(k, v) for k, v in info.items() if k != "is_success" and not k.startswith("_")]
+    return tuple(k for k, v in named if np.ndim(v) == 0 and np.asarray(v).dtype.kind in "biuf")
 
 
 def probe_rewards(

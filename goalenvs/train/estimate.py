@@ -2,8 +2,7 @@
 act of the policy and one gradient update, each timed a few times on throwaway copies,
 then multiplied by the counts the run's schedule makes of each. It leaves out what it
 cannot see in a second (HER sampling, checkpoints, a machine that gets busier), so it is
-printed as an estimate: "about 3 minutes".
-"""
+printed as an estimate: "about 3 minutes"."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ A container sees every core of its host in ``os.cpu_count()`` and its affinity, 
 cgroup's CPU quota may grant it only a few: the cores a run may use are the fewer of the
 affinity and the quota rounded up (:func:`usable_cores`), as the JVM and Go's
 automaxprocs count them. The quota is cgroup v2's ``cpu.max`` (``"200000 100000"``: two
-CPUs) or cgroup v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``.
-"""
+CPUs) or cgroup v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``."""
 
 from __future__ import annotations
 
@@ -52,16 +51,12 @@ def _read(path: Path) -> str | None:
 
 
 def _quota(quota: str, period: str) -> float | None:
-    """``quota / period`` in CPUs; None for no limit or text that is not two numbers."""
-    if quota == "max":
-        return None
+    """``quota / period`` in CPUs; None for no limit ("max") or text that is not two numbers."""
     try:
         q, p = int(quota), int(period)
     except ValueError:
         return None
-    if q <= 0 or p <= 0:
-        return None
-    return q / p
+    return q / p if q > 0 and p > 0 else None
 
 
 def cpu_quota(cgroup_root: Path | None = None) -> float | None:

@@ -12,8 +12,7 @@ config.json records it (the facts aside), and the
 A resume follows the recorded plan (:func:`follow_recorded`) where the config leaves a
 choice to the machine. Where this machine cannot give it the run is refused in one line
 naming what was recorded, what this machine gives and the flag that accepts the change;
-where it can, only slower, it says so and goes on.
-"""
+where it can, only slower, it says so and goes on."""
 
 from __future__ import annotations
 
@@ -155,15 +154,9 @@ def follow_recorded(config: TrainConfig, recorded: dict[str, object] | None) -> 
         return config
     device = str(recorded.get("device", "cpu")).split(":")[0]
     moved = config.device not in ("auto", device)
-    values: dict[str, object] = {
-        "device": device,
-        "env_device": recorded.get("env_device"),
-        "replay_device": recorded.get("replay_device"),
-        "env_workers": recorded.get("env_workers"),
-        "overlap": recorded.get("overlap"),
-        "precision": recorded.get("precision"),
-        "cuda_graphs": "on" if recorded.get("cuda_graphs") else "off",
-    }
+    kept = ("env_device", "replay_device", "env_workers", "overlap", "precision")
+    values: dict[str, object] = {"device": device, **{name: recorded.get(name) for name in kept}}
+    values["cuda_graphs"] = "on" if recorded.get("cuda_graphs") else "off"
     follows: dict[str, Any] = {
         name: value
         for name, value in values.items()
@@ -231,9 +224,8 @@ def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
     if dtype_note is not None:
         notes.append(dtype_note)
     declared_length = episode_length(env)
-    horizon = declared_length
-    if horizon is None and checked is not None:
-        horizon = checked.episode_length
+    seen = None if checked is None else checked.episode_length
+    horizon = declared_length if declared_length is not None else seen
     native_twin = env_spec(config.env_id).vector_entry_point is not None
     timed = config.env_workers is None and not native_twin
     step_seconds = measure_step_seconds(env, seed=config.seed) if timed else None
@@ -248,19 +240,13 @@ def look_at(config: TrainConfig, env: gym.Env, notes: list[str]) -> EnvFacts:
             reward_range = probe_rewards(env, compute_reward, tuple(info_keys), config.seed)
     return EnvFacts(
         observation_space=cast(spaces.Dict, env.observation_space),
-        action_space=env.action_space,
-        declared_length=declared_length,
-        episode_length=horizon,
-        info_keys=tuple(info_keys),
-        compute_reward=compute_reward,
+        action_space=env.action_space, declared_length=declared_length, episode_length=horizon,
+        info_keys=tuple(info_keys), compute_reward=compute_reward,
         has_compute_terminated=goal_function(env, env, "compute_terminated") is not None,
-        native_twin=native_twin,
-        twin_problem=device_twin_problem(config.env_id),
-        step_seconds=step_seconds,
-        reward_range=reward_range,
-        reward_declared=finite,
+        native_twin=native_twin, twin_problem=device_twin_problem(config.env_id),
+        step_seconds=step_seconds, reward_range=reward_range, reward_declared=finite,
         preflight_seconds=None if checked is None else round(checked.seconds, 3),
-    )
+    )  # fmt: skip
 
 
 def make_plan(
@@ -316,31 +302,18 @@ def make_plan(
             "terminated flag their real goal gave (a relabeled goal reached early does "
             "not end its episode), as stable-baselines3's HER does"
         )
+    clip = _clip_range(config.clip_return, config.clip_range, config.env_id, facts, gamma, notes)
     return RunPlan(
-        facts=facts,
-        device=str(device),
-        rank=rank,
-        world=world,
-        episode_length=horizon,
-        rollout_steps=rollout_steps,
-        gamma=gamma,
-        clip_range=_clip_range(
-            config.clip_return, config.clip_range, config.env_id, facts, gamma, notes
-        ),
-        info_keys=facts.info_keys,
-        env_device=env_device,
-        replay_device=replay_device,
-        env_workers=env_workers,
+        facts=facts, device=str(device), rank=rank, world=world, episode_length=horizon,
+        rollout_steps=rollout_steps, gamma=gamma,
+        clip_range=clip, info_keys=facts.info_keys,
+        env_device=env_device, replay_device=replay_device, env_workers=env_workers,
         eval_workers=eval_env_workers(config.n_eval_episodes, env_workers),
-        step_seconds=step_seconds,
-        overlap=overlap,
-        precision=precision,
+        step_seconds=step_seconds, overlap=overlap, precision=precision,
         cuda_graphs=_cuda_graphs(config.cuda_graphs, config.algo, device, world),
-        torch_threads=_torch_threads(config.torch_threads, notes),
-        machine=describe_machine(),
-        notes=tuple(notes),
-        preflight_seconds=facts.preflight_seconds,
-    )
+        torch_threads=_torch_threads(config.torch_threads, notes), machine=describe_machine(),
+        notes=tuple(notes), preflight_seconds=facts.preflight_seconds,
+    )  # fmt: skip
 
 
 def _check_schedule(config: TrainConfig, episode: int, rollout_steps: int, world: int) -> None:
@@ -499,10 +472,8 @@ def _clip_range(
 ) -> tuple[float, float] | None:
     """The range Bellman targets are clipped to: ``clip_range``, else the returns the env's
     declared rewards allow, or baselines' [-1, 0] where a probe paid inside it; None: not."""
-    if not clip_return:
-        return None
-    if clip_range is not None:
-        return clip_range
+    if not clip_return or clip_range is not None:
+        return clip_range if clip_return else None
     assert facts.reward_range is not None  # look_at read or probed it
     low, high = facts.reward_range
     if facts.reward_declared:

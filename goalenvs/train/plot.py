@@ -74,15 +74,10 @@ def read_runs(paths: Sequence[str | Path]) -> list[SeedRun]:
             rows = list(csv.DictReader(f))
         if not rows:
             raise ValueError(f"RUN {str(folder)!r}: no epoch finished yet (progress.csv is empty)")
-        runs.append(
-            SeedRun(
-                folder,
-                str(config["env_id"]),
-                int(config.get("seed", 0)),
-                np.array([int(row["env_steps"]) for row in rows]),
-                np.array([float(row["eval_success"]) for row in rows]),
-            )
-        )
+        steps = np.array([int(row["env_steps"]) for row in rows])
+        success = np.array([float(row["eval_success"]) for row in rows])
+        seed = int(config.get("seed", 0))
+        runs.append(SeedRun(folder, str(config["env_id"]), seed, steps, success))
     envs = sorted({run.env_id for run in runs})
     if len(envs) > 1:
         which = ", ".join(f"{run.path} ({run.env_id})" for run in runs)
@@ -112,13 +107,9 @@ def bootstrap_band(
 def on_grid(runs: Sequence[SeedRun]) -> tuple[np.ndarray, np.ndarray]:
     """Every run's eval success at the union of their env steps (seeds x points)."""
     grid = np.unique(np.concatenate([run.env_steps for run in runs]))
-    values = np.stack(
-        [
-            run.success[np.clip(np.searchsorted(run.env_steps, grid, "right") - 1, 0, None)]
-            for run in runs
-        ]
-    )
-    return grid, values
+    # each run's last epoch at or before each grid point (its first before it began)
+    at = [np.clip(np.searchsorted(run.env_steps, grid, "right") - 1, 0, None) for run in runs]
+    return grid, np.stack([run.success[i] for run, i in zip(runs, at, strict=True)])
 
 
 def seed_table(runs: Sequence[SeedRun], mark: float) -> list[str]:

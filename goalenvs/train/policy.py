@@ -30,9 +30,7 @@ class Policy:
         # a path/to/file.py env's absolute path (None: another form, or an older checkpoint)
         self.env_file: str | None = metadata.get("env_file")
         self.algo: str = metadata["algo"]
-        self.observation_space: spaces.Dict = spaces.Dict(
-            {k: space_from_dict(v) for k, v in metadata["observation_space"].items()}
-        )
+        self.observation_space = _observation_space(metadata)
         self.action_space: spaces.Space = agent.action_space
 
     def predict(self, observation: dict[str, object], deterministic: bool = True) -> np.ndarray:
@@ -66,11 +64,8 @@ def load_policy(path: str | os.PathLike, device: str | torch.device = "cpu") -> 
     meta = data["metadata"]
     try:
         config = config_from_dict(meta["config"])
-        observation_space = spaces.Dict(
-            {k: space_from_dict(v) for k, v in meta["observation_space"].items()}
-        )
         action_space = space_from_dict(meta["action_space"])
-        agent = make_agent(config, observation_space, action_space, float(meta["gamma"]))
+        agent = make_agent(config, _observation_space(meta), action_space, float(meta["gamma"]))
         for name, module in agent.policy_modules().items():
             module.load_state_dict(data["policy"][name])
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
@@ -78,3 +73,8 @@ def load_policy(path: str | os.PathLike, device: str | torch.device = "cpu") -> 
             f"{str(path)!r} has inconsistent contents: {type(exc).__name__}: {exc}"
         ) from None
     return Policy(agent.to(device), meta)
+
+
+def _observation_space(metadata: dict[str, Any]) -> spaces.Dict:
+    """The single-env goal Dict a checkpoint's metadata describes."""
+    return spaces.Dict({k: space_from_dict(v) for k, v in metadata["observation_space"].items()})

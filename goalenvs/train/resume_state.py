@@ -3,8 +3,7 @@ the agent's, the replay buffer's and the envs'), so that a resumed run draws wha
 uninterrupted one draws. The envs' states are taken just before an epoch's last step
 (:class:`GeneratorSnapshot`). Generators are found by duck typing
 (:func:`find_generators`); names that do not match between the save and the resume are
-returned to the caller, which says so.
-"""
+returned to the caller, which says so."""
 
 from __future__ import annotations
 
@@ -73,17 +72,17 @@ def restore_generators(obj: object, states: dict[str, Any]) -> list[str]:
 
 def torch_generator_states(obj: object) -> dict[str, torch.Tensor]:
     """``{attribute: state}`` of the ``torch.Generator`` attributes of ``obj``."""
-    return {
-        name: value.get_state()
-        for name, value in sorted(vars(obj).items())
-        if isinstance(value, torch.Generator)
-    }
+    return {name: generator.get_state() for name, generator in _torch_generators(obj).items()}
+
+
+def _torch_generators(obj: object) -> dict[str, torch.Generator]:
+    return {k: v for k, v in sorted(vars(obj).items()) if isinstance(v, torch.Generator)}
 
 
 def restore_torch_generators(obj: object, states: dict[str, torch.Tensor]) -> list[str]:
     """Sets the torch generators of ``obj`` back to ``states``; returns the names that did
     not match, or were saved on another device (those keep their seeded state)."""
-    current = {k: v for k, v in vars(obj).items() if isinstance(v, torch.Generator)}
+    current = _torch_generators(obj)
     missed = current.keys() ^ states.keys()
     for name in current.keys() & states.keys():
         try:

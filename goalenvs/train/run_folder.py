@@ -19,8 +19,7 @@ written last, so a kill at any moment leaves a folder that ``--resume`` continue
 the last committed epoch (later rows dropped, debris removed, a damaged newest unit
 falling back to the one before). :class:`RunFolder` holds no training state of its own:
 :meth:`RunFolder.commit_epoch` is given what to save, and :meth:`RunFolder.open` loads a
-resumed epoch's networks into the agent and returns the rest as a :class:`Restored`.
-"""
+resumed epoch's networks into the agent and returns the rest as a :class:`Restored`."""
 
 from __future__ import annotations
 
@@ -72,6 +71,12 @@ Unit = tuple[dict, dict | None, ReplayBuffer | None]
 logger = logging.getLogger(__name__)
 
 
+def new_run_path(env_id: str, algo: str, tag: str) -> Path:
+    """``runs/<env>-<algo>-<tag>-<time>``: a new run folder's (or seed set's) path."""
+    name = env_id.replace("/", "_").replace(":", "_")
+    return Path(f"runs/{name}-{algo}-{tag}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
 @dataclass
 class Counters:
     """How far a run has come (all workers together), as its checkpoints record it."""
@@ -105,12 +110,10 @@ class Restored:
 class RunFolder:
     """The folder of one run, as worker ``rank`` of ``world`` reads and writes it:
     ``config.resume``, else ``config.out``, else a new one under ``runs/``.
-
     Every checkpoint carries ``describe`` (env, algorithm, spaces, ``gamma``, config)
     besides its counters; ``loss_names`` are progress.csv's losses; ``buffer_file`` names
     this worker's saved replay buffer; a resume loads onto ``device``; ``plan`` (the
-    :class:`~goalenvs.train.plan.RunPlan` as plain values) goes into config.json.
-    """
+    :class:`~goalenvs.train.plan.RunPlan` as plain values) goes into config.json."""
 
     def __init__(
         self,
@@ -126,12 +129,10 @@ class RunFolder:
         device: torch.device,
         plan: dict[str, object] | None = None,
     ) -> None:
-        if config.resume or config.out:
-            self.path = Path(config.resume or config.out or "")
-        else:
-            name = config.env_id.replace("/", "_").replace(":", "_")
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            self.path = Path(f"runs/{name}-{config.algo}-s{config.seed}-{stamp}")
+        given = config.resume or config.out
+        self.path = (
+            Path(given) if given else new_run_path(config.env_id, config.algo, f"s{config.seed}")
+        )
         self.plan, self.device, self.config = plan, device, config
         self.rank, self.world, self.main = rank, world, rank == 0
         self.describe: dict[str, object] = {
@@ -310,14 +311,11 @@ class RunFolder:
                 f"({type(exc).__name__}: {str(exc).splitlines()[0]})"
             ) from None
         counters = Counters(
-            epoch=int(meta["epoch"]),
-            env_steps=int(meta["env_steps"]),
-            updates=int(meta["updates"]),
-            wall_time=float(meta["wall_time"]),
-            best_success=float(meta["best_success_rate"]),
-            best_return=float(meta.get("best_return", -math.inf)),
-            best_epoch=int(data["manifest"].get("best_epoch", epoch)),
-        )
+            int(meta["epoch"]), int(meta["env_steps"]), int(meta["updates"]),
+            float(meta["wall_time"]), float(meta["best_success_rate"]),
+            float(meta.get("best_return", -math.inf)),
+            int(data["manifest"].get("best_epoch", epoch)),
+        )  # fmt: skip
         if state is None:
             saved = data["manifest"].get("world_size")
             logger.warning(
@@ -378,15 +376,16 @@ class RunFolder:
         self, agent: Agent, name: str | Path, counters: Counters, success: float, training: bool
     ) -> Path:
         """Writes one checkpoint of the run; ``name`` is relative to the run folder."""
+        c = counters
         metadata = {
             **self.describe,
-            "epoch": counters.epoch,
-            "env_steps": counters.env_steps,
-            "updates": counters.updates,
-            "wall_time": counters.wall_time,
+            "epoch": c.epoch,
+            "env_steps": c.env_steps,
+            "updates": c.updates,
+            "wall_time": c.wall_time,
             "success_rate": success,
-            "best_success_rate": counters.best_success,
-            "best_return": counters.best_return,
+            "best_success_rate": c.best_success,
+            "best_return": c.best_return,
             "goalenvs_version": goalenvs.__version__,
             "torch_version": str(torch.__version__),
         }

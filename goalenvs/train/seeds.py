@@ -10,7 +10,6 @@ import dataclasses
 import multiprocessing
 import re
 import shlex
-import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from goalenvs.train.estimate import duration, estimate
 from goalenvs.train.machine import usable_cores
 from goalenvs.train.plan import RunPlan
 from goalenvs.train.plot import DEFAULT_MARK, plot_seeds, read_runs, seed_table
+from goalenvs.train.run_folder import new_run_path
 from goalenvs.train.trainer import Trainer
 
 _RANGE = re.compile(r"(\d+)-(\d+)")
@@ -51,11 +51,11 @@ def parse_seeds(text: str) -> list[int]:
 
 def set_folder(config: TrainConfig, seeds: list[int]) -> Path:
     """The seed set's folder: ``--out``, else a new one under ``runs/``."""
-    if config.out:
-        return Path(config.out)
-    name = config.env_id.replace("/", "_").replace(":", "_")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path(f"runs/{name}-{config.algo}-seeds{seeds[0]}-{seeds[-1]}-{stamp}")
+    return (
+        Path(config.out)
+        if config.out
+        else new_run_path(config.env_id, config.algo, f"seeds{seeds[0]}-{seeds[-1]}")
+    )
 
 
 def side_by_side(plan: RunPlan, n_seeds: int, cores: int | None = None) -> int:

@@ -3,8 +3,7 @@
 The phases are the parts of the loop that can bound it: stepping the envs, acting,
 storing transitions and normalizer statistics, sampling batches (with HER relabeling),
 the gradient steps, and the evaluation episodes. With CUDA the phases are host time: a
-phase that launches kernels may be charged to the next one that waits for them.
-"""
+phase that launches kernels may be charged to the next one that waits for them."""
 
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ A resume restores the networks, optimizers, normalizer, replay buffer (``save_bu
 and every random generator, per worker; the envs start new episodes. Where no episode is
 in progress at an epoch's end, a resumed run draws what the uninterrupted run draws.
 Ctrl-C or SIGTERM stops the run after the current cycle (all workers agree on it); the
-folder keeps the last finished epoch.
-"""
+folder keeps the last finished epoch."""
 
 from __future__ import annotations
 
@@ -236,10 +235,8 @@ class Trainer:
     def _new_learner(self) -> Learner:
         """The learner of the agent as it is now (its updates captured as CUDA graphs where
         the plan says)."""
-        graphs = "on" if self.plan.cuda_graphs else "off"
-        return Learner(
-            self.agent, self.config.batch_size, graphs=graphs, clock=self.collector.clock
-        )
+        graphs, clock = "on" if self.plan.cuda_graphs else "off", self.collector.clock
+        return Learner(self.agent, self.config.batch_size, graphs=graphs, clock=clock)
 
     def note(self, message: str) -> None:
         """Records a fact about this run's setup, printed once (main worker, verbose)."""
@@ -434,9 +431,8 @@ class Trainer:
             again = signal.default_int_handler if signum == signal.SIGINT else previous[signum]
             signal.signal(signum, again)
 
-        previous: dict[int, Any] = {
-            s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)
-        }
+        signals = (signal.SIGINT, signal.SIGTERM)
+        previous: dict[int, Any] = {s: signal.signal(s, handler) for s in signals}
         return previous
 
     def close(self) -> None:

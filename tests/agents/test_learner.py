@@ -140,7 +140,9 @@ def assert_same_state(a, b, **tolerance) -> None:
 
 @pytest.mark.parametrize("algo", sorted(ALGOS))
 @pytest.mark.parametrize("path", ["eager", "static"])
-def test_a_cycle_gives_the_numbers_of_update_by_hand_then_one_target_move(algo, path):
+def test_a_cycle_gives_the_numbers_and_priorities_of_update_by_hand_then_one_target_move(
+    algo, path
+):
     reference, action_space = make(algo)
     agent, _ = make(algo)
     learner = Learner(agent, 16, graphs="auto")  # on the CPU: eager
@@ -149,37 +151,25 @@ def test_a_cycle_gives_the_numbers_of_update_by_hand_then_one_target_move(algo, 
         # The static-input path a CUDA graph captures, run eagerly on the CPU.
         learner.updates = StaticUpdates(agent, capture=False)
     for cycle in range(3):
+        # a prioritized buffer: each batch's TD errors set its priorities, as by hand
+        expected_buffer = ReplayStub(action_space, seed=cycle, prioritized=True)
+        buffer = ReplayStub(action_space, seed=cycle, prioritized=True)
         torch.manual_seed(10 + cycle)  # TD3's target noise and SAC's actions draw on it
-        expected = by_hand(reference, ReplayStub(action_space, seed=cycle), 16, 5)
+        expected = by_hand(reference, expected_buffer, 16, 5)
         torch.manual_seed(10 + cycle)
-        losses = learner.optimize(ReplayStub(action_space, seed=cycle), 5)
+        losses = learner.optimize(buffer, 5)
         assert set(losses) == set(agent.loss_names)
         for name, value in losses.items():
             assert value.shape == () and value.device == agent.device
             torch.testing.assert_close(value, expected[name], rtol=1e-6, atol=1e-7)
         assert_same_state(reference, agent, rtol=0, atol=0)
-
-
-@pytest.mark.parametrize("path", ["eager", "static"])
-def test_prioritized_buffers_get_each_batch_s_td_errors(path):
-    reference, action_space = make("td3")
-    agent, _ = make("td3")
-    learner = Learner(agent, 8, graphs="off")
-    if path == "static":
-        learner.updates = StaticUpdates(agent, capture=False)
-    expected_buffer = ReplayStub(action_space, seed=4, prioritized=True)
-    buffer = ReplayStub(action_space, seed=4, prioritized=True)
-    torch.manual_seed(1)
-    by_hand(reference, expected_buffer, 8, 4)
-    torch.manual_seed(1)
-    learner.optimize(buffer, 4)
-    assert len(buffer.priorities) == 4
-    for (indices, td_errors), (want_indices, want_td) in zip(
-        buffer.priorities, expected_buffer.priorities, strict=True
-    ):
-        np.testing.assert_array_equal(indices, want_indices)
-        np.testing.assert_array_equal(td_errors, want_td)
-    assert np.any(buffer.priorities[0][1] != buffer.priorities[1][1])  # not one static value
+        assert len(buffer.priorities) == 5
+        for (indices, td), (want_indices, want_td) in zip(
+            buffer.priorities, expected_buffer.priorities, strict=True
+        ):
+            np.testing.assert_array_equal(indices, want_indices)
+            np.testing.assert_array_equal(td, want_td)
+        assert np.any(buffer.priorities[0][1] != buffer.priorities[1][1])  # not one static value
 
 
 def test_td3_plans_its_delayed_actor_from_the_counter_across_cycles():

@@ -28,21 +28,14 @@ from goalenvs.train.machine import (
 )
 from goalenvs.train.resume_state import env_generator_states
 from goalenvs.train.trainer import Trainer, train
-from tests.train.runs import progress
+from tests.train.runs import ENVS, REACH, progress, reach_config
 
-ENVS = Path(__file__).resolve().parent / "worker_envs.py"
-# PointReach built from its class: no native twin, so it steps one sub-env at a time.
-REACH = f"{ENVS}:FailingReach"
 SAME_STEP = gym.vector.AutoresetMode.SAME_STEP
 
 
 def config(tmp_path: Path, **kwargs) -> DDPGConfig:
-    base = dict(
-        env_id=REACH, env_kwargs={"max_episode_steps": 10}, epochs=2, n_cycles=2, num_envs=4,
-        n_batches=2, batch_size=32, hidden_sizes=(16,), n_eval_episodes=4, device="cpu",
-        verbose=False, out=str(tmp_path / "run"),
-    )  # fmt: skip
-    return DDPGConfig(**{**base, **kwargs})
+    longer = dict(epochs=2, n_cycles=2, n_batches=2, batch_size=32, n_eval_episodes=4)
+    return reach_config(tmp_path, **{**longer, **kwargs})
 
 
 def no_worker_left() -> bool:

@@ -61,25 +61,19 @@ def test_opening_a_new_folder_writes_config_and_plan_and_refuses_a_used_one(tmp_
         again.open(agent, lambda path: None)
 
 
-def test_each_committed_epoch_is_a_unit_a_row_and_the_policies(tmp_path):
-    folder, agent, buffer = parts(tmp_path)
-    folder.open(agent, lambda path: None)
-    commit(folder, agent, buffer, 1, 0.5)
-    commit(folder, agent, buffer, 2, 0.25)
-    folder.close()
-    assert sorted(unit_epochs(folder.path)) == [1, 2]  # the last two are kept
-    rows = progress(folder.path)
-    assert [(r["epoch"], r["eval_success"]) for r in rows] == [("1", "0.5"), ("2", "0.25")]
-    assert (folder.path / "policy_latest.pt").is_file()
-    assert (folder.path / "policy_best.pt").is_file()  # epoch 1's: 0.5 beats 0.25
-
-
-def test_a_resume_reads_back_the_last_committed_epoch(tmp_path):
+def test_each_committed_epoch_is_a_unit_a_row_and_the_policies_and_a_resume_reads_the_last(
+    tmp_path,
+):
     folder, agent, buffer = parts(tmp_path)
     folder.open(agent, lambda path: None)
     commit(folder, agent, buffer, 1, 0.5)
     commit(folder, agent, buffer, 2, 0.75)
     folder.close()
+    assert sorted(unit_epochs(folder.path)) == [1, 2]  # the last two are kept
+    rows = progress(folder.path)
+    assert [(r["epoch"], r["eval_success"]) for r in rows] == [("1", "0.5"), ("2", "0.75")]
+    assert (folder.path / "policy_latest.pt").is_file()
+    assert (folder.path / "policy_best.pt").is_file()
     weights = {k: v.clone() for k, v in agent.actor.state_dict().items()}
 
     resumed, fresh, _ = parts(tmp_path, resume=str(tmp_path / "run"))

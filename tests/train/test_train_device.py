@@ -1,8 +1,7 @@
 """On-device training: torch twins, replay buffer and networks on one device.
 
 CI has no GPU: the device loop runs here on device "cpu" (the torch twins on the CPU),
-which is the same code as on CUDA; the CUDA variant skips without a GPU.
-"""
+which is the same code as on CUDA; the CUDA variant skips without a GPU."""
 
 from __future__ import annotations
 

@@ -15,19 +15,9 @@ from goalenvs.cli import main
 from goalenvs.train import plan as plan_module
 from goalenvs.train.plan import PlanError, follow_recorded
 from goalenvs.train.trainer import Trainer
+from tests.train.runs import reach_config
 
-ENVS = Path(__file__).resolve().parent / "worker_envs.py"
-REACH = f"{ENVS}:FailingReach"  # PointReach from its class: no native twin
 TINY = ["--epochs", "1", "--cycles", "2", "--batches", "2", "--batch-size", "16"]
-
-
-def reach_config(tmp_path: Path, **kwargs) -> DDPGConfig:
-    base = dict(
-        env_id=REACH, env_kwargs={"max_episode_steps": 10}, epochs=1, n_cycles=1, num_envs=4,
-        n_batches=1, batch_size=16, hidden_sizes=(16,), n_eval_episodes=2, device="cpu",
-        verbose=False, out=str(tmp_path / "run"),
-    )  # fmt: skip
-    return DDPGConfig(**{**base, **kwargs})
 
 
 def test_config_json_records_every_resolved_choice_and_the_machine(tmp_path, capsys):

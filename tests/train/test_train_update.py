@@ -35,12 +35,10 @@ def batch(obs, goal, actions, rewards, dones, next_obs):
         return {"observation": o, "achieved_goal": o.clone(), "desired_goal": torch.tensor(goal)}
 
     return SimpleNamespace(
-        observations=as_dict(obs),
-        next_observations=as_dict(next_obs),
-        actions=torch.tensor(actions),
-        rewards=torch.tensor(rewards, dtype=torch.float32),
+        observations=as_dict(obs), next_observations=as_dict(next_obs),
+        actions=torch.tensor(actions), rewards=torch.tensor(rewards, dtype=torch.float32),
         dones=torch.tensor(dones, dtype=torch.float32),
-    )
+    )  # fmt: skip
 
 
 def net_inputs(obs, goal):
@@ -165,8 +163,7 @@ class Reach1D:
 
     ``action_dtype`` sets the Box's dtype (its ``step`` rejects any other), ``reward`` is
     "sparse" (-1/0), "dense" (-3 x distance, below -1) or "declared" (dense, with a
-    declared ``reward_range``).
-    """
+    declared ``reward_range``)."""
 
     def __new__(cls, action_dtype="float32", reward="sparse"):
         import gymnasium as gym

@@ -22,8 +22,7 @@ override the preset. A preset file holds::
 A ``module:EnvId`` id matches on ``EnvId``. The ``[device]`` section is the schedule of a
 run whose device is CUDA (``--device cuda``, or none on a machine where torch sees a GPU):
 for an env with a torch twin the on-device loop, unless ``--env-device numpy`` keeps the
-envs on the host; for any other env a GPU learner beside env worker processes.
-"""
+envs on the host; for any other env a GPU learner beside env worker processes."""
 
 from __future__ import annotations
 
@@ -211,13 +210,11 @@ def resolve_config(
     **overrides: Any,
 ) -> TrainConfig:
     """The config for ``env_id``: ``preset`` (default: :func:`preset_for`), then ``overrides``.
-
     ``horizon``, the episode length, sizes the ``[per_episode_step]`` fields (without it
     they keep their ``[config]`` values); ``[device]`` joins ``[config]`` when
     :func:`takes_device_section`. ``algo`` defaults to the preset's; with another one, the
     preset algorithm's own fields that ``algo`` lacks are left out, and any other field
-    that is not one of the config's is a ValueError naming it and the valid fields.
-    """
+    that is not one of the config's is a ValueError naming it and the valid fields."""
     chosen = load_preset(preset if preset is not None else preset_for(env_id))
     if chosen.device and takes_device_section(env_id, overrides, chosen.config):
         chosen = dataclasses.replace(chosen, config={**chosen.config, **chosen.device})
